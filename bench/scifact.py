@@ -1,0 +1,247 @@
+"""SciFact (BEIR) query -> abstract retrieval: BM25, zero-shot MiniLM, fine-tuned two-tower,
+hybrid fusion and cross-encoder reranking, on CPU.
+
+    .venv/bin/python bench/scifact.py --threads 1            # full run (reuses cached embeddings)
+    .venv/bin/python bench/scifact.py --threads 1 --quick    # smoke run on a small slice
+
+Protocol: fine-tuning uses qrels/train.tsv minus a validation part held out by
+relevant-document group (queries sharing a cited abstract stay together); the
+fusion rule/weight is chosen on that validation part; qrels/test.tsv (300
+queries) is scored once at the end, also on the 104 test queries none of whose
+relevant abstracts appear in the train qrels ("unseen-doc" slice).
+
+Data terms: SciFact is CC BY-NC 2.0 (Wadden et al., EMNLP 2020); it is read in
+place and never copied into the project.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def default_data() -> Path:
+    for cand in (Path("/work/shared/data/scifact"), REPO.parent / "shared" / "data" / "scifact"):
+        if cand.exists():
+            return cand
+    return Path("../shared/data/scifact")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data", type=Path, default=default_data(), help="SciFact dir (holding beir/) or the BEIR dir itself")
+    p.add_argument("--out", type=Path, default=REPO / "runs" / "scifact")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("TWOTOWER_THREADS", "1")))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--valid-frac", type=float, default=0.2)
+    p.add_argument("--max-length", type=int, default=256, help="document word pieces for the bi-encoder")
+    p.add_argument("--epochs", type=int, default=8, help="bi-encoder epochs")
+    p.add_argument("--lr", type=float, default=5e-5)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--train-doc-tower", action="store_true",
+                   help="also train the document tower (re-encodes the corpus; far slower on CPU)")
+    p.add_argument("--ce-epochs", type=int, default=1)
+    p.add_argument("--ce-max-length", type=int, default=256)
+    p.add_argument("--ce-negatives", type=int, default=3)
+    p.add_argument("--rerank-top", type=int, default=20)
+    p.add_argument("--no-rerank", action="store_true")
+    p.add_argument("--reuse", action="store_true", help="reuse trained models found under --out")
+    p.add_argument("--quick", action="store_true", help="smoke run: 300 docs, few queries, 1 epoch")
+    p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    from twotower.utils.runtime import seed_everything, set_threads
+
+    set_threads(args.threads)
+    seed_everything(args.seed)
+
+    from twotower.evaluation.table import format_table
+    from twotower.search.beir import load_beir, relevant_rows, validation_split_by_group
+    from twotower.search.bm25 import BM25Retriever
+    from twotower.search.dense import DenseRetriever
+    from twotower.search.evaluate import evaluate_retriever
+    from twotower.search.finetune import FinetuneConfig, finetune_bi_encoder, load_bi_encoder
+    from twotower.search.fusion import tune_fusion
+    from twotower.search.negatives import MiningConfig, mine_hard_negatives
+    from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
+    from twotower.text.cache import cached_encode
+    from twotower.text.encoder import load_text_encoder
+
+    out: Path = args.out / ("quick" if args.quick else "full")
+    cache_dir = args.out / "cache"
+    t_all = time.perf_counter()
+    train = load_beir(args.data, "train")
+    test = load_beir(args.data, "test")
+    corpus = train.corpus
+    doc_texts = corpus.doc_texts()
+    train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
+    test_qids = list(test.queries)
+    seen_docs = {d for q in train.qrels.values() for d in q}
+    unseen = [i for i, q in enumerate(test_qids) if not (set(test.qrels[q]) & seen_docs)]
+    if args.quick:
+        keep_q = test_qids[:20]
+        test_qids = keep_q
+        unseen = [i for i, q in enumerate(test_qids) if not (set(test.qrels[q]) & seen_docs)]
+        train_qrels = dict(list(train_qrels.items())[:48])
+        valid_qrels = dict(list(valid_qrels.items())[:16])
+        needed = sorted({corpus.row_of[d] for qr in (train_qrels, valid_qrels, {q: test.qrels[q] for q in keep_q})
+                         for q in qr.values() for d in q})
+        extra = [r for r in range(len(corpus)) if r not in set(needed)][: max(0, 300 - len(needed))]
+        rows = sorted(set(needed) | set(extra))
+        from twotower.search.beir import Corpus
+
+        corpus = Corpus([corpus.ids[r] for r in rows], [corpus.titles[r] for r in rows],
+                        [corpus.texts[r] for r in rows], {corpus.ids[r]: i for i, r in enumerate(rows)})
+        doc_texts = corpus.doc_texts()
+        args.epochs, args.ce_epochs, args.rerank_top = 1, 1, 5
+    valid_qids = list(valid_qrels)
+    all_queries = {**train.queries, **test.queries}
+    test_texts = [all_queries[q] for q in test_qids]
+    valid_texts = [all_queries[q] for q in valid_qids]
+    rel_test = relevant_rows(test_qids, test.qrels, corpus)
+    rel_valid = relevant_rows(valid_qids, valid_qrels, corpus)
+    print(f"SciFact: {len(corpus)} docs; train {len(train_qrels)} queries, valid {len(valid_qrels)} "
+          f"(grouped by relevant doc), test {len(test_qids)} ({len(unseen)} with unseen docs)", file=sys.stderr)
+
+    # training pairs: one per (train query, relevant doc)
+    pair_q, pair_pos = [], []
+    for q in sorted(train_qrels, key=lambda s: int(s) if s.isdigit() else s):
+        for d, rel in sorted(train_qrels[q].items()):
+            if rel > 0:
+                pair_q.append(all_queries[q])
+                pair_pos.append(corpus.row_of[d])
+    pos_by_q: dict[str, set[int]] = {}
+    for q, r in zip(pair_q, pair_pos):
+        pos_by_q.setdefault(q, set()).add(r)
+    uniq_q = list(pos_by_q)
+    uniq_pos = [np.asarray(sorted(pos_by_q[q])) for q in uniq_q]
+
+    rows: list[dict] = []
+    K = 100
+
+    def record(name: str, test_res, **extra) -> None:
+        m_all = evaluate_retriever(test_res, rel_test)
+        sl = type(test_res)(test_res.ids[unseen], test_res.scores[unseen])
+        m_sl = evaluate_retriever(sl, [rel_test[i] for i in unseen])
+        row = {"system": name}
+        row.update({k: v for k, v in m_all.items()})
+        row.update({f"{k} unseen": v for k, v in m_sl.items()})
+        row.update(extra)
+        rows.append(row)
+        print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: NDCG@10 {m_all['NDCG@10']:.4f} "
+              f"(unseen {m_sl['NDCG@10']:.4f}) {extra}", file=sys.stderr, flush=True)
+
+    # 1. BM25
+    t = time.perf_counter()
+    bm25 = BM25Retriever().fit(doc_texts, corpus.ids)
+    bm25_test, bm25_valid = bm25.search(test_texts, K), bm25.search(valid_texts, K)
+    record("BM25 (bm25s, lucene k1=1.2 b=0.75)", bm25_test, **{"train s": 0.0, "encode s": round(time.perf_counter() - t, 1)})
+
+    # 2. zero-shot MiniLM
+    enc = load_text_encoder(None)
+    t = time.perf_counter()
+    doc_emb = cached_encode(enc, doc_texts, cache_dir, max_length=args.max_length, batch_size=32)  # [N, D]
+    enc_s = time.perf_counter() - t
+    zs = DenseRetriever(enc, max_length=args.max_length).fit_embeddings(doc_emb)
+    t = time.perf_counter()
+    zs_test = zs.search(test_texts, K)
+    q_s = time.perf_counter() - t
+    zs_valid = zs.search(valid_texts, K)
+    record("zero-shot all-MiniLM-L6-v2", zs_test, **{"train s": 0.0, "encode s": round(enc_s, 1),
+                                                      "ms/query": round(1000 * q_s / len(test_texts), 1)})
+
+    # 3. fine-tuned two-tower (hard negatives mined from the zero-shot dense index)
+    ft_dir = out / "bi_encoder"
+    ft_train_s = 0.0
+    if args.reuse and (ft_dir / "twotower_bi_encoder.json").is_file():
+        q_enc, d_enc = load_bi_encoder(ft_dir)
+        print(f"reusing {ft_dir}", file=sys.stderr)
+    else:
+        t = time.perf_counter()
+        mining = MiningConfig(n=3, depth=30, skip_top=0, relative_margin=0.05)
+        negs, report = mine_hard_negatives(uniq_q, uniq_pos, zs, mining)
+        print("bi-encoder negatives (zero-shot dense):", report.summary(), file=sys.stderr)
+        by_q = dict(zip(uniq_q, negs))
+        cfg = FinetuneConfig(
+            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=0.05, max_length=args.max_length,
+            train_doc_tower=args.train_doc_tower, corpus_negatives=not args.train_doc_tower,
+            negatives_per_query=1, refresh_negatives=not args.train_doc_tower, seed=args.seed,
+        )
+        res = finetune_bi_encoder(pair_q, pair_pos, doc_texts, ft_dir, config=cfg, negatives=[by_q[q] for q in pair_q],
+                                  mining=mining, cache_dir=cache_dir)
+        q_enc, d_enc = res.query_encoder, res.doc_encoder
+        ft_train_s = time.perf_counter() - t
+        first = np.mean([h["loss"] for h in res.history if h["epoch"] == 0])
+        last = np.mean([h["loss"] for h in res.history if h["epoch"] == cfg.epochs - 1])
+        print(f"fine-tune: {len(res.history)} steps, mean loss epoch 0 {first:.3f} -> last {last:.3f}, "
+              f"{ft_train_s:.0f}s", file=sys.stderr)
+    t = time.perf_counter()
+    ft_doc = cached_encode(d_enc, doc_texts, cache_dir, max_length=args.max_length, batch_size=32)
+    ft_enc_s = time.perf_counter() - t
+    ft = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=args.max_length).fit_embeddings(ft_doc)
+    ft_test, ft_valid = ft.search(test_texts, K), ft.search(valid_texts, K)
+    tower = "query+doc towers" if args.train_doc_tower else "query tower, frozen doc tower"
+    record(f"fine-tuned two-tower ({tower})", ft_test,
+           **{"train s": round(ft_train_s, 1), "encode s": round(ft_enc_s, 1)})
+
+    # 4. hybrid: fusion rule and weight chosen on validation NDCG@10
+    for name, v in (("BM25", bm25_valid), ("zero-shot", zs_valid), ("fine-tuned", ft_valid)):
+        print(f"valid NDCG@10 {name}: {evaluate_retriever(v, rel_valid)['NDCG@10']:.4f}", file=sys.stderr)
+    choice = tune_fusion([bm25_valid, ft_valid], rel_valid)
+    hybrid_test = choice.apply([bm25_test, ft_test], top_k=K)
+    record(f"hybrid BM25 + fine-tuned [{choice.describe()}]", hybrid_test, **{"train s": round(ft_train_s, 1)})
+
+    # 5. cross-encoder rerank of the hybrid top-N
+    if not args.no_rerank:
+        ce_dir = out / "cross_encoder"
+        ce_train_s = 0.0
+        if args.reuse and (ce_dir / "twotower_cross_encoder.json").is_file():
+            ce = CrossEncoderReranker(ce_dir, max_length=args.ce_max_length)
+        else:
+            t = time.perf_counter()
+            ce_mining = MiningConfig(n=args.ce_negatives * max(1, args.ce_epochs), depth=30, relative_margin=0.05)
+            ce_negs, ce_report = mine_hard_negatives(uniq_q, uniq_pos, bm25, ce_mining)
+            print("cross-encoder negatives (BM25):", ce_report.summary(), file=sys.stderr)
+            by_q = dict(zip(uniq_q, ce_negs))
+            ce = train_cross_encoder(pair_q, pair_pos, [by_q[q] for q in pair_q], doc_texts, ce_dir,
+                                     config=RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length,
+                                                              negatives_per_query=args.ce_negatives, seed=args.seed))
+            ce_train_s = time.perf_counter() - t
+        reranked = ce.rerank(test_texts, hybrid_test, doc_texts, top_n=args.rerank_top, show_progress=True)
+        record(f"hybrid + cross-encoder rerank top-{args.rerank_top}", reranked,
+               **{"train s": round(ce_train_s, 1),
+                  "ms/query": round(1000 * ce.last_seconds / len(test_texts), 1)})
+
+    cols = ["system", "NDCG@10", "Recall@10", "Recall@100", "MRR@10",
+            "NDCG@10 unseen", "Recall@10 unseen", "Recall@100 unseen", "MRR@10 unseen",
+            "train s", "encode s", "ms/query"]
+    title = (f"SciFact test: {len(test_qids)} queries (cols 2-5) and the {len(unseen)} whose relevant docs are "
+             f"unseen in train qrels (cols 6-9); threads={args.threads}, doc max_length={args.max_length}"
+             + (" [QUICK SMOKE RUN - not a result]" if args.quick else ""))
+    print(format_table(rows, cols, title=title, mark_best=["NDCG@10", "NDCG@10 unseen"]))
+    print(f"fusion chosen on {len(valid_qids)} validation queries: {choice.describe()} "
+          f"(valid NDCG@10 {choice.valid_ndcg10:.4f}); total {time.perf_counter() - t_all:.0f}s")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""Implementations of the core subcommands (imported lazily by main)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from twotower.errors import ConfigError
+
+log = logging.getLogger("twotower")
+
+
+def _threads(args: argparse.Namespace) -> None:
+    from twotower.utils.runtime import set_threads, threads_from_env
+
+    set_threads(getattr(args, "threads", None) or threads_from_env())
+
+
+def resolve_train_config(args: argparse.Namespace):
+    from twotower.config import load_config
+
+    overrides = list(args.overrides or [])
+    for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
+                      ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            overrides.append(f"{key}={json.dumps(value)}")
+    if args.epochs is not None:
+        overrides.append(f"train.epochs={args.epochs}")
+    if args.threads is not None:
+        overrides.append(f"train.threads={args.threads}")
+    if args.no_progress:
+        overrides.append("train.progress=false")
+    cfg = load_config(args.config, overrides)
+    if cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
+        raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
+    if cfg.data.train is not None and cfg.data.valid is None:
+        log.warning("no --valid file: early stopping falls back to the training loss")
+    return cfg
+
+
+def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
+    """One block per k: a row per model, a column per metric (fit seconds last)."""
+    from twotower.evaluation.table import format_table
+    from twotower.pipeline.experiment import PROTOCOL_TEXT
+
+    metrics = ["Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop"]
+    for k in ks:
+        cols = ["model"] + [f"{m}@{k}" for m in metrics if any(f"{m}@{k}" in r for r in rows)] + ["fit_s"]
+        print(format_table(rows, cols, title=f"{title} @{k}"))
+        print()
+    print(PROTOCOL_TEXT)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.pipeline.run import train_run
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
+    cfg = resolve_train_config(args)
+    out = Path(args.out)
+    run, result, prep = train_run(cfg, out, resume=args.resume)
+    print(f"trained: best valid {cfg.eval.select_metric} {result.best_metric:.4f} at epoch {result.best_epoch} "
+          f"({result.epochs_run} epochs, {result.seconds:.1f}s); run folder {out}")
+    if not args.no_eval and prep.test is not None:
+        ks = cfg.eval.ks
+        rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
+        atomic_write_json(out / "metrics.json", {"test": rows})
+        import io
+        import contextlib
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            print_eval_table(rows, tuple(k for k in ks if k in (10, 20)) or ks, "test (full catalogue)")
+        atomic_write_text(out / "eval.txt", buf.getvalue())
+        print(buf.getvalue())
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    _threads(args)
+    try:
+        ks = tuple(int(k) for k in args.ks.split(",") if k)
+    except ValueError:
+        raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
+    baselines = tuple(b for b in args.baselines.split(",") if b)
+    for b in baselines:
+        if b not in ("popularity", "ease", "itemknn"):
+            raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
+    run = TrainedRun.load(args.run)
+    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=float))
+    else:
+        print_eval_table(rows, ks, f"{args.split} (full catalogue), run {args.run}")
+    return 0
+
+
+def _parse_user_list(run, spec: str) -> list[int]:
+    import numpy as np
+
+    if spec == "all":
+        return list(np.flatnonzero(run.history.lengths() > 0))
+    p = Path(spec)
+    if p.exists():
+        from twotower.data.readers import read_table
+
+        df = read_table(p)
+        if "user_id" not in df.columns:
+            from twotower.errors import DataError
+
+            raise DataError("needs a user_id column", file=str(p), column="user_id")
+        ids = [str(v) for v in df["user_id"].tolist()]
+    else:
+        ids = [s.strip() for s in spec.split(",") if s.strip()]
+    return [run.user_row(u) for u in ids]
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import (
+        exclusions_from_files,
+        recommend_history,
+        recommend_users,
+        results_to_frame,
+        results_to_items,
+    )
+    from twotower.utils.atomic import atomic_write_text
+
+    _threads(args)
+    run = TrainedRun.load(args.run)
+    k = args.k if args.k is not None else (100 if args.users else 10)
+    if not 1 <= k <= 10_000:
+        raise ConfigError(f"--k must be between 1 and 10000, got {k}")
+    if args.history is not None:
+        hist = [s.strip() for s in args.history.split(",") if s.strip()]
+        res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen)
+        items = results_to_items(run, res)
+        _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items")
+        return 0
+    exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
+    if args.user is not None:
+        row = run.user_row(args.user)
+        res = recommend_users(run, np.array([row]), k, exclude)
+        _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}")
+        return 0
+    rows = np.asarray(_parse_user_list(run, args.users), np.int64)
+    res = recommend_users(run, rows, k, exclude)
+    frame = results_to_frame(run, rows, res)
+    if args.out:
+        atomic_write_text(args.out, frame.to_csv(index=False))
+        print(f"wrote {len(frame)} rows for {len(rows)} users to {args.out}", file=sys.stderr)
+    elif args.json:
+        print(frame.to_json(orient="records"))
+    else:
+        sys.stdout.write(frame.to_csv(index=False))
+    return 0
+
+
+def _print_items(items: list[dict], as_json: bool, title: str) -> None:
+    if as_json:
+        print(json.dumps({"items": items}, ensure_ascii=False, default=str))
+        return
+    print(title)
+    for it in items:
+        label = it.get("title") or it["item_id"]
+        extra = f"  [{it['genres']}]" if isinstance(it.get("genres"), str) and it.get("genres") else ""
+        print(f"{it['rank']:>3}. {label} (item {it['item_id']}, score {it['score']:.3f}){extra}")
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
+
+    kwargs = {}
+    if args.source:
+        kwargs["source"] = args.source
+    path = fetch_movielens_100k(Path(args.dest) if args.dest else None, **kwargs)
+    ml = load_movielens_100k(path)
+    print(f"{path}: {len(ml.interactions)} interactions, {ml.interactions['user_id'].nunique()} users, "
+          f"{ml.interactions['item_id'].nunique()} items (checksums verified)")
+    return 0
+
+
+def cmd_data_split(args: argparse.Namespace) -> int:
+    from twotower.config import DataConfig
+    from twotower.data.readers import read_interactions
+    from twotower.pipeline.sources import _split
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
+    try:
+        ratios = tuple(float(r) for r in args.ratios.split(","))
+    except ValueError:
+        raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
+    out = Path(args.out)
+    items = users = None
+    if args.dataset:
+        from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
+
+        ml = load_movielens_100k(fetch_movielens_100k())
+        df, items, users = ml.interactions, ml.items, ml.users
+    elif args.input:
+        df = read_interactions(args.input)
+    else:
+        raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
+    cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
+                     valid_start=_maybe_int(args.valid_start), test_start=_maybe_int(args.test_start))
+    split = _split(df, cfg, args.seed)
+    for name, part in (("train", split.train), ("valid", split.valid), ("test", split.test)):
+        atomic_write_text(out / f"{name}.csv", part.to_csv(index=False))
+    if items is not None:
+        atomic_write_text(out / "items.csv", items.to_csv(index=False))
+    if users is not None:
+        atomic_write_text(out / "users.csv", users.to_csv(index=False))
+    atomic_write_json(out / "split_report.json", split.report)
+    print(f"wrote {out}/train.csv ({len(split.train)}), valid.csv ({len(split.valid)}), test.csv ({len(split.test)})")
+    return 0
+
+
+def _maybe_int(v: str | None):
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        return v

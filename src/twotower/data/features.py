@@ -1,0 +1,366 @@
+"""User/item feature tables and their encoding into arrays aligned with a vocabulary.
+
+Encoding conventions (shared with the model towers):
+
+* categorical: int64 ``[n, n_cat]``; 0 = missing/unknown, 1.. = values seen at fit time.
+* multi-valued (e.g. ``"Action|Comedy"``): one int64 ``[n, max_len_c]`` per column,
+  values 1.., padded with 0.
+* numeric: float32 ``[n, 2 * n_num]``: standardised values (train mean/std, NaN -> 0)
+  followed by one missing-indicator column per numeric column (see ``numeric_names``).
+* text: raw strings per column, ``""`` when missing.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from twotower.data.readers import ids_to_str, missing_column_error, read_table
+from twotower.data.vocab import Vocabulary
+from twotower.errors import ConfigError, DataError, IntegrityError
+
+__all__ = ["FeatureSpec", "read_feature_table", "EncodedFeatures", "FeatureEncoder"]
+
+log = logging.getLogger(__name__)
+
+_FORMAT = "twotower.feature_encoder"
+_VERSION = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureSpec:
+    """Which columns of a feature table are which kind of feature; ``key`` holds the entity id."""
+
+    key: str
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    multi: tuple[str, ...] = ()
+    separator: str = "|"
+    text: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise ConfigError(f"FeatureSpec.key must be a non-empty column name, got {self.key!r}")
+        seen: dict[str, str] = {}
+        for group in ("categorical", "numeric", "multi", "text"):
+            value = getattr(self, group)
+            if isinstance(value, str):
+                raise ConfigError(f"FeatureSpec.{group} must be a tuple of column names, got the string {value!r}")
+            try:
+                cols = tuple(value)
+            except TypeError:
+                raise ConfigError(f"FeatureSpec.{group} must be a tuple of column names, got {value!r}") from None
+            for c in cols:
+                if not isinstance(c, str) or not c:
+                    raise ConfigError(f"FeatureSpec.{group} has an invalid column name {c!r}")
+                if c == self.key:
+                    raise ConfigError(f"FeatureSpec.{group}: {c!r} is the key column and cannot also be a feature")
+                if c in seen:
+                    raise ConfigError(f"FeatureSpec.{group}: column {c!r} is already listed under {seen[c]}")
+                seen[c] = group
+            object.__setattr__(self, group, cols)
+        if not isinstance(self.separator, str) or not self.separator:
+            raise ConfigError(f"FeatureSpec.separator must be a non-empty string, got {self.separator!r}")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every feature column (not the key), in group order."""
+        return self.categorical + self.numeric + self.multi + self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "categorical": list(self.categorical),
+            "numeric": list(self.numeric),
+            "multi": list(self.multi),
+            "separator": self.separator,
+            "text": list(self.text),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "FeatureSpec":
+        if not isinstance(data, dict) or "key" not in data:
+            raise ConfigError(f"a FeatureSpec needs at least a 'key', got {data!r}")
+        unknown = set(data) - {"key", "categorical", "numeric", "multi", "separator", "text"}
+        if unknown:
+            raise ConfigError(f"unknown FeatureSpec settings {sorted(unknown)}")
+        kwargs = {k: (tuple(v) if k not in ("key", "separator") else v) for k, v in data.items()}
+        return cls(**kwargs)
+
+
+def _missing_str(value: Any) -> bool:
+    if value is None or value is pd.NA:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and not value.strip()
+
+
+def _norm_value(value: Any) -> str | None:
+    """A categorical value as text; ints and integral floats render without ``.0``."""
+    if _missing_str(value):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def read_feature_table(
+    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None
+) -> pd.DataFrame:
+    """Read a feature table and check it against ``spec``.
+
+    Missing columns, empty or duplicate keys and non-numeric values in numeric
+    columns raise DataError naming the file, row and column. The key becomes
+    str; numeric columns float64 (empty -> NaN); other columns are kept.
+    """
+    label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
+    pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
+    df = read_table(source, name=name, dtype=pinned)
+    present = list(df.columns)
+    for role, cols in (("key", (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
+                       ("multi-valued", spec.multi), ("text", spec.text)):
+        for c in cols:
+            if c not in df.columns:
+                raise missing_column_error(c, present, file=label, role=role)
+    df = df.reset_index(drop=True)
+    df[spec.key] = ids_to_str(df[spec.key], file=label, column=spec.key).to_numpy(dtype=object)
+    dup = df[spec.key].duplicated(keep="first").to_numpy()
+    if dup.any():
+        pos = int(np.flatnonzero(dup)[0])
+        key = df[spec.key].iloc[pos]
+        first = int(np.flatnonzero((df[spec.key] == key).to_numpy())[0])
+        raise DataError(
+            f"duplicate key {key!r} (first at row {first + 2}); each entity needs exactly one row",
+            file=label,
+            row=pos + 2,
+            column=spec.key,
+        )
+    for c in spec.numeric:
+        raw = df[c]
+        num = pd.to_numeric(raw, errors="coerce")
+        bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            raise DataError(
+                f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty when unknown)",
+                file=label,
+                row=pos + 2,
+                column=c,
+            )
+        df[c] = num.astype("float64")
+    return df
+
+
+@dataclass(frozen=True)
+class EncodedFeatures:
+    """Encoded features for ``n`` entities (see the module docstring for the layout)."""
+
+    categorical: np.ndarray  # int64 [n, n_cat]
+    categorical_names: tuple[str, ...]
+    categorical_sizes: tuple[int, ...]  # embedding table size per column, incl. 0 = missing
+    multi: list[np.ndarray]  # per column int64 [n, max_len_c]
+    multi_names: tuple[str, ...]
+    multi_sizes: tuple[int, ...]
+    numeric: np.ndarray  # float32 [n, 2 * n_num]
+    numeric_names: tuple[str, ...]
+    text: dict[str, list[str]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.categorical.shape[0])
+
+
+class FeatureEncoder:
+    """Fit value vocabularies and numeric statistics on a table; encode rows consistently.
+
+    ``fit(table, vocab)`` learns from the rows whose key is in ``vocab`` (pass
+    the training entities' vocabulary to keep valid/test out).
+    ``transform(table, vocab)`` returns features aligned with ``vocab`` rows;
+    entities missing from the table get all-missing features.
+    ``encode_rows(rows)`` encodes a frame row by row (e.g. a new item at serving time).
+    """
+
+    def __init__(self, spec: FeatureSpec) -> None:
+        if not isinstance(spec, FeatureSpec):
+            raise ConfigError(f"FeatureEncoder needs a FeatureSpec, got {type(spec).__name__}")
+        self.spec = spec
+        self.categories: dict[str, list[str]] = {}
+        self.multi_values: dict[str, list[str]] = {}
+        self.multi_max_len: dict[str, int] = {}
+        self.numeric_stats: dict[str, tuple[float, float]] = {}
+        self._lookup: dict[str, dict[str, int]] = {}
+        self.fitted = False
+
+    # -- fitting -----------------------------------------------------------
+    def _split_multi(self, value: Any) -> list[str]:
+        if _missing_str(value):
+            return []
+        parts = [p.strip() for p in str(value).split(self.spec.separator)]
+        out: list[str] = []
+        for p in parts:
+            if p and p not in out:
+                out.append(p)
+        return out
+
+    def _rows_in_vocab(self, table: pd.DataFrame, vocab: Vocabulary | None) -> pd.DataFrame:
+        self._check_columns(table, "table")
+        if vocab is None:
+            return table
+        keys = table[self.spec.key].map(_norm_value)
+        return table[keys.isin(set(vocab.ids)).to_numpy()]
+
+    def _check_columns(self, table: pd.DataFrame, label: str) -> None:
+        for c in (self.spec.key, *self.spec.columns):
+            if c not in table.columns:
+                raise missing_column_error(c, list(table.columns), file=label, role="feature")
+
+    def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None) -> "FeatureEncoder":
+        rows = self._rows_in_vocab(table, vocab)
+        spec = self.spec
+        for c in spec.categorical:
+            vals = {v for v in (_norm_value(x) for x in rows[c].tolist()) if v is not None}
+            self.categories[c] = sorted(vals)
+        for c in spec.multi:
+            lists = [self._split_multi(x) for x in rows[c].tolist()]
+            self.multi_values[c] = sorted({v for lst in lists for v in lst})
+            self.multi_max_len[c] = max([len(lst) for lst in lists] + [1])
+        for c in spec.numeric:
+            x = pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)
+            x = x[np.isfinite(x)]
+            mean = float(x.mean()) if len(x) else 0.0
+            std = float(x.std()) if len(x) else 1.0
+            if not math.isfinite(std) or std < 1e-12:
+                std = 1.0
+            self.numeric_stats[c] = (mean, std)
+        self._build_lookup()
+        self.fitted = True
+        log.info(
+            "fitted features on %d rows: categorical %s, multi %s, numeric %s, text %s",
+            len(rows), {c: len(v) for c, v in self.categories.items()},
+            {c: len(v) for c, v in self.multi_values.items()}, list(spec.numeric), list(spec.text),
+        )
+        return self
+
+    def _build_lookup(self) -> None:
+        self._lookup = {c: {v: i + 1 for i, v in enumerate(vals)} for c, vals in self.categories.items()}
+        for c, vals in self.multi_values.items():
+            self._lookup["multi:" + c] = {v: i + 1 for i, v in enumerate(vals)}
+
+    # -- encoding ----------------------------------------------------------
+    @property
+    def categorical_sizes(self) -> tuple[int, ...]:
+        return tuple(len(self.categories[c]) + 1 for c in self.spec.categorical)
+
+    @property
+    def multi_sizes(self) -> tuple[int, ...]:
+        return tuple(len(self.multi_values[c]) + 1 for c in self.spec.multi)
+
+    @property
+    def numeric_names(self) -> tuple[str, ...]:
+        return tuple(self.spec.numeric) + tuple(f"{c}__missing" for c in self.spec.numeric)
+
+    def encode_rows(self, rows: pd.DataFrame) -> EncodedFeatures:
+        """Encode ``rows`` in order; absent feature columns count as missing."""
+        if not self.fitted:
+            raise ConfigError("FeatureEncoder is not fitted; call fit() first or load a saved one")
+        spec = self.spec
+        n = len(rows)
+
+        def col(c: str) -> list[Any]:
+            return rows[c].tolist() if c in rows.columns else [None] * n
+
+        cat = np.zeros((n, len(spec.categorical)), dtype=np.int64)  # [n, n_cat]
+        for j, c in enumerate(spec.categorical):
+            lut = self._lookup[c]
+            cat[:, j] = [lut.get(v, 0) if v is not None else 0 for v in map(_norm_value, col(c))]
+        multi = []
+        for c in spec.multi:
+            lut = self._lookup["multi:" + c]
+            width = self.multi_max_len[c]
+            arr = np.zeros((n, width), dtype=np.int64)  # [n, max_len_c]
+            for i, value in enumerate(col(c)):
+                codes = [lut[v] for v in self._split_multi(value) if v in lut][:width]
+                arr[i, : len(codes)] = codes
+            multi.append(arr)
+        n_num = len(spec.numeric)
+        num = np.zeros((n, 2 * n_num), dtype=np.float32)  # [n, 2 * n_num]
+        for j, c in enumerate(spec.numeric):
+            x = pd.to_numeric(pd.Series(col(c), dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+            mean, std = self.numeric_stats[c]
+            missing = ~np.isfinite(x)
+            num[:, j] = np.where(missing, 0.0, (np.where(missing, mean, x) - mean) / std)
+            num[:, n_num + j] = missing.astype(np.float32)
+        text = {c: ["" if _missing_str(v) else str(v) for v in col(c)] for c in spec.text}
+        return EncodedFeatures(
+            categorical=cat,
+            categorical_names=tuple(spec.categorical),
+            categorical_sizes=self.categorical_sizes,
+            multi=multi,
+            multi_names=tuple(spec.multi),
+            multi_sizes=self.multi_sizes,
+            numeric=num,
+            numeric_names=self.numeric_names,
+            text=text,
+        )
+
+    def transform(self, table: pd.DataFrame, vocab: Vocabulary) -> EncodedFeatures:
+        """Features aligned with ``vocab`` rows; entities not in ``table`` get all-missing features."""
+        self._check_columns(table, "table")
+        keys = table[self.spec.key].map(_norm_value)
+        indexed = table.assign(**{self.spec.key: keys}).drop_duplicates(subset=[self.spec.key])
+        indexed = indexed.set_index(self.spec.key)
+        aligned = indexed.reindex(pd.Index(vocab.ids, dtype=object))  # [len(vocab) rows]
+        covered = int(aligned.index.isin(indexed.index).sum())
+        if covered < len(vocab):
+            log.info("features: %d of %d %ss have no row in the table; they get missing features",
+                     len(vocab) - covered, len(vocab), vocab.kind)
+        aligned = aligned.astype(object).where(aligned.notna(), None)
+        return self.encode_rows(aligned.reset_index(drop=True))
+
+    def fit_transform(self, table: pd.DataFrame, vocab: Vocabulary) -> EncodedFeatures:
+        return self.fit(table, vocab).transform(table, vocab)
+
+    # -- persistence -------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        if not self.fitted:
+            raise ConfigError("FeatureEncoder is not fitted; nothing to save")
+        return {
+            "format": _FORMAT,
+            "version": _VERSION,
+            "spec": self.spec.to_dict(),
+            "categorical": {c: list(self.categories[c]) for c in self.spec.categorical},
+            "multi": {c: {"values": list(self.multi_values[c]), "max_len": int(self.multi_max_len[c])}
+                      for c in self.spec.multi},
+            "numeric": {c: {"mean": self.numeric_stats[c][0], "std": self.numeric_stats[c][1]}
+                        for c in self.spec.numeric},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "FeatureEncoder":
+        try:
+            if not isinstance(data, dict) or data.get("format") != _FORMAT:
+                raise IntegrityError("not a saved FeatureEncoder (missing format marker)")
+            spec = FeatureSpec.from_dict(data["spec"])
+            enc = cls(spec)
+            enc.categories = {c: [str(v) for v in data["categorical"][c]] for c in spec.categorical}
+            enc.multi_values = {c: [str(v) for v in data["multi"][c]["values"]] for c in spec.multi}
+            enc.multi_max_len = {c: int(data["multi"][c]["max_len"]) for c in spec.multi}
+            enc.numeric_stats = {
+                c: (float(data["numeric"][c]["mean"]), float(data["numeric"][c]["std"])) for c in spec.numeric
+            }
+        except IntegrityError:
+            raise
+        except (KeyError, TypeError, ValueError, ConfigError) as e:
+            raise IntegrityError(f"saved FeatureEncoder is incomplete or corrupted ({type(e).__name__}: {e})") from e
+        enc._build_lookup()
+        enc.fitted = True
+        return enc

@@ -1,0 +1,356 @@
+"""Read interaction and feature tables (CSV/TSV/Parquet/JSON lines) into canonical frames.
+
+Canonical interactions have exactly the columns ``user_id`` (str), ``item_id``
+(str), ``timestamp`` (int64, epoch seconds or row order) and ``rating``
+(float32). Every problem with the input raises :class:`DataError` naming the
+file, the 1-based row (the header is row 1, the first data row is row 2) and
+the column.
+"""
+from __future__ import annotations
+
+import difflib
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from twotower.errors import ConfigError, DataError
+
+__all__ = [
+    "ColumnMap",
+    "read_table",
+    "read_interactions",
+    "CANONICAL_COLUMNS",
+]
+
+log = logging.getLogger(__name__)
+
+#: Column names and order of a canonical interactions frame.
+CANONICAL_COLUMNS = ("user_id", "item_id", "timestamp", "rating")
+
+_CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
+_PARQUET_SUFFIXES = {".parquet", ".pq"}
+_JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+_SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class ColumnMap:
+    """Which input columns hold the user, item, timestamp and rating.
+
+    ``timestamp``/``rating`` set to ``None`` mean "not in the data": timestamps
+    become the row order and ratings 1.0. When they keep their default names
+    and the file lacks them, the same fallback applies (and is reported); a
+    column you mapped to another name must exist.
+    """
+
+    user: str = "user_id"
+    item: str = "item_id"
+    timestamp: str | None = "timestamp"
+    rating: str | None = "rating"
+
+    def __post_init__(self) -> None:
+        for field in ("user", "item"):
+            value = getattr(self, field)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"ColumnMap.{field} must be a non-empty column name, got {value!r}")
+        for field in ("timestamp", "rating"):
+            value = getattr(self, field)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ConfigError(
+                    f"ColumnMap.{field} must be a non-empty column name or None (absent), got {value!r}"
+                )
+        used = [v for v in (self.user, self.item, self.timestamp, self.rating) if v is not None]
+        if len(set(used)) != len(used):
+            raise ConfigError(f"ColumnMap maps one column to two roles: {used}; each role needs its own column")
+
+
+def _label(source: Any, name: str | None) -> str:
+    if name is not None:
+        return str(name)
+    if isinstance(source, pd.DataFrame):
+        return "<DataFrame>"
+    return str(source)
+
+
+def _sniff_sep(path: Path, label: str) -> str:
+    with open(path, "rb") as fh:
+        first = fh.readline()
+    if not first.strip():
+        raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
+    text = first.decode("utf-8", errors="replace")
+    return "\t" if text.count("\t") > text.count(",") else ","
+
+
+def read_table(
+    source: str | Path | pd.DataFrame,
+    *,
+    name: str | None = None,
+    dtype: dict[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Read a table by file suffix, or copy a DataFrame.
+
+    CSV/TSV/TXT files need a header row; the separator (comma or tab) is
+    sniffed from it. ``.json`` files are read as JSON lines, falling back to a
+    JSON array of records. ``dtype`` (CSV only) pins columns, e.g. ids to
+    ``str`` so ``"007"`` keeps its zeros. ``name`` is the label used in errors.
+    """
+    label = _label(source, name)
+    if isinstance(source, pd.DataFrame):
+        df = source.copy()
+        df.attrs = {}
+        return df
+    if not isinstance(source, (str, Path)):
+        raise DataError(
+            f"expected a file path or a pandas DataFrame, got {type(source).__name__}", file=label
+        )
+    path = Path(source)
+    if not path.exists():
+        raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
+    if path.is_dir():
+        raise DataError("is a directory, expected a table file", file=label)
+    if path.stat().st_size == 0:
+        raise DataError("file is empty; expected a header row and data rows", file=label)
+    suffix = path.suffix.lower()
+    try:
+        if suffix in _CSV_SUFFIXES:
+            sep = _sniff_sep(path, label)
+            df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False)
+        elif suffix in _PARQUET_SUFFIXES:
+            df = pd.read_parquet(path)
+        elif suffix in _JSON_SUFFIXES:
+            try:
+                df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+            except ValueError:
+                if suffix != ".json":
+                    raise
+                df = pd.read_json(path, orient="records", dtype=False, convert_dates=False)
+        else:
+            raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
+    except DataError:
+        raise
+    except pd.errors.EmptyDataError as e:
+        raise DataError("file is empty; expected a header row and data rows", file=label) from e
+    except (UnicodeDecodeError,) as e:
+        raise DataError(f"not UTF-8 text ({e}); re-save the file as UTF-8", file=label) from e
+    except Exception as e:  # parser errors of pandas/pyarrow/json
+        raise DataError(
+            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {e}); "
+            "check the format and the file suffix",
+            file=label,
+        ) from e
+    if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
+        raise DataError("did not parse into a table", file=label)
+    df.columns = [str(c).strip() for c in df.columns]
+    return df
+
+
+def _close_matches(column: str, present: Iterable[str]) -> list[str]:
+    present = list(present)
+    lower = {c.lower(): c for c in present}
+    out = [lower[column.lower()]] if column.lower() in lower else []
+    out += [c for c in difflib.get_close_matches(column, present, n=3, cutoff=0.5) if c not in out]
+    return out
+
+
+def missing_column_error(column: str, present: Iterable[str], *, file: str, role: str = "") -> DataError:
+    """A DataError for an absent column, listing present columns and close matches."""
+    present = list(present)
+    close = _close_matches(column, present)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    what = f" (the {role} column)" if role else ""
+    return DataError(
+        f"column {column!r}{what} not found; columns present: {present}{hint} "
+        "Map it with ColumnMap or rename the column.",
+        file=file,
+        column=column,
+    )
+
+
+def _one_id_to_str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return None
+        if math.isfinite(value) and float(value).is_integer():
+            return str(int(value))
+        return repr(float(value))
+    if value is pd.NA or value is pd.NaT:
+        return None
+    text = str(value).strip()
+    return text if text else None
+
+
+def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
+    """Turn an id column into stripped strings; ints render as ``"42"`` never ``"42.0"``.
+
+    NaN/None/empty ids raise DataError naming the first bad row.
+    """
+    values = values.reset_index(drop=True)
+    if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
+        out = values.astype("int64").astype(str)
+    else:
+        out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
+    bad = out.isna().to_numpy()
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"empty id ({int(bad.sum())} row(s) in total); every row needs a {column!r} value",
+            file=file,
+            row=pos + 2,
+            column=column,
+        )
+    return out.astype(str)
+
+
+def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
+    values = values.reset_index(drop=True)
+    n = len(values)
+    out = np.zeros(n, dtype=np.int64)
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file, row=2, column=column)
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        dt = pd.to_datetime(values, utc=True)
+        ok = dt.notna().to_numpy()
+        if not ok.all():
+            pos = int(np.flatnonzero(~ok)[0])
+            raise DataError("missing timestamp", file=file, row=pos + 2, column=column)
+        epoch = pd.Timestamp("1970-01-01", tz="UTC")
+        return ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    is_num = np.isfinite(numeric)
+    out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        rest = ~is_num
+        if rest.any():
+            pos = int(np.flatnonzero(rest)[0])
+            raise DataError(
+                f"missing or non-finite timestamp {values.iloc[pos]!r}; expected epoch seconds",
+                file=file,
+                row=pos + 2,
+                column=column,
+            )
+        return out
+    rest = ~is_num
+    if rest.any():
+        raw = values[rest]
+        blank = raw.isna() | (raw.astype(str).str.strip() == "")
+        dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
+        bad = dt.isna().to_numpy()
+        if bad.any():
+            pos = int(np.flatnonzero(rest)[np.flatnonzero(bad)[0]])
+            raise DataError(
+                f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) "
+                "or an ISO date like 2024-05-01 or 2024-05-01T12:30:00",
+                file=file,
+                row=pos + 2,
+                column=column,
+            )
+        epoch = pd.Timestamp("1970-01-01", tz="UTC")
+        out[rest] = ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
+    return out
+
+
+def _ratings(values: pd.Series, *, file: str, column: str) -> np.ndarray:
+    values = values.reset_index(drop=True)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(numeric)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(
+            f"rating {values.iloc[pos]!r} is not a finite number", file=file, row=pos + 2, column=column
+        )
+    return numeric.astype(np.float32)
+
+
+def read_interactions(
+    source: str | Path | pd.DataFrame,
+    columns: ColumnMap = ColumnMap(),
+    *,
+    name: str | None = None,
+) -> pd.DataFrame:
+    """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
+
+    Exact duplicate ``(user_id, item_id, timestamp)`` rows are dropped (first
+    kept). ``df.attrs["report"]`` holds ``rows_read``, ``rows``,
+    ``duplicates_dropped``, ``users``, ``items``, ``timestamp_source`` and
+    ``rating_source``.
+    """
+    if not isinstance(columns, ColumnMap):
+        raise ConfigError(f"columns must be a ColumnMap, got {type(columns).__name__}")
+    label = _label(source, name)
+    id_cols = {columns.user: str, columns.item: str}
+    raw = read_table(source, name=name, dtype=id_cols)
+    present = list(raw.columns)
+    for role, col in (("user", columns.user), ("item", columns.item)):
+        if col not in raw.columns:
+            raise missing_column_error(col, present, file=label, role=role)
+    defaults = ColumnMap()
+    optional: dict[str, str | None] = {}
+    for role in ("timestamp", "rating"):
+        col = getattr(columns, role)
+        if col is None:
+            optional[role] = None
+        elif col in raw.columns:
+            optional[role] = col
+        elif col == getattr(defaults, role):
+            optional[role] = None  # default name absent: fall back, reported below
+        else:
+            raise missing_column_error(col, present, file=label, role=role)
+    if len(raw) == 0:
+        raise DataError("no data rows (only a header); the interactions table is empty", file=label)
+
+    users = ids_to_str(raw[columns.user], file=label, column=columns.user)
+    items = ids_to_str(raw[columns.item], file=label, column=columns.item)
+    if optional["timestamp"] is not None:
+        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"])
+        ts_source = f"column {optional['timestamp']!r}"
+    else:
+        ts = np.arange(len(raw), dtype=np.int64)
+        ts_source = "row order (no timestamp column)"
+    if optional["rating"] is not None:
+        rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"])
+        rating_source = f"column {optional['rating']!r}"
+    else:
+        rating = np.ones(len(raw), dtype=np.float32)
+        rating_source = "constant 1.0 (no rating column)"
+
+    df = pd.DataFrame(
+        {
+            "user_id": users.astype(str),
+            "item_id": items.astype(str),
+            "timestamp": pd.Series(ts, dtype="int64"),
+            "rating": pd.Series(rating, dtype="float32"),
+        }
+    )
+    rows_read = len(df)
+    dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
+    n_dup = int(dup.sum())
+    if n_dup:
+        df = df.loc[~dup].reset_index(drop=True)
+    report = {
+        "file": label,
+        "rows_read": rows_read,
+        "rows": len(df),
+        "duplicates_dropped": n_dup,
+        "users": int(df["user_id"].nunique()),
+        "items": int(df["item_id"].nunique()),
+        "timestamp_source": ts_source,
+        "rating_source": rating_source,
+    }
+    df.attrs["report"] = report
+    log.info(
+        "read %s: %d rows (%d exact duplicates dropped), %d users, %d items; timestamps from %s, ratings from %s",
+        label, rows_read, n_dup, report["users"], report["items"], ts_source, rating_source,
+    )
+    return df

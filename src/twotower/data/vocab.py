@@ -1,0 +1,152 @@
+"""Map external string ids (users, items) to internal rows 0..n-1 and back."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
+from twotower.utils.atomic import atomic_write_json, read_json
+
+__all__ = ["Vocabulary", "sort_ids"]
+
+_INT_RE = re.compile(r"^[+-]?\d+$")
+_FORMAT = "twotower.vocabulary"
+_VERSION = 1
+
+
+def _to_id(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def sort_ids(ids: Iterable[str]) -> list[str]:
+    """Sorted unique ids: numerically when every id is an integer ("2" < "10"), else by text."""
+    unique = set(ids)
+    if unique and all(_INT_RE.match(i) for i in unique):
+        return sorted(unique, key=lambda s: (int(s), s))
+    return sorted(unique)
+
+
+class Vocabulary:
+    """A fixed, ordered set of external ids; row ``r`` holds ``ids[r]``.
+
+    ``kind`` ("user", "item", ...) names the entity in :class:`NotFoundError`.
+    """
+
+    def __init__(self, ids: Sequence[str], *, kind: str = "item") -> None:
+        ids = [_to_id(i) for i in ids]
+        index = {}
+        for row, i in enumerate(ids):
+            if i in index:
+                raise ConfigError(f"Vocabulary ids must be unique; {i!r} appears twice (rows {index[i]} and {row})")
+            index[i] = row
+        if not isinstance(kind, str) or not kind:
+            raise ConfigError(f"Vocabulary kind must be a non-empty string, got {kind!r}")
+        self._ids = ids
+        self._index = index
+        self._pd_index = pd.Index(ids, dtype=object)
+        self.kind = kind
+
+    @classmethod
+    def from_ids(cls, ids: Iterable[Any], *, kind: str = "item") -> "Vocabulary":
+        """Sorted unique ids (deterministic; numeric order when all ids are integers)."""
+        return cls(sort_ids(_to_id(i) for i in ids), kind=kind)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, id: object) -> bool:
+        try:
+            return _to_id(id) in self._index
+        except Exception:  # unhashable and the like
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocabulary) and other.kind == self.kind and other._ids == self._ids
+
+    def __repr__(self) -> str:
+        head = ", ".join(repr(i) for i in self._ids[:3])
+        more = ", ..." if len(self) > 3 else ""
+        return f"Vocabulary(kind={self.kind!r}, n={len(self)}, ids=[{head}{more}])"
+
+    @property
+    def ids(self) -> list[str]:
+        """The ids in row order (a copy)."""
+        return list(self._ids)
+
+    def index(self, id: Any) -> int:
+        """Row of ``id``; raises NotFoundError(kind, id) when unknown."""
+        key = _to_id(id)
+        try:
+            return self._index[key]
+        except KeyError:
+            raise NotFoundError(self.kind, key, f"not among the {len(self)} known {self.kind}s") from None
+
+    def encode(self, ids: Iterable[Any]) -> np.ndarray:
+        """Rows of ``ids`` as int64 ``[N]``; unknown ids give -1."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("encode() takes a sequence of ids; use index() for a single id")
+        if isinstance(ids, pd.Series):
+            values = ids.tolist()
+        else:
+            values = list(ids)
+        if not values:
+            return np.zeros(0, dtype=np.int64)
+        keys = pd.Index([_to_id(v) for v in values], dtype=object)
+        return self._pd_index.get_indexer(keys).astype(np.int64)
+
+    def decode(self, rows: Iterable[int]) -> list[str]:
+        """Ids of ``rows``; a row outside 0..n-1 raises NotFoundError."""
+        arr = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows, dtype=np.int64).ravel()
+        bad = (arr < 0) | (arr >= len(self))
+        if bad.any():
+            raise NotFoundError(f"{self.kind} row", int(arr[bad][0]), f"rows run 0..{len(self) - 1}")
+        return [self._ids[r] for r in arr.tolist()]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": _FORMAT, "version": _VERSION, "kind": self.kind, "ids": list(self._ids)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Vocabulary":
+        if not isinstance(data, dict) or not isinstance(data.get("ids"), list):
+            raise IntegrityError("not a saved Vocabulary: expected a JSON object with an 'ids' list")
+        if data.get("format", _FORMAT) != _FORMAT:
+            raise IntegrityError(f"not a saved Vocabulary (format {data.get('format')!r})")
+        if not all(isinstance(i, str) for i in data["ids"]):
+            raise IntegrityError("saved Vocabulary has non-string ids; the file is corrupted")
+        try:
+            return cls(data["ids"], kind=str(data.get("kind", "item")))
+        except ConfigError as e:
+            raise IntegrityError(f"saved Vocabulary is invalid: {e}") from e
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write as JSON, atomically."""
+        atomic_write_json(path, self.to_dict())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "Vocabulary":
+        """Read a saved vocabulary; corrupt JSON raises IntegrityError, a missing file NotFoundError."""
+        path = Path(path)
+        try:
+            data = read_json(path)
+        except FileNotFoundError:
+            raise NotFoundError("file", str(path), "no saved vocabulary there") from None
+        try:
+            return cls.from_dict(data)
+        except IntegrityError as e:
+            raise IntegrityError(f"{path}: {e}") from e

@@ -1,0 +1,78 @@
+"""Exception hierarchy shared by every layer.
+
+User mistakes (bad files, bad config, unknown ids) raise a subclass of
+:class:`TwoTowerError`; the CLI prints its message without a traceback and the
+HTTP service maps it to a status code in one place.
+"""
+from __future__ import annotations
+
+__all__ = [
+    "TwoTowerError",
+    "DataError",
+    "ConfigError",
+    "NotFoundError",
+    "IntegrityError",
+    "OverloadError",
+]
+
+
+class TwoTowerError(Exception):
+    """Base class for every error this package raises on purpose."""
+
+
+class DataError(TwoTowerError, ValueError):
+    """Bad input data; names the file, row and column where known.
+
+    ``row`` is 1-based and counts data rows as a user sees them in a
+    spreadsheet: the header is row 1, so the first data row is row 2.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        row: int | None = None,
+        column: str | None = None,
+    ) -> None:
+        self.file = file
+        self.row = row
+        self.column = column
+        where = []
+        if file is not None:
+            where.append(f"file {file!s}")
+        if row is not None:
+            where.append(f"row {row}")
+        if column is not None:
+            where.append(f"column {column!r}")
+        prefix = (", ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+        self.message = message
+
+
+class ConfigError(TwoTowerError, ValueError):
+    """An invalid configuration value; the message names the setting."""
+
+
+class NotFoundError(TwoTowerError, KeyError):
+    """An unknown user, item, run or file. ``kind`` and ``id`` say which."""
+
+    def __init__(self, kind: str, id: object, hint: str = "") -> None:
+        self.kind = kind
+        self.id = id
+        msg = f"unknown {kind} {id!r}"
+        if hint:
+            msg += f" ({hint})"
+        super().__init__(msg)
+        self.message = msg
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return self.message
+
+
+class IntegrityError(TwoTowerError):
+    """A saved artefact is corrupted, truncated or belongs to another model."""
+
+
+class OverloadError(TwoTowerError):
+    """The service is at capacity; the caller should retry later (HTTP 429)."""

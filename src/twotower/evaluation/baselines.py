@@ -1,0 +1,324 @@
+"""Non-neural baselines a two-tower model has to beat.
+
+All three learn from a binary user×item training matrix ``train[U, I]`` (any
+stored non-zero counts as one interaction) and score the whole catalogue from
+a user's history:
+
+* :class:`Popularity`: the number of training users of each item.
+* :class:`EASE`: Steck (2019), "Embarrassingly Shallow Autoencoders for Sparse
+  Data", WWW. A closed-form item-item linear model.
+* :class:`ItemKNN`: cosine item-item similarity, top-k neighbours per item.
+
+Each is a :class:`~twotower.evaluation.protocol.Scorer`: ``score(users)``
+scores training rows ``users`` using their training items as the history;
+``score_history(history)`` scores ad-hoc histories. Neither removes already
+seen items; that is the protocol's ``exclude``. Hyper-parameters are chosen
+on validation data only (:func:`tune_ease`, :func:`tune_itemknn`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Sequence
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from twotower.errors import ConfigError, DataError
+from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
+
+__all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn"]
+
+log = logging.getLogger(__name__)
+
+
+def _binary_csr(matrix: object, name: str) -> sp.csr_matrix:
+    """``matrix`` as a float32 CSR with every stored non-zero set to 1.0."""
+    if not sp.issparse(matrix):
+        raise DataError(f"{name} must be a scipy.sparse [users, items] matrix, got {type(matrix).__name__}")
+    if matrix.ndim != 2:
+        raise DataError(f"{name} must be 2-D [users, items], got shape {matrix.shape}")
+    x = sp.csr_matrix(matrix, dtype=np.float32, copy=True)
+    x.sum_duplicates()
+    x.eliminate_zeros()
+    x.data[:] = 1.0
+    return x
+
+
+class _HistoryBaseline:
+    """Shared fit/score plumbing; subclasses implement ``_fit`` and ``_score``."""
+
+    name = "baseline"
+
+    def __init__(self) -> None:
+        self.fit_seconds: float | None = None
+        self._train: sp.csr_matrix | None = None
+
+    @property
+    def n_items(self) -> int:
+        return int(self._require_fitted().shape[1])
+
+    def _require_fitted(self) -> sp.csr_matrix:
+        if self._train is None:
+            raise RuntimeError(f"{type(self).__name__} is not fitted; call .fit(train) first")
+        return self._train
+
+    def fit(self, train: sp.spmatrix | sp.sparray) -> "_HistoryBaseline":
+        """Learn from ``train[U, I]``; returns ``self``. Records ``fit_seconds``."""
+        x = _binary_csr(train, "train")
+        t0 = time.perf_counter()
+        self._fit(x)
+        self._train = x
+        self.fit_seconds = time.perf_counter() - t0
+        log.info("%s fitted on %d users × %d items in %.2fs", self.name, x.shape[0], x.shape[1], self.fit_seconds)
+        return self
+
+    def score(self, users: np.ndarray) -> np.ndarray:
+        """Float32 scores ``[len(users), I]`` from the training items of rows ``users``."""
+        train = self._require_fitted()
+        users = np.asarray(users, dtype=np.int64).ravel()  # [B]
+        if users.size and (users.min() < 0 or users.max() >= train.shape[0]):
+            raise DataError(f"user rows must lie in [0, {train.shape[0]}); got {users.min()}..{users.max()}")
+        return self._score(train[users])
+
+    def score_history(self, history: sp.spmatrix | sp.sparray) -> np.ndarray:
+        """Float32 scores ``[U', I]`` for ad-hoc binary histories ``history[U', I]``."""
+        n_items = self.n_items
+        h = _binary_csr(history, "history")
+        if h.shape[1] != n_items:
+            raise DataError(f"history has {h.shape[1]} item columns but the model was fitted on {n_items} items")
+        return self._score(h)
+
+    def _fit(self, x: sp.csr_matrix) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _score(self, history: sp.csr_matrix) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Popularity(_HistoryBaseline):
+    """Scores every item by its training popularity, the same for every user.
+
+    ``counts[I]`` is the number of distinct training users of each item (also
+    the ``item_popularity`` the protocol's ``MeanPop@k`` expects).
+    """
+
+    name = "Popularity"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: np.ndarray | None = None
+
+    def _fit(self, x: sp.csr_matrix) -> None:
+        self.counts = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float32)  # [I]
+
+    def _score(self, history: sp.csr_matrix) -> np.ndarray:
+        assert self.counts is not None
+        return np.broadcast_to(self.counts, (history.shape[0], self.counts.size)).copy()  # [U', I]
+
+
+def _check_l2(l2: float) -> float:
+    if isinstance(l2, bool) or not isinstance(l2, (int, float, np.floating, np.integer)) or not l2 > 0:
+        raise ConfigError(f"EASE l2 must be a positive number (typical 50..5000), got {l2!r}")
+    return float(l2)
+
+
+def _gram(x: sp.csr_matrix) -> np.ndarray:
+    """Dense float64 ``XᵀX [I, I]``."""
+    n_items = x.shape[1]
+    log.info("EASE: dense %d×%d float64 Gram matrix, ~%.1f MiB per copy", n_items, n_items, n_items**2 * 8 / 2**20)
+    return np.asarray((x.T @ x).toarray(), dtype=np.float64)
+
+
+def _ease_weights(gram: np.ndarray, l2: float) -> np.ndarray:
+    """Steck's closed form: ``P = (G + λI)⁻¹``, ``B = I − P·diagMat(1/diag(P))``, ``diag(B) = 0``.
+
+    Off the diagonal that is ``B_ij = −P_ij / P_jj``. Solved in float64 by
+    Cholesky (``G + λI`` is symmetric positive definite for λ > 0), stored as
+    float32 ``[I, I]``.
+    """
+    g = gram.copy()
+    g[np.diag_indices_from(g)] += l2
+    factor = scipy.linalg.cho_factor(g, lower=True, overwrite_a=True, check_finite=False)
+    p = scipy.linalg.cho_solve(factor, np.eye(g.shape[0]), overwrite_b=True, check_finite=False)  # [I, I]
+    b = p / (-np.diag(p))[None, :]  # column j divided by -P_jj
+    b[np.diag_indices_from(b)] = 0.0
+    return b.astype(np.float32)
+
+
+class EASE(_HistoryBaseline):
+    """EASE^R (Steck 2019): a linear item-item model with zero diagonal, solved in closed form.
+
+    Minimises ``‖X − XB‖²_F + λ‖B‖²_F`` subject to ``diag(B) = 0``; the scores
+    of a history ``x[I]`` are ``x·B``. Memory and time grow with ``I²`` and
+    ``I³`` (dense ``I×I``), which suits catalogues up to a few tens of
+    thousands of items. ``l2`` is λ; choose it on validation (:func:`tune_ease`).
+    """
+
+    name = "EASE"
+
+    def __init__(self, l2: float = 500.0) -> None:
+        super().__init__()
+        self.l2 = _check_l2(l2)
+        self.weights: np.ndarray | None = None  # B [I, I] float32
+
+    def _fit(self, x: sp.csr_matrix) -> None:
+        self.weights = _ease_weights(_gram(x), self.l2)
+
+    def _fit_from_gram(self, x: sp.csr_matrix, gram: np.ndarray) -> "EASE":
+        t0 = time.perf_counter()
+        self.weights = _ease_weights(gram, self.l2)
+        self._train = x
+        self.fit_seconds = time.perf_counter() - t0
+        return self
+
+    def _score(self, history: sp.csr_matrix) -> np.ndarray:
+        assert self.weights is not None
+        return np.asarray(history @ self.weights, dtype=np.float32)  # [U', I]
+
+
+def _cosine_similarity(x: sp.csr_matrix, shrink: float) -> sp.csr_matrix:
+    """Sparse ``S_ij = |U_i ∩ U_j| / (sqrt|U_i| · sqrt|U_j| + shrink)`` with ``S_ii = 0``; ``[I, I]``."""
+    co = sp.csr_matrix(x.T @ x, dtype=np.float64)  # [I, I] co-occurrence counts
+    norms = np.sqrt(co.diagonal())  # [I]
+    co.setdiag(0.0)
+    co.eliminate_zeros()
+    coo = co.tocoo()
+    data = coo.data / (norms[coo.row] * norms[coo.col] + shrink)
+    return sp.csr_matrix((data, (coo.row, coo.col)), shape=co.shape)
+
+
+def _keep_top_k_per_row(s: sp.csr_matrix, k: int) -> sp.csr_matrix:
+    """Keep the ``k`` largest entries of each row (ties: smaller column), as float32 CSR."""
+    coo = s.tocoo()
+    order = np.lexsort((coo.col, -coo.data, coo.row))  # by row, then -value, then column
+    rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
+    starts = np.searchsorted(rows, np.arange(s.shape[0]))  # [I] first entry of each row
+    rank = np.arange(rows.size) - starts[rows]  # position within its row
+    keep = rank < k
+    return sp.csr_matrix(
+        (vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=s.shape, dtype=np.float32
+    )
+
+
+def _check_knn(k: int, shrink: float) -> tuple[int, float]:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"ItemKNN k (neighbours per item) must be a positive integer, got {k!r}")
+    if isinstance(shrink, bool) or not isinstance(shrink, (int, float, np.floating, np.integer)) or shrink < 0:
+        raise ConfigError(f"ItemKNN shrink must be a number >= 0, got {shrink!r}")
+    return int(k), float(shrink)
+
+
+class ItemKNN(_HistoryBaseline):
+    """Item-based nearest neighbours with shrunk cosine similarity.
+
+    ``S_ij = |U_i ∩ U_j| / (sqrt|U_i|·sqrt|U_j| + shrink)`` where ``U_i`` are
+    the training users of item ``i``; each row ``i`` keeps its ``k`` most
+    similar items (its neighbours), ``S_ii = 0``. Scores of a history ``x[I]``
+    are ``x·S``: each item collects the similarity from every history item
+    that has it as a neighbour. ``shrink`` damps similarities supported by few
+    users (Sarwar et al. 2001; Deshpande & Karypis 2004).
+    """
+
+    name = "ItemKNN"
+
+    def __init__(self, k: int = 100, shrink: float = 10.0) -> None:
+        super().__init__()
+        self.k, self.shrink = _check_knn(k, shrink)
+        self.similarity: sp.csr_matrix | None = None  # S [I, I] float32
+
+    def _fit(self, x: sp.csr_matrix) -> None:
+        self.similarity = _keep_top_k_per_row(_cosine_similarity(x, self.shrink), self.k)
+
+    def _fit_from_similarity(self, x: sp.csr_matrix, full: sp.csr_matrix) -> "ItemKNN":
+        t0 = time.perf_counter()
+        self.similarity = _keep_top_k_per_row(full, self.k)
+        self._train = x
+        self.fit_seconds = time.perf_counter() - t0
+        return self
+
+    def _score(self, history: sp.csr_matrix) -> np.ndarray:
+        assert self.similarity is not None
+        return np.asarray((history @ self.similarity).toarray(), dtype=np.float32)  # [U', I]
+
+
+def _tuning_setup(
+    train: sp.spmatrix | sp.sparray, valid_relevant: sp.spmatrix | sp.sparray, metric: str
+) -> tuple[sp.csr_matrix, sp.csr_matrix, EvalProtocol]:
+    base, k = parse_metric(metric)
+    if base not in PER_USER_METRICS:
+        raise ConfigError(f"tuning metric must be one of {list(PER_USER_METRICS)} at some k, got {metric!r}")
+    x = _binary_csr(train, "train")
+    valid = _binary_csr(valid_relevant, "valid_relevant")
+    if valid.shape != x.shape:
+        raise DataError(f"valid_relevant has shape {valid.shape} but train has {x.shape}; use the same rows")
+    return x, valid, EvalProtocol(ks=(k,))
+
+
+def _tuning_row(param: str, value: float, model: _HistoryBaseline, result: dict[str, float], k: int) -> dict:
+    row: dict = {param: value}
+    row.update({f"{name}@{k}": result[f"{name}@{k}"] for name in PER_USER_METRICS})
+    row["users_evaluated"] = result["users_evaluated"]
+    row["fit_seconds"] = model.fit_seconds
+    return row
+
+
+def _pick(table: list[dict], param: str, metric: str) -> float:
+    """The parameter with the best ``metric``; ties go to the earliest row."""
+    best = max(range(len(table)), key=lambda i: (table[i][metric], -i))
+    return table[best][param]
+
+
+def tune_ease(
+    train: sp.spmatrix | sp.sparray,
+    valid_relevant: sp.spmatrix | sp.sparray,
+    lambdas: Sequence[float] = (50, 100, 200, 500, 1000, 2000, 5000),
+    metric: str = "NDCG@10",
+) -> tuple[float, list[dict]]:
+    """Choose EASE's ``l2`` by ``metric`` on validation data.
+
+    Each λ is fitted on ``train`` and scored on ``valid_relevant`` (both
+    ``[U, I]``) with training items excluded. The test split is never seen.
+    Returns ``(best_lambda, table)``, one table row per λ in the order given
+    (ties go to the earlier λ); refit ``EASE(l2=best_lambda)`` to use it.
+    """
+    if not lambdas:
+        raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
+    for lam in lambdas:
+        _check_l2(lam)
+    x, valid, protocol = _tuning_setup(train, valid_relevant, metric)
+    gram = _gram(x)  # shared by every λ
+    table = []
+    for lam in lambdas:
+        model = EASE(l2=lam)._fit_from_gram(x, gram)
+        result = evaluate(model, valid, x, protocol)
+        table.append(_tuning_row("l2", lam, model, result, protocol.ks[0]))
+        log.info("tune_ease: l2=%g %s=%.4f", lam, metric, result[metric])
+    return float(_pick(table, "l2", metric)), table
+
+
+def tune_itemknn(
+    train: sp.spmatrix | sp.sparray,
+    valid_relevant: sp.spmatrix | sp.sparray,
+    ks: Sequence[int] = (10, 20, 50, 100, 200, 500),
+    shrink: float = 10.0,
+    metric: str = "NDCG@10",
+) -> tuple[int, list[dict]]:
+    """Choose ItemKNN's neighbour count ``k`` by ``metric`` on validation data.
+
+    Same protocol as :func:`tune_ease`; the similarity matrix is computed once
+    and pruned per ``k``. Returns ``(best_k, table)``.
+    """
+    if not ks:
+        raise ConfigError("tune_itemknn needs at least one k, e.g. ks=(50, 100)")
+    checked = [_check_knn(k, shrink)[0] for k in ks]
+    x, valid, protocol = _tuning_setup(train, valid_relevant, metric)
+    full = _cosine_similarity(x, float(shrink))
+    table = []
+    for k in checked:
+        model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full)
+        result = evaluate(model, valid, x, protocol)
+        table.append(_tuning_row("k", k, model, result, protocol.ks[0]))
+        log.info("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])
+    return int(_pick(table, "k", metric)), table

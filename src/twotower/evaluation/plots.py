@@ -1,0 +1,70 @@
+"""Metric-vs-k plots (PNG) for comparing models.
+
+Uses matplotlib's object API with the Agg canvas, so no GUI backend and no
+global pyplot state are touched; matplotlib is imported only when plotting.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from twotower.errors import ConfigError
+from twotower.utils.atomic import atomic_path
+
+__all__ = ["plot_recall_at_k"]
+
+
+def _series(metrics: Mapping[str, float], metric: str) -> tuple[list[int], list[float]]:
+    """``(ks, values)`` of every ``"{metric}@k"`` key, sorted by k."""
+    points = []
+    prefix = f"{metric}@"
+    for key, value in metrics.items():
+        if key.startswith(prefix) and key[len(prefix) :].isdigit():
+            points.append((int(key[len(prefix) :]), float(value)))
+    points.sort()
+    return [k for k, _ in points], [v for _, v in points]
+
+
+def plot_recall_at_k(
+    results: Mapping[str, Mapping[str, float]],
+    path: str | os.PathLike[str],
+    metric: str = "Recall",
+    *,
+    title: str | None = None,
+) -> Path:
+    """Plot ``metric@k`` against ``k`` for each model and write a PNG to ``path`` atomically.
+
+    ``results`` maps a model name to its :func:`~twotower.evaluation.evaluate`
+    output (e.g. ``{"EASE": {"Recall@10": 0.2, "Recall@20": 0.3}}``). Any
+    per-``k`` metric name works (``"NDCG"``, ``"HitRate"``...). Returns the path.
+    """
+    series = {name: _series(m, metric) for name, m in results.items()}
+    series = {name: s for name, s in series.items() if s[0]}
+    if not series:
+        found = sorted({key.split("@")[0] for m in results.values() for key in m if "@" in key})
+        raise ConfigError(f"no results hold {metric}@k values; metrics present: {found or 'none'}")
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    for name, (ks, values) in series.items():
+        ax.plot(ks, values, marker="o", label=name)
+    all_ks = sorted({k for ks, _ in series.values() for k in ks})
+    if len(all_ks) > 1 and all_ks[-1] / all_ks[0] >= 10:
+        ax.set_xscale("log")
+    ax.set_xticks(all_ks)
+    ax.set_xticklabels([str(k) for k in all_ks])
+    ax.set_xlabel("k")
+    ax.set_ylabel(f"{metric}@k")
+    ax.set_title(title if title is not None else f"{metric}@k")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format="png")
+    return target

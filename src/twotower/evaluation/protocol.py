@@ -1,0 +1,226 @@
+"""Full-catalogue evaluation protocol.
+
+The protocol, stated once:
+
+1. Every user with at least one relevant (held-out) item is evaluated; users
+   with none are skipped and counted in ``users_skipped``.
+2. The scorer scores **the whole catalogue** for each evaluated user (no
+   sampled negatives).
+3. Items in ``exclude`` (normally the user's training items, plus validation
+   items when testing) get score ``-inf`` and are never recommended. An item
+   the scorer itself scores ``-inf`` is likewise not a candidate.
+4. Items are ranked by descending score; ties go to the smaller item row, so
+   results are deterministic.
+5. Per-user metrics (:mod:`twotower.evaluation.metrics`) are averaged over
+   evaluated users, each user weighing the same. Coverage and mean popularity
+   are computed over the top-k lists of all evaluated users.
+
+Users are processed in chunks of ``batch_users`` so memory stays at
+``O(batch_users × I)``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import scipy.sparse as sp
+
+from twotower.errors import ConfigError, DataError
+from twotower.evaluation import metrics as M
+from twotower.results import PAD_ID
+
+__all__ = [
+    "Scorer",
+    "EvalProtocol",
+    "topk_excluding",
+    "evaluate",
+    "PER_USER_METRICS",
+    "CATALOGUE_METRICS",
+    "parse_metric",
+]
+
+log = logging.getLogger(__name__)
+
+#: Per-user metric names, averaged over evaluated users.
+PER_USER_METRICS = tuple(M.FROM_HITS)
+#: Catalogue-level metric names (``MeanPop`` only when item popularity is given).
+CATALOGUE_METRICS = ("Coverage", "MeanPop")
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Anything that scores the whole catalogue for a batch of users."""
+
+    def score(self, users: np.ndarray) -> np.ndarray:
+        """Scores ``[len(users), I]`` (float32, higher is better) for internal user rows ``users``."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalProtocol:
+    """Cut-offs and chunking for :func:`evaluate`."""
+
+    ks: tuple[int, ...] = (10, 20, 50, 100)
+    # Users scored per chunk; memory is about batch_users × I × 4 bytes × 3
+    # (scores, masked copy, partition buffer).
+    batch_users: int = 1024
+
+    def __post_init__(self) -> None:
+        ks = tuple(self.ks)
+        if not ks:
+            raise ConfigError("EvalProtocol.ks must name at least one cut-off, e.g. ks=(10, 20)")
+        for k in ks:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+                raise ConfigError(f"EvalProtocol.ks must hold positive integers, got {self.ks!r}")
+        if len(set(ks)) != len(ks):
+            raise ConfigError(f"EvalProtocol.ks has duplicates: {self.ks!r}")
+        object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
+        if isinstance(self.batch_users, bool) or not isinstance(self.batch_users, int) or self.batch_users < 1:
+            raise ConfigError(f"EvalProtocol.batch_users must be a positive integer, got {self.batch_users!r}")
+
+
+def _as_csr(matrix: object, name: str) -> sp.csr_matrix:
+    if not sp.issparse(matrix):
+        raise DataError(f"{name} must be a scipy.sparse [U, I] matrix, got {type(matrix).__name__}")
+    return sp.csr_matrix(matrix)
+
+
+def topk_excluding(scores: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray | None = None) -> np.ndarray:
+    """Top-``k`` item rows of each row of ``scores[U, I]``, never returning excluded items.
+
+    ``exclude`` is a sparse ``[U, I]`` matrix aligned with ``scores``; its stored
+    entries (whatever their value) are set to ``-inf`` in a copy of the scores.
+    Items scored ``-inf`` are not candidates: a row with fewer than ``k``
+    candidates is padded with ``-1``. Ties go to the smaller item row. Returns
+    int64 ``[U, k]``.
+
+    Runs in ``O(I)`` per row (partition) plus a sort of the items that tie
+    with or beat the k-th score; equal to a stable full sort by
+    ``(-score, item)`` (tested against one).
+    """
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    scores = np.array(scores, dtype=np.float32 if np.asarray(scores).dtype != np.float64 else np.float64)
+    if scores.ndim != 2:
+        raise DataError(f"scores must be 2-D [U, I], got shape {scores.shape}")
+    n_users, n_items = scores.shape
+    if np.isnan(scores).any():
+        raise DataError("scores contain NaN; the scorer must return finite scores (or -inf to drop an item)")
+    if exclude is not None:
+        ex = _as_csr(exclude, "exclude")
+        if ex.shape != scores.shape:
+            raise DataError(f"exclude has shape {ex.shape} but scores have shape {scores.shape}")
+        rows = np.repeat(np.arange(n_users), np.diff(ex.indptr))
+        scores[rows, ex.indices] = -np.inf
+    out = np.full((n_users, k), PAD_ID, dtype=np.int64)
+    if n_users == 0 or n_items == 0:
+        return out
+    kk = min(k, n_items)
+    kth = np.partition(scores, n_items - kk, axis=1)[:, n_items - kk]  # [U] k-th largest score
+    # Every item at or above the k-th score, so ties at the boundary are all kept.
+    sel = (scores >= kth[:, None]) & (scores > -np.inf)  # [U, I]
+    r, c = np.nonzero(sel)  # row-major: grouped by row
+    counts = np.bincount(r, minlength=n_users)  # [U]
+    width = max(int(counts.max()), 1)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pos = np.arange(r.size) - starts[r]
+    cand_ids = np.full((n_users, width), n_items, dtype=np.int64)  # [U, W]; n_items = empty slot
+    cand_scores = np.full((n_users, width), -np.inf, dtype=scores.dtype)  # [U, W]
+    cand_ids[r, pos] = c
+    cand_scores[r, pos] = scores[r, c]
+    order = np.lexsort((cand_ids, -cand_scores), axis=1)[:, :kk]  # primary -score, then item row
+    top = np.take_along_axis(cand_ids, order, axis=1)  # [U, kk]
+    top[top == n_items] = PAD_ID
+    out[:, : top.shape[1]] = top
+    return out
+
+
+def parse_metric(name: str) -> tuple[str, int]:
+    """Split ``"NDCG@10"`` into ``("NDCG", 10)``, with a helpful error."""
+    choices = sorted(PER_USER_METRICS) + list(CATALOGUE_METRICS)
+    base, sep, k = name.partition("@")
+    if not sep or base not in choices or not k.isdigit() or int(k) < 1:
+        raise ConfigError(f"metric {name!r} is not of the form NAME@K with NAME in {choices}, e.g. 'NDCG@10'")
+    return base, int(k)
+
+
+def evaluate(
+    scorer: Scorer,
+    relevant: sp.spmatrix | sp.sparray,
+    exclude: sp.spmatrix | sp.sparray | None,
+    protocol: EvalProtocol | None = None,
+    item_popularity: np.ndarray | None = None,
+) -> dict[str, float]:
+    """Full-catalogue ranking metrics of ``scorer`` (see the module docstring for the protocol).
+
+    ``relevant`` and ``exclude`` are sparse ``[U, I]`` over the same internal
+    user and item rows as the scorer. Returns ``"Recall@k"``, ``"Precision@k"``,
+    ``"NDCG@k"``, ``"MRR@k"``, ``"HitRate@k"``, ``"Coverage@k"`` (and
+    ``"MeanPop@k"`` when ``item_popularity[I]`` is given) for every ``k`` in
+    ``protocol.ks``, plus ``"users_evaluated"`` and ``"users_skipped"``.
+    """
+    protocol = protocol if protocol is not None else EvalProtocol()
+    rel = _as_csr(relevant, "relevant")
+    rel.sum_duplicates()
+    n_users, n_items = rel.shape
+    ex = None
+    if exclude is not None:
+        ex = _as_csr(exclude, "exclude")
+        if ex.shape != rel.shape:
+            raise DataError(
+                f"exclude has shape {ex.shape} but relevant has shape {rel.shape}; both are [users, items] "
+                "over the same internal rows"
+            )
+    pop = None
+    if item_popularity is not None:
+        pop = np.asarray(item_popularity, dtype=np.float64)
+        if pop.shape != (n_items,):
+            raise DataError(f"item_popularity has shape {pop.shape} but the catalogue has {n_items} items")
+
+    users = np.flatnonzero(np.diff(rel.indptr) > 0).astype(np.int64)  # users with >= 1 relevant item
+    skipped = n_users - users.size
+    kmax = max(protocol.ks)
+    sums = {f"{name}@{k}": 0.0 for k in protocol.ks for name in PER_USER_METRICS}
+    recommended = {k: np.zeros(n_items, dtype=bool) for k in protocol.ks}
+    pop_sum = {k: 0.0 for k in protocol.ks}
+    pop_n = {k: 0 for k in protocol.ks}
+    log.info(
+        "evaluating %d users (%d skipped: no relevant items) over %d items, ks=%s",
+        users.size, skipped, n_items, protocol.ks,
+    )
+    t0 = time.perf_counter()
+    for start in range(0, users.size, protocol.batch_users):
+        batch = users[start : start + protocol.batch_users]  # [B]
+        scores = np.asarray(scorer.score(batch))  # [B, I]
+        if scores.shape != (batch.size, n_items):
+            raise DataError(
+                f"scorer.score returned shape {scores.shape}, expected {(batch.size, n_items)} "
+                "(one row per user, one column per catalogue item)"
+            )
+        ranked = topk_excluding(scores, kmax, ex[batch] if ex is not None else None)  # [B, kmax]
+        hits, n_rel = M.hits_at_k(ranked, rel[batch], kmax)  # [B, kmax], [B]
+        for k in protocol.ks:
+            for name in PER_USER_METRICS:
+                sums[f"{name}@{k}"] += float(np.sum(M.FROM_HITS[name](hits[:, :k], n_rel)))
+            top = ranked[:, :k]
+            valid = top[top != PAD_ID]
+            recommended[k][valid] = True
+            if pop is not None:
+                pop_sum[k] += float(pop[valid].sum())
+                pop_n[k] += int(valid.size)
+    out: dict[str, float] = {}
+    n = users.size
+    for k in protocol.ks:
+        for name in PER_USER_METRICS:
+            key = f"{name}@{k}"
+            out[key] = sums[key] / n if n else float("nan")
+        out[f"Coverage@{k}"] = float(recommended[k].sum()) / n_items if n_items else float("nan")
+        if pop is not None:
+            out[f"MeanPop@{k}"] = pop_sum[k] / pop_n[k] if pop_n[k] else float("nan")
+    out["users_evaluated"] = int(n)
+    out["users_skipped"] = int(skipped)
+    log.info("evaluated %d users in %.2fs", n, time.perf_counter() - t0)
+    return out

@@ -1,0 +1,1 @@
+"""explain sub-package."""

@@ -1,0 +1,257 @@
+"""Pick the fastest index setting that reaches a target recall, against exact ground truth.
+
+Legend: ``Q`` queries, ``K`` top-k, ``N`` catalogue vectors, ``D`` dim.
+
+For each candidate index type the runtime knob is swept (``nprobe`` 1, 2, 4,
+... up to ``nlist``; ``efSearch`` 16 ... 1024; for refine indexes also
+``k_factor`` 1 ... 16), and each setting gets recall@k against
+:class:`~twotower.index.exact.ExactIndex` plus batched QPS and single-query
+latency p50/p99. A sweep stops once it meets the target (one more point is
+kept for the plot) or its recall stops improving. The chosen setting is the
+one with the highest batched QPS among those meeting the target.
+
+Recall is tie-aware (as in FAISS ``contrib/evaluation.py``): a returned item
+counts as a hit when its exact score is at least the exact k-th score minus
+``1e-6``, so equally good items are never punished for their ids.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError
+from twotower.index.base import VectorIndex, check_ids, check_queries, check_vectors
+from twotower.index.exact import ExactIndex
+from twotower.index.faiss_index import SHORTCUTS, FaissIndex
+from twotower.results import PAD_ID, Results
+
+__all__ = ["autotune", "TuneReport", "TuneRow", "tie_aware_recall", "exact_ground_truth", "measure_speed"]
+
+log = logging.getLogger(__name__)
+
+AUTO_CANDIDATES = ("flat", "ivf", "hnsw", "ivfpq")
+EF_SEARCH = (16, 32, 64, 128, 256, 512, 1024)
+K_FACTORS = (1, 2, 4, 8, 16)
+TIE_EPS = 1e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneRow:
+    """One measured setting: recall@k vs exact, speed and size."""
+
+    index: str  # candidate as given ("ivf", "IVF1024,Flat", ...)
+    factory: str  # resolved FAISS factory (or "exact")
+    params: dict[str, Any]
+    recall: float
+    qps_batch: float
+    qps_single: float
+    p50_ms: float
+    p99_ms: float
+    build_s: float
+    bytes_per_vector: float
+    meets_target: bool
+
+
+@dataclass(kw_only=True)
+class TuneReport:
+    """The whole sweep, the chosen setting and the chosen index (built, knobs set)."""
+
+    rows: list[TuneRow]
+    chosen: TuneRow
+    met_target: bool  # False: nothing reached the target; ``chosen`` is the best recall found
+    k: int
+    target_recall: float
+    n: int
+    dim: int
+    n_queries: int
+    exact_qps_batch: float  # batched ExactIndex QPS measured while computing ground truth
+    index: VectorIndex = field(repr=False)
+
+    @property
+    def spec(self) -> str:
+        """The chosen candidate (shortcut or factory string)."""
+        return self.chosen.index
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The chosen runtime knobs."""
+        return dict(self.chosen.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "index"}
+        out["rows"] = [dataclasses.asdict(r) for r in self.rows]
+        out["chosen"] = dataclasses.asdict(self.chosen)
+        out["spec"], out["params"] = self.spec, self.params
+        return out
+
+    def table(self) -> str:
+        """The sweep as a fixed-width text table (for logs and CLI output)."""
+        head = f"{'index':<28}{'params':<30}{'recall':>8}{'qps_b':>10}{'qps_1':>9}{'p50ms':>8}{'p99ms':>8}{'B/vec':>8}"
+        lines = [head]
+        for r in self.rows:
+            mark = " *" if r is self.chosen else ("  " if not r.meets_target else " +")
+            params = ",".join(f"{k}={v:g}" for k, v in r.params.items())
+            lines.append(
+                f"{r.factory[:27]:<28}{params[:29]:<30}{r.recall:>8.4f}{r.qps_batch:>10.0f}{r.qps_single:>9.0f}"
+                f"{r.p50_ms:>8.3f}{r.p99_ms:>8.3f}{r.bytes_per_vector:>8.1f}{mark}"
+            )
+        return "\n".join(lines)
+
+
+def exact_ground_truth(vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray, k: int) -> tuple[Results, float]:
+    """Exact top-``k`` (computed block by block) and the batched QPS it took."""
+    exact = ExactIndex().build(vectors, ids)
+    t0 = time.perf_counter()
+    gt = exact.search(queries, k)
+    return gt, queries.shape[0] / max(time.perf_counter() - t0, 1e-9)
+
+
+def tie_aware_recall(
+    found_ids: np.ndarray, queries: np.ndarray, vectors: np.ndarray, ids: np.ndarray, kth_scores: np.ndarray, k: int
+) -> float:
+    """Mean fraction of ``found_ids[Q, K]`` whose exact score >= exact k-th score - 1e-6.
+
+    ``kth_scores[Q]`` is the exact k-th best score per query; the
+    denominator is ``min(k, N)``. PAD ids never count.
+    """
+    found_ids = np.asarray(found_ids, dtype=np.int64)[:, :k]  # [Q, K]
+    order = np.argsort(ids)
+    pos = np.searchsorted(ids, found_ids, sorter=order).clip(0, len(ids) - 1)
+    rows = order[pos]  # [Q, K] row of each found id
+    valid = (found_ids != PAD_ID) & (ids[rows] == found_ids)
+    scores = np.einsum("qd,qkd->qk", queries, vectors[rows])  # [Q, K] exact scores of the found items
+    hits = valid & (scores >= kth_scores[:, None] - TIE_EPS)
+    return float(hits.sum(axis=1).mean() / min(k, len(ids)))
+
+
+def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = 100) -> dict[str, Any]:
+    """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few."""
+    index.search(queries[:1], k)  # warm-up
+    t0 = time.perf_counter()
+    res = index.search(queries, k)
+    qps_batch = queries.shape[0] / max(time.perf_counter() - t0, 1e-9)
+    lat = []
+    for q in queries[:latency_queries]:
+        t = time.perf_counter()
+        index.search(q[None], k)
+        lat.append(time.perf_counter() - t)
+    lat_ms = np.asarray(lat) * 1e3
+    return {
+        "results": res,
+        "qps_batch": float(qps_batch),
+        "qps_single": float(1e3 / lat_ms.mean()),
+        "p50_ms": float(np.percentile(lat_ms, 50)),
+        "p99_ms": float(np.percentile(lat_ms, 99)),
+    }
+
+
+def _powers_of_two(upto: int) -> list[int]:
+    vals = [1 << i for i in range(max(upto, 1).bit_length()) if (1 << i) <= upto]
+    return vals + ([upto] if vals[-1] != upto else [])
+
+
+def _knob_grid(index: FaissIndex) -> Iterator[list[dict[str, Any]]]:
+    """Yield sweeps (lists of settings, cheapest first) for this index's knobs."""
+    knobs = index.knobs
+    primary: list[dict[str, Any]] = [{}]
+    if "nprobe" in knobs:
+        primary = [{"nprobe": p} for p in _powers_of_two(index.nlist or 1)]
+    elif "efSearch" in knobs:
+        primary = [{"efSearch": e} for e in EF_SEARCH]
+    for kf in K_FACTORS if "k_factor" in knobs else [None]:
+        yield [dict(p, k_factor=kf) if kf is not None else p for p in primary]
+
+
+def autotune(
+    vectors: np.ndarray,
+    ids: np.ndarray,
+    queries: np.ndarray,
+    *,
+    k: int = 10,
+    target_recall: float = 0.95,
+    index: str = "auto",
+    candidates: Sequence[str] | None = None,
+    max_train: int | None = None,
+    latency_queries: int = 100,
+) -> TuneReport:
+    """Sweep candidate indexes and knobs; return the fastest setting meeting ``target_recall``.
+
+    ``index`` is ``"auto"`` (try flat, ivf, hnsw, ivfpq), a shortcut or a FAISS
+    factory string; ``candidates`` lists several explicitly (only with
+    ``index="auto"``). ``max_train`` caps FAISS training vectors. The report's
+    ``index`` is the chosen index, built, with its knobs set.
+    """
+    vectors = check_vectors(vectors)
+    ids = check_ids(ids, vectors.shape[0])
+    queries = check_queries(queries, vectors.shape[1])  # [Q, D]
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    if not 0.0 < target_recall <= 1.0:
+        raise ConfigError(f"target_recall must be in (0, 1], got {target_recall!r}")
+    if candidates is not None and index != "auto":
+        raise ConfigError("pass either index=... or candidates=[...], not both")
+    if candidates is not None:
+        names = list(candidates)
+    elif index == "auto":
+        names = list(AUTO_CANDIDATES)
+    else:
+        names = [index]
+    if not names:
+        raise ConfigError(f"candidates is empty; choose from {list(SHORTCUTS)} or FAISS factory strings")
+    n, dim = vectors.shape
+    log.info("autotune: %d vectors of dim %d, %d queries, k=%d, target recall %.3f, candidates %s",
+             n, dim, queries.shape[0], k, target_recall, names)
+
+    gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
+    k_eff = min(k, n)
+    kth = gt.scores[:, k_eff - 1]  # [Q]
+
+    rows: list[TuneRow] = []
+    best: tuple[tuple[int, float, float], TuneRow, VectorIndex] | None = None
+    for name in names:
+        t0 = time.perf_counter()
+        idx = FaissIndex(name, max_train=max_train).build(vectors, ids)
+        build_s = time.perf_counter() - t0
+        bpv = idx.nbytes() / n
+        for sweep in _knob_grid(idx):
+            prev: list[float] = []
+            met_at: int | None = None
+            for i, params in enumerate(sweep):
+                idx.set_search_params(**params)
+                speed = measure_speed(idx, queries, k, latency_queries=latency_queries)
+                recall = tie_aware_recall(speed["results"].ids, queries, vectors, ids, kth, k)
+                row = TuneRow(
+                    index=name, factory=str(idx.factory), params=dict(params), recall=recall,
+                    qps_batch=speed["qps_batch"], qps_single=speed["qps_single"], p50_ms=speed["p50_ms"],
+                    p99_ms=speed["p99_ms"], build_s=build_s, bytes_per_vector=bpv,
+                    meets_target=recall >= target_recall,
+                )
+                rows.append(row)
+                log.info("autotune %s %s: recall@%d %.4f, %.0f QPS batched", idx.factory, params, k, recall, row.qps_batch)
+                key = (int(row.meets_target), row.qps_batch if row.meets_target else row.recall, row.qps_batch)
+                if best is None or key > best[0]:
+                    best = (key, row, idx)
+                if row.meets_target and met_at is None:
+                    met_at = i
+                prev.append(recall)
+                if met_at is not None and i >= met_at + 1:
+                    break  # cheaper settings are already enough; one extra point for the plot
+                if len(prev) >= 3 and prev[-1] - prev[-3] < 1e-3:
+                    break  # recall has plateaued
+    assert best is not None  # names is non-empty
+    _, chosen, chosen_index = best
+    if not chosen.meets_target:
+        log.warning(
+            "autotune: no setting reached recall@%d %.3f (best %.4f with %s %s); raise the knobs, add 'flat' "
+            "to the candidates or lower target_recall", k, target_recall, chosen.recall, chosen.factory, chosen.params
+        )
+    chosen_index.set_search_params(**chosen.params)
+    return TuneReport(
+        rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
+        n=n, dim=dim, n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=chosen_index,
+    )

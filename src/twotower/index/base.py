@@ -1,0 +1,233 @@
+"""The one interface every vector index implements, and its shared exclusion logic.
+
+Legend: ``Q`` queries, ``K`` results per query, ``N`` catalogue vectors,
+``D`` embedding dimension, ``F`` candidates fetched per query.
+
+Every backend answers :meth:`VectorIndex.search` with the caller's own int64
+ids in a :class:`~twotower.results.Results`; rows with fewer than ``k`` hits are
+padded with ``PAD_ID`` (-1) and ``-inf``. Vectors are L2-normalised two-tower
+embeddings and the metric is inner product (``metric == "ip"``).
+
+Per-query exclusions (for example the items a user has already seen) are
+handled here once for all backends: fetch ``k + len(exclude[q])`` candidates,
+drop the excluded ones, and if fewer than ``k`` survive (an ANN index may
+return fewer than asked) double the fetch until ``k`` survive or the whole
+catalogue has been fetched.
+"""
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+from twotower.results import PAD_ID, Results
+
+__all__ = ["VectorIndex", "check_vectors", "check_ids", "check_queries"]
+
+log = logging.getLogger(__name__)
+
+
+def check_vectors(vectors: np.ndarray, dim: int | None = None, *, name: str = "vectors") -> np.ndarray:
+    """Return ``vectors[N, D]`` as C-contiguous float32, or raise DataError."""
+    arr = np.asarray(vectors)
+    if arr.ndim != 2:
+        raise DataError(f"{name} must be a 2-D array [N, D], got shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise DataError(f"{name} must be floating point (float32), got dtype {arr.dtype}")
+    if dim is not None and arr.shape[1] != dim:
+        raise DataError(f"{name} have dimension {arr.shape[1]} but the index holds dimension {dim}")
+    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    if arr.size and not np.isfinite(arr).all():
+        raise DataError(f"{name} contain NaN or inf; check the encoder output")
+    return arr
+
+
+def check_ids(ids: np.ndarray, n: int, *, name: str = "ids") -> np.ndarray:
+    """Return ``ids[N]`` as int64, checking length, sign and uniqueness."""
+    arr = np.asarray(ids)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise DataError(f"{name} must be a 1-D array with one id per vector ({n}), got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise DataError(f"{name} must be integers (int64 row ids), got dtype {arr.dtype}")
+    arr = arr.astype(np.int64, copy=False)
+    if arr.size and arr.min() < 0:
+        raise DataError(f"{name} must be >= 0 ({PAD_ID} is reserved for padding), got {int(arr.min())}")
+    if np.unique(arr).size != arr.size:
+        raise DataError(f"{name} contain duplicates; every vector needs its own id")
+    return arr
+
+
+def check_queries(queries: np.ndarray, dim: int) -> np.ndarray:
+    """Accept ``queries[Q, D]`` or a single ``[D]`` query; return float32 [Q, D]."""
+    arr = np.asarray(queries)
+    if arr.ndim == 1:
+        arr = arr[None, :]  # [D] -> [1, D]
+    return check_vectors(arr, dim, name="queries")
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+def _empty(q: int, k: int) -> Results:
+    return Results(np.full((q, k), PAD_ID, dtype=np.int64), np.full((q, k), -np.inf, dtype=np.float32))
+
+
+class VectorIndex(ABC):
+    """Build once from ``(vectors[N, D], ids[N])``, then search by inner product.
+
+    Subclasses implement :meth:`_search_candidates` (plain top-``F`` without
+    exclusions); :meth:`search` adds exclusions and padding on top.
+    """
+
+    #: Similarity used by every backend: inner product on L2-normalised vectors.
+    metric: str = "ip"
+    #: Name written to ``meta.json`` and used by :func:`twotower.index.load_index`.
+    backend: str = ""
+    #: True when search returns the exact top-k (ties broken by smaller id).
+    is_exact: bool = False
+
+    def __init__(self) -> None:
+        #: Fingerprint of the model whose embeddings are indexed (see ``fingerprint_arrays``).
+        self.model_fingerprint: str | None = None
+
+    # ------------------------------------------------------------------ abstract
+    @abstractmethod
+    def build(self, vectors: np.ndarray, ids: np.ndarray) -> "VectorIndex":
+        """Replace the contents with ``vectors[N, D]`` (float32) and ``ids[N]`` (int64); returns self."""
+
+    @abstractmethod
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        """Add more vectors; every id must be new."""
+
+    @abstractmethod
+    def remove(self, ids: np.ndarray) -> int:
+        """Remove vectors by id; unknown ids are ignored. Returns how many were removed."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of searchable vectors."""
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Embedding dimension ``D``."""
+
+    @abstractmethod
+    def _search_candidates(self, queries: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``fetch`` of ``queries[Q, D]`` -> ``(scores[Q, F], ids[Q, F])``, PAD_ID where missing."""
+
+    @abstractmethod
+    def _write(self, directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Write the backend's files into ``directory``; return ``(config, build_params)`` for meta.json."""
+
+    @classmethod
+    @abstractmethod
+    def _read(cls, directory: Path, meta: dict[str, Any]) -> "VectorIndex":
+        """Rebuild an index from verified files in ``directory``."""
+
+    # ------------------------------------------------------------------ shared
+    def _hidden_ids(self) -> np.ndarray:
+        """Ids still stored by the backend but removed by the caller (filtered like exclusions)."""
+        return np.empty(0, dtype=np.int64)
+
+    @property
+    def search_params(self) -> dict[str, Any]:
+        """Runtime search knobs currently in force (empty for exact search)."""
+        return {}
+
+    def set_search_params(self, **params: Any) -> None:
+        """Set runtime knobs (``nprobe``, ``efSearch``, ``k_factor``); exact search has none."""
+        if params:
+            raise ConfigError(f"{type(self).__name__} has no search parameters; got {sorted(params)}")
+
+    def search(self, queries: np.ndarray, k: int, exclude: Sequence[np.ndarray] | None = None) -> Results:
+        """Top-``k`` ids and scores for each of ``queries[Q, D]``.
+
+        ``exclude[q]`` (optional, one int64 array per query) lists ids that
+        must not be returned for query ``q``. Returns ``Results(ids[Q, K],
+        scores[Q, K])`` sorted by descending score, ties by smaller id.
+        """
+        k = _check_k(k)
+        queries = check_queries(queries, self.dim)  # [Q, D]
+        n_q = queries.shape[0]
+        n = len(self)
+        if exclude is not None and len(exclude) != n_q:
+            raise DataError(f"exclude needs one array per query ({n_q}), got {len(exclude)}")
+        hidden = self._hidden_ids()
+        if n == 0 or n_q == 0:
+            return _empty(n_q, k)
+        if exclude is None and hidden.size == 0:
+            scores, ids = self._search_candidates(queries, min(k, n))
+            return Results.from_scores_and_ids(scores, ids, k)
+        excl = [
+            np.union1d(hidden, np.asarray(e, dtype=np.int64).ravel()) if exclude is not None else hidden
+            for e in (exclude if exclude is not None else [None] * n_q)
+        ]
+        return self._search_excluding(queries, k, excl)
+
+    def _search_excluding(self, queries: np.ndarray, k: int, excl: list[np.ndarray]) -> Results:
+        n_q = queries.shape[0]
+        total = len(self) + len(self._hidden_ids())  # vectors the backend can return
+        out_ids = np.full((n_q, k), PAD_ID, dtype=np.int64)  # [Q, K]
+        out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
+        fetch = np.array([min(k + len(e), total) for e in excl], dtype=np.int64)  # [Q]
+        pending = np.arange(n_q)
+        rounds = 0
+        while pending.size:
+            rounds += 1
+            still: list[int] = []
+            # queries needing the same fetch are searched together
+            for f in np.unique(fetch[pending]):
+                group = pending[fetch[pending] == f]
+                scores, ids = self._search_candidates(queries[group], int(f))  # [G, F]
+                keep = ids != PAD_ID  # [G, F]
+                for row, q in enumerate(group):
+                    if excl[q].size:
+                        keep[row] &= ~np.isin(ids[row], excl[q])
+                ids = np.where(keep, ids, PAD_ID)
+                got = Results.from_scores_and_ids(scores, ids, k)  # [G, K]
+                out_ids[group], out_scores[group] = got.ids, got.scores
+                short = (keep.sum(axis=1) < k) & (f < total)  # [G]
+                still.extend(int(q) for q in group[short])
+            pending = np.asarray(still, dtype=np.int64)
+            fetch[pending] = np.minimum(fetch[pending] * 2, total)
+        if rounds > 1:
+            log.debug("exclusion search needed %d rounds of deepening", rounds)
+        return Results(out_ids, out_scores)
+
+    # ------------------------------------------------------------------ storage
+    def save(self, directory: str | Path, *, model_fingerprint: str | None = None) -> Path:
+        """Write the index atomically to ``directory`` (see :mod:`twotower.index.storage`).
+
+        ``model_fingerprint`` (if given) replaces :attr:`model_fingerprint`
+        before writing, so a later ``load(expected_fingerprint=...)`` can
+        refuse an index built for another model.
+        """
+        from twotower.index.storage import save_index
+
+        if model_fingerprint is not None:
+            self.model_fingerprint = model_fingerprint
+        return save_index(self, directory)
+
+    @classmethod
+    def load(cls, directory: str | Path, *, expected_fingerprint: str | None = None) -> "VectorIndex":
+        """Load and verify an index saved by :meth:`save`; must match this class's backend."""
+        from twotower.index.storage import load_index
+
+        index = load_index(directory, expected_fingerprint=expected_fingerprint)
+        if cls is not VectorIndex and not isinstance(index, cls):
+            raise ConfigError(
+                f"{directory} holds a {type(index).__name__}, not a {cls.__name__}; "
+                "use twotower.index.load_index to load any backend"
+            )
+        return index
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={len(self)}, dim={self.dim}, exact={self.is_exact})"

@@ -1,0 +1,369 @@
+"""Any FAISS ``index_factory`` string behind the :class:`VectorIndex` interface.
+
+Legend: ``Q`` queries, ``N`` catalogue vectors, ``D`` dim, ``F`` fetched per query.
+
+Shortcut names (resolved at :meth:`FaissIndex.build`, when ``N`` and ``D`` are known):
+
+==========  ==========================================================
+``flat``    ``Flat`` (exact)
+``ivf``     ``IVF{nlist},Flat`` with ``nlist ~ 4*sqrt(N)``, clipped to [1, N/39]
+``hnsw``    ``HNSW32``
+``ivfpq``   ``IVF{nlist},PQ{D//4}x8``; add a refine stage with a suffix:
+            ``ivfpq,RFlat`` (exact re-scoring) or ``ivfpq,Refine(SQ8)``
+==========  ==========================================================
+
+Any other string goes to ``faiss.index_factory`` unchanged, except that
+``{nlist}`` is replaced by the default list count (``"IVF{nlist},PQ32x8"``).
+Every index uses ``METRIC_INNER_PRODUCT``.
+
+Ids: an IVF index stores the caller's ids itself (and removes them for real);
+any other index is wrapped in ``IndexIDMap2``. Indexes FAISS cannot delete
+from (HNSW, refine) hide removed ids instead, filtering them like exclusions.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+from twotower.index.base import VectorIndex, check_ids, check_vectors
+from twotower.results import PAD_ID, Results
+
+__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist"]
+
+log = logging.getLogger(__name__)
+
+SHORTCUTS = ("flat", "ivf", "hnsw", "ivfpq")
+#: Public knob name -> FAISS ParameterSpace name.
+_KNOBS = {"nprobe": "nprobe", "efSearch": "efSearch", "k_factor": "k_factor_rf"}
+_ADD_CHUNK = 1 << 17  # vectors added per faiss call (bounds the temporary assignment buffers)
+
+
+def _faiss() -> Any:
+    try:
+        import faiss
+    except ImportError as e:  # pragma: no cover - faiss-cpu is a dependency
+        raise ConfigError("FaissIndex needs FAISS: pip install faiss-cpu (or faiss-gpu)") from e
+    return faiss
+
+
+def default_nlist(n: int) -> int:
+    """IVF list count for ``n`` vectors: about ``4*sqrt(n)``, at most ``n/39`` (FAISS's training minimum)."""
+    return int(max(1, min(round(4 * math.sqrt(max(n, 1))), n // 39, 1 << 16)))
+
+
+def _pq_shape(n: int, dim: int) -> tuple[int, int]:
+    m = max(1, dim // 4)
+    while dim % m:  # PQ needs D divisible by the number of sub-quantisers
+        m -= 1
+    nbits = 8 if n >= 256 else max(1, int(math.log2(max(n, 2))))  # k-means needs >= 2**nbits points
+    return m, nbits
+
+
+def resolve_factory(spec: str, n: int, dim: int) -> str:
+    """Turn a shortcut name or factory template into a FAISS ``index_factory`` string."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"index factory must be a non-empty string such as {', '.join(SHORTCUTS)}; got {spec!r}")
+    head, _, rest = spec.strip().partition(",")
+    name = head.strip().lower()
+    nlist = default_nlist(n)
+    if name in ("flat", "ivf", "hnsw") and rest:
+        raise ConfigError(f"the shortcut {name!r} takes no suffix (got {spec!r}); write the full FAISS factory instead")
+    if name == "flat":
+        return "Flat"
+    if name == "ivf":
+        return f"IVF{nlist},Flat"
+    if name == "hnsw":
+        return "HNSW32"
+    if name == "ivfpq":
+        m, nbits = _pq_shape(n, dim)
+        return f"IVF{nlist},PQ{m}x{nbits}" + (f",{rest.strip()}" if rest.strip() else "")
+    return spec.strip().replace("{nlist}", str(nlist))
+
+
+def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
+    reason = " ".join(str(err).split()).split("Error: ")[-1]  # drop FAISS's C++ location prefix
+    return ConfigError(
+        f"FAISS rejected the index {factory!r} (from {spec!r}): {reason.strip()}. "
+        f"Use a shortcut ({', '.join(SHORTCUTS)}; 'ivfpq,RFlat' or 'ivfpq,Refine(SQ8)' add a refine stage) "
+        "or a FAISS index_factory string such as 'IVF1024,Flat', 'HNSW32', 'IVF{nlist},PQ16x8,Refine(SQ8)'"
+    )
+
+
+class FaissIndex(VectorIndex):
+    """A FAISS index (any ``index_factory`` string or shortcut), inner product, caller's ids.
+
+    ``nprobe`` / ``efSearch`` / ``k_factor_rf`` set the runtime knobs after
+    build (an error if the index has no such knob). ``max_train`` caps the
+    vectors used for training (a seeded sample); ``device="cuda"`` searches
+    on GPU when faiss-gpu is installed.
+    """
+
+    backend = "faiss"
+
+    def __init__(
+        self,
+        factory: str = "flat",
+        *,
+        nprobe: int | None = None,
+        efSearch: int | None = None,  # noqa: N803 - FAISS's own spelling
+        k_factor_rf: float | None = None,
+        device: str = "cpu",
+        max_train: int | None = None,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
+        if device not in ("cpu", "cuda"):
+            raise ConfigError(f"device must be 'cpu' or 'cuda', got {device!r}")
+        if device == "cuda" and not hasattr(_faiss(), "StandardGpuResources"):
+            raise ConfigError("device='cuda' needs faiss-gpu (pip install faiss-gpu); use device='cpu'")
+        if max_train is not None and (isinstance(max_train, bool) or int(max_train) < 1):
+            raise ConfigError(f"max_train must be a positive integer or None, got {max_train!r}")
+        self.spec = factory
+        self.device = device
+        self.max_train = None if max_train is None else int(max_train)
+        self.seed = int(seed)
+        self._initial_params = {
+            k: v for k, v in {"nprobe": nprobe, "efSearch": efSearch, "k_factor": k_factor_rf}.items() if v is not None
+        }
+        self._params: dict[str, Any] = {}
+        self._index: Any = None  # CPU master copy
+        self._gpu: Any = None
+        self._ids = np.empty(0, dtype=np.int64)  # live ids [N]
+        self._tomb = np.empty(0, dtype=np.int64)  # removed but still stored (index cannot delete)
+        self.factory: str | None = None
+        self._build_params: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ structure
+    @property
+    def _native_ids(self) -> bool:
+        return isinstance(self._index, _faiss().IndexIVF)
+
+    def _inner(self) -> Any:
+        faiss = _faiss()
+        idx = self._index
+        if isinstance(idx, faiss.IndexIDMap):
+            idx = faiss.downcast_index(idx.index)
+        return idx
+
+    @property
+    def is_exact(self) -> bool:  # type: ignore[override]
+        return isinstance(self._inner(), _faiss().IndexFlat)
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        """Runtime knobs this index has: a subset of ``("nprobe", "efSearch", "k_factor")``."""
+        faiss = _faiss()
+        inner = self._inner()
+        if inner is None:
+            return ()
+        out = []
+        if faiss.try_extract_index_ivf(inner) is not None:
+            out.append("nprobe")
+        base = faiss.downcast_index(inner.base_index) if isinstance(inner, faiss.IndexRefine) else inner
+        if isinstance(base, faiss.IndexHNSW):
+            out.append("efSearch")
+        if isinstance(inner, faiss.IndexRefine):
+            out.append("k_factor")
+        return tuple(out)
+
+    @property
+    def nlist(self) -> int | None:
+        """Number of IVF lists, or None for a non-IVF index."""
+        ivf = _faiss().try_extract_index_ivf(self._inner()) if self._index is not None else None
+        return None if ivf is None else int(ivf.nlist)
+
+    # ------------------------------------------------------------------ contents
+    def build(self, vectors: np.ndarray, ids: np.ndarray) -> "FaissIndex":
+        faiss = _faiss()
+        vectors = check_vectors(vectors)
+        n, dim = vectors.shape
+        ids = check_ids(ids, n)
+        self.factory = resolve_factory(self.spec, n, dim)
+        try:
+            index = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
+        except RuntimeError as e:
+            raise _factory_error(self.spec, self.factory, e) from e
+        if not isinstance(index, faiss.IndexIVF):
+            index = faiss.IndexIDMap2(index)
+        t0 = time.perf_counter()
+        n_train = 0
+        if not index.is_trained:
+            train = vectors
+            if self.max_train is not None and n > self.max_train:
+                rows = np.sort(np.random.default_rng(self.seed).choice(n, self.max_train, replace=False))
+                train = vectors[rows]
+            n_train = int(train.shape[0])
+            log.info("training %s on %d vectors of dim %d", self.factory, n_train, dim)
+            try:
+                index.train(train)
+            except RuntimeError as e:
+                raise _factory_error(self.spec, self.factory, e) from e
+        train_s = time.perf_counter() - t0
+        self._index, self._gpu = index, None
+        self._ids = np.empty(0, dtype=np.int64)
+        self._tomb = np.empty(0, dtype=np.int64)
+        self._params = {}
+        self._add_checked(vectors, ids)
+        self._build_params = {
+            "n_train": n_train,
+            "train_seconds": round(train_s, 3),
+            "add_seconds": round(time.perf_counter() - t0 - train_s, 3),
+            "max_train": self.max_train,
+            "seed": self.seed,
+        }
+        if self._initial_params:
+            self.set_search_params(**self._initial_params)
+        self._sync_gpu()
+        return self
+
+    def _add_checked(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        for s in range(0, vectors.shape[0], _ADD_CHUNK):
+            self._index.add_with_ids(vectors[s : s + _ADD_CHUNK], ids[s : s + _ADD_CHUNK])
+        self._ids = np.concatenate([self._ids, ids])
+
+    def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
+        if self._index is None:
+            self.build(vectors, ids)
+            return
+        vectors = check_vectors(vectors, self.dim)
+        ids = check_ids(ids, vectors.shape[0])
+        clash = np.intersect1d(ids, self._ids)
+        if clash.size:
+            raise DataError(f"ids already in the index: {clash[:10].tolist()}; remove them first to replace them")
+        reused = np.intersect1d(ids, self._tomb)
+        if reused.size:
+            raise DataError(
+                f"ids {reused[:10].tolist()} were removed from a {self.factory} index, which FAISS cannot "
+                "delete from; rebuild the index to reuse them"
+            )
+        self._add_checked(vectors, ids)
+        self._sync_gpu()
+
+    def remove(self, ids: np.ndarray) -> int:
+        if self._index is None:
+            return 0
+        present = np.intersect1d(np.asarray(ids, dtype=np.int64).ravel(), self._ids)
+        if not present.size:
+            return 0
+        try:
+            self._index.remove_ids(present)
+        except RuntimeError:
+            log.debug("%s cannot delete; hiding %d ids", self.factory, present.size)
+            self._tomb = np.union1d(self._tomb, present)
+        self._ids = self._ids[~np.isin(self._ids, present)]
+        self._sync_gpu()
+        return int(present.size)
+
+    def _hidden_ids(self) -> np.ndarray:
+        return self._tomb
+
+    def __len__(self) -> int:
+        return int(self._ids.shape[0])
+
+    @property
+    def dim(self) -> int:
+        if self._index is None:
+            raise ConfigError("the index is empty; call build(vectors, ids) first")
+        return int(self._index.d)
+
+    # ------------------------------------------------------------------ knobs
+    @property
+    def search_params(self) -> dict[str, Any]:
+        return dict(self._params)
+
+    def set_search_params(self, **params: Any) -> None:
+        """Set ``nprobe`` (IVF), ``efSearch`` (HNSW) and/or ``k_factor`` (refine); None leaves a knob alone."""
+        unknown = sorted(set(params) - set(_KNOBS))
+        if unknown:
+            raise ConfigError(f"unknown search parameter(s) {unknown}; choose from {sorted(_KNOBS)}")
+        if self._index is None:
+            self._initial_params.update({k: v for k, v in params.items() if v is not None})
+            return
+        faiss = _faiss()
+        space = faiss.ParameterSpace()
+        for name, value in params.items():
+            if value is None:
+                continue
+            if name not in self.knobs:
+                raise ConfigError(
+                    f"{self.factory} has no {name!r} knob; its knobs are {list(self.knobs) or 'none'}"
+                )
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 1:
+                raise ConfigError(f"search parameter {name} must be a number >= 1, got {value!r}")
+            value = float(value) if name == "k_factor" else int(value)
+            space.set_index_parameter(self._index, _KNOBS[name], value)
+            self._params[name] = value
+        self._sync_gpu()
+
+    def _sync_gpu(self) -> None:
+        if self.device != "cuda" or self._index is None:
+            return
+        faiss = _faiss()
+        if not hasattr(self, "_gpu_res"):
+            self._gpu_res = faiss.StandardGpuResources()
+        self._gpu = faiss.index_cpu_to_gpu(self._gpu_res, 0, self._index)
+
+    # ------------------------------------------------------------------ search
+    def _search_candidates(self, queries: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
+        index = self._gpu if self._gpu is not None else self._index
+        total = int(index.ntotal)
+        if not self.is_exact:
+            scores, ids = index.search(queries, fetch)  # [Q, F]
+            return _sorted(scores, ids, fetch)
+        # Exact: make the cut tie-correct (smaller id wins) by fetching past any tie at the boundary.
+        f = min(fetch + 1, total)
+        while True:
+            scores, ids = index.search(queries, f)  # [Q, f]
+            if f >= total or f <= fetch:
+                break
+            # the last fetched hit still ties the k-th: more tied hits may lie beyond it
+            straddle = (scores[:, -1] == scores[:, fetch - 1]) & (ids[:, -1] != PAD_ID)
+            if not straddle.any():
+                break
+            f = min(2 * f, total)
+        return _sorted(scores, ids, fetch)
+
+    # ------------------------------------------------------------------ storage
+    def cpu_index(self) -> Any:
+        """The underlying FAISS index (CPU copy)."""
+        return self._index
+
+    def nbytes(self) -> int:
+        """Serialised size of the FAISS index plus the id array."""
+        return int(_faiss().serialize_index(self._index).nbytes + self._ids.nbytes)
+
+    def _write(self, directory: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+        _faiss().write_index(self._index, str(directory / "index.faiss"))
+        np.save(directory / "ids.npy", self._ids, allow_pickle=False)
+        config = {"factory": self.spec, "device": self.device, "max_train": self.max_train, "seed": self.seed}
+        return config, dict(self._build_params)
+
+    @classmethod
+    def _read(cls, directory: Path, meta: dict[str, Any]) -> "FaissIndex":
+        faiss = _faiss()
+        config = dict(meta.get("config", {}))
+        if config.get("device") == "cuda" and not hasattr(faiss, "StandardGpuResources"):
+            log.warning("index was saved with device='cuda' but faiss-gpu is not installed; searching on CPU")
+            config["device"] = "cpu"
+        index = cls(**config)
+        index._index = faiss.read_index(str(directory / "index.faiss"))
+        index.factory = meta.get("factory")
+        index._ids = np.load(directory / "ids.npy", allow_pickle=False)
+        index._build_params = dict(meta.get("build_params", {}))
+        if isinstance(index._index, faiss.IndexIDMap):
+            stored = faiss.vector_to_array(index._index.id_map).astype(np.int64)
+            index._tomb = np.setdiff1d(stored, index._ids)
+        index.set_search_params(**meta.get("params", {}))
+        return index
+
+
+def _sorted(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    res = Results.from_scores_and_ids(scores, ids.astype(np.int64, copy=False), k)  # ties -> smaller id
+    return res.scores, res.ids

@@ -1,0 +1,152 @@
+"""Safe save/load for every index backend: atomic directory swap, checksums, model fingerprint.
+
+Layout of a saved index directory::
+
+    index.faiss   FAISS backends (faiss.write_index)
+    vectors.npy   ExactIndex (np.save, no pickles)
+    ids.npy       the caller's int64 ids
+    meta.json     {backend, factory, config, params, dim, count, metric,
+                   model_fingerprint, created, build_params, sha256: {file: hex},
+                   meta_sha256}
+
+The directory is written to a temporary sibling and swapped in only when
+complete (:func:`twotower.utils.atomic.atomic_dir`), so a crash mid-write
+leaves the previous index intact. :func:`load_index` checks every file's
+sha256 (a flipped bit or a truncated file raises :class:`IntegrityError`
+naming the file) and, when asked, that the index was built for the model the
+caller is running.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
+from twotower.utils.atomic import atomic_dir, read_json, sha256_file
+
+if TYPE_CHECKING:
+    from twotower.index.base import VectorIndex
+
+__all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "FORMAT_VERSION"]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+META = "meta.json"
+
+
+def _canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default).encode("utf-8")
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "item"):
+        return obj.item()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def fingerprint_arrays(*arrays: np.ndarray, config: dict[str, Any]) -> str:
+    """sha256 hex digest over each array's dtype, shape and bytes, then ``config`` as canonical JSON.
+
+    Callers fingerprint a model by its weights and config, e.g.
+    ``fingerprint_arrays(*state_dict_arrays, config=asdict(model_config))``,
+    and pass it to ``index.save(dir, model_fingerprint=fp)`` and
+    ``load_index(dir, expected_fingerprint=fp)``.
+    """
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(_canonical({"dtype": a.dtype.str, "shape": list(a.shape)}))
+        h.update(memoryview(a).cast("B") if a.size else b"")
+    h.update(_canonical(config))
+    return h.hexdigest()
+
+
+def _backends() -> dict[str, type["VectorIndex"]]:
+    from twotower.index.exact import ExactIndex
+    from twotower.index.faiss_index import FaissIndex
+
+    return {cls.backend: cls for cls in (ExactIndex, FaissIndex)}
+
+
+def save_index(index: "VectorIndex", directory: str | Path) -> Path:
+    """Write ``index`` to ``directory`` atomically (old contents stay until the new ones are complete)."""
+    directory = Path(directory)
+    if len(index) == 0:
+        raise ConfigError("refusing to save an empty index; build it first")
+    with atomic_dir(directory) as tmp:
+        config, build_params = index._write(tmp)
+        files = sorted(p.name for p in tmp.iterdir() if p.is_file())
+        meta: dict[str, Any] = {
+            "format_version": FORMAT_VERSION,
+            "backend": index.backend,
+            "factory": getattr(index, "factory", None),
+            "config": config,
+            "params": index.search_params,
+            "dim": index.dim,
+            "count": len(index),
+            "metric": index.metric,
+            "is_exact": bool(index.is_exact),
+            "model_fingerprint": index.model_fingerprint,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "build_params": build_params,
+            "sha256": {name: sha256_file(tmp / name) for name in files},
+        }
+        meta["meta_sha256"] = hashlib.sha256(_canonical(meta)).hexdigest()
+        (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=_json_default) + "\n")
+    log.info("saved %s index (%d vectors) to %s", index.backend, len(index), directory)
+    return directory
+
+
+def read_meta(directory: str | Path) -> dict[str, Any]:
+    """Read and self-check ``meta.json`` of a saved index."""
+    directory = Path(directory)
+    path = directory / META
+    if not path.is_file():
+        raise NotFoundError(
+            "index directory", str(directory), "no meta.json there; build one with `twotower index build --run DIR`"
+        )
+    meta = read_json(path)
+    if not isinstance(meta, dict) or "meta_sha256" not in meta:
+        raise IntegrityError(f"{path}: not an index meta.json (no meta_sha256); the file is corrupted")
+    body = {k: v for k, v in meta.items() if k != "meta_sha256"}
+    if hashlib.sha256(_canonical(body)).hexdigest() != meta["meta_sha256"]:
+        raise IntegrityError(f"{path}: checksum mismatch; meta.json was edited or corrupted, rebuild the index")
+    return meta
+
+
+def load_index(directory: str | Path, expected_fingerprint: str | None = None) -> "VectorIndex":
+    """Load any saved index, verifying checksums and (optionally) the model fingerprint."""
+    directory = Path(directory)
+    meta = read_meta(directory)
+    for name, digest in sorted(meta["sha256"].items()):
+        path = directory / name
+        if not path.is_file():
+            raise IntegrityError(f"{path}: missing from the saved index; rebuild the index")
+        if sha256_file(path) != digest:
+            raise IntegrityError(
+                f"{path}: sha256 mismatch (truncated or corrupted file); rebuild with `twotower index build --run DIR`"
+            )
+    if expected_fingerprint is not None and meta.get("model_fingerprint") != expected_fingerprint:
+        raise IntegrityError(
+            f"{directory}: index was built for model {meta.get('model_fingerprint')}, run has {expected_fingerprint}; "
+            "rebuild with `twotower index build --run DIR`"
+        )
+    backends = _backends()
+    cls = backends.get(meta.get("backend"))
+    if cls is None:
+        raise IntegrityError(f"{directory}: unknown index backend {meta.get('backend')!r}; known: {sorted(backends)}")
+    index = cls._read(directory, meta)
+    index.model_fingerprint = meta.get("model_fingerprint")
+    if len(index) != meta["count"] or index.dim != meta["dim"]:
+        raise IntegrityError(
+            f"{directory}: holds {len(index)} vectors of dim {index.dim}, meta.json says "
+            f"{meta['count']} of dim {meta['dim']}; rebuild the index"
+        )
+    return index

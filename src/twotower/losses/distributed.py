@@ -1,0 +1,165 @@
+"""Cross-rank negatives: gather candidates from every data-parallel rank.
+
+With ``W`` ranks each holding ``B`` examples, gathering the candidates gives
+every query ``W * B`` in-batch negatives for the price of one all-gather.
+
+Gradient convention. ``torch.distributed.all_gather`` returns tensors with no
+autograd history, so on its own the gathered candidates carry no gradient at
+all. :func:`gather_with_grad` keeps the local slice attached *and* routes the
+gradient that other ranks' losses put on this rank's slice back here: its
+backward all-reduces (sums) the gradient of the gathered tensor and keeps the
+local slice. Merely splicing the local tensor back into the gathered list
+would drop the terms ``d loss_r' / d c_r`` for ``r' != r`` (other ranks'
+queries scoring this rank's candidates), so the gradients would not match
+single-process training on the global batch.
+
+Each rank's loss is the mean over its *local* queries. Summed over ranks the
+backward passes give ``sum_r grad(loss_r)``; DDP averages parameter gradients
+(divides by ``W``), giving ``grad( (1 / (W B)) sum_all loss_b )`` -- exactly the
+gradient of the global-batch mean loss, provided every rank has the same ``B``
+(with per-query weights: the same weight sum).
+
+Shape legend: ``B`` local batch, ``W`` world size, ``N`` candidates, ``D`` dim.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from twotower.errors import DataError
+from twotower.losses.softmax import InBatchSoftmax
+
+__all__ = ["gather_with_grad", "gather_no_grad", "DistributedInBatchSoftmax", "distributed_world"]
+
+
+def distributed_world(group: dist.ProcessGroup | None = None) -> tuple[int, int]:
+    """``(rank, world_size)``, or ``(0, 1)`` when no process group is initialised."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return 0, 1
+    return dist.get_rank(group), dist.get_world_size(group)
+
+
+def _gather_padded(x: Tensor, group: dist.ProcessGroup | None) -> tuple[list[Tensor], list[int]]:
+    """All-gather tensors whose first dim differs across ranks.
+
+    Sizes are gathered first; every rank pads to the largest, gathers, and
+    strips the padding. Returns (per-rank tensors, per-rank sizes).
+    """
+    world = dist.get_world_size(group)
+    size = torch.tensor([x.shape[0]], dtype=torch.long, device=x.device)
+    sizes_t = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes_t, size, group=group)
+    sizes = [int(s.item()) for s in sizes_t]
+    largest = max(sizes)
+    if largest == 0:
+        return [x.new_empty((0, *x.shape[1:])) for _ in range(world)], sizes
+    padded = x.detach()
+    if x.shape[0] < largest:
+        pad = x.new_zeros((largest - x.shape[0], *x.shape[1:]))
+        padded = torch.cat([padded, pad], dim=0)  # [B_max, ...]
+    parts = [torch.empty_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded.contiguous(), group=group)
+    return [p[:s] for p, s in zip(parts, sizes)], sizes
+
+
+class _GatherWithGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: Tensor, group: dist.ProcessGroup | None) -> Tensor:  # type: ignore[override]
+        parts, sizes = _gather_padded(x, group)
+        rank = dist.get_rank(group)
+        ctx.group = group
+        ctx.start = sum(sizes[:rank])
+        ctx.size = sizes[rank]
+        parts[rank] = x  # the local slice is exactly the input
+        return torch.cat(parts, dim=0)  # [sum_r B_r, ...]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        # Every rank's loss may depend on this rank's slice: sum their grads.
+        total = grad.contiguous().clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=ctx.group)
+        return total[ctx.start : ctx.start + ctx.size], None
+
+
+def gather_with_grad(x: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
+    """Concatenate ``x[B_r, ...]`` from every rank in rank order: ``[sum_r B_r, ...]``.
+
+    The slice at this rank's offset *is* ``x`` (gradient flows to it), and the
+    backward pass sums, over all ranks, the gradient each rank's loss puts on
+    that slice (see the module docstring). ``B_r`` may differ across ranks;
+    trailing dims and dtype must agree. Every rank must call it (a collective),
+    and every rank must run backward through it if one does. Without an
+    initialised process group, or with world size 1, returns ``x`` unchanged.
+    """
+    _, world = distributed_world(group)
+    if world == 1:
+        return x
+    if x.dim() == 0:
+        raise DataError("gather_with_grad needs a tensor with a batch dimension, got a scalar")
+    return _GatherWithGrad.apply(x, group)
+
+
+def gather_no_grad(x: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
+    """Like :func:`gather_with_grad` for tensors that need no gradient (ids, log_q)."""
+    _, world = distributed_world(group)
+    if world == 1:
+        return x
+    parts, _ = _gather_padded(x, group)
+    return torch.cat(parts, dim=0)
+
+
+class DistributedInBatchSoftmax(InBatchSoftmax):
+    """:class:`InBatchSoftmax` whose negatives are the candidates of *all* ranks.
+
+    Same arguments and convention as the parent (local ``candidates[:B]`` are
+    the positives). The global candidate list is every rank's positives in rank
+    order, then every rank's extra negatives in rank order; this rank's
+    positive columns are ``offset_r + arange(B)`` with ``offset_r`` the number of
+    positives on earlier ranks. Accidental-hit masking compares against the
+    gathered (global) candidate ids, and ``log_q`` is gathered with the
+    candidates -- compute it with the *global* batch size and number of uniform
+    negatives (:func:`~twotower.losses.corrections.mixture_log_q`).
+
+    The loss is the mean over *local* queries; with DDP's gradient averaging
+    the parameter gradient equals that of the global-batch mean loss (module
+    docstring). With no process group or world size 1 it is exactly
+    :class:`InBatchSoftmax`. Every rank must call forward and backward.
+    """
+
+    def __init__(
+        self,
+        temperature: float = 0.05,
+        *,
+        logq: bool = True,
+        mask_accidental_hits: bool = True,
+        group: dist.ProcessGroup | None = None,
+    ) -> None:
+        super().__init__(temperature, logq=logq, mask_accidental_hits=mask_accidental_hits)
+        self.group = group
+
+    def _candidate_set(
+        self, query: Tensor, candidates: Tensor, positive_ids: Tensor, candidate_ids: Tensor, log_q: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+        rank, world = distributed_world(self.group)
+        if world == 1:
+            return super()._candidate_set(query, candidates, positive_ids, candidate_ids, log_q)
+        b = query.shape[0]
+        pos = gather_with_grad(candidates[:b], self.group)  # [sum_r B_r, D]
+        extra = gather_with_grad(candidates[b:], self.group)  # [sum_r M_r, D]
+        pos_ids = gather_no_grad(candidate_ids[:b], self.group)  # [sum_r B_r]
+        extra_ids = gather_no_grad(candidate_ids[b:], self.group)  # [sum_r M_r]
+        # Every rank must take part in the same collectives: tell the others
+        # whether log_q exists here, so a mismatch fails loudly instead of hanging.
+        has_lq = gather_no_grad(torch.tensor([log_q is not None], device=candidates.device), self.group)
+        if bool(has_lq.any()) and not bool(has_lq.all()):
+            raise DataError("log_q was passed on some ranks but not others; pass it on every rank or on none")
+        lq_all = None
+        if log_q is not None:
+            lq_all = torch.cat(
+                [gather_no_grad(log_q[:b], self.group), gather_no_grad(log_q[b:], self.group)]
+            )  # [N_global]
+        sizes = gather_no_grad(torch.tensor([b], device=candidates.device), self.group)  # [W]
+        offset = int(sizes[:rank].sum())
+        cols = offset + torch.arange(b, device=query.device)  # [B]
+        return torch.cat([pos, extra]), torch.cat([pos_ids, extra_ids]), lq_all, cols

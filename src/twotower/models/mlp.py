@@ -1,0 +1,33 @@
+"""The MLP shared by both towers."""
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+__all__ = ["MLP"]
+
+
+class MLP(nn.Module):
+    """``in -> [Linear -> LayerNorm -> GELU -> Dropout] * len(hidden) -> Linear(out)``.
+
+    LayerNorm keeps the scale of concatenated inputs (ID embeddings next to
+    standardised numerics) comparable, which matters with a low softmax
+    temperature.
+    """
+
+    def __init__(self, in_dim: int, hidden: tuple[int, ...], out_dim: int, *, dropout: float, layernorm: bool) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        d = in_dim
+        for h in hidden:
+            layers.append(nn.Linear(d, h))
+            if layernorm:
+                layers.append(nn.LayerNorm(h))
+            layers.append(nn.GELU())
+            if dropout > 0:
+                layers.append(nn.Dropout(dropout))
+            d = h
+        layers.append(nn.Linear(d, out_dim))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.net(x)

@@ -1,0 +1,209 @@
+"""User and item towers.
+
+Both end in an L2-normalised vector, so a score is a cosine similarity in
+[-1, 1]; the loss's temperature sets the sharpness.
+
+Shapes: B batch, L history length, D output dim, T text-embedding dim.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from twotower.config import TowerConfig
+from twotower.models.feature_block import FeatureArrays, FeatureBlock
+from twotower.models.mlp import MLP
+
+__all__ = ["ItemTower", "UserTower", "HeadOutputs"]
+
+
+class HeadOutputs:
+    """What the dual-head item tower computed, for explanations.
+
+    ``semantic`` and ``collaborative`` are each head's unit vector [B, D];
+    ``alpha`` the gate; ``norm`` the norm of the mixture before the final
+    normalisation, so score = (alpha*<u,sem> + (1-alpha)*<u,collab>) / norm.
+    """
+
+    def __init__(self, semantic: Tensor, collaborative: Tensor, alpha: Tensor, norm: Tensor) -> None:
+        self.semantic = semantic
+        self.collaborative = collaborative
+        self.alpha = alpha
+        self.norm = norm
+
+
+class ItemTower(nn.Module):
+    """Item tower: optional ID embedding + feature encoders (+ frozen text) -> MLP -> L2 norm.
+
+    With ``dual_head`` the frozen text embedding feeds a semantic head (a
+    linear projection, no nonlinearity) and everything else a collaborative
+    head; the output is ``normalize(a*sem + (1-a)*collab)`` with the learned
+    gate ``a = sigmoid(g)``, ``g`` initialised at 0 so ``a`` starts at 0.5.
+    """
+
+    def __init__(
+        self,
+        config: TowerConfig,
+        n_items: int,
+        features: FeatureArrays | None = None,
+        text: np.ndarray | None = None,
+        *,
+        sparse: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.n_items = n_items
+        features = features if features is not None and config.use_features else FeatureArrays.empty(n_items)
+        self.features = FeatureBlock(features, config.feature_dim)
+        self.id_emb = nn.Embedding(n_items, config.id_dim, sparse=sparse) if config.use_id else None
+        if self.id_emb is not None:
+            nn.init.normal_(self.id_emb.weight, std=0.05)
+        use_text = config.text_embeddings or config.dual_head
+        if use_text and text is None:
+            raise ValueError("item tower: text_embeddings/dual_head need a text-embedding matrix")
+        if use_text:
+            self.register_buffer("text", torch.as_tensor(text, dtype=torch.float32), persistent=True)
+        else:
+            self.text = None
+        text_dim = int(text.shape[1]) if use_text and text is not None else 0
+        in_dim = (config.id_dim if config.use_id else 0) + self.features.out_dim
+        if config.text_embeddings and not config.dual_head:
+            in_dim += text_dim
+        if in_dim == 0:
+            raise ValueError("item tower has no input: enable use_id, features or text")
+        self.mlp = MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+        if config.dual_head:
+            self.semantic = nn.Linear(text_dim, config.out_dim, bias=False)
+            self.gate = nn.Parameter(torch.zeros(()))
+        else:
+            self.semantic = None
+            self.gate = None
+
+    @property
+    def alpha(self) -> float | None:
+        return None if self.gate is None else float(torch.sigmoid(self.gate).detach())
+
+    def _collab_input(self, rows: Tensor) -> Tensor:
+        parts = []
+        if self.id_emb is not None:
+            parts.append(self.id_emb(rows))
+        if self.features.out_dim:
+            parts.append(self.features(rows))
+        if self.text is not None and self.config.text_embeddings and not self.config.dual_head:
+            parts.append(self.text[rows])
+        return torch.cat(parts, dim=-1)
+
+    def forward(self, rows: Tensor) -> Tensor:
+        """Item rows [B] -> unit vectors [B, D]."""
+        return self.forward_heads(rows)[0]
+
+    def forward_heads(self, rows: Tensor) -> tuple[Tensor, HeadOutputs | None]:
+        collab = self.mlp(self._collab_input(rows))  # [B, D]
+        if self.semantic is None:
+            return F.normalize(collab, dim=-1), None
+        sem = F.normalize(self.semantic(self.text[rows]), dim=-1)  # [B, D]
+        collab = F.normalize(collab, dim=-1)
+        a = torch.sigmoid(self.gate)
+        mix = a * sem + (1 - a) * collab
+        norm = mix.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return mix / norm, HeadOutputs(sem, collab, a, norm.squeeze(-1))
+
+
+class UserTower(nn.Module):
+    """User tower: optional ID embedding + user features + pooled history -> MLP -> L2 norm.
+
+    History pooling reads the user's past items (right-aligned, padded on the
+    left with ``n_items``) through its own item table and takes a mean,
+    optionally recency-weighted: the j-th most recent item has weight
+    ``decay**j``. A user never seen in training is served from a history alone.
+    """
+
+    def __init__(
+        self,
+        config: TowerConfig,
+        n_users: int,
+        n_items: int,
+        features: FeatureArrays | None = None,
+        *,
+        sparse: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.n_users = n_users
+        self.n_items = n_items
+        features = features if features is not None and config.use_features else FeatureArrays.empty(n_users)
+        self.features = FeatureBlock(features, config.feature_dim)
+        self.id_emb = nn.Embedding(n_users, config.id_dim, sparse=sparse) if config.use_id else None
+        if self.id_emb is not None:
+            nn.init.normal_(self.id_emb.weight, std=0.05)
+        self.uses_history = config.history != "none"
+        if self.uses_history:
+            self.history_emb = nn.Embedding(n_items + 1, config.history_dim, padding_idx=n_items, sparse=sparse)
+            nn.init.normal_(self.history_emb.weight, std=0.05)
+            with torch.no_grad():
+                self.history_emb.weight[n_items].zero_()
+        else:
+            self.history_emb = None
+        in_dim = (config.id_dim if config.use_id else 0) + self.features.out_dim
+        in_dim += config.history_dim if self.uses_history else 0
+        if in_dim == 0:
+            raise ValueError("user tower has no input: enable use_id, features or history")
+        self.mlp = MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+
+    def history_weights(self, history: Tensor) -> Tensor:
+        """Pooling weights [B, L] for right-aligned ``history[B, L]`` (0 on padding)."""
+        valid = (history != self.n_items).to(torch.float32)  # [B, L]
+        if self.config.history == "recency":
+            L = history.shape[1]
+            age = torch.arange(L - 1, -1, -1, device=history.device, dtype=torch.float32)  # [L]: 0 = newest
+            # right alignment means the newest real item is always the last column
+            w = self.config.recency_decay ** age  # [L]
+            return valid * w
+        return valid
+
+    def pool_history(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
+        """Weighted mean of history embeddings: [B, L] -> [B, H] (zeros for empty history)."""
+        if weights is None:
+            weights = self.history_weights(history)
+        emb = self.history_emb(history)  # [B, L, H]
+        total = weights.sum(dim=1, keepdim=True).clamp_min(1e-12)  # [B, 1]
+        return (emb * weights.unsqueeze(-1)).sum(dim=1) / total
+
+    def forward(
+        self,
+        user_rows: Tensor | None,
+        history: Tensor | None = None,
+        *,
+        features: tuple[Tensor, list[Tensor], Tensor] | None = None,
+        history_weights: Tensor | None = None,
+    ) -> Tensor:
+        """Users -> unit vectors [B, D].
+
+        ``user_rows[B]`` index the ID table and feature table; pass ``None``
+        (with explicit ``features`` or none) for a user not in training, and
+        ``history[B, L]`` for history pooling. ``history_weights`` overrides
+        the pooling weights (used by explanations to drop one item).
+        """
+        parts: list[Tensor] = []
+        if self.id_emb is not None:
+            if user_rows is None:
+                raise ValueError("this user tower has an ID embedding; a new user cannot be embedded without one")
+            parts.append(self.id_emb(user_rows))
+        if self.features.out_dim:
+            if features is not None:
+                parts.append(self.features.embed(*features))
+            elif user_rows is not None:
+                parts.append(self.features(user_rows))
+            else:
+                B = history.shape[0] if history is not None else 1
+                cat = torch.zeros((B, len(self.features.cat_embs)), dtype=torch.long)
+                multi = [torch.zeros((B, 1), dtype=torch.long) for _ in self.features.multi_embs]
+                num = torch.zeros((B, self.features.n_numeric))
+                parts.append(self.features.embed(cat, multi, num))
+        if self.uses_history:
+            if history is None:
+                raise ValueError("this user tower pools history; pass history[B, L]")
+            parts.append(self.pool_history(history, history_weights))
+        return F.normalize(self.mlp(torch.cat(parts, dim=-1)), dim=-1)

@@ -1,0 +1,71 @@
+"""The two-tower model: a user tower and an item tower scored by inner product."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from twotower.config import ModelConfig
+from twotower.models.feature_block import FeatureArrays
+from twotower.models.towers import ItemTower, UserTower
+
+__all__ = ["TwoTowerModel"]
+
+
+class TwoTowerModel(nn.Module):
+    """Separate user and item towers; score(u, i) = <user(u), item(i)> (cosine)."""
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        n_users: int,
+        n_items: int,
+        *,
+        user_features: FeatureArrays | None = None,
+        item_features: FeatureArrays | None = None,
+        item_text: np.ndarray | None = None,
+        sparse: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config = config
+        self.n_users = n_users
+        self.n_items = n_items
+        self.user_tower = UserTower(config.user, n_users, n_items, user_features, sparse=sparse)
+        self.item_tower = ItemTower(config.item, n_items, item_features, item_text, sparse=sparse)
+
+    @property
+    def history_len(self) -> int:
+        return self.config.user.history_len
+
+    @property
+    def pad_item(self) -> int:
+        return self.n_items
+
+    def encode_users(self, user_rows: Tensor | None, history: Tensor | None) -> Tensor:
+        return self.user_tower(user_rows, history)
+
+    def encode_items(self, rows: Tensor) -> Tensor:
+        return self.item_tower(rows)
+
+    @torch.no_grad()
+    def all_item_embeddings(self, batch: int = 8192) -> Tensor:
+        """Unit vectors of the whole catalogue [I, D], in eval mode."""
+        was = self.training
+        self.eval()
+        out = [self.item_tower(torch.arange(s, min(s + batch, self.n_items))) for s in range(0, self.n_items, batch)]
+        self.train(was)
+        return torch.cat(out, dim=0)
+
+    @torch.no_grad()
+    def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096) -> Tensor:
+        """Unit vectors [B, D] for known user rows and/or right-aligned histories [B, L]."""
+        was = self.training
+        self.eval()
+        n = len(user_rows) if user_rows is not None else len(history)  # type: ignore[arg-type]
+        outs = []
+        for s in range(0, n, batch):
+            u = None if user_rows is None else torch.as_tensor(user_rows[s : s + batch], dtype=torch.long)
+            h = None if history is None else torch.as_tensor(history[s : s + batch], dtype=torch.long)
+            outs.append(self.user_tower(u, h))
+        self.train(was)
+        return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.config.user.out_dim))

@@ -1,0 +1,246 @@
+"""A trained run on disk: everything needed to score, recommend and serve.
+
+Layout of a run folder::
+
+    config.json          resolved RunConfig
+    run.json             shapes needed to rebuild the model, fingerprint, title column
+    model.safetensors    best weights
+    vocab/users.json     external id <-> row
+    vocab/items.json
+    features/*.json      fitted feature encoders (re-encode a new user's features)
+    items.jsonl          item metadata shown to people (titles, genres, ...)
+    history.npz          each user's training sequence (for scoring and exclusions)
+    data/*.csv           the exact train/valid/test interactions used
+    log.jsonl, curves.png, metrics.json, eval.txt
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from twotower.config import RunConfig, config_from_dict, config_to_dict
+from twotower.data.features import FeatureEncoder
+from twotower.data.vocab import Vocabulary
+from twotower.errors import IntegrityError, NotFoundError
+from twotower.models.feature_block import FeatureArrays
+from twotower.models.history import UserSequences, pad_histories
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.checkpoint import load_weights
+from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+
+__all__ = ["TrainedRun", "save_run_data", "model_fingerprint", "features_shape", "build_model"]
+
+log = logging.getLogger(__name__)
+
+
+def features_shape(f: FeatureArrays | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    return {
+        "n": f.n,
+        "categorical": list(f.categorical.shape),
+        "categorical_sizes": list(f.categorical_sizes),
+        "multi": [list(m.shape) for m in f.multi],
+        "multi_sizes": list(f.multi_sizes),
+        "numeric": list(f.numeric.shape),
+    }
+
+
+def _zeros_features(shape: dict[str, Any] | None) -> FeatureArrays | None:
+    if shape is None:
+        return None
+    return FeatureArrays(
+        categorical=np.zeros(shape["categorical"], np.int64),
+        categorical_sizes=tuple(shape["categorical_sizes"]),
+        multi=tuple(np.zeros(s, np.int64) for s in shape["multi"]),
+        multi_sizes=tuple(shape["multi_sizes"]),
+        numeric=np.zeros(shape["numeric"], np.float32),
+    )
+
+
+def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
+    """An untrained model with the shapes recorded in ``run.json``."""
+    text_shape = info.get("item_text")
+    text = np.zeros(text_shape, np.float32) if text_shape else None
+    return TwoTowerModel(
+        config.model,
+        int(info["n_users"]),
+        int(info["n_items"]),
+        user_features=_zeros_features(info.get("user_features")),
+        item_features=_zeros_features(info.get("item_features")),
+        item_text=text,
+        sparse=config.train.optimizer == "sparse_adam",
+    )
+
+
+def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
+    """sha256 over the item tower's weights and the model config (what an index depends on)."""
+    h = hashlib.sha256()
+    h.update(json.dumps(config_to_dict(config.model), sort_keys=True).encode())
+    for name, t in sorted(model.item_tower.state_dict().items()):
+        h.update(name.encode())
+        h.update(t.detach().contiguous().cpu().numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None) -> None:
+    """Write everything about a run except the weights (written by the trainer)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "config.json", config_to_dict(config))
+    prep.user_vocab.save(out / "vocab" / "users.json")
+    prep.item_vocab.save(out / "vocab" / "items.json")
+    if prep.item_encoder is not None:
+        atomic_write_json(out / "features" / "items.json", prep.item_encoder.to_dict())
+    if prep.user_encoder is not None:
+        atomic_write_json(out / "features" / "users.json", prep.user_encoder.to_dict())
+    if prep.item_meta is not None:
+        atomic_write_text(out / "items.jsonl", prep.item_meta.to_json(orient="records", lines=True, force_ascii=False))
+    buf = io.BytesIO()
+    np.savez(buf, **prep.train_seqs.to_npz_dict())
+    atomic_write_bytes(out / "history.npz", buf.getvalue())
+    for name, df in (("train", prep.sources.train), ("valid", prep.sources.valid), ("test", prep.sources.test)):
+        if df is not None:
+            atomic_write_text(out / "data" / f"{name}.csv", df.to_csv(index=False))
+    info = {
+        "format": 1,
+        "n_users": prep.n_users,
+        "n_items": prep.n_items,
+        "user_features": features_shape(prep.user_features),
+        "item_features": features_shape(prep.item_features),
+        "item_text": list(item_text_shape) if item_text_shape else None,
+        "title_col": prep.sources.title_col,
+        "report": prep.report,
+    }
+    atomic_write_json(out / "run.json", info)
+
+
+class TrainedRun:
+    """A loaded run: model, vocabularies, histories and metadata, ready to score."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: RunConfig,
+        info: dict[str, Any],
+        model: TwoTowerModel,
+        user_vocab: Vocabulary,
+        item_vocab: Vocabulary,
+        history: UserSequences,
+        item_meta: pd.DataFrame | None,
+        user_encoder: FeatureEncoder | None,
+        item_encoder: FeatureEncoder | None,
+    ) -> None:
+        self.dir = directory
+        self.config = config
+        self.info = info
+        self.model = model.eval()
+        self.user_vocab = user_vocab
+        self.item_vocab = item_vocab
+        self.history = history
+        self.item_meta = item_meta
+        self.user_encoder = user_encoder
+        self.item_encoder = item_encoder
+        self.title_col: str | None = info.get("title_col")
+        self._item_emb: np.ndarray | None = None
+        self._fingerprint: str | None = None
+        self._meta_records: list[dict[str, Any]] | None = None
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(cls, directory: str | Path) -> "TrainedRun":
+        d = Path(directory)
+        if not (d / "run.json").exists():
+            raise NotFoundError("run", str(d), "no run.json there; train one with `twotower train --out DIR`")
+        if not (d / "model.safetensors").exists():
+            raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
+        info = read_json(d / "run.json")
+        config = config_from_dict(RunConfig, read_json(d / "config.json"))
+        model = build_model(config, info)
+        load_weights(d / "model.safetensors", model)
+        user_vocab = Vocabulary.load(d / "vocab" / "users.json")
+        item_vocab = Vocabulary.load(d / "vocab" / "items.json")
+        if len(user_vocab) != info["n_users"] or len(item_vocab) != info["n_items"]:
+            raise IntegrityError(f"{d}: vocabularies do not match run.json (users/items count)")
+        try:
+            with np.load(d / "history.npz", allow_pickle=False) as z:
+                history = UserSequences(z["indptr"], z["items"], z["timestamps"])
+        except (OSError, ValueError, KeyError) as e:
+            raise IntegrityError(f"{d / 'history.npz'}: unreadable ({e})") from e
+        meta = None
+        if (d / "items.jsonl").exists():
+            meta = pd.read_json(d / "items.jsonl", lines=True, dtype={"item_id": str})
+        ue = FeatureEncoder.from_dict(read_json(d / "features" / "users.json")) if (d / "features" / "users.json").exists() else None
+        ie = FeatureEncoder.from_dict(read_json(d / "features" / "items.json")) if (d / "features" / "items.json").exists() else None
+        return cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def n_items(self) -> int:
+        return len(self.item_vocab)
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = model_fingerprint(self.model, self.config)
+        return self._fingerprint
+
+    def item_embeddings(self) -> np.ndarray:
+        """[I, D] float32 unit vectors of the whole catalogue (cached)."""
+        if self._item_emb is None:
+            self._item_emb = self.model.all_item_embeddings().numpy().astype(np.float32)
+        return self._item_emb
+
+    def item_record(self, row: int) -> dict[str, Any]:
+        """Metadata of item ``row`` as JSON-safe values (external id included)."""
+        if self._meta_records is None:
+            if self.item_meta is None:
+                self._meta_records = []
+            else:
+                self._meta_records = json.loads(self.item_meta.to_json(orient="records", force_ascii=False))
+        rec = dict(self._meta_records[row]) if self._meta_records else {}
+        rec["item_id"] = self.item_vocab.ids[row]
+        return rec
+
+    def title(self, row: int) -> str:
+        if self.title_col and self.item_meta is not None and self.title_col in self.item_meta.columns:
+            v = self.item_meta.iloc[row][self.title_col]
+            if isinstance(v, str):
+                return v
+        return self.item_vocab.ids[row]
+
+    def user_row(self, user_id: str) -> int:
+        return self.user_vocab.index(str(user_id))
+
+    def seen_rows(self, user_row: int) -> np.ndarray:
+        return self.history.of(user_row)
+
+    # ------------------------------------------------------------------ scoring
+    def user_vectors(self, user_rows: np.ndarray) -> np.ndarray:
+        """[B, D] for known users, reading their training histories."""
+        rows = np.asarray(user_rows, np.int64)
+        hist = self.history.last_windows(rows, self.model.history_len, self.model.pad_item)
+        return self.model.user_embeddings(rows, hist).numpy()
+
+    def history_vectors(self, histories: list[np.ndarray]) -> np.ndarray:
+        """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training."""
+        if self.model.user_tower.id_emb is not None:
+            raise IntegrityError(
+                "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from history; "
+                "train with model.user.use_id=false and model.user.history=recency"
+            )
+        hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
+        return self.model.user_embeddings(None, hist).numpy()
+
+    def scores_for_users(self, user_rows: np.ndarray) -> np.ndarray:
+        return self.user_vectors(user_rows) @ self.item_embeddings().T
+
+    @torch.no_grad()
+    def score_pairs(self, user_vec: np.ndarray, item_rows: np.ndarray) -> np.ndarray:
+        return self.item_embeddings()[np.asarray(item_rows, np.int64)] @ user_vec

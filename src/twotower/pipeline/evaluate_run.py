@@ -1,0 +1,103 @@
+"""Evaluate a saved run against baselines on its own split, from the files in the run folder."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from twotower.data.interactions import encode_interactions, to_csr
+from twotower.data.readers import read_interactions
+from twotower.evaluation.protocol import EvalProtocol, evaluate
+from twotower.pipeline.artifacts import TrainedRun
+
+__all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer"]
+
+log = logging.getLogger(__name__)
+
+
+class RunMatrices:
+    def __init__(self, train: sp.csr_matrix, valid: sp.csr_matrix | None, test: sp.csr_matrix | None, report: dict[str, Any]):
+        self.train, self.valid, self.test, self.report = train, valid, test, report
+
+
+def run_matrices(run: TrainedRun) -> RunMatrices:
+    mats: dict[str, sp.csr_matrix | None] = {}
+    report: dict[str, Any] = {}
+    for name in ("train", "valid", "test"):
+        path = run.dir / "data" / f"{name}.csv"
+        if not path.exists():
+            mats[name] = None
+            continue
+        df = read_interactions(path)
+        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name)
+        report[name] = r
+        mats[name] = to_csr(enc)
+    if mats["train"] is None:
+        raise FileNotFoundError(f"{run.dir / 'data' / 'train.csv'} missing")
+    return RunMatrices(mats["train"], mats["valid"], mats["test"], report)  # type: ignore[arg-type]
+
+
+class RunScorer:
+    """Scorer protocol over a saved run."""
+
+    def __init__(self, run: TrainedRun) -> None:
+        self.run = run
+
+    def score(self, users: np.ndarray) -> np.ndarray:
+        return self.run.scores_for_users(users)
+
+
+def evaluate_run(
+    run: TrainedRun,
+    *,
+    split: str = "test",
+    baselines: tuple[str, ...] = ("popularity", "ease", "itemknn"),
+    ks: tuple[int, ...] = (10, 20, 50, 100),
+    select_metric: str = "NDCG@10",
+) -> list[dict[str, Any]]:
+    """One row per model: every metric plus fit seconds (baselines tuned on valid)."""
+    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+
+    m = run_matrices(run)
+    relevant = m.test if split == "test" else m.valid
+    if relevant is None:
+        raise FileNotFoundError(f"run {run.dir} has no {split} split")
+    exclude = m.train
+    if split == "test" and m.valid is not None:
+        exclude = (m.train + m.valid).tocsr()
+        exclude.data[:] = 1.0
+    pop = np.asarray(m.train.sum(axis=0)).ravel()
+    protocol = EvalProtocol(ks=ks)
+    rows: list[dict[str, Any]] = []
+    log_rows = run.dir / "log.jsonl"
+    fit_s = None
+    if log_rows.exists():
+        import json
+
+        fit_s = sum(json.loads(line).get("seconds", 0.0) for line in log_rows.read_text().splitlines() if line.strip())
+    t0 = time.perf_counter()
+    res = evaluate(RunScorer(run), relevant, exclude, protocol, pop)
+    rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res})
+    for name in baselines:
+        t0 = time.perf_counter()
+        info = ""
+        if name == "popularity":
+            scorer = Popularity().fit(m.train)
+        elif name == "ease":
+            lam = tune_ease(m.train, m.valid, metric=select_metric)[0] if m.valid is not None else 500.0
+            scorer = EASE(l2=lam).fit(m.train)
+            info = f"λ={lam:g}"
+        elif name == "itemknn":
+            k = tune_itemknn(m.train, m.valid, metric=select_metric)[0] if m.valid is not None else 100
+            scorer = ItemKNN(k=k).fit(m.train)
+            info = f"k={k}"
+        else:
+            raise ValueError(f"unknown baseline {name!r}")
+        fit = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        res = evaluate(scorer, relevant, exclude, protocol, pop)
+        rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1, **res})
+    return rows

@@ -1,0 +1,136 @@
+"""Train a two-tower model on prepared data and compare it with baselines in one harness.
+
+Protocol (printed with every table): parameters and the history the user
+tower reads come from the training part only; validation is used only for
+model selection and early stopping (epochs, EASE's λ, ItemKNN's k); test lists
+rank the full catalogue and exclude each user's training and validation items.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from twotower.config import RunConfig
+from twotower.evaluation.protocol import EvalProtocol, evaluate
+from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.prepare import Prepared
+from twotower.training.scorer import TwoTowerScorer
+from twotower.training.trainer import Trainer, TrainResult
+
+__all__ = ["PROTOCOL_TEXT", "build_model_for", "train_model", "baseline_scorers", "evaluate_scorers", "exclusion_matrix"]
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_TEXT = (
+    "protocol: fit on train only (weights and the history the user tower reads); valid only for selection / "
+    "early stopping; test ranks the full catalogue excluding each user's train+valid items; users without test "
+    "items skipped"
+)
+
+
+def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:
+    torch.manual_seed(config.train.seed)
+    model = TwoTowerModel(
+        config.model,
+        prep.n_users,
+        prep.n_items,
+        user_features=prep.user_features,
+        item_features=prep.item_features,
+        item_text=item_text,
+        sparse=config.train.optimizer == "sparse_adam",
+    )
+    # Items never seen in training keep a zero ID vector, so they are ranked by
+    # their features alone instead of by random initial weights.
+    cold = np.flatnonzero(prep.item_counts() == 0)
+    if model.item_tower.id_emb is not None and len(cold):
+        with torch.no_grad():
+            model.item_tower.id_emb.weight[torch.as_tensor(cold)] = 0.0
+    return model
+
+
+def train_model(
+    config: RunConfig,
+    prep: Prepared,
+    *,
+    out_dir: Path | None = None,
+    resume: bool = False,
+    item_text: np.ndarray | None = None,
+) -> tuple[TwoTowerModel, TrainResult]:
+    model = build_model_for(config, prep, item_text)
+    trainer = Trainer(
+        model,
+        prep.train_seqs,
+        loss=config.loss,
+        train=config.train,
+        eval=config.eval,
+        valid_relevant=prep.matrix("valid"),
+        train_matrix=prep.matrix("train"),
+        out_dir=out_dir,
+    )
+    result = trainer.fit(resume=resume)
+    return model, result
+
+
+def exclusion_matrix(prep: Prepared, split: str) -> sp.csr_matrix:
+    """What a user must not be recommended when scoring ``split``: train (+ valid for test)."""
+    ex = prep.matrix("train")
+    if split == "test" and prep.valid is not None:
+        ex = (ex + prep.matrix("valid")).tocsr()
+        ex.data[:] = 1.0
+    return ex
+
+
+def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = "NDCG@10") -> dict[str, tuple[Any, float, dict[str, Any]]]:
+    """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info)."""
+    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+
+    train = prep.matrix("train")
+    valid = prep.matrix("valid")
+    out: dict[str, tuple[Any, float, dict[str, Any]]] = {}
+    for name in names:
+        t0 = time.perf_counter()
+        info: dict[str, Any] = {}
+        if name == "popularity":
+            scorer = Popularity().fit(train)
+        elif name == "ease":
+            lam = 500.0
+            if valid is not None:
+                lam, _ = tune_ease(train, valid, metric=ks_metric)
+            info["lambda"] = lam
+            scorer = EASE(l2=lam).fit(train)
+        elif name == "itemknn":
+            if valid is not None:
+                k, _ = tune_itemknn(train, valid, metric=ks_metric)
+                info["k"] = k
+                scorer = ItemKNN(k=k).fit(train)
+            else:
+                scorer = ItemKNN().fit(train)
+        else:
+            raise ValueError(name)
+        out[name] = (scorer, time.perf_counter() - t0, info)
+    return out
+
+
+def evaluate_scorers(
+    prep: Prepared,
+    scorers: dict[str, Any],
+    *,
+    split: str = "test",
+    ks: tuple[int, ...] = (10, 20, 50, 100),
+) -> dict[str, dict[str, float]]:
+    relevant = prep.matrix(split)
+    if relevant is None:
+        raise ValueError(f"no {split} split to evaluate")
+    exclude = exclusion_matrix(prep, split)
+    pop = prep.item_counts()
+    return {name: evaluate(s, relevant, exclude, EvalProtocol(ks=ks), pop) for name, s in scorers.items()}
+
+
+def two_tower_scorer(model: TwoTowerModel, prep: Prepared) -> TwoTowerScorer:
+    return TwoTowerScorer(model, prep.train_seqs)

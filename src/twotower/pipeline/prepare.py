@@ -1,0 +1,122 @@
+"""Vocabularies, encoded splits, feature arrays and sequences for one run."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from twotower.data.features import FeatureEncoder
+from twotower.data.interactions import EncodedInteractions, encode_interactions, to_csr
+from twotower.data.vocab import Vocabulary
+from twotower.errors import DataError
+from twotower.models.feature_block import FeatureArrays
+from twotower.models.history import UserSequences
+from twotower.pipeline.sources import Sources
+
+__all__ = ["Prepared", "prepare"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Prepared:
+    """A run's data in internal rows.
+
+    The user vocabulary holds every training user (and feature-table users);
+    the item vocabulary every training item plus the item table's items, so
+    items seen only in evaluation but described by features stay rankable.
+    Ids outside the vocabularies are counted in ``report``, never remapped.
+    """
+
+    user_vocab: Vocabulary
+    item_vocab: Vocabulary
+    train: EncodedInteractions
+    valid: EncodedInteractions | None
+    test: EncodedInteractions | None
+    train_seqs: UserSequences
+    item_features: FeatureArrays | None
+    user_features: FeatureArrays | None
+    item_encoder: FeatureEncoder | None
+    user_encoder: FeatureEncoder | None
+    item_meta: pd.DataFrame | None
+    sources: Sources
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.user_vocab)
+
+    @property
+    def n_items(self) -> int:
+        return len(self.item_vocab)
+
+    def matrix(self, part: str) -> sp.csr_matrix | None:
+        enc = {"train": self.train, "valid": self.valid, "test": self.test}[part]
+        return None if enc is None else to_csr(enc)
+
+    def item_counts(self) -> np.ndarray:
+        return np.bincount(self.train.items, minlength=self.n_items).astype(np.float64)
+
+
+def prepare(src: Sources) -> Prepared:
+    train = src.train
+    if len(train) == 0:
+        raise DataError("the training split is empty; check the split settings or the train file")
+    user_ids = set(train["user_id"])
+    item_ids = set(train["item_id"])
+    if src.items is not None:
+        item_ids |= set(src.items["item_id"].astype(str))
+    if src.users is not None:
+        user_ids |= set(src.users["user_id"].astype(str))
+    user_vocab = Vocabulary.from_ids(user_ids, kind="user")
+    item_vocab = Vocabulary.from_ids(item_ids, kind="item")
+    report: dict[str, Any] = dict(src.report)
+    enc_train, r = encode_interactions(train, user_vocab, item_vocab, name="train")
+    report["train_encoding"] = r
+    parts: dict[str, EncodedInteractions | None] = {}
+    for name, df in (("valid", src.valid), ("test", src.test)):
+        if df is None:
+            parts[name] = None
+            continue
+        enc, r = encode_interactions(df, user_vocab, item_vocab, name=name)
+        parts[name] = enc
+        report[f"{name}_encoding"] = r
+        if r.get("rows_dropped"):
+            log.warning(
+                "%s: %d rows dropped: %d users and %d items never seen in training (cold; counted, not remapped)",
+                name, r["rows_dropped"], r.get("unknown_users", 0), r.get("unknown_items", 0),
+            )
+    seqs = UserSequences.from_arrays(enc_train.users, enc_train.items, enc_train.timestamps, len(user_vocab))
+    item_features = user_features = None
+    item_encoder = user_encoder = None
+    if src.items is not None and src.item_spec is not None:
+        item_encoder = FeatureEncoder(src.item_spec)
+        item_encoder.fit(src.items, item_vocab)
+        item_features = FeatureArrays.from_encoded(item_encoder.transform(src.items, item_vocab))
+    if src.users is not None and src.user_spec is not None:
+        user_encoder = FeatureEncoder(src.user_spec)
+        user_encoder.fit(src.users, user_vocab)
+        user_features = FeatureArrays.from_encoded(user_encoder.transform(src.users, user_vocab))
+    item_meta = _item_meta(src, item_vocab)
+    cold_items = int((np.bincount(enc_train.items, minlength=len(item_vocab)) == 0).sum())
+    report["vocab"] = {"users": len(user_vocab), "items": len(item_vocab), "items_without_training_interactions": cold_items}
+    log.info("vocabularies: %d users, %d items (%d without training interactions)", len(user_vocab), len(item_vocab), cold_items)
+    return Prepared(
+        user_vocab, item_vocab, enc_train, parts["valid"], parts["test"], seqs, item_features, user_features,
+        item_encoder, user_encoder, item_meta, src, report,
+    )
+
+
+def _item_meta(src: Sources, vocab: Vocabulary) -> pd.DataFrame | None:
+    """Item metadata shown to people, aligned with the vocabulary (JSON-friendly values)."""
+    if src.items is None:
+        return None
+    meta = src.items.copy()
+    meta["item_id"] = meta["item_id"].astype(str)
+    meta = meta.drop_duplicates("item_id").set_index("item_id").reindex(vocab.ids)
+    meta.index.name = "item_id"
+    return meta.reset_index()

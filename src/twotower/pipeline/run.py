@@ -1,0 +1,61 @@
+"""High-level Python API: train a run folder from a config, in one call."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from twotower.config import RunConfig
+from twotower.pipeline.artifacts import TrainedRun, save_run_data
+from twotower.pipeline.experiment import train_model
+from twotower.pipeline.prepare import Prepared, prepare
+from twotower.pipeline.sources import load_sources
+from twotower.training.trainer import TrainResult
+from twotower.utils.runtime import seed_everything, set_threads, threads_from_env
+
+__all__ = ["train_run", "prepare_data", "item_text_embeddings"]
+
+log = logging.getLogger(__name__)
+
+
+def prepare_data(config: RunConfig) -> Prepared:
+    return prepare(load_sources(config.data, seed=config.train.seed))
+
+
+def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> np.ndarray | None:
+    """Frozen text embeddings of each item's text columns (title by default), cached on disk."""
+    item = config.model.item
+    if not (item.text_embeddings or item.dual_head):
+        return None
+    if prep.item_meta is None:
+        from twotower.errors import ConfigError
+
+        raise ConfigError("model.item.text_embeddings needs an item table with a text column (data.items / data.item_text)")
+    cols = list(prep.sources.item_spec.text) if prep.sources.item_spec is not None and prep.sources.item_spec.text else []
+    if not cols:
+        cols = [prep.sources.title_col] if prep.sources.title_col else []
+    if not cols:
+        from twotower.errors import ConfigError
+
+        raise ConfigError("no text column for item text embeddings: set data.item_text or data.title_col")
+    meta = prep.item_meta
+    texts = [" ".join(str(meta.iloc[r][c]) for c in cols if isinstance(meta.iloc[r][c], str)) for r in range(len(meta))]
+    from twotower.text import cached_encode, load_text_encoder
+
+    enc = load_text_encoder(None)
+    cache = cache_dir or Path.home() / ".cache" / "twotower" / "text-embeddings"
+    return cached_encode(enc, texts, cache)
+
+
+def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[TrainedRun, TrainResult, Prepared]:
+    """Read data, train, save the run folder; returns the loaded run, the training result and the data."""
+    out = Path(out)
+    set_threads(config.train.threads or threads_from_env())
+    seed_everything(config.train.seed)
+    prep = prepare_data(config)
+    text = item_text_embeddings(config, prep)
+    save_run_data(out, config, prep, None if text is None else tuple(text.shape))
+    _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
+    run = TrainedRun.load(out)
+    return run, result, prep

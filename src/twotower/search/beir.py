@@ -1,0 +1,295 @@
+"""Load BEIR-layout retrieval data and plain (query, positive, negatives) pairs.
+
+BEIR layout::
+
+    corpus.jsonl        {"_id": str, "title": str, "text": str} per line
+    queries.jsonl       {"_id": str, "text": str} per line
+    qrels/{split}.tsv   header "query-id<TAB>corpus-id<TAB>score", then one row per judgement
+
+Ids are strings everywhere; corpus rows are int64 ``0..n-1`` in file order.
+Every problem raises :class:`~twotower.errors.DataError` naming file, row
+(1-based, header = row 1 for TSV; line number for JSONL) and field.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+
+__all__ = [
+    "Corpus",
+    "BeirData",
+    "TrainPair",
+    "resolve_beir_dir",
+    "load_corpus",
+    "load_queries",
+    "load_qrels",
+    "load_beir",
+    "load_pairs",
+    "pairs_from_qrels",
+    "relevant_rows",
+    "validation_split_by_group",
+]
+
+Qrels = dict[str, dict[str, int]]  # query id -> {doc id: relevance}
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """Documents in file order; ``row_of[doc_id]`` is the internal row."""
+
+    ids: list[str]
+    titles: list[str]
+    texts: list[str]
+    row_of: dict[str, int] = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def doc_texts(self) -> list[str]:
+        """``"title text"`` per document (the BEIR / MTEB convention for encoders)."""
+        return [f"{t.strip()} {x.strip()}".strip() for t, x in zip(self.titles, self.texts)]
+
+
+@dataclass(frozen=True)
+class BeirData:
+    corpus: Corpus
+    queries: dict[str, str]  # query id -> text (only queries judged in ``qrels``)
+    qrels: Qrels
+
+
+@dataclass(frozen=True)
+class TrainPair:
+    query: str
+    positive_id: str
+    negative_ids: tuple[str, ...] = ()
+
+
+def resolve_beir_dir(path: str | os.PathLike[str]) -> Path:
+    """Accept the BEIR directory itself or a parent holding ``beir/``."""
+    p = Path(path)
+    for cand in (p, p / "beir"):
+        if (cand / "corpus.jsonl").is_file():
+            return cand
+    raise DataError(
+        f"no corpus.jsonl in {p} or {p / 'beir'}; point --beir/--data at a BEIR directory "
+        "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)",
+        file=str(p),
+    )
+
+
+def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    if not path.is_file():
+        raise DataError("file not found", file=str(path))
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"not valid JSON ({e.msg})", file=str(path), row=lineno) from e
+            if not isinstance(obj, dict):
+                raise DataError("each line must be a JSON object", file=str(path), row=lineno)
+            for key in required:
+                if key not in obj:
+                    raise DataError(f"missing field (need {', '.join(required)})", file=str(path), row=lineno, column=key)
+            rows.append((lineno, obj))
+    return rows
+
+
+def load_corpus(path: str | os.PathLike[str]) -> Corpus:
+    path = Path(path)
+    ids, titles, texts, row_of = [], [], [], {}
+    for lineno, obj in _read_jsonl(path, ("_id", "text")):
+        doc_id = str(obj["_id"])
+        title = str(obj.get("title") or "")
+        text = str(obj["text"] or "")
+        if not (title.strip() or text.strip()):
+            raise DataError("document has an empty title and text", file=str(path), row=lineno, column="text")
+        if doc_id in row_of:
+            raise DataError(f"duplicate document id {doc_id!r}", file=str(path), row=lineno, column="_id")
+        row_of[doc_id] = len(ids)
+        ids.append(doc_id)
+        titles.append(title)
+        texts.append(text)
+    if not ids:
+        raise DataError("corpus is empty", file=str(path))
+    return Corpus(ids, titles, texts, row_of)
+
+
+def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
+    path = Path(path)
+    out: dict[str, str] = {}
+    for lineno, obj in _read_jsonl(path, ("_id", "text")):
+        qid, text = str(obj["_id"]), str(obj["text"] or "")
+        if not text.strip():
+            raise DataError("query text is empty", file=str(path), row=lineno, column="text")
+        if qid in out:
+            raise DataError(f"duplicate query id {qid!r}", file=str(path), row=lineno, column="_id")
+        out[qid] = text
+    return out
+
+
+def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, queries: dict[str, str] | None = None) -> Qrels:
+    """Read ``query-id corpus-id score`` rows; ids are checked when corpus/queries are given."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("qrels file not found (expected qrels/<split>.tsv)", file=str(path))
+    qrels: Qrels = {}
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        header = next(reader, None)
+        if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
+            raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}", file=str(path), row=1)
+        for rowno, rec in enumerate(reader, start=2):
+            if not rec or not "".join(rec).strip():
+                continue
+            if len(rec) != 3:
+                raise DataError(f"expected 3 tab-separated fields, got {len(rec)}", file=str(path), row=rowno)
+            qid, did, score = (x.strip() for x in rec)
+            try:
+                value = int(float(score))
+            except ValueError as e:
+                raise DataError(f"score {score!r} is not a number", file=str(path), row=rowno, column="score") from e
+            if queries is not None and qid not in queries:
+                raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
+            if corpus is not None and did not in corpus.row_of:
+                raise DataError(f"corpus id {did!r} is not in corpus.jsonl", file=str(path), row=rowno, column="corpus-id")
+            qrels.setdefault(qid, {})[did] = value
+    if not qrels:
+        raise DataError("qrels file has no rows", file=str(path))
+    return qrels
+
+
+def load_beir(beir_dir: str | os.PathLike[str], split: str = "test") -> BeirData:
+    """Corpus, the queries judged in ``qrels/{split}.tsv``, and those qrels."""
+    d = resolve_beir_dir(beir_dir)
+    corpus = load_corpus(d / "corpus.jsonl")
+    queries = load_queries(d / "queries.jsonl")
+    qrels_path = d / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        have = sorted(p.stem for p in (d / "qrels").glob("*.tsv")) if (d / "qrels").is_dir() else []
+        raise DataError(f"no qrels for split {split!r}; available splits: {have or 'none'}", file=str(qrels_path))
+    qrels = load_qrels(qrels_path, corpus=corpus, queries=queries)
+    return BeirData(corpus, {q: queries[q] for q in qrels}, qrels)
+
+
+def load_pairs(path: str | os.PathLike[str], corpus: Corpus) -> list[TrainPair]:
+    """Training pairs from TSV (``query, positive_id[, neg1,neg2,...]``, header row) or JSONL.
+
+    JSONL lines are ``{"query": str, "positive_id": str, "negative_ids": [str, ...]}``.
+    Every id must exist in ``corpus``.
+    """
+    path = Path(path)
+    pairs: list[TrainPair] = []
+
+    def check(pair: TrainPair, row: int) -> TrainPair:
+        if not pair.query.strip():
+            raise DataError("query is empty", file=str(path), row=row, column="query")
+        if pair.positive_id not in corpus.row_of:
+            raise DataError(f"positive id {pair.positive_id!r} is not in the corpus", file=str(path), row=row, column="positive_id")
+        for n in pair.negative_ids:
+            if n not in corpus.row_of:
+                raise DataError(f"negative id {n!r} is not in the corpus", file=str(path), row=row, column="negative_ids")
+        return pair
+
+    if path.suffix == ".jsonl":
+        for lineno, obj in _read_jsonl(path, ("query", "positive_id")):
+            negs = obj.get("negative_ids") or []
+            if not isinstance(negs, list):
+                raise DataError("negative_ids must be a list", file=str(path), row=lineno, column="negative_ids")
+            pairs.append(check(TrainPair(str(obj["query"]), str(obj["positive_id"]), tuple(map(str, negs))), lineno))
+    else:
+        if not path.is_file():
+            raise DataError("file not found", file=str(path))
+        with open(path, encoding="utf-8", newline="") as fh:
+            reader = csv.reader(fh, delimiter="\t")
+            header = next(reader, None)
+            if header is None or len(header) < 2:
+                raise DataError("header must be 'query<TAB>positive_id[<TAB>negative_ids]'", file=str(path), row=1)
+            for rowno, rec in enumerate(reader, start=2):
+                if not rec:
+                    continue
+                if len(rec) < 2:
+                    raise DataError(f"expected at least 2 fields, got {len(rec)}", file=str(path), row=rowno)
+                negs = tuple(n.strip() for n in rec[2].split(",") if n.strip()) if len(rec) > 2 else ()
+                pairs.append(check(TrainPair(rec[0], rec[1].strip(), negs), rowno))
+    if not pairs:
+        raise DataError("no training pairs", file=str(path))
+    return pairs
+
+
+def pairs_from_qrels(queries: dict[str, str], qrels: Qrels) -> list[TrainPair]:
+    """One pair per (query, relevant doc) with relevance > 0, in a stable order."""
+    out = []
+    for qid in sorted(qrels, key=_natural):
+        for did, rel in sorted(qrels[qid].items(), key=lambda kv: _natural(kv[0])):
+            if rel > 0:
+                out.append(TrainPair(queries[qid], did))
+    return out
+
+
+def relevant_rows(qids: list[str], qrels: Qrels, corpus: Corpus) -> list[np.ndarray]:
+    """Per query, the corpus rows judged relevant (relevance > 0), int64."""
+    return [
+        np.array(sorted(corpus.row_of[d] for d, r in qrels.get(q, {}).items() if r > 0), dtype=np.int64) for q in qids
+    ]
+
+
+def _natural(s: str) -> tuple:
+    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+
+
+def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tuple[Qrels, Qrels]:
+    """Hold out about ``frac`` of the queries, keeping query groups intact.
+
+    Queries that share any relevant document are joined (union-find) into one
+    group, so no relevant document is judged in both parts — a claim and its
+    negation citing the same abstract can't leak across the split.
+    Returns ``(train, valid)``.
+    """
+    if not 0.0 < frac < 1.0:
+        raise ConfigError(f"frac must be in (0, 1), got {frac}")
+    qids = sorted(train_qrels, key=_natural)
+    parent = {q: q for q in qids}
+
+    def find(q: str) -> str:
+        while parent[q] != q:
+            parent[q] = parent[parent[q]]
+            q = parent[q]
+        return q
+
+    owner: dict[str, str] = {}
+    for q in qids:
+        for d, rel in train_qrels[q].items():
+            if rel <= 0:
+                continue
+            if d in owner:
+                ra, rb = find(owner[d]), find(q)
+                if ra != rb:
+                    parent[rb] = ra
+            else:
+                owner[d] = q
+    groups: dict[str, list[str]] = {}
+    for q in qids:
+        groups.setdefault(find(q), []).append(q)
+    order = sorted(groups, key=_natural)
+    rng = np.random.default_rng(seed)
+    rng.shuffle(order)
+    target = max(1, round(frac * len(qids)))
+    valid: set[str] = set()
+    for g in order:
+        if len(valid) >= target:
+            break
+        valid.update(groups[g])
+    if len(valid) == len(qids):
+        raise ConfigError(f"frac={frac} leaves no training queries; the groups are too large for this split")
+    return ({q: train_qrels[q] for q in qids if q not in valid}, {q: train_qrels[q] for q in qids if q in valid})

@@ -1,0 +1,147 @@
+"""Lexical retrieval with the ``bm25s`` package (sparse BM25, no pickles).
+
+Saved layout of ``path/``: ``bm25s/`` (bm25s' own npy + JSON format) and
+``meta.json`` (doc ids, tokenizer settings, parameters).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError, IntegrityError
+from twotower.results import PAD_ID, Results
+from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
+
+__all__ = ["BM25Config", "BM25Retriever"]
+
+logger = logging.getLogger(__name__)
+
+_METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BM25Config:
+    k1: float = 1.2  # Anserini / Pyserini default for BEIR
+    b: float = 0.75
+    method: str = "lucene"
+    stopwords: str | None = "en"
+    stemmer: str | None = None  # e.g. "english"; needs the PyStemmer package
+
+    def __post_init__(self) -> None:
+        if self.k1 < 0:
+            raise ConfigError(f"k1 must be >= 0, got {self.k1}")
+        if not 0.0 <= self.b <= 1.0:
+            raise ConfigError(f"b must be in [0, 1], got {self.b}")
+        if self.method not in _METHODS:
+            raise ConfigError(f"method must be one of {', '.join(_METHODS)}; got {self.method!r}")
+
+
+def _stemmer(name: str | None):
+    if name is None:
+        return None
+    try:
+        import Stemmer  # noqa: PLC0415
+    except ImportError as e:
+        raise ConfigError(f"stemmer={name!r} needs the PyStemmer package (pip install PyStemmer), or set stemmer=None") from e
+    return Stemmer.Stemmer(name).stemWords
+
+
+class BM25Retriever:
+    """``fit(doc_texts, doc_ids)`` then ``search(queries, k) -> Results`` (ids = doc rows)."""
+
+    def __init__(self, config: BM25Config | None = None) -> None:
+        self.config = config or BM25Config()
+        self._bm25 = None
+        self.doc_ids: list[str] = []
+
+    def _tokenize(self, texts: Sequence[str], show_progress: bool = False):
+        import bm25s  # noqa: PLC0415
+
+        return bm25s.tokenize(list(texts), stopwords=self.config.stopwords, stemmer=_stemmer(self.config.stemmer),
+                              show_progress=show_progress, return_ids=False)
+
+    def fit(self, doc_texts: Sequence[str], doc_ids: Sequence[str]) -> "BM25Retriever":
+        import bm25s  # noqa: PLC0415
+
+        if len(doc_texts) != len(doc_ids):
+            raise DataError(f"{len(doc_texts)} texts but {len(doc_ids)} ids")
+        if not doc_texts:
+            raise DataError("cannot index an empty corpus")
+        c = self.config
+        self._bm25 = bm25s.BM25(k1=c.k1, b=c.b, method=c.method)
+        self._bm25.index(self._tokenize(doc_texts), show_progress=False)
+        self.doc_ids = [str(d) for d in doc_ids]
+        logger.info("BM25 indexed %d documents (vocab %d)", len(self.doc_ids), len(self._bm25.vocab_dict))
+        return self
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.doc_ids)
+
+    def search(self, queries: Sequence[str], k: int, *, show_progress: bool = False) -> Results:
+        """Top-``k`` doc rows per query, sorted by BM25 score; rows past the corpus are padded.
+
+        Documents sharing no term with the query (score 0) are returned as padding.
+        """
+        if self._bm25 is None:
+            raise ConfigError("BM25Retriever.search called before fit() or load()")
+        if k < 1:
+            raise ConfigError(f"k must be >= 1, got {k}")
+        kk = min(k, self.n_docs)
+        tokens = self._tokenize(queries)
+        vocab = self._bm25.vocab_dict
+        # bm25s wants at least one known token per query; unknown-only queries score 0 everywhere
+        tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokens]
+        ids, scores = self._bm25.retrieve(tokens, k=kk, show_progress=show_progress, n_threads=0)
+        ids = np.asarray(ids, dtype=np.int64)  # [Q, kk]
+        scores = np.asarray(scores, dtype=np.float32)
+        ids = np.where(scores > 0, ids, PAD_ID)
+        return Results.from_scores_and_ids(scores, ids, k)
+
+    def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """BM25 scores of the doc rows ``rows[q]`` for each query ``q`` (float32 arrays)."""
+        if self._bm25 is None:
+            raise ConfigError("BM25Retriever.score called before fit() or load()")
+        out = []
+        for toks, r in zip(self._tokenize(queries), rows):
+            toks = [t for t in toks if t in self._bm25.vocab_dict]
+            r = np.asarray(r, dtype=np.int64)
+            if not toks:
+                out.append(np.zeros(r.size, dtype=np.float32))
+                continue
+            out.append(np.asarray(self._bm25.get_scores(toks), dtype=np.float32)[r])
+        return out
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        if self._bm25 is None:
+            raise ConfigError("nothing to save: call fit() first")
+        with atomic_dir(path) as tmp:
+            self._bm25.save(str(tmp / "bm25s"), show_progress=False)
+            atomic_write_json(tmp / "meta.json", {"format": 1, "kind": "bm25", "config": asdict(self.config),
+                                                  "doc_ids": self.doc_ids})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "BM25Retriever":
+        import bm25s  # noqa: PLC0415
+
+        path = Path(path)
+        if not (path / "meta.json").is_file():
+            raise DataError(f"no BM25 index at {path} (missing meta.json); build one with BM25Retriever.fit().save()")
+        meta = read_json(path / "meta.json")
+        if meta.get("kind") != "bm25":
+            raise IntegrityError(f"{path}/meta.json is not a BM25 index")
+        self = cls(BM25Config(**meta["config"]))
+        try:
+            self._bm25 = bm25s.BM25.load(str(path / "bm25s"), show_progress=False)
+        except (OSError, ValueError) as e:
+            raise IntegrityError(f"{path}/bm25s: unreadable BM25 index ({e})") from e
+        self.doc_ids = list(meta["doc_ids"])
+        if self._bm25.scores["num_docs"] != len(self.doc_ids):
+            raise IntegrityError(f"{path}: index has {self._bm25.scores['num_docs']} docs, meta.json {len(self.doc_ids)}")
+        return self
+

@@ -1,0 +1,88 @@
+"""Dense retrieval: encode the corpus once (cached), search a vector index.
+
+A two-tower text model may use one encoder for both sides or separate query
+and document encoders (``doc_encoder``); scores are inner products of
+L2-normalised embeddings (cosine).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError
+from twotower.results import Results
+from twotower.text.cache import cached_encode
+from twotower.text.encoder import TextEncoder
+
+__all__ = ["DenseRetriever"]
+
+logger = logging.getLogger(__name__)
+
+
+class DenseRetriever:
+    """``fit(doc_texts)`` encodes and indexes the corpus; ``search(queries, k) -> Results``.
+
+    ``index`` is any :class:`twotower.index.VectorIndex` (default
+    :class:`~twotower.index.exact.ExactIndex`); its ids are corpus rows
+    ``0..n-1``. ``cache_dir`` keeps corpus embeddings between runs (keyed by the
+    document encoder's ``model_id``); queries are not cached.
+    """
+
+    def __init__(
+        self,
+        encoder: TextEncoder,
+        index: "object | None" = None,
+        *,
+        doc_encoder: TextEncoder | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        max_length: int = 256,
+        query_max_length: int = 64,
+        batch_size: int = 32,
+        show_progress: bool = True,
+    ) -> None:
+        if index is None:
+            from twotower.index.exact import ExactIndex  # noqa: PLC0415
+
+            index = ExactIndex()
+        self.encoder = encoder
+        self.doc_encoder = doc_encoder or encoder
+        self.index = index
+        self.cache_dir = cache_dir
+        self.max_length = int(max_length)
+        self.query_max_length = int(query_max_length)
+        self.batch_size = int(batch_size)
+        self.show_progress = show_progress
+        self.doc_embeddings: np.ndarray | None = None  # [N, D]
+
+    def fit(self, doc_texts: Sequence[str]) -> "DenseRetriever":
+        emb = cached_encode(self.doc_encoder, doc_texts, self.cache_dir, max_length=self.max_length,
+                            batch_size=self.batch_size, show_progress=self.show_progress)  # [N, D]
+        return self.fit_embeddings(emb)
+
+    def fit_embeddings(self, doc_embeddings: np.ndarray) -> "DenseRetriever":
+        """Index precomputed corpus embeddings ``[N, D]`` (rows = corpus rows)."""
+        self.doc_embeddings = np.ascontiguousarray(doc_embeddings, dtype=np.float32)
+        self.index.build(self.doc_embeddings, np.arange(len(self.doc_embeddings), dtype=np.int64))
+        return self
+
+    def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        return self.encoder.encode(list(queries), batch_size=64, max_length=self.query_max_length,
+                                   show_progress=False)  # [Q, D]
+
+    def search(self, queries: Sequence[str], k: int) -> Results:
+        if self.doc_embeddings is None:
+            raise ConfigError("DenseRetriever.search called before fit()")
+        return self.search_embeddings(self.encode_queries(queries), k)
+
+    def search_embeddings(self, query_embeddings: np.ndarray, k: int) -> Results:
+        return self.index.search(query_embeddings, k)
+
+    def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Cosine scores of the doc rows ``rows[q]`` for each query ``q``."""
+        if self.doc_embeddings is None:
+            raise ConfigError("DenseRetriever.score called before fit()")
+        q = self.encode_queries(queries)  # [Q, D]
+        return [self.doc_embeddings[np.asarray(r, dtype=np.int64)] @ q[i] for i, r in enumerate(rows)]

@@ -1,0 +1,122 @@
+"""Retrieval metrics for BEIR-style qrels, and the one-call ``search_evaluate``.
+
+Protocol: binary relevance (qrels score > 0), queries averaged uniformly,
+every judged query counted (BEIR / MTEB convention). Metrics come from
+:mod:`twotower.evaluation.metrics`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError
+from twotower.results import Results
+from twotower.search.beir import Corpus, relevant_rows
+
+__all__ = ["METRIC_KEYS", "RETRIEVERS", "evaluate_retriever", "search_evaluate"]
+
+logger = logging.getLogger(__name__)
+
+#: Keys of every metrics dict this module returns, in table order.
+METRIC_KEYS = ("NDCG@10", "Recall@10", "Recall@100", "MRR@10")
+RETRIEVERS = ("bm25", "dense", "hybrid")
+
+
+def evaluate_retriever(
+    results: Results,
+    qrels: Mapping[str, Mapping[str, int]] | Sequence[np.ndarray],
+    *,
+    query_ids: Sequence[str] | None = None,
+    corpus: Corpus | None = None,
+) -> dict[str, float]:
+    """Mean NDCG@10, Recall@10, Recall@100 and MRR@10 of ``results`` (ids = corpus rows).
+
+    ``qrels`` is either ``{query id: {doc id: relevance}}`` (then ``query_ids``
+    — the order of the rows of ``results`` — and ``corpus`` are required) or
+    already a list of relevant corpus-row arrays, one per row of ``results``.
+    ``results`` needs at least 100 columns (Recall@100).
+    """
+    from twotower.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: PLC0415
+
+    if isinstance(qrels, Mapping):
+        if query_ids is None or corpus is None:
+            raise ConfigError("evaluate_retriever with a qrels dict needs query_ids= (row order) and corpus=")
+        relevant = relevant_rows(list(query_ids), dict(qrels), corpus)
+    else:
+        relevant = list(qrels)
+    if len(relevant) != len(results):
+        raise ConfigError(f"{len(results)} result rows but relevance for {len(relevant)} queries")
+    if results.shape[1] < 100:
+        raise ConfigError(f"Recall@100 needs 100 results per query; search with k>=100 (got {results.shape[1]})")
+    ids = results.ids
+    return {
+        "NDCG@10": float(np.nanmean(ndcg_at_k(ids, relevant, 10))),
+        "Recall@10": float(np.nanmean(recall_at_k(ids, relevant, 10))),
+        "Recall@100": float(np.nanmean(recall_at_k(ids, relevant, 100))),
+        "MRR@10": float(np.nanmean(mrr_at_k(ids, relevant, 10))),
+    }
+
+
+def search_evaluate(
+    beir_dir: str | os.PathLike[str],
+    split: str = "test",
+    retriever: str = "bm25",
+    model: str | os.PathLike[str] | None = None,
+    rerank: str | os.PathLike[str] | None = None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = "runs/cache/embeddings",
+    rerank_top: int = 20,
+    fusion: "object | None" = None,
+) -> dict[str, float]:
+    """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
+
+    ``model`` is a sentence-transformers directory (a fine-tuned
+    :mod:`~twotower.search.finetune` output, whose query and document towers
+    are both used) or ``None`` for zero-shot all-MiniLM-L6-v2. ``hybrid`` fuses
+    BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice`;
+    default RRF k=60, since no validation split is tuned here). ``rerank`` is
+    a cross-encoder directory that reorders the top ``rerank_top``.
+    Returns the four :data:`METRIC_KEYS` plus ``seconds`` and ``queries``.
+    """
+    from twotower.search.beir import load_beir  # noqa: PLC0415
+
+    if retriever not in RETRIEVERS:
+        raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
+    t0 = time.perf_counter()
+    data = load_beir(beir_dir, split)
+    qids = list(data.queries)
+    qtexts = [data.queries[q] for q in qids]
+    doc_texts = data.corpus.doc_texts()
+    k = 100
+    parts: list[Results] = []
+    if retriever in ("bm25", "hybrid"):
+        from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+
+        parts.append(BM25Retriever().fit(doc_texts, data.corpus.ids).search(qtexts, k))
+    if retriever in ("dense", "hybrid"):
+        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
+        from twotower.search.dense import DenseRetriever  # noqa: PLC0415
+
+        q_enc, d_enc = load_bi_encoder(model)
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir).fit(doc_texts)
+        parts.append(dense.search(qtexts, k))
+    if retriever == "hybrid":
+        from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+
+        choice = fusion or FusionChoice(name="rrf", params={"k": 60})
+        results = choice.apply(parts, top_k=k)
+    else:
+        results = parts[0]
+    if rerank is not None:
+        from twotower.search.rerank import CrossEncoderReranker  # noqa: PLC0415
+
+        results = CrossEncoderReranker(rerank).rerank(qtexts, results, doc_texts, top_n=rerank_top)
+    metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
+    metrics["queries"] = len(qids)
+    metrics["seconds"] = round(time.perf_counter() - t0, 2)
+    return metrics

@@ -1,0 +1,192 @@
+"""Fusing several ranked lists of the same queries into one.
+
+Each rule is a small pure function over :class:`~twotower.results.Results`
+(ids = corpus rows), chosen by name through :data:`FUSIONS`:
+
+* ``rrf``: reciprocal rank fusion (Cormack et al., SIGIR 2009),
+  ``score(d) = sum_i 1 / (k + rank_i(d))`` with 1-based ranks; a list that
+  does not contain ``d`` contributes nothing.
+* ``interpolation``: ``score(d) = sum_i w_i * norm_i(s_i(d))`` where scores
+  are normalised per query and per list (``minmax`` -> [0, 1] or ``zscore``);
+  a list that does not contain ``d`` contributes its row minimum (0 for
+  min-max), i.e. ``d`` counts as that list's worst retrieved document.
+
+:func:`tune_fusion` picks the rule and its weight on validation NDCG@10.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+from twotower.results import PAD_ID, Results
+
+__all__ = [
+    "NORMALIZATIONS",
+    "FUSIONS",
+    "minmax",
+    "zscore",
+    "rrf",
+    "score_interpolation",
+    "FusionChoice",
+    "tune_fusion",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def minmax(scores: np.ndarray) -> np.ndarray:
+    """Map valid scores of one row to [0, 1]; a constant row maps to 1."""
+    lo, hi = scores.min(), scores.max()
+    if hi - lo <= 0:
+        return np.ones_like(scores)
+    return (scores - lo) / (hi - lo)
+
+
+def zscore(scores: np.ndarray) -> np.ndarray:
+    """Standardise valid scores of one row; a constant row maps to 0."""
+    sd = scores.std()
+    if sd <= 0:
+        return np.zeros_like(scores)
+    return (scores - scores.mean()) / sd
+
+
+NORMALIZATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"minmax": minmax, "zscore": zscore}
+
+
+def _check(results_list: Sequence[Results]) -> int:
+    if not results_list:
+        raise ConfigError("fusion needs at least one Results")
+    q = len(results_list[0])
+    if any(len(r) != q for r in results_list):
+        raise DataError(f"all Results must cover the same queries; got {[len(r) for r in results_list]} rows")
+    return q
+
+
+def _fuse_rows(contribs: list[tuple[np.ndarray, np.ndarray, float]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sum per-doc contributions ``(ids, values, missing_value)`` of one query."""
+    all_ids = np.unique(np.concatenate([ids for ids, _, _ in contribs]))
+    total = np.zeros(all_ids.size, dtype=np.float64)
+    for ids, values, missing in contribs:
+        part = np.full(all_ids.size, missing, dtype=np.float64)
+        part[np.searchsorted(all_ids, ids)] = values
+        total += part
+    return all_ids, total
+
+
+def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
+    n = max([ids.size for ids, _ in rows] + [1])
+    ids = np.full((len(rows), n), PAD_ID, dtype=np.int64)  # [Q, union]
+    scores = np.full((len(rows), n), -np.inf, dtype=np.float32)
+    for q, (i, s) in enumerate(rows):
+        ids[q, : i.size], scores[q, : i.size] = i, s
+    return Results.from_scores_and_ids(scores, ids, k)
+
+
+def rrf(results_list: Sequence[Results], k: int = 60, *, top_k: int | None = None) -> Results:
+    """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
+    n_q = _check(results_list)
+    if k < 0:
+        raise ConfigError(f"rrf k must be >= 0, got {k}")
+    top_k = top_k or max(r.shape[1] for r in results_list)
+    rows = []
+    for q in range(n_q):
+        contribs = []
+        for r in results_list:
+            ids, _ = r.row(q)
+            ranks = np.arange(1, ids.size + 1, dtype=np.float64)
+            contribs.append((ids, 1.0 / (k + ranks), 0.0))
+        rows.append(_fuse_rows(contribs, top_k))
+    return _assemble(rows, top_k)
+
+
+def score_interpolation(
+    results_list: Sequence[Results],
+    weights: Sequence[float],
+    normalization: str = "minmax",
+    *,
+    top_k: int | None = None,
+) -> Results:
+    """Weighted sum of per-query normalised scores (see module docstring)."""
+    n_q = _check(results_list)
+    if len(weights) != len(results_list):
+        raise ConfigError(f"need one weight per Results ({len(results_list)}), got {len(weights)}")
+    if normalization not in NORMALIZATIONS:
+        raise ConfigError(f"normalization must be one of {sorted(NORMALIZATIONS)}, got {normalization!r}")
+    norm = NORMALIZATIONS[normalization]
+    top_k = top_k or max(r.shape[1] for r in results_list)
+    rows = []
+    for q in range(n_q):
+        contribs = []
+        for r, w in zip(results_list, weights):
+            ids, s = r.row(q)
+            if ids.size == 0:
+                continue
+            z = norm(s.astype(np.float64))
+            contribs.append((ids, w * z, w * z.min()))
+        if not contribs:
+            rows.append((np.empty(0, dtype=np.int64), np.empty(0)))
+            continue
+        rows.append(_fuse_rows(contribs, top_k))
+    return _assemble(rows, top_k)
+
+
+FUSIONS: dict[str, Callable[..., Results]] = {"rrf": rrf, "interpolation": score_interpolation}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FusionChoice:
+    """A fusion rule and its parameters, e.g. ``name="interpolation", params={"weights": [0.3, 0.7], ...}``."""
+
+    name: str
+    params: dict = field(default_factory=dict)
+    valid_ndcg10: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.name not in FUSIONS:
+            raise ConfigError(f"unknown fusion {self.name!r}; choose one of {sorted(FUSIONS)}")
+
+    def apply(self, results_list: Sequence[Results], *, top_k: int | None = None) -> Results:
+        return FUSIONS[self.name](results_list, **self.params, top_k=top_k)
+
+    def describe(self) -> str:
+        if self.name == "rrf":
+            return f"rrf(k={self.params.get('k', 60)})"
+        w = ", ".join(f"{x:.2f}" for x in self.params["weights"])
+        return f"{self.params['normalization']} interpolation (w={w})"
+
+
+def tune_fusion(
+    results_list: Sequence[Results],
+    relevant: Sequence[np.ndarray],
+    *,
+    weight_grid: Sequence[float] = tuple(np.round(np.linspace(0.0, 1.0, 11), 2)),
+    rrf_ks: Sequence[int] = (10, 30, 60),
+    normalizations: Sequence[str] = ("minmax", "zscore"),
+) -> FusionChoice:
+    """Choose the fusion with the best mean NDCG@10 on validation queries.
+
+    Two inputs only for the weight grid: ``weights = (w, 1 - w)``. Ties go to
+    the candidate tried first (RRF, then smaller ``w``).
+    """
+    from twotower.evaluation.metrics import ndcg_at_k  # noqa: PLC0415
+
+    if len(results_list) != 2:
+        raise ConfigError(f"tune_fusion searches weights for exactly 2 retrievers, got {len(results_list)}")
+    cands: list[FusionChoice] = [FusionChoice(name="rrf", params={"k": int(k)}) for k in rrf_ks]
+    for norm in normalizations:
+        for w in weight_grid:
+            cands.append(FusionChoice(name="interpolation",
+                                      params={"weights": [float(w), float(1 - w)], "normalization": norm}))
+    best, best_score = None, -1.0
+    for c in cands:
+        fused = c.apply(results_list, top_k=10)
+        score = float(np.nanmean(ndcg_at_k(fused.ids, relevant, 10)))
+        if score > best_score + 1e-12:
+            best, best_score = c, score
+    assert best is not None
+    logger.info("fusion chosen on validation: %s (NDCG@10 %.4f)", best.describe(), best_score)
+    return FusionChoice(name=best.name, params=best.params, valid_ndcg10=best_score)

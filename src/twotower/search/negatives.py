@@ -1,0 +1,155 @@
+"""Hard-negative mining with a false-negative filter, and a report of what it did.
+
+For each query: retrieve the top ``depth`` documents, skip the first
+``skip_top`` ranks, drop the query's known positives, drop candidates scoring
+too close to the positive (likely unjudged relevant documents — "false
+negatives"), and keep the ``n`` highest-ranked survivors.
+
+Too close means, with ``p`` the best positive's score under the same
+retriever and ``s`` the candidate's score::
+
+    s > p * (1 - relative_margin)     (relative threshold; needs p > 0)
+    s > p - margin                    (absolute margin)
+
+Works with any retriever exposing ``search(queries, k) -> Results`` and
+``score(queries, rows) -> list[array]`` (:class:`~twotower.search.bm25.BM25Retriever`,
+:class:`~twotower.search.dense.DenseRetriever`).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+from twotower.results import PAD_ID, Results
+
+__all__ = ["MiningConfig", "MiningReport", "mine_hard_negatives"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Retriever(Protocol):
+    def search(self, queries: Sequence[str], k: int) -> Results: ...
+
+    def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class MiningConfig:
+    n: int = 3  # negatives kept per query
+    depth: int = 30  # candidates retrieved per query
+    skip_top: int = 0  # ranks 1..skip_top are never used (often unjudged positives)
+    relative_margin: float | None = 0.05  # drop s > p * (1 - relative_margin); None disables
+    margin: float | None = None  # drop s > p - margin; None disables
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ConfigError(f"n must be >= 1, got {self.n}")
+        if self.skip_top < 0 or self.depth <= self.skip_top:
+            raise ConfigError(f"need 0 <= skip_top < depth, got skip_top={self.skip_top}, depth={self.depth}")
+        if self.relative_margin is not None and not 0.0 <= self.relative_margin < 1.0:
+            raise ConfigError(f"relative_margin must be in [0, 1) or None, got {self.relative_margin}")
+        if self.margin is not None and self.margin < 0:
+            raise ConfigError(f"margin must be >= 0 or None, got {self.margin}")
+
+
+def _quantiles(x: list[float]) -> dict[str, float]:
+    if not x:
+        return {}
+    q = np.quantile(np.asarray(x, dtype=np.float64), [0.0, 0.25, 0.5, 0.75, 1.0])
+    return {k: round(float(v), 4) for k, v in zip(("min", "p25", "p50", "p75", "max"), q)}
+
+
+@dataclass
+class MiningReport:
+    """Counts and score quantiles of one mining pass."""
+
+    queries: int = 0
+    candidates: int = 0  # retrieved (query, doc) pairs considered
+    skipped_top: int = 0
+    dropped_positive: int = 0  # known positives among the candidates
+    dropped_too_close: int = 0  # likely false negatives
+    kept: int = 0
+    unused: int = 0  # valid candidates past the n kept
+    queries_short: int = 0  # queries with fewer than n negatives kept
+    positive_scores: dict[str, float] = field(default_factory=dict)
+    kept_scores: dict[str, float] = field(default_factory=dict)
+    dropped_scores: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        hint = ""
+        if self.queries_short:
+            hint = " (raise depth or loosen relative_margin/margin to fill them)"
+        return (
+            f"mined {self.kept} negatives for {self.queries} queries from {self.candidates} candidates: "
+            f"skipped {self.skipped_top} top ranks, dropped {self.dropped_positive} known positives and "
+            f"{self.dropped_too_close} too close to the positive (likely false negatives); "
+            f"{self.queries_short} queries got fewer than requested{hint}. "
+            f"scores: positive {self.positive_scores}, kept {self.kept_scores}, dropped {self.dropped_scores}"
+        )
+
+
+def mine_hard_negatives(
+    queries: Sequence[str],
+    positives: Sequence[np.ndarray],
+    retriever: _Retriever,
+    config: MiningConfig | None = None,
+) -> tuple[list[np.ndarray], MiningReport]:
+    """Hard negatives (corpus rows, hardest first) for each query, and a :class:`MiningReport`.
+
+    ``positives[q]`` are query ``q``'s relevant corpus rows; they are never
+    returned as negatives.
+    """
+    cfg = config or MiningConfig()
+    if len(queries) != len(positives):
+        raise DataError(f"{len(queries)} queries but {len(positives)} positive lists")
+    pos_rows = [np.asarray(p, dtype=np.int64).ravel() for p in positives]
+    if any(p.size == 0 for p in pos_rows):
+        raise DataError("every query needs at least one positive row to mine against")
+    results = retriever.search(list(queries), cfg.depth)  # [Q, depth]
+    use_threshold = cfg.relative_margin is not None or cfg.margin is not None
+    pos_scores = retriever.score(list(queries), pos_rows) if use_threshold else None
+    report = MiningReport(queries=len(queries))
+    all_pos, kept_s, drop_s = [], [], []
+    negatives: list[np.ndarray] = []
+    for q in range(len(queries)):
+        ids, scores = results.ids[q], results.scores[q]
+        valid = ids != PAD_ID
+        report.candidates += int(valid.sum())
+        ref = float(np.max(pos_scores[q])) if pos_scores is not None else None
+        if ref is not None:
+            all_pos.append(ref)
+        out: list[int] = []
+        for rank, (d, s) in enumerate(zip(ids[valid], scores[valid])):
+            if rank < cfg.skip_top:
+                report.skipped_top += 1
+                continue
+            if d in pos_rows[q]:
+                report.dropped_positive += 1
+                continue
+            too_close = False
+            if ref is not None:
+                if cfg.relative_margin is not None and ref > 0 and s > ref * (1.0 - cfg.relative_margin):
+                    too_close = True
+                if cfg.margin is not None and s > ref - cfg.margin:
+                    too_close = True
+            if too_close:
+                report.dropped_too_close += 1
+                drop_s.append(float(s))
+                continue
+            if len(out) < cfg.n:
+                out.append(int(d))
+                kept_s.append(float(s))
+            else:
+                report.unused += 1
+        report.kept += len(out)
+        report.queries_short += int(len(out) < cfg.n)
+        negatives.append(np.asarray(out, dtype=np.int64))
+    report.positive_scores = _quantiles(all_pos)
+    report.kept_scores = _quantiles(kept_s)
+    report.dropped_scores = _quantiles(drop_s)
+    logger.info("%s", report.summary())
+    return negatives, report

@@ -1,0 +1,212 @@
+"""Cross-encoder reranking of a first stage's top candidates, and its training.
+
+No cross-encoder with weights ships on PyPI here, so :func:`train_cross_encoder`
+starts from the MiniLM bi-encoder weights with a fresh one-logit head and
+trains it listwise: for each query, a group ``[positive, hard negatives...]``
+scored jointly, loss ``-log softmax(scores)[positive]``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError
+from twotower.results import PAD_ID, Results
+from twotower.utils.atomic import atomic_dir, atomic_write_json
+
+__all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
+
+logger = logging.getLogger(__name__)
+
+
+class CrossEncoderReranker:
+    """Rerank with a sentence-transformers ``CrossEncoder`` directory.
+
+    After :meth:`rerank`, ``last_seconds`` holds the wall time of the scoring
+    and ``last_pairs`` the number of (query, document) pairs scored.
+    """
+
+    def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = 256, batch_size: int = 32) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import CrossEncoder  # noqa: PLC0415
+
+        p = Path(model_path)
+        if not p.is_dir():
+            raise DataError(f"no cross-encoder at {p}; train one with 'twotower rerank train'")
+        self.model = CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu")
+        self.batch_size = int(batch_size)
+        self.last_seconds = 0.0
+        self.last_pairs = 0
+
+    def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False) -> np.ndarray:
+        """Relevance logits ``[P]`` for (query, document) pairs."""
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        s = self.model.predict(list(pairs), batch_size=self.batch_size, show_progress_bar=show_progress,
+                               convert_to_numpy=True, activation_fn=_identity())
+        return np.asarray(s, dtype=np.float32).reshape(-1)
+
+    def rerank(
+        self,
+        queries: Sequence[str],
+        results: Results,
+        doc_texts: Sequence[str],
+        *,
+        top_n: int = 20,
+        show_progress: bool = False,
+    ) -> Results:
+        """Reorder the first ``top_n`` hits of each row by cross-encoder score.
+
+        Hits past ``top_n`` keep their first-stage order after the reranked
+        ones (their scores are set below the lowest reranked score), so the
+        output has the same width ``K`` as ``results`` and recall@K is unchanged.
+        """
+        if len(queries) != len(results):
+            raise DataError(f"{len(queries)} queries but {len(results)} result rows")
+        if top_n < 1:
+            raise ConfigError(f"top_n must be >= 1, got {top_n}")
+        n = min(top_n, results.shape[1])
+        head = results.ids[:, :n]  # [Q, n]
+        pairs, where = [], []
+        for q in range(len(queries)):
+            for j in range(n):
+                if head[q, j] != PAD_ID:
+                    pairs.append((queries[q], doc_texts[int(head[q, j])]))
+                    where.append((q, j))
+        t0 = time.perf_counter()
+        s = self.score(pairs, show_progress=show_progress)
+        self.last_seconds = time.perf_counter() - t0
+        self.last_pairs = len(pairs)
+        ids = results.ids.copy()
+        scores = np.full(results.shape, -np.inf, dtype=np.float32)  # [Q, K]
+        head_scores = np.full((len(queries), n), -np.inf, dtype=np.float32)
+        for (q, j), v in zip(where, s):
+            head_scores[q, j] = v
+        for q in range(len(queries)):
+            order = np.lexsort((head[q], -head_scores[q]))  # by CE score, ties by row id
+            ids[q, :n] = head[q, order]
+            scores[q, :n] = head_scores[q, order]
+            valid = np.isfinite(scores[q, :n])
+            floor = float(scores[q, :n][valid].min()) if valid.any() else 0.0
+            tail = np.arange(results.shape[1] - n, dtype=np.float32)
+            scores[q, n:] = np.where(ids[q, n:] != PAD_ID, floor - 1.0 - tail, -np.inf)
+        return Results(ids, scores)
+
+
+def _identity():
+    import torch  # noqa: PLC0415
+
+    return torch.nn.Identity()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RerankTrainConfig:
+    epochs: int = 1
+    groups_per_step: int = 8  # queries per optimiser step; each brings 1 positive + negatives
+    negatives_per_query: int = 3
+    lr: float = 3e-5
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    max_length: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.warmup_frac < 1.0:
+            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
+
+
+def train_cross_encoder(
+    queries: Sequence[str],
+    positive_rows: Sequence[int],
+    negatives: Sequence[np.ndarray],
+    doc_texts: Sequence[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    config: RerankTrainConfig | None = None,
+    base: str | os.PathLike[str] | None = None,
+    show_progress: bool = True,
+) -> CrossEncoderReranker:
+    """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
+
+    ``negatives[i]`` are hard-negative rows for pair ``i`` (mined, e.g. from
+    BM25 with a false-negative filter); pairs with no negatives are skipped.
+    """
+    import torch  # noqa: PLC0415
+    from sentence_transformers import CrossEncoder  # noqa: PLC0415
+    from tqdm.auto import tqdm  # noqa: PLC0415
+
+    from twotower.text.encoder import default_model_path  # noqa: PLC0415
+    from twotower.utils.runtime import seed_everything  # noqa: PLC0415
+
+    cfg = config or RerankTrainConfig()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not (len(queries) == len(positive_rows) == len(negatives)):
+        raise DataError("queries, positive_rows and negatives need the same length")
+    rng = seed_everything(cfg.seed)
+    t0 = time.perf_counter()
+    base_dir = Path(base) if base is not None else default_model_path()
+    model = CrossEncoder(str(base_dir), num_labels=1, max_length=cfg.max_length, device="cpu")
+    usable = [i for i in range(len(queries)) if len(negatives[i])]
+    if not usable:
+        raise DataError("no pair has a hard negative; mine some with mine_hard_negatives first")
+    steps_per_epoch = int(np.ceil(len(usable) / cfg.groups_per_step))
+    total = steps_per_epoch * cfg.epochs
+    warmup = int(cfg.warmup_frac * total)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / (warmup + 1) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+    )
+    logger.info("training cross-encoder from %s: %d groups x (1 + %d), %d steps, max_length %d",
+                base_dir, len(usable), cfg.negatives_per_query, total, cfg.max_length)
+    history = []
+    bar = tqdm(total=total, desc="cross-encoder", disable=not show_progress)
+    model.train()
+    for epoch in range(cfg.epochs):
+        order = rng.permutation(usable)
+        for s0 in range(0, len(order), cfg.groups_per_step):
+            pairs, sizes = [], []
+            for i in order[s0 : s0 + cfg.groups_per_step]:
+                negs = np.asarray(negatives[i])
+                take = [int(negs[(epoch * cfg.negatives_per_query + j) % negs.size])
+                        for j in range(min(cfg.negatives_per_query, negs.size))]
+                group = [positive_rows[i]] + take
+                pairs.extend((queries[i], doc_texts[r]) for r in group)
+                sizes.append(len(group))
+            feats = model.preprocess(pairs)
+            logits = model(feats)["scores"].view(-1)  # [P]
+            width = max(sizes)
+            padded = torch.full((len(sizes), width), float("-inf"))  # [G, 1 + n]
+            off = 0
+            for g, sz in enumerate(sizes):
+                padded[g, :sz] = logits[off : off + sz]
+                off += sz
+            loss = torch.nn.functional.cross_entropy(padded, torch.zeros(len(sizes), dtype=torch.long))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            history.append(float(loss.item()))
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}")
+    bar.close()
+    model.eval()
+    with atomic_dir(out_dir) as tmp:
+        model.save(str(tmp), create_model_card=False, safe_serialization=True)
+        atomic_write_json(tmp / "twotower_cross_encoder.json", {
+            "format": 1, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
+            "seconds": round(time.perf_counter() - t0, 1),
+        })
+    return CrossEncoderReranker(out_dir, max_length=cfg.max_length)

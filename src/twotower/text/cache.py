@@ -1,0 +1,161 @@
+"""Frozen-mode embedding cache on disk.
+
+Layout of ``cache_dir/<key>/`` where ``key`` hashes (model id, max_length,
+normalize)::
+
+    index.json        {"model_id", "max_length", "normalize", "dim",
+                       "shards": [{"file", "rows", "sha256"}],
+                       "texts": {sha256(text): [shard, row]}}
+    shard-00000.npy   float32 [rows, D]
+
+Each call encodes only the texts it has not seen, appends one new shard and
+rewrites ``index.json``; both writes are atomic, and the shard is written
+before the index that points at it, so a crash never leaves the index
+pointing at a missing shard. A shard whose hash or shape does not match the
+index raises :class:`~twotower.errors.IntegrityError` (or, with
+``rebuild_corrupt=True``, the whole entry is dropped and re-encoded).
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import IntegrityError
+from twotower.text.encoder import TextEncoder
+from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes, sha256_file
+
+__all__ = ["EmbeddingCache", "cached_encode", "text_key"]
+
+logger = logging.getLogger(__name__)
+
+_FORMAT = 1
+
+
+def text_key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EmbeddingCache:
+    """Embeddings of one (model, max_length, normalize) setting under ``root``."""
+
+    def __init__(self, root: str | os.PathLike[str], *, model_id: str, max_length: int, normalize: bool = True) -> None:
+        self.model_id = model_id
+        self.max_length = int(max_length)
+        self.normalize = bool(normalize)
+        key = sha256_bytes(f"{model_id}|{self.max_length}|{int(self.normalize)}|v{_FORMAT}".encode())[:16]
+        self.dir = Path(root) / key
+        self.hits = 0
+        self.misses = 0
+
+    # -- reading -------------------------------------------------------
+    def _load_index(self) -> dict:
+        path = self.dir / "index.json"
+        if not path.exists():
+            return {"format": _FORMAT, "model_id": self.model_id, "max_length": self.max_length,
+                    "normalize": self.normalize, "dim": None, "shards": [], "texts": {}}
+        index = read_json(path)
+        if not isinstance(index, dict) or index.get("model_id") != self.model_id or index.get("format") != _FORMAT:
+            raise IntegrityError(f"{path}: cache index belongs to another model or format; delete {self.dir}")
+        return index
+
+    def _load_shards(self, index: dict) -> list[np.ndarray]:
+        shards = []
+        for s in index["shards"]:
+            path = self.dir / s["file"]
+            if not path.exists():
+                raise IntegrityError(f"{path}: cache shard is missing; delete {self.dir} to rebuild")
+            if sha256_file(path) != s["sha256"]:
+                raise IntegrityError(f"{path}: cache shard hash does not match index.json (corrupted); delete {self.dir}")
+            try:
+                arr = np.load(path, allow_pickle=False)
+            except (ValueError, OSError) as e:
+                raise IntegrityError(f"{path}: unreadable cache shard ({e})") from e
+            if arr.dtype != np.float32 or arr.ndim != 2 or arr.shape[0] != s["rows"] or arr.shape[1] != index["dim"]:
+                raise IntegrityError(f"{path}: cache shard has shape {arr.shape} {arr.dtype}, index says ({s['rows']}, {index['dim']})")
+            shards.append(arr)
+        return shards
+
+    # -- public --------------------------------------------------------
+    def clear(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def encode(
+        self,
+        encoder: TextEncoder,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 64,
+        show_progress: bool = True,
+        rebuild_corrupt: bool = False,
+    ) -> np.ndarray:
+        """Embeddings ``[N, D]`` of ``texts``, encoding only cache misses."""
+        if encoder.model_id != self.model_id:
+            raise IntegrityError(f"cache is for model {self.model_id!r}, encoder is {encoder.model_id!r}")
+        try:
+            index = self._load_index()
+            shards = self._load_shards(index)
+        except IntegrityError:
+            if not rebuild_corrupt:
+                raise
+            logger.warning("embedding cache %s is corrupted; rebuilding it", self.dir)
+            self.clear()
+            index = self._load_index()
+            shards = []
+        keys = [text_key(t) for t in texts]
+        missing: dict[str, str] = {}
+        for k, t in zip(keys, texts):
+            if k not in index["texts"] and k not in missing:
+                missing[k] = t
+        self.hits += len(keys) - sum(1 for k in keys if k in missing)
+        self.misses += sum(1 for k in keys if k in missing)
+        if missing:
+            logger.info("embedding cache %s: %d of %d texts to encode", self.dir.name, len(missing), len(keys))
+            new = encoder.encode(list(missing.values()), batch_size=batch_size, max_length=self.max_length,
+                                 normalize=self.normalize, show_progress=show_progress)  # [M, D]
+            shard_no = len(index["shards"])
+            name = f"shard-{shard_no:05d}.npy"
+            buf = io.BytesIO()
+            np.save(buf, new, allow_pickle=False)
+            data = buf.getvalue()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
+            index["dim"] = int(new.shape[1])
+            index["shards"].append({"file": name, "rows": int(new.shape[0]), "sha256": sha256_bytes(data)})
+            for row, k in enumerate(missing):
+                index["texts"][k] = [shard_no, row]
+            atomic_write_json(self.dir / "index.json", index)
+            shards.append(new)
+        if not keys:
+            return np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32)
+        out = np.empty((len(keys), index["dim"]), dtype=np.float32)  # [N, D]
+        for i, k in enumerate(keys):
+            s, r = index["texts"][k]
+            out[i] = shards[s][r]
+        return out
+
+
+def cached_encode(
+    encoder: TextEncoder,
+    texts: Sequence[str],
+    cache_dir: str | os.PathLike[str] | None,
+    *,
+    max_length: int = 256,
+    batch_size: int = 64,
+    normalize: bool = True,
+    show_progress: bool = True,
+    rebuild_corrupt: bool = False,
+) -> np.ndarray:
+    """``encoder.encode`` through an on-disk cache (``cache_dir=None`` disables it)."""
+    if cache_dir is None:
+        return encoder.encode(texts, batch_size=batch_size, max_length=max_length, normalize=normalize,
+                              show_progress=show_progress)
+    cache = EmbeddingCache(cache_dir, model_id=encoder.model_id, max_length=max_length, normalize=normalize)
+    return cache.encode(encoder, texts, batch_size=batch_size, show_progress=show_progress,
+                        rebuild_corrupt=rebuild_corrupt)

@@ -1,0 +1,101 @@
+"""Self-describing, atomic checkpoints: weights, optimizer, trainer state, RNG.
+
+Layout of ``<run>/checkpoint/``: ``model.safetensors`` (weights),
+``optimizer.pt`` (optimizer state dicts, tensors and numbers only, read back
+with ``torch.load(weights_only=True)``), ``state.json`` (epoch, best metric,
+patience, log, NumPy RNG state) and ``rng.safetensors`` (torch RNG state). The
+directory is built aside and swapped in, so a crash mid-write leaves the
+previous checkpoint intact.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from twotower.errors import IntegrityError
+from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file
+
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
+
+
+def save_weights(path: str | Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
+    """Atomically write a model's state dict as safetensors."""
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp), metadata=metadata)
+
+
+def load_weights(path: str | Path, model: torch.nn.Module) -> None:
+    """Load safetensors weights, refusing corrupt files and shape mismatches clearly."""
+    path = Path(path)
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise IntegrityError(f"{path}: cannot read weights ({e}); the file is corrupted or truncated") from e
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise IntegrityError(f"{path}: weights do not match this model (missing {missing[:5]}, unexpected {unexpected[:5]})")
+    for k, v in state.items():
+        if tuple(v.shape) != tuple(own[k].shape):
+            raise IntegrityError(f"{path}: tensor {k!r} has shape {tuple(v.shape)}, the model expects {tuple(own[k].shape)}")
+    model.load_state_dict(state)
+
+
+def save_checkpoint(
+    directory: str | Path,
+    model: torch.nn.Module,
+    optimizers: list[torch.optim.Optimizer],
+    state: dict[str, Any],
+    rng: np.random.Generator,
+) -> None:
+    directory = Path(directory)
+    with atomic_dir(directory) as tmp:
+        save_weights(tmp / "model.safetensors", model)
+        torch.save([opt.state_dict() for opt in optimizers], tmp / "optimizer.pt")
+        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        full = dict(state)
+        full["numpy_rng"] = rng.bit_generator.state
+        full["files"] = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
+        import json
+
+        (tmp / "state.json").write_text(json.dumps(full, indent=2, default=_default))
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(type(o).__name__)
+
+
+def load_checkpoint(
+    directory: str | Path,
+    model: torch.nn.Module,
+    optimizers: list[torch.optim.Optimizer],
+    rng: np.random.Generator,
+) -> dict[str, Any]:
+    """Restore model, optimizers and RNG from a checkpoint; return the trainer state."""
+    directory = Path(directory)
+    state_path = directory / "state.json"
+    if not state_path.exists():
+        raise IntegrityError(f"{directory}: no checkpoint here (state.json missing)")
+    state = read_json(state_path)
+    for name, digest in state.get("files", {}).items():
+        p = directory / name
+        if not p.exists() or sha256_file(p) != digest:
+            raise IntegrityError(f"{p}: checksum mismatch; the checkpoint is corrupted or half-written")
+    load_weights(directory / "model.safetensors", model)
+    opt_states = torch.load(directory / "optimizer.pt", weights_only=True)
+    if len(opt_states) != len(optimizers):
+        raise IntegrityError(f"{directory}: checkpoint has {len(opt_states)} optimizer states, expected {len(optimizers)}")
+    for opt, st in zip(optimizers, opt_states):
+        opt.load_state_dict(st)
+    torch.set_rng_state(load_file(str(directory / "rng.safetensors"))["torch"])
+    rng.bit_generator.state = state.pop("numpy_rng")
+    return state

@@ -1,0 +1,33 @@
+"""Training-curve PNG: loss, in-batch accuracy, validation metric, embedding spread."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from twotower.utils.atomic import atomic_path
+
+__all__ = ["plot_training_curves"]
+
+
+def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, metric: str = "NDCG@10") -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [r["epoch"] for r in history]
+    panels = [("loss", "training loss"), ("inbatch_accuracy", "in-batch accuracy"), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std")]
+    if any("alpha" in r for r in history):
+        panels.append(("alpha", "gate α"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    for ax, (key, title) in zip(axes, panels):
+        xs = [e for e, r in zip(epochs, history) if key in r]
+        ys = [r[key] for r in history if key in r]
+        ax.plot(xs, ys, marker="o", ms=3)
+        ax.set_title(title)
+        ax.set_xlabel("epoch")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower.data import FeatureEncoder, FeatureSpec, Vocabulary, read_feature_table
+from twotower.errors import ConfigError, DataError, IntegrityError
+
+SPEC = FeatureSpec(key="item_id", categorical=("color",), numeric=("price",), multi=("tags",), text=("title",))
+
+
+def table(tmp_path, text):
+    p = tmp_path / "items.csv"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_spec_validation():
+    with pytest.raises(ConfigError, match="key"):
+        FeatureSpec(key="")
+    with pytest.raises(ConfigError, match="already listed"):
+        FeatureSpec(key="k", categorical=("a",), numeric=("a",))
+    with pytest.raises(ConfigError, match="tuple"):
+        FeatureSpec(key="k", categorical="abc")
+    assert FeatureSpec.from_dict(SPEC.to_dict()) == SPEC
+
+
+def test_read_feature_table_errors_name_file_row_column(tmp_path):
+    p = table(tmp_path, "item_id,colour,price,tags,title\n1,red,2,a,x\n")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, SPEC)
+    assert "items.csv" in str(e.value) and e.value.column == "color" and "colour" in str(e.value)
+    p = table(tmp_path, "item_id,color,price,tags,title\n1,red,2,a,x\n2,red,2,a,x\n1,blue,3,b,y\n")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, SPEC)
+    assert e.value.row == 4 and "'1'" in str(e.value) and "row 2" in str(e.value)
+    p = table(tmp_path, "item_id,color,price,tags,title\n1,red,cheap,a,x\n")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, SPEC)
+    assert e.value.row == 2 and e.value.column == "price"
+
+
+def test_encoding_missing_unknown_standardisation_padding(tmp_path):
+    p = table(
+        tmp_path,
+        "item_id,color,price,tags,title\n"
+        "1,red,10,a|b,One\n"
+        "2,blue,20,b,Two\n"
+        "3,,,,\n"
+        "4,green,30,a|b|c,Four\n",
+    )
+    df = read_feature_table(p, SPEC)
+    assert df["item_id"].tolist() == ["1", "2", "3", "4"]
+    train_vocab = Vocabulary.from_ids(["1", "2", "3"])  # item 4 is not a training item
+    enc = FeatureEncoder(SPEC).fit(df, train_vocab)
+    full = Vocabulary.from_ids(["1", "2", "3", "4", "5"])  # 5 has no row at all
+    f = enc.transform(df, full)
+    assert len(f) == 5
+    # categorical: sorted values blue=1, red=2; missing and unseen (green) -> 0
+    assert f.categorical_sizes == (3,)
+    assert f.categorical[:, 0].tolist() == [2, 1, 0, 0, 0]
+    # multi: values a=1, b=2; width = longest training list (2); c unseen; padded with 0
+    assert f.multi_sizes == (3,)
+    assert f.multi[0].tolist() == [[1, 2], [2, 0], [0, 0], [1, 2], [0, 0]]
+    # numeric: train mean 15, std 5; NaN -> 0 + indicator
+    assert f.numeric_names == ("price", "price__missing")
+    np.testing.assert_allclose(f.numeric[:, 0], [-1.0, 1.0, 0.0, 3.0, 0.0], rtol=1e-6)
+    assert f.numeric[:, 1].tolist() == [0, 0, 1, 0, 1]
+    assert f.numeric.dtype == np.float32 and f.categorical.dtype == np.int64
+    assert f.text["title"] == ["One", "Two", "", "Four", ""]
+
+
+def test_round_trip_and_encode_new_rows(tmp_path):
+    df = pd.DataFrame({"item_id": ["1", "2"], "color": ["red", "blue"], "price": [1.0, 3.0],
+                       "tags": ["a|b", "b"], "title": ["x", "y"]})
+    enc = FeatureEncoder(SPEC).fit(df, Vocabulary.from_ids(["1", "2"]))
+    data = json.loads(json.dumps(enc.to_dict()))
+    again = FeatureEncoder.from_dict(data)
+    new = pd.DataFrame({"item_id": ["9"], "color": ["blue"], "price": [2.0], "tags": ["b|a"], "title": ["new"]})
+    a, b = enc.encode_rows(new), again.encode_rows(new)
+    assert a.categorical.tolist() == b.categorical.tolist() == [[1]]
+    assert a.multi[0].tolist() == b.multi[0].tolist() == [[2, 1]]
+    np.testing.assert_allclose(b.numeric, [[0.0, 0.0]])
+    assert b.text == {"title": ["new"]}
+    with pytest.raises(IntegrityError):
+        FeatureEncoder.from_dict({"format": "twotower.feature_encoder", "spec": SPEC.to_dict()})
+    with pytest.raises(ConfigError, match="not fitted"):
+        FeatureEncoder(SPEC).encode_rows(new)

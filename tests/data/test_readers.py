@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower.data import ColumnMap, read_interactions, read_table
+from twotower.errors import ConfigError, DataError
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_canonical_columns_and_dtypes(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp,rating\n1,42,100,4\n2,7,101,5.5\n")
+    df = read_interactions(p)
+    assert list(df.columns) == ["user_id", "item_id", "timestamp", "rating"]
+    assert df["user_id"].tolist() == ["1", "2"]
+    assert df["item_id"].tolist() == ["42", "7"]
+    assert df["timestamp"].dtype == np.int64
+    assert df["rating"].dtype == np.float32
+    rep = df.attrs["report"]
+    assert rep["rows_read"] == 2 and rep["users"] == 2 and rep["items"] == 2
+    assert rep["duplicates_dropped"] == 0
+
+
+def test_tsv_sniffed_and_ids_keep_leading_zeros(tmp_path):
+    p = write(tmp_path / "i.tsv", "u\ti\tts\n007\tA\t5\n")
+    df = read_interactions(p, ColumnMap(user="u", item="i", timestamp="ts", rating=None))
+    assert df["user_id"].tolist() == ["007"]
+    assert df["rating"].tolist() == [1.0]
+
+
+def test_txt_with_tabs(tmp_path):
+    p = write(tmp_path / "i.txt", "user_id\titem_id\n1\t2\n")
+    assert read_interactions(p)["item_id"].tolist() == ["2"]
+
+
+def test_float_ids_from_dataframe_never_render_with_dot_zero():
+    df = pd.DataFrame({"user_id": [1.0, 2.0], "item_id": [np.int64(42), np.int64(43)]})
+    out = read_interactions(df)
+    assert out["user_id"].tolist() == ["1", "2"]
+    assert out["item_id"].tolist() == ["42", "43"]
+
+
+def test_missing_timestamp_and_rating_fall_back_and_are_reported(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id\nu1,a\nu1,b\nu2,a\n")
+    df = read_interactions(p)
+    assert df["timestamp"].tolist() == [0, 1, 2]
+    assert df["rating"].tolist() == [1.0, 1.0, 1.0]
+    assert "row order" in df.attrs["report"]["timestamp_source"]
+    assert "1.0" in df.attrs["report"]["rating_source"]
+
+
+def test_explicitly_mapped_absent_column_is_an_error(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,time\nu1,a,1\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p, ColumnMap(timestamp="ts"))
+    assert "i.csv" in str(e.value) and "'ts'" in str(e.value)
+
+
+def test_misnamed_column_names_file_column_present_and_close_match(tmp_path):
+    p = write(tmp_path / "inter.csv", "userid,item_id\nu1,a\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    msg = str(e.value)
+    assert "inter.csv" in msg and "'user_id'" in msg and "userid" in msg and "did you mean" in msg
+    assert e.value.column == "user_id"
+
+
+def test_iso_dates_become_epoch_seconds(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,1970-01-02\nu,b,1970-01-01T00:01:00Z\n")
+    assert read_interactions(p)["timestamp"].tolist() == [86400, 60]
+
+
+def test_float_timestamps_are_floored(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,10.7\n")
+    assert read_interactions(p)["timestamp"].tolist() == [10]
+
+
+def test_bad_timestamp_names_row_and_column(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,5\nu,b,yesterday\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 3 and e.value.column == "timestamp" and "i.csv" in str(e.value)
+    assert "yesterday" in str(e.value)
+
+
+def test_empty_id_names_row_and_column(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id\nu,a\nu,b\n,c\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 4 and e.value.column == "user_id"
+
+
+def test_bad_rating_names_row(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,rating\nu,a,good\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 2 and e.value.column == "rating"
+
+
+def test_exact_duplicates_dropped_and_counted(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,1\nu,a,1\nu,a,2\nu,a,1\n")
+    df = read_interactions(p)
+    assert len(df) == 2
+    assert df.attrs["report"]["duplicates_dropped"] == 2
+    assert df.attrs["report"]["rows_read"] == 4
+
+
+def test_missing_file_empty_file_unknown_format(tmp_path):
+    with pytest.raises(DataError, match="nope.csv.*not found"):
+        read_table(tmp_path / "nope.csv")
+    with pytest.raises(DataError, match="empty.csv.*empty"):
+        read_table(write(tmp_path / "empty.csv", ""))
+    with pytest.raises(DataError, match="data.xlsx.*unknown table format"):
+        read_table(write(tmp_path / "data.xlsx", "x"))
+    with pytest.raises(DataError, match="bad.parquet"):
+        read_table(write(tmp_path / "bad.parquet", "not parquet"))
+    with pytest.raises(DataError, match="header.csv.*no data rows"):
+        read_interactions(write(tmp_path / "header.csv", "user_id,item_id\n"))
+
+
+def test_parquet_and_jsonl(tmp_path):
+    pd.DataFrame({"user_id": [1, 2], "item_id": ["a", "b"], "timestamp": [3, 4]}).to_parquet(tmp_path / "i.parquet")
+    assert read_interactions(tmp_path / "i.parquet")["user_id"].tolist() == ["1", "2"]
+    lines = "\n".join(json.dumps({"user_id": u, "item_id": i}) for u, i in [("u", 1), ("v", 2)])
+    for suffix in ("jsonl", "ndjson", "json"):
+        p = write(tmp_path / f"i.{suffix}", lines + "\n")
+        assert read_interactions(p)["item_id"].tolist() == ["1", "2"]
+
+
+def test_column_map_validation():
+    with pytest.raises(ConfigError, match="user"):
+        ColumnMap(user="")
+    with pytest.raises(ConfigError, match="two roles"):
+        ColumnMap(user="x", item="x")

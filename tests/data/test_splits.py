@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from twotower.data import (
+    global_time_split,
+    leave_last_n_out,
+    random_split,
+    read_interactions,
+    split_report,
+    temporal_split,
+)
+from twotower.errors import ConfigError, DataError
+
+
+def make(rows):
+    return read_interactions(pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]))
+
+
+def test_temporal_split_order_ties_by_numeric_item_id_and_min_one():
+    # user a: 4 rows, two tied at t=5 between items "10" and "9" -> numeric order: 9 before 10
+    df = make([("a", "10", 5), ("a", "9", 5), ("a", "1", 1), ("a", "2", 2), ("b", "1", 1), ("b", "2", 2)])
+    s = temporal_split(df, (0.8, 0.1, 0.1))
+    # m=4: floor(0.4)=0 -> at least 1 each
+    assert s.test.query("user_id == 'a'")["item_id"].tolist() == ["10"]
+    assert s.valid.query("user_id == 'a'")["item_id"].tolist() == ["9"]
+    assert s.train.query("user_id == 'a'")["item_id"].tolist() == ["1", "2"]
+    # user b has 2 rows < 3: all train, counted
+    assert s.train.query("user_id == 'b'").shape[0] == 2
+    assert s.report["users_train_only"] == 1
+    assert s.report["train_rows"] == 4 and s.report["valid_rows"] == 1 and s.report["test_rows"] == 1
+
+
+def test_temporal_split_floor_counts():
+    df = make([("u", str(i), i) for i in range(20)])
+    s = temporal_split(df, (0.7, 0.2, 0.1))
+    assert len(s.test) == 2 and len(s.valid) == 4 and len(s.train) == 14
+    assert s.test["item_id"].tolist() == ["18", "19"]
+    # zero valid ratio: no forced valid row
+    s0 = temporal_split(make([("u", str(i), i) for i in range(3)]), (0.9, 0.0, 0.1))
+    assert len(s0.valid) == 0 and len(s0.test) == 1
+
+
+@pytest.mark.parametrize(
+    "ratios,needle",
+    [((0.5, 0.5), "three"), ((0.8, 0.3, -0.1), "non-negative"), ((0.5, 0.1, 0.1), "sum to 1"),
+     ((0.0, 0.5, 0.5), "train"), ("abc", "three")],
+)
+def test_bad_ratios_name_the_setting(ratios, needle):
+    df = make([("u", "a", 1)])
+    with pytest.raises(ConfigError, match="ratios") as e:
+        temporal_split(df, ratios)
+    assert needle in str(e.value)
+    with pytest.raises(ConfigError, match="ratios"):
+        random_split(df, ratios, seed=0)
+
+
+def test_leave_last_n_out():
+    df = make([("a", str(i), i) for i in range(5)] + [("b", "1", 1), ("b", "2", 2)])
+    s = leave_last_n_out(df, n=2)
+    assert s.test["item_id"].tolist() == ["3", "4"]
+    assert s.valid["item_id"].tolist() == ["1", "2"]
+    assert s.report["users_train_only"] == 1  # b has 2 < 5 rows
+    assert sorted(s.train["user_id"].tolist()) == ["a", "b", "b"]
+    with pytest.raises(ConfigError, match="n"):
+        leave_last_n_out(df, n=0)
+
+
+def test_global_time_split_counts_cold():
+    df = make([("a", "x", 1), ("a", "y", 5), ("b", "z", 6), ("a", "x", 9)])
+    s = global_time_split(df, valid_start=5, test_start=8)
+    assert s.train["timestamp"].tolist() == [1]
+    assert s.valid["timestamp"].tolist() == [5, 6]
+    assert s.test["timestamp"].tolist() == [9]
+    assert s.report["cold_users_valid"] == 1  # b
+    assert s.report["cold_items_valid"] == 2  # y, z
+    assert s.report["cold_items_test"] == 0
+    assert s.report["users_with_empty_train"] == 1
+    with pytest.raises(DataError, match="train part empty"):
+        global_time_split(df, valid_start=0, test_start=8)
+    with pytest.raises(ConfigError, match="valid_start"):
+        global_time_split(df, valid_start=9, test_start=8)
+    # dates work too
+    s2 = global_time_split(df, "1970-01-01T00:00:05", "1970-01-01T00:00:08")
+    assert s2.report["valid_rows"] == 2
+
+
+def test_random_split_is_seeded():
+    df = make([(f"u{i % 7}", str(i), i) for i in range(100)])
+    a = random_split(df, (0.8, 0.1, 0.1), seed=3)
+    b = random_split(df, (0.8, 0.1, 0.1), seed=3)
+    c = random_split(df, (0.8, 0.1, 0.1), seed=4)
+    assert a.test.equals(b.test) and a.valid.equals(b.valid)
+    assert not a.test.equals(c.test)
+    assert (len(a.train), len(a.valid), len(a.test)) == (80, 10, 10)
+    assert list(a.train.columns) == list(df.columns)
+
+
+def test_split_report_direct():
+    tr = make([("a", "x", 1)])
+    va = make([("b", "x", 2)])
+    te = make([("a", "y", 3)])
+    rep = split_report(tr, va, te)
+    assert rep["cold_users_valid"] == 1 and rep["cold_items_test"] == 1 and rep["users_with_empty_train"] == 1

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower.data import Histories, Vocabulary, encode_interactions, read_interactions, to_csr
+from twotower.errors import IntegrityError, NotFoundError
+
+
+def test_from_ids_sorted_unique_numeric_when_all_ints():
+    v = Vocabulary.from_ids(["10", "2", "1", "2", 3])
+    assert v.ids == ["1", "2", "3", "10"]
+    assert len(v) == 4 and "10" in v and 3 in v and "4" not in v
+    assert Vocabulary.from_ids(["b", "10", "a", "2"]).ids == ["10", "2", "a", "b"]
+
+
+def test_index_encode_decode_and_unknowns():
+    v = Vocabulary.from_ids(["a", "b", "c"], kind="user")
+    assert v.index("b") == 1
+    with pytest.raises(NotFoundError) as e:
+        v.index("zz")
+    assert e.value.kind == "user" and e.value.id == "zz"
+    enc = v.encode(["c", "zz", "a"])
+    assert enc.dtype == np.int64 and enc.tolist() == [2, -1, 0]
+    assert v.decode(np.array([2, 0])) == ["c", "a"]
+    with pytest.raises(NotFoundError):
+        v.decode([3])
+
+
+def test_save_load_round_trip_and_corruption(tmp_path):
+    v = Vocabulary.from_ids(["x", "y"], kind="item")
+    v.save(tmp_path / "v.json")
+    w = Vocabulary.load(tmp_path / "v.json")
+    assert w == v and w.kind == "item"
+    assert Vocabulary.from_dict(v.to_dict()) == v
+    (tmp_path / "bad.json").write_text('{"ids": ["a", ', encoding="utf-8")
+    with pytest.raises(IntegrityError):
+        Vocabulary.load(tmp_path / "bad.json")
+    (tmp_path / "dup.json").write_text('{"ids": ["a", "a"]}', encoding="utf-8")
+    with pytest.raises(IntegrityError):
+        Vocabulary.load(tmp_path / "dup.json")
+    with pytest.raises(NotFoundError):
+        Vocabulary.load(tmp_path / "missing.json")
+
+
+@pytest.fixture()
+def frame():
+    return read_interactions(
+        pd.DataFrame(
+            {
+                "user_id": ["u1", "u1", "u1", "u2", "u3", "u1"],
+                "item_id": ["b", "a", "c", "a", "zz", "a"],
+                "timestamp": [5, 5, 1, 3, 2, 9],
+            }
+        )
+    )
+
+
+def test_encode_interactions_drops_and_counts_unknowns(frame):
+    users = Vocabulary.from_ids(["u1", "u2"], kind="user")
+    items = Vocabulary.from_ids(["a", "b", "c"])
+    enc, rep = encode_interactions(frame, users, items, name="valid")
+    assert len(enc) == 5
+    assert rep["rows_dropped"] == 1 and rep["unknown_users"] == 1 and rep["unknown_items"] == 1
+    assert rep["unknown_user_examples"] == ["u3"] and rep["unknown_item_examples"] == ["zz"]
+    assert enc.n_users == 2 and enc.n_items == 3
+    assert enc.users.dtype == np.int64 and enc.ratings.dtype == np.float32
+
+
+def test_csr_is_binary_and_histories_sorted(frame):
+    users = Vocabulary.from_ids(["u1", "u2", "u9"], kind="user")
+    items = Vocabulary.from_ids(["a", "b", "c"])
+    enc, _ = encode_interactions(frame, users, items)
+    m = to_csr(enc)
+    assert m.shape == (3, 3)
+    assert m.toarray().tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]  # u1 saw "a" twice: collapsed to 1
+    h = Histories.from_interactions(enc)
+    its, ts = h.of(0)
+    # u1: c@1, then a@5 and b@5 (tie broken by item row), then a@9
+    assert its.tolist() == [2, 0, 1, 0] and ts.tolist() == [1, 5, 5, 9]
+    assert h.lengths().tolist() == [4, 1, 0]
+    assert h.of(2)[0].tolist() == []

@@ -1,0 +1,168 @@
+"""Baselines against dense closed forms and a checkerboard with a known right answer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from twotower.errors import ConfigError, DataError
+from twotower.evaluation import EASE, EvalProtocol, ItemKNN, Popularity, evaluate, topk_excluding, tune_ease, tune_itemknn
+
+
+def random_interactions(n_users: int = 40, n_items: int = 25, density: float = 0.2, seed: int = 0) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    return sp.csr_matrix((rng.random((n_users, n_items)) < density).astype(np.float32))
+
+
+def checkerboard(group: int = 4) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Two groups of ``group`` users and items; users like every item of their own group.
+
+    User u's own diagonal item (item u) is held out: ``train`` has the rest of the group,
+    ``held_out`` has item u. Returns ``(train, held_out)``, both [2·group, 2·group].
+    """
+    n = 2 * group
+    same_group = np.equal.outer(np.arange(n) // group, np.arange(n) // group)
+    full = same_group.astype(np.float32)
+    held_out = np.eye(n, dtype=np.float32)
+    return sp.csr_matrix(full - held_out), sp.csr_matrix(held_out)
+
+
+def dense_ease(x: np.ndarray, l2: float) -> np.ndarray:
+    """Steck (2019), Eq. 8, written out densely: B = I - P diagMat(1/diag(P)), diag(B) = 0."""
+    p = np.linalg.inv(x.T @ x + l2 * np.eye(x.shape[1]))
+    b = np.eye(x.shape[1]) - p @ np.diag(1.0 / np.diag(p))
+    np.fill_diagonal(b, 0.0)
+    return b
+
+
+def test_ease_equals_dense_closed_form() -> None:
+    x = random_interactions()
+    model = EASE(l2=3.0).fit(x)
+    np.testing.assert_allclose(model.weights, dense_ease(x.toarray().astype(np.float64), 3.0), atol=1e-5)
+    assert np.all(np.diag(model.weights) == 0)
+    assert model.weights.dtype == np.float32
+    users = np.array([3, 0, 7])
+    np.testing.assert_allclose(model.score(users), x[users].toarray() @ model.weights, rtol=1e-5, atol=1e-6)
+    assert model.fit_seconds is not None and model.fit_seconds >= 0
+
+
+def test_ease_checkerboard_hand_computed() -> None:
+    train, held_out = checkerboard(group=4)
+    model = EASE(l2=1.0).fit(train)
+    scores = model.score(np.arange(8))
+    # Within a group the Gram matrix is G = I + 2J (each item has 3 users, each pair shares 2), so
+    # P = (G + λI)^-1 gives B_ij = 2 / (7 + λ) off the diagonal, and 0 across groups.
+    # User 0 (train items 1, 2, 3) scores its held-out item 0 as 3 · 2/(7 + 1) = 0.75; items 4..7 score 0.
+    assert scores[0, 0] == pytest.approx(0.75, rel=1e-5)
+    np.testing.assert_allclose(scores[0, 4:], 0.0, atol=1e-6)
+    # With training items excluded, every user's held-out diagonal item ranks first.
+    ranked = topk_excluding(scores, 1, train)
+    assert ranked[:, 0].tolist() == list(range(8))
+    out = evaluate(model, held_out, train, EvalProtocol(ks=(1,)))
+    assert out["Recall@1"] == 1.0 and out["NDCG@1"] == 1.0
+
+
+def test_itemknn_checkerboard_hand_computed() -> None:
+    train, held_out = checkerboard(group=4)
+    model = ItemKNN(k=10, shrink=0.0).fit(train)
+    scores = model.score(np.arange(8))
+    # Items 0 and j in group 0 share 2 of their 3 users: cosine = 2 / (sqrt 3 · sqrt 3) = 2/3.
+    # User 0's history {1, 2, 3} gives item 0 the score 3 · 2/3 = 2.0; other-group items get 0.
+    assert scores[0, 0] == pytest.approx(2.0, rel=1e-5)
+    np.testing.assert_allclose(scores[0, 4:], 0.0)
+    assert topk_excluding(scores, 1, train)[:, 0].tolist() == list(range(8))
+    assert evaluate(model, held_out, train, EvalProtocol(ks=(1,)))["Recall@1"] == 1.0
+
+
+def dense_itemknn(x: np.ndarray, k: int, shrink: float) -> np.ndarray:
+    co = x.T @ x
+    norms = np.sqrt(np.diag(co))
+    s = co / (np.outer(norms, norms) + shrink)
+    np.fill_diagonal(s, 0.0)
+    out = np.zeros_like(s)
+    for i in range(s.shape[0]):
+        order = np.lexsort((np.arange(s.shape[1]), -s[i]))  # best first, ties -> smaller column
+        keep = [j for j in order if s[i, j] != 0][:k]
+        out[i, keep] = s[i, keep]
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 3, 100])
+def test_itemknn_equals_dense_reference(k: int) -> None:
+    x = random_interactions(seed=2)
+    model = ItemKNN(k=k, shrink=5.0).fit(x)
+    expected = dense_itemknn(x.toarray().astype(np.float64), k, 5.0)
+    np.testing.assert_allclose(model.similarity.toarray(), expected, rtol=1e-6)
+    assert np.all(np.diff(model.similarity.indptr) <= k)
+
+
+def test_popularity_counts_distinct_users() -> None:
+    x = sp.csr_matrix(np.array([[1, 0, 2], [1, 0, 0], [0, 0, 1]], dtype=np.float32))  # a 2 counts once
+    model = Popularity().fit(x)
+    assert model.counts.tolist() == [2, 0, 2]
+    assert model.score(np.array([0, 1])).tolist() == [[2, 0, 2], [2, 0, 2]]
+
+
+@pytest.mark.parametrize("model", [Popularity(), EASE(l2=10.0), ItemKNN(k=5)], ids=lambda m: m.name)
+def test_score_history_matches_score_on_training_rows(model) -> None:
+    x = random_interactions(seed=3)
+    model.fit(x)
+    users = np.array([5, 1, 1, 30])
+    np.testing.assert_allclose(model.score_history(x[users]), model.score(users), rtol=1e-6)
+    assert model.score(users).dtype == np.float32
+    with pytest.raises(DataError, match="item columns"):
+        model.score_history(x[:, :5])
+    with pytest.raises(DataError, match="user rows"):
+        model.score(np.array([40]))
+
+
+def test_unfitted_and_bad_config() -> None:
+    with pytest.raises(RuntimeError, match="call .fit"):
+        EASE().score(np.array([0]))
+    for bad in (0, -1.0, "500"):
+        with pytest.raises(ConfigError, match="l2"):
+            EASE(l2=bad)
+    with pytest.raises(ConfigError, match="k"):
+        ItemKNN(k=0)
+    with pytest.raises(ConfigError, match="shrink"):
+        ItemKNN(shrink=-1)
+    with pytest.raises(DataError, match="scipy.sparse"):
+        Popularity().fit(np.ones((2, 2)))
+
+
+def _split(x: sp.csr_matrix, seed: int = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """Hold one random item per user (with >= 2 items) out as validation."""
+    rng = np.random.default_rng(seed)
+    train = x.tolil(copy=True)
+    valid = sp.lil_matrix(x.shape, dtype=np.float32)
+    for u in range(x.shape[0]):
+        items = x[u].indices
+        if items.size >= 2:
+            i = rng.choice(items)
+            train[u, i] = 0
+            valid[u, i] = 1
+    return sp.csr_matrix(train), sp.csr_matrix(valid)
+
+
+def test_tune_ease_selects_best_validation_lambda() -> None:
+    train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=4))
+    best, table = tune_ease(train, valid, lambdas=(1.0, 10.0, 100.0), metric="Recall@5")
+    assert [row["l2"] for row in table] == [1.0, 10.0, 100.0]
+    values = [row["Recall@5"] for row in table]
+    assert best == table[int(np.argmax(values))]["l2"]
+    # Each row is exactly what a fresh fit + evaluate gives.
+    direct = evaluate(EASE(l2=10.0).fit(train), valid, train, EvalProtocol(ks=(5,)))
+    assert table[1]["Recall@5"] == pytest.approx(direct["Recall@5"])
+    with pytest.raises(ConfigError, match="tuning metric"):
+        tune_ease(train, valid, metric="Coverage@5")
+    with pytest.raises(DataError, match="valid_relevant has shape"):
+        tune_ease(train, valid[:, :3])
+
+
+def test_tune_itemknn_selects_best_validation_k() -> None:
+    train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=5))
+    best, table = tune_itemknn(train, valid, ks=(2, 5, 20), metric="NDCG@10")
+    assert [row["k"] for row in table] == [2, 5, 20]
+    assert best == table[int(np.argmax([row["NDCG@10"] for row in table]))]["k"]
+    direct = evaluate(ItemKNN(k=5).fit(train), valid, train, EvalProtocol(ks=(10,)))
+    assert table[1]["NDCG@10"] == pytest.approx(direct["NDCG@10"])

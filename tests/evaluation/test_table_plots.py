@@ -1,0 +1,68 @@
+"""Comparison tables (exact text) and the metric-vs-k plot (a real PNG, written atomically)."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.evaluation import format_table, plot_recall_at_k, to_markdown
+
+ROWS = [
+    {"model": "Popularity", "Recall@20": 0.1, "users": 943},
+    {"model": "EASE", "Recall@20": 0.25, "users": 943, "MeanPop@20": 120.5},
+]
+
+
+def test_format_table_exact_layout() -> None:
+    text = format_table(ROWS, title="ml-100k test")
+    assert text.splitlines() == [
+        "ml-100k test",
+        "model       Recall@20  users  MeanPop@20",
+        "----------  ---------  -----  ----------",
+        "Popularity     0.1000    943           -",
+        "EASE           0.2500    943    120.5000",
+    ]
+
+
+def test_format_table_columns_floatfmt_and_best_marks() -> None:
+    text = format_table(ROWS, ["model", "Recall@20"], floatfmt=".2f", mark_best=["Recall@20"])
+    assert text.splitlines() == [
+        "model       Recall@20",
+        "----------  ---------",
+        "Popularity      0.10",
+        "EASE            0.25*",
+    ]
+    low = format_table(ROWS, ["model", "MeanPop@20"], mark_best={"MeanPop@20": "min"})
+    assert low.splitlines()[-1].endswith("120.5000*")
+
+
+def test_ties_are_all_marked_and_bad_marks_raise() -> None:
+    rows = [{"m": "a", "x": 0.5}, {"m": "b", "x": 0.5}]
+    assert all(line.endswith("*") for line in format_table(rows, mark_best=["x"]).splitlines()[2:])
+    with pytest.raises(ConfigError, match="not among the columns"):
+        format_table(rows, mark_best=["y"])
+    with pytest.raises(ConfigError, match="'max' or 'min'"):
+        format_table(rows, mark_best={"x": "best"})
+
+
+def test_to_markdown() -> None:
+    md = to_markdown(ROWS, ["model", "Recall@20"], mark_best=["Recall@20"])
+    assert md.splitlines() == [
+        "| model | Recall@20 |",
+        "|---|---:|",
+        "| Popularity | 0.1000 |",
+        "| EASE | 0.2500\\* |",
+    ]
+
+
+def test_plot_writes_png_atomically(tmp_path) -> None:
+    results = {
+        "EASE": {"Recall@10": 0.2, "Recall@20": 0.3, "Recall@100": 0.6, "NDCG@10": 0.1},
+        "Popularity": {"Recall@10": 0.1, "Recall@20": 0.15, "Recall@100": 0.4},
+    }
+    target = tmp_path / "plots" / "recall.png"
+    assert plot_recall_at_k(results, target) == target
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in target.parent.iterdir()) == ["recall.png"]  # no temp file left
+    plot_recall_at_k(results, tmp_path / "ndcg.png", metric="NDCG")
+    with pytest.raises(ConfigError, match="metrics present"):
+        plot_recall_at_k(results, tmp_path / "x.png", metric="MRR")

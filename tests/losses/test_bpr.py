@@ -1,0 +1,51 @@
+"""BPR loss against the formula, by hand and by loop."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from twotower.errors import DataError
+from twotower.losses import BPRLoss, bpr_from_scores
+
+
+def test_hand_value() -> None:
+    q = torch.tensor([[1.0, 0.0]])
+    pos = torch.tensor([[1.0, 0.0]])  # s = 1
+    neg = torch.tensor([[0.0, 5.0]])  # s = 0
+    # -log sigmoid(1 - 0) = log(1 + e^-1)
+    assert BPRLoss()(q, pos, neg).item() == pytest.approx(math.log(1 + math.exp(-1)), abs=1e-6)
+
+
+def test_many_negatives_equals_loop_values_and_gradients() -> None:
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    pos = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    neg = torch.randn(3, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
+    got = BPRLoss()(q, pos, neg)
+    want = q.new_zeros(())
+    for b in range(3):
+        for m in range(2):
+            want = want - torch.log(torch.sigmoid(q[b] @ pos[b] - q[b] @ neg[b, m]))
+    want = want / 6  # mean over B * M = 6 pairs
+    assert torch.allclose(got, want, atol=1e-12)
+    for a, b in zip(torch.autograd.grad(got, (q, pos, neg)), torch.autograd.grad(want, (q, pos, neg))):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_single_negative_shapes_agree_and_large_margins_stay_finite() -> None:
+    q = torch.tensor([[100.0], [-100.0]])
+    pos = torch.tensor([[1.0], [1.0]])
+    neg = torch.tensor([[-1.0], [1.0]])
+    assert torch.equal(BPRLoss()(q, pos, neg), BPRLoss()(q, pos, neg.unsqueeze(1)))
+    # margins +200 and 0: (softplus(-200) + log 2) / 2, no overflow
+    assert BPRLoss()(q, pos, neg).item() == pytest.approx(math.log(2) / 2, abs=1e-6)
+    assert bpr_from_scores(torch.tensor([-1e4]), torch.tensor([[1e4]])).item() == pytest.approx(2e4)
+
+
+def test_shape_errors() -> None:
+    with pytest.raises(DataError):
+        BPRLoss()(torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(2, 3))
+    with pytest.raises(DataError):
+        BPRLoss()(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 1, 3))
