@@ -270,11 +270,28 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "")
             close = difflib.get_close_matches(str(key), list(fields), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
             raise ConfigError(f"unknown setting {name!r}{hint}")
+        f = fields[key]
+        if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
+            # a partial section keeps the parent's defaults for that section
+            # (e.g. the user tower's history pooling), not the bare class defaults
+            default = _field_default(f)
+            if default is not None:
+                merged = config_to_dict(default)
+                _deep_update(merged, value)
+                value = merged
         kwargs[key] = _coerce(value, hints[key], name)
     try:
         return cls(**kwargs)
     except TypeError as e:  # pragma: no cover - dataclass signature mismatch
         raise ConfigError(f"{prefix or cls.__name__}: {e}") from e
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
 
 
 def _parse_scalar(text: str) -> Any:

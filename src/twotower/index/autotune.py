@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
@@ -132,9 +133,15 @@ def tie_aware_recall(
 def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = 100) -> dict[str, Any]:
     """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few."""
     index.search(queries[:1], k)  # warm-up
-    t0 = time.perf_counter()
-    res = index.search(queries, k)
-    qps_batch = queries.shape[0] / max(time.perf_counter() - t0, 1e-9)
+    best, spent, res = math.inf, 0.0, None
+    for _ in range(3):  # best of up to 3 runs (shared machines are noisy), stop after ~0.5 s
+        t0 = time.perf_counter()
+        res = index.search(queries, k)
+        took = time.perf_counter() - t0
+        best, spent = min(best, took), spent + took
+        if spent > 0.5:
+            break
+    qps_batch = queries.shape[0] / max(best, 1e-9)
     lat = []
     for q in queries[:latency_queries]:
         t = time.perf_counter()

@@ -190,6 +190,10 @@ class FaissIndex(VectorIndex):
             index = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
             raise _factory_error(self.spec, self.factory, e) from e
+        ivf = faiss.try_extract_index_ivf(index)
+        ivf = faiss.downcast_index(ivf) if ivf is not None else None
+        if isinstance(ivf, faiss.IndexIVFPQ):
+            ivf.do_polysemous_training = False  # only for Hamming filtering, which we never use; it is slow
         if not isinstance(index, faiss.IndexIVF):
             index = faiss.IndexIDMap2(index)
         t0 = time.perf_counter()

@@ -40,33 +40,40 @@ def distributed_world(group: dist.ProcessGroup | None = None) -> tuple[int, int]
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _gather_padded(x: Tensor, group: dist.ProcessGroup | None) -> tuple[list[Tensor], list[int]]:
-    """All-gather tensors whose first dim differs across ranks.
-
-    Sizes are gathered first; every rank pads to the largest, gathers, and
-    strips the padding. Returns (per-rank tensors, per-rank sizes).
-    """
-    world = dist.get_world_size(group)
+def _gather_sizes(x: Tensor, group: dist.ProcessGroup | None) -> list[int]:
+    """Every rank's ``x.shape[0]``, in rank order."""
     size = torch.tensor([x.shape[0]], dtype=torch.long, device=x.device)
-    sizes_t = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes_t, size, group=group)
-    sizes = [int(s.item()) for s in sizes_t]
+    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(sizes, size, group=group)
+    return [int(s.item()) for s in sizes]
+
+
+def _gather_padded(x: Tensor, group: dist.ProcessGroup | None, sizes: list[int] | None = None) -> list[Tensor]:
+    """All-gather tensors whose first dim differs across ranks; one tensor per rank.
+
+    Sizes are gathered first (unless known); every rank pads to the largest,
+    gathers, and strips the padding.
+    """
+    if sizes is None:
+        sizes = _gather_sizes(x, group)
     largest = max(sizes)
     if largest == 0:
-        return [x.new_empty((0, *x.shape[1:])) for _ in range(world)], sizes
+        return [x.new_empty((0, *x.shape[1:])) for _ in sizes]
     padded = x.detach()
     if x.shape[0] < largest:
         pad = x.new_zeros((largest - x.shape[0], *x.shape[1:]))
         padded = torch.cat([padded, pad], dim=0)  # [B_max, ...]
-    parts = [torch.empty_like(padded) for _ in range(world)]
+    parts = [torch.empty_like(padded) for _ in sizes]
     dist.all_gather(parts, padded.contiguous(), group=group)
-    return [p[:s] for p, s in zip(parts, sizes)], sizes
+    return [p[:s] for p, s in zip(parts, sizes)]
 
 
 class _GatherWithGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, group: dist.ProcessGroup | None) -> Tensor:  # type: ignore[override]
-        parts, sizes = _gather_padded(x, group)
+    def forward(ctx, x: Tensor, group: dist.ProcessGroup | None, sizes: list[int] | None) -> Tensor:  # type: ignore[override]
+        if sizes is None:
+            sizes = _gather_sizes(x, group)
+        parts = _gather_padded(x, group, sizes)
         rank = dist.get_rank(group)
         ctx.group = group
         ctx.start = sum(sizes[:rank])
@@ -75,19 +82,20 @@ class _GatherWithGrad(torch.autograd.Function):
         return torch.cat(parts, dim=0)  # [sum_r B_r, ...]
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
         # Every rank's loss may depend on this rank's slice: sum their grads.
         total = grad.contiguous().clone()
         dist.all_reduce(total, op=dist.ReduceOp.SUM, group=ctx.group)
-        return total[ctx.start : ctx.start + ctx.size], None
+        return total[ctx.start : ctx.start + ctx.size], None, None
 
 
-def gather_with_grad(x: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
+def gather_with_grad(x: Tensor, group: dist.ProcessGroup | None = None, *, sizes: list[int] | None = None) -> Tensor:
     """Concatenate ``x[B_r, ...]`` from every rank in rank order: ``[sum_r B_r, ...]``.
 
     The slice at this rank's offset *is* ``x`` (gradient flows to it), and the
     backward pass sums, over all ranks, the gradient each rank's loss puts on
-    that slice (see the module docstring). ``B_r`` may differ across ranks;
+    that slice (see the module docstring). ``B_r`` may differ across ranks
+    (``sizes``, when every rank already knows them, saves one collective);
     trailing dims and dtype must agree. Every rank must call it (a collective),
     and every rank must run backward through it if one does. Without an
     initialised process group, or with world size 1, returns ``x`` unchanged.
@@ -97,16 +105,15 @@ def gather_with_grad(x: Tensor, group: dist.ProcessGroup | None = None) -> Tenso
         return x
     if x.dim() == 0:
         raise DataError("gather_with_grad needs a tensor with a batch dimension, got a scalar")
-    return _GatherWithGrad.apply(x, group)
+    return _GatherWithGrad.apply(x, group, sizes)
 
 
-def gather_no_grad(x: Tensor, group: dist.ProcessGroup | None = None) -> Tensor:
+def gather_no_grad(x: Tensor, group: dist.ProcessGroup | None = None, *, sizes: list[int] | None = None) -> Tensor:
     """Like :func:`gather_with_grad` for tensors that need no gradient (ids, log_q)."""
     _, world = distributed_world(group)
     if world == 1:
         return x
-    parts, _ = _gather_padded(x, group)
-    return torch.cat(parts, dim=0)
+    return torch.cat(_gather_padded(x, group, sizes), dim=0)
 
 
 class DistributedInBatchSoftmax(InBatchSoftmax):
@@ -144,22 +151,23 @@ class DistributedInBatchSoftmax(InBatchSoftmax):
         rank, world = distributed_world(self.group)
         if world == 1:
             return super()._candidate_set(query, candidates, positive_ids, candidate_ids, log_q)
-        b = query.shape[0]
-        pos = gather_with_grad(candidates[:b], self.group)  # [sum_r B_r, D]
-        extra = gather_with_grad(candidates[b:], self.group)  # [sum_r M_r, D]
-        pos_ids = gather_no_grad(candidate_ids[:b], self.group)  # [sum_r B_r]
-        extra_ids = gather_no_grad(candidate_ids[b:], self.group)  # [sum_r M_r]
-        # Every rank must take part in the same collectives: tell the others
-        # whether log_q exists here, so a mismatch fails loudly instead of hanging.
-        has_lq = gather_no_grad(torch.tensor([log_q is not None], device=candidates.device), self.group)
-        if bool(has_lq.any()) and not bool(has_lq.all()):
+        b, n = query.shape[0], candidates.shape[0]
+        # One small collective for the layout: (positives, extras, has log_q) per rank.
+        meta = torch.tensor([[b, n - b, int(log_q is not None)]], dtype=torch.long, device=candidates.device)
+        meta = gather_no_grad(meta, self.group, sizes=[1] * world)  # [W, 3]
+        if bool(meta[:, 2].any()) and not bool(meta[:, 2].all()):
             raise DataError("log_q was passed on some ranks but not others; pass it on every rank or on none")
-        lq_all = None
-        if log_q is not None:
-            lq_all = torch.cat(
-                [gather_no_grad(log_q[:b], self.group), gather_no_grad(log_q[b:], self.group)]
-            )  # [N_global]
-        sizes = gather_no_grad(torch.tensor([b], device=candidates.device), self.group)  # [W]
-        offset = int(sizes[:rank].sum())
-        cols = offset + torch.arange(b, device=query.device)  # [B]
-        return torch.cat([pos, extra]), torch.cat([pos_ids, extra_ids]), lq_all, cols
+        n_pos, n_extra = meta[:, 0].tolist(), meta[:, 1].tolist()
+        sizes = [p + e for p, e in zip(n_pos, n_extra)]
+        # Rank r's block of the gathered rows is [its B_r positives, its M_r extras];
+        # reorder to every rank's positives, then every rank's extras.
+        starts = [sum(sizes[:r]) for r in range(world)]
+        order = torch.cat(
+            [torch.arange(s, s + p) for s, p in zip(starts, n_pos)]
+            + [torch.arange(s + p, s + p + e) for s, p, e in zip(starts, n_pos, n_extra)]
+        ).to(candidates.device)  # [N_global]
+        cands = gather_with_grad(candidates, self.group, sizes=sizes)[order]  # [N_global, D]
+        cand_ids = gather_no_grad(candidate_ids, self.group, sizes=sizes)[order]  # [N_global]
+        lq_all = gather_no_grad(log_q, self.group, sizes=sizes)[order] if log_q is not None else None
+        cols = sum(n_pos[:rank]) + torch.arange(b, device=query.device)  # [B]
+        return cands, cand_ids, lq_all, cols

@@ -247,6 +247,7 @@ class InBatchSoftmax(nn.Module):
             )
         if log_q is not None and log_q.shape != (candidates.shape[0],):
             raise DataError(f"log_q must be [N]={candidates.shape[0]} (one per candidate), got {tuple(log_q.shape)}")
+        log_q = log_q if self.logq else None
         cands, cand_ids, lq, cols = self._candidate_set(query, candidates, positive_ids, candidate_ids, log_q)
         scores = query @ cands.T  # [B, D] @ [D, N] -> [B, N]
         logits, mask = _corrected(
@@ -255,7 +256,7 @@ class InBatchSoftmax(nn.Module):
             temperature=self.temperature,
             positive_ids=positive_ids,
             candidate_ids=cand_ids,
-            log_q=lq if self.logq else None,
+            log_q=lq,
             mask_hits=self.mask_accidental_hits,
         )
         loss = loss_from_logits(logits, cols, weights)

@@ -39,10 +39,20 @@ class CrossEncoderReranker:
         p = Path(model_path)
         if not p.is_dir():
             raise DataError(f"no cross-encoder at {p}; train one with 'twotower rerank train'")
-        self.model = CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu")
+        self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
+
+    def _init(self, model, batch_size: int) -> None:
+        self.model = model
         self.batch_size = int(batch_size)
         self.last_seconds = 0.0
         self.last_pairs = 0
+
+    @classmethod
+    def from_model(cls, model, *, batch_size: int = 32) -> "CrossEncoderReranker":
+        """Wrap an in-memory model exposing ``predict(pairs, ...)`` (a CrossEncoder or a test double)."""
+        self = cls.__new__(cls)
+        self._init(model, batch_size)
+        return self
 
     def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False) -> np.ndarray:
         """Relevance logits ``[P]`` for (query, document) pairs."""

@@ -11,12 +11,15 @@ normalize)::
 Each call encodes only the texts it has not seen, appends one new shard and
 rewrites ``index.json``; both writes are atomic, and the shard is written
 before the index that points at it, so a crash never leaves the index
-pointing at a missing shard. A shard whose hash or shape does not match the
+pointing at a missing shard. Writers on one machine are serialised with an
+advisory lock (``.lock``), so two processes never lose each other's entries. A shard whose hash or shape does not match the
 index raises :class:`~twotower.errors.IntegrityError` (or, with
 ``rebuild_corrupt=True``, the whole entry is dropped and re-encoded).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import logging
@@ -83,6 +86,16 @@ class EmbeddingCache:
         return shards
 
     # -- public --------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / ".lock", "a+") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
     def clear(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -98,6 +111,10 @@ class EmbeddingCache:
         """Embeddings ``[N, D]`` of ``texts``, encoding only cache misses."""
         if encoder.model_id != self.model_id:
             raise IntegrityError(f"cache is for model {self.model_id!r}, encoder is {encoder.model_id!r}")
+        with self._locked():
+            return self._encode(encoder, texts, batch_size, show_progress, rebuild_corrupt)
+
+    def _encode(self, encoder, texts, batch_size, show_progress, rebuild_corrupt) -> np.ndarray:
         try:
             index = self._load_index()
             shards = self._load_shards(index)
@@ -105,7 +122,9 @@ class EmbeddingCache:
             if not rebuild_corrupt:
                 raise
             logger.warning("embedding cache %s is corrupted; rebuilding it", self.dir)
-            self.clear()
+            for f in self.dir.glob("*"):
+                if f.name != ".lock":
+                    f.unlink()
             index = self._load_index()
             shards = []
         keys = [text_key(t) for t in texts]

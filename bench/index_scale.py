@@ -1,0 +1,204 @@
+"""Index benchmark at catalogue scale: exact vs FAISS Flat, autotuned IVF, HNSW and IVF-PQ.
+
+Builds a seeded clustered catalogue of L2-normalised vectors (default
+1,000,000 x 64: 5,000 Gaussian clusters plus noise, generated in chunks),
+draws tuning and held-out evaluation queries from the same distribution, and
+prints one table: build seconds, bytes per vector, recall@k vs exact on the
+held-out queries, single-query and batched QPS, p50/p99 latency and the
+speed-up over batched exact search. Then it says whether each target is met.
+
+    .venv/bin/python bench/index_scale.py --n 1000000 --dim 64 --queries 1000 --threads 1
+    .venv/bin/python bench/index_scale.py --n 100000 --skip-hnsw            # quick look
+    .venv/bin/python bench/index_scale.py --ml100k-embeddings items.npy      # real item embeddings
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from twotower.index import ExactIndex, FaissIndex, autotune, plot_recall_qps, tie_aware_recall
+from twotower.index.autotune import measure_speed
+from twotower.utils.runtime import set_threads
+
+log = logging.getLogger("index_scale")
+
+
+def _normalise(x: np.ndarray) -> np.ndarray:
+    return (x / np.linalg.norm(x, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
+
+
+def clustered(n: int, centers: np.ndarray, noise: float, rng: np.random.Generator, chunk: int = 100_000) -> np.ndarray:
+    """``n`` points: a random centre plus isotropic noise (norm ~ ``noise``), normalised; made chunk by chunk."""
+    dim = centers.shape[1]
+    out = np.empty((n, dim), dtype=np.float32)  # [N, D]
+    for s in range(0, n, chunk):
+        m = min(chunk, n - s)
+        lab = rng.integers(0, centers.shape[0], m)
+        x = centers[lab] + (noise / np.sqrt(dim)) * rng.standard_normal((m, dim), dtype=np.float32)
+        out[s : s + m] = _normalise(x)
+    return out
+
+
+def make_data(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    rng = np.random.default_rng(args.seed)
+    if args.ml100k_embeddings:
+        base = _normalise(np.load(args.ml100k_embeddings, allow_pickle=False).astype(np.float32))
+        # "more like this" queries: catalogue items with a little noise
+        pick = lambda m: _normalise(base[rng.integers(0, len(base), m)]  # noqa: E731
+                                    + 0.05 * rng.standard_normal((m, base.shape[1]), dtype=np.float32))
+        return base, pick(args.tune_queries), pick(args.queries), f"embeddings {args.ml100k_embeddings}"
+    centers = _normalise(rng.standard_normal((args.clusters, args.dim), dtype=np.float32))
+    x = clustered(args.n, centers, args.noise, rng)
+    tune_q = clustered(args.tune_queries, centers, args.noise, rng)
+    eval_q = clustered(args.queries, centers, args.noise, rng)
+    return x, tune_q, eval_q, f"{args.clusters} clusters, noise {args.noise}, seed {args.seed}"
+
+
+def rss_gb() -> float:
+    return psutil.Process().memory_info().rss / 2**30
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=1_000_000, help="catalogue size")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--clusters", type=int, default=5000)
+    p.add_argument("--noise", type=float, default=0.6, help="noise norm relative to unit cluster centres")
+    p.add_argument("--queries", type=int, default=1000, help="held-out evaluation queries")
+    p.add_argument("--tune-queries", type=int, default=500, help="queries used by autotune")
+    p.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--target", type=float, default=0.95, help="recall@k target for autotuned IVF / HNSW")
+    p.add_argument("--pq-target", type=float, default=0.90, help="recall@k target for IVF-PQ")
+    p.add_argument("--speedup-target", type=float, default=50.0, help="required batched QPS / exact batched QPS")
+    p.add_argument("--max-train", type=int, default=200_000, help="FAISS training sample size")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--skip-pq", action="store_true")
+    p.add_argument("--skip-hnsw", action="store_true")
+    p.add_argument("--pq-candidates", default="ivfpq;IVF{nlist},PQ32x8;ivfpq,Refine(SQ4);ivfpq,Refine(SQ8)",
+                   help="';'-separated IVF-PQ factories to try")
+    p.add_argument("--ml100k-embeddings", type=Path, default=None, help="item embeddings .npy [I, D] to use instead")
+    p.add_argument("--plot", type=Path, default=None, help="write the IVF recall-vs-QPS sweep as PNG here")
+    p.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    set_threads(args.threads)
+
+    t0 = time.perf_counter()
+    x, tune_q, eval_q, source = make_data(args)
+    n, dim = x.shape
+    ids = np.arange(n, dtype=np.int64)
+    print(f"catalogue {n:,} x {dim} ({source}); {len(tune_q)} tune + {len(eval_q)} held-out queries; "
+          f"k={args.k}; threads={args.threads}; generated in {time.perf_counter() - t0:.1f}s, RSS {rss_gb():.2f} GB",
+          flush=True)
+
+    rows: list[dict] = []
+
+    def record(name: str, index, build_s: float, params: dict | None = None) -> dict:
+        sp = measure_speed(index, eval_q, args.k, latency_queries=args.latency_queries)
+        recall = tie_aware_recall(sp["results"].ids, eval_q, x, ids, kth, args.k)
+        row = {"name": name, "factory": getattr(index, "factory", None) or "exact",
+               "params": params if params is not None else index.search_params, "build_s": build_s,
+               "bytes_per_vector": index.nbytes() / n, "recall": recall,
+               **{k: v for k, v in sp.items() if k != "results"}}
+        rows.append(row)
+        log.info("%s: recall %.4f, %.0f QPS batched, RSS %.2f GB", name, recall, row["qps_batch"], rss_gb())
+        return row
+
+    # exact reference: its own batched search gives the ground truth
+    t = time.perf_counter()
+    exact = ExactIndex().build(x, ids)
+    build_s = time.perf_counter() - t
+    gt = exact.search(eval_q, args.k)
+    kth = gt.scores[:, min(args.k, n) - 1]
+    exact_row = record("exact", exact, build_s, {})
+    del exact
+
+    t = time.perf_counter()
+    flat = FaissIndex("flat").build(x, ids)
+    flat_row = record("faiss Flat", flat, time.perf_counter() - t)
+    del flat
+
+    reports = {}
+    t = time.perf_counter()
+    rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="ivf", max_train=args.max_train,
+                   latency_queries=args.latency_queries)
+    reports["ivf"] = rep
+    ivf_row = record("IVF (autotuned)", rep.index, rep.chosen.build_s, rep.params)
+    ivf_row["tune_s"] = time.perf_counter() - t
+    if args.plot:
+        plot_recall_qps(rep, args.plot)
+    rep.index = None  # free it
+
+    if not args.skip_hnsw:
+        t = time.perf_counter()
+        rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="hnsw",
+                       latency_queries=args.latency_queries)
+        reports["hnsw"] = rep
+        record("HNSW (autotuned)", rep.index, rep.chosen.build_s, rep.params)["tune_s"] = time.perf_counter() - t
+        rep.index = None
+
+    pq_rows = []
+    if not args.skip_pq:
+        for cand in [c.strip() for c in args.pq_candidates.split(";") if c.strip()]:
+            t = time.perf_counter()
+            rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.pq_target, index=cand,
+                           max_train=args.max_train, latency_queries=args.latency_queries)
+            reports[cand] = rep
+            r = record(f"IVF-PQ {cand}", rep.index, rep.chosen.build_s, rep.params)
+            r["tune_s"] = time.perf_counter() - t
+            pq_rows.append(r)
+            rep.index = None
+
+    # ------------------------------------------------------------------ table
+    ex_qps = exact_row["qps_batch"]
+    flat_bpv = flat_row["bytes_per_vector"]
+    print()
+    print(f"{'index':<34}{'params':<24}{'build s':>8}{'B/vec':>8}{'mem':>6}{'recall':>8}"
+          f"{'QPS 1q':>8}{'QPS batch':>10}{'p50 ms':>8}{'p99 ms':>8}{'x exact':>9}")
+    for r in rows:
+        params = ",".join(f"{k}={v:g}" for k, v in r["params"].items())
+        r["mem_vs_flat"] = r["bytes_per_vector"] / flat_bpv
+        r["speedup_vs_exact_batch"] = r["qps_batch"] / ex_qps
+        print(f"{(r['name'] + ' ' + r['factory'] if r['name'].startswith('IVF (') or r['name'].startswith('HNSW') else r['name'])[:33]:<34}"
+              f"{params[:23]:<24}{r['build_s']:>8.1f}{r['bytes_per_vector']:>8.1f}{r['mem_vs_flat']:>6.2f}"
+              f"{r['recall']:>8.4f}{r['qps_single']:>8.0f}{r['qps_batch']:>10.0f}{r['p50_ms']:>8.3f}"
+              f"{r['p99_ms']:>8.3f}{r['speedup_vs_exact_batch']:>8.1f}x")
+    print(f"\npeak RSS {peak_rss_gb():.2f} GB; total {time.perf_counter() - t0:.0f}s; threads={args.threads}")
+
+    ok1 = ivf_row["recall"] >= args.target and ivf_row["speedup_vs_exact_batch"] >= args.speedup_target
+    print(f"[{'MET' if ok1 else 'MISSED'}] autotuned IVF recall@{args.k} {ivf_row['recall']:.4f} (>= {args.target}) "
+          f"at {ivf_row['speedup_vs_exact_batch']:.1f}x batched exact QPS (>= {args.speedup_target:g}x)")
+    if pq_rows:
+        third = [r for r in pq_rows if r["mem_vs_flat"] <= 1 / 3 and r["recall"] >= args.pq_target]
+        best3 = max(third, key=lambda r: r["qps_batch"], default=None)
+        print(f"[{'MET' if best3 else 'MISSED'}] IVF-PQ recall@{args.k} >= {args.pq_target} at <= 1/3 of Flat memory"
+              + (f": {best3['name']} {best3['params']} recall {best3['recall']:.4f}, "
+                 f"{best3['mem_vs_flat']:.3f} of Flat, {best3['qps_batch']:.0f} QPS" if best3 else ""))
+        eighth = [r for r in pq_rows if r["mem_vs_flat"] <= 1 / 8]
+        best8 = max(eighth, key=lambda r: r["recall"], default=None)
+        print("[INFO] best recall at <= 1/8 of Flat memory: "
+              + (f"{best8['recall']:.4f} ({best8['name']} {best8['params']}, {best8['mem_vs_flat']:.3f} of Flat)"
+                 if best8 else "no candidate that small"))
+    if args.json:
+        out = {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
+               "sweeps": {k: v.to_dict() for k, v in reports.items()}, "peak_rss_gb": peak_rss_gb()}
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

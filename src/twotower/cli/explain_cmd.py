@@ -1,0 +1,63 @@
+"""`twotower explain`: why a run recommends an item to a user (mounted by ``cli.main`` when present)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+__all__ = ["register", "cmd_explain", "format_explanation"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("explain", help="explain one recommendation: history contributions, shared metadata, a sentence")
+    p.add_argument("--run", required=True, help="run folder")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="a user id of the run")
+    who.add_argument("--history", help="comma list of item ids (oldest first): an ad-hoc user")
+    p.add_argument("--item", required=True, help="the item id to explain")
+    p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
+    p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
+                   help="loo: exact leave-one-out (default); gradxinput: gradient x pooling weight")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument("--threads", type=int)
+    p.set_defaults(func=cmd_explain)
+
+
+def format_explanation(e: dict) -> str:
+    """The sentence, the score, then a small table of the history contributions."""
+    lines = [e["text"], ""]
+    item = e["item"]
+    lines.append(f"item {e['item_id']}  {item.get('title', '')}  score {e['score']:.4f}  "
+                 f"(history adds {e['history_total']:+.4f}; basis: {e['basis']}; method: {e['method']})")
+    if "heads" in e:
+        h = e["heads"]
+        lines.append(f"heads: alpha {h['alpha']:.3f}  semantic {h['semantic']:+.4f}  collaborative {h['collaborative']:+.4f}")
+    if e["history"]:
+        rows = [("contribution", "item_id", "title", "genres")]
+        rows += [(f"{h['contribution']:+.4f}", str(h["item_id"]), str(h.get("title", "")), str(h.get("genres") or ""))
+                 for h in e["history"]]
+        widths = [max(len(r[c]) for r in rows) for c in range(4)]
+        lines.append("")
+        for r in rows:
+            lines.append("  ".join(v.rjust(widths[0]) if c == 0 else v.ljust(widths[c]) for c, v in enumerate(r)).rstrip())
+    shared = [f"{k}: " + ", ".join(f"{x['value']} ({x['count']})" for x in v)
+              for k, v in e["shared_metadata"].items() if isinstance(v, list) and v]
+    if shared:
+        lines.append("")
+        lines.append(f"shared with the last {e['shared_metadata']['history_items']} history items: " + "; ".join(shared))
+    return "\n".join(lines)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from twotower.cli.commands import _threads
+    from twotower.explain import explain_by_id
+    from twotower.pipeline.artifacts import TrainedRun
+
+    _threads(args)
+    run = TrainedRun.load(args.run)
+    history = None if args.history is None else [h.strip() for h in args.history.split(",") if h.strip()]
+    e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method)
+    if args.json:
+        print(json.dumps(e, ensure_ascii=False, indent=2))
+    else:
+        print(format_explanation(e))
+    return 0

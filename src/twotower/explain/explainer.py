@@ -1,0 +1,183 @@
+"""Explain one recommendation of a trained run: history attribution, shared metadata, heads, a sentence.
+
+The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
+--json`` return)::
+
+    {"user_id", "item_id", "item": {metadata}, "score",
+     "history": [{"item_id", "title", "contribution", "age", ...metadata}],  # largest first
+     "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
+     "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
+     "already_seen", "basis", "text",
+     "method", "history_window", "history_total", "empty_history_score",
+     "reads_history", "profile", "user_features"}
+
+``basis`` says what the score rests on: ``history`` (the tower pooled at
+least one history item), else ``features`` (a known user's feature row),
+``id`` (a learned user-ID embedding) or ``popularity`` (the empty-history
+representation every new user shares). ``profile`` is the same chain without
+the history: what is left when no history item raises the score.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from twotower.errors import ConfigError, NotFoundError
+from twotower.explain.attribution import attribute_history
+from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
+from twotower.explain.text import explanation_text
+from twotower.models.history import pad_histories
+
+__all__ = ["explain_recommendation", "explain_by_id", "user_window", "run_metadata_columns"]
+
+
+def _check_row(row: int, n: int, kind: str) -> int:
+    if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= int(row) < n:
+        raise NotFoundError(f"{kind} row", row, f"rows run 0..{n - 1}; map external ids with the run's vocabulary")
+    return int(row)
+
+
+def run_metadata_columns(run: Any) -> MetadataColumns:
+    """Column roles of the run's item metadata (from its item feature spec when there is one)."""
+    spec = run.item_encoder.spec if run.item_encoder is not None else None
+    sample = run.item_record(0) if run.n_items else None
+    return metadata_columns(spec, sample)
+
+
+def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
+    """The right-aligned history window [L] the user tower reads (padding = ``model.pad_item``)."""
+    L, pad = run.model.history_len, run.model.pad_item
+    if history_rows is not None:
+        return pad_histories([np.asarray(history_rows, np.int64)], L, pad)[0]
+    return run.history.last_windows(np.array([user_row]), L, pad)[0]
+
+
+def _profile(run: Any, user_row: int | None) -> str:
+    tower = run.model.user_tower
+    if user_row is not None and tower.features.out_dim:
+        return "features"
+    if user_row is not None and tower.id_emb is not None:
+        return "id"
+    return "popularity"
+
+
+def _user_feature_names(run: Any) -> list[str]:
+    if run.user_encoder is None:
+        return []
+    s = run.user_encoder.spec
+    return [*s.categorical, *s.multi, *s.numeric]
+
+
+@torch.no_grad()
+def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) -> dict[str, float] | None:
+    """Each head's share of the score: alpha*<u,sem>/norm and (1-alpha)*<u,collab>/norm (they sum to it)."""
+    model = run.model
+    _, h = model.item_tower.forward_heads(torch.tensor([item_row]))
+    if h is None:
+        return None
+    rows = None if user_row is None else torch.tensor([user_row])
+    u = model.user_tower(rows, torch.as_tensor(window).unsqueeze(0))[0]  # [D]
+    a, norm = float(h.alpha), float(h.norm[0])
+    return {
+        "alpha": a,
+        "semantic": a * float(u @ h.semantic[0]) / norm,
+        "collaborative": (1 - a) * float(u @ h.collaborative[0]) / norm,
+    }
+
+
+def explain_recommendation(
+    run: Any,
+    *,
+    user_row: int | None = None,
+    history_rows: list[int] | None = None,
+    item_row: int,
+    top: int = 5,
+    method: str = "loo",
+) -> dict[str, Any]:
+    """Why ``item_row`` scores what it does for a user (see the module docstring for the dict).
+
+    Pass ``user_row`` for a training user (their stored history), or
+    ``history_rows`` (item rows, oldest first) for an ad-hoc user; with both,
+    the given history replaces the stored one. ``top`` bounds the history
+    list; ``method`` is ``"loo"`` (exact leave-one-out) or ``"gradxinput"``.
+    Deterministic for a fixed run.
+    """
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
+    if user_row is None and history_rows is None:
+        raise ConfigError("explain needs a user: pass user_row (a known user) or history_rows (an ad-hoc history)")
+    model = run.model
+    item_row = _check_row(item_row, run.n_items, "item")
+    if user_row is not None:
+        user_row = _check_row(user_row, len(run.user_vocab), "user")
+    elif model.user_tower.id_emb is not None:
+        raise ConfigError(
+            "this run's user tower uses user-ID embeddings, so an ad-hoc history cannot be explained; pass a known user"
+        )
+    if history_rows is not None:
+        history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
+    window = user_window(run, user_row, history_rows)  # [L]
+    att = attribute_history(model, user_row, window, item_row, method=method)
+
+    seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
+    L = len(window)
+    order = sorted(range(len(att.positions)), key=lambda k: (-att.contributions[k], -int(att.positions[k])))
+    entries = []
+    for k in order[:top]:
+        pos = int(att.positions[k])
+        row = int(window[pos])
+        entries.append({
+            **run.item_record(row),
+            "item_id": run.item_vocab.ids[row],
+            "title": run.title(row),
+            "contribution": float(att.contributions[k]),
+            "age": L - 1 - pos,  # 0 = the most recent item
+        })
+
+    reads = bool(model.user_tower.uses_history)
+    pooled = [int(window[p]) for p in att.positions] if reads else [int(r) for r in seen]
+    cols = run_metadata_columns(run)
+    item = {**run.item_record(item_row), "title": run.title(item_row)}
+    profile = _profile(run, user_row)
+    expl: dict[str, Any] = {
+        "user_id": None if user_row is None else run.user_vocab.ids[user_row],
+        "item_id": run.item_vocab.ids[item_row],
+        "item": item,
+        "score": att.score,
+        "history": entries,
+        "shared_metadata": shared_metadata(item, [run.item_record(r) for r in pooled], cols),
+        "already_seen": bool(np.isin(item_row, seen)),
+        "basis": "history" if reads and len(att.positions) else profile,
+        "method": att.method,
+        "history_window": int(len(att.positions)),
+        "history_total": att.score - att.empty_score,
+        "empty_history_score": att.empty_score,
+        "reads_history": reads,
+        "profile": profile,
+        "user_features": _user_feature_names(run) if profile == "features" else [],
+    }
+    heads = _heads(run, user_row, window, item_row)
+    if heads is not None:
+        expl["heads"] = heads
+    expl["text"] = explanation_text(expl, cols)
+    return expl
+
+
+def explain_by_id(
+    run: Any,
+    *,
+    item_id: str,
+    user_id: str | None = None,
+    history_ids: list[str] | None = None,
+    top: int = 5,
+    method: str = "loo",
+) -> dict[str, Any]:
+    """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it."""
+    user_row = None if user_id is None else run.user_vocab.index(str(user_id))
+    item_row = run.item_vocab.index(str(item_id))
+    history_rows = None if history_ids is None else [run.item_vocab.index(str(i)) for i in history_ids]
+    return explain_recommendation(
+        run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method
+    )

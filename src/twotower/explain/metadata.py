@@ -1,0 +1,105 @@
+"""What an item has in common with a user's history, from item metadata only.
+
+Columns are typed by the run's item feature spec when it has one (multi-valued
+columns such as ``genres`` split on its separator, categorical ones such as
+``decade``, numeric ones such as ``year``); without a spec a string column
+whose values contain ``|`` is read as multi-valued. Nothing is inferred from
+the model here: these are counts over the metadata table.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MetadataColumns", "metadata_columns", "split_values", "shared_metadata"]
+
+#: columns never compared (ids and free text)
+_SKIP = {"item_id", "title"}
+
+
+@dataclass(frozen=True)
+class MetadataColumns:
+    """Which metadata columns hold multi-valued, categorical and numeric facts."""
+
+    multi: tuple[str, ...] = ()
+    categorical: tuple[str, ...] = ()
+    numeric: tuple[str, ...] = ()
+    separator: str = "|"
+
+
+def metadata_columns(spec: Any | None, sample: dict[str, Any] | None) -> MetadataColumns:
+    """Column roles from a ``FeatureSpec`` (preferred) or guessed from one record."""
+    if spec is not None:
+        return MetadataColumns(tuple(spec.multi), tuple(spec.categorical), tuple(spec.numeric), spec.separator)
+    multi: list[str] = []
+    for k, v in (sample or {}).items():
+        if k not in _SKIP and isinstance(v, str) and "|" in v:
+            multi.append(k)
+    if sample and "genres" in sample and "genres" not in multi and isinstance(sample["genres"], str):
+        multi.insert(0, "genres")
+    numeric = ("year",) if sample and "year" in sample else ()
+    return MetadataColumns(tuple(multi), (), numeric)
+
+
+def split_values(value: Any, separator: str) -> list[str]:
+    """Values of a multi-valued cell (``"Action|Comedy"`` -> ``["Action", "Comedy"]``); [] when missing."""
+    if not isinstance(value, str):
+        return []
+    return [v.strip() for v in value.split(separator) if v.strip()]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        return None
+    return float(value)
+
+
+def _plain(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else round(float(x), 4)
+
+
+def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: MetadataColumns) -> dict[str, Any]:
+    """Facts shared by ``item`` and the ``history`` records.
+
+    Returns, for each multi-valued column ``c``, ``c: [{"value", "count"}]``
+    (the item's values, most shared first, values no history item has left
+    out); for each categorical column ``c: {"value", "count"}``; for each
+    numeric column ``c_range: {"min", "max", "count", "item"}`` over the
+    history items that share a value of the first multi-valued column with
+    the item (all history items when there is none); and ``history_items``,
+    the number of records compared.
+    """
+    out: dict[str, Any] = {"history_items": len(history)}
+    for c in cols.multi:
+        mine = split_values(item.get(c), cols.separator)
+        counts: Counter[str] = Counter()
+        for rec in history:
+            theirs = set(split_values(rec.get(c), cols.separator))
+            counts.update(v for v in mine if v in theirs)
+        ranked = sorted((v for v in dict.fromkeys(mine) if counts[v] > 0), key=lambda v: (-counts[v], mine.index(v)))
+        out[c] = [{"value": v, "count": int(counts[v])} for v in ranked]
+    for c in cols.categorical:
+        v = item.get(c)
+        if isinstance(v, str) or _number(v) is not None:
+            out[c] = {"value": v, "count": sum(1 for rec in history if rec.get(c) == v)}
+    if cols.numeric:
+        if cols.multi:
+            first = cols.multi[0]
+            mine = set(split_values(item.get(first), cols.separator))
+            pool = [r for r in history if mine & set(split_values(r.get(first), cols.separator))]
+            among = f"history items sharing a {first} value"
+        else:
+            pool, among = history, "history items"
+        for c in cols.numeric:
+            vals = [x for x in (_number(r.get(c)) for r in pool) if x is not None]
+            mine_v = _number(item.get(c))
+            out[f"{c}_range"] = {
+                "min": _plain(min(vals)) if vals else None,
+                "max": _plain(max(vals)) if vals else None,
+                "count": len(vals),
+                "item": None if mine_v is None else _plain(mine_v),
+                "among": among,
+            }
+    return out

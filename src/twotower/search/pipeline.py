@@ -1,0 +1,120 @@
+"""A saved search index: BM25 + dense embeddings of one corpus, queried as a hybrid.
+
+Layout of ``path/``::
+
+    meta.json        format, model (bi-encoder dir or null), max_length, fusion, embeddings sha256
+    docs.json        {"ids": [...], "titles": [...], "texts": [...]}
+    bm25/            BM25Retriever.save
+    embeddings.npy   float32 [N, D] corpus embeddings from the document tower
+"""
+from __future__ import annotations
+
+import io
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError, IntegrityError
+from twotower.results import PAD_ID, Results
+from twotower.search.beir import Corpus
+from twotower.utils.atomic import atomic_dir, atomic_write_bytes, atomic_write_json, read_json, sha256_bytes, sha256_file
+
+__all__ = ["SearchIndex", "Hit"]
+
+logger = logging.getLogger(__name__)
+
+MODES = ("bm25", "dense", "hybrid")
+
+
+@dataclass(frozen=True)
+class Hit:
+    doc_id: str
+    score: float
+    title: str
+
+
+class SearchIndex:
+    """BM25 and dense retrieval over one corpus, fused (RRF by default) and optionally reranked."""
+
+    def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: dict | None = None) -> None:
+        self.corpus = corpus
+        self.bm25 = bm25
+        self.dense = dense
+        self.model = model
+        self.fusion = fusion or {"name": "rrf", "params": {"k": 60}}
+
+    @classmethod
+    def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int = 256,
+              cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None) -> "SearchIndex":
+        from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+        from twotower.search.dense import DenseRetriever  # noqa: PLC0415
+        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
+
+        texts = corpus.doc_texts()
+        bm25 = BM25Retriever().fit(texts, corpus.ids)
+        q_enc, d_enc = load_bi_encoder(model)
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length).fit(texts)
+        return cls(corpus, bm25, dense, model=str(model) if model is not None else None, fusion=fusion)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        buf = io.BytesIO()
+        np.save(buf, self.dense.doc_embeddings, allow_pickle=False)
+        with atomic_dir(path) as tmp:
+            self.bm25.save(tmp / "bm25")
+            atomic_write_bytes(tmp / "embeddings.npy", buf.getvalue())
+            atomic_write_json(tmp / "docs.json", {"ids": self.corpus.ids, "titles": self.corpus.titles,
+                                                  "texts": self.corpus.texts})
+            atomic_write_json(tmp / "meta.json", {
+                "format": 1, "kind": "search_index", "model": self.model, "max_length": self.dense.max_length,
+                "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()),
+            })
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "SearchIndex":
+        from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+        from twotower.search.dense import DenseRetriever  # noqa: PLC0415
+        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
+
+        path = Path(path)
+        if not (path / "meta.json").is_file():
+            raise DataError(f"no search index at {path}; build one with 'twotower search index --beir DIR --out {path}'")
+        meta = read_json(path / "meta.json")
+        if meta.get("kind") != "search_index":
+            raise IntegrityError(f"{path}/meta.json does not describe a search index")
+        if sha256_file(path / "embeddings.npy") != meta["embeddings_sha256"]:
+            raise IntegrityError(f"{path}/embeddings.npy does not match meta.json (corrupted); rebuild the index")
+        docs = read_json(path / "docs.json")
+        corpus = Corpus(docs["ids"], docs["titles"], docs["texts"], {d: i for i, d in enumerate(docs["ids"])})
+        emb = np.load(path / "embeddings.npy", allow_pickle=False)
+        if emb.shape[0] != len(corpus):
+            raise IntegrityError(f"{path}: {emb.shape[0]} embeddings for {len(corpus)} documents")
+        q_enc, d_enc = load_bi_encoder(meta["model"])
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
+        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=meta["model"], fusion=meta["fusion"])
+
+    def search(self, queries: Sequence[str], k: int = 10, *, mode: str = "hybrid", reranker=None,
+               rerank_top: int = 20) -> Results:
+        """Top-``k`` corpus rows per query."""
+        from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+
+        if mode not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        depth = max(k, rerank_top if reranker is not None else k, 100 if mode == "hybrid" else k)
+        if mode == "bm25":
+            res = self.bm25.search(queries, depth)
+        elif mode == "dense":
+            res = self.dense.search(queries, depth)
+        else:
+            choice = FusionChoice(name=self.fusion["name"], params=self.fusion["params"])
+            res = choice.apply([self.bm25.search(queries, depth), self.dense.search(queries, depth)], top_k=depth)
+        if reranker is not None:
+            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top)
+        return Results(res.ids[:, :k], res.scores[:, :k])
+
+    def hits(self, results: Results, q: int) -> list[Hit]:
+        ids, scores = results.row(q)
+        return [Hit(self.corpus.ids[i], float(s), self.corpus.titles[i]) for i, s in zip(ids, scores) if i != PAD_ID]

@@ -1,0 +1,216 @@
+"""``twotower search ...`` and ``twotower rerank ...`` subcommands (argparse, lazy imports).
+
+Mounted by :mod:`twotower.cli.main` through :func:`register`; each handler
+takes the parsed ``argparse.Namespace`` and returns an exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+__all__ = ["register", "register_search", "register_rerank"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``search`` and ``rerank`` command groups."""
+    register_search(subparsers)
+    register_rerank(subparsers)
+
+
+def register_search(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("search", help="text retrieval: BM25, dense two-tower, hybrid, rerank (BEIR data)")
+    sub = p.add_subparsers(dest="search_cmd", required=True)
+
+    e = sub.add_parser("evaluate", help="NDCG@10, Recall@10/100, MRR@10 of a retriever on a BEIR split")
+    e.add_argument("--beir", required=True, help="BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
+    e.add_argument("--split", default="test")
+    e.add_argument("--retriever", default="bm25", choices=["bm25", "dense", "hybrid"])
+    e.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
+    e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
+    e.add_argument("--rerank-top", type=int, default=20)
+    e.add_argument("--cache", default="runs/cache/embeddings", help="corpus embedding cache directory")
+    e.add_argument("--threads", type=int)
+    e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
+    e.set_defaults(func=cmd_search_evaluate)
+
+    i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
+    i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
+    i.add_argument("--out", required=True)
+    i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
+    i.add_argument("--max-length", type=int, default=256)
+    i.add_argument("--cache", default="runs/cache/embeddings")
+    i.add_argument("--threads", type=int)
+    i.set_defaults(func=cmd_search_index)
+
+    q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
+    q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
+    q.add_argument("text", nargs="+", help="query text(s)")
+    q.add_argument("--k", type=int, default=10)
+    q.add_argument("--mode", default="hybrid", choices=["bm25", "dense", "hybrid"])
+    q.add_argument("--rerank", help="cross-encoder directory")
+    q.add_argument("--rerank-top", type=int, default=20)
+    q.add_argument("--threads", type=int)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_search_query)
+
+    t = sub.add_parser("train", help="fine-tune a text two-tower on a BEIR train split (in-batch + hard negatives)")
+    _train_common(t)
+    t.add_argument("--epochs", type=int, default=8)
+    t.add_argument("--lr", type=float, default=5e-5)
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--temperature", type=float, default=0.05)
+    t.add_argument("--max-length", type=int, default=256)
+    t.add_argument("--train-doc-tower", action="store_true", help="train the document tower too (slow on CPU)")
+    t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
+    t.add_argument("--negatives", type=int, default=3, help="hard negatives mined per query")
+    t.add_argument("--cache", default="runs/cache/embeddings")
+    t.set_defaults(func=cmd_search_train)
+
+
+def register_rerank(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("rerank", help="cross-encoder reranker")
+    sub = p.add_subparsers(dest="rerank_cmd", required=True)
+    t = sub.add_parser("train", help="train a cross-encoder from MiniLM on BEIR train pairs + BM25 hard negatives")
+    _train_common(t)
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--negatives", type=int, default=3)
+    t.add_argument("--max-length", type=int, default=256)
+    t.set_defaults(func=cmd_rerank_train)
+
+
+def _train_common(t: argparse.ArgumentParser) -> None:
+    t.add_argument("--beir", required=True)
+    t.add_argument("--split", default="train")
+    t.add_argument("--out", required=True, help="model directory to write")
+    t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--threads", type=int)
+
+
+def _threads(args: argparse.Namespace) -> None:
+    from twotower.utils.runtime import set_threads, threads_from_env
+
+    set_threads(getattr(args, "threads", None) or threads_from_env(1))
+
+
+def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    from twotower.search.evaluate import METRIC_KEYS, search_evaluate
+
+    _threads(args)
+    m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
+                        cache_dir=args.cache, rerank_top=args.rerank_top)
+    if args.json:
+        print(json.dumps({k: m[k] for k in METRIC_KEYS}))
+        return 0
+    from twotower.evaluation.table import format_table
+
+    row = {"retriever": args.retriever + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
+           "queries": m["queries"], "seconds": m["seconds"]}
+    print(format_table([row], title=f"{args.beir} ({args.split})"))
+    return 0
+
+
+def _corpus(beir: str):
+    from twotower.search.beir import load_corpus, resolve_beir_dir
+
+    return load_corpus(resolve_beir_dir(beir) / "corpus.jsonl")
+
+
+def cmd_search_index(args: argparse.Namespace) -> int:
+    from twotower.search.pipeline import SearchIndex
+
+    _threads(args)
+    index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache)
+    index.save(args.out)
+    print(f"search index over {len(index.corpus)} documents written to {args.out}")
+    return 0
+
+
+def cmd_search_query(args: argparse.Namespace) -> int:
+    from twotower.search.pipeline import SearchIndex
+
+    _threads(args)
+    index = SearchIndex.load(args.index)
+    reranker = None
+    if args.rerank:
+        from twotower.search.rerank import CrossEncoderReranker
+
+        reranker = CrossEncoderReranker(args.rerank)
+    res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
+    out = [{"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]} for q, t in enumerate(args.text)]
+    if args.json:
+        print(json.dumps(out if len(out) > 1 else out[0]))
+        return 0
+    for block in out:
+        print(f"query: {block['query']}")
+        for rank, h in enumerate(block["hits"], start=1):
+            print(f"  {rank:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
+    return 0
+
+
+def _train_pairs(args: argparse.Namespace):
+    from twotower.search.beir import load_beir
+
+    data = load_beir(args.beir, args.split)
+    qs, pos = [], []
+    for qid in data.qrels:
+        for d, rel in data.qrels[qid].items():
+            if rel > 0:
+                qs.append(data.queries[qid])
+                pos.append(data.corpus.row_of[d])
+    by_q: dict[str, set[int]] = {}
+    for q, r in zip(qs, pos):
+        by_q.setdefault(q, set()).add(r)
+    return data, qs, pos, by_q
+
+
+def cmd_search_train(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from twotower.search.dense import DenseRetriever
+    from twotower.search.finetune import FinetuneConfig, finetune_bi_encoder
+    from twotower.search.negatives import MiningConfig, mine_hard_negatives
+    from twotower.text.encoder import load_text_encoder
+
+    _threads(args)
+    data, qs, pos, by_q = _train_pairs(args)
+    texts = data.corpus.doc_texts()
+    train_docs = args.train_doc_tower or args.shared
+    mining = MiningConfig(n=args.negatives, depth=30, relative_margin=0.05)
+    dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
+    uniq = list(by_q)
+    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
+    print(report.summary(), file=sys.stderr)
+    neg_of = dict(zip(uniq, negs))
+    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
+                         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
+                         corpus_negatives=not train_docs, refresh_negatives=not train_docs, seed=args.seed)
+    res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
+                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
+    print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
+          f"saved to {res.out_dir}")
+    return 0
+
+
+def cmd_rerank_train(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from twotower.search.bm25 import BM25Retriever
+    from twotower.search.negatives import MiningConfig, mine_hard_negatives
+    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+
+    _threads(args)
+    data, qs, pos, by_q = _train_pairs(args)
+    texts = data.corpus.doc_texts()
+    bm25 = BM25Retriever().fit(texts, data.corpus.ids)
+    uniq = list(by_q)
+    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25,
+                                       MiningConfig(n=args.negatives * args.epochs, depth=30, relative_margin=0.05))
+    print(report.summary(), file=sys.stderr)
+    neg_of = dict(zip(uniq, negs))
+    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base,
+                        config=RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
+                                                 max_length=args.max_length, seed=args.seed))
+    print(f"cross-encoder saved to {args.out}")
+    return 0

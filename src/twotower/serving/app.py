@@ -1,0 +1,109 @@
+"""The FastAPI app factory: a lifespan that loads everything once, the middlewares, the routes.
+
+>>> app = create_app("runs/demo", settings=ServiceSettings(max_concurrency=2))  # doctest: +SKIP
+
+``uvicorn`` serves it (``twotower serve --run DIR``). An IntegrityError while
+loading (a corrupted artefact, an index built for another model) refuses to
+start with a message saying how to fix it.
+"""
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator, Sequence
+
+import anyio
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+
+from twotower.errors import IntegrityError, TwoTowerError
+from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
+from twotower.serving.middleware import BodyLimit, ConcurrencyGate, Metrics, MetricsMiddleware
+from twotower.serving.routes import build_router
+from twotower.serving.schemas import make_schemas
+from twotower.serving.service import RecommenderService
+from twotower.serving.settings import ServiceSettings
+
+__all__ = ["create_app", "STATIC_DIR"]
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+def create_app(
+    run_dir: str | Path | None = None,
+    *,
+    index_dir: str | Path | None = None,
+    settings: ServiceSettings | None = None,
+    service: RecommenderService | None = None,
+    routers: Sequence[APIRouter] = (),
+) -> FastAPI:
+    """A FastAPI app over ``run_dir`` (loaded at startup) or an already loaded ``service``.
+
+    ``routers`` are mounted after the built-in routes (e.g. ``POST /search``);
+    ``app.include_router`` afterwards works too.
+    """
+    if (run_dir is None) == (service is None):
+        raise TypeError("create_app needs exactly one of run_dir or service")
+    settings = settings or ServiceSettings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if app.state.service is None:
+            try:
+                app.state.service = RecommenderService.load(run_dir, index_dir, settings=settings)  # type: ignore[arg-type]
+            except IntegrityError as e:
+                log.critical("refusing to start: %s", e)
+                raise
+            except TwoTowerError as e:
+                log.critical("cannot start: %s", e)
+                raise
+        app.state.compute_limiter = anyio.CapacityLimiter(settings.max_concurrency)
+        yield
+
+    app = FastAPI(
+        title="twotower",
+        summary="Two-tower retrieval: recommendations, similar items, explanations.",
+        version=_version(),
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.state.settings = settings
+    app.state.metrics = metrics = Metrics()
+    install_error_handlers(app)
+    app.include_router(build_router(make_schemas(settings)))
+    for router in routers:
+        app.include_router(router)
+    _mount_static(app)
+    known = [r.path for r in app.routes if "{" not in getattr(r, "path", "{")]
+    # added innermost first: the last one added sees the request first
+    app.add_middleware(CatchAllMiddleware)
+    app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
+    app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight)
+    app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
+    return app
+
+
+def _mount_static(app: FastAPI) -> None:
+    """``GET /`` serves ``static/index.html`` and ``/static/*`` its assets, when the folder exists."""
+    index_html = STATIC_DIR / "index.html"
+    if not STATIC_DIR.is_dir():
+        return
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    if index_html.is_file():
+
+        @app.get("/", include_in_schema=False)
+        async def explorer() -> FileResponse:
+            return FileResponse(index_html)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("twotower")
+    except Exception:  # noqa: BLE001 - metadata missing in odd installs
+        return "0"

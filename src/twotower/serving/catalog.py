@@ -1,0 +1,142 @@
+"""Item metadata held column by column for the request path (no pandas per request).
+
+Legend: ``I`` items.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, NotFoundError
+
+__all__ = ["ItemCatalog"]
+
+log = logging.getLogger(__name__)
+
+_MASK_CACHE = 256  # (field, value) masks kept for filters
+
+
+def _matches(v: Any, value: str, sep: str) -> bool:
+    """Does metadata value ``v`` hold the filter ``value``? Lists and ``sep``-joined strings match any member."""
+    if isinstance(v, list):
+        return any(str(x) == value for x in v)
+    if isinstance(v, str):
+        return v == value or (sep in v and value in v.split(sep))
+    if v is None:
+        return False
+    if isinstance(v, bool):
+        return str(v).lower() == value.lower()
+    if isinstance(v, (int, float)):
+        try:
+            return float(value) == float(v)
+        except ValueError:
+            return False
+    return str(v) == value
+
+
+class ItemCatalog:
+    """External item ids, their metadata columns and filter masks.
+
+    ``columns`` maps a field name to a list of JSON-safe values aligned with
+    ``ids`` (row ``r`` is item ``ids[r]``). A string value holding
+    ``separator`` (``"Action|Comedy"``) is a multi-valued field for filters.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        columns: Mapping[str, Sequence[Any]] | None = None,
+        *,
+        lookup: Callable[[str], int] | None = None,
+        separator: str = "|",
+    ) -> None:
+        self.ids = list(ids)
+        self.columns: dict[str, list[Any]] = {}
+        for name, values in (columns or {}).items():
+            if name == "item_id":
+                continue
+            values = list(values)
+            if len(values) != len(self.ids):
+                raise ConfigError(f"item metadata column {name!r} has {len(values)} values for {len(self.ids)} items")
+            self.columns[name] = values
+        self._lookup = lookup
+        self._rows: dict[str, int] | None = None
+        self.separator = separator
+        self._masks: dict[tuple[str, str], np.ndarray] = {}
+        self._lock = threading.Lock()  # requests run in worker threads
+
+    @classmethod
+    def from_run(cls, run: Any) -> "ItemCatalog":
+        """From a :class:`~twotower.pipeline.artifacts.TrainedRun` (JSON-safe values, NaN -> null)."""
+        columns: dict[str, list[Any]] = {}
+        meta = run.item_meta
+        if meta is not None:
+            if len(meta) != run.n_items:
+                raise ConfigError(f"item metadata has {len(meta)} rows for {run.n_items} items; retrain the run")
+            for col in meta.columns:
+                if col != "item_id":
+                    columns[str(col)] = json.loads(meta[col].to_json(orient="values", force_ascii=False))
+        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def row(self, item_id: str) -> int:
+        """Row of ``item_id``; NotFoundError naming it when unknown."""
+        if self._lookup is not None:
+            return self._lookup(item_id)
+        if self._rows is None:
+            self._rows = {i: r for r, i in enumerate(self.ids)}
+        try:
+            return self._rows[item_id]
+        except KeyError:
+            raise NotFoundError("item", item_id, f"not among the {len(self.ids)} catalogue items") from None
+
+    def record(self, row: int) -> dict[str, Any]:
+        """``{"item_id", ...metadata}`` of one row."""
+        rec: dict[str, Any] = {"item_id": self.ids[row]}
+        for name, values in self.columns.items():
+            rec[name] = values[row]
+        return rec
+
+    def _value_mask(self, field: str, value: str) -> np.ndarray:
+        key = (field, value)
+        mask = self._masks.get(key)
+        if mask is None:
+            col = self.columns[field]
+            mask = np.fromiter((_matches(v, value, self.separator) for v in col), dtype=bool, count=len(col))  # [I]
+            with self._lock:
+                if len(self._masks) >= _MASK_CACHE:
+                    self._masks.pop(next(iter(self._masks)))
+                self._masks[key] = mask
+        return mask
+
+    def filter_mask(self, filters: Mapping[str, Sequence[str]]) -> np.ndarray:
+        """[I] bool: items matching every field, where a field matches when it holds any of the values."""
+        mask = np.ones(len(self.ids), dtype=bool)
+        for field, values in filters.items():
+            if field == "item_id":
+                allowed = np.zeros(len(self.ids), dtype=bool)
+                for v in values:
+                    try:
+                        allowed[self.row(str(v))] = True
+                    except NotFoundError:
+                        pass
+                mask &= allowed
+                continue
+            if field not in self.columns:
+                raise ConfigError(
+                    f"cannot filter on {field!r}: not an item metadata field; filterable fields: "
+                    f"{sorted(self.columns) + ['item_id']}"
+                )
+            if not values:
+                raise ConfigError(f"filters.{field} is empty; give at least one value or drop the filter")
+            any_of = np.zeros(len(self.ids), dtype=bool)
+            for v in values:
+                any_of |= self._value_mask(field, str(v))
+            mask &= any_of
+        return mask

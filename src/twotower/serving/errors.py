@@ -1,0 +1,158 @@
+"""The one place mapping errors to HTTP answers.
+
+=============================  =====  ==========================================
+error                          code   body ``{"error": {...}}``
+=============================  =====  ==========================================
+NotFoundError                  404    message names the unknown id (+ kind, id)
+DataError, ConfigError         422    message says what to fix
+request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
+PayloadTooLarge                413    the limit in bytes
+OverloadError                  429    retry later (+ ``Retry-After: 1``)
+FeatureUnavailable             501    what is missing and how to add it
+HTTPException (404 route ...)  its    its detail
+anything else                  500    a generic message; details only in the log
+=============================  =====  ==========================================
+
+An IntegrityError while loading refuses to start the service (see
+:mod:`twotower.serving.app`); during a request it is a 500 like any bug.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
+
+__all__ = [
+    "PayloadTooLarge",
+    "FeatureUnavailable",
+    "status_for",
+    "error_body",
+    "error_response",
+    "install_error_handlers",
+    "CatchAllMiddleware",
+]
+
+log = logging.getLogger(__name__)
+
+
+class PayloadTooLarge(TwoTowerError):
+    """The request body is larger than ``ServiceSettings.max_body_bytes``."""
+
+
+class FeatureUnavailable(TwoTowerError):
+    """An endpoint needs an optional part that is not installed (e.g. ``twotower.explain``)."""
+
+
+#: Domain error -> (HTTP status, machine-readable type). First match in order wins.
+ERROR_MAP: tuple[tuple[type[BaseException], int, str], ...] = (
+    (NotFoundError, 404, "not_found"),
+    (PayloadTooLarge, 413, "payload_too_large"),
+    (OverloadError, 429, "overloaded"),
+    (FeatureUnavailable, 501, "not_implemented"),
+    (DataError, 422, "invalid_request"),
+    (ConfigError, 422, "invalid_request"),
+)
+GENERIC_500 = "internal server error; the service log has the details"
+
+
+def status_for(exc: BaseException) -> tuple[int, str]:
+    for cls, status, kind in ERROR_MAP:
+        if isinstance(exc, cls):
+            return status, kind
+    return 500, "internal_error"
+
+
+def error_body(status: int, error_type: str, message: str, **extra: Any) -> dict[str, Any]:
+    """``{"error": {"code", "type", "message", ...extra}}``: the body of every error answer."""
+    return {"error": {"code": status, "type": error_type, "message": message, **extra}}
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(body, ensure_ascii=False), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def error_response(exc: BaseException) -> Response:
+    """The HTTP answer for any exception (never echoes internals of an unexpected one)."""
+    status, kind = status_for(exc)
+    if status == 500:
+        return _json(500, error_body(500, kind, GENERIC_500))
+    extra: dict[str, Any] = {}
+    if isinstance(exc, NotFoundError):
+        extra = {"kind": exc.kind, "id": str(exc.id)}
+    headers = {"Retry-After": "1"} if status == 429 else None
+    return _json(status, error_body(status, kind, str(exc), **extra), headers)
+
+
+def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        if err.get("type") == "json_invalid":
+            return [{"loc": ["body"], "msg": "malformed JSON: " + str(err.get("ctx", {}).get("error", "cannot parse"))}]
+        out.append({"loc": loc, "msg": str(err.get("msg", "invalid value"))})
+    return out
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers for domain errors, validation errors and HTTP exceptions."""
+
+    async def on_domain(request: Request, exc: Exception) -> Response:
+        status, _ = status_for(exc)
+        if status == 500:
+            log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path, exc_info=exc)
+        return error_response(exc)
+
+    async def on_validation(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        details = _validation_details(exc)
+        first = details[0] if details else {"loc": [], "msg": "invalid request"}
+        message = f"{'.'.join(first['loc']) or 'body'}: {first['msg']}"
+        return _json(422, error_body(422, "invalid_request", message, details=details))
+
+    async def on_http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _json(exc.status_code, error_body(exc.status_code, kind, str(exc.detail)), exc.headers)
+
+    app.add_exception_handler(TwoTowerError, on_domain)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+
+
+class CatchAllMiddleware:
+    """Turn any exception that escaped the handlers into a generic 500 (logged with its traceback).
+
+    Pure ASGI, placed inside the metrics and limit middlewares so they see the 500.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence; logged, never echoed
+            log.error("unhandled %s on %s %s", type(exc).__name__, scope.get("method"), scope.get("path"), exc_info=exc)
+            if started:
+                raise
+            await error_response(exc)(scope, receive, send)

@@ -1,0 +1,200 @@
+"""Pure-ASGI middlewares: request metrics, the in-flight gate (429) and the body limit (413).
+
+Order, outermost first: :class:`MetricsMiddleware` (sees every answer,
+including 413/429/500) -> :class:`ConcurrencyGate` -> :class:`BodyLimit` ->
+:class:`~twotower.serving.errors.CatchAllMiddleware` -> FastAPI.
+"""
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from twotower.errors import OverloadError
+from twotower.serving.errors import PayloadTooLarge, error_response
+
+__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "UNGATED_PATHS"]
+
+#: Cheap endpoints that must answer even when the service is saturated.
+UNGATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/openapi.json", "/docs", "/redoc"})
+_UNGATED_PREFIXES = ("/static/", "/docs/")
+#: Latency histogram buckets (seconds).
+BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+def _ungated(path: str) -> bool:
+    return path in UNGATED_PATHS or path.startswith(_UNGATED_PREFIXES)
+
+
+class Metrics:
+    """Request counters and latency histograms, rendered in the Prometheus text format.
+
+    Updated only from the event loop thread, so no lock is needed.
+    """
+
+    def __init__(self) -> None:
+        self.requests: dict[tuple[str, str, int], int] = {}  # (route, method, status) -> count
+        self.latency: dict[str, list[int]] = {}  # route -> cumulative-able bucket counts (+Inf last)
+        self.latency_sum: dict[str, float] = {}
+        self.in_flight = 0
+        self.rejected_overload = 0
+        self.rejected_too_large = 0
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        self.requests[key] = self.requests.get(key, 0) + 1
+        counts = self.latency.setdefault(route, [0] * (len(BUCKETS) + 1))
+        for i, bound in enumerate(BUCKETS):
+            if seconds <= bound:
+                counts[i] += 1
+                break
+        else:
+            counts[-1] += 1
+        self.latency_sum[route] = self.latency_sum.get(route, 0.0) + seconds
+
+    def render(self) -> str:
+        out = [
+            "# HELP twotower_requests_total HTTP requests by route, method and status.",
+            "# TYPE twotower_requests_total counter",
+        ]
+        for (route, method, status), n in sorted(self.requests.items()):
+            out.append(f'twotower_requests_total{{route="{route}",method="{method}",status="{status}"}} {n}')
+        out += [
+            "# HELP twotower_request_duration_seconds Request latency by route.",
+            "# TYPE twotower_request_duration_seconds histogram",
+        ]
+        for route, counts in sorted(self.latency.items()):
+            cum = 0
+            for bound, c in zip(BUCKETS, counts):
+                cum += c
+                out.append(f'twotower_request_duration_seconds_bucket{{route="{route}",le="{bound:g}"}} {cum}')
+            cum += counts[-1]
+            out.append(f'twotower_request_duration_seconds_bucket{{route="{route}",le="+Inf"}} {cum}')
+            out.append(f'twotower_request_duration_seconds_sum{{route="{route}"}} {self.latency_sum[route]:.6f}')
+            out.append(f'twotower_request_duration_seconds_count{{route="{route}"}} {cum}')
+        out += [
+            "# HELP twotower_in_flight_requests Requests admitted and not yet answered.",
+            "# TYPE twotower_in_flight_requests gauge",
+            f"twotower_in_flight_requests {self.in_flight}",
+            "# HELP twotower_overload_rejections_total Requests answered 429 by the concurrency gate.",
+            "# TYPE twotower_overload_rejections_total counter",
+            f"twotower_overload_rejections_total {self.rejected_overload}",
+            "# HELP twotower_payload_too_large_total Requests answered 413 by the body limit.",
+            "# TYPE twotower_payload_too_large_total counter",
+            f"twotower_payload_too_large_total {self.rejected_too_large}",
+        ]
+        return "\n".join(out) + "\n"
+
+
+class MetricsMiddleware:
+    """Count every HTTP answer by route template and status, and time it."""
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, known_paths: Iterable[str] = ()) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.known_paths = frozenset(known_paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def recording_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, recording_send)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or (scope["path"] if scope["path"] in self.known_paths else "other")
+            self.metrics.observe(path, scope.get("method", ""), status, time.perf_counter() - t0)
+
+
+class ConcurrencyGate:
+    """Admit at most ``max_in_flight`` work requests at once; answer the next one 429 before any work.
+
+    Health, readiness, metrics, docs and static files are never gated.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_in_flight: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_in_flight = max_in_flight
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or _ungated(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        m = self.metrics
+        if m.in_flight >= self.max_in_flight:
+            m.rejected_overload += 1
+            err = OverloadError(f"the service is at capacity ({self.max_in_flight} requests in flight); retry shortly")
+            await error_response(err)(scope, receive, send)
+            return
+        m.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            m.in_flight -= 1
+
+
+class BodyLimit:
+    """Answer 413 for bodies over ``max_bytes`` (by Content-Length, or while reading a chunked body).
+
+    The body is read here (bounded) and replayed to the app, so nothing
+    downstream ever parses an oversized payload.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_bytes: int) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.max_bytes = max_bytes
+
+    async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.metrics.rejected_too_large += 1
+        err = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes (ServiceSettings.max_body_bytes)")
+        await error_response(err)(scope, receive, send)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False  # the server rejects malformed lengths itself
+                if too_big:
+                    await self._reject(scope, receive, send)
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # client went away
+            body = message.get("body", b"")
+            size += len(body)
+            if size > self.max_bytes:
+                await self._reject(scope, receive, send)
+                return
+            chunks.append(body)
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,150 @@
+"""Request and response models, built for the limits in :class:`ServiceSettings`.
+
+The limits (``k <= max_k``, history length, batch size) are part of the
+schema, so the OpenAPI document shows them and pydantic rejects violations
+with 422 before any work is done. ``make_schemas(settings)`` returns fresh
+classes per app. (No ``from __future__ import annotations`` here: the models
+are defined inside a function and FastAPI resolves annotations at runtime.)
+"""
+from dataclasses import dataclass
+from typing import Annotated, Any, Optional
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+
+from twotower.serving.settings import ServiceSettings
+
+__all__ = ["make_schemas", "Schemas", "coerce_id"]
+
+MAX_ID_CHARS = 256
+
+
+def coerce_id(value: Any) -> Any:
+    """Ids may be sent as strings or integers; both become strings (booleans and floats are refused)."""
+    if isinstance(value, bool):
+        raise ValueError("an id must be a string or an integer, not a boolean")
+    if isinstance(value, int):
+        return str(value)
+    return value
+
+
+Id = Annotated[
+    str,
+    BeforeValidator(coerce_id),
+    StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS),
+]
+FilterValue = Annotated[str, BeforeValidator(coerce_id), StringConstraints(strict=True, max_length=MAX_ID_CHARS)]
+
+
+@dataclass(frozen=True)
+class Schemas:
+    RecommendRequest: type[BaseModel]
+    BatchRequest: type[BaseModel]
+    SimilarRequest: type[BaseModel]
+    ExplainRequest: type[BaseModel]
+    ItemHit: type[BaseModel]
+    RecommendResponse: type[BaseModel]
+    BatchResponse: type[BaseModel]
+    SimilarResponse: type[BaseModel]
+    ExplainResponse: type[BaseModel]
+    ItemResponse: type[BaseModel]
+    ReadyResponse: type[BaseModel]
+
+
+def _one_of_user_or_history(model: Any) -> Any:
+    if (model.user_id is None) == (model.history is None):
+        raise ValueError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+    return model
+
+
+def make_schemas(settings: ServiceSettings) -> Schemas:
+    """Pydantic models whose bounds come from ``settings``."""
+    K = Annotated[int, Field(ge=1, le=settings.max_k, strict=True, description=f"list length, 1..{settings.max_k}")]
+    History = Annotated[
+        list[Id],
+        Field(min_length=1, max_length=settings.max_history,
+              description=f"item ids of a user unseen in training, oldest first (1..{settings.max_history})"),
+    ]
+    Filters = Annotated[
+        dict[Annotated[str, StringConstraints(max_length=64)], Annotated[list[FilterValue], Field(max_length=1000)]],
+        Field(max_length=16, description='metadata field -> values; an item matches a field holding any value, '
+                                         'e.g. {"genres": ["Action"]}'),
+    ]
+
+    class RecommendRequest(BaseModel):
+        """A known ``user_id`` or an ad-hoc ``history``; seen items are excluded unless ``exclude_seen`` is false."""
+
+        model_config = ConfigDict(extra="forbid")
+        user_id: Optional[Id] = None
+        history: Optional[History] = None
+        user_features: Optional[dict[str, Any]] = Field(None, description="not supported yet (422)")
+        k: K = 10
+        exclude_seen: bool = True
+        filters: Optional[Filters] = None
+        explain: bool = False
+
+        _check = model_validator(mode="after")(_one_of_user_or_history)
+
+    class BatchRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        requests: Annotated[list[RecommendRequest], Field(min_length=1, max_length=settings.max_batch)]
+
+    class SimilarRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        item_id: Id
+        k: K = 10
+        filters: Optional[Filters] = None
+
+    class ExplainRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        user_id: Optional[Id] = None
+        history: Optional[History] = None
+        item_id: Id
+
+        _check = model_validator(mode="after")(_one_of_user_or_history)
+
+    class ItemHit(BaseModel):
+        """One recommended item; item metadata fields (title, genres, year, ...) follow."""
+
+        model_config = ConfigDict(extra="allow")
+        item_id: str
+        score: float
+        rank: int
+        explanation: Optional[dict[str, Any]] = None
+
+    class RecommendResponse(BaseModel):
+        items: list[ItemHit]
+        user_id: Optional[str]
+        k: int
+
+    class BatchResponse(BaseModel):
+        results: list[RecommendResponse]
+
+    class SimilarResponse(BaseModel):
+        items: list[ItemHit]
+        item_id: str
+        k: int
+
+    class ExplainResponse(BaseModel):
+        user_id: Optional[str]
+        item_id: str
+        explanation: dict[str, Any]
+
+    class ItemResponse(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        item_id: str
+        in_index: bool
+
+    class ReadyResponse(BaseModel):
+        ready: bool
+        model_fingerprint: str
+        fingerprint_match: bool
+        n_items: int
+        n_users: int
+        index: dict[str, Any]
+
+    return Schemas(
+        RecommendRequest=RecommendRequest, BatchRequest=BatchRequest, SimilarRequest=SimilarRequest,
+        ExplainRequest=ExplainRequest, ItemHit=ItemHit, RecommendResponse=RecommendResponse,
+        BatchResponse=BatchResponse, SimilarResponse=SimilarResponse, ExplainResponse=ExplainResponse,
+        ItemResponse=ItemResponse, ReadyResponse=ReadyResponse,
+    )

@@ -1,0 +1,347 @@
+"""The recommender behind the HTTP routes: plain Python, no web framework.
+
+Legend: ``B`` requests in a batch, ``D`` embedding dim, ``K`` top-k, ``I`` items,
+``U`` users, ``L`` history length.
+
+Loaded once (model, vocabularies, item metadata, index); each request
+resolves to a query vector (a cached known-user vector, or the user tower run
+on an ad-hoc history), searches the index once per batch with per-query
+exclusions, and turns rows into ``{"item_id", "score", "rank", ...metadata}``.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
+from twotower.index import ExactIndex, VectorIndex, load_index
+from twotower.results import Results
+from twotower.serving.catalog import ItemCatalog
+from twotower.serving.errors import FeatureUnavailable
+from twotower.serving.settings import ServiceSettings
+
+__all__ = ["RecommenderService", "RecRequest"]
+
+log = logging.getLogger(__name__)
+
+_EMPTY = np.empty(0, dtype=np.int64)
+_thread_state = threading.local()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecRequest:
+    """One recommendation request: a known ``user_id`` or an ad-hoc ``history`` of item ids (oldest first)."""
+
+    user_id: str | None = None
+    history: tuple[str, ...] | None = None
+    user_features: Mapping[str, Any] | None = None
+    k: int = 10
+    exclude_seen: bool = True
+    filters: Mapping[str, Sequence[str]] | None = field(default=None)
+    explain: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.user_id is None) == (self.history is None):
+            raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
+            raise ConfigError(f"k must be a positive integer, got {self.k!r}")
+
+
+def _index_ids(index: VectorIndex) -> np.ndarray | None:
+    ids = getattr(index, "ids", None)
+    if ids is None:
+        ids = getattr(index, "_ids", None)  # FaissIndex keeps them privately
+    return None if ids is None else np.asarray(ids, dtype=np.int64)
+
+
+def _use_threads(n: int) -> None:
+    """Set torch/FAISS threads once per worker thread (OpenMP settings are per thread)."""
+    if getattr(_thread_state, "threads", None) != n:
+        from twotower.utils.runtime import set_threads
+
+        set_threads(n)
+        _thread_state.threads = n
+
+
+class RecommenderService:
+    """Recommendations, similar items, item lookups and explanations over one run and one index.
+
+    ``catalog`` and ``item_vectors`` default to the run's items; a benchmark
+    may pass a larger synthetic catalogue (the index must hold its rows).
+    """
+
+    def __init__(
+        self,
+        run: Any,
+        index: VectorIndex,
+        *,
+        settings: ServiceSettings | None = None,
+        catalog: ItemCatalog | None = None,
+        item_vectors: np.ndarray | None = None,
+    ) -> None:
+        import torch
+
+        self.run = run
+        self.index = index
+        self.settings = settings or ServiceSettings()
+        self.catalog = catalog if catalog is not None else ItemCatalog.from_run(run)
+        vectors = run.item_embeddings() if item_vectors is None else item_vectors
+        self.item_vectors = np.ascontiguousarray(vectors, dtype=np.float32)  # [I, D]
+        n_items = len(self.catalog)
+        if self.item_vectors.shape[0] != n_items:
+            raise IntegrityError(f"{self.item_vectors.shape[0]} item vectors for {n_items} catalogue items")
+        if index.dim != self.item_vectors.shape[1]:
+            raise IntegrityError(
+                f"the index holds vectors of dim {index.dim} but the model embeds items in dim "
+                f"{self.item_vectors.shape[1]}; rebuild it with `twotower index build --run DIR`"
+            )
+        ids = _index_ids(index)
+        self.in_index = np.zeros(n_items, dtype=bool)  # [I]
+        if ids is None:
+            self.in_index[: len(index)] = True
+        else:
+            if ids.size and (ids.min() < 0 or ids.max() >= n_items):
+                raise IntegrityError(f"the index holds item rows outside 0..{n_items - 1}; rebuild it for this run")
+            self.in_index[ids] = True
+        self.fingerprint = run.fingerprint()
+        self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
+        self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
+        self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
+        n_users = len(run.user_vocab)
+        if n_users <= self.settings.precompute_users_max:
+            parts = []
+            with torch.inference_mode():
+                for s in range(0, n_users, 65536):
+                    parts.append(run.user_vectors(np.arange(s, min(s + 65536, n_users))))
+            d = self.item_vectors.shape[1]
+            self.user_vectors = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, d), np.float32)
+        log.info("service ready: %d items (%d indexed, %s), %d users, fingerprint %s",
+                 n_items, int(self.in_index.sum()), type(index).__name__, n_users, self.fingerprint)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def load(
+        cls, run_dir: str | Path, index_dir: str | Path | None = None, *, settings: ServiceSettings | None = None
+    ) -> "RecommenderService":
+        """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search).
+
+        A saved index built for another model raises IntegrityError.
+        """
+        from twotower.pipeline.artifacts import TrainedRun
+        from twotower.utils.runtime import set_threads
+
+        settings = settings or ServiceSettings()
+        set_threads(settings.threads)
+        run = TrainedRun.load(run_dir)
+        fp = run.fingerprint()
+        if index_dir is None and (Path(run_dir) / "index" / "meta.json").is_file():
+            index_dir = Path(run_dir) / "index"
+        if index_dir is not None:
+            index = load_index(index_dir, expected_fingerprint=fp)
+            log.info("loaded index %s: %s", index_dir, index)
+        else:
+            log.info("no index built for %s; serving exact search (build one with `twotower index build`)", run_dir)
+            index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
+            index.model_fingerprint = fp
+        return cls(run, index, settings=settings)
+
+    # ------------------------------------------------------------------ facts
+    def index_info(self) -> dict[str, Any]:
+        return {
+            "backend": self.index.backend,
+            "factory": getattr(self.index, "factory", None),
+            "params": self.index.search_params,
+            "count": len(self.index),
+            "dim": self.index.dim,
+            "is_exact": bool(self.index.is_exact),
+            "model_fingerprint": self.index.model_fingerprint,
+        }
+
+    def readiness(self) -> dict[str, Any]:
+        match = self.index.model_fingerprint == self.fingerprint
+        return {
+            "ready": bool(match),
+            "model_fingerprint": self.fingerprint,
+            "fingerprint_match": bool(match),
+            "n_items": len(self.catalog),
+            "n_users": len(self.run.user_vocab),
+            "index": self.index_info(),
+        }
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        row = self.catalog.row(item_id)
+        rec = self.catalog.record(row)
+        rec["in_index"] = bool(self.in_index[row])
+        return rec
+
+    # ------------------------------------------------------------------ queries
+    def _user_row(self, user_id: str) -> int:
+        return self.run.user_vocab.index(user_id)
+
+    def _history_rows(self, history: Sequence[str]) -> np.ndarray:
+        rows = np.fromiter((self.catalog.row(i) for i in history), dtype=np.int64, count=len(history))  # [L]
+        if rows.size and rows.max() >= self.model_items:
+            bad = history[int(np.argmax(rows >= self.model_items))]
+            raise DataError(f"item {bad!r} is not known to the model's item tower, so it cannot be used in a history")
+        return rows
+
+    def _query_vectors(self, reqs: Sequence[RecRequest]) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None]]:
+        """``queries[B, D]``, the user row of each request (or None) and its history rows (or None)."""
+        import torch
+
+        users: list[int | None] = []
+        hists: list[np.ndarray | None] = []
+        for r in reqs:
+            if r.user_features:
+                raise ConfigError(
+                    "user_features are not supported by the service yet"
+                    if self.run.user_encoder is not None
+                    else "user_features: this run's user tower takes no user features; send history only"
+                )
+            if r.user_id is not None:
+                users.append(self._user_row(r.user_id))
+                hists.append(None)
+            else:
+                if not self.supports_history:
+                    raise ConfigError(
+                        "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
+                        "history; send a known user_id, or train with model.user.use_id=false"
+                    )
+                users.append(None)
+                hists.append(self._history_rows(r.history or ()))
+        d = self.item_vectors.shape[1]
+        queries = np.empty((len(reqs), d), dtype=np.float32)  # [B, D]
+        known = [b for b, u in enumerate(users) if u is not None]
+        adhoc = [b for b, h in enumerate(hists) if h is not None]
+        with torch.inference_mode():
+            if known:
+                rows = np.asarray([users[b] for b in known], dtype=np.int64)
+                queries[known] = self.user_vectors[rows] if self.user_vectors is not None else self.run.user_vectors(rows)
+            if adhoc:
+                queries[adhoc] = self.run.history_vectors([hists[b] for b in adhoc])
+        return queries, users, hists
+
+    def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
+        if not req.exclude_seen:
+            return _EMPTY
+        if user is not None:
+            return np.asarray(self.run.history.of(user), dtype=np.int64)
+        return hist if hist is not None else _EMPTY
+
+    # ------------------------------------------------------------------ search
+    def _topk(
+        self, queries: np.ndarray, ks: Sequence[int], excludes: Sequence[np.ndarray], masks: Sequence[np.ndarray | None]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per query: ``(rows[<=K], scores[<=K])``; one index search for every unfiltered query."""
+        out: list[tuple[np.ndarray, np.ndarray]] = [(_EMPTY, np.empty(0, np.float32))] * len(ks)
+        plain = [b for b, m in enumerate(masks) if m is None]
+        if plain:
+            k_max = max(ks[b] for b in plain)
+            excl = [excludes[b] for b in plain]
+            res = self.index.search(queries[plain], k_max, exclude=excl if any(e.size for e in excl) else None)
+            for j, b in enumerate(plain):
+                rows, scores = res.row(j)
+                out[b] = (rows[: ks[b]], scores[: ks[b]])
+        for b, mask in enumerate(masks):
+            if mask is not None:
+                out[b] = self._filtered_topk(queries[b], ks[b], excludes[b], mask)
+        return out
+
+    def _filtered_topk(self, query: np.ndarray, k: int, exclude: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` among items where ``mask[I]`` holds.
+
+        Small subsets (<= ``filter_exact_max``) are scored exactly; otherwise the
+        index is over-fetched by ``1 / share`` and deepened until ``k`` survive.
+        """
+        mask = mask & self.in_index
+        n_allowed = int(mask.sum())
+        if n_allowed == 0:
+            return _EMPTY, np.empty(0, np.float32)
+        if n_allowed <= self.settings.filter_exact_max or self.index.is_exact:
+            cand = np.flatnonzero(mask)  # [N]
+            if exclude.size:
+                cand = cand[~np.isin(cand, exclude)]
+            scores = self.item_vectors[cand] @ query  # [N]
+            if cand.size > k:
+                top = np.argpartition(-scores, k - 1)[:k]
+                cand, scores = cand[top], scores[top]
+            res = Results.from_scores_and_ids(scores[None], cand[None], k)  # [1, K], ties -> smaller id
+            return res.row(0)
+        total = len(self.index)
+        fetch = min(total, int((k + exclude.size) * len(mask) / n_allowed * 1.5) + k)
+        while True:
+            res = self.index.search(query[None], fetch, exclude=[exclude] if exclude.size else None)
+            rows, scores = res.row(0)
+            keep = mask[rows]
+            if keep.sum() >= k or fetch >= total:
+                return rows[keep][:k], scores[keep][:k]
+            fetch = min(total, fetch * 2)
+
+    # ------------------------------------------------------------------ answers
+    def _items(self, rows: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
+        out = []
+        for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
+            item = {"item_id": self.catalog.ids[row], "score": round(score, 6), "rank": rank}
+            for name, values in self.catalog.columns.items():
+                item[name] = values[row]
+            out.append(item)
+        return out
+
+    def recommend(self, req: RecRequest) -> dict[str, Any]:
+        """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
+        return self.recommend_batch([req])[0]
+
+    def recommend_batch(self, reqs: Sequence[RecRequest]) -> list[dict[str, Any]]:
+        """One answer per request; unfiltered requests share one index search."""
+        _use_threads(self.settings.threads)
+        if not reqs:
+            return []
+        masks = [self.catalog.filter_mask(r.filters) if r.filters else None for r in reqs]
+        queries, users, hists = self._query_vectors(reqs)
+        excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
+        hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
+        answers = []
+        for r, u, h, (rows, scores) in zip(reqs, users, hists, hits):
+            items = self._items(rows, scores)
+            if r.explain:
+                explain = self._explainer()
+                for item, row in zip(items, rows.tolist()):
+                    item["explanation"] = explain(self.run, user_row=u, history_rows=h, item_row=int(row))
+            answers.append({"items": items, "user_id": r.user_id, "k": r.k})
+        return answers
+
+    def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded)."""
+        _use_threads(self.settings.threads)
+        row = self.catalog.row(item_id)
+        query = self.item_vectors[row : row + 1]  # [1, D]
+        mask = self.catalog.filter_mask(filters) if filters else None
+        rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
+        return {"items": self._items(rows, scores), "item_id": item_id, "k": k}
+
+    def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None) -> dict[str, Any]:
+        """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`."""
+        _use_threads(self.settings.threads)
+        if (user_id is None) == (history is None):
+            raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        explain = self._explainer()
+        item_row = self.catalog.row(item_id)
+        user_row = self._user_row(user_id) if user_id is not None else None
+        hist = self._history_rows(history) if history is not None else None
+        result = explain(self.run, user_row=user_row, history_rows=hist, item_row=item_row)
+        return {"user_id": user_id, "item_id": item_id, "explanation": result}
+
+    @staticmethod
+    def _explainer() -> Callable[..., dict[str, Any]]:
+        try:
+            from twotower.explain import explain_recommendation  # type: ignore[attr-defined]
+        except ImportError:
+            raise FeatureUnavailable(
+                "explanations need twotower.explain.explain_recommendation, which is not installed in this version"
+            ) from None
+        return explain_recommendation

@@ -1,0 +1,53 @@
+"""Service settings: one frozen, keyword-only dataclass validated on creation."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from twotower.errors import ConfigError
+
+__all__ = ["ServiceSettings"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceSettings:
+    """Limits and knobs of the HTTP service (the CLI maps its flags onto these fields)."""
+
+    host: str = "127.0.0.1"  # loopback by default; 0.0.0.0 exposes the service to the network
+    port: int = 8000
+    max_k: int = 1000  # largest list length a request may ask for
+    max_history: int = 500  # longest ad-hoc history (item ids) in one request
+    max_batch: int = 256  # most requests in one /recommend/batch call
+    max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
+    max_concurrency: int = 4  # requests computing at once (worker threads)
+    max_queue: int = 16  # more requests may wait for a worker; beyond that: 429 at once
+    threads: int = 1  # torch / FAISS threads per computation (1 is fastest for single queries)
+    precompute_users_max: int = 2_000_000  # cache every known user's vector when there are at most this many
+    filter_exact_max: int = 50_000  # filters matching at most this many items are scored exactly over the subset
+
+    def __post_init__(self) -> None:
+        ints = {
+            "port": (0, 65535),
+            "max_k": (1, None),
+            "max_history": (1, None),
+            "max_batch": (1, None),
+            "max_body_bytes": (64, None),
+            "max_concurrency": (1, None),
+            "max_queue": (0, None),
+            "threads": (1, None),
+            "precompute_users_max": (0, None),
+            "filter_exact_max": (0, None),
+        }
+        for name, (lo, hi) in ints.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"ServiceSettings.{name} must be an integer, got {value!r}")
+            if value < lo or (hi is not None and value > hi):
+                bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+                raise ConfigError(f"ServiceSettings.{name} must be {bound}, got {value}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"ServiceSettings.host must be a non-empty string, got {self.host!r}")
+
+    @property
+    def max_in_flight(self) -> int:
+        """Requests admitted at once: computing plus waiting; one more gets 429."""
+        return self.max_concurrency + self.max_queue

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import pytest
+
+from twotower.config import RunConfig, config_to_dict, load_config
+from twotower.errors import ConfigError
+
+
+def test_defaults_validate_and_round_trip():
+    cfg = load_config()
+    assert isinstance(cfg, RunConfig)
+    again = load_config(base=config_to_dict(cfg))
+    assert again == cfg
+
+
+def test_dotted_overrides_are_typed():
+    cfg = load_config(overrides=["train.epochs=3", "model.user.hidden=[128,64]", "loss.logq=false", "loss.temperature=0.1"])
+    assert cfg.train.epochs == 3
+    assert cfg.model.user.hidden == (128, 64)
+    assert cfg.loss.logq is False
+    assert cfg.loss.temperature == pytest.approx(0.1)
+
+
+def test_unknown_key_suggests_the_right_one():
+    with pytest.raises(ConfigError, match=r"train\.epoch.*epochs"):
+        load_config(overrides=["train.epoch=3"])
+
+
+@pytest.mark.parametrize(
+    "override, fragment",
+    [
+        ("loss.temperature=0", "loss.temperature"),
+        ("loss.kind=hinge", "loss.kind"),
+        ("train.batch_size=1", "train.batch_size"),
+        ("data.ratios=[0.5,0.5,0.5]", "data.ratios"),
+        ("train.epochs=abc", "train.epochs"),
+        ("model.user.dropout=1.5", "tower.dropout"),
+    ],
+)
+def test_bad_values_name_the_setting(override, fragment):
+    with pytest.raises(ConfigError, match=fragment.replace(".", r"\.")):
+        load_config(overrides=[override])
+
+
+def test_toml_and_yaml_files(tmp_path):
+    (tmp_path / "c.toml").write_text('[train]\nepochs = 4\n[loss]\ntemperature = 0.2\n')
+    (tmp_path / "c.yaml").write_text("train:\n  epochs: 5\nmodel:\n  user:\n    history: mean\n")
+    assert load_config(tmp_path / "c.toml").train.epochs == 4
+    y = load_config(tmp_path / "c.yaml", ["train.epochs=6"])
+    assert y.train.epochs == 6 and y.model.user.history == "mean"
+
+
+def test_broken_config_file_is_a_clear_error(tmp_path):
+    (tmp_path / "bad.toml").write_text("[train\nepochs = ")
+    with pytest.raises(ConfigError, match="bad.toml"):
+        load_config(tmp_path / "bad.toml")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_override_without_equals_is_rejected():
+    with pytest.raises(ConfigError, match="section.key=value"):
+        load_config(overrides=["train.epochs"])
+
+
+def test_partial_section_keeps_the_sections_own_defaults():
+    # the default user tower pools history without an ID; overriding one field must not reset that
+    cfg = load_config(overrides=["model.user.hidden=[32]"])
+    assert cfg.model.user.history == "recency" and cfg.model.user.use_id is False
+    assert cfg.model.user.hidden == (32,)

@@ -1,0 +1,185 @@
+"""explain_recommendation: model-based contributions, shared metadata, the sentence, bad input."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from twotower.errors import ConfigError, NotFoundError
+from twotower.explain import explain_by_id, explain_recommendation, user_window
+from twotower.explain.metadata import MetadataColumns, shared_metadata
+from twotower.explain.text import explanation_text
+from twotower.models.history import pad_histories
+
+KEYS = {"user_id", "item_id", "item", "score", "history", "shared_metadata", "already_seen", "basis", "text"}
+
+
+def _unseen_top(run, user_row: int, k: int) -> list[int]:
+    s = run.scores_for_users(np.array([user_row]))[0]
+    s[run.history.of(user_row)] = -np.inf
+    return [int(i) for i in np.argsort(-s, kind="stable")[:k]]
+
+
+def test_loo_equals_the_score_drop_of_deleting_the_item_from_the_history(mean_run) -> None:
+    # mean pooling: weight 0 at position j == the mean over the other items, i.e. the history list without it
+    run = mean_run
+    L, pad = run.model.history_len, run.model.pad_item
+    for u in range(0, 40, 7):
+        window = user_window(run, u, None)
+        items = [int(x) for x in window if x != pad]
+        for item in _unseen_top(run, u, 2):
+            e = explain_recommendation(run, user_row=u, item_row=item, top=L)
+            assert len(e["history"]) == len(items)
+            full = float(run.user_vectors(np.array([u]))[0] @ run.item_embeddings()[item])
+            assert e["score"] == pytest.approx(full, abs=1e-5)
+            for h in e["history"]:
+                pos = L - 1 - h["age"]
+                rest = items[: pos - (L - len(items))] + items[pos - (L - len(items)) + 1 :]
+                assert run.item_vocab.ids[int(window[pos])] == h["item_id"]
+                hist = pad_histories([np.array(rest)], L, pad)
+                u_vec = run.model.user_embeddings(np.array([u]), hist).numpy()[0]
+                brute = full - float(u_vec @ run.item_embeddings()[item])
+                assert h["contribution"] == pytest.approx(brute, abs=1e-5)
+
+
+def test_gradxinput_is_the_first_order_view_of_loo(mean_run) -> None:
+    agree = 0
+    pairs = [(u, i) for u in range(0, 40, 4) for i in _unseen_top(mean_run, u, 2)]
+    for u, i in pairs:
+        loo = explain_recommendation(mean_run, user_row=u, item_row=i, top=1)["history"][0]["item_id"]
+        gxi = explain_recommendation(mean_run, user_row=u, item_row=i, top=1, method="gradxinput")
+        agree += gxi["history"][0]["item_id"] == loo
+        assert gxi["method"] == "gradxinput"
+    assert agree >= 0.7 * len(pairs)
+    with pytest.raises(ConfigError, match="loo, gradxinput"):
+        explain_recommendation(mean_run, user_row=0, item_row=0, method="shap")
+
+
+def test_shape_order_and_json(mean_run) -> None:
+    e = explain_recommendation(mean_run, user_row=3, item_row=_unseen_top(mean_run, 3, 1)[0], top=3)
+    assert KEYS <= set(e)
+    assert "heads" not in e  # single-head item tower
+    assert e["user_id"] == "u3" and e["item"]["item_id"] == e["item_id"]
+    contribs = [h["contribution"] for h in e["history"]]
+    assert len(contribs) == 3 and contribs == sorted(contribs, reverse=True)
+    assert {"item_id", "title", "contribution", "genres", "year"} <= set(e["history"][0])
+    assert e["basis"] == "history" and e["already_seen"] is False
+    assert json.loads(json.dumps(e)) == e
+
+
+def test_deterministic_for_a_fixed_run(mean_run) -> None:
+    from twotower.pipeline.artifacts import TrainedRun
+
+    item = _unseen_top(mean_run, 5, 1)[0]
+    a = explain_recommendation(mean_run, user_row=5, item_row=item)
+    b = explain_recommendation(TrainedRun.load(mean_run.dir), user_row=5, item_row=item)
+    assert json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
+def test_text_names_top_contributors_and_shared_genre(mean_run) -> None:
+    u = 2
+    e = explain_recommendation(mean_run, user_row=u, item_row=_unseen_top(mean_run, u, 1)[0])
+    pos = [h for h in e["history"] if h["contribution"] > 0]
+    assert pos, "a trained tiny run has at least one positive contributor"
+    assert e["text"].startswith(f"Because you watched {pos[0]['title']}")
+    assert e["text"].endswith(".") and e["text"].count(".") == 1 + e["text"].count(".)") - 0
+
+
+def test_ad_hoc_history_matches_the_stored_history(mean_run) -> None:
+    u, item = 6, _unseen_top(mean_run, 6, 1)[0]
+    stored = explain_recommendation(mean_run, user_row=u, item_row=item)
+    ad_hoc = explain_by_id(mean_run, history_ids=[mean_run.item_vocab.ids[r] for r in mean_run.history.of(u)],
+                           item_id=mean_run.item_vocab.ids[item])
+    assert ad_hoc["user_id"] is None
+    assert ad_hoc["score"] == pytest.approx(stored["score"], abs=1e-6)
+    assert [h["item_id"] for h in ad_hoc["history"]] == [h["item_id"] for h in stored["history"]]
+
+
+def test_unknown_ids_raise_not_found_naming_the_id(mean_run) -> None:
+    with pytest.raises(NotFoundError, match="'nobody'"):
+        explain_by_id(mean_run, user_id="nobody", item_id="i1")
+    with pytest.raises(NotFoundError, match="'i999'"):
+        explain_by_id(mean_run, user_id="u1", item_id="i999")
+    with pytest.raises(NotFoundError, match="'i998'"):
+        explain_by_id(mean_run, history_ids=["i1", "i998"], item_id="i2")
+    with pytest.raises(NotFoundError, match="item row"):
+        explain_recommendation(mean_run, user_row=0, item_row=10_000)
+    with pytest.raises(ConfigError, match="user_row"):
+        explain_recommendation(mean_run, item_row=0)
+
+
+def test_already_seen_item_says_so(mean_run) -> None:
+    seen = int(mean_run.history.of(4)[0])
+    e = explain_recommendation(mean_run, user_row=4, item_row=seen)
+    assert e["already_seen"] is True
+    assert "already" in e["text"] and mean_run.title(seen) in e["text"]
+
+
+def test_empty_history_without_features_rests_on_the_popularity_prior(mean_run) -> None:
+    e = explain_recommendation(mean_run, history_rows=[], item_row=3)
+    assert e["basis"] == "popularity" and e["history"] == [] and e["history_total"] == 0.0
+    assert "no history" in e["text"] and "popularity prior" in e["text"]
+    assert e["score"] == pytest.approx(e["empty_history_score"])
+
+
+def test_empty_history_with_user_features_rests_on_them(feature_run) -> None:
+    u = feature_run.user_row("u_new")
+    assert len(feature_run.history.of(u)) == 0
+    e = explain_recommendation(feature_run, user_row=u, item_row=0)
+    assert e["basis"] == "features" and e["user_features"] == ["age"]
+    assert "no history" in e["text"] and "user features: age" in e["text"]
+
+
+def test_dual_head_shares_sum_to_the_score(mean_run, monkeypatch) -> None:
+    from dataclasses import replace
+
+    from twotower.models.two_tower import TwoTowerModel
+
+    cfg = mean_run.config.model
+    torch.manual_seed(0)
+    text = np.random.default_rng(0).normal(size=(mean_run.n_items, 8)).astype(np.float32)
+    dual = TwoTowerModel(replace(cfg, item=replace(cfg.item, dual_head=True)), len(mean_run.user_vocab),
+                         mean_run.n_items, item_text=text).eval()
+    monkeypatch.setattr(mean_run, "model", dual)
+    e = explain_recommendation(mean_run, user_row=1, item_row=2)
+    h = e["heads"]
+    assert h["alpha"] == pytest.approx(0.5)  # gate initialised at 0
+    assert h["semantic"] + h["collaborative"] == pytest.approx(e["score"], abs=1e-5)
+
+
+def test_shared_metadata_counts_by_hand() -> None:
+    cols = MetadataColumns(multi=("genres",), categorical=("decade",), numeric=("year",))
+    item = {"genres": "Action|Thriller|War", "decade": "1990s", "year": 1995.0}
+    history = [
+        {"genres": "Action|Thriller", "decade": "1990s", "year": 1996.0},
+        {"genres": "Action", "decade": "1980s", "year": 1987.0},
+        {"genres": "Comedy", "decade": "1990s", "year": 1999.0},  # shares no genre: outside year_range
+        {"genres": None, "decade": None, "year": float("nan")},
+    ]
+    out = shared_metadata(item, history, cols)
+    # Action in 2 history items, Thriller in 1, War in none (left out)
+    assert out["genres"] == [{"value": "Action", "count": 2}, {"value": "Thriller", "count": 1}]
+    assert out["decade"] == {"value": "1990s", "count": 2}
+    assert out["year_range"] == {"min": 1987, "max": 1996, "count": 2, "item": 1995,
+                                 "among": "history items sharing a genres value"}
+    assert out["history_items"] == 4
+
+
+def test_sentence_template_uses_only_the_facts() -> None:
+    cols = MetadataColumns(multi=("genres",))
+    expl = {
+        "item_id": "x", "item": {"title": "Point Break", "genres": "Action|Thriller"},
+        "already_seen": False, "basis": "history", "reads_history": True, "profile": "popularity",
+        "history": [
+            {"item_id": "a", "title": "Heat", "genres": "Action|Crime|Thriller", "contribution": 0.3},
+            {"item_id": "b", "title": "Ronin", "genres": "Action|Thriller", "contribution": 0.2},
+            {"item_id": "c", "title": "Fargo", "genres": "Crime", "contribution": 0.1},
+        ],
+        "shared_metadata": {"genres": [{"value": "Action", "count": 14}, {"value": "Thriller", "count": 5}]},
+    }
+    # 14 Action items in the history, 2 of them named -> 12 others
+    assert explanation_text(expl, cols) == "Because you watched Heat and Ronin (both Action, Thriller) and 12 other Action titles."
+    expl["history"] = [{**h, "contribution": -abs(h["contribution"])} for h in expl["history"]]
+    assert explanation_text(expl, cols).startswith("Removing any single item from your history would not lower")

@@ -1,0 +1,107 @@
+"""autotune: the chosen setting meets the target on held-out queries; the report is complete."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from index_data import normalise
+
+from twotower.errors import ConfigError
+from twotower.index import (
+    ExactIndex,
+    FaissIndex,
+    TuneReport,
+    autotune,
+    exact_ground_truth,
+    plot_recall_qps,
+    tie_aware_recall,
+)
+
+
+@pytest.fixture(scope="module")
+def tune_data():
+    """4,000 unit vectors in 32-d around 40 centres; tuning and held-out queries from the same mixture."""
+    rng = np.random.default_rng(7)
+    centres = normalise(rng.standard_normal((40, 32)))
+
+    def draw(m):
+        return normalise(centres[rng.integers(0, 40, m)] + 0.8 / np.sqrt(32) * rng.standard_normal((m, 32)))
+
+    x = draw(4000)
+    ids = np.arange(4000, dtype=np.int64) * 3 + 1
+    return x, ids, draw(150), draw(150)
+
+
+@pytest.fixture(scope="module")
+def ivf_report(tune_data) -> TuneReport:
+    x, ids, tune_q, _ = tune_data
+    return autotune(x, ids, tune_q, k=10, target_recall=0.9, index="ivf", latency_queries=10)
+
+
+def test_chosen_ivf_setting_meets_target_on_held_out_queries(tune_data, ivf_report):
+    x, ids, _, held_out = tune_data
+    rep = ivf_report
+    assert rep.met_target and rep.chosen.meets_target and rep.chosen.recall >= 0.9
+    assert rep.spec == "ivf" and set(rep.params) == {"nprobe"}
+    # cheapest qualifying setting: no row meeting the target has higher batched QPS
+    assert rep.chosen.qps_batch == max(r.qps_batch for r in rep.rows if r.meets_target)
+    # the returned index is built with the chosen knobs, and reaches the target on queries it never saw
+    assert isinstance(rep.index, FaissIndex) and rep.index.search_params == rep.params
+    gt, _ = exact_ground_truth(x, ids, held_out, 10)
+    recall = tie_aware_recall(rep.index.search(held_out, 10).ids, held_out, x, ids, gt.scores[:, 9], 10)
+    assert recall >= 0.9
+    # the sweep walked nprobe upwards in powers of two from 1
+    nprobes = [r.params["nprobe"] for r in rep.rows]
+    assert nprobes[0] == 1 and all(b == 2 * a for a, b in zip(nprobes, nprobes[1:]))
+
+
+def test_report_to_dict_and_plot(ivf_report, tmp_path):
+    d = ivf_report.to_dict()
+    json.dumps(d)  # plain JSON
+    assert d["spec"] == "ivf" and d["chosen"]["params"] == ivf_report.params and len(d["rows"]) == len(ivf_report.rows)
+    assert {"recall", "qps_batch", "qps_single", "p50_ms", "p99_ms", "bytes_per_vector"} <= set(d["rows"][0])
+    assert "index" not in d
+    assert "nprobe" in ivf_report.table()
+    png = plot_recall_qps(ivf_report, tmp_path / "sweep.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["sweep.png"]  # no temp file left
+
+
+def test_auto_picks_the_fastest_candidate_meeting_target(tune_data):
+    x, ids, tune_q, _ = tune_data
+    rep = autotune(x[:1500], ids[:1500], tune_q[:60], k=5, target_recall=0.95,
+                   candidates=["flat", "ivf", "hnsw"], latency_queries=5)
+    families = {r.factory.split(",")[0][:3] for r in rep.rows}
+    assert families == {"Fla", "IVF", "HNS"}
+    assert rep.chosen.meets_target
+    assert rep.chosen.qps_batch == max(r.qps_batch for r in rep.rows if r.meets_target)
+    assert [r.params.get("efSearch") for r in rep.rows if r.factory == "HNSW32"][0] == 16
+
+
+def test_unreachable_target_returns_best_recall_and_says_so(tune_data, caplog):
+    x, ids, tune_q, _ = tune_data
+    rep = autotune(x[:1000], ids[:1000], tune_q[:30], k=10, target_recall=1.0,
+                   index="IVF{nlist},PQ2x4", latency_queries=3)
+    assert not rep.met_target
+    assert rep.chosen.recall == max(r.recall for r in rep.rows)
+    assert "no setting reached" in caplog.text
+
+
+def test_tie_aware_recall_counts_equally_good_items():
+    # ids 10 and 20 have the same vector: either one is a correct 1st hit
+    x = np.array([[1, 0], [1, 0], [0, 1]], np.float32)
+    ids = np.array([10, 20, 30])
+    q = np.array([[1, 0]], np.float32)
+    kth = ExactIndex().build(x, ids).search(q, 1).scores[:, 0]
+    assert tie_aware_recall(np.array([[20]]), q, x, ids, kth, 1) == 1.0
+    assert tie_aware_recall(np.array([[30]]), q, x, ids, kth, 1) == 0.0
+    assert tie_aware_recall(np.array([[-1]]), q, x, ids, kth, 1) == 0.0
+
+
+def test_bad_arguments(tune_data):
+    x, ids, tune_q, _ = tune_data
+    with pytest.raises(ConfigError, match="target_recall"):
+        autotune(x, ids, tune_q, target_recall=1.5)
+    with pytest.raises(ConfigError, match="either"):
+        autotune(x, ids, tune_q, index="ivf", candidates=["hnsw"])

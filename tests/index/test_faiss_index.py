@@ -1,0 +1,117 @@
+"""FaissIndex backends, each checked against brute force through IndexContract."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError, DataError
+from twotower.index import FaissIndex, resolve_factory
+
+from index_data import brute_force
+from index_contract import IndexContract
+
+
+class TestFlat(IndexContract):
+    def make_index(self) -> FaissIndex:
+        return FaissIndex("flat")
+
+    def test_is_exact_and_tie_correct(self):
+        rng = np.random.default_rng(3)
+        x = np.repeat(rng.standard_normal((4, 8)).astype(np.float32), 40, axis=0)
+        ids = rng.permutation(160).astype(np.int64)
+        q = rng.standard_normal((3, 8)).astype(np.float32)
+        index = self.make_index().build(x, ids)
+        assert index.is_exact
+        np.testing.assert_array_equal(index.search(q, 50).ids, brute_force(x, ids, q, 50)[0])
+
+
+class TestIVF(IndexContract):
+    def make_index(self) -> FaissIndex:
+        return FaissIndex("ivf", nprobe=1 << 16)  # all lists: exact on small data
+
+    def test_knobs_and_low_nprobe_is_approximate(self, catalogue):
+        x, ids, q = catalogue
+        index = FaissIndex("ivf").build(x, ids)
+        assert index.factory == "IVF51,Flat" and index.knobs == ("nprobe",) and not index.is_exact
+        index.set_search_params(nprobe=4)
+        assert index.search_params == {"nprobe": 4}
+        with pytest.raises(ConfigError, match="no 'efSearch' knob"):
+            index.set_search_params(efSearch=64)
+
+
+class TestHNSW(IndexContract):
+    def make_index(self) -> FaissIndex:
+        return FaissIndex("hnsw", efSearch=1024)
+
+    def test_remove_hides_ids_and_reuse_is_refused(self, catalogue):
+        x, ids, _ = catalogue
+        index = self.built(catalogue)
+        index.remove(ids[:3])  # HNSW cannot delete: the ids are hidden
+        with pytest.raises(DataError, match="rebuild"):
+            index.add(x[:1], ids[:1])
+
+
+class TestIVFPQRefineFlat(IndexContract):
+    def make_index(self) -> FaissIndex:
+        # exact re-scoring of k_factor*k PQ candidates from all lists: exact here
+        return FaissIndex("ivfpq,RFlat", nprobe=1 << 16, k_factor_rf=200)
+
+
+def test_plain_ivfpq_is_lossy_but_keeps_the_contract(catalogue, tmp_path):
+    # PQ codes without refine cannot be exact; exclusions, padding and persistence still hold.
+    x, ids, q = catalogue
+    index = FaissIndex("ivfpq", nprobe=1 << 16).build(x, ids)
+    ref_ids, _ = brute_force(x, ids, q, 10)
+    overlap = np.mean([len(np.intersect1d(a, b)) / 10 for a, b in zip(index.search(q, 10).ids, ref_ids)])
+    assert overlap > 0.5  # 16-d, 4 sub-quantisers of 8 bits on 2,000 points
+    exclude = [ref_ids[r, :5] for r in range(len(q))]
+    res = index.search(q, 10, exclude=exclude)
+    assert (res.ids != -1).all() and not any(np.isin(res.ids[r], exclude[r]).any() for r in range(len(q)))
+    index.save(tmp_path / "pq")
+    from twotower.index import load_index
+
+    np.testing.assert_array_equal(load_index(tmp_path / "pq").search(q, 10, exclude=exclude).ids, res.ids)
+
+
+def test_shortcuts_resolve_from_size_and_dim():
+    assert resolve_factory("flat", 10**6, 64) == "Flat"
+    assert resolve_factory("ivf", 10**6, 64) == "IVF4000,Flat"
+    assert resolve_factory("hnsw", 10**6, 64) == "HNSW32"
+    assert resolve_factory("ivfpq", 10**6, 64) == "IVF4000,PQ16x8"
+    assert resolve_factory("ivfpq,Refine(SQ8)", 10**6, 64) == "IVF4000,PQ16x8,Refine(SQ8)"
+    assert resolve_factory("IVF{nlist},SQ8", 10**6, 64) == "IVF4000,SQ8"
+    assert resolve_factory("ivf", 100, 64) == "IVF2,Flat"  # never fewer than 39 points per list
+    assert resolve_factory("ivfpq", 10**6, 30) == "IVF4000,PQ6x8"  # D divisible by m
+
+
+def test_unknown_factory_lists_choices(catalogue):
+    x, ids, _ = catalogue
+    with pytest.raises(ConfigError, match="flat, ivf, hnsw, ivfpq") as e:
+        FaissIndex("IVF8,Bogus").build(x, ids)
+    assert "index_factory.cpp" not in str(e.value)
+    with pytest.raises(ConfigError, match="no suffix"):
+        FaissIndex("hnsw,Flat")
+    with pytest.raises(ConfigError, match="unknown search parameter"):
+        FaissIndex("flat").build(x, ids).set_search_params(nlist=3)
+    with pytest.raises(ConfigError, match="faiss-gpu"):
+        if hasattr(__import__("faiss"), "StandardGpuResources"):
+            pytest.skip("faiss-gpu installed")
+        FaissIndex("flat", device="cuda")
+
+
+def test_constructor_knob_the_index_lacks_is_an_error(catalogue):
+    x, ids, _ = catalogue
+    with pytest.raises(ConfigError, match="no 'nprobe' knob"):
+        FaissIndex("hnsw", nprobe=8).build(x, ids)
+
+
+def test_ivf_remove_is_real_and_survives_save(catalogue, tmp_path):
+    x, ids, q = catalogue
+    index = FaissIndex("ivf", nprobe=64).build(x, ids)
+    index.remove(ids[:100])
+    assert index.cpu_index().ntotal == len(x) - 100
+    index.add(x[:100], ids[:100])  # ids removed for real can be reused
+    index.save(tmp_path / "i")
+    from twotower.index import load_index
+
+    assert len(load_index(tmp_path / "i")) == len(x)

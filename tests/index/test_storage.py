@@ -1,0 +1,45 @@
+"""fingerprint_arrays and load_index dispatch."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.index import ExactIndex, FaissIndex, fingerprint_arrays, load_index
+
+
+def test_fingerprint_changes_with_bytes_shape_dtype_and_config():
+    a = np.arange(6, dtype=np.float32)
+    base = fingerprint_arrays(a, config={"dim": 6, "name": "m"})
+    assert base == fingerprint_arrays(a.copy(), config={"name": "m", "dim": 6})  # key order is irrelevant
+    assert len(base) == 64
+    b = a.copy()
+    b[3] = np.nextafter(b[3], np.float32(10))  # one ulp
+    assert fingerprint_arrays(b, config={"dim": 6, "name": "m"}) != base
+    assert fingerprint_arrays(a.reshape(2, 3), config={"dim": 6, "name": "m"}) != base
+    assert fingerprint_arrays(a.astype(np.float64), config={"dim": 6, "name": "m"}) != base
+    assert fingerprint_arrays(a, config={"dim": 6, "name": "n"}) != base
+
+
+def test_meta_json_describes_the_index(catalogue, tmp_path):
+    x, ids, _ = catalogue
+    FaissIndex("ivf", nprobe=8).build(x, ids).save(tmp_path / "i", model_fingerprint="fp")
+    meta = json.loads((tmp_path / "i" / "meta.json").read_text())
+    assert meta["backend"] == "faiss" and meta["factory"] == "IVF51,Flat" and meta["params"] == {"nprobe": 8}
+    assert meta["dim"] == 16 and meta["count"] == 2000 and meta["metric"] == "ip"
+    assert meta["model_fingerprint"] == "fp" and meta["created"]
+    assert set(meta["sha256"]) == {"index.faiss", "ids.npy"} and meta["build_params"]["n_train"] == 2000
+    ExactIndex().build(x, ids).save(tmp_path / "e")
+    assert set(json.loads((tmp_path / "e" / "meta.json").read_text())["sha256"]) == {"vectors.npy", "ids.npy"}
+
+
+def test_load_dispatches_and_class_load_checks_type(catalogue, tmp_path):
+    x, ids, _ = catalogue
+    ExactIndex().build(x, ids).save(tmp_path / "e")
+    assert isinstance(load_index(tmp_path / "e"), ExactIndex)
+    with pytest.raises(ConfigError, match="load_index"):
+        FaissIndex.load(tmp_path / "e")
+    with pytest.raises(ConfigError, match="empty"):
+        ExactIndex().save(tmp_path / "empty")

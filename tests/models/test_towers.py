@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from twotower.config import ModelConfig, TowerConfig
+from twotower.models import FeatureArrays, TwoTowerModel, UserSequences, pad_histories, windows_before
+
+
+def _features(n: int) -> FeatureArrays:
+    rng = np.random.default_rng(0)
+    return FeatureArrays(
+        categorical=rng.integers(0, 4, size=(n, 2)),
+        categorical_sizes=(4, 4),
+        multi=(np.array([[1, 2, 0]] * n),),
+        multi_sizes=(3,),
+        numeric=rng.normal(size=(n, 2)).astype(np.float32),
+    )
+
+
+def _model(history="recency", use_id=False, dual=False) -> TwoTowerModel:
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        user=TowerConfig(use_id=use_id, history=history, history_len=4, hidden=(16,), out_dim=8, dropout=0.0),
+        item=TowerConfig(hidden=(16,), out_dim=8, dropout=0.0, dual_head=dual),
+    )
+    text = np.random.default_rng(1).normal(size=(6, 5)).astype(np.float32) if dual else None
+    return TwoTowerModel(cfg, 5, 6, user_features=_features(5), item_features=_features(6), item_text=text).eval()
+
+
+def test_outputs_are_unit_vectors():
+    m = _model()
+    items = m.all_item_embeddings()
+    assert items.shape == (6, 8)
+    assert torch.allclose(items.norm(dim=1), torch.ones(6), atol=1e-5)
+    users = m.user_embeddings(np.arange(5), np.array([[6, 6, 0, 1]] * 5))
+    assert torch.allclose(users.norm(dim=1), torch.ones(5), atol=1e-5)
+
+
+def test_recency_pooling_matches_hand_computation():
+    m = _model()
+    ut = m.user_tower
+    hist = torch.tensor([[6, 2, 3, 4]])  # 6 = padding (n_items); newest item is 4
+    w = ut.history_weights(hist)
+    d = ut.config.recency_decay
+    # ages from the right: item 4 -> 0, item 3 -> 1, item 2 -> 2, pad -> weight 0
+    assert torch.allclose(w, torch.tensor([[0.0, d**2, d, 1.0]]))
+    emb = ut.history_emb.weight
+    expected = (d**2 * emb[2] + d * emb[3] + emb[4]) / (d**2 + d + 1)
+    assert torch.allclose(ut.pool_history(hist), expected.unsqueeze(0), atol=1e-6)
+
+
+def test_padding_and_empty_history():
+    m = _model(history="mean")
+    ut = m.user_tower
+    empty = torch.full((1, 4), 6)
+    assert torch.allclose(ut.pool_history(empty), torch.zeros(1, ut.config.history_dim))
+    # the same items with more left padding pool identically
+    a = ut.pool_history(torch.tensor([[6, 6, 1, 2]]))
+    b = ut.pool_history(torch.tensor([[6, 6, 6, 1]]))
+    c = ut.pool_history(torch.tensor([[6, 1, 2, 6]]).roll(1, dims=1))  # [6, 6, 1, 2]
+    assert torch.allclose(a, c)
+    assert not torch.allclose(a, b)
+
+
+def test_new_user_from_history_equals_known_user_without_id_and_features():
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        user=TowerConfig(use_id=False, use_features=False, history="recency", history_len=4, hidden=(16,), out_dim=8, dropout=0.0),
+        item=TowerConfig(hidden=(16,), out_dim=8, dropout=0.0),
+    )
+    m = TwoTowerModel(cfg, 5, 6).eval()
+    hist = np.array([[6, 0, 1, 2]])
+    known = m.user_embeddings(np.array([3]), hist)
+    new = m.user_embeddings(None, hist)
+    assert torch.allclose(known, new)
+
+
+def test_id_tower_refuses_a_user_without_id():
+    m = _model(use_id=True)
+    with pytest.raises(ValueError, match="ID embedding"):
+        m.user_tower(None, torch.tensor([[6, 6, 0, 1]]))
+
+
+def test_dual_head_gate_starts_at_half_and_decomposes_the_score():
+    m = _model(dual=True)
+    assert m.item_tower.alpha == pytest.approx(0.5)
+    rows = torch.arange(6)
+    emb, heads = m.item_tower.forward_heads(rows)
+    u = torch.nn.functional.normalize(torch.randn(8), dim=0)
+    a = heads.alpha
+    recon = (a * heads.semantic @ u + (1 - a) * heads.collaborative @ u) / heads.norm
+    assert torch.allclose(emb @ u, recon, atol=1e-5)
+
+
+def test_windows_before_and_sequences():
+    seqs = UserSequences.from_arrays(
+        users=np.array([0, 0, 0, 1, 1]), items=np.array([5, 3, 4, 1, 2]), timestamps=np.array([3, 1, 2, 7, 7]), n_users=2
+    )
+    # user 0 sorted by time: 3 (t1), 4 (t2), 5 (t3); user 1 ties broken by item: 1, 2
+    assert seqs.of(0).tolist() == [3, 4, 5] and seqs.of(1).tolist() == [1, 2]
+    w = windows_before(seqs.items, np.array([0, 0, 3]), np.array([0, 2, 4]), 2, pad=9)
+    assert w.tolist() == [[9, 9], [3, 4], [9, 1]]  # nothing before pos 0; two before pos 2; user 1 has one
+    assert seqs.last_windows(np.array([0, 1]), 4, 9).tolist() == [[9, 3, 4, 5], [9, 9, 1, 2]]
+    assert pad_histories([np.array([1, 2, 3]), np.array([])], 2, 9).tolist() == [[2, 3], [9, 9]]

@@ -1,0 +1,127 @@
+"""The CLI path a new user takes: files -> train -> evaluate -> recommend (on a small known dataset)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import TrainedRun
+
+FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.user.history_len=8", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    return write_dataset(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture(scope="module")
+def run_dir(dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "run"
+    rc = main(["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--test", str(dataset["test"]),
+               "--items", str(dataset["items"]), "--out", str(out), "--epochs", "8", "data.item_multi=[\"genres\"]",
+               "data.title_col=title", *FAST])
+    assert rc == 0
+    return out
+
+
+def test_run_folder_is_complete_and_self_describing(run_dir):
+    for name in ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json", "history.npz",
+                 "log.jsonl", "curves.png", "metrics.json", "eval.txt", "data/train.csv", "checkpoint/state.json"):
+        assert (run_dir / name).exists(), name
+    cfg = json.loads((run_dir / "config.json").read_text())
+    assert cfg["train"]["epochs"] == 8
+    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    assert {"loss", "inbatch_accuracy", "item_std", "collapse_alarm", "item_uniformity", "valid_NDCG@10"} <= set(log[0])
+
+
+def test_model_learns_the_group_structure(run_dir):
+    """Users of group A must get group-A items (i0..i14) on top."""
+    run = TrainedRun.load(run_dir)
+    scores = run.scores_for_users(np.arange(len(run.user_vocab)))
+    items = np.array(run.item_vocab.ids)
+    in_group_a = np.array([int(i[1:]) < 15 for i in items])
+    users = np.array(run.user_vocab.ids)
+    a_users = np.array([int(u[1:]) < 20 for u in users])
+    top = np.argsort(-scores, axis=1)[:, :5]
+    hit = np.where(a_users[:, None], in_group_a[top], ~in_group_a[top])
+    assert hit.mean() > 0.9
+
+
+def test_two_tower_beats_popularity_on_held_out_data(run_dir):
+    rows = json.loads((run_dir / "metrics.json").read_text())["test"]
+    by = {r["model"].split(" ")[0]: r for r in rows}
+    assert by["two-tower"]["Recall@10"] > by["popularity"]["Recall@10"]
+
+
+def test_recommend_users_all_writes_csv_with_external_ids(run_dir, dataset, tmp_path, capsys):
+    out = tmp_path / "recs.csv"
+    rc = main(["-q", "recommend", "--run", str(run_dir), "--users", "all", "--k", "5",
+               "--exclude", str(dataset["train"]), str(dataset["valid"]), "--out", str(out)])
+    assert rc == 0
+    recs = pd.read_csv(out, dtype={"user_id": str, "item_id": str})
+    assert list(recs.columns) == ["user_id", "item_id", "rank", "score"]
+    assert recs.groupby("user_id").size().eq(5).all()
+    seen = pd.concat([pd.read_csv(dataset["train"]), pd.read_csv(dataset["valid"])])
+    seen_pairs = set(zip(seen["user_id"].astype(str), seen["item_id"].astype(str)))
+    assert not any((u, i) in seen_pairs for u, i in zip(recs["user_id"], recs["item_id"]))
+    assert (recs.groupby("user_id")["score"].apply(lambda s: s.is_monotonic_decreasing)).all()
+
+
+def test_recommend_one_user_json_and_titles(run_dir, capsys):
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["items"]) == 10
+    first = out["items"][0]
+    assert {"item_id", "score", "title"} <= set(first)
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u3", "--k", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "Movie" in text and "1." in text
+
+
+def test_recommend_for_a_new_user_from_history(run_dir, capsys):
+    assert main(["-q", "recommend", "--run", str(run_dir), "--history", "i20,i21,i22", "--json", "--k", "5"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    ids = [it["item_id"] for it in items]
+    assert not {"i20", "i21", "i22"} & set(ids)
+    assert sum(int(i[1:]) >= 15 for i in ids) >= 4  # history is group B -> group B items
+
+
+def test_unknown_user_is_a_clear_error(run_dir, capsys):
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "nobody"]) == 2
+    assert "unknown user 'nobody'" in capsys.readouterr().err
+
+
+def test_evaluate_prints_one_table_with_baselines(run_dir, capsys):
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--ks", "10", "--baselines", "popularity,ease,itemknn"]) == 0
+    out = capsys.readouterr().out
+    for name in ("two-tower", "popularity", "ease", "itemknn", "Recall@10", "NDCG@10", "fit_s", "protocol"):
+        assert name in out
+
+
+def test_missing_column_error_names_file_and_column(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"user": ["a"], "item_id": ["b"], "timestamp": [1]}).to_csv(bad, index=False)
+    assert main(["-q", "train", "--train", str(bad), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and "user_id" in err
+
+
+def test_resume_continues_from_the_checkpoint(dataset, tmp_path):
+    out = tmp_path / "r"
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out), "--no-eval", *FAST,
+            "train.patience=100"]
+    assert main([*args, "--epochs", "2"]) == 0
+    assert main([*args, "--epochs", "4", "--resume"]) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2, 3, 4]
+    # an uninterrupted 4-epoch run with the same seed reaches the same loss
+    out2 = tmp_path / "r2"
+    assert main([*args[:-len(FAST) - 2], "--out", str(out2), *FAST, "train.patience=100", "--epochs", "4"]) == 0
+    log2 = [json.loads(line) for line in (out2 / "log.jsonl").read_text().splitlines()]
+    assert log2[-1]["loss"] == pytest.approx(log[-1]["loss"], rel=1e-4)

@@ -1,0 +1,34 @@
+"""Tiny BEIR data shared by the search tests."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DOCS = [
+    {"_id": "d1", "title": "Aspirin", "text": "Aspirin reduces the risk of heart attack."},
+    {"_id": "d2", "title": "Vitamin D", "text": "Vitamin D supplements do not prevent fractures."},
+    {"_id": "d3", "title": "Sleep", "text": "Short sleep is linked to obesity in children."},
+    {"_id": "d4", "title": "Coffee", "text": "Coffee intake is associated with lower liver cancer risk."},
+    {"_id": "d5", "title": "Exercise", "text": "Exercise improves insulin sensitivity."},
+]
+QUERIES = [
+    {"_id": "1", "text": "aspirin prevents heart attack"},
+    {"_id": "2", "text": "aspirin does not prevent heart attack"},
+    {"_id": "3", "text": "vitamin D prevents fractures"},
+    {"_id": "4", "text": "coffee lowers liver cancer risk"},
+    {"_id": "5", "text": "sleep and obesity"},
+]
+
+
+def write_beir(root: Path, qrels: dict[str, str] | None = None, docs=DOCS, queries=QUERIES) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "qrels").mkdir(exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    qrels = qrels or {
+        "train": "query-id\tcorpus-id\tscore\n1\td1\t1\n2\td1\t1\n3\td2\t1\n",
+        "test": "query-id\tcorpus-id\tscore\n4\td4\t1\n5\td3\t1\n",
+    }
+    for split, text in qrels.items():
+        (root / "qrels" / f"{split}.tsv").write_text(text)
+    return root

@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from twotower.errors import ConfigError, DataError
+from twotower.search.beir import (
+    load_beir,
+    load_pairs,
+    load_qrels,
+    relevant_rows,
+    resolve_beir_dir,
+    validation_split_by_group,
+)
+
+from search_data import DOCS, QUERIES, write_beir
+
+
+def test_load_beir_reads_split_and_rows(beir_dir):
+    data = load_beir(beir_dir, "test")
+    assert data.corpus.ids == ["d1", "d2", "d3", "d4", "d5"]
+    assert set(data.queries) == {"4", "5"}
+    assert data.corpus.doc_texts()[0] == "Aspirin Aspirin reduces the risk of heart attack."
+    rel = relevant_rows(["4", "5"], data.qrels, data.corpus)
+    assert [r.tolist() for r in rel] == [[3], [2]]
+
+
+def test_parent_directory_with_beir_subdir_is_accepted(beir_dir):
+    assert resolve_beir_dir(beir_dir.parent) == beir_dir
+
+
+def test_unknown_split_lists_available(beir_dir):
+    with pytest.raises(DataError, match="available splits: \\['test', 'train'\\]"):
+        load_beir(beir_dir, "dev")
+
+
+def test_dangling_corpus_id_names_file_row_and_column(tmp_path):
+    root = write_beir(tmp_path / "b", qrels={"test": "query-id\tcorpus-id\tscore\n4\td4\t1\n5\tnope\t1\n"})
+    with pytest.raises(DataError) as e:
+        load_beir(root, "test")
+    assert e.value.row == 3 and e.value.column == "corpus-id" and "test.tsv" in e.value.file
+
+
+def test_dangling_query_id(tmp_path):
+    root = write_beir(tmp_path / "b", qrels={"test": "query-id\tcorpus-id\tscore\n99\td4\t1\n"})
+    with pytest.raises(DataError, match="query id '99'"):
+        load_beir(root, "test")
+
+
+def test_bad_qrels_header_and_rows(tmp_path):
+    p = tmp_path / "q.tsv"
+    p.write_text("qid\tdid\tscore\n1\td1\t1\n")
+    with pytest.raises(DataError, match="header"):
+        load_qrels(p)
+    p.write_text("query-id\tcorpus-id\tscore\n1\td1\n")
+    with pytest.raises(DataError, match="3 tab-separated") as e:
+        load_qrels(p)
+    assert e.value.row == 2
+    p.write_text("query-id\tcorpus-id\tscore\n1\td1\thigh\n")
+    with pytest.raises(DataError) as e:
+        load_qrels(p)
+    assert e.value.column == "score"
+
+
+def test_empty_document_and_query_text(tmp_path):
+    docs = DOCS + [{"_id": "d6", "title": "", "text": "  "}]
+    with pytest.raises(DataError) as e:
+        load_beir(write_beir(tmp_path / "a", docs=docs), "test")
+    assert e.value.row == 6 and e.value.column == "text"
+    queries = QUERIES + [{"_id": "6", "text": ""}]
+    with pytest.raises(DataError, match="query text is empty"):
+        load_beir(write_beir(tmp_path / "b", queries=queries), "test")
+
+
+def test_broken_json_line(tmp_path):
+    root = write_beir(tmp_path / "b")
+    (root / "queries.jsonl").write_text('{"_id": "1", "text": "x"}\n{oops\n')
+    with pytest.raises(DataError) as e:
+        load_beir(root, "test")
+    assert e.value.row == 2
+
+
+def test_pairs_tsv_and_jsonl(beir_dir, tmp_path):
+    corpus = load_beir(beir_dir, "test").corpus
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("query\tpositive_id\tnegative_ids\naspirin\td1\td2,d3\nsleep\td3\n")
+    pairs = load_pairs(tsv, corpus)
+    assert pairs[0].negative_ids == ("d2", "d3") and pairs[1].negative_ids == ()
+    jl = tmp_path / "pairs.jsonl"
+    jl.write_text(json.dumps({"query": "a", "positive_id": "d1", "negative_ids": ["zz"]}) + "\n")
+    with pytest.raises(DataError, match="negative id 'zz'") as e:
+        load_pairs(jl, corpus)
+    assert e.value.row == 1
+
+
+def test_group_split_keeps_shared_documents_on_one_side():
+    # q1,q2 share d1; q2,q3 share d2 -> {q1,q2,q3} is one group; q4..q9 are singletons
+    qrels = {"1": {"d1": 1}, "2": {"d1": 1, "d2": 1}, "3": {"d2": 1}}
+    qrels.update({str(i): {f"x{i}": 1} for i in range(4, 10)})
+    for seed in range(10):
+        train, valid = validation_split_by_group(qrels, 0.3, seed)
+        assert set(train) | set(valid) == set(qrels) and not set(train) & set(valid)
+        train_docs = {d for q in train.values() for d in q}
+        valid_docs = {d for q in valid.values() for d in q}
+        assert not train_docs & valid_docs
+        assert {"1", "2", "3"} <= set(train) or {"1", "2", "3"} <= set(valid)
+    assert validation_split_by_group(qrels, 0.3, 1) == validation_split_by_group(qrels, 0.3, 1)
+
+
+def test_group_split_rejects_bad_fraction():
+    with pytest.raises(ConfigError, match="frac"):
+        validation_split_by_group({"1": {"d": 1}}, 1.5, 0)

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError, DataError
+from twotower.results import PAD_ID
+from twotower.search.bm25 import BM25Config, BM25Retriever
+
+from search_data import DOCS
+
+TEXTS = [d["title"] + " " + d["text"] for d in DOCS]
+IDS = [d["_id"] for d in DOCS]
+
+
+def test_search_finds_the_matching_document_and_pads():
+    r = BM25Retriever().fit(TEXTS, IDS)
+    res = r.search(["liver cancer coffee", "insulin"], k=10)
+    assert res.shape == (2, 10)
+    assert res.ids[0, 0] == 3 and res.ids[1, 0] == 4
+    assert res.ids[1, 1] == PAD_ID  # no other document mentions insulin
+    assert np.all(np.diff(res.scores[0][res.ids[0] != PAD_ID]) <= 0)
+
+
+def test_save_load_roundtrip(tmp_path):
+    r = BM25Retriever(BM25Config(k1=1.5)).fit(TEXTS, IDS)
+    r.save(tmp_path / "bm25")
+    r2 = BM25Retriever.load(tmp_path / "bm25")
+    assert r2.doc_ids == IDS and r2.config.k1 == 1.5
+    a, b = r.search(["aspirin heart"], 3), r2.search(["aspirin heart"], 3)
+    np.testing.assert_array_equal(a.ids, b.ids)
+    np.testing.assert_allclose(a.scores, b.scores)
+    assert not list((tmp_path / "bm25").rglob("*.pkl"))
+
+
+def test_score_matches_search_and_errors():
+    r = BM25Retriever().fit(TEXTS, IDS)
+    res = r.search(["risk of heart attack"], 3)
+    ids, scores = res.row(0)
+    assert ids.size >= 2
+    np.testing.assert_allclose(r.score(["risk of heart attack"], [ids])[0], scores, rtol=1e-5)
+    with pytest.raises(ConfigError, match="before fit"):
+        BM25Retriever().search(["x"], 1)
+    with pytest.raises(DataError, match="no BM25 index"):
+        BM25Retriever.load("/nonexistent/bm25")
+    with pytest.raises(ConfigError, match="method"):
+        BM25Config(method="bm99")

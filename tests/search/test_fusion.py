@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.results import PAD_ID, Results
+from twotower.search.fusion import FusionChoice, rrf, score_interpolation, tune_fusion
+
+
+def R(ids, scores):
+    return Results(np.asarray(ids, dtype=np.int64), np.asarray(scores, dtype=np.float32))
+
+
+A = R([[1, 2, 3]], [[9.0, 5.0, 1.0]])
+B = R([[3, 4, PAD_ID]], [[0.9, 0.8, -np.inf]])
+
+
+def test_rrf_by_hand():
+    out = rrf([A, B], k=60)
+    # doc 3: 1/(60+3) + 1/(60+1) = 0.015873 + 0.016393 = 0.032266
+    # doc 1: 1/61 = 0.016393 ; doc 2: 1/62 = 0.016129 ; doc 4: 1/62 = 0.016129 (tie -> smaller id first)
+    assert out.ids[0].tolist() == [3, 1, 2]
+    np.testing.assert_allclose(out.scores[0], [1 / 63 + 1 / 61, 1 / 61, 1 / 62], rtol=1e-6)
+    assert rrf([A, B], k=60, top_k=5).ids[0].tolist() == [3, 1, 2, 4, PAD_ID]
+
+
+def test_minmax_interpolation_by_hand():
+    out = score_interpolation([A, B], [0.5, 0.5], "minmax", top_k=4)
+    # A minmax: 1 -> 1.0, 2 -> 0.5, 3 -> 0.0 ; B minmax: 3 -> 1.0, 4 -> 0.0 ; missing -> 0
+    # 1: 0.5*1 = 0.5 ; 2: 0.25 ; 3: 0.5*0 + 0.5*1 = 0.5 ; 4: 0
+    assert out.ids[0].tolist() == [1, 3, 2, 4]
+    np.testing.assert_allclose(out.scores[0], [0.5, 0.5, 0.25, 0.0], atol=1e-6)
+
+
+def test_weight_one_reproduces_a_single_list_order():
+    out = score_interpolation([A, B], [1.0, 0.0], "zscore")
+    assert out.ids[0, :3].tolist() == [1, 2, 3]
+
+
+def test_unknown_normalization_lists_choices():
+    with pytest.raises(ConfigError, match="minmax"):
+        score_interpolation([A, B], [0.5, 0.5], "l2")
+    with pytest.raises(ConfigError, match="rrf"):
+        FusionChoice(name="borda")
+
+
+def test_tune_fusion_prefers_the_list_that_ranks_the_relevant_doc_first():
+    good = R([[5, 1, 2], [6, 1, 2]], [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    bad = R([[1, 2, 5], [1, 2, 6]], [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    rel = [np.array([5]), np.array([6])]
+    choice = tune_fusion([bad, good], rel)
+    fused = choice.apply([bad, good], top_k=3)
+    assert fused.ids[:, 0].tolist() == [5, 6]
+    assert choice.valid_ndcg10 == pytest.approx(1.0)

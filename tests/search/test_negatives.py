@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.results import Results
+from twotower.search.negatives import MiningConfig, mine_hard_negatives
+
+
+class TableRetriever:
+    """Scores from a fixed [Q, N_docs] table; search = exact top-k of the row."""
+
+    def __init__(self, table):
+        self.table = np.asarray(table, dtype=np.float32)
+
+    def search(self, queries, k):
+        ids = np.tile(np.arange(self.table.shape[1]), (len(queries), 1))
+        return Results.from_scores_and_ids(self.table[: len(queries)], ids, k)
+
+    def score(self, queries, rows):
+        return [self.table[q, np.asarray(r)] for q, r in enumerate(rows)]
+
+
+def test_drops_positives_and_near_positive_candidates_and_reports():
+    # query 0: positive doc 0 scores 10; doc 1 scores 9.8 (> 10 * 0.95 -> too close), docs 2,3,4 = 8,7,6
+    # query 1: positive doc 4 scores 5; doc 0 = 9 (ranked above the positive -> too close), docs 1,2,3 = 4,3,2
+    table = [[10, 9.8, 8, 7, 6], [9, 4, 3, 2, 5]]
+    negs, rep = mine_hard_negatives(["a", "b"], [np.array([0]), np.array([4])], TableRetriever(table),
+                                    MiningConfig(n=2, depth=5, relative_margin=0.05))
+    assert negs[0].tolist() == [2, 3] and negs[1].tolist() == [1, 2]
+    assert rep.candidates == 10 and rep.dropped_positive == 2 and rep.dropped_too_close == 2
+    assert rep.kept == 4 and rep.unused == 2 and rep.queries_short == 0
+    assert rep.positive_scores["max"] == 10 and rep.dropped_scores["min"] == 9.0
+    assert "likely false negatives" in rep.summary()
+
+
+def test_absolute_margin_skip_top_and_short_queries():
+    table = [[10, 9.8, 8, 7, 6]]
+    negs, rep = mine_hard_negatives(["a"], [np.array([0])], TableRetriever(table),
+                                    MiningConfig(n=3, depth=5, skip_top=1, relative_margin=None, margin=2.5))
+    # rank 1 (doc 0) skipped; 9.8 and 8 are within 2.5 of 10 -> dropped; 7 and 6 kept, one short of n=3
+    assert negs[0].tolist() == [3, 4]
+    assert rep.skipped_top == 1 and rep.dropped_too_close == 2 and rep.queries_short == 1
+    assert "raise depth" in rep.summary()
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="skip_top"):
+        MiningConfig(depth=3, skip_top=3)
+    with pytest.raises(ConfigError, match="relative_margin"):
+        MiningConfig(relative_margin=1.5)

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from twotower.errors import IntegrityError
+from twotower.text.cache import EmbeddingCache, cached_encode
+from twotower.text.encoder import TextEncoder
+
+
+class CountingEncoder(TextEncoder):
+    """Deterministic fake: each text maps to a hash-seeded unit vector; counts encoded texts."""
+
+    def __init__(self, model_id: str = "fake@1") -> None:
+        super().__init__(model=None, model_id=model_id)
+        self.encoded: list[str] = []
+
+    @property
+    def dim(self) -> int:
+        return 4
+
+    def encode(self, texts, *, batch_size=64, max_length=256, normalize=True, show_progress=True):
+        self.encoded.extend(texts)
+        out = []
+        for t in texts:
+            seed = int(hashlib.sha256(f"{t}|{max_length}".encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).standard_normal(4)
+            out.append(v / np.linalg.norm(v))
+        return np.asarray(out, dtype=np.float32).reshape(len(texts), 4)
+
+
+def test_miss_then_hit_encodes_each_text_once(tmp_path):
+    enc = CountingEncoder()
+    a = cached_encode(enc, ["x", "y", "x"], tmp_path, max_length=8)
+    assert enc.encoded == ["x", "y"]  # duplicates encoded once
+    b = cached_encode(enc, ["y", "z", "x"], tmp_path, max_length=8)
+    assert enc.encoded == ["x", "y", "z"]  # only the new text
+    np.testing.assert_array_equal(b[[0, 2]], a[[1, 0]])
+    np.testing.assert_array_equal(b, enc.encode(["y", "z", "x"], max_length=8))
+
+
+def test_key_includes_model_and_max_length(tmp_path):
+    enc = CountingEncoder()
+    cached_encode(enc, ["x"], tmp_path, max_length=8)
+    cached_encode(enc, ["x"], tmp_path, max_length=16)
+    other = CountingEncoder("fake@2")
+    cached_encode(other, ["x"], tmp_path, max_length=8)
+    assert enc.encoded == ["x", "x"] and other.encoded == ["x"]
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 3
+
+
+def test_corrupted_shard_is_detected_or_rebuilt(tmp_path):
+    enc = CountingEncoder()
+    first = cached_encode(enc, ["x", "y"], tmp_path, max_length=8)
+    cache = EmbeddingCache(tmp_path, model_id=enc.model_id, max_length=8)
+    shard = cache.dir / "shard-00000.npy"
+    data = bytearray(shard.read_bytes())
+    data[-3] ^= 0xFF  # flip bits in the last vector
+    shard.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match="corrupted"):
+        cached_encode(enc, ["x"], tmp_path, max_length=8)
+    again = cached_encode(enc, ["x", "y"], tmp_path, max_length=8, rebuild_corrupt=True)
+    np.testing.assert_array_equal(again, first)
+    assert enc.encoded == ["x", "y", "x", "y"]
+
+
+def test_truncated_index_is_an_integrity_error(tmp_path):
+    enc = CountingEncoder()
+    cached_encode(enc, ["x"], tmp_path, max_length=8)
+    cache = EmbeddingCache(tmp_path, model_id=enc.model_id, max_length=8)
+    (cache.dir / "index.json").write_text('{"format": 1, "texts": {')
+    with pytest.raises(IntegrityError):
+        cached_encode(enc, ["x"], tmp_path, max_length=8)
+
+
+def test_real_minilm_encodes_a_few_sentences(tmp_path):
+    from twotower.text.encoder import load_text_encoder
+
+    enc = load_text_encoder()
+    texts = ["aspirin prevents heart attack", "aspirin reduces heart attack risk", "the stock market fell"]
+    emb = cached_encode(enc, texts, tmp_path, max_length=32, show_progress=False)
+    assert emb.shape == (3, 384) and emb.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
+    assert emb[0] @ emb[1] > emb[0] @ emb[2]
+    np.testing.assert_allclose(cached_encode(enc, texts, tmp_path, max_length=32), emb)
