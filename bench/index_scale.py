@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=1_000_000, help="catalogue size")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--clusters", type=int, default=5000)
-    p.add_argument("--noise", type=float, default=0.6, help="noise norm relative to unit cluster centres")
+    p.add_argument("--noise", type=float, default=1.25, help="noise norm relative to unit cluster centres")
     p.add_argument("--queries", type=int, default=1000, help="held-out evaluation queries")
     p.add_argument("--tune-queries", type=int, default=500, help="queries used by autotune")
     p.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time")
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-pq", action="store_true")
     p.add_argument("--skip-hnsw", action="store_true")
-    p.add_argument("--pq-candidates", default="ivfpq;IVF{nlist},PQ32x8;ivfpq,Refine(SQ4);ivfpq,Refine(SQ8)",
+    p.add_argument("--pq-candidates", default="IVF{nlist},PQ8x8;ivfpq;ivfpq,Refine(SQ6);ivfpq,Refine(SQ8)",
                    help="';'-separated IVF-PQ factories to try")
     p.add_argument("--ml100k-embeddings", type=Path, default=None, help="item embeddings .npy [I, D] to use instead")
     p.add_argument("--plot", type=Path, default=None, help="write the IVF recall-vs-QPS sweep as PNG here")

@@ -50,13 +50,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--epochs", type=int, default=8, help="bi-encoder epochs")
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--negatives", type=int, default=3, help="mined hard negatives per query per step")
+    p.add_argument("--corpus-negatives", action="store_true",
+                   help="frozen doc tower: full softmax over the whole corpus instead of mined negatives")
     p.add_argument("--train-doc-tower", action="store_true",
                    help="also train the document tower (re-encodes the corpus; far slower on CPU)")
+    # cross-encoder defaults are sized for 2 shared CPU cores: ~1,200 training pairs, 160 word pieces
     p.add_argument("--ce-epochs", type=int, default=1)
-    p.add_argument("--ce-max-length", type=int, default=256)
-    p.add_argument("--ce-negatives", type=int, default=3)
-    p.add_argument("--rerank-top", type=int, default=20)
+    p.add_argument("--ce-max-length", type=int, default=160)
+    p.add_argument("--ce-negatives", type=int, default=2)
+    p.add_argument("--ce-max-groups", type=int, default=400, help="training queries per epoch for the cross-encoder")
+    p.add_argument("--ce-freeze-layers", type=int, default=3)
+    p.add_argument("--ce-lr", type=float, default=5e-5)
+    p.add_argument("--rerank-top", type=int, default=10)
     p.add_argument("--no-rerank", action="store_true")
+    p.add_argument("--ce-only", action="store_true",
+                   help="only train the cross-encoder into --out (run it beside the main bench, then use --reuse)")
     p.add_argument("--reuse", action="store_true", help="reuse trained models found under --out")
     p.add_argument("--quick", action="store_true", help="smoke run: 300 docs, few queries, 1 epoch")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON here")
@@ -80,7 +89,7 @@ def main(argv=None) -> int:
     from twotower.search.fusion import tune_fusion
     from twotower.search.negatives import MiningConfig, mine_hard_negatives
     from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
-    from twotower.text.cache import cached_encode
+    from twotower.text.cache import EmbeddingCache, cached_encode
     from twotower.text.encoder import load_text_encoder
 
     out: Path = args.out / ("quick" if args.quick else "full")
@@ -135,6 +144,29 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     K = 100
 
+    def get_cross_encoder():
+        ce_dir = out / "cross_encoder"
+        if args.reuse and (ce_dir / "twotower_cross_encoder.json").is_file():
+            print(f"reusing {ce_dir}", file=sys.stderr)
+            meta = json.loads((ce_dir / "twotower_cross_encoder.json").read_text())
+            return CrossEncoderReranker(ce_dir, max_length=meta["config"]["max_length"]), float(meta["seconds"])
+        t = time.perf_counter()
+        bm25_ce = BM25Retriever().fit(doc_texts, corpus.ids)
+        ce_mining = MiningConfig(n=args.ce_negatives * max(1, args.ce_epochs), depth=30, relative_margin=0.05)
+        ce_negs, ce_report = mine_hard_negatives(uniq_q, uniq_pos, bm25_ce, ce_mining)
+        print("cross-encoder negatives (BM25):", ce_report.summary(), file=sys.stderr)
+        by_q = dict(zip(uniq_q, ce_negs))
+        cfg = RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length, lr=args.ce_lr,
+                                negatives_per_query=args.ce_negatives, max_groups=args.ce_max_groups,
+                                freeze_layers=args.ce_freeze_layers, seed=args.seed)
+        ce = train_cross_encoder(pair_q, pair_pos, [by_q[q] for q in pair_q], doc_texts, ce_dir, config=cfg)
+        return ce, time.perf_counter() - t
+
+    if args.ce_only:
+        _, secs = get_cross_encoder()
+        print(f"cross-encoder trained in {secs:.0f}s -> {out / 'cross_encoder'}")
+        return 0
+
     def record(name: str, test_res, **extra) -> None:
         m_all = evaluate_retriever(test_res, rel_test)
         sl = type(test_res)(test_res.ids[unseen], test_res.scores[unseen])
@@ -142,7 +174,7 @@ def main(argv=None) -> int:
         row = {"system": name}
         row.update({k: v for k, v in m_all.items()})
         row.update({f"{k} unseen": v for k, v in m_sl.items()})
-        row.update(extra)
+        row.update({k: f"{v:.1f}" for k, v in extra.items()})
         rows.append(row)
         print(f"[{time.perf_counter() - t_all:7.1f}s] {name}: NDCG@10 {m_all['NDCG@10']:.4f} "
               f"(unseen {m_sl['NDCG@10']:.4f}) {extra}", file=sys.stderr, flush=True)
@@ -150,14 +182,19 @@ def main(argv=None) -> int:
     # 1. BM25
     t = time.perf_counter()
     bm25 = BM25Retriever().fit(doc_texts, corpus.ids)
-    bm25_test, bm25_valid = bm25.search(test_texts, K), bm25.search(valid_texts, K)
-    record("BM25 (bm25s, lucene k1=1.2 b=0.75)", bm25_test, **{"train s": 0.0, "encode s": round(time.perf_counter() - t, 1)})
+    bm25_fit_s = time.perf_counter() - t
+    t = time.perf_counter()
+    bm25_test = bm25.search(test_texts, K)
+    bm25_q_s = time.perf_counter() - t
+    bm25_valid = bm25.search(valid_texts, K)
+    record("BM25 (bm25s, lucene k1=1.2 b=0.75)", bm25_test,
+           **{"train s": 0.0, "encode s": bm25_fit_s, "ms/query": 1000 * bm25_q_s / len(test_texts)})
 
     # 2. zero-shot MiniLM
     enc = load_text_encoder(None)
-    t = time.perf_counter()
     doc_emb = cached_encode(enc, doc_texts, cache_dir, max_length=args.max_length, batch_size=32)  # [N, D]
-    enc_s = time.perf_counter() - t
+    # cold encoding time of the corpus, as recorded by the cache when it was filled
+    enc_s = EmbeddingCache(cache_dir, model_id=enc.model_id, max_length=args.max_length).stats()["encode_seconds"]
     zs = DenseRetriever(enc, max_length=args.max_length).fit_embeddings(doc_emb)
     t = time.perf_counter()
     zs_test = zs.search(test_texts, K)
@@ -171,17 +208,20 @@ def main(argv=None) -> int:
     ft_train_s = 0.0
     if args.reuse and (ft_dir / "twotower_bi_encoder.json").is_file():
         q_enc, d_enc = load_bi_encoder(ft_dir)
+        ft_train_s = float(json.loads((ft_dir / "twotower_bi_encoder.json").read_text())["seconds"])
         print(f"reusing {ft_dir}", file=sys.stderr)
     else:
         t = time.perf_counter()
-        mining = MiningConfig(n=3, depth=30, skip_top=0, relative_margin=0.05)
+        mining = MiningConfig(n=max(3, args.negatives), depth=30, skip_top=0, relative_margin=0.05)
         negs, report = mine_hard_negatives(uniq_q, uniq_pos, zs, mining)
         print("bi-encoder negatives (zero-shot dense):", report.summary(), file=sys.stderr)
         by_q = dict(zip(uniq_q, negs))
+        full = args.corpus_negatives and not args.train_doc_tower
         cfg = FinetuneConfig(
             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=0.05, max_length=args.max_length,
-            train_doc_tower=args.train_doc_tower, corpus_negatives=not args.train_doc_tower,
-            negatives_per_query=1, refresh_negatives=not args.train_doc_tower, seed=args.seed,
+            train_doc_tower=args.train_doc_tower, corpus_negatives=full,
+            negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
+            refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
         )
         res = finetune_bi_encoder(pair_q, pair_pos, doc_texts, ft_dir, config=cfg, negatives=[by_q[q] for q in pair_q],
                                   mining=mining, cache_dir=cache_dir)
@@ -191,14 +231,16 @@ def main(argv=None) -> int:
         last = np.mean([h["loss"] for h in res.history if h["epoch"] == cfg.epochs - 1])
         print(f"fine-tune: {len(res.history)} steps, mean loss epoch 0 {first:.3f} -> last {last:.3f}, "
               f"{ft_train_s:.0f}s", file=sys.stderr)
-    t = time.perf_counter()
     ft_doc = cached_encode(d_enc, doc_texts, cache_dir, max_length=args.max_length, batch_size=32)
-    ft_enc_s = time.perf_counter() - t
+    ft_enc_s = EmbeddingCache(cache_dir, model_id=d_enc.model_id, max_length=args.max_length).stats()["encode_seconds"]
     ft = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=args.max_length).fit_embeddings(ft_doc)
-    ft_test, ft_valid = ft.search(test_texts, K), ft.search(valid_texts, K)
+    t = time.perf_counter()
+    ft_test = ft.search(test_texts, K)
+    ft_q_s = time.perf_counter() - t
+    ft_valid = ft.search(valid_texts, K)
     tower = "query+doc towers" if args.train_doc_tower else "query tower, frozen doc tower"
     record(f"fine-tuned two-tower ({tower})", ft_test,
-           **{"train s": round(ft_train_s, 1), "encode s": round(ft_enc_s, 1)})
+           **{"train s": ft_train_s, "encode s": ft_enc_s, "ms/query": 1000 * ft_q_s / len(test_texts)})
 
     # 4. hybrid: fusion rule and weight chosen on validation NDCG@10
     for name, v in (("BM25", bm25_valid), ("zero-shot", zs_valid), ("fine-tuned", ft_valid)):
@@ -209,20 +251,7 @@ def main(argv=None) -> int:
 
     # 5. cross-encoder rerank of the hybrid top-N
     if not args.no_rerank:
-        ce_dir = out / "cross_encoder"
-        ce_train_s = 0.0
-        if args.reuse and (ce_dir / "twotower_cross_encoder.json").is_file():
-            ce = CrossEncoderReranker(ce_dir, max_length=args.ce_max_length)
-        else:
-            t = time.perf_counter()
-            ce_mining = MiningConfig(n=args.ce_negatives * max(1, args.ce_epochs), depth=30, relative_margin=0.05)
-            ce_negs, ce_report = mine_hard_negatives(uniq_q, uniq_pos, bm25, ce_mining)
-            print("cross-encoder negatives (BM25):", ce_report.summary(), file=sys.stderr)
-            by_q = dict(zip(uniq_q, ce_negs))
-            ce = train_cross_encoder(pair_q, pair_pos, [by_q[q] for q in pair_q], doc_texts, ce_dir,
-                                     config=RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length,
-                                                              negatives_per_query=args.ce_negatives, seed=args.seed))
-            ce_train_s = time.perf_counter() - t
+        ce, ce_train_s = get_cross_encoder()
         reranked = ce.rerank(test_texts, hybrid_test, doc_texts, top_n=args.rerank_top, show_progress=True)
         record(f"hybrid + cross-encoder rerank top-{args.rerank_top}", reranked,
                **{"train s": round(ce_train_s, 1),

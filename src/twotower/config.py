@@ -160,6 +160,12 @@ class TrainConfig:
     checkpoint: bool = True
     progress: bool = True
     device: str = "cpu"
+    # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
+    # in-batch loss still sees the whole batch; None = plain full-batch forward
+    gradcache_chunk: int | None = None
+    # torch.distributed backend under torchrun (WORLD_SIZE > 1): gloo | nccl; None = gloo,
+    # since the trainer computes on CPU. batch_size is the GLOBAL batch, split over the ranks.
+    distributed_backend: str | None = None
 
     def __post_init__(self) -> None:
         _check(self.epochs >= 1, "train.epochs", "must be >= 1")
@@ -170,6 +176,10 @@ class TrainConfig:
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+        _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
+               "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")
+        if self.distributed_backend is not None:
+            _choice(self.distributed_backend, "train.distributed_backend", ("gloo", "nccl"))
 
 
 @dataclass(frozen=True, kw_only=True)

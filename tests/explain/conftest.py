@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tiny_run import train_tiny_run  # noqa: E402
+from explain_tiny_run import train_tiny_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -58,15 +58,19 @@ def test_gradxinput_is_the_first_order_view_of_loo(mean_run) -> None:
 
 
 def test_shape_order_and_json(mean_run) -> None:
-    e = explain_recommendation(mean_run, user_row=3, item_row=_unseen_top(mean_run, 3, 1)[0], top=3)
+    item = _unseen_top(mean_run, 3, 1)[0]
+    e = explain_recommendation(mean_run, user_row=3, item_row=item, top=3)
     assert KEYS <= set(e)
     assert "heads" not in e  # single-head item tower
-    assert e["user_id"] == "u3" and e["item"]["item_id"] == e["item_id"]
+    assert e["user_id"] == mean_run.user_vocab.ids[3] and e["item"]["item_id"] == e["item_id"]
     contribs = [h["contribution"] for h in e["history"]]
     assert len(contribs) == 3 and contribs == sorted(contribs, reverse=True)
     assert {"item_id", "title", "contribution", "genres", "year"} <= set(e["history"][0])
     assert e["basis"] == "history" and e["already_seen"] is False
     assert json.loads(json.dumps(e)) == e
+    # the sentence does not depend on how many history items are listed
+    short = explain_recommendation(mean_run, user_row=3, item_row=item, top=0)
+    assert short["history"] == [] and short["text"] == e["text"]
 
 
 def test_deterministic_for_a_fixed_run(mean_run) -> None:
@@ -84,7 +88,7 @@ def test_text_names_top_contributors_and_shared_genre(mean_run) -> None:
     pos = [h for h in e["history"] if h["contribution"] > 0]
     assert pos, "a trained tiny run has at least one positive contributor"
     assert e["text"].startswith(f"Because you watched {pos[0]['title']}")
-    assert e["text"].endswith(".") and e["text"].count(".") == 1 + e["text"].count(".)") - 0
+    assert e["text"].endswith(".") and "\n" not in e["text"]
 
 
 def test_ad_hoc_history_matches_the_stored_history(mean_run) -> None:
@@ -183,3 +187,16 @@ def test_sentence_template_uses_only_the_facts() -> None:
     assert explanation_text(expl, cols) == "Because you watched Heat and Ronin (both Action, Thriller) and 12 other Action titles."
     expl["history"] = [{**h, "contribution": -abs(h["contribution"])} for h in expl["history"]]
     assert explanation_text(expl, cols).startswith("Removing any single item from your history would not lower")
+
+
+def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> None:
+    from twotower.data.features import FeatureSpec
+    from twotower.explain.metadata import metadata_columns
+
+    records = [{"item_id": "a", "title": "A", "genres": "Drama", "tags": "x", "year": 1990, "decade": "1990s"},
+               {"item_id": "b", "title": "B", "genres": "Action|Drama", "tags": "y|z", "year": None, "decade": "1990s"}]
+    spec = FeatureSpec(key="item_id", categorical=("decade",), multi=("tags",))
+    # genres: undeclared but pipe-joined in record b; year: undeclared, numeric
+    assert metadata_columns(spec, records) == MetadataColumns(multi=("tags", "genres"), categorical=("decade",),
+                                                              numeric=("year",))
+    assert metadata_columns(None, records) == MetadataColumns(multi=("genres", "tags"), numeric=("year",))

@@ -13,7 +13,7 @@ from index_contract import IndexContract
 
 class TestExactIndex(IndexContract):
     def make_index(self) -> ExactIndex:
-        return ExactIndex(max_block_elems=7 * 300)  # tiny blocks: many query and catalogue blocks
+        return ExactIndex(max_block_elems=700)  # tiny blocks: 1 query x 700 vectors at a time
 
     def test_is_exact(self, catalogue):
         assert self.built(catalogue).is_exact

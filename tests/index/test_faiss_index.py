@@ -115,3 +115,15 @@ def test_ivf_remove_is_real_and_survives_save(catalogue, tmp_path):
     from twotower.index import load_index
 
     assert len(load_index(tmp_path / "i")) == len(x)
+
+
+@pytest.mark.parametrize("factory", ["ivf", "ivfpq,RFlat"])
+def test_exclusions_widen_nprobe_when_the_probed_lists_run_dry(catalogue, factory):
+    # nprobe=1 sees one list (~40 vectors); excluding all but 10 ids forces deepening beyond it
+    x, ids, q = catalogue
+    index = FaissIndex(factory, nprobe=1).build(x, ids)
+    survivors = ids[-10:]
+    res = index.search(q[:3], 10, exclude=[ids[:-10]] * 3)
+    for row in res.ids:
+        assert sorted(row.tolist()) == sorted(survivors.tolist())
+    assert index.search_params == {"nprobe": 1}  # widening is per call, the setting is untouched

@@ -57,11 +57,18 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.run import train_run
+    from twotower.training import distributed as tdist
     from twotower.utils.atomic import atomic_write_json, atomic_write_text
 
     cfg = resolve_train_config(args)
     out = Path(args.out)
-    run, result, prep = train_run(cfg, out, resume=args.resume)
+    try:
+        run, result, prep = train_run(cfg, out, resume=args.resume)
+        main = tdist.is_main()
+    finally:
+        tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
+    if not main:
+        return 0
     print(f"trained: best valid {cfg.eval.select_metric} {result.best_metric:.4f} at epoch {result.best_epoch} "
           f"({result.epochs_run} epochs, {result.seconds:.1f}s); run folder {out}")
     if not args.no_eval and prep.test is not None:

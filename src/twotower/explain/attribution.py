@@ -108,9 +108,10 @@ def attribute_history(
             s = user_scores(model, user_row, hist.repeat(n + 2, 1), W, v).double()  # [n + 2]
         contrib = (s[0] - s[1 : n + 1]).numpy()
         return Attribution(float(s[0]), float(s[-1]), positions.numpy(), contrib, method)
-    wg = w.clone().requires_grad_(True)
-    with torch.enable_grad():
-        s_full = user_scores(model, user_row, hist, wg, v)[0]
+    with torch.inference_mode(False), torch.enable_grad():  # callers may sit inside no_grad / inference_mode
+        # clones made here are ordinary tensors even if the inputs were created under inference_mode
+        wg = w.clone().requires_grad_(True)
+        s_full = user_scores(model, user_row, hist.clone(), wg, v.clone())[0]
         (grad,) = torch.autograd.grad(s_full, wg)
     contrib = (w[0, positions] * grad[0, positions]).double().numpy()
     with torch.no_grad():

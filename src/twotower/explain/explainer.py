@@ -19,15 +19,16 @@ the history: what is left when no history item raises the score.
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
 import torch
 
 from twotower.errors import ConfigError, NotFoundError
-from twotower.explain.attribution import attribute_history
+from twotower.explain.attribution import Attribution, attribute_history
 from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
-from twotower.explain.text import explanation_text
+from twotower.explain.text import NAMED, explanation_text
 from twotower.models.history import pad_histories
 
 __all__ = ["explain_recommendation", "explain_by_id", "user_window", "run_metadata_columns"]
@@ -39,11 +40,17 @@ def _check_row(row: int, n: int, kind: str) -> int:
     return int(row)
 
 
+_COLUMNS: "weakref.WeakKeyDictionary[Any, MetadataColumns]" = weakref.WeakKeyDictionary()
+
+
 def run_metadata_columns(run: Any) -> MetadataColumns:
-    """Column roles of the run's item metadata (from its item feature spec when there is one)."""
-    spec = run.item_encoder.spec if run.item_encoder is not None else None
-    sample = run.item_record(0) if run.n_items else None
-    return metadata_columns(spec, sample)
+    """Column roles of the run's item metadata (see :func:`metadata_columns`), worked out once per run."""
+    cols = _COLUMNS.get(run)
+    if cols is None:
+        spec = run.item_encoder.spec if run.item_encoder is not None else None
+        cols = metadata_columns(spec, [run.item_record(r) for r in range(run.n_items)])
+        _COLUMNS[run] = cols
+    return cols
 
 
 def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
@@ -87,6 +94,24 @@ def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) ->
     }
 
 
+def _history_entries(run: Any, window: np.ndarray, att: Attribution, n: int) -> list[dict[str, Any]]:
+    """The ``n`` history items with the largest contributions (ties: the more recent first), with metadata."""
+    L = len(window)
+    order = sorted(range(len(att.positions)), key=lambda k: (-att.contributions[k], -int(att.positions[k])))
+    out = []
+    for k in order[:n]:
+        pos = int(att.positions[k])
+        row = int(window[pos])
+        out.append({
+            **run.item_record(row),
+            "item_id": run.item_vocab.ids[row],
+            "title": run.title(row),
+            "contribution": float(att.contributions[k]),
+            "age": L - 1 - pos,  # 0 = the most recent item
+        })
+    return out
+
+
 def explain_recommendation(
     run: Any,
     *,
@@ -122,19 +147,7 @@ def explain_recommendation(
     att = attribute_history(model, user_row, window, item_row, method=method)
 
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
-    L = len(window)
-    order = sorted(range(len(att.positions)), key=lambda k: (-att.contributions[k], -int(att.positions[k])))
-    entries = []
-    for k in order[:top]:
-        pos = int(att.positions[k])
-        row = int(window[pos])
-        entries.append({
-            **run.item_record(row),
-            "item_id": run.item_vocab.ids[row],
-            "title": run.title(row),
-            "contribution": float(att.contributions[k]),
-            "age": L - 1 - pos,  # 0 = the most recent item
-        })
+    entries = _history_entries(run, window, att, max(top, NAMED))  # the sentence names up to NAMED items
 
     reads = bool(model.user_tower.uses_history)
     pooled = [int(window[p]) for p in att.positions] if reads else [int(r) for r in seen]
@@ -162,6 +175,7 @@ def explain_recommendation(
     if heads is not None:
         expl["heads"] = heads
     expl["text"] = explanation_text(expl, cols)
+    expl["history"] = entries[:top]
     return expl
 
 

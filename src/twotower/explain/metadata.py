@@ -1,9 +1,9 @@
 """What an item has in common with a user's history, from item metadata only.
 
-Columns are typed by the run's item feature spec when it has one (multi-valued
-columns such as ``genres`` split on its separator, categorical ones such as
-``decade``, numeric ones such as ``year``); without a spec a string column
-whose values contain ``|`` is read as multi-valued. Nothing is inferred from
+Columns are typed by the run's item feature spec (multi-valued columns such as
+``genres`` split on its separator, categorical ones such as ``decade``, numeric
+ones such as ``year``); a column the spec does not declare is read as
+multi-valued when some value contains the separator, and ``year`` as numeric. Nothing is inferred from
 the model here: these are counts over the metadata table.
 """
 from __future__ import annotations
@@ -29,18 +29,24 @@ class MetadataColumns:
     separator: str = "|"
 
 
-def metadata_columns(spec: Any | None, sample: dict[str, Any] | None) -> MetadataColumns:
-    """Column roles from a ``FeatureSpec`` (preferred) or guessed from one record."""
-    if spec is not None:
-        return MetadataColumns(tuple(spec.multi), tuple(spec.categorical), tuple(spec.numeric), spec.separator)
-    multi: list[str] = []
-    for k, v in (sample or {}).items():
-        if k not in _SKIP and isinstance(v, str) and "|" in v:
-            multi.append(k)
-    if sample and "genres" in sample and "genres" not in multi and isinstance(sample["genres"], str):
-        multi.insert(0, "genres")
-    numeric = ("year",) if sample and "year" in sample else ()
-    return MetadataColumns(tuple(multi), (), numeric)
+def metadata_columns(spec: Any | None, records: list[dict[str, Any]]) -> MetadataColumns:
+    """Column roles: the run's ``FeatureSpec`` where it says, plus columns it does not declare:
+    a string column with a ``|`` in any value is multi-valued, a numeric ``year`` column is numeric."""
+    sep = spec.separator if spec is not None else "|"
+    multi = list(spec.multi) if spec is not None else []
+    categorical = list(spec.categorical) if spec is not None else []
+    numeric = list(spec.numeric) if spec is not None else []
+    declared = {*multi, *categorical, *numeric, *(spec.text if spec is not None else ())} | _SKIP
+    columns = list(dict.fromkeys(k for rec in records[:1] for k in rec))
+    for c in columns:
+        if c in declared:
+            continue
+        values = [rec.get(c) for rec in records]
+        if any(isinstance(v, str) and sep in v for v in values):
+            multi.append(c)
+        elif c == "year" and any(_number(v) is not None for v in values):
+            numeric.append(c)
+    return MetadataColumns(tuple(multi), tuple(categorical), tuple(numeric), sep)
 
 
 def split_values(value: Any, separator: str) -> list[str]:

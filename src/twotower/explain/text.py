@@ -11,7 +11,7 @@ from typing import Any
 
 from twotower.explain.metadata import MetadataColumns, split_values
 
-__all__ = ["explanation_text", "BASIS_TEXT"]
+__all__ = ["explanation_text", "BASIS_TEXT", "NAMED"]
 
 #: what a score rests on when no history item explains it
 BASIS_TEXT = {
@@ -22,7 +22,7 @@ BASIS_TEXT = {
     ),
 }
 
-_NAMED = 2  # history items named in the sentence
+NAMED = 2  # history items named in the sentence
 
 
 def _join(names: list[str]) -> str:
@@ -56,7 +56,7 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns) -> str:
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
         return f"{why}, so the score of {title} rests only on {_rests_on(expl)}{heads}."
-    named = [h for h in expl["history"] if h["contribution"] > 0][:_NAMED]
+    named = [h for h in expl["history"] if h["contribution"] > 0][:NAMED]
     if not named:
         return (
             f"Removing any single item from your history would not lower the score of {title}; "

@@ -172,21 +172,28 @@ class VectorIndex(ABC):
         ]
         return self._search_excluding(queries, k, excl)
 
+    def _search_deeper(self, queries: np.ndarray, fetch: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates after ``depth`` deepenings; an ANN backend may also widen its search (e.g. nprobe)."""
+        return self._search_candidates(queries, fetch)
+
+    def _exhausted(self, fetch: int, depth: int) -> bool:
+        """True when deepening further cannot return more candidates."""
+        return fetch >= len(self) + len(self._hidden_ids())
+
     def _search_excluding(self, queries: np.ndarray, k: int, excl: list[np.ndarray]) -> Results:
         n_q = queries.shape[0]
         total = len(self) + len(self._hidden_ids())  # vectors the backend can return
         out_ids = np.full((n_q, k), PAD_ID, dtype=np.int64)  # [Q, K]
         out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
         fetch = np.array([min(k + len(e), total) for e in excl], dtype=np.int64)  # [Q]
+        depth = np.zeros(n_q, dtype=np.int64)  # [Q] times each query has been deepened
         pending = np.arange(n_q)
-        rounds = 0
         while pending.size:
-            rounds += 1
             still: list[int] = []
-            # queries needing the same fetch are searched together
-            for f in np.unique(fetch[pending]):
-                group = pending[fetch[pending] == f]
-                scores, ids = self._search_candidates(queries[group], int(f))  # [G, F]
+            # queries needing the same fetch at the same depth are searched together
+            for f, d in np.unique(np.stack([fetch[pending], depth[pending]], axis=1), axis=0):
+                group = pending[(fetch[pending] == f) & (depth[pending] == d)]
+                scores, ids = self._search_deeper(queries[group], int(f), int(d))  # [G, F]
                 keep = ids != PAD_ID  # [G, F]
                 for row, q in enumerate(group):
                     if excl[q].size:
@@ -194,12 +201,13 @@ class VectorIndex(ABC):
                 ids = np.where(keep, ids, PAD_ID)
                 got = Results.from_scores_and_ids(scores, ids, k)  # [G, K]
                 out_ids[group], out_scores[group] = got.ids, got.scores
-                short = (keep.sum(axis=1) < k) & (f < total)  # [G]
-                still.extend(int(q) for q in group[short])
+                if not self._exhausted(int(f), int(d)):
+                    still.extend(int(q) for q in group[keep.sum(axis=1) < k])
             pending = np.asarray(still, dtype=np.int64)
             fetch[pending] = np.minimum(fetch[pending] * 2, total)
-        if rounds > 1:
-            log.debug("exclusion search needed %d rounds of deepening", rounds)
+            depth[pending] += 1
+        if depth.max(initial=0):
+            log.debug("exclusion search deepened up to %d times", int(depth.max()))
         return Results(out_ids, out_scores)
 
     # ------------------------------------------------------------------ storage

@@ -118,9 +118,9 @@ class ExactIndex(VectorIndex):
         import torch
 
         n, n_q = len(self), queries.shape[0]
-        rows_per_block = min(n, 1 << 16)
-        qb = max(1, min(n_q, self.max_block_elems // max(rows_per_block, 1)))
-        nb = max(rows_per_block, min(n, self.max_block_elems // qb))
+        rows_per_block = min(n, 1 << 16, self.max_block_elems)
+        qb = max(1, min(n_q, self.max_block_elems // rows_per_block))  # Qb
+        nb = max(1, min(n, self.max_block_elems // qb))  # Nb: Qb * Nb <= max_block_elems
         base = torch.from_numpy(self._vectors)  # [N, D], shares memory
         out_scores = np.full((n_q, fetch), -np.inf, dtype=np.float32)  # [Q, F]
         out_ids = np.full((n_q, fetch), PAD_ID, dtype=np.int64)

@@ -334,6 +334,38 @@ class FaissIndex(VectorIndex):
             f = min(2 * f, total)
         return _sorted(scores, ids, fetch)
 
+    def _ivf_widening(self, depth: int) -> Any:
+        """FAISS search parameters with nprobe multiplied by 2**depth, or None if not applicable."""
+        faiss = _faiss()
+        if depth == 0 or "nprobe" not in self.knobs or self._gpu is not None:
+            return None
+        ivf = faiss.try_extract_index_ivf(self._inner())
+        nprobe = min(int(ivf.nlist), int(ivf.nprobe) << depth)
+        ivf_params = faiss.SearchParametersIVF(nprobe=nprobe)
+        if self._native_ids:
+            return ivf_params
+        inner = self._inner()
+        if isinstance(inner, faiss.IndexRefine) and faiss.try_extract_index_ivf(inner.base_index) is not None:
+            params = faiss.IndexRefineSearchParameters(k_factor=inner.k_factor, base_index_params=ivf_params)
+            params._keep = ivf_params  # keep the Python object alive while FAISS holds a pointer
+            return params
+        return None
+
+    def _search_deeper(self, queries: np.ndarray, fetch: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        params = self._ivf_widening(depth)
+        if params is None:
+            return self._search_candidates(queries, fetch)
+        scores, ids = self._index.search(queries, fetch, params=params)  # [Q, F], wider nprobe
+        return _sorted(scores, ids, fetch)
+
+    def _exhausted(self, fetch: int, depth: int) -> bool:
+        if fetch < len(self) + len(self._tomb):
+            return False
+        if self._ivf_widening(depth + 1) is None:
+            return True
+        ivf = _faiss().try_extract_index_ivf(self._inner())
+        return (int(ivf.nprobe) << depth) >= int(ivf.nlist)  # every list already probed
+
     # ------------------------------------------------------------------ storage
     def cpu_index(self) -> Any:
         """The underlying FAISS index (CPU copy)."""

@@ -13,7 +13,7 @@ __all__ = ["plot_recall_qps"]
 
 
 def plot_recall_qps(report: "TuneReport", path: str | Path) -> Path:
-    """Write a PNG: one line per index type (recall@k on x, batched QPS on a log y axis).
+    """Write a PNG: one line per index type in sweep order (recall@k on x, batched QPS on a log y axis).
 
     The target recall is a dashed vertical line, the chosen setting a star and
     the batched exact QPS a dotted horizontal line.
@@ -29,7 +29,6 @@ def plot_recall_qps(report: "TuneReport", path: str | Path) -> Path:
         label = r.factory + (f" k_factor={r.params['k_factor']:g}" if "k_factor" in r.params else "")
         series.setdefault(label, []).append((r.recall, r.qps_batch))
     for label, pts in series.items():
-        pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label)
     ax.axvline(report.target_recall, linestyle="--", color="grey", label=f"target {report.target_recall:g}")
     ax.axhline(report.exact_qps_batch, linestyle=":", color="black", label="exact (batched)")

@@ -11,7 +11,8 @@ from twotower.pipeline.artifacts import TrainedRun, save_run_data
 from twotower.pipeline.experiment import train_model
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
-from twotower.training.trainer import TrainResult
+from twotower.training import distributed as tdist
+from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.runtime import seed_everything, set_threads, threads_from_env
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings"]
@@ -49,13 +50,20 @@ def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | No
 
 
 def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[TrainedRun, TrainResult, Prepared]:
-    """Read data, train, save the run folder; returns the loaded run, the training result and the data."""
+    """Read data, train, save the run folder; returns the loaded run, the training result and the data.
+
+    Under ``torchrun`` every rank calls this: the process group is joined
+    first, only rank 0 writes the run folder, and every rank loads it back.
+    """
     out = Path(out)
+    init_distributed(config.train)
     set_threads(config.train.threads or threads_from_env())
     seed_everything(config.train.seed)
     prep = prepare_data(config)
     text = item_text_embeddings(config, prep)
-    save_run_data(out, config, prep, None if text is None else tuple(text.shape))
+    if tdist.is_main():
+        save_run_data(out, config, prep, None if text is None else tuple(text.shape))
+    tdist.barrier()
     _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
     run = TrainedRun.load(out)
     return run, result, prep

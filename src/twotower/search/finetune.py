@@ -66,7 +66,7 @@ class FinetuneConfig:
     query_max_length: int = 64
     shared: bool = False  # one transformer for both towers
     train_doc_tower: bool = True
-    corpus_negatives: bool = False  # needs train_doc_tower=False
+    corpus_negatives: bool = False  # full softmax over the frozen corpus; needs train_doc_tower=False
     negatives_per_query: int = 1  # mined hard negatives added per query per step
     refresh_negatives: bool = False  # re-mine from the model's own dense index before each epoch after the first
     grad_clip: float = 1.0
@@ -88,6 +88,9 @@ class FinetuneConfig:
             raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
         if self.corpus_negatives and self.train_doc_tower:
             raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
+        if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
+            raise ConfigError("corpus_negatives=True already scores every document, so set negatives_per_query=0 "
+                              "and refresh_negatives=False")
         if self.shared and not self.train_doc_tower:
             raise ConfigError("shared=True ties the towers, so the document tower can't be frozen; "
                               "set train_doc_tower=True or shared=False")
@@ -237,10 +240,9 @@ def finetune_bi_encoder(
             if frozen_docs is None:
                 cv = _embed(d_model, [doc_texts[r] for r in cand_rows], cfg.max_length)  # [B + H, D]
             else:
-                cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D]
                 if cfg.corpus_negatives:
-                    cv = torch.cat([cv[: len(batch)], frozen_docs])  # [B + N_docs, D]
-                    cand_rows = np.concatenate([b_pos, np.arange(n_docs)])
+                    cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
+                cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
             loss, stats = loss_fn.forward_with_stats(
                 qv, cv, positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows)
             )

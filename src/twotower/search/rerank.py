@@ -109,6 +109,19 @@ class CrossEncoderReranker:
         return Results(ids, scores)
 
 
+def _freeze_bottom(model, n: int) -> None:
+    """Freeze the embeddings and the first ``n`` transformer layers of a BERT-style cross-encoder."""
+    if n == 0:
+        return
+    base = model.model.base_model  # e.g. BertModel inside BertForSequenceClassification
+    layers = base.encoder.layer
+    if n > len(layers):
+        raise ConfigError(f"freeze_layers={n} but the model has {len(layers)} layers")
+    for module in [base.embeddings, *layers[:n]]:
+        for p in module.parameters():
+            p.requires_grad_(False)
+
+
 def _identity():
     import torch  # noqa: PLC0415
 
@@ -121,15 +134,23 @@ class RerankTrainConfig:
     groups_per_step: int = 8  # queries per optimiser step; each brings 1 positive + negatives
     negatives_per_query: int = 3
     lr: float = 3e-5
+    head_lr: float = 5e-3  # fresh logit head + BERT pooler: MiniLM's pooler output is tiny (|x|~0.06), so
+    # a head at the encoder's lr barely moves in a few hundred steps (loss stays at log(group size))
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
     max_length: int = 256
+    freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
+    max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
     seed: int = 0
 
     def __post_init__(self) -> None:
         for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.freeze_layers < 0:
+            raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
+        if self.max_groups is not None and self.max_groups < 1:
+            raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
         if not self.lr > 0:
             raise ConfigError(f"lr must be > 0, got {self.lr}")
         if not 0.0 <= self.warmup_frac < 1.0:
@@ -167,23 +188,32 @@ def train_cross_encoder(
     t0 = time.perf_counter()
     base_dir = Path(base) if base is not None else default_model_path()
     model = CrossEncoder(str(base_dir), num_labels=1, max_length=cfg.max_length, device="cpu")
+    _freeze_bottom(model, cfg.freeze_layers)
     usable = [i for i in range(len(queries)) if len(negatives[i])]
     if not usable:
         raise DataError("no pair has a hard negative; mine some with mine_hard_negatives first")
-    steps_per_epoch = int(np.ceil(len(usable) / cfg.groups_per_step))
+    per_epoch = min(len(usable), cfg.max_groups or len(usable))
+    steps_per_epoch = int(np.ceil(per_epoch / cfg.groups_per_step))
     total = steps_per_epoch * cfg.epochs
     warmup = int(cfg.warmup_frac * total)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]
+    head = {id(p) for name, p in model.model.named_parameters() if "classifier" in name or "pooler" in name}
+    opt = torch.optim.AdamW(
+        [{"params": [p for p in params if id(p) not in head], "lr": cfg.lr},
+         {"params": [p for p in params if id(p) in head], "lr": cfg.head_lr}],
+        weight_decay=cfg.weight_decay,
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: (s + 1) / (warmup + 1) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
     )
-    logger.info("training cross-encoder from %s: %d groups x (1 + %d), %d steps, max_length %d",
-                base_dir, len(usable), cfg.negatives_per_query, total, cfg.max_length)
+    logger.info("training cross-encoder from %s: %d groups x (1 + %d) per epoch, %d steps, max_length %d, "
+                "%d trainable parameters", base_dir, per_epoch, cfg.negatives_per_query, total, cfg.max_length,
+                sum(p.numel() for p in params))
     history = []
     bar = tqdm(total=total, desc="cross-encoder", disable=not show_progress)
     model.train()
     for epoch in range(cfg.epochs):
-        order = rng.permutation(usable)
+        order = rng.permutation(usable)[:per_epoch]
         for s0 in range(0, len(order), cfg.groups_per_step):
             pairs, sizes = [], []
             for i in order[s0 : s0 + cfg.groups_per_step]:
@@ -204,7 +234,7 @@ def train_cross_encoder(
             loss = torch.nn.functional.cross_entropy(padded, torch.zeros(len(sizes), dtype=torch.long))
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             sched.step()
             history.append(float(loss.item()))

@@ -185,7 +185,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     neg_of = dict(zip(uniq, negs))
     cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
                          max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
-                         corpus_negatives=not train_docs, refresh_negatives=not train_docs, seed=args.seed)
+                         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
+                         refresh_negatives=not train_docs, seed=args.seed)
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "

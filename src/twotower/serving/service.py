@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
+from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.results import Results
 from twotower.serving.catalog import ItemCatalog

@@ -4,7 +4,7 @@ Layout of ``cache_dir/<key>/`` where ``key`` hashes (model id, max_length,
 normalize)::
 
     index.json        {"model_id", "max_length", "normalize", "dim",
-                       "shards": [{"file", "rows", "sha256"}],
+                       "shards": [{"file", "rows", "sha256", "seconds"}],
                        "texts": {sha256(text): [shard, row]}}
     shard-00000.npy   float32 [rows, D]
 
@@ -25,6 +25,7 @@ import io
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -96,6 +97,12 @@ class EmbeddingCache:
             finally:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
+    def stats(self) -> dict:
+        """``{"texts", "shards", "encode_seconds"}``: what the cache holds and what encoding it cost."""
+        index = self._load_index()
+        return {"texts": len(index["texts"]), "shards": len(index["shards"]),
+                "encode_seconds": round(sum(s.get("seconds", 0.0) for s in index["shards"]), 2)}
+
     def clear(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -136,6 +143,7 @@ class EmbeddingCache:
         self.misses += sum(1 for k in keys if k in missing)
         if missing:
             logger.info("embedding cache %s: %d of %d texts to encode", self.dir.name, len(missing), len(keys))
+            t0 = time.perf_counter()
             new = encoder.encode(list(missing.values()), batch_size=batch_size, max_length=self.max_length,
                                  normalize=self.normalize, show_progress=show_progress)  # [M, D]
             shard_no = len(index["shards"])
@@ -146,7 +154,8 @@ class EmbeddingCache:
             self.dir.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
             index["dim"] = int(new.shape[1])
-            index["shards"].append({"file": name, "rows": int(new.shape[0]), "sha256": sha256_bytes(data)})
+            index["shards"].append({"file": name, "rows": int(new.shape[0]), "sha256": sha256_bytes(data),
+                                    "seconds": round(time.perf_counter() - t0, 2)})
             for row, k in enumerate(missing):
                 index["texts"][k] = [shard_no, row]
             atomic_write_json(self.dir / "index.json", index)

@@ -1,8 +1,8 @@
-"""A tiny, deterministic trained run for explanation and browser tests (seconds to train).
+"""A tiny, deterministic trained run for the explanation tests (seconds to train).
 
 Four genres; each user prefers one and mostly watches its items, so a
 trained history tower has real structure to attribute. Users "u0".."u39",
-items "i0".."i31" titled "Film 0 (1990)" etc.; user "u_new" is in the user
+items "i0".."i31" titled "Film 0 (1980)" .. "Film 31 (2011)"; user "u_new" is in the user
 table but has no interactions (empty history).
 """
 from __future__ import annotations

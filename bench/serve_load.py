@@ -1,0 +1,281 @@
+"""Load test of `twotower serve` over a 1,000,000-item catalogue, on 127.0.0.1 only.
+
+What is served: a small trained run's user tower (``--run``, or a tiny
+synthetic run trained here in ~10 s, embedding dim 64) with its item
+embeddings *replaced* by ``--n-items`` clustered synthetic unit vectors
+(``--clusters`` Gaussian blobs around random unit centres, seeded), an
+autotuned IVF index over them (recall@10 >= 0.95 vs exact, FAISS training on
+a 100k sample) and synthetic metadata (title, genres). Requests are
+``POST /recommend {"user_id": <a real user of the run>, "k": 10}`` with
+seen-item exclusion, i.e. the real hot path: cached user vector -> IVF search
+with exclusions -> metadata -> JSON.
+
+Phase 1 raises an open-loop arrival rate (requests sent on a fixed schedule,
+not waiting for answers) step by step until p99 >= ``--p99-ms`` or errors
+appear; the last passing rate is the sustainable rate (if none meets the p99
+target, e.g. on busy shared cores, the highest rate served in full is used and
+the miss is printed). Phase 2 sends twice
+that for ``--overload-seconds``: the service must answer zero 5xx, shed the
+excess with 429, and still be healthy afterwards. Every phase has a fixed
+request count and a per-request timeout, so the script stops by itself.
+
+    python bench/serve_load.py                      # full run (~4 min on 2 cores)
+    python bench/serve_load.py --n-items 100000 --overload-seconds 10   # quick
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+
+
+# ---------------------------------------------------------------------- server side
+def synthetic_catalogue(n: int, dim: int, clusters: int, seed: int) -> np.ndarray:
+    """[N, D] unit vectors in ``clusters`` blobs (noise 0.35 around random unit centres)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    out = np.empty((n, dim), dtype=np.float32)
+    for s in range(0, n, 1 << 17):
+        e = min(n, s + (1 << 17))
+        c = rng.integers(0, clusters, e - s)
+        v = centres[c] + 0.35 / np.sqrt(dim) * rng.standard_normal((e - s, dim)).astype(np.float32)
+        out[s:e] = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return out
+
+
+def train_tiny_run(folder: Path) -> Path:
+    """A synthetic run (300 users, 500 items, dim 64) whose user tower embeds the load's users."""
+    import pandas as pd
+
+    from twotower.config import load_config
+    from twotower.pipeline.run import train_run
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [(f"u{u}", f"i{j}", t) for u in range(300) for t, j in enumerate(rng.choice(500, 20, replace=False))]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(folder / "inter.csv", index=False)
+    overrides = [f"data.path={json.dumps(str(folder / 'inter.csv'))}", "data.rating_col=null", "train.epochs=1",
+                 "train.progress=false", "train.threads=1", "model.user.use_id=false", 'model.user.history="recency"',
+                 "eval.baselines=[]"]
+    train_run(load_config(overrides=overrides), folder / "run")
+    return folder / "run"
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Subprocess entry: build the 1M-item service and run uvicorn on 127.0.0.1."""
+    import uvicorn
+
+    from twotower.index import autotune
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.serving import ItemCatalog, RecommenderService, ServiceSettings, create_app
+    from twotower.utils.runtime import set_threads
+
+    set_threads(1)
+    t0 = time.perf_counter()
+    run = TrainedRun.load(args.run)
+    dim = run.item_embeddings().shape[1]
+    vectors = synthetic_catalogue(args.n_items, dim, args.clusters, seed=1)
+    ids = np.arange(args.n_items, dtype=np.int64)
+    users = np.flatnonzero(run.history.lengths() > 0)[:200]
+    queries = run.user_vectors(users).astype(np.float32)
+    report = autotune(vectors, ids, queries, k=10, target_recall=0.95, index="ivf", max_train=100_000,
+                      latency_queries=50)
+    print(report.table(), flush=True)
+    index = report.index
+    index.model_fingerprint = run.fingerprint()
+    genres = ["Action", "Comedy", "Drama", "Horror", "Romance", "Sci-Fi"]
+    cols = {
+        "title": [f"Synthetic item {r}" for r in range(args.n_items)],
+        "genres": [genres[r % 6] + ("|" + genres[(r // 6) % 6] if r % 5 == 0 else "") for r in range(args.n_items)],
+    }
+    catalog = ItemCatalog([f"s{r}" for r in range(args.n_items)], cols)
+    settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1)
+    service = RecommenderService(run, index, settings=settings, catalog=catalog, item_vectors=vectors)
+    print(f"SERVER built in {time.perf_counter() - t0:.1f}s: {args.n_items:,} items, index {index.factory} "
+          f"{index.search_params}, recall@10 {report.chosen.recall:.3f}", flush=True)
+    uvicorn.run(create_app(service=service, settings=settings), host="127.0.0.1", port=args.port,
+                log_level="warning", access_log=False)
+
+
+# ---------------------------------------------------------------------- load side
+async def phase(url: str, users: list[str], rate: float, seconds: float, timeout: float) -> dict:
+    """Open-loop: ``rate * seconds`` requests on a fixed schedule; latency of each answer."""
+    import httpx
+
+    n = max(1, int(rate * seconds))
+    lat: list[float] = []
+    status: dict[str, int] = {}
+    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=timeout) as client:
+
+        async def one(i: int) -> None:
+            body = {"user_id": users[i % len(users)], "k": 10}
+            t = time.perf_counter()
+            try:
+                r = await client.post("/recommend", json=body)
+                key = str(r.status_code)
+            except httpx.TimeoutException:
+                key = "timeout"
+            except httpx.HTTPError as e:
+                key = type(e).__name__
+            status[key] = status.get(key, 0) + 1
+            if key == "200":
+                lat.append(time.perf_counter() - t)
+
+        t0 = time.perf_counter()
+        tasks = []
+        for i in range(n):
+            delay = t0 + i / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+        wall = time.perf_counter() - t0
+    ms = np.asarray(lat) * 1e3
+    ok = status.get("200", 0)
+    return {
+        "rate": rate, "sent": n, "ok": ok, "429": status.get("429", 0),
+        "5xx": sum(v for k, v in status.items() if k.isdigit() and k.startswith("5")),
+        "other": sum(v for k, v in status.items() if k not in ("200", "429") and not k.startswith("5")),
+        "ok_rps": ok / wall, "p50": float(np.percentile(ms, 50)) if ok else float("nan"),
+        "p99": float(np.percentile(ms, 99)) if ok else float("nan"), "status": status,
+    }
+
+
+def row(name: str, r: dict) -> str:
+    return (f"{name:<12}{r['rate']:>8.0f}{r['sent']:>8}{r['ok']:>8}{r['429']:>7}{r['5xx']:>6}{r['other']:>7}"
+            f"{r['ok_rps']:>9.0f}{r['p50']:>9.2f}{r['p99']:>9.2f}")
+
+
+HEADER = f"{'phase':<12}{'target':>8}{'sent':>8}{'200':>8}{'429':>7}{'5xx':>6}{'other':>7}{'ok/s':>9}{'p50ms':>9}{'p99ms':>9}"
+
+
+async def load(args: argparse.Namespace, url: str, users: list[str]) -> int:
+    import httpx
+
+    print(HEADER, flush=True)
+    await phase(url, users, 50, 2, args.timeout)  # warm-up (not reported)
+    passed: dict | None = None  # highest rate meeting the p99 target
+    kept_up: dict | None = None  # highest rate served in full (no errors, >= 90% of the rate)
+    rate = args.start_rate
+    while rate <= args.max_rate:
+        r = await phase(url, users, rate, args.step_seconds, args.timeout)
+        full = r["ok"] == r["sent"] and r["ok_rps"] >= 0.9 * rate and r["p99"] < 20 * args.p99_ms
+        good = full and r["p99"] < args.p99_ms
+        print(row("find" + (" ok" if good else " slow" if full else " FAIL"), r), flush=True)
+        if not full:
+            break
+        kept_up = r
+        passed = r if good else passed
+        rate *= args.step
+    if kept_up is None:
+        print(f"the service could not keep up with {args.start_rate}/s; lower --start-rate")
+        return 1
+    if passed is None:
+        print(f"NOTE: no rate met p99 < {args.p99_ms:g} ms on this machine; using the highest rate served in full")
+    chosen = passed or kept_up
+    sustainable = chosen["rate"]
+    over = await phase(url, users, 2 * sustainable, args.overload_seconds, args.timeout)
+    print(row("overload 2x", over), flush=True)
+    async with httpx.AsyncClient(base_url=url, timeout=5) as c:
+        await asyncio.sleep(1)
+        health = (await c.get("/healthz")).status_code
+        after = await c.post("/recommend", json={"user_id": users[0], "k": 10})
+        metrics = (await c.get("/metrics")).text
+    rejected = next((line.split()[-1] for line in metrics.splitlines()
+                     if line.startswith("twotower_overload_rejections_total")), "?")
+    label = f"p99 < {args.p99_ms:g} ms, no errors" if passed else "served in full; p99 target NOT met"
+    print(f"\nsustainable rate ({label}): {sustainable:.0f} req/s, "
+          f"p50 {chosen['p50']:.2f} ms, p99 {chosen['p99']:.2f} ms")
+    print(f"overload at {2 * sustainable:.0f} req/s for {args.overload_seconds:g}s: {over['5xx']} 5xx, "
+          f"{over['429']} answered 429 (server counted {rejected}), {over['ok']} served, statuses {over['status']}")
+    print(f"after overload: /healthz {health}, /recommend {after.status_code}")
+    ok = over["5xx"] == 0 and health == 200 and after.status_code == 200
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
+    p.add_argument("--n-items", type=int, default=1_000_000)
+    p.add_argument("--clusters", type=int, default=2000)
+    p.add_argument("--max-concurrency", type=int, default=2)
+    p.add_argument("--max-queue", type=int, default=8)
+    p.add_argument("--start-rate", type=float, default=50)
+    p.add_argument("--step", type=float, default=1.5, help="rate multiplier between phase-1 steps")
+    p.add_argument("--max-rate", type=float, default=5000)
+    p.add_argument("--step-seconds", type=float, default=5)
+    p.add_argument("--overload-seconds", type=float, default=60)
+    p.add_argument("--p99-ms", type=float, default=10.0)
+    p.add_argument("--timeout", type=float, default=5.0, help="per-request client timeout (s)")
+    p.add_argument("--startup-timeout", type=float, default=600)
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        serve(args)
+        return 0
+    tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
+    run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    users = [run.user_vocab.ids[r] for r in np.flatnonzero(run.history.lengths() > 0)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),
+           "--n-items", str(args.n_items), "--clusters", str(args.clusters),
+           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue)]
+    env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
+    server = subprocess.Popen(cmd, env=env)
+    try:
+        import httpx
+
+        deadline = time.time() + args.startup_timeout
+        while True:
+            if server.poll() is not None:
+                print(f"server exited with {server.returncode} before it was ready")
+                return 1
+            try:
+                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                print("server not ready in time")
+                return 1
+            time.sleep(1)
+        print(f"service up at {url}: {args.n_items:,} items; load = POST /recommend k=10 for {len(users)} users",
+              flush=True)
+        return asyncio.run(load(args, url, users))
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

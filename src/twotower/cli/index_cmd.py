@@ -1,0 +1,125 @@
+"""`twotower index build|info`: an autotuned vector index over a run's item embeddings (imports are lazy)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from twotower.errors import ConfigError
+
+__all__ = ["register", "cmd_index_build", "cmd_index_info"]
+
+TUNE_JSON = "tune.json"
+TUNE_PNG = "recall_qps.png"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("index", help="build and inspect the vector index a run is served from")
+    isub = p.add_subparsers(dest="index_cmd", required=True)
+    b = isub.add_parser("build", help="autotune an index over the run's item embeddings and save it")
+    b.add_argument("--run", required=True, help="run folder")
+    b.add_argument("--index", default="auto",
+                   help="auto (try flat, ivf, hnsw, ivfpq), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
+    b.add_argument("--target-recall", type=float, default=0.95, help="recall@k against exact search (default 0.95)")
+    b.add_argument("--k", type=int, default=10, help="k of the recall target (default 10)")
+    b.add_argument("--queries", type=int, default=1000, help="user vectors sampled as tuning queries (default 1000)")
+    b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors")
+    b.add_argument("--seed", type=int, default=0, help="seed of the query sample")
+    b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
+    b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
+    b.set_defaults(func=cmd_index_build)
+    i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
+    i.add_argument("--run", required=True)
+    i.add_argument("--index", dest="index_dir", help="index folder (default RUN/index)")
+    i.add_argument("--json", action="store_true", help="print meta.json (+ the tuning summary) as JSON")
+    i.set_defaults(func=cmd_index_info)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if not 0.0 < args.target_recall <= 1.0:
+        raise ConfigError(f"--target-recall must be in (0, 1], got {args.target_recall}")
+    if args.k < 1:
+        raise ConfigError(f"--k must be >= 1, got {args.k}")
+    if args.queries < 1:
+        raise ConfigError(f"--queries must be >= 1, got {args.queries}")
+
+
+def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - TrainedRun, np.ndarray
+    """Up to ``n`` user rows with a training history (seeded), sorted."""
+    import numpy as np
+
+    rows = np.flatnonzero(run.history.lengths() > 0)
+    if rows.size == 0:
+        rows = np.arange(len(run.user_vocab))
+    if rows.size > n:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, n, replace=False))
+    return rows.astype(np.int64)
+
+
+def cmd_index_build(args: argparse.Namespace) -> int:
+    import time
+
+    import numpy as np
+
+    from twotower.index import ExactIndex, autotune, plot_recall_qps
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.utils.atomic import atomic_write_json
+    from twotower.utils.runtime import set_threads, threads_from_env
+
+    _check_args(args)
+    set_threads(args.threads or threads_from_env())
+    run = TrainedRun.load(args.run)
+    out = Path(args.out) if args.out else Path(args.run) / "index"
+    vectors = run.item_embeddings()  # [I, D]
+    ids = np.arange(run.n_items, dtype=np.int64)
+    fp = run.fingerprint()
+    query_rows = sample_query_rows(run, args.queries, args.seed)
+    queries = run.user_vectors(query_rows).astype(np.float32)  # [Q, D]
+    print(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {len(query_rows)} user queries, "
+          f"k={args.k}, target recall {args.target_recall:g}")
+    if args.index.strip().lower() == "exact":
+        t0 = time.perf_counter()
+        index = ExactIndex().build(vectors, ids)
+        index.save(out, model_fingerprint=fp)
+        summary = {"index": "exact", "spec": "exact", "params": {}, "k": args.k, "n": len(ids),
+                   "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": []}
+        atomic_write_json(out / TUNE_JSON, summary)
+        print(f"saved exact index to {out} (model {fp})")
+        return 0
+    report = autotune(vectors, ids, queries, k=args.k, target_recall=args.target_recall, index=args.index,
+                      max_train=args.max_train)
+    report.index.save(out, model_fingerprint=fp)
+    atomic_write_json(out / TUNE_JSON, report.to_dict())
+    plot_recall_qps(report, out / TUNE_PNG)
+    print(report.table())
+    c = report.chosen
+    verdict = "meets" if report.met_target else "does NOT meet"
+    print(f"chosen: {c.factory} {c.params} recall@{args.k} {c.recall:.4f} ({verdict} {args.target_recall:g}), "
+          f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
+    print(f"saved to {out} (model {fp}); table {out / TUNE_JSON}, plot {out / TUNE_PNG}")
+    return 0
+
+
+def cmd_index_info(args: argparse.Namespace) -> int:
+    from twotower.index.storage import load_index, read_meta
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.utils.atomic import read_json
+
+    run = TrainedRun.load(args.run)
+    directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
+    meta = read_meta(directory)
+    fp = run.fingerprint()
+    load_index(directory, expected_fingerprint=fp)  # verifies checksums and the fingerprint
+    tune = read_json(directory / TUNE_JSON) if (directory / TUNE_JSON).is_file() else None
+    if args.json:
+        print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))
+        return 0
+    print(f"index {directory}: {meta['backend']} {meta.get('factory') or ''} params {meta.get('params')}")
+    print(f"  {meta['count']:,} vectors of dim {meta['dim']}, metric {meta['metric']}, exact={meta.get('is_exact')}, "
+          f"created {meta.get('created')}")
+    print(f"  built for model {meta.get('model_fingerprint')} = this run's model (checksums verified)")
+    if tune and tune.get("chosen"):
+        c = tune["chosen"]
+        print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}), "
+              f"{c['qps_batch']:,.0f} QPS batched, p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms single")
+    return 0

@@ -1,0 +1,51 @@
+"""`twotower serve`: the HTTP service over a run (uvicorn; imports are lazy)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+__all__ = ["register", "cmd_serve"]
+
+log = logging.getLogger("twotower")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="serve recommendations over HTTP (FastAPI + uvicorn)")
+    p.add_argument("--run", required=True, help="run folder")
+    p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-concurrency", type=int, default=4, help="requests computing at once (default 4)")
+    p.add_argument("--max-queue", type=int, default=16, help="requests waiting beyond those; more get 429 (default 16)")
+    p.add_argument("--max-k", type=int, default=1000)
+    p.add_argument("--max-batch", type=int, default=256)
+    p.add_argument("--max-history", type=int, default=500)
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger bodies get 413 (default 1 MiB)")
+    p.add_argument("--threads", type=int, default=1, help="torch/FAISS threads per request (default 1)")
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from twotower.serving import RecommenderService, ServiceSettings, create_app
+
+    settings = ServiceSettings(
+        host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
+        max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history, max_body_bytes=args.max_body_bytes,
+        threads=args.threads,
+    )
+    if settings.host in ("0.0.0.0", "::", ""):
+        msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "
+               "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
+        print(msg, file=sys.stderr)
+        log.warning(msg)
+    # load before binding: a corrupted run or a mismatched index fails here with a clean message
+    service = RecommenderService.load(args.run, args.index, settings=settings)
+    app = create_app(service=service, settings=settings)
+    print(f"serving {args.run} on http://{settings.host}:{settings.port} (index {service.index_info()['backend']} "
+          f"{service.index_info()['factory'] or ''}); docs at /docs", file=sys.stderr)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    return 0

@@ -1,0 +1,294 @@
+// twotower explorer: plain JS, no build step, no external requests.
+// Talks to the service's JSON API: POST /recommend (explain: true), POST /explain,
+// POST /similar-items, GET /items/{id}, optional GET /users/{id} and POST /search
+// (detected from /openapi.json). Every value from the API is inserted as text, never HTML.
+"use strict";
+
+const state = { paths: new Set(), search: false, users: false };
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v;
+    else if (k === "onclick") node.addEventListener("click", v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: {} };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  let data = null;
+  try { data = await res.json(); } catch (_) { /* not JSON */ }
+  if (!res.ok) {
+    const msg = (data && data.error && data.error.message) || (data && data.detail) || res.statusText;
+    const err = new Error(msg);
+    err.status = res.status;
+    throw err;
+  }
+  return data;
+}
+
+function setStatus(text, isError) {
+  const s = $("status");
+  s.textContent = text || "";
+  s.className = isError ? "error" : "";
+}
+
+function genresOf(item) {
+  const g = item.genres;
+  if (Array.isArray(g)) return g;
+  return typeof g === "string" && g ? g.split("|") : [];
+}
+
+function titleOf(item) {
+  return item.title || item.name || item.item_id || item.doc_id || "?";
+}
+
+function chips(values) {
+  const span = el("span", { class: "chips" });
+  for (const v of values) span.append(el("span", { class: "chip" }, v));
+  return span;
+}
+
+function itemLine(item, extra) {
+  const title = el("a", { href: "#", class: "title", title: "show similar items",
+    onclick: (e) => { e.preventDefault(); showSimilar(item.item_id); } }, titleOf(item));
+  const meta = el("span", { class: "meta" });
+  const title_ = String(titleOf(item));
+  if (typeof item.year === "number" && !title_.includes(String(Math.round(item.year)))) meta.append(el("span", { class: "muted" }, ` ${Math.round(item.year)}`));
+  return el("div", { class: "line" }, title, " ", chips(genresOf(item)), meta, extra || null);
+}
+
+function fmt(x, digits) {
+  return typeof x === "number" ? x.toFixed(digits === undefined ? 3 : digits) : "–";
+}
+
+// ------------------------------------------------------------------ explanations
+
+function explanationBlock(expl) {
+  const box = el("div", { class: "explanation" });
+  box.append(el("p", { class: "why" }, expl.text || ""));
+  const details = el("details", {});
+  details.append(el("summary", {}, `details (${expl.method || "loo"}, basis: ${expl.basis})`));
+  const hist = expl.history || [];
+  if (hist.length) {
+    const maxAbs = Math.max(...hist.map((h) => Math.abs(h.contribution)), 1e-9);
+    const table = el("table", { class: "contrib" });
+    table.append(el("tr", {}, el("th", {}, "contribution"), el("th", {}, "history item"), el("th", {}, "genres")));
+    for (const h of hist) {
+      const bar = el("span", { class: h.contribution >= 0 ? "bar pos" : "bar neg" });
+      bar.style.width = `${Math.round((60 * Math.abs(h.contribution)) / maxAbs)}px`;
+      table.append(el("tr", {},
+        el("td", { class: "num" }, bar, ` ${h.contribution >= 0 ? "+" : ""}${fmt(h.contribution, 4)}`),
+        el("td", {}, titleOf(h)),
+        el("td", {}, chips(genresOf(h)))));
+    }
+    details.append(table);
+  }
+  const shared = expl.shared_metadata || {};
+  const facts = [];
+  for (const [key, v] of Object.entries(shared)) {
+    if (Array.isArray(v) && v.length) facts.push(`${key}: ` + v.map((x) => `${x.value} (${x.count})`).join(", "));
+    else if (key.endsWith("_range") && v && v.min !== null && v.min !== undefined) facts.push(`${key.replace("_range", "")} ${v.min}–${v.max} (${v.count} items)`);
+  }
+  if (facts.length) details.append(el("p", { class: "muted" }, `shared with the last ${shared.history_items} history items: ${facts.join("; ")}`));
+  if (expl.heads) {
+    details.append(el("p", { class: "muted" },
+      `heads: α=${fmt(expl.heads.alpha)} · semantic ${fmt(expl.heads.semantic, 4)} · collaborative ${fmt(expl.heads.collaborative, 4)}`));
+  }
+  if (typeof expl.history_total === "number") {
+    details.append(el("p", { class: "muted" }, `the history as a whole adds ${fmt(expl.history_total, 4)} to the score ${fmt(expl.score, 4)}`));
+  }
+  box.append(details);
+  return box;
+}
+
+async function explainOne(user, item, slot) {
+  slot.textContent = "explaining…";
+  try {
+    const body = user.user_id ? { user_id: user.user_id, item_id: item.item_id } : { history: user.history, item_id: item.item_id };
+    const res = await api("POST", "/explain", body);
+    slot.replaceChildren(explanationBlock(res.explanation || res));
+  } catch (e) {
+    slot.replaceChildren(el("p", { class: "error" }, `no explanation: ${e.message}`));
+  }
+}
+
+// ------------------------------------------------------------------ panels
+
+function renderHistory(items, note) {
+  const list = $("history-list");
+  list.replaceChildren();
+  $("history-note").textContent = note || "";
+  if (!items.length) list.append(el("li", { class: "muted" }, "no history"));
+  for (const it of items) list.append(el("li", {}, itemLine(it)));
+}
+
+async function loadHistory(user, recs) {
+  if (user.history) {
+    const items = await Promise.all(user.history.slice().reverse().map((id) =>
+      api("GET", `/items/${encodeURIComponent(id)}`).catch(() => ({ item_id: id }))));
+    renderHistory(items, "(ad-hoc, newest first)");
+    return;
+  }
+  if (state.users) {
+    try {
+      const res = await api("GET", `/users/${encodeURIComponent(user.user_id)}`);
+      const items = res.history || res.items || [];
+      const n = res.n_history !== undefined ? res.n_history : items.length;
+      renderHistory(items, `(${n} items, newest first)`);
+      return;
+    } catch (e) {
+      if (e.status !== 404) throw e;
+    }
+  }
+  // No history route: show the history items the explanations name.
+  const seen = new Map();
+  for (const r of recs) for (const h of ((r.explanation || {}).history || [])) if (!seen.has(h.item_id)) seen.set(h.item_id, h);
+  renderHistory([...seen.values()], "(the items that explain these recommendations)");
+}
+
+function renderRecs(user, items) {
+  const list = $("recs-list");
+  list.replaceChildren();
+  if (!items.length) list.append(el("li", { class: "muted" }, "no recommendations"));
+  for (const it of items) {
+    const slot = el("div", { class: "slot" });
+    const li = el("li", { class: "rec" },
+      itemLine(it, el("span", { class: "score" }, `score ${fmt(it.score)}`)), slot);
+    if (it.explanation) {
+      const block = explanationBlock(it.explanation);
+      if (it === items[0]) block.querySelector("details").open = true; // the top pick shows its evidence
+      slot.append(block);
+    }
+    else slot.append(el("button", { class: "link", onclick: () => explainOne(user, it, slot) }, "why?"));
+    list.append(li);
+  }
+}
+
+async function recommend(user, k) {
+  setStatus("loading…");
+  $("recs-note").textContent = user.user_id ? `for user ${user.user_id}` : "for an ad-hoc history";
+  const body = Object.assign({ k, explain: true }, user.user_id ? { user_id: user.user_id } : { history: user.history });
+  let res;
+  try {
+    res = await api("POST", "/recommend", body);
+  } catch (e) {
+    if (e.status !== 501) throw e;
+    body.explain = false; // explanations unavailable on this server: ask per item instead
+    res = await api("POST", "/recommend", body);
+  }
+  const items = res.items || [];
+  renderRecs(user, items);
+  await loadHistory(user, items);
+  setStatus("");
+}
+
+async function showSimilar(itemId) {
+  $("similar-note").textContent = "";
+  const head = $("similar-item");
+  const list = $("similar-list");
+  list.replaceChildren();
+  try {
+    const item = await api("GET", `/items/${encodeURIComponent(itemId)}`).catch(() => ({ item_id: itemId }));
+    head.replaceChildren(el("strong", {}, `like ${titleOf(item)}`), " ", chips(genresOf(item)));
+    const res = await api("POST", "/similar-items", { item_id: String(itemId), k: 10 });
+    for (const it of res.items || []) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
+    const url = new URL(window.location);
+    url.searchParams.set("item", itemId);
+    history.replaceState(null, "", url);
+  } catch (e) {
+    head.replaceChildren(el("span", { class: "error" }, e.message));
+  }
+}
+
+async function search(query) {
+  const box = $("search-results");
+  const list = $("search-list");
+  box.classList.remove("hidden");
+  list.replaceChildren(el("li", { class: "muted" }, "searching…"));
+  try {
+    const res = await api("POST", "/search", { query, k: 10 });
+    list.replaceChildren();
+    for (const it of res.items || []) {
+      const snippet = it.text ? el("div", { class: "muted snippet" }, String(it.text).slice(0, 200)) : null;
+      list.append(el("li", {}, el("div", { class: "line" }, el("span", { class: "title" }, titleOf(it)), " ",
+        el("span", { class: "score" }, fmt(it.score))), snippet));
+    }
+    if (!list.children.length) list.append(el("li", { class: "muted" }, "no results"));
+  } catch (e) {
+    list.replaceChildren(el("li", { class: "error" }, e.message));
+  }
+}
+
+// ------------------------------------------------------------------ start-up
+
+function readUser() {
+  const userId = $("user-input").value.trim();
+  const hist = $("history-input").value.split(",").map((s) => s.trim()).filter(Boolean);
+  if (userId) return { user_id: userId };
+  if (hist.length) return { history: hist };
+  return null;
+}
+
+async function submitUser(ev) {
+  if (ev) ev.preventDefault();
+  const user = readUser();
+  if (!user) { setStatus("type a user id or a history", true); return; }
+  const k = Math.max(1, Math.min(100, parseInt($("k-input").value, 10) || 10));
+  const url = new URL(window.location);
+  url.searchParams.delete("user");
+  url.searchParams.delete("history");
+  if (user.user_id) url.searchParams.set("user", user.user_id);
+  else url.searchParams.set("history", user.history.join(","));
+  history.replaceState(null, "", url);
+  try {
+    await recommend(user, k);
+  } catch (e) {
+    setStatus(e.message, true);
+    $("recs-list").replaceChildren();
+    renderHistory([], "");
+  }
+}
+
+async function init() {
+  try {
+    const spec = await api("GET", "/openapi.json");
+    for (const [path, ops] of Object.entries(spec.paths || {})) for (const m of Object.keys(ops)) state.paths.add(`${m.toUpperCase()} ${path}`);
+  } catch (_) { /* no schema: assume the core routes only */ }
+  state.search = state.paths.has("POST /search");
+  state.users = state.paths.has("GET /users/{user_id}") || [...state.paths].some((p) => p.startsWith("GET /users/{"));
+  $("search-form").classList.toggle("hidden", !state.search);
+  try {
+    const r = await fetch("/readyz").then((x) => x.json());
+    $("run-info").textContent = `${r.n_users ?? "?"} users · ${r.n_items ?? "?"} items` + (r.ready === false ? " · index not ready" : "");
+  } catch (_) {
+    $("run-info").textContent = "";
+  }
+  $("user-form").addEventListener("submit", submitUser);
+  $("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); const q = $("search-input").value.trim(); if (q) search(q); });
+  const params = new URLSearchParams(window.location.search);
+  if (params.get("user")) $("user-input").value = params.get("user");
+  else if (params.get("history")) $("history-input").value = params.get("history");
+  if (params.get("k")) $("k-input").value = params.get("k");
+  if (params.get("q") && state.search) { $("search-input").value = params.get("q"); search(params.get("q")); }
+  const work = [];
+  if (params.get("user") || params.get("history")) work.push(submitUser());
+  if (params.get("item")) work.push(showSimilar(params.get("item")));
+  await Promise.all(work);
+  document.body.dataset.ready = "1";
+}
+
+init();

@@ -1,0 +1,76 @@
+"""`twotower index build|info` on a tiny trained run: a loadable index tied to the run's model."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twotower.cli.main import main
+from twotower.errors import IntegrityError
+
+
+def _tiny_run_module():
+    path = Path(__file__).parents[1] / "serving" / "tiny_run.py"
+    spec = importlib.util.spec_from_file_location("_tiny_run_for_cli", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _tiny_run_module().build_tiny_run(tmp_path_factory.mktemp("tiny_cli"))
+
+
+def test_index_build_writes_a_loadable_index_with_the_run_fingerprint(run_dir, tmp_path, capsys):
+    from twotower.index import load_index
+    from twotower.pipeline.artifacts import TrainedRun
+
+    out = tmp_path / "idx"
+    rc = main(["index", "build", "--run", str(run_dir), "--index", "ivf", "--queries", "20", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "recall" in printed and "chosen:" in printed
+    run = TrainedRun.load(run_dir)
+    index = load_index(out, expected_fingerprint=run.fingerprint())
+    assert len(index) == run.n_items
+    tune = json.loads((out / "tune.json").read_text())
+    assert tune["rows"] and tune["chosen"]["recall"] >= 0.95 and tune["k"] == 10
+    assert (out / "recall_qps.png").stat().st_size > 1000
+    # the index answers like exact search at recall 1 on this tiny catalogue
+    q = run.user_vectors(np.array([0]))
+    exact = np.argsort(-(run.item_embeddings() @ q[0]), kind="stable")[:10]
+    assert set(index.search(q, 10).ids[0]) == set(exact)
+    with pytest.raises(IntegrityError, match="built for model"):
+        load_index(out, expected_fingerprint="0" * 32)
+
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 0
+    assert "this run's model" in capsys.readouterr().out
+
+
+def test_index_build_exact_into_the_run_is_served(run_dir, tmp_path):
+    from twotower.serving import RecommenderService
+
+    assert main(["index", "build", "--run", str(run_dir), "--index", "exact", "--queries", "5"]) == 0
+    service = RecommenderService.load(run_dir)  # picks up RUN/index
+    assert service.index.is_exact and service.readiness()["ready"]
+
+
+def test_index_info_refuses_an_index_of_another_model(run_dir, tmp_path, capsys):
+    from twotower.index import ExactIndex
+    from twotower.serving import RecommenderService
+
+    other = tmp_path / "other"
+    ExactIndex().build(np.eye(16, dtype=np.float32), np.arange(16)).save(other, model_fingerprint="another-model")
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
+    assert "rebuild" in capsys.readouterr().err
+    with pytest.raises(IntegrityError):
+        RecommenderService.load(run_dir, other)
+
+
+def test_index_build_rejects_bad_arguments(run_dir, capsys):
+    assert main(["index", "build", "--run", str(run_dir), "--target-recall", "1.5"]) == 2
+    assert "--target-recall" in capsys.readouterr().err

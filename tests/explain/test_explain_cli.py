@@ -1,0 +1,26 @@
+"""`twotower explain`: the sentence and table, --json, ad-hoc --history, unknown ids."""
+from __future__ import annotations
+
+import json
+
+from twotower.cli.main import main
+
+
+def test_json_has_history_shared_metadata_and_text(mean_run, capsys) -> None:
+    user, item = mean_run.user_vocab.ids[0], mean_run.item_vocab.ids[5]
+    assert main(["explain", "--run", str(mean_run.dir), "--user", user, "--item", item, "--json", "--top", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"history", "shared_metadata", "text"} <= set(out)
+    assert len(out["history"]) == 2 and {"item_id", "contribution"} <= set(out["history"][0])
+
+
+def test_plain_output_prints_sentence_then_table(mean_run, capsys) -> None:
+    hist = ",".join(mean_run.item_vocab.ids[r] for r in mean_run.history.of(1))
+    assert main(["explain", "--run", str(mean_run.dir), "--history", hist, "--item", "i3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(".") and "contribution" in "\n".join(lines)
+
+
+def test_unknown_user_exits_2_naming_it(mean_run, capsys) -> None:
+    assert main(["explain", "--run", str(mean_run.dir), "--user", "ghost", "--item", "i3"]) == 2
+    assert "unknown user 'ghost'" in capsys.readouterr().err

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.search.finetune import FinetuneConfig, evaluate_loss, finetune_bi_encoder, load_bi_encoder
+from twotower.text.encoder import load_text_encoder
+
+DOCS = [
+    "Aspirin reduces the risk of heart attack.",
+    "Vitamin D supplements do not prevent fractures.",
+    "Short sleep is linked to obesity in children.",
+    "Coffee intake is associated with lower liver cancer risk.",
+    "Exercise improves insulin sensitivity.",
+    "Statins lower LDL cholesterol.",
+    "Smoking causes lung cancer.",
+    "Breastfeeding lowers the risk of asthma.",
+]
+QUERIES = [
+    "does aspirin help the heart", "vitamin D and bone fractures", "kids sleep and weight", "coffee liver",
+    "exercise and insulin", "statins cholesterol", "smoking lung", "breastfeeding asthma",
+]
+
+
+def test_one_step_on_8_pairs_lowers_the_loss(tmp_path):
+    base = load_text_encoder()
+    before = evaluate_loss(base, base, QUERIES, DOCS, max_length=32)
+    cfg = FinetuneConfig(epochs=1, batch_size=8, lr=2e-4, warmup_frac=0.0, max_length=32, query_max_length=16, seed=0)
+    res = finetune_bi_encoder(QUERIES, list(range(8)), DOCS, tmp_path / "m", config=cfg, show_progress=False)
+    assert len(res.history) == 1
+    after = evaluate_loss(res.query_encoder, res.doc_encoder, QUERIES, DOCS, max_length=32)
+    assert after < before
+    # saved as two sentence-transformers directories with safetensors, and reloadable
+    assert (tmp_path / "m" / "query" / "model.safetensors").is_file()
+    assert (tmp_path / "m" / "doc" / "model.safetensors").is_file()
+    meta = json.loads((tmp_path / "m" / "twotower_bi_encoder.json").read_text())
+    assert meta["steps"] == 1 and meta["config"]["shared"] is False
+    q, d = load_bi_encoder(tmp_path / "m")
+    np.testing.assert_allclose(q.encode(QUERIES[:2], show_progress=False),
+                               res.query_encoder.encode(QUERIES[:2], show_progress=False), atol=1e-6)
+
+
+def test_frozen_doc_tower_keeps_doc_weights_and_cache_key(tmp_path):
+    cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-4, max_length=32, query_max_length=16,
+                         train_doc_tower=False, corpus_negatives=True, negatives_per_query=0)
+    res = finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg,
+                              cache_dir=tmp_path / "cache", show_progress=False)
+    assert res.doc_encoder.model_id == load_text_encoder().model_id  # copied verbatim -> same cache entry
+    assert res.query_encoder.model_id != res.doc_encoder.model_id
+
+
+def test_config_errors_name_the_setting():
+    with pytest.raises(ConfigError, match="corpus_negatives"):
+        FinetuneConfig(corpus_negatives=True)
+    with pytest.raises(ConfigError, match="negatives_per_query=0"):
+        FinetuneConfig(corpus_negatives=True, train_doc_tower=False)
+    with pytest.raises(ConfigError, match="batch_size"):
+        FinetuneConfig(batch_size=1)
+    with pytest.raises(ConfigError, match="shared"):
+        FinetuneConfig(shared=True, train_doc_tower=False)

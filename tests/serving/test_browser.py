@@ -1,0 +1,114 @@
+"""The explorer page in a real headless Chromium against the real app on a tiny trained run.
+
+Starts ``create_app`` under uvicorn on 127.0.0.1 (a free port) over the
+serving tests' tiny run, opens
+``/?user=<id>&item=<id>`` (deep links), lets the page's JavaScript run
+(``--virtual-time-budget``), then checks the rendered DOM: recommendations
+with scores, an explanation sentence for each, the history, similar items.
+A screenshot is saved (``tmp_path``, or ``$TWOTOWER_TEST_ARTIFACTS`` when set)
+and its path printed. Skipped when Chromium is not installed
+(``apt-get install chromium``).
+"""
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = next((p for p in (os.environ.get("CHROMIUM"), shutil.which("chromium"), shutil.which("chromium-browser"),
+                             shutil.which("google-chrome")) if p), None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Chromium not found (apt-get install chromium, or set CHROMIUM=path)")
+STATIC = Path(__file__).resolve().parents[2] / "src" / "twotower" / "serving" / "static"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(run_dir):
+    """The real app over the serving tests' tiny run (``run_dir`` from tests/serving/conftest.py)."""
+    pytest.importorskip("uvicorn")
+    serving = pytest.importorskip("twotower.serving")
+    import uvicorn
+
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(serving.create_app(run_dir), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not srv.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("the app did not start")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def _chromium(url: str, tmp: Path, *extra: str) -> str:
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+           f"--user-data-dir={tmp / 'profile'}", "--window-size=1400,1100", "--virtual-time-budget=10000", *extra, url]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout
+
+
+def _texts(dom: str, cls: str) -> list[str]:
+    """Text of the elements whose class attribute is exactly ``cls`` (a small regex over the dumped DOM)."""
+    found = re.findall(rf'<(\w+) class="{cls}"[^>]*>(.*?)</\1>', dom, flags=re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", inner)).strip() for _, inner in found]
+
+
+@needs_chromium
+def test_explorer_shows_recommendations_explanations_and_similar_items(server, tmp_path) -> None:
+    url = f"{server}/?user=u1&item=i4"
+    dom = _chromium(url, tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    recs = re.search(r'<ol id="recs-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert recs.count('class="rec"') == 10
+    whys = _texts(recs, "why")
+    assert len(whys) == 10 and all(w.endswith(".") for w in whys)
+    assert any(w.startswith("Because you watched Movie") for w in whys)
+    assert all(s.startswith("score ") for s in _texts(recs, "score"))
+    history = re.search(r'<ol id="history-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert "Movie " in history
+    similar = re.search(r'<ol id="similar-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert similar.count("<li") == 10
+    assert 'id="search-form" class="hidden"' in dom  # not a search run
+    assert 'class="error"' not in dom
+
+    out_dir = Path(os.environ.get("TWOTOWER_TEST_ARTIFACTS") or tmp_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shot = out_dir / "explorer.png"
+    _chromium(url, tmp_path, f"--screenshot={shot}")
+    assert shot.stat().st_size > 10_000
+    print(f"explorer screenshot: {shot}")
+
+
+@needs_chromium
+def test_unknown_user_shows_the_error(server, tmp_path) -> None:
+    dom = _chromium(f"{server}/?user=ghost", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom
+    status = re.search(r'<p id="status"[^>]*>(.*?)</p>', dom, flags=re.S).group(1)
+    assert "ghost" in html.unescape(status)
+
+
+def test_page_and_assets_are_served_and_local(client) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+    for asset in ("/static/app.js", "/static/style.css"):
+        assert asset in page.text
+        assert client.get(asset).status_code == 200
+    for f in STATIC.iterdir():  # no CDN, no external fonts: everything comes from the app
+        assert not re.search(r"(src|href)=[\"']https?://|url\(\s*['\"]?https?://|@import", f.read_text()), f.name

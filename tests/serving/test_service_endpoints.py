@@ -1,0 +1,163 @@
+"""Happy paths of every endpoint on the real app over a tiny trained run."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def _ids(resp_json) -> list[str]:
+    return [it["item_id"] for it in resp_json["items"]]
+
+
+def _exact_top(service, query: np.ndarray, k: int, exclude=()) -> list[str]:
+    """Reference: argsort of query @ items.T over the whole catalogue (ties -> smaller row)."""
+    scores = service.item_vectors @ query  # [I]
+    scores[list(exclude)] = -np.inf
+    order = np.lexsort((np.arange(len(scores)), -scores))[:k]
+    return [service.catalog.ids[r] for r in order]
+
+
+def test_recommend_known_user_shape_and_metadata(client, service):
+    r = client.post("/recommend", json={"user_id": "u1", "k": 5})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["user_id"] == "u1" and body["k"] == 5 and len(body["items"]) == 5
+    first = body["items"][0]
+    assert set(first) >= {"item_id", "score", "rank", "title", "genres", "year"}
+    assert [it["rank"] for it in body["items"]] == [1, 2, 3, 4, 5]
+    scores = [it["score"] for it in body["items"]]
+    assert scores == sorted(scores, reverse=True)
+    row = service.run.user_row("u1")
+    seen = service.run.history.of(row)
+    expected = _exact_top(service, service.run.user_vectors(np.array([row]))[0], 5, seen)
+    assert _ids(body) == expected  # exact index: same as brute force with the seen items removed
+
+
+def test_integer_user_id_is_coerced_to_string(client):
+    r = client.post("/recommend", json={"user_id": 7, "k": 2})
+    assert r.status_code == 404  # "7" is not a user of the tiny run, but it was accepted as an id
+    assert r.json()["error"]["id"] == "7"
+
+
+def test_exclude_seen_really_excludes(client, service):
+    row = service.run.user_row("u3")
+    seen = {service.catalog.ids[i] for i in service.run.history.of(row)}
+    n = len(service.catalog)
+    on = client.post("/recommend", json={"user_id": "u3", "k": n}).json()
+    off = client.post("/recommend", json={"user_id": "u3", "k": n, "exclude_seen": False}).json()
+    assert seen and not seen & set(_ids(on))
+    assert len(on["items"]) == n - len(seen)  # everything else is still recommended
+    assert seen <= set(_ids(off)) and len(off["items"]) == n
+
+
+def test_history_recommend_matches_history_vectors(client, service):
+    history = ["i1", "i2", "i10"]
+    rows = np.array([service.catalog.row(i) for i in history])
+    vec = service.run.history_vectors([rows])[0]
+    r = client.post("/recommend", json={"history": history, "k": 6})
+    assert r.status_code == 200 and r.json()["user_id"] is None
+    assert _ids(r.json()) == _exact_top(service, vec, 6, rows)
+    assert not set(history) & set(_ids(r.json()))  # the given history counts as seen
+    kept = client.post("/recommend", json={"history": history, "k": 6, "exclude_seen": False}).json()
+    assert _ids(kept) == _exact_top(service, vec, 6)
+
+
+def test_filters_keep_only_matching_items(client):
+    r = client.post("/recommend", json={"user_id": "u2", "k": 10, "filters": {"genres": ["Horror"]}})
+    assert r.status_code == 200
+    items = r.json()["items"]
+    # Horror: j % 4 == 3 (15 items) or j % 4 == 2 and j % 3 == 0 ("Drama|Horror", 5 items); u2 saw some
+    assert len(items) == 10
+    assert all("Horror" in it["genres"].split("|") for it in items)
+    two = client.post("/recommend", json={"user_id": "u2", "k": 50, "filters": {"genres": ["Horror"], "year": [1993]}})
+    assert all(it["year"] == 1993 and "Horror" in it["genres"] for it in two.json()["items"])
+
+
+def test_unknown_filter_field_is_422_listing_fields(client):
+    r = client.post("/recommend", json={"user_id": "u2", "filters": {"colour": ["red"]}})
+    assert r.status_code == 422
+    assert "colour" in r.json()["error"]["message"] and "genres" in r.json()["error"]["message"]
+
+
+def test_batch_equals_single_requests(client):
+    reqs = [{"user_id": "u1", "k": 3}, {"history": ["i4", "i5"], "k": 2},
+            {"user_id": "u2", "k": 4, "filters": {"genres": ["Comedy"]}}]
+    r = client.post("/recommend/batch", json={"requests": reqs})
+    assert r.status_code == 200
+    results = r.json()["results"]
+    assert len(results) == 3
+    for req, got in zip(reqs, results):
+        single = client.post("/recommend", json=req).json()
+        assert got == single
+
+
+def test_similar_items_excludes_the_item_itself(client, service):
+    r = client.post("/similar-items", json={"item_id": "i0", "k": 5})
+    assert r.status_code == 200
+    body = r.json()
+    assert body["item_id"] == "i0" and "i0" not in _ids(body)
+    row = service.catalog.row("i0")
+    assert _ids(body) == _exact_top(service, service.item_vectors[row], 5, [row])
+    f = client.post("/similar-items", json={"item_id": "i0", "k": 3, "filters": {"genres": ["Drama"]}}).json()
+    assert all("Drama" in it["genres"] for it in f["items"])
+
+
+def test_get_item(client):
+    r = client.get("/items/i3")
+    assert r.status_code == 200
+    assert r.json() == {"item_id": "i3", "title": "Movie 3", "genres": "Horror|Action", "year": 1993, "in_index": True}
+
+
+def test_health_ready_metrics(client, service):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["ready"] is True and ready.json()["model_fingerprint"] == service.fingerprint
+    client.post("/recommend", json={"user_id": "u1"})
+    client.post("/recommend", json={"user_id": "nobody"})
+    text = client.get("/metrics").text
+    assert 'twotower_requests_total{route="/recommend",method="POST",status="200"} 1' in text
+    assert 'twotower_requests_total{route="/recommend",method="POST",status="404"} 1' in text
+    assert 'twotower_request_duration_seconds_count{route="/recommend"} 2' in text
+    assert "twotower_in_flight_requests 0" in text and "twotower_overload_rejections_total 0" in text
+
+
+def test_readyz_is_503_when_the_index_belongs_to_another_model(make_client, service, monkeypatch):
+    monkeypatch.setattr(service.index, "model_fingerprint", "another-model")
+    r = make_client().get("/readyz")
+    assert r.status_code == 503 and r.json()["fingerprint_match"] is False
+
+
+def test_explain_endpoint_and_inline(client):
+    pytest.importorskip("twotower.explain", reason="twotower.explain not installed")
+    from twotower import explain
+
+    if not hasattr(explain, "explain_recommendation"):
+        pytest.skip("twotower.explain has no explain_recommendation yet")
+    r = client.post("/explain", json={"user_id": "u1", "item_id": "i0"})
+    assert r.status_code == 200
+    assert r.json()["item_id"] == "i0" and r.json()["user_id"] == "u1" and isinstance(r.json()["explanation"], dict)
+    rec = client.post("/recommend", json={"user_id": "u1", "k": 2, "explain": True}).json()
+    assert all(isinstance(it["explanation"], dict) for it in rec["items"])
+    h = client.post("/explain", json={"history": ["i1", "i2"], "item_id": "i0"})
+    assert h.status_code == 200
+
+
+def test_explain_missing_module_is_501(client, service, monkeypatch):
+    from twotower.serving.errors import FeatureUnavailable
+
+    def missing():
+        raise FeatureUnavailable("explanations need twotower.explain.explain_recommendation")
+
+    monkeypatch.setattr(service, "_explainer", missing)
+    r = client.post("/explain", json={"user_id": "u1", "item_id": "i0"})
+    assert r.status_code == 501 and "twotower.explain" in r.json()["error"]["message"]
+
+
+def test_static_explorer_page_when_present(client):
+    from twotower.serving.app import STATIC_DIR
+
+    if not (STATIC_DIR / "index.html").is_file():
+        pytest.skip("serving/static/index.html not written yet")
+    r = client.get("/")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")

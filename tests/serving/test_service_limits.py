@@ -1,0 +1,191 @@
+"""Both sides of every limit, the error map, overload and startup refusal."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import httpx
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError, IntegrityError
+
+
+def test_k_at_and_over_max_k(make_client):
+    c = make_client(max_k=5)
+    assert c.post("/recommend", json={"user_id": "u1", "k": 5}).status_code == 200
+    r = c.post("/recommend", json={"user_id": "u1", "k": 6})
+    assert r.status_code == 422 and r.json()["error"]["details"][0]["loc"] == ["body", "k"]
+    assert c.post("/recommend", json={"user_id": "u1", "k": 0}).status_code == 422
+    assert c.post("/similar-items", json={"item_id": "i1", "k": 6}).status_code == 422
+
+
+def test_default_max_k(client):
+    assert client.post("/recommend", json={"user_id": "u1", "k": 1000}).status_code == 200
+    assert client.post("/recommend", json={"user_id": "u1", "k": 1001}).status_code == 422
+
+
+def test_history_at_and_over_max_history(make_client):
+    c = make_client(max_history=3)
+    assert c.post("/recommend", json={"history": ["i1", "i2", "i3"]}).status_code == 200
+    assert c.post("/recommend", json={"history": ["i1", "i2", "i3", "i4"]}).status_code == 422
+    assert c.post("/recommend", json={"history": []}).status_code == 422
+
+
+def test_batch_at_and_over_max_batch(make_client):
+    c = make_client(max_batch=2)
+    one = {"user_id": "u1", "k": 1}
+    assert c.post("/recommend/batch", json={"requests": [one, one]}).status_code == 200
+    assert c.post("/recommend/batch", json={"requests": [one, one, one]}).status_code == 422
+    assert c.post("/recommend/batch", json={"requests": []}).status_code == 422
+
+
+def test_body_too_large_is_413_before_parsing(make_client):
+    c = make_client(max_body_bytes=200)
+    ok = {"history": ["i1"] * 10}  # well under 200 bytes
+    assert c.post("/recommend", json=ok).status_code == 200
+    big = b'{"history": [' + b",".join([b'"i1"'] * 60) + b"]}"  # > 200 bytes
+    r = c.post("/recommend", content=big, headers={"content-type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["type"] == "payload_too_large"
+    chunked = c.post("/recommend", content=iter([big[:100], big[100:]]), headers={"content-type": "application/json"})
+    assert chunked.status_code == 413  # no Content-Length: counted while reading
+    assert "twotower_payload_too_large_total 2" in c.get("/metrics").text
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "kind", "missing"),
+    [
+        ("/recommend", {"user_id": "ghost"}, "user", "ghost"),
+        ("/recommend", {"history": ["i1", "nope"]}, "item", "nope"),
+        ("/similar-items", {"item_id": "nope"}, "item", "nope"),
+        ("/explain", {"user_id": "ghost", "item_id": "i1"}, "user", "ghost"),
+        ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user_id": "ghost"}]}, "user", "ghost"),
+    ],
+)
+def test_unknown_ids_are_404_naming_the_id(client, path, body, kind, missing):
+    r = client.post(path, json=body)
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["kind"] == kind and err["id"] == missing and repr(missing) in err["message"]
+
+
+def test_unknown_item_get_is_404(client):
+    r = client.get("/items/nope")
+    assert r.status_code == 404 and r.json()["error"]["id"] == "nope"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{not json",
+        b'{"user_id": "u1", "k": "ten"}',
+        b'{"user_id": "u1", "k": 2.5}',
+        b'{"user_id": true}',
+        b'{"user_id": "u1", "history": ["i1"]}',  # both
+        b"{}",  # neither
+        b'{"user_id": "u1", "colour": 1}',  # unknown field
+        b'{"user_id": ""}',
+        b"[1, 2]",
+    ],
+)
+def test_malformed_requests_are_422(client, body):
+    r = client.post("/recommend", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"]["type"] == "invalid_request"
+
+
+def test_user_features_are_refused_clearly(client):
+    r = client.post("/recommend", json={"history": ["i1"], "user_features": {"age": 30}})
+    assert r.status_code == 422 and "user_features" in r.json()["error"]["message"]
+
+
+def test_500_never_echoes_internals(client, service, monkeypatch):
+    def boom(*args, **kwargs):
+        raise RuntimeError("secret-token at /srv/private/config.yaml")
+
+    monkeypatch.setattr(service, "recommend", boom)
+    r = client.post("/recommend", json={"user_id": "u1"})
+    assert r.status_code == 500
+    assert "secret" not in r.text and "/srv" not in r.text and "RuntimeError" not in r.text
+    assert r.json()["error"]["type"] == "internal_error"
+
+    def corrupt(*args, **kwargs):
+        raise IntegrityError("checksum mismatch in /srv/private/index.faiss")
+
+    monkeypatch.setattr(service, "recommend", corrupt)
+    r = client.post("/recommend", json={"user_id": "u1"})
+    assert r.status_code == 500 and "/srv" not in r.text
+
+
+def test_overload_is_429_before_any_work_and_health_stays_up(service, monkeypatch):
+    """max_concurrency=1, max_queue=0: a second request while one computes is refused at once."""
+    from twotower.serving import ServiceSettings, create_app
+
+    release, entered = threading.Event(), threading.Event()
+    calls = []
+    real = service.recommend
+
+    def slow(req):
+        calls.append(req.user_id)
+        entered.set()
+        release.wait(5)
+        return real(req)
+
+    monkeypatch.setattr(service, "recommend", slow)
+    app = create_app(service=service, settings=ServiceSettings(max_concurrency=1, max_queue=0))
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                first = asyncio.create_task(c.post("/recommend", json={"user_id": "u1"}))
+                for _ in range(500):
+                    if entered.is_set():
+                        break
+                    await asyncio.sleep(0.01)
+                second = await c.post("/recommend", json={"user_id": "u2"})
+                health = await c.get("/healthz")
+                metrics = (await c.get("/metrics")).text
+                release.set()
+                return await first, second, health, metrics
+
+    try:
+        first, second, health, metrics = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert first.status_code == 200
+    assert second.status_code == 429 and second.headers["retry-after"] == "1"
+    assert second.json()["error"]["type"] == "overloaded"
+    assert calls == ["u1"]  # the refused request did no work
+    assert health.status_code == 200
+    assert "twotower_overload_rejections_total 1" in metrics and "twotower_in_flight_requests 1" in metrics
+
+
+def test_settings_are_validated():
+    from twotower.serving import ServiceSettings
+
+    with pytest.raises(ConfigError, match="max_k"):
+        ServiceSettings(max_k=0)
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        ServiceSettings(max_concurrency=True)
+    assert ServiceSettings().host == "127.0.0.1"
+
+
+def test_startup_refuses_an_index_of_another_model(run_dir, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from twotower.index import ExactIndex
+    from twotower.serving import RecommenderService, create_app
+
+    ExactIndex().build(np.eye(16, dtype=np.float32), np.arange(16)).save(tmp_path / "idx", model_fingerprint="other")
+    with pytest.raises(IntegrityError, match="rebuild"):
+        RecommenderService.load(run_dir, tmp_path / "idx")
+    app = create_app(run_dir, index_dir=tmp_path / "idx")
+    with pytest.raises(IntegrityError):
+        with TestClient(app):
+            pass
+
+
+def test_unknown_route_is_json_404(client):
+    r = client.get("/nope")
+    assert r.status_code == 404 and r.json()["error"]["code"] == 404

@@ -1,0 +1,51 @@
+"""A tiny deterministic trained run for service and index tests (about 5 s on one thread).
+
+60 items ``i0..i59`` with titles, pipe-joined genres and years; 40 users
+``u0..u39`` with 12 interactions each. The user tower is history-only
+(recency pooling), so unseen users can be embedded from a history.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+GENRES = ["Action", "Comedy", "Drama", "Horror"]
+N_USERS, N_ITEMS = 40, 60
+
+
+def write_tiny_data(folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    items = pd.DataFrame({
+        "item_id": [f"i{j}" for j in range(N_ITEMS)],
+        "title": [f"Movie {j}" for j in range(N_ITEMS)],
+        # item j: genre j % 4, plus the next genre when j % 3 == 0 -> "Action|Comedy" for i0
+        "genres": [GENRES[j % 4] + ("|" + GENRES[(j + 1) % 4] if j % 3 == 0 else "") for j in range(N_ITEMS)],
+        "year": [1990 + j % 20 for j in range(N_ITEMS)],
+    })
+    rows = [(f"u{u}", f"i{(u * 3 + t * (1 + u % 5)) % N_ITEMS}", t) for u in range(N_USERS) for t in range(12)]
+    inter = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).drop_duplicates(["user_id", "item_id"])
+    items.to_csv(folder / "items.csv", index=False)
+    inter.to_csv(folder / "interactions.csv", index=False)
+    return folder / "interactions.csv", folder / "items.csv"
+
+
+def build_tiny_run(folder: Path) -> Path:
+    """Train the tiny run into ``folder / "run"`` and return that path."""
+    from twotower.config import load_config
+    from twotower.pipeline.run import train_run
+
+    inter, items = write_tiny_data(folder / "data")
+    overrides = [
+        f"data.path={json.dumps(str(inter))}", f"data.items={json.dumps(str(items))}", 'data.title_col="title"',
+        "data.rating_col=null", "train.epochs=1", "train.progress=false", "train.batch_size=64", "train.threads=1",
+        "train.checkpoint=false", "model.user.use_id=false", 'model.user.history="recency"',
+        "model.user.history_len=8", "model.user.history_dim=16", "model.user.out_dim=16", "model.user.hidden=[32]",
+        "model.item.out_dim=16", "model.item.hidden=[32]", "model.item.id_dim=16", "eval.baselines=[]",
+    ]
+    out = folder / "run"
+    train_run(load_config(overrides=overrides), out)
+    np.random.seed(None)  # do not leak the training seed into other tests
+    return out
