@@ -1,8 +1,72 @@
-"""twotower: train, evaluate, index, serve and explain two-tower retrieval models."""
+"""twotower: train, evaluate, index, serve and explain two-tower retrieval models.
+
+The public API is listed in ``__all__``; heavy modules (torch, faiss,
+sentence-transformers) are imported lazily on first use, so ``import twotower``
+is cheap and has no side effects.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError, OverloadError, TwoTowerError
-from twotower.results import Results
+from twotower.results import PAD_ID, Results
 
 __version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY: dict[str, str] = {
+    # configuration
+    "RunConfig": "twotower.config",
+    "DataConfig": "twotower.config",
+    "TowerConfig": "twotower.config",
+    "ModelConfig": "twotower.config",
+    "LossConfig": "twotower.config",
+    "TrainConfig": "twotower.config",
+    "EvalConfig": "twotower.config",
+    "load_config": "twotower.config",
+    # data
+    "ColumnMap": "twotower.data",
+    "read_interactions": "twotower.data",
+    "Vocabulary": "twotower.data",
+    "FeatureSpec": "twotower.data",
+    "temporal_split": "twotower.data",
+    "leave_last_n_out": "twotower.data",
+    "global_time_split": "twotower.data",
+    "random_split": "twotower.data",
+    "load_movielens_100k": "twotower.data",
+    "fetch_movielens_100k": "twotower.data",
+    # models and losses
+    "TwoTowerModel": "twotower.models",
+    "UserTower": "twotower.models",
+    "ItemTower": "twotower.models",
+    "InBatchSoftmax": "twotower.losses",
+    "FullSoftmax": "twotower.losses",
+    "BPRLoss": "twotower.losses",
+    "DistributedInBatchSoftmax": "twotower.losses",
+    # training and pipeline
+    "Trainer": "twotower.training.trainer",
+    "train_run": "twotower.pipeline",
+    "prepare_data": "twotower.pipeline",
+    "TrainedRun": "twotower.pipeline",
+    "evaluate_run": "twotower.pipeline",
+    # evaluation
+    "evaluate": "twotower.evaluation",
+    "EvalProtocol": "twotower.evaluation",
+    "Popularity": "twotower.evaluation",
+    "EASE": "twotower.evaluation",
+    "ItemKNN": "twotower.evaluation",
+    "format_table": "twotower.evaluation",
+    # index
+    "ExactIndex": "twotower.index",
+    "FaissIndex": "twotower.index",
+    "autotune": "twotower.index",
+    "load_index": "twotower.index",
+    # serving and explanations
+    "create_app": "twotower.serving",
+    "ServiceSettings": "twotower.serving",
+    "explain_recommendation": "twotower.explain",
+}
 
 __all__ = [
     "__version__",
@@ -13,4 +77,19 @@ __all__ = [
     "OverloadError",
     "TwoTowerError",
     "Results",
+    "PAD_ID",
+    *_LAZY,
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'twotower' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

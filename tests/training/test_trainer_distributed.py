@@ -1,0 +1,170 @@
+"""The real Trainer in two gloo processes equals one process on the same global batches.
+
+One ``mp.spawn`` of 2 ranks runs every scenario (start-up dominates the cost);
+the one-process references run in the test process itself (no process group):
+
+* one step on a fixed global batch of 11 examples (6 on rank 0, 5 on rank 1,
+  3 uniform negatives split 2 + 1): same loss, accuracy and averaged
+  parameter gradients as one process;
+* ``fit`` for 2 epochs (in-batch softmax with logQ, hit masking, uniform
+  negatives; global batches of 13 split 7 + 6, the last of 7 split 4 + 3):
+  same per-epoch loss and accuracy, same final weights;
+* the same with GradCache (chunks of 4) under the distributed loss, with
+  SparseAdam (sparse ID-table gradients gathered across ranks) and with BPR.
+
+And, in one process, GradCache with chunk C equals the plain step. Dropout is
+0 throughout: masks come from per-rank streams, equal in distribution only.
+The model runs in float64 so that comparing Adam-updated weights is well
+conditioned (see ``_trainer``).
+"""
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+from safetensors.torch import load_file, save_file
+
+from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.errors import ConfigError
+from twotower.models.history import UserSequences
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.trainer import Trainer
+
+WORLD = 2
+N_USERS, N_ITEMS, PER_USER = 12, 15, 6  # 72 training examples
+GLOBAL_BATCH = 13  # 72 = 5 * 13 + 7: ranks get 7 + 6, and 4 + 3 in the last batch (uneven shares)
+TOL = 1e-5
+
+SCENARIOS: dict[str, dict] = {
+    "plain": {},
+    "gradcache": {"train": {"gradcache_chunk": 4}},
+    "sparse": {"train": {"optimizer": "sparse_adam"}},
+    "bpr": {"loss": {"kind": "bpr"}},
+}
+
+
+def _seqs() -> UserSequences:
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(N_USERS), PER_USER)
+    # popular items repeat across users, so batches have accidental hits for the mask to catch
+    items = rng.choice(N_ITEMS, size=users.size, p=np.linspace(2, 1, N_ITEMS) / np.linspace(2, 1, N_ITEMS).sum())
+    return UserSequences.from_arrays(users, items, np.tile(np.arange(PER_USER), N_USERS), N_USERS)
+
+
+def _trainer(name: str, **train_over: object) -> Trainer:
+    over = SCENARIOS[name]
+    tower = dict(hidden=(16,), out_dim=8, dropout=0.0, id_dim=8, feature_dim=4, history_dim=8, history_len=4)
+    model_cfg = ModelConfig(user=TowerConfig(use_id=True, history="recency", **tower), item=TowerConfig(**tower))
+    train = TrainConfig(**{"epochs": 2, "batch_size": GLOBAL_BATCH, "lr": 1e-2, "progress": False,
+                           "checkpoint": False, "seed": 3, **over.get("train", {}), **train_over})
+    loss = LossConfig(**{"temperature": 0.2, "uniform_negatives": 3, **over.get("loss", {})})
+    torch.manual_seed(0)
+    # float64: Adam's first steps move a weight by ~lr * sign(g), so float32 rounding noise on a
+    # gradient near Adam's eps (1e-8) would show up as lr-sized weight differences
+    model = TwoTowerModel(model_cfg, N_USERS, N_ITEMS, sparse=train.optimizer == "sparse_adam").double()
+    return Trainer(model, _seqs(), loss=loss, train=train, eval=EvalConfig(baselines=()))
+
+
+def _one_step(trainer: Trainer) -> dict[str, torch.Tensor]:
+    """Loss, accuracy and (averaged) gradients of one step on global examples 0..10."""
+    trainer.torch_gen.manual_seed(5)
+    loss, acc, _, _ = trainer._step(np.arange(11))  # shares of the global batch, summed below
+    out = {"loss": torch.tensor(loss, dtype=torch.float64), "acc": torch.tensor(acc, dtype=torch.float64)}
+    for n, p in trainer.model.named_parameters():
+        out[f"grad.{n}"] = p.grad.detach().to_dense().clone()
+    return out
+
+
+def _fit(trainer: Trainer) -> dict[str, torch.Tensor]:
+    result = trainer.fit()
+    out = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    out["loss"] = torch.tensor([r["loss"] for r in result.history], dtype=torch.float64)
+    out["acc"] = torch.tensor([r["inbatch_accuracy"] for r in result.history], dtype=torch.float64)
+    return out
+
+
+def _worker(rank: int, port: int, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    from twotower.training import distributed as tdist
+
+    try:
+        results = {"step": _one_step(_trainer("plain"))}
+        for name in SCENARIOS:
+            results[name] = _fit(_trainer(name))  # the Trainer joins the group from the environment
+        assert tdist.world_size() == WORLD
+    finally:
+        tdist.cleanup()
+    for name, tensors in results.items():
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(Path(out_dir) / f"{name}.rank{rank}.safetensors"))
+    os._exit(0)  # skip the slow interpreter teardown of a torch child; results are on disk
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _assert_close(got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], what: str) -> None:
+    assert set(got) == set(want), what
+    for k, v in want.items():
+        assert got[k].shape == v.shape, (what, k)
+        diff = (got[k].double() - v.double()).abs().max().item() if v.numel() else 0.0
+        assert diff <= TOL, f"{what}: {k} differs by {diff:.2e}"
+
+
+@pytest.fixture(scope="module")
+def two_ranks(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("ranks")
+    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
+    return out
+
+
+def _load(out: Path, name: str, rank: int) -> dict[str, torch.Tensor]:
+    return load_file(str(out / f"{name}.rank{rank}.safetensors"))
+
+
+def test_one_step_two_ranks_equals_one_process_on_the_global_batch(two_ranks: Path) -> None:
+    ref = _one_step(_trainer("plain"))
+    ranks = [_load(two_ranks, "step", r) for r in range(WORLD)]
+    # each rank returns its share of the global mean: the shares add up to the one-process value
+    for key in ("loss", "acc"):
+        assert abs(sum(float(r[key]) for r in ranks) - float(ref[key])) <= TOL, key
+    grads = {k: v for k, v in ref.items() if k.startswith("grad.")}
+    assert any(v.abs().sum() > 0 for k, v in grads.items() if "id_emb" in k)
+    for r in ranks:  # every rank holds the same averaged gradient
+        _assert_close({k: v for k, v in r.items() if k.startswith("grad.")}, grads, "step gradients")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_fit_two_ranks_equals_one_process(two_ranks: Path, name: str) -> None:
+    ref = _fit(_trainer(name))
+    assert len(ref["loss"]) == 2
+    for r in range(WORLD):
+        _assert_close(_load(two_ranks, name, r), ref, f"{name} rank {r}")
+
+
+def test_gradcache_in_the_trainer_equals_the_plain_step() -> None:
+    plain = _fit(_trainer("plain"))
+    for chunk in (1, 5, 64):
+        _assert_close(_fit(_trainer("plain", gradcache_chunk=chunk)), plain, f"gradcache chunk {chunk}")
+
+
+def test_gradcache_needs_the_inbatch_loss() -> None:
+    with pytest.raises(ConfigError, match="gradcache_chunk"):
+        Trainer(
+            TwoTowerModel(ModelConfig(), 2, 3), _seqs(), loss=LossConfig(kind="bpr"),
+            train=TrainConfig(gradcache_chunk=4), eval=EvalConfig(),
+        )
+    with pytest.raises(ConfigError, match="train.gradcache_chunk"):
+        TrainConfig(gradcache_chunk=0)
+    with pytest.raises(ConfigError, match="train.distributed_backend"):
+        TrainConfig(distributed_backend="mpi")
