@@ -275,25 +275,28 @@ class Trainer:
             value = value / scale if self.world > 1 else value
             q, cands = seen["q"], seen["cands"]
         with torch.no_grad():
-            all_cands, offset = self._global_candidates(cands, n_global)
-            correct = float(((q @ all_cands.T).argmax(1) == offset + torch.arange(b)).sum())
+            # correct when the top candidate is the positive item (a duplicate of it counts, so
+            # the value does not depend on how ties between identical columns are broken)
+            all_cands = self._global_candidates(cands, n_global)  # [N_global, D]
+            all_ids = self._global_candidates(cand_ids.unsqueeze(1), n_global).squeeze(1)  # [N_global]
+            correct = float((all_ids[(q @ all_cands.T).argmax(1)] == targets).sum())
         return value, correct, q, cands[:b]
 
-    def _global_candidates(self, cands: torch.Tensor, n_global: int) -> tuple[torch.Tensor, int]:
-        """Every rank's candidates ``[N_global, D]`` in the loss's layout, and this rank's positive offset.
+    def _global_candidates(self, local: torch.Tensor, n_global: int) -> torch.Tensor:
+        """Every rank's candidate rows ``[N_global, ...]`` (embeddings or ids) in the loss's layout.
 
         Layout (as :class:`DistributedInBatchSoftmax`): every rank's positives in
         rank order, then every rank's uniform negatives in rank order.
         """
         if self.world == 1:
-            return cands, 0
+            return local
         n_pos = [hi - lo for lo, hi in (_share(n_global, self.world, r) for r in range(self.world))]
         m = self.loss_cfg.uniform_negatives
         n_extra = [hi - lo for lo, hi in (_share(m, self.world, r) for r in range(self.world))]
         b = n_pos[self.rank]
-        pos = gather_no_grad(cands[:b].contiguous(), sizes=n_pos)  # [B_global, D]
-        extra = gather_no_grad(cands[b:].contiguous(), sizes=n_extra)  # [M, D]
-        return torch.cat([pos, extra]), sum(n_pos[: self.rank])
+        pos = gather_no_grad(local[:b].contiguous(), sizes=n_pos)  # [B_global, ...]
+        extra = gather_no_grad(local[b:].contiguous(), sizes=n_extra)  # [M, ...]
+        return torch.cat([pos, extra])
 
     def _sync_grads(self) -> None:
         """Average ``.grad`` over ranks (one flat all-reduce for dense, a gather for sparse grads).
