@@ -227,8 +227,9 @@ async def load(args: argparse.Namespace, url: str, users: list[str]) -> int:
         print(f"NOTE: no rate met p99 < {args.p99_ms:g} ms on this machine; using the highest rate served in full")
     chosen = passed or kept_up
     sustainable = chosen["rate"]
-    over = await phase(url, users, 2 * sustainable, args.overload_seconds, args.timeout)
-    print(row("overload 2x", over), flush=True)
+    over_rate = args.overload_rate or 2 * sustainable
+    over = await phase(url, users, over_rate, args.overload_seconds, args.timeout)
+    print(row("overload", over), flush=True)
     async with httpx.AsyncClient(base_url=url, timeout=5) as c:
         await asyncio.sleep(1)
         health = (await c.get("/healthz")).status_code
@@ -239,7 +240,7 @@ async def load(args: argparse.Namespace, url: str, users: list[str]) -> int:
     label = f"p99 < {args.p99_ms:g} ms, no errors" if passed else "served in full; p99 target NOT met"
     print(f"\nsustainable rate ({label}): {sustainable:.0f} req/s, "
           f"p50 {chosen['p50']:.2f} ms, p99 {chosen['p99']:.2f} ms")
-    print(f"overload at {2 * sustainable:.0f} req/s for {args.overload_seconds:g}s: {over['5xx']} 5xx, "
+    print(f"overload at {over_rate:.0f} req/s for {args.overload_seconds:g}s: {over['5xx']} 5xx, "
           f"{over['429']} answered 429 (server counted {rejected}), {over['ok']} served, statuses {over['status']}")
     print(f"after overload: /healthz {health}, /recommend {after.status_code}")
     ok = over["5xx"] == 0 and health == 200 and after.status_code == 200
@@ -265,6 +266,8 @@ def main() -> int:
     p.add_argument("--max-rate", type=float, default=5000)
     p.add_argument("--step-seconds", type=float, default=5)
     p.add_argument("--overload-seconds", type=float, default=60)
+    p.add_argument("--overload-rate", type=float, default=None,
+                   help="phase-2 rate (default: twice the sustainable rate)")
     p.add_argument("--p99-ms", type=float, default=10.0)
     p.add_argument("--timeout", type=float, default=5.0, help="per-request client timeout (s)")
     p.add_argument("--startup-timeout", type=float, default=600)

@@ -1,0 +1,47 @@
+"""`torchrun --nproc-per-node 2 -m twotower train ...` on a tiny CSV dataset, then resume in one process.
+
+The command is exactly the one docs/distributed.md shows (``--standalone``
+picks a free local rendezvous port). Rank 0 alone writes the one run folder
+and prints; the checkpoint holds no world-size-specific state, so a
+one-process ``--resume`` continues it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.user.history_len=8", "train.patience=100", "--no-progress"]
+
+
+def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path: Path) -> None:
+    data = write_dataset(tmp_path / "data")
+    out = tmp_path / "runs" / "ddp"
+    args = ["train", "--train", str(data["train"]), "--valid", str(data["valid"]), "--test", str(data["test"]),
+            "--out", str(out), *FAST]
+    env = {**os.environ, "TWOTOWER_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "twotower", "-q", *args, "--epochs", "2"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("trained: best valid") == 1  # rank 0 alone reports
+    assert sorted(p.name for p in out.parent.iterdir()) == ["ddp"]  # one run folder, no temp leftovers
+    for name in ("config.json", "run.json", "model.safetensors", "log.jsonl", "curves.png", "metrics.json",
+                 "checkpoint/state.json", "vocab/items.json", "history.npz"):
+        assert (out / name).exists(), name
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    assert {"loss", "inbatch_accuracy", "item_std", "valid_NDCG@10"} <= set(log[0])
+    assert log[1]["loss"] < log[0]["loss"]
+
+    # the checkpoint written by 2 ranks resumes in 1 process
+    assert main(["-q", *args, "--epochs", "3", "--resume", "--no-eval"]) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2, 3]
