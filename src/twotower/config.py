@@ -215,7 +215,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
+        if type(None) in args and (value is None or (isinstance(value, str) and value.lower() in ("none", "null") and str not in args)):
             return None
         errors = []
         for a in args:
@@ -312,8 +312,10 @@ def _parse_scalar(text: str) -> Any:
         low = text.lower()
         if low in ("true", "false"):
             return low == "true"
-        if low in ("none", "null"):
+        if low == "null":
             return None
+        # "none" stays a string: it is a legitimate choice (model.user.history=none);
+        # optional numeric settings turn it into None in _coerce
         return text
 
 

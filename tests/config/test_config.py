@@ -68,3 +68,10 @@ def test_partial_section_keeps_the_sections_own_defaults():
     cfg = load_config(overrides=["model.user.hidden=[32]"])
     assert cfg.model.user.history == "recency" and cfg.model.user.use_id is False
     assert cfg.model.user.hidden == (32,)
+
+
+def test_none_is_a_string_choice_and_null_clears_optional_numbers():
+    cfg = load_config(overrides=["model.user.history=none", "model.user.use_id=true", "train.threads=none",
+                                 "train.max_examples_per_epoch=null"])
+    assert cfg.model.user.history == "none"
+    assert cfg.train.threads is None and cfg.train.max_examples_per_epoch is None
