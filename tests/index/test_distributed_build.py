@@ -6,8 +6,8 @@ a one-process build in the test process (same sample, same FAISS seed, 1
 thread, so the same trained quantizer):
 
 * the merged IVF-PQ index (rank 0) answers with the same ids and scores;
-* searching each rank's shard and ``Results.merge`` gives the same too
-  (serving shards without merging);
+* searching each rank's shard and ``Results.merge`` gives the same scores, and the same ids
+  wherever ties at the k-th place leave the order defined (serving shards);
 * ``build_index_distributed`` end to end writes one verified index directory
   that loads with the model fingerprint and answers the same; Flat as well.
 """
@@ -145,7 +145,13 @@ def test_searching_shards_and_merging_results_answers_the_same(two_ranks: Path, 
     parts = [np.load(two_ranks / f"shard{r}.npz") for r in range(WORLD)]
     shards = [Results(p["ids"], p["scores"]) for p in parts]
     assert np.isin(shards[0].ids, 10 * np.arange(N // 2) + 7).all()  # rank 0 holds the first half
-    _assert_same(Results.merge(shards, K), reference)
+    got = Results.merge(shards, K)
+    # PQ scores can tie; FAISS cuts a tie at the k-th place arbitrarily, so compare the scores and
+    # the ids strictly above each row's k-th score (the ids must agree wherever the order is defined)
+    np.testing.assert_allclose(got.scores, reference.scores, rtol=0, atol=1e-6)
+    for q in range(len(got)):
+        above = reference.scores[q] > reference.scores[q, -1] + 1e-6
+        assert set(got.ids[q][above]) == set(reference.ids[q][above]), q
 
 
 def test_build_index_distributed_saves_one_verified_index(two_ranks: Path, reference: Results) -> None:

@@ -125,3 +125,14 @@ def test_resume_continues_from_the_checkpoint(dataset, tmp_path):
     assert main([*args[:-len(FAST) - 2], "--out", str(out2), *FAST, "train.patience=100", "--epochs", "4"]) == 0
     log2 = [json.loads(line) for line in (out2 / "log.jsonl").read_text().splitlines()]
     assert log2[-1]["loss"] == pytest.approx(log[-1]["loss"], rel=1e-4)
+
+
+def test_sparse_adam_option_trains(dataset, tmp_path):
+    out = tmp_path / "sparse"
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out), "--no-eval",
+            "--epochs", "2", "train.optimizer=sparse_adam", "model.item.use_id=true", *FAST]
+    assert main(args) == 0
+    run = TrainedRun.load(out)
+    assert run.model.item_tower.id_emb.sparse
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert log[1]["loss"] < log[0]["loss"]

@@ -161,3 +161,15 @@ def test_static_explorer_page_when_present(client):
         pytest.skip("serving/static/index.html not written yet")
     r = client.get("/")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+
+
+def test_get_user_history_newest_first(client, service):
+    r = client.get("/users/u1")
+    assert r.status_code == 200
+    body = r.json()
+    row = service.run.user_row("u1")
+    oldest_first = [service.catalog.ids[i] for i in service.run.history.of(row)]
+    assert body["n_history"] == len(oldest_first)
+    assert [h["item_id"] for h in body["history"]] == oldest_first[::-1][:50]
+    assert all("title" in h and "timestamp" in h for h in body["history"])
+    assert client.get("/users/nobody").status_code == 404

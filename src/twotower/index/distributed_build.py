@@ -103,7 +103,9 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
         t0 = time.perf_counter()
         index.train(sample)
         log.info("trained %s on %d vectors of dim %d in %.1fs", resolved, s, dim, time.perf_counter() - t0)
-    return index, resolved
+    # round-trip through bytes: FAISS reads some types back as a subclass (Flat -> IndexFlatIP),
+    # and merge_from needs rank 0's index to have exactly the type the other ranks deserialise
+    return faiss.deserialize_index(faiss.serialize_index(index)), resolved
 
 
 def _cpu_group(group: dist.ProcessGroup | None) -> dist.ProcessGroup | None:

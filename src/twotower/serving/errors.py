@@ -38,6 +38,7 @@ __all__ = [
     "error_response",
     "install_error_handlers",
     "CatchAllMiddleware",
+    "json_bytes",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,16 @@ def error_body(status: int, error_type: str, message: str, **extra: Any) -> dict
     return {"error": {"code": status, "type": error_type, "message": message, **extra}}
 
 
+def json_bytes(body: Any) -> bytes:
+    """UTF-8 JSON; text that cannot be UTF-8 (a lone surrogate sent as ``"\\ud800"``) is \\u-escaped instead."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, ensure_ascii=True).encode("ascii")
+
+
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    return Response(json.dumps(body, ensure_ascii=False), status_code=status, media_type="application/json",
-                    headers=headers)
+    return Response(json_bytes(body), status_code=status, media_type="application/json", headers=headers)
 
 
 def error_response(exc: BaseException) -> Response:

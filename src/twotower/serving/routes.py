@@ -5,7 +5,6 @@ Another router (e.g. ``POST /search``) plugs in with ``app.include_router``
 :func:`run_compute`, so it shares the concurrency limits.
 """
 import functools
-import json
 from typing import Any, Callable, TypeVar
 
 import anyio.to_thread
@@ -13,6 +12,7 @@ from fastapi import APIRouter, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
+from twotower.serving.errors import json_bytes
 from twotower.serving.schemas import Schemas
 from twotower.serving.service import RecommenderService, RecRequest
 
@@ -37,7 +37,7 @@ async def run_compute(request: Request, fn: Callable[..., T], *args: Any, **kwar
 
 def json_response(body: Any, status: int = 200) -> Response:
     """Serialise without re-validating (the service builds JSON-safe dicts)."""
-    return Response(json.dumps(body, ensure_ascii=False), status_code=status, media_type="application/json")
+    return Response(json_bytes(body), status_code=status, media_type="application/json")
 
 
 def _rec(body: Any) -> RecRequest:
@@ -92,6 +92,11 @@ def build_router(s: Schemas) -> APIRouter:
     async def item(item_id: str, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
         return json_response(get_service(request).item(item_id))
+
+    @router.get("/users/{user_id}", response_model=s.UserResponse, tags=["users"])
+    async def user(user_id: str, request: Request) -> Response:
+        """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
+        return json_response(get_service(request).user(user_id))
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

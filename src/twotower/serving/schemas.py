@@ -24,6 +24,11 @@ def coerce_id(value: Any) -> Any:
         raise ValueError("an id must be a string or an integer, not a boolean")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("an id must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
     return value
 
 
@@ -48,6 +53,7 @@ class Schemas:
     ExplainResponse: type[BaseModel]
     ItemResponse: type[BaseModel]
     ReadyResponse: type[BaseModel]
+    UserResponse: type[BaseModel]
 
 
 def _one_of_user_or_history(model: Any) -> Any:
@@ -134,6 +140,16 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         item_id: str
         in_index: bool
 
+    class HistoryItem(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        item_id: str
+        timestamp: int
+
+    class UserResponse(BaseModel):
+        user_id: str
+        n_history: int
+        history: list[HistoryItem]
+
     class ReadyResponse(BaseModel):
         ready: bool
         model_fingerprint: str
@@ -146,5 +162,5 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         RecommendRequest=RecommendRequest, BatchRequest=BatchRequest, SimilarRequest=SimilarRequest,
         ExplainRequest=ExplainRequest, ItemHit=ItemHit, RecommendResponse=RecommendResponse,
         BatchResponse=BatchResponse, SimilarResponse=SimilarResponse, ExplainResponse=ExplainResponse,
-        ItemResponse=ItemResponse, ReadyResponse=ReadyResponse,
+        ItemResponse=ItemResponse, ReadyResponse=ReadyResponse, UserResponse=UserResponse,
     )

@@ -179,6 +179,19 @@ class RecommenderService:
         rec["in_index"] = bool(self.in_index[row])
         return rec
 
+    def user(self, user_id: str, limit: int = 50) -> dict[str, Any]:
+        """A known user's training history, newest first (at most ``limit`` items)."""
+        row = self._user_row(user_id)
+        items = self.run.history.of(row)  # oldest first
+        start = self.run.history.indptr[row]
+        stamps = self.run.history.timestamps[start : start + len(items)]
+        history = []
+        for item_row, ts in zip(items[::-1][:limit], stamps[::-1][:limit]):
+            rec = self.catalog.record(int(item_row))
+            rec["timestamp"] = int(ts)
+            history.append(rec)
+        return {"user_id": user_id, "n_history": int(len(items)), "history": history}
+
     # ------------------------------------------------------------------ queries
     def _user_row(self, user_id: str) -> int:
         return self.run.user_vocab.index(user_id)
