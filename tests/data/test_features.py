@@ -89,3 +89,14 @@ def test_round_trip_and_encode_new_rows(tmp_path):
         FeatureEncoder.from_dict({"format": "twotower.feature_encoder", "spec": SPEC.to_dict()})
     with pytest.raises(ConfigError, match="not fitted"):
         FeatureEncoder(SPEC).encode_rows(new)
+
+
+def test_infinite_numeric_feature_is_refused_naming_row_and_column(tmp_path):
+    """Regression (issue 7 fuzzing): inf / 1e39 used to pass as a numeric feature and become NaN later."""
+    from twotower.data import FeatureSpec, read_feature_table
+    from twotower.errors import DataError
+
+    path = tmp_path / "items.csv"
+    path.write_text("item_id,price\ni1,3.5\ni2,inf\n")
+    with pytest.raises(DataError, match="row 3, column 'price'.*finite"):
+        read_feature_table(path, FeatureSpec(key="item_id", numeric=("price",)))

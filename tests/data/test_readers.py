@@ -139,3 +139,30 @@ def test_column_map_validation():
         ColumnMap(user="")
     with pytest.raises(ConfigError, match="two roles"):
         ColumnMap(user="x", item="x")
+
+
+# ---------------------------------------------------------------- regressions found by fuzzing (issue 7)
+
+
+def test_timestamp_beyond_int64_is_refused_not_wrapped(tmp_path):
+    path = write(tmp_path / "a.csv", "user_id,item_id,timestamp\nu1,i1,5\nu2,i2,1e30\n")
+    with pytest.raises(DataError, match=r"row 3, column 'timestamp': timestamp 1e\+30 is out of range"):
+        read_interactions(path)
+
+
+def test_rating_beyond_float32_is_refused_not_inf(tmp_path):
+    path = write(tmp_path / "a.csv", "user_id,item_id,rating\nu1,i1,1e39\n")
+    with pytest.raises(DataError, match="row 2, column 'rating'.*finite"):
+        read_interactions(path)
+
+
+def test_nested_json_id_is_refused_naming_row_and_column(tmp_path):
+    path = write(tmp_path / "a.jsonl", '{"user_id": "u1", "item_id": "i1"}\n{"user_id": {"a": 1}, "item_id": "i2"}\n')
+    with pytest.raises(DataError, match="row 3, column 'user_id'.*not a string or a number"):
+        read_interactions(path)
+
+
+def test_columns_equal_after_stripping_are_refused(tmp_path):
+    path = write(tmp_path / "a.csv", "user_id,item_id, user_id\nu1,i1,u2\n")
+    with pytest.raises(DataError, match=r"duplicate column name\(s\) \['user_id'\]"):
+        read_interactions(path)

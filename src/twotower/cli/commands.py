@@ -42,15 +42,18 @@ def resolve_train_config(args: argparse.Namespace):
 
 
 def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
-    """One block per k: a row per model, a column per metric (fit seconds last)."""
+    """One table: a row per (model, k), a column per metric, fit seconds last."""
     from twotower.evaluation.table import format_table
     from twotower.pipeline.experiment import PROTOCOL_TEXT
 
     metrics = ["Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop"]
+    long_rows = []
     for k in ks:
-        cols = ["model"] + [f"{m}@{k}" for m in metrics if any(f"{m}@{k}" in r for r in rows)] + ["fit_s"]
-        print(format_table(rows, cols, title=f"{title} @{k}"))
-        print()
+        for r in rows:
+            if f"Recall@{k}" not in r:
+                continue
+            long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
+    print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title))
     print(PROTOCOL_TEXT)
 
 

@@ -37,7 +37,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from twotower.utils.atomic import atomic_write_json
 
     atomic_write_json(out / "metrics.json", {"test": rows})
-    print_eval_table(rows, (20,), "MovieLens-100K test, temporal 80/10/10")
+    print_eval_table(rows, (10, 20), "MovieLens-100K test, temporal 80/10/10")
     plot_recall_at_k({r["model"]: r for r in rows}, out / "recall_at_k.png")
     print(f"== 4/4 recommendations for user {args.user} (training items excluded)", flush=True)
     row = run.user_row(args.user)

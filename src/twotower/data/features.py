@@ -148,6 +148,16 @@ def read_feature_table(
     for c in spec.numeric:
         raw = df[c]
         num = pd.to_numeric(raw, errors="coerce")
+        values = num.to_numpy(dtype=np.float64)
+        infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
+        if infinite.any():
+            pos = int(np.flatnonzero(infinite)[0])
+            raise DataError(
+                f"{raw.iloc[pos]!r} is not a finite number (float32 range); leave the cell empty when unknown",
+                file=label,
+                row=pos + 2,
+                column=c,
+            )
         bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
         if bad.any():
             pos = int(np.flatnonzero(bad)[0])

@@ -147,6 +147,11 @@ def read_table(
     if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
         raise DataError("did not parse into a table", file=label)
     df.columns = [str(c).strip() for c in df.columns]
+    dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
+    if dup:
+        raise DataError(
+            f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=1
+        )
     return df
 
 
@@ -172,7 +177,18 @@ def missing_column_error(column: str, present: Iterable[str], *, file: str, role
     )
 
 
-def _one_id_to_str(value: Any) -> str | None:
+_BAD_ID = object()  # marks a value that cannot be an id (nested JSON, undecodable bytes)
+
+_TS_LIMIT = 2.0**62  # epoch seconds beyond this overflow int64 arithmetic (year ~1.5e11)
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value (``1e+30``, not ``np.float64(1e+30)``) for messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _one_id_to_str(value: Any) -> str | None | object:
     if value is None:
         return None
     if isinstance(value, (bool, np.bool_)):
@@ -187,6 +203,13 @@ def _one_id_to_str(value: Any) -> str | None:
         return repr(float(value))
     if value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return _BAD_ID
+    if isinstance(value, (dict, list, tuple, set, np.ndarray)):
+        return _BAD_ID  # a JSON object/array is not an id; refused by ids_to_str
     text = str(value).strip()
     return text if text else None
 
@@ -201,6 +224,15 @@ def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
         out = values.astype("int64").astype(str)
     else:
         out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
+        wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
+        if wrong.any():
+            pos = int(np.flatnonzero(wrong)[0])
+            raise DataError(
+                f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or undecodable bytes)",
+                file=file,
+                row=pos + 2,
+                column=column,
+            )
     bad = out.isna().to_numpy()
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
@@ -229,6 +261,15 @@ def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
         return ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
+    huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
+    if huge.any():
+        pos = int(np.flatnonzero(huge)[0])
+        raise DataError(
+            f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds (|t| < 2**62)",
+            file=file,
+            row=pos + 2,
+            column=column,
+        )
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
     if pd.api.types.is_numeric_dtype(values.dtype):
         rest = ~is_num
@@ -264,11 +305,12 @@ def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
 def _ratings(values: pd.Series, *, file: str, column: str) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(numeric)
+    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
         raise DataError(
-            f"rating {values.iloc[pos]!r} is not a finite number", file=file, row=pos + 2, column=column
+            f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)", file=file, row=pos + 2,
+            column=column,
         )
     return numeric.astype(np.float32)
 

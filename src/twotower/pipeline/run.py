@@ -53,7 +53,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     """Read data, train, save the run folder; returns the loaded run, the training result and the data.
 
     Under ``torchrun`` every rank calls this: the process group is joined
-    first, only rank 0 writes the run folder, and every rank loads it back.
+    first and only rank 0 writes and loads the run folder (so ``out`` need not
+    be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
     """
     out = Path(out)
     init_distributed(config.train)
@@ -65,5 +66,5 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
         save_run_data(out, config, prep, None if text is None else tuple(text.shape))
     tdist.barrier()
     _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
-    run = TrainedRun.load(out)
-    return run, result, prep
+    run = TrainedRun.load(out) if tdist.is_main() else None
+    return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
