@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -248,9 +249,11 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
     if tp is int:
         if isinstance(value, bool):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
         try:
             f = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{name}: expected an integer, got {value!r}") from None
         if not f.is_integer():
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
@@ -259,9 +262,12 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{name}: expected a number, got {value!r}")
         try:
-            return float(value)
-        except (TypeError, ValueError):
+            f = float(value)
+        except (TypeError, ValueError, OverflowError):
             raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+        if not math.isfinite(f):
+            raise ConfigError(f"{name}: expected a finite number, got {value!r}")
+        return f
     if tp is str:
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{name}: expected a string, got {value!r}")
@@ -342,7 +348,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path}: not UTF-8 text ({e}); re-save it as UTF-8") from e
+    except OSError as e:
+        raise ConfigError(f"config file {path}: cannot read it ({e.strerror or e})") from e
     try:
         if path.suffix.lower() == ".toml":
             try:

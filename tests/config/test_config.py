@@ -75,3 +75,23 @@ def test_none_is_a_string_choice_and_null_clears_optional_numbers():
                                  "train.max_examples_per_epoch=null"])
     assert cfg.model.user.history == "none"
     assert cfg.train.threads is None and cfg.train.max_examples_per_epoch is None
+
+
+# ---------------------------------------------------------------- regressions found by fuzzing (issue 7)
+
+
+def test_non_utf8_config_file_is_a_config_error_naming_the_file(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_bytes(b"\x80[train]\n")
+    with pytest.raises(ConfigError, match=r"run\.toml: not UTF-8"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-Infinity", "1e400"])
+def test_non_finite_float_settings_are_refused(value):
+    with pytest.raises(ConfigError, match="loss.temperature: expected a finite number"):
+        load_config(overrides=[f"loss.temperature={value}"])
+
+
+def test_huge_integer_setting_keeps_its_exact_value():
+    assert load_config(overrides=["train.seed=12345678901234567890"]).train.seed == 12345678901234567890

@@ -100,7 +100,7 @@ def test_unknown_user_is_a_clear_error(run_dir, capsys):
 def test_evaluate_prints_one_table_with_baselines(run_dir, capsys):
     assert main(["-q", "evaluate", "--run", str(run_dir), "--ks", "10", "--baselines", "popularity,ease,itemknn"]) == 0
     out = capsys.readouterr().out
-    for name in ("two-tower", "popularity", "ease", "itemknn", "Recall@10", "NDCG@10", "fit_s", "protocol"):
+    for name in ("two-tower", "popularity", "ease", "itemknn", "Recall", "NDCG", "MRR", "Coverage", "fit_s", "protocol"):
         assert name in out
 
 
