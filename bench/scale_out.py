@@ -123,7 +123,7 @@ def _index_worker(rank: int, world: int, port: int, args: argparse.Namespace, ou
         stats.update({k: v for k, v in index._build_params.items() if k.endswith("seconds")})
         stats["ntotal"] = len(index)
         queries = _queries(args, centers)
-        truth = np.load(Path(out_dir) / "truth.npy")
+        truth = np.load(Path(out_dir) / "truth.npy", allow_pickle=False)
         for nprobe in args.nprobe:
             index.set_search_params(nprobe=nprobe)
             found = index.search(queries, 100).ids  # [Q, 100]

@@ -132,17 +132,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_threads(args: argparse.Namespace) -> str | None:
+    """``--threads`` and ``TWOTOWER_THREADS`` must be integers >= 1 (torch raises a bare RuntimeError otherwise)."""
+    threads = getattr(args, "threads", None)
+    if threads is not None and threads < 1:
+        return f"--threads must be an integer >= 1, got {threads}"
+    env = os.environ.get("TWOTOWER_THREADS", "")
+    if env.strip():
+        try:
+            ok = int(env) >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            return f"TWOTOWER_THREADS must be an integer >= 1, got {env!r}; unset it or fix it"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    # dotted overrides may sit between options (argparse stops at the first one)
-    if extra:
-        bad = [e for e in extra if e.startswith("-") or "=" not in e or not hasattr(args, "overrides")]
-        if bad:
-            parser.error(f"unrecognized arguments: {' '.join(bad)}")
-        args.overrides = list(args.overrides or []) + extra
+    try:
+        args, extra = parser.parse_known_args(argv)
+        # dotted overrides may sit between options (argparse stops at the first one)
+        if extra:
+            bad = [e for e in extra if e.startswith("-") or "=" not in e or not hasattr(args, "overrides")]
+            if bad:
+                parser.error(f"unrecognized arguments: {' '.join(bad)}")
+            args.overrides = list(args.overrides or []) + extra
+    except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
+        return e.code if isinstance(e.code, int) else 2
+    problem = _check_threads(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     from twotower.errors import TwoTowerError

@@ -12,6 +12,11 @@ Layout of a run folder::
     history.npz          each user's training sequence (for scoring and exclusions)
     data/*.csv           the exact train/valid/test interactions used
     log.jsonl, curves.png, metrics.json, eval.txt
+    manifest.json        sha256 of every file above that loading reads (written last)
+
+``manifest.json`` is written when training has finished and removed when a
+run folder is (re)written, so :meth:`TrainedRun.load` refuses a bit-flipped,
+truncated or swapped artefact of a finished run, naming the file.
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import hashlib
 import io
 import json
 import logging
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +40,15 @@ from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
-from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file
 
-__all__ = ["TrainedRun", "save_run_data", "model_fingerprint", "features_shape", "build_model"]
+__all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "model_fingerprint", "features_shape",
+           "build_model"]
+
+MANIFEST = "manifest.json"
+#: Files of a run folder that loading reads (relative paths; absent optional ones are skipped).
+MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json",
+                  "features/users.json", "features/items.json", "items.jsonl", "history.npz")
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +106,7 @@ def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
 def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None) -> None:
     """Write everything about a run except the weights (written by the trainer)."""
     out.mkdir(parents=True, exist_ok=True)
+    (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
     atomic_write_json(out / "config.json", config_to_dict(config))
     prep.user_vocab.save(out / "vocab" / "users.json")
     prep.item_vocab.save(out / "vocab" / "items.json")
@@ -120,6 +133,34 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
         "report": prep.report,
     }
     atomic_write_json(out / "run.json", info)
+
+
+def write_manifest(out: str | Path) -> None:
+    """Seal a finished run folder: ``manifest.json`` with the sha256 of every file loading reads."""
+    out = Path(out)
+    files = {rel: sha256_file(out / rel) for rel in MANIFEST_FILES if (out / rel).is_file()}
+    atomic_write_json(out / MANIFEST, {"format": 1, "sha256": files})
+
+
+def verify_manifest(directory: str | Path) -> bool:
+    """Check every file listed in ``manifest.json``; False when the folder has none (unsealed)."""
+    d = Path(directory)
+    if not (d / MANIFEST).is_file():
+        return False
+    manifest = read_json(d / MANIFEST)
+    files = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        raise IntegrityError(f"{d / MANIFEST}: not a run manifest (no sha256 table); the file is corrupted")
+    for rel, digest in sorted(files.items()):
+        path = d / rel
+        if not path.is_file():
+            raise IntegrityError(f"{path}: listed in {MANIFEST} but missing; the run folder is incomplete")
+        if sha256_file(path) != digest:
+            raise IntegrityError(
+                f"{path}: sha256 mismatch with {MANIFEST} (corrupted, truncated or replaced); "
+                "restore the file or retrain the run"
+            )
+    return True
 
 
 class TrainedRun:
@@ -161,6 +202,8 @@ class TrainedRun:
             raise NotFoundError("run", str(d), "no run.json there; train one with `twotower train --out DIR`")
         if not (d / "model.safetensors").exists():
             raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
+        if not verify_manifest(d):
+            log.info("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
         info = read_json(d / "run.json")
         config = config_from_dict(RunConfig, read_json(d / "config.json"))
         model = build_model(config, info)
@@ -172,11 +215,14 @@ class TrainedRun:
         try:
             with np.load(d / "history.npz", allow_pickle=False) as z:
                 history = UserSequences(z["indptr"], z["items"], z["timestamps"])
-        except (OSError, ValueError, KeyError) as e:
-            raise IntegrityError(f"{d / 'history.npz'}: unreadable ({e})") from e
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            raise IntegrityError(f"{d / 'history.npz'}: unreadable ({e}); the file is corrupted or truncated") from e
         meta = None
         if (d / "items.jsonl").exists():
-            meta = pd.read_json(d / "items.jsonl", lines=True, dtype={"item_id": str})
+            try:
+                meta = pd.read_json(d / "items.jsonl", lines=True, dtype={"item_id": str})
+            except ValueError as e:
+                raise IntegrityError(f"{d / 'items.jsonl'}: unreadable ({e}); the file is corrupted or truncated") from e
         ue = FeatureEncoder.from_dict(read_json(d / "features" / "users.json")) if (d / "features" / "users.json").exists() else None
         ie = FeatureEncoder.from_dict(read_json(d / "features" / "items.json")) if (d / "features" / "items.json").exists() else None
         return cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)

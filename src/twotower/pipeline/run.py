@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from twotower.config import RunConfig
-from twotower.pipeline.artifacts import TrainedRun, save_run_data
+from twotower.pipeline.artifacts import TrainedRun, save_run_data, write_manifest
 from twotower.pipeline.experiment import train_model
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
@@ -66,5 +66,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
         save_run_data(out, config, prep, None if text is None else tuple(text.shape))
     tdist.barrier()
     _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
+    if tdist.is_main():
+        write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
+    tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
     return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0

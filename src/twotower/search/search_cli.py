@@ -27,6 +27,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--split", default="test")
     e.add_argument("--retriever", default="bm25", choices=["bm25", "dense", "hybrid"])
     e.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
+    e.add_argument("--fusion", default="rrf", choices=["rrf", "minmax", "zscore"],
+                   help="hybrid: RRF (k=60) or weighted score interpolation with this normalisation")
+    e.add_argument("--bm25-weight", type=float, default=0.5, help="hybrid interpolation: BM25 weight w (dense 1-w)")
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
     e.add_argument("--rerank-top", type=int, default=20)
     e.add_argument("--cache", default="runs/cache/embeddings", help="corpus embedding cache directory")
@@ -97,9 +100,16 @@ def _threads(args: argparse.Namespace) -> None:
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
+    from twotower.search.fusion import FusionChoice
+
     _threads(args)
+    if args.fusion == "rrf":
+        fusion = FusionChoice(name="rrf", params={"k": 60})
+    else:
+        w = args.bm25_weight
+        fusion = FusionChoice(name="interpolation", params={"weights": [w, 1.0 - w], "normalization": args.fusion})
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
-                        cache_dir=args.cache, rerank_top=args.rerank_top)
+                        cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion)
     if args.json:
         print(json.dumps({k: m[k] for k in METRIC_KEYS}))
         return 0

@@ -9,6 +9,8 @@ previous checkpoint intact.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +65,15 @@ def save_checkpoint(
         full = dict(state)
         full["numpy_rng"] = rng.bit_generator.state
         full["files"] = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
-        import json
-
+        full = json.loads(json.dumps(full, default=_default))  # digest what a reader will see
+        full["state_sha256"] = _state_digest(full)
         (tmp / "state.json").write_text(json.dumps(full, indent=2, default=_default))
+
+
+def _state_digest(state: dict[str, Any]) -> str:
+    """sha256 of the state without its own digest (canonical JSON), so an edited state.json is refused."""
+    body = {k: v for k, v in state.items() if k != "state_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=_default).encode("utf-8")).hexdigest()
 
 
 def _default(o: Any) -> Any:
@@ -86,12 +94,20 @@ def load_checkpoint(
     if not state_path.exists():
         raise IntegrityError(f"{directory}: no checkpoint here (state.json missing)")
     state = read_json(state_path)
+    if not isinstance(state, dict):
+        raise IntegrityError(f"{state_path}: not a checkpoint state (expected a JSON object); the file is corrupted")
+    if "state_sha256" in state and state["state_sha256"] != _state_digest(state):
+        raise IntegrityError(f"{state_path}: checksum mismatch; state.json was edited or corrupted")
+    state.pop("state_sha256", None)
     for name, digest in state.get("files", {}).items():
         p = directory / name
         if not p.exists() or sha256_file(p) != digest:
             raise IntegrityError(f"{p}: checksum mismatch; the checkpoint is corrupted or half-written")
     load_weights(directory / "model.safetensors", model)
-    opt_states = torch.load(directory / "optimizer.pt", weights_only=True)
+    try:
+        opt_states = torch.load(directory / "optimizer.pt", weights_only=True)
+    except Exception as e:  # pickle/zip errors of a damaged file (its checksum was not recorded)
+        raise IntegrityError(f"{directory / 'optimizer.pt'}: unreadable ({e}); the checkpoint is corrupted") from e
     if len(opt_states) != len(optimizers):
         raise IntegrityError(f"{directory}: checkpoint has {len(opt_states)} optimizer states, expected {len(optimizers)}")
     for opt, st in zip(optimizers, opt_states):

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -38,6 +39,65 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _tmp_prefix(target: Path) -> str:
+    return f".{target.name}.tmp-{os.getpid()}-"
+
+
+def _sweep_stale(target: Path) -> None:
+    """Remove temporaries of ``target`` left by a process that was killed mid-write (its pid is gone)."""
+    marker = f".{target.name}.tmp-"
+    with contextlib.suppress(OSError):
+        for p in target.parent.iterdir():
+            if p.name.startswith(f".{target.name}.old.") and p.is_dir():
+                pid = p.name.rsplit(".", 1)[-1]
+                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                    if not target.exists():
+                        os.replace(p, target)  # killed between the two renames: the old version is whole
+                    else:
+                        shutil.rmtree(p, ignore_errors=True)
+                continue
+            if not p.name.startswith(marker):
+                continue
+            try:
+                pid = int(p.name[len(marker):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if pid == os.getpid() or _alive(pid):
+                continue
+            if p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but not ours
+        return True
+    return True
+
+
+def _rename_exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    at_fdcwd, rename_exchange = -100, 2
+    return fn(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; on success move it into place.
@@ -47,7 +107,8 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    _sweep_stale(target)
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target), suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -99,15 +160,26 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Build a whole directory in a temporary sibling, then swap it into place.
 
     The previous directory (if any) is removed only after the new one is
-    complete, so readers see the old version or the new one.
+    complete, so readers see the old version or the new one. On Linux the
+    swap is one ``renameat2(RENAME_EXCHANGE)``, so even a SIGKILL between
+    steps leaves a complete ``target``; elsewhere it is two renames, and a
+    crash between them leaves the previous version in ``.<name>.old.<pid>``,
+    which the next write for ``target`` moves back when ``target`` is missing.
+    Temporaries of killed writers are swept on the next write.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    _sweep_stale(target)
+    tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target), suffix=".tmp", dir=target.parent))
     # mkdtemp makes 0700 folders; the finished artefact should have normal permissions
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
+        if target.is_dir() and _rename_exchange(tmp, target):
+            # one atomic step: target holds the new contents, tmp the old ones (removed below);
+            # a crash at any point leaves a complete target (the old one or the new one)
+            _fsync_dir(target.parent)
+            return
         old = None
         if target.exists():
             old = target.parent / f".{target.name}.old.{os.getpid()}"

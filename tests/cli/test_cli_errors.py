@@ -1,0 +1,38 @@
+"""Regressions found by fuzzing the command line (issue 7): user mistakes are one `error:` line and exit 2."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.cli.main import main
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["recommend", "--run", "x", "--user", "u1", "--k", "ten"],  # argparse type error
+        ["evaluate"],  # required argument missing
+        ["train", "--bogus"],  # unknown flag
+        ["nope"],  # unknown subcommand
+    ],
+)
+def test_argparse_errors_return_2_instead_of_raising_system_exit(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1 and "Traceback" not in err
+
+
+def test_help_returns_0(capsys):
+    assert main(["--help"]) == 0
+    assert "usage: twotower" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("threads", ["-1", "0"])
+def test_threads_below_one_is_an_error_not_a_torch_runtime_error(threads, capsys, tmp_path):
+    assert main(["recommend", "--run", str(tmp_path), "--user", "u1", "--threads", threads]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --threads must be an integer >= 1, got {threads}"
+
+
+def test_bad_twotower_threads_env_is_an_error(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TWOTOWER_THREADS", "lots")
+    assert main(["recommend", "--run", str(tmp_path), "--user", "u1"]) == 2
+    assert "TWOTOWER_THREADS must be an integer >= 1" in capsys.readouterr().err

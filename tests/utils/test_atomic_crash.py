@@ -1,0 +1,64 @@
+"""Crash windows of the atomic writers (issue 7): a kill at any point leaves a whole artefact."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from twotower.utils import atomic
+from twotower.utils.atomic import atomic_dir, atomic_path
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_dir_swap_is_one_atomic_exchange_on_linux(tmp_path, monkeypatch):
+    """Regression: the swap used two renames; SIGKILL between them left no checkpoint at all."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("renameat2 is Linux-only")
+    target = tmp_path / "checkpoint"
+    with atomic_dir(target) as d:
+        (d / "a").write_text("old")
+    calls = []
+    real_replace = os.replace
+    monkeypatch.setattr(atomic.os, "replace", lambda *a: (calls.append(a), real_replace(*a)))
+    with atomic_dir(target) as d:
+        (d / "a").write_text("new")
+    assert (target / "a").read_text() == "new"
+    assert calls == []  # no window in which `target` is missing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_two_rename_fallback_recovers_the_old_version_after_a_kill(tmp_path, monkeypatch):
+    """Where the exchange is unavailable, a kill between the renames is repaired by the next write."""
+    target = tmp_path / "checkpoint"
+    with atomic_dir(target) as d:
+        (d / "a").write_text("old")
+    # what a SIGKILL between `os.replace(target, old)` and `os.replace(tmp, target)` leaves behind
+    os.replace(target, tmp_path / f".checkpoint.old.{_dead_pid()}")
+    assert not target.exists()
+    monkeypatch.setattr(atomic, "_rename_exchange", lambda a, b: False)
+    with atomic_dir(target) as d:
+        assert (target / "a").read_text() == "old"  # restored before the new version is built
+        (d / "a").write_text("new")
+    assert (target / "a").read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+
+
+def test_temporaries_of_killed_writers_are_swept(tmp_path):
+    dead = _dead_pid()
+    (tmp_path / f".model.safetensors.tmp-{dead}-abc.tmp").write_bytes(b"half")
+    (tmp_path / f".index.tmp-{dead}-xyz.tmp").mkdir()
+    live = tmp_path / f".model.safetensors.tmp-{os.getppid()}-live.tmp"  # a running writer: kept
+    live.write_bytes(b"busy")
+    with atomic_path(tmp_path / "model.safetensors") as p:
+        p.write_bytes(b"whole")
+    with atomic_dir(tmp_path / "index") as d:
+        (d / "x").write_text("1")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["model.safetensors", "index", live.name])
