@@ -51,9 +51,9 @@ def test_chosen_ivf_setting_meets_target_on_held_out_queries(tune_data, ivf_repo
     gt, _ = exact_ground_truth(x, ids, held_out, 10)
     recall = tie_aware_recall(rep.index.search(held_out, 10).ids, held_out, x, ids, gt.scores[:, 9], 10)
     assert recall >= 0.9
-    # the sweep walked nprobe upwards in powers of two from 1
+    # the sweep walked nprobe upwards in half-octave steps from 1 (1, 2, 3, 4, 6, 8, 12, ...)
     nprobes = [r.params["nprobe"] for r in rep.rows]
-    assert nprobes[0] == 1 and all(b == 2 * a for a, b in zip(nprobes, nprobes[1:]))
+    assert nprobes[0] == 1 and all(a < b <= 2 * a for a, b in zip(nprobes, nprobes[1:]))
 
 
 def test_report_to_dict_and_plot(ivf_report, tmp_path):

@@ -36,7 +36,9 @@ __all__ = ["autotune", "TuneReport", "TuneRow", "tie_aware_recall", "exact_groun
 log = logging.getLogger(__name__)
 
 AUTO_CANDIDATES = ("flat", "ivf", "hnsw", "ivfpq")
-EF_SEARCH = (16, 32, 64, 128, 256, 512, 1024)
+# half-octave steps: a power-of-two grid jumps past the cheapest setting that meets the
+# target by up to 2x in cost (e.g. nprobe 64 -> 128 halves the QPS)
+EF_SEARCH = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 K_FACTORS = (1, 2, 4, 8, 16)
 TIE_EPS = 1e-6
 
@@ -157,8 +159,18 @@ def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_qu
     }
 
 
-def _powers_of_two(upto: int) -> list[int]:
-    vals = [1 << i for i in range(max(upto, 1).bit_length()) if (1 << i) <= upto]
+def _half_octaves(upto: int) -> list[int]:
+    """1, 2, 3, 4, 6, 8, 12, 16, ... (powers of two and the half-octaves between), ending at ``upto``."""
+    upto = max(upto, 1)
+    vals: list[int] = []
+    p = 1
+    while p <= upto:
+        vals.append(p)
+        mid = p + p // 2
+        if p >= 2 and mid < 2 * p and mid <= upto:
+            vals.append(mid)
+        p *= 2
+    vals = sorted(set(vals))
     return vals + ([upto] if vals[-1] != upto else [])
 
 
@@ -167,7 +179,7 @@ def _knob_grid(index: FaissIndex) -> Iterator[list[dict[str, Any]]]:
     knobs = index.knobs
     primary: list[dict[str, Any]] = [{}]
     if "nprobe" in knobs:
-        primary = [{"nprobe": p} for p in _powers_of_two(index.nlist or 1)]
+        primary = [{"nprobe": p} for p in _half_octaves(index.nlist or 1)]
     elif "efSearch" in knobs:
         primary = [{"efSearch": e} for e in EF_SEARCH]
     for kf in K_FACTORS if "k_factor" in knobs else [None]:
