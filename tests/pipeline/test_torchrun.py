@@ -45,3 +45,24 @@ def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path:
     assert main(["-q", *args, "--epochs", "3", "--resume", "--no-eval"]) == 0
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2, 3]
+
+    # the same run's index, built across 2 ranks, loads with the run's fingerprint and searches like one build
+    idx_dir = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "twotower", "-q", "index", "build", "--run-dir", str(out), "--index", "IVF4,Flat", "--nprobe", "4",
+           "--out", str(idx_dir)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("built IVF4,Flat") == 1
+    import numpy as np
+
+    from twotower.index import ExactIndex, load_index
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(out)
+    index = load_index(idx_dir, expected_fingerprint=run.fingerprint())
+    assert len(index) == run.n_items
+    q = run.user_vectors(np.arange(5))
+    exact = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items)).search(q, 5)
+    got = index.search(q, 5)  # nprobe = nlist: exhaustive, so exact up to float rounding
+    np.testing.assert_allclose(got.scores, exact.scores, atol=1e-5)

@@ -84,14 +84,11 @@ def _bytes_test(n: int | None):
 
 test_fuzz_beir_files = _files_test(None)
 test_fuzz_beir_files_slow = pytest.mark.slow(_files_test(SLOW_EXAMPLES))
-_NOT_UTF8 = pytest.mark.xfail(
-    strict=False, reason="search/beir.py reads with open(encoding='utf-8') outside its DataError handling: a non-UTF-8 "
-                         "file raises UnicodeDecodeError (docs/dev/REQUESTS.md, issue 7 item 1)")
-test_fuzz_beir_raw_bytes = _NOT_UTF8(_bytes_test(None))
-test_fuzz_beir_raw_bytes_slow = pytest.mark.slow(_NOT_UTF8(_bytes_test(SLOW_EXAMPLES)))
+# issue 7 item 1 (non-UTF-8 files escaped as UnicodeDecodeError) is fixed: these now pass without xfail
+test_fuzz_beir_raw_bytes = _bytes_test(None)
+test_fuzz_beir_raw_bytes_slow = pytest.mark.slow(_bytes_test(SLOW_EXAMPLES))
 
 
-@_NOT_UTF8
 @pytest.mark.parametrize("which", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
 def test_non_utf8_beir_file_is_a_data_error_naming_the_file(tmp_path, which):
     (tmp_path / "qrels").mkdir()

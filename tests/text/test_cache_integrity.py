@@ -43,9 +43,6 @@ def test_truncated_index_names_the_file(tmp_path):
         cached_encode(enc, ["x"], tmp_path, max_length=8)
 
 
-@pytest.mark.xfail(strict=False, reason="text/cache.py: index.json has no checksum of its own, so a row pointer "
-                                        "edited to another valid row returns another text's vector "
-                                        "(docs/dev/REQUESTS.md, issue 7 item 2)")
 def test_edited_index_row_pointer_is_refused(tmp_path):
     enc, cache = _cache(tmp_path)
     index = json.loads((cache.dir / "index.json").read_text())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import json
 from pathlib import Path
 
@@ -17,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("index", help="build and inspect the vector index a run is served from")
     isub = p.add_subparsers(dest="index_cmd", required=True)
     b = isub.add_parser("build", help="autotune an index over the run's item embeddings and save it")
-    b.add_argument("--run", required=True, help="run folder")
+    # --run-dir: under torchrun, `--run` is taken as an abbreviation of torchrun's own --run-path
+    b.add_argument("--run", "--run-dir", dest="run", required=True, help="run folder (alias --run-dir for torchrun)")
     b.add_argument("--index", default="auto",
                    help="auto (try flat, ivf, hnsw, ivfpq), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
     b.add_argument("--target-recall", type=float, default=0.95, help="recall@k against exact search (default 0.95)")
@@ -27,6 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--seed", type=int, default=0, help="seed of the query sample")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
+    b.add_argument("--nprobe", type=int, default=None,
+                   help="under torchrun: nprobe of the merged IVF index (no autotune across ranks; default nlist/64)")
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
     i.add_argument("--run", required=True)
@@ -70,6 +74,8 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     set_threads(args.threads or threads_from_env())
     run = TrainedRun.load(args.run)
     out = Path(args.out) if args.out else Path(args.run) / "index"
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return _build_distributed(args, run, out)
     vectors = run.item_embeddings()  # [I, D]
     ids = np.arange(run.n_items, dtype=np.int64)
     fp = run.fingerprint()
@@ -97,6 +103,53 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     print(f"chosen: {c.factory} {c.params} recall@{args.k} {c.recall:.4f} ({verdict} {args.target_recall:g}), "
           f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
     print(f"saved to {out} (model {fp}); table {out / TUNE_JSON}, plot {out / TUNE_PNG}")
+    return 0
+
+
+def _build_distributed(args: argparse.Namespace, run, out: Path) -> int:  # noqa: ANN001 - TrainedRun
+    """Under torchrun: each rank encodes its shard of the catalogue; one IVF index is trained once and merged."""
+    import numpy as np
+    import torch
+
+    from twotower.index.distributed_build import build_index_distributed, shard_range
+    from twotower.training import distributed as tdist
+
+    spec = args.index.strip()
+    if spec.lower() in ("auto", "exact", "flat", "hnsw") or "HNSW" in spec or "Refine" in spec or spec.endswith("RFlat"):
+        raise ConfigError(
+            f"--index {spec!r} cannot be built across ranks; use ivf, ivfpq or an IVF factory string "
+            "(or run `twotower index build` in one process to autotune any index type)"
+        )
+    tdist.init_from_env()
+    try:
+        n = run.n_items
+        fp = run.fingerprint()
+        chunk = 65536
+
+        @torch.no_grad()
+        def vectors_fn(rank: int, world: int):  # noqa: ANN202
+            start, stop = shard_range(n, rank, world)
+            for s in range(start, stop, chunk):
+                rows = torch.arange(s, min(s + chunk, stop))
+                yield rows.numpy().astype(np.int64), run.model.item_tower(rows).numpy().astype(np.float32)
+
+        @torch.no_grad()
+        def sample() -> np.ndarray:
+            m = min(n, args.max_train or 100_000)
+            rows = np.sort(np.random.default_rng(args.seed).choice(n, m, replace=False))
+            return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
+
+        index = build_index_distributed(vectors_fn, spec, sample, out, n_total=n, nprobe=args.nprobe,
+                                        model_fingerprint=fp)
+        if tdist.is_main() and index is not None:
+            if args.nprobe is None and getattr(index, "nlist", None):
+                index.set_search_params(nprobe=max(1, index.nlist // 64))
+                index.save(out, model_fingerprint=fp)
+            print(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks; "
+                  f"search params {index.search_params}; saved to {out} (model {fp})")
+        tdist.barrier()
+    finally:
+        tdist.cleanup()
     return 0
 
 

@@ -12,7 +12,6 @@ Every problem raises :class:`~twotower.errors.DataError` naming file, row
 """
 from __future__ import annotations
 
-import csv
 import json
 import os
 from dataclasses import dataclass, field
@@ -84,24 +83,44 @@ def resolve_beir_dir(path: str | os.PathLike[str]) -> Path:
     )
 
 
+def _lines(path: Path):
+    """``(line number, text)`` of a UTF-8 file; a bad byte is a DataError naming the file and line."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                yield lineno, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"not UTF-8 text ({e.reason} at byte {e.start}); re-save the file as UTF-8",
+                                file=str(path), row=lineno) from e
+
+
+def _tsv_rows(path: Path):
+    """``(row number, fields)`` of a UTF-8 TSV file (row 1 = header)."""
+    for lineno, line in _lines(path):
+        line = line.rstrip("\r\n")
+        yield lineno, (line.split("\t") if line else [])
+
+
 def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
     if not path.is_file():
         raise DataError("file not found", file=str(path))
     rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"not valid JSON ({e.msg})", file=str(path), row=lineno) from e
-            if not isinstance(obj, dict):
-                raise DataError("each line must be a JSON object", file=str(path), row=lineno)
-            for key in required:
-                if key not in obj:
-                    raise DataError(f"missing field (need {', '.join(required)})", file=str(path), row=lineno, column=key)
-            rows.append((lineno, obj))
+    for lineno, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"not valid JSON ({e.msg})", file=str(path), row=lineno) from e
+        if not isinstance(obj, dict):
+            raise DataError("each line must be a JSON object", file=str(path), row=lineno)
+        for key in required:
+            if key not in obj:
+                raise DataError(f"missing field (need {', '.join(required)})", file=str(path), row=lineno, column=key)
+            if isinstance(obj[key], (dict, list)):
+                raise DataError("must be a string or number, not an object or list", file=str(path),
+                                row=lineno, column=key)
+        rows.append((lineno, obj))
     return rows
 
 
@@ -144,26 +163,25 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     if not path.is_file():
         raise DataError("qrels file not found (expected qrels/<split>.tsv)", file=str(path))
     qrels: Qrels = {}
-    with open(path, encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh, delimiter="\t")
-        header = next(reader, None)
-        if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
-            raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}", file=str(path), row=1)
-        for rowno, rec in enumerate(reader, start=2):
-            if not rec or not "".join(rec).strip():
-                continue
-            if len(rec) != 3:
-                raise DataError(f"expected 3 tab-separated fields, got {len(rec)}", file=str(path), row=rowno)
-            qid, did, score = (x.strip() for x in rec)
-            try:
-                value = int(float(score))
-            except ValueError as e:
-                raise DataError(f"score {score!r} is not a number", file=str(path), row=rowno, column="score") from e
-            if queries is not None and qid not in queries:
-                raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
-            if corpus is not None and did not in corpus.row_of:
-                raise DataError(f"corpus id {did!r} is not in corpus.jsonl", file=str(path), row=rowno, column="corpus-id")
-            qrels.setdefault(qid, {})[did] = value
+    rows = _tsv_rows(path)
+    _, header = next(rows, (1, None))
+    if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
+        raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}", file=str(path), row=1)
+    for rowno, rec in rows:
+        if not rec or not "".join(rec).strip():
+            continue
+        if len(rec) != 3:
+            raise DataError(f"expected 3 tab-separated fields, got {len(rec)}", file=str(path), row=rowno)
+        qid, did, score = (x.strip() for x in rec)
+        try:
+            value = int(float(score))
+        except ValueError as e:
+            raise DataError(f"score {score!r} is not a number", file=str(path), row=rowno, column="score") from e
+        if queries is not None and qid not in queries:
+            raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
+        if corpus is not None and did not in corpus.row_of:
+            raise DataError(f"corpus id {did!r} is not in corpus.jsonl", file=str(path), row=rowno, column="corpus-id")
+        qrels.setdefault(qid, {})[did] = value
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
     return qrels
@@ -210,18 +228,17 @@ def load_pairs(path: str | os.PathLike[str], corpus: Corpus) -> list[TrainPair]:
     else:
         if not path.is_file():
             raise DataError("file not found", file=str(path))
-        with open(path, encoding="utf-8", newline="") as fh:
-            reader = csv.reader(fh, delimiter="\t")
-            header = next(reader, None)
-            if header is None or len(header) < 2:
-                raise DataError("header must be 'query<TAB>positive_id[<TAB>negative_ids]'", file=str(path), row=1)
-            for rowno, rec in enumerate(reader, start=2):
-                if not rec:
-                    continue
-                if len(rec) < 2:
-                    raise DataError(f"expected at least 2 fields, got {len(rec)}", file=str(path), row=rowno)
-                negs = tuple(n.strip() for n in rec[2].split(",") if n.strip()) if len(rec) > 2 else ()
-                pairs.append(check(TrainPair(rec[0], rec[1].strip(), negs), rowno))
+        rows = _tsv_rows(path)
+        _, header = next(rows, (1, None))
+        if header is None or len(header) < 2:
+            raise DataError("header must be 'query<TAB>positive_id[<TAB>negative_ids]'", file=str(path), row=1)
+        for rowno, rec in rows:
+            if not rec:
+                continue
+            if len(rec) < 2:
+                raise DataError(f"expected at least 2 fields, got {len(rec)}", file=str(path), row=rowno)
+            negs = tuple(n.strip() for n in rec[2].split(",") if n.strip()) if len(rec) > 2 else ()
+            pairs.append(check(TrainPair(rec[0], rec[1].strip(), negs), rowno))
     if not pairs:
         raise DataError("no training pairs", file=str(path))
     return pairs

@@ -3,7 +3,7 @@
 Layout of ``cache_dir/<key>/`` where ``key`` hashes (model id, max_length,
 normalize)::
 
-    index.json        {"model_id", "max_length", "normalize", "dim",
+    index.json        {"model_id", "max_length", "normalize", "dim", "index_sha256",
                        "shards": [{"file", "rows", "sha256", "seconds"}],
                        "texts": {sha256(text): [shard, row]}}
     shard-00000.npy   float32 [rows, D]
@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import hashlib
 import io
+import json
 import logging
 import os
 import shutil
@@ -40,6 +41,12 @@ __all__ = ["EmbeddingCache", "cached_encode", "text_key"]
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+
+
+def _index_hash(index: dict) -> str:
+    """sha256 of the canonical JSON body of ``index.json`` (without its own checksum)."""
+    body = json.dumps({k: v for k, v in index.items() if k != "index_sha256"}, sort_keys=True, separators=(",", ":"))
+    return sha256_bytes(body.encode("utf-8"))
 
 
 def text_key(text: str) -> str:
@@ -67,6 +74,10 @@ class EmbeddingCache:
         index = read_json(path)
         if not isinstance(index, dict) or index.get("model_id") != self.model_id or index.get("format") != _FORMAT:
             raise IntegrityError(f"{path}: cache index belongs to another model or format; delete {self.dir}")
+        stored = index.pop("index_sha256", None)  # caches written before the checksum existed have none
+        if stored is not None and stored != _index_hash(index):
+            raise IntegrityError(f"{path}: index.json does not match its checksum (edited or corrupted); "
+                                 f"delete {self.dir} or pass rebuild_corrupt=True")
         return index
 
     def _load_shards(self, index: dict) -> list[np.ndarray]:
@@ -158,7 +169,7 @@ class EmbeddingCache:
                                     "seconds": round(time.perf_counter() - t0, 2)})
             for row, k in enumerate(missing):
                 index["texts"][k] = [shard_no, row]
-            atomic_write_json(self.dir / "index.json", index)
+            atomic_write_json(self.dir / "index.json", {**index, "index_sha256": _index_hash(index)})
             shards.append(new)
         if not keys:
             return np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32)

@@ -346,7 +346,8 @@ class Trainer:
         total_loss = total_acc = 0.0
         last_q = last_pos = None
         show = self.cfg.progress and tdist.is_main()
-        bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=not show, leave=False, unit="batch")
+        # disable=None: a bar on a terminal, silence in logs and CI (no carriage-return spam)
+        bar = tqdm(range(n_batches), desc=f"epoch {epoch}", disable=None if show else True, leave=False, unit="batch", mininterval=0.5)
         for b in bar:
             idx = order[b * B : (b + 1) * B]
             if len(idx) < max(2, self.world):  # every rank needs an example, every query company
