@@ -74,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1_000_000, help="catalogue size")
     p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--ivf-candidates", default="ivf",
+                   help="';'-separated IVF specs autotune picks from for the IVF row (e.g. 'ivf;IVF16384_HNSW32,Flat')")
     p.add_argument("--clusters", type=int, default=5000)
     p.add_argument("--noise", type=float, default=1.25, help="noise norm relative to unit cluster centres")
     p.add_argument("--queries", type=int, default=1000, help="held-out evaluation queries")
@@ -134,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
 
     reports = {}
     t = time.perf_counter()
-    rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="ivf", max_train=args.max_train,
-                   latency_queries=args.latency_queries)
+    ivf_cands = [c for c in args.ivf_candidates.split(";") if c]
+    rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="auto", candidates=ivf_cands,
+                   max_train=args.max_train, latency_queries=args.latency_queries)
     reports["ivf"] = rep
     ivf_row = record("IVF (autotuned)", rep.index, rep.chosen.build_s, rep.params)
     ivf_row["tune_s"] = time.perf_counter() - t
