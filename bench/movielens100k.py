@@ -43,6 +43,10 @@ VARIANTS: dict[str, list[str]] = {
     "no_hit_mask": ["loss.mask_hits=false"],
     "bpr": ["loss.kind=bpr"],
     "title_text": ["model.item.text_embeddings=true"],
+    "temp_0.02+uniform_512": ["loss.temperature=0.02", "loss.uniform_negatives=512"],
+    "temp_0.02+title_text": ["loss.temperature=0.02", "model.item.text_embeddings=true"],
+    "temp_0.02+full": ["loss.temperature=0.02", "loss.kind=full"],
+    "bpr_temp_0.1": ["loss.kind=bpr", "loss.temperature=0.1"],
     "dual_head": ["model.item.dual_head=true"],
 }
 

@@ -247,6 +247,7 @@ def main(argv=None) -> int:
         print(f"valid NDCG@10 {name}: {evaluate_retriever(v, rel_valid)['NDCG@10']:.4f}", file=sys.stderr)
     choice = tune_fusion([bm25_valid, ft_valid], rel_valid)
     hybrid_test = choice.apply([bm25_test, ft_test], top_k=K)
+    hybrid_valid = choice.apply([bm25_valid, ft_valid], top_k=K)
     record(f"hybrid BM25 + fine-tuned [{choice.describe()}]", hybrid_test, **{"train s": round(ft_train_s, 1)})
 
     # 5. cross-encoder rerank of the hybrid top-N

@@ -75,7 +75,10 @@ def test_plain_ivfpq_is_lossy_but_keeps_the_contract(catalogue, tmp_path):
 
 def test_shortcuts_resolve_from_size_and_dim():
     assert resolve_factory("flat", 10**6, 64) == "Flat"
-    assert resolve_factory("ivf", 10**6, 64) == "IVF4000,Flat"
+    assert resolve_factory("ivf", 10**5, 64) == "IVF1265,Flat"  # ~4*sqrt(N) lists, flat quantizer
+    # from 200k vectors: ~16*sqrt(N) lists (power of two) behind an HNSW quantizer, per FAISS's guidelines
+    assert resolve_factory("ivf", 10**6, 64) == "IVF16384_HNSW32,Flat"
+    assert resolve_factory("ivf", 10**7, 64) == "IVF65536_HNSW32,Flat"
     assert resolve_factory("hnsw", 10**6, 64) == "HNSW32"
     assert resolve_factory("ivfpq", 10**6, 64) == "IVF4000,PQ16x8"
     assert resolve_factory("ivfpq,Refine(SQ8)", 10**6, 64) == "IVF4000,PQ16x8,Refine(SQ8)"

@@ -49,3 +49,14 @@ def test_shape_errors() -> None:
         BPRLoss()(torch.zeros(2, 3), torch.zeros(2, 4), torch.zeros(2, 3))
     with pytest.raises(DataError):
         BPRLoss()(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(3, 1, 3))
+
+
+def test_temperature_scales_the_scores():
+    import torch
+
+    from twotower.losses import BPRLoss
+
+    g = torch.Generator().manual_seed(0)
+    q, p, n = (torch.randn(4, 3, generator=g) for _ in range(3))
+    # s/T with T=0.5 is the same as doubling the query
+    assert torch.allclose(BPRLoss(0.5)(q, p, n), BPRLoss()(2 * q, p, n))

@@ -57,6 +57,17 @@ def default_nlist(n: int) -> int:
     return int(max(1, min(round(4 * math.sqrt(max(n, 1))), n // 39, 1 << 16)))
 
 
+#: catalogue size from which the ``ivf`` shortcut uses an HNSW coarse quantizer
+IVF_HNSW_MIN = 200_000
+
+
+def ivf_hnsw_nlist(n: int) -> int:
+    """About ``16*sqrt(n)`` lists, rounded to a power of two (1M -> 16384, 10M -> 65536)."""
+    target = 16 * math.sqrt(max(n, 1))
+    nlist = 1 << max(0, round(math.log2(target)))
+    return int(max(1, min(nlist, n // 39, 1 << 18)))
+
+
 def _pq_shape(n: int, dim: int) -> tuple[int, int]:
     m = max(1, dim // 4)
     while dim % m:  # PQ needs D divisible by the number of sub-quantisers
@@ -77,6 +88,10 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
     if name == "flat":
         return "Flat"
     if name == "ivf":
+        if n >= IVF_HNSW_MIN:
+            # FAISS's guideline for ~1M+ vectors: many more lists, found through an HNSW
+            # coarse quantizer (a flat one would cost a scan of every centroid per query)
+            return f"IVF{ivf_hnsw_nlist(n)}_HNSW32,Flat"
         return f"IVF{nlist},Flat"
     if name == "hnsw":
         return "HNSW32"

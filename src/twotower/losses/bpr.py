@@ -33,10 +33,18 @@ class BPRLoss(nn.Module):
 
     ``forward(query[B, D], positive[B, D], negative[B, M, D] or [B, D])`` with
     ``s`` the dot product; the mean runs over all ``B * M`` pairs. Unlike the
-    softmax losses it compares each positive with its own negatives only, has no
-    temperature (the margin is in raw score units) and needs no logQ
-    correction or hit masking -- the caller picks the negatives.
+    softmax losses it compares each positive with its own negatives only and
+    needs no logQ correction or hit masking -- the caller picks the negatives.
+    ``temperature`` divides the scores (``scale = 1/temperature``): with
+    L2-normalised towers the raw margin lies in [-2, 2], where the sigmoid is
+    nearly linear, so a temperature below 1 is what makes BPR train well there.
     """
+
+    def __init__(self, temperature: float = 1.0) -> None:
+        super().__init__()
+        from twotower.losses.softmax import check_temperature
+
+        self.temperature = check_temperature(temperature)
 
     def forward(self, query: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
         if query.dim() != 2 or positive.shape != query.shape:
@@ -50,4 +58,4 @@ class BPRLoss(nn.Module):
             raise DataError(f"negative must be [B, M, D] or [B, D] with B={b}, D={d}, got {tuple(negative.shape)}")
         pos = (query * positive).sum(dim=-1)  # [B]
         neg = (negative @ query.unsqueeze(2)).squeeze(2)  # [B, M, D] @ [B, D, 1] -> [B, M]
-        return bpr_from_scores(pos, neg)
+        return bpr_from_scores(pos / self.temperature, neg / self.temperature)

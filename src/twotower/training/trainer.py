@@ -166,7 +166,7 @@ class Trainer:
             return cls(c.temperature, logq=c.logq, mask_accidental_hits=c.mask_hits)
         if c.kind == "full":
             return FullSoftmax(c.temperature)
-        return BPRLoss()
+        return BPRLoss(c.temperature)
 
     def _make_optimizers(self) -> list[torch.optim.Optimizer]:
         sparse = [p for m in self.model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
