@@ -77,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ivf-candidates", default="ivf",
                    help="';'-separated IVF specs autotune picks from for the IVF row (e.g. 'ivf;IVF16384_HNSW32,Flat')")
     p.add_argument("--clusters", type=int, default=5000)
-    p.add_argument("--noise", type=float, default=1.25, help="noise norm relative to unit cluster centres")
+    p.add_argument("--noise", type=float, default=1.0,
+                   help="noise norm relative to unit cluster centres (recall at a given nprobe is very sensitive to it: see README)")
     p.add_argument("--queries", type=int, default=1000, help="held-out evaluation queries")
-    p.add_argument("--tune-queries", type=int, default=500, help="queries used by autotune")
+    p.add_argument("--tune-queries", type=int, default=1000, help="queries used by autotune")
     p.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--target", type=float, default=0.95, help="recall@k target for autotuned IVF / HNSW")
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-pq", action="store_true")
     p.add_argument("--skip-hnsw", action="store_true")
-    p.add_argument("--pq-candidates", default="IVF{nlist},PQ8x8;ivfpq;ivfpq,Refine(SQ6);ivfpq,Refine(SQ8)",
+    p.add_argument("--pq-candidates", default="ivfpq;IVF{nlist},PQ32x4fs;ivfpq,Refine(SQ6);ivfpq,Refine(SQ8)",
                    help="';'-separated IVF-PQ factories to try")
     p.add_argument("--ml100k-embeddings", type=Path, default=None, help="item embeddings .npy [I, D] to use instead")
     p.add_argument("--plot", type=Path, default=None, help="write the IVF recall-vs-QPS sweep as PNG here")

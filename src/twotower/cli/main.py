@@ -168,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if not args.verbose:
+        # chatty third-party loggers set their own DEBUG level
+        for name in ("bm25s", "sentence_transformers", "transformers", "faiss.loader", "httpx"):
+            logging.getLogger(name).setLevel(max(level, logging.WARNING))
     from twotower.errors import TwoTowerError
 
     try:

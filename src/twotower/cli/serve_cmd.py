@@ -12,7 +12,9 @@ log = logging.getLogger("twotower")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="serve recommendations over HTTP (FastAPI + uvicorn)")
-    p.add_argument("--run", required=True, help="run folder")
+    p.add_argument("--run", help="recommender run folder")
+    p.add_argument("--search-index", help="search index folder from `twotower search index` (adds POST /search)")
+    p.add_argument("--rerank", help="cross-encoder folder for POST /search with rerank=true")
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000)
@@ -42,10 +44,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
         print(msg, file=sys.stderr)
         log.warning(msg)
+    if args.run is None and args.search_index is None:
+        from twotower.errors import ConfigError
+
+        raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
-    service = RecommenderService.load(args.run, args.index, settings=settings)
-    app = create_app(service=service, settings=settings)
-    print(f"serving {args.run} on http://{settings.host}:{settings.port} (index {service.index_info()['backend']} "
-          f"{service.index_info()['factory'] or ''}); docs at /docs", file=sys.stderr)
+    service = RecommenderService.load(args.run, args.index, settings=settings) if args.run else None
+    search = None
+    if args.search_index:
+        from twotower.serving.search_routes import SearchService
+
+        search = SearchService.load(args.search_index, args.rerank)
+    app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
+        settings=settings, search_service=search)
+    what = []
+    if service is not None:
+        info = service.index_info()
+        what.append(f"{args.run} (index {info['backend']} {info['factory'] or ''})")
+    if search is not None:
+        what.append(f"search index {args.search_index}" + (" + reranker" if args.rerank else ""))
+    print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
     return 0

@@ -30,7 +30,7 @@ class BM25Config:
     b: float = 0.75
     method: str = "lucene"
     stopwords: str | None = "en"
-    stemmer: str | None = None  # e.g. "english"; needs the PyStemmer package
+    stemmer: str | None = "english"  # Snowball stemming (PyStemmer, in the text extras); None turns it off
 
     def __post_init__(self) -> None:
         if self.k1 < 0:

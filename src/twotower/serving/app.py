@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import AsyncIterator, Sequence
 
 import anyio
-from fastapi import APIRouter, FastAPI
-from fastapi.responses import FileResponse
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from twotower.errors import IntegrityError, TwoTowerError
@@ -40,19 +40,30 @@ def create_app(
     settings: ServiceSettings | None = None,
     service: RecommenderService | None = None,
     routers: Sequence[APIRouter] = (),
+    search_index_dir: str | Path | None = None,
+    rerank_dir: str | Path | None = None,
+    search_service: object | None = None,
 ) -> FastAPI:
     """A FastAPI app over ``run_dir`` (loaded at startup) or an already loaded ``service``.
 
     ``routers`` are mounted after the built-in routes (e.g. ``POST /search``);
     ``app.include_router`` afterwards works too.
     """
-    if (run_dir is None) == (service is None):
-        raise TypeError("create_app needs exactly one of run_dir or service")
+    has_search = search_index_dir is not None or search_service is not None
+    if run_dir is not None and service is not None:
+        raise TypeError("create_app takes run_dir or service, not both")
+    if run_dir is None and service is None and not has_search:
+        raise TypeError("create_app needs a run_dir or service (recommender) and/or a search index")
+    has_recommender = run_dir is not None or service is not None
     settings = settings or ServiceSettings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if app.state.service is None:
+        if app.state.search is None and search_index_dir is not None:
+            from twotower.serving.search_routes import SearchService
+
+            app.state.search = SearchService.load(search_index_dir, rerank_dir)
+        if app.state.service is None and has_recommender:
             try:
                 app.state.service = RecommenderService.load(run_dir, index_dir, settings=settings)  # type: ignore[arg-type]
             except IntegrityError as e:
@@ -71,10 +82,18 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.service = service
+    app.state.search = search_service
     app.state.settings = settings
     app.state.metrics = metrics = Metrics()
     install_error_handlers(app)
-    app.include_router(build_router(make_schemas(settings)))
+    if has_recommender:
+        app.include_router(build_router(make_schemas(settings)))
+    else:
+        app.include_router(_ops_router())
+    if has_search:
+        from twotower.serving.search_routes import build_search_router
+
+        app.include_router(build_search_router(settings))
     for router in routers:
         app.include_router(router)
     _mount_static(app)
@@ -85,6 +104,25 @@ def create_app(
     app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
     return app
+
+
+def _ops_router() -> APIRouter:
+    """Health and metrics for a search-only service (the recommender router has its own)."""
+    router = APIRouter()
+
+    @router.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/readyz", tags=["ops"])
+    async def readyz(request: Request) -> dict[str, bool]:
+        return {"ready": getattr(request.app.state, "search", None) is not None}
+
+    @router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
+    async def metrics(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return router
 
 
 def _mount_static(app: FastAPI) -> None:

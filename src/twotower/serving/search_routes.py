@@ -1,0 +1,104 @@
+"""``POST /search``: hybrid (BM25 + dense) text search over a saved search index, optional reranking.
+
+Mounted by :func:`twotower.serving.create_app` when a search index is given
+(``twotower serve --search-index DIR [--rerank PATH]``). It shares the app's
+concurrency gate, body limit and error map with the recommender routes.
+"""
+# no `from __future__ import annotations`: FastAPI must see the request model classes defined in build_search_router
+
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from twotower.serving.routes import json_response, run_compute
+from twotower.serving.settings import ServiceSettings
+
+__all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
+
+#: longest query text accepted (characters); longer ones get 422 naming the field
+MAX_QUERY_CHARS = 2000
+#: characters of each document's text returned with a hit
+SNIPPET_CHARS = 300
+
+
+class SearchService:
+    """A loaded :class:`twotower.search.SearchIndex` plus an optional cross-encoder."""
+
+    def __init__(self, index: Any, reranker: Any = None) -> None:
+        self.index = index
+        self.reranker = reranker
+
+    @classmethod
+    def load(cls, index_dir: str | Path, rerank_dir: str | Path | None = None) -> "SearchService":
+        from twotower.search import SearchIndex
+        from twotower.search.rerank import CrossEncoderReranker
+
+        index = SearchIndex.load(index_dir)
+        reranker = CrossEncoderReranker(str(rerank_dir)) if rerank_dir is not None else None
+        return cls(index, reranker)
+
+    def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int) -> dict[str, Any]:
+        if rerank and self.reranker is None:
+            from twotower.errors import ConfigError
+
+            raise ConfigError("rerank: this service has no cross-encoder; start it with --rerank PATH")
+        res = self.index.search([query], k, mode=mode, reranker=self.reranker if rerank else None,
+                                rerank_top=max(rerank_top, k))
+        corpus = self.index.corpus
+        ids, scores = res.row(0)
+        items = []
+        for rank, (row, score) in enumerate(zip(ids, scores), start=1):
+            text = corpus.texts[int(row)]
+            items.append({
+                "doc_id": corpus.ids[int(row)],
+                "score": round(float(score), 6),
+                "rank": rank,
+                "title": corpus.titles[int(row)],
+                "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
+            })
+        return {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
+
+
+def build_search_router(settings: ServiceSettings) -> APIRouter:
+    class SearchRequest(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the query text")
+        k: int = Field(10, ge=1, le=settings.max_k)
+        mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
+        rerank: bool = Field(False, description="rerank the top candidates with the cross-encoder")
+        rerank_top: int = Field(20, ge=1, le=1000, description="how many fused candidates the cross-encoder rescores")
+
+    class SearchHit(BaseModel):
+        doc_id: str
+        score: float
+        rank: int
+        title: str
+        text: str
+
+    class SearchResponse(BaseModel):
+        query: str
+        mode: str
+        reranked: bool
+        k: int
+        items: list[SearchHit]
+
+    router = APIRouter()
+
+    @router.post("/search", response_model=SearchResponse, tags=["search"])
+    async def search(body: SearchRequest, request: Request) -> Response:
+        """Hybrid BM25 + dense search (fusion chosen on validation data when the index was built)."""
+        service = getattr(request.app.state, "search", None)
+        if service is None:
+            raise HTTPException(503, "the search index is still loading")
+        if not body.query.strip():
+            from twotower.errors import DataError
+
+            raise DataError("query is blank", column="query")
+        return json_response(
+            await run_compute(request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top)
+        )
+
+    return router

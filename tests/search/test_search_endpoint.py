@@ -1,0 +1,66 @@
+"""POST /search on the real app over a tiny saved search index (zero-shot MiniLM + BM25)."""
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from search_data import write_beir
+
+from twotower.search import SearchIndex
+from twotower.search.beir import load_corpus
+from twotower.serving import ServiceSettings, create_app
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search")
+    beir = write_beir(root / "beir")
+    index = SearchIndex.build(load_corpus(beir / "corpus.jsonl"))
+    index.save(root / "index")
+    app = create_app(search_index_dir=root / "index", settings=ServiceSettings(max_k=20))
+    with TestClient(app) as c:
+        yield c
+
+
+def test_search_hybrid_finds_the_relevant_document(client):
+    r = client.post("/search", json={"query": "coffee and liver cancer", "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["mode"] == "hybrid" and not body["reranked"]
+    assert body["items"][0]["doc_id"] == "d4"
+    assert [h["rank"] for h in body["items"]] == [1, 2, 3]
+    assert {"doc_id", "score", "title", "text"} <= set(body["items"][0])
+
+
+@pytest.mark.parametrize("mode", ["bm25", "dense"])
+def test_each_retriever_alone(client, mode):
+    r = client.post("/search", json={"query": "vitamin D fractures", "k": 2, "mode": mode})
+    assert r.status_code == 200 and r.json()["items"][0]["doc_id"] == "d2"
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"query": "", "k": 3}, "query"),
+        ({"query": "x" * 2001, "k": 3}, "query"),
+        ({"query": "sleep", "k": 21}, "k"),
+        ({"query": "sleep", "k": 0}, "k"),
+        ({"query": "sleep", "mode": "sparse"}, "mode"),
+        ({"k": 3}, "query"),
+    ],
+)
+def test_bad_requests_name_the_field(client, body, field):
+    r = client.post("/search", json=body)
+    assert r.status_code == 422
+    assert field in r.text
+
+
+def test_limits_inclusive_and_rerank_without_model(client):
+    assert client.post("/search", json={"query": "sleep", "k": 20}).status_code == 200
+    r = client.post("/search", json={"query": "sleep", "rerank": True})
+    assert r.status_code == 422 and "cross-encoder" in r.text
+
+
+def test_search_only_service_has_health_and_no_recommender_routes(client):
+    assert client.get("/healthz").json() == {"status": "ok"}
+    paths = client.get("/openapi.json").json()["paths"]
+    assert "/search" in paths and "/recommend" not in paths
