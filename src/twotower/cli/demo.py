@@ -26,10 +26,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()
     print(f"   data in {path}")
-    # the demo runs fewer epochs than the full default (30, patience 5) to stay within a few minutes
-    epochs = args.epochs or 12
-    cfg = load_config(overrides=["data.dataset=movielens-100k", f"train.epochs={epochs}", f"train.threads={threads}"])
-    print(f"== 2/4 training the default two-tower model ({epochs} epochs max, early stopping on valid NDCG@10) ...", flush=True)
+    overrides = ["data.dataset=movielens-100k", f"train.threads={threads}"]
+    if args.epochs:
+        overrides.append(f"train.epochs={args.epochs}")
+    cfg = load_config(overrides=overrides)
+    print(f"== 2/4 training the default two-tower model ({cfg.train.epochs} epochs max, early stopping on valid "
+          f"NDCG@10 with patience {cfg.train.patience}) ...", flush=True)
     run, result, prep = train_run(cfg, out)
     print(f"   best valid NDCG@10 {result.best_metric:.4f} at epoch {result.best_epoch} ({result.seconds:.0f}s)")
     print("== 3/4 test metrics against baselines (same split, same protocol) ...", flush=True)
@@ -46,8 +48,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"   recently watched: {'; '.join(last)}")
     ex = exclusions_from_files(run, [], include_seen=True)
     res = recommend_users(run, np.array([row]), 10, ex)
-    for it in results_to_items(run, res):
+    items = results_to_items(run, res)
+    for it in items:
         print(f"   {it['rank']:>2}. {it.get('title', it['item_id'])}  [{it.get('genres', '')}]  score {it['score']:.3f}")
+    from twotower.explain import explain_recommendation
+
+    why = explain_recommendation(run, user_row=row, item_row=run.item_vocab.index(items[0]["item_id"]))
+    print(f"   why #1? {why['text']}")
     star_wars = next((i for i in range(run.n_items) if run.title(i).startswith("Star Wars")), 0)
     emb = run.item_embeddings()
     sims = emb @ emb[star_wars]
