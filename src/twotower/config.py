@@ -160,7 +160,7 @@ class TrainConfig:
     grad_clip: float | None = 5.0
     checkpoint: bool = True
     progress: bool = True
-    device: str = "cpu"
+    device: str = "cpu"  # cpu, cuda or cuda:N (one process; torchrun uses gloo, NCCL is not supported yet)
     # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
     # in-batch loss still sees the whole batch; None = plain full-batch forward
     gradcache_chunk: int | None = None
@@ -177,6 +177,7 @@ class TrainConfig:
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+        _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
                "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")
         if self.distributed_backend is not None:

@@ -136,3 +136,15 @@ def test_sparse_adam_option_trains(dataset, tmp_path):
     assert run.model.item_tower.id_emb.sparse
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert log[1]["loss"] < log[0]["loss"]
+
+
+def test_device_setting_is_checked(dataset, tmp_path, capsys):
+    import torch
+
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(tmp_path / "d"),
+            "--no-eval", "--epochs", "1", *FAST]
+    assert main([*args, "train.device=tpu"]) == 2
+    assert "train.device" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert main([*args, "train.device=cuda"]) == 2
+        assert "no CUDA device" in capsys.readouterr().err

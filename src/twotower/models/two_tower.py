@@ -52,7 +52,8 @@ class TwoTowerModel(nn.Module):
         """Unit vectors of the whole catalogue [I, D], in eval mode."""
         was = self.training
         self.eval()
-        out = [self.item_tower(torch.arange(s, min(s + batch, self.n_items))) for s in range(0, self.n_items, batch)]
+        dev = next(self.parameters()).device
+        out = [self.item_tower(torch.arange(s, min(s + batch, self.n_items), device=dev)) for s in range(0, self.n_items, batch)]
         self.train(was)
         return torch.cat(out, dim=0)
 
@@ -64,8 +65,9 @@ class TwoTowerModel(nn.Module):
         n = len(user_rows) if user_rows is not None else len(history)  # type: ignore[arg-type]
         outs = []
         for s in range(0, n, batch):
-            u = None if user_rows is None else torch.as_tensor(user_rows[s : s + batch], dtype=torch.long)
-            h = None if history is None else torch.as_tensor(history[s : s + batch], dtype=torch.long)
+            dev = next(self.parameters()).device
+            u = None if user_rows is None else torch.as_tensor(user_rows[s : s + batch], dtype=torch.long, device=dev)
+            h = None if history is None else torch.as_tensor(history[s : s + batch], dtype=torch.long, device=dev)
             outs.append(self.user_tower(u, h))
         self.train(was)
         return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.config.user.out_dim))

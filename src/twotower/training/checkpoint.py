@@ -27,7 +27,7 @@ __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
 
 def save_weights(path: str | Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
     """Atomically write a model's state dict as safetensors."""
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata=metadata)
 
@@ -47,7 +47,7 @@ def load_weights(path: str | Path, model: torch.nn.Module) -> None:
     for k, v in state.items():
         if tuple(v.shape) != tuple(own[k].shape):
             raise IntegrityError(f"{path}: tensor {k!r} has shape {tuple(v.shape)}, the model expects {tuple(own[k].shape)}")
-    model.load_state_dict(state)
+    model.load_state_dict(state)  # copies into the model's tensors, on whatever device they live
 
 
 def save_checkpoint(

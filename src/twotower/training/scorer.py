@@ -30,4 +30,4 @@ class TwoTowerScorer:
 
     def score(self, users: np.ndarray) -> np.ndarray:
         u = self.user_vectors(users)  # [U, D]
-        return (u @ self.items.T).numpy()  # [U, I]
+        return (u @ self.items.T).cpu().numpy()  # [U, I]

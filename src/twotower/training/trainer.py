@@ -97,6 +97,19 @@ def init_distributed(train: TrainConfig) -> bool:
     return tdist.init_from_env(backend)
 
 
+def resolve_device(name: str) -> torch.device:
+    """``train.device`` as a torch device; a clear error when CUDA is asked for but absent."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"train.device: {name!r} is not a device (use cpu, cuda or cuda:N)") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"train.device={name!r} but this torch build sees no CUDA device; use train.device=cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"train.device: {name!r} is not supported (use cpu, cuda or cuda:N)")
+    return dev
+
+
 def _share(n: int, world: int, rank: int) -> tuple[int, int]:
     """``[start, stop)`` of rank's contiguous part of ``n`` rows (``np.array_split`` sizes)."""
     base, extra = divmod(n, world)
@@ -129,6 +142,8 @@ class Trainer:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         init_distributed(train)
         self.rank, self.world = tdist.rank(), tdist.world_size()
+        self.device = resolve_device(train.device)
+        model.to(self.device)
         if train.gradcache_chunk is not None and loss.kind != "inbatch":
             raise ConfigError(
                 f"train.gradcache_chunk works with loss.kind=inbatch only (got {loss.kind!r}); "
@@ -143,7 +158,7 @@ class Trainer:
         # logQ needs the probability that an item is drawn as an in-batch candidate
         probs = torch.as_tensor(counts / max(counts.sum(), 1.0), dtype=torch.float32)
         B = min(train.batch_size, max(len(self.examples), 2))
-        self.log_q = mixture_log_q(probs, B, loss.uniform_negatives)  # [I]
+        self.log_q = mixture_log_q(probs, B, loss.uniform_negatives).to(self.device)  # [I]
         self.loss_fn = self._make_loss()
         self.optimizers = self._make_optimizers()
         self.history: list[dict[str, Any]] = []
@@ -199,9 +214,10 @@ class Trainer:
         ex = self.examples
         users, positions, denoise = ex.users[local], ex.positions[local], ex.denoise[local]
         hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng, self.cfg.denoise_keep)
-        targets = torch.as_tensor(self.seqs.items[positions], dtype=torch.long)  # [B]
-        u_rows = torch.as_tensor(users, dtype=torch.long)
-        h = torch.as_tensor(hist, dtype=torch.long) if m.user_tower.uses_history else None  # [B, L]
+        dev = self.device
+        targets = torch.as_tensor(self.seqs.items[positions], dtype=torch.long, device=dev)  # [B]
+        u_rows = torch.as_tensor(users, dtype=torch.long, device=dev)
+        h = torch.as_tensor(hist, dtype=torch.long, device=dev) if m.user_tower.uses_history else None  # [B, L]
         if c.kind == "inbatch":
             loss, correct, q, pos = self._inbatch_step(u_rows, h, targets, n_global, scale)
         else:
@@ -220,13 +236,13 @@ class Trainer:
         m = self.model
         q = m.user_tower(u_rows, h)  # [B, D]
         if self.loss_cfg.kind == "full":
-            all_items = m.item_tower(torch.arange(m.n_items))  # [I, D]
+            all_items = m.item_tower(torch.arange(m.n_items, device=self.device))  # [I, D]
             loss = self.loss_fn(q, all_items, positive_ids=targets)
             pos = all_items[targets]
             with torch.no_grad():
                 correct = float(((q @ all_items.T).argmax(1) == targets).sum())
         else:  # bpr: negatives drawn for the global batch (same generator on every rank), sliced
-            neg_ids = torch.randint(0, m.n_items, (n_global,), generator=self.torch_gen)[lo:hi]  # [B]
+            neg_ids = torch.randint(0, m.n_items, (n_global,), generator=self.torch_gen)[lo:hi].to(self.device)  # [B]
             pos = m.item_tower(targets)
             neg = m.item_tower(neg_ids)
             loss = self.loss_fn(q, pos, neg)
@@ -242,7 +258,7 @@ class Trainer:
         cand_ids = targets
         if c.uniform_negatives:
             # the global batch's uniform negatives, split over ranks like the examples
-            extra = torch.randint(0, m.n_items, (c.uniform_negatives,), generator=self.torch_gen)  # [M]
+            extra = torch.randint(0, m.n_items, (c.uniform_negatives,), generator=self.torch_gen).to(self.device)  # [M]
             e_lo, e_hi = _share(c.uniform_negatives, self.world, self.rank)
             cand_ids = torch.cat([targets, extra[e_lo:e_hi]])  # [N] = local positives, then local extras
         log_q = self.log_q[cand_ids] if c.logq else None
@@ -373,7 +389,7 @@ class Trainer:
         if not tdist.is_main():
             return row
         item_emb = self.model.all_item_embeddings() if self.model.n_items <= 200_000 else self.model.item_tower(
-            torch.as_tensor(self.rng.choice(self.model.n_items, 50_000, replace=False))
+            torch.as_tensor(self.rng.choice(self.model.n_items, 50_000, replace=False), device=self.device)
         ).detach()
         row.update(embedding_diagnostics(item_emb, last_q, last_pos))
         alpha = self.model.item_tower.alpha
