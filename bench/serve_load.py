@@ -257,6 +257,50 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Popen, url, users) | None
+    """Start the service over ``args.n_items`` items in a subprocess on 127.0.0.1; wait until it is ready.
+
+    Returns ``(process, url, user ids)``, or None (after stopping it) when it exits or is not ready in time.
+    Shared by this script and bench/soak.py.
+    """
+    import httpx
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    users = [run.user_vocab.ids[r] for r in np.flatnonzero(run.history.lengths() > 0)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),
+           "--n-items", str(args.n_items), "--clusters", str(args.clusters),
+           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue)]
+    env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
+    server = subprocess.Popen(cmd, env=env)
+    deadline = time.time() + args.startup_timeout
+    while True:
+        if server.poll() is not None:
+            print(f"server exited with {server.returncode} before it was ready")
+            return None
+        try:
+            if httpx.get(url + "/readyz", timeout=1).status_code == 200:
+                return server, url, users
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            print("server not ready in time")
+            stop_server(server)
+            return None
+        time.sleep(1)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
@@ -285,43 +329,17 @@ def main() -> int:
         return 0
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))
-    from twotower.pipeline.artifacts import TrainedRun
-
-    run = TrainedRun.load(run_dir)
-    users = [run.user_vocab.ids[r] for r in np.flatnonzero(run.history.lengths() > 0)]
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),
-           "--n-items", str(args.n_items), "--clusters", str(args.clusters),
-           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue)]
-    env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
-    server = subprocess.Popen(cmd, env=env)
+    started = start_server(args, run_dir)
+    if started is None:
+        tmp.cleanup()
+        return 1
+    server, url, users = started
     try:
-        import httpx
-
-        deadline = time.time() + args.startup_timeout
-        while True:
-            if server.poll() is not None:
-                print(f"server exited with {server.returncode} before it was ready")
-                return 1
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                print("server not ready in time")
-                return 1
-            time.sleep(1)
         print(f"service up at {url}: {args.n_items:,} items; load = POST /recommend k=10 for {len(users)} users",
               flush=True)
         return asyncio.run(load(args, url, users))
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
         tmp.cleanup()
 
 

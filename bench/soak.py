@@ -16,9 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -93,43 +90,17 @@ def main() -> int:
     args = p.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="soak_")
     run_dir = Path(args.run) if args.run else serve_load.train_tiny_run(Path(tmp.name))
-    from twotower.pipeline.artifacts import TrainedRun
-
-    run = TrainedRun.load(run_dir)
-    users = [run.user_vocab.ids[r] for r in np.flatnonzero(run.history.lengths() > 0)]
-    port = serve_load.free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, str(HERE.parent / "serve_load.py"), "--serve", "--run", str(run_dir), "--port", str(port),
-           "--n-items", str(args.n_items), "--clusters", str(args.clusters),
-           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue)]
-    env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
-    server = subprocess.Popen(cmd, env=env)
+    started = serve_load.start_server(args, run_dir)
+    if started is None:
+        tmp.cleanup()
+        return 1
+    server, url, users = started
     try:
-        import httpx
-
-        deadline = time.time() + args.startup_timeout
-        while True:
-            if server.poll() is not None:
-                print(f"server exited with {server.returncode} before it was ready")
-                return 1
-            try:
-                if httpx.get(url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline:
-                print("server not ready in time")
-                return 1
-            time.sleep(1)
         print(f"service up at {url} (pid {server.pid}): {args.n_items:,} items; soak {args.seconds:g}s at "
               f"{args.rate:g} req/s", flush=True)
         return asyncio.run(soak(args, url, users, server.pid))
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        serve_load.stop_server(server)
         tmp.cleanup()
 
 

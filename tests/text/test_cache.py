@@ -85,3 +85,9 @@ def test_real_minilm_encodes_a_few_sentences(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
     assert emb[0] @ emb[1] > emb[0] @ emb[2]
     np.testing.assert_allclose(cached_encode(enc, texts, tmp_path, max_length=32), emb)
+
+
+def test_encoder_reports_its_dimension():
+    from twotower.text import load_text_encoder
+
+    assert load_text_encoder(None).dim == 384  # all-MiniLM-L6-v2

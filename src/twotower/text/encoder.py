@@ -73,7 +73,7 @@ class TextEncoder:
 
     @property
     def dim(self) -> int:
-        return int(self._embedding_dim(model))
+        return int(_embedding_dim(self.model))
 
     def encode(
         self,
