@@ -111,3 +111,17 @@ def test_group_split_keeps_shared_documents_on_one_side():
 def test_group_split_rejects_bad_fraction():
     with pytest.raises(ConfigError, match="frac"):
         validation_split_by_group({"1": {"d": 1}}, 1.5, 0)
+
+
+def test_object_or_list_ids_are_refused(tmp_path):
+    import json
+
+    import pytest
+
+    from twotower.errors import DataError
+    from twotower.search.beir import load_corpus
+
+    p = tmp_path / "corpus.jsonl"
+    p.write_text(json.dumps({"_id": {"a": 1}, "title": "t", "text": "x"}) + "\n")
+    with pytest.raises(DataError, match="_id must be a string or a number"):
+        load_corpus(p)
