@@ -123,5 +123,5 @@ def test_object_or_list_ids_are_refused(tmp_path):
 
     p = tmp_path / "corpus.jsonl"
     p.write_text(json.dumps({"_id": {"a": 1}, "title": "t", "text": "x"}) + "\n")
-    with pytest.raises(DataError, match="_id must be a string or a number"):
+    with pytest.raises(DataError, match="must be a string or number"):
         load_corpus(p)

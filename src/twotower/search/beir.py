@@ -70,13 +70,6 @@ class TrainPair:
     negative_ids: tuple[str, ...] = ()
 
 
-
-def _scalar_id(value: object, path: object, lineno: int) -> str:
-    """An ``_id`` must be a string or a number; objects, lists, null and booleans are refused."""
-    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
-        raise DataError(f"_id must be a string or a number, got {value!r}", file=str(path), row=lineno, column="_id")
-    return str(value)
-
 def resolve_beir_dir(path: str | os.PathLike[str]) -> Path:
     """Accept the BEIR directory itself or a parent holding ``beir/``."""
     p = Path(path)
@@ -135,7 +128,7 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     path = Path(path)
     ids, titles, texts, row_of = [], [], [], {}
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
-        doc_id = _scalar_id(obj["_id"], path, lineno)
+        doc_id = str(obj["_id"])
         title = str(obj.get("title") or "")
         text = str(obj["text"] or "")
         if not (title.strip() or text.strip()):
@@ -155,7 +148,7 @@ def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     path = Path(path)
     out: dict[str, str] = {}
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
-        qid, text = _scalar_id(obj["_id"], path, lineno), str(obj["text"] or "")
+        qid, text = str(obj["_id"]), str(obj["text"] or "")
         if not text.strip():
             raise DataError("query text is empty", file=str(path), row=lineno, column="text")
         if qid in out:
