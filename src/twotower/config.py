@@ -160,7 +160,7 @@ class TrainConfig:
     grad_clip: float | None = 5.0
     checkpoint: bool = True
     progress: bool = True
-    device: str = "cpu"  # cpu, cuda or cuda:N (one process; torchrun uses gloo, NCCL is not supported yet)
+    device: str = "cpu"  # cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL
     # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
     # in-batch loss still sees the whole batch; None = plain full-batch forward
     gradcache_chunk: int | None = None

@@ -148,3 +148,12 @@ def test_device_setting_is_checked(dataset, tmp_path, capsys):
     if not torch.cuda.is_available():
         assert main([*args, "train.device=cuda"]) == 2
         assert "no CUDA device" in capsys.readouterr().err
+
+
+def test_nccl_needs_a_cuda_device():
+    from twotower.config import TrainConfig
+    from twotower.errors import ConfigError
+    from twotower.training.trainer import init_distributed
+
+    with pytest.raises(ConfigError, match="nccl reduces CUDA tensors only"):
+        init_distributed(TrainConfig(distributed_backend="nccl"))

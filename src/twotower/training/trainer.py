@@ -84,17 +84,25 @@ class TrainResult:
 def init_distributed(train: TrainConfig) -> bool:
     """Join torchrun's process group when ``WORLD_SIZE > 1``; False for one process.
 
-    The trainer computes on CPU, so the backend is ``train.distributed_backend``
-    or gloo; NCCL is refused with a clear message rather than failing inside a
-    collective on CPU tensors.
+    The backend is ``train.distributed_backend``, else NCCL when
+    ``train.device`` is CUDA (each process then computes on
+    ``cuda:LOCAL_RANK``) and gloo on CPU. NCCL with CPU tensors is refused with a
+    clear message rather than failing inside a collective.
     """
-    backend = train.distributed_backend or "gloo"
-    if backend == "nccl":
+    on_cuda = train.device.startswith("cuda")
+    backend = train.distributed_backend or ("nccl" if on_cuda else "gloo")
+    if backend == "nccl" and not on_cuda:
         raise ConfigError(
-            "train.distributed_backend: the trainer computes on CPU tensors, which NCCL cannot reduce; "
-            "use gloo (the default)"
+            "train.distributed_backend=nccl reduces CUDA tensors only; set train.device=cuda (each rank then "
+            "uses cuda:LOCAL_RANK) or use gloo (the default on CPU)"
         )
-    return tdist.init_from_env(backend)
+    joined = tdist.init_from_env(backend)
+    if joined and on_cuda:
+        import os
+
+        # one GPU per process: rank r on this node computes on cuda:LOCAL_RANK
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return joined
 
 
 def resolve_device(name: str) -> torch.device:
@@ -140,9 +148,11 @@ class Trainer:
         self.valid_relevant = valid_relevant
         self.train_matrix = train_matrix
         self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.device = resolve_device(train.device)  # a clear error before any process group is joined
         init_distributed(train)
         self.rank, self.world = tdist.rank(), tdist.world_size()
-        self.device = resolve_device(train.device)
+        if self.world > 1 and self.device.type == "cuda":
+            self.device = torch.device("cuda", torch.cuda.current_device())  # set from LOCAL_RANK
         model.to(self.device)
         if train.gradcache_chunk is not None and loss.kind != "inbatch":
             raise ConfigError(
@@ -324,7 +334,7 @@ class Trainer:
         import torch.distributed as dist
 
         params = [p for p in self.model.parameters() if p.requires_grad]
-        used = torch.tensor([p.grad is not None for p in params], dtype=torch.int32)  # [P]
+        used = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=self.device)  # [P]
         dist.all_reduce(used)
         dense: list[torch.Tensor] = []
         for p, n_used in zip(params, used.tolist()):
@@ -345,7 +355,8 @@ class Trainer:
 
     def _sync_sparse(self, p: torch.Tensor) -> None:
         if p.grad is None:
-            g = torch.sparse_coo_tensor(torch.empty((1, 0), dtype=torch.long), p.new_zeros((0, *p.shape[1:])), p.shape, check_invariants=False)
+            g = torch.sparse_coo_tensor(torch.empty((1, 0), dtype=torch.long, device=p.device), p.new_zeros((0, *p.shape[1:])),
+                                        p.shape, check_invariants=False)
         else:
             g = p.grad.coalesce()
         rows = gather_no_grad(g.indices().T.contiguous())  # [nnz_total, 1]
@@ -499,7 +510,7 @@ class Trainer:
             return value
         import torch.distributed as dist
 
-        t = torch.tensor([value], dtype=torch.float64)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.broadcast(t, src=0)
         return float(t.item())
 
