@@ -271,9 +271,14 @@ async function init() {
   state.search = state.paths.has("POST /search");
   state.users = state.paths.has("GET /users/{user_id}") || [...state.paths].some((p) => p.startsWith("GET /users/{"));
   $("search-form").classList.toggle("hidden", !state.search);
+  // a search-only service has no recommender: hide its form and panels
+  state.recommend = state.paths.size === 0 || state.paths.has("POST /recommend");
+  for (const id of ["user-form", "history-panel", "recs-panel"]) $(id).classList.toggle("hidden", !state.recommend);
   try {
     const r = await fetch("/readyz").then((x) => x.json());
-    $("run-info").textContent = `${r.n_users ?? "?"} users · ${r.n_items ?? "?"} items` + (r.ready === false ? " · index not ready" : "");
+    $("run-info").textContent = state.recommend
+      ? `${r.n_users ?? "?"} users · ${r.n_items ?? "?"} items` + (r.ready === false ? " · index not ready" : "")
+      : "text search";
   } catch (_) {
     $("run-info").textContent = "";
   }
