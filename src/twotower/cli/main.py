@@ -113,7 +113,11 @@ def _optional(register_path: str, sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="twotower", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="twotower",
+        description="Train, evaluate, index, serve and explain two-tower retrieval models.",
+        epilog="Start with `twotower demo`; every subcommand has --help.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings only")
     sub = parser.add_subparsers(dest="command", required=True)
