@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from twotower.data.readers import ids_to_str, missing_column_error, read_table
+from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
 
@@ -150,23 +150,11 @@ def read_feature_table(
         num = pd.to_numeric(raw, errors="coerce")
         values = num.to_numpy(dtype=np.float64)
         infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
-        if infinite.any():
-            pos = int(np.flatnonzero(infinite)[0])
-            raise DataError(
-                f"{raw.iloc[pos]!r} is not a finite number (float32 range); leave the cell empty when unknown",
-                file=label,
-                row=pos + 2,
-                column=c,
-            )
+        check_rows(infinite, lambda pos: f"{raw.iloc[pos]!r} is not a finite number (float32 range); leave the cell "
+                   "empty when unknown", file=label, column=c)
         bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
-        if bad.any():
-            pos = int(np.flatnonzero(bad)[0])
-            raise DataError(
-                f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty when unknown)",
-                file=label,
-                row=pos + 2,
-                column=c,
-            )
+        check_rows(bad, lambda pos: f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty "
+                   "when unknown)", file=label, column=c)
         df[c] = num.astype("float64")
     return df
 

@@ -13,7 +13,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -188,6 +188,17 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def check_rows(bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str) -> None:
+    """Raise DataError at the first True of ``bad[N]`` (0-based data position -> spreadsheet row).
+
+    ``message(pos)`` builds the text for that position; rows count the header
+    as row 1, so data position ``pos`` is row ``pos + 2``.
+    """
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(message(pos), file=file, row=pos + 2, column=column)
+
+
 def _one_id_to_str(value: Any) -> str | None | object:
     if value is None:
         return None
@@ -225,23 +236,11 @@ def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
     else:
         out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
         wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
-        if wrong.any():
-            pos = int(np.flatnonzero(wrong)[0])
-            raise DataError(
-                f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or undecodable bytes)",
-                file=file,
-                row=pos + 2,
-                column=column,
-            )
+        check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
+                   "undecodable bytes)", file=file, column=column)
     bad = out.isna().to_numpy()
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise DataError(
-            f"empty id ({int(bad.sum())} row(s) in total); every row needs a {column!r} value",
-            file=file,
-            row=pos + 2,
-            column=column,
-        )
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total); every row needs a {column!r} value",
+               file=file, column=column)
     return out.astype(str)
 
 
@@ -253,50 +252,28 @@ def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
         raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file, row=2, column=column)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         dt = pd.to_datetime(values, utc=True)
-        ok = dt.notna().to_numpy()
-        if not ok.all():
-            pos = int(np.flatnonzero(~ok)[0])
-            raise DataError("missing timestamp", file=file, row=pos + 2, column=column)
+        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column)
         epoch = pd.Timestamp("1970-01-01", tz="UTC")
         return ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
-    if huge.any():
-        pos = int(np.flatnonzero(huge)[0])
-        raise DataError(
-            f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds (|t| < 2**62)",
-            file=file,
-            row=pos + 2,
-            column=column,
-        )
+    check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
+               "(|t| < 2**62)", file=file, column=column)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
     if pd.api.types.is_numeric_dtype(values.dtype):
-        rest = ~is_num
-        if rest.any():
-            pos = int(np.flatnonzero(rest)[0])
-            raise DataError(
-                f"missing or non-finite timestamp {values.iloc[pos]!r}; expected epoch seconds",
-                file=file,
-                row=pos + 2,
-                column=column,
-            )
+        check_rows(~is_num, lambda pos: f"missing or non-finite timestamp {values.iloc[pos]!r}; expected epoch seconds",
+                   file=file, column=column)
         return out
     rest = ~is_num
     if rest.any():
         raw = values[rest]
         blank = raw.isna() | (raw.astype(str).str.strip() == "")
         dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
-        bad = dt.isna().to_numpy()
-        if bad.any():
-            pos = int(np.flatnonzero(rest)[np.flatnonzero(bad)[0]])
-            raise DataError(
-                f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) "
-                "or an ISO date like 2024-05-01 or 2024-05-01T12:30:00",
-                file=file,
-                row=pos + 2,
-                column=column,
-            )
+        unreadable = np.zeros(n, dtype=bool)
+        unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
+        check_rows(unreadable, lambda pos: f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds "
+                   "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column)
         epoch = pd.Timestamp("1970-01-01", tz="UTC")
         out[rest] = ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     return out
@@ -306,12 +283,8 @@ def _ratings(values: pd.Series, *, file: str, column: str) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise DataError(
-            f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)", file=file, row=pos + 2,
-            column=column,
-        )
+    check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
+               file=file, column=column)
     return numeric.astype(np.float32)
 
 
