@@ -64,3 +64,20 @@ def test_search_only_service_has_health_and_no_recommender_routes(client):
     assert client.get("/healthz").json() == {"status": "ok"}
     paths = client.get("/openapi.json").json()["paths"]
     assert "/search" in paths and "/recommend" not in paths
+
+
+def test_search_index_cli_stores_the_chosen_fusion(tmp_path, capsys):
+    import json
+
+    from twotower.cli.main import main
+
+    beir = write_beir(tmp_path / "beir")
+    out = tmp_path / "idx"
+    assert main(["-q", "search", "index", "--beir", str(beir), "--out", str(out), "--fusion", "minmax",
+                 "--bm25-weight", "0.7", "--cache", str(tmp_path / "cache")]) == 0
+    fusion = json.loads((out / "meta.json").read_text())["fusion"]
+    assert fusion["name"] == "interpolation" and fusion["params"]["normalization"] == "minmax"
+    assert fusion["params"]["weights"][0] == pytest.approx(0.7)
+    assert main(["-q", "search", "index", "--beir", str(beir), "--out", str(out), "--fusion", "zscore",
+                 "--bm25-weight", "2"]) == 2
+    assert "--bm25-weight" in capsys.readouterr().err

@@ -42,6 +42,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--out", required=True)
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     i.add_argument("--max-length", type=int, default=256)
+    i.add_argument("--fusion", default="rrf", choices=["rrf", "minmax", "zscore"],
+                   help="hybrid fusion stored with the index: RRF (k=60) or weighted score interpolation")
+    i.add_argument("--bm25-weight", type=float, default=0.5, help="interpolation: BM25 weight w (dense 1-w)")
     i.add_argument("--cache", default="runs/cache/embeddings")
     i.add_argument("--threads", type=int)
     i.set_defaults(func=cmd_search_index)
@@ -100,14 +103,8 @@ def _threads(args: argparse.Namespace) -> None:
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
-    from twotower.search.fusion import FusionChoice
-
     _threads(args)
-    if args.fusion == "rrf":
-        fusion = FusionChoice(name="rrf", params={"k": 60})
-    else:
-        w = args.bm25_weight
-        fusion = FusionChoice(name="interpolation", params={"weights": [w, 1.0 - w], "normalization": args.fusion})
+    fusion = _fusion_choice(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion)
     if args.json:
@@ -127,11 +124,26 @@ def _corpus(beir: str):
     return load_corpus(resolve_beir_dir(beir) / "corpus.jsonl")
 
 
+def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
+    """``--fusion`` / ``--bm25-weight`` as a FusionChoice (RRF k=60, or weighted interpolation)."""
+    from twotower.errors import ConfigError
+    from twotower.search.fusion import FusionChoice
+
+    if args.fusion == "rrf":
+        return FusionChoice(name="rrf", params={"k": 60})
+    w = args.bm25_weight
+    if not 0.0 <= w <= 1.0:
+        raise ConfigError(f"--bm25-weight must be in [0, 1], got {w}")
+    return FusionChoice(name="interpolation", params={"weights": [w, 1.0 - w], "normalization": args.fusion})
+
+
 def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.pipeline import SearchIndex
 
     _threads(args)
-    index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache)
+    choice = _fusion_choice(args)
+    index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache,
+                              fusion={"name": choice.name, "params": choice.params})
     index.save(args.out)
     print(f"search index over {len(index.corpus)} documents written to {args.out}")
     return 0
