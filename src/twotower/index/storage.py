@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
-from twotower.utils.atomic import atomic_dir, read_json, sha256_file
+from twotower.utils.atomic import atomic_dir, read_json, sha256_file, verify_files
 
 if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
@@ -125,14 +125,7 @@ def load_index(directory: str | Path, expected_fingerprint: str | None = None) -
     """Load any saved index, verifying checksums and (optionally) the model fingerprint."""
     directory = Path(directory)
     meta = read_meta(directory)
-    for name, digest in sorted(meta["sha256"].items()):
-        path = directory / name
-        if not path.is_file():
-            raise IntegrityError(f"{path}: missing from the saved index; rebuild the index")
-        if sha256_file(path) != digest:
-            raise IntegrityError(
-                f"{path}: sha256 mismatch (truncated or corrupted file); rebuild with `twotower index build --run DIR`"
-            )
+    verify_files(directory, meta["sha256"], fix="rebuild with `twotower index build --run DIR`")
     if expected_fingerprint is not None and meta.get("model_fingerprint") != expected_fingerprint:
         raise IntegrityError(
             f"{directory}: index was built for model {meta.get('model_fingerprint')}, run has {expected_fingerprint}; "

@@ -40,7 +40,7 @@ from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
-from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file
+from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 
 __all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "model_fingerprint", "features_shape",
            "build_model"]
@@ -151,15 +151,7 @@ def verify_manifest(directory: str | Path) -> bool:
     files = manifest.get("sha256") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
         raise IntegrityError(f"{d / MANIFEST}: not a run manifest (no sha256 table); the file is corrupted")
-    for rel, digest in sorted(files.items()):
-        path = d / rel
-        if not path.is_file():
-            raise IntegrityError(f"{path}: listed in {MANIFEST} but missing; the run folder is incomplete")
-        if sha256_file(path) != digest:
-            raise IntegrityError(
-                f"{path}: sha256 mismatch with {MANIFEST} (corrupted, truncated or replaced); "
-                "restore the file or retrain the run"
-            )
+    verify_files(d, files, fix=f"listed in {MANIFEST}; restore the file or retrain the run")
     return True
 
 

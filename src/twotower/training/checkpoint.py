@@ -20,7 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from twotower.errors import IntegrityError
-from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file
+from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file, verify_files
 
 __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
 
@@ -99,10 +99,7 @@ def load_checkpoint(
     if "state_sha256" in state and state["state_sha256"] != _state_digest(state):
         raise IntegrityError(f"{state_path}: checksum mismatch; state.json was edited or corrupted")
     state.pop("state_sha256", None)
-    for name, digest in state.get("files", {}).items():
-        p = directory / name
-        if not p.exists() or sha256_file(p) != digest:
-            raise IntegrityError(f"{p}: checksum mismatch; the checkpoint is corrupted or half-written")
+    verify_files(directory, state.get("files", {}), fix="the checkpoint is corrupted or half-written; train without --resume")
     load_weights(directory / "model.safetensors", model)
     try:
         opt_states = torch.load(directory / "optimizer.pt", weights_only=True)

@@ -201,6 +201,22 @@ def _umask() -> int:
     return mask
 
 
+def verify_files(directory: str | os.PathLike[str], table: dict[str, str], *, fix: str) -> None:
+    """Check every ``name -> sha256`` of ``table`` under ``directory``.
+
+    A missing file or a digest mismatch raises IntegrityError naming the file
+    and ending with ``fix`` (how to recover). Shared by run manifests,
+    checkpoints and saved indexes.
+    """
+    directory = Path(directory)
+    for name, digest in sorted(table.items()):
+        path = directory / name
+        if not path.is_file():
+            raise IntegrityError(f"{path}: missing (the artefact is incomplete); {fix}")
+        if sha256_file(path) != digest:
+            raise IntegrityError(f"{path}: sha256 mismatch (corrupted, truncated or replaced); {fix}")
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
