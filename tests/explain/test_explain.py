@@ -183,10 +183,15 @@ def test_sentence_template_uses_only_the_facts() -> None:
         ],
         "shared_metadata": {"genres": [{"value": "Action", "count": 14}, {"value": "Thriller", "count": 5}]},
     }
-    # 14 Action items in the history, 2 of them named -> 12 others
-    assert explanation_text(expl, cols) == "Because you watched Heat and Ronin (both Action, Thriller) and 12 other Action titles."
+    # other positive contributors sharing a value with the item and both named items: none (Fargo is Crime only)
+    assert explanation_text(expl, cols) == "Because you watched Heat and Ronin (both Action, Thriller)."
+    expl["history"].append({"item_id": "d", "title": "Speed", "genres": "Action", "contribution": 0.05})
+    expl["history"].append({"item_id": "e", "title": "Cobra", "genres": "Action", "contribution": -0.05})
+    assert explanation_text(expl, cols) == (
+        "Because you watched Heat and Ronin (both Action, Thriller) and 1 other Action title that also raises its score."
+    )
     expl["history"] = [{**h, "contribution": -abs(h["contribution"])} for h in expl["history"]]
-    assert explanation_text(expl, cols).startswith("Removing any single item from your history would not lower")
+    assert explanation_text(expl, cols).startswith("No item in your history raises the score of Point Break")
 
 
 def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> None:

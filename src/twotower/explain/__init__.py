@@ -7,8 +7,8 @@
 - :func:`faithfulness`: removing the top-attributed history item must lower the score more than
   removing a random one.
 """
-from twotower.explain.attribution import METHODS, Attribution, attribute_history
-from twotower.explain.explainer import explain_by_id, explain_recommendation, user_window
+from twotower.explain.attribution import METHODS, Attribution, attribute_history, attribute_history_many
+from twotower.explain.explainer import explain_by_id, explain_recommendation, explain_recommendations, user_window
 from twotower.explain.faithfulness import faithfulness, removal_scores
 from twotower.explain.metadata import MetadataColumns, shared_metadata
 
@@ -16,7 +16,9 @@ __all__ = [
     "METHODS",
     "Attribution",
     "attribute_history",
+    "attribute_history_many",
     "explain_recommendation",
+    "explain_recommendations",
     "explain_by_id",
     "user_window",
     "faithfulness",

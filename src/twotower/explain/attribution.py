@@ -30,7 +30,7 @@ from torch import Tensor
 from twotower.errors import ConfigError
 from twotower.models.two_tower import TwoTowerModel
 
-__all__ = ["Attribution", "METHODS", "attribute_history", "item_vector", "user_scores"]
+__all__ = ["Attribution", "METHODS", "attribute_history", "attribute_history_many", "item_vector", "user_scores"]
 
 METHODS = ("loo", "gradxinput")
 
@@ -117,3 +117,42 @@ def attribute_history(
     with torch.no_grad():
         s_empty = float(user_scores(model, user_row, hist, torch.zeros_like(w), v)[0])
     return Attribution(float(s_full.detach()), s_empty, positions.numpy(), contrib, method)
+
+
+def attribute_history_many(
+    model: TwoTowerModel,
+    user_row: int | None,
+    window: np.ndarray,
+    item_rows: list[int],
+    *,
+    method: str = "loo",
+) -> list[Attribution]:
+    """:func:`attribute_history` for M items of one user, sharing the user-side work.
+
+    ``loo`` embeds the ``n + 2`` history variants once and scores every item
+    against them ([n + 2, D] @ [D, M]), so explaining many items of one user
+    costs one tower pass, not one per item. ``gradxinput`` runs per item.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"explain method {method!r} is not one of {', '.join(METHODS)}")
+    if method != "loo" or not model.user_tower.uses_history or not item_rows:
+        return [attribute_history(model, user_row, window, int(i), method=method) for i in item_rows]
+    model.eval()
+    hist = torch.as_tensor(np.asarray(window, np.int64)).unsqueeze(0)  # [1, L]
+    w = model.user_tower.history_weights(hist)  # [1, L]
+    positions = torch.nonzero(w[0] > 0).flatten()  # [n]
+    n = int(positions.numel())
+    W = w.repeat(n + 2, 1)  # [n + 2, L]: row 0 full, row 1 + k drops position k, last row drops all
+    W[1 + torch.arange(n), positions] = 0.0
+    W[-1] = 0.0
+    with torch.no_grad():
+        rows = None if user_row is None else torch.full((n + 2,), int(user_row), dtype=torch.long)
+        U = model.user_tower(rows, hist.repeat(n + 2, 1), history_weights=W)  # [n + 2, D]
+        V = model.item_tower(torch.as_tensor(np.asarray(item_rows, np.int64)))  # [M, D]
+        S = (U @ V.T).double()  # [n + 2, M]
+    pos = positions.numpy()
+    out = []
+    for m in range(len(item_rows)):
+        s = S[:, m]
+        out.append(Attribution(float(s[0]), float(s[-1]), pos, (s[0] - s[1 : n + 1]).numpy(), method))
+    return out

@@ -20,18 +20,18 @@ the history: what is left when no history item raises the score.
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from twotower.errors import ConfigError, NotFoundError
-from twotower.explain.attribution import Attribution, attribute_history
+from twotower.explain.attribution import Attribution, attribute_history_many
 from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
-from twotower.explain.text import NAMED, explanation_text
+from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 
-__all__ = ["explain_recommendation", "explain_by_id", "user_window", "run_metadata_columns"]
+__all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns"]
 
 
 def _check_row(row: int, n: int, kind: str) -> int:
@@ -94,21 +94,14 @@ def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) ->
     }
 
 
-def _history_entries(run: Any, window: np.ndarray, att: Attribution, n: int) -> list[dict[str, Any]]:
-    """The ``n`` history items with the largest contributions (ties: the more recent first), with metadata."""
+def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every pooled history item, largest contribution first (ties: the more recent first), with metadata."""
     L = len(window)
     order = sorted(range(len(att.positions)), key=lambda k: (-att.contributions[k], -int(att.positions[k])))
     out = []
-    for k in order[:n]:
+    for k in order:
         pos = int(att.positions[k])
-        row = int(window[pos])
-        out.append({
-            **run.item_record(row),
-            "item_id": run.item_vocab.ids[row],
-            "title": run.title(row),
-            "contribution": float(att.contributions[k]),
-            "age": L - 1 - pos,  # 0 = the most recent item
-        })
+        out.append({**records[int(window[pos])], "contribution": float(att.contributions[k]), "age": L - 1 - pos})
     return out
 
 
@@ -129,12 +122,34 @@ def explain_recommendation(
     list; ``method`` is ``"loo"`` (exact leave-one-out) or ``"gradxinput"``.
     Deterministic for a fixed run.
     """
+    return explain_recommendations(
+        run, user_row=user_row, history_rows=history_rows, item_rows=[item_row], top=top, method=method
+    )[0]
+
+
+def explain_recommendations(
+    run: Any,
+    *,
+    user_row: int | None = None,
+    history_rows: list[int] | None = None,
+    item_rows: list[int],
+    top: int = 5,
+    method: str = "loo",
+    check: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    """:func:`explain_recommendation` for several items of one user, in order.
+
+    The user-side work (the ``n + 2`` history variants, the history's
+    metadata) is done once, so M items cost one tower pass plus M small dicts.
+    ``check`` is called before each item; it may raise to abandon the work
+    (a time budget, a client that went away).
+    """
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
     if user_row is None and history_rows is None:
         raise ConfigError("explain needs a user: pass user_row (a known user) or history_rows (an ad-hoc history)")
     model = run.model
-    item_row = _check_row(item_row, run.n_items, "item")
+    item_rows = [_check_row(r, run.n_items, "item") for r in item_rows]
     if user_row is not None:
         user_row = _check_row(user_row, len(run.user_vocab), "user")
     elif model.user_tower.id_emb is not None:
@@ -144,39 +159,45 @@ def explain_recommendation(
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
     window = user_window(run, user_row, history_rows)  # [L]
-    att = attribute_history(model, user_row, window, item_row, method=method)
+    atts = attribute_history_many(model, user_row, window, item_rows, method=method)
 
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
-    entries = _history_entries(run, window, att, max(top, NAMED))  # the sentence names up to NAMED items
-
     reads = bool(model.user_tower.uses_history)
-    pooled = [int(window[p]) for p in att.positions] if reads else [int(r) for r in seen]
     cols = run_metadata_columns(run)
-    item = {**run.item_record(item_row), "title": run.title(item_row)}
     profile = _profile(run, user_row)
-    expl: dict[str, Any] = {
-        "user_id": None if user_row is None else run.user_vocab.ids[user_row],
-        "item_id": run.item_vocab.ids[item_row],
-        "item": item,
-        "score": att.score,
-        "history": entries,
-        "shared_metadata": shared_metadata(item, [run.item_record(r) for r in pooled], cols),
-        "already_seen": bool(np.isin(item_row, seen)),
-        "basis": "history" if reads and len(att.positions) else profile,
-        "method": att.method,
-        "history_window": int(len(att.positions)),
-        "history_total": att.score - att.empty_score,
-        "empty_history_score": att.empty_score,
-        "reads_history": reads,
-        "profile": profile,
-        "user_features": _user_feature_names(run) if profile == "features" else [],
-    }
-    heads = _heads(run, user_row, window, item_row)
-    if heads is not None:
-        expl["heads"] = heads
-    expl["text"] = explanation_text(expl, cols)
-    expl["history"] = entries[:top]
-    return expl
+    pad = model.pad_item
+    records = {int(r): {**run.item_record(int(r)), "title": run.title(int(r))} for r in set(window.tolist()) if r != pad}
+    out = []
+    for item_row, att in zip(item_rows, atts):
+        if check is not None:
+            check()
+        entries = _history_entries(run, window, att, records)
+        pooled = [int(window[p]) for p in att.positions] if reads else [int(r) for r in seen]
+        item = {**run.item_record(item_row), "title": run.title(item_row)}
+        expl: dict[str, Any] = {
+            "user_id": None if user_row is None else run.user_vocab.ids[user_row],
+            "item_id": run.item_vocab.ids[item_row],
+            "item": item,
+            "score": att.score,
+            "history": entries,
+            "shared_metadata": shared_metadata(item, [run.item_record(r) for r in pooled], cols),
+            "already_seen": bool(np.isin(item_row, seen)),
+            "basis": "history" if reads and len(att.positions) else profile,
+            "method": att.method,
+            "history_window": int(len(att.positions)),
+            "history_total": att.score - att.empty_score,
+            "empty_history_score": att.empty_score,
+            "reads_history": reads,
+            "profile": profile,
+            "user_features": _user_feature_names(run) if profile == "features" else [],
+        }
+        heads = _heads(run, user_row, window, item_row)
+        if heads is not None:
+            expl["heads"] = heads
+        expl["text"] = explanation_text(expl, cols, entries)
+        expl["history"] = entries[:top]
+        out.append(expl)
+    return out
 
 
 def explain_by_id(

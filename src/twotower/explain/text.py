@@ -1,9 +1,11 @@
 """One sentence from the facts of an explanation, by template (no language model).
 
 Every word that is not template text comes from the explanation dict: titles
-of the history items with the largest positive contributions, metadata values
-they share with the item, counts from ``shared_metadata``, the basis and the
-dual-head split. The same dict always gives the same sentence.
+of the history items with the largest *positive* contributions, metadata values
+that the item and every named history item have, the number of further
+history items with a positive contribution that share one of those values,
+the basis and the dual-head split. A history item that lowered the score is
+never credited. The same dict always gives the same sentence.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 from twotower.explain.metadata import MetadataColumns, split_values
 
-__all__ = ["explanation_text", "BASIS_TEXT", "NAMED"]
+__all__ = ["explanation_text", "sentence_facts", "BASIS_TEXT", "NAMED"]
 
 #: what a score rests on when no history item explains it
 BASIS_TEXT = {
@@ -47,8 +49,40 @@ def _rests_on(expl: dict[str, Any]) -> str:
     return BASIS_TEXT.get(basis, BASIS_TEXT["popularity"])
 
 
-def explanation_text(expl: dict[str, Any], cols: MetadataColumns) -> str:
-    """The sentence for an explanation dict (everything but ``text`` filled in)."""
+def _primary_values(rec: dict[str, Any], cols: MetadataColumns) -> list[str]:
+    return split_values(rec.get(cols.multi[0]), cols.separator) if cols.multi else []
+
+
+def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the sentence may claim, read off the attribution table ``history`` (every pooled item).
+
+    ``named``: up to :data:`NAMED` history items with a *positive* contribution,
+    largest first. ``common``: values of the first multi-valued column that the
+    recommended item and every named item have. ``others``: among ``common``,
+    the value held by the most further positive contributors, and how many
+    (``None`` when no other positive contributor shares one). Items whose
+    contribution is zero or negative are never counted: they did not raise the score.
+    """
+    positive = [h for h in history if h["contribution"] > 0]
+    named = positive[:NAMED]
+    mine = _primary_values(expl["item"], cols)
+    common = [v for v in mine if named and all(v in _primary_values(h, cols) for h in named)]
+    others = None
+    rest = positive[len(named):]
+    best = max(common, key=lambda v: sum(v in _primary_values(h, cols) for h in rest), default=None)
+    if best is not None:
+        n = sum(best in _primary_values(h, cols) for h in rest)
+        others = {"value": best, "count": n} if n > 0 else None
+    return {"named": [h["item_id"] for h in named], "common": common, "others": others,
+            "positive": len(positive), "column": cols.multi[0] if cols.multi else None}
+
+
+def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None) -> str:
+    """The sentence for an explanation dict (everything but ``text`` filled in).
+
+    ``history`` is the full attribution table, largest contribution first
+    (default: ``expl["history"]``, which may be cut to the top few).
+    """
     title = expl["item"].get("title") or expl["item_id"]
     if expl["already_seen"]:
         return f"You already watched {title}: it is in your history, so this is not a new recommendation."
@@ -56,25 +90,20 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns) -> str:
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
         return f"{why}, so the score of {title} rests only on {_rests_on(expl)}{heads}."
-    named = [h for h in expl["history"] if h["contribution"] > 0][:NAMED]
-    if not named:
+    table = expl["history"] if history is None else history
+    facts = sentence_facts(expl, cols, table)
+    if not facts["named"]:
         return (
-            f"Removing any single item from your history would not lower the score of {title}; "
+            f"No item in your history raises the score of {title} (removing any one of them would not lower it); "
             f"it rests on {_rests_on(expl)}{heads}."
         )
+    by_id = {h["item_id"]: h for h in table}
+    named = [by_id[i] for i in facts["named"]]
     names = _join([str(h.get("title") or h["item_id"]) for h in named])
     parts = [f"Because you watched {names}"]
-    primary = cols.multi[0] if cols.multi else None
-    if primary is not None:
-        mine = split_values(expl["item"].get(primary), cols.separator)
-        common = [v for v in mine if all(v in split_values(h.get(primary), cols.separator) for h in named)]
-        if common:
-            parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(common)})")
-        shared = expl["shared_metadata"].get(primary) or []
-        if shared:
-            top = shared[0]
-            others = top["count"] - sum(1 for h in named if top["value"] in split_values(h.get(primary), cols.separator))
-            if others > 0:
-                sep = "," if len(named) > 1 and not common else ""
-                parts.append(f"{sep} and {others} other {top['value']} title{'s' if others != 1 else ''}")
+    if facts["common"]:
+        parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['common'])})")
+    if facts["others"] is not None:
+        n, v = facts["others"]["count"], facts["others"]["value"]
+        parts.append(f" and {n} other {v} {'titles that also raise' if n != 1 else 'title that also raises'} its score")
     return "".join(parts) + heads + "."

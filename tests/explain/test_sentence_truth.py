@@ -1,0 +1,120 @@
+"""The sentence claims only what the attribution table shows (issue 13, item 1).
+
+Over >= 500 (user, item) pairs: every history item the sentence names has a
+positive contribution to that item's score; the shared values it names are
+values the item and every named history item have; "N other X titles" counts
+exactly the further history items with a positive contribution that have X;
+when no history item contributes positively it says so.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twotower.explain import explain_recommendation
+from twotower.explain.explainer import run_metadata_columns
+from twotower.explain.metadata import MetadataColumns, split_values
+from twotower.explain.text import NAMED, explanation_text
+
+TAIL = re.compile(r"^(?: \((?:both )?(?P<common>[^()]*)\))?(?: and (?P<n>\d+) other (?P<value>.+?) titles? "
+                  r"that also raises? its score)?(?P<rest>[;.].*)$")
+
+
+def _pairs(run, per_user: int, users: range) -> list[tuple[int, int]]:
+    out = []
+    for u in users:
+        if run.history.lengths()[u] == 0:
+            continue
+        s = run.scores_for_users(np.array([u]))[0]
+        s[run.history.of(u)] = -np.inf
+        out += [(u, int(i)) for i in np.argsort(-s, kind="stable")[:per_user]]
+    return out
+
+
+def check_sentence(run, user_row: int, item_row: int) -> str:
+    """Assert the sentence of one pair against its full attribution table; return which case it was."""
+    L = run.model.history_len
+    e = explain_recommendation(run, user_row=user_row, item_row=item_row, top=L)
+    table = e["history"]  # every pooled item, largest contribution first
+    assert len(table) == e["history_window"]
+    cols = run_metadata_columns(run)
+    text = e["text"]
+    title = e["item"]["title"]
+    positive = [h for h in table if h["contribution"] > 0]
+    if not positive:
+        assert text.startswith(f"No item in your history raises the score of {title}"), text
+        return "none positive"
+    named = positive[:NAMED]
+    prefix = "Because you watched " + (named[0]["title"] if len(named) == 1
+                                       else ", ".join(h["title"] for h in named[:-1]) + " and " + named[-1]["title"])
+    assert text.startswith(prefix), (text, [(h["title"], h["contribution"]) for h in table])
+    for h in table:  # nobody else is credited by name, least of all a negative contributor
+        if h not in named:
+            assert h["title"] not in text[len("Because you watched "):], (text, h)
+    m = TAIL.match(text[len(prefix):])
+    assert m, text
+    primary = cols.multi[0]
+    mine = set(split_values(e["item"].get(primary), cols.separator))
+    common = [v.strip() for v in m["common"].split(",")] if m["common"] else []
+    for v in common:  # only values that the item and every named item actually have
+        assert v in mine and all(v in split_values(h.get(primary), cols.separator) for h in named), (text, v)
+    if m["n"] is not None:
+        v = m["value"]
+        assert v in common, text
+        rest = [h for h in positive[len(named):] if v in split_values(h.get(primary), cols.separator)]
+        assert int(m["n"]) == len(rest) > 0, (text, len(rest))
+        return "named + others"
+    return "named"
+
+
+def test_sentence_matches_the_attribution_table_on_500_pairs(mean_run) -> None:
+    pairs = _pairs(mean_run, 13, range(40))
+    assert len(pairs) >= 500
+    cases = [check_sentence(mean_run, u, i) for u, i in pairs]
+    assert {"named", "named + others"} <= set(cases), cases  # the test sees both shapes of sentence
+
+
+def test_a_negative_contributor_is_never_credited() -> None:
+    cols = MetadataColumns(multi=("genres",))
+    expl = {
+        "item_id": "222", "item": {"title": "Star Trek: First Contact", "genres": "Action|Adventure|Sci-Fi"},
+        "already_seen": False, "basis": "history", "reads_history": True, "profile": "popularity",
+        "history": [], "shared_metadata": {},
+    }
+    table = [
+        {"item_id": "181", "title": "Return of the Jedi", "genres": "Action|Adventure|Sci-Fi", "contribution": 0.08},
+        {"item_id": "50", "title": "Star Wars", "genres": "Action|Adventure|Sci-Fi", "contribution": -0.0251},
+        {"item_id": "172", "title": "Empire", "genres": "Action|Adventure", "contribution": -0.0490},
+    ]
+    text = explanation_text(expl, cols, table)
+    assert text == "Because you watched Return of the Jedi (Action, Adventure, Sci-Fi)."
+    # two named items that share nothing with each other: no genre claimed for both, none counted for them
+    table = [
+        {"item_id": "a", "title": "Heat", "genres": "Action", "contribution": 0.3},
+        {"item_id": "b", "title": "Emma", "genres": "Romance", "contribution": 0.2},
+        {"item_id": "c", "title": "Ronin", "genres": "Action", "contribution": 0.1},
+        {"item_id": "d", "title": "Sabrina", "genres": "Romance", "contribution": 0.1},
+    ]
+    expl["item"] = {"title": "Titanic", "genres": "Action|Romance"}
+    assert explanation_text(expl, cols, table) == "Because you watched Heat and Emma."
+    table = [{**h, "contribution": -abs(h["contribution"])} for h in table]
+    assert explanation_text(expl, cols, table).startswith("No item in your history raises the score of Titanic")
+
+
+DEMO_RUN = Path(os.environ.get("TWOTOWER_DEMO_RUN", "runs/demo"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DEMO_RUN / "manifest.json").is_file(), reason="needs the demo run (make demo, or TWOTOWER_DEMO_RUN)")
+def test_sentence_matches_the_attribution_table_on_the_demo_run() -> None:
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(DEMO_RUN)
+    pairs = _pairs(run, 10, range(0, run.history.lengths().size, 9))[:600]
+    assert len(pairs) >= 500
+    cases = [check_sentence(run, u, i) for u, i in pairs]
+    assert "named + others" in cases
