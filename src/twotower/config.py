@@ -35,6 +35,9 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: How interaction files are read (data.format): see twotower.data.readers.read_interactions.
+INTERACTION_FORMATS = ("auto", "table", "sasrec")
+
 
 def _check(cond: bool, name: str, msg: str) -> None:
     if not cond:
@@ -61,6 +64,9 @@ class DataConfig:
     item_col: str = "item_id"
     timestamp_col: str | None = "timestamp"
     rating_col: str | None = "rating"
+    # auto: a .txt file whose first line is two integers is SASRec format ("user item" lines, file order =
+    # time order); table: a file with a header row; sasrec: force the SASRec reader
+    format: str = "auto"
     split: str = "temporal"  # temporal | leave_last | time | random
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     leave_n: int = 1
@@ -77,6 +83,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
+        _choice(self.format, "data.format", INTERACTION_FORMATS)
         _check(len(self.ratios) == 3, "data.ratios", "needs three numbers (train, valid, test)")
         _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
@@ -98,11 +105,16 @@ class TowerConfig:
     dropout: float = 0.1
     layernorm: bool = True
     use_features: bool = True
-    # user tower only: pool the embeddings of the user's history items
-    history: str = "none"  # none | mean | recency
-    history_len: int = 50
-    history_dim: int = 64
+    # user tower only: read the user's history items, pooled (mean | recency) or through a
+    # sequence encoder (transformer = SASRec-style causal self-attention | gru)
+    history: str = "none"  # none | mean | recency | transformer | gru
+    history_len: int = 50  # newest items read; sequence towers learn one position per column
+    history_dim: int = 64  # width of the history embeddings (and of the sequence encoder)
     recency_decay: float = 0.9  # weight of the j-th most recent item: decay**j
+    seq_layers: int = 2  # sequence encoder: transformer blocks or GRU layers
+    seq_heads: int = 1  # transformer attention heads (history_dim must divide by it)
+    seq_dropout: float = 0.2  # dropout inside the sequence encoder
+    normalize: bool = True  # L2-normalise the output (cosine scores); False = raw inner products
     # item tower only: frozen text embeddings of these item columns (issue 4)
     text_embeddings: bool = False
     dual_head: bool = False
@@ -111,8 +123,13 @@ class TowerConfig:
         _check(self.id_dim > 0 and self.feature_dim > 0 and self.out_dim > 0, "tower dims", "must be > 0")
         _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
         _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
-        _choice(self.history, "tower.history", ("none", "mean", "recency"))
+        _choice(self.history, "tower.history", ("none", "mean", "recency", "transformer", "gru"))
         _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
+        _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
+        _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
+        _check(self.history_dim % self.seq_heads == 0, "tower.seq_heads",
+               f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
+        _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
 
 
@@ -120,7 +137,9 @@ class TowerConfig:
 class ModelConfig:
     user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency"))
     item: TowerConfig = field(default_factory=TowerConfig)
-    share_item_embeddings: bool = True  # history pooling reuses the item tower's ID table
+    # sequence user towers (transformer | gru) embed history items with the item tower's ID
+    # table when its id_dim equals history_dim (tied input/output embeddings, as in SASRec)
+    share_item_embeddings: bool = True
 
     def __post_init__(self) -> None:
         _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim", "must equal model.item.out_dim")

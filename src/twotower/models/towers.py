@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from twotower.config import TowerConfig
 from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.mlp import MLP
+from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs"]
 
@@ -102,7 +103,7 @@ class ItemTower(nn.Module):
     def forward_heads(self, rows: Tensor) -> tuple[Tensor, HeadOutputs | None]:
         collab = self.mlp(self._collab_input(rows))  # [B, D]
         if self.semantic is None:
-            return F.normalize(collab, dim=-1), None
+            return (F.normalize(collab, dim=-1) if self.config.normalize else collab), None
         sem = F.normalize(self.semantic(self.text[rows]), dim=-1)  # [B, D]
         collab = F.normalize(collab, dim=-1)
         a = torch.sigmoid(self.gate)
@@ -112,12 +113,18 @@ class ItemTower(nn.Module):
 
 
 class UserTower(nn.Module):
-    """User tower: optional ID embedding + user features + pooled history -> MLP -> L2 norm.
+    """User tower: optional ID embedding + user features + history -> MLP -> L2 norm.
 
-    History pooling reads the user's past items (right-aligned, padded on the
-    left with ``n_items``) through its own item table and takes a mean,
-    optionally recency-weighted: the j-th most recent item has weight
-    ``decay**j``. A user never seen in training is served from a history alone.
+    The history is a right-aligned window of the user's past items, padded on
+    the left with ``n_items``. It is either pooled (a mean, optionally
+    recency-weighted: the j-th most recent item has weight ``decay**j``) or
+    read by a sequence encoder (:mod:`twotower.models.sequence`: a causal
+    transformer or a GRU), whose state after the newest item is the user's
+    history representation. Either way a user never seen in training is
+    served from a history alone, without refitting.
+
+    Sequence towers also give a user vector at every column
+    (:meth:`forward_all`), which trains on whole windows at once.
     """
 
     def __init__(
@@ -139,21 +146,63 @@ class UserTower(nn.Module):
         if self.id_emb is not None:
             nn.init.normal_(self.id_emb.weight, std=0.05)
         self.uses_history = config.history != "none"
+        self.is_sequence = config.history in SEQUENCE_KINDS
+        self._tied: list[nn.Embedding] = []  # the item tower's ID table when tied (a list: not a submodule)
         if self.uses_history:
-            self.history_emb = nn.Embedding(n_items + 1, config.history_dim, padding_idx=n_items, sparse=sparse)
+            self.history_emb: nn.Embedding | None = nn.Embedding(
+                n_items + 1, config.history_dim, padding_idx=n_items, sparse=sparse
+            )
             nn.init.normal_(self.history_emb.weight, std=0.05)
             with torch.no_grad():
                 self.history_emb.weight[n_items].zero_()
         else:
             self.history_emb = None
+        if self.is_sequence:
+            self.encoder: nn.Module | None = build_sequence_encoder(
+                config.history, config.history_dim, config.history_len,
+                layers=config.seq_layers, heads=config.seq_heads, dropout=config.seq_dropout,
+            )
+            # the representation of an empty history (a new user with no items yet)
+            self.empty = nn.Parameter(torch.zeros(config.history_dim))
+        else:
+            self.encoder = None
         in_dim = (config.id_dim if config.use_id else 0) + self.features.out_dim
         in_dim += config.history_dim if self.uses_history else 0
         if in_dim == 0:
             raise ValueError("user tower has no input: enable use_id, features or history")
         self.mlp = MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
 
+    def tie_history_embedding(self, item_emb: nn.Embedding) -> None:
+        """Embed history items with the item tower's ID table (SASRec's shared embeddings).
+
+        The tower's own history table is dropped; padding embeds to zero.
+        """
+        if not self.is_sequence:
+            raise ValueError("only sequence user towers tie their history embeddings to the item table")
+        if item_emb.embedding_dim != self.config.history_dim or item_emb.num_embeddings != self.n_items:
+            raise ValueError(
+                f"cannot tie: item ID table is {item_emb.num_embeddings} x {item_emb.embedding_dim}, "
+                f"history needs {self.n_items} x {self.config.history_dim} (set model.item.id_dim = model.user.history_dim)"
+            )
+        self.history_emb = None
+        self._tied = [item_emb]
+
+    def embed_history(self, history: Tensor) -> Tensor:
+        """History item embeddings [B, L, H] (zeros on padding)."""
+        if self._tied:
+            table = self._tied[0]
+            valid = (history != self.n_items).unsqueeze(-1)
+            emb = F.embedding(history.clamp_max(self.n_items - 1), table.weight, sparse=table.sparse)
+            return emb * valid
+        assert self.history_emb is not None
+        return self.history_emb(history)
+
     def history_weights(self, history: Tensor) -> Tensor:
-        """Pooling weights [B, L] for right-aligned ``history[B, L]`` (0 on padding)."""
+        """Pooling weights [B, L] for right-aligned ``history[B, L]`` (0 on padding).
+
+        For a sequence tower the weights are a mask (1 on real items): a 0
+        removes that item from what the encoder reads.
+        """
         valid = (history != self.n_items).to(torch.float32)  # [B, L]
         if self.config.history == "recency":
             L = history.shape[1]
@@ -167,9 +216,48 @@ class UserTower(nn.Module):
         """Weighted mean of history embeddings: [B, L] -> [B, H] (zeros for empty history)."""
         if weights is None:
             weights = self.history_weights(history)
-        emb = self.history_emb(history)  # [B, L, H]
+        emb = self.embed_history(history)  # [B, L, H]
         total = weights.sum(dim=1, keepdim=True).clamp_min(1e-12)  # [B, 1]
         return (emb * weights.unsqueeze(-1)).sum(dim=1) / total
+
+    def sequence_states(self, history: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Encoder states at every column [B, L, H] and the mask of valid columns [B, L].
+
+        ``weights`` (0 = removed) scale the item embeddings, so that a weight of
+        1 changes nothing and gradient x input attribution has a gradient.
+        """
+        assert self.encoder is not None
+        valid = history != self.n_items  # [B, L]
+        emb = self.embed_history(history)  # [B, L, H]
+        if weights is not None:
+            valid = valid & (weights > 0)
+            emb = emb * weights.unsqueeze(-1)
+        return self.encoder(emb, valid), valid
+
+    def _user_parts(
+        self, user_rows: Tensor | None, batch: int, features: tuple[Tensor, list[Tensor], Tensor] | None
+    ) -> list[Tensor]:
+        """Per-user inputs [B, *] that are not the history: ID embedding and features."""
+        parts: list[Tensor] = []
+        if self.id_emb is not None:
+            if user_rows is None:
+                raise ValueError("this user tower has an ID embedding; a new user cannot be embedded without one")
+            parts.append(self.id_emb(user_rows))
+        if self.features.out_dim:
+            if features is not None:
+                parts.append(self.features.embed(*features))
+            elif user_rows is not None:
+                parts.append(self.features(user_rows))
+            else:
+                cat = torch.zeros((batch, len(self.features.cat_embs)), dtype=torch.long)
+                multi = [torch.zeros((batch, 1), dtype=torch.long) for _ in self.features.multi_embs]
+                num = torch.zeros((batch, self.features.n_numeric))
+                parts.append(self.features.embed(cat, multi, num))
+        return parts
+
+    def _head(self, x: Tensor) -> Tensor:
+        out = self.mlp(x)
+        return F.normalize(out, dim=-1) if self.config.normalize else out
 
     def forward(
         self,
@@ -183,27 +271,41 @@ class UserTower(nn.Module):
 
         ``user_rows[B]`` index the ID table and feature table; pass ``None``
         (with explicit ``features`` or none) for a user not in training, and
-        ``history[B, L]`` for history pooling. ``history_weights`` overrides
-        the pooling weights (used by explanations to drop one item).
+        ``history[B, L]`` for a tower that reads history. ``history_weights``
+        overrides the pooling weights (explanations drop one item with a 0).
         """
-        parts: list[Tensor] = []
-        if self.id_emb is not None:
-            if user_rows is None:
-                raise ValueError("this user tower has an ID embedding; a new user cannot be embedded without one")
-            parts.append(self.id_emb(user_rows))
-        if self.features.out_dim:
-            if features is not None:
-                parts.append(self.features.embed(*features))
-            elif user_rows is not None:
-                parts.append(self.features(user_rows))
-            else:
-                B = history.shape[0] if history is not None else 1
-                cat = torch.zeros((B, len(self.features.cat_embs)), dtype=torch.long)
-                multi = [torch.zeros((B, 1), dtype=torch.long) for _ in self.features.multi_embs]
-                num = torch.zeros((B, self.features.n_numeric))
-                parts.append(self.features.embed(cat, multi, num))
+        B = history.shape[0] if history is not None else (user_rows.shape[0] if user_rows is not None else 1)
+        parts = self._user_parts(user_rows, B, features)
         if self.uses_history:
             if history is None:
-                raise ValueError("this user tower pools history; pass history[B, L]")
-            parts.append(self.pool_history(history, history_weights))
-        return F.normalize(self.mlp(torch.cat(parts, dim=-1)), dim=-1)
+                raise ValueError("this user tower reads history; pass history[B, L]")
+            if self.is_sequence:
+                states, valid = self.sequence_states(history, history_weights)  # [B, L, H], [B, L]
+                L = history.shape[1]
+                # the newest valid column (right-aligned, so normally L - 1); empty rows use `empty`
+                last = (valid * torch.arange(1, L + 1, device=history.device)).argmax(dim=1)  # [B]
+                h = states[torch.arange(B, device=history.device), last]  # [B, H]
+                h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))
+                parts.append(h)
+            else:
+                parts.append(self.pool_history(history, history_weights))
+        return self._head(torch.cat(parts, dim=-1))
+
+    def forward_all(
+        self,
+        user_rows: Tensor | None,
+        history: Tensor,
+        *,
+        features: tuple[Tensor, list[Tensor], Tensor] | None = None,
+    ) -> Tensor:
+        """The user vector after every column of ``history[B, L]``: [B, L, D] (sequence towers).
+
+        Column ``t`` reads only columns ``<= t``; values at padding columns are
+        finite but meaningless (mask them with ``history != n_items``).
+        """
+        if not self.is_sequence:
+            raise ValueError("forward_all needs a sequence user tower (model.user.history = transformer | gru)")
+        B, L = history.shape
+        states, _ = self.sequence_states(history)  # [B, L, H]
+        parts = [p.unsqueeze(1).expand(B, L, p.shape[-1]) for p in self._user_parts(user_rows, B, features)]
+        return self._head(torch.cat([*parts, states], dim=-1))

@@ -32,6 +32,14 @@ class TwoTowerModel(nn.Module):
         self.n_items = n_items
         self.user_tower = UserTower(config.user, n_users, n_items, user_features, sparse=sparse)
         self.item_tower = ItemTower(config.item, n_items, item_features, item_text, sparse=sparse)
+        item_ids = self.item_tower.id_emb
+        if (
+            config.share_item_embeddings
+            and self.user_tower.is_sequence
+            and item_ids is not None
+            and item_ids.embedding_dim == config.user.history_dim
+        ):
+            self.user_tower.tie_history_embedding(item_ids)
 
     @property
     def history_len(self) -> int:

@@ -1,0 +1,120 @@
+"""Sequence encoders for user towers: a causal transformer (SASRec) and a GRU (GRU4Rec).
+
+Both read a right-aligned window of item embeddings ``x[B, L, H]`` (the
+newest item in the last column) with a mask ``valid[B, L]`` (False on
+padding and on columns an explanation removed) and return a state at every
+column, ``[B, L, H]``, where the state at column ``t`` depends only on the
+valid columns ``<= t``. That one property gives both uses:
+
+* training on whole windows: the state at ``t`` predicts the item after ``t``
+  (the all-positions causal objective, one forward pass per user);
+* serving: the state at the newest valid column is the user's vector, and a
+  removed column changes nothing but its own absence (exact leave-one-out).
+
+States at invalid columns are finite but meaningless; callers mask them.
+
+References: W.-C. Kang and J. McAuley, "Self-Attentive Sequential
+Recommendation", ICDM 2018; B. Hidasi et al., "Session-based Recommendations
+with Recurrent Neural Networks", ICLR 2016.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["CausalTransformer", "GRUEncoder", "SEQUENCE_KINDS", "build_sequence_encoder"]
+
+SEQUENCE_KINDS = ("transformer", "gru")
+
+
+class _Block(nn.Module):
+    """Pre-LayerNorm self-attention block: ``x + Attn(LN(x))``, then ``x + FFN(LN(x))``."""
+
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.ff = nn.Sequential(nn.Linear(dim, dim * 4), nn.GELU(), nn.Dropout(dropout), nn.Linear(dim * 4, dim))
+        self.dropout = dropout
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        """``x[B, L, H]``, ``mask[B, 1, L, L]`` (True = may attend) -> ``[B, L, H]``."""
+        B, L, H = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(B, L, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
+        p = self.dropout if self.training else 0.0
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)  # [B, h, L, H/h]
+        x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(B, L, H)), p, self.training)
+        return x + F.dropout(self.ff(self.ln2(x)), p, self.training)
+
+
+class CausalTransformer(nn.Module):
+    """SASRec-style causal self-attention over a right-aligned window.
+
+    Learned absolute positions indexed by column, so the newest item always
+    sits at position ``L - 1`` and a position encodes recency (as in SASRec's
+    left-padded windows). Column ``t`` attends to valid columns ``<= t``;
+    every column also attends to itself so a fully masked row stays finite.
+    """
+
+    def __init__(self, dim: int, max_len: int, *, layers: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"sequence encoder width {dim} is not divisible by {heads} heads")
+        self.max_len = max_len
+        self.pos = nn.Parameter(torch.randn(max_len, dim) * 0.02)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(_Block(dim, heads, dropout) for _ in range(layers))
+        self.ln = nn.LayerNorm(dim)
+        self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, x: Tensor, valid: Tensor) -> Tensor:
+        B, L, H = x.shape
+        if L > self.max_len:
+            raise ValueError(f"history window of {L} columns is longer than the encoder's {self.max_len} positions")
+        # positions are aligned to the right edge: column L-1 is position max_len-1
+        x = self.drop(x + self.pos[self.max_len - L :])
+        eye = torch.eye(L, dtype=torch.bool, device=x.device)
+        mask = (self.causal[:L, :L].unsqueeze(0) & valid.unsqueeze(1)) | eye  # [B, L(query), L(key)]
+        mask = mask.unsqueeze(1)  # [B, 1, L, L]
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.ln(x)
+
+
+class GRUEncoder(nn.Module):
+    """A GRU over the valid items of each window, oldest first.
+
+    Valid columns are packed to the left (stable, so order is kept), run
+    through ``nn.GRU`` in one call, and the states scattered back to their
+    columns. Padding ends up after the last valid item, and a recurrence is
+    causal, so it never reaches a valid state; a removed column is skipped,
+    not fed as a zero.
+    """
+
+    def __init__(self, dim: int, *, layers: int, dropout: float) -> None:
+        super().__init__()
+        self.gru = nn.GRU(dim, dim, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
+        self.drop = nn.Dropout(dropout)
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, x: Tensor, valid: Tensor) -> Tensor:
+        B, L, H = x.shape
+        # stable sort of "invalid" flags: valid columns first, in their original order
+        order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices  # [B, L]
+        idx = order.unsqueeze(-1).expand(B, L, H)
+        packed = self.drop(x).gather(1, idx)  # [B, L, H]
+        out, _ = self.gru(packed)  # [B, L, H]
+        states = torch.empty_like(out).scatter_(1, idx, out)  # back to the original columns
+        return self.ln(states)
+
+
+def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float) -> nn.Module:
+    if kind == "transformer":
+        return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout)
+    if kind == "gru":
+        return GRUEncoder(dim, layers=layers, dropout=dropout)
+    raise ValueError(f"unknown sequence encoder {kind!r}; choose one of {', '.join(SEQUENCE_KINDS)}")

@@ -1,0 +1,114 @@
+"""Sequence user towers: causality, padding, removed columns, tying, new users."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from twotower.config import ModelConfig, TowerConfig
+from twotower.models.two_tower import TwoTowerModel
+
+N_ITEMS = 30
+L = 8
+
+
+def _model(kind: str, *, seed: int = 0, share: bool = True) -> TwoTowerModel:
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        user=TowerConfig(use_id=False, use_features=False, history=kind, history_len=L, history_dim=16,
+                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2),
+        item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False),
+        share_item_embeddings=share,
+    )
+    return TwoTowerModel(cfg, n_users=5, n_items=N_ITEMS).eval()
+
+
+def _windows() -> torch.Tensor:
+    pad = N_ITEMS
+    return torch.tensor([
+        [pad, pad, pad, 3, 7, 1, 9, 4],
+        [2, 5, 8, 11, 13, 17, 19, 23],
+        [pad, pad, pad, pad, pad, pad, pad, 6],
+    ])
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_state_at_t_ignores_later_columns(kind: str) -> None:
+    m = _model(kind)
+    h = _windows()
+    out = m.user_tower.forward_all(None, h)  # [B, L, D]
+    changed = h.clone()
+    changed[1, 5:] = torch.tensor([0, 1, 2])  # items after column 4 of user 1
+    out2 = m.user_tower.forward_all(None, changed)
+    torch.testing.assert_close(out[1, :5], out2[1, :5])
+    assert not torch.allclose(out[1, 5:], out2[1, 5:])
+    torch.testing.assert_close(out[[0, 2]], out2[[0, 2]])  # other users untouched
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_padding_never_leaks(kind: str) -> None:
+    """What sits in the padding columns' embedding row cannot change a real column's state."""
+    m = _model(kind, share=False)
+    h = _windows()
+    before = m.user_tower.forward_all(None, h)
+    with torch.no_grad():
+        m.user_tower.history_emb.weight[N_ITEMS].normal_()  # a non-zero padding row
+    after = m.user_tower.forward_all(None, h)
+    valid = h != N_ITEMS
+    torch.testing.assert_close(before[valid], after[valid])
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_forward_is_last_column_of_forward_all(kind: str) -> None:
+    m = _model(kind)
+    h = _windows()
+    torch.testing.assert_close(m.user_tower(None, h), m.user_tower.forward_all(None, h)[:, -1])
+    # a shorter window gives the same vector as the same items left-padded to L (right-aligned positions)
+    short = h[:, -4:]
+    assert m.user_tower(None, short).shape == (3, 16)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_zero_weight_removes_the_item(kind: str) -> None:
+    """Leave-one-out through weights equals re-embedding the history without that item (GRU)
+    or with that column masked (transformer, whose positions keep their ages)."""
+    m = _model(kind)
+    h = _windows()[:1]
+    w = m.user_tower.history_weights(h)
+    w_drop = w.clone()
+    w_drop[0, 5] = 0.0  # drop item 1
+    dropped = m.user_tower(None, h, history_weights=w_drop)
+    if kind == "gru":
+        removed = torch.tensor([[N_ITEMS, N_ITEMS, N_ITEMS, N_ITEMS, 3, 7, 9, 4]])
+        torch.testing.assert_close(dropped, m.user_tower(None, removed))
+    else:
+        hole = h.clone()
+        hole[0, 5] = N_ITEMS  # the same column made padding
+        torch.testing.assert_close(dropped, m.user_tower(None, hole))
+    # dropping the newest item reads the state after the one before it
+    w_last = w.clone()
+    w_last[0, 7] = 0.0
+    assert torch.isfinite(m.user_tower(None, h, history_weights=w_last)).all()
+    # all removed: the learned empty-history vector, the same for every user
+    empty = m.user_tower(None, _windows(), history_weights=torch.zeros(3, L))
+    torch.testing.assert_close(empty[0], empty[1])
+
+
+def test_tied_embeddings_share_the_item_table() -> None:
+    m = _model("transformer")
+    names = dict(m.named_parameters())
+    assert "user_tower.history_emb.weight" not in names
+    torch.testing.assert_close(m.user_tower.embed_history(torch.tensor([[3, N_ITEMS]]))[0],
+                               torch.stack([m.item_tower.id_emb.weight[3], torch.zeros(16)]))
+    # the state dict (what safetensors saves) holds the table once
+    assert sum(k.endswith("id_emb.weight") for k in m.state_dict()) == 1
+
+
+def test_sequence_tower_trains_end_to_end_gradients() -> None:
+    m = _model("gru").train()
+    h = _windows()
+    out = m.user_tower.forward_all(None, h)  # [B, L, D]
+    items = m.item_tower(torch.arange(N_ITEMS))
+    loss = (out @ items.T).logsumexp(-1)[h != N_ITEMS].mean()
+    loss.backward()
+    assert m.item_tower.id_emb.weight.grad is not None
+    assert all(p.grad is not None for p in m.user_tower.encoder.parameters())
