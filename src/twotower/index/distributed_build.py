@@ -40,7 +40,7 @@ import torch.distributed as dist
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
 from twotower.index.faiss_index import FaissIndex, resolve_factory
-from twotower.losses.distributed import distributed_world
+from twotower.distributed import distributed_world
 
 __all__ = [
     "build_index_distributed",

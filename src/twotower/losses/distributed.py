@@ -27,93 +27,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from twotower.distributed import distributed_world, gather_no_grad, gather_with_grad
 from twotower.errors import DataError
 from twotower.losses.softmax import InBatchSoftmax
 
 __all__ = ["gather_with_grad", "gather_no_grad", "DistributedInBatchSoftmax", "distributed_world"]
-
-
-def distributed_world(group: dist.ProcessGroup | None = None) -> tuple[int, int]:
-    """``(rank, world_size)``, or ``(0, 1)`` when no process group is initialised."""
-    if not (dist.is_available() and dist.is_initialized()):
-        return 0, 1
-    return dist.get_rank(group), dist.get_world_size(group)
-
-
-def _gather_sizes(x: Tensor, group: dist.ProcessGroup | None) -> list[int]:
-    """Every rank's ``x.shape[0]``, in rank order."""
-    size = torch.tensor([x.shape[0]], dtype=torch.long, device=x.device)
-    sizes = [torch.zeros_like(size) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(sizes, size, group=group)
-    return [int(s.item()) for s in sizes]
-
-
-def _gather_padded(x: Tensor, group: dist.ProcessGroup | None, sizes: list[int] | None = None) -> list[Tensor]:
-    """All-gather tensors whose first dim differs across ranks; one tensor per rank.
-
-    Sizes are gathered first (unless known); every rank pads to the largest,
-    gathers, and strips the padding.
-    """
-    if sizes is None:
-        sizes = _gather_sizes(x, group)
-    largest = max(sizes)
-    if largest == 0:
-        return [x.new_empty((0, *x.shape[1:])) for _ in sizes]
-    padded = x.detach()
-    if x.shape[0] < largest:
-        pad = x.new_zeros((largest - x.shape[0], *x.shape[1:]))
-        padded = torch.cat([padded, pad], dim=0)  # [B_max, ...]
-    parts = [torch.empty_like(padded) for _ in sizes]
-    dist.all_gather(parts, padded.contiguous(), group=group)
-    return [p[:s] for p, s in zip(parts, sizes)]
-
-
-class _GatherWithGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x: Tensor, group: dist.ProcessGroup | None, sizes: list[int] | None) -> Tensor:  # type: ignore[override]
-        if sizes is None:
-            sizes = _gather_sizes(x, group)
-        parts = _gather_padded(x, group, sizes)
-        rank = dist.get_rank(group)
-        ctx.group = group
-        ctx.start = sum(sizes[:rank])
-        ctx.size = sizes[rank]
-        parts[rank] = x  # the local slice is exactly the input
-        return torch.cat(parts, dim=0)  # [sum_r B_r, ...]
-
-    @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
-        # Every rank's loss may depend on this rank's slice: sum their grads.
-        total = grad.contiguous().clone()
-        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=ctx.group)
-        return total[ctx.start : ctx.start + ctx.size], None, None
-
-
-def gather_with_grad(x: Tensor, group: dist.ProcessGroup | None = None, *, sizes: list[int] | None = None) -> Tensor:
-    """Concatenate ``x[B_r, ...]`` from every rank in rank order: ``[sum_r B_r, ...]``.
-
-    The slice at this rank's offset *is* ``x`` (gradient flows to it), and the
-    backward pass sums, over all ranks, the gradient each rank's loss puts on
-    that slice (see the module docstring). ``B_r`` may differ across ranks
-    (``sizes``, when every rank already knows them, saves one collective);
-    trailing dims and dtype must agree. Every rank must call it (a collective),
-    and every rank must run backward through it if one does. Without an
-    initialised process group, or with world size 1, returns ``x`` unchanged.
-    """
-    _, world = distributed_world(group)
-    if world == 1:
-        return x
-    if x.dim() == 0:
-        raise DataError("gather_with_grad needs a tensor with a batch dimension, got a scalar")
-    return _GatherWithGrad.apply(x, group, sizes)
-
-
-def gather_no_grad(x: Tensor, group: dist.ProcessGroup | None = None, *, sizes: list[int] | None = None) -> Tensor:
-    """Like :func:`gather_with_grad` for tensors that need no gradient (ids, log_q)."""
-    _, world = distributed_world(group)
-    if world == 1:
-        return x
-    return torch.cat(_gather_padded(x, group, sizes), dim=0)
 
 
 class DistributedInBatchSoftmax(InBatchSoftmax):
