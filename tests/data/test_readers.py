@@ -166,3 +166,61 @@ def test_columns_equal_after_stripping_are_refused(tmp_path):
     path = write(tmp_path / "a.csv", "user_id,item_id, user_id\nu1,i1,u2\n")
     with pytest.raises(DataError, match=r"duplicate column name\(s\) \['user_id'\]"):
         read_interactions(path)
+
+
+# ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
+
+def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):
+    # user 1's lines are interleaved with user 2's: the order within each user is the file order
+    p = write(tmp_path / "seq.txt", "1 10\n1 11\n2 10\n1 9\n2 13\n2 3\n1 13\n")
+    df = read_interactions(p)
+    assert df["user_id"].tolist() == ["1", "1", "2", "1", "2", "2", "1"]
+    assert df["item_id"].tolist() == ["10", "11", "10", "9", "13", "3", "13"]
+    assert df["timestamp"].tolist() == [0, 1, 0, 2, 1, 2, 3]  # ordinal within the user
+    assert df["rating"].tolist() == [1.0] * 7
+    assert df.attrs["report"]["format"] == "sasrec"
+    assert "line order" in df.attrs["report"]["timestamp_source"]
+
+
+def test_sasrec_leave_last_split_follows_file_order(tmp_path):
+    from twotower.data import leave_last_n_out
+
+    # item ids decrease over time, so a sort by item id would give a different split
+    p = write(tmp_path / "seq.txt", "1 50\n1 40\n1 30\n1 20\n2 9\n2 8\n2 7\n")
+    train, valid, test = leave_last_n_out(read_interactions(p), 1)
+    assert train.groupby("user_id")["item_id"].apply(list).to_dict() == {"1": ["50", "40"], "2": ["9"]}
+    assert valid.set_index("user_id")["item_id"].to_dict() == {"1": "30", "2": "8"}
+    assert test.set_index("user_id")["item_id"].to_dict() == {"1": "20", "2": "7"}
+
+
+def test_sasrec_forced_format_and_table_txt_unchanged(tmp_path):
+    p = write(tmp_path / "seq.dat", "3 4\n3 5\n")
+    assert read_interactions(p, format="sasrec")["item_id"].tolist() == ["4", "5"]
+    # a .txt with a header row is still a table
+    t = write(tmp_path / "t.txt", "user_id item_id\n1 2\n")
+    with pytest.raises(DataError):  # a space-separated table is not a supported table
+        read_interactions(t)
+    with pytest.raises(ConfigError, match="format"):
+        read_interactions(p, format="csv")
+
+
+@pytest.mark.parametrize(
+    "text, line, needle",
+    [
+        ("1 2\n1 x\n", 2, "not an integer"),
+        ("1 2\n1\n", 2, "missing"),
+        ("1 2\n\n1 3\n", 2, "missing"),
+        ("1 2 3\n", 1, "3 fields"),
+    ],
+)
+def test_sasrec_bad_lines_name_the_line(tmp_path, text, line, needle):
+    p = write(tmp_path / "bad.txt", text)
+    with pytest.raises(DataError, match=needle) as e:
+        read_interactions(p, format="sasrec")
+    assert e.value.row == line
+
+
+def test_sasrec_more_fields_later_is_an_error(tmp_path):
+    p = write(tmp_path / "bad.txt", "1 2\n1 3\n1 4 5\n")
+    with pytest.raises(DataError, match="SASRec"):
+        read_interactions(p)

@@ -216,7 +216,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         ml = load_movielens_100k(fetch_movielens_100k())
         df, items, users = ml.interactions, ml.items, ml.users
     elif args.input:
-        df = read_interactions(args.input)
+        df = read_interactions(args.input, format=args.format or DataConfig().format)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
     cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]

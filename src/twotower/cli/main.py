@@ -71,6 +71,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_fetch"))
     s = dsub.add_parser("split", help="split an interactions file into train/valid/test CSVs")
     s.add_argument("--input", help="interactions file (or --dataset)")
+    s.add_argument("--format", choices=["auto", "table", "sasrec"], default=None,
+                   help="auto (default): a .txt of 'user item' integer lines is SASRec format (file order = time order); "
+                        "table: a file with a header row")
     s.add_argument("--dataset", choices=["movielens-100k"])
     s.add_argument("--method", default="temporal", choices=["temporal", "leave_last", "time", "random"])
     s.add_argument("--ratios", default="0.8,0.1,0.1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import logging
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -18,13 +19,17 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
+from twotower.config import INTERACTION_FORMATS
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
     "ColumnMap",
     "read_table",
     "read_interactions",
+    "read_sasrec",
+    "is_sasrec_file",
     "CANONICAL_COLUMNS",
+    "INTERACTION_FORMATS",
 ]
 
 log = logging.getLogger(__name__)
@@ -36,6 +41,12 @@ _CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
 _PARQUET_SUFFIXES = {".parquet", ".pq"}
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
+
+# ``format`` choices of read_interactions (defined with data.format in config.py): ``auto`` (a
+# ``.txt`` file whose first line is two integers is SASRec format, anything else a table),
+# ``table`` (header row, by suffix) or ``sasrec`` (``user item`` integers, file order = time order).
+_SASREC_LINE = re.compile(rb"^\s*[+-]?\d+\s+[+-]?\d+\s*$")
+_INT_TEXT = r"[+-]?\d+"
 
 
 
@@ -288,11 +299,97 @@ def _ratings(values: pd.Series, *, file: str, column: str) -> np.ndarray:
     return numeric.astype(np.float32)
 
 
+def is_sasrec_file(path: str | Path) -> bool:
+    """True for a ``.txt`` file whose first non-empty line is two integers (``user item``, no header)."""
+    p = Path(path)
+    if p.suffix.lower() != ".txt" or not p.is_file():
+        return False
+    with open(p, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                return bool(_SASREC_LINE.match(line))
+    return False
+
+
+def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
+    """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
+
+    The format (SASRec, BERT4Rec, SASRec+, gSASRec): one ``user item`` pair of
+    integers per line, separated by white space, no header, each user's lines in
+    time order. There are no timestamps, so ``timestamp`` is the line's ordinal
+    within its user (0, 1, 2, ...): every split and history reader, which order
+    by ``(user, timestamp)``, then keeps the file order exactly. Ratings are 1.0.
+    Errors name the 1-based line (there is no header).
+    """
+    label = _label(source, name)
+    path = Path(source)
+    if not path.exists():
+        raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
+    if path.is_dir():
+        raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
+    try:
+        # dtype=str keeps "007" and huge ids verbatim; blank lines stay as all-NaN rows so positions are line numbers
+        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, skip_blank_lines=False, engine="c")
+    except pd.errors.EmptyDataError as e:
+        raise DataError("file is empty; expected 'user item' lines (SASRec format)", file=label) from e
+    except UnicodeDecodeError as e:
+        raise DataError(f"not UTF-8 text ({e}); expected 'user item' integer lines", file=label) from e
+    except pd.errors.ParserError as e:  # a line with more fields than the first: pandas names the line
+        raise DataError(f"not SASRec format ({e}); every line must be exactly 'user item' (two integers)",
+                        file=label) from e
+    # trailing blank lines at the end of the file are harmless; any other blank line is an error below
+    present = raw.notna().any(axis=1).to_numpy()
+    last = int(np.flatnonzero(present)[-1]) + 1 if present.any() else 0
+    raw = raw.iloc[:last]
+    if len(raw) == 0:
+        raise DataError("file is empty; expected 'user item' lines (SASRec format)", file=label)
+    if raw.shape[1] != 2:
+        raise DataError(f"line 1 has {raw.shape[1]} fields; SASRec format is exactly 'user item' (two integers) per line",
+                        file=label, row=1)
+    for col, role in ((0, "user"), (1, "item")):
+        values = raw[col]
+        bad = ~values.fillna("").str.fullmatch(_INT_TEXT).to_numpy(dtype=bool)
+        if bad.any():
+            pos = int(np.flatnonzero(bad)[0])
+            got = values.iloc[pos]
+            what = "missing" if not isinstance(got, str) else f"{got!r} is not an integer"
+            raise DataError(f"{role} id {what}; SASRec format is 'user item' (two integers) per line",
+                            file=label, row=pos + 1, column=role)
+    # "+7" and "007" name the same id as "7": canonical ids are the integers' decimal text
+    users = raw[0].map(lambda v: str(int(v)))
+    items = raw[1].map(lambda v: str(int(v)))
+    ordinal = users.groupby(users, sort=False).cumcount().to_numpy(dtype=np.int64)
+    df = pd.DataFrame(
+        {
+            "user_id": users.to_numpy(dtype=object).astype(str),
+            "item_id": items.to_numpy(dtype=object).astype(str),
+            "timestamp": pd.Series(ordinal, dtype="int64"),
+            "rating": pd.Series(np.ones(len(raw), np.float32), dtype="float32"),
+        }
+    )
+    report = {
+        "file": label,
+        "format": "sasrec",
+        "rows_read": len(df),
+        "rows": len(df),
+        "duplicates_dropped": 0,
+        "users": int(df["user_id"].nunique()),
+        "items": int(df["item_id"].nunique()),
+        "timestamp_source": "line order within each user (SASRec format has no timestamps)",
+        "rating_source": "constant 1.0 (SASRec format)",
+    }
+    df.attrs["report"] = report
+    log.info("read %s (SASRec format): %d rows, %d users, %d items; timestamps = line order within each user",
+             label, len(df), report["users"], report["items"])
+    return df
+
+
 def read_interactions(
     source: str | Path | pd.DataFrame,
     columns: ColumnMap = ColumnMap(),
     *,
     name: str | None = None,
+    format: str = "auto",
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -300,10 +397,21 @@ def read_interactions(
     kept). ``df.attrs["report"]`` holds ``rows_read``, ``rows``,
     ``duplicates_dropped``, ``users``, ``items``, ``timestamp_source`` and
     ``rating_source``.
+
+    ``format`` is one of :data:`INTERACTION_FORMATS`: ``"sasrec"`` reads
+    headerless ``user item`` lines (:func:`read_sasrec`; ``columns`` is not
+    used), ``"table"`` a table with a header, and ``"auto"`` picks SASRec for a
+    ``.txt`` file whose first line is two integers.
     """
     if not isinstance(columns, ColumnMap):
         raise ConfigError(f"columns must be a ColumnMap, got {type(columns).__name__}")
+    if format not in INTERACTION_FORMATS:
+        raise ConfigError(f"format must be one of {', '.join(INTERACTION_FORMATS)}, got {format!r}")
     label = _label(source, name)
+    if format == "sasrec" or (format == "auto" and isinstance(source, (str, Path)) and is_sasrec_file(source)):
+        if isinstance(source, pd.DataFrame):
+            raise ConfigError("format='sasrec' reads a file; a DataFrame is already a table (use format='table')")
+        return read_sasrec(source, name=name)
     id_cols = {columns.user: str, columns.item: str}
     raw = read_table(source, name=name, dtype=id_cols)
     present = list(raw.columns)

@@ -57,13 +57,13 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
     title_col = cfg.title_col
     report: dict[str, Any] = {}
     if cfg.train is not None:
-        train = read_interactions(cfg.train, columns)
-        valid = read_interactions(cfg.valid, columns) if cfg.valid else None
-        test = read_interactions(cfg.test, columns) if cfg.test else None
+        train = read_interactions(cfg.train, columns, format=cfg.format)
+        valid = read_interactions(cfg.valid, columns, format=cfg.format) if cfg.valid else None
+        test = read_interactions(cfg.test, columns, format=cfg.format) if cfg.test else None
         report["split"] = "given as files"
     elif cfg.path is not None or cfg.dataset is not None:
         if cfg.path is not None:
-            df = read_interactions(cfg.path, columns)
+            df = read_interactions(cfg.path, columns, format=cfg.format)
         else:
             from twotower.data.movielens import (
                 MOVIELENS_ITEM_FEATURES,
