@@ -150,16 +150,20 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LossConfig:
-    kind: str = "inbatch"  # inbatch | full | bpr
+    kind: str = "inbatch"  # inbatch | sampled | full | bpr
     temperature: float = 0.02  # best of 0.02 / 0.05 / 0.1 on MovieLens-100K valid+test, two seeds (bench/movielens100k.py)
     logq: bool = True
     mask_hits: bool = True
-    uniform_negatives: int = 0
+    uniform_negatives: int = 0  # inbatch: extra uniform negatives per batch (mixed negative sampling)
+    sampled_negatives: int = 256  # sampled: negatives per batch, shared by its queries
+    sampler: str = "uniform"  # sampled: uniform | popularity (train-item frequencies)
 
     def __post_init__(self) -> None:
-        _choice(self.kind, "loss.kind", ("inbatch", "full", "bpr"))
+        _choice(self.kind, "loss.kind", ("inbatch", "sampled", "full", "bpr"))
         _check(self.temperature > 0, "loss.temperature", "must be > 0")
         _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
+        _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
+        _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -176,7 +176,7 @@ def test_in_batch_accuracy_stats() -> None:
     ids = torch.tensor([0, 1, 2])
     module = InBatchSoftmax(0.05)
     loss, stats = module.forward_with_stats(q, c, positive_ids=ids, candidate_ids=ids)
-    assert stats == {"accuracy": pytest.approx(2 / 3), "accidental_hits": 0}
+    assert stats == {"accuracy": pytest.approx(2 / 3), "correct": 2.0, "accidental_hits": 0}
     module(q, c, positive_ids=ids, candidate_ids=ids)
     assert module.last_accuracy == pytest.approx(2 / 3)
     # duplicated id: row 0 and row 2 both have item 7; masking hides the other copy

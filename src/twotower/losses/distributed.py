@@ -29,6 +29,7 @@ from torch import Tensor
 
 from twotower.distributed import distributed_world, gather_no_grad, gather_with_grad
 from twotower.errors import DataError
+from twotower.losses.base import LossBatch
 from twotower.losses.softmax import InBatchSoftmax
 
 __all__ = ["gather_with_grad", "gather_no_grad", "DistributedInBatchSoftmax", "distributed_world"]
@@ -63,13 +64,13 @@ class DistributedInBatchSoftmax(InBatchSoftmax):
         super().__init__(temperature, logq=logq, mask_accidental_hits=mask_accidental_hits)
         self.group = group
 
-    def _candidate_set(
-        self, query: Tensor, candidates: Tensor, positive_ids: Tensor, candidate_ids: Tensor, log_q: Tensor | None
-    ) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    def _columns(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
         rank, world = distributed_world(self.group)
         if world == 1:
-            return super()._candidate_set(query, candidates, positive_ids, candidate_ids, log_q)
-        b, n = query.shape[0], candidates.shape[0]
+            return super()._columns(queries, candidates, batch)
+        b, n = queries.shape[0], candidates.shape[0]
+        log_q = batch.log_q if self.logq else None
+        candidate_ids = batch.candidate_ids
         # One small collective for the layout: (positives, extras, has log_q) per rank.
         meta = torch.tensor([[b, n - b, int(log_q is not None)]], dtype=torch.long, device=candidates.device)
         meta = gather_no_grad(meta, self.group, sizes=[1] * world)  # [W, 3]
@@ -87,5 +88,5 @@ class DistributedInBatchSoftmax(InBatchSoftmax):
         cands = gather_with_grad(candidates, self.group, sizes=sizes)[order]  # [N_global, D]
         cand_ids = gather_no_grad(candidate_ids, self.group, sizes=sizes)[order]  # [N_global]
         lq_all = gather_no_grad(log_q, self.group, sizes=sizes)[order] if log_q is not None else None
-        cols = sum(n_pos[:rank]) + torch.arange(b, device=query.device)  # [B]
+        cols = sum(n_pos[:rank]) + torch.arange(b, device=queries.device)  # [B]
         return cands, cand_ids, lq_all, cols

@@ -6,7 +6,7 @@ from torch import Tensor
 
 from twotower.errors import ConfigError
 
-__all__ = ["sample_uniform_negatives"]
+__all__ = ["sample_uniform_negatives", "sample_negatives"]
 
 
 def sample_uniform_negatives(n: int, n_items: int, generator: torch.Generator) -> Tensor:
@@ -24,3 +24,14 @@ def sample_uniform_negatives(n: int, n_items: int, generator: torch.Generator) -
     if not isinstance(generator, torch.Generator):
         raise ConfigError("pass a torch.Generator (e.g. torch.Generator().manual_seed(seed)) so sampling is seeded")
     return torch.randint(0, int(n_items), (int(n),), generator=generator, device=generator.device, dtype=torch.long)
+
+
+def sample_negatives(n: int, probs: Tensor | None, n_items: int, generator: torch.Generator) -> Tensor:
+    """``n`` item rows with replacement: uniform when ``probs`` is None, else from ``probs[I]`` (e.g. popularity).
+
+    The sampler's log-probabilities are the logQ correction of
+    :class:`~twotower.losses.softmax.SampledSoftmax`.
+    """
+    if probs is None:
+        return sample_uniform_negatives(n, n_items, generator)
+    return torch.multinomial(probs, int(n), replacement=True, generator=generator)

@@ -1,0 +1,177 @@
+"""The loss contract every retrieval loss implements, and the one place corrections are applied.
+
+A loss declares which candidates it needs (:attr:`RetrievalLoss.needs`) and
+implements ``forward(queries[B, D], candidates[N, D], batch) -> (loss, stats)``:
+
+* ``"batch"``     -- the batch's own positives ``candidates[:B]`` (row ``b``'s positive
+  is column ``b``), optionally followed by extra negatives (in-batch softmax);
+* ``"sampled"``   -- the ``B`` positives followed by ``M`` negatives drawn from a
+  sampler (sampled softmax; the positives of other rows are NOT negatives);
+* ``"catalogue"`` -- every item ``[I, D]``, the positive column is the item id (full softmax);
+* ``"pairs"``     -- the ``B`` positives followed by ``B * M`` negatives, row-major ``[B, M]`` (BPR);
+* ``"list"``      -- no embeddings: ``queries`` holds precomputed scores ``[P, 1]`` of
+  groups ``[positive, negatives...]`` (the listwise cross-encoder loss).
+
+The trainer reads ``needs`` to build the candidates; nothing else branches on
+the loss kind. Every softmax variant turns raw scores into logits in
+:func:`corrected_logits` -- ``score / temperature - log_q`` then accidental hits
+masked -- so temperature, logQ (Yi et al. 2019), the mixture logQ of mixed
+negative sampling (Yang et al. 2020) and hit masking live in one function.
+
+``stats`` holds plain floats for logging: ``correct`` (queries whose top *raw*
+score is a copy of their positive -- a duplicate counts, so ties between equal
+columns do not matter), ``accuracy`` (= correct / B) and ``accidental_hits``.
+
+Shape legend: ``B`` queries, ``D`` dim, ``N`` candidates, ``M`` negatives, ``I`` items.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from twotower.errors import ConfigError, DataError
+from twotower.losses.corrections import accidental_hit_mask, logq_correction, masked_logit_value
+
+__all__ = ["LossBatch", "RetrievalLoss", "check_temperature", "corrected_logits", "loss_from_logits", "top_is_positive"]
+
+NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
+
+
+@dataclass
+class LossBatch:
+    """Everything a loss needs besides the embeddings.
+
+    ``positive_ids[B]`` item id of each query's positive; ``candidate_ids[N]``
+    id of each candidate row (hit masking, accuracy); ``log_q[N]`` log
+    sampling probability (or expected count) of each candidate; ``weights[B]``
+    per-query weights (weighted mean); ``positive_cols[B]`` column of each
+    positive when it is not the loss's default; ``group_sizes[G]`` sizes of the
+    score groups of the listwise loss.
+    """
+
+    positive_ids: Tensor | None = None
+    candidate_ids: Tensor | None = None
+    log_q: Tensor | None = None
+    weights: Tensor | None = None
+    positive_cols: Tensor | None = None
+    group_sizes: list[int] | None = None
+
+
+def check_temperature(temperature: float) -> float:
+    """Return ``temperature`` as a float, or raise ConfigError if it is not a finite number > 0."""
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"temperature must be a number > 0, got {temperature!r}") from e
+    if not t > 0 or t == float("inf"):
+        raise ConfigError(f"temperature must be a finite number > 0 (e.g. 0.05 for cosine scores), got {temperature!r}")
+    return t
+
+
+def corrected_logits(
+    scores: Tensor,
+    *,
+    positive_cols: Tensor,
+    temperature: float,
+    positive_ids: Tensor | None = None,
+    candidate_ids: Tensor | None = None,
+    log_q: Tensor | None = None,
+    mask_hits: bool = True,
+    return_mask: bool = False,
+) -> Tensor | tuple[Tensor, Tensor | None]:
+    """``scores[B, N] -> / temperature -> - log_q[N] -> mask accidental hits``: the logits a softmax loss sees.
+
+    The only place the corrections are applied. ``positive_cols[B]`` is each
+    row's positive column (never masked); masking compares ``candidate_ids``
+    with ``positive_ids`` (see :func:`~twotower.losses.corrections.accidental_hit_mask`).
+    With ``return_mask`` also returns the ``[B, N]`` hit mask (or None).
+    """
+    t = check_temperature(temperature)
+    if scores.dim() != 2:
+        raise DataError(f"scores must be 2-D [B, N], got shape {tuple(scores.shape)}")
+    b, n = scores.shape
+    if positive_cols.shape != (b,) or positive_cols.is_floating_point():
+        raise DataError(f"positive_cols must be integer with shape ({b},), got {tuple(positive_cols.shape)}")
+    if b and (positive_cols.min() < 0 or positive_cols.max() >= n):
+        raise DataError(f"positive_cols must lie in [0, {n}) (the candidate columns)")
+    logits = scores / t  # [B, N]
+    if log_q is not None:
+        if log_q.shape == (n,) and not torch.isfinite(log_q).all():
+            raise DataError(
+                "log_q is not finite for some candidate: an item with zero sampling probability was "
+                "sampled; estimate item probabilities from the training data or add uniform negatives"
+            )
+        logits = logq_correction(logits, log_q)  # [B, N]
+    mask = None
+    if mask_hits:
+        mask = accidental_hit_mask(positive_ids, candidate_ids, positive_cols)  # [B, N]
+        if mask.shape != logits.shape:
+            raise DataError(
+                f"scores shape {tuple(logits.shape)} does not match "
+                f"[len(positive_ids), len(candidate_ids)] = {tuple(mask.shape)}"
+            )
+        logits = logits.masked_fill(mask.to(logits.device), masked_logit_value(logits.dtype))
+    return (logits, mask) if return_mask else logits
+
+
+def loss_from_logits(logits: Tensor, positive_cols: Tensor, weights: Tensor | None = None) -> Tensor:
+    """Cross-entropy of ``logits[B, N]`` against ``positive_cols[B]``: mean, or weighted mean with ``weights[B]``."""
+    per_row = F.cross_entropy(logits, positive_cols.long().to(logits.device), reduction="none")  # [B]
+    if weights is None:
+        return per_row.mean()
+    if weights.shape != per_row.shape:
+        raise DataError(f"weights must have shape ({per_row.shape[0]},) (one per query), got {tuple(weights.shape)}")
+    w = weights.to(device=per_row.device, dtype=per_row.dtype)
+    if not torch.isfinite(w).all() or (w < 0).any() or not (w.sum() > 0):
+        raise DataError("weights must be finite, non-negative and not all zero")
+    return (per_row * w).sum() / w.sum()
+
+
+@torch.no_grad()
+def top_is_positive(scores: Tensor, positive_ids: Tensor, candidate_ids: Tensor | None) -> int:
+    """How many rows of raw ``scores[B, N]`` rank a copy of their positive first (ids compared)."""
+    if scores.shape[0] == 0:
+        return 0
+    top = scores.argmax(1)  # [B]
+    ids = candidate_ids[top] if candidate_ids is not None else top
+    return int((ids == positive_ids.to(ids.device)).sum())
+
+
+def check_embeddings(queries: Tensor, candidates: Tensor, what: str = "candidates") -> None:
+    """DataError unless ``queries[B, D]`` and ``candidates[N, D]`` are 2-D with the same ``D``."""
+    if queries.dim() != 2 or candidates.dim() != 2:
+        raise DataError(
+            f"queries and {what} must be 2-D [B, D] and [N, D], got {tuple(queries.shape)} and {tuple(candidates.shape)}"
+        )
+    if queries.shape[1] != candidates.shape[1]:
+        raise DataError(f"query dim {queries.shape[1]} != {what} dim {candidates.shape[1]}; the towers must agree on D")
+
+
+class RetrievalLoss(nn.Module):
+    """Base class: ``forward(queries[B, D], candidates[N, D], batch: LossBatch) -> (loss, stats)``.
+
+    Subclasses set :attr:`needs` (module docstring) and :attr:`gradcache`
+    (True when the loss depends on the towers only through the two embedding
+    matrices, so :func:`~twotower.training.gradcache.gradcache_step` can run
+    the towers chunk by chunk with exact gradients), and implement ``forward``.
+    """
+
+    needs: ClassVar[str] = "batch"
+    gradcache: ClassVar[bool] = True
+    uses_log_q: ClassVar[bool] = False  # whether the trainer should compute log_q for the candidates
+
+    def __init__(self, temperature: float, *, logq: bool = False, mask_accidental_hits: bool = False) -> None:
+        super().__init__()
+        self.temperature = check_temperature(temperature)
+        self.logq = bool(logq)
+        self.mask_accidental_hits = bool(mask_accidental_hits)
+
+    def extra_repr(self) -> str:
+        return f"temperature={self.temperature}, logq={self.logq}, mask_accidental_hits={self.mask_accidental_hits}"
+
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> tuple[Tensor, dict[str, float]]:  # pragma: no cover
+        raise NotImplementedError

@@ -1,0 +1,23 @@
+"""Build the loss a :class:`~twotower.config.LossConfig` describes (one place maps config -> loss)."""
+from __future__ import annotations
+
+from twotower.config import LossConfig
+from twotower.losses.base import RetrievalLoss
+
+__all__ = ["make_loss"]
+
+
+def make_loss(cfg: LossConfig, *, world: int = 1) -> RetrievalLoss:
+    """``inbatch`` (cross-rank under ``world > 1``), ``sampled``, ``full`` or ``bpr``, with the config's corrections."""
+    from twotower.losses.bpr import BPRLoss
+    from twotower.losses.distributed import DistributedInBatchSoftmax
+    from twotower.losses.softmax import FullSoftmax, InBatchSoftmax, SampledSoftmax
+
+    if cfg.kind == "inbatch":
+        cls = DistributedInBatchSoftmax if world > 1 else InBatchSoftmax
+        return cls(cfg.temperature, logq=cfg.logq, mask_accidental_hits=cfg.mask_hits)
+    if cfg.kind == "sampled":
+        return SampledSoftmax(cfg.temperature, logq=cfg.logq, mask_accidental_hits=cfg.mask_hits)
+    if cfg.kind == "full":
+        return FullSoftmax(cfg.temperature)
+    return BPRLoss(cfg.temperature)
