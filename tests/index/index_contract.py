@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from twotower.errors import DataError, IntegrityError, NotFoundError
-from twotower.index import VectorIndex, load_index
+from twotower.index import VectorIndex, load_index, shortfall
 from twotower.results import PAD_ID
 
 from index_data import brute_force
@@ -73,6 +73,34 @@ class IndexContract:
         # exclude everything: all padding
         res = index.search(q[:1], 5, exclude=[ids[:200]])
         assert np.all(res.ids == PAD_ID)
+
+    def test_allow_list_matches_brute_force(self, catalogue):
+        x, ids, q = catalogue
+        index = self.built(catalogue)
+        rng = np.random.default_rng(5)
+        wide = rng.choice(ids, 1200, replace=False)  # over-fetch path
+        narrow = rng.choice(ids, 40, replace=False)  # small allow-list (scored exactly where the backend can)
+        for allowed in (wide, narrow):
+            res = index.search(q, 10, allow=allowed)
+            keep = np.isin(ids, allowed)
+            ref_ids, _ = brute_force(x[keep], ids[keep], q, 10)
+            self.assert_matches(res.ids, ref_ids)
+
+    def test_allow_per_query_with_exclusions_states_the_shortfall(self, catalogue):
+        x, ids, q = catalogue
+        index = self.built(catalogue)
+        narrow = np.random.default_rng(6).choice(ids, 40, replace=False)
+        allow = [narrow if r % 2 else None for r in range(len(q))]
+        allow[0] = np.append(narrow[:3], 123456789)  # 3 real ids + one unknown: only 3 can come back
+        exclude = [narrow[30:33]] * len(q)
+        res = index.search(q, 10, exclude=exclude, allow=allow)
+        for r in range(len(q)):
+            keep = ~np.isin(ids, exclude[r]) & (np.isin(ids, allow[r]) if allow[r] is not None else True)
+            ref_ids, _ = brute_force(x[keep], ids[keep], q[r : r + 1], 10)
+            self.assert_matches(res.ids[r : r + 1], ref_ids)
+        assert shortfall(res, 10).tolist() == [7] + [0] * (len(q) - 1)
+        with pytest.raises(DataError, match="one id array"):
+            index.search(q[:3], 5, allow=[narrow])
 
     def test_exclude_needs_one_array_per_query(self, catalogue):
         index = self.built(catalogue)

@@ -130,3 +130,13 @@ def test_exclusions_widen_nprobe_when_the_probed_lists_run_dry(catalogue, factor
     for row in res.ids:
         assert sorted(row.tolist()) == sorted(survivors.tolist())
     assert index.search_params == {"nprobe": 1}  # widening is per call, the setting is untouched
+
+
+def test_ivf_returns_k_without_exclusions_when_probed_lists_are_short(catalogue):
+    # nprobe=1 sees one list of ~40 vectors; k=100 must still come back full (deepened, not padded)
+    x, ids, q = catalogue
+    index = FaissIndex("IVF50,Flat", nprobe=1).build(x, ids)
+    res = index.search(q[:4], 100)
+    assert (res.ids != -1).all()
+    assert all(len(set(row.tolist())) == 100 for row in res.ids)
+    assert index.search_params == {"nprobe": 1}

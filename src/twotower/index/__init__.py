@@ -6,7 +6,7 @@ fastest setting meeting a recall target; ``load_index`` verifies checksums and
 the model fingerprint before returning any saved backend.
 """
 from twotower.index.autotune import TuneReport, TuneRow, autotune, exact_ground_truth, tie_aware_recall
-from twotower.index.base import VectorIndex
+from twotower.index.base import AllowList, VectorIndex, shortfall
 from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex, resolve_factory
 from twotower.index.plots import plot_recall_qps
@@ -14,6 +14,8 @@ from twotower.index.storage import fingerprint_arrays, load_index
 
 __all__ = [
     "VectorIndex",
+    "AllowList",
+    "shortfall",
     "ExactIndex",
     "FaissIndex",
     "SHORTCUTS",

@@ -8,27 +8,71 @@ ids in a :class:`~twotower.results.Results`; rows with fewer than ``k`` hits are
 padded with ``PAD_ID`` (-1) and ``-inf``. Vectors are L2-normalised two-tower
 embeddings and the metric is inner product (``metric == "ip"``).
 
-Per-query exclusions (for example the items a user has already seen) are
-handled here once for all backends: fetch ``k + len(exclude[q])`` candidates,
-drop the excluded ones, and if fewer than ``k`` survive (an ANN index may
-return fewer than asked) double the fetch until ``k`` survive or the whole
-catalogue has been fetched.
+Per-query exclusions (for example the items a user has already seen) and
+allow-lists (metadata filters) are handled here once for all backends, and
+every caller (``twotower recommend``, ``evaluate``, the HTTP service) goes
+through it: fetch ``k + len(exclude[q])`` candidates (over-fetched by the
+inverse share of allowed ids), drop the excluded / not-allowed ones, and if
+fewer than ``k`` survive (an ANN index may also return fewer than asked)
+double the fetch, and widen an IVF search, until ``k`` survive or the whole
+catalogue has been fetched. Small allow-lists are scored exactly by backends
+that hold the vectors.
 """
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 
-__all__ = ["VectorIndex", "check_vectors", "check_ids", "check_queries"]
+__all__ = ["VectorIndex", "AllowList", "check_vectors", "check_ids", "check_queries", "shortfall"]
 
 log = logging.getLogger(__name__)
+
+#: An allow-list: one id array for every query, or one array (None = everything) per query.
+AllowList = Union[np.ndarray, Sequence[Optional[np.ndarray]], None]
+
+_EMPTY = np.empty(0, dtype=np.int64)
+#: Allow-lists up to this size (or 1/8 of the catalogue) are scored exactly when the backend holds vectors.
+_SUBSET_EXACT_MAX = 4096
+
+
+def _allow_per_query(allow: AllowList, n_q: int) -> list[np.ndarray | None] | None:
+    """One sorted unique int64 id array (or None) per query, or None when nothing is filtered."""
+    if allow is None:
+        return None
+    if isinstance(allow, np.ndarray) and allow.ndim == 1 and (allow.size == 0 or np.issubdtype(allow.dtype, np.integer)):
+        shared = np.unique(allow.astype(np.int64, copy=False))
+        return [shared] * n_q  # the same object: queries sharing it are searched together
+    if len(allow) != n_q:
+        raise DataError(f"allow needs one id array (or None) per query ({n_q}), or one array for all; got {len(allow)}")
+    out = [None if a is None else np.unique(np.asarray(a, dtype=np.int64).ravel()) for a in allow]
+    return None if all(a is None for a in out) else out
+
+
+def _groups(
+    pending: np.ndarray, fetch: np.ndarray, depth: np.ndarray, allow: list[np.ndarray | None]
+) -> list[np.ndarray]:
+    """Pending queries that can share one backend call: same fetch, same depth, same allow-list object."""
+    buckets: dict[tuple[int, int, int], list[int]] = {}
+    for q in pending.tolist():
+        a = allow[q]
+        buckets.setdefault((int(fetch[q]), int(depth[q]), 0 if a is None else id(a)), []).append(q)
+    return [np.asarray(g, dtype=np.int64) for g in buckets.values()]
+
+
+def shortfall(res: Results, k: int) -> np.ndarray:
+    """``[Q]`` how many of the ``k`` asked-for hits each row lacks (0 when ``k`` were found).
+
+    After :meth:`VectorIndex.search` a positive count means fewer than ``k``
+    ids were eligible (the catalogue, minus exclusions, outside the filters).
+    """
+    return (k - (res.ids[:, :k] != PAD_ID).sum(axis=1)).astype(np.int64)
 
 
 def check_vectors(vectors: np.ndarray, dim: int | None = None, *, name: str = "vectors") -> np.ndarray:
@@ -147,12 +191,26 @@ class VectorIndex(ABC):
         if params:
             raise ConfigError(f"{type(self).__name__} has no search parameters; got {sorted(params)}")
 
-    def search(self, queries: np.ndarray, k: int, exclude: Sequence[np.ndarray] | None = None) -> Results:
-        """Top-``k`` ids and scores for each of ``queries[Q, D]``.
+    def search(
+        self,
+        queries: np.ndarray,
+        k: int,
+        exclude: Sequence[np.ndarray] | None = None,
+        allow: AllowList = None,
+    ) -> Results:
+        """Top-``k`` ids and scores for each of ``queries[Q, D]``: the one top-K path of the project.
 
         ``exclude[q]`` (optional, one int64 array per query) lists ids that
-        must not be returned for query ``q``. Returns ``Results(ids[Q, K],
+        must not be returned for query ``q`` (a user's seen items).
+        ``allow`` (optional) is an allow-list: one id array shared by every
+        query, or one array (or None for "everything") per query; only those
+        ids may be returned (metadata filters). Returns ``Results(ids[Q, K],
         scores[Q, K])`` sorted by descending score, ties by smaller id.
+
+        Every row holds ``k`` hits unless fewer than ``k`` ids are eligible
+        (stored, allowed, not excluded): the search deepens (and an IVF index
+        probes more lists) until ``k`` survive or nothing is left to fetch, so
+        a short row means the catalogue ran out; :func:`shortfall` counts it.
         """
         k = _check_k(k)
         queries = check_queries(queries, self.dim)  # [Q, D]
@@ -160,54 +218,96 @@ class VectorIndex(ABC):
         n = len(self)
         if exclude is not None and len(exclude) != n_q:
             raise DataError(f"exclude needs one array per query ({n_q}), got {len(exclude)}")
+        allow_rows = _allow_per_query(allow, n_q)
         hidden = self._hidden_ids()
         if n == 0 or n_q == 0:
             return _empty(n_q, k)
-        if exclude is None and hidden.size == 0:
+        if exclude is None and allow_rows is None and hidden.size == 0:
             scores, ids = self._search_candidates(queries, min(k, n))
-            return Results.from_scores_and_ids(scores, ids, k)
+            res = Results.from_scores_and_ids(scores, ids, k)
+            short = np.flatnonzero((res.ids != PAD_ID).sum(axis=1) < min(k, n))
+            if short.size == 0:
+                return res
+            # an ANN index may return fewer than asked (an IVF probing too few lists): deepen those rows
+            log.debug("%d of %d queries came back short; deepening", short.size, n_q)
+            redo = self._search_filtered(queries[short], k, [_EMPTY] * short.size, None)
+            res.ids[short], res.scores[short] = redo.ids, redo.scores
+            return res
         excl = [
             np.union1d(hidden, np.asarray(e, dtype=np.int64).ravel()) if exclude is not None else hidden
             for e in (exclude if exclude is not None else [None] * n_q)
         ]
-        return self._search_excluding(queries, k, excl)
+        return self._search_filtered(queries, k, excl, allow_rows)
 
-    def _search_deeper(self, queries: np.ndarray, fetch: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """Candidates after ``depth`` deepenings; an ANN backend may also widen its search (e.g. nprobe)."""
+    def _search_deeper(
+        self, queries: np.ndarray, fetch: int, depth: int, allow: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Candidates after ``depth`` deepenings; an ANN backend may also widen its search (e.g. nprobe).
+
+        ``allow`` (sorted ids, one shared list for the group) lets a backend
+        restrict the search itself; returning other ids is allowed too, they
+        are filtered out by the caller.
+        """
         return self._search_candidates(queries, fetch)
+
+    def _search_allowed_exactly(
+        self, query: np.ndarray, k: int, allow: np.ndarray, exclude: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Exact top-``k`` of one ``query[D]`` over a small allow-list, or None if the backend cannot score ids."""
+        return None
 
     def _exhausted(self, fetch: int, depth: int) -> bool:
         """True when deepening further cannot return more candidates."""
         return fetch >= len(self) + len(self._hidden_ids())
 
-    def _search_excluding(self, queries: np.ndarray, k: int, excl: list[np.ndarray]) -> Results:
+    def _search_filtered(
+        self, queries: np.ndarray, k: int, excl: list[np.ndarray], allow: list[np.ndarray | None] | None
+    ) -> Results:
+        """Fetch, drop excluded / not-allowed ids, deepen the short rows: ``Results[Q, K]``."""
         n_q = queries.shape[0]
         total = len(self) + len(self._hidden_ids())  # vectors the backend can return
         out_ids = np.full((n_q, k), PAD_ID, dtype=np.int64)  # [Q, K]
         out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
-        fetch = np.array([min(k + len(e), total) for e in excl], dtype=np.int64)  # [Q]
+        allow = allow if allow is not None else [None] * n_q
+        fetch = np.zeros(n_q, dtype=np.int64)  # [Q]
+        for q in range(n_q):
+            a = allow[q]
+            if a is None:
+                fetch[q] = min(k + len(excl[q]), total)
+                continue
+            if a.size <= max(_SUBSET_EXACT_MAX, total // 8):
+                # a small allow-list: score exactly those ids when the backend can (ExactIndex)
+                got = self._search_allowed_exactly(queries[q], k, a, excl[q])
+                if got is not None:
+                    s, i = got
+                    out_ids[q, : i.size], out_scores[q, : s.size] = i, s
+                    fetch[q] = -1  # done
+                    continue
+            # over-fetch by the inverse share of allowed ids so one pass usually suffices
+            fetch[q] = min(total, int((k + len(excl[q])) * total / max(a.size, 1) * 1.5) + k)
         depth = np.zeros(n_q, dtype=np.int64)  # [Q] times each query has been deepened
-        pending = np.arange(n_q)
+        pending = np.flatnonzero(fetch > 0)
         while pending.size:
             still: list[int] = []
-            # queries needing the same fetch at the same depth are searched together
-            for f, d in np.unique(np.stack([fetch[pending], depth[pending]], axis=1), axis=0):
-                group = pending[(fetch[pending] == f) & (depth[pending] == d)]
-                scores, ids = self._search_deeper(queries[group], int(f), int(d))  # [G, F]
+            for group in _groups(pending, fetch, depth, allow):
+                f, d, a = int(fetch[group[0]]), int(depth[group[0]]), allow[group[0]]
+                scores, ids = self._search_deeper(queries[group], f, d, a)  # [G, F]
                 keep = ids != PAD_ID  # [G, F]
                 for row, q in enumerate(group):
                     if excl[q].size:
                         keep[row] &= ~np.isin(ids[row], excl[q])
+                    if allow[q] is not None:
+                        keep[row] &= np.isin(ids[row], allow[q])
                 ids = np.where(keep, ids, PAD_ID)
                 got = Results.from_scores_and_ids(scores, ids, k)  # [G, K]
                 out_ids[group], out_scores[group] = got.ids, got.scores
-                if not self._exhausted(int(f), int(d)):
+                if not self._exhausted(f, d):
                     still.extend(int(q) for q in group[keep.sum(axis=1) < k])
             pending = np.asarray(still, dtype=np.int64)
             fetch[pending] = np.minimum(fetch[pending] * 2, total)
             depth[pending] += 1
         if depth.max(initial=0):
-            log.debug("exclusion search deepened up to %d times", int(depth.max()))
+            log.debug("filtered search deepened up to %d times", int(depth.max()))
         return Results(out_ids, out_scores)
 
     # ------------------------------------------------------------------ storage

@@ -366,11 +366,64 @@ class FaissIndex(VectorIndex):
             return params
         return None
 
-    def _search_deeper(self, queries: np.ndarray, fetch: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        params = self._ivf_widening(depth)
+    def _selector_params(self, depth: int, allow: np.ndarray) -> Any:
+        """FAISS search parameters that restrict an IVF search to ``allow`` (sorted ids), or None.
+
+        The allow-list is applied inside FAISS (an ``IDSelectorBatch``), so a
+        narrow filter does not need a catalogue-wide over-fetch, and widening
+        nprobe up to every list makes it complete; other index types (flat,
+        HNSW, refine) are filtered after the search by the caller.
+        """
+        faiss = _faiss()
+        if self._gpu is not None:
+            return None
+        sel = faiss.IDSelectorBatch(allow)
+        inner = self._inner()
+        if self._native_ids and "nprobe" in self.knobs:
+            ivf = faiss.try_extract_index_ivf(inner)
+            params = faiss.SearchParametersIVF(nprobe=min(int(ivf.nlist), int(ivf.nprobe) << depth), sel=sel)
+        else:  # HNSW with a selector can miss allowed ids for good (the graph walk is cut): post-filter instead
+            return None
+        params._keep = (sel, allow)  # FAISS holds raw pointers: keep the Python objects alive
+        return params
+
+    def _lossless_vectors(self) -> bool:
+        """True when ``reconstruct`` returns the stored vectors exactly (flat, HNSW-flat, flat refine)."""
+        faiss = _faiss()
+        if self._native_ids or self._gpu is not None or self._index is None:
+            return False
+        inner = self._inner()
+        if isinstance(inner, faiss.IndexRefine):
+            return isinstance(faiss.downcast_index(inner.refine_index), faiss.IndexFlat)
+        return isinstance(inner, (faiss.IndexFlat, faiss.IndexHNSWFlat))
+
+    def _search_allowed_exactly(
+        self, query: np.ndarray, k: int, allow: np.ndarray, exclude: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """Small allow-lists on flat / HNSW / refined indexes: re-read those vectors and score them exactly."""
+        if not self._lossless_vectors():
+            return None  # IVF restricts its own search with a selector instead
+        from twotower.index.exact import canonical_scores
+
+        ids = allow[np.isin(allow, self._ids)]
+        if exclude.size:
+            ids = ids[~np.isin(ids, exclude)]
+        if ids.size == 0:
+            return np.empty(0, np.float32), ids
+        vectors = np.asarray(self._index.reconstruct_batch(ids), dtype=np.float32)  # [M, D]
+        scores = canonical_scores(query[None, :], vectors, np.arange(ids.size)[None, :])[0]  # [M]
+        order = np.lexsort((ids, -scores))[:k]
+        return scores[order], ids[order]
+
+    def _search_deeper(
+        self, queries: np.ndarray, fetch: int, depth: int, allow: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        params = self._selector_params(depth, allow) if allow is not None else None
+        if params is None:
+            params = self._ivf_widening(depth)
         if params is None:
             return self._search_candidates(queries, fetch)
-        scores, ids = self._index.search(queries, fetch, params=params)  # [Q, F], wider nprobe
+        scores, ids = self._index.search(queries, fetch, params=params)  # [Q, F], wider nprobe / filtered
         return _sorted(scores, ids, fetch)
 
     def _exhausted(self, fetch: int, depth: int) -> bool:
