@@ -103,18 +103,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if b not in ("popularity", "ease", "itemknn"):
             raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
     run = TrainedRun.load(args.run)
-    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks)
+    history_from = getattr(args, "history_from", None)
+    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from)
     if args.json:
         print(json.dumps(rows, indent=2, default=float))
     else:
-        print_eval_table(rows, ks, f"{args.split} (full catalogue), run {args.run}")
+        source = f"; input history from {' '.join(history_from)}" if history_from else ""
+        print_eval_table(rows, ks, f"{args.split} (full catalogue), run {args.run}{source}")
     return 0
 
 
-def _parse_user_list(run, spec: str) -> list[int]:
+def _parse_user_list(run, spec: str, histories=None) -> list[int]:
     import numpy as np
 
-    if spec == "all":
+    if spec == "all":  # every user with an input history (the training one unless --history-from)
+        if histories is not None:
+            return list(histories.users())
         return list(np.flatnonzero(run.history.lengths() > 0))
     p = Path(spec)
     if p.exists():

@@ -41,6 +41,9 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines", default="popularity,ease,itemknn", help="comma list; empty for none")
     p.add_argument("--ks", default="10,20,50,100")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    p.add_argument("--history-from", nargs="+", metavar="FILE",
+                   help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
+                        "instead of the training history, without refitting; their items are excluded from ranking")
     p.add_argument("--threads", type=int)
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))
 

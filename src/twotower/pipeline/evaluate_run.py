@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,9 +58,23 @@ def evaluate_run(
     baselines: tuple[str, ...] = ("popularity", "ease", "itemknn"),
     ks: tuple[int, ...] = (10, 20, 50, 100),
     select_metric: str = "NDCG@10",
+    history_from: Sequence[str | Path] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per model: every metric plus fit seconds (baselines tuned on valid)."""
+    """One row per model: every metric plus fit seconds (baselines tuned on valid).
+
+    ``history_from`` (interaction files, e.g. the run's ``train.csv`` and
+    ``valid.csv``) replaces the training history as every model's input: the
+    two-tower user vectors and the baselines' user rows are read from those
+    files (see :mod:`twotower.pipeline.histories`), without refitting, and their
+    items are excluded from ranking too.
+    """
     from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+    from twotower.pipeline.histories import (
+        HistoryBaselineScorer,
+        HistoryScorer,
+        exclude_histories,
+        read_input_histories,
+    )
 
     m = run_matrices(run)
     relevant = m.test if split == "test" else m.valid
@@ -69,6 +84,9 @@ def evaluate_run(
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()
         exclude.data[:] = 1.0
+    histories = read_input_histories(run, history_from) if history_from else None
+    if histories is not None:
+        exclude = exclude_histories(exclude, histories)  # the input history is never recommended
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     protocol = EvalProtocol(ks=ks)
     rows: list[dict[str, Any]] = []
@@ -79,7 +97,8 @@ def evaluate_run(
 
         fit_s = sum(json.loads(line).get("seconds", 0.0) for line in log_rows.read_text().splitlines() if line.strip())
     t0 = time.perf_counter()
-    res = evaluate(RunScorer(run), relevant, exclude, protocol, pop)
+    tower = RunScorer(run) if histories is None else HistoryScorer(run, histories)
+    res = evaluate(tower, relevant, exclude, protocol, pop)
     rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res})
     for name in baselines:
         t0 = time.perf_counter()
@@ -98,6 +117,7 @@ def evaluate_run(
             raise ValueError(f"unknown baseline {name!r}")
         fit = time.perf_counter() - t0
         t1 = time.perf_counter()
-        res = evaluate(scorer, relevant, exclude, protocol, pop)
+        scored = scorer if histories is None else HistoryBaselineScorer(scorer, histories)
+        res = evaluate(scored, relevant, exclude, protocol, pop)
         rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1, **res})
     return rows
