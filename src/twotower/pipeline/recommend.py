@@ -1,6 +1,16 @@
-"""Exact top-k recommendations from a saved run, with per-user exclusions."""
+"""Top-k recommendations from a saved run through the run's index: the same path the HTTP service takes.
+
+Legend: ``U`` users, ``I`` items, ``D`` dim, ``K`` top-k, ``B`` a batch of users.
+
+Every list comes from :meth:`twotower.index.VectorIndex.search` (exclusions
+and filters applied by the index), with query vectors computed exactly as
+the service computes them (known users in fixed chunks of
+:data:`USER_CHUNK`), so with an exact index ``twotower recommend`` and
+``POST /recommend`` return identical lists.
+"""
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -10,11 +20,68 @@ import scipy.sparse as sp
 
 from twotower.data.readers import read_interactions
 from twotower.errors import NotFoundError
-from twotower.evaluation.protocol import topk_excluding
+from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.pipeline.artifacts import TrainedRun
-from twotower.results import PAD_ID, Results
+from twotower.results import Results
 
-__all__ = ["exclusions_from_files", "recommend_users", "recommend_history", "results_to_frame", "results_to_items"]
+__all__ = [
+    "USER_CHUNK",
+    "exclusions_from_files",
+    "open_run_index",
+    "user_query_vectors",
+    "recommend_users",
+    "recommend_history",
+    "results_to_frame",
+    "results_to_items",
+]
+
+#: Known users are embedded in chunks of this many rows (``[0, C)``, ``[C, 2C)``, ...), by the CLI and
+#: the service alike: a batch's shape can change the last bits of a torch matmul, so both use the same one.
+USER_CHUNK = 65536
+_chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
+
+
+def open_run_index(run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False) -> tuple[VectorIndex, str]:
+    """The index a run is served from, and a sentence saying which it is.
+
+    ``index_dir`` if given, else ``RUN/index`` when ``twotower index build``
+    made one, else exact search over the item embeddings; ``exact=True``
+    forces exact search. A saved index built for another model raises
+    IntegrityError.
+    """
+    fp = run.fingerprint()
+    if not exact and index_dir is None and (Path(run.dir) / "index" / "meta.json").is_file():
+        index_dir = Path(run.dir) / "index"
+    if exact or index_dir is None:
+        index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
+        index.model_fingerprint = fp
+        why = "--exact" if exact else "no index built; `twotower index build` makes one"
+        return index, f"exact search over {run.n_items:,} items ({why})"
+    index = load_index(index_dir, expected_fingerprint=fp)
+    if index.is_exact:
+        return index, f"index {index_dir}: exact search over {len(index):,} items"
+    factory = getattr(index, "factory", None) or index.backend
+    params = ", ".join(f"{k}={v:g}" for k, v in index.search_params.items())
+    return index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
+                   + "; --exact ranks the whole catalogue exactly")
+
+
+def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:
+    """``[B, D]`` query vectors of known users, computed chunk by chunk as the service caches them."""
+    rows = np.asarray(user_rows, dtype=np.int64)
+    cache = _chunks.setdefault(run, {})  # per loaded run: [C, D] vectors of each chunk computed so far
+    out = None
+    n_users = len(run.user_vocab)
+    for c in np.unique(rows // USER_CHUNK).tolist():
+        if c not in cache:
+            start = c * USER_CHUNK
+            cache[c] = np.asarray(run.user_vectors(np.arange(start, min(start + USER_CHUNK, n_users))), np.float32)
+        vecs = cache[c]
+        if out is None:
+            out = np.empty((rows.size, vecs.shape[1]), dtype=np.float32)  # [B, D]
+        sel = rows // USER_CHUNK == c
+        out[sel] = vecs[rows[sel] - c * USER_CHUNK]
+    return out if out is not None else np.zeros((0, run.item_embeddings().shape[1]), np.float32)
 
 
 def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, include_seen: bool) -> sp.csr_matrix:
@@ -42,39 +109,64 @@ def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, inclu
     return m
 
 
-def recommend_users(run: TrainedRun, user_rows: np.ndarray, k: int, exclude: sp.csr_matrix | None, batch: int = 1024) -> Results:
-    """Top-k item rows for known users (full catalogue, exact)."""
+def _csr_rows(m: sp.csr_matrix, rows: np.ndarray) -> list[np.ndarray]:
+    return [m.indices[m.indptr[r] : m.indptr[r + 1]].astype(np.int64) for r in rows.tolist()]
+
+
+def recommend_users(
+    run: TrainedRun,
+    user_rows: np.ndarray,
+    k: int,
+    exclude: sp.csr_matrix | None,
+    batch: int = 1024,
+    *,
+    index: VectorIndex | None = None,
+    histories: Any = None,
+) -> Results:
+    """Top-k item rows for known users -> ``Results[B, K]`` (``index`` defaults to exact search).
+
+    ``exclude`` is a ``[U, I]`` sparse matrix of pairs never to return.
+    ``histories`` (:class:`twotower.pipeline.histories.InputHistories`)
+    replaces the training history as the users' input. A row shorter than
+    ``k`` (padded with -1) means fewer than ``k`` items were left; see
+    :func:`twotower.index.shortfall`.
+    """
+    if index is None:
+        index, _ = open_run_index(run, exact=True)
+    embed = (lambda rows: user_query_vectors(run, rows))
+    if histories is not None:
+        from twotower.pipeline.histories import HistoryScorer
+
+        scorer = HistoryScorer(run, histories)
+        embed = (lambda rows: np.asarray(scorer.user_vectors(rows), np.float32))
     user_rows = np.asarray(user_rows, np.int64)
-    ids_parts, score_parts = [], []
+    parts: list[Results] = []
     for s in range(0, len(user_rows), batch):
         chunk = user_rows[s : s + batch]
-        scores = run.scores_for_users(chunk)  # [B, I]
-        ex = exclude[chunk] if exclude is not None else None
-        top = topk_excluding(scores, k, ex)  # [B, K] rows, -1 padded
-        sc = np.take_along_axis(scores, np.maximum(top, 0), axis=1)
-        sc = np.where(top == PAD_ID, -np.inf, sc)
-        ids_parts.append(top)
-        score_parts.append(sc.astype(np.float32))
-    if not ids_parts:
+        queries = embed(chunk)  # [B, D]
+        excl = _csr_rows(exclude, chunk) if exclude is not None else None
+        if excl is not None and not any(e.size for e in excl):
+            excl = None
+        parts.append(index.search(queries, k, exclude=excl))
+    if not parts:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
-    return Results(np.concatenate(ids_parts), np.concatenate(score_parts))
+    return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))
 
 
-def recommend_history(run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True) -> Results:
+def recommend_history(
+    run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None
+) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first)."""
     rows = []
     for item_id in history_ids:
         if item_id not in run.item_vocab:
             raise NotFoundError("item", item_id, "not in this run's catalogue")
         rows.append(run.item_vocab.index(item_id))
-    vec = run.history_vectors([np.asarray(rows, np.int64)])  # [1, D]
-    scores = vec @ run.item_embeddings().T  # [1, I]
-    ex = None
-    if exclude_seen and rows:
-        ex = sp.csr_matrix((np.ones(len(rows), np.float32), (np.zeros(len(rows), np.int64), rows)), shape=(1, run.n_items))
-    top = topk_excluding(scores, k, ex)
-    sc = np.where(top == PAD_ID, -np.inf, np.take_along_axis(scores, np.maximum(top, 0), axis=1))
-    return Results(top, sc.astype(np.float32))
+    if index is None:
+        index, _ = open_run_index(run, exact=True)
+    vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)]), np.float32)  # [1, D]
+    excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
+    return index.search(vec, k, exclude=excl)
 
 
 def results_to_frame(run: TrainedRun, user_rows: np.ndarray, res: Results) -> pd.DataFrame:

@@ -19,8 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError
-from twotower.index import ExactIndex, VectorIndex, load_index
-from twotower.results import Results
+from twotower.index import VectorIndex
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.errors import FeatureUnavailable
 from twotower.serving.settings import ServiceSettings
@@ -68,6 +67,16 @@ def _use_threads(n: int) -> None:
         _thread_state.threads = n
 
 
+def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
+    """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
+    why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
+    return {
+        "missing": k - got,
+        "reason": f"fewer than k={k} items are left in the index after {' and '.join(why) or 'nothing'}; "
+                  f"all {got} eligible items are returned",
+    }
+
+
 class RecommenderService:
     """Recommendations, similar items, item lookups and explanations over one run and one index.
 
@@ -109,17 +118,17 @@ class RecommenderService:
                 raise IntegrityError(f"the index holds item rows outside 0..{n_items - 1}; rebuild it for this run")
             self.in_index[ids] = True
         self.fingerprint = run.fingerprint()
+        #: Which index answers, in words (set by :meth:`load`; printed by `twotower serve`).
+        self.index_description = f"{type(index).__name__} over {len(index):,} items"
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
         self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
         n_users = len(run.user_vocab)
         if n_users <= self.settings.precompute_users_max:
-            parts = []
-            with torch.inference_mode():
-                for s in range(0, n_users, 65536):
-                    parts.append(run.user_vectors(np.arange(s, min(s + 65536, n_users))))
-            d = self.item_vectors.shape[1]
-            self.user_vectors = np.concatenate(parts).astype(np.float32) if parts else np.zeros((0, d), np.float32)
+            from twotower.pipeline.recommend import user_query_vectors
+
+            with torch.inference_mode():  # the same chunks as `twotower recommend`, so the same vectors
+                self.user_vectors = user_query_vectors(run, np.arange(n_users))
         log.info("service ready: %d items (%d indexed, %s), %d users, fingerprint %s",
                  n_items, int(self.in_index.sum()), type(index).__name__, n_users, self.fingerprint)
 
@@ -133,22 +142,17 @@ class RecommenderService:
         A saved index built for another model raises IntegrityError.
         """
         from twotower.pipeline.artifacts import TrainedRun
+        from twotower.pipeline.recommend import open_run_index
         from twotower.utils.runtime import set_threads
 
         settings = settings or ServiceSettings()
         set_threads(settings.threads)
         run = TrainedRun.load(run_dir)
-        fp = run.fingerprint()
-        if index_dir is None and (Path(run_dir) / "index" / "meta.json").is_file():
-            index_dir = Path(run_dir) / "index"
-        if index_dir is not None:
-            index = load_index(index_dir, expected_fingerprint=fp)
-            log.info("loaded index %s: %s", index_dir, index)
-        else:
-            log.info("no index built for %s; serving exact search (build one with `twotower index build`)", run_dir)
-            index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
-            index.model_fingerprint = fp
-        return cls(run, index, settings=settings)
+        index, described = open_run_index(run, index_dir)
+        log.info("serving from %s", described)
+        service = cls(run, index, settings=settings)
+        service.index_description = described
+        return service
 
     # ------------------------------------------------------------------ facts
     def index_info(self) -> dict[str, Any]:
@@ -250,50 +254,24 @@ class RecommenderService:
     def _topk(
         self, queries: np.ndarray, ks: Sequence[int], excludes: Sequence[np.ndarray], masks: Sequence[np.ndarray | None]
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per query: ``(rows[<=K], scores[<=K])``; one index search for every unfiltered query."""
-        out: list[tuple[np.ndarray, np.ndarray]] = [(_EMPTY, np.empty(0, np.float32))] * len(ks)
-        plain = [b for b, m in enumerate(masks) if m is None]
-        if plain:
-            k_max = max(ks[b] for b in plain)
-            excl = [excludes[b] for b in plain]
-            res = self.index.search(queries[plain], k_max, exclude=excl if any(e.size for e in excl) else None)
-            for j, b in enumerate(plain):
-                rows, scores = res.row(j)
-                out[b] = (rows[: ks[b]], scores[: ks[b]])
-        for b, mask in enumerate(masks):
-            if mask is not None:
-                out[b] = self._filtered_topk(queries[b], ks[b], excludes[b], mask)
-        return out
+        """Per query: ``(rows[<=K], scores[<=K])`` from one index search for the whole batch.
 
-    def _filtered_topk(self, query: np.ndarray, k: int, exclude: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` among items where ``mask[I]`` holds.
-
-        Small subsets (<= ``filter_exact_max``) are scored exactly; otherwise the
-        index is over-fetched by ``1 / share`` and deepened until ``k`` survive.
+        Filters become allow-lists (item rows) that the index applies, so
+        filtered and unfiltered requests take the same path as the CLI.
         """
-        mask = mask & self.in_index
-        n_allowed = int(mask.sum())
-        if n_allowed == 0:
-            return _EMPTY, np.empty(0, np.float32)
-        if n_allowed <= self.settings.filter_exact_max or self.index.is_exact:
-            cand = np.flatnonzero(mask)  # [N]
-            if exclude.size:
-                cand = cand[~np.isin(cand, exclude)]
-            scores = self.item_vectors[cand] @ query  # [N]
-            if cand.size > k:
-                top = np.argpartition(-scores, k - 1)[:k]
-                cand, scores = cand[top], scores[top]
-            res = Results.from_scores_and_ids(scores[None], cand[None], k)  # [1, K], ties -> smaller id
-            return res.row(0)
-        total = len(self.index)
-        fetch = min(total, int((k + exclude.size) * len(mask) / n_allowed * 1.5) + k)
-        while True:
-            res = self.index.search(query[None], fetch, exclude=[exclude] if exclude.size else None)
-            rows, scores = res.row(0)
-            keep = mask[rows]
-            if keep.sum() >= k or fetch >= total:
-                return rows[keep][:k], scores[keep][:k]
-            fetch = min(total, fetch * 2)
+        k_max = max(ks)
+        allow = [None if m is None else np.flatnonzero(m & self.in_index) for m in masks]
+        res = self.index.search(
+            queries,
+            k_max,
+            exclude=list(excludes) if any(e.size for e in excludes) else None,
+            allow=allow if any(a is not None for a in allow) else None,
+        )
+        out = []
+        for b, k in enumerate(ks):
+            rows, scores = res.row(b)
+            out.append((rows[:k], scores[:k]))
+        return out
 
     # ------------------------------------------------------------------ answers
     def _items(self, rows: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
@@ -325,7 +303,11 @@ class RecommenderService:
                 explain = self._explainer()
                 for item, row in zip(items, rows.tolist()):
                     item["explanation"] = explain(self.run, user_row=u, history_rows=h, item_row=int(row))
-            answers.append({"items": items, "user_id": r.user_id, "k": r.k})
+            answer = {"items": items, "user_id": r.user_id, "k": r.k}
+            if len(items) < r.k:
+                answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
+                                                 excluded=r.exclude_seen)
+            answers.append(answer)
         return answers
 
     def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
@@ -335,7 +317,10 @@ class RecommenderService:
         query = self.item_vectors[row : row + 1]  # [1, D]
         mask = self.catalog.filter_mask(filters) if filters else None
         rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
-        return {"items": self._items(rows, scores), "item_id": item_id, "k": k}
+        answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k}
+        if len(rows) < k:
+            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None, excluded=True)
+        return answer
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None) -> dict[str, Any]:
         """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`."""

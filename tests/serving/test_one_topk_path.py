@@ -1,0 +1,87 @@
+"""One top-K path: `twotower recommend` and the HTTP service return the same lists (issue 12).
+
+With an exact index the CLI's top 10 and ``POST /recommend`` / ``/recommend/batch``
+agree for every user of the tiny run, scores included; filters are allow-lists
+applied by the index and equal a brute-force ranking over the allowed items;
+with an ANN index ``recommend`` uses it and says so, unless ``--exact``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from twotower.cli.main import main
+
+
+def _cli_lists(capsys, *argv: str) -> tuple[dict[str, list[tuple[str, float]]], str]:
+    assert main(["recommend", *argv, "--json"]) == 0
+    out = capsys.readouterr()
+    lists: dict[str, list[tuple[str, float]]] = {}
+    for rec in sorted(json.loads(out.out), key=lambda r: (r["user_id"], r["rank"])):
+        lists.setdefault(rec["user_id"], []).append((rec["item_id"], round(rec["score"], 6)))
+    return lists, out.err
+
+
+def test_cli_and_http_top10_identical_for_every_user(run_dir, service, client, capsys):
+    assert service.index.is_exact
+    cli, err = _cli_lists(capsys, "--run", str(run_dir), "--users", "all", "--k", "10")
+    assert "ranking with exact search" in err
+    users = list(service.run.user_vocab.ids)
+    assert sorted(cli) == sorted(users)  # every user of the run has a training history here
+    batch = client.post("/recommend/batch", json={"requests": [{"user_id": u, "k": 10} for u in users]})
+    assert batch.status_code == 200
+    for u, answer in zip(users, batch.json()["results"]):
+        http = [(it["item_id"], it["score"]) for it in answer["items"]]
+        assert http == cli[u], u  # same items, same order, same scores
+    for u in users[:5]:  # one request at a time takes the same path
+        one = client.post("/recommend", json={"user_id": u, "k": 10}).json()
+        assert [(it["item_id"], it["score"]) for it in one["items"]] == cli[u]
+
+
+def test_history_user_cli_equals_http(run_dir, client, capsys):
+    assert main(["recommend", "--run", str(run_dir), "--history", "i1,i5,i9", "--k", "10", "--json"]) == 0
+    cli = [(it["item_id"], it["score"]) for it in json.loads(capsys.readouterr().out)["items"]]
+    http = client.post("/recommend", json={"history": ["i1", "i5", "i9"], "k": 10}).json()["items"]
+    assert [(it["item_id"], it["score"]) for it in http] == cli and len(cli) == 10
+
+
+def test_filters_are_an_allow_list_equal_to_brute_force(service, client):
+    run = service.run
+    user = "u3"
+    row = run.user_row(user)
+    mask = service.catalog.filter_mask({"genres": ["Horror"]})
+    seen = set(run.history.of(row).tolist())
+    query = service.user_vectors[row]
+    allowed = [i for i in np.flatnonzero(mask) if i not in seen]
+    scores = {i: float(service.item_vectors[i].astype(np.float64) @ query.astype(np.float64)) for i in allowed}
+    expected = sorted(allowed, key=lambda i: (-scores[i], i))[:5]
+    got = client.post("/recommend", json={"user_id": user, "k": 5, "filters": {"genres": ["Horror"]}}).json()
+    assert [it["item_id"] for it in got["items"]] == [run.item_vocab.ids[i] for i in expected]
+    assert all("Horror" in it["genres"] for it in got["items"])
+
+
+def test_shortfall_is_stated_not_silent(service, client):
+    # three allowed items, one of them seen by the user: 2 of k=10 can come back, and the answer says why
+    row = service.run.user_row("u0")
+    seen = service.run.item_vocab.ids[int(service.run.history.of(row)[0])]
+    others = [i for i in ("i50", "i51", "i52", "i53") if i != seen][:2]
+    body = {"user_id": "u0", "k": 10, "filters": {"item_id": [seen, *others]}}
+    got = client.post("/recommend", json=body).json()
+    assert sorted(it["item_id"] for it in got["items"]) == sorted(others)
+    assert got["shortfall"]["missing"] == 8 and "fewer" in got["shortfall"]["reason"]
+
+
+def test_recommend_uses_the_built_ann_index_unless_exact(run_dir, tmp_path, capsys):
+    pytest.importorskip("faiss")
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("index"))
+    assert main(["index", "build", "--run", str(run), "--index", "IVF2,Flat", "--queries", "10"]) == 0
+    capsys.readouterr()
+    ann, err = _cli_lists(capsys, "--run", str(run), "--users", "u1,u2", "--k", "10")
+    assert "approximate IVF2,Flat" in err and "--exact" in err
+    exact, err = _cli_lists(capsys, "--run", str(run), "--users", "u1,u2", "--k", "10", "--exact")
+    assert "exact search" in err and "(--exact)" in err
+    assert all(len(v) == 10 for v in ann.values()) and all(len(v) == 10 for v in exact.values())
