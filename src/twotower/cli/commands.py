@@ -141,6 +141,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import (
         exclusions_from_files,
+        open_run_index,
         recommend_history,
         recommend_users,
         results_to_frame,
@@ -150,23 +151,38 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
     _threads(args)
     run = TrainedRun.load(args.run)
+    index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    print(f"ranking with {used}", file=sys.stderr)
     k = args.k if args.k is not None else (100 if args.users else 10)
     if not 1 <= k <= 10_000:
         raise ConfigError(f"--k must be between 1 and 10000, got {k}")
+    histories = None
+    if getattr(args, "history_from", None):
+        from twotower.pipeline.histories import exclude_histories, read_input_histories
+
+        if args.history is not None:
+            raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
+                              "user: use one or the other")
+        histories = read_input_histories(run, args.history_from)
     if args.history is not None:
         hist = [s.strip() for s in args.history.split(",") if s.strip()]
-        res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen)
+        res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
+        _say_shortfall(res, k, ["a new user"])
         items = results_to_items(run, res)
         _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items")
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
+    if histories is not None and not args.no_exclude_seen:
+        exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     if args.user is not None:
         row = run.user_row(args.user)
-        res = recommend_users(run, np.array([row]), k, exclude)
+        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
+        _say_shortfall(res, k, [args.user])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}")
         return 0
-    rows = np.asarray(_parse_user_list(run, args.users), np.int64)
-    res = recommend_users(run, rows, k, exclude)
+    rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
+    res = recommend_users(run, rows, k, exclude, histories=histories, index=index)
+    _say_shortfall(res, k, [run.user_vocab.ids[int(r)] for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:
         atomic_write_text(args.out, frame.to_csv(index=False))
@@ -176,6 +192,17 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(frame.to_csv(index=False))
     return 0
+
+
+def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
+    """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions."""
+    from twotower.index import shortfall
+
+    short = shortfall(res, k)
+    if short.any():
+        worst = int(short.argmax())
+        print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
+              f"after exclusions (e.g. user {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
 
 
 def _print_items(items: list[dict], as_json: bool, title: str) -> None:

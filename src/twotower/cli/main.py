@@ -58,6 +58,11 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=None, help="list length (default 10 for --user, 100 for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded")
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
+    p.add_argument("--history-from", nargs="+", metavar="FILE",
+                   help="for --user/--users: read each user's input history from these interaction files "
+                        "(time order) instead of the training history, without refitting; its items count as seen")
+    p.add_argument("--exact", action="store_true",
+                   help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
     p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users)")
     p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}')
     p.add_argument("--threads", type=int)
