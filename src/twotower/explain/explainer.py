@@ -61,6 +61,14 @@ def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) 
     return run.history.last_windows(np.array([user_row]), L, pad)[0]
 
 
+def _record(run: Any, row: int) -> dict[str, Any]:
+    """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives."""
+    rec = run.item_record(row)
+    title = rec.get(run.title_col) if getattr(run, "title_col", None) else None
+    rec["title"] = title if isinstance(title, str) else run.item_vocab.ids[row]
+    return rec
+
+
 def _profile(run: Any, user_row: int | None) -> str:
     tower = run.model.user_tower
     if user_row is not None and tower.features.out_dim:
@@ -81,6 +89,8 @@ def _user_feature_names(run: Any) -> list[str]:
 def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) -> dict[str, float] | None:
     """Each head's share of the score: alpha*<u,sem>/norm and (1-alpha)*<u,collab>/norm (they sum to it)."""
     model = run.model
+    if getattr(model.item_tower, "semantic", None) is None:
+        return None  # single-head item tower: nothing to split (and no tower pass spent on it)
     _, h = model.item_tower.forward_heads(torch.tensor([item_row]))
     if h is None:
         return None
@@ -166,21 +176,23 @@ def explain_recommendations(
     cols = run_metadata_columns(run)
     profile = _profile(run, user_row)
     pad = model.pad_item
-    records = {int(r): {**run.item_record(int(r)), "title": run.title(int(r))} for r in set(window.tolist()) if r != pad}
+    records = {int(r): _record(run, int(r)) for r in set(window.tolist()) if r != pad}
+    # the pooled items are the same for every item of this user (the window's valid columns)
+    pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
+    pooled_records = [run.item_record(r) for r in pooled]
     out = []
     for item_row, att in zip(item_rows, atts):
         if check is not None:
             check()
         entries = _history_entries(run, window, att, records)
-        pooled = [int(window[p]) for p in att.positions] if reads else [int(r) for r in seen]
-        item = {**run.item_record(item_row), "title": run.title(item_row)}
+        item = _record(run, item_row)
         expl: dict[str, Any] = {
             "user_id": None if user_row is None else run.user_vocab.ids[user_row],
             "item_id": run.item_vocab.ids[item_row],
             "item": item,
             "score": att.score,
             "history": entries,
-            "shared_metadata": shared_metadata(item, [run.item_record(r) for r in pooled], cols),
+            "shared_metadata": shared_metadata(item, pooled_records, cols),
             "already_seen": bool(np.isin(item_row, seen)),
             "basis": "history" if reads and len(att.positions) else profile,
             "method": att.method,

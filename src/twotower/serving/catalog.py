@@ -115,6 +115,33 @@ class ItemCatalog:
                 self._masks[key] = mask
         return mask
 
+    def known_values(self, field: str) -> list[str]:
+        """Distinct values of a metadata field as text (multi-valued cells split), sorted."""
+        out: set[str] = set()
+        for v in self.columns[field]:
+            if isinstance(v, list):
+                out.update(str(x) for x in v)
+            elif isinstance(v, str):
+                out.update(x for x in v.split(self.separator)) if self.separator in v else out.add(v)
+            elif isinstance(v, float) and v.is_integer():
+                out.add(str(int(v)))
+            elif v is not None:
+                out.add(str(v))
+        return sorted(out)
+
+    def _unknown_value(self, field: str, value: str) -> str:
+        """A 422 message for a filter value no item has, with the nearest known values."""
+        import difflib
+
+        known = self.known_values(field)
+        near = difflib.get_close_matches(value, known, n=3, cutoff=0.5)
+        if not near:
+            lower = {k.lower(): k for k in known}
+            near = [lower[value.lower()]] if value.lower() in lower else []
+        hint = f"did you mean {', '.join(repr(n) for n in near)}?" if near else (
+            f"known values include {', '.join(repr(k) for k in known[:8])}" + (" ..." if len(known) > 8 else ""))
+        return f"filters.{field}: no item has the value {value!r}; {hint}"
+
     def filter_mask(self, filters: Mapping[str, Sequence[str]]) -> np.ndarray:
         """[I] bool: items matching every field, where a field matches when it holds any of the values."""
         mask = np.ones(len(self.ids), dtype=bool)
@@ -137,6 +164,9 @@ class ItemCatalog:
                 raise ConfigError(f"filters.{field} is empty; give at least one value or drop the filter")
             any_of = np.zeros(len(self.ids), dtype=bool)
             for v in values:
-                any_of |= self._value_mask(field, str(v))
+                m = self._value_mask(field, str(v))
+                if not m.any():
+                    raise ConfigError(self._unknown_value(field, str(v)))
+                any_of |= m
             mask &= any_of
         return mask

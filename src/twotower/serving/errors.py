@@ -8,6 +8,8 @@ DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
 PayloadTooLarge                413    the limit in bytes
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
+BudgetExceeded                 503    over the time budget: what to ask for instead
+ClientGone                     499    the client left; nobody reads it (metrics do)
 FeatureUnavailable             501    what is missing and how to add it
 HTTPException (404 route ...)  its    its detail
 anything else                  500    a generic message; details only in the log
@@ -29,6 +31,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
+from twotower.serving.budget import BudgetExceeded, ClientGone
 
 __all__ = [
     "PayloadTooLarge",
@@ -57,6 +60,8 @@ ERROR_MAP: tuple[tuple[type[BaseException], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
     (PayloadTooLarge, 413, "payload_too_large"),
     (OverloadError, 429, "overloaded"),
+    (BudgetExceeded, 503, "over_time_budget"),
+    (ClientGone, 499, "client_closed_request"),
     (FeatureUnavailable, 501, "not_implemented"),
     (DataError, 422, "invalid_request"),
     (ConfigError, 422, "invalid_request"),
@@ -106,8 +111,25 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
         loc = [str(p) for p in err.get("loc", ())]
         if err.get("type") == "json_invalid":
             return [{"loc": ["body"], "msg": "malformed JSON: " + str(err.get("ctx", {}).get("error", "cannot parse"))}]
-        out.append({"loc": loc, "msg": str(err.get("msg", "invalid value"))})
+        msg = str(err.get("msg", "invalid value"))
+        if err.get("type") in ("int_type", "int_parsing"):
+            # one coercion rule: ids accept strings or integers; counts (k, explain_k) must be JSON integers
+            msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
+        out.append({"loc": loc, "msg": msg})
     return out
+
+
+def _route_hint(request: Request) -> str:
+    """A 404 for a route this server does not have: say which start-up flag would add it."""
+    path = request.url.path
+    state = request.app.state
+    if path.rstrip("/") == "/search" and getattr(state, "search", None) is None:
+        return ("POST /search needs a search index, and this server was started without one; restart it with "
+                "`twotower serve --search-index DIR` (DIR from `twotower search index`)")
+    if path.rstrip("/") in ("/recommend", "/recommend/batch", "/similar-items", "/explain") and getattr(
+            state, "service", None) is None:
+        return f"{request.method} {path} needs a recommender run; restart the server with `twotower serve --run DIR`"
+    return f"no route {request.method} {path}; the endpoints are listed at /docs"
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -129,7 +151,10 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _json(exc.status_code, error_body(exc.status_code, kind, str(exc.detail)), exc.headers)
+        detail = str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = _route_hint(request)
+        return _json(exc.status_code, error_body(exc.status_code, kind, detail), exc.headers)
 
     app.add_exception_handler(TwoTowerError, on_domain)
     app.add_exception_handler(RequestValidationError, on_validation)

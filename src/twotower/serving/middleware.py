@@ -158,7 +158,7 @@ class BodyLimit:
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.rejected_too_large += 1
-        err = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes (ServiceSettings.max_body_bytes)")
+        err = PayloadTooLarge(f"request body exceeds {self.max_bytes} bytes (the server's --max-body-bytes limit)")
         await error_response(err)(scope, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -3,20 +3,31 @@
 Another router (e.g. ``POST /search``) plugs in with ``app.include_router``
 (or ``create_app(..., routers=[...])``) and reuses :func:`get_service` and
 :func:`run_compute`, so it shares the concurrency limits.
+
+Work is bounded, not only sizes: a request with ``"explain": true`` explains
+its first ``explain_k`` items only (``ServiceSettings.explain_k``, default 10),
+every request runs under a compute-time budget (``time_budget_s``; 503 past
+it), and a client that disconnects stops the work at the next step
+(:mod:`twotower.serving.budget`).
 """
 import functools
-from typing import Any, Callable, TypeVar
+from typing import Annotated, Any, Callable, Sequence, TypeVar
 
+import anyio
 import anyio.to_thread
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
+from twotower.errors import NotFoundError
+from twotower.serving.budget import WorkBudget
 from twotower.serving.errors import json_bytes
-from twotower.serving.schemas import Schemas
+from twotower.serving.schemas import MAX_ID_CHARS, Schemas
 from twotower.serving.service import RecommenderService, RecRequest
 
-__all__ = ["build_router", "get_service", "run_compute", "json_response"]
+__all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
+
+PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
 
 T = TypeVar("T")
 
@@ -35,12 +46,95 @@ async def run_compute(request: Request, fn: Callable[..., T], *args: Any, **kwar
     )
 
 
+async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """:func:`run_compute` with ``budget=WorkBudget`` passed to ``fn``: its clock starts in the worker, and it is
+    marked gone as soon as the client disconnects (``fn`` calls ``budget.check()`` between steps)."""
+    settings = request.app.state.settings
+    budget = WorkBudget(settings.time_budget_s, f"{request.method} {request.url.path}")
+
+    def work() -> T:
+        budget.start()
+        return fn(*args, budget=budget, **kwargs)
+
+    async def watch_disconnect() -> None:
+        while True:  # the body has been read: the next message is the disconnect (or never comes)
+            message = await request.receive()
+            if message["type"] == "http.disconnect":
+                budget.gone.set()
+                return
+
+    outcome: list[Any] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_disconnect)
+        try:
+            outcome.append(await run_compute(request, work))
+        except Exception as e:  # noqa: BLE001 - re-raised below, outside the task group (no ExceptionGroup)
+            outcome.append(e)
+        finally:
+            tg.cancel_scope.cancel()
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _explainer() -> Callable[..., list[dict[str, Any]]]:
+    try:
+        from twotower.explain import explain_recommendations
+    except ImportError:
+        from twotower.serving.errors import FeatureUnavailable
+
+        raise FeatureUnavailable("explanations need twotower.explain, which is not installed in this version") from None
+    return explain_recommendations
+
+
+def _check_ids(service: RecommenderService, reqs: Sequence[RecRequest]) -> None:
+    """Unknown ids of a batch -> 404 naming the request (``requests[3].user_id``), before any work."""
+    if len(reqs) < 2:
+        return  # one request: the service's own 404 names the id
+    for b, r in enumerate(reqs):
+        try:
+            if r.user_id is not None:
+                service.run.user_vocab.index(r.user_id)
+            for item_id in r.history or ():
+                service.catalog.row(item_id)
+        except NotFoundError as e:
+            field = "user_id" if e.kind == "user" else "history"
+            raise NotFoundError(e.kind, e.id, f"in requests[{b}].{field}; the other requests were not answered") from None
+
+
+def answer_batch(
+    service: RecommenderService, reqs: Sequence[RecRequest], explain_ks: Sequence[int], *, budget: WorkBudget
+) -> list[dict[str, Any]]:
+    """Recommendations for ``reqs`` (one index search), then explanations of the first ``explain_ks[b]`` items
+    of each request (0: none), all under ``budget``."""
+    _check_ids(service, reqs)
+    budget.check()
+    answers = [service.recommend(reqs[0])] if len(reqs) == 1 else service.recommend_batch(reqs)
+    explain = _explainer() if any(explain_ks) else None
+    done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
+    for r, answer, ek in zip(reqs, answers, explain_ks):
+        if not ek or explain is None:
+            continue
+        budget.check()
+        items = answer["items"][:ek]
+        rows = [service.catalog.row(it["item_id"]) for it in items]
+        key = (r.user_id, r.history, tuple(rows))
+        if key not in done:
+            user_row = service.run.user_vocab.index(r.user_id) if r.user_id is not None else None
+            hist = service._history_rows(r.history) if r.history is not None else None
+            done[key] = explain(service.run, user_row=user_row, history_rows=hist, item_rows=rows, check=budget.check)
+        for item, e in zip(items, done[key]):
+            item["explanation"] = e
+    return answers
+
+
 def json_response(body: Any, status: int = 200) -> Response:
     """Serialise without re-validating (the service builds JSON-safe dicts)."""
     return Response(json_bytes(body), status_code=status, media_type="application/json")
 
 
 def _rec(body: Any) -> RecRequest:
+    """The service request; explanations are added by :func:`answer_batch` (bounded), not by the service."""
     return RecRequest(
         user_id=body.user_id,
         history=tuple(body.history) if body.history is not None else None,
@@ -48,8 +142,15 @@ def _rec(body: Any) -> RecRequest:
         k=body.k,
         exclude_seen=body.exclude_seen,
         filters=body.filters,
-        explain=body.explain,
+        explain=False,
     )
+
+
+def _explain_k(body: Any, default: int) -> int:
+    """Items to explain for one request: 0 without ``explain``, else ``explain_k`` (default: the server's)."""
+    if not body.explain:
+        return 0
+    return min(body.k, body.explain_k if body.explain_k is not None else default)
 
 
 def build_router(s: Schemas) -> APIRouter:
@@ -62,14 +163,19 @@ def build_router(s: Schemas) -> APIRouter:
     async def recommend(body: RecommendRequest, request: Request) -> Response:  # type: ignore[valid-type]
         """Top-k items for a known user or an ad-hoc history."""
         service = get_service(request)
-        return json_response(await run_compute(request, service.recommend, _rec(body)))
+        ek = [_explain_k(body, request.app.state.settings.explain_k)]
+        answers = await run_budgeted(request, answer_batch, service, [_rec(body)], ek)
+        return json_response(answers[0])
 
     @router.post("/recommend/batch", response_model=s.BatchResponse, tags=["recommend"])
     async def recommend_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
         """Several recommendation requests answered with one index search."""
         service = get_service(request)
-        reqs = [_rec(r) for r in body.requests]  # type: ignore[attr-defined]
-        return json_response({"results": await run_compute(request, service.recommend_batch, reqs)})
+        bodies = body.requests  # type: ignore[attr-defined]
+        default = request.app.state.settings.explain_k
+        answers = await run_budgeted(request, answer_batch, service, [_rec(r) for r in bodies],
+                                     [_explain_k(r, default) for r in bodies])
+        return json_response({"results": answers})
 
     @router.post("/similar-items", response_model=s.SimilarResponse, tags=["items"])
     async def similar_items(body: SimilarRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -84,17 +190,20 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         b: Any = body
         history = tuple(b.history) if b.history is not None else None
-        return json_response(
-            await run_compute(request, service.explain, item_id=b.item_id, user_id=b.user_id, history=history)
-        )
+
+        def one(*, budget: WorkBudget) -> dict[str, Any]:
+            budget.check()
+            return service.explain(item_id=b.item_id, user_id=b.user_id, history=history)
+
+        return json_response(await run_budgeted(request, one))
 
     @router.get("/items/{item_id}", response_model=s.ItemResponse, tags=["items"])
-    async def item(item_id: str, request: Request) -> Response:
+    async def item(item_id: PathId, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
         return json_response(get_service(request).item(item_id))
 
     @router.get("/users/{user_id}", response_model=s.UserResponse, tags=["users"])
-    async def user(user_id: str, request: Request) -> Response:
+    async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
         return json_response(get_service(request).user(user_id))
 

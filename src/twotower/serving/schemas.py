@@ -87,6 +87,9 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         exclude_seen: bool = True
         filters: Optional[Filters] = None
         explain: bool = False
+        explain_k: Optional[Annotated[int, Field(ge=1, le=settings.explain_k, strict=True)]] = Field(
+            None, description=f"with explain: how many of the first items get an explanation "
+                              f"(1..{settings.explain_k}; default {settings.explain_k})")
 
         _check = model_validator(mode="after")(_one_of_user_or_history)
 

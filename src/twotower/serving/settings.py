@@ -23,6 +23,11 @@ class ServiceSettings:
     threads: int = 1  # torch / FAISS threads per computation (1 is fastest for single queries)
     precompute_users_max: int = 2_000_000  # cache every known user's vector when there are at most this many
     filter_exact_max: int = 50_000  # filters matching at most this many items are scored exactly over the subset
+    # explanations cost one user-tower pass per request plus a small dict per item, so only the top few are
+    # explained: a request with "explain": true gets an explanation on its first explain_k items (it may ask for fewer)
+    explain_k: int = 10
+    # seconds of computation one HTTP request may use; beyond that it is abandoned and answered 503
+    time_budget_s: float = 2.0
 
     def __post_init__(self) -> None:
         ints = {
@@ -36,6 +41,7 @@ class ServiceSettings:
             "threads": (1, None),
             "precompute_users_max": (0, None),
             "filter_exact_max": (0, None),
+            "explain_k": (1, None),
         }
         for name, (lo, hi) in ints.items():
             value = getattr(self, name)
@@ -44,6 +50,9 @@ class ServiceSettings:
             if value < lo or (hi is not None and value > hi):
                 bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
                 raise ConfigError(f"ServiceSettings.{name} must be {bound}, got {value}")
+        t = self.time_budget_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
+            raise ConfigError(f"ServiceSettings.time_budget_s must be seconds in (0, 3600], got {t!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"ServiceSettings.host must be a non-empty string, got {self.host!r}")
 

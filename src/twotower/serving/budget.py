@@ -1,0 +1,50 @@
+"""Bound the work of one HTTP request: a compute-time budget and abandonment when the client leaves.
+
+Sizes alone do not bound work (256 requests x k=1000 x explain is small on the
+wire and hours of tower passes), so long loops call :meth:`WorkBudget.check`
+between steps: past the deadline it raises :class:`BudgetExceeded` (HTTP 503
+with a message saying what to ask for instead), after the client disconnected
+it raises :class:`ClientGone` and the worker thread stops at the next step.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from twotower.errors import TwoTowerError
+
+__all__ = ["WorkBudget", "BudgetExceeded", "ClientGone"]
+
+
+class BudgetExceeded(TwoTowerError):
+    """A request needed more computation than ``time_budget_s`` (HTTP 503)."""
+
+
+class ClientGone(TwoTowerError):
+    """The client disconnected; the work was abandoned (nobody reads the answer)."""
+
+
+class WorkBudget:
+    """A deadline (started by :meth:`start`, in the worker) and a flag the event loop sets on disconnect."""
+
+    def __init__(self, seconds: float, what: str = "this request") -> None:
+        self.seconds = float(seconds)
+        self.what = what
+        self.gone = threading.Event()
+        self.deadline: float | None = None
+        self.steps = 0  # checks passed (tests read it to see that abandoned work stopped)
+
+    def start(self) -> "WorkBudget":
+        self.deadline = time.monotonic() + self.seconds
+        return self
+
+    def check(self) -> None:
+        """Raise if the client left or the deadline passed; call between units of work."""
+        if self.gone.is_set():
+            raise ClientGone("the client disconnected; work abandoned")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise BudgetExceeded(
+                f"{self.what} needed more than {self.seconds:g} s of computation (the server's --time-budget) and "
+                "was abandoned; ask for fewer items, a smaller explain_k, fewer requests per batch, or no explain"
+            )
+        self.steps += 1

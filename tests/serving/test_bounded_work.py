@@ -1,0 +1,148 @@
+"""Work is bounded, not only sizes; edge cases answer with a message naming what to fix (issue 13, items 6, 11, 14)."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+BATCH = {"requests": [{"user_id": "u1", "k": 1000, "explain": True}] * 256}
+
+
+def _explained(result) -> int:
+    return sum("explanation" in it for it in result["items"])
+
+
+def test_explain_covers_only_the_first_explain_k_items(client):
+    r = client.post("/recommend", json={"user_id": "u1", "k": 30, "explain": True})
+    assert r.status_code == 200
+    items = r.json()["items"]
+    assert len(items) == 30 and _explained(r.json()) == 10  # ServiceSettings.explain_k
+    assert all("explanation" in it for it in items[:10])
+    assert items[0]["explanation"]["item_id"] == items[0]["item_id"] and items[0]["explanation"]["text"]
+    r = client.post("/recommend", json={"user_id": "u1", "k": 30, "explain": True, "explain_k": 3})
+    assert _explained(r.json()) == 3
+    r = client.post("/recommend", json={"user_id": "u1", "k": 30, "explain": True, "explain_k": 11})
+    assert r.status_code == 422 and "explain_k" in r.json()["error"]["message"]
+
+
+def test_the_256_by_k1000_explain_batch_is_bounded_and_health_answers(service):
+    """The issue's batch (11.8 KB, every field in bounds): answered or refused, and /healthz answers meanwhile."""
+    from twotower.serving import ServiceSettings, create_app
+
+    app = create_app(service=service, settings=ServiceSettings())
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://t", timeout=60) as c:
+                batch = asyncio.create_task(c.post("/recommend/batch", json=BATCH))
+                health = []
+                while not batch.done():
+                    health.append((await c.get("/healthz")).status_code)
+                    await asyncio.sleep(0.02)
+                return await batch, health
+
+    r, health = asyncio.run(scenario())
+    assert health and set(health) == {200}
+    if r.status_code == 200:
+        results = r.json()["results"]
+        assert len(results) == 256 and all(_explained(x) == 10 for x in results)
+    else:
+        assert r.status_code == 503 and "time-budget" in r.json()["error"]["message"]
+
+
+def test_over_the_time_budget_is_503_with_a_message(make_client):
+    c = make_client(time_budget_s=1e-6)
+    r = c.post("/recommend/batch", json=BATCH)
+    assert r.status_code == 503
+    err = r.json()["error"]
+    assert err["type"] == "over_time_budget" and "explain_k" in err["message"] and "Traceback" not in r.text
+
+
+def test_work_stops_when_the_client_disconnects(service, monkeypatch):
+    """A client that leaves right after sending the batch: the explanations are abandoned, not all computed."""
+    import twotower.explain
+    from twotower.serving import ServiceSettings, create_app
+
+    calls = []
+    real = twotower.explain.explain_recommendations
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(twotower.explain, "explain_recommendations", counting)
+    app = create_app(service=service, settings=ServiceSettings(time_budget_s=60))
+    body = json.dumps(BATCH).encode()
+    sent = []
+
+    async def scenario():
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+        async def receive():
+            if messages:
+                return messages.pop(0)
+            return {"type": "http.disconnect"}  # the client is gone as soon as its body is read
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/recommend/batch", "raw_path": b"/recommend/batch", "query_string": b"",
+                 "root_path": "", "headers": [(b"content-type", b"application/json"),
+                                              (b"content-length", str(len(body)).encode())],
+                 "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+        async with app.router.lifespan_context(app):
+            await app(scope, receive, send)
+
+    asyncio.run(scenario())
+    assert len(calls) <= 1, f"{len(calls)} of 256 explanation batches computed for a client that had left"
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    assert start["status"] == 499
+
+
+def test_batch_404_names_the_request(client):
+    reqs = [{"user_id": "u1"}, {"user_id": "u2"}, {"user_id": "ghost"}]
+    r = client.post("/recommend/batch", json={"requests": reqs})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["id"] == "ghost" and "requests[2].user_id" in err["message"]
+    r = client.post("/recommend/batch", json={"requests": [{"user_id": "u1"}, {"history": ["i1", "nope"]}]})
+    assert r.status_code == 404 and "requests[1].history" in r.json()["error"]["message"]
+
+
+def test_unknown_filter_value_is_422_with_the_nearest_known(client):
+    r = client.post("/recommend", json={"user_id": "u1", "filters": {"genres": ["Actoin"]}})
+    assert r.status_code == 422
+    msg = r.json()["error"]["message"]
+    assert "'Actoin'" in msg and "'Action'" in msg and "filters.genres" in msg
+    ok = client.post("/recommend", json={"user_id": "u1", "filters": {"genres": ["Action"]}})
+    assert ok.status_code == 200 and ok.json()["items"]
+
+
+def test_search_without_a_search_index_says_how_to_add_one(client):
+    r = client.post("/search", json={"query": "x"})
+    assert r.status_code == 404 and "--search-index" in r.json()["error"]["message"]
+    r = client.get("/nope")
+    assert r.status_code == 404 and "/docs" in r.json()["error"]["message"]
+
+
+def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
+    assert client.post("/recommend", json={"user_id": 1, "k": 2}).status_code in (200, 404)
+    r = client.post("/recommend", json={"user_id": "u1", "k": "5"})
+    assert r.status_code == 422 and "JSON integer" in r.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("path", ["/items/", "/users/"])
+def test_get_ids_are_capped_like_post_ids(client, path):
+    r = client.get(path + "x" * 20_000)
+    assert r.status_code == 422 and "x" * 300 not in r.text
+    assert client.get(path + "x" * 256).status_code == 404
+
+
+def test_413_names_the_command_line_flag(make_client):
+    c = make_client(max_body_bytes=100)
+    r = c.post("/recommend", content=b"{" + b" " * 200 + b"}", headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "--max-body-bytes" in r.json()["error"]["message"]
