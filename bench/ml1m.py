@@ -1,0 +1,288 @@
+"""MovieLens-1M leave-one-out (the SASRec / BERT4Rec / SASRec+ / gSASRec protocol): our towers next to the published rows.
+
+    python bench/ml1m.py [--rows popularity,pooled-recency-inbatch,...] [--seeds 0,1,2] [--epochs N]
+                         [--threads 1] [--out runs/bench-ml1m] [--quick] [--set section.key=value ...] [--json FILE]
+
+The protocol, exactly (SOURCE.md next to the data file):
+- data: ``ml-1m.txt`` (6,040 users, 3,416 items, 999,611 ``user item`` lines, file order = time order),
+  split by the same code as ``twotower data split --method leave_last --n 1``;
+- train = each user's sequence minus its last 2 items: the only data fitted on;
+- validation = the second-last item with the train history as input: early stopping and choices only;
+- test = the last item with train + valid as the input history, read by the trained user tower without
+  refitting (``twotower evaluate --history-from train.csv valid.csv``, the same code path);
+- the full catalogue is ranked, the input history excluded; HR@10, NDCG@10, Recall@20, NDCG@20 averaged
+  over all 6,040 users (one relevant item each, so Recall@k = HR@k).
+
+Every two-tower row is trained through ``twotower.train_run`` (what ``twotower train`` runs) into
+``OUT/runs/<row>-<hash of its settings>/seed<s>/``, with checkpoints: rerunning the command reuses finished
+runs and resumes unfinished ones, so a long benchmark can run in the background and survive a restart.
+The most-popular baseline must reproduce the sanity figures of SOURCE.md (test HR@10 0.0369 / NDCG@10
+0.0180, validation 0.0429 / 0.0207); the benchmark stops when it does not, since the evaluator would be wrong.
+
+Fit time is the sum of the epochs' wall time (log.jsonl); throughput is training windows (sequences) per
+second and target positions per second (one per example for pooled towers, every valid position of a
+window for ``train.examples=sequence``). ``--quick`` is a smoke run: 300 users, 1 epoch, one seed.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-1m" / "ml-1m.txt"
+
+# What SOURCE.md states about the file and the sanity baseline (checked, not assumed).
+EXPECTED = {"users": 6040, "items": 3416, "rows": 999_611, "train_rows": 987_531}
+POPULARITY_SANITY = {"test": {"HitRate@10": 0.0369, "NDCG@10": 0.0180}, "valid": {"HitRate@10": 0.0429, "NDCG@10": 0.0207}}
+
+# Published test numbers on this file and protocol (HR@10, NDCG@10, source) — SOURCE.md.
+PUBLISHED = [
+    ("SASRec+ (full cross-entropy)", 0.3152, 0.1821, "antklen/sasrec-bert4rec-recsys23 README"),
+    ("SASRec+ (3,000 sampled negatives)", 0.3159, 0.1857, "antklen/sasrec-bert4rec-recsys23 README"),
+    ("gSASRec (256 negatives, t=0.75)", 0.3003, 0.1726, "asash/gSASRec-pytorch README"),
+    ("BERT4Rec", 0.2843, 0.1537, "antklen/sasrec-bert4rec-recsys23 README"),
+    ("SASRec (BCE, one negative)", 0.2500, 0.1341, "antklen/sasrec-bert4rec-recsys23 README"),
+]
+
+# The item tower is a bare ID table (no features in this file); the sequence towers read 200 items like SASRec.
+_ITEM = ["model.item.use_features=false", "model.user.use_features=false"]
+_SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.history_dim=64", "model.item.id_dim=64",
+        "train.batch_size=128", *_ITEM]
+_LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
+
+# row name -> dotted overrides on top of the default configuration
+ROWS: dict[str, list[str]] = {
+    "pooled-recency-inbatch": [*_ITEM],
+    "pooled-recency-sampled": [*_ITEM, *_LOSS["sampled"]],
+    "pooled-recency-full": [*_ITEM, *_LOSS["full"]],
+    "pooled-mean-inbatch": [*_ITEM, "model.user.history=mean"],
+    **{f"{arch}-{loss}": [f"model.user.history={arch}", *_SEQ, *over]
+       for arch in ("transformer", "gru") for loss, over in _LOSS.items()},
+}
+DEFAULT_ROWS = "popularity," + ",".join(ROWS)
+METRICS = ("HitRate@10", "NDCG@10", "Recall@20", "NDCG@20")
+
+log = logging.getLogger("bench.ml1m")
+
+
+# ---------------------------------------------------------------------------------------------- data
+def prepare_split(data: Path, out: Path, quick_users: int | None) -> dict[str, Path]:
+    """train/valid/test CSVs in ``out``, made as `twotower data split --method leave_last --n 1` makes them."""
+    from twotower.config import DataConfig
+    from twotower.data.readers import read_interactions
+    from twotower.pipeline.sources import _split
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
+    paths = {name: out / f"{name}.csv" for name in ("train", "valid", "test")}
+    report_path = out / "split_report.json"
+    if report_path.exists() and all(p.exists() for p in paths.values()):
+        return paths
+    df = read_interactions(data)
+    rep = df.attrs["report"]
+    if quick_users is None:
+        got = {"users": rep["users"], "items": rep["items"], "rows": rep["rows"]}
+        want = {k: EXPECTED[k] for k in got}
+        if got != want:
+            raise SystemExit(f"{data}: {got}, expected {want} (SOURCE.md); is it the SASRec ml-1m.txt?")
+    else:  # smoke run: the first users of the file
+        keep = df["user_id"].drop_duplicates().iloc[:quick_users]
+        df = df[df["user_id"].isin(set(keep))].reset_index(drop=True)
+    split = _split(df, DataConfig(split="leave_last", leave_n=1), 0)
+    if quick_users is None and split.report["train_rows"] != EXPECTED["train_rows"]:
+        raise SystemExit(f"train has {split.report['train_rows']} rows, expected {EXPECTED['train_rows']}")
+    for name, part in zip(("train", "valid", "test"), split):
+        atomic_write_text(paths[name], part.to_csv(index=False))
+    atomic_write_json(report_path, split.report)  # written last: marks the split complete
+    return paths
+
+
+# ---------------------------------------------------------------------------------------------- popularity
+def popularity_rows(paths: dict[str, Path], check: bool) -> list[dict[str, Any]]:
+    """Most popular in train, input history excluded, on valid and test — with the SOURCE.md sanity check."""
+    from twotower.config import DataConfig
+    from twotower.evaluation.baselines import Popularity
+    from twotower.evaluation.protocol import EvalProtocol, evaluate
+    from twotower.pipeline.histories import HistoryBaselineScorer, exclude_histories, read_input_histories
+    from twotower.pipeline.prepare import prepare
+    from twotower.pipeline.sources import load_sources
+
+    prep = prepare(load_sources(DataConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]))))
+    train = prep.matrix("train")
+    pop = Popularity().fit(train)
+    protocol = EvalProtocol(ks=(10, 20))
+    valid = evaluate(pop, prep.matrix("valid"), train, protocol)  # input = train history (what the model reads)
+    hist = read_input_histories(prep, [paths["train"], paths["valid"]])  # test input = train + valid
+    test = evaluate(HistoryBaselineScorer(pop, hist), prep.matrix("test"), exclude_histories(None, hist), protocol)
+    row = {"model": "most popular (train)", **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
+           "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], "fit_min": 0.0}
+    msg = (f"most-popular sanity: test HR@10 {test['HitRate@10']:.4f} NDCG@10 {test['NDCG@10']:.4f} "
+           f"(SOURCE.md 0.0369 / 0.0180); valid {valid['HitRate@10']:.4f} / {valid['NDCG@10']:.4f} (0.0429 / 0.0207)")
+    print(msg, file=sys.stderr, flush=True)
+    if check:
+        for part, res in (("test", test), ("valid", valid)):
+            for key, want in POPULARITY_SANITY[part].items():
+                if round(res[key], 4) != want:
+                    raise SystemExit(f"SANITY CHECK FAILED: most-popular {part} {key} {res[key]:.5f} != {want} "
+                                     "(SOURCE.md); the evaluator or the split is wrong")
+            if res["users_evaluated"] != EXPECTED["users"]:
+                raise SystemExit(f"SANITY CHECK FAILED: {res['users_evaluated']} users evaluated, expected {EXPECTED['users']}")
+    return [row]
+
+
+def _metrics(res: dict[str, Any]) -> dict[str, float]:
+    return {"HR@10": res["HitRate@10"], "NDCG@10": res["NDCG@10"], "Recall@20": res["Recall@20"], "NDCG@20": res["NDCG@20"]}
+
+
+# ---------------------------------------------------------------------------------------------- two-tower rows
+def _throughput(run_dir: Path) -> dict[str, float | None]:
+    """Fit seconds and time-weighted training throughput from the run's log.jsonl (all epochs, resumed ones too)."""
+    rows = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines() if line.strip()]
+    fit_s = sum(r.get("seconds", 0.0) for r in rows)
+    t = sum(r.get("train_seconds", 0.0) for r in rows)
+    units = sum(r.get("examples_per_s", 0.0) * r.get("train_seconds", 0.0) for r in rows)
+    sequence = any("positions_per_s" in r for r in rows)
+    positions = sum(r.get("positions_per_s", 0.0) * r.get("train_seconds", 0.0) for r in rows) if sequence else units
+    return {
+        "fit_s": fit_s,
+        "epochs": len(rows),
+        "seq_per_s": units / t if sequence and t else None,  # pooled towers train on single examples, not windows
+        "pos_per_s": positions / t if t else None,
+    }
+
+
+def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], out: Path,
+            threads: int) -> dict[str, Any]:
+    """Train (or reuse / resume) one row for one seed and evaluate it on valid and on test (--history-from)."""
+    import twotower as tt
+    from twotower.config import load_config
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    over = [f"data.train={json.dumps(str(paths['train']))}", f"data.valid={json.dumps(str(paths['valid']))}",
+            f"data.test={json.dumps(str(paths['test']))}", "train.progress=false", f"train.threads={threads}",
+            f"train.seed={seed}", *overrides]
+    cfg = load_config(overrides=over)
+    tag = hashlib.sha256(json.dumps(overrides).encode()).hexdigest()[:8]
+    run_dir = out / "runs" / f"{name}-{tag}" / f"seed{seed}"
+    result_path = run_dir / "bench.json"
+    if (run_dir / "manifest.json").exists() and result_path.exists():
+        return json.loads(result_path.read_text())
+    if (run_dir / "manifest.json").exists():
+        run = tt.TrainedRun.load(run_dir)
+    else:
+        resume = (run_dir / "checkpoint" / "state.json").exists()
+        print(f"{name} seed {seed}: {'resuming' if resume else 'training'} in {run_dir}", file=sys.stderr, flush=True)
+        run, _, _ = tt.train_run(cfg, run_dir, resume=resume)
+    valid = evaluate_run(run, split="valid", baselines=(), ks=(10, 20))[0]
+    test = evaluate_run(run, split="test", baselines=(), ks=(10, 20),
+                        history_from=[run.dir / "data" / "train.csv", run.dir / "data" / "valid.csv"])[0]
+    row = {"row": name, "seed": seed, "run": str(run_dir), **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
+           "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], **_throughput(run_dir)}
+    result_path.write_text(json.dumps(row, indent=2, default=float))
+    print(f"{name} seed {seed}: test HR@10 {row['HR@10']:.4f} NDCG@10 {row['NDCG@10']:.4f} "
+          f"(valid NDCG@10 {row['valid_NDCG@10']:.4f}) in {row['fit_s'] / 60:.1f} min", file=sys.stderr, flush=True)
+    return row
+
+
+def aggregate(name: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean over seeds (± sample std in the ``*_sd`` keys when there are several)."""
+    out: dict[str, Any] = {"model": f"two-tower {name}", "seeds": len(per_seed), "users": per_seed[0]["users"]}
+    for key in ("HR@10", "NDCG@10", "Recall@20", "NDCG@20", "valid_NDCG@10", "valid_HR@10", "fit_s", "epochs",
+                "seq_per_s", "pos_per_s"):
+        values = [r[key] for r in per_seed if r.get(key) is not None]
+        out[key] = float(np.mean(values)) if values else None
+        if len(values) > 1 and key in ("HR@10", "NDCG@10"):
+            out[f"{key}_sd"] = float(np.std(values, ddof=1))
+    out["fit_min"] = out["fit_s"] / 60 if out["fit_s"] is not None else None
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- table
+def print_table(rows: list[dict[str, Any]], title: str) -> None:
+    from twotower.evaluation.table import format_table
+
+    table = []
+    for r in rows:
+        t = dict(r)
+        for key in ("HR@10", "NDCG@10"):
+            if r.get(f"{key}_sd") is not None:
+                t[key] = f"{r[key]:.4f}±{r[f'{key}_sd']:.4f}"
+        for key in ("seq_per_s", "pos_per_s"):
+            if isinstance(r.get(key), float):
+                t[key] = f"{r[key]:,.0f}"
+        if isinstance(r.get("fit_min"), float):
+            t["fit_min"] = f"{r['fit_min']:.1f}"
+        if isinstance(r.get("epochs"), float):
+            t["epochs"] = f"{r['epochs']:g}"
+        table.append(t)
+    cols = ["model", "HR@10", "NDCG@10", "Recall@20", "NDCG@20", "valid_NDCG@10", "seeds", "epochs", "fit_min",
+            "seq_per_s", "pos_per_s", "source"]
+    print(format_table(table, cols, title=title))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(DATA), help="the SASRec ml-1m.txt (default: ../shared/data/ml-1m/ml-1m.txt)")
+    ap.add_argument("--rows", default=DEFAULT_ROWS,
+                    help=f"comma list from: {', '.join(ROWS)} (the most-popular row and its check always run)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma list of train.seed values (mean ± sd over them)")
+    ap.add_argument("--epochs", type=int, default=None, help="train.epochs for every row (early stopping on valid still applies)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="runs/bench-ml1m", help="split, run folders (reused / resumed) and results")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 300 users, 1 epoch, the first seed; no sanity check")
+    ap.add_argument("--set", nargs="*", default=[], help="extra section.key=value overrides for every row")
+    ap.add_argument("--json", help="also write the table rows (and per-seed rows) to this JSON file")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from twotower.utils.runtime import set_threads
+
+    set_threads(args.threads)
+    names = [r for r in args.rows.split(",") if r]
+    for r in names:
+        if r != "popularity" and r not in ROWS:
+            raise SystemExit(f"unknown row {r!r}; choose from popularity, {', '.join(ROWS)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    extra = list(args.set)
+    out = Path(args.out) / ("quick" if args.quick else "full")
+    if args.quick:
+        seeds = seeds[:1]
+        extra.append(f"train.epochs={args.epochs or 1}")
+    elif args.epochs:
+        extra.append(f"train.epochs={args.epochs}")
+    t0 = time.perf_counter()
+    paths = prepare_split(Path(args.data), out / "split", 300 if args.quick else None)
+    rows = popularity_rows(paths, check=not args.quick)  # always: every row rests on this evaluator
+    per_seed: list[dict[str, Any]] = []
+    for name in names:
+        if name == "popularity":
+            continue
+        seed_rows = [run_row(name, ROWS[name] + extra, s, paths, out, args.threads) for s in seeds]
+        per_seed += seed_rows
+        rows.append(aggregate(name, seed_rows))
+    for label, hr, ndcg, source in PUBLISHED:
+        rows.append({"model": f"published: {label}", "HR@10": hr, "NDCG@10": ndcg, "source": source})
+    users = next((r["users"] for r in rows if r.get("users")), None)
+    print_table(rows, f"MovieLens-1M leave-one-out, test (last item; input = all earlier items, no refit), full "
+                      f"catalogue of {EXPECTED['items'] if not args.quick else 'the subset'} items, input history excluded, "
+                      f"{users} users; seeds {','.join(map(str, seeds))}; threads={args.threads}"
+                      + (" [QUICK SMOKE RUN: not comparable]" if args.quick else ""))
+    print("protocol: train = all but the last 2 items; valid (second-last) for early stopping only; test input = "
+          "train+valid history read by the trained user tower; HR@10 = Recall@10 with one relevant item; "
+          "fit_min = sum of epoch wall times; seq/s and pos/s = training windows and target positions per second")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "per_seed": per_seed}, indent=2, default=float))
+    print(f"total {(time.perf_counter() - t0) / 60:.1f} min", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
