@@ -48,6 +48,14 @@ VARIANTS: dict[str, list[str]] = {
     "temp_0.02+full": ["loss.temperature=0.02", "loss.kind=full"],
     "bpr_temp_0.1": ["loss.kind=bpr", "loss.temperature=0.1"],
     "dual_head": ["model.item.dual_head=true"],
+    # sequence user towers (issue 10): trained on every position of each window (train.examples=sequence)
+    "transformer": ["model.user.history=transformer", "train.examples=sequence"],
+    "gru": ["model.user.history=gru", "train.examples=sequence"],
+    "transformer_full": ["model.user.history=transformer", "train.examples=sequence", "loss.kind=full"],
+    "gru_full": ["model.user.history=gru", "train.examples=sequence", "loss.kind=full"],
+    # the same towers trained with one causal example per target (the pooled towers' objective)
+    "transformer_causal": ["model.user.history=transformer"],
+    "gru_causal": ["model.user.history=gru"],
 }
 
 
@@ -142,7 +150,8 @@ def cold_start(base: list[str], threads: int, share: float = 0.2, seed: int = 0)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--variants", default="default,id_only,features_only,history_mean,denoising,no_logq,temp_0.1,full_softmax,uniform_neg_512")
+    ap.add_argument("--variants", default="default,id_only,features_only,history_mean,denoising,no_logq,temp_0.1,full_softmax,"
+                                          "uniform_neg_512,transformer,gru")
     ap.add_argument("--baselines", default="popularity,ease,itemknn")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--epochs", type=int, default=None)
