@@ -109,7 +109,11 @@ def popularity_rows(paths: dict[str, Path], check: bool) -> list[dict[str, Any]]
     from twotower.config import DataConfig
     from twotower.evaluation.baselines import Popularity
     from twotower.evaluation.protocol import EvalProtocol, evaluate
-    from twotower.pipeline.histories import HistoryBaselineScorer, exclude_histories, read_input_histories
+    from twotower.pipeline.histories import (
+        HistoryBaselineScorer,
+        exclude_histories,
+        read_input_histories,
+    )
     from twotower.pipeline.prepare import prepare
     from twotower.pipeline.sources import load_sources
 

@@ -22,7 +22,11 @@ import pytest
 from twotower.config import DataConfig
 from twotower.data import leave_last_n_out, read_interactions
 from twotower.evaluation import EvalProtocol, Popularity, evaluate
-from twotower.pipeline.histories import HistoryBaselineScorer, exclude_histories, read_input_histories
+from twotower.pipeline.histories import (
+    HistoryBaselineScorer,
+    exclude_histories,
+    read_input_histories,
+)
 from twotower.pipeline.prepare import prepare
 from twotower.pipeline.sources import load_sources
 
@@ -43,7 +47,7 @@ def loo(tmp_path):
 
 
 def test_split_targets_follow_file_order(loo):
-    paths, prep = loo
+    paths, _ = loo
     valid = read_interactions(paths["valid"]).set_index("user_id")["item_id"].to_dict()
     test = read_interactions(paths["test"]).set_index("user_id")["item_id"].to_dict()
     assert valid == {"1": "6", "2": "4", "3": "6", "4": "2"}

@@ -139,3 +139,13 @@ def test_history_from_with_history_is_refused(run, split_dir, capsys):
     assert main(["-q", "recommend", "--run", str(run.dir), "--history", run.item_vocab.ids[0],
                  "--history-from", str(split_dir / "train.csv")]) == 2
     assert "--history-from" in capsys.readouterr().err
+
+
+def test_evaluate_warns_when_targets_are_in_the_input(split_dir, run, caplog):
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    files = [split_dir / "train.csv", split_dir / "valid.csv"]
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        rows = evaluate_run(run, split="valid", baselines=(), ks=(10,), history_from=files)
+    assert rows[0]["HitRate@10"] == 0.0  # every valid target is an input item, hence excluded
+    assert "30 of 30 valid pairs are in the input history" in caplog.text

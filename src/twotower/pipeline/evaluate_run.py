@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,7 +69,13 @@ def evaluate_run(
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
     items are excluded from ranking too.
     """
-    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+    from twotower.evaluation.baselines import (
+        EASE,
+        ItemKNN,
+        Popularity,
+        tune_ease,
+        tune_itemknn,
+    )
     from twotower.pipeline.histories import (
         HistoryBaselineScorer,
         HistoryScorer,
@@ -87,6 +94,10 @@ def evaluate_run(
     histories = read_input_histories(run, history_from) if history_from else None
     if histories is not None:
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
+        leaked = int(relevant.multiply(histories.matrix()).nnz)
+        if leaked:  # e.g. --split valid with valid.csv among the inputs: those targets can never be hit
+            log.warning("%d of %d %s pairs are in the input history (%s), so they are excluded and never hit",
+                        leaked, relevant.nnz, split, ", ".join(histories.files))
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     protocol = EvalProtocol(ks=ks)
     rows: list[dict[str, Any]] = []

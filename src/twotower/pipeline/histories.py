@@ -17,9 +17,10 @@ the files are kept once, so overlapping files do not repeat an item.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,7 @@ from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError
 from twotower.models.history import UserSequences
 
-__all__ = ["InputHistories", "read_input_histories", "exclude_histories", "HistoryScorer", "HistoryBaselineScorer"]
+__all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories"]
 
 log = logging.getLogger(__name__)
 
