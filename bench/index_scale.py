@@ -1,4 +1,8 @@
-"""Index benchmark at catalogue scale: exact vs FAISS Flat, autotuned IVF, HNSW and IVF-PQ.
+"""Index benchmark at catalogue scale: FAISS-BLAS flat (the baseline), exact, autotuned IVF, HNSW and IVF-PQ.
+
+The baseline is FAISS ``IndexFlatIP`` with ``faiss.cvar.distance_compute_blas_threshold``
+lowered to 1 (FAISS's default, 128,000 queries in this version, keeps batches on its
+slower one-query loop); every "x BLAS" speed-up is measured against it in the same run.
 
 Builds a seeded clustered catalogue of L2-normalised vectors (default
 1,000,000 x 64: 5,000 Gaussian clusters plus noise, generated in chunks),
@@ -85,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--target", type=float, default=0.95, help="recall@k target for autotuned IVF / HNSW")
     p.add_argument("--pq-target", type=float, default=0.90, help="recall@k target for IVF-PQ")
-    p.add_argument("--speedup-target", type=float, default=50.0, help="required batched QPS / exact batched QPS")
+    p.add_argument("--speedup-target", type=float, default=20.0,
+                   help="required batched QPS / FAISS-BLAS exact batched QPS")
     p.add_argument("--max-train", type=int, default=200_000, help="FAISS training sample size")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-pq", action="store_true")
+    p.add_argument("--exact-only", action="store_true", help="only the exact rows (baseline, ExactIndex, default FAISS)")
     p.add_argument("--skip-hnsw", action="store_true")
     p.add_argument("--pq-candidates", default="ivfpq;IVF{nlist},PQ32x4fs;ivfpq,Refine(SQ6);ivfpq,Refine(SQ8)",
                    help="';'-separated IVF-PQ factories to try")
@@ -121,31 +127,51 @@ def main(argv: list[str] | None = None) -> int:
         log.info("%s: recall %.4f, %.0f QPS batched, RSS %.2f GB", name, recall, row["qps_batch"], rss_gb())
         return row
 
+    # the baseline: FAISS brute force on BLAS, as fast as exact search gets on this CPU
+    import faiss
+
+    default_threshold = faiss.cvar.distance_compute_blas_threshold
+    t = time.perf_counter()
+    blas = FaissIndex("flat").build(x, ids)
+    blas_build_s = time.perf_counter() - t
+    faiss.cvar.distance_compute_blas_threshold = 1
+
     # exact reference: its own batched search gives the ground truth
     t = time.perf_counter()
     exact = ExactIndex().build(x, ids)
     build_s = time.perf_counter() - t
     gt = exact.search(eval_q, args.k)
     kth = gt.scores[:, min(args.k, n) - 1]
-    exact_row = record("exact", exact, build_s, {})
-    del exact
+    faiss.cvar.distance_compute_blas_threshold = 1
+    blas_row = record("FAISS-BLAS Flat (baseline)", blas, blas_build_s)
+    exact_row = record("exact (ExactIndex)", exact, build_s, {})
+    faiss.cvar.distance_compute_blas_threshold = default_threshold
+    flat_row = record("FAISS Flat (default threshold)", blas, blas_build_s)
+    # the exact index resets the threshold on its next search; measure the pair once more, interleaved,
+    # so the exact / BLAS ratio is not one noisy sample on a shared machine
+    def batched_qps(ix) -> float:  # noqa: ANN001
+        faiss.cvar.distance_compute_blas_threshold = 1  # ExactIndex sets it per call; the baseline wants 1
+        return measure_speed(ix, eval_q, args.k, latency_queries=1)["qps_batch"]
 
-    t = time.perf_counter()
-    flat = FaissIndex("flat").build(x, ids)
-    flat_row = record("faiss Flat", flat, time.perf_counter() - t)
-    del flat
+    again = [batched_qps(ix) for ix in (blas, exact, blas, exact)]
+    ratio = (again[1] + again[3] + exact_row["qps_batch"]) / (again[0] + again[2] + blas_row["qps_batch"])
+    del exact, blas
 
     reports = {}
+    ivf_row = None
+    if args.exact_only:
+        args.skip_hnsw = args.skip_pq = True
     t = time.perf_counter()
     ivf_cands = [c for c in args.ivf_candidates.split(";") if c]
-    rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="auto", candidates=ivf_cands,
-                   max_train=args.max_train, latency_queries=args.latency_queries)
-    reports["ivf"] = rep
-    ivf_row = record("IVF (autotuned)", rep.index, rep.chosen.build_s, rep.params)
-    ivf_row["tune_s"] = time.perf_counter() - t
-    if args.plot:
-        plot_recall_qps(rep, args.plot)
-    rep.index = None  # free it
+    if not args.exact_only:
+        rep = autotune(x, ids, tune_q, k=args.k, target_recall=args.target, index="auto", candidates=ivf_cands,
+                       max_train=args.max_train, latency_queries=args.latency_queries)
+        reports["ivf"] = rep
+        ivf_row = record("IVF (autotuned)", rep.index, rep.chosen.build_s, rep.params)
+        ivf_row["tune_s"] = time.perf_counter() - t
+        if args.plot:
+            plot_recall_qps(rep, args.plot)
+        rep.index = None  # free it
 
     if not args.skip_hnsw:
         t = time.perf_counter()
@@ -168,11 +194,11 @@ def main(argv: list[str] | None = None) -> int:
             rep.index = None
 
     # ------------------------------------------------------------------ table
-    ex_qps = exact_row["qps_batch"]
+    ex_qps = blas_row["qps_batch"]
     flat_bpv = flat_row["bytes_per_vector"]
     print()
     print(f"{'index':<34}{'params':<24}{'build s':>8}{'B/vec':>8}{'mem':>6}{'recall':>8}"
-          f"{'QPS 1q':>8}{'QPS batch':>10}{'p50 ms':>8}{'p99 ms':>8}{'x exact':>9}")
+          f"{'QPS 1q':>8}{'QPS batch':>10}{'p50 ms':>8}{'p99 ms':>8}{'x BLAS':>9}")
     for r in rows:
         params = ",".join(f"{k}={v:g}" for k, v in r["params"].items())
         r["mem_vs_flat"] = r["bytes_per_vector"] / flat_bpv
@@ -183,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p99_ms']:>8.3f}{r['speedup_vs_exact_batch']:>8.1f}x")
     print(f"\npeak RSS {peak_rss_gb():.2f} GB; total {time.perf_counter() - t0:.0f}s; threads={args.threads}")
 
-    ok1 = ivf_row["recall"] >= args.target and ivf_row["speedup_vs_exact_batch"] >= args.speedup_target
-    print(f"[{'MET' if ok1 else 'MISSED'}] autotuned IVF recall@{args.k} {ivf_row['recall']:.4f} (>= {args.target}) "
-          f"at {ivf_row['speedup_vs_exact_batch']:.1f}x batched exact QPS (>= {args.speedup_target:g}x)")
+    ok0 = ratio >= 0.9
+    print(f"[{'MET' if ok0 else 'MISSED'}] exact search at {ratio:.2f}x FAISS-BLAS IndexFlatIP batched QPS (>= 0.9x; "
+          f"3 interleaved runs each: exact {[round(v) for v in (exact_row['qps_batch'], again[1], again[3])]}, "
+          f"BLAS {[round(v) for v in (blas_row['qps_batch'], again[0], again[2])]})")
+    ok1 = ivf_row is not None and ivf_row["recall"] >= args.target and ivf_row["speedup_vs_exact_batch"] >= args.speedup_target
+    print() if ivf_row is None else print(f"[{'MET' if ok1 else 'MISSED'}] autotuned IVF recall@{args.k} {ivf_row['recall']:.4f} (>= {args.target}) "
+          f"at {ivf_row['speedup_vs_exact_batch']:.1f}x FAISS-BLAS batched QPS (>= {args.speedup_target:g}x)")
     if pq_rows:
         third = [r for r in pq_rows if r["mem_vs_flat"] <= 1 / 3 and r["recall"] >= args.pq_target]
         best3 = max(third, key=lambda r: r["qps_batch"], default=None)
