@@ -173,7 +173,8 @@ class TrainConfig:
     lr: float = 2e-3
     weight_decay: float = 1e-4
     optimizer: str = "adamw"  # adamw | sparse_adam (sparse ID tables)
-    examples: str = "causal"  # causal | denoising | both
+    examples: str = "causal"  # causal | denoising | both | sequence (all positions of a window; sequence towers)
+    random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch
     denoise_keep: float = 0.8  # denoising: share of the other history kept as input
     patience: int = 5
     seed: int = 42
@@ -182,7 +183,9 @@ class TrainConfig:
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
     checkpoint: bool = True
-    progress: bool = True
+    progress: bool = True  # a bar on a terminal; elsewhere a log line every log_every_s seconds
+    log_every_s: float = 30.0
+    diagnostics: bool = True  # per-epoch embedding spread / alignment / uniformity
     device: str = "cpu"  # cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL
     # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
     # in-batch loss still sees the whole batch; None = plain full-batch forward
@@ -196,7 +199,8 @@ class TrainConfig:
         _check(self.batch_size >= 2, "train.batch_size", "must be >= 2 (in-batch negatives need company)")
         _check(self.lr > 0, "train.lr", "must be > 0")
         _choice(self.optimizer, "train.optimizer", ("adamw", "sparse_adam"))
-        _choice(self.examples, "train.examples", ("causal", "denoising", "both"))
+        _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
+        _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")

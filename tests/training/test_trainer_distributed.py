@@ -56,8 +56,10 @@ def _seqs() -> UserSequences:
     return UserSequences.from_arrays(users, items, np.tile(np.arange(PER_USER), N_USERS), N_USERS)
 
 
-def _trainer(name: str, **train_over: object) -> Trainer:
+def _trainer(name: str, loss_kind: str | None = None, **train_over: object) -> Trainer:
     over = SCENARIOS[name]
+    if loss_kind is not None:
+        over = {**over, "loss": {**over.get("loss", {}), "kind": loss_kind}}
     tower = dict(hidden=(16,), out_dim=8, dropout=0.0, id_dim=8, feature_dim=4, history_dim=8, history_len=4)
     model_cfg = ModelConfig(user=TowerConfig(use_id=True, history="recency", **tower), item=TowerConfig(**tower))
     train = TrainConfig(**{"epochs": 2, "batch_size": GLOBAL_BATCH, "lr": 1e-2, "progress": False,
@@ -73,7 +75,7 @@ def _trainer(name: str, **train_over: object) -> Trainer:
 def _one_step(trainer: Trainer) -> dict[str, torch.Tensor]:
     """Loss, accuracy and (averaged) gradients of one step on global examples 0..10."""
     trainer.torch_gen.manual_seed(5)
-    loss, acc, _, _ = trainer._step(np.arange(11))  # shares of the global batch, summed below
+    loss, acc, _, _, _ = trainer._step(np.arange(11))  # shares of the global batch, summed below
     out = {"loss": torch.tensor(loss, dtype=torch.float64), "acc": torch.tensor(acc, dtype=torch.float64)}
     for n, p in trainer.model.named_parameters():
         out[f"grad.{n}"] = p.grad.detach().to_dense().clone()
@@ -158,12 +160,13 @@ def test_gradcache_in_the_trainer_equals_the_plain_step() -> None:
         _assert_close(_fit(_trainer("plain", gradcache_chunk=chunk)), plain, f"gradcache chunk {chunk}")
 
 
-def test_gradcache_needs_the_inbatch_loss() -> None:
-    with pytest.raises(ConfigError, match="gradcache_chunk"):
-        Trainer(
-            TwoTowerModel(ModelConfig(), 2, 3), _seqs(), loss=LossConfig(kind="bpr"),
-            train=TrainConfig(gradcache_chunk=4), eval=EvalConfig(),
-        )
+@pytest.mark.parametrize("kind", ["full", "bpr", "sampled"])
+def test_gradcache_equals_the_plain_step_for_every_embedding_loss(kind: str) -> None:
+    plain = _fit(_trainer("plain", loss_kind=kind))
+    _assert_close(_fit(_trainer("plain", loss_kind=kind, gradcache_chunk=5)), plain, f"gradcache {kind}")
+
+
+def test_gradcache_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="train.gradcache_chunk"):
         TrainConfig(gradcache_chunk=0)
     with pytest.raises(ConfigError, match="train.distributed_backend"):

@@ -67,9 +67,13 @@ class BPRLoss(RetrievalLoss):
         if queries.dim() != 2 or candidates.dim() != 2 or candidates.shape[0] < 2 * b or (candidates.shape[0] - b) % max(b, 1):
             raise DataError(f"BPR needs candidates [B + B*M, D] for B={b}, got {tuple(candidates.shape)}")
         neg = candidates[b:].view(b, -1, candidates.shape[1])  # [B, M, D]
-        return self._pairwise(queries, candidates[:b], neg, batch.weights)
+        same = None  # a negative that is a copy of the positive counts as ranked correctly (ties are rounding)
+        if batch.candidate_ids is not None:
+            same = batch.candidate_ids[b:].view(b, -1) == batch.candidate_ids[:b].unsqueeze(1)  # [B, M]
+        return self._pairwise(queries, candidates[:b], neg, batch.weights, same)
 
-    def _pairwise(self, query: Tensor, positive: Tensor, negative: Tensor, weights: Tensor | None = None):
+    def _pairwise(self, query: Tensor, positive: Tensor, negative: Tensor, weights: Tensor | None = None,
+                  same: Tensor | None = None):
         if query.dim() != 2 or positive.shape != query.shape:
             raise DataError(f"query and positive must both be [B, D], got {tuple(query.shape)} and {tuple(positive.shape)}")
         if negative.dim() == 2:
@@ -81,5 +85,6 @@ class BPRLoss(RetrievalLoss):
         neg = (negative @ query.unsqueeze(2)).squeeze(2)  # [B, M, D] @ [B, D, 1] -> [B, M]
         loss = bpr_from_scores(pos / self.temperature, neg / self.temperature, weights)
         with torch.no_grad():
-            correct = float((pos.unsqueeze(1) > neg).all(1).sum())
+            wins = pos.unsqueeze(1) > neg  # [B, M]
+            correct = float((wins if same is None else wins | same).all(1).sum())
         return loss, {"accuracy": correct / max(b, 1), "correct": correct, "accidental_hits": 0}

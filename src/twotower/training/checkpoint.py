@@ -104,7 +104,12 @@ def load_checkpoint(
     try:
         opt_states = torch.load(directory / "optimizer.pt", weights_only=True)
     except Exception as e:  # pickle/zip errors of a damaged file (its checksum was not recorded)
-        raise IntegrityError(f"{directory / 'optimizer.pt'}: unreadable ({e}); the checkpoint is corrupted") from e
+        # one line of ours: torch's own message spans lines, carries ANSI escapes and advises weights_only=False
+        why = "it holds pickled objects, which are never loaded" if "weights_only" in str(e) else type(e).__name__
+        raise IntegrityError(
+            f"{directory / 'optimizer.pt'}: refused ({why}); the checkpoint is corrupted or not ours: "
+            "train without --resume"
+        ) from None
     if len(opt_states) != len(optimizers):
         raise IntegrityError(f"{directory}: checkpoint has {len(opt_states)} optimizer states, expected {len(optimizers)}")
     for opt, st in zip(optimizers, opt_states):

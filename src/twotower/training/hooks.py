@@ -1,0 +1,81 @@
+"""The trainer's checkpoint/resume, distributed start-up, logging and finishing hooks."""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from twotower import distributed as tdist
+from twotower.errors import ConfigError
+from twotower.training.checkpoint import load_checkpoint, load_weights
+from twotower.training.loop import EarlyStopping
+
+if TYPE_CHECKING:
+    from twotower.training.trainer import Trainer
+
+__all__ = ["resume_state", "start_ranks", "log_epoch", "finish_fit"]
+
+log = logging.getLogger("twotower.training.trainer")
+
+
+def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
+    """Restore weights, optimizers, RNG, history and early-stopping state; the last finished epoch."""
+    ckpt = tr.out_dir / "checkpoint" if tr.out_dir else None
+    if ckpt is None or not (ckpt / "state.json").exists():
+        raise ConfigError(f"cannot resume: no checkpoint in {ckpt}; train without --resume first")
+    state = load_checkpoint(ckpt, tr.model, tr.optimizers, tr.rng)
+    stopper.load(state)
+    tr.history = list(state["history"])
+    if tdist.is_main():
+        log.info("resumed from epoch %d (best %s=%.4f at epoch %d)", state["epoch"], tr.eval_cfg.select_metric,
+                 stopper.best, stopper.best_epoch)
+    return int(state["epoch"])
+
+
+def start_ranks(tr: "Trainer", start_epoch: int) -> None:
+    """Same weights everywhere (rank 0's), distinct random streams per rank.
+
+    After a resume every rank restored rank 0's RNG states from the
+    checkpoint; ranks > 0 re-derive theirs from (seed, rank, epoch) so their
+    dropout masks and denoising subsets stay independent of rank 0's.
+    """
+    import torch.distributed as dist
+
+    for t in tr.model.state_dict().values():
+        dist.broadcast(t, src=0)
+    if tr.rank > 0:
+        seq = np.random.SeedSequence([tr.cfg.seed, tr.rank, start_epoch])
+        tr.rng = np.random.default_rng(seq)
+        torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
+
+
+def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str) -> None:
+    rate = f"{row['examples_per_s']:.0f} {'seq' if tr.sequence else 'ex'}/s"
+    if "positions_per_s" in row:
+        rate += f", {row['positions_per_s']:.0f} positions/s"
+    log.info(
+        "epoch %d: loss %.4f acc %.3f%s%s%s %s (%.1fs, %s)",
+        row["epoch"], row["loss"], row["inbatch_accuracy"],
+        f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
+        " COLLAPSE" if row.get("collapse_alarm") else "",
+        f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
+        f"valid {metric} {row.get('valid_' + metric, float('nan')):.4f}", row["seconds"], rate,
+    )
+
+
+def finish_fit(tr: "Trainer") -> None:
+    """Restore the best weights for whatever comes next (evaluation, export); draw the curves."""
+    if getattr(tr, "_best_state", None) is not None:
+        tr.model.load_state_dict(tr._best_state)
+    elif tr.out_dir and (tr.out_dir / "model.safetensors").exists():
+        load_weights(tr.out_dir / "model.safetensors", tr.model)
+    if tr.out_dir and tdist.is_main():
+        from twotower.training.plots import plot_training_curves
+
+        try:
+            plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric)
+        except Exception as e:  # a plot must never fail a finished training run
+            log.warning("could not draw training curves: %s", e)
+    tdist.barrier()

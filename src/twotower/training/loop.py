@@ -1,0 +1,244 @@
+"""The one training loop: optimizers, schedule, clipping, progress, early stopping.
+
+The recommender (:mod:`twotower.training.trainer`), the bi-encoder fine-tuning
+(:mod:`twotower.search.finetune`) and the cross-encoder training
+(:mod:`twotower.search.rerank`) all run their steps through :class:`TrainLoop`::
+
+    loop = TrainLoop(model.parameters(), lr=1e-3, total_steps=100, progress=True)
+    for epoch in range(1, 3):
+        with loop.epoch(epoch, n_batches=50, n_examples=50 * 32) as ep:
+            for batch in batches:
+                ep.step(lambda: my_forward_backward(batch))   # returns (loss, n_examples)
+
+A step zeroes the gradients, runs the caller's closure (forward + backward;
+it returns the loss as a float and how many examples it covered), calls the
+``after_backward`` hook (the distributed gradient all-reduce), clips the dense
+gradients, steps every optimizer and the schedule.
+
+* Optimizers: dense parameters get AdamW (or Adam); embedding tables built with
+  ``sparse=True`` get SparseAdam automatically -- on large tables it is 28-38x
+  faster than dense Adam on this CPU, since only the touched rows are updated.
+* Schedule: constant, or linear warm-up over ``warmup_frac`` of the steps then linear decay.
+* Progress: a tqdm bar on a terminal; off a terminal (logs, CI, nohup) a log
+  line every ``log_every_s`` seconds with examples/s and the epoch's ETA, so a
+  long epoch on a busy machine is never silent.
+* :class:`EarlyStopping`: best value, patience, and the state a checkpoint keeps.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "lr_factor", "Progress"]
+
+log = logging.getLogger(__name__)
+
+
+def make_optimizers(
+    params: Iterable[torch.nn.Parameter] | list[dict[str, Any]],
+    *,
+    lr: float,
+    weight_decay: float = 0.0,
+    optimizer: str = "adamw",
+    sparse_params: Iterable[torch.nn.Parameter] = (),
+) -> list[torch.optim.Optimizer]:
+    """Dense parameters -> AdamW (``optimizer="adamw"``) or Adam; ``sparse_params`` -> SparseAdam.
+
+    ``params`` may be a list of param-group dicts (e.g. a separate ``lr`` for a
+    head); parameters in ``sparse_params`` are taken out of the dense groups.
+    """
+    sparse = [p for p in sparse_params if p.requires_grad]
+    sparse_ids = {id(p) for p in sparse}
+    groups = list(params)
+    if groups and not isinstance(groups[0], dict):
+        groups = [{"params": groups}]
+    groups = [{**g, "params": [p for p in g["params"] if id(p) not in sparse_ids and p.requires_grad]} for g in groups]
+    groups = [g for g in groups if g["params"]] or [{"params": []}]
+    cls = torch.optim.AdamW if optimizer in ("adamw", "sparse_adam") else torch.optim.Adam
+    opts: list[torch.optim.Optimizer] = [cls(groups, lr=lr, weight_decay=weight_decay)]
+    if sparse:
+        opts.append(torch.optim.SparseAdam(sparse, lr=lr))
+    return opts
+
+
+def sparse_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The weights of every ``nn.Embedding(sparse=True)`` in ``model`` (they need SparseAdam)."""
+    return [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
+
+
+def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
+    """Learning-rate multiplier at ``step``: linear warm-up over ``warmup`` steps, then constant or linear decay."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if decay == "linear":
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return 1.0
+
+
+class Progress:
+    """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
+
+    def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float) -> None:
+        self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
+        self.enabled, self.every_s = enabled, every_s
+        self.tty = enabled and sys.stderr.isatty()
+        self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
+        self.t0 = self.last = time.perf_counter()
+        self.batches = self.examples = 0
+
+    def update(self, n_examples: int, loss: float) -> None:
+        self.batches += 1
+        self.examples += n_examples
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            return
+        now = time.perf_counter()
+        if self.enabled and now - self.last >= self.every_s:
+            self.last = now
+            rate = self.examples / max(now - self.t0, 1e-9)
+            eta = (self.n_examples - self.examples) / max(rate, 1e-9)
+            log.info("%s: batch %d/%d, %.0f examples/s, loss %.4f, ETA %.0fs",
+                     self.desc, self.batches, self.n_batches, rate, loss, eta)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+@dataclass
+class EpochRun:
+    """One epoch's running totals; :meth:`step` does one optimisation step."""
+
+    loop: "TrainLoop"
+    progress: Progress
+    loss_sum: float = 0.0
+    batches: int = 0
+    examples: int = 0
+    stats_sum: dict[str, float] | None = None
+
+    def step(self, closure: Callable[[], tuple[float, int] | tuple[float, int, dict[str, float]]]) -> float:
+        """Zero grads, ``closure()`` (forward + backward -> loss, examples[, stats]), hook, clip, step; the loss."""
+        loop = self.loop
+        for opt in loop.optimizers:
+            opt.zero_grad(set_to_none=True)
+        out = closure()
+        loss, n = float(out[0]), int(out[1])
+        if len(out) > 2:
+            stats = out[2]  # type: ignore[misc]
+            self.stats_sum = {k: (self.stats_sum or {}).get(k, 0.0) + float(v) for k, v in stats.items()}
+        if loop.after_backward is not None:
+            loop.after_backward()
+        if loop.grad_clip:
+            dense = [p for p in loop.clip_params if p.grad is not None and not p.grad.is_sparse]
+            torch.nn.utils.clip_grad_norm_(dense, loop.grad_clip)
+        for opt in loop.optimizers:
+            opt.step()
+        for sched in loop.schedulers:
+            sched.step()
+        loop.global_step += 1
+        self.loss_sum += loss
+        self.batches += 1
+        self.examples += n
+        self.progress.update(n, self.loss_sum / self.batches)
+        return loss
+
+    @property
+    def mean_loss(self) -> float:
+        return self.loss_sum / max(self.batches, 1)
+
+
+class TrainLoop:
+    """Optimizers, schedule, clipping and progress around a caller's forward/backward closure.
+
+    ``params``: parameters or param-group dicts (dense); ``sparse_params``:
+    sparse embedding weights (SparseAdam). ``total_steps`` and ``warmup_frac``
+    drive the schedule (``decay="linear"`` or ``"constant"``). ``after_backward``
+    runs after every backward (e.g. the cross-rank gradient all-reduce).
+    """
+
+    def __init__(
+        self,
+        params: Iterable[torch.nn.Parameter] | list[dict[str, Any]],
+        *,
+        lr: float,
+        weight_decay: float = 0.0,
+        optimizer: str = "adamw",
+        sparse_params: Iterable[torch.nn.Parameter] = (),
+        grad_clip: float | None = None,
+        total_steps: int = 0,
+        warmup_frac: float = 0.0,
+        decay: str = "constant",
+        progress: bool = True,
+        log_every_s: float = 30.0,
+        after_backward: Callable[[], None] | None = None,
+    ) -> None:
+        groups = list(params)
+        self.clip_params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
+        self.optimizers = make_optimizers(groups, lr=lr, weight_decay=weight_decay, optimizer=optimizer,
+                                          sparse_params=sparse_params)
+        self.grad_clip = grad_clip
+        self.progress, self.log_every_s = progress, log_every_s
+        self.after_backward = after_backward
+        self.global_step = 0
+        self.schedulers: list[torch.optim.lr_scheduler.LambdaLR] = []
+        if decay != "constant" or warmup_frac > 0:
+            warmup = int(warmup_frac * total_steps)
+            self.schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: lr_factor(s, total_steps, warmup, decay))
+                               for o in self.optimizers]
+
+    def epoch(self, epoch: int | str, *, n_batches: int, n_examples: int, desc: str | None = None) -> "_EpochContext":
+        """Context manager yielding an :class:`EpochRun` with its progress display."""
+        prog = Progress(desc or f"epoch {epoch}", n_batches, n_examples, enabled=self.progress, every_s=self.log_every_s)
+        return _EpochContext(EpochRun(self, prog))
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizers[0].param_groups[0]["lr"])
+
+
+class _EpochContext:
+    def __init__(self, run: EpochRun) -> None:
+        self.run = run
+
+    def __enter__(self) -> EpochRun:
+        return self.run
+
+    def __exit__(self, *exc: object) -> None:
+        self.run.progress.close()
+
+
+@dataclass
+class EarlyStopping:
+    """Best validation value so far and how many evaluations since it improved (higher is better)."""
+
+    patience: int
+    best: float = -math.inf
+    best_epoch: int = 0
+    bad: int = 0
+
+    @property
+    def stop(self) -> bool:
+        return self.bad >= self.patience
+
+    def update(self, value: float, epoch: int) -> bool:
+        """Record ``value`` at ``epoch``; True when it is a new best."""
+        if value > self.best:
+            self.best, self.best_epoch, self.bad = value, epoch, 0
+            return True
+        self.bad += 1
+        return False
+
+    def state(self) -> dict[str, float | int]:
+        return {"best": self.best, "best_epoch": self.best_epoch, "bad_epochs": self.bad}
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.best, self.best_epoch, self.bad = float(state["best"]), int(state["best_epoch"]), int(state["bad_epochs"])
