@@ -84,6 +84,9 @@ class RecStep:
             neg = sample_negatives(self.n_sampled, self.sampler_probs, m.n_items, self.gen).to(dev)  # [M]
             return torch.cat([targets, neg]), self.n_sampled
         # pairs (BPR): one uniform negative per global example, sliced like the examples
+        if self.dedup:  # sequence objective: one negative per target position of this rank
+            neg = torch.randint(0, m.n_items, (targets.shape[0],), generator=self.gen).to(dev)  # [P]
+            return torch.cat([targets, neg]), targets.shape[0]
         lo, hi = share(n_global, self.world, self.rank)
         neg = torch.randint(0, m.n_items, (n_global,), generator=self.gen)[lo:hi].to(dev)  # [B]
         return torch.cat([targets, neg]), n_global
