@@ -1,0 +1,131 @@
+"""Training throughput: the project's trainer vs a minimal hand-written step doing the same math.
+
+For each user-tower kind x loss, on ML-1M (``../shared/data/ml-1m/ml-1m.txt``, ``user item``
+lines in time order) or a synthetic catalogue (``--synthetic-items 1000000``), at the
+given thread counts: examples/s (sequences/s and target positions/s for
+``train.examples=sequence``) of ``Trainer._run_epoch`` on ``--examples`` units,
+next to a hand-written loop (same towers, same candidates, ``F.cross_entropy``,
+the same optimizers) on the same batches. Prints one table.
+
+    python bench/train_throughput.py --threads 1 2 --examples 60000
+"""
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.models.history import UserSequences
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.trainer import Trainer
+
+ML1M = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-1m" / "ml-1m.txt"
+
+
+def load_ml1m(path: Path) -> tuple[UserSequences, int]:
+    a = np.loadtxt(path, dtype=np.int64)
+    u, i = a[:, 0] - a[:, 0].min(), a[:, 1] - a[:, 1].min()
+    return UserSequences.from_arrays(u, i, np.arange(len(u)), int(u.max()) + 1), int(i.max()) + 1
+
+
+def synthetic(n_users: int, n_items: int, per_user: int, seed: int = 0) -> tuple[UserSequences, int]:
+    rng = np.random.default_rng(seed)
+    pop = 1.0 / np.arange(1, n_items + 1) ** 0.8  # Zipf-like popularity
+    items = rng.choice(n_items, size=n_users * per_user, p=pop / pop.sum())
+    users = np.repeat(np.arange(n_users), per_user)
+    return UserSequences.from_arrays(users, items, np.arange(len(users)), n_users), n_items
+
+
+def model_config(tower: str, L: int) -> ModelConfig:
+    if tower in ("transformer", "gru"):
+        user = TowerConfig(use_id=False, history=tower, history_len=L, history_dim=64, hidden=(), out_dim=64,
+                           normalize=False, use_features=False)
+        return ModelConfig(user=user, item=TowerConfig(id_dim=64, hidden=(), out_dim=64, normalize=False))
+    return ModelConfig(user=TowerConfig(use_id=False, history=tower, history_len=L))
+
+
+def run_trainer(seqs, n_items, tower, kind, examples, batch, n, sparse) -> tuple[float, float]:
+    cfg = model_config(tower, 200 if examples == "sequence" else 50)
+    torch.manual_seed(0)
+    model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
+    train = TrainConfig(examples=examples, batch_size=batch, max_examples_per_epoch=n, progress=False,
+                        checkpoint=False, diagnostics=False, optimizer="sparse_adam" if sparse else "adamw")
+    tr = Trainer(model, seqs, loss=LossConfig(kind=kind), train=train, eval=EvalConfig(baselines=()))
+    t0 = time.perf_counter()
+    row = tr._run_epoch(1)
+    dt = time.perf_counter() - t0
+    units = min(n, len(tr.examples))
+    return units / dt, row.get("positions_per_s", units / dt)
+
+
+def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
+    """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam)."""
+    from twotower.models.history import windows_before
+
+    cfg = model_config(tower, 50)
+    torch.manual_seed(0)
+    model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
+    sp_params = [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
+    ids = {id(p) for p in sp_params}
+    opts = [torch.optim.AdamW([p for p in model.parameters() if id(p) not in ids], lr=2e-3)]
+    if sp_params:
+        opts.append(torch.optim.SparseAdam(sp_params, lr=2e-3))
+    users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
+    order = np.random.default_rng(0).permutation(len(users))[:n]
+    t0 = time.perf_counter()
+    for s in range(0, n, batch):
+        idx = order[s : s + batch]
+        u = users[idx]
+        h = torch.as_tensor(windows_before(seqs.items, seqs.indptr[u], idx, 50, n_items))
+        tgt = torch.as_tensor(seqs.items[idx])
+        for o in opts:
+            o.zero_grad(set_to_none=True)
+        q = model.user_tower(None, h)
+        if kind == "full":
+            logits = q @ model.item_tower(torch.arange(n_items)).T / 0.02
+            loss = F.cross_entropy(logits, tgt)
+        elif kind == "bpr":
+            c = model.item_tower(torch.cat([tgt, torch.randint(0, n_items, (len(idx),))]))
+            loss = F.softplus(((q * c[len(idx):]).sum(1) - (q * c[: len(idx)]).sum(1)) / 0.02).mean()
+        else:
+            c = model.item_tower(tgt)
+            loss = F.cross_entropy(q @ c.T / 0.02, torch.arange(len(idx)))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None and not p.grad.is_sparse], 5.0)
+        for o in opts:
+            o.step()
+    return n / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1])
+    ap.add_argument("--examples", type=int, default=40_000, help="causal examples (or sequences / 50) per measurement")
+    ap.add_argument("--towers", nargs="+", default=["recency", "transformer"])
+    ap.add_argument("--losses", nargs="+", default=["inbatch", "full", "sampled", "bpr"])
+    ap.add_argument("--synthetic-items", type=int, default=0, help="a synthetic catalogue of this many items instead of ML-1M")
+    ap.add_argument("--sparse", action="store_true", help="sparse ID tables + SparseAdam")
+    args = ap.parse_args()
+    seqs, n_items = synthetic(20_000, args.synthetic_items, 50) if args.synthetic_items else load_ml1m(ML1M)
+    data = f"synthetic {n_items:,} items" if args.synthetic_items else "ML-1M"
+    print(f"{'data':<22}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'positions/s':>13}{'hand ex/s':>11}{'ratio':>7}")
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for tower in args.towers:
+            seq = tower in ("transformer", "gru")
+            for kind in args.losses:
+                n = max(args.examples // 50, 256) if seq else args.examples
+                ex_s, pos_s = run_trainer(seqs, n_items, tower, kind, "sequence" if seq else "causal",
+                                          128 if seq else 512, n, args.sparse)
+                hand = float("nan") if seq or kind == "sampled" else run_manual(seqs, n_items, tower, kind, 512, n, args.sparse)
+                print(f"{data:<22}{tower:<13}{kind:<9}{threads:>4}{ex_s:>14.0f}{pos_s:>13.0f}{hand:>11.0f}"
+                      f"{ex_s / hand if hand == hand else float('nan'):>7.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
