@@ -74,3 +74,20 @@ def test_index_info_refuses_an_index_of_another_model(run_dir, tmp_path, capsys)
 def test_index_build_rejects_bad_arguments(run_dir, capsys):
     assert main(["index", "build", "--run", str(run_dir), "--target-recall", "1.5"]) == 2
     assert "--target-recall" in capsys.readouterr().err
+
+
+def test_index_build_auto_on_a_small_catalogue_is_exact_and_says_why(run_dir, tmp_path, capsys):
+    out = tmp_path / "auto"  # a generous budget: the choice, not this machine's speed, is under test
+    assert main(["index", "build", "--run", str(run_dir), "--queries", "10", "--out", str(out),
+                 "--exact-budget-ms", "1000"]) == 0
+    printed = capsys.readouterr().out
+    assert "why: exact search: its single-query p99" in printed and "no approximation is needed" in printed
+    tune = json.loads((out / "tune.json").read_text())
+    assert tune["chosen"]["factory"] == "exact" and tune["exact_p99_ms"] <= 1000 and "budget" in tune["reason"]
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 0
+    assert "why: exact search" in capsys.readouterr().out
+    # a zero budget forces an approximate index, and the measured exact p99 is the stated reason
+    out0 = tmp_path / "ann"
+    assert main(["index", "build", "--run", str(run_dir), "--queries", "10", "--out", str(out0),
+                 "--exact-budget-ms", "0"]) == 0
+    assert "why: approximate: exact search's single-query p99" in capsys.readouterr().out

@@ -105,3 +105,26 @@ def test_bad_arguments(tune_data):
         autotune(x, ids, tune_q, target_recall=1.5)
     with pytest.raises(ConfigError, match="either"):
         autotune(x, ids, tune_q, index="ivf", candidates=["hnsw"])
+
+
+def test_auto_chooses_exact_when_it_meets_the_latency_budget(tune_data):
+    from twotower.index import IndexPolicy
+
+    x, ids, tune_q, _ = tune_data
+    rep = autotune(x[:1500], ids[:1500], tune_q[:40], k=10, index="auto",
+                   policy=IndexPolicy(exact_p99_ms=1e6, latency_queries=5))
+    assert rep.index.is_exact and rep.chosen.factory == "exact" and rep.met_target
+    assert "within the 1e+06 ms budget" in rep.reason and rep.exact_p99_ms is not None
+    assert rep.to_dict()["reason"] == rep.reason  # saved with the index (tune.json)
+
+
+def test_auto_goes_approximate_only_when_exact_misses_the_budget(tune_data):
+    from twotower.index import IndexPolicy
+
+    x, ids, tune_q, _ = tune_data
+    rep = autotune(x[:1500], ids[:1500], tune_q[:40], k=10, index="auto",
+                   policy=IndexPolicy(exact_p99_ms=0, latency_queries=5))
+    assert rep.chosen.factory != "exact"
+    assert rep.reason.startswith("approximate: exact search's single-query p99") and "exceeds the 0 ms budget" in rep.reason
+    with pytest.raises(ConfigError, match="exact_p99_ms"):
+        IndexPolicy(exact_p99_ms=-1)

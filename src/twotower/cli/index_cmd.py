@@ -21,7 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     # --run-dir: under torchrun, `--run` is taken as an abbreviation of torchrun's own --run-path
     b.add_argument("--run", "--run-dir", dest="run", required=True, help="run folder (alias --run-dir for torchrun)")
     b.add_argument("--index", default="auto",
-                   help="auto (try flat, ivf, hnsw, ivfpq), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
+                   help="auto (exact search when it fits --exact-budget-ms, else the fastest of flat, ivf, hnsw, ivfpq "
+                        "meeting the recall target), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
+    b.add_argument("--exact-budget-ms", type=float, default=None,
+                   help="with --index auto: choose exact search when its single-query p99 is at most this many ms "
+                        f"(default {_default_budget()})")
     b.add_argument("--target-recall", type=float, default=0.95, help="recall@k against exact search (default 0.95)")
     b.add_argument("--k", type=int, default=10, help="k of the recall target (default 10)")
     b.add_argument("--queries", type=int, default=1000, help="user vectors sampled as tuning queries (default 1000)")
@@ -37,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.add_argument("--index", dest="index_dir", help="index folder (default RUN/index)")
     i.add_argument("--json", action="store_true", help="print meta.json (+ the tuning summary) as JSON")
     i.set_defaults(func=cmd_index_info)
+
+
+def _default_budget() -> str:
+    from twotower.index.autotune import IndexPolicy
+
+    return f"{IndexPolicy().exact_p99_ms:g}"
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -65,7 +75,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from twotower.index import ExactIndex, autotune, plot_recall_qps
+    from twotower.index import ExactIndex, IndexPolicy, autotune, plot_recall_qps
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.utils.atomic import atomic_write_json
     from twotower.utils.runtime import set_threads, threads_from_env
@@ -92,13 +102,19 @@ def cmd_index_build(args: argparse.Namespace) -> int:
         atomic_write_json(out / TUNE_JSON, summary)
         print(f"saved exact index to {out} (model {fp})")
         return 0
+    policy = IndexPolicy() if args.exact_budget_ms is None else IndexPolicy(exact_p99_ms=args.exact_budget_ms)
     report = autotune(vectors, ids, queries, k=args.k, target_recall=args.target_recall, index=args.index,
-                      max_train=args.max_train)
+                      max_train=args.max_train, policy=policy)
     report.index.save(out, model_fingerprint=fp)
     atomic_write_json(out / TUNE_JSON, report.to_dict())
-    plot_recall_qps(report, out / TUNE_PNG)
     print(report.table())
+    print(f"why: {report.reason}")
     c = report.chosen
+    if report.index.is_exact and c.factory == "exact":
+        print(f"chosen: exact search, {c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single")
+        print(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
+        return 0
+    plot_recall_qps(report, out / TUNE_PNG)
     verdict = "meets" if report.met_target else "does NOT meet"
     print(f"chosen: {c.factory} {c.params} recall@{args.k} {c.recall:.4f} ({verdict} {args.target_recall:g}), "
           f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
@@ -175,4 +191,6 @@ def cmd_index_info(args: argparse.Namespace) -> int:
         c = tune["chosen"]
         print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}), "
               f"{c['qps_batch']:,.0f} QPS batched, p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms single")
+    if tune and tune.get("reason"):
+        print(f"  why: {tune['reason']}")
     return 0

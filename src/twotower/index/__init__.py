@@ -5,7 +5,7 @@
 fastest setting meeting a recall target; ``load_index`` verifies checksums and
 the model fingerprint before returning any saved backend.
 """
-from twotower.index.autotune import TuneReport, TuneRow, autotune, exact_ground_truth, tie_aware_recall
+from twotower.index.autotune import IndexPolicy, TuneReport, TuneRow, autotune, exact_ground_truth, tie_aware_recall
 from twotower.index.base import AllowList, VectorIndex, shortfall
 from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex, resolve_factory
@@ -22,6 +22,7 @@ __all__ = [
     "resolve_factory",
     "autotune",
     "TuneReport",
+    "IndexPolicy",
     "TuneRow",
     "exact_ground_truth",
     "tie_aware_recall",

@@ -10,6 +10,11 @@ latency p50/p99. A sweep stops once it meets the target (one more point is
 kept for the plot) or its recall stops improving. The chosen setting is the
 one with the highest batched QPS among those meeting the target.
 
+With ``index="auto"`` exact search is measured first and chosen whenever its
+single-query p99 latency fits :attr:`IndexPolicy.exact_p99_ms` (an
+approximation nobody needs is not built); the report's ``reason`` says which
+way it went and on what measurement.
+
 Recall is tie-aware (as in FAISS ``contrib/evaluation.py``): a returned item
 counts as a hit when its exact score is at least the exact k-th score minus
 ``1e-6``, so equally good items are never punished for their ids.
@@ -31,7 +36,9 @@ from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex
 from twotower.results import PAD_ID, Results
 
-__all__ = ["autotune", "TuneReport", "TuneRow", "tie_aware_recall", "exact_ground_truth", "measure_speed"]
+__all__ = [
+    "autotune", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth", "measure_speed",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,26 @@ AUTO_CANDIDATES = ("flat", "ivf", "hnsw", "ivfpq")
 EF_SEARCH = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 K_FACTORS = (1, 2, 4, 8, 16)
 TIE_EPS = 1e-6
+
+
+@dataclass(frozen=True, kw_only=True)
+class IndexPolicy:
+    """When ``--index auto`` may settle for exact search.
+
+    ``exact_p99_ms``: exact search is chosen when its single-query p99
+    latency over ``latency_queries`` measured queries is at most this
+    (5 ms: a recommendation request's whole budget is ~10 ms at p99).
+    """
+
+    exact_p99_ms: float = 5.0
+    latency_queries: int = 200
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.exact_p99_ms, (int, float)) and math.isfinite(self.exact_p99_ms)
+                and self.exact_p99_ms >= 0):
+            raise ConfigError(f"exact_p99_ms must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
+        if isinstance(self.latency_queries, bool) or not isinstance(self.latency_queries, int) or self.latency_queries < 1:
+            raise ConfigError(f"latency_queries must be a positive integer, got {self.latency_queries!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +101,8 @@ class TuneReport:
     n_queries: int
     exact_qps_batch: float  # batched ExactIndex QPS measured while computing ground truth
     index: VectorIndex = field(repr=False)
+    reason: str = ""  # why this index: exact within the latency budget, or the measured exact p99 that was not
+    exact_p99_ms: float | None = None  # single-query exact p99 measured for the decision (auto only)
 
     @property
     def spec(self) -> str:
@@ -197,6 +226,7 @@ def autotune(
     candidates: Sequence[str] | None = None,
     max_train: int | None = None,
     latency_queries: int = 100,
+    policy: IndexPolicy | None = None,
 ) -> TuneReport:
     """Sweep candidate indexes and knobs; return the fastest setting meeting ``target_recall``.
 
@@ -204,6 +234,10 @@ def autotune(
     factory string; ``candidates`` lists several explicitly (only with
     ``index="auto"``). ``max_train`` caps FAISS training vectors. The report's
     ``index`` is the chosen index, built, with its knobs set.
+
+    ``policy`` (only with ``index="auto"`` and no ``candidates``; default
+    :class:`IndexPolicy`) first measures exact search and returns it when its
+    single-query p99 fits ``policy.exact_p99_ms``.
     """
     vectors = check_vectors(vectors)
     ids = check_ids(ids, vectors.shape[0])
@@ -229,6 +263,30 @@ def autotune(
     gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
     k_eff = min(k, n)
     kth = gt.scores[:, k_eff - 1]  # [Q]
+
+    reason, exact_p99 = "", None
+    if index == "auto" and candidates is None:
+        policy = policy or IndexPolicy()
+        exact = ExactIndex().build(vectors, ids)
+        speed = measure_speed(exact, queries, k, latency_queries=policy.latency_queries)
+        exact_p99 = float(speed["p99_ms"])
+        if exact_p99 <= policy.exact_p99_ms:
+            row = TuneRow(
+                index="exact", factory="exact", params={}, recall=1.0, qps_batch=speed["qps_batch"],
+                qps_single=speed["qps_single"], p50_ms=speed["p50_ms"], p99_ms=exact_p99, build_s=0.0,
+                bytes_per_vector=exact.nbytes() / max(n, 1), meets_target=True,
+            )
+            reason = (f"exact search: its single-query p99 {exact_p99:.2f} ms is within the {policy.exact_p99_ms:g} ms "
+                      f"budget ({n:,} items, {speed['qps_batch']:,.0f} QPS batched), so no approximation is needed")
+            log.info("autotune: %s", reason)
+            return TuneReport(
+                rows=[row], chosen=row, met_target=True, k=k, target_recall=float(target_recall), n=n, dim=dim,
+                n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=exact, reason=reason,
+                exact_p99_ms=exact_p99,
+            )
+        reason = (f"approximate: exact search's single-query p99 {exact_p99:.2f} ms exceeds the "
+                  f"{policy.exact_p99_ms:g} ms budget ({n:,} items)")
+        del exact
 
     rows: list[TuneRow] = []
     best: tuple[tuple[int, float, float], TuneRow, VectorIndex] | None = None
@@ -270,7 +328,12 @@ def autotune(
             "to the candidates or lower target_recall", k, target_recall, chosen.recall, chosen.factory, chosen.params
         )
     chosen_index.set_search_params(**chosen.params)
+    verdict = (f"fastest setting reaching recall@{k} {target_recall:g}: {chosen.factory} {chosen.params} at "
+               f"{chosen.recall:.4f}" if chosen.meets_target else
+               f"no setting reached recall@{k} {target_recall:g}; best {chosen.recall:.4f} with {chosen.factory} "
+               f"{chosen.params}")
     return TuneReport(
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
         n=n, dim=dim, n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=chosen_index,
+        reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99,
     )
