@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # could pull a multi-GB CUDA build, so it is installed first and pinned.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install demo test test-all bench clean
+.PHONY: install demo test test-all bench lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,6 +25,9 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -m "not slow"
+
+lint: install
+	$(BIN)/ruff check src tests bench examples
 
 test-all: install
 	$(BIN)/python -m pytest

@@ -10,7 +10,6 @@ overflowed int64, ratings that became inf).
 from __future__ import annotations
 
 import json
-import math
 import tempfile
 import warnings
 from pathlib import Path

@@ -9,7 +9,6 @@ wrong; never a 500, a traceback, a package path or an internal exception name.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
