@@ -15,7 +15,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q "$(TORCH_PIN)"
-	$(BIN)/python -m pip install -q -e '.[text,dev]'
+	$(BIN)/python -m pip install -q -e '.[text,onnx,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         "twotower.cli.serve_cmd:register",
         "twotower.search.search_cli:register",
         "twotower.cli.explain_cmd:register",
+        "twotower.cli.export_cmd:register",
     ):
         _optional(path, sub)
     return parser

@@ -1,0 +1,269 @@
+"""Export a run's towers to ONNX (dynamic batch and history length) and check them with onnxruntime.
+
+Written to ``DIR``::
+
+    user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features), history[B, L] int64
+                       (right-aligned item rows, padded on the left with ``pad_item``) -> user_vectors[B, D]
+    item_tower.onnx    item_rows[B] int64 -> item_vectors[B, D]
+    item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
+    item_ids.json, user_ids.json   external id of each row
+    export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
+
+The export goes through :meth:`UserTower.forward(user_rows, history)` and
+:meth:`ItemTower.forward(rows)`, so any user tower (pooled or sequence) exports
+the same way. Shapes: B batch, L history length, D dim, I items.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from twotower.errors import ConfigError, IntegrityError
+from twotower.utils.atomic import atomic_path, atomic_write_json
+
+__all__ = ["ExportReport", "export_onnx", "check_onnx", "OPSET"]
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+TOLERANCE = 1e-5
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    """Where the files went and how closely onnxruntime reproduced the PyTorch towers."""
+
+    out: Path
+    user_inputs: tuple[str, ...]
+    n_users_checked: int
+    n_items_checked: int
+    max_abs_diff_user: float
+    max_abs_diff_item: float
+
+
+class _UserExport(nn.Module):
+    """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower)."""
+
+    def __init__(self, tower: nn.Module, with_rows: bool) -> None:
+        super().__init__()
+        self.tower = tower
+        self.with_rows = with_rows
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        if self.with_rows:
+            user_rows, history = inputs
+            return self.tower(user_rows, history)
+        (history,) = inputs
+        return self.tower(None, history)
+
+
+class _ItemExport(nn.Module):
+    def __init__(self, tower: nn.Module) -> None:
+        super().__init__()
+        self.tower = tower
+
+    def forward(self, item_rows: Tensor) -> Tensor:
+        return self.tower(item_rows)
+
+
+class _MaskedBag(nn.Module):
+    """``nn.EmbeddingBag(mode="mean"|"sum", padding_idx=p)`` on [B, M] bags as plain ops ONNX exports
+    (the ONNX exporter refuses EmbeddingBag with a padding_idx). Same numbers: padding is left out, an
+    all-padding bag gives zeros."""
+
+    def __init__(self, bag: nn.EmbeddingBag) -> None:
+        super().__init__()
+        self.weight = bag.weight
+        self.mode = bag.mode
+        self.padding_idx = -1 if bag.padding_idx is None else int(bag.padding_idx)
+
+    def forward(self, values: Tensor) -> Tensor:
+        keep = (values != self.padding_idx).to(self.weight.dtype).unsqueeze(-1)  # [B, M, 1]
+        total = (nn.functional.embedding(values, self.weight) * keep).sum(dim=1)  # [B, F]
+        if self.mode == "sum":
+            return total
+        return total / keep.sum(dim=1).clamp_min(1.0)
+
+
+def _exportable(tower: nn.Module) -> nn.Module:
+    """A copy of ``tower`` with every EmbeddingBag swapped for :class:`_MaskedBag` (weights shared, not copied)."""
+    import copy
+
+    bags = {name for name, m in tower.named_modules() if isinstance(m, nn.EmbeddingBag)}
+    if not bags:
+        return tower
+    memo = {id(p): p for p in tower.parameters()} | {id(b): b for b in tower.buffers()}
+    clone = copy.deepcopy(tower, memo)
+    for name in bags:
+        if not name:
+            continue
+        parent_name, _, leaf = name.rpartition(".")
+        parent = clone.get_submodule(parent_name) if parent_name else clone
+        parent._modules[leaf] = _MaskedBag(getattr(parent, leaf))
+    return clone
+
+
+def _bool_eyelike_to_float(path: Path) -> None:
+    """onnxruntime has no boolean EyeLike (``torch.eye(L, dtype=torch.bool)`` in a causal mask exports to one):
+    compute it in float and cast back to bool; the numbers are the same."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    m = onnx.load(str(path))
+    if not any(n.op_type == "EyeLike" for n in m.graph.node):
+        return
+    inferred = onnx.shape_inference.infer_shapes(m)
+    types = {v.name: v.type.tensor_type.elem_type for v in [*inferred.graph.value_info, *inferred.graph.input]}
+    nodes = list(m.graph.node)
+    changed = False
+    out_nodes = []
+    for n in nodes:
+        dtype = next((a.i for a in n.attribute if a.name == "dtype"), types.get(n.input[0]) if n.input else None)
+        if n.op_type == "EyeLike" and dtype == TensorProto.BOOL:
+            x_f, y_f = n.input[0] + "__float", n.output[0] + "__float"
+            out_nodes.append(helper.make_node("Cast", [n.input[0]], [x_f], to=TensorProto.FLOAT))
+            out_nodes.append(helper.make_node("EyeLike", [x_f], [y_f], dtype=TensorProto.FLOAT))
+            out_nodes.append(helper.make_node("Cast", [y_f], [n.output[0]], to=TensorProto.BOOL))
+            changed = True
+        else:
+            out_nodes.append(n)
+    if changed:
+        del m.graph.node[:]
+        m.graph.node.extend(out_nodes)
+        onnx.checker.check_model(m)
+        with atomic_path(path) as tmp:
+            onnx.save(m, str(tmp))
+
+
+def _export_towers(out: Path, user_tower: nn.Module, item_tower: nn.Module, with_rows: bool, rows: Tensor,
+                   hist: Tensor, user_inputs: list[str], dyn_user: dict) -> None:
+    with torch.no_grad():
+        args = (rows, hist) if with_rows else (hist,)
+        _onnx_export(_UserExport(user_tower, with_rows), args, out / "user_tower.onnx", user_inputs, dyn_user)
+        _bool_eyelike_to_float(out / "user_tower.onnx")
+        _onnx_export(_ItemExport(item_tower), (rows,), out / "item_tower.onnx", ["item_rows"],
+                     {"item_rows": {0: "batch"}, "_out": "item_vectors", "item_vectors": {0: "batch"}})
+
+
+def _needs_rows(tower: Any) -> bool:
+    return getattr(tower, "id_emb", None) is not None or bool(getattr(tower.features, "out_dim", 0))
+
+
+def _onnx_export(module: nn.Module, args: tuple[Tensor, ...], path: Path, names: list[str], dynamic: dict) -> None:
+    import warnings
+
+    with atomic_path(path) as tmp, warnings.catch_warnings():
+        # the tracer's notes on shape-dependent Python (checked below by running the graph) are not for users
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, str(tmp), input_names=names, output_names=[dynamic["_out"]],
+                          dynamic_axes={k: v for k, v in dynamic.items() if k != "_out"}, opset_version=OPSET,
+                          dynamo=False, do_constant_folding=True)
+
+
+def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> ExportReport:
+    """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc)."""
+    try:
+        import onnx  # noqa: F401 - the exporter needs it
+    except ImportError:
+        raise ConfigError("ONNX export needs the onnx and onnxruntime packages: pip install 'twotower[onnx]'") from None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model = run.model.eval()
+    user_tower, item_tower = _exportable(model.user_tower), _exportable(model.item_tower)
+    with_rows = _needs_rows(user_tower)
+    L = int(model.history_len)
+    rows = torch.zeros(2, dtype=torch.long)
+    hist = torch.as_tensor(run.history.last_windows(np.arange(min(2, len(run.user_vocab))), L, model.pad_item))
+    if hist.shape[0] < 2:
+        hist = hist.repeat(2, 1)
+    user_inputs = ["user_rows", "history"] if with_rows else ["history"]
+    dyn_user = {"history": {0: "batch", 1: "history_len"}, "_out": "user_vectors", "user_vectors": {0: "batch"}}
+    if with_rows:
+        dyn_user["user_rows"] = {0: "batch"}
+    # weights the tower reaches without owning them (a sequence tower tied to the item ID table) are traced as
+    # constants, which the exporter refuses while they require grad; switch grad off for the export only
+    grads = [(p, p.requires_grad) for p in model.parameters()]
+    for p, _ in grads:
+        p.requires_grad_(False)
+    try:
+        _export_towers(out, user_tower, item_tower, with_rows, rows, hist, user_inputs, dyn_user)
+    except torch.onnx.errors.OnnxExporterError as e:  # an operator the exporter lacks (e.g. packed GRU sequences)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ConfigError(f"this run's towers (model.user.history={run.config.model.user.history}) cannot be "
+                          f"exported to ONNX by torch's exporter: {first}") from None
+    finally:
+        for p, g in grads:
+            p.requires_grad_(g)
+    items = run.item_embeddings()
+    with atomic_path(out / "item_embeddings.npy") as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(items, np.float32), allow_pickle=False)
+    atomic_write_json(out / "item_ids.json", list(run.item_vocab.ids))
+    atomic_write_json(out / "user_ids.json", list(run.user_vocab.ids))
+    report = check_onnx(run, out, n_users=check_users)
+    atomic_write_json(out / "export.json", {
+        "format": 1,
+        "run": str(run.dir),
+        "model_fingerprint": run.fingerprint(),
+        "dim": int(items.shape[1]),
+        "n_items": int(run.n_items),
+        "n_users": int(len(run.user_vocab)),
+        "history_len": L,
+        "pad_item": int(model.pad_item),
+        "user_tower": {"file": "user_tower.onnx", "inputs": user_inputs, "output": "user_vectors",
+                       "history": run.config.model.user.history},
+        "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors"},
+        "opset": OPSET,
+        "check": {"users": report.n_users_checked, "items": report.n_items_checked,
+                  "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
+                  "tolerance": TOLERANCE},
+    })
+    return report
+
+
+def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256) -> ExportReport:
+    """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, varied lengths) and
+    every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise ConfigError("checking the export needs onnxruntime: pip install 'twotower[onnx]'") from None
+    out = Path(out)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    user_sess = ort.InferenceSession(str(out / "user_tower.onnx"), opts, providers=["CPUExecutionProvider"])
+    item_sess = ort.InferenceSession(str(out / "item_tower.onnx"), opts, providers=["CPUExecutionProvider"])
+    names = tuple(i.name for i in user_sess.get_inputs())
+    model = run.model.eval()
+    U = len(run.user_vocab)
+    users = np.random.default_rng(0).choice(U, size=min(n_users, U), replace=False)
+    L, pad = int(model.history_len), int(model.pad_item)
+    worst_u = 0.0
+    for s in range(0, len(users), batch):
+        rows = np.asarray(users[s : s + batch], np.int64)
+        # alternate full windows and shorter ones: the history length axis is dynamic
+        length = L if (s // batch) % 2 == 0 else max(1, L // 2)
+        hist = run.history.last_windows(rows, length, pad).astype(np.int64)  # [B, length]
+        with torch.no_grad():
+            ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist)).numpy()
+        feed = {"history": hist} if names == ("history",) else {"user_rows": rows, "history": hist}
+        got = user_sess.run(None, feed)[0]
+        worst_u = max(worst_u, float(np.abs(got - ref).max()))
+    worst_i = 0.0
+    ref_items = run.item_embeddings()
+    for s in range(0, run.n_items, 4096):
+        rows = np.arange(s, min(s + 4096, run.n_items), dtype=np.int64)
+        got = item_sess.run(None, {"item_rows": rows})[0]
+        worst_i = max(worst_i, float(np.abs(got - ref_items[rows]).max()))
+    if worst_u > TOLERANCE or worst_i > TOLERANCE:
+        raise IntegrityError(f"{out}: the ONNX towers differ from PyTorch by up to {max(worst_u, worst_i):.2e} "
+                             f"(user {worst_u:.2e}, item {worst_i:.2e}; tolerance {TOLERANCE:g})")
+    log.info("onnxruntime reproduces the towers: %d users max |diff| %.2e, %d items max |diff| %.2e",
+             len(users), worst_u, run.n_items, worst_i)
+    return ExportReport(out, names, len(users), run.n_items, worst_u, worst_i)
