@@ -140,3 +140,12 @@ def test_ivf_returns_k_without_exclusions_when_probed_lists_are_short(catalogue)
     assert (res.ids != -1).all()
     assert all(len(set(row.tolist())) == 100 for row in res.ids)
     assert index.search_params == {"nprobe": 1}
+
+
+def test_training_sample_is_sized_to_the_list_count(catalogue, caplog):
+    # 32 lists need 39 * 32 = 1248 training vectors: a smaller max_train is raised, so FAISS never warns
+    x, ids, _ = catalogue
+    with caplog.at_level("INFO", logger="twotower.index.faiss_index"):
+        index = FaissIndex("IVF32,Flat", max_train=200).build(x, ids)
+    assert index._build_params["n_train"] == 1248
+    assert "raising max_train 200 to 1248" in caplog.text

@@ -101,6 +101,24 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
     return spec.strip().replace("{nlist}", str(nlist))
 
 
+def min_training_points(index: Any) -> int:
+    """Training vectors FAISS wants for ``index``: 39 per k-means centroid (IVF lists, PQ / SQ codebooks)."""
+    faiss = _faiss()
+    need = 0
+    ivf = faiss.try_extract_index_ivf(index)
+    if ivf is not None:
+        ivf = faiss.downcast_index(ivf)
+        need = max(need, 39 * int(ivf.nlist))
+        pq = getattr(ivf, "pq", None)
+        if pq is not None and isinstance(ivf, faiss.IndexIVFPQ):
+            need = max(need, 39 * int(pq.ksub))
+    inner = index.index if isinstance(index, faiss.IndexIDMap) else index
+    inner = faiss.downcast_index(inner)
+    if isinstance(inner, faiss.IndexPQ):
+        need = max(need, 39 * int(inner.pq.ksub))
+    return need
+
+
 def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
     reason = " ".join(str(err).split()).split("Error: ")[-1]  # drop FAISS's C++ location prefix
     return ConfigError(
@@ -215,8 +233,18 @@ class FaissIndex(VectorIndex):
         n_train = 0
         if not index.is_trained:
             train = vectors
-            if self.max_train is not None and n > self.max_train:
-                rows = np.sort(np.random.default_rng(self.seed).choice(n, self.max_train, replace=False))
+            want = self.max_train
+            need = min_training_points(index)
+            if want is not None and want < need:
+                # FAISS's k-means wants >= 39 points per centroid; fewer gives poor lists (and its warning)
+                log.info("%s needs %d training vectors (39 per centroid); raising max_train %d to %d",
+                         self.factory, need, want, min(need, n))
+                want = need
+            if need > n:
+                log.warning("%s wants %d training vectors (39 per centroid) but only %d exist; use fewer lists "
+                            "(the ivf/ivfpq shortcuts size nlist to the catalogue)", self.factory, need, n)
+            if want is not None and n > want:
+                rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))
                 train = vectors[rows]
             n_train = int(train.shape[0])
             log.info("training %s on %d vectors of dim %d", self.factory, n_train, dim)
