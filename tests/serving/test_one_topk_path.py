@@ -85,3 +85,20 @@ def test_recommend_uses_the_built_ann_index_unless_exact(run_dir, tmp_path, caps
     exact, err = _cli_lists(capsys, "--run", str(run), "--users", "u1,u2", "--k", "10", "--exact")
     assert "exact search" in err and "(--exact)" in err
     assert all(len(v) == 10 for v in ann.values()) and all(len(v) == 10 for v in exact.values())
+
+
+def test_service_refuses_an_index_below_its_recall_target_unless_allowed(run_dir, tmp_path):
+    pytest.importorskip("faiss")
+    from twotower.errors import ConfigError
+    from twotower.serving import RecommenderService
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("index"))
+    # a 2-bit PQ cannot reach recall 1.0: the build says so, and the service will not start on it
+    assert main(["index", "build", "--run", str(run), "--index", "IVF2,PQ2x2", "--target-recall", "1.0",
+                 "--queries", "10"]) == 0
+    with pytest.raises(ConfigError, match=r"measured recall@10 0\.\d+ on 10 queries .* below its target 1\.0.*"
+                                          r"--allow-low-recall"):
+        RecommenderService.load(run)
+    service = RecommenderService.load(run, allow_low_recall=True)
+    assert not service.index.is_exact and "approximate IVF2,PQ2x2" in service.index_description

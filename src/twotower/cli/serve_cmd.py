@@ -16,6 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search-index", help="search index folder from `twotower search index` (adds POST /search)")
     p.add_argument("--rerank", help="cross-encoder folder for POST /search with rerank=true")
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
+    p.add_argument("--allow-low-recall", action="store_true",
+                   help="serve an index whose recall measured at build time missed its target (refused otherwise)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-concurrency", type=int, default=4, help="requests computing at once (default 4)")
@@ -49,7 +51,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
-    service = RecommenderService.load(args.run, args.index, settings=settings) if args.run else None
+    service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall)
+               if args.run else None)
     search = None
     if args.search_index:
         from twotower.serving.search_routes import SearchService
@@ -59,8 +62,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings=settings, search_service=search)
     what = []
     if service is not None:
-        info = service.index_info()
-        what.append(f"{args.run} (index {info['backend']} {info['factory'] or ''})")
+        what.append(f"{args.run} ({service.index_description})")
     if search is not None:
         what.append(f"search index {args.search_index}" + (" + reranker" if args.rerank else ""))
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)

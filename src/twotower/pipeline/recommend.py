@@ -19,14 +19,16 @@ import pandas as pd
 import scipy.sparse as sp
 
 from twotower.data.readers import read_interactions
-from twotower.errors import NotFoundError
+from twotower.errors import ConfigError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.results import Results
+from twotower.utils.atomic import read_json
 
 __all__ = [
     "USER_CHUNK",
     "exclusions_from_files",
+    "low_recall",
     "open_run_index",
     "user_query_vectors",
     "recommend_users",
@@ -41,13 +43,32 @@ USER_CHUNK = 65536
 _chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
-def open_run_index(run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False) -> tuple[VectorIndex, str]:
+def low_recall(index_dir: str | Path) -> str | None:
+    """Why the index in ``index_dir`` misses its recall target (from its ``tune.json``), or None if it does not."""
+    tune_file = Path(index_dir) / "tune.json"
+    if not tune_file.is_file():
+        return None
+    tune = read_json(tune_file)
+    chosen = tune.get("chosen") or {}
+    if tune.get("met_target", True) or "recall" not in chosen:
+        return None
+    return (f"the index in {index_dir} ({chosen.get('factory')} {chosen.get('params')}) measured recall@{tune.get('k')} "
+            f"{chosen['recall']:.4f} on {tune.get('n_queries')} queries when built, below its target "
+            f"{tune.get('target_recall')}; rebuild it (`twotower index build --index auto`, or a larger "
+            "--target-recall sweep), serve exact search with --index pointing at an exact index, or pass "
+            "--allow-low-recall to serve it anyway")
+
+
+def open_run_index(
+    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
+) -> tuple[VectorIndex, str]:
     """The index a run is served from, and a sentence saying which it is.
 
     ``index_dir`` if given, else ``RUN/index`` when ``twotower index build``
     made one, else exact search over the item embeddings; ``exact=True``
     forces exact search. A saved index built for another model raises
-    IntegrityError.
+    IntegrityError; with ``allow_low_recall=False`` one whose measured recall
+    missed its target raises ConfigError saying what was measured.
     """
     fp = run.fingerprint()
     if not exact and index_dir is None and (Path(run.dir) / "index" / "meta.json").is_file():
@@ -57,6 +78,9 @@ def open_run_index(run: TrainedRun, index_dir: str | Path | None = None, *, exac
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return index, f"exact search over {run.n_items:,} items ({why})"
+    problem = None if allow_low_recall else low_recall(index_dir)
+    if problem:
+        raise ConfigError(problem)
     index = load_index(index_dir, expected_fingerprint=fp)
     if index.is_exact:
         return index, f"index {index_dir}: exact search over {len(index):,} items"

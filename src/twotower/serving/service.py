@@ -135,11 +135,18 @@ class RecommenderService:
     # ------------------------------------------------------------------ loading
     @classmethod
     def load(
-        cls, run_dir: str | Path, index_dir: str | Path | None = None, *, settings: ServiceSettings | None = None
+        cls,
+        run_dir: str | Path,
+        index_dir: str | Path | None = None,
+        *,
+        settings: ServiceSettings | None = None,
+        allow_low_recall: bool = False,
     ) -> "RecommenderService":
         """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search).
 
-        A saved index built for another model raises IntegrityError.
+        A saved index built for another model raises IntegrityError; one whose
+        recall measured at build time missed its target raises ConfigError
+        (saying what was measured) unless ``allow_low_recall``.
         """
         from twotower.pipeline.artifacts import TrainedRun
         from twotower.pipeline.recommend import open_run_index
@@ -148,7 +155,7 @@ class RecommenderService:
         settings = settings or ServiceSettings()
         set_threads(settings.threads)
         run = TrainedRun.load(run_dir)
-        index, described = open_run_index(run, index_dir)
+        index, described = open_run_index(run, index_dir, allow_low_recall=allow_low_recall)
         log.info("serving from %s", described)
         service = cls(run, index, settings=settings)
         service.index_description = described
