@@ -13,6 +13,7 @@ Every problem raises :class:`~twotower.errors.DataError` naming file, row
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Corpus",
@@ -127,12 +130,14 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]
 def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     path = Path(path)
     ids, titles, texts, row_of = [], [], [], {}
+    empty: list[str] = []
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
         doc_id = str(obj["_id"])
         title = str(obj.get("title") or "")
         text = str(obj["text"] or "")
         if not (title.strip() or text.strip()):
-            raise DataError("document has an empty title and text", file=str(path), row=lineno, column="text")
+            # real collections hold a few (BEIR's and Pyserini's loaders index them): keep it, count it, say so once
+            empty.append(doc_id)
         if doc_id in row_of:
             raise DataError(f"duplicate document id {doc_id!r}", file=str(path), row=lineno, column="_id")
         row_of[doc_id] = len(ids)
@@ -141,6 +146,12 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
         texts.append(text)
     if not ids:
         raise DataError("corpus is empty", file=str(path))
+    if len(empty) == len(ids):
+        raise DataError(f"all {len(ids)} documents have an empty title and text", file=str(path), column="text")
+    if empty:
+        shown = ", ".join(repr(d) for d in empty[:5]) + (" ..." if len(empty) > 5 else "")
+        log.warning("%s: %d of %d documents have an empty title and text (%s); they are indexed as empty "
+                    "documents and can only rank last", path, len(empty), len(ids), shown)
     return Corpus(ids, titles, texts, row_of)
 
 
