@@ -43,6 +43,11 @@ _LAZY: dict[str, str] = {
     "InBatchSoftmax": "twotower.losses",
     "FullSoftmax": "twotower.losses",
     "BPRLoss": "twotower.losses",
+    "SampledSoftmax": "twotower.losses",
+    "ListwiseSoftmax": "twotower.losses",
+    "LossBatch": "twotower.losses",
+    "RetrievalLoss": "twotower.losses",
+    "TrainLoop": "twotower.training.loop",
     "DistributedInBatchSoftmax": "twotower.losses",
     # training and pipeline
     "Trainer": "twotower.training.trainer",
