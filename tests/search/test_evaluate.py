@@ -9,7 +9,7 @@ import pytest
 from twotower.errors import ConfigError
 from twotower.results import PAD_ID, Results
 from twotower.search.evaluate import METRIC_KEYS, evaluate_retriever
-from twotower.search.search_cli import register
+from twotower.cli.search_cmd import register
 
 
 def test_metrics_by_hand():

@@ -81,3 +81,22 @@ def test_search_index_cli_stores_the_chosen_fusion(tmp_path, capsys):
     assert main(["-q", "search", "index", "--beir", str(beir), "--out", str(out), "--fusion", "zscore",
                  "--bm25-weight", "2"]) == 2
     assert "--bm25-weight" in capsys.readouterr().err
+
+
+def test_search_index_files_are_verified_like_every_other_artefact(tmp_path):
+    from twotower.errors import IntegrityError
+    from twotower.serving.search_service import SearchService
+
+    beir = write_beir(tmp_path / "beir")
+    SearchIndex.build(load_corpus(beir / "corpus.jsonl")).save(tmp_path / "idx")
+    service = SearchService.load(tmp_path / "idx")
+    assert service.reranker is None and service.index_dir == tmp_path / "idx"
+    assert service.search("vitamin", 3, "bm25", False, 20)["items"]
+    docs = tmp_path / "idx" / "docs.json"
+    docs.write_text(docs.read_text().replace('"ids"', '"ids" ', 1))  # one byte more: not the saved file
+    with pytest.raises(IntegrityError, match=r"docs\.json: sha256 mismatch.*twotower search index"):
+        SearchService.load(tmp_path / "idx")
+    bm25_file = next(p for p in sorted((tmp_path / "idx" / "bm25").rglob("*")) if p.is_file())
+    bm25_file.unlink()
+    with pytest.raises(IntegrityError, match="missing"):
+        SearchIndex.load(tmp_path / "idx")

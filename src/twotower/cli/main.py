@@ -151,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     for path in (
         "twotower.cli.index_cmd:register",
         "twotower.cli.serve_cmd:register",
-        "twotower.search.search_cli:register",
+        "twotower.cli.search_cmd:register",
         "twotower.cli.explain_cmd:register",
         "twotower.cli.export_cmd:register",
     ):

@@ -1,6 +1,6 @@
 """``twotower search ...`` and ``twotower rerank ...`` subcommands (argparse, lazy imports).
 
-Mounted by :mod:`twotower.cli.main` through :func:`register`; each handler
+Mounted by :mod:`twotower.cli.main` (next to the other command modules) through :func:`register`; each handler
 takes the parsed ``argparse.Namespace`` and returns an exit code.
 """
 from __future__ import annotations

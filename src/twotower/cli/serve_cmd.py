@@ -55,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                if args.run else None)
     search = None
     if args.search_index:
-        from twotower.serving.search_routes import SearchService
+        from twotower.serving.search_service import SearchService
 
         search = SearchService.load(args.search_index, args.rerank)
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(

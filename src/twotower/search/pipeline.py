@@ -2,7 +2,7 @@
 
 Layout of ``path/``::
 
-    meta.json        format, model (bi-encoder dir or null), max_length, fusion, embeddings sha256
+    meta.json        format, model (bi-encoder dir or null), max_length, fusion, sha256 of every file
     docs.json        {"ids": [...], "titles": [...], "texts": [...]}
     bm25/            BM25Retriever.save
     embeddings.npy   float32 [N, D] corpus embeddings from the document tower
@@ -21,7 +21,15 @@ import numpy as np
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
 from twotower.search.beir import Corpus
-from twotower.utils.atomic import atomic_dir, atomic_write_bytes, atomic_write_json, read_json, sha256_bytes, sha256_file
+from twotower.utils.atomic import (
+    atomic_dir,
+    atomic_write_bytes,
+    atomic_write_json,
+    read_json,
+    sha256_bytes,
+    sha256_file,
+    verify_files,
+)
 
 __all__ = ["SearchIndex", "Hit"]
 
@@ -68,9 +76,11 @@ class SearchIndex:
             atomic_write_bytes(tmp / "embeddings.npy", buf.getvalue())
             atomic_write_json(tmp / "docs.json", {"ids": self.corpus.ids, "titles": self.corpus.titles,
                                                   "texts": self.corpus.texts})
+            # every file's sha256, checked on load by verify_files like runs, checkpoints and vector indexes
+            files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             atomic_write_json(tmp / "meta.json", {
-                "format": 1, "kind": "search_index", "model": self.model, "max_length": self.dense.max_length,
-                "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()),
+                "format": 2, "kind": "search_index", "model": self.model, "max_length": self.dense.max_length,
+                "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()), "files": files,
             })
 
     @classmethod
@@ -85,8 +95,11 @@ class SearchIndex:
         meta = read_json(path / "meta.json")
         if meta.get("kind") != "search_index":
             raise IntegrityError(f"{path}/meta.json does not describe a search index")
-        if sha256_file(path / "embeddings.npy") != meta["embeddings_sha256"]:
-            raise IntegrityError(f"{path}/embeddings.npy does not match meta.json (corrupted); rebuild the index")
+        fix = f"rebuild it with 'twotower search index --beir DIR --out {path}'"
+        if "files" in meta:
+            verify_files(path, meta["files"], fix=fix)
+        elif sha256_file(path / "embeddings.npy") != meta["embeddings_sha256"]:  # format 1: embeddings only
+            raise IntegrityError(f"{path}/embeddings.npy: sha256 mismatch (corrupted, truncated or replaced); {fix}")
         docs = read_json(path / "docs.json")
         corpus = Corpus(docs["ids"], docs["titles"], docs["texts"], {d: i for i, d in enumerate(docs["ids"])})
         emb = np.load(path / "embeddings.npy", allow_pickle=False)

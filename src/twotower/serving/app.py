@@ -60,7 +60,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if app.state.search is None and search_index_dir is not None:
-            from twotower.serving.search_routes import SearchService
+            from twotower.serving.search_service import SearchService
 
             app.state.search = SearchService.load(search_index_dir, rerank_dir)
         if app.state.service is None and has_recommender:
@@ -91,7 +91,7 @@ def create_app(
     else:
         app.include_router(_ops_router())
     if has_search:
-        from twotower.serving.search_routes import build_search_router
+        from twotower.serving.search_service import build_search_router
 
         app.include_router(build_search_router(settings))
     for router in routers:

@@ -1,13 +1,18 @@
 """``POST /search``: hybrid (BM25 + dense) text search over a saved search index, optional reranking.
 
-Mounted by :func:`twotower.serving.create_app` when a search index is given
-(``twotower serve --search-index DIR [--rerank PATH]``). It shares the app's
-concurrency gate, body limit and error map with the recommender routes.
+:class:`SearchService` is the search counterpart of
+:class:`twotower.serving.service.RecommenderService`: plain Python, loaded
+once, with typed fields; its dense half searches a
+:class:`twotower.index.VectorIndex` (the project's one top-K path).
+:func:`build_search_router` mounts it (``twotower serve --search-index DIR
+[--rerank PATH]``), sharing the app's concurrency gate, body limit and error
+map with the recommender routes.
 """
 # no `from __future__ import annotations`: FastAPI must see the request model classes defined in build_search_router
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
@@ -15,6 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from twotower.serving.routes import json_response, run_compute
 from twotower.serving.settings import ServiceSettings
+
+if TYPE_CHECKING:
+    from twotower.search.pipeline import SearchIndex
+    from twotower.search.rerank import CrossEncoderReranker
 
 __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
@@ -24,23 +33,26 @@ MAX_QUERY_CHARS = 2000
 SNIPPET_CHARS = 300
 
 
+@dataclass(frozen=True)
 class SearchService:
-    """A loaded :class:`twotower.search.SearchIndex` plus an optional cross-encoder."""
+    """A loaded search index (checksums verified) plus an optional cross-encoder."""
 
-    def __init__(self, index: Any, reranker: Any = None) -> None:
-        self.index = index
-        self.reranker = reranker
+    index: "SearchIndex"
+    reranker: "Optional[CrossEncoderReranker]" = None
+    index_dir: Optional[Path] = None
 
     @classmethod
-    def load(cls, index_dir: str | Path, rerank_dir: str | Path | None = None) -> "SearchService":
+    def load(cls, index_dir: "str | Path", rerank_dir: "str | Path | None" = None) -> "SearchService":
+        """Load ``index_dir`` (every file checked with :func:`twotower.utils.atomic.verify_files`) and a reranker."""
         from twotower.search import SearchIndex
         from twotower.search.rerank import CrossEncoderReranker
 
         index = SearchIndex.load(index_dir)
         reranker = CrossEncoderReranker(str(rerank_dir)) if rerank_dir is not None else None
-        return cls(index, reranker)
+        return cls(index=index, reranker=reranker, index_dir=Path(index_dir))
 
     def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int) -> dict[str, Any]:
+        """``{"query", "mode", "reranked", "k", "items": [{"doc_id", "score", "rank", "title", "text"}]}``."""
         if rerank and self.reranker is None:
             from twotower.errors import ConfigError
 
