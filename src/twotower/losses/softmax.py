@@ -119,7 +119,8 @@ class InBatchSoftmax(_Softmax):
     """In-batch softmax with logQ correction and accidental-hit masking (needs ``"batch"``).
 
     ``candidates[:B]`` are the batch's positives (row ``b``'s positive is
-    column ``b``) and ``candidates[B:]`` optional extra negatives, e.g. uniform
+    column ``b``; or ``batch.positive_cols[b]`` when the caller de-duplicated
+    the candidates) and the rest optional extra negatives, e.g. uniform
     samples for mixed negative sampling; every row treats all other candidates
     as negatives. Popular items are over-represented among in-batch negatives,
     which the logQ correction undoes (Yi et al. 2019, RecSys; the mixture
@@ -131,14 +132,15 @@ class InBatchSoftmax(_Softmax):
 
     def _columns(self, queries, candidates, batch):
         b = queries.shape[0]
-        if candidates.shape[0] < b:
+        if batch.positive_cols is None and candidates.shape[0] < b:
             raise DataError(f"candidates[:B] must be the B={b} positives, but only {candidates.shape[0]} candidates were given")
         ids = batch.candidate_ids
         if batch.positive_ids is not None and batch.positive_ids.shape != (b,):
             raise DataError(f"positive_ids must be [B]={b}, got {tuple(batch.positive_ids.shape)}")
         if ids is not None and ids.shape != (candidates.shape[0],):
             raise DataError(f"candidate_ids must be [N]={candidates.shape[0]}, got {tuple(ids.shape)}")
-        return candidates, ids, batch.log_q, torch.arange(b, device=queries.device)
+        cols = batch.positive_cols  # e.g. de-duplicated candidates: each positive's column in the unique set
+        return candidates, ids, batch.log_q, torch.arange(b, device=queries.device) if cols is None else cols.long()
 
 
 class SampledSoftmax(_Softmax):
