@@ -174,15 +174,32 @@ def _close_matches(column: str, present: Iterable[str]) -> list[str]:
     return out
 
 
-def missing_column_error(column: str, present: Iterable[str], *, file: str, role: str = "") -> DataError:
-    """A DataError for an absent column, listing present columns and close matches."""
+#: the setting a user types to name the column of each role (what the error message points at)
+ROLE_SETTINGS = {
+    "user": "data.user_col", "item": "data.item_col", "timestamp": "data.timestamp_col", "rating": "data.rating_col",
+    "title": "data.title_col", "key": "data.item_col / data.user_col",
+    "categorical": "data.item_categorical / data.user_categorical", "numeric": "data.item_numeric / data.user_numeric",
+    "multi-valued": "data.item_multi / data.user_multi", "text": "data.item_text",
+}
+
+
+def missing_column_error(
+    column: str, present: Iterable[str], *, file: str, role: str = "", taken: Iterable[str] = ()
+) -> DataError:
+    """A DataError for an absent column, listing present columns and close matches.
+
+    Columns in ``taken`` already play another role (the user column is no
+    suggestion for the item column); the fix names the setting to type.
+    """
     present = list(present)
-    close = _close_matches(column, present)
+    taken = set(taken)
+    close = _close_matches(column, [c for c in present if c not in taken])
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     what = f" (the {role} column)" if role else ""
+    setting = ROLE_SETTINGS.get(role)
+    fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
     return DataError(
-        f"column {column!r}{what} not found; columns present: {present}{hint} "
-        "Map it with ColumnMap or rename the column.",
+        f"column {column!r}{what} not found; columns present: {present}{hint}{fix}",
         file=file,
         column=column,
     )
@@ -417,7 +434,8 @@ def read_interactions(
     present = list(raw.columns)
     for role, col in (("user", columns.user), ("item", columns.item)):
         if col not in raw.columns:
-            raise missing_column_error(col, present, file=label, role=role)
+            other = {columns.user, columns.item, columns.timestamp, columns.rating} - {col}
+            raise missing_column_error(col, present, file=label, role=role, taken=other)
     defaults = ColumnMap()
     optional: dict[str, str | None] = {}
     for role in ("timestamp", "rating"):

@@ -100,6 +100,13 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
         users = read_feature_table(cfg.users, user_spec)
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={cfg.user_col: "user_id"})
+    if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
+        if items is None:
+            raise ConfigError(f"data.title_col={cfg.title_col!r} needs an item table: pass --items FILE (data.items)")
+        if cfg.title_col not in items.columns:
+            from twotower.data.readers import missing_column_error
+
+            raise missing_column_error(cfg.title_col, list(items.columns), file=str(cfg.items), role="title")
     for name, part in (("train", train), ("valid", valid), ("test", test)):
         if part is not None:
             report[f"{name}_rows"] = int(len(part))

@@ -1,0 +1,37 @@
+"""Column errors point at what the user types (issue 13, items 2 and 5)."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from twotower.errors import DataError
+
+
+def test_missing_item_column_names_the_setting_and_never_suggests_the_user_column(tmp_path):
+    from twotower.data.readers import read_interactions
+
+    f = tmp_path / "x.csv"
+    pd.DataFrame({"user_id": ["u1"], "itm": ["i1"], "timestamp": [1]}).to_csv(f, index=False)
+    with pytest.raises(DataError) as e:
+        read_interactions(f)
+    msg = str(e.value)
+    assert "data.item_col=" in msg and "ColumnMap" not in msg
+    assert "did you mean 'itm'?" in msg and "'user_id'?" not in msg
+
+
+def test_a_misnamed_title_column_is_refused_with_a_suggestion(tmp_path):
+    from twotower.config import load_config
+    from twotower.pipeline.sources import load_sources
+
+    pd.DataFrame({"user_id": ["u1", "u1", "u2"], "item_id": ["i1", "i2", "i1"], "timestamp": [1, 2, 3]}).to_csv(
+        tmp_path / "t.csv", index=False)
+    pd.DataFrame({"item_id": ["i1", "i2"], "title": ["A", "B"]}).to_csv(tmp_path / "items.csv", index=False)
+    cfg = load_config(overrides=[f"data.train={json.dumps(str(tmp_path / 't.csv'))}",
+                                 f"data.valid={json.dumps(str(tmp_path / 't.csv'))}",
+                                 f"data.items={json.dumps(str(tmp_path / 'items.csv'))}", "data.title_col=name"])
+    with pytest.raises(DataError) as e:
+        load_sources(cfg.data)
+    msg = str(e.value)
+    assert "'name'" in msg and "data.title_col=" in msg and "items.csv" in msg
