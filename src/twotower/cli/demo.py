@@ -63,5 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"   items most similar to {run.title(star_wars)}: " + "; ".join(run.title(int(i)) for i in top))
     print(f"\nrun folder: {out}  (curves.png, recall_at_k.png, log.jsonl, metrics.json, config.json)")
     print(f"next: twotower recommend --run {out} --user {args.user}   |   twotower evaluate --run {out}")
+    print(f"      twotower serve --run {out}   (then open http://127.0.0.1:8000/ for the explorer)   |   "
+          f"twotower export --run {out} --format onnx --out {out}/onnx")
     print(f"demo finished in {time.perf_counter() - t0:.0f}s")
     return 0
