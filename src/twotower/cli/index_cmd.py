@@ -37,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="under torchrun: nprobe of the merged IVF index (no autotune across ranks; default nlist/64)")
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
-    i.add_argument("--run", required=True)
+    i.add_argument("--run", required=True, help="run folder whose index to describe")
     i.add_argument("--index", dest="index_dir", help="index folder (default RUN/index)")
     i.add_argument("--json", action="store_true", help="print meta.json (+ the tuning summary) as JSON")
     i.set_defaults(func=cmd_index_info)

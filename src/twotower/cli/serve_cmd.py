@@ -19,15 +19,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve an index whose recall measured at build time missed its target (refused otherwise)")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     p.add_argument("--max-concurrency", type=int, default=4, help="requests computing at once (default 4)")
     p.add_argument("--max-queue", type=int, default=16, help="requests waiting beyond those; more get 429 (default 16)")
-    p.add_argument("--max-k", type=int, default=1000)
-    p.add_argument("--max-batch", type=int, default=256)
-    p.add_argument("--max-history", type=int, default=500)
+    p.add_argument("--max-k", type=int, default=1000, help="largest k a request may ask for (default 1000)")
+    p.add_argument("--max-batch", type=int, default=256, help="most requests in one /recommend/batch (default 256)")
+    p.add_argument("--max-history", type=int, default=500, help="longest ad-hoc history in item ids (default 500)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger bodies get 413 (default 1 MiB)")
     p.add_argument("--threads", type=int, default=1, help="torch/FAISS threads per request (default 1)")
-    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn log level (default info)")
     p.set_defaults(func=cmd_serve)
 
 
