@@ -146,3 +146,12 @@ def test_413_names_the_command_line_flag(make_client):
     c = make_client(max_body_bytes=100)
     r = c.post("/recommend", content=b"{" + b" " * 200 + b"}", headers={"content-type": "application/json"})
     assert r.status_code == 413 and "--max-body-bytes" in r.json()["error"]["message"]
+
+
+def test_explorer_page_has_a_how_to_and_no_numbered_no_history_entry(client):
+    from twotower.serving.app import STATIC_DIR
+
+    page = client.get("/").text
+    assert 'id="howto"' in page and "/docs" in page
+    js = (STATIC_DIR / "app.js").read_text()
+    assert 'el("li", { class: "muted" }, "no history")' not in js and "no history yet" in js

@@ -131,8 +131,10 @@ async function explainOne(user, item, slot) {
 function renderHistory(items, note) {
   const list = $("history-list");
   list.replaceChildren();
-  $("history-note").textContent = note || "";
-  if (!items.length) list.append(el("li", { class: "muted" }, "no history"));
+  // an empty history is a note beside the heading, not a numbered entry that looks like an item
+  $("history-note").textContent = items.length ? note || "" : `${note ? note + " · " : ""}no history yet`;
+  const howto = $("howto");
+  if (howto) howto.classList.add("hidden");
   for (const it of items) list.append(el("li", {}, itemLine(it)));
 }
 
