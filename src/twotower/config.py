@@ -27,6 +27,8 @@ __all__ = [
     "TrainConfig",
     "EvalConfig",
     "RunConfig",
+    "FinetuneConfig",
+    "RerankTrainConfig",
     "load_config",
     "apply_overrides",
     "config_from_dict",
@@ -230,6 +232,88 @@ class RunConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+# ---------------------------------------------------------------- text retrieval training
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinetuneConfig:
+    """Bi-encoder fine-tuning (``twotower search train``, :func:`twotower.search.finetune_bi_encoder`)."""
+
+    epochs: int = 8  # SciFact's ~800 training pairs need several passes (bench/scifact.py)
+    batch_size: int = 32
+    lr: float = 5e-5
+    warmup_frac: float = 0.1  # linear warm-up over this share of steps, then linear decay
+    weight_decay: float = 0.01
+    temperature: float = 0.05  # scale 1/0.05 = 20, the MultipleNegativesRankingLoss default for cosine scores
+    max_length: int = 256  # document word pieces
+    query_max_length: int = 64
+    shared: bool = False  # one transformer for both towers
+    train_doc_tower: bool = True
+    corpus_negatives: bool = False  # full softmax over the frozen corpus; needs train_doc_tower=False
+    negatives_per_query: int = 1  # mined hard negatives added per query per step
+    refresh_negatives: bool = False  # re-mine from the model's own dense index before each epoch after the first
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "max_length", "query_max_length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.batch_size < 2:
+            raise ConfigError("batch_size must be >= 2 for in-batch negatives")
+        if not self.lr > 0:
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.warmup_frac < 1.0:
+            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        if self.negatives_per_query < 0:
+            raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
+        if self.corpus_negatives and self.train_doc_tower:
+            raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
+        if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
+            raise ConfigError("corpus_negatives=True already scores every document, so set negatives_per_query=0 "
+                              "and refresh_negatives=False")
+        if self.shared and not self.train_doc_tower:
+            raise ConfigError("shared=True ties the towers, so the document tower can't be frozen; "
+                              "set train_doc_tower=True or shared=False")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RerankTrainConfig:
+    """Cross-encoder training (``twotower rerank train``, :func:`twotower.search.train_cross_encoder`)."""
+
+    epochs: int = 1
+    groups_per_step: int = 8  # queries per optimiser step; each brings 1 positive + negatives
+    negatives_per_query: int = 3
+    lr: float = 3e-5
+    head_lr: float = 5e-3  # fresh logit head + BERT pooler: MiniLM's pooler output is tiny (|x|~0.06), so
+    # a head at the encoder's lr barely moves in a few hundred steps (loss stays at log(group size))
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    temperature: float = 1.0  # listwise softmax over raw logits: the head learns the scale itself
+    grad_clip: float = 1.0
+    max_length: int = 256
+    freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
+    max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.freeze_layers < 0:
+            raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
+        if self.max_groups is not None and self.max_groups < 1:
+            raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
+        if not self.lr > 0:
+            raise ConfigError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.warmup_frac < 1.0:
+            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
 
 
 # ---------------------------------------------------------------- (de)serialisation

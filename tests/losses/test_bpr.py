@@ -15,7 +15,7 @@ def test_hand_value() -> None:
     pos = torch.tensor([[1.0, 0.0]])  # s = 1
     neg = torch.tensor([[0.0, 5.0]])  # s = 0
     # -log sigmoid(1 - 0) = log(1 + e^-1)
-    assert BPRLoss()(q, pos, neg).item() == pytest.approx(math.log(1 + math.exp(-1)), abs=1e-6)
+    assert BPRLoss(1.0)(q, pos, neg).item() == pytest.approx(math.log(1 + math.exp(-1)), abs=1e-6)
 
 
 def test_many_negatives_equals_loop_values_and_gradients() -> None:
@@ -23,7 +23,7 @@ def test_many_negatives_equals_loop_values_and_gradients() -> None:
     q = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
     pos = torch.randn(3, 4, generator=gen, dtype=torch.float64, requires_grad=True)
     neg = torch.randn(3, 2, 4, generator=gen, dtype=torch.float64, requires_grad=True)
-    got = BPRLoss()(q, pos, neg)
+    got = BPRLoss(1.0)(q, pos, neg)
     want = q.new_zeros(())
     for b in range(3):
         for m in range(2):
@@ -38,9 +38,9 @@ def test_single_negative_shapes_agree_and_large_margins_stay_finite() -> None:
     q = torch.tensor([[100.0], [-100.0]])
     pos = torch.tensor([[1.0], [1.0]])
     neg = torch.tensor([[-1.0], [1.0]])
-    assert torch.equal(BPRLoss()(q, pos, neg), BPRLoss()(q, pos, neg.unsqueeze(1)))
+    assert torch.equal(BPRLoss(1.0)(q, pos, neg), BPRLoss(1.0)(q, pos, neg.unsqueeze(1)))
     # margins +200 and 0: (softplus(-200) + log 2) / 2, no overflow
-    assert BPRLoss()(q, pos, neg).item() == pytest.approx(math.log(2) / 2, abs=1e-6)
+    assert BPRLoss(1.0)(q, pos, neg).item() == pytest.approx(math.log(2) / 2, abs=1e-6)
     assert bpr_from_scores(torch.tensor([-1e4]), torch.tensor([[1e4]])).item() == pytest.approx(2e4)
 
 
@@ -59,4 +59,4 @@ def test_temperature_scales_the_scores():
     g = torch.Generator().manual_seed(0)
     q, p, n = (torch.randn(4, 3, generator=g) for _ in range(3))
     # s/T with T=0.5 is the same as doubling the query
-    assert torch.allclose(BPRLoss(0.5)(q, p, n), BPRLoss()(2 * q, p, n))
+    assert torch.allclose(BPRLoss(0.5)(q, p, n), BPRLoss(1.0)(2 * q, p, n))

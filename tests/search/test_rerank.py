@@ -32,3 +32,31 @@ def test_reranker_skips_padding():
     first = Results(np.array([[2, PAD_ID]]), np.array([[1.0, -np.inf]], dtype=np.float32))
     out = rr.rerank(["blue sky"], first, DOCS, top_n=5)
     assert out.ids[0].tolist() == [2, PAD_ID] and rr.last_pairs == 1
+
+
+def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tmp_path):
+    """Head-only training (every transformer layer frozen) on 4 groups: the loss falls, frozen weights stay."""
+    import json
+
+    import torch
+
+    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+
+    queries = ["red apple", "blue sky", "apple pie", "red cream"]
+    negatives = [np.array([2]), np.array([0]), np.array([2]), np.array([2])]
+    cfg = RerankTrainConfig(epochs=4, groups_per_step=2, negatives_per_query=1, max_length=16, freeze_layers=6,
+                            head_lr=5e-2, warmup_frac=0.0, seed=0)
+    rr = train_cross_encoder(queries, [0, 2, 1, 3], negatives, DOCS, tmp_path / "ce", config=cfg, show_progress=False)
+    meta = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
+    assert meta["steps"] == 4 * 2 and meta["config"]["temperature"] == 1.0
+    assert meta["final_loss"] < meta["first_loss"]
+    s = rr.score([("red apple", DOCS[0]), ("red apple", DOCS[2])])
+    assert s.shape == (2,) and np.isfinite(s).all()
+    from sentence_transformers import CrossEncoder
+
+    from twotower.text.encoder import default_model_path
+
+    base = CrossEncoder(str(default_model_path()), num_labels=1)
+    frozen = "bert.embeddings.word_embeddings.weight"
+    got = dict(rr.model.model.named_parameters())[frozen]
+    assert torch.equal(got, dict(base.model.named_parameters())[frozen])

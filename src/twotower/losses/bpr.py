@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from twotower.config import LossConfig
 from twotower.errors import DataError
 from twotower.losses.base import LossBatch, RetrievalLoss
 
@@ -51,13 +52,14 @@ class BPRLoss(RetrievalLoss):
     correction or hit masking -- the caller picks the negatives. ``temperature``
     divides the scores: with L2-normalised towers the raw margin lies in
     [-2, 2], where the sigmoid is nearly linear, so a temperature below 1 is what
-    makes BPR train well there. The legacy call ``BPRLoss()(q, pos[B, D],
+    makes BPR train well there (the default is ``loss.temperature``; 1.0 is textbook BPR).
+    The legacy call ``BPRLoss(1.0)(q, pos[B, D],
     neg[B, M, D] or [B, D])`` returns the loss alone.
     """
 
     needs = "pairs"
 
-    def __init__(self, temperature: float = 1.0) -> None:
+    def __init__(self, temperature: float = LossConfig.temperature) -> None:
         super().__init__(temperature)
 
     def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | Tensor):

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from twotower.config import LossConfig
 from twotower.distributed import distributed_world, gather_no_grad, gather_with_grad
 from twotower.errors import DataError
 from twotower.losses.base import LossBatch
@@ -55,7 +56,7 @@ class DistributedInBatchSoftmax(InBatchSoftmax):
 
     def __init__(
         self,
-        temperature: float = 0.05,
+        temperature: float = LossConfig.temperature,
         *,
         logq: bool = True,
         mask_accidental_hits: bool = True,

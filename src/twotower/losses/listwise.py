@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from twotower.config import RerankTrainConfig
 from twotower.errors import DataError
 from twotower.losses.base import LossBatch, RetrievalLoss, loss_from_logits
 from twotower.losses.corrections import masked_logit_value
@@ -39,7 +40,7 @@ class ListwiseSoftmax(RetrievalLoss):
     needs = "list"
     gradcache = False
 
-    def __init__(self, temperature: float = 1.0) -> None:
+    def __init__(self, temperature: float = RerankTrainConfig.temperature) -> None:
         super().__init__(temperature)
 
     def forward(self, queries: Tensor, candidates: Tensor | None, batch: LossBatch) -> tuple[Tensor, dict[str, float]]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from twotower.config import LossConfig
 from twotower.errors import DataError
 from twotower.losses.base import (
     LossBatch,
@@ -79,7 +80,8 @@ class _Softmax(RetrievalLoss):
 
     uses_log_q = True
 
-    def __init__(self, temperature: float = 0.05, *, logq: bool = True, mask_accidental_hits: bool = True) -> None:
+    def __init__(self, temperature: float = LossConfig.temperature, *, logq: bool = True,
+                 mask_accidental_hits: bool = True) -> None:
         super().__init__(temperature, logq=logq, mask_accidental_hits=mask_accidental_hits)
         self.last_accuracy: float | None = None
 
@@ -208,7 +210,7 @@ class FullSoftmax(_Softmax):
     needs = "catalogue"
     uses_log_q = False
 
-    def __init__(self, temperature: float = 0.05) -> None:
+    def __init__(self, temperature: float = LossConfig.temperature) -> None:
         super().__init__(temperature, logq=False, mask_accidental_hits=False)
 
     def _columns(self, queries, candidates, batch):

@@ -35,7 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError, DataError, IntegrityError
+from twotower.config import FinetuneConfig  # the defaults live with every other config
+from twotower.errors import DataError, IntegrityError
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import TextEncoder, default_model_path, load_text_encoder
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
@@ -52,48 +53,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 META_FILE = "twotower_bi_encoder.json"
-
-
-@dataclass(frozen=True, kw_only=True)
-class FinetuneConfig:
-    epochs: int = 1
-    batch_size: int = 32
-    lr: float = 2e-5
-    warmup_frac: float = 0.1  # linear warm-up over this share of steps, then linear decay
-    weight_decay: float = 0.01
-    temperature: float = 0.05  # scale 1/0.05 = 20, the MultipleNegativesRankingLoss default
-    max_length: int = 256  # document word pieces
-    query_max_length: int = 64
-    shared: bool = False  # one transformer for both towers
-    train_doc_tower: bool = True
-    corpus_negatives: bool = False  # full softmax over the frozen corpus; needs train_doc_tower=False
-    negatives_per_query: int = 1  # mined hard negatives added per query per step
-    refresh_negatives: bool = False  # re-mine from the model's own dense index before each epoch after the first
-    grad_clip: float = 1.0
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "max_length", "query_max_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch_size must be >= 2 for in-batch negatives")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
-        if self.temperature <= 0:
-            raise ConfigError(f"temperature must be > 0, got {self.temperature}")
-        if self.negatives_per_query < 0:
-            raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
-        if self.corpus_negatives and self.train_doc_tower:
-            raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
-        if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
-            raise ConfigError("corpus_negatives=True already scores every document, so set negatives_per_query=0 "
-                              "and refresh_negatives=False")
-        if self.shared and not self.train_doc_tower:
-            raise ConfigError("shared=True ties the towers, so the document tower can't be frozen; "
-                              "set train_doc_tower=True or shared=False")
 
 
 @dataclass
@@ -157,9 +116,9 @@ def finetune_bi_encoder(
     (default all-MiniLM-L6-v2). Seeded by ``config.seed``.
     """
     import torch  # noqa: PLC0415
-    from tqdm.auto import tqdm  # noqa: PLC0415
 
-    from twotower.losses.softmax import InBatchSoftmax  # noqa: PLC0415
+    from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
+    from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
@@ -194,17 +153,11 @@ def finetune_bi_encoder(
         frozen_docs = torch.from_numpy(emb)  # [N_docs, D]
     params = list(q_model.parameters()) + ([] if cfg.shared or not cfg.train_doc_tower else list(d_model.parameters()))
     n_params = sum(p.numel() for p in params)
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     steps_per_epoch = len(_batches(len(queries), cfg.batch_size, queries, np.random.default_rng(0)))
     total = steps_per_epoch * cfg.epochs
-    warmup = int(cfg.warmup_frac * total)
-
-    def lr_factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        return max(0.0, (total - step) / max(1, total - warmup))
-
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
+    loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
+                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
     loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "
@@ -219,45 +172,43 @@ def finetune_bi_encoder(
     all_pos: dict[str, set[int]] = {}
     for q, p in zip(queries, pos):
         all_pos.setdefault(q, set()).add(int(p))
-    step = 0
-    bar = tqdm(total=total, desc="fine-tune", disable=not show_progress)
+
+    def closure(batch: np.ndarray, epoch: int, stats: dict) -> tuple[float, int]:
+        """Forward + backward of one batch of pair rows ``batch[B]``; ``stats`` receives the loss's stats."""
+        b_pos = pos[batch]  # [B]
+        hard: list[int] = []
+        if neg is not None and cfg.negatives_per_query:
+            for i in batch:  # round-robin over each pair's mined negatives, a new slice every epoch
+                cand = neg[i]
+                for j in range(min(cfg.negatives_per_query, cand.size)):
+                    hard.append(int(cand[(epoch * cfg.negatives_per_query + j) % cand.size]))
+        cand_rows = np.concatenate([b_pos, np.asarray(hard, dtype=np.int64)])  # [B + H]
+        qv = _embed(q_model, [queries[i] for i in batch], cfg.query_max_length)  # [B, D]
+        if frozen_docs is None:
+            cv = _embed(d_model, [doc_texts[r] for r in cand_rows], cfg.max_length)  # [B + H, D]
+        else:
+            if cfg.corpus_negatives:
+                cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
+            cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
+        loss, st = loss_fn(qv, cv, LossBatch(positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows)))
+        loss.backward()
+        stats.update(st)
+        return float(loss.detach()), len(batch)
+
     for epoch in range(cfg.epochs):
         if epoch > 0 and cfg.refresh_negatives:
             neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports)
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
-        for batch in _batches(len(queries), cfg.batch_size, queries, rng):
-            b_pos = pos[batch]  # [B]
-            hard: list[int] = []
-            if neg is not None and cfg.negatives_per_query:
-                for i in batch:
-                    cand = neg[i]
-                    for j in range(min(cfg.negatives_per_query, cand.size)):
-                        hard.append(int(cand[(epoch * cfg.negatives_per_query + j) % cand.size]))
-            cand_rows = np.concatenate([b_pos, np.asarray(hard, dtype=np.int64)])  # [B + H]
-            qv = _embed(q_model, [queries[i] for i in batch], cfg.query_max_length)  # [B, D]
-            if frozen_docs is None:
-                cv = _embed(d_model, [doc_texts[r] for r in cand_rows], cfg.max_length)  # [B + H, D]
-            else:
-                if cfg.corpus_negatives:
-                    cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
-                cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
-            loss, stats = loss_fn.forward_with_stats(
-                qv, cv, positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows)
-            )
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            opt.step()
-            sched.step()
-            history.append({"epoch": epoch, "step": step, "loss": float(loss.item()), "accuracy": stats["accuracy"],
-                            "lr": float(sched.get_last_lr()[0])})
-            step += 1
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", epoch=epoch)
-    bar.close()
+        batches = _batches(len(queries), cfg.batch_size, queries, rng)
+        with loop.epoch(epoch + 1, n_batches=len(batches), n_examples=len(queries), desc=f"fine-tune epoch {epoch + 1}") as run:
+            for batch in batches:
+                stats: dict = {}
+                loss = run.step(lambda b=batch, st=stats: closure(b, epoch, st))
+                history.append({"epoch": epoch, "step": loop.global_step - 1, "loss": loss,
+                                "accuracy": stats["accuracy"], "lr": loop.lr})
+    step = loop.global_step
     q_model.eval()
     d_model.eval()
     out = Path(out_dir)
@@ -327,8 +278,8 @@ def evaluate_loss(
     queries: Sequence[str],
     positive_texts: Sequence[str],
     *,
-    temperature: float = 0.05,
-    max_length: int = 256,
+    temperature: float = FinetuneConfig.temperature,
+    max_length: int = FinetuneConfig.max_length,
 ) -> float:
     """In-batch softmax loss of one batch without dropout or gradients (for checks)."""
     import torch  # noqa: PLC0415

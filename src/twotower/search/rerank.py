@@ -3,19 +3,21 @@
 No cross-encoder with weights ships on PyPI here, so :func:`train_cross_encoder`
 starts from the MiniLM bi-encoder weights with a fresh one-logit head and
 trains it listwise: for each query, a group ``[positive, hard negatives...]``
-scored jointly, loss ``-log softmax(scores)[positive]``.
+scored jointly, loss ``-log softmax(scores)[positive]``
+(:class:`~twotower.losses.ListwiseSoftmax`), on :class:`~twotower.training.loop.TrainLoop`.
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from twotower.config import RerankTrainConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 from twotower.utils.atomic import atomic_dir, atomic_write_json
@@ -128,35 +130,6 @@ def _identity():
     return torch.nn.Identity()
 
 
-@dataclass(frozen=True, kw_only=True)
-class RerankTrainConfig:
-    epochs: int = 1
-    groups_per_step: int = 8  # queries per optimiser step; each brings 1 positive + negatives
-    negatives_per_query: int = 3
-    lr: float = 3e-5
-    head_lr: float = 5e-3  # fresh logit head + BERT pooler: MiniLM's pooler output is tiny (|x|~0.06), so
-    # a head at the encoder's lr barely moves in a few hundred steps (loss stays at log(group size))
-    warmup_frac: float = 0.1
-    weight_decay: float = 0.01
-    max_length: int = 256
-    freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
-    max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.freeze_layers < 0:
-            raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
-        if self.max_groups is not None and self.max_groups < 1:
-            raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
-
-
 def train_cross_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -173,11 +146,11 @@ def train_cross_encoder(
     ``negatives[i]`` are hard-negative rows for pair ``i`` (mined, e.g. from
     BM25 with a false-negative filter); pairs with no negatives are skipped.
     """
-    import torch  # noqa: PLC0415
     from sentence_transformers import CrossEncoder  # noqa: PLC0415
-    from tqdm.auto import tqdm  # noqa: PLC0415
 
+    from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
     from twotower.text.encoder import default_model_path  # noqa: PLC0415
+    from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything  # noqa: PLC0415
 
     cfg = config or RerankTrainConfig()
@@ -195,52 +168,41 @@ def train_cross_encoder(
     per_epoch = min(len(usable), cfg.max_groups or len(usable))
     steps_per_epoch = int(np.ceil(per_epoch / cfg.groups_per_step))
     total = steps_per_epoch * cfg.epochs
-    warmup = int(cfg.warmup_frac * total)
     params = [p for p in model.parameters() if p.requires_grad]
     head = {id(p) for name, p in model.model.named_parameters() if "classifier" in name or "pooler" in name}
-    opt = torch.optim.AdamW(
-        [{"params": [p for p in params if id(p) not in head], "lr": cfg.lr},
-         {"params": [p for p in params if id(p) in head], "lr": cfg.head_lr}],
-        weight_decay=cfg.weight_decay,
-    )
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / (warmup + 1) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
-    )
+    # AdamW (a larger lr for the fresh head), linear warm-up then decay, clipping, progress: the one training loop
+    loop = TrainLoop([{"params": [p for p in params if id(p) not in head], "lr": cfg.lr},
+                      {"params": [p for p in params if id(p) in head], "lr": cfg.head_lr}],
+                     lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
+                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
+    loss_fn = ListwiseSoftmax(cfg.temperature)
     logger.info("training cross-encoder from %s: %d groups x (1 + %d) per epoch, %d steps, max_length %d, "
                 "%d trainable parameters", base_dir, per_epoch, cfg.negatives_per_query, total, cfg.max_length,
                 sum(p.numel() for p in params))
-    history = []
-    bar = tqdm(total=total, desc="cross-encoder", disable=not show_progress)
+
+    def closure(group_rows: np.ndarray, epoch: int) -> tuple[float, int]:
+        """Score the groups ``[positive, negatives...]`` of pairs ``group_rows[G]`` jointly; listwise loss; backward."""
+        pairs, sizes = [], []
+        for i in group_rows:
+            negs = np.asarray(negatives[i])
+            take = [int(negs[(epoch * cfg.negatives_per_query + j) % negs.size])
+                    for j in range(min(cfg.negatives_per_query, negs.size))]
+            group = [positive_rows[i]] + take
+            pairs.extend((queries[i], doc_texts[r]) for r in group)
+            sizes.append(len(group))
+        scores = model(model.preprocess(pairs))["scores"].view(-1, 1)  # [P, 1]
+        loss, _ = loss_fn(scores, None, LossBatch(group_sizes=sizes))
+        loss.backward()
+        return float(loss.detach()), len(group_rows)
+
+    history: list[float] = []
     model.train()
     for epoch in range(cfg.epochs):
         order = rng.permutation(usable)[:per_epoch]
-        for s0 in range(0, len(order), cfg.groups_per_step):
-            pairs, sizes = [], []
-            for i in order[s0 : s0 + cfg.groups_per_step]:
-                negs = np.asarray(negatives[i])
-                take = [int(negs[(epoch * cfg.negatives_per_query + j) % negs.size])
-                        for j in range(min(cfg.negatives_per_query, negs.size))]
-                group = [positive_rows[i]] + take
-                pairs.extend((queries[i], doc_texts[r]) for r in group)
-                sizes.append(len(group))
-            feats = model.preprocess(pairs)
-            logits = model(feats)["scores"].view(-1)  # [P]
-            width = max(sizes)
-            padded = torch.full((len(sizes), width), float("-inf"))  # [G, 1 + n]
-            off = 0
-            for g, sz in enumerate(sizes):
-                padded[g, :sz] = logits[off : off + sz]
-                off += sz
-            loss = torch.nn.functional.cross_entropy(padded, torch.zeros(len(sizes), dtype=torch.long))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, 1.0)
-            opt.step()
-            sched.step()
-            history.append(float(loss.item()))
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
-    bar.close()
+        with loop.epoch(epoch + 1, n_batches=steps_per_epoch, n_examples=len(order),
+                        desc=f"cross-encoder epoch {epoch + 1}") as run:
+            for s0 in range(0, len(order), cfg.groups_per_step):
+                history.append(run.step(lambda g=order[s0 : s0 + cfg.groups_per_step]: closure(g, epoch)))
     model.eval()
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
