@@ -38,7 +38,9 @@ class _Block(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
         self.ln2 = nn.LayerNorm(dim)
-        self.ff = nn.Sequential(nn.Linear(dim, dim * 4), nn.GELU(), nn.Dropout(dropout), nn.Linear(dim * 4, dim))
+        # SASRec's point-wise feed-forward keeps the width (dim -> dim -> dim): on a CPU a 4x inner
+        # layer would cost more than the full-catalogue softmax it feeds
+        self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(dim, dim))
         self.dropout = dropout
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:

@@ -13,6 +13,13 @@ loss (their targets are the pad id).
 With ``random_windows`` a user longer than ``L + 1`` gets a window ending at a
 random position each epoch (else always the newest items).
 
+Speed: batches are cut from an epoch order bucketed by length
+(:meth:`SequenceExamples.bucketed`: users of similar length together, batch
+order shuffled), and each batch's windows drop the columns that are padding in
+every row. The encoder aligns positions to the right edge, so a trimmed window
+gives exactly the states of the full one, at the cost of the real columns only
+(ML-1M: ~53% of the 200-column grid).
+
 Shape legend: ``B`` users, ``L`` window length, ``P`` valid positions.
 """
 from __future__ import annotations
@@ -38,6 +45,25 @@ class SequenceExamples:
         """Target positions per epoch with the newest windows."""
         return int(np.minimum(self.seqs.lengths()[self.users] - 1, self.L).sum())
 
+    def bucketed(self, order: np.ndarray, batch: int, rng: np.random.Generator, *, chunk: int = 64) -> np.ndarray:
+        """``order`` regrouped so that each run of ``batch`` units has similar window lengths.
+
+        Within chunks of ``chunk`` batches the units are sorted by length, cut
+        into batches, and the batches of the whole epoch shuffled with ``rng``
+        (so the result depends on the seed only, like ``order``).
+        """
+        lengths = np.minimum(self.seqs.lengths()[self.users[order]] - 1, self.L)  # [n]
+        span = batch * chunk
+        batches: list[np.ndarray] = []
+        for s in range(0, len(order), span):
+            part = order[s : s + span]
+            part = part[np.argsort(lengths[s : s + span], kind="stable")]
+            batches.extend(part[i : i + batch] for i in range(0, len(part), batch))
+        full = [b for b in batches if len(b) == batch]
+        rest = [b for b in batches if len(b) != batch]
+        perm = rng.permutation(len(full))
+        return np.concatenate([*(full[i] for i in perm), *rest]) if batches else order
+
     def windows(self, units: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(users[B], inputs[B, L], targets[B, L])`` for example indices ``units``; pad where no target."""
         users = self.users[units]
@@ -50,4 +76,7 @@ class SequenceExamples:
                 end[long] = lo + (rng.random(int(long.sum())) * (e[long] - lo + 1)).astype(np.int64)
         inputs = windows_before(self.seqs.items, s, end - 1, self.L, self.pad)  # [B, L] items [end-1-L, end-1)
         targets = windows_before(self.seqs.items, s + 1, end, self.L, self.pad)  # [B, L] the next item of each
-        return users, inputs, targets
+        # drop the columns that are padding in every row (rounded to 8 columns): same states, less work
+        width = int(np.minimum(end - s - 1, self.L).max()) if len(users) else self.L
+        keep = min(self.L, -(-max(width, 1) // 8) * 8)
+        return users, inputs[:, self.L - keep :], targets[:, self.L - keep :]

@@ -196,8 +196,11 @@ class Trainer:
         self.model.train()
         n = self._units_per_epoch()
         # same permutation on every rank and on resume: it depends on (seed, epoch) only
-        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(len(self.examples))[:n]
+        epoch_rng = np.random.default_rng([self.cfg.seed, epoch])
+        order = epoch_rng.permutation(len(self.examples))[:n]
         B = self.cfg.batch_size  # global batch
+        if self.sequence:  # similar lengths together, so trimmed windows skip most padding
+            order = self.examples.bucketed(order, B, epoch_rng)
         n_batches = math.ceil(n / B)
         acc_sum = positions = 0.0
         last: tuple[torch.Tensor, torch.Tensor] | None = None
