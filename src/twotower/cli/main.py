@@ -35,11 +35,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import EvalConfig  # every default is declared there, once
+
+    ev = EvalConfig()
     p = sub.add_parser("evaluate", help="print the comparison table of a run and baselines")
     p.add_argument("--run", required=True, help="run folder")
     p.add_argument("--split", default="test", choices=["test", "valid"], help="which held-out split to score (default test)")
-    p.add_argument("--baselines", default="popularity,ease,itemknn", help="comma list; empty for none")
-    p.add_argument("--ks", default="10,20,50,100", help="cut-offs k for the metrics (default 10,20,50,100)")
+    p.add_argument("--baselines", default=",".join(ev.baselines), help="comma list; empty for none (default %(default)s)")
+    p.add_argument("--ks", default=",".join(map(str, ev.ks)), help="cut-offs k for the metrics (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
@@ -74,6 +77,9 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_data(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import DataConfig, TrainConfig  # every default is declared there, once
+
+    dc = DataConfig()
     p = sub.add_parser("data", help="datasets and splits")
     dsub = p.add_subparsers(dest="data_cmd", required=True)
     f = dsub.add_parser("fetch", help="download a dataset (with an offline fallback) and verify checksums")
@@ -87,14 +93,14 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
                    help="auto (default): a .txt of 'user item' integer lines is SASRec format (file order = time order); "
                         "table: a file with a header row")
     s.add_argument("--dataset", choices=["movielens-100k"], help="a named dataset instead of --input")
-    s.add_argument("--method", default="temporal", choices=["temporal", "leave_last", "time", "random"],
+    s.add_argument("--method", default=dc.split, choices=["temporal", "leave_last", "time", "random"],
                    help="temporal: each user's history in time order (default); leave_last: last n per user; "
                         "time: global cut-offs; random")
-    s.add_argument("--ratios", default="0.8,0.1,0.1", help="train,valid,test shares (default 0.8,0.1,0.1)")
-    s.add_argument("--n", type=int, default=1, help="leave_last: items per user in valid and test")
+    s.add_argument("--ratios", default=",".join(map(str, dc.ratios)), help="train,valid,test shares (default %(default)s)")
+    s.add_argument("--n", type=int, default=dc.leave_n, help="leave_last: items per user in valid and test (default %(default)s)")
     s.add_argument("--valid-start", help="time: first timestamp of valid")
     s.add_argument("--test-start", help="time: first timestamp of test")
-    s.add_argument("--seed", type=int, default=42, help="random seed for --method random (default 42)")
+    s.add_argument("--seed", type=int, default=TrainConfig.seed, help="random seed for --method random (default %(default)s)")
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_split"))
 

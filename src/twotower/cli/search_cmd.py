@@ -62,13 +62,16 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.set_defaults(func=cmd_search_query)
 
+    from twotower.config import FinetuneConfig  # every default is declared there, once
+
+    ft = FinetuneConfig()
     t = sub.add_parser("train", help="fine-tune a text two-tower on a BEIR train split (in-batch + hard negatives)")
-    _train_common(t)
-    t.add_argument("--epochs", type=int, default=8, help="training epochs (default 8)")
-    t.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5)")
-    t.add_argument("--batch-size", type=int, default=32, help="queries per batch (default 32)")
-    t.add_argument("--temperature", type=float, default=0.05, help="softmax temperature (default 0.05)")
-    t.add_argument("--max-length", type=int, default=256, help="tokens per text (default 256)")
+    _train_common(t, seed=ft.seed)
+    t.add_argument("--epochs", type=int, default=ft.epochs, help="training epochs (default %(default)s)")
+    t.add_argument("--lr", type=float, default=ft.lr, help="learning rate (default %(default)s)")
+    t.add_argument("--batch-size", type=int, default=ft.batch_size, help="queries per batch (default %(default)s)")
+    t.add_argument("--temperature", type=float, default=ft.temperature, help="softmax temperature (default %(default)s)")
+    t.add_argument("--max-length", type=int, default=ft.max_length, help="tokens per text (default %(default)s)")
     t.add_argument("--train-doc-tower", action="store_true", help="train the document tower too (slow on CPU)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
     t.add_argument("--negatives", type=int, default=3, help="hard negatives mined per query")
@@ -79,20 +82,23 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
 def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("rerank", help="cross-encoder reranker")
     sub = p.add_subparsers(dest="rerank_cmd", required=True)
+    from twotower.config import RerankTrainConfig  # every default is declared there, once
+
+    rt = RerankTrainConfig()
     t = sub.add_parser("train", help="train a cross-encoder from MiniLM on BEIR train pairs + BM25 hard negatives")
-    _train_common(t)
-    t.add_argument("--epochs", type=int, default=1, help="training epochs (default 1)")
-    t.add_argument("--negatives", type=int, default=3, help="hard negatives per query (default 3)")
-    t.add_argument("--max-length", type=int, default=256, help="tokens per text (default 256)")
+    _train_common(t, seed=rt.seed)
+    t.add_argument("--epochs", type=int, default=rt.epochs, help="training epochs (default %(default)s)")
+    t.add_argument("--negatives", type=int, default=rt.negatives_per_query, help="hard negatives per query (default %(default)s)")
+    t.add_argument("--max-length", type=int, default=rt.max_length, help="tokens per text (default %(default)s)")
     t.set_defaults(func=cmd_rerank_train)
 
 
-def _train_common(t: argparse.ArgumentParser) -> None:
+def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--beir", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
     t.add_argument("--split", default="train", help="qrels split to train on (default train)")
     t.add_argument("--out", required=True, help="model directory to write")
     t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
-    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    t.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     t.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
 
 

@@ -11,6 +11,9 @@ log = logging.getLogger("twotower")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
+
+    d = ServiceSettings()
     p = sub.add_parser("serve", help="serve recommendations over HTTP (FastAPI + uvicorn)")
     p.add_argument("--run", help="recommender run folder")
     p.add_argument("--search-index", help="search index folder from `twotower search index` (adds POST /search)")
@@ -18,15 +21,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve an index whose recall measured at build time missed its target (refused otherwise)")
-    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--max-concurrency", type=int, default=4, help="requests computing at once (default 4)")
-    p.add_argument("--max-queue", type=int, default=16, help="requests waiting beyond those; more get 429 (default 16)")
-    p.add_argument("--max-k", type=int, default=1000, help="largest k a request may ask for (default 1000)")
-    p.add_argument("--max-batch", type=int, default=256, help="most requests in one /recommend/batch (default 256)")
-    p.add_argument("--max-history", type=int, default=500, help="longest ad-hoc history in item ids (default 500)")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="larger bodies get 413 (default 1 MiB)")
-    p.add_argument("--threads", type=int, default=1, help="torch/FAISS threads per request (default 1)")
+    p.add_argument("--host", default=d.host, help="bind address (default %(default)s: this machine only)")
+    p.add_argument("--port", type=int, default=d.port, help="TCP port (default %(default)s)")
+    p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once (default %(default)s)")
+    p.add_argument("--max-queue", type=int, default=d.max_queue,
+                   help="requests waiting beyond those; more get 429 (default %(default)s)")
+    p.add_argument("--max-k", type=int, default=d.max_k, help="largest k a request may ask for (default %(default)s)")
+    p.add_argument("--max-batch", type=int, default=d.max_batch,
+                   help="most requests in one /recommend/batch (default %(default)s)")
+    p.add_argument("--max-history", type=int, default=d.max_history,
+                   help="longest ad-hoc history in item ids (default %(default)s)")
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
+                   help="larger bodies get 413 (default %(default)s bytes)")
+    p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
     p.set_defaults(func=cmd_serve)
