@@ -29,6 +29,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np  # noqa: E402
 
+from twotower.config import FinetuneConfig  # noqa: E402  (the bi-encoder defaults, declared once)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -46,10 +48,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=int(os.environ.get("TWOTOWER_THREADS", "1")))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--valid-frac", type=float, default=0.2)
-    p.add_argument("--max-length", type=int, default=256, help="document word pieces for the bi-encoder")
-    p.add_argument("--epochs", type=int, default=8, help="bi-encoder epochs")
-    p.add_argument("--lr", type=float, default=5e-5)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-length", type=int, default=FinetuneConfig.max_length, help="document word pieces for the bi-encoder")
+    p.add_argument("--epochs", type=int, default=FinetuneConfig.epochs, help="bi-encoder epochs")
+    p.add_argument("--lr", type=float, default=FinetuneConfig.lr)
+    p.add_argument("--batch-size", type=int, default=FinetuneConfig.batch_size)
     p.add_argument("--negatives", type=int, default=3, help="mined hard negatives per query per step")
     p.add_argument("--corpus-negatives", action="store_true",
                    help="frozen doc tower: full softmax over the whole corpus instead of mined negatives")
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
     from twotower.search.bm25 import BM25Retriever
     from twotower.search.dense import DenseRetriever
     from twotower.search.evaluate import evaluate_retriever
-    from twotower.search.finetune import FinetuneConfig, finetune_bi_encoder, load_bi_encoder
+    from twotower.search.finetune import finetune_bi_encoder, load_bi_encoder
     from twotower.search.fusion import tune_fusion
     from twotower.search.negatives import MiningConfig, mine_hard_negatives
     from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
@@ -218,7 +220,7 @@ def main(argv=None) -> int:
         by_q = dict(zip(uniq_q, negs))
         full = args.corpus_negatives and not args.train_doc_tower
         cfg = FinetuneConfig(
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=0.05, max_length=args.max_length,
+            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=FinetuneConfig.temperature, max_length=args.max_length,
             train_doc_tower=args.train_doc_tower, corpus_negatives=full,
             negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
             refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
