@@ -36,6 +36,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--cache", default="runs/cache/embeddings", help="corpus embedding cache directory")
     e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
+    _encoder_flags(e)
     e.set_defaults(func=cmd_search_evaluate)
 
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
@@ -48,6 +49,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--bm25-weight", type=float, default=0.5, help="interpolation: BM25 weight w (dense 1-w)")
     i.add_argument("--cache", default="runs/cache/embeddings", help="embedding cache folder (default runs/cache/embeddings)")
     i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    _encoder_flags(i)
     i.set_defaults(func=cmd_search_index)
 
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
@@ -102,6 +104,29 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
 
 
+def _encoder_flags(p: argparse.ArgumentParser) -> None:
+    from twotower.text.encoder import BACKENDS, EncoderSettings
+
+    p.add_argument("--encoder-backend", choices=BACKENDS, default=None,
+                   help="text encoder forward pass: torch, onnx (ONNX Runtime fp32) or onnx-int8 (int8 weights); "
+                        f"default $TWOTOWER_ENCODER_BACKEND or {EncoderSettings.backend}; part of the embedding "
+                        "cache key and of the saved index")
+    p.add_argument("--encoder-threads", type=int, default=None, help="text encoder threads (default: the library's)")
+
+
+def _encoder_env(args: argparse.Namespace) -> None:
+    """Hand --encoder-backend/--encoder-threads to every encoder this command loads (EncoderSettings.from_env)."""
+    import os
+
+    from twotower.text.encoder import EncoderSettings
+
+    if getattr(args, "encoder_backend", None):
+        os.environ["TWOTOWER_ENCODER_BACKEND"] = args.encoder_backend
+    if getattr(args, "encoder_threads", None) is not None:
+        os.environ["TWOTOWER_ENCODER_THREADS"] = str(args.encoder_threads)
+    EncoderSettings.from_env()  # validates both now, before any work
+
+
 def _threads(args: argparse.Namespace) -> None:
     from twotower.utils.runtime import set_threads, threads_from_env
 
@@ -109,6 +134,7 @@ def _threads(args: argparse.Namespace) -> None:
 
 
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    _encoder_env(args)
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
     _threads(args)
@@ -146,6 +172,7 @@ def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:
+    _encoder_env(args)
     from twotower.search.pipeline import SearchIndex
 
     _threads(args)

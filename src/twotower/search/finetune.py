@@ -38,7 +38,7 @@ import numpy as np
 from twotower.config import FinetuneConfig  # the defaults live with every other config
 from twotower.errors import DataError, IntegrityError
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
-from twotower.text.encoder import TextEncoder, default_model_path, load_text_encoder
+from twotower.text.encoder import EncoderSettings, TextEncoder, default_model_path, load_text_encoder
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
 
 __all__ = [
@@ -249,26 +249,29 @@ def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, min
     return [by_q[q] for q in queries]
 
 
-def load_bi_encoder(path: str | os.PathLike[str] | None) -> tuple[TextEncoder, TextEncoder]:
+def load_bi_encoder(
+    path: str | os.PathLike[str] | None, *, settings: EncoderSettings | None = None
+) -> tuple[TextEncoder, TextEncoder]:
     """``(query_encoder, doc_encoder)`` from a :func:`finetune_bi_encoder` directory.
 
     A plain sentence-transformers directory (or ``None`` for the default
-    MiniLM) gives the same encoder for both sides.
+    MiniLM) gives the same encoder for both sides. ``settings``
+    (:class:`twotower.text.EncoderSettings`) picks the forward-pass backend.
     """
     if path is None:
-        enc = load_text_encoder(None)
+        enc = load_text_encoder(None, settings=settings)
         return enc, enc
     p = Path(path)
     if not p.exists():
         raise DataError(f"no model at {p}; train one with 'twotower search train' or give a sentence-transformers directory")
     if not (p / META_FILE).is_file():
-        enc = load_text_encoder(p)
+        enc = load_text_encoder(p, settings=settings)
         return enc, enc
     meta = read_json(p / META_FILE)
     if meta.get("kind") != "bi_encoder":
         raise IntegrityError(f"{p / META_FILE} is not a bi-encoder description")
-    q = load_text_encoder(p / "query")
-    d = load_text_encoder(p / "doc") if (p / "doc").is_dir() else q
+    q = load_text_encoder(p / "query", settings=settings)
+    d = load_text_encoder(p / "doc", settings=settings) if (p / "doc").is_dir() else q
     return q, d
 
 

