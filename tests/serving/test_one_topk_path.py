@@ -102,3 +102,16 @@ def test_service_refuses_an_index_below_its_recall_target_unless_allowed(run_dir
         RecommenderService.load(run)
     service = RecommenderService.load(run, allow_low_recall=True)
     assert not service.index.is_exact and "approximate IVF2,PQ2x2" in service.index_description
+
+
+def test_evaluate_ranks_through_the_same_index_path(service, client):
+    from twotower.pipeline.evaluate_run import RunScorer
+    from twotower.pipeline.recommend import exclusions_from_files
+
+    run = service.run
+    users = np.arange(len(run.user_vocab))
+    seen = exclusions_from_files(run, [], include_seen=True)
+    ranked = RunScorer(run).rank(users, 10, seen)  # what `twotower evaluate` ranks for the two-tower model
+    batch = client.post("/recommend/batch", json={"requests": [{"user_id": u, "k": 10} for u in run.user_vocab.ids]})
+    http = [[run.item_vocab.index(it["item_id"]) for it in r["items"]] for r in batch.json()["results"]]
+    assert ranked.tolist() == http

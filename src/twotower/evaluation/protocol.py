@@ -192,15 +192,21 @@ def evaluate(
         users.size, skipped, n_items, protocol.ks,
     )
     t0 = time.perf_counter()
+    rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
     for start in range(0, users.size, protocol.batch_users):
         batch = users[start : start + protocol.batch_users]  # [B]
-        scores = np.asarray(scorer.score(batch))  # [B, I]
-        if scores.shape != (batch.size, n_items):
-            raise DataError(
-                f"scorer.score returned shape {scores.shape}, expected {(batch.size, n_items)} "
-                "(one row per user, one column per catalogue item)"
-            )
-        ranked = topk_excluding(scores, kmax, ex[batch] if ex is not None else None)  # [B, kmax]
+        if rank is not None:
+            ranked = np.asarray(rank(batch, kmax, ex[batch] if ex is not None else None), dtype=np.int64)
+            if ranked.shape != (batch.size, kmax):
+                raise DataError(f"scorer.rank returned shape {ranked.shape}, expected {(batch.size, kmax)}")
+        else:
+            scores = np.asarray(scorer.score(batch))  # [B, I]
+            if scores.shape != (batch.size, n_items):
+                raise DataError(
+                    f"scorer.score returned shape {scores.shape}, expected {(batch.size, n_items)} "
+                    "(one row per user, one column per catalogue item)"
+                )
+            ranked = topk_excluding(scores, kmax, ex[batch] if ex is not None else None)  # [B, kmax]
         hits, n_rel = M.hits_at_k(ranked, rel[batch], kmax)  # [B, kmax], [B]
         for k in protocol.ks:
             for name in PER_USER_METRICS:

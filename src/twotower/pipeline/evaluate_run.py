@@ -43,13 +43,22 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
 
 
 class RunScorer:
-    """Scorer protocol over a saved run."""
+    """Scorer protocol over a saved run; ``rank`` takes the exact index path of `recommend` and the service."""
 
     def __init__(self, run: TrainedRun) -> None:
         self.run = run
+        self._index = None
 
     def score(self, users: np.ndarray) -> np.ndarray:
         return self.run.scores_for_users(users)
+
+    def rank(self, users: np.ndarray, k: int, exclude: sp.csr_matrix | None) -> np.ndarray:
+        """Top-``k`` item rows ``[B, k]`` (-1 padded) by exact search, the lists `twotower recommend` prints."""
+        from twotower.pipeline.recommend import open_run_index, recommend_users
+
+        if self._index is None:
+            self._index, _ = open_run_index(self.run, exact=True)
+        return recommend_users(self.run, users, k, exclude, index=self._index).ids
 
 
 def evaluate_run(

@@ -1,0 +1,90 @@
+"""Text encoding speed and quality per backend: bare fp32 SentenceTransformer.encode vs TextEncoder backends.
+
+Encodes the same SciFact abstracts with (a) a bare ``SentenceTransformer.encode``
+(fp32 torch, the old path), (b) ``TextEncoder`` with ``torch``, ``onnx`` and
+``onnx-int8``, interleaved round by round so the ratios come from one run on
+a shared machine; prints docs/s, the speed-up over (a) and the cosine of each
+backend's vectors to (a)'s. With ``--ndcg`` it also runs the zero-shot dense
+retriever over the whole SciFact test split per backend (slow: the whole
+corpus is encoded once per backend).
+
+    .venv/bin/python bench/encoder_backends.py --docs 256 --threads 1
+    .venv/bin/python bench/encoder_backends.py --docs 256 --threads 1 --ndcg
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+SCIFACT = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifact" / "beir"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--beir", type=Path, default=SCIFACT, help="BEIR folder (default ../shared/data/scifact/beir)")
+    p.add_argument("--docs", type=int, default=256, help="abstracts timed per backend and round")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--backends", default="torch,onnx,onnx-int8")
+    p.add_argument("--ndcg", action="store_true", help="also zero-shot NDCG@10 on the test split per backend")
+    args = p.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    from twotower.text import EncoderSettings, load_text_encoder
+
+    torch.set_num_threads(args.threads)
+    texts = []
+    with open(args.beir / "corpus.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            texts.append(((d.get("title") or "") + " " + d["text"]).strip())
+            if len(texts) >= args.docs:
+                break
+    backends = [b for b in args.backends.split(",") if b]
+    encs = {b: load_text_encoder(None, settings=EncoderSettings(backend=b, threads=args.threads)) for b in backends}
+    bare = encs.get("torch") or load_text_encoder(None)
+    for e in encs.values():  # export / warm up outside the timing
+        e.encode(texts[:8], batch_size=args.batch_size, show_progress=False)
+    secs: dict[str, list[float]] = {"bare fp32 ST.encode": []} | {b: [] for b in backends}
+    vecs: dict[str, np.ndarray] = {}
+    for _ in range(args.rounds):
+        t = time.perf_counter()
+        vecs["bare fp32 ST.encode"] = bare.model.encode(texts, batch_size=args.batch_size, show_progress_bar=False,
+                                                        convert_to_numpy=True, normalize_embeddings=True)
+        secs["bare fp32 ST.encode"].append(time.perf_counter() - t)
+        for b, e in encs.items():
+            t = time.perf_counter()
+            vecs[b] = e.encode(texts, batch_size=args.batch_size, show_progress=False)
+            secs[b].append(time.perf_counter() - t)
+    ref = vecs["bare fp32 ST.encode"]
+    base = len(texts) / min(secs["bare fp32 ST.encode"])
+    print(f"{len(texts)} SciFact abstracts, batch {args.batch_size}, threads {args.threads}, best of {args.rounds} "
+          "interleaved rounds")
+    print(f"{'encoder':<24}{'docs/s':>9}{'x bare':>8}{'cos min':>9}{'cos mean':>10}")
+    for name, s in secs.items():
+        rate = len(texts) / min(s)
+        cos = (vecs[name] * ref).sum(1)
+        print(f"{name:<24}{rate:>9.1f}{rate / base:>7.2f}x{cos.min():>9.5f}{cos.mean():>10.5f}")
+    if args.ndcg:
+        from twotower.search.evaluate import search_evaluate
+
+        print("\nzero-shot dense retriever, SciFact test (whole corpus encoded per backend):")
+        for b in backends:
+            os.environ["TWOTOWER_ENCODER_BACKEND"] = b
+            t = time.perf_counter()
+            m = search_evaluate(args.beir, split="test", retriever="dense", cache_dir=None)
+            print(f"  {b:<12} NDCG@10 {m['NDCG@10']:.4f}  Recall@100 {m['Recall@100']:.4f}  "
+                  f"({time.perf_counter() - t:.0f}s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
