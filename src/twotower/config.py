@@ -180,7 +180,7 @@ class TrainConfig:
     denoise_keep: float = 0.8  # denoising: share of the other history kept as input
     patience: int = 5
     seed: int = 42
-    threads: int | None = None
+    threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
     eval_every: int = 1
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
@@ -490,11 +490,34 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "") -> None:
+    """Refuse a setting name ``cls`` does not have, saying where it was written.
+
+    ``source`` is what the user typed it in ("config file c.toml", "command line"): a typo in a
+    file otherwise reads exactly like one in an override and the user looks in the wrong place.
+    Only names are checked here; values are checked when the merged config is built.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = [f.name for f in dataclasses.fields(cls)]
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), fields, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
+            raise ConfigError(f"{source}: unknown setting {name!r}{hint}")
+        if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
+            check_known_settings(hints[key], value, source, prefix=name)
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base dict and overrides."""
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
     if path is not None:
-        _deep_update(data, read_config_file(path))
+        from_file = read_config_file(path)
+        check_known_settings(RunConfig, from_file, f"config file {path}")
+        _deep_update(data, from_file)
+    if overrides:
+        check_known_settings(RunConfig, apply_overrides({}, list(overrides)), "command line")
     apply_overrides(data, list(overrides or []))
     return config_from_dict(RunConfig, data)
 

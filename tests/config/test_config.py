@@ -95,3 +95,19 @@ def test_non_finite_float_settings_are_refused(value):
 
 def test_huge_integer_setting_keeps_its_exact_value():
     assert load_config(overrides=["train.seed=12345678901234567890"]).train.seed == 12345678901234567890
+
+
+def test_unknown_key_names_where_it_was_written(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[train]\nepocs = 4\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config file .*c\.toml: unknown setting 'train\.epocs'; did you mean epochs"):
+        load_config(path)
+    nested = tmp_path / "n.yaml"
+    nested.write_text("model:\n  user:\n    hiden: [32]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"config file .*n\.yaml: unknown setting 'model\.user\.hiden'"):
+        load_config(nested)
+    # a good file with a typo on the command line points at the command line, not the file
+    good = tmp_path / "g.toml"
+    good.write_text("[train]\nepochs = 4\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^command line: unknown setting 'train\.epoch'"):
+        load_config(good, ["train.epoch=3"])
