@@ -88,16 +88,11 @@ def test_pooled_tower_with_user_features_round_trips(tmp_path):
     assert meta["user_tower"]["inputs"] == ["user_rows", "history"]
 
 
-def test_sequence_tower_round_trips(tmp_path):
-    from twotower.config import TowerConfig
-
-    try:
-        TowerConfig(history="transformer")
-    except Exception:  # noqa: BLE001 - sequence towers not in this version
-        pytest.skip("model.user.history=transformer is not available")
-    run = _train(tmp_path / "seq", "transformer", user_features=False)
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_sequence_tower_round_trips(tmp_path, kind):
+    run = _train(tmp_path / "seq", kind, user_features=False)
     meta = _roundtrip(run, tmp_path / "onnx")
-    assert meta["user_tower"]["inputs"] == ["history"] and meta["user_tower"]["history"] == "transformer"
+    assert meta["user_tower"]["inputs"] == ["history"] and meta["user_tower"]["history"] == kind
 
 
 def test_export_out_that_is_a_file_is_one_line(tmp_path, capsys):

@@ -95,9 +95,8 @@ class CausalTransformer(nn.Module):
 class GRUEncoder(nn.Module):
     """A GRU over the valid items of each window, oldest first.
 
-    Valid columns are packed to the left (stable, so order is kept), run
-    through ``nn.GRU`` in one call, and the states scattered back to their
-    columns. Padding ends up after the last valid item, and a recurrence is
+    Valid columns are packed to the left (order kept), run through
+    ``nn.GRU`` in one call, and the states gathered back to their columns. Padding ends up after the last valid item, and a recurrence is
     causal, so it never reaches a valid state; a removed column is skipped,
     not fed as a zero.
     """
@@ -110,13 +109,15 @@ class GRUEncoder(nn.Module):
 
     def forward(self, x: Tensor, valid: Tensor) -> Tensor:
         B, L, H = x.shape
-        # stable sort of "invalid" flags: valid columns first, in their original order
-        order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices  # [B, L]
-        idx = order.unsqueeze(-1).expand(B, L, H)
-        packed = self.drop(x).gather(1, idx)  # [B, L, H]
+        # each column's slot in the packed row: valid columns first, in order, then the others
+        # (cumulative sums rather than a sort, so the graph exports to ONNX)
+        v = valid.to(torch.long)
+        n_valid = v.sum(dim=1, keepdim=True)  # [B, 1]
+        slot = torch.where(valid, v.cumsum(1) - 1, n_valid + (1 - v).cumsum(1) - 1)  # [B, L], a permutation
+        idx = slot.unsqueeze(-1).expand(B, L, H)
+        packed = torch.zeros_like(x).scatter(1, idx, self.drop(x))  # [B, L, H]
         out, _ = self.gru(packed)  # [B, L, H]
-        states = torch.empty_like(out).scatter_(1, idx, out)  # back to the original columns
-        return self.ln(states)
+        return self.ln(out.gather(1, idx))  # back to the original columns
 
 
 def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float) -> nn.Module:
