@@ -128,3 +128,18 @@ def test_auto_goes_approximate_only_when_exact_misses_the_budget(tune_data):
     assert rep.reason.startswith("approximate: exact search's single-query p99") and "exceeds the 0 ms budget" in rep.reason
     with pytest.raises(ConfigError, match="exact_p99_ms"):
         IndexPolicy(exact_p99_ms=-1)
+
+
+def test_table_explains_its_markers_and_rows_are_not_logged_twice(tune_data, caplog):
+    x, ids, tune_q, _ = tune_data
+    with caplog.at_level("INFO", logger="twotower"):
+        rep = autotune(x[:1500], ids[:1500], tune_q[:40], k=5, target_recall=0.9, index="ivf", latency_queries=5)
+    table = rep.table().splitlines()
+    chosen_rows = [line for line in table if line.endswith(" *")]
+    assert len(chosen_rows) == 1 and f"{rep.chosen.recall:.4f}" in chosen_rows[0]
+    legend = table[-1]
+    assert "* chosen" in legend and "+ also reaches recall@5 0.9" in legend
+    # the CLI prints the table; the sweep rows are not repeated as INFO lines
+    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert any("1500 vectors" in m for m in info)  # the capture works
+    assert not [m for m in info if "QPS batched" in m]
