@@ -19,10 +19,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.recommend import exclusions_from_files, recommend_users, results_to_items
     from twotower.pipeline.run import train_run
+    from twotower.utils.runtime import auto_threads, threads_from_env
 
     t0 = time.perf_counter()
     out = Path(args.out)
-    threads = args.threads or 2
+    # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
+    threads = args.threads or threads_from_env() or auto_threads()
     print("== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()
     print(f"   data in {path}")

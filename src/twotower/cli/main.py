@@ -109,7 +109,8 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
     p.add_argument("--out", default="runs/demo", help="run folder to write (default runs/demo)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the config's train.epochs)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default 2)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: TWOTOWER_THREADS, else half the idle cores, at least 1)")
     p.add_argument("--user", default="42", help="user to show recommendations for")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 

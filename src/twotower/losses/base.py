@@ -114,7 +114,9 @@ def corrected_logits(
                 f"scores shape {tuple(logits.shape)} does not match "
                 f"[len(positive_ids), len(candidate_ids)] = {tuple(mask.shape)}"
             )
-        logits = logits.masked_fill(mask.to(logits.device), masked_logit_value(logits.dtype))
+        # in place: ``logits`` is a fresh tensor (scores / t [- log_q]) whose backward needs no saved value,
+        # so this skips a [B, N] copy per step
+        logits.masked_fill_(mask.to(logits.device), masked_logit_value(logits.dtype))
     return (logits, mask) if return_mask else logits
 
 
