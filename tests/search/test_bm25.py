@@ -45,3 +45,17 @@ def test_score_matches_search_and_errors():
         BM25Retriever.load("/nonexistent/bm25")
     with pytest.raises(ConfigError, match="method"):
         BM25Config(method="bm99")
+
+
+def test_indexing_prints_no_bm25s_debug_line_at_the_info_level():
+    """bm25s sets its logger to DEBUG when imported; at the CLI's INFO level nothing of it shows."""
+    import subprocess
+    import sys
+
+    code = ("import logging; logging.basicConfig(level=logging.INFO)\n"
+            "from twotower.search.bm25 import BM25Retriever\n"
+            "BM25Retriever().fit(['coffee and liver cancer', 'insulin'], ['a', 'b'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "INFO:twotower.search.bm25" in out.stderr  # our own line shows: the capture works
+    assert "DEBUG" not in out.stderr

@@ -51,6 +51,24 @@ def _stemmer(name: str | None):
     return Stemmer.Stemmer(name).stemWords
 
 
+def _import_bm25s():
+    """``import bm25s`` without its import-time ``setLevel(DEBUG)`` on the "bm25s" logger.
+
+    bm25s forces its logger to DEBUG, which prints "Building index from tokens" at the CLI's
+    default level; the level the application set before the import (or none) is put back.
+    """
+    import sys  # noqa: PLC0415
+
+    if "bm25s" in sys.modules:
+        return sys.modules["bm25s"]
+    bm25s_logger = logging.getLogger("bm25s")
+    before = bm25s_logger.level
+    import bm25s  # noqa: PLC0415
+
+    bm25s_logger.setLevel(before)
+    return bm25s
+
+
 class BM25Retriever:
     """``fit(doc_texts, doc_ids)`` then ``search(queries, k) -> Results`` (ids = doc rows)."""
 
@@ -60,13 +78,13 @@ class BM25Retriever:
         self.doc_ids: list[str] = []
 
     def _tokenize(self, texts: Sequence[str], show_progress: bool = False):
-        import bm25s  # noqa: PLC0415
+        bm25s = _import_bm25s()
 
         return bm25s.tokenize(list(texts), stopwords=self.config.stopwords, stemmer=_stemmer(self.config.stemmer),
                               show_progress=show_progress, return_ids=False)
 
     def fit(self, doc_texts: Sequence[str], doc_ids: Sequence[str]) -> "BM25Retriever":
-        import bm25s  # noqa: PLC0415
+        bm25s = _import_bm25s()
 
         if len(doc_texts) != len(doc_ids):
             raise DataError(f"{len(doc_texts)} texts but {len(doc_ids)} ids")
@@ -127,7 +145,7 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BM25Retriever":
-        import bm25s  # noqa: PLC0415
+        bm25s = _import_bm25s()
 
         path = Path(path)
         if not (path / "meta.json").is_file():
