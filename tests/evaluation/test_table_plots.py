@@ -66,3 +66,16 @@ def test_plot_writes_png_atomically(tmp_path) -> None:
     plot_recall_at_k(results, tmp_path / "ndcg.png", metric="NDCG")
     with pytest.raises(ConfigError, match="metrics present"):
         plot_recall_at_k(results, tmp_path / "x.png", metric="MRR")
+
+
+def test_per_column_formats_and_the_eval_table_prints_seconds_for_people(capsys):
+    rows = [{"model": "ease", "fit_s": 1020.4084, "NDCG": 0.123456}]
+    text = format_table(rows, formats={"fit_s": ".1f"})
+    assert "1020.4" in text and "1020.4084" not in text and "0.1235" in text
+    assert text.splitlines()[0].endswith("NDCG")  # still right-aligned as a number column
+
+    from twotower.cli.commands import print_eval_table
+
+    print_eval_table([{"model": "ease", "Recall@10": 0.5, "MeanPop@10": 233.4861, "fit_s": 1020.4084}], (10,), "t")
+    out = capsys.readouterr().out
+    assert "1020.4" in out and "1020.4084" not in out and "233.5" in out

@@ -54,7 +54,7 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
             if f"Recall@{k}" not in r:
                 continue
             long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
-    print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title))
+    print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title, formats={"fit_s": ".1f", "MeanPop": ".1f"}))
     print(PROTOCOL_TEXT)
 
 

@@ -148,7 +148,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
 
     row = {"retriever": args.retriever + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
            "queries": m["queries"], "seconds": m["seconds"]}
-    print(format_table([row], title=f"{args.beir} ({args.split})"))
+    print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
 
 

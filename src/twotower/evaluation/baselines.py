@@ -71,7 +71,7 @@ class _HistoryBaseline:
         self._fit(x)
         self._train = x
         self.fit_seconds = time.perf_counter() - t0
-        log.info("%s fitted on %d users × %d items in %.2fs", self.name, x.shape[0], x.shape[1], self.fit_seconds)
+        log.debug("%s fitted on %d users × %d items in %.2fs", self.name, x.shape[0], x.shape[1], self.fit_seconds)
         return self
 
     def score(self, users: np.ndarray) -> np.ndarray:
@@ -127,7 +127,9 @@ def _check_l2(l2: float) -> float:
 def _gram(x: sp.csr_matrix) -> np.ndarray:
     """Dense float64 ``XᵀX [I, I]``."""
     n_items = x.shape[1]
-    log.info("EASE: dense %d×%d float64 Gram matrix, ~%.1f MiB per copy", n_items, n_items, n_items**2 * 8 / 2**20)
+    # the size is worth an INFO line only when it is a memory concern (>= 1 GiB)
+    log.log(logging.INFO if n_items**2 * 8 >= 2**30 else logging.DEBUG,
+            "EASE: dense %d×%d float64 Gram matrix, ~%.1f MiB per copy", n_items, n_items, n_items**2 * 8 / 2**20)
     return np.asarray((x.T @ x).toarray(), dtype=np.float64)
 
 
@@ -294,7 +296,7 @@ def tune_ease(
         model = EASE(l2=lam)._fit_from_gram(x, gram)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("l2", lam, model, result, protocol.ks[0]))
-        log.info("tune_ease: l2=%g %s=%.4f", lam, metric, result[metric])
+        log.debug("tune_ease: l2=%g %s=%.4f", lam, metric, result[metric])
     return float(_pick(table, "l2", metric)), table
 
 
@@ -320,5 +322,5 @@ def tune_itemknn(
         model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("k", k, model, result, protocol.ks[0]))
-        log.info("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])
+        log.debug("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])
     return int(_pick(table, "k", metric)), table

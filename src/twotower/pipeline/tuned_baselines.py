@@ -1,0 +1,91 @@
+"""Baseline hyper-parameters tuned once per run folder and reused by every later `evaluate`.
+
+Tuning EASE's λ and ItemKNN's k on the validation split costs a dozen fits;
+the answer depends only on the run's train/valid interactions, the selection
+metric and the grid, so the first evaluation stores it in
+``<run>/tuned_baselines.json`` (written atomically) and later evaluations read
+it back. An entry is reused only when all of those match; otherwise it is
+tuned again and replaced. The file is not in the run's manifest: it is a cache
+that loading never reads, and deleting it only costs a re-tune.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import scipy.sparse as sp
+
+from twotower.errors import IntegrityError
+from twotower.utils.atomic import atomic_write_json, read_json
+
+__all__ = ["TUNED_FILE", "tuning_key", "cached_tuning", "matrix_digest"]
+
+log = logging.getLogger(__name__)
+
+TUNED_FILE = "tuned_baselines.json"
+_FORMAT = 1
+
+
+def matrix_digest(m: sp.csr_matrix | None) -> str | None:
+    """sha256 of a sparse matrix's shape and non-zero pattern (what tuning reads), 16 hex digits."""
+    if m is None:
+        return None
+    m = sp.csr_matrix(m)
+    m.sort_indices()
+    h = hashlib.sha256(repr(m.shape).encode())
+    h.update(m.indptr.astype("int64").tobytes())
+    h.update(m.indices.astype("int64").tobytes())
+    return h.hexdigest()[:16]
+
+
+def tuning_key(tune: Callable[..., Any], grid_arg: str, *, metric: str, train: sp.csr_matrix,
+               valid: sp.csr_matrix) -> dict[str, Any]:
+    """What a tuned value depends on: the grid (read from ``tune``'s own default), metric and data."""
+    grid = inspect.signature(tune).parameters[grid_arg].default
+    return {"grid": [float(g) for g in grid], "metric": metric, "train": matrix_digest(train), "valid": matrix_digest(valid)}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = read_json(path)
+    except IntegrityError as e:  # a cache: a broken one is re-tuned and rewritten, not an error
+        log.warning("%s; tuning again", e)
+        return {}
+    if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("entries"), dict):
+        return {}
+    return data["entries"]
+
+
+def cached_tuning(run_dir: str | Path, name: str, key: dict[str, Any],
+                  tune: Callable[[], tuple[float, list[dict]]]) -> tuple[float, bool, float]:
+    """``(value, reused, tune_seconds)``: the stored value for ``name`` when its ``key`` matches, else ``tune()`` saved.
+
+    ``tune`` returns ``(best_value, table)`` as :func:`tune_ease` does; the
+    table is stored next to the value so the file says why that value won,
+    and the seconds tuning took, so a reused value reports the same cost.
+    A run folder that cannot be written (read-only copy) still evaluates; the
+    value is just not kept.
+    """
+    path = Path(run_dir) / TUNED_FILE
+    entries = _read(path)
+    entry = entries.get(name)
+    if isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("value"), (int, float)):
+        seconds = entry.get("seconds")
+        return float(entry["value"]), True, float(seconds) if isinstance(seconds, (int, float)) else 0.0
+    t0 = time.perf_counter()
+    value, table = tune()
+    seconds = time.perf_counter() - t0
+    entries = {**_read(path), name: {"key": key, "value": value, "seconds": seconds, "table": table}}  # re-read: keep a parallel writer's entry
+    try:
+        atomic_write_json(path, {"format": _FORMAT, "entries": entries})
+    except OSError as e:
+        log.warning("could not save the tuned %s setting to %s (%s); the next evaluation tunes it again",
+                    name, path, e.strerror or e)
+    return float(value), False, seconds
