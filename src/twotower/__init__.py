@@ -67,6 +67,9 @@ _LAZY: dict[str, str] = {
     "FaissIndex": "twotower.index",
     "autotune": "twotower.index",
     "load_index": "twotower.index",
+    "IndexPolicy": "twotower.index",
+    "shortfall": "twotower.index",
+    "EncoderSettings": "twotower.text",
     # serving and explanations
     "create_app": "twotower.serving",
     "ServiceSettings": "twotower.serving",

@@ -91,11 +91,22 @@ def export_onnx(st_model: Any, folder: Path) -> None:
             torch.onnx.export(wrapped, tuple(sample[n] for n in names), str(tmp / "model-fp32.onnx"),
                               input_names=names, output_names=["embedding"], dynamic_axes=axes, opset_version=17,
                               dynamo=False)
-        quantize_dynamic(str(tmp / "model-fp32.onnx"), str(tmp / "model-int8.onnx"), weight_type=QuantType.QInt8,
-                         per_channel=True, reduce_range=True, op_types_to_quantize=["MatMul"],
-                         extra_options={"DefaultTensorType": 1})  # 1 = FLOAT, for shapes inference cannot type
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # onnxruntime's quantizer logs a pre-processing hint to the root logger
+        try:
+            _quantize(quantize_dynamic, QuantType, tmp)
+        finally:
+            root.setLevel(level)
         files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.suffix == ".onnx"}
         atomic_write_json(tmp / "files.json", {"inputs": names, "pooling": mode, "files": files})
+
+
+def _quantize(quantize_dynamic: Any, QuantType: Any, tmp: Path) -> None:  # noqa: N803 - onnxruntime's name
+    """int8 weights of every MatMul, per output channel, 7-bit range (no saturation on AVX2 without VNNI)."""
+    quantize_dynamic(str(tmp / "model-fp32.onnx"), str(tmp / "model-int8.onnx"), weight_type=QuantType.QInt8,
+                     per_channel=True, reduce_range=True, op_types_to_quantize=["MatMul"],
+                     extra_options={"DefaultTensorType": 1})  # 1 = FLOAT, for shapes inference cannot type
 
 
 class OnnxForward:
