@@ -149,3 +149,17 @@ def test_training_sample_is_sized_to_the_list_count(catalogue, caplog):
         index = FaissIndex("IVF32,Flat", max_train=200).build(x, ids)
     assert index._build_params["n_train"] == 1248
     assert "raising max_train 200 to 1248" in caplog.text
+
+
+def test_too_small_a_training_set_is_said_once_not_once_per_sub_quantiser(capfd, caplog):
+    """MovieLens-100K's 1,682 items under the ivfpq shortcut (PQ16x8 wants 9,984 points): one line of ours."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1682, 64)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    capfd.readouterr()
+    with caplog.at_level("WARNING", logger="twotower"):
+        index = FaissIndex("ivfpq").build(x, np.arange(1682, dtype=np.int64))
+    assert index.factory == "IVF43,PQ16x8" and index.search(x[:3], 5).ids.shape == (3, 5)
+    assert "training points" not in capfd.readouterr().err  # FAISS printed it 16 times before
+    ours = [r.getMessage() for r in caplog.records if "training vectors" in r.getMessage()]
+    assert len(ours) == 1 and "9984" in ours[0] and "1682" in ours[0]

@@ -119,6 +119,26 @@ def min_training_points(index: Any) -> int:
     return need
 
 
+def _said_once(index: Any) -> None:
+    """Stop FAISS repeating the too-few-training-points warning our own log line has just given.
+
+    Its k-means prints "please provide at least N training points" to stderr once per
+    clustering: once per PQ sub-quantiser (16 lines for PQ16). Lowering the threshold only
+    changes that check; the clustering itself is the same.
+    """
+    faiss = _faiss()
+    ivf = faiss.try_extract_index_ivf(index)
+    inner = faiss.downcast_index(index.index if isinstance(index, faiss.IndexIDMap) else index)
+    for owner in (faiss.downcast_index(ivf) if ivf is not None else None, inner):
+        if owner is None:
+            continue
+        if hasattr(owner, "cp"):
+            owner.cp.min_points_per_centroid = 1
+        pq = getattr(owner, "pq", None)
+        if pq is not None and hasattr(pq, "cp"):
+            pq.cp.min_points_per_centroid = 1
+
+
 def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
     reason = " ".join(str(err).split()).split("Error: ")[-1]  # drop FAISS's C++ location prefix
     return ConfigError(
@@ -242,7 +262,8 @@ class FaissIndex(VectorIndex):
                 want = need
             if need > n:
                 log.warning("%s wants %d training vectors (39 per centroid) but only %d exist; use fewer lists "
-                            "(the ivf/ivfpq shortcuts size nlist to the catalogue)", self.factory, need, n)
+                            "or PQ bits (the ivf/ivfpq shortcuts size nlist to the catalogue)", self.factory, need, n)
+                _said_once(index)
             if want is not None and n > want:
                 rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))
                 train = vectors[rows]
