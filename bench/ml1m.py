@@ -53,8 +53,13 @@ PUBLISHED = [
 
 # The item tower is a bare ID table (no features in this file); the sequence towers read 200 items like SASRec.
 _ITEM = ["model.item.use_features=false", "model.user.use_features=false"]
+# SASRec-sized sequence towers (200 items, width 64, 2 blocks, 1 head) with tied item embeddings and no MLP
+# on either side (a linear map each); cosine scores at T=0.05; small batches, because the all-positions
+# objective gets ~110 targets per window and the number of updates, not of targets, limits progress per
+# epoch (prototype, validation NDCG@10 after one epoch: batch 16 0.036, batch 64 0.019, same CPU time).
 _SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.history_dim=64", "model.item.id_dim=64",
-        "train.batch_size=128", *_ITEM]
+        "model.user.hidden=[]", "model.item.hidden=[]", "loss.temperature=0.05", "train.batch_size=16",
+        "train.lr=1e-3", "train.patience=10", "train.epochs=200", "train.time_budget_min=60", *_ITEM]
 _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
 
 # row name -> dotted overrides on top of the default configuration

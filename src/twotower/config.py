@@ -179,6 +179,9 @@ class TrainConfig:
     random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch
     denoise_keep: float = 0.8  # denoising: share of the other history kept as input
     patience: int = 5
+    # stop after the epoch that passes this many minutes of training (the best epoch so far is kept);
+    # None = no limit. For fits that must end by a deadline (bench/ml1m.py's 60-minute budget).
+    time_budget_min: float | None = None
     seed: int = 42
     threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
     eval_every: int = 1
@@ -205,6 +208,7 @@ class TrainConfig:
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
+        _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",

@@ -59,6 +59,13 @@ class RunScorer:
 
         if self._index is None:
             self._index, _ = open_run_index(self.run, exact=True)
+        users = np.asarray(users, np.int64)
+        if exclude is not None:
+            # ``exclude`` is aligned with ``users`` (row j belongs to users[j]); recommend_users reads
+            # exclusions by user row, so place row j at row users[j] of a [U, I] matrix
+            n_rows = int(users.max()) + 1 if users.size else 0
+            place = sp.csr_matrix((np.ones(users.size, np.float32), (users, np.arange(users.size))), shape=(n_rows, users.size))
+            exclude = (place @ sp.csr_matrix(exclude)).tocsr()
         return recommend_users(self.run, users, k, exclude, index=self._index).ids
 
 

@@ -265,8 +265,15 @@ class Trainer:
         main, metric = tdist.is_main(), self.eval_cfg.select_metric
         t0 = time.perf_counter()
         epochs_run = start_epoch - 1
+        budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
         for epoch in range(start_epoch, self.cfg.epochs + 1):
             if stopper.stop:
+                break
+            spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
+            # rank 0's clock decides, so every rank stops after the same epoch
+            if budget_s is not None and tdist.broadcast_value(float(spent >= budget_s), self.device) > 0.5:
+                if main:
+                    log.info("stopping: %.1f min of training reached train.time_budget_min=%g", spent / 60, self.cfg.time_budget_min)
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
             te = time.perf_counter()
