@@ -104,6 +104,16 @@ def test_unknown_user_shows_the_error(server, tmp_path) -> None:
     assert "ghost" in html.unescape(status)
 
 
+@needs_chromium
+def test_bare_page_lists_example_users_from_the_run(server, tmp_path) -> None:
+    dom = _chromium(f"{server}/", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom
+    users = _texts(dom, "example-user")
+    assert 1 <= len(users) <= 5 and all(re.fullmatch(r"u\d+", u) for u in users)  # the tiny run's ids
+    assert len(_texts(dom, "example-history")) == 1
+    assert 'id="howto" class="muted"' in dom  # still shown: nothing asked yet
+
+
 def test_page_and_assets_are_served_and_local(client) -> None:
     page = client.get("/")
     assert page.status_code == 200 and "text/html" in page.headers["content-type"]

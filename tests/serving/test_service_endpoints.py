@@ -173,3 +173,28 @@ def test_get_user_history_newest_first(client, service):
     assert [h["item_id"] for h in body["history"]] == oldest_first[::-1][:50]
     assert all("title" in h and "timestamp" in h for h in body["history"])
     assert client.get("/users/nobody").status_code == 404
+
+
+def test_examples_are_the_users_with_the_most_history_and_work(client, service):
+    """GET /examples (the explorer's start page): real ids, longest history first, each one answerable."""
+    ex = client.get("/examples").json()
+    lengths = service.run.history.lengths()
+    assert 1 <= len(ex["users"]) <= 5
+    counts = [u["n_history"] for u in ex["users"]]
+    assert counts == sorted(counts, reverse=True) and counts[0] == int(lengths.max())
+    assert min(counts) >= np.sort(lengths)[::-1][len(counts) - 1]  # no user with more history was left out
+    for u in ex["users"]:
+        assert client.get(f"/users/{u['user_id']}").json()["n_history"] == u["n_history"]
+    first = client.get(f"/users/{ex['users'][0]['user_id']}").json()["history"]  # newest first
+    assert ex["history"] == [h["item_id"] for h in first[:3]][::-1]  # the 3 most recent, oldest first
+    r = client.post("/recommend", json={"history": ex["history"], "k": 5})
+    assert r.status_code == 200 and len(r.json()["items"]) == 5
+
+
+def test_bare_explorer_page_offers_the_examples(client):
+    from twotower.serving.app import STATIC_DIR
+
+    page = client.get("/").text
+    assert 'id="examples"' in page and "Recommend" in page
+    js = (STATIC_DIR / "app.js").read_text()
+    assert '"GET", "/examples"' in js and "showExamples()" in js

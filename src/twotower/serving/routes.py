@@ -22,6 +22,7 @@ from starlette.responses import PlainTextResponse, Response
 from twotower.errors import NotFoundError
 from twotower.serving.budget import WorkBudget
 from twotower.serving.errors import json_bytes
+from twotower.serving.examples import example_ids
 from twotower.serving.schemas import MAX_ID_CHARS, Schemas
 from twotower.serving.service import RecommenderService, RecRequest
 
@@ -206,6 +207,16 @@ def build_router(s: Schemas) -> APIRouter:
     async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
         return json_response(get_service(request).user(user_id))
+
+    @router.get("/examples", response_model=s.ExamplesResponse, tags=["users"])
+    async def examples(request: Request) -> Response:
+        """Real ids to try: the users with the most history and a recent ad-hoc history (the explorer's start page)."""
+        service = get_service(request)
+        cached = getattr(request.app.state, "examples", None)
+        if cached is None or cached[0] is not service:  # computed once per loaded run, O(users)
+            cached = (service, example_ids(service.run))
+            request.app.state.examples = cached
+        return json_response(cached[1])
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

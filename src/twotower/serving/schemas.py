@@ -54,6 +54,7 @@ class Schemas:
     ItemResponse: type[BaseModel]
     ReadyResponse: type[BaseModel]
     UserResponse: type[BaseModel]
+    ExamplesResponse: type[BaseModel]
 
 
 def _one_of_user_or_history(model: Any) -> Any:
@@ -153,6 +154,14 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         n_history: int
         history: list[HistoryItem]
 
+    class ExampleUser(BaseModel):
+        user_id: str
+        n_history: int
+
+    class ExamplesResponse(BaseModel):
+        users: list[ExampleUser] = Field(description="the users with the most training history, longest first")
+        history: list[str] = Field(description="an ad-hoc history to try: recent item ids of the first user, oldest first")
+
     class ReadyResponse(BaseModel):
         ready: bool
         model_fingerprint: str
@@ -166,4 +175,5 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         ExplainRequest=ExplainRequest, ItemHit=ItemHit, RecommendResponse=RecommendResponse,
         BatchResponse=BatchResponse, SimilarResponse=SimilarResponse, ExplainResponse=ExplainResponse,
         ItemResponse=ItemResponse, ReadyResponse=ReadyResponse, UserResponse=UserResponse,
+        ExamplesResponse=ExamplesResponse,
     )

@@ -237,6 +237,34 @@ async function search(query) {
 
 // ------------------------------------------------------------------ start-up
 
+// The bare page lists real ids to try (GET /examples): the users with the most history and
+// a recent history of the first one. Each is a link that fills the form and asks.
+async function showExamples() {
+  const box = $("examples");
+  if (!box || !state.paths.has("GET /examples")) return;
+  let ex;
+  try { ex = await api("GET", "/examples"); } catch (_) { return; }
+  const users = ex.users || [];
+  if (!users.length) return;
+  const pick = (user) => (e) => {
+    e.preventDefault();
+    $("user-input").value = user.user_id || "";
+    $("history-input").value = user.history ? user.history.join(",") : "";
+    submitUser();
+  };
+  box.replaceChildren("Try a user with a long history: ");
+  users.forEach((u, i) => {
+    if (i) box.append(", ");
+    box.append(el("a", { href: `?user=${encodeURIComponent(u.user_id)}`, class: "example-user",
+      onclick: pick({ user_id: u.user_id }) }, u.user_id), ` (${u.n_history} items)`);
+  });
+  const hist = ex.history || [];
+  if (hist.length) {
+    box.append("; or the history ", el("a", { href: `?history=${encodeURIComponent(hist.join(","))}`,
+      class: "example-history", onclick: pick({ history: hist }) }, hist.join(",")), ".");
+  }
+}
+
 function readUser() {
   const userId = $("user-input").value.trim();
   const hist = $("history-input").value.split(",").map((s) => s.trim()).filter(Boolean);
@@ -293,6 +321,7 @@ async function init() {
   if (params.get("q") && state.search) { $("search-input").value = params.get("q"); search(params.get("q")); }
   const work = [];
   if (params.get("user") || params.get("history")) work.push(submitUser());
+  else if (state.recommend) work.push(showExamples());
   if (params.get("item")) work.push(showSimilar(params.get("item")));
   await Promise.all(work);
   document.body.dataset.ready = "1";
