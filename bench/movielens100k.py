@@ -26,6 +26,9 @@ from twotower.pipeline.run import item_text_embeddings, prepare_data  # noqa: E4
 from twotower.training.scorer import TwoTowerScorer  # noqa: E402
 from twotower.utils.runtime import set_threads  # noqa: E402
 
+_SEQ = ["train.examples=sequence", "train.batch_size=16", "train.lr=1e-3", "loss.temperature=0.05",
+        "model.user.history_len=100"]
+
 # name -> dotted overrides on top of the default configuration
 VARIANTS: dict[str, list[str]] = {
     "default": [],
@@ -48,11 +51,12 @@ VARIANTS: dict[str, list[str]] = {
     "temp_0.02+full": ["loss.temperature=0.02", "loss.kind=full"],
     "bpr_temp_0.1": ["loss.kind=bpr", "loss.temperature=0.1"],
     "dual_head": ["model.item.dual_head=true"],
-    # sequence user towers (issue 10): trained on every position of each window (train.examples=sequence)
-    "transformer": ["model.user.history=transformer", "train.examples=sequence"],
-    "gru": ["model.user.history=gru", "train.examples=sequence"],
-    "transformer_full": ["model.user.history=transformer", "train.examples=sequence", "loss.kind=full"],
-    "gru_full": ["model.user.history=gru", "train.examples=sequence", "loss.kind=full"],
+    # sequence user towers (issue 10): trained on every position of each window (train.examples=sequence);
+    # small batches (943 windows an epoch: batch 16 gives ~60 updates), T=0.05, 100-item windows
+    "transformer": ["model.user.history=transformer", *_SEQ],
+    "gru": ["model.user.history=gru", *_SEQ],
+    "transformer_full": ["model.user.history=transformer", *_SEQ, "loss.kind=full"],
+    "gru_full": ["model.user.history=gru", *_SEQ, "loss.kind=full"],
     # the same towers trained with one causal example per target (the pooled towers' objective)
     "transformer_causal": ["model.user.history=transformer"],
     "gru_causal": ["model.user.history=gru"],
