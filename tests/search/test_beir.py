@@ -124,3 +124,10 @@ def test_object_or_list_ids_are_refused(tmp_path):
     p.write_text(json.dumps({"_id": {"a": 1}, "title": "t", "text": "x"}) + "\n")
     with pytest.raises(DataError, match="must be a string or number"):
         load_corpus(p)
+
+
+def test_an_empty_beir_path_says_so_and_names_the_variable():
+    """`--beir "$BEIR_DIR"` with BEIR_DIR unset must not search the current folder."""
+    for empty in ("", "  "):
+        with pytest.raises(DataError, match=r"--beir/--data is empty.*BEIR_DIR"):
+            resolve_beir_dir(empty)

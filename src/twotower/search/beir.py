@@ -75,6 +75,9 @@ class TrainPair:
 
 def resolve_beir_dir(path: str | os.PathLike[str]) -> Path:
     """Accept the BEIR directory itself or a parent holding ``beir/``."""
+    if not str(path).strip():  # `--beir "$BEIR_DIR"` (as the README writes it) with the variable unset
+        raise DataError("--beir/--data is empty; give the BEIR directory (corpus.jsonl, queries.jsonl, qrels/), "
+                        "e.g. set BEIR_DIR=/path/to/scifact/beir as the README does")
     p = Path(path)
     for cand in (p, p / "beir"):
         if (cand / "corpus.jsonl").is_file():
