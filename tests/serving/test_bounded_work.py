@@ -155,3 +155,32 @@ def test_explorer_page_has_a_how_to_and_no_numbered_no_history_entry(client):
     assert 'id="howto"' in page and "/docs" in page
     js = (STATIC_DIR / "app.js").read_text()
     assert 'el("li", { class: "muted" }, "no history")' not in js and "no history yet" in js
+
+
+def test_python_callers_get_the_same_bounded_explanations_as_http(client, service):
+    """RecommenderService.recommend_batch(explain=True) from Python explains explain_k items, as HTTP does."""
+    from twotower.errors import ConfigError
+    from twotower.serving import RecRequest
+
+    cap = service.settings.explain_k
+    answers = service.recommend_batch([RecRequest(user_id="u1", k=30, explain=True),
+                                       RecRequest(user_id="u2", k=30, explain=True, explain_k=3),
+                                       RecRequest(user_id="u3", k=2, explain=True),
+                                       RecRequest(user_id="u4", k=30)])
+    assert [_explained(a) for a in answers] == [cap, 3, 2, 0]
+    assert all("explanation" in it for it in answers[0]["items"][:cap])
+    over_http = client.post("/recommend", json={"user_id": "u1", "k": 30, "explain": True}).json()
+    assert over_http["items"][:cap] == answers[0]["items"][:cap]  # same items, same explanations
+    with pytest.raises(ConfigError, match="explain_k"):
+        service.recommend(RecRequest(user_id="u1", k=30, explain=True, explain_k=cap + 1))
+    with pytest.raises(ConfigError, match="explain_k"):
+        RecRequest(user_id="u1", explain=True, explain_k=0)
+    calls = []
+
+    def check():
+        calls.append(1)
+        if len(calls) > 2:
+            raise TimeoutError("budget")
+
+    with pytest.raises(TimeoutError):  # the check is called between steps and may abandon the work
+        service.recommend_batch([RecRequest(user_id="u1", k=30, explain=True)], check=check)

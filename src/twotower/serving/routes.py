@@ -78,16 +78,6 @@ async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, **kwa
     return outcome[0]
 
 
-def _explainer() -> Callable[..., list[dict[str, Any]]]:
-    try:
-        from twotower.explain import explain_recommendations
-    except ImportError:
-        from twotower.serving.errors import FeatureUnavailable
-
-        raise FeatureUnavailable("explanations need twotower.explain, which is not installed in this version") from None
-    return explain_recommendations
-
-
 def _check_ids(service: RecommenderService, reqs: Sequence[RecRequest]) -> None:
     """Unknown ids of a batch -> 404 naming the request (``requests[3].user_id``), before any work."""
     if len(reqs) < 2:
@@ -103,30 +93,16 @@ def _check_ids(service: RecommenderService, reqs: Sequence[RecRequest]) -> None:
             raise NotFoundError(e.kind, e.id, f"in requests[{b}].{field}; the other requests were not answered") from None
 
 
-def answer_batch(
-    service: RecommenderService, reqs: Sequence[RecRequest], explain_ks: Sequence[int], *, budget: WorkBudget
-) -> list[dict[str, Any]]:
-    """Recommendations for ``reqs`` (one index search), then explanations of the first ``explain_ks[b]`` items
-    of each request (0: none), all under ``budget``."""
+def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget) -> list[dict[str, Any]]:
+    """Recommendations for ``reqs`` (one index search) with their bounded explanations (the service's
+    ``explain_k`` rule, the same for Python callers), all under ``budget``."""
     _check_ids(service, reqs)
     budget.check()
-    answers = [service.recommend(reqs[0])] if len(reqs) == 1 else service.recommend_batch(reqs)
-    explain = _explainer() if any(explain_ks) else None
-    done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
-    for r, answer, ek in zip(reqs, answers, explain_ks):
-        if not ek or explain is None:
-            continue
-        budget.check()
-        items = answer["items"][:ek]
-        rows = [service.catalog.row(it["item_id"]) for it in items]
-        key = (r.user_id, r.history, tuple(rows))
-        if key not in done:
-            user_row = service.run.user_vocab.index(r.user_id) if r.user_id is not None else None
-            hist = service._history_rows(r.history) if r.history is not None else None
-            done[key] = explain(service.run, user_row=user_row, history_rows=hist, item_rows=rows, check=budget.check)
-        for item, e in zip(items, done[key]):
-            item["explanation"] = e
-    return answers
+    # the check runs between explanation steps, the only long loop (a plain lookup is one index search)
+    kw = {"check": budget.check} if any(r.explain for r in reqs) else {}
+    if len(reqs) == 1:
+        return [service.recommend(reqs[0], **kw)]
+    return service.recommend_batch(reqs, **kw)
 
 
 def json_response(body: Any, status: int = 200) -> Response:
@@ -134,8 +110,8 @@ def json_response(body: Any, status: int = 200) -> Response:
     return Response(json_bytes(body), status_code=status, media_type="application/json")
 
 
-def _rec(body: Any) -> RecRequest:
-    """The service request; explanations are added by :func:`answer_batch` (bounded), not by the service."""
+def _rec(body: Any, explain_k: int) -> RecRequest:
+    """The service request; the service bounds its explanations to ``explain_k`` items (default: the app's)."""
     return RecRequest(
         user_id=body.user_id,
         history=tuple(body.history) if body.history is not None else None,
@@ -143,15 +119,9 @@ def _rec(body: Any) -> RecRequest:
         k=body.k,
         exclude_seen=body.exclude_seen,
         filters=body.filters,
-        explain=False,
+        explain=body.explain,
+        explain_k=body.explain_k if body.explain_k is not None else explain_k,
     )
-
-
-def _explain_k(body: Any, default: int) -> int:
-    """Items to explain for one request: 0 without ``explain``, else ``explain_k`` (default: the server's)."""
-    if not body.explain:
-        return 0
-    return min(body.k, body.explain_k if body.explain_k is not None else default)
 
 
 def build_router(s: Schemas) -> APIRouter:
@@ -164,8 +134,7 @@ def build_router(s: Schemas) -> APIRouter:
     async def recommend(body: RecommendRequest, request: Request) -> Response:  # type: ignore[valid-type]
         """Top-k items for a known user or an ad-hoc history."""
         service = get_service(request)
-        ek = [_explain_k(body, request.app.state.settings.explain_k)]
-        answers = await run_budgeted(request, answer_batch, service, [_rec(body)], ek)
+        answers = await run_budgeted(request, answer_batch, service, [_rec(body, request.app.state.settings.explain_k)])
         return json_response(answers[0])
 
     @router.post("/recommend/batch", response_model=s.BatchResponse, tags=["recommend"])
@@ -174,8 +143,7 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         bodies = body.requests  # type: ignore[attr-defined]
         default = request.app.state.settings.explain_k
-        answers = await run_budgeted(request, answer_batch, service, [_rec(r) for r in bodies],
-                                     [_explain_k(r, default) for r in bodies])
+        answers = await run_budgeted(request, answer_batch, service, [_rec(r, default) for r in bodies])
         return json_response({"results": answers})
 
     @router.post("/similar-items", response_model=s.SimilarResponse, tags=["items"])

@@ -43,12 +43,18 @@ class RecRequest:
     exclude_seen: bool = True
     filters: Mapping[str, Sequence[str]] | None = field(default=None)
     explain: bool = False
+    # with explain: how many of the first items get an explanation; None = the service's explain_k.
+    # Each explanation costs a tower pass per history item, so it is bounded for Python callers too.
+    explain_k: int | None = None
 
     def __post_init__(self) -> None:
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"k must be a positive integer, got {self.k!r}")
+        if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
+                                           or self.explain_k < 1):
+            raise ConfigError(f"explain_k must be a positive integer or None, got {self.explain_k!r}")
 
 
 def _index_ids(index: VectorIndex) -> np.ndarray | None:
@@ -290,12 +296,29 @@ class RecommenderService:
             out.append(item)
         return out
 
-    def recommend(self, req: RecRequest) -> dict[str, Any]:
+    def recommend(self, req: RecRequest, *, check: Callable[[], None] | None = None) -> dict[str, Any]:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
-        return self.recommend_batch([req])[0]
+        return self.recommend_batch([req], check=check)[0]
 
-    def recommend_batch(self, reqs: Sequence[RecRequest]) -> list[dict[str, Any]]:
-        """One answer per request; unfiltered requests share one index search."""
+    def explain_count(self, req: RecRequest) -> int:
+        """Items of ``req``'s answer that get an explanation: 0 without ``explain``, else ``min(k, explain_k)``."""
+        if not req.explain:
+            return 0
+        cap = self.settings.explain_k
+        if req.explain_k is not None and req.explain_k > cap:
+            raise ConfigError(f"explain_k {req.explain_k} is above this service's explain_k {cap} "
+                              "(ServiceSettings.explain_k, --explain-k); ask for at most that many")
+        return min(req.k, req.explain_k if req.explain_k is not None else cap)
+
+    def recommend_batch(
+        self, reqs: Sequence[RecRequest], *, check: Callable[[], None] | None = None
+    ) -> list[dict[str, Any]]:
+        """One answer per request; unfiltered requests share one index search.
+
+        A request with ``explain`` gets explanations on its first :meth:`explain_count` items only,
+        from Python as over HTTP. ``check`` is called between explanation steps and may raise to
+        abandon the work (the HTTP routes pass their time budget / disconnect check).
+        """
         _use_threads(self.settings.threads)
         if not reqs:
             return []
@@ -303,13 +326,22 @@ class RecommenderService:
         queries, users, hists = self._query_vectors(reqs)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
+        explain_ks = [self.explain_count(r) for r in reqs]  # refuse a bad explain_k before any work
+        explain = self._batch_explainer() if any(explain_ks) else None
+        done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
         answers = []
-        for r, u, h, (rows, scores) in zip(reqs, users, hists, hits):
+        for r, u, h, (rows, scores), ek in zip(reqs, users, hists, hits, explain_ks):
             items = self._items(rows, scores)
-            if r.explain:
-                explain = self._explainer()
-                for item, row in zip(items, rows.tolist()):
-                    item["explanation"] = explain(self.run, user_row=u, history_rows=h, item_row=int(row))
+            if ek and explain is not None:
+                if check is not None:
+                    check()
+                first = [int(x) for x in rows[:ek].tolist()]
+                hist = None if h is None else [int(x) for x in np.asarray(h).tolist()]
+                key = (u, None if hist is None else tuple(hist), tuple(first))
+                if key not in done:
+                    done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check)
+                for item, e in zip(items, done[key]):
+                    item["explanation"] = e
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             if len(items) < r.k:
                 answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
@@ -340,6 +372,16 @@ class RecommenderService:
         hist = self._history_rows(history) if history is not None else None
         result = explain(self.run, user_row=user_row, history_rows=hist, item_row=item_row)
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
+
+    @staticmethod
+    def _batch_explainer() -> Callable[..., list[dict[str, Any]]]:
+        try:
+            from twotower.explain import explain_recommendations
+        except ImportError:
+            raise FeatureUnavailable(
+                "explanations need twotower.explain.explain_recommendations, which is not installed in this version"
+            ) from None
+        return explain_recommendations
 
     @staticmethod
     def _explainer() -> Callable[..., dict[str, Any]]:
