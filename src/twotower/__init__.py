@@ -74,6 +74,7 @@ _LAZY: dict[str, str] = {
     "create_app": "twotower.serving",
     "ServiceSettings": "twotower.serving",
     "explain_recommendation": "twotower.explain",
+    "explain_recommendations": "twotower.explain",  # several items of one user, the user-side work done once
 }
 
 __all__ = [
