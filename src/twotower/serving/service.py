@@ -307,7 +307,7 @@ class RecommenderService:
         cap = self.settings.explain_k
         if req.explain_k is not None and req.explain_k > cap:
             raise ConfigError(f"explain_k {req.explain_k} is above this service's explain_k {cap} "
-                              "(ServiceSettings.explain_k, --explain-k); ask for at most that many")
+                              "(ServiceSettings.explain_k); ask for at most that many")
         return min(req.k, req.explain_k if req.explain_k is not None else cap)
 
     def recommend_batch(
