@@ -55,3 +55,32 @@ def test_text_configs_are_frozen_dataclasses_in_config():
         assert dataclasses.is_dataclass(cls) and cls.__module__ == "twotower.config"
         with pytest.raises(dataclasses.FrozenInstanceError):
             cls().epochs = 3  # type: ignore[misc]
+
+
+def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch):
+    """--explain-k / --time-budget default to ServiceSettings and reach the service's settings."""
+    import twotower.cli.serve_cmd as serve_cmd
+    import twotower.serving as serving
+    from twotower.serving.budget import BudgetExceeded, WorkBudget
+
+    a = _parse("serve", "--run", "r")
+    d = ServiceSettings()
+    assert (a.explain_k, a.time_budget) == (d.explain_k, d.time_budget_s)
+    budget = WorkBudget(1e-9, "POST /recommend/batch").start()
+    with pytest.raises(BudgetExceeded, match="--time-budget"):
+        while True:  # the clock passes 1e-9 s at once
+            budget.check()
+
+    class Stop(Exception):
+        pass
+
+    seen = {}
+
+    def fake_load(run, index, *, settings, allow_low_recall):
+        seen["settings"] = settings
+        raise Stop
+
+    monkeypatch.setattr(serving.RecommenderService, "load", staticmethod(fake_load))
+    with pytest.raises(Stop):
+        serve_cmd.cmd_serve(_parse("serve", "--run", "r", "--explain-k", "3", "--time-budget", "0.5"))
+    assert (seen["settings"].explain_k, seen["settings"].time_budget_s) == (3, 0.5)

@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
                    help="larger bodies get 413 (default %(default)s bytes)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
+    p.add_argument("--explain-k", type=int, default=d.explain_k,
+                   help='"explain": true explains at most this many of the first items (default %(default)s)')
+    p.add_argument("--time-budget", type=float, default=d.time_budget_s,
+                   help="seconds of computation one request may use; past it the answer is 503 (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
     p.set_defaults(func=cmd_serve)
@@ -47,7 +51,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = ServiceSettings(
         host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
         max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history, max_body_bytes=args.max_body_bytes,
-        threads=args.threads,
+        threads=args.threads, explain_k=args.explain_k, time_budget_s=args.time_budget,
     )
     if settings.host in ("0.0.0.0", "::", ""):
         msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "

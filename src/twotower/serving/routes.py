@@ -105,6 +105,14 @@ def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, bud
     return service.recommend_batch(reqs, **kw)
 
 
+def answer_json(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget, batch: bool) -> bytes:
+    """:func:`answer_batch` serialised in the worker: 256 x k=1000 answers are ~40 MB of JSON, about a
+    second of encoding that would otherwise stall the event loop (and /healthz) after the work is done."""
+    answers = answer_batch(service, reqs, budget=budget)
+    budget.check()  # over budget already: answer 503 now rather than encode a large body first
+    return json_bytes({"results": answers} if batch else answers[0])
+
+
 def json_response(body: Any, status: int = 200) -> Response:
     """Serialise without re-validating (the service builds JSON-safe dicts)."""
     return Response(json_bytes(body), status_code=status, media_type="application/json")
@@ -134,8 +142,9 @@ def build_router(s: Schemas) -> APIRouter:
     async def recommend(body: RecommendRequest, request: Request) -> Response:  # type: ignore[valid-type]
         """Top-k items for a known user or an ad-hoc history."""
         service = get_service(request)
-        answers = await run_budgeted(request, answer_batch, service, [_rec(body, request.app.state.settings.explain_k)])
-        return json_response(answers[0])
+        reqs = [_rec(body, request.app.state.settings.explain_k)]
+        return Response(await run_budgeted(request, answer_json, service, reqs, batch=False),
+                        media_type="application/json")
 
     @router.post("/recommend/batch", response_model=s.BatchResponse, tags=["recommend"])
     async def recommend_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -143,8 +152,9 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         bodies = body.requests  # type: ignore[attr-defined]
         default = request.app.state.settings.explain_k
-        answers = await run_budgeted(request, answer_batch, service, [_rec(r, default) for r in bodies])
-        return json_response({"results": answers})
+        reqs = [_rec(r, default) for r in bodies]
+        return Response(await run_budgeted(request, answer_json, service, reqs, batch=True),
+                        media_type="application/json")
 
     @router.post("/similar-items", response_model=s.SimilarResponse, tags=["items"])
     async def similar_items(body: SimilarRequest, request: Request) -> Response:  # type: ignore[valid-type]
