@@ -12,6 +12,13 @@ the one-process references run in the test process itself (no process group):
 * the same with GradCache (chunks of 4) under the distributed loss, with
   SparseAdam (sparse ID-table gradients gathered across ranks) and with BPR.
 
+The sequence objective (``train.examples=sequence``, a causal transformer user
+tower) likewise: 14 users of 2..18 items in global batches of 5 users (3 + 2 per
+rank, trimmed to each rank's own longest window), the loss shared by target
+positions; in-batch softmax over de-duplicated candidates gathered across ranks
+(ids present on both ranks, logQ, uniform extras, random windows), full,
+sampled softmax and BPR: one step and ``fit`` equal one process.
+
 And, in one process, GradCache with chunk C equals the plain step. Dropout is
 0 throughout: masks come from per-rank streams, equal in distribution only.
 The model runs in float64 so that comparing Adam-updated weights is well
@@ -72,13 +79,45 @@ def _trainer(name: str, loss_kind: str | None = None, **train_over: object) -> T
     return Trainer(model, _seqs(), loss=loss, train=train, eval=EvalConfig(baselines=()))
 
 
-def _one_step(trainer: Trainer) -> dict[str, torch.Tensor]:
-    """Loss, accuracy and (averaged) gradients of one step on global examples 0..10."""
+SEQ_USERS, SEQ_L, SEQ_BATCH = 14, 12, 5  # batches of 5 users: 3 + 2 per rank
+
+SEQ_SCENARIOS: dict[str, dict] = {
+    "seq_inbatch": {"loss": {"kind": "inbatch", "uniform_negatives": 3}, "train": {"random_windows": True}},
+    "seq_full": {"loss": {"kind": "full"}},
+    "seq_sampled": {"loss": {"kind": "sampled", "sampled_negatives": 6}},
+    "seq_bpr": {"loss": {"kind": "bpr"}},
+}
+
+
+def _seq_seqs() -> UserSequences:
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(2, 19, size=SEQ_USERS)  # some longer than L + 1 (random windows), some far shorter
+    users = np.repeat(np.arange(SEQ_USERS), lengths)
+    p = np.linspace(3, 1, N_ITEMS) / np.linspace(3, 1, N_ITEMS).sum()  # popular items recur on both ranks
+    return UserSequences.from_arrays(users, rng.choice(N_ITEMS, size=users.size, p=p), np.arange(users.size), SEQ_USERS)
+
+
+def _seq_trainer(name: str) -> Trainer:
+    over = SEQ_SCENARIOS[name]
+    user = TowerConfig(use_id=False, history="transformer", history_len=SEQ_L, history_dim=8, out_dim=8, hidden=(16,),
+                       dropout=0.0, seq_dropout=0.0)
+    model_cfg = ModelConfig(user=user, item=TowerConfig(id_dim=8, out_dim=8, hidden=(16,), dropout=0.0))
+    train = TrainConfig(**{"examples": "sequence", "epochs": 2, "batch_size": SEQ_BATCH, "lr": 1e-2, "progress": False,
+                           "checkpoint": False, "seed": 3, **over.get("train", {})})
+    loss = LossConfig(**{"temperature": 0.2, **over["loss"]})
+    torch.manual_seed(0)
+    model = TwoTowerModel(model_cfg, SEQ_USERS, N_ITEMS).double()
+    return Trainer(model, _seq_seqs(), loss=loss, train=train, eval=EvalConfig(baselines=()))
+
+
+def _one_step(trainer: Trainer, idx: np.ndarray = np.arange(11)) -> dict[str, torch.Tensor]:
+    """Loss, accuracy and (averaged) gradients of one step on the global batch ``idx`` (examples 0..10)."""
     trainer.torch_gen.manual_seed(5)
-    loss, acc, _, _, _ = trainer._step(np.arange(11))  # shares of the global batch, summed below
+    loss, acc, _, _, _ = trainer._step(idx)  # shares of the global batch, summed below
     out = {"loss": torch.tensor(loss, dtype=torch.float64), "acc": torch.tensor(acc, dtype=torch.float64)}
     for n, p in trainer.model.named_parameters():
-        out[f"grad.{n}"] = p.grad.detach().to_dense().clone()
+        if p.grad is not None:  # unused parameters (no ID table in the sequence tower) must be unused everywhere
+            out[f"grad.{n}"] = p.grad.detach().to_dense().clone()
     return out
 
 
@@ -101,6 +140,9 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
         results = {"step": _one_step(_trainer("plain"))}
         for name in SCENARIOS:
             results[name] = _fit(_trainer(name))  # the Trainer joins the group from the environment
+        results["seq_step"] = _one_step(_seq_trainer("seq_inbatch"), SEQ_STEP_USERS)
+        for name in SEQ_SCENARIOS:
+            results[name] = _fit(_seq_trainer(name))
         assert tdist.world_size() == WORLD
     finally:
         tdist.cleanup()
@@ -150,6 +192,31 @@ def test_one_step_two_ranks_equals_one_process_on_the_global_batch(two_ranks: Pa
 def test_fit_two_ranks_equals_one_process(two_ranks: Path, name: str) -> None:
     ref = _fit(_trainer(name))
     assert len(ref["loss"]) == 2
+    for r in range(WORLD):
+        _assert_close(_load(two_ranks, name, r), ref, f"{name} rank {r}")
+
+
+SEQ_STEP_USERS = np.array([4, 5, 8, 3, 7])  # short users on rank 0 (2, 4, 6 items), the longest (18) on rank 1
+
+
+def test_sequence_step_two_ranks_equals_one_process_on_the_global_batch(two_ranks: Path) -> None:
+    tr = _seq_trainer("seq_inbatch")
+    lengths = tr.seqs.lengths()[tr.examples.users[SEQ_STEP_USERS]]
+    assert min(lengths[3:]) > SEQ_L + 1 and max(lengths[:3]) <= 8  # rank 1 has random windows, rank 0 trims to 8
+    ref = _one_step(tr, SEQ_STEP_USERS)
+    ranks = [_load(two_ranks, "seq_step", r) for r in range(WORLD)]
+    for key in ("loss", "acc"):  # shares by target positions add up to the one-process mean
+        assert abs(sum(float(r[key]) for r in ranks) - float(ref[key])) <= TOL, key
+    grads = {k: v for k, v in ref.items() if k.startswith("grad.")}
+    assert any(v.abs().sum() > 0 for k, v in grads.items() if "item" in k)
+    for r in ranks:
+        _assert_close({k: v for k, v in r.items() if k.startswith("grad.")}, grads, "sequence step gradients")
+
+
+@pytest.mark.parametrize("name", list(SEQ_SCENARIOS))
+def test_sequence_fit_two_ranks_equals_one_process(two_ranks: Path, name: str) -> None:
+    ref = _fit(_seq_trainer(name))
+    assert len(ref["loss"]) == 2 and bool(torch.isfinite(ref["loss"]).all())
     for r in range(WORLD):
         _assert_close(_load(two_ranks, name, r), ref, f"{name} rank {r}")
 

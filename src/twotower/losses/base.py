@@ -82,13 +82,16 @@ def corrected_logits(
     log_q: Tensor | None = None,
     mask_hits: bool = True,
     return_mask: bool = False,
+    column_mask: Tensor | None = None,
 ) -> Tensor | tuple[Tensor, Tensor | None]:
     """``scores[B, N] -> / temperature -> - log_q[N] -> mask accidental hits``: the logits a softmax loss sees.
 
     The only place the corrections are applied. ``positive_cols[B]`` is each
     row's positive column (never masked); masking compares ``candidate_ids``
     with ``positive_ids`` (see :func:`~twotower.losses.corrections.accidental_hit_mask`).
-    With ``return_mask`` also returns the ``[B, N]`` hit mask (or None).
+    ``column_mask[B, N]`` removes further columns whatever ``mask_hits`` says
+    (the second copy of an id gathered from two ranks). With ``return_mask``
+    also returns the ``[B, N]`` hit mask (or None; ``column_mask`` not included).
     """
     t = check_temperature(temperature)
     if scores.dim() != 2:
@@ -117,6 +120,10 @@ def corrected_logits(
         # in place: ``logits`` is a fresh tensor (scores / t [- log_q]) whose backward needs no saved value,
         # so this skips a [B, N] copy per step
         logits.masked_fill_(mask.to(logits.device), masked_logit_value(logits.dtype))
+    if column_mask is not None:
+        if column_mask.shape != logits.shape:
+            raise DataError(f"column_mask must have the logits' shape {tuple(logits.shape)}, got {tuple(column_mask.shape)}")
+        logits.masked_fill_(column_mask.to(logits.device), masked_logit_value(logits.dtype))
     return (logits, mask) if return_mask else logits
 
 

@@ -89,6 +89,10 @@ class _Softmax(RetrievalLoss):
         """(candidates[N', D], candidate_ids[N'], log_q[N'] | None, positive_cols[B]); the distributed hook."""
         raise NotImplementedError
 
+    def _column_mask(self, candidate_ids: Tensor | None, batch: LossBatch, cols: Tensor) -> Tensor | None:
+        """``[B, N]`` columns to drop besides accidental hits (None: none); the cross-rank de-duplication hook."""
+        return None
+
     def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None, **legacy: Tensor | None):
         """``(loss, stats)`` for ``batch``; the keyword form ``(q, c, positive_ids=..., ...)`` returns the loss only."""
         if batch is None:  # the pre-contract keyword call: loss only
@@ -104,6 +108,7 @@ class _Softmax(RetrievalLoss):
             scores, positive_cols=cols, temperature=self.temperature, positive_ids=batch.positive_ids,
             candidate_ids=cand_ids, log_q=log_q if self.logq else None,
             mask_hits=self.mask_accidental_hits, return_mask=True,
+            column_mask=self._column_mask(cand_ids, batch, cols),
         )
         loss = loss_from_logits(logits, cols, batch.weights)
         correct = top_is_positive(scores, batch.positive_ids if batch.positive_ids is not None else cols,

@@ -39,7 +39,9 @@ def start_ranks(tr: "Trainer", start_epoch: int) -> None:
 
     After a resume every rank restored rank 0's RNG states from the
     checkpoint; ranks > 0 re-derive theirs from (seed, rank, epoch) so their
-    dropout masks and denoising subsets stay independent of rank 0's.
+    dropout masks and denoising subsets stay independent of rank 0's. In
+    sequence mode the numpy stream stays rank 0's on every rank: it draws the
+    random window ends of each GLOBAL batch, which must agree across ranks.
     """
     import torch.distributed as dist
 
@@ -47,7 +49,8 @@ def start_ranks(tr: "Trainer", start_epoch: int) -> None:
         dist.broadcast(t, src=0)
     if tr.rank > 0:
         seq = np.random.SeedSequence([tr.cfg.seed, tr.rank, start_epoch])
-        tr.rng = np.random.default_rng(seq)
+        if not tr.sequence:
+            tr.rng = np.random.default_rng(seq)
         torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
 
 

@@ -64,16 +64,35 @@ class SequenceExamples:
         perm = rng.permutation(len(full))
         return np.concatenate([*(full[i] for i in perm), *rest]) if batches else order
 
-    def windows(self, units: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(users[B], inputs[B, L], targets[B, L])`` for example indices ``units``; pad where no target."""
+    def window_ends(self, units: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
+        """One past the last target of each unit's window, ``[B]`` offsets into the sequences.
+
+        The newest items, or with ``random_windows`` a random end for users
+        longer than ``L + 1`` (one ``rng.random`` draw per such user, in order).
+        """
         users = self.users[units]
         s, e = self.seqs.indptr[users], self.seqs.indptr[users + 1]
-        end = e.copy()  # one past the last target
+        end = e.copy()
         if self.random_windows:
             long = e - s > self.L + 1
             if long.any():
+                if rng is None:
+                    raise ValueError("random_windows needs a generator")
                 lo = s[long] + self.L + 1
                 end[long] = lo + (rng.random(int(long.sum())) * (e[long] - lo + 1)).astype(np.int64)
+        return end
+
+    def windows(self, units: np.ndarray, rng: np.random.Generator | None = None, *,
+                ends: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(users[B], inputs[B, L'], targets[B, L'])`` for example indices ``units``; pad where no target.
+
+        ``ends`` (from :meth:`window_ends`) fixes the windows, e.g. drawn for a
+        whole global batch and sliced per rank; else they are drawn with ``rng``.
+        ``L' <= L``: the columns that are padding in every row are dropped.
+        """
+        users = self.users[units]
+        s = self.seqs.indptr[users]
+        end = self.window_ends(units, rng) if ends is None else ends  # one past the last target
         inputs = windows_before(self.seqs.items, s, end - 1, self.L, self.pad)  # [B, L] items [end-1-L, end-1)
         targets = windows_before(self.seqs.items, s + 1, end, self.L, self.pad)  # [B, L] the next item of each
         # drop the columns that are padding in every row (rounded to 8 columns): same states, less work

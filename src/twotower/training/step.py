@@ -9,6 +9,9 @@ two embedding matrices). Under torchrun, random negatives are drawn for the
 GLOBAL batch from a generator every rank shares and sliced per rank, each
 rank's loss is scaled by ``W * B_rank / B_global`` and gradients are averaged
 with one all-reduce (:func:`sync_grads`), so the update equals one process's.
+The sequence objective counts target positions instead of examples: ``B`` is
+then this rank's positions, ``n_global`` the global ones and ``span`` this
+rank's ``[start, stop)`` among them.
 
 Shape legend: ``B`` this rank's queries, ``N`` candidates, ``D`` dim, ``I`` items, ``M`` negatives.
 """
@@ -68,8 +71,12 @@ class RecStep:
         # de-duplicate in-batch candidates (the sequence objective: B * L positions, far fewer distinct items)
         self.dedup = dedup
 
-    def candidates(self, targets: Tensor, n_global: int) -> tuple[Tensor | None, int]:
-        """Candidate ids ``[N]`` for this rank (None: the whole catalogue) and how many random draws were global."""
+    def candidates(self, targets: Tensor, n_global: int, span: tuple[int, int] | None = None) -> tuple[Tensor | None, int]:
+        """Candidate ids ``[N]`` for this rank (None: the whole catalogue) and how many random draws were global.
+
+        ``span``: this rank's rows ``[start, stop)`` of the ``n_global`` global
+        ones (default: its :func:`share`).
+        """
         m, needs, dev = self.model, self.loss.needs, targets.device
         if needs == "catalogue":
             return None, 0
@@ -83,11 +90,8 @@ class RecStep:
             # shared negatives: the same M on every rank (same generator), not split
             neg = sample_negatives(self.n_sampled, self.sampler_probs, m.n_items, self.gen).to(dev)  # [M]
             return torch.cat([targets, neg]), self.n_sampled
-        # pairs (BPR): one uniform negative per global example, sliced like the examples
-        if self.dedup:  # sequence objective: one negative per target position of this rank
-            neg = torch.randint(0, m.n_items, (targets.shape[0],), generator=self.gen).to(dev)  # [P]
-            return torch.cat([targets, neg]), targets.shape[0]
-        lo, hi = share(n_global, self.world, self.rank)
+        # pairs (BPR): one uniform negative per global example (sequence: per target position), sliced like them
+        lo, hi = span if span is not None else share(n_global, self.world, self.rank)
         neg = torch.randint(0, m.n_items, (n_global,), generator=self.gen)[lo:hi].to(dev)  # [B]
         return torch.cat([targets, neg]), n_global
 
@@ -101,15 +105,15 @@ class RecStep:
         return next(self.model.parameters()).device
 
     def __call__(self, users: Tensor, history: Tensor | None, targets: Tensor, n_global: int, scale: float,
-                 *, queries_fn=None) -> tuple[float, dict[str, float], Tensor, Tensor]:
+                 *, queries_fn=None, span: tuple[int, int] | None = None) -> tuple[float, dict[str, float], Tensor, Tensor]:
         """Forward and backward of this rank's ``B`` examples; ``(loss, stats, queries, positives)`` detached.
 
         ``queries_fn(users, history) -> [B, D]`` replaces the user tower (the
         sequence objective embeds many positions per user). ``scale`` multiplies
-        the loss before backward (the cross-rank share).
+        the loss before backward (the cross-rank share); ``span`` as in :meth:`candidates`.
         """
         m = self.model
-        cand_ids, _ = self.candidates(targets, n_global)
+        cand_ids, _ = self.candidates(targets, n_global, span)
         cols = None
         if self.dedup and self.loss.needs == "batch":
             cand_ids, inverse = torch.unique(cand_ids, return_inverse=True)  # [N'] distinct ids

@@ -15,8 +15,9 @@ sequence user towers only). The loss and its candidates come from
 Data parallelism (``torchrun``, ``WORLD_SIZE > 1``): ``train.batch_size`` is the
 GLOBAL batch; every rank draws the same epoch permutation (seeded by
 ``(train.seed, epoch)``), cuts the same global batches and takes its contiguous
-slice, so W ranks see exactly the examples one process sees. The in-batch loss
-gathers every rank's candidates; gradients are averaged after backward (sparse
+slice, so W ranks see exactly the examples one process sees (sequence mode:
+users, with the loss shared by target positions, :mod:`twotower.training.sequence_step`).
+The in-batch loss gathers every rank's candidates; gradients are averaged after backward (sparse
 ID-table gradients gathered), so the update is the one-process update. Loss
 and accuracy are reduced over ranks; validation, weights, checkpoint, log and
 plot happen on rank 0, whose metric is broadcast so early stopping agrees. The
@@ -52,6 +53,7 @@ from twotower.training.examples import build_examples, make_histories
 from twotower.training.loop import EarlyStopping, TrainLoop, sparse_parameters
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
+from twotower.training.sequence_step import sequence_step
 from twotower.training.step import RecStep, candidate_log_q, share, sync_grads
 from twotower.utils.atomic import atomic_write_text
 
@@ -100,10 +102,10 @@ class Trainer:
         self.sequence = train.examples == "sequence"
         if self.sequence and not model.user_tower.is_sequence:
             raise ConfigError("train.examples=sequence needs a sequence user tower: set model.user.history=transformer or gru")
-        self.loss_fn = make_loss(loss, world=1 if self.sequence else self.world)
+        self.loss_fn = make_loss(loss, world=self.world)
         if train.gradcache_chunk is not None and not self.loss_fn.gradcache:
             raise ConfigError(f"train.gradcache_chunk does not apply to loss.kind={loss.kind!r}")
-        # denoising subsets and >200k-item diagnostics samples (ranks > 0 reseed in fit)
+        # denoising subsets and >200k-item diagnostics samples (ranks > 0 reseed in fit); sequence: window ends (shared)
         self.rng = np.random.default_rng(train.seed)
         self.torch_gen = torch.Generator().manual_seed(train.seed)
         if self.sequence:
@@ -160,23 +162,14 @@ class Trainer:
         accuracy (summed over ranks they are the global values), the local
         query / positive embeddings and the number of target positions.
         """
+        if self.sequence:  # shares of target positions, not of users (training/sequence_step.py)
+            return sequence_step(self, idx)
         n_global = len(idx)
         lo, hi = share(n_global, self.world, self.rank)
         local = idx[lo:hi]  # this rank's contiguous part of the global batch
         frac = len(local) / n_global
         scale = frac * self.world if self.world > 1 else 1.0  # averaging over ranks then gives the global mean
         dev, m = self.device, self.model
-        if self.sequence:
-            users, inputs, targets = self.examples.windows(local, self.rng)
-            h = torch.as_tensor(inputs, device=dev)  # [B, L]
-            tgt = torch.as_tensor(targets, device=dev)  # [B, L]
-            valid = tgt != m.pad_item  # [B, L]
-            t = tgt[valid]  # [P]
-            u = torch.as_tensor(users, device=dev)
-            value, stats, q, pos = self.step_fn(u, h, t, n_global, scale,
-                                                queries_fn=lambda uu, hh: _valid_positions(m, uu, hh))
-            self._sync()
-            return value * frac, stats.get("correct", 0.0) / max(len(t), 1) * frac, q, pos, len(t)
         ex = self.examples
         users, positions, denoise = ex.users[local], ex.positions[local], ex.denoise[local]
         hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng, self.cfg.denoise_keep)
@@ -234,8 +227,10 @@ class Trainer:
         if not tdist.is_main():
             return row
         if self.cfg.diagnostics:
+            # sequence mode: rank 0 alone must not draw from the window stream every rank shares
+            rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
             item_emb = self.model.all_item_embeddings() if self.model.n_items <= 200_000 else self.model.item_tower(
-                torch.as_tensor(self.rng.choice(self.model.n_items, 50_000, replace=False), device=self.device)).detach()
+                torch.as_tensor(rng.choice(self.model.n_items, 50_000, replace=False), device=self.device)).detach()
             row.update(embedding_diagnostics(item_emb, *(last or (None, None))))
         alpha = self.model.item_tower.alpha
         if alpha is not None:
@@ -305,9 +300,3 @@ class Trainer:
         assert self.out_dir is not None
         text = "".join(json.dumps(r, default=float) + "\n" for r in self.history)
         atomic_write_text(self.out_dir / "log.jsonl", text)
-
-
-def _valid_positions(model: TwoTowerModel, users: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
-    """User vectors at the valid (non-padding) columns of ``history[B, L]``, row-major: [P, D]."""
-    states = model.user_tower.forward_all(users, history)  # [B, L, D]
-    return states[history != model.pad_item]
