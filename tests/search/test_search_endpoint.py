@@ -1,6 +1,8 @@
 """POST /search on the real app over a tiny saved search index (zero-shot MiniLM + BM25)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from fastapi.testclient import TestClient
 from search_data import write_beir
@@ -61,7 +63,7 @@ def test_limits_inclusive_and_rerank_without_model(client):
 
 
 def test_search_only_service_has_health_and_no_recommender_routes(client):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "pid": str(os.getpid())}
     paths = client.get("/openapi.json").json()["paths"]
     assert "/search" in paths and "/recommend" not in paths
 

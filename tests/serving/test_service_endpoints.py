@@ -1,6 +1,8 @@
 """Happy paths of every endpoint on the real app over a tiny trained run."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -109,7 +111,7 @@ def test_get_item(client):
 
 
 def test_health_ready_metrics(client, service):
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json() == {"status": "ok", "pid": str(os.getpid())}
     ready = client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["ready"] is True and ready.json()["model_fingerprint"] == service.fingerprint

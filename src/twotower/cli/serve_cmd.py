@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
 __all__ = ["register", "cmd_serve"]
 
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='"explain": true explains at most this many of the first items (default %(default)s)')
     p.add_argument("--time-budget", type=float, default=d.time_budget_s,
                    help="seconds of computation one request may use; past it the answer is 503 (default %(default)s)")
+    p.add_argument("--workers", type=int, default=d.workers,
+                   help="server processes sharing one memory-mapped copy of the vectors and index; "
+                        "--max-concurrency and --max-queue apply per worker (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
     p.set_defaults(func=cmd_serve)
@@ -51,7 +55,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = ServiceSettings(
         host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
         max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history, max_body_bytes=args.max_body_bytes,
-        threads=args.threads, explain_k=args.explain_k, time_budget_s=args.time_budget,
+        threads=args.threads, explain_k=args.explain_k, time_budget_s=args.time_budget, workers=args.workers,
     )
     if settings.host in ("0.0.0.0", "::", ""):
         msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "
@@ -70,13 +74,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from twotower.serving.search_service import SearchService
 
         search = SearchService.load(args.search_index, args.rerank)
-    app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
-        settings=settings, search_service=search)
     what = []
     if service is not None:
         what.append(f"{args.run} ({service.index_description})")
     if search is not None:
         what.append(f"search index {args.search_index}" + (" + reranker" if args.rerank else ""))
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)
+    if settings.workers > 1:
+        import gc
+
+        from twotower.serving.workers import run_workers
+
+        spec = _share_with_workers(args, settings, service)
+        service = search = None  # the workers map the shared files; this process only supervises them
+        gc.collect()
+        run_workers(spec, workers=settings.workers, log_level=args.log_level)
+        return 0
+    app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
+        settings=settings, search_service=search)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
     return 0
+
+
+def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -> Any:
+    """Write the loaded vectors for the worker processes (memory-mapped files); the spec they start from."""
+    from dataclasses import asdict
+
+    from twotower.pipeline.recommend import run_index_dir
+    from twotower.serving.workers import WorkerSpec, make_shared_dir, share_arrays
+
+    shared = make_shared_dir()
+    spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), search_index=args.search_index,
+                      rerank=args.rerank)
+    if service is not None:
+        share_arrays(service, shared)
+        index_dir = run_index_dir(args.run, args.index)
+        spec = WorkerSpec(**{**asdict(spec), "run_dir": str(args.run), "fingerprint": service.fingerprint,
+                             "index_dir": None if index_dir is None else str(index_dir),
+                             "index_description": service.index_description})
+    print(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)", file=sys.stderr)
+    return spec

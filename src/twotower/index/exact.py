@@ -103,6 +103,19 @@ class ExactIndex(VectorIndex):
         self._changed()
         return self
 
+    @classmethod
+    def over(cls, vectors: np.ndarray, ids: np.ndarray, **kwargs: Any) -> "ExactIndex":
+        """An index over ``vectors[N, D]`` and ``ids[N]`` *without copying them* (unlike :meth:`build`).
+
+        For read-only memory maps shared by server processes: the caller must
+        not change the arrays afterwards. add/remove still work (on new arrays).
+        """
+        vectors = check_vectors(vectors)
+        index = cls(**kwargs)
+        index._ids = check_ids(ids, vectors.shape[0])
+        index._vectors, index._dim = vectors, int(vectors.shape[1])
+        return index
+
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         if self._dim is None:
             self.build(vectors, ids)
@@ -217,10 +230,11 @@ class ExactIndex(VectorIndex):
         return {"max_block_elems": self.max_block_elems}, {}
 
     @classmethod
-    def _read(cls, directory: Path, meta: dict[str, Any]) -> "ExactIndex":
+    def _read(cls, directory: Path, meta: dict[str, Any], *, mmap: bool = False) -> "ExactIndex":
         index = cls(**meta.get("config", {}))
-        vectors = np.load(directory / "vectors.npy", allow_pickle=False)
-        ids = np.load(directory / "ids.npy", allow_pickle=False)
+        mode = "r" if mmap else None  # read-only map: add/remove build new arrays, never write the file
+        vectors = np.load(directory / "vectors.npy", allow_pickle=False, mmap_mode=mode)
+        ids = np.load(directory / "ids.npy", allow_pickle=False, mmap_mode=mode)
         index._vectors, index._ids, index._dim = vectors, ids, int(meta["dim"])
         return index
 

@@ -499,16 +499,19 @@ class FaissIndex(VectorIndex):
         return config, dict(self._build_params)
 
     @classmethod
-    def _read(cls, directory: Path, meta: dict[str, Any]) -> "FaissIndex":
+    def _read(cls, directory: Path, meta: dict[str, Any], *, mmap: bool = False) -> "FaissIndex":
         faiss = _faiss()
         config = dict(meta.get("config", {}))
         if config.get("device") == "cuda" and not hasattr(faiss, "StandardGpuResources"):
             log.warning("index was saved with device='cuda' but faiss-gpu is not installed; searching on CPU")
             config["device"] = "cpu"
         index = cls(**config)
-        index._index = faiss.read_index(str(directory / "index.faiss"))
+        # IO_FLAG_MMAP_IFC maps flat codes and IVF lists read-only (FAISS >= 1.10); HNSW graphs and
+        # quantizers are still read into memory
+        flags = (faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY) if mmap and hasattr(faiss, "IO_FLAG_MMAP_IFC") else 0
+        index._index = faiss.read_index(str(directory / "index.faiss"), flags)
         index.factory = meta.get("factory")
-        index._ids = np.load(directory / "ids.npy", allow_pickle=False)
+        index._ids = np.load(directory / "ids.npy", allow_pickle=False, mmap_mode="r" if mmap else None)
         index._build_params = dict(meta.get("build_params", {}))
         if isinstance(index._index, faiss.IndexIDMap):
             stored = faiss.vector_to_array(index._index.id_map).astype(np.int64)

@@ -121,8 +121,14 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     return meta
 
 
-def load_index(directory: str | Path, expected_fingerprint: str | None = None) -> "VectorIndex":
-    """Load any saved index, verifying checksums and (optionally) the model fingerprint."""
+def load_index(directory: str | Path, expected_fingerprint: str | None = None, *, mmap: bool = False) -> "VectorIndex":
+    """Load any saved index, verifying checksums and (optionally) the model fingerprint.
+
+    ``mmap=True`` maps the stored vectors / FAISS codes read-only instead of
+    reading them into private memory, so several server processes opening the
+    same directory share one copy in the page cache (``twotower serve
+    --workers N``). Such an index is for searching only: add/remove copy it.
+    """
     directory = Path(directory)
     meta = read_meta(directory)
     verify_files(directory, meta["sha256"], fix="rebuild with `twotower index build --run DIR`")
@@ -135,7 +141,7 @@ def load_index(directory: str | Path, expected_fingerprint: str | None = None) -
     cls = backends.get(meta.get("backend"))
     if cls is None:
         raise IntegrityError(f"{directory}: unknown index backend {meta.get('backend')!r}; known: {sorted(backends)}")
-    index = cls._read(directory, meta)
+    index = cls._read(directory, meta, mmap=mmap)
     index.model_fingerprint = meta.get("model_fingerprint")
     if len(index) != meta["count"] or index.dim != meta["dim"]:
         raise IntegrityError(

@@ -29,6 +29,7 @@ __all__ = [
     "USER_CHUNK",
     "exclusions_from_files",
     "low_recall",
+    "run_index_dir",
     "open_run_index",
     "user_query_vectors",
     "recommend_users",
@@ -59,6 +60,15 @@ def low_recall(index_dir: str | Path) -> str | None:
             "--allow-low-recall to serve it anyway")
 
 
+def run_index_dir(run_dir: str | Path, index_dir: str | Path | None = None, *, exact: bool = False) -> Path | None:
+    """The saved index a run is served from: ``index_dir``, else ``RUN/index`` if built; None = exact search."""
+    if exact:
+        return None
+    if index_dir is None and (Path(run_dir) / "index" / "meta.json").is_file():
+        return Path(run_dir) / "index"
+    return None if index_dir is None else Path(index_dir)
+
+
 def open_run_index(
     run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
 ) -> tuple[VectorIndex, str]:
@@ -71,9 +81,8 @@ def open_run_index(
     missed its target raises ConfigError saying what was measured.
     """
     fp = run.fingerprint()
-    if not exact and index_dir is None and (Path(run.dir) / "index" / "meta.json").is_file():
-        index_dir = Path(run.dir) / "index"
-    if exact or index_dir is None:
+    index_dir = run_index_dir(run.dir, index_dir, exact=exact)
+    if index_dir is None:
         index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"

@@ -9,6 +9,7 @@ start with a message saying how to fix it.
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import AsyncIterator, Sequence
@@ -112,7 +113,7 @@ def _ops_router() -> APIRouter:
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+        return {"status": "ok", "pid": str(os.getpid())}
 
     @router.get("/readyz", tags=["ops"])
     async def readyz(request: Request) -> dict[str, bool]:

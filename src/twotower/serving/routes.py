@@ -11,6 +11,7 @@ it), and a client that disconnects stops the work at the next step
 (:mod:`twotower.serving.budget`).
 """
 import functools
+import os
 from typing import Annotated, Any, Callable, Sequence, TypeVar
 
 import anyio
@@ -198,8 +199,8 @@ def build_router(s: Schemas) -> APIRouter:
 
     @router.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
-        """Liveness: the process answers."""
-        return {"status": "ok"}
+        """Liveness: the process answers (``pid``: which server process, one of N with ``--workers N``)."""
+        return {"status": "ok", "pid": str(os.getpid())}
 
     @router.get("/readyz", response_model=s.ReadyResponse, tags=["ops"])
     async def readyz(request: Request) -> Response:

@@ -88,6 +88,9 @@ class RecommenderService:
 
     ``catalog`` and ``item_vectors`` default to the run's items; a benchmark
     may pass a larger synthetic catalogue (the index must hold its rows).
+    ``user_vectors`` ``[U, D]`` are the known users' query vectors when the
+    caller has them already (``twotower serve --workers N`` hands every worker
+    the same memory-mapped file); else they are computed here.
     """
 
     def __init__(
@@ -98,6 +101,7 @@ class RecommenderService:
         settings: ServiceSettings | None = None,
         catalog: ItemCatalog | None = None,
         item_vectors: np.ndarray | None = None,
+        user_vectors: np.ndarray | None = None,
     ) -> None:
         import torch
 
@@ -130,7 +134,12 @@ class RecommenderService:
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
         self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
         n_users = len(run.user_vocab)
-        if n_users <= self.settings.precompute_users_max:
+        if user_vectors is not None:
+            if user_vectors.shape != (n_users, self.item_vectors.shape[1]):
+                raise IntegrityError(f"user vectors of shape {user_vectors.shape} for {n_users} users of dim "
+                                     f"{self.item_vectors.shape[1]}")
+            self.user_vectors = user_vectors
+        elif n_users <= self.settings.precompute_users_max:
             from twotower.pipeline.recommend import user_query_vectors
 
             with torch.inference_mode():  # the same chunks as `twotower recommend`, so the same vectors

@@ -28,6 +28,9 @@ class ServiceSettings:
     explain_k: int = 10
     # seconds of computation one HTTP request may use; beyond that it is abandoned and answered 503
     time_budget_s: float = 2.0
+    # server processes (`serve --workers N`): each has its own event loop and 429 gate (max_concurrency and
+    # max_queue are per worker) and maps the same item/user vectors and index files read-only
+    workers: int = 1
 
     def __post_init__(self) -> None:
         ints = {
@@ -42,6 +45,7 @@ class ServiceSettings:
             "precompute_users_max": (0, None),
             "filter_exact_max": (0, None),
             "explain_k": (1, None),
+            "workers": (1, 1024),
         }
         for name, (lo, hi) in ints.items():
             value = getattr(self, name)

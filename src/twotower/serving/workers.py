@@ -1,0 +1,193 @@
+"""``twotower serve --workers N``: N server processes over one copy of the vectors.
+
+Legend: ``I`` items, ``U`` known users, ``D`` embedding dim.
+
+One uvicorn event loop saturates one core, and under overload it queues
+requests in its sockets before the 429 gate sees them. With ``--workers N``
+uvicorn starts N processes that accept on the same socket, each with its own
+loop, gate (:class:`~twotower.serving.middleware.ConcurrencyGate`, so at most
+``N * max_in_flight`` requests are admitted) and compute threads.
+
+The parent process loads and checks the run and its index once, exactly as a
+single-process ``serve`` does (a corrupted artefact or a low-recall index fails
+before any port is bound). It then writes what every worker would otherwise
+recompute, the item vectors ``[I, D]`` and the known users' query vectors
+``[U, D]``, as ``.npy`` files into a private temporary folder, and drops its
+own copy. Each worker maps those files read-only (``np.load(mmap_mode="r")``)
+and the saved index with FAISS's read-only memory map (flat codes and IVF
+lists; :func:`twotower.index.load_index` with ``mmap=True``), so the N workers
+share one copy in the page cache instead of holding N. What each worker still
+holds privately: the model weights, vocabularies, training history and item
+metadata (small next to the vectors for a large catalogue).
+
+The arrays go to a temporary folder rather than the run folder: they are
+derived, the run folder may be read-only, and the folder is removed when the
+server stops (folders of a killed server are swept at the next start).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from twotower.errors import ConfigError, IntegrityError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from twotower.serving.service import RecommenderService
+
+__all__ = ["WorkerSpec", "share_arrays", "open_shared_service", "worker_app", "run_workers", "SPEC_ENV"]
+
+log = logging.getLogger(__name__)
+
+#: Environment variable through which the parent tells each worker where its spec is.
+SPEC_ENV = "TWOTOWER_SERVE_SPEC"
+ITEM_VECTORS = "item_vectors.npy"
+USER_VECTORS = "user_vectors.npy"
+_PREFIX = "twotower-serve-"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSpec:
+    """What a worker process loads: written by the parent as JSON, read by :func:`worker_app`."""
+
+    shared_dir: str  # holds item_vectors.npy (and user_vectors.npy when users are cached)
+    settings: dict[str, Any]  # ServiceSettings fields
+    run_dir: str | None = None
+    index_dir: str | None = None  # a saved index (mapped read-only); None = exact search over the item vectors
+    fingerprint: str | None = None  # the run's model fingerprint as the parent loaded it
+    index_description: str = ""
+    search_index: str | None = None
+    rerank: str | None = None
+
+    def write(self) -> Path:
+        path = Path(self.shared_dir) / "spec.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read(cls, path: str | Path) -> "WorkerSpec":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            return cls(**data)
+        except (OSError, ValueError, TypeError) as e:
+            raise ConfigError(f"{path}: cannot read the worker spec ({e}); start workers with `twotower serve "
+                              "--workers N`") from e
+
+
+def make_shared_dir() -> Path:
+    """A private (0700) folder for one server's shared arrays; sweeps folders of servers that are gone."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{_PREFIX}*"):
+        try:
+            pid = int(old.name[len(_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid) and old.is_dir() and old.stat().st_uid == os.getuid():
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def share_arrays(service: "RecommenderService", folder: str | Path) -> None:
+    """Write ``service``'s item vectors ``[I, D]`` and cached user vectors ``[U, D]`` as ``.npy`` into ``folder``."""
+    folder = Path(folder)
+    arrays = {ITEM_VECTORS: service.item_vectors}
+    if service.user_vectors is not None:
+        arrays[USER_VECTORS] = service.user_vectors
+    for name, arr in arrays.items():
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "wb") as f:  # np.save to a path would append ".npy" to the temporary name
+            np.save(f, np.ascontiguousarray(arr, dtype=np.float32), allow_pickle=False)
+        os.replace(tmp, folder / name)
+
+
+def open_shared_service(spec: WorkerSpec) -> "RecommenderService":
+    """The worker's service: its own run (model, vocabularies), the parent's vectors and index mapped read-only."""
+    from twotower.index import ExactIndex, load_index
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.serving.service import RecommenderService
+    from twotower.serving.settings import ServiceSettings
+    from twotower.utils.runtime import set_threads
+
+    settings = ServiceSettings(**spec.settings)
+    set_threads(settings.threads)
+    if spec.run_dir is None:
+        raise ConfigError("the worker spec names no run")
+    run = TrainedRun.load(spec.run_dir)
+    fp = run.fingerprint()
+    if spec.fingerprint is not None and fp != spec.fingerprint:
+        raise IntegrityError(f"{spec.run_dir} changed while the server started (model {fp}, the parent loaded "
+                             f"{spec.fingerprint}); restart `twotower serve`")
+    shared = Path(spec.shared_dir)
+    items = np.load(shared / ITEM_VECTORS, mmap_mode="r", allow_pickle=False)  # [I, D]
+    users = (np.load(shared / USER_VECTORS, mmap_mode="r", allow_pickle=False)
+             if (shared / USER_VECTORS).is_file() else None)  # [U, D]
+    if spec.index_dir is None:
+        index = ExactIndex.over(items, np.arange(items.shape[0], dtype=np.int64))
+        index.model_fingerprint = fp
+    else:
+        index = load_index(spec.index_dir, expected_fingerprint=fp, mmap=True)
+    service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users)
+    service.index_description = spec.index_description
+    return service
+
+
+def worker_app() -> "FastAPI":
+    """uvicorn app factory run in each worker process (``twotower.serving.workers:worker_app``)."""
+    from twotower.serving.app import create_app
+    from twotower.serving.settings import ServiceSettings
+
+    path = os.environ.get(SPEC_ENV)
+    if not path:
+        raise ConfigError(f"{SPEC_ENV} is not set; worker processes are started by `twotower serve --workers N`")
+    spec = WorkerSpec.read(path)
+    settings = ServiceSettings(**spec.settings)
+    search = None
+    if spec.search_index is not None:
+        from twotower.serving.search_service import SearchService
+
+        search = SearchService.load(spec.search_index, spec.rerank)
+    if spec.run_dir is None:
+        return create_app(settings=settings, search_service=search)
+    return create_app(service=open_shared_service(spec), settings=settings, search_service=search)
+
+
+def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
+                factory: str = "twotower.serving.workers:worker_app") -> None:
+    """Serve with ``workers`` uvicorn processes built by ``factory`` (an import string) from ``spec``.
+
+    Blocks until the server stops, then removes ``spec.shared_dir``.
+    """
+    import uvicorn
+
+    from twotower.serving.settings import ServiceSettings
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
+        raise ConfigError(f"run_workers needs at least 2 workers, got {workers!r}; one worker serves in-process")
+    settings = ServiceSettings(**spec.settings)
+    os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
+    try:
+        uvicorn.run(factory, factory=True, workers=workers, host=settings.host, port=settings.port,
+                    log_level=log_level, access_log=False)
+    finally:
+        shutil.rmtree(spec.shared_dir, ignore_errors=True)

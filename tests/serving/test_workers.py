@@ -1,0 +1,159 @@
+"""`twotower serve --workers 2` as a real subprocess on 127.0.0.1: both workers answer, the answers match the
+in-process service, both map the same vector and index files (one copy), and a saturated gate answers 429."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").is_file(), reason="reads /proc/PID/maps (Linux)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mapped(pid: int) -> dict[str, str]:
+    """Mapped file path -> its device:inode, from /proc/PID/maps."""
+    out = {}
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        parts = line.split(maxsplit=5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            out[parts[5]] = f"{parts[3]}:{parts[4]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def flat_index(run_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A saved FAISS Flat index of the tiny run (exact, so answers match the in-process exact service)."""
+    from twotower.index import FaissIndex
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    folder = tmp_path_factory.mktemp("flat") / "index"
+    FaissIndex("Flat").build(run.item_embeddings(), np.arange(run.n_items)).save(folder,
+                                                                                 model_fingerprint=run.fingerprint())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(run_dir: Path, flat_index: Path) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Two workers, each admitting one request at a time (max_concurrency 1, max_queue 0)."""
+    port = _free_port()
+    cmd = [sys.executable, "-m", "twotower", "serve", "--run", str(run_dir), "--index", str(flat_index),
+           "--workers", "2", "--port", str(port), "--max-concurrency", "1", "--max-queue", "0",
+           "--log-level", "warning"]
+    env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180  # two workers import torch and load the run on shared cores
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"serve --workers 2 exited with {proc.returncode}:\n{proc.stdout.read()}")
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                pytest.fail("serve --workers 2 was not ready in 180 s")
+            time.sleep(0.5)
+        yield url, proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    out = proc.stdout.read()
+    assert "2 workers map the vectors" in out, out
+    # the shared folder goes away with the server
+    assert not list(Path(tempfile.gettempdir()).glob(f"twotower-serve-{proc.pid}-*")), out
+
+
+def _pids_seen(url: str, rounds: int = 60) -> set[str]:
+    """Worker pids named by /healthz over bursts of 8 concurrent fresh connections (until two are seen)."""
+    pids: set[str] = set()
+    lock = threading.Lock()
+
+    def hit() -> None:
+        pid = httpx.get(url + "/healthz", timeout=10).json()["pid"]
+        with lock:
+            pids.add(pid)
+
+    for _ in range(rounds):
+        threads = [threading.Thread(target=hit) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if len(pids) >= 2:
+            break
+    return pids
+
+
+def test_two_workers_answer_and_map_one_copy(server, service, flat_index):
+    from twotower.serving import RecRequest
+
+    url, proc = server
+    pids = _pids_seen(url)
+    assert len(pids) == 2 and str(proc.pid) not in pids  # the parent only supervises
+    r = httpx.post(url + "/recommend", json={"user_id": "u1", "k": 10}, timeout=10)
+    assert r.status_code == 200
+    assert r.json()["items"] == service.recommend(RecRequest(user_id="u1", k=10))["items"]
+    maps = [_mapped(int(p)) for p in sorted(pids)]
+    for name in ("item_vectors.npy", "user_vectors.npy"):
+        paths = [{p: ino for p, ino in m.items() if p.endswith("/" + name)} for m in maps]
+        assert len(paths[0]) == 1 and paths[0] == paths[1], name  # the same file (path and inode) in both
+    shared_dir = Path(next(iter(paths[0]))).parent
+    assert shared_dir.name.startswith("twotower-serve-")
+    faiss_file = str(flat_index / "index.faiss")
+    assert all(faiss_file in m for m in maps)  # the FAISS codes are mapped too, not read into each worker
+    assert maps[0][faiss_file] == maps[1][faiss_file]
+
+
+def test_saturated_workers_answer_429_at_once(server):
+    """64 batches at once on two one-at-a-time workers: the excess is refused with 429, nothing fails."""
+    url, _ = server
+    body = {"requests": [{"user_id": f"u{u % 40}", "k": 50} for u in range(256)]}
+    for _ in range(3):  # in practice the first burst already overlaps
+        barrier = threading.Barrier(64)
+        results: list[tuple[int, float]] = []
+        lock = threading.Lock()
+
+        def send() -> None:
+            with httpx.Client(timeout=30) as c:
+                barrier.wait()
+                t0 = time.perf_counter()
+                status = c.post(url + "/recommend/batch", json=body).status_code
+                with lock:
+                    results.append((status, time.perf_counter() - t0))
+
+        threads = [threading.Thread(target=send) for _ in range(64)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = [s for s, _ in results]
+        assert set(statuses) <= {200, 429} and len(statuses) == 64
+        if 429 in statuses:
+            break
+    assert statuses.count(429) > 0 and statuses.count(200) > 0
+    assert max(sec for s, sec in results if s == 429) < 10  # generous: refused before any work, not queued
+    assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+    assert httpx.post(url + "/recommend", json={"user_id": "u2", "k": 5}, timeout=10).status_code == 200
