@@ -192,14 +192,17 @@ def main() -> int:
         res = evaluate_scorers(prep, {name: TwoTowerScorer(model, prep.train_seqs)})[name]
         alpha = model.item_tower.alpha
         label = f"two-tower {name}" + (f" (α={alpha:.2f})" if alpha is not None else "")
-        rows.append({"model": label, "fit_s": fit_s, "peak_MB": mem.peak_mb, "epochs": result.best_epoch, **res})
+        # the validation metric the run was selected on: what chooses a dataset's default tower
+        rows.append({"model": label, "fit_s": fit_s, "peak_MB": mem.peak_mb, "epochs": result.best_epoch,
+                     f"valid_{cfg.eval.select_metric}": result.best_metric, **res})
         print(f"{label}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f} ({fit_s:.0f}s)", file=sys.stderr, flush=True)
     ease = next((r for r in rows if r["model"].startswith("ease")), None)
     for r in rows:
         if ease:
             r["vs_EASE_R@20"] = f"{100 * (r['Recall@20'] / ease['Recall@20'] - 1):+.1f}%"
             r["vs_EASE_N@20"] = f"{100 * (r['NDCG@20'] / ease['NDCG@20'] - 1):+.1f}%"
-    cols = ["model", "Recall@20", "NDCG@20", "Recall@10", "NDCG@10", "MRR@10", "Coverage@20", "vs_EASE_R@20", "vs_EASE_N@20", "epochs", "fit_s", "peak_MB"]
+    cols = ["model", "Recall@20", "NDCG@20", "Recall@10", "NDCG@10", "MRR@10", "Coverage@20", "vs_EASE_R@20", "vs_EASE_N@20",
+            f"valid_{cfg0.eval.select_metric}", "epochs", "fit_s", "peak_MB"]
     print(format_table(rows, cols, title=f"MovieLens-100K, per-user temporal 80/10/10, test split, threads={args.threads}"))
     print(PROTOCOL_TEXT)
     if args.cold_start:
