@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "COLLAPSE_STD"]
+if TYPE_CHECKING:
+    from twotower.models.two_tower import TwoTowerModel
+
+__all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD"]
 
 log = logging.getLogger(__name__)
 
@@ -56,3 +61,17 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
             out["item_std"], out.get("user_std"), COLLAPSE_STD,
         )
     return out
+
+
+def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tuple[Tensor, Tensor] | None,
+                      *, max_items: int = 200_000, sample: int = 50_000) -> dict[str, float | bool]:
+    """:func:`embedding_diagnostics` of the item tower and the last batch's ``(queries[B, D], positives[B, D])``.
+
+    Every item up to ``max_items``; above, ``sample`` items drawn with ``rng``.
+    """
+    if model.n_items <= max_items:
+        items = model.all_item_embeddings()
+    else:
+        ids = torch.as_tensor(rng.choice(model.n_items, sample, replace=False), device=next(model.parameters()).device)
+        items = model.item_tower(ids).detach()
+    return embedding_diagnostics(items, *(last or (None, None)))

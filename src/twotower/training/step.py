@@ -22,13 +22,15 @@ import math
 import torch
 from torch import Tensor
 
+from twotower.config import LossConfig
 from twotower.distributed import gather_no_grad
 from twotower.losses.base import LossBatch, RetrievalLoss
+from twotower.losses.corrections import mixture_log_q
 from twotower.losses.sampling import sample_negatives
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.gradcache import chunked, gradcache_step
 
-__all__ = ["share", "RecStep", "sync_grads", "candidate_log_q"]
+__all__ = ["share", "RecStep", "sync_grads", "candidate_log_q", "loss_log_q"]
 
 
 def share(n: int, world: int, rank: int) -> tuple[int, int]:
@@ -53,6 +55,26 @@ def candidate_log_q(item_probs: Tensor, n_draws: int, n_uniform: int, *, dedup: 
         return torch.log(n_draws * p + n_uniform / n_items).float()
     absent = torch.exp(n_draws * torch.log1p(-p.clamp_max(1 - 1e-12)) + n_uniform * math.log1p(-1 / n_items))
     return torch.log(-torch.expm1(torch.log(absent))).float()
+
+
+def loss_log_q(cfg: LossConfig, loss: RetrievalLoss, item_probs: Tensor, batch: int, *,
+               dedup_draws: int | None = None) -> Tensor | None:
+    """Per-item ``log_q[I]`` of the candidates ``loss`` sees (None when it uses none).
+
+    Sampled softmax: the sampler's own distribution (constant for uniform: it
+    cancels out). In-batch: the mixture logQ of ``batch`` positives and
+    ``cfg.uniform_negatives`` uniform extras; with ``dedup_draws`` (the
+    sequence objective's de-duplicated candidates: the target positions of a
+    batch) the probability of being present among that many draws.
+    """
+    if not (loss.uses_log_q and cfg.logq):
+        return None
+    if cfg.kind == "sampled":
+        q = item_probs if cfg.sampler == "popularity" else torch.full_like(item_probs, 1.0 / len(item_probs))
+        return torch.log(q.clamp_min(1e-12))
+    if dedup_draws is not None:
+        return candidate_log_q(item_probs, dedup_draws, cfg.uniform_negatives, dedup=True)
+    return mixture_log_q(item_probs, batch, cfg.uniform_negatives)
 
 
 class RecStep:

@@ -48,13 +48,13 @@ from twotower.losses import make_loss
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import save_checkpoint, save_weights
-from twotower.training.diagnostics import embedding_diagnostics
+from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
 from twotower.training.loop import EarlyStopping, TrainLoop, sparse_parameters
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
-from twotower.training.step import RecStep, candidate_log_q, share, sync_grads
+from twotower.training.step import RecStep, loss_log_q, share, sync_grads
 from twotower.utils.atomic import atomic_write_text
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
@@ -118,7 +118,7 @@ class Trainer:
         B = min(train.batch_size, max(len(self.examples), 2))
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
                                sampler_probs=probs if loss.sampler == "popularity" else None,
-                               log_q=self._log_q_table(probs, B), gradcache_chunk=train.gradcache_chunk,
+                               log_q=self._log_q(probs, B), gradcache_chunk=train.gradcache_chunk,
                                generator=self.torch_gen, world=self.world, rank=self.rank, dedup=self.sequence)
         self._sparse_ids = {id(p) for p in sparse_parameters(model)}
         self.loop = TrainLoop(
@@ -135,20 +135,12 @@ class Trainer:
                      train.batch_size, self.world, f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
                      loss.kind, n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
 
-    def _log_q_table(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
-        """Per-item ``log_q[I]`` for the loss's candidates (None when the loss uses none)."""
-        c = self.loss_cfg
-        if not (self.loss_fn.uses_log_q and c.logq):
-            return None
-        if c.kind == "sampled":  # the sampler's own distribution (constant for uniform: cancels out)
-            q = probs if c.sampler == "popularity" else torch.full_like(probs, 1.0 / len(probs))
-            return torch.log(q.clamp_min(1e-12)).to(self.device)
-        if self.sequence:  # de-duplicated candidates: probability of being present among ~B * positions draws
-            n = max(1, round(B * self.examples.n_positions() / max(len(self.examples), 1)))
-            return candidate_log_q(probs, n, c.uniform_negatives, dedup=True).to(self.device)
-        from twotower.losses import mixture_log_q
-
-        return mixture_log_q(probs, B, c.uniform_negatives).to(self.device)
+    def _log_q(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
+        """Per-item ``log_q[I]`` of the loss's candidates on the device (None when the loss uses none)."""
+        ex = self.examples  # sequence: de-duplicated candidates of ~B * (positions per window) draws
+        draws = max(1, round(B * ex.n_positions() / max(len(ex), 1))) if self.sequence else None
+        t = loss_log_q(self.loss_cfg, self.loss_fn, probs, B, dedup_draws=draws)
+        return t.to(self.device) if t is not None else None
 
     def _units_per_epoch(self) -> int:
         n = len(self.examples)
@@ -229,9 +221,7 @@ class Trainer:
         if self.cfg.diagnostics:
             # sequence mode: rank 0 alone must not draw from the window stream every rank shares
             rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
-            item_emb = self.model.all_item_embeddings() if self.model.n_items <= 200_000 else self.model.item_tower(
-                torch.as_tensor(rng.choice(self.model.n_items, 50_000, replace=False), device=self.device)).detach()
-            row.update(embedding_diagnostics(item_emb, *(last or (None, None))))
+            row.update(model_diagnostics(self.model, rng, last))
         alpha = self.model.item_tower.alpha
         if alpha is not None:
             row["alpha"] = alpha
