@@ -16,8 +16,8 @@ The sequence objective (``train.examples=sequence``, a causal transformer user
 tower) likewise: 14 users of 2..18 items in global batches of 5 users (3 + 2 per
 rank, trimmed to each rank's own longest window), the loss shared by target
 positions; in-batch softmax over de-duplicated candidates gathered across ranks
-(ids present on both ranks, logQ, uniform extras, random windows), full,
-sampled softmax and BPR: one step and ``fit`` equal one process.
+(ids present on both ranks, logQ, uniform extras, random windows; also under
+GradCache), full, sampled softmax and BPR: one step and ``fit`` equal one process.
 
 And, in one process, GradCache with chunk C equals the plain step. Dropout is
 0 throughout: masks come from per-rank streams, equal in distribution only.
@@ -86,6 +86,7 @@ SEQ_SCENARIOS: dict[str, dict] = {
     "seq_full": {"loss": {"kind": "full"}},
     "seq_sampled": {"loss": {"kind": "sampled", "sampled_negatives": 6}},
     "seq_bpr": {"loss": {"kind": "bpr"}},
+    "seq_gradcache": {"loss": {"kind": "inbatch", "uniform_negatives": 3}, "train": {"gradcache_chunk": 2}},
 }
 
 
