@@ -20,8 +20,15 @@ that for ``--overload-seconds``: the service must answer zero 5xx, shed the
 excess with 429, and still be healthy afterwards. Every phase has a fixed
 request count and a per-request timeout, so the script stops by itself.
 
+With ``--workers 1,2`` the whole measurement runs once per worker count
+(``twotower serve --workers N``'s machinery: the vectors and the saved index
+memory-mapped by every worker) and ends with the throughput ratio at the same
+p99 target. Each worker has its own 429 gate (``--max-concurrency`` and
+``--max-queue`` are per worker).
+
     python bench/serve_load.py                      # full run (~4 min on 2 cores)
     python bench/serve_load.py --n-items 100000 --overload-seconds 10   # quick
+    python bench/serve_load.py --n-items 200000 --workers 1,2 --overload-seconds 10
 """
 from __future__ import annotations
 
@@ -81,7 +88,7 @@ def serve(args: argparse.Namespace) -> None:
 
     from twotower.index import autotune
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.serving import ItemCatalog, RecommenderService, ServiceSettings, create_app
+    from twotower.serving import RecommenderService, ServiceSettings, create_app
     from twotower.utils.runtime import set_threads
 
     set_threads(1)
@@ -101,18 +108,55 @@ def serve(args: argparse.Namespace) -> None:
         raise SystemExit(2)
     index = report.index
     index.model_fingerprint = run.fingerprint()
-    genres = ["Action", "Comedy", "Drama", "Horror", "Romance", "Sci-Fi"]
-    cols = {
-        "title": [f"Synthetic item {r}" for r in range(args.n_items)],
-        "genres": [genres[r % 6] + ("|" + genres[(r // 6) % 6] if r % 5 == 0 else "") for r in range(args.n_items)],
-    }
-    catalog = ItemCatalog([f"s{r}" for r in range(args.n_items)], cols)
-    settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1)
-    service = RecommenderService(run, index, settings=settings, catalog=catalog, item_vectors=vectors)
+    settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1,
+                               port=args.port, workers=args.workers)
+    service = RecommenderService(run, index, settings=settings, catalog=synthetic_item_catalog(args.n_items),
+                                 item_vectors=vectors)
     print(f"SERVER built in {time.perf_counter() - t0:.1f}s: {args.n_items:,} items, index {index.factory} "
           f"{index.search_params}, recall@10 {report.chosen.recall:.3f}", flush=True)
+    if args.workers > 1:
+        serve_workers(args, run, service, settings)
+        return
     uvicorn.run(create_app(service=service, settings=settings), host="127.0.0.1", port=args.port,
                 log_level="warning", access_log=False)
+
+
+def synthetic_item_catalog(n: int):  # noqa: ANN201 - ItemCatalog (imported lazily)
+    """Ids ``s0..`` with a title and pipe-joined genres each (the metadata every answer carries)."""
+    from twotower.serving import ItemCatalog
+
+    genres = ["Action", "Comedy", "Drama", "Horror", "Romance", "Sci-Fi"]
+    cols = {
+        "title": [f"Synthetic item {r}" for r in range(n)],
+        "genres": [genres[r % 6] + ("|" + genres[(r // 6) % 6] if r % 5 == 0 else "") for r in range(n)],
+    }
+    return ItemCatalog([f"s{r}" for r in range(n)], cols)
+
+
+def serve_workers(args: argparse.Namespace, run, service, settings) -> None:  # noqa: ANN001
+    """``twotower serve --workers N``'s machinery over the synthetic catalogue: vectors and index mapped."""
+    from dataclasses import asdict
+
+    from twotower.serving.workers import WorkerSpec, make_shared_dir, run_workers, share_arrays
+
+    shared = make_shared_dir()
+    share_arrays(service, shared)
+    service.index.save(shared / "index", model_fingerprint=run.fingerprint())
+    spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), run_dir=str(args.run),
+                      index_dir=str(shared / "index"), fingerprint=run.fingerprint())
+    del service
+    run_workers(spec, workers=args.workers, log_level="warning", factory="serve_load:worker_app")
+
+
+def worker_app():  # noqa: ANN201 - FastAPI
+    """uvicorn app factory of each worker (``serve_load:worker_app``): the parent's spec, this catalogue."""
+    from twotower.serving import ServiceSettings, create_app
+    from twotower.serving.workers import SPEC_ENV, ITEM_VECTORS, WorkerSpec, open_shared_service
+
+    spec = WorkerSpec.read(os.environ[SPEC_ENV])
+    n_items = np.load(Path(spec.shared_dir) / ITEM_VECTORS, mmap_mode="r").shape[0]
+    service = open_shared_service(spec, catalog=synthetic_item_catalog(n_items))
+    return create_app(service=service, settings=ServiceSettings(**spec.settings))
 
 
 # ---------------------------------------------------------------------- load side
@@ -207,7 +251,8 @@ def row(name: str, r: dict) -> str:
 HEADER = f"{'phase':<12}{'target':>8}{'sent':>8}{'200':>8}{'429':>7}{'5xx':>6}{'other':>7}{'ok/s':>9}{'p50ms':>9}{'p99ms':>9}"
 
 
-async def load(args: argparse.Namespace, url: str, users: list[str]) -> int:
+async def load(args: argparse.Namespace, url: str, users: list[str], summary: dict | None = None) -> int:
+    """Phase 1 and 2 against ``url``; 0 when the overload was shed cleanly. Fills ``summary`` (rates, p99s)."""
     import httpx
 
     print(HEADER, flush=True)
@@ -252,6 +297,10 @@ async def load(args: argparse.Namespace, url: str, users: list[str]) -> int:
     print(f"after overload: /healthz {health}, /recommend {after.status_code}")
     ok = over["5xx"] == 0 and health == 200 and after.status_code == 200
     print("PASS" if ok else "FAIL")
+    if summary is not None:
+        summary.update(rate=sustainable, met_p99=chosen is passed, p50=chosen["p50"], p99=chosen["p99"],
+                       ok_rps=chosen["ok_rps"], over_rate=over_rate, over_429=over["429"], over_5xx=over["5xx"],
+                       over_ok_rps=over["ok_rps"], over_p99=over["p99"], passed=ok)
     return 0 if ok else 1
 
 
@@ -277,7 +326,8 @@ def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Po
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),
            "--n-items", str(args.n_items), "--clusters", str(args.clusters),
-           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue)]
+           "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue),
+           "--workers", str(getattr(args, "workers", 1))]
     if args.allow_low_recall:
         cmd.append("--allow-low-recall")
     env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
@@ -314,6 +364,8 @@ def main() -> int:
     p.add_argument("--clusters", type=int, default=2000)
     p.add_argument("--max-concurrency", type=int, default=2)
     p.add_argument("--max-queue", type=int, default=8)
+    p.add_argument("--workers", default="1",
+                   help="server processes; a comma list (1,2) measures each in turn and prints the ratio")
     p.add_argument("--start-rate", type=float, default=50)
     p.add_argument("--step", type=float, default=1.5, help="rate multiplier between phase-1 steps")
     p.add_argument("--max-rate", type=float, default=5000)
@@ -332,23 +384,55 @@ def main() -> int:
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
+    try:
+        counts = [int(w) for w in str(args.workers).split(",") if w]
+    except ValueError:
+        p.error(f"--workers takes worker counts like 1 or 1,2, got {args.workers!r}")
+    if not counts or min(counts) < 1:
+        p.error(f"--workers takes positive worker counts, got {args.workers!r}")
     if args.serve:
+        args.workers = counts[0]
         serve(args)
         return 0
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))
-    started = start_server(args, run_dir)
-    if started is None:
-        tmp.cleanup()
-        return 1
-    server, url, users = started
+    results: dict[int, dict] = {}
+    code = 0
     try:
-        print(f"service up at {url}: {args.n_items:,} items; load = POST /recommend k=10 for {len(users)} users",
-              flush=True)
-        return asyncio.run(load(args, url, users))
+        for n in counts:
+            args.workers = n
+            started = start_server(args, run_dir)
+            if started is None:
+                return 1
+            server, url, users = started
+            try:
+                print(f"\n== {n} worker(s): service up at {url}: {args.n_items:,} items; load = POST /recommend "
+                      f"k=10 for {len(users)} users", flush=True)
+                results[n] = {}
+                code |= asyncio.run(load(args, url, users, results[n]))
+            finally:
+                stop_server(server)
     finally:
-        stop_server(server)
         tmp.cleanup()
+    if len(results) > 1:
+        print_workers_table(results, args, os.cpu_count() or 0)
+    return code
+
+
+def print_workers_table(results: dict[int, dict], args: argparse.Namespace, cores: int) -> None:
+    """Throughput per worker count at the same p99 target, and how each shed twice its rate."""
+    first = min(results)
+    base = results[first].get("rate") or float("nan")
+    print(f"\nworkers on {cores} cores, {args.n_items:,} items, p99 target {args.p99_ms:g} ms, "
+          f"max_concurrency {args.max_concurrency} + max_queue {args.max_queue} per worker")
+    print(f"{'workers':>7}{'rate/s':>9}{'x ' + str(first):>7}{'p50ms':>8}{'p99ms':>8}{'met':>5}"
+          f"{'over/s':>8}{'429':>7}{'5xx':>5}{'200/s':>8}{'200 p99':>9}")
+    for n, r in sorted(results.items()):
+        if not r:
+            continue
+        print(f"{n:>7}{r['rate']:>9.0f}{r['rate'] / base:>6.2f}x{r['p50']:>8.2f}{r['p99']:>8.2f}"
+              f"{'yes' if r['met_p99'] else 'no':>5}{r['over_rate']:>8.0f}{r['over_429']:>7}{r['over_5xx']:>5}"
+              f"{r['over_ok_rps']:>8.0f}{r['over_p99']:>9.2f}")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ from twotower.errors import ConfigError, IntegrityError
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import RecommenderService
 
 __all__ = ["WorkerSpec", "share_arrays", "open_shared_service", "worker_app", "run_workers", "SPEC_ENV"]
@@ -121,8 +122,11 @@ def share_arrays(service: "RecommenderService", folder: str | Path) -> None:
         os.replace(tmp, folder / name)
 
 
-def open_shared_service(spec: WorkerSpec) -> "RecommenderService":
-    """The worker's service: its own run (model, vocabularies), the parent's vectors and index mapped read-only."""
+def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = None) -> "RecommenderService":
+    """The worker's service: its own run (model, vocabularies), the parent's vectors and index mapped read-only.
+
+    ``catalog`` replaces the run's items (a benchmark's synthetic catalogue, as in :class:`RecommenderService`).
+    """
     from twotower.index import ExactIndex, load_index
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.serving.service import RecommenderService
@@ -147,7 +151,8 @@ def open_shared_service(spec: WorkerSpec) -> "RecommenderService":
         index.model_fingerprint = fp
     else:
         index = load_index(spec.index_dir, expected_fingerprint=fp, mmap=True)
-    service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users)
+    service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users,
+                                 catalog=catalog)
     service.index_description = spec.index_description
     return service
 
