@@ -157,3 +157,21 @@ def test_saturated_workers_answer_429_at_once(server):
     assert max(sec for s, sec in results if s == 429) < 10  # generous: refused before any work, not queued
     assert httpx.get(url + "/healthz", timeout=10).status_code == 200
     assert httpx.post(url + "/recommend", json={"user_id": "u2", "k": 5}, timeout=10).status_code == 200
+
+
+def test_worker_settings_and_spec_errors_are_clear(tmp_path, monkeypatch):
+    from twotower.errors import ConfigError
+    from twotower.serving import ServiceSettings
+    from twotower.serving.workers import SPEC_ENV, WorkerSpec, run_workers, worker_app
+
+    with pytest.raises(ConfigError, match="workers must be between 1 and 1024, got 0"):
+        ServiceSettings(workers=0)
+    with pytest.raises(ConfigError, match="at least 2 workers"):
+        run_workers(WorkerSpec(shared_dir=str(tmp_path), settings={}), workers=1)
+    bad = tmp_path / "spec.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="spec.json: cannot read the worker spec"):
+        WorkerSpec.read(bad)
+    monkeypatch.delenv(SPEC_ENV, raising=False)
+    with pytest.raises(ConfigError, match=f"{SPEC_ENV} is not set"):
+        worker_app()
