@@ -154,7 +154,7 @@ def worker_app():  # noqa: ANN201 - FastAPI
     from twotower.serving.workers import SPEC_ENV, ITEM_VECTORS, WorkerSpec, open_shared_service
 
     spec = WorkerSpec.read(os.environ[SPEC_ENV])
-    n_items = np.load(Path(spec.shared_dir) / ITEM_VECTORS, mmap_mode="r").shape[0]
+    n_items = np.load(Path(spec.shared_dir) / ITEM_VECTORS, mmap_mode="r", allow_pickle=False).shape[0]
     service = open_shared_service(spec, catalog=synthetic_item_catalog(n_items))
     return create_app(service=service, settings=ServiceSettings(**spec.settings))
 
