@@ -165,7 +165,12 @@ class ExactIndex(VectorIndex):
     def _norm_bound(self) -> float:
         """Largest stored vector norm (cached): scales the SGEMM rounding bound."""
         if self._max_norm is None:
-            self._max_norm = float(np.sqrt((self._vectors.astype(np.float64) ** 2).sum(axis=1).max(initial=0.0)))
+            # in row chunks: a float64 copy of a 1M x 64 catalogue would be 512 MB per (worker) process
+            best = 0.0
+            for s in range(0, len(self._vectors), 1 << 16):
+                chunk = self._vectors[s : s + (1 << 16)].astype(np.float64)
+                best = max(best, float((chunk**2).sum(axis=1).max(initial=0.0)))
+            self._max_norm = float(np.sqrt(best))
         return self._max_norm
 
     def _search_candidates(self, queries: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
