@@ -255,13 +255,13 @@ async function showExamples() {
   box.replaceChildren("Try a user with a long history: ");
   users.forEach((u, i) => {
     if (i) box.append(", ");
-    box.append(el("a", { href: `?user=${encodeURIComponent(u.user_id)}`, class: "example-user",
+    box.append(el("a", { class: "example-user", href: `?user=${encodeURIComponent(u.user_id)}`,
       onclick: pick({ user_id: u.user_id }) }, u.user_id), ` (${u.n_history} items)`);
   });
   const hist = ex.history || [];
   if (hist.length) {
-    box.append("; or the history ", el("a", { href: `?history=${encodeURIComponent(hist.join(","))}`,
-      class: "example-history", onclick: pick({ history: hist }) }, hist.join(",")), ".");
+    box.append("; or the history ", el("a", { class: "example-history",
+      href: `?history=${encodeURIComponent(hist.join(","))}`, onclick: pick({ history: hist }) }, hist.join(",")), ".");
   }
 }
 
