@@ -175,3 +175,27 @@ def test_worker_settings_and_spec_errors_are_clear(tmp_path, monkeypatch):
     monkeypatch.delenv(SPEC_ENV, raising=False)
     with pytest.raises(ConfigError, match=f"{SPEC_ENV} is not set"):
         worker_app()
+
+
+def test_shared_service_without_a_saved_index_is_exact_over_the_mapped_vectors(run_dir, service, tmp_path):
+    """No saved index: each worker searches exactly over the mapped item vectors (no copy), same answers."""
+    from dataclasses import asdict
+
+    from twotower.errors import IntegrityError
+    from twotower.index import ExactIndex
+    from twotower.serving import RecRequest, ServiceSettings
+    from twotower.serving.workers import WorkerSpec, open_shared_service, share_arrays
+
+    share_arrays(service, tmp_path)
+    spec = WorkerSpec(shared_dir=str(tmp_path), settings=asdict(ServiceSettings()), run_dir=str(run_dir),
+                      fingerprint=service.fingerprint)
+    shared = open_shared_service(spec)
+    assert isinstance(shared.index, ExactIndex)
+    assert str(tmp_path / "item_vectors.npy") in Path("/proc/self/maps").read_text()
+    assert np.shares_memory(shared.index.vectors, shared.item_vectors)  # one mapping for index and service
+    for user in ("u0", "u7", "u39"):
+        req = RecRequest(user_id=user, k=10)
+        assert shared.recommend(req)["items"] == service.recommend(req)["items"]
+    bad = WorkerSpec(**{**asdict(spec), "fingerprint": "0" * 64})
+    with pytest.raises(IntegrityError, match="changed while the server started"):
+        open_shared_service(bad)
