@@ -5,6 +5,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 import psutil
@@ -46,3 +47,25 @@ def timed() -> Iterator[dict]:
     t0 = time.perf_counter()
     yield out
     out["seconds"] = time.perf_counter() - t0
+
+
+def train_synthetic_run(folder: Path, *, users: int, items: int, per_user: int) -> Path:
+    """A seeded synthetic run for the serving benchmarks: ``users`` x ``per_user`` distinct items out of
+    ``items``, a recency-pooled user tower (no user ids, so any history can be served), one epoch."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from twotower.config import load_config
+    from twotower.pipeline.run import train_run
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [(f"u{u}", f"i{j}", t) for u in range(users) for t, j in enumerate(rng.choice(items, per_user, replace=False))]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(folder / "inter.csv", index=False)
+    overrides = [f"data.path={json.dumps(str(folder / 'inter.csv'))}", "data.rating_col=null", "train.epochs=1",
+                 "train.progress=false", "train.threads=1", "model.user.use_id=false", 'model.user.history="recency"',
+                 "eval.baselines=[]"]
+    train_run(load_config(overrides=overrides), folder / "run")
+    return folder / "run"

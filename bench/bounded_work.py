@@ -44,20 +44,9 @@ def free_port() -> int:
 
 def train_synthetic_run(folder: Path) -> Path:
     """400 users x 60 interactions over 2,000 items (so k=1000 lists are full), one epoch."""
-    import pandas as pd
+    from _common import train_synthetic_run as _train
 
-    from twotower.config import load_config
-    from twotower.pipeline.run import train_run
-
-    rng = np.random.default_rng(0)
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [(f"u{u}", f"i{j}", t) for u in range(400) for t, j in enumerate(rng.choice(2000, 60, replace=False))]
-    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(folder / "inter.csv", index=False)
-    overrides = [f"data.path={json.dumps(str(folder / 'inter.csv'))}", "data.rating_col=null", "train.epochs=1",
-                 "train.progress=false", "train.threads=1", "model.user.use_id=false", 'model.user.history="recency"',
-                 "eval.baselines=[]"]
-    train_run(load_config(overrides=overrides), folder / "run")
-    return folder / "run"
+    return _train(folder, users=400, items=2000, per_user=60)
 
 
 def start_server(run_dir: Path, port: int, timeout_s: float) -> subprocess.Popen:

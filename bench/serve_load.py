@@ -66,20 +66,9 @@ def synthetic_catalogue(n: int, dim: int, clusters: int, seed: int) -> np.ndarra
 
 def train_tiny_run(folder: Path) -> Path:
     """A synthetic run (300 users, 500 items, dim 64) whose user tower embeds the load's users."""
-    import pandas as pd
+    from _common import train_synthetic_run as _train
 
-    from twotower.config import load_config
-    from twotower.pipeline.run import train_run
-
-    rng = np.random.default_rng(0)
-    folder.mkdir(parents=True, exist_ok=True)
-    rows = [(f"u{u}", f"i{j}", t) for u in range(300) for t, j in enumerate(rng.choice(500, 20, replace=False))]
-    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(folder / "inter.csv", index=False)
-    overrides = [f"data.path={json.dumps(str(folder / 'inter.csv'))}", "data.rating_col=null", "train.epochs=1",
-                 "train.progress=false", "train.threads=1", "model.user.use_id=false", 'model.user.history="recency"',
-                 "eval.baselines=[]"]
-    train_run(load_config(overrides=overrides), folder / "run")
-    return folder / "run"
+    return _train(folder, users=300, items=500, per_user=20)
 
 
 def serve(args: argparse.Namespace) -> None:
