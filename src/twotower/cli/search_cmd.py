@@ -76,7 +76,10 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--max-length", type=int, default=ft.max_length, help="tokens per text (default %(default)s)")
     t.add_argument("--train-doc-tower", action="store_true", help="train the document tower too (slow on CPU)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
-    t.add_argument("--negatives", type=int, default=3, help="hard negatives mined per query")
+    from twotower.search.negatives import MiningConfig
+
+    t.add_argument("--negatives", type=int, default=MiningConfig.n,
+                   help="hard negatives mined per query (default %(default)s)")
     t.add_argument("--cache", default="runs/cache/embeddings", help="embedding cache folder (default runs/cache/embeddings)")
     t.set_defaults(func=cmd_search_train)
 
@@ -234,7 +237,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
     train_docs = args.train_doc_tower or args.shared
-    mining = MiningConfig(n=args.negatives, depth=30, relative_margin=0.05)
+    mining = MiningConfig(n=args.negatives)  # depth and margin: MiningConfig's defaults
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
     negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
