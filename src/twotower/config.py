@@ -173,6 +173,9 @@ class TrainConfig:
     epochs: int = 30
     batch_size: int = 512
     lr: float = 2e-3
+    # learning rate over the epochs: constant, or decayed from train.lr towards 0 at train.epochs
+    # (linear | cosine, set at the start of each epoch, so resume needs no scheduler state)
+    lr_schedule: str = "constant"
     weight_decay: float = 1e-4
     optimizer: str = "adamw"  # adamw | sparse_adam (sparse ID tables)
     examples: str = "causal"  # causal | denoising | both | sequence (all positions of a window; sequence towers)
@@ -204,6 +207,7 @@ class TrainConfig:
         _check(self.batch_size >= 2, "train.batch_size", "must be >= 2 (in-batch negatives need company)")
         _check(self.lr > 0, "train.lr", "must be > 0")
         _choice(self.optimizer, "train.optimizer", ("adamw", "sparse_adam"))
+        _choice(self.lr_schedule, "train.lr_schedule", ("constant", "linear", "cosine"))
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")

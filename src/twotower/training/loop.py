@@ -87,6 +87,18 @@ def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
     return 1.0
 
 
+def epoch_lr_factor(epoch: int, epochs: int, schedule: str) -> float:
+    """Learning-rate multiplier for 1-based ``epoch`` of ``epochs``: 1 throughout (``constant``), or
+    decayed from 1 at the first epoch towards 0 after the last (``linear``; ``cosine``, Loshchilov &
+    Hutter 2017, SGDR without restarts)."""
+    done = (epoch - 1) / max(epochs, 1)
+    if schedule == "linear":
+        return 1.0 - done
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+    return 1.0
+
+
 class Progress:
     """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
 
@@ -203,6 +215,12 @@ class TrainLoop:
         """Context manager yielding an :class:`EpochRun` with its progress display."""
         prog = Progress(desc or f"epoch {epoch}", n_batches, n_examples, enabled=self.progress, every_s=self.log_every_s)
         return _EpochContext(EpochRun(self, prog))
+
+    def scale_lr(self, factor: float) -> None:
+        """Set every optimizer's learning rate to ``factor`` × the rate it was built with."""
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = group.setdefault("base_lr", group["lr"]) * factor
 
     @property
     def lr(self) -> float:

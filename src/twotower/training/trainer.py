@@ -50,7 +50,7 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import save_checkpoint, save_weights
 from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
-from twotower.training.loop import EarlyStopping, TrainLoop, sparse_parameters
+from twotower.training.loop import EarlyStopping, TrainLoop, epoch_lr_factor, sparse_parameters
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
@@ -261,10 +261,12 @@ class Trainer:
                     log.info("stopping: %.1f min of training reached train.time_budget_min=%g", spent / 60, self.cfg.time_budget_min)
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
+            self.loop.scale_lr(epoch_lr_factor(epoch, self.cfg.epochs, self.cfg.lr_schedule))
             te = time.perf_counter()
             row = self._run_epoch(epoch)
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
+            row["lr"] = self.loop.lr
             if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
                 valid = self.validate() if main else {}
                 row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})

@@ -1,0 +1,56 @@
+"""train.lr_schedule: the rate each epoch trains at, for every optimizer (dense AdamW and sparse tables)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.errors import ConfigError
+from twotower.models.history import UserSequences
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.loop import epoch_lr_factor
+from twotower.training.trainer import Trainer
+
+
+def test_factors_start_at_one_and_decay_towards_zero() -> None:
+    assert [epoch_lr_factor(e, 4, "constant") for e in (1, 4)] == [1.0, 1.0]
+    assert [epoch_lr_factor(e, 4, "linear") for e in (1, 2, 3, 4)] == [1.0, 0.75, 0.5, 0.25]
+    cos = [epoch_lr_factor(e, 4, "cosine") for e in (1, 2, 3, 4)]
+    assert cos[0] == 1.0 and cos[2] == pytest.approx(0.5) and cos[3] == pytest.approx(0.5 * (1 - math.cos(math.pi / 4)))
+    assert all(a > b for a, b in zip(cos, cos[1:]))
+
+
+def test_unknown_schedule_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="train.lr_schedule"):
+        TrainConfig(lr_schedule="step")
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sparse_adam"])
+def test_each_epoch_trains_at_the_scheduled_rate(optimizer: str) -> None:
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30,
+                          sparse=optimizer == "sparse_adam")
+    train = TrainConfig(epochs=4, lr=0.01, lr_schedule="cosine", optimizer=optimizer, batch_size=8,
+                        progress=False, checkpoint=False, eval_every=10)
+    tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    seen: list[list[float]] = []
+    original = tr._run_epoch
+
+    def spy(epoch: int) -> dict:
+        seen.append([g["lr"] for opt in tr.optimizers for g in opt.param_groups])
+        return original(epoch)
+
+    tr._run_epoch = spy  # type: ignore[method-assign]
+    res = tr.fit()
+    want = [0.01 * epoch_lr_factor(e, 4, "cosine") for e in (1, 2, 3, 4)]
+    assert [r["lr"] for r in res.history] == pytest.approx(want)
+    assert len(tr.optimizers) == (2 if optimizer == "sparse_adam" else 1)
+    for rates, w in zip(seen, want):  # every group of every optimizer, sparse ones included
+        assert rates == pytest.approx([w] * len(rates))
