@@ -191,13 +191,22 @@ def _cosine_similarity(x: sp.csr_matrix, shrink: float) -> sp.csr_matrix:
     return sp.csr_matrix((data, (coo.row, coo.col)), shape=co.shape)
 
 
-def _keep_top_k_per_row(s: sp.csr_matrix, k: int) -> sp.csr_matrix:
-    """Keep the ``k`` largest entries of each row (ties: smaller column), as float32 CSR."""
+def _rank_rows(s: sp.csr_matrix) -> tuple[np.ndarray, ...]:
+    """Every entry of ``s`` with its rank in its row (0 = largest; ties: smaller column):
+    ``(rows, cols, vals, rank)``, sorted once so that each ``k`` of a tuning grid is a mask."""
     coo = s.tocoo()
     order = np.lexsort((coo.col, -coo.data, coo.row))  # by row, then -value, then column
     rows, cols, vals = coo.row[order], coo.col[order], coo.data[order]
     starts = np.searchsorted(rows, np.arange(s.shape[0]))  # [I] first entry of each row
-    rank = np.arange(rows.size) - starts[rows]  # position within its row
+    return rows, cols, vals, np.arange(rows.size) - starts[rows]
+
+
+def _keep_top_k_per_row(s: sp.csr_matrix, k: int, ranked: tuple[np.ndarray, ...] | None = None) -> sp.csr_matrix:
+    """Keep the ``k`` largest entries of each row (ties: smaller column), as float32 CSR.
+
+    ``ranked``: :func:`_rank_rows` of ``s``, when several ``k`` are cut from one matrix.
+    """
+    rows, cols, vals, rank = ranked if ranked is not None else _rank_rows(s)
     keep = rank < k
     return sp.csr_matrix(
         (vals[keep].astype(np.float32), (rows[keep], cols[keep])), shape=s.shape, dtype=np.float32
@@ -233,9 +242,10 @@ class ItemKNN(_HistoryBaseline):
     def _fit(self, x: sp.csr_matrix) -> None:
         self.similarity = _keep_top_k_per_row(_cosine_similarity(x, self.shrink), self.k)
 
-    def _fit_from_similarity(self, x: sp.csr_matrix, full: sp.csr_matrix) -> "ItemKNN":
+    def _fit_from_similarity(self, x: sp.csr_matrix, full: sp.csr_matrix,
+                             ranked: tuple[np.ndarray, ...] | None = None) -> "ItemKNN":
         t0 = time.perf_counter()
-        self.similarity = _keep_top_k_per_row(full, self.k)
+        self.similarity = _keep_top_k_per_row(full, self.k, ranked)
         self._train = x
         self.fit_seconds = time.perf_counter() - t0
         return self
@@ -317,9 +327,10 @@ def tune_itemknn(
     checked = [_check_knn(k, shrink)[0] for k in ks]
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric)
     full = _cosine_similarity(x, float(shrink))
+    ranked = _rank_rows(full)  # sorted once; each k is a cut of it
     table = []
     for k in checked:
-        model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full)
+        model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full, ranked)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("k", k, model, result, protocol.ks[0]))
         log.debug("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])

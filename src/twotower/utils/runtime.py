@@ -54,15 +54,19 @@ def auto_threads(max_threads: int = 4) -> int:
 
 
 def set_threads(n: int | None) -> None:
-    """Set torch's intra-op thread count (and FAISS's, when installed).
+    """Set torch's intra-op thread count, FAISS's and the BLAS pools numpy/scipy use.
 
     Small torch ops run far slower with 2 contended threads than with 1 on
-    shared cores, so the count is a setting rather than torch's guess.
+    shared cores, so the count is a setting rather than torch's guess. The
+    BLAS pools follow it for the same reason: EASE's Cholesky solves took 5x
+    longer with OpenBLAS's default 2 threads while another process held one of
+    the 2 cores (the demo's baseline tuning: 16.6 s instead of 3.2 s).
     ``None`` leaves the library defaults alone.
     """
     if n is None:
         return
     import torch
+    from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(int(n))
     try:
@@ -71,3 +75,6 @@ def set_threads(n: int | None) -> None:
         faiss.omp_set_num_threads(int(n))
     except ImportError:
         pass
+    import scipy.linalg  # noqa: F401  -- loads scipy's own OpenBLAS (EASE's solves), so that the limit reaches it
+
+    threadpool_limits(int(n), user_api="blas")  # numpy's, scipy's and FAISS's OpenBLAS, process-wide until changed
