@@ -40,6 +40,7 @@ from twotower.losses.base import (
     loss_from_logits,
     top_is_positive,
 )
+from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies
 
 __all__ = ["check_temperature", "corrected_logits", "loss_from_logits", "loss_from_scores",
            "InBatchSoftmax", "SampledSoftmax", "FullSoftmax"]
@@ -232,4 +233,11 @@ class FullSoftmax(_Softmax):
     def forward(self, queries, all_items, batch=None, **legacy):
         if batch is None:
             legacy.setdefault("candidate_ids", None)
+            return super().forward(queries, all_items, batch, **legacy)
+        if batch.weights is None and fused_xent_applies(queries, all_items):
+            # the same cross-entropy, computed by the CPU kernel that keeps the [B, I] logits in one buffer
+            check_embeddings(queries, all_items)
+            _, _, _, cols = self._columns(queries, all_items, batch)
+            loss, st = fused_softmax_xent(queries, all_items, cols, 1.0 / check_temperature(self.temperature))
+            return loss, {"accuracy": st["accuracy"], "correct": st["correct"], "accidental_hits": 0}
         return super().forward(queries, all_items, batch, **legacy)

@@ -1,0 +1,83 @@
+"""The CPU full-softmax kernel computes exactly the cross-entropy PyTorch computes, gradients included."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from twotower.losses import FullSoftmax, LossBatch
+from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies
+from twotower.losses.softmax import _Softmax
+
+
+def _case(b: int, n: int, spread: float, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, 16, generator=gen).requires_grad_()
+    c = (torch.randn(n, 16, generator=gen) * spread).requires_grad_()
+    y = torch.randint(0, n, (b,), generator=gen)
+    return q, c, y
+
+
+@pytest.mark.parametrize(("b", "n", "scale", "spread"), [
+    (1, 1, 1.0, 1.0),
+    (5, 7, 20.0, 1.0),
+    (300, 1000, 20.0, 0.3),
+    (257, 513, 1.0, 3.0),   # raw dot products with a wide spread: far-off items hit the clamp
+    (64, 2000, 50.0, 1.0),  # logits spread over thousands: most probabilities underflow
+])
+def test_loss_and_gradients_equal_cross_entropy(b: int, n: int, scale: float, spread: float) -> None:
+    q, c, y = _case(b, n, spread, seed=b + n)
+    want = F.cross_entropy(scale * q.double() @ c.double().T, y)
+    g_want = torch.autograd.grad(want, (q, c))
+    got, stats = fused_softmax_xent(q, c, y, scale)
+    g_got = torch.autograd.grad(got, (q, c))
+    assert got.dtype == torch.float32
+    assert float(got.detach()) == pytest.approx(float(want), rel=1e-5, abs=1e-6)
+    for a, w in zip(g_got, g_want):
+        assert torch.allclose(a.double(), w.double(), rtol=1e-4, atol=1e-5 * float(w.abs().max()) + 1e-12)
+    top = (q @ c.T).argmax(1)
+    assert stats["correct"] == int((top == y).sum())
+
+
+def test_full_softmax_takes_the_kernel_and_reports_the_same_stats() -> None:
+    q, c, y = _case(200, 900, 0.5, seed=1)
+    loss_fn = FullSoftmax(0.05)
+    assert fused_xent_applies(q, c)
+    got, stats = loss_fn(q, c, LossBatch(positive_ids=y))
+    want, want_stats = _Softmax.forward(loss_fn, q, c, LossBatch(positive_ids=y))  # the PyTorch path
+    assert float(got) == pytest.approx(float(want), rel=1e-5)
+    assert stats == pytest.approx(want_stats)
+    for a, w in zip(torch.autograd.grad(got, (q, c)), torch.autograd.grad(want, (q, c))):
+        assert torch.allclose(a, w, rtol=1e-4, atol=1e-5 * float(w.abs().max()))
+
+
+def test_weighted_rows_and_other_dtypes_use_the_pytorch_path() -> None:
+    q, c, y = _case(10, 30, 1.0, seed=2)
+    w = torch.rand(10)
+    got, _ = FullSoftmax(0.5)(q, c, LossBatch(positive_ids=y, weights=w))
+    per_row = F.cross_entropy(q @ c.T / 0.5, y, reduction="none")
+    assert float(got) == pytest.approx(float((per_row * w).sum() / w.sum()), rel=1e-6)
+    assert not fused_xent_applies(q.double(), c.double())
+    assert not fused_xent_applies(q[:0], c)
+
+
+def test_interleaved_steps_keep_their_own_buffers() -> None:
+    """Two forwards before either backward (the reused buffer must not be shared)."""
+    q1, c1, y1 = _case(40, 60, 1.0, seed=3)
+    q2, c2, y2 = _case(50, 60, 1.0, seed=4)
+    l1, _ = fused_softmax_xent(q1, c1, y1, 10.0)
+    l2, _ = fused_softmax_xent(q2, c2, y2, 10.0)
+    g2 = torch.autograd.grad(l2, (q2, c2))
+    g1 = torch.autograd.grad(l1, (q1, c1))
+    for (q, c, y), got in (((q1, c1, y1), g1), ((q2, c2, y2), g2)):
+        want = torch.autograd.grad(F.cross_entropy(10.0 * q @ c.T, y), (q, c))
+        for a, w in zip(got, want):
+            assert torch.allclose(a, w, rtol=1e-4, atol=1e-5 * float(w.abs().max()))
+
+
+def test_second_backward_is_refused() -> None:
+    q, c, y = _case(4, 6, 1.0, seed=5)
+    loss, _ = fused_softmax_xent(q, c, y, 1.0)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward called twice"):
+        loss.backward()
