@@ -116,6 +116,10 @@ class TowerConfig:
     seq_layers: int = 2  # sequence encoder: transformer blocks or GRU layers
     seq_heads: int = 1  # transformer attention heads (history_dim must divide by it)
     seq_dropout: float = 0.2  # dropout inside the sequence encoder
+    # transformer positions: "right" = by recency (the newest item is always the last position, as in
+    # SASRec's left-padded windows); "left" = by order in the window (the oldest item read is position 0,
+    # as in SASRec+'s right-padded windows), so a user's 10th item is told from their 150th
+    seq_positions: str = "right"
     normalize: bool = True  # L2-normalise the output (cosine scores); False = raw inner products
     # item tower only: frozen text embeddings of these item columns (issue 4)
     text_embeddings: bool = False
@@ -132,6 +136,7 @@ class TowerConfig:
         _check(self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
         _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
+        _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
 
 

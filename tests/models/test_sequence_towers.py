@@ -11,11 +11,11 @@ N_ITEMS = 30
 L = 8
 
 
-def _model(kind: str, *, seed: int = 0, share: bool = True) -> TwoTowerModel:
+def _model(kind: str, *, seed: int = 0, share: bool = True, positions: str = "right") -> TwoTowerModel:
     torch.manual_seed(seed)
     cfg = ModelConfig(
         user=TowerConfig(use_id=False, use_features=False, history=kind, history_len=L, history_dim=16,
-                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2),
+                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions),
         item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False),
         share_item_embeddings=share,
     )
@@ -94,6 +94,37 @@ def test_zero_weight_removes_the_item(kind: str) -> None:
     # all removed: the learned empty-history vector, the same for every user
     empty = m.user_tower(None, _windows(), history_weights=torch.zeros(3, L))
     torch.testing.assert_close(empty[0], empty[1])
+
+
+def test_left_positions_number_items_from_the_oldest_one_read() -> None:
+    """``seq_positions="left"`` (SASRec+'s right-padded windows): causal, trim-exact, and removing an
+    item by weight equals deleting it (later items move up one position)."""
+    m = _model("transformer", positions="left")
+    h = _windows()
+    out = m.user_tower.forward_all(None, h)
+    changed = h.clone()
+    changed[1, 5:] = torch.tensor([0, 1, 2])
+    torch.testing.assert_close(m.user_tower.forward_all(None, changed)[1, :5], out[1, :5])
+    short = h[[0, 2]][:, -5:]
+    valid = short != N_ITEMS
+    torch.testing.assert_close(m.user_tower.forward_all(None, short)[valid],
+                               m.user_tower.forward_all(None, h[[0, 2]])[:, -5:][valid])
+    w = m.user_tower.history_weights(h[:1]).clone()
+    w[0, 5] = 0.0  # drop item 1
+    removed = torch.tensor([[N_ITEMS, N_ITEMS, N_ITEMS, N_ITEMS, 3, 7, 9, 4]])
+    torch.testing.assert_close(m.user_tower(None, h[:1], history_weights=w), m.user_tower(None, removed))
+    # the same 5 items read as the start of a history vs. at the end of a full window differ only by position
+    right = _model("transformer", positions="right")
+    right.load_state_dict(m.state_dict())
+    assert not torch.allclose(m.user_tower(None, h[:1]), right.user_tower(None, h[:1]))
+    torch.testing.assert_close(m.user_tower(None, h[1:2]), right.user_tower(None, h[1:2]))  # a full window: same
+
+
+def test_seq_positions_is_validated() -> None:
+    from twotower.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="seq_positions"):
+        TowerConfig(history="transformer", seq_positions="middle")
 
 
 def test_tied_embeddings_share_the_item_table() -> None:

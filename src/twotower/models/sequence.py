@@ -60,16 +60,27 @@ class _Block(nn.Module):
 class CausalTransformer(nn.Module):
     """SASRec-style causal self-attention over a right-aligned window.
 
-    Learned absolute positions indexed by column, so the newest item always
-    sits at position ``L - 1`` and a position encodes recency (as in SASRec's
-    left-padded windows). Column ``t`` attends to valid columns ``<= t``;
-    every column also attends to itself so a fully masked row stays finite.
+    Learned absolute positions. With ``positions="right"`` they are indexed
+    by column, so the newest item always sits at position ``max_len - 1`` and
+    a position encodes recency (as in SASRec's left-padded windows). With
+    ``"left"`` the valid items are numbered from the oldest one read
+    (position 0), as in the right-padded windows of SASRec+: the position
+    then says how far into the window an item is, for a short history how
+    far into the user's whole history. Either way a removed or padding
+    column takes no position, so trimming padding or removing an item gives
+    the states of the shorter window exactly. Column ``t`` attends to valid
+    columns ``<= t``; every column also attends to itself so a fully masked
+    row stays finite.
     """
 
-    def __init__(self, dim: int, max_len: int, *, layers: int, heads: int, dropout: float) -> None:
+    def __init__(self, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
+                 positions: str = "right") -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"sequence encoder width {dim} is not divisible by {heads} heads")
+        if positions not in ("right", "left"):
+            raise ValueError(f"positions must be 'right' or 'left', got {positions!r}")
+        self.positions = positions
         self.max_len = max_len
         self.pos = nn.Parameter(torch.randn(max_len, dim) * 0.02)
         self.drop = nn.Dropout(dropout)
@@ -81,8 +92,12 @@ class CausalTransformer(nn.Module):
         B, L, H = x.shape
         if L > self.max_len:
             raise ValueError(f"history window of {L} columns is longer than the encoder's {self.max_len} positions")
-        # positions are aligned to the right edge: column L-1 is position max_len-1
-        x = self.drop(x + self.pos[self.max_len - L :])
+        if self.positions == "right":  # aligned to the right edge: column L-1 is position max_len-1
+            x = x + self.pos[self.max_len - L :]
+        else:  # the k-th valid column (oldest first) is position k; other columns take position 0, unused
+            order = (valid.to(torch.long).cumsum(1) - 1).clamp_min(0)  # [B, L]
+            x = x + self.pos[order]
+        x = self.drop(x)
         eye = torch.eye(L, dtype=torch.bool, device=x.device)
         allowed = (self.causal[:L, :L].unsqueeze(0) & valid.unsqueeze(1)) | eye  # [B, L(query), L(key)]
         # an additive float mask takes SDPA's fast path on CPU (a boolean one does not)
@@ -120,9 +135,10 @@ class GRUEncoder(nn.Module):
         return self.ln(out.gather(1, idx))  # back to the original columns
 
 
-def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float) -> nn.Module:
+def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
+                           positions: str = "right") -> nn.Module:
     if kind == "transformer":
-        return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout)
+        return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout, positions=positions)
     if kind == "gru":
         return GRUEncoder(dim, layers=layers, dropout=dropout)
     raise ValueError(f"unknown sequence encoder {kind!r}; choose one of {', '.join(SEQUENCE_KINDS)}")
