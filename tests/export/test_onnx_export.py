@@ -15,7 +15,7 @@ pytest.importorskip("onnx")
 N_USERS, N_ITEMS = 1100, 80
 
 
-def _train(out: Path, history: str, user_features: bool) -> Path:
+def _train(out: Path, history: str, user_features: bool, extra: tuple[str, ...] = ()) -> Path:
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -44,6 +44,7 @@ def _train(out: Path, history: str, user_features: bool) -> Path:
         "train.epochs=1", "train.batch_size=256", "train.progress=false", "train.checkpoint=false", "train.threads=1",
         "eval.ks=10", "eval.baselines=",
     ]
+    overrides += list(extra)
     if user_features:
         overrides += [f"data.users={json.dumps(str(d / 'users.csv'))}", "data.user_numeric=age"]
     train_run(load_config(overrides=overrides), out)
@@ -88,9 +89,11 @@ def test_pooled_tower_with_user_features_round_trips(tmp_path):
     assert meta["user_tower"]["inputs"] == ["user_rows", "history"]
 
 
-@pytest.mark.parametrize("kind", ["transformer", "gru"])
+@pytest.mark.parametrize("kind", ["transformer", "gru", "transformer-left"])
 def test_sequence_tower_round_trips(tmp_path, kind):
-    run = _train(tmp_path / "seq", kind, user_features=False)
+    extra = ("model.user.seq_positions=left",) if kind.endswith("-left") else ()
+    kind = kind.removesuffix("-left")
+    run = _train(tmp_path / "seq", kind, user_features=False, extra=extra)
     meta = _roundtrip(run, tmp_path / "onnx")
     assert meta["user_tower"]["inputs"] == ["history"] and meta["user_tower"]["history"] == kind
 
