@@ -121,6 +121,10 @@ class TowerConfig:
     # as in SASRec+'s right-padded windows), so a user's 10th item is told from their 150th
     seq_positions: str = "right"
     normalize: bool = True  # L2-normalise the output (cosine scores); False = raw inner products
+    # False: no MLP or linear map after the inputs; the output IS the input (hidden must be empty and
+    # the input width equal out_dim). With tied tables the item vector is then the very embedding the
+    # sequence encoder reads, as in SASRec.
+    head: bool = True
     # item tower only: frozen text embeddings of these item columns (issue 4)
     text_embeddings: bool = False
     dual_head: bool = False
@@ -137,6 +141,7 @@ class TowerConfig:
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
         _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
+        _check(self.head or not self.hidden, "tower.head", "head = false takes no hidden layers: set hidden = []")
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
 
 

@@ -146,3 +146,28 @@ def test_sequence_tower_trains_end_to_end_gradients() -> None:
     loss.backward()
     assert m.item_tower.id_emb.weight.grad is not None
     assert all(p.grad is not None for p in m.user_tower.encoder.parameters())
+
+
+def test_no_head_scores_with_the_very_table_the_encoder_reads() -> None:
+    """``head = false`` on both towers (SASRec's tying): the item vector is the normalised ID embedding the
+    transformer reads, and the user vector the encoder's state; a head with hidden layers is refused."""
+    from twotower.errors import ConfigError
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        user=TowerConfig(use_id=False, use_features=False, history="transformer", history_len=L, history_dim=16,
+                         hidden=(), out_dim=16, head=False),
+        item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False, head=False),
+    )
+    m = TwoTowerModel(cfg, n_users=5, n_items=N_ITEMS).eval()
+    table = m.item_tower.id_emb.weight
+    assert m.user_tower._tied and m.user_tower._tied[0].weight is table
+    torch.testing.assert_close(m.item_tower(torch.arange(N_ITEMS)), torch.nn.functional.normalize(table, dim=-1))
+    assert not any("mlp" in name for name, _ in m.named_parameters())
+    with pytest.raises(ConfigError, match="head"):
+        TowerConfig(hidden=(8,), head=False)
+    wide = ModelConfig(user=TowerConfig(use_id=False, use_features=False, history="transformer", history_dim=16,
+                                        hidden=(), out_dim=32, head=False),
+                       item=TowerConfig(id_dim=16, hidden=(), out_dim=32, use_features=False))
+    with pytest.raises(ValueError, match="input width"):
+        TwoTowerModel(wide, n_users=5, n_items=N_ITEMS)

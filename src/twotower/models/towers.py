@@ -20,6 +20,16 @@ from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 __all__ = ["ItemTower", "UserTower", "HeadOutputs"]
 
 
+def _head(config: TowerConfig, in_dim: int, tower: str) -> nn.Module:
+    """The MLP after a tower's inputs, or none (``head = false``: the input is the output)."""
+    if config.head:
+        return MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+    if in_dim != config.out_dim:
+        raise ValueError(f"model.{tower}.head = false needs the tower's input width ({in_dim}) to equal "
+                         f"model.{tower}.out_dim ({config.out_dim})")
+    return nn.Identity()
+
+
 class HeadOutputs:
     """What the dual-head item tower computed, for explanations.
 
@@ -74,7 +84,7 @@ class ItemTower(nn.Module):
             in_dim += text_dim
         if in_dim == 0:
             raise ValueError("item tower has no input: enable use_id, features or text")
-        self.mlp = MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+        self.mlp = _head(config, in_dim, "item")
         if config.dual_head:
             self.semantic = nn.Linear(text_dim, config.out_dim, bias=False)
             self.gate = nn.Parameter(torch.zeros(()))
@@ -171,7 +181,7 @@ class UserTower(nn.Module):
         in_dim += config.history_dim if self.uses_history else 0
         if in_dim == 0:
             raise ValueError("user tower has no input: enable use_id, features or history")
-        self.mlp = MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+        self.mlp = _head(config, in_dim, "user")
 
     def tie_history_embedding(self, item_emb: nn.Embedding) -> None:
         """Embed history items with the item tower's ID table (SASRec's shared embeddings).
