@@ -55,6 +55,7 @@ from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
 from twotower.training.step import RecStep, loss_log_q, share, sync_grads
+from twotower.utils.runtime import flush_denormals
 from twotower.utils.atomic import atomic_write_text
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
@@ -99,9 +100,6 @@ class Trainer:
         if self.world > 1 and self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())  # set from LOCAL_RANK
         model.to(self.device)
-        # softmax probabilities of far-off items are subnormal floats, which x86 cores multiply up to 10x
-        # more slowly; flushing them to zero changes nothing a float32 loss can represent
-        torch.set_flush_denormal(True)
         self.sequence = train.examples == "sequence"
         if self.sequence and not model.user_tower.is_sequence:
             raise ConfigError("train.examples=sequence needs a sequence user tower: set model.user.history=transformer or gru")
@@ -181,6 +179,10 @@ class Trainer:
             sync_grads(self.model, self._sparse_ids, self.world)
 
     def _run_epoch(self, epoch: int) -> dict[str, Any]:
+        with flush_denormals():
+            return self._train_epoch(epoch)
+
+    def _train_epoch(self, epoch: int) -> dict[str, Any]:
         self.model.train()
         n = self._units_per_epoch()
         # same permutation on every rank and on resume: it depends on (seed, epoch) only

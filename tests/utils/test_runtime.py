@@ -1,0 +1,20 @@
+
+
+def test_flush_denormals_is_scoped() -> None:
+    """Training flushes subnormals for speed, and leaves IEEE behaviour to the code that runs after it."""
+    import numpy as np
+    import torch
+
+    from twotower.utils.runtime import flush_denormals
+
+    tiny = 1e-40  # subnormal in float32
+    with flush_denormals():
+        assert float(torch.tensor(tiny) * 1.0) == 0.0
+    assert float(torch.tensor(tiny) * 1.0) != 0.0
+    assert np.float32(tiny) * np.float32(1.0) != 0.0
+    try:
+        with flush_denormals():
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert float(torch.tensor(tiny) * 1.0) != 0.0
