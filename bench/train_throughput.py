@@ -65,18 +65,24 @@ def run_trainer(seqs, n_items, tower, kind, examples, batch, n, sparse) -> tuple
     return units / dt, row.get("positions_per_s", units / dt), units / cpu
 
 
-def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
-    """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam)."""
-    from twotower.models.history import windows_before
-
-    cfg = model_config(tower, 50)
+def manual_model(cfg: ModelConfig, n_users: int, n_items: int, sparse: bool) -> tuple[TwoTowerModel, list]:
+    """The hand-written steps' model (seed 0) and optimizers: fused AdamW, SparseAdam for sparse tables."""
     torch.manual_seed(0)
-    model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
+    model = TwoTowerModel(cfg, n_users, n_items, sparse=sparse)
     sp_params = [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
     ids = {id(p) for p in sp_params}
     opts = [torch.optim.AdamW([p for p in model.parameters() if id(p) not in ids], lr=2e-3, fused=True)]
     if sp_params:
         opts.append(torch.optim.SparseAdam(sp_params, lr=2e-3))
+    return model, opts
+
+
+def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
+    """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam)."""
+    from twotower.models.history import windows_before
+
+    cfg = model_config(tower, 50)
+    model, opts = manual_model(cfg, seqs.n_users, n_items, sparse)
     users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
     order = np.random.default_rng(0).permutation(len(users))[:n]
     t0 = time.perf_counter()
@@ -111,13 +117,7 @@ def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[f
     from twotower.training.sequence import SequenceExamples
 
     cfg = model_config(tower, 200)
-    torch.manual_seed(0)
-    model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
-    sp_params = [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
-    ids = {id(p) for p in sp_params}
-    opts = [torch.optim.AdamW([p for p in model.parameters() if id(p) not in ids], lr=2e-3, fused=True)]
-    if sp_params:
-        opts.append(torch.optim.SparseAdam(sp_params, lr=2e-3))
+    model, opts = manual_model(cfg, seqs.n_users, n_items, sparse)
     ex = SequenceExamples(seqs, 200, n_items)
     rng = np.random.default_rng([42, 1])
     order = ex.bucketed(rng.permutation(len(ex))[:n], batch, rng)
