@@ -19,5 +19,5 @@ def make_loss(cfg: LossConfig, *, world: int = 1) -> RetrievalLoss:
     if cfg.kind == "sampled":
         return SampledSoftmax(cfg.temperature, logq=cfg.logq, mask_accidental_hits=cfg.mask_hits)
     if cfg.kind == "full":
-        return FullSoftmax(cfg.temperature)
+        return FullSoftmax(cfg.temperature, precision=cfg.precision)
     return BPRLoss(cfg.temperature)

@@ -1,4 +1,4 @@
-"""Softmax cross-entropy over a large candidate matrix in one pass, for CPU training.
+"""Softmax cross-entropy over a large candidate matrix, computed block by block, for CPU training.
 
 ``mean_b  -log softmax(scale * q_b . C^T)[p_b]``  with ``q[B, D]``, ``C[N, D]``
 and positive columns ``p[B]`` -- the full-catalogue softmax of SASRec+
@@ -7,54 +7,72 @@ and positive columns ``p[B]`` -- the full-catalogue softmax of SASRec+
 ``F.cross_entropy(scale * q @ C.T, p)``; only the way it is computed differs.
 
 Why a kernel of its own: with a catalogue of thousands of items and every
-position of a window a query, the logits ``[B, N]`` are hundreds of MB a step.
-PyTorch's CPU path then spends more time outside the matrix products than in
-them (measured on ML-1M windows, batch 128: ``log_softmax`` forward and
-backward and zero-filling the ``nll_loss`` gradient took 47% of the step, the
-three GEMMs 33%), and every fresh [B, N] tensor pays a page fault per page
-(~35 ms per 112 MB here). Here the logits are written once by a GEMM into a
-buffer reused from step to step, turned into probabilities in place (one
-``exp``) and kept for the backward pass, which turns them into
-``d loss / d logits`` in place and feeds the two gradient GEMMs. The
-sequence objective on ML-1M (transformer tower, full softmax) trains about
-2x faster on one or two threads; values agree with the PyTorch path to
-float32 round-off.
+position of a window a query, the logits ``[B, N]`` are tens to hundreds of MB a
+step. PyTorch's CPU path then spends more time outside the matrix products than
+in them (``log_softmax`` forward and backward and zero-filling the ``nll_loss``
+gradient took 47% of an ML-1M step), and every pass over a [B, N] tensor that
+does not fit in cache runs at memory speed. Here the rows are processed in
+blocks of a few hundred, sized to stay in the core's cache: for each block one
+GEMM writes the logits, one fused ``softmax`` turns them into probabilities,
+the one-hot is subtracted in place, and the two gradient GEMMs consume the
+block at once. The loss is the end of the graph, so the gradients are computed
+in the forward pass (for an upstream gradient of 1) and the backward pass only
+scales them: nothing of size [B, N] outlives its block.
 
-Log-probabilities below ``-60`` are clamped before the ``exp``: their
-probabilities (< 1e-26, against a denominator >= 1) change the loss and the
-gradients by less than float32 can represent, and without the clamp they
-become subnormal numbers, which x86 cores multiply up to 10x more slowly in
-the gradient GEMMs (a 3x slower step with raw dot-product scores).
+``precision="bf16"`` runs the three GEMMs on bfloat16 inputs and keeps the
+logits and probabilities of a block in bfloat16 (every GEMM and the softmax
+accumulate in float32; the loss is summed in float64). On CPUs with
+native bfloat16 dot products (AVX512-BF16, AMX) the GEMMs run 2-3.5x faster;
+the logits then carry bfloat16 rounding (relative 2^-9, about 0.04 on a logit
+of 20), the loss an error of a few 1e-3 and the gradients a relative error of ~3e-3 -- the trade mixed-precision
+training makes on accelerators. Elsewhere bfloat16 GEMMs are emulated and slow:
+:func:`native_bf16` says which, and ``loss.score_precision = "auto"`` asks it.
+
+Probabilities below 1e-30 are set to zero in float32 mode: they change the
+loss and the gradients by less than float32 resolves, and as subnormal numbers
+they would make the gradient GEMMs up to 10x slower on x86 cores.
 
 CPU float32 tensors only; :func:`fused_xent_applies` says when the kernel can
 be used, and callers fall back to the PyTorch path otherwise.
 """
 from __future__ import annotations
 
-import numpy as np
+import functools
+import sys
+
 import torch
 from torch import Tensor
 
-__all__ = ["fused_softmax_xent", "fused_xent_applies"]
+__all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "native_bf16", "PRECISIONS"]
 
-_CLAMP = -60.0  # see the module docstring: keeps exp() away from subnormals
-
-# One spare logits buffer, reused across steps: a fresh buffer of hundreds of MB costs a page fault
-# per page every step (measured: ~35 ms per 112 MB). Taken by a forward, given back by its backward;
-# a second forward before that backward allocates its own.
-_spare: list[np.ndarray] = []
+PRECISIONS = ("fp32", "bf16")
+_TINY = 1e-30  # probabilities at or below this are zeroed (float32 mode): see the module docstring
+_BLOCK_BYTES = 1 << 21  # logits per block: 2 MB, about one core's L2 (measured best of 0.5-8 MB, both precisions)
 
 
-def _take(n: int) -> np.ndarray:
-    buf = _spare.pop() if _spare else None
-    if buf is None or buf.size < n:
-        buf = np.empty(n, dtype=np.float32)
-    return buf
+@functools.lru_cache(maxsize=1)
+def native_bf16() -> bool:
+    """True when this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16; read from /proc/cpuinfo)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        return False
+    return False
 
 
-def _give(buf: np.ndarray) -> None:
-    if not _spare or _spare[0].size < buf.size:
-        _spare[:] = [buf]
+def kernel_precision(setting: str) -> str:
+    """``loss.precision`` as the kernel takes it: ``auto`` is bf16 where this CPU multiplies bfloat16 natively."""
+    if setting == "auto":
+        return "bf16" if native_bf16() else "fp32"
+    if setting not in PRECISIONS:
+        raise ValueError(f"precision must be fp32, bf16 or auto, got {setting!r}")
+    return setting
 
 
 def fused_xent_applies(queries: Tensor, candidates: Tensor) -> bool:
@@ -64,60 +82,88 @@ def fused_xent_applies(queries: Tensor, candidates: Tensor) -> bool:
             and queries.dim() == 2 and candidates.dim() == 2 and queries.shape[0] > 0 and candidates.shape[0] > 0)
 
 
-class _FusedXent(torch.autograd.Function):
-    """Forward: logits by one GEMM into a reused buffer, then probabilities in place. Backward: the
-    buffer becomes ``d loss / d logits`` in place and feeds the two gradient GEMMs.
+def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool
+            ) -> tuple[float, int, int, Tensor | None, Tensor | None]:
+    """``(sum of row losses, rows whose first top column is the positive, rows whose positive ties the top,
+    d sum / d q, d sum / d c)``, one block of rows at a time."""
+    b, n = q.shape[0], c.shape[0]
+    rows = max(16, min(b, _BLOCK_BYTES // ((2 if bf16 else 4) * n)))
+    qs = q * scale  # [B, D]: scaling this side saves a pass over [B, N]
+    if bf16:
+        qs, qm, cm = qs.bfloat16(), q.bfloat16(), c.bfloat16()
+    else:
+        qm, cm = q, c
+    ct = cm.T  # [D, N]
+    gq = torch.empty_like(q) if want_q else None  # [B, D]
+    gc = torch.zeros_like(c) if want_c else None  # [N, D]
+    total = 0.0
+    correct = tied = 0
+    for s in range(0, b, rows):
+        e = min(b, s + rows)
+        y = cols[s:e]  # [r]
+        z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
+        m = z.amax(dim=1)  # [r]
+        pos = z.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
+        top = pos >= m  # [r] the positive ties the largest logit
+        n_top = int(top.sum())
+        if n_top:  # the first maximum, on the few rows where it can be the positive
+            hit = top.nonzero().squeeze(1)
+            correct += int((z[hit].argmax(dim=1) == y[hit]).sum())
+        tied += n_top
+        p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
+        # log-sum-exp without another pass over exp: p_max = exp(m - lse), and p_max >= 1/N never underflows
+        lse = m.float() - p.amax(dim=1).float().log()  # [r]
+        total += float((lse - pos.float()).double().sum())
+        if not (want_q or want_c):
+            continue
+        if not bf16:
+            torch.nn.functional.threshold_(p, _TINY, 0.0)
+        p[torch.arange(e - s), y] -= 1.0  # d row loss / d logits = softmax - one-hot
+        if gq is not None:
+            gq[s:e] = torch.mm(p, cm)  # [r, D]
+        if gc is not None:
+            if bf16:
+                gc += torch.mm(p.T, qm[s:e])  # each block's product rounded once, summed in float32
+            else:
+                gc.addmm_(p.T, qm[s:e])  # [N, D]
+    return total, correct, tied, gq, gc
 
-    Every GEMM is PyTorch's: an OpenBLAS GEMM (numpy) is faster on one thread, but at two its
-    spinning worker threads fight PyTorch's OpenMP pool (measured: the step at half speed).
-    The argmax is numpy's (single-threaded, 2x PyTorch's on a [B, N] float32 matrix).
-    """
+
+class _FusedXent(torch.autograd.Function):
+    """Forward: the loss and, block by block, its gradients. Backward: the stored gradients times the upstream one."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, out: dict):  # type: ignore[override]
-        b, n = q.shape[0], c.shape[0]
-        raw = _take(b * n)
-        zn = raw[: b * n].reshape(b, n)
-        qs = (q.detach() * scale).contiguous()  # scaling the [B, D] side saves a pass over [B, N]
-        z = torch.from_numpy(zn)
-        torch.mm(qs, c.detach().T, out=z)  # [B, N] logits, into the reused buffer
-        top = torch.from_numpy(zn.argmax(axis=1))  # [B] first maximum (same as of the raw scores)
-        pos = z.gather(1, cols.unsqueeze(1))  # [B, 1] positive logits
-        m = z.amax(dim=1, keepdim=True)  # [B, 1]
-        z.sub_(m).clamp_min_(_CLAMP).exp_()  # unnormalised probabilities, in place
-        s = z.sum(dim=1, keepdim=True)  # [B, 1], >= 1
-        loss = (s.log() + m - pos).double().mean().float()
-        ctx.save_for_backward(q, c, cols)
-        ctx.buf, ctx.z, ctx.s, ctx.scale = raw, z, s, scale
-        out["correct"] = int((top == cols).sum())
-        out["accuracy"] = float((pos >= m).float().mean())
-        return loss
+    def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, out: dict):  # type: ignore[override]
+        b = q.shape[0]
+        total, correct, tied, gq, gc = _blocks(q.detach(), c.detach(), cols, scale, bf16,
+                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+        k = scale / b  # d(mean loss)/d(logit sum) times d(logit)/d(score)
+        ctx.grads = (gq.mul_(k) if gq is not None else None, gc.mul_(k) if gc is not None else None)
+        out["correct"] = correct
+        out["accuracy"] = tied / b
+        return q.new_tensor(total / b)
 
     @staticmethod
     def backward(ctx, grad: Tensor):  # type: ignore[override]
-        q, c, cols = ctx.saved_tensors
-        z, s, scale = ctx.z, ctx.s, ctx.scale
-        if z is None:
+        if ctx.grads is None:
             raise RuntimeError("fused_softmax_xent: backward called twice (retain_graph is not supported)")
-        ctx.z = None  # the buffer is consumed in place
-        b = z.shape[0]
-        k = float(grad) * scale / b  # d(mean loss)/d(logit) times d(logit)/d(score)
-        z.mul_(k / s)  # softmax * k
-        z[torch.arange(b), cols] -= k  # minus the one-hot
-        gq = z @ c.detach() if ctx.needs_input_grad[0] else None  # [B, D]
-        gc = z.T @ q.detach() if ctx.needs_input_grad[1] else None  # [N, D]
-        _give(ctx.buf)
-        ctx.buf = None
-        return gq, gc, None, None, None
+        gq, gc = ctx.grads
+        ctx.grads = None  # the stored gradients are handed out (and scaled in place) once
+        g = float(grad)
+        if g != 1.0:
+            gq = gq.mul_(g) if gq is not None else None
+            gc = gc.mul_(g) if gc is not None else None
+        return gq, gc, None, None, None, None
 
 
-def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tensor,
-                       scale: float) -> tuple[Tensor, dict[str, float]]:
+def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tensor, scale: float,
+                       *, precision: str = "fp32") -> tuple[Tensor, dict[str, float]]:
     """``(mean cross-entropy of softmax(scale * queries @ candidates.T) at positive_cols, stats)``.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)
     and ``accuracy`` (share of rows whose positive ties the top score), as the
-    PyTorch path of the softmax losses reports them.
+    PyTorch path of the softmax losses reports them. ``precision``: ``"fp32"``
+    or ``"bf16"`` GEMMs (module docstring).
 
     Differentiable in ``queries[B, D]`` and ``candidates[N, D]``; one backward
     pass per call. Example::
@@ -129,7 +175,9 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
         >>> bool(torch.isclose(loss, F.cross_entropy(20.0 * q @ c.T, y), rtol=1e-5))
         True
     """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     cols = positive_cols.detach().to(torch.long).contiguous()
     out: dict[str, float] = {}
-    loss = _FusedXent.apply(queries, candidates, cols, float(scale), out)
+    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out)
     return loss, out

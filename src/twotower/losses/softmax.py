@@ -40,7 +40,7 @@ from twotower.losses.base import (
     loss_from_logits,
     top_is_positive,
 )
-from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies
+from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies, kernel_precision
 
 __all__ = ["check_temperature", "corrected_logits", "loss_from_logits", "loss_from_scores",
            "InBatchSoftmax", "SampledSoftmax", "FullSoftmax"]
@@ -216,8 +216,10 @@ class FullSoftmax(_Softmax):
     needs = "catalogue"
     uses_log_q = False
 
-    def __init__(self, temperature: float = LossConfig.temperature) -> None:
+    def __init__(self, temperature: float = LossConfig.temperature, *, precision: str = LossConfig.precision) -> None:
         super().__init__(temperature, logq=False, mask_accidental_hits=False)
+        # the CPU kernel's GEMMs, fp32 | bf16 (auto resolved here); the PyTorch path is always fp32
+        self.precision = kernel_precision(precision)
 
     def _columns(self, queries, candidates, batch):
         b, n_items = queries.shape[0], candidates.shape[0]
@@ -238,6 +240,7 @@ class FullSoftmax(_Softmax):
             # the same cross-entropy, computed by the CPU kernel that keeps the [B, I] logits in one buffer
             check_embeddings(queries, all_items)
             _, _, _, cols = self._columns(queries, all_items, batch)
-            loss, st = fused_softmax_xent(queries, all_items, cols, 1.0 / check_temperature(self.temperature))
+            loss, st = fused_softmax_xent(queries, all_items, cols, 1.0 / check_temperature(self.temperature),
+                                          precision=self.precision)
             return loss, {"accuracy": st["accuracy"], "correct": st["correct"], "accidental_hits": 0}
         return super().forward(queries, all_items, batch, **legacy)

@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from twotower.models.dropout import Dropout
+from twotower.models.dropout import dropout as cheap_dropout
+
 __all__ = ["CausalTransformer", "GRUEncoder", "SEQUENCE_KINDS", "build_sequence_encoder"]
 
 SEQUENCE_KINDS = ("transformer", "gru")
@@ -40,7 +43,7 @@ class _Block(nn.Module):
         self.ln2 = nn.LayerNorm(dim)
         # SASRec's point-wise feed-forward keeps the width (dim -> dim -> dim): on a CPU a 4x inner
         # layer would cost more than the full-catalogue softmax it feeds
-        self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(dim, dim))
+        self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), Dropout(dropout), nn.Linear(dim, dim))
         self.dropout = dropout
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -53,8 +56,8 @@ class _Block(nn.Module):
         q, k, v = self.qkv(self.ln1(x)).view(B, L, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
         p = self.dropout if self.training else 0.0
         a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, h, L, H/h]
-        x = x + F.dropout(self.proj(a.transpose(1, 2).reshape(B, L, H)), p, self.training)
-        return x + F.dropout(self.ff(self.ln2(x)), p, self.training)
+        x = x + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, L, H)), p, self.training)
+        return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training)
 
 
 class CausalTransformer(nn.Module):
@@ -83,7 +86,7 @@ class CausalTransformer(nn.Module):
         self.positions = positions
         self.max_len = max_len
         self.pos = nn.Parameter(torch.randn(max_len, dim) * 0.02)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.blocks = nn.ModuleList(_Block(dim, heads, dropout) for _ in range(layers))
         self.ln = nn.LayerNorm(dim)
         self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).tril(), persistent=False)
@@ -119,7 +122,7 @@ class GRUEncoder(nn.Module):
     def __init__(self, dim: int, *, layers: int, dropout: float) -> None:
         super().__init__()
         self.gru = nn.GRU(dim, dim, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.ln = nn.LayerNorm(dim)
 
     def forward(self, x: Tensor, valid: Tensor) -> Tensor:

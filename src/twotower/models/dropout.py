@@ -1,0 +1,58 @@
+"""Dropout with a cheap mask, for the sequence encoders.
+
+``y = x * m``, ``m_i = 1 / (1 - p)`` with probability ``1 - p`` and ``0``
+otherwise (Srivastava et al., "Dropout", JMLR 2014) -- the same function as
+``F.dropout``; only the random numbers come from elsewhere. PyTorch's CPU
+``bernoulli_`` draws its mask at ~5-9 ns an element, which on a sequence
+encoder (seven masks of [B, L, H] a step) was 8% of an ML-1M training step;
+numpy's PCG64 gives 16 random bits an element at ~1.5 ns, and ``bits >= k``
+with ``k = round(p * 65536)`` keeps an element with probability
+``1 - k / 65536`` (``p`` rounded to a multiple of 1/65536; the scale uses the
+rounded value, so ``E[y] = x`` exactly).
+
+Each call seeds its own numpy generator from one draw of torch's default
+generator, so ``torch.manual_seed`` and a checkpoint's saved torch RNG state
+still fix every mask. Non-CPU or non-float32 inputs use ``F.dropout``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Dropout", "dropout"]
+
+_LEVELS = 1 << 16  # the mask's resolution: p is rounded to a multiple of 1/65536
+
+
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """``F.dropout(x, p, training)`` with the mask drawn as in the module docstring."""
+    if not training or p == 0.0:
+        return x
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+    if x.device.type != "cpu" or x.dtype != torch.float32:
+        return F.dropout(x, p, training)
+    k = round(p * _LEVELS)
+    seed = int(torch.randint(0, 2**62, (1,)))
+    bits = np.random.default_rng(seed).integers(0, _LEVELS, x.numel(), dtype=np.uint16)  # [x.numel()]
+    mask = (bits >= k).astype(np.float32)
+    mask *= _LEVELS / (_LEVELS - k)
+    return x * torch.from_numpy(mask).view(x.shape)
+
+
+class Dropout(nn.Module):
+    """``nn.Dropout`` with the cheap mask of :func:`dropout` (identity in eval mode, as ``nn.Dropout``)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
