@@ -1,0 +1,58 @@
+"""The sequence encoders' dropout: F.dropout's function with a cheaper mask."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from twotower.models.dropout import Dropout, dropout
+
+
+def test_drops_at_the_rate_asked_and_keeps_the_expectation() -> None:
+    torch.manual_seed(0)
+    x = torch.ones(400_000)
+    y = dropout(x, 0.2)
+    kept = y != 0
+    # 400k Bernoulli(0.8) draws: the share kept is within 5 standard deviations (~0.0032) of 0.8
+    assert abs(float(kept.float().mean()) - 0.8) < 0.0032
+    # kept values are scaled by 1 / (1 - p) with p rounded to 1/65536 (0.2 -> 13107/65536)
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 65536 / (65536 - 13107)))
+    assert abs(float(y.mean()) - 1.0) < 0.005
+
+
+def test_masks_follow_torch_seed() -> None:
+    x = torch.randn(8, 50, 16)
+    torch.manual_seed(3)
+    a = dropout(x, 0.3)
+    torch.manual_seed(3)
+    b = dropout(x, 0.3)
+    c = dropout(x, 0.3)
+    assert torch.equal(a, b)
+    assert not torch.equal(b, c)
+
+
+def test_gradient_is_the_mask() -> None:
+    torch.manual_seed(1)
+    x = torch.randn(6, 10, requires_grad=True)
+    y = dropout(x, 0.5)
+    y.sum().backward()
+    mask = (y.detach() / x.detach())  # 0 or 2 where x != 0
+    assert torch.allclose(x.grad, mask)
+    assert set(torch.unique(x.grad).tolist()) <= {0.0, 2.0}
+
+
+def test_eval_mode_and_zero_rate_are_the_identity() -> None:
+    x = torch.randn(4, 5)
+    m = Dropout(0.4).eval()
+    assert m(x) is x
+    assert dropout(x, 0.0) is x
+    assert dropout(x, 0.4, training=False) is x
+
+
+def test_other_dtypes_use_torch_dropout_and_bad_rates_are_refused() -> None:
+    torch.manual_seed(0)
+    y = dropout(torch.ones(1000, dtype=torch.float64), 0.5)
+    assert y.dtype == torch.float64 and 0.35 < float((y == 0).double().mean()) < 0.65
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        Dropout(1.0)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        dropout(torch.ones(3), -0.1)
