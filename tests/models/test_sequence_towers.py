@@ -171,3 +171,29 @@ def test_no_head_scores_with_the_very_table_the_encoder_reads() -> None:
                        item=TowerConfig(id_dim=16, hidden=(), out_dim=32, use_features=False))
     with pytest.raises(ValueError, match="input width"):
         TwoTowerModel(wide, n_users=5, n_items=N_ITEMS)
+
+
+@pytest.mark.parametrize(("kind", "positions"), [("transformer", "right"), ("transformer", "left"), ("gru", "right")])
+def test_batched_user_embeddings_equal_one_by_one(kind: str, positions: str) -> None:
+    """Sorting users by length and trimming each batch's padding gives each user's own vector, in order."""
+    import numpy as np
+
+    torch.manual_seed(5)
+    cfg = ModelConfig(
+        user=TowerConfig(use_id=False, use_features=False, history=kind, history_len=40, history_dim=16,
+                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions),
+        item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False),
+    )
+    m = TwoTowerModel(cfg, n_users=5, n_items=N_ITEMS)
+    rng = np.random.default_rng(0)
+    hist = np.full((70, 40), N_ITEMS, dtype=np.int64)
+    for b, n in enumerate(rng.integers(0, 41, 70)):  # lengths 0..40, one empty history at least
+        if n:
+            hist[b, 40 - n :] = rng.integers(0, N_ITEMS, n)
+    hist[3] = N_ITEMS
+    got = m._sequence_user_embeddings(None, hist, batch=16)
+    assert m.training  # the mode is restored
+    m.eval()
+    want = torch.cat([m.user_tower(None, torch.as_tensor(hist[b : b + 1])) for b in range(70)])
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(m.user_embeddings(None, hist), want, rtol=1e-5, atol=1e-6)

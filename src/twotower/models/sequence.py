@@ -46,17 +46,31 @@ class _Block(nn.Module):
         self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), Dropout(dropout), nn.Linear(dim, dim))
         self.dropout = dropout
 
-    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor, at: Tensor | None = None) -> Tensor:
         """``x[B, L, H]``, additive ``mask[B, 1, L, L]`` (0 = may attend, -inf = may not) -> ``[B, L, H]``.
 
+        With ``at[B]`` only column ``at[b]`` of each row is computed (keys and
+        values still come from every column): ``[B, 1, H]``, what the last
+        block of an encoder needs when only one state per row is read.
         Dropout acts on the residual branches, not on the attention
         probabilities: on CPU, attention dropout makes SDPA ~5x slower.
         """
         B, L, H = x.shape
-        q, k, v = self.qkv(self.ln1(x)).view(B, L, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
+        h, d = self.heads, H // self.heads
         p = self.dropout if self.training else 0.0
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, h, L, H/h]
-        x = x + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, L, H)), p, self.training)
+        y = self.ln1(x)
+        if at is None:
+            q, k, v = self.qkv(y).view(B, L, 3, h, d).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
+        else:
+            rows = torch.arange(B, device=x.device)
+            w, b = self.qkv.weight, self.qkv.bias  # [3H, H], [3H]: the query, key and value maps stacked
+            q = F.linear(y[rows, at], w[:H], b[:H]).view(B, 1, h, d).transpose(1, 2)  # [B, h, 1, H/h]
+            k, v = F.linear(y, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)  # 2 x [B, h, L, H/h]
+            mask = mask[rows, :, at].unsqueeze(2)  # [B, 1, 1, L]
+            x = x[rows, at].unsqueeze(1)  # [B, 1, H]
+        n = x.shape[1]
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, h, n, H/h]
+        x = x + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training)
         return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training)
 
 
@@ -91,7 +105,12 @@ class CausalTransformer(nn.Module):
         self.ln = nn.LayerNorm(dim)
         self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).tril(), persistent=False)
 
-    def forward(self, x: Tensor, valid: Tensor) -> Tensor:
+    def forward(self, x: Tensor, valid: Tensor, at: Tensor | None = None) -> Tensor:
+        """States ``[B, L, H]`` at every column of ``x[B, L, H]``, or with ``at[B]`` only at those columns: ``[B, H]``.
+
+        ``at`` saves the last block's work on the other columns (a user's
+        vector is the state at its newest valid column).
+        """
         B, L, H = x.shape
         if L > self.max_len:
             raise ValueError(f"history window of {L} columns is longer than the encoder's {self.max_len} positions")
@@ -103,11 +122,13 @@ class CausalTransformer(nn.Module):
         x = self.drop(x)
         eye = torch.eye(L, dtype=torch.bool, device=x.device)
         allowed = (self.causal[:L, :L].unsqueeze(0) & valid.unsqueeze(1)) | eye  # [B, L(query), L(key)]
-        # an additive float mask takes SDPA's fast path on CPU (a boolean one does not)
-        mask = torch.zeros(allowed.shape, dtype=x.dtype, device=x.device).masked_fill_(~allowed, float("-inf")).unsqueeze(1)
-        for block in self.blocks:
-            x = block(x, mask)
-        return self.ln(x)
+        # an additive float mask takes SDPA's fast path on CPU (a boolean one does not); one pass to build it
+        mask = torch.where(allowed, x.new_zeros(()), x.new_full((), float("-inf"))).unsqueeze(1)  # [B, 1, L, L]
+        last = len(self.blocks) - 1
+        for i, block in enumerate(self.blocks):
+            x = block(x, mask, at if i == last else None)
+        x = self.ln(x)  # [B, L, H], or [B, 1, H] with `at`
+        return x if at is None else x.squeeze(1)
 
 
 class GRUEncoder(nn.Module):
@@ -125,7 +146,8 @@ class GRUEncoder(nn.Module):
         self.drop = Dropout(dropout)
         self.ln = nn.LayerNorm(dim)
 
-    def forward(self, x: Tensor, valid: Tensor) -> Tensor:
+    def forward(self, x: Tensor, valid: Tensor, at: Tensor | None = None) -> Tensor:
+        """States ``[B, L, H]`` at every column, or with ``at[B]`` only at those columns: ``[B, H]``."""
         B, L, H = x.shape
         # each column's slot in the packed row: valid columns first, in order, then the others
         # (cumulative sums rather than a sort, so the graph exports to ONNX)
@@ -135,7 +157,8 @@ class GRUEncoder(nn.Module):
         idx = slot.unsqueeze(-1).expand(B, L, H)
         packed = torch.zeros_like(x).scatter(1, idx, self.drop(x))  # [B, L, H]
         out, _ = self.gru(packed)  # [B, L, H]
-        return self.ln(out.gather(1, idx))  # back to the original columns
+        states = self.ln(out.gather(1, idx))  # back to the original columns
+        return states if at is None else states[torch.arange(B, device=x.device), at]
 
 
 def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,

@@ -231,11 +231,15 @@ class UserTower(nn.Module):
         total = weights.sum(dim=1, keepdim=True).clamp_min(1e-12)  # [B, 1]
         return (emb * weights.unsqueeze(-1)).sum(dim=1) / total
 
-    def sequence_states(self, history: Tensor, weights: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
+                        newest: bool = False) -> tuple[Tensor, Tensor]:
         """Encoder states at every column [B, L, H] and the mask of valid columns [B, L].
 
         ``weights`` (0 = removed) scale the item embeddings, so that a weight of
         1 changes nothing and gradient x input attribution has a gradient.
+        ``newest``: only the state at each row's newest valid column, [B, H]
+        (the last column for an empty row), which spares the encoder's last
+        block the other columns.
         """
         assert self.encoder is not None
         valid = history != self.n_items  # [B, L]
@@ -243,7 +247,12 @@ class UserTower(nn.Module):
         if weights is not None:
             valid = valid & (weights > 0)
             emb = emb * weights.unsqueeze(-1)
-        return self.encoder(emb, valid), valid
+        if not newest:
+            return self.encoder(emb, valid), valid
+        L = history.shape[1]
+        # the newest valid column (right-aligned, so normally L - 1; an empty row gives column 0)
+        last = (valid * torch.arange(1, L + 1, device=history.device)).argmax(dim=1)  # [B]
+        return self.encoder(emb, valid, last), valid
 
     def _user_parts(
         self, user_rows: Tensor | None, batch: int, features: tuple[Tensor, list[Tensor], Tensor] | None
@@ -291,12 +300,8 @@ class UserTower(nn.Module):
             if history is None:
                 raise ValueError("this user tower reads history; pass history[B, L]")
             if self.is_sequence:
-                states, valid = self.sequence_states(history, history_weights)  # [B, L, H], [B, L]
-                L = history.shape[1]
-                # the newest valid column (right-aligned, so normally L - 1); empty rows use `empty`
-                last = (valid * torch.arange(1, L + 1, device=history.device)).argmax(dim=1)  # [B]
-                h = states[torch.arange(B, device=history.device), last]  # [B, H]
-                h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))
+                h, valid = self.sequence_states(history, history_weights, newest=True)  # [B, H], [B, L]
+                h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))  # empty rows use `empty`
                 parts.append(h)
             else:
                 parts.append(self.pool_history(history, history_weights))

@@ -68,6 +68,8 @@ class TwoTowerModel(nn.Module):
     @torch.no_grad()
     def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096) -> Tensor:
         """Unit vectors [B, D] for known user rows and/or right-aligned histories [B, L]."""
+        if history is not None and self.user_tower.is_sequence and len(history):
+            return self._sequence_user_embeddings(user_rows, np.asarray(history))
         was = self.training
         self.eval()
         n = len(user_rows) if user_rows is not None else len(history)  # type: ignore[arg-type]
@@ -79,3 +81,30 @@ class TwoTowerModel(nn.Module):
             outs.append(self.user_tower(u, h))
         self.train(was)
         return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.config.user.out_dim))
+
+    @torch.no_grad()
+    def _sequence_user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray, batch: int = 256) -> Tensor:
+        """:meth:`user_embeddings` for a sequence tower: rows of similar length together, each batch trimmed.
+
+        A sequence encoder's cost grows with the window (attention with its
+        square), and most users' windows are mostly padding (ML-1M: half the
+        200 columns). Rows are sorted by history length and each batch drops
+        the leading columns that are padding in all its rows; positions are
+        numbered from the right edge or among the valid items, so the trimmed
+        window gives the same vector.
+        """
+        was = self.training
+        self.eval()
+        dev = next(self.parameters()).device
+        L = history.shape[1]
+        lengths = (history != self.pad_item).sum(axis=1)  # [B]
+        order = np.argsort(lengths, kind="stable")  # [B]
+        out = torch.empty((len(history), self.config.user.out_dim), device=dev)
+        for s in range(0, len(order), batch):
+            rows = order[s : s + batch]
+            keep = min(L, max(8, -(-int(lengths[rows].max()) // 8) * 8))  # columns kept, rounded up to 8
+            u = None if user_rows is None else torch.as_tensor(user_rows[rows], dtype=torch.long, device=dev)
+            h = torch.as_tensor(history[rows, L - keep :], dtype=torch.long, device=dev)  # [b, keep]
+            out[torch.as_tensor(rows, device=dev)] = self.user_tower(u, h)
+        self.train(was)
+        return out
