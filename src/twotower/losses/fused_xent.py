@@ -102,18 +102,24 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         e = min(b, s + rows)
         y = cols[s:e]  # [r]
         z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
-        m = z.amax(dim=1)  # [r]
-        pos = z.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
-        top = pos >= m  # [r] the positive ties the largest logit
+        p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
+        p_top = p.amax(dim=1)  # [r]
+        p_pos = p.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
+        # softmax is monotone, so a positive that ties the largest logit ties the largest probability
+        top = p_pos >= p_top  # [r]
         n_top = int(top.sum())
         if n_top:  # the first maximum, on the few rows where it can be the positive
             hit = top.nonzero().squeeze(1)
             correct += int((z[hit].argmax(dim=1) == y[hit]).sum())
         tied += n_top
-        p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
-        # log-sum-exp without another pass over exp: p_max = exp(m - lse), and p_max >= 1/N never underflows
-        lse = m.float() - p.amax(dim=1).float().log()  # [r]
-        total += float((lse - pos.float()).double().sum())
+        # row loss = -log p_pos; where p_pos underflowed (a positive far below the top, raw dot products), from
+        # the log-sum-exp instead: p_top = exp(m - lse), and p_top >= 1/N never underflows
+        row = -p_pos.float().clamp_min(_TINY).log()  # [r]
+        lost = (p_pos <= _TINY).nonzero().squeeze(1)
+        if len(lost):
+            zl = z[lost].float()  # [l, N]
+            row[lost] = zl.amax(dim=1) - p_top[lost].float().log() - zl.gather(1, y[lost].unsqueeze(1)).squeeze(1)
+        total += float(row.double().sum())
         if not (want_q or want_c):
             continue
         if not bf16:
