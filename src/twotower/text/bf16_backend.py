@@ -16,6 +16,15 @@ forward hook, so pooling (a sum over up to ``T`` tokens), any Dense layer and
 the normalisation run in float32 as usual; the vectors carry only the
 transformer's bfloat16 rounding (cosine >= 0.9999 to float32 on SciFact).
 
+The linear layers of the copy call oneDNN's linear with the bias, and for a
+BERT-style ``intermediate`` block the exact GELU, fused into the matrix product
+(:class:`OneDnnLinear`). Plain ``F.linear`` on bfloat16 first copies the bias
+into the output and GELU is one more pass over ``[B, T, 4H]``: together ~15% of
+the bfloat16 forward on MiniLM, the margin between ~2.0x and ~2.3x float32's
+speed on a Zen 4 core. The fused op is PyTorch's own (what ``torch.compile``
+emits for these layers), tried once on a tiny input; where it is missing or
+fails, the copy keeps plain ``nn.Linear`` layers.
+
 The source model is never converted: fine-tuning code trains it in float32,
 and the copy is rebuilt when its parameters change (parameter versions, as the
 ONNX backend checks them), so a bf16 encoder never serves stale weights.
@@ -23,11 +32,15 @@ ONNX backend checks them), so a bf16 encoder never serves stale weights.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import MutableMapping
 from typing import Any
 
-__all__ = ["Bf16Copy", "param_versions"]
+import torch
+from torch import nn
+
+__all__ = ["Bf16Copy", "OneDnnLinear", "onednn_linear_works", "param_versions"]
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +52,6 @@ def param_versions(model: Any) -> int:
 
 def _float32_outputs(module: Any, inputs: Any, output: Any) -> Any:
     """Forward hook: cast every floating tensor the transformer returns (token embeddings [B, T, H]) to float32."""
-    import torch  # noqa: PLC0415
-
     if isinstance(output, MutableMapping):  # a dict, or transformers' BatchFeature (a UserDict)
         for key, value in output.items():
             if torch.is_tensor(value) and value.is_floating_point():
@@ -69,9 +80,62 @@ class Bf16Copy:
         return self._copy
 
 
-def _make_copy(source: Any) -> Any:
-    import torch  # noqa: PLC0415
+class OneDnnLinear(nn.Module):
+    """``y = x W^T + b`` (then ``gelu`` when ``gelu``) as one oneDNN call: ``x[..., I] -> y[..., O]``."""
 
+    def __init__(self, linear: nn.Linear, *, gelu: bool = False) -> None:
+        super().__init__()
+        self.weight = linear.weight  # [O, I]
+        self.bias = linear.bias  # [O] or None
+        self.attr, self.algorithm = ("gelu", "none") if gelu else ("none", "")  # "none": the exact (erf) GELU
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, self.attr, [], self.algorithm)
+
+
+@functools.lru_cache(maxsize=1)
+def onednn_linear_works() -> bool:
+    """True when PyTorch's fused oneDNN linear runs bfloat16 here and matches ``F.linear`` (+ GELU) on a tiny input."""
+    try:
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(3, 5, 16, generator=gen).bfloat16()  # [B, T, I]
+        lin = nn.Linear(16, 8).bfloat16()
+        with torch.no_grad():
+            ok = all(
+                torch.allclose(OneDnnLinear(lin, gelu=g)(x).float(), ref.float(), atol=0.05)
+                for g, ref in ((False, lin(x)), (True, nn.functional.gelu(lin(x))))
+            )
+    except (AttributeError, RuntimeError, NotImplementedError):  # op not built in, or no bfloat16 kernel here
+        return False
+    return ok
+
+
+def _is_exact_gelu(act: Any) -> bool:
+    """``act`` is the exact (erf) GELU: ``nn.GELU()`` or transformers' ``GELUActivation`` (BERT's "gelu")."""
+    if isinstance(act, nn.GELU):
+        return act.approximate == "none"
+    return type(act).__name__ == "GELUActivation" and getattr(act, "act", None) is nn.functional.gelu
+
+
+def _fuse_linears(module: nn.Module) -> int:
+    """Swap every ``nn.Linear`` under ``module`` for :class:`OneDnnLinear`, folding BERT-style
+    ``intermediate.dense`` + ``intermediate_act_fn`` (exact GELU) into one; returns how many were swapped."""
+    n = 0
+    for parent in list(module.modules()):
+        act = getattr(parent, "intermediate_act_fn", None)
+        dense = getattr(parent, "dense", None)
+        if isinstance(dense, nn.Linear) and _is_exact_gelu(act):
+            parent.dense = OneDnnLinear(dense, gelu=True)
+            parent.intermediate_act_fn = nn.Identity()
+            n += 1
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                setattr(parent, name, OneDnnLinear(child))
+                n += 1
+    return n
+
+
+def _make_copy(source: Any) -> Any:
     dup = copy.deepcopy(source)
     for p in dup.parameters():
         p.requires_grad_(False)
@@ -79,5 +143,7 @@ def _make_copy(source: Any) -> Any:
     dup.eval()
     first = dup[0]
     first.to(torch.bfloat16)
+    if onednn_linear_works():
+        logger.debug("bfloat16 encoder copy: %d linear layers on fused oneDNN calls", _fuse_linears(first))
     first.register_forward_hook(_float32_outputs)
     return dup
