@@ -1,17 +1,23 @@
 """Text encoding speed and quality per backend: bare fp32 SentenceTransformer.encode vs TextEncoder backends.
 
 Encodes the same SciFact abstracts with (a) a bare ``SentenceTransformer.encode``
-(fp32 torch, the old path), (b) ``TextEncoder`` with ``torch``, ``onnx`` and
-``onnx-int8``, interleaved round by round so the ratios come from one run on
-a shared machine; prints docs/s, the speed-up over (a) and the cosine of each
+(fp32 torch, the old path), (b) ``TextEncoder`` with ``torch``, ``torch-bf16``,
+``onnx`` and ``onnx-int8``, interleaved round by round so the ratios come from one
+run on a shared machine; prints docs/s, the speed-up over (a) and the cosine of each
 backend's vectors to (a)'s. It also prints docs per CPU-second (process time; one
 thread each): on shared cores the wall-clock ratio moves with the neighbours' load,
 the CPU-time ratio much less. With ``--ndcg`` it also runs the zero-shot dense
 retriever over the whole SciFact test split per backend (slow: the whole
-corpus is encoded once per backend).
+corpus is encoded once per backend), and with ``--model DIR`` the fine-tuned
+bi-encoder DIR (``twotower search train`` / ``bench/scifact.py``) the same way.
+The corpus embeddings go to a cache folder made for this run only, so the
+zero-shot and fine-tuned rows of one backend share one encoding of the corpus
+when DIR's document tower is the frozen base model (a verbatim copy, the
+default), and nothing encoded by an earlier run is reused.
 
     .venv/bin/python bench/encoder_backends.py --docs 256 --threads 1
-    .venv/bin/python bench/encoder_backends.py --docs 256 --threads 1 --ndcg
+    .venv/bin/python bench/encoder_backends.py --docs 256 --threads 1 --ndcg --backends torch,torch-bf16 \
+        --model runs/scifact/full/bi_encoder
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--backends", default="torch,onnx,onnx-int8")
+    p.add_argument("--backends", default="torch,torch-bf16,onnx,onnx-int8")
     p.add_argument("--ndcg", action="store_true", help="also zero-shot NDCG@10 on the test split per backend")
+    p.add_argument("--model", type=Path, default=None,
+                   help="with --ndcg: also this fine-tuned bi-encoder's NDCG@10 per backend")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -83,13 +92,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.ndcg:
         from twotower.search.evaluate import search_evaluate
 
-        print("\nzero-shot dense retriever, SciFact test (whole corpus encoded per backend):")
-        for b in backends:
-            os.environ["TWOTOWER_ENCODER_BACKEND"] = b
-            t = time.perf_counter()
-            m = search_evaluate(args.beir, split="test", retriever="dense", cache_dir=None)
-            print(f"  {b:<12} NDCG@10 {m['NDCG@10']:.4f}  Recall@100 {m['Recall@100']:.4f}  "
-                  f"({time.perf_counter() - t:.0f}s)", flush=True)
+        models = {"zero-shot": None} | ({"fine-tuned": args.model} if args.model is not None else {})
+        with tempfile.TemporaryDirectory(prefix="encoder-backends-") as cache:  # this run's encodings only
+            for label, model in models.items():
+                print(f"\n{label} dense retriever, SciFact test (whole corpus encoded per backend"
+                      + (f"; {model}" if model is not None else "") + "):")
+                for b in backends:
+                    os.environ["TWOTOWER_ENCODER_BACKEND"] = b
+                    t = time.perf_counter()
+                    m = search_evaluate(args.beir, split="test", retriever="dense", model=model, cache_dir=cache)
+                    print(f"  {b:<12} NDCG@10 {m['NDCG@10']:.4f}  Recall@100 {m['Recall@100']:.4f}  "
+                          f"({time.perf_counter() - t:.0f}s)", flush=True)
     return 0
 
 

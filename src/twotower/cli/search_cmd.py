@@ -81,6 +81,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
                    help="hard negatives mined per query (default %(default)s)")
     t.add_argument("--cache", default="runs/cache/embeddings", help="embedding cache folder (default runs/cache/embeddings)")
+    _encoder_flags(t)
     t.set_defaults(func=cmd_search_train)
 
 
@@ -108,10 +109,12 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
 
 
 def _encoder_flags(p: argparse.ArgumentParser) -> None:
-    from twotower.text.encoder import BACKENDS, EncoderSettings
+    from twotower.text.encoder import BACKEND_CHOICES, EncoderSettings
 
-    p.add_argument("--encoder-backend", choices=BACKENDS, default=None,
-                   help="text encoder forward pass: torch, onnx (ONNX Runtime fp32) or onnx-int8 (int8 weights); "
+    p.add_argument("--encoder-backend", choices=BACKEND_CHOICES, default=None,
+                   help="text encoder forward pass: torch, torch-bf16 (transformer in bfloat16: fast where the CPU "
+                        "multiplies bfloat16 natively), onnx (ONNX Runtime fp32), onnx-int8 (int8 weights) or auto "
+                        "(torch-bf16 where bfloat16 is native, else torch); "
                         f"default $TWOTOWER_ENCODER_BACKEND or {EncoderSettings.backend}; part of the embedding "
                         "cache key and of the saved index")
     p.add_argument("--encoder-threads", type=int, default=None, help="text encoder threads (default: the library's)")
@@ -233,6 +236,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import MiningConfig, mine_hard_negatives
     from twotower.text.encoder import load_text_encoder
 
+    _encoder_env(args)
     _threads(args)
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()

@@ -3,7 +3,7 @@
 Layout of a run folder::
 
     config.json          resolved RunConfig
-    run.json             shapes needed to rebuild the model, fingerprint, title column
+    run.json             shapes needed to rebuild the model, fingerprint, title column, item text encoder
     model.safetensors    best weights
     vocab/users.json     external id <-> row
     vocab/items.json
@@ -106,8 +106,13 @@ def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
     return h.hexdigest()[:32]
 
 
-def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None) -> None:
-    """Write everything about a run except the weights (written by the trainer)."""
+def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None, *,
+                  item_text_encoder: str | None = None) -> None:
+    """Write everything about a run except the weights (written by the trainer).
+
+    ``item_text_encoder`` is the ``model_id`` of the text encoder of the item text embeddings (weights and
+    forward-pass backend), recorded so a run says which vectors it was trained on.
+    """
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
     atomic_write_json(out / "config.json", config_to_dict(config))
@@ -132,6 +137,7 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
         "user_features": features_shape(prep.user_features),
         "item_features": features_shape(prep.item_features),
         "item_text": list(item_text_shape) if item_text_shape else None,
+        "item_text_encoder": item_text_encoder,
         "title_col": prep.sources.title_col,
         "report": prep.report,
     }

@@ -15,7 +15,7 @@ from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.runtime import auto_threads, seed_everything, set_threads, threads_from_env
 
-__all__ = ["train_run", "prepare_data", "item_text_embeddings"]
+__all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,16 @@ def prepare_data(config: RunConfig) -> Prepared:
 
 def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> np.ndarray | None:
     """Frozen text embeddings of each item's text columns (title by default), cached on disk."""
+    got = encode_item_texts(config, prep, cache_dir)
+    return None if got is None else got[0]
+
+
+def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> tuple[np.ndarray, str] | None:
+    """``(embeddings [I, D], encoder model_id)`` of each item's text columns, or None when the model uses none.
+
+    The encoder is the packaged MiniLM on the backend ``TWOTOWER_ENCODER_BACKEND`` names; its ``model_id``
+    (weights, and the backend unless plain torch) is what ``run.json`` records as ``item_text_encoder``.
+    """
     item = config.model.item
     if not (item.text_embeddings or item.dual_head):
         return None
@@ -46,7 +56,7 @@ def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | No
 
     enc = load_text_encoder(None)
     cache = cache_dir or Path.home() / ".cache" / "twotower" / "text-embeddings"
-    return cached_encode(enc, texts, cache)
+    return cached_encode(enc, texts, cache), enc.model_id
 
 
 def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[TrainedRun, TrainResult, Prepared]:
@@ -61,9 +71,11 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     seed_everything(config.train.seed)
     prep = prepare_data(config)
-    text = item_text_embeddings(config, prep)
+    got = encode_item_texts(config, prep)
+    text = None if got is None else got[0]
     if tdist.is_main():
-        save_run_data(out, config, prep, None if text is None else tuple(text.shape))
+        save_run_data(out, config, prep, None if text is None else tuple(text.shape),
+                      item_text_encoder=None if got is None else got[1])
     tdist.barrier()
     _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
     if tdist.is_main():

