@@ -130,7 +130,8 @@ def test_bf16_is_within_bfloat16_rounding_of_fp32() -> None:
 def test_precision_setting_is_checked_and_auto_resolves() -> None:
     from twotower.config import LossConfig
     from twotower.errors import ConfigError
-    from twotower.losses.fused_xent import kernel_precision, native_bf16
+    from twotower.losses.fused_xent import kernel_precision
+    from twotower.utils.runtime import native_bf16
 
     assert kernel_precision("auto") == ("bf16" if native_bf16() else "fp32")
     assert FullSoftmax(0.1, precision="bf16").precision == "bf16"

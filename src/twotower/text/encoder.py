@@ -50,7 +50,7 @@ def resolve_backend(name: str) -> str:
     else ``torch`` (the ONNX backends are never chosen for you: int8 changes the vectors more)."""
     if name != "auto":
         return name
-    from twotower.losses.fused_xent import native_bf16  # noqa: PLC0415 - the one CPU check of the project
+    from twotower.utils.runtime import native_bf16  # noqa: PLC0415 - the one CPU check of the project
 
     return "torch-bf16" if native_bf16() else "torch"
 
@@ -300,7 +300,7 @@ def load_text_encoder(
 
 
 def _warn_if_bf16_is_emulated() -> None:
-    from twotower.losses.fused_xent import native_bf16  # noqa: PLC0415
+    from twotower.utils.runtime import native_bf16  # noqa: PLC0415
 
     if not native_bf16():
         logger.warning("encoder backend torch-bf16 on a CPU without native bfloat16 dot products: PyTorch emulates "

@@ -1,15 +1,17 @@
 """Process-wide runtime settings: seeds and thread counts, set at the edge only."""
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals"]
+__all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16"]
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -99,3 +101,19 @@ def flush_denormals() -> Iterator[None]:
         yield
     finally:
         torch.set_flush_denormal(False)
+
+
+@functools.lru_cache(maxsize=1)
+def native_bf16() -> bool:
+    """True when this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX-BF16; read from /proc/cpuinfo)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        return False
+    return False
