@@ -169,15 +169,9 @@ class LossConfig:
     uniform_negatives: int = 0  # inbatch: extra uniform negatives per batch (mixed negative sampling)
     sampled_negatives: int = 256  # sampled: negatives per batch, shared by its queries
     sampler: str = "uniform"  # sampled: uniform | popularity (train-item frequencies)
-    # full: the score GEMMs of the CPU kernel in fp32, or bf16 (2-3.5x faster GEMMs where the CPU multiplies
-    # bfloat16 natively, logits rounded to bfloat16); auto = bf16 on such a CPU, else fp32
-    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         _choice(self.kind, "loss.kind", ("inbatch", "sampled", "full", "bpr"))
-        _choice(self.precision, "loss.precision", ("fp32", "bf16", "auto"))
-        _check(self.precision == "fp32" or self.kind == "full", "loss.precision",
-               f"{self.precision!r} applies to loss.kind=full only (the CPU full-softmax kernel); use fp32")
         _check(self.temperature > 0, "loss.temperature", "must be > 0")
         _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
         _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
@@ -203,6 +197,11 @@ class TrainConfig:
     time_budget_min: float | None = None
     seed: int = 42
     threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
+    # matrix products while training: fp32, or bf16 (the towers under CPU autocast, attention, LayerNorm and the
+    # loss kept in float32; the full-softmax kernel's GEMMs in bfloat16) -- 1.3-3x faster products where the CPU
+    # multiplies bfloat16 natively, emulated and slow elsewhere; auto = bf16 on such a CPU, else fp32.
+    # Validation, evaluation and serving always run in fp32.
+    precision: str = "fp32"
     eval_every: int = 1
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
@@ -224,6 +223,7 @@ class TrainConfig:
         _check(self.lr > 0, "train.lr", "must be > 0")
         _choice(self.optimizer, "train.optimizer", ("adamw", "sparse_adam"))
         _choice(self.lr_schedule, "train.lr_schedule", ("constant", "linear", "cosine"))
+        _choice(self.precision, "train.precision", ("fp32", "bf16", "auto"))
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")

@@ -128,7 +128,7 @@ def test_bf16_is_within_bfloat16_rounding_of_fp32() -> None:
 
 
 def test_precision_setting_is_checked_and_auto_resolves() -> None:
-    from twotower.config import LossConfig
+    from twotower.config import TrainConfig
     from twotower.errors import ConfigError
     from twotower.losses.fused_xent import kernel_precision
     from twotower.utils.runtime import native_bf16
@@ -137,10 +137,8 @@ def test_precision_setting_is_checked_and_auto_resolves() -> None:
     assert FullSoftmax(0.1, precision="bf16").precision == "bf16"
     with pytest.raises(ValueError, match="fp32, bf16 or auto"):
         kernel_precision("fp16")
-    with pytest.raises(ConfigError, match="loss.precision"):
-        LossConfig(kind="inbatch", precision="bf16")
-    with pytest.raises(ConfigError, match="loss.precision"):
-        LossConfig(kind="full", precision="half")
+    with pytest.raises(ConfigError, match="train.precision"):
+        TrainConfig(precision="half")
     q, c, y = _case(3, 4, 1.0, seed=9)
     with pytest.raises(ValueError, match="precision"):
         fused_softmax_xent(q, c, y, 1.0, precision="auto")

@@ -26,7 +26,7 @@ native bfloat16 dot products (AVX512-BF16, AMX) the GEMMs run 2-3.5x faster;
 the logits then carry bfloat16 rounding (relative 2^-9, about 0.04 on a logit
 of 20), the loss an error of a few 1e-3 and the gradients a relative error of ~3e-3 -- the trade mixed-precision
 training makes on accelerators. Elsewhere bfloat16 GEMMs are emulated and slow:
-:func:`twotower.utils.runtime.native_bf16` says which, and ``loss.precision = "auto"`` asks it.
+:func:`twotower.utils.runtime.native_bf16` says which, and ``train.precision = "auto"`` asks it.
 
 Probabilities below 1e-30 are set to zero in float32 mode: they change the
 loss and the gradients by less than float32 resolves, and as subnormal numbers
@@ -50,7 +50,7 @@ _BLOCK_BYTES = 1 << 21  # logits per block: 2 MB, about one core's L2 (measured 
 
 
 def kernel_precision(setting: str) -> str:
-    """``loss.precision`` as the kernel takes it: ``auto`` is bf16 where this CPU multiplies bfloat16 natively."""
+    """``train.precision`` as the kernel takes it: ``auto`` is bf16 where this CPU multiplies bfloat16 natively."""
     if setting == "auto":
         return "bf16" if native_bf16() else "fp32"
     if setting not in PRECISIONS:

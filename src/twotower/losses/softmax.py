@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from twotower.config import LossConfig
+from twotower.config import LossConfig, TrainConfig
 from twotower.errors import DataError
 from twotower.losses.base import (
     LossBatch,
@@ -216,7 +216,7 @@ class FullSoftmax(_Softmax):
     needs = "catalogue"
     uses_log_q = False
 
-    def __init__(self, temperature: float = LossConfig.temperature, *, precision: str = LossConfig.precision) -> None:
+    def __init__(self, temperature: float = LossConfig.temperature, *, precision: str = TrainConfig.precision) -> None:
         super().__init__(temperature, logq=False, mask_accidental_hits=False)
         # the CPU kernel's GEMMs, fp32 | bf16 (auto resolved here); the PyTorch path is always fp32
         self.precision = kernel_precision(precision)

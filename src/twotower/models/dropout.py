@@ -12,7 +12,8 @@ rounded value, so ``E[y] = x`` exactly).
 
 Each call seeds its own numpy generator from one draw of torch's default
 generator, so ``torch.manual_seed`` and a checkpoint's saved torch RNG state
-still fix every mask. Non-CPU or non-float32 inputs use ``F.dropout``.
+still fix every mask. Inputs off the CPU or in other dtypes than float32 and
+bfloat16 use ``F.dropout``.
 """
 from __future__ import annotations
 
@@ -32,13 +33,14 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
         return x
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if x.device.type != "cpu" or x.dtype != torch.float32:
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
         return F.dropout(x, p, training)
     k = round(p * _LEVELS)
     seed = int(torch.randint(0, 2**62, (1,)))
     bits = np.random.default_rng(seed).integers(0, _LEVELS, x.numel(), dtype=np.uint16)  # [x.numel()]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)
+    # a bfloat16 input (a layer under autocast) comes back in float32, where the residual stream is added
     return x * torch.from_numpy(mask).view(x.shape)
 
 

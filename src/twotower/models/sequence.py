@@ -69,7 +69,9 @@ class _Block(nn.Module):
             mask = mask[rows, :, at].unsqueeze(2)  # [B, 1, 1, L]
             x = x[rows, at].unsqueeze(1)  # [B, 1, H]
         n = x.shape[1]
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, h, n, H/h]
+        dt = mask.dtype  # the residual stream's: attention stays in it when training in bf16 (faster on CPU)
+        with torch.autocast("cpu", enabled=False):
+            a = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), attn_mask=mask)  # [B, h, n, H/h]
         x = x + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training)
         return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training)
 

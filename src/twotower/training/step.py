@@ -82,7 +82,8 @@ class RecStep:
 
     def __init__(self, model: TwoTowerModel, loss: RetrievalLoss, *, n_uniform: int, n_sampled: int,
                  sampler_probs: Tensor | None, log_q: Tensor | None, gradcache_chunk: int | None,
-                 generator: torch.Generator, world: int = 1, rank: int = 0, dedup: bool = False) -> None:
+                 generator: torch.Generator, world: int = 1, rank: int = 0, dedup: bool = False,
+                 bf16: bool = False) -> None:
         self.model, self.loss = model, loss
         self.n_uniform, self.n_sampled = n_uniform, n_sampled
         self.sampler_probs = sampler_probs  # [I] or None (uniform) for sampled negatives
@@ -92,6 +93,8 @@ class RecStep:
         self.world, self.rank = world, rank
         # de-duplicate in-batch candidates (the sequence objective: B * L positions, far fewer distinct items)
         self.dedup = dedup
+        # the towers under CPU autocast to bfloat16 (train.precision); their outputs and the loss in float32
+        self.bf16 = bf16
 
     def candidates(self, targets: Tensor, n_global: int, span: tuple[int, int] | None = None) -> tuple[Tensor | None, int]:
         """Candidate ids ``[N]`` for this rank (None: the whole catalogue) and how many random draws were global.
@@ -145,8 +148,11 @@ class RecStep:
         embed_q = queries_fn or (lambda u, h: m.user_tower(u, h))
         stats: dict[str, float] = {}
         if self.chunk is None or not self.loss.gradcache:
-            q = embed_q(users, history)  # [B, D]
-            cands = self.embed_candidates(cand_ids)  # [N, D]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+                q = embed_q(users, history)  # [B, D]
+                cands = self.embed_candidates(cand_ids)  # [N, D]
+            if self.bf16:
+                q, cands = q.float(), cands.float()
             loss, stats = self.loss(q, cands, batch)
             (loss * scale if scale != 1.0 else loss).backward()
             value = float(loss.detach())

@@ -45,6 +45,7 @@ from twotower.distributed import init_distributed
 from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.losses import make_loss
+from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import save_checkpoint, save_weights
@@ -103,7 +104,9 @@ class Trainer:
         self.sequence = train.examples == "sequence"
         if self.sequence and not model.user_tower.is_sequence:
             raise ConfigError("train.examples=sequence needs a sequence user tower: set model.user.history=transformer or gru")
-        self.loss_fn = make_loss(loss, world=self.world)
+        # bf16 matrix products (train.precision): autocast applies to CPU tensors only, so elsewhere it is fp32
+        self.bf16 = kernel_precision(train.precision) == "bf16" and self.device.type == "cpu"
+        self.loss_fn = make_loss(loss, world=self.world, precision="bf16" if self.bf16 else "fp32")
         if train.gradcache_chunk is not None and not self.loss_fn.gradcache:
             raise ConfigError(f"train.gradcache_chunk does not apply to loss.kind={loss.kind!r}")
         # denoising subsets and >200k-item diagnostics samples (ranks > 0 reseed in fit); sequence: window ends (shared)
@@ -120,7 +123,8 @@ class Trainer:
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
                                sampler_probs=probs if loss.sampler == "popularity" else None,
                                log_q=self._log_q(probs, B), gradcache_chunk=train.gradcache_chunk,
-                               generator=self.torch_gen, world=self.world, rank=self.rank, dedup=self.sequence)
+                               generator=self.torch_gen, world=self.world, rank=self.rank, dedup=self.sequence,
+                               bf16=self.bf16)
         self._sparse_ids = {id(p) for p in sparse_parameters(model)}
         self.loop = TrainLoop(
             [p for p in model.parameters() if id(p) not in self._sparse_ids], lr=train.lr, weight_decay=train.weight_decay,
@@ -131,10 +135,10 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
-            log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s, %d parameters (%.1f MB), %d users, %d items",
+            log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
                      train.batch_size, self.world, f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
-                     loss.kind, n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
+                     loss.kind, ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
 
     def _log_q(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
         """Per-item ``log_q[I]`` of the loss's candidates on the device (None when the loss uses none)."""
