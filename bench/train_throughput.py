@@ -78,11 +78,17 @@ def manual_model(cfg: ModelConfig, n_users: int, n_items: int, sparse: bool) -> 
 
 
 def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
-    """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam)."""
+    """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam).
+
+    The same math as the trainer's default loss: in-batch softmax with the logQ correction
+    (``log(B p_i)``, p = train-item frequencies) and accidental hits masked; no statistics."""
     from twotower.models.history import windows_before
 
     cfg = model_config(tower, 50)
     model, opts = manual_model(cfg, seqs.n_users, n_items, sparse)
+    counts = torch.as_tensor(np.bincount(seqs.items, minlength=n_items), dtype=torch.float64)
+    log_q = torch.log(batch * counts / counts.sum()).float()  # [I] in-batch presence (mixture logQ, no extras)
+    T = LossConfig().temperature
     users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
     order = np.random.default_rng(0).permutation(len(users))[:n]
     t0 = time.perf_counter()
@@ -95,14 +101,16 @@ def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
             o.zero_grad(set_to_none=True)
         q = model.user_tower(None, h)
         if kind == "full":
-            logits = q @ model.item_tower(torch.arange(n_items)).T / 0.02
+            logits = q @ model.item_tower(torch.arange(n_items)).T / T
             loss = F.cross_entropy(logits, tgt)
         elif kind == "bpr":
             c = model.item_tower(torch.cat([tgt, torch.randint(0, n_items, (len(idx),))]))
-            loss = F.softplus(((q * c[len(idx):]).sum(1) - (q * c[: len(idx)]).sum(1)) / 0.02).mean()
+            loss = F.softplus(((q * c[len(idx):]).sum(1) - (q * c[: len(idx)]).sum(1)) / T).mean()
         else:
             c = model.item_tower(tgt)
-            loss = F.cross_entropy(q @ c.T / 0.02, torch.arange(len(idx)))
+            logits = q @ c.T / T - log_q[tgt]  # [B, B]
+            hits = (tgt.unsqueeze(0) == tgt.unsqueeze(1)) & ~torch.eye(len(idx), dtype=torch.bool)
+            loss = F.cross_entropy(logits.masked_fill(hits, torch.finfo(logits.dtype).min / 2), torch.arange(len(idx)))
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None and not p.grad.is_sparse], 5.0)
         for o in opts:

@@ -27,8 +27,8 @@ def test_search_and_rerank_train_flags_default_to_their_configs():
 def test_serve_flags_default_to_service_settings():
     a = _parse("serve", "--run", "r")
     d = ServiceSettings()
-    for f in ("host", "port", "max_concurrency", "max_queue", "max_k", "max_batch", "max_history", "max_body_bytes",
-              "threads"):
+    for f in ("host", "port", "max_concurrency", "max_queue", "max_wait_ms", "max_k", "max_batch", "max_history",
+              "max_body_bytes", "threads"):
         assert getattr(a, f) == getattr(d, f), f
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -161,6 +162,56 @@ def test_overload_is_429_before_any_work_and_health_stays_up(service, monkeypatc
     assert "twotower_overload_rejections_total 1" in metrics and "twotower_in_flight_requests 1" in metrics
 
 
+@pytest.mark.parametrize("max_wait_ms", [10.0, None])
+def test_a_queue_longer_than_the_wait_budget_is_refused_in_time_not_only_in_count(service, monkeypatch, max_wait_ms):
+    """max_concurrency=1, room for 5 in the queue, requests of ~60 ms: with a 10 ms wait budget the request that
+    would queue behind a running one is refused at once (its wait would be ~60 ms); without one it waits and is served."""
+    from twotower.serving import ServiceSettings, create_app
+
+    release, entered = threading.Event(), threading.Event()
+    calls = []
+    real = service.recommend
+
+    def slow(req):
+        calls.append(req.user_id)
+        if req.user_id == "u2":  # the one that holds the only compute slot
+            entered.set()
+            release.wait(5)
+        else:
+            time.sleep(0.06)
+        return real(req)
+
+    monkeypatch.setattr(service, "recommend", slow)
+    settings = ServiceSettings(max_concurrency=1, max_queue=5, max_wait_ms=max_wait_ms)
+    app = create_app(service=service, settings=settings)
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                warm = await c.post("/recommend", json={"user_id": "u1"})  # teaches the gate ~60 ms a request
+                holder = asyncio.create_task(c.post("/recommend", json={"user_id": "u2"}))
+                for _ in range(500):
+                    if entered.is_set():
+                        break
+                    await asyncio.sleep(0.01)
+                queued = asyncio.create_task(c.post("/recommend", json={"user_id": "u3"}))
+                await asyncio.sleep(0.05)
+                release.set()
+                return warm, await holder, await queued
+
+    try:
+        warm, holder, queued = asyncio.run(scenario())
+    finally:
+        release.set()
+    assert warm.status_code == 200 and holder.status_code == 200
+    if max_wait_ms is None:
+        assert queued.status_code == 200 and calls == ["u1", "u2", "u3"]
+    else:
+        assert queued.status_code == 429 and "expected wait" in queued.json()["error"]["message"]
+        assert calls == ["u1", "u2"]  # refused before any work
+
+
 def test_settings_are_validated():
     from twotower.serving import ServiceSettings
 
@@ -168,6 +219,9 @@ def test_settings_are_validated():
         ServiceSettings(max_k=0)
     with pytest.raises(ConfigError, match="max_concurrency"):
         ServiceSettings(max_concurrency=True)
+    with pytest.raises(ConfigError, match="max_wait_ms"):
+        ServiceSettings(max_wait_ms=0)
+    assert ServiceSettings(max_wait_ms=None).max_wait_ms is None
     assert ServiceSettings().host == "127.0.0.1"
 
 

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once (default %(default)s)")
     p.add_argument("--max-queue", type=int, default=d.max_queue,
                    help="requests waiting beyond those; more get 429 (default %(default)s)")
+    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
+                   help="429 when a new request's expected wait for a compute slot exceeds this (default %(default)s ms)")
+    p.add_argument("--no-max-wait", action="store_true", help="bound the queue by --max-queue only, not by time")
     p.add_argument("--max-k", type=int, default=d.max_k, help="largest k a request may ask for (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="most requests in one /recommend/batch (default %(default)s)")
@@ -54,6 +57,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = ServiceSettings(
         host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
+        max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
         max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history, max_body_bytes=args.max_body_bytes,
         threads=args.threads, explain_k=args.explain_k, time_budget_s=args.time_budget, workers=args.workers,
     )

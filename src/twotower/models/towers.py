@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from twotower.config import TowerConfig
 from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.mlp import MLP
+from twotower.models.pooling import weighted_bag
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs"]
@@ -227,9 +228,11 @@ class UserTower(nn.Module):
         """Weighted mean of history embeddings: [B, L] -> [B, H] (zeros for empty history)."""
         if weights is None:
             weights = self.history_weights(history)
-        emb = self.embed_history(history)  # [B, L, H]
         total = weights.sum(dim=1, keepdim=True).clamp_min(1e-12)  # [B, 1]
-        return (emb * weights.unsqueeze(-1)).sum(dim=1) / total
+        assert self.history_emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
+        # one fused pass (gather + weighted sum); padding has weight 0 (models/pooling.py)
+        emb = self.history_emb
+        return weighted_bag(emb.weight, history, weights, sparse=emb.sparse, padding_idx=emb.padding_idx) / total
 
     def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
                         newest: bool = False) -> tuple[Tensor, Tensor]:

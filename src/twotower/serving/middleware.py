@@ -40,6 +40,13 @@ class Metrics:
         self.in_flight = 0
         self.rejected_overload = 0
         self.rejected_too_large = 0
+        # moving average of one request's compute time in a worker thread (seconds; 0 until one finished):
+        # what the gate's wait estimate multiplies
+        self.compute_s = 0.0
+
+    def observe_compute(self, seconds: float) -> None:
+        """Fold one request's compute time into :attr:`compute_s` (an exponential moving average, weight 1/16)."""
+        self.compute_s = seconds if self.compute_s == 0.0 else self.compute_s + (seconds - self.compute_s) / 16
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -119,13 +126,22 @@ class MetricsMiddleware:
 class ConcurrencyGate:
     """Admit at most ``max_in_flight`` work requests at once; answer the next one 429 before any work.
 
-    Health, readiness, metrics, docs and static files are never gated.
+    With ``max_wait_s`` a request is also answered 429 when the wait it would
+    have for a compute slot exceeds it: ``ahead * compute_s / max_concurrency``
+    with ``ahead`` the admitted requests beyond the ``max_concurrency`` slots
+    (itself included) and ``compute_s`` the recent compute time per request
+    (:meth:`Metrics.observe_compute`). A fixed queue length bounds the wait
+    only in requests, not in time: ten queued 5 ms requests are 50 ms for the
+    last. Health, readiness, metrics, docs and static files are never gated.
     """
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_in_flight: int) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_in_flight: int, max_concurrency: int | None = None,
+                 max_wait_s: float | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.max_in_flight = max_in_flight
+        self.max_concurrency = max_concurrency or max_in_flight
+        self.max_wait_s = max_wait_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or _ungated(scope["path"]):
@@ -137,6 +153,15 @@ class ConcurrencyGate:
             err = OverloadError(f"the service is at capacity ({self.max_in_flight} requests in flight); retry shortly")
             await error_response(err)(scope, receive, send)
             return
+        ahead = m.in_flight + 1 - self.max_concurrency
+        if self.max_wait_s is not None and ahead > 0:
+            wait = ahead * m.compute_s / self.max_concurrency
+            if wait > self.max_wait_s:
+                m.rejected_overload += 1
+                err = OverloadError(f"the service is at capacity (expected wait {wait * 1e3:.0f} ms > the "
+                                    f"{self.max_wait_s * 1e3:g} ms --max-wait-ms budget); retry shortly")
+                await error_response(err)(scope, receive, send)
+                return
         m.in_flight += 1
         try:
             await self.app(scope, receive, send)

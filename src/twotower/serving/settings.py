@@ -20,6 +20,10 @@ class ServiceSettings:
     max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
     max_concurrency: int = 4  # requests computing at once (worker threads)
     max_queue: int = 16  # more requests may wait for a worker; beyond that: 429 at once
+    # 429 at once, too, when the wait a new request would have before a worker is free (requests queued ahead
+    # x recent compute time per request / max_concurrency) exceeds this many milliseconds; None: no wait bound.
+    # Under overload this keeps the admitted requests' latency near max_wait_ms + their own compute time.
+    max_wait_ms: float | None = 25.0
     threads: int = 1  # torch / FAISS threads per computation (1 is fastest for single queries)
     precompute_users_max: int = 2_000_000  # cache every known user's vector when there are at most this many
     filter_exact_max: int = 50_000  # filters matching at most this many items are scored exactly over the subset
@@ -57,6 +61,9 @@ class ServiceSettings:
         t = self.time_budget_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
             raise ConfigError(f"ServiceSettings.time_budget_s must be seconds in (0, 3600], got {t!r}")
+        w = self.max_wait_ms
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 3_600_000):
+            raise ConfigError(f"ServiceSettings.max_wait_ms must be milliseconds in (0, 3600000] or None, got {w!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"ServiceSettings.host must be a non-empty string, got {self.host!r}")
 

@@ -1,0 +1,73 @@
+"""Weighted sum of history embeddings in one pass: ``out[b] = sum_l w[b, l] * E[h[b, l]]``.
+
+The pooled user towers (``model.user.history = mean | recency``) spent a third
+of a default training step on the obvious form ``(E[h] * w[..., None]).sum(1)``:
+it writes the ``[B, L, H]`` gather, a weighted copy of it and, backwards, its
+gradient and ``embedding_dense_backward``'s sorted scatter (ML-1M, batch 512 x
+50 items: 16-23 ms a step forward and backward, against 6-9 ms here).
+
+:func:`weighted_bag` computes the sum with ``F.embedding_bag`` (gather and
+weighted sum fused, nothing ``[B, L, H]`` kept) and its backward with one
+``index_add_`` of the ``w[b, l] * g[b]`` rows -- the same additions in the same
+order as ``embedding_dense_backward``, so the table's gradient is bit-identical;
+the forward sum may differ from the obvious form in the last bit (another
+summation order). A sparse table gets a sparse COO gradient, as
+``nn.Embedding(sparse=True)`` gives, for SparseAdam. The weights get their
+gradient (``<E[h[b, l]], g[b]>``, what gradient x input attribution reads) only
+when they require one. Under ONNX export or tracing the obvious form runs,
+so the exported graph keeps standard operators.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+__all__ = ["weighted_bag"]
+
+
+class _WeightedBag(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, table: Tensor, history: Tensor, weights: Tensor, sparse: bool,  # type: ignore[override]
+                padding_idx: int | None) -> Tensor:
+        ctx.save_for_backward(table, history, weights)
+        ctx.sparse, ctx.padding_idx = sparse, padding_idx
+        return F.embedding_bag(history, table, mode="sum", per_sample_weights=weights)  # [B, H]
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):  # type: ignore[override]
+        table, history, weights = ctx.saved_tensors
+        grad_table = grad_weights = None
+        flat = history.reshape(-1)  # [B*L]
+        if ctx.needs_input_grad[0]:
+            (B, L), H = history.shape, grad.shape[1]
+            # into a fresh contiguous buffer: a plain broadcast product comes out permuted and costs a copy to flatten
+            rows = torch.empty((B, L, H), dtype=grad.dtype, device=grad.device)
+            torch.mul(grad.unsqueeze(1).expand(B, L, H), weights.unsqueeze(2), out=rows)
+            rows = rows.view(B * L, H)  # [B*L, H]: row (b, l) is w[b, l] * g[b]
+            if ctx.sparse:
+                if ctx.padding_idx is not None:  # as nn.Embedding(padding_idx=...): the padding row never learns
+                    rows[flat == ctx.padding_idx] = 0.0
+                grad_table = torch.sparse_coo_tensor(flat.unsqueeze(0), rows, table.shape, check_invariants=False)
+            else:
+                grad_table = grad.new_zeros(table.shape).index_add_(0, flat, rows)
+                if ctx.padding_idx is not None:  # the padding entries all landed in its own row
+                    grad_table[ctx.padding_idx] = 0.0
+        if ctx.needs_input_grad[2]:
+            grad_weights = (F.embedding(history, table) * grad.unsqueeze(1)).sum(-1)  # [B, L]
+        return grad_table, None, grad_weights, None, None
+
+
+def weighted_bag(table: Tensor, history: Tensor, weights: Tensor, *, sparse: bool = False,
+                 padding_idx: int | None = None) -> Tensor:
+    """``sum_l weights[b, l] * table[history[b, l]]``: ``[B, L]`` ids and weights -> ``[B, H]``.
+
+    ``sparse``: the table's gradient as a sparse COO tensor (for a table built
+    with ``sparse=True``); ``padding_idx``: a row that gets no gradient, as in
+    ``nn.Embedding``.
+    """
+    if history.shape != weights.shape:
+        raise ValueError(f"history {tuple(history.shape)} and weights {tuple(weights.shape)} must have one shape")
+    if torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or torch.jit.is_scripting():
+        return (F.embedding(history, table) * weights.unsqueeze(-1)).sum(dim=1)
+    return _WeightedBag.apply(table, history, weights.to(table.dtype), sparse, padding_idx)
