@@ -88,7 +88,7 @@ def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
     model, opts = manual_model(cfg, seqs.n_users, n_items, sparse)
     counts = torch.as_tensor(np.bincount(seqs.items, minlength=n_items), dtype=torch.float64)
     log_q = torch.log(batch * counts / counts.sum()).float()  # [I] in-batch presence (mixture logQ, no extras)
-    T = LossConfig().temperature
+    T, negs = LossConfig().temperature, LossConfig().sampled_negatives
     users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
     order = np.random.default_rng(0).permutation(len(users))[:n]
     t0 = time.perf_counter()
@@ -106,6 +106,12 @@ def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
         elif kind == "bpr":
             c = model.item_tower(torch.cat([tgt, torch.randint(0, n_items, (len(idx),))]))
             loss = F.softplus(((q * c[len(idx):]).sum(1) - (q * c[: len(idx)]).sum(1)) / T).mean()
+        elif kind == "sampled":  # own positive + shared uniform negatives (uniform logQ cancels), hits masked
+            neg = torch.randint(0, n_items, (negs,))
+            c = model.item_tower(torch.cat([tgt, neg]))
+            pos = (q * c[: len(idx)]).sum(1, keepdim=True)
+            other = (q @ c[len(idx):].T).masked_fill(neg.unsqueeze(0) == tgt.unsqueeze(1), -1e30)
+            loss = F.cross_entropy(torch.cat([pos, other], 1) / T, torch.zeros(len(idx), dtype=torch.long))
         else:
             c = model.item_tower(tgt)
             logits = q @ c.T / T - log_q[tgt]  # [B, B]
@@ -121,7 +127,10 @@ def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
 def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[float, float]:
     """Hand-written all-positions step (SASRec's objective) on the trainer's windows and batch order:
     states at every column, the valid positions' targets, the same candidates, ``F.cross_entropy`` /
-    softplus, the same optimizers. (units/s, positions/s). No logQ, no hit masking, no statistics."""
+    softplus, the same optimizers. (units/s, positions/s). The trainer's corrections where they apply:
+    in-batch subtracts the presence logQ of the batch's distinct targets, sampled masks negatives that
+    are the row's positive; no statistics."""
+    from twotower.training.step import candidate_log_q
     from twotower.training.sequence import SequenceExamples
 
     cfg = model_config(tower, 200)
@@ -130,6 +139,8 @@ def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[f
     rng = np.random.default_rng([42, 1])
     order = ex.bucketed(rng.permutation(len(ex))[:n], batch, rng)
     T, negs = LossConfig().temperature, LossConfig().sampled_negatives
+    counts = torch.as_tensor(np.bincount(seqs.items, minlength=n_items), dtype=torch.float64)
+    probs = counts / counts.sum()  # [I]
     positions = 0
     t0 = time.perf_counter()
     for s in range(0, len(order), batch):
@@ -145,11 +156,14 @@ def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[f
             loss = F.cross_entropy(q @ model.item_tower(torch.arange(n_items)).T / T, y)
         elif kind == "inbatch":  # the batch's distinct targets are the candidates
             uniq, inv = torch.unique(y, return_inverse=True)
-            loss = F.cross_entropy(q @ model.item_tower(uniq).T / T, inv)
+            log_q = candidate_log_q(probs, len(y), 0, dedup=True)[uniq]  # [N'] presence among len(y) draws
+            loss = F.cross_entropy(q @ model.item_tower(uniq).T / T - log_q, inv)
         elif kind == "sampled":  # the positive + shared uniform negatives
-            c = model.item_tower(torch.cat([y, torch.randint(0, n_items, (negs,))]))
+            neg = torch.randint(0, n_items, (negs,))
+            c = model.item_tower(torch.cat([y, neg]))
             pos = (q * c[: len(y)]).sum(1, keepdim=True)
-            loss = F.cross_entropy(torch.cat([pos, q @ c[len(y):].T], 1) / T, torch.zeros(len(y), dtype=torch.long))
+            other = (q @ c[len(y):].T).masked_fill(neg.unsqueeze(0) == y.unsqueeze(1), -1e30)  # accidental hits out
+            loss = F.cross_entropy(torch.cat([pos, other], 1) / T, torch.zeros(len(y), dtype=torch.long))
         else:  # bpr: one uniform negative per position
             c = model.item_tower(torch.cat([y, torch.randint(0, n_items, (len(y),))]))
             loss = F.softplus(((q * c[len(y):]).sum(1) - (q * c[: len(y)]).sum(1)) / T).mean()
@@ -185,7 +199,7 @@ def main() -> None:
                 if seq:
                     hand = run_manual_sequence(seqs, n_items, tower, kind, 128, n, args.sparse)[0]
                 else:
-                    hand = float("nan") if kind == "sampled" else run_manual(seqs, n_items, tower, kind, 512, n, args.sparse)
+                    hand = run_manual(seqs, n_items, tower, kind, 512, n, args.sparse)
                 print(f"{data:<27}{tower:<13}{kind:<9}{threads:>4}{ex_s:>14.0f}{cpu_s:>10.0f}{pos_s:>13.0f}{hand:>11.0f}"
                       f"{ex_s / hand if hand == hand else float('nan'):>7.2f}", flush=True)
 

@@ -142,3 +142,42 @@ def test_precision_setting_is_checked_and_auto_resolves() -> None:
     q, c, y = _case(3, 4, 1.0, seed=9)
     with pytest.raises(ValueError, match="precision"):
         fused_softmax_xent(q, c, y, 1.0, precision="auto")
+
+
+def _inbatch_case(seed: int, distinct: bool):
+    from twotower.losses import LossBatch
+
+    g = torch.Generator().manual_seed(seed)
+    P, N, D = 200, 60, 8
+    c = torch.nn.functional.normalize(torch.randn(N, D, generator=g), dim=1)
+    cols = torch.randint(0, N, (P,), generator=g)
+    q = torch.nn.functional.normalize(c[cols] + 0.7 * torch.randn(P, D, generator=g), dim=1)  # many rows right
+    ids = torch.randperm(500, generator=g)[:N]
+    if not distinct:
+        ids[1] = ids[0]  # one id twice: an accidental hit is possible
+    batch = LossBatch(positive_ids=ids[cols], candidate_ids=ids, positive_cols=cols, log_q=torch.randn(N, generator=g))
+    return q.requires_grad_(), c.requires_grad_(), batch
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_inbatch_softmax_on_the_kernel_equals_its_pytorch_path(distinct):
+    """De-duplicated in-batch candidates (the sequence objective) run on the kernel with logQ as a column bias:
+    the same loss, gradients and statistics as the masked PyTorch path; repeated ids keep the PyTorch path."""
+    from twotower.losses import InBatchSoftmax
+
+    q, c, batch = _inbatch_case(0, distinct)
+    loss_fn = InBatchSoftmax(0.05)
+    assert loss_fn._kernel_applies(q, c, batch) == distinct
+    loss, stats = loss_fn(q, c, batch)
+    gq, gc = torch.autograd.grad(loss, (q, c))
+
+    class Plain(InBatchSoftmax):
+        def _kernel_applies(self, *args):
+            return False
+
+    ref, ref_stats = Plain(0.05)(q, c, batch)
+    rq, rc = torch.autograd.grad(ref, (q, c))
+    assert float(loss) == pytest.approx(float(ref), rel=1e-5)
+    assert torch.allclose(gq, rq, atol=1e-6) and torch.allclose(gc, rc, atol=1e-6)
+    assert stats["correct"] == ref_stats["correct"] > 0
+    assert stats["accuracy"] == pytest.approx(ref_stats["accuracy"])

@@ -65,10 +65,11 @@ def fused_xent_applies(queries: Tensor, candidates: Tensor) -> bool:
             and queries.dim() == 2 and candidates.dim() == 2 and queries.shape[0] > 0 and candidates.shape[0] > 0)
 
 
-def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool
-            ) -> tuple[float, int, int, Tensor | None, Tensor | None]:
+def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool,
+            bias: Tensor | None = None) -> tuple[float, int, int, Tensor | None, Tensor | None]:
     """``(sum of row losses, rows whose first top column is the positive, rows whose positive ties the top,
-    d sum / d q, d sum / d c)``, one block of rows at a time."""
+    d sum / d q, d sum / d c)``, one block of rows at a time. ``bias[N]`` is added to every row's logits
+    (the logQ correction as ``-log_q``); the first-top count then reads the raw scores, as the PyTorch path does."""
     b, n = q.shape[0], c.shape[0]
     rows = max(16, min(b, _BLOCK_BYTES // ((2 if bf16 else 4) * n)))
     qs = q * scale  # [B, D]: scaling this side saves a pass over [B, N]
@@ -85,13 +86,16 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         e = min(b, s + rows)
         y = cols[s:e]  # [r]
         z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
+        if bias is not None:
+            correct += int((z.argmax(dim=1) == y).sum())  # the first top raw score (scale > 0 keeps the order)
+            z += bias
         p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
         p_top = p.amax(dim=1)  # [r]
         p_pos = p.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
         # softmax is monotone, so a positive that ties the largest logit ties the largest probability
         top = p_pos >= p_top  # [r]
         n_top = int(top.sum())
-        if n_top:  # the first maximum, on the few rows where it can be the positive
+        if n_top and bias is None:  # the first maximum, on the few rows where it can be the positive
             hit = top.nonzero().squeeze(1)
             correct += int((z[hit].argmax(dim=1) == y[hit]).sum())
         tied += n_top
@@ -122,10 +126,11 @@ class _FusedXent(torch.autograd.Function):
     """Forward: the loss and, block by block, its gradients. Backward: the stored gradients times the upstream one."""
 
     @staticmethod
-    def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, out: dict):  # type: ignore[override]
+    def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, out: dict,  # type: ignore[override]
+                bias: Tensor | None = None):
         b = q.shape[0]
         total, correct, tied, gq, gc = _blocks(q.detach(), c.detach(), cols, scale, bf16,
-                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1])
+                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias)
         k = scale / b  # d(mean loss)/d(logit sum) times d(logit)/d(score)
         ctx.grads = (gq.mul_(k) if gq is not None else None, gc.mul_(k) if gc is not None else None)
         out["correct"] = correct
@@ -142,12 +147,15 @@ class _FusedXent(torch.autograd.Function):
         if g != 1.0:
             gq = gq.mul_(g) if gq is not None else None
             gc = gc.mul_(g) if gc is not None else None
-        return gq, gc, None, None, None, None
+        return gq, gc, None, None, None, None, None
 
 
 def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tensor, scale: float,
-                       *, precision: str = "fp32") -> tuple[Tensor, dict[str, float]]:
-    """``(mean cross-entropy of softmax(scale * queries @ candidates.T) at positive_cols, stats)``.
+                       *, precision: str = "fp32", bias: Tensor | None = None) -> tuple[Tensor, dict[str, float]]:
+    """``(mean cross-entropy of softmax(scale * queries @ candidates.T + bias) at positive_cols, stats)``.
+
+    ``bias[N]`` (optional, not differentiated): a per-column constant added to
+    the logits, e.g. ``-log_q`` for the logQ correction of an in-batch softmax.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)
     and ``accuracy`` (share of rows whose positive ties the top score), as the
@@ -167,6 +175,10 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     cols = positive_cols.detach().to(torch.long).contiguous()
+    if bias is not None:
+        if bias.shape != (candidates.shape[0],):
+            raise ValueError(f"bias must be [N]={candidates.shape[0]} (one per candidate), got {tuple(bias.shape)}")
+        bias = bias.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32).contiguous()
     out: dict[str, float] = {}
-    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out)
+    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out, bias)
     return loss, out

@@ -150,6 +150,38 @@ class InBatchSoftmax(_Softmax):
         cols = batch.positive_cols  # e.g. de-duplicated candidates: each positive's column in the unique set
         return candidates, ids, batch.log_q, torch.arange(b, device=queries.device) if cols is None else cols.long()
 
+    def forward(self, queries, candidates, batch=None, **legacy):
+        if batch is not None and self._kernel_applies(queries, candidates, batch):
+            # distinct candidates (the sequence objective de-duplicates them): no column can be an accidental
+            # hit, so the loss is a plain softmax with a column bias, computed by the CPU kernel of FullSoftmax
+            _, ids, log_q, cols = self._columns(queries, candidates, batch)
+            if ids is not None and batch.positive_ids is not None and not torch.equal(ids[cols], batch.positive_ids):
+                raise DataError("candidate_ids at the positive columns differ from positive_ids; the ids are "
+                                "not aligned with the candidate embeddings")
+            bias = None
+            if self.logq and log_q is not None:
+                if not torch.isfinite(log_q).all():
+                    raise DataError("log_q is not finite for some candidate: an item with zero sampling probability "
+                                    "was sampled; estimate item probabilities from the training data or add uniform negatives")
+                bias = -log_q
+            loss, st = fused_softmax_xent(queries, candidates, cols, 1.0 / self.temperature, bias=bias)
+            return loss, {"accuracy": st["accuracy"], "correct": st["correct"], "accidental_hits": 0}
+        return super().forward(queries, candidates, batch, **legacy)
+
+    def _kernel_applies(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> bool:
+        """The plain in-batch loss (not a cross-rank subclass) on CPU float32, unweighted, distinct candidate ids."""
+        cls = type(self)
+        if cls._columns is not InBatchSoftmax._columns or cls._column_mask is not _Softmax._column_mask:
+            return False
+        ids = batch.candidate_ids
+        if batch.weights is not None or ids is None or batch.positive_cols is None:
+            return False
+        if not fused_xent_applies(queries, candidates) or ids.shape != (candidates.shape[0],):
+            return False
+        if batch.positive_cols.shape != (queries.shape[0],) or batch.log_q is not None and batch.log_q.shape != ids.shape:
+            return False  # the PyTorch path names what is wrong
+        return int(torch.unique(ids).numel()) == ids.numel()
+
 
 class SampledSoftmax(_Softmax):
     """Sampled softmax: each query's positive against ``M`` sampled negatives (needs ``"sampled"``).
