@@ -88,21 +88,34 @@ def serve(args: argparse.Namespace) -> None:
     ids = np.arange(args.n_items, dtype=np.int64)
     users = np.flatnonzero(run.history.lengths() > 0)[:200]
     queries = run.user_vectors(users).astype(np.float32)
-    report = autotune(vectors, ids, queries, k=10, target_recall=0.95, index="ivf", max_train=100_000,
-                      latency_queries=50)
-    print(report.table(), flush=True)
-    if not report.met_target and not args.allow_low_recall:
-        # the service's own rule (RecommenderService.load): an index below its recall target is not served
-        print(f"SERVER refused: {report.reason}; pass --allow-low-recall to serve it anyway", flush=True)
-        raise SystemExit(2)
-    index = report.index
+    cache = Path(args.index_cache) / f"n{args.n_items}-c{args.clusters}-d{dim}" if args.index_cache else None
+    if cache is not None and (cache / "meta.json").exists():
+        from twotower.index import load_index
+
+        index = load_index(cache)
+        recall = json.loads((cache / "tune.json").read_text())["recall"]
+        print(f"SERVER reuses the index autotuned before ({cache}): recall@10 {recall:.3f}", flush=True)
+    else:
+        set_threads(os.cpu_count() or 1)  # the build may use every core; serving runs on one thread
+        report = autotune(vectors, ids, queries, k=10, target_recall=0.95, index="ivf", max_train=100_000,
+                          latency_queries=50)
+        set_threads(1)
+        print(report.table(), flush=True)
+        if not report.met_target and not args.allow_low_recall:
+            # the service's own rule (RecommenderService.load): an index below its recall target is not served
+            print(f"SERVER refused: {report.reason}; pass --allow-low-recall to serve it anyway", flush=True)
+            raise SystemExit(2)
+        index, recall = report.index, report.chosen.recall
+        if cache is not None:  # the same catalogue (seeded) for the next worker count: build it once
+            index.save(cache, model_fingerprint=run.fingerprint())
+            (cache / "tune.json").write_text(json.dumps({"recall": recall}))
     index.model_fingerprint = run.fingerprint()
     settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1,
                                port=args.port, workers=args.workers)
     service = RecommenderService(run, index, settings=settings, catalog=synthetic_item_catalog(args.n_items),
                                  item_vectors=vectors)
     print(f"SERVER built in {time.perf_counter() - t0:.1f}s: {args.n_items:,} items, index {index.factory} "
-          f"{index.search_params}, recall@10 {report.chosen.recall:.3f}", flush=True)
+          f"{index.search_params}, recall@10 {recall:.3f}", flush=True)
     if args.workers > 1:
         serve_workers(args, run, service, settings)
         return
@@ -317,6 +330,8 @@ def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Po
            "--n-items", str(args.n_items), "--clusters", str(args.clusters),
            "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue),
            "--workers", str(getattr(args, "workers", 1))]
+    if args.index_cache:
+        cmd += ["--index-cache", str(args.index_cache)]
     if args.allow_low_recall:
         cmd.append("--allow-low-recall")
     env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
@@ -371,6 +386,8 @@ def main() -> int:
     p.add_argument("--startup-timeout", type=float, default=600)
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve the autotuned index even if it misses recall@10 0.95 (refused otherwise)")
+    p.add_argument("--index-cache", help="folder keeping the autotuned index, so later runs and worker counts "
+                                          "reuse it instead of training it again (the catalogue is seeded)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()

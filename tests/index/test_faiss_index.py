@@ -163,3 +163,30 @@ def test_too_small_a_training_set_is_said_once_not_once_per_sub_quantiser(capfd,
     assert "training points" not in capfd.readouterr().err  # FAISS printed it 16 times before
     ours = [r.getMessage() for r in caplog.records if "training vectors" in r.getMessage()]
     assert len(ours) == 1 and "9984" in ours[0] and "1682" in ours[0]
+
+
+def test_hnsw_coarse_quantizer_searches_deeper_than_nprobe(tmp_path):
+    """IVF with an HNSW quantizer (the `ivf` shortcut from 200k vectors): nprobe sets the quantizer's depth too,
+    before and after a save, so the lists searched are the nearest ones and recall keeps rising with nprobe."""
+    import faiss
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6000, 16)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    index = FaissIndex("IVF64_HNSW32,Flat", nprobe=40).build(x, np.arange(6000))
+
+    def depth(ix: FaissIndex) -> int:
+        return faiss.downcast_index(faiss.extract_index_ivf(ix._inner()).quantizer).hnsw.efSearch
+
+    assert depth(index) == 80
+    index.set_search_params(nprobe=4)
+    assert depth(index) == 32
+    index.set_search_params(nprobe=64)  # every list: the exact result
+    q = x[:50]
+    got = index.search(q, 10)
+    want = brute_force(x, np.arange(6000), q, 10)
+    assert np.array_equal(got.ids, want[0] if isinstance(want, tuple) else want.ids)
+    index.save(tmp_path / "ix")
+    from twotower.index import load_index
+
+    assert depth(load_index(tmp_path / "ix")) == 128

@@ -368,7 +368,21 @@ class FaissIndex(VectorIndex):
             value = float(value) if name == "k_factor" else int(value)
             space.set_index_parameter(self._index, _KNOBS[name], value)
             self._params[name] = value
+            if name == "nprobe":
+                self._widen_hnsw_quantizer(int(value))
         self._sync_gpu()
+
+    def _widen_hnsw_quantizer(self, nprobe: int) -> None:
+        """An HNSW coarse quantizer searches ``max(32, 2 * nprobe)`` deep, so the ``nprobe`` lists it returns are
+        the nearest ones: at its default depth (16) it misses centroids once nprobe grows, and recall stops
+        rising (1M x 64, IVF16384_HNSW32: 0.93 from nprobe 16 to 48 at the default depth)."""
+        faiss = _faiss()
+        ivf = faiss.try_extract_index_ivf(self._inner())
+        if ivf is None:
+            return
+        quantizer = faiss.downcast_index(ivf.quantizer)
+        if isinstance(quantizer, faiss.IndexHNSW):
+            quantizer.hnsw.efSearch = max(32, 2 * nprobe)
 
     def _sync_gpu(self) -> None:
         if self.device != "cuda" or self._index is None:
