@@ -40,13 +40,19 @@ class Metrics:
         self.in_flight = 0
         self.rejected_overload = 0
         self.rejected_too_large = 0
-        # moving average of one request's compute time in a worker thread (seconds; 0 until one finished):
-        # what the gate's wait estimate multiplies
+        # moving average of one request's compute time in a worker thread (seconds): what the gate's wait
+        # estimate multiplies, once `computed` >= WARM requests have finished
         self.compute_s = 0.0
+        self.computed = 0
+
+    #: requests timed before the gate trusts :attr:`compute_s` (the first ones of a process are slow: cold caches)
+    WARM = 8
 
     def observe_compute(self, seconds: float) -> None:
-        """Fold one request's compute time into :attr:`compute_s` (an exponential moving average, weight 1/16)."""
-        self.compute_s = seconds if self.compute_s == 0.0 else self.compute_s + (seconds - self.compute_s) / 16
+        """Fold one request's compute time into :attr:`compute_s`: the plain mean of the first 16, then an
+        exponential moving average of weight 1/16 (so one slow cold start does not linger)."""
+        self.computed += 1
+        self.compute_s += (seconds - self.compute_s) / min(self.computed, 16)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -154,7 +160,7 @@ class ConcurrencyGate:
             await error_response(err)(scope, receive, send)
             return
         ahead = m.in_flight + 1 - self.max_concurrency
-        if self.max_wait_s is not None and ahead > 0:
+        if self.max_wait_s is not None and ahead > 0 and m.computed >= m.WARM:
             wait = ahead * m.compute_s / self.max_concurrency
             if wait > self.max_wait_s:
                 m.rejected_overload += 1
