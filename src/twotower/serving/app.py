@@ -8,6 +8,7 @@ start with a message saying how to fix it.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 from contextlib import asynccontextmanager
@@ -74,6 +75,10 @@ def create_app(
                 log.critical("cannot start: %s", e)
                 raise
         app.state.compute_limiter = anyio.CapacityLimiter(settings.max_concurrency)
+        # the loaded run (vocabularies, metadata: millions of objects for a big catalogue) lives as long as the
+        # process; moved out of the collector's reach, a full collection no longer walks it mid-request
+        gc.collect()
+        gc.freeze()
         yield
 
     app = FastAPI(
