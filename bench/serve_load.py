@@ -88,8 +88,10 @@ def serve(args: argparse.Namespace) -> None:
     ids = np.arange(args.n_items, dtype=np.int64)
     users = np.flatnonzero(run.history.lengths() > 0)[:200]
     queries = run.user_vectors(users).astype(np.float32)
-    cache = Path(args.index_cache) / f"n{args.n_items}-c{args.clusters}-d{dim}" if args.index_cache else None
-    if cache is not None and (cache / "meta.json").exists():
+    # the catalogue is seeded; the recall was tuned on this run's users, so the run is part of the key
+    key = f"n{args.n_items}-c{args.clusters}-d{dim}-{run.fingerprint()[:12]}"
+    cache = Path(args.index_cache) / key if args.index_cache else None
+    if cache is not None and (cache / "tune.json").exists():  # written after the index: a complete cache
         from twotower.index import load_index
 
         index = load_index(cache)
@@ -107,8 +109,10 @@ def serve(args: argparse.Namespace) -> None:
             raise SystemExit(2)
         index, recall = report.index, report.chosen.recall
         if cache is not None:  # the same catalogue (seeded) for the next worker count: build it once
+            from twotower.utils.atomic import atomic_write_json
+
             index.save(cache, model_fingerprint=run.fingerprint())
-            (cache / "tune.json").write_text(json.dumps({"recall": recall}))
+            atomic_write_json(cache / "tune.json", {"recall": recall})
     index.model_fingerprint = run.fingerprint()
     settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1,
                                port=args.port, workers=args.workers)

@@ -15,12 +15,9 @@ import twotower.text.bf16_backend as bf16_backend  # noqa: E402
 from twotower.errors import ConfigError  # noqa: E402
 from twotower.text import BACKEND_CHOICES, EmbeddingCache, EncoderSettings, load_text_encoder, resolve_backend  # noqa: E402
 
-TEXTS = [
-    "Vitamin D supplementation reduces the risk of hip fractures in older adults.",
-    "coffee",
-    "A randomised trial of statins in patients with chronic kidney disease and no history of heart disease.",
-    "Sleep deprivation is associated with obesity in children and adolescents across several cohorts.",
-]
+from tests.text.sample_texts import ABSTRACTS  # noqa: E402
+
+TEXTS = ABSTRACTS
 
 
 @pytest.fixture(scope="module")

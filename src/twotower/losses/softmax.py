@@ -35,11 +35,13 @@ from twotower.losses.base import (
     LossBatch,
     RetrievalLoss,
     check_embeddings,
+    check_log_q_finite,
     check_temperature,
     corrected_logits,
     loss_from_logits,
     top_is_positive,
 )
+from twotower.losses.corrections import check_positive_columns
 from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies, kernel_precision
 
 __all__ = ["check_temperature", "corrected_logits", "loss_from_logits", "loss_from_scores",
@@ -155,14 +157,11 @@ class InBatchSoftmax(_Softmax):
             # distinct candidates (the sequence objective de-duplicates them): no column can be an accidental
             # hit, so the loss is a plain softmax with a column bias, computed by the CPU kernel of FullSoftmax
             _, ids, log_q, cols = self._columns(queries, candidates, batch)
-            if ids is not None and batch.positive_ids is not None and not torch.equal(ids[cols], batch.positive_ids):
-                raise DataError("candidate_ids at the positive columns differ from positive_ids; the ids are "
-                                "not aligned with the candidate embeddings")
+            if batch.positive_ids is not None:  # the PyTorch path checks the same in its hit mask
+                check_positive_columns(batch.positive_ids, ids, cols)
             bias = None
             if self.logq and log_q is not None:
-                if not torch.isfinite(log_q).all():
-                    raise DataError("log_q is not finite for some candidate: an item with zero sampling probability "
-                                    "was sampled; estimate item probabilities from the training data or add uniform negatives")
+                check_log_q_finite(log_q)
                 bias = -log_q
             loss, st = fused_softmax_xent(queries, candidates, cols, 1.0 / self.temperature, bias=bias)
             return loss, {"accuracy": st["accuracy"], "correct": st["correct"], "accidental_hits": 0}
