@@ -63,8 +63,8 @@ _ITEM = ["model.item.use_features=false", "model.user.use_features=false"]
 # the cosine schedule ends inside the hour at ~48 s an epoch (one thread of a 2-core Zen 3 EPYC).
 _SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.history_dim=64", "model.item.id_dim=64",
         "model.user.hidden=[]", "model.item.hidden=[]", "model.user.head=false", "model.item.head=false",
-        "model.user.seq_positions=left", "model.user.seq_dropout=0.1", "loss.temperature=0.05", "train.batch_size=16",
-        "train.lr=1e-3", "train.lr_schedule=cosine", "train.patience=10", "train.epochs=75",
+        "model.user.seq_positions=left", "model.user.seq_dropout=0.1", "loss.temperature=0.08", "train.batch_size=16",
+        "train.lr=1e-3", "train.lr_schedule=cosine", "train.patience=20", "train.epochs=65",
         "train.time_budget_min=60", *_ITEM]
 _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
 

@@ -1,7 +1,7 @@
 """Load test of `twotower serve` over a 1,000,000-item catalogue, on 127.0.0.1 only.
 
 What is served: a small trained run's user tower (``--run``, or a tiny
-synthetic run trained here in ~10 s, embedding dim 64) with its item
+synthetic run trained here in ~20 s, embedding dim 64) with its item
 embeddings *replaced* by ``--n-items`` clustered synthetic unit vectors
 (``--clusters`` Gaussian blobs, seeded, centred on the run's own item vectors
 and then on random unit vectors, so its users' queries land among the items
