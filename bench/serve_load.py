@@ -95,8 +95,9 @@ def serve(args: argparse.Namespace) -> None:
     set_threads(1)
     t0 = time.perf_counter()
     run = TrainedRun.load(args.run)
-    dim = run.item_embeddings().shape[1]
-    vectors = synthetic_catalogue(args.n_items, dim, args.clusters, seed=1, anchors=run.item_embeddings())
+    run_items = run.item_embeddings()
+    dim = run_items.shape[1]
+    vectors = synthetic_catalogue(args.n_items, dim, args.clusters, seed=1, anchors=run_items)
     ids = np.arange(args.n_items, dtype=np.int64)
     users = np.flatnonzero(run.history.lengths() > 0)[:200]
     queries = run.user_vectors(users).astype(np.float32)
@@ -377,13 +378,25 @@ def stop_server(server: subprocess.Popen) -> None:
         server.kill()
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
+def add_server_args(p: argparse.ArgumentParser, *, startup_timeout: float) -> None:
+    """The flags :func:`start_server` passes on to the server process (this script's and bench/soak.py's)."""
     p.add_argument("--n-items", type=int, default=1_000_000)
     p.add_argument("--clusters", type=int, default=2000)
     p.add_argument("--max-concurrency", type=int, default=2)
     p.add_argument("--max-queue", type=int, default=8)
+    p.add_argument("--startup-timeout", type=float, default=startup_timeout)
+    p.add_argument("--allow-low-recall", action="store_true",
+                   help="serve the autotuned index even if it misses recall@10 0.95 (refused otherwise)")
+    p.add_argument("--index-cache", help="folder keeping the autotuned index, so later runs and worker counts "
+                                          "reuse it instead of training it again (the catalogue is seeded)")
+    p.add_argument("--build-threads", type=int, default=0,
+                   help="threads for the index build (default 0: every core; serving always runs on one)")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
+    add_server_args(p, startup_timeout=600)
     p.add_argument("--workers", default="1",
                    help="server processes; a comma list (1,2 or 1,2,1,2) measures each in turn and prints the "
                         "ratios to the first")
@@ -399,13 +412,6 @@ def main() -> int:
                    help="sustainable rate: the highest meeting --p99-ms (default) or the highest served in full "
                         "without 429s ('full'; then 2x it really overloads)")
     p.add_argument("--timeout", type=float, default=5.0, help="per-request client timeout (s)")
-    p.add_argument("--startup-timeout", type=float, default=600)
-    p.add_argument("--allow-low-recall", action="store_true",
-                   help="serve the autotuned index even if it misses recall@10 0.95 (refused otherwise)")
-    p.add_argument("--index-cache", help="folder keeping the autotuned index, so later runs and worker counts "
-                                          "reuse it instead of training it again (the catalogue is seeded)")
-    p.add_argument("--build-threads", type=int, default=0,
-                   help="threads for the index build (default 0: every core; serving always runs on one)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args()
