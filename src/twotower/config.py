@@ -120,6 +120,10 @@ class TowerConfig:
     # SASRec's left-padded windows); "left" = by order in the window (the oldest item read is position 0,
     # as in SASRec+'s right-padded windows), so a user's 10th item is told from their 150th
     seq_positions: str = "right"
+    # transformer block: "pre_ln" (x + Attn(LN x), x + FFN(LN x)) or "sasrec" (the block of SASRec's
+    # reference code: keys/values from the un-normalised stream, residuals from the normalised one,
+    # item embeddings scaled by sqrt(history_dim)); see models/sequence.py
+    seq_block: str = "pre_ln"
     normalize: bool = True  # L2-normalise the output (cosine scores); False = raw inner products
     # False: no MLP or linear map after the inputs; the output IS the input (hidden must be empty and
     # the input width equal out_dim). With tied tables the item vector is then the very embedding the
@@ -141,6 +145,7 @@ class TowerConfig:
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
         _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
+        _choice(self.seq_block, "tower.seq_block", ("pre_ln", "sasrec"))
         _check(self.head or not self.hidden, "tower.head", "head = false takes no hidden layers: set hidden = []")
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
 
@@ -205,6 +210,9 @@ class TrainConfig:
     eval_every: int = 1
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
+    # validate and save an exponential moving average of the weights (decay per step, e.g. 0.999;
+    # training itself steps the live weights); None = the live weights (training/averaging.py)
+    ema_decay: float | None = None
     checkpoint: bool = True
     progress: bool = True  # a bar on a terminal; elsewhere a log line every log_every_s seconds
     log_every_s: float = 30.0
@@ -230,6 +238,7 @@ class TrainConfig:
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+        _check(self.ema_decay is None or 0 < self.ema_decay < 1, "train.ema_decay", "must be in (0, 1) or null")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
                "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")

@@ -12,10 +12,13 @@ L = 8
 
 
 def _model(kind: str, *, seed: int = 0, share: bool = True, positions: str = "right") -> TwoTowerModel:
+    """``kind`` is a history kind, or ``transformer+sasrec`` for the transformer with SASRec's block."""
     torch.manual_seed(seed)
+    kind, _, block = kind.partition("+")
     cfg = ModelConfig(
         user=TowerConfig(use_id=False, use_features=False, history=kind, history_len=L, history_dim=16,
-                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions),
+                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions,
+                         seq_block=block or "pre_ln"),
         item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False),
         share_item_embeddings=share,
     )
@@ -31,7 +34,7 @@ def _windows() -> torch.Tensor:
     ])
 
 
-@pytest.mark.parametrize("kind", ["transformer", "gru"])
+@pytest.mark.parametrize("kind", ["transformer", "transformer+sasrec", "gru"])
 def test_state_at_t_ignores_later_columns(kind: str) -> None:
     m = _model(kind)
     h = _windows()
@@ -44,7 +47,7 @@ def test_state_at_t_ignores_later_columns(kind: str) -> None:
     torch.testing.assert_close(out[[0, 2]], out2[[0, 2]])  # other users untouched
 
 
-@pytest.mark.parametrize("kind", ["transformer", "gru"])
+@pytest.mark.parametrize("kind", ["transformer", "transformer+sasrec", "gru"])
 def test_padding_never_leaks(kind: str) -> None:
     """What sits in the padding columns' embedding row cannot change a real column's state."""
     m = _model(kind, share=False)
@@ -57,7 +60,7 @@ def test_padding_never_leaks(kind: str) -> None:
     torch.testing.assert_close(before[valid], after[valid])
 
 
-@pytest.mark.parametrize("kind", ["transformer", "gru"])
+@pytest.mark.parametrize("kind", ["transformer", "transformer+sasrec", "gru"])
 def test_forward_is_last_column_of_forward_all(kind: str) -> None:
     m = _model(kind)
     h = _windows()
@@ -70,7 +73,7 @@ def test_forward_is_last_column_of_forward_all(kind: str) -> None:
                                m.user_tower.forward_all(None, h[[0, 2]])[:, -5:][valid])
 
 
-@pytest.mark.parametrize("kind", ["transformer", "gru"])
+@pytest.mark.parametrize("kind", ["transformer", "transformer+sasrec", "gru"])
 def test_zero_weight_removes_the_item(kind: str) -> None:
     """Leave-one-out through weights equals re-embedding the history without that item (GRU)
     or with that column masked (transformer, whose positions keep their ages)."""
@@ -118,6 +121,16 @@ def test_left_positions_number_items_from_the_oldest_one_read() -> None:
     right.load_state_dict(m.state_dict())
     assert not torch.allclose(m.user_tower(None, h[:1]), right.user_tower(None, h[:1]))
     torch.testing.assert_close(m.user_tower(None, h[1:2]), right.user_tower(None, h[1:2]))  # a full window: same
+
+
+def test_sasrec_block_differs_and_is_validated() -> None:
+    """SASRec's reference block is another function of the same weights, not an alias of pre-LN."""
+    h = _windows()
+    pre, sas = _model("transformer"), _model("transformer+sasrec")
+    sas.load_state_dict(pre.state_dict())
+    assert not torch.allclose(pre.user_tower(None, h), sas.user_tower(None, h))
+    with pytest.raises(ValueError, match="seq_block"):
+        TowerConfig(history="transformer", seq_block="post_ln")
 
 
 def test_seq_positions_is_validated() -> None:
@@ -173,15 +186,18 @@ def test_no_head_scores_with_the_very_table_the_encoder_reads() -> None:
         TwoTowerModel(wide, n_users=5, n_items=N_ITEMS)
 
 
-@pytest.mark.parametrize(("kind", "positions"), [("transformer", "right"), ("transformer", "left"), ("gru", "right")])
+@pytest.mark.parametrize(("kind", "positions"), [("transformer", "right"), ("transformer", "left"),
+                                               ("transformer+sasrec", "left"), ("gru", "right")])
 def test_batched_user_embeddings_equal_one_by_one(kind: str, positions: str) -> None:
     """Sorting users by length and trimming each batch's padding gives each user's own vector, in order."""
     import numpy as np
 
     torch.manual_seed(5)
+    kind, _, block = kind.partition("+")
     cfg = ModelConfig(
         user=TowerConfig(use_id=False, use_features=False, history=kind, history_len=40, history_dim=16,
-                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions),
+                         hidden=(), out_dim=16, seq_layers=2, seq_heads=2, seq_positions=positions,
+                         seq_block=block or "pre_ln"),
         item=TowerConfig(id_dim=16, hidden=(), out_dim=16, use_features=False),
     )
     m = TwoTowerModel(cfg, n_users=5, n_items=N_ITEMS)

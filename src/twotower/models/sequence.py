@@ -26,16 +26,29 @@ from torch import Tensor, nn
 from twotower.models.dropout import Dropout
 from twotower.models.dropout import dropout as cheap_dropout
 
-__all__ = ["CausalTransformer", "GRUEncoder", "SEQUENCE_KINDS", "build_sequence_encoder"]
+__all__ = ["CausalTransformer", "GRUEncoder", "SEQ_BLOCKS", "SEQUENCE_KINDS", "build_sequence_encoder"]
 
 SEQUENCE_KINDS = ("transformer", "gru")
 
 
-class _Block(nn.Module):
-    """Pre-LayerNorm self-attention block: ``x + Attn(LN(x))``, then ``x + FFN(LN(x))``."""
+SEQ_BLOCKS = ("pre_ln", "sasrec")
 
-    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+
+class _Block(nn.Module):
+    """One self-attention block, in one of two forms (``block``).
+
+    ``pre_ln``: ``x + Attn(LN(x))``, then ``x + FFN(LN(x))`` (GELU), the usual
+    pre-LayerNorm transformer. ``sasrec``: the block of SASRec's reference
+    code, which SASRec+ reuses: queries from ``y = LN1(x)``, keys and values
+    from ``x`` itself, the residual taken from ``y``: ``x' = y + Attn(y, x, x)``;
+    then ``z = LN2(x')``, ``z + FFN(z)`` (ReLU).
+    """
+
+    def __init__(self, dim: int, heads: int, dropout: float, block: str = "pre_ln") -> None:
         super().__init__()
+        if block not in SEQ_BLOCKS:
+            raise ValueError(f"unknown transformer block {block!r}; choose one of {', '.join(SEQ_BLOCKS)}")
+        self.sasrec = block == "sasrec"
         self.heads = heads
         self.ln1 = nn.LayerNorm(dim)
         self.qkv = nn.Linear(dim, 3 * dim)
@@ -43,7 +56,8 @@ class _Block(nn.Module):
         self.ln2 = nn.LayerNorm(dim)
         # SASRec's point-wise feed-forward keeps the width (dim -> dim -> dim): on a CPU a 4x inner
         # layer would cost more than the full-catalogue softmax it feeds
-        self.ff = nn.Sequential(nn.Linear(dim, dim), nn.GELU(), Dropout(dropout), nn.Linear(dim, dim))
+        act = nn.ReLU() if self.sasrec else nn.GELU()
+        self.ff = nn.Sequential(nn.Linear(dim, dim), act, Dropout(dropout), nn.Linear(dim, dim))
         self.dropout = dropout
 
     def forward(self, x: Tensor, mask: Tensor, at: Tensor | None = None) -> Tensor:
@@ -59,20 +73,28 @@ class _Block(nn.Module):
         h, d = self.heads, H // self.heads
         p = self.dropout if self.training else 0.0
         y = self.ln1(x)
+        kv_in = x if self.sasrec else y
+        w, b = self.qkv.weight, self.qkv.bias  # [3H, H], [3H]: the query, key and value maps stacked
         if at is None:
-            q, k, v = self.qkv(y).view(B, L, 3, h, d).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
+            if self.sasrec:
+                q = F.linear(y, w[:H], b[:H]).view(B, L, h, d).transpose(1, 2)  # [B, h, L, H/h]
+                k, v = F.linear(kv_in, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)
+            else:
+                q, k, v = self.qkv(y).view(B, L, 3, h, d).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
         else:
             rows = torch.arange(B, device=x.device)
-            w, b = self.qkv.weight, self.qkv.bias  # [3H, H], [3H]: the query, key and value maps stacked
             q = F.linear(y[rows, at], w[:H], b[:H]).view(B, 1, h, d).transpose(1, 2)  # [B, h, 1, H/h]
-            k, v = F.linear(y, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)  # 2 x [B, h, L, H/h]
+            k, v = F.linear(kv_in, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)  # 2 x [B, h, L, H/h]
             mask = mask[rows, :, at].unsqueeze(2)  # [B, 1, 1, L]
-            x = x[rows, at].unsqueeze(1)  # [B, 1, H]
+            x, y = x[rows, at].unsqueeze(1), y[rows, at].unsqueeze(1)  # [B, 1, H]
         n = x.shape[1]
         dt = mask.dtype  # the residual stream's: attention stays in it when training in bf16 (faster on CPU)
         with torch.autocast("cpu", enabled=False):
             a = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), attn_mask=mask)  # [B, h, n, H/h]
-        x = x + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training)
+        x = (y if self.sasrec else x) + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training)
+        if self.sasrec:
+            z = self.ln2(x)
+            return z + cheap_dropout(self.ff(z), p, self.training)
         return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training)
 
 
@@ -90,10 +112,14 @@ class CausalTransformer(nn.Module):
     the states of the shorter window exactly. Column ``t`` attends to valid
     columns ``<= t``; every column also attends to itself so a fully masked
     row stays finite.
+
+    ``block="sasrec"`` takes SASRec's reference block (:class:`_Block`) and,
+    as that code does, multiplies the item embeddings by ``sqrt(dim)`` before
+    the positions are added, so the item dominates its position at the start.
     """
 
     def __init__(self, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
-                 positions: str = "right") -> None:
+                 positions: str = "right", block: str = "pre_ln") -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"sequence encoder width {dim} is not divisible by {heads} heads")
@@ -103,7 +129,8 @@ class CausalTransformer(nn.Module):
         self.max_len = max_len
         self.pos = nn.Parameter(torch.randn(max_len, dim) * 0.02)
         self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(_Block(dim, heads, dropout) for _ in range(layers))
+        self.blocks = nn.ModuleList(_Block(dim, heads, dropout, block) for _ in range(layers))
+        self.input_scale = float(dim) ** 0.5 if block == "sasrec" else 1.0
         self.ln = nn.LayerNorm(dim)
         self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).tril(), persistent=False)
 
@@ -116,6 +143,8 @@ class CausalTransformer(nn.Module):
         B, L, H = x.shape
         if L > self.max_len:
             raise ValueError(f"history window of {L} columns is longer than the encoder's {self.max_len} positions")
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
         if self.positions == "right":  # aligned to the right edge: column L-1 is position max_len-1
             x = x + self.pos[self.max_len - L :]
         else:  # the k-th valid column (oldest first) is position k; other columns take position 0, unused
@@ -164,9 +193,10 @@ class GRUEncoder(nn.Module):
 
 
 def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
-                           positions: str = "right") -> nn.Module:
+                           positions: str = "right", block: str = "pre_ln") -> nn.Module:
     if kind == "transformer":
-        return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout, positions=positions)
+        return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout, positions=positions,
+                                 block=block)
     if kind == "gru":
         return GRUEncoder(dim, layers=layers, dropout=dropout)
     raise ValueError(f"unknown sequence encoder {kind!r}; choose one of {', '.join(SEQUENCE_KINDS)}")

@@ -172,7 +172,7 @@ class UserTower(nn.Module):
             self.encoder: nn.Module | None = build_sequence_encoder(
                 config.history, config.history_dim, config.history_len,
                 layers=config.seq_layers, heads=config.seq_heads, dropout=config.seq_dropout,
-                positions=config.seq_positions,
+                positions=config.seq_positions, block=config.seq_block,
             )
             # the representation of an empty history (a new user with no items yet)
             self.empty = nn.Parameter(torch.zeros(config.history_dim))

@@ -56,10 +56,14 @@ def save_checkpoint(
     optimizers: list[torch.optim.Optimizer],
     state: dict[str, Any],
     rng: np.random.Generator,
+    extra: dict[str, dict[str, torch.Tensor]] | None = None,
 ) -> None:
+    """``extra``: more tensor files for the checkpoint (name -> tensors), checksummed like the rest."""
     directory = Path(directory)
     with atomic_dir(directory) as tmp:
         save_weights(tmp / "model.safetensors", model)
+        for name, tensors in (extra or {}).items():
+            save_file(tensors, str(tmp / name))
         torch.save([opt.state_dict() for opt in optimizers], tmp / "optimizer.pt")
         save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
         full = dict(state)

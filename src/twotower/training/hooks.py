@@ -1,21 +1,23 @@
 """The trainer's checkpoint/resume, distributed start-up, logging and finishing hooks."""
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
 from twotower import distributed as tdist
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, IntegrityError
 from twotower.training.checkpoint import load_checkpoint, load_weights
 from twotower.training.loop import EarlyStopping
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["resume_state", "start_ranks", "log_epoch", "finish_fit"]
+__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "finish_fit"]
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -27,11 +29,22 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
         raise ConfigError(f"cannot resume: no checkpoint in {ckpt}; train without --resume first")
     state = load_checkpoint(ckpt, tr.model, tr.optimizers, tr.rng)
     stopper.load(state)
+    if tr.average is not None:  # the checkpoint's files were verified against their checksums above
+        path = ckpt / "average.safetensors"
+        if not path.exists():
+            raise IntegrityError(f"{ckpt}: no weight average in this checkpoint, but train.ema_decay is set; "
+                                 "resume with the run's own config or train without --resume")
+        tr.average.load_state_dict(load_file(str(path)))
     tr.history = list(state["history"])
     if tdist.is_main():
         log.info("resumed from epoch %d (best %s=%.4f at epoch %d)", state["epoch"], tr.eval_cfg.select_metric,
                  stopper.best, stopper.best_epoch)
     return int(state["epoch"])
+
+
+def averaged(tr: "Trainer") -> contextlib.AbstractContextManager[None]:
+    """The weight average swapped into the model (train.ema_decay), or nothing to do."""
+    return tr.average.swapped() if tr.average is not None else contextlib.nullcontext()
 
 
 def start_ranks(tr: "Trainer", start_epoch: int) -> None:

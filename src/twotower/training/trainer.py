@@ -48,6 +48,7 @@ from twotower.losses import make_loss
 from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
+from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import save_checkpoint, save_weights
 from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
@@ -56,7 +57,7 @@ from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
 from twotower.training.step import RecStep, loss_log_q, share, sync_grads
-from twotower.utils.runtime import flush_denormals
+from twotower.utils.runtime import flush_denormals, resolve_device
 from twotower.utils.atomic import atomic_write_text
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
@@ -71,19 +72,6 @@ class TrainResult:
     epochs_run: int  # epochs that ran in this call and before it (a resumed run counts its earlier ones)
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
-
-
-def resolve_device(name: str) -> torch.device:
-    """``train.device`` as a torch device; a clear error when CUDA is asked for but absent."""
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, TypeError) as e:
-        raise ConfigError(f"train.device: {name!r} is not a device (use cpu, cuda or cuda:N)") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"train.device={name!r} but this torch build sees no CUDA device; use train.device=cpu")
-    if dev.type not in ("cpu", "cuda"):
-        raise ConfigError(f"train.device: {name!r} is not supported (use cpu, cuda or cuda:N)")
-    return dev
 
 
 class Trainer:
@@ -132,6 +120,7 @@ class Trainer:
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s,
         )
         self.optimizers = self.loop.optimizers
+        self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
         self.history: list[dict[str, Any]] = []
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
@@ -212,6 +201,8 @@ class Trainer:
                     return loss, len(idx)
 
                 run.step(closure)
+                if self.average is not None:
+                    self.average.update()
                 acc_sum += out["acc"]
                 positions += out["n_pos"]
                 last = (out["q"], out["pos"])
@@ -250,7 +241,7 @@ class Trainer:
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import finish_fit, log_epoch, resume_state, start_ranks
+        from twotower.training.hooks import averaged, finish_fit, log_epoch, resume_state, start_ranks
 
         stopper = EarlyStopping(self.cfg.patience)
         start_epoch = resume_state(self, stopper) + 1 if resume else 1
@@ -277,13 +268,14 @@ class Trainer:
             row["train_seconds"] = time.perf_counter() - te
             row["lr"] = self.loop.lr
             if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
-                valid = self.validate() if main else {}
-                row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
-                value = valid.get(metric, -row["loss"]) if valid else -row["loss"]
-                if stopper.update(tdist.broadcast_value(value, self.device), epoch):  # rank 0's metric decides
-                    if self.out_dir and main:
-                        save_weights(self.out_dir / "model.safetensors", self.model)
-                    self._best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
+                    valid = self.validate() if main else {}
+                    row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
+                    value = valid.get(metric, -row["loss"]) if valid else -row["loss"]
+                    if stopper.update(tdist.broadcast_value(value, self.device), epoch):  # rank 0's metric decides
+                        if self.out_dir and main:
+                            save_weights(self.out_dir / "model.safetensors", self.model)
+                        self._best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             row["seconds"] = time.perf_counter() - te
             self.history.append(row)
             if main:
@@ -292,7 +284,8 @@ class Trainer:
                 self._write_log()
                 if self.cfg.checkpoint:
                     state = {"epoch": epoch, **stopper.state(), "history": self.history}
-                    save_checkpoint(self.out_dir / "checkpoint", self.model, self.optimizers, state, self.rng)
+                    extra = {"average.safetensors": self.average.state_dict()} if self.average is not None else None
+                    save_checkpoint(self.out_dir / "checkpoint", self.model, self.optimizers, state, self.rng, extra)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0)

@@ -8,10 +8,15 @@ import random
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-__all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16",
+           "resolve_device"]
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -117,3 +122,20 @@ def native_bf16() -> bool:
     except OSError:
         return False
     return False
+
+
+def resolve_device(name: str) -> "torch.device":
+    """``train.device`` as a torch device; a clear error when CUDA is asked for but absent."""
+    import torch  # noqa: PLC0415 - the ground floor imports torch only where it is needed
+
+    from twotower.errors import ConfigError  # noqa: PLC0415
+
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, TypeError) as e:
+        raise ConfigError(f"train.device: {name!r} is not a device (use cpu, cuda or cuda:N)") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"train.device={name!r} but this torch build sees no CUDA device; use train.device=cpu")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"train.device: {name!r} is not supported (use cpu, cuda or cuda:N)")
+    return dev
