@@ -73,20 +73,18 @@ class _Block(nn.Module):
         h, d = self.heads, H // self.heads
         p = self.dropout if self.training else 0.0
         y = self.ln1(x)
-        kv_in = x if self.sasrec else y
-        w, b = self.qkv.weight, self.qkv.bias  # [3H, H], [3H]: the query, key and value maps stacked
-        if at is None:
-            if self.sasrec:
-                q = F.linear(y, w[:H], b[:H]).view(B, L, h, d).transpose(1, 2)  # [B, h, L, H/h]
-                k, v = F.linear(kv_in, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)
-            else:
-                q, k, v = self.qkv(y).view(B, L, 3, h, d).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
+        if at is None and not self.sasrec:  # one fused map when queries, keys and values read the same input
+            q, k, v = self.qkv(y).view(B, L, 3, h, d).permute(2, 0, 3, 1, 4)  # 3 x [B, h, L, H/h]
         else:
-            rows = torch.arange(B, device=x.device)
-            q = F.linear(y[rows, at], w[:H], b[:H]).view(B, 1, h, d).transpose(1, 2)  # [B, h, 1, H/h]
-            k, v = F.linear(kv_in, w[H:], b[H:]).view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)  # 2 x [B, h, L, H/h]
-            mask = mask[rows, :, at].unsqueeze(2)  # [B, 1, 1, L]
-            x, y = x[rows, at].unsqueeze(1), y[rows, at].unsqueeze(1)  # [B, 1, H]
+            if at is not None:
+                rows = torch.arange(B, device=x.device)
+                mask = mask[rows, :, at].unsqueeze(2)  # [B, 1, 1, L]
+            w, b = self.qkv.weight, self.qkv.bias  # [3H, H], [3H]: the query, key and value maps stacked
+            kv = F.linear(x if self.sasrec else y, w[H:], b[H:])  # keys and values from every column
+            k, v = kv.view(B, L, 2, h, d).permute(2, 0, 3, 1, 4)  # 2 x [B, h, L, H/h]
+            if at is not None:
+                x, y = x[rows, at].unsqueeze(1), y[rows, at].unsqueeze(1)  # [B, 1, H]
+            q = F.linear(y, w[:H], b[:H]).view(B, -1, h, d).transpose(1, 2)  # [B, h, n, H/h]
         n = x.shape[1]
         dt = mask.dtype  # the residual stream's: attention stays in it when training in bf16 (faster on CPU)
         with torch.autocast("cpu", enabled=False):

@@ -39,6 +39,7 @@ class WeightAverage:
         if not 0.0 < decay < 1.0:
             raise ValueError(f"weight-average decay must be in (0, 1), got {decay}")
         self.params = [p for p in params if p.dtype.is_floating_point]
+        self._live = [p.detach() for p in self.params]  # views of the same storage: built once, not per step
         self.decay = decay
         self.updates = 0
         self.shadow = [p.detach().clone() for p in self.params]
@@ -47,7 +48,7 @@ class WeightAverage:
     def update(self) -> None:
         """One step of the average towards the live weights."""
         d = min(self.decay, (1 + self.updates) / (10 + self.updates))
-        torch._foreach_lerp_(self.shadow, [p.detach() for p in self.params], 1.0 - d)
+        torch._foreach_lerp_(self.shadow, self._live, 1.0 - d)
         self.updates += 1
 
     @contextmanager
