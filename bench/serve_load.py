@@ -128,6 +128,7 @@ def serve(args: argparse.Namespace) -> None:
             atomic_write_json(cache / "tune.json", {"recall": recall})
     index.model_fingerprint = run.fingerprint()
     settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1,
+                               max_wait_ms=None if args.max_wait_ms <= 0 else args.max_wait_ms,
                                port=args.port, workers=args.workers)
     service = RecommenderService(run, index, settings=settings, catalog=synthetic_item_catalog(args.n_items),
                                  item_vectors=vectors)
@@ -346,6 +347,7 @@ def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Po
     cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),
            "--n-items", str(args.n_items), "--clusters", str(args.clusters),
            "--max-concurrency", str(args.max_concurrency), "--max-queue", str(args.max_queue),
+           "--max-wait-ms", str(args.max_wait_ms),
            "--workers", str(getattr(args, "workers", 1)), "--build-threads", str(args.build_threads)]
     if args.index_cache:
         cmd += ["--index-cache", str(args.index_cache)]
@@ -380,10 +382,15 @@ def stop_server(server: subprocess.Popen) -> None:
 
 def add_server_args(p: argparse.ArgumentParser, *, startup_timeout: float) -> None:
     """The flags :func:`start_server` passes on to the server process (this script's and bench/soak.py's)."""
+    from twotower.serving import ServiceSettings
+
     p.add_argument("--n-items", type=int, default=1_000_000)
     p.add_argument("--clusters", type=int, default=2000)
     p.add_argument("--max-concurrency", type=int, default=2)
     p.add_argument("--max-queue", type=int, default=8)
+    p.add_argument("--max-wait-ms", type=float, default=ServiceSettings().max_wait_ms or 0.0,
+                   help="the 429 gate's bound on a request's expected wait for a compute slot "
+                        "(default: the service's, %(default)s ms; 0: bounded by --max-queue only)")
     p.add_argument("--startup-timeout", type=float, default=startup_timeout)
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve the autotuned index even if it misses recall@10 0.95 (refused otherwise)")
@@ -455,7 +462,8 @@ def print_workers_table(results: list[tuple[int, dict]], args: argparse.Namespac
     first, head = results[0]
     base = head.get("rate") or float("nan")
     print(f"\nworkers on {cores} cores, {args.n_items:,} items, p99 target {args.p99_ms:g} ms, "
-          f"max_concurrency {args.max_concurrency} + max_queue {args.max_queue} per worker")
+          f"max_concurrency {args.max_concurrency} + max_queue {args.max_queue} per worker, "
+          f"max_wait_ms {args.max_wait_ms or 'off'}")
     print(f"{'workers':>7}{'rate/s':>9}{'x ' + str(first):>7}{'p50ms':>8}{'p99ms':>8}{'met':>5}"
           f"{'over/s':>8}{'429':>7}{'5xx':>5}{'200/s':>8}{'200 p99':>9}")
     for n, r in results:

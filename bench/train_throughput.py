@@ -24,6 +24,7 @@ from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, Tr
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.trainer import Trainer
+from twotower.utils.runtime import retain_freed_memory
 
 ML1M = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "ml-1m" / "ml-1m.txt"
 
@@ -183,9 +184,16 @@ def main() -> None:
     ap.add_argument("--losses", nargs="+", default=["inbatch", "full", "sampled", "bpr"])
     ap.add_argument("--synthetic-items", type=int, default=0, help="a synthetic catalogue of this many items instead of ML-1M")
     ap.add_argument("--sparse", action="store_true", help="sparse ID tables + SparseAdam")
+    ap.add_argument("--data", type=Path, default=None, help="another file in the SASRec format (`user item` lines)")
+    ap.add_argument("--glibc-default-malloc", action="store_true",
+                    help="leave glibc's mmap threshold alone (what training did before retain_freed_memory)")
     args = ap.parse_args()
-    seqs, n_items = synthetic(20_000, args.synthetic_items, 50) if args.synthetic_items else load_ml1m(ML1M)
-    data = f"synthetic {n_items:,} items" if args.synthetic_items else "ML-1M"
+    if not args.glibc_default_malloc:
+        retain_freed_memory()  # as train_run does: both the trainer and the hand-written step run with it
+    if args.synthetic_items:
+        (seqs, n_items), data = synthetic(20_000, args.synthetic_items, 50), f"synthetic {args.synthetic_items:,} items"
+    else:
+        (seqs, n_items), data = load_ml1m(args.data or ML1M), args.data.name if args.data else "ML-1M"
     print(f"{'data':<27}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'ex/cpu-s':>10}{'positions/s':>13}"
           f"{'hand ex/s':>11}{'ratio':>7}")
     for threads in args.threads:

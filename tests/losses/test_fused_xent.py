@@ -88,13 +88,13 @@ def test_blocks_cover_every_row() -> None:
     import twotower.losses.fused_xent as fx
 
     q, c, y = _case(700, 300, 1.0, seed=6)
-    old = fx._BLOCK_BYTES
-    fx._BLOCK_BYTES = 16 * 300 * 4  # 16 rows a block: 44 blocks, the last one short
+    old = fx._BLOCK_BYTES, fx._MIN_ROWS
+    fx._BLOCK_BYTES, fx._MIN_ROWS = 16 * 300 * 4, 16  # 16 rows a block: 44 blocks, the last one short
     try:
         got, stats = fused_softmax_xent(q, c, y, 5.0)
         g_got = torch.autograd.grad(got, (q, c))
     finally:
-        fx._BLOCK_BYTES = old
+        fx._BLOCK_BYTES, fx._MIN_ROWS = old
     want = F.cross_entropy(5.0 * q @ c.T, y)
     assert float(got.detach()) == pytest.approx(float(want), rel=1e-5)
     for a, w in zip(g_got, torch.autograd.grad(want, (q, c))):
@@ -181,3 +181,57 @@ def test_inbatch_softmax_on_the_kernel_equals_its_pytorch_path(distinct):
     assert torch.allclose(gq, rq, atol=1e-6) and torch.allclose(gc, rc, atol=1e-6)
     assert stats["correct"] == ref_stats["correct"] > 0
     assert stats["accuracy"] == pytest.approx(ref_stats["accuracy"])
+
+
+@pytest.mark.parametrize(("b", "n", "scale", "spread", "with_bias"), [
+    (185, 33_000, 12.5, 0.3, False),  # a sparse data set's step: few positions, a large catalogue
+    (300, 9_000, 20.0, 1.0, True),    # logQ bias on the tiled path
+    (40, 100_000, 50.0, 1.0, False),  # logits spread over thousands: most probabilities underflow
+])
+def test_large_catalogues_tile_the_columns_and_give_the_same_answer(b, n, scale, spread, with_bias) -> None:
+    """Past ~8K items a row block would hold only a few rows: the kernel tiles the columns, same math."""
+    import twotower.losses.fused_xent as fx
+
+    assert fx._BLOCK_BYTES // (4 * n) < min(b, fx._MIN_ROWS)  # the tiled path is the one under test
+    q, c, y = _case(b, n, spread, seed=b + n)
+    bias = torch.randn(n, generator=torch.Generator().manual_seed(9)) if with_bias else None
+    logits = scale * q.double() @ c.double().T + (bias.double() if with_bias else 0.0)
+    want = F.cross_entropy(logits, y)
+    g_want = torch.autograd.grad(want, (q, c))
+    got, stats = fused_softmax_xent(q, c, y, scale, bias=bias)
+    g_got = torch.autograd.grad(got, (q, c))
+    assert float(got.detach()) == pytest.approx(float(want), rel=1e-5, abs=1e-6)
+    for a, w in zip(g_got, g_want):
+        assert torch.allclose(a.double(), w.double(), rtol=1e-4, atol=1e-5 * float(w.abs().max()) + 1e-12)
+    assert stats["correct"] == int(((q @ c.T).argmax(1) == y).sum())  # raw scores, as the row blocks count
+    assert stats["accuracy"] == pytest.approx(float((logits.gather(1, y[:, None]).squeeze(1)
+                                                     >= logits.amax(1) - 1e-9).double().mean()))
+
+
+def test_tiled_columns_keep_the_first_maximum_across_blocks() -> None:
+    """Equal top scores in two column blocks: the first one counts, as argmax does (the in-batch accuracy)."""
+    import twotower.losses.fused_xent as fx
+
+    n = 600_000
+    q = torch.ones(2, 4).requires_grad_()
+    c = torch.zeros(n, 4)
+    c[100], c[550_000] = 1.0, 1.0  # the same top score in the first and the last column block
+    y = torch.tensor([100, 550_000])
+    got, stats = fused_softmax_xent(q, c.requires_grad_(), y, 1.0)
+    assert fx._BLOCK_BYTES // (4 * n) < 2  # tiled, in three column blocks
+    assert stats["correct"] == 1 and stats["accuracy"] == 1.0
+    assert float(got.detach()) == pytest.approx(float(F.cross_entropy(q.double() @ c.double().T, y)), rel=1e-6)
+
+
+def test_tiled_bf16_is_within_bfloat16_rounding_of_fp32() -> None:
+    torch.manual_seed(10)
+    q = F.normalize(torch.randn(200, 64), dim=1).requires_grad_()
+    c = F.normalize(torch.randn(20_000, 64), dim=1).requires_grad_()
+    y = torch.randint(0, 20_000, (200,))
+    want = F.cross_entropy(12.5 * q @ c.T, y)
+    g_want = torch.autograd.grad(want, (q, c))
+    got, _ = fused_softmax_xent(q, c, y, 12.5, precision="bf16")
+    g_got = torch.autograd.grad(got, (q, c))
+    assert float(got.detach()) == pytest.approx(float(want), abs=5e-3)
+    for a, w in zip(g_got, g_want):
+        assert float((a - w).norm() / w.norm()) < 1e-2

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from twotower.config import TowerConfig
 from twotower.models.feature_block import FeatureArrays, FeatureBlock
+from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
 from twotower.models.pooling import weighted_bag
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
@@ -114,9 +115,9 @@ class ItemTower(nn.Module):
     def forward_heads(self, rows: Tensor) -> tuple[Tensor, HeadOutputs | None]:
         collab = self.mlp(self._collab_input(rows))  # [B, D]
         if self.semantic is None:
-            return (F.normalize(collab, dim=-1) if self.config.normalize else collab), None
-        sem = F.normalize(self.semantic(self.text[rows]), dim=-1)  # [B, D]
-        collab = F.normalize(collab, dim=-1)
+            return (l2_normalize(collab) if self.config.normalize else collab), None
+        sem = l2_normalize(self.semantic(self.text[rows]))  # [B, D]
+        collab = l2_normalize(collab)
         a = torch.sigmoid(self.gate)
         mix = a * sem + (1 - a) * collab
         norm = mix.norm(dim=-1, keepdim=True).clamp_min(1e-12)
@@ -280,7 +281,7 @@ class UserTower(nn.Module):
 
     def _head(self, x: Tensor) -> Tensor:
         out = self.mlp(x)
-        return F.normalize(out, dim=-1) if self.config.normalize else out
+        return l2_normalize(out) if self.config.normalize else out
 
     def forward(
         self,

@@ -13,7 +13,7 @@ from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
-from twotower.utils.runtime import auto_threads, seed_everything, set_threads, threads_from_env
+from twotower.utils.runtime import auto_threads, retain_freed_memory, seed_everything, set_threads, threads_from_env
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
 
@@ -69,6 +69,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     out = Path(out)
     init_distributed(config.train)
     set_threads(config.train.threads or threads_from_env() or auto_threads())
+    retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
     seed_everything(config.train.seed)
     prep = prepare_data(config)
     got = encode_item_texts(config, prep)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16",
-           "resolve_device"]
+           "resolve_device", "retain_freed_memory"]
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -87,6 +87,35 @@ def set_threads(n: int | None) -> None:
     import scipy.linalg  # noqa: F401  -- loads scipy's own OpenBLAS (EASE's solves), so that the limit reaches it
 
     threadpool_limits(int(n), user_api="blas")  # numpy's, scipy's and FAISS's OpenBLAS, process-wide until changed
+
+
+@functools.lru_cache(maxsize=1)
+def retain_freed_memory(limit_bytes: int = 1 << 30) -> bool:
+    """Keep freed blocks up to ``limit_bytes`` in the process heap (glibc); True when it was set.
+
+    glibc serves blocks above its mmap threshold (dynamically at most 32 MB)
+    with fresh pages from the kernel and unmaps them on free, so a training step
+    that allocates the same large tensors every step (a catalogue's embeddings
+    and their gradient, a sampled softmax's logits) pays a page fault per 4 KB
+    for each of them, every step. Measured on one core: a full-softmax step over
+    a 33.5K-item catalogue spent 6.3 s of 22 s in the kernel (system time) and
+    ran 1.27x faster with this set; an ML-1M run with 3,000 sampled negatives
+    spent 30% of its CPU time there. Raising the mmap and trim thresholds keeps
+    those blocks for reuse. The cost is the usual one: the heap keeps its peak
+    size until the process ends, which a training process reaches anyway.
+    Called once, at the process edge (``train_run``); a no-op off glibc.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # musl or another libc
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
+    return bool(mallopt(m_mmap_threshold, int(limit_bytes)) and mallopt(m_trim_threshold, 2 * int(limit_bytes)))
 
 
 @contextmanager
