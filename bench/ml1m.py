@@ -86,8 +86,18 @@ log = logging.getLogger("bench.ml1m")
 
 
 # ---------------------------------------------------------------------------------------------- data
-def prepare_split(data: Path, out: Path, quick_users: int | None) -> dict[str, Path]:
-    """train/valid/test CSVs in ``out``, made as `twotower data split --method leave_last --n 1` makes them."""
+def _source_id(data: Path) -> dict[str, Any]:
+    """What the split was made from: a reused split folder must come from the same file."""
+    st = data.stat()
+    return {"path": str(data.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def prepare_split(data: Path, out: Path, quick_users: int | None) -> tuple[dict[str, Path], dict[str, Any]]:
+    """train/valid/test CSVs in ``out``, made as `twotower data split --method leave_last --n 1` makes them,
+    and the file's shape (users, items, rows, ``ml1m``: whether it is SOURCE.md's file).
+
+    Another file in the SASRec format gets the same protocol; only the ML-1M checks and rows are left out.
+    The default path must be the ML-1M file (a different file there is an error)."""
     from twotower.config import DataConfig
     from twotower.data.readers import read_interactions
     from twotower.pipeline.sources import _split
@@ -95,25 +105,34 @@ def prepare_split(data: Path, out: Path, quick_users: int | None) -> dict[str, P
 
     paths = {name: out / f"{name}.csv" for name in ("train", "valid", "test")}
     report_path = out / "split_report.json"
+    source = _source_id(data)
     if report_path.exists() and all(p.exists() for p in paths.values()):
-        return paths
+        report = json.loads(report_path.read_text())
+        made = report.get("source")
+        if made is None and source["path"] == str(DATA.resolve()) and quick_users is None:
+            # a split folder from before the source was recorded: only ever made from the ML-1M file
+            return paths, {k: EXPECTED[k] for k in ("users", "items", "rows")} | {"ml1m": True}
+        if made is None or made["path"] != source["path"] or made["bytes"] != source["bytes"]:
+            raise SystemExit(f"{out} holds a split of {(made or {}).get('path', 'another file')}, not of "
+                             f"{data}: pass another --out")
+        return paths, report["shape"]
     df = read_interactions(data)
     rep = df.attrs["report"]
-    if quick_users is None:
-        got = {"users": rep["users"], "items": rep["items"], "rows": rep["rows"]}
-        want = {k: EXPECTED[k] for k in got}
-        if got != want:
-            raise SystemExit(f"{data}: {got}, expected {want} (SOURCE.md); is it the SASRec ml-1m.txt?")
-    else:  # smoke run: the first users of the file
+    shape = {"users": rep["users"], "items": rep["items"], "rows": rep["rows"]}
+    shape["ml1m"] = quick_users is None and shape == {k: EXPECTED[k] for k in shape}
+    if quick_users is None and not shape["ml1m"] and source["path"] == str(DATA.resolve()):
+        raise SystemExit(f"{data}: {shape}, expected {EXPECTED} (SOURCE.md); is it the SASRec ml-1m.txt?")
+    if quick_users is not None:  # smoke run: the first users of the file
         keep = df["user_id"].drop_duplicates().iloc[:quick_users]
         df = df[df["user_id"].isin(set(keep))].reset_index(drop=True)
     split = _split(df, DataConfig(split="leave_last", leave_n=1), 0)
-    if quick_users is None and split.report["train_rows"] != EXPECTED["train_rows"]:
+    if shape["ml1m"] and split.report["train_rows"] != EXPECTED["train_rows"]:
         raise SystemExit(f"train has {split.report['train_rows']} rows, expected {EXPECTED['train_rows']}")
     for name, part in zip(("train", "valid", "test"), split):
         atomic_write_text(paths[name], part.to_csv(index=False))
-    atomic_write_json(report_path, split.report)  # written last: marks the split complete
-    return paths
+    # written last: marks the split complete
+    atomic_write_json(report_path, {**split.report, "source": source, "shape": shape})
+    return paths, shape
 
 
 # ---------------------------------------------------------------------------------------------- popularity
@@ -139,8 +158,9 @@ def popularity_rows(paths: dict[str, Path], check: bool) -> list[dict[str, Any]]
     test = evaluate(HistoryBaselineScorer(pop, hist), prep.matrix("test"), exclude_histories(None, hist), protocol)
     row = {"model": "most popular (train)", **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
            "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], "fit_min": 0.0}
-    msg = (f"most-popular sanity: test HR@10 {test['HitRate@10']:.4f} NDCG@10 {test['NDCG@10']:.4f} "
-           f"(SOURCE.md 0.0369 / 0.0180); valid {valid['HitRate@10']:.4f} / {valid['NDCG@10']:.4f} (0.0429 / 0.0207)")
+    msg = (f"most-popular{' sanity' if check else ''}: test HR@10 {test['HitRate@10']:.4f} NDCG@10 {test['NDCG@10']:.4f}"
+           f"{' (SOURCE.md 0.0369 / 0.0180)' if check else ''}; valid {valid['HitRate@10']:.4f} / "
+           f"{valid['NDCG@10']:.4f}{' (0.0429 / 0.0207)' if check else ''}")
     print(msg, file=sys.stderr, flush=True)
     if check:
         for part, res in (("test", test), ("valid", valid)):
@@ -245,7 +265,9 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(DATA), help="the SASRec ml-1m.txt (default: ../shared/data/ml-1m/ml-1m.txt)")
+    ap.add_argument("--data", default=str(DATA),
+                    help="the SASRec ml-1m.txt (default: ../shared/data/ml-1m/ml-1m.txt), or another file in that "
+                         "format: the same protocol and rows, without ML-1M's sanity check and published rows")
     ap.add_argument("--rows", default=DEFAULT_ROWS,
                     help=f"comma list from: {', '.join(ROWS)} (the most-popular row and its check always run)")
     ap.add_argument("--seeds", default="0,1,2", help="comma list of train.seed values (mean ± sd over them)")
@@ -276,8 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.epochs:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()
-    paths = prepare_split(Path(args.data), out / "split", 300 if args.quick else None)
-    rows = popularity_rows(paths, check=not args.quick)  # always: every row rests on this evaluator
+    paths, shape = prepare_split(Path(args.data), out / "split", 300 if args.quick else None)
+    if not shape["ml1m"] and not args.quick:
+        print(f"{args.data}: {shape['users']:,} users, {shape['items']:,} items, {shape['rows']:,} rows -- not SOURCE.md's "
+              "ML-1M file: the same protocol, without its sanity check and published rows", file=sys.stderr)
+    rows = popularity_rows(paths, check=shape["ml1m"])  # always: every row rests on this evaluator
     per_seed: list[dict[str, Any]] = []
     for name in names:
         if name == "popularity":
@@ -285,11 +310,17 @@ def main(argv: list[str] | None = None) -> int:
         seed_rows = [run_row(name, ROWS[name] + extra, s, paths, out, args.threads) for s in seeds]
         per_seed += seed_rows
         rows.append(aggregate(name, seed_rows))
-    for label, hr, ndcg, source in PUBLISHED:
-        rows.append({"model": f"published: {label}", "HR@10": hr, "NDCG@10": ndcg, "source": source})
+    if shape["ml1m"]:  # published figures belong to that file only
+        for label, hr, ndcg, source in PUBLISHED:
+            rows.append({"model": f"published: {label}", "HR@10": hr, "NDCG@10": ndcg, "source": source})
     users = next((r["users"] for r in rows if r.get("users")), None)
-    print_table(rows, f"MovieLens-1M leave-one-out, test (last item; input = all earlier items, no refit), full "
-                      f"catalogue of {EXPECTED['items'] if not args.quick else 'the subset'} items, input history excluded, "
+    if users is not None and not args.quick and users < shape["users"]:
+        print(f"NOTE: {shape['users'] - users:,} of {shape['users']:,} users are not evaluated: their test item never "
+              "occurs in train (an ID table cannot rank it); papers that keep them count them as misses, which "
+              f"would scale every figure by {users / shape['users']:.4f}", file=sys.stderr)
+    name = "MovieLens-1M" if shape["ml1m"] else Path(args.data).name
+    print_table(rows, f"{name} leave-one-out, test (last item; input = all earlier items, no refit), full "
+                      f"catalogue of {shape['items'] if not args.quick else 'the subset'} items, input history excluded, "
                       f"{users} users; seeds {','.join(map(str, seeds))}; threads={args.threads}"
                       + (" [QUICK SMOKE RUN: not comparable]" if args.quick else ""))
     print("protocol: train = all but the last 2 items; valid (second-last) for early stopping only; test input = "
