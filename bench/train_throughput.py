@@ -183,6 +183,9 @@ def main() -> None:
     ap.add_argument("--towers", nargs="+", default=["recency", "transformer"])
     ap.add_argument("--losses", nargs="+", default=["inbatch", "full", "sampled", "bpr"])
     ap.add_argument("--synthetic-items", type=int, default=0, help="a synthetic catalogue of this many items instead of ML-1M")
+    ap.add_argument("--synthetic-users", type=int, default=20_000)
+    ap.add_argument("--per-user", type=int, default=50,
+                    help="items per synthetic user (e.g. 12 for the short sequences of a sparse data set)")
     ap.add_argument("--sparse", action="store_true", help="sparse ID tables + SparseAdam")
     ap.add_argument("--data", type=Path, default=None, help="another file in the SASRec format (`user item` lines)")
     ap.add_argument("--glibc-default-malloc", action="store_true",
@@ -191,7 +194,8 @@ def main() -> None:
     if not args.glibc_default_malloc:
         retain_freed_memory()  # as train_run does: both the trainer and the hand-written step run with it
     if args.synthetic_items:
-        (seqs, n_items), data = synthetic(20_000, args.synthetic_items, 50), f"synthetic {args.synthetic_items:,} items"
+        seqs, n_items = synthetic(args.synthetic_users, args.synthetic_items, args.per_user)
+        data = f"synthetic {args.synthetic_items:,}, {args.per_user}/user"
     else:
         (seqs, n_items), data = load_ml1m(args.data or ML1M), args.data.name if args.data else "ML-1M"
     print(f"{'data':<27}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'ex/cpu-s':>10}{'positions/s':>13}"
