@@ -200,6 +200,9 @@ class TrainConfig:
     # stop after the epoch that passes this many minutes of training (the best epoch so far is kept);
     # None = no limit. For fits that must end by a deadline (bench/ml1m.py's 60-minute budget).
     time_budget_min: float | None = None
+    # with a time budget and a decaying schedule: aim the schedule at the epoch the budget is expected to end
+    # the fit (from the mean epoch time so far), so it has annealed when it stops; false = at train.epochs
+    budget_schedule: bool = True
     seed: int = 42
     threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
     # matrix products while training: fp32, or bf16 (the towers under CPU autocast, attention, LayerNorm and the

@@ -54,3 +54,44 @@ def test_each_epoch_trains_at_the_scheduled_rate(optimizer: str) -> None:
     assert len(tr.optimizers) == (2 if optimizer == "sparse_adam" else 1)
     for rates, w in zip(seen, want):  # every group of every optimizer, sparse ones included
         assert rates == pytest.approx([w] * len(rates))
+
+
+def test_budget_horizon_is_where_the_budget_will_stop_the_fit() -> None:
+    from twotower.training.loop import budget_horizon
+
+    assert budget_horizon(50, 1, 0.0, 3600.0) == 50  # nothing measured yet: the configured schedule
+    assert budget_horizon(50, 11, 10 * 90.0, 3600.0) == 40  # 90 s an epoch: the budget check stops after 40
+    assert budget_horizon(50, 11, 10 * 30.0, 3600.0) == 50  # fast machine: train.epochs comes first
+    assert budget_horizon(50, 45, 44 * 90.0, 3600.0) == 45  # never before the epoch about to run
+    assert budget_horizon(50, 11, 10 * 90.0, None) == 50
+
+
+@pytest.mark.parametrize("budget_schedule", [True, False])
+def test_time_budget_anneals_the_schedule_before_it_ends_the_fit(monkeypatch, budget_schedule: bool) -> None:
+    """60 s epochs (a fake clock) under a 3.5-minute budget: 4 epochs run, the cosine aimed at the 4th."""
+    import twotower.training.trainer as trainer_mod
+
+    clock = [0.0]
+    monkeypatch.setattr(trainer_mod.time, "perf_counter", lambda: clock[0])
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    train = TrainConfig(epochs=10, lr=0.01, lr_schedule="cosine", batch_size=8, progress=False, checkpoint=False,
+                        eval_every=100, time_budget_min=3.5, budget_schedule=budget_schedule, patience=50)
+    tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    original = tr._run_epoch
+
+    def one_minute(epoch: int) -> dict:
+        row = original(epoch)
+        clock[0] += 60.0
+        return row
+
+    tr._run_epoch = one_minute  # type: ignore[method-assign]
+    res = tr.fit()
+    horizons = [10, 4, 4, 4] if budget_schedule else [10] * 4
+    assert [r["lr"] for r in res.history] == pytest.approx(
+        [0.01 * epoch_lr_factor(e, h, "cosine") for e, h in zip((1, 2, 3, 4), horizons)])
+    assert res.history[-1]["lr"] < 0.002 if budget_schedule else res.history[-1]["lr"] > 0.007

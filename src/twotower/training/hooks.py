@@ -12,12 +12,12 @@ from safetensors.torch import load_file
 from twotower import distributed as tdist
 from twotower.errors import ConfigError, IntegrityError
 from twotower.training.checkpoint import load_checkpoint, load_weights
-from twotower.training.loop import EarlyStopping
+from twotower.training.loop import EarlyStopping, budget_horizon
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "finish_fit"]
+__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "finish_fit", "schedule_horizon"]
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -95,3 +95,17 @@ def finish_fit(tr: "Trainer") -> None:
         except Exception as e:  # a plot must never fail a finished training run
             log.warning("could not draw training curves: %s", e)
     tdist.barrier()
+
+
+def schedule_horizon(tr: "Trainer", epoch: int, spent_s: float) -> int:
+    """The epoch the learning-rate schedule aims at before ``epoch`` (:func:`budget_horizon`; rank 0's clock decides)."""
+    cfg = tr.cfg
+    if not cfg.budget_schedule or cfg.lr_schedule == "constant" or cfg.time_budget_min is None:
+        return cfg.epochs
+    horizon = budget_horizon(cfg.epochs, epoch, spent_s, cfg.time_budget_min * 60.0)
+    horizon = int(tdist.broadcast_value(float(horizon), tr.device))
+    if tdist.is_main() and horizon < cfg.epochs and horizon != getattr(tr, "_horizon", None):
+        log.info("learning-rate schedule aimed at epoch %d of %d: train.time_budget_min=%g ends the fit there "
+                 "at %.1f min an epoch", horizon, cfg.epochs, cfg.time_budget_min, spent_s / 60 / max(epoch - 1, 1))
+    tr._horizon = horizon
+    return horizon

@@ -99,6 +99,22 @@ def epoch_lr_factor(epoch: int, epochs: int, schedule: str) -> float:
     return 1.0
 
 
+def budget_horizon(epochs: int, epoch: int, spent_s: float, budget_s: float | None) -> int:
+    """The epoch a decaying schedule ends at: ``epochs``, or earlier where the time budget stops the fit first.
+
+    Before 1-based ``epoch``, with ``spent_s`` seconds over the ``epoch - 1``
+    epochs done, the fit is expected to stop after ``ceil(budget / mean epoch
+    time)`` epochs (the budget check runs before each epoch), so a cosine or
+    linear schedule aimed at that epoch has annealed when the budget ends it,
+    on a slow machine as on a fast one. Recomputed from the epochs' recorded
+    times before every epoch, so a resumed fit follows the same rule.
+    """
+    if budget_s is None or epoch <= 1 or spent_s <= 0:
+        return epochs
+    expected = math.ceil(budget_s / (spent_s / (epoch - 1)))
+    return max(epoch, min(epochs, expected))
+
+
 class Progress:
     """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
 

@@ -122,6 +122,7 @@ class Trainer:
         self.optimizers = self.loop.optimizers
         self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
         self.history: list[dict[str, Any]] = []
+        self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
             log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
@@ -241,7 +242,7 @@ class Trainer:
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import averaged, finish_fit, log_epoch, resume_state, start_ranks
+        from twotower.training.hooks import averaged, finish_fit, log_epoch, resume_state, schedule_horizon, start_ranks
 
         stopper = EarlyStopping(self.cfg.patience)
         start_epoch = resume_state(self, stopper) + 1 if resume else 1
@@ -261,12 +262,15 @@ class Trainer:
                     log.info("stopping: %.1f min of training reached train.time_budget_min=%g", spent / 60, self.cfg.time_budget_min)
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
-            self.loop.scale_lr(epoch_lr_factor(epoch, self.cfg.epochs, self.cfg.lr_schedule))
+            horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
+            self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
             te = time.perf_counter()
             row = self._run_epoch(epoch)
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
             row["lr"] = self.loop.lr
+            if horizon != self.cfg.epochs:
+                row["lr_horizon"] = horizon
             if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
                 with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
                     valid = self.validate() if main else {}
