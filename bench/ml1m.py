@@ -64,7 +64,8 @@ _ITEM = ["model.item.use_features=false", "model.user.use_features=false"]
 _SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.history_dim=128", "model.item.id_dim=128",
         "model.user.out_dim=128", "model.item.out_dim=128", "train.precision=auto",
         "model.user.hidden=[]", "model.item.hidden=[]", "model.user.head=false", "model.item.head=false",
-        "model.user.seq_positions=left", "model.user.seq_dropout=0.1", "loss.temperature=0.08", "train.batch_size=16",
+        "model.user.seq_positions=left", "model.user.seq_dropout=0.1", "model.user.seq_layers=3",
+        "loss.temperature=0.08", "train.batch_size=16",
         "train.lr=1e-3", "train.lr_schedule=cosine", "train.patience=20", "train.epochs=50",
         "train.time_budget_min=60", *_ITEM]
 _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
