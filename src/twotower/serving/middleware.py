@@ -44,38 +44,15 @@ class Metrics:
         # estimate multiplies, once `computed` >= WARM requests have finished
         self.compute_s = 0.0
         self.computed = 0
-        # moving average of the time between two compute completions while requests were waiting (seconds):
-        # the rate the queue really drains at, which is below max_concurrency / compute_s when the compute
-        # threads share cores with each other, the event loop or other processes; None until measured
-        self.drain_s: float | None = None
-        self._drained = 0
-        self._last_busy_done: float | None = None
 
     #: requests timed before the gate trusts :attr:`compute_s` (the first ones of a process are slow: cold caches)
     WARM = 8
 
-    def observe_compute(self, seconds: float, *, done_at: float | None = None, waiting: bool = False) -> None:
+    def observe_compute(self, seconds: float) -> None:
         """Fold one request's compute time into :attr:`compute_s`: the plain mean of the first 16, then an
-        exponential moving average of weight 1/16 (so one slow cold start does not linger).
-
-        ``done_at`` (a ``time.perf_counter()`` reading) and ``waiting`` (other requests were queued for a
-        compute slot when it finished) feed :attr:`drain_s`: only intervals between two completions that
-        both had a queue behind them count, so idle time never enters it."""
+        exponential moving average of weight 1/16 (so one slow cold start does not linger)."""
         self.computed += 1
         self.compute_s += (seconds - self.compute_s) / min(self.computed, 16)
-        if done_at is None:
-            return
-        last, self._last_busy_done = self._last_busy_done, (done_at if waiting else None)
-        if waiting and last is not None:
-            self._drained += 1
-            interval = done_at - last
-            self.drain_s = interval if self.drain_s is None else self.drain_s + (interval - self.drain_s) / min(self._drained, 16)
-
-    def seconds_per_slot(self, max_concurrency: int) -> float:
-        """How long each request ahead in the queue delays the next one: the measured drain interval under
-        load, and never less than the compute time shared over the slots."""
-        share = self.compute_s / max_concurrency
-        return share if self.drain_s is None or self._drained < self.WARM else max(share, self.drain_s)
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -156,15 +133,10 @@ class ConcurrencyGate:
     """Admit at most ``max_in_flight`` work requests at once; answer the next one 429 before any work.
 
     With ``max_wait_s`` a request is also answered 429 when the wait it would
-    have for a compute slot exceeds it: ``ahead`` times the time each request
-    ahead costs it (:meth:`Metrics.seconds_per_slot`: the measured interval
-    between completions while a queue waited, at least ``compute_s /
-    max_concurrency``), with ``ahead`` the admitted requests beyond the
-    ``max_concurrency`` slots (itself included) and ``compute_s`` the recent
-    compute time per request (:meth:`Metrics.observe_compute`). On two shared
-    cores the compute threads drained the queue at about half the rate
-    ``max_concurrency / compute_s`` promises, so the admitted requests of an
-    overload waited twice the budget. A fixed queue length bounds the wait
+    have for a compute slot exceeds it: ``ahead * compute_s / max_concurrency``
+    with ``ahead`` the admitted requests beyond the ``max_concurrency`` slots
+    (itself included) and ``compute_s`` the recent compute time per request
+    (:meth:`Metrics.observe_compute`). A fixed queue length bounds the wait
     only in requests, not in time: ten queued 5 ms requests are 50 ms for the
     last. Health, readiness, metrics, docs and static files are never gated.
     """
@@ -189,7 +161,7 @@ class ConcurrencyGate:
             return
         ahead = m.in_flight + 1 - self.max_concurrency
         if self.max_wait_s is not None and ahead > 0 and m.computed >= m.WARM:
-            wait = ahead * m.seconds_per_slot(self.max_concurrency)
+            wait = ahead * m.compute_s / self.max_concurrency
             if wait > self.max_wait_s:
                 m.rejected_overload += 1
                 err = OverloadError(f"the service is at capacity (expected wait {wait * 1e3:.0f} ms > the "

@@ -57,9 +57,8 @@ async def run_compute(request: Request, fn: Callable[..., T], *args: Any, **kwar
         return await anyio.to_thread.run_sync(timed, limiter=request.app.state.compute_limiter)
     finally:
         metrics = getattr(request.app.state, "metrics", None)
-        if spent and metrics is not None:  # in_flight still counts this request: more than the slots = a queue
-            waiting = metrics.in_flight > request.app.state.settings.max_concurrency
-            metrics.observe_compute(spent[0], done_at=time.perf_counter(), waiting=waiting)
+        if spent and metrics is not None:
+            metrics.observe_compute(spent[0])
 
 
 async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
