@@ -177,7 +177,10 @@ def _tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q:
         raw_max = q.new_full((r,), float("-inf"))
         raw_arg = torch.zeros(r, dtype=torch.long)
         z_pos = q.new_zeros(r)
-        for j in range(0, n, width):
+        # rows whose positive falls in each column block: found once, used by both passes
+        starts = list(range(0, n, width))
+        inside = [((y >= j) & (y < j + width)).nonzero().squeeze(1) for j in starts]
+        for j, here in zip(starts, inside):
             k = min(n, j + width)
             raw, z = logits(s, e, j, k)
             bm, ba = raw.max(dim=1)  # the first maximum within the block
@@ -188,7 +191,6 @@ def _tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q:
             new_m = torch.maximum(m, zm)
             lsum = lsum * torch.exp(m - new_m) + torch.exp(z - new_m.unsqueeze(1)).sum(dim=1)
             m = new_m
-            here = ((y >= j) & (y < k)).nonzero().squeeze(1)
             if len(here):
                 z_pos[here] = z[here, y[here] - j]
         lse = m + lsum.log()  # [r]
@@ -197,12 +199,11 @@ def _tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q:
         tied += int((z_pos >= m).sum())
         if not (want_q or want_c):
             continue
-        for j in range(0, n, width):
+        for j, here in zip(starts, inside):
             k = min(n, j + width)
             _, z = logits(s, e, j, k)
             p = z.sub_(lse.unsqueeze(1)).exp_()  # [r, w] probabilities (z is this block's own tensor)
             torch.nn.functional.threshold_(p, _TINY, 0.0)
-            here = ((y >= j) & (y < k)).nonzero().squeeze(1)
             if len(here):
                 p[here, y[here] - j] -= 1.0
             pm = p.bfloat16() if bf16 else p
