@@ -181,8 +181,11 @@ def worker_app():  # noqa: ANN201 - FastAPI
 
 # ---------------------------------------------------------------------- load side
 async def _connection_worker(host: str, port: int, jobs: asyncio.Queue, bodies: list[bytes], out: list,
-                             timeout: float) -> None:
+                             timeout: float, reasons: dict[str, int] | None = None) -> None:
     """One keep-alive HTTP/1.1 connection: take (scheduled time, i) jobs, send, read the answer.
+
+    ``reasons`` counts the 429s by the gate's reason, read from the answer: ``wait`` (the expected wait
+    for a compute slot was over --max-wait-ms) or ``queue_full`` (max_concurrency + max_queue admitted).
 
     Hand-written HTTP keeps the load generator cheap (httpx costs several ms of
     CPU per request, which on 2 shared cores measures the client, not the service).
@@ -203,8 +206,11 @@ async def _connection_worker(host: str, port: int, jobs: asyncio.Queue, bodies: 
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
                     length = int(line.split(b":", 1)[1])
-            await asyncio.wait_for(reader.readexactly(length), timeout)
+            body = await asyncio.wait_for(reader.readexactly(length), timeout)
             out.append((status, time.perf_counter() - scheduled))
+            if status == "429" and reasons is not None:
+                why = "wait" if b"expected wait" in body else "queue_full"
+                reasons[why] = reasons.get(why, 0) + 1
             if b"connection: close" in head.lower():
                 writer.close()
                 reader = writer = None
@@ -235,7 +241,8 @@ async def phase(url: str, users: list[str], rate: float, seconds: float, timeout
     n = max(1, int(rate * seconds))
     jobs: asyncio.Queue = asyncio.Queue()
     out: list = []
-    workers = [asyncio.create_task(_connection_worker(host, int(port), jobs, bodies, out, timeout))
+    reasons: dict[str, int] = {}
+    workers = [asyncio.create_task(_connection_worker(host, int(port), jobs, bodies, out, timeout, reasons))
                for _ in range(connections)]
     t0 = time.perf_counter()
     for i in range(n):
@@ -258,7 +265,7 @@ async def phase(url: str, users: list[str], rate: float, seconds: float, timeout
         "5xx": sum(v for k, v in status.items() if k.isdigit() and k.startswith("5")),
         "other": sum(v for k, v in status.items() if k not in ("200", "429") and not k.startswith("5")),
         "ok_rps": ok / wall, "p50": float(np.percentile(ms, 50)) if ok else float("nan"),
-        "p99": float(np.percentile(ms, 99)) if ok else float("nan"), "status": status,
+        "p99": float(np.percentile(ms, 99)) if ok else float("nan"), "status": status, "reasons_429": reasons,
         "lat_ok_ms": ms.tolist(),  # for callers that aggregate several phases (bench/soak.py)
     }
 
@@ -285,6 +292,8 @@ async def load(args: argparse.Namespace, url: str, users: list[str], summary: di
         full = r["ok"] == r["sent"] and r["ok_rps"] >= 0.9 * rate and r["p99"] < 20 * args.p99_ms
         good = full and r["p99"] < args.p99_ms
         print(row("find" + (" ok" if good else " slow" if full else " FAIL"), r), flush=True)
+        if r["429"]:
+            print(f"  the 429s by the gate's reason: {r['reasons_429']}", flush=True)
         if not full:
             break
         kept_up = r
@@ -313,7 +322,8 @@ async def load(args: argparse.Namespace, url: str, users: list[str], summary: di
     print(f"\nsustainable rate ({label}): {sustainable:.0f} req/s, "
           f"p50 {chosen['p50']:.2f} ms, p99 {chosen['p99']:.2f} ms")
     print(f"overload at {over_rate:.0f} req/s for {args.overload_seconds:g}s: {over['5xx']} 5xx, "
-          f"{over['429']} answered 429 (server counted {rejected}), {over['ok']} served, statuses {over['status']}")
+          f"{over['429']} answered 429 (server counted {rejected}; by reason {over['reasons_429']}), {over['ok']} served, "
+          f"statuses {over['status']}")
     print(f"after overload: /healthz {health}, /recommend {after.status_code}")
     ok = over["5xx"] == 0 and health == 200 and after.status_code == 200
     print("PASS" if ok else "FAIL")

@@ -160,6 +160,8 @@ def test_overload_is_429_before_any_work_and_health_stays_up(service, monkeypatc
     assert calls == ["u1"]  # the refused request did no work
     assert health.status_code == 200
     assert "twotower_overload_rejections_total 1" in metrics and "twotower_in_flight_requests 1" in metrics
+    assert 'twotower_overload_rejections_by_reason_total{reason="queue_full"} 1' in metrics
+    assert 'twotower_overload_rejections_by_reason_total{reason="wait"} 0' in metrics
 
 
 @pytest.mark.parametrize("max_wait_ms", [10.0, None])
@@ -199,18 +201,22 @@ def test_a_queue_longer_than_the_wait_budget_is_refused_in_time_not_only_in_coun
                 queued = asyncio.create_task(c.post("/recommend", json={"user_id": "u3"}))
                 await asyncio.sleep(0.05)
                 release.set()
-                return warm, await holder, await queued
+                result = warm, await holder, await queued
+                return *result, (await c.get("/metrics")).text
 
     try:
-        warm, holder, queued = asyncio.run(scenario())
+        warm, holder, queued, metrics = asyncio.run(scenario())
     finally:
         release.set()
     assert warm.status_code == 200 and holder.status_code == 200
     if max_wait_ms is None:
         assert queued.status_code == 200 and calls == ["u1"] * 8 + ["u2", "u3"]
+        assert 'twotower_overload_rejections_by_reason_total{reason="wait"} 0' in metrics
     else:
         assert queued.status_code == 429 and "expected wait" in queued.json()["error"]["message"]
         assert calls == ["u1"] * 8 + ["u2"]  # refused before any work
+        assert 'twotower_overload_rejections_by_reason_total{reason="wait"} 1' in metrics
+        assert 'twotower_overload_rejections_by_reason_total{reason="queue_full"} 0' in metrics
 
 
 def test_settings_are_validated():

@@ -39,6 +39,9 @@ class Metrics:
         self.latency_sum: dict[str, float] = {}
         self.in_flight = 0
         self.rejected_overload = 0
+        # the same 429s by the gate's reason: "queue_full" (max_in_flight admitted) or "wait" (expected wait for a
+        # compute slot over max_wait_ms), so an operator can tell a full queue from a slow compute estimate
+        self.rejected_by_reason: dict[str, int] = {"queue_full": 0, "wait": 0}
         self.rejected_too_large = 0
         # moving average of one request's compute time in a worker thread (seconds): what the gate's wait
         # estimate multiplies, once `computed` >= WARM requests have finished
@@ -53,6 +56,11 @@ class Metrics:
         exponential moving average of weight 1/16 (so one slow cold start does not linger)."""
         self.computed += 1
         self.compute_s += (seconds - self.compute_s) / min(self.computed, 16)
+
+    def reject(self, reason: str) -> None:
+        """Count one 429 of the gate, in total and by ``reason``."""
+        self.rejected_overload += 1
+        self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + 1
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -93,6 +101,11 @@ class Metrics:
             "# HELP twotower_overload_rejections_total Requests answered 429 by the concurrency gate.",
             "# TYPE twotower_overload_rejections_total counter",
             f"twotower_overload_rejections_total {self.rejected_overload}",
+            "# HELP twotower_overload_rejections_by_reason_total The 429s of the gate by reason: queue_full "
+            "(max_concurrency + max_queue requests admitted) or wait (expected wait over --max-wait-ms).",
+            "# TYPE twotower_overload_rejections_by_reason_total counter",
+            *(f'twotower_overload_rejections_by_reason_total{{reason="{r}"}} {n}'
+              for r, n in sorted(self.rejected_by_reason.items())),
             "# HELP twotower_payload_too_large_total Requests answered 413 by the body limit.",
             "# TYPE twotower_payload_too_large_total counter",
             f"twotower_payload_too_large_total {self.rejected_too_large}",
@@ -155,7 +168,7 @@ class ConcurrencyGate:
             return
         m = self.metrics
         if m.in_flight >= self.max_in_flight:
-            m.rejected_overload += 1
+            m.reject("queue_full")
             err = OverloadError(f"the service is at capacity ({self.max_in_flight} requests in flight); retry shortly")
             await error_response(err)(scope, receive, send)
             return
@@ -163,7 +176,7 @@ class ConcurrencyGate:
         if self.max_wait_s is not None and ahead > 0 and m.computed >= m.WARM:
             wait = ahead * m.compute_s / self.max_concurrency
             if wait > self.max_wait_s:
-                m.rejected_overload += 1
+                m.reject("wait")
                 err = OverloadError(f"the service is at capacity (expected wait {wait * 1e3:.0f} ms > the "
                                     f"{self.max_wait_s * 1e3:g} ms --max-wait-ms budget); retry shortly")
                 await error_response(err)(scope, receive, send)
