@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import PeakRSS  # noqa: E402
+from ml1m import ROWS as ML1M_ROWS  # noqa: E402
 
 from twotower.config import load_config  # noqa: E402
 from twotower.evaluation.table import format_table  # noqa: E402
@@ -57,6 +58,9 @@ VARIANTS: dict[str, list[str]] = {
     "gru": ["model.user.history=gru", *_SEQ],
     "transformer_full": ["model.user.history=transformer", *_SEQ, "loss.kind=full"],
     "gru_full": ["model.user.history=gru", *_SEQ, "loss.kind=full"],
+    # bench/ml1m.py's transformer recipe as it is (examples/sasrec.toml: tied IDs, no features, no maps after the
+    # towers, 3 blocks, 2 heads, full softmax T=0.08, weight decay 0.1, 30-epoch cosine): does it carry over?
+    "transformer_ml1m": ML1M_ROWS["transformer-full"],
     # the same towers trained with one causal example per target (the pooled towers' objective)
     "transformer_causal": ["model.user.history=transformer"],
     "gru_causal": ["model.user.history=gru"],
