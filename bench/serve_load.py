@@ -48,7 +48,10 @@ from pathlib import Path
 
 import numpy as np
 
+from twotower.serving.middleware import WAIT_REJECTION_MARK
+
 HERE = Path(__file__).resolve()
+_WAIT_MARK = WAIT_REJECTION_MARK.encode()  # in a 429's body when the gate refused it for its expected wait
 
 
 # ---------------------------------------------------------------------- server side
@@ -209,7 +212,7 @@ async def _connection_worker(host: str, port: int, jobs: asyncio.Queue, bodies: 
             body = await asyncio.wait_for(reader.readexactly(length), timeout)
             out.append((status, time.perf_counter() - scheduled))
             if status == "429" and reasons is not None:
-                why = "wait" if b"expected wait" in body else "queue_full"
+                why = "wait" if _WAIT_MARK in body else "queue_full"
                 reasons[why] = reasons.get(why, 0) + 1
             if b"connection: close" in head.lower():
                 writer.close()

@@ -14,7 +14,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from twotower.errors import OverloadError
 from twotower.serving.errors import PayloadTooLarge, error_response
 
-__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "UNGATED_PATHS"]
+__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "UNGATED_PATHS", "WAIT_REJECTION_MARK"]
+
+# in the message of a 429 refused for its expected wait (not for a full queue): clients such as
+# bench/serve_load.py tell the two reasons apart by it
+WAIT_REJECTION_MARK = "expected wait"
 
 #: Cheap endpoints that must answer even when the service is saturated.
 UNGATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/openapi.json", "/docs", "/redoc"})
@@ -38,9 +42,8 @@ class Metrics:
         self.latency: dict[str, list[int]] = {}  # route -> cumulative-able bucket counts (+Inf last)
         self.latency_sum: dict[str, float] = {}
         self.in_flight = 0
-        self.rejected_overload = 0
-        # the same 429s by the gate's reason: "queue_full" (max_in_flight admitted) or "wait" (expected wait for a
-        # compute slot over max_wait_ms), so an operator can tell a full queue from a slow compute estimate
+        # the gate's 429s by reason: "queue_full" (max_in_flight admitted) or "wait" (expected wait for a compute
+        # slot over max_wait_ms), so an operator can tell a full queue from a slow compute estimate
         self.rejected_by_reason: dict[str, int] = {"queue_full": 0, "wait": 0}
         self.rejected_too_large = 0
         # moving average of one request's compute time in a worker thread (seconds): what the gate's wait
@@ -57,10 +60,14 @@ class Metrics:
         self.computed += 1
         self.compute_s += (seconds - self.compute_s) / min(self.computed, 16)
 
+    @property
+    def rejected_overload(self) -> int:
+        """All 429s of the gate, whatever the reason."""
+        return sum(self.rejected_by_reason.values())
+
     def reject(self, reason: str) -> None:
-        """Count one 429 of the gate, in total and by ``reason``."""
-        self.rejected_overload += 1
-        self.rejected_by_reason[reason] = self.rejected_by_reason.get(reason, 0) + 1
+        """Count one 429 of the gate under ``reason`` (a key of ``rejected_by_reason``)."""
+        self.rejected_by_reason[reason] += 1
 
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
@@ -177,7 +184,7 @@ class ConcurrencyGate:
             wait = ahead * m.compute_s / self.max_concurrency
             if wait > self.max_wait_s:
                 m.reject("wait")
-                err = OverloadError(f"the service is at capacity (expected wait {wait * 1e3:.0f} ms > the "
+                err = OverloadError(f"the service is at capacity ({WAIT_REJECTION_MARK} {wait * 1e3:.0f} ms > the "
                                     f"{self.max_wait_s * 1e3:g} ms --max-wait-ms budget); retry shortly")
                 await error_response(err)(scope, receive, send)
                 return
