@@ -166,3 +166,29 @@ def test_tune_itemknn_selects_best_validation_k() -> None:
     assert best == table[int(np.argmax([row["NDCG@10"] for row in table]))]["k"]
     direct = evaluate(ItemKNN(k=5).fit(train), valid, train, EvalProtocol(ks=(10,)))
     assert table[1]["NDCG@10"] == pytest.approx(direct["NDCG@10"])
+
+
+def test_ease_weights_from_the_factored_inverse_match_a_plain_solve() -> None:
+    """The in-place Cholesky inverse (potrf + potri, lower triangle mirrored a block at a time) gives the
+    weights of the textbook solve, across block edges."""
+    from twotower.evaluation import baselines as bl
+
+    rng = np.random.default_rng(3)
+    x = sp.csr_matrix((rng.random((60, 37)) < 0.3).astype(np.float32))
+    gram = bl._gram(x)
+    want = dense_ease(x.toarray().astype(np.float64), 2.0)
+    np.testing.assert_allclose(bl._ease_weights(gram, 2.0), want, atol=1e-6)
+    a = rng.random((37, 37))
+    full = np.tril(a) + np.tril(a, -1).T
+    bl._mirror_lower(a, block=5)
+    np.testing.assert_array_equal(a, full)
+
+
+def test_ease_skip_reason_names_the_limit_and_the_memory() -> None:
+    from twotower.evaluation.baselines import ease_memory_bytes, ease_skip_reason
+
+    assert ease_skip_reason(1_000, 20_000, available_bytes=2**34) is None
+    assert ease_skip_reason(1_000, 20_000, available_bytes=None) is None
+    assert "eval.ease_max_items=20,000" in ease_skip_reason(30_000, 20_000, available_bytes=2**40)
+    reason = ease_skip_reason(10_000, 20_000, available_bytes=ease_memory_bytes(10_000) - 1)
+    assert reason is not None and "GiB" in reason

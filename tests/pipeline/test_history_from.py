@@ -149,3 +149,29 @@ def test_evaluate_warns_when_targets_are_in_the_input(split_dir, run, caplog):
         rows = evaluate_run(run, split="valid", baselines=(), ks=(10,), history_from=files)
     assert rows[0]["HitRate@10"] == 0.0  # every valid target is an input item, hence excluded
     assert "30 of 30 valid pairs are in the input history" in caplog.text
+
+
+def test_evaluate_test_file_and_ease_limit(split_dir, tmp_path, capsys, caplog):
+    """`evaluate --test FILE` scores a held-out file the run was not given; EASE above its item limit is
+    skipped with a warning naming the limit, the other rows unchanged."""
+    out = tmp_path / "run"
+    assert main(["-q", "train", "--train", str(split_dir / "train.csv"), "--valid", str(split_dir / "valid.csv"),
+                 "--out", str(out), "--epochs", "1", "--no-eval", *FAST]) == 0
+    files = [str(split_dir / "train.csv"), str(split_dir / "valid.csv")]
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--run", str(out), "--baselines", "", "--ks", "10"]) != 0
+    err = capsys.readouterr().err
+    assert "no test split" in err and "twotower evaluate --test FILE" in err  # and how to give one
+    assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--history-from", *files,
+                 "--baselines", "popularity,ease", "--ks", "10", "--json"]) == 0
+    rows = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["two-tower"]["users_evaluated"] == 30 and any(m.startswith("ease") for m in rows)
+    caplog.clear()
+    assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--history-from", *files,
+                 "--baselines", "popularity,ease", "--ks", "10", "--json", "--ease-max-items", "5"]) == 0
+    limited = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
+    assert not any(m.startswith("ease") for m in limited)
+    assert limited["two-tower"]["NDCG@10"] == rows["two-tower"]["NDCG@10"]
+    assert "EASE skipped" in caplog.text and "ease_max_items=5" in caplog.text
+    assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--split", "valid"]) != 0
+    assert "--test FILE is the test split" in capsys.readouterr().err

@@ -103,14 +103,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for b in baselines:
         if b not in ("popularity", "ease", "itemknn"):
             raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
+    test_file = getattr(args, "test", None)
+    if test_file is not None and args.split != "test":
+        raise ConfigError("--test FILE is the test split: leave --split at test")
+    if args.ease_max_items is not None and args.ease_max_items < 1:
+        raise ConfigError(f"--ease-max-items must be >= 1, got {args.ease_max_items}")
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
-    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from)
+    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
+                        test_file=test_file, ease_max_items=args.ease_max_items)
     if args.json:
         print(json.dumps(rows, indent=2, default=float))
     else:
         source = f"; input history from {' '.join(history_from)}" if history_from else ""
-        print_eval_table(rows, ks, f"{args.split} (full catalogue), run {args.run}{source}")
+        held_out = f"{args.split} {test_file}" if test_file else args.split
+        print_eval_table(rows, ks, f"{held_out} (full catalogue), run {args.run}{source}")
     return 0
 
 

@@ -37,7 +37,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run, result, prep = train_run(cfg, out)
     print(f"   best valid NDCG@10 {result.best_metric:.4f} at epoch {result.best_epoch} ({result.seconds:.0f}s)")
     print("== 3/4 test metrics against baselines (same split, same protocol) ...", flush=True)
-    rows = evaluate_run(run, baselines=("popularity", "ease", "itemknn"), ks=(10, 20, 50, 100))
+    rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=cfg.eval.ks)
     from twotower.utils.atomic import atomic_write_json
 
     atomic_write_json(out / "metrics.json", {"test": rows})

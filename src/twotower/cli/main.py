@@ -47,6 +47,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
                         "instead of the training history, without refitting; their items are excluded from ranking")
+    p.add_argument("--test", metavar="FILE",
+                   help="score this held-out interactions file instead of the run's own test split (ids outside "
+                        "the run's vocabularies are dropped and counted)")
+    p.add_argument("--ease-max-items", type=int, metavar="N",
+                   help="fit EASE up to N items (default: the run's eval.ease_max_items, "
+                        f"{ev.ease_max_items:,} unless set); above it, EASE is skipped with a warning")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
                    help="load the run without checking its manifest checksums (logged loudly)")

@@ -11,7 +11,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from twotower.data.interactions import encode_interactions, to_csr
+from twotower.config import EvalConfig
 from twotower.data.readers import read_interactions
+from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, tuning_key
@@ -73,10 +75,12 @@ def evaluate_run(
     run: TrainedRun,
     *,
     split: str = "test",
-    baselines: tuple[str, ...] = ("popularity", "ease", "itemknn"),
-    ks: tuple[int, ...] = (10, 20, 50, 100),
-    select_metric: str = "NDCG@10",
+    baselines: tuple[str, ...] = EvalConfig.baselines,
+    ks: tuple[int, ...] = EvalConfig.ks,
+    select_metric: str = EvalConfig.select_metric,
     history_from: Sequence[str | Path] | None = None,
+    test_file: str | Path | None = None,
+    ease_max_items: int | None = None,
 ) -> list[dict[str, Any]]:
     """One row per model: every metric plus fit seconds (baselines tuned on valid).
 
@@ -84,15 +88,21 @@ def evaluate_run(
     ``valid.csv``) replaces the training history as every model's input: the
     two-tower user vectors and the baselines' user rows are read from those
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
-    items are excluded from ranking too.
+    items are excluded from ranking too. ``test_file``: score this interactions
+    file as the test split (ids outside the run's vocabularies are dropped and
+    counted) instead of the run's own ``data/test.csv``. EASE is skipped, with a
+    warning that says why, above ``ease_max_items`` items (None: the run's
+    ``eval.ease_max_items``) or when it would not fit in the available memory.
     """
     from twotower.evaluation.baselines import (
         EASE,
         ItemKNN,
         Popularity,
+        ease_skip_reason,
         tune_ease,
         tune_itemknn,
     )
+    from twotower.utils.runtime import available_memory
     from twotower.pipeline.histories import (
         HistoryBaselineScorer,
         HistoryScorer,
@@ -101,9 +111,16 @@ def evaluate_run(
     )
 
     m = run_matrices(run)
+    if test_file is not None:
+        if split != "test":
+            raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
+        enc, _ = encode_interactions(read_interactions(test_file), run.user_vocab, run.item_vocab, name=str(test_file))
+        m.test = to_csr(enc)
     relevant = m.test if split == "test" else m.valid
     if relevant is None:
-        raise FileNotFoundError(f"run {run.dir} has no {split} split")
+        hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
+                if split == "test" else "give `--valid FILE` to `twotower train`")
+        raise FileNotFoundError(f"run {run.dir} has no {split} split ({run.dir / 'data' / f'{split}.csv'}): {hint}")
     exclude = m.train
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()
@@ -141,9 +158,13 @@ def evaluate_run(
             tune_s[name] = seconds
         return value
 
+    max_items = run.config.eval.ease_max_items if ease_max_items is None else ease_max_items
     for name in baselines:
         t0 = time.perf_counter()
         info = ""
+        if name == "ease" and (why := ease_skip_reason(m.train.shape[1], max_items, available_memory())):
+            log.warning("EASE skipped: %s", why)
+            continue
         if name == "popularity":
             scorer = Popularity().fit(m.train)
         elif name == "ease":

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from twotower.config import RunConfig
+from twotower.config import EvalConfig, RunConfig
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.models.two_tower import TwoTowerModel
 from twotower.pipeline.prepare import Prepared
@@ -86,9 +86,14 @@ def exclusion_matrix(prep: Prepared, split: str) -> sp.csr_matrix:
     return ex
 
 
-def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = "NDCG@10") -> dict[str, tuple[Any, float, dict[str, Any]]]:
-    """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info)."""
-    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = EvalConfig.select_metric, *,
+                     ease_max_items: int = EvalConfig.ease_max_items) -> dict[str, tuple[Any, float, dict[str, Any]]]:
+    """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info).
+
+    EASE is left out, with a warning saying why, where :func:`~twotower.evaluation.baselines.ease_skip_reason`
+    says so (too many items for ``ease_max_items``, or for the available memory)."""
+    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, ease_skip_reason, tune_ease, tune_itemknn
+    from twotower.utils.runtime import available_memory
 
     train = prep.matrix("train")
     valid = prep.matrix("valid")
@@ -99,7 +104,10 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = "N
         if name == "popularity":
             scorer = Popularity().fit(train)
         elif name == "ease":
-            lam = 500.0
+            if why := ease_skip_reason(prep.n_items, ease_max_items, available_memory()):
+                log.warning("EASE skipped: %s", why)
+                continue
+            lam = EASE().l2  # its default, untuned when there is no validation split
             if valid is not None:
                 lam, _ = tune_ease(train, valid, metric=ks_metric)
             info["lambda"] = lam

@@ -58,7 +58,7 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
     if collapsed:
         log.warning(
             "embedding collapse: std item=%.4f user=%s < %.2f; lower the learning rate or raise the temperature",
-            out["item_std"], out.get("user_std"), COLLAPSE_STD,
+            out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD,
         )
     return out
 

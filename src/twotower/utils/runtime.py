@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16",
-           "resolve_device", "retain_freed_memory"]
+           "resolve_device", "retain_freed_memory", "available_memory"]
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -116,6 +116,22 @@ def retain_freed_memory(limit_bytes: int = 1 << 30) -> bool:
         return False
     m_trim_threshold, m_mmap_threshold = -1, -3  # <malloc.h>
     return bool(mallopt(m_mmap_threshold, int(limit_bytes)) and mallopt(m_trim_threshold, 2 * int(limit_bytes)))
+
+
+def available_memory(meminfo: str = "/proc/meminfo") -> int | None:
+    """Bytes the kernel says can be allocated without swapping (``MemAvailable``); None off Linux.
+
+    Before a dense ``[I, I]`` computation (EASE) this tells a slow fit from one
+    that ends in the kernel killing the process.
+    """
+    try:
+        with open(meminfo, encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 @contextmanager
