@@ -45,7 +45,7 @@ def test_onnx_vectors_match_torch(encoders):
 
 def test_backend_is_part_of_the_model_id_and_the_cache_key(encoders, tmp_path):
     ids = {b: e.model_id for b, e in encoders.items()}
-    assert ids["onnx"] == ids["torch"] + "+onnx" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8"
+    assert ids["onnx"] == ids["torch"] + "+onnx.e2" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8.e2"
     dirs = {EmbeddingCache(tmp_path, model_id=i, max_length=256).dir for i in ids.values()}
     assert len(dirs) == 3
 
@@ -78,3 +78,19 @@ def test_settings_are_validated(monkeypatch):
     monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "onnx-int8")
     monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "2")
     assert EncoderSettings.from_env() == EncoderSettings(backend="onnx-int8", threads=2)
+
+
+def test_export_takes_eager_attention_and_restores_the_model(encoders, onnx_cache):
+    """The graph has no SDPA NaN guard (IsNaN), the folder names its export version, and the torch model
+    keeps the attention implementation it had (torch encoding and fine-tuning are unaffected)."""
+    import onnx
+
+    from twotower.text.onnx_backend import EXPORT_VERSION
+
+    before = encoders["torch"].model[0].auto_model.config._attn_implementation
+    encoders["onnx"].encode(TEXTS[:2], show_progress=False)
+    folder = next(p for p in onnx_cache.iterdir() if (p / "files.json").is_file())
+    assert folder.name.endswith(f".e{EXPORT_VERSION}")
+    ops = {n.op_type for n in onnx.load(str(folder / "model-fp32.onnx")).graph.node}
+    assert "IsNaN" not in ops and "Softmax" in ops
+    assert encoders["onnx"].model[0].auto_model.config._attn_implementation == before

@@ -130,8 +130,8 @@ class TextEncoder:
     ``model_id`` identifies the weights (``"st@<weights fingerprint>"`` for a
     local directory), not the directory name, so a verbatim copy of a model
     shares its cached embeddings; any backend but ``torch`` appends its name
-    (``+torch-bf16``, ``+onnx``, ``+onnx-int8``: their vectors differ slightly,
-    so they get their own cache and index fingerprint). ``settings.backend``
+    (``+torch-bf16``, ``+onnx.e2``, ``+onnx-int8.e2``, the ONNX ones with their export's
+    version: their vectors differ slightly, so they get their own cache and index fingerprint). ``settings.backend``
     ``auto`` is resolved here, once. Two encoders with the same id give the
     same vectors for the same (text, max_length). ``name`` is for display.
     ``model`` stays the float32 sentence-transformers (torch) model either
@@ -147,6 +147,10 @@ class TextEncoder:
         self.settings = (settings or EncoderSettings()).resolved()
         self.weights_id = model_id
         self.model_id = model_id if self.settings.backend == "torch" else f"{model_id}+{self.settings.backend}"
+        if self.settings.backend in _ONNX:  # another export gives other vectors (onnx_backend.EXPORT_VERSION)
+            from twotower.text.onnx_backend import EXPORT_VERSION  # noqa: PLC0415
+
+            self.model_id += f".e{EXPORT_VERSION}"
         self.name = name or model_id
         self._onnx: Any = None
         self._versions: int | None = None  # torch parameter versions when the ONNX export was made
