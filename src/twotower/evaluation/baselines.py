@@ -29,7 +29,8 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
 
-__all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason"]
+__all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
+           "ease_allowed"]
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +190,23 @@ def ease_skip_reason(n_items: int, max_items: int, available_bytes: int | None =
     need = ease_memory_bytes(n_items)
     if n_items > max_items:
         return (f"{n_items:,} items > eval.ease_max_items={max_items:,} (EASE needs ~{need / 2**30:.1f} GiB and "
-                f"~{n_items ** 3 / 1e12:.0f}·10¹² flops per λ tried); raise eval.ease_max_items (`twotower evaluate --ease-max-items N`) to fit it anyway")
+                f"~{n_items ** 3 / 1e12:.0f}·10¹² flops per λ tried); raise eval.ease_max_items "
+                "(`twotower evaluate --ease-max-items N`) to fit it anyway")
     if available_bytes is not None and need > available_bytes:
         return (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for EASE's dense item-item matrices, "
                 f"more than the {available_bytes / 2**30:.1f} GiB available")
     return None
+
+
+def ease_allowed(n_items: int, max_items: int) -> bool:
+    """Whether to fit EASE here: False, with a warning saying why, where :func:`ease_skip_reason` objects
+    (measured against the memory the machine has available now)."""
+    from twotower.utils.runtime import available_memory  # noqa: PLC0415
+
+    why = ease_skip_reason(n_items, max_items, available_memory())
+    if why:
+        log.warning("EASE skipped: %s", why)
+    return why is None
 
 
 class EASE(_HistoryBaseline):

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from twotower.data.interactions import encode_interactions, to_csr
 from twotower.config import EvalConfig
+from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate
@@ -98,11 +98,10 @@ def evaluate_run(
         EASE,
         ItemKNN,
         Popularity,
-        ease_skip_reason,
+        ease_allowed,
         tune_ease,
         tune_itemknn,
     )
-    from twotower.utils.runtime import available_memory
     from twotower.pipeline.histories import (
         HistoryBaselineScorer,
         HistoryScorer,
@@ -162,8 +161,7 @@ def evaluate_run(
     for name in baselines:
         t0 = time.perf_counter()
         info = ""
-        if name == "ease" and (why := ease_skip_reason(m.train.shape[1], max_items, available_memory())):
-            log.warning("EASE skipped: %s", why)
+        if name == "ease" and not ease_allowed(m.train.shape[1], max_items):
             continue
         if name == "popularity":
             scorer = Popularity().fit(m.train)

@@ -90,10 +90,9 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                      ease_max_items: int = EvalConfig.ease_max_items) -> dict[str, tuple[Any, float, dict[str, Any]]]:
     """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info).
 
-    EASE is left out, with a warning saying why, where :func:`~twotower.evaluation.baselines.ease_skip_reason`
+    EASE is left out, with a warning saying why, where :func:`~twotower.evaluation.baselines.ease_allowed`
     says so (too many items for ``ease_max_items``, or for the available memory)."""
-    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, ease_skip_reason, tune_ease, tune_itemknn
-    from twotower.utils.runtime import available_memory
+    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, ease_allowed, tune_ease, tune_itemknn
 
     train = prep.matrix("train")
     valid = prep.matrix("valid")
@@ -104,8 +103,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
         if name == "popularity":
             scorer = Popularity().fit(train)
         elif name == "ease":
-            if why := ease_skip_reason(prep.n_items, ease_max_items, available_memory()):
-                log.warning("EASE skipped: %s", why)
+            if not ease_allowed(prep.n_items, ease_max_items):
                 continue
             lam = EASE().l2  # its default, untuned when there is no validation split
             if valid is not None:

@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
