@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import math
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -48,7 +49,9 @@ def _check(cond: bool, name: str, msg: str) -> None:
 
 def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
+        close = difflib.get_close_matches(str(value), list(choices), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}{hint}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -452,6 +455,12 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "")
         return cls(**kwargs)
     except TypeError as e:  # pragma: no cover - dataclass signature mismatch
         raise ConfigError(f"{prefix or cls.__name__}: {e}") from e
+    except ConfigError as e:
+        # validators name a field by its class ("tower.history"); the user wrote "model.user.history"
+        m = re.match(r"([A-Za-z_]+)\.([A-Za-z_]+)(: .*)", str(e), re.S)
+        if prefix and m and m.group(2) in fields:
+            raise ConfigError(f"{prefix}.{m.group(2)}{m.group(3)}") from e
+        raise
 
 
 def _field_default(f: dataclasses.Field) -> Any:
@@ -552,14 +561,32 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base dict and overrides."""
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
+    from_file: dict[str, Any] = {}
     if path is not None:
         from_file = read_config_file(path)
         check_known_settings(RunConfig, from_file, f"config file {path}")
         _deep_update(data, from_file)
+    given = apply_overrides({}, list(overrides or []))
     if overrides:
-        check_known_settings(RunConfig, apply_overrides({}, list(overrides)), "command line")
+        check_known_settings(RunConfig, given, "command line")
     apply_overrides(data, list(overrides or []))
-    return config_from_dict(RunConfig, data)
+    try:
+        return config_from_dict(RunConfig, data)
+    except ConfigError as e:
+        # a bad value written in the file: say which file, as unknown keys already do
+        name = str(e).split(":", 1)[0]
+        if path is not None and _has_key(from_file, name) and not _has_key(given, name):
+            raise ConfigError(f"config file {path}: {e}") from e
+        raise
+
+
+def _has_key(data: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = data
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def _deep_update(dst: dict[str, Any], src: Mapping[str, Any]) -> None:

@@ -36,3 +36,16 @@ def test_bad_twotower_threads_env_is_an_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TWOTOWER_THREADS", "lots")
     assert main(["recommend", "--run", str(tmp_path), "--user", "u1"]) == 2
     assert "TWOTOWER_THREADS must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_serve_on_a_taken_port_says_so_before_loading(tmp_path, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        # the run does not exist: the port is checked first, in one line naming --port
+        assert main(["serve", "--run", str(tmp_path / "nope"), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err and "Traceback" not in err

@@ -25,6 +25,14 @@ def test_data_split_rejects_bad_ratios(tmp_path, capsys):
     assert "ratios" in capsys.readouterr().err
 
 
+def test_data_split_names_the_flag_and_checks_it_before_reading(tmp_path, capsys):
+    # the input does not exist: the bad --n is reported first, by the flag the user typed
+    assert main(["-q", "data", "split", "--input", str(tmp_path / "missing.csv"), "--method", "leave_last",
+                 "--n", "0", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--n: must be >= 1" in err and "data.leave_n" not in err
+
+
 def test_data_split_sasrec_leave_last(tmp_path):
     # SASRec format: no header, file order is time order (item ids deliberately out of order)
     src = tmp_path / "seq.txt"

@@ -34,7 +34,7 @@ def test_unknown_key_suggests_the_right_one():
         ("train.batch_size=1", "train.batch_size"),
         ("data.ratios=[0.5,0.5,0.5]", "data.ratios"),
         ("train.epochs=abc", "train.epochs"),
-        ("model.user.dropout=1.5", "tower.dropout"),
+        ("model.user.dropout=1.5", "model.user.dropout"),
     ],
 )
 def test_bad_values_name_the_setting(override, fragment):
@@ -111,3 +111,18 @@ def test_unknown_key_names_where_it_was_written(tmp_path):
     good.write_text("[train]\nepochs = 4\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"^command line: unknown setting 'train\.epoch'"):
         load_config(good, ["train.epoch=3"])
+
+
+def test_bad_choice_names_the_dotted_setting_the_file_and_the_nearest_choice(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[model.user]\nhistory = "transfomer"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(cfg)
+    msg = str(e.value)
+    assert msg.startswith(f"config file {cfg}: model.user.history:") and "did you mean 'transformer'" in msg
+    # the same value given on the command line is not blamed on the file
+    with pytest.raises(ConfigError) as e:
+        load_config(cfg, ["model.user.history=gr"])
+    assert str(e.value).startswith("model.user.history: 'gr'") and "config file" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^model\.item\.history:"):
+        load_config(None, ["model.item.history=bogus"])

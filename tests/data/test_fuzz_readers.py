@@ -9,6 +9,7 @@ overflowed int64, ratings that became inf).
 """
 from __future__ import annotations
 
+import csv
 import json
 import tempfile
 import warnings
@@ -56,10 +57,14 @@ def _write(df: pd.DataFrame, path: Path) -> None:
     suffix = path.suffix
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # pandas leaves a field holding a bare "\r" unquoted, and every CSV reader then sees a line break
+        # there (more rows than written): quote everything in that case, as a correct CSV writer would
+        cr = any(isinstance(v, str) and "\r" in v for c in df.columns for v in df[c])
+        quoting = csv.QUOTE_ALL if cr else csv.QUOTE_MINIMAL
         if suffix in (".csv", ".txt"):
-            df.to_csv(path, index=False)
+            df.to_csv(path, index=False, quoting=quoting)
         elif suffix == ".tsv":
-            df.to_csv(path, index=False, sep="\t")
+            df.to_csv(path, index=False, sep="\t", quoting=quoting)
         elif suffix in (".parquet", ".pq"):
             # parquet needs one type per column: strings, except all-int / all-float columns
             out = {}

@@ -90,6 +90,14 @@ def test_bad_timestamp_names_row_and_column(tmp_path):
     assert "yesterday" in str(e.value)
 
 
+def test_short_row_is_named_in_plain_words(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,rating,timestamp\nu,a,5,100\nu,b\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 3 and e.value.column == "timestamp"
+    assert "fewer fields than the header" in str(e.value) and "np." not in str(e.value)
+
+
 def test_empty_id_names_row_and_column(tmp_path):
     p = write(tmp_path / "i.csv", "user_id,item_id\nu,a\nu,b\n,c\n")
     with pytest.raises(DataError) as e:

@@ -79,3 +79,10 @@ def test_per_column_formats_and_the_eval_table_prints_seconds_for_people(capsys)
     print_eval_table([{"model": "ease", "Recall@10": 0.5, "MeanPop@10": 233.4861, "fit_s": 1020.4084}], (10,), "t")
     out = capsys.readouterr().out
     assert "1020.4" in out and "1020.4084" not in out and "233.5" in out
+
+
+def test_seconds_columns_print_one_decimal_unless_told_otherwise():
+    rows = [{"model": "ease", "Recall@20": 0.25, "fit_s": 52.5476}]
+    text = format_table(rows)
+    assert "52.5" in text and "52.5476" not in text and "0.2500" in text
+    assert "52.548" in format_table(rows, formats={"fit_s": ".3f"})

@@ -117,7 +117,11 @@ def test_evaluate_cli_history_from(split_dir, run, capsys):
     # the table form names the input
     assert main(["-q", "evaluate", "--run", str(run.dir), "--history-from", *files, "--baselines", "",
                  "--ks", "10"]) == 0
-    assert "input history from" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "input history from" in out
+    # the footer says what was read, not the train-only protocol of a plain evaluation
+    footer = out.strip().splitlines()[-1]
+    assert footer.startswith("protocol:") and "valid.csv" in footer and "history the user tower reads" not in footer
 
 
 def test_history_order_ties_duplicates_and_unknowns(split_dir, run, tmp_path):

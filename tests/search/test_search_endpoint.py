@@ -63,7 +63,7 @@ def test_limits_inclusive_and_rerank_without_model(client):
 
 
 def test_search_only_service_has_health_and_no_recommender_routes(client):
-    assert client.get("/healthz").json() == {"status": "ok", "pid": str(os.getpid())}
+    assert client.get("/healthz").json() == {"status": "ok", "pid": os.getpid()}
     paths = client.get("/openapi.json").json()["paths"]
     assert "/search" in paths and "/recommend" not in paths
 

@@ -86,9 +86,9 @@ def server(run_dir: Path, flat_index: Path) -> Iterator[tuple[str, subprocess.Po
     assert not list(Path(tempfile.gettempdir()).glob(f"twotower-serve-{proc.pid}-*")), out
 
 
-def _pids_seen(url: str, rounds: int = 60) -> set[str]:
+def _pids_seen(url: str, rounds: int = 60) -> set[int]:
     """Worker pids named by /healthz over bursts of 8 concurrent fresh connections (until two are seen)."""
-    pids: set[str] = set()
+    pids: set[int] = set()
     lock = threading.Lock()
 
     def hit() -> None:
@@ -112,11 +112,11 @@ def test_two_workers_answer_and_map_one_copy(server, service, flat_index):
 
     url, proc = server
     pids = _pids_seen(url)
-    assert len(pids) == 2 and str(proc.pid) not in pids  # the parent only supervises
+    assert len(pids) == 2 and proc.pid not in pids  # the parent only supervises
     r = httpx.post(url + "/recommend", json={"user_id": "u1", "k": 10}, timeout=10)
     assert r.status_code == 200
     assert r.json()["items"] == service.recommend(RecRequest(user_id="u1", k=10))["items"]
-    maps = [_mapped(int(p)) for p in sorted(pids)]
+    maps = [_mapped(p) for p in sorted(pids)]
     for name in ("item_vectors.npy", "user_vectors.npy"):
         paths = [{p: ino for p, ino in m.items() if p.endswith("/" + name)} for m in maps]
         assert len(paths[0]) == 1 and paths[0] == paths[1], name  # the same file (path and inode) in both

@@ -6,9 +6,13 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from twotower.cli.paths import check_output_dir, check_output_file
+from twotower.cli.paths import check_output_dir, check_output_file, write_output_text
 from twotower.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported only by the commands that train
+    from twotower.training.trainer import TrainResult
 
 log = logging.getLogger("twotower")
 
@@ -42,8 +46,8 @@ def resolve_train_config(args: argparse.Namespace):
     return cfg
 
 
-def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
-    """One table: a row per (model, k), a column per metric, fit seconds last."""
+def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol: str | None = None) -> None:
+    """One table: a row per (model, k), a column per metric, fit seconds last; ``protocol`` the footer."""
     from twotower.evaluation.table import format_table
     from twotower.pipeline.experiment import PROTOCOL_TEXT
 
@@ -55,7 +59,19 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str) -> None:
                 continue
             long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
     print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title, formats={"fit_s": ".1f", "MeanPop": ".1f"}))
-    print(PROTOCOL_TEXT)
+    print(protocol or PROTOCOL_TEXT)
+
+
+def train_summary(result: TrainResult, metric: str, out: Path) -> str:
+    """The line that ends `twotower train`: what the best epoch was chosen on.
+
+    Without validation data the trainer selects on the negated training loss (it maximises), so that
+    number is printed as the loss it is, not as a validation metric.
+    """
+    on_valid = any(f"valid_{metric}" in row for row in result.history)
+    best = f"valid {metric} {result.best_metric:.4f}" if on_valid else f"train loss {-result.best_metric:.4f}"
+    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs, {result.seconds:.1f}s); "
+            f"run folder {out}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -73,8 +89,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
     if not main:
         return 0
-    print(f"trained: best valid {cfg.eval.select_metric} {result.best_metric:.4f} at epoch {result.best_epoch} "
-          f"({result.epochs_run} epochs, {result.seconds:.1f}s); run folder {out}")
+    print(train_summary(result, cfg.eval.select_metric, out))
     if not args.no_eval and prep.test is not None:
         ks = cfg.eval.ks
         rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
@@ -117,7 +132,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         source = f"; input history from {' '.join(history_from)}" if history_from else ""
         held_out = f"{args.split} {test_file}" if test_file else args.split
-        print_eval_table(rows, ks, f"{held_out} (full catalogue), run {args.run}{source}")
+        from twotower.pipeline.experiment import protocol_text
+
+        print_eval_table(rows, ks, f"{held_out} (full catalogue), run {args.run}{source}",
+                         protocol_text(history_from, args.split))
     return 0
 
 
@@ -155,34 +173,33 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         results_to_frame,
         results_to_items,
     )
-    from twotower.utils.atomic import atomic_write_text
-
     _threads(args)
     if args.out:
         check_output_file(args.out)
     if args.history is not None and not [h for h in args.history.split(",") if h.strip()]:
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
-    run = TrainedRun.load(args.run)
-    index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
-    print(f"ranking with {used}", file=sys.stderr)
+    # argument checks before the (slow) run load: a typo is one line at once
     k = args.k if args.k is not None else (100 if args.users else 10)
     if not 1 <= k <= 10_000:
         raise ConfigError(f"--k must be between 1 and 10000, got {k}")
+    if getattr(args, "history_from", None) and args.history is not None:
+        raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
+                          "user: use one or the other")
+    run = TrainedRun.load(args.run)
+    index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    print(f"ranking with {used}", file=sys.stderr)
     histories = None
     if getattr(args, "history_from", None):
         from twotower.pipeline.histories import exclude_histories, read_input_histories
 
-        if args.history is not None:
-            raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
-                              "user: use one or the other")
         histories = read_input_histories(run, args.history_from)
     if args.history is not None:
         hist = [s.strip() for s in args.history.split(",") if s.strip()]
         res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
         _say_shortfall(res, k, ["a new user"])
         items = results_to_items(run, res)
-        _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items")
+        _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items", k)
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
     if histories is not None and not args.no_exclude_seen:
@@ -191,15 +208,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         row = run.user_row(args.user)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [args.user])
-        _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}")
+        _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
         return 0
     rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index)
     _say_shortfall(res, k, [run.user_vocab.ids[int(r)] for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:
-        atomic_write_text(args.out, frame.to_csv(index=False))
-        print(f"wrote {len(frame)} rows for {len(rows)} users to {args.out}", file=sys.stderr)
+        where = write_output_text(args.out, frame.to_csv(index=False))  # `--out -` is stdout
+        # stderr, so that with `--out -` stdout holds the CSV alone
+        print(f"wrote {len(frame)} rows for {len(rows)} users to {where}", file=sys.stderr)
     elif args.json:
         print(frame.to_json(orient="records"))
     else:
@@ -218,15 +236,21 @@ def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
               f"after exclusions (e.g. user {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
 
 
-def _print_items(items: list[dict], as_json: bool, title: str) -> None:
+def _print_items(items: list[dict], as_json: bool, title: str, k: int) -> None:
     if as_json:
-        print(json.dumps({"items": items}, ensure_ascii=False, default=str))
+        answer: dict = {"items": items}
+        if len(items) < k:  # as the HTTP answer says it: only on a short list
+            answer["shortfall"] = {"missing": k - len(items), "reason": f"fewer than k={k} items are left after "
+                                   f"the exclusions; all {len(items)} eligible items are returned"}
+        print(json.dumps(answer, ensure_ascii=False, default=str))
         return
     print(title)
     for it in items:
-        label = it.get("title") or it["item_id"]
         extra = f"  [{it['genres']}]" if isinstance(it.get("genres"), str) and it.get("genres") else ""
-        print(f"{it['rank']:>3}. {label} (item {it['item_id']}, score {it['score']:.3f}){extra}")
+        if it.get("title"):
+            print(f"{it['rank']:>3}. {it['title']} (item {it['item_id']}, score {it['score']:.3f}){extra}")
+        else:  # a catalogue without titles: the id once, not "150 (item 150, ...)"
+            print(f"{it['rank']:>3}. item {it['item_id']} (score {it['score']:.3f}){extra}")
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
@@ -253,6 +277,14 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
     out = check_output_dir(args.out)
+    try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
+        cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
+                         valid_start=_maybe_int(args.valid_start), test_start=_maybe_int(args.test_start))
+    except ConfigError as e:
+        flags = {"data.leave_n": "--n", "data.ratios": "--ratios", "data.split": "--method",
+                 "data.valid_start": "--valid-start", "data.test_start": "--test-start"}
+        name, _, rest = str(e).partition(":")
+        raise ConfigError(f"{flags.get(name, name)}:{rest}") from e
     items = users = None
     if args.dataset:
         from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
@@ -263,8 +295,6 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         df = read_interactions(args.input, format=args.format or DataConfig().format)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
-    cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
-                     valid_start=_maybe_int(args.valid_start), test_start=_maybe_int(args.test_start))
     split = _split(df, cfg, args.seed)
     for name, part in (("train", split.train), ("valid", split.valid), ("test", split.test)):
         atomic_write_text(out / f"{name}.csv", part.to_csv(index=False))

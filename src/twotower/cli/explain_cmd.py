@@ -16,7 +16,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--item", required=True, help="the item id to explain")
     p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
-                   help="loo: exact leave-one-out (default); gradxinput: gradient x pooling weight")
+                   help="loo: exact leave-one-out (default); gradxinput: its first-order estimate, one backward pass "
+                        "(gradient x pooling weight for a pooled tower, gradient x item embedding for a "
+                        "sequence tower; it may rank the history differently from loo)")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     p.add_argument("--no-verify", dest="no_verify_here", action="store_true",

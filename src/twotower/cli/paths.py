@@ -1,12 +1,17 @@
 """Output paths checked before any work: a bad ``--out`` is one line and exit 2, not a traceback an hour later."""
 from __future__ import annotations
 
+import errno
 import os
+import sys
 from pathlib import Path
 
 from twotower.errors import ConfigError
+from twotower.utils.atomic import atomic_write_text, resolve_write_target
 
-__all__ = ["check_output_dir", "check_output_file"]
+__all__ = ["STDOUT", "check_output_dir", "check_output_file", "write_output_text"]
+
+STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
 
 
 def _parents_ok(path: Path, flag: str) -> None:
@@ -33,9 +38,30 @@ def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
 
 
 def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """``path`` must be a file (new or to be replaced), not a folder; returns it as a Path."""
+    """``path`` must be a file (new or to be replaced), a device/FIFO, or ``-``; not a folder. Returns it as a Path."""
     p = Path(path)
+    if os.fspath(path) == STDOUT:
+        return p
     if p.is_dir():
         raise ConfigError(f"{flag} {p}: is a folder; give a file path such as {p / 'recs.csv'}")
-    _parents_ok(p, flag)
+    try:
+        real, atomic = resolve_write_target(p)
+    except OSError as e:
+        if e.errno != errno.ELOOP:
+            raise
+        raise ConfigError(f"{flag} {p}: a symbolic link loop; point the link at a file or remove it") from e
+    if not atomic:  # written straight into (e.g. /dev/stdout): its folder needs no write permission
+        if not os.access(p, os.W_OK):
+            raise ConfigError(f"{flag} {p}: cannot write to it (permission denied)")
+        return p
+    _parents_ok(real, flag)  # the temporary file goes beside the real file (a symlink's target)
     return p
+
+
+def write_output_text(path: str | os.PathLike[str], text: str) -> str:
+    """Write ``text`` to ``path`` atomically, or to standard output for ``-``; returns where, for messages."""
+    if os.fspath(path) == STDOUT:
+        sys.stdout.write(text)
+        return "standard output"
+    atomic_write_text(path, text)
+    return os.fspath(path)

@@ -50,6 +50,32 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
+def _check_port(host: str, port: int) -> None:
+    """Refuse a port that is already taken, before the (slow) load; the bind itself still happens in uvicorn."""
+    import errno
+    import socket
+
+    from twotower.errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror or e})") from None
+    family, kind, proto, _, addr = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is already in use (another `twotower serve`?); "
+                                  "stop it or choose another with --port N") from None
+            if e.errno == errno.EACCES:
+                raise ConfigError(f"port {port} on {host}: permission denied (ports below 1024 need root); "
+                                  "choose another with --port N") from None
+            raise ConfigError(f"--host {host} --port {port}: cannot bind ({e.strerror or e})") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -70,6 +96,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from twotower.errors import ConfigError
 
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
+    _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall)
                if args.run else None)

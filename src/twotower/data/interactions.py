@@ -46,13 +46,16 @@ def encode_interactions(
     item_vocab: Vocabulary,
     *,
     name: str = "data",
+    quiet: bool = False,
 ) -> tuple[EncodedInteractions, dict[str, Any]]:
     """Encode a canonical interactions frame with the given vocabularies.
 
     Rows whose user or item is not in the vocabulary are dropped and counted in
     the returned report (``rows_in``, ``rows_kept``, ``rows_dropped``,
     ``unknown_users``/``unknown_items`` (distinct ids), ``unknown_user_rows``/
-    ``unknown_item_rows`` and a few example ids) — never remapped.
+    ``unknown_item_rows`` and a few example ids) — never remapped. A drop is
+    logged as a warning; ``quiet`` (a run's own split, reported when it was
+    trained) logs it at debug level.
     """
     for col in ("user_id", "item_id"):
         if col not in df.columns:
@@ -91,11 +94,11 @@ def encode_interactions(
         "unknown_item_examples": [str(x) for x in unknown_i[:_EXAMPLES]],
     }
     if report["rows_dropped"]:
-        log.warning(
-            "%s: dropped %d of %d rows with ids outside the vocabularies (%d unknown users e.g. %s; %d unknown items e.g. %s)",
-            name, report["rows_dropped"], n, report["unknown_users"], report["unknown_user_examples"],
-            report["unknown_items"], report["unknown_item_examples"],
-        )
+        what = [f"{report[f'unknown_{k}s']} {k}s never seen in training, e.g. {report[f'unknown_{k}_examples']}"
+                for k in ("user", "item") if report[f"unknown_{k}s"]]
+        log.log(logging.DEBUG if quiet else logging.WARNING,
+                "%s: dropped %d of %d rows: %s (cold ids: counted, not remapped)",
+                name, report["rows_dropped"], n, "; ".join(what))
     enc = EncodedInteractions(
         users=users[keep].astype(np.int64),
         items=items[keep].astype(np.int64),

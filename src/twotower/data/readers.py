@@ -216,6 +216,14 @@ def _plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _bad_number(what: str, value: Any) -> str:
+    """``missing timestamp`` (a blank, or a row shorter than the header) or ``non-finite timestamp inf``."""
+    value = _plain(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return f"missing {what} (an empty field, or a row with fewer fields than the header)"
+    return f"non-finite {what} {value!r}"
+
+
 def check_rows(bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str) -> None:
     """Raise DataError at the first True of ``bad[N]`` (0-based data position -> spreadsheet row).
 
@@ -267,7 +275,8 @@ def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
         check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
                    "undecodable bytes)", file=file, column=column)
     bad = out.isna().to_numpy()
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total); every row needs a {column!r} value",
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total; a row with fewer fields than the "
+               f"header reads as empty); every row needs a {column!r} value",
                file=file, column=column)
     return out.astype(str)
 
@@ -290,7 +299,7 @@ def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
                "(|t| < 2**62)", file=file, column=column)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
     if pd.api.types.is_numeric_dtype(values.dtype):
-        check_rows(~is_num, lambda pos: f"missing or non-finite timestamp {values.iloc[pos]!r}; expected epoch seconds",
+        check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
                    file=file, column=column)
         return out
     rest = ~is_num

@@ -1,7 +1,8 @@
 """Comparison tables as plain text (terminal, bench logs) or Markdown (docs).
 
 Rows are dicts such as ``{"model": "EASE", "Recall@20": 0.31, ...}``.
-Floats use ``floatfmt``; ints print as ints; a missing value prints ``-``.
+Floats use ``floatfmt`` (seconds columns, named ``*_s``, one decimal); ints print
+as ints; a missing value prints ``-``.
 ``mark_best`` appends ``*`` to the best value of the named numeric columns
 (every tied value is marked).
 """
@@ -16,6 +17,7 @@ from twotower.errors import ConfigError
 __all__ = ["format_table", "to_markdown"]
 
 _MISSING = "-"
+_SECONDS_FMT = ".1f"  # columns named *_s hold seconds: 52.5, not 52.5476 (``formats`` overrides it)
 
 
 def _columns(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None) -> list[str]:
@@ -84,7 +86,7 @@ def _cells(
         line = []
         for col in columns:
             value = row.get(col)
-            text = _cell(value, (formats or {}).get(col, floatfmt))
+            text = _cell(value, (formats or {}).get(col, _SECONDS_FMT if col.endswith("_s") else floatfmt))
             if col in best and _is_number(value):
                 text += "*" if float(value) == best[col] else " "
             line.append(text)

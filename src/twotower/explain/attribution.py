@@ -15,6 +15,9 @@ Two attributions of the score ``s = <user(w), item>`` to history positions:
     keep their ages instead of moving up one step.
 ``gradxinput`` (first-order)
     ``c_j = w_j * ds/dw_j``, one backward pass: the linearisation of ``loo``.
+    A sequence tower (transformer, GRU) reads ``w_j`` as a scale on item ``j``'s
+    embedding, so there it is gradient x input embedding; far from linear, it
+    can rank the history differently from ``loo``, which stays exact.
 
 Nothing here is a heuristic over metadata: both read the trained tower.
 Shapes: B batch, L history length, D dim.

@@ -133,8 +133,10 @@ class TuneReport:
                 f"{r.p50_ms:>8.3f}{r.p99_ms:>8.3f}{r.bytes_per_vector:>8.1f}{mark}"
             )
         # the markers and column names mean nothing to someone who has not read this method
-        lines.append(f"* chosen   + also reaches recall@{self.k} {self.target_recall:g}   qps_b batched QPS, "
-                     "qps_1 single-query QPS, p50ms/p99ms single-query latency, B/vec index bytes per vector")
+        also = any(r.meets_target and r is not self.chosen for r in self.rows)
+        lines.append(f"* chosen   {f'+ also reaches recall@{self.k} {self.target_recall:g}   ' if also else ''}"
+                     "qps_b batched QPS, qps_1 single-query QPS, p50ms/p99ms single-query latency, "
+                     "B/vec index bytes per vector")
         return "\n".join(lines)
 
 
@@ -273,6 +275,9 @@ def autotune(
         exact = ExactIndex().build(vectors, ids)
         speed = measure_speed(exact, queries, k, latency_queries=policy.latency_queries)
         exact_p99 = float(speed["p99_ms"])
+        # the report's exact baseline is this warmed best-of-runs figure, measured like every candidate row
+        # (the ground-truth pass above is one cold run: it read 3x slower than the exact row it sat beside)
+        exact_qps = float(speed["qps_batch"])
         if exact_p99 <= policy.exact_p99_ms:
             row = TuneRow(
                 index="exact", factory="exact", params={}, recall=1.0, qps_batch=speed["qps_batch"],

@@ -17,14 +17,20 @@ Layout of a run folder::
 ``manifest.json`` is written when training has finished and removed when a
 run folder is (re)written, so :meth:`TrainedRun.load` refuses a bit-flipped,
 truncated or swapped artefact of a finished run, naming the file.
+
+A new (not resumed) run trained into a folder holding an earlier one first
+removes that run's artefacts (:func:`clear_previous_run`), by name, so nothing
+of the old run is read as part of the new one.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import logging
 import os
+import shutil
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -40,11 +46,12 @@ from twotower.errors import IntegrityError, NotFoundError
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.tuned_baselines import TUNED_FILE
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 
 __all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "model_fingerprint", "features_shape",
-           "build_model"]
+           "build_model", "clear_previous_run"]
 
 MANIFEST = "manifest.json"
 #: environment switch read by :meth:`TrainedRun.load` (set by the CLI's ``--no-verify``)
@@ -52,6 +59,21 @@ NO_VERIFY_ENV = "TWOTOWER_NO_VERIFY"
 #: Files of a run folder that loading reads (relative paths; absent optional ones are skipped).
 MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json",
                   "features/users.json", "features/items.json", "items.jsonl", "history.npz")
+#: What else a run writes into its folder: training (data, log, curves), `twotower train`'s test evaluation,
+#: the demo's plot and the baselines `twotower evaluate` tuned on the run's data.
+RUN_OUTPUT_FILES = ("data/train.csv", "data/valid.csv", "data/test.csv", "log.jsonl", "curves.png", "metrics.json",
+                    "eval.txt", "recall_at_k.png", TUNED_FILE)
+#: Files only a run writes: one of them says a folder holds a run (a config.json alone may be the user's own).
+RUN_MARKERS = ("run.json", "model.safetensors", "history.npz", "vocab/users.json", "checkpoint/state.json")
+#: Folder the trainer's checkpoint is swapped into whole (training/checkpoint.py), so all of it is the run's.
+CHECKPOINT_DIR = "checkpoint"
+#: Where `twotower index build` saves a run's index by default (cli/index_cmd.py), and the files it adds
+#: there besides those meta.json lists (tune.json, recall_qps.png).
+INDEX_DIR = "index"
+INDEX_EXTRA_FILES = ("meta.json", "tune.json", "recall_qps.png")
+#: What `twotower export` writes into its --out folder (export/onnx.py); export.json names the run and model.
+EXPORT_FILES = ("export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json",
+                "user_ids.json")
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +179,98 @@ def write_manifest(out: str | Path) -> None:
         atomic_write_json(out / "run.json", {**info, "sealed": True})
     files = {rel: sha256_file(out / rel) for rel in MANIFEST_FILES if (out / rel).is_file()}
     atomic_write_json(out / MANIFEST, {"format": 1, "sha256": files})
+
+
+def clear_previous_run(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
+    """Remove the artefacts of an earlier run in ``out`` before a new run is written there; the paths removed.
+
+    Only files a run, its evaluation, its index build or its ONNX export write are removed, by name
+    (the folder may also hold the user's own files), and never a path in ``keep`` (the new run's input
+    files). The manifest and the weights go first, so a crash part-way leaves no folder that loads as
+    the old run. A folder holding no run is left alone.
+    """
+    if not any((out / rel).is_file() for rel in RUN_MARKERS):
+        return []
+    kept = {_resolved(p) for p in keep}
+    derived = _derived_folders(out)  # read before the weights their fingerprints are checked against go
+    removed = [rel for rel in dict.fromkeys((MANIFEST, "model.safetensors", *MANIFEST_FILES, *RUN_OUTPUT_FILES))
+               if _remove_file(out / rel, kept)]
+    if (out / CHECKPOINT_DIR / "state.json").is_file():
+        shutil.rmtree(out / CHECKPOINT_DIR)
+        removed.append(f"{CHECKPOINT_DIR}/")
+    for folder, names in derived:
+        removed += [(folder / n).relative_to(out).as_posix() for n in names if _remove_file(folder / n, kept)]
+    for folder in (out / "data", out / "vocab", out / "features", *(f for f, _ in derived if f != out)):
+        with contextlib.suppress(OSError):  # left in place when it holds anything else
+            folder.rmdir()
+    return removed
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compared as written
+        return Path(path)
+
+
+def _remove_file(path: Path, kept: set[Path]) -> bool:
+    if not (path.is_file() or path.is_symlink()) or _resolved(path) in kept:
+        return False
+    path.unlink()
+    return True
+
+
+def _read_json_dict(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; None when it is missing or not one (then it is not ours to act on)."""
+    if not path.is_file():
+        return None
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def _derived_folders(out: Path) -> list[tuple[Path, tuple[str, ...]]]:
+    """Index and ONNX export folders in ``out`` (or ``out`` itself) made from its run: (folder, their files).
+
+    An index in ``out/index`` is the run's by convention (serve and recommend read it as such); any other is
+    the run's when its model fingerprint is the run's, and an export also when its export.json names ``out``.
+    """
+    # a linked folder is someone else's (a shared index, say): nothing is removed through a link
+    candidates = [out, *sorted(p for p in out.iterdir() if p.is_dir() and not p.is_symlink() and p.name != CHECKPOINT_DIR)]
+    metas = {f: (_read_json_dict(f / "meta.json"), _read_json_dict(f / "export.json")) for f in candidates}
+    fingerprint = _old_fingerprint(out) if any(m or e for m, e in metas.values()) else None
+    found: list[tuple[Path, tuple[str, ...]]] = []
+    for folder, (meta, export) in metas.items():
+        if meta is not None and "meta_sha256" in meta and (
+                folder == out / INDEX_DIR or _same_model(meta, fingerprint)):
+            listed = meta.get("sha256") if isinstance(meta.get("sha256"), dict) else {}
+            # plain names only: a listed path may not reach outside the index folder
+            found.append((folder, (*(n for n in listed if Path(n).name == n), *INDEX_EXTRA_FILES)))
+        if export is not None and (_same_model(export, fingerprint) or _names_run(export, out)):
+            found.append((folder, EXPORT_FILES))
+    return found
+
+
+def _same_model(record: dict[str, Any], fingerprint: str | None) -> bool:
+    return fingerprint is not None and record.get("model_fingerprint") == fingerprint
+
+
+def _names_run(record: dict[str, Any], out: Path) -> bool:
+    run = record.get("run")
+    return isinstance(run, str) and _resolved(Path(run)) == _resolved(out)
+
+
+def _old_fingerprint(out: Path) -> str | None:
+    """The model fingerprint of the run in ``out``, None when it cannot be loaded (unfinished or damaged)."""
+    try:
+        config = config_from_dict(RunConfig, read_json(out / "config.json"))
+        model = build_model(config, read_json(out / "run.json"))
+        load_weights(out / "model.safetensors", model)
+        return model_fingerprint(model, config)
+    except Exception:  # noqa: BLE001 - any failure only means its derived folders are matched by name
+        return None
 
 
 def verify_manifest(directory: str | Path) -> bool:

@@ -16,6 +16,7 @@ from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, tuning_key
 
 __all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer"]
@@ -37,7 +38,7 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
             mats[name] = None
             continue
         df = read_interactions(path)
-        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name)
+        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name, quiet=True)  # told at training
         report[name] = r
         mats[name] = to_csr(enc)
     if mats["train"] is None:
@@ -113,7 +114,7 @@ def evaluate_run(
     if test_file is not None:
         if split != "test":
             raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
-        enc, _ = encode_interactions(read_interactions(test_file), run.user_vocab, run.item_vocab, name=str(test_file))
+        enc, _ = encode_interactions(read_run_interactions(run, test_file), run.user_vocab, run.item_vocab, name=str(test_file))
         m.test = to_csr(enc)
     relevant = m.test if split == "test" else m.valid
     if relevant is None:

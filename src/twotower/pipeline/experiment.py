@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from twotower.pipeline.prepare import Prepared
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.trainer import Trainer, TrainResult
 
-__all__ = ["PROTOCOL_TEXT", "build_model_for", "train_model", "baseline_scorers", "evaluate_scorers", "exclusion_matrix"]
+__all__ = ["PROTOCOL_TEXT", "protocol_text", "build_model_for", "make_trainer", "train_model", "baseline_scorers", "evaluate_scorers", "exclusion_matrix"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,24 @@ PROTOCOL_TEXT = (
     "early stopping; test ranks the full catalogue excluding each user's train+valid items; users without test "
     "items skipped"
 )
+
+
+def protocol_text(history_from: Sequence[str] | None = None, split: str = "test") -> str:
+    """The protocol line under an evaluation table: :data:`PROTOCOL_TEXT`, or what ``--history-from`` changes.
+
+    With input-history files the weights are still fit on train only, but every model reads each user's
+    history from those files and their items are excluded too, so the footer must not claim train-only input.
+    """
+    if not history_from:
+        if split == "test":
+            return PROTOCOL_TEXT
+        return PROTOCOL_TEXT.replace("test ranks", f"{split} ranks").replace("train+valid", "train").replace(
+            "without test", f"without {split}")
+    files = " ".join(str(f) for f in history_from)
+    return (f"protocol: weights fit on train only; every model reads each user's input history from {files} "
+            f"(time order) without refitting; {split} ranks the full catalogue excluding that history and each "
+            f"user's train{'+valid' if split == 'test' else ''} items; valid only for selection / early stopping; "
+            f"users without {split} items skipped")
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:
@@ -54,14 +73,14 @@ def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | N
     return model
 
 
-def train_model(
+def make_trainer(
     config: RunConfig,
     prep: Prepared,
     *,
     out_dir: Path | None = None,
-    resume: bool = False,
     item_text: np.ndarray | None = None,
-) -> tuple[TwoTowerModel, TrainResult]:
+) -> tuple[TwoTowerModel, Trainer]:
+    """The model and its trainer, not yet fitted: settings they refuse are refused before anything is written."""
     model = build_model_for(config, prep, item_text)
     trainer = Trainer(
         model,
@@ -73,6 +92,18 @@ def train_model(
         train_matrix=prep.matrix("train"),
         out_dir=out_dir,
     )
+    return model, trainer
+
+
+def train_model(
+    config: RunConfig,
+    prep: Prepared,
+    *,
+    out_dir: Path | None = None,
+    resume: bool = False,
+    item_text: np.ndarray | None = None,
+) -> tuple[TwoTowerModel, TrainResult]:
+    model, trainer = make_trainer(config, prep, out_dir=out_dir, item_text=item_text)
     result = trainer.fit(resume=resume)
     return model, result
 

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from twotower.data.readers import read_interactions
+from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError
 from twotower.models.history import UserSequences
 
@@ -61,18 +61,20 @@ class InputHistories:
         return m
 
 
-def read_input_histories(run: Any, files: Iterable[str | Path], *, format: str = "auto") -> InputHistories:
+def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistories:
     """Read ``files`` (in the given order) into per-user input histories over ``run``'s vocabularies.
 
     ``run`` is a :class:`~twotower.pipeline.artifacts.TrainedRun` (anything with
-    ``user_vocab`` and ``item_vocab``). Raises ConfigError when no file is given.
+    ``user_vocab`` and ``item_vocab``); files are read with the run's columns and
+    format (:func:`~twotower.pipeline.run_inputs.read_run_interactions`). Raises
+    ConfigError when no file is given.
     """
     files = tuple(str(f) for f in files)
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
     parts = []
     for n, f in enumerate(files):
-        df = read_interactions(f, format=format)
+        df = read_run_interactions(run, f)
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
     df = pd.concat(parts, ignore_index=True)
     rows_read = len(df)

@@ -84,12 +84,7 @@ def prepare(src: Sources) -> Prepared:
             continue
         enc, r = encode_interactions(df, user_vocab, item_vocab, name=name)
         parts[name] = enc
-        report[f"{name}_encoding"] = r
-        if r.get("rows_dropped"):
-            log.warning(
-                "%s: %d rows dropped: %d users and %d items never seen in training (cold; counted, not remapped)",
-                name, r["rows_dropped"], r.get("unknown_users", 0), r.get("unknown_items", 0),
-            )
+        report[f"{name}_encoding"] = r  # encode_interactions has warned about the cold rows it dropped
     seqs = UserSequences.from_arrays(enc_train.users, enc_train.items, enc_train.timestamps, len(user_vocab))
     item_features = user_features = None
     item_encoder = user_encoder = None

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from twotower.data.readers import read_interactions
+from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.pipeline.artifacts import TrainedRun
@@ -127,7 +127,7 @@ def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, inclu
         rows.append(np.repeat(np.arange(U, dtype=np.int64), lengths))
         cols.append(run.history.items)
     for f in files:
-        df = read_interactions(f)
+        df = read_run_interactions(run, f)
         u = run.user_vocab.encode(df["user_id"].to_numpy())
         i = run.item_vocab.encode(df["item_id"].to_numpy())
         keep = (u >= 0) & (i >= 0)

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 
 from twotower.config import RunConfig
-from twotower.pipeline.artifacts import TrainedRun, save_run_data, write_manifest
-from twotower.pipeline.experiment import train_model
+from twotower.errors import ConfigError
+from twotower.pipeline.artifacts import TrainedRun, clear_previous_run, save_run_data, write_manifest
+from twotower.pipeline.experiment import make_trainer
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
@@ -21,7 +22,23 @@ log = logging.getLogger(__name__)
 
 
 def prepare_data(config: RunConfig) -> Prepared:
-    return prepare(load_sources(config.data, seed=config.train.seed))
+    prep = prepare(load_sources(config.data, seed=config.train.seed))
+    _warn_if_valid_within_train(config, prep)
+    return prep
+
+
+def _warn_if_valid_within_train(config: RunConfig, prep: Prepared) -> None:
+    """Say so when every validation interaction is also a training one: validation excludes each user's
+    training items, so nothing is left to find, the metric stays 0 and early stopping keeps epoch 1."""
+    valid, train = prep.matrix("valid"), prep.matrix("train")
+    if valid is None or train is None or valid.nnz == 0 or valid.multiply(train).nnz < valid.nnz:
+        return
+    data = config.data
+    held_out = f"--valid {data.valid}" if data.valid else "the validation split"
+    source = f"--train {data.train}" if data.train else f"the training split of {data.path or data.dataset}"
+    log.warning("every validation interaction in %s is also in %s: validation excludes each user's training "
+                "items, so nothing is left to find, valid %s stays 0 and early stopping keeps epoch 1; give a "
+                "held-out validation file", held_out, source, config.eval.select_metric)
 
 
 def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> np.ndarray | None:
@@ -71,16 +88,39 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
     seed_everything(config.train.seed)
+    if resume:
+        _check_resumable(out)
     prep = prepare_data(config)
     got = encode_item_texts(config, prep)
     text = None if got is None else got[0]
+    # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
+    _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
     if tdist.is_main():
+        if not resume:
+            _replace_previous_run(out, config)
         save_run_data(out, config, prep, None if text is None else tuple(text.shape),
                       item_text_encoder=None if got is None else got[1])
     tdist.barrier()
-    _, result = train_model(config, prep, out_dir=out, resume=resume, item_text=text)
+    result = trainer.fit(resume=resume)
     if tdist.is_main():
         write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
     tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
     return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
+
+
+def _check_resumable(out: Path) -> None:
+    """Refuse ``resume`` without a checkpoint before the data is read and the folder rewritten."""
+    if not (out / "checkpoint" / "state.json").is_file():
+        raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}; train without --resume first")
+
+
+def _replace_previous_run(out: Path, config: RunConfig) -> None:
+    """A new run in a folder holding an earlier one replaces it whole, so no old file is read as the new run's."""
+    data = config.data
+    inputs = tuple(Path(p) for p in (data.train, data.valid, data.test, data.path, data.items, data.users) if p)
+    removed = clear_previous_run(out, keep=inputs)
+    if removed:
+        shown = sorted({rel.split("/")[0] + ("/" if "/" in rel else "") for rel in removed})  # folders once
+        log.warning("%s held an earlier run: removed its %d files before training a new one there (%s); "
+                    "--resume continues a run instead", out, len(removed), ", ".join(shown))

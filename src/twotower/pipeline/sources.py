@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
     Precedence: explicit ``train`` (+ ``valid``/``test``) files, then a single
     ``path`` split by ``cfg.split``, then the named ``dataset``.
     """
+    _check_feature_tables(cfg)
     columns = ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
     items = users = None
     item_spec = user_spec = None
@@ -107,10 +109,57 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
             from twotower.data.readers import missing_column_error
 
             raise missing_column_error(cfg.title_col, list(items.columns), file=str(cfg.items), role="title")
+    _check_not_train_again(cfg)
     for name, part in (("train", train), ("valid", valid), ("test", test)):
         if part is not None:
             report[f"{name}_rows"] = int(len(part))
     return Sources(train, valid, test, items, users, item_spec, user_spec, title_col, report)
+
+
+#: Settings naming columns of the item / user feature table (data.items / data.users).
+ITEM_FEATURE_SETTINGS = ("item_categorical", "item_numeric", "item_multi", "item_text")
+USER_FEATURE_SETTINGS = ("user_categorical", "user_numeric", "user_multi")
+
+
+def _check_feature_tables(cfg: DataConfig) -> None:
+    """Feature columns without the table they are read from: an error, not a run trained on no features.
+
+    Refused like ``data.title_col`` without an item table. The named dataset brings its own tables and
+    feature columns, so there the settings are only ignored, and a warning says so.
+    """
+    builtin = cfg.train is None and cfg.path is None and cfg.dataset is not None
+    for kind, table, flag, names in (("item", cfg.items, "--items", ITEM_FEATURE_SETTINGS),
+                                     ("user", cfg.users, "--users", USER_FEATURE_SETTINGS)):
+        given = [f"data.{n}={','.join(getattr(cfg, n))}" for n in names if getattr(cfg, n)]
+        if table is not None or not given:
+            continue
+        if builtin:
+            log.warning("%s ignored: without %s FILE (data.%ss) the %s dataset's own %s table and feature columns "
+                        "are used", ", ".join(given), flag, kind, cfg.dataset, kind)
+            continue
+        raise ConfigError(f"{', '.join(given)} name columns of the {kind} feature table, but none is given: pass "
+                          f"{flag} FILE (data.{kind}s), or drop these settings to train without {kind} features")
+
+
+def _check_not_train_again(cfg: DataConfig) -> None:
+    """Refuse the training file given again as the validation file.
+
+    Validation excludes each user's training items, so every validation item would be excluded: the metric
+    stays 0 and early stopping silently keeps epoch 1's model. There is no use for that, so it is an error;
+    a different file whose rows all appear in train only gets a warning (:func:`~twotower.pipeline.run.prepare_data`).
+    """
+    if cfg.train is None or cfg.valid is None or not _same_file(cfg.train, cfg.valid):
+        return
+    raise ConfigError(f"--valid {cfg.valid} is the training file --train {cfg.train} again: validation excludes "
+                      "each user's training items, so it would find nothing (valid metrics 0, early stopping stuck at "
+                      "epoch 1); pass a held-out validation file, or leave --valid out to stop on the training loss")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # not both readable files (e.g. a URL-like path): compare as written
+        return os.path.normpath(a) == os.path.normpath(b)
 
 
 def _rekey(spec: FeatureSpec, key: str = "item_id") -> FeatureSpec:

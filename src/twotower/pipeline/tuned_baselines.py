@@ -79,9 +79,12 @@ def cached_tuning(run_dir: str | Path, name: str, key: dict[str, Any],
     if isinstance(entry, dict) and entry.get("key") == key and isinstance(entry.get("value"), (int, float)):
         seconds = entry.get("seconds")
         return float(entry["value"]), True, float(seconds) if isinstance(seconds, (int, float)) else 0.0
+    # tuning refits the baseline once per grid value: say so, or the terminal sits silent for a while
+    log.info("tuning %s on the validation split (once per run; kept in %s)", name, path)
     t0 = time.perf_counter()
     value, table = tune()
     seconds = time.perf_counter() - t0
+    log.info("tuned %s in %.1f s: %g", name, seconds, value)
     entries = {**_read(path), name: {"key": key, "value": value, "seconds": seconds, "table": table}}  # re-read: keep a parallel writer's entry
     try:
         atomic_write_json(path, {"format": _FORMAT, "entries": entries})

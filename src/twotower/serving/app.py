@@ -24,7 +24,7 @@ from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
 from twotower.serving.middleware import BodyLimit, ConcurrencyGate, Metrics, MetricsMiddleware
 from twotower.serving.routes import build_router
-from twotower.serving.schemas import make_schemas
+from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
 from twotower.serving.settings import ServiceSettings
 
@@ -118,9 +118,9 @@ def _ops_router() -> APIRouter:
     """Health and metrics for a search-only service (the recommender router has its own)."""
     router = APIRouter()
 
-    @router.get("/healthz", tags=["ops"])
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok", "pid": str(os.getpid())}
+    @router.get("/healthz", response_model=HealthResponse, tags=["ops"])
+    async def healthz() -> HealthResponse:
+        return HealthResponse(status="ok", pid=os.getpid())  # the recommender router's answer, pid an integer
 
     @router.get("/readyz", tags=["ops"])
     async def readyz(request: Request) -> dict[str, bool]:

@@ -4,8 +4,10 @@
 error                          code   body ``{"error": {...}}``
 =============================  =====  ==========================================
 NotFoundError                  404    message names the unknown id (+ kind, id)
+UnknownIdAt (a NotFoundError)  404    ... and where it was sent: ``history[2]: ...`` (+ field)
 DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
+body not sent as JSON          415    send ``Content-Type: application/json`` (+ ``Accept`` header)
 PayloadTooLarge                413    the limit in bytes
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
 BudgetExceeded                 503    over the time budget: what to ask for instead
@@ -20,6 +22,7 @@ An IntegrityError while loading refuses to start the service (see
 """
 from __future__ import annotations
 
+import email.message
 import json
 import logging
 from typing import Any
@@ -35,6 +38,7 @@ from twotower.serving.budget import BudgetExceeded, ClientGone
 
 __all__ = [
     "PayloadTooLarge",
+    "UnknownIdAt",
     "FeatureUnavailable",
     "status_for",
     "error_body",
@@ -53,6 +57,23 @@ class PayloadTooLarge(TwoTowerError):
 
 class FeatureUnavailable(TwoTowerError):
     """An endpoint needs an optional part that is not installed (e.g. ``twotower.explain``)."""
+
+
+class UnknownIdAt(NotFoundError):
+    """An unknown id at a named place of the request: ``history[2]: unknown item '9' (...)``.
+
+    A NotFoundError (same 404, ``kind`` and ``id``) whose message starts with ``field``, so a client
+    sending many ids learns which one is wrong. Wrapping one again (a batch naming its request) keeps
+    a single location: ``requests[1].history[2]: ...``.
+    """
+
+    def __init__(self, field: str, cause: NotFoundError, note: str = "") -> None:
+        super().__init__(cause.kind, cause.id)
+        self.field = field
+        #: the cause's message without any location, so re-wrapping does not repeat it
+        self.reason: str = cause.reason if isinstance(cause, UnknownIdAt) else cause.message
+        self.message = f"{field}: {self.reason}" + (f"; {note}" if note else "")
+        self.args = (self.message,)  # so logs and repr() show the located message too
 
 
 #: Domain error -> (HTTP status, machine-readable type). First match in order wins.
@@ -101,6 +122,8 @@ def error_response(exc: BaseException) -> Response:
     extra: dict[str, Any] = {}
     if isinstance(exc, NotFoundError):
         extra = {"kind": exc.kind, "id": str(exc.id)}
+        if isinstance(exc, UnknownIdAt):
+            extra["field"] = exc.field
     headers = {"Retry-After": "1"} if status == 429 else None
     return _json(status, error_body(status, kind, str(exc), **extra), headers)
 
@@ -117,6 +140,40 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
             msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
         out.append({"loc": loc, "msg": msg})
     return out
+
+
+def _is_json_type(content_type: str | None) -> bool:
+    """Does FastAPI read a body of this Content-Type as JSON? ``application/json`` and ``application/*+json``
+    only: FastAPI's strict rule, kept on purpose. A body without a type is not read as JSON, because a browser
+    page of another site may send one to this unauthenticated (often localhost) service without a CORS
+    preflight; the same holds for ``text/plain`` and form types."""
+    if not content_type:
+        return False
+    parsed = email.message.Message()
+    parsed["content-type"] = content_type
+    subtype = parsed.get_content_subtype()
+    return parsed.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def _not_json_body(request: Request, exc: RequestValidationError) -> Response | None:
+    """415 for a body refused because it was not sent as JSON (``curl -d`` sends a form type).
+
+    FastAPI hands such a body to the model as raw bytes, and the model's "Input should be a valid
+    dictionary" hides the real cause: the Content-Type header.
+    """
+    content_type = request.headers.get("content-type")
+    if _is_json_type(content_type):
+        return None
+    if not any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()):
+        return None  # the body was not what failed (a path id): the usual 422 says what did
+    if content_type is None:
+        got = "the request has no Content-Type header"
+    else:
+        shown = content_type if len(content_type) <= 100 else content_type[:100] + "..."  # a bounded echo
+        got = f"not {shown!r}"
+    message = (f"the request body must be JSON sent with `Content-Type: application/json`; {got} "
+               "(with curl: -H 'Content-Type: application/json', or --json instead of -d)")
+    return _json(415, error_body(415, "unsupported_media_type", message), {"Accept": "application/json"})
 
 
 def _route_hint(request: Request) -> str:
@@ -143,6 +200,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        refused = _not_json_body(request, exc)
+        if refused is not None:
+            return refused
         details = _validation_details(exc)
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         message = f"{'.'.join(first['loc']) or 'body'}: {first['msg']}"
@@ -154,6 +214,9 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
             detail = _route_hint(request)
+        elif exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+            # FastAPI's "There was an error parsing the body" does not say what was wrong with it
+            detail = "the request body is not valid JSON text: it holds bytes that are not UTF-8 (send UTF-8 JSON)"
         return _json(exc.status_code, error_body(exc.status_code, kind, detail), exc.headers)
 
     app.add_exception_handler(TwoTowerError, on_domain)

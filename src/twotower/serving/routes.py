@@ -20,11 +20,11 @@ from fastapi import APIRouter, Path, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
-from twotower.errors import NotFoundError
+from twotower.errors import DataError, NotFoundError
 from twotower.serving.budget import WorkBudget
-from twotower.serving.errors import json_bytes
+from twotower.serving.errors import UnknownIdAt, json_bytes
 from twotower.serving.examples import example_ids
-from twotower.serving.schemas import MAX_ID_CHARS, Schemas
+from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas
 from twotower.serving.service import RecommenderService, RecRequest
 
 __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
@@ -93,18 +93,22 @@ async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, **kwa
 
 
 def _check_ids(service: RecommenderService, reqs: Sequence[RecRequest]) -> None:
-    """Unknown ids of a batch -> 404 naming the request (``requests[3].user_id``), before any work."""
+    """Unknown ids of a batch -> 404 naming the request and field (``requests[3].history[0]``), before any work."""
     if len(reqs) < 2:
-        return  # one request: the service's own 404 names the id
+        return  # one request: the service's own errors name the field (``history[0]: ...``)
+    note = "the other requests were not answered"
     for b, r in enumerate(reqs):
         try:
             if r.user_id is not None:
                 service.run.user_vocab.index(r.user_id)
-            for item_id in r.history or ():
-                service.catalog.row(item_id)
+            if r.history is not None:
+                service.history_rows(r.history)  # its errors name the position: history[i]
+        except UnknownIdAt as e:
+            raise UnknownIdAt(f"requests[{b}].{e.field}", e, note) from None
         except NotFoundError as e:
-            field = "user_id" if e.kind == "user" else "history"
-            raise NotFoundError(e.kind, e.id, f"in requests[{b}].{field}; the other requests were not answered") from None
+            raise UnknownIdAt(f"requests[{b}].user_id", e, note) from None
+        except DataError as e:
+            raise DataError(f"requests[{b}].{e.message}; {note}") from None
 
 
 def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget) -> list[dict[str, Any]]:
@@ -210,10 +214,10 @@ def build_router(s: Schemas) -> APIRouter:
             request.app.state.examples = cached
         return json_response(cached[1])
 
-    @router.get("/healthz", tags=["ops"])
-    async def healthz() -> dict[str, str]:
+    @router.get("/healthz", response_model=HealthResponse, tags=["ops"])
+    async def healthz() -> HealthResponse:
         """Liveness: the process answers (``pid``: which server process, one of N with ``--workers N``)."""
-        return {"status": "ok", "pid": str(os.getpid())}
+        return HealthResponse(status="ok", pid=os.getpid())
 
     @router.get("/readyz", response_model=s.ReadyResponse, tags=["ops"])
     async def readyz(request: Request) -> Response:

@@ -13,7 +13,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from twotower.serving.settings import ServiceSettings
 
-__all__ = ["make_schemas", "Schemas", "coerce_id"]
+__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse"]
 
 MAX_ID_CHARS = 256
 
@@ -32,12 +32,22 @@ def coerce_id(value: Any) -> Any:
     return value
 
 
+# The constraints come before the BeforeValidator on purpose: so they are the string schema's own and a
+# 300-character id reads "String should have at most 256 characters". Placed after it, pydantic checks
+# them generically on the validator's output and says "Value should have at most 256 items".
 Id = Annotated[
     str,
-    BeforeValidator(coerce_id),
     StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS),
+    BeforeValidator(coerce_id),
 ]
-FilterValue = Annotated[str, BeforeValidator(coerce_id), StringConstraints(strict=True, max_length=MAX_ID_CHARS)]
+FilterValue = Annotated[str, StringConstraints(strict=True, max_length=MAX_ID_CHARS), BeforeValidator(coerce_id)]
+
+
+class HealthResponse(BaseModel):
+    """``GET /healthz``: the process answers (the same for the recommender and a search-only service)."""
+
+    status: str
+    pid: int = Field(description="the answering server process, one of N with `twotower serve --workers N`")
 
 
 @dataclass(frozen=True)

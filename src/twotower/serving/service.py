@@ -18,10 +18,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError, DataError, IntegrityError
+from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
 from twotower.serving.catalog import ItemCatalog
-from twotower.serving.errors import FeatureUnavailable
+from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 from twotower.serving.settings import ServiceSettings
 
 __all__ = ["RecommenderService", "RecRequest"]
@@ -222,11 +222,19 @@ class RecommenderService:
     def _user_row(self, user_id: str) -> int:
         return self.run.user_vocab.index(user_id)
 
-    def _history_rows(self, history: Sequence[str]) -> np.ndarray:
-        rows = np.fromiter((self.catalog.row(i) for i in history), dtype=np.int64, count=len(history))  # [L]
+    def history_rows(self, history: Sequence[str]) -> np.ndarray:
+        """``[L]`` catalogue rows of an ad-hoc history. An unknown id (404) or one the item tower does not
+        know (422) is named with its position, ``history[2]: ...``: a history holds up to max_history ids."""
+        rows = np.empty(len(history), dtype=np.int64)  # [L]
+        for pos, item_id in enumerate(history):
+            try:
+                rows[pos] = self.catalog.row(item_id)
+            except NotFoundError as e:
+                raise UnknownIdAt(f"history[{pos}]", e) from None
         if rows.size and rows.max() >= self.model_items:
-            bad = history[int(np.argmax(rows >= self.model_items))]
-            raise DataError(f"item {bad!r} is not known to the model's item tower, so it cannot be used in a history")
+            pos = int(np.argmax(rows >= self.model_items))
+            raise DataError(f"history[{pos}]: item {history[pos]!r} is not known to the model's item tower, "
+                            "so it cannot be used in a history")
         return rows
 
     def _query_vectors(self, reqs: Sequence[RecRequest]) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None]]:
@@ -252,7 +260,7 @@ class RecommenderService:
                         "history; send a known user_id, or train with model.user.use_id=false"
                     )
                 users.append(None)
-                hists.append(self._history_rows(r.history or ()))
+                hists.append(self.history_rows(r.history or ()))
         d = self.item_vectors.shape[1]
         queries = np.empty((len(reqs), d), dtype=np.float32)  # [B, D]
         known = [b for b, u in enumerate(users) if u is not None]
@@ -376,9 +384,12 @@ class RecommenderService:
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         explain = self._explainer()
-        item_row = self.catalog.row(item_id)
+        try:
+            item_row = self.catalog.row(item_id)
+        except NotFoundError as e:  # named: with a history, "unknown item" alone could mean either field
+            raise UnknownIdAt("item_id", e) from None
         user_row = self._user_row(user_id) if user_id is not None else None
-        hist = self._history_rows(history) if history is not None else None
+        hist = self.history_rows(history) if history is not None else None
         result = explain(self.run, user_row=user_row, history_rows=hist, item_row=item_row)
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
 

@@ -2,15 +2,22 @@
 
 Every artefact (checkpoint, vocabulary, index, cache) is written to a temporary
 file in the same directory, flushed and fsynced, then moved over the target
-with :func:`os.replace`, which is atomic on POSIX and Windows.
+with :func:`os.replace`, which is atomic on POSIX and Windows. The finished file
+gets the mode a plain ``open()`` would give it (``0o666 & ~umask``), or the mode
+of the file it replaces. A symlinked target is written through: its resolved file
+is replaced and the link kept. A target that is not a regular file (``/dev/null``,
+a FIFO, ``/dev/stdout``) is written straight into, as there is nothing to replace.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import errno
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -24,6 +31,7 @@ __all__ = [
     "atomic_write_json",
     "atomic_path",
     "atomic_dir",
+    "resolve_write_target",
     "read_json",
     "sha256_file",
     "sha256_bytes",
@@ -98,25 +106,92 @@ def _rename_exchange(a: Path, b: Path) -> bool:
     return fn(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
 
 
+# /proc/<pid>/fd (or a thread's): its entries are the open descriptors of a process, whatever they point at
+_FD_DIR = re.compile(r"/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd")
+_MAX_LINKS = 40  # the kernel's own limit before ELOOP
+
+
+def _names_open_fd(path: Path) -> bool:
+    """True when ``path`` leads through ``/dev/stdout``, ``/dev/fd/N`` or ``/proc/self/fd/N``.
+
+    Such a path stands for a descriptor the caller was handed (``> out.csv``, a pipe, a tty),
+    so it is written into. Replacing the file it points at would leave the descriptor on an
+    orphaned inode (later output lost), or create a file named ``out.csv (deleted)``.
+    """
+    for _ in range(_MAX_LINKS):
+        parent = os.path.realpath(path.parent)
+        if _FD_DIR.fullmatch(parent):
+            return True
+        if not path.is_symlink():
+            return False
+        path = Path(parent) / os.readlink(path)  # an absolute link replaces the parent
+    return False
+
+
+def resolve_write_target(target: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Where a write to ``target`` lands, and whether it can be atomic (temp file + replace).
+
+    * a symlink: its resolved file, atomically (the link is kept, the real file replaced);
+    * an existing non-regular file (device, FIFO, ``/dev/stdout``): ``target`` itself, not atomically;
+    * otherwise (a regular file, or nothing yet): ``target``, atomically.
+
+    Raises IsADirectoryError for a folder and OSError(ELOOP) for a symlink loop, naming the path.
+    """
+    target = Path(target)
+    if _names_open_fd(target):
+        return target, False
+    real = Path(os.path.realpath(target)) if target.is_symlink() else target
+    if real.is_symlink():  # realpath gives up on a loop and returns a link
+        raise OSError(errno.ELOOP, "symbolic link loop; point the link at a file or remove it", str(target))
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real, True  # new file (or a dangling link: its target is created)
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", str(target))
+    if not stat.S_ISREG(mode):
+        return target, False
+    return real, True
+
+
+def _final_mode(target: Path) -> int:
+    """The mode the finished file should have: the replaced file's, else what ``open()`` would create."""
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    return stat.S_IMODE(st.st_mode)
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``target``; on success move it into place.
 
     Use for libraries that insist on writing to a path themselves
-    (``faiss.write_index``, ``safetensors.torch.save_file``).
+    (``faiss.write_index``, ``safetensors.torch.save_file``). A symlink is followed
+    (the file it points at is replaced); a device or FIFO is yielded as is and
+    written straight into (see :func:`resolve_write_target`).
     """
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _sweep_stale(target)
-    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(target), suffix=".tmp", dir=target.parent)
+    real, atomic = resolve_write_target(target)
+    if not atomic:
+        yield real
+        return
+    real.parent.mkdir(parents=True, exist_ok=True)
+    _sweep_stale(real)
+    # the temp file must sit beside the real file: os.replace is atomic only within one filesystem
+    fd, tmp = tempfile.mkstemp(prefix=_tmp_prefix(real), suffix=".tmp", dir=real.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
+            # mkstemp makes 0600 files, unreadable to the other users of a shared deployment;
+            # set the mode before fsync so it is durable with the data (no fchmod on older Windows Pythons)
+            if hasattr(os, "fchmod"):
+                os.fchmod(fh.fileno(), _final_mode(real))
             os.fsync(fh.fileno())
-        os.replace(tmp_path, target)
-        _fsync_dir(target.parent)
+        os.replace(tmp_path, real)
+        _fsync_dir(real.parent)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -196,6 +271,15 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def _umask() -> int:
+    """The process umask, read from /proc where the kernel shows it.
+
+    The ``os.umask(0)`` probe sets the mask to 0 for every thread until it is restored,
+    so a file another thread creates in that window would come out world-writable.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0)
     os.umask(mask)
     return mask

@@ -1,0 +1,59 @@
+"""Interaction files given to a trained run (``--exclude``, ``--history-from``, ``evaluate --test``).
+
+They are read the way the run read its training data: the run's column names
+(``data.user_col`` ...) and file format from its ``config.json``. A file in the
+canonical layout (``user_id,item_id,...``, e.g. the run's own ``data/*.csv``) is
+read as such, so both the user's original files and the run's copies work.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from twotower.data.readers import ColumnMap, read_interactions
+from twotower.errors import DataError
+
+__all__ = ["run_columns", "read_run_interactions"]
+
+
+def run_columns(run: Any) -> ColumnMap:
+    """The column map the run was trained with (its ``data.*_col`` settings); canonical without a config."""
+    cfg = getattr(run, "config", None)  # a Prepared split (benchmarks) has vocabularies but no config
+    if cfg is None:
+        return ColumnMap()
+    d = cfg.data
+    return ColumnMap(user=d.user_col, item=d.item_col, timestamp=d.timestamp_col, rating=d.rating_col)
+
+
+def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:
+    """``read_interactions`` of ``source`` with ``run``'s columns and format, falling back to the canonical layout.
+
+    A file readable neither way gets the error of the run's own settings; when a
+    column is missing, its fix names the columns the run expects (overrides are
+    not taken after training, so "set data.user_col" would be no help).
+    """
+    cfg = getattr(run, "config", None)
+    columns, fmt = run_columns(run), (cfg.data.format if cfg is not None else "auto")
+    try:
+        return read_interactions(source, columns, format=fmt)
+    except DataError as e:
+        first = e
+    if (columns, fmt) != (ColumnMap(), "auto"):
+        try:
+            return read_interactions(source)
+        except DataError:
+            pass
+    if first.column not in (columns.user, columns.item, columns.timestamp, columns.rating) or "not found" not in first.message:
+        raise first
+    base = first.message.split(" Set data.", 1)[0].rstrip()
+    if not base.endswith(("?", ".")):
+        base += "."
+    expected = f"{columns.user!r} (users) and {columns.item!r} (items)"
+    where = f" in {Path(run.dir) / 'config.json'}" if getattr(run, "dir", None) is not None else ""
+    raise DataError(
+        f"{base} This run reads {expected}, as set when it was trained (data.user_col / data.item_col{where}); "
+        "rename the file's columns to match.",
+        file=first.file, row=first.row, column=first.column,
+    ) from first

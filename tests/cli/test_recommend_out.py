@@ -1,0 +1,100 @@
+"""``recommend --out``: ``-`` is standard output, symlinks are written through, devices are written into.
+
+Regression for a user walkthrough: ``--out /dev/stdout`` replaced the link with a 0600 file and
+``--out -`` created a file named ``-``. Device cases go through a symlink in tmp_path, so a
+regression replaces that link, never /dev itself.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from twotower.cli.main import main
+from twotower.cli.paths import check_output_file
+from twotower.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import build_tiny_run  # noqa: E402
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks and /dev")
+
+HEADER = ["user_id", "item_id", "rank", "score"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return build_tiny_run(tmp_path_factory.mktemp("recommend_out"))
+
+
+def _recommend(run_dir: Path, out: str | Path) -> int:
+    return main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,u2", "--k", "3", "--out", str(out)])
+
+
+def _rows(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_out_dash_puts_the_csv_alone_on_stdout(run_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert _recommend(run_dir, "-") == 0
+    captured = capsys.readouterr()
+    rows = _rows(captured.out)
+    assert rows[0] == HEADER and len(rows) == 1 + 2 * 3
+    assert "wrote 6 rows for 2 users to standard output" in captured.err
+    assert not (tmp_path / "-").exists()
+
+
+def test_out_through_a_symlink_replaces_the_real_file_and_keeps_the_link(run_dir, tmp_path, capsys):
+    real = tmp_path / "real.csv"
+    real.write_text("old\n")
+    os.chmod(real, 0o640)
+    link = tmp_path / "recs.csv"
+    link.symlink_to("real.csv")
+    assert _recommend(run_dir, link) == 0
+    assert link.is_symlink() and os.readlink(link) == "real.csv"
+    assert _rows(real.read_text())[0] == HEADER
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert capsys.readouterr().out == ""
+
+
+def test_a_new_out_file_is_readable_by_others_under_the_usual_umask(run_dir, tmp_path):
+    old = os.umask(0o022)
+    try:
+        assert _recommend(run_dir, tmp_path / "recs.csv") == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "recs.csv").stat().st_mode) == 0o644
+
+
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="needs /dev/stdout")
+def test_out_to_a_link_to_dev_stdout_writes_to_stdout(run_dir, tmp_path, capfd):
+    link = tmp_path / "stdout"
+    link.symlink_to("/dev/stdout")
+    assert _recommend(run_dir, link) == 0
+    assert link.is_symlink() and [p.name for p in tmp_path.iterdir()] == ["stdout"]
+    assert _rows(capfd.readouterr().out)[0] == HEADER
+
+
+# ---------------------------------------------------------------- the up-front check
+def test_check_accepts_dash_and_devices(tmp_path):
+    assert check_output_file("-") == Path("-")
+    if Path("/dev/null").is_char_device():
+        assert check_output_file("/dev/null") == Path("/dev/null")  # /dev itself need not be writable
+
+
+def test_check_refuses_a_link_to_a_folder_and_a_link_loop_naming_the_path(tmp_path):
+    folder_link = tmp_path / "to_folder"
+    folder_link.symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(ConfigError, match="is a folder"):
+        check_output_file(folder_link)
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    with pytest.raises(ConfigError, match=re.escape(f"--out {loop}: a symbolic link loop")):
+        check_output_file(loop)

@@ -1,0 +1,88 @@
+"""`twotower train` findings of a user walkthrough: validation equal to train, the summary line without
+validation data, and feature columns without their feature table."""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=8",
+        "train.threads=1", "eval.baselines=[]", "data.rating_col=null", "--no-progress", "--no-eval", "--epochs", "1"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict[str, Path]:
+    return write_dataset(tmp_path_factory.mktemp("data"), n_users=24, per_user=8)
+
+
+def _train(dataset: dict[str, Path], out: Path, *extra: str) -> int:
+    return main(["-q", "train", "--train", str(dataset["train"]), "--out", str(out), *FAST, *extra])
+
+
+def test_the_training_file_given_again_as_valid_is_refused(dataset, tmp_path, capsys):
+    assert _train(dataset, tmp_path / "r", "--valid", str(dataset["train"])) == 2
+    err = capsys.readouterr().err
+    assert f"--valid {dataset['train']} is the training file --train {dataset['train']}" in err
+    assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_validation_rows_all_in_train_get_a_warning_naming_both_files(dataset, tmp_path, caplog):
+    copy = tmp_path / "valid_copy.csv"
+    shutil.copy(dataset["train"], copy)  # another file, same rows
+    with caplog.at_level(logging.WARNING):
+        assert _train(dataset, tmp_path / "r", "--valid", str(copy)) == 0
+    said = [r.getMessage() for r in caplog.records if "is also in" in r.getMessage()]
+    assert len(said) == 1
+    assert str(copy) in said[0] and str(dataset["train"]) in said[0] and "nothing is left to find" in said[0]
+
+
+def test_a_held_out_valid_file_gets_no_such_warning(dataset, tmp_path, caplog, capsys):
+    with caplog.at_level(logging.WARNING):
+        assert _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"])) == 0
+    assert not [r for r in caplog.records if "is also in" in r.getMessage()]
+    assert re.search(r"trained: best valid NDCG@10 \d\.\d{4} at epoch 1 ", capsys.readouterr().out)
+
+
+def test_without_valid_the_summary_names_the_training_loss(dataset, tmp_path, capsys):
+    out = tmp_path / "r"
+    assert _train(dataset, out) == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+    loss = json.loads((out / "log.jsonl").read_text().splitlines()[0])["loss"]  # the history keys are unchanged
+    assert line.startswith(f"trained: best train loss {loss:.4f} at epoch 1 "), line
+    assert "best valid" not in line
+
+
+@pytest.mark.parametrize("setting, flag", [
+    ("data.item_multi=genres", "--items"),
+    ("data.item_numeric=year", "--items"),
+    ("data.user_categorical=gender", "--users"),
+])
+def test_feature_columns_without_their_table_are_refused(dataset, tmp_path, capsys, setting, flag):
+    assert _train(dataset, tmp_path / "r", setting) == 2
+    err = capsys.readouterr().err
+    name, value = setting.split("=")
+    assert f"{name}={value}" in err and f"pass {flag} FILE" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_feature_columns_with_their_table_train(dataset, tmp_path):
+    out = tmp_path / "r"
+    assert _train(dataset, out, "--items", str(dataset["items"]), "data.item_multi=genres", "data.item_numeric=year") == 0
+    assert (out / "features" / "items.json").exists()
+
+
+def test_the_named_dataset_warns_that_feature_settings_are_ignored(caplog):
+    from twotower.config import DataConfig
+    from twotower.pipeline.sources import _check_feature_tables
+
+    with caplog.at_level(logging.WARNING):
+        _check_feature_tables(DataConfig(dataset="movielens-100k", item_multi=("genres",)))
+    assert "data.item_multi=genres ignored" in caplog.text and "--items FILE" in caplog.text

@@ -1,0 +1,154 @@
+"""A new `twotower train` into a folder holding an earlier run replaces that run whole.
+
+Walkthrough finding: retraining without ``--test`` left the old data/test.csv, metrics.json, eval.txt,
+tuned_baselines.json, index/ and onnx/ behind, and `twotower evaluate` then scored the new model against
+the old test split with the old tuned baselines. Only files a run (or a command on it) writes are removed;
+``--resume`` keeps the folder; bad input leaves the old run as it was.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import TrainedRun, clear_previous_run, verify_manifest
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=8",
+        "train.threads=1", "eval.baselines=[]", "data.rating_col=null", "--no-progress", "--epochs", "1"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict[str, Path]:
+    return write_dataset(tmp_path_factory.mktemp("data"), n_users=24, per_user=8)
+
+
+def _train_args(dataset: dict[str, Path], out: Path, *extra: str, test: bool = False) -> list[str]:
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out)]
+    return [*args, *(["--test", str(dataset["test"])] if test else []), *FAST, *extra]
+
+
+@pytest.fixture(scope="module")
+def old_run(dataset, tmp_path_factory) -> Path:
+    """A finished run trained WITH --test, plus what later commands add: tuned baselines, an index, an export."""
+    out = tmp_path_factory.mktemp("old") / "run"
+    assert main(_train_args(dataset, out, test=True)) == 0
+    fp = TrainedRun.load(out).fingerprint()
+    (out / "tuned_baselines.json").write_text("{}")
+    index = out / "index"
+    index.mkdir()
+    (index / "vectors.npy").write_bytes(b"v")
+    (index / "tune.json").write_text("{}")
+    (index / "meta.json").write_text(json.dumps({"meta_sha256": "x", "model_fingerprint": fp,
+                                                  "sha256": {"vectors.npy": "x"}}))
+    onnx = out / "onnx"
+    onnx.mkdir()
+    for name in ("user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json", "user_ids.json"):
+        (onnx / name).write_bytes(b"x")
+    (onnx / "export.json").write_text(json.dumps({"format": 1, "run": "elsewhere", "model_fingerprint": fp}))
+    return out
+
+
+def _copy(run: Path, dst: Path) -> Path:
+    shutil.copytree(run, dst)
+    return dst
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_retraining_without_test_leaves_nothing_of_the_old_run(old_run, dataset, tmp_path, caplog, capsys):
+    out = _copy(old_run, tmp_path / "a")
+    (out / "notes.txt").write_text("mine")  # the user's own files stay
+    (out / "onnx" / "README").write_text("mine")
+    with caplog.at_level(logging.WARNING):
+        assert main(_train_args(dataset, out)) == 0
+    for gone in ("metrics.json", "eval.txt", "tuned_baselines.json", "data/test.csv", "index", "onnx/export.json",
+                 "onnx/user_tower.onnx", "onnx/item_embeddings.npy"):
+        assert not (out / gone).exists(), gone
+    assert (out / "notes.txt").read_text() == "mine" and (out / "onnx" / "README").read_text() == "mine"
+    assert verify_manifest(out)  # the new run is complete and sealed
+    assert json.loads((out / "config.json").read_text())["data"]["test"] is None
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"{out} held an earlier run" in said and "metrics.json" in said
+    capsys.readouterr()
+    # later commands no longer find the old test split
+    assert main(["-q", "evaluate", "--run", str(out), "--baselines", ""]) == 2
+    assert "no test split" in capsys.readouterr().err
+
+
+def test_an_export_naming_the_run_folder_goes_too(old_run, dataset, tmp_path):
+    out = _copy(old_run, tmp_path / "a")
+    (out / "model.safetensors").write_bytes(b"damaged")  # no fingerprint to compare: the run path decides
+    (out / "manifest.json").unlink()
+    export = json.loads((out / "onnx" / "export.json").read_text())
+    (out / "onnx" / "export.json").write_text(json.dumps({**export, "run": str(out)}))
+    other = out / "other-export"
+    other.mkdir()
+    (other / "export.json").write_text(json.dumps({**export, "run": str(tmp_path / "b"), "model_fingerprint": "f"}))
+    assert main(_train_args(dataset, out)) == 0
+    assert not (out / "onnx").exists()
+    assert (other / "export.json").exists()  # another model's export: not this run's to remove
+
+
+def test_a_crash_mid_training_leaves_no_old_run_around_a_new_model(old_run, dataset, tmp_path, monkeypatch):
+    from twotower.training.trainer import Trainer
+
+    out = _copy(old_run, tmp_path / "a")
+
+    def crash(self, *, resume=False):
+        raise KeyboardInterrupt  # killed in the first epoch
+
+    monkeypatch.setattr(Trainer, "fit", crash)
+    assert main(_train_args(dataset, out)) == 130
+    for gone in ("manifest.json", "model.safetensors", "metrics.json", "eval.txt", "data/test.csv", "log.jsonl",
+                 "curves.png", "checkpoint", "index"):
+        assert not (out / gone).exists(), gone
+    assert not json.loads((out / "run.json").read_text()).get("sealed")
+    from twotower.errors import IntegrityError
+
+    with pytest.raises(IntegrityError, match="model.safetensors missing"):
+        TrainedRun.load(out)
+
+
+@pytest.mark.parametrize("bad", [
+    ["data.item_multi=genres"],  # feature columns without --items: refused while reading the data
+    ["train.examples=sequence"],  # refused by the trainer (no sequence user tower), after the data is read
+    ["--resume", "train.checkpoint=false"],  # nothing to resume in a folder without a checkpoint
+], ids=["features-without-items", "trainer-setting", "resume-without-checkpoint"])
+def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad, capsys):
+    out = _copy(old_run, tmp_path / "a")
+    if "--resume" in bad:
+        shutil.rmtree(out / "checkpoint")
+    before = _snapshot(out)
+    assert main(_train_args(dataset, out, *bad)) == 2
+    assert "error:" in capsys.readouterr().err
+    assert _snapshot(out) == before
+
+
+def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
+    out = _copy(old_run, tmp_path / "a")
+    assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "train.patience=100")) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    assert (out / "tuned_baselines.json").exists() and (out / "index" / "meta.json").exists()
+
+
+def test_a_folder_without_a_run_is_left_alone(tmp_path):
+    (tmp_path / "config.json").write_text("{}")  # e.g. the user's own config next to --out .
+    (tmp_path / "metrics.json").write_text("{}")
+    assert clear_previous_run(tmp_path) == []
+    assert (tmp_path / "config.json").exists() and (tmp_path / "metrics.json").exists()
+
+
+def test_the_new_runs_input_files_are_kept(old_run, tmp_path):
+    out = _copy(old_run, tmp_path / "a")
+    removed = clear_previous_run(out, keep=(out / "data" / "test.csv",))
+    assert "data/test.csv" not in removed and (out / "data" / "test.csv").exists()
+    assert "data/train.csv" in removed and "model.safetensors" in removed

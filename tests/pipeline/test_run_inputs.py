@@ -1,0 +1,60 @@
+"""Files given to a trained run are read with the run's column names (data.user_col ...), or canonically."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.synthetic import make_interactions
+from twotower.cli.main import main
+from twotower.errors import DataError
+from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.run_inputs import read_run_interactions
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+        "model.item.out_dim=8", "model.user.history_len=4", "model.user.history_dim=8", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory):
+    """A run trained on files whose columns are uid / iid / ts (mapped with data.*_col)."""
+    d = tmp_path_factory.mktemp("custom")
+    df = make_interactions(n_users=20, n_items=15, per_user=8)
+    df = df.rename(columns={"user_id": "uid", "item_id": "iid", "timestamp": "ts"})
+    df = df.sort_values(["uid", "ts"], kind="stable")
+    last = df.groupby("uid").cumcount(ascending=False) < 2  # each user's newest 2 rows validate
+    df[~last].to_csv(d / "train.csv", index=False)
+    df[last].to_csv(d / "valid.csv", index=False)
+    assert main(["-q", "train", "--train", str(d / "train.csv"), "--valid", str(d / "valid.csv"), "--out",
+                 str(d / "run"), "--epochs", "1", "--no-eval", "data.user_col=uid", "data.item_col=iid",
+                 "data.timestamp_col=ts", *FAST]) == 0
+    return d, TrainedRun.load(d / "run")
+
+
+def test_the_runs_own_column_names_and_the_canonical_copy_both_read(custom):
+    d, run = custom
+    mine = read_run_interactions(run, d / "valid.csv")
+    copy = read_run_interactions(run, run.dir / "data" / "valid.csv")  # the run's canonical copy
+    assert list(mine.columns[:2]) == ["user_id", "item_id"] and len(mine) == len(copy) > 0
+    assert set(zip(mine["user_id"], mine["item_id"])) == set(zip(copy["user_id"], copy["item_id"]))
+
+
+def test_recommend_exclude_and_history_from_take_the_runs_columns(custom, tmp_path, capsys):
+    d, run = custom
+    out = tmp_path / "recs.csv"
+    assert main(["-q", "recommend", "--run", str(run.dir), "--users", "all", "--k", "5",
+                 "--history-from", str(d / "train.csv"), "--exclude", str(d / "train.csv"), str(d / "valid.csv"),
+                 "--out", str(out)]) == 0
+    recs = pd.read_csv(out, dtype=str)
+    seen = pd.concat([pd.read_csv(d / f, dtype=str) for f in ("train.csv", "valid.csv")])
+    assert len(recs) > 0
+    assert not set(zip(recs["user_id"], recs["item_id"])) & set(zip(seen["uid"], seen["iid"]))
+
+
+def test_a_file_with_other_columns_names_what_the_run_reads(custom, tmp_path):
+    _, run = custom
+    bad = tmp_path / "bad.csv"
+    bad.write_text("user,item\n1,2\n")
+    with pytest.raises(DataError) as e:
+        read_run_interactions(run, bad)
+    msg = str(e.value)
+    assert "bad.csv" in msg and "'uid' (users)" in msg and "config.json" in msg and "Set data." not in msg

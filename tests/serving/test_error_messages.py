@@ -1,0 +1,182 @@
+"""Error answers a user meets first (a walkthrough with curl): each says what to change, in one body shape."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+FORM = "application/x-www-form-urlencoded"  # what `curl -d` sends unless told otherwise
+
+
+# ------------------------------------------------------------------ 1. a body not sent as JSON
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/recommend", b'{"user_id":"u1","k":3}'),
+        ("/recommend/batch", b'{"requests":[{"user_id":"u1"}]}'),
+        ("/similar-items", b'{"item_id":"i1"}'),
+        ("/explain", b'{"user_id":"u1","item_id":"i1"}'),
+    ],
+)
+@pytest.mark.parametrize("content_type", [FORM, "text/plain;charset=UTF-8", "multipart/form-data; boundary=x"])
+def test_a_body_not_sent_as_json_is_415_saying_which_header_to_send(client, path, body, content_type):
+    r = client.post(path, content=body, headers={"content-type": content_type})
+    assert r.status_code == 415, r.text
+    assert r.headers["content-type"].startswith("application/json") and r.headers["accept"] == "application/json"
+    err = r.json()["error"]
+    assert err["code"] == 415 and err["type"] == "unsupported_media_type"
+    assert "Content-Type: application/json" in err["message"] and content_type in err["message"]
+    assert "valid dictionary" not in err["message"]
+
+
+def test_an_empty_form_body_is_415_too(client):
+    r = client.post("/recommend", content=b"", headers={"content-type": FORM})
+    assert r.status_code == 415
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "application/json; charset=utf-8", "application/vnd.api+json"]
+)
+def test_json_bodies_are_accepted_with_a_json_type(client, content_type):
+    r = client.post("/recommend", content=b'{"user_id":"u1","k":3}', headers={"content-type": content_type})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["items"]) == 3
+
+
+def test_a_body_without_content_type_is_415_too(client):
+    """Not read as JSON on purpose (FastAPI's strict rule: a cross-site page may send one without a preflight)."""
+    r = client.post("/recommend", content=b'{"user_id":"u1","k":3}')
+    assert r.status_code == 415
+    assert "no Content-Type header" in r.json()["error"]["message"]
+
+
+def test_a_json_typed_body_that_is_not_json_is_still_the_422_parse_error(client):
+    r = client.post("/recommend", content=b"user_id=u1", headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "malformed JSON" in r.json()["error"]["message"]
+
+
+def test_a_form_typed_request_to_an_unknown_route_is_still_404(client):
+    assert client.post("/nope", content=b"a=1", headers={"content-type": FORM}).status_code == 404
+
+
+def test_a_json_body_that_is_not_utf8_says_so(client):
+    r = client.post("/recommend", content=b'{"user_id": "\xff"}', headers={"content-type": "application/json"})
+    assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------ 2. string limits count characters
+@pytest.mark.parametrize(
+    ("path", "body", "loc"),
+    [
+        ("/recommend", {"user_id": "u" * 300}, ["body", "user_id"]),
+        ("/recommend", {"history": ["i1", "i" * 300]}, ["body", "history", "1"]),
+        ("/recommend", {"user_id": "u1", "filters": {"genres": ["g" * 300]}}, ["body", "filters", "genres", "0"]),
+        ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user_id": "u" * 300}]},
+         ["body", "requests", "1", "user_id"]),
+        ("/similar-items", {"item_id": "i" * 300}, ["body", "item_id"]),
+        ("/explain", {"user_id": "u" * 300, "item_id": "i1"}, ["body", "user_id"]),
+        ("/explain", {"history": ["i" * 300], "item_id": "i1"}, ["body", "history", "0"]),
+        ("/explain", {"user_id": "u1", "item_id": "i" * 300}, ["body", "item_id"]),
+    ],
+)
+def test_too_long_string_ids_are_counted_in_characters(client, path, body, loc):
+    r = client.post(path, json=body)
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["details"][0]["loc"] == loc
+    assert "at most 256 characters" in err["message"] and "items" not in err["message"], err["message"]
+
+
+def test_empty_ids_say_character_and_integers_are_still_ids(client):
+    r = client.post("/recommend", json={"user_id": ""})
+    assert r.status_code == 422 and "at least 1 character" in r.json()["error"]["message"]
+    assert client.post("/recommend", json={"user_id": 7}).json()["error"]["id"] == "7"  # coerced, then unknown
+
+
+def test_path_and_body_ids_share_one_message(client):
+    path = client.get("/users/" + "u" * 300).json()["error"]["details"][0]["msg"]
+    body = client.post("/recommend", json={"user_id": "u" * 300}).json()["error"]["details"][0]["msg"]
+    assert path == body == "String should have at most 256 characters"
+
+
+# ------------------------------------------------------------------ 3. unknown history ids name their position
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/recommend", {"history": ["i1", "999999"]}, "history[1]"),
+        ("/recommend", {"history": ["999999", "i1"], "explain": True}, "history[0]"),
+        ("/explain", {"history": ["i1", "i2", "999999"], "item_id": "i1"}, "history[2]"),
+        ("/explain", {"history": ["i1"], "item_id": "999999"}, "item_id"),
+        ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"history": ["i1", "999999"]}]},
+         "requests[1].history[1]"),
+        ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user_id": "999999"}]}, "requests[1].user_id"),
+    ],
+)
+def test_an_unknown_id_names_its_field_and_position(client, path, body, field):
+    r = client.post(path, json=body)
+    assert r.status_code == 404
+    err = r.json()["error"]
+    kind = "user" if field.endswith("user_id") else "item"
+    assert err["message"].startswith(f"{field}: unknown {kind} '999999'"), err["message"]
+    assert err["field"] == field and err["kind"] == kind and err["id"] == "999999"
+
+
+def test_a_batch_names_the_position_once(client):
+    body = {"requests": [{"user_id": "u1"}, {"history": ["999999"]}]}
+    msg = client.post("/recommend/batch", json=body).json()["error"]["message"]
+    assert msg.count("history[0]") == 1 and msg.endswith("the other requests were not answered")
+
+
+def test_python_callers_get_the_position_too(service):
+    from twotower.errors import NotFoundError
+    from twotower.serving import RecRequest
+
+    with pytest.raises(NotFoundError, match=r"^history\[2\]: unknown item 'nope'"):
+        service.recommend(RecRequest(history=("i1", "i2", "nope")))
+
+
+# ------------------------------------------------------------------ 4. /healthz
+def test_healthz_pid_is_an_integer(client):
+    body = client.get("/healthz").json()
+    assert body == {"status": "ok", "pid": os.getpid()} and type(body["pid"]) is int
+
+
+def test_healthz_schema_says_integer(client):
+    schema = client.get("/openapi.json").json()
+    ref = schema["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    assert schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]["pid"]["type"] == "integer"
+
+
+# ------------------------------------------------------------------ one shape for every 4xx
+def _four_xx(client, small) -> list[tuple[str, object]]:
+    post_json = {"content-type": "application/json"}
+    return [
+        ("unknown route", client.get("/nope")),
+        ("unknown static file", client.get("/static/nope.js")),
+        ("wrong method", client.get("/recommend")),
+        ("unknown user", client.post("/recommend", json={"user_id": "ghost"})),
+        ("unknown history item", client.post("/recommend", json={"history": ["nope"]})),
+        ("unknown item (GET)", client.get("/items/nope")),
+        ("invalid body", client.post("/recommend", json={"user_id": "u1", "k": 0})),
+        ("malformed JSON", client.post("/recommend", content=b"{", headers=post_json)),
+        ("invalid path id", client.get("/items/" + "x" * 300)),
+        ("unknown filter value", client.post("/recommend", json={"user_id": "u1", "filters": {"genres": ["Nope"]}})),
+        ("not JSON", client.post("/recommend", content=b"user_id=u1", headers={"content-type": FORM})),
+        ("too large", small.post("/recommend", content=b"{" + b" " * 200 + b"}", headers=post_json)),
+        ("not UTF-8", client.post("/recommend", content=b'{"user_id": "\xff"}', headers=post_json)),
+    ]
+
+
+def test_every_4xx_answer_has_one_body_shape(client, make_client):
+    small = make_client(max_body_bytes=100)
+    extras = {"details", "kind", "id", "field"}  # optional additions; code, type and message are always there
+    for what, r in _four_xx(client, small):
+        assert 400 <= r.status_code < 500, (what, r.status_code)
+        assert r.headers["content-type"].startswith("application/json"), what
+        body = r.json()
+        assert set(body) == {"error"}, (what, body)
+        err = body["error"]
+        assert {"code", "type", "message"} <= set(err) <= {"code", "type", "message"} | extras, (what, err)
+        assert err["code"] == r.status_code, (what, err)
+        assert isinstance(err["type"], str) and err["type"].islower() and " " not in err["type"], (what, err)
+        assert isinstance(err["message"], str) and err["message"], (what, err)
