@@ -34,6 +34,12 @@ def test_the_training_file_given_again_as_valid_is_refused(dataset, tmp_path, ca
     assert not (tmp_path / "r").exists()  # refused before anything was written
 
 
+def test_the_training_file_given_again_as_test_is_refused(dataset, tmp_path, capsys):
+    assert _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--test", str(dataset["train"])) == 2
+    assert f"--test {dataset['train']} is the training file --train {dataset['train']}" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
 def test_validation_rows_all_in_train_get_a_warning_naming_both_files(dataset, tmp_path, caplog):
     copy = tmp_path / "valid_copy.csv"
     shutil.copy(dataset["train"], copy)  # another file, same rows

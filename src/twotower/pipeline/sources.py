@@ -148,11 +148,17 @@ def _check_not_train_again(cfg: DataConfig) -> None:
     stays 0 and early stopping silently keeps epoch 1's model. There is no use for that, so it is an error;
     a different file whose rows all appear in train only gets a warning (:func:`~twotower.pipeline.run.prepare_data`).
     """
-    if cfg.train is None or cfg.valid is None or not _same_file(cfg.train, cfg.valid):
+    if cfg.train is None:
         return
-    raise ConfigError(f"--valid {cfg.valid} is the training file --train {cfg.train} again: validation excludes "
-                      "each user's training items, so it would find nothing (valid metrics 0, early stopping stuck at "
-                      "epoch 1); pass a held-out validation file, or leave --valid out to stop on the training loss")
+    if cfg.valid is not None and _same_file(cfg.train, cfg.valid):
+        raise ConfigError(f"--valid {cfg.valid} is the training file --train {cfg.train} again: validation excludes "
+                          "each user's training items, so it would find nothing (valid metrics 0, early stopping "
+                          "stuck at epoch 1); pass a held-out validation file, or leave --valid out to stop on the "
+                          "training loss")
+    if cfg.test is not None and _same_file(cfg.train, cfg.test):
+        # the test split excludes train+valid items: a copy of train scores 0 and reads as a broken model
+        raise ConfigError(f"--test {cfg.test} is the training file --train {cfg.train} again: testing excludes each "
+                          "user's training items, so every test metric would be 0; pass a held-out test file")
 
 
 def _same_file(a: str, b: str) -> bool:
