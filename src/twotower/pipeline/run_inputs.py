@@ -14,6 +14,7 @@ import pandas as pd
 
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.errors import DataError
+from twotower.pipeline.sources import column_map
 
 __all__ = ["run_columns", "read_run_interactions"]
 
@@ -21,10 +22,7 @@ __all__ = ["run_columns", "read_run_interactions"]
 def run_columns(run: Any) -> ColumnMap:
     """The column map the run was trained with (its ``data.*_col`` settings); canonical without a config."""
     cfg = getattr(run, "config", None)  # a Prepared split (benchmarks) has vocabularies but no config
-    if cfg is None:
-        return ColumnMap()
-    d = cfg.data
-    return ColumnMap(user=d.user_col, item=d.item_col, timestamp=d.timestamp_col, rating=d.rating_col)
+    return ColumnMap() if cfg is None else column_map(cfg.data)
 
 
 def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:

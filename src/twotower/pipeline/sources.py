@@ -46,6 +46,11 @@ def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     return random_split(df, cfg.ratios, seed)
 
 
+def column_map(cfg: DataConfig) -> ColumnMap:
+    """Which input columns hold the user, item, timestamp and rating (the ``data.*_col`` settings)."""
+    return ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
+
+
 def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
     """Read and split according to ``cfg``.
 
@@ -53,7 +58,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
     ``path`` split by ``cfg.split``, then the named ``dataset``.
     """
     _check_feature_tables(cfg)
-    columns = ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
+    columns = column_map(cfg)
     items = users = None
     item_spec = user_spec = None
     title_col = cfg.title_col
