@@ -21,6 +21,7 @@ from _common import PeakRSS  # noqa: E402
 from ml1m import ROWS as ML1M_ROWS  # noqa: E402
 
 from twotower.config import load_config  # noqa: E402
+from twotower.evaluation import choose_on_validation  # noqa: E402
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.pipeline.experiment import PROTOCOL_TEXT, baseline_scorers, evaluate_scorers, train_model  # noqa: E402
 from twotower.pipeline.run import item_text_embeddings, prepare_data  # noqa: E402
@@ -209,6 +210,10 @@ def main() -> int:
             f"valid_{cfg0.eval.select_metric}", "epochs", "fit_s", "peak_MB"]
     print(format_table(rows, cols, title=f"MovieLens-100K, per-user temporal 80/10/10, test split, threads={args.threads}"))
     print(PROTOCOL_TEXT)
+    metric = f"valid_{cfg0.eval.select_metric}"
+    candidates = {r["model"]: [r[metric]] for r in rows if metric in r}
+    if candidates:  # which variant this split should use: chosen on validation, never on the test table above
+        print(choose_on_validation(candidates, metric=cfg0.eval.select_metric).text())
     if args.cold_start:
         rows += cold_start(base, args.threads)
     if args.json:

@@ -62,6 +62,7 @@ _LAZY: dict[str, str] = {
     "EASE": "twotower.evaluation",
     "ItemKNN": "twotower.evaluation",
     "format_table": "twotower.evaluation",
+    "choose_on_validation": "twotower.evaluation",
     # index
     "ExactIndex": "twotower.index",
     "FaissIndex": "twotower.index",

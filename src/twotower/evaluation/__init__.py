@@ -15,6 +15,7 @@ from twotower.evaluation.metrics import (
 )
 from twotower.evaluation.plots import plot_recall_at_k
 from twotower.evaluation.protocol import EvalProtocol, Scorer, evaluate, parse_metric, topk_excluding
+from twotower.evaluation.selection import Choice, choose_on_validation
 from twotower.evaluation.table import format_table, to_markdown
 
 __all__ = [
@@ -39,6 +40,9 @@ __all__ = [
     "ItemKNN",
     "tune_ease",
     "tune_itemknn",
+    # model choice
+    "Choice",
+    "choose_on_validation",
     # reporting
     "format_table",
     "to_markdown",
