@@ -28,6 +28,8 @@ __all__ = [
     "TrainConfig",
     "EvalConfig",
     "RunConfig",
+    "SearchConfig",
+    "FUSION_CHOICES",
     "FinetuneConfig",
     "RerankTrainConfig",
     "load_config",
@@ -277,6 +279,37 @@ class RunConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
+# ---------------------------------------------------------------- text retrieval
+
+#: Hybrid fusion rules a search may name: reciprocal rank fusion, or score interpolation after min-max or
+#: z-score normalisation (twotower.search.fusion).
+FUSION_CHOICES = ("rrf", "minmax", "zscore")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    """Text retrieval (``twotower search evaluate | index | query``, ``POST /search``): every default once."""
+
+    max_length: int = 256  # document word pieces the encoders read (all-MiniLM-L6-v2's own limit)
+    query_max_length: int = 64
+    fusion: str = "rrf"  # FUSION_CHOICES: how BM25 and dense lists are fused in hybrid mode
+    rrf_k: int = 60  # the RRF constant of Cormack et al. (SIGIR 2009)
+    bm25_weight: float = 0.5  # minmax / zscore interpolation: BM25's weight w, dense 1 - w
+    k: int = 10  # results a query returns
+    depth: int = 100  # candidates each retriever returns before fusion (Recall@100 is measured on them)
+    rerank_top: int = 20  # fused candidates the cross-encoder re-scores
+    cache_dir: str = "runs/cache/embeddings"  # corpus embeddings kept between runs
+
+    def __post_init__(self) -> None:
+        for name in ("max_length", "query_max_length", "rrf_k", "k", "depth", "rerank_top"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, f"search.{name}",
+                   f"must be an integer >= 1, got {value!r}")
+        _choice(self.fusion, "search.fusion", FUSION_CHOICES)
+        _check(isinstance(self.bm25_weight, (int, float)) and 0.0 <= self.bm25_weight <= 1.0, "search.bm25_weight",
+               f"must be in [0, 1], got {self.bm25_weight!r}")
+
+
 # ---------------------------------------------------------------- text retrieval training
 
 
@@ -290,8 +323,8 @@ class FinetuneConfig:
     warmup_frac: float = 0.1  # linear warm-up over this share of steps, then linear decay
     weight_decay: float = 0.01
     temperature: float = 0.05  # scale 1/0.05 = 20, the MultipleNegativesRankingLoss default for cosine scores
-    max_length: int = 256  # document word pieces
-    query_max_length: int = 64
+    max_length: int = SearchConfig.max_length  # document word pieces
+    query_max_length: int = SearchConfig.query_max_length
     shared: bool = False  # one transformer for both towers
     train_doc_tower: bool = True
     corpus_negatives: bool = False  # full softmax over the frozen corpus; needs train_doc_tower=False
@@ -338,7 +371,7 @@ class RerankTrainConfig:
     weight_decay: float = 0.01
     temperature: float = 1.0  # listwise softmax over raw logits: the head learns the scale itself
     grad_clip: float = 1.0
-    max_length: int = 256
+    max_length: int = SearchConfig.max_length
     freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
     max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
     seed: int = 0

@@ -6,7 +6,17 @@ import dataclasses
 import pytest
 
 from twotower.cli.main import build_parser
-from twotower.config import DataConfig, EvalConfig, FinetuneConfig, LossConfig, RerankTrainConfig, TrainConfig
+from twotower.config import (
+    DataConfig,
+    EvalConfig,
+    FinetuneConfig,
+    LossConfig,
+    RerankTrainConfig,
+    SearchConfig,
+    TrainConfig,
+)
+from twotower.errors import ConfigError
+from twotower.index.autotune import IndexPolicy
 from twotower.losses import BPRLoss, DistributedInBatchSoftmax, FullSoftmax, InBatchSoftmax, ListwiseSoftmax, SampledSoftmax
 from twotower.serving.settings import ServiceSettings
 
@@ -22,6 +32,79 @@ def test_search_and_rerank_train_flags_default_to_their_configs():
         ft.epochs, ft.lr, ft.batch_size, ft.temperature, ft.max_length, ft.seed)
     r = _parse("rerank", "train", "--beir", "b", "--out", "o")
     assert (r.epochs, r.negatives, r.max_length, r.seed) == (rt.epochs, rt.negatives_per_query, rt.max_length, rt.seed)
+
+
+def test_search_flags_default_to_the_search_config():
+    sc = SearchConfig()
+    e = _parse("search", "evaluate", "--beir", "b")
+    assert (e.fusion, e.bm25_weight, e.rerank_top, e.cache) == (sc.fusion, sc.bm25_weight, sc.rerank_top, sc.cache_dir)
+    i = _parse("search", "index", "--beir", "b", "--out", "o")
+    assert (i.max_length, i.fusion, i.bm25_weight, i.cache) == (sc.max_length, sc.fusion, sc.bm25_weight, sc.cache_dir)
+    q = _parse("search", "query", "--index", "i", "text")
+    assert (q.k, q.rerank_top) == (sc.k, sc.rerank_top)
+    assert _parse("search", "train", "--beir", "b", "--out", "o").cache == sc.cache_dir
+    # the fine-tuning and reranker configs read their text lengths from it too
+    assert FinetuneConfig().max_length == RerankTrainConfig().max_length == sc.max_length
+    assert FinetuneConfig().query_max_length == sc.query_max_length
+
+
+def test_library_search_defaults_match_the_config():
+    import inspect
+
+    from twotower.search import SearchIndex, fusion_from_config, rrf
+    from twotower.search.dense import DenseRetriever
+    from twotower.search.evaluate import search_evaluate
+
+    sc = SearchConfig()
+    assert inspect.signature(rrf).parameters["k"].default == sc.rrf_k
+    dense = inspect.signature(DenseRetriever).parameters
+    assert (dense["max_length"].default, dense["query_max_length"].default) == (sc.max_length, sc.query_max_length)
+    ev = inspect.signature(search_evaluate).parameters
+    assert (ev["rerank_top"].default, ev["cache_dir"].default) == (sc.rerank_top, sc.cache_dir)
+    se = inspect.signature(SearchIndex.search).parameters
+    assert (se["k"].default, se["rerank_top"].default) == (sc.k, sc.rerank_top)
+    assert fusion_from_config(sc).params == {"k": sc.rrf_k}
+    z = fusion_from_config(SearchConfig(fusion="zscore", bm25_weight=0.7))
+    assert z.name == "interpolation" and z.params["normalization"] == "zscore"
+    assert z.params["weights"] == pytest.approx([0.7, 0.3])
+
+
+@pytest.mark.parametrize("over, msg", [({"fusion": "rr"}, "did you mean 'rrf'"), ({"bm25_weight": 1.5}, "search.bm25_weight"),
+                                      ({"k": 0}, "search.k"), ({"rrf_k": True}, "search.rrf_k")])
+def test_search_config_is_validated(over, msg):
+    with pytest.raises(ConfigError, match=msg):
+        SearchConfig(**over)
+
+
+def test_search_cli_names_the_flag_of_a_bad_fusion_weight():
+    from twotower.cli.search_cmd import _fusion_choice
+
+    with pytest.raises(ConfigError, match=r"^--bm25-weight: must be in \[0, 1\]"):
+        _fusion_choice(_parse("search", "evaluate", "--beir", "b", "--fusion", "minmax", "--bm25-weight", "2"))
+
+
+def test_index_build_flags_default_to_the_index_policy():
+    pol = IndexPolicy()
+    a = _parse("index", "build", "--run", "r")
+    assert (a.target_recall, a.k, a.queries, a.seed) == (pol.target_recall, pol.k, pol.tune_queries, pol.seed)
+    assert a.exact_budget_ms is None  # None: the policy's exact_p99_ms
+
+
+@pytest.mark.parametrize("flags, msg", [(["--queries", "0"], "--queries must be a positive integer"),
+                                        (["--target-recall", "1.5"], r"--target-recall must be in \(0, 1\]"),
+                                        (["--k", "0"], "--k must be a positive integer"),
+                                        (["--exact-budget-ms", "-1"], "--exact-budget-ms must be")])
+def test_index_build_checks_flags_before_loading_the_run(flags, msg):
+    from twotower.cli.index_cmd import cmd_index_build
+
+    with pytest.raises(ConfigError, match=msg):  # the run folder "r" does not exist: the flag is checked first
+        cmd_index_build(_parse("index", "build", "--run", "r", *flags))
+
+
+def test_request_and_cli_list_lengths_default_to_the_service_setting():
+    from twotower.serving.service import RecRequest
+
+    assert RecRequest(user_id="1").k == ServiceSettings().default_k
 
 
 def test_serve_flags_default_to_service_settings():
@@ -51,7 +134,7 @@ def test_listwise_loss_defaults_to_the_reranker_temperature():
 
 
 def test_text_configs_are_frozen_dataclasses_in_config():
-    for cls in (FinetuneConfig, RerankTrainConfig):
+    for cls in (FinetuneConfig, RerankTrainConfig, SearchConfig):
         assert dataclasses.is_dataclass(cls) and cls.__module__ == "twotower.config"
         with pytest.raises(dataclasses.FrozenInstanceError):
             cls().epochs = 3  # type: ignore[misc]

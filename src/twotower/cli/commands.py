@@ -180,7 +180,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     # argument checks before the (slow) run load: a typo is one line at once
-    k = args.k if args.k is not None else (100 if args.users else 10)
+    from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
+
+    k = args.k if args.k is not None else (100 if args.users else ServiceSettings.default_k)
     if not 1 <= k <= 10_000:
         raise ConfigError(f"--k must be between 1 and 10000, got {k}")
     if getattr(args, "history_from", None) and args.history is not None:

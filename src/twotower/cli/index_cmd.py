@@ -15,6 +15,9 @@ TUNE_PNG = "recall_qps.png"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.index.autotune import IndexPolicy  # every default is declared there, once
+
+    pol = IndexPolicy()
     p = sub.add_parser("index", help="build and inspect the vector index a run is served from")
     isub = p.add_subparsers(dest="index_cmd", required=True)
     b = isub.add_parser("build", help="autotune an index over the run's item embeddings and save it")
@@ -25,12 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "meeting the recall target), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
     b.add_argument("--exact-budget-ms", type=float, default=None,
                    help="with --index auto: choose exact search when its single-query p99 is at most this many ms "
-                        f"(default {_default_budget()})")
-    b.add_argument("--target-recall", type=float, default=0.95, help="recall@k against exact search (default 0.95)")
-    b.add_argument("--k", type=int, default=10, help="k of the recall target (default 10)")
-    b.add_argument("--queries", type=int, default=1000, help="user vectors sampled as tuning queries (default 1000)")
+                        f"(default {pol.exact_p99_ms:g})")
+    b.add_argument("--target-recall", type=float, default=pol.target_recall,
+                   help="recall@k against exact search (default %(default)s)")
+    b.add_argument("--k", type=int, default=pol.k, help="k of the recall target (default %(default)s)")
+    b.add_argument("--queries", type=int, default=pol.tune_queries,
+                   help="user vectors sampled as tuning queries (default %(default)s)")
     b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors")
-    b.add_argument("--seed", type=int, default=0, help="seed of the query sample")
+    b.add_argument("--seed", type=int, default=pol.seed, help="seed of the query sample (default %(default)s)")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
     b.add_argument("--nprobe", type=int, default=None,
@@ -43,19 +48,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=cmd_index_info)
 
 
-def _default_budget() -> str:
+def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
+    """The flags as an IndexPolicy (validated there), errors naming the flag the user typed."""
     from twotower.index.autotune import IndexPolicy
 
-    return f"{IndexPolicy().exact_p99_ms:g}"
-
-
-def _check_args(args: argparse.Namespace) -> None:
-    if not 0.0 < args.target_recall <= 1.0:
-        raise ConfigError(f"--target-recall must be in (0, 1], got {args.target_recall}")
-    if args.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {args.k}")
-    if args.queries < 1:
-        raise ConfigError(f"--queries must be >= 1, got {args.queries}")
+    flags = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
+             "exact_p99_ms": "--exact-budget-ms"}
+    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries}
+    if args.exact_budget_ms is not None:
+        over["exact_p99_ms"] = args.exact_budget_ms
+    try:
+        return IndexPolicy(**over)
+    except ConfigError as e:
+        msg = str(e)
+        for field, flag in flags.items():
+            if msg.startswith(field + " "):
+                msg = flag + msg[len(field):]
+        raise ConfigError(msg) from None
 
 
 def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - TrainedRun, np.ndarray
@@ -75,12 +84,12 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from twotower.index import ExactIndex, IndexPolicy, autotune, plot_recall_qps
+    from twotower.index import ExactIndex, autotune, plot_recall_qps
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.utils.atomic import atomic_write_json
     from twotower.utils.runtime import set_threads, threads_from_env
 
-    _check_args(args)
+    policy = _policy(args)
     set_threads(args.threads or threads_from_env())
     run = TrainedRun.load(args.run)
     out = Path(args.out) if args.out else Path(args.run) / "index"
@@ -102,9 +111,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
         atomic_write_json(out / TUNE_JSON, summary)
         print(f"saved exact index to {out} (model {fp})")
         return 0
-    policy = IndexPolicy() if args.exact_budget_ms is None else IndexPolicy(exact_p99_ms=args.exact_budget_ms)
-    report = autotune(vectors, ids, queries, k=args.k, target_recall=args.target_recall, index=args.index,
-                      max_train=args.max_train, policy=policy)
+    report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy)
     report.index.save(out, model_fingerprint=fp)
     atomic_write_json(out / TUNE_JSON, report.to_dict())
     print(report.table())

@@ -66,7 +66,11 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--user", help="one user id: prints the top k with titles")
     who.add_argument("--users", help="'all', a comma list of ids, or a file with a user_id column")
     who.add_argument("--history", help="comma list of item ids: a user never seen in training")
-    p.add_argument("--k", type=int, default=None, help="list length (default 10 for --user, 100 for --users)")
+    from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
+
+    p.add_argument("--k", type=int, default=None,
+                   help=f"list length (default {ServiceSettings.default_k} for --user and --history, as the service; "
+                        "100 for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded")
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
     p.add_argument("--history-from", nargs="+", metavar="FILE",

@@ -19,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def register_search(subparsers: argparse._SubParsersAction) -> None:
+    from twotower.config import FUSION_CHOICES, SearchConfig  # every default is declared there, once
+
+    sc = SearchConfig()
     p = subparsers.add_parser("search", help="text retrieval: BM25, dense two-tower, hybrid, rerank (BEIR data)")
     sub = p.add_subparsers(dest="search_cmd", required=True)
 
@@ -28,12 +31,11 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--retriever", default="bm25", choices=["bm25", "dense", "hybrid"],
                    help="bm25 (default), dense (bi-encoder) or hybrid (both, fused)")
     e.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
-    e.add_argument("--fusion", default="rrf", choices=["rrf", "minmax", "zscore"],
-                   help="hybrid: RRF (k=60) or weighted score interpolation with this normalisation")
-    e.add_argument("--bm25-weight", type=float, default=0.5, help="hybrid interpolation: BM25 weight w (dense 1-w)")
+    _fusion_flags(e, sc, FUSION_CHOICES, "hybrid: ")
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
-    e.add_argument("--rerank-top", type=int, default=20, help="candidates the cross-encoder re-scores (default 20)")
-    e.add_argument("--cache", default="runs/cache/embeddings", help="corpus embedding cache directory")
+    e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
+                   help="candidates the cross-encoder re-scores (default %(default)s)")
+    e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory (default %(default)s)")
     e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
     _encoder_flags(e)
@@ -43,11 +45,10 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
     i.add_argument("--out", required=True, help="folder for the search index")
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
-    i.add_argument("--max-length", type=int, default=256, help="tokens per document for the encoder (default 256)")
-    i.add_argument("--fusion", default="rrf", choices=["rrf", "minmax", "zscore"],
-                   help="hybrid fusion stored with the index: RRF (k=60) or weighted score interpolation")
-    i.add_argument("--bm25-weight", type=float, default=0.5, help="interpolation: BM25 weight w (dense 1-w)")
-    i.add_argument("--cache", default="runs/cache/embeddings", help="embedding cache folder (default runs/cache/embeddings)")
+    i.add_argument("--max-length", type=int, default=sc.max_length,
+                   help="tokens per document for the encoder (default %(default)s)")
+    _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
+    i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
     i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     _encoder_flags(i)
     i.set_defaults(func=cmd_search_index)
@@ -55,11 +56,12 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
     q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
     q.add_argument("text", nargs="+", help="query text(s)")
-    q.add_argument("--k", type=int, default=10, help="results to print (default 10)")
+    q.add_argument("--k", type=int, default=sc.k, help="results to print (default %(default)s)")
     q.add_argument("--mode", default="hybrid", choices=["bm25", "dense", "hybrid"],
                    help="bm25, dense or hybrid (default: both, fused as stored with the index)")
     q.add_argument("--rerank", help="cross-encoder directory")
-    q.add_argument("--rerank-top", type=int, default=20, help="candidates the cross-encoder re-scores (default 20)")
+    q.add_argument("--rerank-top", type=int, default=sc.rerank_top,
+                   help="candidates the cross-encoder re-scores (default %(default)s)")
     q.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.set_defaults(func=cmd_search_query)
@@ -80,7 +82,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
 
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
                    help="hard negatives mined per query (default %(default)s)")
-    t.add_argument("--cache", default="runs/cache/embeddings", help="embedding cache folder (default runs/cache/embeddings)")
+    t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
     _encoder_flags(t)
     t.set_defaults(func=cmd_search_train)
 
@@ -106,6 +108,14 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
     t.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
     t.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+
+
+def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what: str) -> None:  # noqa: ANN001
+    p.add_argument("--fusion", default=sc.fusion, choices=list(choices),
+                   help=f"{what}RRF (k={sc.rrf_k}) or weighted score interpolation after min-max / z-score "
+                        "normalisation (default %(default)s)")
+    p.add_argument("--bm25-weight", type=float, default=sc.bm25_weight,
+                   help="minmax / zscore interpolation: BM25 weight w, dense 1-w (default %(default)s)")
 
 
 def _encoder_flags(p: argparse.ArgumentParser) -> None:
@@ -165,16 +175,16 @@ def _corpus(beir: str):
 
 
 def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
-    """``--fusion`` / ``--bm25-weight`` as a FusionChoice (RRF k=60, or weighted interpolation)."""
+    """``--fusion`` / ``--bm25-weight`` as a FusionChoice (SearchConfig validates both)."""
+    from twotower.config import SearchConfig
     from twotower.errors import ConfigError
-    from twotower.search.fusion import FusionChoice
+    from twotower.search.fusion import fusion_from_config
 
-    if args.fusion == "rrf":
-        return FusionChoice(name="rrf", params={"k": 60})
-    w = args.bm25_weight
-    if not 0.0 <= w <= 1.0:
-        raise ConfigError(f"--bm25-weight must be in [0, 1], got {w}")
-    return FusionChoice(name="interpolation", params={"weights": [w, 1.0 - w], "normalization": args.fusion})
+    try:
+        cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight)
+    except ConfigError as e:  # name the flag the user typed, not the field
+        raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")) from None
+    return fusion_from_config(cfg)
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:

@@ -52,13 +52,20 @@ TIE_EPS = 1e-6
 
 @dataclass(frozen=True, kw_only=True)
 class IndexPolicy:
-    """When ``--index auto`` may settle for exact search.
+    """How an index is tuned (``twotower index build``, :func:`autotune`): every default once.
 
-    ``exact_p99_ms``: exact search is chosen when its single-query p99
-    latency over ``latency_queries`` measured queries is at most this
-    (5 ms: a recommendation request's whole budget is ~10 ms at p99).
+    ``target_recall``: recall@``k`` against exact search that an approximate
+    index must reach, measured on ``tune_queries`` user vectors.
+    ``exact_p99_ms``: ``--index auto`` settles for exact search when its
+    single-query p99 latency is at most this (5 ms: a recommendation
+    request's whole budget is ~10 ms at p99). Every single-query latency,
+    exact and approximate, is measured over ``latency_queries`` queries.
     """
 
+    target_recall: float = 0.95
+    k: int = 10
+    tune_queries: int = 1000
+    seed: int = 0  # of the tuning queries' sample
     exact_p99_ms: float = 5.0
     latency_queries: int = 200
 
@@ -68,6 +75,14 @@ class IndexPolicy:
             raise ConfigError(f"exact_p99_ms must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
         if isinstance(self.latency_queries, bool) or not isinstance(self.latency_queries, int) or self.latency_queries < 1:
             raise ConfigError(f"latency_queries must be a positive integer, got {self.latency_queries!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        for name in ("k", "tune_queries"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if not (isinstance(self.target_recall, (int, float)) and 0.0 < self.target_recall <= 1.0):
+            raise ConfigError(f"target_recall must be in (0, 1], got {self.target_recall!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,7 +181,8 @@ def tie_aware_recall(
     return float(hits.sum(axis=1).mean() / min(k, len(ids)))
 
 
-def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = 100) -> dict[str, Any]:
+def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = IndexPolicy.latency_queries
+                  ) -> dict[str, Any]:
     """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few."""
     index.search(queries[:1], k)  # warm-up
     best, spent, res = math.inf, 0.0, None
@@ -225,12 +241,12 @@ def autotune(
     ids: np.ndarray,
     queries: np.ndarray,
     *,
-    k: int = 10,
-    target_recall: float = 0.95,
+    k: int | None = None,
+    target_recall: float | None = None,
     index: str = "auto",
     candidates: Sequence[str] | None = None,
     max_train: int | None = None,
-    latency_queries: int = 100,
+    latency_queries: int | None = None,
     policy: IndexPolicy | None = None,
 ) -> TuneReport:
     """Sweep candidate indexes and knobs; return the fastest setting meeting ``target_recall``.
@@ -242,8 +258,13 @@ def autotune(
 
     ``policy`` (only with ``index="auto"`` and no ``candidates``; default
     :class:`IndexPolicy`) first measures exact search and returns it when its
-    single-query p99 fits ``policy.exact_p99_ms``.
+    single-query p99 fits ``policy.exact_p99_ms``. ``k``, ``target_recall`` and
+    ``latency_queries`` left as None take the policy's values.
     """
+    policy = policy or IndexPolicy()
+    k = policy.k if k is None else k
+    target_recall = policy.target_recall if target_recall is None else target_recall
+    latency_queries = policy.latency_queries if latency_queries is None else latency_queries
     vectors = check_vectors(vectors)
     ids = check_ids(ids, vectors.shape[0])
     queries = check_queries(queries, vectors.shape[1])  # [Q, D]
@@ -271,9 +292,8 @@ def autotune(
 
     reason, exact_p99 = "", None
     if index == "auto" and candidates is None:
-        policy = policy or IndexPolicy()
         exact = ExactIndex().build(vectors, ids)
-        speed = measure_speed(exact, queries, k, latency_queries=policy.latency_queries)
+        speed = measure_speed(exact, queries, k, latency_queries=latency_queries)
         exact_p99 = float(speed["p99_ms"])
         # the report's exact baseline is this warmed best-of-runs figure, measured like every candidate row
         # (the ground-truth pass above is one cold run: it read 3x slower than the exact row it sat beside)

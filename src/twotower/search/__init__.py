@@ -21,7 +21,7 @@ from twotower.search.bm25 import BM25Config, BM25Retriever
 from twotower.search.dense import DenseRetriever
 from twotower.search.evaluate import METRIC_KEYS, evaluate_retriever, search_evaluate
 from twotower.search.finetune import FinetuneConfig, FinetuneResult, evaluate_loss, finetune_bi_encoder, load_bi_encoder
-from twotower.search.fusion import FUSIONS, FusionChoice, rrf, score_interpolation, tune_fusion
+from twotower.search.fusion import FUSIONS, FusionChoice, fusion_from_config, rrf, score_interpolation, tune_fusion
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.pipeline import Hit, SearchIndex
 from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
@@ -32,7 +32,7 @@ __all__ = [
     "BM25Config", "BM25Retriever", "DenseRetriever",
     "METRIC_KEYS", "evaluate_retriever", "search_evaluate",
     "FinetuneConfig", "FinetuneResult", "finetune_bi_encoder", "load_bi_encoder", "evaluate_loss",
-    "FUSIONS", "FusionChoice", "rrf", "score_interpolation", "tune_fusion",
+    "FUSIONS", "FusionChoice", "fusion_from_config", "rrf", "score_interpolation", "tune_fusion",
     "MiningConfig", "MiningReport", "mine_hard_negatives",
     "Hit", "SearchIndex",
     "CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder",

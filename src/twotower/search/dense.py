@@ -12,6 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
+from twotower.config import SearchConfig
 from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.text.cache import cached_encode
@@ -38,8 +39,8 @@ class DenseRetriever:
         *,
         doc_encoder: TextEncoder | None = None,
         cache_dir: str | os.PathLike[str] | None = None,
-        max_length: int = 256,
-        query_max_length: int = 64,
+        max_length: int = SearchConfig.max_length,
+        query_max_length: int = SearchConfig.query_max_length,
         batch_size: int = 32,
         show_progress: bool = True,
     ) -> None:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from twotower.config import SearchConfig
 from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.search.beir import Corpus, relevant_rows
@@ -69,8 +70,8 @@ def search_evaluate(
     model: str | os.PathLike[str] | None = None,
     rerank: str | os.PathLike[str] | None = None,
     *,
-    cache_dir: str | os.PathLike[str] | None = "runs/cache/embeddings",
-    rerank_top: int = 20,
+    cache_dir: str | os.PathLike[str] | None = SearchConfig.cache_dir,
+    rerank_top: int = SearchConfig.rerank_top,
     fusion: "object | None" = None,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
@@ -79,7 +80,7 @@ def search_evaluate(
     :mod:`~twotower.search.finetune` output, whose query and document towers
     are both used) or ``None`` for zero-shot all-MiniLM-L6-v2. ``hybrid`` fuses
     BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice`;
-    default RRF k=60, since no validation split is tuned here). ``rerank`` is
+    default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
     a cross-encoder directory that reorders the top ``rerank_top``.
     Returns the four :data:`METRIC_KEYS` plus ``seconds`` and ``queries``.
     """
@@ -92,7 +93,7 @@ def search_evaluate(
     qids = list(data.queries)
     qtexts = [data.queries[q] for q in qids]
     doc_texts = data.corpus.doc_texts()
-    k = 100
+    k = SearchConfig.depth
     parts: list[Results] = []
     if retriever in ("bm25", "hybrid"):
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
@@ -108,7 +109,7 @@ def search_evaluate(
     if retriever == "hybrid":
         from twotower.search.fusion import FusionChoice  # noqa: PLC0415
 
-        choice = fusion or FusionChoice(name="rrf", params={"k": 60})
+        choice = fusion or FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
         results = choice.apply(parts, top_k=k)
     else:
         results = parts[0]

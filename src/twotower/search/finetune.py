@@ -288,13 +288,14 @@ def evaluate_loss(
     *,
     temperature: float = FinetuneConfig.temperature,
     max_length: int = FinetuneConfig.max_length,
+    query_max_length: int = FinetuneConfig.query_max_length,
 ) -> float:
     """In-batch softmax loss of one batch without dropout or gradients (for checks)."""
     import torch  # noqa: PLC0415
 
     from twotower.losses.softmax import InBatchSoftmax  # noqa: PLC0415
 
-    q = torch.from_numpy(query_encoder.encode(list(queries), max_length=64, show_progress=False))
+    q = torch.from_numpy(query_encoder.encode(list(queries), max_length=query_max_length, show_progress=False))
     d = torch.from_numpy(doc_encoder.encode(list(positive_texts), max_length=max_length, show_progress=False))
     ids = torch.arange(len(queries))
     with torch.no_grad():

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 
@@ -33,6 +34,7 @@ __all__ = [
     "score_interpolation",
     "FusionChoice",
     "tune_fusion",
+    "fusion_from_config",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,7 @@ def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
     return Results.from_scores_and_ids(scores, ids, k)
 
 
-def rrf(results_list: Sequence[Results], k: int = 60, *, top_k: int | None = None) -> Results:
+def rrf(results_list: Sequence[Results], k: int = SearchConfig.rrf_k, *, top_k: int | None = None) -> Results:
     """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
     n_q = _check(results_list)
     if k < 0:
@@ -154,9 +156,18 @@ class FusionChoice:
 
     def describe(self) -> str:
         if self.name == "rrf":
-            return f"rrf(k={self.params.get('k', 60)})"
+            return f"rrf(k={self.params.get('k', SearchConfig.rrf_k)})"
         w = ", ".join(f"{x:.2f}" for x in self.params["weights"])
         return f"{self.params['normalization']} interpolation (w={w})"
+
+
+def fusion_from_config(cfg: SearchConfig) -> FusionChoice:
+    """The fusion ``cfg`` names: RRF with ``cfg.rrf_k``, or min-max / z-score interpolation with BM25 weight
+    ``cfg.bm25_weight`` (the dense list gets ``1 - w``)."""
+    if cfg.fusion == "rrf":
+        return FusionChoice(name="rrf", params={"k": cfg.rrf_k})
+    w = float(cfg.bm25_weight)
+    return FusionChoice(name="interpolation", params={"weights": [w, 1.0 - w], "normalization": cfg.fusion})
 
 
 def tune_fusion(
@@ -164,7 +175,7 @@ def tune_fusion(
     relevant: Sequence[np.ndarray],
     *,
     weight_grid: Sequence[float] = tuple(np.round(np.linspace(0.0, 1.0, 11), 2)),
-    rrf_ks: Sequence[int] = (10, 30, 60),
+    rrf_ks: Sequence[int] = (10, 30, SearchConfig.rrf_k),
     normalizations: Sequence[str] = ("minmax", "zscore"),
 ) -> FusionChoice:
     """Choose the fusion with the best mean NDCG@10 on validation queries.

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
 from twotower.search.beir import Corpus
@@ -53,10 +54,10 @@ class SearchIndex:
         self.bm25 = bm25
         self.dense = dense
         self.model = model
-        self.fusion = fusion or {"name": "rrf", "params": {"k": 60}}
+        self.fusion = fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}}
 
     @classmethod
-    def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int = 256,
+    def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int = SearchConfig.max_length,
               cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None) -> "SearchIndex":
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
@@ -119,14 +120,14 @@ class SearchIndex:
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
         return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=meta["model"], fusion=meta["fusion"])
 
-    def search(self, queries: Sequence[str], k: int = 10, *, mode: str = "hybrid", reranker=None,
-               rerank_top: int = 20) -> Results:
+    def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
+               rerank_top: int = SearchConfig.rerank_top) -> Results:
         """Top-``k`` corpus rows per query."""
         from twotower.search.fusion import FusionChoice  # noqa: PLC0415
 
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
-        depth = max(k, rerank_top if reranker is not None else k, 100 if mode == "hybrid" else k)
+        depth = max(k, rerank_top if reranker is not None else k, SearchConfig.depth if mode == "hybrid" else k)
         if mode == "bm25":
             res = self.bm25.search(queries, depth)
         elif mode == "dense":

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from twotower.config import RerankTrainConfig  # the defaults live with every other config
+from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 from twotower.utils.atomic import atomic_dir, atomic_write_json
@@ -34,7 +34,8 @@ class CrossEncoderReranker:
     and ``last_pairs`` the number of (query, document) pairs scored.
     """
 
-    def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = 256, batch_size: int = 32) -> None:
+    def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = RerankTrainConfig.max_length,
+                 batch_size: int = 32) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
@@ -70,7 +71,7 @@ class CrossEncoderReranker:
         results: Results,
         doc_texts: Sequence[str],
         *,
-        top_n: int = 20,
+        top_n: int = SearchConfig.rerank_top,
         show_progress: bool = False,
     ) -> Results:
         """Reorder the first ``top_n`` hits of each row by cross-encoder score.

@@ -94,7 +94,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         user_id: Optional[Id] = None
         history: Optional[History] = None
         user_features: Optional[dict[str, Any]] = Field(None, description="not supported yet (422)")
-        k: K = 10
+        k: K = min(settings.default_k, settings.max_k)
         exclude_seen: bool = True
         filters: Optional[Filters] = None
         explain: bool = False
@@ -111,7 +111,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
     class SimilarRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
         item_id: Id
-        k: K = 10
+        k: K = min(settings.default_k, settings.max_k)
         filters: Optional[Filters] = None
 
     class ExplainRequest(BaseModel):

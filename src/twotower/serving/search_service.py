@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from twotower.config import SearchConfig
 from twotower.serving.routes import json_response, run_compute
 from twotower.serving.settings import ServiceSettings
 
@@ -78,10 +79,11 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
     class SearchRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")
         query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the query text")
-        k: int = Field(10, ge=1, le=settings.max_k)
+        k: int = Field(SearchConfig.k, ge=1, le=settings.max_k)
         mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
         rerank: bool = Field(False, description="rerank the top candidates with the cross-encoder")
-        rerank_top: int = Field(20, ge=1, le=1000, description="how many fused candidates the cross-encoder rescores")
+        rerank_top: int = Field(SearchConfig.rerank_top, ge=1, le=settings.max_k,
+                                description="how many fused candidates the cross-encoder rescores")
 
     class SearchHit(BaseModel):
         doc_id: str

@@ -21,8 +21,8 @@ import numpy as np
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
 from twotower.serving.catalog import ItemCatalog
-from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 from twotower.serving.settings import ServiceSettings
+from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 
 __all__ = ["RecommenderService", "RecRequest"]
 
@@ -39,7 +39,7 @@ class RecRequest:
     user_id: str | None = None
     history: tuple[str, ...] | None = None
     user_features: Mapping[str, Any] | None = None
-    k: int = 10
+    k: int = ServiceSettings.default_k
     exclude_seen: bool = True
     filters: Mapping[str, Sequence[str]] | None = field(default=None)
     explain: bool = False

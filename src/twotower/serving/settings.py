@@ -15,6 +15,8 @@ class ServiceSettings:
     host: str = "127.0.0.1"  # loopback by default; 0.0.0.0 exposes the service to the network
     port: int = 8000
     max_k: int = 1000  # largest list length a request may ask for
+    # list length when a request names none (also `twotower recommend --user`'s); at most max_k
+    default_k: int = 10
     max_history: int = 500  # longest ad-hoc history (item ids) in one request
     max_batch: int = 256  # most requests in one /recommend/batch call
     max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
@@ -40,6 +42,7 @@ class ServiceSettings:
         ints = {
             "port": (0, 65535),
             "max_k": (1, None),
+            "default_k": (1, None),
             "max_history": (1, None),
             "max_batch": (1, None),
             "max_body_bytes": (64, None),
