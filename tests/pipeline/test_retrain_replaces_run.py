@@ -123,7 +123,10 @@ def test_a_crash_mid_training_leaves_no_old_run_around_a_new_model(old_run, data
     ["data.item_multi=genres"],  # feature columns without --items: refused while reading the data
     ["train.examples=sequence"],  # refused by the trainer (no sequence user tower), after the data is read
     ["--resume", "train.checkpoint=false"],  # nothing to resume in a folder without a checkpoint
-], ids=["features-without-items", "trainer-setting", "resume-without-checkpoint"])
+    ["--resume", "model.user.history=mean"],  # another model: its checkpoint cannot continue this one
+    ["--resume", "model.item.id_dim=8"],  # other shapes
+], ids=["features-without-items", "trainer-setting", "resume-without-checkpoint", "resume-other-model",
+        "resume-other-shapes"])
 def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad, capsys):
     out = _copy(old_run, tmp_path / "a")
     if "--resume" in bad:
@@ -131,6 +134,27 @@ def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad,
     before = _snapshot(out)
     assert main(_train_args(dataset, out, *bad)) == 2
     assert "error:" in capsys.readouterr().err
+    assert _snapshot(out) == before
+
+
+def test_resume_names_the_model_setting_that_differs(old_run, dataset, tmp_path, capsys):
+    out = _copy(old_run, tmp_path / "a")
+    assert main(_train_args(dataset, out, "--resume", "model.user.history=mean")) == 2
+    err = capsys.readouterr().err
+    assert "model.user.history: 'recency' in the run, 'mean' now" in err
+    verify_manifest(out)  # still sealed: nothing was rewritten
+
+
+def test_resume_on_other_data_is_refused_before_the_run_is_touched(old_run, dataset, tmp_path, capsys):
+    out = _copy(old_run, tmp_path / "a")
+    lines = dataset["train"].read_text().splitlines()
+    fewer = tmp_path / "train_fewer.csv"  # drops the last users' rows: fewer users (and maybe items)
+    fewer.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    before = _snapshot(out)
+    args = ["-q", "train", "--train", str(fewer), "--valid", str(dataset["valid"]), "--out", str(out), *FAST, "--resume"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "the run was trained on" in err
     assert _snapshot(out) == before
 
 

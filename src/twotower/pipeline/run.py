@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -95,6 +96,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     text = None if got is None else got[0]
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
     _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
+    if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
+        check_resume_matches(out, config, prep, trainer.model)
     if tdist.is_main():
         if not resume:
             _replace_previous_run(out, config)
@@ -113,6 +116,61 @@ def _check_resumable(out: Path) -> None:
     """Refuse ``resume`` without a checkpoint before the data is read and the folder rewritten."""
     if not (out / "checkpoint" / "state.json").is_file():
         raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}; train without --resume first")
+
+
+def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
+    """Dotted keys whose values differ between two config dicts, ``key: run's -> now``."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out += _config_differences(old.get(key), new.get(key), f"{prefix}.{key}")
+        return out
+    return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
+
+
+def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any) -> None:
+    """ConfigError unless the run in ``out`` can be continued with ``config`` and this data.
+
+    The model settings must be the run's, the users and items (vocabularies) the same, and the checkpoint's
+    tensors must have this model's names and shapes; the error names what differs. Training settings
+    (epochs, learning rate, ...) may change: that is what resuming with new flags is for.
+    """
+    from safetensors import safe_open
+
+    from twotower.config import config_to_dict
+    from twotower.data.vocab import Vocabulary
+    from twotower.utils.atomic import read_json
+
+    fix = "resume with the run's settings and data, or train into another folder without --resume"
+    saved = out / "config.json"
+    if saved.is_file():
+        old = read_json(saved)
+        diffs = _config_differences(old.get("model") if isinstance(old, dict) else None,
+                                    config_to_dict(config)["model"], "model")
+        if diffs:
+            raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
+                              f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); {fix}")
+    for kind, vocab in (("items", prep.item_vocab), ("users", prep.user_vocab)):
+        path = out / "vocab" / f"{kind}.json"
+        if path.is_file():
+            before = Vocabulary.load(path)
+            if before != vocab:
+                raise ConfigError(
+                    f"cannot resume {out}: the data has {len(vocab):,} {kind}, the run was trained on "
+                    f"{len(before):,} ({'the same number, other ids' if len(vocab) == len(before) else 'other ids'}; "
+                    f"e.g. a missing --items/--users file or another train file); {fix}")
+    weights = out / "checkpoint" / "model.safetensors"
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception:  # unreadable: load_checkpoint names the damage with its checksum check
+        return
+    own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    bad = sorted(k for k in set(own) | set(shapes) if own.get(k) != shapes.get(k))
+    if bad:
+        k = bad[0]
+        raise ConfigError(f"cannot resume {out}: the checkpoint does not fit this model ({len(bad)} tensors differ, "
+                          f"e.g. {k!r}: {shapes.get(k)} in the checkpoint, {own.get(k)} now); {fix}")
 
 
 def _replace_previous_run(out: Path, config: RunConfig) -> None:
