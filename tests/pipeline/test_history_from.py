@@ -179,3 +179,29 @@ def test_evaluate_test_file_and_ease_limit(split_dir, tmp_path, capsys, caplog):
     assert "EASE skipped" in caplog.text and "ease_max_items=5" in caplog.text
     assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--split", "valid"]) != 0
     assert "--test FILE is the test split" in capsys.readouterr().err
+
+
+def _without_timestamps(split_dir, tmp_path, name: str):
+    df = pd.read_csv(split_dir / name, dtype={"user_id": str, "item_id": str})
+    df = df.sort_values(["user_id", "timestamp"], kind="stable")[["user_id", "item_id"]]  # time order, no times
+    path = tmp_path / name
+    df.to_csv(path, index=False)
+    return path
+
+
+def test_files_without_timestamps_give_the_files_in_order(split_dir, run, tmp_path):
+    """Row numbers are not times: the history is train's rows, then valid's, as a concatenation would be."""
+    train, valid = (_without_timestamps(split_dir, tmp_path, n) for n in ("train.csv", "valid.csv"))
+    h = read_input_histories(run, [train, valid])
+    hand = _by_hand(split_dir, run, ["train.csv", "valid.csv"])
+    for row in range(len(run.user_vocab)):
+        np.testing.assert_array_equal(h.sequences.of(row), hand[row])
+
+
+def test_mixing_files_with_and_without_timestamps_is_refused(split_dir, run, tmp_path, capsys):
+    valid = _without_timestamps(split_dir, tmp_path, "valid.csv")
+    with pytest.raises(Exception, match="valid.csv has no timestamp column while the other files do"):
+        read_input_histories(run, [split_dir / "train.csv", valid])
+    rc = main(["-q", "recommend", "--run", str(run.dir), "--user", run.user_vocab.ids[0],
+               "--history-from", str(split_dir / "train.csv"), str(valid)])
+    assert rc == 2 and "no timestamp column" in capsys.readouterr().err

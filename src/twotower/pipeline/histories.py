@@ -13,6 +13,10 @@ Rows whose user or item is not in the run's vocabularies are dropped and
 counted in the report (an unknown item cannot be embedded; an unknown user
 cannot be asked for). Exact duplicate ``(user, item, timestamp)`` rows across
 the files are kept once, so overlapping files do not repeat an item.
+
+Files without a timestamp column (or in the SASRec format, whose lines are in time order) give the order
+only: the history is then the files one after another, each in row order, and no row is dropped as a
+duplicate. Mixing such files with timestamped ones is refused, since their rows cannot be placed in time.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
 
 __all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories"]
@@ -61,6 +65,12 @@ class InputHistories:
         return m
 
 
+def _has_timestamps(df: pd.DataFrame) -> bool:
+    """Whether a read file's ``timestamp`` column holds times, not the row or line order the reader made up."""
+    source = str(df.attrs.get("report", {}).get("timestamp_source", ""))
+    return not source.startswith(("row order", "line order"))
+
+
 def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistories:
     """Read ``files`` (in the given order) into per-user input histories over ``run``'s vocabularies.
 
@@ -72,13 +82,25 @@ def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistorie
     files = tuple(str(f) for f in files)
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
-    parts = []
+    parts, timed = [], []
     for n, f in enumerate(files):
         df = read_run_interactions(run, f)
+        timed.append(_has_timestamps(df))
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
+    if any(timed) and not all(timed):
+        # a file without timestamps numbers its rows 0, 1, 2, ...: compared with another file's epoch seconds (or
+        # row numbers) those would shuffle the history, and a sequence tower reads the order
+        untimed = [f for f, t in zip(files, timed) if not t]
+        raise DataError(f"--history-from: {', '.join(untimed)} {'has' if len(untimed) == 1 else 'have'} no timestamp "
+                        "column while the other files do, so the order of their rows among the others' is unknown; "
+                        "give files that all have timestamps (as `twotower data split` writes them), or none")
     df = pd.concat(parts, ignore_index=True)
     rows_read = len(df)
-    dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
+    if all(timed):
+        dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
+    else:  # order only: a history is the files one after another, each in row order; a repeat is a re-consumption
+        df = df.assign(timestamp=0)
+        dup = np.zeros(len(df), dtype=bool)
     df = df.loc[~dup]
     u = run.user_vocab.encode(df["user_id"].to_numpy())
     i = run.item_vocab.encode(df["item_id"].to_numpy())
@@ -89,7 +111,10 @@ def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistorie
     file_no = df["_file"].to_numpy(np.int64)[keep]
     row_no = df["_row"].to_numpy(np.int64)[keep]
     n_users = len(run.user_vocab)
-    order = np.lexsort((row_no, file_no, i, ts, u))  # primary key last: user, time, item, file, row
+    if all(timed):
+        order = np.lexsort((row_no, file_no, i, ts, u))  # primary key last: user, time, item, file, row
+    else:
+        order = np.lexsort((row_no, file_no, u))  # user, then the files in the order given, each in row order
     indptr = np.zeros(n_users + 1, np.int64)
     np.cumsum(np.bincount(u, minlength=n_users), out=indptr[1:])
     seqs = UserSequences(indptr, i[order], ts[order])
