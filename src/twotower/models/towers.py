@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.config import TowerConfig
+from twotower.errors import ConfigError
 from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
@@ -27,8 +28,9 @@ def _head(config: TowerConfig, in_dim: int, tower: str) -> nn.Module:
     if config.head:
         return MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
     if in_dim != config.out_dim:
-        raise ValueError(f"model.{tower}.head = false needs the tower's input width ({in_dim}) to equal "
-                         f"model.{tower}.out_dim ({config.out_dim})")
+        # known only once the data says which inputs the tower has, so checked here, before anything is written
+        raise ConfigError(f"model.{tower}.head = false needs the tower's input width ({in_dim}) to equal "
+                          f"model.{tower}.out_dim ({config.out_dim}); set out_dim to {in_dim} or head = true")
     return nn.Identity()
 
 
