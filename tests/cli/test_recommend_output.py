@@ -46,3 +46,35 @@ def test_items_without_titles_are_named_once(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].strip() == "1. item 150 (score 0.250)"
     assert lines[2].strip() == "2. Heat (item 7, score 0.200)"
+
+
+def test_users_file_with_repeated_users_gives_one_list_per_user(run_dir, tmp_path, capsys):
+    """An interactions file names a user once per row; the output has one top-k per distinct user."""
+    from twotower.pipeline.artifacts import TrainedRun
+
+    users = TrainedRun.load(run_dir).user_vocab.ids[:3]
+    f = tmp_path / "users.csv"
+    f.write_text("user_id,item_id\n" + "".join(f"{u},x{n}\n" for n in range(4) for u in users))
+    out = tmp_path / "recs.csv"
+    assert main(["recommend", "--run", str(run_dir), "--users", str(f), "--k", "2", "--out", str(out)]) == 0
+    import pandas as pd
+
+    recs = pd.read_csv(out, dtype={"user_id": str})
+    assert len(recs) == 3 * 2 and list(dict.fromkeys(recs["user_id"])) == list(users)
+    assert main(["recommend", "--run", str(run_dir), "--users", f"{users[0]},{users[0]}", "--k", "2", "--out", "-"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1 + 2  # header + one list
+
+
+def test_users_naming_a_missing_file_says_so(run_dir, tmp_path, capsys):
+    assert main(["recommend", "--run", str(run_dir), "--users", str(tmp_path / "nofile.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "no such file" in err and "unknown user" not in err
+
+
+def test_shortfall_line_names_a_new_user_plainly(run_dir, capsys):
+    from twotower.pipeline.artifacts import TrainedRun
+
+    n_items = TrainedRun.load(run_dir).n_items
+    assert main(["recommend", "--run", str(run_dir), "--history", "i1", "--k", str(n_items + 5)]) == 0
+    err = capsys.readouterr().err
+    assert "(e.g. a new user:" in err and "user a new user" not in err

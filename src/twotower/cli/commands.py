@@ -149,16 +149,23 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
     p = Path(spec)
     if p.exists():
         from twotower.data.readers import read_table
+        from twotower.errors import DataError
 
         df = read_table(p)
-        if "user_id" not in df.columns:
-            from twotower.errors import DataError
-
-            raise DataError("needs a user_id column", file=str(p), column="user_id")
-        ids = [str(v) for v in df["user_id"].tolist()]
+        col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
+        if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
+            raise DataError(f"needs a {run.config.data.user_col!r} column (the run's users) or 'user_id'", file=str(p),
+                            column=run.config.data.user_col)
+        ids = [str(v) for v in df[col].tolist()]
+    elif "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
+        raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
+                            "user column)")
     else:
         ids = [s.strip() for s in spec.split(",") if s.strip()]
-    return [run.user_row(u) for u in ids]
+    unique = list(dict.fromkeys(ids))  # an interactions file lists a user once per row: one list per user
+    if len(unique) < len(ids):
+        log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
+    return [run.user_row(u) for u in unique]
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -209,12 +216,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.user is not None:
         row = run.user_row(args.user)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
-        _say_shortfall(res, k, [args.user])
+        _say_shortfall(res, k, [f"user {args.user}"])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
         return 0
     rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index)
-    _say_shortfall(res, k, [run.user_vocab.ids[int(r)] for r in rows])
+    _say_shortfall(res, k, [f"user {run.user_vocab.ids[int(r)]}" for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:
         where = write_output_text(args.out, frame.to_csv(index=False))  # `--out -` is stdout
@@ -235,7 +242,7 @@ def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
     if short.any():
         worst = int(short.argmax())
         print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
-              f"after exclusions (e.g. user {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
+              f"after exclusions (e.g. {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
 
 
 def _print_items(items: list[dict], as_json: bool, title: str, k: int) -> None:
