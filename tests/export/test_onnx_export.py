@@ -62,16 +62,17 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     meta = json.loads((out / "export.json").read_text())
     assert meta["check"]["users"] == 1000 and meta["check"]["items"] == N_ITEMS
     run = TrainedRun.load(run_dir)
-    # independent of the exporter's own check: every user, two history lengths, and all items
+    # independent of the exporter's own check: every user, three history lengths, and all items
     user = ort.InferenceSession(str(out / "user_tower.onnx"), providers=["CPUExecutionProvider"])
     item = ort.InferenceSession(str(out / "item_tower.onnx"), providers=["CPUExecutionProvider"])
     names = [i.name for i in user.get_inputs()]
     rows = np.arange(len(run.user_vocab), dtype=np.int64)
     assert len(rows) >= 1000
-    for length in (run.model.history_len, 3):
+    L = run.model.history_len
+    for length in (L, 3, L + 5):  # a longer window reads as its newest L items, as the CLI and service cut it
         hist = run.history.last_windows(rows, length, run.model.pad_item).astype(np.int64)
         with torch.no_grad():
-            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist)).numpy()
+            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
         feed = {"user_rows": rows, "history": hist} if names == ["user_rows", "history"] else {"history": hist}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
     got = item.run(None, {"item_rows": np.arange(run.n_items, dtype=np.int64)})[0]

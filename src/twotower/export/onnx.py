@@ -3,7 +3,8 @@
 Written to ``DIR``::
 
     user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features), history[B, L] int64
-                       (right-aligned item rows, padded on the left with ``pad_item``) -> user_vectors[B, D]
+                       (right-aligned item rows, padded on the left with ``pad_item``) -> user_vectors[B, D];
+                       a window longer than ``history_len`` is cut to its newest ``history_len`` items
     item_tower.onnx    item_rows[B] int64 -> item_vectors[B, D]
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
     item_ids.json, user_ids.json   external id of each row
@@ -48,18 +49,22 @@ class ExportReport:
 
 
 class _UserExport(nn.Module):
-    """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower)."""
+    """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower).
 
-    def __init__(self, tower: nn.Module, with_rows: bool) -> None:
+    A window longer than the tower's ``history_len`` is cut to its newest ``history_len`` columns, as the
+    CLI and the service cut a long history (a transformer has no positions beyond them).
+    """
+
+    def __init__(self, tower: nn.Module, with_rows: bool, max_len: int) -> None:
         super().__init__()
         self.tower = tower
         self.with_rows = with_rows
+        self.max_len = max_len
 
     def forward(self, *inputs: Tensor) -> Tensor:
+        history = inputs[-1][:, -self.max_len :]  # an ONNX Slice: shorter windows pass whole
         if self.with_rows:
-            user_rows, history = inputs
-            return self.tower(user_rows, history)
-        (history,) = inputs
+            return self.tower(inputs[0], history)
         return self.tower(None, history)
 
 
@@ -142,10 +147,10 @@ def _bool_eyelike_to_float(path: Path) -> None:
 
 
 def _export_towers(out: Path, user_tower: nn.Module, item_tower: nn.Module, with_rows: bool, rows: Tensor,
-                   hist: Tensor, user_inputs: list[str], dyn_user: dict) -> None:
+                   hist: Tensor, user_inputs: list[str], dyn_user: dict, max_len: int) -> None:
     with torch.no_grad():
         args = (rows, hist) if with_rows else (hist,)
-        _onnx_export(_UserExport(user_tower, with_rows), args, out / "user_tower.onnx", user_inputs, dyn_user)
+        _onnx_export(_UserExport(user_tower, with_rows, max_len), args, out / "user_tower.onnx", user_inputs, dyn_user)
         _bool_eyelike_to_float(out / "user_tower.onnx")
         _onnx_export(_ItemExport(item_tower), (rows,), out / "item_tower.onnx", ["item_rows"],
                      {"item_rows": {0: "batch"}, "_out": "item_vectors", "item_vectors": {0: "batch"}})
@@ -192,7 +197,7 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> Export
     for p, _ in grads:
         p.requires_grad_(False)
     try:
-        _export_towers(out, user_tower, item_tower, with_rows, rows, hist, user_inputs, dyn_user)
+        _export_towers(out, user_tower, item_tower, with_rows, rows, hist, user_inputs, dyn_user, L)
     except torch.onnx.errors.OnnxExporterError as e:  # an operator the exporter lacks (e.g. packed GRU sequences)
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(f"this run's towers (model.user.history={run.config.model.user.history}) cannot be "
@@ -247,11 +252,11 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
     worst_u = 0.0
     for s in range(0, len(users), batch):
         rows = np.asarray(users[s : s + batch], np.int64)
-        # alternate full windows and shorter ones: the history length axis is dynamic
-        length = L if (s // batch) % 2 == 0 else max(1, L // 2)
+        # full windows, shorter ones and longer ones (cut to the newest L): the history length axis is dynamic
+        length = (L, max(1, L // 2), L + 7)[(s // batch) % 3]
         hist = run.history.last_windows(rows, length, pad).astype(np.int64)  # [B, length]
         with torch.no_grad():
-            ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist)).numpy()
+            ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
         feed = {"history": hist} if names == ("history",) else {"user_rows": rows, "history": hist}
         got = user_sess.run(None, feed)[0]
         worst_u = max(worst_u, float(np.abs(got - ref).max()))
