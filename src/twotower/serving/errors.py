@@ -137,7 +137,13 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
         msg = str(err.get("msg", "invalid value"))
         if err.get("type") in ("int_type", "int_parsing"):
             # one coercion rule: ids accept strings or integers; counts (k, explain_k) must be JSON integers
-            msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
+            got = err.get("input")
+            if isinstance(got, str):
+                msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
+            else:  # 5.5, true, null, a list: say what was sent rather than blame a string
+                sent = "a boolean" if isinstance(got, bool) else "a number with a fraction" if isinstance(got, float) \
+                    else "null" if got is None else f"a JSON {type(got).__name__}"
+                msg = f"must be a JSON integer such as 5, got {sent}"
         out.append({"loc": loc, "msg": msg})
     return out
 
