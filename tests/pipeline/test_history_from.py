@@ -205,3 +205,17 @@ def test_mixing_files_with_and_without_timestamps_is_refused(split_dir, run, tmp
     rc = main(["-q", "recommend", "--run", str(run.dir), "--user", run.user_vocab.ids[0],
                "--history-from", str(split_dir / "train.csv"), str(valid)])
     assert rc == 2 and "no timestamp column" in capsys.readouterr().err
+
+
+def test_evaluate_warns_when_the_test_file_is_not_held_out(split_dir, run, caplog):
+    """`evaluate --test valid.csv`: every pair is in the excluded train + valid history; the zeros are explained."""
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        rows = evaluate_run(run, baselines=(), ks=(10,), test_file=split_dir / "valid.csv")
+    assert rows[0]["HitRate@10"] == 0.0
+    assert "30 of 30 test pairs are in the train + valid history" in caplog.text and "held out?" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        evaluate_run(run, baselines=(), ks=(10,))  # the run's own test split: nothing to say
+    assert "history, which is excluded" not in caplog.text

@@ -126,6 +126,11 @@ def evaluate_run(
         exclude = (m.train + m.valid).tocsr()
         exclude.data[:] = 1.0
     histories = read_input_histories(run, history_from) if history_from else None
+    seen = int(relevant.multiply(exclude).nnz)
+    if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
+        what = "train + valid" if split == "test" and m.valid is not None else "train"
+        log.warning("%d of %d %s pairs are in the %s history, which is excluded from ranking, so they are never hit%s",
+                    seen, relevant.nnz, split, what, " (is the test file really held out?)" if seen == relevant.nnz else "")
     if histories is not None:
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
         leaked = int(relevant.multiply(histories.matrix()).nnz)
