@@ -20,6 +20,7 @@ import numpy as np
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
+from twotower.search.artefacts import CROSS_ENCODER_META, check_cross_encoder_dir
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
@@ -39,9 +40,8 @@ class CrossEncoderReranker:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
-        p = Path(model_path)
-        if not p.is_dir():
-            raise DataError(f"no cross-encoder at {p}; train one with 'twotower rerank train'")
+        # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
+        p = check_cross_encoder_dir(model_path, "--rerank")
         self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
 
     def _init(self, model, batch_size: int) -> None:
@@ -207,7 +207,7 @@ def train_cross_encoder(
     model.eval()
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
-        atomic_write_json(tmp / "twotower_cross_encoder.json", {
+        atomic_write_json(tmp / CROSS_ENCODER_META, {
             "format": 1, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             "seconds": round(time.perf_counter() - t0, 1),
