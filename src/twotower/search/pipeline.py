@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +37,10 @@ __all__ = ["SearchIndex", "Hit"]
 logger = logging.getLogger(__name__)
 
 MODES = ("bm25", "dense", "hybrid")
+
+
+def _no_check() -> None:
+    """The default ``check``: nothing abandons the work."""
 
 
 @dataclass(frozen=True)
@@ -121,22 +125,31 @@ class SearchIndex:
         return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=meta["model"], fusion=meta["fusion"])
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
-               rerank_top: int = SearchConfig.rerank_top) -> Results:
-        """Top-``k`` corpus rows per query."""
+               rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:
+        """Top-``k`` corpus rows per query; the cross-encoder re-scores only the first ``rerank_top``.
+
+        ``check`` (e.g. a service's :meth:`~twotower.serving.budget.WorkBudget.check`) is called between the
+        stages and between cross-encoder batches, so it can abandon the work by raising.
+        """
         from twotower.search.fusion import FusionChoice  # noqa: PLC0415
 
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        check = check or _no_check
         depth = max(k, rerank_top if reranker is not None else k, SearchConfig.depth if mode == "hybrid" else k)
+        check()
         if mode == "bm25":
             res = self.bm25.search(queries, depth)
         elif mode == "dense":
             res = self.dense.search(queries, depth)
         else:
             choice = FusionChoice(name=self.fusion["name"], params=self.fusion["params"])
-            res = choice.apply([self.bm25.search(queries, depth), self.dense.search(queries, depth)], top_k=depth)
+            lexical = self.bm25.search(queries, depth)
+            check()
+            res = choice.apply([lexical, self.dense.search(queries, depth)], top_k=depth)
+        check()
         if reranker is not None:
-            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top)
+            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
         return Results(res.ids[:, :k], res.scores[:, :k])
 
     def hits(self, results: Results, q: int) -> list[Hit]:

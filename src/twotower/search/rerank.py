@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -57,13 +57,25 @@ class CrossEncoderReranker:
         self._init(model, batch_size)
         return self
 
-    def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False) -> np.ndarray:
-        """Relevance logits ``[P]`` for (query, document) pairs."""
+    def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False,
+              check: Callable[[], None] | None = None) -> np.ndarray:
+        """Relevance logits ``[P]`` for (query, document) pairs.
+
+        With ``check``, pairs are scored one batch at a time and ``check()`` runs before each batch, so a caller
+        over its time budget (or whose client left) stops after at most one more batch.
+        """
         if not pairs:
             return np.zeros(0, dtype=np.float32)
-        s = self.model.predict(list(pairs), batch_size=self.batch_size, show_progress_bar=show_progress,
-                               convert_to_numpy=True, activation_fn=_identity())
-        return np.asarray(s, dtype=np.float32).reshape(-1)
+        pairs = list(pairs)
+        step = len(pairs) if check is None else self.batch_size
+        parts = []
+        for start in range(0, len(pairs), step):
+            if check is not None:
+                check()
+            s = self.model.predict(pairs[start : start + step], batch_size=self.batch_size,
+                                   show_progress_bar=show_progress, convert_to_numpy=True, activation_fn=_identity())
+            parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
+        return np.concatenate(parts)
 
     def rerank(
         self,
@@ -73,12 +85,14 @@ class CrossEncoderReranker:
         *,
         top_n: int = SearchConfig.rerank_top,
         show_progress: bool = False,
+        check: Callable[[], None] | None = None,
     ) -> Results:
         """Reorder the first ``top_n`` hits of each row by cross-encoder score.
 
         Hits past ``top_n`` keep their first-stage order after the reranked
         ones (their scores are set below the lowest reranked score), so the
         output has the same width ``K`` as ``results`` and recall@K is unchanged.
+        ``check`` runs between scoring batches (see :meth:`score`).
         """
         if len(queries) != len(results):
             raise DataError(f"{len(queries)} queries but {len(results)} result rows")
@@ -93,7 +107,7 @@ class CrossEncoderReranker:
                     pairs.append((queries[q], doc_texts[int(head[q, j])]))
                     where.append((q, j))
         t0 = time.perf_counter()
-        s = self.score(pairs, show_progress=show_progress)
+        s = self.score(pairs, show_progress=show_progress, check=check)
         self.last_seconds = time.perf_counter() - t0
         self.last_pairs = len(pairs)
         ids = results.ids.copy()
