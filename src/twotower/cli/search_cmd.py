@@ -168,8 +168,11 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     fusion = _fusion_choice(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion)
+    if m["skipped"]:
+        print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
+              f"the metrics average the other {m['queries']}", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: m[k] for k in METRIC_KEYS}))
+        print(json.dumps({k: m[k] for k in METRIC_KEYS}, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
 
