@@ -142,3 +142,17 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
         assert what in _err(capsys)
         assert main(["search", "query", "--index", str(tmp_path / "nothing"), "--rerank", str(folder), "q"]) == 2
         assert what in _err(capsys)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--k", "0", "sleep"], "error: --k must be >= 1, got 0"),
+    (["--k", "-3", "sleep"], "error: --k must be >= 1, got -3"),
+    (["--rerank-top", "0", "sleep"], "error: --rerank-top must be >= 1, got 0"),
+    (["   "], "error: query is empty; give the text to search for"),
+    (["sleep", ""], "error: query 2 is empty; give the text to search for"),
+    (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),
+])
+def test_query_arguments_are_checked_before_the_index_is_loaded(argv, message, tmp_path, capsys):
+    # the index does not exist: the argument error must come first
+    assert main(["search", "query", "--index", str(tmp_path / "no-index"), *argv]) == 2
+    assert _err(capsys) == message

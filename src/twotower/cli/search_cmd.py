@@ -227,7 +227,27 @@ def cmd_search_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_query_args(args: argparse.Namespace) -> None:
+    """--k and the query texts, checked before the index is loaded."""
+    from twotower.errors import ConfigError
+
+    if args.k < 1:
+        raise ConfigError(f"--k must be >= 1, got {args.k}")
+    if args.rerank_top < 1:
+        raise ConfigError(f"--rerank-top must be >= 1, got {args.rerank_top}")
+    for n, text in enumerate(args.text, start=1):
+        where = f"query {n}" if len(args.text) > 1 else "query"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates (PEP 383)
+            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
+        if not text.strip():
+            raise ConfigError(f"{where} is empty; give the text to search for")
+
+
 def cmd_search_query(args: argparse.Namespace) -> int:
+    _check_query_args(args)
     _check_models(args)
     from twotower.search.pipeline import SearchIndex
 
