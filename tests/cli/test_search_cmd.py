@@ -156,3 +156,18 @@ def test_query_arguments_are_checked_before_the_index_is_loaded(argv, message, t
     # the index does not exist: the argument error must come first
     assert main(["search", "query", "--index", str(tmp_path / "no-index"), *argv]) == 2
     assert _err(capsys) == message
+
+
+@pytest.mark.parametrize("cmd", [["search", "index"], ["search", "train"]])
+def test_cache_that_is_a_file_names_the_flag(cmd, beir, tmp_path, no_work, capsys):
+    f = tmp_path / "cache.txt"
+    f.write_text("x")
+    assert main([*cmd, "--beir", str(beir), "--out", str(tmp_path / "o"), "--cache", str(f)]) == 2
+    assert _err(capsys).startswith(f"error: --cache {f}: exists and is a file")
+
+
+def test_bm25_weight_with_rrf_fusion_is_a_warning(beir, tmp_path, no_work, caplog):
+    with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="work started"):
+        main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "o"), "--fusion", "rrf",
+              "--bm25-weight", "0.8"])
+    assert "--bm25-weight 0.8 has no effect with --fusion rrf" in caplog.text

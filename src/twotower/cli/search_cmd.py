@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 __all__ = ["register", "register_search", "register_rerank"]
@@ -161,6 +162,7 @@ def _check_models(args: argparse.Namespace) -> None:
 
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
     _check_models(args)
+    _check_cache(args)
     _encoder_env(args)
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
@@ -198,7 +200,18 @@ def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
         cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight)
     except ConfigError as e:  # name the flag the user typed, not the field
         raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")) from None
+    if cfg.fusion == "rrf" and cfg.bm25_weight != SearchConfig.bm25_weight:
+        logging.getLogger(__name__).warning("--bm25-weight %g has no effect with --fusion rrf (RRF fuses ranks, not "
+                                            "weighted scores); use --fusion minmax or zscore", cfg.bm25_weight)
     return fusion_from_config(cfg)
+
+
+def _check_cache(args: argparse.Namespace) -> None:
+    """--cache must be a folder (or creatable as one): said now, not when the first embeddings are written."""
+    from twotower.cli.paths import check_output_dir
+
+    if getattr(args, "cache", None) is not None:
+        check_output_dir(args.cache, "--cache")
 
 
 def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # noqa: ANN001
@@ -213,6 +226,7 @@ def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
     _check_out(args, "search index", is_search_index)
+    _check_cache(args)
     _encoder_env(args)
     if args.model is not None:
         check_bi_encoder_dir(args.model, "--model")
@@ -308,6 +322,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "bi-encoder", is_bi_encoder)
+    _check_cache(args)
     train_docs = args.train_doc_tower or args.shared
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
@@ -334,8 +349,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     texts = data.corpus.doc_texts()
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
-    print(report.summary(), file=sys.stderr)
+    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
     neg_of = dict(zip(uniq, negs))
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
@@ -370,8 +385,8 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
     uniq = list(by_q)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
-    print(report.summary(), file=sys.stderr)
+    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
     neg_of = dict(zip(uniq, negs))
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg)
     print(f"cross-encoder saved to {args.out}")
