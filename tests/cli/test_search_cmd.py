@@ -151,6 +151,7 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
     (["   "], "error: query is empty; give the text to search for"),
     (["sleep", ""], "error: query 2 is empty; give the text to search for"),
     (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),
+    (["\ud800"], "error: query '?' is not valid UTF-8; pass the query as UTF-8 text"),
 ])
 def test_query_arguments_are_checked_before_the_index_is_loaded(argv, message, tmp_path, capsys):
     # the index does not exist: the argument error must come first

@@ -254,10 +254,18 @@ def _check_query_args(args: argparse.Namespace) -> None:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates (PEP 383)
-            shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+            shown = _printable(text)
             raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
         if not text.strip():
             raise ConfigError(f"{where} is empty; give the text to search for")
+
+
+def _printable(text: str) -> str:
+    """``text`` with its undecodable bytes as U+FFFD (argv's escapes) or "?" (other lone surrogates)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate surrogateescape did not make (e.g. from a Python caller)
+        return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def cmd_search_query(args: argparse.Namespace) -> int:
