@@ -131,3 +131,64 @@ def test_an_empty_beir_path_says_so_and_names_the_variable():
     for empty in ("", "  "):
         with pytest.raises(DataError, match=r"--beir/--data is empty.*BEIR_DIR"):
             resolve_beir_dir(empty)
+
+
+def _qrels(tmp_path, rows: str):
+    return write_beir(tmp_path / "b", qrels={"test": "query-id\tcorpus-id\tscore\n" + rows})
+
+
+def test_infinite_qrels_score_names_file_row_and_column(tmp_path):
+    root = _qrels(tmp_path, "4\td4\t1\n5\td3\tinf\n")
+    with pytest.raises(DataError, match=r"test.tsv, row 3, column 'score': score 'inf' is not a finite number"):
+        load_beir(root, "test")
+
+
+def test_conflicting_duplicate_judgements_name_both_rows(tmp_path):
+    root = _qrels(tmp_path, "4\td4\t1\n5\td3\t1\n4\td4\t0\n")
+    with pytest.raises(DataError, match=r"test.tsv, row 4: .*'4'.*'d4'.*row 2: 1, row 4: 0"):
+        load_beir(root, "test")
+
+
+def test_identical_duplicate_judgements_are_counted_once_with_a_warning(tmp_path, caplog):
+    root = _qrels(tmp_path, "4\td4\t1\n5\td3\t1\n4\td4\t1\n")
+    with caplog.at_level("WARNING"):
+        data = load_beir(root, "test")
+    assert data.qrels == {"4": {"d4": 1}, "5": {"d3": 1}}
+    assert "row 4 repeats row 2" in caplog.text
+
+
+@pytest.mark.parametrize("doc, column", [
+    ({"_id": None, "title": "t", "text": "x"}, "_id"),
+    ({"_id": "", "title": "t", "text": "x"}, "_id"),
+    ({"_id": True, "title": "t", "text": "x"}, "_id"),
+    ({"_id": "d9", "title": "t", "text": 5}, "text"),
+    ({"_id": "d9", "title": False, "text": "x"}, "title"),
+])
+def test_corpus_field_of_the_wrong_type_names_the_row(tmp_path, doc, column):
+    from search_data import DOCS
+
+    root = write_beir(tmp_path / "b", docs=[*DOCS, doc])
+    with pytest.raises(DataError, match=rf"corpus.jsonl, row 6, column '{column}'"):
+        load_beir(root, "test")
+
+
+def test_integer_ids_are_still_accepted(tmp_path):
+    from search_data import DOCS
+
+    root = write_beir(tmp_path / "b", docs=[*DOCS, {"_id": 7, "title": "t", "text": None}])
+    assert "7" in load_beir(root, "test").corpus.row_of
+
+
+def test_empty_queries_file_is_named(tmp_path):
+    root = write_beir(tmp_path / "b", queries=[])
+    with pytest.raises(DataError, match="queries.jsonl is empty"):
+        load_beir(root, "test")
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    root = write_beir(tmp_path / "b")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        p = root / name
+        p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
+    data = load_beir(root, "test")
+    assert data.corpus.ids[0] == "d1" and data.qrels == {"4": {"d4": 1}, "5": {"d3": 1}}

@@ -59,3 +59,27 @@ def test_indexing_prints_no_bm25s_debug_line_at_the_info_level():
     assert out.returncode == 0, out.stderr
     assert "INFO:twotower.search.bm25" in out.stderr  # our own line shows: the capture works
     assert "DEBUG" not in out.stderr
+
+
+def test_a_query_with_no_known_term_has_no_hits():
+    """It used to be searched as the vocabulary's first token and got a made-up, high-scoring hit."""
+    r = BM25Retriever().fit(TEXTS, IDS)
+    res = r.search(["zyxxy quorble", "insulin", "the of and"], k=3)  # unknown words; a known one; stopwords only
+    assert res.shape == (3, 3)
+    assert (res.ids[0] == PAD_ID).all() and np.isneginf(res.scores[0]).all()
+    assert res.ids[1, 0] == 4  # the other queries of the batch are unaffected
+    assert (res.ids[2] == PAD_ID).all()
+    assert r.search(["zyxxy"], k=2).row(0)[0].size == 0
+
+
+def test_hybrid_fusion_and_metrics_of_an_all_padding_bm25_row():
+    from twotower.results import Results
+    from twotower.search.evaluate import evaluate_retriever
+    from twotower.search.fusion import rrf, score_interpolation
+
+    bm25 = BM25Retriever().fit(TEXTS, IDS).search(["zyxxy"], k=100)
+    dense = Results.from_scores_and_ids(np.array([[0.9, 0.5]]), np.array([[2, 0]]), 100)
+    for fused in (rrf([bm25, dense], top_k=100), score_interpolation([bm25, dense], [0.5, 0.5], top_k=100)):
+        assert list(fused.row(0)[0]) == [2, 0]  # the dense list alone decides
+    m = evaluate_retriever(bm25, [np.array([1])])
+    assert m == {"NDCG@10": 0.0, "Recall@10": 0.0, "Recall@100": 0.0, "MRR@10": 0.0}

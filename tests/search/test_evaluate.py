@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 from twotower.search.evaluate import METRIC_KEYS, evaluate_retriever
 from twotower.cli.search_cmd import register
@@ -52,3 +52,33 @@ def test_cli_search_index_and_query(beir_dir, tmp_path, capsys):
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["hits"][0]["doc_id"] == "d4" and len(out["hits"]) == 2
+
+
+def test_no_relevant_document_is_an_error_naming_the_qrels_file_not_nan(tmp_path, capsys):
+    from search_data import write_beir
+
+    from twotower.cli.main import main
+
+    root = write_beir(tmp_path / "b", qrels={"test": "query-id\tcorpus-id\tscore\n4\td4\t0\n5\td3\t0\n"})
+    assert main(["search", "evaluate", "--beir", str(root), "--json"]) == 2
+    cap = capsys.readouterr()
+    assert "NaN" not in cap.out
+    assert cap.err.strip().startswith(f"error: file {root / 'qrels' / 'test.tsv'}: no query has a relevant document")
+    with pytest.raises(DataError, match="no query has a relevant document"):
+        evaluate_retriever(Results(np.zeros((1, 100), dtype=np.int64), np.zeros((1, 100), dtype=np.float32)),
+                           [np.array([], dtype=np.int64)])
+
+
+def test_queries_counts_only_those_averaged_and_says_how_many_were_skipped(tmp_path, capsys):
+    from search_data import write_beir
+
+    from twotower.search.evaluate import search_evaluate
+
+    root = write_beir(tmp_path / "b", qrels={"test": "query-id\tcorpus-id\tscore\n4\td4\t1\n5\td3\t0\n"})
+    m = search_evaluate(root, "test", "bm25")
+    assert m["queries"] == 1 and m["skipped"] == 1 and m["NDCG@10"] == pytest.approx(1.0)
+    args = argparse.ArgumentParser()
+    register(args.add_subparsers(dest="command"))
+    ns = args.parse_args(["search", "evaluate", "--beir", str(root), "--json"])
+    assert ns.func(ns) == 0
+    assert "1 judged queries have no relevant document" in capsys.readouterr().err

@@ -4,12 +4,13 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from twotower.errors import ConfigError
 from twotower.utils.atomic import atomic_write_text, resolve_write_target
 
-__all__ = ["STDOUT", "check_output_dir", "check_output_file", "write_output_text"]
+__all__ = ["STDOUT", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
 
 STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
 
@@ -34,6 +35,37 @@ def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
     _parents_ok(p, flag)
     if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {p}: cannot write into this folder (permission denied)")
+    return p
+
+
+def check_artefact_dir(
+    path: str | os.PathLike[str],
+    *,
+    kind: str,
+    is_same_kind: Callable[[Path], bool],
+    inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
+    flag: str = "--out",
+) -> Path:
+    """``path`` for a folder artefact that the command replaces as a whole (atomically) once its work is done.
+
+    Checked before any work, because the replacement removes whatever is there: refused when it is a file, a
+    non-empty folder that is not an earlier ``kind`` (``is_same_kind`` recognises one by its marker file), or
+    when it overlaps an input folder (``inputs``: flag -> path; ``None`` entries are skipped).
+    """
+    p = check_output_dir(path, flag)
+    real = p.resolve()
+    for in_flag, src in (inputs or {}).items():
+        if src is None:
+            continue
+        src_real = Path(src).resolve()
+        if real == src_real or real in src_real.parents:  # replacing --out would remove the input
+            raise ConfigError(f"{flag} {p}: is or contains {in_flag} {src}, which writing {flag} would remove; "
+                              "choose a folder outside it")
+        if src_real in real.parents:  # the output would be mixed into the input (and read back as one)
+            raise ConfigError(f"{flag} {p}: is inside {in_flag} {src}; choose a folder outside it")
+    if p.is_dir() and any(p.iterdir()) and not is_same_kind(p):
+        raise ConfigError(f"{flag} {p}: a non-empty folder that is not a {kind}; writing there would replace "
+                          f"everything in it; choose a new or empty folder (or an earlier {kind} to replace)")
     return p
 
 

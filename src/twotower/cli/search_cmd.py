@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 __all__ = ["register", "register_search", "register_rerank"]
@@ -149,7 +150,19 @@ def _threads(args: argparse.Namespace) -> None:
     set_threads(getattr(args, "threads", None) or threads_from_env(1))
 
 
+def _check_models(args: argparse.Namespace) -> None:
+    """``--model`` / ``--rerank`` folders of the right kind, checked before any data is read or model loaded."""
+    from twotower.search.artefacts import check_bi_encoder_dir, check_cross_encoder_dir
+
+    if getattr(args, "model", None) is not None:
+        check_bi_encoder_dir(args.model, "--model")
+    if getattr(args, "rerank", None) is not None:
+        check_cross_encoder_dir(args.rerank, "--rerank")
+
+
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    _check_models(args)
+    _check_cache(args)
     _encoder_env(args)
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
@@ -157,8 +170,11 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     fusion = _fusion_choice(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion)
+    if m["skipped"]:
+        print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
+              f"the metrics average the other {m['queries']}", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: m[k] for k in METRIC_KEYS}))
+        print(json.dumps({k: m[k] for k in METRIC_KEYS}, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
 
@@ -184,11 +200,36 @@ def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
         cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight)
     except ConfigError as e:  # name the flag the user typed, not the field
         raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")) from None
+    if cfg.fusion == "rrf" and cfg.bm25_weight != SearchConfig.bm25_weight:
+        logging.getLogger(__name__).warning("--bm25-weight %g has no effect with --fusion rrf (RRF fuses ranks, not "
+                                            "weighted scores); use --fusion minmax or zscore", cfg.bm25_weight)
     return fusion_from_config(cfg)
 
 
+def _check_cache(args: argparse.Namespace) -> None:
+    """--cache must be a folder (or creatable as one): said now, not when the first embeddings are written."""
+    from twotower.cli.paths import check_output_dir
+
+    if getattr(args, "cache", None) is not None:
+        check_output_dir(args.cache, "--cache")
+
+
+def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # noqa: ANN001
+    """``--out`` is replaced as a whole once the work is done: refuse a wrong one now, before any work."""
+    from twotower.cli.paths import check_artefact_dir
+
+    check_artefact_dir(args.out, kind=kind, is_same_kind=is_same_kind,
+                       inputs={"--beir": args.beir, "--cache": getattr(args, "cache", None)})
+
+
 def cmd_search_index(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
+
+    _check_out(args, "search index", is_search_index)
+    _check_cache(args)
     _encoder_env(args)
+    if args.model is not None:
+        check_bi_encoder_dir(args.model, "--model")
     from twotower.search.pipeline import SearchIndex
 
     _threads(args)
@@ -200,7 +241,36 @@ def cmd_search_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_query_args(args: argparse.Namespace) -> None:
+    """--k and the query texts, checked before the index is loaded."""
+    from twotower.errors import ConfigError
+
+    if args.k < 1:
+        raise ConfigError(f"--k must be >= 1, got {args.k}")
+    if args.rerank_top < 1:
+        raise ConfigError(f"--rerank-top must be >= 1, got {args.rerank_top}")
+    for n, text in enumerate(args.text, start=1):
+        where = f"query {n}" if len(args.text) > 1 else "query"
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # bytes that are not UTF-8 reach argv as lone surrogates (PEP 383)
+            shown = _printable(text)
+            raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
+        if not text.strip():
+            raise ConfigError(f"{where} is empty; give the text to search for")
+
+
+def _printable(text: str) -> str:
+    """``text`` with its undecodable bytes as U+FFFD (argv's escapes) or "?" (other lone surrogates)."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate surrogateescape did not make (e.g. from a Python caller)
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def cmd_search_query(args: argparse.Namespace) -> int:
+    _check_query_args(args)
+    _check_models(args)
     from twotower.search.pipeline import SearchIndex
 
     _threads(args)
@@ -238,29 +308,58 @@ def _train_pairs(args: argparse.Namespace):
     return data, qs, pos, by_q
 
 
+def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
+    """``build()`` with a ConfigError's config field names (``n``, ``batch_size``) replaced by the flags typed."""
+    import re
+
+    from twotower.errors import ConfigError
+
+    try:
+        return build()
+    except ConfigError as e:
+        msg = str(e)
+        for field, flag in flags.items():
+            msg = re.sub(rf"^{field}\b" if len(field) == 1 else rf"\b{field}\b", flag, msg)
+        raise ConfigError(msg) from None
+
+
 def cmd_search_train(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import check_bi_encoder_dir, is_bi_encoder
+    from twotower.search.finetune import FinetuneConfig
+    from twotower.search.negatives import MiningConfig
+
+    # everything checked before any model is loaded or any negative mined
+    _check_out(args, "bi-encoder", is_bi_encoder)
+    _check_cache(args)
+    train_docs = args.train_doc_tower or args.shared
+    flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
+             "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
+             "shared": "--shared", "train_doc_tower": "--train-doc-tower"}
+    mining = _flag_config(lambda: MiningConfig(n=args.negatives), flags)  # depth and margin: MiningConfig's defaults
+    cfg = _flag_config(lambda: FinetuneConfig(
+        epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
+        max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
+        negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
+        refresh_negatives=not train_docs, seed=args.seed), flags)
+    if args.base is not None:
+        check_bi_encoder_dir(args.base, "--base")
+    _encoder_env(args)
+    _threads(args)
+
     import numpy as np
 
     from twotower.search.dense import DenseRetriever
-    from twotower.search.finetune import FinetuneConfig, finetune_bi_encoder
-    from twotower.search.negatives import MiningConfig, mine_hard_negatives
+    from twotower.search.finetune import finetune_bi_encoder
+    from twotower.search.negatives import mine_hard_negatives
     from twotower.text.encoder import load_text_encoder
 
-    _encoder_env(args)
-    _threads(args)
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
-    train_docs = args.train_doc_tower or args.shared
-    mining = MiningConfig(n=args.negatives)  # depth and margin: MiningConfig's defaults
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
-    print(report.summary(), file=sys.stderr)
+    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
     neg_of = dict(zip(uniq, negs))
-    cfg = FinetuneConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
-                         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
-                         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
-                         refresh_negatives=not train_docs, seed=args.seed)
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
@@ -269,23 +368,34 @@ def cmd_search_train(args: argparse.Namespace) -> int:
 
 
 def cmd_rerank_train(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import check_cross_encoder_dir, is_cross_encoder
+    from twotower.search.negatives import MiningConfig
+    from twotower.search.rerank import RerankTrainConfig
+
+    # everything checked before any model is loaded or any negative mined
+    _check_out(args, "cross-encoder", is_cross_encoder)
+    flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length"}
+    cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
+                                                 max_length=args.max_length, seed=args.seed), flags)
+    mining = _flag_config(lambda: MiningConfig(n=args.negatives * args.epochs, depth=30, relative_margin=0.05),
+                          {"n": "--negatives x --epochs"})
+    if args.base is not None:
+        check_cross_encoder_dir(args.base, "--base", base=True)
+    _threads(args)
+
     import numpy as np
 
     from twotower.search.bm25 import BM25Retriever
-    from twotower.search.negatives import MiningConfig, mine_hard_negatives
-    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+    from twotower.search.negatives import mine_hard_negatives
+    from twotower.search.rerank import train_cross_encoder
 
-    _threads(args)
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
     uniq = list(by_q)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25,
-                                       MiningConfig(n=args.negatives * args.epochs, depth=30, relative_margin=0.05))
-    print(report.summary(), file=sys.stderr)
+    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
     neg_of = dict(zip(uniq, negs))
-    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base,
-                        config=RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
-                                                 max_length=args.max_length, seed=args.seed))
+    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg)
     print(f"cross-encoder saved to {args.out}")
     return 0

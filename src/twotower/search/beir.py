@@ -94,10 +94,12 @@ def _lines(path: Path):
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
-                yield lineno, raw.decode("utf-8")
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
                 raise DataError(f"not UTF-8 text ({e.reason} at byte {e.start}); re-save the file as UTF-8",
                                 file=str(path), row=lineno) from e
+            # a byte-order mark (Windows editors write one) is not part of the first field
+            yield lineno, (text.removeprefix("\ufeff") if lineno == 1 else text)
 
 
 def _tsv_rows(path: Path):
@@ -126,8 +128,24 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]
             if isinstance(obj[key], (dict, list)):
                 raise DataError("must be a string or number, not an object or list", file=str(path),
                                 row=lineno, column=key)
+        _check_types(obj, path, lineno)
         rows.append((lineno, obj))
     return rows
+
+
+def _check_types(obj: dict, path: Path, lineno: int) -> None:
+    """``_id``: a non-empty string or an integer; ``text``/``title``: a string or null (an empty text).
+
+    ``str()`` of anything else would turn ``null`` into the id ``"None"`` and ``true`` into the text ``"True"``.
+    """
+    if "_id" in obj:
+        qid = obj["_id"]
+        if isinstance(qid, bool) or not isinstance(qid, (str, int)) or not str(qid).strip():
+            raise DataError(f"id must be a non-empty string, got {json.dumps(qid)}", file=str(path), row=lineno,
+                            column="_id")
+    for key in ("text", "title"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise DataError(f"must be a string, got {json.dumps(obj[key])}", file=str(path), row=lineno, column=key)
 
 
 def load_corpus(path: str | os.PathLike[str]) -> Corpus:
@@ -168,6 +186,8 @@ def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
         if qid in out:
             raise DataError(f"duplicate query id {qid!r}", file=str(path), row=lineno, column="_id")
         out[qid] = text
+    if not out:
+        raise DataError(f"{path.name} is empty (no queries)", file=str(path))
     return out
 
 
@@ -177,6 +197,8 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     if not path.is_file():
         raise DataError("qrels file not found (expected qrels/<split>.tsv)", file=str(path))
     qrels: Qrels = {}
+    row_of: dict[tuple[str, str], int] = {}  # (query, doc) -> the row that first judged it
+    duplicates: list[tuple[int, int]] = []
     rows = _tsv_rows(path)
     _, header = next(rows, (1, None))
     if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
@@ -189,13 +211,27 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
         qid, did, score = (x.strip() for x in rec)
         try:
             value = int(float(score))
-        except ValueError as e:
-            raise DataError(f"score {score!r} is not a number", file=str(path), row=rowno, column="score") from e
+        except (ValueError, OverflowError) as e:  # "inf" overflows int(), "nan" is a ValueError
+            raise DataError(f"score {score!r} is not a finite number", file=str(path), row=rowno,
+                            column="score") from e
         if queries is not None and qid not in queries:
             raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
         if corpus is not None and did not in corpus.row_of:
             raise DataError(f"corpus id {did!r} is not in corpus.jsonl", file=str(path), row=rowno, column="corpus-id")
-        qrels.setdefault(qid, {})[did] = value
+        judged = qrels.setdefault(qid, {})
+        if did in judged:
+            first = row_of[(qid, did)]
+            if judged[did] != value:  # which one counts is a guess: say so rather than keep the last silently
+                raise DataError(f"query {qid!r} and document {did!r} are judged twice with different scores "
+                                f"(row {first}: {judged[did]}, row {rowno}: {value}); keep one row",
+                                file=str(path), row=rowno)
+            duplicates.append((first, rowno))
+        row_of.setdefault((qid, did), rowno)
+        judged[did] = value
+    if duplicates:
+        shown = ", ".join(f"row {b} repeats row {a}" for a, b in duplicates[:5]) + (" ..." if len(duplicates) > 5 else "")
+        log.warning("%s: %d duplicate judgement(s) with the same score, counted once (%s)", path, len(duplicates),
+                    shown)
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
     return qrels

@@ -111,14 +111,19 @@ class BM25Retriever:
         if k < 1:
             raise ConfigError(f"k must be >= 1, got {k}")
         kk = min(k, self.n_docs)
-        tokens = self._tokenize(queries)
         vocab = self._bm25.vocab_dict
-        # bm25s wants at least one known token per query; unknown-only queries score 0 everywhere
-        tokens = [[t for t in q if t in vocab] or [next(iter(vocab))] for q in tokens]
-        ids, scores = self._bm25.retrieve(tokens, k=kk, show_progress=show_progress, n_threads=0)
-        ids = np.asarray(ids, dtype=np.int64)  # [Q, kk]
-        scores = np.asarray(scores, dtype=np.float32)
-        ids = np.where(scores > 0, ids, PAD_ID)
+        tokens = [[t for t in q if t in vocab] for q in self._tokenize(queries)]
+        ids = np.full((len(tokens), kk), PAD_ID, dtype=np.int64)  # [Q, kk]
+        scores = np.full((len(tokens), kk), -np.inf, dtype=np.float32)
+        # a query without a known term matches no document: its row stays all padding (bm25s needs >= 1
+        # known token per query, so only the others are retrieved)
+        known = [q for q, t in enumerate(tokens) if t]
+        if known:
+            got_ids, got_scores = self._bm25.retrieve([tokens[q] for q in known], k=kk,
+                                                      show_progress=show_progress, n_threads=0)
+            got_scores = np.asarray(got_scores, dtype=np.float32)
+            ids[known] = np.where(got_scores > 0, np.asarray(got_ids, dtype=np.int64), PAD_ID)
+            scores[known] = got_scores
         return Results.from_scores_and_ids(scores, ids, k)
 
     def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from twotower.config import SearchConfig
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.results import Results
 from twotower.search.beir import Corpus, relevant_rows
 
@@ -54,6 +54,8 @@ def evaluate_retriever(
         raise ConfigError(f"{len(results)} result rows but relevance for {len(relevant)} queries")
     if results.shape[1] < 100:
         raise ConfigError(f"Recall@100 needs 100 results per query; search with k>=100 (got {results.shape[1]})")
+    if not any(r.size for r in relevant):  # every metric would be NaN (nothing to average)
+        raise DataError("no query has a relevant document (a qrels score > 0); nothing to evaluate")
     ids = results.ids
     return {
         "NDCG@10": float(np.nanmean(ndcg_at_k(ids, relevant, 10))),
@@ -82,15 +84,20 @@ def search_evaluate(
     BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice`;
     default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
     a cross-encoder directory that reorders the top ``rerank_top``.
-    Returns the four :data:`METRIC_KEYS` plus ``seconds`` and ``queries``.
+    Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
+    relevant document) and ``skipped`` (judged queries without one, which have no defined metric).
     """
-    from twotower.search.beir import load_beir  # noqa: PLC0415
+    from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
     if retriever not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
     t0 = time.perf_counter()
     data = load_beir(beir_dir, split)
     qids = list(data.queries)
+    n_judged = sum(any(r > 0 for r in data.qrels[q].values()) for q in qids)
+    if n_judged == 0:  # checked before any retrieval: every metric would be NaN
+        raise DataError("no query has a relevant document (every score is <= 0); nothing to evaluate",
+                        file=str(resolve_beir_dir(beir_dir) / "qrels" / f"{split}.tsv"))
     qtexts = [data.queries[q] for q in qids]
     doc_texts = data.corpus.doc_texts()
     k = SearchConfig.depth
@@ -118,6 +125,7 @@ def search_evaluate(
 
         results = CrossEncoderReranker(rerank).rerank(qtexts, results, doc_texts, top_n=rerank_top)
     metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
-    metrics["queries"] = len(qids)
+    metrics["queries"] = n_judged
+    metrics["skipped"] = len(qids) - n_judged
     metrics["seconds"] = round(time.perf_counter() - t0, 2)
     return metrics

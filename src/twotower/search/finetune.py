@@ -37,6 +37,7 @@ import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
 from twotower.errors import DataError, IntegrityError
+from twotower.search.artefacts import BI_ENCODER_META
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import EncoderSettings, TextEncoder, default_model_path, load_text_encoder
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
@@ -52,7 +53,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-META_FILE = "twotower_bi_encoder.json"
+META_FILE = BI_ENCODER_META  # one name, declared with the other markers
 
 
 @dataclass

@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -37,6 +37,31 @@ __all__ = ["SearchIndex", "Hit"]
 logger = logging.getLogger(__name__)
 
 MODES = ("bm25", "dense", "hybrid")
+
+
+def _check_fusion(fusion: object, meta_path: Path, fix: str) -> None:
+    """The stored fusion must be one this version applies: refused at load, not at the first query."""
+    from twotower.search.fusion import FUSIONS  # noqa: PLC0415
+
+    if not (isinstance(fusion, dict) and fusion.get("name") in FUSIONS and isinstance(fusion.get("params"), dict)):
+        name = fusion.get("name") if isinstance(fusion, dict) else fusion
+        raise IntegrityError(f"{meta_path}: unknown fusion {name!r} (known: {', '.join(sorted(FUSIONS))}); {fix}")
+
+
+def _read_docs(docs_path: Path, fix: str) -> Corpus:
+    """docs.json as a Corpus; ids, titles and texts must be lists of strings of one length."""
+    docs = read_json(docs_path)
+    cols = [docs.get(key) if isinstance(docs, dict) else None for key in ("ids", "titles", "texts")]
+    if not all(isinstance(c, list) for c in cols) or len({len(c) for c in cols}) != 1:
+        lengths = ", ".join(f"{k} {len(c) if isinstance(c, list) else 'missing'}"
+                            for k, c in zip(("ids", "titles", "texts"), cols))
+        raise IntegrityError(f"{docs_path}: ids, titles and texts must be lists of one length ({lengths}); {fix}")
+    ids, titles, texts = cols
+    return Corpus(ids, titles, texts, {d: i for i, d in enumerate(ids)})
+
+
+def _no_check() -> None:
+    """The default ``check``: nothing abandons the work."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +92,8 @@ class SearchIndex:
         bm25 = BM25Retriever().fit(texts, corpus.ids)
         q_enc, d_enc = load_bi_encoder(model)
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length).fit(texts)
-        return cls(corpus, bm25, dense, model=str(model) if model is not None else None, fusion=fusion)
+        # stored absolute: an index is loaded from other folders (a service, another shell) than it was built in
+        return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         buf = io.BytesIO()
@@ -95,48 +121,67 @@ class SearchIndex:
         path = Path(path)
         if not (path / "meta.json").is_file():
             raise DataError(f"no search index at {path}; build one with 'twotower search index --beir DIR --out {path}'")
-        meta = read_json(path / "meta.json")
-        if meta.get("kind") != "search_index":
-            raise IntegrityError(f"{path}/meta.json does not describe a search index")
+        meta_path = path / "meta.json"
+        meta = read_json(meta_path)
+        if not isinstance(meta, dict) or meta.get("kind") != "search_index":
+            raise IntegrityError(f"{meta_path} does not describe a search index")
         fix = f"rebuild it with 'twotower search index --beir DIR --out {path}'"
-        if "files" in meta:
-            verify_files(path, meta["files"], fix=fix)
-        elif sha256_file(path / "embeddings.npy") != meta["embeddings_sha256"]:  # format 1: embeddings only
+        files = meta.get("files")
+        if meta.get("format", 1) != 1 or "files" in meta:
+            # format 2 lists every file's sha256: a missing or empty table would check nothing
+            if not isinstance(files, dict) or not files:
+                raise IntegrityError(f"{meta_path}: the table of file checksums is missing or empty; {fix}")
+            verify_files(path, files, fix=fix)
+        elif sha256_file(path / "embeddings.npy") != meta.get("embeddings_sha256"):  # format 1: embeddings only
             raise IntegrityError(f"{path}/embeddings.npy: sha256 mismatch (corrupted, truncated or replaced); {fix}")
-        docs = read_json(path / "docs.json")
-        corpus = Corpus(docs["ids"], docs["titles"], docs["texts"], {d: i for i, d in enumerate(docs["ids"])})
+        _check_fusion(meta.get("fusion"), meta_path, fix)
+        corpus = _read_docs(path / "docs.json", fix)
         emb = np.load(path / "embeddings.npy", allow_pickle=False)
         if emb.shape[0] != len(corpus):
             raise IntegrityError(f"{path}: {emb.shape[0]} embeddings for {len(corpus)} documents")
+        model = meta.get("model")
+        if model is not None and not Path(model).exists():
+            raise DataError(f"{meta_path}: the index's model {model} does not exist (moved or deleted); put it "
+                            f"back there, or rebuild the index with 'twotower search index --beir DIR --model DIR "
+                            f"--out {path}'")
         from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
 
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
         env = EncoderSettings.from_env()
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=env.threads)
-        q_enc, d_enc = load_bi_encoder(meta["model"], settings=settings)
+        q_enc, d_enc = load_bi_encoder(model, settings=settings)
         if meta.get("doc_encoder") not in (None, d_enc.model_id):
             raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
                                  f"as {d_enc.model_id}; rebuild the index")
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
-        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=meta["model"], fusion=meta["fusion"])
+        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=model, fusion=meta["fusion"])
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
-               rerank_top: int = SearchConfig.rerank_top) -> Results:
-        """Top-``k`` corpus rows per query."""
+               rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:
+        """Top-``k`` corpus rows per query; the cross-encoder re-scores only the first ``rerank_top``.
+
+        ``check`` (e.g. a service's :meth:`~twotower.serving.budget.WorkBudget.check`) is called between the
+        stages and between cross-encoder batches, so it can abandon the work by raising.
+        """
         from twotower.search.fusion import FusionChoice  # noqa: PLC0415
 
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        check = check or _no_check
         depth = max(k, rerank_top if reranker is not None else k, SearchConfig.depth if mode == "hybrid" else k)
+        check()
         if mode == "bm25":
             res = self.bm25.search(queries, depth)
         elif mode == "dense":
             res = self.dense.search(queries, depth)
         else:
             choice = FusionChoice(name=self.fusion["name"], params=self.fusion["params"])
-            res = choice.apply([self.bm25.search(queries, depth), self.dense.search(queries, depth)], top_k=depth)
+            lexical = self.bm25.search(queries, depth)
+            check()
+            res = choice.apply([lexical, self.dense.search(queries, depth)], top_k=depth)
+        check()
         if reranker is not None:
-            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top)
+            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
         return Results(res.ids[:, :k], res.scores[:, :k])
 
     def hits(self, results: Results, q: int) -> list[Hit]:

@@ -13,13 +13,14 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
+from twotower.search.artefacts import CROSS_ENCODER_META, check_cross_encoder_dir
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
@@ -39,9 +40,8 @@ class CrossEncoderReranker:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
-        p = Path(model_path)
-        if not p.is_dir():
-            raise DataError(f"no cross-encoder at {p}; train one with 'twotower rerank train'")
+        # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
+        p = check_cross_encoder_dir(model_path, "--rerank")
         self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
 
     def _init(self, model, batch_size: int) -> None:
@@ -57,13 +57,25 @@ class CrossEncoderReranker:
         self._init(model, batch_size)
         return self
 
-    def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False) -> np.ndarray:
-        """Relevance logits ``[P]`` for (query, document) pairs."""
+    def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False,
+              check: Callable[[], None] | None = None) -> np.ndarray:
+        """Relevance logits ``[P]`` for (query, document) pairs.
+
+        With ``check``, pairs are scored one batch at a time and ``check()`` runs before each batch, so a caller
+        over its time budget (or whose client left) stops after at most one more batch.
+        """
         if not pairs:
             return np.zeros(0, dtype=np.float32)
-        s = self.model.predict(list(pairs), batch_size=self.batch_size, show_progress_bar=show_progress,
-                               convert_to_numpy=True, activation_fn=_identity())
-        return np.asarray(s, dtype=np.float32).reshape(-1)
+        pairs = list(pairs)
+        step = len(pairs) if check is None else self.batch_size
+        parts = []
+        for start in range(0, len(pairs), step):
+            if check is not None:
+                check()
+            s = self.model.predict(pairs[start : start + step], batch_size=self.batch_size,
+                                   show_progress_bar=show_progress, convert_to_numpy=True, activation_fn=_identity())
+            parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
+        return np.concatenate(parts)
 
     def rerank(
         self,
@@ -73,12 +85,14 @@ class CrossEncoderReranker:
         *,
         top_n: int = SearchConfig.rerank_top,
         show_progress: bool = False,
+        check: Callable[[], None] | None = None,
     ) -> Results:
         """Reorder the first ``top_n`` hits of each row by cross-encoder score.
 
         Hits past ``top_n`` keep their first-stage order after the reranked
         ones (their scores are set below the lowest reranked score), so the
         output has the same width ``K`` as ``results`` and recall@K is unchanged.
+        ``check`` runs between scoring batches (see :meth:`score`).
         """
         if len(queries) != len(results):
             raise DataError(f"{len(queries)} queries but {len(results)} result rows")
@@ -93,7 +107,7 @@ class CrossEncoderReranker:
                     pairs.append((queries[q], doc_texts[int(head[q, j])]))
                     where.append((q, j))
         t0 = time.perf_counter()
-        s = self.score(pairs, show_progress=show_progress)
+        s = self.score(pairs, show_progress=show_progress, check=check)
         self.last_seconds = time.perf_counter() - t0
         self.last_pairs = len(pairs)
         ids = results.ids.copy()
@@ -207,7 +221,7 @@ def train_cross_encoder(
     model.eval()
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
-        atomic_write_json(tmp / "twotower_cross_encoder.json", {
+        atomic_write_json(tmp / CROSS_ENCODER_META, {
             "format": 1, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             "seconds": round(time.perf_counter() - t0, 1),

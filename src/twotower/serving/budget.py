@@ -27,9 +27,13 @@ class ClientGone(TwoTowerError):
 class WorkBudget:
     """A deadline (started by :meth:`start`, in the worker) and a flag the event loop sets on disconnect."""
 
-    def __init__(self, seconds: float, what: str = "this request") -> None:
+    #: what to ask for instead, in the 503 message (a route with other knobs passes its own)
+    HINT = "ask for fewer items, a smaller explain_k, fewer requests per batch, or no explain"
+
+    def __init__(self, seconds: float, what: str = "this request", hint: str = HINT) -> None:
         self.seconds = float(seconds)
         self.what = what
+        self.hint = hint
         self.gone = threading.Event()
         self.deadline: float | None = None
         self.steps = 0  # checks passed (tests read it to see that abandoned work stopped)
@@ -45,6 +49,6 @@ class WorkBudget:
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise BudgetExceeded(
                 f"{self.what} needed more than {self.seconds:g} s of computation (the server's --time-budget) and "
-                "was abandoned; ask for fewer items, a smaller explain_k, fewer requests per batch, or no explain"
+                f"was abandoned; {self.hint}"
             )
         self.steps += 1

@@ -61,11 +61,13 @@ async def run_compute(request: Request, fn: Callable[..., T], *args: Any, **kwar
             metrics.observe_compute(spent[0])
 
 
-async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, budget_hint: str = WorkBudget.HINT,
+                       **kwargs: Any) -> T:
     """:func:`run_compute` with ``budget=WorkBudget`` passed to ``fn``: its clock starts in the worker, and it is
-    marked gone as soon as the client disconnects (``fn`` calls ``budget.check()`` between steps)."""
+    marked gone as soon as the client disconnects (``fn`` calls ``budget.check()`` between steps). ``budget_hint``
+    says in the 503 what to ask for instead."""
     settings = request.app.state.settings
-    budget = WorkBudget(settings.time_budget_s, f"{request.method} {request.url.path}")
+    budget = WorkBudget(settings.time_budget_s, f"{request.method} {request.url.path}", budget_hint)
 
     def work() -> T:
         budget.start()

@@ -19,12 +19,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from twotower.config import SearchConfig
-from twotower.serving.routes import json_response, run_compute
+from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
 
 if TYPE_CHECKING:
     from twotower.search.pipeline import SearchIndex
     from twotower.search.rerank import CrossEncoderReranker
+    from twotower.serving.budget import WorkBudget
 
 __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
@@ -52,14 +53,20 @@ class SearchService:
         reranker = CrossEncoderReranker(str(rerank_dir)) if rerank_dir is not None else None
         return cls(index=index, reranker=reranker, index_dir=Path(index_dir))
 
-    def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int) -> dict[str, Any]:
-        """``{"query", "mode", "reranked", "k", "items": [{"doc_id", "score", "rank", "title", "text"}]}``."""
+    def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int,
+               *, budget: "Optional[WorkBudget]" = None) -> dict[str, Any]:
+        """``{"query", "mode", "reranked", "k", "items": [{"doc_id", "score", "rank", "title", "text"}]}``.
+
+        The cross-encoder re-scores only the first ``rerank_top`` candidates (never widened to ``k``: the
+        rest keep their first-stage order), so its cost is bounded by ``rerank_top``; ``budget`` is checked
+        between stages and cross-encoder batches (HTTP: 503 past ``--time-budget``, abandoned on disconnect).
+        """
         if rerank and self.reranker is None:
             from twotower.errors import ConfigError
 
             raise ConfigError("rerank: this service has no cross-encoder; start it with --rerank PATH")
         res = self.index.search([query], k, mode=mode, reranker=self.reranker if rerank else None,
-                                rerank_top=max(rerank_top, k))
+                                rerank_top=rerank_top, check=budget.check if budget is not None else None)
         corpus = self.index.corpus
         ids, scores = res.row(0)
         items = []
@@ -77,13 +84,16 @@ class SearchService:
 
 def build_search_router(settings: ServiceSettings) -> APIRouter:
     class SearchRequest(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+        # strict like the recommender's schemas: "5" or true is not a k, "yes" not a boolean (422 naming the field)
+        model_config = ConfigDict(extra="forbid", strict=True)
         query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the query text")
-        k: int = Field(SearchConfig.k, ge=1, le=settings.max_k)
+        k: int = Field(min(SearchConfig.k, settings.max_k), ge=1, le=settings.max_k,
+                       description=f"list length, 1..{settings.max_k}")
         mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
         rerank: bool = Field(False, description="rerank the top candidates with the cross-encoder")
-        rerank_top: int = Field(SearchConfig.rerank_top, ge=1, le=settings.max_k,
-                                description="how many fused candidates the cross-encoder rescores")
+        rerank_top: int = Field(min(SearchConfig.rerank_top, settings.max_k), ge=1, le=settings.max_k,
+                                description="how many fused candidates the cross-encoder rescores (the rest keep "
+                                            "their fused order)")
 
     class SearchHit(BaseModel):
         doc_id: str
@@ -111,8 +121,8 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
             from twotower.errors import DataError
 
             raise DataError("query is blank", column="query")
-        return json_response(
-            await run_compute(request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top)
-        )
+        return json_response(await run_budgeted(
+            request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top,
+            budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))
 
     return router

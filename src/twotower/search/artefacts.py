@@ -1,0 +1,106 @@
+"""What a search artefact folder is, told by its marker file, checked cheaply before any model is loaded.
+
+The CLI uses these to refuse a wrong ``--out`` (replacing it would remove whatever is there) and a model folder
+of the wrong kind (``--rerank`` given a bi-encoder or an index) with one line, instead of a transformers
+traceback after minutes of work.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from twotower.errors import ConfigError
+
+__all__ = [
+    "BI_ENCODER_META",
+    "CROSS_ENCODER_META",
+    "INDEX_META",
+    "check_bi_encoder_dir",
+    "check_cross_encoder_dir",
+    "is_bi_encoder",
+    "is_cross_encoder",
+    "is_search_index",
+]
+
+#: marker of a :func:`twotower.search.finetune.finetune_bi_encoder` output
+BI_ENCODER_META = "twotower_bi_encoder.json"
+#: marker of a :func:`twotower.search.rerank.train_cross_encoder` output
+CROSS_ENCODER_META = "twotower_cross_encoder.json"
+#: description of a :class:`twotower.search.pipeline.SearchIndex` folder
+INDEX_META = "meta.json"
+#: a transformers model folder has this (sentence-transformers folders too)
+_HF_CONFIG = "config.json"
+
+
+def _json_kind(path: Path) -> object:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
+
+
+def is_search_index(path: str | os.PathLike[str]) -> bool:
+    return _json_kind(Path(path) / INDEX_META) == "search_index"
+
+
+def is_bi_encoder(path: str | os.PathLike[str]) -> bool:
+    return _json_kind(Path(path) / BI_ENCODER_META) == "bi_encoder"
+
+
+def is_cross_encoder(path: str | os.PathLike[str]) -> bool:
+    return _json_kind(Path(path) / CROSS_ENCODER_META) == "cross_encoder"
+
+
+def _architectures(path: Path) -> list[str]:
+    try:
+        data = json.loads((path / _HF_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    arch = data.get("architectures") if isinstance(data, dict) else None
+    return [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
+
+
+def _existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"{flag} {p}: no such folder; give a {what} folder")
+    if not p.is_dir():
+        raise ConfigError(f"{flag} {p}: is a file, not a {what} folder")
+    return p
+
+
+def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") -> Path:
+    """``path`` must be a fine-tuned bi-encoder or a sentence-transformers folder (not an index or cross-encoder)."""
+    p = _existing_dir(path, flag, "bi-encoder")
+    if is_bi_encoder(p):
+        return p
+    if is_search_index(p):
+        raise ConfigError(f"{flag} {p}: is a search index, not a bi-encoder; give the model folder it was built with")
+    if is_cross_encoder(p):
+        raise ConfigError(f"{flag} {p}: is a cross-encoder (a reranker, give it to --rerank), not a bi-encoder")
+    if not (p / _HF_CONFIG).is_file():
+        raise ConfigError(f"{flag} {p}: not a bi-encoder folder (no {BI_ENCODER_META} or {_HF_CONFIG}); give the "
+                          "output of 'twotower search train' or a sentence-transformers folder")
+    return p
+
+
+def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank", *, base: bool = False) -> Path:
+    """``path`` must be a cross-encoder folder; with ``base=True`` (``rerank train --base``) also any
+    transformers folder, whose weights start the training (the classification head is new)."""
+    p = _existing_dir(path, flag, "cross-encoder")
+    if is_cross_encoder(p):
+        return p
+    if is_search_index(p):
+        raise ConfigError(f"{flag} {p}: is a search index, not a cross-encoder; give a 'twotower rerank train' output")
+    if is_bi_encoder(p):
+        raise ConfigError(f"{flag} {p}: is a bi-encoder (give it to --model), not a cross-encoder"
+                          + (f"; to start from its weights give {p / 'query'}" if base else ""))
+    if not (p / _HF_CONFIG).is_file():
+        raise ConfigError(f"{flag} {p}: not a cross-encoder folder (no {CROSS_ENCODER_META} or {_HF_CONFIG}); "
+                          "give the output of 'twotower rerank train'")
+    if not base and not any(a.endswith("ForSequenceClassification") for a in _architectures(p)):
+        raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
+                          "'twotower rerank train'")
+    return p

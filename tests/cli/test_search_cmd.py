@@ -1,0 +1,174 @@
+"""``twotower search ...`` / ``rerank ...``: a wrong --out, model folder or training flag is one line before any work."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.search.search_data import write_beir
+from twotower.cli.main import main
+
+
+@pytest.fixture
+def beir(tmp_path):
+    return write_beir(tmp_path / "beir")
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Any model load, index build or mining fails the test: the command must stop before them."""
+    def boom(*a, **k):
+        raise AssertionError("work started before the arguments were checked")
+
+    import twotower.search.negatives as negatives
+    import twotower.search.pipeline as pipeline
+    import twotower.text.encoder as encoder
+
+    monkeypatch.setattr(pipeline.SearchIndex, "build", classmethod(boom))
+    monkeypatch.setattr(encoder, "load_text_encoder", boom)
+    monkeypatch.setattr(negatives, "mine_hard_negatives", boom)
+    monkeypatch.setattr("twotower.search.beir.load_beir", boom)
+
+
+def _err(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+CMDS = [["search", "index"], ["search", "train"], ["rerank", "train"]]
+
+
+@pytest.mark.parametrize("cmd", CMDS)
+def test_out_equal_to_or_inside_the_beir_folder_is_refused_and_the_data_kept(cmd, beir, no_work, capsys):
+    before = sorted(p.name for p in beir.iterdir())
+    for out in (beir, beir / "sub"):
+        assert main([*cmd, "--beir", str(beir), "--out", str(out)]) == 2
+        assert "--beir" in _err(capsys)
+    assert sorted(p.name for p in beir.iterdir()) == before
+    assert (beir / "corpus.jsonl").is_file()
+
+
+@pytest.mark.parametrize("cmd", CMDS)
+def test_out_containing_the_beir_folder_is_refused(cmd, tmp_path, no_work, capsys):
+    beir = write_beir(tmp_path / "data" / "beir")
+    assert main([*cmd, "--beir", str(beir), "--out", str(tmp_path / "data")]) == 2
+    assert "contains --beir" in _err(capsys)
+
+
+@pytest.mark.parametrize("cmd", CMDS)
+def test_out_that_is_a_file_is_refused_and_kept(cmd, beir, tmp_path, no_work, capsys):
+    f = tmp_path / "notes.txt"
+    f.write_text("keep me")
+    assert main([*cmd, "--beir", str(beir), "--out", str(f)]) == 2
+    assert "is a file" in _err(capsys)
+    assert f.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("cmd, kind", [(CMDS[0], "search index"), (CMDS[1], "bi-encoder"), (CMDS[2], "cross-encoder")])
+def test_out_non_empty_folder_of_another_kind_is_refused_and_kept(cmd, kind, beir, tmp_path, no_work, capsys):
+    other = tmp_path / "thesis"
+    other.mkdir()
+    (other / "chapter1.tex").write_text("precious")
+    assert main([*cmd, "--beir", str(beir), "--out", str(other)]) == 2
+    assert f"not a {kind}" in _err(capsys)
+    assert (other / "chapter1.tex").read_text() == "precious"
+
+
+@pytest.mark.parametrize("cmd, marker, meta", [
+    (CMDS[0], "meta.json", {"kind": "search_index"}),
+    (CMDS[1], "twotower_bi_encoder.json", {"kind": "bi_encoder"}),
+    (CMDS[2], "twotower_cross_encoder.json", {"kind": "cross_encoder"}),
+])
+def test_an_earlier_artefact_of_the_same_kind_may_be_replaced(cmd, marker, meta, beir, tmp_path, no_work):
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / marker).write_text(json.dumps(meta))
+    # accepted: the command goes on to its work (which the fixture stops)
+    with pytest.raises(AssertionError, match="work started"):
+        main([*cmd, "--beir", str(beir), "--out", str(earlier)])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["search", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
+    (["search", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+    (["search", "train", "--batch-size", "1"], "error: --batch-size must be >= 2 for in-batch negatives"),
+    (["search", "train", "--lr", "0"], "error: --lr must be > 0, got 0.0"),
+    (["rerank", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
+    (["rerank", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+])
+def test_training_flags_are_checked_before_any_work_and_named(argv, message, beir, tmp_path, no_work, capsys):
+    assert main([*argv, "--beir", str(beir), "--out", str(tmp_path / "model")]) == 2
+    assert _err(capsys) == message
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["rerank", "train", "--base", "/nonexistent/model"], "--base"),
+    (["search", "train", "--base", "/nonexistent/model"], "--base"),
+])
+def test_missing_base_model_is_one_line(argv, flag, beir, tmp_path, no_work, capsys):
+    assert main([*argv, "--beir", str(beir), "--out", str(tmp_path / "model")]) == 2
+    err = _err(capsys)
+    assert flag in err and "no such folder" in err
+
+
+def _bi_encoder(tmp_path):
+    d = tmp_path / "bi"
+    d.mkdir()
+    (d / "twotower_bi_encoder.json").write_text(json.dumps({"kind": "bi_encoder"}))
+    return d
+
+
+def _index(tmp_path):
+    d = tmp_path / "idx"
+    d.mkdir()
+    (d / "meta.json").write_text(json.dumps({"kind": "search_index"}))
+    return d
+
+
+def test_index_model_of_the_wrong_kind_is_refused_before_building(beir, tmp_path, no_work, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "o"), "--model", str(empty)]) == 2
+    assert "--model" in _err(capsys)
+    assert main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "o"),
+                 "--model", str(_index(tmp_path))]) == 2
+    assert "is a search index, not a bi-encoder" in _err(capsys)
+
+
+def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys):
+    for folder, what in ((_bi_encoder(tmp_path), "is a bi-encoder"), (_index(tmp_path), "is a search index")):
+        assert main(["search", "evaluate", "--beir", str(beir), "--rerank", str(folder)]) == 2
+        assert what in _err(capsys)
+        assert main(["search", "query", "--index", str(tmp_path / "nothing"), "--rerank", str(folder), "q"]) == 2
+        assert what in _err(capsys)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--k", "0", "sleep"], "error: --k must be >= 1, got 0"),
+    (["--k", "-3", "sleep"], "error: --k must be >= 1, got -3"),
+    (["--rerank-top", "0", "sleep"], "error: --rerank-top must be >= 1, got 0"),
+    (["   "], "error: query is empty; give the text to search for"),
+    (["sleep", ""], "error: query 2 is empty; give the text to search for"),
+    (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),
+    (["\ud800"], "error: query '?' is not valid UTF-8; pass the query as UTF-8 text"),
+])
+def test_query_arguments_are_checked_before_the_index_is_loaded(argv, message, tmp_path, capsys):
+    # the index does not exist: the argument error must come first
+    assert main(["search", "query", "--index", str(tmp_path / "no-index"), *argv]) == 2
+    assert _err(capsys) == message
+
+
+@pytest.mark.parametrize("cmd", [["search", "index"], ["search", "train"]])
+def test_cache_that_is_a_file_names_the_flag(cmd, beir, tmp_path, no_work, capsys):
+    f = tmp_path / "cache.txt"
+    f.write_text("x")
+    assert main([*cmd, "--beir", str(beir), "--out", str(tmp_path / "o"), "--cache", str(f)]) == 2
+    assert _err(capsys).startswith(f"error: --cache {f}: exists and is a file")
+
+
+def test_bm25_weight_with_rrf_fusion_is_a_warning(beir, tmp_path, no_work, caplog):
+    with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="work started"):
+        main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "o"), "--fusion", "rrf",
+              "--bm25-weight", "0.8"])
+    assert "--bm25-weight 0.8 has no effect with --fusion rrf" in caplog.text

