@@ -167,6 +167,17 @@ def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
     assert (out / "tuned_baselines.json").exists() and (out / "index" / "meta.json").exists()
 
 
+def test_resume_drops_the_old_weights_scores_and_names_the_stale_index(old_run, dataset, tmp_path, caplog):
+    out = _copy(old_run, tmp_path / "a")
+    assert (out / "metrics.json").exists() and (out / "eval.txt").exists()
+    with caplog.at_level(logging.WARNING):
+        assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "--no-eval", "train.patience=100")) == 0
+    # they scored the weights before the resume: gone, not left beside the new model
+    assert not (out / "metrics.json").exists() and not (out / "eval.txt").exists()
+    assert (out / "index" / "meta.json").exists()  # kept (serve refuses it by fingerprint), but named
+    assert f"twotower index build --run {out}" in caplog.text and "onnx" in caplog.text
+
+
 def test_a_folder_without_a_run_is_left_alone(tmp_path):
     (tmp_path / "config.json").write_text("{}")  # e.g. the user's own config next to --out .
     (tmp_path / "metrics.json").write_text("{}")

@@ -207,6 +207,19 @@ def clear_previous_run(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
     return removed
 
 
+#: What scores a run's weights (its evaluation): stale once a resume trains them further.
+EVAL_OUTPUT_FILES = ("metrics.json", "eval.txt", "recall_at_k.png")
+
+
+def forget_results_of_old_weights(out: Path) -> tuple[list[str], list[Path]]:
+    """Before ``--resume`` trains the weights further: remove the evaluation of the old weights (their
+    metrics would otherwise sit beside the new model); return (removed files, index and export folders built
+    from the old weights, which are kept -- serve and recommend refuse them by fingerprint -- but are stale).
+    """
+    removed = [rel for rel in EVAL_OUTPUT_FILES if _remove_file(out / rel, set())]
+    return removed, [folder for folder, _ in _derived_folders(out)]
+
+
 def _resolved(path: Path) -> Path:
     try:
         return Path(path).resolve()

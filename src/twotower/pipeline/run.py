@@ -9,7 +9,13 @@ import numpy as np
 
 from twotower.config import RunConfig
 from twotower.errors import ConfigError
-from twotower.pipeline.artifacts import TrainedRun, clear_previous_run, save_run_data, write_manifest
+from twotower.pipeline.artifacts import (
+    TrainedRun,
+    clear_previous_run,
+    forget_results_of_old_weights,
+    save_run_data,
+    write_manifest,
+)
 from twotower.pipeline.experiment import make_trainer
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
@@ -98,15 +104,26 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model)
+    stale: list[Path] = []
     if tdist.is_main():
         if not resume:
             _replace_previous_run(out, config)
+        else:
+            removed, stale = forget_results_of_old_weights(out)
+            if removed:
+                log.info("resume: removed %s (they scored the weights before this resume)", ", ".join(removed))
         save_run_data(out, config, prep, None if text is None else tuple(text.shape),
                       item_text_encoder=None if got is None else got[1])
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if tdist.is_main():
         write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
+        for folder in stale:
+            what = "an ONNX export" if (folder / "export.json").is_file() else "an index"
+            fix = (f"twotower export --run {out} --format onnx --out {folder}" if what == "an ONNX export"
+                   else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
+            log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
+                        "rebuilt: %s", folder, what, fix)
     tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
     return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
