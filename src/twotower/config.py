@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import math
+import os
 import re
 import types
 import typing
@@ -42,6 +43,8 @@ T = TypeVar("T")
 
 #: How interaction files are read (data.format): see twotower.data.readers.read_interactions.
 INTERACTION_FORMATS = ("auto", "table", "sasrec")
+#: The data settings that name files; each may instead be given as a DataFrame (pipeline.sources.load_sources).
+DATA_FILE_SETTINGS = ("path", "train", "valid", "test", "items", "users")
 
 
 def _check(cond: bool, name: str, msg: str) -> None:
@@ -89,6 +92,14 @@ class DataConfig:
     title_col: str | None = None  # item column shown to people (e.g. "title")
 
     def __post_init__(self) -> None:
+        for name in DATA_FILE_SETTINGS:
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):  # a pathlib.Path is a file name too; stored as the str it names
+                object.__setattr__(self, name, os.fspath(value))
+            elif value is not None and not isinstance(value, str):
+                # a config is written next to the run as JSON, so it names files; frames go to train_run itself
+                raise ConfigError(f"data.{name}: expected a file path, got {type(value).__name__}; pass a DataFrame as "
+                                  f"train_run(cfg, out, frames={{{name!r}: df}}) (or prepare_data(cfg, frames=...))")
         _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
         _choice(self.format, "data.format", INTERACTION_FORMATS)
         _check(len(self.ratios) == 3, "data.ratios", "needs three numbers (train, valid, test)")

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from twotower.config import RunConfig
 from twotower.errors import ConfigError
@@ -28,8 +30,9 @@ __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_tex
 log = logging.getLogger(__name__)
 
 
-def prepare_data(config: RunConfig) -> Prepared:
-    prep = prepare(load_sources(config.data, seed=config.train.seed))
+def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
+    """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
+    prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames))
     _warn_if_valid_within_train(config, prep)
     return prep
 
@@ -83,8 +86,12 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
     return cached_encode(enc, texts, cache), enc.model_id
 
 
-def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tuple[TrainedRun, TrainResult, Prepared]:
+def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
+              frames: Mapping[str, pd.DataFrame] | None = None) -> tuple[TrainedRun, TrainResult, Prepared]:
     """Read data, train, save the run folder; returns the loaded run, the training result and the data.
+
+    ``frames`` gives any of the data inputs as DataFrames instead of files (``{"train": df, "valid": df2,
+    "items": items}``; keys as the ``data.*`` file settings); the run folder keeps them as CSV like files.
 
     Under ``torchrun`` every rank calls this: the process group is joined
     first and only rank 0 writes and loads the run folder (so ``out`` need not
@@ -97,7 +104,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False) -> tu
     seed_everything(config.train.seed)
     if resume:
         _check_resumable(out)
-    prep = prepare_data(config)
+    prep = prepare_data(config, frames)
     got = encode_item_texts(config, prep)
     text = None if got is None else got[0]
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact

@@ -1,14 +1,16 @@
 """Turn a DataConfig into train/valid/test frames and optional feature tables."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from twotower.config import DataConfig
+from twotower.config import DATA_FILE_SETTINGS, DataConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
@@ -51,12 +53,17 @@ def column_map(cfg: DataConfig) -> ColumnMap:
     return ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
 
 
-def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
+def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.DataFrame] | None = None) -> Sources:
     """Read and split according to ``cfg``.
 
     Precedence: explicit ``train`` (+ ``valid``/``test``) files, then a single
-    ``path`` split by ``cfg.split``, then the named ``dataset``.
+    ``path`` split by ``cfg.split``, then the named ``dataset``. ``frames`` gives
+    any of those inputs (``path``, ``train``, ``valid``, ``test``, ``items``,
+    ``users``) as DataFrames instead of files: each is read as its file would be
+    (the same columns, checks and errors) and takes the place of that setting.
     """
+    if frames:
+        cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
     columns = column_map(cfg)
     items = users = None
@@ -64,13 +71,13 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
     title_col = cfg.title_col
     report: dict[str, Any] = {}
     if cfg.train is not None:
-        train = read_interactions(cfg.train, columns, format=cfg.format)
-        valid = read_interactions(cfg.valid, columns, format=cfg.format) if cfg.valid else None
-        test = read_interactions(cfg.test, columns, format=cfg.format) if cfg.test else None
+        train = read_interactions(_source(cfg.train), columns, name=str(cfg.train), format=cfg.format)
+        valid = read_interactions(_source(cfg.valid), columns, name=str(cfg.valid), format=cfg.format) if cfg.valid is not None else None
+        test = read_interactions(_source(cfg.test), columns, name=str(cfg.test), format=cfg.format) if cfg.test is not None else None
         report["split"] = "given as files"
     elif cfg.path is not None or cfg.dataset is not None:
         if cfg.path is not None:
-            df = read_interactions(cfg.path, columns, format=cfg.format)
+            df = read_interactions(_source(cfg.path), columns, name=str(cfg.path), format=cfg.format)
         else:
             from twotower.data.movielens import (
                 MOVIELENS_ITEM_FEATURES,
@@ -97,14 +104,14 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
             multi=cfg.item_multi,
             text=cfg.item_text,
         )
-        items = read_feature_table(cfg.items, item_spec)
+        items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items))
         item_spec = _rekey(item_spec)
         items = items.rename(columns={cfg.item_col: "item_id"})
     if cfg.users is not None:
         user_spec = FeatureSpec(
             key=cfg.user_col, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi
         )
-        users = read_feature_table(cfg.users, user_spec)
+        users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users))
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={cfg.user_col: "user_id"})
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
@@ -119,6 +126,36 @@ def load_sources(cfg: DataConfig, *, seed: int = 42) -> Sources:
         if part is not None:
             report[f"{name}_rows"] = int(len(part))
     return Sources(train, valid, test, items, users, item_spec, user_spec, title_col, report)
+
+
+class _Frame(str):
+    """A DataFrame standing where a file name goes: the readers take the frame, messages name it."""
+
+    frame: pd.DataFrame
+
+    def __new__(cls, name: str, frame: pd.DataFrame) -> "_Frame":
+        self = super().__new__(cls, f"<DataFrame {name}>")
+        self.frame = frame
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "_Frame":  # dataclasses.asdict deep-copies a config: share the frame
+        return self
+
+
+def _with_frames(cfg: DataConfig, frames: Mapping[str, pd.DataFrame]) -> DataConfig:
+    unknown = sorted(set(frames) - set(DATA_FILE_SETTINGS))
+    if unknown:
+        raise ConfigError(f"frames: unknown input(s) {', '.join(map(repr, unknown))}; give any of "
+                          f"{', '.join(DATA_FILE_SETTINGS)}")
+    for name, df in frames.items():
+        if not isinstance(df, pd.DataFrame):
+            raise ConfigError(f"frames[{name!r}]: expected a pandas DataFrame, got {type(df).__name__}")
+    return dataclasses.replace(cfg, **{name: _Frame(name, df) for name, df in frames.items()})
+
+
+def _source(value: str) -> str | pd.DataFrame:
+    """What a reader is given for a file setting: the file name, or the frame that stands in for it."""
+    return value.frame if isinstance(value, _Frame) else value
 
 
 #: Settings naming columns of the item / user feature table (data.items / data.users).
@@ -153,14 +190,14 @@ def _check_not_train_again(cfg: DataConfig) -> None:
     stays 0 and early stopping silently keeps epoch 1's model. There is no use for that, so it is an error;
     a different file whose rows all appear in train only gets a warning (:func:`~twotower.pipeline.run.prepare_data`).
     """
-    if cfg.train is None:
+    if cfg.train is None or isinstance(cfg.train, _Frame):
         return
-    if cfg.valid is not None and _same_file(cfg.train, cfg.valid):
+    if cfg.valid is not None and not isinstance(cfg.valid, _Frame) and _same_file(cfg.train, cfg.valid):
         raise ConfigError(f"--valid {cfg.valid} is the training file --train {cfg.train} again: validation excludes "
                           "each user's training items, so it would find nothing (valid metrics 0, early stopping "
                           "stuck at epoch 1); pass a held-out validation file, or leave --valid out to stop on the "
                           "training loss")
-    if cfg.test is not None and _same_file(cfg.train, cfg.test):
+    if cfg.test is not None and not isinstance(cfg.test, _Frame) and _same_file(cfg.train, cfg.test):
         # the test split excludes train+valid items: a copy of train scores 0 and reads as a broken model
         raise ConfigError(f"--test {cfg.test} is the training file --train {cfg.train} again: testing excludes each "
                           "user's training items, so every test metric would be 0; pass a held-out test file")

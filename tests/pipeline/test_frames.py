@@ -1,0 +1,58 @@
+"""Training from DataFrames (``train_run(cfg, out, frames={...})``): read like the same data in files."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from twotower.config import load_config
+from twotower.errors import ConfigError, DataError
+from twotower.pipeline.run import train_run
+
+FAST = ["train.epochs=2", "train.progress=false", "train.checkpoint=false", "train.threads=1", "train.batch_size=64",
+        "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16", "model.item.out_dim=16",
+        "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=6", "eval.baselines=[]"]
+
+
+@pytest.fixture(scope="module")
+def frames() -> dict[str, pd.DataFrame]:
+    rng = np.random.default_rng(0)
+    rows = [(f"u{u}", f"i{int(rng.integers(40))}", t) for u in range(60) for t in range(8)]
+    df = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).drop_duplicates(["user_id", "item_id"])
+    last = df.groupby("user_id")["timestamp"].transform("max")
+    return {"train": df[df.timestamp < last].reset_index(drop=True), "valid": df[df.timestamp == last].reset_index(drop=True)}
+
+
+def test_frames_train_the_same_model_as_the_same_data_in_files(frames, tmp_path):
+    paths = {}
+    for name, df in frames.items():
+        paths[name] = tmp_path / f"{name}.csv"
+        df.to_csv(paths[name], index=False)
+    from_files = load_config(overrides=[*FAST, f"data.train={json.dumps(str(paths['train']))}",
+                                        f"data.valid={json.dumps(str(paths['valid']))}"])
+    _, by_file, _ = train_run(from_files, tmp_path / "files")
+    run, by_frame, _ = train_run(load_config(overrides=FAST), tmp_path / "frames", frames=frames)
+    assert [r["loss"] for r in by_frame.history] == [r["loss"] for r in by_file.history]
+    assert by_frame.best_metric == by_file.best_metric
+    # the run folder keeps the frames like files, and its config names no file
+    assert (run.dir / "data" / "train.csv").read_text() == (tmp_path / "files" / "data" / "train.csv").read_text()
+    assert json.loads((run.dir / "config.json").read_text())["data"]["train"] is None
+
+
+def test_a_dataframe_in_the_config_is_refused_with_the_way_to_pass_it(frames):
+    cfg = load_config(overrides=FAST)
+    with pytest.raises(ConfigError, match=r"data.train: expected a file path, got DataFrame.*frames=\{'train': df\}"):
+        dataclasses.replace(cfg.data, train=frames["train"])
+
+
+def test_frames_are_checked_like_files(frames, tmp_path):
+    cfg = load_config(overrides=FAST)
+    with pytest.raises(ConfigError, match="unknown input.*'trian'"):
+        train_run(cfg, tmp_path / "a", frames={"trian": frames["train"]})
+    bad = frames["train"].rename(columns={"item_id": "iid"})
+    with pytest.raises(DataError, match=r"<DataFrame train>.*'item_id'.*did you mean 'iid'"):
+        train_run(cfg, tmp_path / "b", frames={"train": bad, "valid": frames["valid"]})
+    assert not (tmp_path / "b").exists()  # refused before anything was written
