@@ -69,9 +69,13 @@ def prepare(src: Sources) -> Prepared:
     user_ids = set(train["user_id"])
     item_ids = set(train["item_id"])
     if src.items is not None:
-        item_ids |= set(src.items["item_id"].astype(str))
+        table = set(src.items["item_id"].astype(str))
+        _warn_if_table_keys_differ(item_ids, table, "item", "--items")
+        item_ids |= table
     if src.users is not None:
-        user_ids |= set(src.users["user_id"].astype(str))
+        table = set(src.users["user_id"].astype(str))
+        _warn_if_table_keys_differ(user_ids, table, "user", "--users")
+        user_ids |= table
     user_vocab = Vocabulary.from_ids(user_ids, kind="user")
     item_vocab = Vocabulary.from_ids(item_ids, kind="item")
     report: dict[str, Any] = dict(src.report)
@@ -104,6 +108,39 @@ def prepare(src: Sources) -> Prepared:
         user_vocab, item_vocab, enc_train, parts["valid"], parts["test"], seqs, item_features, user_features,
         item_encoder, user_encoder, item_meta, src, report,
     )
+
+
+def _id_key(x: str) -> str:
+    """An id as people tend to mean it: case, surrounding spaces and leading zeros ignored ("007" ~ "7")."""
+    x = x.strip().lower()
+    return x.lstrip("0") or "0" if x.isdigit() else x
+
+
+def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], kind: str, flag: str) -> None:
+    """Say so when a feature table's keys are written differently from the interactions' ids.
+
+    Every table key joins the catalogue (an item may be known before anyone interacted with it), so keys
+    that only differ in spelling ("001" vs "1") add a second, featureless copy of each entity instead of
+    failing; most such mistakes show as ids that match once case, spaces and leading zeros are ignored.
+    """
+    missing = interaction_ids - table_ids
+    unused = table_ids - interaction_ids
+    if not missing or not unused:
+        return
+    by_key = {}
+    for t in unused:
+        by_key.setdefault(_id_key(t), t)
+    pairs = [(i, by_key[_id_key(i)]) for i in sorted(missing) if _id_key(i) in by_key]
+    if pairs:
+        shown = ", ".join(f"{a!r} vs {b!r}" for a, b in pairs[:3])
+        log.warning("%s table (%s): %d %s ids of the interactions have no row in it but match a row once case, "
+                    "spaces and leading zeros are ignored (e.g. %s); they are different ids, so each such %s is in "
+                    "the catalogue twice and the interacted copy has no features: write the ids the same way in "
+                    "both files", kind, flag, len(pairs), kind, shown, kind)
+    elif len(missing) > len(interaction_ids) // 2:
+        log.warning("%s table (%s): %d of %d %s ids of the interactions have no row in it (e.g. %r), and %d of its "
+                    "rows match no interaction; are the ids the same column in both?", kind, flag, len(missing),
+                    len(interaction_ids), kind, sorted(missing)[0], len(unused))
 
 
 def _item_meta(src: Sources, vocab: Vocabulary) -> pd.DataFrame | None:

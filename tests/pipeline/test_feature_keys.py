@@ -1,0 +1,36 @@
+"""A feature table whose keys are written differently from the interactions' ids ("001" vs "1") is called out."""
+from __future__ import annotations
+
+import logging
+
+import pandas as pd
+
+from twotower.config import DataConfig
+from twotower.pipeline.prepare import prepare
+from twotower.pipeline.sources import load_sources
+
+
+def _prepare(items: pd.DataFrame, caplog) -> list[str]:
+    train = pd.DataFrame({"user_id": ["u1", "u1", "u2", "u3"], "item_id": ["1", "2", "2", "3"], "timestamp": [1, 2, 3, 4]})
+    with caplog.at_level(logging.WARNING, logger="twotower.pipeline.prepare"):
+        prep = prepare(load_sources(DataConfig(item_categorical=("genre",)), frames={"train": train, "items": items}))
+    return prep.item_vocab.ids
+
+
+def test_zero_padded_table_keys_are_named_with_an_example(caplog):
+    items = pd.DataFrame({"item_id": ["001", "002", "003"], "genre": ["a", "b", "a"]})
+    ids = _prepare(items, caplog)
+    assert len(ids) == 6  # what the warning is about: each item twice, the interacted copy without features
+    assert "3 item ids of the interactions have no row in it" in caplog.text and "'1' vs '001'" in caplog.text
+
+
+def test_a_table_that_matches_says_nothing(caplog):
+    items = pd.DataFrame({"item_id": ["1", "2", "3", "4"], "genre": ["a", "b", "a", "b"]})  # "4": not yet interacted
+    assert len(_prepare(items, caplog)) == 4
+    assert "table (--items)" not in caplog.text
+
+
+def test_a_table_of_other_ids_altogether_is_called_out(caplog):
+    items = pd.DataFrame({"item_id": ["x", "y", "z"], "genre": ["a", "b", "a"]})
+    _prepare(items, caplog)
+    assert "3 of 3 item ids of the interactions have no row in it" in caplog.text
