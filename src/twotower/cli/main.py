@@ -230,7 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    rank = _torchrun_rank()
+    if rank and not args.verbose:
+        # under torchrun every rank reads the same data and would log the same lines; rank 0 speaks for all
+        # (docs/distributed.md), the others only log errors, tagged with their rank
+        level = logging.ERROR
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s" if not rank else f"%(asctime)s [rank {rank}] %(levelname)s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=fmt, datefmt="%H:%M:%S")
     if not args.verbose:
         # chatty third-party loggers set their own DEBUG level
         for name in ("bm25s", "sentence_transformers", "transformers", "faiss.loader", "httpx"):
@@ -257,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _torchrun_rank() -> int:
+    """This process's rank under torchrun (``RANK`` with ``WORLD_SIZE`` > 1), else 0."""
+    try:
+        return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+    except ValueError:
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
