@@ -199,3 +199,31 @@ def test_shared_service_without_a_saved_index_is_exact_over_the_mapped_vectors(r
     bad = WorkerSpec(**{**asdict(spec), "fingerprint": "0" * 64})
     with pytest.raises(IntegrityError, match="changed while the server started"):
         open_shared_service(bad)
+
+
+def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):
+    """`kill -9` of `serve --workers N` must not leave its workers serving as orphans (holding the port)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    child = ("import time; from twotower.serving.workers import exit_with_parent; exit_with_parent(0.05); "
+             "time.sleep(60)")
+    parent = ("import subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); print(p.pid, flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    worker = int(proc.stdout.readline())
+    time.sleep(1.0)  # the worker is up and watching
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return  # gone
+        time.sleep(0.05)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError("the worker outlived its serving process")

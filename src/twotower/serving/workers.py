@@ -30,7 +30,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +48,8 @@ if TYPE_CHECKING:
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import RecommenderService
 
-__all__ = ["WorkerSpec", "share_arrays", "open_shared_service", "worker_app", "run_workers", "SPEC_ENV"]
+__all__ = ["WorkerSpec", "share_arrays", "open_shared_service", "worker_app", "run_workers", "SPEC_ENV",
+           "exit_with_parent"]
 
 log = logging.getLogger(__name__)
 
@@ -157,11 +161,35 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
     return service
 
 
+def exit_with_parent(interval_s: float = 1.0) -> threading.Thread:
+    """Stop this worker (SIGTERM to itself, a graceful uvicorn shutdown) once its parent process is gone.
+
+    uvicorn's supervisor stops the workers when it is stopped, but a supervisor killed outright (SIGKILL,
+    the OOM killer) leaves them serving as orphans, holding the port and the shared arrays. A daemon thread
+    polls the parent pid, which changes when the worker is re-parented; it works wherever ``os.getppid`` does
+    (a parent-death signal would be Linux only, and fires when the spawning thread rather than the process exits).
+    """
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                log.warning("worker %d: the serving process %d is gone; stopping", os.getpid(), parent)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    t = threading.Thread(target=watch, name="exit-with-parent", daemon=True)
+    t.start()
+    return t
+
+
 def worker_app() -> "FastAPI":
     """uvicorn app factory run in each worker process (``twotower.serving.workers:worker_app``)."""
     from twotower.serving.app import create_app
     from twotower.serving.settings import ServiceSettings
 
+    exit_with_parent()
     path = os.environ.get(SPEC_ENV)
     if not path:
         raise ConfigError(f"{SPEC_ENV} is not set; worker processes are started by `twotower serve --workers N`")
