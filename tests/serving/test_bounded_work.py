@@ -129,6 +129,14 @@ def test_search_without_a_search_index_says_how_to_add_one(client):
     assert r.status_code == 404 and "/docs" in r.json()["error"]["message"]
 
 
+def test_ids_with_surrounding_spaces_are_the_ids_the_cli_and_files_read(client):
+    plain = client.post("/recommend", json={"user_id": "u1", "k": 3})
+    spaced = client.post("/recommend", json={"user_id": " u1 ", "k": 3})
+    assert plain.status_code == spaced.status_code == 200 and plain.json()["items"] == spaced.json()["items"]
+    blank = client.post("/recommend", json={"user_id": "   ", "k": 3})
+    assert blank.status_code == 422
+
+
 def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
     assert client.post("/recommend", json={"user_id": 1, "k": 2}).status_code in (200, 404)
     r = client.post("/recommend", json={"user_id": "u1", "k": "5"})

@@ -19,7 +19,10 @@ MAX_ID_CHARS = 256
 
 
 def coerce_id(value: Any) -> Any:
-    """Ids may be sent as strings or integers; both become strings (booleans and floats are refused)."""
+    """Ids may be sent as strings or integers; both become strings (booleans and floats are refused).
+
+    Surrounding whitespace is dropped, as the file readers drop it (so no stored id has any) and as the
+    CLI's comma lists do: ``" 50"`` is item ``"50"`` here too."""
     if isinstance(value, bool):
         raise ValueError("an id must be a string or an integer, not a boolean")
     if isinstance(value, int):
@@ -29,6 +32,7 @@ def coerce_id(value: Any) -> Any:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError("an id must be valid Unicode text (it holds a lone surrogate such as \\ud800)") from None
+        return value.strip()
     return value
 
 
