@@ -297,3 +297,14 @@ def test_broken_jsonl_line_is_named(tmp_path):
     with pytest.raises(DataError) as e:
         read_interactions(p)
     assert e.value.row == 2 and e.value.unit == "line" and "position" not in str(e.value)
+
+
+def test_repeats_with_another_rating_are_counted_apart_and_warned(tmp_path, caplog):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp,rating\nu,a,1,5\nu,a,1,5\nu,a,1,1\nu,b,2,3\n")
+    with caplog.at_level("INFO", logger="twotower.data.readers"):
+        df = read_interactions(p)
+    rep = df.attrs["report"]
+    assert len(df) == 2 and df["rating"].tolist() == [5.0, 3.0]  # one row per (user, item, time), the first kept
+    assert rep["duplicates_dropped"] == 1 and rep["conflicting_duplicates_dropped"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "i.csv" in warnings[0] and "row 4 repeats row 2" in warnings[0]

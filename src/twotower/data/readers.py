@@ -511,6 +511,7 @@ def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
         "rows_read": len(df),
         "rows": len(df),
         "duplicates_dropped": 0,
+        "conflicting_duplicates_dropped": 0,
         "users": int(df["user_id"].nunique()),
         "items": int(df["item_id"].nunique()),
         "timestamp_source": "line order within each user (SASRec format has no timestamps)",
@@ -531,10 +532,12 @@ def read_interactions(
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
-    Exact duplicate ``(user_id, item_id, timestamp)`` rows are dropped (first
-    kept). ``df.attrs["report"]`` holds ``rows_read``, ``rows``,
-    ``duplicates_dropped``, ``users``, ``items``, ``timestamp_source`` and
-    ``rating_source``.
+    Rows repeating an earlier row's ``(user_id, item_id, timestamp)`` are dropped
+    (first kept): exact duplicates are counted in ``duplicates_dropped``, repeats
+    with a different rating in ``conflicting_duplicates_dropped`` and logged as a
+    warning naming the file and rows. ``df.attrs["report"]`` holds ``rows_read``,
+    ``rows``, ``duplicates_dropped``, ``conflicting_duplicates_dropped``,
+    ``users``, ``items``, ``timestamp_source`` and ``rating_source``.
 
     ``format`` is one of :data:`INTERACTION_FORMATS`: ``"sasrec"`` reads
     headerless ``user item`` lines (:func:`read_sasrec`; ``columns`` is not
@@ -597,15 +600,31 @@ def read_interactions(
         }
     )
     rows_read = len(df)
-    dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
-    n_dup = int(dup.sum())
-    if n_dup:
+    key = ["user_id", "item_id", "timestamp"]
+    dup = df.duplicated(subset=key, keep="first").to_numpy()
+    # a repeat with another rating is not an exact duplicate: it is dropped too (one row per user, item and
+    # time, the first kept), but counted apart and warned about, since a rating the user gave is lost
+    kept_rating = df.groupby(key, sort=False)["rating"].transform("first").to_numpy()
+    conflict = dup & (df["rating"].to_numpy() != kept_rating)
+    n_conflict = int(conflict.sum())
+    n_dup = int(dup.sum()) - n_conflict
+    if n_conflict:
+        pos = int(np.flatnonzero(conflict)[0])
+        first = int(np.flatnonzero((df[key] == df[key].iloc[pos]).all(axis=1).to_numpy())[0])
+        log.warning(
+            "%s: %d row(s) repeat the user, item and timestamp of an earlier row with a different rating; dropped, "
+            "the first row kept (e.g. %s %d repeats %s %d: rating %g, kept %g)",
+            label, n_conflict, rows.unit, rows.number(pos), rows.unit, rows.number(first),
+            float(df["rating"].iloc[pos]), float(df["rating"].iloc[first]),
+        )
+    if dup.any():
         df = df.loc[~dup].reset_index(drop=True)
     report = {
         "file": label,
         "rows_read": rows_read,
         "rows": len(df),
         "duplicates_dropped": n_dup,
+        "conflicting_duplicates_dropped": n_conflict,
         "users": int(df["user_id"].nunique()),
         "items": int(df["item_id"].nunique()),
         "timestamp_source": ts_source,
