@@ -25,6 +25,9 @@ class DataError(TwoTowerError, ValueError):
 
     ``row`` is 1-based and counts data rows as a user sees them in a
     spreadsheet: the header is row 1, so the first data row is row 2.
+    ``unit`` names what ``row`` counts where a file has no spreadsheet rows:
+    ``"line"`` (a JSON lines file, or the physical line of a text file) or
+    ``"record"`` (a Parquet file's 1-based record number).
     """
 
     def __init__(
@@ -34,15 +37,17 @@ class DataError(TwoTowerError, ValueError):
         file: str | None = None,
         row: int | None = None,
         column: str | None = None,
+        unit: str = "row",
     ) -> None:
         self.file = file
         self.row = row
         self.column = column
+        self.unit = unit
         where = []
         if file is not None:
             where.append(f"file {file!s}")
         if row is not None:
-            where.append(f"row {row}")
+            where.append(f"{unit} {row}")
         if column is not None:
             where.append(f"column {column!r}")
         prefix = (", ".join(where) + ": ") if where else ""

@@ -46,3 +46,53 @@ def test_data_split_sasrec_leave_last(tmp_path):
     # the written timestamps keep the order when the CSVs are read back
     assert parts["train"]["timestamp"].tolist() == [0, 1, 0]
     assert parts["test"]["timestamp"].tolist() == [3, 2]
+
+
+def _renamed(tmp_path):
+    src = tmp_path / "renamed.csv"
+    rows = [f"u{u},i{i},{100 * u + i},{1 + i % 5}" for u in range(4) for i in range(6)]
+    src.write_text("uid,iid,ts,stars\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    return src
+
+
+def test_data_split_takes_the_column_overrides_train_takes(tmp_path, capsys):
+    src, out = _renamed(tmp_path), tmp_path / "split"
+    assert main(["-q", "data", "split", "--input", str(src), "--out", str(out)]) == 2
+    assert "Set data.user_col=NAME" in capsys.readouterr().err  # the hint the command now honours
+    assert main(["-q", "data", "split", "--input", str(src), "--out", str(out), "data.user_col=uid",
+                 "data.item_col=iid", "data.timestamp_col=ts", "data.rating_col=stars"]) == 0
+    parts = [pd.read_csv(out / f"{n}.csv") for n in ("train", "valid", "test")]
+    assert all(list(p.columns) == ["user_id", "item_id", "timestamp", "rating"] for p in parts)
+    assert sum(len(p) for p in parts) == 24 and set(parts[0]["user_id"]) == {"u0", "u1", "u2", "u3"}
+
+
+def test_data_split_refuses_overrides_it_does_not_use(tmp_path, capsys):
+    assert main(["-q", "data", "split", "--input", str(_renamed(tmp_path)), "--out", str(tmp_path / "o"),
+                 "train.epochs=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "train.epochs" in err and "data.user_col" in err
+
+
+def test_data_split_negative_seed_names_the_flag(tmp_path, capsys):
+    assert main(["-q", "data", "split", "--input", str(tmp_path / "missing.csv"), "--method", "random",
+                 "--seed", "-1", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--seed" in err and "Traceback" not in err
+
+
+def test_data_split_time_names_its_flags(tmp_path, capsys):
+    assert main(["-q", "data", "split", "--input", str(tmp_path / "missing.csv"), "--method", "time",
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--valid-start" in err and "--test-start" in err and "data.valid_start" not in err
+
+
+def test_data_split_time_cutoffs_beyond_the_data_warn(tmp_path, caplog):
+    args = ["data", "split", "--input", str(_renamed(tmp_path)), "--out", str(tmp_path / "o"), "--method", "time",
+            "--valid-start", "2030-01-01", "--test-start", "2031-01-01", "data.user_col=uid", "data.item_col=iid",
+            "data.timestamp_col=ts", "data.rating_col=stars"]
+    with caplog.at_level("WARNING"):
+        assert main(args) == 0
+    text = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "valid is empty" in text and "test is empty" in text and "--test-start 2031-01-01" in text
+    assert "timestamps run from 0 " in text and "to 305 " in text

@@ -166,7 +166,7 @@ def test_rating_beyond_float32_is_refused_not_inf(tmp_path):
 
 def test_nested_json_id_is_refused_naming_row_and_column(tmp_path):
     path = write(tmp_path / "a.jsonl", '{"user_id": "u1", "item_id": "i1"}\n{"user_id": {"a": 1}, "item_id": "i2"}\n')
-    with pytest.raises(DataError, match="row 3, column 'user_id'.*not a string or a number"):
+    with pytest.raises(DataError, match="line 2, column 'user_id'.*not a string or a number"):  # the file's line 2
         read_interactions(path)
 
 
@@ -232,3 +232,79 @@ def test_sasrec_more_fields_later_is_an_error(tmp_path):
     p = write(tmp_path / "bad.txt", "1 2\n1 3\n1 4 5\n")
     with pytest.raises(DataError, match="SASRec"):
         read_interactions(p)
+
+
+@pytest.mark.parametrize("word", ["NA", "nan", "None", "null", "N/A"])
+def test_csv_ids_that_look_like_missing_values_are_ids_as_in_jsonl(tmp_path, word):
+    csv = write(tmp_path / "i.csv", f"user_id,item_id,timestamp,rating\n{word},1,1,5\nu2,{word},2,4\n")
+    jsonl = write(tmp_path / "i.jsonl", json.dumps({"user_id": word, "item_id": "1", "timestamp": 1, "rating": 5})
+                  + "\n" + json.dumps({"user_id": "u2", "item_id": word, "timestamp": 2, "rating": 4}) + "\n")
+    a, b = read_interactions(csv), read_interactions(jsonl)
+    assert a["user_id"].tolist() == b["user_id"].tolist() == [word, "u2"]
+    assert a["item_id"].tolist() == b["item_id"].tolist() == ["1", word]
+
+
+def test_csv_truly_empty_id_and_na_timestamp_keep_their_errors(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nNA,1,1\n,2,2\n")
+    with pytest.raises(DataError, match="empty id") as e:
+        read_interactions(p)
+    assert e.value.row == 3 and e.value.column == "user_id"
+    p = write(tmp_path / "t.csv", "user_id,item_id,timestamp\nu,1,1\nu,2,NA\n")
+    with pytest.raises(DataError, match="missing timestamp") as e:
+        read_interactions(p)
+    assert e.value.row == 3
+
+
+def test_jsonl_errors_name_the_line_and_parquet_the_record(tmp_path):
+    lines = [{"user_id": "u", "item_id": str(i), "timestamp": i} for i in range(4)]
+    lines[2]["timestamp"] = "not a time"
+    p = tmp_path / "i.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in lines[:2]) + "\n\n" + "\n".join(json.dumps(x) for x in lines[2:]) + "\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 4 and e.value.unit == "line"  # the blank line 3 counts
+    assert "line 4, column 'timestamp'" in str(e.value)
+    pq = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": ["a", None, "c"], "item_id": ["1", "2", "3"]}).to_parquet(pq)
+    with pytest.raises(DataError, match="record 2, column 'user_id'") as e:
+        read_interactions(pq)
+    assert e.value.row == 2
+
+
+def test_csv_rows_still_count_the_header(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,1,1\nu,2,x\n")
+    with pytest.raises(DataError, match="row 3, column 'timestamp'"):
+        read_interactions(p)
+
+
+def test_ragged_csv_row_is_one_line_naming_the_line(tmp_path):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,1,1\nu,2,2,9,9\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert "\n" not in str(e.value) and e.value.row == 3 and "line 3" in str(e.value)
+
+
+def test_non_utf8_names_the_line_and_byte(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_bytes(b"user_id,item_id\n" + b"u,1\n" * 5000 + b"u,caf\xe9\n")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 5002 and "0xe9" in str(e.value) and "position 0" not in str(e.value)
+
+
+def test_broken_jsonl_line_is_named(tmp_path):
+    p = write(tmp_path / "i.jsonl", '{"user_id": "u", "item_id": "1"}\n{"user_id": "u", "item_id": \n')
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 2 and e.value.unit == "line" and "position" not in str(e.value)
+
+
+def test_repeats_with_another_rating_are_counted_apart_and_warned(tmp_path, caplog):
+    p = write(tmp_path / "i.csv", "user_id,item_id,timestamp,rating\nu,a,1,5\nu,a,1,5\nu,a,1,1\nu,b,2,3\n")
+    with caplog.at_level("INFO", logger="twotower.data.readers"):
+        df = read_interactions(p)
+    rep = df.attrs["report"]
+    assert len(df) == 2 and df["rating"].tolist() == [5.0, 3.0]  # one row per (user, item, time), the first kept
+    assert rep["duplicates_dropped"] == 1 and rep["conflicting_duplicates_dropped"] == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "i.csv" in warnings[0] and "row 4 repeats row 2" in warnings[0]

@@ -5,6 +5,7 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -275,10 +276,66 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the settings `data split` takes as dotted overrides: how to read --input (the split itself has flags)
+SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data.rating_col", "data.format")
+
+
+def _split_reading(args: argparse.Namespace):
+    """The DataConfig part `data split` reads --input with: the ``data.*`` overrides `train` takes, and --format."""
+    from twotower.config import load_config
+
+    overrides = list(getattr(args, "overrides", None) or [])
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if key not in SPLIT_OVERRIDES:
+            raise ConfigError(f"data split: {key} cannot be set here; it takes {', '.join(SPLIT_OVERRIDES)} "
+                              "(the split has its own flags: --method, --ratios, --n, --valid-start, --test-start, "
+                              "--seed)")
+    data = load_config(None, overrides).data
+    if args.format is not None:
+        if any(o.split("=", 1)[0].strip() == "data.format" for o in overrides) and data.format != args.format:
+            raise ConfigError(f"--format {args.format} and data.format={data.format} disagree; give one of them")
+        data = replace(data, format=args.format)
+    return data
+
+
+def _check_split_flags(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """Numeric flags of `data split`, checked before the data is read; errors name the flag."""
+    from twotower.data.splits import _to_epoch
+
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.method != "time":
+        return None, None
+    if args.valid_start is None or args.test_start is None:
+        raise ConfigError("--method time needs --valid-start and --test-start (epoch seconds or ISO dates like "
+                          "2024-05-01): valid is [valid-start, test-start), test from test-start on")
+    valid = _to_epoch(_maybe_int(args.valid_start), "--valid-start")
+    test = _to_epoch(_maybe_int(args.test_start), "--test-start")
+    if valid > test:
+        raise ConfigError(f"--valid-start ({args.valid_start}) must not be after --test-start ({args.test_start})")
+    return valid, test
+
+
+def _warn_empty_time_parts(split, df, args: argparse.Namespace) -> None:  # noqa: ANN001 - Split, DataFrame
+    """Time cut-offs outside the data leave valid or test empty: say which flag and what range the data has."""
+    import pandas as pd
+
+    ts = df["timestamp"]
+    lo, hi = int(ts.min()), int(ts.max())
+    span = (f"the data's timestamps run from {lo} ({pd.Timestamp(lo, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S} UTC) "
+            f"to {hi} ({pd.Timestamp(hi, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S} UTC)")
+    if len(split.valid) == 0:
+        log.warning("valid is empty: no timestamp is in [--valid-start %s, --test-start %s); %s",
+                    args.valid_start, args.test_start, span)
+    if len(split.test) == 0:
+        log.warning("test is empty: no timestamp is at or after --test-start %s; %s", args.test_start, span)
+
+
 def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig
     from twotower.data.readers import read_interactions
-    from twotower.pipeline.sources import _split
+    from twotower.pipeline.sources import _split, column_map
     from twotower.utils.atomic import atomic_write_json, atomic_write_text
 
     try:
@@ -286,9 +343,11 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
     out = check_output_dir(args.out)
+    reading = _split_reading(args)
+    valid_start, test_start = _check_split_flags(args)
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
         cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
-                         valid_start=_maybe_int(args.valid_start), test_start=_maybe_int(args.test_start))
+                         valid_start=valid_start, test_start=test_start)
     except ConfigError as e:
         flags = {"data.leave_n": "--n", "data.ratios": "--ratios", "data.split": "--method",
                  "data.valid_start": "--valid-start", "data.test_start": "--test-start"}
@@ -301,10 +360,13 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         ml = load_movielens_100k(fetch_movielens_100k())
         df, items, users = ml.interactions, ml.items, ml.users
     elif args.input:
-        df = read_interactions(args.input, format=args.format or DataConfig().format)
+        # read as `train` reads it (data.*_col, data.format); the frame has the canonical column names
+        df = read_interactions(args.input, column_map(reading), format=reading.format)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
     split = _split(df, cfg, args.seed)
+    if args.method == "time":
+        _warn_empty_time_parts(split, df, args)
     for name, part in (("train", split.train), ("valid", split.valid), ("test", split.test)):
         atomic_write_text(out / f"{name}.csv", part.to_csv(index=False))
     if items is not None:

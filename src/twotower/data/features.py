@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table
+from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table_numbered
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
 
@@ -125,7 +125,8 @@ def read_feature_table(
     """
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
-    df = read_table(source, name=name, dtype=pinned)
+    # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA")
+    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,))
     present = list(df.columns)
     for role, cols in (("key", (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):
@@ -133,17 +134,18 @@ def read_feature_table(
             if c not in df.columns:
                 raise missing_column_error(c, present, file=label, role=role)
     df = df.reset_index(drop=True)
-    df[spec.key] = ids_to_str(df[spec.key], file=label, column=spec.key).to_numpy(dtype=object)
+    df[spec.key] = ids_to_str(df[spec.key], file=label, column=spec.key, rows=rows).to_numpy(dtype=object)
     dup = df[spec.key].duplicated(keep="first").to_numpy()
     if dup.any():
         pos = int(np.flatnonzero(dup)[0])
         key = df[spec.key].iloc[pos]
         first = int(np.flatnonzero((df[spec.key] == key).to_numpy())[0])
         raise DataError(
-            f"duplicate key {key!r} (first at row {first + 2}); each entity needs exactly one row",
+            f"duplicate key {key!r} (first at {rows.unit} {rows.number(first)}); each entity needs exactly one row",
             file=label,
-            row=pos + 2,
+            row=rows.number(pos),
             column=spec.key,
+            unit=rows.unit,
         )
     for c in spec.numeric:
         raw = df[c]
@@ -151,10 +153,10 @@ def read_feature_table(
         values = num.to_numpy(dtype=np.float64)
         infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
         check_rows(infinite, lambda pos: f"{raw.iloc[pos]!r} is not a finite number (float32 range); leave the cell "
-                   "empty when unknown", file=label, column=c)
+                   "empty when unknown", file=label, column=c, rows=rows)
         bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
         check_rows(bad, lambda pos: f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty "
-                   "when unknown)", file=label, column=c)
+                   "when unknown)", file=label, column=c, rows=rows)
         df[c] = num.astype("float64")
     return df
 

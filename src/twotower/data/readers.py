@@ -9,6 +9,7 @@ the column.
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import math
 import re
@@ -25,6 +26,8 @@ from twotower.errors import ConfigError, DataError
 __all__ = [
     "ColumnMap",
     "read_table",
+    "read_table_numbered",
+    "RowNumbers",
     "read_interactions",
     "read_sasrec",
     "is_sasrec_file",
@@ -98,24 +101,106 @@ def _sniff_sep(path: Path, label: str) -> str:
     return "\t" if text.count("\t") > text.count(",") else ","
 
 
+try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
+    from pandas._libs.parsers import STR_NA_VALUES as _PANDAS_NA
+except ImportError:  # pragma: no cover - a pandas that moved it
+    _PANDAS_NA = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                  "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+
+
+class RowNumbers:
+    """Maps a 0-based data position to the number a user finds in the file, and names it.
+
+    CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2). JSON lines: the
+    file's ``line`` (blank lines, which pandas skips, are counted). Parquet and JSON
+    arrays: the 1-based ``record``.
+    """
+
+    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None) -> None:
+        self.unit = unit
+        self.first = first
+        self._path = path  # JSON lines: line numbers are found on demand (the error path only)
+        self._lines: np.ndarray | None = None
+
+    def number(self, pos: int) -> int:
+        if self._path is None:
+            return pos + self.first
+        if self._lines is None:
+            with open(self._path, "rb") as fh:
+                self._lines = np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
+        return int(self._lines[pos]) if pos < len(self._lines) else pos + self.first
+
+
+#: the numbering of a CSV file (and of a DataFrame, read as if it were one)
+CSV_ROWS = RowNumbers()
+
+
+def _one_line(e: BaseException) -> str:
+    """An exception's message on one line (pandas' parser messages end in a newline)."""
+    return " ".join(str(e).split())
+
+
+def _utf8_error(path: Path, label: str, e: UnicodeDecodeError) -> DataError:
+    """The first undecodable byte of the file, by line (the exception's position is within a chunk)."""
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                char = len(line[: bad.start].decode("utf-8")) + 1
+                return DataError(f"not UTF-8 text: byte 0x{line[bad.start]:02x} at character {char} cannot be "
+                                 "decoded; re-save the file as UTF-8", file=label, row=number, unit="line")
+    return DataError(f"not UTF-8 text ({_one_line(e)}); re-save the file as UTF-8", file=label)
+
+
+def _json_lines_error(path: Path, label: str) -> DataError | None:
+    """The first line of a JSON lines file that is not a JSON value (pandas names a character offset)."""
+    with open(path, "rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                json.loads(line.rstrip(b"\r\n"))
+            except ValueError as bad:
+                what = bad.msg if isinstance(bad, json.JSONDecodeError) else _one_line(bad)
+                col = f" at character {bad.colno}" if isinstance(bad, json.JSONDecodeError) else ""
+                return DataError(f"not valid JSON ({what}{col}); every line must be one JSON object",
+                                 file=label, row=number, unit="line")
+    return None
+
+
 def read_table(
     source: str | Path | pd.DataFrame,
     *,
     name: str | None = None,
     dtype: dict[str, Any] | None = None,
+    literal: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Read a table by file suffix, or copy a DataFrame.
 
     CSV/TSV/TXT files need a header row; the separator (comma or tab) is
     sniffed from it. ``.json`` files are read as JSON lines, falling back to a
     JSON array of records. ``dtype`` (CSV only) pins columns, e.g. ids to
-    ``str`` so ``"007"`` keeps its zeros. ``name`` is the label used in errors.
+    ``str`` so ``"007"`` keeps its zeros. ``literal`` (CSV only) names columns
+    read as their text: ``NA``, ``null`` or ``None`` there are values (ids), only
+    an empty cell is missing. ``name`` is the label used in errors.
     """
+    return read_table_numbered(source, name=name, dtype=dtype, literal=literal)[0]
+
+
+def read_table_numbered(
+    source: str | Path | pd.DataFrame,
+    *,
+    name: str | None = None,
+    dtype: dict[str, Any] | None = None,
+    literal: Iterable[str] = (),
+) -> tuple[pd.DataFrame, RowNumbers]:
+    """:func:`read_table`, and how its data positions are numbered in errors (row, line or record)."""
     label = _label(source, name)
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
-        return df
+        return df, CSV_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
             f"expected a file path or a pandas DataFrame, got {type(source).__name__}", file=label
@@ -128,32 +213,53 @@ def read_table(
     if path.stat().st_size == 0:
         raise DataError("file is empty; expected a header row and data rows", file=label)
     suffix = path.suffix.lower()
+    rows = CSV_ROWS
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label)
-            df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False)
+            literal = set(literal)
+            if literal:
+                # NA handling per column: literal (id) columns treat only an empty cell as missing,
+                # every other column keeps pandas' default NA strings (and so its current messages)
+                header = pd.read_csv(path, sep=sep, nrows=0).columns
+                na_values = {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}
+                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False,
+                                 keep_default_na=False, na_values=na_values)
+            else:
+                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False)
         elif suffix in _PARQUET_SUFFIXES:
             df = pd.read_parquet(path)
+            rows = RowNumbers("record", 1)
         elif suffix in _JSON_SUFFIXES:
             try:
                 df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
+                rows = RowNumbers("line", 1, path)
             except ValueError:
                 if suffix != ".json":
                     raise
                 df = pd.read_json(path, orient="records", dtype=False, convert_dates=False)
+                rows = RowNumbers("record", 1)
         else:
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except DataError:
         raise
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected a header row and data rows", file=label) from e
-    except (UnicodeDecodeError,) as e:
-        raise DataError(f"not UTF-8 text ({e}); re-save the file as UTF-8", file=label) from e
+    except UnicodeDecodeError as e:
+        raise _utf8_error(path, label, e) from e
     except Exception as e:  # parser errors of pandas/pyarrow/json
+        if suffix in _JSON_SUFFIXES and isinstance(e, ValueError):
+            line_error = _json_lines_error(path, label)
+            if line_error is not None:
+                raise line_error from e
+        # pandas names the file's line of a ragged row ("Expected 4 fields in line 91, saw 6")
+        where = re.search(r"\bline (\d+)\b", str(e)) if isinstance(e, pd.errors.ParserError) else None
         raise DataError(
-            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {e}); "
+            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {_one_line(e)}); "
             "check the format and the file suffix",
             file=label,
+            row=int(where.group(1)) if where else None,
+            unit="line",
         ) from e
     if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
         raise DataError("did not parse into a table", file=label)
@@ -163,7 +269,7 @@ def read_table(
         raise DataError(
             f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=1
         )
-    return df
+    return df, rows
 
 
 def _close_matches(column: str, present: Iterable[str]) -> list[str]:
@@ -224,15 +330,18 @@ def _bad_number(what: str, value: Any) -> str:
     return f"non-finite {what} {value!r}"
 
 
-def check_rows(bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str) -> None:
-    """Raise DataError at the first True of ``bad[N]`` (0-based data position -> spreadsheet row).
+def check_rows(
+    bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str, rows: RowNumbers = CSV_ROWS
+) -> None:
+    """Raise DataError at the first True of ``bad[N]`` (0-based data position -> the file's row).
 
-    ``message(pos)`` builds the text for that position; rows count the header
-    as row 1, so data position ``pos`` is row ``pos + 2``.
+    ``message(pos)`` builds the text for that position; ``rows`` numbers it as the
+    file does: CSV rows count the header as row 1, so data position ``pos`` is row
+    ``pos + 2``; JSON lines name the line, Parquet the 1-based record.
     """
     if bad.any():
         pos = int(np.flatnonzero(bad)[0])
-        raise DataError(message(pos), file=file, row=pos + 2, column=column)
+        raise DataError(message(pos), file=file, row=rows.number(pos), column=column, unit=rows.unit)
 
 
 def _one_id_to_str(value: Any) -> str | None | object:
@@ -261,7 +370,7 @@ def _one_id_to_str(value: Any) -> str | None | object:
     return text if text else None
 
 
-def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
+def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> pd.Series:
     """Turn an id column into stripped strings; ints render as ``"42"`` never ``"42.0"``.
 
     NaN/None/empty ids raise DataError naming the first bad row.
@@ -273,34 +382,36 @@ def ids_to_str(values: pd.Series, *, file: str, column: str) -> pd.Series:
         out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
         wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
         check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
-                   "undecodable bytes)", file=file, column=column)
+                   "undecodable bytes)", file=file, column=column, rows=rows)
     bad = out.isna().to_numpy()
     check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total; a row with fewer fields than the "
                f"header reads as empty); every row needs a {column!r} value",
-               file=file, column=column)
+               file=file, column=column, rows=rows)
     return out.astype(str)
 
 
-def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
+def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
     values = values.reset_index(drop=True)
     n = len(values)
     out = np.zeros(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(values.dtype):
-        raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file, row=2, column=column)
+        raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
+                        row=rows.number(0), column=column, unit=rows.unit)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         dt = pd.to_datetime(values, utc=True)
-        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column)
+        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
+                   rows=rows)
         epoch = pd.Timestamp("1970-01-01", tz="UTC")
         return ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
     check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
-               "(|t| < 2**62)", file=file, column=column)
+               "(|t| < 2**62)", file=file, column=column, rows=rows)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
     if pd.api.types.is_numeric_dtype(values.dtype):
         check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
-                   file=file, column=column)
+                   file=file, column=column, rows=rows)
         return out
     rest = ~is_num
     if rest.any():
@@ -310,18 +421,19 @@ def _timestamps(values: pd.Series, *, file: str, column: str) -> np.ndarray:
         unreadable = np.zeros(n, dtype=bool)
         unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
         check_rows(unreadable, lambda pos: f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds "
-                   "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column)
+                   "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column,
+                   rows=rows)
         epoch = pd.Timestamp("1970-01-01", tz="UTC")
         out[rest] = ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
     return out
 
 
-def _ratings(values: pd.Series, *, file: str, column: str) -> np.ndarray:
+def _ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
     check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
-               file=file, column=column)
+               file=file, column=column, rows=rows)
     return numeric.astype(np.float32)
 
 
@@ -399,6 +511,7 @@ def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
         "rows_read": len(df),
         "rows": len(df),
         "duplicates_dropped": 0,
+        "conflicting_duplicates_dropped": 0,
         "users": int(df["user_id"].nunique()),
         "items": int(df["item_id"].nunique()),
         "timestamp_source": "line order within each user (SASRec format has no timestamps)",
@@ -419,10 +532,12 @@ def read_interactions(
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
-    Exact duplicate ``(user_id, item_id, timestamp)`` rows are dropped (first
-    kept). ``df.attrs["report"]`` holds ``rows_read``, ``rows``,
-    ``duplicates_dropped``, ``users``, ``items``, ``timestamp_source`` and
-    ``rating_source``.
+    Rows repeating an earlier row's ``(user_id, item_id, timestamp)`` are dropped
+    (first kept): exact duplicates are counted in ``duplicates_dropped``, repeats
+    with a different rating in ``conflicting_duplicates_dropped`` and logged as a
+    warning naming the file and rows. ``df.attrs["report"]`` holds ``rows_read``,
+    ``rows``, ``duplicates_dropped``, ``conflicting_duplicates_dropped``,
+    ``users``, ``items``, ``timestamp_source`` and ``rating_source``.
 
     ``format`` is one of :data:`INTERACTION_FORMATS`: ``"sasrec"`` reads
     headerless ``user item`` lines (:func:`read_sasrec`; ``columns`` is not
@@ -439,7 +554,8 @@ def read_interactions(
             raise ConfigError("format='sasrec' reads a file; a DataFrame is already a table (use format='table')")
         return read_sasrec(source, name=name)
     id_cols = {columns.user: str, columns.item: str}
-    raw = read_table(source, name=name, dtype=id_cols)
+    # ids are text: "NA" or "null" is an id as in JSON lines and Parquet (only an empty cell is missing)
+    raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols)
     present = list(raw.columns)
     for role, col in (("user", columns.user), ("item", columns.item)):
         if col not in raw.columns:
@@ -460,16 +576,16 @@ def read_interactions(
     if len(raw) == 0:
         raise DataError("no data rows (only a header); the interactions table is empty", file=label)
 
-    users = ids_to_str(raw[columns.user], file=label, column=columns.user)
-    items = ids_to_str(raw[columns.item], file=label, column=columns.item)
+    users = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
+    items = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
     if optional["timestamp"] is not None:
-        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"])
+        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows)
         ts_source = f"column {optional['timestamp']!r}"
     else:
         ts = np.arange(len(raw), dtype=np.int64)
         ts_source = "row order (no timestamp column)"
     if optional["rating"] is not None:
-        rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"])
+        rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"
     else:
         rating = np.ones(len(raw), dtype=np.float32)
@@ -484,15 +600,31 @@ def read_interactions(
         }
     )
     rows_read = len(df)
-    dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
-    n_dup = int(dup.sum())
-    if n_dup:
+    key = ["user_id", "item_id", "timestamp"]
+    dup = df.duplicated(subset=key, keep="first").to_numpy()
+    # a repeat with another rating is not an exact duplicate: it is dropped too (one row per user, item and
+    # time, the first kept), but counted apart and warned about, since a rating the user gave is lost
+    kept_rating = df.groupby(key, sort=False)["rating"].transform("first").to_numpy()
+    conflict = dup & (df["rating"].to_numpy() != kept_rating)
+    n_conflict = int(conflict.sum())
+    n_dup = int(dup.sum()) - n_conflict
+    if n_conflict:
+        pos = int(np.flatnonzero(conflict)[0])
+        first = int(np.flatnonzero((df[key] == df[key].iloc[pos]).all(axis=1).to_numpy())[0])
+        log.warning(
+            "%s: %d row(s) repeat the user, item and timestamp of an earlier row with a different rating; dropped, "
+            "the first row kept (e.g. %s %d repeats %s %d: rating %g, kept %g)",
+            label, n_conflict, rows.unit, rows.number(pos), rows.unit, rows.number(first),
+            float(df["rating"].iloc[pos]), float(df["rating"].iloc[first]),
+        )
+    if dup.any():
         df = df.loc[~dup].reset_index(drop=True)
     report = {
         "file": label,
         "rows_read": rows_read,
         "rows": len(df),
         "duplicates_dropped": n_dup,
+        "conflicting_duplicates_dropped": n_conflict,
         "users": int(df["user_id"].nunique()),
         "items": int(df["item_id"].nunique()),
         "timestamp_source": ts_source,

@@ -65,6 +65,10 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
     """
     item = config.model.item
     if not (item.text_embeddings or item.dual_head):
+        if config.data.item_text:  # the only reader of these columns is the text encoder: say it is off
+            log.warning("data.item_text=%s has no effect: the item tower reads text only with "
+                        "model.item.text_embeddings=true (or model.item.dual_head=true); set one to embed these "
+                        "columns, or drop data.item_text", ",".join(config.data.item_text))
         return None
     if prep.item_meta is None:
         from twotower.errors import ConfigError

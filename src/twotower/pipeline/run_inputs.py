@@ -53,5 +53,5 @@ def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:
     raise DataError(
         f"{base} This run reads {expected}, as set when it was trained (data.user_col / data.item_col{where}); "
         "rename the file's columns to match.",
-        file=first.file, row=first.row, column=first.column,
+        file=first.file, row=first.row, column=first.column, unit=first.unit,
     ) from first
