@@ -107,7 +107,7 @@ def serve(args: argparse.Namespace) -> None:
     # the catalogue is seeded; the recall was tuned on this run's users, so the run is part of the key
     key = f"n{args.n_items}-c{args.clusters}-d{dim}-{run.fingerprint()[:12]}"
     cache = Path(args.index_cache) / key if args.index_cache else None
-    if cache is not None and (cache / "tune.json").exists():  # written after the index: a complete cache
+    if cache is not None and (cache / "tune.json").exists():  # saved with the index: a complete cache
         from twotower.index import load_index
 
         index = load_index(cache)
@@ -125,10 +125,7 @@ def serve(args: argparse.Namespace) -> None:
             raise SystemExit(2)
         index, recall = report.index, report.chosen.recall
         if cache is not None:  # the same catalogue (seeded) for the next worker count: build it once
-            from twotower.utils.atomic import atomic_write_json
-
-            index.save(cache, model_fingerprint=run.fingerprint())
-            atomic_write_json(cache / "tune.json", {"recall": recall})
+            index.save(cache, model_fingerprint=run.fingerprint(), tuning={"recall": recall})
     index.model_fingerprint = run.fingerprint()
     settings = ServiceSettings(max_concurrency=args.max_concurrency, max_queue=args.max_queue, threads=1,
                                max_wait_ms=None if args.max_wait_ms <= 0 else args.max_wait_ms,

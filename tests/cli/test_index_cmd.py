@@ -91,3 +91,52 @@ def test_index_build_auto_on_a_small_catalogue_is_exact_and_says_why(run_dir, tm
     assert main(["index", "build", "--run", str(run_dir), "--queries", "10", "--out", str(out0),
                  "--exact-budget-ms", "0"]) == 0
     assert "why: approximate: exact search's single-query p99" in capsys.readouterr().out
+
+
+def _low_recall_index(run_dir: Path, out: Path) -> None:
+    """An IVF index that misses a recall target of 1.0 on purpose (one list probed of many)."""
+    assert main(["index", "build", "--run", str(run_dir), "--index", "IVF8,PQ4x4", "--queries", "20",
+                 "--target-recall", "1.0", "--out", str(out)]) == 0
+
+
+def test_the_tuning_record_is_checksummed_with_the_index(run_dir, tmp_path, capsys):
+    """Serving trusts tune.json's measured recall: editing or deleting it must not get a weak index served."""
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+
+    out = tmp_path / "idx"
+    _low_recall_index(run_dir, out)
+    meta = json.loads((out / "meta.json").read_text())
+    assert "tune.json" in meta["sha256"]
+    tune = json.loads((out / "tune.json").read_text())
+    if tune["met_target"]:
+        pytest.skip("this tiny catalogue reached recall 1.0 even with PQ")
+    run = TrainedRun.load(run_dir)
+    with pytest.raises(Exception, match="below its target"):
+        open_run_index(run, out, allow_low_recall=False)
+    tune["met_target"], tune["chosen"]["recall"] = True, 0.99
+    (out / "tune.json").write_text(json.dumps(tune))
+    with pytest.raises(IntegrityError, match="tune.json"):
+        open_run_index(run, out, allow_low_recall=False)
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 2
+    (out / "tune.json").unlink()
+    with pytest.raises(IntegrityError, match="tune.json"):
+        open_run_index(run, out, allow_low_recall=False)
+
+
+def test_recommend_warns_when_its_index_missed_the_target(run_dir, tmp_path, capsys, caplog):
+    import shutil
+
+    run_dir = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    out = run_dir / "index"  # where recommend (and serve) pick it up
+    _low_recall_index(run_dir, out)
+    if json.loads((out / "tune.json").read_text())["met_target"]:
+        pytest.skip("this tiny catalogue reached recall 1.0 even with PQ")
+    import logging
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    user = TrainedRun.load(run_dir).user_vocab.ids[0]
+    with caplog.at_level(logging.WARNING):
+        assert main(["recommend", "--run", str(run_dir), "--user", user, "--k", "3"]) == 0
+    assert "below its target" in caplog.text and "--exact" in caplog.text

@@ -86,7 +86,6 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
     from twotower.index import ExactIndex, autotune, plot_recall_qps
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.utils.atomic import atomic_write_json
     from twotower.utils.runtime import set_threads, threads_from_env
 
     policy = _policy(args)
@@ -105,15 +104,14 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     if args.index.strip().lower() == "exact":
         t0 = time.perf_counter()
         index = ExactIndex().build(vectors, ids)
-        index.save(out, model_fingerprint=fp)
         summary = {"index": "exact", "spec": "exact", "params": {}, "k": args.k, "n": len(ids),
                    "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": []}
-        atomic_write_json(out / TUNE_JSON, summary)
+        index.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         print(f"saved exact index to {out} (model {fp})")
         return 0
     report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy)
-    report.index.save(out, model_fingerprint=fp)
-    atomic_write_json(out / TUNE_JSON, report.to_dict())
+    # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
+    report.index.save(out, model_fingerprint=fp, tuning=report.to_dict())
     print(report.table())
     print(f"why: {report.reason}")
     c = report.chosen
@@ -177,16 +175,15 @@ def _build_distributed(args: argparse.Namespace, run, out: Path) -> int:  # noqa
 
 
 def cmd_index_info(args: argparse.Namespace) -> int:
-    from twotower.index.storage import load_index, read_meta
+    from twotower.index.storage import load_index, read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.utils.atomic import read_json
 
     run = TrainedRun.load(args.run)
     directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
     meta = read_meta(directory)
     fp = run.fingerprint()
     load_index(directory, expected_fingerprint=fp)  # verifies checksums and the fingerprint
-    tune = read_json(directory / TUNE_JSON) if (directory / TUNE_JSON).is_file() else None
+    tune = read_tuning(directory)  # checked against meta.json like the index files
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))
         return 0

@@ -311,18 +311,21 @@ class VectorIndex(ABC):
         return Results(out_ids, out_scores)
 
     # ------------------------------------------------------------------ storage
-    def save(self, directory: str | Path, *, model_fingerprint: str | None = None) -> Path:
+    def save(self, directory: str | Path, *, model_fingerprint: str | None = None,
+             tuning: dict[str, Any] | None = None) -> Path:
         """Write the index atomically to ``directory`` (see :mod:`twotower.index.storage`).
 
         ``model_fingerprint`` (if given) replaces :attr:`model_fingerprint`
         before writing, so a later ``load(expected_fingerprint=...)`` can
-        refuse an index built for another model.
+        refuse an index built for another model. ``tuning`` (the autotune
+        summary: measured recall, target, timings) is saved as ``tune.json``
+        under the same checksums as the index, since serving trusts its recall.
         """
         from twotower.index.storage import save_index
 
         if model_fingerprint is not None:
             self.model_fingerprint = model_fingerprint
-        return save_index(self, directory)
+        return save_index(self, directory, tuning=tuning)
 
     @classmethod
     def load(cls, directory: str | Path, *, expected_fingerprint: str | None = None) -> "VectorIndex":

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 META = "meta.json"
+TUNE = "tune.json"  # the autotune summary serving trusts (measured recall): checksummed like the index
 
 
 def _canonical(obj: Any) -> bytes:
@@ -75,13 +76,17 @@ def _backends() -> dict[str, type["VectorIndex"]]:
     return {cls.backend: cls for cls in (ExactIndex, FaissIndex)}
 
 
-def save_index(index: "VectorIndex", directory: str | Path) -> Path:
-    """Write ``index`` to ``directory`` atomically (old contents stay until the new ones are complete)."""
+def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str, Any] | None = None) -> Path:
+    """Write ``index`` to ``directory`` atomically (old contents stay until the new ones are complete).
+
+    ``tuning`` is written as ``tune.json`` and checksummed with the index files."""
     directory = Path(directory)
     if len(index) == 0:
         raise ConfigError("refusing to save an empty index; build it first")
     with atomic_dir(directory) as tmp:
         config, build_params = index._write(tmp)
+        if tuning is not None:
+            (tmp / TUNE).write_text(json.dumps(tuning, indent=2, sort_keys=True, default=_json_default) + "\n")
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         meta: dict[str, Any] = {
             "format_version": FORMAT_VERSION,
@@ -119,6 +124,23 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     if hashlib.sha256(_canonical(body)).hexdigest() != meta["meta_sha256"]:
         raise IntegrityError(f"{path}: checksum mismatch; meta.json was edited or corrupted, rebuild the index")
     return meta
+
+
+def read_tuning(directory: str | Path) -> dict[str, Any] | None:
+    """The index's ``tune.json`` (measured recall, target, timings), checked against ``meta.json``; None if none.
+
+    An edited or replaced file raises IntegrityError. A tune.json beside an index saved before it was
+    checksummed is read as it is (nothing to check it against)."""
+    directory = Path(directory)
+    listed = read_meta(directory).get("sha256") or {}
+    if TUNE in listed:
+        verify_files(directory, {TUNE: listed[TUNE]}, fix="rebuild with `twotower index build --run DIR`")
+    elif not (directory / TUNE).is_file():
+        return None
+    tune = read_json(directory / TUNE)
+    if not isinstance(tune, dict):
+        raise IntegrityError(f"{directory / TUNE}: not a tuning summary (expected a JSON object); rebuild the index")
+    return tune
 
 
 def load_index(directory: str | Path, expected_fingerprint: str | None = None, *, mmap: bool = False) -> "VectorIndex":

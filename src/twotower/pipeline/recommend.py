@@ -10,6 +10,8 @@ the service computes them (known users in fixed chunks of
 """
 from __future__ import annotations
 
+import logging
+
 import weakref
 from pathlib import Path
 from typing import Any, Iterable
@@ -21,9 +23,11 @@ import scipy.sparse as sp
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
+from twotower.index.storage import read_tuning
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.results import Results
-from twotower.utils.atomic import read_json
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "USER_CHUNK",
@@ -45,11 +49,11 @@ _chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakre
 
 
 def low_recall(index_dir: str | Path) -> str | None:
-    """Why the index in ``index_dir`` misses its recall target (from its ``tune.json``), or None if it does not."""
-    tune_file = Path(index_dir) / "tune.json"
-    if not tune_file.is_file():
+    """Why the index in ``index_dir`` misses its recall target (from its checksummed ``tune.json``), or None
+    if it does not; IntegrityError when that record was edited."""
+    tune = read_tuning(index_dir)
+    if tune is None:
         return None
-    tune = read_json(tune_file)
     chosen = tune.get("chosen") or {}
     if tune.get("met_target", True) or "recall" not in chosen:
         return None
@@ -87,10 +91,15 @@ def open_run_index(
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return index, f"exact search over {run.n_items:,} items ({why})"
-    problem = None if allow_low_recall else low_recall(index_dir)
-    if problem:
+    problem = low_recall(index_dir)
+    if problem and not allow_low_recall:
         raise ConfigError(problem)
     index = load_index(index_dir, expected_fingerprint=fp)
+    if problem:  # allowed (recommend, or serve --allow-low-recall), never silent
+        log.warning("%s", problem.split("; rebuild it")[0] + "; --exact ranks exactly")
+    elif not index.is_exact and read_tuning(index_dir) is None:
+        log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
+                    "(`twotower index build` measures it)", index_dir)
     if index.is_exact:
         return index, f"index {index_dir}: exact search over {len(index):,} items"
     factory = getattr(index, "factory", None) or index.backend
