@@ -65,6 +65,11 @@ def main() -> int:
     data: list[tuple[str, sp.csr_matrix]] = []
     if ML1M.exists():
         data.append(("ML-1M train", ml1m_train(ML1M)))
+    else:
+        print(f"note: {ML1M} not found (../shared/data/ml-1m, see its SOURCE.md): no ML-1M row; "
+              "--synthetic-items N measures a random catalogue", file=sys.stderr)
+    if not data:
+        raise SystemExit("error: nothing to measure: the ML-1M file is missing and --synthetic-items is 0")
     if args.synthetic_items:
         rng = np.random.default_rng(0)
         n = args.synthetic_items

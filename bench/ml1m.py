@@ -304,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
     elif args.epochs:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()
+    if not Path(args.data).is_file():
+        raise SystemExit(f"error: --data {args.data}: no such file (the default is ../shared/data/ml-1m/ml-1m.txt, "
+                         "see its SOURCE.md; any file in the SASRec format works)")
     paths, shape = prepare_split(Path(args.data), out / "split", 300 if args.quick else None)
     if not shape["ml1m"] and not args.quick:
         print(f"{args.data}: {shape['users']:,} users, {shape['items']:,} items, {shape['rows']:,} rows -- not SOURCE.md's "

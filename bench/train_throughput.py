@@ -197,7 +197,11 @@ def main() -> None:
         seqs, n_items = synthetic(args.synthetic_users, args.synthetic_items, args.per_user)
         data = f"synthetic {args.synthetic_items:,}, {args.per_user}/user"
     else:
-        (seqs, n_items), data = load_ml1m(args.data or ML1M), args.data.name if args.data else "ML-1M"
+        path = args.data or ML1M
+        if not Path(path).is_file():
+            raise SystemExit(f"error: {path} not found: pass --data FILE (a file in the SASRec format) or "
+                             "--synthetic-items N")
+        (seqs, n_items), data = load_ml1m(path), args.data.name if args.data else "ML-1M"
     print(f"{'data':<27}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'ex/cpu-s':>10}{'positions/s':>13}"
           f"{'hand ex/s':>11}{'ratio':>7}")
     for threads in args.threads:

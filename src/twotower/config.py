@@ -279,6 +279,7 @@ class EvalConfig:
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
         for b in self.baselines:
             _choice(b, "eval.baselines", ("popularity", "ease", "itemknn"))
+        _check(len(set(self.baselines)) == len(self.baselines), "eval.baselines", "names a baseline twice")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -140,3 +140,17 @@ def test_recommend_warns_when_its_index_missed_the_target(run_dir, tmp_path, cap
     with caplog.at_level(logging.WARNING):
         assert main(["recommend", "--run", str(run_dir), "--user", user, "--k", "3"]) == 0
     assert "below its target" in caplog.text and "--exact" in caplog.text
+
+
+def test_a_k_above_the_catalogue_is_called_out(run_dir, tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        assert main(["index", "build", "--run", str(run_dir), "--index", "ivf", "--queries", "5", "--k", "5000",
+                     "--out", str(tmp_path / "i")]) == 0
+    assert "k=5000 is more than the" in caplog.text
+
+
+def test_evaluate_refuses_a_baseline_named_twice(run_dir, capsys):
+    assert main(["evaluate", "--run", str(run_dir), "--baselines", "ease,ease"]) == 2
+    assert "names a baseline twice" in capsys.readouterr().err

@@ -115,10 +115,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ks = tuple(int(k) for k in args.ks.split(",") if k)
     except ValueError:
         raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
-    baselines = tuple(b for b in args.baselines.split(",") if b)
+    baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
     for b in baselines:
         if b not in ("popularity", "ease", "itemknn"):
             raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
+    if len(set(baselines)) < len(baselines):  # as --ks refuses a repeated k: a repeat would fit and print it twice
+        raise ConfigError(f"--baselines: {args.baselines!r} names a baseline twice")
     test_file = getattr(args, "test", None)
     if test_file is not None and args.split != "test":
         raise ConfigError("--test FILE is the test split: leave --split at test")
