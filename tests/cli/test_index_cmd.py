@@ -154,3 +154,14 @@ def test_a_k_above_the_catalogue_is_called_out(run_dir, tmp_path, caplog):
 def test_evaluate_refuses_a_baseline_named_twice(run_dir, capsys):
     assert main(["evaluate", "--run", str(run_dir), "--baselines", "ease,ease"]) == 2
     assert "names a baseline twice" in capsys.readouterr().err
+
+
+def test_evaluate_says_when_k_covers_the_catalogue(run_dir, caplog):
+    import logging
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    n = TrainedRun.load(run_dir).n_items
+    with caplog.at_level(logging.WARNING):
+        main(["evaluate", "--run", str(run_dir), "--baselines", "", "--ks", f"5,{n + 10}"])
+    assert f"k={n + 10} is not below the {n} items" in caplog.text

@@ -139,6 +139,10 @@ def evaluate_run(
                         leaked, relevant.nnz, split, ", ".join(histories.files))
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     protocol = EvalProtocol(ks=ks)
+    too_long = [k for k in ks if k >= run.n_items]
+    if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size
+        log.warning("k=%s is not below the %d items of the catalogue: those lists hold every item, so their "
+                    "metrics say nothing about the ranking", ",".join(map(str, too_long)), run.n_items)
     rows: list[dict[str, Any]] = []
     log_rows = run.dir / "log.jsonl"
     fit_s = None
