@@ -48,20 +48,25 @@ USER_CHUNK = 65536
 _chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
-def low_recall(index_dir: str | Path) -> str | None:
-    """Why the index in ``index_dir`` misses its recall target (from its checksummed ``tune.json``), or None
-    if it does not; IntegrityError when that record was edited."""
-    tune = read_tuning(index_dir)
-    if tune is None:
-        return None
-    chosen = tune.get("chosen") or {}
-    if tune.get("met_target", True) or "recall" not in chosen:
+_LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, or a larger --target-recall sweep), serve "
+                   "exact search with --index pointing at an exact index, or pass --allow-low-recall to serve it anyway")
+
+
+def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str | None:
+    """What the tuning record ``tune`` measured, when the index missed its recall target; else None."""
+    chosen = (tune or {}).get("chosen") or {}
+    if tune is None or tune.get("met_target", True) or "recall" not in chosen:
         return None
     return (f"the index in {index_dir} ({chosen.get('factory')} {chosen.get('params')}) measured recall@{tune.get('k')} "
             f"{chosen['recall']:.4f} on {tune.get('n_queries')} queries when built, below its target "
-            f"{tune.get('target_recall')}; rebuild it (`twotower index build --index auto`, or a larger "
-            "--target-recall sweep), serve exact search with --index pointing at an exact index, or pass "
-            "--allow-low-recall to serve it anyway")
+            f"{tune.get('target_recall')}")
+
+
+def low_recall(index_dir: str | Path) -> str | None:
+    """Why the index in ``index_dir`` misses its recall target (from its checksummed ``tune.json``), or None
+    if it does not; IntegrityError when that record was edited."""
+    shortfall = _recall_shortfall(index_dir, read_tuning(index_dir))
+    return None if shortfall is None else shortfall + _LOW_RECALL_FIX
 
 
 def run_index_dir(run_dir: str | Path, index_dir: str | Path | None = None, *, exact: bool = False) -> Path | None:
@@ -91,13 +96,14 @@ def open_run_index(
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return index, f"exact search over {run.n_items:,} items ({why})"
-    problem = low_recall(index_dir)
-    if problem and not allow_low_recall:
-        raise ConfigError(problem)
+    tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
+    shortfall = _recall_shortfall(index_dir, tune)
+    if shortfall and not allow_low_recall:
+        raise ConfigError(shortfall + _LOW_RECALL_FIX)
     index = load_index(index_dir, expected_fingerprint=fp)
-    if problem:  # allowed (recommend, or serve --allow-low-recall), never silent
-        log.warning("%s", problem.split("; rebuild it")[0] + "; --exact ranks exactly")
-    elif not index.is_exact and read_tuning(index_dir) is None:
+    if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
+        log.warning("%s; --exact ranks exactly", shortfall)
+    elif not index.is_exact and tune is None:
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
     if index.is_exact:
