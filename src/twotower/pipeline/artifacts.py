@@ -42,7 +42,7 @@ import torch
 from twotower.config import RunConfig, config_from_dict, config_to_dict
 from twotower.data.features import FeatureEncoder
 from twotower.data.vocab import Vocabulary
-from twotower.errors import IntegrityError, NotFoundError
+from twotower.errors import DataError, IntegrityError, NotFoundError
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
@@ -300,6 +300,27 @@ def verify_manifest(directory: str | Path) -> bool:
     return True
 
 
+def check_rows(values: Any, n: int, kind: str) -> np.ndarray:
+    """``values`` as ``[N]`` int64 rows of a vocabulary of ``n``; NotFoundError naming the first that is not one.
+
+    Rows, not external ids: without this check, ids such as ``["50", "181"]`` are cast to the rows 50 and 181
+    (other items), and a negative or too large row reads a neighbour's slot: a plausible vector for the wrong
+    entity instead of an error.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise DataError(f"expected a 1-D sequence of {kind} rows, got an array of {arr.ndim} dimension(s): {values!r}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise NotFoundError(f"{kind} row", arr[0].item(), f"rows are integers 0..{n - 1}; map external ids with "
+                            f"the run's vocabulary (run.{kind}_vocab.encode(ids))")
+    rows = arr.astype(np.int64, copy=False)
+    bad = (rows < 0) | (rows >= n)
+    if bad.any():
+        raise NotFoundError(f"{kind} row", int(rows[bad][0]), f"rows run 0..{n - 1}; map external ids with the "
+                            f"run's vocabulary (run.{kind}_vocab.encode(ids))")
+    return rows
+
+
 class TrainedRun:
     """A loaded run: model, vocabularies, histories and metadata, ready to score."""
 
@@ -419,12 +440,12 @@ class TrainedRun:
         return self.user_vocab.index(str(user_id))
 
     def seen_rows(self, user_row: int) -> np.ndarray:
-        return self.history.of(user_row)
+        return self.history.of(int(check_rows([user_row], len(self.user_vocab), "user")[0]))
 
     # ------------------------------------------------------------------ scoring
     def user_vectors(self, user_rows: np.ndarray) -> np.ndarray:
-        """[B, D] for known users, reading their training histories."""
-        rows = np.asarray(user_rows, np.int64)
+        """[B, D] for known users (rows of ``user_vocab``), reading their training histories."""
+        rows = check_rows(user_rows, len(self.user_vocab), "user")
         hist = self.history.last_windows(rows, self.model.history_len, self.model.pad_item)
         return self.model.user_embeddings(rows, hist).numpy()
 
@@ -435,6 +456,7 @@ class TrainedRun:
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from history; "
                 "train with model.user.use_id=false and model.user.history=recency"
             )
+        histories = [check_rows(h, self.n_items, "item") for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
         return self.model.user_embeddings(None, hist).numpy()
 

@@ -1,0 +1,58 @@
+"""TrainedRun's scoring methods take vocabulary rows: anything else is refused, never read as another entity."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from twotower.errors import DataError, NotFoundError
+from twotower.pipeline.artifacts import TrainedRun
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import build_tiny_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> TrainedRun:
+    return TrainedRun.load(build_tiny_run(tmp_path_factory.mktemp("rows")))
+
+
+def test_external_item_ids_in_a_history_are_refused_not_cast_to_rows(run):
+    # "5" and "7" as rows would be items i5 and i7 only by accident of naming; ids like "50" are other items
+    with pytest.raises(NotFoundError, match=r"unknown item row '5'.*run.item_vocab.encode"):
+        run.history_vectors([["5", "7"]])
+    rows = run.item_vocab.encode(["i5", "i7"])
+    assert run.history_vectors([rows]).shape == (1, run.item_embeddings().shape[1])
+
+
+@pytest.mark.parametrize("bad", [-1, 60, 10**6])
+def test_an_item_row_outside_the_catalogue_is_named(run, bad):
+    with pytest.raises(NotFoundError, match=rf"unknown item row {bad} \(rows run 0\.\.59"):
+        run.history_vectors([np.array([3, bad])])
+
+
+@pytest.mark.parametrize("bad", [-1, 40])
+def test_a_user_row_outside_the_vocabulary_is_named(run, bad):
+    # -1 used to index from the end of the history offsets: a vector of no user, silently
+    with pytest.raises(NotFoundError, match=rf"unknown user row {bad} \(rows run 0\.\.39"):
+        run.user_vectors(np.array([0, bad]))
+    with pytest.raises(NotFoundError, match=rf"unknown user row {bad}"):
+        run.scores_for_users(np.array([bad]))
+    with pytest.raises(NotFoundError, match=rf"unknown user row {bad}"):
+        run.seen_rows(bad)
+
+
+def test_non_integer_or_scalar_user_rows_are_refused(run):
+    with pytest.raises(NotFoundError, match=r"unknown user row 1.5 \(rows are integers"):
+        run.user_vectors(np.array([1.5]))
+    with pytest.raises(DataError, match="1-D sequence of user rows"):
+        run.user_vectors(3)
+
+
+def test_valid_rows_still_score(run):
+    assert run.user_vectors([0, 39]).shape[0] == 2
+    assert run.user_vectors(np.array([], dtype=np.int64)).shape[0] == 0
+    assert run.history_vectors([np.array([], dtype=np.int64)]).shape[0] == 1
+    assert np.array_equal(run.seen_rows(np.int64(0)), run.history.of(0))
