@@ -110,6 +110,13 @@ def evaluate_run(
         read_input_histories,
     )
 
+    # checked before any work, as the CLI checks its flags: any split but "test" used to score valid, and a
+    # misspelt baseline failed only after the two-tower row (and the baselines before it) were computed
+    if split not in ("test", "valid"):
+        raise ConfigError(f"split must be 'test' or 'valid', got {split!r}")
+    if isinstance(baselines, str):
+        raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
+    EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
     m = run_matrices(run)
     if test_file is not None:
         if split != "test":

@@ -1,0 +1,41 @@
+"""evaluate_run from Python checks its arguments before any work, as `twotower evaluate` checks its flags."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.evaluate_run import evaluate_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import build_tiny_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> TrainedRun:
+    return TrainedRun.load(build_tiny_run(tmp_path_factory.mktemp("evaluate-args")))
+
+
+def test_a_split_other_than_test_or_valid_is_refused_not_scored_as_valid(run):
+    with pytest.raises(ConfigError, match="split must be 'test' or 'valid', got 'train'"):
+        evaluate_run(run, split="train", baselines=())
+
+
+@pytest.mark.parametrize(("baselines", "message"), [
+    ("popularity", r"a sequence of names, e.g. \('popularity',\), not the string"),  # used to iterate its letters
+    (("popularity", "knn"), "'knn' is not one of popularity, ease, itemknn"),
+    (("popularity", "popularity"), "names a baseline twice"),
+])
+def test_bad_baselines_are_refused_before_anything_is_fitted(run, baselines, message, monkeypatch):
+    module = sys.modules[evaluate_run.__module__]  # the package re-exports the function under the module's name
+    monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
+    with pytest.raises(ConfigError, match=message):
+        evaluate_run(run, baselines=baselines)
+
+
+def test_good_arguments_still_evaluate(run):
+    rows = evaluate_run(run, split="valid", baselines=["popularity"], ks=(5,))
+    assert [r["model"] for r in rows] == ["two-tower", "popularity"] and "NDCG@5" in rows[0]
