@@ -27,7 +27,8 @@ class DataError(TwoTowerError, ValueError):
     spreadsheet: the header is row 1, so the first data row is row 2.
     ``unit`` names what ``row`` counts where a file has no spreadsheet rows:
     ``"line"`` (a JSON lines file, or the physical line of a text file) or
-    ``"record"`` (a Parquet file's 1-based record number).
+    ``"record"`` (a Parquet file's 1-based record number), or ``"iloc"`` (a DataFrame's 0-based position,
+    ``df.iloc[row]``).
     """
 
     def __init__(

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from twotower.data import ColumnMap, read_interactions, read_table
+from twotower.data import ColumnMap, FeatureSpec, read_feature_table, read_interactions, read_table
 from twotower.errors import ConfigError, DataError
 
 
@@ -308,3 +308,16 @@ def test_repeats_with_another_rating_are_counted_apart_and_warned(tmp_path, capl
     assert rep["duplicates_dropped"] == 1 and rep["conflicting_duplicates_dropped"] == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "i.csv" in warnings[0] and "row 4 repeats row 2" in warnings[0]
+
+
+def test_a_dataframe_error_names_the_iloc_position_of_the_bad_row():
+    # a CSV counts its header as row 1; a DataFrame has no header row, and its index labels need not be
+    # positions (here: filtered from a larger frame), so "row 5" named a row two further on than the bad one
+    df = pd.DataFrame({"user_id": ["a", "b", "c", None, "e"], "item_id": ["x", "y", "z", "x", "y"],
+                       "timestamp": [1, 2, 3, 4, 5]}, index=[10, 11, 12, 13, 14])
+    with pytest.raises(DataError, match=r"file <DataFrame>, iloc 3, column 'user_id': empty id") as got:
+        read_interactions(df)
+    assert (got.value.row, got.value.unit) == (3, "iloc") and pd.isna(df.iloc[got.value.row]["user_id"])
+    items = pd.DataFrame({"item_id": ["x", "y", "x"], "brand": ["p", "q", "r"]})
+    with pytest.raises(DataError, match=r"iloc 2, column 'item_id': duplicate key 'x' \(first at iloc 0\)"):
+        read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",)), name=None)

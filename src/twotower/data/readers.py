@@ -113,7 +113,7 @@ class RowNumbers:
 
     CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2). JSON lines: the
     file's ``line`` (blank lines, which pandas skips, are counted). Parquet and JSON
-    arrays: the 1-based ``record``.
+    arrays: the 1-based ``record``. A DataFrame: its 0-based ``iloc`` position.
     """
 
     def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None) -> None:
@@ -131,8 +131,11 @@ class RowNumbers:
         return int(self._lines[pos]) if pos < len(self._lines) else pos + self.first
 
 
-#: the numbering of a CSV file (and of a DataFrame, read as if it were one)
+#: the numbering of a CSV file
 CSV_ROWS = RowNumbers()
+#: a DataFrame's rows are named by position, ``df.iloc[i]``: counting a header it does not have would name
+#: the row two further on (and its index labels need not be positions at all, e.g. after filtering)
+FRAME_ROWS = RowNumbers("iloc", 0)
 
 
 def _one_line(e: BaseException) -> str:
@@ -200,7 +203,7 @@ def read_table_numbered(
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
-        return df, CSV_ROWS
+        return df, FRAME_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
             f"expected a file path or a pandas DataFrame, got {type(source).__name__}", file=label
