@@ -43,7 +43,7 @@ from twotower import distributed as tdist
 from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
 from twotower.errors import ConfigError
-from twotower.evaluation.protocol import EvalProtocol, evaluate
+from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.losses import make_loss
 from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
@@ -81,6 +81,10 @@ class Trainer:
                  eval: EvalConfig, valid_relevant: sp.csr_matrix | None = None,
                  train_matrix: sp.csr_matrix | None = None, out_dir: str | Path | None = None) -> None:
         self.model, self.seqs, self.loss_cfg, self.cfg, self.eval_cfg = model, train_seqs, loss, train, eval
+        try:  # early stopping reads this key of the validation metrics: one they lack stopped on the loss, silently
+            _, self._select_k = parse_metric(eval.select_metric)
+        except ConfigError as e:
+            raise ConfigError(f"eval.select_metric: {e}") from None
         self.valid_relevant, self.train_matrix = valid_relevant, train_matrix
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.device = resolve_device(train.device)  # a clear error before any process group is joined
@@ -233,7 +237,7 @@ class Trainer:
             return {}
         scorer = TwoTowerScorer(self.model, self.seqs)
         return evaluate(scorer, self.valid_relevant, self.train_matrix,
-                        EvalProtocol(ks=tuple(sorted({10, *self.eval_cfg.ks}))), self.item_counts)
+                        EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks}))), self.item_counts)
 
     # ------------------------------------------------------------------ loop
     def fit(self, *, resume: bool = False) -> TrainResult:
