@@ -65,6 +65,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     if frames:
         cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
+    _check_split_inputs(cfg)
     columns = column_map(cfg)
     items = users = None
     item_spec = user_spec = None
@@ -181,6 +182,26 @@ def _check_feature_tables(cfg: DataConfig) -> None:
             continue
         raise ConfigError(f"{', '.join(given)} name columns of the {kind} feature table, but none is given: pass "
                           f"{flag} FILE (data.{kind}s), or drop these settings to train without {kind} features")
+
+
+def _check_split_inputs(cfg: DataConfig) -> None:
+    """Refuse a validation or test input that would not be read.
+
+    Only a given training input (``data.train``) takes them; ``data.path`` and ``data.dataset`` are cut into
+    train / valid / test by ``data.split``, so a ``--valid`` beside ``--data`` trained and selected on other rows
+    than the user gave, without a word. Checked when reading, not in DataConfig, so a run saved with such a
+    config still loads.
+    """
+    if cfg.train is not None or (cfg.path is None and cfg.dataset is None):
+        return
+    source = f"data.path ({cfg.path}, --data)" if cfg.path is not None else f"data.dataset={cfg.dataset}"
+    for name in ("valid", "test"):
+        value = getattr(cfg, name)
+        if value is not None:
+            given = f"frames[{name!r}]" if isinstance(value, _Frame) else f"data.{name} ({value}, --{name})"
+            raise ConfigError(f"{given} is read only beside data.train (--train): with {source} "
+                              f"the {name} split is cut from it by data.split={cfg.split!r}, so this input would be "
+                              f"ignored; give the training data as data.train with it, or leave data.{name} out")
 
 
 def _check_not_train_again(cfg: DataConfig) -> None:

@@ -1,0 +1,43 @@
+"""load_sources: a validation or test input is read, or refused; never silently replaced by a split."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from twotower.config import load_config
+from twotower.errors import ConfigError
+from twotower.pipeline.sources import load_sources
+
+
+@pytest.fixture()
+def files(tmp_path):
+    rows = [(f"u{u}", f"i{(u * 7 + t) % 30}", t) for u in range(20) for t in range(6)]
+    df = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"])
+    df.to_csv(tmp_path / "all.csv", index=False)
+    df.iloc[:5].to_csv(tmp_path / "valid.csv", index=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["valid", "test"])
+def test_a_held_out_file_beside_a_file_to_split_is_refused(files, name):
+    # `twotower train --data all.csv --valid valid.csv` used to train and select on the split's own valid rows
+    cfg = load_config(overrides=[f"data.path={json.dumps(str(files / 'all.csv'))}",
+                                 f"data.{name}={json.dumps(str(files / 'valid.csv'))}"]).data
+    with pytest.raises(ConfigError, match=rf"data.{name} \(.*valid.csv, --{name}\) is read only beside data.train "
+                                          rf"\(--train\): with data.path .* the {name} split is cut from it"):
+        load_sources(cfg)
+
+
+def test_a_held_out_frame_beside_a_frame_to_split_is_refused(files):
+    df = pd.read_csv(files / "all.csv")
+    with pytest.raises(ConfigError, match=r"frames\['valid'\] is read only beside data.train"):
+        load_sources(load_config().data, frames={"path": df, "valid": df.iloc[:5]})
+
+
+def test_train_and_valid_files_are_still_read(files):
+    cfg = load_config(overrides=[f"data.train={json.dumps(str(files / 'all.csv'))}",
+                                 f"data.valid={json.dumps(str(files / 'valid.csv'))}"]).data
+    src = load_sources(cfg)
+    assert (len(src.train), len(src.valid)) == (120, 5)
