@@ -52,6 +52,20 @@ def _check(cond: bool, name: str, msg: str) -> None:
         raise ConfigError(f"{name}: {msg}")
 
 
+def _check_sections(config: Any, prefix: str) -> None:
+    """Each section of a config built by hand is its dataclass: ``RunConfig(train={"epochs": 3})`` kept the dict,
+    and training failed later with an AttributeError far from the cause."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        want, value = hints[f.name], getattr(config, f.name)
+        if isinstance(want, type) and dataclasses.is_dataclass(want) and not isinstance(value, want):
+            base = "{...}"
+            for part in reversed(f"{prefix}{f.name}".split(".")):
+                base = f"{{{part!r}: {base}}}"
+            raise ConfigError(f"{prefix}{f.name}: expected a {want.__name__}, got {type(value).__name__}; pass "
+                              f"{want.__name__}(...), or a dict to load_config(base={base})")
+
+
 def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         close = difflib.get_close_matches(str(value), list(choices), n=1)
@@ -175,6 +189,7 @@ class ModelConfig:
     share_item_embeddings: bool = True
 
     def __post_init__(self) -> None:
+        _check_sections(self, "model.")
         _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim", "must equal model.item.out_dim")
         u = self.user
         has_input = u.use_id or u.history != "none" or u.use_features
@@ -289,6 +304,9 @@ class RunConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        _check_sections(self, "")
 
 
 # ---------------------------------------------------------------- text retrieval

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from twotower.config import RunConfig, config_to_dict, load_config
+from twotower.config import ModelConfig, RunConfig, TowerConfig, TrainConfig, config_to_dict, load_config
 from twotower.errors import ConfigError
 
 
@@ -126,3 +126,13 @@ def test_bad_choice_names_the_dotted_setting_the_file_and_the_nearest_choice(tmp
     assert str(e.value).startswith("model.user.history: 'gr'") and "config file" not in str(e.value)
     with pytest.raises(ConfigError, match=r"^model\.item\.history:"):
         load_config(None, ["model.item.history=bogus"])
+
+
+def test_a_section_built_by_hand_must_be_its_dataclass():
+    # a dict used to be kept, and training failed later: AttributeError: 'dict' object has no attribute 'threads'
+    with pytest.raises(ConfigError, match=r"^train: expected a TrainConfig, got dict; .*load_config\(base=\{'train': "):
+        RunConfig(train={"epochs": 3})
+    with pytest.raises(ConfigError, match=r"^model.user: expected a TowerConfig, got dict; .*\{'model': \{'user': "):
+        ModelConfig(user={"history": "mean"})
+    assert RunConfig(train=TrainConfig(epochs=3)).train.epochs == 3
+    assert RunConfig(model=ModelConfig(user=TowerConfig(history="mean"))).model.user.history == "mean"
