@@ -14,8 +14,10 @@ import scipy.sparse as sp
 
 from tests.synthetic import make_interactions
 from twotower.cli.main import main
+from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, topk_excluding
 from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.evaluate_run import evaluate_run
 from twotower.pipeline.histories import HistoryScorer, read_input_histories
 
 FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
@@ -219,3 +221,15 @@ def test_evaluate_warns_when_the_test_file_is_not_held_out(split_dir, run, caplo
     with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
         evaluate_run(run, baselines=(), ks=(10,))  # the run's own test split: nothing to say
     assert "history, which is excluded" not in caplog.text
+
+
+def test_python_history_from_takes_one_path_alone_and_refuses_a_dataframe(split_dir, run):
+    train = split_dir / "train.csv"
+    one = read_input_histories(run, str(train))  # its characters used to be read as file names ("file s: not found")
+    assert one.files == read_input_histories(run, [train]).files
+    alone = evaluate_run(run, split="valid", baselines=(), history_from=train)[0]
+    assert alone["NDCG@10"] == evaluate_run(run, split="valid", baselines=(), history_from=[train])[0]["NDCG@10"]
+    df = pd.read_csv(train)
+    for given in (df, [df]):  # a frame used to fail as "ambiguous truth value", or read its columns as files
+        with pytest.raises(ConfigError, match="takes interaction file paths, got a DataFrame"):
+            evaluate_run(run, split="valid", baselines=(), history_from=given)

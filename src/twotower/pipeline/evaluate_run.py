@@ -79,7 +79,7 @@ def evaluate_run(
     baselines: tuple[str, ...] = EvalConfig.baselines,
     ks: tuple[int, ...] = EvalConfig.ks,
     select_metric: str = EvalConfig.select_metric,
-    history_from: Sequence[str | Path] | None = None,
+    history_from: Sequence[str | Path] | str | Path | None = None,
     test_file: str | Path | None = None,
     ease_max_items: int | None = None,
 ) -> list[dict[str, Any]]:
@@ -132,7 +132,8 @@ def evaluate_run(
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()
         exclude.data[:] = 1.0
-    histories = read_input_histories(run, history_from) if history_from else None
+    # "is not None": a DataFrame has no truth value (read_input_histories says what to pass instead)
+    histories = read_input_histories(run, history_from) if history_from is not None else None
     seen = int(relevant.multiply(exclude).nnz)
     if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
         what = "train + valid" if split == "test" and m.valid is not None else "train"

@@ -21,6 +21,7 @@ duplicate. Mixing such files with timestamped ones is refused, since their rows 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,8 +78,14 @@ def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistorie
     ``run`` is a :class:`~twotower.pipeline.artifacts.TrainedRun` (anything with
     ``user_vocab`` and ``item_vocab``); files are read with the run's columns and
     format (:func:`~twotower.pipeline.run_inputs.read_run_interactions`). Raises
-    ConfigError when no file is given.
+    ConfigError when no file is given. One path may be given alone (``evaluate_run(run, history_from="train.csv")``).
     """
+    if isinstance(files, (str, os.PathLike)):  # a lone path: read as one file, not its characters as file names
+        files = [files]
+    bad = [files] if isinstance(files, pd.DataFrame) else [f for f in files if not isinstance(f, (str, os.PathLike))]
+    if bad:  # a DataFrame iterates its column names, which were then "not found" as files
+        raise ConfigError(f"--history-from / history_from takes interaction file paths, got a {type(bad[0]).__name__}; "
+                          "write a DataFrame to CSV first (the run reads its own files the same way)")
     files = tuple(str(f) for f in files)
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
