@@ -623,6 +623,10 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base dict and overrides."""
+    if isinstance(overrides, (str, Mapping)):  # a string was read letter by letter: "override 't' must look like ..."
+        example = repr([overrides]) if isinstance(overrides, str) else "load_config(base={'train': {'epochs': 5}})"
+        raise ConfigError(f"overrides must be a list of 'section.key=value' strings, got a {type(overrides).__name__}; "
+                          f"write {example}" + ("" if isinstance(overrides, str) else " for a nested dict"))
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
     from_file: dict[str, Any] = {}
     if path is not None:

@@ -136,3 +136,12 @@ def test_a_section_built_by_hand_must_be_its_dataclass():
         ModelConfig(user={"history": "mean"})
     assert RunConfig(train=TrainConfig(epochs=3)).train.epochs == 3
     assert RunConfig(model=ModelConfig(user=TowerConfig(history="mean"))).model.user.history == "mean"
+
+
+def test_overrides_given_as_one_string_or_a_dict_are_refused_with_the_spelling_to_use():
+    # a string used to be read letter by letter: "override 't' must look like section.key=value"
+    with pytest.raises(ConfigError, match=r"overrides must be a list .* got a str; write \['train.epochs=2'\]"):
+        load_config(overrides="train.epochs=2")
+    with pytest.raises(ConfigError, match=r"got a dict; write load_config\(base="):
+        load_config(overrides={"train.epochs": 2})
+    assert load_config(overrides=("train.epochs=2",)).train.epochs == 2
