@@ -56,3 +56,16 @@ def test_frames_are_checked_like_files(frames, tmp_path):
     with pytest.raises(DataError, match=r"<DataFrame train>.*'item_id'.*did you mean 'iid'"):
         train_run(cfg, tmp_path / "b", frames={"train": bad, "valid": frames["valid"]})
     assert not (tmp_path / "b").exists()  # refused before anything was written
+
+
+def test_training_without_validation_data_says_so_from_python_too(frames, caplog):
+    from twotower.pipeline.run import prepare_data
+
+    # only `twotower train` used to warn; train_run(frames={"train": df}) early-stopped on the loss silently
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        prepare_data(load_config(overrides=FAST), frames={"train": frames["train"]})
+    assert "no validation data" in caplog.text and "falls back to the training loss" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        prepare_data(load_config(overrides=FAST), frames=frames)
+    assert "no validation data" not in caplog.text

@@ -42,8 +42,6 @@ def resolve_train_config(args: argparse.Namespace):
     cfg = load_config(args.config, overrides)
     if cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
-    if cfg.data.train is not None and cfg.data.valid is None:
-        log.warning("no --valid file: early stopping falls back to the training loss")
     return cfg
 
 

@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames))
+    if prep.valid is None:  # said here, not only by the CLI: train_run(frames={"train": df}) stopped on the loss silently
+        log.warning("no validation data (--valid FILE, data.valid or frames={'valid': df}): early stopping falls back "
+                    "to the training loss")
     _warn_if_valid_within_train(config, prep)
     return prep
 
