@@ -200,3 +200,15 @@ def test_bare_explorer_page_offers_the_examples(client):
     assert 'id="examples"' in page and "Recommend" in page
     js = (STATIC_DIR / "app.js").read_text()
     assert '"GET", "/examples"' in js and "showExamples()" in js
+
+
+def test_python_history_given_as_one_string_is_refused_not_read_letter_by_letter(service):
+    # RecRequest(history="181") was the history "1", "8", "1" (recommend) and so was explain(history="181")
+    from twotower.errors import ConfigError
+    from twotower.serving import RecRequest
+
+    with pytest.raises(ConfigError, match=r"history is a sequence of item ids, oldest first, e.g. \('i5',\)"):
+        service.recommend(RecRequest(history="i5", k=3))
+    with pytest.raises(ConfigError, match="got the string 'i5'"):
+        service.explain(item_id="i7", history="i5")
+    assert service.recommend(RecRequest(history=("i5",), k=3))["items"]

@@ -225,6 +225,9 @@ class RecommenderService:
     def history_rows(self, history: Sequence[str]) -> np.ndarray:
         """``[L]`` catalogue rows of an ad-hoc history. An unknown id (404) or one the item tower does not
         know (422) is named with its position, ``history[2]: ...``: a history holds up to max_history ids."""
+        if isinstance(history, (str, bytes)):  # from Python: "181" was read as the history "1", "8", "1"
+            raise ConfigError(f"history is a sequence of item ids, oldest first, e.g. ({history!r},); got the "
+                              f"string {history!r}")
         rows = np.empty(len(history), dtype=np.int64)  # [L]
         for pos, item_id in enumerate(history):
             try:
