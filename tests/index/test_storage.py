@@ -43,3 +43,24 @@ def test_load_dispatches_and_class_load_checks_type(catalogue, tmp_path):
         FaissIndex.load(tmp_path / "e")
     with pytest.raises(ConfigError, match="empty"):
         ExactIndex().save(tmp_path / "empty")
+
+
+def test_saving_over_a_folder_that_is_not_an_index_is_refused_and_leaves_it_intact(tmp_path):
+    # the folder is replaced whole: index.save(run_dir) (or `index build --out RUN`) used to delete the run
+    index = ExactIndex().build(np.eye(4, dtype=np.float32), np.arange(4))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(ConfigError, match="is a non-empty folder that is not an index; saving an index replaces"):
+        index.save(run)
+    assert (run / "model.safetensors").read_bytes() == b"weights"
+    table = tmp_path / "train.csv"
+    table.write_text("user_id,item_id\n")
+    with pytest.raises(ConfigError, match="train.csv is a file"):
+        index.save(table)
+    assert table.read_text() == "user_id,item_id\n"
+    # a new folder, an empty one and an earlier index are still written (the last replaced)
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "new", tmp_path / "empty", tmp_path / "new"):
+        index.save(target)
+        assert len(load_index(target)) == 4

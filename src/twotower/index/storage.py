@@ -83,6 +83,7 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
     directory = Path(directory)
     if len(index) == 0:
         raise ConfigError("refusing to save an empty index; build it first")
+    _check_replaceable(directory)
     with atomic_dir(directory) as tmp:
         config, build_params = index._write(tmp)
         if tuning is not None:
@@ -107,6 +108,17 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
         (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=_json_default) + "\n")
     log.info("saved %s index (%d vectors) to %s", index.backend, len(index), directory)
     return directory
+
+
+def _check_replaceable(directory: Path) -> None:
+    """Refuse a target the save would destroy: the folder is replaced whole, so ``index.save(run_dir)`` (or
+    ``twotower index build --out RUN``) deleted the run, and a file path was swapped for a folder."""
+    if directory.is_dir() and ((directory / META).is_file() or not any(directory.iterdir())):
+        return  # an earlier index (replaced, as saving again means) or an empty folder
+    if directory.exists() or directory.is_symlink():
+        what = "a file" if not directory.is_dir() else "a non-empty folder that is not an index"
+        raise ConfigError(f"{directory} is {what}; saving an index replaces the whole folder, so it would be lost: "
+                          "choose a new or empty folder, or an earlier index (a run's index goes in RUN/index)")
 
 
 def read_meta(directory: str | Path) -> dict[str, Any]:
