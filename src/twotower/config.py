@@ -621,8 +621,12 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
             check_known_settings(hints[key], value, source, prefix=name)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict[str, Any] | None = None) -> RunConfig:
-    """Resolve a RunConfig from an optional file, an optional base dict and overrides."""
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict[str, Any] | RunConfig | None = None) -> RunConfig:
+    """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
+    run's ``run.config``) and overrides."""
+    if isinstance(base, RunConfig):  # was json.dumps'd as is: "Object of type RunConfig is not JSON serializable"
+        base = config_to_dict(base)
     if isinstance(overrides, (str, Mapping)):  # a string was read letter by letter: "override 't' must look like ..."
         example = repr([overrides]) if isinstance(overrides, str) else "load_config(base={'train': {'epochs': 5}})"
         raise ConfigError(f"overrides must be a list of 'section.key=value' strings, got a {type(overrides).__name__}; "

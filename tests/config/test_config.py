@@ -145,3 +145,11 @@ def test_overrides_given_as_one_string_or_a_dict_are_refused_with_the_spelling_t
     with pytest.raises(ConfigError, match=r"got a dict; write load_config\(base="):
         load_config(overrides={"train.epochs": 2})
     assert load_config(overrides=("train.epochs=2",)).train.epochs == 2
+
+
+def test_a_run_config_is_a_base_too():
+    # load_config(base=run.config, ...) used to fail with "Object of type RunConfig is not JSON serializable"
+    cfg = load_config(overrides=["train.epochs=3", "model.user.history=mean"])
+    again = load_config(base=cfg, overrides=["train.lr=0.01"])
+    assert (again.train.epochs, again.model.user.history, again.train.lr) == (3, "mean", 0.01)
+    assert load_config(base=cfg) == cfg
