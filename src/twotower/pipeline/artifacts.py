@@ -300,7 +300,7 @@ def verify_manifest(directory: str | Path) -> bool:
     return True
 
 
-def check_rows(values: Any, n: int, kind: str) -> np.ndarray:
+def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
     """``values`` as ``[N]`` int64 rows of a vocabulary of ``n``; NotFoundError naming the first that is not one.
 
     Rows, not external ids: without this check, ids such as ``["50", "181"]`` are cast to the rows 50 and 181
@@ -440,12 +440,12 @@ class TrainedRun:
         return self.user_vocab.index(str(user_id))
 
     def seen_rows(self, user_row: int) -> np.ndarray:
-        return self.history.of(int(check_rows([user_row], len(self.user_vocab), "user")[0]))
+        return self.history.of(int(vocab_rows([user_row], len(self.user_vocab), "user")[0]))
 
     # ------------------------------------------------------------------ scoring
     def user_vectors(self, user_rows: np.ndarray) -> np.ndarray:
         """[B, D] for known users (rows of ``user_vocab``), reading their training histories."""
-        rows = check_rows(user_rows, len(self.user_vocab), "user")
+        rows = vocab_rows(user_rows, len(self.user_vocab), "user")
         hist = self.history.last_windows(rows, self.model.history_len, self.model.pad_item)
         return self.model.user_embeddings(rows, hist).numpy()
 
@@ -456,7 +456,7 @@ class TrainedRun:
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from history; "
                 "train with model.user.use_id=false and model.user.history=recency"
             )
-        histories = [check_rows(h, self.n_items, "item") for h in histories]
+        histories = [vocab_rows(h, self.n_items, "item") for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
         return self.model.user_embeddings(None, hist).numpy()
 
