@@ -93,10 +93,11 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     table = expl["history"] if history is None else history
     facts = sentence_facts(expl, cols, table)
     if not facts["named"]:
-        return (
-            f"No item in your history raises the score of {title} (removing any one of them would not lower it); "
-            f"it rests on {_rests_on(expl)}{heads}."
-        )
+        # only leave-one-out measures a removal; gradient x input is a first-order estimate (for a pooled tower
+        # it gives a one-item history 0 whatever removing that item would do), so it is named instead
+        how = ("removing any one of them would not lower it" if expl.get("method", "loo") == "loo"
+               else "by the first-order gradient x input estimate")
+        return f"No item in your history raises the score of {title} ({how}); it rests on {_rests_on(expl)}{heads}."
     by_id = {h["item_id"]: h for h in table}
     named = [by_id[i] for i in facts["named"]]
     names = _join([str(h.get("title") or h["item_id"]) for h in named])
