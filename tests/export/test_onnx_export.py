@@ -75,6 +75,12 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
             ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
         feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
+    # a user with no items yet, sent as a zero-width window: the empty-history vector the CLI and service give
+    empty = np.zeros((2, 0), np.int64)
+    feed = {k: v for k, v in (("user_rows", rows[:2]), ("history", empty)) if k in names}
+    with torch.no_grad():
+        ref = run.model.user_tower(torch.as_tensor(rows[:2]), torch.full((2, L), run.model.pad_item)).numpy()
+    assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
     got = item.run(None, {"item_rows": np.arange(run.n_items, dtype=np.int64)})[0]
     assert np.abs(got - run.item_embeddings()).max() <= 1e-5
     emb = np.load(out / "item_embeddings.npy", allow_pickle=False)

@@ -54,7 +54,8 @@ class _UserExport(nn.Module):
     no history for an ID / feature tower: the exporter drops an input the graph never reads, so it is not offered).
 
     A window longer than the tower's ``history_len`` is cut to its newest ``history_len`` columns, as the
-    CLI and the service cut a long history (a transformer has no positions beyond them).
+    CLI and the service cut a long history (a transformer has no positions beyond them). A zero-width window
+    (a user with no items yet, ``history[B, 0]``) is the empty history, as the CLI and the service read it.
     """
 
     def __init__(self, tower: nn.Module, with_rows: bool, max_len: int) -> None:
@@ -66,7 +67,11 @@ class _UserExport(nn.Module):
     def forward(self, *inputs: Tensor) -> Tensor:
         if not self.tower.uses_history:
             return self.tower(inputs[0], None)
-        history = inputs[-1][:, -self.max_len :]  # an ONNX Slice: shorter windows pass whole
+        # one padding column in front, so that a zero-width window reaches the encoder as one padding column
+        # (a sequence encoder's ArgMax fails on zero columns); padding changes no state, and the cut below keeps
+        # the newest max_len columns, so any other window reads as before
+        history = nn.functional.pad(inputs[-1], (1, 0), value=int(self.tower.n_items))
+        history = history[:, -self.max_len :]  # an ONNX Slice: shorter windows pass whole
         if self.with_rows:
             return self.tower(inputs[0], history)
         return self.tower(None, history)
