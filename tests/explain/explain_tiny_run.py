@@ -43,8 +43,9 @@ def write_tiny_data(d: Path, seed: int = 0) -> None:
                   "age": [20 + u for u in range(N_USERS)] + [30]}).to_csv(d / "users.csv", index=False)
 
 
-def train_tiny_run(out: Path, *, history: str = "mean", user_features: bool = False, epochs: int = 2) -> Path:
-    """Train the tiny run into ``out`` and return it."""
+def train_tiny_run(out: Path, *, history: str = "mean", user_features: bool = False, epochs: int = 2,
+                   extra: tuple[str, ...] = ()) -> Path:
+    """Train the tiny run into ``out`` and return it (``extra``: more config overrides)."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -78,5 +79,5 @@ def train_tiny_run(out: Path, *, history: str = "mean", user_features: bool = Fa
     ]
     if user_features:
         overrides += [f"data.users={json.dumps(str(data / 'users.csv'))}", "data.user_numeric=age"]
-    train_run(load_config(overrides=overrides), out)
+    train_run(load_config(overrides=[*overrides, *extra]), out)
     return out

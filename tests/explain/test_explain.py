@@ -136,6 +136,20 @@ def test_empty_history_with_user_features_rests_on_them(feature_run) -> None:
     assert "no history" in e["text"] and "user features: age" in e["text"]
 
 
+def test_features_and_user_id_basis_names_both(tmp_path) -> None:
+    """A classic ID + features user tower (no history): the sentence said the score rests 'only on your profile
+    (user features: age)', leaving out the learned user-ID embedding the tower also reads."""
+    from explain_tiny_run import train_tiny_run
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(train_tiny_run(tmp_path / "idfeat", history="none", user_features=True, epochs=1,
+                                         extra=("model.user.use_id=true",)))
+    e = explain_recommendation(run, user_row=run.user_row("u3"), item_row=0)
+    assert e["basis"] == "features" and e["profile"] == "features" and e["user_features"] == ["age"]
+    assert "user features: age" in e["text"] and "user-ID embedding" in e["text"]
+
+
 def test_dual_head_shares_sum_to_the_score(mean_run, monkeypatch) -> None:
     from dataclasses import replace
 

@@ -105,6 +105,21 @@ def test_a_negative_contributor_is_never_credited() -> None:
     assert explanation_text(expl, cols, table).startswith("No item in your history raises the score of Titanic")
 
 
+def test_no_positive_contributor_claims_a_removal_only_for_leave_one_out(mean_run) -> None:
+    """gradxinput measures no removal: for a pooled tower a one-item history gets exactly 0 from it, whatever
+    removing the item does, so its sentence must not say that removing an item would not lower the score."""
+    item = next(r for r in range(mean_run.n_items) if r != 0)
+    e = explain_recommendation(mean_run, history_rows=[0], item_row=item, method="gradxinput")
+    assert e["history"][0]["contribution"] == pytest.approx(0.0, abs=1e-6)
+    assert "removing" not in e["text"] and "gradient x input" in e["text"]
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "x", "item": {"title": "Heat", "genres": "Action"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "method": "loo", "history": [],
+            "shared_metadata": {}}
+    table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
+    assert "(removing any one of them would not lower it)" in explanation_text(expl, cols, table)
+
+
 DEMO_RUN = Path(os.environ.get("TWOTOWER_DEMO_RUN", "runs/demo"))
 
 

@@ -73,8 +73,14 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
         hist = run.history.last_windows(rows, length, run.model.pad_item).astype(np.int64)
         with torch.no_grad():
             ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
-        feed = {"user_rows": rows, "history": hist} if names == ["user_rows", "history"] else {"history": hist}
+        feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
+    # a user with no items yet, sent as a zero-width window: the empty-history vector the CLI and service give
+    empty = np.zeros((2, 0), np.int64)
+    feed = {k: v for k, v in (("user_rows", rows[:2]), ("history", empty)) if k in names}
+    with torch.no_grad():
+        ref = run.model.user_tower(torch.as_tensor(rows[:2]), torch.full((2, L), run.model.pad_item)).numpy()
+    assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
     got = item.run(None, {"item_rows": np.arange(run.n_items, dtype=np.int64)})[0]
     assert np.abs(got - run.item_embeddings()).max() <= 1e-5
     emb = np.load(out / "item_embeddings.npy", allow_pickle=False)
@@ -97,6 +103,14 @@ def test_sequence_tower_round_trips(tmp_path, kind):
     run = _train(tmp_path / "seq", kind, user_features=False, extra=extra)
     meta = _roundtrip(run, tmp_path / "onnx")
     assert meta["user_tower"]["inputs"] == ["history"] and meta["user_tower"]["history"] == kind
+
+
+def test_user_tower_without_history_exports_user_rows_only(tmp_path):
+    """An ID + feature user tower (model.user.history=none) reads no history: the export offered a ``history``
+    input the graph did not keep, and its own check then failed with onnxruntime's 'Invalid input name'."""
+    run = _train(tmp_path / "nohist", "none", user_features=True, extra=("model.user.use_id=true",))
+    meta = _roundtrip(run, tmp_path / "onnx")
+    assert meta["user_tower"]["inputs"] == ["user_rows"]
 
 
 def test_export_out_that_is_a_file_is_one_line(tmp_path, capsys):

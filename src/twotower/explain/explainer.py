@@ -206,7 +206,9 @@ def explain_recommendations(
         heads = _heads(run, user_row, window, item_row)
         if heads is not None:
             expl["heads"] = heads
-        expl["text"] = explanation_text(expl, cols, entries)
+        # a tower with features and a user-ID embedding rests on both; "profile" names the features only
+        expl["text"] = explanation_text(expl, cols, entries,
+                                        with_user_id=profile == "features" and model.user_tower.id_emb is not None)
         expl["history"] = entries[:top]
         out.append(expl)
     return out

@@ -40,12 +40,13 @@ def _heads_clause(heads: dict[str, Any] | None) -> str:
     return f"; {round(100 * sem / (sem + col))}% of the score comes from the item's text (semantic head)"
 
 
-def _rests_on(expl: dict[str, Any]) -> str:
+def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:
     basis = expl["basis"]
     if basis == "history":
         basis = expl.get("fallback_basis") or "popularity"
     if basis == "features":
-        return BASIS_TEXT["features"].format(features=", ".join(expl.get("user_features") or []) or "none")
+        text = BASIS_TEXT["features"].format(features=", ".join(expl.get("user_features") or []) or "none")
+        return f"{text} and {BASIS_TEXT['id']}" if with_user_id else text
     return BASIS_TEXT.get(basis, BASIS_TEXT["popularity"])
 
 
@@ -77,11 +78,15 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
             "positive": len(positive), "column": cols.multi[0] if cols.multi else None}
 
 
-def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None) -> str:
+def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None,
+                     *, with_user_id: bool = False) -> str:
     """The sentence for an explanation dict (everything but ``text`` filled in).
 
     ``history`` is the full attribution table, largest contribution first
     (default: ``expl["history"]``, which may be cut to the top few).
+    ``with_user_id``: the user tower reads a learned user-ID embedding beside
+    the user features, so a ``features`` basis names both (the dict's
+    ``profile`` names only the first of the chain, and its keys stay as they are).
     """
     title = expl["item"].get("title") or expl["item_id"]
     if expl["already_seen"]:
@@ -89,14 +94,16 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     heads = _heads_clause(expl.get("heads"))
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
-        return f"{why}, so the score of {title} rests only on {_rests_on(expl)}{heads}."
+        return f"{why}, so the score of {title} rests only on {_rests_on(expl, with_user_id)}{heads}."
     table = expl["history"] if history is None else history
     facts = sentence_facts(expl, cols, table)
     if not facts["named"]:
-        return (
-            f"No item in your history raises the score of {title} (removing any one of them would not lower it); "
-            f"it rests on {_rests_on(expl)}{heads}."
-        )
+        # only leave-one-out measures a removal; gradient x input is a first-order estimate (for a pooled tower
+        # it gives a one-item history 0 whatever removing that item would do), so it is named instead
+        how = ("removing any one of them would not lower it" if expl.get("method", "loo") == "loo"
+               else "by the first-order gradient x input estimate")
+        return (f"No item in your history raises the score of {title} ({how}); "
+                f"it rests on {_rests_on(expl, with_user_id)}{heads}.")
     by_id = {h["item_id"]: h for h in table}
     named = [by_id[i] for i in facts["named"]]
     names = _join([str(h.get("title") or h["item_id"]) for h in named])

@@ -3,8 +3,9 @@
 Written to ``DIR``::
 
     user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features), history[B, L] int64
-                       (right-aligned item rows, padded on the left with ``pad_item``) -> user_vectors[B, D];
-                       a window longer than ``history_len`` is cut to its newest ``history_len`` items
+                       (when it reads a history: right-aligned item rows, padded on the left with ``pad_item``)
+                       -> user_vectors[B, D]; a window longer than ``history_len`` is cut to its newest
+                       ``history_len`` items
     item_tower.onnx    item_rows[B] int64 -> item_vectors[B, D]
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
     item_ids.json, user_ids.json   external id of each row
@@ -49,10 +50,12 @@ class ExportReport:
 
 
 class _UserExport(nn.Module):
-    """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower).
+    """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower,
+    no history for an ID / feature tower: the exporter drops an input the graph never reads, so it is not offered).
 
     A window longer than the tower's ``history_len`` is cut to its newest ``history_len`` columns, as the
-    CLI and the service cut a long history (a transformer has no positions beyond them).
+    CLI and the service cut a long history (a transformer has no positions beyond them). A zero-width window
+    (a user with no items yet, ``history[B, 0]``) is the empty history, as the CLI and the service read it.
     """
 
     def __init__(self, tower: nn.Module, with_rows: bool, max_len: int) -> None:
@@ -62,7 +65,13 @@ class _UserExport(nn.Module):
         self.max_len = max_len
 
     def forward(self, *inputs: Tensor) -> Tensor:
-        history = inputs[-1][:, -self.max_len :]  # an ONNX Slice: shorter windows pass whole
+        if not self.tower.uses_history:
+            return self.tower(inputs[0], None)
+        # one padding column in front, so that a zero-width window reaches the encoder as one padding column
+        # (a sequence encoder's ArgMax fails on zero columns); padding changes no state, and the cut below keeps
+        # the newest max_len columns, so any other window reads as before
+        history = nn.functional.pad(inputs[-1], (1, 0), value=int(self.tower.n_items))
+        history = history[:, -self.max_len :]  # an ONNX Slice: shorter windows pass whole
         if self.with_rows:
             return self.tower(inputs[0], history)
         return self.tower(None, history)
@@ -149,7 +158,7 @@ def _bool_eyelike_to_float(path: Path) -> None:
 def _export_towers(out: Path, user_tower: nn.Module, item_tower: nn.Module, with_rows: bool, rows: Tensor,
                    hist: Tensor, user_inputs: list[str], dyn_user: dict, max_len: int) -> None:
     with torch.no_grad():
-        args = (rows, hist) if with_rows else (hist,)
+        args = tuple(x for x, name in ((rows, "user_rows"), (hist, "history")) if name in user_inputs)
         _onnx_export(_UserExport(user_tower, with_rows, max_len), args, out / "user_tower.onnx", user_inputs, dyn_user)
         _bool_eyelike_to_float(out / "user_tower.onnx")
         _onnx_export(_ItemExport(item_tower), (rows,), out / "item_tower.onnx", ["item_rows"],
@@ -187,8 +196,10 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> Export
     hist = torch.as_tensor(run.history.last_windows(np.arange(min(2, len(run.user_vocab))), L, model.pad_item))
     if hist.shape[0] < 2:
         hist = hist.repeat(2, 1)
-    user_inputs = ["user_rows", "history"] if with_rows else ["history"]
-    dyn_user = {"history": {0: "batch", 1: "history_len"}, "_out": "user_vectors", "user_vectors": {0: "batch"}}
+    user_inputs = [*(["user_rows"] if with_rows else []), *(["history"] if user_tower.uses_history else [])]
+    dyn_user: dict[str, Any] = {"_out": "user_vectors", "user_vectors": {0: "batch"}}
+    if user_tower.uses_history:
+        dyn_user["history"] = {0: "batch", 1: "history_len"}
     if with_rows:
         dyn_user["user_rows"] = {0: "batch"}
     # weights the tower reaches without owning them (a sequence tower tied to the item ID table) are traced as
@@ -257,7 +268,7 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
         hist = run.history.last_windows(rows, length, pad).astype(np.int64)  # [B, length]
         with torch.no_grad():
             ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
-        feed = {"history": hist} if names == ("history",) else {"user_rows": rows, "history": hist}
+        feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         got = user_sess.run(None, feed)[0]
         worst_u = max(worst_u, float(np.abs(got - ref).max()))
     worst_i = 0.0

@@ -221,6 +221,10 @@ class Trainer:
                                "examples_per_s": n / max(seconds, 1e-9)}
         if self.sequence:
             row["positions_per_s"] = positions / max(seconds, 1e-9)
+        if self.world > 1 and self.cfg.diagnostics and last is not None:
+            # the whole last global batch, not rank 0's share of it: the user spread, alignment and collapse
+            # alarm one process logs (every rank joins the gather; only rank 0 reads it)
+            last = (tdist.gather_no_grad(last[0].detach()), tdist.gather_no_grad(last[1].detach()))
         if not tdist.is_main():
             return row
         if self.cfg.diagnostics:
