@@ -338,7 +338,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig
     from twotower.data.readers import read_interactions
     from twotower.pipeline.sources import _split, column_map
-    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+    from twotower.utils.atomic import atomic_write_set, json_text
 
     try:
         ratios = tuple(float(r) for r in args.ratios.split(","))
@@ -369,13 +369,11 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     split = _split(df, cfg, args.seed)
     if args.method == "time":
         _warn_empty_time_parts(split, df, args)
-    for name, part in (("train", split.train), ("valid", split.valid), ("test", split.test)):
-        atomic_write_text(out / f"{name}.csv", part.to_csv(index=False))
-    if items is not None:
-        atomic_write_text(out / "items.csv", items.to_csv(index=False))
-    if users is not None:
-        atomic_write_text(out / "users.csv", users.to_csv(index=False))
-    atomic_write_json(out / "split_report.json", split.report)
+    # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
+    tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
+    files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
+    files[out / "split_report.json"] = json_text(split.report).encode("utf-8")
+    atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
     print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
           f"test.csv ({len(split.test)}), {', '.join(extra)}")

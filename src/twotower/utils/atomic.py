@@ -29,6 +29,8 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
+    "atomic_write_set",
+    "json_text",
     "atomic_path",
     "atomic_dir",
     "resolve_write_target",
@@ -207,7 +209,28 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
 
 
 def atomic_write_json(target: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(target, json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as :func:`atomic_write_json` writes it (sorted keys, indented, numpy scalars as numbers)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def atomic_write_set(files: dict[Path, bytes]) -> None:
+    """Write files that are read together (a split's train/valid/test) as one set, in the order given.
+
+    Every file is first written and synced to a temporary beside it; only then are they moved into place,
+    one rename after another. A crash or Ctrl-C while writing (the slow part) leaves every old file as it
+    was, instead of a new ``train.csv`` beside the previous split's ``valid.csv`` and ``test.csv``.
+    """
+    with contextlib.ExitStack() as stack:
+        for target, data in reversed(files.items()):  # the stack moves the last one entered into place first
+            tmp = stack.enter_context(atomic_path(target))
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
 
 
 def _json_default(obj: Any) -> Any:
