@@ -33,6 +33,7 @@ __all__ = [
     "json_text",
     "atomic_path",
     "atomic_dir",
+    "atomic_files",
     "resolve_write_target",
     "read_json",
     "sha256_file",
@@ -291,6 +292,39 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_files(folder: str | os.PathLike[str], last: str) -> Iterator[Path]:
+    """Yield a temporary folder inside ``folder``; on success move every file in it into ``folder``.
+
+    For artefacts whose files share a folder with others (an ONNX export may sit in a run folder), so
+    the folder cannot be swapped whole. ``last`` names the file that says the set is complete: it is
+    removed first and moved in last, so a crash during the moves leaves a set without it (unfinished)
+    rather than new files beside an old record that describes others. A crash or error before the moves
+    leaves the previous files as they were; temporaries of killed writers are swept on the next write.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / last
+    _sweep_stale(marker)
+    tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(marker), suffix=".tmp", dir=folder))
+    try:
+        yield tmp
+        names = sorted(p.name for p in tmp.iterdir() if p.is_file() and p.name != last)
+        for name in (*names, last):
+            if (tmp / name).is_file():
+                with open(tmp / name, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        marker.unlink(missing_ok=True)
+        _fsync_dir(folder)
+        for name in names:
+            os.replace(tmp / name, folder / name)
+        if (tmp / last).is_file():
+            os.replace(tmp / last, marker)
+        _fsync_dir(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _umask() -> int:
