@@ -96,3 +96,25 @@ def test_data_split_time_cutoffs_beyond_the_data_warn(tmp_path, caplog):
     text = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert "valid is empty" in text and "test is empty" in text and "--test-start 2031-01-01" in text
     assert "timestamps run from 0 " in text and "to 305 " in text
+
+
+def test_an_interrupted_split_leaves_the_previous_split_whole(tmp_path, monkeypatch):
+    """Ctrl-C (or a kill) while a re-split was written used to leave the new train.csv beside the previous
+    split's valid.csv and test.csv: a mixed split that trains without complaint (here, test rows in train)."""
+    paths = write_dataset(tmp_path / "src")
+    out = tmp_path / "split"
+    argv = ["-q", "data", "split", "--input", str(paths["all"]), "--out", str(out)]
+    assert main([*argv, "--ratios", "0.6,0.2,0.2"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real_to_csv = pd.DataFrame.to_csv
+    calls = {"n": 0}
+
+    def interrupted_to_csv(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:  # while the second file (valid.csv) is being written
+            raise KeyboardInterrupt
+        return real_to_csv(self, *a, **k)
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", interrupted_to_csv)
+    assert main([*argv, "--ratios", "0.8,0.1,0.1"]) == 130
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

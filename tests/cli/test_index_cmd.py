@@ -165,3 +165,26 @@ def test_evaluate_says_when_k_covers_the_catalogue(run_dir, caplog):
     with caplog.at_level(logging.WARNING):
         main(["evaluate", "--run", str(run_dir), "--baselines", "", "--ks", f"5,{n + 10}"])
     assert f"k={n + 10} is not below the {n} items" in caplog.text
+
+
+@pytest.mark.parametrize("where", ["the run", "a file", "a folder of other files", "a search index"])
+def test_index_build_refuses_an_out_it_would_wipe(run_dir, tmp_path, capsys, where):
+    """The index folder is swapped in whole: `--out RUN` used to delete the run (weights, checkpoint, data),
+    a file or a folder of the user's own files was silently replaced by the index."""
+    import shutil
+
+    run = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    out = {"the run": run, "a file": tmp_path / "notes.txt", "a folder of other files": tmp_path / "mine",
+           "a search index": tmp_path / "search"}[where]
+    if where == "a file":
+        out.write_text("keep me")
+    elif where != "the run":
+        out.mkdir()
+        (out / "meta.json").write_text(json.dumps({"kind": "search_index"}) if where == "a search index" else "{}")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5", "--out", str(out)]) == 2
+    assert f"--out {out}" in capsys.readouterr().err
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before
+    # an earlier index in the same place is still replaced, and so is the default RUN/index
+    assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5"]) == 0
+    assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5"]) == 0

@@ -92,3 +92,36 @@ def test_the_named_dataset_warns_that_feature_settings_are_ignored(caplog):
     with caplog.at_level(logging.WARNING):
         _check_feature_tables(DataConfig(dataset="movielens-100k", item_multi=("genres",)))
     assert "data.item_multi=genres ignored" in caplog.text and "--items FILE" in caplog.text
+
+
+def test_ctrl_c_says_what_the_checkpoint_holds_and_how_to_resume(dataset, tmp_path, capsys, monkeypatch):
+    """Ctrl-C in a long fit used to print only "interrupted": nothing said whether the epochs were lost."""
+    from twotower.training.trainer import Trainer
+
+    out = tmp_path / "r"
+    args = ["--valid", str(dataset["valid"]), "--epochs", "3"]
+    real_epoch = Trainer._run_epoch
+
+    def interrupted_in_epoch_3(self, epoch):
+        if epoch == 3:
+            raise KeyboardInterrupt
+        return real_epoch(self, epoch)
+
+    monkeypatch.setattr(Trainer, "_run_epoch", interrupted_in_epoch_3)
+    assert _train(dataset, out, *args) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: {out / 'checkpoint'} holds epoch 2" in err and "with --resume to continue" in err
+    monkeypatch.undo()
+    assert _train(dataset, out, *args, "--resume") == 0
+    assert [json.loads(line)["epoch"] for line in (out / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, tmp_path, capsys, monkeypatch):
+    from twotower.training.trainer import Trainer
+
+    def interrupted(self, epoch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_run_epoch", interrupted)
+    assert _train(dataset, tmp_path / "r") == 130
+    assert "no epoch was checkpointed, so there is nothing to resume" in capsys.readouterr().err

@@ -121,3 +121,39 @@ def test_export_out_that_is_a_file_is_one_line(tmp_path, capsys):
     assert main(["export", "--run", str(tmp_path), "--out", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is a file, not a folder" in err
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, "check fails"])
+def test_an_interrupted_or_failed_re_export_leaves_the_previous_export_whole(tmp_path, monkeypatch, failure):
+    """Re-exporting into an export folder used to replace the towers and embeddings file by file: Ctrl-C (or a
+    failed onnxruntime check) left the new towers beside the old embeddings and an export.json of the old model."""
+    import torch
+
+    import twotower.export.onnx as onnx_export
+    from twotower.errors import IntegrityError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run_dir = _train(tmp_path / "pooled", "recency", user_features=False)
+    out = tmp_path / "onnx"
+    onnx_export.export_onnx(TrainedRun.load(run_dir), out, check_users=10)
+    (out / "notes.txt").write_text("the user's own file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    retrained = TrainedRun.load(run_dir)
+    with torch.no_grad():
+        for p in retrained.model.parameters():
+            p.add_(0.5)
+
+    def interrupted_check(*a, **k):
+        if failure is KeyboardInterrupt:
+            raise KeyboardInterrupt
+        raise IntegrityError("the ONNX towers differ from PyTorch")
+
+    monkeypatch.setattr(onnx_export, "check_onnx", interrupted_check)
+    with pytest.raises(KeyboardInterrupt if failure is KeyboardInterrupt else IntegrityError):
+        onnx_export.export_onnx(retrained, out, check_users=10)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries left either
+    monkeypatch.undo()
+    report = onnx_export.export_onnx(retrained, out, check_users=10)
+    assert report.out == out and (out / "notes.txt").exists()
+    assert {p.name for p in out.iterdir()} == set(before)
+    assert (out / "user_tower.onnx").read_bytes() != before["user_tower.onnx"]

@@ -190,3 +190,18 @@ def test_the_new_runs_input_files_are_kept(old_run, tmp_path):
     removed = clear_previous_run(out, keep=(out / "data" / "test.csv",))
     assert "data/test.csv" not in removed and (out / "data" / "test.csv").exists()
     assert "data/train.csv" in removed and "model.safetensors" in removed
+
+
+def test_resume_on_another_split_of_the_same_users_and_items_is_refused(dataset, tmp_path, capsys):
+    """`--resume` with another train.seed under data.split=random used to continue the weights on a new split
+    (same users and items, so nothing noticed) and rewrite data/*.csv: the test rows were partly ones the
+    first epochs had trained on."""
+    out = tmp_path / "run"
+    args = ["-q", "train", "--data", str(dataset["all"]), "data.split=random", "--out", str(out), *FAST]
+    assert main([*args, "train.seed=1"]) == 0
+    before = _snapshot(out)
+    assert main([*args, "train.seed=2", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert f"the train interactions differ from the run's {out / 'data' / 'train.csv'}" in err
+    assert _snapshot(out) == before
+    assert main([*args, "train.seed=1", "--resume", "--epochs", "2"]) == 0  # the run's own split resumes

@@ -62,3 +62,18 @@ def test_temporaries_of_killed_writers_are_swept(tmp_path):
         (d / "x").write_text("1")
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == sorted(["model.safetensors", "index", live.name])
+
+
+def test_a_set_is_written_whole_or_not_at_all(tmp_path):
+    """atomic_write_set stages every file before moving any into place: a failure on one leaves all old files."""
+    from twotower.utils.atomic import atomic_write_set
+
+    a, b = tmp_path / "train.csv", tmp_path / "valid.csv"
+    atomic_write_set({a: b"old train", b: b"old valid"})
+    (tmp_path / "blocker").write_text("a file where a folder should be")
+    with pytest.raises(OSError):
+        atomic_write_set({a: b"new train", b: b"new valid", tmp_path / "blocker" / "report.json": b"{}"})
+    assert (a.read_bytes(), b.read_bytes()) == (b"old train", b"old valid")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "train.csv", "valid.csv"]  # no temporaries
+    atomic_write_set({a: b"new train", b: b"new valid"})
+    assert (a.read_bytes(), b.read_bytes()) == (b"new train", b"new valid")

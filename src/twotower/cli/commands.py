@@ -5,6 +5,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,21 +75,58 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.run import train_run
     from twotower.training import distributed as tdist
-    from twotower.utils.atomic import atomic_write_json, atomic_write_text
 
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
+    started = time.time()
     try:
         run, result, prep = train_run(cfg, out, resume=args.resume)
         main = tdist.is_main()
+    except KeyboardInterrupt:
+        print(f"interrupted: {interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+        return 130
     finally:
         tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
     if not main:
         return 0
     print(train_summary(result, cfg.eval.select_metric, out))
+    try:
+        _evaluate_trained(args, cfg, run, prep, out)
+    except KeyboardInterrupt:
+        print(f"interrupted during the test evaluation; the trained run in {out} is complete: "
+              f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
+        return 130
+    return 0
+
+
+def interrupted_training(out: Path, *, resumed: bool, since: float) -> str:
+    """What an interrupted `twotower train` left in ``out`` and what to run next (Ctrl-C should not leave
+    the user guessing whether an hour of epochs is lost)."""
+    from twotower.utils.atomic import read_json
+
+    path = out / "checkpoint" / "state.json"
+    try:
+        state = read_json(path) if path.is_file() else None
+        # else an earlier run's checkpoint, not yet replaced (2 s: filesystems that keep whole-second mtimes)
+        ours = resumed or path.stat().st_mtime >= since - 2.0
+    except (OSError, ValueError):  # IntegrityError is a ValueError: a damaged state says nothing to resume
+        state, ours = None, False
+    if isinstance(state, dict) and not ours:
+        return f"training had not started; {out} still holds the earlier run"
+    if isinstance(state, dict) and isinstance(state.get("epoch"), int):
+        best = state.get("best_epoch")
+        return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
+                + "; run the same command with --resume to continue from there (without --resume it starts over)")
+    return "no epoch was checkpointed, so there is nothing to resume; run the command again"
+
+
+def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> None:  # noqa: ANN001
+    """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt)."""
+    from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
     if not args.no_eval and prep.test is not None:
         ks = cfg.eval.ks
         rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
@@ -101,7 +139,6 @@ def cmd_train(args: argparse.Namespace) -> int:
             print_eval_table(rows, tuple(k for k in ks if k in (10, 20)) or ks, "test (full catalogue)")
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -336,7 +373,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig
     from twotower.data.readers import read_interactions
     from twotower.pipeline.sources import _split, column_map
-    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+    from twotower.utils.atomic import atomic_write_set, json_text
 
     try:
         ratios = tuple(float(r) for r in args.ratios.split(","))
@@ -367,13 +404,11 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     split = _split(df, cfg, args.seed)
     if args.method == "time":
         _warn_empty_time_parts(split, df, args)
-    for name, part in (("train", split.train), ("valid", split.valid), ("test", split.test)):
-        atomic_write_text(out / f"{name}.csv", part.to_csv(index=False))
-    if items is not None:
-        atomic_write_text(out / "items.csv", items.to_csv(index=False))
-    if users is not None:
-        atomic_write_text(out / "users.csv", users.to_csv(index=False))
-    atomic_write_json(out / "split_report.json", split.report)
+    # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
+    tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
+    files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
+    files[out / "split_report.json"] = json_text(split.report).encode("utf-8")
+    atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
     print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
           f"test.csv ({len(split.test)}), {', '.join(extra)}")

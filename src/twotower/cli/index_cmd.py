@@ -84,14 +84,17 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
     import numpy as np
 
+    from twotower.cli.paths import check_artefact_dir
     from twotower.index import ExactIndex, autotune, plot_recall_qps
+    from twotower.index.storage import is_index_dir
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.utils.runtime import set_threads, threads_from_env
 
     policy = _policy(args)
+    # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
+    out = check_artefact_dir(args.out or Path(args.run) / "index", kind="vector index", is_same_kind=is_index_dir)
     set_threads(args.threads or threads_from_env())
     run = TrainedRun.load(args.run)
-    out = Path(args.out) if args.out else Path(args.run) / "index"
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return _build_distributed(args, run, out)
     vectors = run.item_embeddings()  # [I, D]

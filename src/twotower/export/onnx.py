@@ -18,7 +18,7 @@ the same way. Shapes: B batch, L history length, D dim, I items.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
-from twotower.utils.atomic import atomic_path, atomic_write_json
+from twotower.utils.atomic import atomic_files, atomic_path, atomic_write_json
 
 __all__ = ["ExportReport", "export_onnx", "check_onnx", "OPSET"]
 
@@ -187,7 +187,15 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> Export
     except ImportError:
         raise ConfigError("ONNX export needs the onnx and onnxruntime packages: pip install 'twotower[onnx]'") from None
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    # written and checked in a folder of its own, then moved in with export.json last: an interrupted or failed
+    # export leaves the previous one whole, not new towers beside the old embeddings and export.json
+    with atomic_files(out, "export.json") as stage:
+        report = _export_into(run, stage, check_users)
+    return replace(report, out=out)
+
+
+def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
+    """Write and check every file of the export in ``out`` (export.json last)."""
     model = run.model.eval()
     user_tower, item_tower = _exportable(model.user_tower), _exportable(model.item_tower)
     with_rows = _needs_rows(user_tower)

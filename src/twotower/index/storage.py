@@ -33,7 +33,7 @@ from twotower.utils.atomic import atomic_dir, read_json, sha256_file, verify_fil
 if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
 
-__all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "FORMAT_VERSION"]
+__all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "is_index_dir", "FORMAT_VERSION"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,18 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     if hashlib.sha256(_canonical(body)).hexdigest() != meta["meta_sha256"]:
         raise IntegrityError(f"{path}: checksum mismatch; meta.json was edited or corrupted, rebuild the index")
     return meta
+
+
+def is_index_dir(directory: str | Path) -> bool:
+    """True when ``directory`` holds a saved vector index (its meta.json names a backend and a digest).
+
+    A search index keeps a meta.json too, so the file's presence alone does not say which artefact it is.
+    """
+    try:
+        meta = json.loads((Path(directory) / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "meta_sha256" in meta and "backend" in meta
 
 
 def read_tuning(directory: str | Path) -> dict[str, Any] | None:

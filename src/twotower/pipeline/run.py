@@ -170,7 +170,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
 
     from twotower.config import config_to_dict
     from twotower.data.vocab import Vocabulary
-    from twotower.utils.atomic import read_json
+    from twotower.utils.atomic import read_json, sha256_bytes, sha256_file
 
     fix = "resume with the run's settings and data, or train into another folder without --resume"
     saved = out / "config.json"
@@ -190,6 +190,14 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
                     f"cannot resume {out}: the data has {len(vocab):,} {kind}, the run was trained on "
                     f"{len(before):,} ({'the same number, other ids' if len(vocab) == len(before) else 'other ids'}; "
                     f"e.g. a missing --items/--users file or another train file); {fix}")
+    for name in ("train", "valid"):  # what the checkpoint was trained and selected on (data/*.csv keeps it)
+        path, df = out / "data" / f"{name}.csv", getattr(prep.sources, name)
+        if path.is_file() and (df is None or sha256_bytes(df.to_csv(index=False).encode("utf-8")) != sha256_file(path)):
+            now = "no such split" if df is None else f"{len(df):,} rows"
+            raise ConfigError(
+                f"cannot resume {out}: the {name} interactions differ from the run's {path} ({now} now; e.g. "
+                f"another train.seed with data.split={config.data.split}, or an edited file), so the weights would "
+                f"continue on other data and its held-out rows could be ones they were trained on; {fix}")
     weights = out / "checkpoint" / "model.safetensors"
     try:
         with safe_open(str(weights), framework="pt") as f:

@@ -25,9 +25,11 @@ from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_fil
 __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
 
 
-def save_weights(path: str | Path, model: torch.nn.Module, metadata: dict[str, str] | None = None) -> None:
-    """Atomically write a model's state dict as safetensors."""
-    state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+def save_weights(path: str | Path, model: torch.nn.Module | dict[str, torch.Tensor],
+                 metadata: dict[str, str] | None = None) -> None:
+    """Atomically write a model's state dict (or a state dict) as safetensors."""
+    tensors = model if isinstance(model, dict) else model.state_dict()
+    state = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata=metadata)
 

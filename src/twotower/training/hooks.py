@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from twotower import distributed as tdist
 from twotower.errors import ConfigError, IntegrityError
-from twotower.training.checkpoint import load_checkpoint, load_weights
+from twotower.training.checkpoint import load_checkpoint, load_weights, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
 
 if TYPE_CHECKING:
@@ -36,6 +36,11 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
                                  "resume with the run's own config or train without --resume")
         tr.average.load_state_dict(load_file(str(path)))
     tr.history = list(state["history"])
+    if tr.out_dir is not None and tdist.is_main() and state.get("best_epoch") == state["epoch"]:
+        # this epoch was the best: its weights are the run's, and a kill right after the checkpoint may have kept
+        # them from model.safetensors (written next), which would then hold an earlier epoch's
+        with averaged(tr):
+            save_weights(tr.out_dir / "model.safetensors", tr.model)
     if tdist.is_main():
         log.info("resumed from epoch %d (best %s=%.4f at epoch %d)", state["epoch"], tr.eval_cfg.select_metric,
                  stopper.best, stopper.best_epoch)

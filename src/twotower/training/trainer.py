@@ -279,14 +279,14 @@ class Trainer:
             row["lr"] = self.loop.lr
             if horizon != self.cfg.epochs:
                 row["lr_horizon"] = horizon
+            new_best = False
             if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
                 with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
                     valid = self.validate() if main else {}
                     row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
                     value = valid.get(metric, -row["loss"]) if valid else -row["loss"]
-                    if stopper.update(tdist.broadcast_value(value, self.device), epoch):  # rank 0's metric decides
-                        if self.out_dir and main:
-                            save_weights(self.out_dir / "model.safetensors", self.model)
+                    new_best = stopper.update(tdist.broadcast_value(value, self.device), epoch)  # rank 0's metric decides
+                    if new_best:
                         self._best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
             row["seconds"] = time.perf_counter() - te
             self.history.append(row)
@@ -298,6 +298,8 @@ class Trainer:
                     state = {"epoch": epoch, **stopper.state(), "history": self.history}
                     extra = {"average.safetensors": self.average.state_dict()} if self.average is not None else None
                     save_checkpoint(self.out_dir / "checkpoint", self.model, self.optimizers, state, self.rng, extra)
+                if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state
+                    save_weights(self.out_dir / "model.safetensors", self._best_state)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0)

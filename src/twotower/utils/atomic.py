@@ -29,8 +29,11 @@ __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
+    "atomic_write_set",
+    "json_text",
     "atomic_path",
     "atomic_dir",
+    "atomic_files",
     "resolve_write_target",
     "read_json",
     "sha256_file",
@@ -207,7 +210,28 @@ def atomic_write_text(target: str | os.PathLike[str], text: str) -> None:
 
 
 def atomic_write_json(target: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(target, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+    atomic_write_text(target, json_text(obj))
+
+
+def json_text(obj: Any) -> str:
+    """``obj`` as :func:`atomic_write_json` writes it (sorted keys, indented, numpy scalars as numbers)."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def atomic_write_set(files: dict[Path, bytes]) -> None:
+    """Write files that are read together (a split's train/valid/test) as one set, in the order given.
+
+    Every file is first written and synced to a temporary beside it; only then are they moved into place,
+    one rename after another. A crash or Ctrl-C while writing (the slow part) leaves every old file as it
+    was, instead of a new ``train.csv`` beside the previous split's ``valid.csv`` and ``test.csv``.
+    """
+    with contextlib.ExitStack() as stack:
+        for target, data in reversed(files.items()):  # the stack moves the last one entered into place first
+            tmp = stack.enter_context(atomic_path(target))
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
 
 
 def _json_default(obj: Any) -> Any:
@@ -268,6 +292,39 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_files(folder: str | os.PathLike[str], last: str) -> Iterator[Path]:
+    """Yield a temporary folder inside ``folder``; on success move every file in it into ``folder``.
+
+    For artefacts whose files share a folder with others (an ONNX export may sit in a run folder), so
+    the folder cannot be swapped whole. ``last`` names the file that says the set is complete: it is
+    removed first and moved in last, so a crash during the moves leaves a set without it (unfinished)
+    rather than new files beside an old record that describes others. A crash or error before the moves
+    leaves the previous files as they were; temporaries of killed writers are swept on the next write.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / last
+    _sweep_stale(marker)
+    tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(marker), suffix=".tmp", dir=folder))
+    try:
+        yield tmp
+        names = sorted(p.name for p in tmp.iterdir() if p.is_file() and p.name != last)
+        for name in (*names, last):
+            if (tmp / name).is_file():
+                with open(tmp / name, "rb+") as fh:
+                    os.fsync(fh.fileno())
+        marker.unlink(missing_ok=True)
+        _fsync_dir(folder)
+        for name in names:
+            os.replace(tmp / name, folder / name)
+        if (tmp / last).is_file():
+            os.replace(tmp / last, marker)
+        _fsync_dir(folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _umask() -> int:

@@ -1,0 +1,67 @@
+"""After a kill and ``--resume`` the run's model.safetensors holds the weights of the epoch it reports as best.
+
+Walkthrough finding: the best weights were written before the epoch's checkpoint, so a kill in between (the
+checkpoint is the slowest write) left model.safetensors one epoch ahead of the checkpoint. A resume that did
+not retrain that epoch into a new best (stopped at the checkpoint's epoch, a time budget reached, other
+threads or settings) then kept those orphan weights while reporting the checkpoint's best epoch.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+# no validation file: the best epoch is the one with the lowest training loss, which falls every epoch here
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=8",
+        "train.threads=1", "train.patience=100", "eval.baselines=[]", "data.rating_col=null", "--no-progress",
+        "--no-eval"]
+
+
+def _train(data: dict[str, Path], out: Path, epochs: int, *extra: str) -> int:
+    return main(["-q", "train", "--train", str(data["train"]), "--out", str(out), "--epochs", str(epochs), *FAST,
+                 *extra])
+
+
+def _weights(run: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(str(run / "model.safetensors"))
+
+
+@pytest.mark.parametrize("ema", [False, True])
+@pytest.mark.parametrize("writing", ["save_checkpoint", "save_weights"])
+def test_a_kill_while_epoch_3_is_saved_then_resume_keeps_the_reported_best(tmp_path, monkeypatch, writing, ema):
+    import twotower.training.trainer as trainer
+
+    data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
+    extra = ("train.ema_decay=0.5",) if ema else ()
+    refs = {}
+    for epochs in (2, 3):  # uninterrupted runs: the weights each epoch ends with
+        refs[epochs] = tmp_path / f"ref{epochs}"
+        assert _train(data, refs[epochs], epochs, *extra) == 0
+    real_save = getattr(trainer, writing)
+    calls = {"n": 0}
+
+    def killed_at_epoch_3(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 3:  # epoch 3's checkpoint or best weights (each epoch is a new best): the process dies
+            raise KeyboardInterrupt
+        return real_save(*a, **k)
+
+    out = tmp_path / "run"
+    monkeypatch.setattr(trainer, writing, killed_at_epoch_3)
+    assert _train(data, out, 3, *extra) == 130
+    monkeypatch.undo()
+    # resumed with --epochs 2: nothing is retrained, the run ends with what the checkpoint calls the best
+    assert _train(data, out, 2, *extra, "--resume") == 0
+    best = json.loads((out / "checkpoint" / "state.json").read_text())["best_epoch"]
+    assert [json.loads(line)["epoch"] for line in (out / "log.jsonl").read_text().splitlines()][-1] >= best
+    got, want = _weights(out), _weights(refs[best])
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k}: not the weights of the best epoch {best}")
