@@ -64,3 +64,14 @@ def test_saving_over_a_folder_that_is_not_an_index_is_refused_and_leaves_it_inta
     for target in (tmp_path / "new", tmp_path / "empty", tmp_path / "new"):
         index.save(target)
         assert len(load_index(target)) == 4
+
+
+def test_a_search_index_folder_is_not_taken_for_a_vector_index(tmp_path):
+    # a search index keeps a meta.json too: its presence alone must not let the vector index replace it
+    index = ExactIndex().build(np.eye(4, dtype=np.float32), np.arange(4))
+    search = tmp_path / "search"
+    search.mkdir()
+    (search / "meta.json").write_text('{"kind": "search-index", "docs": 3}')
+    with pytest.raises(ConfigError, match="not an index"):
+        index.save(search)
+    assert (search / "meta.json").read_text() == '{"kind": "search-index", "docs": 3}'
