@@ -32,7 +32,7 @@ def test_loss_and_gradients_equal_cross_entropy(b: int, n: int, scale: float, sp
     got, stats = fused_softmax_xent(q, c, y, scale)
     g_got = torch.autograd.grad(got, (q, c))
     assert got.dtype == torch.float32
-    assert float(got.detach()) == pytest.approx(float(want), rel=1e-5, abs=1e-6)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-5, abs=1e-6)
     for a, w in zip(g_got, g_want):
         assert torch.allclose(a.double(), w.double(), rtol=1e-4, atol=1e-5 * float(w.abs().max()) + 1e-12)
     top = (q @ c.T).argmax(1)
