@@ -56,7 +56,7 @@ def test_weighted_rows_and_other_dtypes_use_the_pytorch_path() -> None:
     w = torch.rand(10)
     got, _ = FullSoftmax(0.5)(q, c, LossBatch(positive_ids=y, weights=w))
     per_row = F.cross_entropy(q @ c.T / 0.5, y, reduction="none")
-    assert float(got) == pytest.approx(float((per_row * w).sum() / w.sum()), rel=1e-6)
+    assert float(got.detach()) == pytest.approx(float(((per_row * w).sum() / w.sum()).detach()), rel=1e-6)
     assert not fused_xent_applies(q.double(), c.double())
     assert not fused_xent_applies(q[:0], c)
 
@@ -96,7 +96,7 @@ def test_blocks_cover_every_row() -> None:
     finally:
         fx._BLOCK_BYTES, fx._MIN_ROWS = old
     want = F.cross_entropy(5.0 * q @ c.T, y)
-    assert float(got.detach()) == pytest.approx(float(want), rel=1e-5)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-5)
     for a, w in zip(g_got, torch.autograd.grad(want, (q, c))):
         assert torch.allclose(a, w, rtol=1e-4, atol=1e-5 * float(w.abs().max()))
     assert stats["correct"] == int(((q @ c.T).argmax(1) == y).sum())
@@ -125,7 +125,7 @@ def test_bf16_is_within_bfloat16_rounding_of_fp32(b: int, n: int, scale: float, 
     g_want = torch.autograd.grad(want, (q, c))
     got, stats = fused_softmax_xent(q, c, y, scale, precision="bf16")
     g_got = torch.autograd.grad(got, (q, c))
-    assert float(got.detach()) == pytest.approx(float(want), abs=5e-3)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), abs=5e-3)
     for a, w in zip(g_got, g_want):
         assert float((a - w).norm() / w.norm()) < 1e-2
     assert 0.0 <= stats["accuracy"] <= 1.0
@@ -181,7 +181,7 @@ def test_inbatch_softmax_on_the_kernel_equals_its_pytorch_path(distinct):
 
     ref, ref_stats = Plain(0.05)(q, c, batch)
     rq, rc = torch.autograd.grad(ref, (q, c))
-    assert float(loss) == pytest.approx(float(ref), rel=1e-5)
+    assert float(loss.detach()) == pytest.approx(float(ref.detach()), rel=1e-5)
     assert torch.allclose(gq, rq, atol=1e-6) and torch.allclose(gc, rc, atol=1e-6)
     assert stats["correct"] == ref_stats["correct"] > 0
     assert stats["accuracy"] == pytest.approx(ref_stats["accuracy"])
@@ -204,7 +204,7 @@ def test_large_catalogues_tile_the_columns_and_give_the_same_answer(b, n, scale,
     g_want = torch.autograd.grad(want, (q, c))
     got, stats = fused_softmax_xent(q, c, y, scale, bias=bias)
     g_got = torch.autograd.grad(got, (q, c))
-    assert float(got.detach()) == pytest.approx(float(want), rel=1e-5, abs=1e-6)
+    assert float(got.detach()) == pytest.approx(float(want.detach()), rel=1e-5, abs=1e-6)
     for a, w in zip(g_got, g_want):
         assert torch.allclose(a.double(), w.double(), rtol=1e-4, atol=1e-5 * float(w.abs().max()) + 1e-12)
     assert stats["correct"] == int(((q @ c.T).argmax(1) == y).sum())  # raw scores, as the row blocks count
@@ -224,4 +224,4 @@ def test_tiled_columns_keep_the_first_maximum_across_blocks() -> None:
     got, stats = fused_softmax_xent(q, c.requires_grad_(), y, 1.0)
     assert fx._BLOCK_BYTES // (4 * n) < 2  # tiled, in three column blocks
     assert stats["correct"] == 1 and stats["accuracy"] == 1.0
-    assert float(got.detach()) == pytest.approx(float(F.cross_entropy(q.double() @ c.double().T, y)), rel=1e-6)
+    assert float(got.detach()) == pytest.approx(float(F.cross_entropy(q.double() @ c.double().T, y).detach()), rel=1e-6)
