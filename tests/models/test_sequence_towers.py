@@ -213,3 +213,27 @@ def test_batched_user_embeddings_equal_one_by_one(kind: str, positions: str) -> 
     want = torch.cat([m.user_tower(None, torch.as_tensor(hist[b : b + 1])) for b in range(70)])
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(m.user_embeddings(None, hist), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["gru", "transformer"])
+def test_removing_an_item_by_weight_is_what_explain_documents(kind: str) -> None:
+    """leave-one-out in ``explain`` zeroes a column's weight: for the GRU that is deleting the item (the older
+    items move up a column); a transformer with recency ("right") positions reads the column as padding, so the
+    older items keep their positions and the result differs from the deletion."""
+    m = _model(kind)
+    h = _windows()[:1]
+    valid = [c for c in range(L) if int(h[0, c]) != N_ITEMS]
+    col = valid[len(valid) // 2]
+    w = m.user_tower.history_weights(h).clone()
+    w[0, col] = 0.0
+    masked = m.user_tower(None, h, history_weights=w)
+    row = h[0].tolist()
+    del row[col]
+    deleted = m.user_tower(None, torch.tensor([[N_ITEMS, *row]]))
+    padded = h.clone()
+    padded[0, col] = N_ITEMS
+    if kind == "gru":
+        torch.testing.assert_close(masked, deleted)
+    else:
+        torch.testing.assert_close(masked, m.user_tower(None, padded))
+        assert not torch.allclose(masked, deleted, atol=1e-4)

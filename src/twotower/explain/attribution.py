@@ -11,8 +11,11 @@ Two attributions of the score ``s = <user(w), item>`` to history positions:
     dropped from the pool and the other weights stay as they are. All ``L``
     variants run as one batch [1 + L, L]. For mean pooling this *is* the score
     difference of re-embedding the history with that item deleted from the
-    list (``tests/explain`` asserts it); for recency pooling the older items
-    keep their ages instead of moving up one step.
+    list (``tests/explain`` asserts it), and so it is for the GRU and for the
+    transformer with ``seq_positions="left"``; for recency pooling the older
+    items keep their ages instead of moving up one step, and for the
+    transformer with ``"right"`` (recency) positions they keep their positions
+    (``tests/models/test_sequence_towers.py`` asserts each).
 ``gradxinput`` (first-order)
     ``c_j = w_j * ds/dw_j``, one backward pass: the linearisation of ``loo``.
     A sequence tower (transformer, GRU) reads ``w_j`` as a scale on item ``j``'s

@@ -105,9 +105,13 @@ class CausalTransformer(nn.Module):
     ``"left"`` the valid items are numbered from the oldest one read
     (position 0), as in the right-padded windows of SASRec+: the position
     then says how far into the window an item is, for a short history how
-    far into the user's whole history. Either way a removed or padding
-    column takes no position, so trimming padding or removing an item gives
-    the states of the shorter window exactly. Column ``t`` attends to valid
+    far into the user's whole history. Either way a padding column takes no
+    position and gets no attention, so trimming padding gives the states of
+    the untrimmed window exactly. A column removed by weight (leave-one-out
+    in ``explain``) is read as padding: with ``"left"`` that equals deleting
+    the item (the later items move up one position); with ``"right"`` the
+    older items keep their columns, i.e. their recency positions, as the
+    recency-pooled tower keeps their ages. Column ``t`` attends to valid
     columns ``<= t``; every column also attends to itself so a fully masked
     row stays finite.
 
