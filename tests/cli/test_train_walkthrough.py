@@ -116,6 +116,32 @@ def test_ctrl_c_says_what_the_checkpoint_holds_and_how_to_resume(dataset, tmp_pa
     assert [json.loads(line)["epoch"] for line in (out / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
 
 
+def test_sigterm_stops_like_ctrl_c_with_the_resume_hint_and_status_143(dataset, tmp_path, capsys, monkeypatch):
+    """A scheduler's preemption (SIGTERM) used to end Python on the spot: no word on the checkpoint."""
+    import os
+    import signal
+
+    from twotower.training.trainer import Trainer
+
+    out = tmp_path / "r"
+    args = ["--valid", str(dataset["valid"]), "--epochs", "3"]
+    real_epoch = Trainer._run_epoch
+
+    def terminated_in_epoch_3(self, epoch):
+        if epoch == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # the real signal, delivered to this (main) thread
+        return real_epoch(self, epoch)
+
+    monkeypatch.setattr(Trainer, "_run_epoch", terminated_in_epoch_3)
+    assert _train(dataset, out, *args) == 143
+    err = capsys.readouterr().err
+    assert f"terminated (SIGTERM): {out / 'checkpoint'} holds epoch 2" in err and "with --resume" in err
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler does not outlive the command
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]  # atomic writes cleaned up on the way out
+    monkeypatch.undo()
+    assert _train(dataset, out, *args, "--resume") == 0
+
+
 def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, tmp_path, capsys, monkeypatch):
     from twotower.training.trainer import Trainer
 

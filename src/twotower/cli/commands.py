@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,24 +85,60 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
     started = time.time()
-    try:
-        run, result, prep = train_run(cfg, out, resume=args.resume)
-        main = tdist.is_main()
-    except KeyboardInterrupt:
-        print(f"interrupted: {interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
-        return 130
-    finally:
-        tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
-    if not main:
-        return 0
-    print(train_summary(result, cfg.eval.select_metric, out))
-    try:
-        _evaluate_trained(args, cfg, run, prep, out)
-    except KeyboardInterrupt:
-        print(f"interrupted during the test evaluation; the trained run in {out} is complete: "
-              f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
-        return 130
+    with terminate_as_interrupt():
+        try:
+            run, result, prep = train_run(cfg, out, resume=args.resume)
+            main = tdist.is_main()
+        except KeyboardInterrupt as e:
+            print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+            return _interrupt_status(e)
+        finally:
+            tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
+        if not main:
+            return 0
+        print(train_summary(result, cfg.eval.select_metric, out))
+        try:
+            _evaluate_trained(args, cfg, run, prep, out)
+        except KeyboardInterrupt as e:
+            print(f"{_stopped_by(e)} during the test evaluation; the trained run in {out} is complete: "
+                  f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
+            return _interrupt_status(e)
     return 0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it unwinds like Ctrl-C."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption, `timeout`, `kill`) stops training as Ctrl-C does.
+
+    By default SIGTERM ends Python on the spot: the temporary files of an atomic write are left behind and
+    nothing says that the checkpoint can be resumed. Only the main thread may set a handler, and one set by
+    someone else (an embedding application) is kept.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stopped_by(e: KeyboardInterrupt) -> str:
+    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The shell's status for death by the signal (128 + its number), which schedulers read."""
+    return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
 def interrupted_training(out: Path, *, resumed: bool, since: float) -> str:
