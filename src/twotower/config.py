@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import json
 import math
+import numbers
 import os
 import re
 import types
@@ -66,6 +67,54 @@ def _check_sections(config: Any, prefix: str) -> None:
                               f"{want.__name__}(...), or a dict to load_config(base={base})")
 
 
+def _leaf_value(value: Any, tp: Any) -> tuple[bool, Any]:
+    """(does ``value`` have the annotated type ``tp``, the value as stored): ints where floats are annotated
+    become floats, numpy numbers Python numbers and lists tuples, so config.json holds plain JSON."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        for a in args:
+            ok, v = (value is None, None) if a is type(None) else _leaf_value(value, a)
+            if ok:
+                return True, v
+        return False, value
+    if origin is tuple:
+        if not isinstance(value, (tuple, list)):
+            return False, value
+        elems = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
+        if len(elems) != len(value):
+            return False, value
+        checked = [_leaf_value(v, t) for v, t in zip(value, elems)]
+        return all(ok for ok, _ in checked), tuple(v for _, v in checked)
+    if tp is bool:
+        return isinstance(value, bool), value
+    if tp is int:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy integers are Integral
+        return ok, int(value) if ok else value
+    if tp is float:
+        ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        return ok, float(value) if ok else value
+    if tp is str:
+        return isinstance(value, str), value
+    return True, value  # sections: checked by _check_sections
+
+
+def _check_types(config: Any, section: str) -> None:
+    """Each setting of a config built by hand has its annotated type: ``TrainConfig(epochs=2.5)`` or
+    ``TrainConfig(epochs="3")`` was accepted and failed far from the cause (or trained with a float epoch count).
+    Files and ``--set`` overrides are coerced before they get here (:func:`_coerce`)."""
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        want, value = hints[f.name], getattr(config, f.name)
+        if isinstance(want, type) and dataclasses.is_dataclass(want):
+            continue
+        ok, stored = _leaf_value(value, want)
+        if not ok:
+            spelled = str(want).replace("<class '", "").replace("'>", "")
+            raise ConfigError(f"{section}{f.name}: expected {spelled}, got {value!r} ({type(value).__name__})")
+        if stored is not value:
+            object.__setattr__(config, f.name, stored)  # frozen: the normalised value, once, at construction
+
+
 def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
         close = difflib.get_close_matches(str(value), list(choices), n=1)
@@ -114,9 +163,11 @@ class DataConfig:
                 # a config is written next to the run as JSON, so it names files; frames go to train_run itself
                 raise ConfigError(f"data.{name}: expected a file path, got {type(value).__name__}; pass a DataFrame as "
                                   f"train_run(cfg, out, frames={{{name!r}: df}}) (or prepare_data(cfg, frames=...))")
+        if not isinstance(self.ratios, (tuple, list)) or len(self.ratios) != 3:
+            raise ConfigError(f"data.ratios: needs three numbers (train, valid, test), got {self.ratios!r}")
+        _check_types(self, "data.")
         _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
         _choice(self.format, "data.format", INTERACTION_FORMATS)
-        _check(len(self.ratios) == 3, "data.ratios", "needs three numbers (train, valid, test)")
         _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
@@ -164,6 +215,7 @@ class TowerConfig:
     dual_head: bool = False
 
     def __post_init__(self) -> None:
+        _check_types(self, "tower.")
         _check(self.id_dim > 0 and self.feature_dim > 0 and self.out_dim > 0, "tower dims", "must be > 0")
         _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
         _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
@@ -207,6 +259,7 @@ class LossConfig:
     sampler: str = "uniform"  # sampled: uniform | popularity (train-item frequencies)
 
     def __post_init__(self) -> None:
+        _check_types(self, "loss.")
         _choice(self.kind, "loss.kind", ("inbatch", "sampled", "full", "bpr"))
         _check(self.temperature > 0, "loss.temperature", "must be > 0")
         _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
@@ -260,6 +313,7 @@ class TrainConfig:
     distributed_backend: str | None = None
 
     def __post_init__(self) -> None:
+        _check_types(self, "train.")
         _check(self.epochs >= 1, "train.epochs", "must be >= 1")
         _check(self.batch_size >= 2, "train.batch_size", "must be >= 2 (in-batch negatives need company)")
         _check(self.lr > 0, "train.lr", "must be > 0")
@@ -290,6 +344,7 @@ class EvalConfig:
     ease_max_items: int = 20_000
 
     def __post_init__(self) -> None:
+        _check_types(self, "eval.")
         _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
         for b in self.baselines:
@@ -331,6 +386,7 @@ class SearchConfig:
     cache_dir: str = "runs/cache/embeddings"  # corpus embeddings kept between runs
 
     def __post_init__(self) -> None:
+        _check_types(self, "search.")
         for name in ("max_length", "query_max_length", "rrf_k", "k", "depth", "rerank_top"):
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, f"search.{name}",
@@ -364,6 +420,7 @@ class FinetuneConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self, "")
         for name in ("epochs", "batch_size", "max_length", "query_max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -407,6 +464,7 @@ class RerankTrainConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_types(self, "")
         for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from twotower.config import ModelConfig, RunConfig, TowerConfig, TrainConfig, config_to_dict, load_config
@@ -153,3 +155,24 @@ def test_a_run_config_is_a_base_too():
     again = load_config(base=cfg, overrides=["train.lr=0.01"])
     assert (again.train.epochs, again.model.user.history, again.train.lr) == (3, "mean", 0.01)
     assert load_config(base=cfg) == cfg
+
+
+def test_hand_built_settings_have_their_annotated_types() -> None:
+    """From Python, TrainConfig(epochs=2.5) or epochs="3" was accepted and failed far from the cause."""
+    import numpy as np
+
+    from twotower.config import DataConfig, EvalConfig, LossConfig, TowerConfig, TrainConfig
+
+    for build, message in [(lambda: TrainConfig(epochs=2.5), "train.epochs: expected int, got 2.5"),
+                           (lambda: TrainConfig(epochs="3"), "train.epochs: expected int, got '3'"),
+                           (lambda: LossConfig(temperature="0.1"), "loss.temperature: expected float"),
+                           (lambda: TowerConfig(hidden=[256, "a"]), "tower.hidden: expected tuple"),
+                           (lambda: EvalConfig(ks=10), "eval.ks: expected tuple"),
+                           (lambda: TrainConfig(progress=1), "train.progress: expected bool"),
+                           (lambda: DataConfig(ratios=(0.8, 0.2)), "data.ratios: needs three numbers")]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            build()
+    # what a user means is kept, as plain values (config.json is JSON): numpy ints, an int rate, a list of sizes
+    cfg = TrainConfig(epochs=np.int64(3), lr=1, seed=np.int32(5))
+    assert (type(cfg.epochs), type(cfg.lr), type(cfg.seed)) == (int, float, int)
+    assert TowerConfig(hidden=[128]).hidden == (128,)
