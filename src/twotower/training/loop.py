@@ -121,7 +121,8 @@ class Progress:
     def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float) -> None:
         self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
         self.enabled, self.every_s = enabled, every_s
-        self.tty = enabled and sys.stderr.isatty()
+        # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
+        self.tty = enabled and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
         self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
         self.t0 = self.last = time.perf_counter()
         self.batches = self.examples = 0
