@@ -34,3 +34,18 @@ def test_bar_on_a_terminal_follows_the_log_level(monkeypatch: pytest.MonkeyPatch
         prog.close()
     finally:
         logger.setLevel(old)
+
+
+def test_shown_loss_is_scaled_from_a_ranks_share(caplog: pytest.LogCaptureFixture) -> None:
+    # under torchrun (2 ranks) each rank's closure returns its share of the global batch loss: rank 0's
+    # progress lines must show the loss (share × 2), as the epoch line does, not half of it
+    import torch
+
+    w = torch.nn.Parameter(torch.zeros(2))
+    tl = loop.TrainLoop([w], lr=0.1, progress=True, log_every_s=1e-9, shown_loss_scale=2.0)
+    with caplog.at_level(logging.INFO, logger=loop.__name__), tl.epoch(1, n_batches=2, n_examples=8) as ep:
+        for _ in range(2):
+            ep.step(lambda: (1.5, 4))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all("loss 3.0000" in line for line in lines), lines
+    assert ep.mean_loss == 1.5  # the epoch's sums (all-reduced by the trainer) are the shares themselves

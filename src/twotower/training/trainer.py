@@ -121,7 +121,7 @@ class Trainer:
         self.loop = TrainLoop(
             [p for p in model.parameters() if id(p) not in self._sparse_ids], lr=train.lr, weight_decay=train.weight_decay,
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
-            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s,
+            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
         )
         self.optimizers = self.loop.optimizers
         self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
