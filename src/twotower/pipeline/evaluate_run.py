@@ -170,7 +170,8 @@ def evaluate_run(
     def tuned(name: str, tune: Any, grid_arg: str) -> float:
         """The baseline's tuned setting, from <run>/tuned_baselines.json when the run's data still match."""
         key = tuning_key(tune, grid_arg, metric=select_metric, train=m.train, valid=m.valid)
-        value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(m.train, m.valid, metric=select_metric))
+        value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(
+            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s))
         reused.append(was_cached)
         if was_cached:
             tune_s[name] = seconds
