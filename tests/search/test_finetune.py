@@ -61,3 +61,19 @@ def test_config_errors_name_the_setting():
         FinetuneConfig(batch_size=1)
     with pytest.raises(ConfigError, match="shared"):
         FinetuneConfig(shared=True, train_doc_tower=False)
+
+
+def test_embedding_for_training_does_not_call_the_deprecated_tokenize(monkeypatch):
+    # newer sentence-transformers (6.3 here) warn "The `tokenize` method is deprecated" into the user's training log
+    from twotower.search.finetune import _embed
+
+    model = load_text_encoder().model
+    if not hasattr(model, "preprocess"):
+        pytest.skip("this sentence-transformers has no preprocess (tokenize is its only API)")
+
+    def deprecated(*_a, **_k):
+        raise AssertionError("tokenize called")
+
+    monkeypatch.setattr(model, "tokenize", deprecated)
+    emb = _embed(model, QUERIES[:2], max_length=16)
+    assert tuple(emb.shape) == (2, 384)

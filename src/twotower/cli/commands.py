@@ -298,7 +298,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
         return 0
     rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
-    res = recommend_users(run, rows, k, exclude, histories=histories, index=index)
+    train_cfg = run.config.train  # the run's own progress settings
+    res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
+                          log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.ids[int(r)]}" for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:

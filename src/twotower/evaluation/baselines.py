@@ -336,6 +336,26 @@ def _tuning_row(param: str, value: float, model: _HistoryBaseline, result: dict[
     return row
 
 
+class _TuningProgress:
+    """A log line every ``every_s`` seconds of a tuning grid (settings tried, the last one's metric, ETA): one
+    EASE solve per λ takes minutes on a large catalogue, and the grid would otherwise be silent until it ends."""
+
+    def __init__(self, what: str, total: int, metric: str, every_s: float | None) -> None:
+        self.what, self.total, self.metric, self.every_s = what, total, metric, every_s
+        self.t0 = self.last = time.perf_counter()
+        self.done = 0
+
+    def tried(self, value: float, score: float) -> None:
+        self.done += 1
+        now = time.perf_counter()
+        if self.every_s is None or now - self.last < self.every_s:
+            return
+        self.last = now
+        eta = (now - self.t0) / self.done * (self.total - self.done)
+        log.info("tuning %s: %d / %d tried (%g: %s %.4f), ETA %.0fs", self.what, self.done, self.total, value,
+                 self.metric, score, eta)
+
+
 def _pick(table: list[dict], param: str, metric: str) -> float:
     """The parameter with the best ``metric``; ties go to the earliest row."""
     best = max(range(len(table)), key=lambda i: (table[i][metric], -i))
@@ -347,6 +367,7 @@ def tune_ease(
     valid_relevant: sp.spmatrix | sp.sparray,
     lambdas: Sequence[float] = (50, 100, 200, 500, 1000, 2000, 5000),
     metric: str = "NDCG@10",
+    log_every_s: float | None = None,
 ) -> tuple[float, list[dict]]:
     """Choose EASE's ``l2`` by ``metric`` on validation data.
 
@@ -354,6 +375,7 @@ def tune_ease(
     ``[U, I]``) with training items excluded. The test split is never seen.
     Returns ``(best_lambda, table)``, one table row per λ in the order given
     (ties go to the earlier λ); refit ``EASE(l2=best_lambda)`` to use it.
+    ``log_every_s``: seconds between progress log lines (None: none).
     """
     if not lambdas:
         raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
@@ -362,11 +384,13 @@ def tune_ease(
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric)
     gram = _gram(x)  # shared by every λ
     table = []
+    progress = _TuningProgress("EASE λ", len(lambdas), metric, log_every_s)
     for lam in lambdas:
         model = EASE(l2=lam)._fit_from_gram(x, gram)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("l2", lam, model, result, protocol.ks[0]))
         log.debug("tune_ease: l2=%g %s=%.4f", lam, metric, result[metric])
+        progress.tried(lam, result[metric])
     return float(_pick(table, "l2", metric)), table
 
 
@@ -376,6 +400,7 @@ def tune_itemknn(
     ks: Sequence[int] = (10, 20, 50, 100, 200, 500),
     shrink: float = 10.0,
     metric: str = "NDCG@10",
+    log_every_s: float | None = None,
 ) -> tuple[int, list[dict]]:
     """Choose ItemKNN's neighbour count ``k`` by ``metric`` on validation data.
 
@@ -389,9 +414,11 @@ def tune_itemknn(
     full = _cosine_similarity(x, float(shrink))
     ranked = _rank_rows(full)  # sorted once; each k is a cut of it
     table = []
+    progress = _TuningProgress("ItemKNN k", len(checked), metric, log_every_s)
     for k in checked:
         model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full, ranked)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("k", k, model, result, protocol.ks[0]))
         log.debug("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])
+        progress.tried(k, result[metric])
     return int(_pick(table, "k", metric)), table

@@ -67,6 +67,9 @@ class EvalProtocol:
     # Users scored per chunk; memory is about batch_users × I × 4 bytes × 3
     # (scores, masked copy, partition buffer).
     batch_users: int = 1024
+    # seconds between progress log lines (users done, users/s, ETA), so that a long evaluation in a
+    # redirected log is not silent; None: no lines (the CLI passes the run's train.log_every_s)
+    log_every_s: float | None = None
 
     def __post_init__(self) -> None:
         ks = tuple(self.ks)
@@ -80,6 +83,8 @@ class EvalProtocol:
         object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
         if isinstance(self.batch_users, bool) or not isinstance(self.batch_users, int) or self.batch_users < 1:
             raise ConfigError(f"EvalProtocol.batch_users must be a positive integer, got {self.batch_users!r}")
+        if self.log_every_s is not None and not self.log_every_s > 0:
+            raise ConfigError(f"EvalProtocol.log_every_s must be > 0 or None, got {self.log_every_s!r}")
 
 
 def _as_csr(matrix: object, name: str) -> sp.csr_matrix:
@@ -187,7 +192,7 @@ def evaluate(
     recommended = {k: np.zeros(n_items, dtype=bool) for k in protocol.ks}
     pop_sum = {k: 0.0 for k in protocol.ks}
     pop_n = {k: 0 for k in protocol.ks}
-    t0 = time.perf_counter()
+    t0 = last = time.perf_counter()
     rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
     for start in range(0, users.size, protocol.batch_users):
         batch = users[start : start + protocol.batch_users]  # [B]
@@ -213,6 +218,12 @@ def evaluate(
             if pop is not None:
                 pop_sum[k] += float(pop[valid].sum())
                 pop_n[k] += int(valid.size)
+        now = time.perf_counter()
+        if protocol.log_every_s is not None and now - last >= protocol.log_every_s:
+            last, done = now, start + batch.size
+            rate = done / max(now - t0, 1e-9)
+            log.info("evaluation: %d / %d users, %.0f users/s, ETA %.0fs", done, users.size, rate,
+                     (users.size - done) / max(rate, 1e-9))
     out: dict[str, float] = {}
     n = users.size
     for k in protocol.ks:

@@ -146,7 +146,8 @@ def evaluate_run(
             log.warning("%d of %d %s pairs are in the input history (%s), so they are excluded and never hit",
                         leaked, relevant.nnz, split, ", ".join(histories.files))
     pop = np.asarray(m.train.sum(axis=0)).ravel()
-    protocol = EvalProtocol(ks=ks)
+    train_cfg = run.config.train  # the run's own progress settings, as its training used them
+    protocol = EvalProtocol(ks=ks, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     too_long = [k for k in ks if k >= run.n_items]
     if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size
         log.warning("k=%s is not below the %d items of the catalogue: those lists hold every item, so their "
@@ -169,7 +170,8 @@ def evaluate_run(
     def tuned(name: str, tune: Any, grid_arg: str) -> float:
         """The baseline's tuned setting, from <run>/tuned_baselines.json when the run's data still match."""
         key = tuning_key(tune, grid_arg, metric=select_metric, train=m.train, valid=m.valid)
-        value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(m.train, m.valid, metric=select_metric))
+        value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(
+            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s))
         reused.append(was_cached)
         if was_cached:
             tune_s[name] = seconds

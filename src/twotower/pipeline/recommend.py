@@ -11,6 +11,7 @@ the service computes them (known users in fixed chunks of
 from __future__ import annotations
 
 import logging
+import time
 
 import weakref
 from pathlib import Path
@@ -170,6 +171,7 @@ def recommend_users(
     *,
     index: VectorIndex | None = None,
     histories: Any = None,
+    log_every_s: float | None = None,
 ) -> Results:
     """Top-k item rows for known users -> ``Results[B, K]`` (``index`` defaults to exact search).
 
@@ -177,7 +179,8 @@ def recommend_users(
     ``histories`` (:class:`twotower.pipeline.histories.InputHistories`)
     replaces the training history as the users' input. A row shorter than
     ``k`` (padded with -1) means fewer than ``k`` items were left; see
-    :func:`twotower.index.shortfall`.
+    :func:`twotower.index.shortfall`. ``log_every_s``: seconds between progress log lines (users
+    done, users/s, ETA; None: none), so that ``--users all`` in a redirected log is not silent.
     """
     if index is None:
         index, _ = open_run_index(run, exact=True)
@@ -189,6 +192,7 @@ def recommend_users(
         embed = (lambda rows: np.asarray(scorer.user_vectors(rows), np.float32))
     user_rows = np.asarray(user_rows, np.int64)
     parts: list[Results] = []
+    t0 = last = time.perf_counter()
     for s in range(0, len(user_rows), batch):
         chunk = user_rows[s : s + batch]
         queries = embed(chunk)  # [B, D]
@@ -196,6 +200,12 @@ def recommend_users(
         if excl is not None and not any(e.size for e in excl):
             excl = None
         parts.append(index.search(queries, k, exclude=excl))
+        now = time.perf_counter()
+        if log_every_s is not None and now - last >= log_every_s:
+            last, done = now, s + chunk.size
+            rate = done / max(now - t0, 1e-9)
+            log.info("recommending: %d / %d users, %.0f users/s, ETA %.0fs", done, len(user_rows), rate,
+                     (len(user_rows) - done) / max(rate, 1e-9))
     if not parts:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
     return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))

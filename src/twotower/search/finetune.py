@@ -71,7 +71,9 @@ def _embed(model, texts: list[str], max_length: int):
     import torch.nn.functional as F  # noqa: PLC0415
 
     model.max_seq_length = max_length
-    features = model.tokenize(texts)
+    # newer sentence-transformers deprecate tokenize for preprocess, with a warning in the user's log
+    prepare = getattr(model, "preprocess", None) or model.tokenize
+    features = prepare(texts)
     return F.normalize(model(features)["sentence_embedding"], dim=-1)
 
 

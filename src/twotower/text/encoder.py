@@ -237,8 +237,10 @@ class TextEncoder:
                 now = time.perf_counter()
                 if show_progress and now - last >= self.settings.progress_seconds:
                     done = min(s + batch_size, len(texts))
-                    logger.info("encoding with %s: %d / %d texts, %.1f texts/s", self.backend, done, len(texts),
-                                done / (now - t0))
+                    rate = done / (now - t0)
+                    # longest texts go first, so the rate so far is the slowest: the ETA errs long, never short
+                    logger.info("encoding with %s: %d / %d texts, %.1f texts/s, ETA %.0fs", self.backend, done,
+                                len(texts), rate, (len(texts) - done) / max(rate, 1e-9))
                     last = now
         finally:
             st.max_seq_length = old

@@ -121,7 +121,8 @@ class Progress:
     def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float) -> None:
         self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
         self.enabled, self.every_s = enabled, every_s
-        self.tty = enabled and sys.stderr.isatty()
+        # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
+        self.tty = enabled and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
         self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
         self.t0 = self.last = time.perf_counter()
         self.batches = self.examples = 0
@@ -180,7 +181,7 @@ class EpochRun:
         self.loss_sum += loss
         self.batches += 1
         self.examples += n
-        self.progress.update(n, self.loss_sum / self.batches)
+        self.progress.update(n, self.loss_sum / self.batches * loop.shown_loss_scale)
         return loss
 
     @property
@@ -212,6 +213,7 @@ class TrainLoop:
         progress: bool = True,
         log_every_s: float = 30.0,
         after_backward: Callable[[], None] | None = None,
+        shown_loss_scale: float = 1.0,
     ) -> None:
         groups = list(params)
         self.clip_params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
@@ -219,6 +221,10 @@ class TrainLoop:
                                           sparse_params=sparse_params)
         self.grad_clip = grad_clip
         self.progress, self.log_every_s = progress, log_every_s
+        # the progress display's loss = this × the closures' mean loss: under torchrun a rank's closure
+        # returns its share of the global batch loss (summed over ranks it is the loss), so the trainer
+        # passes the world size and rank 0's bar shows the loss its epoch line will, not loss / world
+        self.shown_loss_scale = shown_loss_scale
         self.after_backward = after_backward
         self.global_step = 0
         self.schedulers: list[torch.optim.lr_scheduler.LambdaLR] = []

@@ -19,7 +19,14 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
     panels = [("loss", "training loss"), ("inbatch_accuracy", "in-batch accuracy"), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std")]
     if any("alpha" in r for r in history):
         panels.append(("alpha", "gate α"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2))
+    from matplotlib.ticker import MaxNLocator
+
+    # one shared epoch axis with whole-epoch ticks: a validation curve (eval_every > 1) lines up with the
+    # training curves beside it, and a run of 1-3 epochs is not labelled 0.96, 1.5, 2.5
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), sharex=True)
+    axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(set(epochs)) == 1:  # one point: the locator would tick the ±0.05 span around it (0.96 ... 1.04)
+        axes[0].set_xticks(epochs[:1])
     for ax, (key, title) in zip(axes, panels):
         xs = [e for e, r in zip(epochs, history) if key in r]
         ys = [r[key] for r in history if key in r]

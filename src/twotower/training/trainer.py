@@ -121,7 +121,7 @@ class Trainer:
         self.loop = TrainLoop(
             [p for p in model.parameters() if id(p) not in self._sparse_ids], lr=train.lr, weight_decay=train.weight_decay,
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
-            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s,
+            progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
         )
         self.optimizers = self.loop.optimizers
         self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
@@ -241,7 +241,8 @@ class Trainer:
             return {}
         scorer = TwoTowerScorer(self.model, self.seqs)
         return evaluate(scorer, self.valid_relevant, self.train_matrix,
-                        EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks}))), self.item_counts)
+                        EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks})),
+                                     log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_counts)
 
     # ------------------------------------------------------------------ loop
     def fit(self, *, resume: bool = False) -> TrainResult:

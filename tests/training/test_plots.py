@@ -1,0 +1,37 @@
+"""curves.png: every panel on the same whole-epoch axis."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from twotower.training.plots import plot_training_curves
+
+
+def _figure(monkeypatch: pytest.MonkeyPatch, history: list[dict], path: Path):
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    plot_training_curves(history, path)
+    assert path.stat().st_size > 0
+    return figs[0]
+
+
+def test_validation_every_other_epoch_shares_the_epoch_axis(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    history = [{"epoch": e, "loss": 6.0 - 0.1 * e, "inbatch_accuracy": 0.01 * e, "item_std": 0.02,
+                **({"valid_NDCG@10": 0.1 + 0.01 * e} if e % 2 == 0 else {})} for e in range(1, 7)]
+    fig = _figure(monkeypatch, history, tmp_path / "curves.png")
+    limits = {ax.get_xlim() for ax in fig.axes}
+    assert len(limits) == 1  # the valid panel (epochs 2, 4, 6) is drawn against the same epochs as the loss
+
+
+@pytest.mark.parametrize("epochs", [1, 2, 3])
+def test_short_runs_get_whole_epoch_ticks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, epochs: int) -> None:
+    history = [{"epoch": e, "loss": 6.0 - 0.1 * e, "inbatch_accuracy": 0.01, "item_std": 0.02, "valid_NDCG@10": 0.1}
+               for e in range(1, epochs + 1)]
+    fig = _figure(monkeypatch, history, tmp_path / "curves.png")
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks

@@ -1,0 +1,51 @@
+"""What a training epoch's progress display shows: a bar on a terminal, log lines elsewhere, nothing under -q."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from twotower.training import loop
+
+
+class _Tty:
+    """A stderr that says it is a terminal and swallows what tqdm writes."""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("level", "bar"), [(logging.INFO, True), (logging.WARNING, False)])
+def test_bar_on_a_terminal_follows_the_log_level(monkeypatch: pytest.MonkeyPatch, level: int, bar: bool) -> None:
+    # `twotower -q` sets WARNING: a quiet run shows no bar on a terminal, as it logs no progress lines off one
+    monkeypatch.setattr(loop.sys, "stderr", _Tty())
+    logger = logging.getLogger(loop.__name__)
+    old = logger.level
+    logger.setLevel(level)
+    try:
+        prog = loop.Progress("epoch 1", 4, 16, enabled=True, every_s=30.0)
+        assert (prog.bar is not None) is bar
+        prog.close()
+    finally:
+        logger.setLevel(old)
+
+
+def test_shown_loss_is_scaled_from_a_ranks_share(caplog: pytest.LogCaptureFixture) -> None:
+    # under torchrun (2 ranks) each rank's closure returns its share of the global batch loss: rank 0's
+    # progress lines must show the loss (share × 2), as the epoch line does, not half of it
+    import torch
+
+    w = torch.nn.Parameter(torch.zeros(2))
+    tl = loop.TrainLoop([w], lr=0.1, progress=True, log_every_s=1e-9, shown_loss_scale=2.0)
+    with caplog.at_level(logging.INFO, logger=loop.__name__), tl.epoch(1, n_batches=2, n_examples=8) as ep:
+        for _ in range(2):
+            ep.step(lambda: (1.5, 4))
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all("loss 3.0000" in line for line in lines), lines
+    assert ep.mean_loss == 1.5  # the epoch's sums (all-reduced by the trainer) are the shares themselves
