@@ -24,6 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import check_json_out, write_json_out  # noqa: E402
+
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.explain import METHODS, explain_recommendation, faithfulness  # noqa: E402
 from twotower.pipeline.artifacts import TrainedRun  # noqa: E402
@@ -97,6 +99,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     set_threads(args.threads or threads_from_env() or 1)
+    json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
 
     if args.run:
         run_dir = Path(args.run)
@@ -134,7 +137,7 @@ def main() -> int:
     if not isinstance(http, dict):
         print(f"POST /explain: {http}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"faithfulness": rows, "latency": lat}, indent=2))
+        write_json_out(json_out, json.dumps({"faithfulness": rows, "latency": lat}, indent=2))
     return 0
 
 

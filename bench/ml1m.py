@@ -40,6 +40,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import check_json_out, write_json_out  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-1m" / "ml-1m.txt"
 
 # What SOURCE.md states about the file and the sanity baseline (checked, not assumed).
@@ -206,6 +210,7 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
     import twotower as tt
     from twotower.config import load_config
     from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.utils.atomic import atomic_write_text
 
     over = [f"data.train={json.dumps(str(paths['train']))}", f"data.valid={json.dumps(str(paths['valid']))}",
             f"data.test={json.dumps(str(paths['test']))}", "train.progress=false", f"train.threads={threads}",
@@ -227,7 +232,8 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
                         history_from=[run.dir / "data" / "train.csv", run.dir / "data" / "valid.csv"])[0]
     row = {"row": name, "seed": seed, "run": str(run_dir), **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
            "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], **_throughput(run_dir)}
-    result_path.write_text(json.dumps(row, indent=2, default=float))
+    # atomically: a run with a bench.json is taken as finished, so a half-written one would break every rerun
+    atomic_write_text(result_path, json.dumps(row, indent=2, default=float))
     print(f"{name} seed {seed}: test HR@10 {row['HR@10']:.4f} NDCG@10 {row['NDCG@10']:.4f} "
           f"(valid NDCG@10 {row['valid_NDCG@10']:.4f}) in {row['fit_s'] / 60:.1f} min", file=sys.stderr, flush=True)
     return row
@@ -304,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.epochs:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()
+    json_out = check_json_out(args.json)
     if not Path(args.data).is_file():
         raise SystemExit(f"error: --data {args.data}: no such file (the default is ../shared/data/ml-1m/ml-1m.txt, "
                          "see its SOURCE.md; any file in the SASRec format works)")
@@ -350,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen = None if choice is None else {"row": choice.name, "valid_NDCG@10": choice.value, "runner_up": choice.runner_up,
                                               "runner_up_valid_NDCG@10": choice.runner_up_value,
                                               "within_noise": choice.within_noise}
-        Path(args.json).write_text(json.dumps({"rows": rows, "per_seed": per_seed, "chosen": chosen}, indent=2,
-                                              default=float))
+        write_json_out(json_out, json.dumps({"rows": rows, "per_seed": per_seed, "chosen": chosen}, indent=2,
+                                            default=float))
     print(f"total {(time.perf_counter() - t0) / 60:.1f} min", file=sys.stderr)
     return 0
 

@@ -32,6 +32,9 @@ import numpy as np  # noqa: E402
 from twotower.config import FinetuneConfig  # noqa: E402  (the bi-encoder defaults, declared once)
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import check_json_out, write_json_out  # noqa: E402
 
 
 def default_data() -> Path:
@@ -81,6 +84,7 @@ def main(argv=None) -> int:
 
     set_threads(args.threads)
     seed_everything(args.seed)
+    check_json_out(args.json)  # before the models are trained: a bad path is one line, not a late traceback
 
     from twotower.evaluation.table import format_table
     from twotower.search.beir import load_beir, relevant_rows, validation_split_by_group
@@ -287,8 +291,7 @@ def main(argv=None) -> int:
     print(f"fusion chosen on {len(valid_qids)} validation queries: {choice.describe()} "
           f"(valid NDCG@10 {choice.valid_ndcg10:.4f}); total {time.perf_counter() - t_all:.0f}s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json_out(args.json, json.dumps(rows, indent=2) + "\n")
     return 0
 
 

@@ -1,0 +1,96 @@
+"""The benchmark scripts check their arguments before any work: a bad ``--json`` or an unknown name is one line
+(SystemExit with a message), not a traceback after the benchmark has run, and ``--json`` is written atomically."""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.syspath_prepend(str(BENCH))
+
+    def load(name: str) -> Any:
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    yield load
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "_common"):
+        sys.modules.pop(name, None)
+
+
+def _no_work(*_: object, **__: object) -> None:
+    raise AssertionError("the benchmark started its work before checking its arguments")
+
+
+def test_ml1m_json_folder_is_refused_before_the_data(bench: Any, tmp_path: Path) -> None:
+    ml1m = bench("ml1m")
+    data = tmp_path / "seq.txt"
+    data.write_text("1 1\n1 2\n1 3\n2 1\n2 2\n2 3\n")
+    with pytest.raises(SystemExit, match="is a folder"):
+        ml1m.main(["--data", str(data), "--json", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_movielens100k_names_and_json_checked_before_the_data(bench: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ml100k = bench("movielens100k")
+    monkeypatch.setattr(ml100k, "prepare_data", _no_work)
+    for argv, msg in ((["--variants", "defualt"], "unknown variant 'defualt'"),
+                      (["--baselines", "eas"], "did you mean 'ease'"),
+                      (["--json", str(tmp_path)], "is a folder")):
+        monkeypatch.setattr(sys, "argv", ["movielens100k.py", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            ml100k.main()
+
+
+def test_index_scale_json_folder_is_refused_before_the_catalogue(bench: Any, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    index_scale = bench("index_scale")
+    monkeypatch.setattr(index_scale, "make_data", _no_work)
+    with pytest.raises(SystemExit, match="is a folder"):
+        index_scale.main(["--json", str(tmp_path)])
+
+
+def test_scifact_json_folder_is_refused_before_the_data(bench: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    scifact = bench("scifact")
+    import twotower.search.beir
+
+    monkeypatch.setattr(twotower.search.beir, "load_beir", _no_work)
+    with pytest.raises(SystemExit, match="is a folder"):
+        scifact.main(["--json", str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_json_is_written_atomically(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    common = bench("_common")
+    target = tmp_path / "new" / "rows.json"
+    assert common.check_json_out(str(target)) == target
+    common.write_json_out(target, '{"a": 1}\n')
+    assert target.read_text() == '{"a": 1}\n'
+    import twotower.utils.atomic as atomic
+
+    def fail(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomic.os, "replace", fail)
+    with pytest.raises(OSError):
+        common.write_json_out(target, '{"a": 2}\n')
+    assert target.read_text() == '{"a": 1}\n'  # the earlier results are still whole
+
+
+def test_explain_json_folder_is_refused_before_training(bench: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    explain = bench("explain")
+    import twotower.pipeline.run
+
+    monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
+    monkeypatch.setattr(sys, "argv", ["explain.py", "--json", str(tmp_path), "--out", str(tmp_path / "run")])
+    with pytest.raises(SystemExit, match="is a folder"):
+        explain.main()
