@@ -21,7 +21,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
         return importlib.import_module(name)
 
     yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "_common"):
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "_common"):
         sys.modules.pop(name, None)
 
 
@@ -94,3 +94,16 @@ def test_explain_json_folder_is_refused_before_training(bench: Any, tmp_path: Pa
     monkeypatch.setattr(sys, "argv", ["explain.py", "--json", str(tmp_path), "--out", str(tmp_path / "run")])
     with pytest.raises(SystemExit, match="is a folder"):
         explain.main()
+
+
+def test_ease_fit_runs_on_synthetic_items_without_the_ml1m_file(bench: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    ease_fit = bench("ease_fit")
+    monkeypatch.setattr(ease_fit, "ML1M", tmp_path / "missing.txt")
+    monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "1", "--threads", "1"])
+    assert ease_fit.main() == 0
+    assert "random 60 items" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "0"])
+    with pytest.raises(SystemExit, match="--rounds must be >= 1"):
+        ease_fit.main()
