@@ -110,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     set_threads(args.threads)
     check_json_out(args.json)  # before the catalogue is built: a bad path is one line, not a late traceback
+    # sizes and the embeddings file checked here too: a zero or a typo was a traceback from deep in the search
+    for flag in ("n", "dim", "clusters", "queries", "tune_queries", "latency_queries", "k", "max_train"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if args.ml100k_embeddings is not None and not args.ml100k_embeddings.is_file():
+        raise SystemExit(f"error: --ml100k-embeddings {args.ml100k_embeddings}: no such file (an .npy of [I, D])")
 
     t0 = time.perf_counter()
     x, tune_q, eval_q, source = make_data(args)

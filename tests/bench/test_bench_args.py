@@ -107,3 +107,13 @@ def test_ease_fit_runs_on_synthetic_items_without_the_ml1m_file(bench: Any, tmp_
     monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "0"])
     with pytest.raises(SystemExit, match="--rounds must be >= 1"):
         ease_fit.main()
+
+
+@pytest.mark.parametrize("argv, msg", [(["--n", "0"], "--n must be >= 1"), (["--queries", "0"], "--queries must be >= 1"),
+                                       (["--k", "0"], "--k must be >= 1"),
+                                       (["--ml100k-embeddings", "missing.npy"], "no such file")])
+def test_index_scale_bad_sizes_are_one_line(bench: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str], msg: str) -> None:
+    index_scale = bench("index_scale")
+    monkeypatch.setattr(index_scale, "make_data", _no_work)
+    with pytest.raises(SystemExit, match=msg):
+        index_scale.main(argv)
