@@ -21,7 +21,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
         return importlib.import_module(name)
 
     yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "_common"):
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "_common"):
         sys.modules.pop(name, None)
 
 
@@ -117,3 +117,16 @@ def test_index_scale_bad_sizes_are_one_line(bench: Any, monkeypatch: pytest.Monk
     monkeypatch.setattr(index_scale, "make_data", _no_work)
     with pytest.raises(SystemExit, match=msg):
         index_scale.main(argv)
+
+
+def test_encoder_backends_bad_arguments_are_one_line(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    encoder_backends = bench("encoder_backends")
+    import twotower.text
+
+    monkeypatch.setattr(twotower.text, "load_text_encoder", _no_work)
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
+    beir = ["--beir", str(tmp_path)]
+    for argv, msg in ((["--beir", str(tmp_path / "missing")], "no corpus.jsonl"), ([*beir, "--docs", "0"], "--docs must be"),
+                      ([*beir, "--rounds", "0"], "--rounds must be"), ([*beir, "--backends", "torch,onx"], "--backends")):
+        with pytest.raises(SystemExit, match=msg):
+            encoder_backends.main(argv)
