@@ -21,7 +21,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
         return importlib.import_module(name)
 
     yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "_common"):
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "_common"):
         sys.modules.pop(name, None)
 
 
@@ -130,3 +130,14 @@ def test_encoder_backends_bad_arguments_are_one_line(bench: Any, tmp_path: Path,
                       ([*beir, "--rounds", "0"], "--rounds must be"), ([*beir, "--backends", "torch,onx"], "--backends")):
         with pytest.raises(SystemExit, match=msg):
             encoder_backends.main(argv)
+
+
+def test_train_throughput_names_checked_before_the_data(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    train_throughput = bench("train_throughput")
+    monkeypatch.setattr(train_throughput, "synthetic", _no_work)
+    monkeypatch.setattr(train_throughput, "load_ml1m", _no_work)
+    for argv, msg in ((["--towers", "recency", "tranformer"], "did you mean 'transformer'"),
+                      (["--losses", "inbach"], "did you mean 'inbatch'"), (["--examples", "0"], "--examples")):
+        monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--synthetic-items", "100", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            train_throughput.main()
