@@ -293,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from twotower.utils.runtime import set_threads
 
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     set_threads(args.threads)
     names = [r for r in args.rows.split(",") if r]
     for r in names:
@@ -302,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    if not seeds:
+        raise SystemExit(f"--seeds names no seed: {args.seeds!r}")
+    if args.epochs is not None and args.epochs < 1:
+        raise SystemExit(f"--epochs must be >= 1, got {args.epochs}")
     extra = list(args.set)
     out = Path(args.out) / ("quick" if args.quick else "full")
     if args.quick:
@@ -311,6 +317,17 @@ def main(argv: list[str] | None = None) -> int:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()
     json_out = check_json_out(args.json)
+    from twotower.cli.paths import check_output_dir
+    from twotower.config import load_config
+    from twotower.errors import ConfigError
+
+    try:  # before the split is made: a bad --out or --set was a traceback, the latter after the baseline
+        check_output_dir(out, "--out")
+        for name in names:
+            if name != "popularity":
+                load_config(overrides=ROWS[name] + extra)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
     if not Path(args.data).is_file():
         raise SystemExit(f"error: --data {args.data}: no such file (the default is ../shared/data/ml-1m/ml-1m.txt, "
                          "see its SOURCE.md; any file in the SASRec format works)")

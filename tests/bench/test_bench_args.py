@@ -141,3 +141,18 @@ def test_train_throughput_names_checked_before_the_data(bench: Any, monkeypatch:
         monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--synthetic-items", "100", *argv])
         with pytest.raises(SystemExit, match=msg):
             train_throughput.main()
+
+
+def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    ml1m = bench("ml1m")
+    monkeypatch.setattr(ml1m, "prepare_split", _no_work)
+    data = tmp_path / "seq.txt"
+    data.write_text("1 1\n1 2\n1 3\n")
+    (tmp_path / "afile").write_text("")
+    base = ["--data", str(data), "--rows", "pooled-recency-inbatch"]
+    for argv, msg in ((["--seeds", ","], "names no seed"), (["--threads", "0"], "--threads must be"),
+                      (["--epochs", "-1"], "--epochs must be"), (["--out", str(tmp_path / "afile")], "is a file"),
+                      (["--out", str(tmp_path / "o"), "--set", "train.lr=-1"], "train.lr")):
+        with pytest.raises(SystemExit, match=msg):
+            ml1m.main([*base, *argv])
