@@ -101,11 +101,18 @@ def main(argv=None) -> int:
     out: Path = args.out / ("quick" if args.quick else "full")
     cache_dir = args.out / "cache"
     t_all = time.perf_counter()
-    train = load_beir(args.data, "train")
-    test = load_beir(args.data, "test")
+    from twotower.cli.paths import check_output_dir
+    from twotower.errors import TwoTowerError
+
+    try:  # a wrong --data or --out, or --valid-frac outside (0, 1), is one line, not a traceback
+        check_output_dir(args.out, "--out")
+        train = load_beir(args.data, "train")
+        test = load_beir(args.data, "test")
+        train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
+    except TwoTowerError as e:
+        raise SystemExit(f"error: {e}") from None
     corpus = train.corpus
     doc_texts = corpus.doc_texts()
-    train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
     test_qids = list(test.queries)
     seen_docs = {d for q in train.qrels.values() for d in q}
     unseen = [i for i, q in enumerate(test_qids) if not (set(test.qrels[q]) & seen_docs)]

@@ -156,3 +156,16 @@ def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: 
                       (["--out", str(tmp_path / "o"), "--set", "train.lr=-1"], "train.lr")):
         with pytest.raises(SystemExit, match=msg):
             ml1m.main([*base, *argv])
+
+
+def test_scifact_bad_data_out_and_valid_frac_are_one_line(bench: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    scifact = bench("scifact")
+    import twotower.search.bm25
+
+    monkeypatch.setattr(twotower.search.bm25.BM25Retriever, "fit", _no_work)
+    (tmp_path / "afile").write_text("")
+    for argv, msg in ((["--data", str(tmp_path / "missing")], "no corpus.jsonl"),
+                      (["--out", str(tmp_path / "afile")], "is a file, not a folder")):
+        with pytest.raises(SystemExit, match=msg):
+            scifact.main(["--out", str(tmp_path / "out"), *argv])
