@@ -55,6 +55,20 @@ def check_json_out(path: str | os.PathLike[str] | None, flag: str = "--json") ->
         raise SystemExit(f"error: {e}") from None
 
 
+def check_run(path: str | os.PathLike[str] | None, flag: str = "--run") -> None:
+    """``--run`` loaded once before any work: a wrong folder is one line, not a traceback (for the serving
+    benchmarks, from the server's start-up)."""
+    if path is None:
+        return
+    from twotower.errors import TwoTowerError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    try:
+        TrainedRun.load(path)
+    except TwoTowerError as e:
+        raise SystemExit(f"error: {flag} {path}: {e}") from None
+
+
 def write_json_out(path: str | os.PathLike[str], text: str) -> None:
     """Atomically (temp file + rename; ``-`` is standard output): an interrupted write never leaves half a
     results file in place of an earlier one."""

@@ -173,7 +173,9 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout per request in seconds")
     p.add_argument("--startup-timeout", type=float, default=120.0)
     args = p.parse_args()
+    from _common import check_run
 
+    check_run(args.run)
     from twotower.evaluation.table import format_table
     from twotower.pipeline.artifacts import TrainedRun
 

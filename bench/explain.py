@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, write_json_out  # noqa: E402
+from _common import check_json_out, check_run, write_json_out  # noqa: E402
 
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.explain import METHODS, explain_recommendation, faithfulness  # noqa: E402
@@ -100,6 +100,7 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING)
     set_threads(args.threads or threads_from_env() or 1)
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
+    check_run(args.run)
 
     if args.run:
         run_dir = Path(args.run)

@@ -442,6 +442,9 @@ def main() -> int:
         args.workers = counts[0]
         serve(args)
         return 0
+    from _common import check_run
+
+    check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))
     results: list[tuple[int, dict]] = []  # (workers, summary) in the order measured

@@ -21,7 +21,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
         return importlib.import_module(name)
 
     yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "_common"):
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "serve_load", "soak", "bounded_work", "_common"):
         sys.modules.pop(name, None)
 
 
@@ -169,3 +169,25 @@ def test_scifact_bad_data_out_and_valid_frac_are_one_line(bench: Any, tmp_path: 
                       (["--out", str(tmp_path / "afile")], "is a file, not a folder")):
         with pytest.raises(SystemExit, match=msg):
             scifact.main(["--out", str(tmp_path / "out"), *argv])
+
+
+@pytest.mark.parametrize("script", ["serve_load", "soak", "bounded_work", "explain"])
+def test_a_missing_run_is_one_line(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    module = bench(script)
+    serve_load = sys.modules.get("serve_load") or bench("serve_load")
+    monkeypatch.setattr(serve_load, "start_server", _no_work)
+    import twotower.pipeline.artifacts
+
+    real_load = twotower.pipeline.artifacts.TrainedRun.load
+    calls: list[object] = []
+
+    def load_once(path: object) -> object:  # the check's load; a second one means the work began
+        calls.append(path)
+        if len(calls) > 1:
+            _no_work()
+        return real_load(path)
+
+    monkeypatch.setattr(twotower.pipeline.artifacts.TrainedRun, "load", staticmethod(load_once))
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--run", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="no run.json there"):
+        module.main()
