@@ -91,6 +91,7 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from twotower.index import autotune
+    from twotower.index.autotune import IndexPolicy
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.serving import RecommenderService, ServiceSettings, create_app
     from twotower.utils.runtime import set_threads
@@ -112,11 +113,16 @@ def serve(args: argparse.Namespace) -> None:
 
         index = load_index(cache)
         recall = json.loads((cache / "tune.json").read_text())["recall"]
+        if recall < IndexPolicy.target_recall and not args.allow_low_recall:
+            # cached by a run with --allow-low-recall: the same rule as a fresh build below, not served silently
+            print(f"SERVER refused: the index in {cache} has recall@10 {recall:.3f} < "
+                  f"{IndexPolicy.target_recall}; pass --allow-low-recall to serve it anyway", flush=True)
+            raise SystemExit(2)
         print(f"SERVER reuses the index autotuned before ({cache}): recall@10 {recall:.3f}", flush=True)
     else:
         set_threads(args.build_threads or os.cpu_count() or 1)  # the build may use every core; serving runs on one
-        report = autotune(vectors, ids, queries, k=10, target_recall=0.95, index="ivf", max_train=100_000,
-                          latency_queries=50)
+        report = autotune(vectors, ids, queries, k=10, target_recall=IndexPolicy.target_recall, index="ivf",
+                          max_train=100_000, latency_queries=50)
         set_threads(1)
         print(report.table(), flush=True)
         if not report.met_target and not args.allow_low_recall:
