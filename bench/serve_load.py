@@ -416,6 +416,22 @@ def add_server_args(p: argparse.ArgumentParser, *, startup_timeout: float) -> No
                    help="threads for the index build (default 0: every core; serving always runs on one)")
 
 
+def check_server_args(args: argparse.Namespace) -> None:
+    """The server's flags checked before the run is trained and the server started: a zero size or an
+    --index-cache that is a file was a traceback from the server process and "server exited with 1"."""
+    from twotower.cli.paths import check_output_dir
+    from twotower.errors import ConfigError
+
+    for flag in ("n_items", "clusters", "max_concurrency"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if args.index_cache:
+        try:
+            check_output_dir(args.index_cache, "--index-cache")
+        except ConfigError as e:
+            raise SystemExit(f"error: {e}") from None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
@@ -450,6 +466,7 @@ def main() -> int:
         return 0
     from _common import check_run
 
+    check_server_args(args)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))

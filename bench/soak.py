@@ -86,6 +86,7 @@ def main() -> int:
     args = p.parse_args()
     from _common import check_run
 
+    serve_load.check_server_args(args)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="soak_")
     run_dir = Path(args.run) if args.run else serve_load.train_tiny_run(Path(tmp.name))

@@ -191,3 +191,17 @@ def test_a_missing_run_is_one_line(bench: Any, tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(sys, "argv", [f"{script}.py", "--run", str(tmp_path / "missing")])
     with pytest.raises(SystemExit, match="no run.json there"):
         module.main()
+
+
+@pytest.mark.parametrize("script", ["serve_load", "soak"])
+def test_server_sizes_and_index_cache_checked_before_the_run(bench: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    module = bench(script)
+    serve_load = sys.modules["serve_load"]
+    monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
+    monkeypatch.setattr(serve_load, "start_server", _no_work)
+    (tmp_path / "afile").write_text("")
+    for argv, msg in ((["--n-items", "0"], "--n-items must be"), (["--index-cache", str(tmp_path / "afile")], "is a file")):
+        monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            module.main()
