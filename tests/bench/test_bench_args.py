@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -21,7 +22,7 @@ def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
         return importlib.import_module(name)
 
     yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "serve_load", "soak", "bounded_work", "_common"):
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "serve_load", "soak", "bounded_work", "scale_out", "_common"):
         sys.modules.pop(name, None)
 
 
@@ -205,3 +206,21 @@ def test_server_sizes_and_index_cache_checked_before_the_run(bench: Any, tmp_pat
         monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
         with pytest.raises(SystemExit, match=msg):
             module.main()
+
+
+def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    scale_out = bench("scale_out")
+    made: list[str] = []
+
+    def fake_build(world: int, args: Any, work: Path) -> list[dict]:
+        made.append(work.name)
+        return []
+
+    monkeypatch.setattr(scale_out, "exact_truth", lambda args: np.zeros((1, 10), np.int64))
+    monkeypatch.setattr(scale_out, "build_once", fake_build)
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--skip-train", "--worlds", "1,2,1", "--n", "10", "--queries", "1"])
+    scale_out.main()  # a repeated count was FileExistsError
+    assert len(set(made)) == 3
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--worlds", "0"])
+    with pytest.raises(SystemExit):
+        scale_out.main()
