@@ -159,7 +159,7 @@ def disconnect_case(url: str, body: dict, hang_up_s: float) -> dict:
             if in_flight == 0:
                 break
             time.sleep(0.02)
-    return {"case": f"256-batch, client gone at {hang_up_s:g} s", "status": "closed",
+    return {"case": f"{len(body['requests'])}-batch, client gone at {hang_up_s:g} s", "status": "closed",
             "seconds": time.perf_counter() - left, "MB": None, "explained": "-", "healthz": "-", "healthz_p50_ms": float("nan"),
             "healthz_max_ms": float("nan"), "message": f"in flight after: {in_flight}"}
 
