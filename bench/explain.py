@@ -98,6 +98,7 @@ def main() -> int:
                     help="config overrides when training, e.g. model.user.history=mean")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
     set_threads(args.threads or threads_from_env() or 1)
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
     check_run(args.run)

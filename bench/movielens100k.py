@@ -171,6 +171,7 @@ def main() -> int:
     ap.add_argument("--cold-only", action="store_true", help="only the cold-start item evaluation")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
     # names and --json checked before any work: a typo is one line now, not a traceback (or an exit) after the
     # baselines' minutes of tuning or the whole run
     json_out = check_json_out(args.json)
