@@ -97,9 +97,12 @@ log = logging.getLogger("bench.ml1m")
 
 # ---------------------------------------------------------------------------------------------- data
 def _source_id(data: Path) -> dict[str, Any]:
-    """What the split was made from: a reused split folder must come from the same file."""
+    """What the split was made from: a reused split folder must come from the same file (its content too: a file
+    rewritten in place can keep its path and size)."""
+    from twotower.utils.atomic import sha256_file
+
     st = data.stat()
-    return {"path": str(data.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"path": str(data.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256_file(data)}
 
 
 def prepare_split(data: Path, out: Path, quick_users: int | None) -> tuple[dict[str, Path], dict[str, Any]]:
@@ -125,6 +128,8 @@ def prepare_split(data: Path, out: Path, quick_users: int | None) -> tuple[dict[
         if made is None or made["path"] != source["path"] or made["bytes"] != source["bytes"]:
             raise SystemExit(f"{out} holds a split of {(made or {}).get('path', 'another file')}, not of "
                              f"{data}: pass another --out")
+        if made.get("sha256", source["sha256"]) != source["sha256"]:  # splits made before it was recorded: path+size
+            raise SystemExit(f"{out} holds a split of an earlier content of {data} (changed since): pass another --out")
         return paths, report["shape"]
     df = read_interactions(data)
     rep = df.attrs["report"]

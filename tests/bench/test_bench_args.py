@@ -224,3 +224,15 @@ def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkey
     monkeypatch.setattr(sys, "argv", ["scale_out.py", "--worlds", "0"])
     with pytest.raises(SystemExit):
         scale_out.main()
+
+
+def test_ml1m_split_of_a_file_rewritten_in_place_is_not_reused(bench: Any, tmp_path: Path) -> None:
+    ml1m = bench("ml1m")
+    data = tmp_path / "seq.txt"
+    data.write_text("".join(f"{u} {i}\n" for u in (1, 2, 3) for i in (1, 2, 3, 4)))
+    paths, _ = ml1m.prepare_split(data, tmp_path / "split", None)
+    assert paths["train"].is_file()
+    ml1m.prepare_split(data, tmp_path / "split", None)  # the same file: reused
+    data.write_text("".join(f"{u} {i}\n" for u in (1, 2, 3) for i in (4, 3, 2, 1)))  # same path and size
+    with pytest.raises(SystemExit, match="changed since"):
+        ml1m.prepare_split(data, tmp_path / "split", None)
