@@ -44,6 +44,19 @@ def default_data() -> Path:
     return Path("../shared/data/scifact")
 
 
+def check_reused(folder: Path, saved: dict, wanted: object) -> None:
+    """``--reuse`` takes a model only if it was trained with the settings this command would train it with:
+    another ``--epochs``/``--lr``/... would otherwise be reported in the table as if it were this command's."""
+    import dataclasses
+
+    want = json.loads(json.dumps(dataclasses.asdict(wanted)))  # tuples as lists, as the model's file keeps them
+    diff = sorted(k for k in set(want) | set(saved) if want.get(k) != saved.get(k))
+    if diff:
+        raise SystemExit(f"error: --reuse: {folder} was trained with other settings ("
+                         + ", ".join(f"{k} {saved.get(k)!r}, now {want.get(k)!r}" for k in diff)
+                         + "); pass the same flags, or drop --reuse to train it again")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=default_data(), help="SciFact dir (holding beir/) or the BEIR dir itself")
@@ -159,9 +172,13 @@ def main(argv=None) -> int:
 
     def get_cross_encoder():
         ce_dir = out / "cross_encoder"
+        cfg = RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length, lr=args.ce_lr,
+                                negatives_per_query=args.ce_negatives, max_groups=args.ce_max_groups,
+                                freeze_layers=args.ce_freeze_layers, seed=args.seed)
         if args.reuse and (ce_dir / "twotower_cross_encoder.json").is_file():
             print(f"reusing {ce_dir}", file=sys.stderr)
             meta = json.loads((ce_dir / "twotower_cross_encoder.json").read_text())
+            check_reused(ce_dir, meta["config"], cfg)
             return CrossEncoderReranker(ce_dir, max_length=meta["config"]["max_length"]), float(meta["seconds"])
         t = time.perf_counter()
         bm25_ce = BM25Retriever().fit(doc_texts, corpus.ids)
@@ -169,9 +186,6 @@ def main(argv=None) -> int:
         ce_negs, ce_report = mine_hard_negatives(uniq_q, uniq_pos, bm25_ce, ce_mining)
         print("cross-encoder negatives (BM25):", ce_report.summary(), file=sys.stderr)
         by_q = dict(zip(uniq_q, ce_negs))
-        cfg = RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length, lr=args.ce_lr,
-                                negatives_per_query=args.ce_negatives, max_groups=args.ce_max_groups,
-                                freeze_layers=args.ce_freeze_layers, seed=args.seed)
         ce = train_cross_encoder(pair_q, pair_pos, [by_q[q] for q in pair_q], doc_texts, ce_dir, config=cfg)
         return ce, time.perf_counter() - t
 
@@ -219,9 +233,18 @@ def main(argv=None) -> int:
     # 3. fine-tuned two-tower (hard negatives mined from the zero-shot dense index)
     ft_dir = out / "bi_encoder"
     ft_train_s = 0.0
+    full = args.corpus_negatives and not args.train_doc_tower
+    cfg = FinetuneConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=FinetuneConfig.temperature, max_length=args.max_length,
+        train_doc_tower=args.train_doc_tower, corpus_negatives=full,
+        negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
+        refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
+    )
     if args.reuse and (ft_dir / "twotower_bi_encoder.json").is_file():
+        meta = json.loads((ft_dir / "twotower_bi_encoder.json").read_text())
+        check_reused(ft_dir, meta["config"], cfg)
         q_enc, d_enc = load_bi_encoder(ft_dir)
-        ft_train_s = float(json.loads((ft_dir / "twotower_bi_encoder.json").read_text())["seconds"])
+        ft_train_s = float(meta["seconds"])
         print(f"reusing {ft_dir}", file=sys.stderr)
     else:
         t = time.perf_counter()
@@ -229,13 +252,6 @@ def main(argv=None) -> int:
         negs, report = mine_hard_negatives(uniq_q, uniq_pos, zs, mining)
         print("bi-encoder negatives (zero-shot dense):", report.summary(), file=sys.stderr)
         by_q = dict(zip(uniq_q, negs))
-        full = args.corpus_negatives and not args.train_doc_tower
-        cfg = FinetuneConfig(
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=FinetuneConfig.temperature, max_length=args.max_length,
-            train_doc_tower=args.train_doc_tower, corpus_negatives=full,
-            negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
-            refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
-        )
         res = finetune_bi_encoder(pair_q, pair_pos, doc_texts, ft_dir, config=cfg, negatives=[by_q[q] for q in pair_q],
                                   mining=mining, cache_dir=cache_dir)
         q_enc, d_enc = res.query_encoder, res.doc_encoder

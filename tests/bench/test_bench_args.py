@@ -236,3 +236,15 @@ def test_ml1m_split_of_a_file_rewritten_in_place_is_not_reused(bench: Any, tmp_p
     data.write_text("".join(f"{u} {i}\n" for u in (1, 2, 3) for i in (4, 3, 2, 1)))  # same path and size
     with pytest.raises(SystemExit, match="changed since"):
         ml1m.prepare_split(data, tmp_path / "split", None)
+
+
+def test_scifact_reuse_refuses_a_model_trained_with_other_settings(bench: Any, tmp_path: Path) -> None:
+    import dataclasses
+
+    from twotower.config import FinetuneConfig
+
+    scifact = bench("scifact")
+    saved = dataclasses.asdict(FinetuneConfig(epochs=1))
+    scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=1))  # the same settings: reused
+    with pytest.raises(SystemExit, match="epochs 1, now 3"):
+        scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=3))
