@@ -101,6 +101,9 @@ def main() -> int:
     logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
     set_threads(args.threads or threads_from_env() or 1)
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
+    for flag in ("epochs", "users", "k", "calls"):  # a zero was an IndexError once the run had been trained
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag} must be >= 1, got {getattr(args, flag)}")
     check_run(args.run)
 
     if args.run:

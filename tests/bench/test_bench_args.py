@@ -248,3 +248,15 @@ def test_scifact_reuse_refuses_a_model_trained_with_other_settings(bench: Any, t
     scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=1))  # the same settings: reused
     with pytest.raises(SystemExit, match="epochs 1, now 3"):
         scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=3))
+
+
+def test_explain_zero_sizes_are_one_line_before_training(bench: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    explain = bench("explain")
+    import twotower.pipeline.run
+
+    monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
+    for flag in ("--users", "--k", "--calls", "--epochs"):
+        monkeypatch.setattr(sys, "argv", ["explain.py", "--out", str(tmp_path / "run"), flag, "0"])
+        with pytest.raises(SystemExit, match=f"{flag} must be >= 1"):
+            explain.main()
