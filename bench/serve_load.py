@@ -467,6 +467,11 @@ def main() -> int:
     from _common import check_run
 
     check_server_args(args)
+    if args.step <= 1:  # the ramp multiplies the rate by it: 1 or less never ends while the service keeps up
+        p.error(f"--step must be > 1, got {args.step:g}")
+    for flag in ("start_rate", "step_seconds", "overload_seconds", "p99_ms", "timeout"):
+        if getattr(args, flag) <= 0:
+            p.error(f"--{flag.replace('_', '-')} must be > 0, got {getattr(args, flag):g}")
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))

@@ -260,3 +260,15 @@ def test_explain_zero_sizes_are_one_line_before_training(bench: Any, tmp_path: P
         monkeypatch.setattr(sys, "argv", ["explain.py", "--out", str(tmp_path / "run"), flag, "0"])
         with pytest.raises(SystemExit, match=f"{flag} must be >= 1"):
             explain.main()
+
+
+@pytest.mark.parametrize("argv, msg", [(["--step", "1"], "--step must be > 1"),
+                                       (["--start-rate", "0"], "--start-rate must be > 0")])
+def test_serve_load_ramp_settings_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str], argv: list[str], msg: str) -> None:
+    serve_load = bench("serve_load")
+    monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
+    monkeypatch.setattr(sys, "argv", ["serve_load.py", *argv])
+    with pytest.raises(SystemExit):
+        serve_load.main()
+    assert msg in capsys.readouterr().err
