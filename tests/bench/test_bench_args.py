@@ -272,3 +272,14 @@ def test_serve_load_ramp_settings_are_checked(bench: Any, monkeypatch: pytest.Mo
     with pytest.raises(SystemExit):
         serve_load.main()
     assert msg in capsys.readouterr().err
+
+
+def test_soak_rate_and_seconds_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    soak = bench("soak")
+    monkeypatch.setattr(sys.modules["serve_load"], "train_tiny_run", _no_work)
+    for flag in ("--rate", "--seconds"):
+        monkeypatch.setattr(sys, "argv", ["soak.py", flag, "0"])
+        with pytest.raises(SystemExit):
+            soak.main()
+        assert f"{flag} must be > 0" in capsys.readouterr().err
