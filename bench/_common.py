@@ -41,6 +41,42 @@ class PeakRSS:
         return self.peak / 2**20
 
 
+def check_json_out(path: str | os.PathLike[str] | None, flag: str = "--json") -> Path | None:
+    """``--json`` checked before any work: a folder or an unwritable path is one line now, not a traceback
+    once the benchmark has run to its end (and its results are lost)."""
+    if path is None:
+        return None
+    from twotower.cli.paths import check_output_file
+    from twotower.errors import ConfigError
+
+    try:
+        return check_output_file(path, flag)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+def check_run(path: str | os.PathLike[str] | None, flag: str = "--run") -> None:
+    """``--run`` loaded once before any work: a wrong folder is one line, not a traceback (for the serving
+    benchmarks, from the server's start-up)."""
+    if path is None:
+        return
+    from twotower.errors import TwoTowerError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    try:
+        TrainedRun.load(path)
+    except TwoTowerError as e:
+        raise SystemExit(f"error: {flag} {path}: {e}") from None
+
+
+def write_json_out(path: str | os.PathLike[str], text: str) -> None:
+    """Atomically (temp file + rename; ``-`` is standard output): an interrupted write never leaves half a
+    results file in place of an earlier one."""
+    from twotower.cli.paths import write_output_text
+
+    write_output_text(path, text)
+
+
 @contextmanager
 def timed() -> Iterator[dict]:
     out: dict = {}

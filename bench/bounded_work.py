@@ -159,7 +159,7 @@ def disconnect_case(url: str, body: dict, hang_up_s: float) -> dict:
             if in_flight == 0:
                 break
             time.sleep(0.02)
-    return {"case": f"256-batch, client gone at {hang_up_s:g} s", "status": "closed",
+    return {"case": f"{len(body['requests'])}-batch, client gone at {hang_up_s:g} s", "status": "closed",
             "seconds": time.perf_counter() - left, "MB": None, "explained": "-", "healthz": "-", "healthz_p50_ms": float("nan"),
             "healthz_max_ms": float("nan"), "message": f"in flight after: {in_flight}"}
 
@@ -173,7 +173,9 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout per request in seconds")
     p.add_argument("--startup-timeout", type=float, default=120.0)
     args = p.parse_args()
+    from _common import check_run
 
+    check_run(args.run)
     from twotower.evaluation.table import format_table
     from twotower.pipeline.artifacts import TrainedRun
 

@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--l2", type=float, default=500.0)
     ap.add_argument("--synthetic-items", type=int, default=0, help="also a random matrix of this many items")
     args = ap.parse_args()
+    if args.rounds < 1 or args.synthetic_items < 0:
+        raise SystemExit("error: --rounds must be >= 1 and --synthetic-items >= 0")
     set_threads(args.threads)
     data: list[tuple[str, sp.csr_matrix]] = []
     if ML1M.exists():
@@ -68,14 +70,14 @@ def main() -> int:
     else:
         print(f"note: {ML1M} not found (../shared/data/ml-1m, see its SOURCE.md): no ML-1M row; "
               "--synthetic-items N measures a random catalogue", file=sys.stderr)
-    if not data:
-        raise SystemExit("error: nothing to measure: the ML-1M file is missing and --synthetic-items is 0")
     if args.synthetic_items:
         rng = np.random.default_rng(0)
         n = args.synthetic_items
         x = sp.random(4 * n, n, density=20 / n, random_state=rng, format="csr", dtype=np.float32)
         x.data[:] = 1.0
         data.append((f"random {n:,} items", x))
+    if not data:  # after the random matrix: without the ML-1M file, --synthetic-items alone is a benchmark
+        raise SystemExit("error: nothing to measure: the ML-1M file is missing and --synthetic-items is 0")
     print(f"{'data':<22} {'items':>7} {'path':<10} {'seconds':>8} {'peak MB':>8} {'x textbook':>10}")
     for name, x in data:
         gram = _gram(x)

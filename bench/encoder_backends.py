@@ -51,6 +51,20 @@ def main(argv: list[str] | None = None) -> int:
 
     from twotower.text import EncoderSettings, load_text_encoder
 
+    from twotower.errors import ConfigError
+
+    # checked before the model is loaded: a zero, a wrong folder or a backend typo was a traceback
+    for flag in ("docs", "rounds", "batch_size", "threads"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if not (args.beir / "corpus.jsonl").is_file():
+        raise SystemExit(f"error: --beir {args.beir}: no corpus.jsonl there (a BEIR folder such as "
+                         "../shared/data/scifact/beir, see SOURCE.md beside it)")
+    backends = [b for b in args.backends.split(",") if b]
+    try:
+        settings = {b: EncoderSettings(backend=b, threads=args.threads) for b in backends}
+    except ConfigError as e:
+        raise SystemExit(f"error: --backends: {e}") from None
     torch.set_num_threads(args.threads)
     texts = []
     with open(args.beir / "corpus.jsonl", encoding="utf-8") as fh:
@@ -59,8 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             texts.append(((d.get("title") or "") + " " + d["text"]).strip())
             if len(texts) >= args.docs:
                 break
-    backends = [b for b in args.backends.split(",") if b]
-    encs = {b: load_text_encoder(None, settings=EncoderSettings(backend=b, threads=args.threads)) for b in backends}
+    encs = {b: load_text_encoder(None, settings=settings[b]) for b in backends}
     bare = encs.get("torch") or load_text_encoder(None)
     for e in encs.values():  # export / warm up outside the timing
         e.encode(texts[:8], batch_size=args.batch_size, show_progress=False)

@@ -24,6 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import check_json_out, check_run, write_json_out  # noqa: E402
+
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.explain import METHODS, explain_recommendation, faithfulness  # noqa: E402
 from twotower.pipeline.artifacts import TrainedRun  # noqa: E402
@@ -96,7 +98,13 @@ def main() -> int:
                     help="config overrides when training, e.g. model.user.history=mean")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
     set_threads(args.threads or threads_from_env() or 1)
+    json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
+    for flag in ("epochs", "users", "k", "calls"):  # a zero was an IndexError once the run had been trained
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag} must be >= 1, got {getattr(args, flag)}")
+    check_run(args.run)
 
     if args.run:
         run_dir = Path(args.run)
@@ -134,7 +142,7 @@ def main() -> int:
     if not isinstance(http, dict):
         print(f"POST /explain: {http}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"faithfulness": rows, "latency": lat}, indent=2))
+        write_json_out(json_out, json.dumps({"faithfulness": rows, "latency": lat}, indent=2))
     return 0
 
 

@@ -28,6 +28,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import check_json_out, write_json_out  # noqa: E402
+
 from twotower.index import ExactIndex, FaissIndex, autotune, plot_recall_qps, tie_aware_recall
 from twotower.index.autotune import measure_speed
 from twotower.utils.runtime import set_threads
@@ -105,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
     set_threads(args.threads)
+    check_json_out(args.json)  # before the catalogue is built: a bad path is one line, not a late traceback
+    # sizes and the embeddings file checked here too: a zero or a typo was a traceback from deep in the search
+    for flag in ("n", "dim", "clusters", "queries", "tune_queries", "latency_queries", "k", "max_train"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if args.ml100k_embeddings is not None and not args.ml100k_embeddings.is_file():
+        raise SystemExit(f"error: --ml100k-embeddings {args.ml100k_embeddings}: no such file (an .npy of [I, D])")
 
     t0 = time.perf_counter()
     x, tune_q, eval_q, source = make_data(args)
@@ -230,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         out = {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows,
                "sweeps": {k: v.to_dict() for k, v in reports.items()}, "peak_rss_gb": peak_rss_gb()}
-        args.json.write_text(json.dumps(out, indent=2, default=str))
+        write_json_out(args.json, json.dumps(out, indent=2, default=str))
     return 0
 
 

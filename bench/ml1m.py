@@ -40,6 +40,10 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import check_json_out, write_json_out  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-1m" / "ml-1m.txt"
 
 # What SOURCE.md states about the file and the sanity baseline (checked, not assumed).
@@ -93,9 +97,12 @@ log = logging.getLogger("bench.ml1m")
 
 # ---------------------------------------------------------------------------------------------- data
 def _source_id(data: Path) -> dict[str, Any]:
-    """What the split was made from: a reused split folder must come from the same file."""
+    """What the split was made from: a reused split folder must come from the same file (its content too: a file
+    rewritten in place can keep its path and size)."""
+    from twotower.utils.atomic import sha256_file
+
     st = data.stat()
-    return {"path": str(data.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"path": str(data.resolve()), "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256_file(data)}
 
 
 def prepare_split(data: Path, out: Path, quick_users: int | None) -> tuple[dict[str, Path], dict[str, Any]]:
@@ -121,6 +128,8 @@ def prepare_split(data: Path, out: Path, quick_users: int | None) -> tuple[dict[
         if made is None or made["path"] != source["path"] or made["bytes"] != source["bytes"]:
             raise SystemExit(f"{out} holds a split of {(made or {}).get('path', 'another file')}, not of "
                              f"{data}: pass another --out")
+        if made.get("sha256", source["sha256"]) != source["sha256"]:  # splits made before it was recorded: path+size
+            raise SystemExit(f"{out} holds a split of an earlier content of {data} (changed since): pass another --out")
         return paths, report["shape"]
     df = read_interactions(data)
     rep = df.attrs["report"]
@@ -206,6 +215,7 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
     import twotower as tt
     from twotower.config import load_config
     from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.utils.atomic import atomic_write_text
 
     over = [f"data.train={json.dumps(str(paths['train']))}", f"data.valid={json.dumps(str(paths['valid']))}",
             f"data.test={json.dumps(str(paths['test']))}", "train.progress=false", f"train.threads={threads}",
@@ -227,7 +237,8 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
                         history_from=[run.dir / "data" / "train.csv", run.dir / "data" / "valid.csv"])[0]
     row = {"row": name, "seed": seed, "run": str(run_dir), **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
            "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], **_throughput(run_dir)}
-    result_path.write_text(json.dumps(row, indent=2, default=float))
+    # atomically: a run with a bench.json is taken as finished, so a half-written one would break every rerun
+    atomic_write_text(result_path, json.dumps(row, indent=2, default=float))
     print(f"{name} seed {seed}: test HR@10 {row['HR@10']:.4f} NDCG@10 {row['NDCG@10']:.4f} "
           f"(valid NDCG@10 {row['valid_NDCG@10']:.4f}) in {row['fit_s'] / 60:.1f} min", file=sys.stderr, flush=True)
     return row
@@ -287,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from twotower.utils.runtime import set_threads
 
+    if args.threads < 1:
+        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
     set_threads(args.threads)
     names = [r for r in args.rows.split(",") if r]
     for r in names:
@@ -296,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
+    if not seeds:
+        raise SystemExit(f"--seeds names no seed: {args.seeds!r}")
+    if args.epochs is not None and args.epochs < 1:
+        raise SystemExit(f"--epochs must be >= 1, got {args.epochs}")
     extra = list(args.set)
     out = Path(args.out) / ("quick" if args.quick else "full")
     if args.quick:
@@ -304,6 +321,18 @@ def main(argv: list[str] | None = None) -> int:
     elif args.epochs:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()
+    json_out = check_json_out(args.json)
+    from twotower.cli.paths import check_output_dir
+    from twotower.config import load_config
+    from twotower.errors import ConfigError
+
+    try:  # before the split is made: a bad --out or --set was a traceback, the latter after the baseline
+        check_output_dir(out, "--out")
+        for name in names:
+            if name != "popularity":
+                load_config(overrides=ROWS[name] + extra)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
     if not Path(args.data).is_file():
         raise SystemExit(f"error: --data {args.data}: no such file (the default is ../shared/data/ml-1m/ml-1m.txt, "
                          "see its SOURCE.md; any file in the SASRec format works)")
@@ -350,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         chosen = None if choice is None else {"row": choice.name, "valid_NDCG@10": choice.value, "runner_up": choice.runner_up,
                                               "runner_up_valid_NDCG@10": choice.runner_up_value,
                                               "within_noise": choice.within_noise}
-        Path(args.json).write_text(json.dumps({"rows": rows, "per_seed": per_seed, "chosen": chosen}, indent=2,
-                                              default=float))
+        write_json_out(json_out, json.dumps({"rows": rows, "per_seed": per_seed, "chosen": chosen}, indent=2,
+                                            default=float))
     print(f"total {(time.perf_counter() - t0) / 60:.1f} min", file=sys.stderr)
     return 0
 

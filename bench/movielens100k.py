@@ -17,10 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PeakRSS  # noqa: E402
+from _common import PeakRSS, check_json_out, write_json_out  # noqa: E402
 from ml1m import ROWS as ML1M_ROWS  # noqa: E402
 
-from twotower.config import load_config  # noqa: E402
+from twotower.config import EvalConfig, load_config  # noqa: E402
+from twotower.errors import ConfigError  # noqa: E402
 from twotower.evaluation import choose_on_validation  # noqa: E402
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.pipeline.experiment import PROTOCOL_TEXT, baseline_scorers, evaluate_scorers, train_model  # noqa: E402
@@ -170,6 +171,19 @@ def main() -> int:
     ap.add_argument("--cold-only", action="store_true", help="only the cold-start item evaluation")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
+    # names and --json checked before any work: a typo is one line now, not a traceback (or an exit) after the
+    # baselines' minutes of tuning or the whole run
+    json_out = check_json_out(args.json)
+    variants = [v for v in args.variants.split(",") if v]
+    for name in variants:
+        if name not in VARIANTS:
+            raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    baselines = tuple(b for b in args.baselines.split(",") if b)
+    try:
+        EvalConfig(baselines=baselines)  # the library's check of the names
+    except ConfigError as e:
+        raise SystemExit(f"--baselines: {e}") from None
     set_threads(args.threads)
     base = ["data.dataset=movielens-100k", "train.progress=false", *args.set]
     if args.epochs:
@@ -180,14 +194,12 @@ def main() -> int:
     cfg0 = load_config(overrides=base)
     prep = prepare_data(cfg0)
     rows = []
-    for name, (scorer, fit_s, info) in baseline_scorers(prep, tuple(b for b in args.baselines.split(",") if b)).items():
+    for name, (scorer, fit_s, info) in baseline_scorers(prep, baselines).items():
         res = evaluate_scorers(prep, {name: scorer})[name]
         label = name + (f" ({', '.join(f'{k}={v:g}' for k, v in info.items())})" if info else "")
         rows.append({"model": label, "fit_s": fit_s, "peak_MB": None, "epochs": None, **res})
         print(f"{label}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f}", file=sys.stderr, flush=True)
-    for name in [v for v in args.variants.split(",") if v]:
-        if name not in VARIANTS:
-            raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    for name in variants:
         cfg = load_config(overrides=base + VARIANTS[name])
         with PeakRSS() as mem:
             t0 = time.perf_counter()
@@ -217,7 +229,7 @@ def main() -> int:
     if args.cold_start:
         rows += cold_start(base, args.threads)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2, default=float))
+        write_json_out(json_out, json.dumps(rows, indent=2, default=float))
     return 0
 
 

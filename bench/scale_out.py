@@ -179,13 +179,20 @@ def main() -> None:
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--skip-index", action="store_true")
     args = p.parse_args()
-    worlds = [int(w) for w in args.worlds.split(",")]
-    args.nprobe = [int(v) for v in args.nprobe.split(",")]
+    given = f"got --worlds {args.worlds!r}, --nprobe {args.nprobe!r}"
+    try:
+        worlds = [int(w) for w in args.worlds.split(",") if w]
+        args.nprobe = [int(v) for v in args.nprobe.split(",") if v]
+    except ValueError:
+        p.error(f"--worlds and --nprobe take comma lists of integers; {given}")
+    if not worlds or min(worlds) < 1 or not args.nprobe or min(args.nprobe) < 1:
+        p.error(f"--worlds and --nprobe take positive integers; {given}")
 
     with tempfile.TemporaryDirectory(prefix="scale_out_") as tmp:
         tmp_path = Path(tmp)
         if not args.skip_train:
-            rows = [train_once(w, args.epochs, tmp_path / f"run{w}", args.threads) for w in worlds]
+            # folders by position: a repeated count (1,2,1,2: interleaved for the noise) gets its own
+            rows = [train_once(w, args.epochs, tmp_path / f"run{i}-{w}", args.threads) for i, w in enumerate(worlds)]
             print(f"\n(a) training, MovieLens-100K, {args.epochs} epochs, global batch 512, dropout 0, "
                   f"{args.threads} thread(s) per process")
             print(f"{'procs':>5}  {'examples':>8}  {'epoch_s':>7}  {'examples/s':>10}  {'wall_s':>6}  loss per epoch / acc")
@@ -208,8 +215,8 @@ def main() -> None:
             recall_cols = [f"R10@{k}_np{v}" for v in args.nprobe for k in (10, 100)]
             print(f"{'procs':>5}  {'rank':>4}  {'total_s':>7}  {'train_s':>7}  {'add_s':>6}  {'merge_s':>7}  "
                   f"{'base_MB':>7}  {'peak_MB':>7}  " + "  ".join(f"{c:>12}" for c in recall_cols))
-            for w in worlds:
-                work = tmp_path / f"index{w}"
+            for i, w in enumerate(worlds):
+                work = tmp_path / f"index{i}-{w}"
                 work.mkdir()
                 (work / "truth.npy").symlink_to(tmp_path / "truth.npy")
                 for s in build_once(w, args, work):

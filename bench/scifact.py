@@ -32,6 +32,9 @@ import numpy as np  # noqa: E402
 from twotower.config import FinetuneConfig  # noqa: E402  (the bi-encoder defaults, declared once)
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import check_json_out, write_json_out  # noqa: E402
 
 
 def default_data() -> Path:
@@ -39,6 +42,19 @@ def default_data() -> Path:
         if cand.exists():
             return cand
     return Path("../shared/data/scifact")
+
+
+def check_reused(folder: Path, saved: dict, wanted: object) -> None:
+    """``--reuse`` takes a model only if it was trained with the settings this command would train it with:
+    another ``--epochs``/``--lr``/... would otherwise be reported in the table as if it were this command's."""
+    import dataclasses
+
+    want = json.loads(json.dumps(dataclasses.asdict(wanted)))  # tuples as lists, as the model's file keeps them
+    diff = sorted(k for k in set(want) | set(saved) if want.get(k) != saved.get(k))
+    if diff:
+        raise SystemExit(f"error: --reuse: {folder} was trained with other settings ("
+                         + ", ".join(f"{k} {saved.get(k)!r}, now {want.get(k)!r}" for k in diff)
+                         + "); pass the same flags, or drop --reuse to train it again")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -81,6 +97,7 @@ def main(argv=None) -> int:
 
     set_threads(args.threads)
     seed_everything(args.seed)
+    check_json_out(args.json)  # before the models are trained: a bad path is one line, not a late traceback
 
     from twotower.evaluation.table import format_table
     from twotower.search.beir import load_beir, relevant_rows, validation_split_by_group
@@ -97,11 +114,18 @@ def main(argv=None) -> int:
     out: Path = args.out / ("quick" if args.quick else "full")
     cache_dir = args.out / "cache"
     t_all = time.perf_counter()
-    train = load_beir(args.data, "train")
-    test = load_beir(args.data, "test")
+    from twotower.cli.paths import check_output_dir
+    from twotower.errors import TwoTowerError
+
+    try:  # a wrong --data or --out, or --valid-frac outside (0, 1), is one line, not a traceback
+        check_output_dir(args.out, "--out")
+        train = load_beir(args.data, "train")
+        test = load_beir(args.data, "test")
+        train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
+    except TwoTowerError as e:
+        raise SystemExit(f"error: {e}") from None
     corpus = train.corpus
     doc_texts = corpus.doc_texts()
-    train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
     test_qids = list(test.queries)
     seen_docs = {d for q in train.qrels.values() for d in q}
     unseen = [i for i, q in enumerate(test_qids) if not (set(test.qrels[q]) & seen_docs)]
@@ -148,9 +172,13 @@ def main(argv=None) -> int:
 
     def get_cross_encoder():
         ce_dir = out / "cross_encoder"
+        cfg = RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length, lr=args.ce_lr,
+                                negatives_per_query=args.ce_negatives, max_groups=args.ce_max_groups,
+                                freeze_layers=args.ce_freeze_layers, seed=args.seed)
         if args.reuse and (ce_dir / "twotower_cross_encoder.json").is_file():
             print(f"reusing {ce_dir}", file=sys.stderr)
             meta = json.loads((ce_dir / "twotower_cross_encoder.json").read_text())
+            check_reused(ce_dir, meta["config"], cfg)
             return CrossEncoderReranker(ce_dir, max_length=meta["config"]["max_length"]), float(meta["seconds"])
         t = time.perf_counter()
         bm25_ce = BM25Retriever().fit(doc_texts, corpus.ids)
@@ -158,9 +186,6 @@ def main(argv=None) -> int:
         ce_negs, ce_report = mine_hard_negatives(uniq_q, uniq_pos, bm25_ce, ce_mining)
         print("cross-encoder negatives (BM25):", ce_report.summary(), file=sys.stderr)
         by_q = dict(zip(uniq_q, ce_negs))
-        cfg = RerankTrainConfig(epochs=args.ce_epochs, max_length=args.ce_max_length, lr=args.ce_lr,
-                                negatives_per_query=args.ce_negatives, max_groups=args.ce_max_groups,
-                                freeze_layers=args.ce_freeze_layers, seed=args.seed)
         ce = train_cross_encoder(pair_q, pair_pos, [by_q[q] for q in pair_q], doc_texts, ce_dir, config=cfg)
         return ce, time.perf_counter() - t
 
@@ -208,9 +233,18 @@ def main(argv=None) -> int:
     # 3. fine-tuned two-tower (hard negatives mined from the zero-shot dense index)
     ft_dir = out / "bi_encoder"
     ft_train_s = 0.0
+    full = args.corpus_negatives and not args.train_doc_tower
+    cfg = FinetuneConfig(
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=FinetuneConfig.temperature, max_length=args.max_length,
+        train_doc_tower=args.train_doc_tower, corpus_negatives=full,
+        negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
+        refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
+    )
     if args.reuse and (ft_dir / "twotower_bi_encoder.json").is_file():
+        meta = json.loads((ft_dir / "twotower_bi_encoder.json").read_text())
+        check_reused(ft_dir, meta["config"], cfg)
         q_enc, d_enc = load_bi_encoder(ft_dir)
-        ft_train_s = float(json.loads((ft_dir / "twotower_bi_encoder.json").read_text())["seconds"])
+        ft_train_s = float(meta["seconds"])
         print(f"reusing {ft_dir}", file=sys.stderr)
     else:
         t = time.perf_counter()
@@ -218,13 +252,6 @@ def main(argv=None) -> int:
         negs, report = mine_hard_negatives(uniq_q, uniq_pos, zs, mining)
         print("bi-encoder negatives (zero-shot dense):", report.summary(), file=sys.stderr)
         by_q = dict(zip(uniq_q, negs))
-        full = args.corpus_negatives and not args.train_doc_tower
-        cfg = FinetuneConfig(
-            epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, temperature=FinetuneConfig.temperature, max_length=args.max_length,
-            train_doc_tower=args.train_doc_tower, corpus_negatives=full,
-            negatives_per_query=0 if full else (1 if args.train_doc_tower else args.negatives),
-            refresh_negatives=not (full or args.train_doc_tower), seed=args.seed,
-        )
         res = finetune_bi_encoder(pair_q, pair_pos, doc_texts, ft_dir, config=cfg, negatives=[by_q[q] for q in pair_q],
                                   mining=mining, cache_dir=cache_dir)
         q_enc, d_enc = res.query_encoder, res.doc_encoder
@@ -287,8 +314,7 @@ def main(argv=None) -> int:
     print(f"fusion chosen on {len(valid_qids)} validation queries: {choice.describe()} "
           f"(valid NDCG@10 {choice.valid_ndcg10:.4f}); total {time.perf_counter() - t_all:.0f}s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=2) + "\n")
+        write_json_out(args.json, json.dumps(rows, indent=2) + "\n")
     return 0
 
 

@@ -91,6 +91,7 @@ def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
     from twotower.index import autotune
+    from twotower.index.autotune import IndexPolicy
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.serving import RecommenderService, ServiceSettings, create_app
     from twotower.utils.runtime import set_threads
@@ -112,11 +113,16 @@ def serve(args: argparse.Namespace) -> None:
 
         index = load_index(cache)
         recall = json.loads((cache / "tune.json").read_text())["recall"]
+        if recall < IndexPolicy.target_recall and not args.allow_low_recall:
+            # cached by a run with --allow-low-recall: the same rule as a fresh build below, not served silently
+            print(f"SERVER refused: the index in {cache} has recall@10 {recall:.3f} < "
+                  f"{IndexPolicy.target_recall}; pass --allow-low-recall to serve it anyway", flush=True)
+            raise SystemExit(2)
         print(f"SERVER reuses the index autotuned before ({cache}): recall@10 {recall:.3f}", flush=True)
     else:
         set_threads(args.build_threads or os.cpu_count() or 1)  # the build may use every core; serving runs on one
-        report = autotune(vectors, ids, queries, k=10, target_recall=0.95, index="ivf", max_train=100_000,
-                          latency_queries=50)
+        report = autotune(vectors, ids, queries, k=10, target_recall=IndexPolicy.target_recall, index="ivf",
+                          max_train=100_000, latency_queries=50)
         set_threads(1)
         print(report.table(), flush=True)
         if not report.met_target and not args.allow_low_recall:
@@ -410,6 +416,22 @@ def add_server_args(p: argparse.ArgumentParser, *, startup_timeout: float) -> No
                    help="threads for the index build (default 0: every core; serving always runs on one)")
 
 
+def check_server_args(args: argparse.Namespace) -> None:
+    """The server's flags checked before the run is trained and the server started: a zero size or an
+    --index-cache that is a file was a traceback from the server process and "server exited with 1"."""
+    from twotower.cli.paths import check_output_dir
+    from twotower.errors import ConfigError
+
+    for flag in ("n_items", "clusters", "max_concurrency"):
+        if getattr(args, flag) < 1:
+            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    if args.index_cache:
+        try:
+            check_output_dir(args.index_cache, "--index-cache")
+        except ConfigError as e:
+            raise SystemExit(f"error: {e}") from None
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--run", help="trained run whose user tower is used (default: a tiny synthetic run)")
@@ -442,6 +464,15 @@ def main() -> int:
         args.workers = counts[0]
         serve(args)
         return 0
+    from _common import check_run
+
+    check_server_args(args)
+    if args.step <= 1:  # the ramp multiplies the rate by it: 1 or less never ends while the service keeps up
+        p.error(f"--step must be > 1, got {args.step:g}")
+    for flag in ("start_rate", "step_seconds", "overload_seconds", "p99_ms", "timeout"):
+        if getattr(args, flag) <= 0:
+            p.error(f"--{flag.replace('_', '-')} must be > 0, got {getattr(args, flag):g}")
+    check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))
     results: list[tuple[int, dict]] = []  # (workers, summary) in the order measured

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.errors import ConfigError
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.trainer import Trainer
@@ -191,6 +192,17 @@ def main() -> None:
     ap.add_argument("--glibc-default-malloc", action="store_true",
                     help="leave glibc's mmap threshold alone (what training did before retain_freed_memory)")
     args = ap.parse_args()
+    # names and sizes checked before the data is read: a typo in the last --losses name was a traceback after
+    # every earlier row had been measured
+    try:
+        for tower in args.towers:
+            TowerConfig(use_id=False, history=tower)
+        for kind in args.losses:
+            LossConfig(kind=kind)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
+    if args.examples < 1 or min(args.threads) < 1:
+        raise SystemExit("error: --examples and --threads must be >= 1")
     if not args.glibc_default_malloc:
         retain_freed_memory()  # as train_run does: both the trainer and the hand-written step run with it
     if args.synthetic_items:

@@ -1,0 +1,285 @@
+"""The benchmark scripts check their arguments before any work: a bad ``--json`` or an unknown name is one line
+(SystemExit with a message), not a traceback after the benchmark has run, and ``--json`` is written atomically."""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+
+@pytest.fixture
+def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.syspath_prepend(str(BENCH))
+
+    def load(name: str) -> Any:
+        sys.modules.pop(name, None)
+        return importlib.import_module(name)
+
+    yield load
+    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "serve_load", "soak", "bounded_work", "scale_out", "_common"):
+        sys.modules.pop(name, None)
+
+
+def _no_work(*_: object, **__: object) -> None:
+    raise AssertionError("the benchmark started its work before checking its arguments")
+
+
+def test_ml1m_json_folder_is_refused_before_the_data(bench: Any, tmp_path: Path) -> None:
+    ml1m = bench("ml1m")
+    data = tmp_path / "seq.txt"
+    data.write_text("1 1\n1 2\n1 3\n2 1\n2 2\n2 3\n")
+    with pytest.raises(SystemExit, match="is a folder"):
+        ml1m.main(["--data", str(data), "--json", str(tmp_path), "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+def test_movielens100k_names_and_json_checked_before_the_data(bench: Any, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    ml100k = bench("movielens100k")
+    monkeypatch.setattr(ml100k, "prepare_data", _no_work)
+    for argv, msg in ((["--variants", "defualt"], "unknown variant 'defualt'"),
+                      (["--baselines", "eas"], "did you mean 'ease'"),
+                      (["--json", str(tmp_path)], "is a folder")):
+        monkeypatch.setattr(sys, "argv", ["movielens100k.py", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            ml100k.main()
+
+
+def test_index_scale_json_folder_is_refused_before_the_catalogue(bench: Any, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    index_scale = bench("index_scale")
+    monkeypatch.setattr(index_scale, "make_data", _no_work)
+    with pytest.raises(SystemExit, match="is a folder"):
+        index_scale.main(["--json", str(tmp_path)])
+
+
+def test_scifact_json_folder_is_refused_before_the_data(bench: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    scifact = bench("scifact")
+    import twotower.search.beir
+
+    monkeypatch.setattr(twotower.search.beir, "load_beir", _no_work)
+    with pytest.raises(SystemExit, match="is a folder"):
+        scifact.main(["--json", str(tmp_path), "--out", str(tmp_path / "out")])
+
+
+def test_json_is_written_atomically(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    common = bench("_common")
+    target = tmp_path / "new" / "rows.json"
+    assert common.check_json_out(str(target)) == target
+    common.write_json_out(target, '{"a": 1}\n')
+    assert target.read_text() == '{"a": 1}\n'
+    import twotower.utils.atomic as atomic
+
+    def fail(*_: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomic.os, "replace", fail)
+    with pytest.raises(OSError):
+        common.write_json_out(target, '{"a": 2}\n')
+    assert target.read_text() == '{"a": 1}\n'  # the earlier results are still whole
+
+
+def test_explain_json_folder_is_refused_before_training(bench: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    explain = bench("explain")
+    import twotower.pipeline.run
+
+    monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
+    monkeypatch.setattr(sys, "argv", ["explain.py", "--json", str(tmp_path), "--out", str(tmp_path / "run")])
+    with pytest.raises(SystemExit, match="is a folder"):
+        explain.main()
+
+
+def test_ease_fit_runs_on_synthetic_items_without_the_ml1m_file(bench: Any, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    ease_fit = bench("ease_fit")
+    monkeypatch.setattr(ease_fit, "ML1M", tmp_path / "missing.txt")
+    monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "1", "--threads", "1"])
+    assert ease_fit.main() == 0
+    assert "random 60 items" in capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "0"])
+    with pytest.raises(SystemExit, match="--rounds must be >= 1"):
+        ease_fit.main()
+
+
+@pytest.mark.parametrize("argv, msg", [(["--n", "0"], "--n must be >= 1"), (["--queries", "0"], "--queries must be >= 1"),
+                                       (["--k", "0"], "--k must be >= 1"),
+                                       (["--ml100k-embeddings", "missing.npy"], "no such file")])
+def test_index_scale_bad_sizes_are_one_line(bench: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str], msg: str) -> None:
+    index_scale = bench("index_scale")
+    monkeypatch.setattr(index_scale, "make_data", _no_work)
+    with pytest.raises(SystemExit, match=msg):
+        index_scale.main(argv)
+
+
+def test_encoder_backends_bad_arguments_are_one_line(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    encoder_backends = bench("encoder_backends")
+    import twotower.text
+
+    monkeypatch.setattr(twotower.text, "load_text_encoder", _no_work)
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
+    beir = ["--beir", str(tmp_path)]
+    for argv, msg in ((["--beir", str(tmp_path / "missing")], "no corpus.jsonl"), ([*beir, "--docs", "0"], "--docs must be"),
+                      ([*beir, "--rounds", "0"], "--rounds must be"), ([*beir, "--backends", "torch,onx"], "--backends")):
+        with pytest.raises(SystemExit, match=msg):
+            encoder_backends.main(argv)
+
+
+def test_train_throughput_names_checked_before_the_data(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    train_throughput = bench("train_throughput")
+    monkeypatch.setattr(train_throughput, "synthetic", _no_work)
+    monkeypatch.setattr(train_throughput, "load_ml1m", _no_work)
+    for argv, msg in ((["--towers", "recency", "tranformer"], "did you mean 'transformer'"),
+                      (["--losses", "inbach"], "did you mean 'inbatch'"), (["--examples", "0"], "--examples")):
+        monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--synthetic-items", "100", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            train_throughput.main()
+
+
+def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    ml1m = bench("ml1m")
+    monkeypatch.setattr(ml1m, "prepare_split", _no_work)
+    data = tmp_path / "seq.txt"
+    data.write_text("1 1\n1 2\n1 3\n")
+    (tmp_path / "afile").write_text("")
+    base = ["--data", str(data), "--rows", "pooled-recency-inbatch"]
+    for argv, msg in ((["--seeds", ","], "names no seed"), (["--threads", "0"], "--threads must be"),
+                      (["--epochs", "-1"], "--epochs must be"), (["--out", str(tmp_path / "afile")], "is a file"),
+                      (["--out", str(tmp_path / "o"), "--set", "train.lr=-1"], "train.lr")):
+        with pytest.raises(SystemExit, match=msg):
+            ml1m.main([*base, *argv])
+
+
+def test_scifact_bad_data_out_and_valid_frac_are_one_line(bench: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    scifact = bench("scifact")
+    import twotower.search.bm25
+
+    monkeypatch.setattr(twotower.search.bm25.BM25Retriever, "fit", _no_work)
+    (tmp_path / "afile").write_text("")
+    for argv, msg in ((["--data", str(tmp_path / "missing")], "no corpus.jsonl"),
+                      (["--out", str(tmp_path / "afile")], "is a file, not a folder")):
+        with pytest.raises(SystemExit, match=msg):
+            scifact.main(["--out", str(tmp_path / "out"), *argv])
+
+
+@pytest.mark.parametrize("script", ["serve_load", "soak", "bounded_work", "explain"])
+def test_a_missing_run_is_one_line(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    module = bench(script)
+    serve_load = sys.modules.get("serve_load") or bench("serve_load")
+    monkeypatch.setattr(serve_load, "start_server", _no_work)
+    import twotower.pipeline.artifacts
+
+    real_load = twotower.pipeline.artifacts.TrainedRun.load
+    calls: list[object] = []
+
+    def load_once(path: object) -> object:  # the check's load; a second one means the work began
+        calls.append(path)
+        if len(calls) > 1:
+            _no_work()
+        return real_load(path)
+
+    monkeypatch.setattr(twotower.pipeline.artifacts.TrainedRun, "load", staticmethod(load_once))
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", "--run", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="no run.json there"):
+        module.main()
+
+
+@pytest.mark.parametrize("script", ["serve_load", "soak"])
+def test_server_sizes_and_index_cache_checked_before_the_run(bench: Any, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    module = bench(script)
+    serve_load = sys.modules["serve_load"]
+    monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
+    monkeypatch.setattr(serve_load, "start_server", _no_work)
+    (tmp_path / "afile").write_text("")
+    for argv, msg in ((["--n-items", "0"], "--n-items must be"), (["--index-cache", str(tmp_path / "afile")], "is a file")):
+        monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+        with pytest.raises(SystemExit, match=msg):
+            module.main()
+
+
+def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    scale_out = bench("scale_out")
+    made: list[str] = []
+
+    def fake_build(world: int, args: Any, work: Path) -> list[dict]:
+        made.append(work.name)
+        return []
+
+    monkeypatch.setattr(scale_out, "exact_truth", lambda args: np.zeros((1, 10), np.int64))
+    monkeypatch.setattr(scale_out, "build_once", fake_build)
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--skip-train", "--worlds", "1,2,1", "--n", "10", "--queries", "1"])
+    scale_out.main()  # a repeated count was FileExistsError
+    assert len(set(made)) == 3
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--worlds", "0"])
+    with pytest.raises(SystemExit):
+        scale_out.main()
+
+
+def test_ml1m_split_of_a_file_rewritten_in_place_is_not_reused(bench: Any, tmp_path: Path) -> None:
+    ml1m = bench("ml1m")
+    data = tmp_path / "seq.txt"
+    data.write_text("".join(f"{u} {i}\n" for u in (1, 2, 3) for i in (1, 2, 3, 4)))
+    paths, _ = ml1m.prepare_split(data, tmp_path / "split", None)
+    assert paths["train"].is_file()
+    ml1m.prepare_split(data, tmp_path / "split", None)  # the same file: reused
+    data.write_text("".join(f"{u} {i}\n" for u in (1, 2, 3) for i in (4, 3, 2, 1)))  # same path and size
+    with pytest.raises(SystemExit, match="changed since"):
+        ml1m.prepare_split(data, tmp_path / "split", None)
+
+
+def test_scifact_reuse_refuses_a_model_trained_with_other_settings(bench: Any, tmp_path: Path) -> None:
+    import dataclasses
+
+    from twotower.config import FinetuneConfig
+
+    scifact = bench("scifact")
+    saved = dataclasses.asdict(FinetuneConfig(epochs=1))
+    scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=1))  # the same settings: reused
+    with pytest.raises(SystemExit, match="epochs 1, now 3"):
+        scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=3))
+
+
+def test_explain_zero_sizes_are_one_line_before_training(bench: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    explain = bench("explain")
+    import twotower.pipeline.run
+
+    monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
+    for flag in ("--users", "--k", "--calls", "--epochs"):
+        monkeypatch.setattr(sys, "argv", ["explain.py", "--out", str(tmp_path / "run"), flag, "0"])
+        with pytest.raises(SystemExit, match=f"{flag} must be >= 1"):
+            explain.main()
+
+
+@pytest.mark.parametrize("argv, msg", [(["--step", "1"], "--step must be > 1"),
+                                       (["--start-rate", "0"], "--start-rate must be > 0")])
+def test_serve_load_ramp_settings_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str], argv: list[str], msg: str) -> None:
+    serve_load = bench("serve_load")
+    monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
+    monkeypatch.setattr(sys, "argv", ["serve_load.py", *argv])
+    with pytest.raises(SystemExit):
+        serve_load.main()
+    assert msg in capsys.readouterr().err
+
+
+def test_soak_rate_and_seconds_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    soak = bench("soak")
+    monkeypatch.setattr(sys.modules["serve_load"], "train_tiny_run", _no_work)
+    for flag in ("--rate", "--seconds"):
+        monkeypatch.setattr(sys, "argv", ["soak.py", flag, "0"])
+        with pytest.raises(SystemExit):
+            soak.main()
+        assert f"{flag} must be > 0" in capsys.readouterr().err
