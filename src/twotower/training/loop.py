@@ -37,6 +37,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from twotower.config import TrainConfig
+
 __all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "lr_factor", "Progress"]
 
 log = logging.getLogger(__name__)
@@ -211,7 +213,7 @@ class TrainLoop:
         warmup_frac: float = 0.0,
         decay: str = "constant",
         progress: bool = True,
-        log_every_s: float = 30.0,
+        log_every_s: float = TrainConfig.log_every_s,
         after_backward: Callable[[], None] | None = None,
         shown_loss_scale: float = 1.0,
     ) -> None:
