@@ -21,3 +21,15 @@ def test_one_thread_everywhere() -> None:
     assert torch_threads == "1"
     assert int(n_blas) >= 2  # numpy's and scipy's OpenBLAS at least (FAISS brings a third)
     assert counts.strip() == "[1]"
+
+
+def test_a_thread_count_below_one_is_refused_by_name() -> None:
+    # torch's own refusal ("set_num_threads expects a positive integer") names no setting
+    import pytest
+
+    from twotower.errors import ConfigError
+    from twotower.utils.runtime import set_threads
+
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ConfigError, match="threads: expected a whole number >= 1"):
+            set_threads(bad)  # type: ignore[arg-type]

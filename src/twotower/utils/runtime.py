@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import os
 import random
 import sys
@@ -11,6 +12,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from twotower.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch
@@ -74,6 +77,8 @@ def set_threads(n: int | None) -> None:
     """
     if n is None:
         return
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:  # torch's own refusal names no setting
+        raise ConfigError(f"threads: expected a whole number >= 1, got {n!r}")
     import torch
     from threadpoolctl import threadpool_limits
 
