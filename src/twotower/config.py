@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import numbers
@@ -53,10 +54,17 @@ def _check(cond: bool, name: str, msg: str) -> None:
         raise ConfigError(f"{name}: {msg}")
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a config class (``from __future__ import annotations`` keeps them as strings;
+    resolving them costs more than the rest of a construction, so once per class)."""
+    return typing.get_type_hints(cls)
+
+
 def _check_sections(config: Any, prefix: str) -> None:
     """Each section of a config built by hand is its dataclass: ``RunConfig(train={"epochs": 3})`` kept the dict,
     and training failed later with an AttributeError far from the cause."""
-    hints = typing.get_type_hints(type(config))
+    hints = _hints(type(config))
     for f in dataclasses.fields(config):
         want, value = hints[f.name], getattr(config, f.name)
         if isinstance(want, type) and dataclasses.is_dataclass(want) and not isinstance(value, want):
@@ -102,7 +110,7 @@ def _check_types(config: Any, section: str) -> None:
     """Each setting of a config built by hand has its annotated type: ``TrainConfig(epochs=2.5)`` or
     ``TrainConfig(epochs="3")`` was accepted and failed far from the cause (or trained with a float epoch count).
     Files and ``--set`` overrides are coerced before they get here (:func:`_coerce`)."""
-    hints = typing.get_type_hints(type(config))
+    hints = _hints(type(config))
     for f in dataclasses.fields(config):
         want, value = hints[f.name], getattr(config, f.name)
         if isinstance(want, type) and dataclasses.is_dataclass(want):
@@ -553,7 +561,7 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
 
 def config_from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "") -> T:
     """Build ``cls`` from a nested mapping; unknown keys are errors with suggestions."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
@@ -667,7 +675,7 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
     file otherwise reads exactly like one in an override and the user looks in the wrong place.
     Only names are checked here; values are checked when the merged config is built.
     """
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     for key, value in data.items():
         name = f"{prefix}.{key}" if prefix else str(key)
