@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
+from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
            "ease_allowed"]
@@ -336,26 +337,6 @@ def _tuning_row(param: str, value: float, model: _HistoryBaseline, result: dict[
     return row
 
 
-class _TuningProgress:
-    """A log line every ``every_s`` seconds of a tuning grid (settings tried, the last one's metric, ETA): one
-    EASE solve per λ takes minutes on a large catalogue, and the grid would otherwise be silent until it ends."""
-
-    def __init__(self, what: str, total: int, metric: str, every_s: float | None) -> None:
-        self.what, self.total, self.metric, self.every_s = what, total, metric, every_s
-        self.t0 = self.last = time.perf_counter()
-        self.done = 0
-
-    def tried(self, value: float, score: float) -> None:
-        self.done += 1
-        now = time.perf_counter()
-        if self.every_s is None or now - self.last < self.every_s:
-            return
-        self.last = now
-        eta = (now - self.t0) / self.done * (self.total - self.done)
-        log.info("tuning %s: %d / %d tried (%g: %s %.4f), ETA %.0fs", self.what, self.done, self.total, value,
-                 self.metric, score, eta)
-
-
 def _pick(table: list[dict], param: str, metric: str) -> float:
     """The parameter with the best ``metric``; ties go to the earliest row."""
     best = max(range(len(table)), key=lambda i: (table[i][metric], -i))
@@ -384,13 +365,14 @@ def tune_ease(
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric)
     gram = _gram(x)  # shared by every λ
     table = []
-    progress = _TuningProgress("EASE λ", len(lambdas), metric, log_every_s)
+    # one EASE solve per λ takes minutes on a large catalogue: the grid would be silent until it ends
+    progress = RateLog(log, "tuning EASE λ", len(lambdas), "tried", log_every_s)
     for lam in lambdas:
         model = EASE(l2=lam)._fit_from_gram(x, gram)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("l2", lam, model, result, protocol.ks[0]))
         log.debug("tune_ease: l2=%g %s=%.4f", lam, metric, result[metric])
-        progress.tried(lam, result[metric])
+        progress.update(len(table), f" ({lam:g}: {metric} {result[metric]:.4f})")
     return float(_pick(table, "l2", metric)), table
 
 
@@ -414,11 +396,11 @@ def tune_itemknn(
     full = _cosine_similarity(x, float(shrink))
     ranked = _rank_rows(full)  # sorted once; each k is a cut of it
     table = []
-    progress = _TuningProgress("ItemKNN k", len(checked), metric, log_every_s)
+    progress = RateLog(log, "tuning ItemKNN k", len(checked), "tried", log_every_s)
     for k in checked:
         model = ItemKNN(k=k, shrink=shrink)._fit_from_similarity(x, full, ranked)
         result = evaluate(model, valid, x, protocol)
         table.append(_tuning_row("k", k, model, result, protocol.ks[0]))
         log.debug("tune_itemknn: k=%d %s=%.4f", k, metric, result[metric])
-        progress.tried(k, result[metric])
+        progress.update(len(table), f" ({k:g}: {metric} {result[metric]:.4f})")
     return int(_pick(table, "k", metric)), table

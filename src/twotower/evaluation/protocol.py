@@ -31,6 +31,7 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation import metrics as M
 from twotower.results import PAD_ID
+from twotower.utils.progress import RateLog
 
 __all__ = [
     "Scorer",
@@ -192,7 +193,8 @@ def evaluate(
     recommended = {k: np.zeros(n_items, dtype=bool) for k in protocol.ks}
     pop_sum = {k: 0.0 for k in protocol.ks}
     pop_n = {k: 0 for k in protocol.ks}
-    t0 = last = time.perf_counter()
+    t0 = time.perf_counter()
+    progress = RateLog(log, "evaluation", users.size, "users", protocol.log_every_s, rate_unit="users")
     rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
     for start in range(0, users.size, protocol.batch_users):
         batch = users[start : start + protocol.batch_users]  # [B]
@@ -218,12 +220,7 @@ def evaluate(
             if pop is not None:
                 pop_sum[k] += float(pop[valid].sum())
                 pop_n[k] += int(valid.size)
-        now = time.perf_counter()
-        if protocol.log_every_s is not None and now - last >= protocol.log_every_s:
-            last, done = now, start + batch.size
-            rate = done / max(now - t0, 1e-9)
-            log.info("evaluation: %d / %d users, %.0f users/s, ETA %.0fs", done, users.size, rate,
-                     (users.size - done) / max(rate, 1e-9))
+        progress.update(start + batch.size)
     out: dict[str, float] = {}
     n = users.size
     for k in protocol.ks:

@@ -11,7 +11,6 @@ the service computes them (known users in fixed chunks of
 from __future__ import annotations
 
 import logging
-import time
 
 import weakref
 from pathlib import Path
@@ -27,6 +26,7 @@ from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_tuning
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.results import Results
+from twotower.utils.progress import RateLog
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ def recommend_users(
         embed = (lambda rows: np.asarray(scorer.user_vectors(rows), np.float32))
     user_rows = np.asarray(user_rows, np.int64)
     parts: list[Results] = []
-    t0 = last = time.perf_counter()
+    progress = RateLog(log, "recommending", len(user_rows), "users", log_every_s, rate_unit="users")
     for s in range(0, len(user_rows), batch):
         chunk = user_rows[s : s + batch]
         queries = embed(chunk)  # [B, D]
@@ -200,12 +200,7 @@ def recommend_users(
         if excl is not None and not any(e.size for e in excl):
             excl = None
         parts.append(index.search(queries, k, exclude=excl))
-        now = time.perf_counter()
-        if log_every_s is not None and now - last >= log_every_s:
-            last, done = now, s + chunk.size
-            rate = done / max(now - t0, 1e-9)
-            log.info("recommending: %d / %d users, %.0f users/s, ETA %.0fs", done, len(user_rows), rate,
-                     (len(user_rows) - done) / max(rate, 1e-9))
+        progress.update(s + chunk.size)
     if not parts:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
     return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))

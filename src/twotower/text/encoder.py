@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from twotower.errors import ConfigError, NotFoundError
+from twotower.utils.progress import RateLog
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
            "default_model_path", "weights_fingerprint"]
@@ -219,7 +220,10 @@ class TextEncoder:
         st = self._torch_model()
         order = np.argsort([-len(str(t)) for t in texts], kind="stable")  # longest first
         out = np.empty((len(texts), self.dim), dtype=np.float32)  # [N, D]
-        t0 = last = time.perf_counter()
+        t0 = time.perf_counter()
+        # longest texts go first, so the rate so far is the slowest: the ETA errs long, never short
+        progress = RateLog(logger, f"encoding with {self.backend}", len(texts), "texts",
+                           self.settings.progress_seconds if show_progress else None, rate_unit="texts", rate_digits=1)
         old = st.max_seq_length
         st.max_seq_length = int(max_length)
         try:
@@ -234,14 +238,7 @@ class TextEncoder:
                     emb = st.encode(batch, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
                                     normalize_embeddings=normalize)
                 out[rows] = emb
-                now = time.perf_counter()
-                if show_progress and now - last >= self.settings.progress_seconds:
-                    done = min(s + batch_size, len(texts))
-                    rate = done / (now - t0)
-                    # longest texts go first, so the rate so far is the slowest: the ETA errs long, never short
-                    logger.info("encoding with %s: %d / %d texts, %.1f texts/s, ETA %.0fs", self.backend, done,
-                                len(texts), rate, (len(texts) - done) / max(rate, 1e-9))
-                    last = now
+                progress.update(min(s + batch_size, len(texts)))
         finally:
             st.max_seq_length = old
         if show_progress and len(texts) > batch_size:

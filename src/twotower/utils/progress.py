@@ -1,0 +1,37 @@
+"""Periodic progress lines for long loops off a terminal: ``what: done / total unit, rate, ETA``.
+
+Evaluation, baseline tuning, ``recommend --users all`` and text encoding can each
+run for minutes; in a redirected log (CI, nohup) they would otherwise be silent
+until they end. Training has its own bar-or-line display (``training.loop.Progress``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+__all__ = ["RateLog"]
+
+
+class RateLog:
+    """Logs ``what: done / total unit[note], R rate_unit/s, ETA Ts`` at most every ``every_s`` seconds.
+
+    ``every_s=None`` is silent. ``rate_unit=None`` leaves the rate out (a grid of settings has no useful
+    rate); ``rate_digits`` is its number of decimals. The ETA assumes the rate so far holds.
+    """
+
+    def __init__(self, logger: logging.Logger, what: str, total: int, unit: str, every_s: float | None, *,
+                 rate_unit: str | None = None, rate_digits: int = 0) -> None:
+        self.logger, self.what, self.total, self.unit, self.every_s = logger, what, total, unit, every_s
+        self.rate_unit, self.rate_digits = rate_unit, rate_digits
+        self.t0 = self.last = time.perf_counter()
+
+    def update(self, done: int, note: str = "") -> None:
+        """``done`` of ``total`` finished; ``note`` goes after the count (e.g. the last setting's metric)."""
+        now = time.perf_counter()
+        if self.every_s is None or now - self.last < self.every_s:
+            return
+        self.last = now
+        rate = done / max(now - self.t0, 1e-9)
+        speed = f", {rate:.{self.rate_digits}f} {self.rate_unit}/s" if self.rate_unit else ""
+        self.logger.info("%s: %d / %d %s%s%s, ETA %.0fs", self.what, done, self.total, self.unit, note, speed,
+                         (self.total - done) / max(rate, 1e-9))
