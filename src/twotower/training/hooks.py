@@ -17,7 +17,7 @@ from twotower.training.loop import EarlyStopping, budget_horizon
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "finish_fit", "schedule_horizon"]
+__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "format_seconds", "finish_fit", "schedule_horizon"]
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -72,18 +72,49 @@ def start_ranks(tr: "Trainer", start_epoch: int) -> None:
         torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
 
 
-def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str) -> None:
+def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlyStopping, horizon: int) -> None:
+    """One line an epoch: ``epoch 3/30: loss ... valid M v (best b at e) (s, rate; at most T to go)``.
+
+    "At most": early stopping may end the fit sooner; the estimate is the mean epoch time so far (the
+    epochs before a resume included) times the epochs still scheduled, capped by ``train.time_budget_min``.
+    """
+    cfg = tr.cfg
     rate = f"{row['examples_per_s']:.0f} {'seq' if tr.sequence else 'ex'}/s"
     if "positions_per_s" in row:
         rate += f", {row['positions_per_s']:.0f} positions/s"
+    value = row.get("valid_" + metric)
+    if value is None or stopper.best_epoch == 0:
+        best = ""
+    elif stopper.best_epoch == row["epoch"]:
+        best = " (new best)" if row["epoch"] > 1 else ""
+    else:
+        best = f" (best {stopper.best:.4f} at {stopper.best_epoch})"
+    last = min(cfg.epochs, horizon)  # a time budget aims the schedule (and the fit's end) at ``horizon``
+    left = ""
+    if row["epoch"] < last:
+        spent = sum(r.get("seconds", 0.0) for r in tr.history)
+        to_go = spent / len(tr.history) * (last - row["epoch"])
+        if cfg.time_budget_min is not None:
+            to_go = min(to_go, max(cfg.time_budget_min * 60.0 - spent, 0.0))
+        left = f"; at most {format_seconds(to_go)} to go"
     log.info(
-        "epoch %d: loss %.4f acc %.3f%s%s%s %s (%.1fs, %s)",
-        row["epoch"], row["loss"], row["inbatch_accuracy"],
+        "epoch %d/%d: loss %.4f acc %.3f%s%s%s %s%s (%.1fs, %s%s)",
+        row["epoch"], last, row["loss"], row["inbatch_accuracy"],
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
         " COLLAPSE" if row.get("collapse_alarm") else "",
         f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
-        f"valid {metric} {row.get('valid_' + metric, float('nan')):.4f}", row["seconds"], rate,
+        f"valid {metric} {float('nan') if value is None else value:.4f}", best, row["seconds"], rate, left,
     )
+
+
+def format_seconds(s: float) -> str:
+    """``42s``, ``3m05s``, ``1h02m``: a duration as people read it in a log line."""
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def finish_fit(tr: "Trainer") -> None:

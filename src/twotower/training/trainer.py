@@ -292,7 +292,7 @@ class Trainer:
             row["seconds"] = time.perf_counter() - te
             self.history.append(row)
             if main:
-                log_epoch(self, row, metric)
+                log_epoch(self, row, metric, stopper, horizon)
             if self.out_dir and main:
                 self._write_log()
                 if self.cfg.checkpoint:

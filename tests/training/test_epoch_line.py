@@ -1,0 +1,62 @@
+"""The epoch log line: where the fit is (``epoch 3/30``), the best so far, and how long it may still run."""
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.models.history import UserSequences
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.hooks import format_seconds
+from twotower.training.trainer import Trainer
+
+
+def _trainer(**train: object) -> Trainer:
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    valid = sp.csr_matrix((np.ones(8, np.float32), (np.arange(8), rng.integers(0, 30, size=8))), shape=(8, 30))
+    train_m = sp.csr_matrix((np.ones(users.size, np.float32), (users, seqs.items)), shape=(8, 30))
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    cfg = TrainConfig(**{"epochs": 4, "batch_size": 8, "progress": False, "checkpoint": False, "patience": 10,
+                         **train})
+    return Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()),
+                   valid_relevant=valid, train_matrix=train_m)
+
+
+def _epoch_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch ")]
+
+
+def test_each_epoch_line_says_which_of_how_many_and_what_is_left(caplog):
+    with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+        res = _trainer().fit()
+    lines = _epoch_lines(caplog)
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/4", "epoch 2/4", "epoch 3/4", "epoch 4/4"]
+    assert all("to go" in line for line in lines[:-1]) and "to go" not in lines[-1]  # nothing left after the last
+    for row, line in zip(res.history, lines):
+        if row["epoch"] == res.best_epoch and row["epoch"] > 1:
+            assert "(new best)" in line
+        elif row["epoch"] > res.best_epoch:
+            assert re.search(rf"\(best {res.best_metric:.4f} at {res.best_epoch}\)", line), line
+
+
+def test_a_time_budget_caps_the_estimate(caplog):
+    with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+        _trainer(epochs=1000, time_budget_min=0.0005, budget_schedule=False).fit()  # 30 ms: one or two epochs
+    first = _epoch_lines(caplog)[0]
+    assert first.startswith("epoch 1/1000:")
+    left = re.search(r"at most (\S+) to go", first)
+    assert left is not None and left.group(1) in ("0s", "1s"), first  # not 999 epochs' worth
+
+
+@pytest.mark.parametrize(("s", "text"), [(0.4, "0s"), (42, "42s"), (185, "3m05s"), (3720, "1h02m")])
+def test_durations_read_as_people_write_them(s, text):
+    assert format_seconds(s) == text
