@@ -321,3 +321,15 @@ def test_a_dataframe_error_names_the_iloc_position_of_the_bad_row():
     items = pd.DataFrame({"item_id": ["x", "y", "x"], "brand": ["p", "q", "r"]})
     with pytest.raises(DataError, match=r"iloc 2, column 'item_id': duplicate key 'x' \(first at iloc 0\)"):
         read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",)), name=None)
+
+
+@pytest.mark.parametrize(("text", "row"), [
+    ("user_id,item_id,timestamp\n1,2,3\n\n\n1,3,x\n", 5),  # blank lines are rows (pandas skips them)
+    ("user_id,item_id,timestamp\n1,2,3\n1,\"a\nb\",4\n1,3,x\n", 4),  # a quoted field over two lines is one row
+])
+def test_a_bad_csv_row_is_named_as_the_file_numbers_it(tmp_path, text, row):
+    # the row used to be the data position + 2, which named another row after a blank line
+    path = tmp_path / "events.csv"
+    path.write_text(text)
+    with pytest.raises(DataError, match=rf"row {row}, column 'timestamp'"):
+        read_interactions(path)

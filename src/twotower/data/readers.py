@@ -8,6 +8,7 @@ the column.
 """
 from __future__ import annotations
 
+import csv
 import difflib
 import json
 import logging
@@ -111,24 +112,39 @@ except ImportError:  # pragma: no cover - a pandas that moved it
 class RowNumbers:
     """Maps a 0-based data position to the number a user finds in the file, and names it.
 
-    CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2). JSON lines: the
-    file's ``line`` (blank lines, which pandas skips, are counted). Parquet and JSON
-    arrays: the 1-based ``record``. A DataFrame: its 0-based ``iloc`` position.
+    CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2), counted as a spreadsheet
+    counts them when the file is known: blank lines, which pandas skips, are rows too, and a
+    quoted field spanning lines stays one row. JSON lines: the file's ``line`` (blank lines
+    counted). Parquet and JSON arrays: the 1-based ``record``. A DataFrame: its 0-based
+    ``iloc`` position.
     """
 
-    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None) -> None:
+    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None, sep: str | None = None) -> None:
         self.unit = unit
         self.first = first
-        self._path = path  # JSON lines: line numbers are found on demand (the error path only)
-        self._lines: np.ndarray | None = None
+        self._path = path  # the file's numbers are found on demand (the error path only)
+        self._sep = sep  # a CSV/TSV file's separator: its rows are counted as records, not lines
+        self._numbers: np.ndarray | None = None
 
     def number(self, pos: int) -> int:
         if self._path is None:
             return pos + self.first
-        if self._lines is None:
-            with open(self._path, "rb") as fh:
-                self._lines = np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
-        return int(self._lines[pos]) if pos < len(self._lines) else pos + self.first
+        if self._numbers is None:
+            self._numbers = self._csv_rows() if self._sep is not None else self._json_lines()
+        return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
+
+    def _json_lines(self) -> np.ndarray:
+        assert self._path is not None
+        with open(self._path, "rb") as fh:
+            return np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
+
+    def _csv_rows(self) -> np.ndarray:
+        """The row number of each data record: the non-blank records after the header."""
+        assert self._path is not None and self._sep is not None
+        with open(self._path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+            filled = [n for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1)
+                      if rec and not (len(rec) == 1 and not rec[0].strip())]
+        return np.array(filled[1:], dtype=np.int64)
 
 
 #: the numbering of a CSV file
@@ -220,6 +236,7 @@ def read_table_numbered(
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label)
+            rows = RowNumbers(path=path, sep=sep)
             literal = set(literal)
             if literal:
                 # NA handling per column: literal (id) columns treat only an empty cell as missing,
