@@ -11,6 +11,7 @@ from twotower.errors import ConfigError
 from twotower.index import (
     ExactIndex,
     FaissIndex,
+    IndexPolicy,
     TuneReport,
     autotune,
     exact_ground_truth,
@@ -147,3 +148,24 @@ def test_table_explains_its_markers_and_rows_are_not_logged_twice(tune_data, cap
     info = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
     assert any("1500 vectors" in m for m in info)  # the capture works
     assert not [m for m in info if "QPS batched" in m]
+
+
+def test_building_a_candidate_reports_progress_when_asked(tune_data, caplog):
+    # an HNSW graph over a million items takes ~10 minutes on two cores: the build was silent
+    x, ids, tune_q, _ = tune_data
+    policy = IndexPolicy(log_every_s=1e-9, exact_p99_ms=0.0)
+    with caplog.at_level("INFO", logger="twotower"):
+        autotune(x[:1000], ids[:1000], tune_q[:20], index="hnsw", latency_queries=5, policy=policy)
+    info = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert "autotune: building hnsw (1 of 1)" in info
+    assert any(m.startswith("adding to HNSW32: 1000 / 1000 vectors") for m in info), info
+    caplog.clear()
+    with caplog.at_level("INFO", logger="twotower"):
+        autotune(x[:1000], ids[:1000], tune_q[:20], index="hnsw", latency_queries=5, policy=IndexPolicy())
+    assert not [r for r in caplog.records if r.getMessage().startswith("adding to")]  # the library default: quiet
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, True, "30"])
+def test_a_progress_interval_must_be_positive(bad):
+    with pytest.raises(ConfigError, match="log_every_s must be > 0 or None"):
+        IndexPolicy(log_every_s=bad)

@@ -80,6 +80,7 @@ def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - Trained
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
+    import dataclasses
     import time
 
     import numpy as np
@@ -112,6 +113,8 @@ def cmd_index_build(args: argparse.Namespace) -> int:
         index.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         print(f"saved exact index to {out} (model {fp})")
         return 0
+    train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
+    policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy)
     # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
     report.index.save(out, model_fingerprint=fp, tuning=report.to_dict())

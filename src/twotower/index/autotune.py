@@ -60,6 +60,9 @@ class IndexPolicy:
     single-query p99 latency is at most this (5 ms: a recommendation
     request's whole budget is ~10 ms at p99). Every single-query latency,
     exact and approximate, is measured over ``latency_queries`` queries.
+    ``log_every_s``: seconds between progress lines while vectors are added to
+    a candidate (an HNSW graph over a million items takes minutes); None: none
+    (the CLI passes the run's ``train.log_every_s``).
     """
 
     target_recall: float = 0.95
@@ -68,8 +71,12 @@ class IndexPolicy:
     seed: int = 0  # of the tuning queries' sample
     exact_p99_ms: float = 5.0
     latency_queries: int = 200
+    log_every_s: float | None = None
 
     def __post_init__(self) -> None:
+        if self.log_every_s is not None and not (isinstance(self.log_every_s, (int, float))
+                                                 and not isinstance(self.log_every_s, bool) and self.log_every_s > 0):
+            raise ConfigError(f"log_every_s must be > 0 or None, got {self.log_every_s!r}")
         if not (isinstance(self.exact_p99_ms, (int, float)) and math.isfinite(self.exact_p99_ms)
                 and self.exact_p99_ms >= 0):
             raise ConfigError(f"exact_p99_ms must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
@@ -321,9 +328,10 @@ def autotune(
 
     rows: list[TuneRow] = []
     best: tuple[tuple[int, float, float], TuneRow, VectorIndex] | None = None
-    for name in names:
+    for i, name in enumerate(names, 1):
+        log.info("autotune: building %s (%d of %d)", name, i, len(names))
         t0 = time.perf_counter()
-        idx = FaissIndex(name, max_train=max_train).build(vectors, ids)
+        idx = FaissIndex(name, max_train=max_train, log_every_s=policy.log_every_s).build(vectors, ids)
         build_s = time.perf_counter() - t0
         bpv = idx.nbytes() / n
         for sweep in _knob_grid(idx):

@@ -33,6 +33,7 @@ import numpy as np
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors
 from twotower.results import PAD_ID, Results
+from twotower.utils.progress import RateLog
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist"]
 
@@ -154,7 +155,8 @@ class FaissIndex(VectorIndex):
     ``nprobe`` / ``efSearch`` / ``k_factor_rf`` set the runtime knobs after
     build (an error if the index has no such knob). ``max_train`` caps the
     vectors used for training (a seeded sample); ``device="cuda"`` searches
-    on GPU when faiss-gpu is installed.
+    on GPU when faiss-gpu is installed. ``log_every_s``: seconds between
+    progress lines while vectors are added (None: none).
     """
 
     backend = "faiss"
@@ -169,6 +171,7 @@ class FaissIndex(VectorIndex):
         device: str = "cpu",
         max_train: int | None = None,
         seed: int = 0,
+        log_every_s: float | None = None,
     ) -> None:
         super().__init__()
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
@@ -182,6 +185,7 @@ class FaissIndex(VectorIndex):
         self.device = device
         self.max_train = None if max_train is None else int(max_train)
         self.seed = int(seed)
+        self.log_every_s = log_every_s  # progress lines while adding (None: none); not part of the index
         self._initial_params = {
             k: v for k, v in {"nprobe": nprobe, "efSearch": efSearch, "k_factor": k_factor_rf}.items() if v is not None
         }
@@ -292,8 +296,11 @@ class FaissIndex(VectorIndex):
         return self
 
     def _add_checked(self, vectors: np.ndarray, ids: np.ndarray) -> None:
-        for s in range(0, vectors.shape[0], _ADD_CHUNK):
+        n = vectors.shape[0]
+        progress = RateLog(log, f"adding to {self.factory}", n, "vectors", self.log_every_s, rate_unit="vectors")
+        for s in range(0, n, _ADD_CHUNK):
             self._index.add_with_ids(vectors[s : s + _ADD_CHUNK], ids[s : s + _ADD_CHUNK])
+            progress.update(min(s + _ADD_CHUNK, n))
         self._ids = np.concatenate([self._ids, ids])
 
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
