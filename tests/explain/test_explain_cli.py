@@ -23,4 +23,13 @@ def test_plain_output_prints_sentence_then_table(mean_run, capsys) -> None:
 
 def test_unknown_user_exits_2_naming_it(mean_run, capsys) -> None:
     assert main(["explain", "--run", str(mean_run.dir), "--user", "ghost", "--item", "i3"]) == 2
-    assert "unknown user 'ghost'" in capsys.readouterr().err
+    assert "--user: unknown user 'ghost'" in capsys.readouterr().err
+
+
+def test_an_unknown_item_names_the_flag_it_came_from(mean_run, capsys) -> None:
+    # "unknown item 'x'" alone could be the --item or one of the --history ids
+    run = str(mean_run.dir)
+    assert main(["explain", "--run", run, "--history", "i1,ghost", "--item", "i3"]) == 2
+    assert "--history: unknown item 'ghost'" in capsys.readouterr().err
+    assert main(["explain", "--run", run, "--history", "i1,i2", "--item", "ghost"]) == 2
+    assert "--item: unknown item 'ghost'" in capsys.readouterr().err

@@ -94,7 +94,11 @@ def test_recommend_for_a_new_user_from_history(run_dir, capsys):
 
 def test_unknown_user_is_a_clear_error(run_dir, capsys):
     assert main(["-q", "recommend", "--run", str(run_dir), "--user", "nobody"]) == 2
-    assert "unknown user 'nobody'" in capsys.readouterr().err
+    assert "--user: unknown user 'nobody'" in capsys.readouterr().err
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,nobody"]) == 2
+    assert "--users: unknown user 'nobody'" in capsys.readouterr().err
+    assert main(["-q", "recommend", "--run", str(run_dir), "--history", "i20,ghost"]) == 2
+    assert "--history: unknown item 'ghost'" in capsys.readouterr().err
 
 
 def test_evaluate_prints_one_table_with_baselines(run_dir, capsys):

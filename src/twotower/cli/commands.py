@@ -15,12 +15,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twotower.cli.paths import check_output_dir, check_output_file, write_output_text
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
 
 log = logging.getLogger("twotower")
+
+
+@contextlib.contextmanager
+def flag_named(flag: str) -> Iterator[None]:
+    """An unknown id raised inside names the flag it came from: ``--history: unknown item '9' (...)``."""
+    try:
+        yield
+    except NotFoundError as e:
+        if not e.message.startswith(flag + ": "):
+            e.message = f"{flag}: {e.message}"
+        raise
 
 
 def _threads(args: argparse.Namespace) -> None:
@@ -243,7 +254,8 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
     unique = list(dict.fromkeys(ids))  # an interactions file lists a user once per row: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
-    return [run.user_row(u) for u in unique]
+    with flag_named("--users"):
+        return [run.user_row(u) for u in unique]
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
@@ -283,7 +295,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         histories = read_input_histories(run, args.history_from)
     if args.history is not None:
         hist = [s.strip() for s in args.history.split(",") if s.strip()]
-        res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
+        with flag_named("--history"):
+            res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
         _say_shortfall(res, k, ["a new user"])
         items = results_to_items(run, res)
         _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items", k)
@@ -292,7 +305,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if histories is not None and not args.no_exclude_seen:
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     if args.user is not None:
-        row = run.user_row(args.user)
+        with flag_named("--user"):
+            row = run.user_row(args.user)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [f"user {args.user}"])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)

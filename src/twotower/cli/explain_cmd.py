@@ -52,7 +52,7 @@ def format_explanation(e: dict) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import _threads
+    from twotower.cli.commands import _threads, flag_named
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
 
@@ -63,6 +63,15 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     run = TrainedRun.load(args.run)
+    # each id checked under its flag first: an unknown item could be the --item or one of --history
+    with flag_named("--user"):
+        if args.user is not None:
+            run.user_row(args.user)
+    with flag_named("--history"):
+        for h in history or ():
+            run.item_vocab.index(h)
+    with flag_named("--item"):
+        run.item_vocab.index(args.item)
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method)
     if args.json:
         print(json.dumps(e, ensure_ascii=False, indent=2))
