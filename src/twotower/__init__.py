@@ -67,6 +67,7 @@ _LAZY: dict[str, str] = {
     "ExactIndex": "twotower.index",
     "FaissIndex": "twotower.index",
     "autotune": "twotower.index",
+    "tune_index": "twotower.index",
     "load_index": "twotower.index",
     "IndexPolicy": "twotower.index",
     "shortfall": "twotower.index",

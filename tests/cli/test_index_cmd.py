@@ -188,3 +188,37 @@ def test_index_build_refuses_an_out_it_would_wipe(run_dir, tmp_path, capsys, whe
     # an earlier index in the same place is still replaced, and so is the default RUN/index
     assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5"]) == 0
     assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5"]) == 0
+
+
+def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir, tmp_path, capsys):
+    # the torchrun path, in a world of one: its nprobe was nlist/64, unmeasured, and it saved no tune.json,
+    # so serving could neither trust nor refuse it
+    import argparse
+
+    from twotower.cli.index_cmd import _build_distributed
+    from twotower.index import IndexPolicy, load_index
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import low_recall
+
+    run = TrainedRun.load(run_dir)
+    out = tmp_path / "idx"
+    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=None, seed=0, queries=30)
+    assert _build_distributed(args, run, out, IndexPolicy(target_recall=0.9)) == 0
+    printed = capsys.readouterr().out
+    assert "measuring it against exact search on 30 user queries" in printed and "chosen:" in printed
+    tune = json.loads((out / "tune.json").read_text())
+    assert tune["chosen"]["recall"] >= 0.9 and tune["n_queries"] == 30
+    assert len(tune["rows"]) > 1  # swept, as autotune sweeps: the fastest setting reaching the target is kept
+    assert tune["chosen"]["qps_batch"] == max(r["qps_batch"] for r in tune["rows"] if r["recall"] >= 0.9)
+    index = load_index(out, expected_fingerprint=run.fingerprint())
+    assert index.search_params == tune["chosen"]["params"]
+    assert low_recall(out) is None
+
+    # a hand-set nprobe is measured as given: a recall below the target is recorded, and serving refuses it
+    low = tmp_path / "low"
+    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=1, seed=0, queries=30)
+    assert _build_distributed(args, run, low, IndexPolicy(target_recall=1.0)) == 0
+    tune = json.loads((low / "tune.json").read_text())
+    assert [r["params"] for r in tune["rows"]] == [{"nprobe": 1}]
+    if tune["chosen"]["recall"] < 1.0:
+        assert "below its target" in low_recall(low)

@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
     b.add_argument("--nprobe", type=int, default=None,
-                   help="under torchrun: nprobe of the merged IVF index (no autotune across ranks; default nlist/64)")
+                   help="under torchrun: nprobe of the merged IVF index, measured as given (default: the fastest "
+                        "nprobe reaching --target-recall, measured on rank 0 against exact search)")
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
     i.add_argument("--run", required=True, help="run folder whose index to describe")
@@ -96,8 +97,10 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     out = check_artefact_dir(args.out or Path(args.run) / "index", kind="vector index", is_same_kind=is_index_dir)
     set_threads(args.threads or threads_from_env())
     run = TrainedRun.load(args.run)
+    train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
+    policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        return _build_distributed(args, run, out)
+        return _build_distributed(args, run, out, policy)
     vectors = run.item_embeddings()  # [I, D]
     ids = np.arange(run.n_items, dtype=np.int64)
     fp = run.fingerprint()
@@ -113,8 +116,6 @@ def cmd_index_build(args: argparse.Namespace) -> int:
         index.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         print(f"saved exact index to {out} (model {fp})")
         return 0
-    train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
-    policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy)
     # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
     report.index.save(out, model_fingerprint=fp, tuning=report.to_dict())
@@ -133,11 +134,19 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_distributed(args: argparse.Namespace, run, out: Path) -> int:  # noqa: ANN001 - TrainedRun
-    """Under torchrun: each rank encodes its shard of the catalogue; one IVF index is trained once and merged."""
+def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:  # noqa: ANN001 - TrainedRun, IndexPolicy
+    """Under torchrun: each rank encodes its shard of the catalogue; one IVF index is trained once and merged.
+
+    Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
+    ``nprobe`` to the fastest value reaching the recall target (or measures the one ``--nprobe`` gives), and
+    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other.
+    """
+    import time
+
     import numpy as np
     import torch
 
+    from twotower.index import tune_index
     from twotower.index.distributed_build import build_index_distributed, shard_range
     from twotower.training import distributed as tdist
 
@@ -166,14 +175,23 @@ def _build_distributed(args: argparse.Namespace, run, out: Path) -> int:  # noqa
             rows = np.sort(np.random.default_rng(args.seed).choice(n, m, replace=False))
             return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
 
+        t0 = time.perf_counter()
         index = build_index_distributed(vectors_fn, spec, sample, out, n_total=n, nprobe=args.nprobe,
                                         model_fingerprint=fp)
         if tdist.is_main() and index is not None:
-            if args.nprobe is None and getattr(index, "nlist", None):
-                index.set_search_params(nprobe=max(1, index.nlist // 64))
-                index.save(out, model_fingerprint=fp)
-            print(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks; "
-                  f"search params {index.search_params}; saved to {out} (model {fp})")
+            build_s = time.perf_counter() - t0
+            print(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
+                  f"measuring it against exact search on {args.queries} user queries")
+            queries = run.user_vectors(sample_query_rows(run, args.queries, args.seed)).astype(np.float32)
+            report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
+                                build_s=build_s, params=None if args.nprobe is None else {"nprobe": args.nprobe})
+            index.save(out, model_fingerprint=fp, tuning=report.to_dict())  # tune.json: what serve trusts
+            print(report.table())
+            c = report.chosen
+            verdict = "meets" if report.met_target else "does NOT meet"
+            print(f"chosen: {c.factory} {c.params} recall@{policy.k} {c.recall:.4f} ({verdict} "
+                  f"{policy.target_recall:g}), {c.qps_batch:,.0f} QPS batched; exact {report.exact_qps_batch:,.0f} QPS")
+            print(f"saved to {out} (model {fp}); table {out / TUNE_JSON}")
         tdist.barrier()
     finally:
         tdist.cleanup()

@@ -5,7 +5,15 @@
 fastest setting meeting a recall target; ``load_index`` verifies checksums and
 the model fingerprint before returning any saved backend.
 """
-from twotower.index.autotune import IndexPolicy, TuneReport, TuneRow, autotune, exact_ground_truth, tie_aware_recall
+from twotower.index.autotune import (
+    IndexPolicy,
+    TuneReport,
+    TuneRow,
+    autotune,
+    exact_ground_truth,
+    tie_aware_recall,
+    tune_index,
+)
 from twotower.index.base import AllowList, VectorIndex, shortfall
 from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex, resolve_factory
@@ -23,6 +31,7 @@ __all__ = [
     "autotune",
     "TuneReport",
     "IndexPolicy",
+    "tune_index",
     "TuneRow",
     "exact_ground_truth",
     "tie_aware_recall",

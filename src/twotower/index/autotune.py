@@ -37,7 +37,8 @@ from twotower.index.faiss_index import SHORTCUTS, FaissIndex
 from twotower.results import PAD_ID, Results
 
 __all__ = [
-    "autotune", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth", "measure_speed",
+    "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
+    "measure_speed",
 ]
 
 log = logging.getLogger(__name__)
@@ -327,40 +328,96 @@ def autotune(
         del exact
 
     rows: list[TuneRow] = []
-    best: tuple[tuple[int, float, float], TuneRow, VectorIndex] | None = None
-    for i, name in enumerate(names, 1):
-        log.info("autotune: building %s (%d of %d)", name, i, len(names))
+    best: _Best | None = None
+    for number, name in enumerate(names, 1):
+        log.info("autotune: building %s (%d of %d)", name, number, len(names))
         t0 = time.perf_counter()
         idx = FaissIndex(name, max_train=max_train, log_every_s=policy.log_every_s).build(vectors, ids)
-        build_s = time.perf_counter() - t0
-        bpv = idx.nbytes() / n
-        for sweep in _knob_grid(idx):
-            prev: list[float] = []
-            met_at: int | None = None
-            for i, params in enumerate(sweep):
-                idx.set_search_params(**params)
-                speed = measure_speed(idx, queries, k, latency_queries=latency_queries)
-                recall = tie_aware_recall(speed["results"].ids, queries, vectors, ids, kth, k)
-                row = TuneRow(
-                    index=name, factory=str(idx.factory), params=dict(params), recall=recall,
-                    qps_batch=speed["qps_batch"], qps_single=speed["qps_single"], p50_ms=speed["p50_ms"],
-                    p99_ms=speed["p99_ms"], build_s=build_s, bytes_per_vector=bpv,
-                    meets_target=recall >= target_recall,
-                )
-                rows.append(row)
-                # debug: the CLI prints the finished table; an INFO line per row printed every row twice
-                log.debug("autotune %s %s: recall@%d %.4f, %.0f QPS batched", idx.factory, params, k, recall, row.qps_batch)
-                key = (int(row.meets_target), row.qps_batch if row.meets_target else row.recall, row.qps_batch)
-                if best is None or key > best[0]:
-                    best = (key, row, idx)
-                if row.meets_target and met_at is None:
-                    met_at = i
-                prev.append(recall)
-                if met_at is not None and i >= met_at + 1:
-                    break  # cheaper settings are already enough; one extra point for the plot
-                if len(prev) >= 3 and prev[-1] - prev[-3] < 1e-3:
-                    break  # recall has plateaued
+        best = _sweep(idx, name, time.perf_counter() - t0, vectors, ids, queries, kth, k, target_recall,
+                      latency_queries, rows, best)
     assert best is not None  # names is non-empty
+    return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99)
+
+
+def tune_index(
+    index: FaissIndex,
+    vectors: np.ndarray,
+    ids: np.ndarray,
+    queries: np.ndarray,
+    *,
+    policy: IndexPolicy | None = None,
+    build_s: float = 0.0,
+    params: dict[str, Any] | None = None,
+) -> TuneReport:
+    """Sweep the knobs of an index built elsewhere (across torchrun ranks) against exact search.
+
+    The same measurements as :func:`autotune` (tie-aware recall@k over
+    ``queries``, batched and single-query speed), for one given index:
+    ``vectors[N, D]`` with ``ids[N]`` are the catalogue it holds. The index
+    is left at the fastest setting reaching ``policy.target_recall`` (else
+    at the best recall), and the report is what ``tune.json`` records.
+    ``params`` (e.g. ``{"nprobe": 32}``) measures that one setting instead
+    of sweeping: the user chose it, the report says what it gives.
+    """
+    policy = policy or IndexPolicy()
+    k, target_recall = policy.k, policy.target_recall
+    vectors = check_vectors(vectors)
+    ids = check_ids(ids, vectors.shape[0])
+    queries = check_queries(queries, vectors.shape[1])  # [Q, D]
+    if len(index) != len(ids):
+        raise ConfigError(f"the index holds {len(index):,} vectors but {len(ids):,} were given to measure it against")
+    n, dim = vectors.shape
+    gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
+    kth = gt.scores[:, min(k, n) - 1]  # [Q]
+    rows: list[TuneRow] = []
+    best = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
+                  policy.latency_queries, rows, None, grid=None if params is None else [[dict(params)]])
+    return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, "", None)
+
+
+#: the best row so far: (its sort key, the row, the index it was measured on)
+_Best = tuple[tuple[int, float, float], TuneRow, VectorIndex]
+
+
+def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
+           kth: np.ndarray, k: int, target_recall: float, latency_queries: int, rows: list[TuneRow],
+           best: _Best | None, grid: list[list[dict[str, Any]]] | None = None) -> _Best:
+    """Measure ``idx`` at each of its knob settings (``grid``, else all; appended to ``rows``); the best row so far."""
+    n = vectors.shape[0]
+    bpv = idx.nbytes() / n
+    for sweep in _knob_grid(idx) if grid is None else grid:
+        prev: list[float] = []
+        met_at: int | None = None
+        for i, params in enumerate(sweep):
+            idx.set_search_params(**params)
+            speed = measure_speed(idx, queries, k, latency_queries=latency_queries)
+            recall = tie_aware_recall(speed["results"].ids, queries, vectors, ids, kth, k)
+            row = TuneRow(
+                index=name, factory=str(idx.factory), params=dict(params), recall=recall,
+                qps_batch=speed["qps_batch"], qps_single=speed["qps_single"], p50_ms=speed["p50_ms"],
+                p99_ms=speed["p99_ms"], build_s=build_s, bytes_per_vector=bpv,
+                meets_target=recall >= target_recall,
+            )
+            rows.append(row)
+            # debug: the CLI prints the finished table; an INFO line per row printed every row twice
+            log.debug("autotune %s %s: recall@%d %.4f, %.0f QPS batched", idx.factory, params, k, recall, row.qps_batch)
+            key = (int(row.meets_target), row.qps_batch if row.meets_target else row.recall, row.qps_batch)
+            if best is None or key > best[0]:
+                best = (key, row, idx)
+            if row.meets_target and met_at is None:
+                met_at = i
+            prev.append(recall)
+            if met_at is not None and i >= met_at + 1:
+                break  # cheaper settings are already enough; one extra point for the plot
+            if len(prev) >= 3 and prev[-1] - prev[-3] < 1e-3:
+                break  # recall has plateaued
+    assert best is not None  # every index has at least one setting
+    return best
+
+
+def _report(rows: list[TuneRow], best: _Best, k: int, target_recall: float, n: int, dim: int, n_queries: int,
+            exact_qps: float, reason: str, exact_p99: float | None) -> TuneReport:
+    """The chosen row's index set to its knobs, and the report saying why."""
     _, chosen, chosen_index = best
     if not chosen.meets_target:
         log.warning(
@@ -374,6 +431,6 @@ def autotune(
                f"{chosen.params}")
     return TuneReport(
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
-        n=n, dim=dim, n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=chosen_index,
+        n=n, dim=dim, n_queries=int(n_queries), exact_qps_batch=float(exact_qps), index=chosen_index,
         reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99,
     )
