@@ -144,8 +144,19 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
                 sent = "a boolean" if isinstance(got, bool) else "a number with a fraction" if isinstance(got, float) \
                     else "null" if got is None else f"a JSON {type(got).__name__}"
                 msg = f"must be a JSON integer such as 5, got {sent}"
+        elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
+            msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
     return out
+
+
+def _sent(got: Any) -> str:
+    """The JSON type a client sent, in words (the value itself is never echoed)."""
+    if got is None:
+        return "null"
+    if isinstance(got, (int, float)):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(got), "another type")
 
 
 def _is_json_type(content_type: str | None) -> bool:
