@@ -93,6 +93,27 @@ def test_empty_ids_say_character_and_integers_are_still_ids(client):
     assert client.post("/recommend", json={"user_id": 7}).json()["error"]["id"] == "7"  # coerced, then unknown
 
 
+def test_ids_holding_a_slash_are_reachable_in_paths(service, run_dir):
+    """An id such as "shelf/50" (or a URL) is sent percent-encoded, /items/shelf%2F50; the server decodes it before
+    routing, so GET /items/{id} and /users/{id} answered "no route GET /items/shelf/50" instead of the item."""
+    from fastapi.testclient import TestClient
+
+    from twotower.serving import RecommenderService, create_app
+    from twotower.serving.catalog import ItemCatalog
+
+    base = service.catalog
+    shelved = ItemCatalog([f"shelf/{i}" for i in base.ids], base.columns)  # the same items, ids with a slash
+    svc = RecommenderService(service.run, service.index, catalog=shelved, item_vectors=service.item_vectors,
+                             user_vectors=service.user_vectors)
+    with TestClient(create_app(service=svc)) as c:
+        r = c.get("/items/shelf%2Fi5")
+        assert r.status_code == 200 and r.json()["item_id"] == "shelf/i5" and r.json()["title"] == "Movie 5"
+        missing = c.get("/items/shelf%2Fnope").json()["error"]
+        assert missing["id"] == "shelf/nope" and missing["kind"] == "item"
+        assert c.get("/users/a%2Fb").json()["error"]["id"] == "a/b"  # the user route reads the whole id too
+        assert 'route="/items/{item_id}",method="GET",status="200"' in c.get("/metrics").text  # the label is kept
+
+
 def test_path_and_body_ids_share_one_message(client):
     path = client.get("/users/" + "u" * 300).json()["error"]["details"][0]["msg"]
     body = client.post("/recommend", json={"user_id": "u" * 300}).json()["error"]["details"][0]["msg"]

@@ -145,7 +145,9 @@ class MetricsMiddleware:
             await self.app(scope, receive, recording_send)
         finally:
             route = scope.get("route")
-            path = getattr(route, "path", None) or (scope["path"] if scope["path"] in self.known_paths else "other")
+            # path_format: "/items/{item_id}" for the route "/items/{item_id:path}"
+            path = getattr(route, "path_format", None) or getattr(route, "path", None) or (
+                scope["path"] if scope["path"] in self.known_paths else "other")
             self.metrics.observe(path, scope.get("method", ""), status, time.perf_counter() - t0)
 
 

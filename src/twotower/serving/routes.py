@@ -28,6 +28,8 @@ from twotower.serving.service import RecommenderService, RecRequest
 
 __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
 
+# the GET routes take the rest of the path as the id (`{item_id:path}`): a client percent-encodes a slash
+# (`/items/a%2Fb`), the server decodes it before routing, and a plain `{item_id}` then matched no route at all
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
 
 T = TypeVar("T")
@@ -176,12 +178,12 @@ def build_router(s: Schemas) -> APIRouter:
 
         return json_response(await run_budgeted(request, one))
 
-    @router.get("/items/{item_id}", response_model=s.ItemResponse, tags=["items"])
+    @router.get("/items/{item_id:path}", response_model=s.ItemResponse, tags=["items"])
     async def item(item_id: PathId, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
         return json_response(get_service(request).item(item_id))
 
-    @router.get("/users/{user_id}", response_model=s.UserResponse, tags=["users"])
+    @router.get("/users/{user_id:path}", response_model=s.UserResponse, tags=["users"])
     async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
         return json_response(get_service(request).user(user_id))
