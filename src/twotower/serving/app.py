@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute
 
 from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
-from twotower.serving.middleware import BodyLimit, ConcurrencyGate, Metrics, MetricsMiddleware
+from twotower.serving.middleware import BodyLimit, ConcurrencyGate, HeadAsGet, Metrics, MetricsMiddleware
 from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
@@ -104,6 +104,7 @@ def create_app(
     _mount_static(app)
     known = _plain_paths([*app.routes, *(r for router in included for r in router.routes)])
     # added innermost first: the last one added sees the request first
+    app.add_middleware(HeadAsGet)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
     app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight,
