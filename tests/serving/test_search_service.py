@@ -101,3 +101,11 @@ def test_work_is_abandoned_between_cross_encoder_batches(index):
     with pytest.raises(ClientGone):
         service.search("aspirin heart attack risk", 5, "hybrid", True, 5, budget=budget)
     assert model.calls == 1 and model.pairs == 1  # the other 4 pairs were never scored
+
+
+def test_a_blank_query_is_422_naming_the_field_like_every_other_422(index):
+    """It said "column 'query': query is blank", the wording of a bad column in a data file."""
+    with _client(index) as c:
+        r = c.post("/search", json={"query": "  \t "})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == "query: only white space; send some words to search for"

@@ -120,7 +120,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         if not body.query.strip():
             from twotower.errors import DataError
 
-            raise DataError("query is blank", column="query")
+            raise DataError("query: only white space; send some words to search for")
         return json_response(await run_budgeted(
             request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top,
             budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))
