@@ -65,6 +65,15 @@ def test_answers_given_before_routing_are_counted_under_their_route(make_client)
     assert 'route="other"' not in text
 
 
+def test_made_up_methods_add_no_metric_series(client):
+    """Any token is an HTTP method to the server (h11): each made-up one added a /metrics series for good."""
+    for i in range(3):
+        assert client.request(f"BREW{i}", "/healthz").status_code == 405
+    text = client.get("/metrics").text
+    assert "BREW" not in text
+    assert 'twotower_requests_total{route="/healthz",method="other",status="405"} 3' in text
+
+
 @pytest.mark.parametrize(
     ("path", "body", "kind", "missing"),
     [

@@ -24,6 +24,9 @@ WAIT_REJECTION_MARK = "expected wait"
 #: Cheap endpoints that must answer even when the service is saturated.
 UNGATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/openapi.json", "/docs", "/redoc"})
 _UNGATED_PREFIXES = ("/static/", "/docs/")
+#: Methods counted under their own name in the metrics; any other is counted as "other". The HTTP server (h11)
+#: passes any token as a method, so without this a client could add a metric series per made-up method.
+METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 #: Latency histogram buckets (seconds).
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -149,7 +152,9 @@ class MetricsMiddleware:
             # path_format: "/items/{item_id}" for the route "/items/{item_id:path}"
             path = getattr(route, "path_format", None) or getattr(route, "path", None) or (
                 scope["path"] if scope["path"] in self.known_paths else "other")
-            self.metrics.observe(path, scope.get("method", ""), status, time.perf_counter() - t0)
+            method = scope.get("method", "")
+            self.metrics.observe(path, method if method in METRIC_METHODS else "other", status,
+                                 time.perf_counter() - t0)
 
 
 class ConcurrencyGate:
