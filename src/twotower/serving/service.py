@@ -98,11 +98,8 @@ def _at_request(b: int, n: int, fn: Callable[..., T], *args: Any) -> T:
 def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
     """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
     why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
-    return {
-        "missing": k - got,
-        "reason": f"fewer than k={k} items are left in the index after {' and '.join(why) or 'nothing'}; "
-                  f"all {got} eligible items are returned",
-    }
+    left = f"are left in the index after {' and '.join(why)}" if why else "are in the index"  # not "after nothing"
+    return {"missing": k - got, "reason": f"fewer than k={k} items {left}; all {got} eligible items are returned"}
 
 
 class RecommenderService:
