@@ -49,3 +49,17 @@ def test_serve_on_a_taken_port_says_so_before_loading(tmp_path, capsys):
         assert main(["serve", "--run", str(tmp_path / "nope"), "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [(["--max-k", "0"], "--max-k must be >= 1, got 0"),
+     (["--time-budget", "-1"], "--time-budget must be seconds in (0, 3600], got -1.0"),
+     (["--max-body-bytes", "10"], "--max-body-bytes must be >= 64, got 10"),
+     (["--workers", "0"], "--workers must be between 1 and 1024, got 0")],
+)
+def test_serve_names_the_flag_it_refuses(tmp_path, capsys, flags, said):
+    """`serve --max-k 0` said "ServiceSettings.max_k must be >= 1": a name the command-line user never typed."""
+    assert main(["serve", "--run", str(tmp_path / "nope"), *flags]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "ServiceSettings" not in err, err

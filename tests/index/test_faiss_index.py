@@ -50,6 +50,19 @@ class TestHNSW(IndexContract):
         with pytest.raises(DataError, match="rebuild"):
             index.add(x[:1], ids[:1])
 
+    @pytest.mark.parametrize("factory", ["hnsw", "HNSW32,RFlat"])
+    def test_a_list_deeper_than_efsearch_is_still_full(self, catalogue, factory):
+        """FAISS returns at most about efSearch hits from the graph (k=1000 at efSearch 16: 184 of 1,682 on
+        MovieLens-100K), so `serve` with an HNSW index answered k=1000, or k=10 for a user with 600 seen items,
+        with a short list and a shortfall claiming nothing more was eligible."""
+        x, ids, q = catalogue
+        index = FaissIndex(factory, efSearch=16).build(x, ids)  # FAISS's default depth
+        assert index.search(q, 500).ids.min() >= 0  # 500 of 2,000 stored: every row full
+        ref_ids, _ = brute_force(x, ids, q, 600)
+        exclude = [ref_ids[r] for r in range(len(q))]  # a heavy user: the 600 nearest seen
+        res = index.search(q, 10, exclude=exclude)
+        assert res.ids.min() >= 0 and not any(np.isin(res.ids[r], exclude[r]).any() for r in range(len(q)))
+
 
 class TestIVFPQRefineFlat(IndexContract):
     def make_index(self) -> FaissIndex:

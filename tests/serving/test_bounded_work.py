@@ -147,6 +147,22 @@ def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
         assert "JSON integer" in msg and said in msg and "string" not in msg, msg
 
 
+@pytest.mark.parametrize(
+    ("flag", "sent", "said"),
+    [("exclude_seen", "no", "a string"), ("exclude_seen", 0, "a number"), ("exclude_seen", None, "null"),
+     ("explain", "yes", "a string")],
+)
+def test_flags_are_json_booleans_only(client, flag, sent, said):
+    """"exclude_seen": "no" was read as false and "explain": "yes" as true (lax pydantic), while /search refuses
+    "rerank": "yes": flags are JSON booleans everywhere, and a batch names the request."""
+    r = client.post("/recommend", json={"user_id": "u1", "k": 2, flag: sent})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == f"body.{flag}: must be a JSON boolean, true or false, got {said}"
+    batch = client.post("/recommend/batch", json={"requests": [{"user_id": "u1"}, {"user_id": "u2", flag: sent}]})
+    assert batch.status_code == 422 and batch.json()["error"]["details"][0]["loc"] == ["body", "requests", "1", flag]
+    assert client.post("/recommend", json={"user_id": "u1", "k": 2, flag: False}).status_code == 200
+
+
 @pytest.mark.parametrize("path", ["/items/", "/users/"])
 def test_get_ids_are_capped_like_post_ids(client, path):
     r = client.get(path + "x" * 20_000)

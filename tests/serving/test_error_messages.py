@@ -64,6 +64,48 @@ def test_a_json_body_that_is_not_utf8_says_so(client):
     assert r.status_code == 400 and "UTF-8" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"user_id": "u1", "k": ' + b"9" * 5000 + b"}", "an integer of more than 4300 digits"),
+        (b'{"user_id": ' + b"1" * 5000 + b"}", "an integer of more than 4300 digits"),
+        (b'{"user_id": "u1", "user_features": ' + b"[" * 5000 + b"]" * 5000 + b"}", "nests JSON arrays or objects"),
+    ],
+)
+def test_a_json_body_python_cannot_read_says_why(client, body, said):
+    """Syntactically JSON, refused by Python's reader: FastAPI's 400 said only "There was an error parsing the body"."""
+    r = client.post("/recommend", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400 and said in r.json()["error"]["message"], r.text
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [("GET", "/recommend", "POST"), ("PUT", "/similar-items", "POST"), ("POST", "/items/i1", "GET"),
+     ("DELETE", "/healthz", "GET")],
+)
+def test_a_wrong_method_is_405_naming_the_method_the_route_takes(client, method, path, allowed):
+    r = client.request(method, path)
+    assert r.status_code == 405 and r.headers["allow"] == allowed
+    assert r.json()["error"]["message"] == f"{method} {path} is not allowed; this route answers {allowed}"
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/", "/items/i1", "/users/u1", "/examples"])
+def test_head_answers_wherever_get_does(client, path):
+    """`curl -I /healthz` (and uptime checks sending HEAD) got 405: FastAPI routes answer only their declared methods."""
+    head, get = client.head(path), client.get(path)
+    assert head.status_code == get.status_code == 200
+    assert head.content == b"" and head.headers["content-length"] == get.headers["content-length"]
+    assert head.headers["content-type"] == get.headers["content-type"]
+
+
+def test_head_is_no_way_around_a_post_route_or_an_unknown_id(client):
+    assert client.head("/recommend").status_code == 405 and client.head("/items/nope").status_code == 404
+    assert client.head("/metrics").status_code == 200  # its length changes with every request: not compared
+    metrics = client.get("/metrics").text
+    assert 'route="/recommend",method="HEAD",status="405"' in metrics
+    assert 'route="/items/{item_id}",method="HEAD",status="404"' in metrics
+
+
 # ------------------------------------------------------------------ 2. string limits count characters
 @pytest.mark.parametrize(
     ("path", "body", "loc"),
@@ -91,6 +133,27 @@ def test_empty_ids_say_character_and_integers_are_still_ids(client):
     r = client.post("/recommend", json={"user_id": ""})
     assert r.status_code == 422 and "at least 1 character" in r.json()["error"]["message"]
     assert client.post("/recommend", json={"user_id": 7}).json()["error"]["id"] == "7"  # coerced, then unknown
+
+
+def test_ids_holding_a_slash_are_reachable_in_paths(service, run_dir):
+    """An id such as "shelf/50" (or a URL) is sent percent-encoded, /items/shelf%2F50; the server decodes it before
+    routing, so GET /items/{id} and /users/{id} answered "no route GET /items/shelf/50" instead of the item."""
+    from fastapi.testclient import TestClient
+
+    from twotower.serving import RecommenderService, create_app
+    from twotower.serving.catalog import ItemCatalog
+
+    base = service.catalog
+    shelved = ItemCatalog([f"shelf/{i}" for i in base.ids], base.columns)  # the same items, ids with a slash
+    svc = RecommenderService(service.run, service.index, catalog=shelved, item_vectors=service.item_vectors,
+                             user_vectors=service.user_vectors)
+    with TestClient(create_app(service=svc)) as c:
+        r = c.get("/items/shelf%2Fi5")
+        assert r.status_code == 200 and r.json()["item_id"] == "shelf/i5" and r.json()["title"] == "Movie 5"
+        missing = c.get("/items/shelf%2Fnope").json()["error"]
+        assert missing["id"] == "shelf/nope" and missing["kind"] == "item"
+        assert c.get("/users/a%2Fb").json()["error"]["id"] == "a/b"  # the user route reads the whole id too
+        assert 'route="/items/{item_id}",method="GET",status="200"' in c.get("/metrics").text  # the label is kept
 
 
 def test_path_and_body_ids_share_one_message(client):

@@ -73,6 +73,11 @@ def test_shortfall_is_stated_not_silent(service, client):
     assert sorted(it["item_id"] for it in got["items"]) == sorted(others)
     assert got["shortfall"]["missing"] == 8 and "fewer" in got["shortfall"]["reason"]
 
+    # nothing excluded or filtered: the catalogue itself is shorter than k (it said "left ... after nothing")
+    every = client.post("/recommend", json={"user_id": "u0", "k": 100, "exclude_seen": False}).json()
+    assert every["shortfall"] == {"missing": 40, "reason": "fewer than k=100 items are in the index; all 60 eligible "
+                                                           "items are returned"}
+
 
 def test_recommend_uses_the_built_ann_index_unless_exact(run_dir, tmp_path, capsys):
     pytest.importorskip("faiss")

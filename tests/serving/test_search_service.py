@@ -101,3 +101,25 @@ def test_work_is_abandoned_between_cross_encoder_batches(index):
     with pytest.raises(ClientGone):
         service.search("aspirin heart attack risk", 5, "hybrid", True, 5, budget=budget)
     assert model.calls == 1 and model.pairs == 1  # the other 4 pairs were never scored
+
+
+def test_a_blank_query_is_422_naming_the_field_like_every_other_422(index):
+    """It said "column 'query': query is blank", the wording of a bad column in a data file."""
+    with _client(index) as c:
+        r = c.post("/search", json={"query": "  \t "})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == "query: only white space; send some words to search for"
+
+
+def test_a_short_hit_list_says_why_as_recommend_does(index):
+    """k=10 over a 5-document index, or a BM25 query matching one document, answered fewer hits without a word;
+    POST /recommend states a shortfall."""
+    with _client(index) as c:
+        small = c.post("/search", json={"query": "sleep", "k": 10}).json()
+        bm25 = c.post("/search", json={"query": "sleep", "k": 3, "mode": "bm25"}).json()
+        full = c.post("/search", json={"query": "sleep", "k": 2}).json()
+    assert len(small["items"]) == 5 and small["shortfall"]["missing"] == 5
+    assert "holds 5 documents" in small["shortfall"]["reason"]
+    assert bm25["shortfall"] == {"missing": 3 - len(bm25["items"]), "reason": bm25["shortfall"]["reason"]}
+    assert "share a term with the query" in bm25["shortfall"]["reason"]
+    assert len(full["items"]) == 2 and "shortfall" not in full

@@ -81,6 +81,42 @@ def test_unknown_filter_field_is_422_listing_fields(client):
     assert "colour" in r.json()["error"]["message"] and "genres" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("path", ["/recommend", "/similar-items"])
+def test_an_item_id_filter_is_checked_like_any_other_id(client, path):
+    """filters.item_id with a mistyped id (or nothing) answered 200 with an empty list and a shortfall blaming the
+    filters; a filter on any other field refuses an empty list, and an unknown id is a 404 everywhere else."""
+    who = {"user_id": "u1"} if path == "/recommend" else {"item_id": "i0"}
+    r = client.post(path, json={**who, "k": 3, "filters": {"item_id": ["i5", "nope"]}})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["field"] == "filters.item_id[1]" and err["id"] == "nope" and err["kind"] == "item"
+    r = client.post(path, json={**who, "k": 3, "filters": {"item_id": []}})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("filters.item_id is empty")
+    ok = client.post(path, json={**who, "k": 3, "filters": {"item_id": ["i5", "i7"]}})
+    assert ok.status_code == 200 and {it["item_id"] for it in ok.json()["items"]} <= {"i5", "i7"}
+
+
+@pytest.mark.parametrize(
+    ("bad", "status", "starts"),
+    [
+        ({"filters": {"genres": ["Actoin"]}}, 422, "requests[2].filters.genres: no item has the value 'Actoin'"),
+        ({"filters": {"colour": ["red"]}}, 422, "requests[2].filters.colour: not an item metadata field"),
+        ({"filters": {"genres": []}}, 422, "requests[2].filters.genres is empty"),
+        ({"filters": {"item_id": ["nope"]}}, 404, "requests[2].filters.item_id[0]: unknown item 'nope'"),
+        ({"user_features": {"age": 3}}, 422, "requests[2].user_features:"),
+    ],
+)
+def test_a_batch_names_the_request_of_every_mistake(client, bad, status, starts):
+    """Only unknown user/history ids named their request; a bad filter in request 2 of 256 said "filters.genres"."""
+    reqs = [{"user_id": "u1"}, {"user_id": "u2"}, {"user_id": "u3", **bad}]
+    r = client.post("/recommend/batch", json={"requests": reqs})
+    assert r.status_code == status
+    msg = r.json()["error"]["message"]
+    assert msg.startswith(starts) and msg.endswith("the other requests were not answered"), msg
+    one = client.post("/recommend", json=reqs[2]).json()["error"]["message"]  # one request: no request index
+    assert one.startswith(starts.removeprefix("requests[2].")), one
+
+
 def test_batch_equals_single_requests(client):
     reqs = [{"user_id": "u1", "k": 3}, {"history": ["i4", "i5"], "k": 2},
             {"user_id": "u2", "k": 4, "filters": {"genres": ["Comedy"]}}]

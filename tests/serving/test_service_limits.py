@@ -53,6 +53,27 @@ def test_body_too_large_is_413_before_parsing(make_client):
     assert "twotower_payload_too_large_total 2" in c.get("/metrics").text
 
 
+def test_answers_given_before_routing_are_counted_under_their_route(make_client):
+    """413 (and 429) are answered by middleware before FastAPI routes the request; /metrics labelled them
+    route="other" once FastAPI stopped flattening included routers into app.routes."""
+    c = make_client(max_body_bytes=100)
+    c.post("/recommend", content=b"{" + b" " * 200 + b"}", headers={"content-type": "application/json"})
+    c.post("/recommend/batch", content=b"{" + b" " * 200 + b"}", headers={"content-type": "application/json"})
+    text = c.get("/metrics").text
+    assert 'twotower_requests_total{route="/recommend",method="POST",status="413"} 1' in text
+    assert 'twotower_requests_total{route="/recommend/batch",method="POST",status="413"} 1' in text
+    assert 'route="other"' not in text
+
+
+def test_made_up_methods_add_no_metric_series(client):
+    """Any token is an HTTP method to the server (h11): each made-up one added a /metrics series for good."""
+    for i in range(3):
+        assert client.request(f"BREW{i}", "/healthz").status_code == 405
+    text = client.get("/metrics").text
+    assert "BREW" not in text
+    assert 'twotower_requests_total{route="/healthz",method="other",status="405"} 3' in text
+
+
 @pytest.mark.parametrize(
     ("path", "body", "kind", "missing"),
     [

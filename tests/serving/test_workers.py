@@ -197,8 +197,42 @@ def test_shared_service_without_a_saved_index_is_exact_over_the_mapped_vectors(r
         req = RecRequest(user_id=user, k=10)
         assert shared.recommend(req)["items"] == service.recommend(req)["items"]
     bad = WorkerSpec(**{**asdict(spec), "fingerprint": "0" * 64})
-    with pytest.raises(IntegrityError, match="changed while the server started"):
+    with pytest.raises(IntegrityError, match="changed since the server started"):
         open_shared_service(bad)
+
+
+def test_a_worker_that_cannot_load_the_run_stops_the_server_instead_of_restarting_forever(
+        run_dir, service, tmp_path, monkeypatch, caplog):
+    """uvicorn restarts a worker that died; when the run folder changed meanwhile (retrained in place) the new
+    worker's load fails, and with exit code 1 uvicorn restarted it forever: a traceback and a run load (torch,
+    weights) every few seconds on the serving machine. Start-up failure code 3 makes uvicorn stop the server."""
+    from dataclasses import asdict
+
+    from uvicorn.config import STARTUP_FAILURE
+
+    from twotower.serving import ServiceSettings
+    from twotower.serving.workers import SPEC_ENV, WorkerSpec, share_arrays, worker_app
+
+    share_arrays(service, tmp_path)
+    spec = WorkerSpec(shared_dir=str(tmp_path), settings=asdict(ServiceSettings()), run_dir=str(run_dir),
+                      fingerprint="0" * 32)  # the run the server started with is not the one on disk now
+    monkeypatch.setenv(SPEC_ENV, str(spec.write()))
+    with pytest.raises(SystemExit) as stopped:
+        worker_app()
+    assert stopped.value.code == STARTUP_FAILURE
+    said = [r.getMessage() for r in caplog.records if r.levelname == "CRITICAL"]
+    assert len(said) == 1 and "changed since the server started" in said[0] and "restart `twotower serve`" in said[0]
+
+    # uvicorn's supervisor then returns normally: `twotower serve` exits non-zero with the reason
+    import uvicorn
+
+    from twotower.errors import IntegrityError
+    from twotower.serving.workers import run_workers
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: None)  # the supervisor, after the worker's failure
+    with pytest.raises(IntegrityError, match="a worker could not start: .*changed since the server started"):
+        run_workers(spec, workers=2)
+    assert not tmp_path.exists()  # the shared folder is removed all the same
 
 
 def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):

@@ -76,17 +76,37 @@ def _check_port(host: str, port: int) -> None:
             raise ConfigError(f"--host {host} --port {port}: cannot bind ({e.strerror or e})") from None
 
 
+#: the flags whose name is not the setting's with dashes
+_FLAG_OF = {"time_budget_s": "--time-budget"}
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    """The service settings of the flags; a refused value is named by its flag (``--max-k must be >= 1, got
+    0``), not by the ``ServiceSettings`` field a command-line user never typed."""
+    import re
+
+    from twotower.errors import ConfigError
+    from twotower.serving import ServiceSettings
+
+    try:
+        return ServiceSettings(
+            host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
+            max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
+            max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
+            max_body_bytes=args.max_body_bytes, threads=args.threads, explain_k=args.explain_k,
+            time_budget_s=args.time_budget, workers=args.workers,
+        )
+    except ConfigError as e:
+        named = re.sub(r"ServiceSettings\.(\w+)", lambda m: _FLAG_OF.get(m[1], "--" + m[1].replace("_", "-")), str(e))
+        raise ConfigError(named) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from twotower.serving import RecommenderService, ServiceSettings, create_app
+    from twotower.serving import RecommenderService, create_app
 
-    settings = ServiceSettings(
-        host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
-        max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
-        max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history, max_body_bytes=args.max_body_bytes,
-        threads=args.threads, explain_k=args.explain_k, time_budget_s=args.time_budget, workers=args.workers,
-    )
+    settings = _settings(args)
     if settings.host in ("0.0.0.0", "::", ""):
         msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")

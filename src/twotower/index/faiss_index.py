@@ -404,7 +404,8 @@ class FaissIndex(VectorIndex):
         index = self._gpu if self._gpu is not None else self._index
         total = int(index.ntotal)
         if not self.is_exact:
-            scores, ids = index.search(queries, fetch)  # [Q, F]
+            params = self._hnsw_depth(fetch)
+            scores, ids = index.search(queries, fetch, params=params) if params else index.search(queries, fetch)
             return _sorted(scores, ids, fetch)
         # Exact: make the cut tie-correct (smaller id wins) by fetching past any tie at the boundary.
         f = min(fetch + 1, total)
@@ -418,6 +419,28 @@ class FaissIndex(VectorIndex):
                 break
             f = min(2 * f, total)
         return _sorted(scores, ids, fetch)
+
+    def _hnsw_depth(self, fetch: int) -> Any:
+        """FAISS search parameters searching an HNSW graph at least ``fetch`` deep, or None when efSearch suffices.
+
+        FAISS returns at most about efSearch hits from the graph, whatever k (1.15: k=1000 at efSearch 16 gives
+        184 of 1,682), so a deep fetch (a large k, or k plus a long exclusion list) needs efSearch >= fetch;
+        efSearch itself stays the shallow depth that autotune chose for ordinary k."""
+        faiss = _faiss()
+        if "efSearch" not in self.knobs or self._gpu is not None:
+            return None
+        inner = self._inner()
+        refine = inner if isinstance(inner, faiss.IndexRefine) else None
+        hnsw = faiss.downcast_index(refine.base_index) if refine is not None else inner
+        depth = int(np.ceil(fetch * refine.k_factor)) if refine is not None else fetch  # the base fetches k_factor*k
+        if depth <= int(hnsw.hnsw.efSearch):
+            return None
+        params = faiss.SearchParametersHNSW(efSearch=depth)
+        if refine is None:
+            return params
+        outer = faiss.IndexRefineSearchParameters(k_factor=refine.k_factor, base_index_params=params)
+        outer._keep = params  # FAISS holds a raw pointer: keep the Python object alive
+        return outer
 
     def _ivf_widening(self, depth: int) -> Any:
         """FAISS search parameters with nprobe multiplied by 2**depth, or None if not applicable."""

@@ -13,16 +13,17 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Iterable, Sequence
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.routing import BaseRoute
 
 from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
-from twotower.serving.middleware import BodyLimit, ConcurrencyGate, Metrics, MetricsMiddleware
+from twotower.serving.middleware import BodyLimit, ConcurrencyGate, HeadAsGet, Metrics, MetricsMiddleware
 from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
@@ -92,19 +93,18 @@ def create_app(
     app.state.settings = settings
     app.state.metrics = metrics = Metrics()
     install_error_handlers(app)
-    if has_recommender:
-        app.include_router(build_router(make_schemas(settings)))
-    else:
-        app.include_router(_ops_router())
+    included = [build_router(make_schemas(settings)) if has_recommender else _ops_router()]
     if has_search:
         from twotower.serving.search_service import build_search_router
 
-        app.include_router(build_search_router(settings))
-    for router in routers:
+        included.append(build_search_router(settings))
+    included += routers
+    for router in included:
         app.include_router(router)
     _mount_static(app)
-    known = [r.path for r in app.routes if "{" not in getattr(r, "path", "{")]
+    known = _plain_paths([*app.routes, *(r for router in included for r in router.routes)])
     # added innermost first: the last one added sees the request first
+    app.add_middleware(HeadAsGet)
     app.add_middleware(CatchAllMiddleware)
     app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
     app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight,
@@ -112,6 +112,15 @@ def create_app(
                        max_wait_s=None if settings.max_wait_ms is None else settings.max_wait_ms / 1e3)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
     return app
+
+
+def _plain_paths(routes: Iterable[BaseRoute]) -> list[str]:
+    """Route paths without parameters: the metrics label of an answer given before routing (413, 429).
+
+    The included routers' routes are passed in explicitly: FastAPI 0.16x keeps an included router as one
+    entry of ``app.routes`` (no ``path``), so reading ``app.routes`` alone labelled a 413 or 429 on
+    ``POST /recommend`` as route "other"."""
+    return [p for r in routes if (p := getattr(r, "path", None)) and "{" not in p]
 
 
 def _ops_router() -> APIRouter:

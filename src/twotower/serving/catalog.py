@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from twotower.errors import ConfigError, NotFoundError
+from twotower.serving.errors import UnknownIdAt
 
 __all__ = ["ItemCatalog"]
 
@@ -143,30 +144,38 @@ class ItemCatalog:
         return f"filters.{field}: no item has the value {value!r}; {hint}"
 
     def filter_mask(self, filters: Mapping[str, Sequence[str]]) -> np.ndarray:
-        """[I] bool: items matching every field, where a field matches when it holds any of the values."""
+        """[I] bool: items matching every field, where a field matches when it holds any of the values.
+
+        Every mistake is named by its field (``filters.genres: ...``): an unknown field or an empty list
+        (422), a value no item has (422 with the nearest known values), an unknown ``item_id`` (404 naming
+        it and its position, as in a history: an allow-list of a mistyped id silently held nothing)."""
         mask = np.ones(len(self.ids), dtype=bool)
         for field, values in filters.items():
-            if field == "item_id":
-                allowed = np.zeros(len(self.ids), dtype=bool)
-                for v in values:
-                    try:
-                        allowed[self.row(str(v))] = True
-                    except NotFoundError:
-                        pass
-                mask &= allowed
-                continue
-            if field not in self.columns:
+            if field != "item_id" and field not in self.columns:
                 raise ConfigError(
-                    f"cannot filter on {field!r}: not an item metadata field; filterable fields: "
-                    f"{sorted(self.columns) + ['item_id']}"
+                    f"filters.{field}: not an item metadata field; filterable fields: {sorted(self.columns) + ['item_id']}"
                 )
             if not values:
                 raise ConfigError(f"filters.{field} is empty; give at least one value or drop the filter")
-            any_of = np.zeros(len(self.ids), dtype=bool)
-            for v in values:
-                m = self._value_mask(field, str(v))
-                if not m.any():
-                    raise ConfigError(self._unknown_value(field, str(v)))
-                any_of |= m
-            mask &= any_of
+            mask &= self._item_mask(values) if field == "item_id" else self._field_mask(field, values)
         return mask
+
+    def _item_mask(self, item_ids: Sequence[str]) -> np.ndarray:
+        """[I] bool: the listed items; an unknown one is a 404 naming ``filters.item_id[i]``."""
+        allowed = np.zeros(len(self.ids), dtype=bool)
+        for pos, v in enumerate(item_ids):
+            try:
+                allowed[self.row(str(v))] = True
+            except NotFoundError as e:
+                raise UnknownIdAt(f"filters.item_id[{pos}]", e) from None
+        return allowed
+
+    def _field_mask(self, field: str, values: Sequence[str]) -> np.ndarray:
+        """[I] bool: items whose ``field`` holds any of ``values``; a value no item has is a 422."""
+        any_of = np.zeros(len(self.ids), dtype=bool)
+        for v in values:
+            m = self._value_mask(field, str(v))
+            if not m.any():
+                raise ConfigError(self._unknown_value(field, str(v)))
+            any_of |= m
+        return any_of

@@ -25,6 +25,7 @@ from __future__ import annotations
 import email.message
 import json
 import logging
+import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -144,8 +145,19 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
                 sent = "a boolean" if isinstance(got, bool) else "a number with a fraction" if isinstance(got, float) \
                     else "null" if got is None else f"a JSON {type(got).__name__}"
                 msg = f"must be a JSON integer such as 5, got {sent}"
+        elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
+            msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
     return out
+
+
+def _sent(got: Any) -> str:
+    """The JSON type a client sent, in words (the value itself is never echoed)."""
+    if got is None:
+        return "null"
+    if isinstance(got, (int, float)):
+        return "a number"
+    return {str: "a string", list: "an array", dict: "an object"}.get(type(got), "another type")
 
 
 def _is_json_type(content_type: str | None) -> bool:
@@ -195,6 +207,19 @@ def _route_hint(request: Request) -> str:
     return f"no route {request.method} {path}; the endpoints are listed at /docs"
 
 
+def _unparsable_body(cause: BaseException) -> str | None:
+    """Why Python's JSON reader refused a body that is JSON by its syntax (FastAPI answers those 400 with no
+    reason): bytes that are not UTF-8, nesting too deep, or an integer longer than Python converts."""
+    if isinstance(cause, UnicodeDecodeError):
+        return "the request body is not valid JSON text: it holds bytes that are not UTF-8 (send UTF-8 JSON)"
+    if isinstance(cause, RecursionError):
+        return "the request body nests JSON arrays or objects too deeply to be read (a request needs only a few levels)"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return (f"the request body holds an integer of more than {sys.get_int_max_str_digits()} digits, which cannot "
+                "be read; ids are at most 256 characters and counts are small integers")
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers for domain errors, validation errors and HTTP exceptions."""
 
@@ -220,9 +245,12 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = str(exc.detail)
         if exc.status_code == 404 and detail == "Not Found":
             detail = _route_hint(request)
-        elif exc.status_code == 400 and isinstance(exc.__cause__, UnicodeDecodeError):
+        elif exc.status_code == 405:  # Starlette's "Method Not Allowed" did not say which method the route takes
+            allowed = (exc.headers or {}).get("Allow", "")
+            detail = f"{request.method} {request.url.path} is not allowed; this route answers {allowed or 'other methods'}"
+        elif exc.status_code == 400 and exc.__cause__ is not None:
             # FastAPI's "There was an error parsing the body" does not say what was wrong with it
-            detail = "the request body is not valid JSON text: it holds bytes that are not UTF-8 (send UTF-8 JSON)"
+            detail = _unparsable_body(exc.__cause__) or detail
         return _json(exc.status_code, error_body(exc.status_code, kind, detail), exc.headers)
 
     app.add_exception_handler(TwoTowerError, on_domain)

@@ -1,8 +1,8 @@
-"""Pure-ASGI middlewares: request metrics, the in-flight gate (429) and the body limit (413).
+"""Pure-ASGI middlewares: request metrics, the in-flight gate (429), the body limit (413), HEAD as GET.
 
 Order, outermost first: :class:`MetricsMiddleware` (sees every answer,
 including 413/429/500) -> :class:`ConcurrencyGate` -> :class:`BodyLimit` ->
-:class:`~twotower.serving.errors.CatchAllMiddleware` -> FastAPI.
+:class:`~twotower.serving.errors.CatchAllMiddleware` -> :class:`HeadAsGet` -> FastAPI.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from twotower.errors import OverloadError
 from twotower.serving.errors import PayloadTooLarge, error_response
 
-__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "UNGATED_PATHS", "WAIT_REJECTION_MARK"]
+__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "UNGATED_PATHS",
+           "WAIT_REJECTION_MARK"]
 
 # in the message of a 429 refused for its expected wait (not for a full queue): clients such as
 # bench/serve_load.py tell the two reasons apart by it
@@ -23,6 +24,9 @@ WAIT_REJECTION_MARK = "expected wait"
 #: Cheap endpoints that must answer even when the service is saturated.
 UNGATED_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/openapi.json", "/docs", "/redoc"})
 _UNGATED_PREFIXES = ("/static/", "/docs/")
+#: Methods counted under their own name in the metrics; any other is counted as "other". The HTTP server (h11)
+#: passes any token as a method, so without this a client could add a metric series per made-up method.
+METRIC_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 #: Latency histogram buckets (seconds).
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -145,8 +149,12 @@ class MetricsMiddleware:
             await self.app(scope, receive, recording_send)
         finally:
             route = scope.get("route")
-            path = getattr(route, "path", None) or (scope["path"] if scope["path"] in self.known_paths else "other")
-            self.metrics.observe(path, scope.get("method", ""), status, time.perf_counter() - t0)
+            # path_format: "/items/{item_id}" for the route "/items/{item_id:path}"
+            path = getattr(route, "path_format", None) or getattr(route, "path", None) or (
+                scope["path"] if scope["path"] in self.known_paths else "other")
+            method = scope.get("method", "")
+            self.metrics.observe(path, method if method in METRIC_METHODS else "other", status,
+                                 time.perf_counter() - t0)
 
 
 class ConcurrencyGate:
@@ -249,3 +257,32 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+class HeadAsGet:
+    """Answer ``HEAD`` on a GET route as its GET, headers only (``curl -I /healthz``, uptime checks).
+
+    HTTP servers answer HEAD wherever they answer GET (RFC 9110, 9.3.2), but FastAPI routes list only the
+    methods they are declared with, so ``HEAD /healthz`` was a 405. The route's answer is computed as for GET
+    (Content-Length included) and its body dropped; a POST route still answers 405. The metrics keep ``HEAD``.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        inner = dict(scope, method="GET")
+
+        async def headers_only(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        try:
+            await self.app(inner, receive, headers_only)
+        finally:
+            if "route" in inner:  # the route the router matched labels the metrics of this HEAD
+                scope["route"] = inner["route"]

@@ -20,15 +20,16 @@ from fastapi import APIRouter, Path, Request
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
-from twotower.errors import DataError, NotFoundError
 from twotower.serving.budget import WorkBudget
-from twotower.serving.errors import UnknownIdAt, json_bytes
+from twotower.serving.errors import json_bytes
 from twotower.serving.examples import example_ids
 from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas
 from twotower.serving.service import RecommenderService, RecRequest
 
 __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
 
+# the GET routes take the rest of the path as the id (`{item_id:path}`): a client percent-encodes a slash
+# (`/items/a%2Fb`), the server decodes it before routing, and a plain `{item_id}` then matched no route at all
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
 
 T = TypeVar("T")
@@ -94,29 +95,10 @@ async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, budge
     return outcome[0]
 
 
-def _check_ids(service: RecommenderService, reqs: Sequence[RecRequest]) -> None:
-    """Unknown ids of a batch -> 404 naming the request and field (``requests[3].history[0]``), before any work."""
-    if len(reqs) < 2:
-        return  # one request: the service's own errors name the field (``history[0]: ...``)
-    note = "the other requests were not answered"
-    for b, r in enumerate(reqs):
-        try:
-            if r.user_id is not None:
-                service.run.user_vocab.index(r.user_id)
-            if r.history is not None:
-                service.history_rows(r.history)  # its errors name the position: history[i]
-        except UnknownIdAt as e:
-            raise UnknownIdAt(f"requests[{b}].{e.field}", e, note) from None
-        except NotFoundError as e:
-            raise UnknownIdAt(f"requests[{b}].user_id", e, note) from None
-        except DataError as e:
-            raise DataError(f"requests[{b}].{e.message}; {note}") from None
-
-
 def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget) -> list[dict[str, Any]]:
     """Recommendations for ``reqs`` (one index search) with their bounded explanations (the service's
-    ``explain_k`` rule, the same for Python callers), all under ``budget``."""
-    _check_ids(service, reqs)
+    ``explain_k`` rule, the same for Python callers), all under ``budget``. An unknown id or a bad filter in
+    a batch is named with its request (``requests[3].user_id``) by the service, before any search."""
     budget.check()
     # the check runs between explanation steps, the only long loop (a plain lookup is one index search)
     kw = {"check": budget.check} if any(r.explain for r in reqs) else {}
@@ -196,12 +178,12 @@ def build_router(s: Schemas) -> APIRouter:
 
         return json_response(await run_budgeted(request, one))
 
-    @router.get("/items/{item_id}", response_model=s.ItemResponse, tags=["items"])
+    @router.get("/items/{item_id:path}", response_model=s.ItemResponse, tags=["items"])
     async def item(item_id: PathId, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
         return json_response(get_service(request).item(item_id))
 
-    @router.get("/users/{user_id}", response_model=s.UserResponse, tags=["users"])
+    @router.get("/users/{user_id:path}", response_model=s.UserResponse, tags=["users"])
     async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
         return json_response(get_service(request).user(user_id))

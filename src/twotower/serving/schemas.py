@@ -9,7 +9,7 @@ are defined inside a function and FastAPI resolves annotations at runtime.)
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from twotower.serving.settings import ServiceSettings
 
@@ -99,9 +99,11 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         history: Optional[History] = None
         user_features: Optional[dict[str, Any]] = Field(None, description="not supported yet (422)")
         k: K = min(settings.default_k, settings.max_k)
-        exclude_seen: bool = True
+        # strict, as /search's rerank: lax pydantic read "exclude_seen": "no" (or "off", 0) as false and
+        # "explain": "yes" as true, the one coercion of a flag nothing documented
+        exclude_seen: StrictBool = True
         filters: Optional[Filters] = None
-        explain: bool = False
+        explain: StrictBool = False
         explain_k: Optional[Annotated[int, Field(ge=1, le=settings.explain_k, strict=True)]] = Field(
             None, description=f"with explain: how many of the first items get an explanation "
                               f"(1..{settings.explain_k}; default {settings.explain_k})")

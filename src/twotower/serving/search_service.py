@@ -79,7 +79,22 @@ class SearchService:
                 "title": corpus.titles[int(row)],
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
             })
-        return {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
+        answer = {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
+        if len(items) < k:  # as POST /recommend says it: a short list is explained, never silent
+            answer["shortfall"] = _shortfall(k, len(items), mode, len(corpus.ids))
+        return answer
+
+
+def _shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, Any]:
+    """Why a search answered fewer than ``k`` hits: a small corpus, or (BM25) few documents sharing a term."""
+    if n_docs < k:
+        why = f"the search index holds {n_docs} documents"
+    elif mode == "bm25":
+        why = (f"only {got} documents share a term with the query; mode \"dense\" or \"hybrid\" also ranks the "
+               "documents that share none")
+    else:
+        why = f"only {got} documents were found"
+    return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
 
 
 def build_search_router(settings: ServiceSettings) -> APIRouter:
@@ -120,7 +135,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         if not body.query.strip():
             from twotower.errors import DataError
 
-            raise DataError("query is blank", column="query")
+            raise DataError("query: only white space; send some words to search for")
         return json_response(await run_budgeted(
             request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top,
             budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))

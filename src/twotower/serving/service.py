@@ -14,7 +14,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,7 @@ __all__ = ["RecommenderService", "RecRequest"]
 log = logging.getLogger(__name__)
 
 _EMPTY = np.empty(0, dtype=np.int64)
+T = TypeVar("T")
 _thread_state = threading.local()
 
 
@@ -73,14 +74,32 @@ def _use_threads(n: int) -> None:
         _thread_state.threads = n
 
 
+#: the end of a batch error's message: one bad request refuses the whole batch
+BATCH_NOTE = "the other requests were not answered"
+
+
+def _at_request(b: int, n: int, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` for request ``b`` of a batch of ``n``; with ``n > 1`` an error names its request
+    (``requests[3].filters.genres: ...``, ``requests[1].history[2]: ...``): "filters.genres" alone does
+    not say which of 256 requests to fix. One request's errors are unchanged (``history[2]: ...``)."""
+    try:
+        return fn(*args)
+    except NotFoundError as e:
+        if n < 2:
+            raise
+        field = e.field if isinstance(e, UnknownIdAt) else "user_id"  # the one id looked up without a place
+        raise UnknownIdAt(f"requests[{b}].{field}", e, BATCH_NOTE) from None
+    except (ConfigError, DataError) as e:
+        if n < 2:
+            raise
+        raise type(e)(f"requests[{b}].{e.message if isinstance(e, DataError) else e}; {BATCH_NOTE}") from None
+
+
 def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
     """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
     why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
-    return {
-        "missing": k - got,
-        "reason": f"fewer than k={k} items are left in the index after {' and '.join(why) or 'nothing'}; "
-                  f"all {got} eligible items are returned",
-    }
+    left = f"are left in the index after {' and '.join(why)}" if why else "are in the index"  # not "after nothing"
+    return {"missing": k - got, "reason": f"fewer than k={k} items {left}; all {got} eligible items are returned"}
 
 
 class RecommenderService:
@@ -240,30 +259,33 @@ class RecommenderService:
                             "so it cannot be used in a history")
         return rows
 
+    def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None]:
+        """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None)."""
+        if r.user_features:
+            raise ConfigError(
+                "user_features: not supported by the service yet; send user_id or history"
+                if self.run.user_encoder is not None
+                else "user_features: this run's user tower takes no user features; send history only"
+            )
+        if r.user_id is not None:
+            return self._user_row(r.user_id), None
+        if not self.supports_history:
+            raise ConfigError(
+                "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
+                "history; send a known user_id, or train with model.user.use_id=false"
+            )
+        return None, self.history_rows(r.history or ())
+
     def _query_vectors(self, reqs: Sequence[RecRequest]) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None]]:
         """``queries[B, D]``, the user row of each request (or None) and its history rows (or None)."""
         import torch
 
         users: list[int | None] = []
         hists: list[np.ndarray | None] = []
-        for r in reqs:
-            if r.user_features:
-                raise ConfigError(
-                    "user_features are not supported by the service yet"
-                    if self.run.user_encoder is not None
-                    else "user_features: this run's user tower takes no user features; send history only"
-                )
-            if r.user_id is not None:
-                users.append(self._user_row(r.user_id))
-                hists.append(None)
-            else:
-                if not self.supports_history:
-                    raise ConfigError(
-                        "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
-                        "history; send a known user_id, or train with model.user.use_id=false"
-                    )
-                users.append(None)
-                hists.append(self.history_rows(r.history or ()))
+        for b, r in enumerate(reqs):
+            user, hist = _at_request(b, len(reqs), self._request_rows, r)
+            users.append(user)
+            hists.append(hist)
         d = self.item_vectors.shape[1]
         queries = np.empty((len(reqs), d), dtype=np.float32)  # [B, D]
         known = [b for b, u in enumerate(users) if u is not None]
@@ -342,11 +364,13 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if not reqs:
             return []
-        masks = [self.catalog.filter_mask(r.filters) if r.filters else None for r in reqs]
+        masks = [_at_request(b, len(reqs), self.catalog.filter_mask, r.filters) if r.filters else None
+                 for b, r in enumerate(reqs)]
         queries, users, hists = self._query_vectors(reqs)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
-        explain_ks = [self.explain_count(r) for r in reqs]  # refuse a bad explain_k before any work
+        # refuse a bad explain_k before any explanation work
+        explain_ks = [_at_request(b, len(reqs), self.explain_count, r) for b, r in enumerate(reqs)]
         explain = self._batch_explainer() if any(explain_ks) else None
         done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
         answers = []

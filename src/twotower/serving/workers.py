@@ -31,16 +31,17 @@ import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from twotower.errors import ConfigError, IntegrityError
+from twotower.errors import ConfigError, IntegrityError, TwoTowerError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -58,6 +59,8 @@ SPEC_ENV = "TWOTOWER_SERVE_SPEC"
 ITEM_VECTORS = "item_vectors.npy"
 USER_VECTORS = "user_vectors.npy"
 _PREFIX = "twotower-serve-"
+#: left in the shared folder by a worker that could not start: why (read by run_workers)
+FAILED = "worker-failed.txt"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,8 +147,8 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
     run = TrainedRun.load(spec.run_dir)
     fp = run.fingerprint()
     if spec.fingerprint is not None and fp != spec.fingerprint:
-        raise IntegrityError(f"{spec.run_dir} changed while the server started (model {fp}, the parent loaded "
-                             f"{spec.fingerprint}); restart `twotower serve`")
+        raise IntegrityError(f"{spec.run_dir} changed since the server started (model {fp}, the server loaded "
+                             f"{spec.fingerprint}); restart `twotower serve` to serve the new run")
     shared = Path(spec.shared_dir)
     items = np.load(shared / ITEM_VECTORS, mmap_mode="r", allow_pickle=False)  # [I, D]
     users = (np.load(shared / USER_VECTORS, mmap_mode="r", allow_pickle=False)
@@ -195,14 +198,38 @@ def worker_app() -> "FastAPI":
         raise ConfigError(f"{SPEC_ENV} is not set; worker processes are started by `twotower serve --workers N`")
     spec = WorkerSpec.read(path)
     settings = ServiceSettings(**spec.settings)
-    search = None
-    if spec.search_index is not None:
-        from twotower.serving.search_service import SearchService
+    try:
+        search = None
+        if spec.search_index is not None:
+            from twotower.serving.search_service import SearchService
 
-        search = SearchService.load(spec.search_index, spec.rerank)
-    if spec.run_dir is None:
+            search = SearchService.load(spec.search_index, spec.rerank)
+        service = open_shared_service(spec) if spec.run_dir is not None else None
+    except TwoTowerError as e:
+        _refuse_to_start(e, spec)
+    if service is None:
         return create_app(settings=settings, search_service=search)
-    return create_app(service=open_shared_service(spec), settings=settings, search_service=search)
+    return create_app(service=service, settings=settings, search_service=search)
+
+
+def _refuse_to_start(error: Exception, spec: WorkerSpec) -> NoReturn:
+    """Stop the whole server: one line saying why, and uvicorn's start-up failure code.
+
+    The parent checked the run before binding the port, so this happens when uvicorn restarts a worker that
+    died (a crash, the OOM killer) and the run folder changed meanwhile (a retrain into the same folder): the
+    new worker cannot serve what the others serve, from the vectors the parent shared, and each restart fails
+    the same way. With any other exit code uvicorn restarted it forever, a traceback and a run load each time.
+    The reason is also left in the shared folder, for :func:`run_workers` to exit non-zero with it (uvicorn's
+    supervisor itself returns normally).
+    """
+    from uvicorn.config import STARTUP_FAILURE
+
+    log.critical("worker %d cannot start, so the server stops: %s", os.getpid(), error)
+    try:
+        (Path(spec.shared_dir) / FAILED).write_text(str(error), encoding="utf-8")
+    except OSError:
+        pass  # the line above still says why
+    sys.exit(STARTUP_FAILURE)
 
 
 def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
@@ -219,8 +246,11 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
         raise ConfigError(f"run_workers needs at least 2 workers, got {workers!r}; one worker serves in-process")
     settings = ServiceSettings(**spec.settings)
     os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
+    failed = Path(spec.shared_dir) / FAILED
     try:
         uvicorn.run(factory, factory=True, workers=workers, host=settings.host, port=settings.port,
                     log_level=log_level, access_log=False)
+        if failed.is_file():  # a worker could not start: uvicorn stopped the server, and so exits non-zero here
+            raise IntegrityError(f"the server stopped: a worker could not start: {failed.read_text(encoding='utf-8')}")
     finally:
         shutil.rmtree(spec.shared_dir, ignore_errors=True)
