@@ -141,6 +141,10 @@ class DataConfig:
     test: str | None = None
     items: str | None = None  # item feature table
     users: str | None = None  # user feature table
+    # the id column of the item / user table when it is named otherwise than the interactions' (None: item_col /
+    # user_col), e.g. interactions with "product" and an item table keyed by "sku"
+    item_key: str | None = None
+    user_key: str | None = None
     user_col: str = "user_id"
     item_col: str = "item_id"
     timestamp_col: str | None = "timestamp"

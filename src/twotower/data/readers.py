@@ -286,7 +286,8 @@ def _close_matches(column: str, present: Iterable[str]) -> list[str]:
 #: the setting a user types to name the column of each role (what the error message points at)
 ROLE_SETTINGS = {
     "user": "data.user_col", "item": "data.item_col", "timestamp": "data.timestamp_col", "rating": "data.rating_col",
-    "title": "data.title_col", "key": "data.item_col / data.user_col",
+    "title": "data.title_col", "key": "data.item_key / data.user_key",
+    "item key": "data.item_key", "user key": "data.user_key",
     "categorical": "data.item_categorical / data.user_categorical", "numeric": "data.item_numeric / data.user_numeric",
     "multi-valued": "data.item_multi / data.user_multi", "text": "data.item_text",
 }
