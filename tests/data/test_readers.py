@@ -35,6 +35,13 @@ def test_tsv_sniffed_and_ids_keep_leading_zeros(tmp_path):
     assert df["rating"].tolist() == [1.0]
 
 
+def test_semicolon_separated_csv_is_sniffed(tmp_path):
+    # a spreadsheet's ';' export used to be read as one column named 'user_id;item_id;timestamp'
+    p = write(tmp_path / "i.csv", "user_id;item_id;timestamp\nu1;it,em;5\n")
+    df = read_interactions(p)
+    assert df["item_id"].tolist() == ["it,em"] and df["timestamp"].tolist() == [5]
+
+
 def test_txt_with_tabs(tmp_path):
     p = write(tmp_path / "i.txt", "user_id\titem_id\n1\t2\n")
     assert read_interactions(p)["item_id"].tolist() == ["2"]

@@ -98,7 +98,9 @@ def _sniff_sep(path: Path, label: str) -> str:
     if not first.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
     text = first.decode("utf-8", errors="replace")
-    return "\t" if text.count("\t") > text.count(",") else ","
+    # the header's most frequent separator; ';' is what spreadsheets write where ',' is the decimal mark
+    counts = {sep: text.count(sep) for sep in (",", "\t", ";")}  # ties: the earlier one
+    return max(counts, key=lambda sep: counts[sep])
 
 
 try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
