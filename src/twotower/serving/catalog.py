@@ -80,6 +80,9 @@ class ItemCatalog:
             for col in meta.columns:
                 if col != "item_id":
                     columns[str(col)] = json.loads(meta[col].to_json(orient="values", force_ascii=False))
+            title_col = getattr(run, "title_col", None)
+            if title_col and title_col in columns and "title" not in columns:
+                columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
         return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index)
 
     def __len__(self) -> int:
