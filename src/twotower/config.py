@@ -32,6 +32,7 @@ __all__ = [
     "EvalConfig",
     "RunConfig",
     "SearchConfig",
+    "PrepareConfig",
     "FUSION_CHOICES",
     "FinetuneConfig",
     "RerankTrainConfig",
@@ -406,6 +407,29 @@ class SearchConfig:
         _choice(self.fusion, "search.fusion", FUSION_CHOICES)
         _check(isinstance(self.bm25_weight, (int, float)) and 0.0 <= self.bm25_weight <= 1.0, "search.bm25_weight",
                f"must be in [0, 1], got {self.bm25_weight!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepareConfig:
+    """``twotower search prepare``: column names of the passages and pairs tables (``None``: not in the file), and
+    how the queries are split into qrels/train.tsv and qrels/test.tsv."""
+
+    passage_id: str = "passage_id"
+    passage_text: str = "text"
+    passage_title: str | None = None
+    query: str = "query"
+    query_id: str | None = None  # None: one id per distinct query text (q1, q2, ... in order of appearance)
+    pair_passage: str | None = None  # None: the passages table's id column name
+    score: str | None = None  # None: every pair has relevance 1
+    split: str | None = None  # None: split by test_share
+    test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
+    seed: int = 0  # of the train/test cut
+    drop_unknown: bool = False  # pairs naming a passage not in the passages table: refused, or dropped and counted
+
+    def __post_init__(self) -> None:
+        _check_types(self, "prepare.")
+        if not 0.0 <= self.test_share < 1.0:
+            raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
 
 
 # ---------------------------------------------------------------- text retrieval training

@@ -292,6 +292,10 @@ ROLE_SETTINGS = {
     "item key": "data.item_key", "user key": "data.user_key",
     "categorical": "data.item_categorical / data.user_categorical", "numeric": "data.item_numeric / data.user_numeric",
     "multi-valued": "data.item_multi / data.user_multi", "text": "data.item_text",
+    # twotower search prepare: its tables are named by flags
+    "passage id": "--passage-id-col", "passage text": "--passage-text-col", "passage title": "--passage-title-col",
+    "query": "--query-col", "relevant passage id": "--pair-passage-col", "query id": "--query-id-col",
+    "score": "--score-col", "split": "--split-col",
 }
 
 
@@ -306,7 +310,7 @@ def missing_column_error(
     present = list(present)
     taken = set(taken)
     close = _close_matches(column, [c for c in present if c not in taken])
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "."
     what = f" (the {role} column)" if role else ""
     setting = ROLE_SETTINGS.get(role)
     fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
