@@ -328,3 +328,18 @@ def test_a_dataframe_error_names_the_iloc_position_of_the_bad_row():
     items = pd.DataFrame({"item_id": ["x", "y", "x"], "brand": ["p", "q", "r"]})
     with pytest.raises(DataError, match=r"iloc 2, column 'item_id': duplicate key 'x' \(first at iloc 0\)"):
         read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",)), name=None)
+
+
+def test_a_time_column_under_another_name_is_pointed_at_when_row_order_stands_in(tmp_path, caplog):
+    # 'ts' was passed over without a word: the rows' file order silently became their time order
+    p = write(tmp_path / "i.csv", "customer,product,ts\nu1,a,30\nu1,b,10\n")
+    cols = ColumnMap(user="customer", item="product")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p, cols)
+    assert df["timestamp"].tolist() == [0, 1]
+    assert "no 'timestamp' column" in caplog.text and "set data.timestamp_col=ts" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(p, ColumnMap(user="customer", item="product", timestamp=None))  # said on purpose
+        read_interactions(write(tmp_path / "j.csv", "customer,product,weight\nu1,a,1\n"), cols)  # nothing like a time
+    assert "timestamp" not in caplog.text

@@ -49,6 +49,15 @@ _SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
 # ``.txt`` file whose first line is two integers is SASRec format, anything else a table),
 # ``table`` (header row, by suffix) or ``sasrec`` (``user item`` integers, file order = time order).
 _SASREC_LINE = re.compile(rb"^\s*[+-]?\d+\s+[+-]?\d+\s*$")
+#: words of a column name that read as an event time (ts, event_time, createdAt, order_date, unix_epoch, ...)
+_TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
+
+
+def _looks_like_time(column: str) -> bool:
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(column))  # snake_case, camelCase, kebab-case
+    return any(w.lower() in _TIME_WORDS for w in words)
+
+
 _INT_TEXT = r"[+-]?\d+"
 
 
@@ -533,6 +542,16 @@ def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
     return df
 
 
+def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
+    """Row order stands in for time: say so when a column the user may have meant is right there."""
+    like = [c for c in present if c not in used and _looks_like_time(c)]
+    if like:
+        log.warning("%s: no %r column, so each user's rows are taken in file order as their time order; "
+                    "%s look%s like times: set data.timestamp_col=%s to use it, or data.timestamp_col=null to keep "
+                    "the file order", label, looked_for, ", ".join(repr(c) for c in like), "s" if len(like) == 1
+                    else "", like[0])
+
+
 def read_interactions(
     source: str | Path | pd.DataFrame,
     columns: ColumnMap = ColumnMap(),
@@ -594,6 +613,8 @@ def read_interactions(
     else:
         ts = np.arange(len(raw), dtype=np.int64)
         ts_source = "row order (no timestamp column)"
+        if columns.timestamp is not None:  # the default name was looked for; data.timestamp_col=null says "none"
+            _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
     if optional["rating"] is not None:
         rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"
