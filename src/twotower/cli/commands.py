@@ -29,7 +29,7 @@ def _threads(args: argparse.Namespace) -> None:
     set_threads(getattr(args, "threads", None) or threads_from_env())
 
 
-def resolve_train_config(args: argparse.Namespace):
+def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import load_config
 
     overrides = list(args.overrides or [])
@@ -45,7 +45,7 @@ def resolve_train_config(args: argparse.Namespace):
     if args.no_progress:
         overrides.append("train.progress=false")
     cfg = load_config(args.config, overrides)
-    if cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
+    if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
 
@@ -82,6 +82,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from twotower.pipeline.run import train_run
     from twotower.training import distributed as tdist
 
+    if getattr(args, "print_config", False):  # what a config file and overrides add up to, before a long run
+        from twotower.config import config_to_dict
+
+        print(json.dumps(config_to_dict(resolve_train_config(args, need_data=False)), indent=2))
+        return 0
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
     started = time.time()

@@ -15,8 +15,15 @@ __all__ = ["main", "build_parser"]
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a two-tower model (then evaluate it against baselines)")
+    p = sub.add_parser(
+        "train", help="train a two-tower model (then evaluate it against baselines)",
+        epilog="Settings: sections data, model.user, model.item, model, loss, train, eval, as keys of a --config file "
+        "([data] user_col = \"customer\") or as dotted overrides (data.user_col=customer). --print-config lists "
+        "every key with the value it resolves to; the run writes the same into OUT/config.json.")
     p.add_argument("--config", help="TOML/YAML/JSON config file")
+    p.add_argument("--print-config", action="store_true",
+                   help="print every setting as resolved from --config, the flags and the overrides (JSON), and exit "
+                   "without reading data or training")
     p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
     p.add_argument("--valid", help="validation interactions")
     p.add_argument("--test", help="test interactions (optional)")
