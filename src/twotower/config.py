@@ -165,6 +165,7 @@ class DataConfig:
     user_categorical: tuple[str, ...] = ()
     user_numeric: tuple[str, ...] = ()
     user_multi: tuple[str, ...] = ()
+    multi_separator: str = "|"  # splits the values of the *_multi columns ("red|blue")
     title_col: str | None = None  # item column shown to people (e.g. "title")
 
     def __post_init__(self) -> None:
@@ -185,6 +186,7 @@ class DataConfig:
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
+        _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
         if self.dataset is not None:
             _choice(self.dataset, "data.dataset", ("movielens-100k",))
 

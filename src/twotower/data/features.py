@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from twotower.config import DataConfig
 from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table_numbered
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
@@ -40,7 +41,7 @@ class FeatureSpec:
     categorical: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     multi: tuple[str, ...] = ()
-    separator: str = "|"
+    separator: str = DataConfig.multi_separator
     text: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -104,6 +104,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             categorical=cfg.item_categorical,
             numeric=cfg.item_numeric,
             multi=cfg.item_multi,
+            separator=cfg.multi_separator,
             text=cfg.item_text,
         )
         items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key")
@@ -112,7 +113,8 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     if cfg.users is not None:
         user_key = cfg.user_key or cfg.user_col
         user_spec = FeatureSpec(
-            key=user_key, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi
+            key=user_key, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi,
+            separator=cfg.multi_separator,
         )
         users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key")
         user_spec = _rekey(user_spec, "user_id")

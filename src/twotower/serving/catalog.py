@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from twotower.data.features import FeatureSpec
 from twotower.errors import ConfigError, NotFoundError
 
 __all__ = ["ItemCatalog"]
@@ -52,7 +53,7 @@ class ItemCatalog:
         columns: Mapping[str, Sequence[Any]] | None = None,
         *,
         lookup: Callable[[str], int] | None = None,
-        separator: str = "|",
+        separator: str = FeatureSpec.separator,
     ) -> None:
         self.ids = list(ids)
         self.columns: dict[str, list[Any]] = {}
@@ -83,7 +84,9 @@ class ItemCatalog:
             title_col = getattr(run, "title_col", None)
             if title_col and title_col in columns and "title" not in columns:
                 columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
-        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index)
+        encoder = getattr(run, "item_encoder", None)  # the run's data.multi_separator splits filter values too
+        separator = encoder.spec.separator if encoder is not None else FeatureSpec.separator
+        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index, separator=separator)
 
     def __len__(self) -> int:
         return len(self.ids)
