@@ -149,6 +149,18 @@ def test_parquet_and_jsonl(tmp_path):
         assert read_interactions(p)["item_id"].tolist() == ["1", "2"]
 
 
+def test_a_json_array_file_is_read_as_records_compact_or_indented(tmp_path):
+    # DataFrame.to_json(orient="records") writes the array on one line: it was read as one JSON line, a table
+    # of N columns '0', '1', ..., and refused as missing 'user_id'
+    recs = [{"user_id": "007", "item_id": "a", "timestamp": 3}, {"user_id": "7", "item_id": "b", "timestamp": 4}]
+    for name, text in (("compact.json", json.dumps(recs)), ("indented.json", "\ufeff" + json.dumps(recs, indent=2))):
+        df = read_interactions(write(tmp_path / name, text))
+        assert df["user_id"].tolist() == ["007", "7"] and df["timestamp"].tolist() == [3, 4], name
+    # JSON lines behind a byte-order mark: "could not read as jsonl (Expected object or value at position 0)"
+    df = read_interactions(write(tmp_path / "bom.jsonl", "\ufeff" + "\n".join(json.dumps(r) for r in recs) + "\n"))
+    assert df["user_id"].tolist() == ["007", "7"]
+
+
 def test_column_map_validation():
     with pytest.raises(ConfigError, match="user"):
         ColumnMap(user="")

@@ -8,7 +8,9 @@ the column.
 """
 from __future__ import annotations
 
+import codecs
 import difflib
+import io
 import json
 import logging
 import math
@@ -99,6 +101,22 @@ def _label(source: Any, name: str | None) -> str:
     if isinstance(source, pd.DataFrame):
         return "<DataFrame>"
     return str(source)
+
+
+def _without_bom(path: Path) -> Path | io.StringIO:
+    """The file, or its text without the UTF-8 byte-order mark Windows tools write (pandas' JSON reader
+    stops at it: 'Expected object or value at position 0')."""
+    with open(path, "rb") as fh:
+        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            return path
+    return io.StringIO(path.read_text(encoding="utf-8-sig"))
+
+
+def _first_char(path: Path) -> str:
+    """The first character that is not white space or a byte-order mark ('' for none in the first 64 KiB)."""
+    with open(path, "rb") as fh:
+        head = fh.read(65536).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    return head[:1]
 
 
 def _sniff_sep(path: Path, label: str) -> str:
@@ -245,14 +263,15 @@ def read_table_numbered(
             df = pd.read_parquet(path)
             rows = RowNumbers("record", 1)
         elif suffix in _JSON_SUFFIXES:
-            try:
-                df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
-                rows = RowNumbers("line", 1, path)
-            except ValueError:
-                if suffix != ".json":
-                    raise
-                df = pd.read_json(path, orient="records", dtype=False, convert_dates=False)
+            # a .json file opening with '[' is one array of records; read as lines, a compact array (what
+            # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
+            src = _without_bom(path)
+            if suffix == ".json" and _first_char(path) == "[":
+                df = pd.read_json(src, orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
+            else:
+                df = pd.read_json(src, lines=True, dtype=False, convert_dates=False)
+                rows = RowNumbers("line", 1, path)
         else:
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except DataError:
