@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import check_output_dir, check_output_file, write_output_text
 from twotower.errors import ConfigError
 
@@ -244,7 +245,7 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
                             "user column)")
     else:
-        ids = [s.strip() for s in spec.split(",") if s.strip()]
+        ids = parse_id_list(spec, "--users")
     unique = list(dict.fromkeys(ids))  # an interactions file lists a user once per row: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
@@ -266,7 +267,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     _threads(args)
     if args.out:
         check_output_file(args.out)
-    if args.history is not None and not [h for h in args.history.split(",") if h.strip()]:
+    if args.history is not None and not parse_id_list(args.history, "--history"):
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     # argument checks before the (slow) run load: a typo is one line at once
@@ -287,7 +288,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         histories = read_input_histories(run, args.history_from)
     if args.history is not None:
-        hist = [s.strip() for s in args.history.split(",") if s.strip()]
+        hist = parse_id_list(args.history, "--history")
         res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
         _say_shortfall(res, k, ["a new user"])
         items = results_to_items(run, res)

@@ -71,8 +71,10 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="one user id: prints the top k with titles")
-    who.add_argument("--users", help="'all', a comma list of ids, or a file with a user_id column")
-    who.add_argument("--history", help="comma list of item ids: a user never seen in training")
+    who.add_argument("--users", help="'all', a comma list of ids (a JSON array for ids with commas), or a file with "
+                     "a user_id column")
+    who.add_argument("--history", help="comma list of item ids, or a JSON array for ids with commas "
+                     '(["it,em", "42"]): a user never seen in training')
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
 
     p.add_argument("--k", type=int, default=None,
