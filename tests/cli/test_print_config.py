@@ -27,3 +27,10 @@ def test_print_config_resolves_file_flags_and_overrides_without_data(tmp_path, c
 def test_train_help_says_where_the_settings_are():
     text = build_parser()._subparsers._group_actions[0].choices["train"].format_help()
     assert "--print-config" in text and "model.user" in text and "config.json" in text
+
+
+def test_set_takes_overrides_as_the_bench_scripts_do(capsys):
+    # `--set` (bench/*.py's flag) was "unrecognized arguments: --set" here
+    assert main(["train", "--print-config", "--set", "train.epochs=2", "loss.temperature=0.1", "--epochs", "2"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["train"]["epochs"] == 2 and got["loss"]["temperature"] == 0.1

@@ -33,7 +33,7 @@ def _threads(args: argparse.Namespace) -> None:
 def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import load_config
 
-    overrides = list(args.overrides or [])
+    overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
     for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
                       ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users")):
         value = getattr(args, flag, None)

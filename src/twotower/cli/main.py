@@ -38,6 +38,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
+    p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
+                   help="the same overrides behind a flag, as the bench scripts take them")
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
 
 
