@@ -32,6 +32,7 @@ __all__ = [
     "EvalConfig",
     "RunConfig",
     "SearchConfig",
+    "PrepareConfig",
     "FUSION_CHOICES",
     "FinetuneConfig",
     "RerankTrainConfig",
@@ -141,6 +142,10 @@ class DataConfig:
     test: str | None = None
     items: str | None = None  # item feature table
     users: str | None = None  # user feature table
+    # the id column of the item / user table when it is named otherwise than the interactions' (None: item_col /
+    # user_col), e.g. interactions with "product" and an item table keyed by "sku"
+    item_key: str | None = None
+    user_key: str | None = None
     user_col: str = "user_id"
     item_col: str = "item_id"
     timestamp_col: str | None = "timestamp"
@@ -160,6 +165,7 @@ class DataConfig:
     user_categorical: tuple[str, ...] = ()
     user_numeric: tuple[str, ...] = ()
     user_multi: tuple[str, ...] = ()
+    multi_separator: str = "|"  # splits the values of the *_multi columns ("red|blue")
     title_col: str | None = None  # item column shown to people (e.g. "title")
 
     def __post_init__(self) -> None:
@@ -180,6 +186,7 @@ class DataConfig:
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
+        _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
         if self.dataset is not None:
             _choice(self.dataset, "data.dataset", ("movielens-100k",))
 
@@ -402,6 +409,29 @@ class SearchConfig:
         _choice(self.fusion, "search.fusion", FUSION_CHOICES)
         _check(isinstance(self.bm25_weight, (int, float)) and 0.0 <= self.bm25_weight <= 1.0, "search.bm25_weight",
                f"must be in [0, 1], got {self.bm25_weight!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrepareConfig:
+    """``twotower search prepare``: column names of the passages and pairs tables (``None``: not in the file), and
+    how the queries are split into qrels/train.tsv and qrels/test.tsv."""
+
+    passage_id: str = "passage_id"
+    passage_text: str = "text"
+    passage_title: str | None = None
+    query: str = "query"
+    query_id: str | None = None  # None: one id per distinct query text (q1, q2, ... in order of appearance)
+    pair_passage: str | None = None  # None: the passages table's id column name
+    score: str | None = None  # None: every pair has relevance 1
+    split: str | None = None  # None: split by test_share
+    test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
+    seed: int = 0  # of the train/test cut
+    drop_unknown: bool = False  # pairs naming a passage not in the passages table: refused, or dropped and counted
+
+    def __post_init__(self) -> None:
+        _check_types(self, "prepare.")
+        if not 0.0 <= self.test_share < 1.0:
+            raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
 
 
 # ---------------------------------------------------------------- text retrieval training

@@ -35,6 +35,13 @@ def test_tsv_sniffed_and_ids_keep_leading_zeros(tmp_path):
     assert df["rating"].tolist() == [1.0]
 
 
+def test_semicolon_separated_csv_is_sniffed(tmp_path):
+    # a spreadsheet's ';' export used to be read as one column named 'user_id;item_id;timestamp'
+    p = write(tmp_path / "i.csv", "user_id;item_id;timestamp\nu1;it,em;5\n")
+    df = read_interactions(p)
+    assert df["item_id"].tolist() == ["it,em"] and df["timestamp"].tolist() == [5]
+
+
 def test_txt_with_tabs(tmp_path):
     p = write(tmp_path / "i.txt", "user_id\titem_id\n1\t2\n")
     assert read_interactions(p)["item_id"].tolist() == ["2"]
@@ -140,6 +147,18 @@ def test_parquet_and_jsonl(tmp_path):
     for suffix in ("jsonl", "ndjson", "json"):
         p = write(tmp_path / f"i.{suffix}", lines + "\n")
         assert read_interactions(p)["item_id"].tolist() == ["1", "2"]
+
+
+def test_a_json_array_file_is_read_as_records_compact_or_indented(tmp_path):
+    # DataFrame.to_json(orient="records") writes the array on one line: it was read as one JSON line, a table
+    # of N columns '0', '1', ..., and refused as missing 'user_id'
+    recs = [{"user_id": "007", "item_id": "a", "timestamp": 3}, {"user_id": "7", "item_id": "b", "timestamp": 4}]
+    for name, text in (("compact.json", json.dumps(recs)), ("indented.json", "\ufeff" + json.dumps(recs, indent=2))):
+        df = read_interactions(write(tmp_path / name, text))
+        assert df["user_id"].tolist() == ["007", "7"] and df["timestamp"].tolist() == [3, 4], name
+    # JSON lines behind a byte-order mark: "could not read as jsonl (Expected object or value at position 0)"
+    df = read_interactions(write(tmp_path / "bom.jsonl", "\ufeff" + "\n".join(json.dumps(r) for r in recs) + "\n"))
+    assert df["user_id"].tolist() == ["007", "7"]
 
 
 def test_column_map_validation():
@@ -333,3 +352,18 @@ def test_a_bad_csv_row_is_named_as_the_file_numbers_it(tmp_path, text, row):
     path.write_text(text)
     with pytest.raises(DataError, match=rf"row {row}, column 'timestamp'"):
         read_interactions(path)
+
+
+def test_a_time_column_under_another_name_is_pointed_at_when_row_order_stands_in(tmp_path, caplog):
+    # 'ts' was passed over without a word: the rows' file order silently became their time order
+    p = write(tmp_path / "i.csv", "customer,product,ts\nu1,a,30\nu1,b,10\n")
+    cols = ColumnMap(user="customer", item="product")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p, cols)
+    assert df["timestamp"].tolist() == [0, 1]
+    assert "no 'timestamp' column" in caplog.text and "set data.timestamp_col=ts" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(p, ColumnMap(user="customer", item="product", timestamp=None))  # said on purpose
+        read_interactions(write(tmp_path / "j.csv", "customer,product,weight\nu1,a,1\n"), cols)  # nothing like a time
+    assert "timestamp" not in caplog.text

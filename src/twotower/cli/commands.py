@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import check_output_dir, check_output_file, write_output_text
 from twotower.errors import ConfigError, NotFoundError
 
@@ -40,10 +41,10 @@ def _threads(args: argparse.Namespace) -> None:
     set_threads(getattr(args, "threads", None) or threads_from_env())
 
 
-def resolve_train_config(args: argparse.Namespace):
+def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import load_config
 
-    overrides = list(args.overrides or [])
+    overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
     for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
                       ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users")):
         value = getattr(args, flag, None)
@@ -56,7 +57,7 @@ def resolve_train_config(args: argparse.Namespace):
     if args.no_progress:
         overrides.append("train.progress=false")
     cfg = load_config(args.config, overrides)
-    if cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
+    if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
 
@@ -93,6 +94,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     from twotower.pipeline.run import train_run
     from twotower.training import distributed as tdist
 
+    if getattr(args, "print_config", False):  # what a config file and overrides add up to, before a long run
+        from twotower.config import config_to_dict
+
+        print(json.dumps(config_to_dict(resolve_train_config(args, need_data=False)), indent=2))
+        return 0
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
     started = time.time()
@@ -250,7 +256,7 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
                             "user column)")
     else:
-        ids = [s.strip() for s in spec.split(",") if s.strip()]
+        ids = parse_id_list(spec, "--users")
     unique = list(dict.fromkeys(ids))  # an interactions file lists a user once per row: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
@@ -273,7 +279,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     _threads(args)
     if args.out:
         check_output_file(args.out)
-    if args.history is not None and not [h for h in args.history.split(",") if h.strip()]:
+    if args.history is not None and not parse_id_list(args.history, "--history"):
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     # argument checks before the (slow) run load: a typo is one line at once
@@ -294,7 +300,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         histories = read_input_histories(run, args.history_from)
     if args.history is not None:
-        hist = [s.strip() for s in args.history.split(",") if s.strip()]
+        hist = parse_id_list(args.history, "--history")
         with flag_named("--history"):
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
         _say_shortfall(res, k, ["a new user"])

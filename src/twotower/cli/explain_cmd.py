@@ -12,7 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="a user id of the run")
-    who.add_argument("--history", help="comma list of item ids (oldest first): an ad-hoc user")
+    who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with "
+                     'commas (["it,em", "42"]): an ad-hoc user')
     p.add_argument("--item", required=True, help="the item id to explain")
     p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
@@ -59,7 +60,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.errors import ConfigError
 
     _threads(args)
-    history = None if args.history is None else [h.strip() for h in args.history.split(",") if h.strip()]
+    from twotower.cli.id_lists import parse_id_list
+
+    history = None if args.history is None else parse_id_list(args.history, "--history")
     if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     run = TrainedRun.load(args.run)

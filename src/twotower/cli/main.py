@@ -15,8 +15,15 @@ __all__ = ["main", "build_parser"]
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train a two-tower model (then evaluate it against baselines)")
+    p = sub.add_parser(
+        "train", help="train a two-tower model (then evaluate it against baselines)",
+        epilog="Settings: sections data, model.user, model.item, model, loss, train, eval, as keys of a --config file "
+        "([data] user_col = \"customer\") or as dotted overrides (data.user_col=customer). --print-config lists "
+        "every key with the value it resolves to; the run writes the same into OUT/config.json.")
     p.add_argument("--config", help="TOML/YAML/JSON config file")
+    p.add_argument("--print-config", action="store_true",
+                   help="print every setting as resolved from --config, the flags and the overrides (JSON), and exit "
+                   "without reading data or training")
     p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
     p.add_argument("--valid", help="validation interactions")
     p.add_argument("--test", help="test interactions (optional)")
@@ -31,6 +38,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
+    p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
+                   help="the same overrides behind a flag, as the bench scripts take them")
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
 
 
@@ -64,8 +73,10 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="one user id: prints the top k with titles")
-    who.add_argument("--users", help="'all', a comma list of ids, or a file with a user_id column")
-    who.add_argument("--history", help="comma list of item ids: a user never seen in training")
+    who.add_argument("--users", help="'all', a comma list of ids (a JSON array for ids with commas), or a file with "
+                     "a user_id column")
+    who.add_argument("--history", help="comma list of item ids, or a JSON array for ids with commas "
+                     '(["it,em", "42"]): a user never seen in training')
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
 
     p.add_argument("--k", type=int, default=None,

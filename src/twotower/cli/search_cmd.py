@@ -23,8 +23,11 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     from twotower.config import FUSION_CHOICES, SearchConfig  # every default is declared there, once
 
     sc = SearchConfig()
-    p = subparsers.add_parser("search", help="text retrieval: BM25, dense two-tower, hybrid, rerank (BEIR data)")
+    p = subparsers.add_parser("search", help="text retrieval: BM25, dense two-tower, hybrid, rerank (BEIR data; "
+                              "`search prepare` makes it from your own CSV/JSONL passages and pairs)")
     sub = p.add_subparsers(dest="search_cmd", required=True)
+
+    _register_prepare(sub)
 
     e = sub.add_parser("evaluate", help="NDCG@10, Recall@10/100, MRR@10 of a retriever on a BEIR split")
     e.add_argument("--beir", required=True, help="BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
@@ -86,6 +89,61 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
     _encoder_flags(t)
     t.set_defaults(func=cmd_search_train)
+
+
+def _register_prepare(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import PrepareConfig  # every default is declared there, once
+
+    pc = PrepareConfig()
+    r = sub.add_parser(
+        "prepare", help="turn your own passages + (query, relevant passage) pairs (CSV/TSV/Parquet/JSONL) into "
+        "the BEIR folder the other search commands read",
+        description="Reads a passages table and a pairs table with your column names and writes OUT/corpus.jsonl, "
+        "queries.jsonl, qrels/train.tsv + qrels/test.tsv (queries sharing a relevant passage stay in one split; "
+        "or the splits of --split-col) and prepare.json (what was read and dropped). Then: twotower search "
+        "evaluate --beir OUT; twotower search train --beir OUT ...")
+    r.add_argument("--passages", required=True, help="passages table: one row per passage, with an id and a text")
+    r.add_argument("--pairs", required=True, help="pairs table: one row per (query text, relevant passage id)")
+    r.add_argument("--out", required=True, 
+                   help="BEIR folder to write: new, empty, or an earlier `search prepare` output (replaced)")
+    r.add_argument("--passage-id-col", default=pc.passage_id, help="passages: id column (default %(default)s)")
+    r.add_argument("--passage-text-col", default=pc.passage_text, help="passages: text column (default %(default)s)")
+    r.add_argument("--passage-title-col", default=pc.passage_title, help="passages: optional title column")
+    r.add_argument("--query-col", default=pc.query, help="pairs: query text column (default %(default)s)")
+    r.add_argument("--query-id-col", default=pc.query_id,
+                   help="pairs: optional query id column (default: one id per distinct query text, q1, q2, ...)")
+    r.add_argument("--pair-passage-col", default=pc.pair_passage,
+                   help="pairs: relevant passage id column (default: the --passage-id-col name)")
+    r.add_argument("--score-col", default=pc.score, help="pairs: optional integer relevance (default: 1 for every pair)")
+    r.add_argument("--split-col", default=pc.split,
+                   help="pairs: optional split name per row (train, test, ...), instead of --test-share")
+    r.add_argument("--test-share", type=float, default=pc.test_share,
+                   help="share of the queries written to qrels/test.tsv, the rest to train.tsv (default %(default)s; "
+                   "0: every query in test.tsv, for evaluation only)")
+    r.add_argument("--seed", type=int, default=pc.seed, help="seed of the train/test cut (default %(default)s)")
+    r.add_argument("--drop-unknown", action="store_true",
+                   help="leave out (and count) pairs whose passage id is not in --passages instead of refusing them")
+    r.set_defaults(func=cmd_search_prepare)
+
+
+def cmd_search_prepare(args: argparse.Namespace) -> int:
+    from twotower.cli.paths import check_artefact_dir
+    from twotower.config import PrepareConfig
+    from twotower.search.prepare import is_prepared_beir, prepare_beir
+
+    check_artefact_dir(args.out, kind="prepared BEIR folder", is_same_kind=is_prepared_beir,
+                       inputs={"--passages": args.passages, "--pairs": args.pairs})
+    cols = PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
+                          passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
+                          pair_passage=args.pair_passage_col, score=args.score_col, split=args.split_col,
+                          test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown)
+    rep = prepare_beir(args.passages, args.pairs, args.out, cols)
+    splits = ", ".join(f"{n} {s['queries']} queries / {s['judgements']} pairs" for n, s in rep["splits"].items())
+    dropped = f", {rep['unknown_passages_dropped']} pairs with unknown passages dropped" \
+        if rep["unknown_passages_dropped"] else ""
+    empty = f" ({rep['empty_passages']} empty)" if rep["empty_passages"] else ""
+    print(f"wrote {args.out}: {rep['passages']} passages{empty}, {rep['queries']} queries; {splits}{dropped}")
+    return 0
 
 
 def register_rerank(subparsers: argparse._SubParsersAction) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from twotower.config import DataConfig
 from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table_numbered
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
@@ -40,7 +41,7 @@ class FeatureSpec:
     categorical: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     multi: tuple[str, ...] = ()
-    separator: str = "|"
+    separator: str = DataConfig.multi_separator
     text: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -115,20 +116,21 @@ def _norm_value(value: Any) -> str | None:
 
 
 def read_feature_table(
-    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None
+    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key"
 ) -> pd.DataFrame:
     """Read a feature table and check it against ``spec``.
 
     Missing columns, empty or duplicate keys and non-numeric values in numeric
     columns raise DataError naming the file, row and column. The key becomes
-    str; numeric columns float64 (empty -> NaN); other columns are kept.
+    str; numeric columns float64 (empty -> NaN); other columns are kept. ``key_role`` ("item key" / "user
+    key") picks the setting a missing key column's error points at.
     """
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
     # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA")
     df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,))
     present = list(df.columns)
-    for role, cols in (("key", (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
+    for role, cols in ((key_role, (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):
         for c in cols:
             if c not in df.columns:

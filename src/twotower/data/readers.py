@@ -8,8 +8,10 @@ the column.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import difflib
+import io
 import json
 import logging
 import math
@@ -50,6 +52,15 @@ _SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
 # ``.txt`` file whose first line is two integers is SASRec format, anything else a table),
 # ``table`` (header row, by suffix) or ``sasrec`` (``user item`` integers, file order = time order).
 _SASREC_LINE = re.compile(rb"^\s*[+-]?\d+\s+[+-]?\d+\s*$")
+#: words of a column name that read as an event time (ts, event_time, createdAt, order_date, unix_epoch, ...)
+_TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
+
+
+def _looks_like_time(column: str) -> bool:
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(column))  # snake_case, camelCase, kebab-case
+    return any(w.lower() in _TIME_WORDS for w in words)
+
+
 _INT_TEXT = r"[+-]?\d+"
 
 
@@ -93,13 +104,31 @@ def _label(source: Any, name: str | None) -> str:
     return str(source)
 
 
+def _without_bom(path: Path) -> Path | io.StringIO:
+    """The file, or its text without the UTF-8 byte-order mark Windows tools write (pandas' JSON reader
+    stops at it: 'Expected object or value at position 0')."""
+    with open(path, "rb") as fh:
+        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            return path
+    return io.StringIO(path.read_text(encoding="utf-8-sig"))
+
+
+def _first_char(path: Path) -> str:
+    """The first character that is not white space or a byte-order mark ('' for none in the first 64 KiB)."""
+    with open(path, "rb") as fh:
+        head = fh.read(65536).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    return head[:1]
+
+
 def _sniff_sep(path: Path, label: str) -> str:
     with open(path, "rb") as fh:
         first = fh.readline()
     if not first.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
     text = first.decode("utf-8", errors="replace")
-    return "\t" if text.count("\t") > text.count(",") else ","
+    # the header's most frequent separator; ';' is what spreadsheets write where ',' is the decimal mark
+    counts = {sep: text.count(sep) for sep in (",", "\t", ";")}  # ties: the earlier one
+    return max(counts, key=lambda sep: counts[sep])
 
 
 try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
@@ -251,14 +280,15 @@ def read_table_numbered(
             df = pd.read_parquet(path)
             rows = RowNumbers("record", 1)
         elif suffix in _JSON_SUFFIXES:
-            try:
-                df = pd.read_json(path, lines=True, dtype=False, convert_dates=False)
-                rows = RowNumbers("line", 1, path)
-            except ValueError:
-                if suffix != ".json":
-                    raise
-                df = pd.read_json(path, orient="records", dtype=False, convert_dates=False)
+            # a .json file opening with '[' is one array of records; read as lines, a compact array (what
+            # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
+            src = _without_bom(path)
+            if suffix == ".json" and _first_char(path) == "[":
+                df = pd.read_json(src, orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
+            else:
+                df = pd.read_json(src, lines=True, dtype=False, convert_dates=False)
+                rows = RowNumbers("line", 1, path)
         else:
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except DataError:
@@ -303,9 +333,14 @@ def _close_matches(column: str, present: Iterable[str]) -> list[str]:
 #: the setting a user types to name the column of each role (what the error message points at)
 ROLE_SETTINGS = {
     "user": "data.user_col", "item": "data.item_col", "timestamp": "data.timestamp_col", "rating": "data.rating_col",
-    "title": "data.title_col", "key": "data.item_col / data.user_col",
+    "title": "data.title_col", "key": "data.item_key / data.user_key",
+    "item key": "data.item_key", "user key": "data.user_key",
     "categorical": "data.item_categorical / data.user_categorical", "numeric": "data.item_numeric / data.user_numeric",
     "multi-valued": "data.item_multi / data.user_multi", "text": "data.item_text",
+    # twotower search prepare: its tables are named by flags
+    "passage id": "--passage-id-col", "passage text": "--passage-text-col", "passage title": "--passage-title-col",
+    "query": "--query-col", "relevant passage id": "--pair-passage-col", "query id": "--query-id-col",
+    "score": "--score-col", "split": "--split-col",
 }
 
 
@@ -320,7 +355,7 @@ def missing_column_error(
     present = list(present)
     taken = set(taken)
     close = _close_matches(column, [c for c in present if c not in taken])
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "."
     what = f" (the {role} column)" if role else ""
     setting = ROLE_SETTINGS.get(role)
     fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
@@ -543,6 +578,16 @@ def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
     return df
 
 
+def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
+    """Row order stands in for time: say so when a column the user may have meant is right there."""
+    like = [c for c in present if c not in used and _looks_like_time(c)]
+    if like:
+        log.warning("%s: no %r column, so each user's rows are taken in file order as their time order; "
+                    "%s look%s like times: set data.timestamp_col=%s to use it, or data.timestamp_col=null to keep "
+                    "the file order", label, looked_for, ", ".join(repr(c) for c in like), "s" if len(like) == 1
+                    else "", like[0])
+
+
 def read_interactions(
     source: str | Path | pd.DataFrame,
     columns: ColumnMap = ColumnMap(),
@@ -604,6 +649,8 @@ def read_interactions(
     else:
         ts = np.arange(len(raw), dtype=np.int64)
         ts_source = "row order (no timestamp column)"
+        if columns.timestamp is not None:  # the default name was looked for; data.timestamp_col=null says "none"
+            _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
     if optional["rating"] is not None:
         rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"

@@ -427,6 +427,9 @@ class TrainedRun:
                 self._meta_records = json.loads(self.item_meta.to_json(orient="records", force_ascii=False))
         rec = dict(self._meta_records[row]) if self._meta_records else {}
         rec["item_id"] = self.item_vocab.ids[row]
+        if self.title_col and self.title_col != "title" and "title" not in rec:
+            # every reader of a record (CLI lists, explanations, the explorer) shows its "title"
+            rec["title"] = rec.get(self.title_col)
         return rec
 
     def title(self, row: int) -> str:

@@ -33,6 +33,14 @@ log = logging.getLogger(__name__)
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames))
+    if prep.valid is not None and len(prep.valid) == 0:
+        # every row named a user or item unseen in training (counted above): validating on nothing gave NaN, no
+        # epoch was ever the best, and the run ended in "model.safetensors missing" after training
+        n = prep.report.get("valid_encoding", {}).get("rows_in", "all")
+        log.warning("validation: none of its %s rows is usable (each names a user or item never seen in training); "
+                    "early stopping falls back to the training loss", n)
+        prep.valid = None
+        return prep
     if prep.valid is None:  # said here, not only by the CLI: train_run(frames={"train": df}) stopped on the loss silently
         log.warning("no validation data (--valid FILE, data.valid or frames={'valid': df}): early stopping falls back "
                     "to the training loss")

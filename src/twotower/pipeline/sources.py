@@ -98,23 +98,27 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     else:
         raise ConfigError("no data: give data.train (and data.valid), data.path, or data.dataset='movielens-100k'")
     if cfg.items is not None:
+        item_key = cfg.item_key or cfg.item_col
         item_spec = FeatureSpec(
-            key=cfg.item_col,
+            key=item_key,
             categorical=cfg.item_categorical,
             numeric=cfg.item_numeric,
             multi=cfg.item_multi,
+            separator=cfg.multi_separator,
             text=cfg.item_text,
         )
-        items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items))
+        items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key")
         item_spec = _rekey(item_spec)
-        items = items.rename(columns={cfg.item_col: "item_id"})
+        items = items.rename(columns={item_key: "item_id"})
     if cfg.users is not None:
+        user_key = cfg.user_key or cfg.user_col
         user_spec = FeatureSpec(
-            key=cfg.user_col, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi
+            key=user_key, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi,
+            separator=cfg.multi_separator,
         )
-        users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users))
+        users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key")
         user_spec = _rekey(user_spec, "user_id")
-        users = users.rename(columns={cfg.user_col: "user_id"})
+        users = users.rename(columns={user_key: "user_id"})
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
         if items is None:
             raise ConfigError(f"data.title_col={cfg.title_col!r} needs an item table: pass --items FILE (data.items)")
@@ -174,6 +178,8 @@ def _check_feature_tables(cfg: DataConfig) -> None:
     for kind, table, flag, names in (("item", cfg.items, "--items", ITEM_FEATURE_SETTINGS),
                                      ("user", cfg.users, "--users", USER_FEATURE_SETTINGS)):
         given = [f"data.{n}={','.join(getattr(cfg, n))}" for n in names if getattr(cfg, n)]
+        key = getattr(cfg, f"{kind}_key")
+        given += [f"data.{kind}_key={key}"] if key is not None else []
         if table is not None or not given:
             continue
         if builtin:

@@ -171,8 +171,10 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
         raise DataError(f"all {len(ids)} documents have an empty title and text", file=str(path), column="text")
     if empty:
         shown = ", ".join(repr(d) for d in empty[:5]) + (" ..." if len(empty) > 5 else "")
+        # BM25 never matches them, but the dense encoder embeds the empty text like any other: they can rank
         log.warning("%s: %d of %d documents have an empty title and text (%s); they are indexed as empty "
-                    "documents and can only rank last", path, len(empty), len(ids), shown)
+                    "documents: BM25 never matches them, dense and hybrid search may still return them",
+                    path, len(empty), len(ids), shown)
     return Corpus(ids, titles, texts, row_of)
 
 

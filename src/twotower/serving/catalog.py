@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from twotower.data.features import FeatureSpec
 from twotower.errors import ConfigError, NotFoundError
 from twotower.serving.errors import UnknownIdAt
 
@@ -53,7 +54,7 @@ class ItemCatalog:
         columns: Mapping[str, Sequence[Any]] | None = None,
         *,
         lookup: Callable[[str], int] | None = None,
-        separator: str = "|",
+        separator: str = FeatureSpec.separator,
     ) -> None:
         self.ids = list(ids)
         self.columns: dict[str, list[Any]] = {}
@@ -81,7 +82,12 @@ class ItemCatalog:
             for col in meta.columns:
                 if col != "item_id":
                     columns[str(col)] = json.loads(meta[col].to_json(orient="values", force_ascii=False))
-        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index)
+            title_col = getattr(run, "title_col", None)
+            if title_col and title_col in columns and "title" not in columns:
+                columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
+        encoder = getattr(run, "item_encoder", None)  # the run's data.multi_separator splits filter values too
+        separator = encoder.spec.separator if encoder is not None else FeatureSpec.separator
+        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index, separator=separator)
 
     def __len__(self) -> int:
         return len(self.ids)

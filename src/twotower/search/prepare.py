@@ -1,0 +1,229 @@
+"""Turn your own passages and (query, relevant passage) pairs into a BEIR folder.
+
+Every ``twotower search`` / ``rerank`` command reads the BEIR layout (:mod:`twotower.search.beir`). Data of
+one's own is rarely in it: a table of passages (``pid,title,body``) and a table of pairs (``question,pid``)
+in CSV/TSV/Parquet/JSONL, with their own column names. :func:`prepare_beir` reads both with the
+interaction readers (so a BOM, Windows line endings, ``;`` or tab separators and ids such as ``007`` are
+read as they are), checks them with errors that name the file, row and column, and writes::
+
+    corpus.jsonl  queries.jsonl  qrels/<split>.tsv  prepare.json (what was read, counted and dropped)
+
+Queries that share a relevant passage are kept in one split (``validation_split_by_group``), so no passage
+is judged both in train and in test.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from twotower.data.readers import RowNumbers, check_rows, ids_to_str, missing_column_error, read_table_numbered
+from twotower.config import PrepareConfig
+from twotower.errors import ConfigError, DataError
+from twotower.search.beir import Qrels, validation_split_by_group
+from twotower.utils.atomic import atomic_dir
+
+__all__ = ["prepare_beir", "is_prepared_beir", "MARKER"]
+
+log = logging.getLogger(__name__)
+
+MARKER = "prepare.json"  # written last inside the folder: tells an earlier prepared folder from anything else
+_SHOWN = 5  # example rows named in a warning or an error
+
+
+def is_prepared_beir(path: Path) -> bool:
+    """An earlier output of :func:`prepare_beir` (which a new one may replace)."""
+    return (path / MARKER).is_file()
+
+
+def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str]):
+    """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``)."""
+    label = str(path)
+    df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns)
+    for column, role in zip(columns, roles):
+        if column not in df.columns:
+            raise missing_column_error(column, list(df.columns), file=label, role=role,
+                                       taken=[c for c in columns if c != column])
+    df = df.reset_index(drop=True)
+    for column in ids:
+        df[column] = ids_to_str(df[column], file=label, column=column, rows=rows).to_numpy(dtype=object)
+    return df, rows, label
+
+
+def _text(values: pd.Series) -> list[str]:
+    return ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values.tolist()]
+
+
+def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
+    return int(np.flatnonzero((df[column] == value).to_numpy())[0])
+
+
+def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[list[dict[str, str]], dict[str, Any]]:
+    wanted = [cols.passage_id, cols.passage_text] + ([cols.passage_title] if cols.passage_title else [])
+    roles = ["passage id", "passage text"] + (["passage title"] if cols.passage_title else [])
+    df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id])
+    dup = df[cols.passage_id].duplicated(keep="first").to_numpy()
+    check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
+               f"{rows.number(_first_row(df, cols.passage_id, df[cols.passage_id].iloc[pos]))}); each passage needs "
+               "its own id", file=label, column=cols.passage_id, rows=rows)
+    texts = _text(df[cols.passage_text])
+    titles = _text(df[cols.passage_title]) if cols.passage_title else [""] * len(df)
+    docs = [{"_id": i, "title": t, "text": x} for i, t, x in zip(df[cols.passage_id].tolist(), titles, texts)]
+    empty = [d["_id"] for d in docs if not (d["title"].strip() or d["text"].strip())]
+    if len(empty) == len(docs):
+        raise DataError(f"all {len(docs)} passages have an empty text{' and title' if cols.passage_title else ''}",
+                        file=label, column=cols.passage_text)
+    return docs, {"passages": len(docs), "empty_passages": len(empty)}
+
+
+def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[str], drop_unknown: bool):
+    pid_col = cols.pair_passage or cols.passage_id
+    wanted = [cols.query, pid_col] + [c for c in (cols.query_id, cols.score, cols.split) if c]
+    roles = ["query", "relevant passage id"] + [r for c, r in ((cols.query_id, "query id"), (cols.score, "score"),
+                                                               (cols.split, "split")) if c]
+    df, rows, label = _read(path, wanted, roles, ids=[pid_col] + ([cols.query_id] if cols.query_id else []))
+    queries = _text(df[cols.query])
+    blank = np.array([not q.strip() for q in queries], dtype=bool)
+    check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
+    qids = _query_ids(df, queries, cols, rows, label)
+    scores = _scores(df, cols, rows, label)
+    splits = _splits(df, cols, rows, label)
+    unknown = ~df[pid_col].isin(known).to_numpy()
+    report = {"pairs_read": len(df), "unknown_passages_dropped": 0}
+    if unknown.any():
+        where = [f"{rows.unit} {rows.number(int(p))} ({df[pid_col].iloc[int(p)]!r})"
+                 for p in np.flatnonzero(unknown)[:_SHOWN]]
+        what = (f"{int(unknown.sum())} of {len(df)} pairs name a passage id that is not in the passages table "
+                f"({', '.join(where)}{' ...' if unknown.sum() > _SHOWN else ''})")
+        if not drop_unknown or unknown.all():
+            hint = ("check the id column (--pair-passage-col) and the passages file" if unknown.all() else
+                    "such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
+            raise DataError(f"{what}; {hint}", file=label, row=rows.number(int(np.flatnonzero(unknown)[0])),
+                            column=pid_col, unit=rows.unit)
+        log.warning("%s: %s; dropped (--drop-unknown)", label, what)
+        report["unknown_passages_dropped"] = int(unknown.sum())
+    keep = ~unknown
+    pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
+             if k]
+    return pairs, report
+
+
+def _query_ids(df: pd.DataFrame, queries: list[str], cols: PrepareConfig, rows: RowNumbers, label: str) -> list[str]:
+    if cols.query_id is None:  # the same question asked twice is one query with two relevant passages
+        ids: dict[str, str] = {}
+        return [ids.setdefault(q.strip(), f"q{len(ids) + 1}") for q in queries]
+    qids = df[cols.query_id].tolist()
+    text_of: dict[str, tuple[str, int]] = {}
+    for pos, (qid, text) in enumerate(zip(qids, queries)):
+        first = text_of.setdefault(qid, (text.strip(), pos))
+        if first[0] != text.strip():
+            raise DataError(f"query id {qid!r} has another text than at {rows.unit} {rows.number(first[1])}: "
+                            f"{text!r} vs {first[0]!r}; one id, one text", file=label, row=rows.number(pos),
+                            column=cols.query, unit=rows.unit)
+    return qids
+
+
+def _scores(df: pd.DataFrame, cols: PrepareConfig, rows: RowNumbers, label: str) -> list[int]:
+    if cols.score is None:
+        return [1] * len(df)
+    raw = df[cols.score]
+    num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(num) | (np.nan_to_num(num) != np.round(np.nan_to_num(num)))
+    check_rows(bad, lambda pos: f"score {raw.iloc[pos]!r} is not a whole number (relevance grades are integers; "
+               "0 = judged not relevant)", file=label, column=cols.score, rows=rows)
+    return num.astype(np.int64).tolist()
+
+
+def _splits(df: pd.DataFrame, cols: PrepareConfig, rows: RowNumbers, label: str) -> list[str | None]:
+    if cols.split is None:
+        return [None] * len(df)
+    values = [s.strip() for s in _text(df[cols.split])]
+    bad = np.array([not s or not all(c.isalnum() or c in "-_" for c in s) for s in values], dtype=bool)
+    check_rows(bad, lambda pos: f"split {values[pos]!r} is not a split name (letters, digits, '-' or '_'; it "
+               "names the qrels file)", file=label, column=cols.split, rows=rows)
+    return values
+
+
+def _assign_splits(pairs, test_share: float, seed: int) -> dict[str, Qrels]:
+    """qrels per split: the pairs' own split column, else a grouped train/test cut of the queries."""
+    qrels: Qrels = {}
+    for qid, _text_, did, score, _split in pairs:
+        judged = qrels.setdefault(qid, {})
+        if did in judged and judged[did] != score:  # which grade counts would be a guess
+            raise ConfigError(f"query {qid!r} and passage {did!r} are paired twice with different scores "
+                              f"({judged[did]} and {score}); keep one row")
+        judged[did] = score
+    if pairs and pairs[0][4] is not None:
+        out: dict[str, Qrels] = {}
+        split_of: dict[str, str] = {}
+        for qid, _text_, did, score, split in pairs:
+            first = split_of.setdefault(qid, split)
+            if first != split:
+                raise ConfigError(f"query {qid!r} is in two splits ({first!r} and {split!r}): a query is scored in "
+                                  "one split only")
+            out.setdefault(split, {}).setdefault(qid, {})[did] = score
+        return out
+    if test_share == 0:
+        return {"test": qrels}
+    if len(qrels) < 2:
+        raise ConfigError(f"--test-share {test_share}: {len(qrels)} query cannot be split into train and test; "
+                          "pass --test-share 0 to write it all as the test split")
+    train, test = validation_split_by_group(qrels, test_share, seed)
+    return {"train": train, "test": test}
+
+
+def _write(folder: Path, docs, queries: dict[str, str], splits: dict[str, Qrels], report: dict[str, Any]) -> None:
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps(d, ensure_ascii=False) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for qid, text in queries.items():
+            fh.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
+    (folder / "qrels").mkdir()
+    for name, qrels in splits.items():
+        with open(folder / "qrels" / f"{name}.tsv", "w", encoding="utf-8") as fh:
+            fh.write("query-id\tcorpus-id\tscore\n")
+            for qid, judged in qrels.items():
+                for did, score in judged.items():
+                    fh.write(f"{qid}\t{did}\t{score}\n")
+    (folder / MARKER).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _check_tsv_safe(docs, pairs) -> None:
+    """qrels are tab-separated: an id holding a tab or a line break would split its row."""
+    for what, ids in (("passage", (d["_id"] for d in docs)), ("query", (p[0] for p in pairs))):
+        for i in ids:
+            if any(c in i for c in "\t\r\n"):
+                raise DataError(f"{what} id {i!r} holds a tab or a line break, which the qrels TSV cannot carry; "
+                                "rename it")
+
+
+def prepare_beir(
+    passages: str | os.PathLike[str],
+    pairs: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    cfg: PrepareConfig = PrepareConfig(),
+) -> dict[str, Any]:
+    """Read ``passages`` and ``pairs``, write the BEIR folder ``out`` (atomically), return its report."""
+    docs, doc_report = _read_passages(passages, cfg)
+    read, pair_report = _read_pairs(pairs, cfg, {d["_id"] for d in docs}, cfg.drop_unknown)
+    _check_tsv_safe(docs, read)
+    queries: dict[str, str] = {}
+    for qid, text, *_ in read:
+        queries.setdefault(qid, text)
+    splits = _assign_splits(read, cfg.test_share, cfg.seed)
+    report = {
+        "passages_file": str(passages), "pairs_file": str(pairs), "settings": asdict(cfg), **doc_report,
+        **pair_report, "queries": len(queries),
+        "splits": {name: {"queries": len(q), "judgements": sum(len(j) for j in q.values())}
+                   for name, q in splits.items()},
+    }
+    with atomic_dir(out) as tmp:
+        _write(tmp, docs, queries, splits, report)
+    return report

@@ -1,0 +1,38 @@
+"""A feature table keyed by a column named otherwise than the interactions' id column (data.item_key / user_key).
+
+Before: interactions with ``product`` and an item table keyed by ``sku`` could not be read at all, and the
+error told the user to set data.item_col, which would have broken the interactions file instead.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from twotower.config import DataConfig
+from twotower.errors import ConfigError, DataError
+from twotower.pipeline.sources import load_sources
+
+TRAIN = pd.DataFrame({"customer": ["u1", "u1", "u2"], "product": ["a", "b", "a"], "timestamp": [1, 2, 3]})
+ITEMS = pd.DataFrame({"sku": ["a", "b", "c"], "brand": ["x", "y", "x"]})
+USERS = pd.DataFrame({"cust": ["u1", "u2"], "country": ["FR", "DE"]})
+
+
+def _cfg(**kw) -> DataConfig:
+    return DataConfig(user_col="customer", item_col="product", item_categorical=("brand",), **kw)
+
+
+def test_item_and_user_tables_with_their_own_key_names_are_read():
+    src = load_sources(_cfg(item_key="sku", user_key="cust", user_categorical=("country",)),
+                       frames={"train": TRAIN, "items": ITEMS, "users": USERS})
+    assert list(src.items["item_id"]) == ["a", "b", "c"] and src.item_spec.key == "item_id"
+    assert list(src.users["user_id"]) == ["u1", "u2"] and src.user_spec.key == "user_id"
+
+
+def test_a_missing_key_column_points_at_the_key_setting():
+    with pytest.raises(DataError, match=r"'product' \(the item key column\) not found.*Set data.item_key=NAME"):
+        load_sources(_cfg(), frames={"train": TRAIN, "items": ITEMS})
+
+
+def test_a_key_setting_without_its_table_is_refused():
+    with pytest.raises(ConfigError, match=r"data.user_key=cust name columns of the user feature table"):
+        load_sources(_cfg(user_key="cust", items=None), frames={"train": TRAIN, "items": ITEMS})

@@ -1,0 +1,103 @@
+"""`twotower search prepare`: your own passages and query-passage pairs, with your column names, to a BEIR folder.
+
+Before: every search command read only the BEIR layout (corpus.jsonl, queries.jsonl, qrels/*.tsv), so a CSV of
+query-passage pairs could not be evaluated or trained on without writing a converter first.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from twotower.cli.main import main
+from twotower.errors import DataError
+from twotower.search.beir import load_beir
+from twotower.config import PrepareConfig
+from twotower.search.prepare import prepare_beir
+
+PASSAGES = ("\ufeffpid,heading,body\r\n007,Aspirin,Aspirin lowers the risk of heart attack.\r\n"
+            "7,Vitamin D,Vitamin D and bone fractures in the elderly.\r\n"
+            'NA,Statins,"Statins, cholesterol and the heart."\r\n'
+            "de1,Knochen,Vitamin D verhindert Knochenbrüche nicht.\r\nempty,,\r\n")
+PAIRS = ("question,pid\n"
+         "does aspirin prevent heart attacks,007\n"
+         "vitamin d and fractures,7\n"
+         "vitamin d and fractures,de1\n"
+         "statins and cholesterol,NA\n"
+         "Knochenbrüche Vitamin D,de1\n")
+COLS = dict(passage_id="pid", passage_text="body", passage_title="heading", query="question")
+
+
+@pytest.fixture()
+def files(tmp_path):
+    (tmp_path / "passages.csv").write_bytes(PASSAGES.encode("utf-8"))
+    (tmp_path / "pairs.csv").write_text(PAIRS, encoding="utf-8")
+    return tmp_path
+
+
+def test_own_columns_become_a_beir_folder_the_loaders_read(files):
+    rep = prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0))
+    assert rep["passages"] == 5 and rep["empty_passages"] == 1 and rep["queries"] == 4
+    data = load_beir(files / "out", "test")
+    assert data.corpus.ids == ["007", "7", "NA", "de1", "empty"]  # "007" and "7" stay apart, "NA" is an id
+    assert data.corpus.titles[0] == "Aspirin" and data.corpus.texts[2] == "Statins, cholesterol and the heart."
+    by_text = {text: data.qrels[qid] for qid, text in data.queries.items()}
+    assert by_text["vitamin d and fractures"] == {"7": 1, "de1": 1}  # one query, two relevant passages
+    assert json.loads((files / "out" / "prepare.json").read_text())["pairs_read"] == 5
+
+
+def test_queries_sharing_a_passage_stay_in_one_split(files):
+    prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0.3))
+    train, test = load_beir(files / "out", "train"), load_beir(files / "out", "test")
+    assert train.queries and test.queries and not set(train.queries) & set(test.queries)
+    judged = [{d for j in part.qrels.values() for d in j} for part in (train, test)]
+    assert not judged[0] & judged[1]  # de1 is judged for two queries: both are on the same side
+
+
+def test_a_pair_whose_passage_is_not_in_the_table_is_named_or_dropped_with_a_count(files):
+    with open(files / "pairs.csv", "a", encoding="utf-8") as fh:
+        fh.write("who knows,8\n")
+    with pytest.raises(DataError, match=r"pairs.csv, row 7, column 'pid'.*1 of 6 pairs name a passage id that is "
+                                        r"not in the passages table \(row 7 \('8'\)\).*--drop-unknown"):
+        prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0))
+    rep = prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0, drop_unknown=True))
+    assert rep["unknown_passages_dropped"] == 1 and rep["queries"] == 4
+
+
+def test_bad_tables_are_refused_naming_file_row_and_column(files):
+    (files / "dup.csv").write_text("pid,body\na,x\nb,y\na,z\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"dup.csv, row 4, column 'pid'.*duplicate passage id 'a' \(first at row 2\)"):
+        prepare_beir(files / "dup.csv", files / "pairs.csv", files / "out",
+                     PrepareConfig(passage_id="pid", passage_text="body", query="question"))
+    with pytest.raises(DataError, match=r"'heading' \(the passage title column\) not found; columns present: "
+                                        r"\['pid', 'body'\]\. Set --passage-title-col=NAME"):
+        prepare_beir(files / "dup.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS))
+    with pytest.raises(DataError, match=r"column 'query' \(the query column\) not found.*'question'.*--query-col"):
+        prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out",
+                     PrepareConfig(passage_id="pid", passage_text="body"))
+    (files / "blank.csv").write_text("question,pid\n ,007\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"blank.csv, row 2, column 'question'.*query text is empty"):
+        prepare_beir(files / "passages.csv", files / "blank.csv", files / "out", PrepareConfig(**COLS))
+
+
+def test_cli_with_a_split_column_then_bm25_evaluates_it(files, capsys):
+    (files / "pairs.tsv").write_text("q\tdoc\tgrade\tpart\n"
+                                     "does aspirin prevent heart attacks\t007\t2\ttrain\n"
+                                     "vitamin d and fractures\t7\t1\ttest\n"
+                                     "statins and cholesterol\tNA\t1\ttest\n", encoding="utf-8")
+    out = files / "beir"
+    assert main(["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "pairs.tsv"),
+                 "--out", str(out), "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "q",
+                 "--pair-passage-col", "doc", "--score-col", "grade", "--split-col", "part"]) == 0
+    assert "train 1 queries / 1 pairs, test 2 queries / 2 pairs" in capsys.readouterr().out
+    assert (out / "qrels" / "train.tsv").read_text().splitlines()[1] == "q1\t007\t2"
+    assert main(["search", "evaluate", "--beir", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["Recall@10"] == 1.0
+
+
+def test_cli_defaults_are_the_config_s():
+    from twotower.cli.main import build_parser
+
+    a, cfg = build_parser().parse_args(["search", "prepare", "--passages", "p", "--pairs", "q", "--out", "o"]), PrepareConfig()
+    assert (a.passage_id_col, a.passage_text_col, a.query_col, a.test_share, a.seed, a.drop_unknown) == (
+        cfg.passage_id, cfg.passage_text, cfg.query, cfg.test_share, cfg.seed, cfg.drop_unknown)
