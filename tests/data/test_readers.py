@@ -228,6 +228,16 @@ def test_sasrec_forced_format_and_table_txt_unchanged(tmp_path):
         read_interactions(p, format="csv")
 
 
+@pytest.mark.parametrize("text", ["u1 i1\nu1 i2\n", "user_id item_id\n1 2\n"])
+def test_space_separated_pairs_name_both_formats_not_a_missing_column(tmp_path, text):
+    # string ids in 'user item' lines (or a space-separated table) read as one column named after line 1;
+    # the error was "column 'user_id' not found; columns present: ['u1 i1']"
+    p = write(tmp_path / "pairs.txt", text)
+    with pytest.raises(DataError, match="separated by white space") as e:
+        read_interactions(p)
+    assert e.value.row == 1 and "integer ids" in str(e.value) and "header row" in str(e.value)
+
+
 @pytest.mark.parametrize(
     "text, line, needle",
     [

@@ -461,6 +461,19 @@ def is_sasrec_file(path: str | Path) -> bool:
     return False
 
 
+def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
+    """The error for a file of two white-space separated fields per line, or None.
+
+    Read as a table, such a file is one column named after its first line ('u1 i1'), and the message was that
+    column 'user_id' is missing, listing that one odd column; its maker needs to hear which two formats exist.
+    """
+    if len(header) != 1 or len(header[0].split()) != 2:
+        return None
+    return DataError(f"{header[0]!r} is two fields separated by white space: a table needs a header row and comma, "
+                     "tab, ';' or '|' between fields (ids may be any text), and headerless 'user item' lines "
+                     "(SASRec format, file order = time order) need integer ids", file=label, row=1, unit="line")
+
+
 def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
     """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -571,6 +584,9 @@ def read_interactions(
     present = list(raw.columns)
     for role, col in (("user", columns.user), ("item", columns.item)):
         if col not in raw.columns:
+            pairs = _space_separated_pairs(present, label)
+            if pairs is not None:
+                raise pairs
             other = {columns.user, columns.item, columns.timestamp, columns.rating} - {col}
             raise missing_column_error(col, present, file=label, role=role, taken=other)
     defaults = ColumnMap()
