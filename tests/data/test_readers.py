@@ -47,6 +47,22 @@ def test_txt_with_tabs(tmp_path):
     assert read_interactions(p)["item_id"].tolist() == ["2"]
 
 
+def test_semicolon_csv_sniffed_with_quoted_header_and_commas_in_values(tmp_path):
+    # Book-Crossing's BX-Book-Ratings.csv layout: quoted header, ';' between fields, ids with letters; read with
+    # commas it was one column, failing on the first value holding a comma
+    p = write(tmp_path / "bx.csv", '"User-ID";"ISBN";"Book-Rating"\n"276725";"034545104X";"0"\n'
+                                    '"276726";"0155061224";"5"\n"276727";"a,b";"3"\n')
+    df = read_interactions(p, ColumnMap(user="User-ID", item="ISBN", timestamp=None, rating="Book-Rating"))
+    assert df["item_id"].tolist() == ["034545104X", "0155061224", "a,b"]
+    assert df["rating"].tolist() == [0.0, 5.0, 3.0]
+
+
+def test_pipe_separated_and_comma_wins_a_tie(tmp_path):
+    assert read_table(write(tmp_path / "p.csv", "u|i\n1|2\n")).columns.tolist() == ["u", "i"]
+    # one comma and one semicolon in the header: comma, as before
+    assert read_table(write(tmp_path / "t.csv", "u,i;x\n1,2\n")).columns.tolist() == ["u", "i;x"]
+
+
 def test_float_ids_from_dataframe_never_render_with_dot_zero():
     df = pd.DataFrame({"user_id": [1.0, 2.0], "item_id": [np.int64(42), np.int64(43)]})
     out = read_interactions(df)
@@ -229,6 +245,16 @@ def test_sasrec_forced_format_and_table_txt_unchanged(tmp_path):
         read_interactions(t)
     with pytest.raises(ConfigError, match="format"):
         read_interactions(p, format="csv")
+
+
+@pytest.mark.parametrize("text", ["u1 i1\nu1 i2\n", "user_id item_id\n1 2\n"])
+def test_space_separated_pairs_name_both_formats_not_a_missing_column(tmp_path, text):
+    # string ids in 'user item' lines (or a space-separated table) read as one column named after line 1;
+    # the error was "column 'user_id' not found; columns present: ['u1 i1']"
+    p = write(tmp_path / "pairs.txt", text)
+    with pytest.raises(DataError, match="separated by white space") as e:
+        read_interactions(p)
+    assert e.value.row == 1 and "integer ids" in str(e.value) and "header row" in str(e.value)
 
 
 @pytest.mark.parametrize(

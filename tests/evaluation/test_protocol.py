@@ -139,6 +139,21 @@ def test_evaluate_is_independent_of_chunking_and_matches_pure_metrics() -> None:
     assert "MeanPop@5" not in runs[0]
 
 
+def test_chunks_shrink_on_a_large_catalogue_and_give_the_same_figures() -> None:
+    # 1,024 users a chunk over 330k items peaked at 4.6 GB in the top-k alone: a chunk now holds at most
+    # max_chunk_scores scores, however many users batch_users allows
+    scores, relevant, exclude = _random_case()  # 37 users x 60 items
+    capped = FixedScorer(scores)
+    out = evaluate(capped, relevant, exclude, EvalProtocol(ks=(5, 10), batch_users=1024, max_chunk_scores=600))
+    assert max(len(c) for c in capped.calls) == 10 and sum(len(c) for c in capped.calls) == out["users_evaluated"]
+    whole = evaluate(FixedScorer(scores), relevant, exclude, EvalProtocol(ks=(5, 10)))
+    assert out == pytest.approx(whole, rel=1e-12)
+    assert EvalProtocol().chunk_users(3_416) == 1024 and EvalProtocol().chunk_users(330_000) == 101
+    assert EvalProtocol(max_chunk_scores=10).chunk_users(1_000) == 1  # never no user at all
+    with pytest.raises(ConfigError, match="max_chunk_scores"):
+        EvalProtocol(max_chunk_scores=0)
+
+
 def test_evaluate_rejects_mismatched_inputs() -> None:
     scores, relevant, exclude = _random_case()
     with pytest.raises(DataError, match="exclude has shape"):

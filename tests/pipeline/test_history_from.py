@@ -233,3 +233,23 @@ def test_python_history_from_takes_one_path_alone_and_refuses_a_dataframe(split_
     for given in (df, [df]):  # a frame used to fail as "ambiguous truth value", or read its columns as files
         with pytest.raises(ConfigError, match="takes interaction file paths, got a DataFrame"):
             evaluate_run(run, split="valid", baselines=(), history_from=given)
+
+
+def test_evaluate_table_says_how_many_held_out_users_it_averages_over(split_dir, run, tmp_path, capsys):
+    """Sparse data: held-out rows naming an item (or user) that never occurs in train are skipped by every model;
+    the table said nothing of it, so its figures read as over the whole file (e.g. 14 of 111 Book-Crossing users)."""
+    test = pd.read_csv(split_dir / "test.csv", dtype={"user_id": str, "item_id": str})
+    cold = test.iloc[:3].assign(item_id=["new1", "new2", "new3"])  # three users whose only test item is new
+    stranger = test.iloc[:1].assign(user_id="nobody")  # and a user the run never saw
+    pd.concat([test.iloc[3:], cold, stranger]).to_csv(tmp_path / "sparse_test.csv", index=False)
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--run", str(run.dir), "--test", str(tmp_path / "sparse_test.csv"),
+                 "--baselines", "popularity", "--ks", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "users: 27 of 31 held-out users evaluated; the other 4 are skipped, not counted as misses" in out
+    assert "scale by 0.8710" in out
+    assert main(["-q", "evaluate", "--run", str(run.dir), "--baselines", "popularity", "--ks", "10", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {(r["users_evaluated"], r["users_held_out"]) for r in rows} == {(30, 30)}
+    assert main(["-q", "evaluate", "--run", str(run.dir), "--baselines", "", "--ks", "10"]) == 0
+    assert "users: all 30 held-out users evaluated" in capsys.readouterr().out

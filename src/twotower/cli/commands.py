@@ -75,7 +75,27 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol
                 continue
             long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
     print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title, formats={"fit_s": ".1f", "MeanPop": ".1f"}))
+    coverage = users_line(rows)
+    if coverage:  # under the table, above the protocol footer (the last line)
+        print(coverage)
     print(protocol or PROTOCOL_TEXT)
+
+
+def users_line(rows: list[dict]) -> str | None:
+    """How many of the held-out file's users the figures average over, and what became of the others.
+
+    On sparse data many held-out rows name an item that never occurs in train (no ID-table model can rank it);
+    those users are skipped, so the metrics are over fewer users than the file has, which the table must say.
+    """
+    first = rows[0] if rows else {}
+    held, done = first.get("users_held_out"), first.get("users_evaluated")
+    if held is None or done is None:
+        return None
+    if done >= held:
+        return f"users: all {held:,} held-out users evaluated"
+    return (f"users: {done:,} of {held:,} held-out users evaluated; the other {held - done:,} are skipped, not counted as "
+            f"misses: their held-out items (or they) never occur in train, so no model here can rank them (as misses, "
+            f"every figure would scale by {done / held:.4f})")
 
 
 def train_summary(result: TrainResult, metric: str, out: Path) -> str:

@@ -126,9 +126,16 @@ def _sniff_sep(path: Path, label: str) -> str:
     if not first.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
     text = first.decode("utf-8", errors="replace")
-    # the header's most frequent separator; ';' is what spreadsheets write where ',' is the decimal mark
-    counts = {sep: text.count(sep) for sep in (",", "\t", ";")}  # ties: the earlier one
-    return max(counts, key=lambda sep: counts[sep])
+    # the header's most frequent of these; comma on a tie. Semicolons too: Excel in comma-decimal locales and
+    # public dumps such as Book-Crossing's BX-Book-Ratings.csv use them, and read with commas such a file was one
+    # column and failed far down ("Expected 1 fields in line 438648, saw 3") on the first title holding a comma.
+    counts = {sep: text.count(sep) for sep in _SEPARATORS}
+    best = max(_SEPARATORS, key=lambda sep: counts[sep])  # max keeps the first of equal counts: the comma
+    return best if counts[best] > 0 else ","
+
+
+#: the separators a header row is sniffed for, the default first
+_SEPARATORS = (",", "\t", ";", "|")
 
 
 try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
@@ -226,8 +233,8 @@ def read_table(
 ) -> pd.DataFrame:
     """Read a table by file suffix, or copy a DataFrame.
 
-    CSV/TSV/TXT files need a header row; the separator (comma or tab) is
-    sniffed from it. ``.json`` files are read as JSON lines, falling back to a
+    CSV/TSV/TXT files need a header row; the separator (comma, tab, semicolon or
+    ``|``) is sniffed from it. ``.json`` files are read as JSON lines, falling back to a
     JSON array of records. ``dtype`` (CSV only) pins columns, e.g. ids to
     ``str`` so ``"007"`` keeps its zeros. ``literal`` (CSV only) names columns
     read as their text: ``NA``, ``null`` or ``None`` there are values (ids), only
@@ -504,6 +511,19 @@ def is_sasrec_file(path: str | Path) -> bool:
     return False
 
 
+def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
+    """The error for a file of two white-space separated fields per line, or None.
+
+    Read as a table, such a file is one column named after its first line ('u1 i1'), and the message was that
+    column 'user_id' is missing, listing that one odd column; its maker needs to hear which two formats exist.
+    """
+    if len(header) != 1 or len(header[0].split()) != 2:
+        return None
+    return DataError(f"{header[0]!r} is two fields separated by white space: a table needs a header row and comma, "
+                     "tab, ';' or '|' between fields (ids may be any text), and headerless 'user item' lines "
+                     "(SASRec format, file order = time order) need integer ids", file=label, row=1, unit="line")
+
+
 def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
     """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -624,6 +644,9 @@ def read_interactions(
     present = list(raw.columns)
     for role, col in (("user", columns.user), ("item", columns.item)):
         if col not in raw.columns:
+            pairs = _space_separated_pairs(present, label)
+            if pairs is not None:
+                raise pairs
             other = {columns.user, columns.item, columns.timestamp, columns.rating} - {col}
             raise missing_column_error(col, present, file=label, role=role, taken=other)
     defaults = ColumnMap()

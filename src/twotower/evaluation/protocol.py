@@ -15,8 +15,8 @@ The protocol, stated once:
    evaluated users, each user weighing the same. Coverage and mean popularity
    are computed over the top-k lists of all evaluated users.
 
-Users are processed in chunks of ``batch_users`` so memory stays at
-``O(batch_users × I)``.
+Users are processed in chunks of ``batch_users``, fewer on a large catalogue
+(at most ``max_chunk_scores`` scores a chunk), so memory stays bounded whatever ``I``.
 """
 from __future__ import annotations
 
@@ -65,9 +65,13 @@ class EvalProtocol:
     """Cut-offs and chunking for :func:`evaluate`."""
 
     ks: tuple[int, ...] = (10, 20, 50, 100)
-    # Users scored per chunk; memory is about batch_users × I × 4 bytes × 3
-    # (scores, masked copy, partition buffer).
+    # Users scored per chunk; memory is about batch_users × I × 4 bytes × 3.5
+    # (scores, masked copy, partition buffer, selection mask).
     batch_users: int = 1024
+    # ...but no more than this many scores (users × items) a chunk: 1,024 users × Book-Crossing's 330k items
+    # peaked at 4.6 GB in the top-k alone (a million-item catalogue: ~15 GB); 2^25 keeps a chunk near 0.5 GB
+    # and leaves catalogues up to 32k items (ML-1M's 3.4k) at batch_users
+    max_chunk_scores: int = 2**25
     # seconds between progress log lines (users done, users/s, ETA), so that a long evaluation in a
     # redirected log is not silent; None: no lines (the CLI passes the run's train.log_every_s)
     log_every_s: float | None = None
@@ -84,8 +88,16 @@ class EvalProtocol:
         object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
         if isinstance(self.batch_users, bool) or not isinstance(self.batch_users, int) or self.batch_users < 1:
             raise ConfigError(f"EvalProtocol.batch_users must be a positive integer, got {self.batch_users!r}")
+        if (isinstance(self.max_chunk_scores, bool) or not isinstance(self.max_chunk_scores, int)
+                or self.max_chunk_scores < 1):
+            raise ConfigError(f"EvalProtocol.max_chunk_scores must be a positive integer, got {self.max_chunk_scores!r}")
         if self.log_every_s is not None and not self.log_every_s > 0:
             raise ConfigError(f"EvalProtocol.log_every_s must be > 0 or None, got {self.log_every_s!r}")
+
+    def chunk_users(self, n_items: int) -> int:
+        """Users a chunk scores over ``n_items`` items: ``batch_users``, fewer where the scores would pass
+        ``max_chunk_scores`` (never below one)."""
+        return max(1, min(self.batch_users, self.max_chunk_scores // max(n_items, 1)))
 
 
 def _as_csr(matrix: object, name: str) -> sp.csr_matrix:
@@ -196,8 +208,9 @@ def evaluate(
     t0 = time.perf_counter()
     progress = RateLog(log, "evaluation", users.size, "users", protocol.log_every_s, rate_unit="users")
     rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
-    for start in range(0, users.size, protocol.batch_users):
-        batch = users[start : start + protocol.batch_users]  # [B]
+    chunk = protocol.chunk_users(n_items)
+    for start in range(0, users.size, chunk):
+        batch = users[start : start + chunk]  # [B]
         if rank is not None:
             ranked = np.asarray(rank(batch, kmax, ex[batch] if ex is not None else None), dtype=np.int64)
             if ranked.shape != (batch.size, kmax):

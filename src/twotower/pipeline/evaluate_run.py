@@ -39,7 +39,7 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
             continue
         df = read_interactions(path)
         enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name, quiet=True)  # told at training
-        report[name] = r
+        report[name] = {**r, "users_in": int(df["user_id"].nunique())}
         mats[name] = to_csr(enc)
     if mats["train"] is None:
         raise FileNotFoundError(f"{run.dir / 'data' / 'train.csv'} missing")
@@ -121,8 +121,10 @@ def evaluate_run(
     if test_file is not None:
         if split != "test":
             raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
-        enc, _ = encode_interactions(read_run_interactions(run, test_file), run.user_vocab, run.item_vocab, name=str(test_file))
+        df = read_run_interactions(run, test_file)
+        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=str(test_file))
         m.test = to_csr(enc)
+        m.report["test"] = {**r, "users_in": int(df["user_id"].nunique())}
     relevant = m.test if split == "test" else m.valid
     if relevant is None:
         hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
@@ -159,10 +161,13 @@ def evaluate_run(
         import json
 
         fit_s = sum(json.loads(line).get("seconds", 0.0) for line in log_rows.read_text().splitlines() if line.strip())
+    # the held-out file's users: those whose every row names an id outside the vocabularies (an item that never
+    # occurs in train) are skipped by every model, and the table must say how many (sparse data: many)
+    held_out = {"users_held_out": m.report[split]["users_in"]}
     t0 = time.perf_counter()
     tower = RunScorer(run) if histories is None else HistoryScorer(run, histories)
     res = evaluate(tower, relevant, exclude, protocol, pop)
-    rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res})
+    rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res, **held_out})
     chosen: list[str] = []
     reused: list[bool] = []
     tune_s: dict[str, float] = {}
@@ -202,7 +207,8 @@ def evaluate_run(
         t1 = time.perf_counter()
         scored = scorer if histories is None else HistoryBaselineScorer(scorer, histories)
         res = evaluate(scored, relevant, exclude, protocol, pop)
-        rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1, **res})
+        rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1,
+                     **res, **held_out})
     if chosen:  # one line instead of one per tried setting
         if not reused:
             how = "defaults (no valid split to tune on)"
