@@ -51,5 +51,5 @@ def test_other_file_runs_end_to_end_with_a_line_per_epoch(ml1m: Any, tmp_path: P
     # a line per epoch: a long row is not silent until it ends
     epochs = [r.getMessage() for r in caplog.records if r.name == "twotower.training.trainer"
               and r.getMessage().startswith("epoch ")]
-    assert [m.split(":")[0] for m in epochs] == ["epoch 1", "epoch 2"]
+    assert [m.split(":")[0] for m in epochs] == ["epoch 1/2", "epoch 2/2"]
     assert all("valid NDCG@10" in m for m in epochs)
