@@ -104,9 +104,13 @@ def test_service_refuses_an_index_below_its_recall_target_unless_allowed(run_dir
                  "--queries", "10"]) == 0
     with pytest.raises(ConfigError, match=r"measured recall@10 0\.\d+ on 10 queries .* below its target 1\.0.*"
                                           r"--allow-low-recall"):
-        RecommenderService.load(run)
+        RecommenderService.load(run)  # the message says: --exact, or --allow-low-recall
     service = RecommenderService.load(run, allow_low_recall=True)
     assert not service.index.is_exact and "approximate IVF2,PQ2x2" in service.index_description
+    # or serve exactly, as the refusal suggests, without removing the built index
+    service = RecommenderService.load(run, exact=True)
+    assert service.index.is_exact and "(--exact)" in service.index_description
+    assert main(["serve", "--run", str(run), "--exact", "--index", str(run / "index")]) == 2
 
 
 def test_evaluate_ranks_through_the_same_index_path(service, client):

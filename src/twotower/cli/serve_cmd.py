@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search-index", help="search index folder from `twotower search index` (adds POST /search)")
     p.add_argument("--rerank", help="cross-encoder folder for POST /search with rerank=true")
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
+    p.add_argument("--exact", action="store_true",
+                   help="rank the whole catalogue exactly, ignoring RUN/index (as `twotower recommend --exact`)")
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve an index whose recall measured at build time missed its target (refused otherwise)")
     p.add_argument("--host", default=d.host, help="bind address (default %(default)s: this machine only)")
@@ -104,6 +106,7 @@ def _settings(args: argparse.Namespace) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from twotower.errors import ConfigError
     from twotower.serving import RecommenderService, create_app
 
     settings = _settings(args)
@@ -113,12 +116,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(msg, file=sys.stderr)
         log.warning(msg)
     if args.run is None and args.search_index is None:
-        from twotower.errors import ConfigError
-
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
+    if args.exact and args.index:
+        raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
+                          "use one or the other")
     _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
-    service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall)
+    service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
+                                       exact=args.exact)
                if args.run else None)
     search = None
     if args.search_index:
@@ -159,7 +164,7 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
                       rerank=args.rerank)
     if service is not None:
         share_arrays(service, shared)
-        index_dir = run_index_dir(args.run, args.index)
+        index_dir = run_index_dir(args.run, args.index, exact=args.exact)
         spec = WorkerSpec(**{**asdict(spec), "run_dir": str(args.run), "fingerprint": service.fingerprint,
                              "index_dir": None if index_dir is None else str(index_dir),
                              "index_description": service.index_description})

@@ -50,7 +50,7 @@ _chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakre
 
 
 _LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, or a larger --target-recall sweep), serve "
-                   "exact search with --index pointing at an exact index, or pass --allow-low-recall to serve it anyway")
+                   "exact search with --exact, or pass --allow-low-recall to serve it anyway")
 
 
 def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str | None:

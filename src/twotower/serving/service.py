@@ -175,8 +175,10 @@ class RecommenderService:
         *,
         settings: ServiceSettings | None = None,
         allow_low_recall: bool = False,
+        exact: bool = False,
     ) -> "RecommenderService":
-        """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search).
+        """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search;
+        ``exact=True``: exact search whatever is built).
 
         A saved index built for another model raises IntegrityError; one whose
         recall measured at build time missed its target raises ConfigError
@@ -189,7 +191,7 @@ class RecommenderService:
         settings = settings or ServiceSettings()
         set_threads(settings.threads)
         run = TrainedRun.load(run_dir)
-        index, described = open_run_index(run, index_dir, allow_low_recall=allow_low_recall)
+        index, described = open_run_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
         log.info("serving from %s", described)
         service = cls(run, index, settings=settings)
         service.index_description = described
