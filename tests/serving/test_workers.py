@@ -261,3 +261,30 @@ def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):
         time.sleep(0.05)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived its serving process")
+
+
+def test_a_worker_refuses_an_index_rebuilt_since_the_server_started(run_dir, service, tmp_path):
+    # a rebuild for the same model passes the fingerprint check: a restarted worker would have answered from
+    # the new index while the others kept the old one
+    from dataclasses import asdict
+
+    from twotower.errors import IntegrityError
+    from twotower.index import FaissIndex
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.serving import ServiceSettings
+    from twotower.serving.workers import WorkerSpec, index_digest, open_shared_service, share_arrays
+
+    run = TrainedRun.load(run_dir)
+    folder = tmp_path / "index"
+    FaissIndex("Flat").build(run.item_embeddings(), np.arange(run.n_items)).save(folder,
+                                                                                 model_fingerprint=run.fingerprint())
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    share_arrays(service, shared)
+    spec = WorkerSpec(shared_dir=str(shared), settings=asdict(ServiceSettings()), run_dir=str(run_dir),
+                      fingerprint=service.fingerprint, index_dir=str(folder), index_digest=index_digest(folder))
+    assert len(open_shared_service(spec).index) == run.n_items  # the index as the server started with it
+    FaissIndex("IVF2,Flat").build(run.item_embeddings(), np.arange(run.n_items)).save(
+        folder, model_fingerprint=run.fingerprint())  # rebuilt in place, same model
+    with pytest.raises(IntegrityError, match=r"the index in .* changed since the server started"):
+        open_shared_service(spec)

@@ -157,7 +157,7 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
     from dataclasses import asdict
 
     from twotower.pipeline.recommend import run_index_dir
-    from twotower.serving.workers import WorkerSpec, make_shared_dir, share_arrays
+    from twotower.serving.workers import WorkerSpec, index_digest, make_shared_dir, share_arrays
 
     shared = make_shared_dir()
     spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), search_index=args.search_index,
@@ -167,6 +167,7 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
         index_dir = run_index_dir(args.run, args.index, exact=args.exact)
         spec = WorkerSpec(**{**asdict(spec), "run_dir": str(args.run), "fingerprint": service.fingerprint,
                              "index_dir": None if index_dir is None else str(index_dir),
+                             "index_digest": None if index_dir is None else index_digest(index_dir),
                              "index_description": service.index_description})
     print(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)", file=sys.stderr)
     return spec

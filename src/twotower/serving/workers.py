@@ -26,6 +26,7 @@ server stops (folders of a killed server are swept at the next start).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -72,6 +73,7 @@ class WorkerSpec:
     run_dir: str | None = None
     index_dir: str | None = None  # a saved index (mapped read-only); None = exact search over the item vectors
     fingerprint: str | None = None  # the run's model fingerprint as the parent loaded it
+    index_digest: str | None = None  # sha256 of the index's meta.json (which holds its files' checksums)
     index_description: str = ""
     search_index: str | None = None
     rerank: str | None = None
@@ -91,6 +93,14 @@ class WorkerSpec:
         except (OSError, ValueError, TypeError) as e:
             raise ConfigError(f"{path}: cannot read the worker spec ({e}); start workers with `twotower serve "
                               "--workers N`") from e
+
+
+def index_digest(index_dir: str | Path) -> str | None:
+    """sha256 of a saved index's ``meta.json`` (its files' checksums and settings); None when it has none."""
+    try:
+        return hashlib.sha256((Path(index_dir) / "meta.json").read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def make_shared_dir() -> Path:
@@ -157,6 +167,12 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
         index = ExactIndex.over(items, np.arange(items.shape[0], dtype=np.int64))
         index.model_fingerprint = fp
     else:
+        # a rebuild for the same model passes the fingerprint check: without this, a restarted worker
+        # would answer from the new index and its siblings from the old one
+        digest = index_digest(spec.index_dir)
+        if spec.index_digest is not None and digest != spec.index_digest:
+            raise IntegrityError(f"the index in {spec.index_dir} changed since the server started (rebuilt?); "
+                                 "restart `twotower serve` to serve it from every worker")
         index = load_index(spec.index_dir, expected_fingerprint=fp, mmap=True)
     service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users,
                                  catalog=catalog)
