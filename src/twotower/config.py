@@ -167,6 +167,8 @@ class DataConfig:
     user_multi: tuple[str, ...] = ()
     multi_separator: str = "|"  # splits the values of the *_multi columns ("red|blue")
     title_col: str | None = None  # item column shown to people (e.g. "title")
+    # what a user did with an item, in explanations: "Because you watched X" ("bought", "read", "listened to")
+    history_verb: str = "watched"
 
     def __post_init__(self) -> None:
         for name in DATA_FILE_SETTINGS:
@@ -187,6 +189,8 @@ class DataConfig:
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
         _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
+        _check(self.history_verb.strip() != "" and len(self.history_verb) <= 40, "data.history_verb",
+               "must be a verb of 1-40 characters, e.g. \"bought\"")
         if self.dataset is not None:
             _choice(self.dataset, "data.dataset", ("movielens-100k",))
 

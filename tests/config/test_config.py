@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from twotower.config import ModelConfig, RunConfig, TowerConfig, TrainConfig, config_to_dict, load_config
+from twotower.config import DataConfig, ModelConfig, RunConfig, TowerConfig, TrainConfig, config_to_dict, load_config
 from twotower.errors import ConfigError
 
 
@@ -176,3 +176,9 @@ def test_hand_built_settings_have_their_annotated_types() -> None:
     cfg = TrainConfig(epochs=np.int64(3), lr=1, seed=np.int32(5))
     assert (type(cfg.epochs), type(cfg.lr), type(cfg.seed)) == (int, float, int)
     assert TowerConfig(hidden=[128]).hidden == (128,)
+
+
+@pytest.mark.parametrize("verb", ["", "   ", "x" * 41])
+def test_the_explanation_verb_is_a_short_word(verb):
+    with pytest.raises(ConfigError, match="data.history_verb"):
+        DataConfig(history_verb=verb)

@@ -33,3 +33,24 @@ def test_an_unknown_item_names_the_flag_it_came_from(mean_run, capsys) -> None:
     assert "--history: unknown item 'ghost'" in capsys.readouterr().err
     assert main(["explain", "--run", run, "--history", "i1,i2", "--item", "ghost"]) == 2
     assert "--item: unknown item 'ghost'" in capsys.readouterr().err
+
+
+def test_the_sentence_uses_the_runs_verb(mean_run, monkeypatch, capsys) -> None:
+    # "Because you watched ..." was written into every explanation, for shop and book data too
+    import weakref
+    from dataclasses import replace
+
+    from twotower.explain import explainer
+
+    cfg = mean_run.config
+    monkeypatch.setattr(mean_run, "config", replace(cfg, data=replace(cfg.data, history_verb="bought")))
+    monkeypatch.setattr(explainer, "_COLUMNS", weakref.WeakKeyDictionary())  # column roles are cached per run
+    user = mean_run.user_vocab.ids[1]
+    seen = mean_run.item_vocab.ids[int(mean_run.history.of(1)[0])]
+    e = explainer.explain_by_id(mean_run, user_id=user, item_id=seen)
+    assert e["text"].startswith("You already bought ")
+    hist = [mean_run.item_vocab.ids[r] for r in mean_run.history.of(1)]
+    texts = [explainer.explain_by_id(mean_run, history_ids=hist, item_id=i)["text"]
+             for i in mean_run.item_vocab.ids if i not in hist]
+    because = [t for t in texts if t.startswith("Because you ")]
+    assert because and all(t.startswith("Because you bought ") for t in because)

@@ -19,6 +19,7 @@ the history: what is left when no history item raises the score.
 """
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from typing import Any, Callable
 
@@ -49,6 +50,7 @@ def run_metadata_columns(run: Any) -> MetadataColumns:
     if cols is None:
         spec = run.item_encoder.spec if run.item_encoder is not None else None
         cols = metadata_columns(spec, [run.item_record(r) for r in range(run.n_items)])
+        cols = dataclasses.replace(cols, verb=run.config.data.history_verb)
         _COLUMNS[run] = cols
     return cols
 

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from twotower.config import DataConfig
+
 __all__ = ["MetadataColumns", "metadata_columns", "split_values", "shared_metadata"]
 
 #: columns never compared (ids and free text)
@@ -27,6 +29,7 @@ class MetadataColumns:
     categorical: tuple[str, ...] = ()
     numeric: tuple[str, ...] = ()
     separator: str = "|"
+    verb: str = DataConfig.history_verb  # "Because you <verb> X": the run's data.history_verb
 
 
 def metadata_columns(spec: Any | None, records: list[dict[str, Any]]) -> MetadataColumns:

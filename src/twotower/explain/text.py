@@ -90,7 +90,7 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     """
     title = expl["item"].get("title") or expl["item_id"]
     if expl["already_seen"]:
-        return f"You already watched {title}: it is in your history, so this is not a new recommendation."
+        return f"You already {cols.verb} {title}: it is in your history, so this is not a new recommendation."
     heads = _heads_clause(expl.get("heads"))
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
@@ -107,7 +107,7 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     by_id = {h["item_id"]: h for h in table}
     named = [by_id[i] for i in facts["named"]]
     names = _join([str(h.get("title") or h["item_id"]) for h in named])
-    parts = [f"Because you watched {names}"]
+    parts = [f"Because you {cols.verb} {names}"]
     if facts["common"]:
         parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['common'])})")
     if facts["others"] is not None:
