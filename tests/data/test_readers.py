@@ -393,3 +393,38 @@ def test_a_time_column_under_another_name_is_pointed_at_when_row_order_stands_in
         read_interactions(p, ColumnMap(user="customer", item="product", timestamp=None))  # said on purpose
         read_interactions(write(tmp_path / "j.csv", "customer,product,weight\nu1,a,1\n"), cols)  # nothing like a time
     assert "timestamp" not in caplog.text
+
+
+def _rows(sorted_ids: bool) -> list[tuple[int, int]]:
+    rng = np.random.default_rng(0)
+    rows = []
+    for u in range(25):
+        items = np.sort(rng.choice(500, 6, replace=False)) if sorted_ids else rng.permutation(500)[:6]
+        rows += [(u, int(i)) for i in items]
+    return rows
+
+
+@pytest.mark.parametrize("fmt", ["csv", "sasrec"])
+def test_a_file_sorted_by_item_id_is_not_taken_for_time_order_in_silence(tmp_path, caplog, fmt):
+    # Book-Crossing lists each user's books by ISBN: leave-last held out the largest ISBN, without a word
+    def write_rows(path, rows):
+        lines = ["user_id,item_id"] + [f"{u},{i}" for u, i in rows] if fmt == "csv" else [f"{u} {i}" for u, i in rows]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    suffix = ".csv" if fmt == "csv" else ".txt"
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(write_rows(tmp_path / f"sorted{suffix}", _rows(True)))
+    assert "25 of 25 users with 5+ rows list their items in increasing id order" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(write_rows(tmp_path / f"shuffled{suffix}", _rows(False)))
+    assert "increasing id order" not in caplog.text
+
+
+def test_a_timestamp_column_is_trusted_even_when_ids_rise(tmp_path, caplog):
+    path = tmp_path / "t.csv"
+    path.write_text("user_id,item_id,timestamp\n" + "".join(f"{u},{i},{n}\n" for n, (u, i) in enumerate(_rows(True))))
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(path)
+    assert "increasing id order" not in caplog.text
