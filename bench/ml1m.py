@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -91,6 +92,7 @@ ROWS: dict[str, list[str]] = {
 # row of ROWS is available through --rows
 DEFAULT_ROWS = "popularity,pooled-recency-inbatch,transformer-full"
 METRICS = ("HitRate@10", "NDCG@10", "Recall@20", "NDCG@20")
+QUICK_USERS = 300  # --quick: the file's first users
 
 log = logging.getLogger("bench.ml1m")
 
@@ -291,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=None, help="train.epochs for every row (early stopping on valid still applies)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/bench-ml1m", help="split, run folders (reused / resumed) and results")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 300 users, 1 epoch, the first seed; no sanity check")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"smoke run: {QUICK_USERS} users, 1 epoch, the first seed; no sanity check")
     ap.add_argument("--set", nargs="*", default=[], help="extra section.key=value overrides for every row")
     ap.add_argument("--json", help="also write the table rows (and per-seed rows) to this JSON file")
     args = ap.parse_args(argv)
@@ -339,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(args.data).is_file():
         raise SystemExit(f"error: --data {args.data}: no such file (the default is ../shared/data/ml-1m/ml-1m.txt, "
                          "see its SOURCE.md; any file in the SASRec format works)")
-    paths, shape = prepare_split(Path(args.data), out / "split", 300 if args.quick else None)
+    paths, shape = prepare_split(Path(args.data), out / "split", QUICK_USERS if args.quick else None)
     if not shape["ml1m"] and not args.quick:
         print(f"{args.data}: {shape['users']:,} users, {shape['items']:,} items, {shape['rows']:,} rows -- not SOURCE.md's "
               "ML-1M file: the same protocol, without its sanity check and published rows", file=sys.stderr)
@@ -364,13 +367,17 @@ def main(argv: list[str] | None = None) -> int:
         for label, hr, ndcg, source in PUBLISHED:
             rows.append({"model": f"published: {label}", "HR@10": hr, "NDCG@10": ndcg, "source": source})
     users = next((r["users"] for r in rows if r.get("users")), None)
-    if users is not None and not args.quick and users < shape["users"]:
-        print(f"NOTE: {shape['users'] - users:,} of {shape['users']:,} users are not evaluated: their test item never "
+    held = min(QUICK_USERS, shape["users"]) if args.quick else shape["users"]  # the users the split holds out
+    if users is not None and users < held:
+        print(f"NOTE: {held - users:,} of {held:,} users are not evaluated: their test item never "
               "occurs in train (an ID table cannot rank it); papers that keep them count them as misses, which "
-              f"would scale every figure by {users / shape['users']:.4f}", file=sys.stderr)
+              f"would scale every figure by {users / held:.4f}", file=sys.stderr)
     name = "MovieLens-1M" if shape["ml1m"] else Path(args.data).name
+    # the model ranks the items it was trained on: train's, which a sparse file's valid/test items may not all be
+    catalogue = pd.read_csv(paths["train"], usecols=["item_id"], dtype=str)["item_id"].nunique()
+    in_file = f", of {shape['items']:,} in the file" if catalogue != shape["items"] and not args.quick else ""
     print_table(rows, f"{name} leave-one-out, test (last item; input = all earlier items, no refit), full "
-                      f"catalogue of {shape['items'] if not args.quick else 'the subset'} items, input history excluded, "
+                      f"catalogue of {catalogue:,} items (train's{in_file}), input history excluded, "
                       f"{users} users; seeds {','.join(map(str, seeds))}; threads={args.threads}"
                       + (" [QUICK SMOKE RUN: not comparable]" if args.quick else ""))
     print("protocol: train = all but the last 2 items; valid (second-last) for early stopping only; test input = "

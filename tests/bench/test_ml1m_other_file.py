@@ -48,8 +48,20 @@ def test_other_file_runs_end_to_end_with_a_line_per_epoch(ml1m: Any, tmp_path: P
     assert "sparse.txt leave-one-out" in out.out and "chosen on validation NDCG@10" in out.out
     # the users whose test item is in no train row are counted, not silently dropped
     assert re.search(r"\b\d+ of 40 users are not evaluated", out.err)
+    # the catalogue ranked is train's: the items only a test row has are not in it, and the title says so
+    title = re.search(r"full catalogue of (\d+) items \(train's, of (\d+) in the file\)", out.out)
+    assert title and int(title.group(1)) < int(title.group(2)), out.out
     # a line per epoch: a long row is not silent until it ends
     epochs = [r.getMessage() for r in caplog.records if r.name == "twotower.training.trainer"
               and r.getMessage().startswith("epoch ")]
     assert [m.split(":")[0] for m in epochs] == ["epoch 1/2", "epoch 2/2"]
     assert all("valid NDCG@10" in m for m in epochs)
+
+
+def test_a_quick_run_counts_its_unevaluated_users_too(ml1m: Any, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # --quick hid the note, and on sparse data most of a smoke run's users can be the unevaluated ones
+    data = _sparse_file(tmp_path / "sparse.txt")
+    assert ml1m.main(["--data", str(data), "--rows", "pooled-recency-inbatch", "--quick", "--threads", "1",
+                      "--out", str(tmp_path / "out")]) == 0
+    assert re.search(r"\b\d+ of 40 users are not evaluated", capsys.readouterr().err)
