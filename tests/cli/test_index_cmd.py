@@ -220,5 +220,5 @@ def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir,
     assert _build_distributed(args, run, low, IndexPolicy(target_recall=1.0)) == 0
     tune = json.loads((low / "tune.json").read_text())
     assert [r["params"] for r in tune["rows"]] == [{"nprobe": 1}]
-    if tune["chosen"]["recall"] < 1.0:
-        assert "below its target" in low_recall(low)
+    assert tune["chosen"]["recall"] < 1.0  # one list of eight: some true neighbours sit in the others
+    assert "below its target" in low_recall(low)
