@@ -610,8 +610,9 @@ def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
     Leave-last would then hold out each user's largest id rather than their latest item, and the
     sequence towers would learn id order.
     """
-    numbers = pd.to_numeric(items, errors="coerce")
-    key = numbers.to_numpy() if not numbers.isna().any() else items.to_numpy(dtype=object)  # text: as text
+    item_codes, distinct = pd.factorize(items)  # ids are compared per distinct value: a million rows, few ids
+    numbers = pd.to_numeric(pd.Series(distinct), errors="coerce")
+    key = (numbers.to_numpy() if not numbers.isna().any() else np.asarray(distinct, dtype=object))[item_codes]
     codes, _ = pd.factorize(users)
     order = np.argsort(codes, kind="stable")  # each user's rows together, in file order
     c, k = codes[order], key[order]
