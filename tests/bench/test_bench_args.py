@@ -30,6 +30,15 @@ def _no_work(*_: object, **__: object) -> None:
     raise AssertionError("the benchmark started its work before checking its arguments")
 
 
+def _each_refused(monkeypatch: pytest.MonkeyPatch, module: Any, argv0: list[str],
+                  cases: tuple[tuple[list[str], str], ...]) -> None:
+    """``module.main()`` read from ``sys.argv = argv0 + argv`` exits naming ``msg``, for each ``(argv, msg)``."""
+    for argv, msg in cases:
+        monkeypatch.setattr(sys, "argv", [*argv0, *argv])
+        with pytest.raises(SystemExit, match=msg):
+            module.main()
+
+
 def test_ml1m_json_folder_is_refused_before_the_data(bench: Any, tmp_path: Path) -> None:
     ml1m = bench("ml1m")
     data = tmp_path / "seq.txt"
@@ -43,12 +52,9 @@ def test_movielens100k_names_and_json_checked_before_the_data(bench: Any, tmp_pa
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     ml100k = bench("movielens100k")
     monkeypatch.setattr(ml100k, "prepare_data", _no_work)
-    for argv, msg in ((["--variants", "defualt"], "unknown variant 'defualt'"),
-                      (["--baselines", "eas"], "did you mean 'ease'"),
-                      (["--json", str(tmp_path)], "is a folder")):
-        monkeypatch.setattr(sys, "argv", ["movielens100k.py", *argv])
-        with pytest.raises(SystemExit, match=msg):
-            ml100k.main()
+    _each_refused(monkeypatch, ml100k, ["movielens100k.py"], ((["--variants", "defualt"], "unknown variant 'defualt'"),
+                                                               (["--baselines", "eas"], "did you mean 'ease'"),
+                                                               (["--json", str(tmp_path)], "is a folder")))
 
 
 def test_index_scale_json_folder_is_refused_before_the_catalogue(bench: Any, tmp_path: Path,
@@ -137,11 +143,9 @@ def test_train_throughput_names_checked_before_the_data(bench: Any, monkeypatch:
     train_throughput = bench("train_throughput")
     monkeypatch.setattr(train_throughput, "synthetic", _no_work)
     monkeypatch.setattr(train_throughput, "load_ml1m", _no_work)
-    for argv, msg in ((["--towers", "recency", "tranformer"], "did you mean 'transformer'"),
-                      (["--losses", "inbach"], "did you mean 'inbatch'"), (["--examples", "0"], "--examples")):
-        monkeypatch.setattr(sys, "argv", ["train_throughput.py", "--synthetic-items", "100", *argv])
-        with pytest.raises(SystemExit, match=msg):
-            train_throughput.main()
+    _each_refused(monkeypatch, train_throughput, ["train_throughput.py", "--synthetic-items", "100"],
+                  ((["--towers", "recency", "tranformer"], "did you mean 'transformer'"),
+                   (["--losses", "inbach"], "did you mean 'inbatch'"), (["--examples", "0"], "--examples")))
 
 
 def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: Path,
@@ -202,10 +206,8 @@ def test_server_sizes_and_index_cache_checked_before_the_run(bench: Any, tmp_pat
     monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
     monkeypatch.setattr(serve_load, "start_server", _no_work)
     (tmp_path / "afile").write_text("")
-    for argv, msg in ((["--n-items", "0"], "--n-items must be"), (["--index-cache", str(tmp_path / "afile")], "is a file")):
-        monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
-        with pytest.raises(SystemExit, match=msg):
-            module.main()
+    _each_refused(monkeypatch, module, [f"{script}.py"], ((["--n-items", "0"], "--n-items must be"),
+                                                          (["--index-cache", str(tmp_path / "afile")], "is a file")))
 
 
 def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:

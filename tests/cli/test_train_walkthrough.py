@@ -94,20 +94,29 @@ def test_the_named_dataset_warns_that_feature_settings_are_ignored(caplog):
     assert "data.item_multi=genres ignored" in caplog.text and "--items FILE" in caplog.text
 
 
-def test_ctrl_c_says_what_the_checkpoint_holds_and_how_to_resume(dataset, tmp_path, capsys, monkeypatch):
-    """Ctrl-C in a long fit used to print only "interrupted": nothing said whether the epochs were lost."""
+def _stopped_in_epoch_3(monkeypatch, stop) -> None:
+    """Epoch 3 of the fit calls ``stop()`` first (a Ctrl-C, a SIGTERM); the others run as they do."""
     from twotower.training.trainer import Trainer
 
-    out = tmp_path / "r"
-    args = ["--valid", str(dataset["valid"]), "--epochs", "3"]
     real_epoch = Trainer._run_epoch
 
-    def interrupted_in_epoch_3(self, epoch):
+    def run_epoch(self, epoch):
         if epoch == 3:
-            raise KeyboardInterrupt
+            stop()
         return real_epoch(self, epoch)
 
-    monkeypatch.setattr(Trainer, "_run_epoch", interrupted_in_epoch_3)
+    monkeypatch.setattr(Trainer, "_run_epoch", run_epoch)
+
+
+def test_ctrl_c_says_what_the_checkpoint_holds_and_how_to_resume(dataset, tmp_path, capsys, monkeypatch):
+    """Ctrl-C in a long fit used to print only "interrupted": nothing said whether the epochs were lost."""
+    out = tmp_path / "r"
+    args = ["--valid", str(dataset["valid"]), "--epochs", "3"]
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    _stopped_in_epoch_3(monkeypatch, ctrl_c)
     assert _train(dataset, out, *args) == 130
     err = capsys.readouterr().err
     assert f"interrupted: {out / 'checkpoint'} holds epoch 2" in err and "with --resume to continue" in err
@@ -121,18 +130,10 @@ def test_sigterm_stops_like_ctrl_c_with_the_resume_hint_and_status_143(dataset, 
     import os
     import signal
 
-    from twotower.training.trainer import Trainer
-
     out = tmp_path / "r"
     args = ["--valid", str(dataset["valid"]), "--epochs", "3"]
-    real_epoch = Trainer._run_epoch
-
-    def terminated_in_epoch_3(self, epoch):
-        if epoch == 3:
-            os.kill(os.getpid(), signal.SIGTERM)  # the real signal, delivered to this (main) thread
-        return real_epoch(self, epoch)
-
-    monkeypatch.setattr(Trainer, "_run_epoch", terminated_in_epoch_3)
+    # the real signal, delivered to this (main) thread
+    _stopped_in_epoch_3(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
     assert _train(dataset, out, *args) == 143
     err = capsys.readouterr().err
     assert f"terminated (SIGTERM): {out / 'checkpoint'} holds epoch 2" in err and "with --resume" in err
