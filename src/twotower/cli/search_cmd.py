@@ -329,7 +329,7 @@ def _printable(text: str) -> str:
 def cmd_search_query(args: argparse.Namespace) -> int:
     _check_query_args(args)
     _check_models(args)
-    from twotower.search.pipeline import SearchIndex
+    from twotower.search.pipeline import SearchIndex, shortfall
 
     _threads(args)
     index = SearchIndex.load(args.index)
@@ -339,7 +339,16 @@ def cmd_search_query(args: argparse.Namespace) -> int:
 
         reranker = CrossEncoderReranker(args.rerank)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
-    out = [{"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]} for q, t in enumerate(args.text)]
+    out = []
+    for q, t in enumerate(args.text):
+        block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}
+        # a short list is stated, as POST /search states it (same wording), never printed silently
+        short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))
+        if short is not None:
+            block["shortfall"] = short
+            where = f"query {q + 1}" if len(args.text) > 1 else "query"
+            print(f"note: {where}: {short['reason']}", file=sys.stderr)
+        out.append(block)
     if args.json:
         print(json.dumps(out if len(out) > 1 else out[0]))
         return 0

@@ -32,7 +32,7 @@ from twotower.utils.atomic import (
     verify_files,
 )
 
-__all__ = ["SearchIndex", "Hit"]
+__all__ = ["SearchIndex", "Hit", "shortfall"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,24 @@ def _read_docs(docs_path: Path, fix: str) -> Corpus:
         raise IntegrityError(f"{docs_path}: ids, titles and texts must be lists of one length ({lengths}); {fix}")
     ids, titles, texts = cols
     return Corpus(ids, titles, texts, {d: i for i, d in enumerate(ids)})
+
+
+def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | None:
+    """Why a search answered ``got`` < ``k`` hits (``{"missing", "reason"}``), or None for a full list.
+
+    One wording for ``POST /search`` and ``twotower search query``: a small corpus, or (BM25) few documents
+    sharing a term with the query.
+    """
+    if got >= k:
+        return None
+    if n_docs < k:
+        why = f"the search index holds {n_docs} documents"
+    elif mode == "bm25":
+        why = (f"only {got} documents share a term with the query; mode \"dense\" or \"hybrid\" also ranks the "
+               "documents that share none")
+    else:
+        why = f"only {got} documents were found"
+    return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
 
 
 def _no_check() -> None:
