@@ -22,6 +22,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 from twotower.search.artefacts import CROSS_ENCODER_META, check_cross_encoder_dir
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.progress import no_third_party_bars
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
 
@@ -38,6 +39,7 @@ class CrossEncoderReranker:
     def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = RerankTrainConfig.max_length,
                  batch_size: int = 32) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
@@ -170,6 +172,7 @@ def train_cross_encoder(
 
     cfg = config or RerankTrainConfig()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    no_third_party_bars()  # "Loading weights" and "Writing model shards" bars: \r lines in a redirected log
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
     rng = seed_everything(cfg.seed)
