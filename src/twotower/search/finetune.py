@@ -36,11 +36,11 @@ from typing import Sequence
 import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
-from twotower.errors import DataError, IntegrityError
-from twotower.search.artefacts import BI_ENCODER_META
+from twotower.errors import DataError
+from twotower.search.artefacts import BI_ENCODER_META, file_table, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import EncoderSettings, TextEncoder, default_model_path, load_text_encoder
-from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
+from twotower.utils.atomic import atomic_dir, atomic_write_json
 
 __all__ = [
     "FinetuneConfig",
@@ -230,9 +230,10 @@ def finetune_bi_encoder(
             else:
                 d_model.save(str(tmp / "doc"), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / META_FILE, {
-            "format": 1, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
             "seconds": round(time.perf_counter() - t0, 1),
+            "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })
     q_enc, d_enc = load_bi_encoder(out)
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
@@ -275,9 +276,7 @@ def load_bi_encoder(
     if not (p / META_FILE).is_file():
         enc = load_text_encoder(p, settings=settings)
         return enc, enc
-    meta = read_json(p / META_FILE)
-    if meta.get("kind") != "bi_encoder":
-        raise IntegrityError(f"{p / META_FILE} is not a bi-encoder description")
+    verify_model_dir(p, META_FILE, "bi_encoder", fix=f"train it again with 'twotower search train --out {p}'")
     q = load_text_encoder(p / "query", settings=settings)
     d = load_text_encoder(p / "doc", settings=settings) if (p / "doc").is_dir() else q
     return q, d

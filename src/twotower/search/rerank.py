@@ -20,7 +20,13 @@ import numpy as np
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
-from twotower.search.artefacts import CROSS_ENCODER_META, check_cross_encoder_dir
+from twotower.search.artefacts import (
+    CROSS_ENCODER_META,
+    check_cross_encoder_dir,
+    file_table,
+    is_cross_encoder,
+    verify_model_dir,
+)
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.progress import no_third_party_bars
 
@@ -44,6 +50,9 @@ class CrossEncoderReranker:
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
         p = check_cross_encoder_dir(model_path, "--rerank")
+        if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
+            verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
+                             fix=f"train it again with 'twotower rerank train --out {p}'")
         self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
 
     def _init(self, model, batch_size: int) -> None:
@@ -225,8 +234,9 @@ def train_cross_encoder(
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / CROSS_ENCODER_META, {
-            "format": 1, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             "seconds": round(time.perf_counter() - t0, 1),
+            "files": file_table(tmp, CROSS_ENCODER_META),  # every file's sha256, checked when it is loaded
         })
     return CrossEncoderReranker(out_dir, max_length=cfg.max_length)
