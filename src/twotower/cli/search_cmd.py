@@ -375,6 +375,13 @@ def _train_pairs(args: argparse.Namespace):
     return data, qs, pos, by_q
 
 
+def _source(args: argparse.Namespace) -> dict[str, str]:
+    """Where a trained model's pairs came from, recorded in its marker (absolute: read from other folders)."""
+    from pathlib import Path
+
+    return {"beir": str(Path(args.beir).resolve()), "split": args.split}
+
+
 def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
     """``build()`` with a ConfigError's config field names (``n``, ``batch_size``) replaced by the flags typed."""
     import re
@@ -428,7 +435,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
     neg_of = dict(zip(uniq, negs))
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
-                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
+                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache,
+                              source=_source(args))
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
           f"saved to {res.out_dir}")
     return 0
@@ -456,6 +464,8 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
     from twotower.search.rerank import train_cross_encoder
 
+    from dataclasses import asdict
+
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
@@ -463,6 +473,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
     neg_of = dict(zip(uniq, negs))
-    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg)
+    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
+                        source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}})
     print(f"cross-encoder saved to {args.out}")
     return 0

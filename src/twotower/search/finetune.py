@@ -31,7 +31,7 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -114,13 +114,15 @@ def finetune_bi_encoder(
     mining: MiningConfig | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
+    source: Mapping[str, Any] | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
     ``negatives[i]`` are mined hard-negative rows for pair ``i`` (see
     :func:`~twotower.search.negatives.mine_hard_negatives`); step ``e`` of
     epoch ``e`` uses them round-robin. ``base`` is the starting model
-    (default all-MiniLM-L6-v2). Seeded by ``config.seed``.
+    (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
+    is recorded in the saved marker with the pair and document counts and the mining settings.
     """
     import torch  # noqa: PLC0415
 
@@ -233,6 +235,9 @@ def finetune_bi_encoder(
             "format": 2, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
             "seconds": round(time.perf_counter() - t0, 1),
+            # what it was trained on and how its negatives were mined: the config alone cannot say
+            "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
+            "mining": asdict(mining) if mining is not None else None,
             "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })
     q_enc, d_enc = load_bi_encoder(out)

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -166,11 +166,13 @@ def train_cross_encoder(
     config: RerankTrainConfig | None = None,
     base: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
+    source: Mapping[str, Any] | None = None,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
     ``negatives[i]`` are hard-negative rows for pair ``i`` (mined, e.g. from
-    BM25 with a false-negative filter); pairs with no negatives are skipped.
+    BM25 with a false-negative filter); pairs with no negatives are skipped. ``source`` (e.g. the BEIR folder,
+    split and mining settings) is recorded in the saved marker with the pair and document counts.
     """
     from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
@@ -237,6 +239,8 @@ def train_cross_encoder(
             "format": 2, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             "seconds": round(time.perf_counter() - t0, 1),
+            "data": {**dict(source or {}), "pairs": len(queries), "groups_used": len(usable),
+                     "documents": len(doc_texts)},
             "files": file_table(tmp, CROSS_ENCODER_META),  # every file's sha256, checked when it is loaded
         })
     return CrossEncoderReranker(out_dir, max_length=cfg.max_length)
