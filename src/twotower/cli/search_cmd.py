@@ -236,7 +236,11 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         return 0
     from twotower.evaluation.table import format_table
 
-    row = {"retriever": args.retriever + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
+    # the row says which fusion and which bi-encoder it measured: two hybrid rows are otherwise indistinguishable
+    what = args.retriever + (f" {fusion.describe()}" if args.retriever == "hybrid" else "")
+    if args.retriever != "bm25":
+        what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}]"
+    row = {"retriever": what + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
            "queries": m["queries"], "seconds": m["seconds"]}
     print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
