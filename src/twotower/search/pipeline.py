@@ -71,8 +71,10 @@ def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | N
     if n_docs < k:
         why = f"the search index holds {n_docs} documents"
     elif mode == "bm25":
-        why = (f"only {got} documents share a term with the query; mode \"dense\" or \"hybrid\" also ranks the "
-               "documents that share none")
+        # "only 0 documents share a term" for "the of and": say that such words are not indexed at all
+        shared = (f"only {got} documents share a term with the query" if got else
+                  "no document shares a term with the query (stop words such as \"the\" are not indexed)")
+        why = f"{shared}; mode \"dense\" or \"hybrid\" also ranks the documents that share none"
     else:
         why = f"only {got} documents were found"
     return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
