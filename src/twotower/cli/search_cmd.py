@@ -285,6 +285,8 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # no
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
     _check_out(args, "search index", is_search_index)
@@ -297,7 +299,8 @@ def cmd_search_index(args: argparse.Namespace) -> int:
     _threads(args)
     choice = _fusion_choice(args)
     index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache,
-                              fusion={"name": choice.name, "params": choice.params})
+                              fusion={"name": choice.name, "params": choice.params},
+                              source={"beir": str(Path(args.beir).resolve())})
     index.save(args.out)
     print(f"search index over {len(index.corpus)} documents written to {args.out}")
     return 0
