@@ -28,7 +28,7 @@ from twotower.search.artefacts import (
     verify_model_dir,
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
-from twotower.utils.progress import no_third_party_bars
+from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
 
@@ -73,19 +73,26 @@ class CrossEncoderReranker:
         """Relevance logits ``[P]`` for (query, document) pairs.
 
         With ``check``, pairs are scored one batch at a time and ``check()`` runs before each batch, so a caller
-        over its time budget (or whose client left) stops after at most one more batch.
+        over its time budget (or whose client left) stops after at most one more batch. With ``show_progress``,
+        one log line every ``EncoderSettings.progress_seconds`` (as text encoding reports), never a tqdm bar:
+        reranking an evaluation split is minutes of CPU.
         """
+        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
+
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         pairs = list(pairs)
-        step = len(pairs) if check is None else self.batch_size
+        step = len(pairs) if check is None and not show_progress else self.batch_size
+        progress = RateLog(logger, "reranking", len(pairs), "pairs",
+                           EncoderSettings.progress_seconds if show_progress else None, rate_unit="pairs", rate_digits=1)
         parts = []
         for start in range(0, len(pairs), step):
             if check is not None:
                 check()
             s = self.model.predict(pairs[start : start + step], batch_size=self.batch_size,
-                                   show_progress_bar=show_progress, convert_to_numpy=True, activation_fn=_identity())
+                                   show_progress_bar=False, convert_to_numpy=True, activation_fn=_identity())
             parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
+            progress.update(min(start + step, len(pairs)))
         return np.concatenate(parts)
 
     def rerank(
