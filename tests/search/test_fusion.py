@@ -53,3 +53,17 @@ def test_tune_fusion_prefers_the_list_that_ranks_the_relevant_doc_first():
     fused = choice.apply([bad, good], top_k=3)
     assert fused.ids[:, 0].tolist() == [5, 6]
     assert choice.valid_ndcg10 == pytest.approx(1.0)
+
+
+def test_minmax_a_single_lexical_hit_keeps_its_weight():
+    """BM25 matching one document (a rare word) min-max-normalises to a constant row of 1, and documents missing from
+    it were credited that row minimum, 1, too: BM25's 0.7 went to every dense hit and the sole lexical match ranked
+    3rd of 4 (with a second, weaker BM25 hit it ranked 1st). Missing documents get the min-max floor, 0."""
+    bm25 = R([[7, PAD_ID, PAD_ID, PAD_ID]], [[5.0, -np.inf, -np.inf, -np.inf]])
+    dense = R([[1, 2, 7, 3]], [[0.9, 0.8, 0.7, 0.1]])
+    out = score_interpolation([bm25, dense], [0.7, 0.3], "minmax", top_k=4)
+    # dense minmax: 1 -> 1.0, 2 -> 0.875, 7 -> 0.75, 3 -> 0.0 ; 7: 0.7*1 + 0.3*0.75 = 0.925 ; 1: 0.3 ; 2: 0.2625
+    assert out.ids[0].tolist() == [7, 1, 2, 3]
+    np.testing.assert_allclose(out.scores[0], [0.925, 0.3, 0.2625, 0.0], atol=1e-6)
+    tied = R([[7, 9, PAD_ID, PAD_ID]], [[5.0, 5.0, -np.inf, -np.inf]])  # tied hits: the same constant row
+    assert score_interpolation([tied, dense], [0.7, 0.3], "minmax", top_k=2).ids[0].tolist() == [7, 9]

@@ -101,3 +101,27 @@ def test_cli_defaults_are_the_config_s():
     a, cfg = build_parser().parse_args(["search", "prepare", "--passages", "p", "--pairs", "q", "--out", "o"]), PrepareConfig()
     assert (a.passage_id_col, a.passage_text_col, a.query_col, a.test_share, a.seed, a.drop_unknown) == (
         cfg.passage_id, cfg.passage_text, cfg.query, cfg.test_share, cfg.seed, cfg.drop_unknown)
+
+
+def test_a_pair_graded_twice_or_a_query_in_two_splits_is_named_by_file_rows_and_column(files):
+    """Both were one line naming a generated id ("query 'q4' and passage ... are paired twice"; "query 'q6' is in two
+    splits"), with no file, row or column: the user's file holds the query text, not q4."""
+    (files / "graded.csv").write_text("question,pid,grade\n"
+                                      "who knows,8,1\n"  # dropped with --drop-unknown: the row numbers still count it
+                                      "vitamin d and fractures,7,1\n"
+                                      "statins and cholesterol,NA,1\n"
+                                      "vitamin d and fractures,7,0\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"^file \S+graded.csv, row 5, column 'grade': query 'vitamin d and fractures' "
+                                        r"and passage '7' are paired again with another score \(0; 1 at row 3\); "
+                                        r"keep one row$"):
+        prepare_beir(files / "passages.csv", files / "graded.csv", files / "out",
+                     PrepareConfig(**COLS, score="grade", drop_unknown=True))
+    (files / "split.csv").write_text("question,pid,part\n"
+                                     "vitamin d and fractures,7,train\n"
+                                     "statins and cholesterol,NA,test\n"
+                                     "vitamin d and fractures,de1,test\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"^file \S+split.csv, row 4, column 'part': query 'vitamin d and fractures' "
+                                        r"is in split 'test' here and 'train' at row 2: a query is scored in one "
+                                        r"split only$"):
+        prepare_beir(files / "passages.csv", files / "split.csv", files / "out", PrepareConfig(**COLS, split="part"))
+    assert not (files / "out").exists()

@@ -60,3 +60,47 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
     frozen = "bert.embeddings.word_embeddings.weight"
     got = dict(rr.model.model.named_parameters())[frozen]
     assert torch.equal(got, dict(base.model.named_parameters())[frozen])
+
+
+def test_cross_encoder_training_and_loading_write_no_progress_bars_to_a_redirected_log(tmp_path):
+    """`rerank train` and `search evaluate --retriever bm25 --rerank CE` (where the cross-encoder is the first model
+    the process loads) wrote Hugging Face's "Loading weights" / "Writing model shards" tqdm bars, carriage returns
+    and all, into a log file; the text encoder had them turned off, the cross-encoder did not."""
+    import subprocess
+    import sys
+
+    script = (
+        "import numpy as np\n"
+        "from twotower.search.rerank import RerankTrainConfig, train_cross_encoder\n"
+        "cfg = RerankTrainConfig(epochs=1, groups_per_step=2, negatives_per_query=1, max_length=16, freeze_layers=6)\n"
+        f"train_cross_encoder(['red apple', 'blue sky'], [0, 2], [np.array([2]), np.array([0])], {DOCS!r}, "
+        f"{str(tmp_path / 'ce')!r}, config=cfg, show_progress=False)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert (tmp_path / "ce" / "twotower_cross_encoder.json").is_file()
+    assert "\r" not in run.stderr and "it/s]" not in run.stderr, run.stderr[-2000:]
+
+
+def test_reranking_with_progress_logs_periodic_lines_not_a_tqdm_bar(monkeypatch, caplog):
+    """`search evaluate --rerank` scored every (query, candidate) pair in one silent call (76 queries x 20 pairs: minutes
+    with no line in a log), and show_progress=True (bench/scifact.py) meant sentence-transformers' tqdm bar."""
+    from twotower.text.encoder import EncoderSettings
+
+    class Recording(OverlapModel):
+        bars: list = []
+
+        def predict(self, pairs, **kwargs):
+            self.bars.append(kwargs.get("show_progress_bar"))
+            return super().predict(pairs)
+
+    monkeypatch.setattr(EncoderSettings, "progress_seconds", 1e-9)  # a line after every batch
+    rr = CrossEncoderReranker.from_model(Recording(), batch_size=2)
+    pairs = [("red apple", d) for d in DOCS] + [("blue sky", DOCS[2])]
+    with caplog.at_level("INFO", logger="twotower.search.rerank"):
+        s = rr.score(pairs, show_progress=True)
+    assert s.tolist() == [2.0, 1.0, 0.0, 2.0, 2.0]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("reranking: ")]
+    assert [line.split(",")[0] for line in lines] == ["reranking: 2 / 5 pairs", "reranking: 4 / 5 pairs",
+                                                      "reranking: 5 / 5 pairs"]
+    assert Recording.bars == [False, False, False]

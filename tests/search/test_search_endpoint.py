@@ -80,6 +80,10 @@ def test_search_index_cli_stores_the_chosen_fusion(tmp_path, capsys):
     fusion = json.loads((out / "meta.json").read_text())["fusion"]
     assert fusion["name"] == "interpolation" and fusion["params"]["normalization"] == "minmax"
     assert fusion["params"]["weights"][0] == pytest.approx(0.7)
+    # and the corpus it was built from (meta.json said which model and fusion, not which data)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["source"] == {"beir": str(beir.resolve())} and meta["documents"] == 5
+    assert SearchIndex.load(out).source == meta["source"]
     assert main(["-q", "search", "index", "--beir", str(beir), "--out", str(out), "--fusion", "zscore",
                  "--bm25-weight", "2"]) == 2
     assert "--bm25-weight" in capsys.readouterr().err

@@ -123,3 +123,12 @@ def test_a_short_hit_list_says_why_as_recommend_does(index):
     assert bm25["shortfall"] == {"missing": 3 - len(bm25["items"]), "reason": bm25["shortfall"]["reason"]}
     assert "share a term with the query" in bm25["shortfall"]["reason"]
     assert len(full["items"]) == 2 and "shortfall" not in full
+
+
+def test_a_bm25_query_of_stop_words_only_says_they_are_not_indexed(index):
+    """"the of and" answered "only 0 documents share a term with the query": every word was there, none indexed."""
+    answer = SearchService(index=index).search("the of and", 3, "bm25", False, 20)
+    assert answer["items"] == []
+    assert answer["shortfall"] == {"missing": 3, "reason": "fewer than k=3 hits: no document shares a term with the "
+                                   "query (stop words such as \"the\" are not indexed); mode \"dense\" or \"hybrid\" "
+                                   "also ranks the documents that share none"}

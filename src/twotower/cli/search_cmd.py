@@ -236,7 +236,11 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         return 0
     from twotower.evaluation.table import format_table
 
-    row = {"retriever": args.retriever + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
+    # the row says which fusion and which bi-encoder it measured: two hybrid rows are otherwise indistinguishable
+    what = args.retriever + (f" {fusion.describe()}" if args.retriever == "hybrid" else "")
+    if args.retriever != "bm25":
+        what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}]"
+    row = {"retriever": what + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
            "queries": m["queries"], "seconds": m["seconds"]}
     print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
@@ -281,6 +285,8 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # no
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
     _check_out(args, "search index", is_search_index)
@@ -293,7 +299,8 @@ def cmd_search_index(args: argparse.Namespace) -> int:
     _threads(args)
     choice = _fusion_choice(args)
     index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache,
-                              fusion={"name": choice.name, "params": choice.params})
+                              fusion={"name": choice.name, "params": choice.params},
+                              source={"beir": str(Path(args.beir).resolve())})
     index.save(args.out)
     print(f"search index over {len(index.corpus)} documents written to {args.out}")
     return 0
@@ -329,7 +336,7 @@ def _printable(text: str) -> str:
 def cmd_search_query(args: argparse.Namespace) -> int:
     _check_query_args(args)
     _check_models(args)
-    from twotower.search.pipeline import SearchIndex
+    from twotower.search.pipeline import SearchIndex, shortfall
 
     _threads(args)
     index = SearchIndex.load(args.index)
@@ -339,7 +346,16 @@ def cmd_search_query(args: argparse.Namespace) -> int:
 
         reranker = CrossEncoderReranker(args.rerank)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
-    out = [{"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]} for q, t in enumerate(args.text)]
+    out = []
+    for q, t in enumerate(args.text):
+        block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}
+        # a short list is stated, as POST /search states it (same wording), never printed silently
+        short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))
+        if short is not None:
+            block["shortfall"] = short
+            where = f"query {q + 1}" if len(args.text) > 1 else "query"
+            print(f"note: {where}: {short['reason']}", file=sys.stderr)
+        out.append(block)
     if args.json:
         print(json.dumps(out if len(out) > 1 else out[0]))
         return 0
@@ -364,6 +380,13 @@ def _train_pairs(args: argparse.Namespace):
     for q, r in zip(qs, pos):
         by_q.setdefault(q, set()).add(r)
     return data, qs, pos, by_q
+
+
+def _source(args: argparse.Namespace) -> dict[str, str]:
+    """Where a trained model's pairs came from, recorded in its marker (absolute: read from other folders)."""
+    from pathlib import Path
+
+    return {"beir": str(Path(args.beir).resolve()), "split": args.split}
 
 
 def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
@@ -419,7 +442,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
     neg_of = dict(zip(uniq, negs))
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
-                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache)
+                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache,
+                              source=_source(args))
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
           f"saved to {res.out_dir}")
     return 0
@@ -447,6 +471,8 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
     from twotower.search.rerank import train_cross_encoder
 
+    from dataclasses import asdict
+
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
@@ -454,6 +480,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
     neg_of = dict(zip(uniq, negs))
-    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg)
+    train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
+                        source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}})
     print(f"cross-encoder saved to {args.out}")
     return 0

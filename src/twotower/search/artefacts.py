@@ -10,7 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, IntegrityError
+from twotower.utils.atomic import read_json, sha256_file, verify_files
 
 __all__ = [
     "BI_ENCODER_META",
@@ -18,9 +19,11 @@ __all__ = [
     "INDEX_META",
     "check_bi_encoder_dir",
     "check_cross_encoder_dir",
+    "file_table",
     "is_bi_encoder",
     "is_cross_encoder",
     "is_search_index",
+    "verify_model_dir",
 ]
 
 #: marker of a :func:`twotower.search.finetune.finetune_bi_encoder` output
@@ -104,3 +107,28 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
                           "'twotower rerank train'")
     return p
+
+
+def file_table(folder: Path, marker: str) -> dict[str, str]:
+    """sha256 of every file under ``folder`` but ``marker`` (which will hold this table), by relative path."""
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.relative_to(folder).as_posix() != marker}
+
+
+def verify_model_dir(folder: str | os.PathLike[str], marker: str, kind: str, fix: str) -> dict:
+    """The marker's description of a bi-/cross-encoder folder, after checking every file it lists.
+
+    Format 2 markers list every file's sha256 (as search indexes, runs and vector indexes do), so a truncated
+    or replaced weights file is one line naming it, not a safetensors traceback at load (or, worse, other
+    vectors than the index was built with). Format 1 folders, written before the table existed, load unchecked.
+    """
+    path = Path(folder) / marker
+    meta = read_json(path)
+    if not isinstance(meta, dict) or meta.get("kind") != kind:
+        raise IntegrityError(f"{path} does not describe a {kind.replace('_', '-')}")
+    if meta.get("format", 1) != 1 or "files" in meta:
+        files = meta.get("files")
+        if not isinstance(files, dict) or not files:  # an empty table would check nothing
+            raise IntegrityError(f"{path}: the table of file checksums is missing or empty; {fix}")
+        verify_files(folder, files, fix=fix)
+    return meta

@@ -123,7 +123,8 @@ def search_evaluate(
     if rerank is not None:
         from twotower.search.rerank import CrossEncoderReranker  # noqa: PLC0415
 
-        results = CrossEncoderReranker(rerank).rerank(qtexts, results, doc_texts, top_n=rerank_top)
+        # show_progress: periodic log lines, as corpus encoding gives (queries x rerank_top pairs take minutes)
+        results = CrossEncoderReranker(rerank).rerank(qtexts, results, doc_texts, top_n=rerank_top, show_progress=True)
     metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
     metrics["queries"] = n_judged
     metrics["skipped"] = len(qids) - n_judged

@@ -31,16 +31,16 @@ import shutil
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
-from twotower.errors import DataError, IntegrityError
-from twotower.search.artefacts import BI_ENCODER_META
+from twotower.errors import DataError
+from twotower.search.artefacts import BI_ENCODER_META, file_table, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import EncoderSettings, TextEncoder, default_model_path, load_text_encoder
-from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
+from twotower.utils.atomic import atomic_dir, atomic_write_json
 
 __all__ = [
     "FinetuneConfig",
@@ -114,13 +114,15 @@ def finetune_bi_encoder(
     mining: MiningConfig | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
+    source: Mapping[str, Any] | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
     ``negatives[i]`` are mined hard-negative rows for pair ``i`` (see
     :func:`~twotower.search.negatives.mine_hard_negatives`); step ``e`` of
     epoch ``e`` uses them round-robin. ``base`` is the starting model
-    (default all-MiniLM-L6-v2). Seeded by ``config.seed``.
+    (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
+    is recorded in the saved marker with the pair and document counts and the mining settings.
     """
     import torch  # noqa: PLC0415
 
@@ -230,9 +232,13 @@ def finetune_bi_encoder(
             else:
                 d_model.save(str(tmp / "doc"), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / META_FILE, {
-            "format": 1, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
             "seconds": round(time.perf_counter() - t0, 1),
+            # what it was trained on and how its negatives were mined: the config alone cannot say
+            "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
+            "mining": asdict(mining) if mining is not None else None,
+            "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })
     q_enc, d_enc = load_bi_encoder(out)
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
@@ -275,9 +281,7 @@ def load_bi_encoder(
     if not (p / META_FILE).is_file():
         enc = load_text_encoder(p, settings=settings)
         return enc, enc
-    meta = read_json(p / META_FILE)
-    if meta.get("kind") != "bi_encoder":
-        raise IntegrityError(f"{p / META_FILE} is not a bi-encoder description")
+    verify_model_dir(p, META_FILE, "bi_encoder", fix=f"train it again with 'twotower search train --out {p}'")
     q = load_text_encoder(p / "query", settings=settings)
     d = load_text_encoder(p / "doc", settings=settings) if (p / "doc").is_dir() else q
     return q, d

@@ -9,7 +9,9 @@ Each rule is a small pure function over :class:`~twotower.results.Results`
 * ``interpolation``: ``score(d) = sum_i w_i * norm_i(s_i(d))`` where scores
   are normalised per query and per list (``minmax`` -> [0, 1] or ``zscore``);
   a list that does not contain ``d`` contributes its row minimum (0 for
-  min-max), i.e. ``d`` counts as that list's worst retrieved document.
+  min-max), i.e. ``d`` counts as that list's worst retrieved document. A
+  min-max row of one hit (or of tied hits) maps to 1 and a missing ``d`` still
+  gets 0: the one document BM25 matched keeps its lexical credit.
 
 :func:`tune_fusion` picks the rule and its weight on validation NDCG@10.
 """
@@ -128,7 +130,10 @@ def score_interpolation(
             if ids.size == 0:
                 continue
             z = norm(s.astype(np.float64))
-            contribs.append((ids, w * z, w * z.min()))
+            # a missing doc counts as the row's worst, never above the normalised floor (0): a constant min-max
+            # row (one BM25 hit, e.g. a rare name) maps to 1, and its minimum would credit every missing doc with
+            # the full weight, erasing that list's vote (zscore rows are centred, so their minimum is <= 0 already)
+            contribs.append((ids, w * z, w * min(float(z.min()), 0.0)))
         if not contribs:
             rows.append((np.empty(0, dtype=np.int64), np.empty(0)))
             continue

@@ -32,7 +32,7 @@ from twotower.utils.atomic import (
     verify_files,
 )
 
-__all__ = ["SearchIndex", "Hit"]
+__all__ = ["SearchIndex", "Hit", "shortfall"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,26 @@ def _read_docs(docs_path: Path, fix: str) -> Corpus:
     return Corpus(ids, titles, texts, {d: i for i, d in enumerate(ids)})
 
 
+def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | None:
+    """Why a search answered ``got`` < ``k`` hits (``{"missing", "reason"}``), or None for a full list.
+
+    One wording for ``POST /search`` and ``twotower search query``: a small corpus, or (BM25) few documents
+    sharing a term with the query.
+    """
+    if got >= k:
+        return None
+    if n_docs < k:
+        why = f"the search index holds {n_docs} documents"
+    elif mode == "bm25":
+        # "only 0 documents share a term" for "the of and": say that such words are not indexed at all
+        shared = (f"only {got} documents share a term with the query" if got else
+                  "no document shares a term with the query (stop words such as \"the\" are not indexed)")
+        why = f"{shared}; mode \"dense\" or \"hybrid\" also ranks the documents that share none"
+    else:
+        why = f"only {got} documents were found"
+    return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
+
+
 def _no_check() -> None:
     """The default ``check``: nothing abandons the work."""
 
@@ -74,16 +94,19 @@ class Hit:
 class SearchIndex:
     """BM25 and dense retrieval over one corpus, fused (RRF by default) and optionally reranked."""
 
-    def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: dict | None = None) -> None:
+    def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: dict | None = None,
+                 source: dict | None = None) -> None:
         self.corpus = corpus
         self.bm25 = bm25
         self.dense = dense
         self.model = model
         self.fusion = fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}}
+        self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
 
     @classmethod
     def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int = SearchConfig.max_length,
-              cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None) -> "SearchIndex":
+              cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None,
+              source: dict | None = None) -> "SearchIndex":
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
         from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
@@ -93,7 +116,8 @@ class SearchIndex:
         q_enc, d_enc = load_bi_encoder(model)
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length).fit(texts)
         # stored absolute: an index is loaded from other folders (a service, another shell) than it was built in
-        return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion)
+        return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
+                   source=source)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         buf = io.BytesIO()
@@ -110,6 +134,7 @@ class SearchIndex:
                 "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()), "files": files,
                 # the exact encoder (weights + forward-pass backend) the stored embeddings came from
                 "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
+                "source": self.source, "documents": len(self.corpus),  # what the index was built from
             })
 
     @classmethod
@@ -154,7 +179,8 @@ class SearchIndex:
             raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
                                  f"as {d_enc.model_id}; rebuild the index")
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
-        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=model, fusion=meta["fusion"])
+        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=model, fusion=meta["fusion"],
+                   source=meta.get("source"))
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
                rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:

@@ -111,7 +111,30 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     keep = ~unknown
     pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
              if k]
+    _check_consistent(pairs, np.flatnonzero(keep), cols, rows, label)
     return pairs, report
+
+
+def _check_consistent(pairs, positions: np.ndarray, cols: PrepareConfig, rows: RowNumbers, label: str) -> None:
+    """One grade per (query, passage) and one split per query, a clash named by its two rows.
+
+    Checked here, where the rows are known: the qrels writer only sees ids, and a generated id such as ``q4`` is
+    not in the user's file (the query text is).
+    """
+    grade: dict[tuple[str, str], tuple[int, int]] = {}
+    split_of: dict[str, tuple[str | None, int]] = {}
+    for (qid, text, did, score, split), pos in zip(pairs, positions.tolist()):
+        query = f"query {qid!r}" if cols.query_id else f"query {text.strip()!r}"
+        first_score, first_pos = grade.setdefault((qid, did), (score, pos))
+        if first_score != score:  # which grade counts would be a guess
+            raise DataError(f"{query} and passage {did!r} are paired again with another score ({score}; "
+                            f"{first_score} at {rows.unit} {rows.number(first_pos)}); keep one row",
+                            file=label, row=rows.number(pos), column=cols.score, unit=rows.unit)
+        first_split, first_pos = split_of.setdefault(qid, (split, pos))
+        if first_split != split:
+            raise DataError(f"{query} is in split {split!r} here and {first_split!r} at {rows.unit} "
+                            f"{rows.number(first_pos)}: a query is scored in one split only",
+                            file=label, row=rows.number(pos), column=cols.split, unit=rows.unit)
 
 
 def _query_ids(df: pd.DataFrame, queries: list[str], cols: PrepareConfig, rows: RowNumbers, label: str) -> list[str]:
@@ -151,22 +174,16 @@ def _splits(df: pd.DataFrame, cols: PrepareConfig, rows: RowNumbers, label: str)
 
 
 def _assign_splits(pairs, test_share: float, seed: int) -> dict[str, Qrels]:
-    """qrels per split: the pairs' own split column, else a grouped train/test cut of the queries."""
+    """qrels per split: the pairs' own split column, else a grouped train/test cut of the queries.
+
+    One grade per (query, passage) and one split per query were checked with their rows (``_check_consistent``).
+    """
     qrels: Qrels = {}
     for qid, _text_, did, score, _split in pairs:
-        judged = qrels.setdefault(qid, {})
-        if did in judged and judged[did] != score:  # which grade counts would be a guess
-            raise ConfigError(f"query {qid!r} and passage {did!r} are paired twice with different scores "
-                              f"({judged[did]} and {score}); keep one row")
-        judged[did] = score
+        qrels.setdefault(qid, {})[did] = score
     if pairs and pairs[0][4] is not None:
         out: dict[str, Qrels] = {}
-        split_of: dict[str, str] = {}
         for qid, _text_, did, score, split in pairs:
-            first = split_of.setdefault(qid, split)
-            if first != split:
-                raise ConfigError(f"query {qid!r} is in two splits ({first!r} and {split!r}): a query is scored in "
-                                  "one split only")
             out.setdefault(split, {}).setdefault(qid, {})[did] = score
         return out
     if test_share == 0:

@@ -13,15 +13,22 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
-from twotower.search.artefacts import CROSS_ENCODER_META, check_cross_encoder_dir
+from twotower.search.artefacts import (
+    CROSS_ENCODER_META,
+    check_cross_encoder_dir,
+    file_table,
+    is_cross_encoder,
+    verify_model_dir,
+)
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder"]
 
@@ -38,10 +45,14 @@ class CrossEncoderReranker:
     def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = RerankTrainConfig.max_length,
                  batch_size: int = 32) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
         p = check_cross_encoder_dir(model_path, "--rerank")
+        if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
+            verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
+                             fix=f"train it again with 'twotower rerank train --out {p}'")
         self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
 
     def _init(self, model, batch_size: int) -> None:
@@ -62,19 +73,26 @@ class CrossEncoderReranker:
         """Relevance logits ``[P]`` for (query, document) pairs.
 
         With ``check``, pairs are scored one batch at a time and ``check()`` runs before each batch, so a caller
-        over its time budget (or whose client left) stops after at most one more batch.
+        over its time budget (or whose client left) stops after at most one more batch. With ``show_progress``,
+        one log line every ``EncoderSettings.progress_seconds`` (as text encoding reports), never a tqdm bar:
+        reranking an evaluation split is minutes of CPU.
         """
+        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
+
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         pairs = list(pairs)
-        step = len(pairs) if check is None else self.batch_size
+        step = len(pairs) if check is None and not show_progress else self.batch_size
+        progress = RateLog(logger, "reranking", len(pairs), "pairs",
+                           EncoderSettings.progress_seconds if show_progress else None, rate_unit="pairs", rate_digits=1)
         parts = []
         for start in range(0, len(pairs), step):
             if check is not None:
                 check()
             s = self.model.predict(pairs[start : start + step], batch_size=self.batch_size,
-                                   show_progress_bar=show_progress, convert_to_numpy=True, activation_fn=_identity())
+                                   show_progress_bar=False, convert_to_numpy=True, activation_fn=_identity())
             parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
+            progress.update(min(start + step, len(pairs)))
         return np.concatenate(parts)
 
     def rerank(
@@ -155,11 +173,13 @@ def train_cross_encoder(
     config: RerankTrainConfig | None = None,
     base: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
+    source: Mapping[str, Any] | None = None,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
     ``negatives[i]`` are hard-negative rows for pair ``i`` (mined, e.g. from
-    BM25 with a false-negative filter); pairs with no negatives are skipped.
+    BM25 with a false-negative filter); pairs with no negatives are skipped. ``source`` (e.g. the BEIR folder,
+    split and mining settings) is recorded in the saved marker with the pair and document counts.
     """
     from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
@@ -170,6 +190,7 @@ def train_cross_encoder(
 
     cfg = config or RerankTrainConfig()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    no_third_party_bars()  # "Loading weights" and "Writing model shards" bars: \r lines in a redirected log
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
     rng = seed_everything(cfg.seed)
@@ -222,8 +243,11 @@ def train_cross_encoder(
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / CROSS_ENCODER_META, {
-            "format": 1, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             "seconds": round(time.perf_counter() - t0, 1),
+            "data": {**dict(source or {}), "pairs": len(queries), "groups_used": len(usable),
+                     "documents": len(doc_texts)},
+            "files": file_table(tmp, CROSS_ENCODER_META),  # every file's sha256, checked when it is loaded
         })
     return CrossEncoderReranker(out_dir, max_length=cfg.max_length)

@@ -19,6 +19,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from twotower.config import SearchConfig
+from twotower.search.pipeline import shortfall
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
 
@@ -80,21 +81,10 @@ class SearchService:
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
             })
         answer = {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
-        if len(items) < k:  # as POST /recommend says it: a short list is explained, never silent
-            answer["shortfall"] = _shortfall(k, len(items), mode, len(corpus.ids))
+        short = shortfall(k, len(items), mode, len(corpus.ids))
+        if short is not None:  # as POST /recommend says it: a short list is explained, never silent
+            answer["shortfall"] = short
         return answer
-
-
-def _shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, Any]:
-    """Why a search answered fewer than ``k`` hits: a small corpus, or (BM25) few documents sharing a term."""
-    if n_docs < k:
-        why = f"the search index holds {n_docs} documents"
-    elif mode == "bm25":
-        why = (f"only {got} documents share a term with the query; mode \"dense\" or \"hybrid\" also ranks the "
-               "documents that share none")
-    else:
-        why = f"only {got} documents were found"
-    return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
 
 
 def build_search_router(settings: ServiceSettings) -> APIRouter:

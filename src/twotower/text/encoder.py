@@ -32,7 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from twotower.errors import ConfigError, NotFoundError
-from twotower.utils.progress import RateLog
+from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
            "default_model_path", "weights_fingerprint"]
@@ -274,15 +274,8 @@ def load_text_encoder(
 
         torch.set_num_threads(settings.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    no_third_party_bars()  # transformers' own "Loading weights" bar: no third-party progress bars in our output
     from sentence_transformers import SentenceTransformer  # noqa: PLC0415
-
-    try:  # transformers' own "Loading weights" bar: no third-party progress bars in our output
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
-
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
-        pass
 
     if name_or_path is None:
         path = default_model_path()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-__all__ = ["RateLog"]
+__all__ = ["RateLog", "no_third_party_bars"]
 
 
 class RateLog:
@@ -35,3 +35,23 @@ class RateLog:
         speed = f", {rate:.{self.rate_digits}f} {self.rate_unit}/s" if self.rate_unit else ""
         self.logger.info("%s: %d / %d %s%s%s, ETA %.0fs", self.what, done, self.total, self.unit, note, speed,
                          (self.total - done) / max(rate, 1e-9))
+
+
+def no_third_party_bars() -> None:
+    """Turn off Hugging Face's tqdm bars ("Loading weights", "Writing model shards") for this process.
+
+    Off a terminal they are carriage-return lines in a log file; our own progress is :class:`RateLog` lines.
+    Called before any sentence-transformers / transformers model is loaded or saved: the text encoder and the
+    cross-encoder (which may be the first model a process loads, e.g. ``search evaluate --retriever bm25
+    --rerank``, ``rerank train``).
+    """
+    import os  # noqa: PLC0415
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # huggingface_hub's bars, read at its import
+    try:
+        from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
+        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - both come with sentence-transformers
+        return
+    disable_progress_bars()  # in case huggingface_hub was imported before the variable was set
+    hf_logging.disable_progress_bar()
