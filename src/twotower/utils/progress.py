@@ -7,6 +7,7 @@ until they end. Training has its own bar-or-line display (``training.loop.Progre
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 __all__ = ["RateLog", "no_third_party_bars"]
@@ -45,8 +46,6 @@ def no_third_party_bars() -> None:
     cross-encoder (which may be the first model a process loads, e.g. ``search evaluate --retriever bm25
     --rerank``, ``rerank train``).
     """
-    import os  # noqa: PLC0415
-
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # huggingface_hub's bars, read at its import
     try:
         from huggingface_hub.utils import disable_progress_bars  # noqa: PLC0415
