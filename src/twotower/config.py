@@ -306,6 +306,10 @@ class LossConfig:
         _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
 
 
+#: What train.threads = None means (utils.runtime.auto_threads), as the --help of `train` and `demo` state it.
+TRAIN_THREADS_DEFAULT = "TWOTOWER_THREADS, else half the idle cores, at least 1"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     epochs: int = 30
@@ -327,7 +331,7 @@ class TrainConfig:
     # the fit (from the mean epoch time so far), so it has annealed when it stops; false = at train.epochs
     budget_schedule: bool = True
     seed: int = 42
-    threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
+    threads: int | None = None  # None: TRAIN_THREADS_DEFAULT (utils.runtime.auto_threads)
     # matrix products while training: fp32, or bf16 (the towers under CPU autocast, attention, LayerNorm and the
     # loss kept in float32; the full-softmax kernel's GEMMs in bfloat16) -- 1.3-3x faster products where the CPU
     # multiplies bfloat16 natively, emulated and slow elsewhere; auto = bf16 on such a CPU, else fp32.

@@ -15,6 +15,9 @@ __all__ = ["main", "build_parser"]
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig  # every default is declared there, once
+
+    dc = DataConfig()
     p = sub.add_parser(
         "train", help="train a two-tower model (then evaluate it against baselines)",
         epilog="Settings: sections data, model.user, model.item, model, loss, train, eval, as keys of a --config file "
@@ -27,13 +30,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
     p.add_argument("--valid", help="validation interactions")
     p.add_argument("--test", help="test interactions (optional)")
-    p.add_argument("--data", help="one interactions file to split (data.split, default temporal 80/10/10)")
+    ratios = "/".join(f"{r * 100:g}" for r in dc.ratios)
+    p.add_argument("--data", help=f"one interactions file to split (data.split, default {dc.split} {ratios})")
     p.add_argument("--dataset", choices=["movielens-100k"], help="a named dataset instead of files")
     p.add_argument("--items", help="item feature table")
     p.add_argument("--users", help="user feature table")
     p.add_argument("--out", default="runs/latest", help="run folder (default: runs/latest)")
     p.add_argument("--resume", action="store_true", help="resume from the run folder's checkpoint")
-    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    # training does not leave the count to torch: train.threads = null means the rule of utils.runtime.auto_threads
+    p.add_argument("--threads", type=int, help=f"torch threads, shortcut for train.threads=N (default: {TRAIN_THREADS_DEFAULT})")
     p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -131,11 +136,13 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import TRAIN_THREADS_DEFAULT
+
     p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
     p.add_argument("--out", default="runs/demo", help="run folder to write (default runs/demo)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the config's train.epochs)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: TWOTOWER_THREADS, else half the idle cores, at least 1)")
+                   help=f"torch threads (default: {TRAIN_THREADS_DEFAULT})")
     p.add_argument("--user", default="42", help="user to show recommendations for")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 
