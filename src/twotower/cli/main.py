@@ -48,6 +48,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
 
 
+#: The per-k metrics of `twotower evaluate` (its table's columns), any of which --plot draws.
+PLOT_METRICS = ("Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop")
+
+
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     from twotower.config import EvalConfig  # every default is declared there, once
 
@@ -58,6 +62,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines", default=",".join(ev.baselines), help="comma list; empty for none (default %(default)s)")
     p.add_argument("--ks", default=",".join(map(str, ev.ks)), help="cut-offs k for the metrics (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    p.add_argument("--csv", metavar="FILE",
+                   help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
+                        "which then holds the CSV alone)")
+    p.add_argument("--plot", metavar="FILE.png", help="also plot --plot-metric against k for every model (PNG)")
+    p.add_argument("--plot-metric", default="Recall", choices=list(PLOT_METRICS),
+                   help="the metric --plot draws (default %(default)s)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
                         "instead of the training history, without refitting; their items are excluded from ranking")
