@@ -53,3 +53,17 @@ def test_a_bad_output_path_is_refused_before_evaluating(run_dir, tmp_path, capsy
     assert "--plot: a PNG needs a file name" in capsys.readouterr().err
     assert main(["-q", "evaluate", "--run", str(run_dir), "--csv", str(tmp_path)]) == 2
     assert "--csv" in capsys.readouterr().err
+
+
+def test_train_table_says_which_ks_it_leaves_to_metrics_json(tmp_path):
+    """train's closing table (eval.txt) showed k=10 and 20 only: with eval.ks=[10, 50] the k=50 rows vanished from
+    it without a word, though metrics.json held them."""
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    out = tmp_path / "run"
+    fast = [a for a in FAST if a != "--no-eval"]
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--out", str(out), "--epochs", "1", "eval.ks=10,15", "eval.baselines=", *fast]) == 0
+    text = (out / "eval.txt").read_text()
+    assert "two-tower  10" in text and "two-tower  15" not in text
+    assert f"k=15 (eval.ks) are in {out / 'metrics.json'}; `twotower evaluate --run {out}` prints every k" in text
+    assert "Recall@15" in json.loads((out / "metrics.json").read_text())["test"][0]

@@ -199,6 +199,11 @@ def interrupted_training(out: Path, *, resumed: bool, since: float) -> str:
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
 
+#: The cut-offs of eval.ks that train's closing table shows (all of eval.ks when it has none of them), to keep
+#: it short; metrics.json and `twotower evaluate` hold every k.
+TRAIN_TABLE_KS = (10, 20)
+
+
 def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> None:  # noqa: ANN001
     """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt)."""
     from twotower.pipeline.evaluate_run import evaluate_run
@@ -212,8 +217,13 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         import contextlib
 
         buf = io.StringIO()
+        shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
         with contextlib.redirect_stdout(buf):
-            print_eval_table(rows, tuple(k for k in ks if k in (10, 20)) or ks, "test (full catalogue)")
+            print_eval_table(rows, shown, "test (full catalogue)")
+            left = [k for k in ks if k not in shown]
+            if left:  # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
+                print(f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
+                      f"`twotower evaluate --run {out}` prints every k")
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
 
