@@ -67,7 +67,9 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol
     from twotower.evaluation.table import format_table
     from twotower.pipeline.experiment import PROTOCOL_TEXT
 
-    metrics = ["Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop"]
+    from twotower.cli.main import PLOT_METRICS  # the table's columns are the metrics --plot may draw
+
+    metrics = list(PLOT_METRICS)
     long_rows = []
     for k in ks:
         for r in rows:

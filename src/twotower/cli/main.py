@@ -48,7 +48,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
 
 
-#: The per-k metrics of `twotower evaluate` (its table's columns), any of which --plot draws.
+#: The per-k metrics of `twotower evaluate`: its table's columns (print_eval_table), any of which --plot draws.
 PLOT_METRICS = ("Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop")
 
 
