@@ -109,9 +109,9 @@ def test_feature_tower_export_embeds_a_new_user_from_a_fresh_process(tmp_path):
 
     run = TrainedRun.load(_train(tmp_path / "pooled", "recency", user_features=True))
     out = tmp_path / "onnx"
-    export_onnx(run, out, check_users=10)
+    report = export_onnx(run, out, check_users=10)
     meta = json.loads((out / "export.json").read_text())
-    assert meta["user_tower"]["new_user_row"] == N_USERS
+    assert meta["user_tower"]["new_user_row"] == report.new_user_row == N_USERS
     histories = [["i3", "i7", "i11"], ["i5"]]
     script = (
         "import json, sys, numpy as np, onnxruntime as ort\n"

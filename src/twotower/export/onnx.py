@@ -49,6 +49,7 @@ class ExportReport:
     n_items_checked: int
     max_abs_diff_user: float
     max_abs_diff_item: float
+    new_user_row: int | None = None  # the user_rows value of a user not in training (export.json says the same)
 
 
 class _UserExport(nn.Module):
@@ -285,7 +286,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   "tolerance": TOLERANCE},
     })
-    return report
+    return replace(report, new_user_row=new_user_row)
 
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
