@@ -251,6 +251,24 @@ class TowerConfig:
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
 
 
+#: TowerConfig switches only one tower reads: the user tower's history (pooling or sequence encoder), the item
+#: tower's text heads. Switched on for the other tower they were silently ignored, so ModelConfig refuses them.
+#: The sizes that go with them (history_len, seq_layers, ...) stay free on both: they do nothing while the
+#: switch is off, and one dict of sizes for both towers is a fair way to build a config in Python.
+USER_TOWER_ONLY = ("history",)
+ITEM_TOWER_ONLY = ("text_embeddings", "dual_head")
+
+
+def _check_tower_only(tower: TowerConfig, name: str, other: str, settings: tuple[str, ...]) -> None:
+    """Refuse a setting ``tower`` does not read when it differs from TowerConfig's default (declared there once)."""
+    default = TowerConfig()
+    for key in settings:
+        value = getattr(tower, key)
+        if value != getattr(default, key):
+            raise ConfigError(f"model.{name}.{key}={value!r}: only the {other} tower reads {key}; the {name} tower "
+                              f"would ignore it. Set model.{other}.{key}, or leave model.{name}.{key} out")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency"))
@@ -261,6 +279,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         _check_sections(self, "model.")
+        _check_tower_only(self.item, "item", "user", USER_TOWER_ONLY)
+        _check_tower_only(self.user, "user", "item", ITEM_TOWER_ONLY)
         _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim", "must equal model.item.out_dim")
         u = self.user
         has_input = u.use_id or u.history != "none" or u.use_features
@@ -286,6 +306,10 @@ class LossConfig:
         _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
 
 
+#: What train.threads = None means (utils.runtime.auto_threads), as the --help of `train` and `demo` state it.
+TRAIN_THREADS_DEFAULT = "TWOTOWER_THREADS, else half the idle cores, at least 1"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
     epochs: int = 30
@@ -307,7 +331,7 @@ class TrainConfig:
     # the fit (from the mean epoch time so far), so it has annealed when it stops; false = at train.epochs
     budget_schedule: bool = True
     seed: int = 42
-    threads: int | None = None  # None: TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
+    threads: int | None = None  # None: TRAIN_THREADS_DEFAULT (utils.runtime.auto_threads)
     # matrix products while training: fp32, or bf16 (the towers under CPU autocast, attention, LayerNorm and the
     # loss kept in float32; the full-softmax kernel's GEMMs in bfloat16) -- 1.3-3x faster products where the CPU
     # multiplies bfloat16 natively, emulated and slow elsewhere; auto = bf16 on such a CPU, else fp32.

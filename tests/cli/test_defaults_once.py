@@ -167,3 +167,25 @@ def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch):
     with pytest.raises(Stop):
         serve_cmd.cmd_serve(_parse("serve", "--run", "r", "--explain-k", "3", "--time-budget", "0.5"))
     assert (seen["settings"].explain_k, seen["settings"].time_budget_s) == (3, 0.5)
+
+
+def _help_of(parser, *path: str) -> dict[str, str]:
+    """{option: help} of the subcommand ``path`` of ``parser``."""
+    import argparse
+
+    for name in path:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return {o: a.help or "" for a in parser._actions for o in a.option_strings}
+
+
+def test_train_help_states_the_thread_and_split_defaults_the_config_holds():
+    """`train --threads` said "default: TWOTOWER_THREADS or torch's", but training never leaves the count to torch
+    (train.threads = null: half the idle cores); `--data` wrote the split's defaults out by hand."""
+    from twotower.config import TRAIN_THREADS_DEFAULT
+
+    train, demo = _help_of(build_parser(), "train"), _help_of(build_parser(), "demo")
+    assert train["--threads"].endswith(f"(default: {TRAIN_THREADS_DEFAULT})") and "torch's" not in train["--threads"]
+    assert demo["--threads"].endswith(f"(default: {TRAIN_THREADS_DEFAULT})")
+    dc = DataConfig()
+    assert f"default {dc.split} {'/'.join(f'{r * 100:g}' for r in dc.ratios)})" in train["--data"]

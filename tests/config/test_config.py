@@ -182,3 +182,26 @@ def test_hand_built_settings_have_their_annotated_types() -> None:
 def test_the_explanation_verb_is_a_short_word(verb):
     with pytest.raises(ConfigError, match="data.history_verb"):
         DataConfig(history_verb=verb)
+
+
+@pytest.mark.parametrize("override, fragment", [
+    ("model.item.history=recency", "model.item.history='recency': only the user tower reads history"),
+    ("model.item.history=transformer", "model.item.history='transformer': only the user tower"),
+    ("model.user.text_embeddings=true", "model.user.text_embeddings=True: only the item tower reads text_embeddings"),
+    ("model.user.dual_head=true", "model.user.dual_head=True: only the item tower"),
+])
+def test_a_setting_of_the_other_tower_is_refused_not_ignored(override, fragment):
+    """Both towers share TowerConfig, so model.user.text_embeddings=true or model.item.history=recency were
+    accepted, written to config.json and ignored: a run trained without what its config said."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    assert fragment in str(e.value)
+
+
+def test_each_tower_keeps_its_own_settings():
+    cfg = load_config(None, ["model.user.history=transformer", "model.user.seq_layers=3", "model.item.dual_head=true",
+                             "model.item.text_embeddings=true"])
+    assert cfg.model.user.seq_layers == 3 and cfg.model.item.dual_head and cfg.model.item.text_embeddings
+    # sizes are not switches: one dict of them for both towers still builds
+    sizes = dict(hidden=(16,), out_dim=8, history_dim=8, history_len=4, seq_layers=1)
+    ModelConfig(user=TowerConfig(use_id=True, history="recency", **sizes), item=TowerConfig(**sizes))

@@ -100,3 +100,24 @@ def test_infinite_numeric_feature_is_refused_naming_row_and_column(tmp_path):
     path.write_text("item_id,price\ni1,3.5\ni2,inf\n")
     with pytest.raises(DataError, match="row 3, column 'price'.*finite"):
         read_feature_table(path, FeatureSpec(key="item_id", numeric=("price",)))
+
+
+def test_a_multi_valued_cell_split_by_another_separator_is_named_in_a_warning(tmp_path, caplog):
+    """"a;b" in a column split on "|" is the one value "a;b": nothing failed, the lists were embedded as values
+    no other cell shares. The warning names the file, column, first row and the setting to change."""
+    import logging
+
+    p = tmp_path / "items.csv"
+    p.write_text('item_id,tags\ni1,x|y\ni2,a;b\ni3,"c,d"\ni4,solo\n')
+    with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
+        read_feature_table(p, FeatureSpec(key="item_id", multi=("tags",)))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2
+    assert f"{p}, column 'tags'" in msgs[0] and "1 cells hold ';' but no '|' (first: row 3, 'a;b')" in msgs[0]
+    assert "data.multi_separator=';'" in msgs[0]
+    assert "1 cells hold ',' but no '|' (first: row 4, 'c,d')" in msgs[1]
+    caplog.clear()
+    p.write_text('item_id,tags\ni1,"x,y|z"\ni2,solo\n')  # every list in the configured separator: quiet
+    with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
+        read_feature_table(p, FeatureSpec(key="item_id", multi=("tags",)))
+    assert caplog.records == []

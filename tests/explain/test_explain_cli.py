@@ -54,3 +54,23 @@ def test_the_sentence_uses_the_runs_verb(mean_run, monkeypatch, capsys) -> None:
              for i in mean_run.item_vocab.ids if i not in hist]
     because = [t for t in texts if t.startswith("Because you ")]
     assert because and all(t.startswith("Because you bought ") for t in because)
+
+
+def _explanation(shared: dict, history: list[dict]) -> dict:
+    return {"text": "Because you bought A.", "item_id": "x", "item": {"title": "X"}, "score": 0.5,
+            "history_total": 0.1, "basis": "history", "method": "loo", "history": history,
+            "shared_metadata": {"history_items": len(history), **shared}}
+
+
+def test_the_table_shows_the_runs_own_multi_valued_column() -> None:
+    """The history table's last column was headed "genres" for every catalogue: a shop's tags never showed, an
+    empty "genres" column did."""
+    from twotower.cli.explain_cmd import format_explanation
+
+    hist = [{"item_id": "a", "title": "A", "tags": "red|blue", "contribution": 0.2}]
+    table = format_explanation(_explanation({"tags": [{"value": "red", "count": 1}]}, hist)).splitlines()
+    assert table[4].split() == ["contribution", "item_id", "title", "tags"]
+    assert table[5].split() == ["+0.2000", "a", "A", "red|blue"]
+    # no multi-valued column: no such column in the table
+    plain = format_explanation(_explanation({}, [{"item_id": "a", "title": "A", "contribution": 0.2}])).splitlines()
+    assert plain[4].split() == ["contribution", "item_id", "title"]

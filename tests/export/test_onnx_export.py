@@ -96,6 +96,57 @@ def test_pooled_tower_with_user_features_round_trips(tmp_path):
     assert meta["user_tower"]["inputs"] == ["user_rows", "history"]
 
 
+def test_feature_tower_export_embeds_a_new_user_from_a_fresh_process(tmp_path):
+    """A user tower reading user features took ``user_rows`` with no row for a user not in training, so a deployer
+    could not embed a new user from a history, which ``recommend --history`` and ``POST /recommend`` do on the same
+    run. export.json's ``new_user_row`` stands for that user; run by onnxruntime in another process, it gives the
+    CLI's vector (``TrainedRun.history_vectors``)."""
+    import subprocess
+    import sys
+
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(_train(tmp_path / "pooled", "recency", user_features=True))
+    out = tmp_path / "onnx"
+    report = export_onnx(run, out, check_users=10)
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["user_tower"]["new_user_row"] == report.new_user_row == N_USERS
+    histories = [["i3", "i7", "i11"], ["i5"]]
+    script = (
+        "import json, sys, numpy as np, onnxruntime as ort\n"
+        "d = sys.argv[1]; meta = json.load(open(d + '/export.json')); ids = json.load(open(d + '/item_ids.json'))\n"
+        "s = ort.InferenceSession(d + '/user_tower.onnx', providers=['CPUExecutionProvider'])\n"
+        "row = {x: i for i, x in enumerate(ids)}; L = 3\n"
+        "h = [[meta['pad_item']] * (L - len(x)) + [row[i] for i in x] for x in json.loads(sys.argv[2])]\n"
+        "rows = np.full(len(h), meta['user_tower']['new_user_row'], np.int64)\n"
+        "v = s.run(None, {'user_rows': rows, 'history': np.array(h, np.int64)})[0]\n"
+        "np.save(d + '/new_users.npy', v)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(out), json.dumps(histories)], check=True, timeout=120)
+    want = run.history_vectors([np.array([run.item_vocab.index(i) for i in h]) for h in histories])
+    np.testing.assert_allclose(np.load(out / "new_users.npy"), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_sequence_tower_with_user_features_round_trips(tmp_path, kind):
+    """The new-user row is added to a copy of the tower; a sequence tower reads the item tower's ID table, which
+    that copy must share (a copied table was traced as a constant that requires grad: the export failed)."""
+    run = _train(tmp_path / "seq", kind, user_features=True)
+    meta = _roundtrip(run, tmp_path / "onnx")
+    assert meta["user_tower"]["inputs"] == ["user_rows", "history"] and meta["user_tower"]["new_user_row"] == N_USERS
+
+
+def test_id_tower_export_has_no_new_user_row(tmp_path):
+    """A user-ID tower cannot embed a new user (history_vectors refuses), so no row stands for one."""
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(_train(tmp_path / "ids", "recency", user_features=True, extra=("model.user.use_id=true",)))
+    export_onnx(run, tmp_path / "onnx", check_users=10)
+    assert json.loads((tmp_path / "onnx" / "export.json").read_text())["user_tower"]["new_user_row"] is None
+
+
 @pytest.mark.parametrize("kind", ["transformer", "gru", "transformer-left"])
 def test_sequence_tower_round_trips(tmp_path, kind):
     extra = ("model.user.seq_positions=left",) if kind.endswith("-left") else ()

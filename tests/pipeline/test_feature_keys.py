@@ -34,3 +34,23 @@ def test_a_table_of_other_ids_altogether_is_called_out(caplog):
     items = pd.DataFrame({"item_id": ["x", "y", "z"], "genre": ["a", "b", "a"]})
     _prepare(items, caplog)
     assert "3 of 3 item ids of the interactions have no row in it" in caplog.text
+
+
+def test_a_column_named_by_two_feature_settings_names_the_settings():
+    """The error read "FeatureSpec.multi: column 'tags' is already listed under categorical": no setting a user
+    wrote. It names data.item_multi and data.item_categorical (and the key's setting for a key column)."""
+    import pytest
+
+    from twotower.errors import ConfigError
+
+    train = pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["1", "2"], "timestamp": [1, 2]})
+    items = pd.DataFrame({"item_id": ["1", "2"], "tags": ["a|b", "c"]})
+    cfg = DataConfig(item_categorical=("tags",), item_multi=("tags",))
+    with pytest.raises(ConfigError) as e:
+        load_sources(cfg, frames={"train": train, "items": items})
+    assert str(e.value) == ("data.item_multi: column 'tags' is already listed in data.item_categorical; a column is "
+                            "one kind of feature")
+    users = pd.DataFrame({"customer": ["u1", "u2"], "age": [1, 2]})
+    with pytest.raises(ConfigError) as e:
+        load_sources(DataConfig(user_key="customer", user_numeric=("customer",)), frames={"train": train, "users": users})
+    assert str(e.value) == "data.user_numeric: 'customer' is the user table's key (data.user_key), not a feature"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twotower.cli.id_lists import parse_id_list
-from twotower.cli.paths import check_output_dir, check_output_file, write_output_text
+from twotower.cli.paths import STDOUT, check_output_dir, check_output_file, write_output_text
 from twotower.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
@@ -67,7 +67,9 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol
     from twotower.evaluation.table import format_table
     from twotower.pipeline.experiment import PROTOCOL_TEXT
 
-    metrics = ["Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop"]
+    from twotower.cli.main import PLOT_METRICS  # the table's columns are the metrics --plot may draw
+
+    metrics = list(PLOT_METRICS)
     long_rows = []
     for k in ks:
         for r in rows:
@@ -199,6 +201,11 @@ def interrupted_training(out: Path, *, resumed: bool, since: float) -> str:
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
 
+#: The cut-offs of eval.ks that train's closing table shows (all of eval.ks when it has none of them), to keep
+#: it short; metrics.json and `twotower evaluate` hold every k.
+TRAIN_TABLE_KS = (10, 20)
+
+
 def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> None:  # noqa: ANN001
     """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt)."""
     from twotower.pipeline.evaluate_run import evaluate_run
@@ -212,8 +219,13 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         import contextlib
 
         buf = io.StringIO()
+        shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
         with contextlib.redirect_stdout(buf):
-            print_eval_table(rows, tuple(k for k in ks if k in (10, 20)) or ks, "test (full catalogue)")
+            print_eval_table(rows, shown, "test (full catalogue)")
+            left = [k for k in ks if k not in shown]
+            if left:  # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
+                print(f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
+                      f"`twotower evaluate --run {out}` prints every k")
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
 
@@ -238,20 +250,54 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--test FILE is the test split: leave --split at test")
     if args.ease_max_items is not None and args.ease_max_items < 1:
         raise ConfigError(f"--ease-max-items must be >= 1, got {args.ease_max_items}")
+    csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
+    if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
+        check_output_file(csv_out, "--csv")
+    if plot_out is not None:
+        if plot_out == STDOUT:
+            raise ConfigError("--plot: a PNG needs a file name, not -")
+        check_output_file(plot_out, "--plot")
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
                         test_file=test_file, ease_max_items=args.ease_max_items)
+    source = f"; input history from {' '.join(history_from)}" if history_from else ""
+    held_out = f"{args.split} {test_file}" if test_file else args.split
+    if csv_out is not None:
+        where = write_output_text(csv_out, rows_to_csv(rows))
+        print(f"wrote {len(rows)} rows to {where}", file=sys.stderr)
+    if plot_out is not None:
+        from twotower.evaluation.plots import plot_recall_at_k
+
+        metric = getattr(args, "plot_metric", "Recall")
+        plot_recall_at_k({r["model"]: r for r in rows}, plot_out, metric,
+                         title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
+        print(f"wrote {metric}@k of {len(rows)} models to {plot_out}", file=sys.stderr)
+    if csv_out == STDOUT:  # stdout holds the CSV alone
+        return 0
     if args.json:
         print(json.dumps(rows, indent=2, default=float))
     else:
-        source = f"; input history from {' '.join(history_from)}" if history_from else ""
-        held_out = f"{args.split} {test_file}" if test_file else args.split
         from twotower.pipeline.experiment import protocol_text
 
         print_eval_table(rows, ks, f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    """Evaluation rows as CSV: one line per model, the JSON rows' keys as columns (first seen first), so a row
+    missing a key (a baseline without fit_s) leaves its cell empty instead of shifting the others."""
+    import csv
+    import io
+
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (float(v) if hasattr(v, "dtype") else v) for k, v in r.items()})
+    return buf.getvalue()
 
 
 def _parse_user_list(run, spec: str, histories=None) -> list[int]:

@@ -37,10 +37,14 @@ def format_explanation(e: dict) -> str:
         h = e["heads"]
         lines.append(f"heads: alpha {h['alpha']:.3f}  semantic {h['semantic']:+.4f}  collaborative {h['collaborative']:+.4f}")
     if e["history"]:
-        rows = [("contribution", "item_id", "title", "genres")]
-        rows += [(f"{h['contribution']:+.4f}", str(h["item_id"]), str(h.get("title", "")), str(h.get("genres") or ""))
-                 for h in e["history"]]
-        widths = [max(len(r[c]) for r in rows) for c in range(4)]
+        # the run's first multi-valued item column (shared_metadata lists those first, as lists): MovieLens's
+        # genres, a shop's tags; a fixed "genres" header stood empty over every other catalogue
+        multi = next((k for k, v in e["shared_metadata"].items() if isinstance(v, list)), None)
+        header = ("contribution", "item_id", "title", *([multi] if multi else []))
+        rows = [header]
+        rows += [(f"{h['contribution']:+.4f}", str(h["item_id"]), str(h.get("title", "")),
+                  *([str(h.get(multi) or "")] if multi else [])) for h in e["history"]]
+        widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
         lines.append("")
         for r in rows:
             lines.append("  ".join(v.rjust(widths[0]) if c == 0 else v.ljust(widths[c]) for c, v in enumerate(r)).rstrip())

@@ -33,5 +33,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     r = export_onnx(run, out, check_users=args.check_users)
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
-          f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items")
+          f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"
+          + (f"; a user not in training is user_rows={r.new_user_row}" if r.new_user_row is not None else ""))
     return 0

@@ -15,6 +15,9 @@ __all__ = ["main", "build_parser"]
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig  # every default is declared there, once
+
+    dc = DataConfig()
     p = sub.add_parser(
         "train", help="train a two-tower model (then evaluate it against baselines)",
         epilog="Settings: sections data, model.user, model.item, model, loss, train, eval, as keys of a --config file "
@@ -27,13 +30,15 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
     p.add_argument("--valid", help="validation interactions")
     p.add_argument("--test", help="test interactions (optional)")
-    p.add_argument("--data", help="one interactions file to split (data.split, default temporal 80/10/10)")
+    ratios = "/".join(f"{r * 100:g}" for r in dc.ratios)
+    p.add_argument("--data", help=f"one interactions file to split (data.split, default {dc.split} {ratios})")
     p.add_argument("--dataset", choices=["movielens-100k"], help="a named dataset instead of files")
     p.add_argument("--items", help="item feature table")
     p.add_argument("--users", help="user feature table")
     p.add_argument("--out", default="runs/latest", help="run folder (default: runs/latest)")
     p.add_argument("--resume", action="store_true", help="resume from the run folder's checkpoint")
-    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    # training does not leave the count to torch: train.threads = null means the rule of utils.runtime.auto_threads
+    p.add_argument("--threads", type=int, help=f"torch threads, shortcut for train.threads=N (default: {TRAIN_THREADS_DEFAULT})")
     p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -41,6 +46,10 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
                    help="the same overrides behind a flag, as the bench scripts take them")
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
+
+
+#: The per-k metrics of `twotower evaluate`: its table's columns (print_eval_table), any of which --plot draws.
+PLOT_METRICS = ("Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop")
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -53,6 +62,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baselines", default=",".join(ev.baselines), help="comma list; empty for none (default %(default)s)")
     p.add_argument("--ks", default=",".join(map(str, ev.ks)), help="cut-offs k for the metrics (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    p.add_argument("--csv", metavar="FILE",
+                   help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
+                        "which then holds the CSV alone)")
+    p.add_argument("--plot", metavar="FILE.png", help="also plot --plot-metric against k for every model (PNG)")
+    p.add_argument("--plot-metric", default="Recall", choices=list(PLOT_METRICS),
+                   help="the metric --plot draws (default %(default)s)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
                         "instead of the training history, without refitting; their items are excluded from ranking")
@@ -131,11 +146,13 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
+    from twotower.config import TRAIN_THREADS_DEFAULT
+
     p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
     p.add_argument("--out", default="runs/demo", help="run folder to write (default runs/demo)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the config's train.epochs)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: TWOTOWER_THREADS, else half the idle cores, at least 1)")
+                   help=f"torch threads (default: {TRAIN_THREADS_DEFAULT})")
     p.add_argument("--user", default="42", help="user to show recommendations for")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 

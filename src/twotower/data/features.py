@@ -160,7 +160,35 @@ def read_feature_table(
         check_rows(bad, lambda pos: f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty "
                    "when unknown)", file=label, column=c, rows=rows)
         df[c] = num.astype("float64")
+    for c in spec.multi:
+        _warn_other_separator(df[c], spec.separator, file=label, column=c, rows=rows)
     return df
+
+
+#: Separators a multi-valued cell is commonly written with; one other than data.multi_separator in a cell that
+#: lacks the configured one is most likely a list read as one value (see _warn_other_separator).
+_COMMON_SEPARATORS = ("|", ";", ",")
+
+
+def _warn_other_separator(values: pd.Series, separator: str, *, file: str, column: str, rows: Any) -> None:
+    """Warn when cells of a multi-valued column hold another common separator and not the configured one.
+
+    ``"a;b"`` split on ``|`` is the single value ``"a;b"``: nothing fails, the column just embeds whole lists as
+    values no other cell shares. A warning, not an error: a value may contain the character itself.
+    """
+    text = values.map(lambda v: "" if _missing_str(v) else str(v))
+    lacks = ~text.str.contains(separator, regex=False).to_numpy(dtype=bool)
+    for other in _COMMON_SEPARATORS:
+        if other == separator:
+            continue
+        hit = lacks & text.str.contains(other, regex=False).to_numpy(dtype=bool)
+        if hit.any():
+            pos = int(np.flatnonzero(hit)[0])
+            log.warning("%s, column %r (multi-valued, split on %r): %d cells hold %r but no %r (first: %s %d, %r); "
+                        "each is read as one value. If %r separates the values, set data.multi_separator=%r (one "
+                        "separator for every multi-valued column of the item and user tables)", file, column,
+                        separator, int(hit.sum()), other, separator, rows.unit, rows.number(pos), text.iloc[pos],
+                        other, other)
 
 
 @dataclass(frozen=True)

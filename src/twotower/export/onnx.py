@@ -2,7 +2,9 @@
 
 Written to ``DIR``::
 
-    user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features), history[B, L] int64
+    user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features; a feature tower
+                       without IDs takes export.json's ``new_user_row`` for a user not in training, read with
+                       missing features as the CLI and the service read one), history[B, L] int64
                        (when it reads a history: right-aligned item rows, padded on the left with ``pad_item``)
                        -> user_vectors[B, D]; a window longer than ``history_len`` is cut to its newest
                        ``history_len`` items
@@ -47,6 +49,7 @@ class ExportReport:
     n_items_checked: int
     max_abs_diff_user: float
     max_abs_diff_item: float
+    new_user_row: int | None = None  # the user_rows value of a user not in training (export.json says the same)
 
 
 class _UserExport(nn.Module):
@@ -120,6 +123,39 @@ def _exportable(tower: nn.Module) -> nn.Module:
         parent_name, _, leaf = name.rpartition(".")
         parent = clone.get_submodule(parent_name) if parent_name else clone
         parent._modules[leaf] = _MaskedBag(getattr(parent, leaf))
+    return clone
+
+
+def _new_user_row(tower: nn.Module) -> int | None:
+    """The ``user_rows`` value that stands for a user with no row (a new user), or None where there is none.
+
+    A tower reading user features (and no user ID) looks them up by row, so without such a row the exported
+    graph could embed only the users of training, while the CLI and the service embed a new user from a history
+    with missing features. The row is one past the table; a tower with a user-ID embedding has none, since it
+    cannot embed a new user at all (``TrainedRun.history_vectors`` refuses the same).
+    """
+    if getattr(tower, "id_emb", None) is not None or not getattr(tower.features, "out_dim", 0):
+        return None
+    return int(tower.features.numeric.shape[0])
+
+
+def _with_new_user_row(tower: nn.Module, model: nn.Module) -> nn.Module:
+    """A copy of ``tower`` (weights shared) whose feature table has one more row, :func:`_new_user_row`, holding
+    the features the PyTorch tower gives a user passed as ``user_rows=None`` (FeatureBlock.missing_rows)."""
+    import copy
+
+    # every weight of the model, not only the tower's: a sequence tower reads the item tower's ID table, which a
+    # copy would turn into a second table (traced as a constant that requires grad, which the exporter refuses)
+    memo = {id(p): p for p in model.parameters()}
+    clone = copy.deepcopy(tower, memo)  # buffers copied: the run's own feature table stays as it is
+    block = clone.features
+    cat, multi, num = block.missing_rows(1)
+    block.categorical = torch.cat([block.categorical, cat])
+    for j, m in enumerate(multi):
+        table = getattr(block, f"multi_{j}")
+        padded = nn.functional.pad(m, (0, table.shape[1] - m.shape[1]))  # 0 is the bag's padding value
+        setattr(block, f"multi_{j}", torch.cat([table, padded]))
+    block.numeric = torch.cat([block.numeric, num])
     return clone
 
 
@@ -197,7 +233,9 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> Export
 def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     """Write and check every file of the export in ``out`` (export.json last)."""
     model = run.model.eval()
-    user_tower, item_tower = _exportable(model.user_tower), _exportable(model.item_tower)
+    new_user_row = _new_user_row(model.user_tower)
+    user_tower = model.user_tower if new_user_row is None else _with_new_user_row(model.user_tower, model)
+    user_tower, item_tower = _exportable(user_tower), _exportable(model.item_tower)
     with_rows = _needs_rows(user_tower)
     L = int(model.history_len)
     rows = torch.zeros(2, dtype=torch.long)
@@ -230,7 +268,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
             np.save(fh, np.ascontiguousarray(items, np.float32), allow_pickle=False)
     atomic_write_json(out / "item_ids.json", list(run.item_vocab.ids))
     atomic_write_json(out / "user_ids.json", list(run.user_vocab.ids))
-    report = check_onnx(run, out, n_users=check_users)
+    report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     atomic_write_json(out / "export.json", {
         "format": 1,
         "run": str(run.dir),
@@ -241,19 +279,21 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "history_len": L,
         "pad_item": int(model.pad_item),
         "user_tower": {"file": "user_tower.onnx", "inputs": user_inputs, "output": "user_vectors",
-                       "history": run.config.model.user.history},
+                       "history": run.config.model.user.history, "new_user_row": new_user_row},
         "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors"},
         "opset": OPSET,
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   "tolerance": TOLERANCE},
     })
-    return report
+    return replace(report, new_user_row=new_user_row)
 
 
-def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256) -> ExportReport:
+def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
+               new_user_row: int | None = None) -> ExportReport:
     """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, varied lengths) and
-    every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5."""
+    every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5. With ``new_user_row``,
+    those histories are also read as new users' (that row against PyTorch's ``user_rows=None``)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -279,6 +319,11 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
         feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         got = user_sess.run(None, feed)[0]
         worst_u = max(worst_u, float(np.abs(got - ref).max()))
+        if new_user_row is not None:  # the same histories from users the run has never seen
+            with torch.no_grad():
+                ref = model.user_tower(None, torch.as_tensor(hist[:, -L:])).numpy()
+            feed["user_rows"] = np.full(len(rows), new_user_row, np.int64)
+            worst_u = max(worst_u, float(np.abs(user_sess.run(None, feed)[0] - ref).max()))
     worst_i = 0.0
     ref_items = run.item_embeddings()
     for s in range(0, run.n_items, 4096):

@@ -83,6 +83,15 @@ class FeatureBlock(nn.Module):
         multi = [getattr(self, f"multi_{j}")[rows] for j in range(len(self.multi_embs))]
         return self.categorical[rows], multi, self.numeric[rows]
 
+    def missing_rows(self, batch: int) -> tuple[Tensor, list[Tensor], Tensor]:
+        """Feature tensors of ``batch`` entities with no row in the table (a user never seen in training).
+
+        One definition, so that the PyTorch towers and the ONNX export's new-user row encode such an entity alike.
+        """
+        cat = torch.zeros((batch, len(self.cat_embs)), dtype=torch.long)
+        multi = [torch.zeros((batch, 1), dtype=torch.long) for _ in self.multi_embs]
+        return cat, multi, torch.zeros((batch, self.n_numeric))
+
     def embed(self, categorical: Tensor, multi: list[Tensor], numeric: Tensor) -> Tensor:
         """[B, C] + list of [B, L_c] + [B, F] -> [B, out_dim]."""
         parts: list[Tensor] = [emb(categorical[:, j]) for j, emb in enumerate(self.cat_embs)]

@@ -275,10 +275,7 @@ class UserTower(nn.Module):
             elif user_rows is not None:
                 parts.append(self.features(user_rows))
             else:
-                cat = torch.zeros((batch, len(self.features.cat_embs)), dtype=torch.long)
-                multi = [torch.zeros((batch, 1), dtype=torch.long) for _ in self.features.multi_embs]
-                num = torch.zeros((batch, self.features.n_numeric))
-                parts.append(self.features.embed(cat, multi, num))
+                parts.append(self.features.embed(*self.features.missing_rows(batch)))
         return parts
 
     def _head(self, x: Tensor) -> Tensor:

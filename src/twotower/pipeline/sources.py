@@ -65,6 +65,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     if frames:
         cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
+    _check_feature_columns(cfg)
     _check_split_inputs(cfg)
     columns = column_map(cfg)
     items = users = None
@@ -188,6 +189,26 @@ def _check_feature_tables(cfg: DataConfig) -> None:
             continue
         raise ConfigError(f"{', '.join(given)} name columns of the {kind} feature table, but none is given: pass "
                           f"{flag} FILE (data.{kind}s), or drop these settings to train without {kind} features")
+
+
+def _check_feature_columns(cfg: DataConfig) -> None:
+    """A column named by two feature settings of one table, or also the table's key: an error naming the settings.
+
+    FeatureSpec refuses the same, but in its own terms ("FeatureSpec.multi: ... listed under categorical"), which
+    name no setting a user wrote; this check runs first and speaks in data.* names.
+    """
+    for kind, names in (("item", ITEM_FEATURE_SETTINGS), ("user", USER_FEATURE_SETTINGS)):
+        key = getattr(cfg, f"{kind}_key") or getattr(cfg, f"{kind}_col")
+        key_setting = f"data.{kind}_key" if getattr(cfg, f"{kind}_key") else f"data.{kind}_col"
+        seen: dict[str, str] = {}
+        for name in names:
+            for column in getattr(cfg, name):
+                if column == key:
+                    raise ConfigError(f"data.{name}: {column!r} is the {kind} table's key ({key_setting}), not a feature")
+                if column in seen:
+                    raise ConfigError(f"data.{name}: column {column!r} is already listed in {seen[column]}; a column "
+                                      "is one kind of feature")
+                seen[column] = f"data.{name}"
 
 
 def _check_split_inputs(cfg: DataConfig) -> None:
