@@ -341,7 +341,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    _say_shortfall(res, k, [f"user {run.user_vocab.ids[int(r)]}" for r in rows])
+    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:
         where = write_output_text(args.out, frame.to_csv(index=False))  # `--out -` is stdout
