@@ -262,7 +262,11 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
             return list(histories.users())
         return list(np.flatnonzero(run.history.lengths() > 0))
     p = Path(spec)
-    if p.exists():
+    try:
+        is_path = p.exists()
+    except OSError:  # a comma list of a thousand ids is no file name (ENAMETOOLONG): it crashed with a traceback
+        is_path = False
+    if is_path:
         from twotower.data.readers import read_table
         from twotower.errors import DataError
 
