@@ -183,7 +183,7 @@ def main() -> int:
         run_dir = args.run or train_synthetic_run(Path(tmp))
         run = TrainedRun.load(run_dir)
         lengths = run.history.lengths()
-        user = args.user or run.user_vocab.ids[int(np.argmax(lengths))]
+        user = args.user or run.user_vocab.id_at(int(np.argmax(lengths)))
         n_hist = int(lengths[run.user_vocab.index(user)])
         one = {"user_id": user, "k": args.k, "explain": True}
         batch = {"requests": [one] * args.batch}

@@ -71,7 +71,7 @@ def http_latency(run_dir: Path, run: TrainedRun, pairs: list[tuple[int, int]], c
         return f"n/a ({e})"
     ms = []
     with TestClient(create_app(run_dir)) as client:
-        body = lambda u, i: {"user_id": run.user_vocab.ids[u], "item_id": run.item_vocab.ids[i]}  # noqa: E731
+        body = lambda u, i: {"user_id": run.user_vocab.id_at(u), "item_id": run.item_vocab.id_at(i)}  # noqa: E731
         r = client.post("/explain", json=body(*pairs[0]))
         if r.status_code != 200:
             return f"n/a (POST /explain answered {r.status_code}: {r.text[:200]})"

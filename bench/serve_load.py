@@ -357,7 +357,7 @@ def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Po
     from twotower.pipeline.artifacts import TrainedRun
 
     run = TrainedRun.load(run_dir)
-    users = [run.user_vocab.ids[r] for r in np.flatnonzero(run.history.lengths() > 0)]
+    users = [run.user_vocab.id_at(r) for r in np.flatnonzero(run.history.lengths() > 0)]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, str(HERE), "--serve", "--run", str(run_dir), "--port", str(port),

@@ -78,3 +78,15 @@ def test_shortfall_line_names_a_new_user_plainly(run_dir, capsys):
     assert main(["recommend", "--run", str(run_dir), "--history", "i1", "--k", str(n_items + 5)]) == 0
     err = capsys.readouterr().err
     assert "(e.g. a new user:" in err and "user a new user" not in err
+
+
+def test_a_users_list_longer_than_a_file_name_is_read_as_ids(run_dir, capsys):
+    # a thousand comma-separated ids went to os.stat as a path and crashed with "File name too long"
+    from twotower.pipeline.artifacts import TrainedRun
+
+    users = TrainedRun.load(run_dir).user_vocab.ids[:2]
+    spec = ",".join(users * 200)
+    assert len(spec) > 300
+    assert main(["recommend", "--run", str(run_dir), "--users", spec, "--k", "2", "--out", "-"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + 2 * 2  # header + one list per distinct user

@@ -36,3 +36,12 @@ def test_progress_lines_count_users_and_give_an_eta(caplog: pytest.LogCaptureFix
 def test_log_interval_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="log_every_s"):
         EvalProtocol(log_every_s=0)
+
+
+def test_progress_lines_name_what_is_evaluated(caplog: pytest.LogCaptureFixture) -> None:
+    # a closing table evaluates the two-tower model and each baseline in turn: lines must say whose they are
+    with caplog.at_level(logging.INFO, logger="twotower.evaluation.protocol"):
+        evaluate(_Scorer(), _relevant(), None, EvalProtocol(ks=(2,), batch_users=2, log_every_s=1e-9),
+                 what="evaluating itemknn (k=10) on test")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[-1].startswith("evaluating itemknn (k=10) on test: 5 / 5 users")

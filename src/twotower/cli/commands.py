@@ -308,7 +308,11 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
             return list(histories.users())
         return list(np.flatnonzero(run.history.lengths() > 0))
     p = Path(spec)
-    if p.exists():
+    try:
+        is_path = p.exists()
+    except OSError:  # a comma list of a thousand ids is no file name (ENAMETOOLONG): it crashed with a traceback
+        is_path = False
+    if is_path:
         from twotower.data.readers import read_table
         from twotower.errors import DataError
 
@@ -387,7 +391,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    _say_shortfall(res, k, [f"user {run.user_vocab.ids[int(r)]}" for r in rows])
+    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
     frame = results_to_frame(run, rows, res)
     if args.out:
         where = write_output_text(args.out, frame.to_csv(index=False))  # `--out -` is stdout

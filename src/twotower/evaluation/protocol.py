@@ -171,6 +171,8 @@ def evaluate(
     exclude: sp.spmatrix | sp.sparray | None,
     protocol: EvalProtocol | None = None,
     item_popularity: np.ndarray | None = None,
+    *,
+    what: str = "evaluation",
 ) -> dict[str, float]:
     """Full-catalogue ranking metrics of ``scorer`` (see the module docstring for the protocol).
 
@@ -178,7 +180,9 @@ def evaluate(
     user and item rows as the scorer. Returns ``"Recall@k"``, ``"Precision@k"``,
     ``"NDCG@k"``, ``"MRR@k"``, ``"HitRate@k"``, ``"Coverage@k"`` (and
     ``"MeanPop@k"`` when ``item_popularity[I]`` is given) for every ``k`` in
-    ``protocol.ks``, plus ``"users_evaluated"`` and ``"users_skipped"``.
+    ``protocol.ks``, plus ``"users_evaluated"`` and ``"users_skipped"``. ``what`` starts each progress
+    line (e.g. ``"evaluating ItemKNN (k=10) on test"``): a table evaluates several models one after
+    another, and on a large catalogue each takes minutes, so a bare "evaluation:" line did not say whose.
     """
     protocol = protocol if protocol is not None else EvalProtocol()
     rel = _as_csr(relevant, "relevant")
@@ -206,7 +210,7 @@ def evaluate(
     pop_sum = {k: 0.0 for k in protocol.ks}
     pop_n = {k: 0 for k in protocol.ks}
     t0 = time.perf_counter()
-    progress = RateLog(log, "evaluation", users.size, "users", protocol.log_every_s, rate_unit="users")
+    progress = RateLog(log, what, users.size, "users", protocol.log_every_s, rate_unit="users")
     rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
     chunk = protocol.chunk_users(n_items)
     for start in range(0, users.size, chunk):

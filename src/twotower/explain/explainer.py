@@ -67,7 +67,7 @@ def _record(run: Any, row: int) -> dict[str, Any]:
     """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives."""
     rec = run.item_record(row)
     title = rec.get(run.title_col) if getattr(run, "title_col", None) else None
-    rec["title"] = title if isinstance(title, str) else run.item_vocab.ids[row]
+    rec["title"] = title if isinstance(title, str) else run.item_vocab.id_at(row)
     return rec
 
 
@@ -189,8 +189,8 @@ def explain_recommendations(
         entries = _history_entries(run, window, att, records)
         item = _record(run, item_row)
         expl: dict[str, Any] = {
-            "user_id": None if user_row is None else run.user_vocab.ids[user_row],
-            "item_id": run.item_vocab.ids[item_row],
+            "user_id": None if user_row is None else run.user_vocab.id_at(user_row),
+            "item_id": run.item_vocab.id_at(item_row),
             "item": item,
             "score": att.score,
             "history": entries,

@@ -426,7 +426,7 @@ class TrainedRun:
             else:
                 self._meta_records = json.loads(self.item_meta.to_json(orient="records", force_ascii=False))
         rec = dict(self._meta_records[row]) if self._meta_records else {}
-        rec["item_id"] = self.item_vocab.ids[row]
+        rec["item_id"] = self.item_vocab.id_at(row)
         if self.title_col and self.title_col != "title" and "title" not in rec:
             # every reader of a record (CLI lists, explanations, the explorer) shows its "title"
             rec["title"] = rec.get(self.title_col)
@@ -437,7 +437,7 @@ class TrainedRun:
             v = self.item_meta.iloc[row][self.title_col]
             if isinstance(v, str):
                 return v
-        return self.item_vocab.ids[row]
+        return self.item_vocab.id_at(row)
 
     def user_row(self, user_id: str) -> int:
         return self.user_vocab.index(str(user_id))

@@ -166,7 +166,7 @@ def evaluate_run(
     held_out = {"users_held_out": m.report[split]["users_in"]}
     t0 = time.perf_counter()
     tower = RunScorer(run) if histories is None else HistoryScorer(run, histories)
-    res = evaluate(tower, relevant, exclude, protocol, pop)
+    res = evaluate(tower, relevant, exclude, protocol, pop, what=f"evaluating two-tower on {split}")
     rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res, **held_out})
     chosen: list[str] = []
     reused: list[bool] = []
@@ -195,7 +195,8 @@ def evaluate_run(
             scorer = (EASE(l2=tuned(name, tune_ease, "lambdas")) if m.valid is not None else EASE()).fit(m.train)
             info = f"λ={scorer.l2:g}"
         elif name == "itemknn":
-            scorer = (ItemKNN(k=int(tuned(name, tune_itemknn, "ks"))) if m.valid is not None else ItemKNN()).fit(m.train)
+            knn_k = int(tuned(name, tune_itemknn, "ks")) if m.valid is not None else ItemKNN().k
+            scorer = ItemKNN(k=knn_k, log_every_s=protocol.log_every_s).fit(m.train)
             info = f"k={scorer.k}"
         else:
             raise ValueError(f"unknown baseline {name!r}")
@@ -206,7 +207,8 @@ def evaluate_run(
         fit = time.perf_counter() - t0 + tune_s.get(name, 0.0)
         t1 = time.perf_counter()
         scored = scorer if histories is None else HistoryBaselineScorer(scorer, histories)
-        res = evaluate(scored, relevant, exclude, protocol, pop)
+        res = evaluate(scored, relevant, exclude, protocol, pop,
+                       what=f"evaluating {name}" + (f" ({info})" if info else "") + f" on {split}")
         rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1,
                      **res, **held_out})
     if chosen:  # one line instead of one per tried setting

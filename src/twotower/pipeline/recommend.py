@@ -226,10 +226,10 @@ def results_to_frame(run: TrainedRun, user_rows: np.ndarray, res: Results) -> pd
     users, items, ranks, scores = [], [], [], []
     for q, u in enumerate(user_rows):
         ids, sc = res.row(q)
-        uid = run.user_vocab.ids[int(u)]
+        uid = run.user_vocab.id_at(int(u))
         for r, (i, s) in enumerate(zip(ids, sc), start=1):
             users.append(uid)
-            items.append(run.item_vocab.ids[int(i)])
+            items.append(run.item_vocab.id_at(int(i)))
             ranks.append(r)
             scores.append(float(s))
     return pd.DataFrame({"user_id": users, "item_id": items, "rank": ranks, "score": scores})
@@ -241,6 +241,6 @@ def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str
     out = []
     for r, (i, s) in enumerate(zip(ids, sc), start=1):
         rec = run.item_record(int(i))
-        rec.update({"item_id": run.item_vocab.ids[int(i)], "score": round(float(s), 6), "rank": r})
+        rec.update({"item_id": run.item_vocab.id_at(int(i)), "score": round(float(s), 6), "rank": r})
         out.append(rec)
     return out

@@ -242,7 +242,8 @@ class Trainer:
         scorer = TwoTowerScorer(self.model, self.seqs)
         return evaluate(scorer, self.valid_relevant, self.train_matrix,
                         EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks})),
-                                     log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_counts)
+                                     log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_counts,
+                        what="validation")
 
     # ------------------------------------------------------------------ loop
     def fit(self, *, resume: bool = False) -> TrainResult:
