@@ -49,7 +49,8 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 
-__all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "model_fingerprint", "features_shape",
+__all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
+           "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run"]
 
 MANIFEST = "manifest.json"
@@ -146,7 +147,7 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
     if prep.user_encoder is not None:
         atomic_write_json(out / "features" / "users.json", prep.user_encoder.to_dict())
     if prep.item_meta is not None:
-        atomic_write_text(out / "items.jsonl", prep.item_meta.to_json(orient="records", lines=True, force_ascii=False))
+        write_item_meta(out / "items.jsonl", prep.item_meta)
     buf = io.BytesIO()
     np.savez(buf, **prep.train_seqs.to_npz_dict())
     atomic_write_bytes(out / "history.npz", buf.getvalue())
@@ -232,6 +233,31 @@ def _remove_file(path: Path, kept: set[Path]) -> bool:
         return False
     path.unlink()
     return True
+
+
+def write_item_meta(path: Path, meta: pd.DataFrame) -> None:
+    """``items.jsonl``: one JSON object an item (atomic), read back by :func:`read_item_meta`."""
+    atomic_write_text(path, meta.to_json(orient="records", lines=True, force_ascii=False))
+
+
+def read_item_meta(path: Path) -> pd.DataFrame:
+    """A run's ``items.jsonl`` as it was written: JSON strings stay strings, numbers stay numbers.
+
+    ``pd.read_json`` infers each column's type from its values, so an ISBN or SKU column of digit strings
+    came back as integers ("0012" as 12) and a column named ``date`` or ``modified`` as timestamps: the
+    metadata the service, ``recommend`` and ``explain`` show would differ from the user's own file.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise IntegrityError(f"{path}: unreadable ({e}); the file is corrupted or truncated") from e
+    if not all(isinstance(r, dict) for r in records):
+        raise IntegrityError(f"{path}: a line is not a JSON object; the file is corrupted")
+    meta = pd.DataFrame.from_records(records) if records else pd.DataFrame({"item_id": pd.Series(dtype=str)})
+    if "item_id" in meta:
+        meta["item_id"] = meta["item_id"].astype(str)
+    return meta
 
 
 def _read_json_dict(path: Path) -> dict[str, Any] | None:
@@ -392,12 +418,7 @@ class TrainedRun:
                 history = UserSequences(z["indptr"], z["items"], z["timestamps"])
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
             raise IntegrityError(f"{d / 'history.npz'}: unreadable ({e}); the file is corrupted or truncated") from e
-        meta = None
-        if (d / "items.jsonl").exists():
-            try:
-                meta = pd.read_json(d / "items.jsonl", lines=True, dtype={"item_id": str})
-            except ValueError as e:
-                raise IntegrityError(f"{d / 'items.jsonl'}: unreadable ({e}); the file is corrupted or truncated") from e
+        meta = read_item_meta(d / "items.jsonl") if (d / "items.jsonl").exists() else None
         ue = FeatureEncoder.from_dict(read_json(d / "features" / "users.json")) if (d / "features" / "users.json").exists() else None
         ie = FeatureEncoder.from_dict(read_json(d / "features" / "items.json")) if (d / "features" / "items.json").exists() else None
         return cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)
