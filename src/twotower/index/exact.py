@@ -29,7 +29,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors
 from twotower.results import PAD_ID
 
-__all__ = ["ExactIndex", "BLAS_MIN_QUERIES", "canonical_scores"]
+__all__ = ["ExactIndex", "BLAS_MIN_QUERIES", "canonical_scores", "use_blas_for"]
 
 #: Batches of at least this many queries are scored with SGEMM by FAISS; smaller ones on its SIMD loop.
 #: Measured with FAISS 1.15 at 100k x 64, one thread: 1 query 2.9 ms (SIMD) vs 6.6 ms (BLAS); 8 queries
@@ -40,15 +40,28 @@ _NO_BLAS = 1 << 30
 _MARGIN = 8
 
 
+def use_blas_for(n_queries: int) -> None:
+    """Set FAISS's brute-force path for a search of ``n_queries``: SGEMM from :data:`BLAS_MIN_QUERIES` on.
+
+    FAISS reads one process-wide threshold, used by ``knn`` here and by every flat scan inside its indexes
+    (``IndexFlat``, an IVF index's coarse quantizer). Each search sets it for its own batch, so no index
+    runs on the setting the previous search left: a batch after a single query would otherwise take the
+    SIMD loop (FAISS ``Flat`` measured 22 against 318 batched QPS for this index in one autotune at 299K
+    items). A concurrent search may still see the other setting, which costs speed, never correctness
+    (both paths compute the same candidates).
+    """
+    import faiss
+
+    threshold = 1 if n_queries >= BLAS_MIN_QUERIES else _NO_BLAS
+    if faiss.cvar.distance_compute_blas_threshold != threshold:
+        faiss.cvar.distance_compute_blas_threshold = threshold
+
+
 def _faiss_knn(queries: np.ndarray, vectors: np.ndarray, f: int) -> tuple[np.ndarray, np.ndarray]:
     """FAISS brute-force top-``f`` by inner product -> ``(scores[Q, f], rows[Q, f])``, best first."""
     import faiss
 
-    # FAISS reads one process-wide threshold; a concurrent search may see the other setting, which costs
-    # speed, never correctness (both paths compute the same candidates, re-scored below).
-    threshold = 1 if queries.shape[0] >= BLAS_MIN_QUERIES else _NO_BLAS
-    if faiss.cvar.distance_compute_blas_threshold != threshold:
-        faiss.cvar.distance_compute_blas_threshold = threshold
+    use_blas_for(queries.shape[0])
     scores, rows = faiss.knn(queries, vectors, f, metric=faiss.METRIC_INNER_PRODUCT)
     return scores, rows.astype(np.int64, copy=False)
 

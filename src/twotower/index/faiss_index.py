@@ -32,6 +32,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors
+from twotower.index.exact import use_blas_for
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog
 
@@ -402,6 +403,7 @@ class FaissIndex(VectorIndex):
     # ------------------------------------------------------------------ search
     def _search_candidates(self, queries: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
         index = self._gpu if self._gpu is not None else self._index
+        use_blas_for(queries.shape[0])
         total = int(index.ntotal)
         if not self.is_exact:
             params = self._hnsw_depth(fetch)
@@ -516,6 +518,7 @@ class FaissIndex(VectorIndex):
             params = self._ivf_widening(depth)
         if params is None:
             return self._search_candidates(queries, fetch)
+        use_blas_for(queries.shape[0])
         scores, ids = self._index.search(queries, fetch, params=params)  # [Q, F], wider nprobe / filtered
         return _sorted(scores, ids, fetch)
 
