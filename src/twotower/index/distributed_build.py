@@ -39,6 +39,7 @@ import torch.distributed as dist
 
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
+from twotower.index.exact import use_blas_for
 from twotower.index.faiss_index import FaissIndex, resolve_factory
 from twotower.distributed import distributed_world
 
@@ -101,6 +102,7 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
         index = faiss.IndexIDMap2(index)
     if not index.is_trained:
         t0 = time.perf_counter()
+        use_blas_for(len(sample))  # k-means by SGEMM, as FaissIndex.build trains
         index.train(sample)
         log.info("trained %s on %d vectors of dim %d in %.1fs", resolved, s, dim, time.perf_counter() - t0)
     # round-trip through bytes: FAISS reads some types back as a subclass (Flat -> IndexFlatIP),
@@ -137,6 +139,7 @@ def add_shard(index: Any, chunks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np
     for ids, vectors in chunks:
         vectors = check_vectors(vectors, dim)
         ids = check_ids(ids, vectors.shape[0])
+        use_blas_for(vectors.shape[0])  # list assignment by SGEMM
         index.add_with_ids(vectors, ids)
         parts.append(ids)
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
