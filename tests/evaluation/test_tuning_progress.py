@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from twotower.errors import ConfigError
 from twotower.evaluation.baselines import ItemKNN, tune_ease, tune_itemknn
 
 
@@ -74,3 +75,18 @@ def test_kept_neighbours_are_stored_in_16_bytes_an_entry() -> None:
     rows, cols, vals, rank = _top_similar(train, 10.0, 500)
     assert [a.dtype for a in (rows, cols, vals, rank)] == [np.int32, np.int32, np.float32, np.int32]
     assert rows.size > 0
+
+
+def test_the_tuned_models_equal_fresh_fits_of_the_chosen_settings() -> None:
+    from twotower.evaluation.baselines import EASE
+
+    train, valid = _data()
+    keep: dict = {}
+    k, _ = tune_itemknn(train, valid, ks=(3, 5, 10), keep=keep)
+    tuned, fresh = ItemKNN.from_tuning(keep, k), ItemKNN(k=k).fit(train)
+    assert (tuned.similarity != fresh.similarity).nnz == 0 and tuned.n_items == 20
+    with pytest.raises(ConfigError, match="above the largest k tuned"):
+        ItemKNN.from_tuning(keep, 11)
+    keep = {}
+    lam, _ = tune_ease(train, valid, lambdas=(10, 100), keep=keep)
+    assert np.array_equal(EASE.from_tuning(keep, lam).weights, EASE(l2=lam).fit(train).weights)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.linalg
@@ -229,6 +229,11 @@ class EASE(_HistoryBaseline):
     def _fit(self, x: sp.csr_matrix) -> None:
         self.weights = _ease_weights(_gram(x), self.l2)
 
+    @classmethod
+    def from_tuning(cls, keep: Mapping[str, Any], l2: float) -> "EASE":
+        """The model of ridge ``l2`` fitted from :func:`tune_ease`'s ``keep`` (its training and Gram matrices)."""
+        return cls(l2=l2)._fit_from_gram(keep["train"], keep["gram"])
+
     def _fit_from_gram(self, x: sp.csr_matrix, gram: np.ndarray) -> "EASE":
         t0 = time.perf_counter()
         self.weights = _ease_weights(gram, self.l2)
@@ -347,6 +352,13 @@ class ItemKNN(_HistoryBaseline):
         ranked = _top_similar(x, self.shrink, self.k, self.log_every_s)
         self.similarity = _keep_top_k_per_row(ranked, self.k, x.shape[1])
 
+    @classmethod
+    def from_tuning(cls, keep: Mapping[str, Any], k: int, *, log_every_s: float | None = None) -> "ItemKNN":
+        """The model of ``k`` neighbours fitted from :func:`tune_itemknn`'s ``keep`` (its similarity pass, cut to ``k``)."""
+        if k > keep["max_k"]:
+            raise ConfigError(f"ItemKNN k={k} is above the largest k tuned ({keep['max_k']}); fit it with .fit(train)")
+        return cls(k=k, shrink=keep["shrink"], log_every_s=log_every_s)._fit_from_similarity(keep["train"], keep["ranked"])
+
     def _fit_from_similarity(self, x: sp.csr_matrix, ranked: tuple[np.ndarray, ...]) -> "ItemKNN":
         """Fit from :func:`_top_similar` entries of ``x`` computed for a ``k`` at least this model's."""
         t0 = time.perf_counter()
@@ -395,6 +407,7 @@ def tune_ease(
     lambdas: Sequence[float] = (50, 100, 200, 500, 1000, 2000, 5000),
     metric: str = "NDCG@10",
     log_every_s: float | None = None,
+    keep: dict[str, Any] | None = None,
 ) -> tuple[float, list[dict]]:
     """Choose EASE's ``l2`` by ``metric`` on validation data.
 
@@ -402,7 +415,9 @@ def tune_ease(
     ``[U, I]``) with training items excluded. The test split is never seen.
     Returns ``(best_lambda, table)``, one table row per λ in the order given
     (ties go to the earlier λ); refit ``EASE(l2=best_lambda)`` to use it.
-    ``log_every_s``: seconds between progress log lines (None: none).
+    ``log_every_s``: seconds between progress log lines (None: none). ``keep``, when given, receives the
+    training matrix and its Gram matrix, from which :meth:`EASE.from_tuning` fits the chosen λ without
+    computing them again.
     """
     if not lambdas:
         raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
@@ -410,6 +425,8 @@ def tune_ease(
         _check_l2(lam)
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
     gram = _gram(x)  # shared by every λ
+    if keep is not None:
+        keep.update(train=x, gram=gram)
     table = []
     # one EASE solve per λ takes minutes on a large catalogue: the grid would be silent until it ends
     progress = RateLog(log, "tuning EASE λ", len(lambdas), "tried", log_every_s)
@@ -429,11 +446,14 @@ def tune_itemknn(
     shrink: float = 10.0,
     metric: str = "NDCG@10",
     log_every_s: float | None = None,
+    keep: dict[str, Any] | None = None,
 ) -> tuple[int, list[dict]]:
     """Choose ItemKNN's neighbour count ``k`` by ``metric`` on validation data.
 
     Same protocol as :func:`tune_ease`; the similarity matrix is computed once
-    and pruned per ``k``. Returns ``(best_k, table)``.
+    and pruned per ``k``. Returns ``(best_k, table)``. ``keep``, when given,
+    receives that similarity pass, from which :meth:`ItemKNN.from_tuning` fits
+    the chosen ``k`` without a second pass (12 minutes at 299k items).
     """
     if not ks:
         raise ConfigError("tune_itemknn needs at least one k, e.g. ks=(50, 100)")
@@ -441,6 +461,8 @@ def tune_itemknn(
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
     # the largest k's neighbours; each k is a cut of them
     ranked = _top_similar(x, float(shrink), max(checked), log_every_s)
+    if keep is not None:
+        keep.update(train=x, ranked=ranked, shrink=float(shrink), max_k=max(checked))
     table = []
     progress = RateLog(log, "tuning ItemKNN k", len(checked), "tried", log_every_s)
     for k in checked:

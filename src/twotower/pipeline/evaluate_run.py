@@ -172,11 +172,15 @@ def evaluate_run(
     reused: list[bool] = []
     tune_s: dict[str, float] = {}
 
-    def tuned(name: str, tune: Any, grid_arg: str) -> float:
-        """The baseline's tuned setting, from <run>/tuned_baselines.json when the run's data still match."""
+    def tuned(name: str, tune: Any, grid_arg: str, keep: dict[str, Any]) -> float:
+        """The baseline's tuned setting, from <run>/tuned_baselines.json when the run's data still match.
+
+        When it is tuned now, ``keep`` receives the tuning's shared work (EASE's Gram matrix, ItemKNN's similarity
+        pass), so the chosen setting is fitted without doing that work twice.
+        """
         key = tuning_key(tune, grid_arg, metric=select_metric, train=m.train, valid=m.valid)
         value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(
-            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s))
+            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s, keep=keep))
         reused.append(was_cached)
         if was_cached:
             tune_s[name] = seconds
@@ -192,11 +196,15 @@ def evaluate_run(
             scorer = Popularity().fit(m.train)
         elif name == "ease":
             # no valid split: EASE's own default λ (tuning needs held-out data)
-            scorer = (EASE(l2=tuned(name, tune_ease, "lambdas")) if m.valid is not None else EASE()).fit(m.train)
+            keep: dict[str, Any] = {}
+            lam = tuned(name, tune_ease, "lambdas", keep) if m.valid is not None else EASE().l2
+            scorer = EASE.from_tuning(keep, lam) if keep else EASE(l2=lam).fit(m.train)
             info = f"λ={scorer.l2:g}"
         elif name == "itemknn":
-            knn_k = int(tuned(name, tune_itemknn, "ks")) if m.valid is not None else ItemKNN().k
-            scorer = ItemKNN(k=knn_k, log_every_s=protocol.log_every_s).fit(m.train)
+            keep = {}
+            knn_k = int(tuned(name, tune_itemknn, "ks", keep)) if m.valid is not None else ItemKNN().k
+            scorer = (ItemKNN.from_tuning(keep, knn_k, log_every_s=protocol.log_every_s) if keep
+                      else ItemKNN(k=knn_k, log_every_s=protocol.log_every_s).fit(m.train))
             info = f"k={scorer.k}"
         else:
             raise ValueError(f"unknown baseline {name!r}")

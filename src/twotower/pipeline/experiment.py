@@ -136,16 +136,19 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
         elif name == "ease":
             if not ease_allowed(prep.n_items, ease_max_items):
                 continue
-            lam = EASE().l2  # its default, untuned when there is no validation split
-            if valid is not None:
-                lam, _ = tune_ease(train, valid, metric=ks_metric)
-            info["lambda"] = lam
-            scorer = EASE(l2=lam).fit(train)
+            if valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
+                keep: dict[str, Any] = {}
+                lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep)
+                scorer = EASE.from_tuning(keep, lam)
+            else:  # its default, untuned when there is no validation split
+                scorer = EASE().fit(train)
+            info["lambda"] = scorer.l2
         elif name == "itemknn":
-            if valid is not None:
-                k, _ = tune_itemknn(train, valid, metric=ks_metric)
+            if valid is not None:  # the chosen k from the tuning's similarity pass, not a second pass
+                keep = {}
+                k, _ = tune_itemknn(train, valid, metric=ks_metric, keep=keep)
                 info["k"] = k
-                scorer = ItemKNN(k=k).fit(train)
+                scorer = ItemKNN.from_tuning(keep, k)
             else:
                 scorer = ItemKNN().fit(train)
         else:
