@@ -77,7 +77,8 @@ class EmbeddingCache:
         stored = index.pop("index_sha256", None)  # caches written before the checksum existed have none
         if stored is not None and stored != _index_hash(index):
             raise IntegrityError(f"{path}: index.json does not match its checksum (edited or corrupted); "
-                                 f"delete {self.dir} or pass rebuild_corrupt=True")
+                                 f"delete {self.dir} and the texts are encoded again on the next run (from Python, "
+                                 "rebuild_corrupt=True does the same)")
         return index
 
     def _load_shards(self, index: dict) -> list[np.ndarray]:
