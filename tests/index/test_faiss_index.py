@@ -203,3 +203,12 @@ def test_hnsw_coarse_quantizer_searches_deeper_than_nprobe(tmp_path):
     from twotower.index import load_index
 
     assert depth(load_index(tmp_path / "ix")) == 128
+
+
+def test_the_torchrun_training_sample_holds_39_vectors_per_centroid():
+    from twotower.index.faiss_index import training_sample_size
+
+    assert training_sample_size("IVF64,Flat", 10_000, 8, 1_000) == 39 * 64  # raised: FAISS wants 2,496
+    assert training_sample_size("IVF64,Flat", 10_000, 8, 5_000) == 5_000  # a cap above the need is kept
+    assert training_sample_size("IVF64,Flat", 2_000, 8, 1_000) == 2_000  # never more than the catalogue
+    assert training_sample_size("IVF16,PQ4x8", 50_000, 8, 1_000) == 39 * 256  # PQ codebooks: 256 centroids

@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--k", type=int, default=pol.k, help="k of the recall target (default %(default)s)")
     b.add_argument("--queries", type=int, default=pol.tune_queries,
                    help="user vectors sampled as tuning queries (default %(default)s)")
-    b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors")
+    b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors (default: every vector in one process, 100,000 "
+                   "under torchrun), raised to FAISS's 39 per IVF list or PQ centroid")
     b.add_argument("--seed", type=int, default=pol.seed, help="seed of the query sample (default %(default)s)")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
@@ -148,6 +149,7 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
 
     from twotower.index import tune_index
     from twotower.index.distributed_build import build_index_distributed, shard_range
+    from twotower.index.faiss_index import training_sample_size
     from twotower.training import distributed as tdist
 
     spec = args.index.strip()
@@ -171,7 +173,8 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
 
         @torch.no_grad()
         def sample() -> np.ndarray:
-            m = min(n, args.max_train or 100_000)
+            dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
+            m = training_sample_size(spec, n, dim, args.max_train or 100_000)
             rows = np.sort(np.random.default_rng(args.seed).choice(n, m, replace=False))
             return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
 

@@ -121,6 +121,22 @@ def min_training_points(index: Any) -> int:
     return need
 
 
+def training_sample_size(spec: str, n: int, dim: int, cap: int) -> int:
+    """How many of ``n`` vectors to train index ``spec`` on when at most ``cap`` are sampled: ``cap``, raised
+    to FAISS's 39 vectors per centroid (:func:`min_training_points`), at most ``n``.
+
+    The torchrun build samples on rank 0 (100,000 by default); IVF16384 needs 638,976, and FAISS trained on
+    fewer gives poor lists, as :meth:`FaissIndex.build` says when it raises ``max_train`` the same way.
+    """
+    faiss = _faiss()
+    factory = resolve_factory(spec, n, dim)
+    need = min_training_points(faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT))
+    if need > cap:
+        log.info("%s needs %d training vectors (39 per centroid); raising the training sample from %d to %d",
+                 factory, need, cap, min(need, n))
+    return min(n, max(cap, need))
+
+
 def _said_once(index: Any) -> None:
     """Stop FAISS repeating the too-few-training-points warning our own log line has just given.
 
