@@ -1,6 +1,8 @@
 """FaissIndex backends, each checked against brute force through IndexContract."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -212,3 +214,15 @@ def test_the_torchrun_training_sample_holds_39_vectors_per_centroid():
     assert training_sample_size("IVF64,Flat", 10_000, 8, 5_000) == 5_000  # a cap above the need is kept
     assert training_sample_size("IVF64,Flat", 2_000, 8, 1_000) == 2_000  # never more than the catalogue
     assert training_sample_size("IVF16,PQ4x8", 50_000, 8, 1_000) == 39 * 256  # PQ codebooks: 256 centroids
+
+
+def test_training_says_when_it_ends_and_how_long_it_took(caplog):
+    import logging
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((400, 8)).astype(np.float32)
+    with caplog.at_level(logging.INFO, logger="twotower.index.faiss_index"):
+        FaissIndex("IVF4,Flat").build(vectors, np.arange(400))
+    lines = [r.getMessage() for r in caplog.records]
+    start = next(i for i, m in enumerate(lines) if m.startswith("training IVF4,Flat on 400 vectors"))
+    assert re.fullmatch(r"trained IVF4,Flat in \d+\.\ds", lines[start + 1])

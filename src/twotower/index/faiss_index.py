@@ -298,6 +298,8 @@ class FaissIndex(VectorIndex):
                 index.train(train)
             except RuntimeError as e:
                 raise _factory_error(self.spec, self.factory, e) from e
+            # FAISS's k-means says nothing through logging (its verbose mode writes \r lines): minutes at 1M items
+            log.info("trained %s in %.1fs", self.factory, time.perf_counter() - t0)
         train_s = time.perf_counter() - t0
         self._index, self._gpu = index, None
         self._ids = np.empty(0, dtype=np.int64)
