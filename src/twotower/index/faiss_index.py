@@ -131,9 +131,15 @@ def training_sample_size(spec: str, n: int, dim: int, cap: int) -> int:
     faiss = _faiss()
     factory = resolve_factory(spec, n, dim)
     need = min_training_points(faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT))
+    return _raised_to_need(factory, need, cap, n, "the training sample")
+
+
+def _raised_to_need(factory: str, need: int, cap: int, n: int, what: str) -> int:
+    """``cap`` training vectors raised to the ``need`` of ``factory`` (39 per centroid), at most ``n``; says so."""
     if need > cap:
-        log.info("%s needs %d training vectors (39 per centroid); raising the training sample from %d to %d",
-                 factory, need, cap, min(need, n))
+        # FAISS's k-means wants >= 39 points per centroid; fewer gives poor lists (and its warning)
+        log.info("%s needs %d training vectors (39 per centroid); raising %s %d to %d", factory, need, what, cap,
+                 min(need, n))
     return min(n, max(cap, need))
 
 
@@ -274,13 +280,8 @@ class FaissIndex(VectorIndex):
         n_train = 0
         if not index.is_trained:
             train = vectors
-            want = self.max_train
             need = min_training_points(index)
-            if want is not None and want < need:
-                # FAISS's k-means wants >= 39 points per centroid; fewer gives poor lists (and its warning)
-                log.info("%s needs %d training vectors (39 per centroid); raising max_train %d to %d",
-                         self.factory, need, want, min(need, n))
-                want = need
+            want = None if self.max_train is None else _raised_to_need(self.factory, need, self.max_train, n, "max_train")
             if need > n:
                 log.warning("%s wants %d training vectors (39 per centroid) but only %d exist; use fewer lists "
                             "or PQ bits (the ivf/ivfpq shortcuts size nlist to the catalogue)", self.factory, need, n)

@@ -140,6 +140,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                 keep: dict[str, Any] = {}
                 lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep)
                 scorer = EASE.from_tuning(keep, lam)
+                keep.clear()  # the Gram matrix is not held while the next baseline is tuned
             else:  # its default, untuned when there is no validation split
                 scorer = EASE().fit(train)
             info["lambda"] = scorer.l2
@@ -149,6 +150,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                 k, _ = tune_itemknn(train, valid, metric=ks_metric, keep=keep)
                 info["k"] = k
                 scorer = ItemKNN.from_tuning(keep, k)
+                keep.clear()  # nor the similarity pass
             else:
                 scorer = ItemKNN().fit(train)
         else:
