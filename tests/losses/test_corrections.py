@@ -9,6 +9,7 @@ import torch
 from twotower.errors import ConfigError, DataError
 from twotower.losses import (
     accidental_hit_mask,
+    accidental_hit_pairs,
     log_q_from_counts,
     logq_correction,
     mask_accidental_hits,
@@ -70,6 +71,29 @@ def test_mask_with_explicit_positive_cols() -> None:
     cols = torch.tensor([1, 3])  # row 0's positive is column 1, row 1's is column 3
     mask = accidental_hit_mask(positive_ids, candidate_ids, cols)
     assert mask.tolist() == [[False, False, True, False], [True, False, False, False]]
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_hit_pairs_are_the_mask_of_a_brute_force_comparison(dedup: bool) -> None:
+    g = torch.Generator().manual_seed(3)
+    for trial in range(20):
+        b = int(torch.randint(1, 40, (1,), generator=g))
+        positive_ids = torch.randint(0, 12, (b,), generator=g)  # few ids: many repeats
+        if dedup:  # the sequence objective's form: distinct candidates, each positive's column given
+            candidate_ids, cols = torch.unique(torch.cat([positive_ids, torch.randint(0, 12, (5,), generator=g)]),
+                                               return_inverse=True)
+            cols = cols[:b]
+        else:  # in-batch: the positives first, then uniform extras
+            candidate_ids = torch.cat([positive_ids, torch.randint(0, 12, (7,), generator=g)])
+            cols = torch.arange(b)
+        want = (candidate_ids.unsqueeze(0) == positive_ids.unsqueeze(1))
+        want[torch.arange(b), cols] = False
+        rows, hit_cols = accidental_hit_pairs(positive_ids, candidate_ids, cols)
+        got = torch.zeros_like(want)
+        got[rows, hit_cols] = True
+        assert torch.equal(got, want), trial
+        assert len(rows) == int(want.sum())  # each hit once
+        assert torch.equal(accidental_hit_mask(positive_ids, candidate_ids, cols), want)
 
 
 def test_masked_value_is_finite_and_gives_zero_probability() -> None:

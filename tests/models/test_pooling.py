@@ -13,10 +13,11 @@ def _reference(table: torch.nn.Embedding, h: torch.Tensor, w: torch.Tensor) -> t
     return (table(h) * w.unsqueeze(-1)).sum(dim=1)
 
 
+@pytest.mark.parametrize("padding_idx", [12, None])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_values_and_gradients_equal_the_obvious_form(sparse: bool) -> None:
+def test_values_and_gradients_equal_the_obvious_form(sparse: bool, padding_idx: int | None) -> None:
     torch.manual_seed(0)
-    table = torch.nn.Embedding(13, 6, padding_idx=12, sparse=sparse)
+    table = torch.nn.Embedding(13, 6, padding_idx=padding_idx, sparse=sparse)
     h = torch.randint(0, 13, (9, 7))
     h[:3, :4] = 12  # left padding on some rows
     w = torch.rand(9, 7, requires_grad=True)  # nonzero even on padding: the padding row must still get no gradient
@@ -27,13 +28,13 @@ def test_values_and_gradients_equal_the_obvious_form(sparse: bool) -> None:
     table.zero_grad()
     w.grad = None
 
-    out = weighted_bag(table.weight, h, w, sparse=sparse, padding_idx=12)
+    out = weighted_bag(table.weight, h, w, sparse=sparse, padding_idx=padding_idx)
     assert torch.allclose(out, _reference(table, h, w), atol=1e-6)
     (out * g).sum().backward()
     assert table.weight.grad.is_sparse == sparse  # SparseAdam needs the sparse layout nn.Embedding(sparse=True) gives
     got = table.weight.grad.to_dense()
     assert torch.equal(got, want_table)  # the same additions in the same order: bit-identical
-    assert torch.equal(got[12], torch.zeros(6))
+    assert torch.equal(got[12], torch.zeros(6)) == (padding_idx is not None)
     assert torch.allclose(w.grad, want_w, atol=1e-6)
 
 

@@ -15,6 +15,7 @@ from twotower.losses.base import LossBatch, RetrievalLoss, corrected_logits, los
 from twotower.losses.bpr import BPRLoss, bpr_from_scores
 from twotower.losses.corrections import (
     accidental_hit_mask,
+    accidental_hit_pairs,
     log_q_from_counts,
     logq_correction,
     mask_accidental_hits,
@@ -35,6 +36,7 @@ __all__ = [
     # corrections
     "logq_correction",
     "accidental_hit_mask",
+    "accidental_hit_pairs",
     "mask_accidental_hits",
     "masked_logit_value",
     "mixture_log_q",

@@ -34,7 +34,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, DataError
-from twotower.losses.corrections import accidental_hit_mask, logq_correction, masked_logit_value
+from twotower.losses.corrections import accidental_hit_pairs, logq_correction, masked_logit_value
+from twotower.utils.reductions import row_argmax
 
 __all__ = ["LossBatch", "RetrievalLoss", "check_temperature", "corrected_logits", "loss_from_logits", "top_is_positive"]
 
@@ -117,15 +118,20 @@ def corrected_logits(
         logits = logq_correction(logits, log_q)  # [B, N]
     mask = None
     if mask_hits:
-        mask = accidental_hit_mask(positive_ids, candidate_ids, positive_cols)  # [B, N]
-        if mask.shape != logits.shape:
+        rows, cols = accidental_hit_pairs(positive_ids, candidate_ids, positive_cols)  # [H] each
+        assert positive_ids is not None and candidate_ids is not None  # checked by accidental_hit_pairs
+        if (positive_ids.shape[0], candidate_ids.shape[0]) != (b, n):
             raise DataError(
-                f"scores shape {tuple(logits.shape)} does not match "
-                f"[len(positive_ids), len(candidate_ids)] = {tuple(mask.shape)}"
+                f"scores shape {(b, n)} does not match "
+                f"[len(positive_ids), len(candidate_ids)] = {(positive_ids.shape[0], candidate_ids.shape[0])}"
             )
+        rows, cols = rows.to(logits.device), cols.to(logits.device)
         # in place: ``logits`` is a fresh tensor (scores / t [- log_q]) whose backward needs no saved value,
-        # so this skips a [B, N] copy per step
-        logits.masked_fill_(mask.to(logits.device), masked_logit_value(logits.dtype))
+        # so this skips a [B, N] copy per step; the backward zeroes the same few entries
+        logits.index_put_((rows, cols), logits.new_tensor(masked_logit_value(logits.dtype)))
+        if return_mask:
+            mask = torch.zeros((b, n), dtype=torch.bool, device=logits.device)
+            mask[rows, cols] = True
     if column_mask is not None:
         if column_mask.shape != logits.shape:
             raise DataError(f"column_mask must have the logits' shape {tuple(logits.shape)}, got {tuple(column_mask.shape)}")
@@ -151,7 +157,7 @@ def top_is_positive(scores: Tensor, positive_ids: Tensor, candidate_ids: Tensor 
     """How many rows of raw ``scores[B, N]`` rank a copy of their positive first (ids compared)."""
     if scores.shape[0] == 0:
         return 0
-    top = scores.argmax(1)  # [B]
+    top = row_argmax(scores)  # [B]
     ids = candidate_ids[top] if candidate_ids is not None else top
     return int((ids == positive_ids.to(ids.device)).sum())
 

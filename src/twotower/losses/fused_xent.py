@@ -53,6 +53,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from twotower.utils.reductions import row_argmax, row_max
 from twotower.utils.runtime import native_bf16
 
 __all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "PRECISIONS"]
@@ -105,7 +106,7 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         y = cols[s:e]  # [r]
         z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
         if bias is not None:
-            correct += int((z.argmax(dim=1) == y).sum())  # the first top raw score (scale > 0 keeps the order)
+            correct += int((row_argmax(z) == y).sum())  # the first top raw score (scale > 0 keeps the order)
             z += bias
         p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
         p_top = p.amax(dim=1)  # [r]
@@ -115,7 +116,7 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         n_top = int(top.sum())
         if n_top and bias is None:  # the first maximum, on the few rows where it can be the positive
             hit = top.nonzero().squeeze(1)
-            correct += int((z[hit].argmax(dim=1) == y[hit]).sum())
+            correct += int((row_argmax(z[hit]) == y[hit]).sum())
         tied += n_top
         # row loss = -log p_pos; where p_pos underflowed (a positive far below the top, raw dot products), from
         # the log-sum-exp instead: p_top = exp(m - lse), and p_top >= 1/N never underflows
@@ -183,7 +184,7 @@ def _tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q:
         for j, here in zip(starts, inside):
             k = min(n, j + width)
             raw, z = logits(s, e, j, k)
-            bm, ba = raw.max(dim=1)  # the first maximum within the block
+            bm, ba = row_max(raw)  # the first maximum within the block
             better = bm > raw_max  # strictly: an earlier block's equal maximum stays first
             raw_arg = torch.where(better, ba + j, raw_arg)
             raw_max = torch.where(better, bm, raw_max)

@@ -30,6 +30,7 @@ from twotower.config import RerankTrainConfig
 from twotower.errors import DataError
 from twotower.losses.base import LossBatch, RetrievalLoss, loss_from_logits
 from twotower.losses.corrections import masked_logit_value
+from twotower.utils.reductions import row_argmax
 
 __all__ = ["ListwiseSoftmax"]
 
@@ -58,5 +59,5 @@ class ListwiseSoftmax(RetrievalLoss):
         target = torch.zeros(len(sizes), dtype=torch.long)
         loss = loss_from_logits(padded, target, batch.weights)
         with torch.no_grad():
-            correct = float((padded.argmax(1) == 0).sum())
+            correct = float((row_argmax(padded) == 0).sum())
         return loss, {"accuracy": correct / len(sizes), "correct": correct, "accidental_hits": 0}

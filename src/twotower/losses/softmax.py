@@ -43,6 +43,7 @@ from twotower.losses.base import (
 )
 from twotower.losses.corrections import check_positive_columns
 from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies, kernel_precision
+from twotower.utils.reductions import row_argmax
 
 __all__ = ["check_temperature", "corrected_logits", "loss_from_logits", "loss_from_scores",
            "InBatchSoftmax", "SampledSoftmax", "FullSoftmax"]
@@ -75,7 +76,7 @@ def _accuracy(logits: Tensor, positive_cols: Tensor) -> float:
         return float("nan")
     with torch.no_grad():
         pos = logits.gather(1, positive_cols.to(logits.device).unsqueeze(1)).squeeze(1)  # [B]
-        return float((pos >= logits.max(dim=1).values).float().mean())
+        return float((pos >= logits.amax(dim=1)).float().mean())
 
 
 class _Softmax(RetrievalLoss):
@@ -117,7 +118,7 @@ class _Softmax(RetrievalLoss):
         correct = top_is_positive(scores, batch.positive_ids if batch.positive_ids is not None else cols,
                                   cand_ids if batch.positive_ids is not None else None)
         stats = {"accuracy": _accuracy(logits, cols), "correct": float(correct),
-                 "accidental_hits": int(mask.sum()) if mask is not None else 0}
+                 "accidental_hits": int(mask.count_nonzero()) if mask is not None else 0}
         return loss, stats
 
     def forward_with_stats(self, queries: Tensor, candidates: Tensor, **legacy: Tensor | None) -> tuple[Tensor, dict[str, float]]:
@@ -229,7 +230,7 @@ class SampledSoftmax(_Softmax):
         loss = loss_from_logits(logits, cols, batch.weights)
         with torch.no_grad():
             s = scores if hits is None else torch.cat([scores[:, :1], scores[:, 1:].masked_fill(hits, -torch.inf)], 1)
-            correct = int((s.argmax(1) == 0).sum())
+            correct = int((row_argmax(s) == 0).sum())
         stats = {"accuracy": _accuracy(logits, cols), "correct": float(correct),
                  "accidental_hits": int(hits.sum()) if hits is not None else 0}
         return loss, stats

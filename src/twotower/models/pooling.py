@@ -9,7 +9,9 @@ gradient and ``embedding_dense_backward``'s sorted scatter (ML-1M, batch 512 x
 :func:`weighted_bag` computes the sum with ``F.embedding_bag`` (gather and
 weighted sum fused, nothing ``[B, L, H]`` kept) and its backward with one
 ``index_add_`` of the ``w[b, l] * g[b]`` rows -- the same additions in the same
-order as ``embedding_dense_backward``, so the table's gradient is bit-identical;
+order as ``embedding_dense_backward``, so the table's gradient is bit-identical
+(entries of the padding row, which never learns, are left out: 15% of them in
+ML-1M's causal examples, all added serially into that one row);
 the forward sum may differ from the obvious form in the last bit (another
 summation order). A sparse table gets a sparse COO gradient, as
 ``nn.Embedding(sparse=True)`` gives, for SparseAdam. The weights get their
@@ -41,18 +43,22 @@ class _WeightedBag(torch.autograd.Function):
         flat = history.reshape(-1)  # [B*L]
         if ctx.needs_input_grad[0]:
             (B, L), H = history.shape, grad.shape[1]
-            # into a fresh contiguous buffer: a plain broadcast product comes out permuted and costs a copy to flatten
-            rows = torch.empty((B, L, H), dtype=grad.dtype, device=grad.device)
-            torch.mul(grad.unsqueeze(1).expand(B, L, H), weights.unsqueeze(2), out=rows)
-            rows = rows.view(B * L, H)  # [B*L, H]: row (b, l) is w[b, l] * g[b]
+            if ctx.padding_idx is not None:
+                # padding never learns, so its entries (the short histories' left columns: a fifth of
+                # ML-1M's causal examples) are left out rather than computed and added into one row
+                # serially; the other rows' additions keep their order
+                keep = (flat != ctx.padding_idx).nonzero().squeeze(1)  # [K]
+                rows = grad.index_select(0, keep // L).mul_(weights.reshape(-1, 1).index_select(0, keep))  # [K, H]
+                flat = flat.index_select(0, keep)
+            else:
+                # into a fresh contiguous buffer: a plain broadcast product comes out permuted and costs a copy
+                rows = torch.empty((B, L, H), dtype=grad.dtype, device=grad.device)
+                torch.mul(grad.unsqueeze(1).expand(B, L, H), weights.unsqueeze(2), out=rows)
+                rows = rows.view(B * L, H)  # [B*L, H]: row (b, l) is w[b, l] * g[b]
             if ctx.sparse:
-                if ctx.padding_idx is not None:  # as nn.Embedding(padding_idx=...): the padding row never learns
-                    rows[flat == ctx.padding_idx] = 0.0
                 grad_table = torch.sparse_coo_tensor(flat.unsqueeze(0), rows, table.shape, check_invariants=False)
             else:
                 grad_table = grad.new_zeros(table.shape).index_add_(0, flat, rows)
-                if ctx.padding_idx is not None:  # the padding entries all landed in its own row
-                    grad_table[ctx.padding_idx] = 0.0
         if ctx.needs_input_grad[2]:
             grad_weights = (F.embedding(history, table) * grad.unsqueeze(1)).sum(-1)  # [B, L]
         return grad_table, None, grad_weights, None, None
