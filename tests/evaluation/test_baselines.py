@@ -125,6 +125,39 @@ def test_popularity_counts_distinct_users() -> None:
     assert model.score(np.array([0, 1])).tolist() == [[2, 0, 2], [2, 0, 2]]
 
 
+@pytest.mark.parametrize("k", [1, 5, 40])
+def test_popularity_rank_equals_the_generic_top_k(k: int) -> None:
+    # the shortcut evaluate() takes: the same lists as partitioning each user's score row
+    rng = np.random.default_rng(4)
+    train = sp.csr_matrix((rng.random((60, 30)) < rng.random(30) * 0.5).astype(np.float32))  # many tied counts
+    pop = Popularity().fit(train)
+    users = rng.permutation(60)[:25]
+    exclude = train[users].tolil()
+    exclude[3, :] = 1.0  # a user who has seen everything: no list
+    exclude[4, :27] = 1.0  # three items left: the rest of the list is padding
+    exclude[5, 2] = 0.0  # an explicitly stored zero still excludes (topk_excluding's rule)
+    exclude = exclude.tocsr()
+    want = topk_excluding(pop.score(users), k, exclude)
+    assert np.array_equal(pop.rank(users, k, exclude), want)
+    assert np.array_equal(pop.rank(users, k, None), topk_excluding(pop.score(users), k, None))
+    assert (pop.rank(users, k, exclude)[3] == -1).all()
+    assert pop.rank(np.empty(0, np.int64), k, None).shape == (0, k)
+    with pytest.raises(ConfigError, match="positive integer"):
+        pop.rank(users, 0, None)
+    with pytest.raises(DataError, match="shape"):
+        pop.rank(users, k, train)
+
+
+def test_popularity_evaluates_through_its_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(5)
+    train = sp.csr_matrix((rng.random((80, 50)) < 0.2).astype(np.float32))
+    test = sp.csr_matrix((rng.random((80, 50)) < 0.05).astype(np.float32))
+    pop = Popularity().fit(train)
+    fast = evaluate(pop, test, train, EvalProtocol(ks=(5, 10)))
+    monkeypatch.delattr(Popularity, "rank")  # the generic path: score rows, partition each
+    assert evaluate(pop, test, train, EvalProtocol(ks=(5, 10))) == fast
+
+
 @pytest.mark.parametrize("model", [Popularity(), EASE(l2=10.0), ItemKNN(k=5)], ids=lambda m: m.name)
 def test_score_history_matches_score_on_training_rows(model) -> None:
     x = random_interactions(seed=3)

@@ -28,6 +28,7 @@ import scipy.sparse as sp
 
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
+from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
@@ -112,13 +113,55 @@ class Popularity(_HistoryBaseline):
     def __init__(self) -> None:
         super().__init__()
         self.counts: np.ndarray | None = None
+        self._order = np.empty(0, dtype=np.int64)  # [I] item rows, most popular first (set by fit)
 
     def _fit(self, x: sp.csr_matrix) -> None:
         self.counts = np.bincount(x.indices, minlength=x.shape[1]).astype(np.float32)  # [I]
+        # one ranking for everybody: most popular first, ties to the smaller item row (as topk_excluding)
+        self._order = np.argsort(-self.counts, kind="stable")  # [I]
 
     def _score(self, history: sp.csr_matrix) -> np.ndarray:
         assert self.counts is not None
         return np.broadcast_to(self.counts, (history.shape[0], self.counts.size)).copy()  # [U', I]
+
+    def rank(self, users: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray | None) -> np.ndarray:
+        """Top-``k`` item rows ``[B, k]`` of ``users``, ``exclude`` (aligned with ``users``) removed, -1 padded.
+
+        The lists ``topk_excluding(self.score(users), k, exclude)`` gives, read
+        off the one global ranking instead of partitioning a row of ``I`` scores
+        per user: on a 299K-item catalogue that generic path evaluated 63 users/s.
+        Each user needs only the first ``k + (their excluded items)`` of the ranking.
+        """
+        train = self._require_fitted()
+        users = np.asarray(users, dtype=np.int64).ravel()  # [B]
+        if users.size and (users.min() < 0 or users.max() >= train.shape[0]):
+            raise DataError(f"user rows must lie in [0, {train.shape[0]}); got {users.min()}..{users.max()}")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        n_items, b = self._order.size, users.size
+        out = np.full((b, k), PAD_ID, dtype=np.int64)
+        if b == 0:
+            return out
+        ex = None
+        if exclude is not None:
+            if not sp.issparse(exclude):
+                raise DataError(f"exclude must be a scipy.sparse [users, items] matrix, got {type(exclude).__name__}")
+            ex = sp.csr_matrix(exclude)
+            if ex.shape != (b, n_items):
+                raise DataError(f"exclude has shape {ex.shape}, expected {(b, n_items)} (one row per user)")
+            # every stored entry excludes its item, whatever its value (as topk_excluding reads it)
+            ex = sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
+        width = min(n_items, k + (int(np.diff(ex.indptr).max()) if ex is not None else 0))
+        head = self._order[:width]  # [W] the only items any of these users can be shown
+        if ex is None:
+            out[:, : min(k, width)] = head[: min(k, width)]
+            return out
+        hidden = ex[:, head].toarray().astype(bool)  # [B, W] column j: is head[j] excluded for that user
+        first = np.argsort(hidden, axis=1, kind="stable")[:, :k]  # the first k shown items, in ranking order
+        picked = head[first]  # [B, min(k, W)]
+        picked[np.take_along_axis(hidden, first, axis=1)] = PAD_ID  # fewer than k items left for that user
+        out[:, : picked.shape[1]] = picked
+        return out
 
 
 def _check_l2(l2: float) -> float:
