@@ -361,6 +361,18 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")
+    features = None
+    if getattr(args, "user_features", None) is not None:
+        if args.history is None:
+            raise ConfigError("--user-features describes a new user: give it with --history (a known user is read "
+                              "with the features it was trained with)")
+        try:
+            features = json.loads(args.user_features)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
+                              '\'{"age": 25, "gender": "F"}\'') from None
+        if not isinstance(features, dict):
+            raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
@@ -372,7 +384,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.history is not None:
         hist = parse_id_list(args.history, "--history")
         with flag_named("--history"):
-            res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index)
+            res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
+                                    user_features=features)
         _say_shortfall(res, k, ["a new user"])
         items = results_to_items(run, res)
         _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items", k)

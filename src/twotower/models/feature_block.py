@@ -90,7 +90,12 @@ class FeatureBlock(nn.Module):
         """
         cat = torch.zeros((batch, len(self.cat_embs)), dtype=torch.long)
         multi = [torch.zeros((batch, 1), dtype=torch.long) for _ in self.multi_embs]
-        return cat, multi, torch.zeros((batch, self.n_numeric))
+        numeric = torch.zeros((batch, self.n_numeric))
+        # numeric columns are [standardised values, missing flags] (data.features.encode_rows): every value
+        # missing, as training encoded its users without a row in the user table (0 flags read as "present,
+        # at the mean", which no training user was)
+        numeric[:, self.n_numeric // 2 :] = 1.0
+        return cat, multi, numeric
 
     def embed(self, categorical: Tensor, multi: list[Tensor], numeric: Tensor) -> Tensor:
         """[B, C] + list of [B, L_c] + [B, F] -> [B, out_dim]."""

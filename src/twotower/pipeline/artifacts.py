@@ -347,6 +347,25 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
     return rows
 
 
+def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:
+    """One raw user-feature value checked for its column kind (None: missing)."""
+    if value is None:
+        return None
+    if numeric:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise DataError(f"user_features.{col}: a finite number, got {value!r}")
+        return float(value)
+    if multi:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+            return separator.join(str(v) for v in value)
+        raise DataError(f"user_features.{col}: a list of values or one {separator!r}-separated string, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise DataError(f"user_features.{col}: one value (a string or a number), got {value!r}")
+    return value
+
+
 class TrainedRun:
     """A loaded run: model, vocabularies, histories and metadata, ready to score."""
 
@@ -473,8 +492,13 @@ class TrainedRun:
         hist = self.history.last_windows(rows, self.model.history_len, self.model.pad_item)
         return self.model.user_embeddings(rows, hist).numpy()
 
-    def history_vectors(self, histories: list[np.ndarray]) -> np.ndarray:
-        """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training."""
+    def history_vectors(self, histories: list[np.ndarray],
+                        features: tuple[torch.Tensor, list[torch.Tensor], torch.Tensor] | None = None) -> np.ndarray:
+        """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training.
+
+        ``features``: those users' feature tensors from :meth:`encode_user_features` (one row per
+        history); without them a feature tower reads the users' features as missing.
+        """
         if self.model.user_tower.id_emb is not None:
             raise IntegrityError(
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from history; "
@@ -482,7 +506,49 @@ class TrainedRun:
             )
         histories = [vocab_rows(h, self.n_items, "item") for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
-        return self.model.user_embeddings(None, hist).numpy()
+        if features is None:
+            return self.model.user_embeddings(None, hist).numpy()
+        if features[2].shape[0] != len(histories):
+            raise DataError(f"{features[2].shape[0]} feature rows for {len(histories)} histories")
+        with torch.no_grad():
+            return self.model.user_tower(None, torch.as_tensor(hist, dtype=torch.long), features=features).numpy()
+
+    @property
+    def user_feature_columns(self) -> tuple[str, ...]:
+        """The user-table columns the user tower reads (none when it reads no user features)."""
+        if self.user_encoder is None or not self.model.user_tower.features.out_dim:
+            return ()
+        spec = self.user_encoder.spec
+        return (*spec.categorical, *spec.multi, *spec.numeric)
+
+    def encode_user_features(self, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
+        """Feature tensors of new users from raw values (``{"age": 25, "occupation": "writer"}`` each).
+
+        Encoded as training encoded the user table (``features/users.json``): a column left out is
+        missing, a category never seen in training reads as unknown, a multi-valued column takes a list
+        or one string joined by the table's separator. A column the tower does not read, or a value of
+        the wrong kind, is a DataError naming ``user_features.<column>``.
+        """
+        columns = self.user_feature_columns
+        if not columns:
+            raise DataError("user_features: this run's user tower reads no user features; send the history only")
+        assert self.user_encoder is not None
+        spec = self.user_encoder.spec
+        clean: list[dict[str, Any]] = []
+        for row in rows:
+            if not isinstance(row, dict):
+                raise DataError(f"user_features must be an object of column -> value, got {type(row).__name__}")
+            out: dict[str, Any] = {}
+            for col, value in row.items():
+                if col not in columns:
+                    raise DataError(f"user_features.{col}: not a user feature of this run; "
+                                    f"its user tower reads {', '.join(columns)}")
+                out[col] = _feature_value(col, value, numeric=col in spec.numeric, multi=col in spec.multi,
+                                          separator=spec.separator)
+            clean.append(out)
+        enc = self.user_encoder.encode_rows(pd.DataFrame(clean, columns=list(columns), dtype=object))
+        return (torch.as_tensor(enc.categorical, dtype=torch.long), [torch.as_tensor(m, dtype=torch.long) for m in enc.multi],
+                torch.as_tensor(enc.numeric, dtype=torch.float32))
 
     def scores_for_users(self, user_rows: np.ndarray) -> np.ndarray:
         return self.user_vectors(user_rows) @ self.item_embeddings().T

@@ -207,9 +207,14 @@ def recommend_users(
 
 
 def recommend_history(
-    run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None
+    run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
+    user_features: dict[str, Any] | None = None,
 ) -> Results:
-    """Top-k for a user never seen in training, from a list of item ids (oldest first)."""
+    """Top-k for a user never seen in training, from a list of item ids (oldest first).
+
+    ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
+    None reads every feature as missing.
+    """
     rows = []
     for item_id in history_ids:
         if item_id not in run.item_vocab:
@@ -217,7 +222,8 @@ def recommend_history(
         rows.append(run.item_vocab.index(item_id))
     if index is None:
         index, _ = open_run_index(run, exact=True)
-    vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)]), np.float32)  # [1, D]
+    feats = run.encode_user_features([user_features]) if user_features is not None else None
+    vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
     return index.search(vec, k, exclude=excl)
 

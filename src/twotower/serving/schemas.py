@@ -97,7 +97,9 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         model_config = ConfigDict(extra="forbid")
         user_id: Optional[Id] = None
         history: Optional[History] = None
-        user_features: Optional[dict[str, Any]] = Field(None, description="not supported yet (422)")
+        user_features: Optional[dict[Annotated[str, StringConstraints(max_length=64)], Any]] = Field(
+            None, max_length=64,
+            description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}')
         k: K = min(settings.default_k, settings.max_k)
         # strict, as /search's rerank: lax pydantic read "exclude_seen": "no" (or "off", 0) as false and
         # "explain": "yes" as true, the one coercion of a flag nothing documented

@@ -263,12 +263,14 @@ class RecommenderService:
 
     def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None]:
         """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None)."""
-        if r.user_features:
-            raise ConfigError(
-                "user_features: not supported by the service yet; send user_id or history"
-                if self.run.user_encoder is not None
-                else "user_features: this run's user tower takes no user features; send history only"
-            )
+        if r.user_features is not None:
+            if r.user_id is not None:
+                raise ConfigError("user_features: the features of a user unseen in training go with a history, "
+                                  "not with user_id (a known user is read with the features it was trained with)")
+            if r.explain:
+                raise ConfigError("explain: explanations attribute a list to the history's items and do not read "
+                                  "user_features; ask for them without user_features (or without explain)")
+            self.run.encode_user_features([dict(r.user_features)])  # names a bad column or value before any work
         if r.user_id is not None:
             return self._user_row(r.user_id), None
         if not self.supports_history:
@@ -296,8 +298,13 @@ class RecommenderService:
             if known:
                 rows = np.asarray([users[b] for b in known], dtype=np.int64)
                 queries[known] = self.user_vectors[rows] if self.user_vectors is not None else self.run.user_vectors(rows)
-            if adhoc:
-                queries[adhoc] = self.run.history_vectors([hists[b] for b in adhoc])
+            plain = [b for b in adhoc if reqs[b].user_features is None]
+            if plain:
+                queries[plain] = self.run.history_vectors([hists[b] for b in plain])
+            described = [b for b in adhoc if reqs[b].user_features is not None]
+            if described:  # new users with features: the tower reads them as training encoded the user table
+                feats = self.run.encode_user_features([dict(reqs[b].user_features or {}) for b in described])
+                queries[described] = self.run.history_vectors([hists[b] for b in described], features=feats)
         return queries, users, hists
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:

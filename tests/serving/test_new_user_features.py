@@ -1,0 +1,140 @@
+"""A new user's features in POST /recommend: read as training read its user table (serving/service.py)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+N_USERS, N_ITEMS = 240, 40
+
+
+@pytest.fixture(scope="module")
+def feature_service(tmp_path_factory: pytest.TempPathFactory):
+    from twotower.config import load_config
+    from twotower.pipeline.run import train_run
+    from twotower.serving import RecommenderService
+
+    d = tmp_path_factory.mktemp("features")
+    rng = np.random.default_rng(0)
+    rows = [(f"u{u}", f"i{i}", t) for u in range(N_USERS)
+            for t, i in enumerate(rng.choice(N_ITEMS, size=4 + u % 6, replace=False))]
+    df = pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"])
+    last = df.groupby("user_id")["timestamp"].transform("max")
+    df[df.timestamp < last].to_csv(d / "train.csv", index=False)
+    df[df.timestamp == last].to_csv(d / "valid.csv", index=False)
+    tags = ["a", "b", "c", "d"]
+    users = pd.DataFrame({"user_id": [f"u{u}" for u in range(N_USERS)],
+                          "gender": ["F" if u % 2 else "M" for u in range(N_USERS)],
+                          "age": [18 + u % 50 for u in range(N_USERS)],
+                          "tags": ["|".join(tags[: 1 + u % 4]) for u in range(N_USERS)]})
+    users.loc[7, "age"] = None  # one training user with a missing numeric
+    users.to_csv(d / "users.csv", index=False)
+    out = d / "run"
+    train_run(load_config(overrides=[
+        f"data.train={json.dumps(str(d / 'train.csv'))}", f"data.valid={json.dumps(str(d / 'valid.csv'))}",
+        f"data.users={json.dumps(str(d / 'users.csv'))}", "data.user_categorical=gender", "data.user_numeric=age",
+        "data.user_multi=tags", "model.user.use_id=false", "model.user.history=recency", "model.user.hidden=16",
+        "model.item.hidden=16", "model.user.out_dim=8", "model.item.out_dim=8", "model.user.history_dim=8",
+        "model.item.id_dim=8", "train.epochs=1", "train.batch_size=128", "train.progress=false",
+        "train.checkpoint=false", "train.threads=1", "eval.ks=10", "eval.baselines=",
+    ]), out)
+    return RecommenderService.load(out), users
+
+
+@pytest.fixture()
+def client(feature_service):
+    from twotower.serving import ServiceSettings, create_app
+
+    service, _ = feature_service
+    with TestClient(create_app(service=service, settings=ServiceSettings())) as c:
+        yield c
+
+
+def _history(service, user: str) -> list[str]:
+    """A training user's history: item ids, oldest first."""
+    return [service.run.item_vocab.ids[i] for i in service.run.seen_rows(service.run.user_row(user))]
+
+
+@pytest.mark.parametrize("user", ["u3", "u7", "u10"])
+def test_a_new_user_with_a_known_users_features_and_history_gets_that_users_list(client, feature_service, user):
+    service, users = feature_service
+    history = _history(service, user)
+    row = users.set_index("user_id").loc[user]
+    feats = {"gender": row.gender, "age": None if pd.isna(row.age) else int(row.age), "tags": row.tags.split("|")}
+    known = client.post("/recommend", json={"user_id": user, "k": 10}).json()["items"]
+    new = client.post("/recommend", json={"history": history, "user_features": feats, "k": 10}).json()["items"]
+    assert [i["item_id"] for i in new] == [i["item_id"] for i in known]
+    np.testing.assert_allclose([i["score"] for i in new], [i["score"] for i in known], atol=1e-5)
+    # the multi-valued column as one string joined by the table's separator reads the same
+    joined = client.post("/recommend", json={"history": history, "user_features": {**feats, "tags": row.tags},
+                                             "k": 10}).json()["items"]
+    assert [i["score"] for i in joined] == [i["score"] for i in new]
+
+
+def test_features_change_the_vector_and_none_read_as_missing(client, feature_service):
+    service, _ = feature_service
+    history = _history(service, "u3")
+    def scores(**body):
+        return [i["score"] for i in client.post("/recommend", json={"history": history, "k": 40, **body}).json()["items"]]
+    assert scores(user_features={"gender": "F", "age": 20}) != scores(user_features={"gender": "M", "age": 60})
+    # no features at all, an empty object and all-null values: every feature missing, one vector
+    plain = scores()
+    np.testing.assert_allclose(scores(user_features={}), plain, atol=1e-6)
+    np.testing.assert_allclose(scores(user_features={"gender": None, "age": None, "tags": None}), plain, atol=1e-6)
+
+
+def test_a_new_user_without_features_reads_as_a_training_user_without_a_table_row(feature_service):
+    import torch
+
+    service, _ = feature_service
+    tower = service.run.model.user_tower
+    cat, multi, num = tower.features.missing_rows(1)
+    want = service.run.encode_user_features([{}])
+    assert torch.equal(cat, want[0]) and torch.equal(num, want[2])
+    assert all(not m.any() for m in multi) and all(not m.any() for m in want[1])
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"user_features": {"agee": 30}}, "user_features.agee: not a user feature of this run"),
+    ({"user_features": {"age": "old"}}, "user_features.age: a finite number"),
+    ({"user_features": {"gender": ["F"]}}, "user_features.gender: one value"),
+    ({"user_features": {"tags": {"a": 1}}}, "user_features.tags: a list of values"),
+    ({"user_features": {"age": 30}, "explain": True}, "explain"),
+])
+def test_bad_features_are_refused_with_the_field_named(client, body, message):
+    r = client.post("/recommend", json={"history": ["i1", "i2"], **body})
+    assert r.status_code == 422, r.text
+    assert message in r.json()["error"]["message"]
+
+
+def test_features_with_a_known_user_and_in_a_batch(client):
+    r = client.post("/recommend", json={"user_id": "u3", "user_features": {"age": 30}})
+    assert r.status_code == 422 and "go with a history, not with user_id" in r.json()["error"]["message"]
+    ok = {"history": ["i1"], "user_features": {"age": 30}, "k": 3}
+    r = client.post("/recommend/batch", json={"requests": [ok, {"history": ["i2"], "k": 3},
+                                                           {"history": ["i1"], "user_features": {"age": "x"}}]})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("requests[2].user_features.age")
+    r = client.post("/recommend/batch", json={"requests": [ok, {"history": ["i2"], "k": 3}]})
+    assert r.status_code == 200 and len(r.json()["results"]) == 2
+    single = client.post("/recommend", json=ok).json()["items"]
+    assert [i["item_id"] for i in r.json()["results"][0]["items"]] == [i["item_id"] for i in single]
+
+
+def test_the_cli_takes_the_same_features(client, feature_service, capsys):
+    from twotower.cli.main import main
+
+    service, _ = feature_service
+    history = _history(service, "u4")
+    feats = {"gender": "F", "age": 33, "tags": ["b", "c"]}
+    want = client.post("/recommend", json={"history": history, "user_features": feats, "k": 10}).json()["items"]
+    args = ["recommend", "--run", str(service.run.dir), "--history", ",".join(history), "--k", "10", "--exact", "--json"]
+    assert main([*args, "--user-features", json.dumps(feats)]) == 0
+    got = json.loads(capsys.readouterr().out)["items"]
+    assert [i["item_id"] for i in got] == [i["item_id"] for i in want]
+    assert main([*args, "--user-features", "{age: 3}"]) != 0  # one line naming the flag
+    assert "--user-features: not JSON" in capsys.readouterr().err
+    assert main([*args, "--user-features", '{"agee": 3}']) != 0
+    assert "user_features.agee: not a user feature" in capsys.readouterr().err
