@@ -211,6 +211,23 @@ def test_columns_equal_after_stripping_are_refused(tmp_path):
         read_interactions(path)
 
 
+def test_a_dataframe_with_a_repeated_column_is_refused_naming_it():
+    # read like a file's header: the frame used to fail inside pandas ("'DataFrame' object has no attribute 'dtype'")
+    df = pd.DataFrame([["u1", "i1", 1, "u2"]], columns=["user_id", "item_id", "timestamp", "user_id"])
+    with pytest.raises(DataError, match=r"<DataFrame train>: duplicate column name\(s\) \['user_id'\]"):
+        read_interactions(df, name="<DataFrame train>")
+    # a feature table's repeat was reported as another column missing ("column 'tags' not found")
+    items = pd.DataFrame([["i1", "a", 1.0, "b"]], columns=["item_id", "brand", "price", "brand"])
+    with pytest.raises(DataError, match=r"duplicate column name\(s\) \['brand'\]"):
+        read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",), numeric=("price",)))
+
+
+def test_dataframe_column_names_are_read_like_a_files_header():
+    df = pd.DataFrame({" user_id": ["u1"], "item_id ": ["i1"], 0: [5]})  # spaces stripped, names as text
+    assert read_interactions(df, ColumnMap(rating="0"))[["user_id", "item_id", "rating"]].values.tolist() == [["u1", "i1", 5.0]]
+    assert list(df.columns) == [" user_id", "item_id ", 0]  # the caller's frame is left as it was
+
+
 # ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
 
 def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):

@@ -255,6 +255,11 @@ def read_table_numbered(
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
+        if not isinstance(df.columns, pd.MultiIndex):
+            # named like a file's header: a frame with two 'user_id' columns failed deep in pandas
+            # ("'DataFrame' object has no attribute 'dtype'"), and a feature table with two 'brand'
+            # columns as "column 'tags' not found"
+            _check_column_names(df, label)
         return df, FRAME_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
@@ -320,13 +325,21 @@ def read_table_numbered(
         ) from e
     if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
         raise DataError("did not parse into a table", file=label)
+    _check_column_names(df, label, row=1)
+    return df, rows
+
+
+def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
+    """Column names as text without surrounding spaces (in place); DataError naming any that repeat.
+
+    ``row``: where the names are (a file's header line); None for a DataFrame, whose names are in no row.
+    """
     df.columns = [str(c).strip() for c in df.columns]
     dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
     if dup:
         raise DataError(
-            f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=1
+            f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=row
         )
-    return df, rows
 
 
 def _close_matches(column: str, present: Iterable[str]) -> list[str]:
