@@ -69,3 +69,12 @@ def test_training_without_validation_data_says_so_from_python_too(frames, caplog
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
         prepare_data(load_config(overrides=FAST), frames=frames)
     assert "no validation data" not in caplog.text
+
+
+@pytest.mark.parametrize("given", ["frame", "list"])
+def test_frames_that_are_not_a_mapping_are_refused_with_the_form_to_use(frames, tmp_path, given):
+    # train_run(cfg, out, frames=df) failed inside pandas: "The truth value of a DataFrame is ambiguous"
+    value = frames["train"] if given == "frame" else [frames["train"]]
+    with pytest.raises(ConfigError, match=r"frames must map input names to DataFrames, e.g. frames=\{'path': df\}"):
+        train_run(load_config(overrides=FAST), tmp_path / "run", frames=value)
+    assert not (tmp_path / "run").exists()

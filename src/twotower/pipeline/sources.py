@@ -62,6 +62,10 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     ``users``) as DataFrames instead of files: each is read as its file would be
     (the same columns, checks and errors) and takes the place of that setting.
     """
+    if frames is not None and not isinstance(frames, Mapping):
+        # frames=df read as "if frames:" failed with pandas' "truth value of a DataFrame is ambiguous"
+        raise ConfigError(f"frames must map input names to DataFrames, e.g. frames={{'path': df}} or "
+                          f"frames={{'train': train_df, 'valid': valid_df}}; got {type(frames).__name__}")
     if frames:
         cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
