@@ -78,3 +78,14 @@ def test_frames_that_are_not_a_mapping_are_refused_with_the_form_to_use(frames, 
     with pytest.raises(ConfigError, match=r"frames must map input names to DataFrames, e.g. frames=\{'path': df\}"):
         train_run(load_config(overrides=FAST), tmp_path / "run", frames=value)
     assert not (tmp_path / "run").exists()
+
+
+def test_an_out_that_is_a_file_is_refused_before_the_data_is_read(frames, tmp_path, monkeypatch):
+    # `twotower train --out FILE` said so in one line; train_run(cfg, FILE) raised FileExistsError after training set up
+    import twotower.pipeline.run as run_module
+
+    monkeypatch.setattr(run_module, "prepare_data", lambda *a, **k: pytest.fail("data read before out was checked"))
+    (tmp_path / "taken").write_text("not a run folder")
+    with pytest.raises(ConfigError, match=r"out .*taken: exists and is a file, not a folder"):
+        train_run(load_config(overrides=FAST), tmp_path / "taken", frames=frames)
+    assert (tmp_path / "taken").read_text() == "not a run folder"

@@ -112,7 +112,11 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     first and only rank 0 writes and loads the run folder (so ``out`` need not
     be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
     """
-    out = Path(out)
+    from twotower.cli.paths import check_output_dir  # the check `twotower train` makes of --out
+
+    # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
+    # only once both were done (the CLI checked its --out, Python callers got no check)
+    out = check_output_dir(out, "out")
     init_distributed(config.train)
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
