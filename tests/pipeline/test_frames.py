@@ -89,3 +89,16 @@ def test_an_out_that_is_a_file_is_refused_before_the_data_is_read(frames, tmp_pa
     with pytest.raises(ConfigError, match=r"out .*taken: exists and is a file, not a folder"):
         train_run(load_config(overrides=FAST), tmp_path / "taken", frames=frames)
     assert (tmp_path / "taken").read_text() == "not a run folder"
+
+
+def test_dropped_duplicate_rows_are_counted_in_the_report(frames):
+    from twotower.pipeline.run import prepare_data
+
+    # "exact duplicate rows are dropped and counted": the count was only an INFO log line, never in prep.report
+    train = frames["train"].assign(rating=1.0)
+    repeated = pd.concat([train, train.iloc[:3], train.iloc[[5]].assign(rating=4.0)], ignore_index=True)
+    prep = prepare_data(load_config(overrides=FAST), frames={"train": repeated, "valid": frames["valid"]})
+    assert prep.report["read"]["train"] == {"rows_read": len(train) + 4, "rows": len(train), "duplicates_dropped": 3,
+                                            "conflicting_duplicates_dropped": 1}
+    assert prep.report["read"]["valid"]["duplicates_dropped"] == 0
+    json.dumps(prep.report)  # saved in run.json
