@@ -102,3 +102,13 @@ def test_dropped_duplicate_rows_are_counted_in_the_report(frames):
                                             "conflicting_duplicates_dropped": 1}
     assert prep.report["read"]["valid"]["duplicates_dropped"] == 0
     json.dumps(prep.report)  # saved in run.json
+
+
+def test_validation_within_train_warning_names_the_frames(frames, caplog):
+    from twotower.pipeline.run import prepare_data
+
+    # from Python the warning read "... is also in the training split of None"
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        prepare_data(load_config(overrides=FAST), frames={"train": frames["train"], "valid": frames["train"]})
+    said = [r.getMessage() for r in caplog.records if "is also in" in r.getMessage()]
+    assert len(said) == 1 and "in frames['valid'] is also in frames['train']" in said[0] and "None" not in said[0]
