@@ -81,3 +81,13 @@ def test_valid_item_rows_still_give_metadata_and_scores(run):
     assert run.item_record(np.int64(last))["item_id"] == run.item_vocab.id_at(last)
     assert isinstance(run.title(0), str)
     assert run.score_pairs(run.user_vectors([0])[0], [0, last]).shape == (2,)
+
+
+def test_the_minus_one_of_an_unknown_id_from_encode_is_explained(run):
+    # the hint said "map external ids with run.user_vocab.encode(ids)", which is what gave the -1
+    rows = run.user_vocab.encode(["u1", "nobody"])
+    with pytest.raises(NotFoundError, match=r"unknown user row -1 \(rows run 0\.\.39; -1 is what "
+                                            r"run\.user_vocab\.encode\(ids\) gives an id that is not among"):
+        run.user_vectors(rows)
+    with pytest.raises(NotFoundError, match=r"-1 is what run\.item_vocab\.encode\(ids\) gives"):
+        run.history_vectors([run.item_vocab.encode(["i5", "no-such-item"])])

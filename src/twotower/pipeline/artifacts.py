@@ -343,7 +343,14 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
     rows = arr.astype(np.int64, copy=False)
     bad = (rows < 0) | (rows >= n)
     if bad.any():
-        raise NotFoundError(f"{kind} row", int(rows[bad][0]), f"rows run 0..{n - 1}; map external ids with the "
+        first = int(rows[bad][0])
+        if first == -1:
+            # the hint below sends callers to encode(), which returns -1 for an id it does not know: "unknown user
+            # row -1 ... map external ids with run.user_vocab.encode(ids)" after doing just that read as a bug
+            raise NotFoundError(f"{kind} row", first, f"rows run 0..{n - 1}; -1 is what run.{kind}_vocab.encode(ids) "
+                                f"gives an id that is not among the run's {kind}s: check the ids with "
+                                f"`id in run.{kind}_vocab`")
+        raise NotFoundError(f"{kind} row", first, f"rows run 0..{n - 1}; map external ids with the "
                             f"run's vocabulary (run.{kind}_vocab.encode(ids))")
     return rows
 
