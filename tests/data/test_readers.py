@@ -228,6 +228,16 @@ def test_dataframe_column_names_are_read_like_a_files_header():
     assert list(df.columns) == [" user_id", "item_id ", 0]  # the caller's frame is left as it was
 
 
+@pytest.mark.parametrize(("column", "message"), [
+    (pd.to_timedelta([1, 2], unit="s"), r"durations \(timedelta64\[\w+\]\), not points in time"),  # was read as 1000000
+    (pd.period_range("2024-01", periods=2, freq="M"), r"periods \(period\[M\]\).*to_timestamp"),  # was read as 648
+])
+def test_dataframe_timestamps_of_another_kind_are_refused_not_read_in_another_unit(column, message):
+    df = pd.DataFrame({"user_id": ["a", "b"], "item_id": ["x", "y"], "timestamp": column})
+    with pytest.raises(DataError, match=rf"column 'timestamp': timestamps are {message}"):
+        read_interactions(df)
+
+
 # ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
 
 def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):

@@ -472,6 +472,14 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
     if pd.api.types.is_bool_dtype(values.dtype):
         raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
                         row=rows.number(0), column=column, unit=rows.unit)
+    # DataFrame-only dtypes that to_numeric turned into numbers of another unit without a word: a timedelta
+    # column into nanoseconds / 1000, a monthly Period into months since 1970
+    if pd.api.types.is_timedelta64_dtype(values.dtype):
+        raise DataError(f"timestamps are durations ({values.dtype}), not points in time; expected epoch seconds, "
+                        "ISO dates or datetimes (e.g. start + durations)", file=file, column=column)
+    if isinstance(values.dtype, pd.PeriodDtype):
+        raise DataError(f"timestamps are periods ({values.dtype}); expected epoch seconds, ISO dates or datetimes "
+                        "(convert with .dt.to_timestamp())", file=file, column=column)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         dt = pd.to_datetime(values, utc=True)
         check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
