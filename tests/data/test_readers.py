@@ -238,6 +238,18 @@ def test_dataframe_timestamps_of_another_kind_are_refused_not_read_in_another_un
         read_interactions(df)
 
 
+def test_a_missing_rating_is_named_as_missing_with_the_way_out(tmp_path):
+    # it read "rating nan is not a finite number (float32 range)", though training never reads ratings
+    fix = r"fill or drop those rows, or set data.rating_col=null: training treats every row as a positive"
+    with pytest.raises(DataError, match=rf"row 3, column 'rating': missing rating \(1 row\(s\) in total\); {fix}"):
+        read_interactions(write(tmp_path / "a.csv", "user_id,item_id,rating\nu1,i1,4\nu1,i2,\n"))
+    df = pd.DataFrame({"user_id": ["u1", "u1", "u2"], "item_id": ["i1", "i2", "i3"], "rating": [np.nan, 3.0, None]})
+    with pytest.raises(DataError, match=r"iloc 0, column 'rating': missing rating \(2 row\(s\) in total\)"):
+        read_interactions(df)
+    with pytest.raises(DataError, match=r"iloc 0, column 'rating': rating inf is not a finite number"):
+        read_interactions(df.assign(rating=[np.inf, 3.0, 1.0]))
+
+
 # ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
 
 def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):

@@ -515,6 +515,14 @@ def _ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CS
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
+    if bad.any():  # looked into only then: no cost on a clean column
+        # an empty or NaN rating read as "rating nan is not a finite number": say it is missing, how many rows
+        # are, and that training does not need ratings at all (every row is a positive), so the column can go
+        missing = values.isna().to_numpy() | values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(bool)
+        n_missing = int(missing.sum())
+        check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
+                   f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
+                   file=file, column=column, rows=rows)
     check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
                file=file, column=column, rows=rows)
     return numeric.astype(np.float32)
