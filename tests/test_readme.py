@@ -2,6 +2,7 @@
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 
@@ -15,3 +16,12 @@ def test_readme_python_example_runs(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     assert (tmp_path / "runs" / "ml" / "model.safetensors").exists()
     assert namespace["hits"].ids.shape == (1, 10)
+    # the known user's list is the one `twotower recommend --user 42 --exact` prints (its code path), and the
+    # item explained is one of it: the example used to explain the newcomer's top item for user 42, which could
+    # be in user 42's history ("You already watched ...")
+    from twotower.pipeline.recommend import exclusions_from_files, recommend_users
+
+    run, row, recs = namespace["run"], namespace["row"], namespace["recs"]
+    cli = recommend_users(run, np.array([row]), 10, exclusions_from_files(run, [], include_seen=True))
+    assert np.array_equal(recs.ids, cli.ids)
+    assert not set(recs.ids[0].tolist()) & set(run.seen_rows(row).tolist())

@@ -121,3 +121,14 @@ def test_a_multi_valued_cell_split_by_another_separator_is_named_in_a_warning(tm
     with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
         read_feature_table(p, FeatureSpec(key="item_id", multi=("tags",)))
     assert caplog.records == []
+
+
+def test_an_item_table_of_only_a_header_is_refused_like_empty_interactions(tmp_path):
+    # it was read as "no item has features", and the run trained on all-missing features without a word
+    p = table(tmp_path, "item_id,color,price,tags,title\n")
+    with pytest.raises(DataError, match=r"items.csv: no data rows \(only a header\); the item table is empty"):
+        read_feature_table(p, SPEC, key_role="item key")
+    empty = pd.DataFrame(columns=["user_id", "age"])
+    with pytest.raises(DataError, match=r"<DataFrame users>: no data rows .*the user table is empty"):
+        read_feature_table(empty, FeatureSpec(key="user_id", numeric=("age",)), name="<DataFrame users>",
+                           key_role="user key")

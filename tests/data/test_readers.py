@@ -211,6 +211,45 @@ def test_columns_equal_after_stripping_are_refused(tmp_path):
         read_interactions(path)
 
 
+def test_a_dataframe_with_a_repeated_column_is_refused_naming_it():
+    # read like a file's header: the frame used to fail inside pandas ("'DataFrame' object has no attribute 'dtype'")
+    df = pd.DataFrame([["u1", "i1", 1, "u2"]], columns=["user_id", "item_id", "timestamp", "user_id"])
+    with pytest.raises(DataError, match=r"<DataFrame train>: duplicate column name\(s\) \['user_id'\]"):
+        read_interactions(df, name="<DataFrame train>")
+    # a feature table's repeat was reported as another column missing ("column 'tags' not found")
+    items = pd.DataFrame([["i1", "a", 1.0, "b"]], columns=["item_id", "brand", "price", "brand"])
+    with pytest.raises(DataError, match=r"duplicate column name\(s\) \['brand'\]"):
+        read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",), numeric=("price",)))
+
+
+def test_dataframe_column_names_are_read_like_a_files_header():
+    df = pd.DataFrame({" user_id": ["u1"], "item_id ": ["i1"], 0: [5]})  # spaces stripped, names as text
+    assert read_interactions(df, ColumnMap(rating="0"))[["user_id", "item_id", "rating"]].values.tolist() == [["u1", "i1", 5.0]]
+    assert list(df.columns) == [" user_id", "item_id ", 0]  # the caller's frame is left as it was
+
+
+@pytest.mark.parametrize(("column", "message"), [
+    (pd.to_timedelta([1, 2], unit="s"), r"durations \(timedelta64\[\w+\]\), not points in time"),  # was read as 1000000
+    (pd.period_range("2024-01", periods=2, freq="M"), r"periods \(period\[M\]\).*to_timestamp"),  # was read as 648
+])
+def test_dataframe_timestamps_of_another_kind_are_refused_not_read_in_another_unit(column, message):
+    df = pd.DataFrame({"user_id": ["a", "b"], "item_id": ["x", "y"], "timestamp": column})
+    with pytest.raises(DataError, match=rf"column 'timestamp': timestamps are {message}"):
+        read_interactions(df)
+
+
+def test_a_missing_rating_is_named_as_missing_with_the_way_out(tmp_path):
+    # it read "rating nan is not a finite number (float32 range)", though training never reads ratings
+    fix = r"fill or drop those rows, or set data.rating_col=null: training treats every row as a positive"
+    with pytest.raises(DataError, match=rf"row 3, column 'rating': missing rating \(1 row\(s\) in total\); {fix}"):
+        read_interactions(write(tmp_path / "a.csv", "user_id,item_id,rating\nu1,i1,4\nu1,i2,\n"))
+    df = pd.DataFrame({"user_id": ["u1", "u1", "u2"], "item_id": ["i1", "i2", "i3"], "rating": [np.nan, 3.0, None]})
+    with pytest.raises(DataError, match=r"iloc 0, column 'rating': missing rating \(2 row\(s\) in total\)"):
+        read_interactions(df)
+    with pytest.raises(DataError, match=r"iloc 0, column 'rating': rating inf is not a finite number"):
+        read_interactions(df.assign(rating=[np.inf, 3.0, 1.0]))
+
+
 # ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
 
 def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):

@@ -114,6 +114,16 @@ def test_unknown_ids_raise_not_found_naming_the_id(mean_run) -> None:
         explain_recommendation(mean_run, item_row=0)
 
 
+@pytest.mark.parametrize("bad", [5, "5"])
+def test_explain_recommendations_refuses_one_row_where_a_list_goes(mean_run, bad) -> None:
+    from twotower.explain import explain_recommendations
+
+    # item_rows=5 failed with "TypeError: 'int' object is not iterable"
+    with pytest.raises(ConfigError, match=r"item_rows: expected a sequence of item rows, e.g. \[5\]"):
+        explain_recommendations(mean_run, user_row=0, item_rows=bad)
+    assert len(explain_recommendations(mean_run, user_row=0, item_rows=np.array([0, 1]))) == 2
+
+
 def test_already_seen_item_says_so(mean_run) -> None:
     seen = int(mean_run.history.of(4)[0])
     e = explain_recommendation(mean_run, user_row=4, item_row=seen)

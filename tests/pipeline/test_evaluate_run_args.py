@@ -36,6 +36,18 @@ def test_bad_baselines_are_refused_before_anything_is_fitted(run, baselines, mes
         evaluate_run(run, baselines=baselines)
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"ks": 10}, r"ks must be a sequence of positive integers, e.g. ks=\(10, 20\), got 10"),  # was a TypeError
+    ({"ks": (0,)}, "ks must hold positive integers"),
+    ({"select_metric": "ndcg@10"}, "metric 'ndcg@10' is not of the form NAME@K"),  # was after the two-tower row
+])
+def test_bad_cut_offs_or_selection_metric_are_refused_before_any_work(run, kwargs, message, monkeypatch):
+    module = sys.modules[evaluate_run.__module__]
+    monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
+    with pytest.raises(ConfigError, match=message):
+        evaluate_run(run, baselines=("popularity",), **kwargs)
+
+
 def test_good_arguments_still_evaluate(run):
     rows = evaluate_run(run, split="valid", baselines=["popularity"], ks=(5,))
     assert [r["model"] for r in rows] == ["two-tower", "popularity"] and "NDCG@5" in rows[0]

@@ -69,3 +69,46 @@ def test_training_without_validation_data_says_so_from_python_too(frames, caplog
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
         prepare_data(load_config(overrides=FAST), frames=frames)
     assert "no validation data" not in caplog.text
+
+
+@pytest.mark.parametrize("given", ["frame", "list"])
+def test_frames_that_are_not_a_mapping_are_refused_with_the_form_to_use(frames, tmp_path, given):
+    # train_run(cfg, out, frames=df) failed inside pandas: "The truth value of a DataFrame is ambiguous"
+    value = frames["train"] if given == "frame" else [frames["train"]]
+    with pytest.raises(ConfigError, match=r"frames must map input names to DataFrames, e.g. frames=\{'path': df\}"):
+        train_run(load_config(overrides=FAST), tmp_path / "run", frames=value)
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_out_that_is_a_file_is_refused_before_the_data_is_read(frames, tmp_path, monkeypatch):
+    # `twotower train --out FILE` said so in one line; train_run(cfg, FILE) raised FileExistsError after training set up
+    import twotower.pipeline.run as run_module
+
+    monkeypatch.setattr(run_module, "prepare_data", lambda *a, **k: pytest.fail("data read before out was checked"))
+    (tmp_path / "taken").write_text("not a run folder")
+    with pytest.raises(ConfigError, match=r"out .*taken: exists and is a file, not a folder"):
+        train_run(load_config(overrides=FAST), tmp_path / "taken", frames=frames)
+    assert (tmp_path / "taken").read_text() == "not a run folder"
+
+
+def test_dropped_duplicate_rows_are_counted_in_the_report(frames):
+    from twotower.pipeline.run import prepare_data
+
+    # "exact duplicate rows are dropped and counted": the count was only an INFO log line, never in prep.report
+    train = frames["train"].assign(rating=1.0)
+    repeated = pd.concat([train, train.iloc[:3], train.iloc[[5]].assign(rating=4.0)], ignore_index=True)
+    prep = prepare_data(load_config(overrides=FAST), frames={"train": repeated, "valid": frames["valid"]})
+    assert prep.report["read"]["train"] == {"rows_read": len(train) + 4, "rows": len(train), "duplicates_dropped": 3,
+                                            "conflicting_duplicates_dropped": 1}
+    assert prep.report["read"]["valid"]["duplicates_dropped"] == 0
+    json.dumps(prep.report)  # saved in run.json
+
+
+def test_validation_within_train_warning_names_the_frames(frames, caplog):
+    from twotower.pipeline.run import prepare_data
+
+    # from Python the warning read "... is also in the training split of None"
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        prepare_data(load_config(overrides=FAST), frames={"train": frames["train"], "valid": frames["train"]})
+    said = [r.getMessage() for r in caplog.records if "is also in" in r.getMessage()]
+    assert len(said) == 1 and "in frames['valid'] is also in frames['train']" in said[0] and "None" not in said[0]

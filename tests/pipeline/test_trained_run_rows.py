@@ -56,3 +56,38 @@ def test_valid_rows_still_score(run):
     assert run.user_vectors(np.array([], dtype=np.int64)).shape[0] == 0
     assert run.history_vectors([np.array([], dtype=np.int64)]).shape[0] == 1
     assert np.array_equal(run.seen_rows(np.int64(0)), run.history.of(0))
+
+
+@pytest.mark.parametrize("bad", [-1, 60, 10**6])
+def test_item_metadata_and_pair_scores_refuse_a_row_outside_the_catalogue(run, bad):
+    # title(-1) named the last item and item_record(60) / score_pairs(..., [60]) failed with a bare IndexError;
+    # score_pairs(..., [-1]) scored the last item
+    for call in (lambda: run.title(bad), lambda: run.item_record(bad),
+                 lambda: run.score_pairs(run.user_vectors([0])[0], np.array([0, bad]))):
+        with pytest.raises(NotFoundError, match=rf"unknown item row {bad} \(rows run 0\.\.59"):
+            call()
+
+
+def test_item_metadata_refuses_an_external_id_or_a_fraction_for_a_row(run):
+    for bad in ("i5", 1.5):
+        with pytest.raises(NotFoundError, match=r"unknown item row .*rows are integers 0\.\.59.*item_vocab\.index"):
+            run.title(bad)
+        with pytest.raises(NotFoundError, match=r"unknown item row"):
+            run.item_record(bad)
+
+
+def test_valid_item_rows_still_give_metadata_and_scores(run):
+    last = run.n_items - 1
+    assert run.item_record(np.int64(last))["item_id"] == run.item_vocab.id_at(last)
+    assert isinstance(run.title(0), str)
+    assert run.score_pairs(run.user_vectors([0])[0], [0, last]).shape == (2,)
+
+
+def test_the_minus_one_of_an_unknown_id_from_encode_is_explained(run):
+    # the hint said "map external ids with run.user_vocab.encode(ids)", which is what gave the -1
+    rows = run.user_vocab.encode(["u1", "nobody"])
+    with pytest.raises(NotFoundError, match=r"unknown user row -1 \(rows run 0\.\.39; -1 is what "
+                                            r"run\.user_vocab\.encode\(ids\) gives an id that is not among"):
+        run.user_vectors(rows)
+    with pytest.raises(NotFoundError, match=r"-1 is what run\.item_vocab\.encode\(ids\) gives"):
+        run.history_vectors([run.item_vocab.encode(["i5", "no-such-item"])])

@@ -135,6 +135,13 @@ def read_feature_table(
         for c in cols:
             if c not in df.columns:
                 raise missing_column_error(c, present, file=label, role=role)
+    if len(df) == 0:
+        # refused like an empty interactions table: an item table of only a header was read as "no item has
+        # features" and the run trained on all-missing features without a word
+        kind = key_role.split()[0] if key_role in ("item key", "user key") else None
+        without = f"{kind} features" if kind else "its features"
+        raise DataError(f"no data rows (only a header); the {kind or 'feature'} table is empty: give its rows, or "
+                        f"leave the table out to train without {without}", file=label)
     df = df.reset_index(drop=True)
     df[spec.key] = ids_to_str(df[spec.key], file=label, column=spec.key, rows=rows).to_numpy(dtype=object)
     dup = df[spec.key].duplicated(keep="first").to_numpy()

@@ -255,6 +255,11 @@ def read_table_numbered(
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
+        if not isinstance(df.columns, pd.MultiIndex):
+            # named like a file's header: a frame with two 'user_id' columns failed deep in pandas
+            # ("'DataFrame' object has no attribute 'dtype'"), and a feature table with two 'brand'
+            # columns as "column 'tags' not found"
+            _check_column_names(df, label)
         return df, FRAME_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
@@ -320,13 +325,21 @@ def read_table_numbered(
         ) from e
     if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
         raise DataError("did not parse into a table", file=label)
+    _check_column_names(df, label, row=1)
+    return df, rows
+
+
+def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
+    """Column names as text without surrounding spaces (in place); DataError naming any that repeat.
+
+    ``row``: where the names are (a file's header line); None for a DataFrame, whose names are in no row.
+    """
     df.columns = [str(c).strip() for c in df.columns]
     dup = sorted({c for c in df.columns if list(df.columns).count(c) > 1})
     if dup:
         raise DataError(
-            f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=1
+            f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name", file=label, row=row
         )
-    return df, rows
 
 
 def _close_matches(column: str, present: Iterable[str]) -> list[str]:
@@ -459,6 +472,14 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
     if pd.api.types.is_bool_dtype(values.dtype):
         raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
                         row=rows.number(0), column=column, unit=rows.unit)
+    # DataFrame-only dtypes that to_numeric turned into numbers of another unit without a word: a timedelta
+    # column into nanoseconds / 1000, a monthly Period into months since 1970
+    if pd.api.types.is_timedelta64_dtype(values.dtype):
+        raise DataError(f"timestamps are durations ({values.dtype}), not points in time; expected epoch seconds, "
+                        "ISO dates or datetimes (e.g. start + durations)", file=file, column=column)
+    if isinstance(values.dtype, pd.PeriodDtype):
+        raise DataError(f"timestamps are periods ({values.dtype}); expected epoch seconds, ISO dates or datetimes "
+                        "(convert with .dt.to_timestamp())", file=file, column=column)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         dt = pd.to_datetime(values, utc=True)
         check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
@@ -494,6 +515,14 @@ def _ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CS
     values = values.reset_index(drop=True)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
+    if bad.any():  # looked into only then: no cost on a clean column
+        # an empty or NaN rating read as "rating nan is not a finite number": say it is missing, how many rows
+        # are, and that training does not need ratings at all (every row is a positive), so the column can go
+        missing = values.isna().to_numpy() | values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(bool)
+        n_missing = int(missing.sum())
+        check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
+                   f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
+                   file=file, column=column, rows=rows)
     check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
                file=file, column=column, rows=rows)
     return numeric.astype(np.float32)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -77,6 +78,10 @@ class EvalProtocol:
     log_every_s: float | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.ks, (str, bytes)) or not isinstance(self.ks, Iterable):
+            # ks=10 failed with "TypeError: 'int' object is not iterable" from tuple() below
+            raise ConfigError(f"EvalProtocol.ks must be a sequence of positive integers, e.g. ks=(10, 20), "
+                              f"got {self.ks!r}")
         ks = tuple(self.ks)
         if not ks:
             raise ConfigError("EvalProtocol.ks must name at least one cut-off, e.g. ks=(10, 20)")

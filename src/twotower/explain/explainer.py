@@ -160,6 +160,10 @@ def explain_recommendations(
         raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
     if user_row is None and history_rows is None:
         raise ConfigError("explain needs a user: pass user_row (a known user) or history_rows (an ad-hoc history)")
+    if isinstance(item_rows, (str, bytes)) or np.ndim(item_rows) != 1:
+        # item_rows=5 failed with "TypeError: 'int' object is not iterable"; one item is explain_recommendation's
+        raise ConfigError(f"explain item_rows: expected a sequence of item rows, e.g. [5] (or explain_recommendation("
+                          f"..., item_row=5) for one item), got {item_rows!r}")
     model = run.model
     item_rows = [_check_row(r, run.n_items, "item") for r in item_rows]
     if user_row is not None:

@@ -29,6 +29,7 @@ import hashlib
 import io
 import json
 import logging
+import operator
 import os
 import shutil
 import zipfile
@@ -342,7 +343,14 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
     rows = arr.astype(np.int64, copy=False)
     bad = (rows < 0) | (rows >= n)
     if bad.any():
-        raise NotFoundError(f"{kind} row", int(rows[bad][0]), f"rows run 0..{n - 1}; map external ids with the "
+        first = int(rows[bad][0])
+        if first == -1:
+            # the hint below sends callers to encode(), which returns -1 for an id it does not know: "unknown user
+            # row -1 ... map external ids with run.user_vocab.encode(ids)" after doing just that read as a bug
+            raise NotFoundError(f"{kind} row", first, f"rows run 0..{n - 1}; -1 is what run.{kind}_vocab.encode(ids) "
+                                f"gives an id that is not among the run's {kind}s: check the ids with "
+                                f"`id in run.{kind}_vocab`")
+        raise NotFoundError(f"{kind} row", first, f"rows run 0..{n - 1}; map external ids with the "
                             f"run's vocabulary (run.{kind}_vocab.encode(ids))")
     return rows
 
@@ -458,8 +466,25 @@ class TrainedRun:
             self._item_emb = self.model.all_item_embeddings().numpy().astype(np.float32)
         return self._item_emb
 
+    def _item_row(self, row: int) -> int:
+        """``row`` as an item row of this run; NotFoundError for anything else.
+
+        A scalar counterpart of :func:`vocab_rows`, cheap enough for a loop over the catalogue: ``title(-1)``
+        used to name the last item and ``title(n)`` to fail with a bare IndexError from pandas.
+        """
+        try:
+            r = operator.index(row)
+        except TypeError:
+            raise NotFoundError("item row", row, f"rows are integers 0..{self.n_items - 1}; map an external id "
+                                "with the run's vocabulary (run.item_vocab.index(id))") from None
+        if not 0 <= r < self.n_items:
+            raise NotFoundError("item row", r, f"rows run 0..{self.n_items - 1}; map an external id with the "
+                                "run's vocabulary (run.item_vocab.index(id))")
+        return r
+
     def item_record(self, row: int) -> dict[str, Any]:
         """Metadata of item ``row`` as JSON-safe values (external id included)."""
+        row = self._item_row(row)
         if self._meta_records is None:
             if self.item_meta is None:
                 self._meta_records = []
@@ -473,6 +498,7 @@ class TrainedRun:
         return rec
 
     def title(self, row: int) -> str:
+        row = self._item_row(row)
         if self.title_col and self.item_meta is not None and self.title_col in self.item_meta.columns:
             v = self.item_meta.iloc[row][self.title_col]
             if isinstance(v, str):
@@ -555,4 +581,5 @@ class TrainedRun:
 
     @torch.no_grad()
     def score_pairs(self, user_vec: np.ndarray, item_rows: np.ndarray) -> np.ndarray:
-        return self.item_embeddings()[np.asarray(item_rows, np.int64)] @ user_vec
+        # checked: a negative row read another item's vector (numpy counts from the end) without a word
+        return self.item_embeddings()[vocab_rows(item_rows, self.n_items, "item")] @ user_vec

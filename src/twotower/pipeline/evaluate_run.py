@@ -14,7 +14,7 @@ from twotower.config import EvalConfig
 from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError
-from twotower.evaluation.protocol import EvalProtocol, evaluate
+from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, tuning_key
@@ -117,6 +117,11 @@ def evaluate_run(
     if isinstance(baselines, str):
         raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
+    train_cfg = run.config.train  # the run's own progress settings, as its training used them
+    # ks=10 or ks=(0,), and a select_metric such as "ndcg@10", were refused only after the run's split files were
+    # read (the metric after the two-tower row was computed, when the first baseline was tuned)
+    protocol = EvalProtocol(ks=ks, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
+    parse_metric(select_metric)
     m = run_matrices(run)
     if test_file is not None:
         if split != "test":
@@ -148,9 +153,7 @@ def evaluate_run(
             log.warning("%d of %d %s pairs are in the input history (%s), so they are excluded and never hit",
                         leaked, relevant.nnz, split, ", ".join(histories.files))
     pop = np.asarray(m.train.sum(axis=0)).ravel()
-    train_cfg = run.config.train  # the run's own progress settings, as its training used them
-    protocol = EvalProtocol(ks=ks, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    too_long = [k for k in ks if k >= run.n_items]
+    too_long = [k for k in protocol.ks if k >= run.n_items]
     if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size
         log.warning("k=%s is not below the %d items of the catalogue: those lists hold every item, so their "
                     "metrics say nothing about the ranking", ",".join(map(str, too_long)), run.n_items)

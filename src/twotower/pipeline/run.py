@@ -44,19 +44,29 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
     if prep.valid is None:  # said here, not only by the CLI: train_run(frames={"train": df}) stopped on the loss silently
         log.warning("no validation data (--valid FILE, data.valid or frames={'valid': df}): early stopping falls back "
                     "to the training loss")
-    _warn_if_valid_within_train(config, prep)
+    _warn_if_valid_within_train(config, prep, frames)
     return prep
 
 
-def _warn_if_valid_within_train(config: RunConfig, prep: Prepared) -> None:
+def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
+                                frames: Mapping[str, pd.DataFrame] | None = None) -> None:
     """Say so when every validation interaction is also a training one: validation excludes each user's
     training items, so nothing is left to find, the metric stays 0 and early stopping keeps epoch 1."""
     valid, train = prep.matrix("valid"), prep.matrix("train")
     if valid is None or train is None or valid.nnz == 0 or valid.multiply(train).nnz < valid.nnz:
         return
     data = config.data
-    held_out = f"--valid {data.valid}" if data.valid else "the validation split"
-    source = f"--train {data.train}" if data.train else f"the training split of {data.path or data.dataset}"
+
+    def given(name: str, flag: str) -> str | None:
+        # a DataFrame input is named as it was passed: from Python the warning read "the training split of None"
+        if frames and name in frames:
+            return f"frames[{name!r}]"
+        value = getattr(data, name)
+        return f"{flag} {value}" if value else None
+
+    held_out = given("valid", "--valid") or "the validation split"
+    whole = "frames['path']" if frames and "path" in frames else data.path or data.dataset
+    source = given("train", "--train") or f"the training split of {whole}"
     log.warning("every validation interaction in %s is also in %s: validation excludes each user's training "
                 "items, so nothing is left to find, valid %s stays 0 and early stopping keeps epoch 1; give a "
                 "held-out validation file", held_out, source, config.eval.select_metric)
@@ -112,7 +122,11 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     first and only rank 0 writes and loads the run folder (so ``out`` need not
     be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
     """
-    out = Path(out)
+    from twotower.cli.paths import check_output_dir  # the check `twotower train` makes of --out
+
+    # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
+    # only once both were done (the CLI checked its --out, Python callers got no check)
+    out = check_output_dir(out, "out")
     init_distributed(config.train)
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step

@@ -62,6 +62,10 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     ``users``) as DataFrames instead of files: each is read as its file would be
     (the same columns, checks and errors) and takes the place of that setting.
     """
+    if frames is not None and not isinstance(frames, Mapping):
+        # frames=df read as "if frames:" failed with pandas' "truth value of a DataFrame is ambiguous"
+        raise ConfigError(f"frames must map input names to DataFrames, e.g. frames={{'path': df}} or "
+                          f"frames={{'train': train_df, 'valid': valid_df}}; got {type(frames).__name__}")
     if frames:
         cfg = _with_frames(cfg, frames)
     _check_feature_tables(cfg)
@@ -77,6 +81,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
         valid = read_interactions(_source(cfg.valid), columns, name=str(cfg.valid), format=cfg.format) if cfg.valid is not None else None
         test = read_interactions(_source(cfg.test), columns, name=str(cfg.test), format=cfg.format) if cfg.test is not None else None
         report["split"] = "given as files"
+        reads = {"train": train, "valid": valid, "test": test}
     elif cfg.path is not None or cfg.dataset is not None:
         if cfg.path is not None:
             df = read_interactions(_source(cfg.path), columns, name=str(cfg.path), format=cfg.format)
@@ -93,6 +98,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             items, users = ml.items, ml.users
             item_spec, user_spec = MOVIELENS_ITEM_FEATURES, MOVIELENS_USER_FEATURES
             title_col = title_col or "title"
+        reads = {"path" if cfg.path is not None else "dataset": df}
         split = _split(df, cfg, seed)
         train, valid, test = split.train, split.valid, split.test
         report["split"] = split.report
@@ -128,10 +134,19 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
 
             raise missing_column_error(cfg.title_col, list(items.columns), file=str(cfg.items), role="title")
     _check_not_train_again(cfg)
+    # what reading each input dropped (exact and conflicting duplicate rows): the README says they are counted,
+    # but only a log line at INFO said how many, which a Python caller with default logging never sees
+    report["read"] = {name: _read_counts(df) for name, df in reads.items() if df is not None and "report" in df.attrs}
     for name, part in (("train", train), ("valid", valid), ("test", test)):
         if part is not None:
             report[f"{name}_rows"] = int(len(part))
     return Sources(train, valid, test, items, users, item_spec, user_spec, title_col, report)
+
+
+def _read_counts(df: pd.DataFrame) -> dict[str, Any]:
+    """The counts of ``read_interactions``' report (its ``df.attrs["report"]``), JSON-safe for run.json."""
+    keys = ("rows_read", "rows", "duplicates_dropped", "conflicting_duplicates_dropped")
+    return {k: int(df.attrs["report"][k]) for k in keys if k in df.attrs["report"]}
 
 
 class _Frame(str):
