@@ -8,34 +8,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from twotower.errors import ConfigError
-from twotower.utils.atomic import atomic_write_text, resolve_write_target
+from twotower.utils.atomic import _parents_ok, atomic_write_text, check_output_dir, resolve_write_target
 
 __all__ = ["STDOUT", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
 
 STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
-
-
-def _parents_ok(path: Path, flag: str) -> None:
-    """Every existing ancestor must be a folder we can write into (the rest is created later)."""
-    for parent in reversed(path.parents):
-        if not parent.exists():
-            return
-        if not parent.is_dir():
-            raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
-    existing = next((p for p in path.parents if p.exists()), None)
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: cannot write into {existing} (permission denied)")
-
-
-def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """``path`` must be a folder or creatable as one; returns it as a Path."""
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise ConfigError(f"{flag} {p}: exists and is a file, not a folder; choose another path")
-    _parents_ok(p, flag)
-    if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {p}: cannot write into this folder (permission denied)")
-    return p
 
 
 def check_artefact_dir(

@@ -23,6 +23,7 @@ from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
+from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.runtime import auto_threads, retain_freed_memory, seed_everything, set_threads, threads_from_env
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
@@ -122,8 +123,6 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     first and only rank 0 writes and loads the run folder (so ``out`` need not
     be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
     """
-    from twotower.cli.paths import check_output_dir  # the check `twotower train` makes of --out
-
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
     out = check_output_dir(out, "out")

@@ -23,9 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from twotower.errors import IntegrityError
+from twotower.errors import ConfigError, IntegrityError
 
 __all__ = [
+    "check_output_dir",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_write_json",
@@ -371,3 +372,27 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
                 break
             h.update(block)
     return h.hexdigest()
+
+
+# output folders, checked before any work (the CLI's --out and train_run's out)
+def _parents_ok(path: Path, flag: str) -> None:
+    """Every existing ancestor must be a folder we can write into (the rest is created later)."""
+    for parent in reversed(path.parents):
+        if not parent.exists():
+            return
+        if not parent.is_dir():
+            raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
+    existing = next((p for p in path.parents if p.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: cannot write into {existing} (permission denied)")
+
+
+def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
+    """``path`` must be a folder or creatable as one; returns it as a Path."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{flag} {p}: exists and is a file, not a folder; choose another path")
+    _parents_ok(p, flag)
+    if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {p}: cannot write into this folder (permission denied)")
+    return p
