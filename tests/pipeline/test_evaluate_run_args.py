@@ -51,3 +51,22 @@ def test_bad_cut_offs_or_selection_metric_are_refused_before_any_work(run, kwarg
 def test_good_arguments_still_evaluate(run):
     rows = evaluate_run(run, split="valid", baselines=["popularity"], ks=(5,))
     assert [r["model"] for r in rows] == ["two-tower", "popularity"] and "NDCG@5" in rows[0]
+
+
+def test_left_out_settings_are_the_runs_own_eval_settings(run, capsys):
+    """The tiny run trained with eval.baselines=[]: evaluate (Python and CLI) agrees with what training evaluated,
+    instead of adding the library's default baselines to the table."""
+    import json
+
+    from twotower.cli.main import main
+
+    want_ks = run.config.eval.ks
+    rows = evaluate_run(run)
+    assert [r["model"] for r in rows] == ["two-tower"]
+    assert {int(k.split("@")[1]) for k in rows[0] if k.startswith("NDCG@")} == set(want_ks)
+    assert main(["evaluate", "--run", str(run.dir), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in cli] == ["two-tower"]
+    assert main(["evaluate", "--run", str(run.dir), "--json", "--baselines", "popularity", "--ks", "5"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in given] == ["two-tower", "popularity"] and "NDCG@5" in given[0] and "NDCG@10" not in given[0]

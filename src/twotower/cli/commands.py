@@ -235,16 +235,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from twotower.pipeline.evaluate_run import evaluate_run
 
     _threads(args)
-    try:
-        ks = tuple(int(k) for k in args.ks.split(",") if k)
-    except ValueError:
-        raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
-    baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
-    for b in baselines:
-        if b not in ("popularity", "ease", "itemknn"):
-            raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
-    if len(set(baselines)) < len(baselines):  # as --ks refuses a repeated k: a repeat would fit and print it twice
-        raise ConfigError(f"--baselines: {args.baselines!r} names a baseline twice")
+    ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
+    if args.ks is not None:
+        try:
+            ks = tuple(int(k) for k in args.ks.split(",") if k)
+        except ValueError:
+            raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
+    if args.baselines is not None:
+        baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
+        for b in baselines:
+            if b not in ("popularity", "ease", "itemknn"):
+                raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
+        if len(set(baselines)) < len(baselines):  # as --ks refuses a repeated k: a repeat would fit and print it twice
+            raise ConfigError(f"--baselines: {args.baselines!r} names a baseline twice")
     test_file = getattr(args, "test", None)
     if test_file is not None and args.split != "test":
         raise ConfigError("--test FILE is the test split: leave --split at test")
@@ -280,7 +283,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         from twotower.pipeline.experiment import protocol_text
 
-        print_eval_table(rows, ks, f"{held_out} (full catalogue), run {args.run}{source}",
+        print_eval_table(rows, ks if ks is not None else run.config.eval.ks,
+                         f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
 

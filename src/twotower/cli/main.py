@@ -59,8 +59,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="print the comparison table of a run and baselines")
     p.add_argument("--run", required=True, help="run folder")
     p.add_argument("--split", default="test", choices=["test", "valid"], help="which held-out split to score (default test)")
-    p.add_argument("--baselines", default=",".join(ev.baselines), help="comma list; empty for none (default %(default)s)")
-    p.add_argument("--ks", default=",".join(map(str, ev.ks)), help="cut-offs k for the metrics (default %(default)s)")
+    p.add_argument("--baselines", default=None,
+                   help=f"comma list; empty for none (default: the run's eval.baselines, as training evaluated; "
+                        f"{','.join(ev.baselines)} unless the run set them)")
+    p.add_argument("--ks", default=None,
+                   help=f"cut-offs k for the metrics (default: the run's eval.ks; {','.join(map(str, ev.ks))} unless "
+                        "the run set them)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--csv", metavar="FILE",
                    help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "

@@ -76,9 +76,9 @@ def evaluate_run(
     run: TrainedRun,
     *,
     split: str = "test",
-    baselines: tuple[str, ...] = EvalConfig.baselines,
-    ks: tuple[int, ...] = EvalConfig.ks,
-    select_metric: str = EvalConfig.select_metric,
+    baselines: tuple[str, ...] | None = None,
+    ks: tuple[int, ...] | None = None,
+    select_metric: str | None = None,
     history_from: Sequence[str | Path] | str | Path | None = None,
     test_file: str | Path | None = None,
     ease_max_items: int | None = None,
@@ -94,6 +94,8 @@ def evaluate_run(
     counted) instead of the run's own ``data/test.csv``. EASE is skipped, with a
     warning that says why, above ``ease_max_items`` items (None: the run's
     ``eval.ease_max_items``) or when it would not fit in the available memory.
+    ``baselines``, ``ks`` and ``select_metric`` left at None are the run's own
+    ``eval.*`` settings, so the table agrees with the ``metrics.json`` training wrote.
     """
     from twotower.evaluation.baselines import (
         EASE,
@@ -114,6 +116,10 @@ def evaluate_run(
     # misspelt baseline failed only after the two-tower row (and the baselines before it) were computed
     if split not in ("test", "valid"):
         raise ConfigError(f"split must be 'test' or 'valid', got {split!r}")
+    ev = run.config.eval  # what training evaluated with: the defaults of this table
+    baselines = ev.baselines if baselines is None else baselines
+    ks = ev.ks if ks is None else ks
+    select_metric = ev.select_metric if select_metric is None else select_metric
     if isinstance(baselines, str):
         raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
