@@ -55,6 +55,7 @@ _LAZY: dict[str, str] = {
     "prepare_data": "twotower.pipeline",
     "TrainedRun": "twotower.pipeline",
     "evaluate_run": "twotower.pipeline",
+    "recommend": "twotower.pipeline.recommend",  # the lists `twotower recommend` prints, from Python
     # evaluation
     "evaluate": "twotower.evaluation",
     "EvalProtocol": "twotower.evaluation",

@@ -138,3 +138,30 @@ def test_the_cli_takes_the_same_features(client, feature_service, capsys):
     assert "--user-features: not JSON" in capsys.readouterr().err
     assert main([*args, "--user-features", '{"agee": 3}']) != 0
     assert "user_features.agee: not a user feature" in capsys.readouterr().err
+
+
+def test_the_python_recommend_gives_the_cli_lists(feature_service, capsys):
+    import twotower as tt
+    from twotower.cli.main import main
+    from twotower.errors import ConfigError, NotFoundError
+
+    service, _ = feature_service
+    run = service.run
+    lists = tt.recommend(run, ["u4", "u9"], k=7)
+    for user, got in zip(["u4", "u9"], lists):
+        assert main(["recommend", "--run", str(run.dir), "--user", user, "--k", "7", "--json"]) == 0
+        want = json.loads(capsys.readouterr().out)["items"]
+        assert got == want
+    history, feats = _history(service, "u4"), {"age": 41, "gender": "M"}
+    assert main(["recommend", "--run", str(run.dir), "--history", ",".join(history), "--k", "7", "--json",
+                 "--user-features", json.dumps(feats)]) == 0
+    assert tt.recommend(run, history=history, user_features=feats, k=7)[0] == json.loads(capsys.readouterr().out)["items"]
+    seen = set(_history(service, "u4"))
+    assert not seen & {i["item_id"] for i in lists[0]}
+    assert seen & {i["item_id"] for i in tt.recommend(run, ["u4"], k=N_ITEMS, exclude_seen=False)[0]}
+    with pytest.raises(ConfigError, match="exactly one"):
+        tt.recommend(run, ["u4"], history=history)
+    with pytest.raises(ConfigError, match="a list of user ids"):
+        tt.recommend(run, "u4")
+    with pytest.raises(NotFoundError):
+        tt.recommend(run, ["nobody"])

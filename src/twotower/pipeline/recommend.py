@@ -37,6 +37,7 @@ __all__ = [
     "run_index_dir",
     "open_run_index",
     "user_query_vectors",
+    "recommend",
     "recommend_users",
     "recommend_history",
     "results_to_frame",
@@ -226,6 +227,49 @@ def recommend_history(
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
     return index.search(vec, k, exclude=excl)
+
+
+def recommend(
+    run: TrainedRun,
+    user_ids: Iterable[str] | None = None,
+    *,
+    history: list[str] | None = None,
+    user_features: dict[str, Any] | None = None,
+    k: int = 10,
+    exclude_seen: bool = True,
+    exact: bool = False,
+) -> list[list[dict[str, Any]]]:
+    """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
+    new user's ``history`` (item ids, oldest first; with ``user_features`` their features).
+
+    Each list holds ``{"item_id", "score", "rank", ...metadata}``; items the user has seen are left out
+    unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
+    the service rank, or by exact search when ``exact`` or when none is built. Example::
+
+        run = tt.TrainedRun.load("runs/ml")
+        for item in tt.recommend(run, ["42"], k=5)[0]:
+            print(item["rank"], item["item_id"], item.get("title"))
+    """
+    if (user_ids is None) == (history is None):
+        raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10_000:
+        raise ConfigError(f"k must be an integer between 1 and 10000, got {k!r}")
+    if user_features is not None and history is None:
+        raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
+                          "the features it was trained with)")
+    index, _ = open_run_index(run, exact=exact)
+    if history is not None:
+        if isinstance(history, str):
+            raise ConfigError(f"history is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
+        res = recommend_history(run, list(history), int(k), exclude_seen, index=index, user_features=user_features)
+        return [results_to_items(run, res)]
+    assert user_ids is not None
+    if isinstance(user_ids, str):
+        raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
+    rows = np.asarray([run.user_row(u) for u in user_ids], np.int64)
+    exclude = exclusions_from_files(run, [], include_seen=exclude_seen) if exclude_seen else None
+    res = recommend_users(run, rows, int(k), exclude, index=index)
+    return [results_to_items(run, res, q) for q in range(len(rows))]
 
 
 def results_to_frame(run: TrainedRun, user_rows: np.ndarray, res: Results) -> pd.DataFrame:
