@@ -138,6 +138,27 @@ def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad,
     assert _snapshot(out) == before
 
 
+@pytest.mark.parametrize("bad", ["damaged-optimizer", "train.optimizer=sparse_adam", "train.ema_decay=0.9"])
+def test_a_checkpoint_that_cannot_be_loaded_leaves_the_run_sealed(old_run, dataset, tmp_path, bad, capsys):
+    # audit: the checkpoint was first loaded inside fit(), after the manifest, metrics.json and eval.txt were
+    # removed and config.json rewritten, so a refused resume (here with the checkpoint kept) unsealed the run
+    out = _copy(old_run, tmp_path / "a")
+    extra: list[str] = []
+    if bad == "damaged-optimizer":
+        data = bytearray((out / "checkpoint" / "optimizer.pt").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (out / "checkpoint" / "optimizer.pt").write_bytes(bytes(data))
+    else:
+        extra.append(bad)
+    before = _snapshot(out)
+    assert main(_train_args(dataset, out, "--resume", *extra, test=True)) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err
+    assert bad.split("=")[0] in err or bad == "damaged-optimizer"  # a settings change is named as one
+    assert _snapshot(out) == before
+    assert verify_manifest(out)
+
+
 def test_resume_names_the_model_setting_that_differs(old_run, dataset, tmp_path, capsys):
     out = _copy(old_run, tmp_path / "a")
     assert main(_train_args(dataset, out, "--resume", "model.user.history=mean")) == 2

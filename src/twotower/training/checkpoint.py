@@ -117,7 +117,13 @@ def load_checkpoint(
             "train without --resume"
         ) from None
     if len(opt_states) != len(optimizers):
-        raise IntegrityError(f"{directory}: checkpoint has {len(opt_states)} optimizer states, expected {len(optimizers)}")
+        # not damage (the checksums passed): the optimizer settings differ, e.g. train.optimizer=sparse_adam adds
+        # SparseAdam for the ID tables; the bare counts sent users looking for corruption
+        raise IntegrityError(
+            f"{directory}: the checkpoint holds {len(opt_states)} optimizer state(s), this training builds "
+            f"{len(optimizers)}: the optimizer settings (train.optimizer) differ from the run's; resume with the "
+            "run's own config or train without --resume"
+        )
     for opt, st in zip(optimizers, opt_states):
         opt.load_state_dict(st)
     torch.set_rng_state(load_file(str(directory / "rng.safetensors"))["torch"])

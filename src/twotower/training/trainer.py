@@ -127,6 +127,7 @@ class Trainer:
         self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
         self.history: list[dict[str, Any]] = []
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
+        self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
             log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
@@ -246,16 +247,32 @@ class Trainer:
                         what="validation")
 
     # ------------------------------------------------------------------ loop
+    def restore(self) -> int:
+        """Load the checkpoint in ``out_dir`` (weights, optimizers, RNG, history, early stopping); the last
+        finished epoch, which ``fit(resume=True)`` continues after.
+
+        Callers that rewrite the run folder before training call this first: a checkpoint that cannot be
+        loaded (damaged, or from other optimizer / weight-average settings) then fails before anything of
+        the run it would continue is touched.
+        """
+        from twotower.training.hooks import resume_state
+
+        stopper = EarlyStopping(self.cfg.patience)
+        self._restored = (resume_state(self, stopper), stopper)
+        return self._restored[0]
+
     def fit(self, *, resume: bool = False) -> TrainResult:
         """Train for ``train.epochs`` (early stopping on the validation metric); see the module docstring.
 
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import averaged, finish_fit, log_epoch, resume_state, schedule_horizon, start_ranks
+        from twotower.training.hooks import averaged, finish_fit, log_epoch, schedule_horizon, start_ranks
 
-        stopper = EarlyStopping(self.cfg.patience)
-        start_epoch = resume_state(self, stopper) + 1 if resume else 1
+        if resume and self._restored is None:
+            self.restore()
+        done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
+        start_epoch = done + 1
         if self.world > 1:
             start_ranks(self, start_epoch)
         main, metric = tdist.is_main(), self.eval_cfg.select_metric
