@@ -152,3 +152,24 @@ def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, t
     monkeypatch.setattr(Trainer, "_run_epoch", interrupted)
     assert _train(dataset, tmp_path / "r") == 130
     assert "no epoch was checkpointed, so there is nothing to resume" in capsys.readouterr().err
+
+
+def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset, tmp_path, monkeypatch, capsys,
+                                                                        caplog):
+    # audit: a fit ended by train.patience printed "(2 epochs, ...)" and nothing else, on the first run as on
+    # a --resume of it, so an early stop could not be told from a schedule of 2 epochs
+    from twotower.training.trainer import Trainer
+
+    values = iter([0.5, 0.4, 0.3, 0.2, 0.1])  # validation only gets worse after epoch 1
+    monkeypatch.setattr(Trainer, "validate", lambda self: {"NDCG@10": next(values)})
+    out, valid = tmp_path / "r", ["--valid", str(dataset["valid"]), "--epochs", "5", "train.patience=1"]
+    for resume in ([], ["--resume"]):
+        with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+            assert _train(dataset, out, *valid, *resume) == 0
+        line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+        assert "at epoch 1 (2 epochs, stopped by early stopping: NDCG@10 not improved for 1 evaluations" in line, line
+        assert "stopping after epoch 2 of 5: early stopping" in caplog.text
+        caplog.clear()
+    assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+    assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line

@@ -108,8 +108,10 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     """
     on_valid = any(f"valid_{metric}" in row for row in result.history)
     best = f"valid {metric} {result.best_metric:.4f}" if on_valid else f"train loss {-result.best_metric:.4f}"
-    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs, {result.seconds:.1f}s); "
-            f"run folder {out}")
+    # an early-stopped or time-budgeted fit says so: "4 epochs" alone reads as a finished schedule
+    why = f", stopped by {result.stopped}" if result.stopped else ""
+    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs{why}, "
+            f"{result.seconds:.1f}s); run folder {out}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -72,6 +72,8 @@ class TrainResult:
     epochs_run: int  # epochs that ran in this call and before it (a resumed run counts its earlier ones)
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    # why the fit ended before train.epochs ("early stopping ...", "time budget ..."); None when it ran them all
+    stopped: str | None = None
 
 
 class Trainer:
@@ -278,15 +280,21 @@ class Trainer:
         main, metric = tdist.is_main(), self.eval_cfg.select_metric
         t0 = time.perf_counter()
         epochs_run = start_epoch - 1
+        stopped: str | None = None
         budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
         for epoch in range(start_epoch, self.cfg.epochs + 1):
-            if stopper.stop:
+            if stopper.stop:  # said, as the time budget is: the epoch lines alone do not tell it from a crash
+                stopped = (f"early stopping: {metric} not improved for {stopper.bad} evaluations since epoch "
+                           f"{stopper.best_epoch} (train.patience={self.cfg.patience})")
+                if main:
+                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
                 break
             spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
             # rank 0's clock decides, so every rank stops after the same epoch
             if budget_s is not None and tdist.broadcast_value(float(spent >= budget_s), self.device) > 0.5:
+                stopped = f"time budget: {spent / 60:.1f} min of training reached train.time_budget_min={self.cfg.time_budget_min:g}"
                 if main:
-                    log.info("stopping: %.1f min of training reached train.time_budget_min=%g", spent / 60, self.cfg.time_budget_min)
+                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
             horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
@@ -321,7 +329,7 @@ class Trainer:
                     save_weights(self.out_dir / "model.safetensors", self._best_state)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
-        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0)
+        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped)
 
     def _write_log(self) -> None:
         assert self.out_dir is not None
