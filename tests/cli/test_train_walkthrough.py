@@ -173,3 +173,18 @@ def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset,
     assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
     assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line
+
+
+def test_ctrl_c_under_torchrun_is_reported_by_rank_0_only(dataset, tmp_path, capsys, monkeypatch):
+    # audit: kill -INT on torchrun (2 ranks) printed the "interrupted: ... holds epoch 1" line once per rank;
+    # here the process plays rank 1 where the command reads its rank
+    from twotower.training import distributed as tdist
+    from twotower.training.trainer import Trainer
+
+    def interrupted(self, epoch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_run_epoch", interrupted)
+    monkeypatch.setattr(tdist, "is_main", lambda: False)
+    assert _train(dataset, tmp_path / "r") == 130
+    assert "interrupted" not in capsys.readouterr().err

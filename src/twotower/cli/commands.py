@@ -131,7 +131,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             run, result, prep = train_run(cfg, out, resume=args.resume)
             main = tdist.is_main()
         except KeyboardInterrupt as e:
-            print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+            if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
+                print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}",
+                      file=sys.stderr)
             return _interrupt_status(e)
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
