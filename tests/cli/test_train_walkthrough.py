@@ -188,3 +188,12 @@ def test_ctrl_c_under_torchrun_is_reported_by_rank_0_only(dataset, tmp_path, cap
     monkeypatch.setattr(tdist, "is_main", lambda: False)
     assert _train(dataset, tmp_path / "r") == 130
     assert "interrupted" not in capsys.readouterr().err
+
+
+def test_the_summary_of_a_resumed_fit_says_how_many_epochs_its_seconds_cover(dataset, tmp_path, capsys):
+    # audit: after a kill at epoch 2 of 4 and --resume, "(4 epochs, 7.2s)" gave this command's time for all 4
+    out, args = tmp_path / "r", ["--valid", str(dataset["valid"]), "train.patience=100"]
+    assert _train(dataset, out, *args, "--epochs", "2") == 0
+    assert re.search(r"\(2 epochs, \d+\.\ds\); run folder", capsys.readouterr().out)
+    assert _train(dataset, out, *args, "--epochs", "3", "--resume") == 0
+    assert re.search(r"\(3 epochs, resumed after epoch 2: 1 in \d+\.\ds\); run folder", capsys.readouterr().out)

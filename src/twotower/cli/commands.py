@@ -110,8 +110,12 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     best = f"valid {metric} {result.best_metric:.4f}" if on_valid else f"train loss {-result.best_metric:.4f}"
     # an early-stopped or time-budgeted fit says so: "4 epochs" alone reads as a finished schedule
     why = f", stopped by {result.stopped}" if result.stopped else ""
-    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs{why}, "
-            f"{result.seconds:.1f}s); run folder {out}")
+    # after --resume the seconds are this command's: "4 epochs, 7.2s" read as 4 epochs in 7.2 s when 2 ran
+    done = result.resumed_after
+    took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
+            else f"{result.seconds:.1f}s")
+    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs{why}, {took}); "
+            f"run folder {out}")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -74,6 +74,8 @@ class TrainResult:
     seconds: float = 0.0
     # why the fit ended before train.epochs ("early stopping ...", "time budget ..."); None when it ran them all
     stopped: str | None = None
+    resumed_after: int = 0  # the checkpoint's epoch a resumed fit continued after (0: a fresh fit); ``seconds`` is
+    # this call's time, so ``epochs_run - resumed_after`` epochs ran in it
 
 
 class Trainer:
@@ -329,7 +331,8 @@ class Trainer:
                     save_weights(self.out_dir / "model.safetensors", self._best_state)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
-        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped)
+        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
+                           start_epoch - 1)
 
     def _write_log(self) -> None:
         assert self.out_dir is not None
