@@ -12,6 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.synthetic import write_dataset
@@ -186,6 +187,26 @@ def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2]
     assert (out / "tuned_baselines.json").exists() and (out / "index" / "meta.json").exists()
+
+
+def test_resume_trains_with_the_learning_rate_and_weight_decay_it_is_given(old_run, dataset, tmp_path):
+    # audit: the optimizer's saved settings came back with its state, so `--resume train.lr=...` trained on at
+    # the run's rate (and weight decay) while config.json recorded the new one
+    from twotower.training.checkpoint import load_checkpoint
+    from twotower.training.loop import make_optimizers
+
+    out = _copy(old_run, tmp_path / "a")
+    assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "train.patience=100",
+                            "train.lr=0.0005", "train.weight_decay=0.25")) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert log[0]["lr"] != 0.0005 and log[1]["lr"] == 0.0005
+    model = TrainedRun.load(out).model
+    opt = make_optimizers(model.parameters(), lr=1.0, weight_decay=0.0)
+    load_checkpoint(out / "checkpoint", model, opt, np.random.default_rng(0))
+    group = opt[0].param_groups[0]  # the settings it was built with, the moments of the checkpoint
+    assert group["lr"] == 1.0 and group["weight_decay"] == 0.0 and "base_lr" not in group
+    assert opt[0].state and all(int(st["step"]) == int(next(iter(opt[0].state.values()))["step"])
+                                for st in opt[0].state.values())
 
 
 def test_resume_drops_the_old_weights_scores_and_names_the_stale_index(old_run, dataset, tmp_path, caplog):
