@@ -167,9 +167,17 @@ def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset,
         with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
             assert _train(dataset, out, *valid, *resume) == 0
         line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
-        assert "at epoch 1 (2 epochs, stopped by early stopping: NDCG@10 not improved for 1 evaluations" in line, line
+        assert "at epoch 1 (2 epochs, stopped by early stopping: valid NDCG@10 not improved for 1 evaluations" in line, line
         assert "stopping after epoch 2 of 5: early stopping" in caplog.text
         caplog.clear()
+    monkeypatch.undo()
+    losses = iter([1.0, 2.0, 3.0])  # no validation data: the training loss decides, and the line says so
+    monkeypatch.setattr(Trainer, "_run_epoch", lambda self, epoch: {"epoch": epoch, "loss": next(losses),
+                                                                   "inbatch_accuracy": 0.0, "examples_per_s": 1.0})
+    assert _train(dataset, tmp_path / "c", "--epochs", "5", "train.patience=1") == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+    assert "(2 epochs, stopped by early stopping: train loss not lowered for 1 evaluations since epoch 1" in line, line
+    monkeypatch.undo()
     assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
     assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line

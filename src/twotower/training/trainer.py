@@ -286,8 +286,10 @@ class Trainer:
         budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
         for epoch in range(start_epoch, self.cfg.epochs + 1):
             if stopper.stop:  # said, as the time budget is: the epoch lines alone do not tell it from a crash
-                stopped = (f"early stopping: {metric} not improved for {stopper.bad} evaluations since epoch "
-                           f"{stopper.best_epoch} (train.patience={self.cfg.patience})")
+                # without validation data the stopper watches the training loss (negated), not the metric
+                what = f"valid {metric} not improved" if self.valid_relevant is not None else "train loss not lowered"
+                stopped = (f"early stopping: {what} for {stopper.bad} evaluations since epoch {stopper.best_epoch} "
+                           f"(train.patience={self.cfg.patience})")
                 if main:
                     log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
                 break
