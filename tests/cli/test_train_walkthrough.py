@@ -169,6 +169,7 @@ def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset,
         line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
         assert "at epoch 1 (2 epochs, stopped by early stopping: valid NDCG@10 not improved for 1 evaluations" in line, line
         assert "stopping after epoch 2 of 5: early stopping" in caplog.text
+        assert not [r for r in caplog.records if "epoch 2/5" in r.getMessage() and "to go" in r.getMessage()]
         caplog.clear()
     monkeypatch.undo()
     losses = iter([1.0, 2.0, 3.0])  # no validation data: the training loss decides, and the line says so
