@@ -276,6 +276,7 @@ class Trainer:
         if resume and self._restored is None:
             self.restore()
         done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
+        self._restored = None  # used once: a later fit(resume=True) reads the checkpoint as it is then
         start_epoch = done + 1
         if self.world > 1:
             start_ranks(self, start_epoch)
