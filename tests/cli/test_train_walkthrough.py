@@ -206,3 +206,14 @@ def test_the_summary_of_a_resumed_fit_says_how_many_epochs_its_seconds_cover(dat
     assert re.search(r"\(2 epochs, \d+\.\ds\); run folder", capsys.readouterr().out)
     assert _train(dataset, out, *args, "--epochs", "3", "--resume") == 0
     assert re.search(r"\(3 epochs, resumed after epoch 2: 1 in \d+\.\ds\); run folder", capsys.readouterr().out)
+
+
+def test_the_epoch_the_time_budget_ends_on_is_validated(dataset, tmp_path, capsys):
+    # audit: with train.eval_every=2 a budget that ran out after epoch 3 of 6 (MovieLens-100K) stopped the fit
+    # with epoch 3 never validated (it would have been the best); here it runs out after epoch 1
+    out = tmp_path / "r"
+    assert _train(dataset, out, "--valid", str(dataset["valid"]), "--epochs", "5", "train.eval_every=2",
+                  "train.time_budget_min=0.00001") == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1] and "valid_NDCG@10" in log[0]
+    assert "at epoch 1 (1 epochs, stopped by time budget" in capsys.readouterr().out

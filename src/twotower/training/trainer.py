@@ -312,7 +312,11 @@ class Trainer:
             if horizon != self.cfg.epochs:
                 row["lr_horizon"] = horizon
             new_best = False
-            if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
+            # the time budget ends the fit after this epoch: validate it like a last scheduled epoch, or with
+            # train.eval_every > 1 its training is thrown away unseen (rank 0's clock decides, as for the stop)
+            last_in_budget = budget_s is not None and tdist.broadcast_value(
+                float(spent + row["train_seconds"] >= budget_s), self.device) > 0.5
+            if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs or last_in_budget:
                 with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
                     valid = self.validate() if main else {}
                     row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
