@@ -152,3 +152,68 @@ def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, t
     monkeypatch.setattr(Trainer, "_run_epoch", interrupted)
     assert _train(dataset, tmp_path / "r") == 130
     assert "no epoch was checkpointed, so there is nothing to resume" in capsys.readouterr().err
+
+
+def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset, tmp_path, monkeypatch, capsys,
+                                                                        caplog):
+    # audit: a fit ended by train.patience printed "(2 epochs, ...)" and nothing else, on the first run as on
+    # a --resume of it, so an early stop could not be told from a schedule of 2 epochs
+    from twotower.training.trainer import Trainer
+
+    values = iter([0.5, 0.4, 0.3, 0.2, 0.1])  # validation only gets worse after epoch 1
+    monkeypatch.setattr(Trainer, "validate", lambda self: {"NDCG@10": next(values)})
+    out, valid = tmp_path / "r", ["--valid", str(dataset["valid"]), "--epochs", "5", "train.patience=1"]
+    for resume in ([], ["--resume"]):
+        with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+            assert _train(dataset, out, *valid, *resume) == 0
+        line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+        assert "at epoch 1 (2 epochs, stopped by early stopping: valid NDCG@10 not improved for 1 evaluations" in line, line
+        assert "stopping after epoch 2 of 5: early stopping" in caplog.text
+        assert not [r for r in caplog.records if "epoch 2/5" in r.getMessage() and "to go" in r.getMessage()]
+        caplog.clear()
+    monkeypatch.undo()
+    losses = iter([1.0, 2.0, 3.0])  # no validation data: the training loss decides, and the line says so
+    monkeypatch.setattr(Trainer, "_run_epoch", lambda self, epoch: {"epoch": epoch, "loss": next(losses),
+                                                                   "inbatch_accuracy": 0.0, "examples_per_s": 1.0})
+    assert _train(dataset, tmp_path / "c", "--epochs", "5", "train.patience=1") == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+    assert "(2 epochs, stopped by early stopping: train loss not lowered for 1 evaluations since epoch 1" in line, line
+    monkeypatch.undo()
+    assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
+    line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
+    assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line
+
+
+def test_ctrl_c_under_torchrun_is_reported_by_rank_0_only(dataset, tmp_path, capsys, monkeypatch):
+    # audit: kill -INT on torchrun (2 ranks) printed the "interrupted: ... holds epoch 1" line once per rank;
+    # here the process plays rank 1 where the command reads its rank
+    from twotower.training import distributed as tdist
+    from twotower.training.trainer import Trainer
+
+    def interrupted(self, epoch):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "_run_epoch", interrupted)
+    monkeypatch.setattr(tdist, "is_main", lambda: False)
+    assert _train(dataset, tmp_path / "r") == 130
+    assert "interrupted" not in capsys.readouterr().err
+
+
+def test_the_summary_of_a_resumed_fit_says_how_many_epochs_its_seconds_cover(dataset, tmp_path, capsys):
+    # audit: after a kill at epoch 2 of 4 and --resume, "(4 epochs, 7.2s)" gave this command's time for all 4
+    out, args = tmp_path / "r", ["--valid", str(dataset["valid"]), "train.patience=100"]
+    assert _train(dataset, out, *args, "--epochs", "2") == 0
+    assert re.search(r"\(2 epochs, \d+\.\ds\); run folder", capsys.readouterr().out)
+    assert _train(dataset, out, *args, "--epochs", "3", "--resume") == 0
+    assert re.search(r"\(3 epochs, resumed after epoch 2: 1 in \d+\.\ds\); run folder", capsys.readouterr().out)
+
+
+def test_the_epoch_the_time_budget_ends_on_is_validated(dataset, tmp_path, capsys):
+    # audit: with train.eval_every=2 a budget that ran out after epoch 3 of 6 (MovieLens-100K) stopped the fit
+    # with epoch 3 never validated (it would have been the best); here it runs out after epoch 1
+    out = tmp_path / "r"
+    assert _train(dataset, out, "--valid", str(dataset["valid"]), "--epochs", "5", "train.eval_every=2",
+                  "train.time_budget_min=0.00001") == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1] and "valid_NDCG@10" in log[0]
+    assert "at epoch 1 (1 epochs, stopped by time budget" in capsys.readouterr().out

@@ -12,6 +12,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.synthetic import write_dataset
@@ -130,12 +131,33 @@ def test_a_crash_mid_training_leaves_no_old_run_around_a_new_model(old_run, data
         "resume-other-shapes", "head-width"])
 def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad, capsys):
     out = _copy(old_run, tmp_path / "a")
-    if "--resume" in bad:
+    if "train.checkpoint=false" in bad:  # the other resume cases keep it, so the check they name is what refuses
         shutil.rmtree(out / "checkpoint")
     before = _snapshot(out)
     assert main(_train_args(dataset, out, *bad)) == 2
     assert "error:" in capsys.readouterr().err
     assert _snapshot(out) == before
+
+
+@pytest.mark.parametrize("bad", ["damaged-optimizer", "train.optimizer=sparse_adam", "train.ema_decay=0.9"])
+def test_a_checkpoint_that_cannot_be_loaded_leaves_the_run_sealed(old_run, dataset, tmp_path, bad, capsys):
+    # audit: the checkpoint was first loaded inside fit(), after the manifest, metrics.json and eval.txt were
+    # removed and config.json rewritten, so a refused resume (here with the checkpoint kept) unsealed the run
+    out = _copy(old_run, tmp_path / "a")
+    extra: list[str] = []
+    if bad == "damaged-optimizer":
+        data = bytearray((out / "checkpoint" / "optimizer.pt").read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        (out / "checkpoint" / "optimizer.pt").write_bytes(bytes(data))
+    else:
+        extra.append(bad)
+    before = _snapshot(out)
+    assert main(_train_args(dataset, out, "--resume", *extra, test=True)) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err
+    assert bad.split("=")[0] in err or bad == "damaged-optimizer"  # a settings change is named as one
+    assert _snapshot(out) == before
+    assert verify_manifest(out)
 
 
 def test_resume_names_the_model_setting_that_differs(old_run, dataset, tmp_path, capsys):
@@ -165,6 +187,26 @@ def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2]
     assert (out / "tuned_baselines.json").exists() and (out / "index" / "meta.json").exists()
+
+
+def test_resume_trains_with_the_learning_rate_and_weight_decay_it_is_given(old_run, dataset, tmp_path):
+    # audit: the optimizer's saved settings came back with its state, so `--resume train.lr=...` trained on at
+    # the run's rate (and weight decay) while config.json recorded the new one
+    from twotower.training.checkpoint import load_checkpoint
+    from twotower.training.loop import make_optimizers
+
+    out = _copy(old_run, tmp_path / "a")
+    assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "train.patience=100",
+                            "train.lr=0.0005", "train.weight_decay=0.25")) == 0
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert log[0]["lr"] != 0.0005 and log[1]["lr"] == 0.0005
+    model = TrainedRun.load(out).model
+    opt = make_optimizers(model.parameters(), lr=1.0, weight_decay=0.0)
+    load_checkpoint(out / "checkpoint", model, opt, np.random.default_rng(0))
+    group = opt[0].param_groups[0]  # the settings it was built with, the moments of the checkpoint
+    assert group["lr"] == 1.0 and group["weight_decay"] == 0.0 and "base_lr" not in group
+    assert opt[0].state and all(int(st["step"]) == int(next(iter(opt[0].state.values()))["step"])
+                                for st in opt[0].state.values())
 
 
 def test_resume_drops_the_old_weights_scores_and_names_the_stale_index(old_run, dataset, tmp_path, caplog):

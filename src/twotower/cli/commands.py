@@ -108,7 +108,13 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     """
     on_valid = any(f"valid_{metric}" in row for row in result.history)
     best = f"valid {metric} {result.best_metric:.4f}" if on_valid else f"train loss {-result.best_metric:.4f}"
-    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs, {result.seconds:.1f}s); "
+    # an early-stopped or time-budgeted fit says so: "4 epochs" alone reads as a finished schedule
+    why = f", stopped by {result.stopped}" if result.stopped else ""
+    # after --resume the seconds are this command's: "4 epochs, 7.2s" read as 4 epochs in 7.2 s when 2 ran
+    done = result.resumed_after
+    took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
+            else f"{result.seconds:.1f}s")
+    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs{why}, {took}); "
             f"run folder {out}")
 
 
@@ -129,7 +135,9 @@ def cmd_train(args: argparse.Namespace) -> int:
             run, result, prep = train_run(cfg, out, resume=args.resume)
             main = tdist.is_main()
         except KeyboardInterrupt as e:
-            print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+            if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
+                print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}",
+                      file=sys.stderr)
             return _interrupt_status(e)
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates

@@ -139,6 +139,9 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model)
+        # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
+        # would come after the manifest, metrics.json and config.json below were removed or rewritten
+        trainer.restore()
     stale: list[Path] = []
     if tdist.is_main():
         if not resume:

@@ -117,9 +117,23 @@ def load_checkpoint(
             "train without --resume"
         ) from None
     if len(opt_states) != len(optimizers):
-        raise IntegrityError(f"{directory}: checkpoint has {len(opt_states)} optimizer states, expected {len(optimizers)}")
+        # not damage (the checksums passed): the optimizer settings differ, e.g. train.optimizer=sparse_adam adds
+        # SparseAdam for the ID tables; the bare counts sent users looking for corruption
+        raise IntegrityError(
+            f"{directory}: the checkpoint holds {len(opt_states)} optimizer state(s), this training builds "
+            f"{len(optimizers)}: the optimizer settings (train.optimizer) differ from the run's; resume with the "
+            "run's own config or train without --resume"
+        )
     for opt, st in zip(optimizers, opt_states):
+        built = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
         opt.load_state_dict(st)
+        # load_state_dict also restores each group's settings: a resume with another train.lr / weight_decay kept
+        # the run's (and its recorded base_lr), while config.json said the new ones. The checkpoint gives the
+        # moments and step counts; the settings are the ones these optimizers were built with.
+        for group, settings in zip(opt.param_groups, built):
+            for key in [k for k in group if k != "params" and k not in settings]:
+                del group[key]
+            group.update(settings)
     torch.set_rng_state(load_file(str(directory / "rng.safetensors"))["torch"])
     rng.bit_generator.state = state.pop("numpy_rng")
     return state

@@ -91,7 +91,7 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         best = f" (best {stopper.best:.4f} at {stopper.best_epoch})"
     last = min(cfg.epochs, horizon)  # a time budget aims the schedule (and the fit's end) at ``horizon``
     left = ""
-    if row["epoch"] < last:
+    if row["epoch"] < last and not stopper.stop:  # patience ran out: the fit ends here, nothing is "to go"
         spent = sum(r.get("seconds", 0.0) for r in tr.history)
         to_go = spent / len(tr.history) * (last - row["epoch"])
         if cfg.time_budget_min is not None:

@@ -72,6 +72,10 @@ class TrainResult:
     epochs_run: int  # epochs that ran in this call and before it (a resumed run counts its earlier ones)
     history: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    # why the fit ended before train.epochs ("early stopping ...", "time budget ..."); None when it ran them all
+    stopped: str | None = None
+    resumed_after: int = 0  # the checkpoint's epoch a resumed fit continued after (0: a fresh fit); ``seconds`` is
+    # this call's time, so ``epochs_run - resumed_after`` epochs ran in it
 
 
 class Trainer:
@@ -127,6 +131,7 @@ class Trainer:
         self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
         self.history: list[dict[str, Any]] = []
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
+        self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
             log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
@@ -246,30 +251,55 @@ class Trainer:
                         what="validation")
 
     # ------------------------------------------------------------------ loop
+    def restore(self) -> int:
+        """Load the checkpoint in ``out_dir`` (weights, optimizers, RNG, history, early stopping); the last
+        finished epoch, which ``fit(resume=True)`` continues after.
+
+        Callers that rewrite the run folder before training call this first: a checkpoint that cannot be
+        loaded (damaged, or from other optimizer / weight-average settings) then fails before anything of
+        the run it would continue is touched.
+        """
+        from twotower.training.hooks import resume_state
+
+        stopper = EarlyStopping(self.cfg.patience)
+        self._restored = (resume_state(self, stopper), stopper)
+        return self._restored[0]
+
     def fit(self, *, resume: bool = False) -> TrainResult:
         """Train for ``train.epochs`` (early stopping on the validation metric); see the module docstring.
 
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import averaged, finish_fit, log_epoch, resume_state, schedule_horizon, start_ranks
+        from twotower.training.hooks import averaged, finish_fit, log_epoch, schedule_horizon, start_ranks
 
-        stopper = EarlyStopping(self.cfg.patience)
-        start_epoch = resume_state(self, stopper) + 1 if resume else 1
+        if resume and self._restored is None:
+            self.restore()
+        done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
+        self._restored = None  # used once: a later fit(resume=True) reads the checkpoint as it is then
+        start_epoch = done + 1
         if self.world > 1:
             start_ranks(self, start_epoch)
         main, metric = tdist.is_main(), self.eval_cfg.select_metric
         t0 = time.perf_counter()
         epochs_run = start_epoch - 1
+        stopped: str | None = None
         budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
         for epoch in range(start_epoch, self.cfg.epochs + 1):
-            if stopper.stop:
+            if stopper.stop:  # said, as the time budget is: the epoch lines alone do not tell it from a crash
+                # without validation data the stopper watches the training loss (negated), not the metric
+                what = f"valid {metric} not improved" if self.valid_relevant is not None else "train loss not lowered"
+                stopped = (f"early stopping: {what} for {stopper.bad} evaluations since epoch {stopper.best_epoch} "
+                           f"(train.patience={self.cfg.patience})")
+                if main:
+                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
                 break
             spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
             # rank 0's clock decides, so every rank stops after the same epoch
             if budget_s is not None and tdist.broadcast_value(float(spent >= budget_s), self.device) > 0.5:
+                stopped = f"time budget: {spent / 60:.1f} min of training reached train.time_budget_min={self.cfg.time_budget_min:g}"
                 if main:
-                    log.info("stopping: %.1f min of training reached train.time_budget_min=%g", spent / 60, self.cfg.time_budget_min)
+                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
             horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
@@ -282,7 +312,11 @@ class Trainer:
             if horizon != self.cfg.epochs:
                 row["lr_horizon"] = horizon
             new_best = False
-            if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs:
+            # the time budget ends the fit after this epoch: validate it like a last scheduled epoch, or with
+            # train.eval_every > 1 its training is thrown away unseen (rank 0's clock decides, as for the stop)
+            last_in_budget = budget_s is not None and tdist.broadcast_value(
+                float(spent + row["train_seconds"] >= budget_s), self.device) > 0.5
+            if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs or last_in_budget:
                 with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
                     valid = self.validate() if main else {}
                     row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
@@ -304,7 +338,8 @@ class Trainer:
                     save_weights(self.out_dir / "model.safetensors", self._best_state)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
-        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0)
+        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
+                           start_epoch - 1)
 
     def _write_log(self) -> None:
         assert self.out_dir is not None
