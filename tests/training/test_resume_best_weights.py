@@ -37,7 +37,7 @@ def _weights(run: Path) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("ema", [False, True])
 @pytest.mark.parametrize("writing", ["save_checkpoint", "save_weights"])
 def test_a_kill_while_epoch_3_is_saved_then_resume_keeps_the_reported_best(tmp_path, monkeypatch, writing, ema):
-    import twotower.training.trainer as trainer
+    import twotower.training.hooks as trainer  # the epoch's writes (hooks.save_epoch)
 
     data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
     extra = ("train.ema_decay=0.5",) if ema else ()

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from twotower import distributed as tdist
 from twotower.errors import ConfigError, IntegrityError
-from twotower.training.checkpoint import load_checkpoint, load_weights, save_weights
+from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
 
 if TYPE_CHECKING:
@@ -145,3 +145,39 @@ def schedule_horizon(tr: "Trainer", epoch: int, spent_s: float) -> int:
                  "at %.1f min an epoch", horizon, cfg.epochs, cfg.time_budget_min, spent_s / 60 / max(epoch - 1, 1))
     tr._horizon = horizon
     return horizon
+
+
+def stop_reason(tr: "Trainer", stopper: EarlyStopping, spent: float, epoch: int) -> str | None:
+    """Why the fit ends before ``epoch`` (early stopping, or the time budget spent), logged; None: go on.
+
+    Said, not only done: the epoch lines alone do not tell an early stop from a crash, and the summary
+    read "4 epochs" as a finished schedule. Rank 0's clock decides the budget, so every rank stops after
+    the same epoch.
+    """
+    cfg = tr.cfg
+    why = None
+    if stopper.stop:
+        # without validation data the stopper watches the training loss (negated), not the metric
+        what = (f"valid {tr.eval_cfg.select_metric} not improved" if tr.valid_relevant is not None
+                else "train loss not lowered")
+        why = (f"early stopping: {what} for {stopper.bad} evaluations since epoch {stopper.best_epoch} "
+               f"(train.patience={cfg.patience})")
+    elif cfg.time_budget_min is not None and tdist.broadcast_value(
+            float(spent >= cfg.time_budget_min * 60.0), tr.device) > 0.5:
+        why = f"time budget: {spent / 60:.1f} min of training reached train.time_budget_min={cfg.time_budget_min:g}"
+    if why and tdist.is_main():
+        log.info("stopping after epoch %d of %d: %s", epoch - 1, cfg.epochs, why)
+    return why
+
+
+def save_epoch(tr: "Trainer", epoch: int, stopper: EarlyStopping, new_best: bool) -> None:
+    """Rank 0 after each epoch: log.jsonl, the checkpoint, and the best weights when this epoch is the best."""
+    if not tr.out_dir:
+        return
+    tr._write_log()
+    if tr.cfg.checkpoint:
+        state = {"epoch": epoch, **stopper.state(), "history": tr.history}
+        extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None
+        save_checkpoint(tr.out_dir / "checkpoint", tr.model, tr.optimizers, state, tr.rng, extra)
+    if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state
+        save_weights(tr.out_dir / "model.safetensors", tr._best_state)

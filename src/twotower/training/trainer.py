@@ -49,7 +49,6 @@ from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
-from twotower.training.checkpoint import save_checkpoint, save_weights
 from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
 from twotower.training.loop import EarlyStopping, TrainLoop, epoch_lr_factor, sparse_parameters
@@ -271,7 +270,8 @@ class Trainer:
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import averaged, finish_fit, log_epoch, schedule_horizon, start_ranks
+        from twotower.training.hooks import (averaged, finish_fit, log_epoch, save_epoch, schedule_horizon, start_ranks,
+                                             stop_reason)
 
         if resume and self._restored is None:
             self.restore()
@@ -283,23 +283,12 @@ class Trainer:
         main, metric = tdist.is_main(), self.eval_cfg.select_metric
         t0 = time.perf_counter()
         epochs_run = start_epoch - 1
-        stopped: str | None = None
+        stopped: str | None = None  # why the fit ended before train.epochs (hooks.stop_reason)
         budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
         for epoch in range(start_epoch, self.cfg.epochs + 1):
-            if stopper.stop:  # said, as the time budget is: the epoch lines alone do not tell it from a crash
-                # without validation data the stopper watches the training loss (negated), not the metric
-                what = f"valid {metric} not improved" if self.valid_relevant is not None else "train loss not lowered"
-                stopped = (f"early stopping: {what} for {stopper.bad} evaluations since epoch {stopper.best_epoch} "
-                           f"(train.patience={self.cfg.patience})")
-                if main:
-                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
-                break
             spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
-            # rank 0's clock decides, so every rank stops after the same epoch
-            if budget_s is not None and tdist.broadcast_value(float(spent >= budget_s), self.device) > 0.5:
-                stopped = f"time budget: {spent / 60:.1f} min of training reached train.time_budget_min={self.cfg.time_budget_min:g}"
-                if main:
-                    log.info("stopping after epoch %d of %d: %s", epoch - 1, self.cfg.epochs, stopped)
+            stopped = stop_reason(self, stopper, spent, epoch)
+            if stopped:
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
             horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
@@ -328,14 +317,7 @@ class Trainer:
             self.history.append(row)
             if main:
                 log_epoch(self, row, metric, stopper, horizon)
-            if self.out_dir and main:
-                self._write_log()
-                if self.cfg.checkpoint:
-                    state = {"epoch": epoch, **stopper.state(), "history": self.history}
-                    extra = {"average.safetensors": self.average.state_dict()} if self.average is not None else None
-                    save_checkpoint(self.out_dir / "checkpoint", self.model, self.optimizers, state, self.rng, extra)
-                if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state
-                    save_weights(self.out_dir / "model.safetensors", self._best_state)
+                save_epoch(self, epoch, stopper, new_best)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
         finish_fit(self)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
