@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from twotower import distributed as tdist
 from twotower.errors import ConfigError, IntegrityError
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
+from twotower.utils.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
@@ -174,7 +176,8 @@ def save_epoch(tr: "Trainer", epoch: int, stopper: EarlyStopping, new_best: bool
     """Rank 0 after each epoch: log.jsonl, the checkpoint, and the best weights when this epoch is the best."""
     if not tr.out_dir:
         return
-    tr._write_log()
+    text = "".join(json.dumps(r, default=float) + "\n" for r in tr.history)
+    atomic_write_text(tr.out_dir / "log.jsonl", text)
     if tr.cfg.checkpoint:
         state = {"epoch": epoch, **stopper.state(), "history": tr.history}
         extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None

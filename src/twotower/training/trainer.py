@@ -27,7 +27,6 @@ streams (equal in distribution to one process, not bit for bit).
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -57,7 +56,6 @@ from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
 from twotower.training.step import RecStep, loss_log_q, share, sync_grads
 from twotower.utils.runtime import flush_denormals, resolve_device
-from twotower.utils.atomic import atomic_write_text
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
 
@@ -251,13 +249,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop
     def restore(self) -> int:
-        """Load the checkpoint in ``out_dir`` (weights, optimizers, RNG, history, early stopping); the last
-        finished epoch, which ``fit(resume=True)`` continues after.
-
-        Callers that rewrite the run folder before training call this first: a checkpoint that cannot be
-        loaded (damaged, or from other optimizer / weight-average settings) then fails before anything of
-        the run it would continue is touched.
-        """
+        """Load ``out_dir``'s checkpoint (weights, optimizers, RNG, history, early stopping); the last finished
+        epoch, which ``fit(resume=True)`` continues after. Called before the run folder is rewritten, so a
+        checkpoint that cannot be loaded fails before anything of the run it would continue is touched."""
         from twotower.training.hooks import resume_state
 
         stopper = EarlyStopping(self.cfg.patience)
@@ -322,8 +316,3 @@ class Trainer:
         finish_fit(self)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
                            start_epoch - 1)
-
-    def _write_log(self) -> None:
-        assert self.out_dir is not None
-        text = "".join(json.dumps(r, default=float) + "\n" for r in self.history)
-        atomic_write_text(self.out_dir / "log.jsonl", text)
