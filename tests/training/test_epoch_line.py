@@ -60,3 +60,11 @@ def test_a_time_budget_caps_the_estimate(caplog):
 @pytest.mark.parametrize(("s", "text"), [(0.4, "0s"), (42, "42s"), (185, "3m05s"), (3720, "1h02m")])
 def test_durations_read_as_people_write_them(s, text):
     assert format_seconds(s) == text
+
+
+def test_an_epoch_eval_every_skips_says_so_instead_of_nan(caplog):
+    with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+        _trainer(eval_every=2).fit()
+    lines = _epoch_lines(caplog)
+    assert "not validated (train.eval_every)" in lines[0] and "nan" not in lines[0]
+    assert re.search(r"valid NDCG@10 \d\.\d{4}", lines[1]), lines[1]

@@ -105,7 +105,10 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
         " COLLAPSE" if row.get("collapse_alarm") else "",
         f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
-        f"valid {metric} {float('nan') if value is None else value:.4f}", best, row["seconds"], rate, left,
+        # an epoch train.eval_every skips says so, rather than "valid NDCG@10 nan"
+        f"valid {metric} {value:.4f}" if value is not None
+        else "no validation data" if tr.valid_relevant is None else "not validated (train.eval_every)",
+        best, row["seconds"], rate, left,
     )
 
 
