@@ -78,13 +78,17 @@ class _HistoryBaseline:
         log.debug("%s fitted on %d users × %d items in %.2fs", self.name, x.shape[0], x.shape[1], self.fit_seconds)
         return self
 
-    def score(self, users: np.ndarray) -> np.ndarray:
-        """Float32 scores ``[len(users), I]`` from the training items of rows ``users``."""
+    def _user_rows(self, users: np.ndarray) -> np.ndarray:
+        """``users`` as int64 rows ``[B]`` of the fitted matrix; DataError for rows outside it."""
         train = self._require_fitted()
         users = np.asarray(users, dtype=np.int64).ravel()  # [B]
         if users.size and (users.min() < 0 or users.max() >= train.shape[0]):
             raise DataError(f"user rows must lie in [0, {train.shape[0]}); got {users.min()}..{users.max()}")
-        return self._score(train[users])
+        return users
+
+    def score(self, users: np.ndarray) -> np.ndarray:
+        """Float32 scores ``[len(users), I]`` from the training items of rows ``users``."""
+        return self._score(self._require_fitted()[self._user_rows(users)])
 
     def score_history(self, history: sp.spmatrix | sp.sparray) -> np.ndarray:
         """Float32 scores ``[U', I]`` for ad-hoc binary histories ``history[U', I]``."""
@@ -132,10 +136,7 @@ class Popularity(_HistoryBaseline):
         per user: on a 299K-item catalogue that generic path evaluated 63 users/s.
         Each user needs only the first ``k + (their excluded items)`` of the ranking.
         """
-        train = self._require_fitted()
-        users = np.asarray(users, dtype=np.int64).ravel()  # [B]
-        if users.size and (users.min() < 0 or users.max() >= train.shape[0]):
-            raise DataError(f"user rows must lie in [0, {train.shape[0]}); got {users.min()}..{users.max()}")
+        users = self._user_rows(users)
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         n_items, b = self._order.size, users.size

@@ -261,8 +261,10 @@ class RecommenderService:
                             "so it cannot be used in a history")
         return rows
 
-    def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None]:
-        """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None)."""
+    def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None, Any]:
+        """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None),
+        and an ad-hoc user's encoded ``user_features`` (None without them)."""
+        feats = None
         if r.user_features is not None:
             if r.user_id is not None:
                 raise ConfigError("user_features: the features of a user unseen in training go with a history, "
@@ -270,15 +272,15 @@ class RecommenderService:
             if r.explain:
                 raise ConfigError("explain: explanations attribute a list to the history's items and do not read "
                                   "user_features; ask for them without user_features (or without explain)")
-            self.run.encode_user_features([dict(r.user_features)])  # names a bad column or value before any work
+            feats = self.run.encode_user_features([dict(r.user_features)])  # a bad column or value: named, before any work
         if r.user_id is not None:
-            return self._user_row(r.user_id), None
+            return self._user_row(r.user_id), None, None
         if not self.supports_history:
             raise ConfigError(
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
                 "history; send a known user_id, or train with model.user.use_id=false"
             )
-        return None, self.history_rows(r.history or ())
+        return None, self.history_rows(r.history or ()), feats
 
     def _query_vectors(self, reqs: Sequence[RecRequest]) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None]]:
         """``queries[B, D]``, the user row of each request (or None) and its history rows (or None)."""
@@ -286,10 +288,13 @@ class RecommenderService:
 
         users: list[int | None] = []
         hists: list[np.ndarray | None] = []
+        feats: dict[int, Any] = {}  # request -> its encoded user_features
         for b, r in enumerate(reqs):
-            user, hist = _at_request(b, len(reqs), self._request_rows, r)
+            user, hist, f = _at_request(b, len(reqs), self._request_rows, r)
             users.append(user)
             hists.append(hist)
+            if f is not None:
+                feats[b] = f
         d = self.item_vectors.shape[1]
         queries = np.empty((len(reqs), d), dtype=np.float32)  # [B, D]
         known = [b for b, u in enumerate(users) if u is not None]
@@ -298,13 +303,14 @@ class RecommenderService:
             if known:
                 rows = np.asarray([users[b] for b in known], dtype=np.int64)
                 queries[known] = self.user_vectors[rows] if self.user_vectors is not None else self.run.user_vectors(rows)
-            plain = [b for b in adhoc if reqs[b].user_features is None]
+            plain = [b for b in adhoc if b not in feats]
             if plain:
                 queries[plain] = self.run.history_vectors([hists[b] for b in plain])
-            described = [b for b in adhoc if reqs[b].user_features is not None]
+            described = [b for b in adhoc if b in feats]
             if described:  # new users with features: the tower reads them as training encoded the user table
-                feats = self.run.encode_user_features([dict(reqs[b].user_features or {}) for b in described])
-                queries[described] = self.run.history_vectors([hists[b] for b in described], features=feats)
+                cat, multi, num = zip(*(feats[b] for b in described))
+                stacked = (torch.cat(cat), [torch.cat(m) for m in zip(*multi)], torch.cat(num))
+                queries[described] = self.run.history_vectors([hists[b] for b in described], features=stacked)
         return queries, users, hists
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
