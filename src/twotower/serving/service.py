@@ -266,10 +266,9 @@ class RecommenderService:
         a bad column or value is named (``user_features.age: ...``), before any work."""
         if user_features is None:
             return None
-        if user_id is not None:
-            from twotower.explain.explainer import FEATURES_WITH_USER_ID
-
-            raise ConfigError(FEATURES_WITH_USER_ID)
+        if user_id is not None:  # twotower.explain (optional) says the same in its own words: not imported here
+            raise ConfigError("user_features: the features of a user unseen in training go with a history, "
+                              "not with user_id (a known user is read with the features it was trained with)")
         if not isinstance(user_features, Mapping):
             raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
         return self.run.encode_user_features([dict(user_features)])
