@@ -229,3 +229,61 @@ def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> N
     assert metadata_columns(spec, records) == MetadataColumns(multi=("tags", "genres"), categorical=("decade",),
                                                               numeric=("year",))
     assert metadata_columns(None, records) == MetadataColumns(multi=("genres", "tags"), numeric=("year",))
+
+
+# --------------------------------------------------------------- a new user described by features + history
+def test_a_new_users_features_are_read_by_every_attribution_variant(feature_run) -> None:
+    """A new user with ``user_features`` and a history: the score is the one ``history_vectors`` gives with
+    those features, and each leave-one-out contribution is exactly the score lost when the tower is re-run
+    with that item's weight zeroed and the same features."""
+    run = feature_run
+    hist = [int(x) for x in run.history.of(3)]
+    feats = run.encode_user_features([{"age": 61}])
+    tower = run.model.user_tower
+    window = torch.as_tensor(user_window(run, None, hist)).unsqueeze(0)  # [1, L]
+    w = tower.history_weights(window)
+    item = next(i for i in range(run.n_items) if i not in hist)
+    v = run.item_embeddings()[item]
+    for method in ("loo", "gradxinput"):
+        e = explain_recommendation(run, history_rows=hist, item_row=item, user_features={"age": 61}, top=8,
+                                   method=method)
+        want = float(run.history_vectors([np.asarray(hist)], features=feats)[0] @ v)
+        assert e["score"] == pytest.approx(want, abs=1e-5)
+        assert e["profile"] == "features" and e["user_features"] == ["age"] and e["basis"] == "history"
+    e = explain_recommendation(run, history_rows=hist, item_row=item, user_features={"age": 61}, top=8)
+    with torch.no_grad():
+        for h in e["history"]:
+            drop = w.clone()
+            drop[0, run.model.history_len - 1 - h["age"]] = 0.0
+            s = float(tower(None, window, history_weights=drop, features=feats)[0].numpy() @ v)
+            assert h["contribution"] == pytest.approx(e["score"] - s, abs=1e-5)
+        empty = float(tower(None, window, history_weights=torch.zeros_like(w), features=feats)[0].numpy() @ v)
+    assert e["empty_history_score"] == pytest.approx(empty, abs=1e-5)
+    # other features, another user: the score moves; no (or only null) features read as a plain new user
+    other = explain_recommendation(run, history_rows=hist, item_row=item, user_features={"age": 19})
+    assert other["score"] != pytest.approx(e["score"], abs=1e-6)
+    plain = explain_recommendation(run, history_rows=hist, item_row=item)
+    for none in ({}, {"age": None}):
+        same = explain_recommendation(run, history_rows=hist, item_row=item, user_features=none)
+        assert same["score"] == pytest.approx(plain["score"], abs=1e-6)
+        assert same["profile"] == "popularity" and same["user_features"] == [] and same["text"] == plain["text"]
+
+
+def test_a_new_user_with_features_and_no_pooled_history_rests_on_them(feature_run) -> None:
+    e = explain_by_id(feature_run, history_ids=[], item_id="i0", user_features={"age": 44})
+    assert e["basis"] == "features" and "user features: age" in e["text"]
+
+
+def test_user_features_are_checked_as_recommend_checks_them(feature_run, mean_run) -> None:
+    from twotower.errors import DataError
+
+    with pytest.raises(ConfigError, match="go with a history, not with user_id"):
+        explain_recommendation(feature_run, user_row=3, item_row=0, user_features={"age": 30})
+    with pytest.raises(DataError, match="user_features.agee: not a user feature of this run"):
+        explain_recommendation(feature_run, history_rows=[1, 2], item_row=0, user_features={"agee": 30})
+    with pytest.raises(DataError, match="user_features.age: a finite number"):
+        explain_by_id(feature_run, history_ids=["i1"], item_id="i0", user_features={"age": "old"})
+    with pytest.raises(DataError, match="reads no user features"):
+        explain_recommendation(mean_run, history_rows=[1, 2], item_row=0, user_features={"age": 30})
+    with pytest.raises(ConfigError, match="object of column -> value"):
+        explain_recommendation(feature_run, history_rows=[1], item_row=0, user_features=[("age", 30)])

@@ -74,3 +74,22 @@ def test_the_table_shows_the_runs_own_multi_valued_column() -> None:
     # no multi-valued column: no such column in the table
     plain = format_explanation(_explanation({}, [{"item_id": "a", "title": "A", "contribution": 0.2}])).splitlines()
     assert plain[4].split() == ["contribution", "item_id", "title"]
+
+
+def test_a_new_user_with_features_is_explained_as_recommend_ranks_them(feature_run, capsys) -> None:
+    from twotower.explain import explain_by_id
+
+    run = str(feature_run.dir)
+    hist = [feature_run.item_vocab.ids[r] for r in feature_run.history.of(2)]
+    args = ["explain", "--run", run, "--history", ",".join(hist), "--item", "i0", "--json"]
+    assert main([*args, "--user-features", '{"age": 52}']) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == json.loads(json.dumps(explain_by_id(feature_run, history_ids=hist, item_id="i0",
+                                                      user_features={"age": 52})))
+    assert got["user_features"] == ["age"]
+    assert main([*args, "--user-features", "{age: 3}"]) == 2
+    assert "--user-features: not JSON" in capsys.readouterr().err
+    assert main([*args, "--user-features", '{"agee": 3}']) != 0
+    assert "user_features.agee: not a user feature" in capsys.readouterr().err
+    assert main(["explain", "--run", run, "--user", "u1", "--item", "i0", "--user-features", "{}"]) == 2
+    assert "--user-features describes a new user" in capsys.readouterr().err

@@ -223,16 +223,69 @@ def test_evaluate_warns_when_the_test_file_is_not_held_out(split_dir, run, caplo
     assert "history, which is excluded" not in caplog.text
 
 
-def test_python_history_from_takes_one_path_alone_and_refuses_a_dataframe(split_dir, run):
+def test_python_history_from_takes_one_path_alone(split_dir, run):
     train = split_dir / "train.csv"
     one = read_input_histories(run, str(train))  # its characters used to be read as file names ("file s: not found")
     assert one.files == read_input_histories(run, [train]).files
     alone = evaluate_run(run, split="valid", baselines=(), history_from=train)[0]
     assert alone["NDCG@10"] == evaluate_run(run, split="valid", baselines=(), history_from=[train])[0]["NDCG@10"]
-    df = pd.read_csv(train)
-    for given in (df, [df]):  # a frame used to fail as "ambiguous truth value", or read its columns as files
-        with pytest.raises(ConfigError, match="takes interaction file paths, got a DataFrame"):
-            evaluate_run(run, split="valid", baselines=(), history_from=given)
+
+
+def _frame(split_dir, name):
+    return pd.read_csv(split_dir / name, dtype={"user_id": str, "item_id": str})
+
+
+def test_python_history_from_takes_dataframes_as_it_takes_files(split_dir, run):
+    """A Python user has frames: one alone, or in the list beside paths, reads as its file would."""
+    train, valid = split_dir / "train.csv", split_dir / "valid.csv"
+    by_files = read_input_histories(run, [train, valid])
+    for given in ([_frame(split_dir, "train.csv"), _frame(split_dir, "valid.csv")], [_frame(split_dir, "train.csv"), valid]):
+        h = read_input_histories(run, given)
+        np.testing.assert_array_equal(h.sequences.indptr, by_files.sequences.indptr)
+        np.testing.assert_array_equal(h.sequences.items, by_files.sequences.items)
+        assert h.report["rows"] == by_files.report["rows"]
+    assert read_input_histories(run, [_frame(split_dir, "train.csv"), valid]).files == (
+        "<DataFrame history_from[0]>", str(valid))
+    alone = read_input_histories(run, _frame(split_dir, "train.csv"))
+    np.testing.assert_array_equal(alone.sequences.items, read_input_histories(run, train).sequences.items)
+    want = evaluate_run(run, split="test", baselines=("popularity",), history_from=[train, valid])
+    got = evaluate_run(run, split="test", baselines=("popularity",), history_from=[_frame(split_dir, "train.csv"), valid])
+    assert [r["NDCG@10"] for r in got] == [r["NDCG@10"] for r in want]
+
+
+def test_tt_recommend_takes_history_from_as_the_cli_does(split_dir, run, capsys):
+    import twotower as tt
+
+    train, valid = split_dir / "train.csv", split_dir / "valid.csv"
+    user = run.user_vocab.ids[3]
+    assert main(["-q", "recommend", "--run", str(run.dir), "--user", user, "--k", "5", "--json",
+                 "--history-from", str(train), str(valid)]) == 0
+    want = json.loads(capsys.readouterr().out)["items"]
+    assert tt.recommend(run, [user], k=5, history_from=[train, valid])[0] == want
+    assert tt.recommend(run, [user], k=5, history_from=[_frame(split_dir, "train.csv"), _frame(split_dir, "valid.csv")])[0] == want
+    with pytest.raises(ConfigError, match="use one or the other"):
+        tt.recommend(run, history=["1"], history_from=train)
+
+
+def test_a_bad_frame_is_named_by_its_position_row_and_column(split_dir, run):
+    from twotower.errors import DataError
+
+    train, valid = split_dir / "train.csv", _frame(split_dir, "valid.csv")
+    with pytest.raises(DataError, match=r"<DataFrame history_from\[1\]>.*'user_id'.*not found"):
+        read_input_histories(run, [train, valid.rename(columns={"user_id": "uid"})])
+    bad = valid.astype({"timestamp": object})
+    bad.loc[bad.index[2], "timestamp"] = "yesterday"
+    with pytest.raises(DataError) as e:
+        read_input_histories(run, [train, bad])
+    assert e.value.file == "<DataFrame history_from[1]>" and e.value.row == 2 and e.value.column == "timestamp"
+    assert "iloc 2" in str(e.value)
+    with pytest.raises(DataError, match=r"<DataFrame history_from\[0\]> has no timestamp column"):
+        read_input_histories(run, [valid.drop(columns="timestamp"), train])
+    with pytest.raises(ConfigError, match=r"history_from\[1\]: expected an interaction file path or a pandas "
+                                          r"DataFrame, got int"):
+        read_input_histories(run, [train, 3])
+    with pytest.raises(ConfigError, match="got dict"):
+        evaluate_run(run, split="valid", baselines=(), history_from={"train": valid})
 
 
 def test_evaluate_table_says_how_many_held_out_users_it_averages_over(split_dir, run, tmp_path, capsys):

@@ -102,16 +102,19 @@ def test_a_new_user_without_features_reads_as_a_training_user_without_a_table_ro
     ({"user_features": {"age": "old"}}, "user_features.age: a finite number"),
     ({"user_features": {"gender": ["F"]}}, "user_features.gender: one value"),
     ({"user_features": {"tags": {"a": 1}}}, "user_features.tags: a list of values"),
-    ({"user_features": {"age": 30}, "explain": True}, "explain"),
 ])
-def test_bad_features_are_refused_with_the_field_named(client, body, message):
-    r = client.post("/recommend", json={"history": ["i1", "i2"], **body})
+@pytest.mark.parametrize("path, extra", [("/recommend", {}), ("/recommend", {"explain": True}),
+                                         ("/explain", {"item_id": "i5"})])
+def test_bad_features_are_refused_with_the_field_named(client, body, message, path, extra):
+    r = client.post(path, json={"history": ["i1", "i2"], **body, **extra})
     assert r.status_code == 422, r.text
     assert message in r.json()["error"]["message"]
 
 
 def test_features_with_a_known_user_and_in_a_batch(client):
     r = client.post("/recommend", json={"user_id": "u3", "user_features": {"age": 30}})
+    assert r.status_code == 422 and "go with a history, not with user_id" in r.json()["error"]["message"]
+    r = client.post("/explain", json={"user_id": "u3", "user_features": {"age": 30}, "item_id": "i1"})
     assert r.status_code == 422 and "go with a history, not with user_id" in r.json()["error"]["message"]
     ok = {"history": ["i1"], "user_features": {"age": 30}, "k": 3}
     r = client.post("/recommend/batch", json={"requests": [ok, {"history": ["i2"], "k": 3},
@@ -165,3 +168,65 @@ def test_the_python_recommend_gives_the_cli_lists(feature_service, capsys):
         tt.recommend(run, "u4")
     with pytest.raises(NotFoundError):
         tt.recommend(run, ["nobody"])
+
+
+def _same_explanation(a: dict, b: dict) -> None:
+    """Equal but for float rounding (one item scored alone, or with the list's others in one matmul)."""
+    assert [h["item_id"] for h in a["history"]] == [h["item_id"] for h in b["history"]]
+    for key in ("score", "empty_history_score"):
+        assert a[key] == pytest.approx(b[key], abs=1e-5)
+    assert {k: v for k, v in a.items() if k not in ("score", "empty_history_score", "history_total", "history")} == \
+        {k: v for k, v in b.items() if k not in ("score", "empty_history_score", "history_total", "history")}
+
+
+def test_explain_reads_a_new_users_features_as_recommend_does(client, feature_service):
+    """POST /explain and "explain": true with user_features: the explained score is the listed one."""
+    service, _ = feature_service
+    history = _history(service, "u5")
+    feats = {"gender": "F", "age": 27, "tags": ["a", "d"]}
+    body = {"history": history, "user_features": feats, "k": 5}
+    listed = client.post("/recommend", json={**body, "explain": True, "explain_k": 3}).json()["items"]
+    assert [i["item_id"] for i in listed] == [i["item_id"] for i in client.post("/recommend", json=body).json()["items"]]
+    for i in listed[:3]:
+        e = i["explanation"]
+        assert e["score"] == pytest.approx(i["score"], abs=1e-5)
+        assert e["profile"] == "features" and e["user_features"] == ["gender", "tags", "age"]
+        assert e["history"] and e["basis"] == "history" and e["user_id"] is None
+    assert all("explanation" not in i for i in listed[3:])
+    r = client.post("/explain", json={"history": history, "user_features": feats, "item_id": listed[0]["item_id"]})
+    assert r.status_code == 200, r.text
+    _same_explanation(r.json()["explanation"], listed[0]["explanation"])
+    # the same history without the features is another user: another score (and a plain new user's profile)
+    plain = client.post("/explain", json={"history": history, "item_id": listed[0]["item_id"]}).json()["explanation"]
+    assert plain["score"] != pytest.approx(listed[0]["explanation"]["score"], abs=1e-6)
+    assert plain["profile"] == "popularity"
+
+
+def test_a_batch_explains_each_users_features(client, feature_service):
+    """One history, two sets of features in one batch: each request is explained with its own features."""
+    service, _ = feature_service
+    history = _history(service, "u6")
+    reqs = [{"history": history, "user_features": f, "k": 3, "explain": True, "exclude_seen": False}
+            for f in ({"age": 19, "gender": "M"}, {"age": 70, "gender": "F"}, {"age": 19, "gender": "M"})]
+    r = client.post("/recommend/batch", json={"requests": reqs})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    for res in results:
+        for i in res["items"]:
+            assert i["explanation"]["score"] == pytest.approx(i["score"], abs=1e-5)
+    assert results[0] == results[2]
+
+
+def test_the_python_service_explains_with_features(feature_service):
+    from twotower.errors import ConfigError
+    from twotower.serving.service import RecRequest
+
+    service, _ = feature_service
+    history = tuple(_history(service, "u8"))
+    feats = {"age": 35}
+    answer = service.recommend(RecRequest(history=history, user_features=feats, k=2, explain=True))
+    top = answer["items"][0]
+    e = service.explain(item_id=top["item_id"], history=history, user_features=feats)["explanation"]
+    _same_explanation(e, top["explanation"])
+    with pytest.raises(ConfigError, match="object of column -> value"):
+        service.explain(item_id=top["item_id"], history=history, user_features=[("age", 35)])

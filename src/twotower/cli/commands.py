@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT, check_output_dir, check_output_file, write_output_text
@@ -346,6 +346,23 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         return [run.user_row(u) for u in unique]
 
 
+def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--user-features JSON`` (with ``--history``: a new user) as a dict, or None when not given."""
+    if getattr(args, "user_features", None) is None:
+        return None
+    if args.history is None:
+        raise ConfigError("--user-features describes a new user: give it with --history (a known user is read "
+                          "with the features it was trained with)")
+    try:
+        features = json.loads(args.user_features)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
+                          '\'{"age": 25, "gender": "F"}\'') from None
+    if not isinstance(features, dict):
+        raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
+    return features
+
+
 def cmd_recommend(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -373,18 +390,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")
-    features = None
-    if getattr(args, "user_features", None) is not None:
-        if args.history is None:
-            raise ConfigError("--user-features describes a new user: give it with --history (a known user is read "
-                              "with the features it was trained with)")
-        try:
-            features = json.loads(args.user_features)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
-                              '\'{"age": 25, "gender": "F"}\'') from None
-        if not isinstance(features, dict):
-            raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
+    features = parse_user_features(args)
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)

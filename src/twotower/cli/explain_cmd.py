@@ -15,6 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with "
                      'commas (["it,em", "42"]): an ad-hoc user')
     p.add_argument("--item", required=True, help="the item id to explain")
+    p.add_argument("--user-features", metavar="JSON",
+                   help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '
+                        "(as `twotower recommend --user-features` and POST /explain take them)")
     p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
                    help="loo: exact leave-one-out (default); gradxinput: its first-order estimate, one backward pass "
@@ -57,7 +60,7 @@ def format_explanation(e: dict) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import _threads, flag_named
+    from twotower.cli.commands import _threads, flag_named, parse_user_features
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
 
@@ -69,6 +72,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     history = None if args.history is None else parse_id_list(args.history, "--history")
     if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+    features = parse_user_features(args)  # before the (slow) run load
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history
     with flag_named("--user"):
@@ -79,7 +83,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
             run.item_vocab.index(h)
     with flag_named("--item"):
         run.item_vocab.index(args.item)
-    e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method)
+    e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
+                      user_features=features)
     if args.json:
         print(json.dumps(e, ensure_ascii=False, indent=2))
     else:

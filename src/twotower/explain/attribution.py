@@ -40,6 +40,19 @@ __all__ = ["Attribution", "METHODS", "attribute_history", "attribute_history_man
 
 METHODS = ("loo", "gradxinput")
 
+#: one new user's encoded features, as ``TrainedRun.encode_user_features`` returns them for one row
+Features = tuple[Tensor, list[Tensor], Tensor]
+
+
+def repeat_features(features: Features | None, batch: int) -> Features | None:
+    """One user's feature tensors (one row each) repeated for ``batch`` variants of that user."""
+    if features is None:
+        return None
+    cat, multi, num = features
+    if num.shape[0] != 1:
+        raise ConfigError(f"explain user_features: the features of one user (one row), got {num.shape[0]} rows")
+    return cat.expand(batch, -1), [m.expand(batch, -1) for m in multi], num.expand(batch, -1)
+
 
 @dataclass(frozen=True)
 class Attribution:
@@ -71,11 +84,16 @@ def user_scores(
     history: Tensor,
     weights: Tensor | None,
     item_vec: Tensor,
+    features: Features | None = None,
 ) -> Tensor:
-    """Scores [B] of one item for B variants of one user: ``history[B, L]``, ``weights[B, L]``."""
+    """Scores [B] of one item for B variants of one user: ``history[B, L]``, ``weights[B, L]``.
+
+    ``features``: a new user's encoded features (one row; every variant reads them), else the
+    user's table row (a known user) or missing features (an ad-hoc history).
+    """
     B = history.shape[0]
     rows = None if user_row is None else torch.full((B,), int(user_row), dtype=torch.long)
-    u = model.user_tower(rows, history, history_weights=weights)  # [B, D]
+    u = model.user_tower(rows, history, history_weights=weights, features=repeat_features(features, B))  # [B, D]
     return u @ item_vec  # [B]
 
 
@@ -86,10 +104,12 @@ def attribute_history(
     item_row: int,
     *,
     method: str = "loo",
+    features: Features | None = None,
 ) -> Attribution:
     """Attribute the score of ``item_row`` to the columns of the right-aligned ``window[L]``.
 
-    ``user_row`` is None for an ad-hoc user (a history only). A tower that
+    ``user_row`` is None for an ad-hoc user (a history only, with its encoded ``features`` if
+    given: every variant re-runs the tower with them, so ``loo`` stays exact). A tower that
     does not pool history gets an empty attribution.
     """
     if method not in METHODS:
@@ -100,7 +120,7 @@ def attribute_history(
     hist = torch.as_tensor(np.asarray(window, np.int64)).unsqueeze(0)  # [1, L]
     if not tower.uses_history:
         with torch.no_grad():
-            s = float(user_scores(model, user_row, hist, None, v)[0])
+            s = float(user_scores(model, user_row, hist, None, v, features)[0])
         return Attribution(s, s, np.zeros(0, np.int64), np.zeros(0), method)
     w = tower.history_weights(hist)  # [1, L]
     positions = torch.nonzero(w[0] > 0).flatten()  # [n]
@@ -111,17 +131,18 @@ def attribute_history(
         W[1 + torch.arange(n), positions] = 0.0
         W[-1] = 0.0
         with torch.no_grad():
-            s = user_scores(model, user_row, hist.repeat(n + 2, 1), W, v).double()  # [n + 2]
+            s = user_scores(model, user_row, hist.repeat(n + 2, 1), W, v, features).double()  # [n + 2]
         contrib = (s[0] - s[1 : n + 1]).numpy()
         return Attribution(float(s[0]), float(s[-1]), positions.numpy(), contrib, method)
     with torch.inference_mode(False), torch.enable_grad():  # callers may sit inside no_grad / inference_mode
         # clones made here are ordinary tensors even if the inputs were created under inference_mode
         wg = w.clone().requires_grad_(True)
-        s_full = user_scores(model, user_row, hist.clone(), wg, v.clone())[0]
+        feats = None if features is None else (features[0].clone(), [m.clone() for m in features[1]], features[2].clone())
+        s_full = user_scores(model, user_row, hist.clone(), wg, v.clone(), feats)[0]
         (grad,) = torch.autograd.grad(s_full, wg)
     contrib = (w[0, positions] * grad[0, positions]).double().numpy()
     with torch.no_grad():
-        s_empty = float(user_scores(model, user_row, hist, torch.zeros_like(w), v)[0])
+        s_empty = float(user_scores(model, user_row, hist, torch.zeros_like(w), v, features)[0])
     return Attribution(float(s_full.detach()), s_empty, positions.numpy(), contrib, method)
 
 
@@ -132,6 +153,7 @@ def attribute_history_many(
     item_rows: list[int],
     *,
     method: str = "loo",
+    features: Features | None = None,
 ) -> list[Attribution]:
     """:func:`attribute_history` for M items of one user, sharing the user-side work.
 
@@ -142,7 +164,7 @@ def attribute_history_many(
     if method not in METHODS:
         raise ConfigError(f"explain method {method!r} is not one of {', '.join(METHODS)}")
     if method != "loo" or not model.user_tower.uses_history or not item_rows:
-        return [attribute_history(model, user_row, window, int(i), method=method) for i in item_rows]
+        return [attribute_history(model, user_row, window, int(i), method=method, features=features) for i in item_rows]
     model.eval()
     hist = torch.as_tensor(np.asarray(window, np.int64)).unsqueeze(0)  # [1, L]
     w = model.user_tower.history_weights(hist)  # [1, L]
@@ -153,7 +175,8 @@ def attribute_history_many(
     W[-1] = 0.0
     with torch.no_grad():
         rows = None if user_row is None else torch.full((n + 2,), int(user_row), dtype=torch.long)
-        U = model.user_tower(rows, hist.repeat(n + 2, 1), history_weights=W)  # [n + 2, D]
+        U = model.user_tower(rows, hist.repeat(n + 2, 1), history_weights=W,
+                             features=repeat_features(features, n + 2))  # [n + 2, D]
         V = model.item_tower(torch.as_tensor(np.asarray(item_rows, np.int64)))  # [M, D]
         S = (U @ V.T).double()  # [n + 2, M]
     pos = positions.numpy()

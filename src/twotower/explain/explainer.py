@@ -14,20 +14,23 @@ The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
 ``basis`` says what the score rests on: ``history`` (the tower pooled at
 least one history item), else ``features`` (a known user's feature row),
 ``id`` (a learned user-ID embedding) or ``popularity`` (the empty-history
-representation every new user shares). ``profile`` is the same chain without
+representation every new user shares). A new user described by ``user_features``
+(with a history, as ``POST /recommend`` takes them) has the profile ``features``
+when at least one feature is given; every attribution variant re-runs the tower
+with those same features, so leave-one-out stays exact. ``profile`` is the same chain without
 the history: what is left when no history item raises the score.
 """
 from __future__ import annotations
 
 import dataclasses
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from twotower.errors import ConfigError, NotFoundError
-from twotower.explain.attribution import Attribution, attribute_history_many
+from twotower.explain.attribution import Attribution, Features, attribute_history_many, repeat_features
 from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
@@ -71,9 +74,9 @@ def _record(run: Any, row: int) -> dict[str, Any]:
     return rec
 
 
-def _profile(run: Any, user_row: int | None) -> str:
+def _profile(run: Any, user_row: int | None, given: list[str] | None = None) -> str:
     tower = run.model.user_tower
-    if user_row is not None and tower.features.out_dim:
+    if (user_row is not None or given) and tower.features.out_dim:
         return "features"
     if user_row is not None and tower.id_emb is not None:
         return "id"
@@ -87,8 +90,31 @@ def _user_feature_names(run: Any) -> list[str]:
     return [*s.categorical, *s.multi, *s.numeric]
 
 
+#: the message when features come with a known user (the service's POST /recommend says the same)
+FEATURES_WITH_USER_ID = ("user_features: the features of a user unseen in training go with a history, not with "
+                         "user_id (a known user is read with the features it was trained with)")
+
+
+def new_user_features(
+    run: Any, user_row: int | None, user_features: Mapping[str, Any] | None, encoded: Features | None = None
+) -> tuple[Features | None, list[str]]:
+    """A new user's ``user_features`` (column -> raw value) encoded as ``POST /recommend`` encodes them, and
+    the columns given a value (in the run's column order). ``encoded``: those tensors, already encoded by
+    the caller (``TrainedRun.encode_user_features`` of this one user), so they are not encoded twice."""
+    if user_features is None:
+        return None, []
+    if user_row is not None:
+        raise ConfigError(FEATURES_WITH_USER_ID)
+    if not isinstance(user_features, Mapping):
+        raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
+    feats = encoded if encoded is not None else run.encode_user_features([dict(user_features)])  # bad value: named
+    given = [c for c in run.user_feature_columns if user_features.get(c) not in (None, "", [], ())]
+    return feats, given
+
+
 @torch.no_grad()
-def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) -> dict[str, float] | None:
+def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int,
+           features: Features | None = None) -> dict[str, float] | None:
     """Each head's share of the score: alpha*<u,sem>/norm and (1-alpha)*<u,collab>/norm (they sum to it)."""
     model = run.model
     if getattr(model.item_tower, "semantic", None) is None:
@@ -97,7 +123,7 @@ def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int) ->
     if h is None:
         return None
     rows = None if user_row is None else torch.tensor([user_row])
-    u = model.user_tower(rows, torch.as_tensor(window).unsqueeze(0))[0]  # [D]
+    u = model.user_tower(rows, torch.as_tensor(window).unsqueeze(0), features=repeat_features(features, 1))[0]  # [D]
     a, norm = float(h.alpha), float(h.norm[0])
     return {
         "alpha": a,
@@ -125,17 +151,22 @@ def explain_recommendation(
     item_row: int,
     top: int = 5,
     method: str = "loo",
+    user_features: Mapping[str, Any] | None = None,
+    encoded_features: Features | None = None,
 ) -> dict[str, Any]:
     """Why ``item_row`` scores what it does for a user (see the module docstring for the dict).
 
     Pass ``user_row`` for a training user (their stored history), or
     ``history_rows`` (item rows, oldest first) for an ad-hoc user; with both,
-    the given history replaces the stored one. ``top`` bounds the history
+    the given history replaces the stored one. ``user_features`` (with
+    ``history_rows`` only): the new user's features, column -> value, as
+    ``POST /recommend`` and ``tt.recommend`` take them. ``top`` bounds the history
     list; ``method`` is ``"loo"`` (exact leave-one-out) or ``"gradxinput"``.
     Deterministic for a fixed run.
     """
     return explain_recommendations(
-        run, user_row=user_row, history_rows=history_rows, item_rows=[item_row], top=top, method=method
+        run, user_row=user_row, history_rows=history_rows, item_rows=[item_row], top=top, method=method,
+        user_features=user_features, encoded_features=encoded_features,
     )[0]
 
 
@@ -148,8 +179,13 @@ def explain_recommendations(
     top: int = 5,
     method: str = "loo",
     check: Callable[[], None] | None = None,
+    user_features: Mapping[str, Any] | None = None,
+    encoded_features: Features | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`explain_recommendation` for several items of one user, in order.
+
+    ``encoded_features``: ``user_features`` already encoded by the caller (the service encodes a
+    request's features once, for its list and its explanations).
 
     The user-side work (the ``n + 2`` history variants, the history's
     metadata) is done once, so M items cost one tower pass plus M small dicts.
@@ -172,15 +208,16 @@ def explain_recommendations(
         raise ConfigError(
             "this run's user tower uses user-ID embeddings, so an ad-hoc history cannot be explained; pass a known user"
         )
+    feats, given = new_user_features(run, user_row, user_features, encoded_features)
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
     window = user_window(run, user_row, history_rows)  # [L]
-    atts = attribute_history_many(model, user_row, window, item_rows, method=method)
+    atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats)
 
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
     reads = bool(model.user_tower.uses_history)
     cols = run_metadata_columns(run)
-    profile = _profile(run, user_row)
+    profile = _profile(run, user_row, given)
     pad = model.pad_item
     records = {int(r): _record(run, int(r)) for r in set(window.tolist()) if r != pad}
     # the pooled items are the same for every item of this user (the window's valid columns)
@@ -207,9 +244,9 @@ def explain_recommendations(
             "empty_history_score": att.empty_score,
             "reads_history": reads,
             "profile": profile,
-            "user_features": _user_feature_names(run) if profile == "features" else [],
+            "user_features": (given if feats is not None else _user_feature_names(run)) if profile == "features" else [],
         }
-        heads = _heads(run, user_row, window, item_row)
+        heads = _heads(run, user_row, window, item_row, feats)
         if heads is not None:
             expl["heads"] = heads
         # a tower with features and a user-ID embedding rests on both; "profile" names the features only
@@ -228,11 +265,14 @@ def explain_by_id(
     history_ids: list[str] | None = None,
     top: int = 5,
     method: str = "loo",
+    user_features: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it."""
+    """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
+    ``user_features`` go with ``history_ids`` (a new user), as in ``POST /recommend``."""
     user_row = None if user_id is None else run.user_vocab.index(str(user_id))
     item_row = run.item_vocab.index(str(item_id))
     history_rows = None if history_ids is None else [run.item_vocab.index(str(i)) for i in history_ids]
     return explain_recommendation(
-        run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method
+        run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
+        user_features=user_features,
     )

@@ -20,10 +20,13 @@ that hold the vectors.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from types import FunctionType
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -75,11 +78,32 @@ def shortfall(res: Results, k: int) -> np.ndarray:
     return (k - (res.ids[:, :k] != PAD_ID).sum(axis=1)).astype(np.int64)
 
 
+def _as_array(values: Any) -> np.ndarray:
+    """``np.asarray``, taking a torch tensor too (one that requires grad, or lives on a GPU)."""
+    if hasattr(values, "detach") and hasattr(values, "cpu"):  # torch.Tensor, without importing torch
+        values = values.detach().cpu().numpy()
+    return np.asarray(values)
+
+
+def describe(value: Any) -> str:
+    """A value in a few words for an error message: its type, and its shape when it has one."""
+    shape = getattr(value, "shape", None)
+    return f"a {type(value).__name__}" + (f" of shape {tuple(shape)}" if shape is not None else "")
+
+
 def check_vectors(vectors: np.ndarray, dim: int | None = None, *, name: str = "vectors") -> np.ndarray:
-    """Return ``vectors[N, D]`` as C-contiguous float32, or raise DataError."""
-    arr = np.asarray(vectors)
+    """Return ``vectors[N, D]`` as C-contiguous float32, or raise DataError naming ``name``.
+
+    A torch tensor is taken as its values (detached, on the CPU)."""
+    arr = _as_array(vectors)
     if arr.ndim != 2:
-        raise DataError(f"{name} must be a 2-D array [N, D], got shape {arr.shape}")
+        hint = ""
+        if arr.ndim == 1 and np.issubdtype(arr.dtype, np.integer):
+            hint = ("; this looks like ids: the order is build(vectors, ids)" if name == "vectors"
+                    else "; expected float vectors")
+        elif arr.ndim == 1:
+            hint = f"; one vector is {name}[None, :] (shape [1, D])"
+        raise DataError(f"{name} must be a 2-D array [N, D], got shape {arr.shape}{hint}")
     if not np.issubdtype(arr.dtype, np.floating):
         raise DataError(f"{name} must be floating point (float32), got dtype {arr.dtype}")
     if dim is not None and arr.shape[1] != dim:
@@ -92,11 +116,14 @@ def check_vectors(vectors: np.ndarray, dim: int | None = None, *, name: str = "v
 
 def check_ids(ids: np.ndarray, n: int, *, name: str = "ids") -> np.ndarray:
     """Return ``ids[N]`` as int64, checking length, sign and uniqueness."""
-    arr = np.asarray(ids)
-    if arr.ndim != 1 or arr.shape[0] != n:
+    arr = _as_array(ids)
+    if arr.ndim == 1 and arr.shape[0] != n:
+        raise DataError(f"{name} holds {arr.shape[0]} ids for {n} vectors; give one id per row of vectors")
+    if arr.ndim != 1:
         raise DataError(f"{name} must be a 1-D array with one id per vector ({n}), got shape {arr.shape}")
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise DataError(f"{name} must be integers (int64 row ids), got dtype {arr.dtype}")
+        raise DataError(f"{name} must be integers (int64 row ids), got dtype {arr.dtype}; map external ids to "
+                        "integer rows first (e.g. with the run's item vocabulary)")
     arr = arr.astype(np.int64, copy=False)
     if arr.size and arr.min() < 0:
         raise DataError(f"{name} must be >= 0 ({PAD_ID} is reserved for padding), got {int(arr.min())}")
@@ -107,7 +134,7 @@ def check_ids(ids: np.ndarray, n: int, *, name: str = "ids") -> np.ndarray:
 
 def check_queries(queries: np.ndarray, dim: int) -> np.ndarray:
     """Accept ``queries[Q, D]`` or a single ``[D]`` query; return float32 [Q, D]."""
-    arr = np.asarray(queries)
+    arr = _as_array(queries)
     if arr.ndim == 1:
         arr = arr[None, :]  # [D] -> [1, D]
     return check_vectors(arr, dim, name="queries")
@@ -121,6 +148,47 @@ def _check_k(k: Any) -> int:
 
 def _empty(q: int, k: int) -> Results:
     return Results(np.full((q, k), PAD_ID, dtype=np.int64), np.full((q, k), -np.inf, dtype=np.float32))
+
+
+#: Methods that need an index object: called on the class, their first argument was taken as ``self``
+#: (``FaissIndex.build(vectors, ids)`` failed with "missing 1 required positional argument: 'ids'").
+INSTANCE_METHODS = ("build", "add", "remove", "search", "save", "set_search_params")
+
+
+class _IndexMethod:
+    """An index method that, read off the class and called with something that is not an index, says so.
+
+    Read off an instance it is the plain bound method; ``FaissIndex.build(index, vectors, ids)`` (an
+    explicit index first) works as before.
+    """
+
+    def __init__(self, fn: Callable[..., Any], name: str) -> None:
+        self.fn, self.name = fn, name
+        functools.update_wrapper(self, fn)  # docs, signature and __isabstractmethod__
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is not None:
+            return self.fn.__get__(obj, owner)
+        fn, name, cls = self.fn, self.name, owner
+
+        @functools.wraps(fn)
+        def unbound(*args: Any, **kwargs: Any) -> Any:
+            if args and isinstance(args[0], VectorIndex):
+                return fn(*args, **kwargs)
+            raise ConfigError(_class_call_message(cls, name, fn, args))
+
+        return unbound
+
+
+def _class_call_message(cls: type | None, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    cls_name = cls.__name__ if cls is not None else "VectorIndex"
+    params = [p.name for p in list(inspect.signature(fn).parameters.values())[1:]
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
+    make = f"{cls_name}({getattr(cls, '_example_args', '')})"
+    first = params[0] if params else "the first argument"
+    got = f"its first argument, {first} ({describe(args[0])}), was taken as the index" if args else "no index was given"
+    return (f"{cls_name}.{name}() was called on the class, not on an index, so {got}; create the index "
+            f"first and call the method on it: index = {make}; index.{name}({', '.join(params)})")
 
 
 class VectorIndex(ABC):
@@ -137,9 +205,24 @@ class VectorIndex(ABC):
     #: True when search returns the exact top-k (ties broken by smaller id).
     is_exact: bool = False
 
+    #: constructor arguments of the example in error messages (``FaissIndex('flat')``)
+    _example_args: str = ""
+
     def __init__(self) -> None:
         #: Fingerprint of the model whose embeddings are indexed (see ``fingerprint_arrays``).
         self.model_fingerprint: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in INSTANCE_METHODS:
+            fn = cls.__dict__.get(name)
+            if isinstance(fn, FunctionType):
+                setattr(cls, name, _IndexMethod(fn, name))
+
+    def _not_built(self) -> ConfigError:
+        """The error of an index asked for its dimension (searched, saved) before anything was built."""
+        return ConfigError(f"this {type(self).__name__} is empty: nothing was built yet, so it has no dimension; "
+                           "call index.build(vectors, ids) before search or save")
 
     # ------------------------------------------------------------------ abstract
     @abstractmethod
@@ -211,11 +294,17 @@ class VectorIndex(ABC):
         (stored, allowed, not excluded): the search deepens (and an IVF index
         probes more lists) until ``k`` survive or nothing is left to fetch, so
         a short row means the catalogue ran out; :func:`shortfall` counts it.
+        So ``k`` larger than the index is allowed: the rows end in ``PAD_ID`` (-1)
+        with score ``-inf`` (the service and CLI report such a list's shortfall).
         """
         k = _check_k(k)
         queries = check_queries(queries, self.dim)  # [Q, D]
         n_q = queries.shape[0]
         n = len(self)
+        if isinstance(exclude, np.ndarray) and exclude.ndim == 1 and exclude.dtype != object:
+            # a flat id array was read as one id per query (each "array" a scalar), or refused by its length
+            raise DataError(f"exclude takes one id array per query (a list of {n_q}), got one flat array of "
+                            f"{exclude.size} ids; for the same ids on every query pass [ids] * {n_q}")
         if exclude is not None and len(exclude) != n_q:
             raise DataError(f"exclude needs one array per query ({n_q}), got {len(exclude)}")
         allow_rows = _allow_per_query(allow, n_q)
@@ -342,3 +431,9 @@ class VectorIndex(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n={len(self)}, dim={self.dim}, exact={self.is_exact})"
+
+
+for _name in INSTANCE_METHODS:  # the base class's own (search, save, ...): subclasses are wrapped as they are made
+    _fn = VectorIndex.__dict__.get(_name)
+    if isinstance(_fn, FunctionType):
+        setattr(VectorIndex, _name, _IndexMethod(_fn, _name))

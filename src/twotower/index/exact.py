@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
-from twotower.index.base import VectorIndex, check_ids, check_vectors
+from twotower.index.base import VectorIndex, check_ids, check_vectors, describe
 from twotower.results import PAD_ID
 
 __all__ = ["ExactIndex", "BLAS_MIN_QUERIES", "canonical_scores", "use_blas_for"]
@@ -93,8 +93,11 @@ class ExactIndex(VectorIndex):
     backend = "exact"
     is_exact = True
 
-    def __init__(self, *, max_block_elems: int = 1 << 24) -> None:
+    def __init__(self, *args: Any, max_block_elems: int = 1 << 24) -> None:
         super().__init__()
+        if args:  # ExactIndex(vectors, ids) failed with "takes 1 positional argument but 3 were given"
+            raise ConfigError(f"ExactIndex() takes no vectors (got {describe(args[0])}): build it with "
+                              "ExactIndex().build(vectors, ids), or ExactIndex.over(vectors, ids) without a copy")
         if isinstance(max_block_elems, bool) or int(max_block_elems) < 1:
             raise ConfigError(f"max_block_elems must be a positive integer, got {max_block_elems!r}")
         self.max_block_elems = int(max_block_elems)
@@ -157,7 +160,7 @@ class ExactIndex(VectorIndex):
     @property
     def dim(self) -> int:
         if self._dim is None:
-            raise ConfigError("the index is empty; call build(vectors, ids) first")
+            raise self._not_built()
         return self._dim
 
     @property

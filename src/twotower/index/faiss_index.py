@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
-from twotower.index.base import VectorIndex, check_ids, check_vectors
+from twotower.index.base import VectorIndex, check_ids, check_vectors, describe
 from twotower.index.exact import use_blas_for
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog
@@ -183,6 +183,7 @@ class FaissIndex(VectorIndex):
     """
 
     backend = "faiss"
+    _example_args = "'flat'"
 
     def __init__(
         self,
@@ -197,6 +198,10 @@ class FaissIndex(VectorIndex):
         log_every_s: float | None = None,
     ) -> None:
         super().__init__()
+        if not isinstance(factory, str):  # FaissIndex(vectors): a whole array's repr as "the factory"
+            raise ConfigError(f"FaissIndex(factory): the index type, one of {', '.join(SHORTCUTS)} or a FAISS "
+                              f"index_factory string, got {describe(factory)}; the vectors go to build: "
+                              "FaissIndex('flat').build(vectors, ids)")
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
         if device not in ("cpu", "cuda"):
             raise ConfigError(f"device must be 'cpu' or 'cuda', got {device!r}")
@@ -370,7 +375,7 @@ class FaissIndex(VectorIndex):
     @property
     def dim(self) -> int:
         if self._index is None:
-            raise ConfigError("the index is empty; call build(vectors, ids) first")
+            raise self._not_built()
         return int(self._index.d)
 
     # ------------------------------------------------------------------ knobs

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import scipy.sparse as sp
 
 from twotower.config import EvalConfig
@@ -79,14 +80,14 @@ def evaluate_run(
     baselines: tuple[str, ...] | None = None,
     ks: tuple[int, ...] | None = None,
     select_metric: str | None = None,
-    history_from: Sequence[str | Path] | str | Path | None = None,
+    history_from: Sequence[str | Path | pd.DataFrame] | str | Path | pd.DataFrame | None = None,
     test_file: str | Path | None = None,
     ease_max_items: int | None = None,
 ) -> list[dict[str, Any]]:
     """One row per model: every metric plus fit seconds (baselines tuned on valid).
 
     ``history_from`` (interaction files, e.g. the run's ``train.csv`` and
-    ``valid.csv``) replaces the training history as every model's input: the
+    ``valid.csv``, or DataFrames with those files' columns) replaces the training history as every model's input: the
     two-tower user vectors and the baselines' user rows are read from those
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
     items are excluded from ranking too. ``test_file``: score this interactions

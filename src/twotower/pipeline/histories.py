@@ -14,6 +14,11 @@ counted in the report (an unknown item cannot be embedded; an unknown user
 cannot be asked for). Exact duplicate ``(user, item, timestamp)`` rows across
 the files are kept once, so overlapping files do not repeat an item.
 
+From Python, a pandas DataFrame may stand where a file goes (``history_from=df`` or
+``[df, "valid.csv"]``): it needs the columns the file would have and is checked the
+same way; its errors name it by position, ``<DataFrame history_from[1]>``, with
+the row as ``iloc N`` and the column.
+
 Files without a timestamp column (or in the SASRec format, whose lines are in time order) give the order
 only: the history is then the files one after another, each in row order, and no row is dropped as a
 duplicate. Mixing such files with timestamped ones is refused, since their rows cannot be placed in time.
@@ -24,7 +29,6 @@ import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,26 +76,45 @@ def _has_timestamps(df: pd.DataFrame) -> bool:
     return not source.startswith(("row order", "line order"))
 
 
-def read_input_histories(run: Any, files: Iterable[str | Path]) -> InputHistories:
+Source = str | os.PathLike | pd.DataFrame
+
+
+def _sources(files: Source | Iterable[Source]) -> tuple[list[Source], tuple[str, ...]]:
+    """The inputs as a list, and their labels: a path as given, a frame by its position."""
+    if isinstance(files, (str, os.PathLike, pd.DataFrame)):
+        # a lone path or frame: one input (a path's characters were read as file names, a frame's column names)
+        return [files], (str(files) if not isinstance(files, pd.DataFrame) else "<DataFrame history_from>",)
+    if isinstance(files, (bytes, dict)) or not isinstance(files, Iterable):
+        raise ConfigError(f"history_from takes interaction file paths or pandas DataFrames (one, or a list), "
+                          f"got {type(files).__name__}")
+    items = list(files)
+    for n, f in enumerate(items):
+        if not isinstance(f, (str, os.PathLike, pd.DataFrame)):
+            raise ConfigError(f"history_from[{n}]: expected an interaction file path or a pandas DataFrame, "
+                              f"got {type(f).__name__}")
+    return items, tuple(f"<DataFrame history_from[{n}]>" if isinstance(f, pd.DataFrame) else str(f)
+                        for n, f in enumerate(items))
+
+
+def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHistories:
     """Read ``files`` (in the given order) into per-user input histories over ``run``'s vocabularies.
 
     ``run`` is a :class:`~twotower.pipeline.artifacts.TrainedRun` (anything with
     ``user_vocab`` and ``item_vocab``); files are read with the run's columns and
     format (:func:`~twotower.pipeline.run_inputs.read_run_interactions`). Raises
-    ConfigError when no file is given. One path may be given alone (``evaluate_run(run, history_from="train.csv")``).
+    ConfigError when no file is given. One path may be given alone (``evaluate_run(run, history_from="train.csv")``),
+    and a pandas DataFrame with a file's columns may stand for a file, alone or in the list
+    (``history_from=[train_df, "valid.csv"]``); its errors name it ``<DataFrame history_from[N]>``.
     """
-    if isinstance(files, (str, os.PathLike)):  # a lone path: read as one file, not its characters as file names
-        files = [files]
-    bad = [files] if isinstance(files, pd.DataFrame) else [f for f in files if not isinstance(f, (str, os.PathLike))]
-    if bad:  # a DataFrame iterates its column names, which were then "not found" as files
-        raise ConfigError(f"--history-from / history_from takes interaction file paths, got a {type(bad[0]).__name__}; "
-                          "write a DataFrame to CSV first (the run reads its own files the same way)")
-    files = tuple(str(f) for f in files)
+    sources, files = _sources(files)
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
     parts, timed = [], []
-    for n, f in enumerate(files):
-        df = read_run_interactions(run, f)
+    for n, (src, label) in enumerate(zip(sources, files)):
+        if isinstance(src, pd.DataFrame):
+            df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
+        else:
+            df = read_run_interactions(run, label)
         timed.append(_has_timestamps(df))
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
     if any(timed) and not all(timed):

@@ -238,13 +238,16 @@ def recommend(
     k: int = 10,
     exclude_seen: bool = True,
     exact: bool = False,
+    history_from: Any = None,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first; with ``user_features`` their features).
 
     Each list holds ``{"item_id", "score", "rank", ...metadata}``; items the user has seen are left out
     unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
-    the service rank, or by exact search when ``exact`` or when none is built. Example::
+    the service rank, or by exact search when ``exact`` or when none is built. ``history_from`` (with
+    ``user_ids``): interaction files or DataFrames whose rows are the users' input histories instead of
+    the training history, as ``twotower recommend --history-from``; their items count as seen. Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.recommend(run, ["42"], k=5)[0]:
@@ -257,6 +260,14 @@ def recommend(
     if user_features is not None and history is None:
         raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
                           "the features it was trained with)")
+    if history_from is not None and history is not None:
+        raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
+                          "or the other")
+    histories = None
+    if history_from is not None:  # read (and checked) before the index is opened
+        from twotower.pipeline.histories import read_input_histories
+
+        histories = read_input_histories(run, history_from)
     index, _ = open_run_index(run, exact=exact)
     if history is not None:
         if isinstance(history, str):
@@ -268,7 +279,11 @@ def recommend(
         raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
     rows = np.asarray([run.user_row(u) for u in user_ids], np.int64)
     exclude = exclusions_from_files(run, [], include_seen=exclude_seen) if exclude_seen else None
-    res = recommend_users(run, rows, int(k), exclude, index=index)
+    if histories is not None and exclude_seen:
+        from twotower.pipeline.histories import exclude_histories
+
+        exclude = exclude_histories(exclude, histories)  # the input history counts as seen
+    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index)
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 

@@ -25,8 +25,10 @@ def run_columns(run: Any) -> ColumnMap:
     return ColumnMap() if cfg is None else column_map(cfg.data)
 
 
-def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:
+def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: str | None = None) -> pd.DataFrame:
     """``read_interactions`` of ``source`` with ``run``'s columns and format, falling back to the canonical layout.
+
+    ``source`` may be a DataFrame with the columns a file would have (``name`` labels it in errors).
 
     A file readable neither way gets the error of the run's own settings; when a
     column is missing, its fix names the columns the run expects (overrides are
@@ -34,13 +36,15 @@ def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:
     """
     cfg = getattr(run, "config", None)
     columns, fmt = run_columns(run), (cfg.data.format if cfg is not None else "auto")
+    if isinstance(source, pd.DataFrame) and fmt == "sasrec":
+        fmt = "table"  # a frame is a table already: its columns are the run's (or the canonical) ones
     try:
-        return read_interactions(source, columns, format=fmt)
+        return read_interactions(source, columns, name=name, format=fmt)
     except DataError as e:
         first = e
     if (columns, fmt) != (ColumnMap(), "auto"):
         try:
-            return read_interactions(source)
+            return read_interactions(source, name=name)
         except DataError:
             pass
     if first.column not in (columns.user, columns.item, columns.timestamp, columns.rating) or "not found" not in first.message:
@@ -50,8 +54,9 @@ def read_run_interactions(run: Any, source: str | Path) -> pd.DataFrame:
         base += "."
     expected = f"{columns.user!r} (users) and {columns.item!r} (items)"
     where = f" in {Path(run.dir) / 'config.json'}" if getattr(run, "dir", None) is not None else ""
+    what = "frame" if isinstance(source, pd.DataFrame) else "file"
     raise DataError(
         f"{base} This run reads {expected}, as set when it was trained (data.user_col / data.item_col{where}); "
-        "rename the file's columns to match.",
+        f"rename the {what}'s columns to match.",
         file=first.file, row=first.row, column=first.column, unit=first.unit,
     ) from first

@@ -174,7 +174,7 @@ def build_router(s: Schemas) -> APIRouter:
 
         def one(*, budget: WorkBudget) -> dict[str, Any]:
             budget.check()
-            return service.explain(item_id=b.item_id, user_id=b.user_id, history=history)
+            return service.explain(item_id=b.item_id, user_id=b.user_id, history=history, user_features=b.user_features)
 
         return json_response(await run_budgeted(request, one))
 

@@ -91,15 +91,19 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
                                          'e.g. {"genres": ["Action"]}'),
     ]
 
+    UserFeatures = Annotated[
+        Optional[dict[Annotated[str, StringConstraints(max_length=64)], Any]],
+        Field(max_length=64,
+              description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}'),
+    ]
+
     class RecommendRequest(BaseModel):
         """A known ``user_id`` or an ad-hoc ``history``; seen items are excluded unless ``exclude_seen`` is false."""
 
         model_config = ConfigDict(extra="forbid")
         user_id: Optional[Id] = None
         history: Optional[History] = None
-        user_features: Optional[dict[Annotated[str, StringConstraints(max_length=64)], Any]] = Field(
-            None, max_length=64,
-            description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}')
+        user_features: UserFeatures = None
         k: K = min(settings.default_k, settings.max_k)
         # strict, as /search's rerank: lax pydantic read "exclude_seen": "no" (or "off", 0) as false and
         # "explain": "yes" as true, the one coercion of a flag nothing documented
@@ -126,6 +130,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         model_config = ConfigDict(extra="forbid")
         user_id: Optional[Id] = None
         history: Optional[History] = None
+        user_features: UserFeatures = None
         item_id: Id
 
         _check = model_validator(mode="after")(_one_of_user_or_history)

@@ -261,18 +261,22 @@ class RecommenderService:
                             "so it cannot be used in a history")
         return rows
 
+    def _encode_features(self, user_id: str | None, user_features: Mapping[str, Any] | None) -> Any:
+        """A new user's ``user_features`` encoded as training encoded the user table (None without them);
+        a bad column or value is named (``user_features.age: ...``), before any work."""
+        if user_features is None:
+            return None
+        if user_id is not None:  # twotower.explain (optional) says the same in its own words: not imported here
+            raise ConfigError("user_features: the features of a user unseen in training go with a history, "
+                              "not with user_id (a known user is read with the features it was trained with)")
+        if not isinstance(user_features, Mapping):
+            raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
+        return self.run.encode_user_features([dict(user_features)])
+
     def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None, Any]:
         """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None),
         and an ad-hoc user's encoded ``user_features`` (None without them)."""
-        feats = None
-        if r.user_features is not None:
-            if r.user_id is not None:
-                raise ConfigError("user_features: the features of a user unseen in training go with a history, "
-                                  "not with user_id (a known user is read with the features it was trained with)")
-            if r.explain:
-                raise ConfigError("explain: explanations attribute a list to the history's items and do not read "
-                                  "user_features; ask for them without user_features (or without explain)")
-            feats = self.run.encode_user_features([dict(r.user_features)])  # a bad column or value: named, before any work
+        feats = self._encode_features(r.user_id, r.user_features)
         if r.user_id is not None:
             return self._user_row(r.user_id), None, None
         if not self.supports_history:
@@ -282,8 +286,11 @@ class RecommenderService:
             )
         return None, self.history_rows(r.history or ()), feats
 
-    def _query_vectors(self, reqs: Sequence[RecRequest]) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None]]:
-        """``queries[B, D]``, the user row of each request (or None) and its history rows (or None)."""
+    def _query_vectors(
+        self, reqs: Sequence[RecRequest]
+    ) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None], dict[int, Any]]:
+        """``queries[B, D]``, the user row of each request (or None), its history rows (or None) and the
+        encoded ``user_features`` of the requests that have them (request -> tensors)."""
         import torch
 
         users: list[int | None] = []
@@ -311,7 +318,7 @@ class RecommenderService:
                 cat, multi, num = zip(*(feats[b] for b in described))
                 stacked = (torch.cat(cat), [torch.cat(m) for m in zip(*multi)], torch.cat(num))
                 queries[described] = self.run.history_vectors([hists[b] for b in described], features=stacked)
-        return queries, users, hists
+        return queries, users, hists, feats
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
         if not req.exclude_seen:
@@ -381,7 +388,7 @@ class RecommenderService:
             return []
         masks = [_at_request(b, len(reqs), self.catalog.filter_mask, r.filters) if r.filters else None
                  for b, r in enumerate(reqs)]
-        queries, users, hists = self._query_vectors(reqs)
+        queries, users, hists, feats = self._query_vectors(reqs)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
         # refuse a bad explain_k before any explanation work
@@ -389,16 +396,20 @@ class RecommenderService:
         explain = self._batch_explainer() if any(explain_ks) else None
         done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
         answers = []
-        for r, u, h, (rows, scores), ek in zip(reqs, users, hists, hits, explain_ks):
+        for b, (r, u, h, (rows, scores), ek) in enumerate(zip(reqs, users, hists, hits, explain_ks)):
             items = self._items(rows, scores)
             if ek and explain is not None:
                 if check is not None:
                     check()
                 first = [int(x) for x in rows[:ek].tolist()]
                 hist = None if h is None else [int(x) for x in np.asarray(h).tolist()]
-                key = (u, None if hist is None else tuple(hist), tuple(first))
+                # a new user's features are part of who is explained: the same history with other features is
+                # another user (repr: the values as given, so two requests with equal features share the work)
+                described = None if b not in feats else repr(sorted(dict(r.user_features or {}).items()))
+                key = (u, None if hist is None else tuple(hist), described, tuple(first))
                 if key not in done:
-                    done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check)
+                    kw = {} if b not in feats else {"user_features": r.user_features, "encoded_features": feats[b]}
+                    done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check, **kw)
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
@@ -420,11 +431,16 @@ class RecommenderService:
             answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None, excluded=True)
         return answer
 
-    def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None) -> dict[str, Any]:
-        """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`."""
+    def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
+                user_features: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`.
+
+        ``user_features`` (with ``history``): a new user's features, read as ``POST /recommend`` reads them,
+        so the explained score is the one that user's list holds."""
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        feats = self._encode_features(user_id, user_features)  # the same checks and messages as /recommend
         explain = self._explainer()
         try:
             item_row = self.catalog.row(item_id)
@@ -432,7 +448,9 @@ class RecommenderService:
             raise UnknownIdAt("item_id", e) from None
         user_row = self._user_row(user_id) if user_id is not None else None
         hist = self.history_rows(history) if history is not None else None
-        result = explain(self.run, user_row=user_row, history_rows=hist, item_row=item_row)
+        kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
+        hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
+        result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
 
     @staticmethod
