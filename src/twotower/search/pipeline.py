@@ -135,6 +135,8 @@ class SearchIndex:
                 # the exact encoder (weights + forward-pass backend) the stored embeddings came from
                 "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
                 "source": self.source, "documents": len(self.corpus),  # what the index was built from
+                # passages longer than max_length, cut by the encoder (text_encoder.truncation_report; null: unknown)
+                "truncation": self.dense.truncation,
             })
 
     @classmethod
