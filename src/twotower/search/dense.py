@@ -16,7 +16,7 @@ from twotower.config import SearchConfig
 from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.text.cache import cached_encode
-from twotower.text.encoder import TextEncoder, describe_truncation, truncation_report
+from twotower.text.encoder import TextEncoder, check_max_length, describe_truncation, truncation_report
 
 __all__ = ["DenseRetriever"]
 
@@ -53,6 +53,9 @@ class DenseRetriever:
         self.index = index
         self.cache_dir = cache_dir
         self.max_length = int(max_length)
+        if self.max_length < 1 or int(query_max_length) < 1:
+            raise ConfigError(f"max_length and query_max_length must be >= 1, got {max_length} and {query_max_length}")
+        check_max_length(self.doc_encoder, self.max_length)  # now, not after the corpus is tokenized
         self.query_max_length = int(query_max_length)
         self.batch_size = int(batch_size)
         self.show_progress = show_progress

@@ -35,7 +35,8 @@ from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
-           "default_model_path", "weights_fingerprint", "truncation_report", "describe_truncation"]
+           "default_model_path", "weights_fingerprint", "truncation_report", "describe_truncation",
+           "check_max_length"]
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +163,16 @@ class TextEncoder:
         return int(_embedding_dim(self.model))
 
     @property
+    def max_positions(self) -> int | None:
+        """The most word pieces the transformer can read (its position embeddings: 512 for MiniLM), or None
+        when the model does not say."""
+        try:
+            n = self.model[0].auto_model.config.max_position_embeddings  # type: ignore[index]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+        return int(n) if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    @property
     def backend(self) -> str:
         return self.settings.backend
 
@@ -213,6 +224,7 @@ class TextEncoder:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if max_length < 1:
             raise ConfigError(f"max_length must be >= 1, got {max_length}")
+        check_max_length(self, max_length)
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -265,6 +277,15 @@ class TextEncoder:
 
         with atomic_dir(path) as tmp:
             self.model.save(str(tmp), safe_serialization=True)
+
+
+def check_max_length(encoder: TextEncoder, max_length: int, flag: str = "max_length") -> None:
+    """``max_length`` must fit the model's position embeddings: past them the forward pass fails with a tensor-size
+    RuntimeError (after the model is loaded and maybe minutes of other work)."""
+    limit = encoder.max_positions
+    if limit is not None and max_length > limit:
+        raise ConfigError(f"{flag} {max_length} is more word pieces than the model {encoder.name} can read "
+                          f"({limit}); give at most {limit}")
 
 
 def truncation_report(encoder: TextEncoder, texts: Sequence[str], max_length: int) -> dict[str, int] | None:
