@@ -106,8 +106,8 @@ def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
 def rrf(results_list: Sequence[Results], k: int = SearchConfig.rrf_k, *, top_k: int | None = None) -> Results:
     """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
     n_q = _check(results_list)
-    if k < 0:
-        raise ConfigError(f"rrf k must be >= 0, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not k >= 0:
+        raise ConfigError(f"rrf k must be a number >= 0, got {k!r}")
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
     for q in range(n_q):
@@ -133,6 +133,9 @@ def score_interpolation(
         raise ConfigError(f"need one weight per Results ({len(results_list)}), got {len(weights)}")
     if normalization not in NORMALIZATIONS:
         raise ConfigError(f"normalization must be one of {sorted(NORMALIZATIONS)}, got {normalization!r}")
+    if not all(isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool) and np.isfinite(w)
+               for w in weights):  # a NaN weight would fuse every score to NaN, silently
+        raise ConfigError(f"weights must be finite numbers, got {list(weights)!r}")
     norm = NORMALIZATIONS[normalization]
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
