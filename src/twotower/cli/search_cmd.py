@@ -358,6 +358,13 @@ def cmd_search_query(args: argparse.Namespace) -> int:
 
         reranker = CrossEncoderReranker(args.rerank)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
+    if args.mode != "bm25":  # the query tower reads query_max_length word pieces; say so when a query is longer
+        pieces = index.dense.encoder.word_pieces(args.text)
+        limit = index.dense.query_max_length
+        for q, n in enumerate(pieces if pieces is not None else []):
+            if n > limit:
+                where = f"query {q + 1}" if len(args.text) > 1 else "query"
+                print(f"note: {where}: {n} word pieces, dense search read the first {limit}", file=sys.stderr)
     out = []
     for q, t in enumerate(args.text):
         block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}
