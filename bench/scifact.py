@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     from twotower.search.negatives import MiningConfig, mine_hard_negatives
     from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
     from twotower.text.cache import EmbeddingCache, cached_encode
-    from twotower.text.encoder import load_text_encoder
+    from twotower.text.encoder import describe_truncation, load_text_encoder, truncation_report
 
     out: Path = args.out / ("quick" if args.quick else "full")
     cache_dir = args.out / "cache"
@@ -220,6 +220,9 @@ def main(argv=None) -> int:
     # 2. zero-shot MiniLM
     enc = load_text_encoder(None)
     doc_emb = cached_encode(enc, doc_texts, cache_dir, max_length=args.max_length, batch_size=32)  # [N, D]
+    cut = truncation_report(enc, doc_texts, args.max_length)  # cached_encode is not DenseRetriever.fit: say it here
+    if cut is not None:
+        print(describe_truncation(cut), file=sys.stderr)
     # cold encoding time of the corpus, as recorded by the cache when it was filled
     enc_s = EmbeddingCache(cache_dir, model_id=enc.model_id, max_length=args.max_length).stats()["encode_seconds"]
     zs = DenseRetriever(enc, max_length=args.max_length).fit_embeddings(doc_emb)

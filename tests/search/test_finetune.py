@@ -38,6 +38,8 @@ def test_one_step_on_8_pairs_lowers_the_loss(tmp_path):
     assert (tmp_path / "m" / "doc" / "model.safetensors").is_file()
     meta = json.loads((tmp_path / "m" / "twotower_bi_encoder.json").read_text())
     assert meta["steps"] == 1 and meta["config"]["shared"] is False
+    # documents cut at max_length counted (text_encoder.truncation_report): none of these 8 reaches 32 word pieces
+    assert meta["truncation"] == {"passages": 8, "cut": 0, "max_length": 32, "longest": 12}
     q, d = load_bi_encoder(tmp_path / "m")
     np.testing.assert_allclose(q.encode(QUERIES[:2], show_progress=False),
                                res.query_encoder.encode(QUERIES[:2], show_progress=False), atol=1e-6)

@@ -67,3 +67,43 @@ def test_minmax_a_single_lexical_hit_keeps_its_weight():
     np.testing.assert_allclose(out.scores[0], [0.925, 0.3, 0.2625, 0.0], atol=1e-6)
     tied = R([[7, 9, PAD_ID, PAD_ID]], [[5.0, 5.0, -np.inf, -np.inf]])  # tied hits: the same constant row
     assert score_interpolation([tied, dense], [0.7, 0.3], "minmax", top_k=2).ids[0].tolist() == [7, 9]
+
+
+def test_zscore_a_list_without_spread_keeps_its_vote():
+    """One BM25 hit (or tied hits) has std 0: its z is 0, and documents missing from it were credited 0 as well, so
+    the lone lexical match lost BM25's whole weight and ranked by dense alone (3rd here). Now missing documents get
+    ZSCORE_FLAT_MISSING (-1): never NaN, never dropped, and the match keeps its vote."""
+    from twotower.search.fusion import ZSCORE_FLAT_MISSING
+
+    bm25 = R([[7, PAD_ID, PAD_ID, PAD_ID]], [[5.0, -np.inf, -np.inf, -np.inf]])
+    dense = R([[1, 2, 7, 3]], [[0.9, 0.8, 0.7, 0.1]])
+    out = score_interpolation([bm25, dense], [0.5, 0.5], "zscore", top_k=4)
+    assert np.all(np.isfinite(out.scores[0]))
+    assert out.ids[0, 0] == 7 and sorted(out.ids[0].tolist()) == [1, 2, 3, 7]
+    z = (np.array([0.9, 0.8, 0.7, 0.1]) - 0.625) / np.std([0.9, 0.8, 0.7, 0.1])
+    expected = {1: 0.5 * (ZSCORE_FLAT_MISSING + z[0]), 2: 0.5 * (ZSCORE_FLAT_MISSING + z[1]), 7: 0.5 * z[2],
+                3: 0.5 * (ZSCORE_FLAT_MISSING + z[3])}
+    np.testing.assert_allclose(out.scores[0], [expected[int(i)] for i in out.ids[0]], atol=1e-6)
+    tied = R([[7, 9, PAD_ID, PAD_ID]], [[5.0, 5.0, -np.inf, -np.inf]])
+    tied_out = score_interpolation([tied, dense], [0.5, 0.5], "zscore", top_k=5)
+    assert tied_out.ids[0, 0] == 7 and 9 in tied_out.ids[0] and np.all(np.isfinite(tied_out.scores[0]))
+    # both lists flat: every score finite, hits of both lists kept
+    flat = score_interpolation([bm25, R([[3]], [[0.4]])], [0.5, 0.5], "zscore", top_k=3)
+    assert flat.ids[0].tolist() == [3, 7, PAD_ID] and np.all(np.isfinite(flat.scores[0, :2]))
+
+
+def test_zscore_a_non_finite_score_gives_no_nan():
+    row = np.array([1.0, np.inf, 2.0])
+    from twotower.search.fusion import zscore
+
+    assert not np.any(np.isnan(zscore(row)))
+
+
+def test_rrf_ties_and_k_bounds():
+    """Rank 1 in one list each: a tie, broken by the smaller corpus row; k = 0 is allowed (1/rank), k < 0 refused."""
+    one = R([[8]], [[1.0]])
+    other = R([[4]], [[1.0]])
+    assert rrf([one, other], k=60, top_k=2).ids[0].tolist() == [4, 8]
+    np.testing.assert_allclose(rrf([A, B], k=0, top_k=1).scores[0], [1 / 3 + 1 / 1])
+    with pytest.raises(ConfigError, match=">= 0"):
+        rrf([A, B], k=-1)

@@ -103,3 +103,19 @@ def test_an_unknown_fusion_is_refused_at_load(idx):
     _meta(idx, fusion={"name": "borda", "params": {}})
     with pytest.raises(IntegrityError, match="meta.json: unknown fusion 'borda'"):
         SearchIndex.load(idx)
+
+
+@pytest.mark.parametrize("fusion", [
+    {"name": "rrf", "params": {"k": -5}},
+    {"name": "rrf", "params": {"k": "60"}},
+    {"name": "rrf", "params": {"kk": 60}},
+    {"name": "interpolation", "params": {"weights": [0.5], "normalization": "zscore"}},
+    {"name": "interpolation", "params": {"weights": [0.5, float("nan")], "normalization": "zscore"}},
+    {"name": "interpolation", "params": {"weights": [0.5, 0.5], "normalization": "l2"}},
+])
+def test_fusion_parameters_that_cannot_be_applied_are_refused_at_load(idx, fusion):
+    """Only the name was checked at load: an edited k or weights failed at the first query (a 500 from
+    POST /search, a TypeError traceback from `search query`), or, with a NaN weight, fused every score to NaN."""
+    _meta(idx, fusion=fusion)
+    with pytest.raises(IntegrityError, match="meta.json: fusion .* cannot be applied"):
+        SearchIndex.load(idx)

@@ -218,7 +218,18 @@ def _check_models(args: argparse.Namespace) -> None:
         check_cross_encoder_dir(args.rerank, "--rerank")
 
 
+def _check_positive(args: argparse.Namespace, *flags: str) -> None:
+    """Integer flags that must be >= 1, refused before any data is read or model loaded, naming the flag."""
+    from twotower.errors import ConfigError
+
+    for flag in flags:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be >= 1, got {value}")
+
+
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    _check_positive(args, "--rerank-top")
     _check_models(args)
     _check_cache(args)
     _encoder_env(args)
@@ -289,6 +300,7 @@ def cmd_search_index(args: argparse.Namespace) -> int:
 
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
+    _check_positive(args, "--max-length")
     _check_out(args, "search index", is_search_index)
     _check_cache(args)
     _encoder_env(args)
@@ -346,6 +358,13 @@ def cmd_search_query(args: argparse.Namespace) -> int:
 
         reranker = CrossEncoderReranker(args.rerank)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
+    if args.mode != "bm25":  # the query tower reads query_max_length word pieces; say so when a query is longer
+        pieces = index.dense.encoder.word_pieces(args.text)
+        limit = index.dense.query_max_length
+        for q, n in enumerate(pieces if pieces is not None else []):
+            if n > limit:
+                where = f"query {q + 1}" if len(args.text) > 1 else "query"
+                print(f"note: {where}: {n} word pieces, dense search read the first {limit}", file=sys.stderr)
     out = []
     for q, t in enumerate(args.text):
         block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}

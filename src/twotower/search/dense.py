@@ -16,7 +16,7 @@ from twotower.config import SearchConfig
 from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.text.cache import cached_encode
-from twotower.text.encoder import TextEncoder
+from twotower.text.encoder import TextEncoder, check_max_length, describe_truncation, truncation_report
 
 __all__ = ["DenseRetriever"]
 
@@ -53,12 +53,22 @@ class DenseRetriever:
         self.index = index
         self.cache_dir = cache_dir
         self.max_length = int(max_length)
+        if self.max_length < 1 or int(query_max_length) < 1:
+            raise ConfigError(f"max_length and query_max_length must be >= 1, got {max_length} and {query_max_length}")
+        check_max_length(self.doc_encoder, self.max_length)  # now, not after the corpus is tokenized
         self.query_max_length = int(query_max_length)
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
         self.doc_embeddings: np.ndarray | None = None  # [N, D]
+        #: text_encoder.truncation_report of the corpus ``fit`` read (how many passages were cut at ``max_length``)
+        self.truncation: dict[str, int] | None = None
 
     def fit(self, doc_texts: Sequence[str]) -> "DenseRetriever":
+        """Encode (or read from the cache) and index ``doc_texts``; logs once how many were cut at ``max_length``."""
+        self.truncation = truncation_report(self.doc_encoder, doc_texts, self.max_length)
+        if self.truncation is not None and self.truncation["cut"]:
+            logger.info("%s; dense search sees only the first %d of each", describe_truncation(self.truncation),
+                        self.max_length)
         emb = cached_encode(self.doc_encoder, doc_texts, self.cache_dir, max_length=self.max_length,
                             batch_size=self.batch_size, show_progress=self.show_progress)  # [N, D]
         return self.fit_embeddings(emb)

@@ -85,7 +85,8 @@ def search_evaluate(
     default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
     a cross-encoder directory that reorders the top ``rerank_top``.
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
-    relevant document) and ``skipped`` (judged queries without one, which have no defined metric).
+    relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
+    hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`).
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
@@ -102,6 +103,7 @@ def search_evaluate(
     doc_texts = data.corpus.doc_texts()
     k = SearchConfig.depth
     parts: list[Results] = []
+    truncation = None
     if retriever in ("bm25", "hybrid"):
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
 
@@ -112,6 +114,7 @@ def search_evaluate(
 
         q_enc, d_enc = load_bi_encoder(model)
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir).fit(doc_texts)
+        truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":
         from twotower.search.fusion import FusionChoice  # noqa: PLC0415
@@ -128,5 +131,7 @@ def search_evaluate(
     metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
     metrics["queries"] = n_judged
     metrics["skipped"] = len(qids) - n_judged
+    if truncation is not None:
+        metrics["truncation"] = truncation
     metrics["seconds"] = round(time.perf_counter() - t0, 2)
     return metrics

