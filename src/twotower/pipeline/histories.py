@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from twotower.data.timeunits import has_times
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
@@ -68,12 +69,6 @@ class InputHistories:
         m = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, seqs.items)), shape=(seqs.n_users, self.n_items))
         m.data[:] = 1.0  # an item repeated in a history counts once
         return m
-
-
-def _has_timestamps(df: pd.DataFrame) -> bool:
-    """Whether a read file's ``timestamp`` column holds times, not the row or line order the reader made up."""
-    source = str(df.attrs.get("report", {}).get("timestamp_source", ""))
-    return not source.startswith(("row order", "line order"))
 
 
 Source = str | os.PathLike | pd.DataFrame
@@ -115,7 +110,7 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
             df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
         else:
             df = read_run_interactions(run, label)
-        timed.append(_has_timestamps(df))
+        timed.append(has_times(df))
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
     if any(timed) and not all(timed):
         # a file without timestamps numbers its rows 0, 1, 2, ...: compared with another file's epoch seconds (or

@@ -44,7 +44,7 @@ def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     if cfg.split == "time":
         if cfg.valid_start is None or cfg.test_start is None:
             raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
-        return global_time_split(df, cfg.valid_start, cfg.test_start)
+        return global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"))
     return random_split(df, cfg.ratios, seed)
 
 
