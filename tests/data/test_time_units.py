@@ -96,3 +96,10 @@ def test_data_config_takes_dates_and_splits_in_the_data_unit(tmp_path):
     assert src.report["split"]["time_unit"] == "ms"
     with pytest.raises(ConfigError, match="data.valid_start"):
         DataConfig(split="time", valid_start="the first of May", test_start="2024-06-01")
+
+
+def test_an_empty_test_part_is_no_part_not_an_empty_file(tmp_path, caplog):
+    cfg = DataConfig(split="time", valid_start="2024-06-01", test_start="2024-07-01")
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        src = load_sources(cfg, frames={"path": frame("ms")})
+    assert src.test is None and len(src.valid) == 8 and "test is empty" in caplog.text

@@ -48,6 +48,15 @@ def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     return random_split(df, cfg.ratios, seed)
 
 
+def _held_out(part: pd.DataFrame) -> pd.DataFrame | None:
+    """An empty valid or test part (cut-offs beyond the data, a zero ratio) is no part, as if no file were given.
+
+    Kept as a frame, it was written to the run folder as a header-only CSV, and reading that back to score
+    the run failed after training ("no data rows"); the split has already said which part is empty.
+    """
+    return part if len(part) else None
+
+
 def column_map(cfg: DataConfig) -> ColumnMap:
     """Which input columns hold the user, item, timestamp and rating (the ``data.*_col`` settings)."""
     return ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
@@ -100,7 +109,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             title_col = title_col or "title"
         reads = {"path" if cfg.path is not None else "dataset": df}
         split = _split(df, cfg, seed)
-        train, valid, test = split.train, split.valid, split.test
+        train, valid, test = split.train, _held_out(split.valid), _held_out(split.test)
         report["split"] = split.report
     else:
         raise ConfigError("no data: give data.train (and data.valid), data.path, or data.dataset='movielens-100k'")
