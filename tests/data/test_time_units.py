@@ -81,6 +81,17 @@ def test_a_date_cutoff_on_file_order_is_refused_and_positions_still_cut(tmp_path
     assert (len(s.train), len(s.valid), len(s.test)) == (4, 2, 1) and s.report["time_unit"] == "row order"
 
 
+def test_iso_dates_beside_milliseconds_join_them_in_milliseconds(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id,timestamp\nu,a,1714521600000\nu,b,2024-05-01T00:00:01Z\nu,c,1714521602000\n",
+                 encoding="utf-8")
+    df = read_interactions(p)
+    assert df["timestamp"].tolist() == [1_714_521_600_000, 1_714_521_601_000, 1_714_521_602_000]
+    only_dates = tmp_path / "d.csv"
+    only_dates.write_text("user_id,item_id,timestamp\nu,a,2024-05-01\n", encoding="utf-8")
+    assert read_interactions(only_dates)["timestamp"].tolist() == [1_714_521_600]  # as before: seconds
+
+
 def test_unit_bands_do_not_overlap_for_realistic_times():
     # 1973-03-03 .. 5138: each unit keeps to its band; a few zeros do not sway a column's unit
     for unit, factor in PER_SECOND.items():
@@ -91,7 +102,7 @@ def test_unit_bands_do_not_overlap_for_realistic_times():
 
 def test_data_config_takes_dates_and_splits_in_the_data_unit(tmp_path):
     cfg = DataConfig(split="time", valid_start="2024-05-01", test_start="2024-06-01")
-    src = load_sources(cfg, frames={"path": frame("ms").reset_index(drop=True)})
+    src = load_sources(cfg, frames={"path": frame("ms")})
     assert (len(src.train), len(src.valid), len(src.test)) == (10, 8, 8)
     assert src.report["split"]["time_unit"] == "ms"
     with pytest.raises(ConfigError, match="data.valid_start"):
