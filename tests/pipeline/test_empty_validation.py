@@ -12,7 +12,7 @@ import pandas as pd
 
 from tests.synthetic import make_interactions
 from twotower.config import load_config
-from twotower.pipeline.artifacts import EMPTY_PART_CSV, TrainedRun
+from twotower.pipeline.artifacts import EMPTY_PART_HEADER, TrainedRun
 from twotower.pipeline.evaluate_run import run_matrices
 from twotower.pipeline.run import train_run
 
@@ -39,7 +39,7 @@ def test_a_zero_valid_share_leaves_no_valid_file_and_an_older_header_only_one_re
     train_run(load_config(overrides=settings), tmp_path / "run", frames={"path": df})
     data = tmp_path / "run" / "data"
     assert not (data / "valid.csv").exists() and (data / "test.csv").is_file()
-    (data / "valid.csv").write_text(EMPTY_PART_CSV, encoding="utf-8")  # as such a run was saved before
+    (data / "valid.csv").write_bytes(EMPTY_PART_HEADER + b"\n")  # as such a run was saved before
     mats = run_matrices(TrainedRun.load(tmp_path / "run"))
     assert mats.valid is None and mats.test is not None and mats.test.nnz > 0
     # and it resumes: the header-only file is the same data as no validation part
