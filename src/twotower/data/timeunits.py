@@ -13,7 +13,7 @@ import pandas as pd
 
 from twotower.errors import ConfigError
 
-__all__ = ["TIME_UNITS", "UNIT_NAMES", "has_times", "unit_of", "detect_unit", "dates_in_unit", "date_in_unit",
+__all__ = ["UNIT_NAMES", "has_times", "unit_of", "detect_unit", "dates_in_unit", "date_in_unit",
            "convert", "show_time"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
@@ -21,7 +21,6 @@ __all__ = ["TIME_UNITS", "UNIT_NAMES", "has_times", "unit_of", "detect_unit", "d
 #: stay below 1e11 (1e14, 1e17) only before 1973-03-03 -- each bound is 1e8 s after 1970 in the next unit.
 #: So any time between March 1973 and the year 5138 is read in its own unit; nanoseconds end at 2262 (int64).
 _BOUNDS = (("s", 1e11), ("ms", 1e14), ("us", 1e17))
-TIME_UNITS = ("s", "ms", "us", "ns")
 UNIT_NAMES = {"s": "epoch seconds", "ms": "epoch milliseconds", "us": "epoch microseconds",
               "ns": "epoch nanoseconds"}
 _PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
