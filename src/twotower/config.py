@@ -131,6 +131,16 @@ def _choice(value: str, name: str, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}{hint}")
 
 
+def _check_dates(config: Any, names: tuple[str, ...]) -> None:
+    """Date settings that do not read as a date are named at construction, not when the data is split."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, str):
+            from twotower.data.timeunits import date_in_unit  # pandas: only for a config that gives a date
+
+            date_in_unit(value, "s", f"data.{name}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the interactions come from and how they are split."""
@@ -156,8 +166,10 @@ class DataConfig:
     split: str = "temporal"  # temporal | leave_last | time | random
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     leave_n: int = 1
-    valid_start: int | None = None
-    test_start: int | None = None
+    # split=time cut-offs: a date (naive: UTC), converted into the unit of the data's timestamps (seconds, ms,
+    # us or ns, told from their magnitude), or a number in that unit
+    valid_start: int | str | None = None
+    test_start: int | str | None = None
     item_categorical: tuple[str, ...] = ()
     item_numeric: tuple[str, ...] = ()
     item_multi: tuple[str, ...] = ()
@@ -188,6 +200,7 @@ class DataConfig:
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
+        _check_dates(self, ("valid_start", "test_start"))
         _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
         _check(self.history_verb.strip() != "" and len(self.history_verb) <= 40, "data.history_verb",
                "must be a verb of 1-40 characters, e.g. \"bought\"")

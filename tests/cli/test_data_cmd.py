@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from tests.synthetic import write_dataset
@@ -118,3 +120,24 @@ def test_an_interrupted_split_leaves_the_previous_split_whole(tmp_path, monkeypa
     monkeypatch.setattr(pd.DataFrame, "to_csv", interrupted_to_csv)
     assert main([*argv, "--ratios", "0.8,0.1,0.1"]) == 130
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_data_split_time_dates_follow_millisecond_data_and_seconds_are_refused(tmp_path, capsys):
+    # before: --valid-start 2024-05-01 became epoch seconds, every millisecond row was after it, and the
+    # split stopped on "train part empty ... use a smaller valid/test share"
+    src = tmp_path / "ms.csv"
+    days = [1_711_929_600 + k * 86_400 for k in range(0, 90, 10)]  # 2024-04-01 .. 2024-06-20
+    pd.DataFrame({"user_id": ["u"] * 9, "item_id": [f"i{k}" for k in range(9)],
+                  "timestamp": [d * 1000 + 5 for d in days]}).to_csv(src, index=False)
+    out = tmp_path / "split"
+    assert main(["-q", "data", "split", "--input", str(src), "--method", "time", "--valid-start", "2024-05-01",
+                 "--test-start", "2024-06-01", "--out", str(out)]) == 0
+    report = json.loads((out / "split_report.json").read_text())
+    assert report["time_unit"] == "ms" and report["valid_start"] == 1_714_521_600_000
+    assert (report["train_rows"], report["valid_rows"], report["test_rows"]) == (3, 4, 2)
+    assert pd.read_csv(out / "test.csv")["timestamp"].tolist() == [d * 1000 + 5 for d in days[7:]]  # unchanged
+    capsys.readouterr()
+    assert main(["-q", "data", "split", "--input", str(src), "--method", "time", "--valid-start", "1714521600",
+                 "--test-start", "2024-06-01", "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert "--valid-start=1714521600 reads as epoch seconds" in err and "(1714521600000)" in err

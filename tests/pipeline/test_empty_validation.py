@@ -10,7 +10,10 @@ import logging
 import numpy as np
 import pandas as pd
 
+from tests.synthetic import make_interactions
 from twotower.config import load_config
+from twotower.pipeline.artifacts import EMPTY_PART_HEADER, TrainedRun
+from twotower.pipeline.evaluate_run import run_matrices
 from twotower.pipeline.run import train_run
 
 FAST = ["train.epochs=1", "train.progress=false", "train.threads=1", "train.checkpoint=false", "eval.baselines=[]",
@@ -26,3 +29,21 @@ def test_a_validation_split_of_cold_items_only_falls_back_to_the_training_loss(t
     np.random.seed(None)
     assert (tmp_path / "run" / "model.safetensors").is_file() and result.best_epoch == 1
     assert "validation: none of its 1 rows is usable" in caplog.text
+
+
+def test_a_zero_valid_share_leaves_no_valid_file_and_an_older_header_only_one_reads_as_none(tmp_path):
+    """Before: an empty split part was saved as a header-only data/valid.csv, and scoring the run after
+    training stopped on "no data rows"; runs saved that way are now read as having no validation part."""
+    df = make_interactions(n_users=20, n_items=15, per_user=8)
+    settings = [*FAST, "data.ratios=[0.9,0,0.1]", "train.checkpoint=true"]
+    train_run(load_config(overrides=settings), tmp_path / "run", frames={"path": df})
+    data = tmp_path / "run" / "data"
+    assert not (data / "valid.csv").exists() and (data / "test.csv").is_file()
+    (data / "valid.csv").write_bytes(EMPTY_PART_HEADER + b"\n")  # as such a run was saved before
+    mats = run_matrices(TrainedRun.load(tmp_path / "run"))
+    assert mats.valid is None and mats.test is not None and mats.test.nnz > 0
+    # and it resumes: the header-only file is the same data as no validation part
+    _, result, _ = train_run(load_config(overrides=[*settings, "train.epochs=2"]), tmp_path / "run", resume=True,
+                             frames={"path": df})
+    np.random.seed(None)
+    assert result.epochs_run == 2

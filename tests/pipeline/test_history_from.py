@@ -209,6 +209,17 @@ def test_mixing_files_with_and_without_timestamps_is_refused(split_dir, run, tmp
     assert rc == 2 and "no timestamp column" in capsys.readouterr().err
 
 
+def test_files_in_different_time_units_are_refused(split_dir, run, tmp_path):
+    """Epoch seconds beside epoch milliseconds: each file's rows would sort before all of the other's."""
+    seconds, millis = tmp_path / "s.csv", tmp_path / "ms.csv"
+    df = pd.read_csv(split_dir / "valid.csv", dtype={"user_id": str, "item_id": str})
+    df.assign(timestamp=1_714_521_600 + df["timestamp"]).to_csv(seconds, index=False)
+    df.assign(timestamp=1_714_521_600_000 + df["timestamp"]).to_csv(millis, index=False)
+    with pytest.raises(Exception, match="different units") as e:
+        read_input_histories(run, [seconds, millis])
+    assert "s.csv: epoch seconds" in str(e.value) and "ms.csv: epoch milliseconds" in str(e.value)
+
+
 def test_evaluate_warns_when_the_test_file_is_not_held_out(split_dir, run, caplog):
     """`evaluate --test valid.csv`: every pair is in the excluded train + valid history; the zeros are explained."""
     from twotower.pipeline.evaluate_run import evaluate_run

@@ -499,8 +499,12 @@ def _split_reading(args: argparse.Namespace):
     return data
 
 
-def _check_split_flags(args: argparse.Namespace) -> tuple[int | None, int | None]:
-    """Numeric flags of `data split`, checked before the data is read; errors name the flag."""
+def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int | str | None]:
+    """Numeric flags of `data split`, checked before the data is read; errors name the flag.
+
+    The time cut-offs come back as given (a number, or a date's text): a date is turned into an epoch time
+    only once the data is read, in the unit of its timestamps (seconds, ms, us or ns).
+    """
     from twotower.data.splits import _to_epoch
 
     if args.seed is not None and args.seed < 0:
@@ -508,33 +512,19 @@ def _check_split_flags(args: argparse.Namespace) -> tuple[int | None, int | None
     if args.method != "time":
         return None, None
     if args.valid_start is None or args.test_start is None:
-        raise ConfigError("--method time needs --valid-start and --test-start (epoch seconds or ISO dates like "
-                          "2024-05-01): valid is [valid-start, test-start), test from test-start on")
-    valid = _to_epoch(_maybe_int(args.valid_start), "--valid-start")
-    test = _to_epoch(_maybe_int(args.test_start), "--test-start")
-    if valid > test:
+        raise ConfigError("--method time needs --valid-start and --test-start (ISO dates like 2024-05-01, or epoch "
+                          "times in the data's unit): valid is [valid-start, test-start), test from test-start on")
+    valid, test = _maybe_int(args.valid_start), _maybe_int(args.test_start)
+    v, t = _to_epoch(valid, "--valid-start"), _to_epoch(test, "--test-start")
+    if isinstance(valid, str) == isinstance(test, str) and v > t:  # a date and a number compare in the data's unit
         raise ConfigError(f"--valid-start ({args.valid_start}) must not be after --test-start ({args.test_start})")
     return valid, test
-
-
-def _warn_empty_time_parts(split, df, args: argparse.Namespace) -> None:  # noqa: ANN001 - Split, DataFrame
-    """Time cut-offs outside the data leave valid or test empty: say which flag and what range the data has."""
-    import pandas as pd
-
-    ts = df["timestamp"]
-    lo, hi = int(ts.min()), int(ts.max())
-    span = (f"the data's timestamps run from {lo} ({pd.Timestamp(lo, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S} UTC) "
-            f"to {hi} ({pd.Timestamp(hi, unit='s', tz='UTC'):%Y-%m-%d %H:%M:%S} UTC)")
-    if len(split.valid) == 0:
-        log.warning("valid is empty: no timestamp is in [--valid-start %s, --test-start %s); %s",
-                    args.valid_start, args.test_start, span)
-    if len(split.test) == 0:
-        log.warning("test is empty: no timestamp is at or after --test-start %s; %s", args.test_start, span)
 
 
 def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig
     from twotower.data.readers import read_interactions
+    from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text
 
@@ -564,9 +554,10 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         df = read_interactions(args.input, column_map(reading), format=reading.format)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
-    split = _split(df, cfg, args.seed)
-    if args.method == "time":
-        _warn_empty_time_parts(split, df, args)
+    if args.method == "time":  # errors and warnings name the flags the user typed
+        split = global_time_split(df, valid_start, test_start, names=("--valid-start", "--test-start"))
+    else:
+        split = _split(df, cfg, args.seed)
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}

@@ -141,8 +141,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
                         "time: global cut-offs; random")
     s.add_argument("--ratios", default=",".join(map(str, dc.ratios)), help="train,valid,test shares (default %(default)s)")
     s.add_argument("--n", type=int, default=dc.leave_n, help="leave_last: items per user in valid and test (default %(default)s)")
-    s.add_argument("--valid-start", help="time: first timestamp of valid")
-    s.add_argument("--test-start", help="time: first timestamp of test")
+    s.add_argument("--valid-start", help="time: first time of valid, a date like 2024-05-01 (UTC unless a zone is "
+                                         "given) or a number in the data's unit (s, ms, us or ns, told from its size)")
+    s.add_argument("--test-start", help="time: first time of test, as --valid-start")
     s.add_argument("--seed", type=int, default=TrainConfig.seed, help="random seed for --method random (default %(default)s)")
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.add_argument("overrides", nargs="*", metavar="data.key=value",

@@ -1,7 +1,8 @@
 """Read interaction and feature tables (CSV/TSV/Parquet/JSON lines) into canonical frames.
 
 Canonical interactions have exactly the columns ``user_id`` (str), ``item_id``
-(str), ``timestamp`` (int64, epoch seconds or row order) and ``rating``
+(str), ``timestamp`` (int64: numbers as in the file, in whatever epoch unit it uses;
+dates as epoch seconds; row order without a time column) and ``rating``
 (float32). Every problem with the input raises :class:`DataError` naming the
 file, the 1-based row (the header is row 1, the first data row is row 2) and
 the column.
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import INTERACTION_FORMATS
+from twotower.data.timeunits import dates_in_unit, detect_unit
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
@@ -484,8 +486,7 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
         dt = pd.to_datetime(values, utc=True)
         check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
                    rows=rows)
-        epoch = pd.Timestamp("1970-01-01", tz="UTC")
-        return ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
+        return dates_in_unit(dt, "s")
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
@@ -506,8 +507,9 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
         check_rows(unreadable, lambda pos: f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds "
                    "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column,
                    rows=rows)
-        epoch = pd.Timestamp("1970-01-01", tz="UTC")
-        out[rest] = ((dt - epoch) // pd.Timedelta(seconds=1)).to_numpy(dtype=np.int64)
+        # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
+        # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
+        out[rest] = dates_in_unit(dt, detect_unit(out[is_num]) if is_num.any() else "s")
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from twotower.data.timeunits import UNIT_NAMES, convert, date_in_unit, detect_unit, has_times, show_time, unit_of
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
@@ -200,41 +201,87 @@ def leave_last_n_out(df: pd.DataFrame, n: int = 1) -> Split:
     )
 
 
-def _to_epoch(value: Any, setting: str) -> int:
+def _to_epoch(value: Any, setting: str, unit: str = "s") -> int:
+    """A cut-off as an epoch time: a number as given (floored), a date (naive: UTC) in ``unit``."""
     if isinstance(value, bool):
-        raise ConfigError(f"{setting} must be epoch seconds or a date, got {value!r}")
+        raise ConfigError(f"{setting} must be an epoch time or a date, got {value!r}")
     if isinstance(value, numbers.Real):
         if not math.isfinite(float(value)):
             raise ConfigError(f"{setting} must be finite, got {value!r}")
         return int(math.floor(float(value)))
-    try:
-        ts = pd.Timestamp(value)
-    except (ValueError, TypeError) as e:
-        raise ConfigError(f"{setting} must be epoch seconds or an ISO date like 2024-05-01, got {value!r}") from e
-    if ts is pd.NaT:
-        raise ConfigError(f"{setting} must be a date, got {value!r}")
-    if ts.tzinfo is None:
-        ts = ts.tz_localize("UTC")
-    return int((ts - pd.Timestamp("1970-01-01", tz="UTC")) // pd.Timedelta(seconds=1))
+    return date_in_unit(value, unit, setting)
 
 
-def global_time_split(df: pd.DataFrame, valid_start: Any, test_start: Any) -> Split:
+def _span(ts: np.ndarray, unit: str | None) -> str:
+    """The data's time range for messages, with the dates it means and the unit it was read in."""
+    lo, hi = int(ts.min()), int(ts.max())
+    if unit is None:
+        return f"the data's timestamps run from {lo} to {hi}, positions in file order rather than times"
+    return f"the data's timestamps run from {show_time(lo, unit)} to {show_time(hi, unit)}, read as {UNIT_NAMES[unit]}"
+
+
+def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray) -> int:
+    """One cut-off in the data's unit: a date converted, a number checked to be of the data's magnitude.
+
+    A number of another magnitude (epoch seconds against millisecond data) puts every row on one side of
+    it, and the split would quietly hold nothing out, or everything: refused, with the value in the right unit.
+    """
+    if unit is None:  # row or line order: a position can be cut at, a date cannot
+        if not isinstance(value, numbers.Real):
+            raise ConfigError(f"{setting}={value!r} is a date, but the data has no time column ({_span(ts, unit)}); "
+                              "map its time column with data.timestamp_col, or cut at a position")
+        return _to_epoch(value, setting)
+    if not isinstance(value, numbers.Real):
+        return _to_epoch(value, setting, unit)
+    cut = _to_epoch(value, setting)
+    given = unit_of(cut)
+    if given != unit:
+        raise ConfigError(f"{setting}={value!r} reads as {UNIT_NAMES[given]}, but {_span(ts, unit)}: every row "
+                          f"would land on one side of it. Give {setting} in {UNIT_NAMES[unit]} "
+                          f"({convert(cut, given, unit)}) or as a date like 2024-05-01")
+    return cut
+
+
+def _warn_empty_parts(valid: pd.DataFrame, test: pd.DataFrame, given: tuple[Any, Any], names: tuple[str, str],
+                      span: str) -> None:
+    """Cut-offs beyond the data leave valid or test empty: say so here, not by a failure later in training."""
+    (v_name, t_name), (v_value, t_value) = names, given
+    if len(valid) == 0:
+        log.warning("valid is empty: no timestamp is in [%s %s, %s %s); %s", v_name, v_value, t_name, t_value, span)
+    if len(test) == 0:
+        log.warning("test is empty: no timestamp is at or after %s %s; %s", t_name, t_value, span)
+
+
+def global_time_split(
+    df: pd.DataFrame, valid_start: Any, test_start: Any, *, names: tuple[str, str] = ("valid_start", "test_start")
+) -> Split:
     """One cut for everyone: ``t < valid_start`` train, ``valid_start <= t < test_start`` valid, rest test.
 
-    Cut-offs are epoch seconds or dates (naive dates are UTC). Users/items first
-    seen in valid/test are counted as cold in the report.
+    Cut-offs are epoch times or dates (naive dates are UTC). The unit of the data's timestamps
+    (seconds, milliseconds, microseconds or nanoseconds) is told from their magnitude
+    (:mod:`twotower.data.timeunits`) and reported as ``time_unit``: dates are converted into it, and a
+    number of another magnitude is refused, naming the setting (``names``: how the caller spells the
+    two). Users/items first seen in valid/test are counted as cold in the report.
     """
-    v = _to_epoch(valid_start, "valid_start")
-    t = _to_epoch(test_start, "test_start")
-    if v > t:
-        raise ConfigError(f"valid_start ({valid_start!r}) must not be after test_start ({test_start!r})")
+    for value, setting in zip((valid_start, test_start), names):
+        _to_epoch(value, setting)  # a malformed cut-off is named before the data is looked at
     _check_df(df)
     s, _, _ = _sorted_positions(df)
     ts = s["timestamp"].to_numpy(dtype=np.int64)
+    unit = detect_unit(ts) if has_times(df) else None
+    v = _cutoff(valid_start, names[0], unit, ts)
+    t = _cutoff(test_start, names[1], unit, ts)
+    if v > t:
+        raise ConfigError(f"{names[0]} ({valid_start!r}) must not be after {names[1]} ({test_start!r})")
     is_train = ts < v
     is_test = ts >= t
     is_valid = ~(is_train | is_test)
-    return _finish("global_time", s[is_train], s[is_valid], s[is_test], {"valid_start": v, "test_start": t})
+    if not is_train.any():
+        raise DataError(f"global_time left the train part empty: no row is before {names[0]} {valid_start}; "
+                        f"{_span(ts, unit)}")
+    _warn_empty_parts(s[is_valid], s[is_test], (valid_start, test_start), names, _span(ts, unit))
+    return _finish("global_time", s[is_train], s[is_valid], s[is_test],
+                   {"valid_start": v, "test_start": t, "time_unit": unit or "row order"})
 
 
 def random_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0) -> Split:

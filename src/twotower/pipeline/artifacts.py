@@ -42,6 +42,7 @@ import torch
 
 from twotower.config import RunConfig, config_from_dict, config_to_dict
 from twotower.data.features import FeatureEncoder
+from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
 from twotower.errors import DataError, IntegrityError, NotFoundError
 from twotower.models.feature_block import FeatureArrays
@@ -66,6 +67,21 @@ MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.j
 # so a retrained run on the same data reuses it and one on other data re-tunes; `make demo` re-runs stay fast)
 RUN_OUTPUT_FILES = ("data/train.csv", "data/valid.csv", "data/test.csv", "log.jsonl", "curves.png", "metrics.json",
                     "eval.txt", "recall_at_k.png")
+#: What an empty valid/test part of a split was saved as (data/valid.csv) before such a part became no part
+#: (no file): runs saved then are read as having no such part, not refused as "no data rows" after training.
+EMPTY_PART_HEADER = ",".join(CANONICAL_COLUMNS).encode("utf-8")
+
+
+def run_part_file(run_dir: Path, name: str) -> Path | None:
+    """A run's ``data/{name}.csv``, or None when the run has no such part (no file, or an empty part's header)."""
+    path = run_dir / "data" / f"{name}.csv"
+    if not path.is_file():
+        return None
+    if path.stat().st_size <= len(EMPTY_PART_HEADER) + 2 and path.read_bytes().strip() == EMPTY_PART_HEADER:
+        return None
+    return path
+
+
 #: Files only a run writes: one of them says a folder holds a run (a config.json alone may be the user's own).
 RUN_MARKERS = ("run.json", "model.safetensors", "history.npz", "vocab/users.json", "checkpoint/state.json")
 #: Folder the trainer's checkpoint is swapped into whole (training/checkpoint.py), so all of it is the run's.

@@ -16,7 +16,7 @@ from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
-from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.artifacts import TrainedRun, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, tuning_key
 
@@ -34,8 +34,8 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
     mats: dict[str, sp.csr_matrix | None] = {}
     report: dict[str, Any] = {}
     for name in ("train", "valid", "test"):
-        path = run.dir / "data" / f"{name}.csv"
-        if not path.exists():
+        path = run_part_file(run.dir, name)
+        if path is None:
             mats[name] = None
             continue
         df = read_interactions(path)

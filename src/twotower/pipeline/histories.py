@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from twotower.data.timeunits import UNIT_NAMES, detect_unit, has_times
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
@@ -70,10 +71,14 @@ class InputHistories:
         return m
 
 
-def _has_timestamps(df: pd.DataFrame) -> bool:
-    """Whether a read file's ``timestamp`` column holds times, not the row or line order the reader made up."""
-    source = str(df.attrs.get("report", {}).get("timestamp_source", ""))
-    return not source.startswith(("row order", "line order"))
+def _check_one_unit(files: tuple[str, ...], units: list[str | None]) -> None:
+    """Files whose timestamps are in different units (a split's epoch milliseconds beside a log in seconds)
+    would be ordered decades apart, each file's rows before or after all of the other's: refused."""
+    timed = {f: u for f, u in zip(files, units) if u is not None}
+    if len(set(timed.values())) > 1:
+        named = ", ".join(f"{f}: {UNIT_NAMES[u]}" for f, u in timed.items())
+        raise DataError(f"--history-from: the files' timestamps are in different units ({named}, told from their "
+                        "size), so their rows cannot be placed in one time order; convert them to one unit")
 
 
 Source = str | os.PathLike | pd.DataFrame
@@ -109,14 +114,16 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     sources, files = _sources(files)
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
-    parts, timed = [], []
+    parts, timed, units = [], [], []
     for n, (src, label) in enumerate(zip(sources, files)):
         if isinstance(src, pd.DataFrame):
             df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
         else:
             df = read_run_interactions(run, label)
-        timed.append(_has_timestamps(df))
+        timed.append(has_times(df))
+        units.append(detect_unit(df["timestamp"].to_numpy()) if timed[-1] else None)
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
+    _check_one_unit(files, units)
     if any(timed) and not all(timed):
         # a file without timestamps numbers its rows 0, 1, 2, ...: compared with another file's epoch seconds (or
         # row numbers) those would shuffle the history, and a sequence tower reads the order

@@ -15,6 +15,7 @@ from twotower.pipeline.artifacts import (
     TrainedRun,
     clear_previous_run,
     forget_results_of_old_weights,
+    run_part_file,
     save_run_data,
     write_manifest,
 )
@@ -216,6 +217,8 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
                     f"e.g. a missing --items/--users file or another train file); {fix}")
     for name in ("train", "valid"):  # what the checkpoint was trained and selected on (data/*.csv keeps it)
         path, df = out / "data" / f"{name}.csv", getattr(prep.sources, name)
+        if df is None and run_part_file(out, name) is None:
+            continue  # no such part, then or now (runs saved before kept an empty split part as a header-only file)
         if path.is_file() and (df is None or sha256_bytes(df.to_csv(index=False).encode("utf-8")) != sha256_file(path)):
             now = "no such split" if df is None else f"{len(df):,} rows"
             raise ConfigError(

@@ -44,8 +44,17 @@ def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     if cfg.split == "time":
         if cfg.valid_start is None or cfg.test_start is None:
             raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
-        return global_time_split(df, cfg.valid_start, cfg.test_start)
+        return global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"))
     return random_split(df, cfg.ratios, seed)
+
+
+def _held_out(part: pd.DataFrame) -> pd.DataFrame | None:
+    """An empty valid or test part (cut-offs beyond the data, a zero ratio) is no part, as if no file were given.
+
+    Kept as a frame, it was written to the run folder as a header-only CSV, and reading that back to score
+    the run failed after training ("no data rows"); the split has already said which part is empty.
+    """
+    return part if len(part) else None
 
 
 def column_map(cfg: DataConfig) -> ColumnMap:
@@ -100,7 +109,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             title_col = title_col or "title"
         reads = {"path" if cfg.path is not None else "dataset": df}
         split = _split(df, cfg, seed)
-        train, valid, test = split.train, split.valid, split.test
+        train, valid, test = split.train, _held_out(split.valid), _held_out(split.test)
         report["split"] = split.report
     else:
         raise ConfigError("no data: give data.train (and data.valid), data.path, or data.dataset='movielens-100k'")

@@ -1,0 +1,82 @@
+"""The unit of epoch timestamps (seconds, milliseconds, microseconds, nanoseconds), told from their magnitude.
+
+Timestamps are kept in the unit the data has (a split writes them back unchanged, and runs saved from
+epoch-seconds data stay as they were); what has to agree with them — a date cut-off, an ISO date beside
+numbers in one column, a date shown in a message — is converted into that unit instead.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from twotower.errors import ConfigError
+
+__all__ = ["UNIT_NAMES", "has_times", "unit_of", "detect_unit", "dates_in_unit", "date_in_unit",
+           "convert", "show_time"]
+
+#: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
+#: data: epoch seconds reach 1e11 only in the year 5138, while epoch milliseconds (microseconds, nanoseconds)
+#: stay below 1e11 (1e14, 1e17) only before 1973-03-03 -- each bound is 1e8 s after 1970 in the next unit.
+#: So any time between March 1973 and the year 5138 is read in its own unit; nanoseconds end at 2262 (int64).
+_BOUNDS = (("s", 1e11), ("ms", 1e14), ("us", 1e17))
+UNIT_NAMES = {"s": "epoch seconds", "ms": "epoch milliseconds", "us": "epoch microseconds",
+              "ns": "epoch nanoseconds"}
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+
+
+def has_times(df: pd.DataFrame) -> bool:
+    """Whether a read frame's ``timestamp`` column holds times, not the row or line order the reader made up."""
+    source = str(df.attrs.get("report", {}).get("timestamp_source", ""))
+    return not source.startswith(("row order", "line order"))
+
+
+def unit_of(value: float) -> str:
+    """The unit one epoch time of that magnitude is in (see ``_BOUNDS``)."""
+    size = abs(float(value))
+    for unit, bound in _BOUNDS:
+        if size < bound:
+            return unit
+    return "ns"
+
+
+def detect_unit(timestamps: np.ndarray) -> str:
+    """The unit of a timestamp column, from its median magnitude: a few zeros or sentinels do not sway it."""
+    values = np.asarray(timestamps)
+    if values.size == 0:
+        return "s"
+    return unit_of(float(np.median(np.abs(values.astype(np.float64)))))
+
+
+def dates_in_unit(dates: pd.Series, unit: str) -> np.ndarray:
+    """UTC datetimes as int64 epoch times in ``unit``, floored (1.5 s is 1 s)."""
+    return ((dates - _EPOCH) // pd.Timedelta(1, unit=unit)).to_numpy(dtype=np.int64)
+
+
+def date_in_unit(value: Any, unit: str, setting: str) -> int:
+    """A date (``2024-05-01``, ``2024-05-01T12:30:00+02:00``, a datetime; naive means UTC) as epoch time in ``unit``."""
+    try:
+        ts = pd.Timestamp(value)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ConfigError(f"{setting} must be an epoch time or an ISO date like 2024-05-01, got {value!r}") from e
+    if ts is pd.NaT:
+        raise ConfigError(f"{setting} must be a date, got {value!r}")
+    if ts.tzinfo is None:
+        ts = ts.tz_localize("UTC")
+    return int((ts - _EPOCH) // pd.Timedelta(1, unit=unit))
+
+
+def convert(value: int, from_unit: str, to_unit: str) -> int:
+    """An epoch time in another unit (floored), e.g. for the cut-off a message suggests."""
+    return int(value) * _PER_SECOND[to_unit] // _PER_SECOND[from_unit]
+
+
+def show_time(value: int, unit: str) -> str:
+    """``1714521600000 (2024-05-01 00:00:00 UTC)``: the number as stored and the date it means in ``unit``."""
+    try:
+        date = pd.Timestamp(int(value), unit=unit, tz="UTC")
+    except (ValueError, OverflowError):  # beyond pandas' years 1677-2262
+        return str(int(value))
+    return f"{int(value)} ({date:%Y-%m-%d %H:%M:%S} UTC)"
