@@ -98,3 +98,16 @@ def test_check_refuses_a_link_to_a_folder_and_a_link_loop_naming_the_path(tmp_pa
     loop.symlink_to("loop")
     with pytest.raises(ConfigError, match=re.escape(f"--out {loop}: a symbolic link loop")):
         check_output_file(loop)
+
+
+@pytest.mark.parametrize("who", [["--user", "u1"], ["--history", "i1"]])
+def test_out_without_users_is_refused_not_ignored(run_dir, tmp_path, who, capsys):
+    # a README walkthrough: `recommend --user 42 --out recs.csv` printed the list and wrote no file
+    out = tmp_path / "recs.csv"
+    code = main(["-q", "recommend", "--run", str(run_dir), *who, "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--out writes the CSV of --users" in err
+    if who[0] == "--user":
+        assert "--users u1 --out" in err
+    assert not out.exists()

@@ -376,6 +376,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         results_to_items,
     )
     _threads(args)
+    if args.out and not args.users:
+        # --user/--history print their list: --out used to be ignored without a word, leaving no file
+        one = f"--users {args.user}" if args.user is not None else "--users ID"
+        raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
+                          "or --json for the printed list")
     if args.out:
         check_output_file(args.out)
     if args.history is not None and not parse_id_list(args.history, "--history"):

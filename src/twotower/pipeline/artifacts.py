@@ -557,7 +557,9 @@ class TrainedRun:
         """
         columns = self.user_feature_columns
         if not columns:
-            raise DataError("user_features: this run's user tower reads no user features; send the history only")
+            raise DataError("user_features: this run's user tower reads no user features (it was trained without "
+                            "user feature columns: train with --users FILE data.user_categorical=[...] "
+                            "data.user_numeric=[...] to read them); send the history only")
         assert self.user_encoder is not None
         spec = self.user_encoder.spec
         clean: list[dict[str, Any]] = []
