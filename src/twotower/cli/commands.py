@@ -249,6 +249,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             ks = tuple(int(k) for k in args.ks.split(",") if k)
         except ValueError:
             raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
+        if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
+            raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
     if args.baselines is not None:
         baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
         for b in baselines:
