@@ -72,6 +72,22 @@ def test_bitflip_in_weights_data_is_caught_by_the_manifest(sealed_run, tmp_path)
         TrainedRun.load(run)
 
 
+def test_a_file_loading_reads_added_after_sealing_is_refused(sealed_run, tmp_path):
+    """Regression: items.jsonl copied into a run trained without an item table was read unchecked (and an
+    item_id it did not know ended in an IndexError traceback); the seal lists every such file the run wrote."""
+    from twotower.pipeline.artifacts import MANIFEST_FILES, TrainedRun
+    from twotower.utils.atomic import read_json
+
+    listed = read_json(sealed_run / "manifest.json")["sha256"]
+    absent = [rel for rel in MANIFEST_FILES if rel not in listed]
+    assert absent, "the tiny run writes every optional file: plant one it lacks"
+    run = _copy(sealed_run, tmp_path / "run")
+    (run / absent[0]).parent.mkdir(parents=True, exist_ok=True)
+    (run / absent[0]).write_text("{}\n")
+    with pytest.raises(IntegrityError, match=absent[0].replace(".", r"\.") + r": not listed in manifest\.json"):
+        TrainedRun.load(run)
+
+
 @pytest.mark.parametrize("damage", [flip_byte, truncate], ids=["bitflip", "truncated"])
 def test_unsealed_run_with_damaged_history_or_metadata_is_an_integrity_error(sealed_run, tmp_path, damage):
     """Without a manifest (older runs), damaged history.npz / items.jsonl still fail cleanly, not with BadZipFile."""

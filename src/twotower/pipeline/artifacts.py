@@ -324,6 +324,12 @@ def verify_manifest(directory: str | Path) -> bool:
     if not isinstance(files, dict):
         raise IntegrityError(f"{d / MANIFEST}: not a run manifest (no sha256 table); the file is corrupted")
     verify_files(d, files, fix=f"listed in {MANIFEST}; restore the file or retrain the run")
+    # the seal lists every file loading reads that the run wrote (write_manifest); an optional one that
+    # appeared later (items.jsonl in a run trained without an item table) would be read unchecked
+    for rel in MANIFEST_FILES:
+        if rel not in files and (d / rel).exists():
+            raise IntegrityError(f"{d / rel}: not listed in {MANIFEST}, so the run did not write it (it was added "
+                                 "after training) and loading would read it unchecked; remove it or retrain the run")
     return True
 
 
