@@ -5,6 +5,7 @@ IntegrityError naming the file; nothing loads silently wrong.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -165,3 +166,18 @@ def test_intact_checkpoint_round_trips(tmp_path):
     ck, model, opt, rng = _checkpoint(tmp_path)
     state = load_checkpoint(ck, model, [opt], rng)
     assert state["epoch"] == 3 and "state_sha256" not in state
+
+
+def test_a_path_that_is_not_a_run_names_the_run_to_pass(sealed_run, tmp_path):
+    """`--run runs` (the parent of runs) or `--run runs/ml/index` (inside one) said only "train one"."""
+    from twotower.errors import NotFoundError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    parent = tmp_path / "runs"
+    run = _copy(sealed_run, parent / "ml")
+    with pytest.raises(NotFoundError, match=rf"the folder holds runs: pass one of '{re.escape(str(run))}'"):
+        TrainedRun.load(parent)
+    with pytest.raises(NotFoundError, match=rf"it lies inside the run '{re.escape(str(run))}': pass that folder"):
+        TrainedRun.load(run / "model.safetensors")
+    with pytest.raises(NotFoundError, match=r"train one with `twotower train --out DIR`"):
+        TrainedRun.load(tmp_path / "elsewhere")

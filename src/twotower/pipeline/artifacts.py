@@ -314,6 +314,21 @@ def _old_fingerprint(out: Path) -> str | None:
         return None
 
 
+def _run_hint(d: Path) -> str:
+    """What to pass instead of ``d`` when it is not a run folder: the run it lies in, or the runs it holds."""
+    for parent in list(d.parents)[:3]:  # a file or subfolder of a run (runs/ml/index, runs/ml/model.safetensors)
+        if (parent / "run.json").is_file():
+            return f"it lies inside the run {str(parent)!r}: pass that folder"
+    try:
+        inner = sorted(str(c) for c in d.iterdir() if (c / "run.json").is_file()) if d.is_dir() else []
+    except OSError:
+        inner = []
+    if inner:  # the parent of several runs (--run runs instead of --run runs/ml)
+        more = f" and {len(inner) - 5} more" if len(inner) > 5 else ""
+        return f"the folder holds runs: pass one of {', '.join(repr(r) for r in inner[:5])}{more}"
+    return "train one with `twotower train --out DIR`"
+
+
 def verify_manifest(directory: str | Path) -> bool:
     """Check every file listed in ``manifest.json``; False when the folder has none (unsealed)."""
     d = Path(directory)
@@ -424,7 +439,7 @@ class TrainedRun:
         if verify is None:
             verify = os.environ.get(NO_VERIFY_ENV, "") != "1"
         if not (d / "run.json").exists():
-            raise NotFoundError("run", str(d), "no run.json there; train one with `twotower train --out DIR`")
+            raise NotFoundError("run", str(d), "no run.json there; " + _run_hint(d))
         if not (d / "model.safetensors").exists():
             raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
         if not verify:
