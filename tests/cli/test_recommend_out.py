@@ -111,3 +111,14 @@ def test_out_without_users_is_refused_not_ignored(run_dir, tmp_path, who, capsys
     if who[0] == "--user":
         assert "--users u1 --out" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--history", "i1 i2", "--history takes a comma list, e.g. --history i1,i2"),
+    ("--users", "u1;u2", "--users takes a comma list, e.g. --users u1,u2"),
+])
+def test_a_space_or_semicolon_list_is_told_to_use_commas(run_dir, flag, value, said, capsys):
+    # `--history '50 181'` was one unknown item '50 181', with no word on the list syntax
+    assert main(["-q", "recommend", "--run", str(run_dir), flag, value, "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown {'item' if flag == '--history' else 'user'} {value!r}" in err and said in err

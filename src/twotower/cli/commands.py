@@ -32,6 +32,9 @@ def flag_named(flag: str) -> Iterator[None]:
     except NotFoundError as e:
         if not e.message.startswith(flag + ": "):
             e.message = f"{flag}: {e.message}"
+        parts = str(e.id).replace(";", " ").split() if isinstance(e.id, str) else []
+        if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
+            e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
         raise
 
 
