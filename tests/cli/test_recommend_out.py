@@ -122,3 +122,13 @@ def test_a_space_or_semicolon_list_is_told_to_use_commas(run_dir, flag, value, s
     assert main(["-q", "recommend", "--run", str(run_dir), flag, value, "--k", "2"]) == 2
     err = capsys.readouterr().err
     assert f"unknown {'item' if flag == '--history' else 'user'} {value!r}" in err and said in err
+
+
+def test_a_users_file_without_the_user_column_lists_its_columns(run_dir, tmp_path, capsys):
+    # said "needs a 'user_id' column (the run's users) or 'user_id'": one name twice, no columns shown
+    users = tmp_path / "people.csv"
+    users.write_text("customer,age\nu1,30\n")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(users), "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a 'user_id' column with the run's user ids; columns present: ['customer', 'age']" in err
+    assert "or 'user_id'" not in err

@@ -336,8 +336,9 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         df = read_table(p)
         col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
         if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
-            raise DataError(f"needs a {run.config.data.user_col!r} column (the run's users) or 'user_id'", file=str(p),
-                            column=run.config.data.user_col)
+            names = " or ".join(repr(c) for c in dict.fromkeys((run.config.data.user_col, "user_id")))
+            raise DataError(f"needs a {names} column with the run's user ids; columns present: "
+                            f"{list(map(str, df.columns))}", file=str(p), column=run.config.data.user_col)
         ids = [str(v) for v in df[col].tolist()]
     elif "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
         raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
