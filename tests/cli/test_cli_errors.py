@@ -63,3 +63,16 @@ def test_serve_names_the_flag_it_refuses(tmp_path, capsys, flags, said):
     assert main(["serve", "--run", str(tmp_path / "nope"), *flags]) == 2
     err = capsys.readouterr().err
     assert said in err and "ServiceSettings" not in err, err
+
+
+@pytest.mark.parametrize("ks", ["0", "10,0", "-5", ","])
+def test_evaluate_ks_below_one_names_the_flag_before_loading(ks, capsys, tmp_path):
+    # was "EvalProtocol.ks must hold positive integers", after the run had loaded; the run need not exist
+    assert main(["evaluate", "--run", str(tmp_path / "nope"), "--ks", ks]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --ks must hold positive integers such as 10,20, got {ks!r}"
+
+
+def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):
+    # was "explain top: expected an integer >= 0", raised by the explainer after the run had loaded
+    assert main(["explain", "--run", str(tmp_path / "nope"), "--user", "u1", "--item", "i1", "--top", "-2"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --top must be an integer >= 0 (history items listed), got -2"

@@ -98,3 +98,37 @@ def test_check_refuses_a_link_to_a_folder_and_a_link_loop_naming_the_path(tmp_pa
     loop.symlink_to("loop")
     with pytest.raises(ConfigError, match=re.escape(f"--out {loop}: a symbolic link loop")):
         check_output_file(loop)
+
+
+@pytest.mark.parametrize("who", [["--user", "u1"], ["--history", "i1"]])
+def test_out_without_users_is_refused_not_ignored(run_dir, tmp_path, who, capsys):
+    # a README walkthrough: `recommend --user 42 --out recs.csv` printed the list and wrote no file
+    out = tmp_path / "recs.csv"
+    code = main(["-q", "recommend", "--run", str(run_dir), *who, "--out", str(out)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--out writes the CSV of --users" in err
+    if who[0] == "--user":
+        assert "--users u1 --out" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("flag", "value", "said"), [
+    ("--history", "i1 i2", "--history takes a comma list, e.g. --history i1,i2"),
+    ("--users", "u1;u2", "--users takes a comma list, e.g. --users u1,u2"),
+])
+def test_a_space_or_semicolon_list_is_told_to_use_commas(run_dir, flag, value, said, capsys):
+    # `--history '50 181'` was one unknown item '50 181', with no word on the list syntax
+    assert main(["-q", "recommend", "--run", str(run_dir), flag, value, "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"unknown {'item' if flag == '--history' else 'user'} {value!r}" in err and said in err
+
+
+def test_a_users_file_without_the_user_column_lists_its_columns(run_dir, tmp_path, capsys):
+    # said "needs a 'user_id' column (the run's users) or 'user_id'": one name twice, no columns shown
+    users = tmp_path / "people.csv"
+    users.write_text("customer,age\nu1,30\n")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(users), "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "needs a 'user_id' column with the run's user ids; columns present: ['customer', 'age']" in err
+    assert "or 'user_id'" not in err

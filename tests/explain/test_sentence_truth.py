@@ -133,3 +133,19 @@ def test_sentence_matches_the_attribution_table_on_the_demo_run() -> None:
     assert len(pairs) >= 500
     cases = [check_sentence(run, u, i) for u, i in pairs]
     assert "named + others" in cases
+
+
+@pytest.mark.parametrize(("profile", "extra", "said"), [
+    ("features", {"user_features": ["age"]}, "it rests on your profile (user features: age)."),
+    ("id", {}, "it rests on your learned user-ID embedding."),
+    ("popularity", {}, "it rests on the model's empty-history representation, which is the same for every new user"),
+])
+def test_no_positive_contributor_names_the_profile_the_score_rests_on(profile, extra, said) -> None:
+    """Regression: the sentence read a key no explanation has ("fallback_basis"), so a new user described by
+    user_features, or a known user with an ID embedding, was told the score rests on what every new user shares."""
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "x", "item": {"title": "Heat", "genres": "Action"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": profile, "method": "loo", "history": [],
+            "shared_metadata": {}, **extra}
+    table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
+    assert said in explanation_text(expl, cols, table)

@@ -226,3 +226,13 @@ def test_training_says_when_it_ends_and_how_long_it_took(caplog):
     lines = [r.getMessage() for r in caplog.records]
     start = next(i for i, m in enumerate(lines) if m.startswith("training IVF4,Flat on 400 vectors"))
     assert re.fullmatch(r"trained IVF4,Flat in \d+\.\ds", lines[start + 1])
+
+
+def test_a_misspelt_shortcut_is_named_with_the_shortcut_it_resembles():
+    # `twotower index build --index hnws` said only that FAISS could not parse 'hnws'
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
+    with pytest.raises(ConfigError, match=r"FAISS rejected the index 'hnws'.*did you mean 'hnsw'\?"):
+        FaissIndex("hnws").build(x, np.arange(64))
+    with pytest.raises(ConfigError) as err:
+        FaissIndex("IVF8,Bogus").build(x, np.arange(64))
+    assert "did you mean" not in str(err.value)

@@ -5,6 +5,7 @@ IntegrityError naming the file; nothing loads silently wrong.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -69,6 +70,22 @@ def test_bitflip_in_weights_data_is_caught_by_the_manifest(sealed_run, tmp_path)
     run = _copy(sealed_run, tmp_path / "run")
     flip_byte(run / "model.safetensors", 0.9)
     with pytest.raises(IntegrityError, match=r"model\.safetensors: sha256 mismatch"):
+        TrainedRun.load(run)
+
+
+def test_a_file_loading_reads_added_after_sealing_is_refused(sealed_run, tmp_path):
+    """Regression: items.jsonl copied into a run trained without an item table was read unchecked (and an
+    item_id it did not know ended in an IndexError traceback); the seal lists every such file the run wrote."""
+    from twotower.pipeline.artifacts import MANIFEST_FILES, TrainedRun
+    from twotower.utils.atomic import read_json
+
+    listed = read_json(sealed_run / "manifest.json")["sha256"]
+    absent = [rel for rel in MANIFEST_FILES if rel not in listed]
+    assert absent, "the tiny run writes every optional file: plant one it lacks"
+    run = _copy(sealed_run, tmp_path / "run")
+    (run / absent[0]).parent.mkdir(parents=True, exist_ok=True)
+    (run / absent[0]).write_text("{}\n")
+    with pytest.raises(IntegrityError, match=absent[0].replace(".", r"\.") + r": not listed in manifest\.json"):
         TrainedRun.load(run)
 
 
@@ -149,3 +166,18 @@ def test_intact_checkpoint_round_trips(tmp_path):
     ck, model, opt, rng = _checkpoint(tmp_path)
     state = load_checkpoint(ck, model, [opt], rng)
     assert state["epoch"] == 3 and "state_sha256" not in state
+
+
+def test_a_path_that_is_not_a_run_names_the_run_to_pass(sealed_run, tmp_path):
+    """`--run runs` (the parent of runs) or `--run runs/ml/index` (inside one) said only "train one"."""
+    from twotower.errors import NotFoundError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    parent = tmp_path / "runs"
+    run = _copy(sealed_run, parent / "ml")
+    with pytest.raises(NotFoundError, match=rf"the folder holds runs: pass one of '{re.escape(str(run))}'"):
+        TrainedRun.load(parent)
+    with pytest.raises(NotFoundError, match=rf"it lies inside the run '{re.escape(str(run))}': pass that folder"):
+        TrainedRun.load(run / "model.safetensors")
+    with pytest.raises(NotFoundError, match=r"train one with `twotower train --out DIR`"):
+        TrainedRun.load(tmp_path / "elsewhere")

@@ -41,3 +41,22 @@ def test_train_and_valid_files_are_still_read(files):
                                  f"data.valid={json.dumps(str(files / 'valid.csv'))}"]).data
     src = load_sources(cfg)
     assert (len(src.train), len(src.valid)) == (120, 5)
+
+
+def test_a_feature_table_with_no_feature_column_named_is_warned_about(files, caplog):
+    # `twotower train --items items.csv` without data.item_multi=... trained an item tower blind to the table
+    pd.DataFrame({"item_id": [f"i{i}" for i in range(30)], "title": [f"T{i}" for i in range(30)],
+                  "genres": ["a|b"] * 30}).to_csv(files / "items.csv", index=False)
+    pd.DataFrame({"user_id": [f"u{u}" for u in range(20)], "age": range(20)}).to_csv(files / "users.csv", index=False)
+    base = [f"data.path={json.dumps(str(files / 'all.csv'))}", f"data.items={json.dumps(str(files / 'items.csv'))}",
+            f"data.users={json.dumps(str(files / 'users.csv'))}"]
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        load_sources(load_config(overrides=base).data)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("data.items: no feature column is named") and "(title, genres)" in m
+               and "titles, metadata and catalogue only" in m for m in said), said
+    assert any(m.startswith("data.users: no feature column is named") and "(age)" in m for m in said), said
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        load_sources(load_config(overrides=[*base, 'data.item_multi=["genres"]', 'data.user_numeric=["age"]']).data)
+    assert not [r for r in caplog.records if "no feature column" in r.getMessage()]

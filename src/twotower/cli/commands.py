@@ -32,6 +32,9 @@ def flag_named(flag: str) -> Iterator[None]:
     except NotFoundError as e:
         if not e.message.startswith(flag + ": "):
             e.message = f"{flag}: {e.message}"
+        parts = str(e.id).replace(";", " ").split() if isinstance(e.id, str) else []
+        if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
+            e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
         raise
 
 
@@ -249,6 +252,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             ks = tuple(int(k) for k in args.ks.split(",") if k)
         except ValueError:
             raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
+        if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
+            raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
     if args.baselines is not None:
         baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
         for b in baselines:
@@ -331,8 +336,9 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         df = read_table(p)
         col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
         if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
-            raise DataError(f"needs a {run.config.data.user_col!r} column (the run's users) or 'user_id'", file=str(p),
-                            column=run.config.data.user_col)
+            names = " or ".join(repr(c) for c in dict.fromkeys((run.config.data.user_col, "user_id")))
+            raise DataError(f"needs a {names} column with the run's user ids; columns present: "
+                            f"{list(map(str, df.columns))}", file=str(p), column=run.config.data.user_col)
         ids = [str(v) for v in df[col].tolist()]
     elif "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
         raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
@@ -376,6 +382,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         results_to_items,
     )
     _threads(args)
+    if args.out and not args.users:
+        # --user/--history print their list: --out used to be ignored without a word, leaving no file
+        one = f"--users {args.user}" if args.user is not None else "--users ID"
+        raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
+                          "or --json for the printed list")
     if args.out:
         check_output_file(args.out)
     if args.history is not None and not parse_id_list(args.history, "--history"):

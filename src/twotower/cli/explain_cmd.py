@@ -72,6 +72,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     history = None if args.history is None else parse_id_list(args.history, "--history")
     if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+    if args.top < 0:  # named as the flag, before the run loads (was "explain top: ..." after it)
+        raise ConfigError(f"--top must be an integer >= 0 (history items listed), got {args.top}")
     features = parse_user_features(args)  # before the (slow) run load
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history

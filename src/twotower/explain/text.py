@@ -43,7 +43,9 @@ def _heads_clause(heads: dict[str, Any] | None) -> str:
 def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:
     basis = expl["basis"]
     if basis == "history":
-        basis = expl.get("fallback_basis") or "popularity"
+        # what is left without the history: the dict's "profile" (it read a key "fallback_basis" no dict has,
+        # so a new user's features or a known user's ID embedding were called the popularity prior)
+        basis = expl.get("profile") or "popularity"
     if basis == "features":
         text = BASIS_TEXT["features"].format(features=", ".join(expl.get("user_features") or []) or "none")
         return f"{text} and {BASIS_TEXT['id']}" if with_user_id else text

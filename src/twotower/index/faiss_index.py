@@ -164,9 +164,14 @@ def _said_once(index: Any) -> None:
 
 
 def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
+    import difflib
+
     reason = " ".join(str(err).split()).split("Error: ")[-1]  # drop FAISS's C++ location prefix
+    # a typo of a shortcut (`--index hnws`) is the likely mistake: name the shortcut first
+    near = difflib.get_close_matches(spec.strip().lower(), SHORTCUTS, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
     return ConfigError(
-        f"FAISS rejected the index {factory!r} (from {spec!r}): {reason.strip()}. "
+        f"FAISS rejected the index {factory!r} (from {spec!r}): {reason.strip()}. {hint}"
         f"Use a shortcut ({', '.join(SHORTCUTS)}; 'ivfpq,RFlat' or 'ivfpq,Refine(SQ8)' add a refine stage) "
         "or a FAISS index_factory string such as 'IVF1024,Flat', 'HNSW32', 'IVF{nlist},PQ16x8,Refine(SQ8)'"
     )

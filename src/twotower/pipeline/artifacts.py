@@ -330,6 +330,21 @@ def _old_fingerprint(out: Path) -> str | None:
         return None
 
 
+def _run_hint(d: Path) -> str:
+    """What to pass instead of ``d`` when it is not a run folder: the run it lies in, or the runs it holds."""
+    for parent in list(d.parents)[:3]:  # a file or subfolder of a run (runs/ml/index, runs/ml/model.safetensors)
+        if (parent / "run.json").is_file():
+            return f"it lies inside the run {str(parent)!r}: pass that folder"
+    try:
+        inner = sorted(str(c) for c in d.iterdir() if (c / "run.json").is_file()) if d.is_dir() else []
+    except OSError:
+        inner = []
+    if inner:  # the parent of several runs (--run runs instead of --run runs/ml)
+        more = f" and {len(inner) - 5} more" if len(inner) > 5 else ""
+        return f"the folder holds runs: pass one of {', '.join(repr(r) for r in inner[:5])}{more}"
+    return "train one with `twotower train --out DIR`"
+
+
 def verify_manifest(directory: str | Path) -> bool:
     """Check every file listed in ``manifest.json``; False when the folder has none (unsealed)."""
     d = Path(directory)
@@ -340,6 +355,12 @@ def verify_manifest(directory: str | Path) -> bool:
     if not isinstance(files, dict):
         raise IntegrityError(f"{d / MANIFEST}: not a run manifest (no sha256 table); the file is corrupted")
     verify_files(d, files, fix=f"listed in {MANIFEST}; restore the file or retrain the run")
+    # the seal lists every file loading reads that the run wrote (write_manifest); an optional one that
+    # appeared later (items.jsonl in a run trained without an item table) would be read unchecked
+    for rel in MANIFEST_FILES:
+        if rel not in files and (d / rel).exists():
+            raise IntegrityError(f"{d / rel}: not listed in {MANIFEST}, so the run did not write it (it was added "
+                                 "after training) and loading would read it unchecked; remove it or retrain the run")
     return True
 
 
@@ -434,7 +455,7 @@ class TrainedRun:
         if verify is None:
             verify = os.environ.get(NO_VERIFY_ENV, "") != "1"
         if not (d / "run.json").exists():
-            raise NotFoundError("run", str(d), "no run.json there; train one with `twotower train --out DIR`")
+            raise NotFoundError("run", str(d), "no run.json there; " + _run_hint(d))
         if not (d / "model.safetensors").exists():
             raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
         if not verify:
@@ -573,7 +594,9 @@ class TrainedRun:
         """
         columns = self.user_feature_columns
         if not columns:
-            raise DataError("user_features: this run's user tower reads no user features; send the history only")
+            raise DataError("user_features: this run's user tower reads no user features (it was trained without "
+                            "user feature columns: train with --users FILE data.user_categorical=[...] "
+                            "data.user_numeric=[...] to read them); send the history only")
         assert self.user_encoder is not None
         spec = self.user_encoder.spec
         clean: list[dict[str, Any]] = []

@@ -135,6 +135,8 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
         users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key")
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={user_key: "user_id"})
+    _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True)
+    _warn_unread_table(cfg.users, users, user_spec, "user", with_text=False)
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
         if items is None:
             raise ConfigError(f"data.title_col={cfg.title_col!r} needs an item table: pass --items FILE (data.items)")
@@ -181,6 +183,22 @@ def _with_frames(cfg: DataConfig, frames: Mapping[str, pd.DataFrame]) -> DataCon
         if not isinstance(df, pd.DataFrame):
             raise ConfigError(f"frames[{name!r}]: expected a pandas DataFrame, got {type(df).__name__}")
     return dataclasses.replace(cfg, **{name: _Frame(name, df) for name, df in frames.items()})
+
+
+def _warn_unread_table(source: Any, table: pd.DataFrame | None, spec: FeatureSpec | None, who: str, *,
+                       with_text: bool) -> None:
+    """A feature table given with no feature column named: the tower reads none of its columns, say so.
+
+    `--items items.csv` alone (no data.item_multi=... ) trained an item tower without the genres, with no word.
+    """
+    if table is None or spec is None or spec.categorical or spec.numeric or spec.multi or spec.text:
+        return
+    keys = f"data.{who}_categorical / data.{who}_numeric / data.{who}_multi" + (" / data.item_text" if with_text else "")
+    others = [str(c) for c in table.columns if c != f"{who}_id"]
+    uses = "titles, metadata and catalogue only" if who == "item" else "nothing"
+    log.warning("data.%ss: no feature column is named (%s), so the %s tower reads none of %s's columns (%s); "
+                "the table is used for %s", who, keys, who, source if isinstance(source, (str, os.PathLike)) else "the table",
+                ", ".join(others[:8]) + (", ..." if len(others) > 8 else "") or "none", uses)
 
 
 def _source(value: str) -> str | pd.DataFrame:
