@@ -5,7 +5,7 @@ lines in time order) or a synthetic catalogue (``--synthetic-items 1000000``), a
 given thread counts: examples/s (sequences/s and target positions/s for
 ``train.examples=sequence``) of ``Trainer._run_epoch`` on ``--examples`` units,
 next to a hand-written loop (same towers, same candidates, ``F.cross_entropy``,
-the same optimizers; for sequence towers on the trainer's own windows and batch
+the same optimizer math -- PyTorch's own classes; for sequence towers on the trainer's own windows and batch
 order, so the ratio is the framework's overhead alone). Prints one table.
 
     python bench/train_throughput.py --threads 1 2 --examples 60000
@@ -68,7 +68,8 @@ def run_trainer(seqs, n_items, tower, kind, examples, batch, n, sparse) -> tuple
 
 
 def manual_model(cfg: ModelConfig, n_users: int, n_items: int, sparse: bool) -> tuple[TwoTowerModel, list]:
-    """The hand-written steps' model (seed 0) and optimizers: fused AdamW, SparseAdam for sparse tables."""
+    """The hand-written steps' model (seed 0) and optimizers: fused AdamW, PyTorch's SparseAdam for sparse
+    tables (the trainer's RowSparseAdam computes the same numbers with row writes)."""
     torch.manual_seed(0)
     model = TwoTowerModel(cfg, n_users, n_items, sparse=sparse)
     sp_params = [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
