@@ -48,6 +48,7 @@ _LAZY: dict[str, str] = {
     "LossBatch": "twotower.losses",
     "RetrievalLoss": "twotower.losses",
     "TrainLoop": "twotower.training.loop",
+    "RowSparseAdam": "twotower.training.sparse_adam",  # SparseAdam, same numbers, row writes (2x on big tables)
     "DistributedInBatchSoftmax": "twotower.losses",
     # training and pipeline
     "Trainer": "twotower.training.trainer",
