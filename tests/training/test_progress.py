@@ -49,3 +49,15 @@ def test_shown_loss_is_scaled_from_a_ranks_share(caplog: pytest.LogCaptureFixtur
     lines = [r.getMessage() for r in caplog.records]
     assert lines and all("loss 3.0000" in line for line in lines), lines
     assert ep.mean_loss == 1.5  # the epoch's sums (all-reduced by the trainer) are the shares themselves
+
+
+def test_a_slow_rate_keeps_its_decimals(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a cross-encoder trains at under one example a second here: "1 examples/s" misread 0.8
+    clock = iter([0.0, 10.0, 20.0])
+    monkeypatch.setattr(loop.time, "perf_counter", lambda: next(clock))
+    p = loop.Progress("cross-encoder", n_batches=4, n_examples=32, enabled=True, every_s=5.0)
+    with caplog.at_level(logging.INFO, logger=loop.__name__):
+        p.update(8, 0.5)  # 8 examples in 10 s
+        p.update(8, 0.5)  # 16 in 20 s
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("0.80 examples/s" in line for line in lines), lines
