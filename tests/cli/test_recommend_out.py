@@ -132,3 +132,12 @@ def test_a_users_file_without_the_user_column_lists_its_columns(run_dir, tmp_pat
     err = capsys.readouterr().err
     assert "needs a 'user_id' column with the run's user ids; columns present: ['customer', 'age']" in err
     assert "or 'user_id'" not in err
+
+
+def test_exclude_files_with_a_new_users_history_are_refused(run_dir, tmp_path, capsys):
+    # the files hold known users' items; for a new user (--history) they excluded nothing, silently
+    seen = tmp_path / "seen.csv"
+    seen.write_text("user_id,item_id\nu1,i1\n")
+    code = main(["-q", "recommend", "--run", str(run_dir), "--history", "i1", "--exclude", str(seen), "--k", "2"])
+    assert code == 2
+    assert "--exclude reads known users' items from files" in capsys.readouterr().err

@@ -401,6 +401,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")
+    if args.exclude and args.history is not None:
+        # the files hold (user, item) pairs of known users: none of them is the new user, so nothing would be
+        # excluded, silently
+        raise ConfigError("--exclude reads known users' items from files; --history describes one new user, whose "
+                          "history is excluded already (--no-exclude-seen keeps it): drop --exclude")
     features = parse_user_features(args)
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
