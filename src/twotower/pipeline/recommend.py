@@ -104,7 +104,7 @@ def open_run_index(
         raise ConfigError(shortfall + _LOW_RECALL_FIX)
     index = load_index(index_dir, expected_fingerprint=fp)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
-        log.warning("%s; --exact ranks exactly", shortfall)
+        log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
     elif not index.is_exact and tune is None:
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
@@ -113,7 +113,7 @@ def open_run_index(
     factory = getattr(index, "factory", None) or index.backend
     params = ", ".join(f"{k}={v:g}" for k, v in index.search_params.items())
     return index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
-                   + "; --exact ranks the whole catalogue exactly")
+                   + "; --exact (from Python: exact=True) ranks the whole catalogue exactly")
 
 
 def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:

@@ -64,10 +64,12 @@ def save_checkpoint(
     directory = Path(directory)
     with atomic_dir(directory) as tmp:
         save_weights(tmp / "model.safetensors", model)
+        # through save_weights like the weights, so every file gets the same permissions (safetensors' own
+        # writer left rng.safetensors at 0600 beside 0644 files)
         for name, tensors in (extra or {}).items():
-            save_file(tensors, str(tmp / name))
+            save_weights(tmp / name, tensors)
         torch.save([opt.state_dict() for opt in optimizers], tmp / "optimizer.pt")
-        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        save_weights(tmp / "rng.safetensors", {"torch": torch.get_rng_state()})
         full = dict(state)
         full["numpy_rng"] = rng.bit_generator.state
         full["files"] = {p.name: sha256_file(p) for p in sorted(tmp.iterdir())}
