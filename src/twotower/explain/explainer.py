@@ -90,11 +90,6 @@ def _user_feature_names(run: Any) -> list[str]:
     return [*s.categorical, *s.multi, *s.numeric]
 
 
-#: the message when features come with a known user (the service's POST /recommend says the same)
-FEATURES_WITH_USER_ID = ("user_features: the features of a user unseen in training go with a history, not with "
-                         "user_id (a known user is read with the features it was trained with)")
-
-
 def new_user_features(
     run: Any, user_row: int | None, user_features: Mapping[str, Any] | None, encoded: Features | None = None
 ) -> tuple[Features | None, list[str]]:
@@ -103,13 +98,10 @@ def new_user_features(
     the caller (``TrainedRun.encode_user_features`` of this one user), so they are not encoded twice."""
     if user_features is None:
         return None, []
-    if user_row is not None:
-        raise ConfigError(FEATURES_WITH_USER_ID)
-    if not isinstance(user_features, Mapping):
-        raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
-    feats = encoded if encoded is not None else run.encode_user_features([dict(user_features)])  # bad value: named
+    if encoded is None or user_row is not None:  # the checks and messages of POST /recommend (TrainedRun)
+        encoded = run.encode_new_user_features(user_features, with_user_id=user_row is not None)
     given = [c for c in run.user_feature_columns if user_features.get(c) not in (None, "", [], ())]
-    return feats, given
+    return encoded, given
 
 
 @torch.no_grad()

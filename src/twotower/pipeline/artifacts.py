@@ -34,6 +34,7 @@ import os
 import shutil
 import zipfile
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from twotower.config import RunConfig, config_from_dict, config_to_dict
 from twotower.data.features import FeatureEncoder
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
-from twotower.errors import DataError, IntegrityError, NotFoundError
+from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
@@ -583,6 +584,21 @@ class TrainedRun:
             return ()
         spec = self.user_encoder.spec
         return (*spec.categorical, *spec.multi, *spec.numeric)
+
+    def encode_new_user_features(
+        self, user_features: Any, *, with_user_id: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor] | None:
+        """One request's ``user_features`` (column -> value) encoded (None without them), checked as
+        ``POST /recommend``, ``/explain`` and the CLI all check them: they describe a user unseen in
+        training, so they go with a history, never with a known ``user_id``."""
+        if user_features is None:
+            return None
+        if with_user_id:
+            raise ConfigError("user_features: the features of a user unseen in training go with a history, not "
+                              "with user_id (a known user is read with the features it was trained with)")
+        if not isinstance(user_features, Mapping):
+            raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
+        return self.encode_user_features([dict(user_features)])
 
     def encode_user_features(self, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """Feature tensors of new users from raw values (``{"age": 25, "occupation": "writer"}`` each).

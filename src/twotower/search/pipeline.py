@@ -41,9 +41,7 @@ MODES = ("bm25", "dense", "hybrid")
 
 def _check_fusion(fusion: object, meta_path: Path, fix: str) -> None:
     """The stored fusion must be one this version applies: refused at load, not at the first query."""
-    from twotower.search.fusion import FUSIONS  # noqa: PLC0415
-
-    from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+    from twotower.search.fusion import FUSIONS, FusionChoice  # noqa: PLC0415
 
     if not (isinstance(fusion, dict) and fusion.get("name") in FUSIONS and isinstance(fusion.get("params"), dict)):
         name = fusion.get("name") if isinstance(fusion, dict) else fusion

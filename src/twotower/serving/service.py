@@ -264,14 +264,7 @@ class RecommenderService:
     def _encode_features(self, user_id: str | None, user_features: Mapping[str, Any] | None) -> Any:
         """A new user's ``user_features`` encoded as training encoded the user table (None without them);
         a bad column or value is named (``user_features.age: ...``), before any work."""
-        if user_features is None:
-            return None
-        if user_id is not None:  # twotower.explain (optional) says the same in its own words: not imported here
-            raise ConfigError("user_features: the features of a user unseen in training go with a history, "
-                              "not with user_id (a known user is read with the features it was trained with)")
-        if not isinstance(user_features, Mapping):
-            raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
-        return self.run.encode_user_features([dict(user_features)])
+        return self.run.encode_new_user_features(user_features, with_user_id=user_id is not None)
 
     def _request_rows(self, r: RecRequest) -> tuple[int | None, np.ndarray | None, Any]:
         """The user row of a known-user request, or the history rows of an ad-hoc one (one of them is None),
