@@ -22,6 +22,13 @@ def test_evaluate_refuses_rerank_top_below_one(beir_dir):
         args.func(args)
 
 
+@pytest.mark.parametrize("flag", ["--max-length", "--query-max-length"])
+def test_evaluate_refuses_lengths_below_one(beir_dir, flag):
+    args = _args("search", "evaluate", "--beir", str(beir_dir), "--retriever", "dense", flag, "0")
+    with pytest.raises(ConfigError, match=f"{flag} must be >= 1, got 0"):
+        args.func(args)
+
+
 def test_index_refuses_max_length_below_one_before_any_work(beir_dir, tmp_path):
     """It failed as 'max_length must be >= 1' after BM25 indexing and loading the model."""
     out = tmp_path / "idx"

@@ -52,6 +52,17 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
     assert meta["final_loss"] < meta["first_loss"]
     s = rr.score([("red apple", DOCS[0]), ("red apple", DOCS[2])])
     assert s.shape == (2,) and np.isfinite(s).all()
+    # loaded again later (search evaluate --rerank, search query, the service), it reads pairs at the 16 word
+    # pieces it was trained on, not at the library default of 256
+    again = CrossEncoderReranker(tmp_path / "ce")
+    assert again.max_length == 16 and again.model.max_length == 16
+    assert CrossEncoderReranker(tmp_path / "ce", max_length=24).model.max_length == 24
+    # and says how many pairs it read only in part (search evaluate --rerank reports it)
+    cut = again.truncation([("red apple", "apple " * 40), ("red apple", "apple")])
+    assert cut["pairs"] == 2 and cut["cut"] == 1 and cut["max_length"] == 16 and cut["longest"] > 40
+    first = Results(np.array([[0, 1]]), np.array([[1.0, 0.5]], dtype=np.float32))
+    again.rerank(["red apple"], first, ["apple " * 40, "apple"], top_n=2, count_cut=True)
+    assert again.last_truncation == {**cut, "longest": again.last_truncation["longest"]}
     from sentence_transformers import CrossEncoder
 
     from twotower.text.encoder import default_model_path

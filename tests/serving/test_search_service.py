@@ -132,3 +132,15 @@ def test_a_bm25_query_of_stop_words_only_says_they_are_not_indexed(index):
     assert answer["shortfall"] == {"missing": 3, "reason": "fewer than k=3 hits: no document shares a term with the "
                                    "query (stop words such as \"the\" are not indexed); mode \"dense\" or \"hybrid\" "
                                    "also ranks the documents that share none"}
+
+
+def test_a_query_longer_than_the_query_tower_reads_says_so(index):
+    """The dense side reads 64 word pieces of a query (SearchConfig.query_max_length); a longer query was cut with
+    no word in the answer, while `twotower search query` printed a note."""
+    long_query = " ".join(["coffee and liver cancer"] * 30)
+    with _client(index) as c:
+        cut = c.post("/search", json={"query": long_query, "k": 2}).json()
+        short = c.post("/search", json={"query": "coffee", "k": 2}).json()
+        bm25 = c.post("/search", json={"query": long_query, "k": 2, "mode": "bm25"}).json()
+    assert cut["query_cut"]["read"] == 64 and cut["query_cut"]["word_pieces"] > 64
+    assert "query_cut" not in short and "query_cut" not in bm25  # BM25 reads every word

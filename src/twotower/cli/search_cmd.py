@@ -39,6 +39,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
     e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
+    _length_flags(e, sc)
     e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory (default %(default)s)")
     e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
@@ -49,8 +50,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
     i.add_argument("--out", required=True, help="folder for the search index")
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
-    i.add_argument("--max-length", type=int, default=sc.max_length,
-                   help="tokens per document for the encoder (default %(default)s)")
+    _length_flags(i, sc)
     _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
     i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
     i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
@@ -169,6 +169,15 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
 
 
+def _length_flags(p: argparse.ArgumentParser, sc) -> None:  # noqa: ANN001 - SearchConfig
+    p.add_argument("--max-length", type=int, default=None,
+                   help="word pieces the encoder reads of each document (default: the length --model was "
+                        f"fine-tuned with, else {sc.max_length})")
+    p.add_argument("--query-max-length", type=int, default=None,
+                   help="word pieces the encoder reads of each query (default: the length --model was "
+                        f"fine-tuned with, else {sc.query_max_length})")
+
+
 def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what: str) -> None:  # noqa: ANN001
     p.add_argument("--fusion", default=sc.fusion, choices=list(choices),
                    help=f"{what}RRF (k={sc.rrf_k}) or weighted score interpolation after min-max / z-score "
@@ -229,7 +238,7 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
-    _check_positive(args, "--rerank-top")
+    _check_positive(args, "--rerank-top", "--max-length", "--query-max-length")
     _check_models(args)
     _check_cache(args)
     _encoder_env(args)
@@ -238,7 +247,8 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     _threads(args)
     fusion = _fusion_choice(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
-                        cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion)
+                        cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
+                        max_length=args.max_length, query_max_length=args.query_max_length)
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
@@ -300,7 +310,7 @@ def cmd_search_index(args: argparse.Namespace) -> int:
 
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
-    _check_positive(args, "--max-length")
+    _check_positive(args, "--max-length", "--query-max-length")
     _check_out(args, "search index", is_search_index)
     _check_cache(args)
     _encoder_env(args)
@@ -310,7 +320,8 @@ def cmd_search_index(args: argparse.Namespace) -> int:
 
     _threads(args)
     choice = _fusion_choice(args)
-    index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length, cache_dir=args.cache,
+    index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length,
+                              query_max_length=args.query_max_length, cache_dir=args.cache,
                               fusion={"name": choice.name, "params": choice.params},
                               source={"beir": str(Path(args.beir).resolve())})
     index.save(args.out)
@@ -358,13 +369,11 @@ def cmd_search_query(args: argparse.Namespace) -> int:
 
         reranker = CrossEncoderReranker(args.rerank)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
-    if args.mode != "bm25":  # the query tower reads query_max_length word pieces; say so when a query is longer
-        pieces = index.dense.encoder.word_pieces(args.text)
-        limit = index.dense.query_max_length
-        for q, n in enumerate(pieces if pieces is not None else []):
-            if n > limit:
-                where = f"query {q + 1}" if len(args.text) > 1 else "query"
-                print(f"note: {where}: {n} word pieces, dense search read the first {limit}", file=sys.stderr)
+    for q, cut in enumerate(index.query_cuts(args.text, args.mode)):  # the query tower reads query_max_length
+        if cut is not None:
+            where = f"query {q + 1}" if len(args.text) > 1 else "query"
+            print(f"note: {where}: {cut['word_pieces']} word pieces, dense search read the first {cut['read']}",
+                  file=sys.stderr)
     out = []
     for q, t in enumerate(args.text):
         block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}

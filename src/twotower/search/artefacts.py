@@ -23,6 +23,7 @@ __all__ = [
     "is_bi_encoder",
     "is_cross_encoder",
     "is_search_index",
+    "trained_lengths",
     "verify_model_dir",
 ]
 
@@ -107,6 +108,28 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
                           "'twotower rerank train'")
     return p
+
+
+def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:
+    """The word-piece limits a bi- or cross-encoder folder was trained with (``max_length``, and for a bi-encoder
+    ``query_max_length``), read from its marker; ``{}`` for a plain sentence-transformers folder or ``None``.
+
+    They are the lengths a model is used at unless told otherwise: a query tower tuned on 32-piece queries against
+    documents cut at 128 is measured (and served) on those, not on the library's defaults.
+    """
+    if folder is None:
+        return {}
+    for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
+        path = Path(folder) / marker
+        if path.is_file():
+            try:
+                config = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+            except (OSError, ValueError, AttributeError):
+                return {}  # a damaged marker is reported by verify_model_dir when the model is loaded
+            return {k: int(v) for k, v in config.items()
+                    if k in ("max_length", "query_max_length") and isinstance(v, int) and not isinstance(v, bool)
+                    and v >= 1}
+    return {}
 
 
 def file_table(folder: Path, marker: str) -> dict[str, str]:

@@ -75,6 +75,8 @@ def search_evaluate(
     cache_dir: str | os.PathLike[str] | None = SearchConfig.cache_dir,
     rerank_top: int = SearchConfig.rerank_top,
     fusion: "object | None" = None,
+    max_length: int | None = None,
+    query_max_length: int | None = None,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -83,10 +85,14 @@ def search_evaluate(
     are both used) or ``None`` for zero-shot all-MiniLM-L6-v2. ``hybrid`` fuses
     BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice`;
     default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
-    a cross-encoder directory that reorders the top ``rerank_top``.
+    a cross-encoder directory that reorders the top ``rerank_top``. ``max_length`` / ``query_max_length``: word
+    pieces the encoders read of a document / query; ``None``: the lengths ``model`` was fine-tuned with (its
+    marker), else ``SearchConfig``'s (the reranker likewise reads its own training length).
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
-    hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`).
+    hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
+    with the ``max_length`` / ``query_max_length`` read, and with a reranker ``rerank_truncation`` (how many
+    reranked pairs it cut).
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
@@ -112,8 +118,14 @@ def search_evaluate(
         from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
+        from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
+
+        trained = trained_lengths(model)
         q_enc, d_enc = load_bi_encoder(model)
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir).fit(doc_texts)
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
+                               max_length=max_length or trained.get("max_length", SearchConfig.max_length),
+                               query_max_length=query_max_length
+                               or trained.get("query_max_length", SearchConfig.query_max_length)).fit(doc_texts)
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":
@@ -127,11 +139,20 @@ def search_evaluate(
         from twotower.search.rerank import CrossEncoderReranker  # noqa: PLC0415
 
         # show_progress: periodic log lines, as corpus encoding gives (queries x rerank_top pairs take minutes)
-        results = CrossEncoderReranker(rerank).rerank(qtexts, results, doc_texts, top_n=rerank_top, show_progress=True)
+        reranker = CrossEncoderReranker(rerank)
+        results = reranker.rerank(qtexts, results, doc_texts, top_n=rerank_top, show_progress=True, count_cut=True)
+        cut = reranker.last_truncation
+        if cut is not None and cut["cut"]:
+            logger.info("%s of %s (query, passage) pairs cut at %d word pieces for the cross-encoder (longest %s)",
+                        f"{cut['cut']:,}", f"{cut['pairs']:,}", cut["max_length"], f"{cut['longest']:,}")
     metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
     metrics["queries"] = n_judged
     metrics["skipped"] = len(qids) - n_judged
     if truncation is not None:
         metrics["truncation"] = truncation
+        metrics["max_length"] = dense.max_length
+        metrics["query_max_length"] = dense.query_max_length
+    if rerank is not None and reranker.last_truncation is not None:
+        metrics["rerank_truncation"] = reranker.last_truncation
     metrics["seconds"] = round(time.perf_counter() - t0, 2)
     return metrics

@@ -2,7 +2,7 @@
 
 Layout of ``path/``::
 
-    meta.json        format, model (bi-encoder dir or null), max_length, fusion, sha256 of every file
+    meta.json        format, model (bi-encoder dir or null), max_length, query_max_length, fusion, sha256 of every file
     docs.json        {"ids": [...], "titles": [...], "texts": [...]}
     bm25/            BM25Retriever.save
     embeddings.npy   float32 [N, D] corpus embeddings from the document tower
@@ -111,17 +111,25 @@ class SearchIndex:
         self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
 
     @classmethod
-    def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int = SearchConfig.max_length,
+    def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int | None = None,
               cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None,
-              source: dict | None = None) -> "SearchIndex":
+              source: dict | None = None, query_max_length: int | None = None) -> "SearchIndex":
+        """``max_length`` / ``query_max_length``: word pieces the encoders read of a document / query, saved with
+        the index and used by every query it answers; ``None``: the lengths ``model`` was fine-tuned with (its
+        marker), else ``SearchConfig``'s."""
+        from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
         from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
 
         texts = corpus.doc_texts()
         bm25 = BM25Retriever().fit(texts, corpus.ids)
+        trained = trained_lengths(model)
         q_enc, d_enc = load_bi_encoder(model)
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length).fit(texts)
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
+                               max_length=max_length or trained.get("max_length", SearchConfig.max_length),
+                               query_max_length=query_max_length
+                               or trained.get("query_max_length", SearchConfig.query_max_length)).fit(texts)
         # stored absolute: an index is loaded from other folders (a service, another shell) than it was built in
         return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
                    source=source)
@@ -138,6 +146,7 @@ class SearchIndex:
             files = {p.relative_to(tmp).as_posix(): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
             atomic_write_json(tmp / "meta.json", {
                 "format": 2, "kind": "search_index", "model": self.model, "max_length": self.dense.max_length,
+                "query_max_length": self.dense.query_max_length,
                 "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()), "files": files,
                 # the exact encoder (weights + forward-pass backend) the stored embeddings came from
                 "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
@@ -187,9 +196,27 @@ class SearchIndex:
         if meta.get("doc_encoder") not in (None, d_enc.model_id):
             raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
                                  f"as {d_enc.model_id}; rebuild the index")
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"]).fit_embeddings(emb)
+        # indexes saved before query_max_length was stored were built and queried at the default
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"],
+                               query_max_length=meta.get("query_max_length", SearchConfig.query_max_length)
+                               ).fit_embeddings(emb)
         return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=model, fusion=meta["fusion"],
                    source=meta.get("source"))
+
+    def query_cuts(self, queries: Sequence[str], mode: str = "hybrid") -> list[dict[str, int] | None]:
+        """Per query, ``{"word_pieces": n, "read": limit}`` when the dense query tower read only the first ``limit``
+        of its ``n`` word pieces, else None (BM25 reads every word; a model without a tokenizer cannot tell).
+
+        One answer for ``twotower search query`` (a note) and ``POST /search`` (the ``query_cut`` field): a long
+        query is not refused, but never cut silently.
+        """
+        if mode == "bm25":
+            return [None] * len(queries)
+        pieces = self.dense.encoder.word_pieces(list(queries))
+        limit = self.dense.query_max_length
+        if pieces is None:
+            return [None] * len(queries)
+        return [{"word_pieces": int(n), "read": limit} if n > limit else None for n in pieces]
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
                rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:

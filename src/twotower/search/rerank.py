@@ -25,6 +25,7 @@ from twotower.search.artefacts import (
     check_cross_encoder_dir,
     file_table,
     is_cross_encoder,
+    trained_lengths,
     verify_model_dir,
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
@@ -42,8 +43,10 @@ class CrossEncoderReranker:
     and ``last_pairs`` the number of (query, document) pairs scored.
     """
 
-    def __init__(self, model_path: str | os.PathLike[str], *, max_length: int = RerankTrainConfig.max_length,
+    def __init__(self, model_path: str | os.PathLike[str], *, max_length: int | None = None,
                  batch_size: int = 32) -> None:
+        """``max_length``: word pieces of each (query, document) pair; ``None``: the length the model was trained
+        with (its marker), else ``RerankTrainConfig.max_length``."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
@@ -53,13 +56,35 @@ class CrossEncoderReranker:
         if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
             verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
                              fix=f"train it again with 'twotower rerank train --out {p}'")
-        self._init(CrossEncoder(str(p), num_labels=1, max_length=max_length, device="cpu"), batch_size)
+        if max_length is None:
+            max_length = trained_lengths(p).get("max_length", RerankTrainConfig.max_length)
+        self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size)
 
     def _init(self, model, batch_size: int) -> None:
         self.model = model
+        #: word pieces of a (query, document) pair the model reads (None: unknown, a test double)
+        length = getattr(model, "max_length", None)
+        self.max_length: int | None = length if isinstance(length, int) else None
         self.batch_size = int(batch_size)
         self.last_seconds = 0.0
         self.last_pairs = 0
+        self.last_truncation: dict[str, int] | None = None
+
+    def truncation(self, pairs: Sequence[tuple[str, str]]) -> dict[str, int] | None:
+        """``{"pairs", "cut", "max_length", "longest"}``: how many pairs the model reads only in part (it cuts
+        the longer text of a pair at ``max_length`` word pieces, special tokens included); None when the model has
+        no tokenizer or length to ask."""
+        tok = getattr(self.model, "tokenizer", None)
+        if tok is None or not callable(tok) or self.max_length is None:
+            return None
+        lengths = [0]
+        for s in range(0, len(pairs), 1024):  # bounded memory for the ids, as TextEncoder.word_pieces
+            part = pairs[s : s + 1024]
+            ids = tok([q for q, _ in part], [d for _, d in part], truncation=False, verbose=False,
+                      return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            lengths.extend(len(x) for x in ids)
+        return {"pairs": len(pairs), "cut": sum(n > self.max_length for n in lengths), "max_length": self.max_length,
+                "longest": max(lengths)}
 
     @classmethod
     def from_model(cls, model, *, batch_size: int = 32) -> "CrossEncoderReranker":
@@ -104,13 +129,15 @@ class CrossEncoderReranker:
         top_n: int = SearchConfig.rerank_top,
         show_progress: bool = False,
         check: Callable[[], None] | None = None,
+        count_cut: bool = False,
     ) -> Results:
         """Reorder the first ``top_n`` hits of each row by cross-encoder score.
 
         Hits past ``top_n`` keep their first-stage order after the reranked
         ones (their scores are set below the lowest reranked score), so the
         output has the same width ``K`` as ``results`` and recall@K is unchanged.
-        ``check`` runs between scoring batches (see :meth:`score`).
+        ``check`` runs between scoring batches (see :meth:`score`). With ``count_cut``, ``last_truncation`` says
+        how many (query, document) pairs were longer than ``max_length`` (:meth:`truncation`).
         """
         if len(queries) != len(results):
             raise DataError(f"{len(queries)} queries but {len(results)} result rows")
@@ -124,6 +151,8 @@ class CrossEncoderReranker:
                 if head[q, j] != PAD_ID:
                     pairs.append((queries[q], doc_texts[int(head[q, j])]))
                     where.append((q, j))
+        if count_cut:
+            self.last_truncation = self.truncation(pairs)
         t0 = time.perf_counter()
         s = self.score(pairs, show_progress=show_progress, check=check)
         self.last_seconds = time.perf_counter() - t0

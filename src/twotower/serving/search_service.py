@@ -84,6 +84,9 @@ class SearchService:
         short = shortfall(k, len(items), mode, len(corpus.ids))
         if short is not None:  # as POST /recommend says it: a short list is explained, never silent
             answer["shortfall"] = short
+        cut = self.index.query_cuts([query], mode)[0]
+        if cut is not None:  # as `twotower search query` notes it: the dense side read only the query's start
+            answer["query_cut"] = cut
         return answer
 
 
@@ -113,6 +116,10 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         reranked: bool
         k: int
         items: list[SearchHit]
+        shortfall: dict | None = Field(None, description="present when fewer than k hits came back: how many "
+                                       "are missing and why")
+        query_cut: dict | None = Field(None, description="present when the dense query tower read only the first "
+                                       "`read` of the query's `word_pieces`")
 
     router = APIRouter()
 
