@@ -20,7 +20,14 @@ from twotower.search.beir import (
 from twotower.search.bm25 import BM25Config, BM25Retriever
 from twotower.search.dense import DenseRetriever
 from twotower.search.evaluate import METRIC_KEYS, evaluate_retriever, search_evaluate
-from twotower.search.finetune import FinetuneConfig, FinetuneResult, evaluate_loss, finetune_bi_encoder, load_bi_encoder
+from twotower.search.finetune import (
+    FinetuneConfig,
+    FinetuneResult,
+    evaluate_loss,
+    finetune_bi_encoder,
+    load_bi_encoder,
+    load_dense_retriever,
+)
 from twotower.search.fusion import FUSIONS, FusionChoice, fusion_from_config, rrf, score_interpolation, tune_fusion
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.pipeline import Hit, SearchIndex
@@ -31,7 +38,7 @@ __all__ = [
     "pairs_from_qrels", "relevant_rows", "resolve_beir_dir", "validation_split_by_group",
     "BM25Config", "BM25Retriever", "DenseRetriever",
     "METRIC_KEYS", "evaluate_retriever", "search_evaluate",
-    "FinetuneConfig", "FinetuneResult", "finetune_bi_encoder", "load_bi_encoder", "evaluate_loss",
+    "FinetuneConfig", "FinetuneResult", "finetune_bi_encoder", "load_bi_encoder", "load_dense_retriever", "evaluate_loss",
     "FUSIONS", "FusionChoice", "fusion_from_config", "rrf", "score_interpolation", "tune_fusion",
     "MiningConfig", "MiningReport", "mine_hard_negatives",
     "Hit", "SearchIndex",

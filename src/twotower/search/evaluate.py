@@ -115,17 +115,10 @@ def search_evaluate(
 
         parts.append(BM25Retriever().fit(doc_texts, data.corpus.ids).search(qtexts, k))
     if retriever in ("dense", "hybrid"):
-        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
-        from twotower.search.dense import DenseRetriever  # noqa: PLC0415
+        from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
-        from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
-
-        trained = trained_lengths(model)
-        q_enc, d_enc = load_bi_encoder(model)
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
-                               max_length=max_length or trained.get("max_length", SearchConfig.max_length),
-                               query_max_length=query_max_length
-                               or trained.get("query_max_length", SearchConfig.query_max_length)).fit(doc_texts)
+        dense = load_dense_retriever(model, cache_dir=cache_dir, max_length=max_length,
+                                     query_max_length=query_max_length).fit(doc_texts)
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":

@@ -53,6 +53,7 @@ __all__ = [
     "FinetuneResult",
     "finetune_bi_encoder",
     "load_bi_encoder",
+    "load_dense_retriever",
     "evaluate_loss",
     "META_FILE",
 ]
@@ -294,6 +295,28 @@ def load_bi_encoder(
     q = load_text_encoder(p / "query", settings=settings)
     d = load_text_encoder(p / "doc", settings=settings) if (p / "doc").is_dir() else q
     return q, d
+
+
+def load_dense_retriever(
+    model: str | os.PathLike[str] | None,
+    *,
+    cache_dir: str | os.PathLike[str] | None = None,
+    max_length: int | None = None,
+    query_max_length: int | None = None,
+):  # noqa: ANN201 - DenseRetriever (imported lazily: dense.py is the heavier module)
+    """An unfitted :class:`~twotower.search.dense.DenseRetriever` over ``model``'s towers (as :func:`load_bi_encoder`),
+    reading documents / queries at ``max_length`` / ``query_max_length`` word pieces; ``None``: the lengths the model
+    was fine-tuned with (its marker), else ``SearchConfig``'s — a model is measured and served as it was trained."""
+    from twotower.config import SearchConfig  # noqa: PLC0415
+    from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
+    from twotower.search.dense import DenseRetriever  # noqa: PLC0415
+
+    trained = trained_lengths(model)
+    q_enc, d_enc = load_bi_encoder(model)
+    return DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
+                          max_length=max_length or trained.get("max_length", SearchConfig.max_length),
+                          query_max_length=query_max_length
+                          or trained.get("query_max_length", SearchConfig.query_max_length))
 
 
 def evaluate_loss(

@@ -117,19 +117,13 @@ class SearchIndex:
         """``max_length`` / ``query_max_length``: word pieces the encoders read of a document / query, saved with
         the index and used by every query it answers; ``None``: the lengths ``model`` was fine-tuned with (its
         marker), else ``SearchConfig``'s."""
-        from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
-        from twotower.search.dense import DenseRetriever  # noqa: PLC0415
-        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
+        from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
         texts = corpus.doc_texts()
         bm25 = BM25Retriever().fit(texts, corpus.ids)
-        trained = trained_lengths(model)
-        q_enc, d_enc = load_bi_encoder(model)
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
-                               max_length=max_length or trained.get("max_length", SearchConfig.max_length),
-                               query_max_length=query_max_length
-                               or trained.get("query_max_length", SearchConfig.query_max_length)).fit(texts)
+        dense = load_dense_retriever(model, cache_dir=cache_dir, max_length=max_length,
+                                     query_max_length=query_max_length).fit(texts)
         # stored absolute: an index is loaded from other folders (a service, another shell) than it was built in
         return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
                    source=source)
