@@ -67,3 +67,51 @@ def test_train_table_says_which_ks_it_leaves_to_metrics_json(tmp_path):
     assert "two-tower  10" in text and "two-tower  15" not in text
     assert f"k=15 (eval.ks) are in {out / 'metrics.json'}; `twotower evaluate --run {out}` prints every k" in text
     assert "Recall@15" in json.loads((out / "metrics.json").read_text())["test"][0]
+
+
+def test_evaluate_metrics_json_python_and_recommend_lists_give_one_answer(tmp_path, capsys):
+    """The figures of `twotower evaluate`, of the run's metrics.json and of tt.evaluate_run are one answer, and
+    the lists `twotower recommend --exclude train valid` prints give those figures back (recounted here)."""
+    import math
+    from collections import defaultdict
+
+    import twotower as tt
+
+    # 3 test items a user (several relevant items: IDCG is not 1), catalogue of 60
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=60, per_user=30)
+    run = tmp_path / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--out", str(run), "--epochs", "1", "eval.ks=[5,10]",
+                 "eval.baselines=popularity", *[a for a in FAST if a != "--no-eval"]]) == 0
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--run", str(run), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    saved = json.loads((run / "metrics.json").read_text())["test"]
+    api = tt.evaluate_run(tt.TrainedRun.load(run))
+    keys = [k for k in saved[0] if "@" in k] + ["users_evaluated"]
+    assert [r["model"] for r in cli] == [r["model"] for r in saved] == [r["model"] for r in api]
+    for a, b, c in zip(saved, cli, api):
+        assert [a[k] for k in keys] == [b[k] for k in keys] == [c[k] for k in keys], a["model"]
+
+    recs = tmp_path / "recs.csv"
+    assert main(["-q", "recommend", "--run", str(run), "--users", "all", "--k", "10", "--exclude",
+                 str(run / "data" / "train.csv"), str(run / "data" / "valid.csv"), "--out", str(recs)]) == 0
+    lists: dict[str, list[str]] = defaultdict(list)
+    for row in pd.read_csv(recs, dtype={"user_id": str, "item_id": str}).sort_values(["user_id", "rank"]).itertuples():
+        lists[row.user_id].append(row.item_id)
+    test = pd.read_csv(run / "data" / "test.csv", dtype={"user_id": str, "item_id": str})
+    relevant = test.groupby("user_id")["item_id"].apply(set).to_dict()
+    for k in (5, 10):
+        hr = recall = ndcg = mrr = 0.0
+        for user, rel in relevant.items():
+            hits = [item in rel for item in lists[user][:k]]
+            hr += any(hits)
+            recall += sum(hits) / len(rel)
+            ndcg += (sum(1 / math.log2(j + 2) for j, h in enumerate(hits) if h)
+                     / sum(1 / math.log2(j + 2) for j in range(min(len(rel), k))))
+            mrr += next((1 / (j + 1) for j, h in enumerate(hits) if h), 0.0)
+        n = len(relevant)
+        tower = saved[0]
+        assert tower["users_evaluated"] == n and min(len(r) for r in relevant.values()) > 1
+        for name, value in (("HitRate", hr), ("Recall", recall), ("NDCG", ndcg), ("MRR", mrr)):
+            assert tower[f"{name}@{k}"] == pytest.approx(value / n, abs=1e-12), f"{name}@{k}"

@@ -8,7 +8,12 @@ The protocol, stated once:
    sampled negatives).
 3. Items in ``exclude`` (normally the user's training items, plus validation
    items when testing) get score ``-inf`` and are never recommended. An item
-   the scorer itself scores ``-inf`` is likewise not a candidate.
+   the scorer itself scores ``-inf`` is likewise not a candidate. A held-out
+   item that is also excluded (a repeat of a training item) is never ranked
+   but stays relevant: it counts in recall's and IDCG's denominators, so such
+   a user cannot reach 1.0, and a user whose every held-out item is excluded
+   is evaluated with 0 (never skipped, so a leak cannot raise the average;
+   ``twotower evaluate`` warns how many pairs this concerns).
 4. Items are ranked by descending score; ties go to the smaller item row, so
    results are deterministic.
 5. Per-user metrics (:mod:`twotower.evaluation.metrics`) are averaged over

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
@@ -117,13 +118,17 @@ class BM25Retriever:
         scores = np.full((len(tokens), kk), -np.inf, dtype=np.float32)
         # a query without a known term matches no document: its row stays all padding (bm25s needs >= 1
         # known token per query, so only the others are retrieved)
+        # bm25s' retrieve() scores every document too, but its top-k keeps an arbitrary few of the documents tied
+        # at the k-th score: the top 1 of a query was not the head of its top 10. Ties go to the smaller row, as in
+        # every other ranking here (dense search, the recommender's top-k), so each list is a prefix of a longer one.
         known = [q for q, t in enumerate(tokens) if t]
-        if known:
-            got_ids, got_scores = self._bm25.retrieve([tokens[q] for q in known], k=kk,
-                                                      show_progress=show_progress, n_threads=0)
-            got_scores = np.asarray(got_scores, dtype=np.float32)
-            ids[known] = np.where(got_scores > 0, np.asarray(got_ids, dtype=np.int64), PAD_ID)
-            scores[known] = got_scores
+        for q in tqdm(known, desc="BM25 search", disable=not show_progress):
+            s = np.asarray(self._bm25.get_scores(tokens[q]), dtype=np.float32)  # [N]
+            kth = np.partition(s, s.size - kk)[s.size - kk]  # the k-th largest score
+            cand = np.flatnonzero((s >= kth) & (s > 0))  # every document at or above it: all ties at the cut kept
+            top = cand[np.lexsort((cand, -s[cand]))[:kk]]  # by -score, then row
+            ids[q, : top.size] = top
+            scores[q, : top.size] = s[top]
         return Results.from_scores_and_ids(scores, ids, k)
 
     def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
