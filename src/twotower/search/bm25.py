@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
@@ -122,13 +121,20 @@ class BM25Retriever:
         # at the k-th score: the top 1 of a query was not the head of its top 10. Ties go to the smaller row, as in
         # every other ranking here (dense search, the recommender's top-k), so each list is a prefix of a longer one.
         known = [q for q, t in enumerate(tokens) if t]
-        for q in tqdm(known, desc="BM25 search", disable=not show_progress):
+        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415 - the periodic-line interval, once
+        from twotower.utils.progress import RateLog  # noqa: PLC0415
+
+        # periodic log lines when asked, as text encoding and reranking give, never a third-party bar
+        progress = RateLog(logger, "BM25 search", len(known), "queries",
+                           EncoderSettings.progress_seconds if show_progress else None, rate_unit="queries")
+        for done, q in enumerate(known, start=1):
             s = np.asarray(self._bm25.get_scores(tokens[q]), dtype=np.float32)  # [N]
             kth = np.partition(s, s.size - kk)[s.size - kk]  # the k-th largest score
             cand = np.flatnonzero((s >= kth) & (s > 0))  # every document at or above it: all ties at the cut kept
             top = cand[np.lexsort((cand, -s[cand]))[:kk]]  # by -score, then row
             ids[q, : top.size] = top
             scores[q, : top.size] = s[top]
+            progress.update(done)
         return Results.from_scores_and_ids(scores, ids, k)
 
     def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:
