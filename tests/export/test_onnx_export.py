@@ -187,7 +187,6 @@ def test_an_interrupted_or_failed_re_export_leaves_the_previous_export_whole(tmp
     run_dir = _train(tmp_path / "pooled", "recency", user_features=False)
     out = tmp_path / "onnx"
     onnx_export.export_onnx(TrainedRun.load(run_dir), out, check_users=10)
-    (out / "notes.txt").write_text("the user's own file")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     retrained = TrainedRun.load(run_dir)
     with torch.no_grad():
@@ -202,9 +201,74 @@ def test_an_interrupted_or_failed_re_export_leaves_the_previous_export_whole(tmp
     monkeypatch.setattr(onnx_export, "check_onnx", interrupted_check)
     with pytest.raises(KeyboardInterrupt if failure is KeyboardInterrupt else IntegrityError):
         onnx_export.export_onnx(retrained, out, check_users=10)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries left either
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx", "pooled", "pooled_data"]  # no temporaries left
     monkeypatch.undo()
     report = onnx_export.export_onnx(retrained, out, check_users=10)
-    assert report.out == out and (out / "notes.txt").exists()
-    assert {p.name for p in out.iterdir()} == set(before)
+    assert report.out == out and {p.name for p in out.iterdir()} == set(before)
     assert (out / "user_tower.onnx").read_bytes() != before["user_tower.onnx"]
+
+
+def _export_cli(run: Path, out: Path, *extra: str) -> int:
+    from twotower.cli.main import main
+
+    return main(["export", "--run", str(run), "--out", str(out), "--check-users", "10", *extra])
+
+
+def test_export_over_another_runs_export_replaces_it_whole_and_says_so(tmp_path, caplog):
+    """An export into a folder holding an older export (here of another run, with a file an older version wrote)
+    used to mix the new files with the old ones; the folder is now replaced as a whole, with a warning listing
+    what was removed."""
+    pooled = _train(tmp_path / "pooled", "recency", user_features=True)
+    ids = _train(tmp_path / "ids", "none", user_features=True, extra=("model.user.use_id=true",))
+    out = tmp_path / "onnx"
+    assert _export_cli(pooled, out) == 0
+    (out / ".export.json.tmp-99999999-x.tmp").mkdir()  # a temporary of an export killed mid-write
+    caplog.clear()
+    assert _export_cli(ids, out) == 0
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["run"] == str(ids) and meta["user_tower"]["inputs"] == ["user_rows"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json", "user_ids.json"])
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert f"the earlier export of {pooled}" in warning and "user_tower.onnx" in warning
+
+
+@pytest.mark.parametrize("earlier_export", [False, True])
+def test_export_into_a_folder_with_unrelated_files_is_refused_unless_forced(tmp_path, capsys, caplog, earlier_export):
+    """Files no export wrote (a folder of notes, or a note left beside an earlier export) are never removed unasked:
+    refused in one line before the run is even read; --force replaces the folder and names what it removed."""
+    out = tmp_path / "onnx"
+    run = _train(tmp_path / "pooled", "recency", user_features=False)
+    if earlier_export:
+        assert _export_cli(run, out) == 0
+    out.mkdir(exist_ok=True)
+    (out / "notes.txt").write_text("the user's own file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert _export_cli(tmp_path / "no-such-run", out) == 2  # refused before the run is read
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "notes.txt" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    caplog.clear()
+    assert _export_cli(run, out, "--force") == 0
+    assert not (out / "notes.txt").exists() and (out / "export.json").is_file()
+    assert "notes.txt" in " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+@pytest.mark.parametrize("where", ["run", "parent"])
+def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_path, capsys, where):
+    """The export replaces --out whole: --out RUN (or a folder holding it) would delete the run."""
+    from twotower.errors import ConfigError
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = _train(tmp_path / "runs" / "pooled", "recency", user_features=False)
+    out = run if where == "run" else run.parent
+    before = sorted(p.name for p in run.iterdir())
+    assert _export_cli(run, out, "--force") == 2
+    assert "is or contains the run folder" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is or contains the run folder"):
+        export_onnx(TrainedRun.load(run), out, check_users=10, force=True)
+    assert sorted(p.name for p in run.iterdir()) == before
+    assert _export_cli(run, run / "onnx") == 0  # a folder of its own inside the run, as the README shows
