@@ -1,5 +1,6 @@
 """`twotower export --format onnx`: the ONNX towers reproduce PyTorch to <= 1e-5 on 1,000 users and all items
-(issue 13, item 10), for a pooled user tower and a sequence (transformer) user tower."""
+(issue 13, item 10), for pooled (recency, mean), transformer and GRU user towers, with and without user features,
+on windows shorter than, equal to and longer than history_len, padded, and empty."""
 from __future__ import annotations
 
 import json
@@ -69,12 +70,19 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     rows = np.arange(len(run.user_vocab), dtype=np.int64)
     assert len(rows) >= 1000
     L = run.model.history_len
-    for length in (L, 3, L + 5):  # a longer window reads as its newest L items, as the CLI and service cut it
-        hist = run.history.last_windows(rows, length, run.model.pad_item).astype(np.int64)
+    pad = run.model.pad_item
+    # windows shorter than, equal to and longer than history_len, most users' padded on the left: a short window
+    # gives the vector of the same items padded to L (what the CLI and service compute), a longer one that of its
+    # newest L items (as they cut it); a batch of one too, whose shapes the tracer never saw
+    for length in (L, 3, L - 1, L + 5):
+        hist = run.history.last_windows(rows, length, pad).astype(np.int64)
+        assert (hist == pad).any()  # padding is exercised
+        window = np.pad(hist, ((0, 0), (max(0, L - length), 0)), constant_values=pad)[:, -L:]
         with torch.no_grad():
-            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
+            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(window)).numpy()
         feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
+        assert np.abs(user.run(None, {k: v[:1] for k, v in feed.items()})[0] - ref[:1]).max() <= 1e-5
     # a user with no items yet, sent as a zero-width window: the empty-history vector the CLI and service give
     empty = np.zeros((2, 0), np.int64)
     feed = {k: v for k, v in (("user_rows", rows[:2]), ("history", empty)) if k in names}
@@ -90,10 +98,34 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     return meta
 
 
-def test_pooled_tower_with_user_features_round_trips(tmp_path):
-    run = _train(tmp_path / "pooled", "recency", user_features=True)
+@pytest.mark.parametrize("pooling", ["recency", "mean"])
+def test_pooled_tower_with_user_features_round_trips(tmp_path, pooling):
+    run = _train(tmp_path / "pooled", pooling, user_features=True)
     meta = _roundtrip(run, tmp_path / "onnx")
-    assert meta["user_tower"]["inputs"] == ["user_rows", "history"]
+    assert meta["user_tower"]["inputs"] == ["user_rows", "history"] and meta["user_tower"]["history"] == pooling
+
+
+def test_check_onnx_reads_every_kind_of_window_even_for_a_few_users(tmp_path, monkeypatch):
+    """The export's own check cycled window lengths by batch of 256 users, so `--check-users 50` compared only
+    full windows: a graph wrong on short, long or empty windows passed. Each batch now sees all four."""
+    import twotower.export.onnx as onnx_export
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(_train(tmp_path / "seq", "transformer", user_features=False))
+    onnx_export.export_onnx(run, tmp_path / "onnx", check_users=5)
+    widths = []
+    import onnxruntime as ort
+
+    class Recording(ort.InferenceSession):
+        def run(self, output_names, feed, *a, **k):
+            if "history" in feed:
+                widths.append(feed["history"].shape[1])
+            return super().run(output_names, feed, *a, **k)
+
+    monkeypatch.setattr(ort, "InferenceSession", Recording)
+    onnx_export.check_onnx(run, tmp_path / "onnx", n_users=5)
+    L = run.model.history_len
+    assert sorted(set(widths)) == sorted({0, L // 2, L, L + 7})
 
 
 def test_feature_tower_export_embeds_a_new_user_from_a_fresh_process(tmp_path):

@@ -352,8 +352,8 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
                new_user_row: int | None = None) -> ExportReport:
-    """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, varied lengths) and
-    every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5. With ``new_user_row``,
+    """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, each as a full, a
+    shorter, a longer and a zero-width window) and every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5. With ``new_user_row``,
     those histories are also read as new users' (that row against PyTorch's ``user_rows=None``)."""
     try:
         import onnxruntime as ort
@@ -372,19 +372,22 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
     worst_u = 0.0
     for s in range(0, len(users), batch):
         rows = np.asarray(users[s : s + batch], np.int64)
-        # full windows, shorter ones and longer ones (cut to the newest L): the history length axis is dynamic
-        length = (L, max(1, L // 2), L + 7)[(s // batch) % 3]
-        hist = run.history.last_windows(rows, length, pad).astype(np.int64)  # [B, length]
-        with torch.no_grad():
-            ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
-        feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
-        got = user_sess.run(None, feed)[0]
-        worst_u = max(worst_u, float(np.abs(got - ref).max()))
-        if new_user_row is not None:  # the same histories from users the run has never seen
+        # every batch at every kind of window, since the history axis is dynamic (a check of 50 users saw only full
+        # ones): full, shorter (not padded to L: the graph must read it as the CLI reads it padded), longer (cut to
+        # the newest L) and zero-width (the empty history); each against PyTorch on the window padded or cut to L
+        for length in (L, max(1, L // 2), L + 7, 0):
+            hist = run.history.last_windows(rows, length, pad).astype(np.int64) if length else \
+                np.zeros((len(rows), 0), np.int64)  # [B, length]
+            window = np.pad(hist, ((0, 0), (max(0, L - length), 0)), constant_values=pad)[:, -L:]  # [B, L]
+            feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
             with torch.no_grad():
-                ref = model.user_tower(None, torch.as_tensor(hist[:, -L:])).numpy()
-            feed["user_rows"] = np.full(len(rows), new_user_row, np.int64)
+                ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(window)).numpy()
             worst_u = max(worst_u, float(np.abs(user_sess.run(None, feed)[0] - ref).max()))
+            if new_user_row is not None:  # the same histories from users the run has never seen
+                with torch.no_grad():
+                    ref = model.user_tower(None, torch.as_tensor(window)).numpy()
+                feed["user_rows"] = np.full(len(rows), new_user_row, np.int64)
+                worst_u = max(worst_u, float(np.abs(user_sess.run(None, feed)[0] - ref).max()))
     worst_i = 0.0
     ref_items = run.item_embeddings()
     for s in range(0, run.n_items, 4096):
