@@ -248,3 +248,21 @@ def test_an_index_of_a_run_retrained_since_is_refused_as_stale_first(run_dir, tm
             open_run_index(retrained, out, allow_low_recall=allow_low_recall)
     assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 2
     assert "built for model" in capsys.readouterr().err
+
+
+def test_an_index_whose_ids_are_not_the_runs_item_rows_is_refused(run_dir, tmp_path):
+    """Served results are read as item rows: an index saved with the run's fingerprint but other ids (here shifted,
+    as external ids would be) named the wrong items without a word."""
+    from twotower.index import ExactIndex
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+
+    run = TrainedRun.load(run_dir)
+    out = tmp_path / "idx"
+    ExactIndex().build(run.item_embeddings(), np.arange(run.n_items) + 7).save(out, model_fingerprint=run.fingerprint())
+    with pytest.raises(IntegrityError, match=rf"holds ids 7\.\.{run.n_items + 6}.*item rows 0\.\.{run.n_items - 1}"):
+        open_run_index(run, out)
+    subset = tmp_path / "subset"  # a subset of the rows (say, the items in stock) is served as it is
+    ExactIndex().build(run.item_embeddings()[::2], np.arange(0, run.n_items, 2)).save(
+        subset, model_fingerprint=run.fingerprint())
+    assert len(open_run_index(run, subset)[0]) == len(range(0, run.n_items, 2))

@@ -104,6 +104,7 @@ def open_run_index(
     if shortfall and not allow_low_recall:
         raise ConfigError(shortfall + _LOW_RECALL_FIX)
     index = load_index(index_dir, expected_fingerprint=fp)
+    _check_index_ids(run, index_dir, index)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
         log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
     elif not index.is_exact and tune is None:
@@ -130,6 +131,21 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
             f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
             f"rebuild it with `twotower index build --run {run.dir}{out}` (or rank exactly with --exact)")
+
+
+def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
+    """IntegrityError when the index's ids are not rows of ``run``'s items: results are read as item rows, so an
+    index saved from Python with other ids (external ids, an offset) under the run's fingerprint ranked the right
+    vectors and then named other items, silently, or none."""
+    ids = getattr(index, "_ids", None)  # [N] int64, both backends
+    if ids is None or not len(ids):
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= run.n_items:
+        raise IntegrityError(
+            f"{index_dir}: holds ids {lo}..{hi}, but the run {run.dir} reads ids as its item rows 0..{run.n_items - 1}; "
+            f"the index's id map is not this run's (build it with ids = item rows, as `twotower index build --run "
+            f"{run.dir}` does)")
 
 
 def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:
