@@ -292,7 +292,7 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
 
 
 def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
-    """Write and check every file of the export in ``out`` (export.json last)."""
+    """Write and check every file of the export in ``out`` (a staging folder; export.json last)."""
     model = run.model.eval()
     new_user_row = _new_user_row(model.user_tower)
     user_tower = model.user_tower if new_user_row is None else _with_new_user_row(model.user_tower, model)
@@ -353,8 +353,9 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
                new_user_row: int | None = None) -> ExportReport:
     """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, each as a full, a
-    shorter, a longer and a zero-width window) and every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5. With ``new_user_row``,
-    those histories are also read as new users' (that row against PyTorch's ``user_rows=None``)."""
+    shorter, a longer and a zero-width window) and every item; IntegrityError when any vector differs from
+    PyTorch's by more than 1e-5. With ``new_user_row``, those histories are also read as new users' (that row
+    against PyTorch's ``user_rows=None``)."""
     try:
         import onnxruntime as ort
     except ImportError:
