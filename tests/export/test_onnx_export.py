@@ -259,11 +259,11 @@ def test_export_over_another_runs_export_replaces_it_whole_and_says_so(tmp_path,
     caplog.clear()
     assert _export_cli(ids, out) == 0
     meta = json.loads((out / "export.json").read_text())
-    assert meta["run"] == str(ids) and meta["user_tower"]["inputs"] == ["user_rows"]
+    assert meta["run"] == str(ids.resolve()) and meta["user_tower"]["inputs"] == ["user_rows"]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json", "user_ids.json"])
     warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
-    assert f"the earlier export of {pooled}" in warning and "user_tower.onnx" in warning
+    assert f"the earlier export of {pooled.resolve()}" in warning and "user_tower.onnx" in warning
 
 
 @pytest.mark.parametrize("earlier_export", [False, True])
@@ -289,7 +289,7 @@ def test_export_into_a_folder_with_unrelated_files_is_refused_unless_forced(tmp_
 
 
 @pytest.mark.parametrize("where", ["run", "parent"])
-def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_path, capsys, where):
+def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_path, capsys, monkeypatch, where):
     """The export replaces --out whole: --out RUN (or a folder holding it) would delete the run."""
     from twotower.errors import ConfigError
     from twotower.export import export_onnx
@@ -303,4 +303,8 @@ def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_p
     with pytest.raises(ConfigError, match="is or contains the run folder"):
         export_onnx(TrainedRun.load(run), out, check_users=10, force=True)
     assert sorted(p.name for p in run.iterdir()) == before
-    assert _export_cli(run, run / "onnx") == 0  # a folder of its own inside the run, as the README shows
+    monkeypatch.chdir(run.parent)
+    assert _export_cli(Path(run.name), Path(run.name) / "onnx") == 0  # a folder of its own inside the run (README)
+    # export.json names the run by its absolute path, so it names the same run wherever it is read from (retraining
+    # the run recognises the export as the run's by it)
+    assert json.loads((run / "onnx" / "export.json").read_text())["run"] == str(run.resolve())

@@ -332,7 +332,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     atomic_write_json(out / "export.json", {
         "format": 1,
-        "run": str(run.dir),
+        "run": str(Path(run.dir).resolve()),  # absolute: read from anywhere, it names the same run
         "model_fingerprint": run.fingerprint(),
         "dim": int(items.shape[1]),
         "n_items": int(run.n_items),
