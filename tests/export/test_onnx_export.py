@@ -303,6 +303,11 @@ def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_p
     with pytest.raises(ConfigError, match="is or contains the run folder"):
         export_onnx(TrainedRun.load(run), out, check_users=10, force=True)
     assert sorted(p.name for p in run.iterdir()) == before
+    other = tmp_path / "other-run"  # another run's folder: --force is for stray files, not for a run
+    other.mkdir()
+    (other / "run.json").write_text("{}")
+    assert _export_cli(run, other, "--force") == 2
+    assert "holds a training run" in capsys.readouterr().err and (other / "run.json").exists()
     monkeypatch.chdir(run.parent)
     assert _export_cli(Path(run.name), Path(run.name) / "onnx") == 0  # a folder of its own inside the run (README)
     # export.json names the run by its absolute path, so it names the same run wherever it is read from (retraining

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
-from twotower.pipeline.artifacts import EXPORT_FILES
+from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json
 
 __all__ = ["ExportReport", "export_onnx", "check_onnx", "check_export_dir", "OPSET"]
@@ -264,9 +264,9 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
     work; ConfigError when the export must not go there.
 
     ``out`` is replaced whole, so it is refused when it is a file, when it is or contains the run being exported
-    (``run_dir``: the run would be deleted; ``force`` does not override this) and, unless ``force``, when it is
-    a non-empty folder holding anything but an earlier export's files (recognised by their names, and export.json
-    when there is one): unrelated files are never removed unasked.
+    (``run_dir``) or holds any training run (``force`` overrides neither: a run would be deleted) and, unless
+    ``force``, when it is a non-empty folder holding anything but an earlier export's files (recognised by their
+    names, and export.json when there is one): unrelated files are never removed unasked.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -278,6 +278,10 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
                               f"choose a folder of its own, e.g. {Path(run_dir) / 'onnx'}")
     if not out.is_dir():
         return ()
+    markers = [m for m in RUN_MARKERS if (out / m).exists()]
+    if markers:  # --force is for stray files, never a whole run
+        raise ConfigError(f"--out {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
+                          f"choose a folder of its own, e.g. {out / 'onnx'}")
     names = sorted(p.name for p in out.iterdir())
     if not names or force:
         return tuple(names)
