@@ -439,7 +439,11 @@ class SearchConfig:
     k: int = 10  # results a query returns
     depth: int = 100  # candidates each retriever returns before fusion (Recall@100 is measured on them)
     rerank_top: int = 20  # fused candidates the cross-encoder re-scores
-    cache_dir: str = "runs/cache/embeddings"  # corpus embeddings kept between runs
+    # corpus embeddings kept between runs, per user rather than per working directory ("~" is expanded): a
+    # relative default made `twotower search` from another folder encode the corpus again into a new ./runs/cache
+    # (or fail where the folder is read-only). Entries are keyed by the encoder's weights and the text, so one
+    # cache serves every run; training's item text embeddings share it
+    cache_dir: str = "~/.cache/twotower/text-embeddings"
 
     def __post_init__(self) -> None:
         _check_types(self, "search.")

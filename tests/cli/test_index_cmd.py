@@ -222,3 +222,47 @@ def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir,
     assert [r["params"] for r in tune["rows"]] == [{"nprobe": 1}]
     assert tune["chosen"]["recall"] < 1.0  # one list of eight: some true neighbours sit in the others
     assert "below its target" in low_recall(low)
+
+
+def test_an_index_of_a_run_retrained_since_is_refused_as_stale_first(run_dir, tmp_path, capsys):
+    """An index built before the run was retrained ranks the new model's users against the old item vectors. It was
+    refused for its measured recall first (whose fix, --allow-low-recall, only led to the fingerprint error); it is
+    now refused as stale, naming the run and the command that rebuilds it where it is."""
+    import dataclasses
+    import shutil
+
+    from twotower.config import RunConfig, config_from_dict
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+    from twotower.pipeline.run import train_run
+    from twotower.utils.atomic import read_json
+
+    run_dir = Path(shutil.copytree(run_dir, tmp_path / "run"))
+    out = tmp_path / "idx"
+    _low_recall_index(run_dir, out)
+    cfg = config_from_dict(RunConfig, read_json(run_dir / "config.json"))
+    train_run(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=cfg.train.seed + 1)), run_dir)
+    retrained = TrainedRun.load(run_dir)
+    for allow_low_recall in (False, True):
+        with pytest.raises(IntegrityError, match=rf"retrained since.*twotower index build --run {run_dir} --out {out}"):
+            open_run_index(retrained, out, allow_low_recall=allow_low_recall)
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 2
+    assert "built for model" in capsys.readouterr().err
+
+
+def test_an_index_whose_ids_are_not_the_runs_item_rows_is_refused(run_dir, tmp_path):
+    """Served results are read as item rows: an index saved with the run's fingerprint but other ids (here shifted,
+    as external ids would be) named the wrong items without a word."""
+    from twotower.index import ExactIndex
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+
+    run = TrainedRun.load(run_dir)
+    out = tmp_path / "idx"
+    ExactIndex().build(run.item_embeddings(), np.arange(run.n_items) + 7).save(out, model_fingerprint=run.fingerprint())
+    with pytest.raises(IntegrityError, match=rf"holds ids 7\.\.{run.n_items + 6}.*item rows 0\.\.{run.n_items - 1}"):
+        open_run_index(run, out)
+    subset = tmp_path / "subset"  # a subset of the rows (say, the items in stock) is served as it is
+    ExactIndex().build(run.item_embeddings()[::2], np.arange(0, run.n_items, 2)).save(
+        subset, model_fingerprint=run.fingerprint())
+    assert len(open_run_index(run, subset)[0]) == len(range(0, run.n_items, 2))

@@ -1,5 +1,6 @@
 """`twotower export --format onnx`: the ONNX towers reproduce PyTorch to <= 1e-5 on 1,000 users and all items
-(issue 13, item 10), for a pooled user tower and a sequence (transformer) user tower."""
+(issue 13, item 10), for pooled (recency, mean), transformer and GRU user towers, with and without user features,
+on windows shorter than, equal to and longer than history_len, padded, and empty."""
 from __future__ import annotations
 
 import json
@@ -69,12 +70,19 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     rows = np.arange(len(run.user_vocab), dtype=np.int64)
     assert len(rows) >= 1000
     L = run.model.history_len
-    for length in (L, 3, L + 5):  # a longer window reads as its newest L items, as the CLI and service cut it
-        hist = run.history.last_windows(rows, length, run.model.pad_item).astype(np.int64)
+    pad = run.model.pad_item
+    # windows shorter than, equal to and longer than history_len, most users' padded on the left: a short window
+    # gives the vector of the same items padded to L (what the CLI and service compute), a longer one that of its
+    # newest L items (as they cut it); a batch of one too, whose shapes the tracer never saw
+    for length in (L, 3, L - 1, L + 5):
+        hist = run.history.last_windows(rows, length, pad).astype(np.int64)
+        assert (hist == pad).any()  # padding is exercised
+        window = np.pad(hist, ((0, 0), (max(0, L - length), 0)), constant_values=pad)[:, -L:]
         with torch.no_grad():
-            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
+            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(window)).numpy()
         feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
+        assert np.abs(user.run(None, {k: v[:1] for k, v in feed.items()})[0] - ref[:1]).max() <= 1e-5
     # a user with no items yet, sent as a zero-width window: the empty-history vector the CLI and service give
     empty = np.zeros((2, 0), np.int64)
     feed = {k: v for k, v in (("user_rows", rows[:2]), ("history", empty)) if k in names}
@@ -90,10 +98,34 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     return meta
 
 
-def test_pooled_tower_with_user_features_round_trips(tmp_path):
-    run = _train(tmp_path / "pooled", "recency", user_features=True)
+@pytest.mark.parametrize("pooling", ["recency", "mean"])
+def test_pooled_tower_with_user_features_round_trips(tmp_path, pooling):
+    run = _train(tmp_path / "pooled", pooling, user_features=True)
     meta = _roundtrip(run, tmp_path / "onnx")
-    assert meta["user_tower"]["inputs"] == ["user_rows", "history"]
+    assert meta["user_tower"]["inputs"] == ["user_rows", "history"] and meta["user_tower"]["history"] == pooling
+
+
+def test_check_onnx_reads_every_kind_of_window_even_for_a_few_users(tmp_path, monkeypatch):
+    """The export's own check cycled window lengths by batch of 256 users, so `--check-users 50` compared only
+    full windows: a graph wrong on short, long or empty windows passed. Each batch now sees all four."""
+    import twotower.export.onnx as onnx_export
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(_train(tmp_path / "seq", "transformer", user_features=False))
+    onnx_export.export_onnx(run, tmp_path / "onnx", check_users=5)
+    widths = []
+    import onnxruntime as ort
+
+    class Recording(ort.InferenceSession):
+        def run(self, output_names, feed, *a, **k):
+            if "history" in feed:
+                widths.append(feed["history"].shape[1])
+            return super().run(output_names, feed, *a, **k)
+
+    monkeypatch.setattr(ort, "InferenceSession", Recording)
+    onnx_export.check_onnx(run, tmp_path / "onnx", n_users=5)
+    L = run.model.history_len
+    assert sorted(set(widths)) == sorted({0, L // 2, L, L + 7})
 
 
 def test_feature_tower_export_embeds_a_new_user_from_a_fresh_process(tmp_path):
@@ -187,7 +219,6 @@ def test_an_interrupted_or_failed_re_export_leaves_the_previous_export_whole(tmp
     run_dir = _train(tmp_path / "pooled", "recency", user_features=False)
     out = tmp_path / "onnx"
     onnx_export.export_onnx(TrainedRun.load(run_dir), out, check_users=10)
-    (out / "notes.txt").write_text("the user's own file")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     retrained = TrainedRun.load(run_dir)
     with torch.no_grad():
@@ -202,9 +233,83 @@ def test_an_interrupted_or_failed_re_export_leaves_the_previous_export_whole(tmp
     monkeypatch.setattr(onnx_export, "check_onnx", interrupted_check)
     with pytest.raises(KeyboardInterrupt if failure is KeyboardInterrupt else IntegrityError):
         onnx_export.export_onnx(retrained, out, check_users=10)
-    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # no temporaries left either
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["onnx", "pooled", "pooled_data"]  # no temporaries left
     monkeypatch.undo()
     report = onnx_export.export_onnx(retrained, out, check_users=10)
-    assert report.out == out and (out / "notes.txt").exists()
-    assert {p.name for p in out.iterdir()} == set(before)
+    assert report.out == out and {p.name for p in out.iterdir()} == set(before)
     assert (out / "user_tower.onnx").read_bytes() != before["user_tower.onnx"]
+
+
+def _export_cli(run: Path, out: Path, *extra: str) -> int:
+    from twotower.cli.main import main
+
+    return main(["export", "--run", str(run), "--out", str(out), "--check-users", "10", *extra])
+
+
+def test_export_over_another_runs_export_replaces_it_whole_and_says_so(tmp_path, caplog):
+    """An export into a folder holding an older export (here of another run, with a file an older version wrote)
+    used to mix the new files with the old ones; the folder is now replaced as a whole, with a warning listing
+    what was removed."""
+    pooled = _train(tmp_path / "pooled", "recency", user_features=True)
+    ids = _train(tmp_path / "ids", "none", user_features=True, extra=("model.user.use_id=true",))
+    out = tmp_path / "onnx"
+    assert _export_cli(pooled, out) == 0
+    (out / ".export.json.tmp-99999999-x.tmp").mkdir()  # a temporary of an export killed mid-write
+    caplog.clear()
+    assert _export_cli(ids, out) == 0
+    meta = json.loads((out / "export.json").read_text())
+    assert meta["run"] == str(ids.resolve()) and meta["user_tower"]["inputs"] == ["user_rows"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json", "user_ids.json"])
+    warning = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert f"the earlier export of {pooled.resolve()}" in warning and "user_tower.onnx" in warning
+
+
+@pytest.mark.parametrize("earlier_export", [False, True])
+def test_export_into_a_folder_with_unrelated_files_is_refused_unless_forced(tmp_path, capsys, caplog, earlier_export):
+    """Files no export wrote (a folder of notes, or a note left beside an earlier export) are never removed unasked:
+    refused in one line before the run is even read; --force replaces the folder and names what it removed."""
+    out = tmp_path / "onnx"
+    run = _train(tmp_path / "pooled", "recency", user_features=False)
+    if earlier_export:
+        assert _export_cli(run, out) == 0
+    out.mkdir(exist_ok=True)
+    (out / "notes.txt").write_text("the user's own file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert _export_cli(tmp_path / "no-such-run", out) == 2  # refused before the run is read
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "notes.txt" in err and "--force" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    caplog.clear()
+    assert _export_cli(run, out, "--force") == 0
+    assert not (out / "notes.txt").exists() and (out / "export.json").is_file()
+    assert "notes.txt" in " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+@pytest.mark.parametrize("where", ["run", "parent"])
+def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_path, capsys, monkeypatch, where):
+    """The export replaces --out whole: --out RUN (or a folder holding it) would delete the run."""
+    from twotower.errors import ConfigError
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = _train(tmp_path / "runs" / "pooled", "recency", user_features=False)
+    out = run if where == "run" else run.parent
+    before = sorted(p.name for p in run.iterdir())
+    assert _export_cli(run, out, "--force") == 2
+    assert "is or contains the run folder" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is or contains the run folder"):
+        export_onnx(TrainedRun.load(run), out, check_users=10, force=True)
+    assert sorted(p.name for p in run.iterdir()) == before
+    other = tmp_path / "other-run"  # another run's folder: --force is for stray files, not for a run
+    other.mkdir()
+    (other / "run.json").write_text("{}")
+    assert _export_cli(run, other, "--force") == 2
+    assert "holds a training run" in capsys.readouterr().err and (other / "run.json").exists()
+    monkeypatch.chdir(run.parent)
+    assert _export_cli(Path(run.name), Path(run.name) / "onnx") == 0  # a folder of its own inside the run (README)
+    # export.json names the run by its absolute path, so it names the same run wherever it is read from (retraining
+    # the run recognises the export as the run's by it)
+    assert json.loads((run / "onnx" / "export.json").read_text())["run"] == str(run.resolve())

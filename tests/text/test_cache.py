@@ -91,3 +91,29 @@ def test_encoder_reports_its_dimension():
     from twotower.text import load_text_encoder
 
     assert load_text_encoder(None).dim == 384  # all-MiniLM-L6-v2
+
+
+def test_the_default_cache_is_the_users_not_the_working_folders(tmp_path, monkeypatch):
+    """The default was ``runs/cache/embeddings`` under the folder the command ran from: `twotower search` from
+    another folder encoded the whole corpus again into a second cache (and failed where that folder was
+    read-only). It is now one folder per user, whatever the working folder; an explicit path is kept as given."""
+    from twotower.cli.main import build_parser
+    from twotower.cli.search_cmd import _check_cache
+    from twotower.config import SearchConfig
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    enc = CountingEncoder()
+    for cwd in ("a", "b"):
+        (tmp_path / cwd).mkdir()
+        monkeypatch.chdir(tmp_path / cwd)
+        cached_encode(enc, ["x", "y"], SearchConfig.cache_dir, max_length=8)
+    assert enc.encoded == ["x", "y"]  # the second folder read the first one's entries
+    assert not (tmp_path / "a" / "runs").exists() and not (tmp_path / "b" / "runs").exists()
+    assert list((home / ".cache" / "twotower" / "text-embeddings").glob("*/index.json"))
+    args = build_parser().parse_args(["search", "evaluate", "--beir", "b"])
+    _check_cache(args)
+    assert args.cache == str(home / ".cache" / "twotower" / "text-embeddings")
+    args = build_parser().parse_args(["search", "evaluate", "--beir", "b", "--cache", "here/cache"])
+    _check_cache(args)
+    assert args.cache == "here/cache"  # an explicit relative path means the folder it names, as before

@@ -177,3 +177,24 @@ def test_a_file_replaced_through_a_link_keeps_the_real_files_mode(tmp_path):
     link.symlink_to(real)
     atomic_write_text(link, "new")
     assert link.is_symlink() and real.read_text() == "new" and _mode(real) == 0o640
+
+
+@posix_only
+def test_a_linked_folder_is_replaced_where_the_link_points_and_the_link_kept(tmp_path):
+    """atomic_dir swapped the link itself: ``out -> v1`` became a real folder, v1 kept the old contents (an export
+    or index the link's other readers went on using) and the link was left behind as a stray temporary."""
+    from twotower.utils.atomic import atomic_dir
+
+    (tmp_path / "disk").mkdir()
+    real = tmp_path / "disk" / "v1"
+    real.mkdir()
+    (real / "old.txt").write_text("old")
+    link = tmp_path / "out"
+    link.symlink_to(Path("disk") / "v1")
+    with atomic_dir(link) as tmp:
+        assert tmp.parent == real.parent.resolve()  # the swap stays within the real folder's filesystem
+        (tmp / "new.txt").write_text("new")
+    assert link.is_symlink() and os.readlink(link) == str(Path("disk") / "v1")
+    assert sorted(p.name for p in real.iterdir()) == ["new.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk", "out"]
+    assert sorted(p.name for p in (tmp_path / "disk").iterdir()) == ["v1"]  # no temporaries left

@@ -11,7 +11,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder to export")
     p.add_argument("--format", default="onnx", choices=["onnx"], help="export format (default onnx)")
     p.add_argument("--out", required=True, help="folder for user_tower.onnx, item_tower.onnx, item_embeddings.npy, "
-                                                "item_ids.json, user_ids.json, export.json")
+                                                "item_ids.json, user_ids.json, export.json; replaced as a whole "
+                                                "(an earlier export there is removed, with a warning listing it)")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out even when it holds files no export wrote (they are removed)")
     p.add_argument("--check-users", type=int, default=1000,
                    help="users whose vectors onnxruntime must reproduce within 1e-5 (default 1000; all items always)")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
@@ -22,15 +25,16 @@ def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.commands import _threads
     from twotower.cli.paths import check_output_dir
     from twotower.errors import ConfigError
-    from twotower.export import export_onnx
+    from twotower.export import check_export_dir, export_onnx
     from twotower.pipeline.artifacts import TrainedRun
 
     if args.check_users < 1:
         raise ConfigError(f"--check-users must be >= 1, got {args.check_users}")
     out = check_output_dir(args.out)
+    check_export_dir(out, run_dir=args.run, force=args.force)  # before loading the run: a refused --out costs nothing
     _threads(args)
     run = TrainedRun.load(args.run)
-    r = export_onnx(run, out, check_users=args.check_users)
+    r = export_onnx(run, out, check_users=args.check_users, force=args.force)
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"

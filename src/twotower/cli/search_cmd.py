@@ -40,7 +40,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
     _length_flags(e, sc)
-    e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory (default %(default)s)")
+    e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory, shared by every run and "
+                   "working folder (default %(default)s)")
     e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
     _encoder_flags(e)
@@ -52,7 +53,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     _length_flags(i, sc)
     _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
-    i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
+    i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
+                   "working folder (default %(default)s)")
     i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     _encoder_flags(i)
     i.set_defaults(func=cmd_search_index)
@@ -86,7 +88,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
 
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
                    help="hard negatives mined per query (default %(default)s)")
-    t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder (default %(default)s)")
+    t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
+                   "working folder (default %(default)s)")
     _encoder_flags(t)
     t.set_defaults(func=cmd_search_train)
 
@@ -289,11 +292,20 @@ def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
     return fusion_from_config(cfg)
 
 
+def _cache_arg(args: argparse.Namespace) -> str | None:
+    """--cache with "~" expanded (the default is a user cache folder, ~/.cache/...), None where there is none."""
+    import os
+
+    cache = getattr(args, "cache", None)
+    return None if cache is None else os.path.expanduser(cache)
+
+
 def _check_cache(args: argparse.Namespace) -> None:
     """--cache must be a folder (or creatable as one): said now, not when the first embeddings are written."""
     from twotower.cli.paths import check_output_dir
 
-    if getattr(args, "cache", None) is not None:
+    if _cache_arg(args) is not None:
+        args.cache = _cache_arg(args)
         check_output_dir(args.cache, "--cache")
 
 
@@ -302,7 +314,7 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # no
     from twotower.cli.paths import check_artefact_dir
 
     check_artefact_dir(args.out, kind=kind, is_same_kind=is_same_kind,
-                       inputs={"--beir": args.beir, "--cache": getattr(args, "cache", None)})
+                       inputs={"--beir": args.beir, "--cache": _cache_arg(args)})
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:

@@ -13,6 +13,9 @@ Written to ``DIR``::
     item_ids.json, user_ids.json   external id of each row
     export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
 
+``DIR`` is the export's own folder, replaced as a whole (:func:`check_export_dir`): an earlier export there is
+removed (a warning lists its files), any other non-empty folder is refused unless ``force=True``.
+
 The export goes through :meth:`UserTower.forward(user_rows, history)` and
 :meth:`ItemTower.forward(rows)`, so any user tower (pooled or sequence) exports
 the same way. Shapes: B batch, L history length, D dim, I items.
@@ -29,9 +32,10 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
-from twotower.utils.atomic import atomic_files, atomic_path, atomic_write_json
+from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS
+from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json
 
-__all__ = ["ExportReport", "export_onnx", "check_onnx", "OPSET"]
+__all__ = ["ExportReport", "export_onnx", "check_onnx", "check_export_dir", "OPSET"]
 
 log = logging.getLogger(__name__)
 
@@ -216,22 +220,83 @@ def _onnx_export(module: nn.Module, args: tuple[Tensor, ...], path: Path, names:
                           dynamo=False, do_constant_folding=True)
 
 
-def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000) -> ExportReport:
-    """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc)."""
+def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bool = False) -> ExportReport:
+    """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc).
+
+    ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
+    non-empty folder holding anything else is refused with ConfigError unless ``force`` (:func:`check_export_dir`).
+    """
     try:
         import onnx  # noqa: F401 - the exporter needs it
     except ImportError:
         raise ConfigError("ONNX export needs the onnx and onnxruntime packages: pip install 'twotower[onnx]'") from None
     out = Path(out)
-    # written and checked in a folder of its own, then moved in with export.json last: an interrupted or failed
-    # export leaves the previous one whole, not new towers beside the old embeddings and export.json
-    with atomic_files(out, "export.json") as stage:
+    removed = check_export_dir(out, run_dir=getattr(run, "dir", None), force=force)
+    earlier = _exported_run(out) if removed else None
+    # written and checked in a sibling folder, then swapped in whole: an interrupted or failed export leaves the
+    # previous one as it was, and a new export never sits beside files of an older one (another run's towers)
+    with atomic_dir(out) as stage:
         report = _export_into(run, stage, check_users)
+    if removed:
+        what = f"the earlier export of {earlier}" if earlier else "what was there"
+        log.warning("%s: replaced %s; removed: %s", out, what, ", ".join(removed))
     return replace(report, out=out)
 
 
+def _exported_run(out: Path) -> str | None:
+    """The run an earlier export in ``out`` was made from (its export.json), None when there is none to read."""
+    import json
+
+    try:
+        meta = json.loads((out / "export.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return str(meta["run"]) if isinstance(meta, dict) and isinstance(meta.get("run"), str) else None
+
+
+def _is_export_leftover(name: str) -> bool:
+    """A file an export writes, or a temporary of an export killed mid-write (older exports staged in DIR)."""
+    return name in EXPORT_FILES or (name.startswith(".") and name.endswith(".tmp"))
+
+
+def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, force: bool = False) -> tuple[str, ...]:
+    """What exporting into ``out`` would remove (sorted names; empty for a new or empty folder), checked before any
+    work; ConfigError when the export must not go there.
+
+    ``out`` is replaced whole, so it is refused when it is a file, when it is or contains the run being exported
+    (``run_dir``) or holds any training run (``force`` overrides neither: a run would be deleted) and, unless
+    ``force``, when it is a non-empty folder holding anything but an earlier export's files (recognised by their
+    names, and export.json when there is one): unrelated files are never removed unasked.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is a file, not a folder; choose another path")
+    if run_dir is not None:
+        real, run_real = out.resolve(), Path(run_dir).resolve()
+        if real == run_real or real in run_real.parents:
+            raise ConfigError(f"--out {out}: is or contains the run folder {run_dir}, which the export would replace; "
+                              f"choose a folder of its own, e.g. {Path(run_dir) / 'onnx'}")
+    if not out.is_dir():
+        return ()
+    markers = [m for m in RUN_MARKERS if (out / m).exists()]
+    if markers:  # --force is for stray files, never a whole run
+        raise ConfigError(f"--out {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
+                          f"choose a folder of its own, e.g. {out / 'onnx'}")
+    names = sorted(p.name for p in out.iterdir())
+    if not names or force:
+        return tuple(names)
+    others = [n for n in names if not _is_export_leftover(n)]
+    if others:
+        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+        what = "an earlier export with files it did not write" if (out / "export.json").is_file() else \
+            "a non-empty folder that is not an ONNX export"
+        raise ConfigError(f"--out {out}: {what} ({shown}); the export replaces the whole folder, so they would be "
+                          "lost: choose a new or empty folder, move them out, or pass --force to replace it anyway")
+    return tuple(names)
+
+
 def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
-    """Write and check every file of the export in ``out`` (export.json last)."""
+    """Write and check every file of the export in ``out`` (a staging folder; export.json last)."""
     model = run.model.eval()
     new_user_row = _new_user_row(model.user_tower)
     user_tower = model.user_tower if new_user_row is None else _with_new_user_row(model.user_tower, model)
@@ -271,7 +336,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     atomic_write_json(out / "export.json", {
         "format": 1,
-        "run": str(run.dir),
+        "run": str(Path(run.dir).resolve()),  # absolute: read from anywhere, it names the same run
         "model_fingerprint": run.fingerprint(),
         "dim": int(items.shape[1]),
         "n_items": int(run.n_items),
@@ -291,9 +356,10 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
                new_user_row: int | None = None) -> ExportReport:
-    """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, varied lengths) and
-    every item; IntegrityError when any vector differs from PyTorch's by more than 1e-5. With ``new_user_row``,
-    those histories are also read as new users' (that row against PyTorch's ``user_rows=None``)."""
+    """Run the exported towers with onnxruntime on ``n_users`` users (their real histories, each as a full, a
+    shorter, a longer and a zero-width window) and every item; IntegrityError when any vector differs from
+    PyTorch's by more than 1e-5. With ``new_user_row``, those histories are also read as new users' (that row
+    against PyTorch's ``user_rows=None``)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -311,19 +377,22 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
     worst_u = 0.0
     for s in range(0, len(users), batch):
         rows = np.asarray(users[s : s + batch], np.int64)
-        # full windows, shorter ones and longer ones (cut to the newest L): the history length axis is dynamic
-        length = (L, max(1, L // 2), L + 7)[(s // batch) % 3]
-        hist = run.history.last_windows(rows, length, pad).astype(np.int64)  # [B, length]
-        with torch.no_grad():
-            ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(hist[:, -L:])).numpy()
-        feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
-        got = user_sess.run(None, feed)[0]
-        worst_u = max(worst_u, float(np.abs(got - ref).max()))
-        if new_user_row is not None:  # the same histories from users the run has never seen
+        # every batch at every kind of window, since the history axis is dynamic (a check of 50 users saw only full
+        # ones): full, shorter (not padded to L: the graph must read it as the CLI reads it padded), longer (cut to
+        # the newest L) and zero-width (the empty history); each against PyTorch on the window padded or cut to L
+        for length in (L, max(1, L // 2), L + 7, 0):
+            hist = run.history.last_windows(rows, length, pad).astype(np.int64) if length else \
+                np.zeros((len(rows), 0), np.int64)  # [B, length]
+            window = np.pad(hist, ((0, 0), (max(0, L - length), 0)), constant_values=pad)[:, -L:]  # [B, L]
+            feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
             with torch.no_grad():
-                ref = model.user_tower(None, torch.as_tensor(hist[:, -L:])).numpy()
-            feed["user_rows"] = np.full(len(rows), new_user_row, np.int64)
+                ref = model.user_tower(torch.as_tensor(rows), torch.as_tensor(window)).numpy()
             worst_u = max(worst_u, float(np.abs(user_sess.run(None, feed)[0] - ref).max()))
+            if new_user_row is not None:  # the same histories from users the run has never seen
+                with torch.no_grad():
+                    ref = model.user_tower(None, torch.as_tensor(window)).numpy()
+                feed["user_rows"] = np.full(len(rows), new_user_row, np.int64)
+                worst_u = max(worst_u, float(np.abs(user_sess.run(None, feed)[0] - ref).max()))
     worst_i = 0.0
     ref_items = run.item_embeddings()
     for s in range(0, run.n_items, 4096):

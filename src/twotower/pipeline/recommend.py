@@ -21,9 +21,9 @@ import pandas as pd
 import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
-from twotower.errors import ConfigError, NotFoundError
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
-from twotower.index.storage import read_tuning
+from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -98,11 +98,13 @@ def open_run_index(
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return index, f"exact search over {run.n_items:,} items ({why})"
+    _check_index_model(run, index_dir, fp)
     tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
     shortfall = _recall_shortfall(index_dir, tune)
     if shortfall and not allow_low_recall:
         raise ConfigError(shortfall + _LOW_RECALL_FIX)
     index = load_index(index_dir, expected_fingerprint=fp)
+    _check_index_ids(run, index_dir, index)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
         log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
     elif not index.is_exact and tune is None:
@@ -114,6 +116,36 @@ def open_run_index(
     params = ", ".join(f"{k}={v:g}" for k, v in index.search_params.items())
     return index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
                    + "; --exact (from Python: exact=True) ranks the whole catalogue exactly")
+
+
+def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
+    """IntegrityError when the index in ``index_dir`` was built from other item vectors than ``run``'s.
+
+    Read from meta.json before the tuning record: an index of a model since retrained was first refused for its
+    low recall (pass --allow-low-recall), and only then, with the flag, as the stale index it is.
+    """
+    built_for = read_meta(index_dir).get("model_fingerprint")
+    if built_for != fp:
+        out = "" if Path(index_dir).resolve() == (Path(run.dir) / "index").resolve() else f" --out {index_dir}"
+        raise IntegrityError(
+            f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
+            f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
+            f"rebuild it with `twotower index build --run {run.dir}{out}` (or rank exactly with --exact)")
+
+
+def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
+    """IntegrityError when the index's ids are not rows of ``run``'s items: results are read as item rows, so an
+    index saved from Python with other ids (external ids, an offset) under the run's fingerprint ranked the right
+    vectors and then named other items, silently, or none."""
+    ids = getattr(index, "_ids", None)  # [N] int64, both backends
+    if ids is None or not len(ids):
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= run.n_items:
+        raise IntegrityError(
+            f"{index_dir}: holds ids {lo}..{hi}, but the run {run.dir} reads ids as its item rows 0..{run.n_items - 1}; "
+            f"the index's id map is not this run's (build it with ids = item rows, as `twotower index build --run "
+            f"{run.dir}` does)")
 
 
 def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:

@@ -109,7 +109,9 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
     from twotower.text import cached_encode, load_text_encoder
 
     enc = load_text_encoder(None)
-    cache = cache_dir or Path.home() / ".cache" / "twotower" / "text-embeddings"
+    from twotower.config import SearchConfig  # the one user cache, shared with `twotower search`
+
+    cache = cache_dir or Path(SearchConfig.cache_dir).expanduser()
     return cached_encode(enc, texts, cache), enc.model_id
 
 

@@ -61,7 +61,7 @@ class EmbeddingCache:
         self.max_length = int(max_length)
         self.normalize = bool(normalize)
         key = sha256_bytes(f"{model_id}|{self.max_length}|{int(self.normalize)}|v{_FORMAT}".encode())[:16]
-        self.dir = Path(root) / key
+        self.dir = Path(root).expanduser() / key  # "~/..." as SearchConfig.cache_dir writes the default
         self.hits = 0
         self.misses = 0
 

@@ -265,9 +265,14 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     steps leaves a complete ``target``; elsewhere it is two renames, and a
     crash between them leaves the previous version in ``.<name>.old.<pid>``,
     which the next write for ``target`` moves back when ``target`` is missing.
-    Temporaries of killed writers are swept on the next write.
+    Temporaries of killed writers are swept on the next write. A symlink is
+    followed: the folder it points at is replaced, the link stays.
     """
     target = Path(target)
+    if target.is_symlink():
+        # the folder the link points at is replaced and the link kept, as atomic_path does for a file: swapping the
+        # link itself put a real folder in its place and left the link's target holding the old contents
+        target = Path(os.path.realpath(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     _sweep_stale(target)
     tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target), suffix=".tmp", dir=target.parent))
