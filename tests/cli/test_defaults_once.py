@@ -39,7 +39,11 @@ def test_search_flags_default_to_the_search_config():
     e = _parse("search", "evaluate", "--beir", "b")
     assert (e.fusion, e.bm25_weight, e.rerank_top, e.cache) == (sc.fusion, sc.bm25_weight, sc.rerank_top, sc.cache_dir)
     i = _parse("search", "index", "--beir", "b", "--out", "o")
-    assert (i.max_length, i.fusion, i.bm25_weight, i.cache) == (sc.max_length, sc.fusion, sc.bm25_weight, sc.cache_dir)
+    assert (i.fusion, i.bm25_weight, i.cache) == (sc.fusion, sc.bm25_weight, sc.cache_dir)
+    # the lengths default to the model's own training lengths, and to the config's for a plain model
+    # (tests/search/test_trained_lengths.py): the flags pass None on, never a second copy of 256 / 64
+    for parsed in (e, i):
+        assert (parsed.max_length, parsed.query_max_length) == (None, None)
     q = _parse("search", "query", "--index", "i", "text")
     assert (q.k, q.rerank_top) == (sc.k, sc.rerank_top)
     assert _parse("search", "train", "--beir", "b", "--out", "o").cache == sc.cache_dir
