@@ -116,19 +116,20 @@ def _norm_value(value: Any) -> str | None:
 
 
 def read_feature_table(
-    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key"
+    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key",
+    encoding: str = "utf-8",
 ) -> pd.DataFrame:
     """Read a feature table and check it against ``spec``.
 
     Missing columns, empty or duplicate keys and non-numeric values in numeric
     columns raise DataError naming the file, row and column. The key becomes
     str; numeric columns float64 (empty -> NaN); other columns are kept. ``key_role`` ("item key" / "user
-    key") picks the setting a missing key column's error points at.
+    key") picks the setting a missing key column's error points at; ``encoding`` is ``data.encoding``.
     """
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
     # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA")
-    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,))
+    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,), encoding=encoding)
     present = list(df.columns)
     for role, cols in ((key_role, (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):
