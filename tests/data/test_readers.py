@@ -467,3 +467,22 @@ def test_a_timestamp_column_is_trusted_even_when_ids_rise(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         read_interactions(path)
     assert "increasing id order" not in caplog.text
+
+
+def test_a_trailing_separator_on_every_row_keeps_the_columns_in_place(tmp_path):
+    """Rows one field longer than the header made pandas take the first column as the index: user_id held
+    the items, item_id the times, and a stray fourth value became the timestamp, with no error."""
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id,timestamp\nu1,i1,1714521600,\nu2,i2,1714521700,\n", encoding="utf-8")
+    df = read_interactions(p)
+    assert df[["user_id", "item_id"]].values.tolist() == [["u1", "i1"], ["u2", "i2"]]
+    assert df["timestamp"].tolist() == [1714521600, 1714521700]
+
+
+def test_values_beyond_the_header_are_refused_naming_the_row(tmp_path):
+    p = tmp_path / "i.csv"  # the header lacks the rating column's name
+    p.write_text("user_id,item_id,timestamp\nu1,i1,1714521600,5\nu2,i2,1714521700,4\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 2 and "4 fields, but the header names 3 columns" in str(e.value)
+

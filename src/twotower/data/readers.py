@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -300,15 +301,22 @@ def read_table_numbered(
             sep = _sniff_sep(path, label, encoding)
             rows = RowNumbers(path=path, sep=sep, encoding=encoding)
             literal = set(literal)
+            # index_col=False: rows one field longer than the header (a trailing separator on every line, as
+            # some exporters write) made pandas take the first column as the index, shifting every column one
+            # to the left: user_id held the items, item_id the times, and a fourth value became the timestamp
+            na: dict[str, Any] = {}
             if literal:
                 # NA handling per column: literal (id) columns treat only an empty cell as missing,
                 # every other column keeps pandas' default NA strings (and so its current messages)
-                header = pd.read_csv(path, sep=sep, nrows=0, encoding=codec).columns
-                na_values = {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}
-                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False,
-                                 keep_default_na=False, na_values=na_values, encoding=codec)
-            else:
-                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False, encoding=codec)
+                header = pd.read_csv(path, sep=sep, nrows=0, encoding=codec, index_col=False).columns
+                na = {"keep_default_na": False,
+                      "na_values": {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", pd.errors.ParserWarning)
+                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False, encoding=codec,
+                                 index_col=False, **na)
+            if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+                _check_no_unnamed_values(path, label, sep, encoding, len(df.columns))
         elif suffix in _PARQUET_SUFFIXES:
             df = pd.read_parquet(path)
             rows = RowNumbers("record", 1)
@@ -348,6 +356,20 @@ def read_table_numbered(
         raise DataError("did not parse into a table", file=label)
     _check_column_names(df, label, row=1)
     return df, rows
+
+
+def _check_no_unnamed_values(path: Path, label: str, sep: str, encoding: str, width: int) -> None:
+    """Refuse a row with values beyond the header's columns (pandas drops them with a warning).
+
+    Such values belong to no column: a header missing a name, or a separator inside an unquoted value. Empty
+    extra fields (a trailing separator) lose nothing and are let through.
+    """
+    with open(path, newline="", encoding=_codec(encoding), errors="replace") as fh:
+        for number, rec in enumerate(csv.reader(fh, delimiter=sep), 1):
+            if number > 1 and len(rec) > width and any(v.strip() for v in rec[width:]):
+                raise DataError(f"{len(rec)} fields, but the header names {width} columns: the value(s) "
+                                f"{rec[width:]!r} belong to no column; give every column a name in the header, or "
+                                "quote a value that holds the separator", file=label, row=number)
 
 
 def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
