@@ -486,3 +486,13 @@ def test_values_beyond_the_header_are_refused_naming_the_row(tmp_path):
         read_interactions(p)
     assert e.value.row == 2 and "4 fields, but the header names 3 columns" in str(e.value)
 
+
+def test_uint64_ids_keep_their_digits(tmp_path):
+    """Above 2**63 an id went through int64 and wrapped to a negative number: another id, silently."""
+    big = 12345678901234567890
+    js = tmp_path / "i.jsonl"
+    js.write_text(f'{{"user_id": 1, "item_id": {big}}}\n{{"user_id": 2, "item_id": 7}}\n', encoding="utf-8")
+    pq = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": np.array([big, 7], dtype=np.uint64), "item_id": ["a", "b"]}).to_parquet(pq)
+    assert read_interactions(js)["item_id"].tolist() == [str(big), "7"]
+    assert read_interactions(pq)["user_id"].tolist() == [str(big), "7"]

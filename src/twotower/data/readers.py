@@ -495,7 +495,9 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
     """
     values = values.reset_index(drop=True)
     if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
-        out = values.astype("int64").astype(str)
+        # as the integers' own text: through int64, a uint64 id above 2**63 (a JSON id such as
+        # 12345678901234567890, a Parquet uint64 hash) wrapped to a negative number, another id, silently
+        out = values.map(lambda v: str(int(v))) if values.dtype.kind == "u" else values.astype("int64").astype(str)
     else:
         out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
         wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
