@@ -496,3 +496,23 @@ def test_uint64_ids_keep_their_digits(tmp_path):
     pd.DataFrame({"user_id": np.array([big, 7], dtype=np.uint64), "item_id": ["a", "b"]}).to_parquet(pq)
     assert read_interactions(js)["item_id"].tolist() == [str(big), "7"]
     assert read_interactions(pq)["user_id"].tolist() == [str(big), "7"]
+
+
+def test_a_blank_timestamp_beside_dates_is_called_missing(tmp_path):
+    p = tmp_path / "i.csv"  # was: "cannot read timestamp nan"
+    p.write_text("user_id,item_id,timestamp\nu1,i1,2024-05-01 10:00\nu1,i2,\nu1,i3,May 1st\n", encoding="utf-8")
+    with pytest.raises(DataError, match="missing timestamp") as e:
+        read_interactions(p)
+    assert e.value.row == 3 and "nan" not in str(e.value)
+    p.write_text("user_id,item_id,timestamp\nu1,i1,2024-05-01 10:00\nu1,i3,May 1st\nu1,i2,\n", encoding="utf-8")
+    with pytest.raises(DataError, match="cannot read timestamp 'May 1st'") as e:  # the first bad row, whichever
+        read_interactions(p)
+    assert e.value.row == 3
+
+
+def test_excels_separator_hint_line_is_named(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_text("sep=;\nuser_id;item_id\nu1;i1\n", encoding="utf-8")
+    with pytest.raises(DataError, match="Excel's separator hint") as e:
+        read_interactions(p)
+    assert e.value.row == 1

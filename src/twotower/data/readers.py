@@ -133,6 +133,10 @@ def _sniff_sep(path: Path, label: str, encoding: str = "utf-8") -> str:
         text = fh.readline()
     if not text.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
+    if re.fullmatch(r"\ufeff?sep=.?\s*", text, flags=re.I):
+        # Excel's separator hint: read as the header, the columns were 'sep=' and 'Unnamed: 1'
+        raise DataError(f"the first line {text.strip()!r} is Excel's separator hint, not a header; delete that line "
+                        "(the separator is taken from the header row)", file=label, row=1, unit="line")
     # the header's most frequent of these; comma on a tie. Semicolons too: Excel in comma-decimal locales and
     # public dumps such as Book-Crossing's BX-Book-Ratings.csv use them, and read with commas such a file was one
     # column and failed far down ("Expected 1 fields in line 438648, saw 3") on the first title holding a comma.
@@ -549,9 +553,12 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
         dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
         unreadable = np.zeros(n, dtype=bool)
         unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
-        check_rows(unreadable, lambda pos: f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds "
-                   "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column,
-                   rows=rows)
+        # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
+        missing = np.zeros(n, dtype=bool)
+        missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
+        check_rows(unreadable, lambda pos: _bad_number("timestamp", None) if missing[pos] else
+                   f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
+                   "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
         # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
         # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
         # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
