@@ -498,6 +498,21 @@ def test_uint64_ids_keep_their_digits(tmp_path):
     assert read_interactions(pq)["user_id"].tolist() == [str(big), "7"]
 
 
+def test_an_id_written_as_12_and_12_0_in_one_column_is_warned_about(tmp_path, caplog):
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id\n12,a\n12.0,b\n7,c\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p)
+    assert df["user_id"].nunique() == 3  # ids are text: still two users, but said
+    assert "'12' and '12.0'" in caplog.text and "column 'user_id'" in caplog.text
+    caplog.clear()
+    q = tmp_path / "j.csv"
+    q.write_text("user_id,item_id\n12.0,a\n7.0,b\n", encoding="utf-8")  # one spelling throughout: nothing to say
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(q)
+    assert "trailing .0" not in caplog.text
+
+
 def test_a_blank_timestamp_beside_dates_is_called_missing(tmp_path):
     p = tmp_path / "i.csv"  # was: "cannot read timestamp nan"
     p.write_text("user_id,item_id,timestamp\nu1,i1,2024-05-01 10:00\nu1,i2,\nu1,i3,May 1st\n", encoding="utf-8")

@@ -716,6 +716,22 @@ def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
                     "(a random leave-one-out) if the data has no time", label, n_sorted, n_checked, _SORTED_MIN_ROWS)
 
 
+def _warn_float_spelled_ids(label: str, column: str, ids: pd.Series) -> None:
+    """Say so when one column holds an id both as ``12`` and as ``12.0`` (rows that went through a float column,
+    e.g. pandas' export of an id column with a blank): ids are text, so they are two users or items."""
+    uniq = pd.Series(pd.unique(ids.to_numpy(dtype=object)), dtype=object)
+    spelled = uniq[uniq.str.fullmatch(r"[+-]?\d+\.0+").fillna(False).to_numpy(dtype=bool)]
+    if spelled.empty:
+        return
+    whole = spelled.str.split(".", n=1).str[0]
+    twins = whole.isin(set(uniq)).to_numpy(dtype=bool)
+    if twins.any():
+        first = int(np.flatnonzero(twins)[0])
+        log.warning("%s, column %r: %d id(s) are written both as an integer and with a trailing .0 (e.g. %r and %r); "
+                    "ids are text, so they are read as different ids: write each id one way", label, column,
+                    int(twins.sum()), whole.iloc[first], spelled.iloc[first])
+
+
 def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
     """Row order stands in for time: say so when a column the user may have meant is right there."""
     like = [c for c in present if c not in used and _looks_like_time(c)]
@@ -793,6 +809,8 @@ def read_interactions(
 
     users = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
     items = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
+    _warn_float_spelled_ids(label, columns.user, users)
+    _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
         ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows,
                          time_unit=time_unit)
