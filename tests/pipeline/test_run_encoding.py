@@ -42,3 +42,12 @@ def test_the_runs_own_utf8_copies_are_not_decoded_as_cp1252(cp1252_run):
     # read as cp1252 the ids were "CafÃ© 3": unknown to the run, dropped from the exclusions without a word
     mine, theirs = (exclusions_from_files(run, [f], include_seen=False) for f in (own, d / "valid.csv"))
     assert mine.nnz == theirs.nnz == 12
+
+
+def test_recommend_users_file_is_read_in_the_runs_encoding(cp1252_run, tmp_path, capsys):
+    d, run = cp1252_run
+    users = tmp_path / "users.csv"
+    users.write_bytes("user_id,région\nu0,Île-de-France\nu1,Bretagne\n".encode("cp1252"))
+    assert main(["-q", "recommend", "--run", str(run.dir), "--users", str(users), "--k", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "u0" in out and "u1" in out and "Café" in out

@@ -333,7 +333,9 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         from twotower.data.readers import read_table
         from twotower.errors import DataError
 
-        df = read_table(p, encoding=run.config.data.encoding)  # as the run read its files
+        from twotower.pipeline.run_inputs import run_file_encoding
+
+        df = read_table(p, encoding=run_file_encoding(run, p))  # as the run read its files
         col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
         if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
             names = " or ".join(repr(c) for c in dict.fromkeys((run.config.data.user_col, "user_id")))

@@ -17,7 +17,7 @@ from twotower.data.readers import ColumnMap, read_interactions
 from twotower.errors import DataError
 from twotower.pipeline.sources import column_map
 
-__all__ = ["run_columns", "read_run_interactions"]
+__all__ = ["run_columns", "run_file_encoding", "read_run_interactions"]
 
 
 def run_columns(run: Any) -> ColumnMap:
@@ -37,6 +37,16 @@ def _in_run_folder(run: Any, source: Any) -> bool:
         return False
 
 
+def run_file_encoding(run: Any, source: Any) -> str:
+    """The encoding a file given to ``run`` is read with: the run's ``data.encoding``, but UTF-8 for the run's
+    own files (read as cp1252, its UTF-8 copy of an id "Café" became "CafÃ©", unknown to the run, and its rows
+    were dropped from the exclusions or the history without a word)."""
+    cfg = getattr(run, "config", None)
+    if cfg is None or _in_run_folder(run, source):
+        return "utf-8"
+    return cfg.data.encoding
+
+
 def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: str | None = None) -> pd.DataFrame:
     """``read_interactions`` of ``source`` with ``run``'s columns and format, falling back to the canonical layout.
 
@@ -48,12 +58,8 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
     """
     cfg = getattr(run, "config", None)
     columns, fmt = run_columns(run), (cfg.data.format if cfg is not None else "auto")
-    encoding = cfg.data.encoding if cfg is not None else "utf-8"
+    encoding = run_file_encoding(run, source)
     time_unit = cfg.data.time_unit if cfg is not None else "auto"
-    if _in_run_folder(run, source):
-        # read as cp1252, the run's own UTF-8 copy of an id "Café" became "CafÃ©", unknown to the run: its rows
-        # were dropped from the exclusions or the history without a word
-        encoding = "utf-8"
     if isinstance(source, pd.DataFrame) and fmt == "sasrec":
         fmt = "table"  # a frame is a table already: its columns are the run's (or the canonical) ones
     try:
