@@ -531,3 +531,16 @@ def test_excels_separator_hint_line_is_named(tmp_path):
     with pytest.raises(DataError, match="Excel's separator hint") as e:
         read_interactions(p)
     assert e.value.row == 1
+
+
+def test_a_parquet_files_named_index_is_read_as_its_columns(tmp_path):
+    """pandas writes df.set_index("user_id").to_parquet(...) with the ids as the index: the user column was
+    "not found" in a file that holds it."""
+    df = pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["a", "b"], "timestamp": [1, 2]})
+    df.set_index("user_id").to_parquet(tmp_path / "one.parquet")
+    df.set_index(["user_id", "item_id"]).to_parquet(tmp_path / "two.parquet")
+    for name in ("one.parquet", "two.parquet"):
+        got = read_interactions(tmp_path / name)
+        assert got[["user_id", "item_id", "timestamp"]].values.tolist() == [["u1", "a", 1], ["u2", "b", 2]]
+    df.to_parquet(tmp_path / "plain.parquet")  # a default RangeIndex stays out of the columns
+    assert list(read_table(tmp_path / "plain.parquet").columns) == ["user_id", "item_id", "timestamp"]

@@ -322,7 +322,7 @@ def read_table_numbered(
             if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
                 _check_no_unnamed_values(path, label, sep, encoding, len(df.columns))
         elif suffix in _PARQUET_SUFFIXES:
-            df = pd.read_parquet(path)
+            df = _index_as_columns(pd.read_parquet(path))
             rows = RowNumbers("record", 1)
         elif suffix in _JSON_SUFFIXES:
             # a .json file opening with '[' is one array of records; read as lines, a compact array (what
@@ -360,6 +360,15 @@ def read_table_numbered(
         raise DataError("did not parse into a table", file=label)
     _check_column_names(df, label, row=1)
     return df, rows
+
+
+def _index_as_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """A Parquet file's named index as columns: pandas writes ``df.set_index("user_id")`` with the ids as the
+    index and reads them back so, and the user column of that file was "not found" among the columns."""
+    names = [n for n in df.index.names if n is not None]
+    if not names or any(str(n) in map(str, df.columns) for n in names):
+        return df
+    return df.reset_index()
 
 
 def _check_no_unnamed_values(path: Path, label: str, sep: str, encoding: str, width: int) -> None:
