@@ -544,3 +544,11 @@ def test_a_parquet_files_named_index_is_read_as_its_columns(tmp_path):
         assert got[["user_id", "item_id", "timestamp"]].values.tolist() == [["u1", "a", 1], ["u2", "b", 2]]
     df.to_parquet(tmp_path / "plain.parquet")  # a default RangeIndex stays out of the columns
     assert list(read_table(tmp_path / "plain.parquet").columns) == ["user_id", "item_id", "timestamp"]
+
+
+def test_a_null_id_in_parquet_is_named_as_null_not_as_a_short_row(tmp_path):
+    p = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": [1.0, 2.0, np.nan], "item_id": ["a", "b", "c"]}).to_parquet(p)
+    with pytest.raises(DataError, match=r"record 3, column 'user_id': empty id \(1 record\(s\) in total; null") as e:
+        read_interactions(p)
+    assert "fewer fields" not in str(e.value)

@@ -517,9 +517,11 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
         check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
                    "undecodable bytes)", file=file, column=column, rows=rows)
     bad = out.isna().to_numpy()
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total; a row with fewer fields than the "
-               f"header reads as empty); every row needs a {column!r} value",
-               file=file, column=column, rows=rows)
+    # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
+    why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
+           "null, NaN or empty")
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {why}); every {rows.unit} "
+               f"needs a {column!r} value", file=file, column=column, rows=rows)
     return out.astype(str)
 
 
