@@ -100,3 +100,14 @@ def test_data_split_reads_the_encoding_and_writes_utf8(tmp_path):
                  "--out", str(out), "data.encoding=cp1252"]) == 0
     written = pd.concat([pd.read_csv(out / f"{n}.csv", encoding="utf-8") for n in ("train", "valid")])
     assert sorted(written["item_id"]) == ["Café", "Café", "Crème"]
+
+
+@pytest.mark.parametrize("given", ["utf-8", "cp1252"])
+def test_excels_unicode_text_read_in_another_encoding_names_utf16(tmp_path, given):
+    """Excel's "Unicode Text" (UTF-16, tabs): as UTF-8 the advice was cp1252, and as cp1252 every name came
+    out as 'u\\x00s\\x00e\\x00r...', reported only as a missing column."""
+    p = write(tmp_path / "export.txt", "user_id\titem_id\ttitle\nu1\ti1\tCafé\n", "utf-16")
+    with pytest.raises(DataError, match="UTF-16 byte-order mark.*set data.encoding=utf-16") as e:
+        read_interactions(p, encoding=given)
+    assert e.value.row == 1
+    assert read_interactions(p, encoding="utf-16")["item_id"].tolist() == ["i1"]

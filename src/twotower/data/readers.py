@@ -115,6 +115,25 @@ def _codec(encoding: str) -> str:
     return "utf-8-sig" if name == "utf-8" else encoding
 
 
+def _check_wide_bom(path: Path, label: str, encoding: str) -> None:
+    """Refuse a UTF-16/32 file (by its byte-order mark) read in another encoding.
+
+    Excel's "Unicode Text" is UTF-16: read as UTF-8 it failed on byte 0xff with advice to try cp1252, and read
+    as cp1252 every name and id came out as 'u\\x00s\\x00e\\x00r...', reported only as a missing column.
+    """
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        wide = "utf-32"
+    elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        wide = "utf-16"
+    else:
+        return
+    if not codecs.lookup(encoding).name.startswith(wide):
+        raise DataError(f"the file opens with a {wide.upper()} byte-order mark (Excel's 'Unicode Text' is UTF-16), "
+                        f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
+
+
 def _read_text(path: Path, encoding: str) -> io.StringIO:
     """The whole file as text (pandas' JSON reader stops at a byte-order mark: 'Expected object or value at
     position 0', and takes only UTF-8 from a path)."""
@@ -300,6 +319,8 @@ def read_table_numbered(
         raise DataError("file is empty; expected a header row and data rows", file=label)
     suffix = path.suffix.lower()
     rows = CSV_ROWS
+    if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
+        _check_wide_bom(path, label, encoding)
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label, encoding)
@@ -637,6 +658,7 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
         raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
+    _check_wide_bom(path, label, encoding)
     try:
         # dtype=str keeps "007" and huge ids verbatim; blank lines stay as all-NaN rows so positions are line numbers
         raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, skip_blank_lines=False, engine="c",
