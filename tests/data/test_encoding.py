@@ -111,3 +111,17 @@ def test_excels_unicode_text_read_in_another_encoding_names_utf16(tmp_path, give
         read_interactions(p, encoding=given)
     assert e.value.row == 1
     assert read_interactions(p, encoding="utf-16")["item_id"].tolist() == ["i1"]
+
+
+def test_a_utf8_file_read_as_cp1252_is_warned_about_with_what_it_becomes(tmp_path, caplog):
+    """data.encoding is one setting for every file: a UTF-8 item table beside cp1252 interactions read as
+    'CafÃ©', a key no interaction has, with no word."""
+    utf8 = write(tmp_path / "utf8.csv", "user_id,item_id\nu1,Café\n", "utf-8")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(utf8, encoding="cp1252")
+    assert "it is UTF-8 text: 'Café' comes out as 'CafÃ©'" in caplog.text
+    caplog.clear()
+    cp = write(tmp_path / "cp.csv", "user_id,item_id\nu1,Café\n", "cp1252")  # the right setting: nothing to say
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        assert read_interactions(cp, encoding="cp1252")["item_id"].tolist() == ["Café"]
+    assert "UTF-8" not in caplog.text

@@ -134,6 +134,28 @@ def _check_wide_bom(path: Path, label: str, encoding: str) -> None:
                         f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
 
 
+def _warn_if_utf8(path: Path, label: str, encoding: str) -> None:
+    """Warn when a file read in a legacy encoding (data.encoding=cp1252 ...) is UTF-8 text with accents.
+
+    data.encoding is one setting for every file, so a UTF-8 item table beside cp1252 interactions read as
+    "CafÃ©", a key no interaction has, without an error. Non-ASCII UTF-8 is almost never valid cp1252 text.
+    """
+    if codecs.lookup(encoding).name.startswith("utf"):
+        return
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20)  # the first MiB says enough; an incremental decoder allows a character cut at its end
+    if head.isascii():
+        return
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return  # not UTF-8: the setting is right
+    word = next(w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii())
+    log.warning("%s: read as %s (data.encoding), but it is UTF-8 text: %r comes out as %r. data.encoding applies "
+                "to every file; re-save this one in %s, or the others in UTF-8 and drop the setting", label, encoding,
+                word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), encoding)
+
+
 def _read_text(path: Path, encoding: str) -> io.StringIO:
     """The whole file as text (pandas' JSON reader stops at a byte-order mark: 'Expected object or value at
     position 0', and takes only UTF-8 from a path)."""
@@ -321,6 +343,7 @@ def read_table_numbered(
     rows = CSV_ROWS
     if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
         _check_wide_bom(path, label, encoding)
+        _warn_if_utf8(path, label, encoding)
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label, encoding)
