@@ -125,3 +125,11 @@ def test_a_utf8_file_read_as_cp1252_is_warned_about_with_what_it_becomes(tmp_pat
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         assert read_interactions(cp, encoding="cp1252")["item_id"].tolist() == ["Café"]
     assert "UTF-8" not in caplog.text
+
+
+def test_the_decode_error_counts_from_the_line_start_after_a_byte_order_mark(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_bytes(b"\xef\xbb\xbfuser_id,item_id\nu1,ab\xe9\n")  # UTF-8 with a BOM, then one cp1252 byte
+    with pytest.raises(DataError, match="byte 0xe9 at character 6") as e:
+        read_interactions(p)
+    assert e.value.row == 2

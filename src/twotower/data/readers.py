@@ -150,7 +150,7 @@ def _warn_if_utf8(path: Path, label: str, encoding: str) -> None:
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
         return  # not UTF-8: the setting is right
-    word = next(w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii())
+    word = next((w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii()), head[:40])
     log.warning("%s: read as %s (data.encoding), but it is UTF-8 text: %r comes out as %r. data.encoding applies "
                 "to every file; re-save this one in %s, or the others in UTF-8 and drop the setting", label, encoding,
                 word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), encoding)
@@ -259,11 +259,11 @@ def _decode_error(path: Path, label: str, e: UnicodeDecodeError, encoding: str) 
     what = "UTF-8" if codec == "utf-8" else encoding
     data = path.read_bytes()
     try:
-        data.decode(_codec(encoding))
+        data.decode(codec)  # not utf-8-sig: its positions would count from after the byte-order mark
     except UnicodeDecodeError as bad:
         if "\n".encode(codec) == b"\n":  # lines are counted in bytes only where a newline is one byte
             start = data.rfind(b"\n", 0, bad.start) + 1
-            char = len(data[start: bad.start].decode(_codec(encoding), errors="replace")) + 1
+            char = len(data[start: bad.start].decode(codec, errors="replace").lstrip("\ufeff")) + 1
             return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at character {char} cannot be "
                              f"decoded; {fix}", file=label, row=data.count(b"\n", 0, bad.start) + 1, unit="line")
         return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at byte offset {bad.start} cannot be "
