@@ -46,6 +46,8 @@ T = TypeVar("T")
 
 #: How interaction files are read (data.format): see twotower.data.readers.read_interactions.
 INTERACTION_FORMATS = ("auto", "table", "sasrec")
+#: The unit of epoch timestamps (data.time_unit): auto tells it from their magnitude (twotower.data.timeunits).
+TIME_UNITS = ("auto", "s", "ms", "us", "ns")
 #: The data settings that name files; each may instead be given as a DataFrame (pipeline.sources.load_sources).
 DATA_FILE_SETTINGS = ("path", "train", "valid", "test", "items", "users")
 
@@ -141,6 +143,17 @@ def _check_dates(config: Any, names: tuple[str, ...]) -> None:
             date_in_unit(value, "s", f"data.{name}")
 
 
+def check_encoding(name: str) -> None:
+    """An unknown codec (or one that does not decode bytes to text, like base64) is named at construction."""
+    try:
+        "a".encode(name)  # LookupError for an unknown name and for bytes-to-bytes codecs (an empty text is not tried)
+    except UnicodeError:
+        pass  # a text encoding without "a" is still one
+    except LookupError:
+        raise ConfigError(f"data.encoding: {name!r} is not a text encoding Python knows; give a codec name such as "
+                          "utf-8 (the default), cp1252 or latin-1 (Windows / Excel exports), utf-16") from None
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the interactions come from and how they are split."""
@@ -163,6 +176,13 @@ class DataConfig:
     # auto: a .txt file whose first line is two integers is SASRec format ("user item" lines, file order =
     # time order); table: a file with a header row; sasrec: force the SASRec reader
     format: str = "auto"
+    # the text encoding of every CSV/TSV/TXT/JSON file the data side reads (interactions, item and user tables, and
+    # the files given to the trained run later, which reads it from config.json): any Python codec name, e.g.
+    # cp1252 or latin-1 for Windows / Excel exports. A UTF-8 byte-order mark is skipped.
+    encoding: str = "utf-8"
+    # the unit of epoch timestamps: auto tells it from their magnitude (unambiguous from March 1973 to 5138);
+    # s | ms | us | ns for data outside that (times before 1973, seconds counted from another origin)
+    time_unit: str = "auto"
     split: str = "temporal"  # temporal | leave_last | time | random
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
     leave_n: int = 1
@@ -196,6 +216,8 @@ class DataConfig:
         _check_types(self, "data.")
         _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
         _choice(self.format, "data.format", INTERACTION_FORMATS)
+        _choice(self.time_unit, "data.time_unit", TIME_UNITS)
+        check_encoding(self.encoding)
         _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")

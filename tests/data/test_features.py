@@ -132,3 +132,35 @@ def test_an_item_table_of_only_a_header_is_refused_like_empty_interactions(tmp_p
     with pytest.raises(DataError, match=r"<DataFrame users>: no data rows .*the user table is empty"):
         read_feature_table(empty, FeatureSpec(key="user_id", numeric=("age",)), name="<DataFrame users>",
                            key_role="user key")
+
+
+def test_list_cells_of_a_multi_valued_column_read_as_their_values(tmp_path):
+    """A Parquet list column or JSON arrays: each list was read as the one value "['x' 'y']", shared by no
+    other item, so the tags taught the tower nothing and no error said so."""
+    spec = FeatureSpec(key="item_id", multi=("tags",))
+    pq = tmp_path / "items.parquet"
+    pd.DataFrame({"item_id": ["a", "b", "c"], "tags": [["x", "y"], ["y"], []]}).to_parquet(pq)
+    js = tmp_path / "items.jsonl"
+    js.write_text('{"item_id": "a", "tags": ["x", "y"]}\n{"item_id": "b", "tags": ["y"]}\n{"item_id": "c"}\n',
+                  encoding="utf-8")
+    csv = tmp_path / "items.csv"
+    csv.write_text("item_id,tags\na,x|y\nb,y\nc,\n", encoding="utf-8")
+    vocab = Vocabulary.from_ids(["a", "b", "c"], kind="item")
+    codes = []
+    for path in (pq, js, csv):
+        enc = FeatureEncoder(spec).fit(read_feature_table(path, spec), vocab)
+        assert sorted(enc.multi_values["tags"]) == ["x", "y"]
+        codes.append(enc.transform(read_feature_table(path, spec), vocab).multi[0].tolist())
+    assert codes[0] == codes[1] == codes[2]  # a list reads exactly as the CSV cell "x|y"
+
+
+def test_a_list_in_a_single_valued_or_separator_holding_column_is_refused(tmp_path):
+    p = tmp_path / "items.jsonl"
+    p.write_text('{"item_id": "a", "genre": "g1", "tags": ["x|y"]}\n{"item_id": "b", "genre": ["g2", "g3"]}\n',
+                 encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, FeatureSpec(key="item_id", categorical=("genre",)))
+    assert e.value.row == 2 and e.value.column == "genre" and "data.item_multi" in str(e.value)
+    with pytest.raises(DataError, match="holds the separator") as e:
+        read_feature_table(p, FeatureSpec(key="item_id", multi=("tags",)))
+    assert e.value.row == 1 and e.value.column == "tags"

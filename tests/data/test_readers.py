@@ -467,3 +467,88 @@ def test_a_timestamp_column_is_trusted_even_when_ids_rise(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         read_interactions(path)
     assert "increasing id order" not in caplog.text
+
+
+def test_a_trailing_separator_on_every_row_keeps_the_columns_in_place(tmp_path):
+    """Rows one field longer than the header made pandas take the first column as the index: user_id held
+    the items, item_id the times, and a stray fourth value became the timestamp, with no error."""
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id,timestamp\nu1,i1,1714521600,\nu2,i2,1714521700,\n", encoding="utf-8")
+    df = read_interactions(p)
+    assert df[["user_id", "item_id"]].values.tolist() == [["u1", "i1"], ["u2", "i2"]]
+    assert df["timestamp"].tolist() == [1714521600, 1714521700]
+
+
+def test_values_beyond_the_header_are_refused_naming_the_row(tmp_path):
+    p = tmp_path / "i.csv"  # the header lacks the rating column's name
+    p.write_text("user_id,item_id,timestamp\nu1,i1,1714521600,5\nu2,i2,1714521700,4\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == 2 and "4 fields, but the header names 3 columns" in str(e.value)
+
+
+def test_uint64_ids_keep_their_digits(tmp_path):
+    """Above 2**63 an id went through int64 and wrapped to a negative number: another id, silently."""
+    big = 12345678901234567890
+    js = tmp_path / "i.jsonl"
+    js.write_text(f'{{"user_id": 1, "item_id": {big}}}\n{{"user_id": 2, "item_id": 7}}\n', encoding="utf-8")
+    pq = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": np.array([big, 7], dtype=np.uint64), "item_id": ["a", "b"]}).to_parquet(pq)
+    assert read_interactions(js)["item_id"].tolist() == [str(big), "7"]
+    assert read_interactions(pq)["user_id"].tolist() == [str(big), "7"]
+
+
+def test_an_id_written_as_12_and_12_0_in_one_column_is_warned_about(tmp_path, caplog):
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id\n12,a\n12.0,b\n7,c\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p)
+    assert df["user_id"].nunique() == 3  # ids are text: still two users, but said
+    assert "'12' and '12.0'" in caplog.text and "column 'user_id'" in caplog.text
+    caplog.clear()
+    q = tmp_path / "j.csv"
+    q.write_text("user_id,item_id\n12.0,a\n7.0,b\n", encoding="utf-8")  # one spelling throughout: nothing to say
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(q)
+    assert "trailing .0" not in caplog.text
+
+
+def test_a_blank_timestamp_beside_dates_is_called_missing(tmp_path):
+    p = tmp_path / "i.csv"  # was: "cannot read timestamp nan"
+    p.write_text("user_id,item_id,timestamp\nu1,i1,2024-05-01 10:00\nu1,i2,\nu1,i3,May 1st\n", encoding="utf-8")
+    with pytest.raises(DataError, match="missing timestamp") as e:
+        read_interactions(p)
+    assert e.value.row == 3 and "nan" not in str(e.value)
+    p.write_text("user_id,item_id,timestamp\nu1,i1,2024-05-01 10:00\nu1,i3,May 1st\nu1,i2,\n", encoding="utf-8")
+    with pytest.raises(DataError, match="cannot read timestamp 'May 1st'") as e:  # the first bad row, whichever
+        read_interactions(p)
+    assert e.value.row == 3
+
+
+def test_excels_separator_hint_line_is_named(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_text("sep=;\nuser_id;item_id\nu1;i1\n", encoding="utf-8")
+    with pytest.raises(DataError, match="Excel's separator hint") as e:
+        read_interactions(p)
+    assert e.value.row == 1
+
+
+def test_a_parquet_files_named_index_is_read_as_its_columns(tmp_path):
+    """pandas writes df.set_index("user_id").to_parquet(...) with the ids as the index: the user column was
+    "not found" in a file that holds it."""
+    df = pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["a", "b"], "timestamp": [1, 2]})
+    df.set_index("user_id").to_parquet(tmp_path / "one.parquet")
+    df.set_index(["user_id", "item_id"]).to_parquet(tmp_path / "two.parquet")
+    for name in ("one.parquet", "two.parquet"):
+        got = read_interactions(tmp_path / name)
+        assert got[["user_id", "item_id", "timestamp"]].values.tolist() == [["u1", "a", 1], ["u2", "b", 2]]
+    df.to_parquet(tmp_path / "plain.parquet")  # a default RangeIndex stays out of the columns
+    assert list(read_table(tmp_path / "plain.parquet").columns) == ["user_id", "item_id", "timestamp"]
+
+
+def test_a_null_id_in_parquet_is_named_as_null_not_as_a_short_row(tmp_path):
+    p = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": [1.0, 2.0, np.nan], "item_id": ["a", "b", "c"]}).to_parquet(p)
+    with pytest.raises(DataError, match=r"record 3, column 'user_id': empty id \(1 record\(s\) in total; null") as e:
+        read_interactions(p)
+    assert "fewer fields" not in str(e.value)

@@ -114,3 +114,82 @@ def test_an_empty_test_part_is_no_part_not_an_empty_file(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="twotower.data.splits"):
         src = load_sources(cfg, frames={"path": frame("ms")})
     assert src.test is None and len(src.valid) == 8 and "test is empty" in caplog.text
+
+
+# --- data.time_unit: the unit declared where the magnitude misleads ---------------------------------------------
+
+def early_frame() -> pd.DataFrame:
+    """Epoch milliseconds of 1971-1972: below 1e11, so their size reads as seconds (the years 2969-4464)."""
+    seconds = [31_536_000 + k * 30 * DAY for k in range(18)]  # 1971-01-01, monthly
+    rows = [(u, f"i{k}", t * 1000) for u in ("a", "b") for k, t in enumerate(seconds)]
+    return read_interactions(pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]))
+
+
+def test_time_unit_overrides_a_wrong_guess_for_early_data():
+    df = early_frame()
+    with pytest.raises(DataError, match="read as epoch seconds"):  # told from the size: the years 2969-4464
+        global_time_split(df, "1972-01-01", "1972-03-01")
+    s = global_time_split(df, "1972-01-01", "1972-03-01", time_unit="ms")
+    assert s.report["time_unit"] == "ms" and (len(s.train), len(s.valid), len(s.test)) == (26, 4, 6)
+    assert s.report["valid_start"] == 63_072_000_000  # 1972-01-01 in milliseconds
+
+
+def test_time_unit_takes_numbers_in_it_without_the_magnitude_check():
+    # 63072000000 is the size of epoch milliseconds; beside data declared in ms it is taken as such
+    s = global_time_split(early_frame(), 63_072_000_000, 68_256_000_000, time_unit="ms")
+    assert (len(s.train), len(s.valid), len(s.test)) == (26, 4, 6)
+
+
+def test_time_unit_puts_dates_of_the_column_in_that_unit(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id,timestamp\nu,a,2024-05-01\nu,b,2024-05-02\n", encoding="utf-8")
+    assert read_interactions(p)["timestamp"].tolist() == [1_714_521_600, 1_714_608_000]  # auto: seconds
+    assert read_interactions(p, time_unit="ms")["timestamp"].tolist() == [1_714_521_600_000, 1_714_608_000_000]
+
+
+def test_time_unit_is_a_data_setting_checked_at_construction():
+    with pytest.raises(ConfigError, match=r"data.time_unit: 'sec' is not one of auto, s, ms, us, ns"):
+        DataConfig(time_unit="sec")
+    cfg = DataConfig(split="time", valid_start="1972-01-01", test_start="1972-03-01", time_unit="ms")
+    src = load_sources(cfg, frames={"path": early_frame()})
+    assert src.report["split"]["time_unit"] == "ms" and len(src.test) == 6
+
+
+# --- cut-offs typed as 8-digit dates -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("unit", ["s", "ms"])
+def test_a_yyyymmdd_number_outside_the_data_is_refused_naming_both_readings(unit):
+    with pytest.raises(ConfigError) as e:
+        global_time_split(frame(unit), 20240501, "2024-06-01", names=("--valid-start", "--test-start"))
+    text = str(e.value)
+    assert "--valid-start=20240501 is ambiguous" in text
+    assert "1970-" in text and "2024-05-01" in text  # the number's date and the date's
+    assert "Write --valid-start=2024-05-01" in text and str(1_714_521_600 * PER_SECOND[unit]) in text
+
+
+def test_a_yyyymmdd_number_inside_the_data_is_a_number():
+    # epoch seconds of 1970-08 hold 20240501 itself: the number means what it says
+    seconds = [20_000_000 + k * DAY for k in range(10)]
+    df = read_interactions(pd.DataFrame({"user_id": "u", "item_id": [f"i{k}" for k in range(10)],
+                                         "timestamp": seconds}))
+    s = global_time_split(df, 20_240_501, 20_500_000)
+    assert (len(s.train), len(s.valid), len(s.test)) == (3, 3, 4)
+
+
+def test_a_numeric_cutoff_after_the_data_warns_with_its_date_and_the_range(caplog):
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        s = global_time_split(frame("s"), 1_714_521_600, 1_900_000_000)
+    assert len(s.test) == 0
+    assert "1900000000 (2030-03-17 17:46:40 UTC)" in caplog.text  # what the number means
+    assert "2024-04-01 01:00:00 UTC" in caplog.text and "2024-06-24 01:00:00 UTC" in caplog.text  # first, last
+
+
+def test_data_split_refuses_an_8_digit_cutoff_by_its_flag(tmp_path, capsys):
+    from twotower.cli.main import main
+
+    p = tmp_path / "i.csv"
+    frame("s").to_csv(p, index=False)
+    assert main(["-q", "data", "split", "--input", str(p), "--method", "time", "--valid-start", "20240501",
+                 "--test-start", "2024-06-01", "--out", str(tmp_path / "o")]) == 2
+    assert "--valid-start=2024-05-01" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "train.csv").exists()

@@ -24,6 +24,13 @@ def test_zero_padded_table_keys_are_named_with_an_example(caplog):
     assert "3 item ids of the interactions have no row in it" in caplog.text and "'1' vs '001'" in caplog.text
 
 
+def test_float_written_table_keys_are_named_with_an_example(caplog):
+    # pandas writes an integer id column holding a blank as floats, so a CSV item table's keys read "1.0"
+    items = pd.DataFrame({"item_id": ["1.0", "2.0", "3.0"], "genre": ["a", "b", "a"]})
+    _prepare(items, caplog)
+    assert "3 item ids of the interactions have no row in it" in caplog.text and "'1' vs '1.0'" in caplog.text
+
+
 def test_a_table_that_matches_says_nothing(caplog):
     items = pd.DataFrame({"item_id": ["1", "2", "3", "4"], "genre": ["a", "b", "a", "b"]})  # "4": not yet interacted
     assert len(_prepare(items, caplog)) == 4

@@ -333,7 +333,9 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
         from twotower.data.readers import read_table
         from twotower.errors import DataError
 
-        df = read_table(p)
+        from twotower.pipeline.run_inputs import run_file_encoding
+
+        df = read_table(p, encoding=run_file_encoding(run, p))  # as the run read its files
         col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
         if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
             names = " or ".join(repr(c) for c in dict.fromkeys((run.config.data.user_col, "user_id")))
@@ -493,7 +495,8 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
 
 
 #: the settings `data split` takes as dotted overrides: how to read --input (the split itself has flags)
-SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data.rating_col", "data.format")
+SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data.rating_col", "data.format",
+                   "data.encoding", "data.time_unit")
 
 
 def _split_reading(args: argparse.Namespace):
@@ -567,11 +570,13 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         df, items, users = ml.interactions, ml.items, ml.users
     elif args.input:
         # read as `train` reads it (data.*_col, data.format); the frame has the canonical column names
-        df = read_interactions(args.input, column_map(reading), format=reading.format)
+        df = read_interactions(args.input, column_map(reading), format=reading.format, encoding=reading.encoding,
+                               time_unit=reading.time_unit)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
     if args.method == "time":  # errors and warnings name the flags the user typed
-        split = global_time_split(df, valid_start, test_start, names=("--valid-start", "--test-start"))
+        split = global_time_split(df, valid_start, test_start, names=("--valid-start", "--test-start"),
+                                  time_unit=reading.time_unit)
     else:
         split = _split(df, cfg, args.seed)
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv

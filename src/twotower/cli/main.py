@@ -148,8 +148,9 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.add_argument("overrides", nargs="*", metavar="data.key=value",
                    help="column names and format of --input, as `train` takes them: data.user_col, data.item_col, "
-                        "data.timestamp_col, data.rating_col (null: not in the file), data.format; the split files "
-                        "use the canonical names user_id,item_id,timestamp,rating")
+                        "data.timestamp_col, data.rating_col (null: not in the file), data.format, data.encoding, "
+                        "data.time_unit; the split files use the canonical names user_id,item_id,timestamp,rating "
+                        "and are UTF-8")
     s.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_split"))
 
 

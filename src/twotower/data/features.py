@@ -102,6 +102,42 @@ def _missing_str(value: Any) -> bool:
     return isinstance(value, str) and not value.strip()
 
 
+def _is_nested(value: Any) -> bool:
+    """A list-like or mapping cell (a Parquet list, a JSON array or object), not one value."""
+    return isinstance(value, (list, tuple, set, dict, np.ndarray))
+
+
+def _plain_cell(value: Any) -> Any:
+    return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+def _joined_lists(values: pd.Series, separator: str, *, file: str, column: str, rows: Any) -> pd.Series:
+    """A multi-valued column with its list cells (Parquet list columns, JSON arrays) as ``separator``-joined text.
+
+    Such a cell was read as the one value "['x' 'y']": every distinct list its own token, no value shared. Joined,
+    it reads exactly as the CSV cell "x|y" does; a value holding the separator would be split, so it is refused.
+    """
+    if not values.map(_is_nested).any():
+        return values
+
+    def join(pos: int, value: Any) -> Any:
+        if not _is_nested(value):
+            return value
+        if isinstance(value, dict):
+            raise DataError(f"holds a JSON object {value!r}; a multi-valued cell is a list of values or "
+                            f"{separator!r}-separated text", file=file, row=rows.number(pos), column=column,
+                            unit=rows.unit)
+        parts = [p for p in map(_norm_value, list(value)) if p]
+        for p in parts:
+            if separator in p:
+                raise DataError(f"list value {p!r} holds the separator {separator!r} (data.multi_separator), so it "
+                                "would be split in two; set data.multi_separator to a character no value holds",
+                                file=file, row=rows.number(pos), column=column, unit=rows.unit)
+        return separator.join(parts) if parts else None
+
+    return pd.Series([join(pos, v) for pos, v in enumerate(values.tolist())], index=values.index, dtype=object)
+
+
 def _norm_value(value: Any) -> str | None:
     """A categorical value as text; ints and integral floats render without ``.0``."""
     if _missing_str(value):
@@ -116,19 +152,20 @@ def _norm_value(value: Any) -> str | None:
 
 
 def read_feature_table(
-    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key"
+    source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None = None, key_role: str = "key",
+    encoding: str = "utf-8",
 ) -> pd.DataFrame:
     """Read a feature table and check it against ``spec``.
 
     Missing columns, empty or duplicate keys and non-numeric values in numeric
     columns raise DataError naming the file, row and column. The key becomes
     str; numeric columns float64 (empty -> NaN); other columns are kept. ``key_role`` ("item key" / "user
-    key") picks the setting a missing key column's error points at.
+    key") picks the setting a missing key column's error points at; ``encoding`` is ``data.encoding``.
     """
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
     # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA")
-    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,))
+    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,), encoding=encoding)
     present = list(df.columns)
     for role, cols in ((key_role, (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):
@@ -156,6 +193,14 @@ def read_feature_table(
             column=spec.key,
             unit=rows.unit,
         )
+    kind = key_role.split()[0] if key_role in ("item key", "user key") else "item"
+    for c in (*spec.categorical, *spec.numeric, *spec.text):
+        nested = df[c].map(_is_nested).to_numpy(dtype=bool)
+        check_rows(nested, lambda pos: f"holds a list ({_plain_cell(df[c].iloc[pos])!r}), not one value; a column of "
+                   f"lists (Parquet list, JSON array) is multi-valued: list it under data.{kind}_multi",
+                   file=label, column=c, rows=rows)
+    for c in spec.multi:
+        df[c] = _joined_lists(df[c], spec.separator, file=label, column=c, rows=rows)
     for c in spec.numeric:
         raw = df[c]
         num = pd.to_numeric(raw, errors="coerce")

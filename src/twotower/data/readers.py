@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -24,7 +25,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from twotower.config import INTERACTION_FORMATS
+from twotower.config import INTERACTION_FORMATS, TIME_UNITS, check_encoding
 from twotower.data.timeunits import dates_in_unit, detect_unit
 from twotower.errors import ConfigError, DataError
 
@@ -106,28 +107,77 @@ def _label(source: Any, name: str | None) -> str:
     return str(source)
 
 
-def _without_bom(path: Path) -> Path | io.StringIO:
-    """The file, or its text without the UTF-8 byte-order mark Windows tools write (pandas' JSON reader
-    stops at it: 'Expected object or value at position 0')."""
-    with open(path, "rb") as fh:
-        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
-            return path
-    return io.StringIO(path.read_text(encoding="utf-8-sig"))
+def _codec(encoding: str) -> str:
+    """The codec a file is opened with: UTF-8 as ``utf-8-sig``, so the byte-order mark Windows tools write
+    (Excel's "CSV UTF-8") is not read as part of the first column's name."""
+    check_encoding(encoding)
+    name = codecs.lookup(encoding).name
+    return "utf-8-sig" if name == "utf-8" else encoding
 
 
-def _first_char(path: Path) -> str:
-    """The first character that is not white space or a byte-order mark ('' for none in the first 64 KiB)."""
+def _check_wide_bom(path: Path, label: str, encoding: str) -> None:
+    """Refuse a UTF-16/32 file (by its byte-order mark) read in another encoding.
+
+    Excel's "Unicode Text" is UTF-16: read as UTF-8 it failed on byte 0xff with advice to try cp1252, and read
+    as cp1252 every name and id came out as 'u\\x00s\\x00e\\x00r...', reported only as a missing column.
+    """
     with open(path, "rb") as fh:
-        head = fh.read(65536).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+        head = fh.read(4)
+    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        wide = "utf-32"
+    elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        wide = "utf-16"
+    else:
+        return
+    if not codecs.lookup(encoding).name.startswith(wide):
+        raise DataError(f"the file opens with a {wide.upper()} byte-order mark (Excel's 'Unicode Text' is UTF-16), "
+                        f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
+
+
+def _warn_if_utf8(path: Path, label: str, encoding: str) -> None:
+    """Warn when a file read in a legacy encoding (data.encoding=cp1252 ...) is UTF-8 text with accents.
+
+    data.encoding is one setting for every file, so a UTF-8 item table beside cp1252 interactions read as
+    "CafÃ©", a key no interaction has, without an error. Non-ASCII UTF-8 is almost never valid cp1252 text.
+    """
+    if codecs.lookup(encoding).name.startswith("utf"):
+        return
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 20)  # the first MiB says enough; an incremental decoder allows a character cut at its end
+    if head.isascii():
+        return
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return  # not UTF-8: the setting is right
+    word = next((w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii()), head[:40])
+    log.warning("%s: read as %s (data.encoding), but it is UTF-8 text: %r comes out as %r. data.encoding applies "
+                "to every file; re-save this one in %s, or the others in UTF-8 and drop the setting", label, encoding,
+                word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), encoding)
+
+
+def _read_text(path: Path, encoding: str) -> io.StringIO:
+    """The whole file as text (pandas' JSON reader stops at a byte-order mark: 'Expected object or value at
+    position 0', and takes only UTF-8 from a path)."""
+    return io.StringIO(path.read_text(encoding=_codec(encoding)))
+
+
+def _first_char(path: Path, encoding: str) -> str:
+    """The first character that is not white space or a byte-order mark ('' for none in the first 64 Ki characters)."""
+    with open(path, encoding=_codec(encoding), errors="replace") as fh:
+        head = fh.read(65536).lstrip("\ufeff \t\r\n")
     return head[:1]
 
 
-def _sniff_sep(path: Path, label: str) -> str:
-    with open(path, "rb") as fh:
-        first = fh.readline()
-    if not first.strip():
+def _sniff_sep(path: Path, label: str, encoding: str = "utf-8") -> str:
+    with open(path, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
+        text = fh.readline()
+    if not text.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
-    text = first.decode("utf-8", errors="replace")
+    if re.fullmatch(r"\ufeff?sep=.?\s*", text, flags=re.I):
+        # Excel's separator hint: read as the header, the columns were 'sep=' and 'Unnamed: 1'
+        raise DataError(f"the first line {text.strip()!r} is Excel's separator hint, not a header; delete that line "
+                        "(the separator is taken from the header row)", file=label, row=1, unit="line")
     # the header's most frequent of these; comma on a tie. Semicolons too: Excel in comma-decimal locales and
     # public dumps such as Book-Crossing's BX-Book-Ratings.csv use them, and read with commas such a file was one
     # column and failed far down ("Expected 1 fields in line 438648, saw 3") on the first title holding a comma.
@@ -157,11 +207,13 @@ class RowNumbers:
     ``iloc`` position.
     """
 
-    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None, sep: str | None = None) -> None:
+    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None, sep: str | None = None,
+                 encoding: str = "utf-8") -> None:
         self.unit = unit
         self.first = first
         self._path = path  # the file's numbers are found on demand (the error path only)
         self._sep = sep  # a CSV/TSV file's separator: its rows are counted as records, not lines
+        self._encoding = encoding
         self._numbers: np.ndarray | None = None
 
     def number(self, pos: int) -> int:
@@ -173,13 +225,14 @@ class RowNumbers:
 
     def _json_lines(self) -> np.ndarray:
         assert self._path is not None
-        with open(self._path, "rb") as fh:
+        # newline="\n": lines end where the bytes' lines end, as pandas counts them (a lone \r is no line end)
+        with open(self._path, encoding=_codec(self._encoding), errors="replace", newline="\n") as fh:
             return np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
 
     def _csv_rows(self) -> np.ndarray:
         """The row number of each data record: the non-blank records after the header."""
         assert self._path is not None and self._sep is not None
-        with open(self._path, newline="", encoding="utf-8-sig", errors="replace") as fh:
+        with open(self._path, newline="", encoding=_codec(self._encoding), errors="replace") as fh:
             filled = [n for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1)
                       if rec and not (len(rec) == 1 and not rec[0].strip())]
         return np.array(filled[1:], dtype=np.int64)
@@ -197,27 +250,35 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def _utf8_error(path: Path, label: str, e: UnicodeDecodeError) -> DataError:
+def _decode_error(path: Path, label: str, e: UnicodeDecodeError, encoding: str) -> DataError:
     """The first undecodable byte of the file, by line (the exception's position is within a chunk)."""
-    with open(path, "rb") as fh:
-        for number, line in enumerate(fh, 1):
-            try:
-                line.decode("utf-8")
-            except UnicodeDecodeError as bad:
-                char = len(line[: bad.start].decode("utf-8")) + 1
-                return DataError(f"not UTF-8 text: byte 0x{line[bad.start]:02x} at character {char} cannot be "
-                                 "decoded; re-save the file as UTF-8", file=label, row=number, unit="line")
-    return DataError(f"not UTF-8 text ({_one_line(e)}); re-save the file as UTF-8", file=label)
+    codec = codecs.lookup(encoding).name
+    fix = ("set data.encoding to the file's encoding (cp1252 or latin-1 for most Windows and Excel exports), "
+           "or re-save the file as UTF-8" if codec == "utf-8" else
+           f"set data.encoding to the file's encoding (it is {encoding!r} now; utf-8 is the default)")
+    what = "UTF-8" if codec == "utf-8" else encoding
+    data = path.read_bytes()
+    try:
+        data.decode(codec)  # not utf-8-sig: its positions would count from after the byte-order mark
+    except UnicodeDecodeError as bad:
+        if "\n".encode(codec) == b"\n":  # lines are counted in bytes only where a newline is one byte
+            start = data.rfind(b"\n", 0, bad.start) + 1
+            char = len(data[start: bad.start].decode(codec, errors="replace").lstrip("\ufeff")) + 1
+            return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at character {char} cannot be "
+                             f"decoded; {fix}", file=label, row=data.count(b"\n", 0, bad.start) + 1, unit="line")
+        return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at byte offset {bad.start} cannot be "
+                         f"decoded; {fix}", file=label)
+    return DataError(f"not {what} text ({_one_line(e)}); {fix}", file=label)
 
 
-def _json_lines_error(path: Path, label: str) -> DataError | None:
+def _json_lines_error(path: Path, label: str, encoding: str = "utf-8") -> DataError | None:
     """The first line of a JSON lines file that is not a JSON value (pandas names a character offset)."""
-    with open(path, "rb") as fh:
+    with open(path, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                json.loads(line.rstrip(b"\r\n"))
+                json.loads(line.rstrip("\r\n"))
             except ValueError as bad:
                 what = bad.msg if isinstance(bad, json.JSONDecodeError) else _one_line(bad)
                 col = f" at character {bad.colno}" if isinstance(bad, json.JSONDecodeError) else ""
@@ -232,6 +293,7 @@ def read_table(
     name: str | None = None,
     dtype: dict[str, Any] | None = None,
     literal: Iterable[str] = (),
+    encoding: str = "utf-8",
 ) -> pd.DataFrame:
     """Read a table by file suffix, or copy a DataFrame.
 
@@ -240,9 +302,10 @@ def read_table(
     JSON array of records. ``dtype`` (CSV only) pins columns, e.g. ids to
     ``str`` so ``"007"`` keeps its zeros. ``literal`` (CSV only) names columns
     read as their text: ``NA``, ``null`` or ``None`` there are values (ids), only
-    an empty cell is missing. ``name`` is the label used in errors.
+    an empty cell is missing. ``name`` is the label used in errors. ``encoding`` (any Python codec name,
+    ``data.encoding``) decodes CSV/TSV/TXT and JSON files; a UTF-8 byte-order mark is skipped.
     """
-    return read_table_numbered(source, name=name, dtype=dtype, literal=literal)[0]
+    return read_table_numbered(source, name=name, dtype=dtype, literal=literal, encoding=encoding)[0]
 
 
 def read_table_numbered(
@@ -251,9 +314,11 @@ def read_table_numbered(
     name: str | None = None,
     dtype: dict[str, Any] | None = None,
     literal: Iterable[str] = (),
+    encoding: str = "utf-8",
 ) -> tuple[pd.DataFrame, RowNumbers]:
     """:func:`read_table`, and how its data positions are numbered in errors (row, line or record)."""
     label = _label(source, name)
+    codec = _codec(encoding)  # an unknown codec is named before the file is looked at
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
@@ -276,33 +341,43 @@ def read_table_numbered(
         raise DataError("file is empty; expected a header row and data rows", file=label)
     suffix = path.suffix.lower()
     rows = CSV_ROWS
+    if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
+        _check_wide_bom(path, label, encoding)
+        _warn_if_utf8(path, label, encoding)
     try:
         if suffix in _CSV_SUFFIXES:
-            sep = _sniff_sep(path, label)
-            rows = RowNumbers(path=path, sep=sep)
+            sep = _sniff_sep(path, label, encoding)
+            rows = RowNumbers(path=path, sep=sep, encoding=encoding)
             literal = set(literal)
+            # index_col=False: rows one field longer than the header (a trailing separator on every line, as
+            # some exporters write) made pandas take the first column as the index, shifting every column one
+            # to the left: user_id held the items, item_id the times, and a fourth value became the timestamp
+            na: dict[str, Any] = {}
             if literal:
                 # NA handling per column: literal (id) columns treat only an empty cell as missing,
                 # every other column keeps pandas' default NA strings (and so its current messages)
-                header = pd.read_csv(path, sep=sep, nrows=0).columns
-                na_values = {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}
-                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False,
-                                 keep_default_na=False, na_values=na_values)
-            else:
-                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False)
+                header = pd.read_csv(path, sep=sep, nrows=0, encoding=codec, index_col=False).columns
+                na = {"keep_default_na": False,
+                      "na_values": {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}}
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", pd.errors.ParserWarning)
+                df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False, encoding=codec,
+                                 index_col=False, **na)
+            if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+                _check_no_unnamed_values(path, label, sep, encoding, len(df.columns))
         elif suffix in _PARQUET_SUFFIXES:
-            df = pd.read_parquet(path)
+            df = _index_as_columns(pd.read_parquet(path))
             rows = RowNumbers("record", 1)
         elif suffix in _JSON_SUFFIXES:
             # a .json file opening with '[' is one array of records; read as lines, a compact array (what
             # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
-            src = _without_bom(path)
-            if suffix == ".json" and _first_char(path) == "[":
+            src = _read_text(path, encoding)
+            if suffix == ".json" and _first_char(path, encoding) == "[":
                 df = pd.read_json(src, orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
             else:
                 df = pd.read_json(src, lines=True, dtype=False, convert_dates=False)
-                rows = RowNumbers("line", 1, path)
+                rows = RowNumbers("line", 1, path, encoding=encoding)
         else:
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except DataError:
@@ -310,10 +385,10 @@ def read_table_numbered(
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected a header row and data rows", file=label) from e
     except UnicodeDecodeError as e:
-        raise _utf8_error(path, label, e) from e
+        raise _decode_error(path, label, e, encoding) from e
     except Exception as e:  # parser errors of pandas/pyarrow/json
         if suffix in _JSON_SUFFIXES and isinstance(e, ValueError):
-            line_error = _json_lines_error(path, label)
+            line_error = _json_lines_error(path, label, encoding)
             if line_error is not None:
                 raise line_error from e
         # pandas names the file's line of a ragged row ("Expected 4 fields in line 91, saw 6")
@@ -329,6 +404,29 @@ def read_table_numbered(
         raise DataError("did not parse into a table", file=label)
     _check_column_names(df, label, row=1)
     return df, rows
+
+
+def _index_as_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """A Parquet file's named index as columns: pandas writes ``df.set_index("user_id")`` with the ids as the
+    index and reads them back so, and the user column of that file was "not found" among the columns."""
+    names = [n for n in df.index.names if n is not None]
+    if not names or any(str(n) in map(str, df.columns) for n in names):
+        return df
+    return df.reset_index()
+
+
+def _check_no_unnamed_values(path: Path, label: str, sep: str, encoding: str, width: int) -> None:
+    """Refuse a row with values beyond the header's columns (pandas drops them with a warning).
+
+    Such values belong to no column: a header missing a name, or a separator inside an unquoted value. Empty
+    extra fields (a trailing separator) lose nothing and are let through.
+    """
+    with open(path, newline="", encoding=_codec(encoding), errors="replace") as fh:
+        for number, rec in enumerate(csv.reader(fh, delimiter=sep), 1):
+            if number > 1 and len(rec) > width and any(v.strip() for v in rec[width:]):
+                raise DataError(f"{len(rec)} fields, but the header names {width} columns: the value(s) "
+                                f"{rec[width:]!r} belong to no column; give every column a name in the header, or "
+                                "quote a value that holds the separator", file=label, row=number)
 
 
 def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
@@ -454,20 +552,26 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
     """
     values = values.reset_index(drop=True)
     if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
-        out = values.astype("int64").astype(str)
+        # as the integers' own text: through int64, a uint64 id above 2**63 (a JSON id such as
+        # 12345678901234567890, a Parquet uint64 hash) wrapped to a negative number, another id, silently
+        out = values.map(lambda v: str(int(v))) if values.dtype.kind == "u" else values.astype("int64").astype(str)
     else:
         out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
         wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
         check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
                    "undecodable bytes)", file=file, column=column, rows=rows)
     bad = out.isna().to_numpy()
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} row(s) in total; a row with fewer fields than the "
-               f"header reads as empty); every row needs a {column!r} value",
-               file=file, column=column, rows=rows)
+    # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
+    why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
+           "null, NaN or empty")
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {why}); every {rows.unit} "
+               f"needs a {column!r} value", file=file, column=column, rows=rows)
     return out.astype(str)
 
 
-def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
+def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
+                time_unit: str = "auto") -> np.ndarray:
+    """Epoch times as int64: numbers as given, dates in ``time_unit`` (``auto``: the numbers' unit, else seconds)."""
     values = values.reset_index(drop=True)
     n = len(values)
     out = np.zeros(n, dtype=np.int64)
@@ -486,7 +590,7 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
         dt = pd.to_datetime(values, utc=True)
         check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
                    rows=rows)
-        return dates_in_unit(dt, "s")
+        return dates_in_unit(dt, "s" if time_unit == "auto" else time_unit)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
@@ -504,12 +608,17 @@ def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers =
         dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
         unreadable = np.zeros(n, dtype=bool)
         unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
-        check_rows(unreadable, lambda pos: f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds "
-                   "(int/float) or an ISO date like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column,
-                   rows=rows)
+        # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
+        missing = np.zeros(n, dtype=bool)
+        missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
+        check_rows(unreadable, lambda pos: _bad_number("timestamp", None) if missing[pos] else
+                   f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
+                   "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
         # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
         # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
-        out[rest] = dates_in_unit(dt, detect_unit(out[is_num]) if is_num.any() else "s")
+        # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
+        unit = time_unit if time_unit != "auto" else detect_unit(out[is_num]) if is_num.any() else "s"
+        out[rest] = dates_in_unit(dt, unit)
     return out
 
 
@@ -530,15 +639,15 @@ def _ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CS
     return numeric.astype(np.float32)
 
 
-def is_sasrec_file(path: str | Path) -> bool:
+def is_sasrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
     """True for a ``.txt`` file whose first non-empty line is two integers (``user item``, no header)."""
     p = Path(path)
     if p.suffix.lower() != ".txt" or not p.is_file():
         return False
-    with open(p, "rb") as fh:
+    with open(p, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
         for line in fh:
             if line.strip():
-                return bool(_SASREC_LINE.match(line))
+                return bool(_SASREC_LINE.match(line.encode("utf-8")))
     return False
 
 
@@ -555,7 +664,7 @@ def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
                      "(SASRec format, file order = time order) need integer ids", file=label, row=1, unit="line")
 
 
-def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
+def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = "utf-8") -> pd.DataFrame:
     """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
     The format (SASRec, BERT4Rec, SASRec+, gSASRec): one ``user item`` pair of
@@ -563,21 +672,24 @@ def read_sasrec(source: str | Path, *, name: str | None = None) -> pd.DataFrame:
     time order. There are no timestamps, so ``timestamp`` is the line's ordinal
     within its user (0, 1, 2, ...): every split and history reader, which order
     by ``(user, timestamp)``, then keeps the file order exactly. Ratings are 1.0.
-    Errors name the 1-based line (there is no header).
+    Errors name the 1-based line (there is no header). ``encoding`` is ``data.encoding``.
     """
     label = _label(source, name)
+    codec = _codec(encoding)
     path = Path(source)
     if not path.exists():
         raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
+    _check_wide_bom(path, label, encoding)
     try:
         # dtype=str keeps "007" and huge ids verbatim; blank lines stay as all-NaN rows so positions are line numbers
-        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, skip_blank_lines=False, engine="c")
+        raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, skip_blank_lines=False, engine="c",
+                          encoding=codec)
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected 'user item' lines (SASRec format)", file=label) from e
     except UnicodeDecodeError as e:
-        raise DataError(f"not UTF-8 text ({e}); expected 'user item' integer lines", file=label) from e
+        raise _decode_error(path, label, e, encoding) from e
     except pd.errors.ParserError as e:  # a line with more fields than the first: pandas names the line
         raise DataError(f"not SASRec format ({e}); every line must be exactly 'user item' (two integers)",
                         file=label) from e
@@ -660,6 +772,22 @@ def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
                     "(a random leave-one-out) if the data has no time", label, n_sorted, n_checked, _SORTED_MIN_ROWS)
 
 
+def _warn_float_spelled_ids(label: str, column: str, ids: pd.Series) -> None:
+    """Say so when one column holds an id both as ``12`` and as ``12.0`` (rows that went through a float column,
+    e.g. pandas' export of an id column with a blank): ids are text, so they are two users or items."""
+    uniq = pd.Series(pd.unique(ids.to_numpy(dtype=object)), dtype=object)
+    spelled = uniq[uniq.str.fullmatch(r"[+-]?\d+\.0+").fillna(False).to_numpy(dtype=bool)]
+    if spelled.empty:
+        return
+    whole = spelled.str.split(".", n=1).str[0]
+    twins = whole.isin(set(uniq)).to_numpy(dtype=bool)
+    if twins.any():
+        first = int(np.flatnonzero(twins)[0])
+        log.warning("%s, column %r: %d id(s) are written both as an integer and with a trailing .0 (e.g. %r and %r); "
+                    "ids are text, so they are read as different ids: write each id one way", label, column,
+                    int(twins.sum()), whole.iloc[first], spelled.iloc[first])
+
+
 def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
     """Row order stands in for time: say so when a column the user may have meant is right there."""
     like = [c for c in present if c not in used and _looks_like_time(c)]
@@ -676,6 +804,8 @@ def read_interactions(
     *,
     name: str | None = None,
     format: str = "auto",
+    encoding: str = "utf-8",
+    time_unit: str = "auto",
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -690,19 +820,26 @@ def read_interactions(
     headerless ``user item`` lines (:func:`read_sasrec`; ``columns`` is not
     used), ``"table"`` a table with a header, and ``"auto"`` picks SASRec for a
     ``.txt`` file whose first line is two integers.
+
+    ``encoding`` (``data.encoding``) decodes text files. ``time_unit`` (``data.time_unit``): ``auto`` keeps
+    dates in the unit of the column's numbers (seconds without numbers); ``s``/``ms``/``us``/``ns`` puts them
+    in that unit, the one the numbers are declared to be in.
     """
     if not isinstance(columns, ColumnMap):
         raise ConfigError(f"columns must be a ColumnMap, got {type(columns).__name__}")
     if format not in INTERACTION_FORMATS:
         raise ConfigError(f"format must be one of {', '.join(INTERACTION_FORMATS)}, got {format!r}")
+    if time_unit not in TIME_UNITS:
+        raise ConfigError(f"time_unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
+    _codec(encoding)
     label = _label(source, name)
-    if format == "sasrec" or (format == "auto" and isinstance(source, (str, Path)) and is_sasrec_file(source)):
+    if format == "sasrec" or (format == "auto" and isinstance(source, (str, Path)) and is_sasrec_file(source, encoding)):
         if isinstance(source, pd.DataFrame):
             raise ConfigError("format='sasrec' reads a file; a DataFrame is already a table (use format='table')")
-        return read_sasrec(source, name=name)
+        return read_sasrec(source, name=name, encoding=encoding)
     id_cols = {columns.user: str, columns.item: str}
     # ids are text: "NA" or "null" is an id as in JSON lines and Parquet (only an empty cell is missing)
-    raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols)
+    raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding)
     present = list(raw.columns)
     for role, col in (("user", columns.user), ("item", columns.item)):
         if col not in raw.columns:
@@ -728,8 +865,11 @@ def read_interactions(
 
     users = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
     items = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
+    _warn_float_spelled_ids(label, columns.user, users)
+    _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows)
+        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows,
+                         time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
     else:
         ts = np.arange(len(raw), dtype=np.int64)

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from twotower.config import TIME_UNITS
 from twotower.data.timeunits import UNIT_NAMES, convert, date_in_unit, detect_unit, has_times, show_time, unit_of
 from twotower.errors import ConfigError, DataError
 
@@ -212,19 +213,33 @@ def _to_epoch(value: Any, setting: str, unit: str = "s") -> int:
     return date_in_unit(value, unit, setting)
 
 
-def _span(ts: np.ndarray, unit: str | None) -> str:
+def _span(ts: np.ndarray, unit: str | None, declared: bool = False) -> str:
     """The data's time range for messages, with the dates it means and the unit it was read in."""
     lo, hi = int(ts.min()), int(ts.max())
     if unit is None:
         return f"the data's timestamps run from {lo} to {hi}, positions in file order rather than times"
-    return f"the data's timestamps run from {show_time(lo, unit)} to {show_time(hi, unit)}, read as {UNIT_NAMES[unit]}"
+    how = "data.time_unit" if declared else "told from their size; data.time_unit sets it"
+    return (f"the data's timestamps run from {show_time(lo, unit)} to {show_time(hi, unit)}, read as "
+            f"{UNIT_NAMES[unit]} ({how})")
 
 
-def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray) -> int:
+def _yyyymmdd(value: Any) -> pd.Timestamp | None:
+    """The date an integer such as 20240501 spells as YYYYMMDD, or None when it spells none."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or not 10000101 <= int(value) <= 99991231:
+        return None
+    try:
+        return pd.Timestamp(pd.to_datetime(str(int(value)), format="%Y%m%d"))
+    except (ValueError, OverflowError):
+        return None
+
+
+def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray, declared: bool = False) -> int:
     """One cut-off in the data's unit: a date converted, a number checked to be of the data's magnitude.
 
     A number of another magnitude (epoch seconds against millisecond data) puts every row on one side of
-    it, and the split would quietly hold nothing out, or everything: refused, with the value in the right unit.
+    it, and the split would quietly hold nothing out, or everything: refused, with the value in the right unit
+    (unless data.time_unit declares the unit: ``declared``). So is an 8-digit number outside the data that read
+    as YYYYMMDD is a date inside it (--valid-start 20240501 meant 2024-05-01, not 1970-08-23).
     """
     if unit is None:  # row or line order: a position can be cut at, a date cannot
         if not isinstance(value, numbers.Real):
@@ -234,11 +249,23 @@ def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray) -> int:
     if not isinstance(value, numbers.Real):
         return _to_epoch(value, setting, unit)
     cut = _to_epoch(value, setting)
+    lo, hi = int(ts.min()), int(ts.max())
+    date = _yyyymmdd(value)
+    if date is not None and not lo <= cut <= hi:
+        # an error, not a guess: the same digits must not mean a date for one file and an epoch time for another
+        as_date = date_in_unit(date, unit, setting)
+        if lo <= as_date <= hi:
+            raise ConfigError(
+                f"{setting}={value!r} is ambiguous: read as a number in the data's unit it is {show_time(cut, unit)}, "
+                f"outside the data, while read as a date (YYYYMMDD) it is {date:%Y-%m-%d}, inside it; "
+                f"{_span(ts, unit, declared)}. Write {setting}={date:%Y-%m-%d} for the date (or the number "
+                f"{as_date}, that date in {UNIT_NAMES[unit]})")
     given = unit_of(cut)
-    if given != unit:
+    if given != unit and not declared:
+        also = f"; if you meant the date {date:%Y-%m-%d}, write it so" if date is not None else ""
         raise ConfigError(f"{setting}={value!r} reads as {UNIT_NAMES[given]}, but {_span(ts, unit)}: every row "
                           f"would land on one side of it. Give {setting} in {UNIT_NAMES[unit]} "
-                          f"({convert(cut, given, unit)}) or as a date like 2024-05-01")
+                          f"({convert(cut, given, unit)}) or as a date like 2024-05-01{also}")
     return cut
 
 
@@ -252,8 +279,14 @@ def _warn_empty_parts(valid: pd.DataFrame, test: pd.DataFrame, given: tuple[Any,
         log.warning("test is empty: no timestamp is at or after %s %s; %s", t_name, t_value, span)
 
 
+def _shown(value: Any, cut: int, unit: str | None) -> str:
+    """A cut-off for a message: a number with the date it means in the data's unit (a date as given)."""
+    return show_time(cut, unit) if unit is not None and isinstance(value, numbers.Real) else str(value)
+
+
 def global_time_split(
-    df: pd.DataFrame, valid_start: Any, test_start: Any, *, names: tuple[str, str] = ("valid_start", "test_start")
+    df: pd.DataFrame, valid_start: Any, test_start: Any, *, names: tuple[str, str] = ("valid_start", "test_start"),
+    time_unit: str = "auto",
 ) -> Split:
     """One cut for everyone: ``t < valid_start`` train, ``valid_start <= t < test_start`` valid, rest test.
 
@@ -261,25 +294,32 @@ def global_time_split(
     (seconds, milliseconds, microseconds or nanoseconds) is told from their magnitude
     (:mod:`twotower.data.timeunits`) and reported as ``time_unit``: dates are converted into it, and a
     number of another magnitude is refused, naming the setting (``names``: how the caller spells the
-    two). Users/items first seen in valid/test are counted as cold in the report.
+    two). ``time_unit`` (``data.time_unit``: ``s``, ``ms``, ``us`` or ``ns``) declares the unit instead, for
+    data the magnitude misreads (times before 1973, seconds from another origin); numbers are then taken in it.
+    An 8-digit number outside the data that read as YYYYMMDD is a date inside it is refused as ambiguous.
+    Users/items first seen in valid/test are counted as cold in the report.
     """
+    if time_unit not in TIME_UNITS:
+        raise ConfigError(f"time_unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
     for value, setting in zip((valid_start, test_start), names):
         _to_epoch(value, setting)  # a malformed cut-off is named before the data is looked at
     _check_df(df)
     s, _, _ = _sorted_positions(df)
     ts = s["timestamp"].to_numpy(dtype=np.int64)
-    unit = detect_unit(ts) if has_times(df) else None
-    v = _cutoff(valid_start, names[0], unit, ts)
-    t = _cutoff(test_start, names[1], unit, ts)
+    declared = time_unit != "auto"
+    unit = (time_unit if declared else detect_unit(ts)) if has_times(df) else None
+    v = _cutoff(valid_start, names[0], unit, ts, declared)
+    t = _cutoff(test_start, names[1], unit, ts, declared)
     if v > t:
         raise ConfigError(f"{names[0]} ({valid_start!r}) must not be after {names[1]} ({test_start!r})")
     is_train = ts < v
     is_test = ts >= t
     is_valid = ~(is_train | is_test)
     if not is_train.any():
-        raise DataError(f"global_time left the train part empty: no row is before {names[0]} {valid_start}; "
-                        f"{_span(ts, unit)}")
-    _warn_empty_parts(s[is_valid], s[is_test], (valid_start, test_start), names, _span(ts, unit))
+        raise DataError(f"global_time left the train part empty: no row is before {names[0]} "
+                        f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared)}")
+    _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
+                      _span(ts, unit, declared))
     return _finish("global_time", s[is_train], s[is_valid], s[is_test],
                    {"valid_start": v, "test_start": t, "time_unit": unit or "row order"})
 

@@ -115,13 +115,16 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     if not files:
         raise ConfigError("--history-from needs at least one interactions file (e.g. train.csv valid.csv)")
     parts, timed, units = [], [], []
+    cfg = getattr(run, "config", None)
+    declared = cfg.data.time_unit if cfg is not None else "auto"  # data.time_unit of the run: no guess
     for n, (src, label) in enumerate(zip(sources, files)):
         if isinstance(src, pd.DataFrame):
             df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
         else:
             df = read_run_interactions(run, label)
         timed.append(has_times(df))
-        units.append(detect_unit(df["timestamp"].to_numpy()) if timed[-1] else None)
+        units.append((declared if declared != "auto" else detect_unit(df["timestamp"].to_numpy())) if timed[-1]
+                     else None)
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
     _check_one_unit(files, units)
     if any(timed) and not all(timed):

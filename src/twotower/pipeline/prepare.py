@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +112,11 @@ def prepare(src: Sources) -> Prepared:
 
 
 def _id_key(x: str) -> str:
-    """An id as people tend to mean it: case, surrounding spaces and leading zeros ignored ("007" ~ "7")."""
+    """An id as people tend to mean it: case, surrounding spaces, leading zeros and a ``.0`` ignored ("007" ~ "7",
+    and "12.0" ~ "12": pandas writes an integer id column holding a blank as floats)."""
     x = x.strip().lower()
+    if re.fullmatch(r"\d+\.0*", x):
+        x = x.split(".", 1)[0]
     return x.lstrip("0") or "0" if x.isdigit() else x
 
 
@@ -134,9 +138,9 @@ def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], k
     if pairs:
         shown = ", ".join(f"{a!r} vs {b!r}" for a, b in pairs[:3])
         log.warning("%s table (%s): %d %s ids of the interactions have no row in it but match a row once case, "
-                    "spaces and leading zeros are ignored (e.g. %s); they are different ids, so each such %s is in "
-                    "the catalogue twice and the interacted copy has no features: write the ids the same way in "
-                    "both files", kind, flag, len(pairs), kind, shown, kind)
+                    "spaces, leading zeros and a trailing .0 are ignored (e.g. %s); they are different ids, so each "
+                    "such %s is in the catalogue twice and the interacted copy has no features: write the ids the "
+                    "same way in both files", kind, flag, len(pairs), kind, shown, kind)
     elif len(missing) > len(interaction_ids) // 2:
         log.warning("%s table (%s): %d of %d %s ids of the interactions have no row in it (e.g. %r), and %d of its "
                     "rows match no interaction; are the ids the same column in both?", kind, flag, len(missing),

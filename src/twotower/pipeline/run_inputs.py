@@ -1,9 +1,10 @@
 """Interaction files given to a trained run (``--exclude``, ``--history-from``, ``evaluate --test``).
 
 They are read the way the run read its training data: the run's column names
-(``data.user_col`` ...) and file format from its ``config.json``. A file in the
+(``data.user_col`` ...), file format, text encoding and time unit from its ``config.json``. A file in the
 canonical layout (``user_id,item_id,...``, e.g. the run's own ``data/*.csv``) is
-read as such, so both the user's original files and the run's copies work.
+read as such, so both the user's original files and the run's copies work. The run's
+copies are UTF-8 whatever ``data.encoding`` says (twotower wrote them), and are read so.
 """
 from __future__ import annotations
 
@@ -16,13 +17,34 @@ from twotower.data.readers import ColumnMap, read_interactions
 from twotower.errors import DataError
 from twotower.pipeline.sources import column_map
 
-__all__ = ["run_columns", "read_run_interactions"]
+__all__ = ["run_columns", "run_file_encoding", "read_run_interactions"]
 
 
 def run_columns(run: Any) -> ColumnMap:
     """The column map the run was trained with (its ``data.*_col`` settings); canonical without a config."""
     cfg = getattr(run, "config", None)  # a Prepared split (benchmarks) has vocabularies but no config
     return ColumnMap() if cfg is None else column_map(cfg.data)
+
+
+def _in_run_folder(run: Any, source: Any) -> bool:
+    """Whether ``source`` is a file inside the run's folder (its ``data/*.csv``, written as UTF-8)."""
+    folder = getattr(run, "dir", None)
+    if folder is None or not isinstance(source, (str, Path)):
+        return False
+    try:
+        return Path(source).resolve().is_relative_to(Path(folder).resolve())
+    except OSError:
+        return False
+
+
+def run_file_encoding(run: Any, source: Any) -> str:
+    """The encoding a file given to ``run`` is read with: the run's ``data.encoding``, but UTF-8 for the run's
+    own files (read as cp1252, its UTF-8 copy of an id "Café" became "CafÃ©", unknown to the run, and its rows
+    were dropped from the exclusions or the history without a word)."""
+    cfg = getattr(run, "config", None)
+    if cfg is None or _in_run_folder(run, source):
+        return "utf-8"
+    return cfg.data.encoding
 
 
 def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: str | None = None) -> pd.DataFrame:
@@ -36,15 +58,17 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
     """
     cfg = getattr(run, "config", None)
     columns, fmt = run_columns(run), (cfg.data.format if cfg is not None else "auto")
+    encoding = run_file_encoding(run, source)
+    time_unit = cfg.data.time_unit if cfg is not None else "auto"
     if isinstance(source, pd.DataFrame) and fmt == "sasrec":
         fmt = "table"  # a frame is a table already: its columns are the run's (or the canonical) ones
     try:
-        return read_interactions(source, columns, name=name, format=fmt)
+        return read_interactions(source, columns, name=name, format=fmt, encoding=encoding, time_unit=time_unit)
     except DataError as e:
         first = e
     if (columns, fmt) != (ColumnMap(), "auto"):
         try:
-            return read_interactions(source, name=name)
+            return read_interactions(source, name=name, encoding=encoding, time_unit=time_unit)
         except DataError:
             pass
     if first.column not in (columns.user, columns.item, columns.timestamp, columns.rating) or "not found" not in first.message:

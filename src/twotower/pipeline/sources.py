@@ -44,7 +44,8 @@ def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     if cfg.split == "time":
         if cfg.valid_start is None or cfg.test_start is None:
             raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
-        return global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"))
+        return global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"),
+                                 time_unit=cfg.time_unit)
     return random_split(df, cfg.ratios, seed)
 
 
@@ -85,15 +86,20 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     item_spec = user_spec = None
     title_col = cfg.title_col
     report: dict[str, Any] = {}
+
+    def read(name: str) -> pd.DataFrame:
+        return read_interactions(_source(name), columns, name=str(name), format=cfg.format, encoding=cfg.encoding,
+                                 time_unit=cfg.time_unit)
+
     if cfg.train is not None:
-        train = read_interactions(_source(cfg.train), columns, name=str(cfg.train), format=cfg.format)
-        valid = read_interactions(_source(cfg.valid), columns, name=str(cfg.valid), format=cfg.format) if cfg.valid is not None else None
-        test = read_interactions(_source(cfg.test), columns, name=str(cfg.test), format=cfg.format) if cfg.test is not None else None
+        train = read(cfg.train)
+        valid = read(cfg.valid) if cfg.valid is not None else None
+        test = read(cfg.test) if cfg.test is not None else None
         report["split"] = "given as files"
         reads = {"train": train, "valid": valid, "test": test}
     elif cfg.path is not None or cfg.dataset is not None:
         if cfg.path is not None:
-            df = read_interactions(_source(cfg.path), columns, name=str(cfg.path), format=cfg.format)
+            df = read(cfg.path)
         else:
             from twotower.data.movielens import (
                 MOVIELENS_ITEM_FEATURES,
@@ -123,7 +129,8 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             separator=cfg.multi_separator,
             text=cfg.item_text,
         )
-        items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key")
+        items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key",
+                                   encoding=cfg.encoding)
         item_spec = _rekey(item_spec)
         items = items.rename(columns={item_key: "item_id"})
     if cfg.users is not None:
@@ -132,7 +139,8 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
             key=user_key, categorical=cfg.user_categorical, numeric=cfg.user_numeric, multi=cfg.user_multi,
             separator=cfg.multi_separator,
         )
-        users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key")
+        users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key",
+                                   encoding=cfg.encoding)
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={user_key: "user_id"})
     _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True)
