@@ -5,31 +5,49 @@ Canonical interactions have exactly the columns ``user_id`` (str), ``item_id``
 dates as epoch seconds; row order without a time column) and ``rating``
 (float32). Every problem with the input raises :class:`DataError` naming the
 file, the 1-based row (the header is row 1, the first data row is row 2) and
-the column.
+the column. How bytes become text is :mod:`twotower.data.text_files`; how one column becomes canonical values,
+:mod:`twotower.data.columns`.
 """
 from __future__ import annotations
 
-import codecs
 import csv
 import difflib
-import io
 import json
 import logging
-import math
 import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
 
-from twotower.config import INTERACTION_FORMATS, TIME_UNITS, check_encoding
-from twotower.data.timeunits import dates_in_unit, detect_unit
+from twotower.config import INTERACTION_FORMATS, TIME_UNITS
+from twotower.data.columns import (
+    CSV_ROWS,
+    FRAME_ROWS,
+    PANDAS_NA,
+    RowNumbers,
+    check_rows,
+    ids_to_str,
+    parse_ratings,
+    parse_timestamps,
+)
+from twotower.data.text_files import (
+    check_wide_bom,
+    codec_for,
+    decode_error,
+    first_char,
+    one_line,
+    read_text,
+    warn_if_utf8,
+)
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
+    "check_rows",  # re-exported: features and search/prepare read their columns with the same rules
+    "ids_to_str",
     "ColumnMap",
     "read_table",
     "read_table_numbered",
@@ -51,10 +69,6 @@ _PARQUET_SUFFIXES = {".parquet", ".pq"}
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
 
-# ``format`` choices of read_interactions (defined with data.format in config.py): ``auto`` (a
-# ``.txt`` file whose first line is two integers is SASRec format, anything else a table),
-# ``table`` (header row, by suffix) or ``sasrec`` (``user item`` integers, file order = time order).
-_SASREC_LINE = re.compile(rb"^\s*[+-]?\d+\s+[+-]?\d+\s*$")
 #: words of a column name that read as an event time (ts, event_time, createdAt, order_date, unix_epoch, ...)
 _TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
 
@@ -65,7 +79,6 @@ def _looks_like_time(column: str) -> bool:
 
 
 _INT_TEXT = r"[+-]?\d+"
-
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,70 +120,8 @@ def _label(source: Any, name: str | None) -> str:
     return str(source)
 
 
-def _codec(encoding: str) -> str:
-    """The codec a file is opened with: UTF-8 as ``utf-8-sig``, so the byte-order mark Windows tools write
-    (Excel's "CSV UTF-8") is not read as part of the first column's name."""
-    check_encoding(encoding)
-    name = codecs.lookup(encoding).name
-    return "utf-8-sig" if name == "utf-8" else encoding
-
-
-def _check_wide_bom(path: Path, label: str, encoding: str) -> None:
-    """Refuse a UTF-16/32 file (by its byte-order mark) read in another encoding.
-
-    Excel's "Unicode Text" is UTF-16: read as UTF-8 it failed on byte 0xff with advice to try cp1252, and read
-    as cp1252 every name and id came out as 'u\\x00s\\x00e\\x00r...', reported only as a missing column.
-    """
-    with open(path, "rb") as fh:
-        head = fh.read(4)
-    if head.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
-        wide = "utf-32"
-    elif head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        wide = "utf-16"
-    else:
-        return
-    if not codecs.lookup(encoding).name.startswith(wide):
-        raise DataError(f"the file opens with a {wide.upper()} byte-order mark (Excel's 'Unicode Text' is UTF-16), "
-                        f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
-
-
-def _warn_if_utf8(path: Path, label: str, encoding: str) -> None:
-    """Warn when a file read in a legacy encoding (data.encoding=cp1252 ...) is UTF-8 text with accents.
-
-    data.encoding is one setting for every file, so a UTF-8 item table beside cp1252 interactions read as
-    "CafÃ©", a key no interaction has, without an error. Non-ASCII UTF-8 is almost never valid cp1252 text.
-    """
-    if codecs.lookup(encoding).name.startswith("utf"):
-        return
-    with open(path, "rb") as fh:
-        head = fh.read(1 << 20)  # the first MiB says enough; an incremental decoder allows a character cut at its end
-    if head.isascii():
-        return
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return  # not UTF-8: the setting is right
-    word = next((w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii()), head[:40])
-    log.warning("%s: read as %s (data.encoding), but it is UTF-8 text: %r comes out as %r. data.encoding applies "
-                "to every file; re-save this one in %s, or the others in UTF-8 and drop the setting", label, encoding,
-                word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), encoding)
-
-
-def _read_text(path: Path, encoding: str) -> io.StringIO:
-    """The whole file as text (pandas' JSON reader stops at a byte-order mark: 'Expected object or value at
-    position 0', and takes only UTF-8 from a path)."""
-    return io.StringIO(path.read_text(encoding=_codec(encoding)))
-
-
-def _first_char(path: Path, encoding: str) -> str:
-    """The first character that is not white space or a byte-order mark ('' for none in the first 64 Ki characters)."""
-    with open(path, encoding=_codec(encoding), errors="replace") as fh:
-        head = fh.read(65536).lstrip("\ufeff \t\r\n")
-    return head[:1]
-
-
 def _sniff_sep(path: Path, label: str, encoding: str = "utf-8") -> str:
-    with open(path, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
+    with open(path, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
         text = fh.readline()
     if not text.strip():
         raise DataError("the first line is empty; expected a header row with column names", file=label, row=1)
@@ -190,97 +141,16 @@ def _sniff_sep(path: Path, label: str, encoding: str = "utf-8") -> str:
 _SEPARATORS = (",", "\t", ";", "|")
 
 
-try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
-    from pandas._libs.parsers import STR_NA_VALUES as _PANDAS_NA
-except ImportError:  # pragma: no cover - a pandas that moved it
-    _PANDAS_NA = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-                  "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
-
-
-class RowNumbers:
-    """Maps a 0-based data position to the number a user finds in the file, and names it.
-
-    CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2), counted as a spreadsheet
-    counts them when the file is known: blank lines, which pandas skips, are rows too, and a
-    quoted field spanning lines stays one row. JSON lines: the file's ``line`` (blank lines
-    counted). Parquet and JSON arrays: the 1-based ``record``. A DataFrame: its 0-based
-    ``iloc`` position.
-    """
-
-    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None, sep: str | None = None,
-                 encoding: str = "utf-8") -> None:
-        self.unit = unit
-        self.first = first
-        self._path = path  # the file's numbers are found on demand (the error path only)
-        self._sep = sep  # a CSV/TSV file's separator: its rows are counted as records, not lines
-        self._encoding = encoding
-        self._numbers: np.ndarray | None = None
-
-    def number(self, pos: int) -> int:
-        if self._path is None:
-            return pos + self.first
-        if self._numbers is None:
-            self._numbers = self._csv_rows() if self._sep is not None else self._json_lines()
-        return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
-
-    def _json_lines(self) -> np.ndarray:
-        assert self._path is not None
-        # newline="\n": lines end where the bytes' lines end, as pandas counts them (a lone \r is no line end)
-        with open(self._path, encoding=_codec(self._encoding), errors="replace", newline="\n") as fh:
-            return np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
-
-    def _csv_rows(self) -> np.ndarray:
-        """The row number of each data record: the non-blank records after the header."""
-        assert self._path is not None and self._sep is not None
-        with open(self._path, newline="", encoding=_codec(self._encoding), errors="replace") as fh:
-            filled = [n for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1)
-                      if rec and not (len(rec) == 1 and not rec[0].strip())]
-        return np.array(filled[1:], dtype=np.int64)
-
-
-#: the numbering of a CSV file
-CSV_ROWS = RowNumbers()
-#: a DataFrame's rows are named by position, ``df.iloc[i]``: counting a header it does not have would name
-#: the row two further on (and its index labels need not be positions at all, e.g. after filtering)
-FRAME_ROWS = RowNumbers("iloc", 0)
-
-
-def _one_line(e: BaseException) -> str:
-    """An exception's message on one line (pandas' parser messages end in a newline)."""
-    return " ".join(str(e).split())
-
-
-def _decode_error(path: Path, label: str, e: UnicodeDecodeError, encoding: str) -> DataError:
-    """The first undecodable byte of the file, by line (the exception's position is within a chunk)."""
-    codec = codecs.lookup(encoding).name
-    fix = ("set data.encoding to the file's encoding (cp1252 or latin-1 for most Windows and Excel exports), "
-           "or re-save the file as UTF-8" if codec == "utf-8" else
-           f"set data.encoding to the file's encoding (it is {encoding!r} now; utf-8 is the default)")
-    what = "UTF-8" if codec == "utf-8" else encoding
-    data = path.read_bytes()
-    try:
-        data.decode(codec)  # not utf-8-sig: its positions would count from after the byte-order mark
-    except UnicodeDecodeError as bad:
-        if "\n".encode(codec) == b"\n":  # lines are counted in bytes only where a newline is one byte
-            start = data.rfind(b"\n", 0, bad.start) + 1
-            char = len(data[start: bad.start].decode(codec, errors="replace").lstrip("\ufeff")) + 1
-            return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at character {char} cannot be "
-                             f"decoded; {fix}", file=label, row=data.count(b"\n", 0, bad.start) + 1, unit="line")
-        return DataError(f"not {what} text: byte 0x{data[bad.start]:02x} at byte offset {bad.start} cannot be "
-                         f"decoded; {fix}", file=label)
-    return DataError(f"not {what} text ({_one_line(e)}); {fix}", file=label)
-
-
 def _json_lines_error(path: Path, label: str, encoding: str = "utf-8") -> DataError | None:
     """The first line of a JSON lines file that is not a JSON value (pandas names a character offset)."""
-    with open(path, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
+    with open(path, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
                 json.loads(line.rstrip("\r\n"))
             except ValueError as bad:
-                what = bad.msg if isinstance(bad, json.JSONDecodeError) else _one_line(bad)
+                what = bad.msg if isinstance(bad, json.JSONDecodeError) else one_line(bad)
                 col = f" at character {bad.colno}" if isinstance(bad, json.JSONDecodeError) else ""
                 return DataError(f"not valid JSON ({what}{col}); every line must be one JSON object",
                                  file=label, row=number, unit="line")
@@ -318,7 +188,7 @@ def read_table_numbered(
 ) -> tuple[pd.DataFrame, RowNumbers]:
     """:func:`read_table`, and how its data positions are numbered in errors (row, line or record)."""
     label = _label(source, name)
-    codec = _codec(encoding)  # an unknown codec is named before the file is looked at
+    codec = codec_for(encoding)  # an unknown codec is named before the file is looked at
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
@@ -342,8 +212,8 @@ def read_table_numbered(
     suffix = path.suffix.lower()
     rows = CSV_ROWS
     if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
-        _check_wide_bom(path, label, encoding)
-        _warn_if_utf8(path, label, encoding)
+        check_wide_bom(path, label, encoding)
+        warn_if_utf8(path, label, encoding)
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label, encoding)
@@ -358,7 +228,7 @@ def read_table_numbered(
                 # every other column keeps pandas' default NA strings (and so its current messages)
                 header = pd.read_csv(path, sep=sep, nrows=0, encoding=codec, index_col=False).columns
                 na = {"keep_default_na": False,
-                      "na_values": {c: ([""] if str(c).strip() in literal else list(_PANDAS_NA)) for c in header}}
+                      "na_values": {c: ([""] if str(c).strip() in literal else list(PANDAS_NA)) for c in header}}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", pd.errors.ParserWarning)
                 df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False, encoding=codec,
@@ -371,8 +241,8 @@ def read_table_numbered(
         elif suffix in _JSON_SUFFIXES:
             # a .json file opening with '[' is one array of records; read as lines, a compact array (what
             # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
-            src = _read_text(path, encoding)
-            if suffix == ".json" and _first_char(path, encoding) == "[":
+            src = read_text(path, encoding)
+            if suffix == ".json" and first_char(path, encoding) == "[":
                 df = pd.read_json(src, orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
             else:
@@ -385,7 +255,7 @@ def read_table_numbered(
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected a header row and data rows", file=label) from e
     except UnicodeDecodeError as e:
-        raise _decode_error(path, label, e, encoding) from e
+        raise decode_error(path, label, e, encoding) from e
     except Exception as e:  # parser errors of pandas/pyarrow/json
         if suffix in _JSON_SUFFIXES and isinstance(e, ValueError):
             line_error = _json_lines_error(path, label, encoding)
@@ -394,7 +264,7 @@ def read_table_numbered(
         # pandas names the file's line of a ragged row ("Expected 4 fields in line 91, saw 6")
         where = re.search(r"\bline (\d+)\b", str(e)) if isinstance(e, pd.errors.ParserError) else None
         raise DataError(
-            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {_one_line(e)}); "
+            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {one_line(e)}); "
             "check the format and the file suffix",
             file=label,
             row=int(where.group(1)) if where else None,
@@ -421,7 +291,7 @@ def _check_no_unnamed_values(path: Path, label: str, sep: str, encoding: str, wi
     Such values belong to no column: a header missing a name, or a separator inside an unquoted value. Empty
     extra fields (a trailing separator) lose nothing and are let through.
     """
-    with open(path, newline="", encoding=_codec(encoding), errors="replace") as fh:
+    with open(path, newline="", encoding=codec_for(encoding), errors="replace") as fh:
         for number, rec in enumerate(csv.reader(fh, delimiter=sep), 1):
             if number > 1 and len(rec) > width and any(v.strip() for v in rec[width:]):
                 raise DataError(f"{len(rec)} fields, but the header names {width} columns: the value(s) "
@@ -486,157 +356,15 @@ def missing_column_error(
     )
 
 
-_BAD_ID = object()  # marks a value that cannot be an id (nested JSON, undecodable bytes)
-
-_TS_LIMIT = 2.0**62  # epoch seconds beyond this overflow int64 arithmetic (year ~1.5e11)
-_F32_MAX = float(np.finfo(np.float32).max)
-
-
-def _plain(value: Any) -> Any:
-    """A NumPy scalar as the Python value (``1e+30``, not ``np.float64(1e+30)``) for messages."""
-    return value.item() if isinstance(value, np.generic) else value
+#: users with at least this many rows are checked for id-sorted "time" order; more than half of them, and at least
+#: _SORTED_MIN_USERS, is a sort (ML-1M's SASRec file: 1 user of 6,040; Book-Crossing's ratings: 99.9%)
+_SORTED_MIN_ROWS, _SORTED_MIN_USERS = 5, 20
 
 
-def _bad_number(what: str, value: Any) -> str:
-    """``missing timestamp`` (a blank, or a row shorter than the header) or ``non-finite timestamp inf``."""
-    value = _plain(value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return f"missing {what} (an empty field, or a row with fewer fields than the header)"
-    return f"non-finite {what} {value!r}"
-
-
-def check_rows(
-    bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str, rows: RowNumbers = CSV_ROWS
-) -> None:
-    """Raise DataError at the first True of ``bad[N]`` (0-based data position -> the file's row).
-
-    ``message(pos)`` builds the text for that position; ``rows`` numbers it as the
-    file does: CSV rows count the header as row 1, so data position ``pos`` is row
-    ``pos + 2``; JSON lines name the line, Parquet the 1-based record.
-    """
-    if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise DataError(message(pos), file=file, row=rows.number(pos), column=column, unit=rows.unit)
-
-
-def _one_id_to_str(value: Any) -> str | None | object:
-    if value is None:
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return str(value)
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return None
-        if math.isfinite(value) and float(value).is_integer():
-            return str(int(value))
-        return repr(float(value))
-    if value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, (bytes, bytearray)):
-        try:
-            value = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            return _BAD_ID
-    if isinstance(value, (dict, list, tuple, set, np.ndarray)):
-        return _BAD_ID  # a JSON object/array is not an id; refused by ids_to_str
-    text = str(value).strip()
-    return text if text else None
-
-
-def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> pd.Series:
-    """Turn an id column into stripped strings; ints render as ``"42"`` never ``"42.0"``.
-
-    NaN/None/empty ids raise DataError naming the first bad row.
-    """
-    values = values.reset_index(drop=True)
-    if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
-        # as the integers' own text: through int64, a uint64 id above 2**63 (a JSON id such as
-        # 12345678901234567890, a Parquet uint64 hash) wrapped to a negative number, another id, silently
-        out = values.map(lambda v: str(int(v))) if values.dtype.kind == "u" else values.astype("int64").astype(str)
-    else:
-        out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
-        wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
-        check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
-                   "undecodable bytes)", file=file, column=column, rows=rows)
-    bad = out.isna().to_numpy()
-    # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
-    why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
-           "null, NaN or empty")
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {why}); every {rows.unit} "
-               f"needs a {column!r} value", file=file, column=column, rows=rows)
-    return out.astype(str)
-
-
-def _timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
-                time_unit: str = "auto") -> np.ndarray:
-    """Epoch times as int64: numbers as given, dates in ``time_unit`` (``auto``: the numbers' unit, else seconds)."""
-    values = values.reset_index(drop=True)
-    n = len(values)
-    out = np.zeros(n, dtype=np.int64)
-    if pd.api.types.is_bool_dtype(values.dtype):
-        raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
-                        row=rows.number(0), column=column, unit=rows.unit)
-    # DataFrame-only dtypes that to_numeric turned into numbers of another unit without a word: a timedelta
-    # column into nanoseconds / 1000, a monthly Period into months since 1970
-    if pd.api.types.is_timedelta64_dtype(values.dtype):
-        raise DataError(f"timestamps are durations ({values.dtype}), not points in time; expected epoch seconds, "
-                        "ISO dates or datetimes (e.g. start + durations)", file=file, column=column)
-    if isinstance(values.dtype, pd.PeriodDtype):
-        raise DataError(f"timestamps are periods ({values.dtype}); expected epoch seconds, ISO dates or datetimes "
-                        "(convert with .dt.to_timestamp())", file=file, column=column)
-    if pd.api.types.is_datetime64_any_dtype(values.dtype):
-        dt = pd.to_datetime(values, utc=True)
-        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
-                   rows=rows)
-        return dates_in_unit(dt, "s" if time_unit == "auto" else time_unit)
-    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    is_num = np.isfinite(numeric)
-    huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
-    check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
-               "(|t| < 2**62)", file=file, column=column, rows=rows)
-    out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
-    if pd.api.types.is_numeric_dtype(values.dtype):
-        check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
-                   file=file, column=column, rows=rows)
-        return out
-    rest = ~is_num
-    if rest.any():
-        raw = values[rest]
-        blank = raw.isna() | (raw.astype(str).str.strip() == "")
-        dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
-        unreadable = np.zeros(n, dtype=bool)
-        unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
-        # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
-        missing = np.zeros(n, dtype=bool)
-        missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
-        check_rows(unreadable, lambda pos: _bad_number("timestamp", None) if missing[pos] else
-                   f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
-                   "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
-        # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
-        # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
-        # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
-        unit = time_unit if time_unit != "auto" else detect_unit(out[is_num]) if is_num.any() else "s"
-        out[rest] = dates_in_unit(dt, unit)
-    return out
-
-
-def _ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
-    values = values.reset_index(drop=True)
-    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
-    if bad.any():  # looked into only then: no cost on a clean column
-        # an empty or NaN rating read as "rating nan is not a finite number": say it is missing, how many rows
-        # are, and that training does not need ratings at all (every row is a positive), so the column can go
-        missing = values.isna().to_numpy() | values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(bool)
-        n_missing = int(missing.sum())
-        check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
-                   f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
-                   file=file, column=column, rows=rows)
-    check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
-               file=file, column=column, rows=rows)
-    return numeric.astype(np.float32)
+# ``format`` choices of read_interactions (defined with data.format in config.py): ``auto`` (a
+# ``.txt`` file whose first line is two integers is SASRec format, anything else a table),
+# ``table`` (header row, by suffix) or ``sasrec`` (``user item`` integers, file order = time order).
+_SASREC_LINE = re.compile(rb"^\s*[+-]?\d+\s+[+-]?\d+\s*$")
 
 
 def is_sasrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
@@ -644,7 +372,7 @@ def is_sasrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
     p = Path(path)
     if p.suffix.lower() != ".txt" or not p.is_file():
         return False
-    with open(p, encoding=_codec(encoding), errors="replace", newline="\n") as fh:
+    with open(p, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
         for line in fh:
             if line.strip():
                 return bool(_SASREC_LINE.match(line.encode("utf-8")))
@@ -675,13 +403,13 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     Errors name the 1-based line (there is no header). ``encoding`` is ``data.encoding``.
     """
     label = _label(source, name)
-    codec = _codec(encoding)
+    codec = codec_for(encoding)
     path = Path(source)
     if not path.exists():
         raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
-    _check_wide_bom(path, label, encoding)
+    check_wide_bom(path, label, encoding)
     try:
         # dtype=str keeps "007" and huge ids verbatim; blank lines stay as all-NaN rows so positions are line numbers
         raw = pd.read_csv(path, sep=r"\s+", header=None, dtype=str, skip_blank_lines=False, engine="c",
@@ -689,7 +417,7 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected 'user item' lines (SASRec format)", file=label) from e
     except UnicodeDecodeError as e:
-        raise _decode_error(path, label, e, encoding) from e
+        raise decode_error(path, label, e, encoding) from e
     except pd.errors.ParserError as e:  # a line with more fields than the first: pandas names the line
         raise DataError(f"not SASRec format ({e}); every line must be exactly 'user item' (two integers)",
                         file=label) from e
@@ -740,11 +468,6 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
              label, len(df), report["users"], report["items"])
     _warn_sorted_by_id(label, users, items)
     return df
-
-
-#: users with at least this many rows are checked for id-sorted "time" order; more than half of them, and at least
-#: _SORTED_MIN_USERS, is a sort (ML-1M's SASRec file: 1 user of 6,040; Book-Crossing's ratings: 99.9%)
-_SORTED_MIN_ROWS, _SORTED_MIN_USERS = 5, 20
 
 
 def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
@@ -831,7 +554,7 @@ def read_interactions(
         raise ConfigError(f"format must be one of {', '.join(INTERACTION_FORMATS)}, got {format!r}")
     if time_unit not in TIME_UNITS:
         raise ConfigError(f"time_unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
-    _codec(encoding)
+    codec_for(encoding)
     label = _label(source, name)
     if format == "sasrec" or (format == "auto" and isinstance(source, (str, Path)) and is_sasrec_file(source, encoding)):
         if isinstance(source, pd.DataFrame):
@@ -868,7 +591,7 @@ def read_interactions(
     _warn_float_spelled_ids(label, columns.user, users)
     _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts = _timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows,
+        ts = parse_timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows,
                          time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
     else:
@@ -878,7 +601,7 @@ def read_interactions(
             _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
         _warn_sorted_by_id(label, users, items)
     if optional["rating"] is not None:
-        rating = _ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
+        rating = parse_ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"
     else:
         rating = np.ones(len(raw), dtype=np.float32)

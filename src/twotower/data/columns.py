@@ -1,0 +1,232 @@
+"""One column of a read table turned into canonical values (ids as text, epoch timestamps, float32 ratings), with
+the row a bad value sits on named as the user finds it in the file (:class:`RowNumbers`).
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from twotower.data.text_files import codec_for
+from twotower.data.timeunits import dates_in_unit, detect_unit
+from twotower.errors import DataError
+
+__all__ = ["CSV_ROWS", "FRAME_ROWS", "PANDAS_NA", "RowNumbers", "check_rows", "ids_to_str", "parse_ratings",
+           "parse_timestamps"]
+
+
+try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
+    from pandas._libs.parsers import STR_NA_VALUES as PANDAS_NA
+except ImportError:  # pragma: no cover - a pandas that moved it
+    PANDAS_NA = {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                  "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"}
+
+
+class RowNumbers:
+    """Maps a 0-based data position to the number a user finds in the file, and names it.
+
+    CSV/TSV: ``row`` with the header as row 1 (position 0 is row 2), counted as a spreadsheet
+    counts them when the file is known: blank lines, which pandas skips, are rows too, and a
+    quoted field spanning lines stays one row. JSON lines: the file's ``line`` (blank lines
+    counted). Parquet and JSON arrays: the 1-based ``record``. A DataFrame: its 0-based
+    ``iloc`` position.
+    """
+
+    def __init__(self, unit: str = "row", first: int = 2, path: Path | None = None, sep: str | None = None,
+                 encoding: str = "utf-8") -> None:
+        self.unit = unit
+        self.first = first
+        self._path = path  # the file's numbers are found on demand (the error path only)
+        self._sep = sep  # a CSV/TSV file's separator: its rows are counted as records, not lines
+        self._encoding = encoding
+        self._numbers: np.ndarray | None = None
+
+    def number(self, pos: int) -> int:
+        if self._path is None:
+            return pos + self.first
+        if self._numbers is None:
+            self._numbers = self._csv_rows() if self._sep is not None else self._json_lines()
+        return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
+
+    def _json_lines(self) -> np.ndarray:
+        assert self._path is not None
+        # newline="\n": lines end where the bytes' lines end, as pandas counts them (a lone \r is no line end)
+        with open(self._path, encoding=codec_for(self._encoding), errors="replace", newline="\n") as fh:
+            return np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
+
+    def _csv_rows(self) -> np.ndarray:
+        """The row number of each data record: the non-blank records after the header."""
+        assert self._path is not None and self._sep is not None
+        with open(self._path, newline="", encoding=codec_for(self._encoding), errors="replace") as fh:
+            filled = [n for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1)
+                      if rec and not (len(rec) == 1 and not rec[0].strip())]
+        return np.array(filled[1:], dtype=np.int64)
+
+
+#: the numbering of a CSV file
+CSV_ROWS = RowNumbers()
+
+
+#: a DataFrame's rows are named by position, ``df.iloc[i]``: counting a header it does not have would name
+#: the row two further on (and its index labels need not be positions at all, e.g. after filtering)
+FRAME_ROWS = RowNumbers("iloc", 0)
+
+
+_BAD_ID = object()  # marks a value that cannot be an id (nested JSON, undecodable bytes)
+
+
+_TS_LIMIT = 2.0**62  # epoch seconds beyond this overflow int64 arithmetic (year ~1.5e11)
+
+
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value (``1e+30``, not ``np.float64(1e+30)``) for messages."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _bad_number(what: str, value: Any) -> str:
+    """``missing timestamp`` (a blank, or a row shorter than the header) or ``non-finite timestamp inf``."""
+    value = _plain(value)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return f"missing {what} (an empty field, or a row with fewer fields than the header)"
+    return f"non-finite {what} {value!r}"
+
+
+def check_rows(
+    bad: np.ndarray, message: Callable[[int], str], *, file: str, column: str, rows: RowNumbers = CSV_ROWS
+) -> None:
+    """Raise DataError at the first True of ``bad[N]`` (0-based data position -> the file's row).
+
+    ``message(pos)`` builds the text for that position; ``rows`` numbers it as the
+    file does: CSV rows count the header as row 1, so data position ``pos`` is row
+    ``pos + 2``; JSON lines name the line, Parquet the 1-based record.
+    """
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise DataError(message(pos), file=file, row=rows.number(pos), column=column, unit=rows.unit)
+
+
+def _one_id_to_str(value: Any) -> str | None | object:
+    if value is None:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return None
+        if math.isfinite(value) and float(value).is_integer():
+            return str(int(value))
+        return repr(float(value))
+    if value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return _BAD_ID
+    if isinstance(value, (dict, list, tuple, set, np.ndarray)):
+        return _BAD_ID  # a JSON object/array is not an id; refused by ids_to_str
+    text = str(value).strip()
+    return text if text else None
+
+
+def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> pd.Series:
+    """Turn an id column into stripped strings; ints render as ``"42"`` never ``"42.0"``.
+
+    NaN/None/empty ids raise DataError naming the first bad row.
+    """
+    values = values.reset_index(drop=True)
+    if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
+        # as the integers' own text: through int64, a uint64 id above 2**63 (a JSON id such as
+        # 12345678901234567890, a Parquet uint64 hash) wrapped to a negative number, another id, silently
+        out = values.map(lambda v: str(int(v))) if values.dtype.kind == "u" else values.astype("int64").astype(str)
+    else:
+        out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
+        wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
+        check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
+                   "undecodable bytes)", file=file, column=column, rows=rows)
+    bad = out.isna().to_numpy()
+    # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
+    why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
+           "null, NaN or empty")
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {why}); every {rows.unit} "
+               f"needs a {column!r} value", file=file, column=column, rows=rows)
+    return out.astype(str)
+
+
+def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
+                time_unit: str = "auto") -> np.ndarray:
+    """Epoch times as int64: numbers as given, dates in ``time_unit`` (``auto``: the numbers' unit, else seconds)."""
+    values = values.reset_index(drop=True)
+    n = len(values)
+    out = np.zeros(n, dtype=np.int64)
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
+                        row=rows.number(0), column=column, unit=rows.unit)
+    # DataFrame-only dtypes that to_numeric turned into numbers of another unit without a word: a timedelta
+    # column into nanoseconds / 1000, a monthly Period into months since 1970
+    if pd.api.types.is_timedelta64_dtype(values.dtype):
+        raise DataError(f"timestamps are durations ({values.dtype}), not points in time; expected epoch seconds, "
+                        "ISO dates or datetimes (e.g. start + durations)", file=file, column=column)
+    if isinstance(values.dtype, pd.PeriodDtype):
+        raise DataError(f"timestamps are periods ({values.dtype}); expected epoch seconds, ISO dates or datetimes "
+                        "(convert with .dt.to_timestamp())", file=file, column=column)
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        dt = pd.to_datetime(values, utc=True)
+        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
+                   rows=rows)
+        return dates_in_unit(dt, "s" if time_unit == "auto" else time_unit)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    is_num = np.isfinite(numeric)
+    huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
+    check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
+               "(|t| < 2**62)", file=file, column=column, rows=rows)
+    out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
+                   file=file, column=column, rows=rows)
+        return out
+    rest = ~is_num
+    if rest.any():
+        raw = values[rest]
+        blank = raw.isna() | (raw.astype(str).str.strip() == "")
+        dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
+        unreadable = np.zeros(n, dtype=bool)
+        unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
+        # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
+        missing = np.zeros(n, dtype=bool)
+        missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
+        check_rows(unreadable, lambda pos: _bad_number("timestamp", None) if missing[pos] else
+                   f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
+                   "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
+        # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
+        # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
+        # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
+        unit = time_unit if time_unit != "auto" else detect_unit(out[is_num]) if is_num.any() else "s"
+        out[rest] = dates_in_unit(dt, unit)
+    return out
+
+
+def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:
+    values = values.reset_index(drop=True)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(numeric) | (np.abs(np.nan_to_num(numeric)) > _F32_MAX)
+    if bad.any():  # looked into only then: no cost on a clean column
+        # an empty or NaN rating read as "rating nan is not a finite number": say it is missing, how many rows
+        # are, and that training does not need ratings at all (every row is a positive), so the column can go
+        missing = values.isna().to_numpy() | values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(bool)
+        n_missing = int(missing.sum())
+        check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
+                   f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
+                   file=file, column=column, rows=rows)
+    check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
+               file=file, column=column, rows=rows)
+    return numeric.astype(np.float32)
