@@ -193,3 +193,55 @@ def test_data_split_refuses_an_8_digit_cutoff_by_its_flag(tmp_path, capsys):
                  "--test-start", "2024-06-01", "--out", str(tmp_path / "o")]) == 2
     assert "--valid-start=2024-05-01" in capsys.readouterr().err
     assert not (tmp_path / "o" / "train.csv").exists()
+
+
+# -- sub-second times -----------------------------------------------------------------------------------------------
+# Floored to seconds, clicks 277 and 900 ms into one second tied and were put in item-id order: "b" then "a" read
+# as "a" then "b", the wrong order for a sequence tower and the wrong "last" item for a leave-last split.
+CLICKS = ("user_id,item_id,timestamp\n"
+          "u1,z,2014-04-07T10:51:08Z\n"
+          "u1,b,2014-04-07T10:51:09.277Z\n"
+          "u1,a,2014-04-07T10:51:09.900Z\n")
+
+
+def test_iso_times_with_milliseconds_keep_their_order(tmp_path):
+    from twotower.data import leave_last_n_out
+
+    (tmp_path / "clicks.csv").write_text(CLICKS)
+    df = read_interactions(tmp_path / "clicks.csv")
+    assert df["timestamp"].tolist() == [1_396_867_868_000, 1_396_867_869_277, 1_396_867_869_900]
+    assert df.attrs["report"]["dates_unit"] == "ms" and detect_unit(df["timestamp"].to_numpy()) == "ms"
+    split = leave_last_n_out(df, n=1)
+    assert split.test["item_id"].tolist() == ["a"] and split.valid["item_id"].tolist() == ["b"]
+    # the same times as a datetime column of a DataFrame
+    frame_dt = pd.read_csv(tmp_path / "clicks.csv", parse_dates=["timestamp"])
+    assert read_interactions(frame_dt)["timestamp"].tolist() == df["timestamp"].tolist()
+
+
+def test_whole_second_dates_stay_epoch_seconds_and_a_set_unit_wins(tmp_path):
+    (tmp_path / "days.csv").write_text("user_id,item_id,timestamp\nu1,a,2024-05-01\nu1,b,2024-05-01T12:00:00Z\n")
+    df = read_interactions(tmp_path / "days.csv")
+    assert df["timestamp"].tolist() == [1_714_521_600, 1_714_564_800] and df.attrs["report"]["dates_unit"] == "s"
+    (tmp_path / "clicks.csv").write_text(CLICKS)
+    told = read_interactions(tmp_path / "clicks.csv", time_unit="s")  # data.time_unit=s: floored, as asked
+    assert told["timestamp"].tolist()[1:] == [1_396_867_869, 1_396_867_869]
+
+
+def test_fractional_epoch_seconds_are_floored_with_a_warning(tmp_path, caplog):
+    (tmp_path / "f.csv").write_text("user_id,item_id,timestamp\nu1,b,1396867869.277\nu1,a,1396867869.9\n")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(tmp_path / "f.csv")
+    assert df["timestamp"].tolist() == [1_396_867_869, 1_396_867_869]
+    assert any("2 timestamps in column 'timestamp' have a fractional part" in r.getMessage() for r in caplog.records)
+
+
+def test_files_read_together_are_put_on_one_time_scale(tmp_path):
+    """train.csv with milliseconds beside a valid.csv whose times are whole seconds: stored as epoch seconds, the
+    valid items sorted ~45 years before the training ones (seconds are 1000x smaller numbers)."""
+    (tmp_path / "train.csv").write_text(CLICKS)
+    (tmp_path / "valid.csv").write_text("user_id,item_id,timestamp\nu1,c,2014-04-07T10:51:11Z\n")
+    (tmp_path / "numbers.csv").write_text("user_id,item_id,timestamp\nu1,d,1396867872\n")
+    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
+                                  test=str(tmp_path / "numbers.csv")))
+    assert src.valid["timestamp"].tolist() == [1_396_867_871_000]
+    assert src.test["timestamp"].tolist() == [1_396_867_872]  # numbers are kept as the file has them

@@ -4,6 +4,7 @@ the row a bad value sits on named as the user finds it in the file (:class:`RowN
 from __future__ import annotations
 
 import csv
+import logging
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -12,8 +13,10 @@ import numpy as np
 import pandas as pd
 
 from twotower.data.text_files import codec_for
-from twotower.data.timeunits import dates_in_unit, detect_unit
+from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit
 from twotower.errors import DataError
+
+log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
 
 __all__ = ["CSV_ROWS", "FRAME_ROWS", "PANDAS_NA", "RowNumbers", "check_rows", "ids_to_str", "parse_ratings",
            "parse_timestamps"]
@@ -163,8 +166,12 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
 
 
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
-                time_unit: str = "auto") -> np.ndarray:
-    """Epoch times as int64: numbers as given, dates in ``time_unit`` (``auto``: the numbers' unit, else seconds)."""
+                     time_unit: str = "auto") -> tuple[np.ndarray, str | None]:
+    """Epoch times as int64, and the unit the column's dates were stored in when it holds dates alone and no unit
+    is set (None otherwise: numbers are kept as given, in their own unit).
+
+    Dates go into ``time_unit``, beside numbers into the numbers' unit, and alone (``auto``) into seconds, or the
+    finer unit their sub-second parts need (:func:`~twotower.data.timeunits.finest_unit`)."""
     values = values.reset_index(drop=True)
     n = len(values)
     out = np.zeros(n, dtype=np.int64)
@@ -183,17 +190,24 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         dt = pd.to_datetime(values, utc=True)
         check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
                    rows=rows)
-        return dates_in_unit(dt, "s" if time_unit == "auto" else time_unit)
+        unit = _dates_unit(dt, time_unit, file)
+        return dates_in_unit(dt, unit), unit if time_unit == "auto" else None
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
     check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
                "(|t| < 2**62)", file=file, column=column, rows=rows)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
+    fractional = int((out[is_num] != numeric[is_num]).sum())
+    if fractional:  # floored: events within one unit tie, and ties are ordered by item id
+        log.warning("%s: %d timestamps in column %r have a fractional part and are floored to whole %s, so events "
+                    "less than one apart tie (ties are ordered by item id); write integer milliseconds or ISO times "
+                    "(2024-05-01T12:30:00.250) to keep their order", file, fractional, column,
+                    UNIT_NAMES[time_unit if time_unit != "auto" else detect_unit(out[is_num])].split()[-1])
     if pd.api.types.is_numeric_dtype(values.dtype):
         check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
                    file=file, column=column, rows=rows)
-        return out
+        return out, None
     rest = ~is_num
     if rest.any():
         raw = values[rest]
@@ -210,9 +224,26 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
         # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
         # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
-        unit = time_unit if time_unit != "auto" else detect_unit(out[is_num]) if is_num.any() else "s"
+        if is_num.any():
+            unit = time_unit if time_unit != "auto" else detect_unit(out[is_num])
+        else:  # a column of dates alone: seconds, or finer where the times have sub-second parts
+            unit = _dates_unit(dt, time_unit, file)
         out[rest] = dates_in_unit(dt, unit)
-    return out
+        if not is_num.any() and time_unit == "auto":
+            return out, unit
+    return out, None
+
+
+def _dates_unit(dates: pd.Series, time_unit: str, file: str) -> str:
+    """The unit a column of dates is stored in: ``data.time_unit`` when set, else :func:`finest_unit` (said when it
+    is not seconds, since the split files then hold epoch milliseconds ...)."""
+    if time_unit != "auto":
+        return time_unit
+    unit = finest_unit(dates)
+    if unit != "s":
+        log.info("%s: times with sub-second parts are kept as %s, so events within a second keep their order",
+                 file, UNIT_NAMES[unit])
+    return unit
 
 
 def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> np.ndarray:

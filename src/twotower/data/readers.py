@@ -591,11 +591,11 @@ def read_interactions(
     _warn_float_spelled_ids(label, columns.user, users)
     _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts = parse_timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"], rows=rows,
-                         time_unit=time_unit)
+        ts, dates_unit = parse_timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"],
+                                          rows=rows, time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
     else:
-        ts = np.arange(len(raw), dtype=np.int64)
+        ts, dates_unit = np.arange(len(raw), dtype=np.int64), None
         ts_source = "row order (no timestamp column)"
         if columns.timestamp is not None:  # the default name was looked for; data.timestamp_col=null says "none"
             _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
@@ -646,6 +646,8 @@ def read_interactions(
         "timestamp_source": ts_source,
         "rating_source": rating_source,
     }
+    if dates_unit is not None:  # read from dates alone: align_date_units may move it to a finer unit
+        report["dates_unit"] = dates_unit
     df.attrs["report"] = report
     log.info(
         "read %s: %d rows (%d exact duplicates dropped), %d users, %d items; timestamps from %s, ratings from %s",

@@ -14,7 +14,7 @@ import pandas as pd
 from twotower.errors import ConfigError
 
 __all__ = ["UNIT_NAMES", "has_times", "unit_of", "detect_unit", "dates_in_unit", "date_in_unit",
-           "convert", "show_time"]
+           "finest_unit", "align_date_units", "convert", "show_time"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
 #: data: epoch seconds reach 1e11 only in the year 5138, while epoch milliseconds (microseconds, nanoseconds)
@@ -66,6 +66,55 @@ def date_in_unit(value: Any, unit: str, setting: str) -> int:
     if ts.tzinfo is None:
         ts = ts.tz_localize("UTC")
     return int((ts - _EPOCH) // pd.Timedelta(1, unit=unit))
+
+
+def finest_unit(dates: pd.Series) -> str:
+    """The unit a column of datetimes is stored in when no unit is set: epoch seconds when every time is a whole
+    second (as it always was), else the coarsest of milliseconds, microseconds and nanoseconds that holds every
+    time exactly -- floored to seconds, clicks a few hundred milliseconds apart tied and were then put in item-id
+    order, which is the wrong order for a sequence model and the wrong "last" item for a leave-last split.
+
+    A finer unit is used only where the stored numbers are read back in it (``detect_unit``): epoch milliseconds
+    before March 1973 would be taken for seconds, so such data stays in seconds.
+    """
+    times = pd.to_datetime(dates.dropna(), utc=True)
+    if times.empty:
+        return "s"
+    micro = times.dt.microsecond.to_numpy()
+    if (times.dt.nanosecond.to_numpy() != 0).any():
+        unit = "ns"
+    elif (micro % 1000 != 0).any():
+        unit = "us"
+    elif (micro != 0).any():
+        unit = "ms"
+    else:
+        return "s"
+    return unit if detect_unit(dates_in_unit(times, unit)) == unit else "s"
+
+
+def align_date_units(frames: list[pd.DataFrame | None]) -> list[pd.DataFrame | None]:
+    """Read frames that go together (train / valid / test, the files of ``--history-from``), their timestamps read
+    from dates in different units, brought to the finest of those units.
+
+    :func:`finest_unit` decides per file, so a valid file whose times happen to be whole seconds beside a train
+    file with milliseconds would otherwise sort every valid item decades before the training ones. Only frames
+    read from dates alone (``report["dates_unit"]``) are scaled: numbers stay as the file has them.
+    """
+    units = {f.attrs["report"]["dates_unit"] for f in frames
+             if f is not None and "dates_unit" in f.attrs.get("report", {})}
+    if len(units) < 2:
+        return frames
+    finest = max(units, key=_PER_SECOND.__getitem__)
+    out: list[pd.DataFrame | None] = []
+    for f in frames:
+        unit = f.attrs.get("report", {}).get("dates_unit") if f is not None else None
+        if unit is None or unit == finest:
+            out.append(f)
+            continue
+        scaled = f.assign(timestamp=f["timestamp"].to_numpy(np.int64) * (_PER_SECOND[finest] // _PER_SECOND[unit]))
+        scaled.attrs["report"] = {**f.attrs["report"], "dates_unit": finest}
+        out.append(scaled)
+    return out
 
 
 def convert(value: int, from_unit: str, to_unit: str) -> int:

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from twotower.data.timeunits import UNIT_NAMES, detect_unit, has_times
+from twotower.data.timeunits import UNIT_NAMES, align_date_units, detect_unit, has_times
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
@@ -117,11 +117,15 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     parts, timed, units = [], [], []
     cfg = getattr(run, "config", None)
     declared = cfg.data.time_unit if cfg is not None else "auto"  # data.time_unit of the run: no guess
-    for n, (src, label) in enumerate(zip(sources, files)):
+    for src, label in zip(sources, files):
         if isinstance(src, pd.DataFrame):
             df = read_run_interactions(run, src, name=label)  # the same columns and checks as a file
         else:
             df = read_run_interactions(run, label)
+        parts.append(df)
+    # files read from dates, some with milliseconds and some without, onto one scale before their units are compared
+    frames, parts = align_date_units(parts), []
+    for n, df in enumerate(frames):
         timed.append(has_times(df))
         units.append((declared if declared != "auto" else detect_unit(df["timestamp"].to_numpy())) if timed[-1]
                      else None)

@@ -14,6 +14,7 @@ from twotower.config import DATA_FILE_SETTINGS, DataConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
+from twotower.data.timeunits import align_date_units
 from twotower.errors import ConfigError
 
 __all__ = ["Sources", "load_sources"]
@@ -95,6 +96,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
         train = read(cfg.train)
         valid = read(cfg.valid) if cfg.valid is not None else None
         test = read(cfg.test) if cfg.test is not None else None
+        train, valid, test = align_date_units([train, valid, test])  # one time scale across the three files
         report["split"] = "given as files"
         reads = {"train": train, "valid": valid, "test": test}
     elif cfg.path is not None or cfg.dataset is not None:
