@@ -157,6 +157,23 @@ def test_evaluate_warns_when_targets_are_in_the_input(split_dir, run, caplog):
     assert "30 of 30 valid pairs are in the input history" in caplog.text
 
 
+def test_a_repeat_of_an_input_item_is_warned_about_once(split_dir, run, tmp_path, caplog):
+    """A test item the user already had in train (a repeat, common in session data), with --history-from train.csv
+    valid.csv: one warning, not one for the excluded train + valid history and a second for the input history."""
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    train = pd.read_csv(split_dir / "train.csv", dtype=str)
+    test = pd.read_csv(split_dir / "test.csv", dtype=str)
+    first = test["user_id"].iloc[0]
+    test.loc[0, "item_id"] = train.loc[train["user_id"] == first, "item_id"].iloc[0]  # a repeat of a train item
+    test.to_csv(tmp_path / "test.csv", index=False)
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        evaluate_run(run, split="test", baselines=(), ks=(10,), test_file=tmp_path / "test.csv",
+                     history_from=[split_dir / "train.csv", split_dir / "valid.csv"])
+    said = [r.getMessage() for r in caplog.records if "never hit" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("1 of 30 test pairs are in the train + valid history"), said
+
+
 def test_evaluate_test_file_and_ease_limit(split_dir, tmp_path, capsys, caplog):
     """`evaluate --test FILE` scores a held-out file the run was not given; EASE above its item limit is
     skipped with a warning naming the limit, the other rows unchanged."""

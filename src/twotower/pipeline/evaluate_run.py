@@ -165,8 +165,11 @@ def evaluate_run(
         log.warning("%d of %d %s pairs are in the %s history, which is excluded from ranking, so they are never hit%s",
                     seen, relevant.nnz, split, what, " (is the test file really held out?)" if seen == relevant.nnz else "")
     if histories is not None:
+        # counted apart from the pairs warned about above: with --history-from train.csv valid.csv the same
+        # repeats were reported twice, in two wordings
+        in_history = relevant.multiply(histories.matrix()).astype(bool)
+        leaked = int(in_history.nnz) - int(in_history.multiply(exclude).astype(bool).nnz)
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
-        leaked = int(relevant.multiply(histories.matrix()).nnz)
         if leaked:  # e.g. --split valid with valid.csv among the inputs: those targets can never be hit
             log.warning("%d of %d %s pairs are in the input history (%s), so they are excluded and never hit",
                         leaked, relevant.nnz, split, ", ".join(histories.files))
