@@ -494,11 +494,16 @@ class PrepareConfig:
     test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
     seed: int = 0  # of the train/test cut
     drop_unknown: bool = False  # pairs naming a passage not in the passages table: refused, or dropped and counted
+    encoding: str = "utf-8"  # of both tables (CSV/TSV/JSONL), as data.encoding for interactions; the output is UTF-8
 
     def __post_init__(self) -> None:
         _check_types(self, "prepare.")
         if not 0.0 <= self.test_share < 1.0:
             raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
+        try:
+            check_encoding(self.encoding)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("data.encoding", "--encoding", 1)) from None
 
 
 # ---------------------------------------------------------------- text retrieval training

@@ -99,8 +99,26 @@ def test_cli_defaults_are_the_config_s():
     from twotower.cli.main import build_parser
 
     a, cfg = build_parser().parse_args(["search", "prepare", "--passages", "p", "--pairs", "q", "--out", "o"]), PrepareConfig()
-    assert (a.passage_id_col, a.passage_text_col, a.query_col, a.test_share, a.seed, a.drop_unknown) == (
-        cfg.passage_id, cfg.passage_text, cfg.query, cfg.test_share, cfg.seed, cfg.drop_unknown)
+    assert (a.passage_id_col, a.passage_text_col, a.query_col, a.test_share, a.seed, a.drop_unknown, a.encoding) == (
+        cfg.passage_id, cfg.passage_text, cfg.query, cfg.test_share, cfg.seed, cfg.drop_unknown, cfg.encoding)
+
+
+def test_windows_encoded_tables_are_read_with_encoding(files, capsys):
+    """A cp1252 export (Excel's "CSV" on Windows) was refused as not UTF-8 with no way to say otherwise; the BEIR
+    folder written from it is UTF-8, as the other search commands read it."""
+    (files / "p1252.csv").write_bytes(PASSAGES.replace("\ufeff", "").encode("cp1252"))
+    (files / "q1252.csv").write_bytes(PAIRS.encode("cp1252"))
+    argv = ["search", "prepare", "--passages", str(files / "p1252.csv"), "--pairs", str(files / "q1252.csv"),
+            "--passage-id-col", "pid", "--passage-text-col", "body", "--passage-title-col", "heading",
+            "--query-col", "question", "--test-share", "0", "--out", str(files / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not UTF-8 text" in err and "set --encoding to the file's encoding" in err and "data.encoding" not in err
+    assert main([*argv, "--encoding", "cp1252"]) == 0
+    data = load_beir(files / "out", "test")
+    assert "Knochenbrüche" in data.corpus.texts[3] and "Knochenbrüche Vitamin D" in data.queries.values()
+    assert main([*argv, "--encoding", "utf-9"]) == 2
+    assert "--encoding: 'utf-9' is not a text encoding" in capsys.readouterr().err
 
 
 def test_a_pair_graded_twice_or_a_query_in_two_splits_is_named_by_file_rows_and_column(files):

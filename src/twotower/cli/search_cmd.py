@@ -124,6 +124,9 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
                    help="share of the queries written to qrels/test.tsv, the rest to train.tsv (default %(default)s; "
                    "0: every query in test.tsv, for evaluation only)")
     r.add_argument("--seed", type=int, default=pc.seed, help="seed of the train/test cut (default %(default)s)")
+    r.add_argument("--encoding", default=pc.encoding,
+                   help="text encoding of both tables, e.g. cp1252 for Windows / Excel exports (default %(default)s; "
+                        "the BEIR folder is written in UTF-8)")
     r.add_argument("--drop-unknown", action="store_true",
                    help="leave out (and count) pairs whose passage id is not in --passages instead of refusing them")
     r.set_defaults(func=cmd_search_prepare)
@@ -132,6 +135,7 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
 def cmd_search_prepare(args: argparse.Namespace) -> int:
     from twotower.cli.paths import check_artefact_dir
     from twotower.config import PrepareConfig
+    from twotower.errors import DataError
     from twotower.search.prepare import is_prepared_beir, prepare_beir
 
     check_artefact_dir(args.out, kind="prepared BEIR folder", is_same_kind=is_prepared_beir,
@@ -139,8 +143,15 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
     cols = PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
                           passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
                           pair_passage=args.pair_passage_col, score=args.score_col, split=args.split_col,
-                          test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown)
-    rep = prepare_beir(args.passages, args.pairs, args.out, cols)
+                          test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
+                          encoding=args.encoding)
+    try:
+        rep = prepare_beir(args.passages, args.pairs, args.out, cols)
+    except DataError as e:  # the readers' advice names data.encoding; here the setting is a flag
+        if "data.encoding" not in e.message:
+            raise
+        raise DataError(e.message.replace("data.encoding", "--encoding"), file=e.file, row=e.row, column=e.column,
+                        unit=e.unit) from None
     splits = ", ".join(f"{n} {s['queries']} queries / {s['judgements']} pairs" for n, s in rep["splits"].items())
     dropped = f", {rep['unknown_passages_dropped']} pairs with unknown passages dropped" \
         if rep["unknown_passages_dropped"] else ""

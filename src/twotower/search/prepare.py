@@ -42,10 +42,11 @@ def is_prepared_beir(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
-def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str]):
+def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str):
     """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``)."""
     label = str(path)
-    df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns)
+    df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns,
+                                   encoding=encoding)
     for column, role in zip(columns, roles):
         if column not in df.columns:
             raise missing_column_error(column, list(df.columns), file=label, role=role,
@@ -67,7 +68,7 @@ def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
 def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[list[dict[str, str]], dict[str, Any]]:
     wanted = [cols.passage_id, cols.passage_text] + ([cols.passage_title] if cols.passage_title else [])
     roles = ["passage id", "passage text"] + (["passage title"] if cols.passage_title else [])
-    df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id])
+    df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id], encoding=cols.encoding)
     dup = df[cols.passage_id].duplicated(keep="first").to_numpy()
     check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
                f"{rows.number(_first_row(df, cols.passage_id, df[cols.passage_id].iloc[pos]))}); each passage needs "
@@ -87,7 +88,8 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     wanted = [cols.query, pid_col] + [c for c in (cols.query_id, cols.score, cols.split) if c]
     roles = ["query", "relevant passage id"] + [r for c, r in ((cols.query_id, "query id"), (cols.score, "score"),
                                                                (cols.split, "split")) if c]
-    df, rows, label = _read(path, wanted, roles, ids=[pid_col] + ([cols.query_id] if cols.query_id else []))
+    df, rows, label = _read(path, wanted, roles, ids=[pid_col] + ([cols.query_id] if cols.query_id else []),
+                            encoding=cols.encoding)
     queries = _text(df[cols.query])
     blank = np.array([not q.strip() for q in queries], dtype=bool)
     check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
