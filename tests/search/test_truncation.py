@@ -67,3 +67,32 @@ def test_search_evaluate_reports_the_count(tmp_path):
     assert m["truncation"]["passages"] == 6 and m["truncation"]["cut"] == 1 and m["truncation"]["max_length"] == 256
     assert "truncation" not in search_evaluate(beir, "test", "bm25")
     assert np.isfinite(m["NDCG@10"])
+
+
+def test_word_piece_counts_are_kept_with_the_embedding_cache(tmp_path):
+    """The corpus was tokenized again on every run whose embeddings came from the cache (3.1 s of SciFact)."""
+    from twotower.text.cache import cached_word_pieces
+
+    calls = []
+
+    class _Counting(_WordTokenizer):
+        def __call__(self, texts, **kw):
+            calls.append(len(texts))
+            return super().__call__(texts, **kw)
+
+    class _ST:
+        tokenizer = _Counting()
+
+    enc = TextEncoder(_ST(), model_id="fake@1")
+    texts = ["a b c", "x " * 20, "d"]
+    first = truncation_report(enc, texts, 8, cache_dir=tmp_path)
+    assert first == {"passages": 3, "cut": 1, "max_length": 8, "longest": 22} and calls == [3]
+    assert truncation_report(enc, texts, 4, cache_dir=tmp_path)["cut"] == 2 and calls == [3]  # read back
+    assert truncation_report(enc, texts[:2], 8, cache_dir=tmp_path)["passages"] == 2 and calls == [3, 2]
+    other = TextEncoder(_ST(), model_id="fake@2")  # another tokenizer never reads these counts
+    cached_word_pieces(other, texts, tmp_path)
+    assert calls == [3, 2, 3]
+    for f in (tmp_path / "word-pieces").iterdir():
+        f.write_bytes(b"damaged")
+    assert truncation_report(enc, texts, 8, cache_dir=tmp_path) == first and calls == [3, 2, 3, 3]
+    assert truncation_report(enc, texts, 8, cache_dir=tmp_path) == first and calls == [3, 2, 3, 3]

@@ -65,7 +65,7 @@ class DenseRetriever:
 
     def fit(self, doc_texts: Sequence[str]) -> "DenseRetriever":
         """Encode (or read from the cache) and index ``doc_texts``; logs once how many were cut at ``max_length``."""
-        self.truncation = truncation_report(self.doc_encoder, doc_texts, self.max_length)
+        self.truncation = truncation_report(self.doc_encoder, doc_texts, self.max_length, cache_dir=self.cache_dir)
         if self.truncation is not None and self.truncation["cut"]:
             logger.info("%s; dense search sees only the first %d of each", describe_truncation(self.truncation),
                         self.max_length)

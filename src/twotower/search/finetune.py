@@ -154,7 +154,7 @@ def finetune_bi_encoder(
 
     base_enc = load_text_encoder(base)
     # recorded in the marker: how many documents the towers read only in part (cut at cfg.max_length)
-    truncation = truncation_report(base_enc, doc_texts, cfg.max_length)
+    truncation = truncation_report(base_enc, doc_texts, cfg.max_length, cache_dir=cache_dir)
     q_model = base_enc.model
     if cfg.shared:
         d_model = q_model

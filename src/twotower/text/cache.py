@@ -36,7 +36,7 @@ from twotower.errors import IntegrityError
 from twotower.text.encoder import TextEncoder
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes, sha256_file
 
-__all__ = ["EmbeddingCache", "cached_encode", "text_key"]
+__all__ = ["EmbeddingCache", "cached_encode", "cached_word_pieces", "text_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -204,3 +204,35 @@ def cached_encode(
     cache = EmbeddingCache(cache_dir, model_id=encoder.model_id, max_length=max_length, normalize=normalize)
     return cache.encode(encoder, texts, batch_size=batch_size, show_progress=show_progress,
                         rebuild_corrupt=rebuild_corrupt)
+
+
+def cached_word_pieces(encoder: TextEncoder, texts: Sequence[str],
+                       cache_dir: str | os.PathLike[str] | None) -> np.ndarray | None:
+    """``encoder.word_pieces(texts)``, kept under ``cache_dir/word-pieces/`` for this exact list of texts.
+
+    Counting what the encoder cuts (:func:`~twotower.text.encoder.truncation_report`) tokenizes the whole corpus:
+    3.1 s of SciFact's 5,183 abstracts on every ``search evaluate`` whose embeddings came from the cache in less.
+    The file is named by a hash of the tokenizer's model id and every text, so another corpus, order or model
+    never reads it; a damaged file is counted again and replaced.
+    """
+    if cache_dir is None:
+        return encoder.word_pieces(list(texts))
+    digest = hashlib.sha256(f"{encoder.model_id}\n".encode())
+    for t in texts:
+        digest.update(text_key(str(t)).encode())
+    path = Path(cache_dir).expanduser() / "word-pieces" / f"{digest.hexdigest()[:32]}.npy"
+    if path.is_file():
+        try:
+            lengths = np.load(path, allow_pickle=False)
+            if lengths.shape == (len(texts),) and lengths.dtype.kind == "i":
+                return lengths.astype(np.int64)
+        except (OSError, ValueError):
+            pass
+        logger.debug("word-piece counts at %s do not match the texts; counting again", path)
+    lengths = encoder.word_pieces(list(texts))
+    if lengths is not None:
+        buf = io.BytesIO()
+        np.save(buf, lengths.astype(np.int32), allow_pickle=False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, buf.getvalue())
+    return lengths
