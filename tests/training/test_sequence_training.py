@@ -128,3 +128,15 @@ def test_max_examples_per_epoch_below_a_batch_is_refused() -> None:
     tr.world = 3  # what the check reads under torchrun: each rank needs one example of the batch
     with pytest.raises(ConfigError, match="train.max_examples_per_epoch=2 leaves 2 examples"):
         tr._check_enough_examples()
+
+
+def test_progress_lines_off_a_terminal_count_sequences(caplog: pytest.LogCaptureFixture) -> None:
+    # a log file's progress lines said "examples/s" for whole-window training, where the epoch line says "seq/s"
+    import logging
+
+    train = TrainConfig(examples="sequence", epochs=1, batch_size=2, progress=True, log_every_s=1e-9, checkpoint=False)
+    tr = Trainer(_model(), _seqs(), loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    with caplog.at_level(logging.INFO, logger="twotower.training.loop"):
+        tr.fit()
+    lines = [r.getMessage() for r in caplog.records if ": batch " in r.getMessage()]
+    assert lines and all(" sequences/s, " in line and "ETA" in line for line in lines), lines

@@ -214,7 +214,9 @@ class Trainer:
         acc_sum = positions = 0.0
         last: tuple[torch.Tensor, torch.Tensor] | None = None
         t0 = time.perf_counter()
-        with self.loop.epoch(epoch, n_batches=n_batches, n_examples=n) as run:
+        # sequence mode counts users' windows: its progress lines said "examples/s" where the epoch line says seq/s
+        unit = "sequences" if self.sequence else "examples"
+        with self.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run:
             for b in range(n_batches):
                 idx = order[b * B : (b + 1) * B]
                 if len(idx) < max(2, self.world):  # every rank needs an example, every query company
