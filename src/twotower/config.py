@@ -404,6 +404,9 @@ class TrainConfig:
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+        # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
+        _check(self.max_examples_per_epoch is None or self.max_examples_per_epoch >= 2, "train.max_examples_per_epoch",
+               "must be >= 2 (a batch needs two examples) or null for every example")
         _check(self.ema_decay is None or 0 < self.ema_decay < 1, "train.ema_decay", "must be in (0, 1) or null")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",

@@ -182,6 +182,9 @@ def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset,
     assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
     assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line
+    # the time spent in the unit it was spent in: "0.0 min of training reached ...=1e-05" read as not reached
+    spent = float(line.split("stopped by time budget: ")[1].split("s of training")[0])
+    assert spent > 0, line
 
 
 def test_ctrl_c_under_torchrun_is_reported_by_rank_0_only(dataset, tmp_path, capsys, monkeypatch):

@@ -37,6 +37,8 @@ def test_unknown_key_suggests_the_right_one():
         ("data.ratios=[0.5,0.5,0.5]", "data.ratios"),
         ("train.epochs=abc", "train.epochs"),
         ("model.user.dropout=1.5", "model.user.dropout"),
+        ("train.max_examples_per_epoch=-5", "train.max_examples_per_epoch"),  # cut every epoch to no batch
+        ("train.max_examples_per_epoch=0", "train.max_examples_per_epoch"),  # read as "no limit"
     ],
 )
 def test_bad_values_name_the_setting(override, fragment):

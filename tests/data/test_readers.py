@@ -552,3 +552,22 @@ def test_a_null_id_in_parquet_is_named_as_null_not_as_a_short_row(tmp_path):
     with pytest.raises(DataError, match=r"record 3, column 'user_id': empty id \(1 record\(s\) in total; null") as e:
         read_interactions(p)
     assert "fewer fields" not in str(e.value)
+
+
+def test_a_timestamp_column_that_orders_nothing_is_said(tmp_path, caplog):
+    # audit: every row at one time (a snapshot's export date) ordered each user's rows by item id, in silence:
+    # leave-last held out the largest ids, and histories were read in id order
+    rows = _rows(False)
+    one_time = tmp_path / "one_time.csv"
+    one_time.write_text("user_id,item_id,timestamp\n" + "".join(f"{u},{i},2024-05-01\n" for u, i in rows))
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(one_time)
+    assert "25 of 25 users with 5+ rows have one 'timestamp' value for all their rows" in caplog.text
+    assert "data.timestamp_col=null" in caplog.text
+    caplog.clear()
+    # times that order each user's rows, even with ties among them (several rows in one second), say nothing
+    path = tmp_path / "timed.csv"
+    path.write_text("user_id,item_id,timestamp\n" + "".join(f"{u},{i},{1000 + n // 2}\n" for n, (u, i) in enumerate(rows)))
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(path)
+    assert "one 'timestamp' value" not in caplog.text

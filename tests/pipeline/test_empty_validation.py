@@ -9,6 +9,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from tests.synthetic import make_interactions
 from twotower.config import load_config
@@ -47,3 +48,30 @@ def test_a_zero_valid_share_leaves_no_valid_file_and_an_older_header_only_one_re
                              frames={"path": df})
     np.random.seed(None)
     assert result.epochs_run == 2
+
+
+def test_a_test_split_of_unknown_ids_only_is_not_scored_into_a_table_of_nan(tmp_path, caplog, capsys):
+    """Before: `twotower train` ended with a test table of nan for every model and a metrics.json of NaN (not
+    JSON), and `twotower evaluate --test FILE` printed the same, when no test row named a trained user and item."""
+    from twotower.cli.main import main
+    from twotower.errors import DataError
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    train = pd.DataFrame({"user_id": ["u1"] * 6 + ["u2"] * 6, "item_id": [f"i{j}" for j in range(6)] * 2,
+                          "timestamp": list(range(12))})
+    files = {"train": train, "valid": pd.DataFrame({"user_id": ["u1"], "item_id": ["i0"], "timestamp": [99]}),
+             "test": pd.DataFrame({"user_id": ["u1", "new-user"], "item_id": ["new-item", "i1"], "timestamp": [99] * 2})}
+    for name, df in files.items():
+        df.to_csv(tmp_path / f"{name}.csv", index=False)
+    out = tmp_path / "run"
+    args = ["train", *(a for name in files for a in (f"--{name}", str(tmp_path / f"{name}.csv"))), "--out", str(out),
+            *(s.replace("eval.baselines=[]", 'eval.baselines=["popularity"]') for s in FAST)]
+    with caplog.at_level(logging.WARNING):
+        assert main(args) == 0
+    np.random.seed(None)
+    assert "test: none of its 2 rows is usable" in caplog.text
+    assert not (out / "metrics.json").exists() and "nan" not in capsys.readouterr().out
+    for test_file in (None, tmp_path / "test.csv"):  # the run's own data/test.csv, or the file handed in
+        with pytest.raises(DataError, match="none of its 2 rows \\(2 users\\) names a user and an item") as e:
+            evaluate_run(TrainedRun.load(out), test_file=test_file)
+        assert str(test_file or out / "data" / "test.csv") in str(e.value)

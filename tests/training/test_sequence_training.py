@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.sequence import SequenceExamples
@@ -100,3 +100,43 @@ def test_bf16_step_follows_the_fp32_step(kind: str) -> None:
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=2e-2)
     g32, g16 = grads["fp32"], grads["bf16"]
     assert float((g16 - g32).norm() / g32.norm()) < 0.05
+
+
+@pytest.mark.parametrize("examples", ["sequence", "causal"])
+def test_data_that_gives_no_batch_is_refused_not_trained_on(examples: str) -> None:
+    """Every user with one training item: sequence windows have no target, so each epoch skipped every batch,
+    logged loss 0.0 and kept the untrained weights as the best epoch; one causal example is no batch either."""
+    singles = UserSequences.from_arrays(np.arange(N_USERS), np.arange(N_USERS), np.zeros(N_USERS), N_USERS)
+    seqs = singles if examples == "sequence" else UserSequences.from_arrays(np.array([0]), np.array([3]),
+                                                                            np.zeros(1), N_USERS)
+    train = TrainConfig(examples=examples, epochs=1, batch_size=4, progress=False, checkpoint=False)
+    with pytest.raises(DataError, match="train.examples=causal" if examples == "sequence" else "1 training examples"):
+        Trainer(_model(), seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    # the same users as causal examples train: one example per interaction, the history may be empty
+    if examples == "sequence":
+        tr = Trainer(_model(), singles, loss=LossConfig(temperature=0.1), train=TrainConfig(
+            examples="causal", epochs=1, batch_size=4, progress=False, checkpoint=False), eval=EvalConfig(baselines=()))
+        row = tr.fit().history[0]
+        assert row["loss"] > 0 and np.isfinite(row["loss"])
+
+
+def test_max_examples_per_epoch_below_a_batch_is_refused() -> None:
+    train = TrainConfig(examples="sequence", epochs=1, batch_size=4, max_examples_per_epoch=2, progress=False)
+    Trainer(_model(), _seqs(), loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))  # 2 make a batch
+    three_ranks = TrainConfig(examples="causal", epochs=1, batch_size=4, max_examples_per_epoch=2, progress=False)
+    tr = Trainer(_model(), _seqs(), loss=LossConfig(), train=three_ranks, eval=EvalConfig(baselines=()))
+    tr.world = 3  # what the check reads under torchrun: each rank needs one example of the batch
+    with pytest.raises(ConfigError, match="train.max_examples_per_epoch=2 leaves 2 examples"):
+        tr._check_enough_examples()
+
+
+def test_progress_lines_off_a_terminal_count_sequences(caplog: pytest.LogCaptureFixture) -> None:
+    # a log file's progress lines said "examples/s" for whole-window training, where the epoch line says "seq/s"
+    import logging
+
+    train = TrainConfig(examples="sequence", epochs=1, batch_size=2, progress=True, log_every_s=1e-9, checkpoint=False)
+    tr = Trainer(_model(), _seqs(), loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    with caplog.at_level(logging.INFO, logger="twotower.training.loop"):
+        tr.fit()
+    lines = [r.getMessage() for r in caplog.records if ": batch " in r.getMessage()]
+    assert lines and all(" sequences/s, " in line and "ETA" in line for line in lines), lines

@@ -511,6 +511,29 @@ def _warn_float_spelled_ids(label: str, column: str, ids: pd.Series) -> None:
                     int(twins.sum()), whole.iloc[first], spelled.iloc[first])
 
 
+def _warn_constant_time(label: str, users: pd.Series, ts: np.ndarray, column: str) -> None:
+    """A timestamp column that gives most users one time for all their rows orders nothing: say so.
+
+    Their rows are then ordered by the tie-break, item id (splits, histories): a temporal or leave-last
+    split holds out each user's largest ids rather than their latest items, and the sequence towers learn id
+    order -- silently, where a missing column or an id-sorted file is warned about.
+    """
+    codes, _ = pd.factorize(users)
+    if len(codes) == 0:
+        return
+    per_user = pd.Series(ts).groupby(codes).agg(["min", "max", "size"])
+    checked = per_user["size"].to_numpy() >= _SORTED_MIN_ROWS
+    constant = checked & (per_user["min"].to_numpy() == per_user["max"].to_numpy())
+    n_constant, n_checked = int(constant.sum()), int(checked.sum())
+    if n_checked >= _SORTED_MIN_USERS and n_constant * 2 > n_checked:
+        log.warning("%s: %d of %d users with %d+ rows have one %r value for all their rows, so nothing orders their "
+                    "rows in time and ties go by item id: a temporal or leave-last split holds out each user's "
+                    "largest item ids, not their latest items, and histories are read in id order. If each user's "
+                    "rows are in time order in the file, set data.timestamp_col=null to use that order; if the data "
+                    "has no order, use a random split (data.split=random; data split --method random)", label, n_constant, n_checked,
+                    _SORTED_MIN_ROWS, column)
+
+
 def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
     """Row order stands in for time: say so when a column the user may have meant is right there."""
     like = [c for c in present if c not in used and _looks_like_time(c)]
@@ -594,6 +617,7 @@ def read_interactions(
         ts, dates_unit = parse_timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"],
                                           rows=rows, time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
+        _warn_constant_time(label, users, ts, optional["timestamp"])
     else:
         ts, dates_unit = np.arange(len(raw), dtype=np.int64), None
         ts_source = "row order (no timestamp column)"

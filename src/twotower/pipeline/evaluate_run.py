@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from twotower.config import EvalConfig
 from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
@@ -153,6 +153,11 @@ def evaluate_run(
         hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
                 if split == "test" else "give `--valid FILE` to `twotower train`")
         raise FileNotFoundError(f"run {run.dir} has no {split} split ({run.dir / 'data' / f'{split}.csv'}): {hint}")
+    if relevant.nnz == 0:  # every model then scored 0 users: a table and metrics.json of NaN
+        source = test_file if test_file is not None else run.dir / "data" / f"{split}.csv"
+        raise DataError(f"none of its {m.report[split]['rows_in']} rows ({m.report[split]['users_in']} users) names a "
+                        f"user and an item the run was trained on, so there is nothing to score; the run's ids are in "
+                        f"{run.dir / 'vocab'}", file=str(source))
     exclude = m.train
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()

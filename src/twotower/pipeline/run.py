@@ -35,6 +35,13 @@ log = logging.getLogger(__name__)
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames))
+    if prep.test is not None and len(prep.test) == 0:
+        # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
+        n = prep.report.get("test_encoding", {}).get("rows_in", "all")
+        log.warning("test: none of its %s rows is usable (each names a user or item never seen in training), so "
+                    "there is no test evaluation; `twotower evaluate --run OUT --test FILE` scores a held-out file "
+                    "later", n)
+        prep.test = None
     if prep.valid is not None and len(prep.valid) == 0:
         # every row named a user or item unseen in training (counted above): validating on nothing gave NaN, no
         # epoch was ever the best, and the run ended in "model.safetensors missing" after training

@@ -169,7 +169,9 @@ def stop_reason(tr: "Trainer", stopper: EarlyStopping, spent: float, epoch: int)
                f"(train.patience={cfg.patience})")
     elif cfg.time_budget_min is not None and tdist.broadcast_value(
             float(spent >= cfg.time_budget_min * 60.0), tr.device) > 0.5:
-        why = f"time budget: {spent / 60:.1f} min of training reached train.time_budget_min={cfg.time_budget_min:g}"
+        # seconds below a minute: "0.1 min of training reached train.time_budget_min=0.05" (4 s) read as rounding
+        took = f"{spent:.2g}s" if spent < 60 else format_seconds(spent)
+        why = f"time budget: {took} of training reached train.time_budget_min={cfg.time_budget_min:g}"
     if why and tdist.is_main():
         log.info("stopping after epoch %d of %d: %s", epoch - 1, cfg.epochs, why)
     return why

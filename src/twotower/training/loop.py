@@ -122,8 +122,10 @@ def budget_horizon(epochs: int, epoch: int, spent_s: float, budget_s: float | No
 class Progress:
     """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
 
-    def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float) -> None:
+    def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float,
+                 unit: str = "examples") -> None:
         self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
+        self.unit = unit  # what n_examples counts: "sequences" for whole-window training, as its epoch line says
         self.enabled, self.every_s = enabled, every_s
         # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
         self.tty = enabled and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
@@ -144,8 +146,8 @@ class Progress:
             rate = self.examples / max(now - self.t0, 1e-9)
             eta = (self.n_examples - self.examples) / max(rate, 1e-9)
             # two decimals below 10/s: a cross-encoder's 0.8 examples/s read "1 examples/s"
-            log.info("%s: batch %d/%d, %.*f examples/s, loss %.4f, ETA %.0fs",
-                     self.desc, self.batches, self.n_batches, 0 if rate >= 10 else 2, rate, loss, eta)
+            log.info("%s: batch %d/%d, %.*f %s/s, loss %.4f, ETA %.0fs",
+                     self.desc, self.batches, self.n_batches, 0 if rate >= 10 else 2, rate, self.unit, loss, eta)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -238,9 +240,12 @@ class TrainLoop:
             self.schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: lr_factor(s, total_steps, warmup, decay))
                                for o in self.optimizers]
 
-    def epoch(self, epoch: int | str, *, n_batches: int, n_examples: int, desc: str | None = None) -> "_EpochContext":
-        """Context manager yielding an :class:`EpochRun` with its progress display."""
-        prog = Progress(desc or f"epoch {epoch}", n_batches, n_examples, enabled=self.progress, every_s=self.log_every_s)
+    def epoch(self, epoch: int | str, *, n_batches: int, n_examples: int, desc: str | None = None,
+              unit: str = "examples") -> "_EpochContext":
+        """Context manager yielding an :class:`EpochRun` with its progress display (``unit``: what
+        ``n_examples`` and the closures' counts are)."""
+        prog = Progress(desc or f"epoch {epoch}", n_batches, n_examples, enabled=self.progress, every_s=self.log_every_s,
+                        unit=unit)
         return _EpochContext(EpochRun(self, prog))
 
     def scale_lr(self, factor: float) -> None:
