@@ -121,13 +121,15 @@ def test_data_that_gives_no_batch_is_refused_not_trained_on(examples: str) -> No
 
 
 def test_max_examples_per_epoch_below_a_batch_is_refused() -> None:
+    from twotower.training.hooks import check_enough_examples
+
     train = TrainConfig(examples="sequence", epochs=1, batch_size=4, max_examples_per_epoch=2, progress=False)
     Trainer(_model(), _seqs(), loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))  # 2 make a batch
     three_ranks = TrainConfig(examples="causal", epochs=1, batch_size=4, max_examples_per_epoch=2, progress=False)
     tr = Trainer(_model(), _seqs(), loss=LossConfig(), train=three_ranks, eval=EvalConfig(baselines=()))
     tr.world = 3  # what the check reads under torchrun: each rank needs one example of the batch
     with pytest.raises(ConfigError, match="train.max_examples_per_epoch=2 leaves 2 examples"):
-        tr._check_enough_examples()
+        check_enough_examples(tr)
 
 
 def test_progress_lines_off_a_terminal_count_sequences(caplog: pytest.LogCaptureFixture) -> None:

@@ -1,4 +1,5 @@
-"""The trainer's checkpoint/resume, distributed start-up, logging and finishing hooks."""
+"""The trainer's hooks: the check that the data gives a batch, checkpoint/resume, distributed start-up, logging and
+finishing."""
 from __future__ import annotations
 
 import contextlib
@@ -11,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 from twotower import distributed as tdist
-from twotower.errors import ConfigError, IntegrityError
+from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
 from twotower.utils.atomic import atomic_write_text
@@ -19,9 +20,29 @@ from twotower.utils.atomic import atomic_write_text
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["averaged", "resume_state", "start_ranks", "log_epoch", "format_seconds", "finish_fit", "schedule_horizon"]
+__all__ = ["averaged", "check_enough_examples", "resume_state", "start_ranks", "log_epoch", "format_seconds",
+           "finish_fit", "schedule_horizon"]
 
 log = logging.getLogger("twotower.training.trainer")
+
+
+def check_enough_examples(tr: "Trainer") -> None:
+    """Refuse data that gives no batch: every epoch skipped all of it, logged loss 0.0 and kept the untrained
+    weights as the best epoch (e.g. sequence examples where no user has two training interactions)."""
+    need, n = max(2, tr.world), tr._units_per_epoch()  # _train_epoch skips a batch smaller than this
+    if n >= need:
+        return
+    ranks = f" ({tr.world} ranks each need one)" if tr.world > 2 else ""
+    if n < len(tr.examples):
+        raise ConfigError(f"train.max_examples_per_epoch={tr.cfg.max_examples_per_epoch} leaves {n} examples "
+                          f"an epoch, fewer than one batch needs ({need}{ranks}); raise it or set it to null")
+    if tr.sequence:
+        raise DataError(f"train.examples=sequence: {n} users have two or more training interactions (an input "
+                        f"item and the next one to predict), fewer than one batch needs ({need}{ranks}), so no "
+                        f"epoch would train anything; use train.examples=causal, which learns from every "
+                        f"interaction, or more data")
+    raise DataError(f"{n} training examples ({tr.cfg.examples}), fewer than one batch needs ({need}{ranks}), "
+                    f"so no epoch would train anything; the training data is too small")
 
 
 def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:

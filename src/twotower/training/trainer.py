@@ -41,7 +41,7 @@ import torch
 from twotower import distributed as tdist
 from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
-from twotower.errors import ConfigError, DataError
+from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.losses import make_loss
 from twotower.losses.fused_xent import kernel_precision
@@ -109,7 +109,9 @@ class Trainer:
             self.examples = SequenceExamples(train_seqs, model.history_len, model.pad_item, random_windows=train.random_windows)
         else:
             self.examples = build_examples(train_seqs, train.examples)
-        self._check_enough_examples()
+        from twotower.training.hooks import check_enough_examples  # lazily, as the other hooks
+
+        check_enough_examples(self)
         counts = np.bincount(train_seqs.items, minlength=model.n_items).astype(np.float64)
         self.item_counts = counts
         probs = torch.as_tensor(counts / max(counts.sum(), 1.0), dtype=torch.float32)  # [I]
@@ -143,24 +145,6 @@ class Trainer:
         draws = max(1, round(B * ex.n_positions() / max(len(ex), 1))) if self.sequence else None
         t = loss_log_q(self.loss_cfg, self.loss_fn, probs, B, dedup_draws=draws)
         return t.to(self.device) if t is not None else None
-
-    def _check_enough_examples(self) -> None:
-        """Refuse data that gives no batch: every epoch skipped all of it, logged loss 0.0 and kept the untrained
-        weights as the best epoch (e.g. sequence examples where no user has two training interactions)."""
-        need, n = max(2, self.world), self._units_per_epoch()  # _train_epoch skips a batch smaller than this
-        if n >= need:
-            return
-        ranks = f" ({self.world} ranks each need one)" if self.world > 2 else ""
-        if n < len(self.examples):
-            raise ConfigError(f"train.max_examples_per_epoch={self.cfg.max_examples_per_epoch} leaves {n} examples "
-                              f"an epoch, fewer than one batch needs ({need}{ranks}); raise it or set it to null")
-        if self.sequence:
-            raise DataError(f"train.examples=sequence: {n} users have two or more training interactions (an input "
-                            f"item and the next one to predict), fewer than one batch needs ({need}{ranks}), so no "
-                            f"epoch would train anything; use train.examples=causal, which learns from every "
-                            f"interaction, or more data")
-        raise DataError(f"{n} training examples ({self.cfg.examples}), fewer than one batch needs ({need}{ranks}), "
-                        f"so no epoch would train anything; the training data is too small")
 
     def _units_per_epoch(self) -> int:
         n = len(self.examples)
