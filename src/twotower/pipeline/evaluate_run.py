@@ -58,15 +58,17 @@ class RunScorer:
     """
 
     def __init__(self, run: TrainedRun, histories: Any = None) -> None:
+        from twotower.pipeline.histories import HistoryScorer
+
         self.run = run
         self.histories = histories
+        # built once (it checks the histories belong to this run), not per scored chunk
+        self._from_histories = HistoryScorer(run, histories) if histories is not None else None
         self._index = None
 
     def score(self, users: np.ndarray) -> np.ndarray:
-        if self.histories is not None:
-            from twotower.pipeline.histories import HistoryScorer
-
-            return HistoryScorer(self.run, self.histories).score(users)
+        if self._from_histories is not None:
+            return self._from_histories.score(users)
         return self.run.scores_for_users(users)
 
     def rank(self, users: np.ndarray, k: int, exclude: sp.csr_matrix | None) -> np.ndarray:

@@ -37,12 +37,18 @@ INDEX_META = "meta.json"
 _HF_CONFIG = "config.json"
 
 
-def _json_kind(path: Path) -> object:
+def _marker(path: Path) -> dict:
+    """A marker file's JSON object, or ``{}`` when it is missing or unreadable (checked cheaply, before any model is
+    loaded; a damaged marker is reported by :func:`verify_model_dir` when the folder is loaded)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    return data.get("kind") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _json_kind(path: Path) -> object:
+    return _marker(path).get("kind")
 
 
 def is_search_index(path: str | os.PathLike[str]) -> bool:
@@ -120,12 +126,8 @@ def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:
     if folder is None:
         return {}
     for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
-        path = Path(folder) / marker
-        if path.is_file():
-            try:
-                config = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
-            except (OSError, ValueError, AttributeError):
-                return {}  # a damaged marker is reported by verify_model_dir when the model is loaded
+        config = _marker(Path(folder) / marker).get("config")
+        if isinstance(config, dict):
             return {k: int(v) for k, v in config.items()
                     if k in ("max_length", "query_max_length") and isinstance(v, int) and not isinstance(v, bool)
                     and v >= 1}
