@@ -230,6 +230,10 @@ class DataConfig:
             _choice(self.dataset, "data.dataset", ("movielens-100k",))
 
 
+#: where dropout masks' random numbers may come from (TowerConfig.dropout_rng; models/dropout.py)
+DROPOUT_RNGS = ("pcg64", "torch")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TowerConfig:
     """One tower: optional ID embedding, feature encoders, MLP, L2-normalised output."""
@@ -240,6 +244,10 @@ class TowerConfig:
     hidden: tuple[int, ...] = (256,)
     out_dim: int = 64
     dropout: float = 0.1
+    # where dropout masks' random numbers come from: "pcg64" = numpy's PCG64 seeded from torch's generator (the
+    # same function as nn.Dropout, its mask ~3x cheaper: 18% of a default step was torch's bernoulli_);
+    # "torch" = PyTorch's own masks, bit for bit those of runs made before the change (models/dropout.py)
+    dropout_rng: str = "pcg64"
     layernorm: bool = True
     use_features: bool = True
     # user tower only: read the user's history items, pooled (mean | recency) or through a
@@ -273,6 +281,7 @@ class TowerConfig:
         _check(self.id_dim > 0 and self.feature_dim > 0 and self.out_dim > 0, "tower dims", "must be > 0")
         _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
         _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
+        _choice(self.dropout_rng, "tower.dropout_rng", DROPOUT_RNGS)
         _choice(self.history, "tower.history", ("none", "mean", "recency", "transformer", "gru"))
         _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
         _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")

@@ -1,10 +1,14 @@
-"""The sequence encoders' dropout: F.dropout's function with a cheaper mask."""
+"""The towers' dropout: F.dropout's function with a cheaper mask, or torch's own masks on request."""
 from __future__ import annotations
 
 import pytest
 import torch
 
+from twotower.config import TowerConfig
+from twotower.errors import ConfigError
 from twotower.models.dropout import Dropout, dropout
+from twotower.models.mlp import MLP
+from twotower.models.sequence import CausalTransformer
 
 
 def test_drops_at_the_rate_asked_and_keeps_the_expectation() -> None:
@@ -56,3 +60,34 @@ def test_other_dtypes_use_torch_dropout_and_bad_rates_are_refused() -> None:
         Dropout(1.0)
     with pytest.raises(ValueError, match=r"\[0, 1\)"):
         dropout(torch.ones(3), -0.1)
+
+
+def test_torch_rng_gives_torch_masks_bit_for_bit() -> None:
+    """``dropout_rng = "torch"`` reproduces runs made with nn.Dropout (the golden training test relies on it)."""
+    x = torch.randn(64, 32)
+    torch.manual_seed(5)
+    want = torch.nn.functional.dropout(x, 0.1, True)
+    torch.manual_seed(5)
+    assert torch.equal(dropout(x, 0.1, rng="torch"), want)
+    torch.manual_seed(5)
+    assert not torch.equal(dropout(x, 0.1), want)  # the default draws its mask elsewhere
+
+
+def test_towers_take_their_configured_rng_and_unknown_ones_are_refused() -> None:
+    assert TowerConfig().dropout_rng == "pcg64"
+    with pytest.raises(ConfigError, match="tower.dropout_rng.*'torhc'.*did you mean 'torch'"):
+        TowerConfig(dropout_rng="torhc")
+    with pytest.raises(ValueError, match="unknown dropout rng"):
+        dropout(torch.ones(3), 0.1, rng="mt")
+    mlp = MLP(8, (16,), 4, dropout=0.1, layernorm=True, dropout_rng="torch")
+    assert [m.rng for m in mlp.modules() if isinstance(m, Dropout)] == ["torch"]
+    enc = CausalTransformer(16, 10, layers=2, heads=1, dropout=0.1, rng="torch")
+    assert {m.rng for m in enc.modules() if isinstance(m, Dropout)} == {"torch"}
+    assert {b.rng for b in enc.blocks} == {"torch"}
+    # an MLP with torch's masks computes what nn.Dropout's would, mask for mask
+    ref = torch.nn.Sequential(*[torch.nn.Dropout(0.1) if isinstance(m, Dropout) else m for m in mlp.net])
+    x = torch.randn(32, 8)
+    torch.manual_seed(2)
+    a = mlp(x)
+    torch.manual_seed(2)
+    assert torch.equal(a, ref(x))

@@ -1,11 +1,12 @@
-"""Dropout with a cheap mask, for the sequence encoders.
+"""Dropout with a cheap mask, for every tower (MLP heads and sequence encoders).
 
 ``y = x * m``, ``m_i = 1 / (1 - p)`` with probability ``1 - p`` and ``0``
 otherwise (Srivastava et al., "Dropout", JMLR 2014) -- the same function as
 ``F.dropout``; only the random numbers come from elsewhere. PyTorch's CPU
 ``bernoulli_`` draws its mask at ~5-9 ns an element, which on a sequence
 encoder (seven masks of [B, L, H] a step) was 8% of an ML-1M training step;
-numpy's PCG64 gives 16 random bits an element at ~1.5 ns, and ``bits >= k``
+on the default recommender's two MLP masks ([512, 256] each) it was
+18% of a step; numpy's PCG64 gives 16 random bits an element at ~1.5 ns, and ``bits >= k``
 with ``k = round(p * 65536)`` keeps an element with probability
 ``1 - k / 65536`` (``p`` rounded to a multiple of 1/65536; the scale uses the
 rounded value, so ``E[y] = x`` exactly).
@@ -13,7 +14,9 @@ rounded value, so ``E[y] = x`` exactly).
 Each call seeds its own numpy generator from one draw of torch's default
 generator, so ``torch.manual_seed`` and a checkpoint's saved torch RNG state
 still fix every mask. Inputs off the CPU or in other dtypes than float32 and
-bfloat16 use ``F.dropout``.
+bfloat16 use ``F.dropout``, and so does ``rng="torch"`` (a tower's
+``dropout_rng``): PyTorch's own masks, bit for bit those of runs made before
+the MLP heads took the cheap mask (the golden test of the training loop uses it).
 """
 from __future__ import annotations
 
@@ -22,18 +25,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["Dropout", "dropout"]
+from twotower.config import DROPOUT_RNGS, TowerConfig
+
+__all__ = ["DROPOUT_RNGS", "Dropout", "dropout"]
 
 _LEVELS = 1 << 16  # the mask's resolution: p is rounded to a multiple of 1/65536
+_DEFAULT_RNG = TowerConfig.dropout_rng  # declared once, in the config
 
 
-def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
-    """``F.dropout(x, p, training)`` with the mask drawn as in the module docstring."""
+def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG) -> Tensor:
+    """``F.dropout(x, p, training)`` with the mask drawn as in the module docstring (``rng``: one of DROPOUT_RNGS)."""
     if not training or p == 0.0:
         return x
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
+    if rng not in DROPOUT_RNGS:
+        raise ValueError(f"unknown dropout rng {rng!r}; choose one of {', '.join(DROPOUT_RNGS)}")
+    if rng == "torch" or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
         return F.dropout(x, p, training)
     k = round(p * _LEVELS)
     seed = int(torch.randint(0, 2**62, (1,)))
@@ -47,14 +55,17 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 class Dropout(nn.Module):
     """``nn.Dropout`` with the cheap mask of :func:`dropout` (identity in eval mode, as ``nn.Dropout``)."""
 
-    def __init__(self, p: float) -> None:
+    def __init__(self, p: float, rng: str = _DEFAULT_RNG) -> None:
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        if rng not in DROPOUT_RNGS:
+            raise ValueError(f"unknown dropout rng {rng!r}; choose one of {', '.join(DROPOUT_RNGS)}")
         self.p = p
+        self.rng = rng
 
     def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, self.training)
+        return dropout(x, self.p, self.training, self.rng)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, rng={self.rng}"

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from twotower.config import TowerConfig
 from twotower.models.dropout import Dropout
 from twotower.models.dropout import dropout as cheap_dropout
 
@@ -44,7 +45,7 @@ class _Block(nn.Module):
     then ``z = LN2(x')``, ``z + FFN(z)`` (ReLU).
     """
 
-    def __init__(self, dim: int, heads: int, dropout: float, block: str = "pre_ln") -> None:
+    def __init__(self, dim: int, heads: int, dropout: float, block: str = "pre_ln", rng: str = TowerConfig.dropout_rng) -> None:
         super().__init__()
         if block not in SEQ_BLOCKS:
             raise ValueError(f"unknown transformer block {block!r}; choose one of {', '.join(SEQ_BLOCKS)}")
@@ -57,8 +58,9 @@ class _Block(nn.Module):
         # SASRec's point-wise feed-forward keeps the width (dim -> dim -> dim): on a CPU a 4x inner
         # layer would cost more than the full-catalogue softmax it feeds
         act = nn.ReLU() if self.sasrec else nn.GELU()
-        self.ff = nn.Sequential(nn.Linear(dim, dim), act, Dropout(dropout), nn.Linear(dim, dim))
+        self.ff = nn.Sequential(nn.Linear(dim, dim), act, Dropout(dropout, rng), nn.Linear(dim, dim))
         self.dropout = dropout
+        self.rng = rng
 
     def forward(self, x: Tensor, mask: Tensor, at: Tensor | None = None) -> Tensor:
         """``x[B, L, H]``, additive ``mask[B, 1, L, L]`` (0 = may attend, -inf = may not) -> ``[B, L, H]``.
@@ -89,11 +91,11 @@ class _Block(nn.Module):
         dt = mask.dtype  # the residual stream's: attention stays in it when training in bf16 (faster on CPU)
         with torch.autocast("cpu", enabled=False):
             a = F.scaled_dot_product_attention(q.to(dt), k.to(dt), v.to(dt), attn_mask=mask)  # [B, h, n, H/h]
-        x = (y if self.sasrec else x) + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training)
+        x = (y if self.sasrec else x) + cheap_dropout(self.proj(a.transpose(1, 2).reshape(B, n, H)), p, self.training, self.rng)
         if self.sasrec:
             z = self.ln2(x)
-            return z + cheap_dropout(self.ff(z), p, self.training)
-        return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training)
+            return z + cheap_dropout(self.ff(z), p, self.training, self.rng)
+        return x + cheap_dropout(self.ff(self.ln2(x)), p, self.training, self.rng)
 
 
 class CausalTransformer(nn.Module):
@@ -121,7 +123,7 @@ class CausalTransformer(nn.Module):
     """
 
     def __init__(self, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
-                 positions: str = "right", block: str = "pre_ln") -> None:
+                 positions: str = "right", block: str = "pre_ln", rng: str = TowerConfig.dropout_rng) -> None:
         super().__init__()
         if dim % heads:
             raise ValueError(f"sequence encoder width {dim} is not divisible by {heads} heads")
@@ -130,8 +132,8 @@ class CausalTransformer(nn.Module):
         self.positions = positions
         self.max_len = max_len
         self.pos = nn.Parameter(torch.randn(max_len, dim) * 0.02)
-        self.drop = Dropout(dropout)
-        self.blocks = nn.ModuleList(_Block(dim, heads, dropout, block) for _ in range(layers))
+        self.drop = Dropout(dropout, rng)
+        self.blocks = nn.ModuleList(_Block(dim, heads, dropout, block, rng) for _ in range(layers))
         self.input_scale = float(dim) ** 0.5 if block == "sasrec" else 1.0
         self.ln = nn.LayerNorm(dim)
         self.register_buffer("causal", torch.ones(max_len, max_len, dtype=torch.bool).tril(), persistent=False)
@@ -173,10 +175,10 @@ class GRUEncoder(nn.Module):
     not fed as a zero.
     """
 
-    def __init__(self, dim: int, *, layers: int, dropout: float) -> None:
+    def __init__(self, dim: int, *, layers: int, dropout: float, rng: str = TowerConfig.dropout_rng) -> None:
         super().__init__()
         self.gru = nn.GRU(dim, dim, num_layers=layers, batch_first=True, dropout=dropout if layers > 1 else 0.0)
-        self.drop = Dropout(dropout)
+        self.drop = Dropout(dropout, rng)
         self.ln = nn.LayerNorm(dim)
 
     def forward(self, x: Tensor, valid: Tensor, at: Tensor | None = None) -> Tensor:
@@ -195,10 +197,10 @@ class GRUEncoder(nn.Module):
 
 
 def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,
-                           positions: str = "right", block: str = "pre_ln") -> nn.Module:
+                           positions: str = "right", block: str = "pre_ln", rng: str = TowerConfig.dropout_rng) -> nn.Module:
     if kind == "transformer":
         return CausalTransformer(dim, max_len, layers=layers, heads=heads, dropout=dropout, positions=positions,
-                                 block=block)
+                                 block=block, rng=rng)
     if kind == "gru":
-        return GRUEncoder(dim, layers=layers, dropout=dropout)
+        return GRUEncoder(dim, layers=layers, dropout=dropout, rng=rng)
     raise ValueError(f"unknown sequence encoder {kind!r}; choose one of {', '.join(SEQUENCE_KINDS)}")

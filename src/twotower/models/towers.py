@@ -26,7 +26,8 @@ __all__ = ["ItemTower", "UserTower", "HeadOutputs"]
 def _head(config: TowerConfig, in_dim: int, tower: str) -> nn.Module:
     """The MLP after a tower's inputs, or none (``head = false``: the input is the output)."""
     if config.head:
-        return MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm)
+        return MLP(in_dim, config.hidden, config.out_dim, dropout=config.dropout, layernorm=config.layernorm,
+                   dropout_rng=config.dropout_rng)
     if in_dim != config.out_dim:
         # known only once the data says which inputs the tower has, so checked here, before anything is written
         raise ConfigError(f"model.{tower}.head = false needs the tower's input width ({in_dim}) to equal "
@@ -175,7 +176,7 @@ class UserTower(nn.Module):
             self.encoder: nn.Module | None = build_sequence_encoder(
                 config.history, config.history_dim, config.history_len,
                 layers=config.seq_layers, heads=config.seq_heads, dropout=config.seq_dropout,
-                positions=config.seq_positions, block=config.seq_block,
+                positions=config.seq_positions, block=config.seq_block, rng=config.dropout_rng,
             )
             # the representation of an empty history (a new user with no items yet)
             self.empty = nn.Parameter(torch.zeros(config.history_dim))
