@@ -95,6 +95,17 @@ def _at_request(b: int, n: int, fn: Callable[..., T], *args: Any) -> T:
         raise type(e)(f"requests[{b}].{e.message if isinstance(e, DataError) else e}; {BATCH_NOTE}") from None
 
 
+def _check_finite_user(values: np.ndarray) -> None:
+    """Refuse (422 naming ``user_features``) a new user whose features drive the user tower to inf/NaN.
+
+    Finite values far outside the training range (an age of 1e30) overflow float32 inside the tower: the
+    index then refused the batch with "queries contain NaN or inf; check the encoder output", which names no
+    field, and ``POST /explain`` answered 200 with ``"score": NaN``."""
+    if not np.isfinite(values).all():
+        raise DataError("user_features: the user tower's output is not finite for these values (a number far "
+                        "outside the range seen in training, such as an age of 1e30); send values in that range")
+
+
 def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
     """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
     why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
@@ -311,6 +322,8 @@ class RecommenderService:
                 cat, multi, num = zip(*(feats[b] for b in described))
                 stacked = (torch.cat(cat), [torch.cat(m) for m in zip(*multi)], torch.cat(num))
                 queries[described] = self.run.history_vectors([hists[b] for b in described], features=stacked)
+                for b in described:  # named per request, before the index refuses the batch for one NaN row
+                    _at_request(b, len(reqs), _check_finite_user, queries[b])
         return queries, users, hists, feats
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
@@ -444,6 +457,8 @@ class RecommenderService:
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
+        if feats is not None:  # a NaN score was answered 200 as "score": NaN, which is not JSON
+            _check_finite_user(np.asarray([result["score"]]))
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
 
     @staticmethod
