@@ -106,9 +106,15 @@ def _check_finite_user(values: np.ndarray) -> None:
                         "outside the range seen in training, such as an age of 1e30); send values in that range")
 
 
-def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
-    """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
-    why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
+#: what a recommendation list leaves out (``exclude_seen``), in a shortfall's reason
+SEEN = "the excluded (seen) items"
+
+
+def _shortfall(k: int, got: int, *, filtered: bool, excluded: str | None) -> dict[str, Any]:
+    """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible.
+    ``excluded`` names what the search left out (None: nothing): /similar-items leaves out its own item, which
+    is no one's "seen" item."""
+    why = [w for w, on in (("the filters", filtered), (excluded, excluded is not None)) if on]
     left = f"are left in the index after {' and '.join(why)}" if why else "are in the index"  # not "after nothing"
     return {"missing": k - got, "reason": f"fewer than k={k} items {left}; all {got} eligible items are returned"}
 
@@ -421,7 +427,7 @@ class RecommenderService:
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             if len(items) < r.k:
                 answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
-                                                 excluded=r.exclude_seen)
+                                                 excluded=SEEN if r.exclude_seen else None)
             answers.append(answer)
         return answers
 
@@ -434,7 +440,8 @@ class RecommenderService:
         rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
         answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k}
         if len(rows) < k:
-            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None, excluded=True)
+            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None,
+                                             excluded=f"leaving out item {item_id!r} itself")
         return answer
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
