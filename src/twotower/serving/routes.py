@@ -102,8 +102,9 @@ def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, bud
     a batch is named with its request (``requests[3].user_id``) by the service, before any search, in a
     batch of one too; ``batch=False``: the one request of ``POST /recommend``, named without ``requests[0]``."""
     budget.check()
-    # the check runs between explanation steps, the only long loop (a plain lookup is one index search)
-    kw = {"check": budget.check} if any(r.explain for r in reqs) else {}
+    # the check runs between filter values (each scans the catalogue's metadata, up to 16 fields x 1000 values
+    # a request) and between explanation steps: the long loops (a plain lookup is one index search)
+    kw = {"check": budget.check} if any(r.explain or r.filters for r in reqs) else {}
     if not batch:
         return [service.recommend(reqs[0], **kw)]
     return service.recommend_batch(reqs, **kw)
@@ -165,7 +166,12 @@ def build_router(s: Schemas) -> APIRouter:
         """Items closest to an item in embedding space (the item itself excluded)."""
         service = get_service(request)
         b: Any = body
-        return json_response(await run_compute(request, service.similar_items, b.item_id, b.k, b.filters))
+
+        def similar(*, budget: WorkBudget) -> dict[str, Any]:  # budgeted: its filters scan the catalogue too
+            budget.check()
+            return service.similar_items(b.item_id, b.k, b.filters, check=budget.check)
+
+        return json_response(await run_budgeted(request, similar, budget_hint="send fewer filter values"))
 
     @router.post("/explain", response_model=s.ExplainResponse, tags=["recommend"])
     async def explain(body: ExplainRequest, request: Request) -> Response:  # type: ignore[valid-type]

@@ -397,8 +397,8 @@ class RecommenderService:
         """One answer per request; unfiltered requests share one index search.
 
         A request with ``explain`` gets explanations on its first :meth:`explain_count` items only,
-        from Python as over HTTP. ``check`` is called between explanation steps and may raise to
-        abandon the work (the HTTP routes pass their time budget / disconnect check).
+        from Python as over HTTP. ``check`` is called between filter values and between explanation
+        steps, and may raise to abandon the work (the HTTP routes pass their time budget / disconnect check).
         """
         return self._answers(reqs, check=check, n=len(reqs))
 
@@ -410,7 +410,7 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if not reqs:
             return []
-        masks = [_at_request(b, n, self.catalog.filter_mask, r.filters) if r.filters else None
+        masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         queries, users, hists, feats = self._query_vectors(reqs, n)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
@@ -443,12 +443,14 @@ class RecommenderService:
             answers.append(answer)
         return answers
 
-    def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded)."""
+    def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,
+                      check: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded). ``check``: as
+        :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         row = self.catalog.row(item_id)
         query = self.item_vectors[row : row + 1]  # [1, D]
-        mask = self.catalog.filter_mask(filters) if filters else None
+        mask = self.catalog.filter_mask(filters, check) if filters else None
         rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
         answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k}
         if len(rows) < k:
