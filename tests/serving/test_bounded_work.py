@@ -230,7 +230,7 @@ def test_filter_values_are_scanned_under_the_time_budget(client, service, monkey
 
     def over_budget_after_a_scan(budget: WorkBudget) -> None:
         if scanned:
-            raise BudgetExceeded(f"{budget.what} needed more than the test's budget")
+            raise BudgetExceeded(f"{budget.what} needed more than the test's budget; {budget.hint}")
 
     monkeypatch.setattr(WorkBudget, "check", over_budget_after_a_scan)
     for path, body in [("/recommend", {"user_id": "u1"}), ("/recommend/batch", None), ("/similar-items", {"item_id": "i1"})]:
@@ -239,6 +239,7 @@ def test_filter_values_are_scanned_under_the_time_budget(client, service, monkey
         r = client.post(path, json={"requests": [one, one]} if body is None else one)
         assert r.status_code == 503 and r.json()["error"]["type"] == "over_time_budget", (path, r.text)
         assert len(scanned) == 1, path
+        assert "fewer filter values" in r.json()["error"]["message"], path  # what to ask for instead
     monkeypatch.undo()
     calls = []
 
