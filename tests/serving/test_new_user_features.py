@@ -257,3 +257,14 @@ def test_features_that_overflow_the_tower_are_refused_naming_the_field(client):
     assert r.status_code == 422 and r.json()["error"]["message"].startswith(said), r.text
     r = client.post("/recommend/batch", json={"requests": [{"history": ["i2"]}, body]})
     assert r.status_code == 422 and r.json()["error"]["message"].startswith("requests[1]." + said), r.text
+
+
+@pytest.mark.parametrize("features", [{"age": "x" * 100_000}, {"gender": ["F"] * 20_000}, {"tags": {"a": "b" * 100_000}}])
+def test_a_refused_feature_value_is_not_echoed_whole(client, features):
+    """A refused value came back whole in the 422 (a 100 kB string: a 100 kB error), where request validation
+    errors echo no input; the message still names the field and the start of the value."""
+    r = client.post("/recommend", json={"history": ["i1"], "user_features": features})
+    assert r.status_code == 422
+    message = r.json()["error"]["message"]
+    assert message.startswith(f"user_features.{next(iter(features))}: ") and len(message) < 300, message[:400]
+    assert message.endswith(" characters)")
