@@ -76,3 +76,17 @@ def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):
     # was "explain top: expected an integer >= 0", raised by the explainer after the run had loaded
     assert main(["explain", "--run", str(tmp_path / "nope"), "--user", "u1", "--item", "i1", "--top", "-2"]) == 2
     assert capsys.readouterr().err.strip() == "error: --top must be an integer >= 0 (history items listed), got -2"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "0", "0.0.0.00"])
+def test_serve_warns_for_every_spelling_of_the_wildcard_address(tmp_path, capsys, host):
+    """`serve --host 0` binds 0.0.0.0 (every interface) as uvicorn binds it, but only the spellings "0.0.0.0" and
+    "::" were warned about: the unauthenticated service went on the network in silence."""
+    assert main(["serve", "--run", str(tmp_path / "nope"), "--host", host, "--port", "0"]) == 2  # the run is missing
+    assert f"WARNING: binding {host} exposes the service to every network" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_serve_does_not_warn_for_loopback(tmp_path, capsys, host):
+    assert main(["serve", "--run", str(tmp_path / "nope"), "--host", host, "--port", "0"]) == 2
+    assert "WARNING" not in capsys.readouterr().err

@@ -149,3 +149,23 @@ def test_no_positive_contributor_names_the_profile_the_score_rests_on(profile, e
             "shared_metadata": {}, **extra}
     table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
     assert said in explanation_text(expl, cols, table)
+
+
+def test_an_item_repeated_in_the_history_is_named_and_counted_once() -> None:
+    """A history may hold one item at several positions (a re-watch, a repeat purchase): each position is a
+    row of the attribution table, but the sentence said "Because you watched Star Wars (1977) and Star Wars
+    (1977)" and counted one title several times in "N other ... titles" (seen over POST /explain with the
+    history ["50", "50", "181"])."""
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "222", "item": {"title": "Star Trek", "genres": "Action|Sci-Fi"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "method": "loo", "history": [],
+            "shared_metadata": {}}
+    table = [
+        {"item_id": "50", "title": "Star Wars", "genres": "Action|Sci-Fi", "contribution": 0.5},
+        {"item_id": "50", "title": "Star Wars", "genres": "Action|Sci-Fi", "contribution": 0.4},
+        {"item_id": "181", "title": "Jedi", "genres": "Action|Sci-Fi", "contribution": 0.3},
+        {"item_id": "172", "title": "Empire", "genres": "Action", "contribution": 0.2},
+        {"item_id": "172", "title": "Empire", "genres": "Action", "contribution": 0.1},
+    ]
+    text = explanation_text(expl, cols, table)
+    assert text == "Because you watched Star Wars and Jedi (both Action, Sci-Fi) and 1 other Action title that also raises its score."

@@ -173,6 +173,9 @@ def test_path_and_body_ids_share_one_message(client):
         ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"history": ["i1", "999999"]}]},
          "requests[1].history[1]"),
         ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user_id": "999999"}]}, "requests[1].user_id"),
+        # a batch of one names its request as any batch does (it said "history[1]", and nothing for user_id)
+        ("/recommend/batch", {"requests": [{"history": ["i1", "999999"]}]}, "requests[0].history[1]"),
+        ("/recommend/batch", {"requests": [{"user_id": "999999"}]}, "requests[0].user_id"),
     ],
 )
 def test_an_unknown_id_names_its_field_and_position(client, path, body, field):
@@ -188,6 +191,12 @@ def test_a_batch_names_the_position_once(client):
     body = {"requests": [{"user_id": "u1"}, {"history": ["999999"]}]}
     msg = client.post("/recommend/batch", json=body).json()["error"]["message"]
     assert msg.count("history[0]") == 1 and msg.endswith("the other requests were not answered")
+
+
+def test_a_batch_of_one_names_its_request_without_the_note_about_others(client):
+    r = client.post("/recommend/batch", json={"requests": [{"user_id": "u1", "filters": {"genres": []}}]})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == "requests[0].filters.genres is empty; give at least one value or drop the filter"
 
 
 def test_python_callers_get_the_position_too(service):

@@ -230,3 +230,41 @@ def test_the_python_service_explains_with_features(feature_service):
     _same_explanation(e, top["explanation"])
     with pytest.raises(ConfigError, match="object of column -> value"):
         service.explain(item_id=top["item_id"], history=history, user_features=[("age", 35)])
+
+
+@pytest.mark.parametrize("age", ["100000000000000000000", "1e39", "-1e300"])
+@pytest.mark.parametrize("path, extra", [("/recommend", ""), ("/explain", ', "item_id": "i5"')])
+def test_a_number_outside_float32_is_refused_naming_the_field(client, age, path, extra):
+    """An integer beyond uint64 (10**20) was a 500 (np.isfinite raised TypeError on it); 1e39 passed the check
+    and became inf in the tower's float32. Both are 422 naming the field, as the user table's reader refuses them."""
+    body = f'{{"history": ["i1"], "user_features": {{"age": {age}}}{extra}}}'.encode()
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    if age.startswith("1000"):  # 1e20 is a float32 number: read, however odd an age
+        assert r.status_code == 200, r.text
+    else:
+        assert r.status_code == 422, r.text
+        assert r.json()["error"]["message"].startswith("user_features.age: a finite number (float32 range)")
+
+
+def test_features_that_overflow_the_tower_are_refused_naming_the_field(client):
+    """A finite age of 3e38 overflows float32 inside the user tower: /recommend answered 422 "queries contain
+    NaN or inf; check the encoder output" (no field named) and /explain 200 with "score": NaN, which is not JSON."""
+    body = {"history": ["i1"], "user_features": {"age": 3e38}}
+    said = "user_features: the user tower's output is not finite"
+    r = client.post("/explain", json={**body, "item_id": "i5"})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith(said), r.text
+    r = client.post("/recommend", json={**body, "explain": True})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith(said), r.text
+    r = client.post("/recommend/batch", json={"requests": [{"history": ["i2"]}, body]})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("requests[1]." + said), r.text
+
+
+@pytest.mark.parametrize("features", [{"age": "x" * 100_000}, {"gender": ["F"] * 20_000}, {"tags": {"a": "b" * 100_000}}])
+def test_a_refused_feature_value_is_not_echoed_whole(client, features):
+    """A refused value came back whole in the 422 (a 100 kB string: a 100 kB error), where request validation
+    errors echo no input; the message still names the field and the start of the value."""
+    r = client.post("/recommend", json={"history": ["i1"], "user_features": features})
+    assert r.status_code == 422
+    message = r.json()["error"]["message"]
+    assert message.startswith(f"user_features.{next(iter(features))}: ") and len(message) < 300, message[:400]
+    assert message.endswith(" characters)")

@@ -63,6 +63,16 @@ def test_filters_are_an_allow_list_equal_to_brute_force(service, client):
     assert all("Horror" in it["genres"] for it in got["items"])
 
 
+def test_similar_items_shortfall_names_the_item_it_left_out_not_seen_items(client):
+    """/similar-items has no user and so no seen items, but its shortfall said "after the excluded (seen) items":
+    what it leaves out is the query item itself."""
+    got = client.post("/similar-items", json={"item_id": "i3", "k": 100}).json()
+    assert got["shortfall"] == {"missing": 41, "reason": "fewer than k=100 items are left in the index after leaving "
+                                                         "out item 'i3' itself; all 59 eligible items are returned"}
+    got = client.post("/recommend", json={"user_id": "u0", "k": 100}).json()  # a user's list still says "seen"
+    assert "after the excluded (seen) items" in got["shortfall"]["reason"]
+
+
 def test_shortfall_is_stated_not_silent(service, client):
     # three allowed items, one of them seen by the user: 2 of k=10 can come back, and the answer says why
     row = service.run.user_row("u0")

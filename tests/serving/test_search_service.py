@@ -125,6 +125,16 @@ def test_a_short_hit_list_says_why_as_recommend_does(index):
     assert len(full["items"]) == 2 and "shortfall" not in full
 
 
+def test_a_short_bm25_list_over_a_small_corpus_names_the_terms_not_the_corpus_size(index):
+    """k=10 over the 5-document index, a BM25 query that matches no document: the reason said "the search index
+    holds 5 documents" beside an empty list, as if the size of the corpus had cut it."""
+    answer = SearchService(index=index).search("zzzqqq", 10, "bm25", False, 20)
+    assert answer["items"] == []
+    assert answer["shortfall"]["missing"] == 10
+    assert "no document shares a term with the query" in answer["shortfall"]["reason"]
+    assert "holds 5 documents" not in answer["shortfall"]["reason"]
+
+
 def test_a_bm25_query_of_stop_words_only_says_they_are_not_indexed(index):
     """"the of and" answered "only 0 documents share a term with the query": every word was there, none indexed."""
     answer = SearchService(index=index).search("the of and", 3, "bm25", False, 20)

@@ -78,6 +78,21 @@ def _check_port(host: str, port: int) -> None:
             raise ConfigError(f"--host {host} --port {port}: cannot bind ({e.strerror or e})") from None
 
 
+def _binds_every_interface(host: str) -> bool:
+    """Does binding ``host`` listen on every interface? Decided by the address it resolves to, not by its
+    spelling: ``--host 0`` (a common shorthand), ``0:0::0`` or ``0.0.0.00`` bind the wildcard address just as
+    ``0.0.0.0`` and ``::`` do, and were served to the network without the warning."""
+    import ipaddress
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return host in ("0.0.0.0", "::")  # unresolvable: _check_port refuses it next, in one line
+    # an IPv6 address may carry a zone ("fe80::1%eth0"), which ip_address does not read
+    return any(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_unspecified for info in infos)
+
+
 #: the flags whose name is not the setting's with dashes
 _FLAG_OF = {"time_budget_s": "--time-budget"}
 
@@ -110,7 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from twotower.serving import RecommenderService, create_app
 
     settings = _settings(args)
-    if settings.host in ("0.0.0.0", "::", ""):
+    if _binds_every_interface(settings.host):
         msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
         print(msg, file=sys.stderr)

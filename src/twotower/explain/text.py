@@ -65,8 +65,17 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     the value held by the most further positive contributors, and how many
     (``None`` when no other positive contributor shares one). Items whose
     contribution is zero or negative are never counted: they did not raise the score.
+    An item at several history positions is named and counted once.
     """
-    positive = [h for h in history if h["contribution"] > 0]
+    # one entry per item: a history may hold an item twice (a re-watch, a repeat purchase), each position its own
+    # row of the table; counted per position the sentence said "Because you watched Star Wars and Star Wars" and
+    # "N other titles" counted one title N times. The table is largest first, so an item keeps its largest share.
+    seen: set[Any] = set()
+    positive = []
+    for h in history:
+        if h["contribution"] > 0 and h["item_id"] not in seen:
+            seen.add(h["item_id"])
+            positive.append(h)
     named = positive[:NAMED]
     mine = _primary_values(expl["item"], cols)
     common = [v for v in mine if named and all(v in _primary_values(h, cols) for h in named)]

@@ -393,22 +393,43 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
     return rows
 
 
+_F32_MAX = float(np.finfo(np.float32).max)
+_SHOWN_CHARS = 80  # of a refused value in its message
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut to :data:`_SHOWN_CHARS`: a refused 100 kB string came back whole in the 422 (HTTP
+    validation errors echo no input at all; this message names the value so the sender can find it)."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS - 3]}... ({len(text):,} characters)"
+
+
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:
     """One raw user-feature value checked for its column kind (None: missing)."""
     if value is None:
         return None
     if numeric:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-            raise DataError(f"user_features.{col}: a finite number, got {value!r}")
-        return float(value)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DataError(f"user_features.{col}: a finite number, got {_shown(value)}")
+        # float() first: np.isfinite raised TypeError (an HTTP 500) on an int beyond uint64 such as 10**20,
+        # and float() itself raises OverflowError past 1e308. The bound is the table reader's (float32 range):
+        # the tower reads float32, where 1e39 is inf.
+        try:
+            x = float(value)
+        except OverflowError:
+            x = float("inf")
+        if not (np.isfinite(x) and abs(x) <= _F32_MAX):
+            shown = value if isinstance(value, float) else f"an integer of {len(str(abs(value)))} digits"
+            raise DataError(f"user_features.{col}: a finite number (float32 range), got {shown}")
+        return x
     if multi:
         if isinstance(value, str):
             return value
         if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
             return separator.join(str(v) for v in value)
-        raise DataError(f"user_features.{col}: a list of values or one {separator!r}-separated string, got {value!r}")
+        raise DataError(f"user_features.{col}: a list of values or one {separator!r}-separated string, got {_shown(value)}")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DataError(f"user_features.{col}: one value (a string or a number), got {value!r}")
+        raise DataError(f"user_features.{col}: one value (a string or a number), got {_shown(value)}")
     return value
 
 

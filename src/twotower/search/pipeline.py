@@ -75,7 +75,9 @@ def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | N
     """
     if got >= k:
         return None
-    if n_docs < k:
+    # the corpus size explains the shortfall only when every document came back: a BM25 query of k=10 over 5
+    # documents that matched none said "the search index holds 5 documents" beside an empty list
+    if n_docs < k and got >= n_docs:
         why = f"the search index holds {n_docs} documents"
     elif mode == "bm25":
         # "only 0 documents share a term" for "the of and": say that such words are not indexed at all

@@ -28,7 +28,7 @@ class WorkBudget:
     """A deadline (started by :meth:`start`, in the worker) and a flag the event loop sets on disconnect."""
 
     #: what to ask for instead, in the 503 message (a route with other knobs passes its own)
-    HINT = "ask for fewer items, a smaller explain_k, fewer requests per batch, or no explain"
+    HINT = "ask for fewer items, fewer filter values, a smaller explain_k, fewer requests per batch, or no explain"
 
     def __init__(self, seconds: float, what: str = "this request", hint: str = HINT) -> None:
         self.seconds = float(seconds)

@@ -95,14 +95,17 @@ async def run_budgeted(request: Request, fn: Callable[..., T], *args: Any, budge
     return outcome[0]
 
 
-def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget) -> list[dict[str, Any]]:
+def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget,
+                 batch: bool = True) -> list[dict[str, Any]]:
     """Recommendations for ``reqs`` (one index search) with their bounded explanations (the service's
     ``explain_k`` rule, the same for Python callers), all under ``budget``. An unknown id or a bad filter in
-    a batch is named with its request (``requests[3].user_id``) by the service, before any search."""
+    a batch is named with its request (``requests[3].user_id``) by the service, before any search, in a
+    batch of one too; ``batch=False``: the one request of ``POST /recommend``, named without ``requests[0]``."""
     budget.check()
-    # the check runs between explanation steps, the only long loop (a plain lookup is one index search)
-    kw = {"check": budget.check} if any(r.explain for r in reqs) else {}
-    if len(reqs) == 1:
+    # the check runs between filter values (each scans the catalogue's metadata, up to 16 fields x 1000 values
+    # a request) and between explanation steps: the long loops (a plain lookup is one index search)
+    kw = {"check": budget.check} if any(r.explain or r.filters for r in reqs) else {}
+    if not batch:
         return [service.recommend(reqs[0], **kw)]
     return service.recommend_batch(reqs, **kw)
 
@@ -110,7 +113,7 @@ def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, bud
 def answer_json(service: RecommenderService, reqs: Sequence[RecRequest], *, budget: WorkBudget, batch: bool) -> bytes:
     """:func:`answer_batch` serialised in the worker: 256 x k=1000 answers are ~40 MB of JSON, about a
     second of encoding that would otherwise stall the event loop (and /healthz) after the work is done."""
-    answers = answer_batch(service, reqs, budget=budget)
+    answers = answer_batch(service, reqs, budget=budget, batch=batch)
     budget.check()  # over budget already: answer 503 now rather than encode a large body first
     return json_bytes({"results": answers} if batch else answers[0])
 
@@ -163,7 +166,12 @@ def build_router(s: Schemas) -> APIRouter:
         """Items closest to an item in embedding space (the item itself excluded)."""
         service = get_service(request)
         b: Any = body
-        return json_response(await run_compute(request, service.similar_items, b.item_id, b.k, b.filters))
+
+        def similar(*, budget: WorkBudget) -> dict[str, Any]:  # budgeted: its filters scan the catalogue too
+            budget.check()
+            return service.similar_items(b.item_id, b.k, b.filters, check=budget.check)
+
+        return json_response(await run_budgeted(request, similar, budget_hint="send fewer filter values"))
 
     @router.post("/explain", response_model=s.ExplainResponse, tags=["recommend"])
     async def explain(body: ExplainRequest, request: Request) -> Response:  # type: ignore[valid-type]

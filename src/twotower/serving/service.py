@@ -79,25 +79,46 @@ BATCH_NOTE = "the other requests were not answered"
 
 
 def _at_request(b: int, n: int, fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` for request ``b`` of a batch of ``n``; with ``n > 1`` an error names its request
+    """``fn(*args)`` for request ``b`` of a batch of ``n``; in a batch an error names its request
     (``requests[3].filters.genres: ...``, ``requests[1].history[2]: ...``): "filters.genres" alone does
-    not say which of 256 requests to fix. One request's errors are unchanged (``history[2]: ...``)."""
+    not say which of 256 requests to fix. ``n`` is 0 for a request sent alone (``POST /recommend``,
+    :meth:`RecommenderService.recommend`), whose errors are unchanged (``history[2]: ...``). A batch of one
+    names ``requests[0]`` too: a client reading ``field`` got ``history[2]`` or no field at all from a batch
+    only when it held one request."""
     try:
         return fn(*args)
     except NotFoundError as e:
-        if n < 2:
+        if n < 1:
             raise
         field = e.field if isinstance(e, UnknownIdAt) else "user_id"  # the one id looked up without a place
-        raise UnknownIdAt(f"requests[{b}].{field}", e, BATCH_NOTE) from None
+        raise UnknownIdAt(f"requests[{b}].{field}", e, BATCH_NOTE if n > 1 else "") from None
     except (ConfigError, DataError) as e:
-        if n < 2:
+        if n < 1:
             raise
-        raise type(e)(f"requests[{b}].{e.message if isinstance(e, DataError) else e}; {BATCH_NOTE}") from None
+        note = f"; {BATCH_NOTE}" if n > 1 else ""  # a batch of one has no other requests
+        raise type(e)(f"requests[{b}].{e.message if isinstance(e, DataError) else e}{note}") from None
 
 
-def _shortfall(k: int, got: int, *, filtered: bool, excluded: bool) -> dict[str, Any]:
-    """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible."""
-    why = [w for w, on in (("the filters", filtered), ("the excluded (seen) items", excluded)) if on]
+def _check_finite_user(values: np.ndarray) -> None:
+    """Refuse (422 naming ``user_features``) a new user whose features drive the user tower to inf/NaN.
+
+    Finite values far outside the training range (an age of 1e30) overflow float32 inside the tower: the
+    index then refused the batch with "queries contain NaN or inf; check the encoder output", which names no
+    field, and ``POST /explain`` answered 200 with ``"score": NaN``."""
+    if not np.isfinite(values).all():
+        raise DataError("user_features: the user tower's output is not finite for these values (a number far "
+                        "outside the range seen in training, such as an age of 1e30); send values in that range")
+
+
+#: what a recommendation list leaves out (``exclude_seen``), in a shortfall's reason
+SEEN = "the excluded (seen) items"
+
+
+def _shortfall(k: int, got: int, *, filtered: bool, excluded: str | None) -> dict[str, Any]:
+    """Why a list holds fewer than ``k`` items: the index returns ``k`` whenever ``k`` are eligible.
+    ``excluded`` names what the search left out (None: nothing): /similar-items leaves out its own item, which
+    is no one's "seen" item."""
+    why = [w for w, on in (("the filters", filtered), (excluded, excluded is not None)) if on]
     left = f"are left in the index after {' and '.join(why)}" if why else "are in the index"  # not "after nothing"
     return {"missing": k - got, "reason": f"fewer than k={k} items {left}; all {got} eligible items are returned"}
 
@@ -280,17 +301,18 @@ class RecommenderService:
         return None, self.history_rows(r.history or ()), feats
 
     def _query_vectors(
-        self, reqs: Sequence[RecRequest]
+        self, reqs: Sequence[RecRequest], n: int
     ) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None], dict[int, Any]]:
         """``queries[B, D]``, the user row of each request (or None), its history rows (or None) and the
-        encoded ``user_features`` of the requests that have them (request -> tensors)."""
+        encoded ``user_features`` of the requests that have them (request -> tensors). ``n``: as
+        :func:`_at_request` names errors (the batch's size, 0 for a request sent alone)."""
         import torch
 
         users: list[int | None] = []
         hists: list[np.ndarray | None] = []
         feats: dict[int, Any] = {}  # request -> its encoded user_features
         for b, r in enumerate(reqs):
-            user, hist, f = _at_request(b, len(reqs), self._request_rows, r)
+            user, hist, f = _at_request(b, n, self._request_rows, r)
             users.append(user)
             hists.append(hist)
             if f is not None:
@@ -311,6 +333,8 @@ class RecommenderService:
                 cat, multi, num = zip(*(feats[b] for b in described))
                 stacked = (torch.cat(cat), [torch.cat(m) for m in zip(*multi)], torch.cat(num))
                 queries[described] = self.run.history_vectors([hists[b] for b in described], features=stacked)
+                for b in described:  # named per request, before the index refuses the batch for one NaN row
+                    _at_request(b, n, _check_finite_user, queries[b])
         return queries, users, hists, feats
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
@@ -355,7 +379,7 @@ class RecommenderService:
 
     def recommend(self, req: RecRequest, *, check: Callable[[], None] | None = None) -> dict[str, Any]:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
-        return self.recommend_batch([req], check=check)[0]
+        return self._answers([req], check=check, n=0)[0]
 
     def explain_count(self, req: RecRequest) -> int:
         """Items of ``req``'s answer that get an explanation: 0 without ``explain``, else ``min(k, explain_k)``."""
@@ -373,19 +397,26 @@ class RecommenderService:
         """One answer per request; unfiltered requests share one index search.
 
         A request with ``explain`` gets explanations on its first :meth:`explain_count` items only,
-        from Python as over HTTP. ``check`` is called between explanation steps and may raise to
-        abandon the work (the HTTP routes pass their time budget / disconnect check).
+        from Python as over HTTP. ``check`` is called between filter values and between explanation
+        steps, and may raise to abandon the work (the HTTP routes pass their time budget / disconnect check).
         """
+        return self._answers(reqs, check=check, n=len(reqs))
+
+    def _answers(
+        self, reqs: Sequence[RecRequest], *, check: Callable[[], None] | None, n: int
+    ) -> list[dict[str, Any]]:
+        """:meth:`recommend_batch`; ``n``: the batch's size, or 0 for one request sent alone (its errors
+        name no ``requests[b]``, see :func:`_at_request`)."""
         _use_threads(self.settings.threads)
         if not reqs:
             return []
-        masks = [_at_request(b, len(reqs), self.catalog.filter_mask, r.filters) if r.filters else None
+        masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
-        queries, users, hists, feats = self._query_vectors(reqs)
+        queries, users, hists, feats = self._query_vectors(reqs, n)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
         # refuse a bad explain_k before any explanation work
-        explain_ks = [_at_request(b, len(reqs), self.explain_count, r) for b, r in enumerate(reqs)]
+        explain_ks = [_at_request(b, n, self.explain_count, r) for b, r in enumerate(reqs)]
         explain = self._batch_explainer() if any(explain_ks) else None
         done: dict[tuple[Any, ...], list[dict[str, Any]]] = {}  # a batch repeating one user explains it once
         answers = []
@@ -408,20 +439,23 @@ class RecommenderService:
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             if len(items) < r.k:
                 answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
-                                                 excluded=r.exclude_seen)
+                                                 excluded=SEEN if r.exclude_seen else None)
             answers.append(answer)
         return answers
 
-    def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
-        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded)."""
+    def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,
+                      check: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded). ``check``: as
+        :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         row = self.catalog.row(item_id)
         query = self.item_vectors[row : row + 1]  # [1, D]
-        mask = self.catalog.filter_mask(filters) if filters else None
+        mask = self.catalog.filter_mask(filters, check) if filters else None
         rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
         answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k}
         if len(rows) < k:
-            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None, excluded=True)
+            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None,
+                                             excluded=f"leaving out item {item_id!r} itself")
         return answer
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
@@ -444,6 +478,8 @@ class RecommenderService:
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
+        if feats is not None:  # a NaN score was answered 200 as "score": NaN, which is not JSON
+            _check_finite_user(np.asarray([result["score"]]))
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
 
     @staticmethod
