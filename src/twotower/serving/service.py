@@ -360,6 +360,8 @@ class RecommenderService:
             k_max,
             exclude=list(excludes) if any(e.size for e in excludes) else None,
             allow=allow if any(a is not None for a in allow) else None,
+            # the service's setting decides when a filter is scored exactly over its items (it did nothing before)
+            exact_subset_max=self.settings.filter_exact_max,
         )
         out = []
         for b, k in enumerate(ks):
