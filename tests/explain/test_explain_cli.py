@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from twotower.cli.main import main
 
 
@@ -93,3 +95,24 @@ def test_a_new_user_with_features_is_explained_as_recommend_ranks_them(feature_r
     assert "user_features.agee: not a user feature" in capsys.readouterr().err
     assert main(["explain", "--run", run, "--user", "u1", "--item", "i0", "--user-features", "{}"]) == 2
     assert "--user-features describes a new user" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("age", ["1e30", "3e38"])
+def test_features_that_overflow_the_tower_are_refused_naming_user_features(feature_run, capsys, age) -> None:
+    """A finite age of 1e30 overflows float32 inside the user tower: `explain` printed "score nan" (and
+    `--json` a NaN, which is not JSON) and `recommend` failed with "queries contain NaN or inf; check the
+    encoder output", naming no field. Both now refuse it naming user_features, as POST /explain does (422)."""
+    from twotower.errors import DataError
+    from twotower.explain import explain_by_id
+
+    run = str(feature_run.dir)
+    hist = [feature_run.item_vocab.ids[r] for r in feature_run.history.of(2)]
+    said = "user_features: the user tower's output is not finite"
+    for cmd in (["explain", "--item", "i0"], ["explain", "--item", "i0", "--json"], ["recommend", "--exact"]):
+        assert main([cmd[0], "--run", run, "--history", ",".join(hist), *cmd[1:],
+                     "--user-features", f'{{"age": {age}}}']) == 2, cmd
+        out = capsys.readouterr()
+        assert said in out.err and "Traceback" not in out.err, cmd
+        assert "nan" not in out.out.lower(), cmd
+    with pytest.raises(DataError, match=said):  # the Python explain refuses it too
+        explain_by_id(feature_run, history_ids=hist, item_id="i0", user_features={"age": float(age)})

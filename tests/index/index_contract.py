@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from twotower.errors import DataError, IntegrityError, NotFoundError
+from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex, load_index, shortfall
 from twotower.results import PAD_ID
 
@@ -85,6 +85,32 @@ class IndexContract:
             keep = np.isin(ids, allowed)
             ref_ids, _ = brute_force(x[keep], ids[keep], q, 10)
             self.assert_matches(res.ids, ref_ids)
+
+    def test_exact_subset_max_decides_when_an_allow_list_is_scored_exactly(self, catalogue, monkeypatch):
+        """``exact_subset_max`` (the service's ``filter_exact_max``) is what decides: an allow-list of at most
+        that many ids goes to the exact subset scoring, a larger one to the widened search; both equal brute
+        force over the allowed ids."""
+        x, ids, q = catalogue
+        index = self.built(catalogue)
+        asked: list[int] = []  # allow-list sizes sent to the exact subset scoring
+        real = index._search_allowed_exactly
+
+        def spy(query, k, allow, exclude):
+            asked.append(int(allow.size))
+            return real(query, k, allow, exclude)
+
+        monkeypatch.setattr(index, "_search_allowed_exactly", spy)
+        allowed = np.random.default_rng(7).choice(ids, 40, replace=False)
+        keep = np.isin(ids, allowed)
+        ref_ids, _ = brute_force(x[keep], ids[keep], q[:3], 10)
+        for limit, exact in ((40, True), (39, False), (0, False), (10**9, True)):
+            asked.clear()
+            res = index.search(q[:3], 10, allow=allowed, exact_subset_max=limit)
+            assert asked == ([40] * 3 if exact else []), limit
+            self.assert_matches(res.ids, ref_ids)
+        for bad in (-1, 2.5, True):
+            with pytest.raises(ConfigError, match="exact_subset_max"):
+                index.search(q[:1], 5, allow=allowed, exact_subset_max=bad)
 
     def test_allow_per_query_with_exclusions_states_the_shortfall(self, catalogue):
         x, ids, q = catalogue

@@ -134,3 +134,46 @@ def test_evaluate_ranks_through_the_same_index_path(service, client):
     batch = client.post("/recommend/batch", json={"requests": [{"user_id": u, "k": 10} for u in run.user_vocab.ids]})
     http = [[run.item_vocab.index(it["item_id"]) for it in r["items"]] for r in batch.json()["results"]]
     assert ranked.tolist() == http
+
+
+def test_filter_exact_max_decides_the_filtered_path(service, client, monkeypatch):
+    """``ServiceSettings.filter_exact_max`` was read nowhere (the index used its own 4096 / 1/8 rule): a filter
+    matching at most that many items is ranked exactly over them, a broader one widens the index search;
+    either way the list is the brute-force ranking over the allowed items."""
+    from twotower.serving import ServiceSettings
+
+    mask = service.catalog.filter_mask({"genres": ["Horror"]}) & service.in_index
+    n = int(mask.sum())
+    asked: list[int] = []
+    real = service.index._search_allowed_exactly
+
+    def spy(query, k, allow, exclude):
+        asked.append(int(allow.size))
+        return real(query, k, allow, exclude)
+
+    monkeypatch.setattr(service.index, "_search_allowed_exactly", spy)
+    body = {"user_id": "u3", "k": 5, "filters": {"genres": ["Horror"]}}
+    lists = []
+    for limit, exact in ((n, True), (n - 1, False)):
+        monkeypatch.setattr(service, "settings", ServiceSettings(filter_exact_max=limit))
+        asked.clear()
+        got = client.post("/recommend", json=body)
+        assert got.status_code == 200
+        assert asked == ([n] if exact else []), limit
+        lists.append([(it["item_id"], it["score"]) for it in got.json()["items"]])
+    assert lists[0] == lists[1] and len(lists[0]) == 5  # the same list by both paths (an exact index)
+
+
+def test_serve_filter_exact_max_flag_is_the_setting():
+    import argparse
+
+    from twotower.cli.serve_cmd import _settings, register
+    from twotower.errors import ConfigError
+    from twotower.serving import ServiceSettings
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    assert _settings(parser.parse_args(["serve", "--run", "r"])).filter_exact_max == ServiceSettings().filter_exact_max
+    assert _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "7"])).filter_exact_max == 7
+    with pytest.raises(ConfigError, match="--filter-exact-max must be >= 0"):
+        _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "-1"]))

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
     p.add_argument("--explain-k", type=int, default=d.explain_k,
                    help='"explain": true explains at most this many of the first items (default %(default)s)')
+    p.add_argument("--filter-exact-max", type=int, default=d.filter_exact_max,
+                   help="requests whose filters match at most this many items rank them exactly; more widen the "
+                        "index's search instead (default %(default)s)")
     p.add_argument("--time-budget", type=float, default=d.time_budget_s,
                    help="seconds of computation one request may use; past it the answer is 503 (default %(default)s)")
     p.add_argument("--workers", type=int, default=d.workers,
@@ -111,7 +114,7 @@ def _settings(args: argparse.Namespace) -> Any:
             max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
             max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
             max_body_bytes=args.max_body_bytes, threads=args.threads, explain_k=args.explain_k,
-            time_budget_s=args.time_budget, workers=args.workers,
+            time_budget_s=args.time_budget, workers=args.workers, filter_exact_max=args.filter_exact_max,
         )
     except ConfigError as e:
         named = re.sub(r"ServiceSettings\.(\w+)", lambda m: _FLAG_OF.get(m[1], "--" + m[1].replace("_", "-")), str(e))

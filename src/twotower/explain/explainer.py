@@ -34,6 +34,7 @@ from twotower.explain.attribution import Attribution, Features, attribute_histor
 from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
+from twotower.pipeline.artifacts import check_finite_user
 
 __all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns"]
 
@@ -205,6 +206,8 @@ def explain_recommendations(
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
     window = user_window(run, user_row, history_rows)  # [L]
     atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats)
+    if feats is not None:  # features that overflow the tower gave "score": NaN (the CLI printed it, JSON has none)
+        check_finite_user([v for a in atts for v in (a.score, a.empty_score)])
 
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
     reads = bool(model.user_tower.uses_history)

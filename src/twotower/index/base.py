@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 AllowList = Union[np.ndarray, Sequence[Optional[np.ndarray]], None]
 
 _EMPTY = np.empty(0, dtype=np.int64)
-#: Allow-lists up to this size (or 1/8 of the catalogue) are scored exactly when the backend holds vectors.
+#: Without ``exact_subset_max``, allow-lists up to this size (or 1/8 of the catalogue) are scored exactly when
+#: the backend holds vectors. The service passes its own limit (``ServiceSettings.filter_exact_max``).
 _SUBSET_EXACT_MAX = 4096
 
 
@@ -280,6 +281,8 @@ class VectorIndex(ABC):
         k: int,
         exclude: Sequence[np.ndarray] | None = None,
         allow: AllowList = None,
+        *,
+        exact_subset_max: int | None = None,
     ) -> Results:
         """Top-``k`` ids and scores for each of ``queries[Q, D]``: the one top-K path of the project.
 
@@ -287,7 +290,11 @@ class VectorIndex(ABC):
         must not be returned for query ``q`` (a user's seen items).
         ``allow`` (optional) is an allow-list: one id array shared by every
         query, or one array (or None for "everything") per query; only those
-        ids may be returned (metadata filters). Returns ``Results(ids[Q, K],
+        ids may be returned (metadata filters). An allow-list of at most
+        ``exact_subset_max`` ids is scored exactly over those ids when the backend
+        can read its vectors back (exact, flat, HNSW, refined FAISS); a larger one
+        widens the (ANN) search instead. None: at most 4096 ids or 1/8 of the
+        index. Returns ``Results(ids[Q, K],
         scores[Q, K])`` sorted by descending score, ties by smaller id.
 
         Every row holds ``k`` hits unless fewer than ``k`` ids are eligible
@@ -298,6 +305,11 @@ class VectorIndex(ABC):
         with score ``-inf`` (the service and CLI report such a list's shortfall).
         """
         k = _check_k(k)
+        if exact_subset_max is not None and (
+            isinstance(exact_subset_max, bool) or not isinstance(exact_subset_max, (int, np.integer))
+            or exact_subset_max < 0
+        ):
+            raise ConfigError(f"exact_subset_max must be an integer >= 0 (or None), got {exact_subset_max!r}")
         queries = check_queries(queries, self.dim)  # [Q, D]
         n_q = queries.shape[0]
         n = len(self)
@@ -326,7 +338,7 @@ class VectorIndex(ABC):
             np.union1d(hidden, np.asarray(e, dtype=np.int64).ravel()) if exclude is not None else hidden
             for e in (exclude if exclude is not None else [None] * n_q)
         ]
-        return self._search_filtered(queries, k, excl, allow_rows)
+        return self._search_filtered(queries, k, excl, allow_rows, exact_subset_max)
 
     def _search_deeper(
         self, queries: np.ndarray, fetch: int, depth: int, allow: np.ndarray | None = None
@@ -350,11 +362,14 @@ class VectorIndex(ABC):
         return fetch >= len(self) + len(self._hidden_ids())
 
     def _search_filtered(
-        self, queries: np.ndarray, k: int, excl: list[np.ndarray], allow: list[np.ndarray | None] | None
+        self, queries: np.ndarray, k: int, excl: list[np.ndarray], allow: list[np.ndarray | None] | None,
+        exact_subset_max: int | None = None,
     ) -> Results:
         """Fetch, drop excluded / not-allowed ids, deepen the short rows: ``Results[Q, K]``."""
         n_q = queries.shape[0]
         total = len(self) + len(self._hidden_ids())  # vectors the backend can return
+        # the caller's limit decides when given (the service's filter_exact_max), else the index's own rule
+        exact_max = max(_SUBSET_EXACT_MAX, total // 8) if exact_subset_max is None else int(exact_subset_max)
         out_ids = np.full((n_q, k), PAD_ID, dtype=np.int64)  # [Q, K]
         out_scores = np.full((n_q, k), -np.inf, dtype=np.float32)
         allow = allow if allow is not None else [None] * n_q
@@ -364,7 +379,7 @@ class VectorIndex(ABC):
             if a is None:
                 fetch[q] = min(k + len(excl[q]), total)
                 continue
-            if a.size <= max(_SUBSET_EXACT_MAX, total // 8):
+            if a.size <= exact_max:
                 # a small allow-list: score exactly those ids when the backend can (ExactIndex)
                 got = self._search_allowed_exactly(queries[q], k, a, excl[q])
                 if got is not None:

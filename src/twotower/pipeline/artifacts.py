@@ -52,7 +52,7 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 
-__all__ = ["TrainedRun", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
+__all__ = ["TrainedRun", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run"]
 
@@ -402,6 +402,18 @@ def _shown(value: Any) -> str:
     validation errors echo no input at all; this message names the value so the sender can find it)."""
     text = repr(value)
     return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS - 3]}... ({len(text):,} characters)"
+
+
+def check_finite_user(values: Any) -> None:
+    """Refuse (DataError naming ``user_features``) a new user whose features drive the user tower to inf/NaN.
+
+    ``values``: that user's tower output, or scores computed from it. Finite values far outside the training
+    range (an age of 1e30) pass the float32-range check above yet overflow inside the tower: the index then
+    refused the query with "queries contain NaN or inf; check the encoder output", which names no field, and
+    an explanation printed (or answered) ``"score": NaN``. One check for the service, the CLI and Python."""
+    if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+        raise DataError("user_features: the user tower's output is not finite for these values (a number far "
+                        "outside the range seen in training, such as an age of 1e30); send values in that range")
 
 
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:

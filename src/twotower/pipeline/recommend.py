@@ -24,7 +24,7 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
-from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.artifacts import TrainedRun, check_finite_user
 from twotower.results import Results
 from twotower.utils.progress import RateLog
 
@@ -257,6 +257,8 @@ def recommend_history(
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
+    if feats is not None:  # named here: the index would refuse a NaN query naming no field
+        check_finite_user(vec)
     excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
     return index.search(vec, k, exclude=excl)
 

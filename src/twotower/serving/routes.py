@@ -17,20 +17,23 @@ from typing import Annotated, Any, Callable, Sequence, TypeVar
 import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Path, Request
+from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
 from twotower.serving.budget import WorkBudget
 from twotower.serving.errors import json_bytes
 from twotower.serving.examples import example_ids
-from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas
+from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas, coerce_id
 from twotower.serving.service import RecommenderService, RecRequest
 
 __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_response"]
 
 # the GET routes take the rest of the path as the id (`{item_id:path}`): a client percent-encodes a slash
-# (`/items/a%2Fb`), the server decodes it before routing, and a plain `{item_id}` then matched no route at all
-PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS)]
+# (`/items/a%2Fb`), the server decodes it before routing, and a plain `{item_id}` then matched no route at all.
+# The same rule as ids in JSON bodies (coerce_id: surrounding whitespace dropped): `/items/%2050` was looked
+# up as " 50" and answered 404 while {"item_id": " 50"} found item 50.
+PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS), BeforeValidator(coerce_id)]
 
 T = TypeVar("T")
 

@@ -99,17 +99,6 @@ def _at_request(b: int, n: int, fn: Callable[..., T], *args: Any) -> T:
         raise type(e)(f"requests[{b}].{e.message if isinstance(e, DataError) else e}{note}") from None
 
 
-def _check_finite_user(values: np.ndarray) -> None:
-    """Refuse (422 naming ``user_features``) a new user whose features drive the user tower to inf/NaN.
-
-    Finite values far outside the training range (an age of 1e30) overflow float32 inside the tower: the
-    index then refused the batch with "queries contain NaN or inf; check the encoder output", which names no
-    field, and ``POST /explain`` answered 200 with ``"score": NaN``."""
-    if not np.isfinite(values).all():
-        raise DataError("user_features: the user tower's output is not finite for these values (a number far "
-                        "outside the range seen in training, such as an age of 1e30); send values in that range")
-
-
 #: what a recommendation list leaves out (``exclude_seen``), in a shortfall's reason
 SEEN = "the excluded (seen) items"
 
@@ -308,6 +297,8 @@ class RecommenderService:
         :func:`_at_request` names errors (the batch's size, 0 for a request sent alone)."""
         import torch
 
+        from twotower.pipeline.artifacts import check_finite_user  # the CLI's check, lazily as torch
+
         users: list[int | None] = []
         hists: list[np.ndarray | None] = []
         feats: dict[int, Any] = {}  # request -> its encoded user_features
@@ -334,7 +325,7 @@ class RecommenderService:
                 stacked = (torch.cat(cat), [torch.cat(m) for m in zip(*multi)], torch.cat(num))
                 queries[described] = self.run.history_vectors([hists[b] for b in described], features=stacked)
                 for b in described:  # named per request, before the index refuses the batch for one NaN row
-                    _at_request(b, n, _check_finite_user, queries[b])
+                    _at_request(b, n, check_finite_user, queries[b])  # a DataError is a 422
         return queries, users, hists, feats
 
     def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
@@ -360,6 +351,8 @@ class RecommenderService:
             k_max,
             exclude=list(excludes) if any(e.size for e in excludes) else None,
             allow=allow if any(a is not None for a in allow) else None,
+            # the service's setting decides when a filter is scored exactly over its items (it did nothing before)
+            exact_subset_max=self.settings.filter_exact_max,
         )
         out = []
         for b, k in enumerate(ks):
@@ -477,9 +470,8 @@ class RecommenderService:
         hist = self.history_rows(history) if history is not None else None
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
+        # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
-        if feats is not None:  # a NaN score was answered 200 as "score": NaN, which is not JSON
-            _check_finite_user(np.asarray([result["score"]]))
         return {"user_id": user_id, "item_id": item_id, "explanation": result}
 
     @staticmethod

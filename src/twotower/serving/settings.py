@@ -28,7 +28,9 @@ class ServiceSettings:
     max_wait_ms: float | None = 25.0
     threads: int = 1  # torch / FAISS threads per computation (1 is fastest for single queries)
     precompute_users_max: int = 2_000_000  # cache every known user's vector when there are at most this many
-    filter_exact_max: int = 50_000  # filters matching at most this many items are scored exactly over the subset
+    # filters matching at most this many items are scored exactly over those items; a broader filter widens the
+    # index's (ANN) search instead (`serve --filter-exact-max`, passed as VectorIndex.search's exact_subset_max)
+    filter_exact_max: int = 50_000
     # explanations cost one user-tower pass per request plus a small dict per item, so only the top few are
     # explained: a request with "explain": true gets an explanation on its first explain_k items (it may ask for fewer)
     explain_k: int = 10
