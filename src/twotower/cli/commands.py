@@ -556,7 +556,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     valid_start, test_start = _check_split_flags(args)
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
         cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
-                         valid_start=valid_start, test_start=test_start)
+                         valid_start=valid_start, test_start=test_start, time_unit=reading.time_unit)
     except ConfigError as e:
         flags = {"data.leave_n": "--n", "data.ratios": "--ratios", "data.split": "--method",
                  "data.valid_start": "--valid-start", "data.test_start": "--test-start"}
