@@ -117,6 +117,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning(msg)
     if args.run is None and args.search_index is None:
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
+    if args.rerank and args.search_index is None:
+        # the cross-encoder reranks POST /search hits, which only a search index gives: without one it was
+        # dropped without a word, and the server started as if it would rerank
+        raise ConfigError("--rerank reranks the hits of POST /search: give the search index too, --search-index DIR "
+                          "(from `twotower search index`), or drop --rerank")
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")
