@@ -15,6 +15,7 @@ TUNE_PNG = "recall_qps.png"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
     from twotower.index.autotune import IndexPolicy  # every default is declared there, once
 
     pol = IndexPolicy()
@@ -42,11 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--nprobe", type=int, default=None,
                    help="under torchrun: nprobe of the merged IVF index, measured as given (default: the fastest "
                         "nprobe reaching --target-recall, measured on rank 0 against exact search)")
+    add_no_verify(b)
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
     i.add_argument("--run", required=True, help="run folder whose index to describe")
     i.add_argument("--index", dest="index_dir", help="index folder (default RUN/index)")
     i.add_argument("--json", action="store_true", help="print meta.json (+ the tuning summary) as JSON")
+    add_no_verify(i)
     i.set_defaults(func=cmd_index_info)
 
 

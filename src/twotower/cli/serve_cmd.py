@@ -12,6 +12,7 @@ log = logging.getLogger("twotower")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
     from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
 
     d = ServiceSettings()
@@ -49,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--max-concurrency and --max-queue apply per worker (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
+    add_no_verify(p)
     p.set_defaults(func=cmd_serve)
 
 
