@@ -87,6 +87,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     _check_feature_tables(cfg)
     _check_feature_columns(cfg)
     _check_split_inputs(cfg)
+    _warn_unused_sources(cfg)
     columns = column_map(cfg)
     items = users = None
     item_spec = user_spec = None
@@ -286,6 +287,23 @@ def _check_split_inputs(cfg: DataConfig) -> None:
             raise ConfigError(f"{given} is read only beside data.train (--train): with {source} "
                               f"the {name} split is cut from it by data.split={cfg.split!r}, so this input would be "
                               f"ignored; give the training data as data.train with it, or leave data.{name} out")
+
+
+def _warn_unused_sources(cfg: DataConfig) -> None:
+    """Say which training input is read when several are set: data.train, else data.path, else data.dataset.
+
+    `twotower train --train a.csv --data b.csv` trained on a.csv alone and never mentioned b.csv. Warned, not
+    refused: a config file naming data.dataset (examples/movielens.toml) with --train on the command line is a
+    fair way to reuse its model settings on other data.
+    """
+    given = []
+    for name, flag in (("train", "--train"), ("path", "--data"), ("dataset", "--dataset")):
+        value = getattr(cfg, name)
+        if value is not None:
+            given.append(f"frames[{name!r}]" if isinstance(value, _Frame) else f"data.{name} ({value}, {flag})")
+    if len(given) > 1:
+        log.warning("%s is the training input; %s %s not read (one input is used: data.train, else data.path, "
+                    "else data.dataset)", given[0], " and ".join(given[1:]), "is" if len(given) == 2 else "are")
 
 
 def _check_not_train_again(cfg: DataConfig) -> None:
