@@ -294,3 +294,13 @@ def test_a_run_without_its_manifest_is_indexed_with_no_verify_as_the_error_advis
     monkeypatch.setenv(NO_VERIFY_ENV, "")  # restored after the test: main() sets it for the process
     assert main([*argv, "--no-verify"]) == 0
     assert (tmp_path / "i" / "meta.json").is_file()
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--seed", "-1", "--queries", "5"], "error: --seed must be an integer >= 0, got -1"),  # was numpy's traceback
+    (["--max-train", "0"], "error: --max-train must be a positive integer, got 0"),  # was "max_train must ..."
+])
+def test_index_build_flags_are_named_and_checked_before_the_run_loads(flags, said, tmp_path, capsys):
+    # the run does not exist: the flag is refused first
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == said

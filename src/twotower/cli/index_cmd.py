@@ -58,8 +58,11 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     from twotower.index.autotune import IndexPolicy
 
     flags = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
-             "exact_p99_ms": "--exact-budget-ms"}
-    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries}
+             "exact_p99_ms": "--exact-budget-ms", "seed": "--seed"}
+    # --seed checked here too: a negative one reached numpy after the run had loaded, as a traceback
+    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
+    if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
+        raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:
