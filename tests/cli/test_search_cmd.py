@@ -96,6 +96,9 @@ def test_an_earlier_artefact_of_the_same_kind_may_be_replaced(cmd, marker, meta,
     (["search", "train", "--lr", "0"], "error: --lr must be > 0, got 0.0"),
     (["rerank", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
     (["rerank", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+    # a negative seed reached numpy after the corpus was read: "ValueError: expected non-negative integer"
+    (["search", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
+    (["rerank", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
 ])
 def test_training_flags_are_checked_before_any_work_and_named(argv, message, beir, tmp_path, no_work, capsys):
     assert main([*argv, "--beir", str(beir), "--out", str(tmp_path / "model")]) == 2
