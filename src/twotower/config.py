@@ -411,6 +411,8 @@ class TrainConfig:
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
+        # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
+        _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
         # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
@@ -512,6 +514,8 @@ class PrepareConfig:
         _check_types(self, "prepare.")
         if not 0.0 <= self.test_share < 1.0:
             raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
+        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
+            raise ConfigError(f"--seed must be an integer >= 0, got {self.seed}")
         try:
             check_encoding(self.encoding)
         except ConfigError as e:
@@ -556,6 +560,8 @@ class FinetuneConfig:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.negatives_per_query < 0:
             raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
+        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed}")
         if self.corpus_negatives and self.train_doc_tower:
             raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
         if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
@@ -592,6 +598,8 @@ class RerankTrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.freeze_layers < 0:
             raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
+        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed}")
         if self.max_groups is not None and self.max_groups < 1:
             raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
         if not self.lr > 0:

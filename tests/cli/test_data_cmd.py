@@ -141,3 +141,20 @@ def test_data_split_time_dates_follow_millisecond_data_and_seconds_are_refused(t
                  "--test-start", "2024-06-01", "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err
     assert "--valid-start=1714521600 reads as epoch seconds" in err and "(1714521600000)" in err
+
+
+def test_every_split_method_names_the_time_unit_in_its_report(tmp_path):
+    # README: the unit told from the magnitude is "named in the split report (time_unit)"; only --method time's
+    # report named it, so millisecond data split per user gave no way to check it was not read as seconds
+    src = tmp_path / "ms.csv"
+    rows = [(f"u{u}", f"i{k}", (1_714_521_600 + 3_600 * k) * 1000) for u in range(4) for k in range(6)]
+    pd.DataFrame(rows, columns=["user_id", "item_id", "timestamp"]).to_csv(src, index=False)
+    seq = tmp_path / "seq.txt"  # SASRec lines: no times, each user's line order is the order
+    seq.write_text("".join(f"{u} {k}\n" for u in range(1, 5) for k in range(1, 7)))
+    cases = [(src, ["--method", "temporal"], "ms"), (src, ["--method", "leave_last"], "ms"),
+             (src, ["--method", "random"], "ms"), (src, ["--method", "temporal", "data.time_unit=us"], "us"),
+             (seq, ["--method", "leave_last"], "row order")]
+    for n, (path, flags, unit) in enumerate(cases):
+        out = tmp_path / f"split{n}"
+        assert main(["-q", "data", "split", "--input", str(path), *flags, "--out", str(out)]) == 0
+        assert json.loads((out / "split_report.json").read_text())["time_unit"] == unit, flags

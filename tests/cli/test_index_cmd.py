@@ -266,3 +266,41 @@ def test_an_index_whose_ids_are_not_the_runs_item_rows_is_refused(run_dir, tmp_p
     ExactIndex().build(run.item_embeddings()[::2], np.arange(0, run.n_items, 2)).save(
         subset, model_fingerprint=run.fingerprint())
     assert len(open_run_index(run, subset)[0]) == len(range(0, run.n_items, 2))
+
+
+@pytest.mark.parametrize("argv", [["serve", "--run", "R"], ["index", "build", "--run", "R"], ["index", "info", "--run", "R"],
+                                  ["export", "--run", "R", "--out", "O"], ["recommend", "--run", "R", "--user", "u"],
+                                  ["evaluate", "--run", "R"], ["explain", "--run", "R", "--user", "u", "--item", "i"]])
+def test_no_verify_is_taken_after_every_subcommand_that_loads_a_run(argv):
+    # the integrity error says "pass --no-verify"; serve, index and export refused it there (unrecognized arguments)
+    from twotower.cli.main import build_parser
+
+    assert build_parser().parse_args([*argv, "--no-verify"]).no_verify_here is True
+
+
+def test_a_run_without_its_manifest_is_indexed_with_no_verify_as_the_error_advises(run_dir, tmp_path, capsys,
+                                                                                   monkeypatch):
+    import shutil
+
+    from twotower.pipeline.artifacts import NO_VERIFY_ENV
+
+    monkeypatch.delenv(NO_VERIFY_ENV, raising=False)
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / "manifest.json").unlink()
+    argv = ["index", "build", "--run", str(run), "--index", "exact", "--queries", "5", "--out", str(tmp_path / "i")]
+    assert main(argv) == 2
+    assert "pass --no-verify" in capsys.readouterr().err
+    monkeypatch.setenv(NO_VERIFY_ENV, "")  # restored after the test: main() sets it for the process
+    assert main([*argv, "--no-verify"]) == 0
+    assert (tmp_path / "i" / "meta.json").is_file()
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--seed", "-1", "--queries", "5"], "error: --seed must be an integer >= 0, got -1"),  # was numpy's traceback
+    (["--max-train", "0"], "error: --max-train must be a positive integer, got 0"),  # was "max_train must ..."
+])
+def test_index_build_flags_are_named_and_checked_before_the_run_loads(flags, said, tmp_path, capsys):
+    # the run does not exist: the flag is refused first
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == said

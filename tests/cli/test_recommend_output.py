@@ -90,3 +90,31 @@ def test_a_users_list_longer_than_a_file_name_is_read_as_ids(run_dir, capsys):
     assert main(["recommend", "--run", str(run_dir), "--users", spec, "--k", "2", "--out", "-"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 + 2 * 2  # header + one list per distinct user
+
+
+@pytest.fixture(scope="module")
+def numeric_ids_run(tmp_path_factory):
+    return build_tiny_run(tmp_path_factory.mktemp("numeric_ids"), rename_users={"u7": "7", "u8": "007"})
+
+
+def test_users_file_ids_are_text_as_in_every_input_file(numeric_ids_run, tmp_path, capsys):
+    # the file was read with numbers guessed: 007 became user 7 (7's list printed as 007's, silently)
+    f = tmp_path / "users.csv"
+    f.write_text("user_id,item_id\n007,i1\n7,i2\n")
+    assert main(["-q", "recommend", "--run", str(numeric_ids_run), "--users", str(f), "--k", "2", "--out", "-"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(",")[0] for line in out[1:]] == ["007", "007", "7", "7"]
+    lists = main(["-q", "recommend", "--run", str(numeric_ids_run), "--users", "007,7", "--k", "2", "--out", "-"])
+    assert lists == 0 and capsys.readouterr().out.splitlines() == out  # the file reads as the comma list does
+
+
+@pytest.mark.parametrize("text, said", [
+    ("user_id,item_id\n7,i1\n0007,i2\n", "row 3, column 'user_id': unknown user '0007'"),
+    ("user_id,item_id\n7,i1\n,i2\n", "row 3, column 'user_id': empty id"),  # was: unknown user '7.0'
+])
+def test_a_bad_id_in_a_users_file_names_the_file_row_and_column(numeric_ids_run, tmp_path, capsys, text, said):
+    f = tmp_path / "users.csv"
+    f.write_text(text)
+    assert main(["-q", "recommend", "--run", str(numeric_ids_run), "--users", str(f), "--out", "-"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1].startswith(f"error: file {f}, {said}") and captured.out == ""

@@ -96,6 +96,9 @@ def test_an_earlier_artefact_of_the_same_kind_may_be_replaced(cmd, marker, meta,
     (["search", "train", "--lr", "0"], "error: --lr must be > 0, got 0.0"),
     (["rerank", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
     (["rerank", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+    # a negative seed reached numpy after the corpus was read: "ValueError: expected non-negative integer"
+    (["search", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
+    (["rerank", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
 ])
 def test_training_flags_are_checked_before_any_work_and_named(argv, message, beir, tmp_path, no_work, capsys):
     assert main([*argv, "--beir", str(beir), "--out", str(tmp_path / "model")]) == 2
@@ -215,3 +218,37 @@ def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_
     assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
     assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
                                     "margin": None}
+
+
+def _recommender_run(tmp_path):
+    """The two files of a `twotower train` folder that matter here: a config.json that is not a transformers one."""
+    d = tmp_path / "runs" / "ml"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"data": {"user_col": "user_id"}, "train": {"epochs": 30}}))
+    (d / "run.json").write_text(json.dumps({"n_users": 3, "n_items": 4}))
+    return d
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["search", "evaluate", "--retriever", "dense", "--model"], "--model"),
+    (["search", "index", "--out", "{out}", "--model"], "--model"),
+    (["search", "train", "--out", "{out}", "--base"], "--base"),
+    (["rerank", "train", "--out", "{out}", "--base"], "--base"),
+    (["search", "evaluate", "--rerank"], "--rerank"),
+])
+def test_a_recommender_run_given_as_a_text_model_is_one_line(argv, flag, beir, tmp_path, no_work, capsys):
+    # its config.json made it pass for a transformers folder: a traceback ("Unrecognized model") followed
+    run = _recommender_run(tmp_path)
+    argv = [a.replace("{out}", str(tmp_path / "model")) for a in argv]
+    assert main([argv[0], argv[1], "--beir", str(beir), *argv[2:], str(run)]) == 2
+    err = _err(capsys)
+    assert err.startswith(f"error: {flag} {run}: ") and "recommender run folder" in err
+
+
+@pytest.mark.parametrize("flag", ["--model", "--rerank"])
+def test_a_config_json_of_no_transformers_model_is_refused(flag, beir, tmp_path, no_work, capsys):
+    other = tmp_path / "app"
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"debug": True}))
+    assert main(["search", "evaluate", "--beir", str(beir), "--retriever", "dense", flag, str(other)]) == 2
+    assert "no model_type or architectures" in _err(capsys)

@@ -60,3 +60,23 @@ def test_a_feature_table_with_no_feature_column_named_is_warned_about(files, cap
     with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
         load_sources(load_config(overrides=[*base, 'data.item_multi=["genres"]', 'data.user_numeric=["age"]']).data)
     assert not [r for r in caplog.records if "no feature column" in r.getMessage()]
+
+
+def test_a_second_training_input_is_named_as_not_read(files, caplog):
+    # `twotower train --train all.csv --data other.csv` trained on all.csv and never mentioned other.csv
+    cfg = load_config(overrides=[f"data.train={json.dumps(str(files / 'all.csv'))}",
+                                 f"data.path={json.dumps(str(files / 'valid.csv'))}",
+                                 "data.dataset=movielens-100k"]).data
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        src = load_sources(cfg)
+    assert len(src.train) == 120  # data.train is read, as before
+    said = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert "data.train (" in said and "all.csv, --train) is the training input" in said
+    assert "valid.csv, --data) and data.dataset (movielens-100k, --dataset) are not read" in said
+
+
+def test_one_training_input_gives_no_such_warning(files, caplog):
+    cfg = load_config(overrides=[f"data.path={json.dumps(str(files / 'all.csv'))}"]).data
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        load_sources(cfg)
+    assert "training input" not in caplog.text

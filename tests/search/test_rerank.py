@@ -115,3 +115,19 @@ def test_reranking_with_progress_logs_periodic_lines_not_a_tqdm_bar(monkeypatch,
     assert [line.split(",")[0] for line in lines] == ["reranking: 2 / 5 pairs", "reranking: 4 / 5 pairs",
                                                       "reranking: 5 / 5 pairs"]
     assert Recording.bars == [False, False, False]
+
+
+def test_train_cross_encoder_refuses_a_max_length_past_the_models_positions(tmp_path):
+    # MiniLM reads 512 word pieces: --max-length 1000 was a tensor-size RuntimeError at the first step
+    import pytest
+
+    from twotower.errors import ConfigError
+    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+
+    cfg = RerankTrainConfig(epochs=1, groups_per_step=2, negatives_per_query=1, max_length=1000)
+    long_doc = " ".join(["apple"] * 1200)  # longer than 512 word pieces, so the cut would not have hidden it
+    with pytest.raises(ConfigError, match=r"max_length 1000 is more word pieces than the model all-MiniLM-L6-v2 "
+                                          r"can read \(512\); give at most 512"):
+        train_cross_encoder(["red apple", "blue sky"], [0, 1], [np.array([1]), np.array([0])], [long_doc, "blue sky"],
+                            tmp_path / "ce", config=cfg, show_progress=False)
+    assert not (tmp_path / "ce").exists()

@@ -32,12 +32,17 @@ def write_tiny_data(folder: Path) -> tuple[Path, Path]:
     return folder / "interactions.csv", folder / "items.csv"
 
 
-def build_tiny_run(folder: Path) -> Path:
-    """Train the tiny run into ``folder / "run"`` and return that path."""
+def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None) -> Path:
+    """Train the tiny run into ``folder / "run"`` and return that path; ``rename_users`` gives users other ids
+    (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers)."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
     inter, items = write_tiny_data(folder / "data")
+    if rename_users:
+        df = pd.read_csv(inter, dtype=str)
+        df["user_id"] = df["user_id"].replace(rename_users)
+        df.to_csv(inter, index=False)
     overrides = [
         f"data.path={json.dumps(str(inter))}", f"data.items={json.dumps(str(items))}", 'data.title_col="title"',
         "data.rating_col=null", "train.epochs=1", "train.progress=false", "train.batch_size=64", "train.threads=1",

@@ -330,28 +330,51 @@ def _parse_user_list(run, spec: str, histories=None) -> list[int]:
     except OSError:  # a comma list of a thousand ids is no file name (ENAMETOOLONG): it crashed with a traceback
         is_path = False
     if is_path:
-        from twotower.data.readers import read_table
-        from twotower.errors import DataError
-
-        from twotower.pipeline.run_inputs import run_file_encoding
-
-        df = read_table(p, encoding=run_file_encoding(run, p))  # as the run read its files
-        col = next((c for c in (run.config.data.user_col, "user_id") if c in df.columns), None)
-        if col is None:  # the run's own user column first (an interactions file of this run), then the canonical
-            names = " or ".join(repr(c) for c in dict.fromkeys((run.config.data.user_col, "user_id")))
-            raise DataError(f"needs a {names} column with the run's user ids; columns present: "
-                            f"{list(map(str, df.columns))}", file=str(p), column=run.config.data.user_col)
-        ids = [str(v) for v in df[col].tolist()]
-    elif "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
+        return _user_rows_from_file(run, p)
+    if "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
         raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
-                            "user column)")
-    else:
-        ids = parse_id_list(spec, "--users")
-    unique = list(dict.fromkeys(ids))  # an interactions file lists a user once per row: one list per user
+                          "user column)")
+    ids = parse_id_list(spec, "--users")
+    unique = list(dict.fromkeys(ids))  # an id given twice: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
     with flag_named("--users"):
         return [run.user_row(u) for u in unique]
+
+
+def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
+    """The run's rows of the users a ``--users FILE`` lists, once each, in file order.
+
+    Ids are text, as in every file the run reads: read as numbers, ``007`` became user 7 (another user's list,
+    silently) and a blank cell turned every id of the column into ``1.0``. An unknown id names the file, its row
+    and the column, as a bad cell of any input file does.
+    """
+    from twotower.data.columns import ids_to_str
+    from twotower.data.readers import read_table_numbered
+    from twotower.errors import DataError
+    from twotower.pipeline.run_inputs import run_file_encoding
+
+    # the run's own user column first (an interactions file of this run), then the canonical one
+    names = list(dict.fromkeys((run.config.data.user_col, "user_id")))
+    df, rows = read_table_numbered(path, dtype={c: str for c in names}, literal=names,
+                                   encoding=run_file_encoding(run, path))  # as the run read its files
+    col = next((c for c in names if c in df.columns), None)
+    if col is None:
+        raise DataError(f"needs a {' or '.join(map(repr, names))} column with the run's user ids; columns present: "
+                        f"{list(map(str, df.columns))}", file=str(path), column=names[0])
+    ids = ids_to_str(df[col], file=str(path), column=col, rows=rows).tolist()
+    first: dict[str, int] = {}  # each id's first position, in file order
+    for pos, u in enumerate(ids):
+        first.setdefault(u, pos)
+    if len(first) < len(ids):  # an interactions file lists a user once per row: one list per user
+        log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(first))
+    out = []
+    for u, pos in first.items():
+        try:
+            out.append(run.user_row(u))
+        except NotFoundError as e:
+            raise DataError(e.message, file=str(path), row=rows.number(pos), column=col, unit=rows.unit) from None
+    return out
 
 
 def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -556,7 +579,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     valid_start, test_start = _check_split_flags(args)
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
         cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
-                         valid_start=valid_start, test_start=test_start)
+                         valid_start=valid_start, test_start=test_start, time_unit=reading.time_unit)
     except ConfigError as e:
         flags = {"data.leave_n": "--n", "data.ratios": "--ratios", "data.split": "--method",
                  "data.valid_start": "--valid-start", "data.test_start": "--test-start"}

@@ -14,13 +14,16 @@ log = logging.getLogger("twotower.demo")
 def cmd_demo(args: argparse.Namespace) -> int:
     from twotower.cli.commands import print_eval_table
     from twotower.config import load_config
-    from twotower.data.movielens import fetch_movielens_100k
+    from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
+    from twotower.errors import ConfigError
     from twotower.evaluation.plots import plot_recall_at_k
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.recommend import exclusions_from_files, recommend_users, results_to_items
     from twotower.pipeline.run import train_run
     from twotower.utils.runtime import auto_threads, threads_from_env
 
+    if args.epochs is not None and args.epochs < 1:  # 0 read as "not given" and ran the config's 30 epochs
+        raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
     t0 = time.perf_counter()
     out = Path(args.out)
     # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
@@ -28,8 +31,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()
     print(f"   data in {path}")
+    # --user is shown only after training (a minute): a typo is said now, against the data's user ids
+    users = set(load_movielens_100k(path).interactions["user_id"])
+    if args.user not in users:
+        raise ConfigError(f"--user: unknown user {args.user!r}; MovieLens-100K's {len(users)} users are "
+                          f"{min(users, key=int)} to {max(users, key=int)}")
     overrides = ["data.dataset=movielens-100k", f"train.threads={threads}"]
-    if args.epochs:
+    if args.epochs is not None:
         overrides.append(f"train.epochs={args.epochs}")
     cfg = load_config(overrides=overrides)
     print(f"== 2/4 training the default two-tower model ({cfg.train.epochs} epochs max, early stopping on valid "

@@ -8,6 +8,8 @@ __all__ = ["register", "cmd_explain", "format_explanation"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
+
     p = sub.add_parser("explain", help="explain one recommendation: history contributions, shared metadata, a sentence")
     p.add_argument("--run", required=True, help="run folder")
     who = p.add_mutually_exclusive_group(required=True)
@@ -25,8 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "sequence tower; it may rank the history differently from loo)")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
-    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
-                   help="load the run without checking its manifest checksums (logged loudly)")
+    add_no_verify(p)
     p.set_defaults(func=cmd_explain)
 
 

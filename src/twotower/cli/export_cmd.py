@@ -7,6 +7,8 @@ __all__ = ["register", "cmd_export"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
+
     p = sub.add_parser("export", help="export the user and item towers (ONNX) and the item embeddings (.npy)")
     p.add_argument("--run", required=True, help="run folder to export")
     p.add_argument("--format", default="onnx", choices=["onnx"], help="export format (default onnx)")
@@ -18,6 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check-users", type=int, default=1000,
                    help="users whose vectors onnxruntime must reproduce within 1e-5 (default 1000; all items always)")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    add_no_verify(p)
     p.set_defaults(func=cmd_export)
 
 

@@ -15,6 +15,7 @@ TUNE_PNG = "recall_qps.png"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
     from twotower.index.autotune import IndexPolicy  # every default is declared there, once
 
     pol = IndexPolicy()
@@ -42,11 +43,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--nprobe", type=int, default=None,
                    help="under torchrun: nprobe of the merged IVF index, measured as given (default: the fastest "
                         "nprobe reaching --target-recall, measured on rank 0 against exact search)")
+    add_no_verify(b)
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
     i.add_argument("--run", required=True, help="run folder whose index to describe")
     i.add_argument("--index", dest="index_dir", help="index folder (default RUN/index)")
     i.add_argument("--json", action="store_true", help="print meta.json (+ the tuning summary) as JSON")
+    add_no_verify(i)
     i.set_defaults(func=cmd_index_info)
 
 
@@ -55,8 +58,11 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     from twotower.index.autotune import IndexPolicy
 
     flags = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
-             "exact_p99_ms": "--exact-budget-ms"}
-    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries}
+             "exact_p99_ms": "--exact-budget-ms", "seed": "--seed"}
+    # --seed checked here too: a negative one reached numpy after the run had loaded, as a traceback
+    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
+    if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
+        raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:

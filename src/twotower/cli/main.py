@@ -11,7 +11,15 @@ import os
 import sys
 from typing import Callable
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "add_no_verify"]
+
+
+def add_no_verify(p: argparse.ArgumentParser) -> None:
+    """``--no-verify`` after the subcommand, on every command that loads a run: the integrity error ("pass
+    --no-verify to load it unchecked") is raised by all of them, and `serve`/`index`/`export` used to refuse the
+    flag there ("unrecognized arguments"), taking it only before the subcommand (``twotower --no-verify ...``)."""
+    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
+                   help="load the run without checking its manifest checksums (logged loudly)")
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
@@ -82,8 +90,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="fit EASE up to N items (default: the run's eval.ease_max_items, "
                         f"{ev.ease_max_items:,} unless set); above it, EASE is skipped with a warning")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
-    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
-                   help="load the run without checking its manifest checksums (logged loudly)")
+    add_no_verify(p)
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))
 
 
@@ -114,8 +121,7 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users); - for stdout")
     p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}')
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
-    p.add_argument("--no-verify", dest="no_verify_here", action="store_true",
-                   help="load the run without checking its manifest checksums (logged loudly)")
+    add_no_verify(p)
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_recommend"))
 
 

@@ -466,7 +466,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     train_docs = args.train_doc_tower or args.shared
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
-             "shared": "--shared", "train_doc_tower": "--train-doc-tower"}
+             "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed"}
     mining = _flag_config(lambda: MiningConfig(n=args.negatives), flags)  # depth and margin: MiningConfig's defaults
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
@@ -507,7 +507,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "cross-encoder", is_cross_encoder)
-    flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length"}
+    flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed"}
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
                                                  max_length=args.max_length, seed=args.seed), flags)
     mining = _flag_config(lambda: MiningConfig(n=args.negatives * args.epochs, depth=30, relative_margin=0.05),

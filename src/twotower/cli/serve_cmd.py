@@ -12,6 +12,7 @@ log = logging.getLogger("twotower")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
     from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
 
     d = ServiceSettings()
@@ -52,6 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "--max-concurrency and --max-queue apply per worker (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
+    add_no_verify(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -135,6 +137,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         log.warning(msg)
     if args.run is None and args.search_index is None:
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
+    if args.rerank and args.search_index is None:
+        # the cross-encoder reranks POST /search hits, which only a search index gives: without one it was
+        # dropped without a word, and the server started as if it would rerank
+        raise ConfigError("--rerank reranks the hits of POST /search: give the search index too, --search-index DIR "
+                          "(from `twotower search index`), or drop --rerank")
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")

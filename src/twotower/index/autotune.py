@@ -83,8 +83,9 @@ class IndexPolicy:
             raise ConfigError(f"exact_p99_ms must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
         if isinstance(self.latency_queries, bool) or not isinstance(self.latency_queries, int) or self.latency_queries < 1:
             raise ConfigError(f"latency_queries must be a positive integer, got {self.latency_queries!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"seed must be an integer, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            # numpy's generators take no negative seed ("expected non-negative integer", a traceback)
+            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
         for name in ("k", "tune_queries"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -14,7 +14,7 @@ from twotower.config import DATA_FILE_SETTINGS, DataConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
-from twotower.data.timeunits import align_date_units
+from twotower.data.timeunits import align_date_units, report_unit
 from twotower.errors import ConfigError
 
 __all__ = ["Sources", "load_sources"]
@@ -39,15 +39,20 @@ class Sources:
 
 def _split(df: pd.DataFrame, cfg: DataConfig, seed: int):
     if cfg.split == "temporal":
-        return temporal_split(df, cfg.ratios)
-    if cfg.split == "leave_last":
-        return leave_last_n_out(df, cfg.leave_n)
-    if cfg.split == "time":
+        split = temporal_split(df, cfg.ratios)
+    elif cfg.split == "leave_last":
+        split = leave_last_n_out(df, cfg.leave_n)
+    elif cfg.split == "time":
         if cfg.valid_start is None or cfg.test_start is None:
             raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
-        return global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"),
-                                 time_unit=cfg.time_unit)
-    return random_split(df, cfg.ratios, seed)
+        split = global_time_split(df, cfg.valid_start, cfg.test_start, names=("data.valid_start", "data.test_start"),
+                                  time_unit=cfg.time_unit)
+    else:
+        split = random_split(df, cfg.ratios, seed)
+    # every method's report names the unit the timestamps were taken in (README: "named in the split report"),
+    # not only the time cut's: millisecond data split by user is where one checks it was not read as seconds
+    split.report.setdefault("time_unit", report_unit(df, cfg.time_unit))
+    return split
 
 
 def _held_out(part: pd.DataFrame) -> pd.DataFrame | None:
@@ -82,6 +87,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     _check_feature_tables(cfg)
     _check_feature_columns(cfg)
     _check_split_inputs(cfg)
+    _warn_unused_sources(cfg)
     columns = column_map(cfg)
     items = users = None
     item_spec = user_spec = None
@@ -281,6 +287,23 @@ def _check_split_inputs(cfg: DataConfig) -> None:
             raise ConfigError(f"{given} is read only beside data.train (--train): with {source} "
                               f"the {name} split is cut from it by data.split={cfg.split!r}, so this input would be "
                               f"ignored; give the training data as data.train with it, or leave data.{name} out")
+
+
+def _warn_unused_sources(cfg: DataConfig) -> None:
+    """Say which training input is read when several are set: data.train, else data.path, else data.dataset.
+
+    `twotower train --train a.csv --data b.csv` trained on a.csv alone and never mentioned b.csv. Warned, not
+    refused: a config file naming data.dataset (examples/movielens.toml) with --train on the command line is a
+    fair way to reuse its model settings on other data.
+    """
+    given = []
+    for name, flag in (("train", "--train"), ("path", "--data"), ("dataset", "--dataset")):
+        value = getattr(cfg, name)
+        if value is not None:
+            given.append(f"frames[{name!r}]" if isinstance(value, _Frame) else f"data.{name} ({value}, {flag})")
+    if len(given) > 1:
+        log.warning("%s is the training input; %s %s not read (one input is used: data.train, else data.path, "
+                    "else data.dataset)", given[0], " and ".join(given[1:]), "is" if len(given) == 2 else "are")
 
 
 def _check_not_train_again(cfg: DataConfig) -> None:

@@ -72,6 +72,27 @@ def _architectures(path: Path) -> list[str]:
     return [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
 
 
+def _not_a_model(path: Path) -> str | None:
+    """Why ``path`` holds no transformers model, or None when its ``config.json`` looks like one.
+
+    A ``config.json`` alone says little: a recommender run folder (``twotower train``) has one too, and taking it
+    for a model let ``--model runs/ml`` through to a transformers traceback ("Unrecognized model ... Should have a
+    `model_type` key") after the corpus was read. Every transformers config names ``model_type`` or
+    ``architectures``; a run's names neither.
+    """
+    if (path / "run.json").is_file():  # twotower.pipeline.artifacts.RUN_MARKERS[0], not imported: that loads torch
+        return "is a recommender run folder (from 'twotower train'), not a text model"
+    try:
+        data = json.loads((path / _HF_CONFIG).read_text(encoding="utf-8"))
+    except OSError:
+        return f"no {_HF_CONFIG}"
+    except ValueError:
+        return f"its {_HF_CONFIG} is not valid JSON"
+    if not isinstance(data, dict) or not ({"model_type", "architectures"} & data.keys()):
+        return f"its {_HF_CONFIG} is not a transformers model's (no model_type or architectures)"
+    return None
+
+
 def _existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
     p = Path(path)
     if not p.exists():
@@ -90,8 +111,9 @@ def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") ->
         raise ConfigError(f"{flag} {p}: is a search index, not a bi-encoder; give the model folder it was built with")
     if is_cross_encoder(p):
         raise ConfigError(f"{flag} {p}: is a cross-encoder (a reranker, give it to --rerank), not a bi-encoder")
-    if not (p / _HF_CONFIG).is_file():
-        raise ConfigError(f"{flag} {p}: not a bi-encoder folder (no {BI_ENCODER_META} or {_HF_CONFIG}); give the "
+    problem = _not_a_model(p)
+    if problem is not None:
+        raise ConfigError(f"{flag} {p}: not a bi-encoder folder (no {BI_ENCODER_META}; {problem}); give the "
                           "output of 'twotower search train' or a sentence-transformers folder")
     return p
 
@@ -107,8 +129,9 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
     if is_bi_encoder(p):
         raise ConfigError(f"{flag} {p}: is a bi-encoder (give it to --model), not a cross-encoder"
                           + (f"; to start from its weights give {p / 'query'}" if base else ""))
-    if not (p / _HF_CONFIG).is_file():
-        raise ConfigError(f"{flag} {p}: not a cross-encoder folder (no {CROSS_ENCODER_META} or {_HF_CONFIG}); "
+    problem = _not_a_model(p)
+    if problem is not None:
+        raise ConfigError(f"{flag} {p}: not a cross-encoder folder (no {CROSS_ENCODER_META}; {problem}); "
                           "give the output of 'twotower rerank train'")
     if not base and not any(a.endswith("ForSequenceClassification") for a in _architectures(p)):
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "

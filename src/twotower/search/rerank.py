@@ -226,6 +226,12 @@ def train_cross_encoder(
     t0 = time.perf_counter()
     base_dir = Path(base) if base is not None else default_model_path()
     model = CrossEncoder(str(base_dir), num_labels=1, max_length=cfg.max_length, device="cpu")
+    # past the position embeddings the first forward pass failed with a tensor-size RuntimeError (as
+    # text.encoder.check_max_length says for the bi-encoder): refused here, before any step
+    limit = getattr(getattr(model.model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < cfg.max_length:
+        raise ConfigError(f"max_length {cfg.max_length} is more word pieces than the model {base or 'all-MiniLM-L6-v2'} can read "
+                          f"({limit}); give at most {limit}")
     _freeze_bottom(model, cfg.freeze_layers)
     usable = [i for i in range(len(queries)) if len(negatives[i])]
     if not usable:

@@ -1,0 +1,41 @@
+"""`twotower demo`: its flags are checked before a minute of training, not after it (no download: data faked)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from twotower.cli.main import main
+
+
+@pytest.fixture
+def no_training(monkeypatch, tmp_path):
+    """MovieLens-100K stood in by three users; training fails the test (the check must come before it)."""
+    import twotower.data.movielens as movielens
+    import twotower.pipeline.run as run
+
+    frame = pd.DataFrame({"user_id": ["1", "2", "943"], "item_id": ["50", "181", "50"], "timestamp": [1, 2, 3]})
+    monkeypatch.setattr(movielens, "fetch_movielens_100k", lambda *a, **k: tmp_path)
+    monkeypatch.setattr(movielens, "load_movielens_100k", lambda *a, **k: SimpleNamespace(interactions=frame))
+
+    def boom(*a, **k):
+        raise AssertionError("training started before the flags were checked")
+
+    monkeypatch.setattr(run, "train_run", boom)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_demo_epochs_zero_is_refused_not_read_as_the_default(no_training, capsys):
+    # `--epochs 0` was taken as "not given" and trained the config's 30 epochs
+    assert main(["demo", "--epochs", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --epochs must be >= 1, got 0"
+
+
+def test_demo_unknown_user_is_refused_before_training(no_training, capsys):
+    # it was found only at step 4/4, after the whole fit and the baselines
+    assert main(["demo", "--user", "99999", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "error: --user: unknown user '99999'; MovieLens-100K's 3 users are 1 to 943"
+    with pytest.raises(AssertionError, match="training started"):  # a known user goes on to train
+        main(["demo", "--user", "943", "--epochs", "1"])

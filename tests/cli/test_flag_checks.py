@@ -1,0 +1,25 @@
+"""Flags refused in one line, naming them, before any work (found walking README as a new user)."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.cli.main import main
+
+
+def test_serve_rerank_without_a_search_index_is_refused_before_loading(tmp_path, capsys):
+    # `serve --run R --rerank CE` (--search-index forgotten) started a server with no /search and no reranker,
+    # saying nothing; neither folder need exist: the flags are checked first
+    assert main(["serve", "--run", str(tmp_path / "nope"), "--rerank", str(tmp_path / "ce")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --rerank ") and "--search-index DIR" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train", "--dataset", "movielens-100k", "--print-config", "train.seed=-1"], "error: train.seed: must be an integer >= 0"),
+    (["search", "prepare", "--passages", "p.csv", "--pairs", "q.csv", "--out", "o", "--seed", "-1"],
+     "error: --seed must be an integer >= 0, got -1"),
+])
+def test_a_negative_seed_is_refused_naming_it_not_a_numpy_traceback(argv, said, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # neither file exists: the seed is refused first
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == said
