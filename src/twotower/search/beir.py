@@ -216,6 +216,12 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
         except (ValueError, OverflowError) as e:  # "inf" overflows int(), "nan" is a ValueError
             raise DataError(f"score {score!r} is not a finite number", file=str(path), row=rowno,
                             column="score") from e
+        if value != float(score):
+            # int() would cut 0.5 to 0 (not relevant) and 1.5 to 1: the query would be skipped or its grade changed
+            # silently. Relevance grades are integers (BEIR, pytrec_eval and `search prepare` read them so); "1.0"
+            # is still read as 1
+            raise DataError(f"score {score!r} is not a whole number (relevance grades are integers; 0 = judged "
+                            "not relevant)", file=str(path), row=rowno, column="score")
         if queries is not None and qid not in queries:
             raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
         if corpus is not None and did not in corpus.row_of:
@@ -314,7 +320,13 @@ def relevant_rows(qids: list[str], qrels: Qrels, corpus: Corpus) -> list[np.ndar
 
 
 def _natural(s: str) -> tuple:
-    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+    """Sort key: numeric ids by value ("9" before "10"), then the others as text."""
+    if s.isdigit():
+        try:
+            return (0, int(s), "")
+        except ValueError:  # "①" and "²" are digits to str.isdigit() but not to int(): sorted as text
+            pass
+    return (1, 0, s)
 
 
 def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tuple[Qrels, Qrels]:
