@@ -260,6 +260,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
 
     _threads(args)
     fusion = _fusion_choice(args)
+    _warn_unused_evaluate_flags(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length)
@@ -279,6 +280,26 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
            "queries": m["queries"], "seconds": m["seconds"]}
     print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
+
+
+def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
+    """Say which flags the chosen ``--retriever`` ignores: ``search evaluate --model runs/bi`` without
+    ``--retriever`` scores BM25 (the default), and ``--json`` prints only the metrics, so nothing showed that the
+    fine-tuned model was never used."""
+    from twotower.config import SearchConfig
+
+    dense_flags = {"--model": args.model, "--max-length": args.max_length, "--query-max-length": args.query_max_length}
+    fusion_flags = {"--fusion": args.fusion if args.fusion != SearchConfig.fusion else None,
+                    "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None}
+    unused = {**(dense_flags if args.retriever == "bm25" else {}),
+              **(fusion_flags if args.retriever != "hybrid" else {})}
+    given = [flag for flag, value in unused.items() if value is not None]
+    if given:
+        use = "dense or hybrid" if any(flag in dense_flags for flag in given) else "hybrid"
+        logging.getLogger(__name__).warning(
+            "%s %s no effect with --retriever %s%s; pass --retriever %s to use %s",
+            ", ".join(given), "has" if len(given) == 1 else "have", args.retriever,
+            " (the default)" if args.retriever == "bm25" else "", use, "them" if len(given) > 1 else "it")
 
 
 def _corpus(beir: str):
