@@ -438,8 +438,11 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_pairs(args: argparse.Namespace):
-    from twotower.search.beir import load_beir
+def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
+    """The split's (query, relevant document) pairs; fewer than ``at_least`` is refused now, naming the qrels file,
+    not after the model is loaded and the corpus encoded (minutes) with an error about "0 queries and 0 rows"."""
+    from twotower.errors import DataError
+    from twotower.search.beir import load_beir, resolve_beir_dir
 
     data = load_beir(args.beir, args.split)
     qs, pos = [], []
@@ -448,6 +451,11 @@ def _train_pairs(args: argparse.Namespace):
             if rel > 0:
                 qs.append(data.queries[qid])
                 pos.append(data.corpus.row_of[d])
+    if len(qs) < at_least:
+        raise DataError(f"{len(qs)} (query, relevant document) pair{'' if len(qs) == 1 else 's'} with a score > 0 in "
+                        f"split {args.split!r}; training needs at least {at_least}"
+                        + (" (each batch's other positives are the negatives)" if at_least > 1 else ""),
+                        file=str(resolve_beir_dir(args.beir) / "qrels" / f"{args.split}.tsv"))
     by_q: dict[str, set[int]] = {}
     for q, r in zip(qs, pos):
         by_q.setdefault(q, set()).add(r)
@@ -506,7 +514,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
     from twotower.text.encoder import load_text_encoder
 
-    data, qs, pos, by_q = _train_pairs(args)
+    data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
     texts = data.corpus.doc_texts()
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
