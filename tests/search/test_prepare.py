@@ -10,7 +10,7 @@ import json
 import pytest
 
 from twotower.cli.main import main
-from twotower.errors import DataError
+from twotower.errors import ConfigError, DataError
 from twotower.search.beir import load_beir
 from twotower.config import PrepareConfig
 from twotower.search.prepare import prepare_beir
@@ -159,3 +159,11 @@ def test_query_ids_that_are_digits_to_python_but_not_numbers_are_split_without_a
     # the same seed gives the same split (sorting is deterministic)
     prepare_beir(files / "passages.csv", files / "circled.csv", files / "out2", cfg)
     assert set(load_beir(files / "out2", "test").queries) == set(test.queries)
+
+
+def test_a_test_share_that_leaves_no_training_query_names_the_flag(files):
+    # the error named the internal parameter: "frac=0.99 leaves no training queries"
+    with pytest.raises(ConfigError, match=r"^--test-share 0.99: leaves no training queries.*\(4 queries\); pass a "
+                                          r"smaller --test-share, or --test-share 0"):
+        prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0.99))
+    assert not (files / "out").exists()
