@@ -205,3 +205,14 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
     data = load_beir(root, "test")
     assert data.corpus.ids[0] == "d1" and data.qrels == {"4": {"d4": 1}, "5": {"d3": 1}}
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("4\td4\t1\n5\td3\t1\n", "this is a judgement, not the header: add the header line"),
+    ("query-id corpus-id score\n4 d4 1\n", "the fields must be separated by tabs, not spaces"),
+])
+def test_a_qrels_file_without_the_header_says_why_it_is_refused(tmp_path, text, hint):
+    root = write_beir(tmp_path / "b", qrels={"test": text})
+    with pytest.raises(DataError, match=r"test.tsv, row 1: header must be 'query-id<TAB>corpus-id<TAB>score', got .*; "
+                                        + hint):
+        load_beir(root, "test")

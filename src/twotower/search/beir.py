@@ -204,7 +204,8 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     rows = _tsv_rows(path)
     _, header = next(rows, (1, None))
     if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
-        raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}", file=str(path), row=1)
+        raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}{_header_hint(header)}",
+                        file=str(path), row=1)
     for rowno, rec in rows:
         if not rec or not "".join(rec).strip():
             continue
@@ -243,6 +244,21 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
     return qrels
+
+
+def _header_hint(header: list[str] | None) -> str:
+    """What a refused qrels first row most likely is, and the fix: files written without the header (or with spaces
+    between the fields) were refused with the expected header only, leaving the user to work out why."""
+    if header is not None and len(header) == 3:
+        try:
+            float(header[2])
+        except ValueError:
+            return ""
+        # never read as data: BEIR's own loader skips row 1 whatever it holds, so this judgement would be lost there
+        return "; this is a judgement, not the header: add the header line 'query-id<TAB>corpus-id<TAB>score' first"
+    if header is not None and len(header) == 1 and len(header[0].split()) >= 3:
+        return "; the fields must be separated by tabs, not spaces"
+    return ""
 
 
 def load_beir(beir_dir: str | os.PathLike[str], split: str = "test") -> BeirData:
