@@ -207,6 +207,16 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
     assert data.corpus.ids[0] == "d1" and data.qrels == {"4": {"d4": 1}, "5": {"d3": 1}}
 
 
+def test_a_pairs_tsv_without_its_header_is_refused_not_missing_its_first_pair(beir_dir, tmp_path):
+    # row 1 was always taken as the header: "aspirin<TAB>d1" was dropped and the other pairs loaded silently
+    corpus = load_beir(beir_dir, "test").corpus
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("aspirin\td1\nsleep\td3\n")
+    with pytest.raises(DataError, match=r"pairs.tsv, row 1: row 1 names the corpus document 'd1': it is a pair, "
+                                        r"not the header"):
+        load_pairs(tsv, corpus)
+
+
 @pytest.mark.parametrize("text, hint", [
     ("4\td4\t1\n5\td3\t1\n", "this is a judgement, not the header: add the header line"),
     ("query-id corpus-id score\n4 d4 1\n", "the fields must be separated by tabs, not spaces"),

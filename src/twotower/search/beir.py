@@ -306,6 +306,11 @@ def load_pairs(path: str | os.PathLike[str], corpus: Corpus) -> list[TrainPair]:
         _, header = next(rows, (1, None))
         if header is None or len(header) < 2:
             raise DataError("header must be 'query<TAB>positive_id[<TAB>negative_ids]'", file=str(path), row=1)
+        if header[1].strip() in corpus.row_of:
+            # a file written without the header: its first pair would be skipped as the header, silently
+            raise DataError(f"row 1 names the corpus document {header[1].strip()!r}: it is a pair, not the header; "
+                            "add the header line 'query<TAB>positive_id[<TAB>negative_ids]' first",
+                            file=str(path), row=1)
         for rowno, rec in rows:
             if not rec:
                 continue
