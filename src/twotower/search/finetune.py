@@ -203,8 +203,12 @@ def finetune_bi_encoder(
         frozen_docs = torch.from_numpy(emb)  # [N_docs, D]
     params = list(q_model.parameters()) + ([] if cfg.shared or not cfg.train_doc_tower else list(d_model.parameters()))
     n_params = sum(p.numel() for p in params)
-    steps_per_epoch = len(_batches(len(queries), cfg.batch_size, queries, np.random.default_rng(0)))
-    total = steps_per_epoch * cfg.epochs
+    # every epoch's batches drawn now, the same draws in the same order as drawing them epoch by epoch, so the
+    # schedule's total is the steps taken: packing around repeated query texts gives a count that depends on the
+    # shuffle (SciFact train, batch 32: 29 or 30), and one counted on another shuffle ran the last step at learning
+    # rate 0, or stopped before the decay ended
+    epoch_batches = [_batches(len(queries), cfg.batch_size, queries, rng) for _ in range(cfg.epochs)]
+    total = sum(len(b) for b in epoch_batches)
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
@@ -255,7 +259,7 @@ def finetune_bi_encoder(
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
-        batches = _batches(len(queries), cfg.batch_size, queries, rng)
+        batches = epoch_batches[epoch]
         with loop.epoch(epoch + 1, n_batches=len(batches), n_examples=len(queries), desc=f"fine-tune epoch {epoch + 1}") as run:
             for batch in batches:
                 stats: dict = {}
