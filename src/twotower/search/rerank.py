@@ -226,6 +226,12 @@ def train_cross_encoder(
     t0 = time.perf_counter()
     base_dir = Path(base) if base is not None else default_model_path()
     model = CrossEncoder(str(base_dir), num_labels=1, max_length=cfg.max_length, device="cpu")
+    # refused now: past the position embeddings the first batch of long pairs died in BERT's forward with "The size of
+    # tensor a (600) must match the size of tensor b (512)", after the negatives were mined
+    limit = getattr(getattr(model.model, "config", None), "max_position_embeddings", None)
+    if isinstance(limit, int) and not isinstance(limit, bool) and cfg.max_length > limit:
+        raise ConfigError(f"max_length {cfg.max_length} is more word pieces than the model {base_dir} can read "
+                          f"({limit}); give at most {limit}")
     _freeze_bottom(model, cfg.freeze_layers)
     usable = [i for i in range(len(queries)) if len(negatives[i])]
     if not usable:
