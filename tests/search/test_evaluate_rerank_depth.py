@@ -39,3 +39,6 @@ def test_rerank_top_past_the_metric_depth_rescores_that_many_candidates(tmp_path
     model.per_query.clear()
     search_evaluate(beir, "test", "bm25", rerank=tmp_path / "ce", rerank_top=20)
     assert model.per_query == {"aspirin trial": 20}
+    model.per_query.clear()  # more than the corpus holds: every document, once
+    search_evaluate(beir, "test", "bm25", rerank=tmp_path / "ce", rerank_top=100_000)
+    assert model.per_query == {"aspirin trial": 160}

@@ -109,7 +109,8 @@ def search_evaluate(
     doc_texts = data.corpus.doc_texts()
     # the first stage returns every candidate the cross-encoder is to re-score: --rerank-top 200 re-scored only the
     # 100 (SearchConfig.depth) it was given, as `search query` (which retrieves max(k, rerank_top)) never did
-    k = max(SearchConfig.depth, rerank_top if rerank is not None else 0)
+    # (never wider than the corpus: --rerank-top 100000 would allocate [queries, 100000] lists of padding)
+    k = max(SearchConfig.depth, min(rerank_top, len(data.corpus)) if rerank is not None else 0)
     parts: list[Results] = []
     truncation = None
     if retriever in ("bm25", "hybrid"):
