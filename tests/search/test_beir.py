@@ -143,6 +143,19 @@ def test_infinite_qrels_score_names_file_row_and_column(tmp_path):
         load_beir(root, "test")
 
 
+@pytest.mark.parametrize("score", ["0.5", "1.5", "2.7"])
+def test_a_fractional_qrels_score_is_refused_naming_file_row_and_column(tmp_path, score):
+    # int() cut 0.5 to 0: query 5 was silently skipped by `search evaluate` as having no relevant document
+    root = _qrels(tmp_path, f"4\td4\t1\n5\td3\t{score}\n")
+    with pytest.raises(DataError, match=rf"test.tsv, row 3, column 'score': score '{score}' is not a whole number"):
+        load_beir(root, "test")
+
+
+def test_a_whole_qrels_score_written_as_a_float_is_read_as_its_integer(tmp_path):
+    data = load_beir(_qrels(tmp_path, "4\td4\t1.0\n5\td3\t2\n5\td1\t0.0\n"), "test")
+    assert data.qrels == {"4": {"d4": 1}, "5": {"d3": 2, "d1": 0}}
+
+
 def test_conflicting_duplicate_judgements_name_both_rows(tmp_path):
     root = _qrels(tmp_path, "4\td4\t1\n5\td3\t1\n4\td4\t0\n")
     with pytest.raises(DataError, match=r"test.tsv, row 4: .*'4'.*'d4'.*row 2: 1, row 4: 0"):
@@ -192,3 +205,24 @@ def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
         p.write_bytes(b"\xef\xbb\xbf" + p.read_bytes())
     data = load_beir(root, "test")
     assert data.corpus.ids[0] == "d1" and data.qrels == {"4": {"d4": 1}, "5": {"d3": 1}}
+
+
+def test_a_pairs_tsv_without_its_header_is_refused_not_missing_its_first_pair(beir_dir, tmp_path):
+    # row 1 was always taken as the header: "aspirin<TAB>d1" was dropped and the other pairs loaded silently
+    corpus = load_beir(beir_dir, "test").corpus
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("aspirin\td1\nsleep\td3\n")
+    with pytest.raises(DataError, match=r"pairs.tsv, row 1: row 1 names the corpus document 'd1': it is a pair, "
+                                        r"not the header"):
+        load_pairs(tsv, corpus)
+
+
+@pytest.mark.parametrize("text, hint", [
+    ("4\td4\t1\n5\td3\t1\n", "this is a judgement, not the header: add the header line"),
+    ("query-id corpus-id score\n4 d4 1\n", "the fields must be separated by tabs, not spaces"),
+])
+def test_a_qrels_file_without_the_header_says_why_it_is_refused(tmp_path, text, hint):
+    root = write_beir(tmp_path / "b", qrels={"test": text})
+    with pytest.raises(DataError, match=r"test.tsv, row 1: header must be 'query-id<TAB>corpus-id<TAB>score', got .*; "
+                                        + hint):
+        load_beir(root, "test")

@@ -83,3 +83,13 @@ def test_hybrid_fusion_and_metrics_of_an_all_padding_bm25_row():
         assert list(fused.row(0)[0]) == [2, 0]  # the dense list alone decides
     m = evaluate_retriever(bm25, [np.array([1])])
     assert m == {"NDCG@10": 0.0, "Recall@10": 0.0, "Recall@100": 0.0, "MRR@10": 0.0}
+
+
+def test_a_corpus_without_any_indexable_word_is_refused_with_what_bm25_reads():
+    # single letters, digits and stop words only: bm25s.index died with "max() arg is an empty sequence"
+    with pytest.raises(DataError, match=r"none of the 3 documents has a word BM25 indexes \(words of 2 or more "
+                                        r"letters or digits, not stop words\).*--retriever dense"):
+        BM25Retriever().fit(["a b", "x 1 the", ""], ["d1", "d2", "d3"])
+    # one indexable word anywhere is enough: the other documents are indexed as empty
+    res = BM25Retriever().fit(["a b", "x 1 the", "aspirin"], ["d1", "d2", "d3"]).search(["aspirin"], 3)
+    assert res.ids[0].tolist() == [2, -1, -1]

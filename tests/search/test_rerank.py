@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from twotower.results import PAD_ID, Results
 from twotower.search.rerank import CrossEncoderReranker
@@ -119,8 +120,6 @@ def test_reranking_with_progress_logs_periodic_lines_not_a_tqdm_bar(monkeypatch,
 
 def test_train_cross_encoder_refuses_a_max_length_past_the_models_positions(tmp_path):
     # MiniLM reads 512 word pieces: --max-length 1000 was a tensor-size RuntimeError at the first step
-    import pytest
-
     from twotower.errors import ConfigError
     from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
 

@@ -260,6 +260,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
 
     _threads(args)
     fusion = _fusion_choice(args)
+    _warn_unused_evaluate_flags(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length)
@@ -279,6 +280,26 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
            "queries": m["queries"], "seconds": m["seconds"]}
     print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
+
+
+def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
+    """Say which flags the chosen ``--retriever`` ignores: ``search evaluate --model runs/bi`` without
+    ``--retriever`` scores BM25 (the default), and ``--json`` prints only the metrics, so nothing showed that the
+    fine-tuned model was never used."""
+    from twotower.config import SearchConfig
+
+    dense_flags = {"--model": args.model, "--max-length": args.max_length, "--query-max-length": args.query_max_length}
+    fusion_flags = {"--fusion": args.fusion if args.fusion != SearchConfig.fusion else None,
+                    "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None}
+    unused = {**(dense_flags if args.retriever == "bm25" else {}),
+              **(fusion_flags if args.retriever != "hybrid" else {})}
+    given = [flag for flag, value in unused.items() if value is not None]
+    if given:
+        use = "dense or hybrid" if any(flag in dense_flags for flag in given) else "hybrid"
+        logging.getLogger(__name__).warning(
+            "%s %s no effect with --retriever %s%s; pass --retriever %s to use %s",
+            ", ".join(given), "has" if len(given) == 1 else "have", args.retriever,
+            " (the default)" if args.retriever == "bm25" else "", use, "them" if len(given) > 1 else "it")
 
 
 def _corpus(beir: str):
@@ -417,8 +438,11 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_pairs(args: argparse.Namespace):
-    from twotower.search.beir import load_beir
+def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
+    """The split's (query, relevant document) pairs; fewer than ``at_least`` is refused now, naming the qrels file,
+    not after the model is loaded and the corpus encoded (minutes) with an error about "0 queries and 0 rows"."""
+    from twotower.errors import DataError
+    from twotower.search.beir import load_beir, resolve_beir_dir
 
     data = load_beir(args.beir, args.split)
     qs, pos = [], []
@@ -427,6 +451,11 @@ def _train_pairs(args: argparse.Namespace):
             if rel > 0:
                 qs.append(data.queries[qid])
                 pos.append(data.corpus.row_of[d])
+    if len(qs) < at_least:
+        raise DataError(f"{len(qs)} (query, relevant document) pair{'' if len(qs) == 1 else 's'} with a score > 0 in "
+                        f"split {args.split!r}; training needs at least {at_least}"
+                        + (" (each batch's other positives are the negatives)" if at_least > 1 else ""),
+                        file=str(resolve_beir_dir(args.beir) / "qrels" / f"{args.split}.tsv"))
     by_q: dict[str, set[int]] = {}
     for q, r in zip(qs, pos):
         by_q.setdefault(q, set()).add(r)
@@ -485,7 +514,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
     from twotower.text.encoder import load_text_encoder
 
-    data, qs, pos, by_q = _train_pairs(args)
+    data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
     texts = data.corpus.doc_texts()
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)

@@ -204,7 +204,8 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     rows = _tsv_rows(path)
     _, header = next(rows, (1, None))
     if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
-        raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}", file=str(path), row=1)
+        raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}{_header_hint(header)}",
+                        file=str(path), row=1)
     for rowno, rec in rows:
         if not rec or not "".join(rec).strip():
             continue
@@ -216,6 +217,12 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
         except (ValueError, OverflowError) as e:  # "inf" overflows int(), "nan" is a ValueError
             raise DataError(f"score {score!r} is not a finite number", file=str(path), row=rowno,
                             column="score") from e
+        if value != float(score):
+            # int() would cut 0.5 to 0 (not relevant) and 1.5 to 1: the query would be skipped or its grade changed
+            # silently. Relevance grades are integers (BEIR, pytrec_eval and `search prepare` read them so); "1.0"
+            # is still read as 1
+            raise DataError(f"score {score!r} is not a whole number (relevance grades are integers; 0 = judged "
+                            "not relevant)", file=str(path), row=rowno, column="score")
         if queries is not None and qid not in queries:
             raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
         if corpus is not None and did not in corpus.row_of:
@@ -237,6 +244,21 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
     return qrels
+
+
+def _header_hint(header: list[str] | None) -> str:
+    """What a refused qrels first row most likely is, and the fix: files written without the header (or with spaces
+    between the fields) were refused with the expected header only, leaving the user to work out why."""
+    if header is not None and len(header) == 3:
+        try:
+            float(header[2])
+        except ValueError:
+            return ""
+        # never read as data: BEIR's own loader skips row 1 whatever it holds, so this judgement would be lost there
+        return "; this is a judgement, not the header: add the header line 'query-id<TAB>corpus-id<TAB>score' first"
+    if header is not None and len(header) == 1 and len(header[0].split()) >= 3:
+        return "; the fields must be separated by tabs, not spaces"
+    return ""
 
 
 def load_beir(beir_dir: str | os.PathLike[str], split: str = "test") -> BeirData:
@@ -284,6 +306,11 @@ def load_pairs(path: str | os.PathLike[str], corpus: Corpus) -> list[TrainPair]:
         _, header = next(rows, (1, None))
         if header is None or len(header) < 2:
             raise DataError("header must be 'query<TAB>positive_id[<TAB>negative_ids]'", file=str(path), row=1)
+        if header[1].strip() in corpus.row_of:
+            # a file written without the header: its first pair would be skipped as the header, silently
+            raise DataError(f"row 1 names the corpus document {header[1].strip()!r}: it is a pair, not the header; "
+                            "add the header line 'query<TAB>positive_id[<TAB>negative_ids]' first",
+                            file=str(path), row=1)
         for rowno, rec in rows:
             if not rec:
                 continue
@@ -314,7 +341,13 @@ def relevant_rows(qids: list[str], qrels: Qrels, corpus: Corpus) -> list[np.ndar
 
 
 def _natural(s: str) -> tuple:
-    return (0, int(s), "") if s.isdigit() else (1, 0, s)
+    """Sort key: numeric ids by value ("9" before "10"), then the others as text."""
+    if s.isdigit():
+        try:
+            return (0, int(s), "")
+        except ValueError:  # "①" and "²" are digits to str.isdigit() but not to int(): sorted as text
+            pass
+    return (1, 0, s)
 
 
 def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tuple[Qrels, Qrels]:

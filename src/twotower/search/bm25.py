@@ -91,8 +91,15 @@ class BM25Retriever:
         if not doc_texts:
             raise DataError("cannot index an empty corpus")
         c = self.config
+        tokens = self._tokenize(doc_texts)
+        if not any(tokens):
+            # bm25s.index fails on an empty vocabulary with "max() arg is an empty sequence", a traceback that names
+            # neither the corpus nor what BM25 reads
+            raise DataError(f"none of the {len(doc_texts)} documents has a word BM25 indexes (words of 2 or more "
+                            f"letters or digits{', not stop words' if c.stopwords else ''}); BM25 and hybrid "
+                            "search cannot rank this corpus: use dense retrieval (--retriever dense)")
         self._bm25 = bm25s.BM25(k1=c.k1, b=c.b, method=c.method)
-        self._bm25.index(self._tokenize(doc_texts), show_progress=False)
+        self._bm25.index(tokens, show_progress=False)
         self.doc_ids = [str(d) for d in doc_ids]
         logger.info("BM25 indexed %d documents (vocab %d)", len(self.doc_ids), len(self._bm25.vocab_dict))
         return self

@@ -57,6 +57,9 @@ class DenseRetriever:
             raise ConfigError(f"max_length and query_max_length must be >= 1, got {max_length} and {query_max_length}")
         check_max_length(self.doc_encoder, self.max_length)  # now, not after the corpus is tokenized
         self.query_max_length = int(query_max_length)
+        # the query tower too: `search index --query-max-length 600` wrote an index whose every dense or hybrid
+        # query (`search query`, POST /search) then failed on MiniLM's 512 positions
+        check_max_length(self.encoder, self.query_max_length, "query_max_length")
         self.batch_size = int(batch_size)
         self.show_progress = show_progress
         self.doc_embeddings: np.ndarray | None = None  # [N, D]

@@ -107,7 +107,10 @@ def search_evaluate(
                         file=str(resolve_beir_dir(beir_dir) / "qrels" / f"{split}.tsv"))
     qtexts = [data.queries[q] for q in qids]
     doc_texts = data.corpus.doc_texts()
-    k = SearchConfig.depth
+    # the first stage returns every candidate the cross-encoder is to re-score: --rerank-top 200 re-scored only the
+    # 100 (SearchConfig.depth) it was given, as `search query` (which retrieves max(k, rerank_top)) never did
+    # (never wider than the corpus: --rerank-top 100000 would allocate [queries, 100000] lists of padding)
+    k = max(SearchConfig.depth, min(rerank_top, len(data.corpus)) if rerank is not None else 0)
     parts: list[Results] = []
     truncation = None
     if retriever in ("bm25", "hybrid"):

@@ -8,7 +8,7 @@ sentence-transformers model (``shared=True`` ties them). Each step::
     loss = InBatchSoftmax(q, c)                    row b's positive is column b
 
 Other positives in the batch and the mined hard negatives are the negatives;
-a candidate with the same doc row as a query's positive is masked.
+a candidate judged relevant to the row's query (its positive, or another relevant document) is masked.
 
 ``train_doc_tower=False`` freezes the document tower: the corpus is encoded
 once (cached) and only the query tower learns. That is ~10x cheaper on a CPU
@@ -101,12 +101,44 @@ def _batches(n: int, batch_size: int, keys: list[str], rng: np.random.Generator)
     return out
 
 
+def _other_known_positives(batch_queries: Sequence[str], cand_rows: np.ndarray,
+                           known: Mapping[str, set[int]]) -> np.ndarray:
+    """``[B, N]`` True where candidate ``j`` is a document judged relevant to row ``b``'s query, except column ``b``
+    (the row's own positive).
+
+    The loss's accidental-hit mask compares a candidate with the row's *own* positive only: a query with two relevant
+    documents, in a batch holding the other one (another pair's positive or hard negative, or any corpus row with
+    ``corpus_negatives``), was pushed away from a document it is judged relevant to.
+    """
+    mask = np.zeros((len(batch_queries), cand_rows.size), dtype=bool)
+    for b, q in enumerate(batch_queries):
+        rel = known.get(q)
+        if rel:
+            mask[b] = np.isin(cand_rows, np.fromiter(rel, dtype=np.int64, count=len(rel)))
+            mask[b, b] = False  # column b is the positive the row is trained towards
+    return mask
+
+
 def _as_encoder(model, name: str, settings: EncoderSettings) -> TextEncoder:
     """An encoder over a model being trained, on the torch backend ``settings`` name (torch or torch-bf16):
     an ONNX backend would export the moving weights again at every re-mining, so it gets plain torch."""
     backend = settings.backend if settings.backend in ("torch", "torch-bf16") else "torch"
     return TextEncoder(model, model_id=f"{name}@in-memory-{id(model):x}-{time.time_ns()}",
                        settings=replace(settings, backend=backend))
+
+
+def _known_positives_softmax(temperature: float):  # noqa: ANN202 - a class built on first use (torch is lazy)
+    """:class:`~twotower.losses.InBatchSoftmax` (accidental hits masked) that also drops ``other_positives[B, N]``
+    (set per batch by the caller: :func:`_other_known_positives`) from each row's softmax."""
+    from twotower.losses import InBatchSoftmax  # noqa: PLC0415
+
+    class KnownPositivesSoftmax(InBatchSoftmax):
+        other_positives = None  # [B, N] bool tensor for the next call, or None
+
+        def _column_mask(self, candidate_ids, batch, cols):  # noqa: ANN001, ANN202 - the loss hook's signature
+            return self.other_positives
+
+    return KnownPositivesSoftmax(temperature, logq=False, mask_accidental_hits=True)
 
 
 def finetune_bi_encoder(
@@ -133,7 +165,7 @@ def finetune_bi_encoder(
     """
     import torch  # noqa: PLC0415
 
-    from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
+    from twotower.losses import LossBatch  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything  # noqa: PLC0415
 
@@ -171,12 +203,16 @@ def finetune_bi_encoder(
         frozen_docs = torch.from_numpy(emb)  # [N_docs, D]
     params = list(q_model.parameters()) + ([] if cfg.shared or not cfg.train_doc_tower else list(d_model.parameters()))
     n_params = sum(p.numel() for p in params)
-    steps_per_epoch = len(_batches(len(queries), cfg.batch_size, queries, np.random.default_rng(0)))
-    total = steps_per_epoch * cfg.epochs
+    # every epoch's batches drawn now, the same draws in the same order as drawing them epoch by epoch, so the
+    # schedule's total is the steps taken: packing around repeated query texts gives a count that depends on the
+    # shuffle (SciFact train, batch 32: 29 or 30), and one counted on another shuffle ran the last step at learning
+    # rate 0, or stopped before the decay ended
+    epoch_batches = [_batches(len(queries), cfg.batch_size, queries, rng) for _ in range(cfg.epochs)]
+    total = sum(len(b) for b in epoch_batches)
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
-    loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
+    loss_fn = _known_positives_softmax(cfg.temperature)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "
         "doc tower %s",
@@ -208,6 +244,9 @@ def finetune_bi_encoder(
             if cfg.corpus_negatives:
                 cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
             cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
+        # every document judged relevant to a row's query is left out of its negatives, not only the row's positive
+        loss_fn.other_positives = torch.from_numpy(
+            _other_known_positives([queries[i] for i in batch], cand_rows, all_pos))  # [B, B + H] or [B, B + N_docs]
         loss, st = loss_fn(qv, cv, LossBatch(positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows)))
         loss.backward()
         stats.update(st)
@@ -220,7 +259,7 @@ def finetune_bi_encoder(
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
-        batches = _batches(len(queries), cfg.batch_size, queries, rng)
+        batches = epoch_batches[epoch]
         with loop.epoch(epoch + 1, n_batches=len(batches), n_examples=len(queries), desc=f"fine-tune epoch {epoch + 1}") as run:
             for batch in batches:
                 stats: dict = {}
