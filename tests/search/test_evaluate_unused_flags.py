@@ -17,7 +17,7 @@ def model_dir(tmp_path):
     # a folder check_bi_encoder_dir accepts; BM25 never loads it
     d = tmp_path / "bi"
     d.mkdir()
-    (d / "config.json").write_text("{}")
+    (d / "config.json").write_text('{"model_type": "bert"}')  # a transformers model's config, as the check asks
     return d
 
 
