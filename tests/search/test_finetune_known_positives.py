@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from twotower.losses import LossBatch
-from twotower.search.finetune import _known_positives_softmax, _other_known_positives
+from twotower.losses import InBatchSoftmax, LossBatch
+from twotower.search.finetune import _other_known_positives
 
 
 def test_a_rows_other_relevant_documents_are_masked_and_its_own_positive_kept():
@@ -32,11 +32,28 @@ def test_the_loss_leaves_the_masked_documents_out_of_the_softmax():
     c = torch.nn.functional.normalize(torch.randn(3, 4), dim=-1)
     cand = np.array([0, 1, 2])  # row 0: (A, d0), row 1: (B, d1), hard negative d2
     known = {"A": {0, 1}, "B": {1}}
-    loss_fn = _known_positives_softmax(0.05)
-    loss_fn.other_positives = torch.from_numpy(_other_known_positives(["A", "B"], cand, known))
-    loss, _ = loss_fn(q, c, LossBatch(positive_ids=torch.tensor([0, 1]), candidate_ids=torch.from_numpy(cand)))
+    loss_fn = InBatchSoftmax(0.05, logq=False, mask_accidental_hits=True)  # as finetune_bi_encoder builds it
+    others = torch.from_numpy(_other_known_positives(["A", "B"], cand, known))
+    loss, _ = loss_fn(q, c, LossBatch(positive_ids=torch.tensor([0, 1]), candidate_ids=torch.from_numpy(cand),
+                                      column_mask=others))
     logits = q @ c.T / 0.05
     # row 0 (A) sees d0 (its positive) and d2 only: d1 is judged relevant to A too
     expected = torch.stack([torch.logsumexp(logits[0, [0, 2]], 0) - logits[0, 0],
                             torch.logsumexp(logits[1], 0) - logits[1, 1]]).mean()
     torch.testing.assert_close(loss, expected)
+
+
+def test_a_column_mask_is_refused_by_the_losses_that_would_ignore_it():
+    import pytest
+
+    from twotower.errors import DataError
+    from twotower.losses import FullSoftmax, SampledSoftmax
+
+    q, c = torch.randn(2, 4), torch.randn(5, 4)
+    drop = torch.zeros(2, 5, dtype=torch.bool)
+    with pytest.raises(DataError, match="column_mask applies to the in-batch softmax"):
+        SampledSoftmax(0.05)(q, c, LossBatch(candidate_ids=torch.arange(5), column_mask=drop))
+    with pytest.raises(DataError, match="column_mask applies to the in-batch softmax"):
+        FullSoftmax(0.05)(q, c, LossBatch(positive_ids=torch.tensor([0, 1]), column_mask=drop))
+    with pytest.raises(DataError, match=r"column_mask must be \[B, N\]=\(2, 5\)"):
+        InBatchSoftmax(0.05)(q, c, LossBatch(column_mask=torch.zeros(2, 3, dtype=torch.bool)))

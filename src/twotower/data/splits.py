@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import TIME_UNITS
-from twotower.data.timeunits import UNIT_NAMES, convert, date_in_unit, detect_unit, has_times, show_time, unit_of
+from twotower.data.timeunits import (ROW_ORDER, UNIT_NAMES, convert, date_in_unit, report_unit, show_time,
+                                     unit_of)
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
@@ -307,7 +308,8 @@ def global_time_split(
     s, _, _ = _sorted_positions(df)
     ts = s["timestamp"].to_numpy(dtype=np.int64)
     declared = time_unit != "auto"
-    unit = (time_unit if declared else detect_unit(ts)) if has_times(df) else None
+    reported = report_unit(df, time_unit)  # the rule every split's report uses
+    unit = None if reported == ROW_ORDER else reported
     v = _cutoff(valid_start, names[0], unit, ts, declared)
     t = _cutoff(test_start, names[1], unit, ts, declared)
     if v > t:
@@ -321,7 +323,7 @@ def global_time_split(
     _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
                       _span(ts, unit, declared))
     return _finish("global_time", s[is_train], s[is_valid], s[is_test],
-                   {"valid_start": v, "test_start": t, "time_unit": unit or "row order"})
+                   {"valid_start": v, "test_start": t, "time_unit": reported})
 
 
 def random_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0) -> Split:

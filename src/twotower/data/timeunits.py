@@ -13,7 +13,7 @@ import pandas as pd
 
 from twotower.errors import ConfigError
 
-__all__ = ["UNIT_NAMES", "has_times", "unit_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
+__all__ = ["UNIT_NAMES", "ROW_ORDER", "has_times", "unit_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
            "finest_unit", "align_date_units", "convert", "show_time"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
@@ -50,11 +50,15 @@ def detect_unit(timestamps: np.ndarray) -> str:
     return unit_of(float(np.median(np.abs(values.astype(np.float64)))))
 
 
+#: the "unit" of a table whose reader numbered the rows instead of reading times
+ROW_ORDER = "row order"
+
+
 def report_unit(df: pd.DataFrame, time_unit: str = "auto") -> str:
     """What a split report names as ``time_unit``: the declared unit (``data.time_unit``), the one told from the
     ``timestamp`` column's magnitude, or ``"row order"`` when the reader numbered the rows instead of reading times."""
     if not has_times(df):
-        return "row order"
+        return ROW_ORDER
     return time_unit if time_unit != "auto" else detect_unit(df["timestamp"].to_numpy(dtype=np.int64))
 
 

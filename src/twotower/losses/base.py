@@ -51,7 +51,10 @@ class LossBatch:
     sampling probability (or expected count) of each candidate; ``weights[B]``
     per-query weights (weighted mean); ``positive_cols[B]`` column of each
     positive when it is not the loss's default; ``group_sizes[G]`` sizes of the
-    score groups of the listwise loss.
+    score groups of the listwise loss; ``column_mask[B, N]`` (in-batch softmax)
+    further candidates to leave out of each row's softmax, True = dropped: e.g.
+    documents judged relevant to the row's query besides its positive, which
+    the id-based hit mask cannot know (search fine-tuning).
     """
 
     positive_ids: Tensor | None = None
@@ -60,6 +63,7 @@ class LossBatch:
     weights: Tensor | None = None
     positive_cols: Tensor | None = None
     group_sizes: list[int] | None = None
+    column_mask: Tensor | None = None
 
 
 def check_temperature(temperature: float) -> float:

@@ -108,11 +108,15 @@ class _Softmax(RetrievalLoss):
             raise DataError(f"log_q must be [N]={candidates.shape[0]} (one per candidate), got {tuple(batch.log_q.shape)}")
         cands, cand_ids, log_q, cols = self._columns(queries, candidates, batch)
         scores = queries @ cands.T  # [B, D] @ [D, N] -> [B, N]
+        drop = self._column_mask(cand_ids, batch, cols)
+        if batch.column_mask is not None:  # the caller's own columns to drop (LossBatch.column_mask)
+            if batch.column_mask.shape != scores.shape:
+                raise DataError(f"column_mask must be [B, N]={tuple(scores.shape)}, got {tuple(batch.column_mask.shape)}")
+            drop = batch.column_mask if drop is None else drop | batch.column_mask
         logits, mask = corrected_logits(
             scores, positive_cols=cols, temperature=self.temperature, positive_ids=batch.positive_ids,
             candidate_ids=cand_ids, log_q=log_q if self.logq else None,
-            mask_hits=self.mask_accidental_hits, return_mask=True,
-            column_mask=self._column_mask(cand_ids, batch, cols),
+            mask_hits=self.mask_accidental_hits, return_mask=True, column_mask=drop,
         )
         loss = loss_from_logits(logits, cols, batch.weights)
         correct = top_is_positive(scores, batch.positive_ids if batch.positive_ids is not None else cols,
@@ -124,6 +128,12 @@ class _Softmax(RetrievalLoss):
     def forward_with_stats(self, queries: Tensor, candidates: Tensor, **legacy: Tensor | None) -> tuple[Tensor, dict[str, float]]:
         """The keyword form of :meth:`forward` returning ``(loss, stats)``."""
         return self.forward(queries, candidates, LossBatch(**legacy))
+
+
+def _refuse_column_mask(batch: LossBatch, kind: str) -> None:
+    """LossBatch.column_mask is the in-batch softmax's: a loss that would ignore it says so instead."""
+    if batch.column_mask is not None:
+        raise DataError(f"column_mask applies to the in-batch softmax; the {kind} softmax does not read it")
 
 
 class InBatchSoftmax(_Softmax):
@@ -174,7 +184,7 @@ class InBatchSoftmax(_Softmax):
         if cls._columns is not InBatchSoftmax._columns or cls._column_mask is not _Softmax._column_mask:
             return False
         ids = batch.candidate_ids
-        if batch.weights is not None or ids is None or batch.positive_cols is None:
+        if batch.weights is not None or ids is None or batch.positive_cols is None or batch.column_mask is not None:
             return False
         if not fused_xent_applies(queries, candidates) or ids.shape != (candidates.shape[0],):
             return False
@@ -207,6 +217,7 @@ class SampledSoftmax(_Softmax):
     def forward(self, queries, candidates, batch=None, **legacy):
         if batch is None:
             return super().forward(queries, candidates, batch, **legacy)
+        _refuse_column_mask(batch, "sampled")
         check_embeddings(queries, candidates)
         b, n = queries.shape[0], candidates.shape[0]
         if n <= b:
@@ -268,6 +279,7 @@ class FullSoftmax(_Softmax):
         if batch is None:
             legacy.setdefault("candidate_ids", None)
             return super().forward(queries, all_items, batch, **legacy)
+        _refuse_column_mask(batch, "full")
         if batch.weights is None and fused_xent_applies(queries, all_items):
             # the same cross-entropy, computed by the CPU kernel that keeps the [B, I] logits in one buffer
             check_embeddings(queries, all_items)

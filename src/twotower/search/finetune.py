@@ -127,20 +127,6 @@ def _as_encoder(model, name: str, settings: EncoderSettings) -> TextEncoder:
                        settings=replace(settings, backend=backend))
 
 
-def _known_positives_softmax(temperature: float):  # noqa: ANN202 - a class built on first use (torch is lazy)
-    """:class:`~twotower.losses.InBatchSoftmax` (accidental hits masked) that also drops ``other_positives[B, N]``
-    (set per batch by the caller: :func:`_other_known_positives`) from each row's softmax."""
-    from twotower.losses import InBatchSoftmax  # noqa: PLC0415
-
-    class KnownPositivesSoftmax(InBatchSoftmax):
-        other_positives = None  # [B, N] bool tensor for the next call, or None
-
-        def _column_mask(self, candidate_ids, batch, cols):  # noqa: ANN001, ANN202 - the loss hook's signature
-            return self.other_positives
-
-    return KnownPositivesSoftmax(temperature, logq=False, mask_accidental_hits=True)
-
-
 def finetune_bi_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -165,7 +151,7 @@ def finetune_bi_encoder(
     """
     import torch  # noqa: PLC0415
 
-    from twotower.losses import LossBatch  # noqa: PLC0415
+    from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything  # noqa: PLC0415
 
@@ -212,7 +198,7 @@ def finetune_bi_encoder(
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
-    loss_fn = _known_positives_softmax(cfg.temperature)
+    loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "
         "doc tower %s",
@@ -245,9 +231,10 @@ def finetune_bi_encoder(
                 cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
             cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
         # every document judged relevant to a row's query is left out of its negatives, not only the row's positive
-        loss_fn.other_positives = torch.from_numpy(
+        others = torch.from_numpy(
             _other_known_positives([queries[i] for i in batch], cand_rows, all_pos))  # [B, B + H] or [B, B + N_docs]
-        loss, st = loss_fn(qv, cv, LossBatch(positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows)))
+        loss, st = loss_fn(qv, cv, LossBatch(positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows),
+                                             column_mask=others))
         loss.backward()
         stats.update(st)
         return float(loss.detach()), len(batch)
