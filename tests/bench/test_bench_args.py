@@ -2,28 +2,12 @@
 (SystemExit with a message), not a traceback after the benchmark has run, and ``--json`` is written atomically."""
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-@pytest.fixture
-def bench(monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.syspath_prepend(str(BENCH))
-
-    def load(name: str) -> Any:
-        sys.modules.pop(name, None)
-        return importlib.import_module(name)
-
-    yield load
-    for name in ("ml1m", "movielens100k", "index_scale", "scifact", "explain", "ease_fit", "encoder_backends", "train_throughput", "serve_load", "soak", "bounded_work", "scale_out", "_common"):
-        sys.modules.pop(name, None)
 
 
 def _no_work(*_: object, **__: object) -> None:
