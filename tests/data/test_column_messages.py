@@ -35,3 +35,15 @@ def test_a_misnamed_title_column_is_refused_with_a_suggestion(tmp_path):
         load_sources(cfg.data)
     msg = str(e.value)
     assert "'name'" in msg and "data.title_col=" in msg and "items.csv" in msg
+
+
+@pytest.mark.parametrize("dtype", ["string[pyarrow]", "object"])
+def test_text_ids_take_the_same_strip_as_any_other_id(dtype):
+    """A text column (how CSV ids are read) has its own fast path; it must give what the general one gives."""
+    from twotower.data.columns import _one_id_to_str, ids_to_str
+
+    texts = ["007", " 42 ", "a\u00a0", "\u2003b", "x\x1c", "日本", "1.0", "nan"]
+    got = ids_to_str(pd.Series(texts, dtype=dtype), file="f.csv", column="item_id").tolist()
+    assert got == [_one_id_to_str(t) for t in texts] == ["007", "42", "a", "b", "x", "日本", "1.0", "nan"]
+    with pytest.raises(DataError, match=r"row 3, column 'item_id': empty id"):
+        ids_to_str(pd.Series(["a", "  "], dtype=dtype), file="f.csv", column="item_id")

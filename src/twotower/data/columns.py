@@ -152,10 +152,16 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
         # 12345678901234567890, a Parquet uint64 hash) wrapped to a negative number, another id, silently
         out = values.map(lambda v: str(int(v))) if values.dtype.kind == "u" else values.astype("int64").astype(str)
     else:
-        out = pd.Series([_one_id_to_str(v) for v in values.tolist()], dtype=object)
-        wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
-        check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value or "
-                   "undecodable bytes)", file=file, column=column, rows=rows)
+        raw = values.tolist()
+        if all(type(v) is str for v in raw):
+            # a text column (CSV ids are read as text, so that "007" stays "007"): what _one_id_to_str does to
+            # a string, without its type checks: 0.14 s instead of 1.2 s for ML-1M's million item ids
+            out = pd.Series([v.strip() or None for v in raw], dtype=object)
+        else:
+            out = pd.Series([_one_id_to_str(v) for v in raw], dtype=object)
+            wrong = np.fromiter((v is _BAD_ID for v in out), dtype=bool, count=len(out))
+            check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value "
+                       "or undecodable bytes)", file=file, column=column, rows=rows)
     bad = out.isna().to_numpy()
     # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
     why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
