@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             fit_s = time.perf_counter() - t0
         res = evaluate_scorers(prep, {"gru4rec": scorer})["gru4rec"]
         rows.append({"model": label, "seed": seed, "valid_NDCG@10": info["valid"], "epochs": info["best_epoch"],
-                     "fit_s": fit_s, "peak_MB": mem.peak_mb, **res, "history": info["history"]})
+                     "fit_s": round(fit_s, 1), "peak_MB": round(mem.peak_mb), **res, "history": info["history"]})
         print(f"{label} seed {seed}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f} ({fit_s:.0f}s, "
               f"{info['examples']} prefix examples)", file=sys.stderr, flush=True)
         if not args.no_default:
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 fit_s = time.perf_counter() - t0
             res = evaluate_scorers(prep, {"default": TwoTowerScorer(model, prep.train_seqs)})["default"]
             rows.append({"model": "two-tower default", "seed": seed, "valid_NDCG@10": result.best_metric,
-                         "epochs": result.best_epoch, "fit_s": fit_s, "peak_MB": mem.peak_mb, **res})
+                         "epochs": result.best_epoch, "fit_s": round(fit_s, 1), "peak_MB": round(mem.peak_mb), **res})
             print(f"two-tower default seed {seed}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f} ({fit_s:.0f}s)",
                   file=sys.stderr, flush=True)
     by_seed = {(r["model"], r["seed"]): r for r in rows}
