@@ -103,7 +103,7 @@ class RecBoleScorer:
             for lo in range(0, len(users), self.batch):
                 part = users[lo:lo + self.batch]
                 seq = np.zeros((len(part), self.max_len), np.int64)
-                lens = np.ones(len(part), np.int64)  # an empty history reads the padding row, as RecBole would not
+                lens = np.ones(len(part), np.int64)  # a user without train items reads one padding item
                 for i, u in enumerate(part):
                     h = self.seqs.of(int(u))[-self.max_len:] + 1
                     seq[i, :len(h)] = h
@@ -163,12 +163,16 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
             raise SystemExit(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(RECBOLE_DEFAULTS)}")
         kind = type(RECBOLE_DEFAULTS[key])
         if kind is str:
+            if key == "loss_type" and value != "CE":
+                raise SystemExit(f"--set {item!r}: only CE (the harness draws no negatives for BPR)")
             out[key] = value
             continue
         try:
             out[key] = kind(float(value)) if kind is int else kind(value)
         except ValueError:
             raise SystemExit(f"--set {item!r}: {key} takes {'an integer' if kind is int else 'a number'}") from None
+        if not (0.0 <= out[key] < 1.0 if key == "dropout_prob" else out[key] >= 0 if key == "weight_decay" else out[key] > 0):
+            raise SystemExit(f"--set {item!r}: out of range")
     return out
 
 

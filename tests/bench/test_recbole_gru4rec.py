@@ -96,7 +96,8 @@ def test_arguments_are_checked_before_recbole_or_the_data(rb: Any, tmp_path: Pat
 
     monkeypatch.setattr(rb, "_import_recbole", no_work)
     for argv, msg in ((["--set", "hiden_size=256"], "KEY one of"), (["--set", "hidden_size=wide"], "takes an integer"),
-                      (["--seeds", "4,x"], "comma-separated integers"), (["--json", str(tmp_path)], "is a folder")):
+                      (["--seeds", "4,x"], "comma-separated integers"), (["--set", "epochs=0"], "out of range"),
+                      (["--set", "dropout_prob=1"], "out of range"), (["--set", "loss_type=BPR"], "only CE"), (["--json", str(tmp_path)], "is a folder")):
         with pytest.raises(SystemExit, match=msg):
             rb.main(argv)
 

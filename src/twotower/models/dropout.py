@@ -31,6 +31,7 @@ __all__ = ["DROPOUT_RNGS", "Dropout", "dropout"]
 
 _LEVELS = 1 << 16  # the mask's resolution: p is rounded to a multiple of 1/65536
 _DEFAULT_RNG = TowerConfig.dropout_rng  # declared once, in the config
+_LITTLE_ENDIAN = np.little_endian  # raw PCG64 outputs read as uint16 give numpy's bounded draws only here
 
 
 def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG) -> Tensor:
@@ -62,9 +63,6 @@ def _uint16_bits(seed: int, n: int) -> np.ndarray:
     if not _LITTLE_ENDIAN:
         return np.random.default_rng(seed).integers(0, _LEVELS, n, dtype=np.uint16)
     return np.random.PCG64(seed).random_raw((n + 3) // 4).view(np.uint16)[:n]
-
-
-_LITTLE_ENDIAN = np.little_endian
 
 
 class Dropout(nn.Module):
