@@ -57,6 +57,12 @@ def _check(cond: bool, name: str, msg: str) -> None:
         raise ConfigError(f"{name}: {msg}")
 
 
+def _check_seed(seed: int, name: str) -> None:
+    """numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")."""
+    if seed < 0:
+        raise ConfigError(f"{name} must be an integer >= 0, got {seed}")
+
+
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     """The resolved annotations of a config class (``from __future__ import annotations`` keeps them as strings;
@@ -514,8 +520,7 @@ class PrepareConfig:
         _check_types(self, "prepare.")
         if not 0.0 <= self.test_share < 1.0:
             raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
-        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
-            raise ConfigError(f"--seed must be an integer >= 0, got {self.seed}")
+        _check_seed(self.seed, "--seed")
         try:
             check_encoding(self.encoding)
         except ConfigError as e:
@@ -560,8 +565,7 @@ class FinetuneConfig:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.negatives_per_query < 0:
             raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
-        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed}")
+        _check_seed(self.seed, "seed")
         if self.corpus_negatives and self.train_doc_tower:
             raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
         if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
@@ -598,8 +602,7 @@ class RerankTrainConfig:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.freeze_layers < 0:
             raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
-        if self.seed < 0:  # numpy's generators take no negative seed (a traceback)
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed}")
+        _check_seed(self.seed, "seed")
         if self.max_groups is not None and self.max_groups < 1:
             raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
         if not self.lr > 0:

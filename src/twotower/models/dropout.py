@@ -34,14 +34,18 @@ _DEFAULT_RNG = TowerConfig.dropout_rng  # declared once, in the config
 _LITTLE_ENDIAN = np.little_endian  # raw PCG64 outputs read as uint16 give numpy's bounded draws only here
 
 
-def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG) -> Tensor:
-    """``F.dropout(x, p, training)`` with the mask drawn as in the module docstring (``rng``: one of DROPOUT_RNGS)."""
-    if not training or p == 0.0:
-        return x
+def _check_args(p: float, rng: str) -> None:
     if not 0.0 <= p < 1.0:
         raise ValueError(f"dropout probability must be in [0, 1), got {p}")
     if rng not in DROPOUT_RNGS:
         raise ValueError(f"unknown dropout rng {rng!r}; choose one of {', '.join(DROPOUT_RNGS)}")
+
+
+def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG) -> Tensor:
+    """``F.dropout(x, p, training)`` with the mask drawn as in the module docstring (``rng``: one of DROPOUT_RNGS)."""
+    if not training or p == 0.0:
+        return x
+    _check_args(p, rng)
     if rng == "torch" or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
         return F.dropout(x, p, training)
     k = round(p * _LEVELS)
@@ -70,10 +74,7 @@ class Dropout(nn.Module):
 
     def __init__(self, p: float, rng: str = _DEFAULT_RNG) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        if rng not in DROPOUT_RNGS:
-            raise ValueError(f"unknown dropout rng {rng!r}; choose one of {', '.join(DROPOUT_RNGS)}")
+        _check_args(p, rng)
         self.p = p
         self.rng = rng
 
