@@ -237,3 +237,31 @@ def test_removing_an_item_by_weight_is_what_explain_documents(kind: str) -> None
     else:
         torch.testing.assert_close(masked, m.user_tower(None, padded))
         assert not torch.allclose(masked, deleted, atol=1e-4)
+
+
+@pytest.mark.parametrize("block", ["pre_ln", "sasrec"])
+def test_bf16_training_attention_is_causal_padded_and_close_to_fp32(block: str) -> None:
+    """Training under bf16 autocast, attention runs as bfloat16 products (models.sequence._attention): still
+    causal, still blind to padding, and within bfloat16 rounding of the float32 states."""
+    m = _model("transformer" if block == "pre_ln" else "transformer+sasrec", share=False).train()
+    for mod in m.modules():  # dropout off, gradients on: only the precision differs
+        if hasattr(mod, "p"):
+            mod.p = 0.0
+    for blk in m.user_tower.encoder.blocks:
+        blk.dropout = 0.0
+    h = _windows()
+    ref = m.user_tower.forward_all(None, h).detach()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = m.user_tower.forward_all(None, h)
+        changed = h.clone()
+        changed[1, 5:] = torch.tensor([0, 1, 2])
+        out2 = m.user_tower.forward_all(None, changed)
+        with torch.no_grad():
+            m.user_tower.history_emb.weight[N_ITEMS].normal_()
+        out3 = m.user_tower.forward_all(None, h)
+    valid = h != N_ITEMS
+    assert out.requires_grad
+    torch.testing.assert_close(out[1, :5], out2[1, :5])
+    assert not torch.allclose(out[1, 5:], out2[1, 5:])
+    torch.testing.assert_close(out[valid], out3[valid])
+    assert float((out.detach().float() - ref)[valid].abs().max()) < 0.05  # bfloat16 rounding, not another function
