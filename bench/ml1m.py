@@ -90,8 +90,8 @@ ROWS: dict[str, list[str]] = {
     **{f"{arch}-{loss}": [f"model.user.history={arch}", *_SEQ, *over]
        for arch in ("transformer", "gru") for loss, over in _LOSS.items()},
 }
-# the headline rows (the transformer: 40-53 minutes a seed on the 2 threads of a 2-core Zen 3, ~60 on one loaded core); every
-# row of ROWS is available through --rows
+# the headline rows (the transformer: 18-20 minutes a seed on the 2 idle threads of a 2-core Zen 4 in bfloat16, 40-53 on a Zen 3,
+# ~60 on one loaded core); every row of ROWS is available through --rows
 DEFAULT_ROWS = "popularity,pooled-recency-inbatch,transformer-full"
 METRICS = ("HitRate@10", "NDCG@10", "Recall@20", "NDCG@20")
 QUICK_USERS = 300  # --quick: the file's first users
