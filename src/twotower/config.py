@@ -384,8 +384,8 @@ class TrainConfig:
     threads: int | None = None  # None: TRAIN_THREADS_DEFAULT (utils.runtime.auto_threads)
     # matrix products while training: fp32, or bf16 (the towers under CPU autocast, the sequence encoder's attention
     # products in bfloat16 too, LayerNorm and the loss kept in float32; the full-softmax kernel's GEMMs in
-    # bfloat16) -- 1.3-3x faster products where the CPU
-    # multiplies bfloat16 natively, emulated and slow elsewhere; auto = bf16 on such a CPU, else fp32.
+    # bfloat16) -- 1.3-3x faster products where the CPU multiplies bfloat16 natively, emulated and slow
+    # elsewhere; auto = bf16 on such a CPU, else fp32.
     # Validation, evaluation and serving always run in fp32.
     precision: str = "fp32"
     eval_every: int = 1
