@@ -418,6 +418,8 @@ class TrainConfig:
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
+        # 0 was a ZeroDivisionError at the end of the first epoch (epoch % eval_every)
+        _check(self.eval_every >= 1, "train.eval_every", "must be >= 1 (validate every N-th epoch and the last)")
         # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
         _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")

@@ -39,6 +39,7 @@ def test_unknown_key_suggests_the_right_one():
         ("model.user.dropout=1.5", "model.user.dropout"),
         ("train.max_examples_per_epoch=-5", "train.max_examples_per_epoch"),  # cut every epoch to no batch
         ("train.max_examples_per_epoch=0", "train.max_examples_per_epoch"),  # read as "no limit"
+        ("train.eval_every=0", "train.eval_every"),  # was a ZeroDivisionError after the first epoch
     ],
 )
 def test_bad_values_name_the_setting(override, fragment):
