@@ -369,6 +369,9 @@ class TrainConfig:
     # (linear | cosine, set at the start of each epoch, so resume needs no scheduler state)
     lr_schedule: str = "constant"
     weight_decay: float = 1e-4
+    # weight decay on every dense parameter (true), or on the matrices and embedding tables only, leaving
+    # biases and LayerNorm gains undecayed (false: the convention of BERT and GPT training recipes)
+    decay_1d: bool = True
     optimizer: str = "adamw"  # adamw | sparse_adam (sparse ID tables)
     examples: str = "causal"  # causal | denoising | both | sequence (all positions of a window; sequence towers)
     random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch

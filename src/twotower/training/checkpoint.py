@@ -128,6 +128,13 @@ def load_checkpoint(
         )
     for opt, st in zip(optimizers, opt_states):
         built = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+        groups = st.get("param_groups", []) if isinstance(st, dict) else []
+        if len(groups) != len(opt.param_groups):  # torch's ValueError would not say which setting
+            raise IntegrityError(
+                f"{directory}: the checkpoint's optimizer has {len(groups)} parameter group(s), this training builds "
+                f"{len(opt.param_groups)}: train.decay_1d differs from the run's; resume with the run's own config "
+                "or train without --resume"
+            )
         opt.load_state_dict(st)
         # load_state_dict also restores each group's settings: a resume with another train.lr / weight_decay kept
         # the run's (and its recorded base_lr), while config.json said the new ones. The checkpoint gives the

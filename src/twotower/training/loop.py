@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 from twotower.config import TrainConfig
 from twotower.training.sparse_adam import RowSparseAdam
 
-__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "lr_factor", "Progress"]
+__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "decay_groups", "lr_factor", "Progress"]
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,18 @@ def make_optimizers(
     if sparse:
         opts.append(RowSparseAdam(sparse, lr=lr))  # SparseAdam's numbers, its writes as row scatters (2x)
     return opts
+
+
+def decay_groups(params: Iterable[torch.nn.Parameter], decay_1d: bool = TrainConfig.decay_1d) -> list[dict[str, Any]]:
+    """``params`` as optimizer param groups: one group (``decay_1d``), or the matrices and embedding tables
+    first and the 1-D parameters (biases, LayerNorm gains) second with ``weight_decay`` 0.
+
+    Decay pulls a LayerNorm gain towards 0 rather than towards its neutral 1, and a bias has no scale to
+    regularise, hence the convention of BERT's and GPT's recipes (``train.decay_1d = false``)."""
+    params = list(params)
+    if decay_1d:
+        return [{"params": params}]
+    return [{"params": [p for p in params if p.dim() >= 2]}, {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
 
 
 def sparse_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

@@ -50,7 +50,7 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
 from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
-from twotower.training.loop import EarlyStopping, TrainLoop, epoch_lr_factor, sparse_parameters
+from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, epoch_lr_factor, sparse_parameters
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
@@ -123,7 +123,8 @@ class Trainer:
                                bf16=self.bf16)
         self._sparse_ids = {id(p) for p in sparse_parameters(model)}
         self.loop = TrainLoop(
-            [p for p in model.parameters() if id(p) not in self._sparse_ids], lr=train.lr, weight_decay=train.weight_decay,
+            decay_groups([p for p in model.parameters() if id(p) not in self._sparse_ids], train.decay_1d),
+            lr=train.lr, weight_decay=train.weight_decay,
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
         )
