@@ -11,7 +11,7 @@ from twotower.cli.main import main
 from twotower.config import ConfigError, TrainConfig
 from twotower.training.loop import decay_groups, make_optimizers
 
-FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16",
+FAST = ["model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16",
         "model.item.out_dim=16", "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=8",
         "model.user.history=transformer", "model.user.seq_layers=1", "train.examples=sequence", "train.batch_size=8",
         "train.threads=1", "eval.baselines=[]", "data.rating_col=null", "--no-progress", "--no-eval"]
