@@ -367,3 +367,20 @@ def test_evaluate_history_from_ranks_through_the_index_recommend_uses(split_dir,
     want = evaluate(AscendingScores(), m.test, exclude, EvalProtocol(ks=(5, 10)))
     for key in ("HitRate@5", "NDCG@10", "Recall@10", "MRR@10"):
         assert got[key] == pytest.approx(want[key], abs=1e-12), key
+
+
+def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(split_dir, tmp_path, capsys):
+    """`train --test` scores test users from their train history only; on a leave-one-out split it says how to
+    get the protocol's test input (train + valid), and on another split it says nothing of it."""
+    args = ["-q", "train", "--valid", str(split_dir / "valid.csv"), "--test", str(split_dir / "test.csv"),
+            "--epochs", "1", "eval.baselines=[]", *FAST]
+    capsys.readouterr()
+    assert main([*args, "--train", str(split_dir / "train.csv"), "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    hint = f"--history-from {split_dir / 'train.csv'} {split_dir / 'valid.csv'}"
+    assert "test users read their train history only" in out and hint in out
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "train.csv").write_bytes((split_dir / "train.csv").read_bytes())  # no split_report.json beside it
+    assert main([*args, "--train", str(other / "train.csv"), "--out", str(tmp_path / "b")]) == 0
+    assert "test users read their train history only" not in capsys.readouterr().out

@@ -239,6 +239,21 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
                       f"`twotower evaluate --run {out}` prints every k")
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
+        train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
+        if cfg.model.user.history != "none" and train_file and valid_file and _leave_last_split(train_file):
+            # the table above read each test user's train history only; the leave-one-out protocol's test input
+            # is train + valid, and a reader of this table was not told how to get it
+            print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
+                  f"(train + valid): `twotower evaluate --run {out} --history-from {train_file} {valid_file}`")
+
+
+def _leave_last_split(train_file: str) -> bool:
+    """Was ``train_file`` written by `twotower data split --method leave_last` (its split_report.json says so)?"""
+    report = Path(train_file).parent / "split_report.json"
+    try:
+        return json.loads(report.read_text(encoding="utf-8")).get("method") == "leave_last_n_out"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -23,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly, ignoring RUN/index (as `twotower recommend --exact`)")
+    p.add_argument("--history-from", nargs="+", metavar="FILE",
+                   help="known users' input histories from these interaction files (e.g. train.csv valid.csv), read "
+                        "in time order instead of the training history; their items count as seen (as `twotower "
+                        "recommend --history-from`)")
     p.add_argument("--allow-low-recall", action="store_true",
                    help="serve an index whose recall measured at build time missed its target (refused otherwise)")
     p.add_argument("--host", default=d.host, help="bind address (default %(default)s: this machine only)")
@@ -142,13 +146,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # dropped without a word, and the server started as if it would rerank
         raise ConfigError("--rerank reranks the hits of POST /search: give the search index too, --search-index DIR "
                           "(from `twotower search index`), or drop --rerank")
+    if args.history_from and args.run is None:
+        raise ConfigError("--history-from gives the known users of a recommender run their input histories: "
+                          "give the run too, --run DIR")
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")
     _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
-                                       exact=args.exact)
+                                       exact=args.exact, history_from=args.history_from)
                if args.run else None)
     search = None
     if args.search_index:
@@ -157,7 +164,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         search = SearchService.load(args.search_index, args.rerank)
     what = []
     if service is not None:
-        what.append(f"{args.run} ({service.index_description})")
+        read = f"; known users read their history from {' '.join(args.history_from)}" if args.history_from else ""
+        what.append(f"{args.run} ({service.index_description}{read})")
     if search is not None:
         what.append(f"search index {args.search_index}" + (" + reranker" if args.rerank else ""))
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)
@@ -193,6 +201,8 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
         spec = WorkerSpec(**{**asdict(spec), "run_dir": str(args.run), "fingerprint": service.fingerprint,
                              "index_dir": None if index_dir is None else str(index_dir),
                              "index_digest": None if index_dir is None else index_digest(index_dir),
-                             "index_description": service.index_description})
+                             "index_description": service.index_description,
+                             "history_files": (list(service.histories.files) if service.histories is not None
+                                               else None)})
     print(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)", file=sys.stderr)
     return spec

@@ -40,6 +40,7 @@ __all__ = [
     "recommend",
     "recommend_users",
     "recommend_history",
+    "history_query_vectors",
     "results_to_frame",
     "results_to_items",
 ]
@@ -166,6 +167,25 @@ def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:
     return out if out is not None else np.zeros((0, run.item_embeddings().shape[1]), np.float32)
 
 
+def history_query_vectors(run: TrainedRun, histories: Any, user_rows: np.ndarray) -> np.ndarray:
+    """``[B, D]`` query vectors of known users read from input ``histories``
+    (:class:`~twotower.pipeline.histories.InputHistories`), in the same fixed chunks of :data:`USER_CHUNK`
+    as :func:`user_query_vectors`: ``recommend --history-from`` and ``serve --history-from`` embed a user in
+    the same batch, so with an exact index they return identical lists. Each chunk is computed once a call."""
+    from twotower.pipeline.histories import HistoryScorer
+
+    scorer = HistoryScorer(run, histories)
+    rows = np.asarray(user_rows, dtype=np.int64)
+    n_users = len(run.user_vocab)
+    out = np.empty((rows.size, run.item_embeddings().shape[1]), dtype=np.float32)  # [B, D]
+    for c in np.unique(rows // USER_CHUNK).tolist():
+        start = c * USER_CHUNK
+        vecs = np.asarray(scorer.user_vectors(np.arange(start, min(start + USER_CHUNK, n_users))), np.float32)
+        sel = rows // USER_CHUNK == c
+        out[sel] = vecs[rows[sel] - start]
+    return out
+
+
 def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, include_seen: bool) -> sp.csr_matrix:
     """[U, I] pairs never to recommend: the given interaction files (+ training history)."""
     U, I = len(run.user_vocab), run.n_items
@@ -217,13 +237,12 @@ def recommend_users(
     """
     if index is None:
         index, _ = open_run_index(run, exact=True)
-    embed = (lambda rows: user_query_vectors(run, rows))
-    if histories is not None:
-        from twotower.pipeline.histories import HistoryScorer
-
-        scorer = HistoryScorer(run, histories)
-        embed = (lambda rows: np.asarray(scorer.user_vectors(rows), np.float32))
     user_rows = np.asarray(user_rows, np.int64)
+    embed = (lambda rows: user_query_vectors(run, rows))
+    if histories is not None:  # every user's vector at once: each USER_CHUNK chunk of users embedded once
+        vectors = history_query_vectors(run, histories, user_rows)
+        at = {int(r): n for n, r in enumerate(user_rows.tolist())}
+        embed = (lambda rows: vectors[[at[int(r)] for r in rows.tolist()]])
     parts: list[Results] = []
     progress = RateLog(log, "recommending", len(user_rows), "users", log_every_s, rate_unit="users")
     for s in range(0, len(user_rows), batch):

@@ -176,6 +176,8 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         user_id: str
         n_history: int
         history: list[HistoryItem]
+        history_source: str | list[str] = Field(
+            "training", description='"training", or the files of `serve --history-from` the user tower reads')
 
     class ExampleUser(BaseModel):
         user_id: str

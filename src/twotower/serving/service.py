@@ -119,7 +119,11 @@ class RecommenderService:
     may pass a larger synthetic catalogue (the index must hold its rows).
     ``user_vectors`` ``[U, D]`` are the known users' query vectors when the
     caller has them already (``twotower serve --workers N`` hands every worker
-    the same memory-mapped file); else they are computed here.
+    the same memory-mapped file); else they are computed here. ``histories``
+    (:class:`~twotower.pipeline.histories.InputHistories`, ``twotower serve
+    --history-from F...``): known users are embedded from these input histories
+    instead of the training history, and their items count as seen, exactly as
+    ``twotower recommend --history-from F...`` ranks them.
     """
 
     def __init__(
@@ -131,10 +135,14 @@ class RecommenderService:
         catalog: ItemCatalog | None = None,
         item_vectors: np.ndarray | None = None,
         user_vectors: np.ndarray | None = None,
+        histories: Any = None,
     ) -> None:
         import torch
 
         self.run = run
+        if histories is not None and len(histories.sequences.indptr) - 1 != len(run.user_vocab):
+            raise ConfigError("input histories were read for another run (user count differs)")
+        self.histories = histories
         self.index = index
         self.settings = settings or ServiceSettings()
         self.catalog = catalog if catalog is not None else ItemCatalog.from_run(run)
@@ -169,12 +177,25 @@ class RecommenderService:
                                      f"{self.item_vectors.shape[1]}")
             self.user_vectors = user_vectors
         elif n_users <= self.settings.precompute_users_max:
-            from twotower.pipeline.recommend import user_query_vectors
-
             with torch.inference_mode():  # the same chunks as `twotower recommend`, so the same vectors
-                self.user_vectors = user_query_vectors(run, np.arange(n_users))
+                self.user_vectors = self._known_user_vectors(np.arange(n_users))
         log.info("service ready: %d items (%d indexed, %s), %d users, fingerprint %s",
                  n_items, int(self.in_index.sum()), type(index).__name__, n_users, self.fingerprint)
+
+    def _known_user_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """``[B, D]`` query vectors of known users: from the input histories when served with them, else as
+        `twotower recommend` computes them (its chunks, so the same floats)."""
+        from twotower.pipeline.recommend import history_query_vectors, user_query_vectors
+
+        if self.histories is not None:
+            return history_query_vectors(self.run, self.histories, rows)
+        return user_query_vectors(self.run, rows)
+
+    def _known_history(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(items[L], timestamps[L])``, oldest first: what the user tower reads for a known user."""
+        seqs = self.histories.sequences if self.histories is not None else self.run.history
+        start, end = int(seqs.indptr[row]), int(seqs.indptr[row + 1])
+        return seqs.items[start:end], seqs.timestamps[start:end]
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -186,13 +207,15 @@ class RecommenderService:
         settings: ServiceSettings | None = None,
         allow_low_recall: bool = False,
         exact: bool = False,
+        history_from: Any = None,
     ) -> "RecommenderService":
         """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search;
         ``exact=True``: exact search whatever is built).
 
         A saved index built for another model raises IntegrityError; one whose
         recall measured at build time missed its target raises ConfigError
-        (saying what was measured) unless ``allow_low_recall``.
+        (saying what was measured) unless ``allow_low_recall``. ``history_from``: interaction files (or
+        DataFrames) read as the known users' input histories, as ``twotower recommend --history-from``.
         """
         from twotower.pipeline.artifacts import TrainedRun
         from twotower.pipeline.recommend import open_run_index
@@ -201,9 +224,14 @@ class RecommenderService:
         settings = settings or ServiceSettings()
         set_threads(settings.threads)
         run = TrainedRun.load(run_dir)
+        histories = None
+        if history_from is not None:  # read (and checked) before the index is opened, as `recommend` does
+            from twotower.pipeline.histories import read_input_histories
+
+            histories = read_input_histories(run, history_from)
         index, described = open_run_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
         log.info("serving from %s", described)
-        service = cls(run, index, settings=settings)
+        service = cls(run, index, settings=settings, histories=histories)
         service.index_description = described
         return service
 
@@ -237,17 +265,17 @@ class RecommenderService:
         return rec
 
     def user(self, user_id: str, limit: int = 50) -> dict[str, Any]:
-        """A known user's training history, newest first (at most ``limit`` items)."""
+        """A known user's history as the user tower reads it (the training history, or the input history of
+        ``--history-from``: ``history_source``), newest first (at most ``limit`` items)."""
         row = self._user_row(user_id)
-        items = self.run.history.of(row)  # oldest first
-        start = self.run.history.indptr[row]
-        stamps = self.run.history.timestamps[start : start + len(items)]
+        items, stamps = self._known_history(row)  # oldest first
         history = []
         for item_row, ts in zip(items[::-1][:limit], stamps[::-1][:limit]):
             rec = self.catalog.record(int(item_row))
             rec["timestamp"] = int(ts)
             history.append(rec)
-        return {"user_id": user_id, "n_history": int(len(items)), "history": history}
+        source = list(self.histories.files) if self.histories is not None else "training"
+        return {"user_id": user_id, "n_history": int(len(items)), "history": history, "history_source": source}
 
     # ------------------------------------------------------------------ queries
     def _user_row(self, user_id: str) -> int:
@@ -315,7 +343,8 @@ class RecommenderService:
         with torch.inference_mode():
             if known:
                 rows = np.asarray([users[b] for b in known], dtype=np.int64)
-                queries[known] = self.user_vectors[rows] if self.user_vectors is not None else self.run.user_vectors(rows)
+                queries[known] = (self.user_vectors[rows] if self.user_vectors is not None
+                                  else self._known_user_vectors(rows))
             plain = [b for b in adhoc if b not in feats]
             if plain:
                 queries[plain] = self.run.history_vectors([hists[b] for b in plain])
@@ -332,7 +361,11 @@ class RecommenderService:
         if not req.exclude_seen:
             return _EMPTY
         if user is not None:
-            return np.asarray(self.run.history.of(user), dtype=np.int64)
+            seen = np.asarray(self.run.history.of(user), dtype=np.int64)
+            if self.histories is None:
+                return seen
+            # the training history and the input history, as `recommend --history-from` excludes them
+            return np.union1d(seen, self.histories.sequences.of(user)).astype(np.int64, copy=False)
         return hist if hist is not None else _EMPTY
 
     # ------------------------------------------------------------------ search
@@ -420,6 +453,8 @@ class RecommenderService:
                     check()
                 first = [int(x) for x in rows[:ek].tolist()]
                 hist = None if h is None else [int(x) for x in np.asarray(h).tolist()]
+                if hist is None and u is not None and self.histories is not None:
+                    hist = [int(x) for x in self._known_history(u)[0].tolist()]  # the history the list read
                 # a new user's features are part of who is explained: the same history with other features is
                 # another user (repr: the values as given, so two requests with equal features share the work)
                 described = None if b not in feats else repr(sorted(dict(r.user_features or {}).items()))
@@ -468,6 +503,8 @@ class RecommenderService:
             raise UnknownIdAt("item_id", e) from None
         user_row = self._user_row(user_id) if user_id is not None else None
         hist = self.history_rows(history) if history is not None else None
+        if hist is None and user_row is not None and self.histories is not None:
+            hist = self._known_history(user_row)[0]  # the input history /recommend read for this user
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI

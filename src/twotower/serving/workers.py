@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 SPEC_ENV = "TWOTOWER_SERVE_SPEC"
 ITEM_VECTORS = "item_vectors.npy"
 USER_VECTORS = "user_vectors.npy"
+INPUT_HISTORIES = "input_histories.npz"  # serve --history-from: the users' input histories (CSR arrays)
 _PREFIX = "twotower-serve-"
 #: left in the shared folder by a worker that could not start: why (read by run_workers)
 FAILED = "worker-failed.txt"
@@ -77,6 +78,7 @@ class WorkerSpec:
     index_description: str = ""
     search_index: str | None = None
     rerank: str | None = None
+    history_files: list[str] | None = None  # serve --history-from: the files the shared input histories came from
 
     def write(self) -> Path:
         path = Path(self.shared_dir) / "spec.json"
@@ -137,6 +139,11 @@ def share_arrays(service: "RecommenderService", folder: str | Path) -> None:
         with open(tmp, "wb") as f:  # np.save to a path would append ".npy" to the temporary name
             np.save(f, np.ascontiguousarray(arr, dtype=np.float32), allow_pickle=False)
         os.replace(tmp, folder / name)
+    if service.histories is not None:  # read once by the parent: every worker excludes and explains the same
+        tmp = folder / f".{INPUT_HISTORIES}.tmp"
+        with open(tmp, "wb") as f:
+            np.savez(f, **service.histories.sequences.to_npz_dict())
+        os.replace(tmp, folder / INPUT_HISTORIES)
 
 
 def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = None) -> "RecommenderService":
@@ -174,8 +181,16 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
             raise IntegrityError(f"the index in {spec.index_dir} changed since the server started (rebuilt?); "
                                  "restart `twotower serve` to serve it from every worker")
         index = load_index(spec.index_dir, expected_fingerprint=fp, mmap=True)
+    histories = None
+    if spec.history_files is not None:
+        from twotower.models.history import UserSequences
+        from twotower.pipeline.histories import InputHistories
+
+        with np.load(shared / INPUT_HISTORIES, allow_pickle=False) as z:
+            seqs = UserSequences(z["indptr"], z["items"], z["timestamps"])
+        histories = InputHistories(seqs, len(run.item_vocab), tuple(spec.history_files))
     service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users,
-                                 catalog=catalog)
+                                 catalog=catalog, histories=histories)
     service.index_description = spec.index_description
     return service
 

@@ -1,0 +1,137 @@
+"""`twotower serve --history-from F...`: known users read their input history from files, as the CLI does.
+
+Without it the service embedded every known user from the training history only, so after a leave-one-out
+split `POST /recommend {"user_id"}` disagreed with `twotower recommend --history-from train.csv valid.csv`
+and could return a user's own validation item.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.synthetic import make_interactions
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.histories import read_input_histories
+
+FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
+        "model.item.out_dim=16", "model.user.history_len=6", "model.user.history_dim=16", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def split_dir(tmp_path_factory):
+    """A SASRec-format file split leave-last-one-out by the CLI: each user's newest item is in valid.csv."""
+    d = tmp_path_factory.mktemp("loo")
+    df = make_interactions(n_users=30, n_items=24, per_user=10)
+    df = df.sort_values(["user_id", "timestamp"], kind="stable")
+    lines = [f"{u[1:]} {int(i[1:]) + 1}" for u, i in zip(df["user_id"], df["item_id"])]
+    (d / "seq.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["-q", "data", "split", "--input", str(d / "seq.txt"), "--method", "leave_last", "--n", "1",
+                 "--out", str(d / "split")]) == 0
+    return d / "split"
+
+
+@pytest.fixture(scope="module", params=["recency", "transformer"])
+def run(request, split_dir, tmp_path_factory) -> TrainedRun:
+    out = tmp_path_factory.mktemp("run") / "run"
+    assert main(["-q", "train", "--train", str(split_dir / "train.csv"), "--valid", str(split_dir / "valid.csv"),
+                 "--out", str(out), "--epochs", "2", "--no-eval", f"model.user.history={request.param}",
+                 "model.user.seq_layers=1", "model.user.seq_dropout=0.0", *FAST]) == 0
+    return TrainedRun.load(out)
+
+
+@pytest.fixture(scope="module")
+def files(split_dir) -> list[str]:
+    return [str(split_dir / "train.csv"), str(split_dir / "valid.csv")]
+
+
+@pytest.fixture(scope="module")
+def service(run, files):
+    from twotower.serving import RecommenderService
+
+    return RecommenderService.load(run.dir, exact=True, history_from=files)
+
+
+@pytest.fixture()
+def client(service):
+    from twotower.serving import create_app
+
+    with TestClient(create_app(service=service)) as c:
+        yield c
+
+
+def test_http_lists_equal_the_cli_lists_and_leave_the_input_items_out(run, files, split_dir, client, tmp_path):
+    out = tmp_path / "recs.csv"
+    assert main(["-q", "recommend", "--run", str(run.dir), "--exact", "--users", "all", "--history-from", *files,
+                 "--k", "5", "--out", str(out)]) == 0
+    recs = pd.read_csv(out, dtype={"user_id": str, "item_id": str})
+    valid = pd.read_csv(split_dir / "valid.csv", dtype={"user_id": str, "item_id": str})
+    newest = dict(zip(valid["user_id"], valid["item_id"]))
+    for uid in run.user_vocab.ids:
+        got = client.post("/recommend", json={"user_id": uid, "k": 5}).json()["items"]
+        cli = recs.loc[recs["user_id"] == uid].sort_values("rank")
+        assert [i["item_id"] for i in got] == cli["item_id"].tolist(), uid
+        assert [i["score"] for i in got] == pytest.approx(cli["score"].tolist(), abs=1e-6)
+        assert newest[uid] not in {i["item_id"] for i in got}  # the input history counts as seen
+    batch = client.post("/recommend/batch", json={"requests": [{"user_id": u, "k": 5} for u in run.user_vocab.ids]})
+    assert [[i["item_id"] for i in a["items"]] for a in batch.json()["results"]] == [
+        recs.loc[recs["user_id"] == u].sort_values("rank")["item_id"].tolist() for u in run.user_vocab.ids]
+
+
+def test_the_input_history_changes_the_lists(run, files, client):
+    """The served vectors are the input history's: not the training history's (the valid item is newest)."""
+    from twotower.serving import RecommenderService
+    from twotower.serving.service import RecRequest
+
+    plain = RecommenderService.load(run.dir, exact=True)
+    changed = 0
+    for uid in run.user_vocab.ids:
+        a = [i["item_id"] for i in client.post("/recommend", json={"user_id": uid, "k": 5}).json()["items"]]
+        b = [i["item_id"] for i in plain.recommend(RecRequest(user_id=uid, k=5))["items"]]
+        changed += a != b
+    assert changed > 0
+
+
+def test_user_endpoint_and_explanations_read_the_input_history(run, files, split_dir, client):
+    from twotower.explain import explain_recommendation
+
+    uid = run.user_vocab.ids[4]
+    user = client.get(f"/users/{uid}").json()
+    assert user["history_source"] == files
+    assert user["n_history"] == 10 - 1  # all but the test item: train (8) + valid (1)
+    valid = pd.read_csv(split_dir / "valid.csv", dtype={"user_id": str, "item_id": str})
+    assert user["history"][0]["item_id"] == valid.loc[valid["user_id"] == uid, "item_id"].item()  # newest first
+    top = client.post("/recommend", json={"user_id": uid, "k": 3}).json()["items"][0]
+    got = client.post("/explain", json={"user_id": uid, "item_id": top["item_id"]}).json()["explanation"]
+    hist = read_input_histories(run, files).sequences.of(run.user_vocab.index(uid)).tolist()
+    want = explain_recommendation(run, user_row=run.user_vocab.index(uid), history_rows=hist,
+                                  item_row=run.item_vocab.index(top["item_id"]))
+    assert got["score"] == pytest.approx(top["score"], abs=1e-5)  # the explained score is the listed one
+    assert got["score"] == pytest.approx(want["score"]) and got["text"] == want["text"]
+    inline = client.post("/recommend", json={"user_id": uid, "k": 3, "explain": True}).json()["items"][0]
+    assert inline["explanation"]["text"] == want["text"]
+
+
+def test_workers_share_the_input_histories(run, files, service, tmp_path):
+    from twotower.serving import ServiceSettings
+    from twotower.serving.service import RecRequest
+    from twotower.serving.workers import WorkerSpec, open_shared_service, share_arrays
+
+    share_arrays(service, tmp_path)
+    spec = WorkerSpec(shared_dir=str(tmp_path), settings=asdict(ServiceSettings()), run_dir=str(run.dir),
+                      fingerprint=service.fingerprint, history_files=files)
+    worker = open_shared_service(spec)
+    for uid in run.user_vocab.ids[:10]:
+        req = RecRequest(user_id=uid, k=5)
+        assert worker.recommend(req) == service.recommend(req)
+        assert worker.user(uid) == service.user(uid)
+    np.testing.assert_array_equal(worker.histories.sequences.items, service.histories.sequences.items)
+
+
+def test_serve_history_from_needs_a_run(files, capsys):
+    assert main(["serve", "--search-index", "nowhere", "--history-from", *files]) == 2
+    assert "--history-from" in capsys.readouterr().err
