@@ -165,7 +165,7 @@ def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch):
 
     seen = {}
 
-    def fake_load(run, index, *, settings, allow_low_recall, exact):
+    def fake_load(run, index, *, settings, allow_low_recall, exact, history_from):
         seen["settings"] = settings
         raise Stop
 
