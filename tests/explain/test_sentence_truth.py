@@ -49,12 +49,20 @@ def check_sentence(run, user_row: int, item_row: int) -> str:
         assert text.startswith(f"No item in your history raises the score of {title}"), text
         return "none positive"
     named = positive[:NAMED]
-    prefix = "Because you watched " + (named[0]["title"] if len(named) == 1
-                                       else ", ".join(h["title"] for h in named[:-1]) + " and " + named[-1]["title"])
+    # a history that lowers the score as a whole is said to; "Because you watched" is kept for one that raises it
+    total = e["history_total"]
+    lead = "Because you watched " if total >= 0 else f"The score of {title} rests on "
+    names = (named[0]["title"] if len(named) == 1
+             else ", ".join(h["title"] for h in named[:-1]) + " and " + named[-1]["title"])
+    if total < 0:
+        lead = text[: text.index(f"; your history lowers it overall ({total:+.4f}), though ") + len(
+            f"; your history lowers it overall ({total:+.4f}), though ")]
+        names += " raises it" if len(named) == 1 else " raise it"
+    prefix = lead + names
     assert text.startswith(prefix), (text, [(h["title"], h["contribution"]) for h in table])
     for h in table:  # nobody else is credited by name, least of all a negative contributor
         if h not in named:
-            assert h["title"] not in text[len("Because you watched "):], (text, h)
+            assert h["title"] not in text[len(lead):], (text, h)
     m = TAIL.match(text[len(prefix):])
     assert m, text
     primary = cols.multi[0]
@@ -67,8 +75,8 @@ def check_sentence(run, user_row: int, item_row: int) -> str:
         assert v in common, text
         rest = [h for h in positive[len(named):] if v in split_values(h.get(primary), cols.separator)]
         assert int(m["n"]) == len(rest) > 0, (text, len(rest))
-        return "named + others"
-    return "named"
+        return "named + others" + (" (history lowers)" if total < 0 else "")
+    return "named" + (" (history lowers)" if total < 0 else "")
 
 
 def test_sentence_matches_the_attribution_table_on_500_pairs(mean_run) -> None:
@@ -76,6 +84,7 @@ def test_sentence_matches_the_attribution_table_on_500_pairs(mean_run) -> None:
     assert len(pairs) >= 500
     cases = [check_sentence(mean_run, u, i) for u, i in pairs]
     assert {"named", "named + others"} <= set(cases), cases  # the test sees both shapes of sentence
+    assert any(c.endswith("(history lowers)") for c in cases), cases  # and histories that lower the score
 
 
 def test_a_negative_contributor_is_never_credited() -> None:
@@ -169,3 +178,32 @@ def test_an_item_repeated_in_the_history_is_named_and_counted_once() -> None:
     ]
     text = explanation_text(expl, cols, table)
     assert text == "Because you watched Star Wars and Jedi (both Action, Sci-Fi) and 1 other Action title that also raises its score."
+
+
+def test_a_history_that_lowers_the_score_is_not_given_as_its_cause() -> None:
+    """The named items raise the score, the history as a whole lowers it: the sentence says so instead of
+    "Because you watched ..." (a walkthrough found that beside "history adds -0.2376")."""
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "155", "item": {"title": "Dirty Dancing", "genres": "Romance"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "history": [], "shared_metadata": {},
+            "history_total": -0.2376}
+    table = [
+        {"item_id": "172", "title": "Empire", "genres": "Romance|Sci-Fi", "contribution": 0.02},
+        {"item_id": "181", "title": "Jedi", "genres": "Romance|Sci-Fi", "contribution": 0.01},
+        {"item_id": "50", "title": "Star Wars", "genres": "Sci-Fi", "contribution": -0.3},
+    ]
+    assert explanation_text(expl, cols, table) == (
+        "The score of Dirty Dancing rests on the model's empty-history representation, which is the same for every "
+        "new user and acts as a popularity prior; your history lowers it overall (-0.2376), though Empire and "
+        "Jedi raise it (both Romance).")
+    assert explanation_text({**expl, "history_total": 0.05}, cols, table).startswith("Because you watched Empire")
+
+
+def test_items_without_a_title_are_named_as_items() -> None:
+    """A run without a title column fills ``title`` with the id; the sentence says "item 20", not "20"."""
+    cols = MetadataColumns()
+    expl = {"item_id": "161", "item": {"title": "161"}, "already_seen": False, "basis": "history",
+            "reads_history": True, "profile": "popularity", "history": [], "shared_metadata": {}}
+    table = [{"item_id": "20", "title": "20", "contribution": 0.1}]
+    assert explanation_text(expl, cols, table) == "Because you watched item 20."
+    assert explanation_text({**expl, "already_seen": True}, cols, table).startswith("You already watched item 161:")

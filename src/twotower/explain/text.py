@@ -5,7 +5,8 @@ of the history items with the largest *positive* contributions, metadata values
 that the item and every named history item have, the number of further
 history items with a positive contribution that share one of those values,
 the basis and the dual-head split. A history item that lowered the score is
-never credited. The same dict always gives the same sentence.
+never credited, and a history that lowers the score as a whole is said to (not
+"Because you ..."). The same dict always gives the same sentence.
 """
 from __future__ import annotations
 
@@ -38,6 +39,13 @@ def _heads_clause(heads: dict[str, Any] | None) -> str:
     if sem <= 0 or col <= 0:
         return ""
     return f"; {round(100 * sem / (sem + col))}% of the score comes from the item's text (semantic head)"
+
+
+def _name(rec: dict[str, Any], item_id: Any) -> str:
+    """An item as the sentence names it: its title, or ``item 42`` when the run has no title for it (the
+    record's title is then the id itself, and "Because you watched 20." read like a number)."""
+    title = rec.get("title")
+    return str(title) if title not in (None, "") and str(title) != str(item_id) else f"item {item_id}"
 
 
 def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:
@@ -99,7 +107,7 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     the user features, so a ``features`` basis names both (the dict's
     ``profile`` names only the first of the chain, and its keys stay as they are).
     """
-    title = expl["item"].get("title") or expl["item_id"]
+    title = _name(expl["item"], expl["item_id"])
     if expl["already_seen"]:
         return f"You already {cols.verb} {title}: it is in your history, so this is not a new recommendation."
     heads = _heads_clause(expl.get("heads"))
@@ -117,8 +125,15 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
                 f"it rests on {_rests_on(expl, with_user_id)}{heads}.")
     by_id = {h["item_id"]: h for h in table}
     named = [by_id[i] for i in facts["named"]]
-    names = _join([str(h.get("title") or h["item_id"]) for h in named])
-    parts = [f"Because you {cols.verb} {names}"]
+    names = _join([_name(h, h["item_id"]) for h in named])
+    total = expl.get("history_total")
+    if total is not None and total < 0:
+        # the named items raise the score, but the history as a whole lowers it: "Because you watched X" would
+        # give as the cause of the score what the numbers beside it contradict. What holds it up is the rest
+        parts = [f"The score of {title} rests on {_rests_on(expl, with_user_id)}; your history lowers it overall "
+                 f"({total:+.4f}), though {names} raise{'s' if len(named) == 1 else ''} it"]
+    else:
+        parts = [f"Because you {cols.verb} {names}"]
     if facts["common"]:
         parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['common'])})")
     if facts["others"] is not None:
