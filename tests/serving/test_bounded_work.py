@@ -142,7 +142,8 @@ def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
     r = client.post("/recommend", json={"user_id": "u1", "k": "5"})
     assert r.status_code == 422 and "JSON integer" in r.json()["error"]["message"]
     assert "not a string" in r.json()["error"]["message"]
-    for bad, said in ((5.5, "a number with a fraction"), (True, "a boolean")):  # no string was sent: none blamed
+    for bad, said in ((5.5, "a number with a fraction"), (True, "a boolean"),  # no string was sent: none blamed
+                      (5.0, "a number written with a decimal point (5.0: write 5)")):
         msg = client.post("/recommend", json={"user_id": "u1", "k": bad}).json()["error"]["message"]
         assert "JSON integer" in msg and said in msg and "string" not in msg, msg
 

@@ -74,6 +74,8 @@ def _pq_shape(n: int, dim: int) -> tuple[int, int]:
     m = max(1, dim // 4)
     while dim % m:  # PQ needs D divisible by the number of sub-quantisers
         m -= 1
+    # 8 bits even below the 9,984 vectors FAISS wants for 256 centroids: on MovieLens-100K's 1,682 items an
+    # under-trained PQ16x8 recalled 0.66 of the top 10 at nprobe 16, a fully trained PQ16x5 0.48
     nbits = 8 if n >= 256 else max(1, int(math.log2(max(n, 2))))  # k-means needs >= 2**nbits points
     return m, nbits
 
@@ -293,8 +295,11 @@ class FaissIndex(VectorIndex):
             need = min_training_points(index)
             want = None if self.max_train is None else _raised_to_need(self.factory, need, self.max_train, n, "max_train")
             if need > n:
-                log.warning("%s wants %d training vectors (39 per centroid) but only %d exist; use fewer lists "
-                            "or PQ bits (the ivf/ivfpq shortcuts size nlist to the catalogue)", self.factory, need, n)
+                small = ("; a catalogue this small is searched exactly in well under a millisecond: --index flat, "
+                         "or auto" if n < 100_000 else "")
+                log.warning("%s wants %d training vectors (39 per centroid) but only %d exist, so FAISS trains it "
+                            "on fewer; the recall measured next says what that costs (fewer lists or PQ bits would "
+                            "train fully, and fewer PQ bits recall less)%s", self.factory, need, n, small)
                 _said_once(index)
             if want is not None and n > want:
                 rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))

@@ -51,7 +51,8 @@ USER_CHUNK = 65536
 _chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
 
 
-_LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, or a larger --target-recall sweep), serve "
+_LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, which keeps exact search when it is fast "
+                   "enough; a PQ index reaches high recall with a refine stage, e.g. --index ivfpq,RFlat), serve "
                    "exact search with --exact, or pass --allow-low-recall to serve it anyway")
 
 

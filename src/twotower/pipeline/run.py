@@ -255,5 +255,6 @@ def _replace_previous_run(out: Path, config: RunConfig) -> None:
     removed = clear_previous_run(out, keep=inputs)
     if removed:
         shown = sorted({rel.split("/")[0] + ("/" if "/" in rel else "") for rel in removed})  # folders once
-        log.warning("%s held an earlier run: removed its %d files before training a new one there (%s); "
-                    "--resume continues a run instead", out, len(removed), ", ".join(shown))
+        # the count is of files, the list of entries (a folder once): "16 files (11 entries)" read as a miscount
+        log.warning("%s held an earlier run: removed its %d files before training a new one there (%s, folders "
+                    "with their contents); --resume continues a run instead", out, len(removed), ", ".join(shown))

@@ -142,8 +142,11 @@ def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
             if isinstance(got, str):
                 msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
             else:  # 5.5, true, null, a list: say what was sent rather than blame a string
-                sent = "a boolean" if isinstance(got, bool) else "a number with a fraction" if isinstance(got, float) \
-                    else "null" if got is None else f"a JSON {type(got).__name__}"
+                sent = ("a boolean" if isinstance(got, bool)
+                        # 5.0 has no fraction: it is the decimal point that makes it a float in JSON
+                        else "a number written with a decimal point (5.0: write 5)" if isinstance(got, float)
+                        and got.is_integer() else "a number with a fraction" if isinstance(got, float)
+                        else "null" if got is None else f"a JSON {type(got).__name__}")
                 msg = f"must be a JSON integer such as 5, got {sent}"
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
