@@ -268,3 +268,35 @@ def test_a_refused_feature_value_is_not_echoed_whole(client, features):
     message = r.json()["error"]["message"]
     assert message.startswith(f"user_features.{next(iter(features))}: ") and len(message) < 300, message[:400]
     assert message.endswith(" characters)")
+
+
+def test_values_training_never_saw_are_answered_as_warnings(client, feature_service):
+    """An unknown category reads as unknown and a far-off number is read as given, but the answer says so
+    (with the nearest known spelling), from POST /recommend, POST /explain and recommend_history alike."""
+    service, _ = feature_service
+    history = _history(service, "u3")
+    plain = client.post("/recommend", json={"history": history, "k": 5,
+                                            "user_features": {"gender": "F", "age": 30, "tags": ["a", "b"]}}).json()
+    assert "warnings" not in plain  # known values, a list for the multi-valued column: nothing to say
+    body = {"history": history, "k": 5, "user_features": {"gender": "f", "age": 900, "tags": ["a", "zz"]}}
+    got = client.post("/recommend", json=body).json()
+    assert len(got["items"]) == 5
+    w = got["warnings"]
+    assert w[0] == "user_features.gender: 'f' never occurs in training, so it reads as unknown (did you mean 'F'?)"
+    assert w[1] == "user_features.tags: 'zz' never occurs in training, so it reads as unknown"
+    assert w[2].startswith("user_features.age: 900 is ") and "standard deviations from the training mean" in w[2]
+    assert len(w) == 3
+    e = client.post("/explain", json={"history": history, "item_id": got["items"][0]["item_id"],
+                                      "user_features": body["user_features"]}).json()
+    assert e["warnings"] == w
+    batch = client.post("/recommend/batch", json={"requests": [body, {"history": history, "k": 5}]}).json()
+    assert batch["results"][0]["warnings"] == w and "warnings" not in batch["results"][1]
+
+
+def test_the_cli_path_logs_the_same_lines(feature_service, caplog):
+    from twotower.pipeline.recommend import recommend_history
+
+    service, _ = feature_service
+    with caplog.at_level("WARNING", logger="twotower"):
+        recommend_history(service.run, _history(service, "u3"), 5, user_features={"gender": "X"})
+    assert "user_features.gender: 'X' never occurs in training, so it reads as unknown" in caplog.text

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 
 __all__ = ["register", "cmd_explain", "format_explanation"]
 
@@ -88,6 +89,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         run.item_vocab.index(args.item)
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)
+    for note in run.new_user_feature_notes(features):  # as `recommend --history` warns them
+        logging.getLogger("twotower").warning("%s", note)
     if args.json:
         print(json.dumps(e, ensure_ascii=False, indent=2))
     else:

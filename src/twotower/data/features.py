@@ -350,6 +350,37 @@ class FeatureEncoder:
     def numeric_names(self) -> tuple[str, ...]:
         return tuple(self.spec.numeric) + tuple(f"{c}__missing" for c in self.spec.numeric)
 
+    def value_notes(self, row: dict[str, Any], *, far_sd: float = 6.0) -> list[str]:
+        """What ``row`` (column -> raw value) holds that training never saw, one line a column, for a caller to
+        show: a category outside the fitted vocabulary (read as unknown, with the nearest known spelling), and
+        a number more than ``far_sd`` standard deviations from the training mean (read, but far outside what
+        the tower was fitted on). Nothing is refused here; :meth:`encode_rows` encodes the row as it is."""
+        import difflib
+
+        notes = []
+
+        def unseen(col: str, value: str, lut: dict[str, int]) -> str:
+            known = [k for k in lut if isinstance(k, str)]
+            near = [k for k in known if k.lower() == value.lower()] or difflib.get_close_matches(value, known, 1, 0.75)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            return f"{col}: {value!r} never occurs in training, so it reads as unknown{hint}"
+
+        for c in self.spec.categorical:
+            v = _norm_value(row.get(c)) if row.get(c) is not None else None
+            if v is not None and v not in self._lookup[c]:
+                notes.append(unseen(c, v, self._lookup[c]))
+        for c in self.spec.multi:
+            lut = self._lookup["multi:" + c]
+            notes += [unseen(c, v, lut) for v in self._split_multi(row.get(c)) if v not in lut]
+        for c in self.spec.numeric:
+            x = row.get(c)
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x)):
+                mean, std = self.numeric_stats[c]
+                if std > 0 and abs(float(x) - mean) > far_sd * std:
+                    notes.append(f"{c}: {x:g} is {abs(float(x) - mean) / std:.0f} standard deviations from the "
+                                 f"training mean ({mean:.4g}); the tower was not fitted on such values")
+        return notes
+
     def encode_rows(self, rows: pd.DataFrame) -> EncodedFeatures:
         """Encode ``rows`` in order; absent feature columns count as missing."""
         if not self.fitted:

@@ -633,6 +633,19 @@ class TrainedRun:
             raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
         return self.encode_user_features([dict(user_features)])
 
+    def new_user_feature_notes(self, user_features: Any) -> list[str]:
+        """``["user_features.<column>: ..."]``: values of one request's ``user_features`` that training never
+        saw (an unknown category, with the nearest known spelling; a number far outside the training
+        range). They are encoded all the same (an unknown category as unknown); these lines say so, for the
+        CLI to warn and ``POST /recommend`` to answer in ``warnings``. Call after the values were checked
+        (:meth:`encode_new_user_features`)."""
+        if not user_features or self.user_encoder is None or not isinstance(user_features, Mapping):
+            return []
+        spec = self.user_encoder.spec
+        clean = {c: _feature_value(c, v, numeric=c in spec.numeric, multi=c in spec.multi, separator=spec.separator)
+                 for c, v in user_features.items()}  # a list as the table's joined string, as encoding reads it
+        return [f"user_features.{n}" for n in self.user_encoder.value_notes(clean)]
+
     def encode_user_features(self, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """Feature tensors of new users from raw values (``{"age": 25, "occupation": "writer"}`` each).
 

@@ -276,6 +276,8 @@ def recommend_history(
     if index is None:
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
+    for note in run.new_user_feature_notes(user_features):  # read all the same, but never silently
+        log.warning("%s", note)
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)

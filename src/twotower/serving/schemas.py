@@ -144,10 +144,16 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         rank: int
         explanation: Optional[dict[str, Any]] = None
 
+    warnings_field = Field(
+        None, description="present when user_features hold values training never saw (an unknown category, "
+                          "read as unknown; a number far outside the training range): one line a value, "
+                          "'user_features.<column>: ...'")
+
     class RecommendResponse(BaseModel):
         items: list[ItemHit]
         user_id: Optional[str]
         k: int
+        warnings: Optional[list[str]] = warnings_field
 
     class BatchResponse(BaseModel):
         results: list[RecommendResponse]
@@ -161,6 +167,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         user_id: Optional[str]
         item_id: str
         explanation: dict[str, Any]
+        warnings: Optional[list[str]] = warnings_field
 
     class ItemResponse(BaseModel):
         model_config = ConfigDict(extra="allow")

@@ -465,6 +465,9 @@ class RecommenderService:
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
+            notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
+            if notes:
+                answer["warnings"] = notes
             if len(items) < r.k:
                 answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
                                                  excluded=SEEN if r.exclude_seen else None)
@@ -509,7 +512,11 @@ class RecommenderService:
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
-        return {"user_id": user_id, "item_id": item_id, "explanation": result}
+        answer = {"user_id": user_id, "item_id": item_id, "explanation": result}
+        notes = self.run.new_user_feature_notes(user_features) if feats is not None else []
+        if notes:
+            answer["warnings"] = notes
+        return answer
 
     @staticmethod
     def _batch_explainer() -> Callable[..., list[dict[str, Any]]]:
