@@ -252,3 +252,21 @@ def test_every_4xx_answer_has_one_body_shape(client, make_client):
         assert err["code"] == r.status_code, (what, err)
         assert isinstance(err["type"], str) and err["type"].islower() and " " not in err["type"], (what, err)
         assert isinstance(err["message"], str) and err["message"], (what, err)
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "said"),
+    [
+        ("/recommend", b"", 'body: nothing was sent; send a JSON object, such as {"user_id": "42", "k": 10}'),
+        ("/explain", b"", 'body: nothing was sent; send a JSON object, such as {"user_id": "42", "item_id": "50"}'),
+        ("/recommend", b"null", 'body: must be a JSON object {...}, got null; send one, such as {"user_id": "42", "k": 10}'),
+        ("/similar-items", b"[]",
+         'body: must be a JSON object {...}, got an array; send one, such as {"item_id": "50", "k": 10}'),
+        ("/recommend", b"{}", "body: give exactly one of user_id (a known user) or history (item ids, oldest first)"),
+    ],
+)
+def test_an_empty_or_non_object_body_says_what_to_send(client, path, body, said):
+    """pydantic's words were 'body: Field required' for no body and 'Input should be a valid dictionary ...'."""
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == said

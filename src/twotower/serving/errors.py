@@ -129,14 +129,35 @@ def error_response(exc: BaseException) -> Response:
     return _json(status, error_body(status, kind, str(exc), **extra), headers)
 
 
-def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
+#: The smallest body each JSON route takes, quoted when a body is empty or not an object.
+_BODY_EXAMPLES = {
+    "/recommend": '{"user_id": "42", "k": 10}',
+    "/recommend/batch": '{"requests": [{"user_id": "42"}, {"history": ["50", "181"]}]}',
+    "/similar-items": '{"item_id": "50", "k": 10}',
+    "/explain": '{"user_id": "42", "item_id": "50"}',
+    "/search": '{"query": "vitamin D and bone density", "k": 10}',
+}
+
+
+def _body_example(path: str) -> str:
+    example = _BODY_EXAMPLES.get(path.rstrip("/"))
+    return f", such as {example}" if example else " (each route's fields are listed at /docs)"
+
+
+def _validation_details(exc: RequestValidationError, path: str = "") -> list[dict[str, Any]]:
     out = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
         if err.get("type") == "json_invalid":
             return [{"loc": ["body"], "msg": "malformed JSON: " + str(err.get("ctx", {}).get("error", "cannot parse"))}]
         msg = str(err.get("msg", "invalid value"))
-        if err.get("type") in ("int_type", "int_parsing"):
+        if loc == ["body"] and err.get("type") == "missing":  # pydantic's "Field required" for no body at all
+            msg = f"nothing was sent; send a JSON object{_body_example(path)}"
+        elif loc == ["body"] and err.get("type") in ("model_attributes_type", "dict_type"):
+            msg = f"must be a JSON object {{...}}, got {_sent(err.get('input'))}; send one{_body_example(path)}"
+        elif err.get("type") == "value_error" and msg.startswith("Value error, "):
+            msg = msg[len("Value error, "):]  # pydantic's prefix for our own validators' messages
+        elif err.get("type") in ("int_type", "int_parsing"):
             # one coercion rule: ids accept strings or integers; counts (k, explain_k) must be JSON integers
             got = err.get("input")
             if isinstance(got, str):
@@ -237,7 +258,7 @@ def install_error_handlers(app: FastAPI) -> None:
         refused = _not_json_body(request, exc)
         if refused is not None:
             return refused
-        details = _validation_details(exc)
+        details = _validation_details(exc, request.url.path)
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         message = f"{'.'.join(first['loc']) or 'body'}: {first['msg']}"
         return _json(422, error_body(422, "invalid_request", message, details=details))
