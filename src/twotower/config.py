@@ -262,6 +262,11 @@ class TowerConfig:
     history_len: int = 50  # newest items read; sequence towers learn one position per column
     history_dim: int = 64  # width of the history embeddings (and of the sequence encoder)
     recency_decay: float = 0.9  # weight of the j-th most recent item: decay**j
+    # pooled histories (mean | recency): more pools of the same window, one per decay here (1.0 = the plain
+    # mean), side by side with the first before the MLP, so the tower reads a long memory beside the recent
+    # items; () = the one pool. The first pool's own decay is not pooled twice (history=mean already is the
+    # 1.0 pool), and sequence towers read the window with their encoder and ignore the setting.
+    extra_pools: tuple[float, ...] = ()
     seq_layers: int = 2  # sequence encoder: transformer blocks or GRU layers
     seq_heads: int = 1  # transformer attention heads (history_dim must divide by it)
     seq_dropout: float = 0.2  # dropout inside the sequence encoder
@@ -299,13 +304,15 @@ class TowerConfig:
         _choice(self.seq_block, "tower.seq_block", ("pre_ln", "sasrec"))
         _check(self.head or not self.hidden, "tower.head", "head = false takes no hidden layers: set hidden = []")
         _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
+        _check(all(0.0 < d <= 1.0 for d in self.extra_pools), "tower.extra_pools",
+               f"each decay must be in (0, 1] (1.0: the plain mean), got {list(self.extra_pools)}")
 
 
 #: TowerConfig switches only one tower reads: the user tower's history (pooling or sequence encoder), the item
 #: tower's text heads. Switched on for the other tower they were silently ignored, so ModelConfig refuses them.
 #: The sizes that go with them (history_len, seq_layers, ...) stay free on both: they do nothing while the
 #: switch is off, and one dict of sizes for both towers is a fair way to build a config in Python.
-USER_TOWER_ONLY = ("history",)
+USER_TOWER_ONLY = ("history", "extra_pools")
 ITEM_TOWER_ONLY = ("text_embeddings", "dual_head")
 
 
@@ -321,7 +328,9 @@ def _check_tower_only(tower: TowerConfig, name: str, other: str, settings: tuple
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency"))
+    # the recent items (decay 0.9) and the whole window's mean, pooled side by side: valid NDCG@10 +3.6% over
+    # the recency pool alone on MovieLens-100K, every one of three seeds ahead (README)
+    user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency", extra_pools=(1.0,)))
     item: TowerConfig = field(default_factory=TowerConfig)
     # sequence user towers (transformer | gru) embed history items with the item tower's ID
     # table when its id_dim equals history_dim (tied input/output embeddings, as in SASRec)

@@ -126,7 +126,7 @@ def test_a_crash_mid_training_leaves_no_old_run_around_a_new_model(old_run, data
     ["--resume", "train.checkpoint=false"],  # nothing to resume in a folder without a checkpoint
     ["--resume", "model.user.history=mean"],  # another model: its checkpoint cannot continue this one
     ["--resume", "model.item.id_dim=8"],  # other shapes
-    ["model.user.head=false", "model.user.hidden=[]", "model.user.history_dim=8"],  # widths known from the data
+    ["model.user.head=false", "model.user.hidden=[]", "model.user.history_dim=6"],  # widths known from the data
 ], ids=["features-without-items", "trainer-setting", "resume-without-checkpoint", "resume-other-model",
         "resume-other-shapes", "head-width"])
 def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad, capsys):

@@ -10,7 +10,8 @@ that the rewrite kept the default run's behaviour.
 One thread, so the floating-point reductions happen in one fixed order. The towers take
 PyTorch's own dropout masks (``dropout_rng=torch``), as the old trainer did: the default's cheaper
 masks (numpy PCG64) are the same function with other random numbers, so they would change every
-figure without changing the loop this test is about.
+figure without changing the loop this test is about. For the same reason it keeps the user tower of that
+time, one history pool (``extra_pools=[]``; the default added the window's mean beside it later).
 """
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ GOLDEN = Path(__file__).with_name("golden_ml100k.json")
 EPOCHS = 3
 OVERRIDES = ["data.dataset=movielens-100k", f"train.epochs={EPOCHS}", "train.threads=1", "train.seed=42",
              "train.progress=false", "train.checkpoint=false",
-             "model.user.dropout_rng=torch", "model.item.dropout_rng=torch"]  # the old trainer's masks (docstring)
+             "model.user.dropout_rng=torch", "model.item.dropout_rng=torch",  # the old trainer's masks (docstring)
+             "model.user.extra_pools=[]"]  # the old default tower: one history pool (docstring)
 
 
 def run_golden() -> dict[str, Any]:

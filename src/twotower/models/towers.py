@@ -183,7 +183,12 @@ class UserTower(nn.Module):
         else:
             self.encoder = None
         in_dim = (config.id_dim if config.use_id else 0) + self.features.out_dim
-        in_dim += config.history_dim if self.uses_history else 0
+        # the window pooled again with each extra decay: pooled towers only (sequence towers ignore the setting),
+        # and not the first pool's own decay again (history=mean already pools with 1.0)
+        first = 1.0 if config.history == "mean" else config.recency_decay
+        pooled = self.uses_history and not self.is_sequence
+        self.extra_pools = tuple(d for d in config.extra_pools if d != first) if pooled else ()
+        in_dim += config.history_dim * (1 + len(self.extra_pools)) if self.uses_history else 0
         if in_dim == 0:
             raise ValueError("user tower has no input: enable use_id, features or history")
         self.mlp = _head(config, in_dim, "user")
@@ -237,6 +242,23 @@ class UserTower(nn.Module):
         # one fused pass (gather + weighted sum); padding has weight 0 (models/pooling.py)
         emb = self.history_emb
         return weighted_bag(emb.weight, history, weights, sparse=emb.sparse, padding_idx=emb.padding_idx) / total
+
+    def pooled_histories(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
+        """The pooled history [B, H * (1 + len(extra_pools))]: the first pool (``weights``, default
+        :meth:`history_weights`), then one per ``extra_pools`` decay. ``weights`` that override the first
+        pool's (explanations: 0 drops an item) scale every pool alike, as a factor on each item's own weight,
+        so dropping an item drops it from every pool and a gradient on ``weights`` reaches them all."""
+        first = self.pool_history(history, weights)
+        if not self.extra_pools:
+            return first
+        L = history.shape[1]
+        valid = (history != self.n_items).to(torch.float32)  # [B, L]
+        if weights is not None:  # each item's factor on its own weight (0 where the first pool gives it none)
+            base = self.history_weights(history)
+            valid = torch.where(base > 0, weights / base.clamp_min(1e-30), torch.zeros_like(weights))
+        age = torch.arange(L - 1, -1, -1, device=history.device, dtype=torch.float32)  # [L]: 0 = newest
+        parts = [first] + [self.pool_history(history, valid * d**age) for d in self.extra_pools]
+        return torch.cat(parts, dim=-1)
 
     def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
                         newest: bool = False) -> tuple[Tensor, Tensor]:
@@ -308,7 +330,7 @@ class UserTower(nn.Module):
                 h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))  # empty rows use `empty`
                 parts.append(h)
             else:
-                parts.append(self.pool_history(history, history_weights))
+                parts.append(self.pooled_histories(history, history_weights))
         return self._head(torch.cat(parts, dim=-1))
 
     def forward_all(

@@ -315,6 +315,22 @@ def _same_model(record: dict[str, Any], fingerprint: str | None) -> bool:
     return fingerprint is not None and record.get("model_fingerprint") == fingerprint
 
 
+def saved_config_dict(data: Any) -> Any:
+    """A saved run's ``config.json`` with the settings added since, set as the runs saved before them were
+    built: ``model.user.extra_pools`` came with the default ``[1.0]`` (a second history pool), so a run whose
+    file lacks it had one pool (``[]``); read with today's default it would build a tower its weights do not fit."""
+    model = data.get("model") if isinstance(data, dict) else None
+    user = model.get("user") if isinstance(model, dict) else None
+    if isinstance(user, dict) and "extra_pools" not in user:
+        data = {**data, "model": {**model, "user": {**user, "extra_pools": []}}}
+    return data
+
+
+def saved_run_config(path: Path) -> RunConfig:
+    """The RunConfig of the run whose ``config.json`` is ``path`` (:func:`saved_config_dict`)."""
+    return config_from_dict(RunConfig, saved_config_dict(read_json(path)))
+
+
 def _names_run(record: dict[str, Any], out: Path) -> bool:
     run = record.get("run")
     return isinstance(run, str) and _resolved(Path(run)) == _resolved(out)
@@ -323,7 +339,7 @@ def _names_run(record: dict[str, Any], out: Path) -> bool:
 def _old_fingerprint(out: Path) -> str | None:
     """The model fingerprint of the run in ``out``, None when it cannot be loaded (unfinished or damaged)."""
     try:
-        config = config_from_dict(RunConfig, read_json(out / "config.json"))
+        config = saved_run_config(out / "config.json")
         model = build_model(config, read_json(out / "run.json"))
         load_weights(out / "model.safetensors", model)
         return model_fingerprint(model, config)
@@ -504,7 +520,7 @@ class TrainedRun:
                 )
             log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
         info = read_json(d / "run.json")
-        config = config_from_dict(RunConfig, read_json(d / "config.json"))
+        config = saved_run_config(d / "config.json")
         model = build_model(config, info)
         load_weights(d / "model.safetensors", model)
         user_vocab = Vocabulary.load(d / "vocab" / "users.json")

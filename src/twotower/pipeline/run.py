@@ -17,6 +17,7 @@ from twotower.pipeline.artifacts import (
     forget_results_of_old_weights,
     run_part_file,
     save_run_data,
+    saved_config_dict,
     write_manifest,
 )
 from twotower.pipeline.experiment import make_trainer
@@ -209,7 +210,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     fix = "resume with the run's settings and data, or train into another folder without --resume"
     saved = out / "config.json"
     if saved.is_file():
-        old = read_json(saved)
+        old = saved_config_dict(read_json(saved))
         diffs = _config_differences(old.get("model") if isinstance(old, dict) else None,
                                     config_to_dict(config)["model"], "model")
         if diffs:
