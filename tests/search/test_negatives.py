@@ -42,7 +42,11 @@ def test_absolute_margin_skip_top_and_short_queries():
     # rank 1 (doc 0) skipped; 9.8 and 8 are within 2.5 of 10 -> dropped; 7 and 6 kept, one short of n=3
     assert negs[0].tolist() == [3, 4]
     assert rep.skipped_top == 1 and rep.dropped_too_close == 2 and rep.queries_short == 1
-    assert "raise depth" in rep.summary()
+    # the hint names settings the reader can change: the Python API's fields, or the flags a command passes
+    assert ("queries got fewer than requested (raise MiningConfig.depth or lower MiningConfig.relative_margin / "
+            "MiningConfig.margin to fill them)") in rep.summary()
+    assert "(raise --mining-depth or lower --mining-margin to fill them)" in rep.summary(
+        {"depth": "--mining-depth", "relative_margin": "--mining-margin"})
 
 
 def test_config_validation():

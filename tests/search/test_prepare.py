@@ -89,7 +89,7 @@ def test_cli_with_a_split_column_then_bm25_evaluates_it(files, capsys):
     assert main(["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "pairs.tsv"),
                  "--out", str(out), "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "q",
                  "--pair-passage-col", "doc", "--score-col", "grade", "--split-col", "part"]) == 0
-    assert "train 1 queries / 1 pairs, test 2 queries / 2 pairs" in capsys.readouterr().out
+    assert "3 queries; train 1 query / 1 pair, test 2 queries / 2 pairs" in capsys.readouterr().out
     assert (out / "qrels" / "train.tsv").read_text().splitlines()[1] == "q1\t007\t2"
     assert main(["search", "evaluate", "--beir", str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["Recall@10"] == 1.0
@@ -167,3 +167,43 @@ def test_a_test_share_that_leaves_no_training_query_names_the_flag(files):
                                           r"smaller --test-share, or --test-share 0"):
         prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0.99))
     assert not (files / "out").exists()
+
+
+def test_duplicate_pairs_are_counted_in_prepare_json_and_the_summary(files, capsys):
+    """A pair given twice was dropped without a word: prepare.json said pairs_read 340 beside 339 judgements."""
+    with open(files / "pairs.csv", "a", encoding="utf-8") as fh:
+        fh.write("statins and cholesterol,NA\n")  # row 5 again
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "pairs.csv"),
+            "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "question", "--test-share", "0",
+            "--out", str(files / "out")]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.rstrip().endswith("test 4 queries / 5 pairs, 1 duplicate pair dropped")
+    rep = json.loads((files / "out" / "prepare.json").read_text())
+    assert rep["pairs_read"] == 6 and rep["duplicate_pairs_dropped"] == 1
+    assert rep["pairs_read"] - rep["duplicate_pairs_dropped"] == rep["splits"]["test"]["judgements"] == 5
+    (files / "pairs.csv").write_text(PAIRS, encoding="utf-8")  # none repeated: 0, and nothing said
+    assert main(argv) == 0
+    assert "dropped" not in capsys.readouterr().out
+    assert json.loads((files / "out" / "prepare.json").read_text())["duplicate_pairs_dropped"] == 0
+
+
+def test_split_values_differing_from_train_test_only_by_case_are_warned_about_not_renamed(files, caplog):
+    """A split value "Test" wrote qrels/Test.tsv, and the default `search evaluate --split test` then failed."""
+    (files / "cased.csv").write_text("question,pid,part\n"
+                                     "does aspirin prevent heart attacks,007,TRAIN\n"
+                                     "vitamin d and fractures,7,Test\n"
+                                     "statins and cholesterol,NA,holdout\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower.search.prepare"):
+        prepare_beir(files / "passages.csv", files / "cased.csv", files / "out", PrepareConfig(**COLS, split="part"))
+    assert ("column 'part': split values 'TRAIN', 'Test' differ from train/dev/test only by case; split names are "
+            "case-sensitive, so they are written as qrels/TRAIN.tsv, qrels/Test.tsv and read only as --split TRAIN, "
+            "--split Test (search evaluate reads --split test and search train --split train by default); rename "
+            "them in the file if you meant train/dev/test") in caplog.text
+    assert "holdout" not in caplog.text  # another name is the user's own choice
+    assert sorted(p.name for p in (files / "out" / "qrels").iterdir()) == ["TRAIN.tsv", "Test.tsv", "holdout.tsv"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.search.prepare"):  # the usual names: nothing to say
+        (files / "plain.csv").write_text("question,pid,part\nvitamin d and fractures,7,test\n"
+                                         "statins and cholesterol,NA,train\n", encoding="utf-8")
+        prepare_beir(files / "passages.csv", files / "plain.csv", files / "out2", PrepareConfig(**COLS, split="part"))
+    assert "only by case" not in caplog.text

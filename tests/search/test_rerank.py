@@ -41,7 +41,7 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
 
     import torch
 
-    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+    from twotower.search.rerank import NO_LEARNING_SHARE, RerankTrainConfig, train_cross_encoder
 
     queries = ["red apple", "blue sky", "apple pie", "red cream"]
     negatives = [np.array([2]), np.array([0]), np.array([2]), np.array([2])]
@@ -51,6 +51,11 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
     meta = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
     assert meta["steps"] == 4 * 2 and meta["config"]["temperature"] == 1.0
     assert meta["final_loss"] < meta["first_loss"]
+    # the final loss `rerank train` reports, beside a constant scorer's on the same groups (1 positive + 1 negative)
+    tail = meta["tail"]
+    assert tail["steps"] == 8 and tail["group_sizes"] == [2, 2]
+    assert tail["chance_loss"] == pytest.approx(np.log(2))
+    assert tail["loss"] < tail["chance_loss"] * (1 - NO_LEARNING_SHARE)  # this one learned: no warning
     s = rr.score([("red apple", DOCS[0]), ("red apple", DOCS[2])])
     assert s.shape == (2,) and np.isfinite(s).all()
     # loaded again later (search evaluate --rerank, search query, the service), it reads pairs at the 16 word

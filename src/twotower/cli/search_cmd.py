@@ -88,6 +88,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
 
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
                    help="hard negatives mined per query (default %(default)s)")
+    _mining_flags(t, "the bi-encoder")
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     _encoder_flags(t)
@@ -152,12 +153,20 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
             raise
         raise DataError(e.message.replace("data.encoding", "--encoding"), file=e.file, row=e.row, column=e.column,
                         unit=e.unit) from None
-    splits = ", ".join(f"{n} {s['queries']} queries / {s['judgements']} pairs" for n, s in rep["splits"].items())
-    dropped = f", {rep['unknown_passages_dropped']} pairs with unknown passages dropped" \
-        if rep["unknown_passages_dropped"] else ""
+    splits = ", ".join(f"{n} {_count(s['queries'], 'query', 'queries')} / {_count(s['judgements'], 'pair')}"
+                       for n, s in rep["splits"].items())
+    dropped = "".join(f", {_count(rep[key], one, many)} dropped" for key, one, many in (
+        ("unknown_passages_dropped", "pair with an unknown passage", "pairs with unknown passages"),
+        ("duplicate_pairs_dropped", "duplicate pair", "duplicate pairs")) if rep[key])
     empty = f" ({rep['empty_passages']} empty)" if rep["empty_passages"] else ""
-    print(f"wrote {args.out}: {rep['passages']} passages{empty}, {rep['queries']} queries; {splits}{dropped}")
+    print(f"wrote {args.out}: {_count(rep['passages'], 'passage')}{empty}, {_count(rep['queries'], 'query', 'queries')}; "
+          f"{splits}{dropped}")
     return 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    """``1 query``, ``2 queries``: the summary said "train 1 queries"."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def register_rerank(subparsers: argparse._SubParsersAction) -> None:
@@ -171,7 +180,40 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--epochs", type=int, default=rt.epochs, help="training epochs (default %(default)s)")
     t.add_argument("--negatives", type=int, default=rt.negatives_per_query, help="hard negatives per query (default %(default)s)")
     t.add_argument("--max-length", type=int, default=rt.max_length, help="tokens per text (default %(default)s)")
+    t.add_argument("--lr", type=float, default=rt.lr,
+                   help="learning rate of the transformer (the fresh relevance head learns at "
+                        f"{rt.head_lr}; default %(default)s)")
+    t.add_argument("--batch-size", type=int, default=rt.groups_per_step,
+                   help="queries per optimiser step, each scored with its positive and --negatives (default "
+                        "%(default)s)")
+    _mining_flags(t, "BM25")
     t.set_defaults(func=cmd_rerank_train)
+
+
+def _mining_flags(t: argparse.ArgumentParser, retriever: str) -> None:
+    from twotower.search.negatives import MiningConfig  # its defaults are declared there, once
+
+    t.add_argument("--mining-depth", type=int, default=MiningConfig.depth,
+                   help=f"candidates {retriever} retrieves per query to mine hard negatives from (default %(default)s)")
+    t.add_argument("--mining-margin", type=float, default=MiningConfig.relative_margin,
+                   help="drop mined candidates scoring above (1 - this) x the positive's score, as likely unjudged "
+                        "relevant documents (default %(default)s; lower keeps more)")
+
+
+#: what the mining summary calls the settings that fill a query short of negatives, in these commands
+MINING_FLAGS = {"depth": "--mining-depth", "relative_margin": "--mining-margin"}
+
+
+def _mining_config(args: argparse.Namespace, n: int, n_flag: str):  # noqa: ANN202 - MiningConfig
+    """MiningConfig of ``--mining-depth`` / ``--mining-margin`` and ``n`` negatives, an error naming the flags."""
+    from twotower.errors import ConfigError
+    from twotower.search.negatives import MiningConfig
+
+    _check_positive(args, "--mining-depth")
+    if not 0.0 <= args.mining_margin < 1.0:  # MiningConfig's own message offers None, which a flag cannot take
+        raise ConfigError(f"--mining-margin must be in [0, 1), got {args.mining_margin}")
+    return _flag_config(lambda: MiningConfig(n=n, depth=args.mining_depth, relative_margin=args.mining_margin),
+                        {"n": n_flag})
 
 
 def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
@@ -259,8 +301,10 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
     _threads(args)
-    fusion = _fusion_choice(args)
+    # with --retriever bm25 / dense the unused-flag warning below already names --bm25-weight
+    fusion = _fusion_choice(args, warn=args.retriever == "hybrid")
     _warn_unused_evaluate_flags(args)
+    _warn_seen_in_training(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length)
@@ -268,7 +312,10 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
     if args.json:
-        print(json.dumps({k: m[k] for k in METRIC_KEYS}, allow_nan=False))  # the metrics are defined (never NaN)
+        out = {k: m[k] for k in METRIC_KEYS}
+        if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
+            out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
+        print(json.dumps(out, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
 
@@ -276,10 +323,46 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     what = args.retriever + (f" {fusion.describe()}" if args.retriever == "hybrid" else "")
     if args.retriever != "bm25":
         what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}]"
-    row = {"retriever": what + (" + rerank" if args.rerank else ""), **{k: m[k] for k in METRIC_KEYS},
-           "queries": m["queries"], "seconds": m["seconds"]}
-    print(format_table([row], title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
+    rows = []
+    if "without_rerank" in m:  # the same retriever unreranked first: whether the cross-encoder helps is read off
+        rows.append({"retriever": what, **{k: m["without_rerank"][k] for k in METRIC_KEYS},
+                     "queries": m["queries"], "seconds": m["without_rerank"]["seconds"]})
+    rows.append({"retriever": what + (f" + rerank [{args.rerank}]" if args.rerank else ""),
+                 **{k: m[k] for k in METRIC_KEYS}, "queries": m["queries"], "seconds": m["seconds"]})
+    print(format_table(rows, title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
+
+
+def _warn_seen_in_training(args: argparse.Namespace) -> None:
+    """Warn when the split scored is the one ``--model`` (as the retriever uses it) or ``--rerank`` was trained on:
+    `search evaluate --split train --retriever dense --model M` reported NDCG@10 0.9958 for a model fine-tuned on
+    those very queries, with nothing saying the figure was not held out."""
+    from twotower.search.artefacts import trained_on
+
+    models = {"--rerank": args.rerank, "--model": args.model if args.retriever != "bm25" else None}
+    for flag, folder in models.items():
+        source = trained_on(folder)
+        if source is None or source.get("split") != args.split or not _same_beir(source.get("beir"), args.beir):
+            continue
+        logging.getLogger(__name__).warning(
+            "%s %s was trained on split %r of this BEIR folder (its %s says so): these queries were seen in "
+            "training, so the figures are not a held-out measurement; evaluate on a split it was not trained on "
+            "(e.g. --split test)", flag, folder, args.split, source["marker"])
+
+
+def _same_beir(recorded: object, given: str) -> bool:
+    """Whether the BEIR folder a marker records (absolute, as --beir was typed then) is the --beir given now."""
+    from pathlib import Path
+
+    from twotower.errors import DataError
+    from twotower.search.beir import resolve_beir_dir
+
+    if not isinstance(recorded, str):
+        return False
+    try:  # --beir takes a BEIR folder or the folder holding beir/: either spelling is the same data
+        return resolve_beir_dir(recorded).resolve() == resolve_beir_dir(given).resolve()
+    except DataError:
+        return Path(recorded).resolve() == Path(given).resolve()
 
 
 def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
@@ -308,8 +391,9 @@ def _corpus(beir: str):
     return load_corpus(resolve_beir_dir(beir) / "corpus.jsonl")
 
 
-def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
-    """``--fusion`` / ``--bm25-weight`` as a FusionChoice (SearchConfig validates both)."""
+def _fusion_choice(args: argparse.Namespace, *, warn: bool = True):  # noqa: ANN202 - FusionChoice
+    """``--fusion`` / ``--bm25-weight`` as a FusionChoice (SearchConfig validates both); with ``warn``, a weight that
+    the fusion ignores is warned about (:func:`_warn_ignored_weight`)."""
     from twotower.config import SearchConfig
     from twotower.errors import ConfigError
     from twotower.search.fusion import fusion_from_config
@@ -318,10 +402,19 @@ def _fusion_choice(args: argparse.Namespace):  # noqa: ANN202 - FusionChoice
         cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight)
     except ConfigError as e:  # name the flag the user typed, not the field
         raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")) from None
+    if warn:
+        _warn_ignored_weight(cfg)
+    return fusion_from_config(cfg)
+
+
+def _warn_ignored_weight(cfg) -> None:  # noqa: ANN001 - SearchConfig
+    """One warning for every command with --fusion / --bm25-weight (search index, search evaluate): RRF fuses ranks,
+    so a weight given with it was dropped without a word."""
+    from twotower.config import SearchConfig
+
     if cfg.fusion == "rrf" and cfg.bm25_weight != SearchConfig.bm25_weight:
         logging.getLogger(__name__).warning("--bm25-weight %g has no effect with --fusion rrf (RRF fuses ranks, not "
                                             "weighted scores); use --fusion minmax or zscore", cfg.bm25_weight)
-    return fusion_from_config(cfg)
 
 
 def _cache_arg(args: argparse.Namespace) -> str | None:
@@ -487,7 +580,6 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
 def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import check_bi_encoder_dir, is_bi_encoder
     from twotower.search.finetune import FinetuneConfig
-    from twotower.search.negatives import MiningConfig
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "bi-encoder", is_bi_encoder)
@@ -496,7 +588,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
              "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed"}
-    mining = _flag_config(lambda: MiningConfig(n=args.negatives), flags)  # depth and margin: MiningConfig's defaults
+    mining = _mining_config(args, args.negatives, "--negatives")
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
@@ -519,11 +611,12 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining,
+                                  names=MINING_FLAGS)
     neg_of = dict(zip(uniq, negs))
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache,
-                              source=_source(args))
+                              source=_source(args), mining_names=MINING_FLAGS)
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
           f"saved to {res.out_dir}")
     return 0
@@ -531,19 +624,21 @@ def cmd_search_train(args: argparse.Namespace) -> int:
 
 def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import check_cross_encoder_dir, is_cross_encoder
-    from twotower.search.negatives import MiningConfig
     from twotower.search.rerank import RerankTrainConfig
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "cross-encoder", is_cross_encoder)
-    flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed"}
+    flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
+             "lr": "--lr", "groups_per_step": "--batch-size"}
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
-                                                 max_length=args.max_length, seed=args.seed), flags)
-    mining = _flag_config(lambda: MiningConfig(n=args.negatives * args.epochs, depth=30, relative_margin=0.05),
-                          {"n": "--negatives x --epochs"})
+                                                 max_length=args.max_length, seed=args.seed, lr=args.lr,
+                                                 groups_per_step=args.batch_size), flags)
+    mining = _mining_config(args, args.negatives * args.epochs, "--negatives x --epochs")
     if args.base is not None:
         check_cross_encoder_dir(args.base, "--base", base=True)
     _threads(args)
+
+    from dataclasses import asdict
 
     import numpy as np
 
@@ -551,16 +646,47 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
     from twotower.search.rerank import train_cross_encoder
 
-    from dataclasses import asdict
-
     data, qs, pos, by_q = _train_pairs(args)
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
     uniq = list(by_q)
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining)
+    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining,
+                                  names=MINING_FLAGS)
     neg_of = dict(zip(uniq, negs))
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}})
-    print(f"cross-encoder saved to {args.out}")
+    _report_rerank_training(args, len(qs))
     return 0
+
+
+def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
+    """The final loss next to a model's that learned nothing, and a warning when they are close.
+
+    "cross-encoder saved to DIR" alone ended a training whose loss went 1.389 -> 1.345 against ln(4) = 1.386: the
+    model had learned next to nothing, and reranking with it took NDCG@10 from 0.87 to 0.38.
+    """
+    from pathlib import Path
+
+    from twotower.search.artefacts import CROSS_ENCODER_META
+    from twotower.search.rerank import NO_LEARNING_SHARE
+
+    meta = json.loads((Path(args.out) / CROSS_ENCODER_META).read_text(encoding="utf-8"))
+    tail, first = meta["tail"], meta["first_loss"]
+    loss, chance = tail["loss"], tail["chance_loss"]
+    low, high = tail["group_sizes"]
+    reference = (f"ln({low}) = {chance:.4f} (1 positive + {_count(low - 1, 'negative')} per query)" if low == high
+                 else f"{chance:.4f} (the mean ln of group sizes {low}-{high}: 1 positive + up to "
+                      f"{_count(high - 1, 'negative')})")
+    steps = (f"mean of the last {tail['steps']} steps; {first:.4f} at the first" if tail["steps"] > 1 else
+             "its one step")
+    print(f"cross-encoder saved to {args.out}: final loss {loss:.4f} ({steps}), against {reference} for a model "
+          "that has learned nothing")
+    if loss >= chance * (1.0 - NO_LEARNING_SHARE):
+        logging.getLogger(__name__).warning(
+            "the cross-encoder has barely learned: its final loss %.4f is within %.1f%% of %.4f, the loss of a model "
+            "that has learned nothing (it went from %.4f at the first step to %.4f); reranking with it is likely to "
+            "make lists worse, not better. Before using it, compare the rows with and without reranking that "
+            "'twotower search evaluate --beir %s --rerank %s' prints, and train with more --epochs (now %d) or on "
+            "more training queries (%d judgements in split %r)", loss, abs(chance - loss) / chance * 100, chance,
+            first, loss, args.beir, args.out, args.epochs, judgements, args.split)

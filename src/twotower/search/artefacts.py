@@ -23,7 +23,9 @@ __all__ = [
     "is_bi_encoder",
     "is_cross_encoder",
     "is_search_index",
+    "no_index_message",
     "trained_lengths",
+    "trained_on",
     "verify_model_dir",
 ]
 
@@ -137,6 +139,47 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
                           "'twotower rerank train'")
     return p
+
+
+def _beir_folder(path: Path) -> bool:
+    """A BEIR folder as ``--beir`` takes it (twotower.search.beir.resolve_beir_dir): corpus.jsonl in it or in beir/."""
+    return any((cand / "corpus.jsonl").is_file() for cand in (path, path / "beir"))
+
+
+def no_index_message(path: str | os.PathLike[str]) -> str:
+    """Why ``path`` (given as a search index, e.g. ``search query --index``, ``serve --search-index``) is none, and
+    the command that builds one from what it is.
+
+    "build one with 'twotower search index --beir DIR --out DIR'" sent a user who gave a bi-encoder, a BEIR folder or
+    a cross-encoder to a command that refuses that very folder as --out (it is not an index to replace); the kinds
+    are told apart by their markers, as ``--model`` / ``--rerank`` tell them apart.
+    """
+    p = Path(path)
+    out = f"{p}-index" if p.name else "INDEX"  # a sibling: --out may not hold, or sit inside, --beir
+    trained = (trained_on(p) or {}).get("beir")  # the BEIR folder a model was trained on is the likely corpus
+    beir = trained if isinstance(trained, str) else "BEIR"
+    if is_bi_encoder(p):
+        return (f"{p} is a fine-tuned bi-encoder (search train), not a search index; build an index with "
+                f"'twotower search index --beir {beir} --model {p} --out {out}'")
+    if is_cross_encoder(p):
+        return (f"{p} is a cross-encoder (rerank train), not a search index: give it to --rerank; build an index "
+                f"with 'twotower search index --beir {beir} --out {out}' and rerank its hits with --rerank {p}")
+    if _beir_folder(p):
+        return (f"{p} is a BEIR folder (search prepare), not a search index; build an index from it with "
+                f"'twotower search index --beir {p} --out {out}'")
+    return f"no search index at {p}; build one with 'twotower search index --beir DIR --out {p}'"
+
+
+def trained_on(folder: str | os.PathLike[str] | None) -> dict | None:
+    """The ``data`` a bi- or cross-encoder's marker records it was trained on (``{"beir": absolute path, "split",
+    "pairs", ...}``), with ``"marker"``: the marker file's path; None for a folder without such a record."""
+    if folder is None:
+        return None
+    for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
+        data = _marker(Path(folder) / marker).get("data")
+        if isinstance(data, dict):
+            return {**data, "marker": str(Path(folder) / marker)}
+    return None
 
 
 def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:

@@ -140,6 +140,7 @@ def finetune_bi_encoder(
     cache_dir: str | os.PathLike[str] | None = None,
     show_progress: bool = True,
     source: Mapping[str, Any] | None = None,
+    mining_names: Mapping[str, str] | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -147,7 +148,8 @@ def finetune_bi_encoder(
     :func:`~twotower.search.negatives.mine_hard_negatives`); step ``e`` of
     epoch ``e`` uses them round-robin. ``base`` is the starting model
     (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
-    is recorded in the saved marker with the pair and document counts and the mining settings.
+    is recorded in the saved marker with the pair and document counts and the mining settings. ``mining_names``:
+    what the re-mining summaries call the settings that fill a short query (``mine_hard_negatives``'s ``names``).
     """
     import torch  # noqa: PLC0415
 
@@ -242,7 +244,7 @@ def finetune_bi_encoder(
     for epoch in range(cfg.epochs):
         if epoch > 0 and cfg.refresh_negatives:
             neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports,
-                          base_enc.settings)
+                          base_enc.settings, mining_names)
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
@@ -280,7 +282,7 @@ def finetune_bi_encoder(
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
 
 
-def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings):
+def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings, names):
     """Re-mine hard negatives for every pair from the model's own current dense index (encoded as ``settings``)."""
     from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
@@ -293,7 +295,8 @@ def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, min
     else:
         retr.fit(doc_texts)
     uniq = list(all_pos)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(all_pos[q])) for q in uniq], retr, mining)
+    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(all_pos[q])) for q in uniq], retr, mining,
+                                       names=names)
     reports.append(report)
     by_q = dict(zip(uniq, negs))
     return [by_q[q] for q in queries]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -56,6 +56,11 @@ class MiningConfig:
             raise ConfigError(f"margin must be >= 0 or None, got {self.margin}")
 
 
+#: the MiningConfig fields that fill a query short of negatives: deeper candidate lists, and a looser
+#: false-negative filter (relative_margin first: the one the commands set)
+_FILL_FIELDS = ("depth", "relative_margin", "margin")
+
+
 def _quantiles(x: list[float]) -> dict[str, float]:
     if not x:
         return {}
@@ -79,10 +84,20 @@ class MiningReport:
     kept_scores: dict[str, float] = field(default_factory=dict)
     dropped_scores: dict[str, float] = field(default_factory=dict)
 
-    def summary(self) -> str:
+    def summary(self, names: Mapping[str, str] | None = None) -> str:
+        """One line of counts and score quantiles. ``names`` maps the :class:`MiningConfig` fields a short query
+        can be filled with (``depth``, ``relative_margin``, ``margin``) to what the caller's user types (a CLI
+        flag); a field left out is not named. ``None``: the Python API's names (``MiningConfig.depth``, ...)."""
         hint = ""
         if self.queries_short:
-            hint = " (raise depth or loosen relative_margin/margin to fill them)"
+            # the bare field names read like settings of the command that logged them, which has other flags
+            names = names if names is not None else {f: f"MiningConfig.{f}" for f in _FILL_FIELDS}
+            parts = [f"raise {names['depth']}"] if "depth" in names else []
+            loosen = [names[f] for f in _FILL_FIELDS[1:] if f in names]
+            if loosen:
+                parts.append("lower " + " / ".join(loosen))
+            if parts:
+                hint = f" ({' or '.join(parts)} to fill them)"
         return (
             f"mined {self.kept} negatives for {self.queries} queries from {self.candidates} candidates: "
             f"skipped {self.skipped_top} top ranks, dropped {self.dropped_positive} known positives and "
@@ -97,11 +112,14 @@ def mine_hard_negatives(
     positives: Sequence[np.ndarray],
     retriever: _Retriever,
     config: MiningConfig | None = None,
+    *,
+    names: Mapping[str, str] | None = None,
 ) -> tuple[list[np.ndarray], MiningReport]:
     """Hard negatives (corpus rows, hardest first) for each query, and a :class:`MiningReport`.
 
     ``positives[q]`` are query ``q``'s relevant corpus rows; they are never
-    returned as negatives.
+    returned as negatives. ``names``: what the logged summary calls the settings that fill a short query
+    (:meth:`MiningReport.summary`), e.g. a command's flags.
     """
     cfg = config or MiningConfig()
     if len(queries) != len(positives):
@@ -151,5 +169,5 @@ def mine_hard_negatives(
     report.positive_scores = _quantiles(all_pos)
     report.kept_scores = _quantiles(kept_s)
     report.dropped_scores = _quantiles(drop_s)
-    logger.info("%s", report.summary())
+    logger.info("%s", report.summary(names))
     return negatives, report

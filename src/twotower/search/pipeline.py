@@ -21,6 +21,7 @@ import numpy as np
 from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
+from twotower.search.artefacts import no_index_message
 from twotower.search.beir import Corpus
 from twotower.utils.atomic import (
     atomic_dir,
@@ -159,7 +160,7 @@ class SearchIndex:
 
         path = Path(path)
         if not (path / "meta.json").is_file():
-            raise DataError(f"no search index at {path}; build one with 'twotower search index --beir DIR --out {path}'")
+            raise DataError(no_index_message(path))
         meta_path = path / "meta.json"
         meta = read_json(meta_path)
         if not isinstance(meta, dict) or meta.get("kind") != "search_index":

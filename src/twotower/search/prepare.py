@@ -114,6 +114,9 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
              if k]
     _check_consistent(pairs, np.flatnonzero(keep), cols, rows, label)
+    # a (query, passage) pair given twice is one judgement (a clash of grades was refused above): counted, so that
+    # pairs_read minus the drops is the judgements written
+    report["duplicate_pairs_dropped"] = len(pairs) - len({(qid, did) for qid, _t, did, _s, _sp in pairs})
     return pairs, report
 
 
@@ -172,7 +175,26 @@ def _splits(df: pd.DataFrame, cols: PrepareConfig, rows: RowNumbers, label: str)
     bad = np.array([not s or not all(c.isalnum() or c in "-_" for c in s) for s in values], dtype=bool)
     check_rows(bad, lambda pos: f"split {values[pos]!r} is not a split name (letters, digits, '-' or '_'; it "
                "names the qrels file)", file=label, column=cols.split, rows=rows)
+    _warn_split_case(sorted(set(values)), label, cols.split)
     return values
+
+
+#: the split names the search commands default to (evaluate: test, train: train) or commonly name
+_USUAL_SPLITS = ("train", "dev", "test")
+
+
+def _warn_split_case(values: list[str], label: str, column: str) -> None:
+    """Split values that are a usual split name in another case (``Test``) name their own qrels file
+    (qrels/Test.tsv), which ``--split test`` does not find: said now, not renamed (the file's names are the user's)."""
+    odd = [v for v in values if v.lower() in _USUAL_SPLITS and v not in _USUAL_SPLITS]
+    if odd:
+        log.warning("%s, column %r: split %s %s %s from %s only by case; split names are case-sensitive, so %s "
+                    "written as %s and read only as %s (search evaluate reads --split test and search train --split "
+                    "train by default); rename them in the file if you meant %s", label, column,
+                    "value" if len(odd) == 1 else "values", ", ".join(repr(v) for v in odd),
+                    "differs" if len(odd) == 1 else "differ", "/".join(_USUAL_SPLITS),
+                    "it is" if len(odd) == 1 else "they are", ", ".join(f"qrels/{v}.tsv" for v in odd),
+                    ", ".join(f"--split {v}" for v in odd), "/".join(_USUAL_SPLITS))
 
 
 def _assign_splits(pairs, test_share: float, seed: int) -> dict[str, Qrels]:

@@ -1,0 +1,76 @@
+"""`search query --index DIR` / `serve --search-index DIR` given another search artefact say what it is.
+
+Before: every such folder got "no search index at DIR; build one with 'twotower search index --beir DIR --out DIR'",
+a command that is itself refused when DIR is a bi-encoder, a BEIR folder or a cross-encoder (not an index to replace).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from search_data import write_beir
+
+from twotower.cli.main import main
+from twotower.errors import DataError
+from twotower.serving.search_service import SearchService
+
+
+def _marker(folder, name: str, meta: dict):
+    folder.mkdir(parents=True)
+    (folder / name).write_text(json.dumps(meta))
+    return folder
+
+
+def _query_error(index, capsys) -> str:
+    assert main(["search", "query", "--index", str(index), "sleep"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err.removeprefix("error: ")
+
+
+def test_a_bi_encoder_names_the_index_command_with_its_training_corpus(tmp_path, capsys, monkeypatch):
+    beir = write_beir(tmp_path / "beir")
+    bi = _marker(tmp_path / "runs" / "my-bi", "twotower_bi_encoder.json",
+                 {"kind": "bi_encoder", "data": {"beir": str(beir.resolve()), "split": "train"}})
+    want = (f"{bi} is a fine-tuned bi-encoder (search train), not a search index; build an index with "
+            f"'twotower search index --beir {beir.resolve()} --model {bi} --out {bi}-index'")
+    assert _query_error(bi, capsys) == want
+    with pytest.raises(DataError) as e:  # `serve --search-index` loads it the same way
+        SearchService.load(bi)
+    assert e.value.message == want
+    # and the command it suggests passes `search index`'s checks, up to the build (stopped here: no model loads)
+    import twotower.search.pipeline as pipeline
+
+    def build(cls, corpus, **kw):
+        raise AssertionError(f"build {len(corpus)} documents with {kw['model']}")
+
+    monkeypatch.setattr(pipeline.SearchIndex, "build", classmethod(build))
+    suggested = want.split("'")[1].split()[1:]  # search index --beir ... --model ... --out ...
+    with pytest.raises(AssertionError, match=f"build 5 documents with {bi}"):
+        main(suggested)
+
+
+def test_a_bi_encoder_without_a_recorded_corpus_says_beir(tmp_path, capsys):
+    bi = _marker(tmp_path / "bi", "twotower_bi_encoder.json", {"kind": "bi_encoder"})
+    assert _query_error(bi, capsys) == (f"{bi} is a fine-tuned bi-encoder (search train), not a search index; build "
+                                        f"an index with 'twotower search index --beir BEIR --model {bi} --out {bi}-index'")
+
+
+def test_a_cross_encoder_is_sent_to_rerank(tmp_path, capsys):
+    ce = _marker(tmp_path / "ce", "twotower_cross_encoder.json", {"kind": "cross_encoder"})
+    assert _query_error(ce, capsys) == (
+        f"{ce} is a cross-encoder (rerank train), not a search index: give it to --rerank; build an index with "
+        f"'twotower search index --beir BEIR --out {ce}-index' and rerank its hits with --rerank {ce}")
+
+
+def test_a_beir_folder_names_itself_as_the_corpus(tmp_path, capsys):
+    beir = write_beir(tmp_path / "mine")
+    assert _query_error(beir, capsys) == (f"{beir} is a BEIR folder (search prepare), not a search index; build an "
+                                          f"index from it with 'twotower search index --beir {beir} --out {beir}-index'")
+
+
+def test_any_other_folder_keeps_the_plain_message(tmp_path, capsys):
+    other = tmp_path / "notes"
+    other.mkdir()
+    assert _query_error(other, capsys) == (f"no search index at {other}; build one with 'twotower search index "
+                                           f"--beir DIR --out {other}'")
