@@ -118,3 +118,11 @@ def test_a_bad_id_in_a_users_file_names_the_file_row_and_column(numeric_ids_run,
     assert main(["-q", "recommend", "--run", str(numeric_ids_run), "--users", str(f), "--out", "-"]) == 2
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines()[-1].startswith(f"error: file {f}, {said}") and captured.out == ""
+
+
+def test_an_unknown_user_is_pointed_to_history(run_dir, capsys):
+    """A user who first appears after training (e.g. only in the test split) got 'unknown user' alone."""
+    assert main(["recommend", "--run", str(run_dir), "--user", "ghost"]) == 2
+    err = capsys.readouterr().err
+    assert "--user: unknown user 'ghost'" in err
+    assert "served from their items: --history ITEM,ITEM,... (oldest first)" in err

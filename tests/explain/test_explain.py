@@ -288,3 +288,13 @@ def test_user_features_are_checked_as_recommend_checks_them(feature_run, mean_ru
         explain_recommendation(mean_run, history_rows=[1, 2], item_row=0, user_features={"age": 30})
     with pytest.raises(ConfigError, match="object of column -> value"):
         explain_recommendation(feature_run, history_rows=[1], item_row=0, user_features=[("age", 30)])
+
+
+def test_a_categorical_value_no_history_item_has_is_not_reported_as_shared() -> None:
+    """shared_metadata gave {"shelf": {"value": "shelf4", "count": 0}}: a 'shared' fact that no history item had."""
+    from twotower.explain.metadata import MetadataColumns, shared_metadata
+
+    cols = MetadataColumns(categorical=("shelf",))
+    history = [{"shelf": "shelf1"}, {"shelf": "shelf2"}, {"shelf": "shelf1"}]
+    assert "shelf" not in shared_metadata({"shelf": "shelf4"}, history, cols)
+    assert shared_metadata({"shelf": "shelf1"}, history, cols)["shelf"] == {"value": "shelf1", "count": 2}

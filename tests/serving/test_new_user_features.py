@@ -300,3 +300,35 @@ def test_the_cli_path_logs_the_same_lines(feature_service, caplog):
     with caplog.at_level("WARNING", logger="twotower"):
         recommend_history(service.run, _history(service, "u3"), 5, user_features={"gender": "X"})
     assert "user_features.gender: 'X' never occurs in training, so it reads as unknown" in caplog.text
+
+
+def test_an_explanation_does_not_cite_a_feature_that_read_as_unknown(client, feature_service):
+    """'rests on your profile (user features: gender, age)' named a gender of 'f' that training never saw
+    (it reads as unknown, as every unseen value does, so it says nothing of this user)."""
+    service, _ = feature_service
+    history = _history(service, "u3")
+    item = client.post("/recommend", json={"history": history, "k": 1}).json()["items"][0]["item_id"]
+    e = client.post("/explain", json={"history": history, "item_id": item,
+                                      "user_features": {"gender": "f", "age": 30}}).json()
+    assert e["explanation"]["user_features"] == ["age"] and e["warnings"][0].startswith("user_features.gender")
+    known = client.post("/explain", json={"history": history, "item_id": item,
+                                          "user_features": {"gender": "F", "age": 30}}).json()
+    assert known["explanation"]["user_features"] == ["gender", "age"]
+    none = client.post("/explain", json={"history": history, "item_id": item,
+                                         "user_features": {"gender": "X", "tags": ["zz"]}}).json()
+    assert none["explanation"]["user_features"] == [] and none["explanation"]["profile"] == "popularity"
+
+
+def test_a_history_longer_than_the_tower_reads_is_said(feature_service, caplog):
+    from twotower.pipeline.recommend import recommend_history
+
+    service, _ = feature_service
+    L = int(service.run.model.history_len)
+    items = (list(service.run.item_vocab.ids) * 3)[: L + 3]  # a catalogue of 40: items come back, as re-watches do
+    with caplog.at_level("WARNING", logger="twotower"):
+        recommend_history(service.run, items[: L + 3], 5)
+    assert f"history: {L + 3} items given; the user tower reads the newest {L}" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower"):
+        recommend_history(service.run, items[:L], 5)
+    assert "items given" not in caplog.text

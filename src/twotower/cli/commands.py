@@ -469,7 +469,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     if args.user is not None:
         with flag_named("--user"):
-            row = run.user_row(args.user)
+            try:
+                row = run.user_row(args.user)
+            except NotFoundError as e:  # e.g. a user who first appears after training (in the test split)
+                if run.model.user_tower.id_emb is None and run.model.user_tower.uses_history:
+                    e.message += ("; a user not in the run's training data is served from their items: "
+                                  "--history ITEM,ITEM,... (oldest first)")
+                raise
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [f"user {args.user}"])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)

@@ -381,6 +381,17 @@ class FeatureEncoder:
                                  f"training mean ({mean:.4g}); the tower was not fitted on such values")
         return notes
 
+    def unknown_columns(self, row: dict[str, Any]) -> set[str]:
+        """Columns of ``row`` whose given value training never saw (a categorical outside the vocabulary, a
+        multi-valued column none of whose values it knows): encoded as unknown, so they say nothing of the user."""
+        out = {c for c in self.spec.categorical
+               if row.get(c) is not None and _norm_value(row.get(c)) not in self._lookup[c]}
+        for c in self.spec.multi:
+            values = self._split_multi(row.get(c))
+            if values and not any(v in self._lookup["multi:" + c] for v in values):
+                out.add(c)
+        return out
+
     def encode_rows(self, rows: pd.DataFrame) -> EncodedFeatures:
         """Encode ``rows`` in order; absent feature columns count as missing."""
         if not self.fitted:

@@ -101,7 +101,9 @@ def new_user_features(
         return None, []
     if encoded is None or user_row is not None:  # the checks and messages of POST /recommend (TrainedRun)
         encoded = run.encode_new_user_features(user_features, with_user_id=user_row is not None)
-    given = [c for c in run.user_feature_columns if user_features.get(c) not in (None, "", [], ())]
+    # a value training never saw reads as unknown and says nothing of this user: not cited as its profile
+    unknown = run.new_user_unknown_columns(user_features)
+    given = [c for c in run.user_feature_columns if user_features.get(c) not in (None, "", [], ()) and c not in unknown]
     return encoded, given
 
 

@@ -74,7 +74,8 @@ def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: M
 
     Returns, for each multi-valued column ``c``, ``c: [{"value", "count"}]``
     (the item's values, most shared first, values no history item has left
-    out); for each categorical column ``c: {"value", "count"}``; for each
+    out); for each categorical column ``c: {"value", "count"}`` (left out when no history item has
+    the item's value); for each
     numeric column ``c_range: {"min", "max", "count", "item"}`` over the
     history items that share a value of the first multi-valued column with
     the item (all history items when there is none); and ``history_items``,
@@ -92,7 +93,9 @@ def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: M
     for c in cols.categorical:
         v = item.get(c)
         if isinstance(v, str) or _number(v) is not None:
-            out[c] = {"value": v, "count": sum(1 for rec in history if rec.get(c) == v)}
+            n = sum(1 for rec in history if rec.get(c) == v)
+            if n:  # as for multi-valued columns: a value no history item has is not a shared fact
+                out[c] = {"value": v, "count": n}
     if cols.numeric:
         if cols.multi:
             first = cols.multi[0]

@@ -662,6 +662,15 @@ class TrainedRun:
                  for c, v in user_features.items()}  # a list as the table's joined string, as encoding reads it
         return [f"user_features.{n}" for n in self.user_encoder.value_notes(clean)]
 
+    def new_user_unknown_columns(self, user_features: Any) -> set[str]:
+        """The columns of one request's ``user_features`` that read as unknown (values training never saw)."""
+        if not user_features or self.user_encoder is None or not isinstance(user_features, Mapping):
+            return set()
+        spec = self.user_encoder.spec
+        clean = {c: _feature_value(c, v, numeric=c in spec.numeric, multi=c in spec.multi, separator=spec.separator)
+                 for c, v in user_features.items()}
+        return self.user_encoder.unknown_columns(clean)
+
     def encode_user_features(self, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """Feature tensors of new users from raw values (``{"age": 25, "occupation": "writer"}`` each).
 

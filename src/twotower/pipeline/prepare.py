@@ -147,11 +147,30 @@ def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], k
                     len(interaction_ids), kind, sorted(missing)[0], len(unused))
 
 
+#: Keys the answers give an item beside its metadata (recommend / POST /recommend: score, rank, explanation;
+#: GET /items: in_index; explain's history entries: contribution, age): a metadata column of that name was
+#: overwritten in every answer without a word, so it is shown as ``item_<name>`` instead.
+RESERVED_ITEM_KEYS = ("score", "rank", "explanation", "in_index", "contribution", "age")
+
+
 def _item_meta(src: Sources, vocab: Vocabulary) -> pd.DataFrame | None:
     """Item metadata shown to people, aligned with the vocabulary (JSON-friendly values)."""
     if src.items is None:
         return None
     meta = src.items.copy()
+    renamed = {}
+    for col in RESERVED_ITEM_KEYS:
+        if col in meta.columns:
+            new = "item_" + col
+            while new in meta.columns or new in renamed.values():
+                new = "item_" + new
+            renamed[col] = new
+    if renamed:  # features read the table itself (by the names given), so only the metadata shown is renamed
+        meta = meta.rename(columns=renamed)
+        log.warning("item table: %s would be overwritten in answers by their own %s; the run shows %s as %s "
+                    "(in recommend, explain, the service and its filters)",
+                    ", ".join(repr(c) for c in renamed), "key" if len(renamed) == 1 else "keys",
+                    "it" if len(renamed) == 1 else "them", ", ".join(repr(v) for v in renamed.values()))
     meta["item_id"] = meta["item_id"].astype(str)
     meta = meta.drop_duplicates("item_id").set_index("item_id").reindex(vocab.ids)
     meta.index.name = "item_id"

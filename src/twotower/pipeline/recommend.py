@@ -278,6 +278,10 @@ def recommend_history(
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     for note in run.new_user_feature_notes(user_features):  # read all the same, but never silently
         log.warning("%s", note)
+    L = int(run.model.history_len)
+    if len(rows) > L:  # said, as the list then rests on fewer items than were given (POST /recommend caps them)
+        log.warning("history: %d items given; the user tower reads the newest %d (model.user.history_len), and "
+                    "all %d are left out of the list", len(rows), L, len(rows))
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)
