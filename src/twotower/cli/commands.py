@@ -376,7 +376,8 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
     col = next((c for c in names if c in df.columns), None)
     if col is None:
         raise DataError(f"needs a {' or '.join(map(repr, names))} column with the run's user ids; columns present: "
-                        f"{list(map(str, df.columns))}", file=str(path), column=names[0])
+                        f"{list(map(str, df.columns))}; rename the one that holds the user ids to {names[0]!r}",
+                        file=str(path), column=names[0])
     ids = ids_to_str(df[col], file=str(path), column=col, rows=rows).tolist()
     first: dict[str, int] = {}  # each id's first position, in file order
     for pos, u in enumerate(ids):

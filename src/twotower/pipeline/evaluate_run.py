@@ -223,6 +223,8 @@ def evaluate_run(
         info = ""
         if name == "ease" and not ease_allowed(m.train.shape[1], max_items):
             continue
+        if name != "popularity":  # EASE's solve and ItemKNN's similarity pass take seconds to minutes, said first
+            log.info("fitting the %s baseline on the run's training interactions ...", name)
         if name == "popularity":
             scorer = Popularity().fit(m.train)
         elif name == "ease":

@@ -21,7 +21,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
-from twotower.errors import ConfigError, IntegrityError, NotFoundError
+from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import TrainedRun, check_finite_user
@@ -270,9 +270,7 @@ def recommend_history(
     """
     rows = []
     for item_id in history_ids:
-        if item_id not in run.item_vocab:
-            raise NotFoundError("item", item_id, "not in this run's catalogue")
-        rows.append(run.item_vocab.index(item_id))
+        rows.append(run.item_vocab.index(item_id))  # an unknown id: the message POST /recommend gives
     if index is None:
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
