@@ -111,8 +111,15 @@ def check_rows(
     ``pos + 2``; JSON lines name the line, Parquet the 1-based record.
     """
     if bad.any():
-        pos = int(np.flatnonzero(bad)[0])
-        raise DataError(message(pos), file=file, row=rows.number(pos), column=column, unit=rows.unit)
+        where = np.flatnonzero(bad)
+        pos = int(where[0])
+        text = message(pos)
+        if len(where) > 1 and "in total" not in text:  # fixing one row per rerun wastes a run per row
+            shown = ", ".join(str(rows.number(int(p))) for p in where[1:6])
+            more = f", ... ({len(where) - 1} in all)" if len(where) > 6 else ""
+            text += f"; the same holds for {rows.unit}s {shown}{more}" if len(where) > 2 else \
+                f"; the same holds for {rows.unit} {shown}"
+        raise DataError(text, file=file, row=rows.number(pos), column=column, unit=rows.unit)
 
 
 def _one_id_to_str(value: Any) -> str | None | object:
