@@ -29,3 +29,13 @@ def test_the_first_bad_row_leads_and_the_next_five_follow(bad_rows, tail):
     with pytest.raises(DataError) as e:
         check_rows(bad, lambda pos: "bad", file="f.csv", column="c", rows=CSV_ROWS)
     assert e.value.row == bad_rows[0] + 2 and str(e.value).endswith(tail)
+
+
+def test_both_id_columns_missing_are_named_in_one_error(tmp_path, capsys):
+    f = tmp_path / "events.csv"
+    f.write_text("customer,product,ts\nc1,p1,1\nc2,p2,2\n")
+    assert main(["data", "split", "--input", str(f), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "column 'user_id' (the user column) not found" in err and "did you mean 'customer'?" in err
+    assert "Also column 'item_id' (the item column) not found. Set data.item_col=NAME" in err
+    assert err.count("columns present") == 1

@@ -587,13 +587,18 @@ def read_interactions(
     # ids are text: "NA" or "null" is an id as in JSON lines and Parquet (only an empty cell is missing)
     raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding)
     present = list(raw.columns)
-    for role, col in (("user", columns.user), ("item", columns.item)):
-        if col not in raw.columns:
-            pairs = _space_separated_pairs(present, label)
-            if pairs is not None:
-                raise pairs
-            other = {columns.user, columns.item, columns.timestamp, columns.rating} - {col}
-            raise missing_column_error(col, present, file=label, role=role, taken=other)
+    missing = [(role, col) for role, col in (("user", columns.user), ("item", columns.item)) if col not in raw.columns]
+    if missing:
+        pairs = _space_separated_pairs(present, label)
+        if pairs is not None:
+            raise pairs
+        named = {columns.user, columns.item, columns.timestamp, columns.rating}
+        errors = [missing_column_error(col, present, file=label, role=role, taken=named - {col}) for role, col in missing]
+        if len(errors) == 1:
+            raise errors[0]
+        # both at once: naming only the user column sent the user back to rerun and meet the item column next
+        second = errors[1].message.replace(f"; columns present: {present}", "")  # listed once is enough
+        raise DataError(f"{errors[0].message} Also {second}", file=label, column=columns.user)
     defaults = ColumnMap()
     optional: dict[str, str | None] = {}
     for role in ("timestamp", "rating"):
