@@ -99,3 +99,23 @@ def test_bad_flags_are_named_before_any_work(cmd, flags, message, beir_dir, tmp_
 def test_batch_size_of_zero_names_the_flag(beir_dir, tmp_path, fake_training, capsys):
     assert _train(beir_dir, tmp_path, "--batch-size", "0") == 2
     assert capsys.readouterr().err.strip() == "error: --batch-size must be >= 1, got 0"
+
+
+def test_the_new_heads_load_report_is_not_shown(caplog, capfd):
+    """transformers' LOAD REPORT table ('classifier.weight | MISSING', coloured on a terminal) read like an error
+    at the start of every rerank train; a new head is expected to be missing from the base model."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers.utils import logging as hf_logging
+
+    from twotower.search.rerank import _load_fresh_head
+    from twotower.text.encoder import default_model_path
+
+    before = hf_logging.get_verbosity()
+    with caplog.at_level("INFO"):
+        _load_fresh_head(default_model_path(), 64)
+    shown = capfd.readouterr()  # transformers writes its report to stderr through its own handler
+    assert "LOAD REPORT" not in shown.err + shown.out and "MISSING" not in shown.err + caplog.text
+    assert "a new relevance head (one output), initialised at random" in caplog.text
+    assert hf_logging.get_verbosity() == before

@@ -201,6 +201,24 @@ def _tail_summary(history: Sequence[float], chance: Sequence[float], sizes: Sequ
             "group_sizes": [min(seen), max(seen)]}
 
 
+def _load_fresh_head(base_dir: Path, max_length: int):  # noqa: ANN202 - sentence_transformers.CrossEncoder
+    """The base model with a new one-output relevance head. transformers reports the head's weights as MISSING
+    in a (coloured, on a terminal) LOAD REPORT table that reads like an error; for a new head it is the
+    expected state, so the report is silenced for this load and one plain line says what happened."""
+    from sentence_transformers import CrossEncoder  # noqa: PLC0415
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415
+
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model = CrossEncoder(str(base_dir), num_labels=1, max_length=max_length, device="cpu")
+    finally:
+        hf_logging.set_verbosity(before)
+    logger.info("cross-encoder from %s: a new relevance head (one output), initialised at random, learns with "
+                "the transformer", base_dir)
+    return model
+
+
 def _identity():
     import torch  # noqa: PLC0415
 
@@ -225,7 +243,6 @@ def train_cross_encoder(
     BM25 with a false-negative filter); pairs with no negatives are skipped. ``source`` (e.g. the BEIR folder,
     split and mining settings) is recorded in the saved marker with the pair and document counts.
     """
-    from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
     from twotower.text.encoder import default_model_path  # noqa: PLC0415
@@ -240,7 +257,7 @@ def train_cross_encoder(
     rng = seed_everything(cfg.seed)
     t0 = time.perf_counter()
     base_dir = Path(base) if base is not None else default_model_path()
-    model = CrossEncoder(str(base_dir), num_labels=1, max_length=cfg.max_length, device="cpu")
+    model = _load_fresh_head(base_dir, cfg.max_length)
     # past the position embeddings the first forward pass failed with a tensor-size RuntimeError (as
     # text.encoder.check_max_length says for the bi-encoder): refused here, before any step
     limit = getattr(getattr(model.model, "config", None), "max_position_embeddings", None)
