@@ -192,8 +192,12 @@ def test_query_states_a_short_hit_list_as_post_search_does(beir, tmp_path, capsy
     got = json.loads(cap.out)
     http = SearchService.load(idx).search("sleep", 3, "bm25", False, 20)
     assert [h["doc_id"] for h in got["hits"]] == [i["doc_id"] for i in http["items"]] == ["d3"]
+    # the service's fields too, so one parser reads both answers
+    assert {k: got[k] for k in ("query", "mode", "reranked", "k")} == {k: http[k] for k in ("query", "mode", "reranked", "k")}
+    assert [{k: h[k] for k in ("doc_id", "rank", "title", "text")} for h in got["hits"]] == \
+        [{k: i[k] for k in ("doc_id", "rank", "title", "text")} for i in http["items"]]
     assert got["shortfall"] == http["shortfall"] == {
-        "missing": 2, "reason": "fewer than k=3 hits: only 1 documents share a term with the query; mode \"dense\" "
+        "missing": 2, "reason": "fewer than k=3 hits: only 1 document shares a term with the query; mode \"dense\" "
                                 "or \"hybrid\" also ranks the documents that share none"}
     assert f"note: query: {got['shortfall']['reason']}" in cap.err
     assert main(["search", "query", "--index", str(idx), "--k", "2", "sleep", "coffee"]) == 0  # a full list

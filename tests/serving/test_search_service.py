@@ -121,7 +121,7 @@ def test_a_short_hit_list_says_why_as_recommend_does(index):
     assert len(small["items"]) == 5 and small["shortfall"]["missing"] == 5
     assert "holds 5 documents" in small["shortfall"]["reason"]
     assert bm25["shortfall"] == {"missing": 3 - len(bm25["items"]), "reason": bm25["shortfall"]["reason"]}
-    assert "share a term with the query" in bm25["shortfall"]["reason"]
+    assert "only 1 document shares a term with the query" in bm25["shortfall"]["reason"]  # one hit, said as one
     assert len(full["items"]) == 2 and "shortfall" not in full
 
 

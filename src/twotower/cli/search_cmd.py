@@ -511,9 +511,17 @@ def cmd_search_query(args: argparse.Namespace) -> int:
             where = f"query {q + 1}" if len(args.text) > 1 else "query"
             print(f"note: {where}: {cut['word_pieces']} word pieces, dense search read the first {cut['read']}",
                   file=sys.stderr)
+    from twotower.serving.search_service import SNIPPET_CHARS  # the text POST /search answers with
+
+    row_of = {d: r for r, d in enumerate(index.corpus.ids)} if args.json else {}
     out = []
     for q, t in enumerate(args.text):
-        block: dict = {"query": t, "hits": [h.__dict__ for h in index.hits(res, q)]}
+        hits = [{**h.__dict__, "rank": rank} for rank, h in enumerate(index.hits(res, q), start=1)]
+        if args.json:  # POST /search's fields too (rank, text snippet; mode, reranked, k), so one parser reads both
+            for h in hits:
+                text = index.corpus.texts[row_of[h["doc_id"]]]
+                h["text"] = text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else "")
+        block: dict = {"query": t, "mode": args.mode, "reranked": reranker is not None, "k": args.k, "hits": hits}
         # a short list is stated, as POST /search states it (same wording), never printed silently
         short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))
         if short is not None:

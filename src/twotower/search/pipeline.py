@@ -82,7 +82,8 @@ def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | N
         why = f"the search index holds {n_docs} documents"
     elif mode == "bm25":
         # "only 0 documents share a term" for "the of and": say that such words are not indexed at all
-        shared = (f"only {got} documents share a term with the query" if got else
+        shared = ((f"only {got} documents share a term with the query" if got > 1 else
+                   "only 1 document shares a term with the query") if got else
                   "no document shares a term with the query (stop words such as \"the\" are not indexed)")
         why = f"{shared}; mode \"dense\" or \"hybrid\" also ranks the documents that share none"
     else:
