@@ -68,6 +68,9 @@ def test_the_cross_encoder_scores_only_rerank_top_candidates_never_k(index):
     assert r.status_code == 200, r.text
     assert model.pairs == 2  # it used to be widened to max(rerank_top, k) = 5
     assert r.json()["reranked"] and len(r.json()["items"]) >= 2
+    # hits past rerank_top were not scored by it: marked, their score only placing them below the reranked ones
+    items = r.json()["items"]
+    assert all("reranked" not in i for i in items[:2]) and all(i["reranked"] is False for i in items[2:])
 
 
 def test_past_the_time_budget_search_is_503_naming_what_to_ask_for(index, monkeypatch):

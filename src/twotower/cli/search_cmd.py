@@ -521,6 +521,8 @@ def cmd_search_query(args: argparse.Namespace) -> int:
             for h in hits:
                 text = index.corpus.texts[row_of[h["doc_id"]]]
                 h["text"] = text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else "")
+                if reranker is not None and h["rank"] > args.rerank_top:  # not scored by it (POST /search marks it)
+                    h["reranked"] = False
         block: dict = {"query": t, "mode": args.mode, "reranked": reranker is not None, "k": args.k, "hits": hits}
         # a short list is stated, as POST /search states it (same wording), never printed silently
         short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))

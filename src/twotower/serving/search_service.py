@@ -80,6 +80,10 @@ class SearchService:
                 "title": corpus.titles[int(row)],
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
             })
+            if rerank and rank > rerank_top:
+                # past rerank_top the cross-encoder scored nothing: the score only keeps the fused order below the
+                # reranked hits (twotower.search.rerank), so it is marked rather than passed off as a measurement
+                items[-1]["reranked"] = False
         answer = {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
         short = shortfall(k, len(items), mode, len(corpus.ids))
         if short is not None:  # as POST /recommend says it: a short list is explained, never silent
@@ -109,6 +113,9 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         rank: int
         title: str
         text: str
+        reranked: Optional[bool] = Field(None, description="false on a reranked answer's hits past rerank_top: the "
+                                      "cross-encoder did not score them, and their score only places them, in their "
+                                      "fused order, below the reranked hits")
 
     class SearchResponse(BaseModel):
         query: str
