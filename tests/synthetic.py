@@ -53,3 +53,22 @@ def write_dataset(directory: Path, **kw: int) -> dict[str, Path]:
     paths["items"] = directory / "items.csv"
     make_items(kw.get("n_items", 30)).to_csv(paths["items"], index=False)
     return paths
+
+
+#: small towers for the leave-one-out tests (tests/pipeline/test_history_from.py, tests/serving/test_serve_history_from.py)
+LOO_FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
+            "model.item.out_dim=16", "model.user.history_len=6", "model.user.history_dim=16", "--no-progress"]
+
+
+def write_loo_split(directory: Path) -> Path:
+    """A SASRec-format file (integer ids, file order = time order) split leave-last-one-out by the CLI, as a user
+    of the ML-1M benchmark does: each user's newest item is in valid.csv. Returns the split folder."""
+    from twotower.cli.main import main
+
+    df = make_interactions(n_users=30, n_items=24, per_user=10)
+    df = df.sort_values(["user_id", "timestamp"], kind="stable")
+    lines = [f"{u[1:]} {int(i[1:]) + 1}" for u, i in zip(df["user_id"], df["item_id"])]
+    (directory / "seq.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["-q", "data", "split", "--input", str(directory / "seq.txt"), "--method", "leave_last", "--n", "1",
+                 "--out", str(directory / "split")]) == 0
+    return directory / "split"

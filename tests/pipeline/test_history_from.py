@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from tests.synthetic import make_interactions
+from tests.synthetic import LOO_FAST, write_loo_split
 from twotower.cli.main import main
 from twotower.errors import ConfigError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, topk_excluding
@@ -20,21 +20,13 @@ from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.evaluate_run import evaluate_run
 from twotower.pipeline.histories import HistoryScorer, read_input_histories
 
-FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
-        "model.item.out_dim=16", "model.user.history_len=6", "model.user.history_dim=16", "--no-progress"]
+FAST = LOO_FAST
 
 
 @pytest.fixture(scope="module")
 def split_dir(tmp_path_factory):
     """A SASRec-format file (integer ids, file order = time order) split leave-last-one-out by the CLI."""
-    d = tmp_path_factory.mktemp("loo")
-    df = make_interactions(n_users=30, n_items=24, per_user=10)
-    df = df.sort_values(["user_id", "timestamp"], kind="stable")
-    lines = [f"{u[1:]} {int(i[1:]) + 1}" for u, i in zip(df["user_id"], df["item_id"])]
-    (d / "seq.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert main(["-q", "data", "split", "--input", str(d / "seq.txt"), "--method", "leave_last", "--n", "1",
-                 "--out", str(d / "split")]) == 0
-    return d / "split"
+    return write_loo_split(tmp_path_factory.mktemp("loo"))
 
 
 def _train(split_dir, out, history: str) -> TrainedRun:

@@ -13,26 +13,18 @@ import pandas as pd
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.synthetic import make_interactions
+from tests.synthetic import LOO_FAST, write_loo_split
 from twotower.cli.main import main
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.histories import read_input_histories
 
-FAST = ["train.batch_size=32", "model.user.hidden=[32]", "model.item.hidden=[32]", "model.user.out_dim=16",
-        "model.item.out_dim=16", "model.user.history_len=6", "model.user.history_dim=16", "--no-progress"]
+FAST = LOO_FAST
 
 
 @pytest.fixture(scope="module")
 def split_dir(tmp_path_factory):
     """A SASRec-format file split leave-last-one-out by the CLI: each user's newest item is in valid.csv."""
-    d = tmp_path_factory.mktemp("loo")
-    df = make_interactions(n_users=30, n_items=24, per_user=10)
-    df = df.sort_values(["user_id", "timestamp"], kind="stable")
-    lines = [f"{u[1:]} {int(i[1:]) + 1}" for u, i in zip(df["user_id"], df["item_id"])]
-    (d / "seq.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    assert main(["-q", "data", "split", "--input", str(d / "seq.txt"), "--method", "leave_last", "--n", "1",
-                 "--out", str(d / "split")]) == 0
-    return d / "split"
+    return write_loo_split(tmp_path_factory.mktemp("loo"))
 
 
 @pytest.fixture(scope="module", params=["recency", "transformer"])

@@ -358,20 +358,11 @@ class FeatureEncoder:
         import difflib
 
         notes = []
-
-        def unseen(col: str, value: str, lut: dict[str, int]) -> str:
+        for c, value, lut in self._unseen_values(row):
             known = [k for k in lut if isinstance(k, str)]
             near = [k for k in known if k.lower() == value.lower()] or difflib.get_close_matches(value, known, 1, 0.75)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            return f"{col}: {value!r} never occurs in training, so it reads as unknown{hint}"
-
-        for c in self.spec.categorical:
-            v = _norm_value(row.get(c)) if row.get(c) is not None else None
-            if v is not None and v not in self._lookup[c]:
-                notes.append(unseen(c, v, self._lookup[c]))
-        for c in self.spec.multi:
-            lut = self._lookup["multi:" + c]
-            notes += [unseen(c, v, lut) for v in self._split_multi(row.get(c)) if v not in lut]
+            notes.append(f"{c}: {value!r} never occurs in training, so it reads as unknown{hint}")
         for c in self.spec.numeric:
             x = row.get(c)
             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x)):
@@ -384,12 +375,23 @@ class FeatureEncoder:
     def unknown_columns(self, row: dict[str, Any]) -> set[str]:
         """Columns of ``row`` whose given value training never saw (a categorical outside the vocabulary, a
         multi-valued column none of whose values it knows): encoded as unknown, so they say nothing of the user."""
-        out = {c for c in self.spec.categorical
-               if row.get(c) is not None and _norm_value(row.get(c)) not in self._lookup[c]}
+        unseen: dict[str, set[str]] = {}
+        for c, v, _ in self._unseen_values(row):
+            unseen.setdefault(c, set()).add(v)
+        return {c for c, values in unseen.items()
+                if c not in self.spec.multi or values >= set(self._split_multi(row.get(c)))}
+
+    def _unseen_values(self, row: dict[str, Any]) -> list[tuple[str, str, dict[str, int]]]:
+        """``(column, value, the column's vocabulary)`` for each categorical / multi-valued value of ``row`` that
+        is outside what was fitted (encoded as unknown)."""
+        out = []
+        for c in self.spec.categorical:
+            v = _norm_value(row.get(c)) if row.get(c) is not None else None
+            if v is not None and v not in self._lookup[c]:
+                out.append((c, v, self._lookup[c]))
         for c in self.spec.multi:
-            values = self._split_multi(row.get(c))
-            if values and not any(v in self._lookup["multi:" + c] for v in values):
-                out.add(c)
+            lut = self._lookup["multi:" + c]
+            out += [(c, v, lut) for v in self._split_multi(row.get(c)) if v not in lut]
         return out
 
     def encode_rows(self, rows: pd.DataFrame) -> EncodedFeatures:

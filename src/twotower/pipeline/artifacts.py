@@ -655,21 +655,22 @@ class TrainedRun:
         range). They are encoded all the same (an unknown category as unknown); these lines say so, for the
         CLI to warn and ``POST /recommend`` to answer in ``warnings``. Call after the values were checked
         (:meth:`encode_new_user_features`)."""
-        if not user_features or self.user_encoder is None or not isinstance(user_features, Mapping):
-            return []
-        spec = self.user_encoder.spec
-        clean = {c: _feature_value(c, v, numeric=c in spec.numeric, multi=c in spec.multi, separator=spec.separator)
-                 for c, v in user_features.items()}  # a list as the table's joined string, as encoding reads it
-        return [f"user_features.{n}" for n in self.user_encoder.value_notes(clean)]
+        row = self._feature_row(user_features)
+        return [] if row is None else [f"user_features.{n}" for n in self.user_encoder.value_notes(row)]
 
     def new_user_unknown_columns(self, user_features: Any) -> set[str]:
         """The columns of one request's ``user_features`` that read as unknown (values training never saw)."""
+        row = self._feature_row(user_features)
+        return set() if row is None else self.user_encoder.unknown_columns(row)
+
+    def _feature_row(self, user_features: Any) -> dict[str, Any] | None:
+        """One request's checked ``user_features`` as the encoder reads a table row (a list as the table's joined
+        string); None without them or without a user feature table."""
         if not user_features or self.user_encoder is None or not isinstance(user_features, Mapping):
-            return set()
+            return None
         spec = self.user_encoder.spec
-        clean = {c: _feature_value(c, v, numeric=c in spec.numeric, multi=c in spec.multi, separator=spec.separator)
-                 for c, v in user_features.items()}
-        return self.user_encoder.unknown_columns(clean)
+        return {c: _feature_value(c, v, numeric=c in spec.numeric, multi=c in spec.multi, separator=spec.separator)
+                for c, v in user_features.items()}
 
     def encode_user_features(self, rows: list[dict[str, Any]]) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
         """Feature tensors of new users from raw values (``{"age": 25, "occupation": "writer"}`` each).

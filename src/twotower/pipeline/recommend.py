@@ -268,9 +268,7 @@ def recommend_history(
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
     None reads every feature as missing.
     """
-    rows = []
-    for item_id in history_ids:
-        rows.append(run.item_vocab.index(item_id))  # an unknown id: the message POST /recommend gives
+    rows = [run.item_vocab.index(item_id) for item_id in history_ids]  # an unknown id: POST /recommend's message
     if index is None:
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
