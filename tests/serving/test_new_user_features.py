@@ -166,6 +166,13 @@ def test_the_python_recommend_gives_the_cli_lists(feature_service, capsys):
         tt.recommend(run, ["u4"], history=history)
     with pytest.raises(ConfigError, match="a list of user ids"):
         tt.recommend(run, "u4")
+    # an empty history is refused as `recommend --history ""` and POST /recommend refuse it (it was answered here)
+    assert main(["recommend", "--run", str(run.dir), "--history", ""]) != 0
+    assert "no item ids given" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"^history: no item ids given"):
+        tt.recommend(run, history=[])
+    with pytest.raises(ConfigError, match=r"^history: no item ids given"):
+        tt.recommend(run, history=(), user_features=feats)
     with pytest.raises(NotFoundError):
         tt.recommend(run, ["nobody"])
 

@@ -297,7 +297,8 @@ def recommend(
     history_from: Any = None,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
-    new user's ``history`` (item ids, oldest first; with ``user_features`` their features).
+    new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
+    features).
 
     Each list holds ``{"item_id", "score", "rank", ...metadata}``; items the user has seen are left out
     unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
@@ -319,6 +320,14 @@ def recommend(
     if history_from is not None and history is not None:
         raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
                           "or the other")
+    if history is not None:  # checked before the index is opened, as the CLI checks --history
+        if isinstance(history, str):
+            raise ConfigError(f"history is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
+        history = list(history)
+        if not history:
+            # the rule of `recommend --history` and POST /recommend (a 422 there): an empty list used to be
+            # answered here with the empty-history list, the same for every caller, where they refuse it
+            raise ConfigError("history: no item ids given; pass at least one, e.g. history=['50', '181']")
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories
@@ -326,9 +335,7 @@ def recommend(
         histories = read_input_histories(run, history_from)
     index, _ = open_run_index(run, exact=exact)
     if history is not None:
-        if isinstance(history, str):
-            raise ConfigError(f"history is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
-        res = recommend_history(run, list(history), int(k), exclude_seen, index=index, user_features=user_features)
+        res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features)
         return [results_to_items(run, res)]
     assert user_ids is not None
     if isinstance(user_ids, str):
