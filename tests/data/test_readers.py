@@ -355,6 +355,19 @@ def test_jsonl_errors_name_the_line_and_parquet_the_record(tmp_path):
     assert e.value.row == 2
 
 
+def test_a_true_among_timestamps_is_refused_naming_its_line(tmp_path):
+    # a JSON true beside epoch numbers was read as 1 (1970-01-01 00:00:01) without a word
+    lines = [{"user_id": "u", "item_id": str(i), "timestamp": 1_700_000_000 + i} for i in range(4)]
+    lines[2]["timestamp"] = True
+    p = tmp_path / "i.jsonl"
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    with pytest.raises(DataError, match=r"line 3, column 'timestamp': timestamp True is a true/false value"):
+        read_interactions(p)
+    df = pd.DataFrame({"user_id": ["u", "u"], "item_id": ["1", "2"], "timestamp": pd.Series([5, np.False_], dtype=object)})
+    with pytest.raises(DataError, match=r"iloc 1, column 'timestamp': timestamp False is a true/false"):
+        read_interactions(df)
+
+
 def test_csv_rows_still_count_the_header(tmp_path):
     p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,1,1\nu,2,x\n")
     with pytest.raises(DataError, match="row 3, column 'timestamp'"):

@@ -205,6 +205,12 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
                    rows=rows)
         unit = _dates_unit(dt, time_unit, file)
         return dates_in_unit(dt, unit), unit if time_unit == "auto" else None
+    if values.dtype == object:
+        # one JSON true among numbers (a column of mixed Python objects): to_numeric read it as 1, the first second
+        # of 1970, in silence, where a column of booleans alone is refused above
+        flags = np.fromiter((isinstance(v, (bool, np.bool_)) for v in values.tolist()), dtype=bool, count=n)
+        check_rows(flags, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is a true/false value; expected epoch seconds "
+                   "or an ISO date", file=file, column=column, rows=rows)
     numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
     is_num = np.isfinite(numeric)
     huge = is_num & (np.abs(numeric) >= _TS_LIMIT)
