@@ -230,6 +230,15 @@ class DataConfig:
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
         _check_dates(self, ("valid_start", "test_start"))
         _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
+        # an empty name passed --print-config and then failed the read as "ColumnMap.timestamp must be a non-empty
+        # column name", a name the user never wrote (`data.timestamp_col=` for "no column" is the usual slip)
+        for name in ("user_col", "item_col"):
+            value = getattr(self, name)
+            _check(value.strip() != "", f"data.{name}", f"must be a column name, got {value!r}")
+        for name in ("timestamp_col", "rating_col", "item_key", "user_key", "title_col"):
+            value = getattr(self, name)
+            _check(value is None or value.strip() != "", f"data.{name}",
+                   f"must be a column name, or null for none (data.{name}=null), got {value!r}")
         _check(self.history_verb.strip() != "" and len(self.history_verb) <= 40, "data.history_verb",
                "must be a verb of 1-40 characters, e.g. \"bought\"")
         if self.dataset is not None:

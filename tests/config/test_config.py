@@ -208,3 +208,19 @@ def test_each_tower_keeps_its_own_settings():
     # sizes are not switches: one dict of them for both towers still builds
     sizes = dict(hidden=(16,), out_dim=8, history_dim=8, history_len=4, seq_layers=1)
     ModelConfig(user=TowerConfig(use_id=True, history="recency", **sizes), item=TowerConfig(**sizes))
+
+
+@pytest.mark.parametrize("setting", ["timestamp_col", "rating_col", "item_key", "user_key", "title_col"])
+def test_an_empty_optional_column_name_names_the_setting_and_null(setting):
+    # `data.timestamp_col=` passed --print-config, then failed the read with "ColumnMap.timestamp must be ..."
+    with pytest.raises(ConfigError, match=rf"^data\.{setting}: must be a column name, or null for none "
+                                          rf"\(data\.{setting}=null\), got ''$"):
+        load_config(overrides=[f"data.{setting}="])
+    assert getattr(load_config(overrides=[f"data.{setting}=null"]).data, setting) is None
+
+
+@pytest.mark.parametrize("setting", ["user_col", "item_col"])
+def test_an_empty_id_column_name_names_the_setting(tmp_path, setting):
+    (tmp_path / "c.toml").write_text(f'[data]\n{setting} = " "\n')
+    with pytest.raises(ConfigError, match=rf"^config file .*c\.toml: data\.{setting}: must be a column name, got ' '$"):
+        load_config(tmp_path / "c.toml")
