@@ -74,6 +74,14 @@ def test_search_before_build_says_build_first(cls, make):
 
 
 @pytest.mark.parametrize("cls, make", BACKENDS)
+def test_an_index_not_built_yet_has_a_repr(cls, make):
+    # a notebook cell ending in `tt.FaissIndex("flat")` displayed the "nothing was built yet" traceback
+    index = cls()
+    assert repr(index) == f"{cls.__name__}(n=0, dim=None (not built), exact={index.is_exact})"
+    assert repr(index.build(V, IDS)) == f"{cls.__name__}(n=40, dim=8, exact={index.is_exact})"
+
+
+@pytest.mark.parametrize("cls, make", BACKENDS)
 def test_a_flat_exclude_array_is_refused_not_read_as_one_id_per_query(cls, make):
     index = cls().build(V, IDS)
     # two queries and np.array([0, 1]): query 0 lost id 0 and query 1 id 1, without a word

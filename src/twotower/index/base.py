@@ -445,7 +445,11 @@ class VectorIndex(ABC):
         return index
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={len(self)}, dim={self.dim}, exact={self.is_exact})"
+        try:
+            dim: int | str = self.dim
+        except ConfigError:  # not built yet: a notebook cell ending in `tt.FaissIndex("flat")` showed a traceback
+            dim = "None (not built)"
+        return f"{type(self).__name__}(n={len(self)}, dim={dim}, exact={self.is_exact})"
 
 
 for _name in INSTANCE_METHODS:  # the base class's own (search, save, ...): subclasses are wrapped as they are made
