@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from twotower.config import load_config
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.pipeline.sources import load_sources
 
 
@@ -80,3 +80,15 @@ def test_one_training_input_gives_no_such_warning(files, caplog):
     with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
         load_sources(cfg)
     assert "training input" not in caplog.text
+
+
+def test_a_misnamed_title_column_lists_the_item_files_own_columns(files):
+    # the list named the table's key 'item_id' (its name after reading), not the file's 'sku'
+    pd.DataFrame({"sku": [f"i{i}" for i in range(30)], "name": [f"T{i}" for i in range(30)],
+                  "genres": ["a|b"] * 30}).to_csv(files / "items.csv", index=False)
+    cfg = load_config(overrides=[f"data.path={json.dumps(str(files / 'all.csv'))}",
+                                 f"data.items={json.dumps(str(files / 'items.csv'))}", "data.item_key=sku",
+                                 'data.item_multi=["genres"]', "data.title_col=nam"]).data
+    with pytest.raises(DataError, match=r"column 'nam' \(the title column\) not found; columns present: "
+                                        r"\['sku', 'name', 'genres'\]; did you mean 'name'\?"):
+        load_sources(cfg)

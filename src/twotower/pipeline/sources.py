@@ -92,6 +92,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     items = users = None
     item_spec = user_spec = None
     title_col = cfg.title_col
+    item_columns: list[str] | None = None  # an item file's columns as it names them (its key is renamed below)
     report: dict[str, Any] = {}
 
     def read(name: str) -> pd.DataFrame:
@@ -140,6 +141,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
         items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key",
                                    encoding=cfg.encoding)
         item_spec = _rekey(item_spec)
+        item_columns = [str(c) for c in items.columns]
         items = items.rename(columns={item_key: "item_id"})
     if cfg.users is not None:
         user_key = cfg.user_key or cfg.user_col
@@ -159,7 +161,10 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
         if cfg.title_col not in items.columns:
             from twotower.data.readers import missing_column_error
 
-            raise missing_column_error(cfg.title_col, list(items.columns), file=str(cfg.items), role="title")
+            # the file's own names: the table's key column was listed as 'item_id' (renamed for training), a
+            # column the user's file does not have
+            present = item_columns if item_columns is not None else [str(c) for c in items.columns]
+            raise missing_column_error(cfg.title_col, present, file=str(cfg.items), role="title")
     _check_not_train_again(cfg)
     # what reading each input dropped (exact and conflicting duplicate rows): the README says they are counted,
     # but only a log line at INFO said how many, which a Python caller with default logging never sees
