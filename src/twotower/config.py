@@ -840,6 +840,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                 base: dict[str, Any] | RunConfig | None = None) -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
     run's ``run.config``) and overrides."""
+    if isinstance(path, (Mapping, RunConfig)):  # was a TypeError from pathlib: "expected str, bytes or os.PathLike"
+        raise ConfigError(f"load_config's first argument is a config file's path, got a {type(path).__name__}; pass "
+                          "settings as load_config(base=...), e.g. load_config(base={'train': {'epochs': 5}})")
     if isinstance(base, RunConfig):  # was json.dumps'd as is: "Object of type RunConfig is not JSON serializable"
         base = config_to_dict(base)
     if isinstance(overrides, (str, Mapping)):  # a string was read letter by letter: "override 't' must look like ..."

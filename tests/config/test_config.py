@@ -150,6 +150,12 @@ def test_overrides_given_as_one_string_or_a_dict_are_refused_with_the_spelling_t
     with pytest.raises(ConfigError, match=r"got a dict; write load_config\(base="):
         load_config(overrides={"train.epochs": 2})
     assert load_config(overrides=("train.epochs=2",)).train.epochs == 2
+    # a dict (or a RunConfig) in the path's place failed in pathlib: "expected str, bytes or os.PathLike object"
+    with pytest.raises(ConfigError, match=r"first argument is a config file's path, got a dict; pass settings as "
+                                          r"load_config\(base=\.\.\.\)"):
+        load_config({"train": {"epochs": 2}})
+    with pytest.raises(ConfigError, match=r"got a RunConfig; pass settings as load_config\(base="):
+        load_config(load_config())
 
 
 def test_a_run_config_is_a_base_too():
