@@ -100,6 +100,10 @@ def test_infinite_numeric_feature_is_refused_naming_row_and_column(tmp_path):
     path.write_text("item_id,price\ni1,3.5\ni2,inf\n")
     with pytest.raises(DataError, match="row 3, column 'price'.*finite"):
         read_feature_table(path, FeatureSpec(key="item_id", numeric=("price",)))
+    # a Parquet (or DataFrame) float column named the value as numpy spells it: "np.float64(inf) is not ..."
+    frame = pd.DataFrame({"item_id": ["i1", "i2"], "price": [3.5, np.inf]})
+    with pytest.raises(DataError, match=r"iloc 1, column 'price': inf is not a finite number \(float32 range\)"):
+        read_feature_table(frame, FeatureSpec(key="item_id", numeric=("price",)))
 
 
 def test_a_multi_valued_cell_split_by_another_separator_is_named_in_a_warning(tmp_path, caplog):

@@ -108,7 +108,8 @@ def _is_nested(value: Any) -> bool:
 
 
 def _plain_cell(value: Any) -> Any:
-    return value.tolist() if isinstance(value, np.ndarray) else value
+    """A cell as the Python value for messages: ``inf``, not ``np.float64(inf)``; a list, not an array."""
+    return value.tolist() if isinstance(value, (np.ndarray, np.generic)) else value
 
 
 def _joined_lists(values: pd.Series, separator: str, *, file: str, column: str, rows: Any) -> pd.Series:
@@ -206,10 +207,10 @@ def read_feature_table(
         num = pd.to_numeric(raw, errors="coerce")
         values = num.to_numpy(dtype=np.float64)
         infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)
-        check_rows(infinite, lambda pos: f"{raw.iloc[pos]!r} is not a finite number (float32 range); leave the cell "
+        check_rows(infinite, lambda pos: f"{_plain_cell(raw.iloc[pos])!r} is not a finite number (float32 range); leave the cell "
                    "empty when unknown", file=label, column=c, rows=rows)
         bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
-        check_rows(bad, lambda pos: f"{raw.iloc[pos]!r} is not a number; numeric features need numbers (leave empty "
+        check_rows(bad, lambda pos: f"{_plain_cell(raw.iloc[pos])!r} is not a number; numeric features need numbers (leave empty "
                    "when unknown)", file=label, column=c, rows=rows)
         df[c] = num.astype("float64")
     for c in spec.multi:
