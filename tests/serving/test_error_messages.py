@@ -127,6 +127,18 @@ def test_too_long_string_ids_are_counted_in_characters(client, path, body, loc):
     err = r.json()["error"]
     assert err["details"][0]["loc"] == loc
     assert "at most 256 characters" in err["message"] and "items" not in err["message"], err["message"]
+    # the message names the field as a 404 does (requests[1].user_id), list positions in brackets: it read
+    # body.requests.1.user_id
+    named = "".join(f"[{p}]" if p.isdigit() else f".{p}" if i else p for i, p in enumerate(loc))
+    assert err["message"].startswith(f"{named}: "), err["message"]
+
+
+def test_a_count_out_of_range_in_a_batch_names_the_request_as_404s_do(client):
+    r = client.post("/recommend/batch", json={"requests": [{"user_id": "u1"}, {"user_id": "u1", "k": 5000}]})
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["message"] == "body.requests[1].k: Input should be less than or equal to 1000", err["message"]
+    assert err["details"][0]["loc"] == ["body", "requests", "1", "k"]  # the JSON shape as it was
 
 
 def test_empty_ids_say_character_and_integers_are_still_ids(client):

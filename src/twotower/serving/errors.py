@@ -175,6 +175,16 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
     return out
 
 
+def _location(loc: Any) -> str:
+    """``body.requests[1].k``: pydantic's location with list positions in brackets, as the 404s name a field
+    (``requests[1].history[2]``); it read ``body.requests.1.k``. Only ints are positions: a dict key such as a
+    filter field stays a name."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
 def _sent(got: Any) -> str:
     """The JSON type a client sent, in words (the value itself is never echoed)."""
     if got is None:
@@ -260,7 +270,11 @@ def install_error_handlers(app: FastAPI) -> None:
             return refused
         details = _validation_details(exc, request.url.path)
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
-        message = f"{'.'.join(first['loc']) or 'body'}: {first['msg']}"
+        errors = exc.errors()
+        raw = tuple(errors[0].get("loc", ())) if errors else ()
+        # the details keep pydantic's loc as strings (their JSON shape); the message names the field as a 404 does
+        where = _location(raw) if first["loc"] == [str(p) for p in raw] else ".".join(first["loc"])
+        message = f"{where or 'body'}: {first['msg']}"
         return _json(422, error_body(422, "invalid_request", message, details=details))
 
     async def on_http(request: Request, exc: Exception) -> Response:
