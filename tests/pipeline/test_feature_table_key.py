@@ -36,3 +36,19 @@ def test_a_missing_key_column_points_at_the_key_setting():
 def test_a_key_setting_without_its_table_is_refused():
     with pytest.raises(ConfigError, match=r"data.user_key=cust name columns of the user feature table"):
         load_sources(_cfg(user_key="cust", items=None), frames={"train": TRAIN, "items": ITEMS})
+
+
+def test_table_rows_without_interactions_are_counted_for_users_as_for_items(caplog):
+    # "vocabularies: 3 users, 3 items (1 without training interactions)" left a user-table user without a row of
+    # interactions uncounted: the log read as 3 users trained on when 2 were
+    from twotower.pipeline.prepare import prepare
+
+    users = pd.concat([USERS, pd.DataFrame({"cust": ["u3"], "country": ["FR"]})], ignore_index=True)
+    src = load_sources(_cfg(item_key="sku", user_key="cust", user_categorical=("country",)),
+                       frames={"train": TRAIN, "items": ITEMS, "users": users})
+    with caplog.at_level("INFO", logger="twotower.pipeline.prepare"):
+        prep = prepare(src)
+    assert prep.report["vocab"] == {"users": 3, "items": 3, "items_without_training_interactions": 1,
+                                    "users_without_training_interactions": 1}
+    assert "vocabularies: 3 users (1 without training interactions), 3 items (1 without training interactions)" in \
+        caplog.text
