@@ -817,6 +817,18 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _sections_holding(cls: type, key: str, prefix: str = "") -> list[str]:
+    """The dotted names of ``key`` in the sections of ``cls`` (``train.epochs``; ``model.user.hidden`` and
+    ``model.item.hidden``)."""
+    found = []
+    for name, hint in _hints(cls).items():
+        if dataclasses.is_dataclass(hint):
+            found += _sections_holding(hint, key, f"{prefix}{name}.")
+        elif prefix and name == key:
+            found.append(f"{prefix}{name}")
+    return found
+
+
 def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "") -> None:
     """Refuse a setting name ``cls`` does not have, saying where it was written.
 
@@ -831,6 +843,10 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
+            homes = _sections_holding(cls, str(key)) if not prefix and not close else []
+            if homes:  # `epochs = 3` above any [train] header, or `epochs=3` on the command line: name its section
+                hint = (f"; settings sit in a section: did you mean {' or '.join(homes)}? (valid sections: "
+                        f"{', '.join(fields)})")
             raise ConfigError(f"{source}: unknown setting {name!r}{hint}")
         if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
             check_known_settings(hints[key], value, source, prefix=name)

@@ -230,3 +230,17 @@ def test_an_empty_id_column_name_names_the_setting(tmp_path, setting):
     (tmp_path / "c.toml").write_text(f'[data]\n{setting} = " "\n')
     with pytest.raises(ConfigError, match=rf"^config file .*c\.toml: data\.{setting}: must be a column name, got ' '$"):
         load_config(tmp_path / "c.toml")
+
+
+def test_a_setting_written_outside_its_section_names_the_section(tmp_path):
+    # `epochs = 3` above any [train] header read "unknown setting 'epochs'; valid keys: data, model, ..."
+    path = tmp_path / "flat.toml"
+    path.write_text("epochs = 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^config file .*flat\.toml: unknown setting 'epochs'; settings sit in a "
+                                          r"section: did you mean train\.epochs\? \(valid sections: data, model, "):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"^command line: unknown setting 'hidden'; .*did you mean "
+                                          r"model\.user\.hidden or model\.item\.hidden\?"):
+        load_config(overrides=["hidden=[8]"])
+    with pytest.raises(ConfigError, match=r"unknown setting 'nonsense'; valid keys: data, model"):
+        load_config(overrides=["nonsense=1"])
