@@ -34,3 +34,17 @@ def test_set_takes_overrides_as_the_bench_scripts_do(capsys):
     assert main(["train", "--print-config", "--set", "train.epochs=2", "loss.temperature=0.1", "--epochs", "2"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["train"]["epochs"] == 2 and got["loss"]["temperature"] == 0.1
+
+
+def test_a_flag_and_an_override_of_one_setting_with_two_values_are_refused(tmp_path, capsys):
+    # `--epochs 5 train.epochs=3` trained 5 epochs, whatever the order, without a word about the 3
+    assert main(["train", "--print-config", "train.epochs=3", "--epochs", "5"]) != 0
+    assert "--epochs 5 and the override train.epochs=3 set the same setting to different values; give one of them" \
+        in capsys.readouterr().err
+    assert main(["train", "--print-config", "--train", "a.csv", "--set", "data.train=b.csv"]) != 0
+    assert "--train a.csv and the override data.train=\"b.csv\"" in capsys.readouterr().err
+    # the same value twice, or a flag over a config file's value, is no clash
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[train]\nepochs = 30\n", encoding="utf-8")
+    assert main(["train", "--config", str(cfg), "--print-config", "--epochs", "5", "train.epochs=5"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["epochs"] == 5

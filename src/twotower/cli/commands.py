@@ -48,21 +48,40 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import load_config
 
     overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
+    flags: list[tuple[str, str, Any]] = []  # (flag, setting, value) of the shortcut flags given
     for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
-                      ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users")):
+                      ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users"),
+                      ("epochs", "train.epochs"), ("threads", "train.threads")):
         value = getattr(args, flag, None)
         if value is not None:
-            overrides.append(f"{key}={json.dumps(value)}")
-    if args.epochs is not None:
-        overrides.append(f"train.epochs={args.epochs}")
-    if args.threads is not None:
-        overrides.append(f"train.threads={args.threads}")
+            flags.append((f"--{flag}", key, value))
+    _refuse_flag_override_clash(flags, overrides)
+    overrides += [f"{key}={json.dumps(value)}" for _, key, value in flags]
     if args.no_progress:
         overrides.append("train.progress=false")
     cfg = load_config(args.config, overrides)
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
+
+
+def _refuse_flag_override_clash(flags: list[tuple[str, str, Any]], overrides: list[str]) -> None:
+    """A shortcut flag and a dotted override of the same setting with another value: which one wins is a guess.
+
+    `--epochs 5 train.epochs=3` trained 5 epochs whatever the order, without a word about the 3."""
+    from twotower.config import apply_overrides
+
+    given = apply_overrides({}, overrides)  # parsed as load_config parses them (3, "x.csv", null)
+    for flag, key, value in flags:
+        node: Any = given
+        for part in key.split("."):
+            node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+        if node is not _ABSENT and node != value:
+            raise ConfigError(f"{flag} {value} and the override {key}={json.dumps(node)} set the same setting to "
+                              f"different values; give one of them")
+
+
+_ABSENT = object()
 
 
 def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol: str | None = None) -> None:
