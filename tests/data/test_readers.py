@@ -584,3 +584,22 @@ def test_a_timestamp_column_that_orders_nothing_is_said(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         read_interactions(path)
     assert "one 'timestamp' value" not in caplog.text
+
+
+def test_a_missing_timestamp_is_said_in_the_files_words_with_the_ways_out(tmp_path):
+    # a Parquet record read "(an empty field, or a row with fewer fields than the header); expected epoch seconds"
+    way_out = r"fill or drop such {unit}s, or set data.timestamp_col=null to take each user's rows in file order"
+    pq = tmp_path / "i.parquet"
+    pd.DataFrame({"user_id": ["a", "a", "b"], "item_id": ["1", "2", "3"], "timestamp": [5.0, np.nan, 7.0]}).to_parquet(pq)
+    with pytest.raises(DataError, match=r"record 2, column 'timestamp': missing timestamp \(null, NaN or NaT\); "
+                                        + way_out.format(unit="record") + "$"):
+        read_interactions(pq)
+    frame = pd.DataFrame({"user_id": ["a", "b"], "item_id": ["1", "2"],
+                          "timestamp": pd.to_datetime(["2024-05-01", None])})
+    with pytest.raises(DataError, match=r"iloc 1, column 'timestamp': missing timestamp \(null, NaN or NaT\); "
+                                        + way_out.format(unit="row")):
+        read_interactions(frame)
+    p = write(tmp_path / "t.csv", "user_id,item_id,timestamp\nu,1,1\nu,2,\n")
+    with pytest.raises(DataError, match=r"row 3, column 'timestamp': missing timestamp \(an empty field, or a row with "
+                                        r"fewer fields than the header\); " + way_out.format(unit="row")):
+        read_interactions(p)

@@ -94,11 +94,20 @@ def _plain(value: Any) -> Any:
 
 
 def _bad_number(what: str, value: Any) -> str:
-    """``missing timestamp`` (a blank, or a row shorter than the header) or ``non-finite timestamp inf``."""
-    value = _plain(value)
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return f"missing {what} (an empty field, or a row with fewer fields than the header)"
-    return f"non-finite {what} {value!r}"
+    """``non-finite timestamp inf`` (a missing one is :func:`_missing_timestamp`)."""
+    return f"non-finite {what} {_plain(value)!r}"
+
+
+def _missing_timestamp(unit: str) -> str:
+    """A missing timestamp, in the words of the file's kind, with the ways out (as a missing rating says them).
+
+    A Parquet or JSON record has no fields to miss: "a row with fewer fields than the header" sent the user looking
+    for a CSV fault, and "; expected epoch seconds" after it told them nothing they could do.
+    """
+    why = "an empty field, or a row with fewer fields than the header" if unit == "row" else "null, NaN or NaT"
+    rows = "rows" if unit == "iloc" else f"{unit}s"  # a DataFrame's are rows, its iloc only how they are counted
+    return (f"missing timestamp ({why}); fill or drop such {rows}, or set data.timestamp_col=null to take each "
+            "user's rows in file order")
 
 
 def check_rows(
@@ -201,7 +210,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
                         "(convert with .dt.to_timestamp())", file=file, column=column)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         dt = pd.to_datetime(values, utc=True)
-        check_rows(dt.isna().to_numpy(), lambda pos: "missing timestamp", file=file, column=column,
+        check_rows(dt.isna().to_numpy(), lambda pos: _missing_timestamp(rows.unit), file=file, column=column,
                    rows=rows)
         unit = _dates_unit(dt, time_unit, file)
         return dates_in_unit(dt, unit), unit if time_unit == "auto" else None
@@ -224,8 +233,9 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
                     "(2024-05-01T12:30:00.250) to keep their order", file, fractional, column,
                     UNIT_NAMES[time_unit if time_unit != "auto" else detect_unit(out[is_num])].split()[-1])
     if pd.api.types.is_numeric_dtype(values.dtype):
-        check_rows(~is_num, lambda pos: _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds",
-                   file=file, column=column, rows=rows)
+        check_rows(~is_num, lambda pos: _missing_timestamp(rows.unit) if np.isnan(numeric[pos]) else
+                   _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds", file=file, column=column,
+                   rows=rows)
         return out, None
     rest = ~is_num
     if rest.any():
@@ -237,7 +247,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
         missing = np.zeros(n, dtype=bool)
         missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
-        check_rows(unreadable, lambda pos: _bad_number("timestamp", None) if missing[pos] else
+        check_rows(unreadable, lambda pos: _missing_timestamp(rows.unit) if missing[pos] else
                    f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
                    "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
         # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
