@@ -394,6 +394,9 @@ class TrainConfig:
     examples: str = "causal"  # causal | denoising | both | sequence (all positions of a window; sequence towers)
     random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch
     denoise_keep: float = 0.8  # denoising: share of the other history kept as input
+    # causal examples: share of each input history's items dropped at random, in place (augmentation; the
+    # MovieLens-100K default tower's valid NDCG@10 0.1951 -> 0.2016 with ema_decay, 7 seeds; README)
+    history_dropout: float = 0.2
     patience: int = 5
     # stop after the epoch that passes this many minutes of training (the best epoch so far is kept);
     # None = no limit. For fits that must end by a deadline (bench/ml1m.py's 60-minute budget).
@@ -412,9 +415,9 @@ class TrainConfig:
     eval_every: int = 1
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
-    # validate and save an exponential moving average of the weights (decay per step, e.g. 0.999;
-    # training itself steps the live weights); None = the live weights (training/averaging.py)
-    ema_decay: float | None = None
+    # validate and save an exponential moving average of the weights (decay per step; training itself steps the
+    # live weights; sparse ID tables stay live); 0 or None = the live weights (training/averaging.py)
+    ema_decay: float | None = 0.99
     checkpoint: bool = True
     progress: bool = True  # a bar on a terminal; elsewhere a log line every log_every_s seconds
     log_every_s: float = 30.0
@@ -438,6 +441,7 @@ class TrainConfig:
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
+        _check(0 <= self.history_dropout < 1, "train.history_dropout", "must be in [0, 1)")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         # 0 was a ZeroDivisionError at the end of the first epoch (epoch % eval_every)
         _check(self.eval_every >= 1, "train.eval_every", "must be >= 1 (validate every N-th epoch and the last)")
@@ -448,7 +452,8 @@ class TrainConfig:
         # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
         _check(self.max_examples_per_epoch is None or self.max_examples_per_epoch >= 2, "train.max_examples_per_epoch",
                "must be >= 2 (a batch needs two examples) or null for every example")
-        _check(self.ema_decay is None or 0 < self.ema_decay < 1, "train.ema_decay", "must be in (0, 1) or null")
+        _check(self.ema_decay is None or 0 <= self.ema_decay < 1, "train.ema_decay",
+               "must be in [0, 1) (0 = no average) or null")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
                "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")

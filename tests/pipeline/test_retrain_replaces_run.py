@@ -139,7 +139,7 @@ def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad,
     assert _snapshot(out) == before
 
 
-@pytest.mark.parametrize("bad", ["damaged-optimizer", "train.optimizer=sparse_adam", "train.ema_decay=0.9"])
+@pytest.mark.parametrize("bad", ["damaged-optimizer", "train.optimizer=sparse_adam"])
 def test_a_checkpoint_that_cannot_be_loaded_leaves_the_run_sealed(old_run, dataset, tmp_path, bad, capsys):
     # audit: the checkpoint was first loaded inside fit(), after the manifest, metrics.json and eval.txt were
     # removed and config.json rewritten, so a refused resume (here with the checkpoint kept) unsealed the run

@@ -11,7 +11,8 @@ One thread, so the floating-point reductions happen in one fixed order. The towe
 PyTorch's own dropout masks (``dropout_rng=torch``), as the old trainer did: the default's cheaper
 masks (numpy PCG64) are the same function with other random numbers, so they would change every
 figure without changing the loop this test is about. For the same reason it keeps the user tower of that
-time, one history pool (``extra_pools=[]``; the default added the window's mean beside it later).
+time, one history pool (``extra_pools=[]``; the default added the window's mean beside it later), and
+its training without history dropout or a weight average (both defaults since).
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ EPOCHS = 3
 OVERRIDES = ["data.dataset=movielens-100k", f"train.epochs={EPOCHS}", "train.threads=1", "train.seed=42",
              "train.progress=false", "train.checkpoint=false",
              "model.user.dropout_rng=torch", "model.item.dropout_rng=torch",  # the old trainer's masks (docstring)
-             "model.user.extra_pools=[]"]  # the old default tower: one history pool (docstring)
+             "model.user.extra_pools=[]",  # the old default tower: one history pool (docstring)
+             "train.history_dropout=0", "train.ema_decay=0"]  # the old training: neither (docstring)
 
 
 def run_golden() -> dict[str, Any]:

@@ -80,3 +80,20 @@ def test_trainer_saves_the_average_and_resumes_it(tmp_path) -> None:
     assert again.average.updates == whole.average.updates > 0
     for a, b in zip(again.average.shadow, whole.average.shadow):
         torch.testing.assert_close(a, b)
+
+
+def test_sparse_id_tables_stay_out_of_the_average(tmp_path) -> None:
+    """With train.optimizer=sparse_adam the ID tables train by rows; averaging them would blend every row each
+    step (a million-row table costs more than the step), so the average holds the dense weights only."""
+    cfg = ModelConfig(user=TowerConfig(id_dim=8, history="recency", history_len=L, history_dim=8, out_dim=8,
+                                       hidden=(8,), use_features=False),
+                      item=TowerConfig(id_dim=8, out_dim=8, hidden=(8,), use_features=False))
+    model = TwoTowerModel(cfg, N_USERS, N_ITEMS, sparse=True)
+    train = TrainConfig(epochs=1, batch_size=4, optimizer="sparse_adam", progress=False, ema_decay=0.9)
+    tr = Trainer(model, _seqs(), loss=LossConfig(), train=train, eval=EvalConfig(baselines=()), out_dir=tmp_path)
+    sparse = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse}
+    assert sparse, "the model should hold sparse ID tables"
+    averaged = {id(p) for p in tr.average.params}
+    assert not averaged & sparse
+    assert averaged == {id(p) for p in model.parameters() if id(p) not in sparse}
+    tr.fit()  # trains and saves with the partial average

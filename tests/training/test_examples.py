@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from twotower.models import UserSequences
 from twotower.training.examples import build_examples, make_histories
@@ -34,3 +35,51 @@ def test_denoising_examples_exclude_the_target_and_can_see_later_items():
 def test_both_mode_doubles_the_examples():
     ex = build_examples(_seqs(), "both")
     assert len(ex) == 10 and ex.denoise.sum() == 5
+
+
+def _long_seqs() -> UserSequences:
+    n = 400  # two users, 200 items each, item ids = positions
+    users = np.repeat([0, 1], n // 2)
+    return UserSequences.from_arrays(users, np.arange(n), np.arange(n), 2)
+
+
+def test_history_dropout_pads_causal_items_in_place():
+    seqs = _long_seqs()
+    ex = build_examples(seqs, "causal")
+    args = (seqs, ex.users, ex.positions, ex.denoise)
+    full = make_histories(*args, L=50, pad=-1, rng=np.random.default_rng(0), keep=1.0)
+    rng = np.random.default_rng(0)
+    dropped = make_histories(*args, L=50, pad=-1, rng=rng, keep=1.0, drop=0.3)
+    real = full != -1
+    gone = real & (dropped == -1)
+    # about 30% of the real items are gone; every survivor is the item that stood in its column (its age kept)
+    assert 0.27 < gone.sum() / real.sum() < 0.33
+    kept = dropped != -1
+    assert (dropped[kept] == full[kept]).all()
+    assert not (dropped != -1)[~real].any()  # padding stays padding
+    # drop=0 is the old input, and draws nothing from the stream (a run without it is unchanged)
+    rng0 = np.random.default_rng(1)
+    same = make_histories(*args, L=50, pad=-1, rng=rng0, keep=1.0, drop=0.0)
+    assert (same == full).all()
+    assert rng0.random() == np.random.default_rng(1).random()
+
+
+def test_history_dropout_leaves_denoising_rows_to_denoise_keep():
+    seqs = _long_seqs()
+    ex = build_examples(seqs, "both")
+    args = (seqs, ex.users, ex.positions, ex.denoise)
+    hist = make_histories(*args, L=50, pad=-1, rng=np.random.default_rng(0), keep=1.0, drop=0.5)
+    denoise_rows = hist[ex.denoise]
+    # keep=1.0: a denoising row holds the user's newest 50 other items, none padded by the dropout
+    assert (denoise_rows != -1).all()
+    causal_rows = hist[~ex.denoise][60:]  # rows with 50+ items before the target
+    assert 0.4 < (causal_rows == -1).mean() < 0.6
+
+
+def test_history_dropout_setting_is_checked():
+    from twotower.config import TrainConfig
+    from twotower.errors import ConfigError
+
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ConfigError, match=r"train\.history_dropout: must be in \[0, 1\)"):
+            TrainConfig(history_dropout=bad)

@@ -40,7 +40,7 @@ def test_a_kill_while_epoch_3_is_saved_then_resume_keeps_the_reported_best(tmp_p
     import twotower.training.hooks as trainer  # the epoch's writes (hooks.save_epoch)
 
     data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
-    extra = ("train.ema_decay=0.5",) if ema else ()
+    extra = ("train.ema_decay=0.5",) if ema else ("train.ema_decay=0",)
     refs = {}
     for epochs in (2, 3):  # uninterrupted runs: the weights each epoch ends with
         refs[epochs] = tmp_path / f"ref{epochs}"
@@ -65,3 +65,15 @@ def test_a_kill_while_epoch_3_is_saved_then_resume_keeps_the_reported_best(tmp_p
     got, want = _weights(out), _weights(refs[best])
     for k in want:
         np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k}: not the weights of the best epoch {best}")
+
+
+def test_resume_of_a_run_without_a_weight_average_starts_one(tmp_path):
+    """A run trained without a weight average (train.ema_decay=0, or before it was the default) resumed with one:
+    the average starts at the resumed weights, where it refused the checkpoint before."""
+    data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
+    out = tmp_path / "run"
+    assert _train(data, out, 1, "train.ema_decay=0") == 0
+    assert not (out / "checkpoint" / "average.safetensors").exists()
+    assert _train(data, out, 2, "--resume") == 0  # the default train.ema_decay
+    assert (out / "checkpoint" / "average.safetensors").exists()
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["epoch"] == 2

@@ -69,8 +69,10 @@ def _trainer(name: str, loss_kind: str | None = None, **train_over: object) -> T
         over = {**over, "loss": {**over.get("loss", {}), "kind": loss_kind}}
     tower = dict(hidden=(16,), out_dim=8, dropout=0.0, id_dim=8, feature_dim=4, history_dim=8, history_len=4)
     model_cfg = ModelConfig(user=TowerConfig(use_id=True, history="recency", **tower), item=TowerConfig(**tower))
+    # no history dropout, as no MLP dropout above: each rank draws its own masks (independent streams by design)
     train = TrainConfig(**{"epochs": 2, "batch_size": GLOBAL_BATCH, "lr": 1e-2, "progress": False,
-                           "checkpoint": False, "seed": 3, **over.get("train", {}), **train_over})
+                           "checkpoint": False, "seed": 3, "history_dropout": 0.0, **over.get("train", {}),
+                           **train_over})
     loss = LossConfig(**{"temperature": 0.2, "uniform_negatives": 3, **over.get("loss", {})})
     torch.manual_seed(0)
     # float64: Adam's first steps move a weight by ~lr * sign(g), so float32 rounding noise on a

@@ -60,8 +60,14 @@ def make_histories(
     pad: int,
     rng: np.random.Generator,
     keep: float,
+    drop: float = 0.0,
 ) -> np.ndarray:
-    """Input histories [B, L] for a batch of examples (targets excluded)."""
+    """Input histories [B, L] for a batch of examples (targets excluded).
+
+    ``drop``: each causal input item is replaced by padding with this probability (``train.history_dropout``).
+    The tower then learns from partial views of a history, so no few items it happens to hold decide its
+    embedding; the items keep their places, so a pool's recency weights still read each item's true age.
+    """
     starts = seqs.indptr[users]
     hist = windows_before(seqs.items, starts, positions, L, pad)  # causal prefix
     if denoise.any():
@@ -75,4 +81,9 @@ def make_histories(
             if len(others):
                 row[L - len(others) :] = seqs.items[others]
             hist[b] = row
+    if drop > 0:  # one draw per cell whatever the rows, so the stream does not depend on which rows are causal
+        dropped = rng.random(hist.shape) < drop
+        if denoise.any():
+            dropped &= ~denoise[:, None]
+        np.putmask(hist, dropped, pad)
     return hist

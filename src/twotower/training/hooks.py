@@ -12,7 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from twotower import distributed as tdist
-from twotower.errors import ConfigError, DataError, IntegrityError
+from twotower.errors import ConfigError, DataError
+from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
 from twotower.utils.atomic import atomic_write_text
@@ -54,10 +55,14 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
     stopper.load(state)
     if tr.average is not None:  # the checkpoint's files were verified against their checksums above
         path = ckpt / "average.safetensors"
-        if not path.exists():
-            raise IntegrityError(f"{ckpt}: no weight average in this checkpoint, but train.ema_decay is set; "
-                                 "resume with the run's own config or train without --resume")
-        tr.average.load_state_dict(load_file(str(path)))
+        if path.exists():
+            tr.average.load_state_dict(load_file(str(path)))
+        else:  # the run trained without one (train.ema_decay=0, or a run from before its default): the average
+            # starts at the resumed weights, as a fresh run's starts at its first ones
+            tr.average = WeightAverage(tr.average.params, tr.average.decay)
+            if tdist.is_main():
+                log.info("resume: the checkpoint holds no weight average; train.ema_decay=%g averages from the resumed "
+                         "weights on (train.ema_decay=0 continues without one)", tr.average.decay)
     tr.history = list(state["history"])
     if tr.out_dir is not None and tdist.is_main() and state.get("best_epoch") == state["epoch"]:
         # this epoch was the best: its weights are the run's, and a kill right after the checkpoint may have kept

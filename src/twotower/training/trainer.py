@@ -129,7 +129,10 @@ class Trainer:
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
         )
         self.optimizers = self.loop.optimizers
-        self.average = WeightAverage(model.parameters(), train.ema_decay) if train.ema_decay else None
+        # sparse ID tables (SparseAdam) stay out of the average: blending a million-row table each step would cost
+        # more than the step, whose point is touching only the batch's rows
+        averaged_params = [p for p in model.parameters() if id(p) not in self._sparse_ids]
+        self.average = WeightAverage(averaged_params, train.ema_decay) if train.ema_decay else None
         self.history: list[dict[str, Any]] = []
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
@@ -169,7 +172,8 @@ class Trainer:
         dev, m = self.device, self.model
         ex = self.examples
         users, positions, denoise = ex.users[local], ex.positions[local], ex.denoise[local]
-        hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng, self.cfg.denoise_keep)
+        hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng,
+                              self.cfg.denoise_keep, self.cfg.history_dropout)
         targets = torch.as_tensor(self.seqs.items[positions], device=dev)  # [B]
         u = torch.as_tensor(users, device=dev)
         h = torch.as_tensor(hist, device=dev) if m.user_tower.uses_history else None  # [B, L]
