@@ -158,3 +158,24 @@ def test_every_split_method_names_the_time_unit_in_its_report(tmp_path):
         out = tmp_path / f"split{n}"
         assert main(["-q", "data", "split", "--input", str(path), *flags, "--out", str(out)]) == 0
         assert json.loads((out / "split_report.json").read_text())["time_unit"] == unit, flags
+
+
+def test_a_split_into_an_earlier_splits_folder_names_the_item_table_it_did_not_write(tmp_path, caplog):
+    """Before: `data split --dataset movielens-100k --out d`, then `data split --input mine.csv --out d`, left
+    MovieLens' items.csv and users.csv beside the new train.csv without a word, and `train --items d/items.csv`
+    read them as the new data's tables. Now a warning names them (they are not removed: they may be the user's)."""
+    paths = write_dataset(tmp_path / "src")
+    out = tmp_path / "split"
+    argv = ["data", "split", "--input", str(paths["all"]), "--out", str(out)]
+    out.mkdir()
+    (out / "items.csv").write_text("item_id,title\n1,mine\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower"):
+        assert main(argv) == 0  # no earlier split there: an items.csv put beside the input is the user's own
+    assert "items.csv" not in caplog.text
+    (out / "users.csv").write_text("user_id,age\n1,20\n", encoding="utf-8")  # as a --dataset split writes it
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower"):
+        assert main(argv) == 0
+    assert (f"{out} held an earlier split: items.csv and users.csv there are not from this split (of "
+            f"{paths['all']}, which has no item or user table)") in caplog.text
+    assert (out / "items.csv").is_file() and (out / "users.csv").is_file()

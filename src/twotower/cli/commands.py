@@ -647,8 +647,17 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
     files[out / "split_report.json"] = json_text(split.report).encode("utf-8")
+    earlier_split = (out / "split_report.json").is_file()
     atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
+    # an earlier --dataset split's tables beside this split's files read as its own (train --items out/items.csv);
+    # they may be the user's, so they are named, not removed
+    left = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is None and (out / n).is_file()]
+    if left and earlier_split:
+        log.warning("%s held an earlier split: %s there %s not from this split (of %s, which has no item or user "
+                    "table), so `train --items/--users` would read another data set's; remove %s if the earlier "
+                    "split wrote %s, or split into a new --out", out, " and ".join(left),
+                    "is" if len(left) == 1 else "are", args.input, *(("it", "it") if len(left) == 1 else ("them", "them")))
     print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
           f"test.csv ({len(split.test)}), {', '.join(extra)}")
     return 0
