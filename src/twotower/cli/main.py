@@ -6,6 +6,7 @@ is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -306,6 +307,17 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
         # an output or input path the user gave: one line, not a traceback
         print(f"error: {e.strerror or e}: {e.filename!s}" if e.filename else f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        from twotower.utils.atomic import STORAGE_ERRNOS
+
+        if e.errno not in STORAGE_ERRNOS:
+            raise
+        # the disk or quota filled, or the filesystem is mounted read-only: where, not a traceback
+        where = f": {e.filename!s}" if e.filename else ""
+        fix = ("write to a folder on a writable filesystem" if e.errno == errno.EROFS
+               else "free space there (or write to a folder on another disk) and run the command again")
+        print(f"error: {e.strerror or e}{where}; {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
