@@ -418,6 +418,15 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 
 
 # output folders, checked before any work (the CLI's --out and train_run's out)
+def _cannot_write(folder: Path) -> str:
+    """Why ``folder`` refuses writes, in the user's terms: a read-only mount is not a permission to ask for."""
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        read_only = False
+    return "read-only file system" if read_only else "permission denied"
+
+
 def _parents_ok(path: Path, flag: str) -> None:
     """Every existing ancestor must be a folder we can write into (the rest is created later)."""
     for parent in reversed(path.parents):
@@ -427,15 +436,21 @@ def _parents_ok(path: Path, flag: str) -> None:
             raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
     existing = next((p for p in path.parents if p.exists()), None)
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: cannot write into {existing} (permission denied)")
+        raise ConfigError(f"{flag} {path}: cannot write into {existing} ({_cannot_write(existing)})")
 
 
-def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """``path`` must be a folder or creatable as one; returns it as a Path."""
+def check_output_dir(path: str | os.PathLike[str], flag: str = "--out", *, swapped: bool = False) -> Path:
+    """``path`` must be a folder or creatable as one; returns it as a Path.
+
+    ``swapped``: the artefact is built beside ``path`` and swapped in whole (:func:`atomic_dir`), so the parent
+    must take writes too. Otherwise an existing folder is written into and only its own permission counts: a
+    user's ``/scratch/alice`` under a root-owned ``/scratch`` was refused as "cannot write into /scratch".
+    """
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} {p}: exists and is a file, not a folder; choose another path")
-    _parents_ok(p, flag)
+    if not (p.is_dir() and not swapped):
+        _parents_ok(p, flag)
     if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {p}: cannot write into this folder (permission denied)")
+        raise ConfigError(f"{flag} {p}: cannot write into this folder ({_cannot_write(p)})")
     return p
