@@ -13,6 +13,7 @@ from twotower.config import RunConfig
 from twotower.errors import ConfigError
 from twotower.pipeline.artifacts import (
     TrainedRun,
+    _read_json_dict,
     clear_previous_run,
     forget_results_of_old_weights,
     run_part_file,
@@ -167,15 +168,31 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     result = trainer.fit(resume=resume)
     if tdist.is_main():
         write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
-        for folder in stale:
-            what = "an ONNX export" if (folder / "export.json").is_file() else "an index"
-            fix = (f"twotower export --run {out} --format onnx --out {folder}" if what == "an ONNX export"
-                   else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
-            log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
-                        "rebuilt: %s", folder, what, fix)
     tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
+    if run is not None:
+        _say_stale(out, stale, run.fingerprint())
     return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
+
+
+def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
+    """Name the index and export folders a resume left behind that no longer fit the run's weights.
+
+    A resume that finds no better epoch keeps the best weights as they were: their index still fits (serve and
+    recommend take it), and a warning that they refuse it sent the user to rebuild for nothing.
+    """
+    for folder in folders:
+        export = (folder / "export.json").is_file()
+        record = _read_json_dict(folder / ("export.json" if export else "meta.json")) or {}
+        what = "an ONNX export" if export else "an index"
+        if record.get("model_fingerprint") == fingerprint:
+            log.info("%s holds %s of the same weights (this resume found no better epoch), so it still fits the "
+                     "run", folder, what)
+            continue
+        fix = (f"twotower export --run {out} --format onnx --out {folder}" if export
+               else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
+        log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
+                    "rebuilt: %s", folder, what, fix)
 
 
 def _check_resumable(out: Path) -> None:
