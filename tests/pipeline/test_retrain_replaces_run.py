@@ -270,3 +270,18 @@ def test_resume_on_another_split_of_the_same_users_and_items_is_refused(dataset,
     assert f"the train interactions differ from the run's {out / 'data' / 'train.csv'}" in err
     assert _snapshot(out) == before
     assert main([*args, "train.seed=1", "--resume", "--epochs", "2"]) == 0  # the run's own split resumes
+
+
+def test_resume_with_another_valid_file_names_the_files_not_a_seed(dataset, tmp_path, capsys):
+    """Before: "(9,596 rows now; e.g. another train.seed with data.split=temporal, or an edited file)" for a run
+    trained on --train/--valid files, where no seed plays a part."""
+    out = tmp_path / "run"
+    assert main(_train_args(dataset, out, "--no-eval")) == 0
+    argv = ["-q", "train", "--train", str(dataset["train"]), "--out", str(out), *FAST, "--no-eval", "--resume"]
+    assert main([*argv, "--valid", str(dataset["test"])]) == 2
+    err = capsys.readouterr().err
+    assert (f"the valid interactions differ from the run's {out / 'data' / 'valid.csv'} ("
+            in err) and f"--valid {dataset['test']} now, {dataset['valid']} when the run was trained)" in err
+    assert "train.seed" not in err
+    assert main(argv) == 2
+    assert f"(no such split now; the run was trained with --valid {dataset['valid']})" in capsys.readouterr().err
