@@ -615,13 +615,34 @@ def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int 
     return valid, test
 
 
+#: the `data split` flags each --method reads
+_SPLIT_METHOD_FLAGS = {"ratios": ("temporal", "random"), "n": ("leave_last",), "seed": ("random",),
+                       "valid_start": ("time",), "test_start": ("time",)}
+
+
+def _check_method_flags(args: argparse.Namespace) -> None:
+    """A flag of another method is refused: `--n 1` without `--method leave_last`, or `--valid-start` without
+    `--method time`, made the default temporal split without a word, ignoring what the user asked for."""
+    for name, methods in _SPLIT_METHOD_FLAGS.items():
+        if getattr(args, name) is not None and args.method not in methods:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} is read by --method {' and '.join(methods)}, not by --method {args.method}"
+                              f"{' (the default)' if args.method == 'temporal' else ''}, which would ignore it: choose "
+                              f"--method {' or '.join(methods)} for it, or leave {flag} out")
+
+
 def cmd_data_split(args: argparse.Namespace) -> int:
-    from twotower.config import DataConfig
+    from twotower.config import DataConfig, TrainConfig
     from twotower.data.readers import read_interactions
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text
 
+    _check_method_flags(args)
+    defaults = DataConfig()
+    args.ratios = ",".join(map(str, defaults.ratios)) if args.ratios is None else args.ratios
+    args.n = defaults.leave_n if args.n is None else args.n
+    args.seed = TrainConfig.seed if args.seed is None else args.seed
     try:
         ratios = tuple(float(r) for r in args.ratios.split(","))
     except ValueError:

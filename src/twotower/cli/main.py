@@ -146,12 +146,15 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--method", default=dc.split, choices=["temporal", "leave_last", "time", "random"],
                    help="temporal: each user's history in time order (default); leave_last: last n per user; "
                         "time: global cut-offs; random")
-    s.add_argument("--ratios", default=",".join(map(str, dc.ratios)), help="train,valid,test shares (default %(default)s)")
-    s.add_argument("--n", type=int, default=dc.leave_n, help="leave_last: items per user in valid and test (default %(default)s)")
+    # None when not given: a flag of another method is refused, not silently dropped (cmd_data_split)
+    s.add_argument("--ratios", default=None,
+                   help=f"temporal, random: train,valid,test shares (default {','.join(map(str, dc.ratios))})")
+    s.add_argument("--n", type=int, default=None,
+                   help=f"leave_last: items per user in valid and test (default {dc.leave_n})")
     s.add_argument("--valid-start", help="time: first time of valid, a date like 2024-05-01 (UTC unless a zone is "
                                          "given) or a number in the data's unit (s, ms, us or ns, told from its size)")
     s.add_argument("--test-start", help="time: first time of test, as --valid-start")
-    s.add_argument("--seed", type=int, default=TrainConfig.seed, help="random seed for --method random (default %(default)s)")
+    s.add_argument("--seed", type=int, default=None, help=f"random seed for --method random (default {TrainConfig.seed})")
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.add_argument("overrides", nargs="*", metavar="data.key=value",
                    help="column names and format of --input, as `train` takes them: data.user_col, data.item_col, "
