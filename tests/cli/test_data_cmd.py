@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from tests.synthetic import write_dataset
 from twotower.cli.main import main
@@ -158,3 +159,44 @@ def test_every_split_method_names_the_time_unit_in_its_report(tmp_path):
         out = tmp_path / f"split{n}"
         assert main(["-q", "data", "split", "--input", str(path), *flags, "--out", str(out)]) == 0
         assert json.loads((out / "split_report.json").read_text())["time_unit"] == unit, flags
+
+
+def test_a_split_into_an_earlier_splits_folder_names_the_item_table_it_did_not_write(tmp_path, caplog):
+    """Before: `data split --dataset movielens-100k --out d`, then `data split --input mine.csv --out d`, left
+    MovieLens' items.csv and users.csv beside the new train.csv without a word, and `train --items d/items.csv`
+    read them as the new data's tables. Now a warning names them (they are not removed: they may be the user's)."""
+    paths = write_dataset(tmp_path / "src")
+    out = tmp_path / "split"
+    argv = ["data", "split", "--input", str(paths["all"]), "--out", str(out)]
+    out.mkdir()
+    (out / "items.csv").write_text("item_id,title\n1,mine\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower"):
+        assert main(argv) == 0  # no earlier split there: an items.csv put beside the input is the user's own
+    assert "items.csv" not in caplog.text
+    (out / "users.csv").write_text("user_id,age\n1,20\n", encoding="utf-8")  # as a --dataset split writes it
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower"):
+        assert main(argv) == 0
+    assert (f"{out} held an earlier split: items.csv and users.csv there are not from this split (of "
+            f"{paths['all']}, which has no item or user table)") in caplog.text
+    assert (out / "items.csv").is_file() and (out / "users.csv").is_file()
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--n", "1"], "--n is read by --method leave_last, not by --method temporal (the default), which would ignore "
+                   "it: choose --method leave_last for it, or leave --n out"),
+    (["--valid-start", "2024-01-01", "--test-start", "2024-02-01"],
+     "--valid-start is read by --method time, not by --method temporal (the default)"),
+    (["--seed", "3"], "--seed is read by --method random, not by --method temporal"),
+    (["--method", "leave_last", "--ratios", "0.5,0.25,0.25"],
+     "--ratios is read by --method temporal and random, not by --method leave_last, which would ignore it: choose "
+     "--method temporal or random for it"),
+])
+def test_a_flag_of_another_split_method_is_refused_not_ignored(tmp_path, capsys, flags, said):
+    """Before: `data split --input f --n 1 --out d` (leave-one-out meant, --method forgotten) wrote the default
+    temporal 80/10/10 split without a word; `--valid-start/--test-start` and `--seed` were ignored the same way."""
+    paths = write_dataset(tmp_path / "src")
+    out = tmp_path / "o"
+    assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(out), *flags]) == 2
+    assert said in capsys.readouterr().err
+    assert not out.exists()

@@ -126,8 +126,12 @@ def test_evaluate_and_split_flags_default_to_their_configs():
     helps = _help_of(build_parser(), "evaluate")
     assert ",".join(map(str, EvalConfig().ks)) in helps["--ks"] and ",".join(EvalConfig().baselines) in helps["--baselines"]
     s = _parse("data", "split", "--out", "o")
-    assert (s.method, tuple(float(r) for r in s.ratios.split(",")), s.n, s.seed) == (
-        DataConfig().split, DataConfig().ratios, DataConfig().leave_n, TrainConfig().seed)
+    # not given: None, so a flag of another --method is refused rather than dropped; the split then reads the
+    # configs' defaults, which the help names
+    assert s.method == DataConfig().split and (s.ratios, s.n, s.seed) == (None, None, None)
+    helps = _help_of(build_parser(), "data", "split")
+    assert ",".join(map(str, DataConfig().ratios)) in helps["--ratios"]
+    assert f"(default {DataConfig().leave_n})" in helps["--n"] and f"(default {TrainConfig().seed})" in helps["--seed"]
 
 
 @pytest.mark.parametrize("cls", [InBatchSoftmax, SampledSoftmax, FullSoftmax, BPRLoss, DistributedInBatchSoftmax])

@@ -304,3 +304,25 @@ def test_index_build_flags_are_named_and_checked_before_the_run_loads(flags, sai
     # the run does not exist: the flag is refused first
     assert main(["index", "build", "--run", str(tmp_path / "nope"), *flags]) == 2
     assert capsys.readouterr().err.strip() == said
+
+
+def test_a_damaged_index_names_the_command_that_rebuilds_it_and_the_way_around_it(run_dir, tmp_path, capsys):
+    """Before: `recommend` and `serve` refused a corrupted RUN/index with "rebuild with `twotower index build --run
+    DIR`" (a placeholder), or with nothing to do at all for a meta.json that is not JSON, and never said that
+    --exact ranks without the index."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    assert main(["-q", "index", "build", "--run", str(run), "--index", "flat", "--queries", "5"]) == 0
+    capsys.readouterr()
+    fix = f"rebuild it with `twotower index build --run {run}` (or rank exactly with --exact)"
+    damaged = run / "index" / "index.faiss"
+    damaged.write_bytes(damaged.read_bytes()[:-8])
+    assert main(["-q", "recommend", "--run", str(run), "--user", "u0"]) == 2
+    assert capsys.readouterr().err == f"error: {damaged}: sha256 mismatch (corrupted, truncated or replaced); {fix}\n"
+    (run / "index" / "meta.json").write_text("{")
+    assert main(["-q", "recommend", "--run", str(run), "--user", "u0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {run / 'index' / 'meta.json'}: not valid JSON") and err.endswith(f"; {fix}\n")
+    assert main(["-q", "recommend", "--run", str(run), "--user", "u0", "--exact"]) == 0  # the way around it works

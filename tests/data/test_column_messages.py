@@ -47,3 +47,23 @@ def test_text_ids_take_the_same_strip_as_any_other_id(dtype):
     assert got == [_one_id_to_str(t) for t in texts] == ["007", "42", "a", "b", "x", "日本", "1.0", "nan"]
     with pytest.raises(DataError, match=r"row 3, column 'item_id': empty id"):
         ids_to_str(pd.Series(["a", "  "], dtype=dtype), file="f.csv", column="item_id")
+
+
+def test_a_file_without_a_header_row_is_said_to_have_none(tmp_path):
+    """Before: MovieLens' u.data saved as u.tsv was refused with "column 'user_id' (the user column) not found;
+    columns present: ['196', '242', '3', '881250949']. Set data.user_col=NAME to the right column", as if one of
+    those numbers could be named; the file lacks a header row."""
+    from twotower.data.readers import read_interactions
+
+    f = tmp_path / "u.tsv"
+    f.write_text("196\t242\t3\t881250949\n186\t302\t3\t891717742\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(f)
+    msg = str(e.value)
+    assert msg.startswith(f"file {f}, line 1: the first line (196, 242, 3, 881250949) holds numbers, not column "
+                          "names: the file has no header row; add a first line naming its columns")
+    assert "data.user_col=NAME to the right column" not in msg
+    g = tmp_path / "named.csv"  # named columns, just not the expected ones: the column advice stays
+    g.write_text("a,b\n1,2\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"columns present: \['a', 'b'\]\. Set data.user_col=NAME"):
+        read_interactions(g)

@@ -103,3 +103,28 @@ def test_split_report_direct():
     te = make([("a", "y", 3)])
     rep = split_report(tr, va, te)
     assert rep["cold_users_valid"] == 1 and rep["cold_items_test"] == 1 and rep["users_with_empty_train"] == 1
+
+
+def test_a_split_that_leaves_valid_and_test_empty_says_so_at_split_time(caplog):
+    """Before: `data split --method leave_last --n 5` on users with fewer than 11 rows (or temporal on users with
+    1-2 rows) wrote header-only valid.csv and test.csv without a word; `train --valid valid.csv` then stopped on
+    "no data rows". Now a warning names why (every user is too short) and the setting that changes it."""
+    df = make([("a", "1", 1), ("a", "2", 2), ("a", "3", 3), ("b", "1", 1), ("b", "2", 2)])
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        s = leave_last_n_out(df, 2)
+    assert len(s.valid) == 0 and len(s.test) == 0
+    assert "valid and test are empty: all 2 users have fewer than the 5 interactions" in caplog.text
+    assert "--n, data.leave_n" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        temporal_split(make([("a", "1", 1), ("a", "2", 2), ("b", "1", 1)]))
+    assert "temporal split: valid and test are empty: all 2 users have fewer than the 3 interactions" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):
+        random_split(make([("a", str(i), i) for i in range(5)]), (0.8, 0.1, 0.1), seed=0)
+    assert "random split: valid is empty: its share 0.1 of 5 rows is less than one row" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.splits"):  # a user long enough: no warning
+        leave_last_n_out(df, 1)
+        temporal_split(df)
+    assert "empty" not in caplog.text

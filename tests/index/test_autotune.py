@@ -69,6 +69,26 @@ def test_report_to_dict_and_plot(ivf_report, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["sweep.png"]  # no temp file left
 
 
+def test_the_plots_legend_stands_beside_the_points_and_names_the_chosen_knobs_as_the_table(ivf_report):
+    """Before: the legend sat inside the axes (loc="best") over the sweep's points, and the star read
+    "chosen IVF63,Flat {'nprobe': 4}" (a Python dict; "chosen Flat {}" for an index without knobs)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from twotower.index.plots import recall_qps_figure
+
+    fig = recall_qps_figure(ivf_report)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    renderer = canvas.get_renderer()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # right of the axes
+    labels = [t.get_text() for t in legend.get_texts()]
+    nprobe = ivf_report.chosen.params["nprobe"]
+    assert labels[-1] == f"chosen: {ivf_report.chosen.factory} (nprobe={nprobe})"
+    assert "log scale" in ax.get_ylabel() and f"recall@{ivf_report.k}" in ax.get_xlabel()
+
+
 def test_auto_picks_the_fastest_candidate_meeting_target(tune_data):
     x, ids, tune_q, _ = tune_data
     rep = autotune(x[:1500], ids[:1500], tune_q[:60], k=5, target_recall=0.95,

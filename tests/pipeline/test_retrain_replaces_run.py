@@ -209,15 +209,38 @@ def test_resume_trains_with_the_learning_rate_and_weight_decay_it_is_given(old_r
                                 for st in opt[0].state.values())
 
 
+def _built_from_other_weights(out: Path) -> None:
+    """The run's index and export as if built before the weights changed (another model fingerprint)."""
+    for name, extra in (("index/meta.json", {}), ("onnx/export.json", {"run": str(out)})):
+        record = json.loads((out / name).read_text())
+        (out / name).write_text(json.dumps({**record, **extra, "model_fingerprint": "0" * 32}))
+
+
 def test_resume_drops_the_old_weights_scores_and_names_the_stale_index(old_run, dataset, tmp_path, caplog):
     out = _copy(old_run, tmp_path / "a")
+    _built_from_other_weights(out)
     assert (out / "metrics.json").exists() and (out / "eval.txt").exists()
     with caplog.at_level(logging.WARNING):
         assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "--no-eval", "train.patience=100")) == 0
     # they scored the weights before the resume: gone, not left beside the new model
     assert not (out / "metrics.json").exists() and not (out / "eval.txt").exists()
     assert (out / "index" / "meta.json").exists()  # kept (serve refuses it by fingerprint), but named
+    assert f"{out / 'index'} holds an index of the weights before this resume" in caplog.text
     assert f"twotower index build --run {out}" in caplog.text and "onnx" in caplog.text
+
+
+def test_a_resume_that_keeps_the_best_weights_says_their_index_still_fits(old_run, dataset, tmp_path, caplog):
+    """Before: every resume warned "serve and recommend refuse it until it is rebuilt", also when no epoch of the
+    resume beat the best one, so the weights, their fingerprint and the index built from them stayed valid
+    (serve and recommend took it) and the user rebuilt it for nothing."""
+    out = _copy(old_run, tmp_path / "a")
+    before = TrainedRun.load(out).fingerprint()
+    with caplog.at_level(logging.INFO):  # epoch 2 of this data does not beat epoch 1 (asserted below)
+        assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "--no-eval", "train.patience=100")) == 0
+    assert TrainedRun.load(out).fingerprint() == before
+    assert "of the weights before this resume" not in caplog.text
+    assert f"{out / 'index'} holds an index of the same weights (this resume found no better epoch)" in caplog.text
+    assert f"{out / 'onnx'} holds an ONNX export of the same weights" in caplog.text
 
 
 def test_a_folder_without_a_run_is_left_alone(tmp_path):
@@ -247,3 +270,18 @@ def test_resume_on_another_split_of_the_same_users_and_items_is_refused(dataset,
     assert f"the train interactions differ from the run's {out / 'data' / 'train.csv'}" in err
     assert _snapshot(out) == before
     assert main([*args, "train.seed=1", "--resume", "--epochs", "2"]) == 0  # the run's own split resumes
+
+
+def test_resume_with_another_valid_file_names_the_files_not_a_seed(dataset, tmp_path, capsys):
+    """Before: "(9,596 rows now; e.g. another train.seed with data.split=temporal, or an edited file)" for a run
+    trained on --train/--valid files, where no seed plays a part."""
+    out = tmp_path / "run"
+    assert main(_train_args(dataset, out, "--no-eval")) == 0
+    argv = ["-q", "train", "--train", str(dataset["train"]), "--out", str(out), *FAST, "--no-eval", "--resume"]
+    assert main([*argv, "--valid", str(dataset["test"])]) == 2
+    err = capsys.readouterr().err
+    assert (f"the valid interactions differ from the run's {out / 'data' / 'valid.csv'} ("
+            in err) and f"--valid {dataset['test']} now, {dataset['valid']} when the run was trained)" in err
+    assert "train.seed" not in err
+    assert main(argv) == 2
+    assert f"(no such split now; the run was trained with --valid {dataset['valid']})" in capsys.readouterr().err

@@ -61,3 +61,28 @@ def test_a_slow_rate_keeps_its_decimals(caplog: pytest.LogCaptureFixture, monkey
         p.update(8, 0.5)  # 16 in 20 s
     lines = [r.getMessage() for r in caplog.records]
     assert any("0.80 examples/s" in line for line in lines), lines
+
+
+def test_a_terminal_of_zero_columns_gets_the_log_lines(monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """Before: a terminal reporting 0 columns (`script` without a terminal, some CI runners) got a tqdm bar that
+    drew empty lines, and no progress lines, so a long epoch said nothing at all."""
+    import os
+
+    class _NarrowTty(_Tty):
+        def fileno(self) -> int:
+            return 2
+
+    monkeypatch.setattr(loop.sys, "stderr", _NarrowTty())
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    with caplog.at_level(logging.INFO, logger=loop.__name__):
+        prog = loop.Progress("epoch 1", 4, 16, enabled=True, every_s=1e-9)
+        assert prog.bar is None
+        prog.update(4, 1.25)
+        prog.close()
+    assert "epoch 1: batch 1/4" in caplog.text
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((80, 24)))
+    with caplog.at_level(logging.INFO, logger=loop.__name__):
+        prog = loop.Progress("epoch 1", 4, 16, enabled=True, every_s=1e-9)
+        assert prog.bar is not None  # a terminal with a width keeps its bar
+        prog.close()

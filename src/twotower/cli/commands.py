@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import logging
 import signal
@@ -161,6 +162,16 @@ def cmd_train(args: argparse.Namespace) -> int:
                 print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}",
                       file=sys.stderr)
             return _interrupt_status(e)
+        except OSError as e:
+            from twotower.utils.atomic import STORAGE_ERRNOS
+
+            if e.errno not in STORAGE_ERRNOS or e.errno == errno.EROFS or not tdist.is_main():
+                raise
+            # the disk filled mid-run: the epochs checkpointed before it are not lost, and the user should know
+            where = f": {e.filename!s}" if e.filename else ""
+            print(f"error: {e.strerror or e}{where}; free space there, then: "
+                  f"{interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+            return 2
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
         if not main:
@@ -604,13 +615,34 @@ def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int 
     return valid, test
 
 
+#: the `data split` flags each --method reads
+_SPLIT_METHOD_FLAGS = {"ratios": ("temporal", "random"), "n": ("leave_last",), "seed": ("random",),
+                       "valid_start": ("time",), "test_start": ("time",)}
+
+
+def _check_method_flags(args: argparse.Namespace) -> None:
+    """A flag of another method is refused: `--n 1` without `--method leave_last`, or `--valid-start` without
+    `--method time`, made the default temporal split without a word, ignoring what the user asked for."""
+    for name, methods in _SPLIT_METHOD_FLAGS.items():
+        if getattr(args, name) is not None and args.method not in methods:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} is read by --method {' and '.join(methods)}, not by --method {args.method}"
+                              f"{' (the default)' if args.method == 'temporal' else ''}, which would ignore it: choose "
+                              f"--method {' or '.join(methods)} for it, or leave {flag} out")
+
+
 def cmd_data_split(args: argparse.Namespace) -> int:
-    from twotower.config import DataConfig
+    from twotower.config import DataConfig, TrainConfig
     from twotower.data.readers import read_interactions
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text
 
+    _check_method_flags(args)
+    defaults = DataConfig()
+    args.ratios = ",".join(map(str, defaults.ratios)) if args.ratios is None else args.ratios
+    args.n = defaults.leave_n if args.n is None else args.n
+    args.seed = TrainConfig.seed if args.seed is None else args.seed
     try:
         ratios = tuple(float(r) for r in args.ratios.split(","))
     except ValueError:
@@ -647,8 +679,17 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
     files[out / "split_report.json"] = json_text(split.report).encode("utf-8")
+    earlier_split = (out / "split_report.json").is_file()
     atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
+    # an earlier --dataset split's tables beside this split's files read as its own (train --items out/items.csv);
+    # they may be the user's, so they are named, not removed
+    left = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is None and (out / n).is_file()]
+    if left and earlier_split:
+        log.warning("%s held an earlier split: %s there %s not from this split (of %s, which has no item or user "
+                    "table), so `train --items/--users` would read another data set's; remove %s if the earlier "
+                    "split wrote %s, or split into a new --out", out, " and ".join(left),
+                    "is" if len(left) == 1 else "are", args.input, *(("it", "it") if len(left) == 1 else ("them", "them")))
     print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
           f"test.csv ({len(split.test)}), {', '.join(extra)}")
     return 0

@@ -33,7 +33,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.check_users < 1:
         raise ConfigError(f"--check-users must be >= 1, got {args.check_users}")
-    out = check_output_dir(args.out)
+    out = check_output_dir(args.out, swapped=True)  # written beside --out and swapped in whole
     check_export_dir(out, run_dir=args.run, force=args.force)  # before loading the run: a refused --out costs nothing
     _threads(args)
     run = TrainedRun.load(args.run)

@@ -6,6 +6,7 @@ is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -145,12 +146,15 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--method", default=dc.split, choices=["temporal", "leave_last", "time", "random"],
                    help="temporal: each user's history in time order (default); leave_last: last n per user; "
                         "time: global cut-offs; random")
-    s.add_argument("--ratios", default=",".join(map(str, dc.ratios)), help="train,valid,test shares (default %(default)s)")
-    s.add_argument("--n", type=int, default=dc.leave_n, help="leave_last: items per user in valid and test (default %(default)s)")
+    # None when not given: a flag of another method is refused, not silently dropped (cmd_data_split)
+    s.add_argument("--ratios", default=None,
+                   help=f"temporal, random: train,valid,test shares (default {','.join(map(str, dc.ratios))})")
+    s.add_argument("--n", type=int, default=None,
+                   help=f"leave_last: items per user in valid and test (default {dc.leave_n})")
     s.add_argument("--valid-start", help="time: first time of valid, a date like 2024-05-01 (UTC unless a zone is "
                                          "given) or a number in the data's unit (s, ms, us or ns, told from its size)")
     s.add_argument("--test-start", help="time: first time of test, as --valid-start")
-    s.add_argument("--seed", type=int, default=TrainConfig.seed, help="random seed for --method random (default %(default)s)")
+    s.add_argument("--seed", type=int, default=None, help=f"random seed for --method random (default {TrainConfig.seed})")
     s.add_argument("--out", required=True, help="folder for train.csv, valid.csv, test.csv (+ items.csv, users.csv)")
     s.add_argument("overrides", nargs="*", metavar="data.key=value",
                    help="column names and format of --input, as `train` takes them: data.user_col, data.item_col, "
@@ -306,6 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
         # an output or input path the user gave: one line, not a traceback
         print(f"error: {e.strerror or e}: {e.filename!s}" if e.filename else f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        from twotower.utils.atomic import STORAGE_ERRNOS
+
+        if e.errno not in STORAGE_ERRNOS:
+            raise
+        # the disk or quota filled, or the filesystem is mounted read-only: where, not a traceback
+        where = f": {e.filename!s}" if e.filename else ""
+        fix = ("write to a folder on a writable filesystem" if e.errno == errno.EROFS
+               else "free space there (or write to a folder on another disk) and run the command again")
+        print(f"error: {e.strerror or e}{where}; {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

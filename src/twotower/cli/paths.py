@@ -29,7 +29,7 @@ def check_artefact_dir(
     non-empty folder that is not an earlier ``kind`` (``is_same_kind`` recognises one by its marker file), or
     when it overlaps an input folder (``inputs``: flag -> path; ``None`` entries are skipped).
     """
-    p = check_output_dir(path, flag)
+    p = check_output_dir(path, flag, swapped=True)
     real = p.resolve()
     for in_flag, src in (inputs or {}).items():
         if src is None:

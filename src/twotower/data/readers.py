@@ -392,6 +392,24 @@ def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
                      "(SASRec format, file order = time order) need integer ids", file=label, row=1, unit="line")
 
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _headerless(header: list[str], label: str) -> DataError | None:
+    """The error for a table whose first line is data (MovieLens' u.data as a .tsv), or None.
+
+    Its "columns" are the first row's numbers, and the message was that column 'user_id' is missing, with
+    "Set data.user_col=NAME to the right column" among columns named '196', '242', '3', '881250949'.
+    """
+    if len(header) < 2 or not all(_NUMBER.fullmatch(str(c).strip()) for c in header):
+        return None
+    shown = ", ".join(str(c) for c in header[:4]) + (", ..." if len(header) > 4 else "")
+    return DataError(f"the first line ({shown}) holds numbers, not column names: the file has no header row; add a "
+                     "first line naming its columns with the file's separator, e.g. user_id, item_id, rating, "
+                     "timestamp for a file laid out as MovieLens' u.data (data.user_col=... and the like map other "
+                     "names)", file=label, row=1, unit="line")
+
+
 def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = "utf-8") -> pd.DataFrame:
     """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -589,7 +607,8 @@ def read_interactions(
     present = list(raw.columns)
     missing = [(role, col) for role, col in (("user", columns.user), ("item", columns.item)) if col not in raw.columns]
     if missing:
-        pairs = _space_separated_pairs(present, label)
+        text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in (".csv", ".tsv", ".txt")
+        pairs = _space_separated_pairs(present, label) or (_headerless(present, label) if text_table else None)
         if pairs is not None:
             raise pairs
         named = {columns.user, columns.item, columns.timestamp, columns.rating}

@@ -135,6 +135,13 @@ def split_report(train: pd.DataFrame, valid: pd.DataFrame, test: pd.DataFrame) -
     return rep
 
 
+def _warn_all_users_short(method: str, users: int, needed: int, way_out: str) -> None:
+    """Every user is too short to give up rows: say so at split time, not when `train` finds valid.csv empty."""
+    who = "the one user has" if users == 1 else f"all {users:,} users have"
+    log.warning("%s split: valid and test are empty: %s fewer than the %d interactions a user needs to give rows "
+                "to them, so every row stays in train; %s", method, who, needed, way_out)
+
+
 def _finish(method: str, train: pd.DataFrame, valid: pd.DataFrame, test: pd.DataFrame, extra: dict) -> Split:
     if len(train) == 0:
         raise DataError(
@@ -174,6 +181,9 @@ def temporal_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1)) 
     is_valid = (~is_test) & (pos >= m - n_test - n_valid)
     is_train = ~(is_test | is_valid)
     short_users = int(s.loc[~big, "user_id"].nunique())
+    if not big.any() and (r_valid > 0 or r_test > 0):
+        _warn_all_users_short("temporal", short_users, 3, "split such a file with --method random or --method "
+                              "time (data.split)")
     return _finish(
         "temporal",
         s[is_train], s[is_valid], s[is_test],
@@ -196,6 +206,10 @@ def leave_last_n_out(df: pd.DataFrame, n: int = 1) -> Split:
     is_valid = big & ~is_test & (pos >= m - 2 * n)
     is_train = ~(is_test | is_valid)
     short_users = int(s.loc[~big, "user_id"].nunique())
+    if not big.any():
+        _warn_all_users_short("leave_last", short_users, 2 * n + 1,
+                              f"n={n} holds out {n} for valid and {n} for test; a smaller n (--n, data.leave_n) "
+                              "holds out fewer")
     return _finish(
         "leave_last_n_out",
         s[is_train], s[is_valid], s[is_test],
@@ -336,6 +350,10 @@ def random_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1), se
     perm = np.random.default_rng(int(seed)).permutation(n)
     n_test = int(math.floor(n * r_test + _EPS))
     n_valid = int(math.floor(n * r_valid + _EPS))
+    for name, share, rows in (("valid", r_valid, n_valid), ("test", r_test, n_test)):
+        if share > 0 and rows == 0:  # the share rounds down to no row: said now, not by `train` reading an empty file
+            log.warning("random split: %s is empty: its share %g of %d rows is less than one row; a larger share "
+                        "(--ratios, data.ratios) or more data gives it rows", name, share, n)
     part = np.zeros(n, dtype=np.int8)  # 0 train, 1 valid, 2 test
     part[perm[:n_test]] = 2
     part[perm[n_test:n_test + n_valid]] = 1

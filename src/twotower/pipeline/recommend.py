@@ -100,12 +100,15 @@ def open_run_index(
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return index, f"exact search over {run.n_items:,} items ({why})"
-    _check_index_model(run, index_dir, fp)
-    tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
-    shortfall = _recall_shortfall(index_dir, tune)
-    if shortfall and not allow_low_recall:
-        raise ConfigError(shortfall + _LOW_RECALL_FIX)
-    index = load_index(index_dir, expected_fingerprint=fp)
+    try:
+        _check_index_model(run, index_dir, fp)
+        tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
+        shortfall = _recall_shortfall(index_dir, tune)
+        if shortfall and not allow_low_recall:
+            raise ConfigError(shortfall + _LOW_RECALL_FIX)
+        index = load_index(index_dir, expected_fingerprint=fp)
+    except IntegrityError as e:
+        raise IntegrityError(_with_rebuild(str(e), run, index_dir)) from e
     _check_index_ids(run, index_dir, index)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
         log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
@@ -120,6 +123,27 @@ def open_run_index(
                    + "; --exact (from Python: exact=True) ranks the whole catalogue exactly")
 
 
+#: how the index layer, which knows no run, words the way out of a damaged index
+_GENERIC_REBUILD = "rebuild with `twotower index build --run DIR`"
+
+
+def _rebuild_command(run: TrainedRun, index_dir: Path) -> str:
+    out = "" if Path(index_dir).resolve() == (Path(run.dir) / "index").resolve() else f" --out {index_dir}"
+    return f"twotower index build --run {run.dir}{out}"
+
+
+def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
+    """``message`` of a damaged index with the command that rebuilds it for this run, and the way around it.
+
+    The index layer said "rebuild with `twotower index build --run DIR`" (a placeholder, beside messages that
+    name the run) or nothing at all (a meta.json that is not JSON), and never that --exact ranks without it.
+    """
+    if "--exact" in message:  # already says both (an index of other weights)
+        return message
+    fix = f"rebuild it with `{_rebuild_command(run, index_dir)}` (or rank exactly with --exact)"
+    return message.replace(_GENERIC_REBUILD, fix) if _GENERIC_REBUILD in message else f"{message}; {fix}"
+
+
 def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
     """IntegrityError when the index in ``index_dir`` was built from other item vectors than ``run``'s.
 
@@ -128,11 +152,10 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
     """
     built_for = read_meta(index_dir).get("model_fingerprint")
     if built_for != fp:
-        out = "" if Path(index_dir).resolve() == (Path(run.dir) / "index").resolve() else f" --out {index_dir}"
         raise IntegrityError(
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
             f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
-            f"rebuild it with `twotower index build --run {run.dir}{out}` (or rank exactly with --exact)")
+            f"rebuild it with `{_rebuild_command(run, index_dir)}` (or rank exactly with --exact)")
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:

@@ -13,6 +13,7 @@ from twotower.config import RunConfig
 from twotower.errors import ConfigError
 from twotower.pipeline.artifacts import (
     TrainedRun,
+    _read_json_dict,
     clear_previous_run,
     forget_results_of_old_weights,
     run_part_file,
@@ -167,15 +168,31 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     result = trainer.fit(resume=resume)
     if tdist.is_main():
         write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
-        for folder in stale:
-            what = "an ONNX export" if (folder / "export.json").is_file() else "an index"
-            fix = (f"twotower export --run {out} --format onnx --out {folder}" if what == "an ONNX export"
-                   else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
-            log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
-                        "rebuilt: %s", folder, what, fix)
     tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
+    if run is not None:
+        _say_stale(out, stale, run.fingerprint())
     return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
+
+
+def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
+    """Name the index and export folders a resume left behind that no longer fit the run's weights.
+
+    A resume that finds no better epoch keeps the best weights as they were: their index still fits (serve and
+    recommend take it), and a warning that they refuse it sent the user to rebuild for nothing.
+    """
+    for folder in folders:
+        export = (folder / "export.json").is_file()
+        record = _read_json_dict(folder / ("export.json" if export else "meta.json")) or {}
+        what = "an ONNX export" if export else "an index"
+        if record.get("model_fingerprint") == fingerprint:
+            log.info("%s holds %s of the same weights (this resume found no better epoch), so it still fits the "
+                     "run", folder, what)
+            continue
+        fix = (f"twotower export --run {out} --format onnx --out {folder}" if export
+               else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
+        log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
+                    "rebuilt: %s", folder, what, fix)
 
 
 def _check_resumable(out: Path) -> None:
@@ -209,6 +226,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
 
     fix = "resume with the run's settings and data, or train into another folder without --resume"
     saved = out / "config.json"
+    old: Any = None
     if saved.is_file():
         old = saved_config_dict(read_json(saved))
         diffs = _config_differences(old.get("model") if isinstance(old, dict) else None,
@@ -232,9 +250,9 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         if path.is_file() and (df is None or sha256_bytes(df.to_csv(index=False).encode("utf-8")) != sha256_file(path)):
             now = "no such split" if df is None else f"{len(df):,} rows"
             raise ConfigError(
-                f"cannot resume {out}: the {name} interactions differ from the run's {path} ({now} now; e.g. "
-                f"another train.seed with data.split={config.data.split}, or an edited file), so the weights would "
-                f"continue on other data and its held-out rows could be ones they were trained on; {fix}")
+                f"cannot resume {out}: the {name} interactions differ from the run's {path} ({now} now; "
+                f"{_why_part_differs(config, old, name)}), so the weights would continue on other data and its "
+                f"held-out rows could be ones they were trained on; {fix}")
     weights = out / "checkpoint" / "model.safetensors"
     try:
         with safe_open(str(weights), framework="pt") as f:
@@ -247,6 +265,25 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         k = bad[0]
         raise ConfigError(f"cannot resume {out}: the checkpoint does not fit this model ({len(bad)} tensors differ, "
                           f"e.g. {k!r}: {shapes.get(k)} in the checkpoint, {own.get(k)} now); {fix}")
+
+
+def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
+    """The likely cause of a resume's other train/valid part, from how the data is given now and was then.
+
+    It said "e.g. another train.seed with data.split=temporal" whatever the data: for --train/--valid files a
+    seed plays no part (nor does it in a temporal split); the file given differs, or was edited.
+    """
+    data = config.data
+    before = old.get("data") if isinstance(old, dict) and isinstance(old.get("data"), dict) else {}
+    if data.path is None and before.get("path") is None:  # parts given as files, then and now
+        given, then = getattr(data, name), before.get(name)
+        if then and given != then:
+            return f"--{name} {given} now, {then} when the run was trained" if given else \
+                f"the run was trained with --{name} {then}"
+        return f"the file {given} was edited since" if given else "the run was trained with one"
+    if data.split == "random":
+        return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {data.path}"
+    return f"e.g. other data.split settings than the run's, or an edited {data.path or 'data file'}"
 
 
 def _replace_previous_run(out: Path, config: RunConfig) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -131,6 +132,18 @@ def budget_horizon(epochs: int, epoch: int, spent_s: float, budget_s: float | No
     return max(epoch, min(epochs, expected))
 
 
+def _draws_bars(stream: Any) -> bool:
+    """A terminal tqdm can draw on: a terminal that reports 0 columns (``script`` without a terminal, some CI
+    runners and ``ssh -t`` sessions) got empty lines from tqdm and no progress lines either, so a long epoch said
+    nothing; it gets the log lines."""
+    if not stream.isatty():
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):  # no descriptor to ask: trust isatty
+        return True
+
+
 class Progress:
     """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
 
@@ -140,7 +153,7 @@ class Progress:
         self.unit = unit  # what n_examples counts: "sequences" for whole-window training, as its epoch line says
         self.enabled, self.every_s = enabled, every_s
         # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
-        self.tty = enabled and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
+        self.tty = enabled and _draws_bars(sys.stderr) and log.isEnabledFor(logging.INFO)
         self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
         self.t0 = self.last = time.perf_counter()
         self.batches = self.examples = 0

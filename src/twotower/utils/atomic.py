@@ -196,9 +196,40 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
             os.fsync(fh.fileno())
         os.replace(tmp_path, real)
         _fsync_dir(real.parent)
+    except Exception as e:
+        _raise_storage_error(e, real.parent, target)
+        raise
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+#: errors of the storage written to, not of the code: a full disk, a full quota, a file over the size limit,
+#: a read-only filesystem
+STORAGE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, n))
+
+#: free bytes under which a failed write is put down to a full disk: the failing writer's partial file is still there
+_FULL_DISK_BYTES = 1 << 20
+
+
+def _raise_storage_error(e: BaseException, where: Path, target: str | os.PathLike[str]) -> None:
+    """Re-raise a write's failure as an OSError naming ``target`` when the storage, not the code, failed.
+
+    A failed ``write()`` names no file ("[Errno 28] No space left on device"), and the libraries that write
+    weights say a full disk in their own words (safetensors: "I/O error: No space left on device"; torch.save:
+    "unexpected pos 1101184 vs 1101076"), which reached the user as a traceback. Returns when ``e`` is
+    something else, for the caller to re-raise.
+    """
+    if isinstance(e, OSError):
+        if e.filename is None and e.errno is not None:
+            raise OSError(e.errno, e.strerror or str(e), str(target)) from e
+        return
+    try:
+        st = os.statvfs(where)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return
+    if st.f_bavail * st.f_frsize < _FULL_DISK_BYTES:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target)) from e
 
 
 def atomic_write_bytes(target: str | os.PathLike[str], data: bytes) -> None:
@@ -279,7 +310,14 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     # mkdtemp makes 0700 folders; the finished artefact should have normal permissions
     os.chmod(tmp, 0o777 & ~_umask())
     try:
-        yield tmp
+        try:
+            yield tmp
+        except Exception as e:
+            if isinstance(e, OSError) and e.filename is not None and Path(e.filename).is_relative_to(tmp):
+                # named by the file it will have, not by the temporary folder (gone when this returns)
+                raise OSError(e.errno, e.strerror, str(target / Path(e.filename).relative_to(tmp))) from e
+            _raise_storage_error(e, tmp, target)
+            raise
         if target.is_dir() and _rename_exchange(tmp, target):
             # one atomic step: target holds the new contents, tmp the old ones (removed below);
             # a crash at any point leaves a complete target (the old one or the new one)
@@ -380,6 +418,15 @@ def sha256_file(path: str | os.PathLike[str], chunk: int = 1 << 20) -> str:
 
 
 # output folders, checked before any work (the CLI's --out and train_run's out)
+def _cannot_write(folder: Path) -> str:
+    """Why ``folder`` refuses writes, in the user's terms: a read-only mount is not a permission to ask for."""
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        read_only = False
+    return "read-only file system" if read_only else "permission denied"
+
+
 def _parents_ok(path: Path, flag: str) -> None:
     """Every existing ancestor must be a folder we can write into (the rest is created later)."""
     for parent in reversed(path.parents):
@@ -389,15 +436,21 @@ def _parents_ok(path: Path, flag: str) -> None:
             raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder; choose another path")
     existing = next((p for p in path.parents if p.exists()), None)
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: cannot write into {existing} (permission denied)")
+        raise ConfigError(f"{flag} {path}: cannot write into {existing} ({_cannot_write(existing)})")
 
 
-def check_output_dir(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """``path`` must be a folder or creatable as one; returns it as a Path."""
+def check_output_dir(path: str | os.PathLike[str], flag: str = "--out", *, swapped: bool = False) -> Path:
+    """``path`` must be a folder or creatable as one; returns it as a Path.
+
+    ``swapped``: the artefact is built beside ``path`` and swapped in whole (:func:`atomic_dir`), so the parent
+    must take writes too. Otherwise an existing folder is written into and only its own permission counts: a
+    user's ``/scratch/alice`` under a root-owned ``/scratch`` was refused as "cannot write into /scratch".
+    """
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} {p}: exists and is a file, not a folder; choose another path")
-    _parents_ok(p, flag)
+    if not (p.is_dir() and not swapped):
+        _parents_ok(p, flag)
     if p.is_dir() and not os.access(p, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {p}: cannot write into this folder (permission denied)")
+        raise ConfigError(f"{flag} {p}: cannot write into this folder ({_cannot_write(p)})")
     return p
