@@ -224,8 +224,11 @@ class DataConfig:
         _choice(self.format, "data.format", INTERACTION_FORMATS)
         _choice(self.time_unit, "data.time_unit", TIME_UNITS)
         check_encoding(self.encoding)
+        # nan read as "must be non-negative", and a sum like 1.2000000000000002 showed float noise
+        _check(all(math.isfinite(r) for r in self.ratios), "data.ratios",
+               f"must be finite numbers, got {', '.join(f'{r:g}' for r in self.ratios)}")
         _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
-        _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios)}")
+        _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios):.6g}")
         _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
         _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
         _check_dates(self, ("valid_start", "test_start"))

@@ -244,3 +244,14 @@ def test_a_setting_written_outside_its_section_names_the_section(tmp_path):
         load_config(overrides=["hidden=[8]"])
     with pytest.raises(ConfigError, match=r"unknown setting 'nonsense'; valid keys: data, model"):
         load_config(overrides=["nonsense=1"])
+
+
+def test_split_ratios_name_a_nan_and_print_their_sum_plainly() -> None:
+    """`--ratios nan,0.1,0.1` said "must be non-negative"; a wrong sum showed float noise (1.2000000000000002)."""
+    from twotower.config import DataConfig
+
+    with pytest.raises(ConfigError, match=re.escape("data.ratios: must be finite numbers, got nan, 0.1, 0.1")):
+        DataConfig(ratios=(float("nan"), 0.1, 0.1))
+    with pytest.raises(ConfigError, match=re.escape("data.ratios: must sum to 1, got 1.2")) as err:
+        DataConfig(ratios=(0.8, 0.2, 0.2))
+    assert "1.2000000000000002" not in str(err.value)

@@ -8,6 +8,7 @@ threads or settings) then kept those orphan weights while reporting the checkpoi
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -67,13 +68,23 @@ def test_a_kill_while_epoch_3_is_saved_then_resume_keeps_the_reported_best(tmp_p
         np.testing.assert_array_equal(got[k], want[k], err_msg=f"{k}: not the weights of the best epoch {best}")
 
 
-def test_resume_of_a_run_without_a_weight_average_starts_one(tmp_path):
+def test_resume_of_a_run_without_a_weight_average_starts_one(tmp_path, caplog):
     """A run trained without a weight average (train.ema_decay=0, or before it was the default) resumed with one:
     the average starts at the resumed weights, where it refused the checkpoint before."""
     data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
     out = tmp_path / "run"
     assert _train(data, out, 1, "train.ema_decay=0") == 0
     assert not (out / "checkpoint" / "average.safetensors").exists()
-    assert _train(data, out, 2, "--resume") == 0  # the default train.ema_decay
+    args = ["train", "--train", str(data["train"]), "--out", str(out), *FAST]
+    caplog.set_level(logging.INFO, logger="twotower")
+    assert main([*args, "--epochs", "2", "--resume"]) == 0  # the default train.ema_decay
     assert (out / "checkpoint" / "average.safetensors").exists()
     assert json.loads((out / "checkpoint" / "state.json").read_text())["epoch"] == 2
+    err = caplog.text
+    # the changed setting is said, not silently read as the run's own
+    assert "resume: these settings differ from the run's and apply from here on: train.ema_decay: 0" in err
+    assert "0.99 now" in err and "holds no weight average" in err
+    # asking for no more epochs than the checkpoint holds says so, instead of "0 in 0.4s"
+    caplog.clear()
+    assert main([*args, "--epochs", "2", "--resume"]) == 0
+    assert "the checkpoint holds epoch 2, and train.epochs=2 asks for no more" in caplog.text

@@ -234,6 +234,13 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         if diffs:
             raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
                               f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); {fix}")
+        # training settings may change (that is what resuming with new flags is for), but silently they read as
+        # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding)
+        now = config_to_dict(config)
+        changed = [d for part in ("train", "loss")
+                   for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
+        if changed:
+            log.info("resume: these settings differ from the run's and apply from here on: %s", "; ".join(changed))
     for kind, vocab in (("items", prep.item_vocab), ("users", prep.user_vocab)):
         path = out / "vocab" / f"{kind}.json"
         if path.is_file():

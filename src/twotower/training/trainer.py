@@ -289,6 +289,9 @@ class Trainer:
         epochs_run = start_epoch - 1
         stopped: str | None = None  # why the fit ended before train.epochs (hooks.stop_reason)
         budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
+        if resume and done >= self.cfg.epochs and main:  # it printed "0 in 0.4s" and nothing of why
+            log.info("resume: the checkpoint holds epoch %d, and train.epochs=%d asks for no more; nothing is trained "
+                     "(raise --epochs to continue)", done, self.cfg.epochs)
         for epoch in range(start_epoch, self.cfg.epochs + 1):
             spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
             stopped = stop_reason(self, stopper, spent, epoch)
