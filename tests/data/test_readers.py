@@ -152,6 +152,10 @@ def test_missing_file_empty_file_unknown_format(tmp_path):
         read_table(write(tmp_path / "data.xlsx", "x"))
     with pytest.raises(DataError, match="bad.parquet"):
         read_table(write(tmp_path / "bad.parquet", "not parquet"))
+    # README: "Compressed files (.csv.gz) are not read: unpack them first" -- the error said "unknown table
+    # format '.gz'" and listed .json as JSON lines only (an array of records is read too)
+    with pytest.raises(DataError, match=r"i\.csv\.gz.*compressed.*unpack it first.*one array of records"):
+        read_table(write(tmp_path / "i.csv.gz", "x"))
     with pytest.raises(DataError, match="header.csv.*no data rows"):
         read_interactions(write(tmp_path / "header.csv", "user_id,item_id\n"))
 

@@ -67,7 +67,8 @@ CANONICAL_COLUMNS = ("user_id", "item_id", "timestamp", "rating")
 _CSV_SUFFIXES = {".csv", ".tsv", ".txt"}
 _PARQUET_SUFFIXES = {".parquet", ".pq"}
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
-_SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines)"
+_SUPPORTED = ".csv, .tsv, .txt, .parquet, .jsonl, .ndjson, .json (JSON lines or one array of records)"
+_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip", ".zst", ".7z")
 
 #: words of a column name that read as an event time (ts, event_time, createdAt, order_date, unix_epoch, ...)
 _TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
@@ -248,6 +249,9 @@ def read_table_numbered(
             else:
                 df = pd.read_json(src, lines=True, dtype=False, convert_dates=False)
                 rows = RowNumbers("line", 1, path, encoding=encoding)
+        elif suffix in _COMPRESSED_SUFFIXES:
+            raise DataError(f"a compressed file ({suffix!r}) is not read: unpack it first and pass the file inside "
+                            f"(e.g. `gunzip -k data.csv.gz`, then data.csv); supported: {_SUPPORTED}", file=label)
         else:
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except DataError:
