@@ -163,14 +163,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             return _interrupt_status(e)
         except OSError as e:
-            from twotower.utils.atomic import STORAGE_ERRNOS
+            from twotower.utils.atomic import storage_error_line
 
-            if e.errno not in STORAGE_ERRNOS or e.errno == errno.EROFS or not tdist.is_main():
+            line = storage_error_line(e)
+            if line is None or e.errno == errno.EROFS or not tdist.is_main():
                 raise
             # the disk filled mid-run: the epochs checkpointed before it are not lost, and the user should know
-            where = f": {e.filename!s}" if e.filename else ""
-            print(f"error: {e.strerror or e}{where}; free space there, then: "
-                  f"{interrupted_training(out, resumed=args.resume, since=started)}", file=sys.stderr)
+            print(f"{line}; free space there, then: {interrupted_training(out, resumed=args.resume, since=started)}",
+                  file=sys.stderr)
             return 2
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates

@@ -312,15 +312,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e.strerror or e}: {e.filename!s}" if e.filename else f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        from twotower.utils.atomic import STORAGE_ERRNOS
+        from twotower.utils.atomic import storage_error_line
 
-        if e.errno not in STORAGE_ERRNOS:
+        line = storage_error_line(e)
+        if line is None:
             raise
         # the disk or quota filled, or the filesystem is mounted read-only: where, not a traceback
-        where = f": {e.filename!s}" if e.filename else ""
         fix = ("write to a folder on a writable filesystem" if e.errno == errno.EROFS
                else "free space there (or write to a folder on another disk) and run the command again")
-        print(f"error: {e.strerror or e}{where}; {fix}", file=sys.stderr)
+        print(f"{line}; {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

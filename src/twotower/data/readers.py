@@ -611,7 +611,7 @@ def read_interactions(
     present = list(raw.columns)
     missing = [(role, col) for role, col in (("user", columns.user), ("item", columns.item)) if col not in raw.columns]
     if missing:
-        text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in (".csv", ".tsv", ".txt")
+        text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
         pairs = _space_separated_pairs(present, label) or (_headerless(present, label) if text_table else None)
         if pairs is not None:
             raise pairs

@@ -278,6 +278,15 @@ def read_item_meta(path: Path) -> pd.DataFrame:
     return meta
 
 
+def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False) -> str:
+    """The command that rebuilds ``folder`` (an index, or with ``export`` an ONNX export) for the run in ``run_dir``;
+    ``--out`` only where the folder is not the run's default one."""
+    if export:
+        return f"twotower export --run {run_dir} --format onnx --out {folder}"
+    out = "" if _resolved(Path(folder)) == _resolved(Path(run_dir) / "index") else f" --out {folder}"
+    return f"twotower index build --run {run_dir}{out}"
+
+
 def _read_json_dict(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when it is missing or not one (then it is not ours to act on)."""
     if not path.is_file():

@@ -24,7 +24,7 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
-from twotower.pipeline.artifacts import TrainedRun, check_finite_user
+from twotower.pipeline.artifacts import TrainedRun, check_finite_user, rebuild_command
 from twotower.results import Results
 from twotower.utils.progress import RateLog
 
@@ -127,11 +127,6 @@ def open_run_index(
 _GENERIC_REBUILD = "rebuild with `twotower index build --run DIR`"
 
 
-def _rebuild_command(run: TrainedRun, index_dir: Path) -> str:
-    out = "" if Path(index_dir).resolve() == (Path(run.dir) / "index").resolve() else f" --out {index_dir}"
-    return f"twotower index build --run {run.dir}{out}"
-
-
 def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
     """``message`` of a damaged index with the command that rebuilds it for this run, and the way around it.
 
@@ -140,7 +135,7 @@ def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
     """
     if "--exact" in message:  # already says both (an index of other weights)
         return message
-    fix = f"rebuild it with `{_rebuild_command(run, index_dir)}` (or rank exactly with --exact)"
+    fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}` (or rank exactly with --exact)"
     return message.replace(_GENERIC_REBUILD, fix) if _GENERIC_REBUILD in message else f"{message}; {fix}"
 
 
@@ -155,7 +150,7 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
         raise IntegrityError(
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
             f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
-            f"rebuild it with `{_rebuild_command(run, index_dir)}` (or rank exactly with --exact)")
+            f"rebuild it with `{rebuild_command(run.dir, index_dir)}` (or rank exactly with --exact)")
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:

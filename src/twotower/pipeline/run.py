@@ -16,6 +16,7 @@ from twotower.pipeline.artifacts import (
     _read_json_dict,
     clear_previous_run,
     forget_results_of_old_weights,
+    rebuild_command,
     run_part_file,
     save_run_data,
     saved_config_dict,
@@ -189,8 +190,7 @@ def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
             log.info("%s holds %s of the same weights (this resume found no better epoch), so it still fits the "
                      "run", folder, what)
             continue
-        fix = (f"twotower export --run {out} --format onnx --out {folder}" if export
-               else f"twotower index build --run {out}" + ("" if folder == out / "index" else f" --out {folder}"))
+        fix = rebuild_command(out, folder, export=export)
         log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
                     "rebuilt: %s", folder, what, fix)
 
@@ -229,14 +229,13 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     old: Any = None
     if saved.is_file():
         old = saved_config_dict(read_json(saved))
-        diffs = _config_differences(old.get("model") if isinstance(old, dict) else None,
-                                    config_to_dict(config)["model"], "model")
+        now = config_to_dict(config)
+        diffs = _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"], "model")
         if diffs:
             raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
                               f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); {fix}")
         # training settings may change (that is what resuming with new flags is for), but silently they read as
         # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding)
-        now = config_to_dict(config)
         changed = [d for part in ("train", "loss")
                    for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
         if changed:

@@ -172,8 +172,9 @@ class Trainer:
         dev, m = self.device, self.model
         ex = self.examples
         users, positions, denoise = ex.users[local], ex.positions[local], ex.denoise[local]
+        drop = self.cfg.history_dropout if m.user_tower.uses_history else 0.0  # no masks for a history unread
         hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng,
-                              self.cfg.denoise_keep, self.cfg.history_dropout)
+                              self.cfg.denoise_keep, drop)
         targets = torch.as_tensor(self.seqs.items[positions], device=dev)  # [B]
         u = torch.as_tensor(users, device=dev)
         h = torch.as_tensor(hist, device=dev) if m.user_tower.uses_history else None  # [B, L]

@@ -208,6 +208,14 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
 #: a read-only filesystem
 STORAGE_ERRNOS = frozenset(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS") if hasattr(errno, n))
 
+def storage_error_line(e: OSError) -> str | None:
+    """``error: No space left on device: FILE`` for a failure of the storage written to (:data:`STORAGE_ERRNOS`),
+    for the CLI to print with its way out instead of a traceback; None for any other error."""
+    if e.errno not in STORAGE_ERRNOS:
+        return None
+    return f"error: {e.strerror or e}" + (f": {e.filename!s}" if e.filename else "")
+
+
 #: free bytes under which a failed write is put down to a full disk: the failing writer's partial file is still there
 _FULL_DISK_BYTES = 1 << 20
 
