@@ -117,3 +117,23 @@ def test_the_default_cache_is_the_users_not_the_working_folders(tmp_path, monkey
     args = build_parser().parse_args(["search", "evaluate", "--beir", "b", "--cache", "here/cache"])
     _check_cache(args)
     assert args.cache == "here/cache"  # an explicit relative path means the folder it names, as before
+
+
+def test_waiting_for_another_writer_is_said_not_silent(tmp_path, caplog):
+    """A second process reaching a cache another one is filling (a corpus encoding: minutes) waited without a word."""
+    import fcntl
+    import logging
+    import threading
+
+    enc = CountingEncoder()
+    cache = EmbeddingCache(tmp_path, model_id=enc.model_id, max_length=8)
+    cache.dir.mkdir(parents=True)
+    with open(cache.dir / ".lock", "a+") as held:  # another open file: flock conflicts as another process's would
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        release = threading.Timer(0.3, fcntl.flock, (held.fileno(), fcntl.LOCK_UN))
+        release.start()
+        with caplog.at_level(logging.INFO, logger="twotower.text.cache"):
+            out = cached_encode(enc, ["x"], tmp_path, max_length=8)
+        release.join()
+    assert out.shape == (1, 4)
+    assert "is in use by another process" in caplog.text and "waited" in caplog.text

@@ -103,7 +103,17 @@ class EmbeddingCache:
     def _locked(self):
         self.dir.mkdir(parents=True, exist_ok=True)
         with open(self.dir / ".lock", "a+") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # another process holds it, usually while it encodes a corpus (minutes on a CPU): a second `search
+                # evaluate` / `index` sat there without a word until that one finished
+                logger.info("embedding cache %s is in use by another process (encoding texts?); waiting for it to "
+                            "finish", self.dir)
+                t0 = time.perf_counter()
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+                logger.info("embedding cache %s: waited %.0fs for the other process", self.dir.name,
+                            time.perf_counter() - t0)
             try:
                 yield
             finally:
