@@ -5,7 +5,7 @@ import pytest
 
 from twotower.errors import ConfigError
 from twotower.results import PAD_ID, Results
-from twotower.search.fusion import FusionChoice, rrf, score_interpolation, tune_fusion
+from twotower.search.fusion import FusionChoice, fuse_with_head, rrf, score_interpolation, tune_fusion
 
 
 def R(ids, scores):
@@ -107,3 +107,42 @@ def test_rrf_ties_and_k_bounds():
     np.testing.assert_allclose(rrf([A, B], k=0, top_k=1).scores[0], [1 / 3 + 1 / 1])
     with pytest.raises(ConfigError, match=">= 0"):
         rrf([A, B], k=-1)
+
+
+class _Ranked:
+    """A retriever stub: every query gets the first ``k`` of one fixed ranked list of corpus rows."""
+
+    def __init__(self, rows: np.ndarray, scores: np.ndarray) -> None:
+        self.rows, self.scores = rows, scores
+
+    def search(self, queries, k):
+        return R([self.rows[:k]] * len(queries), [self.scores[:k]] * len(queries))
+
+
+@pytest.mark.parametrize("fusion", [{"name": "rrf", "params": {"k": 60}},
+                                    {"name": "interpolation", "params": {"weights": [0.7, 0.3], "normalization": "minmax"}},
+                                    {"name": "interpolation", "params": {"weights": [0.5, 0.5], "normalization": "zscore"}}])
+def test_a_longer_hybrid_list_keeps_the_shorter_ones_head(fusion):
+    """A hybrid search for k=250 fused the lists at depth 250 and answered another top 10 than k=10 (fused at the
+    100 `search evaluate` measures): min-max moved each list's floor, RRF added the deep ranks' votes (SciFact: 88 of
+    104 test queries with min-max 0.7/0.3). The head is now fused at that depth whatever k; the rest follows."""
+    from twotower.config import SearchConfig
+    from twotower.search.beir import Corpus
+    from twotower.search.pipeline import SearchIndex
+
+    n = 300
+    rng = np.random.default_rng(0)
+    ids = [str(i) for i in range(n)]
+    corpus = Corpus(ids, [""] * n, ["text"] * n, {d: i for i, d in enumerate(ids)})
+    lexical = _Ranked(np.arange(n), np.sort(rng.gamma(2.0, 3.0, n))[::-1].astype(np.float32))
+    dense = _Ranked(rng.permutation(n), np.sort(rng.uniform(0.1, 0.9, n))[::-1].astype(np.float32))
+    index = SearchIndex(corpus, lexical, dense, model=None, fusion=fusion)
+    short = index.search(["q"], 10)
+    long = index.search(["q"], 250)
+    assert long.ids[0, :10].tolist() == short.ids[0].tolist()
+    np.testing.assert_array_equal(long.scores[0, :10], short.scores[0])
+    assert len(set(long.ids[0].tolist())) == 250 and PAD_ID not in long.ids[0]  # a full list, no document twice
+    assert (np.diff(long.scores[0]) <= 0).all()  # past the heads' documents: the floor, never above the head
+    head = fuse_with_head(FusionChoice(**fusion), [lexical.search(["q"], 250), dense.search(["q"], 250)], top_k=250)
+    np.testing.assert_array_equal(head.ids, long.ids)
+    assert SearchConfig.depth == 100  # the depth the head is fused at (what `search evaluate` measures)

@@ -126,10 +126,11 @@ def search_evaluate(
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":
-        from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+        from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
 
         choice = fusion or FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
-        results = choice.apply(parts, top_k=k)
+        # as SearchIndex.search fuses: the head never depends on how deep --rerank-top makes the lists
+        results = fuse_with_head(choice, parts, top_k=k)
     else:
         results = parts[0]
     without_rerank = None

@@ -223,7 +223,7 @@ class SearchIndex:
         ``check`` (e.g. a service's :meth:`~twotower.serving.budget.WorkBudget.check`) is called between the
         stages and between cross-encoder batches, so it can abandon the work by raising.
         """
-        from twotower.search.fusion import FusionChoice  # noqa: PLC0415
+        from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
 
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -238,7 +238,8 @@ class SearchIndex:
             choice = FusionChoice(name=self.fusion["name"], params=self.fusion["params"])
             lexical = self.bm25.search(queries, depth)
             check()
-            res = choice.apply([lexical, self.dense.search(queries, depth)], top_k=depth)
+            # fused at the depth `search evaluate` measures whatever k: a deeper fusion re-ranks the head
+            res = fuse_with_head(choice, [lexical, self.dense.search(queries, depth)], top_k=depth)
         check()
         if reranker is not None:
             res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
