@@ -8,8 +8,9 @@ normalize)::
                        "texts": {sha256(text): [shard, row]}}
     shard-00000.npy   float32 [rows, D]
 
-Each call encodes only the texts it has not seen, appends one new shard and
-rewrites ``index.json``; both writes are atomic, and the shard is written
+Each call encodes only the texts it has not seen, appending a new shard and
+rewriting ``index.json`` as it goes (at least once a minute, so an interrupted
+encoding keeps what it finished); both writes are atomic, and the shard is written
 before the index that points at it, so a crash never leaves the index
 pointing at a missing shard. Writers on one machine are serialised with an
 advisory lock (``.lock``), so two processes never lose each other's entries. A shard whose hash or shape does not match the
@@ -41,6 +42,12 @@ __all__ = ["EmbeddingCache", "cached_encode", "cached_word_pieces", "text_key"]
 logger = logging.getLogger(__name__)
 
 _FORMAT = 1
+#: texts encoded per call, between progress lines and chances to save
+_CHUNK_TEXTS = 256
+#: a shard is saved at least this often while encoding (and at the end): a 13-minute corpus encoding stopped a minute
+#: before its end kept nothing, its one shard being written when the last text was encoded. Not much more often:
+#: every save rewrites index.json, which lists every text
+_SAVE_EVERY_S = 60.0
 
 
 def _index_hash(index: dict) -> str:
@@ -170,23 +177,7 @@ class EmbeddingCache:
                         len(keys), len(missing))
         if missing:
             logger.info("embedding cache %s: %d of %d texts to encode", self.dir.name, len(missing), len(keys))
-            t0 = time.perf_counter()
-            new = encoder.encode(list(missing.values()), batch_size=batch_size, max_length=self.max_length,
-                                 normalize=self.normalize, show_progress=show_progress)  # [M, D]
-            shard_no = len(index["shards"])
-            name = f"shard-{shard_no:05d}.npy"
-            buf = io.BytesIO()
-            np.save(buf, new, allow_pickle=False)
-            data = buf.getvalue()
-            self.dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
-            index["dim"] = int(new.shape[1])
-            index["shards"].append({"file": name, "rows": int(new.shape[0]), "sha256": sha256_bytes(data),
-                                    "seconds": round(time.perf_counter() - t0, 2)})
-            for row, k in enumerate(missing):
-                index["texts"][k] = [shard_no, row]
-            atomic_write_json(self.dir / "index.json", {**index, "index_sha256": _index_hash(index)})
-            shards.append(new)
+            shards.extend(self._encode_missing(encoder, list(missing.items()), index, batch_size, show_progress))
         if not keys:
             return np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32)
         out = np.empty((len(keys), index["dim"]), dtype=np.float32)  # [N, D]
@@ -194,6 +185,51 @@ class EmbeddingCache:
             s, r = index["texts"][k]
             out[i] = shards[s][r]
         return out
+
+
+    def _encode_missing(self, encoder: TextEncoder, items: list[tuple[str, str]], index: dict, batch_size: int,
+                        show_progress: bool) -> list[np.ndarray]:
+        """Encode ``(key, text)`` items ``_CHUNK_TEXTS`` at a time, saving a shard (and the index pointing at it) at
+        least every ``_SAVE_EVERY_S`` seconds: an encoding cut short (Ctrl-C, a killed job) keeps what it finished, so
+        the next run encodes only the rest. Returns the new shards, in the order ``index`` numbers them."""
+        from twotower.utils.progress import RateLog  # noqa: PLC0415
+
+        progress = RateLog(logger, f"encoding with {encoder.backend}", len(items), "texts",
+                           encoder.settings.progress_seconds if show_progress else None, rate_unit="texts",
+                           rate_digits=1)
+        new: list[np.ndarray] = []
+        pending: list[np.ndarray] = []
+        t0 = last = time.perf_counter()
+        done = saved = 0
+        for start in range(0, len(items), _CHUNK_TEXTS):
+            part = [t for _, t in items[start : start + _CHUNK_TEXTS]]
+            pending.append(encoder.encode(part, batch_size=batch_size, max_length=self.max_length,
+                                          normalize=self.normalize, show_progress=False))  # [C, D]
+            done += len(part)
+            progress.update(done)
+            if done < len(items) and time.perf_counter() - last < _SAVE_EVERY_S:
+                continue
+            emb = np.concatenate(pending)  # [M, D]
+            shard_no = len(index["shards"])
+            name = f"shard-{shard_no:05d}.npy"
+            buf = io.BytesIO()
+            np.save(buf, emb, allow_pickle=False)
+            data = buf.getvalue()
+            self.dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(self.dir / name, data)  # shard first, then the index that points at it
+            index["dim"] = int(emb.shape[1])
+            index["shards"].append({"file": name, "rows": int(emb.shape[0]), "sha256": sha256_bytes(data),
+                                    "seconds": round(time.perf_counter() - last, 2)})
+            for row, (k, _) in enumerate(items[saved:done]):
+                index["texts"][k] = [shard_no, row]
+            atomic_write_json(self.dir / "index.json", {**index, "index_sha256": _index_hash(index)})
+            new.append(emb)
+            pending, saved, last = [], done, time.perf_counter()
+        if show_progress and len(items) > batch_size:
+            elapsed = time.perf_counter() - t0
+            logger.info("encoded %d texts with %s in %.1fs (%.1f texts/s)", len(items), encoder.backend, elapsed,
+                        len(items) / max(elapsed, 1e-9))
+        return new
 
 
 def cached_encode(
