@@ -96,3 +96,17 @@ def test_word_piece_counts_are_kept_with_the_embedding_cache(tmp_path):
         f.write_bytes(b"damaged")
     assert truncation_report(enc, texts, 8, cache_dir=tmp_path) == first and calls == [3, 2, 3, 3]
     assert truncation_report(enc, texts, 8, cache_dir=tmp_path) == first and calls == [3, 2, 3, 3]
+
+
+def test_an_empty_word_piece_file_is_counted_again_not_a_traceback(tmp_path):
+    """An emptied counts file (a full disk, a crash before the data reached it) stopped `search evaluate` with
+    numpy's "EOFError: No data left in file" traceback instead of counting again, as a damaged one is."""
+    class _ST:
+        tokenizer = _WordTokenizer()
+
+    enc = TextEncoder(_ST(), model_id="fake@1")
+    texts = ["a b c", "x " * 20]
+    first = truncation_report(enc, texts, 8, cache_dir=tmp_path)
+    for f in (tmp_path / "word-pieces").iterdir():
+        f.write_bytes(b"")
+    assert truncation_report(enc, texts, 8, cache_dir=tmp_path) == first

@@ -272,7 +272,7 @@ def cached_word_pieces(encoder: TextEncoder, texts: Sequence[str],
             lengths = np.load(path, allow_pickle=False)
             if lengths.shape == (len(texts),) and lengths.dtype.kind == "i":
                 return lengths.astype(np.int64)
-        except (OSError, ValueError):
+        except (OSError, ValueError, EOFError):  # an empty file is an EOFError to np.load: counted again, not a traceback
             pass
         logger.debug("word-piece counts at %s do not match the texts; counting again", path)
     lengths = encoder.word_pieces(list(texts))
