@@ -39,8 +39,10 @@ def test_truncated_index_names_the_file(tmp_path):
     enc, cache = _cache(tmp_path)
     text = (cache.dir / "index.json").read_text()
     (cache.dir / "index.json").write_text(text[: len(text) // 2])
-    with pytest.raises(IntegrityError, match="index.json"):
+    with pytest.raises(IntegrityError, match="index.json") as e:
         cached_encode(enc, ["x"], tmp_path, max_length=8)
+    # and what to do about it, as the other damaged-cache errors say
+    assert f"delete {cache.dir} and the texts are encoded again" in str(e.value)
 
 
 def test_edited_index_row_pointer_is_refused(tmp_path):

@@ -78,7 +78,10 @@ class EmbeddingCache:
         if not path.exists():
             return {"format": _FORMAT, "model_id": self.model_id, "max_length": self.max_length,
                     "normalize": self.normalize, "dim": None, "shards": [], "texts": {}}
-        index = read_json(path)
+        try:
+            index = read_json(path)
+        except IntegrityError as e:  # "corrupted or half-written" alone left the user to work out what to do
+            raise IntegrityError(f"{e}; delete {self.dir} and the texts are encoded again on the next run") from None
         if not isinstance(index, dict) or index.get("model_id") != self.model_id or index.get("format") != _FORMAT:
             raise IntegrityError(f"{path}: cache index belongs to another model or format; delete {self.dir}")
         stored = index.pop("index_sha256", None)  # caches written before the checksum existed have none
