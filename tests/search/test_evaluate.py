@@ -23,6 +23,23 @@ def test_metrics_by_hand():
     assert m["MRR@10"] == pytest.approx(0.25) and m["Recall@10"] == pytest.approx(0.5)
 
 
+def test_graded_qrels_give_ndcg_with_their_grades_as_gains():
+    """Grades were counted as 1 (binary gains): a grade-2 document ranked below a grade-1 one scored NDCG@10 1.0,
+    where BEIR's evaluation (trec_eval's ndcg_cut, gain = grade) gives less."""
+    from twotower.search.beir import Corpus
+
+    corpus = Corpus(["a", "b", "c"], [""] * 3, [""] * 3, {"a": 0, "b": 1, "c": 2})
+    ids = np.full((1, 100), PAD_ID, dtype=np.int64)
+    ids[0, :3] = [0, 1, 2]  # a (grade 1) first, b (grade 2) second, c (judged 0) third
+    res = Results(ids, np.zeros((1, 100), dtype=np.float32))
+    m = evaluate_retriever(res, {"q": {"a": 1, "b": 2, "c": 0}}, query_ids=["q"], corpus=corpus)
+    dcg, ideal = 1 + 2 / np.log2(3), 2 + 1 / np.log2(3)
+    assert m["NDCG@10"] == pytest.approx(dcg / ideal, rel=1e-6)  # 0.8597, not 1.0
+    assert m["Recall@10"] == 1.0 and m["MRR@10"] == 1.0  # relevance (grade > 0) is what these count
+    binary = evaluate_retriever(res, {"q": {"a": 1, "b": 1, "c": 0}}, query_ids=["q"], corpus=corpus)
+    assert binary["NDCG@10"] == 1.0
+
+
 def test_needs_100_columns():
     res = Results(np.zeros((1, 10), dtype=np.int64), np.zeros((1, 10), dtype=np.float32))
     with pytest.raises(ConfigError, match="k>=100"):
