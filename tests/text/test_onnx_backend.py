@@ -94,3 +94,16 @@ def test_export_takes_eager_attention_and_restores_the_model(encoders, onnx_cach
     ops = {n.op_type for n in onnx.load(str(folder / "model-fp32.onnx")).graph.node}
     assert "IsNaN" not in ops and "Softmax" in ops
     assert encoders["onnx"].model[0].auto_model.config._attn_implementation == before
+
+
+def test_without_encoder_threads_onnx_runtime_takes_torchs_thread_count(tmp_path, monkeypatch):
+    """ONNX Runtime's default took every core: `search evaluate --threads 1 --encoder-backend onnx-int8` (one thread
+    asked for, on a shared machine) still encoded on all of them. It now follows the count --threads gave torch."""
+    import torch
+
+    monkeypatch.setenv("TWOTOWER_ONNX_CACHE", str(tmp_path))  # its own export: another test damages the shared one
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    enc = load_text_encoder(None, settings=EncoderSettings(backend="onnx-int8"))
+    assert enc._onnx_forward().session.get_session_options().intra_op_num_threads == 1
+    two = load_text_encoder(None, settings=EncoderSettings(backend="onnx-int8", threads=2))  # --encoder-threads wins
+    assert two._onnx_forward().session.get_session_options().intra_op_num_threads == 2

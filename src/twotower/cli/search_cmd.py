@@ -251,7 +251,8 @@ def _encoder_flags(p: argparse.ArgumentParser) -> None:
                         "(torch-bf16 where bfloat16 is native, else torch); "
                         f"default $TWOTOWER_ENCODER_BACKEND or {EncoderSettings.backend}; part of the embedding "
                         "cache key and of the saved index")
-    p.add_argument("--encoder-threads", type=int, default=None, help="text encoder threads (default: the library's)")
+    p.add_argument("--encoder-threads", type=int, default=None,
+                   help="text encoder threads (default: torch's, which --threads sets; the ONNX backends too)")
 
 
 def _encoder_env(args: argparse.Namespace) -> None:

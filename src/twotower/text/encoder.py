@@ -59,8 +59,8 @@ def resolve_backend(name: str) -> str:
 
 @dataclass(frozen=True)
 class EncoderSettings:
-    """How texts are encoded: ``backend`` (one of :data:`BACKEND_CHOICES`), ``threads`` (None: the library
-    default) and ``progress_seconds`` between progress log lines."""
+    """How texts are encoded: ``backend`` (one of :data:`BACKEND_CHOICES`), ``threads`` (None: torch's
+    thread count, which ``--threads`` / ``TWOTOWER_THREADS`` set, for the ONNX backends too) and ``progress_seconds`` between progress log lines."""
 
     backend: str = "torch"
     threads: int | None = None

@@ -146,6 +146,7 @@ class OnnxForward:
 
     def __init__(self, st_model: Any, fingerprint: str, *, int8: bool, threads: int | None) -> None:
         import onnxruntime as ort
+        import torch
 
         from twotower.utils.atomic import read_json, verify_files
 
@@ -157,7 +158,10 @@ class OnnxForward:
         self.names: list[str] = list(meta["inputs"])
         self.tokenizer = st_model[0].tokenizer
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = int(threads or 0)  # 0: ONNX Runtime's default (all cores)
+        # without --encoder-threads, torch's count (what --threads / TWOTOWER_THREADS set, else its all-cores
+        # default): ONNX Runtime's own default took every core, so `search evaluate --threads 1` on a shared machine
+        # still encoded on all of them when the backend was onnx or onnx-int8
+        opts.intra_op_num_threads = int(threads or torch.get_num_threads())
         opts.inter_op_num_threads = 1
         opts.log_severity_level = 3  # errors only: no warnings in redirected logs
         path = folder / ("model-int8.onnx" if int8 else "model-fp32.onnx")
