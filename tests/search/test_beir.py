@@ -226,3 +226,11 @@ def test_a_qrels_file_without_the_header_says_why_it_is_refused(tmp_path, text, 
     with pytest.raises(DataError, match=r"test.tsv, row 1: header must be 'query-id<TAB>corpus-id<TAB>score', got .*; "
                                         + hint):
         load_beir(root, "test")
+
+
+def test_an_empty_qrels_file_says_it_is_empty(tmp_path):
+    """It said "header must be 'query-id<TAB>corpus-id<TAB>score', got None"."""
+    root = write_beir(tmp_path / "b", qrels={"test": ""})
+    with pytest.raises(DataError, match=r"test.tsv: file is empty; expected the header") as e:
+        load_beir(root, "test")
+    assert "None" not in str(e.value)

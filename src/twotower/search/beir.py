@@ -203,7 +203,10 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     duplicates: list[tuple[int, int]] = []
     rows = _tsv_rows(path)
     _, header = next(rows, (1, None))
-    if header is None or [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
+    if header is None:  # was "header must be ..., got None", which reads like a bug rather than an empty file
+        raise DataError("file is empty; expected the header 'query-id<TAB>corpus-id<TAB>score' and one row per "
+                        "judgement", file=str(path))
+    if [h.strip() for h in header[:3]] != ["query-id", "corpus-id", "score"]:
         raise DataError(f"header must be 'query-id<TAB>corpus-id<TAB>score', got {header!r}{_header_hint(header)}",
                         file=str(path), row=1)
     for rowno, rec in rows:
