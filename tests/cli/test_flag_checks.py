@@ -14,6 +14,20 @@ def test_serve_rerank_without_a_search_index_is_refused_before_loading(tmp_path,
     assert err.startswith("error: --rerank ") and "--search-index DIR" in err and "\n" not in err
 
 
+def test_serve_with_a_rerank_folder_that_is_no_cross_encoder_is_refused_before_loading(tmp_path, monkeypatch, capsys):
+    # the search index (and its text encoder) was loaded first, the wrong --rerank folder refused only after that
+    from twotower.serving import search_service
+
+    def never(*_a, **_k):
+        raise AssertionError("the search index was loaded before --rerank was checked")
+
+    monkeypatch.setattr(search_service.SearchService, "load", never)
+    assert main(["serve", "--search-index", str(tmp_path / "idx"), "--rerank", str(tmp_path / "nope"),
+                 "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --rerank ") and "\n" not in err
+
+
 @pytest.mark.parametrize("argv, said", [
     (["train", "--dataset", "movielens-100k", "--print-config", "train.seed=-1"], "error: train.seed: must be an integer >= 0"),
     (["search", "prepare", "--passages", "p.csv", "--pairs", "q.csv", "--out", "o", "--seed", "-1"],

@@ -152,6 +152,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")
+    if args.rerank:  # a wrong folder is one line now, not after the search index and its encoder are loaded
+        from twotower.search.artefacts import check_cross_encoder_dir
+
+        check_cross_encoder_dir(args.rerank, "--rerank")
     _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
