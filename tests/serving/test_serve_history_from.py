@@ -108,6 +108,25 @@ def test_user_endpoint_and_explanations_read_the_input_history(run, files, split
     assert inline["explanation"]["text"] == want["text"]
 
 
+def test_cli_explain_reads_the_input_history_as_http_does(run, files, client, capsys):
+    # `twotower explain` had no --history-from: after a leave-one-out split it explained the training history's
+    # score, not the one `recommend --history-from` listed and POST /explain (serve --history-from) explains
+    import json
+
+    uid = run.user_vocab.ids[4]
+    top = client.post("/recommend", json={"user_id": uid, "k": 3}).json()["items"][0]
+    http = client.post("/explain", json={"user_id": uid, "item_id": top["item_id"]}).json()["explanation"]
+    capsys.readouterr()
+    assert main(["-q", "explain", "--run", str(run.dir), "--user", uid, "--item", top["item_id"], "--json",
+                 "--history-from", *files]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli["score"] == pytest.approx(http["score"], abs=1e-6) and cli["text"] == http["text"]
+    assert cli["history"] == http["history"]
+    assert main(["explain", "--run", str(run.dir), "--history", top["item_id"], "--item", top["item_id"],
+                 "--history-from", *files]) == 2
+    assert "--history-from reads known users' histories from files" in capsys.readouterr().err
+
+
 def test_workers_share_the_input_histories(run, files, service, tmp_path):
     from twotower.serving import ServiceSettings
     from twotower.serving.service import RecRequest

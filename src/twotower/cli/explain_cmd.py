@@ -21,6 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--user-features", metavar="JSON",
                    help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '
                         "(as `twotower recommend --user-features` and POST /explain take them)")
+    p.add_argument("--history-from", nargs="+", metavar="FILE",
+                   help="with --user: read the user's input history from these interaction files (time order) "
+                        "instead of the training history, without refitting, as `recommend --history-from` and "
+                        "`serve --history-from` read it")
     p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
                    help="loo: exact leave-one-out (default); gradxinput: its first-order estimate, one backward pass "
@@ -76,6 +80,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
     if args.top < 0:  # named as the flag, before the run loads (was "explain top: ..." after it)
         raise ConfigError(f"--top must be an integer >= 0 (history items listed), got {args.top}")
+    if args.history_from and history is not None:  # the rule and words of `recommend`
+        raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
+                          "user: use one or the other")
     features = parse_user_features(args)  # before the (slow) run load
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history
@@ -87,6 +94,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
             run.item_vocab.index(h)
     with flag_named("--item"):
         run.item_vocab.index(args.item)
+    if args.history_from:
+        from twotower.pipeline.histories import read_input_histories
+
+        # the input history replaces the stored one, as POST /explain reads it under `serve --history-from`
+        inputs = read_input_histories(run, args.history_from).sequences.of(run.user_row(args.user))
+        history = [run.item_vocab.id_at(int(r)) for r in inputs]
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)
     for note in run.new_user_feature_notes(features):  # as `recommend --history` warns them
