@@ -307,6 +307,8 @@ def test_space_separated_pairs_name_both_formats_not_a_missing_column(tmp_path, 
         ("1 2\n1\n", 2, "missing"),
         ("1 2\n\n1 3\n", 2, "missing"),
         ("1 2 3\n", 1, "3 fields"),
+        # a later line with more fields: pandas' "Error tokenizing data. C error: ..." with a line break, no row
+        ("1 2\n1 3\n1 4 5\n", 3, "line 3 has 3 fields; SASRec format is exactly 'user item'"),
     ],
 )
 def test_sasrec_bad_lines_name_the_line(tmp_path, text, line, needle):

@@ -441,8 +441,14 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     except UnicodeDecodeError as e:
         raise decode_error(path, label, e, encoding) from e
     except pd.errors.ParserError as e:  # a line with more fields than the first: pandas names the line
-        raise DataError(f"not SASRec format ({e}); every line must be exactly 'user item' (two integers)",
-                        file=label) from e
+        # in its own words ("Error tokenizing data. C error: Expected 2 fields in line 20, saw 3\n"): said as
+        # the line-1 check says it, with the row
+        m = re.search(r"Expected \d+ fields in line (\d+), saw (\d+)", str(e))
+        if m is None:
+            raise DataError(f"not SASRec format ({str(e).strip()}); every line must be exactly 'user item' "
+                            "(two integers)", file=label) from e
+        raise DataError(f"line {m[1]} has {m[2]} fields; SASRec format is exactly 'user item' (two integers) per line",
+                        file=label, row=int(m[1])) from e
     # trailing blank lines at the end of the file are harmless; any other blank line is an error below
     present = raw.notna().any(axis=1).to_numpy()
     last = int(np.flatnonzero(present)[-1]) + 1 if present.any() else 0
