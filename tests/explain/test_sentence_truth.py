@@ -160,6 +160,23 @@ def test_no_positive_contributor_names_the_profile_the_score_rests_on(profile, e
     assert said in explanation_text(expl, cols, table)
 
 
+def test_no_positive_contributor_but_a_history_that_raises_the_score_says_so() -> None:
+    """Seen with a transformer tower on ML-1M (78 items, empty-history score 0): no single removal lowered the
+    score, and the sentence said it "rests on the model's empty-history representation", which gave it nothing;
+    the history as a whole gave all of it (history_total +0.195)."""
+    cols = MetadataColumns(multi=("genres",))
+    expl = {"item_id": "x", "item": {"title": "Heat", "genres": "Action"}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "method": "loo", "history": [],
+            "shared_metadata": {}, "history_total": 0.195}
+    table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
+    assert explanation_text(expl, cols, table) == (
+        "No item in your history raises the score of Heat (removing any one of them would not lower it), but "
+        "together they do (+0.1950 over the model's empty-history representation, which is the same for every new "
+        "user and acts as a popularity prior).")
+    expl["history_total"] = -0.01  # a history that lowers the score keeps the sentence it had
+    assert "; it rests on the model's empty-history representation" in explanation_text(expl, cols, table)
+
+
 def test_an_item_repeated_in_the_history_is_named_and_counted_once() -> None:
     """A history may hold one item at several positions (a re-watch, a repeat purchase): each position is a
     row of the attribution table, but the sentence said "Because you watched Star Wars (1977) and Star Wars

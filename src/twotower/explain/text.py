@@ -121,6 +121,12 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         # it gives a one-item history 0 whatever removing that item would do), so it is named instead
         how = ("removing any one of them would not lower it" if expl.get("method", "loo") == "loo"
                else "by the first-order gradient x input estimate")
+        total = expl.get("history_total")
+        if total is not None and total > 0:
+            # one by one none raises it, yet the history as a whole does (a sequence tower over a long history,
+            # where the empty-history score may be 0): "it rests on the empty-history representation" was false
+            return (f"No item in your history raises the score of {title} ({how}), but together they do "
+                    f"({total:+.4f} over {_rests_on(expl, with_user_id)}){heads}.")
         return (f"No item in your history raises the score of {title} ({how}); "
                 f"it rests on {_rests_on(expl, with_user_id)}{heads}.")
     by_id = {h["item_id"]: h for h in table}
