@@ -313,3 +313,26 @@ def test_export_out_that_is_or_contains_the_run_is_refused_even_with_force(tmp_p
     # export.json names the run by its absolute path, so it names the same run wherever it is read from (retraining
     # the run recognises the export as the run's by it)
     assert json.loads((run / "onnx" / "export.json").read_text())["run"] == str(run.resolve())
+
+
+def test_readme_scoring_snippet_gives_the_cli_scores(tmp_path, monkeypatch):
+    """The README's snippet that scores with the exported files alone runs as written (its folder and ids
+    swapped for this run's) and gives the scores `recommend --history` ranks, for a sequence tower with user
+    features (the ``user_rows`` branch)."""
+    import re
+
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Export (ONNX)"):readme.index("## Integrity")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert '"runs/ml/onnx"' in code and '["50", "181", "172"]' in code
+    run = TrainedRun.load(_train(tmp_path / "seq", "transformer", user_features=True))
+    out = tmp_path / "onnx"
+    export_onnx(run, out, check_users=10)
+    code = code.replace('"runs/ml/onnx"', json.dumps(str(out))).replace('["50", "181", "172"]', '["i3", "i7", "i11"]')
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    want = run.history_vectors([np.array([run.item_vocab.index(i) for i in ("i3", "i7", "i11")])]) @ run.item_embeddings().T
+    np.testing.assert_allclose(namespace["scores"], want, atol=1e-5)
