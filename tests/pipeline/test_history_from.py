@@ -133,6 +133,28 @@ def test_history_order_ties_duplicates_and_unknowns(split_dir, run, tmp_path):
     assert h.users().tolist() == [0]
 
 
+def test_a_user_without_rows_in_the_history_files_is_said_to_be_ranked_from_an_empty_history(split_dir, run,
+                                                                                             tmp_path, capsys):
+    # a user asked for by id with no row in the --history-from files was ranked from an empty history (for a
+    # history-only tower every score 0.000, the catalogue in row order) without a word
+    valid = pd.read_csv(split_dir / "valid.csv", dtype=str)
+    uid = run.user_vocab.ids[3]
+    valid[valid["user_id"] != uid].to_csv(tmp_path / "others.csv", index=False)
+    capsys.readouterr()
+    assert main(["-q", "recommend", "--run", str(run.dir), "--user", uid, "--history-from",
+                 str(tmp_path / "others.csv"), "--k", "5", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert (f"1 of 1 users have no rows in the --history-from files (e.g. user {uid}): each is ranked from an "
+            "empty input history, not from their training history") in err
+    other = run.user_vocab.ids[4]
+    assert main(["-q", "recommend", "--run", str(run.dir), "--users", f"{other},{uid}", "--history-from",
+                 str(tmp_path / "others.csv"), "--k", "5", "--out", str(tmp_path / "r.csv")]) == 0
+    assert f"1 of 2 users have no rows in the --history-from files (e.g. user {uid})" in capsys.readouterr().err
+    assert main(["-q", "recommend", "--run", str(run.dir), "--user", other, "--history-from",
+                 str(tmp_path / "others.csv"), "--k", "5", "--json"]) == 0
+    assert "no rows in the --history-from files" not in capsys.readouterr().err
+
+
 def test_history_from_with_history_is_refused(run, split_dir, capsys):
     assert main(["-q", "recommend", "--run", str(run.dir), "--history", run.item_vocab.ids[0],
                  "--history-from", str(split_dir / "train.csv")]) == 2

@@ -507,11 +507,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                     e.message += ("; a user not in the run's training data is served from their items: "
                                   "--history ITEM,ITEM,... (oldest first)")
                 raise
+        _say_no_input_history(run, [row], histories)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [f"user {args.user}"])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
         return 0
     rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
+    _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
@@ -526,6 +528,19 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(frame.to_csv(index=False))
     return 0
+
+
+def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories
+    """Tell stderr when a user asked for by id has no row in the --history-from files: their list is the
+    empty-history one (for a history-only tower every score 0, the catalogue in row order), not one read from
+    their training history, which a user who misspelt a file or its ids would otherwise take for an answer."""
+    if histories is None:
+        return
+    empty = [int(r) for r in rows if histories.sequences.lengths()[int(r)] == 0]
+    if empty:
+        print(f"{len(empty)} of {len(rows)} users have no rows in the --history-from files (e.g. user "
+              f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
+              "training history", file=sys.stderr)
 
 
 def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
