@@ -227,6 +227,10 @@ def test_resume_drops_the_old_weights_scores_and_names_the_stale_index(old_run, 
     assert (out / "index" / "meta.json").exists()  # kept (serve refuses it by fingerprint), but named
     assert f"{out / 'index'} holds an index of the weights before this resume" in caplog.text
     assert f"twotower index build --run {out}" in caplog.text and "onnx" in caplog.text
+    # an export is read by no command, so none refuses it: the warning said serve and recommend did
+    assert (f"{out / 'onnx'} holds an ONNX export of the weights before this resume; its towers score with those "
+            "weights wherever it is deployed (no command reads an export to refuse it) until it is rebuilt: "
+            "twotower export") in caplog.text
 
 
 def test_a_resume_that_keeps_the_best_weights_says_their_index_still_fits(old_run, dataset, tmp_path, caplog):

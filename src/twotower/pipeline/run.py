@@ -191,8 +191,12 @@ def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
                      "run", folder, what)
             continue
         fix = rebuild_command(out, folder, export=export)
-        log.warning("%s holds %s of the weights before this resume; serve and recommend refuse it until it is "
-                    "rebuilt: %s", folder, what, fix)
+        # serve and recommend check an index's fingerprint; an export is read by the deployer's own code, which
+        # nothing here checks (the warning said serve and recommend refuse it: they never read it)
+        effect = ("its towers score with those weights wherever it is deployed (no command reads an export to "
+                  "refuse it)" if export else "serve and recommend refuse it")
+        log.warning("%s holds %s of the weights before this resume; %s until it is rebuilt: %s",
+                    folder, what, effect, fix)
 
 
 def _check_resumable(out: Path) -> None:
