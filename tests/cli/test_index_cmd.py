@@ -299,6 +299,9 @@ def test_a_run_without_its_manifest_is_indexed_with_no_verify_as_the_error_advis
 @pytest.mark.parametrize("flags, said", [
     (["--seed", "-1", "--queries", "5"], "error: --seed must be an integer >= 0, got -1"),  # was numpy's traceback
     (["--max-train", "0"], "error: --max-train must be a positive integer, got 0"),  # was "max_train must ..."
+    # read under torchrun only: one process ignored it without a word
+    (["--nprobe", "4"], "error: --nprobe sets the nprobe of the IVF index merged under torchrun; one process "
+                        "measures nprobe itself (the fastest reaching --target-recall): drop --nprobe"),
 ])
 def test_index_build_flags_are_named_and_checked_before_the_run_loads(flags, said, tmp_path, capsys):
     # the run does not exist: the flag is refused first

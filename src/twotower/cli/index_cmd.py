@@ -63,6 +63,13 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
     if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
         raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
+    nprobe = getattr(args, "nprobe", None)
+    if nprobe is not None and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        # read by the torchrun build only: one process tunes nprobe itself, and --nprobe 4 was ignored silently
+        raise ConfigError("--nprobe sets the nprobe of the IVF index merged under torchrun; one process measures "
+                          "nprobe itself (the fastest reaching --target-recall): drop --nprobe")
+    if nprobe is not None and nprobe < 1:
+        raise ConfigError(f"--nprobe must be a positive integer, got {nprobe}")
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:
