@@ -398,3 +398,10 @@ def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(spl
     (other / "train.csv").write_bytes((split_dir / "train.csv").read_bytes())  # no split_report.json beside it
     assert main([*args, "--train", str(other / "train.csv"), "--out", str(tmp_path / "b")]) == 0
     assert "test users read their train history only" not in capsys.readouterr().out
+    # split by train itself (--data FILE data.split=leave_last): the run's own copy of the split is named
+    seq = split_dir.parent / "seq.txt"
+    assert main(["-q", "train", "--data", str(seq), "data.split=leave_last", "data.leave_n=1", "--epochs", "1",
+                 "eval.baselines=[]", *FAST, "--out", str(tmp_path / "c")]) == 0
+    run_data = tmp_path / "c" / "data"
+    assert (f"`twotower evaluate --run {tmp_path / 'c'} --history-from {run_data / 'train.csv'} "
+            f"{run_data / 'valid.csv'}`") in capsys.readouterr().out

@@ -270,7 +270,12 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
-        if cfg.model.user.history != "none" and train_file and valid_file and _leave_last_split(train_file):
+        loo = bool(train_file and valid_file and _leave_last_split(train_file))
+        if not loo and cfg.data.train is None and cfg.data.path is not None and cfg.data.split == "leave_last":
+            # `train --data FILE data.split=leave_last` split here: its files are the run's copy of the split
+            # (the hint was only printed for `data split`'s files, so this run's reader was not told)
+            train_file, valid_file, loo = out / "data" / "train.csv", out / "data" / "valid.csv", True
+        if cfg.model.user.history != "none" and loo:
             # the table above read each test user's train history only; the leave-one-out protocol's test input
             # is train + valid, and a reader of this table was not told how to get it
             print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
