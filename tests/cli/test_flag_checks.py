@@ -37,3 +37,10 @@ def test_a_negative_seed_is_refused_naming_it_not_a_numpy_traceback(argv, said, 
     monkeypatch.chdir(tmp_path)  # neither file exists: the seed is refused first
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == said
+
+
+def test_recommend_history_help_says_the_order_it_reads(capsys):
+    # a sequence (or recency) tower reads the order: `recommend --help` did not say it, `explain --help` and the
+    # HTTP error ("history (item ids, oldest first)") did
+    assert main(["recommend", "--help"]) == 0
+    assert "comma list of item ids (oldest first)" in " ".join(capsys.readouterr().out.split())

@@ -102,7 +102,8 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     who.add_argument("--user", help="one user id: prints the top k with titles")
     who.add_argument("--users", help="'all', a comma list of ids (a JSON array for ids with commas), or a file with "
                      "a user_id column")
-    who.add_argument("--history", help="comma list of item ids, or a JSON array for ids with commas "
+    # the order is read: a sequence or recency tower gives newest-first ids another user's vector
+    who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with commas "
                      '(["it,em", "42"]): a user never seen in training')
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
 
