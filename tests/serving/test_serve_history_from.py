@@ -127,6 +127,21 @@ def test_cli_explain_reads_the_input_history_as_http_does(run, files, client, ca
     assert "--history-from reads known users' histories from files" in capsys.readouterr().err
 
 
+def test_a_user_without_rows_in_the_history_files_is_warned_about_in_the_answer(run, split_dir):
+    # the CLI says it on stderr; the HTTP answer gave the empty-history list (for a history-only tower every score
+    # 0, the catalogue in row order) as the user's, without a word
+    from twotower.serving import RecommenderService
+    from twotower.serving.service import RecRequest
+
+    uid = run.user_vocab.ids[3]
+    train = pd.read_csv(split_dir / "train.csv", dtype=str)
+    service = RecommenderService.load(run.dir, exact=True, history_from=[train[train["user_id"] != uid]])
+    answer = service.recommend(RecRequest(user_id=uid, k=3))
+    assert answer["warnings"] == [f"user_id: {uid!r} has no rows in the serve --history-from files, so the list is "
+                                  "ranked from an empty input history, not from their training history"]
+    assert "warnings" not in service.recommend(RecRequest(user_id=run.user_vocab.ids[4], k=3))
+
+
 def test_workers_share_the_input_histories(run, files, service, tmp_path):
     from twotower.serving import ServiceSettings
     from twotower.serving.service import RecRequest

@@ -466,6 +466,11 @@ class RecommenderService:
                     item["explanation"] = e
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
+            if u is not None and self.histories is not None and self.histories.sequences.lengths()[u] == 0:
+                # as `recommend --history-from` says it: the list is the empty-history one (for a history-only
+                # tower every score 0), which a client would otherwise take for this user's
+                notes = [*notes, f"user_id: {r.user_id!r} has no rows in the serve --history-from files, so the "
+                                 "list is ranked from an empty input history, not from their training history"]
             if notes:
                 answer["warnings"] = notes
             if len(items) < r.k:
