@@ -141,3 +141,35 @@ def test_exclude_files_with_a_new_users_history_are_refused(run_dir, tmp_path, c
     code = main(["-q", "recommend", "--run", str(run_dir), "--history", "i1", "--exclude", str(seen), "--k", "2"])
     assert code == 2
     assert "--exclude reads known users' items from files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rel", ["model.safetensors", "vocab/items.json", "data/train.csv", "manifest.json"])
+def test_out_onto_a_file_of_the_run_is_refused_and_the_run_still_loads(run_dir, rel, capsys):
+    """`recommend --out RUN/model.safetensors` replaced the weights with the CSV: every later load failed its
+    checksum. A run's own files (and an index's or an export's) are refused; a new file beside them is not."""
+    from twotower.pipeline.artifacts import TrainedRun
+
+    before = (run_dir / rel).read_bytes()
+    assert _recommend(run_dir, run_dir / rel) == 2
+    assert (f"--out {run_dir / rel}: is a file of the run {str(run_dir)!r}, which writing there would damage; "
+            "choose another file name") in capsys.readouterr().err
+    assert (run_dir / rel).read_bytes() == before
+    TrainedRun.load(run_dir)  # checksums verified
+    assert _recommend(run_dir, run_dir / "recs.csv") == 0
+    (run_dir / "recs.csv").unlink()
+
+
+def test_out_onto_a_file_of_an_index_or_an_export_is_refused(tmp_path):
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "meta.json").write_text('{"meta_sha256": "x", "backend": "faiss"}')
+    (index / "ids.npy").write_bytes(b"x")
+    export = tmp_path / "onnx"
+    export.mkdir()
+    (export / "export.json").write_text("{}")
+    (export / "item_ids.json").write_text("[]")
+    with pytest.raises(ConfigError, match=f"is a file of the index {str(index)!r}"):
+        check_output_file(index / "ids.npy")
+    with pytest.raises(ConfigError, match=f"is a file of the ONNX export {str(export)!r}"):
+        check_output_file(export / "item_ids.json")
+    assert check_output_file(export / "recs.csv") == export / "recs.csv"

@@ -64,7 +64,33 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
             raise ConfigError(f"{flag} {p}: cannot write to it (permission denied)")
         return p
     _parents_ok(real, flag)  # the temporary file goes beside the real file (a symlink's target)
+    owner = _artefact_owning(Path(os.path.abspath(real)))
+    if owner is not None:  # `recommend --out runs/ml/model.safetensors` replaced the weights with a CSV
+        raise ConfigError(f"{flag} {p}: is a file of the {owner}, which writing there would damage; choose another "
+                          "file name")
     return p
+
+
+def _artefact_owning(path: Path) -> str | None:
+    """What owns ``path`` when it is a file a run, its index or an export reads or writes (``"run '/r'"``, ...), else
+    None: a new file of the user's own beside them (runs/ml/recs.csv) is theirs to write."""
+    from twotower.pipeline.artifacts import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, INDEX_EXTRA_FILES, MANIFEST,
+                                             MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES)
+
+    folder = path.parent
+    if path.name in EXPORT_FILES and (folder / "export.json").is_file():
+        return f"ONNX export {str(folder)!r}"
+    if (folder / "meta.json").is_file() and (path.name in INDEX_EXTRA_FILES or folder.name == INDEX_DIR):
+        from twotower.index.storage import is_index_dir
+
+        if is_index_dir(folder):
+            return f"index {str(folder)!r}"
+    for run in list(path.parents)[:3]:  # a run's files lie at most two folders down (vocab/, checkpoint/)
+        if any((run / m).is_file() for m in RUN_MARKERS):
+            rel = path.relative_to(run).as_posix()
+            if rel in (MANIFEST, *MANIFEST_FILES, *RUN_OUTPUT_FILES) or rel.startswith(f"{CHECKPOINT_DIR}/"):
+                return f"run {str(run)!r}"
+    return None
 
 
 def write_output_text(path: str | os.PathLike[str], text: str) -> str:
