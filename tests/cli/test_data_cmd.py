@@ -200,3 +200,21 @@ def test_a_flag_of_another_split_method_is_refused_not_ignored(tmp_path, capsys,
     assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(out), *flags]) == 2
     assert said in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_data_split_into_a_runs_data_folder_is_refused(tmp_path, capsys):
+    """`data split --out RUN/data` replaced the split a run was trained on: `evaluate --run RUN` then scored
+    another test set without a word (data/*.csv are read, not checksummed)."""
+    run = tmp_path / "run"
+    (run / "data").mkdir(parents=True)
+    (run / "run.json").write_text("{}")
+    (run / "data" / "test.csv").write_text("user_id,item_id\nu1,i1\n")
+    seq = tmp_path / "seq.txt"
+    seq.write_text("".join(f"{u} {i}\n" for u in range(1, 4) for i in range(1, 6)))
+    assert main(["data", "split", "--input", str(seq), "--method", "leave_last", "--n", "1",
+                 "--out", str(run / "data")]) == 2
+    assert (f"--out {run / 'data'}: holds the split of the run {str(run)!r}, which evaluate and --resume read; "
+            "choose another folder") in capsys.readouterr().err
+    assert (run / "data" / "test.csv").read_text() == "user_id,item_id\nu1,i1\n"
+    assert main(["-q", "data", "split", "--input", str(seq), "--method", "leave_last", "--n", "1",
+                 "--out", str(tmp_path / "split")]) == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twotower.cli.id_lists import parse_id_list
-from twotower.cli.paths import STDOUT, check_output_dir, check_output_file, write_output_text
+from twotower.cli.paths import STDOUT, artefact_owning, check_output_dir, check_output_file, write_output_text
 from twotower.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
@@ -668,6 +668,11 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
     out = check_output_dir(args.out)
+    # RUN/data holds the split the run was trained and is evaluated on: replaced, `evaluate` scored another test set
+    owner = next(filter(None, (artefact_owning(out.absolute() / f"{n}.csv") for n in ("train", "valid", "test"))), None)
+    if owner is not None:
+        raise ConfigError(f"--out {out}: holds the split of the {owner}, which evaluate and --resume read; "
+                          "choose another folder")
     reading = _split_reading(args)
     valid_start, test_start = _check_split_flags(args)
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting

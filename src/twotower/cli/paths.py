@@ -10,7 +10,7 @@ from pathlib import Path
 from twotower.errors import ConfigError
 from twotower.utils.atomic import _parents_ok, atomic_write_text, check_output_dir, resolve_write_target
 
-__all__ = ["STDOUT", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
+__all__ = ["STDOUT", "artefact_owning", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
 
 STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
 
@@ -64,14 +64,14 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
             raise ConfigError(f"{flag} {p}: cannot write to it (permission denied)")
         return p
     _parents_ok(real, flag)  # the temporary file goes beside the real file (a symlink's target)
-    owner = _artefact_owning(Path(os.path.abspath(real)))
+    owner = artefact_owning(Path(os.path.abspath(real)))
     if owner is not None:  # `recommend --out runs/ml/model.safetensors` replaced the weights with a CSV
         raise ConfigError(f"{flag} {p}: is a file of the {owner}, which writing there would damage; choose another "
                           "file name")
     return p
 
 
-def _artefact_owning(path: Path) -> str | None:
+def artefact_owning(path: Path) -> str | None:
     """What owns ``path`` when it is a file a run, its index or an export reads or writes (``"run '/r'"``, ...), else
     None: a new file of the user's own beside them (runs/ml/recs.csv) is theirs to write."""
     from twotower.pipeline.artifacts import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, INDEX_EXTRA_FILES, MANIFEST,
