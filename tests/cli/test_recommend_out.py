@@ -173,3 +173,17 @@ def test_out_onto_a_file_of_an_index_or_an_export_is_refused(tmp_path):
     with pytest.raises(ConfigError, match=f"is a file of the ONNX export {str(export)!r}"):
         check_output_file(export / "item_ids.json")
     assert check_output_file(export / "recs.csv") == export / "recs.csv"
+
+
+def test_out_onto_a_file_of_a_data_split_is_refused(run_dir, tmp_path, capsys):
+    # `recommend --users all --history-from data/loo/train.csv data/loo/valid.csv --out data/loo/valid.csv`
+    # replaced the split's validation file with the recommendations
+    split = tmp_path / "loo"
+    split.mkdir()
+    (split / "split_report.json").write_text("{}")
+    (split / "valid.csv").write_text("user_id,item_id\nu1,i1\n")
+    assert _recommend(run_dir, split / "valid.csv") == 2
+    assert (f"--out {split / 'valid.csv'}: is a file of the split {str(split)!r}, which writing there would "
+            "damage; choose another file name") in capsys.readouterr().err
+    assert (split / "valid.csv").read_text() == "user_id,item_id\nu1,i1\n"
+    assert _recommend(run_dir, split / "recs.csv") == 0

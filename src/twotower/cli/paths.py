@@ -64,11 +64,23 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
             raise ConfigError(f"{flag} {p}: cannot write to it (permission denied)")
         return p
     _parents_ok(real, flag)  # the temporary file goes beside the real file (a symlink's target)
-    owner = artefact_owning(Path(os.path.abspath(real)))
+    owner = artefact_owning(Path(os.path.abspath(real))) or _split_owning(Path(os.path.abspath(real)))
     if owner is not None:  # `recommend --out runs/ml/model.safetensors` replaced the weights with a CSV
         raise ConfigError(f"{flag} {p}: is a file of the {owner}, which writing there would damage; choose another "
                           "file name")
     return p
+
+
+#: What `twotower data split --out DIR` writes (cli/commands.py), split_report.json marking the folder as a split.
+SPLIT_FILES = ("train.csv", "valid.csv", "test.csv", "items.csv", "users.csv", "split_report.json")
+
+
+def _split_owning(path: Path) -> str | None:
+    """``"split '/d'"`` when ``path`` is a file `data split` wrote (`recommend --out data/loo/valid.csv` replaced the
+    split it was reading its histories from), else None."""
+    if path.name in SPLIT_FILES and (path.parent / "split_report.json").is_file():
+        return f"split {str(path.parent)!r}"
+    return None
 
 
 def artefact_owning(path: Path) -> str | None:
