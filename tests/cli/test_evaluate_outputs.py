@@ -55,6 +55,20 @@ def test_a_bad_output_path_is_refused_before_evaluating(run_dir, tmp_path, capsy
     assert "--csv" in capsys.readouterr().err
 
 
+def test_an_output_onto_an_input_file_is_refused(run_dir, tmp_path, capsys):
+    # `evaluate --test held.csv --csv held.csv` (or recommend --exclude f --out f) read the file, then replaced it
+    held = tmp_path / "held.csv"
+    held.write_bytes((run_dir / "data" / "test.csv").read_bytes())
+    before = held.read_bytes()
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--test", str(held), "--csv", str(held)]) == 2
+    assert (f"--csv {held}: is the --test file {held}, which writing the output there would replace; choose another "
+            "file name") in capsys.readouterr().err
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", "all", "--exclude", str(held), "--out",
+                 str(held)]) == 2
+    assert f"--out {held}: is the --exclude file {held}" in capsys.readouterr().err
+    assert held.read_bytes() == before
+
+
 def test_train_table_says_which_ks_it_leaves_to_metrics_json(tmp_path):
     """train's closing table (eval.txt) showed k=10 and 20 only: with eval.ks=[10, 50] the k=50 rows vanished from
     it without a word, though metrics.json held them."""

@@ -323,6 +323,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if plot_out == STDOUT:
             raise ConfigError("--plot: a PNG needs a file name, not -")
         check_output_file(plot_out, "--plot")
+    inputs = {"--test": [test_file], "--history-from": getattr(args, "history_from", None) or []}
+    for out, flag in ((csv_out, "--csv"), (plot_out, "--plot")):
+        if out is not None:
+            _check_out_is_no_input(out, inputs, flag)
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
@@ -465,6 +469,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                           "or --json for the printed list")
     if args.out:
         check_output_file(args.out)
+        _check_out_is_no_input(args.out, {"--users": [args.users], "--exclude": args.exclude or [],
+                                          "--history-from": getattr(args, "history_from", None) or []})
     if args.history is not None and not parse_id_list(args.history, "--history"):
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
@@ -533,6 +539,18 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(frame.to_csv(index=False))
     return 0
+
+
+def _check_out_is_no_input(out: str, inputs: dict[str, list], flag: str = "--out") -> None:
+    """Refuse an --out that is one of the command's own input files: it was read, then replaced by the output
+    (`--exclude valid.csv --out valid.csv` lost the user's validation split)."""
+    if out == STDOUT or not Path(out).is_file():
+        return
+    for in_flag, files in inputs.items():
+        for f in files:
+            if f and Path(f).is_file() and Path(f).samefile(out):
+                raise ConfigError(f"{flag} {out}: is the {in_flag} file {f}, which writing the output there would "
+                                  "replace; choose another file name")
 
 
 def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories
