@@ -67,3 +67,33 @@ def test_a_file_without_a_header_row_is_said_to_have_none(tmp_path):
     g.write_text("a,b\n1,2\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"columns present: \['a', 'b'\]\. Set data.user_col=NAME"):
         read_interactions(g)
+
+
+def test_a_headerless_file_with_text_ids_is_said_to_have_no_header(tmp_path, caplog):
+    """Before: 'c196,sku-00242,881250949,3' as the first line was not all numbers, so the message only said to
+    "Set data.user_col=NAME to the right column" among those values; following it (data.user_col=c196
+    data.item_col=sku-00242) read the first interaction as the header, dropped it and left the times unread,
+    without a word."""
+    from twotower.data.readers import ColumnMap, read_interactions
+
+    f = tmp_path / "export.csv"
+    f.write_text("c196,sku-00242,881250949,3\nc186,sku-00302,891717742,3\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(f)
+    assert str(e.value).endswith(
+        "The first line holds numbers where column names go (881250949, 3): if it is the first row of data, the "
+        "file has no header row; add a first line naming its columns with the file's separator (e.g. user_id, "
+        "item_id, timestamp, rating) rather than naming its values in data.user_col and the like.")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(f, ColumnMap(user="c196", item="sku-00242"))
+    assert f"{f}: column names ['c196', 'sku-00242', '881250949', '3'] are read from the first line. The first line " \
+        "holds numbers where column names go (881250949, 3)" in caplog.text
+    caplog.clear()
+    named = tmp_path / "named.csv"  # a header of names: no such hint
+    named.write_text("customer,product,ts\nc1,p1,5\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(named)
+    assert "holds numbers" not in str(e.value)
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(named, ColumnMap(user="customer", item="product", timestamp="ts"))
+    assert "holds numbers" not in caplog.text

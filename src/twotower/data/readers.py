@@ -414,6 +414,22 @@ def _headerless(header: list[str], label: str) -> DataError | None:
                      "names)", file=label, row=1, unit="line")
 
 
+def _numbers_in_header(header: list[str]) -> str:
+    """A hint for a header of which some names are numbers (``c196,sku-00242,881250949,3``), or "".
+
+    A headerless file with text ids is not all numbers, so :func:`_headerless` let it through, and the message
+    said "Set data.user_col=NAME to the right column" among the first row's values: following it (user_col=c196)
+    read the first interaction as the header and dropped it, and the unnamed time column with it.
+    """
+    numbers = [str(c).strip() for c in header if _NUMBER.fullmatch(str(c).strip())]
+    if not numbers:
+        return ""
+    shown = ", ".join(numbers[:4]) + (", ..." if len(numbers) > 4 else "")
+    return (f" The first line holds numbers where column names go ({shown}): if it is the first row of data, the "
+            "file has no header row; add a first line naming its columns with the file's separator (e.g. "
+            "user_id, item_id, timestamp, rating) rather than naming its values in data.user_col and the like.")
+
+
 def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = "utf-8") -> pd.DataFrame:
     """Read a SASRec-format file into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
@@ -616,18 +632,23 @@ def read_interactions(
     raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding)
     present = list(raw.columns)
     missing = [(role, col) for role, col in (("user", columns.user), ("item", columns.item)) if col not in raw.columns]
+    text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
+    data_line = _numbers_in_header(present) if text_table else ""
     if missing:
-        text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
         pairs = _space_separated_pairs(present, label) or (_headerless(present, label) if text_table else None)
         if pairs is not None:
             raise pairs
         named = {columns.user, columns.item, columns.timestamp, columns.rating}
         errors = [missing_column_error(col, present, file=label, role=role, taken=named - {col}) for role, col in missing]
         if len(errors) == 1:
-            raise errors[0]
+            if not data_line:
+                raise errors[0]
+            raise DataError(errors[0].message + data_line, file=label, column=errors[0].column)
         # both at once: naming only the user column sent the user back to rerun and meet the item column next
         second = errors[1].message.replace(f"; columns present: {present}", "")  # listed once is enough
-        raise DataError(f"{errors[0].message} Also {second}", file=label, column=columns.user)
+        raise DataError(f"{errors[0].message} Also {second}{data_line}", file=label, column=columns.user)
+    if data_line:  # the ids' columns named after the first row's values: that row is read as the header, not data
+        log.warning("%s: column names %s are read from the first line.%s", label, present, data_line)
     defaults = ColumnMap()
     optional: dict[str, str | None] = {}
     for role in ("timestamp", "rating"):
