@@ -88,3 +88,40 @@ def test_resume_of_a_run_without_a_weight_average_starts_one(tmp_path, caplog):
     caplog.clear()
     assert main([*args, "--epochs", "2", "--resume"]) == 0
     assert "the checkpoint holds epoch 2, and train.epochs=2 asks for no more" in caplog.text
+
+
+def test_the_resume_line_says_what_the_best_epoch_was_chosen_on(tmp_path, caplog, monkeypatch):
+    """Before: "resumed from epoch 1 (best NDCG@10=-5.9876 at epoch 1)" for a run without validation data (the
+    stopper holds the negated training loss), and "(best NDCG@10=-inf at epoch 0)" when no epoch had been
+    validated yet (train.eval_every); the line now reads as the summary line does."""
+    import twotower.training.hooks as hooks
+
+    data = write_dataset(tmp_path / "data", n_users=24, per_user=8)
+    out = tmp_path / "run"
+    assert _train(data, out, 1) == 0
+    with caplog.at_level(logging.INFO, logger="twotower.training"):
+        assert _train(data, out, 2, "--resume") == 0
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed from epoch"))
+    loss = json.loads((out / "log.jsonl").read_text().splitlines()[0])["loss"]
+    assert line == f"resumed from epoch 1 (best train loss {loss:.4f} at epoch 1)"
+
+    held = tmp_path / "held"
+    args = ["-q", "train", "--train", str(data["train"]), "--valid", str(data["valid"]), "--out", str(held),
+            "--epochs", "3", "train.eval_every=2", *FAST]
+    real_save = hooks.save_checkpoint
+    calls = {"n": 0}
+
+    def killed_at_epoch_2(*a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the checkpoint keeps epoch 1, which train.eval_every=2 did not validate
+            raise KeyboardInterrupt
+        return real_save(*a, **k)
+
+    monkeypatch.setattr(hooks, "save_checkpoint", killed_at_epoch_2)
+    assert main(args) == 130
+    monkeypatch.setattr(hooks, "save_checkpoint", real_save)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="twotower.training"):
+        assert main([*args, "--resume"]) == 0
+    line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed from epoch"))
+    assert line == "resumed from epoch 1 (no epoch validated yet)"

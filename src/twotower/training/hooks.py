@@ -70,8 +70,15 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
         with averaged(tr):
             save_weights(tr.out_dir / "model.safetensors", tr.model)
     if tdist.is_main():
-        log.info("resumed from epoch %d (best %s=%.4f at epoch %d)", state["epoch"], tr.eval_cfg.select_metric,
-                 stopper.best, stopper.best_epoch)
+        # as the summary line says it: without validation data the stopper holds the negated training loss (it read
+        # "best NDCG@10=-6.0215"), and before the first validated epoch (train.eval_every) nothing ("=-inf at epoch 0")
+        if stopper.best_epoch == 0:
+            best = "no epoch validated yet"
+        elif tr.valid_relevant is None:
+            best = f"best train loss {-stopper.best:.4f} at epoch {stopper.best_epoch}"
+        else:
+            best = f"best {tr.eval_cfg.select_metric}={stopper.best:.4f} at epoch {stopper.best_epoch}"
+        log.info("resumed from epoch %d (%s)", state["epoch"], best)
     return int(state["epoch"])
 
 
