@@ -218,3 +218,21 @@ def test_data_split_into_a_runs_data_folder_is_refused(tmp_path, capsys):
     assert (run / "data" / "test.csv").read_text() == "user_id,item_id\nu1,i1\n"
     assert main(["-q", "data", "split", "--input", str(seq), "--method", "leave_last", "--n", "1",
                  "--out", str(tmp_path / "split")]) == 0
+
+
+@pytest.mark.parametrize("name", ["train", "valid", "test"])
+def test_a_split_into_the_folder_of_its_input_does_not_overwrite_it(tmp_path, capsys, name):
+    """Before: `data split --input data/train.csv --out data` replaced the user's file by its own train part (their
+    column names and a fifth of the rows gone) without a word; the split is refused before anything is read."""
+    paths = write_dataset(tmp_path / "src")
+    own = tmp_path / "data" / f"{name}.csv"
+    own.parent.mkdir()
+    own.write_bytes(paths["all"].read_bytes())
+    before = own.read_bytes()
+    rel = f"{tmp_path}/data/../data/{name}.csv"  # the same file by another spelling
+    assert main(["-q", "data", "split", "--input", str(rel), "--out", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: --input {rel} is the file this split writes as {own}: it would be replaced by "
+                           "one part of itself; split into another --out")
+    assert own.read_bytes() == before and sorted(p.name for p in own.parent.iterdir()) == [f"{name}.csv"]
+    assert main(["-q", "data", "split", "--input", str(own), "--out", str(tmp_path / "other")]) == 0

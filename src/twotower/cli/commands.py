@@ -691,6 +691,12 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     if owner is not None:
         raise ConfigError(f"--out {out}: holds the split of the {owner}, which evaluate and --resume read; "
                           "choose another folder")
+    if args.input:  # `--input data/train.csv --out data` replaced the user's file by its own train part, silently
+        target = next((out / f"{n}.csv" for n in ("train", "valid", "test")
+                       if (out / f"{n}.csv").resolve() == Path(args.input).resolve()), None)
+        if target is not None:
+            raise ConfigError(f"--input {args.input} is the file this split writes as {target}: it would be "
+                              f"replaced by one part of itself; split into another --out")
     reading = _split_reading(args)
     valid_start, test_start = _check_split_flags(args)
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
