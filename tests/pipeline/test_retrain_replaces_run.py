@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.synthetic import write_dataset
@@ -289,3 +290,26 @@ def test_resume_with_another_valid_file_names_the_files_not_a_seed(dataset, tmp_
     assert "train.seed" not in err
     assert main(argv) == 2
     assert f"(no such split now; the run was trained with --valid {dataset['valid']})" in capsys.readouterr().err
+
+
+def test_an_input_at_a_path_the_run_writes_is_refused_not_overwritten(dataset, old_run, tmp_path, capsys):
+    """Before: `train --train data/train.csv --valid data/valid.csv --out .` saved the run's copy of the split over
+    the user's files (canonical column names, ratings as floats, duplicates gone): the same command then failed on
+    their own column names, and the next run into the folder removed the files as the old run's."""
+    own = tmp_path / "data" / "train.csv"
+    own.parent.mkdir()
+    frame = pd.read_csv(dataset["train"]).rename(columns={"user_id": "customer", "item_id": "product"})
+    frame.to_csv(own, index=False)
+    before = own.read_bytes()
+    args = ["-q", "train", "--train", str(own), "--valid", str(dataset["valid"]), "--out", str(tmp_path),
+            "data.user_col=customer", "data.item_col=product", *FAST]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: data.train ({own}, --train) is {tmp_path / 'data' / 'train.csv'}, a file the run "
+                           f"writes: training into {tmp_path} would replace it with the run's own copy; keep the "
+                           "input elsewhere or train into another --out")
+    assert own.read_bytes() == before and not (tmp_path / "model.safetensors").exists()
+    # an earlier run's own split, retrained on in its folder, is that run's copy: rewritten as it was
+    out = _copy(old_run, tmp_path / "again")
+    split = [str(out / "data" / f"{n}.csv") for n in ("train", "valid")]
+    assert main(["-q", "train", "--train", split[0], "--valid", split[1], "--out", str(out), *FAST]) == 0

@@ -12,6 +12,9 @@ import pandas as pd
 from twotower.config import RunConfig
 from twotower.errors import ConfigError
 from twotower.pipeline.artifacts import (
+    MANIFEST_FILES,
+    RUN_MARKERS,
+    RUN_OUTPUT_FILES,
     TrainedRun,
     _read_json_dict,
     clear_previous_run,
@@ -139,6 +142,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
     out = check_output_dir(out, "out")
+    _check_inputs_outside_run_files(out, config)
     init_distributed(config.train)
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
@@ -294,6 +298,27 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
     if data.split == "random":
         return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {data.path}"
     return f"e.g. other data.split settings than the run's, or an edited {data.path or 'data file'}"
+
+
+def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
+    """Refuse an input file that is one of the files the run writes (``--train data/train.csv --out .``).
+
+    The run saved its own copy over it (canonical column names, duplicates and bad rows gone), so the same command
+    then failed on the user's own column names, and the next run into the folder removed it as the old run's.
+    In a folder holding an earlier run such a file is that run's own copy (``--train RUN/data/train.csv --out
+    RUN`` retrains on its split, and :func:`clear_previous_run` keeps it): rewritten as it was, so allowed.
+    """
+    if any((out / rel).is_file() for rel in RUN_MARKERS):
+        return
+    flags = {"path": "--data", "train": "--train", "valid": "--valid", "test": "--test", "items": "--items",
+             "users": "--users"}
+    written = {(out / rel).resolve(): out / rel for rel in (*MANIFEST_FILES, *RUN_OUTPUT_FILES)}
+    for name, flag in flags.items():
+        value = getattr(config.data, name)
+        if isinstance(value, str) and Path(value).resolve() in written:
+            raise ConfigError(f"data.{name} ({value}, {flag}) is {written[Path(value).resolve()]}, a file the run "
+                              f"writes: training into {out} would replace it with the run's own copy; keep the "
+                              "input elsewhere or train into another --out")
 
 
 def _replace_previous_run(out: Path, config: RunConfig) -> None:
