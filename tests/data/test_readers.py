@@ -290,14 +290,18 @@ def test_sasrec_forced_format_and_table_txt_unchanged(tmp_path):
         read_interactions(p, format="csv")
 
 
-@pytest.mark.parametrize("text", ["u1 i1\nu1 i2\n", "user_id item_id\n1 2\n"])
+@pytest.mark.parametrize("text", ["u1 i1\nu1 i2\n", "user_id item_id\n1 2\n", "1 1 978300760\n1 2 978300761\n",
+                                  "user_id item_id timestamp\nu1 i1 5\n"])
 def test_space_separated_pairs_name_both_formats_not_a_missing_column(tmp_path, text):
     # string ids in 'user item' lines (or a space-separated table) read as one column named after line 1;
-    # the error was "column 'user_id' not found; columns present: ['u1 i1']"
+    # the error was "column 'user_id' not found; columns present: ['u1 i1']" -- and, for three fields (a time
+    # column too), still was, with "Set data.user_col=NAME to the right column", which no setting satisfies
     p = write(tmp_path / "pairs.txt", text)
     with pytest.raises(DataError, match="separated by white space") as e:
         read_interactions(p)
     assert e.value.row == 1 and "integer ids" in str(e.value) and "header row" in str(e.value)
+    fields = len(text.splitlines()[0].split())
+    assert f"is {'two' if fields == 2 else fields} fields separated" in str(e.value)
 
 
 @pytest.mark.parametrize(

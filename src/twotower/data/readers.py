@@ -384,16 +384,21 @@ def is_sasrec_file(path: str | Path, encoding: str = "utf-8") -> bool:
 
 
 def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
-    """The error for a file of two white-space separated fields per line, or None.
+    """The error for a file of two (or more) white-space separated fields per line, or None.
 
     Read as a table, such a file is one column named after its first line ('u1 i1'), and the message was that
     column 'user_id' is missing, listing that one odd column; its maker needs to hear which two formats exist.
+    Three fields ('user_id item_id timestamp', '1 1 978300760') got that message still, with "Set
+    data.user_col=NAME", which no setting satisfies: white space is no table separator.
     """
-    if len(header) != 1 or len(header[0].split()) != 2:
+    if len(header) != 1 or len(header[0].split()) < 2:
         return None
-    return DataError(f"{header[0]!r} is two fields separated by white space: a table needs a header row and comma, "
+    fields = len(header[0].split())
+    count = "two" if fields == 2 else str(fields)
+    return DataError(f"{header[0]!r} is {count} fields separated by white space: a table needs a header row and comma, "
                      "tab, ';' or '|' between fields (ids may be any text), and headerless 'user item' lines "
-                     "(SASRec format, file order = time order) need integer ids", file=label, row=1, unit="line")
+                     "(SASRec format, file order = time order) are exactly two integer ids", file=label, row=1,
+                     unit="line")
 
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
