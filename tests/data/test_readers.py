@@ -304,6 +304,21 @@ def test_space_separated_pairs_name_both_formats_not_a_missing_column(tmp_path, 
     assert f"is {'two' if fields == 2 else fields} fields separated" in str(e.value)
 
 
+@pytest.mark.parametrize("text", ["1::1193::5::978300760\n1::661::3::978302109\n",
+                                  "user_id::item_id::rating::timestamp\n1::1193::5::978300760\n"])
+def test_double_colon_fields_are_named_not_a_missing_column(tmp_path, text):
+    # MovieLens-1M's ratings.dat renamed to .csv: one column named after line 1, and the error said
+    # "Set data.user_col=NAME to the right column", which no setting satisfies
+    p = write(tmp_path / "ratings.csv", text)
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    first = text.splitlines()[0]
+    assert str(e.value) == (
+        f"file {p}, line 1: {first!r} is 4 fields separated by '::' (as MovieLens' .dat files are): a table needs "
+        "comma, tab, ';' or '|' between fields and a header row naming them; convert the file first (e.g. "
+        "user_id,item_id,rating,timestamp as its first line and every '::' replaced by ',')")
+
+
 @pytest.mark.parametrize(
     "text, line, needle",
     [

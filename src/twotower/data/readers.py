@@ -401,6 +401,21 @@ def _space_separated_pairs(header: list[str], label: str) -> DataError | None:
                      unit="line")
 
 
+def _double_colon_fields(header: list[str], label: str) -> DataError | None:
+    """The error for a file whose fields are separated by '::' (MovieLens-1M's ratings.dat), or None.
+
+    Renamed to .csv, such a file read as one column named after its first line ('1::1193::5::978300760'), and the
+    message said "Set data.user_col=NAME to the right column", which no setting satisfies.
+    """
+    if len(header) != 1 or "::" not in str(header[0]):
+        return None
+    fields = len(str(header[0]).split("::"))
+    return DataError(f"{header[0]!r} is {fields} fields separated by '::' (as MovieLens' .dat files are): a table needs "
+                     "comma, tab, ';' or '|' between fields and a header row naming them; convert the file first "
+                     "(e.g. user_id,item_id,rating,timestamp as its first line and every '::' replaced by ',')",
+                     file=label, row=1, unit="line")
+
+
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -640,7 +655,8 @@ def read_interactions(
     text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
     data_line = _numbers_in_header(present) if text_table else ""
     if missing:
-        pairs = _space_separated_pairs(present, label) or (_headerless(present, label) if text_table else None)
+        pairs = (_space_separated_pairs(present, label) or _double_colon_fields(present, label)
+                 or (_headerless(present, label) if text_table else None))
         if pairs is not None:
             raise pairs
         named = {columns.user, columns.item, columns.timestamp, columns.rating}
