@@ -168,3 +168,16 @@ def test_a_list_in_a_single_valued_or_separator_holding_column_is_refused(tmp_pa
     with pytest.raises(DataError, match="holds the separator") as e:
         read_feature_table(p, FeatureSpec(key="item_id", multi=("tags",)))
     assert e.value.row == 1 and e.value.column == "tags"
+
+
+def test_a_double_colon_item_table_is_named_not_a_missing_key(tmp_path):
+    """MovieLens-1M's movies.dat renamed to .csv was one column named after its first line, and the error said
+    "Set data.item_key=NAME to the right column", which no setting satisfies."""
+    p = tmp_path / "movies.csv"
+    p.write_text("item_id::title::genres\n1::Toy Story (1995)::Animation|Comedy\n", encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_feature_table(p, FeatureSpec(key="item_id", multi=("genres",)), key_role="item key")
+    assert str(e.value) == (
+        f"file {p}, line 1: 'item_id::title::genres' is 3 fields separated by '::' (as MovieLens' .dat files are): "
+        "a table needs comma, tab, ';' or '|' between fields and a header row naming them; convert the file first "
+        "(a first line naming its columns, and every '::' replaced by ',')")

@@ -315,8 +315,8 @@ def test_double_colon_fields_are_named_not_a_missing_column(tmp_path, text):
     first = text.splitlines()[0]
     assert str(e.value) == (
         f"file {p}, line 1: {first!r} is 4 fields separated by '::' (as MovieLens' .dat files are): a table needs "
-        "comma, tab, ';' or '|' between fields and a header row naming them; convert the file first (e.g. "
-        "user_id,item_id,rating,timestamp as its first line and every '::' replaced by ',')")
+        "comma, tab, ';' or '|' between fields and a header row naming them; convert the file first (a first "
+        "line naming its columns, and every '::' replaced by ',')")
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import DataConfig
-from twotower.data.readers import check_rows, ids_to_str, missing_column_error, read_table_numbered
+from twotower.data.readers import (_double_colon_fields, check_rows, ids_to_str, missing_column_error,
+                                    read_table_numbered)
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
 
@@ -172,7 +173,8 @@ def read_feature_table(
                        ("multi-valued", spec.multi), ("text", spec.text)):
         for c in cols:
             if c not in df.columns:
-                raise missing_column_error(c, present, file=label, role=role)
+                # a '::'-separated table (MovieLens-1M's movies.dat) is one column: no setting names its key
+                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=role)
     if len(df) == 0:
         # refused like an empty interactions table: an item table of only a header was read as "no item has
         # features" and the run trained on all-missing features without a word

@@ -412,7 +412,7 @@ def _double_colon_fields(header: list[str], label: str) -> DataError | None:
     fields = len(str(header[0]).split("::"))
     return DataError(f"{header[0]!r} is {fields} fields separated by '::' (as MovieLens' .dat files are): a table needs "
                      "comma, tab, ';' or '|' between fields and a header row naming them; convert the file first "
-                     "(e.g. user_id,item_id,rating,timestamp as its first line and every '::' replaced by ',')",
+                     "(a first line naming its columns, and every '::' replaced by ',')",
                      file=label, row=1, unit="line")
 
 
