@@ -92,3 +92,27 @@ def test_a_misnamed_title_column_lists_the_item_files_own_columns(files):
     with pytest.raises(DataError, match=r"column 'nam' \(the title column\) not found; columns present: "
                                         r"\['sku', 'name', 'genres'\]; did you mean 'name'\?"):
         load_sources(cfg)
+
+
+@pytest.mark.parametrize(("overrides", "said"), [
+    (["data.valid_start=2024-05-01", "data.test_start=2024-06-01"],
+     "data.valid_start is read by data.split=time, not by data.split=temporal (the default), which would ignore "
+     "it: set data.split=time for it, or leave data.valid_start out"),
+    (["data.split=random", "data.leave_n=2"],
+     "data.leave_n is read by data.split=leave_last, not by data.split=random, which would ignore it: set "
+     "data.split=leave_last for it, or leave data.leave_n out"),
+    (["data.split=leave_last", "data.ratios=[0.6,0.2,0.2]"],
+     "data.ratios is read by data.split=temporal and random, not by data.split=leave_last, which would ignore it: "
+     "set data.split=temporal or random for it, or leave data.ratios out"),
+])
+def test_a_split_setting_of_another_method_is_refused_not_ignored(files, overrides, said):
+    """Before: `train --data FILE data.valid_start=... data.test_start=...` without data.split=time made the
+    default temporal split without a word; `data split` refuses the same as flags."""
+    cfg = load_config(overrides=[f"data.path={files / 'all.csv'}", *overrides]).data
+    with pytest.raises(ConfigError) as e:
+        load_sources(cfg)
+    assert str(e.value) == said
+    # the settings a method reads, and every setting beside given files (no split is made), are read as before
+    load_sources(load_config(overrides=[f"data.path={files / 'all.csv'}", "data.split=leave_last",
+                                        "data.leave_n=2", "data.ratios=[0.8,0.1,0.1]"]).data)
+    load_sources(load_config(overrides=[f"data.train={files / 'all.csv'}", *overrides]).data)

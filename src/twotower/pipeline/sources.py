@@ -87,6 +87,7 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
     _check_feature_tables(cfg)
     _check_feature_columns(cfg)
     _check_split_inputs(cfg)
+    _check_split_settings(cfg)
     _warn_unused_sources(cfg)
     columns = column_map(cfg)
     items = users = None
@@ -292,6 +293,29 @@ def _check_split_inputs(cfg: DataConfig) -> None:
             raise ConfigError(f"{given} is read only beside data.train (--train): with {source} "
                               f"the {name} split is cut from it by data.split={cfg.split!r}, so this input would be "
                               f"ignored; give the training data as data.train with it, or leave data.{name} out")
+
+
+#: the data.split settings each method reads (as `data split` checks its flags)
+_SPLIT_SETTINGS = {"ratios": ("temporal", "random"), "leave_n": ("leave_last",), "valid_start": ("time",),
+                   "test_start": ("time",)}
+
+
+def _check_split_settings(cfg: DataConfig) -> None:
+    """Refuse a data.split setting the chosen method does not read, set away from its default.
+
+    `train --data FILE data.valid_start=2024-05-01 data.test_start=2024-06-01` (data.split left at temporal) cut
+    each user's newest rows as usual without a word, and the run was taken for a time split; `data split` refuses
+    the same as flags. Only where the split is made (data.path, data.dataset); checked when reading, so a run saved
+    with such a config still loads.
+    """
+    if cfg.train is not None or (cfg.path is None and cfg.dataset is None):
+        return
+    defaults = DataConfig()
+    for name, methods in _SPLIT_SETTINGS.items():
+        if cfg.split not in methods and getattr(cfg, name) != getattr(defaults, name):
+            raise ConfigError(f"data.{name} is read by data.split={' and '.join(methods)}, not by "
+                              f"data.split={cfg.split}{' (the default)' if cfg.split == defaults.split else ''}, which "
+                              f"would ignore it: set data.split={' or '.join(methods)} for it, or leave data.{name} out")
 
 
 def _warn_unused_sources(cfg: DataConfig) -> None:
