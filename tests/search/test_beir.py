@@ -234,3 +234,17 @@ def test_an_empty_qrels_file_says_it_is_empty(tmp_path):
     with pytest.raises(DataError, match=r"test.tsv: file is empty; expected the header") as e:
         load_beir(root, "test")
     assert "None" not in str(e.value)
+
+
+def test_ids_with_spaces_around_them_match_the_qrels_that_name_them(tmp_path):
+    """Before: a corpus `_id` of " d4" (or a query `_id` of "4 ") kept its spaces while the qrels' ids are trimmed,
+    so loading the qrels said "corpus id 'd4' is not in corpus.jsonl" although it is there."""
+    from tests.search.search_data import DOCS, QUERIES, write_beir
+    from twotower.search.beir import load_corpus, load_qrels, load_queries
+
+    docs = [dict(d, _id=f" {d['_id']}") if d["_id"] == "d4" else d for d in DOCS]
+    queries = [dict(q, _id=f"{q['_id']} ") if q["_id"] == "4" else q for q in QUERIES]
+    root = write_beir(tmp_path / "beir", docs=docs, queries=queries)
+    corpus, qs = load_corpus(root / "corpus.jsonl"), load_queries(root / "queries.jsonl")
+    qrels = load_qrels(root / "qrels" / "test.tsv", corpus=corpus, queries=qs)
+    assert qrels["4"] == {"d4": 1} and "d4" in corpus.row_of and "4" in qs

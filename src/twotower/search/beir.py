@@ -153,7 +153,8 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     ids, titles, texts, row_of = [], [], [], {}
     empty: list[str] = []
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
-        doc_id = str(obj["_id"])
+        # trimmed as the qrels' ids are: " p4" in corpus.jsonl was "not in corpus.jsonl" for qrels naming p4
+        doc_id = str(obj["_id"]).strip()
         title = str(obj.get("title") or "")
         text = str(obj["text"] or "")
         if not (title.strip() or text.strip()):
@@ -182,7 +183,7 @@ def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     path = Path(path)
     out: dict[str, str] = {}
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
-        qid, text = str(obj["_id"]), str(obj["text"] or "")
+        qid, text = str(obj["_id"]).strip(), str(obj["text"] or "")  # trimmed as the qrels' ids are
         if not text.strip():
             raise DataError("query text is empty", file=str(path), row=lineno, column="text")
         if qid in out:
