@@ -208,9 +208,10 @@ def coverage_at_k(ranked: np.ndarray, n_items: int, k: int) -> float:
 def mean_popularity_at_k(ranked: np.ndarray, item_popularity: np.ndarray, k: int) -> float:
     """Mean training count of recommended items over all non-padding top-``k`` slots.
 
-    ``item_popularity[i]`` is item ``i``'s interaction count in the training
-    data. Lower means more long-tail recommendations. NaN if nothing was
-    recommended.
+    ``item_popularity[i]`` is item ``i``'s number of training users (a user's
+    repeats of an item count once: ``Popularity.counts``, what `twotower
+    evaluate` passes). Lower means more long-tail recommendations. NaN if
+    nothing was recommended.
     """
     top = _check_ranked(ranked, k)
     pop = np.asarray(item_popularity, dtype=np.float64)

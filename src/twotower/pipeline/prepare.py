@@ -60,7 +60,9 @@ class Prepared:
         return None if enc is None else to_csr(enc)
 
     def item_counts(self) -> np.ndarray:
-        return np.bincount(self.train.items, minlength=self.n_items).astype(np.float64)
+        """Distinct training users of each item ``[I]``: the popularity of ``MeanPop@k`` and of the Popularity
+        baseline (a user's repeats of an item count once, as `twotower evaluate` counts them)."""
+        return np.asarray(self.matrix("train").sum(axis=0), dtype=np.float64).ravel()
 
 
 def prepare(src: Sources) -> Prepared:

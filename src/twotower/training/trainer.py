@@ -114,6 +114,11 @@ class Trainer:
         check_enough_examples(self)
         counts = np.bincount(train_seqs.items, minlength=model.n_items).astype(np.float64)
         self.item_counts = counts
+        # validation's MeanPop@k popularity: each item's distinct training users, as `twotower evaluate` and the
+        # Popularity baseline count it (the counts above, logQ's frequencies, count a repeated item every time)
+        users = np.repeat(np.arange(train_seqs.n_users, dtype=np.int64), np.diff(train_seqs.indptr))
+        pairs = np.unique(users * model.n_items + train_seqs.items)
+        self.item_users = np.bincount(pairs % model.n_items, minlength=model.n_items).astype(np.float64)
         probs = torch.as_tensor(counts / max(counts.sum(), 1.0), dtype=torch.float32)  # [I]
         B = min(train.batch_size, max(len(self.examples), 2))
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
@@ -255,7 +260,7 @@ class Trainer:
         scorer = TwoTowerScorer(self.model, self.seqs)
         return evaluate(scorer, self.valid_relevant, self.train_matrix,
                         EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks})),
-                                     log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_counts,
+                                     log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_users,
                         what="validation")
 
     # ------------------------------------------------------------------ loop
