@@ -86,3 +86,15 @@ def test_seconds_columns_print_one_decimal_unless_told_otherwise():
     text = format_table(rows)
     assert "52.5" in text and "52.5476" not in text and "0.2500" in text
     assert "52.548" in format_table(rows, formats={"fit_s": ".3f"})
+
+
+def test_the_users_line_scales_only_the_per_user_figures():
+    # averaged over all 945 held-out users, the 2 skipped ones as misses, Recall..Precision scale by 943/945; a
+    # catalogue figure does not (Coverage counts items, MeanPop averages over the recommended slots), but the line
+    # said "every figure would scale"
+    from twotower.cli.commands import users_line
+
+    line = users_line([{"model": "two-tower", "users_evaluated": 943, "users_held_out": 945, "Coverage@10": 0.25}])
+    assert line == ("users: 943 of 945 held-out users evaluated; the other 2 are skipped, not counted as misses: their "
+                    "held-out items (or they) never occur in train, so no model here can rank them (as misses, every "
+                    "per-user figure would scale by 0.9979; Coverage and MeanPop would not)")

@@ -120,7 +120,7 @@ def users_line(rows: list[dict]) -> str | None:
         return f"users: all {held:,} held-out users evaluated"
     return (f"users: {done:,} of {held:,} held-out users evaluated; the other {held - done:,} are skipped, not counted as "
             f"misses: their held-out items (or they) never occur in train, so no model here can rank them (as misses, "
-            f"every figure would scale by {done / held:.4f})")
+            f"every per-user figure would scale by {done / held:.4f}; Coverage and MeanPop would not)")
 
 
 def train_summary(result: TrainResult, metric: str, out: Path) -> str:
