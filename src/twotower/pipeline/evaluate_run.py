@@ -160,6 +160,12 @@ def evaluate_run(
         raise DataError(f"none of its {m.report[split]['rows_in']} rows ({m.report[split]['users_in']} users) names a "
                         f"user and an item the run was trained on, so there is nothing to score; the run's ids are in "
                         f"{run.dir / 'vocab'}", file=str(source))
+    rep = m.report[split]
+    if rep["rows_dropped"] and test_file is None:  # read quietly above (a --test file's drops are warned about as read)
+        # told when the run was trained, but not by this table: its figures leave those held-out pairs out
+        log.warning("%d of %d %s rows name a user or item the run was not trained on (%d users, %d items never seen "
+                    "in training): those pairs are left out of every figure, not counted as misses",
+                    rep["rows_dropped"], rep["rows_in"], split, rep["unknown_users"], rep["unknown_items"])
     exclude = m.train
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()
