@@ -236,3 +236,14 @@ def test_a_split_into_the_folder_of_its_input_does_not_overwrite_it(tmp_path, ca
                            "one part of itself; split into another --out")
     assert own.read_bytes() == before and sorted(p.name for p in own.parent.iterdir()) == [f"{name}.csv"]
     assert main(["-q", "data", "split", "--input", str(own), "--out", str(tmp_path / "other")]) == 0
+
+
+def test_data_split_takes_data_as_train_spells_the_input(tmp_path, capsys):
+    """Before: `data split --data FILE` (the flag `train` takes) was read as an abbreviation of --dataset and
+    refused with "invalid choice"; it is the same flag as --input, and splits the same file the same way."""
+    paths = write_dataset(tmp_path / "src")
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["-q", "data", "split", "--data", str(paths["all"]), "--out", str(a)]) == 0
+    assert main(["-q", "data", "split", "--input", str(paths["all"]), "--out", str(b)]) == 0
+    for name in ("train.csv", "valid.csv", "test.csv"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()

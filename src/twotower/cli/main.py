@@ -139,7 +139,8 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--source", help="a local zip, wheel or folder to take the files from")
     f.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_fetch"))
     s = dsub.add_parser("split", help="split an interactions file into train/valid/test CSVs")
-    s.add_argument("--input", help="interactions file (or --dataset)")
+    # --data as train spells it: argparse read it as an abbreviation of --dataset ("invalid choice: 'ratings.csv'")
+    s.add_argument("--input", "--data", dest="input", help="interactions file (or --dataset); --data is the same flag")
     s.add_argument("--format", choices=["auto", "table", "sasrec"], default=None,
                    help="auto (default): a .txt of 'user item' integer lines is SASRec format (file order = time order); "
                         "table: a file with a header row")
