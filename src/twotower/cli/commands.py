@@ -559,7 +559,8 @@ def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - Train
     their training history, which a user who misspelt a file or its ids would otherwise take for an answer."""
     if histories is None:
         return
-    empty = [int(r) for r in rows if histories.sequences.lengths()[int(r)] == 0]
+    lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
+    empty = [int(r) for r in rows if lengths[int(r)] == 0]
     if empty:
         print(f"{len(empty)} of {len(rows)} users have no rows in the --history-from files (e.g. user "
               f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
