@@ -190,6 +190,22 @@ def test_index_build_refuses_an_out_it_would_wipe(run_dir, tmp_path, capsys, whe
     assert main(["index", "build", "--run", str(run), "--index", "exact", "--queries", "5"]) == 0
 
 
+def test_a_distributed_build_says_how_many_queries_it_measures_on(run_dir, tmp_path, capsys):
+    # --queries above the run's users: it printed "on 1000 user queries" and then measured on the users there are
+    import argparse
+
+    from twotower.cli.index_cmd import _build_distributed, sample_query_rows
+    from twotower.index import IndexPolicy
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    n = len(sample_query_rows(run, 10**6, 0))
+    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=None, seed=0, queries=10**6)
+    assert _build_distributed(args, run, tmp_path / "idx", IndexPolicy(target_recall=0.9)) == 0
+    assert f"measuring it against exact search on {n} user queries" in capsys.readouterr().out
+    assert json.loads((tmp_path / "idx" / "tune.json").read_text())["n_queries"] == n
+
+
 def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir, tmp_path, capsys):
     # the torchrun path, in a world of one: its nprobe was nlist/64, unmeasured, and it saved no tune.json,
     # so serving could neither trust nor refuse it

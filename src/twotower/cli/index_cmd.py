@@ -196,9 +196,10 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
                                         model_fingerprint=fp)
         if tdist.is_main() and index is not None:
             build_s = time.perf_counter() - t0
+            query_rows = sample_query_rows(run, args.queries, args.seed)  # at most the users with a history
             print(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
-                  f"measuring it against exact search on {args.queries} user queries")
-            queries = run.user_vectors(sample_query_rows(run, args.queries, args.seed)).astype(np.float32)
+                  f"measuring it against exact search on {len(query_rows)} user queries")
+            queries = run.user_vectors(query_rows).astype(np.float32)
             report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
                                 build_s=build_s, params=None if args.nprobe is None else {"nprobe": args.nprobe})
             index.save(out, model_fingerprint=fp, tuning=report.to_dict())  # tune.json: what serve trusts
