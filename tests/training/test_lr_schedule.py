@@ -95,3 +95,33 @@ def test_time_budget_anneals_the_schedule_before_it_ends_the_fit(monkeypatch, bu
     assert [r["lr"] for r in res.history] == pytest.approx(
         [0.01 * epoch_lr_factor(e, h, "cosine") for e, h in zip((1, 2, 3, 4), horizons)])
     assert res.history[-1]["lr"] < 0.002 if budget_schedule else res.history[-1]["lr"] > 0.007
+
+
+def test_the_shortened_schedule_says_the_epoch_time_in_seconds(monkeypatch, caplog) -> None:
+    """Epochs of seconds were logged as "at 0.0 min an epoch" (ML-100K, 2.2 s epochs, time_budget_min=0.12)."""
+    import logging
+
+    import twotower.training.trainer as trainer_mod
+
+    clock = [0.0]
+    monkeypatch.setattr(trainer_mod.time, "perf_counter", lambda: clock[0])
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    train = TrainConfig(epochs=10, lr=0.01, lr_schedule="cosine", batch_size=8, progress=False, checkpoint=False,
+                        eval_every=100, time_budget_min=0.12, patience=50)
+    tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    original = tr._run_epoch
+
+    def two_seconds(epoch: int) -> dict:
+        row = original(epoch)
+        clock[0] += 2.2
+        return row
+
+    tr._run_epoch = two_seconds  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        tr.fit()
+    assert "train.time_budget_min=0.12 ends the fit there at 2.2s an epoch" in caplog.text

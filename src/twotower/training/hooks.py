@@ -180,7 +180,7 @@ def schedule_horizon(tr: "Trainer", epoch: int, spent_s: float) -> int:
     horizon = int(tdist.broadcast_value(float(horizon), tr.device))
     if tdist.is_main() and horizon < cfg.epochs and horizon != tr._horizon:
         log.info("learning-rate schedule aimed at epoch %d of %d: train.time_budget_min=%g ends the fit there "
-                 "at %.1f min an epoch", horizon, cfg.epochs, cfg.time_budget_min, spent_s / 60 / max(epoch - 1, 1))
+                 "at %.1fs an epoch", horizon, cfg.epochs, cfg.time_budget_min, spent_s / max(epoch - 1, 1))
     tr._horizon = horizon
     return horizon
 
