@@ -245,5 +245,8 @@ def test_ease_skip_reason_names_the_limit_and_the_memory() -> None:
     assert ease_skip_reason(1_000, 20_000, available_bytes=2**34) is None
     assert ease_skip_reason(1_000, 20_000, available_bytes=None) is None
     assert "eval.ease_max_items=20,000" in ease_skip_reason(30_000, 20_000, available_bytes=2**40)
+    # the flops in a power of ten that fits: below 10¹² they read "~0·10¹² flops" (`evaluate --ease-max-items 100`)
+    assert "~2.7·10¹³ flops per λ tried" in ease_skip_reason(30_000, 20_000, available_bytes=2**40)
+    assert "~4.8·10⁹ flops per λ tried" in ease_skip_reason(1_682, 100, available_bytes=None)
     reason = ease_skip_reason(10_000, 20_000, available_bytes=ease_memory_bytes(10_000) - 1)
     assert reason is not None and "GiB" in reason

@@ -234,8 +234,10 @@ def ease_skip_reason(n_items: int, max_items: int, available_bytes: int | None =
     """
     need = ease_memory_bytes(n_items)
     if n_items > max_items:
+        mantissa, exponent = f"{n_items ** 3:.1e}".split("e")  # 1,682 items: 4.8·10⁹ (not 0·10¹²)
+        power = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
         return (f"{n_items:,} items > eval.ease_max_items={max_items:,} (EASE needs ~{need / 2**30:.1f} GiB and "
-                f"~{n_items ** 3 / 1e12:.0f}·10¹² flops per λ tried); raise eval.ease_max_items "
+                f"~{mantissa}·10{power} flops per λ tried); raise eval.ease_max_items "
                 "(`twotower evaluate --ease-max-items N`) to fit it anyway")
     if available_bytes is not None and need > available_bytes:
         return (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for EASE's dense item-item matrices, "
