@@ -284,6 +284,24 @@ def test_an_index_whose_ids_are_not_the_runs_item_rows_is_refused(run_dir, tmp_p
     assert len(open_run_index(run, subset)[0]) == len(range(0, run.n_items, 2))
 
 
+def test_index_info_refuses_what_recommend_and_serve_refuse(run_dir, tmp_path, capsys):
+    """`index info` said "checksums verified" for an index whose ids are not the run's item rows, which recommend
+    and serve refuse, and told an index of another model to "rebuild with `twotower index build --run DIR`"."""
+    from twotower.index import ExactIndex
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    shifted = tmp_path / "shifted"
+    ExactIndex().build(run.item_embeddings(), np.arange(run.n_items) + 7).save(shifted,
+                                                                               model_fingerprint=run.fingerprint())
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(shifted)]) == 2
+    assert f"holds ids 7..{run.n_items + 6}" in capsys.readouterr().err
+    other = tmp_path / "other"
+    ExactIndex().build(run.item_embeddings(), np.arange(run.n_items)).save(other, model_fingerprint="another-model")
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
+    assert f"`twotower index build --run {run_dir} --out {other}`" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv", [["serve", "--run", "R"], ["index", "build", "--run", "R"], ["index", "info", "--run", "R"],
                                   ["export", "--run", "R", "--out", "O"], ["recommend", "--run", "R", "--user", "u"],
                                   ["evaluate", "--run", "R"], ["explain", "--run", "R", "--user", "u", "--item", "i"]])

@@ -216,14 +216,14 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
 
 
 def cmd_index_info(args: argparse.Namespace) -> int:
-    from twotower.index.storage import load_index, read_meta, read_tuning
+    from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
 
     run = TrainedRun.load(args.run)
     directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
     meta = read_meta(directory)
-    fp = run.fingerprint()
-    load_index(directory, expected_fingerprint=fp)  # verifies checksums and the fingerprint
+    open_run_index(run, directory)  # as recommend and serve: checksums, the run's model and its item rows as ids
     tune = read_tuning(directory)  # checked against meta.json like the index files
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))
