@@ -181,7 +181,7 @@ def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset,
     monkeypatch.undo()
     assert _train(dataset, tmp_path / "b", "--epochs", "5", "train.time_budget_min=0.00001") == 0
     line = next(s for s in capsys.readouterr().out.splitlines() if s.startswith("trained:"))
-    assert "(1 epochs, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line
+    assert "(1 epoch, stopped by time budget: " in line and "train.time_budget_min=1e-05" in line, line
     # the time spent in the unit it was spent in: "0.0 min of training reached ...=1e-05" read as not reached
     spent = float(line.split("stopped by time budget: ")[1].split("s of training")[0])
     assert spent > 0, line
@@ -219,4 +219,4 @@ def test_the_epoch_the_time_budget_ends_on_is_validated(dataset, tmp_path, capsy
                   "train.time_budget_min=0.00001") == 0
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1] and "valid_NDCG@10" in log[0]
-    assert "at epoch 1 (1 epochs, stopped by time budget" in capsys.readouterr().out
+    assert "at epoch 1 (1 epoch, stopped by time budget" in capsys.readouterr().out

@@ -137,7 +137,8 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     done = result.resumed_after
     took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
             else f"{result.seconds:.1f}s")
-    return (f"trained: best {best} at epoch {result.best_epoch} ({result.epochs_run} epochs{why}, {took}); "
+    n = result.epochs_run
+    return (f"trained: best {best} at epoch {result.best_epoch} ({n} epoch{'' if n == 1 else 's'}{why}, {took}); "
             f"run folder {out}")
 
 
