@@ -185,6 +185,42 @@ def test_overload_is_429_before_any_work_and_health_stays_up(service, monkeypatc
     assert 'twotower_overload_rejections_by_reason_total{reason="wait"} 0' in metrics
 
 
+def test_a_client_stalling_its_body_holds_no_slot_of_the_gate(service):
+    """max_concurrency=1, max_queue=0: a client that sends its headers and stalls its body (slow or hostile) was
+    admitted before its body was read, so it held the only slot and every other request was a 429 until it hung
+    up; the body is now read before the gate admits a request."""
+    from twotower.serving import ServiceSettings, create_app
+
+    app = create_app(service=service, settings=ServiceSettings(max_concurrency=1, max_queue=0))
+    stall = asyncio.Event()
+
+    async def stalled_receive():  # the body never comes; the client leaves when the test is done
+        await stall.wait()
+        return {"type": "http.disconnect"}
+
+    async def discard(message):
+        pass
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/recommend", "raw_path": b"/recommend", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+             "client": ("127.0.0.1", 1), "server": ("test", 80)}
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            stalled = asyncio.create_task(app(scope, stalled_receive, discard))
+            await asyncio.sleep(0.05)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                answer = await c.post("/recommend", json={"user_id": "u1"})
+            stall.set()
+            await stalled
+            return answer
+
+    answer = asyncio.run(scenario())
+    assert answer.status_code == 200, answer.text
+
+
 @pytest.mark.parametrize("max_wait_ms", [10.0, None])
 def test_a_queue_longer_than_the_wait_budget_is_refused_in_time_not_only_in_count(service, monkeypatch, max_wait_ms):
     """max_concurrency=1, room for 5 in the queue, requests of ~60 ms: with a 10 ms wait budget the request that

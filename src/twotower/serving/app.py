@@ -106,10 +106,12 @@ def create_app(
     # added innermost first: the last one added sees the request first
     app.add_middleware(HeadAsGet)
     app.add_middleware(CatchAllMiddleware)
-    app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
+    # the gate inside the body limit: a request is admitted once its body is in (bounded by max_body_bytes), so
+    # clients that send headers and stall their body hold no slot (20 such connections made every request a 429)
     app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight,
                        max_concurrency=settings.max_concurrency,
                        max_wait_s=None if settings.max_wait_ms is None else settings.max_wait_ms / 1e3)
+    app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
     return app
 

@@ -1,8 +1,10 @@
 """Pure-ASGI middlewares: request metrics, the in-flight gate (429), the body limit (413), HEAD as GET.
 
 Order, outermost first: :class:`MetricsMiddleware` (sees every answer,
-including 413/429/500) -> :class:`ConcurrencyGate` -> :class:`BodyLimit` ->
+including 413/429/500) -> :class:`BodyLimit` -> :class:`ConcurrencyGate` ->
 :class:`~twotower.serving.errors.CatchAllMiddleware` -> :class:`HeadAsGet` -> FastAPI.
+The body is read before the gate admits a request: a client stalling its body
+holds no slot of the gate.
 """
 from __future__ import annotations
 
