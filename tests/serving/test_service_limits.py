@@ -65,6 +65,28 @@ def test_answers_given_before_routing_are_counted_under_their_route(make_client)
     assert 'route="other"' not in text
 
 
+def test_a_client_hanging_up_before_its_body_is_in_is_not_counted_a_500(make_client):
+    """A client that sent part of its body and left got no answer (nobody to read it) and /metrics counted it
+    status="500", so a 5xx alert fired for clients going away; it is counted 499, as a client gone mid-work is."""
+    c = make_client()
+    sent = iter([{"type": "http.request", "body": b'{"us', "more_body": True}, {"type": "http.disconnect"}])
+
+    async def receive():
+        return next(sent)
+
+    async def discard(message):
+        pass
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/recommend", "raw_path": b"/recommend", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+             "client": ("127.0.0.1", 1), "server": ("test", 80)}
+    asyncio.run(c.app(scope, receive, discard))
+    text = c.get("/metrics").text
+    assert 'status="500"' not in text
+    assert 'twotower_requests_total{route="/recommend",method="POST",status="499"} 1' in text
+
+
 def test_made_up_methods_add_no_metric_series(client):
     """Any token is an HTTP method to the server (h11): each made-up one added a /metrics series for good."""
     for i in range(3):

@@ -139,7 +139,7 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = 500
+        status = 0  # no answer yet
 
         async def recording_send(message: Message) -> None:
             nonlocal status
@@ -149,7 +149,13 @@ class MetricsMiddleware:
 
         try:
             await self.app(scope, receive, recording_send)
+        except BaseException:
+            status = status or 500  # escaped before any answer: the server answers 500
+            raise
         finally:
+            # no answer and no error: the client hung up before its body was in (BodyLimit), counted 499 as a
+            # client gone mid-work is (ClientGone); it was counted a 500, a server error that never happened
+            status = status or 499
             route = scope.get("route")
             # path_format: "/items/{item_id}" for the route "/items/{item_id:path}"
             path = getattr(route, "path_format", None) or getattr(route, "path", None) or (
