@@ -277,6 +277,16 @@ def test_a_refused_feature_value_is_not_echoed_whole(client, features):
     assert message.endswith(" characters)")
 
 
+def test_an_unseen_category_is_not_echoed_whole_in_the_warnings(client):
+    """A category training never saw is read as unknown and named in the answer's warnings, which quoted it
+    whole: a 100 kB string sent as a gender came back as a 100 kB warning (a refused value is cut, see above)."""
+    r = client.post("/recommend", json={"history": ["i1"], "k": 2, "user_features": {"gender": "x" * 100_000}})
+    assert r.status_code == 200
+    (warning,) = r.json()["warnings"]
+    assert warning.startswith("user_features.gender: 'xxx") and len(warning) < 300, warning[:400]
+    assert "(100,002 characters) never occurs in training" in warning
+
+
 def test_values_training_never_saw_are_answered_as_warnings(client, feature_service):
     """An unknown category reads as unknown and a far-off number is read as given, but the answer says so
     (with the nearest known spelling), from POST /recommend, POST /explain and recommend_history alike."""

@@ -26,7 +26,16 @@ from twotower.data.readers import (_double_colon_fields, check_rows, ids_to_str,
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
 
-__all__ = ["FeatureSpec", "read_feature_table", "EncodedFeatures", "FeatureEncoder"]
+__all__ = ["FeatureSpec", "read_feature_table", "EncodedFeatures", "FeatureEncoder", "shown_value"]
+
+SHOWN_CHARS = 80  # of a sent value quoted back in a message
+
+
+def shown_value(value: Any) -> str:
+    """``repr(value)``, cut to :data:`SHOWN_CHARS`: a message naming a value a client sent (a refused 100 kB
+    string, or one training never saw) must not send it back whole (HTTP validation errors echo no input)."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}... ({len(text):,} characters)"
 
 log = logging.getLogger(__name__)
 
@@ -365,7 +374,7 @@ class FeatureEncoder:
             known = [k for k in lut if isinstance(k, str)]
             near = [k for k in known if k.lower() == value.lower()] or difflib.get_close_matches(value, known, 1, 0.75)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            notes.append(f"{c}: {value!r} never occurs in training, so it reads as unknown{hint}")
+            notes.append(f"{c}: {shown_value(value)} never occurs in training, so it reads as unknown{hint}")
         for c in self.spec.numeric:
             x = row.get(c)
             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x)):

@@ -42,7 +42,7 @@ import pandas as pd
 import torch
 
 from twotower.config import RunConfig, config_from_dict, config_to_dict
-from twotower.data.features import FeatureEncoder
+from twotower.data.features import FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
@@ -419,14 +419,6 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
 
 
 _F32_MAX = float(np.finfo(np.float32).max)
-_SHOWN_CHARS = 80  # of a refused value in its message
-
-
-def _shown(value: Any) -> str:
-    """``repr(value)``, cut to :data:`_SHOWN_CHARS`: a refused 100 kB string came back whole in the 422 (HTTP
-    validation errors echo no input at all; this message names the value so the sender can find it)."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS - 3]}... ({len(text):,} characters)"
 
 
 def check_finite_user(values: Any) -> None:
@@ -447,7 +439,7 @@ def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separato
         return None
     if numeric:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DataError(f"user_features.{col}: a finite number, got {_shown(value)}")
+            raise DataError(f"user_features.{col}: a finite number, got {shown_value(value)}")
         # float() first: np.isfinite raised TypeError (an HTTP 500) on an int beyond uint64 such as 10**20,
         # and float() itself raises OverflowError past 1e308. The bound is the table reader's (float32 range):
         # the tower reads float32, where 1e39 is inf.
@@ -464,9 +456,9 @@ def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separato
             return value
         if isinstance(value, (list, tuple)) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
             return separator.join(str(v) for v in value)
-        raise DataError(f"user_features.{col}: a list of values or one {separator!r}-separated string, got {_shown(value)}")
+        raise DataError(f"user_features.{col}: a list of values or one {separator!r}-separated string, got {shown_value(value)}")
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise DataError(f"user_features.{col}: one value (a string or a number), got {_shown(value)}")
+        raise DataError(f"user_features.{col}: one value (a string or a number), got {shown_value(value)}")
     return value
 
 
