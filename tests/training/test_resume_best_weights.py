@@ -86,8 +86,12 @@ def test_resume_of_a_run_without_a_weight_average_starts_one(tmp_path, caplog):
     assert "0.99 now" in err and "holds no weight average" in err
     # asking for no more epochs than the checkpoint holds says so, instead of "0 in 0.4s"
     caplog.clear()
-    assert main([*args, "--epochs", "2", "--resume"]) == 0
-    assert "the checkpoint holds epoch 2, and train.epochs=2 asks for no more" in caplog.text
+    before = (out / "config.json").read_text()
+    assert main([*args, "--epochs", "1", "--resume", "train.lr=0.05"]) == 0
+    assert "the checkpoint holds epoch 2, and train.epochs=1 asks for no more" in caplog.text
+    # nothing was trained, so the run's record is as it was: it said epochs=1 and lr=0.05 for a run of 2 epochs
+    # trained at the old rate, and the next resume read them as the run's own
+    assert (out / "config.json").read_text() == before
 
 
 def test_the_resume_line_says_what_the_best_epoch_was_chosen_on(tmp_path, caplog, monkeypatch):

@@ -149,15 +149,17 @@ def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
 
 
 def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None, *,
-                  item_text_encoder: str | None = None) -> None:
+                  item_text_encoder: str | None = None, write_config: bool = True) -> None:
     """Write everything about a run except the weights (written by the trainer).
 
     ``item_text_encoder`` is the ``model_id`` of the text encoder of the item text embeddings (weights and
-    forward-pass backend), recorded so a run says which vectors it was trained on.
+    forward-pass backend), recorded so a run says which vectors it was trained on. ``write_config=False`` keeps
+    the folder's ``config.json`` (a resume that trains nothing changes nothing the run was trained with).
     """
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
-    atomic_write_json(out / "config.json", config_to_dict(config))
+    if write_config:
+        atomic_write_json(out / "config.json", config_to_dict(config))
     prep.user_vocab.save(out / "vocab" / "users.json")
     prep.item_vocab.save(out / "vocab" / "items.json")
     if prep.item_encoder is not None:

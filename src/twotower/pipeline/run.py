@@ -154,11 +154,12 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     text = None if got is None else got[0]
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
     _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
+    done = 0
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model)
         # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
-        trainer.restore()
+        done = trainer.restore()
     stale: list[Path] = []
     if tdist.is_main():
         if not resume:
@@ -167,8 +168,11 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
             removed, stale = forget_results_of_old_weights(out)
             if removed:
                 log.info("resume: removed %s (they scored the weights before this resume)", ", ".join(removed))
+        # a resume that trains nothing (train.epochs <= the checkpoint's epoch) keeps the run's config.json: it
+        # recorded `--epochs 2` and the new settings for a run of 4 epochs trained with the old ones
         save_run_data(out, config, prep, None if text is None else tuple(text.shape),
-                      item_text_encoder=None if got is None else got[1])
+                      item_text_encoder=None if got is None else got[1],
+                      write_config=not (resume and done >= config.train.epochs))
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if tdist.is_main():
