@@ -126,3 +126,15 @@ def test_an_unknown_user_is_pointed_to_history(run_dir, capsys):
     err = capsys.readouterr().err
     assert "--user: unknown user 'ghost'" in err
     assert "served from their items: --history ITEM,ITEM,... (oldest first)" in err
+
+
+def test_titles_with_line_breaks_and_escapes_stay_on_their_line(capsys):
+    """A title holding a newline or a terminal escape was printed raw: the list's line split in two and
+    ``\\x1b[...`` restyled the terminal; both are now written as escapes."""
+    from twotower.cli.commands import _print_items
+
+    _print_items([{"rank": 1, "item_id": "7", "score": 0.2, "title": "Line one\nLine \x1b[31mtwo 🎬",
+                   "genres": "Drama\rX"}], False, "top 1", 1)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and "\x1b" not in lines[1]
+    assert lines[1].strip() == "1. Line one\\nLine \\x1b[31mtwo 🎬 (item 7, score 0.200)  [Drama\\rX]"

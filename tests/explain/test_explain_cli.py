@@ -116,3 +116,14 @@ def test_features_that_overflow_the_tower_are_refused_naming_user_features(featu
         assert "nan" not in out.out.lower(), cmd
     with pytest.raises(DataError, match=said):  # the Python explain refuses it too
         explain_by_id(feature_run, history_ids=hist, item_id="i0", user_features={"age": float(age)})
+
+
+def test_titles_with_line_breaks_stay_in_their_row() -> None:
+    """A title holding a newline split the explanation's sentence, header and table rows; written as ``\\n`` now."""
+    from twotower.cli.explain_cmd import format_explanation
+
+    hist = [{"item_id": "a", "title": "A\nB", "contribution": 0.2}]
+    e = {**_explanation({}, hist), "text": "Because you bought A\nB \x1b[2J.", "item": {"title": "X\tY"}}
+    lines = format_explanation(e).splitlines()
+    assert lines[0] == "Because you bought A\\nB \\x1b[2J." and lines[2].startswith("item x  X\\tY  score")
+    assert lines[5].split() == ["+0.2000", "a", "A\\nB"] and len(lines) == 6

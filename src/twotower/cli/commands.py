@@ -10,6 +10,7 @@ import signal
 import sys
 import threading
 import time
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,16 @@ if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
 
 log = logging.getLogger("twotower")
+
+
+def printable(value: Any) -> str:
+    """``str(value)`` with control characters and line breaks written as escapes (``\\n``, ``\\x1b``): a
+    catalogue's title or genres printed raw split a list's line in two and sent terminal escapes through."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in ("Cc", "Zl", "Zp")
+                   else c for c in text)
 
 
 @contextlib.contextmanager
@@ -589,11 +600,12 @@ def _print_items(items: list[dict], as_json: bool, title: str, k: int) -> None:
         return
     print(title)
     for it in items:
-        extra = f"  [{it['genres']}]" if isinstance(it.get("genres"), str) and it.get("genres") else ""
+        extra = f"  [{printable(it['genres'])}]" if isinstance(it.get("genres"), str) and it.get("genres") else ""
         if it.get("title"):
-            print(f"{it['rank']:>3}. {it['title']} (item {it['item_id']}, score {it['score']:.3f}){extra}")
+            print(f"{it['rank']:>3}. {printable(it['title'])} (item {printable(it['item_id'])}, "
+                  f"score {it['score']:.3f}){extra}")
         else:  # a catalogue without titles: the id once, not "150 (item 150, ...)"
-            print(f"{it['rank']:>3}. item {it['item_id']} (score {it['score']:.3f}){extra}")
+            print(f"{it['rank']:>3}. item {printable(it['item_id'])} (score {it['score']:.3f}){extra}")
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:

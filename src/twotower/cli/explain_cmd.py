@@ -38,9 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def format_explanation(e: dict) -> str:
     """The sentence, the score, then a small table of the history contributions."""
-    lines = [e["text"], ""]
+    from twotower.cli.commands import printable  # titles and ids are the catalogue's: no raw line breaks or escapes
+
+    lines = [printable(e["text"]), ""]
     item = e["item"]
-    lines.append(f"item {e['item_id']}  {item.get('title', '')}  score {e['score']:.4f}  "
+    lines.append(f"item {printable(e['item_id'])}  {printable(item.get('title', ''))}  score {e['score']:.4f}  "
                  f"(history adds {e['history_total']:+.4f}; basis: {e['basis']}; method: {e['method']})")
     if "heads" in e:
         h = e["heads"]
@@ -51,13 +53,13 @@ def format_explanation(e: dict) -> str:
         multi = next((k for k, v in e["shared_metadata"].items() if isinstance(v, list)), None)
         header = ("contribution", "item_id", "title", *([multi] if multi else []))
         rows = [header]
-        rows += [(f"{h['contribution']:+.4f}", str(h["item_id"]), str(h.get("title", "")),
-                  *([str(h.get(multi) or "")] if multi else [])) for h in e["history"]]
+        rows += [(f"{h['contribution']:+.4f}", printable(h["item_id"]), printable(h.get("title", "")),
+                  *([printable(h.get(multi) or "")] if multi else [])) for h in e["history"]]
         widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
         lines.append("")
         for r in rows:
             lines.append("  ".join(v.rjust(widths[0]) if c == 0 else v.ljust(widths[c]) for c, v in enumerate(r)).rstrip())
-    shared = [f"{k}: " + ", ".join(f"{x['value']} ({x['count']})" for x in v)
+    shared = [f"{k}: " + ", ".join(f"{printable(x['value'])} ({x['count']})" for x in v)
               for k, v in e["shared_metadata"].items() if isinstance(v, list) and v]
     if shared:
         lines.append("")
