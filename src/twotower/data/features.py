@@ -342,7 +342,21 @@ class FeatureEncoder:
             len(rows), {c: len(v) for c, v in self.categories.items()},
             {c: len(v) for c, v in self.multi_values.items()}, list(spec.numeric), list(spec.text),
         )
+        self._warn_empty_columns(rows, "item" if vocab is None else vocab.kind)
         return self
+
+    def _warn_empty_columns(self, rows: pd.DataFrame, kind: str) -> None:
+        """Name a listed column no fitted row has a value in: it was trained on as missing everywhere, so it
+        tells the tower nothing (an emptied export, the wrong column), and the log only counted "0" values."""
+        spec = self.spec
+        empty = [(c, "categorical") for c in spec.categorical if not self.categories[c]]
+        empty += [(c, "multi") for c in spec.multi if not self.multi_values[c]]
+        empty += [(c, "numeric") for c in spec.numeric
+                  if not np.isfinite(pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)).any()]
+        for c, group in empty:
+            log.warning("%s features: column %r (data.%s_%s) has no value in any of the %d %ss fitted, so it tells "
+                        "the tower nothing; fill it in, or drop it from data.%s_%s", kind, c, kind, group,
+                        len(rows), kind, kind, group)
 
     def _build_lookup(self) -> None:
         self._lookup = {c: {v: i + 1 for i, v in enumerate(vals)} for c, vals in self.categories.items()}
