@@ -104,3 +104,17 @@ def test_windows_before_and_sequences():
     assert w.tolist() == [[9, 9], [3, 4], [9, 1]]  # nothing before pos 0; two before pos 2; user 1 has one
     assert seqs.last_windows(np.array([0, 1]), 4, 9).tolist() == [[9, 3, 4, 5], [9, 9, 1, 2]]
     assert pad_histories([np.array([1, 2, 3]), np.array([])], 2, 9).tolist() == [[2, 3], [9, 9]]
+
+
+def test_an_item_tower_without_input_is_a_config_error_naming_the_settings():
+    """With model.item.use_id=false and no item features, the dual head's collaborative head had no input: `train`
+    printed a ValueError traceback saying to "enable ... text", which dual_head already had on."""
+    from twotower.errors import ConfigError
+    from twotower.models.towers import ItemTower
+
+    text = np.ones((6, 4), dtype=np.float32)
+    with pytest.raises(ConfigError, match=r"dual_head: the collaborative head has no input .*use_id=true"):
+        ItemTower(TowerConfig(use_id=False, dual_head=True, out_dim=8), 6, text=text)
+    with pytest.raises(ConfigError, match=r"the item tower has no input: set model\.item\.use_id=true"):
+        ItemTower(TowerConfig(use_id=False, out_dim=8), 6)
+    assert ItemTower(TowerConfig(use_id=False, text_embeddings=True, out_dim=8), 6, text=text).n_items == 6

@@ -87,8 +87,14 @@ class ItemTower(nn.Module):
         in_dim = (config.id_dim if config.use_id else 0) + self.features.out_dim
         if config.text_embeddings and not config.dual_head:
             in_dim += text_dim
-        if in_dim == 0:
-            raise ValueError("item tower has no input: enable use_id, features or text")
+        if in_dim == 0:  # a ConfigError: the CLI printed a traceback, and the dual head's text did not count
+            features = ("item features (--items FILE with data.item_categorical / item_numeric / item_multi, and "
+                        "model.item.use_features=true)")
+            if config.dual_head:
+                raise ConfigError("model.item.dual_head: the collaborative head has no input (the text feeds the "
+                                  f"semantic head only); set model.item.use_id=true or give {features}")
+            raise ConfigError("the item tower has no input: set model.item.use_id=true or "
+                              f"model.item.text_embeddings=true, or give {features}")
         self.mlp = _head(config, in_dim, "item")
         if config.dual_head:
             self.semantic = nn.Linear(text_dim, config.out_dim, bias=False)
