@@ -133,14 +133,15 @@ def test_a_feature_column_with_no_value_is_named_in_a_warning(tmp_path, caplog):
     import logging
 
     p = tmp_path / "items.csv"
-    p.write_text("item_id,brand,tags,price,year\ni1,,,,1990\ni2,,,,\n")
-    spec = FeatureSpec(key="item_id", categorical=("brand",), multi=("tags",), numeric=("price", "year"))
+    p.write_text("item_id,brand,tags,price,year,blurb,title\ni1,,,,1990, ,A\ni2,,,,,,\n")
+    spec = FeatureSpec(key="item_id", categorical=("brand",), multi=("tags",), numeric=("price", "year"),
+                       text=("blurb", "title"))
     with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
         FeatureEncoder(spec).fit(read_feature_table(p, spec), Vocabulary(["i1", "i2"], kind="user"))
     msgs = [r.getMessage() for r in caplog.records]
     assert msgs == [f"user features: column {c!r} (data.user_{g}) has no value in any of the 2 users fitted, so "
                     f"it tells the tower nothing; fill it in, or drop it from data.user_{g}"
-                    for c, g in (("brand", "categorical"), ("tags", "multi"), ("price", "numeric"))]
+                    for c, g in (("brand", "categorical"), ("tags", "multi"), ("price", "numeric"), ("blurb", "text"))]
 
 
 def test_an_item_table_of_only_a_header_is_refused_like_empty_interactions(tmp_path):

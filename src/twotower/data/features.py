@@ -353,6 +353,7 @@ class FeatureEncoder:
         empty += [(c, "multi") for c in spec.multi if not self.multi_values[c]]
         empty += [(c, "numeric") for c in spec.numeric
                   if not np.isfinite(pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)).any()]
+        empty += [(c, "text") for c in spec.text if rows[c].map(_missing_str).all()]
         for c, group in empty:
             log.warning("%s features: column %r (data.%s_%s) has no value in any of the %d %ss fitted, so it tells "
                         "the tower nothing; fill it in, or drop it from data.%s_%s", kind, c, kind, group,
