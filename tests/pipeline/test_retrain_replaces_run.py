@@ -182,6 +182,27 @@ def test_resume_on_other_data_is_refused_before_the_run_is_touched(old_run, data
     assert _snapshot(out) == before
 
 
+def test_resume_with_an_edited_item_table_is_refused(dataset, tmp_path, capsys):
+    """The checkpoint holds the item table's values (features, text embeddings) as buffers: a resume with an edited
+    table (one year changed) put the old values back and trained on them, while the run's items.jsonl showed the
+    new ones. It is refused like other data; the same table resumes."""
+    items = pd.read_csv(dataset["items"])
+    tables = {}
+    for name, year in (("same", 1980), ("edited", 2030)):
+        tables[name] = tmp_path / f"items_{name}.csv"
+        items.assign(year=[year, *items["year"].iloc[1:]]).to_csv(tables[name], index=False)
+    out = tmp_path / "run"
+    feats = ["--items", str(tables["same"]), "data.item_numeric=[\"year\"]", "data.item_multi=[\"genres\"]"]
+    assert main(_train_args(dataset, out, *feats)) == 0
+    before = _snapshot(out)
+    assert main(_train_args(dataset, out, "--items", str(tables["edited"]), *feats[2:], "--epochs", "2",
+                            "--resume")) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "the item features differ from the run's ('item_tower.features.numeric'" in err
+    assert _snapshot(out) == before
+    assert main(_train_args(dataset, out, *feats, "--epochs", "2", "--resume", "train.patience=100")) == 0
+
+
 def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
     out = _copy(old_run, tmp_path / "a")
     assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "train.patience=100")) == 0

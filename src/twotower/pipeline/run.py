@@ -230,6 +230,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     tensors must have this model's names and shapes; the error names what differs. Training settings
     (epochs, learning rate, ...) may change: that is what resuming with new flags is for.
     """
+    import torch
     from safetensors import safe_open
 
     from twotower.config import config_to_dict
@@ -275,6 +276,10 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     try:
         with safe_open(str(weights), framework="pt") as f:
             shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            # the feature and text buffers are the item/user tables' values: restoring the checkpoint put the old
+            # ones back, so an edited table (a title, a year) trained on as before while the run showed the new
+            data = {k: (f.get_tensor(k), v) for k, v in model.named_buffers()
+                    if k in shapes and shapes[k] == tuple(v.shape)}
     except Exception:  # unreadable: load_checkpoint names the damage with its checksum check
         return
     own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
@@ -283,6 +288,14 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         k = bad[0]
         raise ConfigError(f"cannot resume {out}: the checkpoint does not fit this model ({len(bad)} tensors differ, "
                           f"e.g. {k!r}: {shapes.get(k)} in the checkpoint, {own.get(k)} now); {fix}")
+    for k, (then, now) in sorted(data.items()):
+        # text embeddings encoded again may differ in the last bits (batching); an edited text moves them far
+        if not torch.allclose(then.to(now.dtype), now.cpu(), rtol=0, atol=1e-4):
+            kind = "item" if k.startswith("item_tower.") else "user"
+            what = "text embeddings" if k.endswith(".text") else "features"
+            raise ConfigError(f"cannot resume {out}: the {kind} {what} differ from the run's ({k!r}; the {kind} "
+                              f"table --{kind}s or its data.{kind}_* settings changed), so the weights would "
+                              f"continue on the table's old values while the run shows the new ones; {fix}")
 
 
 def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
