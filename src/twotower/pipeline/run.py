@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
-    prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames))
+    item = config.model.item
+    prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames,
+                                embeds_titles=bool(item.text_embeddings or item.dual_head)))
     if prep.test is not None and len(prep.test) == 0:
         # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
         n = prep.report.get("test_encoding", {}).get("rows_in", "all")

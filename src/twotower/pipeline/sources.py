@@ -69,14 +69,16 @@ def column_map(cfg: DataConfig) -> ColumnMap:
     return ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
 
 
-def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.DataFrame] | None = None) -> Sources:
+def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.DataFrame] | None = None,
+                 embeds_titles: bool = False) -> Sources:
     """Read and split according to ``cfg``.
 
     Precedence: explicit ``train`` (+ ``valid``/``test``) files, then a single
     ``path`` split by ``cfg.split``, then the named ``dataset``. ``frames`` gives
     any of those inputs (``path``, ``train``, ``valid``, ``test``, ``items``,
     ``users``) as DataFrames instead of files: each is read as its file would be
-    (the same columns, checks and errors) and takes the place of that setting.
+    (the same columns, checks and errors) and takes the place of that setting. ``embeds_titles``: the item
+    tower reads ``title_col`` through the text encoder (model.item.text_embeddings / dual_head).
     """
     if frames is not None and not isinstance(frames, Mapping):
         # frames=df read as "if frames:" failed with pandas' "truth value of a DataFrame is ambiguous"
@@ -154,7 +156,8 @@ def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.Dat
                                    encoding=cfg.encoding)
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={user_key: "user_id"})
-    _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True)
+    _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True,
+                       embedded=cfg.title_col if embeds_titles else None)
     _warn_unread_table(cfg.users, users, user_spec, "user", with_text=False)
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
         if items is None:
@@ -208,19 +211,23 @@ def _with_frames(cfg: DataConfig, frames: Mapping[str, pd.DataFrame]) -> DataCon
 
 
 def _warn_unread_table(source: Any, table: pd.DataFrame | None, spec: FeatureSpec | None, who: str, *,
-                       with_text: bool) -> None:
+                       with_text: bool, embedded: str | None = None) -> None:
     """A feature table given with no feature column named: the tower reads none of its columns, say so.
 
     `--items items.csv` alone (no data.item_multi=... ) trained an item tower without the genres, with no word.
+    ``embedded``: the title column the text encoder reads (it said "none" of the columns was read).
     """
     if table is None or spec is None or spec.categorical or spec.numeric or spec.multi or spec.text:
         return
     keys = f"data.{who}_categorical / data.{who}_numeric / data.{who}_multi" + (" / data.item_text" if with_text else "")
     others = [str(c) for c in table.columns if c != f"{who}_id"]
     uses = "titles, metadata and catalogue only" if who == "item" else "nothing"
-    log.warning("data.%ss: no feature column is named (%s), so the %s tower reads none of %s's columns (%s); "
-                "the table is used for %s", who, keys, who, source if isinstance(source, (str, os.PathLike)) else "the table",
-                ", ".join(others[:8]) + (", ..." if len(others) > 8 else "") or "none", uses)
+    reads = "none" if embedded is None else f"only the text of {embedded!r} (model.item.text_embeddings)"
+    log.warning("data.%ss: no feature column is named (%s), so the %s tower reads %s of %s's columns (%s); "
+                "the table is %sused for %s", who, keys, who, reads,
+                source if isinstance(source, (str, os.PathLike)) else "the table",
+                ", ".join(others[:8]) + (", ..." if len(others) > 8 else "") or "none",
+                "" if embedded is None else "otherwise ", uses)
 
 
 def _source(value: str) -> str | pd.DataFrame:
