@@ -675,6 +675,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a section (table), got {value!r}")
         return config_from_dict(tp, value, prefix=name)
     if origin is tuple:
+        if value is None:  # was read as [None], then the string 'None': a column or a baseline called "None"
+            raise ConfigError(f"{name}: expected a list, got null; write [] for none")
         if isinstance(value, str):
             value = [v for v in value.replace(",", " ").split() if v]
         if not isinstance(value, (list, tuple)):
@@ -710,6 +712,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a finite number, got {value!r}")
         return f
     if tp is str:
+        if value is None:  # str(None) made data.user_col=null a column called "None"
+            raise ConfigError(f"{name}: expected a string, got null")
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{name}: expected a string, got {value!r}")
         return str(value)

@@ -255,3 +255,16 @@ def test_split_ratios_name_a_nan_and_print_their_sum_plainly() -> None:
     with pytest.raises(ConfigError, match=re.escape("data.ratios: must sum to 1, got 1.2")) as err:
         DataConfig(ratios=(0.8, 0.2, 0.2))
     assert "1.2000000000000002" not in str(err.value)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("eval.baselines=null", "eval.baselines: expected a list, got null; write [] for none"),
+    ("data.item_categorical=null", "data.item_categorical: expected a list, got null; write [] for none"),
+    ("data.user_col=null", "data.user_col: expected a string, got null"),
+])
+def test_null_for_a_list_or_a_plain_string_is_refused_not_read_as_the_word_none(override, message):
+    # null was read as [None] and then str(None): a baseline, or a column, called "None"
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert str(e.value) == message
+    assert load_config(overrides=["eval.baselines=[]"]).eval.baselines == ()
