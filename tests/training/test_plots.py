@@ -35,3 +35,18 @@ def test_short_runs_get_whole_epoch_ticks(monkeypatch: pytest.MonkeyPatch, tmp_p
         lo, hi = ax.get_xlim()
         ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
         assert ticks and all(float(t).is_integer() for t in ticks), ticks
+
+
+def test_the_best_epoch_is_marked_on_every_panel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # the curves run on past the best epoch until early stopping; the saved weights are the best epoch's, and the
+    # plot did not say which epoch that was
+    history = [{"epoch": e, "loss": 6.0 - 0.1 * e, "inbatch_accuracy": 0.01 * e, "item_std": 0.02,
+                "valid_NDCG@10": 0.1 + 0.01 * min(e, 3) - 0.001 * max(e - 3, 0)} for e in range(1, 7)]
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    plot_training_curves(history, tmp_path / "curves.png", best_epoch=3)
+    for ax in figs[0].axes:
+        assert any(list(line.get_xdata()) == [3, 3] for line in ax.get_lines()), ax.get_title()
+    legends = [ax.get_legend() for ax in figs[0].axes if ax.get_legend() is not None]
+    assert [t.get_text() for t in legends[0].get_texts()] == ["best epoch 3 (saved)"]

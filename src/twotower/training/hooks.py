@@ -155,7 +155,7 @@ def format_seconds(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def finish_fit(tr: "Trainer") -> None:
+def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
     """Restore the best weights for whatever comes next (evaluation, export); draw the curves."""
     if getattr(tr, "_best_state", None) is not None:
         tr.model.load_state_dict(tr._best_state)
@@ -165,7 +165,8 @@ def finish_fit(tr: "Trainer") -> None:
         from twotower.training.plots import plot_training_curves
 
         try:
-            plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric)
+            plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
+                                 best_epoch=best_epoch)
         except Exception as e:  # a plot must never fail a finished training run
             log.warning("could not draw training curves: %s", e)
     tdist.barrier()

@@ -9,7 +9,10 @@ from twotower.utils.atomic import atomic_path
 __all__ = ["plot_training_curves"]
 
 
-def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, metric: str = "NDCG@10") -> None:
+def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, metric: str = "NDCG@10",
+                         best_epoch: int | None = None) -> None:
+    """``best_epoch``: the epoch whose weights the run kept, marked on every panel (the curves run on past it
+    until early stopping, so the last point is not the model that was saved)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -31,9 +34,13 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         xs = [e for e, r in zip(epochs, history) if key in r]
         ys = [r[key] for r in history if key in r]
         ax.plot(xs, ys, marker="o", ms=3)
+        if best_epoch is not None:
+            ax.axvline(best_epoch, color="tab:red", ls="--", lw=1, label=f"best epoch {best_epoch} (saved)")
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
+    if best_epoch is not None:
+        axes[2].legend(loc="best", fontsize="small")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)

@@ -332,6 +332,6 @@ class Trainer:
                 log_epoch(self, row, metric, stopper, horizon)
                 save_epoch(self, epoch, stopper, new_best)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
-        finish_fit(self)
+        finish_fit(self, stopper.best_epoch or None)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
                            start_epoch - 1)
