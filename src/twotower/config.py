@@ -477,6 +477,12 @@ class EvalConfig:
         _check_types(self, "eval.")
         _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
+        from twotower.evaluation.protocol import parse_metric  # numpy's, already loaded by any run
+
+        try:  # "ndcg@10" passed --print-config and was refused only after the data was read
+            parse_metric(self.select_metric)
+        except ConfigError as e:
+            raise ConfigError(f"eval.select_metric: {e}") from None
         for b in self.baselines:
             _choice(b, "eval.baselines", ("popularity", "ease", "itemknn"))
         _check(len(set(self.baselines)) == len(self.baselines), "eval.baselines", "names a baseline twice")

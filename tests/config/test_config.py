@@ -268,3 +268,13 @@ def test_null_for_a_list_or_a_plain_string_is_refused_not_read_as_the_word_none(
         load_config(overrides=[override])
     assert str(e.value) == message
     assert load_config(overrides=["eval.baselines=[]"]).eval.baselines == ()
+
+
+def test_a_select_metric_validation_cannot_compute_is_refused_with_the_file(tmp_path):
+    # it passed load_config and --print-config and was refused by the Trainer, after the data was read
+    path = tmp_path / "c.toml"
+    path.write_text('[eval]\nselect_metric = "ndcg@10"\n')
+    with pytest.raises(ConfigError, match=rf"^config file {re.escape(str(path))}: eval.select_metric: metric "
+                                          r"'ndcg@10' is not of the form NAME@K with NAME in \[.*'NDCG'"):
+        load_config(path)
+    assert load_config(overrides=["eval.select_metric=Recall@7"]).eval.select_metric == "Recall@7"
