@@ -278,3 +278,15 @@ def test_a_select_metric_validation_cannot_compute_is_refused_with_the_file(tmp_
                                           r"'ndcg@10' is not of the form NAME@K with NAME in \[.*'NDCG'"):
         load_config(path)
     assert load_config(overrides=["eval.select_metric=Recall@7"]).eval.select_metric == "Recall@7"
+
+
+def test_a_zero_tower_width_names_the_tower_the_key_and_the_file(tmp_path):
+    # it was "tower dims: must be > 0", naming neither the tower nor which of three widths
+    path = tmp_path / "c.toml"
+    path.write_text("[model.item]\nid_dim = 0\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"config file {path}: model.item.id_dim: must be > 0, got 0"
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=["model.user.feature_dim=-1"])
+    assert str(e.value) == "model.user.feature_dim: must be > 0, got -1"
