@@ -456,6 +456,10 @@ class TrainConfig:
         # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
         _check(self.max_examples_per_epoch is None or self.max_examples_per_epoch >= 2, "train.max_examples_per_epoch",
                "must be >= 2 (a batch needs two examples) or null for every example")
+        # a negative norm was accepted and made clip_grad_norm_ scale every gradient by a negative factor (ascent)
+        _check(self.grad_clip is None or self.grad_clip >= 0, "train.grad_clip",
+               f"must be >= 0 (the largest gradient norm; 0 or null = no clipping), got {self.grad_clip}")
+        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
         _check(self.ema_decay is None or 0 <= self.ema_decay < 1, "train.ema_decay",
                "must be in [0, 1) (0 = no average) or null")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")

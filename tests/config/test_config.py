@@ -290,3 +290,15 @@ def test_a_zero_tower_width_names_the_tower_the_key_and_the_file(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(overrides=["model.user.feature_dim=-1"])
     assert str(e.value) == "model.user.feature_dim: must be > 0, got -1"
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.grad_clip=-1", "train.grad_clip: must be >= 0 (the largest gradient norm; 0 or null = no clipping), got -1.0"),
+    ("train.weight_decay=-0.1", "train.weight_decay: must be >= 0, got -0.1"),
+])
+def test_a_negative_clip_norm_or_weight_decay_is_refused(override, message):
+    # grad_clip=-1 was accepted, and clip_grad_norm_ then scaled every gradient by a negative factor
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert str(e.value) == message
+    assert load_config(overrides=["train.grad_clip=0"]).train.grad_clip == 0.0  # no clipping, as null
