@@ -301,7 +301,7 @@ class TowerConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "tower.")
-        for name in ("id_dim", "feature_dim", "out_dim"):  # one "tower dims: must be > 0" named neither tower nor key
+        for name in ("id_dim", "feature_dim", "history_dim", "out_dim"):  # "tower dims: must be > 0" named no key
             _check(getattr(self, name) > 0, f"tower.{name}", f"must be > 0, got {getattr(self, name)}")
         _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
         _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")

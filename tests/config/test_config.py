@@ -302,3 +302,12 @@ def test_a_negative_clip_norm_or_weight_decay_is_refused(override, message):
         load_config(overrides=[override])
     assert str(e.value) == message
     assert load_config(overrides=["train.grad_clip=0"]).train.grad_clip == 0.0  # no clipping, as null
+
+
+@pytest.mark.parametrize("value", [0, -4])
+def test_a_history_width_below_one_is_refused(value):
+    # -4 was a torch traceback after the data was read ("Trying to create tensor with negative dimension"),
+    # 0 trained a user tower that read its history as nothing
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[f"model.user.history_dim={value}"])
+    assert str(e.value) == f"model.user.history_dim: must be > 0, got {value}"
