@@ -481,6 +481,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         _check_types(self, "eval.")
         _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
+        # [10, 10] trained the whole run and then failed its evaluation as "EvalProtocol.ks has duplicates"
+        _check(len(set(self.ks)) == len(self.ks), "eval.ks", f"names a cut-off twice: {list(self.ks)}")
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
         from twotower.evaluation.protocol import parse_metric  # numpy's, already loaded by any run
 

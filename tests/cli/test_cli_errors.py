@@ -72,6 +72,16 @@ def test_evaluate_ks_below_one_names_the_flag_before_loading(ks, capsys, tmp_pat
     assert capsys.readouterr().err.strip() == f"error: --ks must hold positive integers such as 10,20, got {ks!r}"
 
 
+def test_a_repeated_cut_off_is_refused_naming_the_flag_or_the_setting(capsys, tmp_path):
+    # evaluate said "EvalProtocol.ks has duplicates" after the run had loaded; train accepted eval.ks=[10, 10],
+    # trained the whole run and then failed its evaluation with that message
+    assert main(["evaluate", "--run", str(tmp_path / "nope"), "--ks", "10,10"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --ks: '10,10' names a cut-off twice"
+    assert main(["train", "--dataset", "movielens-100k", "--out", str(tmp_path / "r"), "--print-config",
+                 "eval.ks=[10,10]"]) == 2
+    assert capsys.readouterr().err.strip() == "error: eval.ks: names a cut-off twice: [10, 10]"
+
+
 def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):
     # was "explain top: expected an integer >= 0", raised by the explainer after the run had loaded
     assert main(["explain", "--run", str(tmp_path / "nope"), "--user", "u1", "--item", "i1", "--top", "-2"]) == 2

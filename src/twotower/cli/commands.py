@@ -316,6 +316,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
         if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
             raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
+        if len(set(ks)) < len(ks):  # was "EvalProtocol.ks has duplicates", after the run had loaded
+            raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
     if args.baselines is not None:
         baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
         for b in baselines:
