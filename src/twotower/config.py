@@ -813,7 +813,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Notepad, PowerShell) is skipped, as in data files
     except UnicodeDecodeError as e:
         raise ConfigError(f"config file {path}: not UTF-8 text ({e}); re-save it as UTF-8") from e
     except OSError as e:

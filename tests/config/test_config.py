@@ -311,3 +311,11 @@ def test_a_history_width_below_one_is_refused(value):
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[f"model.user.history_dim={value}"])
     assert str(e.value) == f"model.user.history_dim: must be > 0, got {value}"
+
+
+@pytest.mark.parametrize("suffix, text", [(".toml", "[train]\nepochs = 3\n"), (".json", '{"train": {"epochs": 3}}')])
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path, suffix, text):
+    # Notepad's and PowerShell 5's UTF-8 starts with a BOM: "cannot parse (Invalid statement (at line 1, column 1))"
+    path = tmp_path / f"c{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    assert load_config(path).train.epochs == 3
