@@ -48,3 +48,12 @@ def test_a_flag_and_an_override_of_one_setting_with_two_values_are_refused(tmp_p
     cfg.write_text("[train]\nepochs = 30\n", encoding="utf-8")
     assert main(["train", "--config", str(cfg), "--print-config", "--epochs", "5", "train.epochs=5"]) == 0
     assert json.loads(capsys.readouterr().out)["train"]["epochs"] == 5
+
+
+def test_no_progress_and_an_override_turning_progress_on_are_refused(capsys):
+    # `--no-progress train.progress=true` kept the flag's false without a word, unlike --epochs and --threads
+    assert main(["train", "--print-config", "--no-progress", "train.progress=yes"]) != 0
+    assert ("error: --no-progress and the override train.progress=true set the same setting to different values; "
+            "give one of them") in capsys.readouterr().err
+    assert main(["train", "--print-config", "--no-progress", "train.progress=off"]) == 0  # the same value: no clash
+    assert json.loads(capsys.readouterr().out)["train"]["progress"] is False

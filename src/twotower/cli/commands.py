@@ -67,10 +67,10 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         value = getattr(args, flag, None)
         if value is not None:
             flags.append((f"--{flag}", key, value))
+    if args.no_progress:  # `--no-progress train.progress=true` kept the flag's false without a word
+        flags.append(("--no-progress", "train.progress", False))
     _refuse_flag_override_clash(flags, overrides)
     overrides += [f"{key}={json.dumps(value)}" for _, key, value in flags]
-    if args.no_progress:
-        overrides.append("train.progress=false")
     cfg = load_config(args.config, overrides)
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
@@ -81,15 +81,19 @@ def _refuse_flag_override_clash(flags: list[tuple[str, str, Any]], overrides: li
     """A shortcut flag and a dotted override of the same setting with another value: which one wins is a guess.
 
     `--epochs 5 train.epochs=3` trained 5 epochs whatever the order, without a word about the 3."""
-    from twotower.config import apply_overrides
+    from twotower.config import _coerce, apply_overrides
 
     given = apply_overrides({}, overrides)  # parsed as load_config parses them (3, "x.csv", null)
     for flag, key, value in flags:
         node: Any = given
         for part in key.split("."):
             node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+        if isinstance(value, bool) and node is not _ABSENT:  # train.progress=on / yes / 1 read as load_config reads them
+            with contextlib.suppress(ConfigError):
+                node = _coerce(node, bool, key)
         if node is not _ABSENT and node != value:
-            raise ConfigError(f"{flag} {value} and the override {key}={json.dumps(node)} set the same setting to "
+            given_flag = flag if isinstance(value, bool) else f"{flag} {value}"
+            raise ConfigError(f"{given_flag} and the override {key}={json.dumps(node)} set the same setting to "
                               f"different values; give one of them")
 
 
