@@ -854,13 +854,15 @@ def _sections_holding(cls: type, key: str, prefix: str = "") -> list[str]:
     return found
 
 
-def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "") -> None:
+def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "",
+                         root: type | None = None) -> None:
     """Refuse a setting name ``cls`` does not have, saying where it was written.
 
     ``source`` is what the user typed it in ("config file c.toml", "command line"): a typo in a
     file otherwise reads exactly like one in an override and the user looks in the wrong place.
     Only names are checked here; values are checked when the merged config is built.
     """
+    root = root or cls
     hints = _hints(cls)
     fields = [f.name for f in dataclasses.fields(cls)]
     for key, value in data.items():
@@ -868,13 +870,15 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
-            homes = _sections_holding(cls, str(key)) if not prefix and not close else []
-            if homes:  # `epochs = 3` above any [train] header, or `epochs=3` on the command line: name its section
+            homes = _sections_holding(root, str(key)) if not close else []
+            if homes and not prefix:  # `epochs = 3` above any [train] header, or `epochs=3` on the command line
                 hint = (f"; settings sit in a section: did you mean {' or '.join(homes)}? (valid sections: "
                         f"{', '.join(fields)})")
+            elif homes:  # `temperature` under [train] listed train's keys and never said loss.temperature
+                hint = f"; did you mean {' or '.join(homes)}? (valid keys of {prefix}: {', '.join(fields)})"
             raise ConfigError(f"{source}: unknown setting {name!r}{hint}")
         if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
-            check_known_settings(hints[key], value, source, prefix=name)
+            check_known_settings(hints[key], value, source, prefix=name, root=root)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,

@@ -319,3 +319,18 @@ def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path, suffix, te
     path = tmp_path / f"c{suffix}"
     path.write_bytes(b"\xef\xbb\xbf" + text.encode())
     assert load_config(path).train.epochs == 3
+
+
+@pytest.mark.parametrize("text, said", [
+    ("[train]\ntemperature = 0.1\n", "unknown setting 'train.temperature'; did you mean loss.temperature? "
+                                     "(valid keys of train: epochs, "),
+    ("[model]\nhidden = [128]\n", "unknown setting 'model.hidden'; did you mean model.user.hidden or "
+                                  "model.item.hidden? (valid keys of model: user, item, share_item_embeddings)"),
+])
+def test_a_setting_written_in_another_section_names_its_section(tmp_path, text, said):
+    # it listed the section's own keys, none of which was the one meant
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value).startswith(f"config file {path}: {said}")
