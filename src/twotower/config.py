@@ -353,7 +353,8 @@ class ModelConfig:
         _check_sections(self, "model.")
         _check_tower_only(self.item, "item", "user", USER_TOWER_ONLY)
         _check_tower_only(self.user, "user", "item", ITEM_TOWER_ONLY)
-        _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim", "must equal model.item.out_dim")
+        _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim",
+               f"{self.user.out_dim} must equal model.item.out_dim {self.item.out_dim}")
         u = self.user
         has_input = u.use_id or u.history != "none" or u.use_features
         _check(has_input, "model.user", "the user tower needs an ID embedding, features or history")
@@ -907,9 +908,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     try:
         return config_from_dict(RunConfig, data)
     except ConfigError as e:
-        # a bad value written in the file: say which file, as unknown keys already do
-        name = str(e).split(":", 1)[0]
-        if path is not None and _has_key(from_file, name) and not _has_key(given, name):
+        # a bad value written in the file: say which file, as unknown keys already do; a check of two settings
+        # ("model.user.out_dim: 64 must equal model.item.out_dim 32") counts the one the file gave too
+        names = [str(e).split(":", 1)[0], *re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", str(e).split(":", 1)[-1])]
+        if path is not None and any(_has_key(from_file, n) for n in names) and not any(_has_key(given, n) for n in names):
             raise ConfigError(f"config file {path}: {e}") from e
         raise
 

@@ -334,3 +334,15 @@ def test_a_setting_written_in_another_section_names_its_section(tmp_path, text, 
     with pytest.raises(ConfigError) as e:
         load_config(path)
     assert str(e.value).startswith(f"config file {path}: {said}")
+
+
+def test_a_mismatch_of_two_settings_names_the_file_that_gave_one_and_both_values(tmp_path):
+    # "model.user.out_dim: must equal model.item.out_dim": no file, no values, though only the file set a width
+    path = tmp_path / "c.toml"
+    path.write_text("[model.item]\nout_dim = 32\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"config file {path}: model.user.out_dim: 64 must equal model.item.out_dim 32"
+    with pytest.raises(ConfigError) as e:
+        load_config(path, ["model.user.out_dim=16"])  # the command line gave one of them: not the file's alone
+    assert str(e.value) == "model.user.out_dim: 16 must equal model.item.out_dim 32"
