@@ -65,6 +65,14 @@ def test_answers_given_before_routing_are_counted_under_their_route(make_client)
     assert 'route="other"' not in text
 
 
+def _post_recommend_scope(*, content_length: int) -> dict:
+    """The ASGI scope of a `POST /recommend` whose body arrives (or not) through the test's own ``receive``."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/recommend", "raw_path": b"/recommend", "query_string": b"", "root_path": "",
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(content_length).encode())],
+            "client": ("127.0.0.1", 1), "server": ("test", 80)}
+
+
 def test_a_client_hanging_up_before_its_body_is_in_is_not_counted_a_500(make_client):
     """A client that sent part of its body and left got no answer (nobody to read it) and /metrics counted it
     status="500", so a 5xx alert fired for clients going away; it is counted 499, as a client gone mid-work is."""
@@ -77,10 +85,7 @@ def test_a_client_hanging_up_before_its_body_is_in_is_not_counted_a_500(make_cli
     async def discard(message):
         pass
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/recommend", "raw_path": b"/recommend", "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
-             "client": ("127.0.0.1", 1), "server": ("test", 80)}
+    scope = _post_recommend_scope(content_length=100)
     asyncio.run(c.app(scope, receive, discard))
     text = c.get("/metrics").text
     assert 'status="500"' not in text
@@ -223,10 +228,7 @@ def test_a_client_stalling_its_body_holds_no_slot_of_the_gate(service):
     async def discard(message):
         pass
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": "/recommend", "raw_path": b"/recommend", "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
-             "client": ("127.0.0.1", 1), "server": ("test", 80)}
+    scope = _post_recommend_scope(content_length=100)
 
     async def scenario():
         async with app.router.lifespan_context(app):

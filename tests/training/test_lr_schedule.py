@@ -66,9 +66,8 @@ def test_budget_horizon_is_where_the_budget_will_stop_the_fit() -> None:
     assert budget_horizon(50, 11, 10 * 90.0, None) == 50
 
 
-@pytest.mark.parametrize("budget_schedule", [True, False])
-def test_time_budget_anneals_the_schedule_before_it_ends_the_fit(monkeypatch, budget_schedule: bool) -> None:
-    """60 s epochs (a fake clock) under a 3.5-minute budget: 4 epochs run, the cosine aimed at the 4th."""
+def _trainer_with_epochs_of(seconds: float, train: TrainConfig, monkeypatch) -> Trainer:
+    """A tiny mean-pooled model's trainer whose every epoch takes ``seconds`` on a fake clock."""
     import twotower.training.trainer as trainer_mod
 
     clock = [0.0]
@@ -79,17 +78,24 @@ def test_time_budget_anneals_the_schedule_before_it_ends_the_fit(monkeypatch, bu
     torch.manual_seed(0)
     model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
                                       item=TowerConfig(out_dim=8, hidden=())), 8, 30)
-    train = TrainConfig(epochs=10, lr=0.01, lr_schedule="cosine", batch_size=8, progress=False, checkpoint=False,
-                        eval_every=100, time_budget_min=3.5, budget_schedule=budget_schedule, patience=50)
     tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
     original = tr._run_epoch
 
-    def one_minute(epoch: int) -> dict:
+    def timed(epoch: int) -> dict:
         row = original(epoch)
-        clock[0] += 60.0
+        clock[0] += seconds
         return row
 
-    tr._run_epoch = one_minute  # type: ignore[method-assign]
+    tr._run_epoch = timed  # type: ignore[method-assign]
+    return tr
+
+
+@pytest.mark.parametrize("budget_schedule", [True, False])
+def test_time_budget_anneals_the_schedule_before_it_ends_the_fit(monkeypatch, budget_schedule: bool) -> None:
+    """60 s epochs (a fake clock) under a 3.5-minute budget: 4 epochs run, the cosine aimed at the 4th."""
+    train = TrainConfig(epochs=10, lr=0.01, lr_schedule="cosine", batch_size=8, progress=False, checkpoint=False,
+                        eval_every=100, time_budget_min=3.5, budget_schedule=budget_schedule, patience=50)
+    tr = _trainer_with_epochs_of(60.0, train, monkeypatch)
     res = tr.fit()
     horizons = [10, 4, 4, 4] if budget_schedule else [10] * 4
     assert [r["lr"] for r in res.history] == pytest.approx(
@@ -101,27 +107,9 @@ def test_the_shortened_schedule_says_the_epoch_time_in_seconds(monkeypatch, capl
     """Epochs of seconds were logged as "at 0.0 min an epoch" (ML-100K, 2.2 s epochs, time_budget_min=0.12)."""
     import logging
 
-    import twotower.training.trainer as trainer_mod
-
-    clock = [0.0]
-    monkeypatch.setattr(trainer_mod.time, "perf_counter", lambda: clock[0])
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
-    torch.manual_seed(0)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
-                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
     train = TrainConfig(epochs=10, lr=0.01, lr_schedule="cosine", batch_size=8, progress=False, checkpoint=False,
                         eval_every=100, time_budget_min=0.12, patience=50)
-    tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
-    original = tr._run_epoch
-
-    def two_seconds(epoch: int) -> dict:
-        row = original(epoch)
-        clock[0] += 2.2
-        return row
-
-    tr._run_epoch = two_seconds  # type: ignore[method-assign]
+    tr = _trainer_with_epochs_of(2.2, train, monkeypatch)
     with caplog.at_level(logging.INFO, logger="twotower"):
         tr.fit()
     assert "train.time_budget_min=0.12 ends the fit there at 2.2s an epoch" in caplog.text
