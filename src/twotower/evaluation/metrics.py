@@ -22,6 +22,7 @@ return one float over all rows of ``ranked``.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Sequence, Union
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "recall_at_k",
     "precision_at_k",
     "ndcg_at_k",
+    "graded_ndcg_at_k",
     "mrr_at_k",
     "hit_rate_at_k",
     "coverage_at_k",
@@ -176,6 +178,25 @@ def ndcg_at_k(ranked: np.ndarray, relevant: Relevant, k: int) -> np.ndarray:
     ranked first), ``NDCG = DCG / IDCG`` in [0, 1]. NaN where ``|rel| = 0``.
     """
     return _ndcg(*hits_at_k(ranked, relevant, k))
+
+
+def graded_ndcg_at_k(ranked: np.ndarray, grades: Sequence[Mapping[int, int]], k: int) -> np.ndarray:
+    """NDCG@k per query ``[Q]`` of ``ranked[Q, >=k]``, each document's grade in ``grades[q]`` (row -> grade > 0) its
+    gain: ``DCG = sum_j gain_j / log2(j + 1)`` over the list, ``IDCG`` the same for every judged document ranked by
+    grade (trec_eval's / BEIR's ``ndcg_cut``). NaN for a query without one.
+
+    The binary :func:`ndcg_at_k` counts a grade-2 document like a grade-1 one, so `search evaluate` on graded
+    qrels (a `search prepare --score-col` folder, TREC-COVID, NFCorpus) gave an NDCG@10 BEIR's evaluation does not.
+    """
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))  # [k]
+    out = np.full(len(grades), np.nan)
+    for q, g in enumerate(grades):
+        if not g:
+            continue
+        gains = np.array([g.get(int(d), 0) for d in ranked[q, :k]], dtype=np.float64)  # padding (-1) gains 0
+        ideal = np.sort(np.fromiter(g.values(), dtype=np.float64))[::-1][:k]
+        out[q] = float(gains @ discounts[: gains.size]) / float(ideal @ discounts[: ideal.size])
+    return out
 
 
 def mrr_at_k(ranked: np.ndarray, relevant: Relevant, k: int) -> np.ndarray:

@@ -43,7 +43,7 @@ def evaluate_retriever(
     already a list of relevant corpus-row arrays, one per row of ``results``.
     ``results`` needs at least 100 columns (Recall@100).
     """
-    from twotower.evaluation.metrics import mrr_at_k, ndcg_at_k, recall_at_k  # noqa: PLC0415
+    from twotower.evaluation.metrics import graded_ndcg_at_k, mrr_at_k, ndcg_at_k, recall_at_k  # noqa: PLC0415
 
     grades = None
     if isinstance(qrels, Mapping):
@@ -62,31 +62,13 @@ def evaluate_retriever(
         raise DataError("no query has a relevant document (a qrels score > 0); nothing to evaluate")
     ids = results.ids
     # binary gains are the graded formula's with every grade 1: the binary path is kept for the figures it gave
-    ndcg = ndcg_at_k(ids, relevant, 10) if grades is None else _graded_ndcg(ids, grades, 10)
+    ndcg = ndcg_at_k(ids, relevant, 10) if grades is None else graded_ndcg_at_k(ids, grades, 10)
     return {
         "NDCG@10": float(np.nanmean(ndcg)),
         "Recall@10": float(np.nanmean(recall_at_k(ids, relevant, 10))),
         "Recall@100": float(np.nanmean(recall_at_k(ids, relevant, 100))),
         "MRR@10": float(np.nanmean(mrr_at_k(ids, relevant, 10))),
     }
-
-
-def _graded_ndcg(ids: np.ndarray, grades: Sequence[Mapping[int, int]], k: int) -> np.ndarray:
-    """NDCG@k per query ``[Q]`` with each document's qrels grade as its gain (trec_eval / BEIR ``ndcg_cut``:
-    ``DCG = sum gain_j / log2(j + 1)``, the ideal ranking every judged document by grade); NaN without one.
-
-    Binary gains counted a grade-2 document like a grade-1 one: `search evaluate` on graded qrels (a `search
-    prepare --score-col` folder, TREC-COVID, NFCorpus) printed an NDCG@10 that BEIR's evaluation does not give.
-    """
-    discounts = 1.0 / np.log2(np.arange(2, k + 2))  # [k]
-    out = np.full(len(grades), np.nan)
-    for q, g in enumerate(grades):
-        if not g:
-            continue
-        gains = np.array([g.get(int(d), 0) for d in ids[q, :k]], dtype=np.float64)  # padding (-1) gains 0
-        ideal = np.sort(np.fromiter(g.values(), dtype=np.float64))[::-1][:k]
-        out[q] = float(gains @ discounts[: gains.size]) / float(ideal @ discounts[: ideal.size])
-    return out
 
 
 def search_evaluate(

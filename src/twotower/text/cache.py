@@ -189,7 +189,6 @@ class EmbeddingCache:
             out[i] = shards[s][r]
         return out
 
-
     def _encode_missing(self, encoder: TextEncoder, items: list[tuple[str, str]], index: dict, batch_size: int,
                         show_progress: bool) -> list[np.ndarray]:
         """Encode ``(key, text)`` items ``_CHUNK_TEXTS`` at a time, saving a shard (and the index pointing at it) at
