@@ -809,6 +809,36 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+class _DuplicateKey(ValueError):
+    """A key written twice in one table of a JSON or YAML config (TOML's parser refuses it itself)."""
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _load_yaml_unique(text: str) -> Any:
+    """``yaml.safe_load`` that refuses a key given twice in one mapping (PyYAML keeps the last)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise _DuplicateKey(f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})")
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return yaml.load(text, Loader=Loader)  # noqa: S506 -- a SafeLoader subclass: no arbitrary objects
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.exists():
@@ -827,15 +857,16 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
                 import tomli as tomllib  # type: ignore[no-redef]
             data = tomllib.loads(text)
         elif path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text) or {}
+            data = _load_yaml_unique(text) or {}
         elif path.suffix.lower() == ".json":
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_json_object)
         else:
             raise ConfigError(f"config file {path}: use .toml, .yaml/.yml or .json")
     except ConfigError:
         raise
+    except _DuplicateKey as e:
+        raise ConfigError(f"config file {path}: {e}; give each setting once (the later value would silently "
+                          "replace the earlier)") from e
     except Exception as e:  # parser errors carry line numbers; keep them
         raise ConfigError(f"config file {path}: cannot parse ({e})") from e
     if not isinstance(data, dict):

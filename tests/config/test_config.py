@@ -346,3 +346,24 @@ def test_a_mismatch_of_two_settings_names_the_file_that_gave_one_and_both_values
     with pytest.raises(ConfigError) as e:
         load_config(path, ["model.user.out_dim=16"])  # the command line gave one of them: not the file's alone
     assert str(e.value) == "model.user.out_dim: 16 must equal model.item.out_dim 32"
+
+
+@pytest.mark.parametrize("suffix, text, said", [
+    (".json", '{"train": {"epochs": 3, "epochs": 5}}', "key 'epochs' appears twice in one object"),
+    (".yaml", "train:\n  epochs: 3\n  lr: 0.01\n  epochs: 5\n", "key 'epochs' appears twice in one mapping (line 4)"),
+    (".yaml", "train:\n  epochs: 3\ntrain:\n  lr: 0.01\n", "key 'train' appears twice in one mapping (line 3)"),
+])
+def test_a_setting_given_twice_in_a_json_or_yaml_file_is_refused(tmp_path, suffix, text, said):
+    # both parsers kept the last value without a word (TOML's refuses the file itself): epochs=5 trained,
+    # or a whole second [train] table replaced the first
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=re.escape(f"config file {path}: {said}; give each setting once")):
+        load_config(path)
+
+
+def test_a_yaml_file_with_anchors_and_lists_still_reads(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("model:\n  user: &tower\n    hidden: [128]\n  item: *tower\ntrain:\n  epochs: 4\n")
+    cfg = load_config(path)
+    assert (cfg.train.epochs, cfg.model.user.hidden, cfg.model.item.hidden) == (4, (128,), (128,))
