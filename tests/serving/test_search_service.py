@@ -75,7 +75,7 @@ def test_the_cross_encoder_scores_only_rerank_top_candidates_never_k(index):
 
 def test_past_the_time_budget_search_is_503_naming_what_to_ask_for(index, monkeypatch):
     clock = itertools.count(0, 1000)  # every reading of the clock is 1000 s later: the budget is always spent
-    monkeypatch.setattr("twotower.serving.budget.time.monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr("twotower.serving.budget.monotonic", lambda: float(next(clock)))
     model = CountingModel()
     with _client(index, model, time_budget_s=5) as c:
         r = c.post("/search", json={"query": "sleep", "k": 5, "rerank": True, "rerank_top": 5})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 
@@ -243,6 +244,50 @@ def test_a_client_stalling_its_body_holds_no_slot_of_the_gate(service):
 
     answer = asyncio.run(scenario())
     assert answer.status_code == 200, answer.text
+
+
+def test_a_body_that_trickles_in_past_the_body_timeout_is_answered_408(service):
+    """A client that sent its headers and then a byte now and then held its connection and buffer for as long as
+    it liked (there was no read deadline); the whole body must now arrive within body_timeout_s."""
+    from twotower.serving import ServiceSettings, create_app
+
+    app = create_app(service=service, settings=ServiceSettings(body_timeout_s=0.3))
+    answers: list[dict] = []
+
+    async def trickle():  # one byte every 0.1 s: no single wait is long, the body as a whole is
+        await asyncio.sleep(0.1)
+        return {"type": "http.request", "body": b" ", "more_body": True}
+
+    async def keep(message):
+        answers.append(message)
+
+    async def scenario():
+        async with app.router.lifespan_context(app):
+            start = time.monotonic()
+            await app(_post_recommend_scope(content_length=100), trickle, keep)
+            took = time.monotonic() - start
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                ok = await c.post("/recommend", json={"user_id": "u1"})
+                metrics = (await c.get("/metrics")).text
+            return took, ok, metrics
+
+    took, ok, metrics = asyncio.run(scenario())
+    assert took < 1.0
+    assert answers[0]["status"] == 408
+    body = b"".join(m.get("body", b"") for m in answers if m["type"] == "http.response.body")
+    assert b"request_timeout" in body
+    assert re.search(rb"request body not received in full within 0\.3 s \(\d bytes arrived; the server's --body-timeout\)", body)
+    assert ok.status_code == 200  # a prompt client is served as before
+    assert "twotower_body_timeouts_total 1" in metrics
+    assert 'twotower_requests_total{route="/recommend",method="POST",status="408"} 1' in metrics
+
+
+def test_the_body_timeout_must_be_positive_seconds():
+    from twotower.serving import ServiceSettings
+
+    with pytest.raises(ConfigError, match=r"body_timeout_s must be seconds in \(0, 3600\], got 0"):
+        ServiceSettings(body_timeout_s=0)
 
 
 @pytest.mark.parametrize("max_wait_ms", [10.0, None])

@@ -44,6 +44,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="longest ad-hoc history in item ids (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
                    help="larger bodies get 413 (default %(default)s bytes)")
+    p.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
+                   help="seconds a request body may take to arrive; a slower one gets 408 (default %(default)s)")
     p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
     p.add_argument("--explain-k", type=int, default=d.explain_k,
                    help='"explain": true explains at most this many of the first items (default %(default)s)')
@@ -103,7 +105,7 @@ def _binds_every_interface(host: str) -> bool:
 
 
 #: the flags whose name is not the setting's with dashes
-_FLAG_OF = {"time_budget_s": "--time-budget"}
+_FLAG_OF = {"time_budget_s": "--time-budget", "body_timeout_s": "--body-timeout"}
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -119,7 +121,7 @@ def _settings(args: argparse.Namespace) -> Any:
             host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
             max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
             max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
-            max_body_bytes=args.max_body_bytes, threads=args.threads, explain_k=args.explain_k,
+            max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout, threads=args.threads, explain_k=args.explain_k,
             time_budget_s=args.time_budget, workers=args.workers, filter_exact_max=args.filter_exact_max,
         )
     except ConfigError as e:

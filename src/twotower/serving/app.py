@@ -111,7 +111,8 @@ def create_app(
     app.add_middleware(ConcurrencyGate, metrics=metrics, max_in_flight=settings.max_in_flight,
                        max_concurrency=settings.max_concurrency,
                        max_wait_s=None if settings.max_wait_ms is None else settings.max_wait_ms / 1e3)
-    app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes,
+                       timeout_s=settings.body_timeout_s)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
     return app
 

@@ -39,6 +39,7 @@ from twotower.serving.budget import BudgetExceeded, ClientGone
 
 __all__ = [
     "PayloadTooLarge",
+    "BodyTimeout",
     "UnknownIdAt",
     "FeatureUnavailable",
     "status_for",
@@ -54,6 +55,10 @@ log = logging.getLogger(__name__)
 
 class PayloadTooLarge(TwoTowerError):
     """The request body is larger than ``ServiceSettings.max_body_bytes``."""
+
+
+class BodyTimeout(TwoTowerError):
+    """The request body did not arrive within ``ServiceSettings.body_timeout_s``."""
 
 
 class FeatureUnavailable(TwoTowerError):
@@ -81,6 +86,7 @@ class UnknownIdAt(NotFoundError):
 ERROR_MAP: tuple[tuple[type[BaseException], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
     (PayloadTooLarge, 413, "payload_too_large"),
+    (BodyTimeout, 408, "request_timeout"),
     (OverloadError, 429, "overloaded"),
     (BudgetExceeded, 503, "over_time_budget"),
     (ClientGone, 499, "client_closed_request"),

@@ -8,13 +8,14 @@ holds no slot of the gate.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.errors import OverloadError
-from twotower.serving.errors import PayloadTooLarge, error_response
+from twotower.serving.errors import BodyTimeout, PayloadTooLarge, error_response
 
 __all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "UNGATED_PATHS",
            "WAIT_REJECTION_MARK"]
@@ -52,6 +53,7 @@ class Metrics:
         # slot over max_wait_ms), so an operator can tell a full queue from a slow compute estimate
         self.rejected_by_reason: dict[str, int] = {"queue_full": 0, "wait": 0}
         self.rejected_too_large = 0
+        self.body_timeouts = 0
         # moving average of one request's compute time in a worker thread (seconds): what the gate's wait
         # estimate multiplies, once `computed` >= WARM requests have finished
         self.compute_s = 0.0
@@ -122,6 +124,9 @@ class Metrics:
             "# HELP twotower_payload_too_large_total Requests answered 413 by the body limit.",
             "# TYPE twotower_payload_too_large_total counter",
             f"twotower_payload_too_large_total {self.rejected_too_large}",
+            "# HELP twotower_body_timeouts_total Requests answered 408: the body did not arrive within --body-timeout.",
+            "# TYPE twotower_body_timeouts_total counter",
+            f"twotower_body_timeouts_total {self.body_timeouts}",
         ]
         return "\n".join(out) + "\n"
 
@@ -212,16 +217,18 @@ class ConcurrencyGate:
 
 
 class BodyLimit:
-    """Answer 413 for bodies over ``max_bytes`` (by Content-Length, or while reading a chunked body).
+    """Answer 413 for bodies over ``max_bytes`` (by Content-Length, or while reading a chunked body), and 408
+    for a body that has not arrived in full ``timeout_s`` seconds after the request began.
 
-    The body is read here (bounded) and replayed to the app, so nothing
-    downstream ever parses an oversized payload.
+    The body is read here (bounded in size and time) and replayed to the app, so nothing
+    downstream ever parses an oversized payload or waits on a stalled client.
     """
 
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, max_bytes: int, timeout_s: float) -> None:
         self.app = app
         self.metrics = metrics
         self.max_bytes = max_bytes
+        self.timeout_s = timeout_s
 
     async def _reject(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.metrics.rejected_too_large += 1
@@ -243,8 +250,17 @@ class BodyLimit:
                     return
         chunks: list[bytes] = []
         size = 0
+        # one deadline for the whole body, not per chunk: a byte every few seconds must not keep it open
+        deadline = time.monotonic() + self.timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(deadline - time.monotonic(), 0.0))
+            except asyncio.TimeoutError:
+                self.metrics.body_timeouts += 1
+                err = BodyTimeout(f"request body not received in full within {self.timeout_s:g} s "
+                                  f"({size} bytes arrived; the server's --body-timeout)")
+                await error_response(err)(scope, receive, send)
+                return
             if message["type"] != "http.request":
                 return  # client went away
             body = message.get("body", b"")

@@ -20,6 +20,9 @@ class ServiceSettings:
     max_history: int = 500  # longest ad-hoc history (item ids) in one request
     max_batch: int = 256  # most requests in one /recommend/batch call
     max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
+    # seconds a request body may take to arrive in full; beyond that: 408. A client that opens a POST and then
+    # sends nothing (or a byte now and then) would otherwise hold its connection and buffer for ever
+    body_timeout_s: float = 10.0
     max_concurrency: int = 4  # requests computing at once (worker threads)
     max_queue: int = 16  # more requests may wait for a worker; beyond that: 429 at once
     # 429 at once, too, when the wait a new request would have before a worker is free (requests queued ahead
@@ -66,6 +69,9 @@ class ServiceSettings:
         t = self.time_budget_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
             raise ConfigError(f"ServiceSettings.time_budget_s must be seconds in (0, 3600], got {t!r}")
+        b = self.body_timeout_s
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 3600:
+            raise ConfigError(f"ServiceSettings.body_timeout_s must be seconds in (0, 3600], got {b!r}")
         w = self.max_wait_ms
         if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 3_600_000):
             raise ConfigError(f"ServiceSettings.max_wait_ms must be milliseconds in (0, 3600000] or None, got {w!r}")
