@@ -102,3 +102,35 @@ def test_torch_tensors_and_k_above_the_catalogue(cls, make):
     # k above the catalogue is the documented padding (the service reports the shortfall), not an error
     res = index.search(V[:2], 50)
     assert res.ids.shape == (2, 50) and (res.ids[:, 40:] == -1).all() and np.isneginf(res.scores[:, 40:]).all()
+
+
+@pytest.mark.parametrize("cls, make", BACKENDS)
+def test_a_flat_exclude_list_is_refused_and_a_flat_allow_list_is_shared(cls, make):
+    index = cls().build(V, IDS)
+    # exclude=[0, 1] for two queries: query 0 lost id 0 and query 1 id 1, without a word (a list, unlike an array,
+    # got through)
+    with pytest.raises(DataError, match=r"exclude takes one id array per query \(a list of 2\), got one flat list "
+                                        r"of 2 ids; for the same ids on every query pass \[ids\] \* 2"):
+        index.search(V[:2], 3, exclude=[0, 1])
+    # allow=[5, 7] for two queries allowed only 5 to the first and only 7 to the second; it is one list for both,
+    # as np.array([5, 7]) always was
+    got = index.search(V[:2], 2, allow=[5, 7])
+    assert got.ids.tolist() == index.search(V[:2], 2, allow=np.array([5, 7])).ids.tolist()
+    assert all(sorted(row) == [5, 7] for row in got.ids.tolist())
+
+
+@pytest.mark.parametrize("cls, make", BACKENDS)
+def test_per_query_exclude_and_allow_name_the_query_holding_bad_ids(cls, make):
+    index = cls().build(V, IDS)
+    # external string ids: numpy's "invalid literal for int() with base 10: 'a'"; a float id 1.5 was cut to 1
+    with pytest.raises(DataError, match=r"exclude\[1\] must hold integer ids \(the rows the index was built with\), "
+                                        r"got dtype <U1"):
+        index.search(V[:2], 3, exclude=[np.array([0]), ["a"]])
+    with pytest.raises(DataError, match=r"exclude\[0\] must hold integer ids .*got dtype float64"):
+        index.search(V[:1], 3, exclude=[[1.5]])
+    with pytest.raises(DataError, match=r"allow\[0\] must hold integer ids .*got dtype float64"):
+        index.search(V[:2], 3, allow=[[1.5], None])
+    # None for one query excludes nothing there, as None in allow allows everything (it was a TypeError from int())
+    mixed = index.search(V[:2], 3, exclude=[None, np.array([1])])
+    assert mixed.ids[0].tolist() == index.search(V[:1], 3).ids[0].tolist()
+    assert 1 not in mixed.ids[1].tolist()

@@ -46,16 +46,37 @@ _EMPTY = np.empty(0, dtype=np.int64)
 _SUBSET_EXACT_MAX = 4096
 
 
+def _is_flat_ids(values: Any) -> bool:
+    """True for a list or tuple of plain integer ids (``[5, 7]``), as opposed to one id array per query."""
+    return (isinstance(values, (list, tuple)) and len(values) > 0
+            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values))
+
+
+def _query_ids(values: Any, name: str) -> np.ndarray:
+    """One query's ids (``exclude[q]``, ``allow[q]``) as a flat int64 array, or DataError naming ``name``.
+
+    ``np.asarray(values, dtype=np.int64)`` raised numpy's "invalid literal for int()" for external string ids and
+    cut a float id such as 1.5 to 1 without a word."""
+    arr = _as_array(values).ravel()
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise DataError(f"{name} must hold integer ids (the rows the index was built with), got dtype {arr.dtype}; "
+                        "map external ids to rows first (e.g. with the run's item vocabulary)")
+    return arr.astype(np.int64, copy=False)
+
+
 def _allow_per_query(allow: AllowList, n_q: int) -> list[np.ndarray | None] | None:
     """One sorted unique int64 id array (or None) per query, or None when nothing is filtered."""
     if allow is None:
         return None
-    if isinstance(allow, np.ndarray) and allow.ndim == 1 and (allow.size == 0 or np.issubdtype(allow.dtype, np.integer)):
-        shared = np.unique(allow.astype(np.int64, copy=False))
+    # a list of ids is one allow-list for every query, as the same ids in an array are: read per query, allow=[5, 7]
+    # for two queries allowed only 5 to the first and only 7 to the second, without a word
+    if _is_flat_ids(allow) or (isinstance(allow, np.ndarray) and allow.ndim == 1
+                               and (allow.size == 0 or np.issubdtype(allow.dtype, np.integer))):
+        shared = np.unique(_query_ids(allow, "allow"))
         return [shared] * n_q  # the same object: queries sharing it are searched together
     if len(allow) != n_q:
         raise DataError(f"allow needs one id array (or None) per query ({n_q}), or one array for all; got {len(allow)}")
-    out = [None if a is None else np.unique(np.asarray(a, dtype=np.int64).ravel()) for a in allow]
+    out = [None if a is None else np.unique(_query_ids(a, f"allow[{q}]")) for q, a in enumerate(allow)]
     return None if all(a is None for a in out) else out
 
 
@@ -286,7 +307,7 @@ class VectorIndex(ABC):
     ) -> Results:
         """Top-``k`` ids and scores for each of ``queries[Q, D]``: the one top-K path of the project.
 
-        ``exclude[q]`` (optional, one int64 array per query) lists ids that
+        ``exclude[q]`` (optional, one int64 array per query, None for none) lists ids that
         must not be returned for query ``q`` (a user's seen items).
         ``allow`` (optional) is an allow-list: one id array shared by every
         query, or one array (or None for "everything") per query; only those
@@ -313,12 +334,17 @@ class VectorIndex(ABC):
         queries = check_queries(queries, self.dim)  # [Q, D]
         n_q = queries.shape[0]
         n = len(self)
-        if isinstance(exclude, np.ndarray) and exclude.ndim == 1 and exclude.dtype != object:
-            # a flat id array was read as one id per query (each "array" a scalar), or refused by its length
-            raise DataError(f"exclude takes one id array per query (a list of {n_q}), got one flat array of "
-                            f"{exclude.size} ids; for the same ids on every query pass [ids] * {n_q}")
+        if (isinstance(exclude, np.ndarray) and exclude.ndim == 1 and exclude.dtype != object) or _is_flat_ids(exclude):
+            # a flat id array (or list: exclude=[5, 7] for two queries) was read as one id per query, or refused by
+            # its length
+            kind = "array" if isinstance(exclude, np.ndarray) else "list"
+            raise DataError(f"exclude takes one id array per query (a list of {n_q}), got one flat {kind} of "
+                            f"{len(exclude)} ids; for the same ids on every query pass [ids] * {n_q}")
         if exclude is not None and len(exclude) != n_q:
             raise DataError(f"exclude needs one array per query ({n_q}), got {len(exclude)}")
+        # checked before any search; None for a query excludes nothing there (as None in allow allows everything)
+        excl_rows = None if exclude is None else [
+            _EMPTY if e is None else _query_ids(e, f"exclude[{q}]") for q, e in enumerate(exclude)]
         allow_rows = _allow_per_query(allow, n_q)
         hidden = self._hidden_ids()
         if n == 0 or n_q == 0:
@@ -334,10 +360,7 @@ class VectorIndex(ABC):
             redo = self._search_filtered(queries[short], k, [_EMPTY] * short.size, None)
             res.ids[short], res.scores[short] = redo.ids, redo.scores
             return res
-        excl = [
-            np.union1d(hidden, np.asarray(e, dtype=np.int64).ravel()) if exclude is not None else hidden
-            for e in (exclude if exclude is not None else [None] * n_q)
-        ]
+        excl = [np.union1d(hidden, e) for e in excl_rows] if excl_rows is not None else [hidden] * n_q
         return self._search_filtered(queries, k, excl, allow_rows, exact_subset_max)
 
     def _search_deeper(
