@@ -349,3 +349,23 @@ def test_a_history_longer_than_the_tower_reads_is_said(feature_service, caplog):
     with caplog.at_level("WARNING", logger="twotower"):
         recommend_history(service.run, items[:L], 5)
     assert "items given" not in caplog.text
+
+
+def test_numpy_values_from_a_user_table_row_are_read_as_python_values(feature_service):
+    # a row of a user DataFrame (dict(users.loc[3]), users.at[3, "age"]) holds np.int64: tt.recommend refused it with
+    # "user_features.age: a finite number, got np.int64(21)"
+    import twotower as tt
+    from twotower.errors import DataError
+
+    service, users = feature_service
+    run = service.run
+    history = _history(service, "u3")
+    row = dict(users.drop(index=7).astype({"age": "int64"}).set_index("user_id")[["age"]].loc["u3"])
+    assert isinstance(row["age"], np.integer)
+    plain = {"age": int(row["age"])}
+    assert tt.recommend(run, history=history, user_features=row, k=5) == \
+        tt.recommend(run, history=history, user_features=plain, k=5)
+    assert tt.recommend(run, history=history, user_features={"age": np.float32(21.0), "tags": [np.str_("a")]}, k=5) == \
+        tt.recommend(run, history=history, user_features={"age": 21.0, "tags": ["a"]}, k=5)
+    with pytest.raises(DataError, match=r"user_features.age: a finite number, got "):
+        tt.recommend(run, history=history, user_features={"age": np.bool_(True)}, k=5)

@@ -439,6 +439,12 @@ def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separato
     """One raw user-feature value checked for its column kind (None: missing)."""
     if value is None:
         return None
+    # numpy scalars as plain Python values: a row of a user DataFrame (dict(users.loc[0])) holds np.int64 ages
+    # and category codes, refused as "a finite number, got np.int64(25)" (np.bool_ is no number: still refused)
+    if isinstance(value, (np.integer, np.floating)):
+        value = value.item()
+    elif multi and isinstance(value, (list, tuple)):
+        value = [v.item() if isinstance(v, (np.integer, np.floating)) else v for v in value]
     if numeric:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise DataError(f"user_features.{col}: a finite number, got {shown_value(value)}")
