@@ -91,3 +91,26 @@ def test_the_minus_one_of_an_unknown_id_from_encode_is_explained(run):
         run.user_vectors(rows)
     with pytest.raises(NotFoundError, match=r"-1 is what run\.item_vocab\.encode\(ids\) gives"):
         run.history_vectors([run.item_vocab.encode(["i5", "no-such-item"])])
+
+
+def test_a_run_folder_or_train_runs_tuple_instead_of_a_loaded_run_is_named(run):
+    # tt.recommend("runs/ml", ...) failed with "AttributeError: 'str' object has no attribute 'fingerprint'",
+    # evaluate_run with '... no attribute config', explain_recommendation with '... no attribute model'
+    import twotower as tt
+    from twotower.errors import ConfigError
+
+    folder = str(run.dir)
+    calls = {
+        "recommend": lambda r: tt.recommend(r, ["u1"], k=3),
+        "evaluate_run": lambda r: tt.evaluate_run(r, baselines=()),
+        "explain": lambda r: tt.explain_recommendation(r, user_row=0, item_row=1),
+    }
+    for where, call in calls.items():
+        with pytest.raises(ConfigError, match=rf"^{where}: run must be a loaded run \(tt.TrainedRun\), got a str; load "
+                                              rf"the folder first: run = tt.TrainedRun.load\('{folder}'\)$"):
+            call(folder)
+        with pytest.raises(ConfigError, match=rf"^{where}: .*got a PosixPath; load the folder first"):
+            call(run.dir)
+        with pytest.raises(ConfigError, match=r"got a tuple; tt.train_run returns \(run, result, data\): unpack it"):
+            call((run, None, None))
+    assert tt.recommend(run, ["u1"], k=3)[0][0]["rank"] == 1  # a loaded run still works

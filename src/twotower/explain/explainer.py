@@ -34,7 +34,7 @@ from twotower.explain.attribution import Attribution, Features, attribute_histor
 from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
-from twotower.pipeline.artifacts import check_finite_user
+from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
 
 __all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns"]
 
@@ -187,6 +187,7 @@ def explain_recommendations(
     ``check`` is called before each item; it may raise to abandon the work
     (a time budget, a client that went away).
     """
+    check_loaded_run(run, "explain")
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
     if user_row is None and history_rows is None:
@@ -266,6 +267,7 @@ def explain_by_id(
 ) -> dict[str, Any]:
     """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
     ``user_features`` go with ``history_ids`` (a new user), as in ``POST /recommend``."""
+    check_loaded_run(run, "explain")
     user_row = None if user_id is None else run.user_vocab.index(str(user_id))
     item_row = run.item_vocab.index(str(item_id))
     history_rows = None if history_ids is None else [run.item_vocab.index(str(i)) for i in history_ids]

@@ -52,7 +52,7 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 
-__all__ = ["TrainedRun", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
+__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run"]
 
@@ -418,6 +418,22 @@ def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:
         raise NotFoundError(f"{kind} row", first, f"rows run 0..{n - 1}; map external ids with the "
                             f"run's vocabulary (run.{kind}_vocab.encode(ids))")
     return rows
+
+
+def check_loaded_run(run: Any, where: str) -> None:
+    """ConfigError naming ``where`` when ``run`` is not a loaded run (:class:`TrainedRun`, or an object read as one).
+
+    A run folder's path, or ``tt.train_run``'s whole ``(run, result, data)`` tuple, failed deep inside with
+    "AttributeError: 'str' object has no attribute 'fingerprint'" (or 'config', 'model')."""
+    if isinstance(run, TrainedRun) or (hasattr(run, "model") and hasattr(run, "item_vocab")):
+        return
+    if isinstance(run, (str, os.PathLike)):
+        hint = f"load the folder first: run = tt.TrainedRun.load({str(run)!r})"
+    elif isinstance(run, tuple):
+        hint = "tt.train_run returns (run, result, data): unpack it, run, result, data = tt.train_run(cfg, out)"
+    else:
+        hint = "load one with tt.TrainedRun.load(DIR)"
+    raise ConfigError(f"{where}: run must be a loaded run (tt.TrainedRun), got a {type(run).__name__}; {hint}")
 
 
 _F32_MAX = float(np.finfo(np.float32).max)

@@ -24,7 +24,7 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
-from twotower.pipeline.artifacts import TrainedRun, check_finite_user, rebuild_command
+from twotower.pipeline.artifacts import TrainedRun, check_finite_user, check_loaded_run, rebuild_command
 from twotower.results import Results
 from twotower.utils.progress import RateLog
 
@@ -328,6 +328,7 @@ def recommend(
         for item in tt.recommend(run, ["42"], k=5)[0]:
             print(item["rank"], item["item_id"], item.get("title"))
     """
+    check_loaded_run(run, "recommend")
     if (user_ids is None) == (history is None):
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10_000:
