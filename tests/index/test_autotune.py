@@ -189,3 +189,18 @@ def test_building_a_candidate_reports_progress_when_asked(tune_data, caplog):
 def test_a_progress_interval_must_be_positive(bad):
     with pytest.raises(ConfigError, match="log_every_s must be > 0 or None"):
         IndexPolicy(log_every_s=bad)
+
+
+def test_no_queries_or_no_vectors_are_refused_before_measuring(tune_data):
+    # zero queries failed inside numpy ("index -1 is out of bounds for axis 0 with size 0") after RuntimeWarnings
+    from twotower.errors import DataError
+
+    base, _, queries, _ = tune_data
+    ids = np.arange(len(base))
+    with pytest.raises(DataError, match=r"^queries: no query vectors, so recall cannot be measured; pass some users' "
+                                        r"vectors \(e.g. run.user_vectors\(np.arange\(200\)\)\)$"):
+        autotune(base, ids, queries[:0], target_recall=0.9)
+    with pytest.raises(DataError, match=r"^vectors: the catalogue is empty \(0 vectors\)"):
+        autotune(base[:0], ids[:0], queries, target_recall=0.9)
+    with pytest.raises(ConfigError, match=r"target_recall must be in \(0, 1\], got '0.9'"):
+        autotune(base, ids, queries, target_recall="0.9")

@@ -30,7 +30,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_queries, check_vectors
 from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex
@@ -279,8 +279,16 @@ def autotune(
     queries = check_queries(queries, vectors.shape[1])  # [Q, D]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
-    if not 0.0 < target_recall <= 1.0:
+    if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float, np.integer, np.floating)) \
+            or not 0.0 < target_recall <= 1.0:
         raise ConfigError(f"target_recall must be in (0, 1], got {target_recall!r}")
+    # recall and latency are measured on the queries against the catalogue: with none of either the measurement
+    # failed inside numpy ("index -1 is out of bounds for axis 0 with size 0"), after RuntimeWarnings of empty means
+    if vectors.shape[0] == 0:
+        raise DataError("vectors: the catalogue is empty (0 vectors), so there is nothing to index or tune")
+    if queries.shape[0] == 0:
+        raise DataError("queries: no query vectors, so recall cannot be measured; pass some users' vectors "
+                        "(e.g. run.user_vectors(np.arange(200)))")
     if candidates is not None and index != "auto":
         raise ConfigError("pass either index=... or candidates=[...], not both")
     if candidates is not None:
