@@ -98,3 +98,13 @@ def test_the_users_line_scales_only_the_per_user_figures():
     assert line == ("users: 943 of 945 held-out users evaluated; the other 2 are skipped, not counted as misses: their "
                     "held-out items (or they) never occur in train, so no model here can rank them (as misses, every "
                     "per-user figure would scale by 0.9979; Coverage and MeanPop would not)")
+
+
+def test_one_column_name_as_a_string_is_refused_not_read_letter_by_letter():
+    # format_table(rows, "model") printed the columns m, o, d, e, l, every cell "-"
+    with pytest.raises(ConfigError, match=r"^columns takes a list of column names, e.g. \['model'\], got the string "
+                                          r"'model'$"):
+        format_table(ROWS, "model")
+    with pytest.raises(ConfigError, match="columns takes a list"):
+        to_markdown(ROWS, "model")
+    assert format_table(ROWS, ["model"]).splitlines()[0] == "model"

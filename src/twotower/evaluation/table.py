@@ -21,6 +21,8 @@ _SECONDS_FMT = ".1f"  # columns named *_s hold seconds: 52.5, not 52.5476 (``for
 
 
 def _columns(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None) -> list[str]:
+    if isinstance(columns, str):  # read letter by letter: a table of columns "m", "o", "d", ... full of "-"
+        raise ConfigError(f"columns takes a list of column names, e.g. [{columns!r}], got the string {columns!r}")
     if columns is not None:
         return list(columns)
     seen: dict[str, None] = {}
