@@ -43,3 +43,21 @@ def test_no_finite_figure_is_an_error_naming_the_candidates():
 
 def test_exported_from_the_package():
     assert twotower.choose_on_validation is choose_on_validation
+
+
+def test_per_seed_arrays_are_figures_and_other_inputs_are_named():
+    import numpy as np
+
+    from twotower.errors import ConfigError
+
+    # an array of per-seed figures failed in float(): "only 0-dimensional arrays can be converted to Python scalars"
+    c = choose_on_validation({"a": np.float32(0.1), "b": np.array([0.2, 0.3])})
+    assert (c.name, c.seeds, c.runner_up) == ("b", 2, "a") and c.value == pytest.approx(0.25)
+    # a string was read character by character: "could not convert string to float: '.'"
+    with pytest.raises(ConfigError, match=r"^candidates\['a'\]: a validation figure or one per seed \(numbers\), "
+                                          r"got '0.3'$"):
+        choose_on_validation({"a": "0.3"})
+    # evaluate_run's rows: "'list' object has no attribute 'items'"
+    with pytest.raises(ConfigError, match=r"^candidates maps each model name to its validation figure\(s\), e.g. "
+                                          r"\{row\['model'\]: row\['NDCG@10'\] for row in rows\}; got a list$"):
+        choose_on_validation([{"model": "a", "NDCG@10": 0.1}])

@@ -9,8 +9,14 @@ test row of the chosen model is an honest estimate. The benchmarks (``bench/ml1m
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from twotower.errors import ConfigError
 
 __all__ = ["Choice", "choose_on_validation"]
 
@@ -54,7 +60,14 @@ class Choice:
         return head + tail
 
 
-def _finite(values: Sequence[float | None]) -> list[float]:
+def _finite(name: str, raw: Any) -> list[float]:
+    """The finite figures of candidate ``name``: one number, or one per seed (a list, tuple or 1-D array)."""
+    values = list(np.ravel(raw)) if isinstance(raw, (Sequence, np.ndarray)) and not isinstance(raw, str) else [raw]
+    for v in values:
+        # a string was read character by character ("could not convert string to float: '.'"), an array by
+        # float() ("only 0-dimensional arrays can be converted to Python scalars")
+        if v is not None and (isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Real, np.number))):
+            raise ConfigError(f"candidates[{name!r}]: a validation figure or one per seed (numbers), got {raw!r}")
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
@@ -73,11 +86,15 @@ def choose_on_validation(candidates: Mapping[str, Sequence[float | None] | float
     Missing and non-finite figures are ignored; a candidate with none left is not eligible.
     Ties go to the candidate listed first, so list the simpler or cheaper model first (a
     benchmark lists the default tower before the heavier ones).
-    Raises ValueError when no candidate has a finite figure.
+    Raises ValueError when no candidate has a finite figure, and ConfigError (a ValueError too) when
+    ``candidates`` is not such a mapping or a figure is not a number.
     """
+    if not isinstance(candidates, Mapping):  # e.g. evaluate_run's rows: "'list' object has no attribute 'items'"
+        raise ConfigError(f"candidates maps each model name to its validation figure(s), e.g. "
+                          f"{{row['model']: row[{metric!r}] for row in rows}}; got a {type(candidates).__name__}")
     scored: list[tuple[str, float, int, float]] = []  # name, mean, seeds, sd
     for name, raw in candidates.items():
-        values = _finite(list(raw) if isinstance(raw, Sequence) else [raw])
+        values = _finite(name, raw)
         if values:
             scored.append((name, sum(values) / len(values), len(values), _sd(values)))
     if not scored:
