@@ -114,3 +114,15 @@ def test_a_run_folder_or_train_runs_tuple_instead_of_a_loaded_run_is_named(run):
         with pytest.raises(ConfigError, match=r"got a tuple; tt.train_run returns \(run, result, data\): unpack it"):
             call((run, None, None))
     assert tt.recommend(run, ["u1"], k=3)[0][0]["rank"] == 1  # a loaded run still works
+
+
+def test_one_flat_history_is_refused_with_the_list_it_needs(run):
+    # history_vectors(np.array([3, 5])) said "expected a 1-D sequence of item rows, got an array of 0 dimension(s):
+    # np.int64(3)": each row was read as a user's history
+    rows = np.array([3, 5])
+    with pytest.raises(DataError, match=r"^histories takes one array of item rows per user \(a list of arrays\), got "
+                                        r"one flat array of 2 item rows; for one user pass \[rows\]$"):
+        run.history_vectors(rows)
+    with pytest.raises(DataError, match="got one flat list of 2 item rows"):
+        run.history_vectors([3, 5])
+    assert run.history_vectors([rows]).shape == run.history_vectors(rows[None, :]).shape == (1, run.item_embeddings().shape[1])

@@ -642,6 +642,13 @@ class TrainedRun:
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from history; "
                 "train with model.user.use_id=false and model.user.history=recency"
             )
+        flat = isinstance(histories, np.ndarray) and histories.ndim == 1 and histories.dtype != object
+        if flat or (isinstance(histories, (list, tuple)) and histories
+                    and all(isinstance(h, (int, np.integer)) for h in histories)):
+            # each row was taken as one user's history: "expected a 1-D sequence of item rows, got an array of 0
+            # dimension(s): np.int64(50)", which does not say that the list itself was the mistake
+            raise DataError(f"histories takes one array of item rows per user (a list of arrays), got one flat "
+                            f"{'array' if flat else 'list'} of {len(histories)} item rows; for one user pass [rows]")
         histories = [vocab_rows(h, self.n_items, "item") for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
         if features is None:
