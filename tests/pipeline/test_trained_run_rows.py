@@ -126,3 +126,15 @@ def test_one_flat_history_is_refused_with_the_list_it_needs(run):
     with pytest.raises(DataError, match="got one flat list of 2 item rows"):
         run.history_vectors([3, 5])
     assert run.history_vectors([rows]).shape == run.history_vectors(rows[None, :]).shape == (1, run.item_embeddings().shape[1])
+
+
+def test_the_cached_item_embeddings_cannot_be_changed_in_place(run):
+    # `items = run.item_embeddings(); items *= 2` changed the cache every later score and list reads, without a word
+    items = run.item_embeddings()
+    before = run.scores_for_users(np.array([0])).copy()
+    with pytest.raises(ValueError, match="read-only"):
+        items *= 2
+    assert np.array_equal(run.scores_for_users(np.array([0])), before)
+    mine = items.copy()
+    mine *= 2  # a copy is the caller's to change
+    assert np.allclose(mine, 2 * run.item_embeddings())

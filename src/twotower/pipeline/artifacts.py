@@ -573,9 +573,13 @@ class TrainedRun:
         return self._fingerprint
 
     def item_embeddings(self) -> np.ndarray:
-        """[I, D] float32 unit vectors of the whole catalogue (cached)."""
+        """[I, D] float32 unit vectors of the whole catalogue (cached, read-only: ``.copy()`` to change them)."""
         if self._item_emb is None:
-            self._item_emb = self.model.all_item_embeddings().numpy().astype(np.float32)
+            emb = self.model.all_item_embeddings().numpy().astype(np.float32)
+            # the cache is what scores_for_users, recommend and the service rank with: `items -= items.mean(0)` on
+            # the returned array silently changed every later score of the run
+            emb.flags.writeable = False
+            self._item_emb = emb
         return self._item_emb
 
     def _item_row(self, row: int) -> int:
