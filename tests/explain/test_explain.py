@@ -298,3 +298,13 @@ def test_a_categorical_value_no_history_item_has_is_not_reported_as_shared() -> 
     history = [{"shelf": "shelf1"}, {"shelf": "shelf2"}, {"shelf": "shelf1"}]
     assert "shelf" not in shared_metadata({"shelf": "shelf4"}, history, cols)
     assert shared_metadata({"shelf": "shelf1"}, history, cols)["shelf"] == {"value": "shelf1", "count": 2}
+
+
+def test_numpy_integers_are_taken_for_top_as_for_the_rows(mean_run) -> None:
+    # user_row=np.int64(3) was read, top=np.int64(2) refused: "explain top: expected an integer >= 0, got np.int64(2)"
+    item = _unseen_top(mean_run, 3, 1)[0]
+    got = explain_recommendation(mean_run, user_row=np.int64(3), item_row=np.int64(item), top=np.int64(2))
+    assert got == explain_recommendation(mean_run, user_row=3, item_row=int(item), top=2)
+    assert len(got["history"]) == 2
+    with pytest.raises(ConfigError, match=r"explain top: expected an integer >= 0, got np.int64\(-1\)"):
+        explain_recommendation(mean_run, user_row=3, item_row=item, top=np.int64(-1))

@@ -188,8 +188,10 @@ def explain_recommendations(
     (a time budget, a client that went away).
     """
     check_loaded_run(run, "explain")
-    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+    # a numpy integer as the rows take one (user_row=np.int64(5) was read, top=np.int64(3) refused)
+    if isinstance(top, bool) or not isinstance(top, (int, np.integer)) or top < 0:
         raise ConfigError(f"explain top: expected an integer >= 0, got {top!r}")
+    top = int(top)
     if user_row is None and history_rows is None:
         raise ConfigError("explain needs a user: pass user_row (a known user) or history_rows (an ad-hoc history)")
     if isinstance(item_rows, (str, bytes)) or np.ndim(item_rows) != 1:
