@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from twotower.data import Histories, Vocabulary, encode_interactions, read_interactions, to_csr
-from twotower.errors import IntegrityError, NotFoundError
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
 
 
 def test_from_ids_sorted_unique_numeric_when_all_ints():
@@ -81,3 +81,12 @@ def test_csr_is_binary_and_histories_sorted(frame):
     assert its.tolist() == [2, 0, 1, 0] and ts.tolist() == [1, 5, 5, 9]
     assert h.lengths().tolist() == [4, 1, 0]
     assert h.of(2)[0].tolist() == []
+
+
+@pytest.mark.parametrize("rows", [["a"], [2.7]])
+def test_decode_of_ids_or_fractional_rows_says_it_takes_integer_rows(rows):
+    # ids gave numpy's "invalid literal for int() with base 10: 'a'", and 2.7 decoded as row 2
+    v = Vocabulary.from_ids(["a", "b", "c"], kind="item")
+    with pytest.raises(ConfigError, match=r"item vocabulary: decode takes integer rows, got .* ids map to rows with index\(\)"):
+        v.decode(rows)
+    assert v.decode(np.array([2, 0])) == ["c", "a"] and v.decode([]) == []

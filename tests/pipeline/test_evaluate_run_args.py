@@ -70,3 +70,12 @@ def test_left_out_settings_are_the_runs_own_eval_settings(run, capsys):
     assert main(["evaluate", "--run", str(run.dir), "--json", "--baselines", "popularity", "--ks", "5"]) == 0
     given = json.loads(capsys.readouterr().out)
     assert [r["model"] for r in given] == ["two-tower", "popularity"] and "NDCG@5" in given[0] and "NDCG@10" not in given[0]
+
+
+@pytest.mark.parametrize("value", [-1, 0, 2.5, True])
+def test_a_bad_ease_max_items_is_refused_before_any_work(run, value, monkeypatch):
+    # -1 was taken and skipped EASE with "... items > eval.ease_max_items=-1" after the other rows were computed
+    module = sys.modules[evaluate_run.__module__]
+    monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
+    with pytest.raises(ConfigError, match=r"evaluate_run: ease_max_items must be an integer >= 1 .* got "):
+        evaluate_run(run, ease_max_items=value)

@@ -120,7 +120,12 @@ class Vocabulary:
 
     def decode(self, rows: Iterable[int]) -> list[str]:
         """Ids of ``rows``; a row outside 0..n-1 raises NotFoundError."""
-        arr = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows, dtype=np.int64).ravel()
+        raw = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows).ravel()
+        if raw.size and not np.issubdtype(raw.dtype, np.integer):
+            # ids instead of rows gave numpy's "invalid literal for int() with base 10: 'a'", and 2.7 read as row 2
+            raise ConfigError(f"{self.kind} vocabulary: decode takes integer rows, got {raw.dtype} values such as "
+                              f"{raw[0]!r}; ids map to rows with index()")
+        arr = raw.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= len(self))
         if bad.any():
             raise NotFoundError(f"{self.kind} row", int(arr[bad][0]), f"rows run 0..{len(self) - 1}")

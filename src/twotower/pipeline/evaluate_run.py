@@ -138,6 +138,11 @@ def evaluate_run(
     if isinstance(baselines, str):
         raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
+    max_items = ev.ease_max_items if ease_max_items is None else ease_max_items
+    if isinstance(max_items, bool) or not isinstance(max_items, (int, np.integer)) or max_items < 1:
+        # as eval.ease_max_items is checked: -1 skipped EASE with "3,416 items > eval.ease_max_items=-1"
+        raise ConfigError(f"evaluate_run: ease_max_items must be an integer >= 1 (or None: the run's "
+                          f"eval.ease_max_items), got {max_items!r}")
     train_cfg = run.config.train  # the run's own progress settings, as its training used them
     # ks=10 or ks=(0,), and a select_metric such as "ndcg@10", were refused only after the run's split files were
     # read (the metric after the two-tower row was computed, when the first baseline was tuned)
@@ -224,7 +229,6 @@ def evaluate_run(
             tune_s[name] = seconds
         return value
 
-    max_items = run.config.eval.ease_max_items if ease_max_items is None else ease_max_items
     for name in baselines:
         t0 = time.perf_counter()
         info = ""
