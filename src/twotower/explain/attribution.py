@@ -22,7 +22,9 @@ Two attributions of the score ``s = <user(w), item>`` to history positions:
     embedding, so there it is gradient x input embedding; far from linear, it
     can rank the history differently from ``loo``, which stays exact.
 
-Nothing here is a heuristic over metadata: both read the trained tower.
+Nothing here is a heuristic over metadata: both read the trained tower. Scores
+are taken in float64 from the float32 tower, and a share within float32
+rounding of the score (:data:`NOISE`) is reported as exactly 0.
 Shapes: B batch, L history length, D dim.
 """
 from __future__ import annotations
@@ -40,6 +42,12 @@ __all__ = ["Attribution", "METHODS", "attribute_history", "attribute_history_man
 
 METHODS = ("loo", "gradxinput")
 
+#: A contribution within this share of the score's magnitude (at least 1) is reported as 0. The tower runs in
+#: float32, so two variants that differ by nothing (a repeated item dropped from a mean) or by less than float32
+#: can tell still score a few ulps apart, and the sign of that rounding decided whether the sentence said the
+#: item "raises" the score; 16 float32 epsilons (~2e-6) is above that rounding and far below any real share.
+NOISE = 16 * float(np.finfo(np.float32).eps)
+
 #: one new user's encoded features, as ``TrainedRun.encode_user_features`` returns them for one row
 Features = tuple[Tensor, list[Tensor], Tensor]
 
@@ -52,6 +60,13 @@ def repeat_features(features: Features | None, batch: int) -> Features | None:
     if num.shape[0] != 1:
         raise ConfigError(f"explain user_features: the features of one user (one row), got {num.shape[0]} rows")
     return cat.expand(batch, -1), [m.expand(batch, -1) for m in multi], num.expand(batch, -1)
+
+
+def contributions(score: float, variants: np.ndarray) -> np.ndarray:
+    """``score - variants`` (float64) with the shares below float32 resolution (:data:`NOISE`) set to 0."""
+    c = float(score) - np.asarray(variants, np.float64)
+    c[np.abs(c) <= NOISE * max(1.0, abs(float(score)))] = 0.0
+    return c
 
 
 @dataclass(frozen=True)
@@ -94,7 +109,8 @@ def user_scores(
     B = history.shape[0]
     rows = None if user_row is None else torch.full((B,), int(user_row), dtype=torch.long)
     u = model.user_tower(rows, history, history_weights=weights, features=repeat_features(features, B))  # [B, D]
-    return u @ item_vec  # [B]
+    # the product in float64, as attribute_history_many takes it: the same (user, item) scores alike on both paths
+    return u.double() @ item_vec.double()  # [B]
 
 
 def attribute_history(
@@ -132,7 +148,7 @@ def attribute_history(
         W[-1] = 0.0
         with torch.no_grad():
             s = user_scores(model, user_row, hist.repeat(n + 2, 1), W, v, features).double()  # [n + 2]
-        contrib = (s[0] - s[1 : n + 1]).numpy()
+        contrib = contributions(float(s[0]), s[1 : n + 1].numpy())
         return Attribution(float(s[0]), float(s[-1]), positions.numpy(), contrib, method)
     with torch.inference_mode(False), torch.enable_grad():  # callers may sit inside no_grad / inference_mode
         # clones made here are ordinary tensors even if the inputs were created under inference_mode
@@ -140,10 +156,12 @@ def attribute_history(
         feats = None if features is None else (features[0].clone(), [m.clone() for m in features[1]], features[2].clone())
         s_full = user_scores(model, user_row, hist.clone(), wg, v.clone(), feats)[0]
         (grad,) = torch.autograd.grad(s_full, wg)
-    contrib = (w[0, positions] * grad[0, positions]).double().numpy()
+    s_value = float(s_full.detach())
+    # c = w * ds/dw, written as score - (score - c) to share the float32 noise floor with loo
+    contrib = contributions(s_value, s_value - (w[0, positions] * grad[0, positions]).double().numpy())
     with torch.no_grad():
         s_empty = float(user_scores(model, user_row, hist, torch.zeros_like(w), v, features)[0])
-    return Attribution(float(s_full.detach()), s_empty, positions.numpy(), contrib, method)
+    return Attribution(s_value, s_empty, positions.numpy(), contrib, method)
 
 
 def attribute_history_many(
@@ -178,10 +196,12 @@ def attribute_history_many(
         U = model.user_tower(rows, hist.repeat(n + 2, 1), history_weights=W,
                              features=repeat_features(features, n + 2))  # [n + 2, D]
         V = model.item_tower(torch.as_tensor(np.asarray(item_rows, np.int64)))  # [M, D]
-        S = (U @ V.T).double()  # [n + 2, M]
+        # float64 product: a float32 GEMM over M items rounds otherwise than one item's, and that rounding alone
+        # changed which history items "raise" the score between /recommend's inline and /explain's answer
+        S = U.double() @ V.double().T  # [n + 2, M]
     pos = positions.numpy()
     out = []
     for m in range(len(item_rows)):
         s = S[:, m]
-        out.append(Attribution(float(s[0]), float(s[-1]), pos, (s[0] - s[1 : n + 1]).numpy(), method))
+        out.append(Attribution(float(s[0]), float(s[-1]), pos, contributions(float(s[0]), s[1 : n + 1].numpy()), method))
     return out
