@@ -161,3 +161,25 @@ def test_workers_share_the_input_histories(run, files, service, tmp_path):
 def test_serve_history_from_needs_a_run(files, capsys):
     assert main(["serve", "--search-index", "nowhere", "--history-from", *files]) == 2
     assert "--history-from" in capsys.readouterr().err
+
+
+def test_an_explanation_from_no_input_rows_is_warned_about_as_the_list_is(run, split_dir, tmp_path, capsys, caplog):
+    # /recommend warned that such a user is ranked from an empty input history; POST /explain and
+    # `explain --history-from` told the same user "You have no history yet" without a word
+    from twotower.serving import RecommenderService
+
+    uid = run.user_vocab.ids[3]
+    train = pd.read_csv(split_dir / "train.csv", dtype=str)
+    service = RecommenderService.load(run.dir, exact=True, history_from=[train[train["user_id"] != uid]])
+    item = run.item_vocab.ids[0]
+    answer = service.explain(user_id=uid, item_id=item)
+    assert answer["explanation"]["text"].startswith("You have no history yet")
+    assert answer["warnings"] == [f"user_id: {uid!r} has no rows in the serve --history-from files, so the item is "
+                                  "explained from an empty input history, not from their training history"]
+    assert "warnings" not in service.explain(user_id=run.user_vocab.ids[4], item_id=item)
+    f = tmp_path / "others.csv"
+    train[train["user_id"] != uid].to_csv(f, index=False)
+    capsys.readouterr()
+    assert main(["explain", "--run", str(run.dir), "--user", uid, "--item", item, "--history-from", str(f)]) == 0
+    said = capsys.readouterr().err + caplog.text
+    assert f"user {uid} has no rows in the --history-from files: the item is explained from an empty input" in said

@@ -102,6 +102,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         # the input history replaces the stored one, as POST /explain reads it under `serve --history-from`
         inputs = read_input_histories(run, args.history_from).sequences.of(run.user_row(args.user))
         history = [run.item_vocab.id_at(int(r)) for r in inputs]
+        if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
+            logging.getLogger("twotower").warning(
+                "user %s has no rows in the --history-from files: the item is explained from an empty input "
+                "history, not from their training history", args.user)
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)
     for note in run.new_user_feature_notes(features):  # as `recommend --history` warns them

@@ -191,6 +191,10 @@ class RecommenderService:
             return history_query_vectors(self.run, self.histories, rows)
         return user_query_vectors(self.run, rows)
 
+    def _no_input_history(self, row: int | None) -> bool:
+        """A known user (``row``) with no rows in the ``serve --history-from`` files: read from an empty history."""
+        return row is not None and self.histories is not None and self.histories.sequences.lengths()[row] == 0
+
     def _known_history(self, row: int) -> tuple[np.ndarray, np.ndarray]:
         """``(items[L], timestamps[L])``, oldest first: what the user tower reads for a known user."""
         seqs = self.histories.sequences if self.histories is not None else self.run.history
@@ -466,7 +470,7 @@ class RecommenderService:
                     item["explanation"] = e
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
-            if u is not None and self.histories is not None and self.histories.sequences.lengths()[u] == 0:
+            if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one (for a history-only
                 # tower every score 0), which a client would otherwise take for this user's
                 notes = [*notes, f"user_id: {r.user_id!r} has no rows in the serve --history-from files, so the "
@@ -519,6 +523,11 @@ class RecommenderService:
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
         answer = {"user_id": user_id, "item_id": item_id, "explanation": result}
         notes = self.run.new_user_feature_notes(user_features) if feats is not None else []
+        if self._no_input_history(user_row):
+            # "You have no history yet" is said of the input history; /recommend warns that it is not the
+            # training one, and /explain said it to a user with a training history without a word
+            notes = [*notes, f"user_id: {user_id!r} has no rows in the serve --history-from files, so the item is "
+                             "explained from an empty input history, not from their training history"]
         if notes:
             answer["warnings"] = notes
         return answer
