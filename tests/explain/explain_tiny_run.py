@@ -44,13 +44,15 @@ def write_tiny_data(d: Path, seed: int = 0) -> None:
 
 
 def train_tiny_run(out: Path, *, history: str = "mean", user_features: bool = False, epochs: int = 2,
-                   extra: tuple[str, ...] = ()) -> Path:
-    """Train the tiny run into ``out`` and return it (``extra``: more config overrides)."""
+                   extra: tuple[str, ...] = (), write_data: bool = True) -> Path:
+    """Train the tiny run into ``out`` and return it (``extra``: more config overrides; ``write_data=False``:
+    train on the files a test already wrote, and edited, in ``<out>_data``)."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
     data = out.parent / (out.name + "_data")
-    write_tiny_data(data)
+    if write_data:
+        write_tiny_data(data)
     overrides = [
         f"data.train={json.dumps(str(data / 'train.csv'))}",
         f"data.valid={json.dumps(str(data / 'valid.csv'))}",

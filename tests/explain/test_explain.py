@@ -337,3 +337,27 @@ def test_float32_rounding_is_not_credited_as_a_contribution(mean_run, method) ->
                                    method=method)
         assert [h["contribution"] for h in e["history"]] == [0.0, 0.0, 0.0], (r, e["history"])
         assert e["text"].startswith("No item in your history raises the score"), e["text"]
+
+
+def test_a_known_user_rests_only_on_the_features_their_row_holds(tmp_path) -> None:
+    """A known user with no value in the user table (or no row in it) was told the score "rests only on your
+    profile (user features: age)": every column of the run was cited, as if it described that user."""
+    import pandas as pd
+    from explain_tiny_run import train_tiny_run, write_tiny_data
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    data = tmp_path / "run_data"
+    write_tiny_data(data)
+    users = pd.read_csv(data / "users.csv")
+    users.loc[users.user_id == "u_new", "age"] = np.nan  # in the table, without an age
+    users[users.user_id != "u3"].to_csv(data / "users.csv", index=False)  # u3: no row at all
+    run = TrainedRun.load(train_tiny_run(tmp_path / "run", history="recency", user_features=True, epochs=1,
+                                         write_data=False))
+    e = explain_recommendation(run, user_row=run.user_row("u_new"), item_row=0)
+    assert (e["basis"], e["profile"], e["user_features"]) == ("popularity", "popularity", [])
+    assert "no history" in e["text"] and "popularity prior" in e["text"] and "user features" not in e["text"]
+    e = explain_recommendation(run, user_row=run.user_row("u3"), item_row=0)
+    assert (e["profile"], e["user_features"]) == ("popularity", [])
+    e = explain_recommendation(run, user_row=run.user_row("u5"), item_row=0)  # a full row still rests on it
+    assert (e["profile"], e["user_features"]) == ("features", ["age"])

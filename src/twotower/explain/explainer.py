@@ -12,7 +12,8 @@ The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
      "reads_history", "profile", "user_features"}
 
 ``basis`` says what the score rests on: ``history`` (the tower pooled at
-least one history item), else ``features`` (a known user's feature row),
+least one history item), else ``features`` (a known user's feature row, when it
+holds at least one value; ``user_features`` names the columns that do),
 ``id`` (a learned user-ID embedding) or ``popularity`` (the empty-history
 representation every new user shares). A new user described by ``user_features``
 (with a history, as ``POST /recommend`` takes them) has the profile ``features``
@@ -75,20 +76,32 @@ def _record(run: Any, row: int) -> dict[str, Any]:
     return rec
 
 
-def _profile(run: Any, user_row: int | None, given: list[str] | None = None) -> str:
+def _profile(run: Any, user_row: int | None, given: list[str]) -> str:
+    """What a user's score rests on without their history: ``given`` names the feature columns that hold a value."""
     tower = run.model.user_tower
-    if (user_row is not None or given) and tower.features.out_dim:
+    if given and tower.features.out_dim:
         return "features"
     if user_row is not None and tower.id_emb is not None:
         return "id"
     return "popularity"
 
 
-def _user_feature_names(run: Any) -> list[str]:
-    if run.user_encoder is None:
+def known_user_features(run: Any, user_row: int) -> list[str]:
+    """The user-table columns that hold a value for known user ``user_row``, in the run's column order.
+
+    A value missing from the table (or a user with no row in it) is encoded as missing, as every new user
+    without features is: it says nothing of this user, so it is not cited as their profile (every column was,
+    and a user with no row at all was told their score "rests only on your profile (user features: age)")."""
+    columns = list(run.user_feature_columns)
+    if not columns:
         return []
-    s = run.user_encoder.spec
-    return [*s.categorical, *s.multi, *s.numeric]
+    spec = run.user_encoder.spec
+    cat, multi, num = run.model.user_tower.features.rows(torch.tensor([user_row]))
+    flags = num.shape[1] // 2  # numeric columns are [standardised values, missing flags]
+    held = ([bool(cat[0, j] != 0) for j in range(len(spec.categorical))]  # 0 = missing or unknown
+            + [bool((m[0] != 0).any()) for m in multi]  # all padding = no value
+            + [bool(num[0, flags + j] == 0) for j in range(len(spec.numeric))])
+    return [c for c, h in zip(columns, held) if h]
 
 
 def new_user_features(
@@ -217,6 +230,8 @@ def explain_recommendations(
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
     reads = bool(model.user_tower.uses_history)
     cols = run_metadata_columns(run)
+    if user_row is not None:
+        given = known_user_features(run, user_row)
     profile = _profile(run, user_row, given)
     pad = model.pad_item
     records = {int(r): _record(run, int(r)) for r in set(window.tolist()) if r != pad}
@@ -244,7 +259,7 @@ def explain_recommendations(
             "empty_history_score": att.empty_score,
             "reads_history": reads,
             "profile": profile,
-            "user_features": (given if feats is not None else _user_feature_names(run)) if profile == "features" else [],
+            "user_features": given if profile == "features" else [],
         }
         heads = _heads(run, user_row, window, item_row, feats)
         if heads is not None:
