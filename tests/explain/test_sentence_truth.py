@@ -127,6 +127,8 @@ def test_no_positive_contributor_claims_a_removal_only_for_leave_one_out(mean_ru
             "shared_metadata": {}}
     table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
     assert "(removing any one of them would not lower it)" in explanation_text(expl, cols, table)
+    # a history of one item is not "any one of them"
+    assert "(removing that one item would not lower it)" in explanation_text({**expl, "history_window": 1}, cols, table)
 
 
 DEMO_RUN = Path(os.environ.get("TWOTOWER_DEMO_RUN", "runs/demo"))

@@ -119,8 +119,9 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     if not facts["named"]:
         # only leave-one-out measures a removal; gradient x input is a first-order estimate (for a pooled tower
         # it gives a one-item history 0 whatever removing that item would do), so it is named instead
-        how = ("removing any one of them would not lower it" if expl.get("method", "loo") == "loo"
-               else "by the first-order gradient x input estimate")
+        one = expl.get("history_window") == 1  # not "any one of them" for a one-item history
+        how = (("removing that one item would not lower it" if one else "removing any one of them would not lower it")
+               if expl.get("method", "loo") == "loo" else "by the first-order gradient x input estimate")
         total = expl.get("history_total")
         if total is not None and total > 0:
             # one by one none raises it, yet the history as a whole does (a sequence tower over a long history,
