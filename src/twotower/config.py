@@ -377,6 +377,15 @@ class LossConfig:
         _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
         _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
         _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
+        # switches one loss kind reads: set beside another kind they trained without a word of it, e.g.
+        # loss.kind=sampled loss.sampler=popularity loss.uniform_negatives=256 drew no uniform negative (no mixture).
+        # The size loss.sampled_negatives stays free, as tower sizes do: it does nothing while the switch is off.
+        _check(self.uniform_negatives == 0 or self.kind == "inbatch", "loss.uniform_negatives",
+               f"{self.uniform_negatives} adds uniform negatives to the in-batch softmax only; loss.kind={self.kind} "
+               "would ignore it. Set loss.kind=inbatch, or loss.uniform_negatives=0")
+        _check(self.sampler == "uniform" or self.kind == "sampled", "loss.sampler",
+               f"{self.sampler} draws the negatives of the sampled softmax only; loss.kind={self.kind} would ignore "
+               "it. Set loss.kind=sampled, or leave loss.sampler out")
 
 
 #: What train.threads = None means (utils.runtime.auto_threads), as the --help of `train` and `demo` state it.

@@ -367,3 +367,34 @@ def test_a_yaml_file_with_anchors_and_lists_still_reads(tmp_path):
     path.write_text("model:\n  user: &tower\n    hidden: [128]\n  item: *tower\ntrain:\n  epochs: 4\n")
     cfg = load_config(path)
     assert (cfg.train.epochs, cfg.model.user.hidden, cfg.model.item.hidden) == (4, (128,), (128,))
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["loss.kind=sampled", "loss.sampler=popularity", "loss.uniform_negatives=256"],
+     "loss.uniform_negatives: 256 adds uniform negatives to the in-batch softmax only; loss.kind=sampled would ignore "
+     "it. Set loss.kind=inbatch, or loss.uniform_negatives=0"),
+    (["loss.kind=full", "loss.uniform_negatives=16"], "loss.kind=full would ignore it"),
+    (["loss.sampler=popularity"],
+     "loss.sampler: popularity draws the negatives of the sampled softmax only; loss.kind=inbatch would ignore it. "
+     "Set loss.kind=sampled, or leave loss.sampler out"),
+    (["loss.kind=bpr", "loss.sampler=popularity"], "loss.kind=bpr would ignore it"),
+])
+def test_a_loss_setting_of_another_loss_kind_is_refused_not_ignored(overrides, message):
+    """loss.kind=sampled with loss.uniform_negatives=256 (a popularity + uniform mixture, one would think) trained on
+    the sampler's negatives alone, and loss.sampler=popularity beside the in-batch softmax changed nothing."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, overrides)
+    assert message in str(e.value)
+
+
+def test_each_loss_kind_keeps_its_own_settings(tmp_path):
+    assert load_config(None, ["loss.uniform_negatives=64"]).loss.uniform_negatives == 64
+    cfg = load_config(None, ["loss.kind=sampled", "loss.sampler=popularity", "loss.sampled_negatives=128"])
+    assert (cfg.loss.sampler, cfg.loss.sampled_negatives) == ("popularity", 128)
+    # a size is not a switch: sampled_negatives beside another kind builds, as tower sizes do
+    assert load_config(None, ["loss.kind=full", "loss.sampled_negatives=64"]).loss.kind == "full"
+    path = tmp_path / "c.toml"
+    path.write_text('[loss]\nkind = "bpr"\nsampler = "popularity"\n')
+    with pytest.raises(ConfigError, match=r"^config file .*c\.toml: loss\.sampler: popularity"):
+        load_config(path)
+

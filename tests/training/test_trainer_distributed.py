@@ -73,7 +73,10 @@ def _trainer(name: str, loss_kind: str | None = None, **train_over: object) -> T
     train = TrainConfig(**{"epochs": 2, "batch_size": GLOBAL_BATCH, "lr": 1e-2, "progress": False,
                            "checkpoint": False, "seed": 3, "history_dropout": 0.0, **over.get("train", {}),
                            **train_over})
-    loss = LossConfig(**{"temperature": 0.2, "uniform_negatives": 3, **over.get("loss", {})})
+    loss_over = over.get("loss", {})
+    # uniform extras are the in-batch softmax's (LossConfig refuses them beside another loss.kind)
+    extras = {"uniform_negatives": 3} if loss_over.get("kind", "inbatch") == "inbatch" else {}
+    loss = LossConfig(**{"temperature": 0.2, **extras, **loss_over})
     torch.manual_seed(0)
     # float64: Adam's first steps move a weight by ~lr * sign(g), so float32 rounding noise on a
     # gradient near Adam's eps (1e-8) would show up as lr-sized weight differences
