@@ -455,6 +455,10 @@ class TrainConfig:
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
+        # a switch of the window examples alone: beside causal examples it was accepted and did nothing
+        _check(not self.random_windows or self.examples == "sequence", "train.random_windows",
+               f"true draws the windows of train.examples=sequence only; train.examples={self.examples} would "
+               "ignore it. Set train.examples=sequence, or leave train.random_windows out")
         _check(0 <= self.history_dropout < 1, "train.history_dropout", "must be in [0, 1)")
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         # 0 was a ZeroDivisionError at the end of the first epoch (epoch % eval_every)
@@ -515,6 +519,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         _check_sections(self, "")
+        # refused here rather than by the trainer, after the data was read: --print-config showed it as fine
+        if self.train.examples == "sequence" and self.model.user.history not in ("transformer", "gru"):
+            raise ConfigError(f"train.examples: sequence needs a sequence user tower, and model.user.history is "
+                              f"{self.model.user.history}; set model.user.history=transformer or gru, or "
+                              "train.examples=causal")
 
 
 # ---------------------------------------------------------------- text retrieval

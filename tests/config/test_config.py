@@ -398,3 +398,21 @@ def test_each_loss_kind_keeps_its_own_settings(tmp_path):
     with pytest.raises(ConfigError, match=r"^config file .*c\.toml: loss\.sampler: popularity"):
         load_config(path)
 
+
+def test_window_settings_without_window_examples_are_refused_at_config_load(tmp_path):
+    """train.random_windows=true beside causal examples was accepted and did nothing, and train.examples=sequence
+    with a pooled user tower passed --print-config, to be refused only once the data had been read."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["train.random_windows=true"])
+    assert str(e.value) == ("train.random_windows: true draws the windows of train.examples=sequence only; "
+                            "train.examples=causal would ignore it. Set train.examples=sequence, or leave "
+                            "train.random_windows out")
+    path = tmp_path / "c.toml"
+    path.write_text('[train]\nexamples = "sequence"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (f"config file {path}: train.examples: sequence needs a sequence user tower, and "
+                            "model.user.history is recency; set model.user.history=transformer or gru, or "
+                            "train.examples=causal")
+    cfg = load_config(None, ["model.user.history=gru", "train.examples=sequence", "train.random_windows=true"])
+    assert cfg.train.random_windows and cfg.train.examples == "sequence"

@@ -123,12 +123,12 @@ def test_a_crash_mid_training_leaves_no_old_run_around_a_new_model(old_run, data
 
 @pytest.mark.parametrize("bad", [
     ["data.item_multi=genres"],  # feature columns without --items: refused while reading the data
-    ["train.examples=sequence"],  # refused by the trainer (no sequence user tower), after the data is read
+    ["train.examples=sequence"],  # refused with the config (no sequence user tower), before the data is read
     ["--resume", "train.checkpoint=false"],  # nothing to resume in a folder without a checkpoint
     ["--resume", "model.user.history=mean"],  # another model: its checkpoint cannot continue this one
     ["--resume", "model.item.id_dim=8"],  # other shapes
     ["model.user.head=false", "model.user.hidden=[]", "model.user.history_dim=6"],  # widths known from the data
-], ids=["features-without-items", "trainer-setting", "resume-without-checkpoint", "resume-other-model",
+], ids=["features-without-items", "sequence-without-its-tower", "resume-without-checkpoint", "resume-other-model",
         "resume-other-shapes", "head-width"])
 def test_bad_input_leaves_the_old_run_as_it_was(old_run, dataset, tmp_path, bad, capsys):
     out = _copy(old_run, tmp_path / "a")
