@@ -68,3 +68,22 @@ def test_an_epoch_eval_every_skips_says_so_instead_of_nan(caplog):
     lines = _epoch_lines(caplog)
     assert "not validated (train.eval_every)" in lines[0] and "nan" not in lines[0]
     assert re.search(r"valid NDCG@10 \d\.\d{4}", lines[1]), lines[1]
+
+
+def test_the_epoch_loss_and_accuracy_are_means_over_the_batches_that_trained():
+    # 17 examples in batches of 8: the last batch holds one example, which has no in-batch company and is skipped;
+    # it was counted in the means all the same, so the epoch's loss and accuracy read 2/3 of what the steps gave
+    tr = _trainer(epochs=1, max_examples_per_epoch=17)
+    steps: list[tuple[float, float]] = []
+    step = tr._step
+
+    def recording(idx: np.ndarray):
+        out = step(idx)
+        steps.append((out[0], out[1]))
+        return out
+
+    tr._step = recording  # type: ignore[method-assign]
+    row = tr.fit().history[0]
+    assert len(steps) == 2
+    assert row["loss"] == pytest.approx(np.mean([s[0] for s in steps]), rel=1e-9)
+    assert row["inbatch_accuracy"] == pytest.approx(np.mean([s[1] for s in steps]), rel=1e-9)
