@@ -90,3 +90,48 @@ def test_the_learning_rate_schedule_counts_the_steps_taken(tmp_path):
     assert len(res.history) == 4
     lrs = [h["lr"] for h in res.history]  # the rate each step leaves for the next: decays step by step to 0 at the end
     assert all(a > b for a, b in zip(lrs, lrs[1:])) and lrs[-1] == 0.0, lrs
+
+
+def _record_hard_negatives(monkeypatch, n_pairs: int) -> list[list[int]]:
+    """Each step's hard-negative rows (the candidates after the batch's positives)."""
+    import twotower.losses as losses
+
+    seen: list[list[int]] = []
+
+    class Recording(losses.InBatchSoftmax):
+        def forward(self, queries, candidates, batch=None, **legacy):
+            if batch is not None:
+                seen.append(batch.candidate_ids[n_pairs:].tolist())
+            return super().forward(queries, candidates, batch, **legacy)
+
+    monkeypatch.setattr(losses, "InBatchSoftmax", Recording)
+    return seen
+
+
+def test_refreshed_negatives_are_used_from_the_hardest(monkeypatch, tmp_path):
+    # the round-robin over each pair's negatives counted epochs from the first: after a re-mining, epoch 1 took the
+    # fresh lists' second-hardest negative and epoch 2 their third, so the hardest one was used one epoch in three
+    import twotower.search.finetune as ft
+
+    fresh = [np.array([5, 6, 7]), np.array([4, 6, 7]), np.array([7, 5, 4]), np.array([6, 4, 5])]  # hardest first
+    monkeypatch.setattr(ft, "_remine", lambda *a, **k: [n.copy() for n in fresh])
+    seen = _record_hard_negatives(monkeypatch, 4)
+    cfg = FinetuneConfig(epochs=3, batch_size=4, lr=1e-5, max_length=32, query_max_length=16, train_doc_tower=False,
+                         negatives_per_query=1, refresh_negatives=True, seed=0)
+    first = [np.array([7, 6, 5]), np.array([7, 5, 6]), np.array([4, 5, 6]), np.array([4, 7, 6])]
+    finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, negatives=first,
+                        cache_dir=tmp_path / "cache", show_progress=False)
+    assert len(seen) == 3  # one step an epoch
+    by_epoch = [sorted(s) for s in seen]
+    assert by_epoch[0] == sorted(int(n[0]) for n in first)
+    assert by_epoch[1] == by_epoch[2] == sorted(int(n[0]) for n in fresh)
+
+
+def test_fixed_negatives_take_turns_epoch_by_epoch(monkeypatch, tmp_path):
+    seen = _record_hard_negatives(monkeypatch, 4)
+    cfg = FinetuneConfig(epochs=3, batch_size=4, lr=1e-5, max_length=32, query_max_length=16, train_doc_tower=False,
+                         negatives_per_query=1, seed=0)
+    first = [np.array([7, 6, 5]), np.array([7, 5, 6]), np.array([4, 5, 6]), np.array([4, 7, 6])]
+    finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, negatives=first,
+                        cache_dir=tmp_path / "cache", show_progress=False)
+    assert [sorted(s) for s in seen] == [sorted(int(n[e]) for n in first) for e in range(3)]

@@ -145,9 +145,9 @@ def finetune_bi_encoder(
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
     ``negatives[i]`` are mined hard-negative rows for pair ``i`` (see
-    :func:`~twotower.search.negatives.mine_hard_negatives`); step ``e`` of
-    epoch ``e`` uses them round-robin. ``base`` is the starting model
-    (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
+    :func:`~twotower.search.negatives.mine_hard_negatives`, hardest first); the epochs
+    use them round-robin from the hardest on (with ``refresh_negatives``, each
+    re-mined list from its hardest). ``base`` is the starting model (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
     is recorded in the saved marker with the pair and document counts and the mining settings. ``mining_names``:
     what the re-mining summaries call the settings that fill a short query (``mine_hard_negatives``'s ``names``).
     """
@@ -215,15 +215,17 @@ def finetune_bi_encoder(
     for q, p in zip(queries, pos):
         all_pos.setdefault(q, set()).add(int(p))
 
-    def closure(batch: np.ndarray, epoch: int, stats: dict) -> tuple[float, int]:
-        """Forward + backward of one batch of pair rows ``batch[B]``; ``stats`` receives the loss's stats."""
+    def closure(batch: np.ndarray, turn: int, stats: dict) -> tuple[float, int]:
+        """Forward + backward of one batch of pair rows ``batch[B]``; ``stats`` receives the loss's stats.
+
+        ``turn``: epochs since the negatives were mined (0: the epoch that mined them uses the hardest)."""
         b_pos = pos[batch]  # [B]
         hard: list[int] = []
         if neg is not None and cfg.negatives_per_query:
             for i in batch:  # round-robin over each pair's mined negatives, a new slice every epoch
                 cand = neg[i]
                 for j in range(min(cfg.negatives_per_query, cand.size)):
-                    hard.append(int(cand[(epoch * cfg.negatives_per_query + j) % cand.size]))
+                    hard.append(int(cand[(turn * cfg.negatives_per_query + j) % cand.size]))
         cand_rows = np.concatenate([b_pos, np.asarray(hard, dtype=np.int64)])  # [B + H]
         qv = _embed(q_model, [queries[i] for i in batch], cfg.query_max_length)  # [B, D]
         if frozen_docs is None:
@@ -241,10 +243,14 @@ def finetune_bi_encoder(
         stats.update(st)
         return float(loss.detach()), len(batch)
 
+    mined_at = 0  # the epoch the negatives in ``neg`` were mined for
     for epoch in range(cfg.epochs):
         if epoch > 0 and cfg.refresh_negatives:
             neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports,
                           base_enc.settings, mining_names)
+            # the round-robin starts again at the head of the fresh lists: counted from epoch 0 it skipped their
+            # hardest negatives (with 1 a query and 3 mined, epoch 1 used the second hardest, epoch 2 the third)
+            mined_at = epoch
         q_model.train()
         if cfg.train_doc_tower:
             d_model.train()
@@ -252,7 +258,7 @@ def finetune_bi_encoder(
         with loop.epoch(epoch + 1, n_batches=len(batches), n_examples=len(queries), desc=f"fine-tune epoch {epoch + 1}") as run:
             for batch in batches:
                 stats: dict = {}
-                loss = run.step(lambda b=batch, st=stats: closure(b, epoch, st))
+                loss = run.step(lambda b=batch, st=stats: closure(b, epoch - mined_at, st))
                 history.append({"epoch": epoch, "step": loop.global_step - 1, "loss": loss,
                                 "accuracy": stats["accuracy"], "lr": loop.lr})
     step = loop.global_step
