@@ -70,8 +70,17 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
     Every item up to ``max_items``; above, ``sample`` items drawn with ``rng``.
     """
     if model.n_items <= max_items:
-        items = model.all_item_embeddings()
+        with torch.no_grad():
+            items = model.all_item_embeddings()
     else:
         ids = torch.as_tensor(rng.choice(model.n_items, sample, replace=False), device=next(model.parameters()).device)
-        items = model.item_tower(ids).detach()
+        # in eval mode, as all_item_embeddings embeds a smaller catalogue: called mid-training, the sample took the
+        # towers' dropout, whose noise read as spread (and drew masks from the training's random stream)
+        was = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                items = model.item_tower(ids)
+        finally:
+            model.train(was)
     return embedding_diagnostics(items, *(last or (None, None)))
