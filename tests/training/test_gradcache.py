@@ -109,3 +109,37 @@ def test_chunked_errors() -> None:
     with pytest.raises(DataError):
         gradcache_step(lambda x: x, lambda x: x, [], [torch.zeros(1, 2)], lambda q, c: q.sum())
     assert [c.tolist() for c in chunked(torch.arange(5), 2)] == [[0, 1], [2, 3], [4]]
+
+
+@pytest.mark.parametrize("kind", ["inbatch", "full", "sampled"])
+def test_the_trainer_keeps_bf16_products_under_gradcache(kind: str) -> None:
+    """train.precision=bf16 with train.gradcache_chunk: the chunks ran the towers in fp32 while config.json and the
+    log said bf16; in one chunk the step is now the plain bf16 step, not the fp32 one."""
+    import numpy as np
+
+    from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+    from twotower.models.history import UserSequences
+    from twotower.models.two_tower import TwoTowerModel
+    from twotower.training.trainer import Trainer
+
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    grads = {}
+    for name, precision, chunk in (("fp32", "fp32", None), ("bf16", "bf16", None), ("bf16 gradcache", "bf16", 1000)):
+        torch.manual_seed(0)
+        tower = dict(out_dim=8, hidden=(16,), dropout=0.0)
+        model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, **tower),
+                                          item=TowerConfig(**tower)), 8, 30)
+        train = TrainConfig(batch_size=48, progress=False, checkpoint=False, history_dropout=0.0, precision=precision,
+                            gradcache_chunk=chunk)
+        tr = Trainer(model, seqs, loss=LossConfig(kind=kind, temperature=0.1, sampled_negatives=8), train=train,
+                     eval=EvalConfig(baselines=()))
+        tr._step(np.arange(len(tr.examples)))
+        grads[name] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    def rel(a: str, b: str) -> float:
+        return float((grads[a] - grads[b]).norm() / grads[b].norm())
+
+    assert rel("bf16", "fp32") > 1e-3  # bfloat16 products show in the gradients
+    assert rel("bf16 gradcache", "bf16") < 1e-5

@@ -18,6 +18,8 @@ Shape legend: ``B`` this rank's queries, ``N`` candidates, ``D`` dim, ``I`` item
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -126,6 +128,19 @@ class RecStep:
             return m.item_tower(torch.arange(m.n_items, device=self._device()))  # [I, D]
         return m.item_tower(cand_ids)  # [N, D]
 
+    def _in_precision(self, embed: Callable[[Any], Tensor]) -> Callable[[Any], Tensor]:
+        """``embed`` under the towers' precision (train.precision), its output in float32 for the loss: GradCache's
+        chunks, in both of its passes, ran in fp32 whatever train.precision said."""
+        if not self.bf16:
+            return embed
+
+        def run(chunk: Any) -> Tensor:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = embed(chunk)
+            return out.float()
+
+        return run
+
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 
@@ -168,7 +183,7 @@ class RecStep:
 
             all_ids = cand_ids if cand_ids is not None else torch.arange(m.n_items, device=targets.device)
             value = float(gradcache_step(
-                lambda ch: embed_q(ch["users"], ch["history"]), m.item_tower,
+                self._in_precision(lambda ch: embed_q(ch["users"], ch["history"])), self._in_precision(m.item_tower),
                 chunked({"users": users, "history": history}, self.chunk), chunked(all_ids, self.chunk), scaled_loss,
             )) / scale
             q, cands = seen["q"], seen["c"]
