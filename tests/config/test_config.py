@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -416,3 +417,24 @@ def test_window_settings_without_window_examples_are_refused_at_config_load(tmp_
                             "train.examples=causal")
     cfg = load_config(None, ["model.user.history=gru", "train.examples=sequence", "train.random_windows=true"])
     assert cfg.train.random_windows and cfg.train.examples == "sequence"
+
+
+def test_a_run_saved_with_a_switch_it_ignored_still_loads_as_what_it_trained(tmp_path):
+    """Runs saved before those switches were refused wrote them to config.json; they trained without them, so they
+    load with them off (serve, recommend and --resume read config.json) rather than fail on a refusal."""
+    from twotower.pipeline.artifacts import saved_run_config
+
+    data = config_to_dict(load_config(None, ["loss.kind=sampled", "loss.sampled_negatives=64"]))
+    data["loss"]["uniform_negatives"] = 512  # as such a run wrote it
+    data["train"]["random_windows"] = True
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    cfg = saved_run_config(path)
+    assert (cfg.loss.kind, cfg.loss.sampled_negatives, cfg.loss.uniform_negatives) == ("sampled", 64, 0)
+    assert cfg.train.random_windows is False
+    data["loss"].update(kind="bpr", uniform_negatives=0, sampler="popularity")
+    path.write_text(json.dumps(data))
+    assert saved_run_config(path).loss.sampler == "uniform"
+    data["loss"].update(kind="inbatch", uniform_negatives=512, sampler="uniform")  # read by this kind: kept
+    path.write_text(json.dumps(data))
+    assert saved_run_config(path).loss.uniform_negatives == 512

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from twotower.config import RunConfig, config_from_dict, config_to_dict
+from twotower.config import LossConfig, RunConfig, TrainConfig, config_from_dict, config_to_dict
 from twotower.data.features import FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
@@ -334,6 +334,18 @@ def saved_config_dict(data: Any) -> Any:
     user = model.get("user") if isinstance(model, dict) else None
     if isinstance(user, dict) and "extra_pools" not in user:
         data = {**data, "model": {**model, "user": {**user, "extra_pools": []}}}
+    # switches of another loss kind or example mode, refused since (config.py) but written by runs saved before:
+    # they trained without them, so they read as off and such a run still loads (serve, recommend, --resume)
+    loss = data.get("loss") if isinstance(data, dict) else None
+    if isinstance(loss, dict):
+        kind = loss.get("kind", LossConfig.kind)
+        off = {**({"uniform_negatives": 0} if kind != "inbatch" else {}),
+               **({"sampler": LossConfig.sampler} if kind != "sampled" else {})}
+        if any(k in loss and loss[k] != v for k, v in off.items()):
+            data = {**data, "loss": {**loss, **{k: v for k, v in off.items() if k in loss}}}
+    train = data.get("train") if isinstance(data, dict) else None
+    if isinstance(train, dict) and train.get("random_windows") and train.get("examples", TrainConfig.examples) != "sequence":
+        data = {**data, "train": {**train, "random_windows": False}}
     return data
 
 
