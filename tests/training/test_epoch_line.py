@@ -87,3 +87,21 @@ def test_the_epoch_loss_and_accuracy_are_means_over_the_batches_that_trained():
     assert len(steps) == 2
     assert row["loss"] == pytest.approx(np.mean([s[0] for s in steps]), rel=1e-9)
     assert row["inbatch_accuracy"] == pytest.approx(np.mean([s[1] for s in steps]), rel=1e-9)
+
+
+def test_the_mixture_logq_counts_the_batch_the_steps_take():
+    # max_examples_per_epoch=10 cuts every batch to 10 examples, but the in-batch mixture logQ was computed for
+    # train.batch_size=512 draws beside the 50 uniform negatives, over-weighting the batch's positives 51-fold
+    from twotower.losses.corrections import mixture_log_q
+
+    rng = np.random.default_rng(0)
+    users = np.repeat(np.arange(8), 6)
+    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    tr = Trainer(model, seqs, loss=LossConfig(uniform_negatives=50), eval=EvalConfig(baselines=()),
+                 train=TrainConfig(batch_size=512, max_examples_per_epoch=10, progress=False, checkpoint=False))
+    counts = np.bincount(seqs.items, minlength=30).astype(np.float64)
+    want = mixture_log_q(torch.as_tensor(counts / counts.sum(), dtype=torch.float32), 10, 50)
+    torch.testing.assert_close(tr.step_fn.log_q, want)

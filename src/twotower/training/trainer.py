@@ -120,7 +120,9 @@ class Trainer:
         pairs = np.unique(users * model.n_items + train_seqs.items)
         self.item_users = np.bincount(pairs % model.n_items, minlength=model.n_items).astype(np.float64)
         probs = torch.as_tensor(counts / max(counts.sum(), 1.0), dtype=torch.float32)  # [I]
-        B = min(train.batch_size, max(len(self.examples), 2))
+        # the batch the steps take: train.max_examples_per_epoch below train.batch_size cuts every batch to it, and a
+        # mixture logQ (uniform negatives) computed for the configured size mis-weighted the batch's own positives
+        B = min(train.batch_size, max(self._units_per_epoch(), 2))
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
                                sampler_probs=probs if loss.sampler == "popularity" else None,
                                log_q=self._log_q(probs, B), gradcache_chunk=train.gradcache_chunk,
