@@ -9,22 +9,17 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
-from twotower.models.history import UserSequences
-from twotower.models.two_tower import TwoTowerModel
+from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.training.hooks import format_seconds
 from twotower.training.trainer import Trainer
 
+from tests.training.tiny_trainer import tiny_mean_model
+
 
 def _trainer(**train: object) -> Trainer:
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    rng, users, seqs, model = tiny_mean_model()
     valid = sp.csr_matrix((np.ones(8, np.float32), (np.arange(8), rng.integers(0, 30, size=8))), shape=(8, 30))
     train_m = sp.csr_matrix((np.ones(users.size, np.float32), (users, seqs.items)), shape=(8, 30))
-    torch.manual_seed(0)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
-                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
     cfg = TrainConfig(**{"epochs": 4, "batch_size": 8, "progress": False, "checkpoint": False, "patience": 10,
                          **train})
     return Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()),
@@ -94,12 +89,7 @@ def test_the_mixture_logq_counts_the_batch_the_steps_take():
     # train.batch_size=512 draws beside the 50 uniform negatives, over-weighting the batch's positives 51-fold
     from twotower.losses.corrections import mixture_log_q
 
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
-    torch.manual_seed(0)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
-                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    _, _, seqs, model = tiny_mean_model()
     tr = Trainer(model, seqs, loss=LossConfig(uniform_negatives=50), eval=EvalConfig(baselines=()),
                  train=TrainConfig(batch_size=512, max_examples_per_epoch=10, progress=False, checkpoint=False))
     counts = np.bincount(seqs.items, minlength=30).astype(np.float64)

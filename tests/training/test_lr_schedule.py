@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 import torch
 
 from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
 from twotower.errors import ConfigError
-from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.loop import epoch_lr_factor
 from twotower.training.trainer import Trainer
+
+from tests.training.tiny_trainer import tiny_mean_model
 
 
 def test_factors_start_at_one_and_decay_towards_zero() -> None:
@@ -30,9 +30,7 @@ def test_unknown_schedule_is_a_config_error() -> None:
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sparse_adam"])
 def test_each_epoch_trains_at_the_scheduled_rate(optimizer: str) -> None:
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    seqs = tiny_mean_model()[2]  # its data; this test's model has the tables' sparse flag
     torch.manual_seed(0)
     model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
                                       item=TowerConfig(out_dim=8, hidden=())), 8, 30,
@@ -72,12 +70,7 @@ def _trainer_with_epochs_of(seconds: float, train: TrainConfig, monkeypatch) -> 
 
     clock = [0.0]
     monkeypatch.setattr(trainer_mod.time, "perf_counter", lambda: clock[0])
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
-    torch.manual_seed(0)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
-                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    _, _, seqs, model = tiny_mean_model()
     tr = Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
     original = tr._run_epoch
 

@@ -4,25 +4,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-import torch
 
-from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.errors import ConfigError
-from twotower.models.history import UserSequences
-from twotower.models.two_tower import TwoTowerModel
 from twotower.training.trainer import Trainer
+
+from tests.training.tiny_trainer import tiny_mean_model
 
 
 def _trainer(select_metric: str) -> Trainer:
-    rng = np.random.default_rng(0)
-    users = np.repeat(np.arange(8), 6)
-    seqs = UserSequences.from_arrays(users, rng.integers(0, 30, size=users.size), np.arange(users.size), 8)
+    rng, users, seqs, model = tiny_mean_model()
     valid = sp.csr_matrix((np.ones(8, np.float32), (np.arange(8), rng.integers(0, 30, size=8))), shape=(8, 30))
     train = sp.csr_matrix((np.ones(users.size, np.float32), (users, seqs.items)), shape=(8, 30))
     train.data[:] = 1.0
-    torch.manual_seed(0)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
-                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30)
     return Trainer(model, seqs, loss=LossConfig(), train=TrainConfig(epochs=2, batch_size=8, progress=False,
                    checkpoint=False), eval=EvalConfig(baselines=(), select_metric=select_metric),
                    valid_relevant=valid, train_matrix=train)
