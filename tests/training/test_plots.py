@@ -50,3 +50,24 @@ def test_the_best_epoch_is_marked_on_every_panel(monkeypatch: pytest.MonkeyPatch
         assert any(list(line.get_xdata()) == [3, 3] for line in ax.get_lines()), ax.get_title()
     legends = [ax.get_legend() for ax in figs[0].axes if ax.get_legend() is not None]
     assert [t.get_text() for t in legends[0].get_texts()] == ["best epoch 3 (saved)"]
+
+
+@pytest.mark.parametrize(("kind", "title"), [("inbatch", "in-batch accuracy"),
+                                             ("bpr", "pairwise accuracy (positive > its negative)"),
+                                             ("full", "accuracy over the catalogue")])
+def test_the_accuracy_panel_says_what_the_runs_loss_measures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                              kind: str, title: str) -> None:
+    """A BPR run's curves.png showed its positive-over-one-negative rate (~0.9) under "in-batch accuracy"."""
+    from twotower.config import EvalConfig, LossConfig, TrainConfig
+    from twotower.training.trainer import Trainer
+
+    from tests.training.tiny_trainer import tiny_mean_model
+
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    _, _, seqs, model = tiny_mean_model()
+    Trainer(model, seqs, loss=LossConfig(kind=kind), eval=EvalConfig(baselines=()), out_dir=tmp_path,
+            train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False)).fit()
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    assert figs[0].axes[1].get_title() == title

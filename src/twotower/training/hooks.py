@@ -166,7 +166,7 @@ def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
 
         try:
             plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
-                                 best_epoch=best_epoch)
+                                 best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind)
         except Exception as e:  # a plot must never fail a finished training run
             log.warning("could not draw training curves: %s", e)
     tdist.barrier()

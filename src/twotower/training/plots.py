@@ -1,4 +1,4 @@
-"""Training-curve PNG: loss, in-batch accuracy, validation metric, embedding spread."""
+"""Training-curve PNG: loss, training accuracy, validation metric, embedding spread."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,18 +8,24 @@ from twotower.utils.atomic import atomic_path
 
 __all__ = ["plot_training_curves"]
 
+#: What the logged ``inbatch_accuracy`` (the key kept for readers of log.jsonl) measures under each loss kind:
+#: the share of rows whose positive scores first among the candidates that loss ranks.
+ACCURACY_TITLES = {"inbatch": "in-batch accuracy", "sampled": "accuracy among sampled candidates",
+                   "full": "accuracy over the catalogue", "bpr": "pairwise accuracy (positive > its negative)"}
+
 
 def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, metric: str = "NDCG@10",
-                         best_epoch: int | None = None) -> None:
+                         best_epoch: int | None = None, loss_kind: str = "inbatch") -> None:
     """``best_epoch``: the epoch whose weights the run kept, marked on every panel (the curves run on past it
-    until early stopping, so the last point is not the model that was saved)."""
+    until early stopping, so the last point is not the model that was saved). ``loss_kind`` (``loss.kind``)
+    names the accuracy panel: a BPR run's ~0.9 is positive-over-its-negative, not an in-batch accuracy."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     epochs = [r["epoch"] for r in history]
-    panels = [("loss", "training loss"), ("inbatch_accuracy", "in-batch accuracy"), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std")]
+    panels = [("loss", "training loss"), ("inbatch_accuracy", ACCURACY_TITLES.get(loss_kind, "training accuracy")), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std")]
     if any("alpha" in r for r in history):
         panels.append(("alpha", "gate α"))
     from matplotlib.ticker import MaxNLocator
