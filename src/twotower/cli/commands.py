@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -169,7 +170,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
     started = time.time()
-    with terminate_as_interrupt():
+    with terminate_as_interrupt(), _run_folder_lock(out):
         try:
             run, result, prep = train_run(cfg, out, resume=args.resume)
             main = tdist.is_main()
@@ -200,6 +201,18 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
             return _interrupt_status(e)
     return 0
+
+
+def _run_folder_lock(out: Path) -> contextlib.AbstractContextManager[None]:
+    """The run folder's writer lock, held over training and the closing evaluation: released in between, a
+    second `train --out` could replace the run before this one wrote its metrics.json beside the new run.
+    Under torchrun rank 0 alone writes, and the group is not joined yet, so the launcher's RANK says which."""
+    from twotower.pipeline.run import RUN_WRITER
+    from twotower.utils.folder_lock import exclusive_writer
+
+    if os.environ.get("RANK", "0") not in ("", "0"):
+        return contextlib.nullcontext()
+    return exclusive_writer(out, *RUN_WRITER)
 
 
 class Terminated(KeyboardInterrupt):

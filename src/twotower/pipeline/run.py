@@ -1,6 +1,7 @@
 """High-level Python API: train a run folder from a config, in one call."""
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from collections.abc import Mapping
@@ -31,11 +32,15 @@ from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
+from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import auto_threads, retain_freed_memory, seed_everything, set_threads, threads_from_env
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
 
 log = logging.getLogger(__name__)
+
+#: how a run folder's writer lock names the holder's command and the way out (train_run and `twotower train`)
+RUN_WRITER = ("twotower train", "wait for it to finish, or train into another --out")
 
 
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
@@ -146,6 +151,13 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     out = check_output_dir(out, "out")
     _check_inputs_outside_run_files(out, config)
     init_distributed(config.train)
+    # one writer at a time: two trainings into one folder interleaved their files under one manifest
+    with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
+        return _train_run(config, out, resume=resume, frames=frames)
+
+
+def _train_run(config: RunConfig, out: Path, *, resume: bool,
+               frames: Mapping[str, pd.DataFrame] | None) -> tuple[TrainedRun, TrainResult, Prepared]:
     set_threads(config.train.threads or threads_from_env() or auto_threads())
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
     seed_everything(config.train.seed)
