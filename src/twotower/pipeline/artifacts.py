@@ -385,6 +385,20 @@ def _run_hint(d: Path) -> str:
     return "train one with `twotower train --out DIR`"
 
 
+def _no_weights_hint(d: Path) -> str:
+    """Why a run folder has no best weights, and what to run: its training stopped before writing them.
+
+    A kill while the first best weights were written leaves the checkpoint of that epoch: "the run did not finish
+    an epoch" sent the user to train again from scratch, and said nothing of --resume, which writes them.
+    """
+    state = _read_json_dict(d / CHECKPOINT_DIR / "state.json")
+    epoch = state.get("epoch") if state is not None else None
+    if isinstance(epoch, int) and epoch > 0:
+        return (f"its training stopped after the checkpoint of epoch {epoch}, before the best weights were written; "
+                f"continue it with `twotower train --resume --out {d}` and the same data and settings")
+    return "the run did not finish an epoch; train it again (`twotower train --out DIR`)"
+
+
 def verify_manifest(directory: str | Path) -> bool:
     """Check every file listed in ``manifest.json``; False when the folder has none (unsealed)."""
     d = Path(directory)
@@ -544,7 +558,7 @@ class TrainedRun:
         if not (d / "run.json").exists():
             raise NotFoundError("run", str(d), "no run.json there; " + _run_hint(d))
         if not (d / "model.safetensors").exists():
-            raise IntegrityError(f"{d}: model.safetensors missing; the run did not finish an epoch")
+            raise IntegrityError(f"{d}: model.safetensors missing; {_no_weights_hint(d)}")
         if not verify:
             log.warning("!!! LOADING %s WITHOUT INTEGRITY CHECKS (--no-verify): corrupted or swapped files will "
                         "not be detected and may serve wrong results !!!", d)
