@@ -565,9 +565,14 @@ class TrainedRun:
         elif not verify_manifest(d):
             sealed = read_json(d / "run.json")
             if isinstance(sealed, dict) and sealed.get("sealed"):
+                # write_manifest seals run.json, then writes the manifest: a train killed between the two left
+                # this state, which "restore it (or retrain)" sent to a retraining from scratch
+                resume = (f"if its training was stopped while sealing it, `twotower train --resume --out {d}` with "
+                          "the same data and settings seals it again; otherwise "
+                          if (d / CHECKPOINT_DIR / "state.json").is_file() else "")
                 raise IntegrityError(
-                    f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; restore it "
-                    "(or retrain), or pass --no-verify to load it unchecked at your own risk"
+                    f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; {resume}restore "
+                    "it (or retrain), or pass --no-verify to load it unchecked at your own risk"
                 )
             log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
         info = read_json(d / "run.json")
