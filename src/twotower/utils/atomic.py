@@ -17,9 +17,11 @@ import errno
 import os
 import re
 import shutil
+import signal
 import stat
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -272,6 +274,33 @@ def atomic_write_set(files: dict[Path, bytes]) -> None:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+        with signals_deferred():  # a Ctrl-C between two moves left a new train.csv beside the old valid/test.csv
+            stack.close()
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the ``with`` block, then deliver them: for the moves that put a set of
+    files into place, which a Ctrl-C or a scheduler's SIGTERM must not cut in two (SIGKILL still can, in a
+    window of a few renames). Only the main thread may set handlers; elsewhere, or beside a handler set
+    outside Python, the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wanted = (signal.SIGINT, signal.SIGTERM)
+    if any(signal.getsignal(s) is None for s in wanted):
+        yield
+        return
+    got: list[int] = []
+    before = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in wanted}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(got):  # now, to the handlers just restored (KeyboardInterrupt, or the exit)
+            signal.raise_signal(signum)
 
 
 def _json_default(obj: Any) -> Any:
