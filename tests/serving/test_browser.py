@@ -123,3 +123,53 @@ def test_page_and_assets_are_served_and_local(client) -> None:
         assert client.get(asset).status_code == 200
     for f in STATIC.iterdir():  # no CDN, no external fonts: everything comes from the app
         assert not re.search(r"(src|href)=[\"']https?://|url\(\s*['\"]?https?://|@import", f.read_text()), f.name
+
+
+# ------------------------------------------------------------------ the page over canned answers
+# The page's rendering of answers the tiny run does not produce (another metadata column, hostile titles):
+# index.html and app.js load from a folder with a stand-in `fetch` answering from a table, so no server runs.
+
+def _canned_page(tmp: Path, answers: dict[str, object]) -> str:
+    """``file://`` URL of the explorer page whose ``fetch`` answers ``answers[path]`` (404 for any other)."""
+    import json
+
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    stub = ("<script>const ANSWERS = " + json.dumps(answers).replace("</", "<\\/") + ";\n"
+            "window.fetch = async (path) => { const body = ANSWERS[String(path).split('?')[0]];\n"
+            "  const ok = body !== undefined;\n"
+            "  return { ok, status: ok ? 200 : 404, statusText: ok ? 'OK' : 'Not Found',\n"
+            "           json: async () => ok ? body : { error: { message: 'unknown ' + path } } }; };</script>\n")
+    page = page.replace('<script src="/static/app.js">', stub + '<script src="app.js">')
+    page = page.replace('href="/static/style.css"', 'href="style.css"')
+    assert 'src="app.js"' in page
+    for name in ("app.js", "style.css"):
+        (tmp / name).write_text((STATIC / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp / "page.html").write_text(page, encoding="utf-8")
+    return (tmp / "page.html").as_uri()
+
+
+def _explained(title: str, shared: dict, history: list[dict]) -> dict:
+    """A ``POST /recommend`` answer of one item with its explanation."""
+    expl = {"text": f"Because you watched {history[0]['title']}.", "method": "loo", "basis": "history",
+            "history": history, "shared_metadata": shared, "score": 0.5, "history_total": 0.1}
+    return {"items": [{"item_id": "i1", "title": title, "score": 0.5, "rank": 1, "explanation": expl}],
+            "user_id": "u1", "k": 10}
+
+
+_ROUTES = {"paths": {"/recommend": {"post": {}}, "/explain": {"post": {}}, "/items/{item_id}": {"get": {}}}}
+
+
+@needs_chromium
+def test_explorer_says_which_history_items_a_year_range_spans(tmp_path) -> None:
+    # 50 history items compared, 13 of them share a genre with the item: the range spans those 13, not the 50
+    shared = {"history_items": 50, "genres": [{"value": "Drama", "count": 13}],
+              "year_range": {"min": 1985, "max": 1995, "count": 13, "item": 1994,
+                             "among": "history items sharing a genres value"}}
+    hist = [{"item_id": "i2", "title": "Heat", "contribution": 0.1, "genres": "Drama"}]
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 2},
+               "/recommend": _explained("Casino", shared, hist)}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    assert _texts(dom, "muted shared") == ["shared with the last 50 history items: genres: Drama (13)"]
+    assert _texts(dom, "muted range") == [
+        "year 1985–1995 across the 13 history items sharing a genres value (this item: 1994)"]

@@ -77,6 +77,15 @@ function fmt(x, digits) {
 
 // ------------------------------------------------------------------ explanations
 
+// "year 1985–1995 across the 13 history items sharing a genres value (this item: 1994)": a numeric column's
+// range over the history items the server compared (its "count" and "among"), and the item's own value.
+function rangeFact(key, v) {
+  let among = v.among || "history items";
+  if (v.count === 1) among = among.replace("history items", "history item");
+  const own = v.item !== null && v.item !== undefined ? ` (this item: ${v.item})` : "";
+  return `${key.slice(0, -"_range".length)} ${v.min}–${v.max} across the ${v.count} ${among}${own}`;
+}
+
 function explanationBlock(expl) {
   const box = el("div", { class: "explanation" });
   box.append(el("p", { class: "why" }, expl.text || ""));
@@ -99,11 +108,15 @@ function explanationBlock(expl) {
   }
   const shared = expl.shared_metadata || {};
   const facts = [];
+  const ranges = [];
   for (const [key, v] of Object.entries(shared)) {
     if (Array.isArray(v) && v.length) facts.push(`${key}: ` + v.map((x) => `${x.value} (${x.count})`).join(", "));
-    else if (key.endsWith("_range") && v && v.min !== null && v.min !== undefined) facts.push(`${key.replace("_range", "")} ${v.min}–${v.max} (${v.count} items)`);
+    else if (key.endsWith("_range") && v && v.min !== null && v.min !== undefined) ranges.push(rangeFact(key, v));
   }
-  if (facts.length) details.append(el("p", { class: "muted" }, `shared with the last ${shared.history_items} history items: ${facts.join("; ")}`));
+  if (facts.length) details.append(el("p", { class: "muted shared" }, `shared with the last ${shared.history_items} history items: ${facts.join("; ")}`));
+  // a range is not a shared value, and it spans only the history items its "among" names (those sharing a
+  // genre with this item): under "shared with the last N history items" it read as a range over all N
+  for (const r of ranges) details.append(el("p", { class: "muted range" }, r));
   if (expl.heads) {
     details.append(el("p", { class: "muted" },
       `heads: α=${fmt(expl.heads.alpha)} · semantic ${fmt(expl.heads.semantic, 4)} · collaborative ${fmt(expl.heads.collaborative, 4)}`));
