@@ -173,3 +173,27 @@ def test_explorer_says_which_history_items_a_year_range_spans(tmp_path) -> None:
     assert _texts(dom, "muted shared") == ["shared with the last 50 history items: genres: Drama (13)"]
     assert _texts(dom, "muted range") == [
         "year 1985–1995 across the 13 history items sharing a genres value (this item: 1994)"]
+
+
+@needs_chromium
+def test_explorer_heads_its_chips_with_the_runs_own_column_and_inserts_values_as_text(tmp_path) -> None:
+    # a shop's catalogue: its multi-valued column is "tags", and titles / tags hold markup, inserted as text
+    title = '<img src=x onerror="document.title=1">Lamp'
+    shared = {"history_items": 3, "tags": [{"value": "<b>home</b>", "count": 2}]}
+    hist = [{"item_id": "i2", "title": "Desk </script><script>document.title=2</script>", "contribution": 0.1,
+             "tags": "<b>home</b>|office"}]
+    answer = _explained(title, shared, hist)
+    answer["items"][0]["tags"] = "<b>home</b>|light"
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 2},
+               "/recommend": answer}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    head = re.search(r'<table class="contrib">\s*<tr>(.*?)</tr>', dom, flags=re.S).group(1)
+    assert [html.unescape(h) for h in re.findall(r"<th>(.*?)</th>", head)] == ["contribution", "history item", "tags"]
+    recs = re.search(r'<ol id="recs-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    # the item's own tags on its line, then its history item's in the table
+    assert _texts(recs, "chip") == ["<b>home</b>", "light", "<b>home</b>", "office"]
+    main = re.search(r"<main>(.*)</main>", dom, flags=re.S).group(1)
+    assert "<img" not in main and "<b>" not in main and "<script" not in main
+    assert "<title>twotower explorer</title>" in dom  # no injected handler ran
+    assert title in html.unescape(re.sub(r"<[^>]+>", "", recs))  # shown as the text it is

@@ -4,7 +4,8 @@
 // (detected from /openapi.json). Every value from the API is inserted as text, never HTML.
 "use strict";
 
-const state = { paths: new Set(), search: false, users: false };
+// multi: the item metadata column shown as chips (see multiColumn)
+const state = { paths: new Set(), search: false, users: false, multi: "genres" };
 
 const $ = (id) => document.getElementById(id);
 
@@ -46,8 +47,15 @@ function setStatus(text, isError) {
   s.className = isError ? "error" : "";
 }
 
-function genresOf(item) {
-  const g = item.genres;
+// The run's first multi-valued item column (MovieLens's genres, a shop's tags): an explanation's shared_metadata
+// lists those columns as arrays, the rule `twotower explain` heads its table by; null when the run has none.
+function multiColumn(shared) {
+  return Object.keys(shared || {}).find((k) => Array.isArray(shared[k])) || null;
+}
+
+function genresOf(item, column) {
+  const col = column === undefined ? state.multi : column;
+  const g = col ? item[col] : undefined;
   if (Array.isArray(g)) return g;
   return typeof g === "string" && g ? g.split("|") : [];
 }
@@ -92,17 +100,19 @@ function explanationBlock(expl) {
   const details = el("details", {});
   details.append(el("summary", {}, `details (${expl.method || "loo"}, basis: ${expl.basis})`));
   const hist = expl.history || [];
+  // the chips column is the run's own: a fixed "genres" header stood over empty cells for a catalogue of tags
+  const col = expl.shared_metadata ? multiColumn(expl.shared_metadata) : state.multi;
   if (hist.length) {
     const maxAbs = Math.max(...hist.map((h) => Math.abs(h.contribution)), 1e-9);
     const table = el("table", { class: "contrib" });
-    table.append(el("tr", {}, el("th", {}, "contribution"), el("th", {}, "history item"), el("th", {}, "genres")));
+    table.append(el("tr", {}, el("th", {}, "contribution"), el("th", {}, "history item"), col ? el("th", {}, col) : null));
     for (const h of hist) {
       const bar = el("span", { class: h.contribution >= 0 ? "bar pos" : "bar neg" });
       bar.style.width = `${Math.round((60 * Math.abs(h.contribution)) / maxAbs)}px`;
       table.append(el("tr", {},
         el("td", { class: "num" }, bar, ` ${h.contribution >= 0 ? "+" : ""}${fmt(h.contribution, 4)}`),
         el("td", {}, titleOf(h)),
-        el("td", {}, chips(genresOf(h)))));
+        col ? el("td", {}, chips(genresOf(h, col))) : null));
     }
     details.append(table);
   }
@@ -206,6 +216,8 @@ async function recommend(user, k) {
     res = await api("POST", "/recommend", body);
   }
   const items = res.items || [];
+  const explained = items.find((it) => it.explanation && it.explanation.shared_metadata);
+  if (explained) state.multi = multiColumn(explained.explanation.shared_metadata);
   renderRecs(user, items);
   await loadHistory(user, items);
   setStatus("");
