@@ -197,3 +197,16 @@ def test_explorer_heads_its_chips_with_the_runs_own_column_and_inserts_values_as
     assert "<img" not in main and "<b>" not in main and "<script" not in main
     assert "<title>twotower explorer</title>" in dom  # no injected handler ran
     assert title in html.unescape(re.sub(r"<[^>]+>", "", recs))  # shown as the text it is
+
+
+@needs_chromium
+def test_explorer_lists_a_shared_categorical_value(tmp_path) -> None:
+    # data.item_categorical=[decade]: shared_metadata holds {"value", "count"} for it, which the page left out
+    shared = {"history_items": 4, "genres": [{"value": "Drama", "count": 2}],
+              "decade": {"value": "1990s", "count": 3}}
+    hist = [{"item_id": "i2", "title": "Heat", "contribution": 0.1, "genres": "Drama", "decade": "1990s"}]
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 2},
+               "/recommend": _explained("Casino", shared, hist)}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    assert _texts(dom, "muted shared") == ["shared with the last 4 history items: genres: Drama (2); decade: 1990s (3)"]

@@ -121,6 +121,8 @@ function explanationBlock(expl) {
   const ranges = [];
   for (const [key, v] of Object.entries(shared)) {
     if (Array.isArray(v) && v.length) facts.push(`${key}: ` + v.map((x) => `${x.value} (${x.count})`).join(", "));
+    // a categorical column (decade, brand): one {value, count}, present only when some history item has the value
+    else if (v && typeof v === "object" && !Array.isArray(v) && "value" in v) facts.push(`${key}: ${v.value} (${v.count})`);
     else if (key.endsWith("_range") && v && v.min !== null && v.min !== undefined) ranges.push(rangeFact(key, v));
   }
   if (facts.length) details.append(el("p", { class: "muted shared" }, `shared with the last ${shared.history_items} history items: ${facts.join("; ")}`));
