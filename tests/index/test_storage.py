@@ -75,3 +75,34 @@ def test_a_search_index_folder_is_not_taken_for_a_vector_index(tmp_path):
     with pytest.raises(ConfigError, match="not an index"):
         index.save(search)
     assert (search / "meta.json").read_text() == '{"kind": "search-index", "docs": 3}'
+
+
+@pytest.mark.parametrize("backend", ["exact", "faiss"])
+def test_a_file_missing_from_the_checksum_table_is_refused_before_it_is_read(catalogue, tmp_path, backend):
+    # meta.json checks itself only: one rewritten without index.faiss's (or vectors.npy's) entry, its meta_sha256
+    # recomputed, let any file be read in its place unchecked
+    import hashlib
+
+    from twotower.errors import IntegrityError
+    from twotower.index.storage import _canonical
+
+    x, ids, _ = catalogue
+    index = ExactIndex() if backend == "exact" else FaissIndex("flat")
+    index.build(x, ids).save(tmp_path / "i")
+    data_file = "vectors.npy" if backend == "exact" else "index.faiss"
+    ExactIndex().build(x[::-1].copy(), ids).save(tmp_path / "other")  # the replacement
+    meta_path = tmp_path / "i" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["sha256"][data_file], meta["meta_sha256"]
+    meta["meta_sha256"] = hashlib.sha256(_canonical(meta)).hexdigest()
+    meta_path.write_text(json.dumps(meta))
+    if backend == "exact":
+        (tmp_path / "i" / data_file).write_bytes((tmp_path / "other" / data_file).read_bytes())
+    with pytest.raises(IntegrityError, match=rf"{data_file}: not listed in the checksums of .*meta.json, so it "
+                                             "cannot be verified before it is read; rebuild"):
+        load_index(tmp_path / "i")
+    del meta["sha256"], meta["meta_sha256"]  # no table at all: a KeyError before
+    meta["meta_sha256"] = hashlib.sha256(_canonical(meta)).hexdigest()
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(IntegrityError, match="not listed in the checksums"):
+        load_index(tmp_path / "i")

@@ -226,6 +226,8 @@ class VectorIndex(ABC):
     backend: str = ""
     #: True when search returns the exact top-k (ties broken by smaller id).
     is_exact: bool = False
+    #: Files ``_read`` opens: loading refuses a saved index whose checksum table does not list each of them.
+    stored_files: tuple[str, ...] = ()
 
     #: constructor arguments of the example in error messages (``FaissIndex('flat')``)
     _example_args: str = ""

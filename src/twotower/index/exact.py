@@ -92,6 +92,7 @@ class ExactIndex(VectorIndex):
 
     backend = "exact"
     is_exact = True
+    stored_files = ("vectors.npy", "ids.npy")
 
     def __init__(self, *args: Any, max_block_elems: int = 1 << 24) -> None:
         super().__init__()

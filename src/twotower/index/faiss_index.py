@@ -191,6 +191,7 @@ class FaissIndex(VectorIndex):
 
     backend = "faiss"
     _example_args = "'flat'"
+    stored_files = ("index.faiss", "ids.npy")
 
     def __init__(
         self,
