@@ -52,3 +52,58 @@ def test_deeply_nested_json_is_a_clean_4xx(client):
     body = b'{"user_id": "u1", "user_features": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     r = client.post("/recommend", content=body, headers={"content-type": "application/json"})
     assert 400 <= r.status_code < 500 and r.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------ Host header (DNS rebinding)
+# A page of another site can point its own name at 127.0.0.1: the browser then sends it this service's answers
+# (users' histories included) as same-origin ones. `twotower serve` bound to loopback answered any Host.
+
+def test_serve_bound_to_loopback_answers_the_loopback_names_only():
+    from twotower.cli.main import build_parser
+    from twotower.cli.serve_cmd import _settings
+
+    def hosts(*flags: str):
+        return _settings(build_parser().parse_args(["serve", "--run", "r", *flags])).allowed_hosts
+
+    assert hosts() == ("localhost", "127.0.0.1", "::1")
+    assert hosts("--host", "localhost") == ("localhost", "127.0.0.1", "::1")
+    assert hosts("--allow-host", "Recs.Example.com.") == ("localhost", "127.0.0.1", "::1", "recs.example.com")
+    assert hosts("--host", "0.0.0.0") is None  # exposed on purpose: any name (it warns about the exposure)
+    assert "recs.example.com" in hosts("--host", "0.0.0.0", "--allow-host", "recs.example.com")
+
+
+@pytest.mark.parametrize("host", ["localhost:8000", "127.0.0.1", "LOCALHOST", "[::1]:8000", "recs.example.com"])
+def test_a_loopback_name_or_an_allowed_one_is_answered(make_client, host):
+    client = make_client(allowed_hosts=("localhost", "127.0.0.1", "::1", "recs.example.com"))
+    r = client.get("/items/i1", headers={"host": host})
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("path", ["/users/u1", "/", "/healthz"])
+def test_another_host_name_is_refused_before_any_work(make_client, path):
+    client = make_client(allowed_hosts=("localhost", "127.0.0.1", "::1"))
+    r = client.get(path, headers={"host": "attacker.example:8000"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["type"] == "host_not_allowed" and "u1" not in r.text
+    assert err["message"] == (
+        "Host 'attacker.example:8000' is not a name this server answers to (localhost, 127.0.0.1, ::1): it is bound "
+        "to this machine, and a web page could point another name at it (DNS rebinding); to reach it under that "
+        "name, restart it with --allow-host attacker.example")
+    r = client.post("/recommend", json={"user_id": "u1"}, headers={"host": "attacker.example"})
+    assert r.status_code == 400 and "items" not in r.json()
+
+
+def test_allowed_hosts_travel_to_workers_as_json_and_are_checked():
+    import json
+    from dataclasses import asdict
+
+    from twotower.errors import ConfigError
+    from twotower.serving import ServiceSettings
+
+    s = ServiceSettings(allowed_hosts=("localhost", "[::1]"))
+    assert ServiceSettings(**json.loads(json.dumps(asdict(s)))).allowed_hosts == ("localhost", "::1")
+    assert ServiceSettings().allowed_hosts is None  # create_app from Python: no check unless asked
+    for bad in ("localhost", [], [""], [1]):
+        with pytest.raises(ConfigError, match="allowed_hosts must be a non-empty list of host names"):
+            ServiceSettings(allowed_hosts=bad)

@@ -31,6 +31,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="serve an index whose recall measured at build time missed its target (refused otherwise)")
     p.add_argument("--host", default=d.host, help="bind address (default %(default)s: this machine only)")
     p.add_argument("--port", type=int, default=d.port, help="TCP port (default %(default)s)")
+    p.add_argument("--allow-host", action="append", metavar="NAME",
+                   help="a name requests may give in their Host header besides localhost, 127.0.0.1 and ::1 (a "
+                        "reverse proxy's public name, say); repeatable. Bound to loopback (the default) the server "
+                        "answers those three only, so a web page cannot reach it by pointing its own name at "
+                        "127.0.0.1 (DNS rebinding); bound to another address it answers any name unless given")
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once (default %(default)s)")
     p.add_argument("--max-queue", type=int, default=d.max_queue,
                    help="requests waiting beyond those; more get 429 (default %(default)s)")
@@ -105,7 +110,29 @@ def _binds_every_interface(host: str) -> bool:
 
 
 #: the flags whose name is not the setting's with dashes
-_FLAG_OF = {"time_budget_s": "--time-budget", "body_timeout_s": "--body-timeout"}
+_FLAG_OF = {"time_budget_s": "--time-budget", "body_timeout_s": "--body-timeout", "allowed_hosts": "--allow-host"}
+#: the names this machine goes by on loopback, always answered when the Host header is checked
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+
+
+def _binds_loopback_only(host: str) -> bool:
+    """Does ``host`` resolve to loopback addresses only (127.0.0.1, ::1, localhost)?"""
+    import ipaddress
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
+
+
+def _allowed_hosts(host: str, extra: list[str] | None) -> tuple[str, ...] | None:
+    """The Host header names to answer: the loopback names and ``--allow-host``'s for a server bound to
+    loopback, or given ``--allow-host``; None (any) for one bound to another address without it."""
+    if not extra and not _binds_loopback_only(host):
+        return None
+    return (*LOOPBACK_NAMES, host, *(extra or ()))
 
 
 def _settings(args: argparse.Namespace) -> Any:
@@ -123,6 +150,7 @@ def _settings(args: argparse.Namespace) -> Any:
             max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
             max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout, threads=args.threads, explain_k=args.explain_k,
             time_budget_s=args.time_budget, workers=args.workers, filter_exact_max=args.filter_exact_max,
+            allowed_hosts=_allowed_hosts(args.host, args.allow_host),
         )
     except ConfigError as e:
         named = re.sub(r"ServiceSettings\.(\w+)", lambda m: _FLAG_OF.get(m[1], "--" + m[1].replace("_", "-")), str(e))

@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute
 
 from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
-from twotower.serving.middleware import BodyLimit, ConcurrencyGate, HeadAsGet, Metrics, MetricsMiddleware
+from twotower.serving.middleware import BodyLimit, ConcurrencyGate, HeadAsGet, HostCheck, Metrics, MetricsMiddleware
 from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
@@ -113,6 +113,8 @@ def create_app(
                        max_wait_s=None if settings.max_wait_ms is None else settings.max_wait_ms / 1e3)
     app.add_middleware(BodyLimit, metrics=metrics, max_bytes=settings.max_body_bytes,
                        timeout_s=settings.body_timeout_s)
+    if settings.allowed_hosts is not None:  # before any other work, inside the metrics (which count its 400s)
+        app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
     return app
 

@@ -9,6 +9,7 @@ DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
 body not sent as JSON          415    send ``Content-Type: application/json`` (+ ``Accept`` header)
 PayloadTooLarge                413    the limit in bytes
+HostNotAllowed                 400    the Host header names none of --allow-host
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
 BudgetExceeded                 503    over the time budget: what to ask for instead
 ClientGone                     499    the client left; nobody reads it (metrics do)
@@ -42,6 +43,7 @@ __all__ = [
     "BodyTimeout",
     "UnknownIdAt",
     "FeatureUnavailable",
+    "HostNotAllowed",
     "status_for",
     "error_body",
     "error_response",
@@ -59,6 +61,10 @@ class PayloadTooLarge(TwoTowerError):
 
 class BodyTimeout(TwoTowerError):
     """The request body did not arrive within ``ServiceSettings.body_timeout_s``."""
+
+
+class HostNotAllowed(TwoTowerError):
+    """The request's Host header is not among ``ServiceSettings.allowed_hosts``."""
 
 
 class FeatureUnavailable(TwoTowerError):
@@ -87,6 +93,7 @@ ERROR_MAP: tuple[tuple[type[BaseException], int, str], ...] = (
     (NotFoundError, 404, "not_found"),
     (PayloadTooLarge, 413, "payload_too_large"),
     (BodyTimeout, 408, "request_timeout"),
+    (HostNotAllowed, 400, "host_not_allowed"),
     (OverloadError, 429, "overloaded"),
     (BudgetExceeded, 503, "over_time_budget"),
     (ClientGone, 499, "client_closed_request"),

@@ -15,9 +15,10 @@ from typing import Iterable
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.errors import OverloadError
-from twotower.serving.errors import BodyTimeout, PayloadTooLarge, error_response
+from twotower.serving.errors import BodyTimeout, HostNotAllowed, PayloadTooLarge, error_response
+from twotower.serving.settings import host_name
 
-__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "UNGATED_PATHS",
+__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "HostCheck", "UNGATED_PATHS",
            "WAIT_REJECTION_MARK"]
 
 # in the message of a 429 refused for its expected wait (not for a full queue): clients such as
@@ -310,3 +311,33 @@ class HeadAsGet:
         finally:
             if "route" in inner:  # the route the router matched labels the metrics of this HEAD
                 scope["route"] = inner["route"]
+
+
+class HostCheck:
+    """Answer 400 to a request whose ``Host`` header names none of ``allowed`` (``ServiceSettings.allowed_hosts``).
+
+    A service bound to 127.0.0.1 is out of other machines' reach, not out of a browser's: a page of another site
+    can re-point its own name at 127.0.0.1 (DNS rebinding), and the browser then sends it this service's
+    answers as same-origin ones, with the site's name as ``Host``. A request without the header (HTTP/1.0) is
+    let through: browsers always send it.
+    """
+
+    def __init__(self, app: ASGIApp, *, allowed: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = tuple(allowed)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        raw = next((v for k, v in scope.get("headers", ()) if k == b"host"), None)
+        host = None if raw is None else raw.decode("latin-1")
+        if host is None or host_name(host) in self.allowed:
+            await self.app(scope, receive, send)
+            return
+        shown = host if len(host) <= 100 else host[:100] + "..."  # a bounded echo
+        err = HostNotAllowed(
+            f"Host {shown!r} is not a name this server answers to ({', '.join(self.allowed)}): it is bound to this "
+            "machine, and a web page could point another name at it (DNS rebinding); to reach it under that name, "
+            f"restart it with --allow-host {host_name(shown) or 'NAME'}")
+        await error_response(err)(scope, receive, send)

@@ -5,7 +5,18 @@ from dataclasses import dataclass
 
 from twotower.errors import ConfigError
 
-__all__ = ["ServiceSettings"]
+__all__ = ["ServiceSettings", "host_name"]
+
+
+def host_name(host: str) -> str:
+    """The name of a Host header or ``--allow-host`` value, compared as such: ``"LocalHost:8000"`` ->
+    ``"localhost"``, ``"[::1]:8000"`` -> ``"::1"``, ``"example.com."`` -> ``"example.com"``."""
+    host = host.strip().lower()
+    if host.startswith("["):  # an IPv6 literal, with or without a port
+        return host[1:].split("]", 1)[0]
+    if host.count(":") == 1:  # name:port (a bare IPv6 address holds several colons)
+        host = host.split(":", 1)[0]
+    return host.rstrip(".")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +53,11 @@ class ServiceSettings:
     # server processes (`serve --workers N`): each has its own event loop and 429 gate (max_concurrency and
     # max_queue are per worker) and maps the same item/user vectors and index files read-only
     workers: int = 1
+    # the names a request's Host header may give (port aside; `serve --allow-host`), others get 400; None: any.
+    # `twotower serve` bound to loopback answers localhost, 127.0.0.1 and ::1 only: a page of another site that
+    # re-points its own name at 127.0.0.1 (DNS rebinding) is otherwise the same origin to the browser, and reads
+    # every answer of this unauthenticated service, users' histories included
+    allowed_hosts: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         ints = {
@@ -77,6 +93,13 @@ class ServiceSettings:
             raise ConfigError(f"ServiceSettings.max_wait_ms must be milliseconds in (0, 3600000] or None, got {w!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"ServiceSettings.host must be a non-empty string, got {self.host!r}")
+        hosts = self.allowed_hosts
+        if hosts is not None:  # a list too: the settings of `serve --workers N` travel to the workers as JSON
+            if (isinstance(hosts, str) or not isinstance(hosts, (tuple, list)) or not hosts
+                    or not all(isinstance(h, str) and h.strip() for h in hosts)):
+                raise ConfigError(f"ServiceSettings.allowed_hosts must be a non-empty list of host names or None, "
+                                  f"got {hosts!r}")
+            object.__setattr__(self, "allowed_hosts", tuple(dict.fromkeys(host_name(h) for h in hosts)))
 
     @property
     def max_in_flight(self) -> int:
