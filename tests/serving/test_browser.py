@@ -130,12 +130,15 @@ def test_page_and_assets_are_served_and_local(client) -> None:
 # index.html and app.js load from a folder with a stand-in `fetch` answering from a table, so no server runs.
 
 def _canned_page(tmp: Path, answers: dict[str, object]) -> str:
-    """``file://`` URL of the explorer page whose ``fetch`` answers ``answers[path]`` (404 for any other)."""
+    """``file://`` URL of the explorer page whose ``fetch`` answers ``answers[path]`` (404 for any other), after
+    resolving the path as a browser does (``/items/..`` is ``/``, which answers the page itself: not JSON)."""
     import json
 
     page = (STATIC / "index.html").read_text(encoding="utf-8")
     stub = ("<script>const ANSWERS = " + json.dumps(answers).replace("</", "<\\/") + ";\n"
-            "window.fetch = async (path) => { const body = ANSWERS[String(path).split('?')[0]];\n"
+            "window.fetch = async (path) => { const at = new URL(String(path), 'http://page.test/').pathname;\n"
+            "  if (at === '/') return { ok: true, status: 200, statusText: 'OK', json: async () => JSON.parse('<!doctype') };\n"
+            "  const body = ANSWERS[at];\n"
             "  const ok = body !== undefined;\n"
             "  return { ok, status: ok ? 200 : 404, statusText: ok ? 'OK' : 'Not Found',\n"
             "           json: async () => ok ? body : { error: { message: 'unknown ' + path } } }; };</script>\n")
@@ -210,3 +213,19 @@ def test_explorer_lists_a_shared_categorical_value(tmp_path) -> None:
     dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
     assert 'data-ready="1"' in dom, "the page's script did not finish"
     assert _texts(dom, "muted shared") == ["shared with the last 4 history items: genres: Drama (2); decade: 1990s (3)"]
+
+
+@needs_chromium
+def test_explorer_shows_a_history_holding_the_item_id_dot_dot(tmp_path) -> None:
+    # GET /items/.. is GET / to a browser: the page itself came back as a 200 that is not JSON, was taken for an
+    # item (null), and the history panel failed with "Cannot read properties of null"
+    hist = [{"item_id": "i2", "title": "Heat", "contribution": 0.1, "genres": "Drama"}]
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 3},
+               "/items/i2": {"item_id": "i2", "title": "Heat", "genres": "Drama", "in_index": True},
+               "/recommend": _explained("Casino", {"history_items": 2, "genres": []}, hist)}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?history=..,i2", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    status = re.search(r'<p id="status"[^>]*>(.*?)</p>', dom, flags=re.S).group(1)
+    assert status == ""
+    history = re.search(r'<ol id="history-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert [html.unescape(re.sub(r"<[^>]+>", "", t)).strip() for t in re.findall(r'class="title"[^>]*>(.*?)</a>', history)] == ["Heat", ".."]

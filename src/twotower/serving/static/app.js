@@ -32,6 +32,12 @@ async function api(method, path, body) {
   const res = await fetch(path, opts);
   let data = null;
   try { data = await res.json(); } catch (_) { /* not JSON */ }
+  if (res.ok && data === null) {
+    // a 200 that is not JSON (the page itself, a proxy's page) is no answer: callers read fields of it
+    const err = new Error(`${method} ${path}: the answer is not JSON`);
+    err.status = res.status;
+    throw err;
+  }
   if (!res.ok) {
     const msg = (data && data.error && data.error.message) || (data && data.detail) || res.statusText;
     const err = new Error(msg);
@@ -39,6 +45,17 @@ async function api(method, path, body) {
     throw err;
   }
   return data;
+}
+
+// GET /items/{id} or /users/{id}. The ids "." and ".." cannot travel in a path (the browser resolves
+// /items/.. to / before it asks, %2e alike), so they are answered as unknown here, as a 404 would be.
+function getById(prefix, id) {
+  if (/^\.{1,2}$/.test(String(id))) {
+    const err = new Error(`the id ${id} cannot be looked up by URL`);
+    err.status = 404;
+    return Promise.reject(err);
+  }
+  return api("GET", prefix + encodeURIComponent(id));
 }
 
 function setStatus(text, isError) {
@@ -166,13 +183,13 @@ function renderHistory(items, note) {
 async function loadHistory(user, recs) {
   if (user.history) {
     const items = await Promise.all(user.history.slice().reverse().map((id) =>
-      api("GET", `/items/${encodeURIComponent(id)}`).catch(() => ({ item_id: id }))));
+      getById("/items/", id).catch(() => ({ item_id: id }))));
     renderHistory(items, "(ad-hoc, newest first)");
     return;
   }
   if (state.users) {
     try {
-      const res = await api("GET", `/users/${encodeURIComponent(user.user_id)}`);
+      const res = await getById("/users/", user.user_id);
       const items = res.history || res.items || [];
       const n = res.n_history !== undefined ? res.n_history : items.length;
       renderHistory(items, `(${n} items, newest first)`);
@@ -231,7 +248,7 @@ async function showSimilar(itemId) {
   const list = $("similar-list");
   list.replaceChildren();
   try {
-    const item = await api("GET", `/items/${encodeURIComponent(itemId)}`).catch(() => ({ item_id: itemId }));
+    const item = await getById("/items/", itemId).catch(() => ({ item_id: itemId }));
     head.replaceChildren(el("strong", {}, `like ${titleOf(item)}`), " ", chips(genresOf(item)));
     const res = await api("POST", "/similar-items", { item_id: String(itemId), k: 10 });
     for (const it of res.items || []) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
