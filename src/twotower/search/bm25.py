@@ -16,6 +16,7 @@ import numpy as np
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json
+from twotower.utils.extras import require
 
 __all__ = ["BM25Config", "BM25Retriever"]
 
@@ -44,10 +45,7 @@ class BM25Config:
 def _stemmer(name: str | None):
     if name is None:
         return None
-    try:
-        import Stemmer  # noqa: PLC0415
-    except ImportError as e:
-        raise ConfigError(f"stemmer={name!r} needs the PyStemmer package (pip install PyStemmer), or set stemmer=None") from e
+    Stemmer = require("Stemmer", f"BM25 with stemmer={name!r} (stemmer=None turns it off)")
     return Stemmer.Stemmer(name).stemWords
 
 
@@ -59,12 +57,11 @@ def _import_bm25s():
     """
     import sys  # noqa: PLC0415
 
-    if "bm25s" in sys.modules:
+    if sys.modules.get("bm25s") is not None:  # None: an import that failed before (require says so again)
         return sys.modules["bm25s"]
     bm25s_logger = logging.getLogger("bm25s")
     before = bm25s_logger.level
-    import bm25s  # noqa: PLC0415
-
+    bm25s = require("bm25s", "BM25 search")
     bm25s_logger.setLevel(before)
     return bm25s
 

