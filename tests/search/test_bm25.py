@@ -9,6 +9,10 @@ from twotower.search.bm25 import BM25Config, BM25Retriever
 
 from search_data import DOCS
 
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
 TEXTS = [d["title"] + " " + d["text"] for d in DOCS]
 IDS = [d["_id"] for d in DOCS]
 

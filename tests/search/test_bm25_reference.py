@@ -18,6 +18,10 @@ import pytest
 from twotower.results import PAD_ID
 from twotower.search.bm25 import BM25Config, BM25Retriever
 
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
 WORDS = ["apple", "banana", "cherry", "date", "grape", "kiwi", "lemon", "mango", "olive", "peach"]
 
 

@@ -9,6 +9,8 @@ from search_data import DOCS, write_beir
 from twotower.errors import DataError
 from twotower.search.beir import load_corpus
 
+from tests.extras import needs_text
+
 
 def test_empty_documents_are_kept_with_one_warning(tmp_path, caplog):
     docs = [*DOCS, {"_id": "e1", "title": "", "text": ""}, {"_id": "e2", "text": "   "}]
@@ -23,6 +25,7 @@ def test_empty_documents_are_kept_with_one_warning(tmp_path, caplog):
     assert "dense and hybrid search may still return them" in warnings[0].getMessage()
 
 
+@needs_text
 def test_bm25_ranks_a_collection_with_an_empty_document(tmp_path):
     from twotower.search.bm25 import BM25Retriever
 

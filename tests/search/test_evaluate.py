@@ -11,6 +11,8 @@ from twotower.results import PAD_ID, Results
 from twotower.search.evaluate import METRIC_KEYS, evaluate_retriever
 from twotower.cli.search_cmd import register
 
+from tests.extras import needs_text
+
 
 def test_metrics_by_hand():
     ids = np.full((2, 100), PAD_ID, dtype=np.int64)
@@ -46,6 +48,7 @@ def test_needs_100_columns():
         evaluate_retriever(res, [np.array([0])])
 
 
+@needs_text
 def test_cli_search_evaluate_bm25_json(beir_dir, capsys):
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -57,6 +60,7 @@ def test_cli_search_evaluate_bm25_json(beir_dir, capsys):
     assert out["Recall@100"] == pytest.approx(1.0) and out["NDCG@10"] == pytest.approx(1.0)
 
 
+@needs_text
 def test_cli_search_index_and_query(beir_dir, tmp_path, capsys):
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -86,6 +90,7 @@ def test_no_relevant_document_is_an_error_naming_the_qrels_file_not_nan(tmp_path
                            [np.array([], dtype=np.int64)])
 
 
+@needs_text
 def test_queries_counts_only_those_averaged_and_says_how_many_were_skipped(tmp_path, capsys):
     from search_data import write_beir
 

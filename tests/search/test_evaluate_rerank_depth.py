@@ -12,6 +12,10 @@ from search_data import write_beir
 from twotower.search import rerank as rerank_module
 from twotower.search.evaluate import search_evaluate
 
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
 DOCS = [{"_id": f"d{i}", "title": "", "text": f"aspirin trial number{i}"} for i in range(160)]
 
 

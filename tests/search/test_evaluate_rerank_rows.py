@@ -13,6 +13,10 @@ import pytest
 from twotower.cli.main import main
 from twotower.search import rerank as rerank_module
 
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
 
 class _Reversing:
     """A cross-encoder double that scores each query's candidates in reverse first-stage order: a harmful reranker."""

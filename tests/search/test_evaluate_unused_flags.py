@@ -11,6 +11,8 @@ import pytest
 
 from twotower.cli.main import main
 
+from tests.extras import needs_text
+
 
 @pytest.fixture
 def model_dir(tmp_path):
@@ -21,6 +23,7 @@ def model_dir(tmp_path):
     return d
 
 
+@needs_text
 def test_model_with_the_default_bm25_retriever_is_warned_about(beir_dir, model_dir, caplog, capsys):
     with caplog.at_level("WARNING"):
         assert main(["search", "evaluate", "--beir", str(beir_dir), "--model", str(model_dir), "--json"]) == 0
@@ -28,6 +31,7 @@ def test_model_with_the_default_bm25_retriever_is_warned_about(beir_dir, model_d
     assert set(json.loads(capsys.readouterr().out)) == {"NDCG@10", "Recall@10", "Recall@100", "MRR@10"}
 
 
+@needs_text
 def test_fusion_flags_without_hybrid_are_warned_about(beir_dir, caplog):
     with caplog.at_level("WARNING"):
         main(["search", "evaluate", "--beir", str(beir_dir), "--fusion", "minmax", "--bm25-weight", "0.7", "--json"])
@@ -35,6 +39,7 @@ def test_fusion_flags_without_hybrid_are_warned_about(beir_dir, caplog):
         in caplog.text
 
 
+@needs_text
 def test_plain_bm25_evaluation_warns_about_nothing(beir_dir, caplog):
     with caplog.at_level("WARNING"):
         main(["search", "evaluate", "--beir", str(beir_dir), "--json"])

@@ -9,6 +9,8 @@ from twotower.errors import ConfigError
 from twotower.search.finetune import FinetuneConfig, evaluate_loss, finetune_bi_encoder, load_bi_encoder
 from twotower.text.encoder import load_text_encoder
 
+from tests.extras import needs_text
+
 DOCS = [
     "Aspirin reduces the risk of heart attack.",
     "Vitamin D supplements do not prevent fractures.",
@@ -25,6 +27,7 @@ QUERIES = [
 ]
 
 
+@needs_text
 def test_one_step_on_8_pairs_lowers_the_loss(tmp_path):
     base = load_text_encoder()
     before = evaluate_loss(base, base, QUERIES, DOCS, max_length=32)
@@ -45,6 +48,7 @@ def test_one_step_on_8_pairs_lowers_the_loss(tmp_path):
                                res.query_encoder.encode(QUERIES[:2], show_progress=False), atol=1e-6)
 
 
+@needs_text
 def test_frozen_doc_tower_keeps_doc_weights_and_cache_key(tmp_path):
     cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-4, max_length=32, query_max_length=16,
                          train_doc_tower=False, corpus_negatives=True, negatives_per_query=0)
@@ -65,6 +69,7 @@ def test_config_errors_name_the_setting():
         FinetuneConfig(shared=True, train_doc_tower=False)
 
 
+@needs_text
 def test_embedding_for_training_does_not_call_the_deprecated_tokenize(monkeypatch):
     # newer sentence-transformers (6.3 here) warn "The `tokenize` method is deprecated" into the user's training log
     from twotower.search.finetune import _embed
@@ -81,6 +86,7 @@ def test_embedding_for_training_does_not_call_the_deprecated_tokenize(monkeypatc
     assert tuple(emb.shape) == (2, 384)
 
 
+@needs_text
 def test_the_learning_rate_schedule_counts_the_steps_taken(tmp_path):
     # a query asked twice (two relevant documents) cannot share a batch, so the batch count depends on the shuffle:
     # the schedule counted 3 steps on another shuffle while seed 2 takes 4, and the 4th ran at learning rate 0
@@ -108,6 +114,7 @@ def _record_hard_negatives(monkeypatch, n_pairs: int) -> list[list[int]]:
     return seen
 
 
+@needs_text
 def test_refreshed_negatives_are_used_from_the_hardest(monkeypatch, tmp_path):
     # the round-robin over each pair's negatives counted epochs from the first: after a re-mining, epoch 1 took the
     # fresh lists' second-hardest negative and epoch 2 their third, so the hardest one was used one epoch in three
@@ -127,6 +134,7 @@ def test_refreshed_negatives_are_used_from_the_hardest(monkeypatch, tmp_path):
     assert by_epoch[1] == by_epoch[2] == sorted(int(n[0]) for n in fresh)
 
 
+@needs_text
 def test_fixed_negatives_take_turns_epoch_by_epoch(monkeypatch, tmp_path):
     seen = _record_hard_negatives(monkeypatch, 4)
     cfg = FinetuneConfig(epochs=3, batch_size=4, lr=1e-5, max_length=32, query_max_length=16, train_doc_tower=False,

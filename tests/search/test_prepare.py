@@ -15,6 +15,8 @@ from twotower.search.beir import load_beir
 from twotower.config import PrepareConfig
 from twotower.search.prepare import prepare_beir
 
+from tests.extras import needs_text
+
 PASSAGES = ("\ufeffpid,heading,body\r\n007,Aspirin,Aspirin lowers the risk of heart attack.\r\n"
             "7,Vitamin D,Vitamin D and bone fractures in the elderly.\r\n"
             'NA,Statins,"Statins, cholesterol and the heart."\r\n'
@@ -80,6 +82,7 @@ def test_bad_tables_are_refused_naming_file_row_and_column(files):
         prepare_beir(files / "passages.csv", files / "blank.csv", files / "out", PrepareConfig(**COLS))
 
 
+@needs_text
 def test_cli_with_a_split_column_then_bm25_evaluates_it(files, capsys):
     (files / "pairs.tsv").write_text("q\tdoc\tgrade\tpart\n"
                                      "does aspirin prevent heart attacks\t007\t2\ttrain\n"

@@ -6,6 +6,8 @@ import pytest
 from twotower.results import PAD_ID, Results
 from twotower.search.rerank import CrossEncoderReranker
 
+from tests.extras import needs_text
+
 
 class OverlapModel:
     """Test double for a CrossEncoder: score = number of shared words."""
@@ -35,6 +37,7 @@ def test_reranker_skips_padding():
     assert out.ids[0].tolist() == [2, PAD_ID] and rr.last_pairs == 1
 
 
+@needs_text
 def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tmp_path):
     """Head-only training (every transformer layer frozen) on 4 groups: the loss falls, frozen weights stay."""
     import json
@@ -79,6 +82,7 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
     assert torch.equal(got, dict(base.model.named_parameters())[frozen])
 
 
+@needs_text
 def test_cross_encoder_training_and_loading_write_no_progress_bars_to_a_redirected_log(tmp_path):
     """`rerank train` and `search evaluate --retriever bm25 --rerank CE` (where the cross-encoder is the first model
     the process loads) wrote Hugging Face's "Loading weights" / "Writing model shards" tqdm bars, carriage returns
@@ -123,6 +127,7 @@ def test_reranking_with_progress_logs_periodic_lines_not_a_tqdm_bar(monkeypatch,
     assert Recording.bars == [False, False, False]
 
 
+@needs_text
 def test_train_cross_encoder_refuses_a_max_length_past_the_models_positions(tmp_path):
     # MiniLM reads 512 word pieces: --max-length 1000 was a tensor-size RuntimeError at the first step
     from twotower.errors import ConfigError

@@ -16,6 +16,8 @@ from twotower.cli.main import build_parser, main
 from twotower.config import RerankTrainConfig
 from twotower.search.negatives import MiningConfig
 
+from tests.extras import needs_text
+
 
 @pytest.fixture
 def fake_training(monkeypatch):
@@ -39,6 +41,7 @@ def _train(beir_dir, tmp_path, *flags: str) -> int:
     return main(["rerank", "train", "--beir", str(beir_dir), "--out", str(tmp_path / "ce"), *flags])
 
 
+@needs_text
 def test_a_loss_near_chance_is_reported_and_warned_about(beir_dir, tmp_path, fake_training, capsys, caplog):
     with caplog.at_level("WARNING"):
         assert _train(beir_dir, tmp_path) == 0
@@ -53,6 +56,7 @@ def test_a_loss_near_chance_is_reported_and_warned_about(beir_dir, tmp_path, fak
             "--epochs (now 1) or on more training queries (3 judgements in split 'train')") in caplog.text
 
 
+@needs_text
 def test_a_loss_well_below_chance_is_reported_without_a_warning(beir_dir, tmp_path, fake_training, capsys, caplog):
     _, tail = fake_training
     tail.update(loss=0.41, group_sizes=[2, 4], chance_loss=1.2)
@@ -63,6 +67,7 @@ def test_a_loss_well_below_chance_is_reported_without_a_warning(beir_dir, tmp_pa
     assert "barely learned" not in caplog.text
 
 
+@needs_text
 def test_lr_batch_size_and_mining_flags_reach_the_training(beir_dir, tmp_path, fake_training, caplog):
     calls, _ = fake_training
     with caplog.at_level("INFO", logger="twotower.search.negatives"):
@@ -101,6 +106,7 @@ def test_batch_size_of_zero_names_the_flag(beir_dir, tmp_path, fake_training, ca
     assert capsys.readouterr().err.strip() == "error: --batch-size must be >= 1, got 0"
 
 
+@needs_text
 def test_the_new_heads_load_report_is_not_shown(caplog, capfd):
     """transformers' LOAD REPORT table ('classifier.weight | MISSING', coloured on a terminal) read like an error
     at the start of every rerank train; a new head is expected to be missing from the base model."""

@@ -11,6 +11,10 @@ from twotower.search import SearchIndex
 from twotower.search.beir import load_corpus
 from twotower.serving import ServiceSettings, create_app
 
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory):

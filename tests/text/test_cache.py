@@ -9,6 +9,8 @@ from twotower.errors import IntegrityError
 from twotower.text.cache import EmbeddingCache, cached_encode
 from twotower.text.encoder import TextEncoder
 
+from tests.extras import needs_text
+
 
 class CountingEncoder(TextEncoder):
     """Deterministic fake: each text maps to a hash-seeded unit vector; counts encoded texts."""
@@ -75,6 +77,7 @@ def test_truncated_index_is_an_integrity_error(tmp_path):
         cached_encode(enc, ["x"], tmp_path, max_length=8)
 
 
+@needs_text
 def test_real_minilm_encodes_a_few_sentences(tmp_path):
     from twotower.text.encoder import load_text_encoder
 
@@ -87,6 +90,7 @@ def test_real_minilm_encodes_a_few_sentences(tmp_path):
     np.testing.assert_allclose(cached_encode(enc, texts, tmp_path, max_length=32), emb)
 
 
+@needs_text
 def test_encoder_reports_its_dimension():
     from twotower.text import load_text_encoder
 
