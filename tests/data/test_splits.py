@@ -128,3 +128,28 @@ def test_a_split_that_leaves_valid_and_test_empty_says_so_at_split_time(caplog):
         leave_last_n_out(df, 1)
         temporal_split(df)
     assert "empty" not in caplog.text
+
+
+def _time_cut(df):  # at the second and third second, whether the frame holds seconds or datetimes (ns)
+    scale = 10**9 if pd.api.types.is_datetime64_any_dtype(df["timestamp"]) else 1
+    return global_time_split(df, 2 * scale, 3 * scale, time_unit="ns" if scale > 1 else "auto")
+
+
+@pytest.mark.parametrize("split", [temporal_split, leave_last_n_out, lambda df: random_split(df, seed=0), _time_cut])
+def test_a_frame_the_splits_would_misorder_is_refused_naming_its_row(split):
+    # Before: timestamps were cast to int64 without a word: 1.7 s tied with 1.2 s and, ties going by item id,
+    # the latest row (item 5 at 1.7) went to train and the earlier ones to valid and test; NaN became the
+    # smallest integer; a missing id was split as the user "nan"
+    rows = {"user_id": ["a"] * 4, "item_id": ["5", "6", "7", "8"]}
+    for ts, pos in (([1.0, 1.2, 1.5, 1.7], 1), ([1, 2, float("nan"), 4], 2), (["2024-01-02", "x", "y", "z"], 0)):
+        with pytest.raises(DataError, match="not a whole epoch time") as e:
+            split(pd.DataFrame({**rows, "timestamp": ts}))
+        assert e.value.row == pos and e.value.unit == "iloc" and e.value.column == "timestamp"
+        assert "read_interactions" in str(e.value)
+    with pytest.raises(DataError, match="missing") as e:
+        split(pd.DataFrame({"user_id": ["a", None, "a", "a"], "item_id": rows["item_id"], "timestamp": [1, 2, 3, 4]}))
+    assert e.value.row == 1 and e.value.column == "user_id"
+    # whole numbers, pandas' nullable integers and datetimes order as they did
+    for ts in ([1.0, 2.0, 3.0, 4.0], pd.array([1, 2, 3, 4], dtype="Int64"), pd.to_datetime([1, 2, 3, 4], unit="s")):
+        s = split(pd.DataFrame({**rows, "timestamp": ts}))
+        assert len(s.train) + len(s.valid) + len(s.test) == 4

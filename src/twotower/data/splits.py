@@ -60,6 +60,40 @@ def _check_df(df: pd.DataFrame) -> None:
             )
     if len(df) == 0:
         raise DataError("no interactions to split")
+    _check_values(df)
+
+
+_READ_FIRST = ("; pass the frame through twotower.read_interactions(df) first, which reads ids as text and "
+               "timestamps as epoch times (dates too), naming any row it cannot read")
+
+
+def _check_values(df: pd.DataFrame) -> None:
+    """Refuse what the splits would misplace without a word in a frame not made by read_interactions.
+
+    They order rows by ``timestamp`` cast to int64: a missing time became the smallest integer (the user's
+    oldest row, so in train), fractions were cut off (1.7 s tied with 1.2 s, and the tie by item id could put
+    the later row in train and the earlier in test), and a missing id was split as the user or item "nan".
+    """
+    for col in ("user_id", "item_id"):
+        missing = df[col].isna().to_numpy(dtype=bool)
+        if missing.any():
+            raise DataError(f"{col} is missing (an empty id){_READ_FIRST}", row=int(np.flatnonzero(missing)[0]),
+                            column=col, unit="iloc")
+    ts = df["timestamp"]
+    if pd.api.types.is_datetime64_any_dtype(ts) or pd.api.types.is_integer_dtype(ts):
+        bad = ts.isna().to_numpy(dtype=bool)
+    elif pd.api.types.is_float_dtype(ts):
+        values = ts.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(values)
+        bad[~bad] = np.floor(values[~bad]) != values[~bad]
+    else:  # text, booleans, objects: not times the int64 cast can order
+        bad = np.ones(len(ts), dtype=bool)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        value = ts.iloc[pos]
+        value = value.item() if isinstance(value, np.generic) else value
+        raise DataError(f"timestamp {value!r} ({ts.dtype}) is missing or not a whole epoch time, so the split "
+                        f"cannot order this row{_READ_FIRST}", row=pos, column="timestamp", unit="iloc")
 
 
 def _check_ratios(ratios: Any, setting: str = "ratios") -> tuple[float, float, float]:
