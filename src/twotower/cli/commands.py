@@ -706,7 +706,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig, TrainConfig
     from twotower.data.readers import read_interactions
     from twotower.data.splits import global_time_split
-    from twotower.pipeline.sources import _split, column_map
+    from twotower.pipeline.sources import _read_counts, _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text
 
     _check_method_flags(args)
@@ -757,10 +757,14 @@ def cmd_data_split(args: argparse.Namespace) -> int:
                                   time_unit=reading.time_unit)
     else:
         split = _split(df, cfg, args.seed)
+    # the input's rows the reader dropped (duplicates): without them the report's rows summed to fewer than the
+    # file held, and nothing in it said why (train's run.json has the same counts under "read")
+    read = _read_counts(df) if "report" in df.attrs else {}
+    report = {**split.report, "read": read} if read else split.report
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
-    files[out / "split_report.json"] = json_text(split.report).encode("utf-8")
+    files[out / "split_report.json"] = json_text(report).encode("utf-8")
     earlier_split = (out / "split_report.json").is_file()
     atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
@@ -772,8 +776,11 @@ def cmd_data_split(args: argparse.Namespace) -> int:
                     "table), so `train --items/--users` would read another data set's; remove %s if the earlier "
                     "split wrote %s, or split into a new --out", out, " and ".join(left),
                     "is" if len(left) == 1 else "are", args.input, *(("it", "it") if len(left) == 1 else ("them", "them")))
+    dropped = read.get("rows_read", 0) - read.get("rows", 0)
     print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
-          f"test.csv ({len(split.test)}), {', '.join(extra)}")
+          f"test.csv ({len(split.test)}), {', '.join(extra)}"
+          + (f"; {dropped} duplicate row(s) of the input dropped ({read['duplicates_dropped']} exact, "
+             f"{read['conflicting_duplicates_dropped']} with another rating)" if dropped else ""))
     return 0
 
 
