@@ -153,3 +153,17 @@ def test_a_frame_the_splits_would_misorder_is_refused_naming_its_row(split):
     for ts in ([1.0, 2.0, 3.0, 4.0], pd.array([1, 2, 3, 4], dtype="Int64"), pd.to_datetime([1, 2, 3, 4], unit="s")):
         s = split(pd.DataFrame({**rows, "timestamp": ts}))
         assert len(s.train) + len(s.valid) + len(s.test) == 4
+
+
+def test_ties_go_by_item_id_as_the_vocabulary_orders_them():
+    # Before: ids past int64 made the splits order ties as text ("10000000000000000000" < "9", so "9" was
+    # held out as the later item) while the vocabulary, whose rows order the histories' ties, kept them
+    # numeric; and "007" and "7" tied, file order deciding, where the vocabulary puts "007" first
+    from twotower.data.vocab import sort_ids
+
+    big = "1" + "0" * 19
+    for later, first in ((big, "9"), ("7", "007")):
+        df = make([("u", "0", 1), ("u", later, 5), ("u", first, 5), ("v", "1", 1)])  # file order: later first
+        s = leave_last_n_out(df, 1)
+        assert s.test["item_id"].tolist() == [later] and s.valid["item_id"].tolist() == [first]
+        assert sort_ids([later, first]) == [first, later]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import numbers
-import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -20,6 +19,7 @@ import pandas as pd
 from twotower.config import TIME_UNITS
 from twotower.data.timeunits import (ROW_ORDER, UNIT_NAMES, convert, date_in_unit, report_unit, show_time,
                                      unit_of)
+from twotower.data.vocab import sort_ids
 from twotower.errors import ConfigError, DataError
 
 __all__ = [
@@ -33,7 +33,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_INT_RE = re.compile(r"^[+-]?\d+$")
 _EPS = 1e-9
 
 
@@ -114,16 +113,15 @@ def _check_ratios(ratios: Any, setting: str = "ratios") -> tuple[float, float, f
 
 
 def item_order_key(items: pd.Series) -> np.ndarray:
-    """An int64 key ordering item ids numerically when all are integers, else as text."""
+    """An int64 key ordering item ids as the vocabulary orders them (:func:`~twotower.data.vocab.sort_ids`).
+
+    Numerically when all are integers ("2" < "10", "007" just before "7"), else as text. One rule for the
+    splits' ties and the histories' (which go by vocabulary row): ids past int64 used to fall back to text
+    order here while the vocabulary kept them numeric, and "007" and "7" tied here (file order decided).
+    """
     values = items.astype(str).to_numpy(dtype=object)
-    uniq = pd.unique(values)
-    if all(_INT_RE.match(v) for v in uniq):
-        try:
-            return np.array([int(v) for v in values], dtype=np.int64)
-        except OverflowError:
-            pass
-    codes, _ = pd.factorize(pd.Series(values), sort=True)
-    return codes.astype(np.int64)
+    ranks = pd.Index(sort_ids(pd.unique(values)), dtype=object)
+    return ranks.get_indexer(values).astype(np.int64)
 
 
 def _sorted_positions(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
