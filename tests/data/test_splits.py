@@ -167,3 +167,24 @@ def test_ties_go_by_item_id_as_the_vocabulary_orders_them():
         s = leave_last_n_out(df, 1)
         assert s.test["item_id"].tolist() == [later] and s.valid["item_id"].tolist() == [first]
         assert sort_ids([later, first]) == [first, later]
+
+
+def test_the_library_splits_default_to_the_config_and_cut_as_the_cli_does(tmp_path):
+    # Before: random_split's seed defaulted to 0 while `data split --method random` and `train --data FILE
+    # data.split=random` use train.seed (42), so tt.random_split(df) and the CLI cut the same rows two ways
+    import inspect
+
+    from twotower.cli.main import main
+    from twotower.config import DataConfig, TrainConfig
+
+    params = {f.__name__: inspect.signature(f).parameters for f in (temporal_split, leave_last_n_out, random_split)}
+    assert params["random_split"]["seed"].default == TrainConfig.seed
+    assert params["random_split"]["ratios"].default == params["temporal_split"]["ratios"].default == DataConfig.ratios
+    assert params["leave_last_n_out"]["n"].default == DataConfig.leave_n
+    src = tmp_path / "in.csv"
+    src.write_text("user_id,item_id,timestamp\n" + "".join(f"u{i % 5},{i},{i}\n" for i in range(60)), encoding="utf-8")
+    assert main(["data", "split", "--input", str(src), "--method", "random", "--out", str(tmp_path / "s")]) == 0
+    s = random_split(read_interactions(src))
+    for name, part in zip(("train", "valid", "test"), s):
+        written = read_interactions(tmp_path / "s" / f"{name}.csv")
+        assert sorted(written["item_id"]) == sorted(part["item_id"]), name

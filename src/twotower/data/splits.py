@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from twotower.config import TIME_UNITS
+from twotower.config import TIME_UNITS, DataConfig, TrainConfig
 from twotower.data.timeunits import (ROW_ORDER, UNIT_NAMES, convert, date_in_unit, report_unit, show_time,
                                      unit_of)
 from twotower.data.vocab import sort_ids
@@ -189,7 +189,7 @@ def _finish(method: str, train: pd.DataFrame, valid: pd.DataFrame, test: pd.Data
     return Split(_clean(train), _clean(valid), _clean(test), report)
 
 
-def temporal_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1)) -> Split:
+def temporal_split(df: pd.DataFrame, ratios: Sequence[float] = DataConfig.ratios) -> Split:
     """Per user, oldest interactions to train and newest to test.
 
     Each user's rows are sorted by (timestamp, item id — numeric when ids are
@@ -223,7 +223,7 @@ def temporal_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1)) 
     )
 
 
-def leave_last_n_out(df: pd.DataFrame, n: int = 1) -> Split:
+def leave_last_n_out(df: pd.DataFrame, n: int = DataConfig.leave_n) -> Split:
     """Per user, the last ``n`` rows to test and the ``n`` before to valid.
 
     Users with fewer than ``2n + 1`` rows stay in train (``users_train_only``).
@@ -372,8 +372,13 @@ def global_time_split(
                    {"valid_start": v, "test_start": t, "time_unit": reported})
 
 
-def random_split(df: pd.DataFrame, ratios: Sequence[float] = (0.8, 0.1, 0.1), seed: int = 0) -> Split:
-    """Shuffle interactions with ``seed`` and cut by ``ratios`` (per interaction, not per user)."""
+def random_split(df: pd.DataFrame, ratios: Sequence[float] = DataConfig.ratios,
+                 seed: int = TrainConfig.seed) -> Split:
+    """Shuffle interactions with ``seed`` and cut by ``ratios`` (per interaction, not per user).
+
+    The defaults are the config's (``data.ratios``, ``train.seed``), so ``random_split(df)`` is the split
+    `twotower data split --method random` and `train --data FILE data.split=random` make of the same rows.
+    """
     r_train, r_valid, r_test = _check_ratios(ratios)
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ConfigError(f"seed must be an integer, got {seed!r}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from twotower.config import DATA_FILE_SETTINGS, DataConfig
+from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
@@ -69,7 +69,7 @@ def column_map(cfg: DataConfig) -> ColumnMap:
     return ColumnMap(user=cfg.user_col, item=cfg.item_col, timestamp=cfg.timestamp_col, rating=cfg.rating_col)
 
 
-def load_sources(cfg: DataConfig, *, seed: int = 42, frames: Mapping[str, pd.DataFrame] | None = None,
+def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mapping[str, pd.DataFrame] | None = None,
                  embeds_titles: bool = False) -> Sources:
     """Read and split according to ``cfg``.
 
