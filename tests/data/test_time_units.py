@@ -245,3 +245,18 @@ def test_files_read_together_are_put_on_one_time_scale(tmp_path):
                                   test=str(tmp_path / "numbers.csv")))
     assert src.valid["timestamp"].tolist() == [1_396_867_871_000]
     assert src.test["timestamp"].tolist() == [1_396_867_872]  # numbers are kept as the file has them
+
+
+def test_a_time_cut_of_a_sasrec_file_says_its_timestamps_are_each_users_line_numbers(tmp_path, caplog):
+    # Before: the messages said "positions in file order", so a user cut at a line of the file (which no
+    # timestamp reaches: they are each user's line numbers) and got empty valid and test parts
+    p = tmp_path / "seq.txt"
+    p.write_text("1 1\n1 2\n1 3\n1 4\n2 2\n2 3\n2 5\n", encoding="utf-8")
+    df = read_interactions(p)
+    with caplog.at_level("WARNING"):
+        s = global_time_split(df, 5, 6)
+    assert len(s.valid) == len(s.test) == 0
+    assert "each user's line numbers (0 to 3; SASRec format)" in caplog.text and "--method leave_last" in caplog.text
+    assert "file order" not in caplog.text
+    with pytest.raises(ConfigError, match="each user's line numbers"):
+        global_time_split(df, "2024-05-01", "2024-06-01")

@@ -260,9 +260,17 @@ def _to_epoch(value: Any, setting: str, unit: str = "s") -> int:
     return date_in_unit(value, unit, setting)
 
 
-def _span(ts: np.ndarray, unit: str | None, declared: bool = False) -> str:
-    """The data's time range for messages, with the dates it means and the unit it was read in."""
+def _span(ts: np.ndarray, unit: str | None, declared: bool = False, per_user: bool = False) -> str:
+    """The data's time range for messages, with the dates it means and the unit it was read in.
+
+    ``per_user``: the timestamps are each user's line numbers (SASRec format), not positions in the file, so
+    "positions in file order" sent the user to cut at a line of the file, which no timestamp reaches.
+    """
     lo, hi = int(ts.min()), int(ts.max())
+    if unit is None and per_user:
+        return (f"the data has no times: its timestamps are each user's line numbers ({lo} to {hi}; SASRec format), "
+                "so a cut-off N keeps every user's first N lines in train rather than cutting the file at line N; "
+                "--method leave_last (data.split=leave_last) holds out each user's last lines")
     if unit is None:
         return f"the data's timestamps run from {lo} to {hi}, positions in file order rather than times"
     how = "data.time_unit" if declared else "told from their size; data.time_unit sets it"
@@ -280,7 +288,8 @@ def _yyyymmdd(value: Any) -> pd.Timestamp | None:
         return None
 
 
-def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray, declared: bool = False) -> int:
+def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray, declared: bool = False,
+            per_user: bool = False) -> int:
     """One cut-off in the data's unit: a date converted, a number checked to be of the data's magnitude.
 
     A number of another magnitude (epoch seconds against millisecond data) puts every row on one side of
@@ -290,7 +299,8 @@ def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray, declared
     """
     if unit is None:  # row or line order: a position can be cut at, a date cannot
         if not isinstance(value, numbers.Real):
-            raise ConfigError(f"{setting}={value!r} is a date, but the data has no time column ({_span(ts, unit)}); "
+            raise ConfigError(f"{setting}={value!r} is a date, but the data has no time column "
+                              f"({_span(ts, unit, per_user=per_user)}); "
                               "map its time column with data.timestamp_col, or cut at a position")
         return _to_epoch(value, setting)
     if not isinstance(value, numbers.Real):
@@ -356,8 +366,9 @@ def global_time_split(
     declared = time_unit != "auto"
     reported = report_unit(df, time_unit)  # the rule every split's report uses
     unit = None if reported == ROW_ORDER else reported
-    v = _cutoff(valid_start, names[0], unit, ts, declared)
-    t = _cutoff(test_start, names[1], unit, ts, declared)
+    per_user = str(df.attrs.get("report", {}).get("timestamp_source", "")).startswith("line order")
+    v = _cutoff(valid_start, names[0], unit, ts, declared, per_user)
+    t = _cutoff(test_start, names[1], unit, ts, declared, per_user)
     if v > t:
         raise ConfigError(f"{names[0]} ({valid_start!r}) must not be after {names[1]} ({test_start!r})")
     is_train = ts < v
@@ -365,9 +376,9 @@ def global_time_split(
     is_valid = ~(is_train | is_test)
     if not is_train.any():
         raise DataError(f"global_time left the train part empty: no row is before {names[0]} "
-                        f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared)}")
+                        f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared, per_user)}")
     _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
-                      _span(ts, unit, declared))
+                      _span(ts, unit, declared, per_user))
     return _finish("global_time", s[is_train], s[is_valid], s[is_test],
                    {"valid_start": v, "test_start": t, "time_unit": reported})
 
