@@ -261,3 +261,25 @@ def test_the_split_report_counts_the_duplicate_rows_the_input_lost(tmp_path, cap
     assert report["read"] == {"rows_read": 6, "rows": 4, "duplicates_dropped": 1, "conflicting_duplicates_dropped": 1}
     assert report["train_rows"] + report["valid_rows"] + report["test_rows"] == report["read"]["rows"]
     assert "2 duplicate row(s) of the input dropped (1 exact, 1 with another rating)" in capsys.readouterr().out
+
+
+def test_a_split_into_a_folder_another_split_is_writing_is_refused_and_changes_nothing(tmp_path, capsys):
+    """Two `data split --out D` at once could interleave their file moves (one's train.csv beside the other's
+    test.csv); the one that finds the folder's writer lock held is refused and writes nothing."""
+    import fcntl
+
+    from twotower.utils.folder_lock import LOCK_FILE
+
+    data = write_dataset(tmp_path / "data", n_users=20, per_user=10)
+    out = tmp_path / "split"
+    assert main(["data", "split", "--input", str(data["train"]), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.name != LOCK_FILE}
+    with open(out / LOCK_FILE, "w") as other:
+        fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other.write("4242\n")
+        other.flush()
+        capsys.readouterr()
+        assert main(["data", "split", "--input", str(data["train"]), "--out", str(out), "--method", "random"]) == 2
+        assert capsys.readouterr().err.strip() == (f"error: {out}: another twotower data split (pid 4242) is writing "
+                                                   "this folder; wait for it to finish, or split into another --out")
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != LOCK_FILE} == before

@@ -708,6 +708,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _read_counts, _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text
+    from twotower.utils.folder_lock import exclusive_writer
 
     _check_method_flags(args)
     defaults = DataConfig()
@@ -766,7 +767,10 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
     files[out / "split_report.json"] = json_text(report).encode("utf-8")
     earlier_split = (out / "split_report.json").is_file()
-    atomic_write_set(files)
+    # one writer at a time: two splits into one folder at once could interleave their moves (this one's train.csv
+    # beside the other's test.csv); each set is whole, and the second is refused rather than mixed in
+    with exclusive_writer(out, "twotower data split", "wait for it to finish, or split into another --out"):
+        atomic_write_set(files)
     extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
     # an earlier --dataset split's tables beside this split's files read as its own (train --items out/items.csv);
     # they may be the user's, so they are named, not removed
