@@ -391,6 +391,10 @@ class LossConfig:
 #: What train.threads = None means (utils.runtime.auto_threads), as the --help of `train` and `demo` state it.
 TRAIN_THREADS_DEFAULT = "TWOTOWER_THREADS, else half the idle cores, at least 1"
 
+#: The most threads any setting may ask for (--threads, TWOTOWER_THREADS, train.threads, serve's): torch takes a
+#: C int and raised a bare "Overflow when unpacking long" above 2**31 - 1; far above any machine's cores anyway.
+MAX_THREADS = 1024
+
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
@@ -467,6 +471,7 @@ class TrainConfig:
         _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
+        _check(self.threads is None or self.threads <= MAX_THREADS, "train.threads", f"must be at most {MAX_THREADS}")
         # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
         _check(self.max_examples_per_epoch is None or self.max_examples_per_epoch >= 2, "train.max_examples_per_epoch",
                "must be >= 2 (a batch needs two examples) or null for every example")

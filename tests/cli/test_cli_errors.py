@@ -35,7 +35,32 @@ def test_threads_below_one_is_an_error_not_a_torch_runtime_error(threads, capsys
 def test_bad_twotower_threads_env_is_an_error(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TWOTOWER_THREADS", "lots")
     assert main(["recommend", "--run", str(tmp_path), "--user", "u1"]) == 2
-    assert "TWOTOWER_THREADS must be an integer >= 1" in capsys.readouterr().err
+    assert "TWOTOWER_THREADS must be an integer from 1 to 1024" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["evaluate", "--run", "RUN"], ["recommend", "--run", "RUN", "--user", "u1"], ["export", "--run", "RUN", "--out", "O"],
+    ["index", "build", "--run", "RUN"], ["search", "query", "--index", "RUN", "q"]])
+def test_a_huge_thread_count_is_refused_by_flag_not_a_torch_overflow(argv, capsys, tmp_path):
+    # 99999999999999999999 passed the >= 1 check and reached torch.set_num_threads: "Overflow when unpacking long"
+    argv = [str(tmp_path) if a == "RUN" else str(tmp_path / "o") if a == "O" else a for a in argv]
+    assert main(argv + ["--threads", "99999999999999999999"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --threads must be at most 1024, got 99999999999999999999"
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_huge_thread_count_env_or_setting_is_refused_by_name(capsys, tmp_path, monkeypatch):
+    from twotower.config import TrainConfig
+    from twotower.errors import ConfigError
+    from twotower.utils.runtime import set_threads
+
+    monkeypatch.setenv("TWOTOWER_THREADS", str(2**31))
+    assert main(["recommend", "--run", str(tmp_path), "--user", "u1"]) == 2
+    assert "TWOTOWER_THREADS must be an integer from 1 to 1024, got '2147483648'" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="train.threads"):
+        TrainConfig(threads=2**31)
+    with pytest.raises(ConfigError, match="threads: expected at most 1024"):
+        set_threads(2**31)
 
 
 def test_serve_on_a_taken_port_says_so_before_loading(tmp_path, capsys):

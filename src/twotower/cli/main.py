@@ -249,18 +249,24 @@ def _quiet_broken_pipe() -> int:
 
 
 def _check_threads(args: argparse.Namespace) -> str | None:
-    """``--threads`` and ``TWOTOWER_THREADS`` must be integers >= 1 (torch raises a bare RuntimeError otherwise)."""
+    """``--threads``, ``--encoder-threads`` and ``TWOTOWER_THREADS`` must be integers from 1 to MAX_THREADS (torch
+    raises a bare RuntimeError below 1 and "Overflow when unpacking long" above a C int)."""
+    from twotower.config import MAX_THREADS
+
     threads = getattr(args, "threads", None)
     if threads is not None and threads < 1:
         return f"--threads must be an integer >= 1, got {threads}"
+    for flag, n in (("--threads", threads), ("--encoder-threads", getattr(args, "encoder_threads", None))):
+        if n is not None and n > MAX_THREADS:
+            return f"{flag} must be at most {MAX_THREADS}, got {n}"
     env = os.environ.get("TWOTOWER_THREADS", "")
     if env.strip():
         try:
-            ok = int(env) >= 1
+            ok = 1 <= int(env) <= MAX_THREADS
         except ValueError:
             ok = False
         if not ok:
-            return f"TWOTOWER_THREADS must be an integer >= 1, got {env!r}; unset it or fix it"
+            return f"TWOTOWER_THREADS must be an integer from 1 to {MAX_THREADS}, got {env!r}; unset it or fix it"
     return None
 
 

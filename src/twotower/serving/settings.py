@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from twotower.config import MAX_THREADS
 from twotower.errors import ConfigError
 
 __all__ = ["ServiceSettings", "host_name"]
@@ -69,7 +70,7 @@ class ServiceSettings:
             "max_body_bytes": (64, None),
             "max_concurrency": (1, None),
             "max_queue": (0, None),
-            "threads": (1, None),
+            "threads": (1, MAX_THREADS),
             "precompute_users_max": (0, None),
             "filter_exact_max": (0, None),
             "explain_k": (1, None),

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from twotower.config import MAX_THREADS
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
@@ -72,8 +73,9 @@ class EncoderSettings:
             raise ConfigError(f"encoder backend must be one of {', '.join(BACKEND_CHOICES)}, got {self.backend!r} "
                               "(set it with --encoder-backend or TWOTOWER_ENCODER_BACKEND)")
         if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
-                                         or self.threads < 1):
-            raise ConfigError(f"encoder threads must be a positive integer or None, got {self.threads!r}")
+                                         or not 1 <= self.threads <= MAX_THREADS):
+            raise ConfigError(f"encoder threads must be a positive integer up to {MAX_THREADS} or None, "
+                              f"got {self.threads!r}")
         if not self.progress_seconds > 0:
             raise ConfigError(f"progress_seconds must be > 0, got {self.progress_seconds!r}")
 

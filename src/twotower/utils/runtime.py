@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from twotower.config import MAX_THREADS
 from twotower.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ def threads_from_env(default: int | None = None) -> int | None:
     if value is None or value == "":
         return default
     n = int(value)
-    if n < 1:
-        raise ValueError(f"TWOTOWER_THREADS must be >= 1, got {value}")
+    if not 1 <= n <= MAX_THREADS:
+        raise ValueError(f"TWOTOWER_THREADS must be from 1 to {MAX_THREADS}, got {value}")
     return n
 
 
@@ -79,6 +80,8 @@ def set_threads(n: int | None) -> None:
         return
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:  # torch's own refusal names no setting
         raise ConfigError(f"threads: expected a whole number >= 1, got {n!r}")
+    if n > MAX_THREADS:  # torch's own refusal of a huge count is a bare OverflowError-like ValueError
+        raise ConfigError(f"threads: expected at most {MAX_THREADS}, got {n!r}")
     import torch
     from threadpoolctl import threadpool_limits
 
