@@ -76,6 +76,12 @@ def test_index_build_rejects_bad_arguments(run_dir, capsys):
     assert "--target-recall" in capsys.readouterr().err
 
 
+def test_index_build_refuses_a_huge_k_before_loading_the_run(tmp_path, capsys):
+    # exact search pads its answer to k: 99999999999999999999 was a numpy TypeError after the run had loaded
+    assert main(["index", "build", "--run", str(tmp_path / "no-run"), "--k", "99999999999999999999"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --k must be at most 10000, got 99999999999999999999"
+
+
 def test_index_build_auto_on_a_small_catalogue_is_exact_and_says_why(run_dir, tmp_path, capsys):
     out = tmp_path / "auto"  # a generous budget: the choice, not this machine's speed, is under test
     assert main(["index", "build", "--run", str(run_dir), "--queries", "10", "--out", str(out),

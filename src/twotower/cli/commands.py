@@ -509,8 +509,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
 
     k = args.k if args.k is not None else (100 if args.users else ServiceSettings.default_k)
-    if not 1 <= k <= 10_000:
-        raise ConfigError(f"--k must be between 1 and 10000, got {k}")
+    from twotower.config import MAX_K
+
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}")
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")

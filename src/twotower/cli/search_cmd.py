@@ -471,10 +471,15 @@ def _check_query_args(args: argparse.Namespace) -> None:
     """--k and the query texts, checked before the index is loaded."""
     from twotower.errors import ConfigError
 
+    from twotower.config import MAX_K
+
     if args.k < 1:
         raise ConfigError(f"--k must be >= 1, got {args.k}")
     if args.rerank_top < 1:
         raise ConfigError(f"--rerank-top must be >= 1, got {args.rerank_top}")
+    for flag, n in (("--k", args.k), ("--rerank-top", args.rerank_top)):
+        if n > MAX_K:  # the hits are padded to k: a huge one was a numpy TypeError or a MemoryError
+            raise ConfigError(f"{flag} must be at most {MAX_K}, got {n}")
     for n, text in enumerate(args.text, start=1):
         where = f"query {n}" if len(args.text) > 1 else "query"
         try:

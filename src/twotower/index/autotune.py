@@ -30,6 +30,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_queries, check_vectors
 from twotower.index.exact import ExactIndex
@@ -90,6 +91,8 @@ class IndexPolicy:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.k > MAX_K:  # exact search pads its answer to k: a huge k was a numpy TypeError or a MemoryError
+            raise ConfigError(f"k must be at most {MAX_K}, got {self.k!r}")
         if not (isinstance(self.target_recall, (int, float)) and 0.0 < self.target_recall <= 1.0):
             raise ConfigError(f"target_recall must be in (0, 1], got {self.target_recall!r}")
 
