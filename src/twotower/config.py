@@ -591,6 +591,13 @@ class PrepareConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "prepare.")
+        for name in ("passage_id", "passage_text", "passage_title", "query", "query_id", "pair_passage", "score",
+                     "split"):
+            value = getattr(self, name)
+            # "" read as "no such column" in some places and as a column named "" in others (a KeyError traceback)
+            if value is not None and not value.strip():
+                raise ConfigError(f"--{name.replace('_', '-')}-col: empty column name; give the column's name in the file, or leave the flag "
+                                  "out")
         if not 0.0 <= self.test_share < 1.0:
             raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
         _check_seed(self.seed, "--seed")

@@ -98,6 +98,19 @@ def test_cli_with_a_split_column_then_bm25_evaluates_it(files, capsys):
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["Recall@10"] == 1.0
 
 
+@pytest.mark.parametrize("flag", ["--query-id-col", "--score-col", "--split-col", "--passage-title-col",
+                                  "--pair-passage-col", "--query-col", "--passage-id-col"])
+def test_an_empty_column_name_is_refused_naming_the_flag(flag, files, capsys):
+    # "" was read as "no such column" when the table was read and as a column named "" later: KeyError: ''
+    out = files / "beir"
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "pairs.csv"),
+            "--out", str(out), "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "question"]
+    assert main(argv + [flag, ""]) == 2
+    assert capsys.readouterr().err.strip() == (f"error: {flag}: empty column name; give the column's name in the "
+                                               "file, or leave the flag out")
+    assert not out.exists()
+
+
 def test_cli_defaults_are_the_config_s():
     from twotower.cli.main import build_parser
 
