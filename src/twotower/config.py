@@ -57,10 +57,16 @@ def _check(cond: bool, name: str, msg: str) -> None:
         raise ConfigError(f"{name}: {msg}")
 
 
+#: The largest seed: torch.manual_seed takes an unsigned 64-bit integer ("Overflow when unpacking long" above it).
+MAX_SEED = 2**64 - 1
+
+
 def _check_seed(seed: int, name: str) -> None:
     """numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")."""
     if seed < 0:
         raise ConfigError(f"{name} must be an integer >= 0, got {seed}")
+    if seed > MAX_SEED:
+        raise ConfigError(f"{name} must be at most 2**64 - 1 (the largest torch takes), got {seed}")
 
 
 @functools.cache
@@ -473,6 +479,7 @@ class TrainConfig:
         _check(self.eval_every >= 1, "train.eval_every", "must be >= 1 (validate every N-th epoch and the last)")
         # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
         _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
+        _check(self.seed <= MAX_SEED, "train.seed", "must be at most 2**64 - 1 (the largest torch takes)")
         _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
         _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
         _check(self.threads is None or self.threads <= MAX_THREADS, "train.threads", f"must be at most {MAX_THREADS}")

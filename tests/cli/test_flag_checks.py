@@ -39,6 +39,27 @@ def test_a_negative_seed_is_refused_naming_it_not_a_numpy_traceback(argv, said, 
     assert capsys.readouterr().err.strip() == said
 
 
+HUGE = "99999999999999999999"
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train", "--dataset", "movielens-100k", "--print-config", f"train.seed={HUGE}"],
+     "error: train.seed: must be at most 2**64 - 1 (the largest torch takes)"),
+    (["rerank", "train", "--beir", "b", "--out", "o", "--seed", HUGE],
+     f"error: --seed must be at most 2**64 - 1 (the largest torch takes), got {HUGE}"),
+    (["search", "train", "--beir", "b", "--out", "o", "--seed", HUGE],
+     f"error: --seed must be at most 2**64 - 1 (the largest torch takes), got {HUGE}"),
+])
+def test_a_seed_beyond_torch_s_range_is_refused_naming_it_not_an_overflow_traceback(argv, said, tmp_path, monkeypatch,
+                                                                                   capsys):
+    # `rerank train --seed 99999999999999999999` mined its negatives, then died in torch.manual_seed ("Overflow when
+    # unpacking long long"); the BEIR folder does not exist here: the seed is refused first
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == said
+    assert not (tmp_path / "o").exists()
+
+
 def test_recommend_history_help_says_the_order_it_reads(capsys):
     # a sequence (or recency) tower reads the order: `recommend --help` did not say it, `explain --help` and the
     # HTTP error ("history (item ids, oldest first)") did
