@@ -511,6 +511,8 @@ class EvalConfig:
     def __post_init__(self) -> None:
         _check_types(self, "eval.")
         _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
+        # the top-k lists are padded to k: 99999999999999999999 trained the whole run, then failed in numpy
+        _check(max(self.ks) <= MAX_K, "eval.ks", f"must be at most {MAX_K}, got {max(self.ks)}")
         # [10, 10] trained the whole run and then failed its evaluation as "EvalProtocol.ks has duplicates"
         _check(len(set(self.ks)) == len(self.ks), "eval.ks", f"names a cut-off twice: {list(self.ks)}")
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")

@@ -107,6 +107,16 @@ def test_a_repeated_cut_off_is_refused_naming_the_flag_or_the_setting(capsys, tm
     assert capsys.readouterr().err.strip() == "error: eval.ks: names a cut-off twice: [10, 10]"
 
 
+def test_a_huge_cut_off_is_refused_naming_the_flag_or_the_setting_before_any_work(capsys, tmp_path):
+    # evaluate loaded the run, then died in numpy ("Maximum allowed dimension exceeded"); train accepted
+    # eval.ks=[99999999999999999999], trained the whole run and then died the same way, leaving a run without metrics
+    assert main(["evaluate", "--run", str(tmp_path / "nope"), "--ks", "10,99999999999999999999"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --ks: at most 10000, got 99999999999999999999"
+    assert main(["train", "--dataset", "movielens-100k", "--out", str(tmp_path / "r"), "--print-config",
+                 "eval.ks=[10,99999999999999999999]"]) == 2
+    assert capsys.readouterr().err.strip() == "error: eval.ks: must be at most 10000, got 99999999999999999999"
+
+
 def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):
     # was "explain top: expected an integer >= 0", raised by the explainer after the run had loaded
     assert main(["explain", "--run", str(tmp_path / "nope"), "--user", "u1", "--item", "i1", "--top", "-2"]) == 2

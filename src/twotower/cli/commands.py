@@ -333,6 +333,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
         if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
             raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
+        from twotower.config import MAX_K
+
+        if max(ks) > MAX_K:  # the top-k lists are padded to k: a huge one was a numpy ValueError after the run loaded
+            raise ConfigError(f"--ks: at most {MAX_K}, got {max(ks)}")
         if len(set(ks)) < len(ks):  # was "EvalProtocol.ks has duplicates", after the run had loaded
             raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
     if args.baselines is not None:
