@@ -42,6 +42,22 @@ def test_a_negative_seed_is_refused_naming_it_not_a_numpy_traceback(argv, said, 
 HUGE = "99999999999999999999"
 
 
+@pytest.mark.parametrize("flag", ["--max-batch", "--max-history", "--max-k", "--max-queue"])
+def test_serve_refuses_a_limit_beyond_64_bits_before_loading(flag, tmp_path, capsys):
+    # --max-batch 99999999999999999999 loaded the run, then pydantic raised "OverflowError: int too big to convert"
+    # building the request schemas; the run does not exist here: the flag is refused first
+    assert main(["serve", "--run", str(tmp_path / "nope"), "--port", "0", flag, HUGE]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {flag} must be at most 2**63 - 1, got {HUGE}"
+
+
+@pytest.mark.parametrize("flag", ["--run", "--search-index", "--index"])
+def test_serve_refuses_an_empty_path(flag, tmp_path, capsys):
+    # `serve --run ""` was taken as no run and died in create_app with a TypeError traceback
+    argv = ["serve", "--port", "0", flag, ""] + ([] if flag == "--run" else ["--run", str(tmp_path / "nope")])
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == f"error: {flag}: an empty path; give the folder, or leave {flag} out"
+
+
 @pytest.mark.parametrize("argv, said", [
     (["train", "--dataset", "movielens-100k", "--print-config", f"train.seed={HUGE}"],
      "error: train.seed: must be at most 2**64 - 1 (the largest torch takes)"),

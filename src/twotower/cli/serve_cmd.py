@@ -169,6 +169,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
         print(msg, file=sys.stderr)
         log.warning(msg)
+    for flag, value in (("--run", args.run), ("--search-index", args.search_index), ("--rerank", args.rerank),
+                        ("--index", args.index)):
+        if value is not None and not value.strip():  # `--run ""` was taken as no run: a TypeError from create_app
+            raise ConfigError(f"{flag}: an empty path; give the folder, or leave {flag} out")
     if args.run is None and args.search_index is None:
         raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
     if args.rerank and args.search_index is None:

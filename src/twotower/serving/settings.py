@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from twotower.config import MAX_THREADS
 from twotower.errors import ConfigError
 
+_INT64_MAX = 2**63 - 1
+
 __all__ = ["ServiceSettings", "host_name"]
 
 
@@ -83,6 +85,8 @@ class ServiceSettings:
             if value < lo or (hi is not None and value > hi):
                 bound = f">= {lo}" if hi is None else f"between {lo} and {hi}"
                 raise ConfigError(f"ServiceSettings.{name} must be {bound}, got {value}")
+            if value > _INT64_MAX:  # pydantic's list bounds (max_batch, max_history) raised OverflowError after the load
+                raise ConfigError(f"ServiceSettings.{name} must be at most 2**63 - 1, got {value}")
         t = self.time_budget_s
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
             raise ConfigError(f"ServiceSettings.time_budget_s must be seconds in (0, 3600], got {t!r}")
