@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError, OverloadError, TwoTowerError
+from twotower.errors import (ConfigError, DataError, IntegrityError, NotFoundError, OverloadError, TrainingDiverged,
+                             TwoTowerError)
 from twotower.results import PAD_ID, Results
 
 __version__ = "0.1.0"
@@ -88,6 +89,7 @@ __all__ = [
     "IntegrityError",
     "NotFoundError",
     "OverloadError",
+    "TrainingDiverged",
     "TwoTowerError",
     "Results",
     "PAD_ID",

@@ -13,6 +13,7 @@ __all__ = [
     "NotFoundError",
     "IntegrityError",
     "OverloadError",
+    "TrainingDiverged",
 ]
 
 
@@ -82,3 +83,7 @@ class IntegrityError(TwoTowerError):
 
 class OverloadError(TwoTowerError):
     """The service is at capacity; the caller should retry later (HTTP 429)."""
+
+
+class TrainingDiverged(TwoTowerError):
+    """A training step's loss is not finite (NaN or infinite); the step's update is not applied."""

@@ -50,7 +50,8 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
 from twotower.training.diagnostics import model_diagnostics
 from twotower.training.examples import build_examples, make_histories
-from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, epoch_lr_factor, sparse_parameters
+from twotower.training.loop import (EarlyStopping, TrainLoop, check_finite_weights, decay_groups, epoch_lr_factor,
+                                     sparse_parameters)
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
@@ -312,6 +313,7 @@ class Trainer:
             self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
             te = time.perf_counter()
             row = self._run_epoch(epoch)
+            check_finite_weights(self.model, epoch, self.loop.lr)
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
             row["lr"] = self.loop.lr

@@ -1,0 +1,38 @@
+"""A training whose loss or weights stop being finite stops at once, naming the learning rate.
+
+Fuzzing `train.lr=1e30`: the weights turned NaN and the run failed only at validation with "scores contain
+NaN; the scorer must return finite scores", which names no setting, after training on NaN weights."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from twotower.config import EvalConfig, LossConfig, TrainConfig
+from twotower.errors import TrainingDiverged
+from twotower.training.loop import TrainLoop
+from twotower.training.trainer import Trainer
+
+from tests.training.tiny_trainer import tiny_mean_model
+
+
+def test_a_step_whose_loss_is_nan_is_refused_before_its_update() -> None:
+    w = torch.nn.Parameter(torch.ones(3))
+    loop = TrainLoop([w], lr=0.1, total_steps=4, progress=False)
+    with loop.epoch(1, n_batches=2, n_examples=2) as run:
+        def closure() -> tuple[float, int]:
+            (w * float("nan")).sum().backward()
+            return float("nan"), 1
+
+        with pytest.raises(TrainingDiverged, match=r"the loss of step 1 is nan \(learning rate 0.1 at that step\); "
+                                                    r"that step's update was not applied"):
+            run.step(closure)
+    assert torch.equal(w.detach(), torch.ones(3))  # the NaN gradient never reached the weights
+
+
+@pytest.mark.parametrize("batch_size", [8, 512])  # several steps an epoch, and one (its update is the last)
+def test_a_learning_rate_that_blows_the_weights_up_stops_the_run_naming_it(batch_size: int) -> None:
+    _, _, seqs, model = tiny_mean_model()
+    tr = Trainer(model, seqs, loss=LossConfig(), eval=EvalConfig(baselines=()),
+                 train=TrainConfig(epochs=3, batch_size=batch_size, lr=1e30, progress=False, checkpoint=False))
+    with pytest.raises(TrainingDiverged, match=r"training diverged.*learning rate 1e\+30.*Lower the learning rate"):
+        tr.fit()
