@@ -27,7 +27,7 @@ import scipy.linalg.lapack
 import scipy.sparse as sp
 
 from twotower.errors import ConfigError, DataError
-from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
+from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric, topk_excluding
 from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
@@ -137,21 +137,12 @@ class Popularity(_HistoryBaseline):
         Each user needs only the first ``k + (their excluded items)`` of the ranking.
         """
         users = self._user_rows(users)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        _check_rank_k(k)
         n_items, b = self._order.size, users.size
         out = np.full((b, k), PAD_ID, dtype=np.int64)
         if b == 0:
             return out
-        ex = None
-        if exclude is not None:
-            if not sp.issparse(exclude):
-                raise DataError(f"exclude must be a scipy.sparse [users, items] matrix, got {type(exclude).__name__}")
-            ex = sp.csr_matrix(exclude)
-            if ex.shape != (b, n_items):
-                raise DataError(f"exclude has shape {ex.shape}, expected {(b, n_items)} (one row per user)")
-            # every stored entry excludes its item, whatever its value (as topk_excluding reads it)
-            ex = sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
+        ex = _exclusion_mask(exclude, b, n_items)
         width = min(n_items, k + (int(np.diff(ex.indptr).max()) if ex is not None else 0))
         head = self._order[:width]  # [W] the only items any of these users can be shown
         if ex is None:
@@ -163,6 +154,24 @@ class Popularity(_HistoryBaseline):
         picked[np.take_along_axis(hidden, first, axis=1)] = PAD_ID  # fewer than k items left for that user
         out[:, : picked.shape[1]] = picked
         return out
+
+
+def _check_rank_k(k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+
+
+def _exclusion_mask(exclude: sp.spmatrix | sp.sparray | None, b: int, n_items: int) -> sp.csr_matrix | None:
+    """``exclude`` as an int8 CSR ``[b, n_items]`` of ones: every stored entry excludes its item, whatever its
+    value (as ``topk_excluding`` reads it)."""
+    if exclude is None:
+        return None
+    if not sp.issparse(exclude):
+        raise DataError(f"exclude must be a scipy.sparse [users, items] matrix, got {type(exclude).__name__}")
+    ex = sp.csr_matrix(exclude)
+    if ex.shape != (b, n_items):
+        raise DataError(f"exclude has shape {ex.shape}, expected {(b, n_items)} (one row per user)")
+    return sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
 
 
 def _check_l2(l2: float) -> float:
@@ -416,6 +425,33 @@ class ItemKNN(_HistoryBaseline):
     def _score(self, history: sp.csr_matrix) -> np.ndarray:
         assert self.similarity is not None
         return np.asarray((history @ self.similarity).toarray(), dtype=np.float32)  # [U', I]
+
+    def rank(self, users: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray | None) -> np.ndarray:
+        """Top-``k`` item rows ``[B, k]`` of ``users``, ``exclude`` (aligned with ``users``) removed, -1 padded.
+
+        The lists ``topk_excluding(self.score(users), k, exclude)`` gives, without a dense row of ``I``
+        scores per user: a user's scores are non-zero only on the neighbours of their history (similarities
+        are >= 0), and every other item ties at 0, where ties go to the smaller item row. So the top ``k``
+        lies among those neighbours and the first ``k + (their neighbours and excluded items)`` rows, and
+        only those columns are ranked. On a 1M-item catalogue the dense path evaluated ~60 users/s, a
+        six-``k`` tuning on 176k validation users hours.
+        """
+        users = self._user_rows(users)
+        _check_rank_k(k)
+        assert self.similarity is not None
+        n_items, b = self.n_items, users.size
+        out = np.full((b, k), PAD_ID, dtype=np.int64)
+        if b == 0:
+            return out
+        scores = sp.csr_matrix(self._require_fitted()[users] @ self.similarity)  # [B, I], few stored per row
+        scores.eliminate_zeros()  # a stored 0 ties with the unstored ones: rank it among them
+        ex = _exclusion_mask(exclude, b, n_items)
+        blocked = np.diff(scores.indptr) + (np.diff(ex.indptr) if ex is not None else 0)  # [B]
+        width = min(n_items, k + int(blocked.max()))
+        cols = np.union1d(np.arange(width), scores.indices)  # [C] ascending, so ties still go to the smaller row
+        top = topk_excluding(scores[:, cols].toarray(), k, ex[:, cols] if ex is not None else None)  # [B, k]
+        out[:] = np.where(top == PAD_ID, PAD_ID, cols[np.maximum(top, 0)])
+        return out
 
 
 def _tuning_setup(
