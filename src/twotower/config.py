@@ -441,6 +441,9 @@ class TrainConfig:
     # Validation, evaluation and serving always run in fp32.
     precision: str = "fp32"
     eval_every: int = 1
+    # validate each epoch on this many validation users, drawn once (seeded by train.seed); None = every one.
+    # Full-catalogue validation costs users x items scores: 176k users over 1M items took ~35 min an epoch
+    valid_max_users: int | None = None
     max_examples_per_epoch: int | None = None
     grad_clip: float | None = 5.0
     # validate and save an exponential moving average of the weights (decay per step; training itself steps the
@@ -477,6 +480,8 @@ class TrainConfig:
         _check(self.patience >= 1, "train.patience", "must be >= 1")
         # 0 was a ZeroDivisionError at the end of the first epoch (epoch % eval_every)
         _check(self.eval_every >= 1, "train.eval_every", "must be >= 1 (validate every N-th epoch and the last)")
+        _check(self.valid_max_users is None or self.valid_max_users >= 1, "train.valid_max_users",
+               "must be >= 1 (validation users scored each epoch) or null for every one")
         # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
         _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
         _check(self.seed <= MAX_SEED, "train.seed", "must be at most 2**64 - 1 (the largest torch takes)")

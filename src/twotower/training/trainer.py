@@ -87,7 +87,10 @@ class Trainer:
             _, self._select_k = parse_metric(eval.select_metric)
         except ConfigError as e:
             raise ConfigError(f"eval.select_metric: {e}") from None
-        self.valid_relevant, self.train_matrix = valid_relevant, train_matrix
+        from twotower.training.hooks import validation_users  # lazily, as the other hooks
+
+        self.valid_relevant = validation_users(valid_relevant, train.valid_max_users, train.seed)
+        self.train_matrix = train_matrix
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.device = resolve_device(train.device)  # a clear error before any process group is joined
         init_distributed(train)
