@@ -34,7 +34,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors, describe
 from twotower.index.exact import use_blas_for
 from twotower.results import PAD_ID, Results
-from twotower.utils.progress import RateLog
+from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist"]
 
@@ -221,7 +221,7 @@ class FaissIndex(VectorIndex):
         self.device = device
         self.max_train = None if max_train is None else int(max_train)
         self.seed = int(seed)
-        self.log_every_s = log_every_s  # progress lines while adding (None: none); not part of the index
+        self.log_every_s = log_every_s  # progress lines while training and adding (None: none); not part of the index
         self._initial_params = {
             k: v for k, v in {"nprobe": nprobe, "efSearch": efSearch, "k_factor": k_factor_rf}.items() if v is not None
         }
@@ -312,7 +312,8 @@ class FaissIndex(VectorIndex):
             # and the same centroids whether or not one ran before
             use_blas_for(n_train)
             try:
-                index.train(train)
+                with heartbeat(log, f"training {self.factory}", self.log_every_s):
+                    index.train(train)
             except RuntimeError as e:
                 raise _factory_error(self.spec, self.factory, e) from e
             # FAISS's k-means says nothing through logging (its verbose mode writes \r lines): minutes at 1M items

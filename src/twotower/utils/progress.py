@@ -6,11 +6,14 @@ until they end. Training has its own bar-or-line display (``training.loop.Progre
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
+from collections.abc import Iterator
 
-__all__ = ["RateLog", "no_third_party_bars"]
+__all__ = ["RateLog", "heartbeat", "no_third_party_bars"]
 
 
 class RateLog:
@@ -36,6 +39,33 @@ class RateLog:
         speed = f", {rate:.{self.rate_digits}f} {self.rate_unit}/s" if self.rate_unit else ""
         self.logger.info("%s: %d / %d %s%s%s, ETA %.0fs", self.what, done, self.total, self.unit, note, speed,
                          (self.total - done) / max(rate, 1e-9))
+
+
+@contextlib.contextmanager
+def heartbeat(logger: logging.Logger, what: str, every_s: float | None) -> Iterator[None]:
+    """Log ``what: still running, Ns so far`` every ``every_s`` seconds while the block runs (None: silent).
+
+    For one long call that reports nothing itself and releases the GIL, such as FAISS's k-means training of an
+    IVF index (minutes at 1M items, with no line between "training ..." and "trained ..."). A daemon thread
+    logs, so the block itself is untouched.
+    """
+    if every_s is None:
+        yield
+        return
+    done = threading.Event()
+    t0 = time.perf_counter()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            logger.info("%s: still running, %.0fs so far", what, time.perf_counter() - t0)
+
+    thread = threading.Thread(target=beat, name="twotower-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def no_third_party_bars() -> None:
