@@ -139,6 +139,22 @@ def test_evaluate_is_independent_of_chunking_and_matches_pure_metrics() -> None:
     assert "MeanPop@5" not in runs[0]
 
 
+def test_a_ranking_scorer_gets_whole_batches() -> None:
+    # max_chunk_scores bounds a dense score block; a scorer with rank() (an exact index scanning the whole
+    # catalogue per call) got the same 33-user chunks at 1M items, ~4x the catalogue scans of 1,024-user ones
+    scores, relevant, exclude = _random_case()  # 37 users x 60 items
+    calls: list[int] = []
+
+    class Ranking(FixedScorer):
+        def rank(self, users, k, excl):
+            calls.append(len(users))
+            return topk_excluding(self.score(users), k, excl)
+
+    out = evaluate(Ranking(scores), relevant, exclude, EvalProtocol(ks=(5, 10), batch_users=1024, max_chunk_scores=600))
+    assert calls == [out["users_evaluated"]]
+    assert out == pytest.approx(evaluate(FixedScorer(scores), relevant, exclude, EvalProtocol(ks=(5, 10))), rel=1e-12)
+
+
 def test_chunks_shrink_on_a_large_catalogue_and_give_the_same_figures() -> None:
     # 1,024 users a chunk over 330k items peaked at 4.6 GB in the top-k alone: a chunk now holds at most
     # max_chunk_scores scores, however many users batch_users allows

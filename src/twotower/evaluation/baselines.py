@@ -156,6 +156,11 @@ class Popularity(_HistoryBaseline):
         return out
 
 
+#: Scores a dense block of :meth:`ItemKNN.rank` holds at most (users x candidate columns; 2^25: ~128 MB float32),
+#: as EvalProtocol.max_chunk_scores bounds the dense path: evaluate hands a ranking scorer whole batches of users
+_RANK_SCORES = 2**25
+
+
 def _check_rank_k(k: int) -> None:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
@@ -447,10 +452,18 @@ class ItemKNN(_HistoryBaseline):
         scores.eliminate_zeros()  # a stored 0 ties with the unstored ones: rank it among them
         ex = _exclusion_mask(exclude, b, n_items)
         blocked = np.diff(scores.indptr) + (np.diff(ex.indptr) if ex is not None else 0)  # [B]
-        width = min(n_items, k + int(blocked.max()))
-        cols = np.union1d(np.arange(width), scores.indices)  # [C] ascending, so ties still go to the smaller row
-        top = topk_excluding(scores[:, cols].toarray(), k, ex[:, cols] if ex is not None else None)  # [B, k]
-        out[:] = np.where(top == PAD_ID, PAD_ID, cols[np.maximum(top, 0)])
+        spans = [(0, b)]
+        while spans:  # halve a span of users until its dense [rows, C] block fits _RANK_SCORES
+            lo, hi = spans.pop()
+            n_cols = min(n_items, k + int(blocked[lo:hi].max()) + int(scores.indptr[hi] - scores.indptr[lo]))
+            if (hi - lo) * n_cols > _RANK_SCORES and hi - lo > 1:
+                spans += [(lo, (lo + hi) // 2), ((lo + hi) // 2, hi)]
+                continue
+            width = min(n_items, k + int(blocked[lo:hi].max()))
+            part = scores[lo:hi]
+            cols = np.union1d(np.arange(width), part.indices)  # [C] ascending: ties still go to the smaller row
+            top = topk_excluding(part[:, cols].toarray(), k, ex[lo:hi, cols] if ex is not None else None)
+            out[lo:hi] = np.where(top == PAD_ID, PAD_ID, cols[np.maximum(top, 0)])
         return out
 
 
