@@ -181,19 +181,6 @@ def test_itemknn_rank_equals_the_generic_top_k(k: int) -> None:
         knn.rank(users, k, train)
 
 
-def test_itemknn_rank_splits_a_batch_to_bound_its_dense_block(monkeypatch: pytest.MonkeyPatch) -> None:
-    # evaluate hands a ranking scorer 1,024 users at once: their candidate columns can reach the catalogue
-    from twotower.evaluation import baselines
-
-    rng = np.random.default_rng(8)
-    train = sp.csr_matrix((rng.random((60, 30)) < 0.2).astype(np.float32))
-    knn = ItemKNN(k=5).fit(train)
-    users = np.arange(60)
-    want = topk_excluding(knn.score(users), 10, train)
-    monkeypatch.setattr(baselines, "_RANK_SCORES", 40)  # a block of one or two users
-    assert np.array_equal(knn.rank(users, 10, train), want)
-
-
 def test_itemknn_evaluates_through_its_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(7)
     train = sp.csr_matrix((rng.random((80, 50)) < 0.2).astype(np.float32))
