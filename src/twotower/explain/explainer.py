@@ -32,7 +32,7 @@ import torch
 
 from twotower.errors import ConfigError, NotFoundError
 from twotower.explain.attribution import Attribution, Features, attribute_history_many, repeat_features
-from twotower.explain.metadata import MetadataColumns, metadata_columns, shared_metadata
+from twotower.explain.metadata import MetadataColumns, metadata_columns_of, shared_metadata
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
@@ -54,7 +54,8 @@ def run_metadata_columns(run: Any) -> MetadataColumns:
     cols = _COLUMNS.get(run)
     if cols is None:
         spec = run.item_encoder.spec if run.item_encoder is not None else None
-        cols = metadata_columns(spec, [run.item_record(r) for r in range(run.n_items)])
+        # the values item_record gives, by column (its added item_id and title are not roles)
+        cols = metadata_columns_of(spec, run.item_meta_columns())
         cols = dataclasses.replace(cols, verb=run.config.data.history_verb)
         _COLUMNS[run] = cols
     return cols
