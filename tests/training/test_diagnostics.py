@@ -7,7 +7,7 @@ import torch
 
 from twotower.config import ModelConfig, TowerConfig
 from twotower.models.two_tower import TwoTowerModel
-from twotower.training.diagnostics import embedding_spread, model_diagnostics
+from twotower.training.diagnostics import embedding_diagnostics, embedding_spread, model_diagnostics
 
 
 def test_a_sampled_catalogue_is_measured_without_dropout_like_a_whole_one():
@@ -27,3 +27,33 @@ def test_a_sampled_catalogue_is_measured_without_dropout_like_a_whole_one():
         model.train()
     assert model.training  # left as the training loop had it
     assert torch.equal(torch.get_rng_state(), state)  # no dropout masks drawn from the training's stream
+
+
+def _tight(std: float, n: int = 200, d: int = 8) -> torch.Tensor:
+    """Embeddings of about ``std`` spread per dimension (an untrained tower's are close together)."""
+    return 1.0 + std * torch.randn(n, d, generator=torch.Generator().manual_seed(1))
+
+
+def test_a_low_spread_after_a_first_epoch_is_a_watch_point_not_a_collapse(caplog):
+    # a short first epoch at 1M items drew "embedding collapse ...; lower the learning rate" and a COLLAPSE on the
+    # epoch line: an untrained model's embeddings start close together, and a lower rate would only slow it down
+    items, users = _tight(0.02), _tight(0.005)
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        first = embedding_diagnostics(items, users)
+    assert first["collapse_alarm"] is False
+    assert [r.levelname for r in caplog.records] == ["INFO"]
+    line = caplog.records[0].getMessage()
+    assert line.startswith("embedding spread low: std item=0.02") and "usual after a first epoch" in line
+    assert "learning rate" not in line
+    caplog.clear()
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        growing = embedding_diagnostics(items, users, earlier=[{"item_std": 0.01, "user_std": 0.001}])
+        shrunk = embedding_diagnostics(items, users, earlier=[first, {"epoch": 2, "item_std": 0.03, "user_std": 0.02}])
+        fine = embedding_diagnostics(_tight(0.2), _tight(0.2), earlier=[first])
+    assert (growing["collapse_alarm"], shrunk["collapse_alarm"], fine["collapse_alarm"]) == (False, True, False)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert len(lines) == 2 and "but growing since the epoch before" in lines[0][1]
+    assert lines[1][0] == "WARNING" and lines[1][1].startswith("embedding collapse: std item=0.02")
+    assert "lower the learning rate" in lines[1][1]
+    assert {k: v for k, v in first.items() if k != "collapse_alarm"} == {
+        k: v for k, v in shrunk.items() if k != "collapse_alarm"}  # the figures themselves are unchanged

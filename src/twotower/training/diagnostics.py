@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -46,26 +47,40 @@ def uniformity(x: Tensor, t: float = 2.0, max_n: int = 2048, seed: int = 0) -> f
     return float(sq.mul(-t).exp().mean().log())
 
 
-def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None) -> dict[str, float | bool]:
-    """Spread of item (and user) embeddings, collapse alarm, alignment/uniformity."""
+def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None, *,
+                          earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+    """Spread of item (and user) embeddings, collapse alarm, alignment/uniformity.
+
+    ``earlier``: the rows of the epochs before (their ``item_std``/``user_std``). A spread below
+    :data:`COLLAPSE_STD` is a collapse only when it did not grow since the last of them: after a first epoch
+    (none before) it is what a barely trained model looks like, its embeddings still close to where they
+    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch.
+    """
     out: dict[str, float | bool] = {"item_std": embedding_spread(items), "item_uniformity": uniformity(items)}
     if users is not None and users.shape[0] > 1:
         out["user_std"] = embedding_spread(users)
     if users is not None and positives is not None and len(users) == len(positives):
         out["alignment"] = alignment(users, positives)
-    collapsed = out["item_std"] < COLLAPSE_STD or out.get("user_std", 1.0) < COLLAPSE_STD
-    out["collapse_alarm"] = bool(collapsed)
-    if collapsed:
-        log.warning(
-            "embedding collapse: std item=%.4f user=%s < %.2f; lower the learning rate or raise the temperature",
-            out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD,
-        )
+    low = [key for key in ("item_std", "user_std") if key in out and out[key] < COLLAPSE_STD]
+    before = next((row for row in reversed(earlier) if "item_std" in row), None)
+    shrinking = before is not None and any(key in before and out[key] <= before[key] for key in low)
+    out["collapse_alarm"] = bool(low) and shrinking
+    stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD)
+    if out["collapse_alarm"]:
+        log.warning("embedding collapse: std item=%.4f user=%s < %.2f and not growing since the epoch before; "
+                    "lower the learning rate or raise the temperature", *stds)
+    elif low:
+        log.info("embedding spread low: std item=%.4f user=%s < %.2f, %s; a collapse only if it shrinks in later "
+                 "epochs", *stds, "usual after a first epoch (embeddings start close together)" if before is None
+                 else "but growing since the epoch before")
     return out
 
 
 def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tuple[Tensor, Tensor] | None,
-                      *, max_items: int = 200_000, sample: int = 50_000) -> dict[str, float | bool]:
-    """:func:`embedding_diagnostics` of the item tower and the last batch's ``(queries[B, D], positives[B, D])``.
+                      *, max_items: int = 200_000, sample: int = 50_000,
+                      earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+    """:func:`embedding_diagnostics` of the item tower and the last batch's ``(queries[B, D], positives[B, D])``,
+    with the ``earlier`` epochs' rows.
 
     Every item up to ``max_items``; above, ``sample`` items drawn with ``rng``.
     """
@@ -83,4 +98,4 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
                 items = model.item_tower(ids)
         finally:
             model.train(was)
-    return embedding_diagnostics(items, *(last or (None, None)))
+    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier)

@@ -256,7 +256,7 @@ class Trainer:
         if self.cfg.diagnostics:
             # sequence mode: rank 0 alone must not draw from the window stream every rank shares
             rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
-            row.update(model_diagnostics(self.model, rng, last))
+            row.update(model_diagnostics(self.model, rng, last, earlier=self.history))  # history: the epochs before
         alpha = self.model.item_tower.alpha
         if alpha is not None:
             row["alpha"] = alpha
