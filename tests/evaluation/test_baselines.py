@@ -285,3 +285,39 @@ def test_ease_skip_reason_names_the_limit_and_the_memory() -> None:
     assert "~4.8·10⁹ flops per λ tried" in ease_skip_reason(1_682, 100, available_bytes=None)
     reason = ease_skip_reason(10_000, 20_000, available_bytes=ease_memory_bytes(10_000) - 1)
     assert reason is not None and "GiB" in reason
+
+
+@pytest.mark.parametrize("model", [Popularity(), ItemKNN(k=3, shrink=0.0)], ids=lambda m: m.name)
+def test_history_scorer_ranks_without_dense_rows_and_gives_the_same_lists(model, monkeypatch) -> None:
+    # evaluate --history-from scored ItemKNN and Popularity through a dense [I] row per user (1M items:
+    # ~12 users/s) where plain evaluate ranks them; the same lists as partitioning score_history's rows
+    from twotower.pipeline.histories import HistoryBaselineScorer
+
+    rng = np.random.default_rng(8)
+    train = sp.csr_matrix((rng.random((60, 30)) < rng.random(30) * 0.3).astype(np.float32))
+    inputs = sp.csr_matrix((rng.random((60, 30)) < 0.15).astype(np.float32))  # other histories than train
+    test = sp.csr_matrix((rng.random((60, 30)) < 0.1).astype(np.float32))
+    model.fit(train)
+
+    class Histories:
+        def matrix(self) -> sp.csr_matrix:
+            return inputs
+
+    scorer = HistoryBaselineScorer(model, Histories())
+    users = rng.permutation(60)[:25]
+    exclude = (train[users] + inputs[users]).tolil()
+    exclude[3, :] = 1.0  # nothing left: no list
+    exclude[4, :27] = 1.0  # three items left: the rest is padding
+    exclude = exclude.tocsr()
+    for k in (1, 5, 40):
+        want = topk_excluding(model.score_history(inputs[users]), k, exclude)
+        assert np.array_equal(scorer.rank(users, k, exclude), want)
+        assert np.array_equal(scorer.rank(users, k, None), topk_excluding(model.score_history(inputs[users]), k, None))
+    with pytest.raises(DataError, match="item columns"):
+        model.rank_history(inputs[:, :5], 5, None)
+    ex_all = (train + inputs).tocsr()
+    with monkeypatch.context() as m:
+        m.setattr(type(model), "score_history", lambda self, h: pytest.fail("a dense score row per user"))
+        fast = evaluate(scorer, test, ex_all, EvalProtocol(ks=(5, 10)))
+    del scorer.rank  # the generic path: score rows, partition each
+    assert evaluate(scorer, test, ex_all, EvalProtocol(ks=(5, 10))) == fast
