@@ -236,3 +236,25 @@ def test_a_misspelt_shortcut_is_named_with_the_shortcut_it_resembles():
     with pytest.raises(ConfigError) as err:
         FaissIndex("IVF8,Bogus").build(x, np.arange(64))
     assert "did you mean" not in str(err.value)
+
+
+def test_a_tie_group_at_the_cut_costs_few_catalogue_scans(monkeypatch):
+    # an exact search fetches again, deeper, while hits still tie at its cut; each fetch scans every vector.
+    # Doubling through ~1,000 equal vectors (1M items: items without training signal) took 7 scans, 0.18 s
+    # for one /similar-items there; the lists are the same (ties to the smaller id)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3000, 8)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)  # unit vectors: an item is its own nearest
+    x[1000:1600] = x[1000]  # 600 equal vectors
+    index = FaissIndex("flat").build(x, np.arange(3000))
+    scans = []
+    plain = type(index._index).search
+
+    def counting(self, q, f, **kw):
+        scans.append(f)
+        return plain(self, q, f, **kw)
+
+    monkeypatch.setattr(type(index._index), "search", counting)
+    res = index.search(x[1000:1001], 10, exclude=[np.array([1000])])
+    assert res.ids[0].tolist() == list(range(1001, 1011))
+    assert len(scans) <= 3, scans

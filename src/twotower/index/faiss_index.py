@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 SHORTCUTS = ("flat", "ivf", "hnsw", "ivfpq")
 #: Public knob name -> FAISS ParameterSpace name.
 _KNOBS = {"nprobe": "nprobe", "efSearch": "efSearch", "k_factor": "k_factor_rf"}
+#: How much deeper an exact search fetches again when hits still tie at its cut. Every fetch is a scan of the
+#: whole catalogue whatever its depth, so doubling through a group of ~1,000 equal vectors (1M items: the
+#: items without training signal) took 7 scans, 0.18 s for one /similar-items; 8x takes 3.
+TIE_FETCH_GROWTH = 8
 _ADD_CHUNK = 1 << 17  # vectors added per faiss call (bounds the temporary assignment buffers)
 
 
@@ -460,7 +464,7 @@ class FaissIndex(VectorIndex):
             straddle = (scores[:, -1] == scores[:, fetch - 1]) & (ids[:, -1] != PAD_ID)
             if not straddle.any():
                 break
-            f = min(2 * f, total)
+            f = min(TIE_FETCH_GROWTH * f, total)
         return _sorted(scores, ids, fetch)
 
     def _hnsw_depth(self, fetch: int) -> Any:
