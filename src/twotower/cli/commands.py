@@ -496,6 +496,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         results_to_frame,
         results_to_items,
     )
+    from twotower.pipeline.results_csv import write_results_csv
     _threads(args)
     if args.out and not args.users:
         # --user/--history print their list: --out used to be ignored without a word, leaving no file
@@ -566,15 +567,21 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
-    frame = results_to_frame(run, rows, res)
-    if args.out:
-        where = write_output_text(args.out, frame.to_csv(index=False))  # `--out -` is stdout
-        # stderr, so that with `--out -` stdout holds the CSV alone
-        print(f"wrote {len(frame)} rows for {len(rows)} users to {where}", file=sys.stderr)
-    elif args.json:
-        print(frame.to_json(orient="records"))
-    else:
-        sys.stdout.write(frame.to_csv(index=False))
+    if args.json and not args.out:
+        print(results_to_frame(run, rows, res).to_json(orient="records"))
+        return 0
+    # written block by block with progress lines: 300k users' lists (3M rows) were one silent write of 8-20 s
+    write_every_s = train_cfg.log_every_s if train_cfg.progress else None
+    if args.out and args.out != STDOUT:
+        from twotower.utils.atomic import atomic_path
+
+        with atomic_path(args.out) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+            n = write_results_csv(run, rows, res, f.write, log_every_s=write_every_s)
+    else:  # `--out -` and no --out: stdout
+        n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=write_every_s)
+    if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
+        where = "standard output" if args.out == STDOUT else args.out
+        print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)
     return 0
 
 

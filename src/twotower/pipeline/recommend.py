@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
@@ -25,6 +24,7 @@ from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import TrainedRun, check_finite_user, check_loaded_run, rebuild_command
+from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
 
@@ -367,19 +367,6 @@ def recommend(
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index)
     return [results_to_items(run, res, q) for q in range(len(rows))]
-
-
-def results_to_frame(run: TrainedRun, user_rows: np.ndarray, res: Results) -> pd.DataFrame:
-    users, items, ranks, scores = [], [], [], []
-    for q, u in enumerate(user_rows):
-        ids, sc = res.row(q)
-        uid = run.user_vocab.id_at(int(u))
-        for r, (i, s) in enumerate(zip(ids, sc), start=1):
-            users.append(uid)
-            items.append(run.item_vocab.id_at(int(i)))
-            ranks.append(r)
-            scores.append(float(s))
-    return pd.DataFrame({"user_id": users, "item_id": items, "rank": ranks, "score": scores})
 
 
 def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str, Any]]:
