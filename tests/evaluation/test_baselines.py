@@ -130,22 +130,25 @@ def test_popularity_rank_equals_the_generic_top_k(k: int) -> None:
     # the shortcut evaluate() takes: the same lists as partitioning each user's score row
     rng = np.random.default_rng(4)
     train = sp.csr_matrix((rng.random((60, 30)) < rng.random(30) * 0.5).astype(np.float32))  # many tied counts
-    pop = Popularity().fit(train)
-    users = rng.permutation(60)[:25]
+    _assert_rank_is_the_generic_top_k(Popularity().fit(train), train, rng.permutation(60)[:25], k)
+
+
+def _assert_rank_is_the_generic_top_k(model, train: sp.csr_matrix, users: np.ndarray, k: int) -> None:
+    """``model.rank`` gives the lists of partitioning its dense score rows, with and without exclusions, and
+    refuses what the generic path refuses."""
     exclude = train[users].tolil()
     exclude[3, :] = 1.0  # a user who has seen everything: no list
     exclude[4, :27] = 1.0  # three items left: the rest of the list is padding
     exclude[5, 2] = 0.0  # an explicitly stored zero still excludes (topk_excluding's rule)
     exclude = exclude.tocsr()
-    want = topk_excluding(pop.score(users), k, exclude)
-    assert np.array_equal(pop.rank(users, k, exclude), want)
-    assert np.array_equal(pop.rank(users, k, None), topk_excluding(pop.score(users), k, None))
-    assert (pop.rank(users, k, exclude)[3] == -1).all()
-    assert pop.rank(np.empty(0, np.int64), k, None).shape == (0, k)
+    assert np.array_equal(model.rank(users, k, exclude), topk_excluding(model.score(users), k, exclude))
+    assert np.array_equal(model.rank(users, k, None), topk_excluding(model.score(users), k, None))
+    assert (model.rank(users, k, exclude)[3] == -1).all()
+    assert model.rank(np.empty(0, np.int64), k, None).shape == (0, k)
     with pytest.raises(ConfigError, match="positive integer"):
-        pop.rank(users, 0, None)
+        model.rank(users, 0, None)
     with pytest.raises(DataError, match="shape"):
-        pop.rank(users, k, train)
+        model.rank(users, k, train)
 
 
 def test_popularity_evaluates_through_its_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,20 +168,7 @@ def test_itemknn_rank_equals_the_generic_top_k(k: int) -> None:
     rng = np.random.default_rng(6)
     train = sp.csr_matrix((rng.random((60, 30)) < rng.random(30) * 0.3).astype(np.float32))
     knn = ItemKNN(k=3, shrink=0.0).fit(train)  # few neighbours: most scores tie at 0, ranked by item row
-    users = rng.permutation(60)[:25]
-    exclude = train[users].tolil()
-    exclude[3, :] = 1.0  # a user who has seen everything: no list
-    exclude[4, :27] = 1.0  # three items left: the rest of the list is padding
-    exclude[5, 2] = 0.0  # an explicitly stored zero still excludes (topk_excluding's rule)
-    exclude = exclude.tocsr()
-    assert np.array_equal(knn.rank(users, k, exclude), topk_excluding(knn.score(users), k, exclude))
-    assert np.array_equal(knn.rank(users, k, None), topk_excluding(knn.score(users), k, None))
-    assert (knn.rank(users, k, exclude)[3] == -1).all()
-    assert knn.rank(np.empty(0, np.int64), k, None).shape == (0, k)
-    with pytest.raises(ConfigError, match="positive integer"):
-        knn.rank(users, 0, None)
-    with pytest.raises(DataError, match="shape"):
-        knn.rank(users, k, train)
+    _assert_rank_is_the_generic_top_k(knn, train, rng.permutation(60)[:25], k)
 
 
 def test_itemknn_evaluates_through_its_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
