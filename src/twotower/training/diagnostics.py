@@ -9,10 +9,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from twotower.errors import TrainingDiverged
+
 if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
-__all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD"]
+__all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
+           "check_finite_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -99,3 +102,17 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
         finally:
             model.train(was)
     return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier)
+
+
+def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float) -> None:
+    """TrainingDiverged when a weight of ``model`` is NaN or infinite after ``epoch``'s updates.
+
+    The per-step loss check stops a step whose loss is not finite, but an epoch's last update can itself blow
+    the weights up (a one-step epoch at a huge learning rate): validation then failed with "scores contain
+    NaN", naming no setting, and the run was left as if it had trained.
+    """
+    for name, p in model.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            raise TrainingDiverged(
+                f"training diverged in epoch {epoch}: the weights of {name} are not finite after its updates "
+                f"(learning rate {lr:g}). Lower the learning rate (train.lr) and train again")

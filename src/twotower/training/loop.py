@@ -43,7 +43,7 @@ from twotower.config import TrainConfig
 from twotower.errors import TrainingDiverged
 from twotower.training.sparse_adam import RowSparseAdam
 
-__all__ = ["TrainLoop", "EpochRun", "check_finite_weights", "EarlyStopping", "make_optimizers", "decay_groups", "lr_factor", "Progress"]
+__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "decay_groups", "lr_factor", "Progress"]
 
 log = logging.getLogger(__name__)
 
@@ -227,20 +227,6 @@ class EpochRun:
     @property
     def mean_loss(self) -> float:
         return self.loss_sum / max(self.batches, 1)
-
-
-def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float) -> None:
-    """TrainingDiverged when a weight of ``model`` is NaN or infinite after ``epoch``'s updates.
-
-    The per-step loss check stops a step whose loss is not finite, but an epoch's last update can itself blow
-    the weights up (a one-step epoch at a huge learning rate): validation then failed with "scores contain
-    NaN", naming no setting, and the run was left as if it had trained.
-    """
-    for name, p in model.named_parameters():
-        if not bool(torch.isfinite(p).all()):
-            raise TrainingDiverged(
-                f"training diverged in epoch {epoch}: the weights of {name} are not finite after its updates "
-                f"(learning rate {lr:g}). Lower the learning rate (train.lr) and train again")
 
 
 class TrainLoop:

@@ -48,10 +48,9 @@ from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
-from twotower.training.diagnostics import model_diagnostics
+from twotower.training.diagnostics import check_finite_weights, model_diagnostics
 from twotower.training.examples import build_examples, make_histories
-from twotower.training.loop import (EarlyStopping, TrainLoop, check_finite_weights, decay_groups, epoch_lr_factor,
-                                     sparse_parameters)
+from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, epoch_lr_factor, sparse_parameters
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
