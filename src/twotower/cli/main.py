@@ -259,14 +259,12 @@ def _check_threads(args: argparse.Namespace) -> str | None:
     for flag, n in (("--threads", threads), ("--encoder-threads", getattr(args, "encoder_threads", None))):
         if n is not None and n > MAX_THREADS:
             return f"{flag} must be at most {MAX_THREADS}, got {n}"
-    env = os.environ.get("TWOTOWER_THREADS", "")
-    if env.strip():
-        try:
-            ok = 1 <= int(env) <= MAX_THREADS
-        except ValueError:
-            ok = False
-        if not ok:
-            return f"TWOTOWER_THREADS must be an integer from 1 to {MAX_THREADS}, got {env!r}; unset it or fix it"
+    from twotower.utils.runtime import threads_from_env
+
+    try:
+        threads_from_env()
+    except ValueError as e:
+        return f"{e}; unset it or fix it"
     return None
 
 

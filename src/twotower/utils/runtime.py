@@ -34,13 +34,17 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def threads_from_env(default: int | None = None) -> int | None:
-    """``TWOTOWER_THREADS`` if set, else ``default``."""
-    value = os.environ.get("TWOTOWER_THREADS")
-    if value is None or value == "":
+    """``TWOTOWER_THREADS`` if set (blank counts as unset), else ``default``; ValueError naming the variable for
+    anything but an integer from 1 to MAX_THREADS (the CLI checks it through here before any work)."""
+    value = os.environ.get("TWOTOWER_THREADS", "")
+    if not value.strip():
         return default
-    n = int(value)
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
     if not 1 <= n <= MAX_THREADS:
-        raise ValueError(f"TWOTOWER_THREADS must be from 1 to {MAX_THREADS}, got {value}")
+        raise ValueError(f"TWOTOWER_THREADS must be an integer from 1 to {MAX_THREADS}, got {value!r}")
     return n
 
 
