@@ -4,7 +4,6 @@ Legend: ``I`` items.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from typing import Any, Callable, Mapping, Sequence
@@ -79,9 +78,8 @@ class ItemCatalog:
         if meta is not None:
             if len(meta) != run.n_items:
                 raise ConfigError(f"item metadata has {len(meta)} rows for {run.n_items} items; retrain the run")
-            for col in meta.columns:
-                if col != "item_id":
-                    columns[str(col)] = json.loads(meta[col].to_json(orient="values", force_ascii=False))
+            # the run's own JSON-safe columns, shared with its item records and explanations (converted once)
+            columns.update((c, values) for c, values in run.item_meta_columns().items() if c != "item_id")
             title_col = getattr(run, "title_col", None)
             if title_col and title_col in columns and "title" not in columns:
                 columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
