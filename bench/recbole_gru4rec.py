@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
                 model, result = train_model(cfg, prep)
                 fit_s = time.perf_counter() - t0
             res = evaluate_scorers(prep, {"default": TwoTowerScorer(model, prep.train_seqs)})["default"]
-            rows.append({"model": "two-tower default", "seed": seed, "valid_NDCG@10": result.best_metric,
+            rows.append({"model": "two-tower default", "seed": seed, "valid_NDCG@10": result.final_metric,
                          "epochs": result.best_epoch, "fit_s": round(fit_s, 1), "peak_MB": round(mem.peak_mb), **res})
             print(f"two-tower default seed {seed}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f} ({fit_s:.0f}s)",
                   file=sys.stderr, flush=True)

@@ -326,7 +326,7 @@ def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path, suffix, te
     ("[train]\ntemperature = 0.1\n", "unknown setting 'train.temperature'; did you mean loss.temperature? "
                                      "(valid keys of train: epochs, "),
     ("[model]\nhidden = [128]\n", "unknown setting 'model.hidden'; did you mean model.user.hidden or "
-                                  "model.item.hidden? (valid keys of model: user, item, share_item_embeddings)"),
+                                  "model.item.hidden? (valid keys of model: user, item, share_item_embeddings, item_item)"),
 ])
 def test_a_setting_written_in_another_section_names_its_section(tmp_path, text, said):
     # it listed the section's own keys, none of which was the one meant

@@ -93,7 +93,7 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     assert np.abs(got - run.item_embeddings()).max() <= 1e-5
     emb = np.load(out / "item_embeddings.npy", allow_pickle=False)
     ids = json.loads((out / "item_ids.json").read_text())
-    assert emb.shape == (N_ITEMS, 16) and ids == list(run.item_vocab.ids)
+    assert emb.shape == (N_ITEMS, run.model.item_tower.output_dim) and ids == list(run.item_vocab.ids)
     np.testing.assert_array_equal(emb, run.item_embeddings())
     return meta
 

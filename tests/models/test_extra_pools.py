@@ -81,7 +81,8 @@ def test_a_run_saved_before_the_setting_loads_with_its_one_pool(tmp_path) -> Non
     from tests.explain.explain_tiny_run import train_tiny_run
     from twotower.pipeline.artifacts import TrainedRun, write_manifest
 
-    run_dir = train_tiny_run(tmp_path / "old", history="recency", epochs=1, extra=("model.user.extra_pools=[]",))
+    run_dir = train_tiny_run(tmp_path / "old", history="recency", epochs=1, extra=("model.user.extra_pools=[]",
+                                                                               "model.item_item.enabled=false"))
     cfg = json.loads((run_dir / "config.json").read_text())
     del cfg["model"]["user"]["extra_pools"]  # as a run of an earlier version wrote it
     (run_dir / "config.json").write_text(json.dumps(cfg))

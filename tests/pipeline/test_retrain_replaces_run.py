@@ -223,6 +223,7 @@ def test_resume_trains_with_the_learning_rate_and_weight_decay_it_is_given(old_r
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert log[0]["lr"] != 0.0005 and log[1]["lr"] == 0.0005
     model = TrainedRun.load(out).model
+    model.detach_item_item()  # fitted after training: the checkpoint holds the trained weights alone
     opt = make_optimizers(model.parameters(), lr=1.0, weight_decay=0.0)
     load_checkpoint(out / "checkpoint", model, opt, np.random.default_rng(0))
     group = opt[0].param_groups[0]  # the settings it was built with, the moments of the checkpoint

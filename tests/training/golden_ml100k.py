@@ -12,7 +12,8 @@ PyTorch's own dropout masks (``dropout_rng=torch``), as the old trainer did: the
 masks (numpy PCG64) are the same function with other random numbers, so they would change every
 figure without changing the loop this test is about. For the same reason it keeps the user tower of that
 time, one history pool (``extra_pools=[]``; the default added the window's mean beside it later), and
-its training without history dropout or a weight average (both defaults since).
+its training without history dropout or a weight average (both defaults since), and the towers' scores alone,
+without the item-item term fitted after training (``model.item_item.enabled=false``; a default since).
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ OVERRIDES = ["data.dataset=movielens-100k", f"train.epochs={EPOCHS}", "train.thr
              "train.progress=false", "train.checkpoint=false",
              "model.user.dropout_rng=torch", "model.item.dropout_rng=torch",  # the old trainer's masks (docstring)
              "model.user.extra_pools=[]",  # the old default tower: one history pool (docstring)
-             "train.history_dropout=0", "train.ema_decay=0"]  # the old training: neither (docstring)
+             "train.history_dropout=0", "train.ema_decay=0",  # the old training: neither (docstring)
+             "model.item_item.enabled=false"]  # the towers' scores alone (docstring)
 
 
 def run_golden() -> dict[str, Any]:

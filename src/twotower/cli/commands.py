@@ -158,6 +158,19 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
             f"run folder {out}")
 
 
+def item_item_summary(result: TrainResult, metric: str) -> str | None:
+    """The line after the summary when the item-item term was fitted (model.item_item), else None:
+    ``"item-item term: weight 0.3 chosen on valid NDCG@10 (0.2178; the towers alone 0.2033)"``."""
+    info = result.item_item
+    if not info:
+        return None
+    alone = next((row[metric] for row in info["valid"] if row["weight"] == 0.0), None)
+    if not info["weight"]:
+        return f"item-item term: none (the towers alone validate best on {metric})"
+    return (f"item-item term: weight {info['weight']:g} chosen on valid {metric} ({result.final_metric:.4f}"
+            + (f"; the towers alone {alone:.4f})" if alone is not None else ")"))
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from twotower.pipeline.run import train_run
     from twotower.training import distributed as tdist
@@ -194,6 +207,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         if not main:
             return 0
         print(train_summary(result, cfg.eval.select_metric, out))
+        if (line := item_item_summary(result, cfg.eval.select_metric)) is not None:
+            print(line)
         try:
             _evaluate_trained(args, cfg, run, prep, out)
         except KeyboardInterrupt as e:

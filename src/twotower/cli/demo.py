@@ -12,7 +12,7 @@ log = logging.getLogger("twotower.demo")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import print_eval_table
+    from twotower.cli.commands import item_item_summary, print_eval_table
     from twotower.config import load_config
     from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
     from twotower.errors import ConfigError
@@ -44,6 +44,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"NDCG@10 with patience {cfg.train.patience}) ...", flush=True)
     run, result, prep = train_run(cfg, out)
     print(f"   best valid NDCG@10 {result.best_metric:.4f} at epoch {result.best_epoch} ({result.seconds:.0f}s)")
+    if (line := item_item_summary(result, "NDCG@10")) is not None:
+        print(f"   {line}")
     print("== 3/4 test metrics against baselines (same split, same protocol) ...", flush=True)
     rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=cfg.eval.ks)
     from twotower.utils.atomic import atomic_write_json

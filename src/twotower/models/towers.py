@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from twotower.config import TowerConfig
 from twotower.errors import ConfigError
 from twotower.models.feature_block import FeatureArrays, FeatureBlock
+from twotower.models.item_item import ItemItemItemPart, ItemItemUserPart
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
 from twotower.models.pooling import weighted_bag
@@ -102,6 +103,18 @@ class ItemTower(nn.Module):
         else:
             self.semantic = None
             self.gate = None
+        # the item side of the closed-form item-item term, attached after training (models/item_item.py)
+        self.item_item: ItemItemItemPart | None = None
+
+    def attach_item_item(self, rank: int) -> ItemItemItemPart:
+        """Add the item-item term's item side (zero factors until set); vectors grow by ``rank``."""
+        self.item_item = ItemItemItemPart(self.n_items, rank).to(next(self.parameters()).device)
+        return self.item_item
+
+    @property
+    def output_dim(self) -> int:
+        """Width of :meth:`forward`'s vectors: ``out_dim``, plus the item-item term's rank when attached."""
+        return self.config.out_dim + (0 if self.item_item is None else int(self.item_item.factors.shape[1]))
 
     @property
     def alpha(self) -> float | None:
@@ -118,8 +131,9 @@ class ItemTower(nn.Module):
         return torch.cat(parts, dim=-1)
 
     def forward(self, rows: Tensor) -> Tensor:
-        """Item rows [B] -> unit vectors [B, D]."""
-        return self.forward_heads(rows)[0]
+        """Item rows [B] -> unit vectors [B, D] (then the item-item factors [B, r] when attached)."""
+        v = self.forward_heads(rows)[0]
+        return v if self.item_item is None else torch.cat([v, self.item_item(rows)], dim=-1)
 
     def forward_heads(self, rows: Tensor) -> tuple[Tensor, HeadOutputs | None]:
         collab = self.mlp(self._collab_input(rows))  # [B, D]
@@ -198,6 +212,20 @@ class UserTower(nn.Module):
         if in_dim == 0:
             raise ValueError("user tower has no input: enable use_id, features or history")
         self.mlp = _head(config, in_dim, "user")
+        # the user side of the closed-form item-item term, attached after training (models/item_item.py)
+        self.item_item: ItemItemUserPart | None = None
+
+    def attach_item_item(self, rank: int) -> ItemItemUserPart:
+        """Add the item-item term's user side (zero factors and weight until set); vectors grow by ``rank``."""
+        if not self.uses_history:
+            raise ValueError("the item-item term reads the history; this user tower reads none")
+        self.item_item = ItemItemUserPart(self.n_items, rank).to(next(self.parameters()).device)
+        return self.item_item
+
+    @property
+    def output_dim(self) -> int:
+        """Width of :meth:`forward`'s vectors: ``out_dim``, plus the item-item term's rank when attached."""
+        return self.config.out_dim + (0 if self.item_item is None else int(self.item_item.factors.shape[1]))
 
     def tie_history_embedding(self, item_emb: nn.Embedding) -> None:
         """Embed history items with the item tower's ID table (SASRec's shared embeddings).
@@ -337,7 +365,14 @@ class UserTower(nn.Module):
                 parts.append(h)
             else:
                 parts.append(self.pooled_histories(history, history_weights))
-        return self._head(torch.cat(parts, dim=-1))
+        out = self._head(torch.cat(parts, dim=-1))
+        if self.item_item is None or history is None:
+            return out
+        valid = (history != self.n_items).to(out.dtype)  # [B, L]
+        if history_weights is not None:  # each item's factor on its own weight, as the extra pools read them
+            base = self.history_weights(history)
+            valid = torch.where(base > 0, history_weights / base.clamp_min(1e-30), torch.zeros_like(history_weights))
+        return torch.cat([out, self.item_item(history, valid)], dim=-1)
 
     def forward_all(
         self,

@@ -41,6 +41,25 @@ class TwoTowerModel(nn.Module):
         ):
             self.user_tower.tie_history_embedding(item_ids)
 
+    def attach_item_item(self, rank: int) -> None:
+        """Give both towers the closed-form item-item term's parts (zero until set; models/item_item.py)."""
+        self.user_tower.attach_item_item(rank)
+        self.item_tower.attach_item_item(rank)
+
+    def set_item_item(self, user_factors: Tensor, item_factors: Tensor, weight: float) -> None:
+        """Set the term's factors ([I, r] each; the user side gets its padding row) and weight."""
+        if self.user_tower.item_item is None or self.item_tower.item_item is None:
+            self.attach_item_item(int(item_factors.shape[1]))
+        assert self.user_tower.item_item is not None and self.item_tower.item_item is not None
+        pad = torch.zeros(1, user_factors.shape[1], dtype=user_factors.dtype)
+        self.user_tower.item_item.set(torch.cat([user_factors, pad]), weight)
+        self.item_tower.item_item.set(item_factors)
+
+    def detach_item_item(self) -> None:
+        """Remove the term: the towers give their trained vectors alone again."""
+        self.user_tower.item_item = None
+        self.item_tower.item_item = None
+
     @property
     def history_len(self) -> int:
         return self.config.user.history_len
@@ -80,7 +99,7 @@ class TwoTowerModel(nn.Module):
             h = None if history is None else torch.as_tensor(history[s : s + batch], dtype=torch.long, device=dev)
             outs.append(self.user_tower(u, h))
         self.train(was)
-        return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.config.user.out_dim))
+        return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.user_tower.output_dim))
 
     @torch.no_grad()
     def _sequence_user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray, batch: int = 256) -> Tensor:
@@ -99,7 +118,7 @@ class TwoTowerModel(nn.Module):
         L = history.shape[1]
         lengths = (history != self.pad_item).sum(axis=1)  # [B]
         order = np.argsort(lengths, kind="stable")  # [B]
-        out = torch.empty((len(history), self.config.user.out_dim), device=dev)
+        out = torch.empty((len(history), self.user_tower.output_dim), device=dev)
         for s in range(0, len(order), batch):
             rows = order[s : s + batch]
             keep = min(L, max(8, -(-int(lengths[rows].max()) // 8) * 8))  # columns kept, rounded up to 8

@@ -127,7 +127,7 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     """An untrained model with the shapes recorded in ``run.json``."""
     text_shape = info.get("item_text")
     text = np.zeros(text_shape, np.float32) if text_shape else None
-    return TwoTowerModel(
+    model = TwoTowerModel(
         config.model,
         int(info["n_users"]),
         int(info["n_items"]),
@@ -136,6 +136,10 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
         item_text=text,
         sparse=config.train.optimizer == "sparse_adam",
     )
+    item_item = info.get("item_item")
+    if isinstance(item_item, dict) and item_item.get("weight", 0) > 0:  # its values come with the weights
+        model.attach_item_item(int(item_item["rank"]))
+    return model
 
 
 def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
@@ -232,13 +236,20 @@ def clear_previous_run(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
 EVAL_OUTPUT_FILES = ("metrics.json", "eval.txt", "recall_at_k.png")
 
 
-def forget_results_of_old_weights(out: Path) -> tuple[list[str], list[Path]]:
+def derived_folders(out: Path) -> list[Path]:
+    """The index and export folders built from the run's weights as they are now (matched by fingerprint or
+    name); read before a resume restores its checkpoint, which rewrites ``model.safetensors``."""
+    return [folder for folder, _ in _derived_folders(out)]
+
+
+def forget_results_of_old_weights(out: Path, folders: list[Path] | None = None) -> tuple[list[str], list[Path]]:
     """Before ``--resume`` trains the weights further: remove the evaluation of the old weights (their
     metrics would otherwise sit beside the new model); return (removed files, index and export folders built
     from the old weights, which are kept -- serve and recommend refuse them by fingerprint -- but are stale).
+    ``folders``: those folders as :func:`derived_folders` found them earlier.
     """
     removed = [rel for rel in EVAL_OUTPUT_FILES if _remove_file(out / rel, set())]
-    return removed, [folder for folder, _ in _derived_folders(out)]
+    return removed, derived_folders(out) if folders is None else folders
 
 
 def _resolved(path: Path) -> Path:
@@ -334,6 +345,10 @@ def saved_config_dict(data: Any) -> Any:
     user = model.get("user") if isinstance(model, dict) else None
     if isinstance(user, dict) and "extra_pools" not in user:
         data = {**data, "model": {**model, "user": {**user, "extra_pools": []}}}
+    # nor had they the item-item term (fitted after training since): their config reads as trained
+    model = data.get("model") if isinstance(data, dict) else None
+    if isinstance(model, dict) and "item_item" not in model:
+        data = {**data, "model": {**model, "item_item": {"enabled": False}}}
     # switches of another loss kind or example mode, refused since (config.py) but written by runs saved before:
     # they trained without them, so they read as off and such a run still loads (serve, recommend, --resume)
     loss = data.get("loss") if isinstance(data, dict) else None

@@ -20,6 +20,7 @@ import torch
 from twotower.config import EvalConfig, RunConfig
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.item_item import fit_item_item
 from twotower.pipeline.prepare import Prepared
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.trainer import Trainer, TrainResult
@@ -105,6 +106,8 @@ def train_model(
 ) -> tuple[TwoTowerModel, TrainResult]:
     model, trainer = make_trainer(config, prep, out_dir=out_dir, item_text=item_text)
     result = trainer.fit(resume=resume)
+    result.item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
+                                     seed=config.train.seed)
     return model, result
 
 

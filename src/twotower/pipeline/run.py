@@ -19,6 +19,7 @@ from twotower.pipeline.artifacts import (
     TrainedRun,
     _read_json_dict,
     clear_previous_run,
+    derived_folders,
     forget_results_of_old_weights,
     rebuild_command,
     run_part_file,
@@ -27,6 +28,7 @@ from twotower.pipeline.artifacts import (
     write_manifest,
 )
 from twotower.pipeline.experiment import make_trainer
+from twotower.pipeline.item_item import fit_item_item, save_item_item
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
@@ -169,8 +171,12 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
     _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
     done = 0
+    derived: list[Path] = []
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model)
+        # matched against the weights as saved: restoring may rewrite model.safetensors with the checkpoint's,
+        # which lack the item-item term fitted after training (the run's fingerprint includes it)
+        derived = derived_folders(out)
         # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
         done = trainer.restore()
@@ -179,7 +185,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         if not resume:
             _replace_previous_run(out, config)
         else:
-            removed, stale = forget_results_of_old_weights(out)
+            removed, stale = forget_results_of_old_weights(out, derived)
             if removed:
                 log.info("resume: removed %s (they scored the weights before this resume)", ", ".join(removed))
         # a resume that trains nothing (train.epochs <= the checkpoint's epoch) keeps the run's config.json: it
@@ -190,6 +196,12 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if tdist.is_main():
+        # after the best weights are back: the item-item term and its weight, chosen on validation
+        item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
+                                  seed=config.train.seed)
+        if item_item is not None:
+            save_item_item(out, trainer.model, item_item)
+            result.item_item = item_item
         write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
     tdist.barrier()
     run = TrainedRun.load(out) if tdist.is_main() else None
@@ -257,7 +269,9 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     if saved.is_file():
         old = saved_config_dict(read_json(saved))
         now = config_to_dict(config)
-        diffs = _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"], "model")
+        # model.item_item is fitted after training, from the weights trained: like a training setting, it may change
+        diffs = [d for d in _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"],
+                                                "model") if not d.startswith("model.item_item.")]
         if diffs:
             raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
                               f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); {fix}")
@@ -265,6 +279,8 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding)
         changed = [d for part in ("train", "loss")
                    for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
+        model_old = old.get("model") if isinstance(old, dict) and isinstance(old.get("model"), dict) else {}
+        changed += _config_differences(model_old.get("item_item"), now["model"]["item_item"], "model.item_item")
         if changed:
             log.info("resume: these settings differ from the run's and apply from here on: %s", "; ".join(changed))
     for kind, vocab in (("items", prep.item_vocab), ("users", prep.user_vocab)):

@@ -1,0 +1,135 @@
+"""Fit the closed-form item-item term (models/item_item.py) after training, its weight chosen on validation.
+
+Order of work: EASE's ridge λ is chosen on validation as the EASE baseline's is (:func:`tune_ease`), its
+item-item matrix ``B`` is factorised to ``model.item_item.rank`` (a randomized SVD, seeded), and each weight of
+``model.item_item.weights`` is scored with the trainer's own validation (the same users, exclusions and metric
+as early stopping). The best weight is kept; ``0`` leaves the towers alone. The test split is never read.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from twotower.config import ItemItemConfig
+
+if TYPE_CHECKING:
+    from twotower.pipeline.prepare import Prepared
+    from twotower.training.trainer import Trainer
+
+__all__ = ["factorise", "fit_item_item", "save_item_item", "skip_reason"]
+
+log = logging.getLogger(__name__)
+
+#: extra directions the randomized SVD carries beyond the rank, and its power iterations (Halko et al. 2011,
+#: "Finding structure with randomness", Alg. 4.4): enough for the leading singular vectors of an EASE matrix
+_OVERSAMPLE = 16
+_POWER_ITERATIONS = 4
+
+
+def factorise(b: np.ndarray, rank: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(P [I, r], Q [I, r], share)`` with ``b ~ P Q^T``, ``Q``'s columns orthonormal, and ``share`` the part
+    of ``||b||_F^2`` the rank-``r`` factors keep. ``r = min(rank, I)``; exact SVD for small matrices, a seeded
+    randomized SVD otherwise, so a run's seed fixes the factors."""
+    n = b.shape[0]
+    r = min(rank, n)
+    if n <= 4 * (r + _OVERSAMPLE):
+        u, s, vt = np.linalg.svd(b.astype(np.float64))
+    else:
+        rng = np.random.default_rng(seed)
+        y = b @ rng.standard_normal((n, r + _OVERSAMPLE)).astype(b.dtype)  # [I, k]
+        for _ in range(_POWER_ITERATIONS):  # re-orthonormalised each pass, or the small directions round away
+            y, _ = np.linalg.qr(y)
+            y, _ = np.linalg.qr(b.T @ y)
+            y = b @ y
+        basis, _ = np.linalg.qr(y.astype(np.float64))  # [I, k]
+        uh, s, vt = np.linalg.svd(basis.T @ b.astype(np.float64), full_matrices=False)
+        u = basis @ uh
+    total = float(np.square(b, dtype=np.float64).sum())
+    share = float(np.square(s[:r]).sum() / total) if total > 0 else 1.0
+    p = (u[:, :r] * s[:r]).astype(np.float32)
+    q = np.ascontiguousarray(vt[:r].T, dtype=np.float32)
+    return p, q, share
+
+
+def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) -> str | None:
+    """Why the term is not fitted for this run (None: fit it)."""
+    from twotower.distributed import world_size
+    from twotower.evaluation.baselines import ease_skip_reason
+    from twotower.utils.runtime import available_memory
+
+    model = trainer.model
+    if not config.enabled:
+        return "model.item_item.enabled = false"
+    if trainer.valid_relevant is None or prep.matrix("valid") is None:
+        return "no validation data to choose its weight on"
+    if not model.user_tower.uses_history:
+        return "the user tower reads no history (model.user.history = none)"
+    if model.item_tower.semantic is not None:
+        return "the dual-head item tower's explanations split its score between its two heads only"
+    if world_size() > 1:
+        return "fitted in single-process runs only (this one trains on several ranks)"
+    why = ease_skip_reason(prep.n_items, config.max_items, available_memory())
+    return why.replace("eval.ease_max_items", "model.item_item.max_items").split("; raise")[0] if why else None
+
+
+def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, *, metric: str,
+                  seed: int) -> dict[str, Any] | None:
+    """Fit the term into ``trainer.model`` (its best weights, after ``fit``) and return what ``run.json``
+    records of it (the weight chosen, ``0.0`` when the towers alone validate best), or None when skipped."""
+    from twotower.evaluation.baselines import EASE, tune_ease
+
+    why = skip_reason(trainer, prep, config)
+    if why is not None:
+        if config.enabled:
+            log.info("item-item term: not fitted (%s)", why)
+        return None
+    t0 = time.perf_counter()
+    model = trainer.model
+    train, valid = prep.matrix("train"), prep.matrix("valid")
+    keep: dict[str, Any] = {}
+    lam, _ = tune_ease(train, valid, lambdas=config.lambdas, metric=metric, keep=keep)
+    b = EASE.from_tuning(keep, lam).weights
+    keep.clear()
+    assert b is not None
+    p, q, share = factorise(b, config.rank, seed)
+    del b
+    model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
+    part = model.user_tower.item_item
+    assert part is not None
+    table: list[dict[str, float]] = []
+    for w in sorted(set(config.weights)):  # ascending: a tie keeps the smaller weight
+        part.weight.fill_(w)
+        table.append({"weight": w, metric: float(trainer.validate()[metric])})
+    best = max(table, key=lambda row: row[metric])
+    base = next((row[metric] for row in table if row["weight"] == 0.0), None)
+    if best["weight"] == 0.0:
+        model.detach_item_item()
+    else:
+        part.weight.fill_(best["weight"])
+    info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
+            "metric": metric, "valid_metric": best[metric], "valid": table,
+            "seconds": round(time.perf_counter() - t0, 3)}
+    shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
+    gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
+    log.info("item-item term (EASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s [%s], "
+             "%.1fs", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
+    return info
+
+
+def save_item_item(out: Path, model: torch.nn.Module, info: dict[str, Any]) -> None:
+    """Record the fit in ``out/run.json`` and, when a term was kept, the weights with it in ``model.safetensors``:
+    one set, so a kill between the two never leaves weights that ``run.json`` does not describe."""
+    from safetensors.torch import save
+
+    from twotower.utils.atomic import atomic_write_set, json_text, read_json
+
+    files = {out / "run.json": json_text({**read_json(out / "run.json"), "item_item": info}).encode("utf-8")}
+    if info["weight"] > 0:
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+        files[out / "model.safetensors"] = save(state)
+    atomic_write_set(files)

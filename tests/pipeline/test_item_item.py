@@ -1,0 +1,138 @@
+"""The item-item term fitted after training: factors, the weight chosen on validation, what a run saves."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.explain.explain_tiny_run import train_tiny_run
+from twotower.config import ConfigError, load_config
+from twotower.pipeline.artifacts import TrainedRun
+from twotower.pipeline.item_item import factorise
+
+
+@pytest.mark.parametrize("n", [40, 400])  # exact SVD, then the seeded randomized one
+def test_factors_keep_the_leading_directions_with_orthonormal_item_factors(n: int) -> None:
+    rng = np.random.default_rng(0)
+    low = rng.normal(size=(n, 6)) @ rng.normal(size=(6, n))  # rank 6, plus a little noise
+    b = (low + 0.01 * rng.normal(size=(n, n))).astype(np.float32)
+    p, q, share = factorise(b, 6, seed=3)
+    assert p.shape == q.shape == (n, 6)
+    assert np.allclose(q.T @ q, np.eye(6), atol=1e-4)
+    assert share > 0.999
+    assert np.abs(p @ q.T - b).max() < 0.1 * np.abs(b).max()
+    again = factorise(b, 6, seed=3)
+    assert np.array_equal(p, again[0]) and np.array_equal(q, again[1])  # the seed fixes the factors
+    assert factorise(b[:5, :5], 64, seed=0)[1].shape == (5, 5)  # rank capped by the catalogue
+
+
+def test_a_run_records_the_grid_keeps_the_best_weight_and_loads_as_scored(tmp_path) -> None:
+    out = train_tiny_run(tmp_path / "run", history="recency", extra=("model.item_item.weights=[0, 0.2, 0.5, 1]",
+                                                                      "model.item_item.rank=8"))
+    info = json.loads((out / "run.json").read_text())["item_item"]
+    table = {row["weight"]: row["NDCG@10"] for row in info["valid"]}
+    assert sorted(table) == [0.0, 0.2, 0.5, 1.0]
+    assert info["valid_metric"] == max(table.values())
+    assert info["weight"] == min(w for w, m in table.items() if m == max(table.values()))  # ties: the smaller
+    run = TrainedRun.load(out)
+    width = 16 + (8 if info["weight"] > 0 else 0)
+    assert run.item_embeddings().shape == (run.n_items, width)
+    if info["weight"] > 0:
+        assert float(run.model.user_tower.item_item.weight) == info["weight"]
+        vec = run.history_vectors([np.asarray([0, 1, 2], np.int64)])[0]
+        assert vec.shape == (width,) and np.isclose(np.linalg.norm(vec[16:]), info["weight"], atol=1e-5)
+
+
+def test_the_weight_is_the_best_on_validation_and_zero_leaves_the_towers_alone(tmp_path, monkeypatch) -> None:
+    from twotower.training.trainer import Trainer
+
+    real = Trainer.validate
+    seen: list[float] = []
+
+    def validate(self):  # after the fit: a figure that peaks at weight 0.5
+        part = self.model.user_tower.item_item
+        if part is None:
+            return real(self)
+        seen.append(float(part.weight))
+        return {"NDCG@10": 1.0 - abs(float(part.weight) - 0.5)}
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    out = train_tiny_run(tmp_path / "best", extra=("model.item_item.weights=[1, 0.5, 0, 0.25]",))
+    assert seen == [0.0, 0.25, 0.5, 1.0]  # ascending
+    assert json.loads((out / "run.json").read_text())["item_item"]["weight"] == 0.5
+
+    monkeypatch.setattr(Trainer, "validate", lambda self: real(self) if self.model.user_tower.item_item is None
+                        else {"NDCG@10": 0.5})  # every weight alike: the tie keeps 0, no term
+    out = train_tiny_run(tmp_path / "tie", extra=("model.item_item.weights=[0.5, 0]",))
+    info = json.loads((out / "run.json").read_text())["item_item"]
+    assert info["weight"] == 0.0
+    run = TrainedRun.load(out)
+    assert run.model.user_tower.item_item is None and run.item_embeddings().shape[1] == 16
+
+
+def test_switched_off_or_without_validation_nothing_is_fitted(tmp_path, caplog) -> None:
+    out = train_tiny_run(tmp_path / "off", extra=("model.item_item.enabled=false",))
+    assert "item_item" not in json.loads((out / "run.json").read_text())
+    assert TrainedRun.load(out).item_embeddings().shape[1] == 16
+    from twotower.config import RunConfig
+    from twotower.pipeline.run import train_run
+
+    cfg = load_config(base=json.loads((out / "config.json").read_text()),
+                      overrides=["data.valid=null", "model.item_item.enabled=true"])
+    assert isinstance(cfg, RunConfig)
+    with caplog.at_level("INFO"):
+        train_run(cfg, tmp_path / "novalid")
+    assert "item-item term: not fitted (no validation data to choose its weight on)" in caplog.text
+    assert "item_item" not in json.loads((tmp_path / "novalid" / "run.json").read_text())
+
+
+def test_a_run_saved_before_the_term_loads_as_it_was_trained(tmp_path) -> None:
+    out = train_tiny_run(tmp_path / "old", extra=("model.item_item.enabled=false",))
+    cfg = json.loads((out / "config.json").read_text())
+    del cfg["model"]["item_item"]  # as an earlier version wrote it
+    (out / "config.json").write_text(json.dumps(cfg))
+    from twotower.pipeline.artifacts import write_manifest
+
+    write_manifest(out)
+    run = TrainedRun.load(out)
+    assert run.config.model.item_item.enabled is False  # what it was trained with: no term
+    assert run.model.user_tower.item_item is None
+
+
+@pytest.mark.parametrize(("override", "said"), [
+    ("model.item_item.weights=[]", "model.item_item.weights: must be one or more finite numbers >= 0"),
+    ("model.item_item.weights=[-0.1]", "model.item_item.weights: must be one or more finite numbers >= 0"),
+    ("model.item_item.rank=0", "model.item_item.rank: must be in 1..4096"),
+    ("model.item_item.lambdas=[0]", "model.item_item.lambdas: must be one or more finite numbers > 0"),
+])
+def test_bad_settings_are_refused_by_name(override: str, said: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert said in str(e.value)
+
+
+def test_the_term_travels_with_the_weights_and_the_fingerprint(tmp_path) -> None:
+    out = train_tiny_run(tmp_path / "fp", extra=("model.item_item.weights=[0.5]", "model.item_item.rank=4"))
+    run = TrainedRun.load(out)
+    assert run.model.item_tower.item_item is not None
+    before = run.fingerprint()
+    with torch.no_grad():
+        run.model.item_tower.item_item.factors[0, 0] += 1.0  # other item factors: another index
+    run._fingerprint = None
+    assert run.fingerprint() != before
+
+
+def test_the_train_command_says_which_weight_it_chose_and_what_the_towers_alone_gave() -> None:
+    from twotower.cli.commands import item_item_summary
+    from twotower.training.trainer import TrainResult
+
+    grid = [{"weight": 0.0, "NDCG@10": 0.2033}, {"weight": 0.3, "NDCG@10": 0.2178}]
+    chosen = TrainResult(12, 0.2033, 15, item_item={"weight": 0.3, "valid_metric": 0.2178, "valid": grid})
+    assert item_item_summary(chosen, "NDCG@10") == ("item-item term: weight 0.3 chosen on valid NDCG@10 (0.2178; "
+                                                    "the towers alone 0.2033)")
+    assert chosen.final_metric == 0.2178 and chosen.best_metric == 0.2033
+    none = TrainResult(12, 0.2033, 15, item_item={"weight": 0.0, "valid_metric": 0.2033, "valid": grid[:1]})
+    assert item_item_summary(none, "NDCG@10") == "item-item term: none (the towers alone validate best on NDCG@10)"
+    assert item_item_summary(TrainResult(12, 0.2033, 15), "NDCG@10") is None
