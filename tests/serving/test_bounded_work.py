@@ -27,6 +27,20 @@ def test_explain_covers_only_the_first_explain_k_items(client):
     assert r.status_code == 422 and "explain_k" in r.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("body", [{"user_id": "u1", "k": 5, "explain_k": 3},
+                                  {"user_id": "u1", "k": 5, "explain": False, "explain_k": 3}])
+def test_explain_k_without_explain_is_refused_naming_the_field(client, body):
+    """explain_k alone was silently ignored: a list without a single explanation, answered 200."""
+    r = client.post("/recommend", json=body)
+    assert r.status_code == 422
+    err = r.json()["error"]
+    assert err["details"][0]["loc"] == ["body", "explain_k"]
+    assert err["message"].startswith('body.explain_k: explain_k needs "explain": true')
+    r = client.post("/recommend/batch", json={"requests": [{"user_id": "u2"}, body]})
+    assert r.status_code == 422 and r.json()["error"]["message"].startswith("body.requests[1].explain_k: explain_k needs")
+    assert client.post("/recommend", json={**body, "explain": True}).status_code == 200  # both: answered
+
+
 def test_the_256_by_k1000_explain_batch_is_bounded_and_health_answers(service):
     """The issue's batch (11.8 KB, every field in bounds): answered or refused, and /healthz answers meanwhile."""
     from twotower.serving import ServiceSettings, create_app
@@ -204,6 +218,8 @@ def test_python_callers_get_the_same_bounded_explanations_as_http(client, servic
         service.recommend(RecRequest(user_id="u1", k=30, explain=True, explain_k=cap + 1))
     with pytest.raises(ConfigError, match="explain_k"):
         RecRequest(user_id="u1", explain=True, explain_k=0)
+    with pytest.raises(ConfigError, match=r"explain_k needs explain=True"):  # was ignored: no explanation at all
+        RecRequest(user_id="u1", k=30, explain_k=3)
     calls = []
 
     def check():

@@ -136,7 +136,8 @@ def _rec(body: Any, explain_k: int) -> RecRequest:
         exclude_seen=body.exclude_seen,
         filters=body.filters,
         explain=body.explain,
-        explain_k=body.explain_k if body.explain_k is not None else explain_k,
+        # the app's cap only with explain (the schema refuses explain_k without it, as RecRequest does)
+        explain_k=(body.explain_k if body.explain_k is not None else explain_k) if body.explain else None,
     )
 
 

@@ -9,7 +9,8 @@ are defined inside a function and FastAPI resolves annotations at runtime.)
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, model_validator
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, ValidationInfo,
+                      field_validator, model_validator)
 
 from twotower.serving.settings import ServiceSettings
 
@@ -77,6 +78,20 @@ def _one_of_user_or_history(model: Any) -> Any:
     return model
 
 
+#: why an ``explain_k`` sent without ``"explain": true`` is refused (the one message, HTTP and Python alike)
+EXPLAIN_K_NEEDS_EXPLAIN = ('explain_k needs "explain": true (it says how many of the first items get an explanation, '
+                           'and without explain none do); send both, or neither')
+
+
+def _explain_k_needs_explain(value: Any, info: ValidationInfo) -> Any:
+    # silently ignored before: a client sending explain_k expects explanations and got a list without any.
+    # explain is declared before explain_k, so it is in info.data unless it was itself invalid (then its own
+    # error is reported and this check is moot)
+    if value is not None and info.data.get("explain") is False:
+        raise ValueError(EXPLAIN_K_NEEDS_EXPLAIN)
+    return value
+
+
 def make_schemas(settings: ServiceSettings) -> Schemas:
     """Pydantic models whose bounds come from ``settings``."""
     K = Annotated[int, Field(ge=1, le=settings.max_k, strict=True, description=f"list length, 1..{settings.max_k}")]
@@ -112,9 +127,11 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         explain: StrictBool = False
         explain_k: Optional[Annotated[int, Field(ge=1, le=settings.explain_k, strict=True)]] = Field(
             None, description=f"with explain: how many of the first items get an explanation "
-                              f"(1..{settings.explain_k}; default {settings.explain_k})")
+                              f"(1..{settings.explain_k}; default {settings.explain_k}); only with "
+                              f'"explain": true (422 without it)')
 
         _check = model_validator(mode="after")(_one_of_user_or_history)
+        _check_explain_k = field_validator("explain_k")(_explain_k_needs_explain)
 
     class BatchRequest(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -56,6 +56,9 @@ class RecRequest:
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
                                            or self.explain_k < 1):
             raise ConfigError(f"explain_k must be a positive integer or None, got {self.explain_k!r}")
+        if self.explain_k is not None and not self.explain:  # as POST /recommend's 422: never silently ignored
+            raise ConfigError("explain_k needs explain=True (it says how many of the first items get an explanation, "
+                              "and without explain none do); pass both, or neither")
 
 
 def _index_ids(index: VectorIndex) -> np.ndarray | None:
