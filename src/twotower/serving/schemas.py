@@ -202,7 +202,8 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         n_history: int
         history: list[HistoryItem]
         history_source: str | list[str] = Field(
-            "training", description='"training", or the files of `serve --history-from` the user tower reads')
+            "training", description='"training", or the names (no folders) of the `serve --history-from` files the user tower '
+                        'reads')
 
     class ExampleUser(BaseModel):
         user_id: str

@@ -273,7 +273,7 @@ class RecommenderService:
 
     def user(self, user_id: str, limit: int = 50) -> dict[str, Any]:
         """A known user's history as the user tower reads it (the training history, or the input history of
-        ``--history-from``: ``history_source``), newest first (at most ``limit`` items)."""
+        ``--history-from``: ``history_source``, the files' names without their folders), newest first (at most ``limit`` items)."""
         row = self._user_row(user_id)
         items, stamps = self._known_history(row)  # oldest first
         history = []
@@ -281,7 +281,9 @@ class RecommenderService:
             rec = self.catalog.record(int(item_row))
             rec["timestamp"] = int(ts)
             history.append(rec)
-        source = list(self.histories.files) if self.histories is not None else "training"
+        # the files' names only: the paths given to `serve --history-from` are the server's file system layout
+        # (home folder, user name, data mounts), which an unauthenticated client has no need of
+        source = [Path(f).name for f in self.histories.files] if self.histories is not None else "training"
         return {"user_id": user_id, "n_history": int(len(items)), "history": history, "history_source": source}
 
     # ------------------------------------------------------------------ queries
