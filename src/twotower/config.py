@@ -432,8 +432,10 @@ TRAIN_THREADS_DEFAULT = "TWOTOWER_THREADS, else half the idle cores, at least 1"
 #: C int and raised a bare "Overflow when unpacking long" above 2**31 - 1; far above any machine's cores anyway.
 MAX_THREADS = 1024
 
-#: The longest list a command line asks for (`recommend --k`, `search query --k`/`--rerank-top`, `index build --k`):
-#: every result is padded to k, so 99999999999999999999 was a numpy TypeError and 10**9 gigabytes of padding.
+#: The longest list a command line asks for (`recommend --k`, `search query --k`/`--rerank-top`, `index build --k`)
+#: and the Python API returns (`tt.recommend(k=...)`): every result is padded to k, so 99999999999999999999 was a
+#: numpy TypeError and 10**9 gigabytes of padding. The HTTP service caps k lower, at ServiceSettings.max_k
+#: (`serve --max-k`), which may be raised up to this bound and no further.
 MAX_K = 10_000
 
 

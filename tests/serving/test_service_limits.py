@@ -24,7 +24,38 @@ def test_k_at_and_over_max_k(make_client):
 
 def test_default_max_k(client):
     assert client.post("/recommend", json={"user_id": "u1", "k": 1000}).status_code == 200
-    assert client.post("/recommend", json={"user_id": "u1", "k": 1001}).status_code == 422
+    r = client.post("/recommend", json={"user_id": "u1", "k": 1001})
+    assert r.status_code == 422
+    # the bound is this server's, and the message says how it is set (another surface, tt.recommend, allows more)
+    assert r.json()["error"]["message"] == ("body.k: Input should be less than or equal to 1000 (this server's "
+                                            "max_k: `twotower serve --max-k` sets it, up to 10000)")
+
+
+def test_one_k_bound_for_every_surface(service, run_dir):
+    """tt.recommend took k up to a literal 10000, the service's Python API any k at all (k=5000 answered past
+    ServiceSettings.max_k=1000, which only the HTTP schema held), and max_k itself could be set above the bound
+    of the CLI. Now: config.MAX_K bounds every list, ServiceSettings.max_k (default 1000, at most MAX_K) the
+    service's, from Python as over HTTP."""
+    import twotower as tt
+    from twotower.config import MAX_K
+    from twotower.serving import RecRequest, ServiceSettings
+
+    cap = service.settings.max_k
+    assert cap == ServiceSettings.max_k < MAX_K
+    said = rf"k {cap + 1} is above this service's max_k {cap} \(ServiceSettings.max_k, `serve --max-k`"
+    with pytest.raises(ConfigError, match=said):
+        service.recommend(RecRequest(user_id="u1", k=cap + 1))
+    with pytest.raises(ConfigError, match=rf"^requests\[1\]\.{said}"):
+        service.recommend_batch([RecRequest(user_id="u1"), RecRequest(user_id="u1", k=cap + 1)])
+    with pytest.raises(ConfigError, match=said):
+        service.similar_items("i1", cap + 1)
+    assert service.similar_items("i1", cap)["k"] == cap
+    assert ServiceSettings(max_k=MAX_K).max_k == MAX_K
+    with pytest.raises(ConfigError, match=f"ServiceSettings.max_k must be between 1 and {MAX_K}, got {MAX_K + 1}"):
+        ServiceSettings(max_k=MAX_K + 1)
+    run = tt.TrainedRun.load(run_dir)
+    with pytest.raises(ConfigError, match=rf"k must be an integer between 1 and {MAX_K} \(twotower.config.MAX_K"):
+        tt.recommend(run, ["u1"], k=MAX_K + 1)
 
 
 def test_history_at_and_over_max_history(make_client):

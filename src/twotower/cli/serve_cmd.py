@@ -13,6 +13,7 @@ log = logging.getLogger("twotower")
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.main import add_no_verify
+    from twotower.config import MAX_K
     from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
 
     d = ServiceSettings()
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
                    help="429 when a new request's expected wait for a compute slot exceeds this (default %(default)s ms)")
     p.add_argument("--no-max-wait", action="store_true", help="bound the queue by --max-queue only, not by time")
-    p.add_argument("--max-k", type=int, default=d.max_k, help="largest k a request may ask for (default %(default)s)")
+    p.add_argument("--max-k", type=int, default=d.max_k,
+                   help=f"largest k a request may ask for, at most {MAX_K} (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
                    help="most requests in one /recommend/batch (default %(default)s)")
     p.add_argument("--max-history", type=int, default=d.max_history,

@@ -19,6 +19,7 @@ from typing import Any, Iterable
 import numpy as np
 import scipy.sparse as sp
 
+from twotower.config import MAX_K
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
@@ -331,8 +332,9 @@ def recommend(
     check_loaded_run(run, "recommend")
     if (user_ids is None) == (history is None):
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10_000:
-        raise ConfigError(f"k must be an integer between 1 and 10000, got {k!r}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
+        raise ConfigError(f"k must be an integer between 1 and {MAX_K} (twotower.config.MAX_K, as `twotower "
+                          f"recommend --k`), got {k!r}")
     if user_features is not None and history is None:
         raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
                           "the features it was trained with)")

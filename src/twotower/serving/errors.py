@@ -35,6 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
 from twotower.serving.budget import BudgetExceeded, ClientGone
 
@@ -157,6 +158,11 @@ def _body_example(path: str) -> str:
     return f", such as {example}" if example else " (each route's fields are listed at /docs)"
 
 
+#: request field -> the server setting its upper bound comes from, named when a value is over it: "less than or
+#: equal to 1000" alone did not say that the bound is this server's (another may allow more) nor how to raise it
+_BOUND_BY = {"k": "max_k", "rerank_top": "max_k", "explain_k": "explain_k"}
+
+
 def _validation_details(exc: RequestValidationError, path: str = "") -> list[dict[str, Any]]:
     out = []
     for err in exc.errors():
@@ -182,6 +188,10 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
                         and got.is_integer() else "a number with a fraction" if isinstance(got, float)
                         else "null" if got is None else f"a JSON {type(got).__name__}")
                 msg = f"must be a JSON integer such as 5, got {sent}"
+        elif err.get("type") == "less_than_equal" and loc and loc[-1] in _BOUND_BY:
+            setting = _BOUND_BY[loc[-1]]
+            upto = f", up to {MAX_K}" if setting == "max_k" else ""
+            msg = f"{msg} (this server's {setting}: `twotower serve --{setting.replace('_', '-')}` sets it{upto})"
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})

@@ -416,6 +416,14 @@ class RecommenderService:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
         return self._answers([req], check=check, n=0)[0]
 
+    def check_k(self, k: int) -> None:
+        """Refuse a list longer than ``settings.max_k``: the bound POST /recommend's schema sets (422 there),
+        held for Python callers too, who otherwise got any length up to what memory allowed."""
+        cap = self.settings.max_k
+        if k > cap:
+            raise ConfigError(f"k {k} is above this service's max_k {cap} (ServiceSettings.max_k, `serve --max-k`; "
+                              "at most twotower.config.MAX_K); ask for at most that many")
+
     def explain_count(self, req: RecRequest) -> int:
         """Items of ``req``'s answer that get an explanation: 0 without ``explain``, else ``min(k, explain_k)``."""
         if not req.explain:
@@ -445,6 +453,8 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if not reqs:
             return []
+        for b, r in enumerate(reqs):
+            _at_request(b, n, self.check_k, r.k)
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         queries, users, hists, feats = self._query_vectors(reqs, n)
@@ -493,6 +503,9 @@ class RecommenderService:
         """Items whose embeddings are closest to ``item_id``'s (the item itself excluded). ``check``: as
         :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:  # as RecRequest checks its k
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        self.check_k(int(k))
         row = self.catalog.row(item_id)
         query = self.item_vectors[row : row + 1]  # [1, D]
         mask = self.catalog.filter_mask(filters, check) if filters else None

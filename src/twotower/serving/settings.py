@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twotower.config import MAX_THREADS
+from twotower.config import MAX_K, MAX_THREADS
 from twotower.errors import ConfigError
 
 _INT64_MAX = 2**63 - 1
@@ -28,7 +28,7 @@ class ServiceSettings:
 
     host: str = "127.0.0.1"  # loopback by default; 0.0.0.0 exposes the service to the network
     port: int = 8000
-    max_k: int = 1000  # largest list length a request may ask for
+    max_k: int = 1000  # largest list length a request may ask for; at most config.MAX_K (the CLI's and tt.recommend's)
     # list length when a request names none (also `twotower recommend --user`'s); at most max_k
     default_k: int = 10
     max_history: int = 500  # longest ad-hoc history (item ids) in one request
@@ -65,7 +65,7 @@ class ServiceSettings:
     def __post_init__(self) -> None:
         ints = {
             "port": (0, 65535),
-            "max_k": (1, None),
+            "max_k": (1, MAX_K),  # the lists of the CLI and tt.recommend are bounded there too
             "default_k": (1, None),
             "max_history": (1, None),
             "max_batch": (1, None),
