@@ -23,7 +23,8 @@ from starlette.routing import BaseRoute
 
 from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
-from twotower.serving.middleware import BodyLimit, ConcurrencyGate, HeadAsGet, HostCheck, Metrics, MetricsMiddleware
+from twotower.serving.middleware import (BodyLimit, ConcurrencyGate, HeadAsGet, HostCheck, Metrics, MetricsMiddleware,
+                                         SecurityHeaders)
 from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
@@ -116,6 +117,7 @@ def create_app(
     if settings.allowed_hosts is not None:  # before any other work, inside the metrics (which count its 400s)
         app.add_middleware(HostCheck, allowed=settings.allowed_hosts)
     app.add_middleware(MetricsMiddleware, metrics=metrics, known_paths=known)
+    app.add_middleware(SecurityHeaders)  # outermost: the 400/413/429 answered before routing get them too
     return app
 
 

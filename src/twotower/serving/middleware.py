@@ -1,7 +1,9 @@
-"""Pure-ASGI middlewares: request metrics, the in-flight gate (429), the body limit (413), HEAD as GET.
+"""Pure-ASGI middlewares: request metrics, the in-flight gate (429), the body limit (413), HEAD as GET,
+security headers (CSP).
 
-Order, outermost first: :class:`MetricsMiddleware` (sees every answer,
-including 413/429/500) -> :class:`BodyLimit` -> :class:`ConcurrencyGate` ->
+Order, outermost first: :class:`SecurityHeaders` (CSP and friends on every answer) ->
+:class:`MetricsMiddleware` (sees every answer, including 413/429/500) -> :class:`HostCheck` (when hosts
+are restricted) -> :class:`BodyLimit` -> :class:`ConcurrencyGate` ->
 :class:`~twotower.serving.errors.CatchAllMiddleware` -> :class:`HeadAsGet` -> FastAPI.
 The body is read before the gate admits a request: a client stalling its body
 holds no slot of the gate.
@@ -18,8 +20,8 @@ from twotower.errors import OverloadError
 from twotower.serving.errors import BodyTimeout, HostNotAllowed, PayloadTooLarge, error_response
 from twotower.serving.settings import host_name
 
-__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "HostCheck", "UNGATED_PATHS",
-           "WAIT_REJECTION_MARK"]
+__all__ = ["Metrics", "MetricsMiddleware", "ConcurrencyGate", "BodyLimit", "HeadAsGet", "HostCheck", "SecurityHeaders",
+           "UNGATED_PATHS", "WAIT_REJECTION_MARK", "PAGE_CSP", "DOCS_CSP"]
 
 # in the message of a 429 refused for its expected wait (not for a full queue): clients such as
 # bench/serve_load.py tell the two reasons apart by it
@@ -341,3 +343,45 @@ class HostCheck:
             "machine, and a web page could point another name at it (DNS rebinding); to reach it under that name, "
             f"restart it with --allow-host {host_name(shown) or 'NAME'}")
         await error_response(err)(scope, receive, send)
+
+
+#: The explorer page (and every other answer but the API docs): its script and stylesheet are the files under
+#: /static, it fetches this origin only, and it holds no inline script, inline style or event-handler attribute
+#: (app.js sets a bar's width through CSSOM, which style-src does not govern), so nothing else is allowed: an
+#: injected <script> or inline handler does not run, and no other site may frame the page (clickjacking).
+PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
+#: FastAPI's /docs (Swagger UI) and /redoc load their script and CSS from a CDN and start from an inline script,
+#: so PAGE_CSP would blank them; they get the policy's framing and base/plugin parts only.
+DOCS_CSP = "base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
+DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
+
+
+class SecurityHeaders:
+    """Add ``Content-Security-Policy`` (:data:`PAGE_CSP`, :data:`DOCS_CSP` on :data:`DOCS_PATHS`),
+    ``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer`` and ``X-Frame-Options: DENY`` to every
+    answer (the 4xx and 5xx given by the other middlewares included), unless the answer set the header itself.
+
+    The explorer page served without them ran any script an injection put in it, could be framed by any site,
+    and sent the full URL (its ``?user=`` id) as the Referer of a followed link.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        csp = DOCS_CSP if scope["path"] in DOCS_PATHS else PAGE_CSP
+        extra = [(b"content-security-policy", csp.encode()), (b"x-content-type-options", b"nosniff"),
+                 (b"referrer-policy", b"no-referrer"), (b"x-frame-options", b"DENY")]
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", ()))
+                have = {name.lower() for name, _ in headers}
+                message = {**message, "headers": headers + [(n, v) for n, v in extra if n not in have]}
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
