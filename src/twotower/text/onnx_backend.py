@@ -8,7 +8,9 @@ per weights fingerprint with ``torch.onnx.export`` into
 is ``onnxruntime.quantization.quantize_dynamic`` of it (MatMul weights,
 per channel, reduced range: exact enough on CPUs without VNNI, where full
 8-bit ranges saturate). Every file is checksummed and checked with
-:func:`twotower.utils.atomic.verify_files` before a session is opened.
+:func:`twotower.utils.atomic.verify_files` before a session is opened, and
+a ``files.json`` whose table leaves out a file of the folder is refused
+(:func:`read_export`), as a saved index's ``meta.json`` is.
 No ``optimum`` is needed (it would pin an older ``transformers``).
 
 Attention is exported from the model's eager implementation: the SDPA export
@@ -30,9 +32,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, IntegrityError
 
-__all__ = ["OnnxForward", "onnx_cache_dir", "export_onnx", "EXPORT_VERSION"]
+__all__ = ["OnnxForward", "onnx_cache_dir", "export_onnx", "read_export", "EXPORT_VERSION", "EXPORTED_FILES"]
 
 #: 1: SDPA attention; 2: eager attention (no NaN guard in the graph).
 EXPORT_VERSION = 2
@@ -40,6 +42,10 @@ EXPORT_VERSION = 2
 logger = logging.getLogger(__name__)
 
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+#: The files a session may open: files.json must list each, with its sha256, before any is read.
+EXPORTED_FILES = ("model-fp32.onnx", "model-int8.onnx")
+TABLE = "files.json"
 
 
 def onnx_cache_dir() -> Path:
@@ -111,8 +117,10 @@ def export_onnx(st_model: Any, folder: Path) -> None:
             _quantize(quantize_dynamic, QuantType, tmp)
         finally:
             root.setLevel(level)
-        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.suffix == ".onnx"}
-        atomic_write_json(tmp / "files.json", {"inputs": names, "pooling": mode, "files": files})
+        # every file of the folder (an export over 2 GB writes its weights beside the .onnx): read_export
+        # refuses a folder holding a file the table does not list
+        files = {p.name: sha256_file(p) for p in sorted(tmp.iterdir()) if p.is_file() and p.name != TABLE}
+        atomic_write_json(tmp / TABLE, {"inputs": names, "pooling": mode, "files": files})
 
 
 @contextmanager
@@ -141,6 +149,33 @@ def _quantize(quantize_dynamic: Any, QuantType: Any, tmp: Path) -> None:  # noqa
                      extra_options={"DefaultTensorType": 1})  # 1 = FLOAT, for shapes inference cannot type
 
 
+def read_export(folder: Path) -> dict[str, Any]:
+    """``files.json`` of an exported encoder, after every file of ``folder`` has been checked against it.
+
+    A missing file or a sha256 mismatch raises IntegrityError (:func:`~twotower.utils.atomic.verify_files`),
+    and so does a file the table does not list, one of :data:`EXPORTED_FILES` or any other in the folder:
+    the check covered only the files the table named, so a files.json without the int8 entry (edited, or
+    half-written by another tool) let ONNX Runtime parse model-int8.onnx unchecked, the gap a saved index's
+    meta.json had (:func:`twotower.index.load_index`).
+    """
+    from twotower.utils.atomic import read_json, verify_files
+
+    fix = f"delete {folder} to export the encoder again"
+    meta = read_json(folder / TABLE)
+    table = meta.get("files") if isinstance(meta, dict) else None
+    if (not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values())
+            or not isinstance(meta.get("inputs"), list)):
+        raise IntegrityError(f"{folder / TABLE}: not an exported encoder's file table (expected \"inputs\" and "
+                             f"\"files\": name -> sha256); {fix}")
+    present = sorted(p.name for p in folder.iterdir() if p.name != TABLE)
+    unlisted = [name for name in dict.fromkeys([*EXPORTED_FILES, *present]) if name not in table]
+    if unlisted:
+        raise IntegrityError(f"{folder / unlisted[0]}: not listed in the checksums of {folder / TABLE}, so it "
+                             f"cannot be verified before it is read; {fix}")
+    verify_files(folder, table, fix=fix)
+    return meta
+
+
 class OnnxForward:
     """An ONNX Runtime session computing pooled (not yet normalised) embeddings ``[B, H]``."""
 
@@ -148,13 +183,10 @@ class OnnxForward:
         import onnxruntime as ort
         import torch
 
-        from twotower.utils.atomic import read_json, verify_files
-
         folder = onnx_cache_dir() / f"{fingerprint}.e{EXPORT_VERSION}"
-        if not (folder / "files.json").is_file():
+        if not (folder / TABLE).is_file():
             export_onnx(st_model, folder)
-        meta = read_json(folder / "files.json")
-        verify_files(folder, meta["files"], fix=f"delete {folder} to export the encoder again")
+        meta = read_export(folder)
         self.names: list[str] = list(meta["inputs"])
         self.tokenizer = st_model[0].tokenizer
         opts = ort.SessionOptions()
