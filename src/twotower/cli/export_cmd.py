@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.commands import _threads
-    from twotower.cli.paths import check_output_dir
+    from twotower.cli.paths import check_output_dir, run_writer
     from twotower.errors import ConfigError
     from twotower.export import check_export_dir, export_onnx
     from twotower.pipeline.artifacts import TrainedRun
@@ -36,8 +36,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, swapped=True)  # written beside --out and swapped in whole
     check_export_dir(out, run_dir=args.run, force=args.force)  # before loading the run: a refused --out costs nothing
     _threads(args)
-    run = TrainedRun.load(args.run)
-    r = export_onnx(run, out, check_users=args.check_users, force=args.force)
+    with run_writer(args.run, out, "twotower export"):  # `--out RUN/onnx` writes into the run
+        run = TrainedRun.load(args.run)
+        r = export_onnx(run, out, check_users=args.check_users, force=args.force)
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"

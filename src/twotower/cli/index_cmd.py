@@ -95,21 +95,28 @@ def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - Trained
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    import dataclasses
-    import time
-
-    import numpy as np
-
-    from twotower.cli.paths import check_artefact_dir
-    from twotower.index import ExactIndex, autotune, plot_recall_qps
+    from twotower.cli.paths import check_artefact_dir, run_writer
     from twotower.index.storage import is_index_dir
-    from twotower.pipeline.artifacts import TrainedRun
     from twotower.utils.runtime import set_threads, threads_from_env
 
     policy = _policy(args)
     # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
     out = check_artefact_dir(args.out or Path(args.run) / "index", kind="vector index", is_same_kind=is_index_dir)
     set_threads(args.threads or threads_from_env())
+    # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile
+    with run_writer(args.run, out, "twotower index build"):
+        return _build(args, policy, out)
+
+
+def _build(args: argparse.Namespace, policy, out: Path) -> int:  # noqa: ANN001 - IndexPolicy
+    import dataclasses
+    import time
+
+    import numpy as np
+
+    from twotower.index import ExactIndex, autotune, plot_recall_qps
+    from twotower.pipeline.artifacts import TrainedRun
+
     run = TrainedRun.load(args.run)
     train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
     policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)

@@ -1,6 +1,7 @@
 """Output paths checked before any work: a bad ``--out`` is one line and exit 2, not a traceback an hour later."""
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 from twotower.errors import ConfigError
 from twotower.utils.atomic import _parents_ok, atomic_write_text, check_output_dir, resolve_write_target
 
-__all__ = ["STDOUT", "artefact_owning", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
+__all__ = ["STDOUT", "artefact_owning", "run_writer", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
 
 STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
 
@@ -44,6 +45,23 @@ def check_artefact_dir(
         raise ConfigError(f"{flag} {p}: a non-empty folder that is not a {kind}; writing there would replace "
                           f"everything in it; choose a new or empty folder (or an earlier {kind} to replace)")
     return p
+
+
+def run_writer(run: str | os.PathLike[str], out: str | os.PathLike[str], what: str) -> contextlib.AbstractContextManager[None]:
+    """The run folder's writer lock (the one `twotower train` holds) when ``out`` lies inside ``run``, else none.
+
+    `index build` (RUN/index by default) and `export --out RUN/onnx` write into the run: two at once paired one's
+    recall_qps.png or tune.json with the other's index, and one beside a `train --out RUN` built from a run being
+    rewritten. Refused at once, naming the holder; writing elsewhere only reads the run (``TrainedRun.load``
+    keeps a load only when no file changed under it). Under torchrun rank 0 alone writes and takes it.
+    """
+    from twotower.utils.folder_lock import exclusive_writer
+
+    real_run, real_out = Path(run).resolve(), Path(out).resolve()
+    inside = real_out == real_run or real_run in real_out.parents
+    if not inside or not (Path(run) / "run.json").is_file() or os.environ.get("RANK", "0") not in ("", "0"):
+        return contextlib.nullcontext()
+    return exclusive_writer(run, what, f"wait for it to finish, then run `{what}` again")
 
 
 def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:

@@ -32,6 +32,7 @@ import logging
 import operator
 import os
 import shutil
+import time
 import zipfile
 from pathlib import Path
 from collections.abc import Mapping
@@ -51,6 +52,7 @@ from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
+from twotower.utils.folder_lock import active_writer
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
@@ -414,6 +416,28 @@ def _no_weights_hint(d: Path) -> str:
     return "the run did not finish an epoch; train it again (`twotower train --out DIR`)"
 
 
+#: The commands whose writer lock on a run folder leaves the files loading reads alone (they add an index, an
+#: export or the baselines' tuning cache): a reader is not warned about them.
+DERIVED_WRITERS = ("twotower index build", "twotower export", "twotower evaluate")
+#: Loads of a run tried while its files change under them (a writer replacing them), and the pause between.
+_LOAD_TRIES = 3
+_LOAD_RETRY_S = 0.5
+
+
+def _file_states(d: Path) -> tuple[tuple[int, int, int] | None, ...]:
+    """(inode, mtime, size) of each file loading reads, None where absent: a file replaced (atomic writes rename
+    a new inode in) or rewritten between two calls changes it."""
+    states: list[tuple[int, int, int] | None] = []
+    for rel in (MANIFEST, *MANIFEST_FILES):
+        try:
+            st = (d / rel).stat()
+        except OSError:
+            states.append(None)
+        else:
+            states.append((st.st_ino, st.st_mtime_ns, st.st_size))
+    return tuple(states)
+
+
 def verify_manifest(directory: str | Path) -> bool:
     """Check every file listed in ``manifest.json``; False when the folder has none (unsealed)."""
     d = Path(directory)
@@ -570,6 +594,34 @@ class TrainedRun:
         d = Path(directory)
         if verify is None:
             verify = os.environ.get(NO_VERIFY_ENV, "") != "1"
+        writer = active_writer(d)
+        # `index build`, `export` and evaluate's tuning cache write beside the files loading reads, never over them
+        rewriting = writer is not None and not writer.startswith(DERIVED_WRITERS)
+        if rewriting:
+            log.warning("%s: %s is writing this run folder now; loading the run as it stands (the weights of its "
+                        "best epoch so far%s), which that command replaces when it ends: load it again then for "
+                        "the finished run", d, writer, "" if (d / MANIFEST).is_file() else ", checksums not verified")
+        # the files are read one by one while a writer (a train, or an older version's command that takes no lock)
+        # may replace them: a load is kept only when none changed under it, so it is never a mix of two writes
+        for _ in range(_LOAD_TRIES):
+            before = _file_states(d)
+            try:
+                run = cls._load_files(d, verify, quiet=rewriting)
+            except (IntegrityError, NotFoundError, DataError, ConfigError, OSError, ValueError):
+                if _file_states(d) == before:
+                    raise
+            else:
+                if _file_states(d) == before:
+                    return run
+            time.sleep(_LOAD_RETRY_S)
+        writer = writer or active_writer(d)
+        raise IntegrityError(f"{d}: its files kept changing while they were read ({_LOAD_TRIES} tries)"
+                             + (f"; {writer} is writing it" if writer else "")
+                             + ": wait for the command writing it to finish, then load it again")
+
+    @classmethod
+    def _load_files(cls, d: Path, verify: bool, *, quiet: bool = False) -> "TrainedRun":
+        """One read of the run's files (:meth:`load` checks that none changed meanwhile)."""
         if not (d / "run.json").exists():
             raise NotFoundError("run", str(d), "no run.json there; " + _run_hint(d))
         if not (d / "model.safetensors").exists():
@@ -589,7 +641,9 @@ class TrainedRun:
                     f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; {resume}restore "
                     "it (or retrain), or pass --no-verify to load it unchecked at your own risk"
                 )
-            log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d, MANIFEST)
+            if not quiet:  # load() said why (a train is writing it)
+                log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d,
+                            MANIFEST)
         info = read_json(d / "run.json")
         config = saved_run_config(d / "config.json")
         model = build_model(config, info)

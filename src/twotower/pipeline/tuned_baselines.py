@@ -20,8 +20,9 @@ from typing import Any
 
 import scipy.sparse as sp
 
-from twotower.errors import IntegrityError
+from twotower.errors import ConfigError, IntegrityError
 from twotower.utils.atomic import atomic_write_json, read_json
+from twotower.utils.folder_lock import exclusive_writer
 
 __all__ = ["TUNED_FILE", "tuning_key", "cached_tuning", "matrix_digest"]
 
@@ -85,9 +86,14 @@ def cached_tuning(run_dir: str | Path, name: str, key: dict[str, Any],
     value, table = tune()
     seconds = time.perf_counter() - t0
     log.info("tuned %s in %.1f s: %g", name, seconds, value)
-    entries = {**_read(path), name: {"key": key, "value": value, "seconds": seconds, "table": table}}  # re-read: keep a parallel writer's entry
     try:
-        atomic_write_json(path, {"format": _FORMAT, "entries": entries})
+        # the run folder's writer lock, for a moment: not written while `train` rewrites the folder, and two
+        # evaluations' read-then-write of the file do not drop each other's entry
+        with exclusive_writer(run_dir, "twotower evaluate", "the tuned setting is not kept"):
+            entries = {**_read(path), name: {"key": key, "value": value, "seconds": seconds, "table": table}}
+            atomic_write_json(path, {"format": _FORMAT, "entries": entries})
+    except ConfigError as e:
+        log.warning("%s; the next evaluation tunes %s again", e, name)
     except OSError as e:
         log.warning("could not save the tuned %s setting to %s (%s); the next evaluation tunes it again",
                     name, path, e.strerror or e)

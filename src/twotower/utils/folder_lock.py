@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -20,7 +21,7 @@ try:  # POSIX only; elsewhere writers are not serialised (as before)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "exclusive_writer"]
+__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer"]
 
 #: folders this process holds the lock of: `twotower train` holds its run folder across train_run and its closing
 #: evaluation, and train_run takes it again inside (a second flock on another open of the same file would refuse
@@ -32,11 +33,66 @@ _held: set[Path] = set()
 LOCK_FILE = ".twotower.lock"
 
 
-def _holder(path: Path) -> str:
-    """``" (pid 123)"`` from the lock file (what the holder wrote there), else nothing."""
+#: how long a writer retries a lock it finds taken before refusing: a reader's probe (:func:`active_writer`) holds
+#: it for microseconds, and a writer starting at that moment must not be refused as if another writer held it
+_RETRY_S = 0.5
+
+
+def _record(path: Path) -> tuple[int | None, str | None]:
+    """(pid, command) the holder wrote into the lock file: ``"123 twotower train"``; (None, None) if unreadable.
+
+    An older version wrote the pid alone, so the command may be None."""
     with contextlib.suppress(OSError, ValueError, IndexError):
-        return f" (pid {int(path.read_text(encoding='utf-8').split()[0])})"
-    return ""
+        pid, _, what = path.read_text(encoding="utf-8").strip().partition(" ")
+        return int(pid), what.strip() or None
+    return None, None
+
+
+def _holder(path: Path, what: str) -> str:
+    """``"twotower train (pid 123)"``: who holds the lock, for a ``what`` refused by it (``"another <what>"`` when
+    the holder is the same kind of command or did not say which it is)."""
+    pid, held_by = _record(path)
+    name = f"another {what}" if held_by in (None, what) else held_by
+    return name + (f" (pid {pid})" if pid is not None else "")
+
+
+def _lock_now(fd: int) -> bool:
+    """Take ``fd``'s exclusive flock, retrying for a moment; False when another process keeps it."""
+    deadline = time.monotonic() + _RETRY_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+
+
+def active_writer(folder: str | os.PathLike[str]) -> str | None:
+    """``"twotower train (pid 123)"`` while another process holds ``folder``'s writer lock, else None.
+
+    For readers: creates nothing (a folder without a lock file has no writer) and holds the lock only for the
+    probe. A lock this process holds is no other writer (`twotower train` loads the run it has just written).
+    """
+    folder = Path(folder)
+    if fcntl is None or Path(os.path.abspath(folder)) in _held:
+        return None
+    path = folder / LOCK_FILE
+    try:
+        fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; read-only: a reader creates no file
+    except OSError:
+        return None
+    with fh:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, what = _record(path)
+            return (what or "another command") + (f" (pid {pid})" if pid is not None else "")
+        except OSError:
+            return None
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    return None
 
 
 def _created_chain(folder: Path) -> list[Path]:
@@ -53,7 +109,8 @@ def _created_chain(folder: Path) -> list[Path]:
 def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str) -> Iterator[None]:
     """Hold ``folder``'s writer lock for the ``with`` block; ConfigError at once when another process holds it.
 
-    ``what`` names the command in the message (``"twotower train"``), ``fix`` says what to do instead. A folder
+    ``what`` names the command (``"twotower train"``): it is recorded in the lock file, so that a command refused
+    by this one names it, and ``fix`` says what to do instead. A folder
     this call had to create is removed again when the block leaves nothing in it but the lock file (a refused
     or failed command leaves no empty run folder behind).
     """
@@ -67,14 +124,11 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str) -> Ite
     path = folder / LOCK_FILE
     try:
         with open(path, "a+", encoding="utf-8") as fh:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise ConfigError(f"{folder}: another {what}{_holder(path)} is writing this folder; {fix}") from None
+            if fcntl is not None and not _lock_now(fh.fileno()):
+                raise ConfigError(f"{folder}: {_holder(path, what)} is writing this folder; {fix}")
             fh.seek(0)
             fh.truncate()
-            fh.write(f"{os.getpid()}\n")
+            fh.write(f"{os.getpid()} {what}\n")  # read by a refused writer and by readers (active_writer)
             fh.flush()
             _held.add(key)
             try:
