@@ -259,9 +259,22 @@ class DataConfig:
 DROPOUT_RNGS = ("pcg64", "torch")
 
 
+#: Upper bounds of a tower's sizes, far above any real use (widths of a few hundred to a few thousand, a handful
+#: of layers, windows of up to a few thousand items): `model.item.hidden=[1e12]` ended in torch's out-of-memory
+#: traceback (or a swapping machine) and `model.user.history_len=2**63` in an OverflowError once the data was
+#: read; now either is one line naming the setting, before any work. Sizes under the bounds can still add up to
+#: more than the machine holds: models/size.py estimates that once the vocabularies are known.
+MAX_WIDTH = 65_536  # id_dim, feature_dim, history_dim, out_dim, and each of hidden's layers
+MAX_LAYERS = 128  # len(hidden), seq_layers
+MAX_HISTORY_LEN = 100_000  # every batch holds a [B, history_len] window (and a transformer one position each)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TowerConfig:
-    """One tower: optional ID embedding, feature encoders, MLP, L2-normalised output."""
+    """One tower: optional ID embedding, feature encoders, MLP, L2-normalised output.
+
+    Widths are at most MAX_WIDTH, layer counts at most MAX_LAYERS and history_len at most MAX_HISTORY_LEN.
+    """
 
     use_id: bool = True
     id_dim: int = 64
@@ -310,12 +323,20 @@ class TowerConfig:
         _check_types(self, "tower.")
         for name in ("id_dim", "feature_dim", "history_dim", "out_dim"):  # "tower dims: must be > 0" named no key
             _check(getattr(self, name) > 0, f"tower.{name}", f"must be > 0, got {getattr(self, name)}")
+            _check(getattr(self, name) <= MAX_WIDTH, f"tower.{name}",
+                   f"must be at most {MAX_WIDTH:,}, got {getattr(self, name):,}")
         _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
+        _check(all(h <= MAX_WIDTH for h in self.hidden), "tower.hidden",
+               f"layer sizes must be at most {MAX_WIDTH:,}, got {max(self.hidden, default=0):,}")
+        _check(len(self.hidden) <= MAX_LAYERS, "tower.hidden", f"at most {MAX_LAYERS} layers, got {len(self.hidden)}")
         _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
         _choice(self.dropout_rng, "tower.dropout_rng", DROPOUT_RNGS)
         _choice(self.history, "tower.history", ("none", "mean", "recency", "transformer", "gru"))
         _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
+        _check(self.history_len <= MAX_HISTORY_LEN, "tower.history_len",
+               f"must be at most {MAX_HISTORY_LEN:,}, got {self.history_len:,}")
         _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
+        _check(self.seq_layers <= MAX_LAYERS, "tower.seq_layers", f"must be at most {MAX_LAYERS}, got {self.seq_layers:,}")
         _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
         _check(self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")

@@ -127,7 +127,12 @@ def _zeros_features(shape: dict[str, Any] | None) -> FeatureArrays | None:
 
 def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     """An untrained model with the shapes recorded in ``run.json``."""
+    from twotower.models.size import check_model_fits
+
     text_shape = info.get("item_text")
+    # a run.json edited to a size no machine holds is refused before torch tries to allocate it
+    check_model_fits(config.model, int(info["n_users"]), int(info["n_items"]), copies=1,
+                     text_dim=int(text_shape[1]) if text_shape else 0)
     text = np.zeros(text_shape, np.float32) if text_shape else None
     model = TwoTowerModel(
         config.model,

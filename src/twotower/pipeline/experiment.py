@@ -25,7 +25,7 @@ from twotower.pipeline.prepare import Prepared
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.trainer import Trainer, TrainResult
 
-__all__ = ["PROTOCOL_TEXT", "protocol_text", "build_model_for", "make_trainer", "train_model", "baseline_scorers", "evaluate_scorers", "exclusion_matrix"]
+__all__ = ["PROTOCOL_TEXT", "protocol_text", "build_model_for", "check_model_fits_data", "make_trainer", "train_model", "baseline_scorers", "evaluate_scorers", "exclusion_matrix"]
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,17 @@ def protocol_text(history_from: Sequence[str] | None = None, split: str = "test"
             f"users without {split} items skipped")
 
 
+def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) -> None:
+    """ConfigError, before the model is built, when training it cannot fit in this machine's memory
+    (models/size.py): `model.item.hidden=[65536, 65536, 65536]` ended in torch's out-of-memory traceback."""
+    from twotower.models.size import check_model_fits
+
+    check_model_fits(config.model, prep.n_users, prep.n_items, user_features=prep.user_features,
+                     item_features=prep.item_features, text_dim=text_dim)
+
+
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:
+    check_model_fits_data(config, prep, 0 if item_text is None else int(item_text.shape[1]))
     torch.manual_seed(config.train.seed)
     model = TwoTowerModel(
         config.model,

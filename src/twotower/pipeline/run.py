@@ -27,7 +27,7 @@ from twotower.pipeline.artifacts import (
     saved_config_dict,
     write_manifest,
 )
-from twotower.pipeline.experiment import make_trainer
+from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_item_item
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
@@ -166,6 +166,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     if resume:
         _check_resumable(out)
     prep = prepare_data(config, frames)
+    check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     got = encode_item_texts(config, prep)
     text = None if got is None else got[0]
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact

@@ -1,0 +1,92 @@
+"""Model sizes: bounded in the config, and estimated against the machine's memory before a model is built.
+
+`train model.item.hidden=[1e12]` ended in torch's out-of-memory traceback (or a hang) and
+`model.user.history_len=2**63` in an OverflowError once the data was prepared; sizes under the bounds that add up
+to more than the machine holds are refused from the estimate, naming it, before anything is allocated.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+from twotower.config import MAX_HISTORY_LEN, MAX_LAYERS, MAX_WIDTH, ModelConfig, TowerConfig, load_config
+from twotower.errors import ConfigError
+from twotower.models import size
+from twotower.models.feature_block import FeatureArrays
+from twotower.models.two_tower import TwoTowerModel
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("model.item.hidden=[1000000000000]", "model.item.hidden: layer sizes must be at most 65,536, got 1,000,000,000,000"),
+    ("model.user.hidden=[64, 70000]", "model.user.hidden: layer sizes must be at most 65,536, got 70,000"),
+    (f"model.item.hidden={[8] * (MAX_LAYERS + 1)}", f"model.item.hidden: at most {MAX_LAYERS} layers, got {MAX_LAYERS + 1}"),
+    ("model.user.history_len=9223372036854775808",
+     "model.user.history_len: must be at most 100,000, got 9,223,372,036,854,775,808"),
+    ("model.item.id_dim=65537", "model.item.id_dim: must be at most 65,536, got 65,537"),
+    ("model.user.history_dim=100000", "model.user.history_dim: must be at most 65,536, got 100,000"),
+    ("model.user.seq_layers=1000", "model.user.seq_layers: must be at most 128, got 1,000"),
+])
+def test_oversized_settings_are_refused_naming_the_field(override, message):
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=[override])
+    assert str(e.value) == message
+
+
+def test_the_bounds_themselves_are_accepted():
+    TowerConfig(id_dim=MAX_WIDTH, hidden=(MAX_WIDTH,) * MAX_LAYERS, history_len=MAX_HISTORY_LEN, seq_layers=MAX_LAYERS)
+
+
+def _features(n: int) -> FeatureArrays:
+    return FeatureArrays(categorical=np.zeros((n, 2), np.int64), categorical_sizes=(5, 7),
+                         multi=(np.zeros((n, 3), np.int64),), multi_sizes=(9,), numeric=np.zeros((n, 4), np.float32))
+
+
+@pytest.mark.parametrize("model", [
+    ModelConfig(),
+    ModelConfig(user=TowerConfig(history="transformer", id_dim=8, history_dim=16, history_len=12, seq_heads=2),
+                item=TowerConfig(id_dim=16, hidden=(32, 24))),  # tied history table
+    ModelConfig(user=TowerConfig(history="transformer", history_dim=16, history_len=12),
+                item=TowerConfig(id_dim=8, layernorm=False)),  # not tied
+    ModelConfig(user=TowerConfig(history="gru", history_dim=16, seq_layers=3, hidden=()), item=TowerConfig()),
+    ModelConfig(user=TowerConfig(history="mean", extra_pools=(0.5, 1.0), use_id=False),
+                item=TowerConfig(text_embeddings=True, dual_head=True)),
+    ModelConfig(item=TowerConfig(text_embeddings=True, head=True, hidden=())),
+])
+def test_the_estimate_counts_the_parameters_the_model_has(model):
+    n_users, n_items = 40, 30
+    text = np.zeros((n_items, 6), np.float32) if model.item.text_embeddings else None
+    built = TwoTowerModel(model, n_users, n_items, user_features=_features(n_users), item_features=_features(n_items),
+                          item_text=text)
+    counts = size.parameter_counts(model, n_users, n_items, user_features=_features(n_users),
+                                   item_features=_features(n_items), text_dim=0 if text is None else 6)
+    assert sum(counts.values()) == sum(p.numel() for p in built.parameters())
+
+
+def test_a_model_that_cannot_fit_is_refused_before_anything_is_allocated(tmp_path, monkeypatch, capsys):
+    dataset = write_dataset(tmp_path / "data", n_users=12, per_user=5)
+    monkeypatch.setattr(size, "total_memory_bytes", lambda: 16 * 2**30)
+
+    def no_allocation(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the towers were built")
+
+    monkeypatch.setattr("twotower.models.two_tower.ItemTower", no_allocation)
+    out = tmp_path / "run"
+    assert main(["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out),
+                 "--threads", "1", "--no-progress", "--epochs", "1", "model.item.hidden=[65536, 65536]"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: model.item.hidden: the model would have about 4,3")
+    assert "model.item.hidden 4,3" in err and "more than this machine's 16.0 GiB of memory" in err
+    assert "weights, gradients and AdamW's two moments" in err and err.endswith("make model.item.hidden smaller")
+    assert not out.exists()  # refused before the folder was touched
+
+
+def test_the_defaults_fit_and_a_loaded_run_counts_its_weights_once():
+    n_users, n_items = 1_000_000, 1_000_000
+    # the default model at 1M users x 1M items: 128M parameters, 1.9 GiB to train
+    size.check_model_fits(ModelConfig(), n_users, n_items, memory=4 * 2**30)
+    wide = ModelConfig(item=TowerConfig(id_dim=4096))  # 4.1e9 weights in the item table
+    with pytest.raises(ConfigError, match=r"^model\.item\.id_dim: .* about 15\.\d GiB as float32 weights, more than "
+                                          r"this machine's 8\.0 GiB"):
+        size.check_model_fits(wide, n_users, n_items, copies=1, memory=8 * 2**30)
