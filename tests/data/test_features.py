@@ -198,3 +198,17 @@ def test_a_double_colon_item_table_is_named_not_a_missing_key(tmp_path):
         f"file {p}, line 1: 'item_id::title::genres' is 3 fields separated by '::' (as MovieLens' .dat files are): "
         "a table needs comma, tab, ';' or '|' between fields and a header row naming them; convert the file first "
         "(a first line naming its columns, and every '::' replaced by ',')")
+
+
+def test_na_like_text_in_a_feature_table_is_a_value_only_empty_cells_are_missing(tmp_path):
+    # a film titled "NA", a brand "None": read with pandas' NA strings they were missing values
+    p = table(tmp_path, "item_id,color,price,tags,title,name\n"
+                        "1,None,NA,NA|null,N/A,NA\n"
+                        "2,,,,,\n")
+    df = read_feature_table(p, SPEC)
+    first = df.iloc[0]
+    assert (first["color"], first["tags"], first["title"], first["name"]) == ("None", "NA|null", "N/A", "NA")
+    assert np.isnan(first["price"])  # a numeric column's "NA" stays unknown, as before
+    assert df.iloc[1][["color", "tags", "title", "name"]].isna().all()  # empty cells are missing
+    enc = FeatureEncoder(SPEC).fit(df)
+    assert enc.categories["color"] == ["None"] and enc.multi_values["tags"] == ["NA", "null"]

@@ -175,8 +175,11 @@ def read_feature_table(
     """
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
-    # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA")
-    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,), encoding=encoding)
+    # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA"); so is every
+    # column but the numeric ones: read with pandas' NA strings, the film "NA" and the brand "None" lost their
+    # titles and values (only an empty cell is missing there)
+    df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,), literal_except=spec.numeric,
+                                   encoding=encoding)
     present = list(df.columns)
     for role, cols in ((key_role, (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):

@@ -164,6 +164,7 @@ def read_table(
     name: str | None = None,
     dtype: dict[str, Any] | None = None,
     literal: Iterable[str] = (),
+    literal_except: Iterable[str] | None = None,
     encoding: str = "utf-8",
 ) -> pd.DataFrame:
     """Read a table by file suffix, or copy a DataFrame.
@@ -173,10 +174,13 @@ def read_table(
     JSON array of records. ``dtype`` (CSV only) pins columns, e.g. ids to
     ``str`` so ``"007"`` keeps its zeros. ``literal`` (CSV only) names columns
     read as their text: ``NA``, ``null`` or ``None`` there are values (ids), only
-    an empty cell is missing. ``name`` is the label used in errors. ``encoding`` (any Python codec name,
+    an empty cell is missing; ``literal_except`` (CSV only) reads every column but the ones it names so (a
+    feature table: a film titled ``NA``, a brand ``None``), those keeping pandas' NA strings (numeric
+    columns, where ``NA`` means unknown). ``name`` is the label used in errors. ``encoding`` (any Python codec name,
     ``data.encoding``) decodes CSV/TSV/TXT and JSON files; a UTF-8 byte-order mark is skipped.
     """
-    return read_table_numbered(source, name=name, dtype=dtype, literal=literal, encoding=encoding)[0]
+    return read_table_numbered(source, name=name, dtype=dtype, literal=literal, literal_except=literal_except,
+                               encoding=encoding)[0]
 
 
 def read_table_numbered(
@@ -185,6 +189,7 @@ def read_table_numbered(
     name: str | None = None,
     dtype: dict[str, Any] | None = None,
     literal: Iterable[str] = (),
+    literal_except: Iterable[str] | None = None,
     encoding: str = "utf-8",
 ) -> tuple[pd.DataFrame, RowNumbers]:
     """:func:`read_table`, and how its data positions are numbered in errors (row, line or record)."""
@@ -220,14 +225,18 @@ def read_table_numbered(
             sep = _sniff_sep(path, label, encoding)
             rows = RowNumbers(path=path, sep=sep, encoding=encoding)
             literal = set(literal)
+            if literal_except is not None:
+                literal_except = set(literal_except)
             # index_col=False: rows one field longer than the header (a trailing separator on every line, as
             # some exporters write) made pandas take the first column as the index, shifting every column one
             # to the left: user_id held the items, item_id the times, and a fourth value became the timestamp
             na: dict[str, Any] = {}
-            if literal:
-                # NA handling per column: literal (id) columns treat only an empty cell as missing,
+            if literal or literal_except is not None:
+                # NA handling per column: literal (id, text) columns treat only an empty cell as missing,
                 # every other column keeps pandas' default NA strings (and so its current messages)
                 header = pd.read_csv(path, sep=sep, nrows=0, encoding=codec, index_col=False).columns
+                if literal_except is not None:
+                    literal |= {str(c).strip() for c in header} - literal_except
                 na = {"keep_default_na": False,
                       "na_values": {c: ([""] if str(c).strip() in literal else list(PANDAS_NA)) for c in header}}
             with warnings.catch_warnings(record=True) as caught:
