@@ -105,6 +105,18 @@ def test_float_timestamps_are_floored(tmp_path):
     assert read_interactions(p)["timestamp"].tolist() == [10]
 
 
+@pytest.mark.parametrize("times, time_unit", [(("100.25", "100.75"), "auto"),
+                                              (("2024-05-01T12:00:00.25", "2024-05-01T12:00:00.75"), "s")])
+def test_rows_apart_by_a_floored_fraction_are_not_dropped_as_duplicates(tmp_path, times, time_unit):
+    # both floor to one second: they were dropped as an "exact duplicate" of each other
+    first, second = times
+    p = write(tmp_path / "i.csv", f"user_id,item_id,timestamp\nu,a,{first}\nu,a,{second}\nu,b,{first}\nu,b,{first}\n")
+    df = read_interactions(p, time_unit=time_unit)
+    assert df["item_id"].tolist() == ["a", "a", "b"]
+    report = df.attrs["report"]
+    assert (report["rows"], report["duplicates_dropped"]) == (3, 1)  # the repeat as written is still one
+
+
 def test_bad_timestamp_names_row_and_column(tmp_path):
     p = write(tmp_path / "i.csv", "user_id,item_id,timestamp\nu,a,5\nu,b,yesterday\n")
     with pytest.raises(DataError) as e:

@@ -133,6 +133,17 @@ def test_history_order_ties_duplicates_and_unknowns(split_dir, run, tmp_path):
     assert h.users().tolist() == [0]
 
 
+def test_history_rows_apart_by_a_floored_fraction_are_two_events(split_dir, run, tmp_path):
+    # the reader keeps both clicks (9.25 and 9.75 floor to 9); the files' merge dropped the second as a repeat
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    u, i1, i3 = run.user_vocab.ids[0], run.item_vocab.ids[2], run.item_vocab.ids[0]
+    a.write_text(f"user_id,item_id,timestamp\n{u},{i1},5\n{u},{i3},9.25\n{u},{i3},9.75\n")
+    b.write_text(f"user_id,item_id,timestamp\n{u},{i3},9.25\n")  # a repeat of file a's row: dropped
+    h = read_input_histories(run, [a, b])
+    assert [run.item_vocab.ids[i] for i in h.sequences.of(0)] == [i1, i3, i3]
+    assert h.report["duplicates_dropped"] == 1
+
+
 def test_a_user_without_rows_in_the_history_files_is_said_to_be_ranked_from_an_empty_history(split_dir, run,
                                                                                              tmp_path, capsys):
     # a user asked for by id with no row in the --history-from files was ranked from an empty history (for a

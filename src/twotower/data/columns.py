@@ -14,6 +14,8 @@ import pandas as pd
 
 from twotower.data.text_files import codec_for
 from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit
+
+_EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 from twotower.errors import DataError
 
 log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
@@ -188,9 +190,11 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
 
 
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
-                     time_unit: str = "auto") -> tuple[np.ndarray, str | None]:
-    """Epoch times as int64, and the unit the column's dates were stored in when it holds dates alone and no unit
-    is set (None otherwise: numbers are kept as given, in their own unit).
+                     time_unit: str = "auto") -> tuple[np.ndarray, str | None, np.ndarray | None]:
+    """Epoch times as int64, the unit the column's dates were stored in when it holds dates alone and no unit
+    is set (None otherwise: numbers are kept as given, in their own unit), and what flooring took off each time
+    (float64, 0 where nothing; None when no time was floored): rows whose times differ only there are distinct
+    events, not duplicates.
 
     Dates go into ``time_unit``, beside numbers into the numbers' unit, and alone (``auto``) into seconds, or the
     finer unit their sub-second parts need (:func:`~twotower.data.timeunits.finest_unit`)."""
@@ -213,7 +217,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         check_rows(dt.isna().to_numpy(), lambda pos: _missing_timestamp(rows.unit), file=file, column=column,
                    rows=rows)
         unit = _dates_unit(dt, time_unit, file)
-        return dates_in_unit(dt, unit), unit if time_unit == "auto" else None
+        return dates_in_unit(dt, unit), unit if time_unit == "auto" else None, _floored_off(dt, unit)
     if values.dtype == object:
         # one JSON true among numbers (a column of mixed Python objects): to_numeric read it as 1, the first second
         # of 1970, in silence, where a column of booleans alone is refused above
@@ -226,17 +230,20 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
                "(|t| < 2**62)", file=file, column=column, rows=rows)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
-    fractional = int((out[is_num] != numeric[is_num]).sum())
+    lost = np.zeros(n, dtype=np.float64)
+    lost[is_num] = numeric[is_num] - out[is_num]
+    fractional = int((lost != 0).sum())
     if fractional:  # floored: events within one unit tie, and ties are ordered by item id
         log.warning("%s: %d timestamps in column %r have a fractional part and are floored to whole %s, so events "
-                    "less than one apart tie (ties are ordered by item id); write integer milliseconds or ISO times "
+                    "less than one apart tie (ties are ordered by item id; rows that differ only in the fraction "
+                    "are kept, not dropped as duplicates); write integer milliseconds or ISO times "
                     "(2024-05-01T12:30:00.250) to keep their order", file, fractional, column,
                     UNIT_NAMES[time_unit if time_unit != "auto" else detect_unit(out[is_num])].split()[-1])
     if pd.api.types.is_numeric_dtype(values.dtype):
         check_rows(~is_num, lambda pos: _missing_timestamp(rows.unit) if np.isnan(numeric[pos]) else
                    _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds", file=file, column=column,
                    rows=rows)
-        return out, None
+        return out, None, lost if fractional else None
     rest = ~is_num
     if rest.any():
         raw = values[rest]
@@ -258,9 +265,19 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         else:  # a column of dates alone: seconds, or finer where the times have sub-second parts
             unit = _dates_unit(dt, time_unit, file)
         out[rest] = dates_in_unit(dt, unit)
+        dates_lost = _floored_off(dt, unit)
+        if dates_lost is not None:
+            lost[np.flatnonzero(rest)] = dates_lost
+            fractional += 1
         if not is_num.any() and time_unit == "auto":
-            return out, unit
-    return out, None
+            return out, unit, lost if fractional else None
+    return out, None, lost if fractional else None
+
+
+def _floored_off(dates: pd.Series, unit: str) -> np.ndarray | None:
+    """What :func:`dates_in_unit` floors off each date, in nanoseconds (None when nothing: the usual case)."""
+    rest = ((dates - _EPOCH) % pd.Timedelta(1, unit=unit)).to_numpy(dtype="timedelta64[ns]").astype(np.int64)
+    return rest.astype(np.float64) if rest.any() else None
 
 
 def _dates_unit(dates: pd.Series, time_unit: str, file: str) -> str:

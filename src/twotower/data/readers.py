@@ -628,8 +628,8 @@ def read_interactions(
 ) -> pd.DataFrame:
     """Read interactions into the canonical frame ``[user_id, item_id, timestamp, rating]``.
 
-    Rows repeating an earlier row's ``(user_id, item_id, timestamp)`` are dropped
-    (first kept): exact duplicates are counted in ``duplicates_dropped``, repeats
+    Rows repeating an earlier row's ``(user_id, item_id, timestamp)``, the time as the file writes it (before
+    a fraction is floored), are dropped (first kept): exact duplicates are counted in ``duplicates_dropped``, repeats
     with a different rating in ``conflicting_duplicates_dropped`` and logged as a
     warning naming the file and rows. ``df.attrs["report"]`` holds ``rows_read``,
     ``rows``, ``duplicates_dropped``, ``conflicting_duplicates_dropped``,
@@ -699,12 +699,12 @@ def read_interactions(
     _warn_float_spelled_ids(label, columns.user, users)
     _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts, dates_unit = parse_timestamps(raw[optional["timestamp"]], file=label, column=optional["timestamp"],
-                                          rows=rows, time_unit=time_unit)
+        ts, dates_unit, floored_off = parse_timestamps(raw[optional["timestamp"]], file=label,
+                                                       column=optional["timestamp"], rows=rows, time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
         _warn_constant_time(label, users, ts, optional["timestamp"])
     else:
-        ts, dates_unit = np.arange(len(raw), dtype=np.int64), None
+        ts, dates_unit, floored_off = np.arange(len(raw), dtype=np.int64), None, None
         ts_source = "row order (no timestamp column)"
         if columns.timestamp is not None:  # the default name was looked for; data.timestamp_col=null says "none"
             _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
@@ -726,16 +726,20 @@ def read_interactions(
     )
     rows_read = len(df)
     key = ["user_id", "item_id", "timestamp"]
-    dup = df.duplicated(subset=key, keep="first").to_numpy()
+    # duplicates are compared on the times as written: 100.25 and 100.75 both floor to 100, and as two clicks of
+    # one item were dropped as an "exact duplicate" (the fraction is a key beside the floored time, not a column)
+    exact = df if floored_off is None else df.assign(_floored_off=floored_off)
+    dup_key = key if floored_off is None else [*key, "_floored_off"]
+    dup = exact.duplicated(subset=dup_key, keep="first").to_numpy()
     # a repeat with another rating is not an exact duplicate: it is dropped too (one row per user, item and
     # time, the first kept), but counted apart and warned about, since a rating the user gave is lost
-    kept_rating = df.groupby(key, sort=False)["rating"].transform("first").to_numpy()
+    kept_rating = exact.groupby(dup_key, sort=False)["rating"].transform("first").to_numpy()
     conflict = dup & (df["rating"].to_numpy() != kept_rating)
     n_conflict = int(conflict.sum())
     n_dup = int(dup.sum()) - n_conflict
     if n_conflict:
         pos = int(np.flatnonzero(conflict)[0])
-        first = int(np.flatnonzero((df[key] == df[key].iloc[pos]).all(axis=1).to_numpy())[0])
+        first = int(np.flatnonzero((exact[dup_key] == exact[dup_key].iloc[pos]).all(axis=1).to_numpy())[0])
         log.warning(
             "%s: %d row(s) repeat the user, item and timestamp of an earlier row with a different rating; dropped, "
             "the first row kept (e.g. %s %d repeats %s %d: rating %g, kept %g)",

@@ -141,7 +141,10 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     df = pd.concat(parts, ignore_index=True)
     rows_read = len(df)
     if all(timed):
-        dup = df.duplicated(subset=["user_id", "item_id", "timestamp"], keep="first").to_numpy()
+        # a row repeating one of an earlier file (the same pair in train.csv and valid.csv); repeats within a file
+        # are the reader's to drop, and the ones it kept (times apart by a floored fraction) are distinct events
+        key = ["user_id", "item_id", "timestamp"]
+        dup = (df.groupby(key, sort=False)["_file"].transform("min") < df["_file"]).to_numpy()
     else:  # order only: a history is the files one after another, each in row order; a repeat is a re-consumption
         df = df.assign(timestamp=0)
         dup = np.zeros(len(df), dtype=bool)
