@@ -241,10 +241,26 @@ def test_files_read_together_are_put_on_one_time_scale(tmp_path):
     (tmp_path / "train.csv").write_text(CLICKS)
     (tmp_path / "valid.csv").write_text("user_id,item_id,timestamp\nu1,c,2014-04-07T10:51:11Z\n")
     (tmp_path / "numbers.csv").write_text("user_id,item_id,timestamp\nu1,d,1396867872\n")
-    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
-                                  test=str(tmp_path / "numbers.csv")))
+    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv")))
     assert src.valid["timestamp"].tolist() == [1_396_867_871_000]
-    assert src.test["timestamp"].tolist() == [1_396_867_872]  # numbers are kept as the file has them
+    # numbers are kept as the file has them: epoch seconds beside milliseconds are refused, not sorted ~45 years
+    # before them (they were read without a word)
+    with pytest.raises(DataError, match=r"different units \(data.train .*train.csv: epoch milliseconds, data.valid "
+                       r".*valid.csv: epoch milliseconds, data.test .*numbers.csv: epoch seconds"):
+        load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
+                                test=str(tmp_path / "numbers.csv")))
+
+
+def test_train_in_seconds_beside_valid_in_milliseconds_is_refused_naming_both(tmp_path):
+    (tmp_path / "train.csv").write_text("user_id,item_id,timestamp\nu1,a,1700000000\nu1,b,1700000060\n")
+    (tmp_path / "valid.csv").write_text("user_id,item_id,timestamp\nu1,c,1700000120000\n")
+    with pytest.raises(DataError) as e:
+        load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv")))
+    assert "train.csv: epoch seconds" in str(e.value) and "valid.csv: epoch milliseconds" in str(e.value)
+    # a declared unit is every file's unit: read as given
+    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
+                                  time_unit="s"))
+    assert src.valid["timestamp"].tolist() == [1_700_000_120_000]
 
 
 def test_a_time_cut_of_a_sasrec_file_says_its_timestamps_are_each_users_line_numbers(tmp_path, caplog):

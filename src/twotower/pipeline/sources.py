@@ -14,8 +14,8 @@ from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
-from twotower.data.timeunits import align_date_units, report_unit
-from twotower.errors import ConfigError
+from twotower.data.timeunits import ROW_ORDER, UNIT_NAMES, align_date_units, report_unit
+from twotower.errors import ConfigError, DataError
 
 __all__ = ["Sources", "load_sources"]
 
@@ -107,6 +107,7 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         valid = read(cfg.valid) if cfg.valid is not None else None
         test = read(cfg.test) if cfg.test is not None else None
         train, valid, test = align_date_units([train, valid, test])  # one time scale across the three files
+        _check_one_time_unit(cfg, {"train": train, "valid": valid, "test": test})
         report["split"] = "given as files"
         reads = {"train": train, "valid": valid, "test": test}
     elif cfg.path is not None or cfg.dataset is not None:
@@ -177,6 +178,24 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         if part is not None:
             report[f"{name}_rows"] = int(len(part))
     return Sources(train, valid, test, items, users, item_spec, user_spec, title_col, report)
+
+
+def _check_one_time_unit(cfg: DataConfig, parts: dict[str, pd.DataFrame | None]) -> None:
+    """Refuse train/valid/test files whose timestamps are in different units, each told from its own numbers.
+
+    A train file in epoch seconds beside a valid file in epoch milliseconds was read without a word: every valid
+    row then sorts decades after every training row (or before, the other way round), so the time order the
+    histories and the split checks read is the files' order, not the events'. A declared ``data.time_unit``
+    is the unit of every file, as it is for ``--history-from``.
+    """
+    if cfg.time_unit != "auto":
+        return
+    units = {name: report_unit(df) for name, df in parts.items() if df is not None}
+    timed = {name: unit for name, unit in units.items() if unit != ROW_ORDER}
+    if len(set(timed.values())) > 1:
+        named = ", ".join(f"data.{name} {getattr(cfg, name)}: {UNIT_NAMES[unit]}" for name, unit in timed.items())
+        raise DataError(f"the files' timestamps are in different units ({named}, told from their size), so their "
+                        "rows cannot be placed in one time order; convert them to one unit")
 
 
 def _read_counts(df: pd.DataFrame) -> dict[str, Any]:
