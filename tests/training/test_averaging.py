@@ -97,3 +97,20 @@ def test_sparse_id_tables_stay_out_of_the_average(tmp_path) -> None:
     assert not averaged & sparse
     assert averaged == {id(p) for p in model.parameters() if id(p) not in sparse}
     tr.fit()  # trains and saves with the partial average
+
+
+def test_the_logged_item_spread_is_the_saved_averaged_models(tmp_path) -> None:
+    # item_std was computed from the live weights while the run validated and saved their average
+    from twotower.training.diagnostics import embedding_spread
+
+    tr = _trainer(tmp_path / "a", epochs=1)
+    row = tr.fit().history[-1]
+    with torch.no_grad():  # the trainer hands back the average, the weights model.safetensors holds
+        saved = embedding_spread(tr.model.all_item_embeddings())
+        live = load_file(str(tmp_path / "a" / "checkpoint" / "model.safetensors"))
+        averaged = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
+        tr.model.load_state_dict(live, strict=False)
+        live_std = embedding_spread(tr.model.all_item_embeddings())
+        tr.model.load_state_dict(averaged, strict=False)
+    assert abs(live_std - saved) > 1e-4  # the two models differ in what the test reads
+    assert row["item_std"] == pytest.approx(saved, rel=1e-5)

@@ -260,11 +260,17 @@ class Trainer:
             last = (tdist.gather_no_grad(last[0].detach()), tdist.gather_no_grad(last[1].detach()))
         if not tdist.is_main():
             return row
-        if self.cfg.diagnostics:
-            # sequence mode: rank 0 alone must not draw from the window stream every rank shares
-            rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
-            row.update(model_diagnostics(self.model, rng, last, earlier=self.history))  # history: the epochs before
-        alpha = self.model.item_tower.alpha
+        from twotower.training.hooks import averaged
+
+        # the model validated and saved (the weight average under train.ema_decay): item_std, item_uniformity and
+        # alpha described the live weights, which are neither; the last batch's user vectors (user_std, alignment)
+        # are the training step's own
+        with averaged(self):
+            if self.cfg.diagnostics:
+                # sequence mode: rank 0 alone must not draw from the window stream every rank shares
+                rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
+                row.update(model_diagnostics(self.model, rng, last, earlier=self.history))  # history: epochs before
+            alpha = self.model.item_tower.alpha
         if alpha is not None:
             row["alpha"] = alpha
         return row
