@@ -154,6 +154,23 @@ def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, t
     assert "no epoch was checkpointed, so there is nothing to resume" in capsys.readouterr().err
 
 
+def test_ctrl_c_without_checkpointing_says_the_best_weights_are_kept_and_how_to_resume_next_time(
+        dataset, tmp_path, capsys, monkeypatch):
+    # it said "no epoch was checkpointed ... run the command again" while model.safetensors held the best epoch
+    out = tmp_path / "r"
+
+    def ctrl_c():
+        raise KeyboardInterrupt
+
+    _stopped_in_epoch_3(monkeypatch, ctrl_c)
+    assert _train(dataset, out, "--valid", str(dataset["valid"]), "--epochs", "3", "train.checkpoint=false") == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: {out / 'model.safetensors'} holds the best weights validated so far" in err
+    assert "train.checkpoint=false, so there is no checkpoint to --resume from" in err
+    assert "nothing to resume; run the command again" not in err
+    assert not (out / "checkpoint").exists()
+
+
 def test_early_stopping_and_the_time_budget_say_that_they_ended_the_fit(dataset, tmp_path, monkeypatch, capsys,
                                                                         caplog):
     # audit: a fit ended by train.patience printed "(2 epochs, ...)" and nothing else, on the first run as on

@@ -183,14 +183,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
     started = time.time()
+
+    def left(out: Path) -> str:
+        return interrupted_training(out, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
+
     with terminate_as_interrupt(), _run_folder_lock(out):
         try:
             run, result, prep = train_run(cfg, out, resume=args.resume)
             main = tdist.is_main()
         except KeyboardInterrupt as e:
             if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
-                print(f"{_stopped_by(e)}: {interrupted_training(out, resumed=args.resume, since=started)}",
-                      file=sys.stderr)
+                print(f"{_stopped_by(e)}: {left(out)}", file=sys.stderr)
             return _interrupt_status(e)
         except OSError as e:
             from twotower.utils.atomic import storage_error_line
@@ -199,8 +202,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             if line is None or e.errno == errno.EROFS or not tdist.is_main():
                 raise
             # the disk filled mid-run: the epochs checkpointed before it are not lost, and the user should know
-            print(f"{line}; free space there, then: {interrupted_training(out, resumed=args.resume, since=started)}",
-                  file=sys.stderr)
+            print(f"{line}; free space there, then: {left(out)}", file=sys.stderr)
             return 2
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
@@ -265,10 +267,23 @@ def _interrupt_status(e: KeyboardInterrupt) -> int:
     return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
-def interrupted_training(out: Path, *, resumed: bool, since: float) -> str:
+def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:
     """What an interrupted `twotower train` left in ``out`` and what to run next (Ctrl-C should not leave
-    the user guessing whether an hour of epochs is lost)."""
+    the user guessing whether an hour of epochs is lost). ``checkpointing``: ``train.checkpoint``."""
     from twotower.utils.atomic import read_json
+
+    if not checkpointing:
+        # it said "no epoch was checkpointed ... run the command again", as if every epoch were lost: the best
+        # weights validated so far are written as they come (model.safetensors), and evaluate/recommend read them
+        weights = out / "model.safetensors"
+        try:
+            kept = weights.is_file() and weights.stat().st_mtime >= since - 2.0
+        except OSError:
+            kept = False
+        saved = (f"{weights} holds the best weights validated so far (log.jsonl lists the epochs), which "
+                 f"`twotower evaluate --run {out}` and `recommend` read" if kept else "no epoch was saved")
+        return (f"{saved}; train.checkpoint=false, so there is no checkpoint to --resume from (leave "
+                "train.checkpoint at true, the default, to continue an interrupted run)")
 
     path = out / "checkpoint" / "state.json"
     try:
