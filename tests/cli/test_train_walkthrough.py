@@ -239,3 +239,22 @@ def test_the_epoch_the_time_budget_ends_on_is_validated(dataset, tmp_path, capsy
     log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1] and "valid_NDCG@10" in log[0]
     assert "at epoch 1 (1 epoch, stopped by time budget" in capsys.readouterr().out
+
+
+def test_config_json_records_the_data_files_so_another_folder_reads_the_same_ones(dataset, tmp_path, monkeypatch):
+    # recorded as given ("data/train.csv"), `train --config R/config.json` from another folder failed with
+    # "file data/train.csv: file not found" (or read another folder's file of that name)
+    home = tmp_path / "project"
+    shutil.copytree(dataset["train"].parent, home / "data")
+    monkeypatch.chdir(home)
+    assert main(["-q", "train", "--train", "data/train.csv", "--valid", "data/valid.csv", "--out", "R", *FAST]) == 0
+    data = json.loads((home / "R" / "config.json").read_text())["data"]
+    assert (data["train"], data["valid"]) == (str(home / "data" / "train.csv"), str(home / "data" / "valid.csv"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main(["-q", "train", "--config", str(home / "R" / "config.json"), "--out", "R2"]) == 0
+    # and a resume given the same relative files again, from the first folder, finds nothing changed
+    monkeypatch.chdir(home)
+    assert main(["-q", "train", "--train", "data/train.csv", "--valid", "data/valid.csv", "--out", "R", "--resume",
+                 *FAST[:-1], "2"]) == 0

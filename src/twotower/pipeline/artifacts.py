@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from twotower.config import LossConfig, RunConfig, TrainConfig, config_from_dict, config_to_dict
+from twotower.config import DATA_FILE_SETTINGS, LossConfig, RunConfig, TrainConfig, config_from_dict, config_to_dict
 from twotower.data.features import FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
@@ -159,6 +159,21 @@ def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
     return h.hexdigest()[:32]
 
 
+def recorded_config(config: RunConfig) -> dict[str, Any]:
+    """``config`` as a run's ``config.json`` records it: its data files as absolute paths.
+
+    Recorded as given (``data/x.csv``), the file was the one of the folder training ran from: ``train --config
+    R/config.json`` from another folder read another file of that name, or none. A DataFrame given in a file's
+    place (``frames=``) is recorded by its name, as before.
+    """
+    out = config_to_dict(config)
+    for name in DATA_FILE_SETTINGS:
+        value = getattr(config.data, name)
+        if isinstance(value, str) and not hasattr(value, "frame"):
+            out["data"][name] = os.path.abspath(value)
+    return out
+
+
 def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None, *,
                   item_text_encoder: str | None = None, write_config: bool = True) -> None:
     """Write everything about a run except the weights (written by the trainer).
@@ -170,7 +185,7 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
     if write_config:
-        atomic_write_json(out / "config.json", config_to_dict(config))
+        atomic_write_json(out / "config.json", recorded_config(config))
     prep.user_vocab.save(out / "vocab" / "users.json")
     prep.item_vocab.save(out / "vocab" / "items.json")
     if prep.item_encoder is not None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from pathlib import Path
 from collections.abc import Mapping
 from typing import Any
@@ -339,7 +340,8 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
     before = old.get("data") if isinstance(old, dict) and isinstance(old.get("data"), dict) else {}
     if data.path is None and before.get("path") is None:  # parts given as files, then and now
         given, then = getattr(data, name), before.get(name)
-        if then and given != then:
+        # config.json records absolute paths (runs saved before, the paths as given): compare the files named
+        if then and (not given or os.path.abspath(given) != os.path.abspath(then)):
             return f"--{name} {given} now, {then} when the run was trained" if given else \
                 f"the run was trained with --{name} {then}"
         return f"the file {given} was edited since" if given else "the run was trained with one"
