@@ -14,9 +14,9 @@ import pandas as pd
 
 from twotower.data.text_files import codec_for
 from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit
+from twotower.errors import DataError
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
-from twotower.errors import DataError
 
 log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
 
