@@ -283,3 +283,24 @@ def test_a_split_into_a_folder_another_split_is_writing_is_refused_and_changes_n
         assert capsys.readouterr().err.strip() == (f"error: {out}: another twotower data split (pid 4242) is writing "
                                                    "this folder; wait for it to finish, or split into another --out")
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != LOCK_FILE} == before
+
+
+def test_the_split_report_names_the_input_and_how_it_was_read_so_the_split_can_be_made_again(tmp_path, monkeypatch):
+    # Before: split_report.json held the method, ratios and seed but neither the file split nor its data.*_col
+    # settings, so nothing beside the three files said how to make them again.
+    src = tmp_path / "in"
+    src.mkdir()
+    df = write_dataset(tmp_path / "syn")["all"]
+    pd.read_csv(df).rename(columns={"user_id": "uid", "item_id": "iid"}).to_csv(src / "log.csv", index=False)
+    monkeypatch.chdir(src)
+    assert main(["-q", "data", "split", "--input", "log.csv", "--method", "random", "--seed", "3", "--out",
+                 str(tmp_path / "a"), "data.user_col=uid", "data.item_col=iid"]) == 0
+    report = json.loads((tmp_path / "a" / "split_report.json").read_text())
+    given = report["input"]
+    assert given["path"] == str(src / "log.csv") and (given["user_col"], given["item_col"]) == ("uid", "iid")
+    monkeypatch.chdir(tmp_path)
+    assert main(["-q", "data", "split", "--input", given["path"], "--method", report["method"], "--ratios",
+                 ",".join(map(str, report["ratios"])), "--seed", str(report["seed"]), "--out", str(tmp_path / "b"),
+                 *(f"data.{k}={json.dumps(v)}" for k, v in given.items() if k not in ("path", "sha256"))]) == 0
+    for name in ("train.csv", "valid.csv", "test.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name

@@ -707,6 +707,24 @@ def _split_reading(args: argparse.Namespace):
     return data
 
 
+def _split_input(args: argparse.Namespace, reading: Any) -> dict[str, Any]:
+    """What `data split` read, for split_report.json: with the method, ratios and seed it makes the split again.
+
+    The report named neither the file nor the data.* settings it was read with, so the three files said nothing
+    of where they came from; the path is absolute (the working directory is not recorded) and the sha256 tells
+    an edited file.
+    """
+    from twotower.utils.atomic import sha256_file
+
+    if args.dataset:
+        return {"dataset": args.dataset}
+    given: dict[str, Any] = {"path": os.path.abspath(args.input), "sha256": sha256_file(Path(args.input))}
+    for key in SPLIT_OVERRIDES:
+        name = key.split(".", 1)[1]
+        given[name] = getattr(reading, name)
+    return given
+
+
 def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int | str | None]:
     """Numeric flags of `data split`, checked before the data is read; errors name the flag.
 
@@ -805,6 +823,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     # file held, and nothing in it said why (train's run.json has the same counts under "read")
     read = _read_counts(df) if "report" in df.attrs else {}
     report = {**split.report, "read": read} if read else split.report
+    report["input"] = _split_input(args, reading)
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
