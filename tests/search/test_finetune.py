@@ -143,3 +143,19 @@ def test_fixed_negatives_take_turns_epoch_by_epoch(monkeypatch, tmp_path):
     finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, negatives=first,
                         cache_dir=tmp_path / "cache", show_progress=False)
     assert [sorted(s) for s in seen] == [sorted(int(n[e]) for n in first) for e in range(3)]
+
+
+@needs_text
+def test_the_marker_records_the_encoder_backend_the_frozen_documents_were_encoded_with(tmp_path, monkeypatch):
+    # Before: `search train --encoder-backend torch-bf16` and the same command on torch wrote markers that differed
+    # only in final_loss and the files' checksums, yet trained other weights (the frozen document vectors and the
+    # mined negatives come from that backend): the marker could not say how to train the model again.
+    cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-4, max_length=32, query_max_length=16,
+                         train_doc_tower=False, corpus_negatives=True, negatives_per_query=0)
+    metas = {}
+    for backend in ("torch", "torch-bf16"):
+        monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", backend)
+        finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / backend, config=cfg,
+                            cache_dir=tmp_path / "cache", show_progress=False)
+        metas[backend] = json.loads((tmp_path / backend / "twotower_bi_encoder.json").read_text())
+    assert {b: m["encoder_backend"] for b, m in metas.items()} == {"torch": "torch", "torch-bf16": "torch-bf16"}

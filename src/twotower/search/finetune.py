@@ -282,6 +282,9 @@ def finetune_bi_encoder(
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
             "truncation": truncation,  # documents cut at config.max_length (as the search index's meta.json)
             "mining": asdict(mining) if mining is not None else None,
+            # the frozen document vectors and every mined negative come from this forward pass (auto resolved):
+            # torch-bf16 trains other weights than torch from the same settings above
+            "encoder_backend": base_enc.backend,
             "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })
     q_enc, d_enc = load_bi_encoder(out)
