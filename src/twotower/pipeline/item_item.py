@@ -90,9 +90,10 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
         return None
     t0 = time.perf_counter()
     model = trainer.model
-    train, valid = prep.matrix("train"), prep.matrix("valid")
     keep: dict[str, Any] = {}
-    lam, _ = tune_ease(train, valid, lambdas=config.lambdas, metric=metric, keep=keep)
+    # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
+    # would cost an EASE scoring of every validation user per lambda
+    lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric, keep=keep)
     b = EASE.from_tuning(keep, lam).weights
     keep.clear()
     assert b is not None
