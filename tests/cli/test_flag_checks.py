@@ -47,7 +47,9 @@ def test_serve_refuses_a_limit_beyond_64_bits_before_loading(flag, tmp_path, cap
     # --max-batch 99999999999999999999 loaded the run, then pydantic raised "OverflowError: int too big to convert"
     # building the request schemas; the run does not exist here: the flag is refused first
     assert main(["serve", "--run", str(tmp_path / "nope"), "--port", "0", flag, HUGE]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {flag} must be at most 2**63 - 1, got {HUGE}"
+    # --max-k has a tighter ceiling of its own (config.MAX_K), which it names
+    bound = "between 1 and 10000" if flag == "--max-k" else "at most 2**63 - 1"
+    assert capsys.readouterr().err.strip() == f"error: {flag} must be {bound}, got {HUGE}"
 
 
 @pytest.mark.parametrize("flag", ["--run", "--search-index", "--index"])
