@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--run", "--run-dir", dest="run", required=True, help="run folder (alias --run-dir for torchrun)")
     b.add_argument("--index", default="auto",
                    help="auto (exact search when it fits --exact-budget-ms, else the fastest of flat, ivf, hnsw, ivfpq "
-                        "meeting the recall target), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string")
+                        "meeting the recall target), flat, ivf, hnsw, ivfpq, exact, or a FAISS factory string; each "
+                        "is searched at its cheapest setting (smallest nprobe / efSearch) meeting the target")
     b.add_argument("--exact-budget-ms", type=float, default=None,
                    help="with --index auto: choose exact search when its single-query p99 is at most this many ms "
                         f"(default {pol.exact_p99_ms:g})")
@@ -41,8 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
     b.add_argument("--nprobe", type=int, default=None,
-                   help="under torchrun: nprobe of the merged IVF index, measured as given (default: the fastest "
-                        "nprobe reaching --target-recall, measured on rank 0 against exact search)")
+                   help="pin nprobe of an IVF index (--index ivf, ivfpq or an IVF factory string; under torchrun the "
+                        "merged one): measured and recorded as given, not swept (default: the smallest nprobe "
+                        "reaching --target-recall)")
+    b.add_argument("--ef-search", type=int, default=None,
+                   help="pin efSearch of an HNSW index (--index hnsw or an HNSW factory string), measured and recorded "
+                        "as given, not swept (default: the smallest efSearch reaching --target-recall)")
     add_no_verify(b)
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")
@@ -63,13 +68,7 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
     if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
         raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
-    nprobe = getattr(args, "nprobe", None)
-    if nprobe is not None and int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        # read by the torchrun build only: one process tunes nprobe itself, and --nprobe 4 was ignored silently
-        raise ConfigError("--nprobe sets the nprobe of the IVF index merged under torchrun; one process measures "
-                          "nprobe itself (the fastest reaching --target-recall): drop --nprobe")
-    if nprobe is not None and nprobe < 1:
-        raise ConfigError(f"--nprobe must be a positive integer, got {nprobe}")
+    _pin(args)
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:
@@ -80,6 +79,29 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
             if msg.startswith(field + " "):
                 msg = flag + msg[len(field):]
         raise ConfigError(msg) from None
+
+
+def _pin(args: argparse.Namespace) -> dict[str, int] | None:
+    """The setting --nprobe / --ef-search pins (None: swept), refused before the run loads where it cannot apply."""
+    nprobe, ef_search = getattr(args, "nprobe", None), getattr(args, "ef_search", None)
+    for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be a positive integer, got {value}")
+    if nprobe is not None and ef_search is not None:
+        raise ConfigError("--nprobe pins an IVF index and --ef-search an HNSW one: pass the one of the --index built")
+    if nprobe is None and ef_search is None:
+        return None
+    flag, kinds = ("--nprobe", "ivf, ivfpq or an IVF factory string") if nprobe is not None else \
+        ("--ef-search", "hnsw or an HNSW factory string")
+    spec = args.index.strip().lower()
+    if spec in ("auto", "exact", "flat") or (spec == "hnsw" and nprobe is not None) \
+            or (spec in ("ivf", "ivfpq") and ef_search is not None):
+        # auto compares several index types, each at its own cheapest setting: one knob value cannot fit them all
+        raise ConfigError(f"{flag} pins a setting of one index type: --index {kinds}, not --index {spec}")
+    if ef_search is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("--ef-search: an HNSW index cannot be built across ranks; run `twotower index build` in "
+                          "one process")
+    return {"nprobe": nprobe} if nprobe is not None else {"efSearch": ef_search}
 
 
 def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - TrainedRun, np.ndarray
@@ -137,7 +159,8 @@ def _build(args: argparse.Namespace, policy, out: Path) -> int:  # noqa: ANN001 
         index.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         print(f"saved exact index to {out} (model {fp})")
         return 0
-    report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy)
+    report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy,
+                      params=_pin(args))
     # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
     report.index.save(out, model_fingerprint=fp, tuning=report.to_dict())
     print(report.table())
@@ -159,7 +182,7 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
     """Under torchrun: each rank encodes its shard of the catalogue; one IVF index is trained once and merged.
 
     Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
-    ``nprobe`` to the fastest value reaching the recall target (or measures the one ``--nprobe`` gives), and
+    ``nprobe`` to the smallest value reaching the recall target (or measures the one ``--nprobe`` gives), and
     saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other.
     """
     import time
@@ -178,6 +201,12 @@ def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:
             f"--index {spec!r} cannot be built across ranks; use ivf, ivfpq or an IVF factory string "
             "(or run `twotower index build` in one process to autotune any index type)"
         )
+    if args.nprobe is not None:  # every rank refuses alike before any work: rank 0 alone left the others waiting
+        from twotower.index.autotune import check_pin
+
+        with torch.no_grad():
+            dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
+        check_pin(spec, {"nprobe": args.nprobe}, run.n_items, dim)
     tdist.init_from_env()
     try:
         n = run.n_items

@@ -2,7 +2,7 @@
 
 ``ExactIndex`` is the reference; ``FaissIndex`` wraps any FAISS factory string
 (shortcuts ``flat``, ``ivf``, ``hnsw``, ``ivfpq``); ``autotune`` picks the
-fastest setting meeting a recall target; ``load_index`` verifies checksums and
+cheapest setting meeting a recall target; ``load_index`` verifies checksums and
 the model fingerprint before returning any saved backend.
 """
 from twotower.index.autotune import (

@@ -1,4 +1,4 @@
-"""Pick the fastest index setting that reaches a target recall, against exact ground truth.
+"""Pick an index and the cheapest setting of it that reaches a target recall, against exact ground truth.
 
 Legend: ``Q`` queries, ``K`` top-k, ``N`` catalogue vectors, ``D`` dim.
 
@@ -7,8 +7,22 @@ For each candidate index type the runtime knob is swept (``nprobe`` 1, 2, 4,
 ``k_factor`` 1 ... 16), and each setting gets recall@k against
 :class:`~twotower.index.exact.ExactIndex` plus batched QPS and single-query
 latency p50/p99. A sweep stops once it meets the target (one more point is
-kept for the plot) or its recall stops improving. The chosen setting is the
-one with the highest batched QPS among those meeting the target.
+kept for the plot) or its recall stops improving.
+
+Within one index the chosen setting is the cheapest that meets the target:
+the smallest ``nprobe`` / ``efSearch``, then the smallest ``k_factor``
+(re-scoring ``k * k_factor`` candidates costs little next to scanning lists or
+walking the graph). Recall is a function of the data and the seed, timing is
+not: choosing by measured QPS let noise pick ``efSearch`` 24 over 16 in one of
+two builds of the same run (110k vs 87k QPS), so the two served different
+results. If no setting meets the target, the best recall is chosen (the
+cheapest of equal recalls). ``params`` pins one setting, measured as given.
+
+Between index types (``index="auto"``, ``candidates``) the choice is by
+measured batched QPS, as speed is what sets them apart, with a margin against
+noise: a later candidate replaces an earlier one only when it is more than
+:attr:`IndexPolicy.kind_margin` faster (when none meets the target: only
+when its recall is higher).
 
 With ``index="auto"`` exact search is measured first and chosen whenever its
 single-query p99 latency fits :attr:`IndexPolicy.exact_p99_ms` (an
@@ -34,12 +48,12 @@ from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_queries, check_vectors
 from twotower.index.exact import ExactIndex
-from twotower.index.faiss_index import SHORTCUTS, FaissIndex
+from twotower.index.faiss_index import SHORTCUTS, FaissIndex, factory_knobs
 from twotower.results import PAD_ID, Results
 
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
-    "measure_speed",
+    "measure_speed", "check_pin",
 ]
 
 log = logging.getLogger(__name__)
@@ -65,6 +79,10 @@ class IndexPolicy:
     ``log_every_s``: seconds between progress lines while vectors are added to
     a candidate (an HNSW graph over a million items takes minutes); None: none
     (the CLI passes the run's ``train.log_every_s``).
+    ``kind_margin``: between index types meeting the target, a later
+    candidate replaces an earlier one only when its batched QPS is more than
+    this fraction higher (0.1: 10%), so a near tie does not flip between two
+    builds on timing noise.
     """
 
     target_recall: float = 0.95
@@ -74,8 +92,12 @@ class IndexPolicy:
     exact_p99_ms: float = 5.0
     latency_queries: int = 200
     log_every_s: float | None = None
+    kind_margin: float = 0.1
 
     def __post_init__(self) -> None:
+        if isinstance(self.kind_margin, bool) or not isinstance(self.kind_margin, (int, float)) \
+                or not 0.0 <= self.kind_margin < 1.0:
+            raise ConfigError(f"kind_margin must be in [0, 1), got {self.kind_margin!r}")
         if self.log_every_s is not None and not (isinstance(self.log_every_s, (int, float))
                                                  and not isinstance(self.log_every_s, bool) and self.log_every_s > 0):
             raise ConfigError(f"log_every_s must be > 0 or None, got {self.log_every_s!r}")
@@ -130,6 +152,7 @@ class TuneReport:
     index: VectorIndex = field(repr=False)
     reason: str = ""  # why this index: exact within the latency budget, or the measured exact p99 that was not
     exact_p99_ms: float | None = None  # single-query exact p99 measured for the decision (auto only)
+    pinned: bool = False  # the setting was given (``params``, ``--nprobe`` / ``--ef-search``), not chosen by a sweep
 
     @property
     def spec(self) -> str:
@@ -260,13 +283,20 @@ def autotune(
     max_train: int | None = None,
     latency_queries: int | None = None,
     policy: IndexPolicy | None = None,
+    params: dict[str, Any] | None = None,
 ) -> TuneReport:
-    """Sweep candidate indexes and knobs; return the fastest setting meeting ``target_recall``.
+    """Sweep candidate indexes and knobs; return the cheapest setting meeting ``target_recall`` (module docstring).
 
     ``index`` is ``"auto"`` (try flat, ivf, hnsw, ivfpq), a shortcut or a FAISS
     factory string; ``candidates`` lists several explicitly (only with
     ``index="auto"``). ``max_train`` caps FAISS training vectors. The report's
     ``index`` is the chosen index, built, with its knobs set.
+
+    ``params`` (e.g. ``{"efSearch": 64}``, only with one named ``index``) pins
+    that setting: it is measured as given instead of swept (knobs not named keep
+    FAISS's defaults), and the report says whether it meets the target. A knob
+    the index lacks, or an ``nprobe`` above its list count, is refused before
+    the index is built.
 
     ``policy`` (only with ``index="auto"`` and no ``candidates``; default
     :class:`IndexPolicy`) first measures exact search and returns it when its
@@ -294,6 +324,8 @@ def autotune(
                         "(e.g. run.user_vectors(np.arange(200)))")
     if candidates is not None and index != "auto":
         raise ConfigError("pass either index=... or candidates=[...], not both")
+    if params is not None and (index == "auto" or candidates is not None):
+        raise ConfigError("params pins the setting of one index type: name it with index=... (not auto or candidates)")
     if candidates is not None:
         names = list(candidates)
     elif index == "auto":
@@ -303,6 +335,8 @@ def autotune(
     if not names:
         raise ConfigError(f"candidates is empty; choose from {list(SHORTCUTS)} or FAISS factory strings")
     n, dim = vectors.shape
+    if params is not None:
+        params = check_pin(index, dict(params), n, dim)
     log.info("autotune: %d vectors of dim %d, %d queries, k=%d, target recall %.3f, candidates %s",
              n, dim, queries.shape[0], k, target_recall, names)
 
@@ -340,15 +374,22 @@ def autotune(
         del exact
 
     rows: list[TuneRow] = []
-    best: _Best | None = None
+    best: tuple[TuneRow, VectorIndex] | None = None
     for number, name in enumerate(names, 1):
         log.info("autotune: building %s (%d of %d)", name, number, len(names))
         t0 = time.perf_counter()
         idx = FaissIndex(name, max_train=max_train, log_every_s=policy.log_every_s).build(vectors, ids)
-        best = _sweep(idx, name, time.perf_counter() - t0, vectors, ids, queries, kth, k, target_recall,
-                      latency_queries, rows, best)
+        mine = _sweep(idx, name, time.perf_counter() - t0, vectors, ids, queries, kth, k, target_recall,
+                      latency_queries, grid=None if params is None else [[params]])
+        rows += mine
+        pick = _cheapest(mine)
+        # the previous choice is dropped here, so at most two candidate indexes are held at once
+        if best is None or _replaces(pick, best[0], policy.kind_margin):
+            best = (pick, idx)
     assert best is not None  # names is non-empty
-    return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99)
+    kinds = f"{len(names)} index types" if len(names) > 1 else ""
+    return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99,
+                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None)
 
 
 def tune_index(
@@ -366,7 +407,7 @@ def tune_index(
     The same measurements as :func:`autotune` (tie-aware recall@k over
     ``queries``, batched and single-query speed), for one given index:
     ``vectors[N, D]`` with ``ids[N]`` are the catalogue it holds. The index
-    is left at the fastest setting reaching ``policy.target_recall`` (else
+    is left at the cheapest setting reaching ``policy.target_recall`` (else
     at the best recall), and the report is what ``tune.json`` records.
     ``params`` (e.g. ``{"nprobe": 32}``) measures that one setting instead
     of sweeping: the user chose it, the report says what it gives.
@@ -381,22 +422,68 @@ def tune_index(
     n, dim = vectors.shape
     gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
     kth = gt.scores[:, min(k, n) - 1]  # [Q]
-    rows: list[TuneRow] = []
-    best = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
-                  policy.latency_queries, rows, None, grid=None if params is None else [[dict(params)]])
-    return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, "", None)
+    if params is not None:
+        params = check_pin(str(index.factory), dict(params), n, dim)
+    rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
+                  policy.latency_queries, grid=None if params is None else [[params]])
+    return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
+                   pinned=params is not None)
 
 
-#: the best row so far: (its sort key, the row, the index it was measured on)
-_Best = tuple[tuple[int, float, float], TuneRow, VectorIndex]
+def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
+    """``params`` if ``spec``'s index has those knobs and the values fit it; ConfigError before any build."""
+    factory, knobs, nlist = factory_knobs(spec, n, dim)
+    if not params:
+        raise ConfigError(f"params is empty; name a setting of {factory} to pin: one of {list(knobs) or 'none'}")
+    for name, value in params.items():
+        if name not in knobs:
+            raise ConfigError(f"{spec!r} ({factory}) has no {name} to pin; its search knobs: "
+                              f"{', '.join(knobs) or 'none (it has a single setting)'}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 1 \
+                or (name != "k_factor" and value != int(value)):
+            raise ConfigError(f"{name} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
+                              f"got {value!r}")
+        if name == "nprobe" and nlist is not None and value > nlist:
+            raise ConfigError(f"nprobe {value} is more than the {nlist} lists of {factory} over {n:,} vectors; "
+                              f"nprobe {nlist} already searches every list")
+    return {name: float(v) if name == "k_factor" else int(v) for name, v in params.items()}
+
+
+def _cost(row: TuneRow) -> tuple[float, float, float]:
+    """Search cost order of one index's settings: lists probed / graph depth first, then refine's ``k_factor``."""
+    p = row.params
+    return (p.get("nprobe", 0), p.get("efSearch", 0), p.get("k_factor", 0))
+
+
+def _cheapest(rows: list[TuneRow]) -> TuneRow:
+    """One index's setting: the cheapest meeting the target, else the best recall (the cheapest of equals).
+
+    Never by measured speed: recall is the same for the same data and seed, QPS is not, and between two
+    settings that both meet the target the larger one only looked faster on a noisy clock.
+    """
+    met = [r for r in rows if r.meets_target]
+    if met:
+        return min(met, key=_cost)
+    return min(rows, key=lambda r: (-r.recall, _cost(r)))
+
+
+def _replaces(new: TuneRow, old: TuneRow, margin: float) -> bool:
+    """Whether a later index type's setting replaces an earlier one's: meeting the target beats missing it; between
+    two that meet it, more than ``margin`` more batched QPS; between two that miss it, a higher recall."""
+    if new.meets_target != old.meets_target:
+        return new.meets_target
+    if new.meets_target:
+        return new.qps_batch > old.qps_batch * (1.0 + margin)
+    return new.recall > old.recall
 
 
 def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
-           kth: np.ndarray, k: int, target_recall: float, latency_queries: int, rows: list[TuneRow],
-           best: _Best | None, grid: list[list[dict[str, Any]]] | None = None) -> _Best:
-    """Measure ``idx`` at each of its knob settings (``grid``, else all; appended to ``rows``); the best row so far."""
+           kth: np.ndarray, k: int, target_recall: float, latency_queries: int,
+           grid: list[list[dict[str, Any]]] | None = None) -> list[TuneRow]:
+    """Measure ``idx`` at each of its knob settings (``grid``, else all); the rows, in the order measured."""
     n = vectors.shape[0]
     bpv = idx.nbytes() / n
+    rows: list[TuneRow] = []
     for sweep in _knob_grid(idx) if grid is None else grid:
         prev: list[float] = []
         met_at: int | None = None
@@ -413,9 +500,6 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
             rows.append(row)
             # debug: the CLI prints the finished table; an INFO line per row printed every row twice
             log.debug("autotune %s %s: recall@%d %.4f, %.0f QPS batched", idx.factory, params, k, recall, row.qps_batch)
-            key = (int(row.meets_target), row.qps_batch if row.meets_target else row.recall, row.qps_batch)
-            if best is None or key > best[0]:
-                best = (key, row, idx)
             if row.meets_target and met_at is None:
                 met_at = i
             prev.append(recall)
@@ -423,26 +507,39 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
                 break  # cheaper settings are already enough; one extra point for the plot
             if len(prev) >= 3 and prev[-1] - prev[-3] < 1e-3:
                 break  # recall has plateaued
-    assert best is not None  # every index has at least one setting
-    return best
+    assert rows  # every index has at least one setting
+    return rows
 
 
-def _report(rows: list[TuneRow], best: _Best, k: int, target_recall: float, n: int, dim: int, n_queries: int,
-            exact_qps: float, reason: str, exact_p99: float | None) -> TuneReport:
-    """The chosen row's index set to its knobs, and the report saying why."""
-    _, chosen, chosen_index = best
-    if not chosen.meets_target:
+def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, target_recall: float, n: int, dim: int,
+            n_queries: int, exact_qps: float, reason: str, exact_p99: float | None, *, kinds: str = "",
+            margin: float = 0.0, pinned: bool = False) -> TuneReport:
+    """The chosen row's index set to its knobs, and the report saying why (``kinds``: "4 index types" when
+    several were compared)."""
+    chosen, chosen_index = best
+    if pinned:
+        verdict = (f"{chosen.factory} {chosen.params} as given (pinned, not swept): recall@{k} {chosen.recall:.4f}, "
+                   f"{'meeting' if chosen.meets_target else 'below'} the target {target_recall:g}")
+    elif chosen.meets_target:
+        verdict = (f"cheapest setting of {chosen.factory} reaching recall@{k} {target_recall:g}: {chosen.params} at "
+                   f"{chosen.recall:.4f}")
+        if kinds:
+            verdict += (f"; chosen of the {kinds} tried on batched QPS ({chosen.qps_batch:,.0f}; a later type "
+                        f"replaces an earlier one only when more than {margin:.0%} faster)")
+    else:
+        verdict = (f"no setting reached recall@{k} {target_recall:g}; best {chosen.recall:.4f} with {chosen.factory} "
+                   f"{chosen.params}")
+    if pinned and not chosen.meets_target:
+        log.warning("autotune: the pinned setting %s %s reaches recall@%d %.4f, below the target %.3f", chosen.factory,
+                    chosen.params, k, chosen.recall, target_recall)
+    elif not chosen.meets_target:
         log.warning(
             "autotune: no setting reached recall@%d %.3f (best %.4f with %s %s); raise the knobs, add 'flat' "
             "to the candidates or lower target_recall", k, target_recall, chosen.recall, chosen.factory, chosen.params
         )
     chosen_index.set_search_params(**chosen.params)
-    verdict = (f"fastest setting reaching recall@{k} {target_recall:g}: {chosen.factory} {chosen.params} at "
-               f"{chosen.recall:.4f}" if chosen.meets_target else
-               f"no setting reached recall@{k} {target_recall:g}; best {chosen.recall:.4f} with {chosen.factory} "
-               f"{chosen.params}")
     return TuneReport(
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
         n=n, dim=dim, n_queries=int(n_queries), exact_qps_batch=float(exact_qps), index=chosen_index,
-        reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99,
+        reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99, pinned=pinned,
     )

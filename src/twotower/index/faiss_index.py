@@ -36,7 +36,7 @@ from twotower.index.exact import use_blas_for
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
-__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist"]
+__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs"]
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,35 @@ def _said_once(index: Any) -> None:
             pq.cp.min_points_per_centroid = 1
 
 
+def _knobs(inner: Any) -> tuple[str, ...]:
+    """The runtime knobs of a FAISS index (unwrapped from its id map): a subset of nprobe, efSearch, k_factor."""
+    faiss = _faiss()
+    out = []
+    if faiss.try_extract_index_ivf(inner) is not None:
+        out.append("nprobe")
+    base = faiss.downcast_index(inner.base_index) if isinstance(inner, faiss.IndexRefine) else inner
+    if isinstance(base, faiss.IndexHNSW):
+        out.append("efSearch")
+    if isinstance(inner, faiss.IndexRefine):
+        out.append("k_factor")
+    return tuple(out)
+
+
+def factory_knobs(spec: str, n: int, dim: int) -> tuple[str, tuple[str, ...], int | None]:
+    """The FAISS factory ``spec`` resolves to for ``n`` vectors of ``dim``, its runtime knobs and IVF list count.
+
+    Read from an empty, untrained index: a setting pinned for a build is checked before the minutes of training.
+    """
+    faiss = _faiss()
+    factory = resolve_factory(spec, n, dim)
+    try:
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise _factory_error(spec, factory, e) from e
+    ivf = faiss.try_extract_index_ivf(index)
+    return factory, _knobs(faiss.downcast_index(index)), None if ivf is None else int(ivf.nlist)
+
+
 def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
     import difflib
 
@@ -256,19 +285,8 @@ class FaissIndex(VectorIndex):
     @property
     def knobs(self) -> tuple[str, ...]:
         """Runtime knobs this index has: a subset of ``("nprobe", "efSearch", "k_factor")``."""
-        faiss = _faiss()
         inner = self._inner()
-        if inner is None:
-            return ()
-        out = []
-        if faiss.try_extract_index_ivf(inner) is not None:
-            out.append("nprobe")
-        base = faiss.downcast_index(inner.base_index) if isinstance(inner, faiss.IndexRefine) else inner
-        if isinstance(base, faiss.IndexHNSW):
-            out.append("efSearch")
-        if isinstance(inner, faiss.IndexRefine):
-            out.append("k_factor")
-        return tuple(out)
+        return () if inner is None else _knobs(inner)
 
     @property
     def nlist(self) -> int | None:
