@@ -213,7 +213,10 @@ def main() -> int:
         # the validation metric of the model as scored (with the item-item term when one was fitted): what chooses
         # a dataset's default tower
         rows.append({"model": label, "fit_s": fit_s, "peak_MB": mem.peak_mb, "epochs": result.best_epoch,
-                     f"valid_{cfg.eval.select_metric}": result.final_metric, **res})
+                     f"valid_{cfg.eval.select_metric}": result.final_metric, **res,
+                     # the item-item term's chosen weight and the towers' own validation figure ("-": not fitted)
+                     "item_item_w": result.item_item["weight"] if result.item_item else "-",
+                     "valid_towers": result.best_metric if result.item_item else "-"})
         print(f"{label}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f} ({fit_s:.0f}s)", file=sys.stderr, flush=True)
     ease = next((r for r in rows if r["model"].startswith("ease")), None)
     for r in rows:
@@ -221,7 +224,7 @@ def main() -> int:
             r["vs_EASE_R@20"] = f"{100 * (r['Recall@20'] / ease['Recall@20'] - 1):+.1f}%"
             r["vs_EASE_N@20"] = f"{100 * (r['NDCG@20'] / ease['NDCG@20'] - 1):+.1f}%"
     cols = ["model", "Recall@20", "NDCG@20", "Recall@10", "NDCG@10", "MRR@10", "Coverage@20", "vs_EASE_R@20", "vs_EASE_N@20",
-            f"valid_{cfg0.eval.select_metric}", "epochs", "fit_s", "peak_MB"]
+            f"valid_{cfg0.eval.select_metric}", "item_item_w", "valid_towers", "epochs", "fit_s", "peak_MB"]
     print(format_table(rows, cols, title=f"MovieLens-100K, per-user temporal 80/10/10, test split, threads={args.threads}"))
     print(PROTOCOL_TEXT)
     metric = f"valid_{cfg0.eval.select_metric}"
