@@ -136,3 +136,36 @@ def test_the_train_command_says_which_weight_it_chose_and_what_the_towers_alone_
     none = TrainResult(12, 0.2033, 15, item_item={"weight": 0.0, "valid_metric": 0.2033, "valid": grid[:1]})
     assert item_item_summary(none, "NDCG@10") == "item-item term: none (the towers alone validate best on NDCG@10)"
     assert item_item_summary(TrainResult(12, 0.2033, 15), "NDCG@10") is None
+
+
+def test_resuming_a_run_with_the_term_fits_it_again_and_leaves_the_run_loadable(tmp_path) -> None:
+    # the finished run's model.safetensors holds the term, which the trainer's model lacks: `train --resume` of it
+    # stopped with "weights do not match this model (... unexpected ['item_tower.item_item.factors', ...])" and left
+    # a folder without manifest that no command could load
+    from twotower.config import RunConfig
+    from twotower.pipeline.run import train_run
+
+    # next to no learning: epoch 2 does not beat epoch 1, so the run's best weights are not the checkpoint's
+    out = train_tiny_run(tmp_path / "run", history="recency",
+                         extra=("model.item_item.weights=[0.5]", "model.item_item.rank=4", "train.checkpoint=true",
+                                "train.lr=1e-12"))
+    assert [r["epoch"] for r in json.loads((out / "checkpoint" / "state.json").read_text())["history"]] == [1, 2]
+    assert json.loads((out / "checkpoint" / "state.json").read_text())["best_epoch"] == 1
+    before = json.loads((out / "run.json").read_text())["item_item"]
+    weights = (out / "model.safetensors").read_bytes()
+    assert before["weight"] == 0.5
+    cfg = load_config(base=json.loads((out / "config.json").read_text()))
+    assert isinstance(cfg, RunConfig)
+    train_run(cfg, out, resume=True)  # nothing left to train: the best weights, the term fitted again
+    after = json.loads((out / "run.json").read_text())["item_item"]
+    assert {k: v for k, v in after.items() if k != "seconds"} == {k: v for k, v in before.items() if k != "seconds"}
+    assert (out / "model.safetensors").read_bytes() == weights
+    run = TrainedRun.load(out)  # the manifest verifies every file
+    assert run.model.user_tower.item_item is not None and run.item_embeddings().shape[1] == 16 + 4
+
+    # one epoch more that does not beat the best either: the best weights are read back from the run folder
+    cfg = load_config(base=json.loads((out / "config.json").read_text()), overrides=["train.epochs=3"])
+    assert isinstance(cfg, RunConfig)
+    train_run(cfg, out, resume=True)
+    assert json.loads((out / "run.json").read_text())["item_item"]["weight"] == 0.5
+    assert TrainedRun.load(out).item_embeddings().shape[1] == 16 + 4

@@ -20,7 +20,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ItemItemItemPart", "ItemItemUserPart"]
+__all__ = ["ItemItemItemPart", "ItemItemUserPart", "is_item_item_key"]
+
+
+def is_item_item_key(name: str) -> bool:
+    """Whether a state-dict key is one of the term's buffers (``user_tower.item_item.factors`` ...)."""
+    return ".item_item." in f".{name}"
 
 
 class ItemItemUserPart(nn.Module):

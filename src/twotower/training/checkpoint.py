@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -34,14 +34,17 @@ def save_weights(path: str | Path, model: torch.nn.Module | dict[str, torch.Tens
         save_file(state, str(tmp), metadata=metadata)
 
 
-def load_weights(path: str | Path, model: torch.nn.Module) -> None:
-    """Load safetensors weights, refusing corrupt files and shape mismatches clearly."""
+def load_weights(path: str | Path, model: torch.nn.Module, *, skip: Callable[[str], bool] | None = None) -> None:
+    """Load safetensors weights, refusing corrupt files and shape mismatches clearly. ``skip``: tensors of the
+    file that the model may lack (they are then left out, not refused)."""
     path = Path(path)
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as e:
         raise IntegrityError(f"{path}: cannot read weights ({e}); the file is corrupted or truncated") from e
     own = model.state_dict()
+    if skip is not None:
+        state = {k: v for k, v in state.items() if k in own or not skip(k)}
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
     if missing or unexpected:

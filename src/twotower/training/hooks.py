@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from twotower import distributed as tdist
 from twotower.errors import ConfigError, DataError
+from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from twotower.training.loop import EarlyStopping, budget_horizon
@@ -190,7 +191,9 @@ def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
     if getattr(tr, "_best_state", None) is not None:
         tr.model.load_state_dict(tr._best_state)
     elif tr.out_dir and (tr.out_dir / "model.safetensors").exists():
-        load_weights(tr.out_dir / "model.safetensors", tr.model)
+        # a finished run's weights carry the item-item term fitted after training, which the trainer's model lacks
+        # until the pipeline fits it again (a resume of such a run stopped here, and left the run unloadable)
+        load_weights(tr.out_dir / "model.safetensors", tr.model, skip=is_item_item_key)
     if tr.out_dir and tdist.is_main():
         from twotower.training.plots import plot_training_curves
 
