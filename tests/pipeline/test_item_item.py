@@ -169,3 +169,19 @@ def test_resuming_a_run_with_the_term_fits_it_again_and_leaves_the_run_loadable(
     train_run(cfg, out, resume=True)
     assert json.loads((out / "run.json").read_text())["item_item"]["weight"] == 0.5
     assert TrainedRun.load(out).item_embeddings().shape[1] == 16 + 4
+
+
+def test_the_two_tower_fit_seconds_count_the_term_as_the_ease_row_counts_its_tuning(tmp_path) -> None:
+    # the term tunes and fits an EASE after training (minutes per λ on a large catalogue); fit_s counted the epochs only
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    out = train_tiny_run(tmp_path / "run", extra=("model.item_item.weights=[0.5]", "model.item_item.rank=4"))
+    info = json.loads((out / "run.json").read_text())
+    info["item_item"]["seconds"] = 1000.0  # as a 20,000-item catalogue's fit might take
+    (out / "run.json").write_text(json.dumps(info))
+    from twotower.pipeline.artifacts import write_manifest
+
+    write_manifest(out)
+    epochs = sum(json.loads(line)["seconds"] for line in (out / "log.jsonl").read_text().splitlines() if line.strip())
+    rows = evaluate_run(TrainedRun.load(out), split="valid", baselines=())
+    assert rows[0]["model"] == "two-tower" and rows[0]["fit_s"] == pytest.approx(epochs + 1000.0)

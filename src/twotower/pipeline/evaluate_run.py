@@ -204,6 +204,9 @@ def evaluate_run(
         import json
 
         fit_s = sum(json.loads(line).get("seconds", 0.0) for line in log_rows.read_text().splitlines() if line.strip())
+        # and the item-item term fitted after training (an EASE tuned on valid, as the EASE row's fit_s counts it)
+        term = run.info.get("item_item")
+        fit_s += float(term.get("seconds", 0.0)) if isinstance(term, dict) else 0.0
     # the held-out file's users: those whose every row names an id outside the vocabularies (an item that never
     # occurs in train) are skipped by every model, and the table must say how many (sparse data: many)
     held_out = {"users_held_out": m.report[split]["users_in"]}
