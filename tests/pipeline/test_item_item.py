@@ -185,3 +185,25 @@ def test_the_two_tower_fit_seconds_count_the_term_as_the_ease_row_counts_its_tun
     epochs = sum(json.loads(line)["seconds"] for line in (out / "log.jsonl").read_text().splitlines() if line.strip())
     rows = evaluate_run(TrainedRun.load(out), split="valid", baselines=())
     assert rows[0]["model"] == "two-tower" and rows[0]["fit_s"] == pytest.approx(epochs + 1000.0)
+
+
+def test_the_fit_says_what_it_does_before_the_long_solves_and_reports_their_progress(tmp_path, monkeypatch,
+                                                                                      caplog) -> None:
+    # each λ is a dense I x I solve (minutes at 20,000 items); the log was silent from the last epoch to the result
+    import twotower.evaluation.baselines as baselines
+
+    real = baselines.tune_ease
+    seen: list[tuple[float | None, bool]] = []
+
+    def tune_ease(*args, **kw):
+        seen.append((kw.get("log_every_s"), "item-item term: tuning EASE's λ (100, 500) on valid NDCG@10 over 32 "
+                                            "items, factorising to rank 4, then choosing the weight (0, 0.5) ..."
+                     in caplog.text))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(baselines, "tune_ease", tune_ease)
+    with caplog.at_level("INFO", logger="twotower"):
+        train_tiny_run(tmp_path / "run", extra=("model.item_item.weights=[0.5, 0]", "model.item_item.rank=4",
+                                                "model.item_item.lambdas=[100, 500]", "train.progress=true",
+                                                "train.log_every_s=7"))
+    assert seen == [(7.0, True)]  # progress lines every train.log_every_s, after the line that names the work

@@ -82,6 +82,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     """Fit the term into ``trainer.model`` (its best weights, after ``fit``) and return what ``run.json``
     records of it (the weight chosen, ``0.0`` when the towers alone validate best), or None when skipped."""
     from twotower.evaluation.baselines import EASE, tune_ease
+    from twotower.utils.progress import heartbeat
 
     why = skip_reason(trainer, prep, config)
     if why is not None:
@@ -90,15 +91,22 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
         return None
     t0 = time.perf_counter()
     model = trainer.model
+    # each λ is a dense solve of the item-item Gram matrix, minutes at 20,000 items: the log says so, then beats
+    every = trainer.cfg.log_every_s if trainer.cfg.progress else None
+    log.info("item-item term: tuning EASE's λ (%s) on valid %s over %d items, factorising to rank %d, then choosing "
+             "the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), metric, prep.n_items,
+             config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
     keep: dict[str, Any] = {}
-    # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
-    # would cost an EASE scoring of every validation user per lambda
-    lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric, keep=keep)
-    b = EASE.from_tuning(keep, lam).weights
-    keep.clear()
-    assert b is not None
-    p, q, share = factorise(b, config.rank, seed)
-    del b
+    with heartbeat(log, "item-item term", every):
+        # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
+        # would cost an EASE scoring of every validation user per lambda
+        lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric,
+                           log_every_s=every, keep=keep)
+        b = EASE.from_tuning(keep, lam).weights
+        keep.clear()
+        assert b is not None
+        p, q, share = factorise(b, config.rank, seed)
+        del b
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
     part = model.user_tower.item_item
     assert part is not None
