@@ -5,8 +5,9 @@ Legend: ``Q`` queries, ``K`` results per query, ``N`` catalogue vectors,
 
 Every backend answers :meth:`VectorIndex.search` with the caller's own int64
 ids in a :class:`~twotower.results.Results`; rows with fewer than ``k`` hits are
-padded with ``PAD_ID`` (-1) and ``-inf``. Vectors are L2-normalised two-tower
-embeddings and the metric is inner product (``metric == "ip"``).
+padded with ``PAD_ID`` (-1) and ``-inf``. Vectors are two-tower embeddings (L2-normalised,
+or with the item-item term a unit vector and its factors side by side) and the metric is inner product
+(``metric == "ip"``).
 
 Per-query exclusions (for example the items a user has already seen) and
 allow-lists (metadata filters) are handled here once for all backends, and
@@ -231,7 +232,7 @@ class VectorIndex(ABC):
     exclusions); :meth:`search` adds exclusions and padding on top.
     """
 
-    #: Similarity used by every backend: inner product on L2-normalised vectors.
+    #: Similarity used by every backend: inner product (the two-tower score, whether or not vectors are unit length).
     metric: str = "ip"
     #: Name written to ``meta.json`` and used by :func:`twotower.index.load_index`.
     backend: str = ""

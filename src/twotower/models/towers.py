@@ -1,7 +1,9 @@
 """User and item towers.
 
-Both end in an L2-normalised vector, so a score is a cosine similarity in
-[-1, 1]; the loss's temperature sets the sharpness.
+Both end in an L2-normalised vector, so the towers' score is a cosine similarity in
+[-1, 1]; the loss's temperature sets the sharpness. With the item-item term fitted after training
+(models/item_item.py) both vectors grow by its rank and a score is that cosine plus ``w`` times a
+unit-length dot product: in [-1 - w, 1 + w], and the item vectors are no longer unit length.
 
 Shapes: B batch, L history length, D output dim, T text-embedding dim.
 """

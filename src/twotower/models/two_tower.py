@@ -13,7 +13,8 @@ __all__ = ["TwoTowerModel"]
 
 
 class TwoTowerModel(nn.Module):
-    """Separate user and item towers; score(u, i) = <user(u), item(i)> (cosine)."""
+    """Separate user and item towers; score(u, i) = <user(u), item(i)> (a cosine; plus the item-item term's
+    ``w * <z/||z||, Q[i]>`` when it is attached, models/item_item.py)."""
 
     def __init__(
         self,
@@ -76,7 +77,7 @@ class TwoTowerModel(nn.Module):
 
     @torch.no_grad()
     def all_item_embeddings(self, batch: int = 8192) -> Tensor:
-        """Unit vectors of the whole catalogue [I, D], in eval mode."""
+        """Vectors of the whole catalogue [I, D] (unit length; [I, D + r] with the item-item term), in eval mode."""
         was = self.training
         self.eval()
         dev = next(self.parameters()).device
@@ -86,7 +87,8 @@ class TwoTowerModel(nn.Module):
 
     @torch.no_grad()
     def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096) -> Tensor:
-        """Unit vectors [B, D] for known user rows and/or right-aligned histories [B, L]."""
+        """Vectors [B, D] (unit length; [B, D + r] with the item-item term) for known user rows and/or
+        right-aligned histories [B, L]."""
         if history is not None and self.user_tower.is_sequence and len(history):
             return self._sequence_user_embeddings(user_rows, np.asarray(history))
         was = self.training

@@ -693,7 +693,8 @@ class TrainedRun:
         return self._fingerprint
 
     def item_embeddings(self) -> np.ndarray:
-        """[I, D] float32 unit vectors of the whole catalogue (cached, read-only: ``.copy()`` to change them)."""
+        """[I, D] float32 vectors of the whole catalogue (cached, read-only: ``.copy()`` to change them): unit
+        vectors, or with the item-item term ``[v(i); Q[i]]``, ``D = out_dim + rank`` (models/item_item.py)."""
         if self._item_emb is None:
             emb = self.model.all_item_embeddings().numpy().astype(np.float32)
             # the cache is what scores_for_users, recommend and the service rank with: `items -= items.mean(0)` on
