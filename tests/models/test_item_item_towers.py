@@ -39,6 +39,8 @@ def test_the_score_is_the_cosine_plus_the_weighted_normalised_item_item_score() 
     want = t @ v.T + 0.3 * (z / z.norm()) @ q.T
     assert u.shape == (8 + RANK,) and items.shape == (N_ITEMS, 8 + RANK)
     assert torch.allclose(u @ items.T, want, atol=1e-5)
+    # item to item (/similar-items) the term weighs w too, as in a user's score
+    assert torch.allclose(items @ items.T, v @ v.T + 0.3 * q @ q.T, atol=1e-5)
 
 
 def test_an_empty_history_adds_nothing_and_a_dropped_item_is_as_if_never_read() -> None:

@@ -42,7 +42,9 @@ def test_a_run_records_the_grid_keeps_the_best_weight_and_loads_as_scored(tmp_pa
     if info["weight"] > 0:
         assert float(run.model.user_tower.item_item.weight) == info["weight"]
         vec = run.history_vectors([np.asarray([0, 1, 2], np.int64)])[0]
-        assert vec.shape == (width,) and np.isclose(np.linalg.norm(vec[16:]), info["weight"], atol=1e-5)
+        # the weight is split evenly: sqrt(w) on each side, so user and item-to-item scores both carry w
+        assert vec.shape == (width,) and np.isclose(np.linalg.norm(vec[16:]), np.sqrt(info["weight"]), atol=1e-5)
+        assert float(run.model.item_tower.item_item.weight) == info["weight"]
 
 
 def test_the_weight_is_the_best_on_validation_and_zero_leaves_the_towers_alone(tmp_path, monkeypatch) -> None:

@@ -54,7 +54,15 @@ class TwoTowerModel(nn.Module):
         assert self.user_tower.item_item is not None and self.item_tower.item_item is not None
         pad = torch.zeros(1, user_factors.shape[1], dtype=user_factors.dtype)
         self.user_tower.item_item.set(torch.cat([user_factors, pad]), weight)
-        self.item_tower.item_item.set(item_factors)
+        self.item_tower.item_item.set(item_factors, weight)
+
+    def set_item_item_weight(self, weight: float) -> None:
+        """The attached term's weight ``w`` (both sides carry ``sqrt(w)``)."""
+        if self.user_tower.item_item is None or self.item_tower.item_item is None:
+            raise ValueError("no item-item term attached")
+        with torch.no_grad():
+            self.user_tower.item_item.weight.fill_(weight)
+            self.item_tower.item_item.weight.fill_(weight)
 
     def detach_item_item(self) -> None:
         """Remove the term: the towers give their trained vectors alone again."""

@@ -108,18 +108,16 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
         p, q, share = factorise(b, config.rank, seed)
         del b
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
-    part = model.user_tower.item_item
-    assert part is not None
     table: list[dict[str, float]] = []
     for w in sorted(set(config.weights)):  # ascending: a tie keeps the smaller weight
-        part.weight.fill_(w)
+        model.set_item_item_weight(w)
         table.append({"weight": w, metric: float(trainer.validate()[metric])})
     best = max(table, key=lambda row: row[metric])
     base = next((row[metric] for row in table if row["weight"] == 0.0), None)
     if best["weight"] == 0.0:
         model.detach_item_item()
     else:
-        part.weight.fill_(best["weight"])
+        model.set_item_item_weight(best["weight"])
     info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
             "metric": metric, "valid_metric": best[metric], "valid": table,
             "seconds": round(time.perf_counter() - t0, 3)}
