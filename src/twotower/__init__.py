@@ -22,6 +22,7 @@ _LAZY: dict[str, str] = {
     "DataConfig": "twotower.config",
     "TowerConfig": "twotower.config",
     "ModelConfig": "twotower.config",
+    "ItemItemConfig": "twotower.config",
     "LossConfig": "twotower.config",
     "TrainConfig": "twotower.config",
     "EvalConfig": "twotower.config",
