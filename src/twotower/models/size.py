@@ -60,26 +60,25 @@ def parameter_counts(config: ModelConfig, n_users: int, n_items: int, *, user_fe
         if n:
             counts[key] = counts.get(key, 0) + n
 
+    def ids_and_features(tower: TowerConfig, name: str, rows: int, arrays: FeatureArrays | None) -> int:
+        """Count a tower's feature tables and ID table; the width they feed its MLP."""
+        params, width = _features(tower, arrays)
+        add(f"model.{name}.feature_dim", params)
+        if tower.use_id:
+            add(f"model.{name}.id_dim", rows * tower.id_dim)
+            width += tower.id_dim
+        return width
+
     it, ut = config.item, config.user
     # item tower
-    params, width = _features(it, item_features)
-    add("model.item.feature_dim", params)
-    in_dim = width
-    if it.use_id:
-        add("model.item.id_dim", n_items * it.id_dim)
-        in_dim += it.id_dim
+    in_dim = ids_and_features(it, "item", n_items, item_features)
     if it.text_embeddings and not it.dual_head:
         in_dim += text_dim
     if it.dual_head:
         add("model.item.dual_head", text_dim * it.out_dim + 1)
     add("model.item.hidden", _mlp(in_dim, it))
     # user tower
-    params, width = _features(ut, user_features)
-    add("model.user.feature_dim", params)
-    in_dim = width
-    if ut.use_id:
-        add("model.user.id_dim", n_users * ut.id_dim)
-        in_dim += ut.id_dim
+    in_dim = ids_and_features(ut, "user", n_users, user_features)
     if ut.history != "none":
         sequence = ut.history in ("transformer", "gru")
         tied = sequence and config.share_item_embeddings and it.use_id and it.id_dim == ut.history_dim
