@@ -245,21 +245,25 @@ def ease_memory_bytes(n_items: int) -> int:
     return 24 * n_items * n_items
 
 
-def ease_skip_reason(n_items: int, max_items: int, available_bytes: int | None = None) -> str | None:
+#: what the EASE baseline's skip message tells a user to do (the item-item term names its own setting, no fix)
+_EASE_BASELINE_FIX = "raise eval.ease_max_items (`twotower evaluate --ease-max-items N`) to fit it anyway"
+
+
+def ease_skip_reason(n_items: int, max_items: int, available_bytes: int | None = None, *,
+                     setting: str = "eval.ease_max_items", fix: str | None = _EASE_BASELINE_FIX) -> str | None:
     """Why EASE should not be fitted on ``n_items`` (None: go ahead).
 
-    Above ``max_items`` (``eval.ease_max_items``) its ``I³`` time is the issue
-    (20,000 items: ~8·10¹² flops per λ tried); whatever the limit, it is skipped
-    when its peak memory (:func:`ease_memory_bytes`) exceeds the memory the
-    machine has available, which would end in the kernel killing the process.
+    Above ``max_items`` (``setting``: ``eval.ease_max_items`` for the baseline, ``model.item_item.max_items`` for
+    the item-item term) its ``I³`` time is the issue (20,000 items: ~8·10¹² flops per λ tried); whatever the
+    limit, it is skipped when its peak memory (:func:`ease_memory_bytes`) exceeds the memory the
+    machine has available, which would end in the kernel killing the process. ``fix`` ends the first message.
     """
     need = ease_memory_bytes(n_items)
     if n_items > max_items:
         mantissa, exponent = f"{n_items ** 3:.1e}".split("e")  # 1,682 items: 4.8·10⁹ (not 0·10¹²)
         power = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
-        return (f"{n_items:,} items > eval.ease_max_items={max_items:,} (EASE needs ~{need / 2**30:.1f} GiB and "
-                f"~{mantissa}·10{power} flops per λ tried); raise eval.ease_max_items "
-                "(`twotower evaluate --ease-max-items N`) to fit it anyway")
+        return (f"{n_items:,} items > {setting}={max_items:,} (EASE needs ~{need / 2**30:.1f} GiB and "
+                f"~{mantissa}·10{power} flops per λ tried)" + (f"; {fix}" if fix else ""))
     if available_bytes is not None and need > available_bytes:
         return (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for EASE's dense item-item matrices, "
                 f"more than the {available_bytes / 2**30:.1f} GiB available")

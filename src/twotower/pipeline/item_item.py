@@ -65,7 +65,7 @@ def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) ->
     model = trainer.model
     if not config.enabled:
         return "model.item_item.enabled = false"
-    if trainer.valid_relevant is None or prep.matrix("valid") is None:
+    if trainer.valid_relevant is None or prep.valid is None:
         return "no validation data to choose its weight on"
     if not model.user_tower.uses_history:
         return "the user tower reads no history (model.user.history = none)"
@@ -73,8 +73,8 @@ def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) ->
         return "the dual-head item tower's explanations split its score between its two heads only"
     if world_size() > 1:
         return "fitted in single-process runs only (this one trains on several ranks)"
-    why = ease_skip_reason(prep.n_items, config.max_items, available_memory())
-    return why.replace("eval.ease_max_items", "model.item_item.max_items").split("; raise")[0] if why else None
+    return ease_skip_reason(prep.n_items, config.max_items, available_memory(), setting="model.item_item.max_items",
+                            fix=None)
 
 
 def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, *, metric: str,
@@ -133,10 +133,10 @@ def save_item_item(out: Path, model: torch.nn.Module, info: dict[str, Any]) -> N
     one set, so a kill between the two never leaves weights that ``run.json`` does not describe."""
     from safetensors.torch import save
 
+    from twotower.training.checkpoint import state_tensors
     from twotower.utils.atomic import atomic_write_set, json_text, read_json
 
     files = {out / "run.json": json_text({**read_json(out / "run.json"), "item_item": info}).encode("utf-8")}
     if info["weight"] > 0:
-        state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-        files[out / "model.safetensors"] = save(state)
+        files[out / "model.safetensors"] = save(state_tensors(model))
     atomic_write_set(files)

@@ -22,14 +22,19 @@ from safetensors.torch import load_file, save_file
 from twotower.errors import IntegrityError
 from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file, verify_files
 
-__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights"]
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "state_tensors"]
+
+
+def state_tensors(model: torch.nn.Module | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A model's state dict (or a state dict) as safetensors stores it: detached, on the CPU, contiguous copies."""
+    tensors = model if isinstance(model, dict) else model.state_dict()
+    return {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
 
 
 def save_weights(path: str | Path, model: torch.nn.Module | dict[str, torch.Tensor],
                  metadata: dict[str, str] | None = None) -> None:
     """Atomically write a model's state dict (or a state dict) as safetensors."""
-    tensors = model if isinstance(model, dict) else model.state_dict()
-    state = {k: v.detach().cpu().contiguous().clone() for k, v in tensors.items()}
+    state = state_tensors(model)
     with atomic_path(path) as tmp:
         save_file(state, str(tmp), metadata=metadata)
 
