@@ -239,6 +239,23 @@ def test_tune_ease_selects_best_validation_lambda() -> None:
         tune_ease(train, valid[:, :3])
 
 
+def test_the_chosen_lambda_comes_from_tuning_without_a_second_dense_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each λ is an I x I solve, minutes at 20,000 items: the tuned model is handed on, not solved again
+    import twotower.evaluation.baselines as baselines
+
+    train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=4))
+    solved: list[float] = []
+    real = baselines._ease_weights
+    monkeypatch.setattr(baselines, "_ease_weights", lambda gram, l2: (solved.append(l2), real(gram, l2))[1])
+    keep: dict = {}
+    best, table = tune_ease(train, valid, lambdas=(1.0, 10.0, 100.0), metric="Recall@5", keep=keep)
+    model = EASE.from_tuning(keep, best)
+    assert solved == [1.0, 10.0, 100.0] and model.l2 == best
+    assert np.array_equal(model.score(np.arange(5)), EASE(l2=best).fit(train).score(np.arange(5)))
+    other = next(lam for lam in (1.0, 10.0, 100.0) if lam != best)
+    assert EASE.from_tuning(keep, other).l2 == other and solved[-1] == other  # another λ is solved afresh
+
+
 def test_tune_itemknn_selects_best_validation_k() -> None:
     train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=5))
     best, table = tune_itemknn(train, valid, ks=(2, 5, 20), metric="NDCG@10")
