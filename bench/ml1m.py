@@ -242,7 +242,8 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
     test = evaluate_run(run, split="test", baselines=(), ks=(10, 20),
                         history_from=[run.dir / "data" / "train.csv", run.dir / "data" / "valid.csv"])[0]
     row = {"row": name, "seed": seed, "run": str(run_dir), **_metrics(test), "valid_NDCG@10": valid["NDCG@10"],
-           "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], **_throughput(run_dir)}
+           "valid_HR@10": valid["HitRate@10"], "users": test["users_evaluated"], **_throughput(run_dir),
+           **_item_item(run.info.get("item_item"))}
     # atomically: a run with a bench.json is taken as finished, so a half-written one would break every rerun
     atomic_write_text(result_path, json.dumps(row, indent=2, default=float))
     print(f"{name} seed {seed}: test HR@10 {row['HR@10']:.4f} NDCG@10 {row['NDCG@10']:.4f} "
@@ -250,11 +251,21 @@ def run_row(name: str, overrides: list[str], seed: int, paths: dict[str, Path], 
     return row
 
 
+def _item_item(term: Any) -> dict[str, Any]:
+    """The item-item term fitted after training (models/item_item.py): its weight chosen on validation (0: the
+    towers alone), the towers' own valid figure, its solver and seconds; None where it was not fitted."""
+    if not isinstance(term, dict):
+        return {"item_item_w": None, "valid_towers": None, "item_item_solver": None, "item_item_s": None}
+    towers = next((row[term["metric"]] for row in term["valid"] if row["weight"] == 0.0), None)
+    return {"item_item_w": term["weight"], "valid_towers": towers, "item_item_solver": term.get("solver", "dense"),
+            "item_item_s": term.get("seconds")}
+
+
 def aggregate(name: str, per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean over seeds (± sample std in the ``*_sd`` keys when there are several)."""
     out: dict[str, Any] = {"model": f"two-tower {name}", "seeds": len(per_seed), "users": per_seed[0]["users"]}
     for key in ("HR@10", "NDCG@10", "Recall@20", "NDCG@20", "valid_NDCG@10", "valid_HR@10", "fit_s", "epochs",
-                "seq_per_s", "pos_per_s"):
+                "seq_per_s", "pos_per_s", "item_item_w", "valid_towers", "item_item_s"):
         values = [r[key] for r in per_seed if r.get(key) is not None]
         out[key] = float(np.mean(values)) if values else None
         if len(values) > 1 and key in ("HR@10", "NDCG@10"):
@@ -281,8 +292,8 @@ def print_table(rows: list[dict[str, Any]], title: str) -> None:
         if isinstance(r.get("epochs"), float):
             t["epochs"] = f"{r['epochs']:g}"
         table.append(t)
-    cols = ["model", "HR@10", "NDCG@10", "Recall@20", "NDCG@20", "valid_NDCG@10", "seeds", "epochs", "fit_min",
-            "seq_per_s", "pos_per_s", "source"]
+    cols = ["model", "HR@10", "NDCG@10", "Recall@20", "NDCG@20", "valid_NDCG@10", "item_item_w", "valid_towers",
+            "seeds", "epochs", "fit_min", "seq_per_s", "pos_per_s", "source"]
     print(format_table(table, cols, title=title))
 
 
@@ -306,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
     # a line per fit (its size) and per epoch (loss, valid NDCG@10, seconds): runs train with train.progress=false,
     # and on a large catalogue (Book-Crossing's 38k items: ~16 minutes a transformer epoch) a row was silent for an hour
     logging.getLogger("twotower.training.trainer").setLevel(logging.INFO)
+    # and the item-item term fitted after training: its solver, λ, weight grid (or why it was not fitted)
+    logging.getLogger("twotower.pipeline.item_item").setLevel(logging.INFO)
     from twotower.utils.runtime import set_threads
 
     if args.threads < 1:
@@ -386,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
                       + (" [QUICK SMOKE RUN: not comparable]" if args.quick else ""))
     print("protocol: train = all but the last 2 items; valid (second-last) for early stopping only; test input = "
           "train+valid history read by the trained user tower; HR@10 = Recall@10 with one relevant item; "
-          "fit_min = sum of epoch wall times; seq/s and pos/s = training windows and target positions per second")
+          "fit_min = sum of epoch wall times (the item-item term's fit after them is item_item_s in --json); "
+          "item_item_w = that term's weight chosen on validation (0: the towers alone), valid_towers = the towers' "
+          "valid NDCG@10 without it; seq/s and pos/s = training windows and target positions per second")
     if choice is not None:
         print(choice.text())
     if args.json:

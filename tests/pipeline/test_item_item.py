@@ -209,3 +209,40 @@ def test_the_fit_says_what_it_does_before_the_long_solves_and_reports_their_prog
                                                 "model.item_item.lambdas=[100, 500]", "train.progress=true",
                                                 "train.log_every_s=7"))
     assert seen == [(7.0, True)]  # progress lines every train.log_every_s, after the line that names the work
+
+
+def test_a_product_is_factorised_as_the_matrix_it_stands_for() -> None:
+    from twotower.pipeline.item_item import factorise_product
+
+    rng = np.random.default_rng(1)
+    a, c = rng.normal(size=(50, 12)), rng.normal(size=(50, 12))
+    p, q, share = factorise_product(a, c, 5)
+    dense_p, dense_q, dense_share = factorise((a @ c.T).astype(np.float32), 5, seed=0)
+    assert np.allclose(q.T @ q, np.eye(5), atol=1e-5)
+    assert np.allclose(p @ q.T, dense_p @ dense_q.T, atol=1e-3) and share == pytest.approx(dense_share, abs=1e-5)
+    assert factorise_product(a, c, 64)[0].shape == (50, 12)  # no more directions than the product has
+
+
+def test_above_max_items_the_term_is_solved_on_leading_eigenpairs_and_says_so(tmp_path, caplog) -> None:
+    # a catalogue too large for EASE's dense I x I solve was skipped; its low-rank form costs O(I * eigenpairs)
+    with caplog.at_level("INFO", logger="twotower"):
+        out = train_tiny_run(tmp_path / "run", history="recency", extra=(
+            "model.item_item.max_items=10", "model.item_item.eigenpairs=12", "model.item_item.rank=4",
+            "model.item_item.weights=[0, 1]"))
+    assert ("on its Gram matrix's 12 leading eigenpairs (32 items > model.item_item.max_items=10" in caplog.text)
+    info = json.loads((out / "run.json").read_text())["item_item"]
+    assert info["solver"] == "low_rank" and info["eigenpairs"] == 12 and info["rank"] == 4
+    run = TrainedRun.load(out)
+    assert run.item_embeddings().shape[1] == 16 + (4 if info["weight"] > 0 else 0)
+    dense = json.loads((train_tiny_run(tmp_path / "dense", history="recency", extra=(
+        "model.item_item.rank=4", "model.item_item.weights=[0, 1]")) / "run.json").read_text())["item_item"]
+    assert dense["solver"] == "dense" and "eigenpairs" not in dense
+
+
+def test_the_solver_can_be_forced_and_a_bad_one_is_refused_by_name(tmp_path) -> None:
+    out = train_tiny_run(tmp_path / "run", history="recency", extra=(
+        "model.item_item.solver=low_rank", "model.item_item.eigenpairs=32", "model.item_item.rank=4"))
+    assert json.loads((out / "run.json").read_text())["item_item"]["solver"] == "low_rank"
+    with pytest.raises(ConfigError, match="model.item_item.solver: 'lowrank' is not one of auto, dense, low_rank; "
+                                          "did you mean 'low_rank'"):
+        load_config(overrides=["model.item_item.solver=lowrank"])

@@ -4,6 +4,8 @@ Order of work: EASE's ridge λ is chosen on validation as the EASE baseline's is
 item-item matrix ``B`` is factorised to ``model.item_item.rank`` (a randomized SVD, seeded), and each weight of
 ``model.item_item.weights`` is scored with the trainer's own validation (the same users, exclusions and metric
 as early stopping). The best weight is kept; ``0`` leaves the towers alone. The test split is never read.
+Above ``model.item_item.max_items`` items EASE is solved on its Gram matrix's leading eigenpairs
+(evaluation/low_rank_ease.py: ``O(I·k)`` memory instead of ``I²``) and the same steps follow.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from twotower.pipeline.prepare import Prepared
     from twotower.training.trainer import Trainer
 
-__all__ = ["factorise", "fit_item_item", "save_item_item", "skip_reason"]
+__all__ = ["factorise", "factorise_product", "fit_item_item", "save_item_item", "skip_reason", "solver"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +61,6 @@ def factorise(b: np.ndarray, rank: int, seed: int) -> tuple[np.ndarray, np.ndarr
 def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) -> str | None:
     """Why the term is not fitted for this run (None: fit it)."""
     from twotower.distributed import world_size
-    from twotower.evaluation.baselines import ease_skip_reason
-    from twotower.utils.runtime import available_memory
 
     model = trainer.model
     if not config.enabled:
@@ -73,8 +73,46 @@ def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) ->
         return "the dual-head item tower's explanations split its score between its two heads only"
     if world_size() > 1:
         return "fitted in single-process runs only (this one trains on several ranks)"
-    return ease_skip_reason(prep.n_items, config.max_items, available_memory(), setting="model.item_item.max_items",
-                            fix=None)
+    return solver(prep.n_items, config)[2]
+
+
+def solver(n_items: int, config: ItemItemConfig) -> tuple[str, str | None, str | None]:
+    """``(solver, why_not_dense, why_not_at_all)``: ``"dense"`` (EASE's exact solve) or ``"low_rank"`` (on the Gram
+    matrix's leading eigenpairs, evaluation/low_rank_ease.py); why the dense solve is not used (None when it
+    is); why the term cannot be fitted here at all (None: go ahead). ``auto`` solves densely up to
+    ``max_items`` where the memory is available, and low-rank otherwise."""
+    from twotower.evaluation.baselines import ease_skip_reason
+    from twotower.evaluation.low_rank_ease import low_rank_ease_memory_bytes
+    from twotower.utils.runtime import available_memory
+
+    available = available_memory()
+    if config.solver == "low_rank":
+        dense_why: str | None = "model.item_item.solver = low_rank"
+    else:
+        dense_why = ease_skip_reason(n_items, config.max_items if config.solver == "auto" else n_items, available,
+                                     setting="model.item_item.max_items", fix=None)
+        if dense_why is None or config.solver == "dense":
+            return "dense", dense_why, dense_why
+    need = low_rank_ease_memory_bytes(n_items, config.eigenpairs)
+    if available is not None and need > available:
+        return "low_rank", dense_why, (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for the low-rank EASE's "
+                                       f"{config.eigenpairs} eigenpairs, more than the {available / 2**30:.1f} GiB "
+                                       "available")
+    return "low_rank", dense_why, None
+
+
+def factorise_product(a: np.ndarray, c: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """:func:`factorise` for a matrix given as the product ``a cᵀ`` (``[I, k]`` each), without forming it: the
+    SVD of the ``[k, k]`` core between the two QR factors."""
+    qa, ra = np.linalg.qr(a.astype(np.float64))
+    qc, rc = np.linalg.qr(c.astype(np.float64))
+    u, s, wt = np.linalg.svd(ra @ rc.T)
+    r = min(rank, s.size)
+    total = float(np.square(s).sum())
+    share = float(np.square(s[:r]).sum() / total) if total > 0 else 1.0
+    p = ((qa @ u[:, :r]) * s[:r]).astype(np.float32)
+    q = np.ascontiguousarray(qc @ wt[:r].T, dtype=np.float32)
+    return p, q, share
 
 
 def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, *, metric: str,
@@ -82,6 +120,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     """Fit the term into ``trainer.model`` (its best weights, after ``fit``) and return what ``run.json``
     records of it (the weight chosen, ``0.0`` when the towers alone validate best), or None when skipped."""
     from twotower.evaluation.baselines import EASE, tune_ease
+    from twotower.evaluation.low_rank_ease import tune_low_rank_ease
     from twotower.utils.progress import heartbeat
 
     why = skip_reason(trainer, prep, config)
@@ -93,20 +132,29 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     model = trainer.model
     # each λ is a dense solve of the item-item Gram matrix, minutes at 20,000 items: the log says so, then beats
     every = trainer.cfg.log_every_s if trainer.cfg.progress else None
-    log.info("item-item term: tuning EASE's λ (%s) on valid %s over %d items, factorising to rank %d, then choosing "
-             "the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), metric, prep.n_items,
-             config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
-    keep: dict[str, Any] = {}
+    how, dense_why, _ = solver(prep.n_items, config)
+    solve = "" if how == "dense" else f" on its Gram matrix's {config.eigenpairs} leading eigenpairs ({dense_why})"
+    log.info("item-item term: tuning EASE's λ (%s)%s on valid %s over %d items, factorising to rank %d, then "
+             "choosing the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), solve, metric,
+             prep.n_items, config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
     with heartbeat(log, "item-item term", every):
         # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
         # would cost an EASE scoring of every validation user per lambda
-        lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric,
-                           log_every_s=every, keep=keep)
-        b = EASE.from_tuning(keep, lam).weights
-        keep.clear()
-        assert b is not None
-        p, q, share = factorise(b, config.rank, seed)
-        del b
+        if how == "dense":
+            keep: dict[str, Any] = {}
+            lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric,
+                               log_every_s=every, keep=keep)
+            b = EASE.from_tuning(keep, lam).weights
+            keep.clear()
+            assert b is not None
+            p, q, share = factorise(b, config.rank, seed)
+            del b
+        else:
+            low, _ = tune_low_rank_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas,
+                                        metric=metric, k=config.eigenpairs, seed=seed, log_every_s=every)
+            lam = low.l2
+            p, q, share = factorise_product(*low.factors(), config.rank)
+            del low
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
     table: list[dict[str, float]] = []
     for w in sorted(set(config.weights)):  # ascending: a tie keeps the smaller weight
@@ -119,12 +167,13 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     else:
         model.set_item_item_weight(best["weight"])
     info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
+            "solver": how, **({"eigenpairs": config.eigenpairs} if how == "low_rank" else {}),
             "metric": metric, "valid_metric": best[metric], "valid": table,
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
     gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
-    log.info("item-item term (EASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s [%s], "
-             "%.1fs", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
+    log.info("item-item term (%sEASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s [%s], "
+             "%.1fs", "" if how == "dense" else f"low-rank ({config.eigenpairs} eigenpairs) ", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
     return info
 
 
