@@ -77,10 +77,11 @@ class LowRankEASE(_HistoryBaseline):
         self.l2, self.k, self.seed = _check_l2(l2), int(k), int(seed)
         self._eigen: tuple[np.ndarray, np.ndarray] | None = None
         self._factors: tuple[np.ndarray, np.ndarray] | None = None
+        self._scoring: tuple[np.ndarray, np.ndarray] | None = None
 
     def _fit(self, x: sp.csr_matrix) -> None:
         self._eigen = gram_eigenpairs(x, self.k, self.seed)
-        self._factors = None
+        self._factors = self._scoring = None
 
     def with_l2(self, l2: float) -> "LowRankEASE":
         """The fitted model of ridge ``l2`` from this model's eigenpairs (no second eigensolve)."""
@@ -101,8 +102,11 @@ class LowRankEASE(_HistoryBaseline):
         return self._factors
 
     def _score(self, history: sp.csr_matrix) -> np.ndarray:
-        a, c = self.factors()
-        return np.asarray((history @ a) @ c.T, dtype=np.float32)  # [U', I]
+        if self._scoring is None:  # float32 products: twice the float64 speed, and EASE's dense B is float32 too
+            a, c = self.factors()
+            self._scoring = (a.astype(np.float32), np.ascontiguousarray(c.T, dtype=np.float32))
+        a32, ct32 = self._scoring
+        return np.asarray(history @ a32) @ ct32  # [U', I]
 
 
 def tune_low_rank_ease(
