@@ -64,6 +64,7 @@ _LAZY: dict[str, str] = {
     "EvalProtocol": "twotower.evaluation",
     "Popularity": "twotower.evaluation",
     "EASE": "twotower.evaluation",
+    "LowRankEASE": "twotower.evaluation",
     "ItemKNN": "twotower.evaluation",
     "format_table": "twotower.evaluation",
     "choose_on_validation": "twotower.evaluation",

@@ -81,7 +81,7 @@ def test_tuning_picks_the_lambda_validation_prefers_and_returns_its_model() -> N
     assert [row["NDCG@10"] for row in table] == pytest.approx([row["NDCG@10"] for row in dense_table], abs=1e-6)
 
 
-@pytest.mark.parametrize("kwargs", [{"l2": 0.0}, {"l2": -1.0}, {"k": 0}])
+@pytest.mark.parametrize("kwargs", [{"l2": 0.0, "k": 8}, {"l2": -1.0, "k": 8}, {"k": 0}])
 def test_bad_settings_are_refused(kwargs) -> None:
     with pytest.raises(ConfigError):
         LowRankEASE(**kwargs)

@@ -3,6 +3,7 @@
 Takes arrays and sparse matrices over internal rows; never imports towers.
 """
 from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, tune_ease, tune_itemknn
+from twotower.evaluation.low_rank_ease import LowRankEASE, tune_low_rank_ease
 from twotower.evaluation.metrics import (
     coverage_at_k,
     hit_rate_at_k,
@@ -37,8 +38,10 @@ __all__ = [
     # baselines
     "Popularity",
     "EASE",
+    "LowRankEASE",
     "ItemKNN",
     "tune_ease",
+    "tune_low_rank_ease",
     "tune_itemknn",
     # model choice
     "Choice",

@@ -63,14 +63,15 @@ def low_rank_ease_memory_bytes(n_items: int, k: int) -> int:
 class LowRankEASE(_HistoryBaseline):
     """EASE on the ``k`` leading eigenpairs of its Gram matrix (the module docstring has the math).
 
-    ``l2`` is EASE's λ, ``k`` the eigenpairs kept, ``seed`` the randomized eigensolver's. :meth:`with_l2`
+    ``l2`` is EASE's λ, ``k`` the eigenpairs kept (the item-item term's ``model.item_item.eigenpairs``),
+    ``seed`` the randomized eigensolver's. :meth:`with_l2`
     gives the model of another λ from the same eigenpairs (tuning solves once). :meth:`factors` returns
     ``(A, C)`` with the scores of items outside the history ``x A Cᵀ``.
     """
 
     name = "EASE (low-rank)"
 
-    def __init__(self, l2: float = 500.0, k: int = 256, seed: int = 0) -> None:
+    def __init__(self, l2: float = 500.0, *, k: int, seed: int = 0) -> None:
         super().__init__()
         if k < 1:
             raise ConfigError(f"LowRankEASE k must be >= 1, got {k!r}")
@@ -85,7 +86,7 @@ class LowRankEASE(_HistoryBaseline):
 
     def with_l2(self, l2: float) -> "LowRankEASE":
         """The fitted model of ridge ``l2`` from this model's eigenpairs (no second eigensolve)."""
-        other = LowRankEASE(l2, self.k, self.seed)
+        other = LowRankEASE(l2, k=self.k, seed=self.seed)
         other._eigen, other._train, other.fit_seconds = self._eigen, self._require_fitted(), self.fit_seconds
         return other
 
@@ -112,10 +113,10 @@ class LowRankEASE(_HistoryBaseline):
 def tune_low_rank_ease(
     train: sp.spmatrix | sp.sparray,
     valid_relevant: sp.spmatrix | sp.sparray,
-    lambdas: Sequence[float] = (100, 500, 2000),
+    lambdas: Sequence[float],
     metric: str = "NDCG@10",
     *,
-    k: int = 256,
+    k: int,
     seed: int = 0,
     log_every_s: float | None = None,
 ) -> tuple[LowRankEASE, list[dict]]:
@@ -125,7 +126,7 @@ def tune_low_rank_ease(
     if not lambdas:
         raise ConfigError("tune_low_rank_ease needs at least one lambda, e.g. lambdas=(100, 500)")
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
-    base = LowRankEASE(lambdas[0], k, seed).fit(x)
+    base = LowRankEASE(lambdas[0], k=k, seed=seed).fit(x)
     table, models = [], []
     progress = RateLog(log, "tuning low-rank EASE λ", len(lambdas), "tried", log_every_s)
     for lam in lambdas:
