@@ -246,3 +246,20 @@ def test_the_solver_can_be_forced_and_a_bad_one_is_refused_by_name(tmp_path) -> 
     with pytest.raises(ConfigError, match="model.item_item.solver: 'lowrank' is not one of auto, dense, low_rank; "
                                           "did you mean 'low_rank'"):
         load_config(overrides=["model.item_item.solver=lowrank"])
+
+
+def test_the_solver_follows_the_catalogue_size_and_the_memory_available(monkeypatch) -> None:
+    import twotower.utils.runtime as runtime
+    from twotower.config import ItemItemConfig
+    from twotower.pipeline.item_item import solver
+
+    monkeypatch.setattr(runtime, "available_memory", lambda: 64 * 2**30)
+    auto = ItemItemConfig()
+    assert solver(3_416, auto) == ("dense", None, None)
+    how, why_dense, why_not = solver(50_000, auto)
+    assert how == "low_rank" and "50,000 items > model.item_item.max_items=20,000" in why_dense and why_not is None
+    assert solver(3_416, ItemItemConfig(solver="low_rank"))[:2] == ("low_rank", "model.item_item.solver = low_rank")
+    assert solver(50_000, ItemItemConfig(solver="dense")) == ("dense", None, None)  # forced: max_items aside
+    assert "GiB available" in solver(60_000, ItemItemConfig(solver="dense"))[2]  # but not past the memory
+    monkeypatch.setattr(runtime, "available_memory", lambda: 2**30)  # 1 GiB: 3M items x 272 float64 columns won't fit
+    assert "more than the 1.0 GiB available" in solver(3_000_000, auto)[2]
