@@ -33,11 +33,13 @@ import torch
 from twotower.errors import ConfigError, NotFoundError
 from twotower.explain.attribution import Attribution, Features, attribute_history_many, repeat_features
 from twotower.explain.metadata import MetadataColumns, metadata_columns_of, shared_metadata
+from twotower.explain.names import YEAR_COLUMN, distinct_names
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
 
-__all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns"]
+__all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns",
+           "run_item_names"]
 
 
 def _check_row(row: int, n: int, kind: str) -> int:
@@ -59,6 +61,22 @@ def run_metadata_columns(run: Any) -> MetadataColumns:
         cols = dataclasses.replace(cols, verb=run.config.data.history_verb)
         _COLUMNS[run] = cols
     return cols
+
+
+_NAMES: "weakref.WeakKeyDictionary[Any, dict[str, str]]" = weakref.WeakKeyDictionary()
+
+
+def run_item_names(run: Any) -> dict[str, str]:
+    """``{item_id: name}`` for the run's items whose title another item has too (see :mod:`twotower.explain.names`),
+    worked out once per run; empty for a run without a title column (its items are named by id)."""
+    names = _NAMES.get(run)
+    if names is None:
+        columns = run.item_meta_columns()
+        title_col = getattr(run, "title_col", None)
+        titles = columns.get(title_col) if title_col else None
+        names = {} if titles is None else distinct_names(titles, run.item_vocab.id_at, columns.get(YEAR_COLUMN))
+        _NAMES[run] = names
+    return names
 
 
 def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
@@ -231,6 +249,7 @@ def explain_recommendations(
     seen = np.asarray(history_rows if history_rows is not None else run.history.of(user_row), np.int64)
     reads = bool(model.user_tower.uses_history)
     cols = run_metadata_columns(run)
+    names = run_item_names(run)  # a title two items share is named apart in the sentence
     if user_row is not None:
         given = known_user_features(run, user_row)
     profile = _profile(run, user_row, given)
@@ -266,7 +285,7 @@ def explain_recommendations(
         if heads is not None:
             expl["heads"] = heads
         # a tower with features and a user-ID embedding rests on both; "profile" names the features only
-        expl["text"] = explanation_text(expl, cols, entries,
+        expl["text"] = explanation_text(expl, cols, entries, names=names,
                                         with_user_id=profile == "features" and model.user_tower.id_emb is not None)
         expl["history"] = entries[:top]
         out.append(expl)

@@ -1,7 +1,9 @@
 """One sentence from the facts of an explanation, by template (no language model).
 
 Every word that is not template text comes from the explanation dict: titles
-of the history items with the largest *positive* contributions, metadata values
+of the history items with the largest *positive* contributions (a title that
+several items of the catalogue share is made distinct by the item's year or id,
+see :mod:`twotower.explain.names`), metadata values
 that the item and every named history item have, the number of further
 history items with a positive contribution that share one of those values,
 the basis and the dual-head split. A history item that lowered the score is
@@ -10,7 +12,7 @@ never credited, and a history that lowers the score as a whole is said to (not
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from twotower.explain.metadata import MetadataColumns, split_values
 
@@ -41,9 +43,12 @@ def _heads_clause(heads: dict[str, Any] | None) -> str:
     return f"; {round(100 * sem / (sem + col))}% of the score comes from the item's text (semantic head)"
 
 
-def _name(rec: dict[str, Any], item_id: Any) -> str:
+def _name(rec: dict[str, Any], item_id: Any, names: Mapping[str, str] | None = None) -> str:
     """An item as the sentence names it: its title, or ``item 42`` when the run has no title for it (the
-    record's title is then the id itself, and "Because you watched 20." read like a number)."""
+    record's title is then the id itself, and "Because you watched 20." read like a number). ``names``: the
+    items whose title another item has too, named apart (:func:`twotower.explain.names.distinct_names`)."""
+    if names and str(item_id) in names:
+        return names[str(item_id)]
     title = rec.get("title")
     return str(title) if title not in (None, "") and str(title) != str(item_id) else f"item {item_id}"
 
@@ -98,7 +103,7 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
 
 
 def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None,
-                     *, with_user_id: bool = False) -> str:
+                     *, with_user_id: bool = False, names: Mapping[str, str] | None = None) -> str:
     """The sentence for an explanation dict (everything but ``text`` filled in).
 
     ``history`` is the full attribution table, largest contribution first
@@ -106,8 +111,10 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     ``with_user_id``: the user tower reads a learned user-ID embedding beside
     the user features, so a ``features`` basis names both (the dict's
     ``profile`` names only the first of the chain, and its keys stay as they are).
+    ``names``: ``{item_id: name}`` for the items of the catalogue that share a title (the run's
+    :func:`~twotower.explain.explainer.run_item_names`); any other item is named by its title.
     """
-    title = _name(expl["item"], expl["item_id"])
+    title = _name(expl["item"], expl["item_id"], names)
     if expl["already_seen"]:
         return f"You already {cols.verb} {title}: it is in your history, so this is not a new recommendation."
     heads = _heads_clause(expl.get("heads"))
@@ -132,15 +139,15 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
                 f"it rests on {_rests_on(expl, with_user_id)}{heads}.")
     by_id = {h["item_id"]: h for h in table}
     named = [by_id[i] for i in facts["named"]]
-    names = _join([_name(h, h["item_id"]) for h in named])
+    said = _join([_name(h, h["item_id"], names) for h in named])
     total = expl.get("history_total")
     if total is not None and total < 0:
         # the named items raise the score, but the history as a whole lowers it: "Because you watched X" would
         # give as the cause of the score what the numbers beside it contradict. What holds it up is the rest
         parts = [f"The score of {title} rests on {_rests_on(expl, with_user_id)}; your history lowers it overall "
-                 f"({total:+.4f}), though {names} raise{'s' if len(named) == 1 else ''} it"]
+                 f"({total:+.4f}), though {said} raise{'s' if len(named) == 1 else ''} it"]
     else:
-        parts = [f"Because you {cols.verb} {names}"]
+        parts = [f"Because you {cols.verb} {said}"]
     if facts["common"]:
         parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['common'])})")
     if facts["others"] is not None:

@@ -1,0 +1,54 @@
+"""How a sentence names an item: its title, made distinct where another item of the catalogue has it too.
+
+MovieLens-100K lists 18 films under two ids each with one title ("Kull the Conqueror (1997)" is both 266 and
+680): "Because you watched Kull the Conqueror (1997)" did not say which one was watched, and beside the
+recommended Kull the Conqueror (1997) it read as if the item explained itself. A title held by one item is
+used as it is. A shared one gets the item's year where the year alone tells it from the others and the title
+does not end in a parenthesis already ("Sabrina (1954)" / "Sabrina (1995)"; "Twin (1990) (1997)" would read as
+two years), else the item's id ("Kull the Conqueror (1997) [item 680]"). Only the catalogue's own values are read, so a run always names an item the same way.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Any, Callable, Sequence
+
+__all__ = ["distinct_names", "YEAR_COLUMN"]
+
+#: the item column whose value may tell two items with one title apart (MovieLens' release year)
+YEAR_COLUMN = "year"
+
+
+def _year(value: Any) -> str | None:
+    """A year cell as the title would print it (``1995.0`` -> ``"1995"``); None when missing or not a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(float(value)):
+        return None
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def distinct_names(titles: Sequence[Any], id_at: Callable[[int], str],
+                   years: Sequence[Any] | None = None) -> dict[str, str]:
+    """``{item_id: name}`` for the items whose title is another item's title too (row ``r`` has ``titles[r]``,
+    ``id_at(r)`` and ``years[r]``); every other item is left out and named by its title.
+
+    A missing title (not a string, or empty) is never shared: such an item is named by its id already.
+    The names differ from each other, and a name by year is no title of the catalogue.
+    """
+    counts = Counter(t for t in titles if isinstance(t, str) and t)
+    shared: dict[str, list[int]] = defaultdict(list)
+    for r, t in enumerate(titles):
+        if isinstance(t, str) and counts.get(t, 0) > 1:
+            shared[t].append(r)
+    taken = set(counts)
+    out: dict[str, str] = {}
+    for title, rows in shared.items():
+        ys = {r: _year(years[r]) for r in rows} if years is not None else {}
+        per_year = Counter(y for y in ys.values() if y is not None)
+        for r in rows:
+            y = ys.get(r)
+            by_year = f"{title} ({y})"
+            if y is not None and per_year[y] == 1 and not title.rstrip().endswith(")") and by_year not in taken:
+                out[id_at(r)] = by_year
+            else:  # the year is missing, shared, after a parenthesis, or another item's title: the id is unique
+                out[id_at(r)] = f"{title} [item {id_at(r)}]"
+    return out
