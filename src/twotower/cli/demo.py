@@ -54,15 +54,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print_eval_table(rows, (10, 20), "MovieLens-100K test, temporal 80/10/10")
     plot_recall_at_k({r["model"]: r for r in rows}, out / "recall_at_k.png")
     print(f"== 4/4 recommendations for user {args.user} (training items excluded)", flush=True)
+    from twotower.explain.explainer import run_item_names
+
+    # a title two items share (MovieLens-100K has 18) is printed apart, by year or id, as explanations name it
+    names = run_item_names(run)
+
+    def shown(r: int) -> str:
+        return names.get(run.item_vocab.id_at(r), run.title(r))
+
     row = run.user_row(args.user)
     seen = run.seen_rows(row)
-    last = [run.title(int(i)) for i in seen[-5:]]
+    last = [shown(int(i)) for i in seen[-5:]]
     print(f"   recently watched: {'; '.join(last)}")
     ex = exclusions_from_files(run, [], include_seen=True)
     res = recommend_users(run, np.array([row]), 10, ex)
     items = results_to_items(run, res)
     for it in items:
-        print(f"   {it['rank']:>2}. {it.get('title', it['item_id'])}  [{it.get('genres', '')}]  score {it['score']:.3f}")
+        print(f"   {it['rank']:>2}. {names.get(it['item_id'], it.get('title', it['item_id']))}  [{it.get('genres', '')}]  score {it['score']:.3f}")
     from twotower.explain import explain_recommendation
 
     why = explain_recommendation(run, user_row=row, item_row=run.item_vocab.index(items[0]["item_id"]))
@@ -72,7 +80,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sims = emb @ emb[star_wars]
     sims[star_wars] = -np.inf
     top = np.argsort(-sims)[:5]
-    print(f"   items most similar to {run.title(star_wars)}: " + "; ".join(run.title(int(i)) for i in top))
+    print(f"   items most similar to {shown(star_wars)}: " + "; ".join(shown(int(i)) for i in top))
     print(f"\nrun folder: {out}  (curves.png, recall_at_k.png, log.jsonl, metrics.json, config.json)")
     print(f"next: twotower recommend --run {out} --user {args.user}   |   twotower evaluate --run {out}")
     print(f"      twotower serve --run {out}   (then open http://127.0.0.1:8000/ for the explorer)   |   "
