@@ -67,6 +67,47 @@ def test_bad_vectors_and_ids_name_the_argument(cls, make):
 
 
 @pytest.mark.parametrize("cls, make", BACKENDS)
+@pytest.mark.parametrize("k", [0, -3, 2.0, True, np.bool_(True), "10"])
+@pytest.mark.parametrize("exclude", [None, "one"])
+def test_k_that_is_not_a_positive_integer_is_refused(cls, make, k, exclude):
+    index = cls().build(V, IDS)
+    excl = None if exclude is None else [IDS[:1], None]
+    with pytest.raises(ConfigError, match=r"k must be a positive integer, got "):
+        index.search(V[:2], k, exclude=excl)
+
+
+@pytest.mark.parametrize("cls, make", BACKENDS)
+@pytest.mark.parametrize("exclude", [None, "one"])
+def test_k_far_above_the_catalogue_is_refused_before_padding_it(cls, make, exclude):
+    # 10**9 on a 40-item index tried to allocate [2, 10**9] ids and scores (15 GiB); 2**70 was a numpy TypeError
+    from twotower.config import MAX_K
+
+    index = cls().build(V, IDS)
+    excl = None if exclude is None else [IDS[:1], None]
+    for k in (10**9, 2**70, np.int64(MAX_K + 1)):
+        with pytest.raises(ConfigError, match=rf"k must be at most {MAX_K} \(the larger of twotower.config.MAX_K, "
+                                              rf"{MAX_K}, and the 40 ids in the index: rows are padded to k\)"):
+            index.search(V[:2], k, exclude=excl)
+    res = index.search(V[:2], np.int64(MAX_K), exclude=excl)  # up to MAX_K: padded to k, as documented
+    assert res.ids.shape == (2, MAX_K) and (res.ids[:, 40:] == -1).all() and np.isneginf(res.scores[:, 40:]).all()
+    eligible = [39 if exclude else 40, 40]  # exclude leaves one id out of the first query
+    assert [int((row != -1).sum()) for row in res.ids] == eligible
+
+
+def test_k_the_catalogue_can_fill_may_pass_max_k():
+    # a deep candidate list over a large corpus (search.depth) is not capped: the catalogue fills it
+    from twotower.config import MAX_K
+
+    n = MAX_K + 5
+    vectors = np.random.default_rng(2).normal(size=(n, 4)).astype(np.float32)
+    index = ExactIndex().build(vectors, np.arange(n))
+    res = index.search(vectors[:1], n, exclude=[np.arange(3)])
+    assert res.ids.shape == (1, n) and (res.ids[0, : n - 3] != -1).all() and (res.ids[0, n - 3 :] == -1).all()
+    with pytest.raises(ConfigError, match=f"k must be at most {n} "):
+        index.search(vectors[:1], n + 1)
+
+
+@pytest.mark.parametrize("cls, make", BACKENDS)
 def test_search_before_build_says_build_first(cls, make):
     with pytest.raises(ConfigError, match=f"this {cls.__name__} is empty: nothing was built yet.*"
                                           r"call index.build\(vectors, ids\) before search"):

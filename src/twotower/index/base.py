@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 
@@ -174,9 +175,19 @@ def check_queries(queries: np.ndarray, dim: int) -> np.ndarray:
     return check_vectors(arr, dim, name="queries")
 
 
-def _check_k(k: Any) -> int:
+def _check_k(k: Any, n: int) -> int:
+    """``k`` as an int, or ConfigError: an integer from 1 to the larger of MAX_K and the ``n`` stored ids.
+
+    Rows are padded to ``k``, so a k far above the catalogue only bought padding: 10**9 on a 20-item index
+    tried to allocate 15 GiB ([Q, k] ids and scores) and 2**70 was numpy's "pad_width must be of integral
+    type". Padding is bounded by MAX_K, the bound of ``tt.recommend`` and the CLI; a k the catalogue can fill
+    (a deep candidate list over a large corpus) stays allowed."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
         raise ConfigError(f"k must be a positive integer, got {k!r}")
+    limit = max(MAX_K, n)
+    if int(k) > limit:
+        raise ConfigError(f"k must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the {n} "
+                          f"ids in the index: rows are padded to k), got {k!r}")
     return int(k)
 
 
@@ -338,8 +349,10 @@ class VectorIndex(ABC):
         a short row means the catalogue ran out; :func:`shortfall` counts it.
         So ``k`` larger than the index is allowed: the rows end in ``PAD_ID`` (-1)
         with score ``-inf`` (the service and CLI report such a list's shortfall).
+        ``k`` is an integer from 1 to the larger of ``twotower.config.MAX_K``
+        (10,000) and ``len(index)``, so the padding stays bounded; ConfigError otherwise.
         """
-        k = _check_k(k)
+        k = _check_k(k, len(self))
         if exact_subset_max is not None and (
             isinstance(exact_subset_max, bool) or not isinstance(exact_subset_max, (int, np.integer))
             or exact_subset_max < 0
