@@ -33,6 +33,79 @@ def test_ties_broken_by_smaller_id_across_blocks(max_block_elems):
     np.testing.assert_allclose(res.scores, ref_s, rtol=1e-5, atol=1e-6)
 
 
+def _tied_catalogue(n=600, tie=300, dim=8, seed=5):
+    """``n`` unit vectors whose first ``tie`` rows are one vector, caller ids shuffled; queries along that vector."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, dim)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x[:tie] = x[0]  # a block of identical vectors: every query below ties them at the top
+    ids = (rng.permutation(n) * 3 + 1).astype(np.int64)
+    q = np.repeat(x[:1], 6, axis=0) + 0.01 * rng.standard_normal((6, dim)).astype(np.float32)
+    return x, ids, q
+
+
+def _reference(x, ids, q, k, exclude=None, allow=None):
+    """Top-k of the canonical scores of every row: descending, ties by smaller id, only eligible ids."""
+    from twotower.index.exact import canonical_scores
+
+    scores = canonical_scores(q, x, np.tile(np.arange(len(x)), (len(q), 1)))  # [Q, N]
+    out = np.full((len(q), k), -1, dtype=np.int64)
+    for r in range(len(q)):
+        keep = np.ones(len(ids), bool)
+        if exclude is not None:
+            keep &= ~np.isin(ids, exclude[r])
+        if allow is not None:
+            keep &= np.isin(ids, allow)
+        order = np.lexsort((ids[keep], -scores[r][keep]))[:k]
+        out[r, : order.size] = ids[keep][order]
+    return out
+
+
+def test_a_tie_at_the_cut_keeps_rescoring_within_max_block_elems(monkeypatch):
+    # a tie straddling the cut deepens the fetch until the whole tied block is in (here 300 -> 576 candidates);
+    # the query block was sized for the first depth only, so 6 queries x 576 x 8 = 27,648 values were gathered in
+    # one piece against max_block_elems=2048 (at 100k tied items of dim 64, 64 queries: 4.6 GiB against 128 MiB)
+    import twotower.index.exact as exact_mod
+
+    x, ids, q = _tied_catalogue()
+    gathered = []
+    real = exact_mod.canonical_scores
+
+    def spy(queries, vectors, rows):
+        gathered.append(rows.size * queries.shape[1])
+        return real(queries, vectors, rows)
+
+    monkeypatch.setattr(exact_mod, "canonical_scores", spy)
+    index = ExactIndex(max_block_elems=2048).build(x, ids)
+    res = index.search(q, 10)
+    assert max(gathered) <= 2048
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 10))  # the 10 smallest tied ids
+    gathered.clear()
+    allowed = np.sort(ids)[::2]  # an allow-list scored exactly: one query's rows rescored in chunks too
+    res = index.search(q[:1], 10, allow=allowed, exact_subset_max=len(ids))
+    assert max(gathered) <= 2048
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q[:1], 10, allow=allowed))
+
+
+@pytest.mark.parametrize("k", [1, 9, 10, 11, 12, 20])
+@pytest.mark.parametrize("exact_subset_max", [0, None])
+def test_ties_with_exclusions_and_allow_lists_return_each_eligible_id_once(k, exact_subset_max):
+    # exclusions take ids out of the tied block, so the cut falls inside it after the filtered search deepens:
+    # every row must be the reference's (no id twice, no eligible tied id dropped for a larger one)
+    x, ids, q = _tied_catalogue(n=120, tie=40)
+    tied = np.sort(ids[:40])
+    exclude = [tied[: 30 - 3 * r] for r in range(len(q))]  # 30, 27, ... of the smallest tied ids
+    index = ExactIndex(max_block_elems=64).build(x, ids)
+    res = index.search(q, k, exclude=exclude)
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude))
+    allowed = np.concatenate([tied[::3], ids[40::2]])  # a third of the tied block, half the rest
+    res = index.search(q, k, exclude=exclude, allow=allowed, exact_subset_max=exact_subset_max)
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude, allowed))
+    for row in res.ids:
+        hits = row[row != -1]
+        assert np.unique(hits).size == hits.size
+
+
 def test_all_zero_scores_return_smallest_ids():
     x = np.zeros((20, 4), np.float32)
     ids = np.arange(20)[::-1].astype(np.int64)

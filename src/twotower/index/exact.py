@@ -200,27 +200,44 @@ class ExactIndex(VectorIndex):
         # a strict winner from anything FAISS left behind.
         q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [Q]
         eps = (dim + 2) * 2.0**-22 * q_norm * self._norm_bound() + 1e-30  # [Q]
-        f0 = min(n, fetch + _MARGIN)
-        qb = max(1, min(n_q, self.max_block_elems // max(1, f0 * dim)))  # Qb: Qb * F * D gathered values at most
-        for q0 in range(0, n_q, qb):
-            todo = np.arange(q0, min(q0 + qb, n_q))
-            f = f0
-            while todo.size:
-                faiss_s, rows = _faiss_knn(queries[todo], self._vectors, f)  # [T, f]
-                scores = canonical_scores(queries[todo], self._vectors, rows)  # [T, f]
+        todo, f = np.arange(n_q), min(n, fetch + _MARGIN)
+        while todo.size:
+            # Qb from the current depth: ties at the cut double f (up to the whole catalogue when a block of
+            # identical vectors straddles it), and a Qb fixed at the first depth gathered Qb * n * D values
+            qb = max(1, min(todo.size, self.max_block_elems // max(1, f * dim)))
+            again = []
+            for b0 in range(0, todo.size, qb):
+                block = todo[b0 : b0 + qb]
+                faiss_s, rows = _faiss_knn(queries[block], self._vectors, f)  # [T, f]
+                scores = self._rescore(queries[block], rows)  # [T, f]
                 ids = np.where(rows == PAD_ID, PAD_ID, self._ids[np.maximum(rows, 0)])
                 order = _sort_rows(scores, ids)[:, :fetch]  # [T, F]
                 top_s = np.take_along_axis(scores, order, axis=1)
                 top_i = np.take_along_axis(ids, order, axis=1)
                 if f >= n:
-                    done = np.ones(todo.size, dtype=bool)
+                    done = np.ones(block.size, dtype=bool)
                 else:
                     # everything not fetched scored <= faiss_s[:, -1] in SGEMM, so <= that + eps exactly
-                    done = faiss_s[:, -1].astype(np.float64) + 2 * eps[todo] < top_s[:, -1]
-                out_scores[todo[done]], out_ids[todo[done]] = top_s[done], top_i[done]
-                todo = todo[~done]
-                f = min(n, 2 * f)
+                    done = faiss_s[:, -1].astype(np.float64) + 2 * eps[block] < top_s[:, -1]
+                out_scores[block[done]], out_ids[block[done]] = top_s[done], top_i[done]
+                again.append(block[~done])
+            todo = np.concatenate(again)
+            f = min(n, 2 * f)
         return out_scores, out_ids
+
+    def _rescore(self, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:func:`canonical_scores` of ``rows[T, F]``, gathering at most ``max_block_elems`` values at once.
+
+        Column chunks give the same scores (each is its own sum over ``D``); a single query over a deep fetch
+        or a large allow-list would otherwise gather ``F * D`` float64 values in one piece."""
+        t, f = rows.shape
+        cols = max(1, self.max_block_elems // max(1, t * queries.shape[1]))
+        if cols >= f:
+            return canonical_scores(queries, self._vectors, rows)
+        out = np.empty((t, f), dtype=np.float32)
+        for c0 in range(0, f, cols):
+            out[:, c0 : c0 + cols] = canonical_scores(queries, self._vectors, rows[:, c0 : c0 + cols])
+        return out
 
     def _row_of(self) -> tuple[np.ndarray, np.ndarray]:
         """``(sorted ids, their rows)`` for id -> row lookups (cached)."""
@@ -241,7 +258,7 @@ class ExactIndex(VectorIndex):
         if exclude.size:
             keep = ~np.isin(ids, exclude)
             ids, rows = ids[keep], rows[keep]
-        scores = canonical_scores(query[None, :], self._vectors, rows[None, :])[0]  # [M]
+        scores = self._rescore(query[None, :], rows[None, :])[0]  # [M]
         order = np.lexsort((ids, -scores))[:k]
         return scores[order], ids[order]
 
