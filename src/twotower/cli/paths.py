@@ -48,20 +48,27 @@ def check_artefact_dir(
 
 
 def run_writer(run: str | os.PathLike[str], out: str | os.PathLike[str], what: str) -> contextlib.AbstractContextManager[None]:
-    """The run folder's writer lock (the one `twotower train` holds) when ``out`` lies inside ``run``, else none.
+    """The writer lock of the folder ``out`` (an index or export folder, swapped in whole) is written to.
 
-    `index build` (RUN/index by default) and `export --out RUN/onnx` write into the run: two at once paired one's
+    Inside a run folder (``--run``'s or another's), that run's lock, the one `twotower train` holds: `index build`
+    (RUN/index by default) and `export --out RUN/onnx` write into the run, and two at once paired one's
     recall_qps.png or tune.json with the other's index, and one beside a `train --out RUN` built from a run being
-    rewritten. Refused at once, naming the holder; writing elsewhere only reads the run (``TrainedRun.load``
-    keeps a load only when no file changed under it). Under torchrun rank 0 alone writes and takes it.
+    rewritten. Elsewhere, a lock of ``out`` itself, kept beside it (``PARENT/.NAME.twotower.lock``: a lock file
+    inside would be swapped out with the folder): two builds into one outside folder interleaved as well. Either
+    way a second writer is refused at once, naming the folder and the holder; ``run`` is only read when ``out``
+    lies outside it (``TrainedRun.load`` keeps a load only when no file changed under it). Under torchrun rank 0
+    alone writes and takes it.
     """
     from twotower.utils.folder_lock import exclusive_writer
 
-    real_run, real_out = Path(run).resolve(), Path(out).resolve()
-    inside = real_out == real_run or real_run in real_out.parents
-    if not inside or not (Path(run) / "run.json").is_file() or os.environ.get("RANK", "0") not in ("", "0"):
+    if os.environ.get("RANK", "0") not in ("", "0"):
         return contextlib.nullcontext()
-    return exclusive_writer(run, what, f"wait for it to finish, then run `{what}` again")
+    fix = f"wait for it to finish, then run `{what}` again"
+    real_out = Path(out).resolve()
+    owner = next((p for p in (real_out, *real_out.parents) if (p / "run.json").is_file()), None)
+    if owner is None:
+        return exclusive_writer(out, what, fix, beside=True)
+    return exclusive_writer(run if owner == Path(run).resolve() else owner, what, fix)  # named as the user typed it
 
 
 def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:

@@ -21,9 +21,9 @@ try:  # POSIX only; elsewhere writers are not serialised (as before)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer"]
+__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer", "lock_path"]
 
-#: folders this process holds the lock of: `twotower train` holds its run folder across train_run and its closing
+#: lock files this process holds: `twotower train` holds its run folder across train_run and its closing
 #: evaluation, and train_run takes it again inside (a second flock on another open of the same file would refuse
 #: the process itself)
 _held: set[Path] = set()
@@ -69,16 +69,29 @@ def _lock_now(fd: int) -> bool:
             time.sleep(0.02)
 
 
+def lock_path(folder: str | os.PathLike[str], *, beside: bool = False) -> Path:
+    """The lock file of ``folder``: ``FOLDER/.twotower.lock``, or with ``beside`` ``PARENT/.NAME.twotower.lock``.
+
+    ``beside`` is for a folder swapped in whole (:func:`twotower.utils.atomic.atomic_dir`, an index built outside
+    a run): a lock file inside it would be swapped out with the old contents, and the next writer would lock the
+    new folder's file, a different inode. A link is followed, as the swap follows it to the folder it replaces.
+    """
+    folder = Path(folder)
+    if not beside:
+        return folder / LOCK_FILE
+    real = Path(os.path.realpath(folder))
+    return real.parent / f".{real.name}{LOCK_FILE}"
+
+
 def active_writer(folder: str | os.PathLike[str]) -> str | None:
     """``"twotower train (pid 123)"`` while another process holds ``folder``'s writer lock, else None.
 
     For readers: creates nothing (a folder without a lock file has no writer) and holds the lock only for the
     probe. A lock this process holds is no other writer (`twotower train` loads the run it has just written).
     """
-    folder = Path(folder)
-    if fcntl is None or Path(os.path.abspath(folder)) in _held:
+    path = lock_path(folder)
+    if fcntl is None or Path(os.path.abspath(path)) in _held:
         return None
-    path = folder / LOCK_FILE
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; read-only: a reader creates no file
     except OSError:
@@ -106,22 +119,24 @@ def _created_chain(folder: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str) -> Iterator[None]:
+def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, beside: bool = False) -> Iterator[None]:
     """Hold ``folder``'s writer lock for the ``with`` block; ConfigError at once when another process holds it.
 
     ``what`` names the command (``"twotower train"``): it is recorded in the lock file, so that a command refused
     by this one names it, and ``fix`` says what to do instead. A folder
     this call had to create is removed again when the block leaves nothing in it but the lock file (a refused
-    or failed command leaves no empty run folder behind).
+    or failed command leaves no empty run folder behind). ``beside``: the lock file lies beside the folder
+    (:func:`lock_path`), for a folder the writer swaps in whole.
     """
     folder = Path(folder)
-    key = Path(os.path.abspath(folder))
+    path = lock_path(folder, beside=beside)
+    key = Path(os.path.abspath(path))
     if key in _held:  # taken further out in this process: the outer holder releases it
         yield
         return
-    created = _created_chain(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / LOCK_FILE
+    base = path.parent  # the folder itself, or (beside) its parent
+    created = _created_chain(base)
+    base.mkdir(parents=True, exist_ok=True)
     try:
         with open(path, "a+", encoding="utf-8") as fh:
             if fcntl is not None and not _lock_now(fh.fileno()):
@@ -137,7 +152,7 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str) -> Ite
                 _held.discard(key)
     finally:
         with contextlib.suppress(OSError):
-            if created and [p.name for p in folder.iterdir()] == [LOCK_FILE]:
+            if created and [p.name for p in base.iterdir()] == [path.name]:
                 path.unlink()
                 for p in created:
                     p.rmdir()
