@@ -534,9 +534,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
                           "or --json for the printed list")
     if args.out:
+        from twotower.cli.provenance import record_path
+
+        inputs = {"--users": [args.users], "--exclude": args.exclude or [],
+                  "--history-from": getattr(args, "history_from", None) or []}
         check_output_file(args.out)
-        _check_out_is_no_input(args.out, {"--users": [args.users], "--exclude": args.exclude or [],
-                                          "--history-from": getattr(args, "history_from", None) or []})
+        _check_out_is_no_input(args.out, inputs)
+        record = record_path(args.out)  # FILE.json beside it: what produced the recommendations
+        if record is not None:
+            check_output_file(record, "--out's record")
+            _check_out_is_no_input(os.fspath(record), inputs, "--out's record")
     if args.history is not None and not parse_id_list(args.history, "--history"):
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
@@ -603,16 +610,46 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     # written block by block with progress lines: 300k users' lists (3M rows) were one silent write of 8-20 s
     write_every_s = train_cfg.log_every_s if train_cfg.progress else None
     if args.out and args.out != STDOUT:
-        from twotower.utils.atomic import atomic_path
-
-        with atomic_path(args.out) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-            n = write_results_csv(run, rows, res, f.write, log_every_s=write_every_s)
+        n = _write_recommendations(args, run, index, used, rows, res, k, write_every_s)
     else:  # `--out -` and no --out: stdout
         n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=write_every_s)
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
         print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)
     return 0
+
+
+def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001
+                           write_every_s: float | None) -> int:
+    """Write the CSV of ``--out`` and, beside it, the record of what produced it (cli/provenance.py); returns
+    the rows written. Both are written in full to temporaries before either is moved into place, and the
+    record holds the CSV's sha256, so a record is never taken for that of another CSV."""
+    import hashlib
+
+    from twotower.cli.provenance import record_path, recommend_record
+    from twotower.pipeline.recommend import run_index_dir
+    from twotower.pipeline.results_csv import write_results_csv
+    from twotower.utils.atomic import atomic_path, json_text, signals_deferred
+
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(args.out))
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+
+            def write(text: str) -> None:
+                f.write(text)
+                digest.update(text.encode("utf-8"))  # newline="": the bytes written, hashed without reading back
+
+            n = write_results_csv(run, rows, res, write, log_every_s=write_every_s)
+        where = record_path(args.out)
+        if where is not None:
+            index_dir = run_index_dir(run.dir, exact=getattr(args, "exact", False))  # as open_run_index chose
+            record = recommend_record(args, run, index, index_dir, used, k=k, n_users=len(rows), n_rows=n,
+                                      csv_sha256=digest.hexdigest())
+            stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
+        with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
+            stack.close()
+    return n
 
 
 def _check_out_is_no_input(out: str, inputs: dict[str, list], flag: str = "--out") -> None:
