@@ -98,3 +98,13 @@ def test_a_record_that_would_replace_a_file_of_the_run_is_refused_before_any_wor
     err = capsys.readouterr().err
     assert f"--out's record {run_dir / 'config.json'}: is a file of the run" in err
     assert (run_dir / "config.json").read_bytes() == before and not (run_dir / "config").exists()
+
+
+def test_a_long_comma_list_of_users_over_an_existing_output_is_no_crash(run_dir, tmp_path):
+    # the --out checks asked Path(users).is_file() of the id list: ENAMETOOLONG, a traceback
+    out = tmp_path / "recs.csv"
+    out.write_text("old\n")
+    users = ",".join(["u1", "u2"] * 300)  # 1,799 characters: longer than any file name
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", users, "--k", "2", "--out", str(out)]) == 0
+    assert _record(out)["users"] == {"given": users}
+    assert out.read_text().startswith("user_id,")

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twotower.cli.id_lists import parse_id_list
-from twotower.cli.paths import STDOUT, artefact_owning, check_output_dir, check_output_file, write_output_text
+from twotower.cli.paths import (
+    STDOUT,
+    artefact_owning,
+    check_output_dir,
+    check_output_file,
+    is_file,
+    write_output_text,
+)
 from twotower.errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
@@ -655,11 +662,11 @@ def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows
 def _check_out_is_no_input(out: str, inputs: dict[str, list], flag: str = "--out") -> None:
     """Refuse an --out that is one of the command's own input files: it was read, then replaced by the output
     (`--exclude valid.csv --out valid.csv` lost the user's validation split)."""
-    if out == STDOUT or not Path(out).is_file():
+    if out == STDOUT or not is_file(out):
         return
     for in_flag, files in inputs.items():
         for f in files:
-            if f and Path(f).is_file() and Path(f).samefile(out):
+            if f and is_file(f) and Path(f).samefile(out):
                 raise ConfigError(f"{flag} {out}: is the {in_flag} file {f}, which writing the output there would "
                                   "replace; choose another file name")
 

@@ -71,6 +71,15 @@ def run_writer(run: str | os.PathLike[str], out: str | os.PathLike[str], what: s
     return exclusive_writer(run if owner == Path(run).resolve() else owner, what, fix)  # named as the user typed it
 
 
+def is_file(path: str | os.PathLike[str]) -> bool:
+    """``Path(path).is_file()``, False for a string no file system takes as a name: ``--users`` holds a comma list
+    of ids as often as a file, and a long one (ENAMETOOLONG) crashed the checks that ask with a traceback."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):  # too long, or a NUL byte
+        return False
+
+
 def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:
     """``path`` must be a file (new or to be replaced), a device/FIFO, or ``-``; not a folder. Returns it as a Path."""
     p = Path(path)

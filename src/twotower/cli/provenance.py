@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from twotower.cli.paths import STDOUT
+from twotower.cli.paths import STDOUT, is_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
 
 __all__ = ["RECORD_FORMAT", "record_path", "recommend_record", "file_entry"]
@@ -59,10 +59,7 @@ def recommend_record(args: argparse.Namespace, run: Any, index: Any, index_dir: 
     from twotower.cli.main import _version  # what `twotower --version` prints
 
     users = args.users
-    try:
-        users_file = users != "all" and Path(users).is_file()
-    except OSError:  # a long comma list of ids is no file name (ENAMETOOLONG)
-        users_file = False
+    users_file = users != "all" and is_file(users)
     return {
         "format": RECORD_FORMAT,
         "command": "twotower recommend",
