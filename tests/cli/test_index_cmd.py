@@ -1,28 +1,20 @@
 """`twotower index build|info` on a tiny trained run: a loadable index tied to the run's model."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.serving.tiny_run import build_tiny_run
 from twotower.cli.main import main
 from twotower.errors import IntegrityError
 
 
-def _tiny_run_module():
-    path = Path(__file__).parents[1] / "serving" / "tiny_run.py"
-    spec = importlib.util.spec_from_file_location("_tiny_run_for_cli", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_run_module().build_tiny_run(tmp_path_factory.mktemp("tiny_cli"))
+    return build_tiny_run(tmp_path_factory.mktemp("tiny_cli"))
 
 
 def test_index_build_writes_a_loadable_index_with_the_run_fingerprint(run_dir, tmp_path, capsys):

@@ -7,7 +7,6 @@ folder and the build that holds it, and the folder is left to the first.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.serving.tiny_run import build_tiny_run
 from twotower.cli.main import main
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the writer lock is a POSIX flock")
@@ -35,17 +35,9 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _tiny_run_module():
-    path = Path(__file__).parents[1] / "serving" / "tiny_run.py"
-    spec = importlib.util.spec_from_file_location("_tiny_run_for_index_lock", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
-
-
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_run_module().build_tiny_run(tmp_path_factory.mktemp("index_lock"))
+    return build_tiny_run(tmp_path_factory.mktemp("index_lock"))
 
 
 def _chosen(out: Path) -> str:

@@ -7,27 +7,19 @@ CSV says so, with the sha256 of the CSV and of each input file; the CSV's bytes 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
+from tests.serving.tiny_run import build_tiny_run
 from twotower.cli.main import main
-
-
-def _tiny_run_module():
-    path = Path(__file__).parents[1] / "serving" / "tiny_run.py"
-    spec = importlib.util.spec_from_file_location("_tiny_run_for_provenance", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _tiny_run_module().build_tiny_run(tmp_path_factory.mktemp("provenance"))
+    return build_tiny_run(tmp_path_factory.mktemp("provenance"))
 
 
 def _sha(path: Path) -> str:
