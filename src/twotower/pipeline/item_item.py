@@ -59,7 +59,8 @@ def factorise(b: np.ndarray, rank: int, seed: int) -> tuple[np.ndarray, np.ndarr
 
 
 def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) -> str | None:
-    """Why the term is not fitted for this run (None: fit it)."""
+    """Why the term is not fitted for this run, before the catalogue's size and the memory are asked about
+    (:func:`solver`); None: go on."""
     from twotower.distributed import world_size
 
     model = trainer.model
@@ -73,7 +74,7 @@ def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) ->
         return "the dual-head item tower's explanations split its score between its two heads only"
     if world_size() > 1:
         return "fitted in single-process runs only (this one trains on several ranks)"
-    return solver(prep.n_items, config)[2]
+    return None
 
 
 def solver(n_items: int, config: ItemItemConfig) -> tuple[str, str | None, str | None]:
@@ -123,7 +124,10 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     from twotower.evaluation.low_rank_ease import tune_low_rank_ease
     from twotower.utils.progress import heartbeat
 
+    # the solver is chosen once: the memory available, which it reads, may change between two asks
     why = skip_reason(trainer, prep, config)
+    how, dense_why, too_big = solver(prep.n_items, config) if why is None else ("", None, None)
+    why = why or too_big
     if why is not None:
         if config.enabled:
             log.info("item-item term: not fitted (%s)", why)
@@ -132,7 +136,6 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     model = trainer.model
     # each λ is a dense solve of the item-item Gram matrix, minutes at 20,000 items: the log says so, then beats
     every = trainer.cfg.log_every_s if trainer.cfg.progress else None
-    how, dense_why, _ = solver(prep.n_items, config)
     solve = "" if how == "dense" else f" on its Gram matrix's {config.eigenpairs} leading eigenpairs ({dense_why})"
     log.info("item-item term: tuning EASE's λ (%s)%s on valid %s over %d items, factorising to rank %d, then "
              "choosing the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), solve, metric,
