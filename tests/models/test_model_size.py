@@ -11,7 +11,7 @@ import pytest
 
 from tests.synthetic import write_dataset
 from twotower.cli.main import main
-from twotower.config import MAX_HISTORY_LEN, MAX_LAYERS, MAX_WIDTH, ModelConfig, TowerConfig, load_config
+from twotower.config import MAX_HISTORY_LEN, MAX_LAYERS, MAX_WIDTH, ModelConfig, RunConfig, TowerConfig, load_config
 from twotower.errors import ConfigError
 from twotower.models import size
 from twotower.models.feature_block import FeatureArrays
@@ -90,3 +90,40 @@ def test_the_defaults_fit_and_a_loaded_run_counts_its_weights_once():
     with pytest.raises(ConfigError, match=r"^model\.item\.id_dim: .* about 15\.\d GiB as float32 weights, more than "
                                           r"this machine's 8\.0 GiB"):
         size.check_model_fits(wide, n_users, n_items, copies=1, memory=8 * 2**30)
+
+
+def _run(**sections: dict) -> RunConfig:
+    return load_config(base=sections)
+
+
+def test_a_step_that_cannot_fit_is_refused_though_the_parameters_fit():
+    n_users, n_items = 1000, 1_000_000
+    # 128M parameters, 1.9 GiB to train: the parameter check passes; the full softmax's item tower over the whole
+    # catalogue (~6 GiB of activations a step) does not fit in 8 GiB
+    full = _run(loss={"kind": "full"})
+    size.check_model_fits(full.model, n_users, n_items, memory=8 * 2**30)
+    with pytest.raises(ConfigError) as e:
+        size.check_training_fits(full, n_users, n_items, memory=8 * 2**30)
+    msg = str(e.value)
+    assert msg.startswith("loss.kind: training would need about ")
+    assert "the item tower's activations over 1,000,000 rows (loss.kind=full: all 1,000,000 items)" in msg
+    assert "more than this machine's 8.0 GiB" in msg and msg.endswith("set train.gradcache_chunk (e.g. 4096) to "
+                                                                     "embed the catalogue in chunks, or use loss.kind=sampled")
+    # the advice works: embedded in chunks, or with in-batch candidates, the same model trains in 8 GiB
+    size.check_training_fits(_run(loss={"kind": "full"}, train={"gradcache_chunk": 4096}), n_users, n_items,
+                             memory=8 * 2**30)
+    size.check_training_fits(_run(), n_users, n_items, memory=8 * 2**30)
+
+
+def test_a_long_transformer_window_is_refused_naming_history_len():
+    seq = _run(model={"user": {"history": "transformer", "history_len": 2000, "extra_pools": []}})
+    with pytest.raises(ConfigError, match=r"^model\.user\.history_len: training would need about .*the transformer "
+                                          r"user tower's activations \(512 windows of 2,000 items\).*lower "
+                                          r"model\.user\.history_len or train\.batch_size$"):
+        size.check_training_fits(seq, 943, 1682, memory=8 * 2**30)
+
+
+def test_the_default_run_at_movielens_100k_size_fits_a_small_machine():
+    terms = size.training_memory(RunConfig(), 943, 1682)
+    assert 100 * 2**20 < sum(t.bytes for t in terms) < 512 * 2**20  # 148 MiB measured (a fit's peak RSS growth)
+    size.check_training_fits(RunConfig(), 943, 1682, memory=1 * 2**30)

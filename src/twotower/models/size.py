@@ -4,17 +4,28 @@ Every size is bounded in the config (config.MAX_WIDTH, ...), but sizes under the
 than a machine holds: `model.item.hidden=[65536, 65536, 65536]` is 8.6e9 weights. Built, torch ended in its
 out-of-memory traceback or the machine swapped for minutes. The count here follows the modules in towers.py,
 mlp.py, sequence.py and feature_block.py closely enough to size them (biases and layer norms included; a tied
-history table counted once); it is an estimate of the parameters only, not of activations.
+history table counted once).
+
+The parameters are not all a training run holds: :func:`training_memory` adds what a step and an epoch
+allocate besides them (the weight average and the saved copies of the weights, the item tower's activations
+over the step's candidate rows -- the whole catalogue for ``loss.kind=full`` --, the sequence encoder's
+activations and attention mask, the loss's score matrices, validation's score blocks), sized from the run's
+settings. `loss.kind=full` over a 200K-item catalogue passed the parameter check at 100 MB a copy and peaked
+2.4 GiB above it in its first step; :func:`check_training_fits` refuses such a run before anything is built,
+naming the largest term and the setting that sizes it.
 """
 from __future__ import annotations
 
 import os
 
-from twotower.config import ModelConfig, TowerConfig
+from dataclasses import dataclass
+
+from twotower.config import ModelConfig, RunConfig, TowerConfig
 from twotower.errors import ConfigError
 from twotower.models.feature_block import FeatureArrays
 
-__all__ = ["parameter_counts", "total_memory_bytes", "check_model_fits", "TRAINING_COPIES"]
+__all__ = ["parameter_counts", "total_memory_bytes", "check_model_fits", "TRAINING_COPIES", "MemoryTerm",
+           "training_memory", "check_training_fits"]
 
 #: float32 copies of every weight while training with AdamW: the weights, their gradients and Adam's two moments
 TRAINING_COPIES = 4
@@ -137,3 +148,159 @@ def check_model_fits(config: ModelConfig, n_users: int, n_items: int, *, user_fe
         f"{main[0][0]}: the model would have about {total:,} parameters ({parts}; for {n_users:,} users and "
         f"{n_items:,} items), about {_size(need)} as {what}, more than this machine's {_size(memory)} of memory; "
         f"make {main[0][0]} smaller")
+
+
+# ---------------------------------------------------------------- a training run's working memory
+# Floats a step keeps per row and unit, counted from the modules and checked against peak RSS (the commit that
+# added them lists the runs): an MLP layer keeps its linear output, LayerNorm output and statistics, activation,
+# dropout mask and output for backward, and backward adds the gradients of one or two of them at a time.
+_PER_HIDDEN = 5
+_PER_OUT = 4  # the output layer, its L2 normalisation and their gradients
+_PER_BLOCK = 16  # a transformer block per position and width: LN, q/k/v, attention output, projection, FFN, residuals
+_PER_GRU_LAYER = 8  # three gates of input and hidden products, the state, and their gradients
+_PER_SCORE = 6  # a PyTorch softmax loss per score: scores, logits, corrected logits, log-softmax, two gradients
+_CANDIDATE_COPIES = 4  # [N, D] embeddings around the loss: the candidates, their gradient, the kernel's, GradCache's
+_SAVED_COPIES = 2  # the best epoch's weights kept in memory, and a checkpoint's copy of the weights while written
+_SCORE_BLOCK_COPIES = 3.5  # validation: a user block's [U, I] scores, the masked copy and top-k's work (protocol.py)
+_RUNTIME = 96 << 20  # what a first step adds whatever the sizes (autograd, kernels, libraries): 75 MiB measured
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    """One part of a training run's peak memory: what it is, the setting that sizes it and what to do about it."""
+
+    setting: str
+    what: str
+    bytes: int
+    advice: str
+
+
+def _mlp_floats(in_dim: int, tower: TowerConfig) -> int:
+    """Floats a step keeps per row of a tower's feature block and MLP."""
+    return in_dim + (_PER_HIDDEN * sum(tower.hidden) + _PER_OUT * tower.out_dim if tower.head else _PER_OUT * in_dim)
+
+
+def _user_rows(run: RunConfig, n_items: int) -> tuple[int, int, int]:
+    """(windows a step reads, columns each, query rows): one per example, or with train.examples=sequence one per
+    window position (its target positions, at most history_len each)."""
+    b, ut = run.train.batch_size, run.model.user
+    cols = ut.history_len if ut.history != "none" else 0
+    return b, cols, b * max(cols, 1) if run.train.examples == "sequence" else b
+
+
+def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
+                    item_features: FeatureArrays | None = None, text_dim: int = 0) -> list[MemoryTerm]:
+    """What a training run holds at its peak besides its data, by part (bytes, float32), largest first.
+
+    The parameters' four training copies (:data:`TRAINING_COPIES`) are the first term. A CUDA run's step lives in
+    the device's memory, which this does not know: its terms are the parameters' and validation's only.
+    """
+    model, loss, train = run.model, run.loss, run.train
+    it, ut = model.item, model.user
+    counts = parameter_counts(model, n_users, n_items, user_features=user_features, item_features=item_features,
+                              text_dim=text_dim)
+    params = sum(counts.values())
+    biggest = max(counts, key=lambda k: counts[k]) if counts else "model.item.hidden"
+    terms = [MemoryTerm(biggest, "weights, gradients and AdamW's two moments", params * _BYTES * TRAINING_COPIES,
+                        f"make {biggest} smaller"),
+             MemoryTerm(biggest, "the best epoch's weights and a checkpoint's copy", params * _BYTES * _SAVED_COPIES,
+                        f"make {biggest} smaller"),
+             MemoryTerm("train.batch_size", "the runtime's own buffers", _RUNTIME, "lower train.batch_size")]
+    if train.ema_decay:
+        # the average and, while a checkpoint is written, its copy (training/averaging.py, hooks.save_epoch)
+        terms.append(MemoryTerm("train.ema_decay", "the weight average and its checkpoint copy",
+                                params * _BYTES * 2, "set train.ema_decay=0 to train without the weight average"))
+    d = it.out_dim
+    from twotower.evaluation.protocol import EvalProtocol  # numpy and scipy only; already loaded by a run
+
+    block = EvalProtocol().chunk_users(n_items)  # validation scores this many users at a time
+    terms.append(MemoryTerm("train.valid_max_users", f"validation's score blocks ({block:,} users x {n_items:,} "
+                            "items)", int(block * n_items * _BYTES * _SCORE_BLOCK_COPIES) + n_items * d * _BYTES * 2,
+                            "validate on a file with fewer items, or train with train.eval_every above train.epochs"))
+    if run.train.device != "cpu":
+        return sorted(terms, key=lambda t: -t.bytes)
+    b, cols, q = _user_rows(run, n_items)
+    chunk = train.gradcache_chunk
+    # the step's candidate rows (training/step.py RecStep.candidates)
+    if loss.kind == "full":
+        n = n_items
+        rows_setting, rows_what = "loss.kind", f"loss.kind=full: all {n_items:,} items"
+        rows_advice = ("set train.gradcache_chunk (e.g. 4096) to embed the catalogue in chunks, or use "
+                       "loss.kind=sampled")
+    elif loss.kind == "sampled":
+        n = q + loss.sampled_negatives
+        rows_setting, rows_what = "loss.sampled_negatives", f"{q:,} positives and {loss.sampled_negatives:,} negatives"
+        rows_advice = "lower loss.sampled_negatives or train.batch_size"
+    elif loss.kind == "inbatch":
+        n = min(q + loss.uniform_negatives, n_items) if train.examples == "sequence" else b + loss.uniform_negatives
+        rows_setting = "loss.uniform_negatives" if loss.uniform_negatives > q else "train.batch_size"
+        rows_what = f"{n:,} in-batch candidates"
+        rows_advice = f"lower {rows_setting}"
+    else:  # bpr: a positive and a negative per query row
+        n = 2 * q
+        rows_setting, rows_what, rows_advice = "train.batch_size", f"{n:,} BPR candidates", "lower train.batch_size"
+    _, feat = _features(it, item_features)
+    item_in = feat + (it.id_dim if it.use_id else 0) + (text_dim if it.text_embeddings else 0)
+    tower_rows = min(n, chunk) if chunk else n
+    terms.append(MemoryTerm(rows_setting, f"the item tower's activations over {tower_rows:,} rows ({rows_what})",
+                            tower_rows * _mlp_floats(item_in, it) * _BYTES, rows_advice))
+    # the loss: a PyTorch softmax's [Q, N] score matrices; the CPU kernel of the full softmax (and of the sequence
+    # objective's de-duplicated in-batch candidates) keeps only ~2 MB blocks (losses/fused_xent.py)
+    kernel = loss.kind == "full" or (loss.kind == "inbatch" and train.examples == "sequence")
+    scores = 0 if kernel or loss.kind == "bpr" else q * n * _PER_SCORE * _BYTES
+    scores += n * d * _BYTES * _CANDIDATE_COPIES + q * d * _BYTES * _CANDIDATE_COPIES
+    terms.append(MemoryTerm(rows_setting if loss.kind in ("sampled", "inbatch") else "train.batch_size",
+                            f"the loss's scores and embeddings ({q:,} queries x {n:,} candidates)", scores,
+                            rows_advice if loss.kind in ("sampled", "inbatch") else "lower train.batch_size"))
+    # the user tower over the step's windows
+    _, ufeat = _features(ut, user_features)
+    user_in = ufeat + (ut.id_dim if ut.use_id else 0)
+    h = ut.history_dim
+    if ut.history in ("transformer", "gru"):
+        user_in += h
+        per_block = _PER_BLOCK if ut.history == "transformer" else _PER_GRU_LAYER
+        seq = b * cols * h * (2 + per_block * ut.seq_layers) * _BYTES
+        if ut.history == "transformer":
+            # the additive [B, 1, L, L] mask and its boolean source (models/sequence.py); under bf16 the attention
+            # scores and probabilities of every block are kept in bfloat16 too
+            seq += b * cols * cols * (_BYTES + 1)
+            if train.precision != "fp32":
+                seq += b * ut.seq_heads * cols * cols * 2 * 3 * ut.seq_layers
+        terms.append(MemoryTerm("model.user.history_len", f"the {ut.history} user tower's activations ({b:,} "
+                                f"windows of {cols:,} items)", seq,
+                                "lower model.user.history_len or train.batch_size"))
+    elif ut.history != "none":
+        pools = 1 + len(ut.extra_pools)
+        user_in += h * pools
+        terms.append(MemoryTerm("model.user.history_len", f"the pooled history ({b:,} windows of {cols:,} items)",
+                                b * cols * h * (2 + pools) * _BYTES, "lower model.user.history_len or train.batch_size"))
+    # its MLP over the query rows: one per example, or under train.examples=sequence one per window position
+    terms.append(MemoryTerm("train.batch_size", f"the user tower's activations ({q:,} rows)",
+                            q * _mlp_floats(user_in, ut) * _BYTES, "lower train.batch_size"))
+    return sorted(terms, key=lambda t: -t.bytes)
+
+
+def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
+                        item_features: FeatureArrays | None = None, text_dim: int = 0,
+                        memory: int | None = None) -> None:
+    """ConfigError when training ``run`` would need more than the machine's memory (``memory``: its physical
+    memory by default; nothing is checked where that is unknown).
+
+    The parameters alone are refused first, with :func:`check_model_fits`'s message; then the whole estimate
+    (:func:`training_memory`), naming its largest term and the setting to lower.
+    """
+    memory = total_memory_bytes() if memory is None else memory
+    if memory is None:
+        return
+    check_model_fits(run.model, n_users, n_items, user_features=user_features, item_features=item_features,
+                     text_dim=text_dim, memory=memory)
+    terms = training_memory(run, n_users, n_items, user_features=user_features, item_features=item_features,
+                            text_dim=text_dim)
+    need = sum(t.bytes for t in terms)
+    if need <= memory:
+        return
+    top = terms[0]
+    parts = "; ".join(f"{t.what} {_size(t.bytes)}" for t in terms[:3])
+    raise ConfigError(
+        f"{top.setting}: training would need about {_size(need)} of memory at its peak ({parts}; for {n_users:,} "
+        f"users and {n_items:,} items), more than this machine's {_size(memory)}; {top.advice}")

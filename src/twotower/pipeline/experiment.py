@@ -56,11 +56,12 @@ def protocol_text(history_from: Sequence[str] | None = None, split: str = "test"
 
 def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) -> None:
     """ConfigError, before the model is built, when training it cannot fit in this machine's memory
-    (models/size.py): `model.item.hidden=[65536, 65536, 65536]` ended in torch's out-of-memory traceback."""
-    from twotower.models.size import check_model_fits
+    (models/size.py): `model.item.hidden=[65536, 65536, 65536]` ended in torch's out-of-memory traceback, and
+    `loss.kind=full` over a large catalogue, whose parameters fit, was killed in its first steps."""
+    from twotower.models.size import check_training_fits
 
-    check_model_fits(config.model, prep.n_users, prep.n_items, user_features=prep.user_features,
-                     item_features=prep.item_features, text_dim=text_dim)
+    check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
+                        item_features=prep.item_features, text_dim=text_dim)
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:
