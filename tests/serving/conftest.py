@@ -8,12 +8,18 @@ from typing import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from tiny_run import build_tiny_run  # noqa: I001 - helper next to this file
+from tiny_run import DUP_TITLES, build_tiny_run  # noqa: I001 - helper next to this file
 
 
 @pytest.fixture(scope="session")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_run(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="session")
+def dup_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run with three items titled "Movie 0" (:data:`DUP_TITLES`), as MovieLens has 18 shared titles."""
+    return build_tiny_run(tmp_path_factory.mktemp("tiny_dup"), retitle=DUP_TITLES)
 
 
 @pytest.fixture(scope="session")

@@ -38,6 +38,16 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(run_dir):
     """The real app over the serving tests' tiny run (``run_dir`` from tests/serving/conftest.py)."""
+    yield from _serve(run_dir)
+
+
+@pytest.fixture(scope="module")
+def dup_server(dup_run_dir):
+    """The real app over the tiny run with three items titled "Movie 0" (``dup_run_dir``)."""
+    yield from _serve(dup_run_dir)
+
+
+def _serve(run_dir):
     pytest.importorskip("uvicorn")
     serving = pytest.importorskip("twotower.serving")
     import uvicorn
@@ -95,6 +105,29 @@ def test_explorer_shows_recommendations_explanations_and_similar_items(server, t
     _chromium(url, tmp_path, f"--screenshot={shot}")
     assert shot.stat().st_size > 10_000
     print(f"explorer screenshot: {shot}")
+
+
+@needs_chromium
+def test_explorer_names_items_of_one_title_apart(dup_server, tmp_path) -> None:
+    """Three items titled "Movie 0" were three identical rows; the page shows each by its display_name, the
+    name the explanation sentences give it (by year where that tells it apart, else by id)."""
+    from tiny_run import DUP_NAMES
+
+    dom = _chromium(f"{dup_server}/?history=i0,i1,i20&item=i0", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom and 'class="error"' not in dom
+
+    def titles(list_id: str) -> list[str]:
+        inner = re.search(rf'<ol id="{list_id}"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+        return [html.unescape(re.sub(r"<[^>]+>", "", t)).strip()
+                for t in re.findall(r'class="title"[^>]*>(.*?)</a>', inner)]
+
+    assert titles("history-list") == [DUP_NAMES["i20"], DUP_NAMES["i1"], DUP_NAMES["i0"]]  # newest first
+    head = re.search(r'<div id="similar-item"[^>]*>(.*?)</div>', dom, flags=re.S)
+    assert head is not None and f"like {DUP_NAMES['i0']}" in html.unescape(head.group(1))
+    recs = re.search(r'<ol id="recs-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    cells = [html.unescape(c).strip() for c in re.findall(r"<td>([^<]*)</td>", recs)]
+    named = [c for c in cells if c.startswith("Movie 0")]  # the explanation tables' history items
+    assert named and set(named) <= set(DUP_NAMES.values()), named
 
 
 @needs_chromium

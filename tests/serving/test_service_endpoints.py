@@ -143,7 +143,8 @@ def test_similar_items_excludes_the_item_itself(client, service):
 def test_get_item(client):
     r = client.get("/items/i3")
     assert r.status_code == 200
-    assert r.json() == {"item_id": "i3", "title": "Movie 3", "genres": "Horror|Action", "year": 1993, "in_index": True}
+    assert r.json() == {"item_id": "i3", "title": "Movie 3", "genres": "Horror|Action", "year": 1993, "in_index": True,
+                        "display_name": "Movie 3"}
 
 
 def test_health_ready_metrics(client, service):

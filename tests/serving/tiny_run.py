@@ -14,6 +14,10 @@ import pandas as pd
 
 GENRES = ["Action", "Comedy", "Drama", "Horror"]
 N_USERS, N_ITEMS = 40, 60
+#: ``build_tiny_run(retitle=DUP_TITLES)``: i1 (year 1991) and i20 (1990) titled "Movie 0" as i0 (1990) is
+DUP_TITLES = {"i1": "Movie 0", "i20": "Movie 0"}
+#: their names (explain/names.py): i1's year is its own, i0 and i20 share theirs, so the id tells them apart
+DUP_NAMES = {"i0": "Movie 0 [item i0]", "i1": "Movie 0 (1991)", "i20": "Movie 0 [item i20]"}
 
 
 def write_tiny_data(folder: Path) -> tuple[Path, Path]:
@@ -32,9 +36,11 @@ def write_tiny_data(folder: Path) -> tuple[Path, Path]:
     return folder / "interactions.csv", folder / "items.csv"
 
 
-def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None) -> Path:
+def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
+                   retitle: dict[str, str] | None = None) -> Path:
     """Train the tiny run into ``folder / "run"`` and return that path; ``rename_users`` gives users other ids
-    (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers)."""
+    (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers), ``retitle`` items other titles
+    (``{"i1": "Movie 0"}``: two items with one title)."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -43,6 +49,10 @@ def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None) -> 
         df = pd.read_csv(inter, dtype=str)
         df["user_id"] = df["user_id"].replace(rename_users)
         df.to_csv(inter, index=False)
+    if retitle:
+        table = pd.read_csv(items)
+        table["title"] = [retitle.get(i, t) for i, t in zip(table["item_id"], table["title"])]
+        table.to_csv(items, index=False)
     overrides = [
         f"data.path={json.dumps(str(inter))}", f"data.items={json.dumps(str(items))}", 'data.title_col="title"',
         "data.rating_col=null", "train.epochs=1", "train.progress=false", "train.batch_size=64", "train.threads=1",

@@ -3,8 +3,8 @@
 The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
 --json`` return)::
 
-    {"user_id", "item_id", "item": {metadata}, "score",
-     "history": [{"item_id", "title", "contribution", "age", ...metadata}],  # largest first
+    {"user_id", "item_id", "item": {"title", "display_name", ...metadata}, "score",
+     "history": [{"item_id", "title", "display_name", "contribution", "age", ...metadata}],  # largest first
      "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
      "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
      "already_seen", "basis", "text",
@@ -33,7 +33,7 @@ import torch
 from twotower.errors import ConfigError, NotFoundError
 from twotower.explain.attribution import Attribution, Features, attribute_history_many, repeat_features
 from twotower.explain.metadata import MetadataColumns, metadata_columns_of, shared_metadata
-from twotower.explain.names import YEAR_COLUMN, distinct_names
+from twotower.explain.names import catalogue_names, name_of
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
@@ -71,10 +71,7 @@ def run_item_names(run: Any) -> dict[str, str]:
     worked out once per run; empty for a run without a title column (its items are named by id)."""
     names = _NAMES.get(run)
     if names is None:
-        columns = run.item_meta_columns()
-        title_col = getattr(run, "title_col", None)
-        titles = columns.get(title_col) if title_col else None
-        names = {} if titles is None else distinct_names(titles, run.item_vocab.id_at, columns.get(YEAR_COLUMN))
+        names = catalogue_names(run.item_meta_columns(), getattr(run, "title_col", None), run.item_vocab.id_at)
         _NAMES[run] = names
     return names
 
@@ -87,11 +84,14 @@ def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) 
     return run.history.last_windows(np.array([user_row]), L, pad)[0]
 
 
-def _record(run: Any, row: int) -> dict[str, Any]:
-    """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives."""
+def _record(run: Any, row: int, names: Mapping[str, str]) -> dict[str, Any]:
+    """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives, and
+    ``display_name``: the item as the sentence names it (``names``: :func:`run_item_names`), as the service's
+    item records and the explorer page name it (a metadata column of that name is replaced, as they replace it)."""
     rec = run.item_record(row)
     title = rec.get(run.title_col) if getattr(run, "title_col", None) else None
     rec["title"] = title if isinstance(title, str) else run.item_vocab.id_at(row)
+    rec["display_name"] = name_of(rec["title"], rec["item_id"], names)
     return rec
 
 
@@ -254,7 +254,7 @@ def explain_recommendations(
         given = known_user_features(run, user_row)
     profile = _profile(run, user_row, given)
     pad = model.pad_item
-    records = {int(r): _record(run, int(r)) for r in set(window.tolist()) if r != pad}
+    records = {int(r): _record(run, int(r), names) for r in set(window.tolist()) if r != pad}
     # the pooled items are the same for every item of this user (the window's valid columns)
     pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
     pooled_records = [run.item_record(r) for r in pooled]
@@ -263,7 +263,7 @@ def explain_recommendations(
         if check is not None:
             check()
         entries = _history_entries(run, window, att, records)
-        item = _record(run, item_row)
+        item = _record(run, item_row, names)
         expl: dict[str, Any] = {
             "user_id": None if user_row is None else run.user_vocab.id_at(user_row),
             "item_id": run.item_vocab.id_at(item_row),

@@ -6,14 +6,17 @@ recommended Kull the Conqueror (1997) it read as if the item explained itself. A
 used as it is. A shared one gets the item's year where the year alone tells it from the others and the title
 does not end in a parenthesis already ("Sabrina (1954)" / "Sabrina (1995)"; "Twin (1990) (1997)" would read as
 two years), else the item's id ("Kull the Conqueror (1997) [item 680]"). Only the catalogue's own values are read, so a run always names an item the same way.
+
+:func:`name_of` is that name for any item (an item without a title is ``item 42``): the sentences and the service's
+``display_name`` field (which the explorer page shows) both read it, and the demo prints these names too.
 """
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["distinct_names", "YEAR_COLUMN"]
+__all__ = ["distinct_names", "catalogue_names", "name_of", "YEAR_COLUMN"]
 
 #: the item column whose value may tell two items with one title apart (MovieLens' release year)
 YEAR_COLUMN = "year"
@@ -52,3 +55,20 @@ def distinct_names(titles: Sequence[Any], id_at: Callable[[int], str],
             else:  # the year is missing, shared, after a parenthesis, or another item's title: the id is unique
                 out[id_at(r)] = f"{title} [item {id_at(r)}]"
     return out
+
+
+def catalogue_names(columns: Mapping[str, Sequence[Any]], title_col: str | None,
+                    id_at: Callable[[int], str]) -> dict[str, str]:
+    """:func:`distinct_names` of a catalogue held column by column (``columns[title_col]`` the titles, the
+    :data:`YEAR_COLUMN` column the years when there is one); empty without a title column (items named by id)."""
+    titles = columns.get(title_col) if title_col else None
+    return {} if titles is None else distinct_names(titles, id_at, columns.get(YEAR_COLUMN))
+
+
+def name_of(title: Any, item_id: Any, names: Mapping[str, str] | None = None) -> str:
+    """An item's name: its distinct name when ``names`` (:func:`distinct_names`) has one, else its title, else
+    ``item 42`` when it has none (a missing title, or the item's own id standing in for one: "Because you
+    watched 20." read like a number)."""
+    if names and str(item_id) in names:
+        return names[str(item_id)]
+    return str(title) if title not in (None, "") and str(title) != str(item_id) else f"item {item_id}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from twotower.explain.metadata import MetadataColumns, split_values
+from twotower.explain.names import name_of
 
 __all__ = ["explanation_text", "sentence_facts", "BASIS_TEXT", "NAMED"]
 
@@ -47,10 +48,7 @@ def _name(rec: dict[str, Any], item_id: Any, names: Mapping[str, str] | None = N
     """An item as the sentence names it: its title, or ``item 42`` when the run has no title for it (the
     record's title is then the id itself, and "Because you watched 20." read like a number). ``names``: the
     items whose title another item has too, named apart (:func:`twotower.explain.names.distinct_names`)."""
-    if names and str(item_id) in names:
-        return names[str(item_id)]
-    title = rec.get("title")
-    return str(title) if title not in (None, "") and str(title) != str(item_id) else f"item {item_id}"
+    return name_of(rec.get("title"), item_id, names)
 
 
 def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:

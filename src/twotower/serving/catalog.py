@@ -45,6 +45,7 @@ class ItemCatalog:
     ``columns`` maps a field name to a list of JSON-safe values aligned with
     ``ids`` (row ``r`` is item ``ids[r]``). A string value holding
     ``separator`` (``"Action|Comedy"``) is a multi-valued field for filters.
+    ``title_col``: the column of titles (and, with the ``year`` column, of each record's ``display_name``).
     """
 
     def __init__(
@@ -54,6 +55,7 @@ class ItemCatalog:
         *,
         lookup: Callable[[str], int] | None = None,
         separator: str = FeatureSpec.separator,
+        title_col: str = "title",
     ) -> None:
         self.ids = list(ids)
         self.columns: dict[str, list[Any]] = {}
@@ -69,23 +71,33 @@ class ItemCatalog:
         self.separator = separator
         self._masks: dict[tuple[str, str], np.ndarray] = {}
         self._lock = threading.Lock()  # requests run in worker threads
+        # every record's display_name, as explanation sentences and the demo name the item (explain/names.py):
+        # two items with one title (18 pairs in MovieLens-100K) were two identical rows of the explorer page
+        from twotower.explain.names import catalogue_names, name_of  # here: the package imports torch
+
+        self._titles = self.columns.get(title_col)
+        self._names = catalogue_names(self.columns, title_col, self.ids.__getitem__)
+        self._name_of = name_of
 
     @classmethod
     def from_run(cls, run: Any) -> "ItemCatalog":
         """From a :class:`~twotower.pipeline.artifacts.TrainedRun` (JSON-safe values, NaN -> null)."""
         columns: dict[str, list[Any]] = {}
+        title_col = getattr(run, "title_col", None)
         meta = run.item_meta
         if meta is not None:
             if len(meta) != run.n_items:
                 raise ConfigError(f"item metadata has {len(meta)} rows for {run.n_items} items; retrain the run")
             # the run's own JSON-safe columns, shared with its item records and explanations (converted once)
             columns.update((c, values) for c, values in run.item_meta_columns().items() if c != "item_id")
-            title_col = getattr(run, "title_col", None)
             if title_col and title_col in columns and "title" not in columns:
                 columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
         encoder = getattr(run, "item_encoder", None)  # the run's data.multi_separator splits filter values too
         separator = encoder.spec.separator if encoder is not None else FeatureSpec.separator
-        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index, separator=separator)
+        # display names from the run's title column (not a "title" column beside it), as its explanations read;
+        # a run without data.title_col names by its "title" column still, which the page showed before them
+        return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index, separator=separator,
+                   title_col=title_col or "title")
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -101,11 +113,21 @@ class ItemCatalog:
         except KeyError:
             raise NotFoundError("item", item_id, f"not among the {len(self.ids)} catalogue items") from None
 
+    def display_name(self, row: int) -> str:
+        """Item ``row`` as the explanations name it (:func:`twotower.explain.names.name_of`): its title, told apart
+        by year or id when another item has it too, else ``item <id>``."""
+        title = self._titles[row] if self._titles is not None else None
+        # as an explanation's record holds it: a title that is not text is no title
+        return self._name_of(title if isinstance(title, str) else None, self.ids[row], self._names)
+
     def record(self, row: int) -> dict[str, Any]:
-        """``{"item_id", ...metadata}`` of one row."""
+        """``{"item_id", ...metadata, "display_name"}`` of one row. ``display_name`` is the service's own key, as
+        ``score`` is: a metadata column of that name (a shop's name column given as ``data.title_col``) is replaced,
+        by its value when no other item has it."""
         rec: dict[str, Any] = {"item_id": self.ids[row]}
         for name, values in self.columns.items():
             rec[name] = values[row]
+        rec["display_name"] = self.display_name(row)
         return rec
 
     def _value_mask(self, field: str, value: str) -> np.ndarray:

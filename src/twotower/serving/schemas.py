@@ -48,6 +48,13 @@ Id = Annotated[
 FilterValue = Annotated[str, StringConstraints(strict=True, max_length=MAX_ID_CHARS), BeforeValidator(coerce_id)]
 
 
+#: what an item answer's display_name is (every item record: /recommend, /similar-items, /items, /users, and the
+#: item and history entries of /explain's explanation): the explorer page lists items by it
+DISPLAY_NAME = ("the item as explanations name it: its title, or where another item of the catalogue has that title "
+                "too, the title with the item's year when that alone tells them apart, else with its id "
+                "('Kull the Conqueror (1997) [item 680]'); 'item <id>' for an item without a title")
+
+
 class HealthResponse(BaseModel):
     """``GET /healthz``: the process answers (the same for the recommender and a search-only service)."""
 
@@ -160,6 +167,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         score: float
         rank: int
         explanation: Optional[dict[str, Any]] = None
+        display_name: str = Field(description=DISPLAY_NAME)
 
     warnings_field = Field(
         None, description="present when user_features hold values training never saw (an unknown category, "
@@ -191,11 +199,13 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         model_config = ConfigDict(extra="allow")
         item_id: str
         in_index: bool
+        display_name: str = Field(description=DISPLAY_NAME)
 
     class HistoryItem(BaseModel):
         model_config = ConfigDict(extra="allow")
         item_id: str
         timestamp: int
+        display_name: str = Field(description=DISPLAY_NAME)
 
     class UserResponse(BaseModel):
         user_id: str

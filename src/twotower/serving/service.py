@@ -409,6 +409,7 @@ class RecommenderService:
             item = {"item_id": self.catalog.ids[row], "score": round(score, 6), "rank": rank}
             for name, values in self.catalog.columns.items():
                 item[name] = values[row]
+            item["display_name"] = self.catalog.display_name(row)  # as ItemCatalog.record gives it
             out.append(item)
         return out
 
