@@ -199,3 +199,13 @@ def test_train_help_states_the_thread_and_split_defaults_the_config_holds():
     assert demo["--threads"].endswith(f"(default: {TRAIN_THREADS_DEFAULT})")
     dc = DataConfig()
     assert f"default {dc.split} {'/'.join(f'{r * 100:g}' for r in dc.ratios)})" in train["--data"]
+
+
+def test_rerank_backend_flags_default_to_the_rerank_settings():
+    """`--rerank-backend` (search evaluate, search query, serve) reads RerankSettings, whose default is the bi-encoder's."""
+    from twotower.text.encoder import EncoderSettings, RerankSettings
+
+    assert RerankSettings.backend == EncoderSettings.backend
+    for argv in (["search", "evaluate", "--beir", "b"], ["search", "query", "--index", "i", "q"],
+                 ["serve", "--search-index", "i"]):
+        assert _parse(*argv).rerank_backend == RerankSettings.backend

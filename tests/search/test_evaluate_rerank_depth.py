@@ -35,7 +35,7 @@ def test_rerank_top_past_the_metric_depth_rescores_that_many_candidates(tmp_path
                       qrels={"test": "query-id\tcorpus-id\tscore\n1\td7\t1\n"})
     model = _Counting()
     real = rerank_module.CrossEncoderReranker
-    monkeypatch.setattr(rerank_module, "CrossEncoderReranker", lambda path: real.from_model(model))
+    monkeypatch.setattr(rerank_module, "CrossEncoderReranker", lambda path, **kw: real.from_model(model, **kw))
     (tmp_path / "ce").mkdir()
     m = search_evaluate(beir, "test", "bm25", rerank=tmp_path / "ce", rerank_top=150)
     assert model.per_query == {"aspirin trial": 150}

@@ -39,6 +39,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
     e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
+    rerank_backend_flag(e)
     _length_flags(e, sc)
     e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory, shared by every run and "
                    "working folder (default %(default)s)")
@@ -68,6 +69,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--rerank", help="cross-encoder directory")
     q.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
+    rerank_backend_flag(q)
     q.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.set_defaults(func=cmd_search_query)
@@ -255,6 +257,27 @@ def _encoder_flags(p: argparse.ArgumentParser) -> None:
                    help="text encoder threads (default: torch's, which --threads sets; the ONNX backends too)")
 
 
+def rerank_backend_flag(p: argparse.ArgumentParser) -> None:
+    """``--rerank-backend``: the cross-encoder's forward pass (``search evaluate`` / ``search query`` / ``serve``)."""
+    from twotower.text.encoder import RERANK_BACKEND_CHOICES, RerankSettings
+
+    p.add_argument("--rerank-backend", choices=RERANK_BACKEND_CHOICES, default=RerankSettings.backend,
+                   help="cross-encoder forward pass (--rerank): torch (float32), torch-bf16 (its transformer in "
+                        "bfloat16: fast where the CPU multiplies bfloat16 natively, scores within bfloat16 rounding) "
+                        "or auto (torch-bf16 where bfloat16 is native, else torch); default %(default)s")
+
+
+def rerank_settings(args: argparse.Namespace):  # noqa: ANN201 - RerankSettings
+    """``--rerank-backend`` as RerankSettings (validated now, before any work); a warning when there is no
+    ``--rerank`` for it to apply to."""
+    from twotower.text.encoder import RerankSettings
+
+    settings = RerankSettings(backend=args.rerank_backend)
+    if not getattr(args, "rerank", None) and args.rerank_backend != RerankSettings.backend:
+        logging.getLogger(__name__).warning("--rerank-backend %s has no effect without --rerank", args.rerank_backend)
+    return settings
+
+
 def _encoder_env(args: argparse.Namespace) -> None:
     """Hand --encoder-backend/--encoder-threads to every encoder this command loads (EncoderSettings.from_env)."""
     import os
@@ -299,6 +322,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     _check_models(args)
     _check_cache(args)
     _encoder_env(args)
+    rerank = rerank_settings(args)
     from twotower.search.evaluate import METRIC_KEYS, search_evaluate
 
     _threads(args)
@@ -308,7 +332,8 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     _warn_seen_in_training(args)
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
-                        max_length=args.max_length, query_max_length=args.query_max_length)
+                        max_length=args.max_length, query_max_length=args.query_max_length,
+                        rerank_settings=rerank)
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
@@ -316,6 +341,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         out = {k: m[k] for k in METRIC_KEYS}
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
+            out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
         print(json.dumps(out, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
@@ -502,6 +528,7 @@ def _printable(text: str) -> str:
 def cmd_search_query(args: argparse.Namespace) -> int:
     _check_query_args(args)
     _check_models(args)
+    settings = rerank_settings(args)
     from twotower.search.pipeline import SearchIndex, shortfall
 
     _threads(args)
@@ -510,7 +537,7 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     if args.rerank:
         from twotower.search.rerank import CrossEncoderReranker
 
-        reranker = CrossEncoderReranker(args.rerank)
+        reranker = CrossEncoderReranker(args.rerank, settings=settings)
     res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
     for q, cut in enumerate(index.query_cuts(args.text, args.mode)):  # the query tower reads query_max_length
         if cut is not None:

@@ -13,6 +13,7 @@ log = logging.getLogger("twotower")
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.main import add_no_verify
+    from twotower.cli.search_cmd import rerank_backend_flag
     from twotower.config import MAX_K
     from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
 
@@ -21,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", help="recommender run folder")
     p.add_argument("--search-index", help="search index folder from `twotower search index` (adds POST /search)")
     p.add_argument("--rerank", help="cross-encoder folder for POST /search with rerank=true")
+    rerank_backend_flag(p)
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly, ignoring RUN/index (as `twotower recommend --exact`)")
@@ -188,6 +190,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.exact and args.index:
         raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to serve from: "
                           "use one or the other")
+    from twotower.cli.search_cmd import rerank_settings
+
+    rerank = rerank_settings(args)  # --rerank-backend checked (and warned about without --rerank) before the load
     if args.rerank:  # a wrong folder is one line now, not after the search index and its encoder are loaded
         from twotower.search.artefacts import check_cross_encoder_dir
 
@@ -201,13 +206,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.search_index:
         from twotower.serving.search_service import SearchService
 
-        search = SearchService.load(args.search_index, args.rerank)
+        search = SearchService.load(args.search_index, args.rerank, rerank_settings=rerank)
     what = []
     if service is not None:
         read = f"; known users read their history from {' '.join(args.history_from)}" if args.history_from else ""
         what.append(f"{args.run} ({service.index_description}{read})")
     if search is not None:
-        what.append(f"search index {args.search_index}" + (" + reranker" if args.rerank else ""))
+        what.append(f"search index {args.search_index}"
+                    + (f" + reranker ({search.reranker.backend})" if search.reranker is not None else ""))
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)
     if settings.workers > 1:
         import gc
@@ -234,7 +240,7 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
 
     shared = make_shared_dir()
     spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), search_index=args.search_index,
-                      rerank=args.rerank)
+                      rerank=args.rerank, rerank_backend=args.rerank_backend)
     if service is not None:
         share_arrays(service, shared)
         index_dir = run_index_dir(args.run, args.index, exact=args.exact)

@@ -83,6 +83,7 @@ def search_evaluate(
     fusion: "object | None" = None,
     max_length: int | None = None,
     query_max_length: int | None = None,
+    rerank_settings: "object | None" = None,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -93,13 +94,14 @@ def search_evaluate(
     default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
     a cross-encoder directory that reorders the top ``rerank_top``. ``max_length`` / ``query_max_length``: word
     pieces the encoders read of a document / query; ``None``: the lengths ``model`` was fine-tuned with (its
-    marker), else ``SearchConfig``'s (the reranker likewise reads its own training length).
+    marker), else ``SearchConfig``'s (the reranker likewise reads its own training length). ``rerank_settings``:
+    the cross-encoder's forward pass (a :class:`~twotower.text.encoder.RerankSettings`; None: its defaults).
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
     with the ``max_length`` / ``query_max_length`` read, and with a reranker ``rerank_truncation`` (how many
-    reranked pairs it cut) and ``without_rerank``: the four metrics (and ``seconds``) of the same first stage before
-    reranking.
+    reranked pairs it cut), ``rerank_backend`` (the resolved forward pass) and ``without_rerank``: the four metrics
+    (and ``seconds``) of the same first stage before reranking.
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
@@ -149,7 +151,7 @@ def search_evaluate(
                           "seconds": round(time.perf_counter() - t0, 2)}
 
         # show_progress: periodic log lines, as corpus encoding gives (queries x rerank_top pairs take minutes)
-        reranker = CrossEncoderReranker(rerank)
+        reranker = CrossEncoderReranker(rerank, settings=rerank_settings)
         results = reranker.rerank(qtexts, results, doc_texts, top_n=rerank_top, show_progress=True, count_cut=True)
         cut = reranker.last_truncation
         if cut is not None and cut["cut"]:
@@ -164,6 +166,7 @@ def search_evaluate(
         metrics["query_max_length"] = dense.query_max_length
     if without_rerank is not None:
         metrics["without_rerank"] = without_rerank
+        metrics["rerank_backend"] = reranker.backend
     if rerank is not None and reranker.last_truncation is not None:
         metrics["rerank_truncation"] = reranker.last_truncation
     metrics["seconds"] = round(time.perf_counter() - t0, 2)

@@ -28,6 +28,7 @@ from twotower.search.artefacts import (
     trained_lengths,
     verify_model_dir,
 )
+from twotower.text.encoder import RerankSettings, warn_if_bf16_is_emulated
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
@@ -49,12 +50,20 @@ class CrossEncoderReranker:
 
     After :meth:`rerank`, ``last_seconds`` holds the wall time of the scoring
     and ``last_pairs`` the number of (query, document) pairs scored.
+    ``settings.backend`` (:class:`~twotower.text.encoder.RerankSettings`) is the forward pass: ``torch`` (float32),
+    ``torch-bf16`` (the transformer body of a copy in bfloat16, the bi-encoder's
+    :mod:`twotower.text.bf16_backend`; the head and the logits stay float32) or ``auto`` (``torch-bf16`` where the
+    CPU multiplies bfloat16 natively), resolved here once; ``backend`` is the resolved name. ``model`` stays the
+    float32 model either way.
     """
 
     def __init__(self, model_path: str | os.PathLike[str], *, max_length: int | None = None,
-                 batch_size: int = 32) -> None:
+                 batch_size: int = 32, settings: RerankSettings | None = None) -> None:
         """``max_length``: word pieces of each (query, document) pair; ``None``: the length the model was trained
         with (its marker), else ``RerankTrainConfig.max_length``."""
+        settings = (settings or RerankSettings()).resolved()
+        if settings.backend == "torch-bf16":
+            warn_if_bf16_is_emulated("rerank", "--rerank-backend")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         no_third_party_bars()  # it may be the first model this process loads: no "Loading weights" bar in logs
         CrossEncoder = require("sentence_transformers", "the cross-encoder reranker (--rerank)").CrossEncoder
@@ -66,10 +75,13 @@ class CrossEncoderReranker:
                              fix=f"train it again with 'twotower rerank train --out {p}'")
         if max_length is None:
             max_length = trained_lengths(p).get("max_length", RerankTrainConfig.max_length)
-        self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size)
+        self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size, settings)
+        logger.info("loaded cross-encoder %s (max_length %d, backend %s)", p, int(max_length), self.backend)
 
-    def _init(self, model, batch_size: int) -> None:
+    def _init(self, model, batch_size: int, settings: RerankSettings | None) -> None:
         self.model = model
+        self.settings = (settings or RerankSettings()).resolved()
+        self._bf16: Any = None  # twotower.text.bf16_backend.Bf16Copy, made on first use
         #: word pieces of a (query, document) pair the model reads (None: unknown, a test double)
         length = getattr(model, "max_length", None)
         self.max_length: int | None = length if isinstance(length, int) else None
@@ -95,11 +107,28 @@ class CrossEncoderReranker:
                 "longest": max(lengths)}
 
     @classmethod
-    def from_model(cls, model, *, batch_size: int = 32) -> "CrossEncoderReranker":
-        """Wrap an in-memory model exposing ``predict(pairs, ...)`` (a CrossEncoder or a test double)."""
+    def from_model(cls, model, *, batch_size: int = 32,
+                   settings: RerankSettings | None = None) -> "CrossEncoderReranker":
+        """Wrap an in-memory model exposing ``predict(pairs, ...)`` (a CrossEncoder or a test double; torch-bf16
+        needs a CrossEncoder)."""
         self = cls.__new__(cls)
-        self._init(model, batch_size)
+        self._init(model, batch_size, settings)
         return self
+
+    @property
+    def backend(self) -> str:
+        return self.settings.backend
+
+    def _scoring_model(self):  # noqa: ANN202 - a CrossEncoder (or a test double)
+        """The model that scores: ``model`` itself, or its bfloat16 copy (torch-bf16), remade if ``model``'s
+        weights changed."""
+        if self.backend != "torch-bf16":
+            return self.model
+        if self._bf16 is None:
+            from twotower.text.bf16_backend import Bf16Copy, cross_encoder_body  # noqa: PLC0415
+
+            self._bf16 = Bf16Copy(self.model, cross_encoder_body)
+        return self._bf16.model()
 
     def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False,
               check: Callable[[], None] | None = None) -> np.ndarray:
@@ -115,6 +144,7 @@ class CrossEncoderReranker:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         pairs = list(pairs)
+        model = self._scoring_model()
         step = len(pairs) if check is None and not show_progress else self.batch_size
         progress = RateLog(logger, "reranking", len(pairs), "pairs",
                            EncoderSettings.progress_seconds if show_progress else None, rate_unit="pairs", rate_digits=1)
@@ -122,7 +152,7 @@ class CrossEncoderReranker:
         for start in range(0, len(pairs), step):
             if check is not None:
                 check()
-            s = self.model.predict(pairs[start : start + step], batch_size=self.batch_size,
+            s = model.predict(pairs[start : start + step], batch_size=self.batch_size,
                                    show_progress_bar=False, convert_to_numpy=True, activation_fn=_identity())
             parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
             progress.update(min(start + step, len(pairs)))

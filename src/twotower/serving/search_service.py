@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from twotower.search.pipeline import SearchIndex
     from twotower.search.rerank import CrossEncoderReranker
     from twotower.serving.budget import WorkBudget
+    from twotower.text.encoder import RerankSettings
 
 __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
@@ -45,13 +46,17 @@ class SearchService:
     index_dir: Optional[Path] = None
 
     @classmethod
-    def load(cls, index_dir: "str | Path", rerank_dir: "str | Path | None" = None) -> "SearchService":
-        """Load ``index_dir`` (every file checked with :func:`twotower.utils.atomic.verify_files`) and a reranker."""
+    def load(cls, index_dir: "str | Path", rerank_dir: "str | Path | None" = None, *,
+             rerank_settings: "Optional[RerankSettings]" = None) -> "SearchService":
+        """Load ``index_dir`` (every file checked with :func:`twotower.utils.atomic.verify_files`) and a reranker
+        whose forward pass ``rerank_settings`` names (None: :class:`~twotower.text.encoder.RerankSettings`'
+        defaults)."""
         from twotower.search import SearchIndex
         from twotower.search.rerank import CrossEncoderReranker
 
         index = SearchIndex.load(index_dir)
-        reranker = CrossEncoderReranker(str(rerank_dir)) if rerank_dir is not None else None
+        reranker = (CrossEncoderReranker(str(rerank_dir), settings=rerank_settings) if rerank_dir is not None
+                    else None)
         return cls(index=index, reranker=reranker, index_dir=Path(index_dir))
 
     def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int,

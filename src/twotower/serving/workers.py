@@ -78,6 +78,7 @@ class WorkerSpec:
     index_description: str = ""
     search_index: str | None = None
     rerank: str | None = None
+    rerank_backend: str | None = None  # serve --rerank-backend; None: RerankSettings' default
     history_files: list[str] | None = None  # serve --history-from: the files the shared input histories came from
 
     def write(self) -> Path:
@@ -234,7 +235,10 @@ def worker_app() -> "FastAPI":
         if spec.search_index is not None:
             from twotower.serving.search_service import SearchService
 
-            search = SearchService.load(spec.search_index, spec.rerank)
+            from twotower.text.encoder import RerankSettings
+
+            rerank = RerankSettings(backend=spec.rerank_backend) if spec.rerank_backend is not None else None
+            search = SearchService.load(spec.search_index, spec.rerank, rerank_settings=rerank)
         service = open_shared_service(spec) if spec.run_dir is not None else None
     except TwoTowerError as e:
         _refuse_to_start(e, spec)

@@ -3,7 +3,9 @@ from twotower.text.cache import EmbeddingCache, cached_encode, text_key
 from twotower.text.encoder import (
     BACKEND_CHOICES,
     BACKENDS,
+    RERANK_BACKEND_CHOICES,
     EncoderSettings,
+    RerankSettings,
     TextEncoder,
     default_model_path,
     load_text_encoder,
@@ -16,6 +18,8 @@ __all__ = [
     "EncoderSettings",
     "BACKENDS",
     "BACKEND_CHOICES",
+    "RerankSettings",
+    "RERANK_BACKEND_CHOICES",
     "resolve_backend",
     "load_text_encoder",
     "default_model_path",

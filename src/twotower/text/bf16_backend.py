@@ -28,6 +28,11 @@ tiny input; where it is missing or fails, the copy keeps plain ``nn.Linear``.
 Attention is left to PyTorch: its CPU flash-attention costs the same in both
 dtypes at MiniLM's head size (32), which is what holds the pass near 2.2x.
 
+A cross-encoder (:class:`twotower.search.rerank.CrossEncoderReranker`) gets the
+same copy with another part converted: its transformer body (``base_model``),
+hooked the same way, so the relevance head reads float32 features and the
+logits are float32 (:func:`cross_encoder_body`).
+
 The source model is never converted: fine-tuning code trains it in float32,
 and the copy is rebuilt when its parameters change (parameter versions, as the
 ONNX backend checks them), so a bf16 encoder never serves stale weights.
@@ -37,13 +42,13 @@ from __future__ import annotations
 import copy
 import functools
 import logging
-from collections.abc import MutableMapping
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["Bf16Copy", "OneDnnLinear", "onednn_linear_works", "param_versions"]
+__all__ = ["Bf16Copy", "OneDnnLinear", "onednn_linear_works", "param_versions", "cross_encoder_body"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +69,26 @@ def _float32_outputs(module: Any, inputs: Any, output: Any) -> Any:
     return output
 
 
-class Bf16Copy:
-    """A bfloat16 copy of a sentence-transformers model's transformer, kept in step with the float32 source."""
+def _first_module(model: Any) -> nn.Module:
+    """A sentence-transformers bi-encoder's transformer: its first module (pooling and Dense follow it)."""
+    return model[0]
 
-    def __init__(self, source: Any) -> None:
+
+def cross_encoder_body(model: Any) -> nn.Module:
+    """A sentence-transformers ``CrossEncoder``'s transformer body (BertModel in BertForSequenceClassification): all
+    but the relevance head, which then runs in float32 on float32 features."""
+    return model.model.base_model
+
+
+class Bf16Copy:
+    """A bfloat16 copy of a sentence-transformers model's transformer, kept in step with the float32 source.
+
+    ``part`` picks the module of the copy that runs in bfloat16 (default: a bi-encoder's first module; for a
+    cross-encoder :func:`cross_encoder_body`)."""
+
+    def __init__(self, source: Any, part: Callable[[Any], nn.Module] = _first_module) -> None:
         self.source = source
+        self.part = part
         self._copy: Any = None
         self._versions: int | None = None
 
@@ -78,7 +98,7 @@ class Bf16Copy:
         if self._copy is None or versions != self._versions:
             if self._copy is not None:
                 logger.info("the encoder's weights changed; making a new bfloat16 copy")
-            self._copy = _make_copy(self.source)
+            self._copy = _make_copy(self.source, self.part)
             self._versions = versions
         return self._copy
 
@@ -138,15 +158,15 @@ def _fuse_linears(module: nn.Module) -> int:
     return n
 
 
-def _make_copy(source: Any) -> Any:
+def _make_copy(source: Any, part: Callable[[Any], nn.Module]) -> Any:
     dup = copy.deepcopy(source)
     for p in dup.parameters():
         p.requires_grad_(False)
         p.grad = None
     dup.eval()
-    first = dup[0]
-    first.to(torch.bfloat16)
+    body = part(dup)
+    body.to(torch.bfloat16)
     if onednn_linear_works():
-        logger.debug("bfloat16 encoder copy: %d linear layers on fused oneDNN calls", _fuse_linears(first))
-    first.register_forward_hook(_float32_outputs)
+        logger.debug("bfloat16 copy: %d linear layers on fused oneDNN calls", _fuse_linears(body))
+    body.register_forward_hook(_float32_outputs)
     return dup

@@ -37,6 +37,7 @@ from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
+           "RerankSettings", "RERANK_BACKEND_CHOICES",
            "default_model_path", "weights_fingerprint", "truncation_report", "describe_truncation",
            "check_max_length"]
 
@@ -47,6 +48,8 @@ BACKENDS = ("torch", "torch-bf16", "onnx", "onnx-int8")
 #: What a setting may name: a backend, or ``auto`` (:func:`resolve_backend`).
 BACKEND_CHOICES = (*BACKENDS, "auto")
 _ONNX = ("onnx", "onnx-int8")
+#: What the cross-encoder reranker's setting may name: the torch backends, or ``auto`` (:class:`RerankSettings`).
+RERANK_BACKEND_CHOICES = ("torch", "torch-bf16", "auto")
 
 
 def resolve_backend(name: str) -> str:
@@ -91,6 +94,25 @@ class EncoderSettings:
 
     def resolved(self) -> "EncoderSettings":
         """These settings with ``auto`` replaced by the backend it stands for on this machine."""
+        return replace(self, backend=resolve_backend(self.backend))
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """How the cross-encoder reranker runs its forward pass: ``backend``, one of :data:`RERANK_BACKEND_CHOICES`
+    (``torch-bf16`` and ``auto`` as for :class:`EncoderSettings`; the ONNX export is the bi-encoder's only).
+    Kept beside :class:`EncoderSettings` because its default is the encoder's, written there once."""
+
+    backend: str = EncoderSettings.backend
+
+    def __post_init__(self) -> None:
+        if self.backend not in RERANK_BACKEND_CHOICES:
+            why = " (ONNX exports the bi-encoder only)" if self.backend in _ONNX else ""
+            raise ConfigError(f"rerank backend must be one of {', '.join(RERANK_BACKEND_CHOICES)}, got "
+                              f"{self.backend!r}{why} (set it with --rerank-backend)")
+
+    def resolved(self) -> "RerankSettings":
+        """These settings with ``auto`` replaced by the backend it stands for on this machine (as the encoder's)."""
         return replace(self, backend=resolve_backend(self.backend))
 
 
@@ -320,7 +342,7 @@ def load_text_encoder(
     """
     settings = (settings or EncoderSettings.from_env()).resolved()
     if settings.backend == "torch-bf16":
-        _warn_if_bf16_is_emulated()
+        warn_if_bf16_is_emulated("encoder", "--encoder-backend")
     if settings.threads is not None and settings.backend not in _ONNX:
         import torch  # noqa: PLC0415
 
@@ -352,12 +374,13 @@ def load_text_encoder(
     return enc
 
 
-def _warn_if_bf16_is_emulated() -> None:
+def warn_if_bf16_is_emulated(what: str, flag: str) -> None:
+    """A warning when ``what`` (encoder, rerank) runs torch-bf16 where bfloat16 is emulated (slower than fp32)."""
     from twotower.utils.runtime import native_bf16  # noqa: PLC0415
 
     if not native_bf16():
-        logger.warning("encoder backend torch-bf16 on a CPU without native bfloat16 dot products: PyTorch emulates "
-                       "them and this is likely slower than torch; --encoder-backend auto chooses for you")
+        logger.warning("%s backend torch-bf16 on a CPU without native bfloat16 dot products: PyTorch emulates "
+                       "them and this is likely slower than torch; %s auto chooses for you", what, flag)
 
 
 def _embedding_dim(model: "object") -> int:
