@@ -110,3 +110,23 @@ def test_search_index_files_are_verified_like_every_other_artefact(tmp_path):
     bm25_file.unlink()
     with pytest.raises(IntegrityError, match="missing"):
         SearchIndex.load(tmp_path / "idx")
+
+
+def test_create_app_passes_the_rerank_backend_to_the_search_service(tmp_path, monkeypatch):
+    """``create_app(rerank_settings=...)`` reaches the reranker, as ``serve --rerank-backend`` does: the Python
+    API had no way to choose the cross-encoder's forward pass."""
+    from twotower.serving.search_service import SearchService
+    from twotower.text.encoder import RerankSettings
+
+    seen: dict = {}
+
+    def fake_load(cls, index_dir, rerank_dir=None, *, rerank_settings=None):
+        seen.update(index_dir=index_dir, rerank_dir=rerank_dir, settings=rerank_settings)
+        return SearchService(index=None, reranker=None, index_dir=tmp_path)
+
+    monkeypatch.setattr(SearchService, "load", classmethod(fake_load))
+    wanted = RerankSettings(backend="torch-bf16")
+    app = create_app(search_index_dir=tmp_path / "index", rerank_dir=tmp_path / "ce", rerank_settings=wanted)
+    with TestClient(app):
+        pass
+    assert seen == {"index_dir": tmp_path / "index", "rerank_dir": tmp_path / "ce", "settings": wanted}

@@ -13,7 +13,7 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, AsyncIterator, Iterable, Sequence
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -29,6 +29,9 @@ from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
 from twotower.serving.service import RecommenderService
 from twotower.serving.settings import ServiceSettings
+
+if TYPE_CHECKING:  # the encoder module loads torch; the app needs it only with a reranker
+    from twotower.text.encoder import RerankSettings
 
 __all__ = ["create_app", "STATIC_DIR"]
 
@@ -46,12 +49,14 @@ def create_app(
     routers: Sequence[APIRouter] = (),
     search_index_dir: str | Path | None = None,
     rerank_dir: str | Path | None = None,
+    rerank_settings: RerankSettings | None = None,
     search_service: object | None = None,
 ) -> FastAPI:
     """A FastAPI app over ``run_dir`` (loaded at startup) or an already loaded ``service``.
 
     ``routers`` are mounted after the built-in routes (e.g. ``POST /search``);
-    ``app.include_router`` afterwards works too.
+    ``app.include_router`` afterwards works too. ``rerank_settings`` names the forward pass of the
+    ``rerank_dir`` cross-encoder (``serve --rerank-backend``; None: its defaults).
     """
     has_search = search_index_dir is not None or search_service is not None
     if run_dir is not None and service is not None:
@@ -66,7 +71,7 @@ def create_app(
         if app.state.search is None and search_index_dir is not None:
             from twotower.serving.search_service import SearchService
 
-            app.state.search = SearchService.load(search_index_dir, rerank_dir)
+            app.state.search = SearchService.load(search_index_dir, rerank_dir, rerank_settings=rerank_settings)
         if app.state.service is None and has_recommender:
             try:
                 app.state.service = RecommenderService.load(run_dir, index_dir, settings=settings)  # type: ignore[arg-type]
