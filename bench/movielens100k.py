@@ -197,7 +197,7 @@ def main() -> int:
     rows = []
     for name, (scorer, fit_s, info) in baseline_scorers(prep, baselines).items():
         res = evaluate_scorers(prep, {name: scorer})[name]
-        label = name + (f" ({', '.join(f'{k}={v:g}' for k, v in info.items())})" if info else "")
+        label = name + (f" ({', '.join(f'{k}={v}' if isinstance(v, str) else f'{k}={v:g}' for k, v in info.items())})" if info else "")
         rows.append({"model": label, "fit_s": fit_s, "peak_MB": None, "epochs": None, **res})
         print(f"{label}: R@20 {res['Recall@20']:.4f} N@20 {res['NDCG@20']:.4f}", file=sys.stderr, flush=True)
     for name in variants:

@@ -576,9 +576,21 @@ class EvalConfig:
     ks: tuple[int, ...] = (10, 20, 50, 100)
     baselines: tuple[str, ...] = ("popularity", "ease", "itemknn")
     select_metric: str = "NDCG@10"
-    # EASE is skipped (with a warning saying why) above this many items: its dense item-item solve takes
-    # ~I^3 flops per lambda tried and ~24 I^2 bytes (20,000 items: ~9 GiB, minutes per lambda on 2 cores)
+    # EASE's dense item-item solve takes ~I^3 flops per lambda tried and ~24 I^2 bytes (20,000 items: ~9 GiB,
+    # minutes per lambda on 2 cores): above this many items (or where that memory is not available) the EASE
+    # baseline is solved on its Gram matrix's leading eigenpairs (evaluation/low_rank_ease.py), as the item-item
+    # term is above model.item_item.max_items
     ease_max_items: int = 20_000
+    # auto: dense up to ease_max_items, low-rank above; dense: skipped above ease_max_items (no low-rank row);
+    # low_rank: on any catalogue (up to ease_low_rank_max_items)
+    ease_solver: str = "auto"
+    # eigenpairs the low-rank baseline keeps: the item-item term's (O(I * eigenpairs) memory)
+    ease_eigenpairs: int = ItemItemConfig.eigenpairs
+    # the low-rank baseline is skipped (with a warning saying why) above this many items. Its time is its tuning's
+    # scoring of every validation user over the catalogue for each of 7 lambdas: synthetic 50,000 items x 100,000
+    # users, 2 threads, the eigensolve took 35 s and one lambda 716 CPU-s (~7 CPU-ms a user), ~45 min on 2 free
+    # cores in all; by flops a user (2 I * 256) still below the dense EASE's at its 20,000-item limit (2 * 20,000^2)
+    ease_low_rank_max_items: int = 50_000
 
     def __post_init__(self) -> None:
         _check_types(self, "eval.")
@@ -588,6 +600,9 @@ class EvalConfig:
         # [10, 10] trained the whole run and then failed its evaluation as "EvalProtocol.ks has duplicates"
         _check(len(set(self.ks)) == len(self.ks), "eval.ks", f"names a cut-off twice: {list(self.ks)}")
         _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
+        _choice(self.ease_solver, "eval.ease_solver", ITEM_ITEM_SOLVERS)
+        _check(1 <= self.ease_eigenpairs <= 8192, "eval.ease_eigenpairs", "must be in 1..8192")
+        _check(self.ease_low_rank_max_items >= 1, "eval.ease_low_rank_max_items", "must be >= 1")
         from twotower.evaluation.protocol import parse_metric  # numpy's, already loaded by any run
 
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read

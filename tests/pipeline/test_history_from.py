@@ -200,8 +200,9 @@ def test_a_repeat_of_an_input_item_is_warned_about_once(split_dir, run, tmp_path
 
 
 def test_evaluate_test_file_and_ease_limit(split_dir, tmp_path, capsys, caplog):
-    """`evaluate --test FILE` scores a held-out file the run was not given; EASE above its item limit is
-    skipped with a warning naming the limit, the other rows unchanged."""
+    """`evaluate --test FILE` scores a held-out file the run was not given; EASE above its dense item limit is
+    solved low-rank (its row says so), and above the low-rank limit too it is skipped with a warning naming the
+    limits, the other rows unchanged."""
     out = tmp_path / "run"
     assert main(["-q", "train", "--train", str(split_dir / "train.csv"), "--valid", str(split_dir / "valid.csv"),
                  "--out", str(out), "--epochs", "1", "--no-eval", *FAST]) == 0
@@ -217,10 +218,16 @@ def test_evaluate_test_file_and_ease_limit(split_dir, tmp_path, capsys, caplog):
     caplog.clear()
     assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--history-from", *files,
                  "--baselines", "popularity,ease", "--ks", "10", "--json", "--ease-max-items", "5"]) == 0
+    low_rank = {r["model"]: r for r in json.loads(capsys.readouterr().out)}  # was: no EASE row at all
+    assert any(m.startswith("ease (low-rank, ") for m in low_rank) and "EASE skipped" not in caplog.text
+    assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--history-from", *files,
+                 "--baselines", "popularity,ease", "--ks", "10", "--json", "--ease-max-items", "5",
+                 "--ease-low-rank-max-items", "5"]) == 0
     limited = {r["model"]: r for r in json.loads(capsys.readouterr().out)}
     assert not any(m.startswith("ease") for m in limited)
     assert limited["two-tower"]["NDCG@10"] == rows["two-tower"]["NDCG@10"]
     assert "EASE skipped" in caplog.text and "ease_max_items=5" in caplog.text
+    assert "eval.ease_low_rank_max_items=5" in caplog.text and "--ease-low-rank-max-items N" in caplog.text
     assert main(["-q", "evaluate", "--run", str(out), "--test", str(split_dir / "test.csv"), "--split", "valid"]) != 0
     assert "--test FILE is the test split" in capsys.readouterr().err
 

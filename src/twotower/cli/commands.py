@@ -388,6 +388,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--test FILE is the test split: leave --split at test")
     if args.ease_max_items is not None and args.ease_max_items < 1:
         raise ConfigError(f"--ease-max-items must be >= 1, got {args.ease_max_items}")
+    low_rank_max_items = getattr(args, "ease_low_rank_max_items", None)
+    if low_rank_max_items is not None and low_rank_max_items < 1:
+        raise ConfigError(f"--ease-low-rank-max-items must be >= 1, got {low_rank_max_items}")
     csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
     if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
         check_output_file(csv_out, "--csv")
@@ -402,7 +405,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
-                        test_file=test_file, ease_max_items=args.ease_max_items)
+                        test_file=test_file, ease_max_items=args.ease_max_items,
+                        ease_low_rank_max_items=low_rank_max_items)
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
     if csv_out is not None:

@@ -88,8 +88,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="score this held-out interactions file instead of the run's own test split (ids outside "
                         "the run's vocabularies are dropped and counted)")
     p.add_argument("--ease-max-items", type=int, metavar="N",
-                   help="fit EASE up to N items (default: the run's eval.ease_max_items, "
-                        f"{ev.ease_max_items:,} unless set); above it, EASE is skipped with a warning")
+                   help="fit EASE densely up to N items (default: the run's eval.ease_max_items, "
+                        f"{ev.ease_max_items:,} unless set); above it, EASE is solved on its Gram matrix's "
+                        "leading eigenpairs (the row says low-rank) up to --ease-low-rank-max-items")
+    p.add_argument("--ease-low-rank-max-items", type=int, metavar="N",
+                   help="fit the low-rank EASE up to N items (default: the run's eval.ease_low_rank_max_items, "
+                        f"{ev.ease_low_rank_max_items:,} unless set); above it, EASE is skipped with a warning")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
     p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))

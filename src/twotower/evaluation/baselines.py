@@ -32,7 +32,7 @@ from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
-           "ease_allowed"]
+           "ease_allowed", "ease_baseline_solver", "EASE_LAMBDAS"]
 
 log = logging.getLogger(__name__)
 
@@ -245,6 +245,12 @@ def ease_memory_bytes(n_items: int) -> int:
     return 24 * n_items * n_items
 
 
+def _scientific(x: float) -> str:
+    """``x`` to two figures as ``4.8·10⁹`` (1,682³: not ``0·10¹²``)."""
+    mantissa, exponent = f"{x:.1e}".split("e")
+    return f"{mantissa}·10" + str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
 #: what the EASE baseline's skip message tells a user to do (the item-item term names its own setting, no fix)
 _EASE_BASELINE_FIX = "raise eval.ease_max_items (`twotower evaluate --ease-max-items N`) to fit it anyway"
 
@@ -260,14 +266,41 @@ def ease_skip_reason(n_items: int, max_items: int, available_bytes: int | None =
     """
     need = ease_memory_bytes(n_items)
     if n_items > max_items:
-        mantissa, exponent = f"{n_items ** 3:.1e}".split("e")  # 1,682 items: 4.8·10⁹ (not 0·10¹²)
-        power = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
         return (f"{n_items:,} items > {setting}={max_items:,} (EASE needs ~{need / 2**30:.1f} GiB and "
-                f"~{mantissa}·10{power} flops per λ tried)" + (f"; {fix}" if fix else ""))
+                f"~{_scientific(n_items ** 3)} flops per λ tried)" + (f"; {fix}" if fix else ""))
     if available_bytes is not None and need > available_bytes:
         return (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for EASE's dense item-item matrices, "
                 f"more than the {available_bytes / 2**30:.1f} GiB available")
     return None
+
+
+#: what the low-rank EASE baseline's skip message tells a user to do
+_LOW_RANK_BASELINE_FIX = ("raise eval.ease_low_rank_max_items (`twotower evaluate --ease-low-rank-max-items N`) to "
+                          "fit it anyway")
+
+
+def ease_baseline_solver(n_items: int, *, solver: str, max_items: int, eigenpairs: int,
+                         low_rank_max_items: int) -> str | None:
+    """The EASE baseline's solve on ``n_items`` (the ``eval.ease_*`` settings): ``"dense"``, ``"low_rank"``
+    (:class:`~twotower.evaluation.low_rank_ease.LowRankEASE` on ``eigenpairs``, said in an INFO line) or None,
+    skipped with a warning that says why and which setting to raise, against the memory available now."""
+    from twotower.evaluation.low_rank_ease import choose_ease_solver  # noqa: PLC0415 (it imports this module)
+    from twotower.utils.runtime import available_memory  # noqa: PLC0415
+
+    how, dense_why, why_not = choose_ease_solver(
+        n_items, solver, dense_max_items=max_items, eigenpairs=eigenpairs, available_bytes=available_memory(),
+        solver_setting="eval.ease_solver", dense_setting="eval.ease_max_items", dense_fix=_EASE_BASELINE_FIX,
+        low_rank_max_items=low_rank_max_items, low_rank_setting="eval.ease_low_rank_max_items",
+        low_rank_fix=_LOW_RANK_BASELINE_FIX)
+    if why_not is not None:
+        # the low-rank form refused after the dense one: both limits are named, either may be raised
+        also = f". Not solved densely either: {dense_why}" if how == "low_rank" and solver == "auto" else ""
+        log.warning("EASE skipped: %s%s", why_not, also)
+        return None
+    if how == "low_rank":  # an approximation of EASE: its row says so, and so does the log
+        log.info("EASE baseline: solved on its Gram matrix's %d leading eigenpairs, not densely (%s)",
+                 eigenpairs, dense_why)
+    return how
 
 
 def ease_allowed(n_items: int, max_items: int) -> bool:
@@ -540,10 +573,14 @@ def _pick(table: list[dict], param: str, metric: str) -> float:
     return table[best][param]
 
 
+#: the ridges λ EASE's tuning tries (the low-rank EASE's too)
+EASE_LAMBDAS: tuple[float, ...] = (50, 100, 200, 500, 1000, 2000, 5000)
+
+
 def tune_ease(
     train: sp.spmatrix | sp.sparray,
     valid_relevant: sp.spmatrix | sp.sparray,
-    lambdas: Sequence[float] = (50, 100, 200, 500, 1000, 2000, 5000),
+    lambdas: Sequence[float] = EASE_LAMBDAS,
     metric: str = "NDCG@10",
     log_every_s: float | None = None,
     keep: dict[str, Any] | None = None,

@@ -25,11 +25,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from twotower.errors import ConfigError
-from twotower.evaluation.baselines import _check_l2, _HistoryBaseline, _pick, _tuning_row, _tuning_setup, log
+from twotower.evaluation.baselines import (
+    EASE_LAMBDAS,
+    _check_l2,
+    _HistoryBaseline,
+    _pick,
+    _tuning_row,
+    _tuning_setup,
+    ease_skip_reason,
+    log,
+    _scientific,
+)
 from twotower.evaluation.protocol import evaluate
 from twotower.utils.progress import RateLog
 
-__all__ = ["LowRankEASE", "gram_eigenpairs", "low_rank_ease_memory_bytes", "tune_low_rank_ease"]
+__all__ = ["LowRankEASE", "choose_ease_solver", "gram_eigenpairs", "low_rank_ease_memory_bytes", "tune_low_rank_ease"]
 
 #: extra directions the randomized eigensolver carries beyond ``k`` and its power iterations (Halko, Martinsson
 #: & Tropp 2011, "Finding structure with randomness", Alg. 4.4 and 5.3)
@@ -58,6 +68,51 @@ def gram_eigenpairs(x: sp.csr_matrix, k: int, seed: int) -> tuple[np.ndarray, np
 def low_rank_ease_memory_bytes(n_items: int, k: int) -> int:
     """Peak memory of :func:`gram_eigenpairs` and the factors: a few float64 ``[I, k + oversample]`` blocks."""
     return 6 * 8 * n_items * (k + _OVERSAMPLE)
+
+
+def choose_ease_solver(
+    n_items: int,
+    solver: str,
+    *,
+    dense_max_items: int,
+    eigenpairs: int,
+    available_bytes: int | None,
+    solver_setting: str,
+    dense_setting: str,
+    dense_fix: str | None = None,
+    low_rank_max_items: int | None = None,
+    low_rank_setting: str = "",
+    low_rank_fix: str | None = None,
+) -> tuple[str, str | None, str | None]:
+    """``(solver, why_not_dense, why_not_at_all)`` for an EASE on ``n_items``: ``"dense"`` (the exact solve) or
+    ``"low_rank"`` (:class:`LowRankEASE` on ``eigenpairs``); why the dense solve is not used (None when it is);
+    why EASE cannot be fitted at all (None: go ahead). Shared by the item-item term and the EASE baseline.
+
+    ``solver`` is ``auto`` (dense up to ``dense_max_items`` where its memory is available, low-rank otherwise),
+    ``dense`` (no low-rank fallback: :func:`~twotower.evaluation.baselines.ease_skip_reason` against
+    ``dense_max_items``) or ``low_rank`` (``solver_setting = low_rank``). The low-rank form is refused above
+    ``low_rank_max_items`` (None: no limit) and where its memory is not available. ``*_setting`` name the
+    settings in the messages and ``*_fix`` end the ones that a larger limit would lift.
+    """
+    if solver == "low_rank":
+        dense_why: str | None = f"{solver_setting} = low_rank"
+    else:
+        dense_why = ease_skip_reason(n_items, dense_max_items, available_bytes, setting=dense_setting, fix=dense_fix)
+        if dense_why is None or solver == "dense":
+            return "dense", dense_why, dense_why
+    need = low_rank_ease_memory_bytes(n_items, eigenpairs)
+    if low_rank_max_items is not None and n_items > low_rank_max_items:
+        # its time, not its memory, is what the limit guards: each λ tried scores every validation user over
+        # the whole catalogue through the eigenpairs, ~2·I·eigenpairs flops a user
+        return "low_rank", dense_why, (f"{n_items:,} items > {low_rank_setting}={low_rank_max_items:,} (the "
+                                       f"low-rank EASE on {eigenpairs} eigenpairs needs ~{need / 2**30:.1f} GiB and "
+                                       f"~{_scientific(2 * n_items * eigenpairs)} flops per user scored)"
+                                       + (f"; {low_rank_fix}" if low_rank_fix else ""))
+    if available_bytes is not None and need > available_bytes:
+        return "low_rank", dense_why, (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for the low-rank EASE's "
+                                       f"{eigenpairs} eigenpairs, more than the {available_bytes / 2**30:.1f} GiB "
+                                       "available")
+    return "low_rank", dense_why, None
 
 
 class LowRankEASE(_HistoryBaseline):
@@ -113,7 +168,7 @@ class LowRankEASE(_HistoryBaseline):
 def tune_low_rank_ease(
     train: sp.spmatrix | sp.sparray,
     valid_relevant: sp.spmatrix | sp.sparray,
-    lambdas: Sequence[float],
+    lambdas: Sequence[float] = EASE_LAMBDAS,
     metric: str = "NDCG@10",
     *,
     k: int,

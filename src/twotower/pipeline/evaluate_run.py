@@ -97,6 +97,7 @@ def evaluate_run(
     history_from: Sequence[str | Path | pd.DataFrame] | str | Path | pd.DataFrame | None = None,
     test_file: str | Path | None = None,
     ease_max_items: int | None = None,
+    ease_low_rank_max_items: int | None = None,
 ) -> list[dict[str, Any]]:
     """One row per model: every metric plus fit seconds (baselines tuned on valid).
 
@@ -106,20 +107,24 @@ def evaluate_run(
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
     items are excluded from ranking too. ``test_file``: score this interactions
     file as the test split (ids outside the run's vocabularies are dropped and
-    counted) instead of the run's own ``data/test.csv``. EASE is skipped, with a
-    warning that says why, above ``ease_max_items`` items (None: the run's
-    ``eval.ease_max_items``) or when it would not fit in the available memory.
+    counted) instead of the run's own ``data/test.csv``. Above ``ease_max_items`` items (None: the run's
+    ``eval.ease_max_items``), or where its dense solve would not fit in the available memory, EASE is solved on
+    its Gram matrix's ``eval.ease_eigenpairs`` leading eigenpairs (its row says ``low-rank``), as the run's
+    ``eval.ease_solver`` allows; above ``ease_low_rank_max_items`` (None: ``eval.ease_low_rank_max_items``) or
+    past the memory it is skipped, with a warning that says why.
     ``baselines``, ``ks`` and ``select_metric`` left at None are the run's own
     ``eval.*`` settings, so the table agrees with the ``metrics.json`` training wrote.
     """
     from twotower.evaluation.baselines import (
         EASE,
+        EASE_LAMBDAS,
         ItemKNN,
         Popularity,
-        ease_allowed,
+        ease_baseline_solver,
         tune_ease,
         tune_itemknn,
     )
+    from twotower.evaluation.low_rank_ease import LowRankEASE, tune_low_rank_ease
     from twotower.pipeline.histories import (
         HistoryBaselineScorer,
         exclude_histories,
@@ -139,10 +144,12 @@ def evaluate_run(
         raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
     max_items = ev.ease_max_items if ease_max_items is None else ease_max_items
-    if isinstance(max_items, bool) or not isinstance(max_items, (int, np.integer)) or max_items < 1:
-        # as eval.ease_max_items is checked: -1 skipped EASE with "3,416 items > eval.ease_max_items=-1"
-        raise ConfigError(f"evaluate_run: ease_max_items must be an integer >= 1 (or None: the run's "
-                          f"eval.ease_max_items), got {max_items!r}")
+    low_rank_max_items = ev.ease_low_rank_max_items if ease_low_rank_max_items is None else ease_low_rank_max_items
+    for arg, limit in (("ease_max_items", max_items), ("ease_low_rank_max_items", low_rank_max_items)):
+        if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+            # as eval.ease_max_items is checked: -1 skipped EASE with "3,416 items > eval.ease_max_items=-1"
+            raise ConfigError(f"evaluate_run: {arg} must be an integer >= 1 (or None: the run's "
+                              f"eval.{arg}), got {limit!r}")
     train_cfg = run.config.train  # the run's own progress settings, as its training used them
     # ks=10 or ks=(0,), and a select_metric such as "ndcg@10", were refused only after the run's split files were
     # read (the metric after the two-tower row was computed, when the first baseline was tuned)
@@ -218,32 +225,55 @@ def evaluate_run(
     reused: list[bool] = []
     tune_s: dict[str, float] = {}
 
-    def tuned(name: str, tune: Any, grid_arg: str, keep: dict[str, Any]) -> float:
-        """The baseline's tuned setting, from <run>/tuned_baselines.json when the run's data still match.
+    def tuned(name: str, tune: Any, grid_arg: str, keep: dict[str, Any], entry: str | None = None,
+              **extra: Any) -> float:
+        """The baseline's tuned setting, from <run>/tuned_baselines.json (its ``entry``, default ``name``) when
+        the run's data, the grid and ``extra`` (passed to ``tune`` too) still match.
 
         When it is tuned now, ``keep`` receives the tuning's shared work (EASE's Gram matrix, ItemKNN's similarity
-        pass), so the chosen setting is fitted without doing that work twice.
+        pass, the low-rank EASE's chosen model), so the chosen setting is fitted without doing that work twice.
         """
-        key = tuning_key(tune, grid_arg, metric=select_metric, train=m.train, valid=m.valid)
-        value, was_cached, seconds = cached_tuning(run.dir, name, key, lambda: tune(
-            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s, keep=keep))
+        key = {**tuning_key(tune, grid_arg, metric=select_metric, train=m.train, valid=m.valid), **extra}
+        value, was_cached, seconds = cached_tuning(run.dir, entry or name, key, lambda: tune(
+            m.train, m.valid, metric=select_metric, log_every_s=protocol.log_every_s, keep=keep, **extra))
         reused.append(was_cached)
         if was_cached:
             tune_s[name] = seconds
         return value
 
+    eigenpairs = ev.ease_eigenpairs
+
+    def tune_low_rank(train: Any, valid: Any, lambdas: Sequence[float] = EASE_LAMBDAS, *, metric: str,
+                      log_every_s: float | None, keep: dict[str, Any], eigenpairs: int) -> tuple[float, list[dict]]:
+        """:func:`tune_low_rank_ease` as the tuning cache calls a tuner: ``(λ, table)``, the model in ``keep``."""
+        model, table = tune_low_rank_ease(train, valid, lambdas, metric, k=eigenpairs, log_every_s=log_every_s)
+        keep["model"] = model
+        return model.l2, table
+
     for name in baselines:
         t0 = time.perf_counter()
         info = ""
-        if name == "ease" and not ease_allowed(m.train.shape[1], max_items):
-            continue
+        how = None
+        if name == "ease":
+            how = ease_baseline_solver(m.train.shape[1], solver=ev.ease_solver, max_items=max_items,
+                                       eigenpairs=eigenpairs, low_rank_max_items=low_rank_max_items)
+            if how is None:
+                continue
         if name != "popularity":  # EASE's solve and ItemKNN's similarity pass take seconds to minutes, said first
             log.info("fitting the %s baseline on the run's training interactions ...", name)
         if name == "popularity":
             scorer = Popularity().fit(m.train)
+        elif name == "ease" and how == "low_rank":
+            # tuned on the dense EASE's λ grid from one eigensolve, kept in its own entry of the tuning cache; the
+            # label says low-rank, so the row is not read as the exact EASE
+            keep: dict[str, Any] = {}
+            lam = (tuned(name, tune_low_rank, "lambdas", keep, entry="ease_low_rank", eigenpairs=eigenpairs)
+                   if m.valid is not None else LowRankEASE(k=eigenpairs).l2)
+            scorer = keep.pop("model", None) or LowRankEASE(lam, k=eigenpairs).fit(m.train)
+            info = f"low-rank, {eigenpairs} eigenpairs, λ={scorer.l2:g}"
         elif name == "ease":
             # no valid split: EASE's own default λ (tuning needs held-out data)
-            keep: dict[str, Any] = {}
+            keep = {}
             lam = tuned(name, tune_ease, "lambdas", keep) if m.valid is not None else EASE().l2
             scorer = EASE.from_tuning(keep, lam) if keep else EASE(l2=lam).fit(m.train)
             keep.clear()  # the Gram matrix ([I, I] float64) is not held through the evaluation
@@ -258,7 +288,7 @@ def evaluate_run(
         else:
             raise ValueError(f"unknown baseline {name!r}")
         if info:
-            chosen.append(f"{scorer.name} {info}")
+            chosen.append(f"{'EASE' if name == 'ease' else scorer.name} {info}")
         # fit_s counts tuning as part of fitting, with its stored cost when the setting was reused,
         # so the column does not change between the first and later evaluations
         fit = time.perf_counter() - t0 + tune_s.get(name, 0.0)

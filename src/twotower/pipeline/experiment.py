@@ -132,12 +132,17 @@ def exclusion_matrix(prep: Prepared, split: str) -> sp.csr_matrix:
 
 
 def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = EvalConfig.select_metric, *,
-                     ease_max_items: int = EvalConfig.ease_max_items) -> dict[str, tuple[Any, float, dict[str, Any]]]:
+                     ease_max_items: int = EvalConfig.ease_max_items, ease_solver: str = EvalConfig.ease_solver,
+                     ease_eigenpairs: int = EvalConfig.ease_eigenpairs,
+                     ease_low_rank_max_items: int = EvalConfig.ease_low_rank_max_items,
+                     ) -> dict[str, tuple[Any, float, dict[str, Any]]]:
     """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info).
 
-    EASE is left out, with a warning saying why, where :func:`~twotower.evaluation.baselines.ease_allowed`
-    says so (too many items for ``ease_max_items``, or for the available memory)."""
-    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, ease_allowed, tune_ease, tune_itemknn
+    EASE is solved as :func:`~twotower.evaluation.baselines.ease_baseline_solver` says (the ``eval.ease_*``
+    settings): densely, on ``ease_eigenpairs`` eigenpairs above ``ease_max_items`` (``info["solver"]`` says
+    which), or left out with a warning saying why."""
+    from twotower.evaluation.baselines import EASE, ItemKNN, Popularity, ease_baseline_solver, tune_ease, tune_itemknn
+    from twotower.evaluation.low_rank_ease import LowRankEASE, tune_low_rank_ease
 
     train = prep.matrix("train")
     valid = prep.matrix("valid")
@@ -148,9 +153,16 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
         if name == "popularity":
             scorer = Popularity().fit(train)
         elif name == "ease":
-            if not ease_allowed(prep.n_items, ease_max_items):
+            how = ease_baseline_solver(prep.n_items, solver=ease_solver, max_items=ease_max_items,
+                                       eigenpairs=ease_eigenpairs, low_rank_max_items=ease_low_rank_max_items)
+            if how is None:
                 continue
-            if valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
+            info["solver"] = how  # a low-rank EASE approximates the dense one: its row must say which it is
+            if how == "low_rank":  # tuned on the same λ grid as the dense EASE, from one eigensolve
+                scorer = (tune_low_rank_ease(train, valid, metric=ks_metric, k=ease_eigenpairs)[0] if valid is not None
+                          else LowRankEASE(k=ease_eigenpairs).fit(train))
+                info["eigenpairs"] = ease_eigenpairs
+            elif valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
                 keep: dict[str, Any] = {}
                 lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep)
                 scorer = EASE.from_tuning(keep, lam)

@@ -82,24 +82,14 @@ def solver(n_items: int, config: ItemItemConfig) -> tuple[str, str | None, str |
     matrix's leading eigenpairs, evaluation/low_rank_ease.py); why the dense solve is not used (None when it
     is); why the term cannot be fitted here at all (None: go ahead). ``auto`` solves densely up to
     ``max_items`` where the memory is available, and low-rank otherwise."""
-    from twotower.evaluation.baselines import ease_skip_reason
-    from twotower.evaluation.low_rank_ease import low_rank_ease_memory_bytes
+    from twotower.evaluation.low_rank_ease import choose_ease_solver
     from twotower.utils.runtime import available_memory
 
-    available = available_memory()
-    if config.solver == "low_rank":
-        dense_why: str | None = "model.item_item.solver = low_rank"
-    else:
-        dense_why = ease_skip_reason(n_items, config.max_items if config.solver == "auto" else n_items, available,
-                                     setting="model.item_item.max_items", fix=None)
-        if dense_why is None or config.solver == "dense":
-            return "dense", dense_why, dense_why
-    need = low_rank_ease_memory_bytes(n_items, config.eigenpairs)
-    if available is not None and need > available:
-        return "low_rank", dense_why, (f"{n_items:,} items need ~{need / 2**30:.1f} GiB for the low-rank EASE's "
-                                       f"{config.eigenpairs} eigenpairs, more than the {available / 2**30:.1f} GiB "
-                                       "available")
-    return "low_rank", dense_why, None
+    # forced dense: max_items aside (the memory still decides); the baseline's eval.ease_solver=dense keeps its limit
+    return choose_ease_solver(n_items, config.solver,
+                              dense_max_items=config.max_items if config.solver == "auto" else n_items,
+                              eigenpairs=config.eigenpairs, available_bytes=available_memory(),
+                              solver_setting="model.item_item.solver", dense_setting="model.item_item.max_items")
 
 
 def factorise_product(a: np.ndarray, c: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray, float]:
