@@ -589,8 +589,12 @@ class EvalConfig:
     # the low-rank baseline is skipped (with a warning saying why) above this many items. Its time is its tuning's
     # scoring of every validation user over the catalogue for each of 7 lambdas: synthetic 50,000 items x 100,000
     # users, 2 threads, the eigensolve took 35 s and one lambda 716 CPU-s (~7 CPU-ms a user), ~45 min on 2 free
-    # cores in all; by flops a user (2 I * 256) still below the dense EASE's at its 20,000-item limit (2 * 20,000^2)
+    # cores in all when every user was scored (ease_tune_max_users: a tenth of that); by flops a user (2 I * 256)
+    # still below the dense EASE's at its 20,000-item limit (2 * 20,000^2)
     ease_low_rank_max_items: int = 50_000
+    # the low-rank baseline chooses its lambda on a seeded sample of at most this many validation users (None: all
+    # of them): that scoring is its cost (above), and a sample of 10,000 users ranks 7 lambdas well enough
+    ease_tune_max_users: int | None = 10_000
 
     def __post_init__(self) -> None:
         _check_types(self, "eval.")
@@ -603,6 +607,8 @@ class EvalConfig:
         _choice(self.ease_solver, "eval.ease_solver", ITEM_ITEM_SOLVERS)
         _check(1 <= self.ease_eigenpairs <= 8192, "eval.ease_eigenpairs", "must be in 1..8192")
         _check(self.ease_low_rank_max_items >= 1, "eval.ease_low_rank_max_items", "must be >= 1")
+        _check(self.ease_tune_max_users is None or self.ease_tune_max_users >= 1, "eval.ease_tune_max_users",
+               "must be >= 1, or null for every validation user")
         from twotower.evaluation.protocol import parse_metric  # numpy's, already loaded by any run
 
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read

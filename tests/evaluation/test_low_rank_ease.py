@@ -81,6 +81,29 @@ def test_tuning_picks_the_lambda_validation_prefers_and_returns_its_model() -> N
     assert [row["NDCG@10"] for row in table] == pytest.approx([row["NDCG@10"] for row in dense_table], abs=1e-6)
 
 
+def test_tuning_on_a_user_sample_scores_only_that_many_validation_users() -> None:
+    """``max_users`` bounds the tuning's cost (every λ ranks the catalogue for each scored user): a seeded sample
+    of that many validation users is scored, the same one for the same seed; more than there are is all of them."""
+    x = _interactions(500, 60, 8, seed=4)
+    rng = np.random.default_rng(0)
+    coo = x.tocoo()
+    held = rng.random(coo.nnz) < 0.15
+    train = sp.csr_matrix((coo.data[~held], (coo.row[~held], coo.col[~held])), shape=x.shape)
+    valid = sp.csr_matrix((coo.data[held], (coo.row[held], coo.col[held])), shape=x.shape)
+    with_valid = int((np.diff(valid.indptr) > 0).sum())
+    _, everyone = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0)
+    _, big = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0, max_users=10 * with_valid)
+    _, sample = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0, max_users=100)
+    _, again = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0, max_users=100)
+    _, other = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=1, max_users=100)
+    assert [row["users_evaluated"] for row in everyone] == [with_valid] * 2 == [row["users_evaluated"] for row in big]
+    assert [row["users_evaluated"] for row in sample] == [100, 100]
+    ndcg = [[row["NDCG@10"] for row in t] for t in (sample, again, other)]
+    assert ndcg[0] == ndcg[1] != ndcg[2]
+    with pytest.raises(ConfigError, match="max_users"):
+        tune_low_rank_ease(train, valid, lambdas=(1.0,), k=60, max_users=0)
+
+
 @pytest.mark.parametrize("kwargs", [{"l2": 0.0, "k": 8}, {"l2": -1.0, "k": 8}, {"k": 0}])
 def test_bad_settings_are_refused(kwargs) -> None:
     with pytest.raises(ConfigError):

@@ -100,3 +100,6 @@ def test_the_eval_ease_settings_are_checked_by_name() -> None:
         EvalConfig(ease_low_rank_max_items=0)
     with pytest.raises(ConfigError, match="eval.ease_eigenpairs"):
         EvalConfig(ease_eigenpairs=0)
+    with pytest.raises(ConfigError, match="eval.ease_tune_max_users: must be >= 1, or null"):
+        EvalConfig(ease_tune_max_users=0)
+    assert EvalConfig(ease_tune_max_users=None).ease_tune_max_users is None

@@ -165,6 +165,20 @@ class LowRankEASE(_HistoryBaseline):
         return np.asarray(history @ a32) @ ct32  # [U', I]
 
 
+def _sample_users(valid: sp.csr_matrix, max_users: int | None, seed: int) -> sp.csr_matrix:
+    """``valid`` with the rows of all but ``max_users`` of its users who have a relevant item emptied (the
+    evaluator scores only users with one); unchanged when there are no more than that."""
+    users = np.flatnonzero(np.diff(valid.indptr) > 0)
+    if max_users is None or users.size <= max_users:
+        return valid
+    keep = np.zeros(valid.shape[0])
+    keep[np.random.default_rng([seed, 1]).choice(users, size=max_users, replace=False)] = 1.0
+    sampled = sp.csr_matrix(sp.diags(keep) @ valid)
+    sampled.eliminate_zeros()
+    log.info("tuning low-rank EASE's λ on a sample of %d of the %d validation users", max_users, users.size)
+    return sampled
+
+
 def tune_low_rank_ease(
     train: sp.spmatrix | sp.sparray,
     valid_relevant: sp.spmatrix | sp.sparray,
@@ -174,13 +188,22 @@ def tune_low_rank_ease(
     k: int,
     seed: int = 0,
     log_every_s: float | None = None,
+    max_users: int | None = None,
 ) -> tuple[LowRankEASE, list[dict]]:
     """Choose :class:`LowRankEASE`'s λ by ``metric`` on validation, as :func:`tune_ease` chooses EASE's: one
     eigensolve, then each λ scored with training items excluded (ties to the earlier λ). Returns the model of
-    the chosen λ, fitted, and one table row per λ."""
+    the chosen λ, fitted, and one table row per λ.
+
+    ``max_users``: score each λ on at most this many validation users (a sample drawn by ``seed``; None: all).
+    Scoring, not the eigensolve, is what grows here: every λ ranks the whole catalogue for each validation user,
+    about 12 CPU-minutes per λ for 100,000 users over 50,000 items, where the eigensolve took 35 s.
+    """
     if not lambdas:
         raise ConfigError("tune_low_rank_ease needs at least one lambda, e.g. lambdas=(100, 500)")
+    if max_users is not None and max_users < 1:
+        raise ConfigError(f"tune_low_rank_ease: max_users must be >= 1 or None, got {max_users}")
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
+    valid = _sample_users(valid, max_users, seed)
     base = LowRankEASE(lambdas[0], k=k, seed=seed).fit(x)
     table, models = [], []
     progress = RateLog(log, "tuning low-rank EASE λ", len(lambdas), "tried", log_every_s)

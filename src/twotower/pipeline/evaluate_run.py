@@ -244,9 +244,11 @@ def evaluate_run(
     eigenpairs = ev.ease_eigenpairs
 
     def tune_low_rank(train: Any, valid: Any, lambdas: Sequence[float] = EASE_LAMBDAS, *, metric: str,
-                      log_every_s: float | None, keep: dict[str, Any], eigenpairs: int) -> tuple[float, list[dict]]:
+                      log_every_s: float | None, keep: dict[str, Any], eigenpairs: int,
+                      max_users: int | None) -> tuple[float, list[dict]]:
         """:func:`tune_low_rank_ease` as the tuning cache calls a tuner: ``(λ, table)``, the model in ``keep``."""
-        model, table = tune_low_rank_ease(train, valid, lambdas, metric, k=eigenpairs, log_every_s=log_every_s)
+        model, table = tune_low_rank_ease(train, valid, lambdas, metric, k=eigenpairs, log_every_s=log_every_s,
+                                          max_users=max_users)
         keep["model"] = model
         return model.l2, table
 
@@ -267,7 +269,8 @@ def evaluate_run(
             # tuned on the dense EASE's λ grid from one eigensolve, kept in its own entry of the tuning cache; the
             # label says low-rank, so the row is not read as the exact EASE
             keep: dict[str, Any] = {}
-            lam = (tuned(name, tune_low_rank, "lambdas", keep, entry="ease_low_rank", eigenpairs=eigenpairs)
+            lam = (tuned(name, tune_low_rank, "lambdas", keep, entry="ease_low_rank", eigenpairs=eigenpairs,
+                         max_users=ev.ease_tune_max_users)
                    if m.valid is not None else LowRankEASE(k=eigenpairs).l2)
             scorer = keep.pop("model", None) or LowRankEASE(lam, k=eigenpairs).fit(m.train)
             info = f"low-rank, {eigenpairs} eigenpairs, λ={scorer.l2:g}"

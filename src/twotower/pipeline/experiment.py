@@ -135,6 +135,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                      ease_max_items: int = EvalConfig.ease_max_items, ease_solver: str = EvalConfig.ease_solver,
                      ease_eigenpairs: int = EvalConfig.ease_eigenpairs,
                      ease_low_rank_max_items: int = EvalConfig.ease_low_rank_max_items,
+                     ease_tune_max_users: int | None = EvalConfig.ease_tune_max_users,
                      ) -> dict[str, tuple[Any, float, dict[str, Any]]]:
     """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info).
 
@@ -159,7 +160,8 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                 continue
             info["solver"] = how  # a low-rank EASE approximates the dense one: its row must say which it is
             if how == "low_rank":  # tuned on the same λ grid as the dense EASE, from one eigensolve
-                scorer = (tune_low_rank_ease(train, valid, metric=ks_metric, k=ease_eigenpairs)[0] if valid is not None
+                scorer = (tune_low_rank_ease(train, valid, metric=ks_metric, k=ease_eigenpairs,
+                                             max_users=ease_tune_max_users)[0] if valid is not None
                           else LowRankEASE(k=ease_eigenpairs).fit(train))
                 info["eigenpairs"] = ease_eigenpairs
             elif valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
