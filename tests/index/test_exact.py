@@ -120,3 +120,66 @@ def test_config_and_empty_index():
         ExactIndex().dim
     with pytest.raises(ConfigError, match="k must be"):
         ExactIndex().build(np.eye(3, dtype=np.float32), np.arange(3)).search(np.eye(3, dtype=np.float32), 0)
+
+
+def test_a_large_tie_at_the_cut_is_settled_by_one_more_scan_not_by_fetching_deeper(monkeypatch):
+    # 3,000 identical vectors, k=10: fetching twice as deep per retry took 9 FAISS fetches (18 -> 3,000) over the
+    # catalogue (100,000 x 64, 64 queries: 14 s); the cut's score settles it in one scan of the blocks
+    import twotower.index.exact as exact_mod
+
+    x, ids, q = _tied_catalogue(n=3200, tie=3000)
+    fetched = []
+    real = exact_mod._faiss_knn
+
+    def spy(queries, vectors, f):
+        fetched.append(f)
+        return real(queries, vectors, f)
+
+    monkeypatch.setattr(exact_mod, "_faiss_knn", spy)
+    res = ExactIndex(max_block_elems=4096).build(x, ids).search(q, 10)
+    assert fetched == [18] * len(fetched), fetched  # k + the margin, never deeper
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 10))
+
+
+def _quantised(n, dim, seed, levels=2):
+    """Vectors and queries on a coarse grid (many exact ties, zero and negative scores), caller ids shuffled."""
+    rng = np.random.default_rng(seed)
+    x = (rng.integers(-levels, levels + 1, (n, dim)) / levels).astype(np.float32)
+    x[n // 3 : n // 3 + n // 4] = x[n // 3]  # a run of identical rows that straddles blocks
+    x[-5:] = 0  # zero vectors: score exactly 0 for every query
+    ids = (rng.permutation(4 * n)[:n]).astype(np.int64)
+    q = (rng.integers(-2, 3, (40, dim)) / 2).astype(np.float32)
+    q[:10] = x[n // 3]  # queries along the identical run: it ties at the top
+    q[10:15] = -x[n // 3]  # and at the bottom, with negative scores
+    return x, ids, q
+
+
+@pytest.mark.parametrize("max_block_elems", [1, 100, 5000, 1 << 24])
+@pytest.mark.parametrize("k", [1, 7, 64, 500])
+def test_heavy_ties_match_the_full_canonical_sort(max_block_elems, k):
+    x, ids, q = _quantised(400, 5, seed=k)
+    index = ExactIndex(max_block_elems=max_block_elems).build(x, ids)
+    res = index.search(q, k)
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k))
+    rng = np.random.default_rng(k)
+    exclude = [rng.choice(ids, int(rng.integers(0, 380)), replace=False) for _ in range(len(q))]
+    res = index.search(q, k, exclude=exclude)
+    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude))  # k > what is left: padded
+    for r, row in enumerate(res.ids):
+        hits = row[row != -1]
+        assert np.unique(hits).size == hits.size
+        assert not np.isin(hits, exclude[r]).any()
+
+
+def test_scores_on_a_float32_rounding_midpoint_are_ranked_by_their_canonical_float32():
+    # 1 + m * 2**-24 is exact in float64 and, for odd m, halfway between two float32 values: it rounds to even, so
+    # m = 1 ties with m = 0 and m = 3 with m = 4. A float64 GEMM cannot tell which side such a score rounds to
+    # (its last bit may differ from the canonical sum's), so those rows are re-scored the canonical way.
+    rng = np.random.default_rng(7)
+    m = rng.integers(0, 6, 900)
+    x = np.stack([np.ones(900), m * 2.0**-24, np.zeros(900)], axis=1).astype(np.float32)
+    ids = (rng.permutation(900) * 5).astype(np.int64)
+    q = np.array([[1, 1, 0], [1, 1, 1], [-1, -1, 0.5]], dtype=np.float32)
+    for max_block_elems in (64, 1 << 24):
+        res = ExactIndex(max_block_elems=max_block_elems).build(x, ids).search(q, 200)
+        np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 200))

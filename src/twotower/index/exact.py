@@ -14,9 +14,16 @@ rounded to float32, so a score does not depend on the batch it was computed
 in (SGEMM kernels differ by batch shape), and candidates are sorted by
 ``(-score, id)``. The fetched prefix is provably the exact top-``F``: a row
 is accepted only when the last SGEMM score fetched is below the ``F``-th
-canonical score by more than the SGEMM rounding bound; otherwise (ties or
-near-ties at the cut) that row is fetched again twice as deep. The CLI and
-the HTTP service therefore return identical lists for identical queries.
+canonical score by more than the SGEMM rounding bound. Otherwise (ties or
+near-ties at the cut) one more scan settles it: the ``F``-th canonical score
+fetched, ``t``, is a lower bound of the true ``F``-th, so the answer is the
+top-``F`` of the items scoring at least ``t``. The scan rules out most
+blocks by SGEMM, scores the rest with a float64 GEMM (whose error bound tells,
+for nearly every item, its canonical float32 score without re-scoring it),
+and keeps a running top-``F`` that takes the smaller ids of a tie. Fetching
+twice as deep instead took about ``log2(tie / F)`` more scans for a tie of
+that size at the cut. The CLI and the HTTP service therefore return
+identical lists for identical queries.
 """
 from __future__ import annotations
 
@@ -38,6 +45,8 @@ BLAS_MIN_QUERIES = 4
 _NO_BLAS = 1 << 30
 #: Extra candidates fetched past ``F`` so that near-ties at the cut rarely need a second pass.
 _MARGIN = 8
+#: Items per block of the scan that settles a tie at the cut, unless ``F`` is larger (fewer, longer GEMMs).
+_SCAN_COLS = 4096
 
 
 def use_blas_for(n_queries: int) -> None:
@@ -82,12 +91,34 @@ def _sort_rows(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return np.lexsort((ids, -scores), axis=1)
 
 
+def _keep_best(
+    best_s: np.ndarray, best_i: np.ndarray, scores: np.ndarray, ids: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The top-``F`` by ``(-score, id)`` of a running ``best_s[Q, F]`` and a block ``scores[Q, C]`` of ``ids[C]``.
+
+    Unsorted, ids unique: every score above the ``F``-th is kept, and of those equal to it the smallest ids."""
+    f = best_s.shape[1]
+    both_s = np.concatenate([best_s, scores], axis=1)  # [Q, F + C]
+    both_i = np.concatenate([best_i, np.broadcast_to(ids, scores.shape)], axis=1)
+    kth = -np.partition(-both_s, f - 1, axis=1)[:, f - 1 : f]  # [Q, 1] the F-th largest score
+    above, at = both_s > kth, both_s == kth
+    take = above | at
+    room = f - above.sum(axis=1, keepdims=True)  # [Q, 1] >= 1 places left for the tie at kth
+    if (at.sum(axis=1, keepdims=True) > room).any():  # a tie straddles the F-th place: its smallest ids
+        key = np.where(at, both_i, np.iinfo(np.int64).max)
+        last = np.take_along_axis(np.sort(key, axis=1), room - 1, axis=1)  # [Q, 1] largest id kept
+        take = above | (at & (key <= last))
+    col = np.nonzero(take)[1].reshape(-1, f)  # [Q, F]: exactly F per row
+    return np.take_along_axis(both_s, col, axis=1), np.take_along_axis(both_i, col, axis=1)
+
+
 class ExactIndex(VectorIndex):
     """Brute-force inner product over all vectors on BLAS, exact and deterministic (ties by smaller id).
 
     ``max_block_elems`` caps the candidate values re-scored at once
-    (``Qb * F * D``; the default 2**24 is 128 MiB of float64). FAISS blocks
-    the SGEMM itself, so memory stays bounded however large the catalogue.
+    (``Qb * F * D``; the default 2**24 is 128 MiB of float64), and the GEMM
+    values of one block of the scan that settles a tie at the cut (``Qb * C * D``).
+    FAISS blocks the SGEMM itself, so memory stays bounded however large the catalogue.
     """
 
     backend = "exact"
@@ -194,35 +225,79 @@ class ExactIndex(VectorIndex):
         """Exact top-``fetch`` of ``queries[Q, D]`` -> ``(scores[Q, F], ids[Q, F])``, ties by smaller id."""
         n, n_q, dim = len(self), queries.shape[0], queries.shape[1]
         fetch = min(fetch, n)
-        out_scores = np.full((n_q, fetch), -np.inf, dtype=np.float32)  # [Q, F]
-        out_ids = np.full((n_q, fetch), PAD_ID, dtype=np.int64)
+        out_scores = np.empty((n_q, fetch), dtype=np.float32)  # [Q, F]
+        out_ids = np.empty((n_q, fetch), dtype=np.int64)
         # SGEMM error of one score is at most about D * 2**-24 * |q| * |v|; twice that, with slack, separates
         # a strict winner from anything FAISS left behind.
         q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [Q]
         eps = (dim + 2) * 2.0**-22 * q_norm * self._norm_bound() + 1e-30  # [Q]
-        todo, f = np.arange(n_q), min(n, fetch + _MARGIN)
-        while todo.size:
-            # Qb from the current depth: ties at the cut double f (up to the whole catalogue when a block of
-            # identical vectors straddles it), and a Qb fixed at the first depth gathered Qb * n * D values
-            qb = max(1, min(todo.size, self.max_block_elems // max(1, f * dim)))
-            again = []
-            for b0 in range(0, todo.size, qb):
-                block = todo[b0 : b0 + qb]
-                faiss_s, rows = _faiss_knn(queries[block], self._vectors, f)  # [T, f]
-                scores = self._rescore(queries[block], rows)  # [T, f]
-                ids = np.where(rows == PAD_ID, PAD_ID, self._ids[np.maximum(rows, 0)])
-                order = _sort_rows(scores, ids)[:, :fetch]  # [T, F]
-                top_s = np.take_along_axis(scores, order, axis=1)
-                top_i = np.take_along_axis(ids, order, axis=1)
-                if f >= n:
-                    done = np.ones(block.size, dtype=bool)
-                else:
-                    # everything not fetched scored <= faiss_s[:, -1] in SGEMM, so <= that + eps exactly
-                    done = faiss_s[:, -1].astype(np.float64) + 2 * eps[block] < top_s[:, -1]
-                out_scores[block[done]], out_ids[block[done]] = top_s[done], top_i[done]
-                again.append(block[~done])
-            todo = np.concatenate(again)
-            f = min(n, 2 * f)
+        f = min(n, fetch + _MARGIN)
+        qb = max(1, min(n_q, self.max_block_elems // max(1, f * dim)))
+        unsettled = np.zeros(n_q, dtype=bool)  # [Q] rows whose cut may hide an unfetched (tied) item
+        for b0 in range(0, n_q, qb):
+            block = slice(b0, min(b0 + qb, n_q))
+            faiss_s, rows = _faiss_knn(queries[block], self._vectors, f)  # [T, f]
+            scores = self._rescore(queries[block], rows)  # [T, f]
+            ids = np.where(rows == PAD_ID, PAD_ID, self._ids[np.maximum(rows, 0)])
+            order = _sort_rows(scores, ids)[:, :fetch]  # [T, F]
+            out_scores[block] = np.take_along_axis(scores, order, axis=1)
+            out_ids[block] = np.take_along_axis(ids, order, axis=1)
+            if f < n:
+                # everything not fetched scored <= faiss_s[:, -1] in SGEMM, so <= that + eps exactly
+                unsettled[block] = faiss_s[:, -1].astype(np.float64) + 2 * eps[block] >= out_scores[block, -1]
+        todo = np.flatnonzero(unsettled)
+        if todo.size:
+            out_scores[todo], out_ids[todo] = self._settle_cut(
+                queries[todo], out_scores[todo, -1], fetch, q_norm[todo], eps[todo])
+        return out_scores, out_ids
+
+    def _settle_cut(
+        self, queries: np.ndarray, cut: np.ndarray, fetch: int, q_norm: np.ndarray, sgemm_eps: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Exact top-``fetch`` of ``queries[T, D]`` whose ``fetch``-th canonical score is at least ``cut[T]``.
+
+        One scan of the catalogue per ``Qb`` queries, ``Qb * C * D <= max_block_elems`` per block of ``C`` items:
+        an item can be in the top-``F`` only if its canonical score is >= ``cut``; a running top-``F`` keeps the
+        smallest ids of a tie. A block's SGEMM scores rule out the items below the cut (past a near-tie, nearly all of them).
+        A float64 dot product is within ``err`` of the one :func:`canonical_scores` sums, so where both ends of
+        ``[s - err, s + err]`` round to the same float32, that float32 *is* the canonical score: only the items
+        whose interval straddles a float32 rounding boundary are re-scored.
+        """
+        n_t, dim = queries.shape
+        qb = max(1, min(n_t, self.max_block_elems // (dim * max(fetch, _SCAN_COLS))))
+        cols = max(1, self.max_block_elems // (dim * qb))
+        # |float64 sum - exact| <= D * 2**-53 * |q| * |v| in any order; 2**-50 leaves slack for s +- err itself
+        err = (dim + 2) * 2.0**-50 * q_norm * self._norm_bound() + 1e-30  # [T]
+        pairs = max(1, self.max_block_elems // dim)  # items re-scored per canonical_scores call
+        out_scores = np.empty((n_t, fetch), dtype=np.float32)  # [T, F]
+        out_ids = np.empty((n_t, fetch), dtype=np.int64)
+        for q0 in range(0, n_t, qb):
+            q = queries[q0 : q0 + qb]  # [Qb, D]
+            q64, e, t = q.astype(np.float64), err[q0 : q0 + qb, None], cut[q0 : q0 + qb, None]
+            # rounded down to float32: no SGEMM score that could reach the cut is compared away
+            floor = np.nextafter((t - sgemm_eps[q0 : q0 + qb, None]).astype(np.float32), np.float32(-np.inf)).T
+            best_s = np.full((q.shape[0], fetch), -np.inf, dtype=np.float32)  # [Qb, F] running top-F, unsorted
+            # distinct placeholder ids above any real one: the first F items scanned displace them, even at -inf
+            best_i = np.broadcast_to(np.iinfo(np.int64).max - 1 - np.arange(fetch), best_s.shape)
+            for c0 in range(0, len(self), cols):
+                block = self._vectors[c0 : c0 + cols]  # [C, D]
+                near = np.flatnonzero((block @ q.T >= floor).any(axis=1))  # [H] items some query may keep
+                if near.size == 0:
+                    continue
+                s64 = q64 @ block[near].astype(np.float64).T  # [Qb, H]
+                hi = (s64 + e).astype(np.float32)
+                keep = hi >= t  # the others score < cut canonically (rounding is monotone)
+                lo = (s64 - e).astype(np.float32)
+                scores = np.where(keep, hi, np.float32(-np.inf))  # [Qb, H]
+                r, c = np.nonzero(keep & (lo != hi))
+                rows = c0 + near  # [H]
+                for p0 in range(0, r.size, pairs):
+                    rr, cc = r[p0 : p0 + pairs], c[p0 : p0 + pairs]
+                    scores[rr, cc] = canonical_scores(q[rr], self._vectors, rows[cc][:, None])[:, 0]
+                best_s, best_i = _keep_best(best_s, best_i, scores, self._ids[rows])
+            order = _sort_rows(best_s, best_i)
+            out_scores[q0 : q0 + qb] = np.take_along_axis(best_s, order, axis=1)
+            out_ids[q0 : q0 + qb] = np.take_along_axis(best_i, order, axis=1)
         return out_scores, out_ids
 
     def _rescore(self, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
