@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from twotower.training import loop
+from twotower.training import loop, progress
 
 
 class _Tty:
@@ -24,7 +24,7 @@ class _Tty:
 @pytest.mark.parametrize(("level", "bar"), [(logging.INFO, True), (logging.WARNING, False)])
 def test_bar_on_a_terminal_follows_the_log_level(monkeypatch: pytest.MonkeyPatch, level: int, bar: bool) -> None:
     # `twotower -q` sets WARNING: a quiet run shows no bar on a terminal, as it logs no progress lines off one
-    monkeypatch.setattr(loop.sys, "stderr", _Tty())
+    monkeypatch.setattr(progress.sys, "stderr", _Tty())
     logger = logging.getLogger(loop.__name__)
     old = logger.level
     logger.setLevel(level)
@@ -54,7 +54,7 @@ def test_shown_loss_is_scaled_from_a_ranks_share(caplog: pytest.LogCaptureFixtur
 def test_a_slow_rate_keeps_its_decimals(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     # a cross-encoder trains at under one example a second here: "1 examples/s" misread 0.8
     clock = iter([0.0, 10.0, 20.0])
-    monkeypatch.setattr(loop.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(progress.time, "perf_counter", lambda: next(clock))
     p = loop.Progress("cross-encoder", n_batches=4, n_examples=32, enabled=True, every_s=5.0)
     with caplog.at_level(logging.INFO, logger=loop.__name__):
         p.update(8, 0.5)  # 8 examples in 10 s
@@ -73,7 +73,7 @@ def test_a_terminal_of_zero_columns_gets_the_log_lines(monkeypatch: pytest.Monke
         def fileno(self) -> int:
             return 2
 
-    monkeypatch.setattr(loop.sys, "stderr", _NarrowTty())
+    monkeypatch.setattr(progress.sys, "stderr", _NarrowTty())
     monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
     with caplog.at_level(logging.INFO, logger=loop.__name__):
         prog = loop.Progress("epoch 1", 4, 16, enabled=True, every_s=1e-9)

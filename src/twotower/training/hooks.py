@@ -17,7 +17,8 @@ from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
-from twotower.training.loop import EarlyStopping, budget_horizon
+from twotower.training.loop import EarlyStopping
+from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ log = logging.getLogger("twotower.training.trainer")
 def check_enough_examples(tr: "Trainer") -> None:
     """Refuse data that gives no batch: every epoch skipped all of it, logged loss 0.0 and kept the untrained
     weights as the best epoch (e.g. sequence examples where no user has two training interactions)."""
-    need, n = max(2, tr.world), tr._units_per_epoch()  # _train_epoch skips a batch smaller than this
+    need, n = max(2, tr.world), tr._units_per_epoch()  # train_epoch skips a batch smaller than this
     if n >= need:
         return
     ranks = f" ({tr.world} ranks each need one)" if tr.world > 2 else ""

@@ -19,34 +19,32 @@ gradients, steps every optimizer and the schedule.
   ``sparse=True`` get SparseAdam automatically -- on large tables it is 28-38x
   faster than dense Adam on this CPU, since only the touched rows are updated
   (:class:`~twotower.training.sparse_adam.RowSparseAdam`: SparseAdam's numbers, written by row).
-* Schedule: constant, or linear warm-up over ``warmup_frac`` of the steps then linear decay.
+* Schedule: constant, or linear warm-up over ``warmup_frac`` of the steps then linear decay
+  (:mod:`twotower.training.schedule`).
 * Progress: a tqdm bar on a terminal; off a terminal (logs, CI, nohup) a log
   line every ``log_every_s`` seconds with examples/s and the epoch's ETA, so a
-  long epoch on a busy machine is never silent.
+  long epoch on a busy machine is never silent (:mod:`twotower.training.progress`).
 * :class:`EarlyStopping`: best value, patience, and the state a checkpoint keeps.
 """
 from __future__ import annotations
 
-import logging
 import math
-import os
-import sys
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from twotower.config import TrainConfig
 from twotower.errors import TrainingDiverged
+# re-exported: the schedule and the progress display lived here, and `from twotower.training.loop import ...` still works
+from twotower.training.progress import Progress
+from twotower.training.schedule import budget_horizon as budget_horizon
+from twotower.training.schedule import epoch_lr_factor as epoch_lr_factor
+from twotower.training.schedule import lr_factor
 from twotower.training.sparse_adam import RowSparseAdam
 
 __all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "decay_groups", "lr_factor", "Progress"]
-
-log = logging.getLogger(__name__)
-
 
 def make_optimizers(
     params: Iterable[torch.nn.Parameter] | list[dict[str, Any]],
@@ -94,90 +92,6 @@ def decay_groups(params: Iterable[torch.nn.Parameter], decay_1d: bool = TrainCon
 def sparse_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     """The weights of every ``nn.Embedding(sparse=True)`` in ``model`` (they need SparseAdam)."""
     return [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
-
-
-def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
-    """Learning-rate multiplier at ``step``: linear warm-up over ``warmup`` steps, then constant or linear decay."""
-    if step < warmup:
-        return (step + 1) / (warmup + 1)
-    if decay == "linear":
-        return max(0.0, (total - step) / max(1, total - warmup))
-    return 1.0
-
-
-def epoch_lr_factor(epoch: int, epochs: int, schedule: str) -> float:
-    """Learning-rate multiplier for 1-based ``epoch`` of ``epochs``: 1 throughout (``constant``), or
-    decayed from 1 at the first epoch towards 0 after the last (``linear``; ``cosine``, Loshchilov &
-    Hutter 2017, SGDR without restarts)."""
-    done = (epoch - 1) / max(epochs, 1)
-    if schedule == "linear":
-        return 1.0 - done
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * done))
-    return 1.0
-
-
-def budget_horizon(epochs: int, epoch: int, spent_s: float, budget_s: float | None) -> int:
-    """The epoch a decaying schedule ends at: ``epochs``, or earlier where the time budget stops the fit first.
-
-    Before 1-based ``epoch``, with ``spent_s`` seconds over the ``epoch - 1``
-    epochs done, the fit is expected to stop after ``ceil(budget / mean epoch
-    time)`` epochs (the budget check runs before each epoch), so a cosine or
-    linear schedule aimed at that epoch has annealed when the budget ends it,
-    on a slow machine as on a fast one. Recomputed from the epochs' recorded
-    times before every epoch, so a resumed fit follows the same rule.
-    """
-    if budget_s is None or epoch <= 1 or spent_s <= 0:
-        return epochs
-    expected = math.ceil(budget_s / (spent_s / (epoch - 1)))
-    return max(epoch, min(epochs, expected))
-
-
-def _draws_bars(stream: Any) -> bool:
-    """A terminal tqdm can draw on: a terminal that reports 0 columns (``script`` without a terminal, some CI
-    runners and ``ssh -t`` sessions) got empty lines from tqdm and no progress lines either, so a long epoch said
-    nothing; it gets the log lines."""
-    if not stream.isatty():
-        return False
-    try:
-        return os.get_terminal_size(stream.fileno()).columns > 0
-    except (AttributeError, OSError, ValueError):  # no descriptor to ask: trust isatty
-        return True
-
-
-class Progress:
-    """A tqdm bar on a terminal, else a log line every ``every_s`` seconds (examples/s, ETA)."""
-
-    def __init__(self, desc: str, n_batches: int, n_examples: int, *, enabled: bool, every_s: float,
-                 unit: str = "examples") -> None:
-        self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
-        self.unit = unit  # what n_examples counts: "sequences" for whole-window training, as its epoch line says
-        self.enabled, self.every_s = enabled, every_s
-        # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
-        self.tty = enabled and _draws_bars(sys.stderr) and log.isEnabledFor(logging.INFO)
-        self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
-        self.t0 = self.last = time.perf_counter()
-        self.batches = self.examples = 0
-
-    def update(self, n_examples: int, loss: float) -> None:
-        self.batches += 1
-        self.examples += n_examples
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            return
-        now = time.perf_counter()
-        if self.enabled and now - self.last >= self.every_s:
-            self.last = now
-            rate = self.examples / max(now - self.t0, 1e-9)
-            eta = (self.n_examples - self.examples) / max(rate, 1e-9)
-            # two decimals below 10/s: a cross-encoder's 0.8 examples/s read "1 examples/s"
-            log.info("%s: batch %d/%d, %.*f %s/s, loss %.4f, ETA %.0fs",
-                     self.desc, self.batches, self.n_batches, 0 if rate >= 10 else 2, rate, self.unit, loss, eta)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
 
 
 @dataclass

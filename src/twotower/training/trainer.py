@@ -28,9 +28,7 @@ streams (equal in distribution to one process, not bit for bit).
 from __future__ import annotations
 
 import logging
-import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +46,12 @@ from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
-from twotower.training.diagnostics import check_finite_weights, model_diagnostics
+from twotower.training.diagnostics import check_finite_weights
+from twotower.training.epoch import train_epoch
 from twotower.training.examples import build_examples, make_histories
-from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, epoch_lr_factor, sparse_parameters
+from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
+from twotower.training.result import TrainResult
+from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
@@ -60,27 +61,6 @@ from twotower.utils.runtime import flush_denormals, resolve_device
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainResult:
-    best_epoch: int
-    best_metric: float
-    epochs_run: int  # epochs that ran in this call and before it (a resumed run counts its earlier ones)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-    # why the fit ended before train.epochs ("early stopping ...", "time budget ..."); None when it ran them all
-    stopped: str | None = None
-    resumed_after: int = 0  # the checkpoint's epoch a resumed fit continued after (0: a fresh fit); ``seconds`` is
-    # this call's time, so ``epochs_run - resumed_after`` epochs ran in it
-    # what the pipeline fitted after training (model.item_item: weight, rank, lambda, its validation grid)
-    item_item: dict[str, Any] | None = None
-
-    @property
-    def final_metric(self) -> float:
-        """The validation metric of the model as returned: ``best_metric`` (the best epoch's), or with the
-        item-item term fitted after training, the metric at its chosen weight."""
-        return float(self.item_item["valid_metric"]) if self.item_item else self.best_metric
 
 
 class Trainer:
@@ -207,73 +187,7 @@ class Trainer:
 
     def _run_epoch(self, epoch: int) -> dict[str, Any]:
         with flush_denormals():
-            return self._train_epoch(epoch)
-
-    def _train_epoch(self, epoch: int) -> dict[str, Any]:
-        self.model.train()
-        n = self._units_per_epoch()
-        # same permutation on every rank and on resume: it depends on (seed, epoch) only
-        epoch_rng = np.random.default_rng([self.cfg.seed, epoch])
-        order = epoch_rng.permutation(len(self.examples))[:n]
-        B = self.cfg.batch_size  # global batch
-        if self.sequence:  # similar lengths together, so trimmed windows skip most padding
-            order = self.examples.bucketed(order, B, epoch_rng)
-        n_batches = math.ceil(n / B)
-        acc_sum = positions = 0.0
-        last: tuple[torch.Tensor, torch.Tensor] | None = None
-        t0 = time.perf_counter()
-        # sequence mode counts users' windows: its progress lines said "examples/s" where the epoch line says seq/s
-        unit = "sequences" if self.sequence else "examples"
-        with self.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run:
-            for b in range(n_batches):
-                idx = order[b * B : (b + 1) * B]
-                if len(idx) < max(2, self.world):  # every rank needs an example, every query company
-                    continue
-                out: dict[str, Any] = {}
-
-                def closure(idx: np.ndarray = idx, out: dict[str, Any] = out) -> tuple[float, int]:
-                    loss, acc, q, pos, n_pos = self._step(idx)
-                    out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)
-                    return loss, len(idx)
-
-                run.step(closure)
-                if self.average is not None:
-                    self.average.update()
-                acc_sum += out["acc"]
-                positions += out["n_pos"]
-                last = (out["q"], out["pos"])
-        seconds = time.perf_counter() - t0
-        total_loss, total_acc = run.loss_sum, acc_sum
-        if self.world > 1:  # each rank holds its share of every batch's loss and accuracy
-            mean = tdist.all_reduce_mean({"loss": total_loss, "acc": total_acc, "pos": positions})
-            total_loss, total_acc, positions = mean["loss"] * self.world, mean["acc"] * self.world, mean["pos"] * self.world
-        # means over the steps taken: a last batch too small to train (one example, no in-batch company) is skipped,
-        # and counting it read the epoch's loss and accuracy low (by a third with 17 examples in batches of 8)
-        steps = max(run.batches, 1)
-        row: dict[str, Any] = {"epoch": epoch, "loss": total_loss / steps, "inbatch_accuracy": total_acc / steps,
-                               "examples_per_s": n / max(seconds, 1e-9)}
-        if self.sequence:
-            row["positions_per_s"] = positions / max(seconds, 1e-9)
-        if self.world > 1 and self.cfg.diagnostics and last is not None:
-            # the whole last global batch, not rank 0's share of it: the user spread, alignment and collapse
-            # alarm one process logs (every rank joins the gather; only rank 0 reads it)
-            last = (tdist.gather_no_grad(last[0].detach()), tdist.gather_no_grad(last[1].detach()))
-        if not tdist.is_main():
-            return row
-        from twotower.training.hooks import averaged
-
-        # the model validated and saved (the weight average under train.ema_decay): item_std, item_uniformity and
-        # alpha described the live weights, which are neither; the last batch's user vectors (user_std, alignment)
-        # are the training step's own
-        with averaged(self):
-            if self.cfg.diagnostics:
-                # sequence mode: rank 0 alone must not draw from the window stream every rank shares
-                rng = np.random.default_rng([self.cfg.seed, epoch, 1]) if self.sequence else self.rng
-                row.update(model_diagnostics(self.model, rng, last, earlier=self.history))  # history: epochs before
-            alpha = self.model.item_tower.alpha
-        if alpha is not None:
-            row["alpha"] = alpha
-        return row
+            return train_epoch(self, epoch)  # training/epoch.py
 
     def validate(self) -> dict[str, float]:
         if self.valid_relevant is None:

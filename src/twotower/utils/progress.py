@@ -2,7 +2,7 @@
 
 Evaluation, baseline tuning, ``recommend --users all`` and text encoding can each
 run for minutes; in a redirected log (CI, nohup) they would otherwise be silent
-until they end. Training has its own bar-or-line display (``training.loop.Progress``).
+until they end. Training has its own bar-or-line display (``training.progress.Progress``).
 """
 from __future__ import annotations
 

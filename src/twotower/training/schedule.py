@@ -1,0 +1,45 @@
+"""Learning-rate schedules: the per-step warm-up/decay of :class:`~twotower.training.loop.TrainLoop`, the
+per-epoch decay the recommender trainer applies (``train.lr_schedule``), and the epoch that decay aims at under a
+time budget."""
+from __future__ import annotations
+
+import math
+
+__all__ = ["lr_factor", "epoch_lr_factor", "budget_horizon"]
+
+
+def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:
+    """Learning-rate multiplier at ``step``: linear warm-up over ``warmup`` steps, then constant or linear decay."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)
+    if decay == "linear":
+        return max(0.0, (total - step) / max(1, total - warmup))
+    return 1.0
+
+
+def epoch_lr_factor(epoch: int, epochs: int, schedule: str) -> float:
+    """Learning-rate multiplier for 1-based ``epoch`` of ``epochs``: 1 throughout (``constant``), or
+    decayed from 1 at the first epoch towards 0 after the last (``linear``; ``cosine``, Loshchilov &
+    Hutter 2017, SGDR without restarts)."""
+    done = (epoch - 1) / max(epochs, 1)
+    if schedule == "linear":
+        return 1.0 - done
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * done))
+    return 1.0
+
+
+def budget_horizon(epochs: int, epoch: int, spent_s: float, budget_s: float | None) -> int:
+    """The epoch a decaying schedule ends at: ``epochs``, or earlier where the time budget stops the fit first.
+
+    Before 1-based ``epoch``, with ``spent_s`` seconds over the ``epoch - 1``
+    epochs done, the fit is expected to stop after ``ceil(budget / mean epoch
+    time)`` epochs (the budget check runs before each epoch), so a cosine or
+    linear schedule aimed at that epoch has annealed when the budget ends it,
+    on a slow machine as on a fast one. Recomputed from the epochs' recorded
+    times before every epoch, so a resumed fit follows the same rule.
+    """
+    if budget_s is None or epoch <= 1 or spent_s <= 0:
+        return epochs
+    expected = math.ceil(budget_s / (spent_s / (epoch - 1)))
+    return max(epoch, min(epochs, expected))
