@@ -258,3 +258,95 @@ def test_a_tie_group_at_the_cut_costs_few_catalogue_scans(monkeypatch):
     res = index.search(x[1000:1001], 10, exclude=[np.array([1000])])
     assert res.ids[0].tolist() == list(range(1001, 1011))
     assert len(scans) <= 3, scans
+
+
+def _spy_on_fetches(monkeypatch, index):
+    """The depths of the FAISS searches ``index`` makes, in order."""
+    fetched = []
+    plain = type(index._index).search
+
+    def spy(self, q, f, **kw):
+        fetched.append(f)
+        return plain(self, q, f, **kw)
+
+    monkeypatch.setattr(type(index._index), "search", spy)
+    return fetched
+
+
+def test_a_large_tie_at_the_cut_of_a_flat_index_is_fetched_once_more_at_most(monkeypatch):
+    # 3,000 equal vectors, k=10: fetching 8x deeper per retry took 11, 88, 704, 3,200 (4 searches of the whole
+    # catalogue; 100,000 x 64, 64 queries: 2.0 s); one counting scan sizes the one deeper fetch instead
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3200, 8)).astype(np.float32)
+    x[:3000] = x[0]
+    ids = (rng.permutation(3200) * 3 + 1).astype(np.int64)
+    q = np.repeat(x[:1], 6, axis=0) + 0.01 * rng.standard_normal((6, 8)).astype(np.float32)
+    index = FaissIndex("flat").build(x, ids)
+    fetched = _spy_on_fetches(monkeypatch, index)
+    res = index.search(q, 10)
+    assert len(fetched) <= 2 and fetched[0] == 11, fetched
+    np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, 10))
+
+
+def _canonical_top(x, ids, q, k, exclude=None, allow=None):
+    """Top-k of every row by canonical scores (exact on the quantised data below), ties by smaller id."""
+    from twotower.index.exact import canonical_scores
+
+    scores = canonical_scores(q, x, np.tile(np.arange(len(x)), (len(q), 1)))  # [Q, N]
+    out = np.full((len(q), k), -1, dtype=np.int64)
+    for r in range(len(q)):
+        keep = np.ones(len(ids), bool)
+        if exclude is not None:
+            keep &= ~np.isin(ids, exclude[r])
+        if allow is not None:
+            keep &= np.isin(ids, allow)
+        order = np.lexsort((ids[keep], -scores[r][keep]))[:k]
+        out[r, : order.size] = ids[keep][order]
+    return out
+
+
+@pytest.mark.parametrize("n_q", [1, 3, 40])
+@pytest.mark.parametrize("k", [1, 7, 64, 500])
+def test_heavy_quantised_ties_on_a_flat_index_match_the_full_canonical_sort(n_q, k):
+    # on a coarse grid every score is exact in float32, so FAISS's scores are the canonical ones and the lists
+    # must be the full sort's: all of a tie at the cut fetched, the smaller ids kept (1 query: FAISS's SIMD loop)
+    rng = np.random.default_rng(k + n_q)
+    n, dim = 900, 5
+    x = (rng.integers(-2, 3, (n, dim)) / 2).astype(np.float32)
+    x[n // 3 : n // 3 + n // 4] = x[n // 3]  # a run of equal vectors
+    x[-5:] = 0  # zero vectors: score 0 for every query
+    ids = (rng.permutation(4 * n)[:n]).astype(np.int64)
+    q = (rng.integers(-2, 3, (n_q, dim)) / 2).astype(np.float32)
+    q[: max(1, n_q // 4)] = x[n // 3]  # ties at the top
+    q[n_q // 2 : n_q // 2 + n_q // 8] = -x[n // 3]  # and at the bottom, with negative scores
+    index = FaissIndex("flat").build(x, ids)
+    np.testing.assert_array_equal(index.search(q, k).ids, _canonical_top(x, ids, q, k))
+    exclude = [rng.choice(ids, int(rng.integers(0, 850)), replace=False) for _ in range(n_q)]
+    res = index.search(q, k, exclude=exclude)
+    np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, k, exclude))  # k > what is left: padded
+    for allow_size in (50, 400, 900):
+        allow = np.sort(rng.choice(ids, allow_size, replace=False))
+        res = index.search(q, k, exclude=exclude, allow=allow)
+        np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, k, exclude, allow))
+
+
+@pytest.mark.parametrize("n_q", [1, 2, 64])
+def test_near_ties_of_a_flat_index_keep_faiss_scores_bit_for_bit(n_q):
+    # equal vectors and vectors one float32 step apart: FAISS's rounded scores tie or not depending on its
+    # kernels; the lists and score bits must be those of a search of the whole catalogue, ties by smaller id
+    from twotower.index.faiss_index import _sorted
+
+    rng = np.random.default_rng(n_q)
+    x = rng.standard_normal((5000, 64)).astype(np.float32)
+    base = x[0].copy()
+    x[:3000] = base
+    x[1000:2000] = np.nextafter(base, np.float32(np.inf))  # one step up in every dimension
+    x[2000:2500, :7] = np.nextafter(base[:7], np.float32(-np.inf))
+    ids = rng.permutation(5000).astype(np.int64)
+    q = (np.repeat(base[None], n_q, axis=0) + 0.001 * rng.standard_normal((n_q, 64))).astype(np.float32)
+    index = FaissIndex("flat").build(x, ids)
+    for k in (10, 1500, 2600):
+        res = index.search(q, k)
+        full_s, full_i = _sorted(*index._index.search(q, 5000), k)  # the same batch at full depth
+        np.testing.assert_array_equal(res.ids, full_i)
+        np.testing.assert_array_equal(res.scores.view(np.int32), full_s.view(np.int32))

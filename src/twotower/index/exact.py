@@ -27,6 +27,7 @@ identical lists for identical queries.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,52 @@ def canonical_scores(queries: np.ndarray, vectors: np.ndarray, rows: np.ndarray)
     gathered = vectors[np.maximum(rows, 0)].astype(np.float64)  # [Q, F, D]
     scores = (gathered * queries.astype(np.float64)[:, None, :]).sum(axis=2).astype(np.float32)  # [Q, F]
     return np.where(rows == PAD_ID, np.float32(-np.inf), scores)
+
+
+def max_norm(vectors: np.ndarray) -> float:
+    """Largest row norm of ``vectors[N, D]``: scales the SGEMM rounding bound of :func:`sgemm_eps`."""
+    # in row chunks: a float64 copy of a 1M x 64 catalogue would be 512 MB per (worker) process
+    best = 0.0
+    for s in range(0, len(vectors), 1 << 16):
+        chunk = vectors[s : s + (1 << 16)].astype(np.float64)
+        best = max(best, float((chunk**2).sum(axis=1).max(initial=0.0)))
+    return float(np.sqrt(best))
+
+
+def sgemm_eps(queries: np.ndarray, norm_bound: float) -> np.ndarray:
+    """A bound, per query, on how far any float32 dot product of ``queries[Q, D]`` with a vector of norm at most
+    ``norm_bound`` lies from the exact one (SGEMM, FAISS's SIMD loop, any summation order) -> ``[Q]``.
+
+    The error of one sum is at most about ``D * 2**-24 * |q| * |v|``; this is four times that, with slack, so that
+    twice it separates a strict winner from anything a search left behind."""
+    q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [Q]
+    return (queries.shape[1] + 2) * 2.0**-22 * q_norm * norm_bound + 1e-30
+
+
+def scan_reaching(
+    vectors: np.ndarray, queries: np.ndarray, cut: np.ndarray, eps: np.ndarray, cols: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Blocks of ``cols`` rows of ``vectors[N, D]`` with, for each, which may score ``>= cut[Q]`` exactly.
+
+    Yields ``(c0, hit[C, Q])``: ``hit`` is False only where the block row's SGEMM score is below ``cut - eps``
+    (``eps`` from :func:`sgemm_eps`), so an item whose exact score (or any float32 one within ``eps``) reaches
+    the cut is never ruled out. Past a near-tie at a cut, nearly every row is ruled out by one SGEMM."""
+    # rounded down to float32: no SGEMM score that could reach the cut is compared away
+    floor = np.nextafter((cut - eps).astype(np.float32), np.float32(-np.inf))  # [Q]
+    for c0 in range(0, len(vectors), cols):
+        yield c0, vectors[c0 : c0 + cols] @ queries.T >= floor  # [C, Q]
+
+
+def count_reaching(
+    vectors: np.ndarray, queries: np.ndarray, cut: np.ndarray, eps: np.ndarray, max_block_elems: int
+) -> np.ndarray:
+    """How many rows of ``vectors`` :func:`scan_reaching` keeps for each query -> ``[Q]`` int64.
+
+    An upper bound of the number of items whose score reaches ``cut``; ``Q * C <= max_block_elems`` per block."""
+    counts = np.zeros(queries.shape[0], dtype=np.int64)
+    for _, hit in scan_reaching(vectors, queries, cut, eps, max(1, max_block_elems // max(1, queries.shape[0]))):
+        counts += hit.sum(axis=0)
+    return counts
 
 
 def _sort_rows(scores: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -213,12 +260,7 @@ class ExactIndex(VectorIndex):
     def _norm_bound(self) -> float:
         """Largest stored vector norm (cached): scales the SGEMM rounding bound."""
         if self._max_norm is None:
-            # in row chunks: a float64 copy of a 1M x 64 catalogue would be 512 MB per (worker) process
-            best = 0.0
-            for s in range(0, len(self._vectors), 1 << 16):
-                chunk = self._vectors[s : s + (1 << 16)].astype(np.float64)
-                best = max(best, float((chunk**2).sum(axis=1).max(initial=0.0)))
-            self._max_norm = float(np.sqrt(best))
+            self._max_norm = max_norm(self._vectors)
         return self._max_norm
 
     def _search_candidates(self, queries: np.ndarray, fetch: int) -> tuple[np.ndarray, np.ndarray]:
@@ -227,10 +269,7 @@ class ExactIndex(VectorIndex):
         fetch = min(fetch, n)
         out_scores = np.empty((n_q, fetch), dtype=np.float32)  # [Q, F]
         out_ids = np.empty((n_q, fetch), dtype=np.int64)
-        # SGEMM error of one score is at most about D * 2**-24 * |q| * |v|; twice that, with slack, separates
-        # a strict winner from anything FAISS left behind.
-        q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [Q]
-        eps = (dim + 2) * 2.0**-22 * q_norm * self._norm_bound() + 1e-30  # [Q]
+        eps = sgemm_eps(queries, self._norm_bound())  # [Q]
         f = min(n, fetch + _MARGIN)
         qb = max(1, min(n_q, self.max_block_elems // max(1, f * dim)))
         unsettled = np.zeros(n_q, dtype=bool)  # [Q] rows whose cut may hide an unfetched (tied) item
@@ -247,12 +286,11 @@ class ExactIndex(VectorIndex):
                 unsettled[block] = faiss_s[:, -1].astype(np.float64) + 2 * eps[block] >= out_scores[block, -1]
         todo = np.flatnonzero(unsettled)
         if todo.size:
-            out_scores[todo], out_ids[todo] = self._settle_cut(
-                queries[todo], out_scores[todo, -1], fetch, q_norm[todo], eps[todo])
+            out_scores[todo], out_ids[todo] = self._settle_cut(queries[todo], out_scores[todo, -1], fetch, eps[todo])
         return out_scores, out_ids
 
     def _settle_cut(
-        self, queries: np.ndarray, cut: np.ndarray, fetch: int, q_norm: np.ndarray, sgemm_eps: np.ndarray
+        self, queries: np.ndarray, cut: np.ndarray, fetch: int, eps: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Exact top-``fetch`` of ``queries[T, D]`` whose ``fetch``-th canonical score is at least ``cut[T]``.
 
@@ -267,6 +305,7 @@ class ExactIndex(VectorIndex):
         qb = max(1, min(n_t, self.max_block_elems // (dim * max(fetch, _SCAN_COLS))))
         cols = max(1, self.max_block_elems // (dim * qb))
         # |float64 sum - exact| <= D * 2**-53 * |q| * |v| in any order; 2**-50 leaves slack for s +- err itself
+        q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [T]
         err = (dim + 2) * 2.0**-50 * q_norm * self._norm_bound() + 1e-30  # [T]
         pairs = max(1, self.max_block_elems // dim)  # items re-scored per canonical_scores call
         out_scores = np.empty((n_t, fetch), dtype=np.float32)  # [T, F]
@@ -274,17 +313,14 @@ class ExactIndex(VectorIndex):
         for q0 in range(0, n_t, qb):
             q = queries[q0 : q0 + qb]  # [Qb, D]
             q64, e, t = q.astype(np.float64), err[q0 : q0 + qb, None], cut[q0 : q0 + qb, None]
-            # rounded down to float32: no SGEMM score that could reach the cut is compared away
-            floor = np.nextafter((t - sgemm_eps[q0 : q0 + qb, None]).astype(np.float32), np.float32(-np.inf)).T
             best_s = np.full((q.shape[0], fetch), -np.inf, dtype=np.float32)  # [Qb, F] running top-F, unsorted
             # distinct placeholder ids above any real one: the first F items scanned displace them, even at -inf
             best_i = np.broadcast_to(np.iinfo(np.int64).max - 1 - np.arange(fetch), best_s.shape)
-            for c0 in range(0, len(self), cols):
-                block = self._vectors[c0 : c0 + cols]  # [C, D]
-                near = np.flatnonzero((block @ q.T >= floor).any(axis=1))  # [H] items some query may keep
+            for c0, hit in scan_reaching(self._vectors, q, cut[q0 : q0 + qb], eps[q0 : q0 + qb], cols):
+                near = np.flatnonzero(hit.any(axis=1))  # [H] items some query may keep
                 if near.size == 0:
                     continue
-                s64 = q64 @ block[near].astype(np.float64).T  # [Qb, H]
+                s64 = q64 @ self._vectors[c0 + near].astype(np.float64).T  # [Qb, H]
                 hi = (s64 + e).astype(np.float32)
                 keep = hi >= t  # the others score < cut canonically (rounding is monotone)
                 lo = (s64 - e).astype(np.float32)

@@ -32,7 +32,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors, describe
-from twotower.index.exact import use_blas_for
+from twotower.index.exact import count_reaching, max_norm, sgemm_eps, use_blas_for
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
@@ -43,10 +43,13 @@ log = logging.getLogger(__name__)
 SHORTCUTS = ("flat", "ivf", "hnsw", "ivfpq")
 #: Public knob name -> FAISS ParameterSpace name.
 _KNOBS = {"nprobe": "nprobe", "efSearch": "efSearch", "k_factor": "k_factor_rf"}
-#: How much deeper an exact search fetches again when hits still tie at its cut. Every fetch is a scan of the
-#: whole catalogue whatever its depth, so doubling through a group of ~1,000 equal vectors (1M items: the
-#: items without training signal) took 7 scans, 0.18 s for one /similar-items; 8x takes 3.
+#: How much deeper a search on GPU fetches again when hits still tie at its cut of an exact index. Every fetch is a
+#: scan of the whole catalogue whatever its depth, so doubling through a group of ~1,000 equal vectors (1M items:
+#: the items without training signal) took 7 scans, 0.18 s for one /similar-items; 8x takes 3. On CPU one
+#: counting scan sizes the single deeper fetch instead (:meth:`FaissIndex._settle_depth`).
 TIE_FETCH_GROWTH = 8
+#: SGEMM scores per block of the scan that counts the items a tie at the cut may reach (16 MiB of float32).
+_COUNT_BLOCK_ELEMS = 1 << 22
 _ADD_CHUNK = 1 << 17  # vectors added per faiss call (bounds the temporary assignment buffers)
 
 
@@ -263,6 +266,7 @@ class FaissIndex(VectorIndex):
         self._gpu: Any = None
         self._ids = np.empty(0, dtype=np.int64)  # live ids [N]
         self._tomb = np.empty(0, dtype=np.int64)  # removed but still stored (index cannot delete)
+        self._max_norm: float | None = None  # cache for a flat index's tie scan, reset whenever the contents change
         self.factory: str | None = None
         self._build_params: dict[str, Any] = {}
 
@@ -366,6 +370,7 @@ class FaissIndex(VectorIndex):
             self._index.add_with_ids(vectors[s : s + _ADD_CHUNK], ids[s : s + _ADD_CHUNK])
             progress.update(min(s + _ADD_CHUNK, n))
         self._ids = np.concatenate([self._ids, ids])
+        self._max_norm = None
 
     def add(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         if self._index is None:
@@ -397,6 +402,7 @@ class FaissIndex(VectorIndex):
             log.debug("%s cannot delete; hiding %d ids", self.factory, present.size)
             self._tomb = np.union1d(self._tomb, present)
         self._ids = self._ids[~np.isin(self._ids, present)]
+        self._max_norm = None
         self._sync_gpu()
         return int(present.size)
 
@@ -474,16 +480,41 @@ class FaissIndex(VectorIndex):
             return _sorted(scores, ids, fetch)
         # Exact: make the cut tie-correct (smaller id wins) by fetching past any tie at the boundary.
         f = min(fetch + 1, total)
-        while True:
-            scores, ids = index.search(queries, f)  # [Q, f]
-            if f >= total or f <= fetch:
-                break
+        scores, ids = index.search(queries, f)  # [Q, f]
+        while f < total and f > fetch:
             # the last fetched hit still ties the k-th: more tied hits may lie beyond it
             straddle = (scores[:, -1] == scores[:, fetch - 1]) & (ids[:, -1] != PAD_ID)
             if not straddle.any():
                 break
-            f = min(TIE_FETCH_GROWTH * f, total)
-        return _sorted(scores, ids, fetch)
+            f = self._settle_depth(queries[straddle], scores[straddle, fetch - 1], f)
+            # the whole batch again, never the straddling rows alone: a score's float32 bits depend on the batch
+            # (FAISS's SGEMM blocks, its SIMD loop for few queries, its split of the catalogue over threads)
+            scores, ids = index.search(queries, f)
+            if self._gpu is None:
+                break  # _settle_depth counted every hit that can reach the cut
+        return _top_of_descending(scores, ids, fetch)
+
+    def _settle_depth(self, queries: np.ndarray, cut: np.ndarray, f: int) -> int:
+        """How deep to fetch ``queries[T, D]`` again, whose ``F``-th hit scored ``cut[T]`` and ties the ``f``-th.
+
+        Every item that may score ``>= cut`` in FAISS: an upper bound from one counting scan of the stored vectors
+        (:func:`~twotower.index.exact.count_reaching`, blocks of at most :data:`_COUNT_BLOCK_ELEMS` scores), so
+        the fetch at that depth holds the whole tie and settles it by the smaller ids, as fetching 8x deeper until
+        the tie fitted did: the same lists and score bits, one more fetch instead of ``log8(tie / F)``. FAISS's own
+        scores cannot be recomputed outside a search of the same batch (see the caller), so only the depth is
+        scanned for; on GPU (no vectors here to scan) the fetch grows 8x per retry.
+        """
+        total = int(self._index.ntotal)
+        if self._gpu is not None:
+            return min(TIE_FETCH_GROWTH * f, total)
+        faiss = _faiss()
+        inner = self._inner()
+        vectors = faiss.rev_swig_ptr(inner.get_xb(), total * inner.d).reshape(total, inner.d)  # [N, D], no copy
+        if self._max_norm is None:
+            self._max_norm = max_norm(vectors)
+        # FAISS's score and the counting SGEMM are each within sgemm_eps / 4 of the exact one
+        counts = count_reaching(vectors, queries, cut, sgemm_eps(queries, self._max_norm), _COUNT_BLOCK_ELEMS)
+        return int(min(total, max(f + 1, counts.max())))
 
     def _hnsw_depth(self, fetch: int) -> Any:
         """FAISS search parameters searching an HNSW graph at least ``fetch`` deep, or None when efSearch suffices.
@@ -633,3 +664,20 @@ class FaissIndex(VectorIndex):
 def _sorted(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     res = Results.from_scores_and_ids(scores, ids.astype(np.int64, copy=False), k)  # ties -> smaller id
     return res.scores, res.ids
+
+
+def _top_of_descending(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_sorted` of a deep fetch ``scores[Q, f]`` whose rows FAISS sorted by descending score.
+
+    Only the hits above each row's ``k``-th score (fewer than ``k``, in the first ``k`` places) and the ``k``
+    smallest ids that tie with it can be in its top-``k``: those go to :func:`_sorted`, not all ``f`` (a full
+    lexsort of 64 x 100,000 hits took 1.1 s)."""
+    if (ids == PAD_ID).any():
+        return _sorted(scores, ids, k)
+    none = np.iinfo(np.int64).max
+    cut = scores[:, k - 1 : k]  # [Q, 1]
+    tied = np.partition(np.where(scores == cut, ids, none), k - 1, axis=1)[:, :k]  # [Q, k] smallest tied ids
+    head = scores[:, :k]
+    above = np.where(head > cut, head, -np.inf)  # [Q, k]; the tied ones among them come from `tied`, once
+    cand_s = np.concatenate([above, np.where(tied != none, cut, -np.inf)], axis=1).astype(np.float32)  # [Q, 2k]
+    return _sorted(cand_s, np.concatenate([ids[:, :k], tied], axis=1), k)
