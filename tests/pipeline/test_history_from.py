@@ -155,15 +155,28 @@ def test_a_user_without_rows_in_the_history_files_is_said_to_be_ranked_from_an_e
     assert main(["-q", "recommend", "--run", str(run.dir), "--user", uid, "--history-from",
                  str(tmp_path / "others.csv"), "--k", "5", "--json"]) == 0
     err = capsys.readouterr().err
-    assert (f"1 of 1 users have no rows in the --history-from files (e.g. user {uid}): each is ranked from an "
+    assert (f"1 of 1 users have no rows of known items in the --history-from files (e.g. user {uid}): each is ranked from an "
             "empty input history, not from their training history") in err
     other = run.user_vocab.ids[4]
     assert main(["-q", "recommend", "--run", str(run.dir), "--users", f"{other},{uid}", "--history-from",
                  str(tmp_path / "others.csv"), "--k", "5", "--out", str(tmp_path / "r.csv")]) == 0
-    assert f"1 of 2 users have no rows in the --history-from files (e.g. user {uid})" in capsys.readouterr().err
+    assert f"1 of 2 users have no rows of known items in the --history-from files (e.g. user {uid})" in capsys.readouterr().err
     assert main(["-q", "recommend", "--run", str(run.dir), "--user", other, "--history-from",
                  str(tmp_path / "others.csv"), "--k", "5", "--json"]) == 0
-    assert "no rows in the --history-from files" not in capsys.readouterr().err
+    assert "no rows of known items in the --history-from files" not in capsys.readouterr().err
+
+
+def test_a_user_whose_history_rows_are_all_unknown_items_is_told_so_not_that_the_files_lack_them(run, tmp_path,
+                                                                                                 capsys):
+    # a user whose only rows name items the run never saw was told "no rows in the --history-from files",
+    # which sends them looking for a misspelt file or user id when the rows were there and dropped
+    uid = run.user_vocab.ids[3]
+    (tmp_path / "h.csv").write_text(f"user_id,item_id,timestamp\n{uid},never-seen-item,5\n")
+    capsys.readouterr()
+    assert main(["-q", "recommend", "--run", str(run.dir), "--user", uid, "--history-from",
+                 str(tmp_path / "h.csv"), "--k", "5", "--json"]) == 0
+    assert (f"1 of 1 users have no rows of known items in the --history-from files (e.g. user {uid})"
+            in capsys.readouterr().err)
 
 
 def test_history_from_with_history_is_refused(run, split_dir, capsys):

@@ -141,7 +141,7 @@ def test_a_user_without_rows_in_the_history_files_is_warned_about_in_the_answer(
     train = pd.read_csv(split_dir / "train.csv", dtype=str)
     service = RecommenderService.load(run.dir, exact=True, history_from=[train[train["user_id"] != uid]])
     answer = service.recommend(RecRequest(user_id=uid, k=3))
-    assert answer["warnings"] == [f"user_id: {uid!r} has no rows in the serve --history-from files, so the list is "
+    assert answer["warnings"] == [f"user_id: {uid!r} has no rows of known items in the serve --history-from files, so the list is "
                                   "ranked from an empty input history, not from their training history"]
     assert "warnings" not in service.recommend(RecRequest(user_id=run.user_vocab.ids[4], k=3))
 
@@ -178,7 +178,7 @@ def test_an_explanation_from_no_input_rows_is_warned_about_as_the_list_is(run, s
     item = run.item_vocab.ids[0]
     answer = service.explain(user_id=uid, item_id=item)
     assert answer["explanation"]["text"].startswith("You have no history yet")
-    assert answer["warnings"] == [f"user_id: {uid!r} has no rows in the serve --history-from files, so the item is "
+    assert answer["warnings"] == [f"user_id: {uid!r} has no rows of known items in the serve --history-from files, so the item is "
                                   "explained from an empty input history, not from their training history"]
     assert "warnings" not in service.explain(user_id=run.user_vocab.ids[4], item_id=item)
     f = tmp_path / "others.csv"
@@ -186,4 +186,4 @@ def test_an_explanation_from_no_input_rows_is_warned_about_as_the_list_is(run, s
     capsys.readouterr()
     assert main(["explain", "--run", str(run.dir), "--user", uid, "--item", item, "--history-from", str(f)]) == 0
     said = capsys.readouterr().err + caplog.text
-    assert f"user {uid} has no rows in the --history-from files: the item is explained from an empty input" in said
+    assert f"user {uid} has no rows of known items in the --history-from files: the item is explained from an empty input" in said

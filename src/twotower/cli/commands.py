@@ -684,7 +684,7 @@ def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - Train
     lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
     empty = [int(r) for r in rows if lengths[int(r)] == 0]
     if empty:
-        print(f"{len(empty)} of {len(rows)} users have no rows in the --history-from files (e.g. user "
+        print(f"{len(empty)} of {len(rows)} users have no rows of known items in the --history-from files (e.g. user "
               f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
               "training history", file=sys.stderr)
 

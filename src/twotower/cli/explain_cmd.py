@@ -104,7 +104,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         history = [run.item_vocab.id_at(int(r)) for r in inputs]
         if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
             logging.getLogger("twotower").warning(
-                "user %s has no rows in the --history-from files: the item is explained from an empty input "
+                "user %s has no rows of known items in the --history-from files: the item is explained from an empty input "
                 "history, not from their training history", args.user)
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)

@@ -172,7 +172,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
     warnings_field = Field(
         None, description="present when user_features hold values training never saw (an unknown category, "
                           "read as unknown; a number far outside the training range): one line a value, "
-                          "'user_features.<column>: ...'; and when a known user_id has no rows in the serve --history-from "
+                          "'user_features.<column>: ...'; and when a known user_id has no rows of known items in the serve --history-from "
                           "files (ranked from an empty input history)")
 
     class RecommendResponse(BaseModel):

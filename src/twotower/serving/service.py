@@ -195,7 +195,7 @@ class RecommenderService:
         return user_query_vectors(self.run, rows)
 
     def _no_input_history(self, row: int | None) -> bool:
-        """A known user (``row``) with no rows in the ``serve --history-from`` files: read from an empty history."""
+        """A known user (``row``) with no rows in the ``serve --history-from`` files (or only rows of unknown items): read from an empty history."""
         return row is not None and self.histories is not None and self.histories.sequences.lengths()[row] == 0
 
     def _known_history(self, row: int) -> tuple[np.ndarray, np.ndarray]:
@@ -489,7 +489,7 @@ class RecommenderService:
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one (for a history-only
                 # tower every score 0), which a client would otherwise take for this user's
-                notes = [*notes, f"user_id: {r.user_id!r} has no rows in the serve --history-from files, so the "
+                notes = [*notes, f"user_id: {r.user_id!r} has no rows of known items in the serve --history-from files, so the "
                                  "list is ranked from an empty input history, not from their training history"]
             if notes:
                 answer["warnings"] = notes
@@ -545,7 +545,7 @@ class RecommenderService:
         if self._no_input_history(user_row):
             # "You have no history yet" is said of the input history; /recommend warns that it is not the
             # training one, and /explain said it to a user with a training history without a word
-            notes = [*notes, f"user_id: {user_id!r} has no rows in the serve --history-from files, so the item is "
+            notes = [*notes, f"user_id: {user_id!r} has no rows of known items in the serve --history-from files, so the item is "
                              "explained from an empty input history, not from their training history"]
         if notes:
             answer["warnings"] = notes
