@@ -25,6 +25,16 @@ def _interactions(users: int, items: int, per_user: int, seed: int = 0) -> sp.cs
     return sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(users, items))
 
 
+def _train_valid() -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """500 users' interactions, 15% of them held out (seeded) as validation."""
+    x = _interactions(500, 60, 8, seed=4)
+    coo = x.tocoo()
+    held = np.random.default_rng(0).random(coo.nnz) < 0.15
+    train = sp.csr_matrix((coo.data[~held], (coo.row[~held], coo.col[~held])), shape=x.shape)
+    valid = sp.csr_matrix((coo.data[held], (coo.row[held], coo.col[held])), shape=x.shape)
+    return train, valid
+
+
 def test_with_every_eigenpair_kept_it_is_ease_off_the_diagonal() -> None:
     x = _interactions(300, 40, 6)
     dense = EASE(l2=20.0).fit(x).weights
@@ -66,12 +76,7 @@ def test_a_truncated_spectrum_ranks_like_ease_where_the_spectrum_is_concentrated
 
 
 def test_tuning_picks_the_lambda_validation_prefers_and_returns_its_model() -> None:
-    x = _interactions(500, 60, 8, seed=4)
-    rng = np.random.default_rng(0)
-    coo = x.tocoo()
-    held = rng.random(coo.nnz) < 0.15
-    train = sp.csr_matrix((coo.data[~held], (coo.row[~held], coo.col[~held])), shape=x.shape)
-    valid = sp.csr_matrix((coo.data[held], (coo.row[held], coo.col[held])), shape=x.shape)
+    train, valid = _train_valid()
     model, table = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0, 3000.0), k=60, seed=0)
     assert [row["l2"] for row in table] == [1.0, 30.0, 3000.0]
     best = max(table, key=lambda row: row["NDCG@10"])
@@ -84,12 +89,7 @@ def test_tuning_picks_the_lambda_validation_prefers_and_returns_its_model() -> N
 def test_tuning_on_a_user_sample_scores_only_that_many_validation_users() -> None:
     """``max_users`` bounds the tuning's cost (every λ ranks the catalogue for each scored user): a seeded sample
     of that many validation users is scored, the same one for the same seed; more than there are is all of them."""
-    x = _interactions(500, 60, 8, seed=4)
-    rng = np.random.default_rng(0)
-    coo = x.tocoo()
-    held = rng.random(coo.nnz) < 0.15
-    train = sp.csr_matrix((coo.data[~held], (coo.row[~held], coo.col[~held])), shape=x.shape)
-    valid = sp.csr_matrix((coo.data[held], (coo.row[held], coo.col[held])), shape=x.shape)
+    train, valid = _train_valid()
     with_valid = int((np.diff(valid.indptr) > 0).sum())
     _, everyone = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0)
     _, big = tune_low_rank_ease(train, valid, lambdas=(1.0, 30.0), k=60, seed=0, max_users=10 * with_valid)

@@ -27,3 +27,21 @@ def brute_force(x: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=N
         order = np.lexsort((i, -s))[:k]
         out_ids[r, : len(order)], out_s[r, : len(order)] = i[order], s[order]
     return out_ids, out_s
+
+
+def canonical_top(x: np.ndarray, ids: np.ndarray, q: np.ndarray, k: int, exclude=None, allow=None) -> np.ndarray:
+    """Top-k ids of every row by the exact index's canonical scores (exact on quantised data): descending, ties by
+    smaller id, only eligible ids (not in ``exclude[r]``; in ``allow`` when given); -1 where fewer remain."""
+    from twotower.index.exact import canonical_scores
+
+    scores = canonical_scores(q, x, np.tile(np.arange(len(x)), (len(q), 1)))  # [Q, N]
+    out = np.full((len(q), k), -1, dtype=np.int64)
+    for r in range(len(q)):
+        keep = np.ones(len(ids), bool)
+        if exclude is not None:
+            keep &= ~np.isin(ids, exclude[r])
+        if allow is not None:
+            keep &= np.isin(ids, allow)
+        order = np.lexsort((ids[keep], -scores[r][keep]))[:k]
+        out[r, : order.size] = ids[keep][order]
+    return out

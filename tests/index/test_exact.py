@@ -7,7 +7,7 @@ import pytest
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex
 
-from index_data import brute_force
+from index_data import brute_force, canonical_top
 from index_contract import IndexContract
 
 
@@ -44,22 +44,6 @@ def _tied_catalogue(n=600, tie=300, dim=8, seed=5):
     return x, ids, q
 
 
-def _reference(x, ids, q, k, exclude=None, allow=None):
-    """Top-k of the canonical scores of every row: descending, ties by smaller id, only eligible ids."""
-    from twotower.index.exact import canonical_scores
-
-    scores = canonical_scores(q, x, np.tile(np.arange(len(x)), (len(q), 1)))  # [Q, N]
-    out = np.full((len(q), k), -1, dtype=np.int64)
-    for r in range(len(q)):
-        keep = np.ones(len(ids), bool)
-        if exclude is not None:
-            keep &= ~np.isin(ids, exclude[r])
-        if allow is not None:
-            keep &= np.isin(ids, allow)
-        order = np.lexsort((ids[keep], -scores[r][keep]))[:k]
-        out[r, : order.size] = ids[keep][order]
-    return out
-
 
 def test_a_tie_at_the_cut_keeps_rescoring_within_max_block_elems(monkeypatch):
     # a tie straddling the cut deepens the fetch until the whole tied block is in (here 300 -> 576 candidates);
@@ -79,12 +63,12 @@ def test_a_tie_at_the_cut_keeps_rescoring_within_max_block_elems(monkeypatch):
     index = ExactIndex(max_block_elems=2048).build(x, ids)
     res = index.search(q, 10)
     assert max(gathered) <= 2048
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 10))  # the 10 smallest tied ids
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, 10))  # the 10 smallest tied ids
     gathered.clear()
     allowed = np.sort(ids)[::2]  # an allow-list scored exactly: one query's rows rescored in chunks too
     res = index.search(q[:1], 10, allow=allowed, exact_subset_max=len(ids))
     assert max(gathered) <= 2048
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q[:1], 10, allow=allowed))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q[:1], 10, allow=allowed))
 
 
 @pytest.mark.parametrize("k", [1, 9, 10, 11, 12, 20])
@@ -97,10 +81,10 @@ def test_ties_with_exclusions_and_allow_lists_return_each_eligible_id_once(k, ex
     exclude = [tied[: 30 - 3 * r] for r in range(len(q))]  # 30, 27, ... of the smallest tied ids
     index = ExactIndex(max_block_elems=64).build(x, ids)
     res = index.search(q, k, exclude=exclude)
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k, exclude))
     allowed = np.concatenate([tied[::3], ids[40::2]])  # a third of the tied block, half the rest
     res = index.search(q, k, exclude=exclude, allow=allowed, exact_subset_max=exact_subset_max)
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude, allowed))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k, exclude, allowed))
     for row in res.ids:
         hits = row[row != -1]
         assert np.unique(hits).size == hits.size
@@ -138,7 +122,7 @@ def test_a_large_tie_at_the_cut_is_settled_by_one_more_scan_not_by_fetching_deep
     monkeypatch.setattr(exact_mod, "_faiss_knn", spy)
     res = ExactIndex(max_block_elems=4096).build(x, ids).search(q, 10)
     assert fetched == [18] * len(fetched), fetched  # k + the margin, never deeper
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 10))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, 10))
 
 
 def _quantised(n, dim, seed, levels=2):
@@ -160,11 +144,11 @@ def test_heavy_ties_match_the_full_canonical_sort(max_block_elems, k):
     x, ids, q = _quantised(400, 5, seed=k)
     index = ExactIndex(max_block_elems=max_block_elems).build(x, ids)
     res = index.search(q, k)
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k))
     rng = np.random.default_rng(k)
     exclude = [rng.choice(ids, int(rng.integers(0, 380)), replace=False) for _ in range(len(q))]
     res = index.search(q, k, exclude=exclude)
-    np.testing.assert_array_equal(res.ids, _reference(x, ids, q, k, exclude))  # k > what is left: padded
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k, exclude))  # k > what is left: padded
     for r, row in enumerate(res.ids):
         hits = row[row != -1]
         assert np.unique(hits).size == hits.size
@@ -182,4 +166,4 @@ def test_scores_on_a_float32_rounding_midpoint_are_ranked_by_their_canonical_flo
     q = np.array([[1, 1, 0], [1, 1, 1], [-1, -1, 0.5]], dtype=np.float32)
     for max_block_elems in (64, 1 << 24):
         res = ExactIndex(max_block_elems=max_block_elems).build(x, ids).search(q, 200)
-        np.testing.assert_array_equal(res.ids, _reference(x, ids, q, 200))
+        np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, 200))

@@ -9,7 +9,7 @@ import pytest
 from twotower.errors import ConfigError, DataError
 from twotower.index import FaissIndex, resolve_factory
 
-from index_data import brute_force
+from index_data import brute_force, canonical_top
 from index_contract import IndexContract
 
 
@@ -285,24 +285,8 @@ def test_a_large_tie_at_the_cut_of_a_flat_index_is_fetched_once_more_at_most(mon
     fetched = _spy_on_fetches(monkeypatch, index)
     res = index.search(q, 10)
     assert len(fetched) <= 2 and fetched[0] == 11, fetched
-    np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, 10))
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, 10))
 
-
-def _canonical_top(x, ids, q, k, exclude=None, allow=None):
-    """Top-k of every row by canonical scores (exact on the quantised data below), ties by smaller id."""
-    from twotower.index.exact import canonical_scores
-
-    scores = canonical_scores(q, x, np.tile(np.arange(len(x)), (len(q), 1)))  # [Q, N]
-    out = np.full((len(q), k), -1, dtype=np.int64)
-    for r in range(len(q)):
-        keep = np.ones(len(ids), bool)
-        if exclude is not None:
-            keep &= ~np.isin(ids, exclude[r])
-        if allow is not None:
-            keep &= np.isin(ids, allow)
-        order = np.lexsort((ids[keep], -scores[r][keep]))[:k]
-        out[r, : order.size] = ids[keep][order]
-    return out
 
 
 @pytest.mark.parametrize("n_q", [1, 3, 40])
@@ -320,14 +304,14 @@ def test_heavy_quantised_ties_on_a_flat_index_match_the_full_canonical_sort(n_q,
     q[: max(1, n_q // 4)] = x[n // 3]  # ties at the top
     q[n_q // 2 : n_q // 2 + n_q // 8] = -x[n // 3]  # and at the bottom, with negative scores
     index = FaissIndex("flat").build(x, ids)
-    np.testing.assert_array_equal(index.search(q, k).ids, _canonical_top(x, ids, q, k))
+    np.testing.assert_array_equal(index.search(q, k).ids, canonical_top(x, ids, q, k))
     exclude = [rng.choice(ids, int(rng.integers(0, 850)), replace=False) for _ in range(n_q)]
     res = index.search(q, k, exclude=exclude)
-    np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, k, exclude))  # k > what is left: padded
+    np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k, exclude))  # k > what is left: padded
     for allow_size in (50, 400, 900):
         allow = np.sort(rng.choice(ids, allow_size, replace=False))
         res = index.search(q, k, exclude=exclude, allow=allow)
-        np.testing.assert_array_equal(res.ids, _canonical_top(x, ids, q, k, exclude, allow))
+        np.testing.assert_array_equal(res.ids, canonical_top(x, ids, q, k, exclude, allow))
 
 
 @pytest.mark.parametrize("n_q", [1, 2, 64])
