@@ -677,7 +677,7 @@ def _check_out_is_no_input(out: str, inputs: dict[str, list], flag: str = "--out
 
 def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories
     """Tell stderr when a user asked for by id has no row in the --history-from files: their list is the
-    empty-history one (for a history-only tower every score 0, the catalogue in row order), not one read from
+    empty-history one (a sequence tower's fitted empty state: pipeline/empty_history.py), not one read from
     their training history, which a user who misspelt a file or its ids would otherwise take for an answer."""
     if histories is None:
         return

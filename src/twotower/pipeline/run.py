@@ -28,8 +28,9 @@ from twotower.pipeline.artifacts import (
     saved_config_dict,
     write_manifest,
 )
+from twotower.pipeline.empty_history import empty_history_skip_reason, first_items, fit_empty_history
 from twotower.pipeline.experiment import check_model_fits_data, make_trainer
-from twotower.pipeline.item_item import fit_item_item, save_item_item
+from twotower.pipeline.item_item import fit_item_item, save_fit, save_item_item
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
@@ -198,7 +199,13 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if tdist.is_main():
-        # after the best weights are back: the item-item term and its weight, chosen on validation
+        # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
+        # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
+        if empty_history_skip_reason(trainer.model, config) is None:
+            save_fit(out, trainer.model, "empty_history",
+                     fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
+                                       config.loss.temperature, seed=config.train.seed), weights=True)
+        # the item-item term and its weight, chosen on validation
         item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
                                   seed=config.train.seed)
         if item_item is not None:

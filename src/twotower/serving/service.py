@@ -487,8 +487,8 @@ class RecommenderService:
             answer = {"items": items, "user_id": r.user_id, "k": r.k}
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
             if self._no_input_history(u):
-                # as `recommend --history-from` says it: the list is the empty-history one (for a history-only
-                # tower every score 0), which a client would otherwise take for this user's
+                # as `recommend --history-from` says it: the list is the empty-history one, which a client would
+                # otherwise take for this user's
                 notes = [*notes, f"user_id: {r.user_id!r} has no rows of known items in the serve --history-from files, so the "
                                  "list is ranked from an empty input history, not from their training history"]
             if notes:
