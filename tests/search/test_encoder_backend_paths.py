@@ -86,3 +86,28 @@ def test_fine_tuning_and_the_fine_tuned_model_use_the_backend(tmp_path, env):
     q32, _ = load_bi_encoder(tmp_path / "m", settings=EncoderSettings(backend="torch"))
     v16, v32 = q.encode(QUERIES, show_progress=False), q32.encode(QUERIES, show_progress=False)
     assert (v16 * v32).sum(1).min() > 0.9995
+
+
+def test_a_fine_tuned_model_is_indexed_and_evaluated_on_the_backend_it_was_trained_through(tmp_path, env, capsys):
+    # Before: `search train --encoder-backend torch-bf16` recorded torch-bf16 in the marker, but `search index` /
+    # `search evaluate --model M` without the flag encoded on fp32 torch (SciFact: 5,183 passages re-encoded at 18.5
+    # texts/s instead of the cached 72), another forward pass than the model was trained against, as its lengths are
+    # not. The flag (or TWOTOWER_ENCODER_BACKEND) still chooses another.
+    env.setenv("TWOTOWER_ENCODER_BACKEND", "torch-bf16")
+    cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-4, max_length=32, query_max_length=16,
+                         train_doc_tower=False, corpus_negatives=True, negatives_per_query=0)
+    finetune_bi_encoder(QUERIES, [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, cache_dir=tmp_path / "cache",
+                        show_progress=False)
+    env.delenv("TWOTOWER_ENCODER_BACKEND")  # a later command without --encoder-backend
+    beir = write_beir(tmp_path / "beir")
+    common = ["--beir", str(beir), "--model", str(tmp_path / "m"), "--cache", str(tmp_path / "cache")]
+    assert main(["-q", "search", "evaluate", "--retriever", "dense", "--json", *common]) == 0
+    capsys.readouterr()
+    q, d = load_bi_encoder(tmp_path / "m")
+    assert q.backend == d.backend == "torch-bf16"
+    cached = {json.loads(p.read_text())["model_id"] for p in (tmp_path / "cache").rglob("index.json")}
+    assert cached == {d.model_id}  # training's and evaluate's corpus encodings: no fp32 one
+    assert main(["-q", "search", "index", "--out", str(tmp_path / "idx"), *common]) == 0
+    assert json.loads((tmp_path / "idx" / "meta.json").read_text())["encoder_backend"] == "torch-bf16"
+    assert main(["-q", "search", "index", "--out", str(tmp_path / "idx32"), "--encoder-backend", "torch", *common]) == 0
+    assert json.loads((tmp_path / "idx32" / "meta.json").read_text())["encoder_backend"] == "torch"

@@ -45,7 +45,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    "working folder (default %(default)s)")
     e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
-    _encoder_flags(e)
+    _encoder_flags(e, model_flag=True)
     e.set_defaults(func=cmd_search_evaluate)
 
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
@@ -57,7 +57,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
-    _encoder_flags(i)
+    _encoder_flags(i, model_flag=True)
     i.set_defaults(func=cmd_search_index)
 
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
@@ -244,14 +244,17 @@ def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what
                    help="minmax / zscore interpolation: BM25 weight w, dense 1-w (default %(default)s)")
 
 
-def _encoder_flags(p: argparse.ArgumentParser) -> None:
+def _encoder_flags(p: argparse.ArgumentParser, *, model_flag: bool = False) -> None:
+    """``model_flag``: the command loads a ``--model``, whose fine-tuning backend is the default (load_bi_encoder)."""
     from twotower.text.encoder import BACKEND_CHOICES, EncoderSettings
+
+    trained = "the backend --model was fine-tuned through, else " if model_flag else ""
 
     p.add_argument("--encoder-backend", choices=BACKEND_CHOICES, default=None,
                    help="text encoder forward pass: torch, torch-bf16 (transformer in bfloat16: fast where the CPU "
                         "multiplies bfloat16 natively), onnx (ONNX Runtime fp32), onnx-int8 (int8 weights) or auto "
                         "(torch-bf16 where bfloat16 is native, else torch); "
-                        f"default $TWOTOWER_ENCODER_BACKEND or {EncoderSettings.backend}; part of the embedding "
+                        f"default $TWOTOWER_ENCODER_BACKEND, else {trained}{EncoderSettings.backend}; part of the embedding "
                         "cache key and of the saved index")
     p.add_argument("--encoder-threads", type=int, default=None,
                    help="text encoder threads (default: torch's, which --threads sets; the ONNX backends too)")

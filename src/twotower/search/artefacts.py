@@ -24,6 +24,7 @@ __all__ = [
     "is_cross_encoder",
     "is_search_index",
     "no_index_message",
+    "trained_backend",
     "trained_lengths",
     "trained_on",
     "verify_model_dir",
@@ -198,6 +199,20 @@ def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:
                     if k in ("max_length", "query_max_length") and isinstance(v, int) and not isinstance(v, bool)
                     and v >= 1}
     return {}
+
+
+def trained_backend(folder: str | os.PathLike[str] | None) -> str | None:
+    """The encoder backend a bi-encoder folder was fine-tuned through (its marker's ``encoder_backend``: the frozen
+    document vectors and the mined negatives came from it); None for a plain sentence-transformers folder, ``None``,
+    or a marker written before it was recorded.
+
+    It is the backend the model is evaluated and indexed on unless told otherwise, as :func:`trained_lengths` are
+    its lengths: a model trained on torch-bf16 was otherwise re-encoded on fp32, ~4x slower and not as trained.
+    """
+    if folder is None:
+        return None
+    backend = _marker(Path(folder) / BI_ENCODER_META).get("encoder_backend")
+    return backend if isinstance(backend, str) and backend else None
 
 
 def file_table(folder: Path, marker: str) -> dict[str, str]:

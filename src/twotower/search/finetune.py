@@ -37,7 +37,7 @@ import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
 from twotower.errors import DataError
-from twotower.search.artefacts import BI_ENCODER_META, file_table, verify_model_dir
+from twotower.search.artefacts import BI_ENCODER_META, file_table, trained_backend, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import (
     EncoderSettings,
@@ -318,8 +318,15 @@ def load_bi_encoder(
 
     A plain sentence-transformers directory (or ``None`` for the default
     MiniLM) gives the same encoder for both sides. ``settings``
-    (:class:`twotower.text.EncoderSettings`) picks the forward-pass backend.
+    (:class:`twotower.text.EncoderSettings`) picks the forward-pass backend; ``None``: the environment's
+    (``--encoder-backend``), else the backend the model was fine-tuned through (its marker), as its lengths are.
     """
+    if settings is None and path is not None:
+        trained = trained_backend(path)
+        settings = EncoderSettings.from_env(trained)
+        if trained is not None and not os.environ.get("TWOTOWER_ENCODER_BACKEND"):
+            logger.info("encoding on %s, the backend %s was fine-tuned through (--encoder-backend to choose "
+                        "another)", trained, path)
     if path is None:
         enc = load_text_encoder(None, settings=settings)
         return enc, enc

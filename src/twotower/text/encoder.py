@@ -83,14 +83,15 @@ class EncoderSettings:
             raise ConfigError(f"progress_seconds must be > 0, got {self.progress_seconds!r}")
 
     @classmethod
-    def from_env(cls) -> "EncoderSettings":
-        """Defaults overridden by ``TWOTOWER_ENCODER_BACKEND`` and ``TWOTOWER_ENCODER_THREADS``."""
+    def from_env(cls, backend: str | None = None) -> "EncoderSettings":
+        """Defaults overridden by ``TWOTOWER_ENCODER_BACKEND`` and ``TWOTOWER_ENCODER_THREADS``; ``backend``
+        (a fine-tuned model's own, say) stands in for the default backend when the environment names none."""
         threads = os.environ.get("TWOTOWER_ENCODER_THREADS")
         try:
             n = int(threads) if threads else None
         except ValueError:
             raise ConfigError(f"TWOTOWER_ENCODER_THREADS must be an integer, got {threads!r}") from None
-        return cls(backend=os.environ.get("TWOTOWER_ENCODER_BACKEND") or cls.backend, threads=n)
+        return cls(backend=os.environ.get("TWOTOWER_ENCODER_BACKEND") or backend or cls.backend, threads=n)
 
     def resolved(self) -> "EncoderSettings":
         """These settings with ``auto`` replaced by the backend it stands for on this machine."""
