@@ -7,6 +7,7 @@ and its mining summary told the user to "raise depth or loosen relative_margin/m
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -119,9 +120,13 @@ def test_the_new_heads_load_report_is_not_shown(caplog, capfd):
     from twotower.text.encoder import default_model_path
 
     before = hf_logging.get_verbosity()
+    st_before = logging.getLogger("sentence_transformers").level
     with caplog.at_level("INFO"):
         _load_fresh_head(default_model_path(), 64)
     shown = capfd.readouterr()  # transformers writes its report to stderr through its own handler
     assert "LOAD REPORT" not in shown.err + shown.out and "MISSING" not in shown.err + caplog.text
+    # sentence-transformers' own WARNING said it again ("Converting SentenceTransformer model ... to CrossEncoder")
+    assert "Converting" not in shown.err + caplog.text
+    assert logging.getLogger("sentence_transformers").level == st_before  # restored
     assert "a new relevance head (one output), initialised at random" in caplog.text
     assert hf_logging.get_verbosity() == before

@@ -235,16 +235,22 @@ def _tail_summary(history: Sequence[float], chance: Sequence[float], sizes: Sequ
 def _load_fresh_head(base_dir: Path, max_length: int):  # noqa: ANN202 - sentence_transformers.CrossEncoder
     """The base model with a new one-output relevance head. transformers reports the head's weights as MISSING
     in a (coloured, on a terminal) LOAD REPORT table that reads like an error; for a new head it is the
-    expected state, so the report is silenced for this load and one plain line says what happened."""
+    expected state, so the report is silenced for this load and one plain line says what happened. So is
+    sentence-transformers' "WARNING ... Converting SentenceTransformer model ... to CrossEncoder": that is the
+    point of this load, and the line below says it."""
     CrossEncoder = require("sentence_transformers", "training a cross-encoder").CrossEncoder
     from transformers.utils import logging as hf_logging  # noqa: PLC0415 - installed with sentence-transformers
 
     before = hf_logging.get_verbosity()
+    st_logger = logging.getLogger("sentence_transformers")
+    st_before = st_logger.level
     hf_logging.set_verbosity_error()
+    st_logger.setLevel(logging.ERROR)
     try:
         model = CrossEncoder(str(base_dir), num_labels=1, max_length=max_length, device="cpu")
     finally:
         hf_logging.set_verbosity(before)
+        st_logger.setLevel(st_before)
     logger.info("cross-encoder from %s: a new relevance head (one output), initialised at random, learns with "
                 "the transformer", base_dir)
     return model
