@@ -14,6 +14,14 @@ def test_serve_rerank_without_a_search_index_is_refused_before_loading(tmp_path,
     assert err.startswith("error: --rerank ") and "--search-index DIR" in err and "\n" not in err
 
 
+def test_serve_rerank_alone_is_told_that_rerank_needs_the_search_index(tmp_path, capsys):
+    # `serve --rerank CE` with neither --run nor --search-index was told "serve needs --run DIR and/or
+    # --search-index DIR", which does not say the reranker is what needs the index
+    assert main(["serve", "--rerank", str(tmp_path / "ce")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --rerank reranks the hits of POST /search") and "\n" not in err
+
+
 def test_serve_with_a_rerank_folder_that_is_no_cross_encoder_is_refused_before_loading(tmp_path, monkeypatch, capsys):
     # the search index (and its text encoder) was loaded first, the wrong --rerank folder refused only after that
     from twotower.serving import search_service

@@ -177,13 +177,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
                         ("--index", args.index)):
         if value is not None and not value.strip():  # `--run ""` was taken as no run: a TypeError from create_app
             raise ConfigError(f"{flag}: an empty path; give the folder, or leave {flag} out")
-    if args.run is None and args.search_index is None:
-        raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
     if args.rerank and args.search_index is None:
         # the cross-encoder reranks POST /search hits, which only a search index gives: without one it was
-        # dropped without a word, and the server started as if it would rerank
+        # dropped without a word, and the server started as if it would rerank (checked first: `serve --rerank X`
+        # alone was told it needs --run and/or --search-index, not that --rerank needs the index)
         raise ConfigError("--rerank reranks the hits of POST /search: give the search index too, --search-index DIR "
                           "(from `twotower search index`), or drop --rerank")
+    if args.run is None and args.search_index is None:
+        raise ConfigError("serve needs --run DIR (recommender) and/or --search-index DIR (text search)")
     if args.history_from and args.run is None:
         raise ConfigError("--history-from gives the known users of a recommender run their input histories: "
                           "give the run too, --run DIR")
