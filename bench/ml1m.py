@@ -319,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("twotower.training.trainer").setLevel(logging.INFO)
     # and the item-item term fitted after training: its solver, λ, weight grid (or why it was not fitted)
     logging.getLogger("twotower.pipeline.item_item").setLevel(logging.INFO)
+    # and a sequence tower's empty-history state, fitted after training (pipeline/empty_history.py)
+    logging.getLogger("twotower.pipeline.empty_history").setLevel(logging.INFO)
     from twotower.utils.runtime import set_threads
 
     if args.threads < 1:
