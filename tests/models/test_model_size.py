@@ -127,3 +127,46 @@ def test_the_default_run_at_movielens_100k_size_fits_a_small_machine():
     terms = size.training_memory(RunConfig(), 943, 1682)
     assert 100 * 2**20 < sum(t.bytes for t in terms) < 512 * 2**20  # 148 MiB measured (a fit's peak RSS growth)
     size.check_training_fits(RunConfig(), 943, 1682, memory=1 * 2**30)
+
+
+def _torchrun(monkeypatch, world: int, local: int) -> None:
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local))
+
+
+def test_every_process_on_the_machine_is_counted_under_torchrun(monkeypatch):
+    # the default run at ML-100K size: 167 MiB in one process, which fits 256 MiB; 4 processes on one machine each
+    # hold their own weights, optimizer state, average and runtime, and together do not
+    size.check_training_fits(RunConfig(), 943, 1682, memory=256 * 2**20)
+    _torchrun(monkeypatch, 4, 4)
+    with pytest.raises(ConfigError) as e:
+        size.check_training_fits(RunConfig(), 943, 1682, memory=256 * 2**20)
+    msg = str(e.value)
+    assert msg.startswith("train.batch_size: training would need about ") and " at its peak in 4 processes (" in msg
+    assert "the runtime's own buffers (x4 processes) 384.0 MiB" in msg
+    assert msg.endswith("lower train.batch_size (or run fewer processes on this machine)")
+    # one process a machine (4 machines): this one holds one process and its quarter of the global batch
+    _torchrun(monkeypatch, 4, 1)
+    size.check_training_fits(RunConfig(), 943, 1682, memory=256 * 2**20)
+
+
+def test_the_step_terms_are_a_ranks_share_of_the_global_batch(monkeypatch):
+    seq = _run(model={"user": {"history": "transformer", "history_len": 200, "extra_pools": []}})
+    alone = {t.setting: t for t in size.training_memory(seq, 943, 1682)}["model.user.history_len"]
+    assert "(512 windows of 200 items)" in alone.what
+    _torchrun(monkeypatch, 8, 4)  # train.batch_size=512 is the global batch: 64 windows a rank, 4 ranks here
+    shared = {t.setting: t for t in size.training_memory(seq, 943, 1682)}["model.user.history_len"]
+    assert shared.what == "the transformer user tower's activations (64 windows of 200 items) (x4 processes)"
+    assert shared.bytes == alone.bytes // 2
+
+
+def test_the_parameters_are_counted_once_a_process_under_torchrun(monkeypatch):
+    # the default model at 1M users x 1M items: its weights take 1.9 GiB to train in one process (4.9 GiB with the
+    # saved copies and the average), 7.6 GiB in four
+    size.check_training_fits(RunConfig(), 1_000_000, 1_000_000, memory=6 * 2**30)
+    _torchrun(monkeypatch, 4, 4)
+    with pytest.raises(ConfigError, match=r"^(model\.\w+\.\w+): the model would have about .* about 7\.\d GiB as "
+                                          r"weights, gradients and AdamW's two moments in each of 4 processes, more "
+                                          r"than this machine's 6\.0 GiB of memory; make \1 smaller "
+                                          r"\(or run fewer processes on this machine\)$"):
+        size.check_training_fits(RunConfig(), 1_000_000, 1_000_000, memory=6 * 2**30)

@@ -13,11 +13,17 @@ activations and attention mask, the loss's score matrices, validation's score bl
 settings. `loss.kind=full` over a 200K-item catalogue passed the parameter check at 100 MB a copy and peaked
 2.4 GiB above it in its first step; :func:`check_training_fits` refuses such a run before anything is built,
 naming the largest term and the setting that sizes it.
+
+Under ``torchrun --nproc_per_node N`` each of the N processes on the machine holds its own parameters, optimizer
+state, best-epoch copy and weight average, and its share of the global batch's activations (``train.batch_size`` is
+the GLOBAL batch); only rank 0 validates and writes checkpoints. The estimate is the machine's, read from torchrun's
+``WORLD_SIZE`` / ``LOCAL_WORLD_SIZE`` (:func:`processes`): it once sized one process, and 4 processes that each fit
+alone were let through to exhaust the machine together.
 """
 from __future__ import annotations
 
+import math
 import os
-
 from dataclasses import dataclass
 
 from twotower.config import ModelConfig, RunConfig, TowerConfig
@@ -25,7 +31,7 @@ from twotower.errors import ConfigError
 from twotower.models.feature_block import FeatureArrays
 
 __all__ = ["parameter_counts", "total_memory_bytes", "check_model_fits", "TRAINING_COPIES", "MemoryTerm",
-           "training_memory", "check_training_fits"]
+           "training_memory", "check_training_fits", "processes"]
 
 #: float32 copies of every weight while training with AdamW: the weights, their gradients and Adam's two moments
 TRAINING_COPIES = 4
@@ -114,6 +120,17 @@ def total_memory_bytes() -> int | None:
         return None
 
 
+def processes() -> tuple[int, int]:
+    """(ranks in the run, ranks on this machine) from torchrun's environment, as distributed.init_from_env reads
+    it: (1, 1) when ``WORLD_SIZE`` is unset or 1. Without ``LOCAL_WORLD_SIZE`` (torchrun always sets it) every rank
+    is taken to be on this machine."""
+    world = max(int(os.environ.get("WORLD_SIZE", "1") or "1"), 1)
+    if world == 1:
+        return 1, 1
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "") or world)
+    return world, min(max(local, 1), world)
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
@@ -124,8 +141,9 @@ def _size(n: float) -> str:
 
 def check_model_fits(config: ModelConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
                      item_features: FeatureArrays | None = None, text_dim: int = 0, copies: int = TRAINING_COPIES,
-                     memory: int | None = None) -> None:
-    """ConfigError when ``copies`` float32 copies of the model's parameters exceed the machine's memory.
+                     memory: int | None = None, n_processes: int = 1) -> None:
+    """ConfigError when ``copies`` float32 copies of the model's parameters, in each of ``n_processes`` processes,
+    exceed the machine's memory.
 
     Called before the model is built, so nothing is allocated for a model that cannot fit: ``copies`` is
     TRAINING_COPIES when it is trained with AdamW, 1 when a trained run is loaded. ``memory`` defaults to the
@@ -137,17 +155,21 @@ def check_model_fits(config: ModelConfig, n_users: int, n_items: int, *, user_fe
     counts = parameter_counts(config, n_users, n_items, user_features=user_features, item_features=item_features,
                               text_dim=text_dim)
     total = sum(counts.values())
-    need = total * _BYTES * copies
+    need = total * _BYTES * copies * n_processes
     if need <= memory:
         return
     main = sorted(counts.items(), key=lambda kv: -kv[1])[:3]
     parts = ", ".join(f"{key} {n:,}" for key, n in main)
     what = ("weights, gradients and AdamW's two moments" if copies == TRAINING_COPIES
             else "float32 weights" if copies == 1 else f"{copies} float32 copies")
+    fewer = ""
+    if n_processes > 1:
+        what += f" in each of {n_processes} processes"
+        fewer = " (or run fewer processes on this machine)"
     raise ConfigError(
         f"{main[0][0]}: the model would have about {total:,} parameters ({parts}; for {n_users:,} users and "
         f"{n_items:,} items), about {_size(need)} as {what}, more than this machine's {_size(memory)} of memory; "
-        f"make {main[0][0]} smaller")
+        f"make {main[0][0]} smaller{fewer}")
 
 
 # ---------------------------------------------------------------- a training run's working memory
@@ -180,10 +202,10 @@ def _mlp_floats(in_dim: int, tower: TowerConfig) -> int:
     return in_dim + (_PER_HIDDEN * sum(tower.hidden) + _PER_OUT * tower.out_dim if tower.head else _PER_OUT * in_dim)
 
 
-def _user_rows(run: RunConfig, n_items: int) -> tuple[int, int, int]:
-    """(windows a step reads, columns each, query rows): one per example, or with train.examples=sequence one per
-    window position (its target positions, at most history_len each)."""
-    b, ut = run.train.batch_size, run.model.user
+def _user_rows(run: RunConfig, b: int) -> tuple[int, int, int]:
+    """(windows a step reads, columns each, query rows) for ``b`` examples: one query row per example, or with
+    train.examples=sequence one per window position (its target positions, at most history_len each)."""
+    ut = run.model.user
     cols = ut.history_len if ut.history != "none" else 0
     return b, cols, b * max(cols, 1) if run.train.examples == "sequence" else b
 
@@ -194,22 +216,30 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
 
     The parameters' four training copies (:data:`TRAINING_COPIES`) are the first term. A CUDA run's step lives in
     the device's memory, which this does not know: its terms are the parameters' and validation's only.
+    Under torchrun (:func:`processes`) the terms are the machine's: every process on it holds the parameter terms
+    and its share of the global batch's step terms; validation and the checkpoint copies are rank 0's alone.
     """
     model, loss, train = run.model, run.loss, run.train
     it, ut = model.item, model.user
+    world, local = processes()
     counts = parameter_counts(model, n_users, n_items, user_features=user_features, item_features=item_features,
                               text_dim=text_dim)
     params = sum(counts.values())
     biggest = max(counts, key=lambda k: counts[k]) if counts else "model.item.hidden"
-    terms = [MemoryTerm(biggest, "weights, gradients and AdamW's two moments", params * _BYTES * TRAINING_COPIES,
-                        f"make {biggest} smaller"),
-             MemoryTerm(biggest, "the best epoch's weights and a checkpoint's copy", params * _BYTES * _SAVED_COPIES,
-                        f"make {biggest} smaller"),
-             MemoryTerm("train.batch_size", "the runtime's own buffers", _RUNTIME, "lower train.batch_size")]
+    each = f" (x{local} processes)" if local > 1 else ""
+    # every rank keeps the best epoch's weights (trainer.fit); rank 0 alone writes the checkpoint's copy
+    terms = [MemoryTerm(biggest, f"weights, gradients and AdamW's two moments{each}",
+                        params * _BYTES * TRAINING_COPIES * local, f"make {biggest} smaller"),
+             MemoryTerm(biggest, f"the best epoch's weights and a checkpoint's copy{each}",
+                        params * _BYTES * (_SAVED_COPIES - 1 + local), f"make {biggest} smaller"),
+             MemoryTerm("train.batch_size", f"the runtime's own buffers{each}", _RUNTIME * local,
+                        "lower train.batch_size")]
     if train.ema_decay:
-        # the average and, while a checkpoint is written, its copy (training/averaging.py, hooks.save_epoch)
-        terms.append(MemoryTerm("train.ema_decay", "the weight average and its checkpoint copy",
-                                params * _BYTES * 2, "set train.ema_decay=0 to train without the weight average"))
+        # the average on every rank and, while rank 0 writes a checkpoint, its copy (training/averaging.py,
+        # hooks.save_epoch)
+        terms.append(MemoryTerm("train.ema_decay", f"the weight average and its checkpoint copy{each}",
+                                params * _BYTES * (1 + local),
+                                "set train.ema_decay=0 to train without the weight average"))
     d = it.out_dim
     from twotower.evaluation.protocol import EvalProtocol  # numpy and scipy only; already loaded by a run
 
@@ -219,7 +249,10 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
                             "validate on a file with fewer items, or train with train.eval_every above train.epochs"))
     if run.train.device != "cpu":
         return sorted(terms, key=lambda t: -t.bytes)
-    b, cols, q = _user_rows(run, n_items)
+    step: list[MemoryTerm] = []  # one process's; the machine holds ``local`` of them
+    # this rank's share of the GLOBAL batch (training/step.py share: the largest share), and the global query rows
+    b, cols, q = _user_rows(run, math.ceil(train.batch_size / world))
+    q_global = _user_rows(run, train.batch_size)[2]
     chunk = train.gradcache_chunk
     # the step's candidate rows (training/step.py RecStep.candidates)
     if loss.kind == "full":
@@ -232,24 +265,28 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
         rows_setting, rows_what = "loss.sampled_negatives", f"{q:,} positives and {loss.sampled_negatives:,} negatives"
         rows_advice = "lower loss.sampled_negatives or train.batch_size"
     elif loss.kind == "inbatch":
-        n = min(q + loss.uniform_negatives, n_items) if train.examples == "sequence" else b + loss.uniform_negatives
-        rows_setting = "loss.uniform_negatives" if loss.uniform_negatives > q else "train.batch_size"
+        n = (min(q_global + loss.uniform_negatives, n_items) if train.examples == "sequence"
+             else train.batch_size + loss.uniform_negatives)
+        rows_setting = "loss.uniform_negatives" if loss.uniform_negatives > q_global else "train.batch_size"
         rows_what = f"{n:,} in-batch candidates"
         rows_advice = f"lower {rows_setting}"
     else:  # bpr: a positive and a negative per query row
         n = 2 * q
         rows_setting, rows_what, rows_advice = "train.batch_size", f"{n:,} BPR candidates", "lower train.batch_size"
+    # a rank embeds its own in-batch candidates (its targets and its share of the uniform draws) and scores the
+    # gathered ones (training/step.py); the other kinds' candidates are all its own
+    own = min(n, q + math.ceil(loss.uniform_negatives / world)) if loss.kind == "inbatch" else n
     _, feat = _features(it, item_features)
     item_in = feat + (it.id_dim if it.use_id else 0) + (text_dim if it.text_embeddings else 0)
-    tower_rows = min(n, chunk) if chunk else n
-    terms.append(MemoryTerm(rows_setting, f"the item tower's activations over {tower_rows:,} rows ({rows_what})",
+    tower_rows = min(own, chunk) if chunk else own
+    step.append(MemoryTerm(rows_setting, f"the item tower's activations over {tower_rows:,} rows ({rows_what})",
                             tower_rows * _mlp_floats(item_in, it) * _BYTES, rows_advice))
     # the loss: a PyTorch softmax's [Q, N] score matrices; the CPU kernel of the full softmax (and of the sequence
     # objective's de-duplicated in-batch candidates) keeps only ~2 MB blocks (losses/fused_xent.py)
     kernel = loss.kind == "full" or (loss.kind == "inbatch" and train.examples == "sequence")
     scores = 0 if kernel or loss.kind == "bpr" else q * n * _PER_SCORE * _BYTES
     scores += n * d * _BYTES * _CANDIDATE_COPIES + q * d * _BYTES * _CANDIDATE_COPIES
-    terms.append(MemoryTerm(rows_setting if loss.kind in ("sampled", "inbatch") else "train.batch_size",
+    step.append(MemoryTerm(rows_setting if loss.kind in ("sampled", "inbatch") else "train.batch_size",
                             f"the loss's scores and embeddings ({q:,} queries x {n:,} candidates)", scores,
                             rows_advice if loss.kind in ("sampled", "inbatch") else "lower train.batch_size"))
     # the user tower over the step's windows
@@ -266,17 +303,18 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
             seq += b * cols * cols * (_BYTES + 1)
             if train.precision != "fp32":
                 seq += b * ut.seq_heads * cols * cols * 2 * 3 * ut.seq_layers
-        terms.append(MemoryTerm("model.user.history_len", f"the {ut.history} user tower's activations ({b:,} "
+        step.append(MemoryTerm("model.user.history_len", f"the {ut.history} user tower's activations ({b:,} "
                                 f"windows of {cols:,} items)", seq,
                                 "lower model.user.history_len or train.batch_size"))
     elif ut.history != "none":
         pools = 1 + len(ut.extra_pools)
         user_in += h * pools
-        terms.append(MemoryTerm("model.user.history_len", f"the pooled history ({b:,} windows of {cols:,} items)",
+        step.append(MemoryTerm("model.user.history_len", f"the pooled history ({b:,} windows of {cols:,} items)",
                                 b * cols * h * (2 + pools) * _BYTES, "lower model.user.history_len or train.batch_size"))
     # its MLP over the query rows: one per example, or under train.examples=sequence one per window position
-    terms.append(MemoryTerm("train.batch_size", f"the user tower's activations ({q:,} rows)",
-                            q * _mlp_floats(user_in, ut) * _BYTES, "lower train.batch_size"))
+    step.append(MemoryTerm("train.batch_size", f"the user tower's activations ({q:,} rows)",
+                           q * _mlp_floats(user_in, ut) * _BYTES, "lower train.batch_size"))
+    terms += [MemoryTerm(t.setting, t.what + each, t.bytes * local, t.advice) for t in step]
     return sorted(terms, key=lambda t: -t.bytes)
 
 
@@ -287,13 +325,15 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
     memory by default; nothing is checked where that is unknown).
 
     The parameters alone are refused first, with :func:`check_model_fits`'s message; then the whole estimate
-    (:func:`training_memory`), naming its largest term and the setting to lower.
+    (:func:`training_memory`), naming its largest term and the setting to lower. Under torchrun both are the
+    machine's: the sum over its processes (:func:`processes`).
     """
     memory = total_memory_bytes() if memory is None else memory
     if memory is None:
         return
+    local = processes()[1]
     check_model_fits(run.model, n_users, n_items, user_features=user_features, item_features=item_features,
-                     text_dim=text_dim, memory=memory)
+                     text_dim=text_dim, memory=memory, n_processes=local)
     terms = training_memory(run, n_users, n_items, user_features=user_features, item_features=item_features,
                             text_dim=text_dim)
     need = sum(t.bytes for t in terms)
@@ -301,6 +341,8 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
         return
     top = terms[0]
     parts = "; ".join(f"{t.what} {_size(t.bytes)}" for t in terms[:3])
+    procs = f" in {local} processes" if local > 1 else ""
+    fewer = " (or run fewer processes on this machine)" if local > 1 else ""
     raise ConfigError(
-        f"{top.setting}: training would need about {_size(need)} of memory at its peak ({parts}; for {n_users:,} "
-        f"users and {n_items:,} items), more than this machine's {_size(memory)}; {top.advice}")
+        f"{top.setting}: training would need about {_size(need)} of memory at its peak{procs} ({parts}; for "
+        f"{n_users:,} users and {n_items:,} items), more than this machine's {_size(memory)}; {top.advice}{fewer}")
