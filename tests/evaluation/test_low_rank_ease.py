@@ -108,3 +108,21 @@ def test_tuning_on_a_user_sample_scores_only_that_many_validation_users() -> Non
 def test_bad_settings_are_refused(kwargs) -> None:
     with pytest.raises(ConfigError):
         LowRankEASE(**kwargs)
+
+
+def test_a_fit_says_how_many_eigenpairs_it_kept() -> None:
+    # 7 users have at most 7 eigenpairs to give: the fit keeps 7 of the 256 asked for, and the baseline's row and
+    # record say 7 (they said 256)
+    from types import SimpleNamespace
+
+    from twotower.pipeline.experiment import baseline_scorers
+
+    x = _interactions(7, 30, 4)
+    model = LowRankEASE(k=256).fit(x)
+    assert model.k == 256 and model.eigenpairs == 7 == model.with_l2(50.0).eigenpairs
+    assert LowRankEASE(k=5).fit(x).eigenpairs == 5
+    with pytest.raises(RuntimeError):
+        LowRankEASE(k=8).eigenpairs  # noqa: B018 - not fitted
+    prep = SimpleNamespace(n_items=30, matrix=lambda part: x if part == "train" else None)
+    _, _, info = baseline_scorers(prep, ("ease",), ease_solver="low_rank", ease_eigenpairs=256)["ease"]
+    assert info["solver"] == "low_rank" and info["eigenpairs"] == 7

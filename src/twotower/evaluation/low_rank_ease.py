@@ -118,8 +118,9 @@ def choose_ease_solver(
 class LowRankEASE(_HistoryBaseline):
     """EASE on the ``k`` leading eigenpairs of its Gram matrix (the module docstring has the math).
 
-    ``l2`` is EASE's λ, ``k`` the eigenpairs kept (the item-item term's ``model.item_item.eigenpairs``),
-    ``seed`` the randomized eigensolver's. :meth:`with_l2`
+    ``l2`` is EASE's λ, ``k`` the eigenpairs asked for (the item-item term's ``model.item_item.eigenpairs``;
+    :attr:`eigenpairs` is how many a fit kept, at most ``min(users, items)``), ``seed`` the randomized
+    eigensolver's. :meth:`with_l2`
     gives the model of another λ from the same eigenpairs (tuning solves once). :meth:`factors` returns
     ``(A, C)`` with the scores of items outside the history ``x A Cᵀ``.
     """
@@ -138,6 +139,14 @@ class LowRankEASE(_HistoryBaseline):
     def _fit(self, x: sp.csr_matrix) -> None:
         self._eigen = gram_eigenpairs(x, self.k, self.seed)
         self._factors = self._scoring = None
+
+    @property
+    def eigenpairs(self) -> int:
+        """The eigenpairs the fit kept: ``k``, or fewer where the training matrix has fewer users or items (a run
+        labelled with ``k`` claimed 256 eigenpairs from 40 users' 40)."""
+        self._require_fitted()
+        assert self._eigen is not None
+        return int(self._eigen[1].shape[0])
 
     def with_l2(self, l2: float) -> "LowRankEASE":
         """The fitted model of ridge ``l2`` from this model's eigenpairs (no second eigensolve)."""

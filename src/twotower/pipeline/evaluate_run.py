@@ -273,7 +273,7 @@ def evaluate_run(
                          max_users=ev.ease_tune_max_users)
                    if m.valid is not None else LowRankEASE(k=eigenpairs).l2)
             scorer = keep.pop("model", None) or LowRankEASE(lam, k=eigenpairs).fit(m.train)
-            info = f"low-rank, {eigenpairs} eigenpairs, λ={scorer.l2:g}"
+            info = f"low-rank, {scorer.eigenpairs} eigenpairs, λ={scorer.l2:g}"  # kept: at most min(users, items)
         elif name == "ease":
             # no valid split: EASE's own default λ (tuning needs held-out data)
             keep = {}

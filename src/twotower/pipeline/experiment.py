@@ -163,7 +163,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                 scorer = (tune_low_rank_ease(train, valid, metric=ks_metric, k=ease_eigenpairs,
                                              max_users=ease_tune_max_users)[0] if valid is not None
                           else LowRankEASE(k=ease_eigenpairs).fit(train))
-                info["eigenpairs"] = ease_eigenpairs
+                info["eigenpairs"] = scorer.eigenpairs  # kept, at most min(users, items): not always as asked
             elif valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
                 keep: dict[str, Any] = {}
                 lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep)
