@@ -135,3 +135,29 @@ def test_a_run_without_a_title_setting_keeps_its_title_column_on_the_page() -> N
     assert [cat.record(r)["display_name"] for r in range(3)] == ["Heat [item i0]", "Heat [item i1]", "Ronin"]
     run.title_col = "title"
     assert ItemCatalog.from_run(run).record(2)["display_name"] == "Ronin"
+
+
+def test_a_run_without_a_title_setting_names_items_by_its_title_column_in_explanations_too(tmp_path) -> None:
+    """Without data.title_col the item records and the explorer page named items by the table's "title" column,
+    while the explanation sentences and their rows said "item i5": two names for one item. All of them now take
+    titles from the same column (explain/names.py title_column)."""
+    from fastapi.testclient import TestClient
+
+    from tiny_run import DUP_TITLES, build_tiny_run
+    from twotower.explain.explainer import run_item_names
+    from twotower.serving import RecommenderService, create_app
+
+    service = RecommenderService.load(build_tiny_run(tmp_path, retitle=DUP_TITLES, title_col=None))
+    assert service.run.title_col is None
+    assert run_item_names(service.run) == DUP_NAMES  # shared titles named apart, as with data.title_col=title
+    assert service.item("i5")["display_name"] == "Movie 5" == service.run.title(service.run.item_vocab.index("i5"))
+    with TestClient(create_app(service=service)) as client:
+        expl = client.post("/explain", json={"history": ["i0", "i1", "i20", "i7"], "item_id": "i5"}).json()[
+            "explanation"]
+        assert expl["item"]["title"] == expl["item"]["display_name"] == "Movie 5"
+        for h in expl["history"]:
+            assert h["display_name"] == client.get(f"/items/{h['item_id']}").json()["display_name"]
+        assert sorted(h["display_name"] for h in expl["history"]) == sorted([*DUP_NAMES.values(), "Movie 7"])
+        # the sentence names its items as the rows do ("Because you watched item i1 and item i7." before)
+        said = [h["display_name"] for h in expl["history"] if h["display_name"] in expl["text"]]
+        assert said and "item i" not in expl["text"].replace("[item i", ""), expl["text"]

@@ -37,10 +37,11 @@ def write_tiny_data(folder: Path) -> tuple[Path, Path]:
 
 
 def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
-                   retitle: dict[str, str] | None = None) -> Path:
+                   retitle: dict[str, str] | None = None, title_col: str | None = "title") -> Path:
     """Train the tiny run into ``folder / "run"`` and return that path; ``rename_users`` gives users other ids
     (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers), ``retitle`` items other titles
-    (``{"i1": "Movie 0"}``: two items with one title)."""
+    (``{"i1": "Movie 0"}``: two items with one title), ``title_col`` its ``data.title_col`` (None: unset, the
+    item table's ``title`` column still there)."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -54,7 +55,8 @@ def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
         table["title"] = [retitle.get(i, t) for i, t in zip(table["item_id"], table["title"])]
         table.to_csv(items, index=False)
     overrides = [
-        f"data.path={json.dumps(str(inter))}", f"data.items={json.dumps(str(items))}", 'data.title_col="title"',
+        f"data.path={json.dumps(str(inter))}", f"data.items={json.dumps(str(items))}",
+        f"data.title_col={json.dumps(title_col)}",
         "data.rating_col=null", "train.epochs=1", "train.progress=false", "train.batch_size=64", "train.threads=1",
         "train.checkpoint=false", "model.user.use_id=false", 'model.user.history="recency"',
         "model.user.history_len=8", "model.user.history_dim=16", "model.user.out_dim=16", "model.user.hidden=[32]",

@@ -33,7 +33,7 @@ import torch
 from twotower.errors import ConfigError, NotFoundError
 from twotower.explain.attribution import Attribution, Features, attribute_history_many, repeat_features
 from twotower.explain.metadata import MetadataColumns, metadata_columns_of, shared_metadata
-from twotower.explain.names import catalogue_names, name_of
+from twotower.explain.names import catalogue_names, name_of, title_column
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
@@ -71,9 +71,16 @@ def run_item_names(run: Any) -> dict[str, str]:
     worked out once per run; empty for a run without a title column (its items are named by id)."""
     names = _NAMES.get(run)
     if names is None:
-        names = catalogue_names(run.item_meta_columns(), getattr(run, "title_col", None), run.item_vocab.id_at)
+        columns = run.item_meta_columns()
+        names = catalogue_names(columns, run_title_column(run), run.item_vocab.id_at)
         _NAMES[run] = names
     return names
+
+
+def run_title_column(run: Any) -> str | None:
+    """The column the run's items are named by (:func:`~twotower.explain.names.title_column`), as its catalogue
+    (serving/catalog.py) names them."""
+    return title_column(getattr(run, "title_col", None), run.item_meta_columns())
 
 
 def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) -> np.ndarray:
@@ -87,9 +94,11 @@ def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) 
 def _record(run: Any, row: int, names: Mapping[str, str]) -> dict[str, Any]:
     """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives, and
     ``display_name``: the item as the sentence names it (``names``: :func:`run_item_names`), as the service's
-    item records and the explorer page name it (a metadata column of that name is replaced, as they replace it)."""
+    item records and the explorer page name it (a metadata column of that name is replaced, as they replace it).
+    The title column is :func:`run_title_column`'s: ``data.title_col``, else a ``title`` column."""
     rec = run.item_record(row)
-    title = rec.get(run.title_col) if getattr(run, "title_col", None) else None
+    col = run_title_column(run)
+    title = rec.get(col) if col else None
     rec["title"] = title if isinstance(title, str) else run.item_vocab.id_at(row)
     rec["display_name"] = name_of(rec["title"], rec["item_id"], names)
     return rec

@@ -9,17 +9,30 @@ two years), else the item's id ("Kull the Conqueror (1997) [item 680]"). Only th
 
 :func:`name_of` is that name for any item (an item without a title is ``item 42``): the sentences and the service's
 ``display_name`` field (which the explorer page shows) both read it, and the demo prints these names too.
+:func:`title_column` is the column they all take titles from: ``data.title_col``, else a column named ``title``
+(a run without the setting showed its ``title`` column on the explorer page while its sentences said "item 42").
 """
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-__all__ = ["distinct_names", "catalogue_names", "name_of", "YEAR_COLUMN"]
+__all__ = ["distinct_names", "catalogue_names", "name_of", "title_column", "YEAR_COLUMN", "TITLE_COLUMN"]
 
 #: the item column whose value may tell two items with one title apart (MovieLens' release year)
 YEAR_COLUMN = "year"
+#: the item column that names items when the run does not set ``data.title_col``
+TITLE_COLUMN = "title"
+
+
+def title_column(title_col: str | None, columns: Iterable[str]) -> str | None:
+    """The item column that names a run's items: ``title_col`` (``data.title_col``) when set, else a column
+    called :data:`TITLE_COLUMN` when the item table has one, else None (items named by id). The service's item
+    records, the explorer page, the explanation sentences and ``run.title`` all ask this, so they agree."""
+    if title_col:
+        return title_col
+    return TITLE_COLUMN if TITLE_COLUMN in columns else None
 
 
 def _year(value: Any) -> str | None:

@@ -741,9 +741,14 @@ class TrainedRun:
         return rec
 
     def title(self, row: int) -> str:
+        """Item ``row``'s title (explain/names.py ``title_column``: data.title_col, else a "title" column), else
+        its external id."""
+        from twotower.explain.names import title_column  # here: the explain package imports this module
+
         row = self._item_row(row)
-        if self.title_col and self.item_meta is not None and self.title_col in self.item_meta.columns:
-            v = self.item_meta.iloc[row][self.title_col]
+        col = title_column(self.title_col, self.item_meta.columns) if self.item_meta is not None else None
+        if col and col in self.item_meta.columns:
+            v = self.item_meta.iloc[row][col]
             if isinstance(v, str):
                 return v
         return self.item_vocab.id_at(row)

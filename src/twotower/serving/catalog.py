@@ -55,7 +55,7 @@ class ItemCatalog:
         *,
         lookup: Callable[[str], int] | None = None,
         separator: str = FeatureSpec.separator,
-        title_col: str = "title",
+        title_col: str | None = "title",
     ) -> None:
         self.ids = list(ids)
         self.columns: dict[str, list[Any]] = {}
@@ -94,10 +94,12 @@ class ItemCatalog:
                 columns["title"] = columns[title_col]  # answers carry "title" whatever data.title_col named
         encoder = getattr(run, "item_encoder", None)  # the run's data.multi_separator splits filter values too
         separator = encoder.spec.separator if encoder is not None else FeatureSpec.separator
-        # display names from the run's title column (not a "title" column beside it), as its explanations read;
-        # a run without data.title_col names by its "title" column still, which the page showed before them
+        # display names from the run's title column (not a "title" column beside it); a run without
+        # data.title_col names by its "title" column. The explanations ask the same function, so they agree.
+        from twotower.explain.names import title_column  # here: the package imports torch
+
         return cls(run.item_vocab.ids, columns, lookup=run.item_vocab.index, separator=separator,
-                   title_col=title_col or "title")
+                   title_col=title_column(title_col, columns))
 
     def __len__(self) -> int:
         return len(self.ids)
