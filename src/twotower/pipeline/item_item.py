@@ -130,6 +130,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     log.info("item-item term: tuning EASE's λ (%s)%s on valid %s over %d items, factorising to rank %d, then "
              "choosing the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), solve, metric,
              prep.n_items, config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
+    kept = 0  # the low-rank solve's eigenpairs, as fitted: fewer than asked where there are fewer users or items
     with heartbeat(log, "item-item term", every):
         # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
         # would cost an EASE scoring of every validation user per lambda
@@ -145,7 +146,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
         else:
             low, _ = tune_low_rank_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas,
                                         metric=metric, k=config.eigenpairs, seed=seed, log_every_s=every)
-            lam = low.l2
+            lam, kept = low.l2, low.eigenpairs
             p, q, share = factorise_product(*low.factors(), config.rank)
             del low
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
@@ -160,13 +161,13 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     else:
         model.set_item_item_weight(best["weight"])
     info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
-            "solver": how, **({"eigenpairs": config.eigenpairs} if how == "low_rank" else {}),
+            "solver": how, **({"eigenpairs": kept} if how == "low_rank" else {}),
             "metric": metric, "valid_metric": best[metric], "valid": table,
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
     gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
     log.info("item-item term (%sEASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s [%s], "
-             "%.1fs", "" if how == "dense" else f"low-rank ({config.eigenpairs} eigenpairs) ", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
+             "%.1fs", "" if how == "dense" else f"low-rank ({kept} eigenpairs) ", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
     return info
 
 
