@@ -47,3 +47,19 @@ def test_run_json_records_the_item_text_encoder(tmp_path):
     save_run_data(tmp_path, load_config(), prep, (3, 384), item_text_encoder="st@abc+torch-bf16")
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["item_text"] == [3, 384] and info["item_text_encoder"] == "st@abc+torch-bf16"
+
+
+def test_item_texts_default_to_the_title_column_the_catalogue_names_items_by(tmp_path, monkeypatch):
+    # data.title_col unset: lists and explanations name items by the table's "title" column (README), and the text
+    # encoder refused the same table with "no text column for item text embeddings"
+    cfg = load_config(overrides=["model.item.dual_head=true"])
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    unset = SimpleNamespace(item_meta=pd.DataFrame({"title": TITLES, "year": [1995] * 3}),
+                            sources=SimpleNamespace(item_spec=None, title_col=None))
+    np.testing.assert_array_equal(item_text_embeddings(cfg, unset, tmp_path), item_text_embeddings(cfg, _prep(), tmp_path))
+    untitled = SimpleNamespace(item_meta=pd.DataFrame({"name": TITLES}), sources=SimpleNamespace(item_spec=None, title_col=None))
+    from twotower.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no text column for item text embeddings"):
+        item_text_embeddings(cfg, untitled, tmp_path)

@@ -123,7 +123,12 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
         raise ConfigError("model.item.text_embeddings needs an item table with a text column (data.items / data.item_text)")
     cols = list(prep.sources.item_spec.text) if prep.sources.item_spec is not None and prep.sources.item_spec.text else []
     if not cols:
-        cols = [prep.sources.title_col] if prep.sources.title_col else []
+        from twotower.explain.names import title_column
+
+        # the column the catalogue names items by (data.title_col, else a "title" column): with data.title_col
+        # unset the lists showed the "title" column while the text encoder refused to find one
+        title = title_column(prep.sources.title_col, prep.item_meta.columns)
+        cols = [title] if title else []
     if not cols:
         from twotower.errors import ConfigError
 

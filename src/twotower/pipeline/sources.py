@@ -16,6 +16,7 @@ from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
 from twotower.data.timeunits import ROW_ORDER, UNIT_NAMES, align_date_units, report_unit
 from twotower.errors import ConfigError, DataError
+from twotower.explain.names import title_column
 
 __all__ = ["Sources", "load_sources"]
 
@@ -158,7 +159,8 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         user_spec = _rekey(user_spec, "user_id")
         users = users.rename(columns={user_key: "user_id"})
     _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True,
-                       embedded=cfg.title_col if embeds_titles else None)
+                       embedded=title_column(cfg.title_col, items.columns) if embeds_titles and items is not None
+                       else None)
     _warn_unread_table(cfg.users, users, user_spec, "user", with_text=False)
     if cfg.title_col is not None:  # checked like every other column, not ignored when misnamed
         if items is None:
