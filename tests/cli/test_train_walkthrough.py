@@ -258,3 +258,25 @@ def test_config_json_records_the_data_files_so_another_folder_reads_the_same_one
     monkeypatch.chdir(home)
     assert main(["-q", "train", "--train", "data/train.csv", "--valid", "data/valid.csv", "--out", "R", "--resume",
                  *FAST[:-1], "2"]) == 0
+
+
+def test_train_takes_the_encoder_backend_its_error_names(dataset, tmp_path, capsys, monkeypatch):
+    # the backend of the item text embeddings was settable only as TWOTOWER_ENCODER_BACKEND: `train --encoder-backend`
+    # was "unrecognized arguments", though a bad value in the variable said "set it with --encoder-backend"
+    import twotower.pipeline.run as run_mod
+
+    monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
+    seen = []
+
+    def fake_train_run(cfg, out, resume=False):
+        import os
+
+        seen.append(os.environ.get("TWOTOWER_ENCODER_BACKEND"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod, "train_run", fake_train_run)
+    _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--encoder-backend", "torch-bf16")
+    assert seen == ["torch-bf16"]
+    monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
+    assert _train(dataset, tmp_path / "r2", "--encoder-backend", "torch-bf17") == 2
+    assert "invalid choice: 'torch-bf17'" in capsys.readouterr().err

@@ -189,6 +189,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
+    from twotower.cli.search_cmd import _encoder_env
+
+    _encoder_env(args)  # --encoder-backend / --encoder-threads for the item text embeddings, checked before the data
     started = time.time()
 
     def left(out: Path) -> str:

@@ -51,6 +51,11 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    from twotower.cli.search_cmd import _encoder_flags
+
+    # the item text embeddings' encoder (model.item.text_embeddings / dual_head): the backend error named
+    # --encoder-backend, which train refused as an unrecognized argument (only the environment variable worked)
+    _encoder_flags(p)
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
     p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
                    help="the same overrides behind a flag, as the bench scripts take them")
