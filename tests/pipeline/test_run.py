@@ -22,3 +22,35 @@ def test_no_warning_without_item_text(caplog):
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
         assert encode_item_texts(load_config(), SimpleNamespace(item_meta=None, sources=None)) is None
     assert not caplog.records
+
+
+def test_a_resume_whose_text_encoder_backend_differs_names_the_backend_not_the_item_table(tmp_path, monkeypatch):
+    # trained with TWOTOWER_ENCODER_BACKEND=torch-bf16, resumed without it: the re-encoded titles differ past the
+    # text-buffer check, whose error blamed "the item table --items or its data.item_* settings"
+    import numpy as np
+    import pytest
+
+    import twotower.pipeline.run as run_mod
+    from tests.synthetic import make_interactions, make_items
+    from twotower.errors import ConfigError
+
+    fast = ["train.epochs=1", "train.progress=false", "train.threads=1", "train.checkpoint=true", "eval.baselines=[]",
+            "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8", "model.item.out_dim=8",
+            "model.item.dual_head=true", "data.title_col=title", "model.item_item.enabled=false"]
+    frames = {"path": make_interactions(n_users=20, n_items=15, per_user=8), "items": make_items(15)}
+
+    def encoded(model_id: str):
+        def fake(config, prep, cache_dir=None):
+            rng = np.random.default_rng(len(model_id))  # another backend: other vectors
+            return rng.normal(size=(prep.n_items, 4)).astype(np.float32), model_id
+        return fake
+
+    monkeypatch.setattr(run_mod, "encode_item_texts", encoded("st@w+torch-bf16"))
+    run_mod.train_run(load_config(overrides=fast), tmp_path / "run", frames=frames)
+    monkeypatch.setattr(run_mod, "encode_item_texts", encoded("st@w"))
+    with pytest.raises(ConfigError, match=r"encoded by st@w\+torch-bf16, this command's encoder is st@w; resume with "
+                                          r"--encoder-backend torch-bf16"):
+        run_mod.train_run(load_config(overrides=[*fast, "train.epochs=2"]), tmp_path / "run", resume=True,
+                          frames=frames)
+    monkeypatch.setattr(run_mod, "encode_item_texts", encoded("st@w+torch-bf16"))  # the run's backend resumes
+    run_mod.train_run(load_config(overrides=[*fast, "train.epochs=2"]), tmp_path / "run", resume=True, frames=frames)

@@ -181,7 +181,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     done = 0
     derived: list[Path] = []
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
-        check_resume_matches(out, config, prep, trainer.model)
+        check_resume_matches(out, config, prep, trainer.model, item_text_encoder=None if got is None else got[1])
         # matched against the weights as saved: restoring may rewrite model.safetensors with the checkpoint's,
         # which lack the item-item term fitted after training (the run's fingerprint includes it)
         derived = derived_folders(out)
@@ -263,12 +263,19 @@ def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
     return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
 
 
-def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any) -> None:
+def _backend_of(model_id: str) -> str:
+    """The encoder backend a text encoder ``model_id`` names (``st@<weights>[+backend][.eN]``; none: torch)."""
+    return model_id.split("+", 1)[1].split(".", 1)[0] if "+" in model_id else "torch"
+
+
+def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any, *,
+                         item_text_encoder: str | None = None) -> None:
     """ConfigError unless the run in ``out`` can be continued with ``config`` and this data.
 
     The model settings must be the run's, the users and items (vocabularies) the same, and the checkpoint's
     tensors must have this model's names and shapes; the error names what differs. Training settings
-    (epochs, learning rate, ...) may change: that is what resuming with new flags is for.
+    (epochs, learning rate, ...) may change: that is what resuming with new flags is for. ``item_text_encoder``:
+    the ``model_id`` of the encoder that embedded the item texts now, checked against the run's.
     """
     import torch
     from safetensors import safe_open
@@ -297,6 +304,14 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         changed += _config_differences(model_old.get("item_item"), now["model"]["item_item"], "model.item_item")
         if changed:
             log.info("resume: these settings differ from the run's and apply from here on: %s", "; ".join(changed))
+    info = read_json(out / "run.json") if (out / "run.json").is_file() else {}
+    then = info.get("item_text_encoder") if isinstance(info, dict) else None
+    if item_text_encoder is not None and then is not None and then != item_text_encoder:
+        # another backend's vectors differ past the text-buffer check below, which blamed an edited item table
+        raise ConfigError(
+            f"cannot resume {out}: its item text embeddings were encoded by {then}, this command's encoder is "
+            f"{item_text_encoder}; resume with --encoder-backend {_backend_of(then)} (or "
+            f"TWOTOWER_ENCODER_BACKEND={_backend_of(then)}), the backend the run was trained with")
     for kind, vocab in (("items", prep.item_vocab), ("users", prep.user_vocab)):
         path = out / "vocab" / f"{kind}.json"
         if path.is_file():
