@@ -43,6 +43,18 @@ def test_miss_then_hit_encodes_each_text_once(tmp_path):
     np.testing.assert_array_equal(b, enc.encode(["y", "z", "x"], max_length=8))
 
 
+def test_the_log_counts_repeated_texts_as_encoded_not_as_cached(tmp_path, caplog):
+    # an empty cache and two equal titles (MovieLens-100K has 18) said "1 of 3 texts cached, encoding 2"
+    enc = CountingEncoder()
+    with caplog.at_level("INFO", logger="twotower.text.cache"):
+        cached_encode(enc, ["x", "y", "x"], tmp_path, max_length=8)
+        cached_encode(enc, ["x", "z", "z"], tmp_path, max_length=8)
+    said = [r.getMessage() for r in caplog.records if "texts cached" in r.getMessage()]
+    assert said[0].endswith(": 0 of 3 texts cached, encoding 3 (2 distinct)"), said
+    assert said[1].endswith(": 1 of 3 texts cached, encoding 2 (1 distinct)"), said
+    assert len(said) == 2
+
+
 def test_key_includes_model_and_max_length(tmp_path):
     enc = CountingEncoder()
     cached_encode(enc, ["x"], tmp_path, max_length=8)

@@ -171,15 +171,17 @@ class EmbeddingCache:
         for k, t in zip(keys, texts):
             if k not in index["texts"] and k not in missing:
                 missing[k] = t
-        self.hits += len(keys) - sum(1 for k in keys if k in missing)
-        self.misses += sum(1 for k in keys if k in missing)
+        cached = len(keys) - sum(1 for k in keys if k in missing)
+        self.hits += cached
+        self.misses += len(keys) - cached
+        # repeated texts (18 shared titles of MovieLens-100K) are encoded once: len(keys) - len(missing) counted
+        # them as cached, so an empty cache said "18 of 1682 texts cached"
+        distinct = f" ({len(missing)} distinct)" if len(missing) < len(keys) - cached else ""
         if keys and not missing:
             logger.info("embedding cache hit: all %d texts from %s (model %s)", len(keys), self.dir, self.model_id)
-        elif missing and len(missing) < len(keys):
-            logger.info("embedding cache %s: %d of %d texts cached, encoding %d", self.dir, len(keys) - len(missing),
-                        len(keys), len(missing))
-        if missing:
-            logger.info("embedding cache %s: %d of %d texts to encode", self.dir.name, len(missing), len(keys))
+        elif missing:
+            logger.info("embedding cache %s: %d of %d texts cached, encoding %d%s", self.dir, cached, len(keys),
+                        len(keys) - cached, distinct)
             shards.extend(self._encode_missing(encoder, list(missing.items()), index, batch_size, show_progress))
         if not keys:
             return np.zeros((0, index["dim"] or encoder.dim), dtype=np.float32)
