@@ -280,3 +280,18 @@ def test_train_takes_the_encoder_backend_its_error_names(dataset, tmp_path, caps
     monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
     assert _train(dataset, tmp_path / "r2", "--encoder-backend", "torch-bf17") == 2
     assert "invalid choice: 'torch-bf17'" in capsys.readouterr().err
+
+
+def test_an_encoder_flag_without_item_text_says_it_has_no_effect(dataset, tmp_path, caplog, monkeypatch):
+    import twotower.pipeline.run as run_mod
+
+    def stop(cfg, out, resume=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_mod, "train_run", stop)
+    monkeypatch.delenv("TWOTOWER_ENCODER_BACKEND", raising=False)
+    for extra, said in (([], True), (["model.item.dual_head=true"], False)):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--encoder-backend", "torch", *extra)
+        assert ("--encoder-backend has no effect: the item tower reads no text" in caplog.text) is said, caplog.text

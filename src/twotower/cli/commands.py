@@ -192,6 +192,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     from twotower.cli.search_cmd import _encoder_env
 
     _encoder_env(args)  # --encoder-backend / --encoder-threads for the item text embeddings, checked before the data
+    item = cfg.model.item
+    given = [f for f, v in (("--encoder-backend", args.encoder_backend), ("--encoder-threads", args.encoder_threads))
+             if v is not None]
+    if given and not (item.text_embeddings or item.dual_head):  # the only text encoder training loads
+        log.warning("%s has no effect: the item tower reads no text (model.item.text_embeddings=true or "
+                    "model.item.dual_head=true embeds the item titles)", " and ".join(given))
     started = time.time()
 
     def left(out: Path) -> str:
