@@ -291,12 +291,15 @@ def main(argv: list[str] | None = None) -> int:
             args.overrides = list(args.overrides or []) + extra
     except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
         return e.code if isinstance(e.code, int) else 2
+    rank = _torchrun_rank()
+    # under torchrun each rank prints its own error, and a rank > 0 may fail alone (its node lacks the data):
+    # untagged, its line read as rank 0's, or as one error printed twice
+    error = f"[rank {rank}] error" if rank else "error"
     problem = _check_threads(args)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        print(f"{error}: {problem}", file=sys.stderr)
         return 2
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    rank = _torchrun_rank()
     if rank and not args.verbose:
         # under torchrun every rank reads the same data and would log the same lines; rank 0 speaks for all
         # (docs/distributed.md), the others only log errors, tagged with their rank
@@ -320,11 +323,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _quiet_broken_pipe()
     except TwoTowerError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"{error}: {e}", file=sys.stderr)
         return 2
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError, FileExistsError, PermissionError) as e:
         # an output or input path the user gave: one line, not a traceback
-        print(f"error: {e.strerror or e}: {e.filename!s}" if e.filename else f"error: {e}", file=sys.stderr)
+        print(f"{error}: {e.strerror or e}: {e.filename!s}" if e.filename else f"{error}: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         from twotower.utils.atomic import storage_error_line
@@ -335,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         # the disk or quota filled, or the filesystem is mounted read-only: where, not a traceback
         fix = ("write to a folder on a writable filesystem" if e.errno == errno.EROFS
                else "free space there (or write to a folder on another disk) and run the command again")
-        print(f"{line}; {fix}", file=sys.stderr)
+        print(f"[rank {rank}] {line}; {fix}" if rank else f"{line}; {fix}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
