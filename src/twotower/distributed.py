@@ -69,6 +69,7 @@ def init_from_env(backend: str | None = None) -> bool:
             f"WORLD_SIZE={world} but {', '.join(missing)} not set; launch with "
             "`torchrun --nproc_per_node=N ...`, which sets them"
         )
+    _stop_with_launcher()
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
     if backend not in _BACKENDS:
@@ -80,6 +81,32 @@ def init_from_env(backend: str | None = None) -> bool:
     dist.init_process_group(backend=backend, init_method="env://")
     logger.info("joined process group: backend=%s rank=%d world_size=%d", backend, dist.get_rank(), world)
     return True
+
+
+def _stop_with_launcher() -> None:
+    """Have the kernel send this rank SIGTERM when torchrun dies (Linux; elsewhere nothing changes).
+
+    torchrun starts every rank in a session of its own, so a ``kill -9`` of torchrun, or of its process group,
+    or the OOM killer taking it, left the ranks training on together, writing checkpoints into the run folder
+    and holding its writer lock (a ``--resume`` was refused: "another twotower train (pid N) is writing this
+    folder"). With the signal a rank stops as on a scheduler's SIGTERM: the checkpoint is left for ``--resume``.
+    Only under torchrun (its ``TORCHELASTIC_RUN_ID``): another launcher, such as a script that starts the ranks
+    in the background and exits, may well leave them running on purpose.
+    """
+    import ctypes
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux") or not os.environ.get("TORCHELASTIC_RUN_ID"):
+        return
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGTERM), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl to call (another libc): run as before
+        return
+    if os.getppid() != parent:  # the launcher died before the request was made: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def rank() -> int:
