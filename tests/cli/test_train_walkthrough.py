@@ -143,6 +143,27 @@ def test_sigterm_stops_like_ctrl_c_with_the_resume_hint_and_status_143(dataset, 
     assert _train(dataset, out, *args, "--resume") == 0
 
 
+def test_sigterm_under_torchrun_says_a_failing_rank_may_have_caused_it(dataset, tmp_path, capsys, monkeypatch):
+    """torchrun stops the other ranks with SIGTERM when one fails: rank 0 said only "no epoch was checkpointed
+    ...; run the command again", which read as the cause and sent the user to repeat the failing command."""
+    import os
+    import signal
+
+    from twotower.training import distributed as tdist
+
+    out = tmp_path / "r"
+
+    def peer_failed():
+        monkeypatch.setattr(tdist, "world_size", lambda: 2)  # from here on, rank 0 of two
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    _stopped_in_epoch_3(monkeypatch, peer_failed)
+    assert _train(dataset, out, "--valid", str(dataset["valid"]), "--epochs", "3") == 143
+    err = capsys.readouterr().err
+    assert f"terminated (SIGTERM): {out / 'checkpoint'} holds epoch 2" in err
+    assert "a SIGTERM also stops every rank when one of them fails: a `[rank N] error:` line" in err
+
+
 def test_ctrl_c_before_any_checkpoint_says_there_is_nothing_to_resume(dataset, tmp_path, capsys, monkeypatch):
     from twotower.training.trainer import Trainer
 

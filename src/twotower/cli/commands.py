@@ -209,7 +209,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             main = tdist.is_main()
         except KeyboardInterrupt as e:
             if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
-                print(f"{_stopped_by(e)}: {left(out)}", file=sys.stderr)
+                print(f"{_stopped_by(e)}: {left(out)}{_peer_failure_hint(e)}", file=sys.stderr)
             return _interrupt_status(e)
         except OSError as e:
             from twotower.utils.atomic import storage_error_line
@@ -276,6 +276,18 @@ def terminate_as_interrupt() -> Iterator[None]:
 
 def _stopped_by(e: KeyboardInterrupt) -> str:
     return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
+def _peer_failure_hint(e: KeyboardInterrupt) -> str:
+    """Under torchrun, what rank 0's SIGTERM may mean besides a scheduler's: torchrun stops the other ranks this
+    way when one fails, and rank 0's line alone ("no epoch was checkpointed ...; run the command again") read as
+    the cause and sent the user to repeat the failing command."""
+    from twotower.training import distributed as tdist
+
+    if not isinstance(e, Terminated) or tdist.world_size() < 2:
+        return ""
+    return ("\n(under torchrun a SIGTERM also stops every rank when one of them fails: a `[rank N] error:` line, "
+            "printed above or on that rank's node, then says why)")
 
 
 def _interrupt_status(e: KeyboardInterrupt) -> int:
