@@ -265,3 +265,22 @@ def test_the_solver_follows_the_catalogue_size_and_the_memory_available(monkeypa
     assert "GiB available" in solver(60_000, ItemItemConfig(solver="dense"))[2]  # but not past the memory
     monkeypatch.setattr(runtime, "available_memory", lambda: 2**30)  # 1 GiB: 3M items x 272 float64 columns won't fit
     assert "more than the 1.0 GiB available" in solver(3_000_000, auto)[2]
+
+
+def test_under_torchrun_the_skip_says_how_one_process_adds_the_term(monkeypatch) -> None:
+    # the log said only "fitted in single-process runs only": a torchrun run lacked the term with no way to it named
+    from types import SimpleNamespace
+
+    import twotower.distributed
+    from twotower.config import ItemItemConfig
+    from twotower.pipeline.item_item import skip_reason
+
+    tower = SimpleNamespace(uses_history=True)
+    trainer = SimpleNamespace(model=SimpleNamespace(user_tower=tower, item_tower=SimpleNamespace(semantic=None)),
+                              valid_relevant=object())
+    prep = SimpleNamespace(valid=object())
+    assert skip_reason(trainer, prep, ItemItemConfig()) is None  # type: ignore[arg-type]
+    monkeypatch.setattr(twotower.distributed, "world_size", lambda: 2)
+    said = skip_reason(trainer, prep, ItemItemConfig())  # type: ignore[arg-type]
+    assert said is not None and "this one trains on several ranks" in said
+    assert "with --resume once more in one process, without torchrun" in said
