@@ -11,18 +11,22 @@ from tests.synthetic import write_dataset
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _split_stderr(tmp_path: Path, rank: str | None) -> str:
-    data = write_dataset(tmp_path / f"data{rank}")
+def _split(tmp_path: Path, rank: str | None, source: Path, status: int) -> str:
+    """stderr of `twotower data split --input source` as torchrun's rank ``rank`` of 2 (None: alone)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
     if rank is not None:
         env.update(RANK=rank, WORLD_SIZE="2")
-    cmd = [sys.executable, "-m", "twotower", "data", "split", "--input", str(data["train"]),
+    cmd = [sys.executable, "-m", "twotower", "data", "split", "--input", str(source),
            "--out", str(tmp_path / f"split{rank}")]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == status, proc.stderr
     return proc.stderr
+
+
+def _split_stderr(tmp_path: Path, rank: str | None) -> str:
+    return _split(tmp_path, rank, write_dataset(tmp_path / f"data{rank}")["train"], 0)
 
 
 def test_only_rank_0_logs_info_lines(tmp_path):
@@ -32,16 +36,7 @@ def test_only_rank_0_logs_info_lines(tmp_path):
 
 
 def _failing_stderr(tmp_path: Path, rank: str | None) -> str:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    env.pop("RANK", None)
-    env.pop("WORLD_SIZE", None)
-    if rank is not None:
-        env.update(RANK=rank, WORLD_SIZE="2")
-    cmd = [sys.executable, "-m", "twotower", "data", "split", "--input", str(tmp_path / "missing.csv"),
-           "--out", str(tmp_path / f"split{rank}")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    return proc.stderr
+    return _split(tmp_path, rank, tmp_path / "missing.csv", 2)
 
 
 def test_an_error_names_the_rank_that_failed(tmp_path):
