@@ -267,8 +267,9 @@ def test_the_solver_follows_the_catalogue_size_and_the_memory_available(monkeypa
     assert "more than the 1.0 GiB available" in solver(3_000_000, auto)[2]
 
 
-def test_under_torchrun_the_skip_says_how_one_process_adds_the_term(monkeypatch) -> None:
-    # the log said only "fitted in single-process runs only": a torchrun run lacked the term with no way to it named
+def test_under_torchrun_the_term_is_not_skipped(monkeypatch) -> None:
+    # it was skipped on several ranks (ML-100K test NDCG@10 0.1311 against 0.1371 in one process): rank 0 now fits
+    # it after training while the other ranks end (pipeline/run.py; tests/pipeline/test_torchrun.py runs it)
     from types import SimpleNamespace
 
     import twotower.distributed
@@ -279,8 +280,5 @@ def test_under_torchrun_the_skip_says_how_one_process_adds_the_term(monkeypatch)
     trainer = SimpleNamespace(model=SimpleNamespace(user_tower=tower, item_tower=SimpleNamespace(semantic=None)),
                               valid_relevant=object())
     prep = SimpleNamespace(valid=object())
-    assert skip_reason(trainer, prep, ItemItemConfig()) is None  # type: ignore[arg-type]
     monkeypatch.setattr(twotower.distributed, "world_size", lambda: 2)
-    said = skip_reason(trainer, prep, ItemItemConfig())  # type: ignore[arg-type]
-    assert said is not None and "this one trains on several ranks" in said
-    assert "with --resume once more in one process, without torchrun" in said
+    assert skip_reason(trainer, prep, ItemItemConfig()) is None  # type: ignore[arg-type]

@@ -40,6 +40,9 @@ def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path:
     assert [r["epoch"] for r in log] == [1, 2]
     assert {"loss", "inbatch_accuracy", "item_std", "valid_NDCG@10"} <= set(log[0])
     assert log[1]["loss"] < log[0]["loss"]
+    # the fits after training run on rank 0 while the other ranks end: the item-item term too (it was skipped)
+    term = json.loads((out / "run.json").read_text())["item_item"]
+    assert term["solver"] == "dense" and 0.0 <= term["weight"] <= 1.0 and len(term["valid"]) > 1
 
     # the checkpoint written by 2 ranks resumes in 1 process
     assert main(["-q", *args, "--epochs", "3", "--resume", "--no-eval"]) == 0

@@ -61,8 +61,6 @@ def factorise(b: np.ndarray, rank: int, seed: int) -> tuple[np.ndarray, np.ndarr
 def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) -> str | None:
     """Why the term is not fitted for this run, before the catalogue's size and the memory are asked about
     (:func:`solver`); None: go on."""
-    from twotower.distributed import world_size
-
     model = trainer.model
     if not config.enabled:
         return "model.item_item.enabled = false"
@@ -72,12 +70,6 @@ def skip_reason(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig) ->
         return "the user tower reads no history (model.user.history = none)"
     if model.item_tower.semantic is not None:
         return "the dual-head item tower's explanations split its score between its two heads only"
-    if world_size() > 1:
-        # said without the way to it, a torchrun run simply lacked the term (ML-100K test NDCG@10 0.1311 against
-        # 0.1371 for one process); a one-process resume of the finished run trains nothing and fits it (0.1383)
-        return ("fitted in single-process runs only, and this one trains on several ranks; to add it, run the same "
-                "`twotower train` command with --resume once more in one process, without torchrun: it trains "
-                "nothing more and fits the term on these weights")
     return None
 
 

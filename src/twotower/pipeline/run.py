@@ -203,25 +203,27 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
                       write_config=not (resume and done >= config.train.epochs))
     tdist.barrier()
     result = trainer.fit(resume=resume)
-    if tdist.is_main():
-        # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
-        # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
-        if empty_history_skip_reason(trainer.model, config) is None:
-            save_fit(out, trainer.model, "empty_history",
-                     fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
-                                       config.loss.temperature, seed=config.train.seed), weights=True)
-        # the item-item term and its weight, chosen on validation
-        item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
-                                  seed=config.train.seed)
-        if item_item is not None:
-            save_item_item(out, trainer.model, item_item)
-            result.item_item = item_item
-        write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
-    tdist.barrier()
-    run = TrainedRun.load(out) if tdist.is_main() else None
-    if run is not None:
-        _say_stale(out, stale, run.fingerprint())
-    return run, result, prep  # type: ignore[return-value]  # None only on ranks > 0
+    if not tdist.is_main():
+        # the fits below are rank 0's alone (validation, no collective): the other ranks are done, and do not wait
+        # for them at a barrier, which a long item-item solve could outlast (gloo gives up after 30 minutes and
+        # torchrun then stops rank 0 too); so the term is fitted under torchrun as in one process
+        return None, result, prep  # type: ignore[return-value]
+    # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
+    # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
+    if empty_history_skip_reason(trainer.model, config) is None:
+        save_fit(out, trainer.model, "empty_history",
+                 fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
+                                   config.loss.temperature, seed=config.train.seed), weights=True)
+    # the item-item term and its weight, chosen on validation
+    item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
+                              seed=config.train.seed)
+    if item_item is not None:
+        save_item_item(out, trainer.model, item_item)
+        result.item_item = item_item
+    write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
+    run = TrainedRun.load(out)
+    _say_stale(out, stale, run.fingerprint())
+    return run, result, prep
 
 
 def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
