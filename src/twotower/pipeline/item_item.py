@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from twotower.pipeline.prepare import Prepared
     from twotower.training.trainer import Trainer
 
-__all__ = ["factorise", "factorise_product", "fit_item_item", "save_item_item", "skip_reason", "solver"]
+__all__ = ["factorise", "factorise_product", "fit_item_item", "save_fits", "skip_reason", "solver"]
 
 log = logging.getLogger(__name__)
 
@@ -167,20 +167,16 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     return info
 
 
-def save_item_item(out: Path, model: torch.nn.Module, info: dict[str, Any]) -> None:
-    """Record the fit in ``out/run.json`` and, when a term was kept, the weights with it in ``model.safetensors``."""
-    save_fit(out, model, "item_item", info, weights=info["weight"] > 0)
-
-
-def save_fit(out: Path, model: torch.nn.Module, key: str, info: dict[str, Any], *, weights: bool) -> None:
-    """Record a fit made after training as ``out/run.json[key]`` and, with ``weights``, the weights it changed in
-    ``model.safetensors``: one set, so a kill between the two never leaves weights ``run.json`` does not describe."""
+def save_fits(out: Path, model: torch.nn.Module, records: dict[str, dict[str, Any]], *, weights: bool) -> None:
+    """Record the fits made after training as ``out/run.json[key]`` for each key of ``records`` and, with
+    ``weights``, the weights they changed in ``model.safetensors``: one set, written once for all of them, so a
+    kill between the files never leaves weights that ``run.json`` does not describe."""
     from safetensors.torch import save
 
     from twotower.training.checkpoint import state_tensors
     from twotower.utils.atomic import atomic_write_set, json_text, read_json
 
-    files = {out / "run.json": json_text({**read_json(out / "run.json"), key: info}).encode("utf-8")}
+    files = {out / "run.json": json_text({**read_json(out / "run.json"), **records}).encode("utf-8")}
     if weights:
         files[out / "model.safetensors"] = save(state_tensors(model))
     atomic_write_set(files)

@@ -30,7 +30,7 @@ from twotower.pipeline.artifacts import (
 )
 from twotower.pipeline.empty_history import empty_history_skip_reason, first_items, fit_empty_history
 from twotower.pipeline.experiment import check_model_fits_data, make_trainer
-from twotower.pipeline.item_item import fit_item_item, save_fit, save_item_item
+from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.training import distributed as tdist
@@ -210,16 +210,18 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         return None, result, prep  # type: ignore[return-value]
     # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
     # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
+    fits: dict[str, dict[str, Any]] = {}
     if empty_history_skip_reason(trainer.model, config) is None:
-        save_fit(out, trainer.model, "empty_history",
-                 fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
-                                   config.loss.temperature, seed=config.train.seed), weights=True)
+        fits["empty_history"] = fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
+                                                  config.loss.temperature, seed=config.train.seed)
     # the item-item term and its weight, chosen on validation
     item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
                               seed=config.train.seed)
     if item_item is not None:
-        save_item_item(out, trainer.model, item_item)
+        fits["item_item"] = item_item
         result.item_item = item_item
+    if fits:  # the weights once for both fits (hundreds of MB for a large catalogue), when either changed them
+        save_fits(out, trainer.model, fits, weights="empty_history" in fits or bool(item_item and item_item["weight"] > 0))
     write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
     run = TrainedRun.load(out)
     _say_stale(out, stale, run.fingerprint())
@@ -265,11 +267,6 @@ def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
     return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
 
 
-def _backend_of(model_id: str) -> str:
-    """The encoder backend a text encoder ``model_id`` names (``st@<weights>[+backend][.eN]``; none: torch)."""
-    return model_id.split("+", 1)[1].split(".", 1)[0] if "+" in model_id else "torch"
-
-
 def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any, *,
                          item_text_encoder: str | None = None) -> None:
     """ConfigError unless the run in ``out`` can be continued with ``config`` and this data.
@@ -284,6 +281,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
 
     from twotower.config import config_to_dict
     from twotower.data.vocab import Vocabulary
+    from twotower.text.encoder import backend_of
     from twotower.utils.atomic import read_json, sha256_bytes, sha256_file
 
     fix = "resume with the run's settings and data, or train into another folder without --resume"
@@ -312,8 +310,8 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         # another backend's vectors differ past the text-buffer check below, which blamed an edited item table
         raise ConfigError(
             f"cannot resume {out}: its item text embeddings were encoded by {then}, this command's encoder is "
-            f"{item_text_encoder}; resume with --encoder-backend {_backend_of(then)} (or "
-            f"TWOTOWER_ENCODER_BACKEND={_backend_of(then)}), the backend the run was trained with")
+            f"{item_text_encoder}; resume with --encoder-backend {backend_of(then)} (or "
+            f"TWOTOWER_ENCODER_BACKEND={backend_of(then)}), the backend the run was trained with")
     for kind, vocab in (("items", prep.item_vocab), ("users", prep.user_vocab)):
         path = out / "vocab" / f"{kind}.json"
         if path.is_file():

@@ -39,7 +39,7 @@ from twotower.utils.progress import RateLog, no_third_party_bars
 __all__ = ["TextEncoder", "EncoderSettings", "BACKENDS", "BACKEND_CHOICES", "resolve_backend", "load_text_encoder",
            "RerankSettings", "RERANK_BACKEND_CHOICES",
            "default_model_path", "weights_fingerprint", "truncation_report", "describe_truncation",
-           "check_max_length"]
+           "check_max_length", "backend_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +144,12 @@ def weights_fingerprint(model_dir: str | os.PathLike[str]) -> str:
                 fh.seek(-(1 << 20), os.SEEK_END)
                 h.update(fh.read(1 << 20))
     return h.hexdigest()[:16]
+
+
+def backend_of(model_id: str) -> str:
+    """The forward pass a :class:`TextEncoder`'s ``model_id`` names (``st@<weights>[+backend][.eN]``, as the
+    encoder writes it: no backend is plain torch)."""
+    return model_id.split("+", 1)[1].split(".", 1)[0] if "+" in model_id else "torch"
 
 
 class TextEncoder:
