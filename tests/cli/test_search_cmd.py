@@ -195,6 +195,7 @@ def test_query_states_a_short_hit_list_as_post_search_does(beir, tmp_path, capsy
     got = json.loads(cap.out)
     http = SearchService.load(idx).search("sleep", 3, "bm25", False, 20)
     assert [h["doc_id"] for h in got["hits"]] == [i["doc_id"] for i in http["items"]] == ["d3"]
+    assert got["items"] == got["hits"]  # the service's name for the list, so one parser reads both; "hits" stays
     # the service's fields too, so one parser reads both answers
     assert {k: got[k] for k in ("query", "mode", "reranked", "k")} == {k: http[k] for k in ("query", "mode", "reranked", "k")}
     assert [{k: h[k] for k in ("doc_id", "rank", "title", "text")} for h in got["hits"]] == \

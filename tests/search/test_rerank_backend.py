@@ -170,3 +170,27 @@ def test_serve_hands_the_backend_to_the_search_service_and_its_workers(tmp_path,
     args.workers = 2
     spec = serve_cmd._share_with_workers(args, ServiceSettings(), None)
     assert spec.rerank_backend == "torch-bf16"
+
+
+@needs_text
+def test_search_query_json_names_the_rerank_backend_as_post_search_does(tmp_path, monkeypatch, capsys):
+    from search_data import write_beir
+
+    from twotower.cli.main import main
+    from twotower.search import SearchIndex
+    from twotower.search.beir import load_corpus
+
+    class Double:
+        def predict(self, pairs, **kwargs):
+            return np.arange(len(pairs), dtype=np.float32)
+
+    monkeypatch.setattr(rerank_module, "CrossEncoderReranker",
+                        lambda path, **kw: CrossEncoderReranker.from_model(Double(), **kw))
+    ce = tmp_path / "ce"
+    ce.mkdir()
+    (ce / "twotower_cross_encoder.json").write_text(json.dumps({"kind": "cross_encoder"}))
+    idx = tmp_path / "idx"
+    SearchIndex.build(load_corpus(write_beir(tmp_path / "b") / "corpus.jsonl"), max_length=32).save(idx)
+    assert main(["search", "query", "--index", str(idx), "--rerank", str(ce), "--k", "3", "--json", "sleep"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["reranked"] and got["rerank_backend"] == "torch" and got["items"] == got["hits"]

@@ -73,6 +73,16 @@ def test_the_cross_encoder_scores_only_rerank_top_candidates_never_k(index):
     assert all("reranked" not in i for i in items[:2]) and all(i["reranked"] is False for i in items[2:])
 
 
+def test_a_reranked_answer_names_the_cross_encoders_forward_pass(index):
+    """Only the start line and the logs said which backend (torch / torch-bf16) scored a reranked /search answer;
+    bf16 swaps near-ties, so a client comparing answers needs it in the answer."""
+    with _client(index, CountingModel()) as c:
+        reranked = c.post("/search", json={"query": "aspirin heart attack risk", "k": 3, "rerank": True}).json()
+        plain = c.post("/search", json={"query": "aspirin heart attack risk", "k": 3}).json()
+    assert reranked["rerank_backend"] == "torch"
+    assert "rerank_backend" not in plain
+
+
 def test_past_the_time_budget_search_is_503_naming_what_to_ask_for(index, monkeypatch):
     clock = itertools.count(0, 1000)  # every reading of the clock is 1000 s later: the budget is always spent
     monkeypatch.setattr("twotower.serving.budget.monotonic", lambda: float(next(clock)))

@@ -560,6 +560,12 @@ def cmd_search_query(args: argparse.Namespace) -> int:
                 if reranker is not None and h["rank"] > args.rerank_top:  # not scored by it (POST /search marks it)
                     h["reranked"] = False
         block: dict = {"query": t, "mode": args.mode, "reranked": reranker is not None, "k": args.k, "hits": hits}
+        if args.json:
+            # POST /search names the list "items": one parser now reads both answers ("hits" stays, for scripts
+            # written against it); the backend that reranked is said, as the service says it
+            block["items"] = hits
+            if reranker is not None:
+                block["rerank_backend"] = reranker.backend
         # a short list is stated, as POST /search states it (same wording), never printed silently
         short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))
         if short is not None:

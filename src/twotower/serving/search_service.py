@@ -90,6 +90,8 @@ class SearchService:
                 # reranked hits (twotower.search.rerank), so it is marked rather than passed off as a measurement
                 items[-1]["reranked"] = False
         answer = {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
+        if rerank and self.reranker is not None:  # which forward pass scored them (the start line said it, once)
+            answer["rerank_backend"] = self.reranker.backend
         short = shortfall(k, len(items), mode, len(corpus.ids))
         if short is not None:  # as POST /recommend says it: a short list is explained, never silent
             answer["shortfall"] = short
@@ -128,6 +130,8 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         reranked: bool
         k: int
         items: list[SearchHit]
+        rerank_backend: str | None = Field(None, description="present on a reranked answer: the cross-encoder's "
+                                           "forward pass (torch or torch-bf16; `serve --rerank-backend`)")
         shortfall: dict | None = Field(None, description="present when fewer than k hits came back: how many "
                                        "are missing and why")
         query_cut: dict | None = Field(None, description="present when the dense query tower read only the first "
