@@ -265,3 +265,15 @@ def test_bf16_training_attention_is_causal_padded_and_close_to_fp32(block: str) 
     assert not torch.allclose(out[1, 5:], out2[1, 5:])
     torch.testing.assert_close(out[valid], out3[valid])
     assert float((out.detach().float() - ref)[valid].abs().max()) < 0.05  # bfloat16 rounding, not another function
+
+
+@pytest.mark.parametrize("kind", ["transformer", "gru"])
+def test_from_history_state_is_what_forward_gives_an_empty_history(kind: str) -> None:
+    """The empty-history fit trains ``empty`` through this public entry (it reached into the tower's private
+    ``_user_parts`` / ``_head``): it must be the very output ``forward`` gives a user with no items."""
+    m = _model(kind)
+    with torch.no_grad():
+        m.user_tower.empty.normal_()
+    no_items = torch.full((2, L), N_ITEMS)
+    torch.testing.assert_close(m.user_tower.from_history_state(m.user_tower.empty[None].expand(2, -1)),
+                               m.user_tower(None, no_items))

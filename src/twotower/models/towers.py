@@ -341,6 +341,13 @@ class UserTower(nn.Module):
         out = self.mlp(x)
         return l2_normalize(out) if self.config.normalize else out
 
+    def from_history_state(self, state: Tensor) -> Tensor:
+        """The output [B, D] for a new user (no ID row, missing features) whose history reads as ``state``
+        [B, H]: the head over what :meth:`forward` concatenates, without the item-item term. The empty-history
+        fit (``pipeline/empty_history.py``) trains ``empty`` through it."""
+        parts = self._user_parts(None, state.shape[0], None)
+        return self._head(torch.cat([*parts, state], dim=-1))
+
     def forward(
         self,
         user_rows: Tensor | None,

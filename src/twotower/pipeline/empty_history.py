@@ -58,9 +58,7 @@ def empty_history_skip_reason(model: TwoTowerModel, config: RunConfig) -> str | 
 def _user_vector(model: TwoTowerModel, state: torch.Tensor) -> torch.Tensor:
     """The user tower's output [1, D] for the empty history read through ``state`` (a new user's missing
     features, when the tower reads features)."""
-    tower = model.user_tower
-    parts = tower._user_parts(None, 1, None)
-    return tower._head(torch.cat([*parts, state[None]], dim=-1))
+    return model.user_tower.from_history_state(state[None])
 
 
 def first_items(seqs: UserSequences, n_items: int) -> np.ndarray:
