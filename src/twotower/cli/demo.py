@@ -76,8 +76,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     why = explain_recommendation(run, user_row=row, item_row=run.item_vocab.index(items[0]["item_id"]))
     print(f"   why #1? {why['text']}")
     star_wars = next((i for i in range(run.n_items) if run.title(i).startswith("Star Wars")), 0)
+    from twotower.pipeline.similar import cold_item_mask, similar_query
+
     emb = run.item_embeddings()
-    sims = emb @ emb[star_wars]
+    sims = emb @ similar_query(run, emb, star_wars, cold_item_mask(run))[0][0]  # as /similar-items queries it
     sims[star_wars] = -np.inf
     top = np.argsort(-sims)[:5]
     print(f"   items most similar to {shown(star_wars)}: " + "; ".join(shown(int(i)) for i in top))

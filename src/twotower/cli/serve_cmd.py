@@ -14,7 +14,7 @@ log = logging.getLogger("twotower")
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.main import add_no_verify
     from twotower.cli.search_cmd import rerank_backend_flag
-    from twotower.config import MAX_K
+    from twotower.config import COLD_SIMILAR, MAX_K
     from twotower.serving.settings import ServiceSettings  # every default is declared there, once (no heavy imports)
 
     d = ServiceSettings()
@@ -66,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=d.workers,
                    help="server processes sharing one memory-mapped copy of the vectors and index; "
                         "--max-concurrency and --max-queue apply per worker (default %(default)s)")
+    p.add_argument("--cold-similar", choices=COLD_SIMILAR, default=d.cold_similar,
+                   help="how /similar-items queries an item without training interactions of a dual-head item "
+                        "tower: its semantic head, or its served vector as before (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn log level (default info)")
     add_no_verify(p)
@@ -154,6 +157,7 @@ def _settings(args: argparse.Namespace) -> Any:
             max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
             max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout, threads=args.threads, explain_k=args.explain_k,
             time_budget_s=args.time_budget, workers=args.workers, filter_exact_max=args.filter_exact_max,
+            cold_similar=args.cold_similar,
             allowed_hosts=_allowed_hosts(args.host, args.allow_host),
         )
     except ConfigError as e:

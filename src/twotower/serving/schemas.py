@@ -188,6 +188,9 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         items: list[ItemHit]
         item_id: str
         k: int
+        query_space: str = Field("item", description=(
+            "what item_id was queried with: 'item' (its served vector) or 'semantic' (its semantic head: an item "
+            "without training interactions of a dual-head item tower, unless `serve --cold-similar item`)"))
 
     class ExplainResponse(BaseModel):
         user_id: Optional[str]

@@ -20,6 +20,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
+from twotower.pipeline.similar import cold_item_mask, similar_query
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
@@ -171,6 +172,7 @@ class RecommenderService:
         #: Which index answers, in words (set by :meth:`load`; printed by `twotower serve`).
         self.index_description = f"{type(index).__name__} over {len(index):,} items"
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
+        self.cold_items = cold_item_mask(run)  # [I] of a dual-head run: queried by their semantic head
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
         self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
         n_users = len(run.user_vocab)
@@ -508,10 +510,10 @@ class RecommenderService:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         self.check_k(int(k))
         row = self.catalog.row(item_id)
-        query = self.item_vectors[row : row + 1]  # [1, D]
+        query, space = similar_query(self.run, self.item_vectors, row, self.cold_items, self.settings.cold_similar)
         mask = self.catalog.filter_mask(filters, check) if filters else None
         rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
-        answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k}
+        answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k, "query_space": space}
         if len(rows) < k:
             answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None,
                                              excluded=f"leaving out item {item_id!r} itself")

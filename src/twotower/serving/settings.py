@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twotower.config import MAX_K, MAX_THREADS
+from twotower.config import COLD_SIMILAR, MAX_K, MAX_THREADS
 from twotower.errors import ConfigError
 
 _INT64_MAX = 2**63 - 1
@@ -61,6 +61,9 @@ class ServiceSettings:
     # re-points its own name at 127.0.0.1 (DNS rebinding) is otherwise the same origin to the browser, and reads
     # every answer of this unauthenticated service, users' histories included
     allowed_hosts: tuple[str, ...] | None = None
+    # how /similar-items queries an item without training interactions of a dual-head item tower: "semantic"
+    # (its semantic head; pipeline/similar.py says why) or "item" (its served vector, the behaviour before)
+    cold_similar: str = COLD_SIMILAR[0]
 
     def __post_init__(self) -> None:
         ints = {
@@ -96,6 +99,9 @@ class ServiceSettings:
         w = self.max_wait_ms
         if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 3_600_000):
             raise ConfigError(f"ServiceSettings.max_wait_ms must be milliseconds in (0, 3600000] or None, got {w!r}")
+        if self.cold_similar not in COLD_SIMILAR:
+            raise ConfigError(f"ServiceSettings.cold_similar must be one of {', '.join(COLD_SIMILAR)}, "
+                              f"got {self.cold_similar!r}")
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"ServiceSettings.host must be a non-empty string, got {self.host!r}")
         hosts = self.allowed_hosts
