@@ -32,7 +32,7 @@ from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
-           "ease_allowed", "ease_baseline_solver", "EASE_LAMBDAS"]
+           "ease_baseline_solver", "EASE_LAMBDAS"]
 
 log = logging.getLogger(__name__)
 
@@ -301,17 +301,6 @@ def ease_baseline_solver(n_items: int, *, solver: str, max_items: int, eigenpair
         log.info("EASE baseline: solved on its Gram matrix's %d leading eigenpairs, not densely (%s)",
                  eigenpairs, dense_why)
     return how
-
-
-def ease_allowed(n_items: int, max_items: int) -> bool:
-    """Whether to fit EASE here: False, with a warning saying why, where :func:`ease_skip_reason` objects
-    (measured against the memory the machine has available now)."""
-    from twotower.utils.runtime import available_memory  # noqa: PLC0415
-
-    why = ease_skip_reason(n_items, max_items, available_memory())
-    if why:
-        log.warning("EASE skipped: %s", why)
-    return why is None
 
 
 class EASE(_HistoryBaseline):
