@@ -17,6 +17,7 @@ on validation data only (:func:`tune_ease`, :func:`tune_itemknn`).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from typing import Any, Mapping, Sequence
@@ -32,7 +33,7 @@ from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
-           "ease_baseline_solver", "EASE_LAMBDAS"]
+           "ease_baseline_solver", "ease_rows_key", "EASE_LAMBDAS"]
 
 log = logging.getLogger(__name__)
 
@@ -573,6 +574,7 @@ def tune_ease(
     metric: str = "NDCG@10",
     log_every_s: float | None = None,
     keep: dict[str, Any] | None = None,
+    known: Mapping[str, Any] | None = None,
 ) -> tuple[float, list[dict]]:
     """Choose EASE's ``l2`` by ``metric`` on validation data.
 
@@ -582,20 +584,32 @@ def tune_ease(
     (ties go to the earlier λ); refit ``EASE(l2=best_lambda)`` to use it.
     ``log_every_s``: seconds between progress log lines (None: none). ``keep``, when given, receives the
     training matrix, its Gram matrix and the best λ's fitted model, from which :meth:`EASE.from_tuning` takes
-    the chosen λ's model without solving again.
+    the chosen λ's model without solving again, and ``keep["rows"]``: the table with the key of what its rows
+    depend on (:func:`ease_rows_key`). ``known``, such a ``keep["rows"]`` from an earlier tuning (the item-item
+    term's, recorded in ``run.json``), gives the rows of its λ that are in ``lambdas`` without solving or
+    scoring them again, where its key matches this tuning's exactly (else it is ignored): the same rows the
+    solve would give, as they come from the same code on the same matrices.
     """
     if not lambdas:
         raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
     for lam in lambdas:
         _check_l2(lam)
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
+    key = ease_rows_key(x, valid, metric) if keep is not None or known is not None else None
+    reuse = _reusable_rows(known, key, lambdas, metric)
     gram = _gram(x)  # shared by every λ
     if keep is not None:
         keep.update(train=x, gram=gram)
-    table = []
+    table: list[dict] = []
     # one EASE solve per λ takes minutes on a large catalogue: the grid would be silent until it ends
     progress = RateLog(log, "tuning EASE λ", len(lambdas), "tried", log_every_s)
     for lam in lambdas:
+        if float(lam) in reuse:  # solved and scored on these very matrices before: the same row
+            table.append({**reuse[float(lam)], "l2": lam, "fit_seconds": None})  # solved by the earlier tuning
+            if keep is not None and all(row[metric] < table[-1][metric] for row in table[:-1]):
+                keep.pop("model", None)  # beaten by a λ without a model here: from_tuning solves that one
+            progress.update(len(table), f" ({lam:g}: {metric} {table[-1][metric]:.4f}, from the earlier tuning)")
+            continue
         model = EASE(l2=lam)._fit_from_gram(x, gram)
         result = evaluate(model, valid, x, protocol, what=f"tuning EASE: λ={lam:g} on valid")
         table.append(_tuning_row("l2", lam, model, result, protocol.ks[0]))
@@ -606,7 +620,47 @@ def tune_ease(
         if keep is not None and all(row[metric] < result[metric] for row in table[:-1]):  # ties: the earlier λ
             keep["model"] = model
         del model
+    if keep is not None:
+        keep["rows"] = {"key": key, "rows": table}
     return float(_pick(table, "l2", metric)), table
+
+
+def _pattern_digest(m: sp.csr_matrix) -> str:
+    """sha256 of a canonical binary CSR's shape and non-zero pattern: all that EASE's tuning reads of it."""
+    h = hashlib.sha256(repr(tuple(m.shape)).encode())
+    h.update(np.asarray(m.indptr, np.int64).tobytes())
+    h.update(np.asarray(m.indices, np.int64).tobytes())
+    return h.hexdigest()
+
+
+def ease_rows_key(train: sp.spmatrix | sp.sparray, valid_relevant: sp.spmatrix | sp.sparray,
+                  metric: str) -> dict[str, str]:
+    """What a row of :func:`tune_ease`'s table depends on besides its λ: the exact training and validation
+    matrices (binarised, as tuning reads them), the metric, and the code that solved and scored it."""
+    from twotower import __version__  # noqa: PLC0415
+
+    x, valid = _binary_csr(train, "train"), _binary_csr(valid_relevant, "valid_relevant")
+    return {"train": _pattern_digest(x), "valid": _pattern_digest(valid), "metric": metric, "version": __version__}
+
+
+def _reusable_rows(known: Mapping[str, Any] | None, key: dict[str, str] | None, lambdas: Sequence[float],
+                   metric: str) -> dict[float, dict]:
+    """The rows of ``known`` (an earlier :func:`tune_ease`'s ``keep["rows"]``) for λ of ``lambdas``, by λ; none
+    unless its key is ``key``, so rows tuned on other data, users (``train.valid_max_users``) or a metric are
+    never mixed into this table."""
+    if known is None:
+        return {}
+    rows = known.get("rows") if isinstance(known, Mapping) else None
+    if not isinstance(known, Mapping) or known.get("key") != key or not isinstance(rows, list):
+        log.debug("tune_ease: the earlier tuning's rows are not for these matrices and metric; every λ is solved")
+        return {}
+    grid = {float(lam) for lam in lambdas}
+    out = {float(r["l2"]): dict(r) for r in rows if isinstance(r, Mapping) and isinstance(r.get("l2"), (int, float))
+           and isinstance(r.get(metric), (int, float)) and float(r["l2"]) in grid}
+    if out:  # said: the tuning's seconds drop, and these λ's rows have no fit_seconds of their own
+        log.info("tuning EASE λ: %s scored on the same training and validation data already, not solved again",
+                 ", ".join(f"{lam:g}" for lam in sorted(out)))
+    return out
 
 
 def tune_itemknn(

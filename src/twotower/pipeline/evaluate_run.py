@@ -1,6 +1,7 @@
 """Evaluate a saved run against baselines on its own split, from the files in the run folder."""
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Sequence
@@ -277,7 +278,12 @@ def evaluate_run(
         elif name == "ease":
             # no valid split: EASE's own default λ (tuning needs held-out data)
             keep = {}
-            lam = tuned(name, tune_ease, "lambdas", keep) if m.valid is not None else EASE().l2
+            # the item-item term's tuning rows: tune_ease takes those of the λ in its grid where they were computed
+            # on the same train, valid and metric (3 of the 7 solves by default), and ignores them otherwise
+            term = run.info.get("item_item")
+            known = term.get("lambda_table") if isinstance(term, dict) else None
+            lam = (tuned(name, functools.partial(tune_ease, known=known), "lambdas", keep)
+                   if m.valid is not None else EASE().l2)
             scorer = EASE.from_tuning(keep, lam) if keep else EASE(l2=lam).fit(m.train)
             keep.clear()  # the Gram matrix ([I, I] float64) is not held through the evaluation
             info = f"λ={scorer.l2:g}"

@@ -127,6 +127,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
              "choosing the weight (%s) ...", ", ".join(f"{lam:g}" for lam in config.lambdas), solve, metric,
              prep.n_items, config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
     kept = 0  # the low-rank solve's eigenpairs, as fitted: fewer than asked where there are fewer users or items
+    lambda_table: dict[str, Any] | None = None  # the dense tuning's rows (the low-rank one is seeded and sampled)
     with heartbeat(log, "item-item term", every):
         # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
         # would cost an EASE scoring of every validation user per lambda
@@ -135,6 +136,11 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
             lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric,
                                log_every_s=every, keep=keep)
             b = EASE.from_tuning(keep, lam).weights
+            # its rows (λ, valid metrics) and what they were computed on: the EASE baseline's tuning takes the
+            # rows of the λ its grid shares instead of solving them again, where its matrices and metric match
+            # (without the solves' seconds: run.json records what was chosen, and a refit on the same data the same)
+            lambda_table = {"key": keep["rows"]["key"],
+                            "rows": [{k: v for k, v in row.items() if k != "fit_seconds"} for row in keep["rows"]["rows"]]}
             keep.clear()
             assert b is not None
             p, q, share = factorise(b, config.rank, seed)
@@ -158,6 +164,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
         model.set_item_item_weight(best["weight"])
     info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
             "solver": how, **({"eigenpairs": kept} if how == "low_rank" else {}),
+            **({"lambda_table": lambda_table} if lambda_table is not None else {}),
             "metric": metric, "valid_metric": best[metric], "valid": table,
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
