@@ -17,7 +17,6 @@ on validation data only (:func:`tune_ease`, :func:`tune_itemknn`).
 """
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from typing import Any, Mapping, Sequence
@@ -30,6 +29,7 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
 from twotower.results import PAD_ID
+from twotower.utils.digest import matrix_digest
 from twotower.utils.progress import RateLog
 
 __all__ = ["Popularity", "EASE", "ItemKNN", "tune_ease", "tune_itemknn", "ease_memory_bytes", "ease_skip_reason",
@@ -625,14 +625,6 @@ def tune_ease(
     return float(_pick(table, "l2", metric)), table
 
 
-def _pattern_digest(m: sp.csr_matrix) -> str:
-    """sha256 of a canonical binary CSR's shape and non-zero pattern: all that EASE's tuning reads of it."""
-    h = hashlib.sha256(repr(tuple(m.shape)).encode())
-    h.update(np.asarray(m.indptr, np.int64).tobytes())
-    h.update(np.asarray(m.indices, np.int64).tobytes())
-    return h.hexdigest()
-
-
 def ease_rows_key(train: sp.spmatrix | sp.sparray, valid_relevant: sp.spmatrix | sp.sparray,
                   metric: str) -> dict[str, str]:
     """What a row of :func:`tune_ease`'s table depends on besides its λ: the exact training and validation
@@ -640,7 +632,7 @@ def ease_rows_key(train: sp.spmatrix | sp.sparray, valid_relevant: sp.spmatrix |
     from twotower import __version__  # noqa: PLC0415
 
     x, valid = _binary_csr(train, "train"), _binary_csr(valid_relevant, "valid_relevant")
-    return {"train": _pattern_digest(x), "valid": _pattern_digest(valid), "metric": metric, "version": __version__}
+    return {"train": matrix_digest(x), "valid": matrix_digest(valid), "metric": metric, "version": __version__}
 
 
 def _reusable_rows(known: Mapping[str, Any] | None, key: dict[str, str] | None, lambdas: Sequence[float],

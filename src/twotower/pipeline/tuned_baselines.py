@@ -10,7 +10,6 @@ that loading never reads, and deleting it only costs a re-tune.
 """
 from __future__ import annotations
 
-import hashlib
 import inspect
 import logging
 import time
@@ -22,6 +21,7 @@ import scipy.sparse as sp
 
 from twotower.errors import ConfigError, IntegrityError
 from twotower.utils.atomic import atomic_write_json, read_json
+from twotower.utils.digest import matrix_digest  # re-exported: the key of every tuned entry
 from twotower.utils.folder_lock import exclusive_writer
 
 __all__ = ["TUNED_FILE", "tuning_key", "cached_tuning", "matrix_digest"]
@@ -30,18 +30,6 @@ log = logging.getLogger(__name__)
 
 TUNED_FILE = "tuned_baselines.json"
 _FORMAT = 1
-
-
-def matrix_digest(m: sp.csr_matrix | None) -> str | None:
-    """sha256 of a sparse matrix's shape and non-zero pattern (what tuning reads), 16 hex digits."""
-    if m is None:
-        return None
-    m = sp.csr_matrix(m)
-    m.sort_indices()
-    h = hashlib.sha256(repr(m.shape).encode())
-    h.update(m.indptr.astype("int64").tobytes())
-    h.update(m.indices.astype("int64").tobytes())
-    return h.hexdigest()[:16]
 
 
 def tuning_key(tune: Callable[..., Any], grid_arg: str, *, metric: str, train: sp.csr_matrix,
