@@ -59,6 +59,7 @@ _LAZY: dict[str, str] = {
     "TrainedRun": "twotower.pipeline",
     "evaluate_run": "twotower.pipeline",
     "recommend": "twotower.pipeline.recommend",  # the lists `twotower recommend` prints, from Python
+    "similar": "twotower.pipeline.similar",  # the lists `twotower similar` prints (POST /similar-items), from Python
     # evaluation
     "evaluate": "twotower.evaluation",
     "EvalProtocol": "twotower.evaluation",

@@ -228,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(sub)
     _add_recommend(sub)
     for path in (
+        "twotower.cli.similar_cmd:register",
         "twotower.cli.index_cmd:register",
         "twotower.cli.serve_cmd:register",
         "twotower.cli.search_cmd:register",

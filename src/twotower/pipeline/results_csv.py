@@ -19,7 +19,7 @@ import pandas as pd
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog
 
-__all__ = ["results_to_frame", "write_results_csv"]
+__all__ = ["COLUMNS", "results_to_frame", "write_results_csv"]
 
 log = logging.getLogger(__name__)
 
@@ -28,38 +28,46 @@ log = logging.getLogger(__name__)
 WRITE_BLOCK_USERS = 20_000
 
 
-def results_to_frame(run: Any, user_rows: np.ndarray, res: Results) -> pd.DataFrame:
+#: the columns of a results CSV by what its queries are: users (``recommend``) or items (``similar``)
+COLUMNS = {"user": ("user_id", "item_id"), "item": ("item_id", "similar_item_id")}
+
+
+def results_to_frame(run: Any, user_rows: np.ndarray, res: Results, *, query: str = "user") -> pd.DataFrame:
     """``user_id, item_id, rank, score`` rows of ``res`` (query ``q`` is user row ``user_rows[q]``), padding left
-    out; ranks count each user's listed items from 1."""
-    return _frame(run, np.asarray(user_rows, np.int64), res.ids, res.scores)
+    out; ranks count each user's listed items from 1. ``query="item"``: the queries are item rows, and the
+    columns ``item_id, similar_item_id, rank, score`` (``twotower similar``)."""
+    return _frame(run, np.asarray(user_rows, np.int64), res.ids, res.scores, query)
 
 
-def _frame(run: Any, user_rows: np.ndarray, ids: np.ndarray, scores: np.ndarray) -> pd.DataFrame:
+def _frame(run: Any, user_rows: np.ndarray, ids: np.ndarray, scores: np.ndarray, query: str = "user") -> pd.DataFrame:
+    first, second = COLUMNS[query]
     keep = ids != PAD_ID  # [Q, K]; row-major order is the old loop's order (user by user, rank by rank)
     if not keep.any():  # the old lists-of-nothing frame: the header alone, whatever the column types
-        return pd.DataFrame({"user_id": [], "item_id": [], "rank": [], "score": []})
+        return pd.DataFrame({first: [], second: [], "rank": [], "score": []})
     # decode looks up the rows asked for: Vocabulary.ids copies the whole list (1M items) per call
-    users = np.asarray(run.user_vocab.decode(user_rows), dtype=object)
+    vocab = run.user_vocab if query == "user" else run.item_vocab
+    users = np.asarray(vocab.decode(user_rows), dtype=object)
     return pd.DataFrame({
-        "user_id": users[np.repeat(np.arange(user_rows.size), keep.sum(axis=1))],
-        "item_id": np.asarray(run.item_vocab.decode(ids[keep]), dtype=object),
+        first: users[np.repeat(np.arange(user_rows.size), keep.sum(axis=1))],
+        second: np.asarray(run.item_vocab.decode(ids[keep]), dtype=object),
         "rank": np.cumsum(keep, axis=1)[keep].astype(np.int64),
         "score": scores[keep].astype(np.float64),  # float(np.float32): the same double, printed by repr
     })
 
 
 def write_results_csv(run: Any, user_rows: np.ndarray, res: Results, write: Callable[[str], Any], *,
-                      log_every_s: float | None = None) -> int:
-    """Pass ``results_to_frame(run, user_rows, res).to_csv(index=False)`` to ``write`` (a text file's or
-    stdout's ``write``) block by block, logging progress every ``log_every_s`` seconds (None: silent);
-    returns the rows written."""
+                      log_every_s: float | None = None, query: str = "user") -> int:
+    """Pass ``results_to_frame(run, user_rows, res, query=query).to_csv(index=False)`` to ``write`` (a text
+    file's or stdout's ``write``) block by block, logging progress every ``log_every_s`` seconds (None:
+    silent); returns the rows written."""
     user_rows = np.asarray(user_rows, np.int64)
     n = user_rows.size
-    progress = RateLog(log, "writing the CSV", n, "users", log_every_s, rate_unit="users")
+    unit = "users" if query == "user" else "items"
+    progress = RateLog(log, "writing the CSV", n, unit, log_every_s, rate_unit=unit)
     written = 0
     for start in range(0, max(n, 1), WRITE_BLOCK_USERS):  # an empty list still writes the header
         stop = min(start + WRITE_BLOCK_USERS, n)
-        frame = _frame(run, user_rows[start:stop], res.ids[start:stop], res.scores[start:stop])
+        frame = _frame(run, user_rows[start:stop], res.ids[start:stop], res.scores[start:stop], query)
         write(frame.to_csv(index=False, header=start == 0))
         written += len(frame)
         progress.update(stop)

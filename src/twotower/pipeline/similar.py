@@ -6,14 +6,41 @@ is half a collaborative head that read a zero ID vector, shared by every cold it
 cold and rarely-rated items (bench/cold_similar.py: 74-80% of a cold anchor's top 10 were cold items, which are
 16% of the catalogue; "The Godfather: Part II" made cold ranked "The Godfather" 3rd behind two cold items, its
 semantic vector ranks it 1st; warm-neighbour HR@10 0.575 -> 0.631 on held-out anchors).
+
+:func:`similar_items` is the one search behind ``POST /similar-items``, ``twotower similar`` and
+:func:`similar`: a block of items per index search, each item left out of its own list, so with an exact
+index the three return identical lists (the exact index's scores do not depend on the batch, and a cold
+item's semantic query is computed in the same fixed chunk whoever asks, :data:`COLD_CHUNK`).
+
+Legend: ``I`` items, ``D`` dim, ``K`` top-k, ``B`` a block of query items.
 """
 from __future__ import annotations
 
-from typing import Any
+import logging
+import weakref
+from typing import Any, Iterable
 
 import numpy as np
 
-from twotower.config import COLD_SIMILAR
+from twotower.config import COLD_SIMILAR, MAX_K
+from twotower.errors import ConfigError
+from twotower.results import Results
+from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
+from twotower.utils.progress import RateLog
+
+log = logging.getLogger(__name__)
+
+__all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "cold_item_mask", "similar", "similar_items", "similar_queries",
+           "similar_query"]
+
+#: Cold items' semantic query vectors are computed for every cold item of a chunk of this many item rows at
+#: once (``[0, C)``, ``[C, 2C)``, ...), by the CLI and the service alike: a forward's batch shape can change
+#: the last bits of a torch matmul, so one item's query is the same floats whether asked alone or in a block.
+COLD_CHUNK = 4096
+#: Query items per index search of :func:`similar_items` (one search per block, not one per item).
+SIMILAR_BLOCK = 1024
+# per loaded run: (the item tower the vectors came from, {chunk: {row: [Ds] semantic vector}})
+_semantic: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, dict[int, np.ndarray]]]]" = weakref.WeakKeyDictionary()
 
 
 def cold_item_mask(run: Any) -> np.ndarray | None:
@@ -24,24 +51,138 @@ def cold_item_mask(run: Any) -> np.ndarray | None:
     return np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
 
 
-def similar_query(run: Any, vectors: np.ndarray, row: int, cold: np.ndarray | None,
-                  cold_similar: str = COLD_SIMILAR[0]) -> tuple[np.ndarray, str]:
-    """``([1, D] query, space)`` for the neighbours of item ``row`` among ``vectors`` [I, D]: ``space`` is "item"
-    (the row of ``vectors``) or "semantic" (a cold item's semantic head, zero-padded to ``D`` where the
-    vectors carry item-item factors, which are zero for an item without interactions)."""
-    if cold_similar not in COLD_SIMILAR:
-        raise ValueError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
-    if cold_similar == "item" or cold is None or not 0 <= row < len(cold) or not cold[row]:
-        return vectors[row : row + 1], "item"
+def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[int, np.ndarray]:
+    """Item row -> ``[Ds]`` semantic head vector of the cold ``rows``, each computed with every cold item of
+    its :data:`COLD_CHUNK` chunk (cached per run and item tower)."""
     import torch
 
     tower = run.model.item_tower
-    was = tower.training
-    tower.eval()
-    with torch.inference_mode():
-        heads = tower.forward_heads(torch.as_tensor([row], dtype=torch.long))[1]
-    tower.train(was)
-    sem = heads.semantic.numpy().astype(np.float32)
-    query = np.zeros((1, vectors.shape[1]), np.float32)
-    query[:, : sem.shape[1]] = sem
-    return query, "semantic"
+    try:
+        cached_tower, cache = _semantic.get(run, (None, {}))
+        if cached_tower is not tower:  # a model swapped in after the run was loaded: its own vectors
+            cache = {}
+            _semantic[run] = (tower, cache)
+    except TypeError:  # an object read as a run that takes no weak reference: computed afresh, the same floats
+        cache = {}
+    out: dict[int, np.ndarray] = {}
+    for r in rows:
+        c = r // COLD_CHUNK
+        if c not in cache:
+            members = np.flatnonzero(cold[c * COLD_CHUNK : (c + 1) * COLD_CHUNK]) + c * COLD_CHUNK
+            was = tower.training
+            tower.eval()
+            with torch.inference_mode():
+                sem = tower.forward_heads(torch.as_tensor(members, dtype=torch.long))[1].semantic  # [n, Ds]
+            tower.train(was)
+            sem = sem.numpy().astype(np.float32)
+            cache[c] = {int(m): sem[j] for j, m in enumerate(members.tolist())}
+        out[r] = cache[c][r]
+    return out
+
+
+def similar_queries(run: Any, vectors: np.ndarray, rows: np.ndarray, cold: np.ndarray | None,
+                    cold_similar: str = ServiceSettings.cold_similar) -> tuple[np.ndarray, list[str]]:
+    """``([B, D] queries, spaces)`` for the neighbours of items ``rows`` among ``vectors`` [I, D]: a space is
+    "item" (the row of ``vectors``) or "semantic" (a cold item's semantic head, zero-padded to ``D`` where the
+    vectors carry item-item factors, which are zero for an item without interactions)."""
+    if cold_similar not in COLD_SIMILAR:
+        raise ValueError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
+    rows = np.asarray(rows, np.int64)
+    queries = np.array(vectors[rows], dtype=np.float32)  # [B, D], a copy: cold rows are replaced
+    spaces = ["item"] * rows.size
+    if cold_similar == "item" or cold is None:
+        return queries, spaces
+    picked = [b for b, r in enumerate(rows.tolist()) if 0 <= r < len(cold) and cold[r]]
+    if picked:
+        sem = _semantic_vectors(run, cold, [int(rows[b]) for b in picked])
+        for b in picked:
+            v = sem[int(rows[b])]
+            queries[b] = 0.0
+            queries[b, : v.shape[0]] = v
+            spaces[b] = "semantic"
+    return queries, spaces
+
+
+def similar_query(run: Any, vectors: np.ndarray, row: int, cold: np.ndarray | None,
+                  cold_similar: str = COLD_SIMILAR[0]) -> tuple[np.ndarray, str]:
+    """``([1, D] query, space)`` of one item: :func:`similar_queries` of ``[row]``."""
+    queries, spaces = similar_queries(run, vectors, np.asarray([row], np.int64), cold, cold_similar)
+    return queries, spaces[0]
+
+
+def similar_items(
+    run: Any,
+    rows: np.ndarray,
+    k: int,
+    index: Any,
+    *,
+    vectors: np.ndarray | None = None,
+    cold: np.ndarray | None = None,
+    cold_similar: str = ServiceSettings.cold_similar,
+    allow: np.ndarray | None = None,
+    exact_subset_max: int | None = None,
+    block: int = SIMILAR_BLOCK,
+    log_every_s: float | None = None,
+) -> tuple[Results, list[str]]:
+    """Top-``k`` neighbours of item ``rows`` -> ``(Results[B, K], spaces)``, each item left out of its own list.
+
+    ``index`` (a :class:`~twotower.index.VectorIndex` over item rows) is searched once per ``block`` items;
+    ``vectors`` [I, D] default to the run's item embeddings, ``cold`` to :func:`cold_item_mask`; ``allow``
+    (item rows, one list for every query) is the service's filters. A row shorter than ``k`` (padded with -1)
+    means fewer than ``k`` items were left. ``log_every_s``: seconds between progress log lines (None: none).
+    """
+    vectors = run.item_embeddings() if vectors is None else vectors
+    cold = cold_item_mask(run) if cold is None else cold  # the service passes its own (None: a single-head run)
+    rows = np.asarray(rows, np.int64)
+    ids: list[np.ndarray] = []
+    scores: list[np.ndarray] = []
+    spaces: list[str] = []
+    progress = RateLog(log, "finding similar items", rows.size, "items", log_every_s, rate_unit="items")
+    for s in range(0, rows.size, block):
+        chunk = rows[s : s + block]
+        queries, chunk_spaces = similar_queries(run, vectors, chunk, cold, cold_similar)
+        res = index.search(queries, k, exclude=[chunk[b : b + 1] for b in range(chunk.size)],
+                           allow=None if allow is None else [allow] * chunk.size, exact_subset_max=exact_subset_max)
+        ids.append(res.ids)
+        scores.append(res.scores)
+        spaces += chunk_spaces
+        progress.update(s + chunk.size)
+    if not ids:
+        return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)), []
+    return Results(np.concatenate(ids), np.concatenate(scores)), spaces
+
+
+def similar(
+    run: Any,
+    item_ids: Iterable[str],
+    k: int = ServiceSettings.default_k,
+    *,
+    exact: bool = False,
+    cold_similar: str = ServiceSettings.cold_similar,
+) -> list[list[dict[str, Any]]]:
+    """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
+    and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id.
+
+    Ranked with the run's built index (``RUN/index``), or by exact search when ``exact`` or when none is
+    built; a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
+    (``serve --cold-similar``). Example::
+
+        run = tt.TrainedRun.load("runs/ml")
+        for item in tt.similar(run, ["50"], k=5)[0]:
+            print(item["rank"], item["item_id"], item.get("title"))
+    """
+    from twotower.pipeline.artifacts import check_loaded_run
+    from twotower.pipeline.recommend import open_run_index, results_to_items
+
+    check_loaded_run(run, "similar")
+    if isinstance(item_ids, str):
+        raise ConfigError(f"item_ids is a list of item ids, e.g. [{item_ids!r}]; got a string")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
+        raise ConfigError(f"k must be an integer between 1 and {MAX_K} (twotower.config.MAX_K, as `twotower "
+                          f"similar --k`), got {k!r}")
+    if cold_similar not in COLD_SIMILAR:
+        raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
+    rows = np.asarray([run.item_vocab.index(i) for i in item_ids], np.int64)  # an unknown id: named
+    index, _ = open_run_index(run, exact=exact)
+    res, _ = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
+    return [results_to_items(run, res, q) for q in range(len(rows))]

@@ -20,12 +20,12 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.similar import cold_item_mask, similar_query
+from twotower.pipeline.similar import cold_item_mask, similar_items
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 
-__all__ = ["RecommenderService", "RecRequest"]
+__all__ = ["RecommenderService", "RecRequest", "catalog_items", "similar_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,33 @@ def _shortfall(k: int, got: int, *, filtered: bool, excluded: str | None) -> dic
     why = [w for w, on in (("the filters", filtered), (excluded, excluded is not None)) if on]
     left = f"are left in the index after {' and '.join(why)}" if why else "are in the index"  # not "after nothing"
     return {"missing": k - got, "reason": f"fewer than k={k} items {left}; all {got} eligible items are returned"}
+
+
+def catalog_items(catalog: ItemCatalog, rows: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
+    """``[{"item_id", "score", "rank", ...metadata, "display_name"}]`` of ranked item ``rows``: an answer's items."""
+    out = []
+    for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
+        item = {"item_id": catalog.ids[row], "score": round(score, 6), "rank": rank}
+        for name, values in catalog.columns.items():
+            item[name] = values[row]
+        item["display_name"] = catalog.display_name(row)  # as ItemCatalog.record gives it
+        out.append(item)
+    return out
+
+
+def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray, scores: np.ndarray, space: str,
+                   *, filtered: bool = False) -> dict[str, Any]:
+    """The answer of ``POST /similar-items`` (and ``twotower similar --json``): ``{"items", "item_id", "k",
+    "query_space"[, "shortfall"]}`` for the neighbours ``rows`` (valid ones, best first) of ``item_id``."""
+    answer = {"items": catalog_items(catalog, rows, scores), "item_id": item_id, "k": k, "query_space": space}
+    if len(rows) < k:
+        answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id))
+    return answer
+
+
+def similar_excluded(item_id: str) -> str:
+    """What /similar-items leaves out, in a shortfall's reason: the query item itself."""
+    return f"leaving out item {item_id!r} itself"
 
 
 class RecommenderService:
@@ -406,14 +433,7 @@ class RecommenderService:
 
     # ------------------------------------------------------------------ answers
     def _items(self, rows: np.ndarray, scores: np.ndarray) -> list[dict[str, Any]]:
-        out = []
-        for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
-            item = {"item_id": self.catalog.ids[row], "score": round(score, 6), "rank": rank}
-            for name, values in self.catalog.columns.items():
-                item[name] = values[row]
-            item["display_name"] = self.catalog.display_name(row)  # as ItemCatalog.record gives it
-            out.append(item)
-        return out
+        return catalog_items(self.catalog, rows, scores)
 
     def recommend(self, req: RecRequest, *, check: Callable[[], None] | None = None) -> dict[str, Any]:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
@@ -510,14 +530,15 @@ class RecommenderService:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
         self.check_k(int(k))
         row = self.catalog.row(item_id)
-        query, space = similar_query(self.run, self.item_vectors, row, self.cold_items, self.settings.cold_similar)
         mask = self.catalog.filter_mask(filters, check) if filters else None
-        rows, scores = self._topk(query, [k], [np.asarray([row], np.int64)], [mask])[0]
-        answer = {"items": self._items(rows, scores), "item_id": item_id, "k": k, "query_space": space}
-        if len(rows) < k:
-            answer["shortfall"] = _shortfall(k, len(rows), filtered=mask is not None,
-                                             excluded=f"leaving out item {item_id!r} itself")
-        return answer
+        allow = None if mask is None else np.flatnonzero(mask & self.in_index)
+        # the search `twotower similar` and tt.similar run (pipeline/similar.py), so the lists cannot drift
+        res, spaces = similar_items(self.run, np.asarray([row], np.int64), int(k), self.index,
+                                    vectors=self.item_vectors, cold=self.cold_items,
+                                    cold_similar=self.settings.cold_similar, allow=allow,
+                                    exact_subset_max=self.settings.filter_exact_max)
+        rows, scores = res.row(0)
+        return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None)
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
                 user_features: Mapping[str, Any] | None = None) -> dict[str, Any]:

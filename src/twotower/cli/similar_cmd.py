@@ -1,0 +1,165 @@
+"""``twotower similar``: the items most similar to an item ("more like this"), as ``POST /similar-items`` answers.
+
+One item (``--item``) prints its list, or with ``--json`` the service's JSON answer; a list of items
+(``--items all|ID,ID,...``) writes ``item_id,similar_item_id,rank,score`` CSV rows. Both search through
+:func:`twotower.pipeline.similar.similar_items`, the function behind the HTTP route, so with an exact index
+the lists are the service's, scores included.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+import numpy as np
+
+from twotower.errors import ConfigError
+
+__all__ = ["cmd_similar", "register"]
+
+log = logging.getLogger("twotower")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.main import add_no_verify
+    from twotower.config import COLD_SIMILAR
+    from twotower.serving.settings import ServiceSettings  # the service's defaults, so both agree
+
+    p = sub.add_parser("similar", help="items most similar to an item (as POST /similar-items), one or in batch")
+    p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--item", help="one item id: prints its most similar items with titles")
+    which.add_argument("--items", help="'all' or a comma list of item ids (a JSON array for ids with commas): "
+                                       "CSV rows item_id,similar_item_id,rank,score")
+    p.add_argument("--k", type=int, default=None,
+                   help=f"list length (default {ServiceSettings.default_k}, as the service)")
+    p.add_argument("--cold-similar", choices=COLD_SIMILAR, default=ServiceSettings.cold_similar,
+                   help="how an item without training interactions of a dual-head run is queried: semantic (its "
+                        f"semantic head) or item (its served vector); default {ServiceSettings.cold_similar}, "
+                        "as `serve --cold-similar`")
+    p.add_argument("--exact", action="store_true",
+                   help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
+    p.add_argument("--out", help="with --items: the CSV file (written whole or not at all); - or left out: stdout")
+    p.add_argument("--json", action="store_true",
+                   help="--item: print the JSON answer of POST /similar-items; --items: JSON records")
+    p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    add_no_verify(p)
+    p.set_defaults(func=cmd_similar)
+
+
+def _check_args(args: argparse.Namespace) -> int:
+    """The list length; argument errors before the (slow) run load, as `recommend` checks its own."""
+    from twotower.cli.paths import STDOUT, check_output_file
+    from twotower.config import MAX_K
+    from twotower.serving.settings import ServiceSettings
+
+    k = args.k if args.k is not None else ServiceSettings.default_k
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}")
+    if args.out and args.item is not None:
+        raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
+                          f"{args.out}`, or --json for the printed answer")
+    if args.out and args.out != STDOUT:
+        check_output_file(args.out)  # refuses a file of a run (its weights, items.csv, ...), the only input
+    return k
+
+
+def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  # noqa: ANN001 - TrainedRun
+    """Item rows of ``--item``, or of ``--items``: every catalogue item for 'all', else the listed ids once
+    each, in order. An unknown id is named with its flag."""
+    from twotower.cli.commands import flag_named
+    from twotower.cli.id_lists import parse_id_list
+
+    if item is not None:
+        with flag_named("--item"):
+            return np.asarray([run.item_vocab.index(item)], np.int64)
+    assert spec is not None
+    if spec.strip() == "all":
+        return np.arange(run.n_items, dtype=np.int64)
+    ids = list(dict.fromkeys(parse_id_list(spec, "--items")))  # an id given twice: one list
+    if not ids:
+        raise ConfigError("--items: no item ids given; pass 'all' or a comma list, e.g. --items 50,181")
+    with flag_named("--items"):
+        return np.asarray([run.item_vocab.index(i) for i in ids], np.int64)
+
+
+def cmd_similar(args: argparse.Namespace) -> int:
+    from twotower.cli.commands import _threads
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+
+    _threads(args)
+    k = _check_args(args)
+    run = TrainedRun.load(args.run)
+    rows = _item_rows(run, args.items if args.item is None else None, args.item)  # a typo: one line, before the index
+    index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from
+    print(f"ranking with {used}", file=sys.stderr)
+    if args.item is not None:
+        return _one_item(args, run, index, k, int(rows[0]))
+    return _many_items(args, run, index, k, rows)
+
+
+def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
+    """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
+    from twotower.cli.commands import _print_items
+    from twotower.pipeline.similar import similar_items
+    from twotower.serving.catalog import ItemCatalog
+    from twotower.serving.service import similar_answer
+
+    catalog = ItemCatalog.from_run(run)
+    res, spaces = similar_items(run, np.asarray([row], np.int64), k, index, cold_similar=args.cold_similar)
+    rows, scores = res.row(0)
+    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0])
+    if args.json:
+        print(json.dumps(answer, ensure_ascii=False, default=str))
+        return 0
+    if "shortfall" in answer:
+        print(answer["shortfall"]["reason"], file=sys.stderr)
+    where = " (queried by its semantic head: no training interactions)" if spaces[0] == "semantic" else ""
+    _print_items(answer["items"], False, f"top {k} similar to {catalog.display_name(row)}{where}", k)
+    return 0
+
+
+def _many_items(args: argparse.Namespace, run, index, k: int, rows: np.ndarray) -> int:  # noqa: ANN001
+    """Write (or print) the lists of ``--items`` as CSV rows item_id,similar_item_id,rank,score."""
+    from twotower.cli.paths import STDOUT
+    from twotower.pipeline.results_csv import results_to_frame, write_results_csv
+    from twotower.pipeline.similar import similar_items
+
+    train_cfg = run.config.train  # the run's own progress settings, as `recommend --users` reads them
+    every_s = train_cfg.log_every_s if train_cfg.progress else None
+    res, spaces = similar_items(run, rows, k, index, cold_similar=args.cold_similar, log_every_s=every_s)
+    _say_shortfall(run, rows, res, k)
+    n_sem = spaces.count("semantic")
+    if n_sem:
+        print(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "
+              "head (--cold-similar item: by their served vector)", file=sys.stderr)
+    if args.json and not args.out:
+        print(results_to_frame(run, rows, res, query="item").to_json(orient="records"))
+        return 0
+    if args.out and args.out != STDOUT:
+        from twotower.utils.atomic import atomic_path
+
+        with atomic_path(args.out) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
+            n = write_results_csv(run, rows, res, f.write, log_every_s=every_s, query="item")
+    else:  # `--out -` and no --out: stdout
+        n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=every_s, query="item")
+    if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
+        where = "standard output" if args.out == STDOUT else args.out
+        print(f"wrote {n} rows for {len(rows)} items to {where}", file=sys.stderr)
+    return 0
+
+
+def _say_shortfall(run, rows: np.ndarray, res, k: int) -> None:  # noqa: ANN001 - TrainedRun, Results
+    """Tell stderr when lists are shorter than k, in the words of the service's shortfall."""
+    from twotower.index import shortfall
+    from twotower.serving.service import _shortfall, similar_excluded  # the service's wording
+
+    short = shortfall(res, k)
+    if short.any():
+        worst = int(short.argmax())
+        item_id = run.item_vocab.id_at(int(rows[worst]))
+        reason = _shortfall(k, k - int(short[worst]), filtered=False, excluded=similar_excluded(item_id))["reason"]
+        print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} (e.g. item {item_id}: "
+              f"{reason})", file=sys.stderr)
