@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="';'-separated IVF specs autotune picks from for the IVF row (e.g. 'ivf;IVF16384_HNSW32,Flat')")
     p.add_argument("--clusters", type=int, default=5000)
     p.add_argument("--noise", type=float, default=1.0,
-                   help="noise norm relative to unit cluster centres (recall at a given nprobe is very sensitive to it: see README)")
+                   help="noise norm relative to unit cluster centres (recall at a given nprobe is very sensitive to it: see docs/benchmarks.md)")
     p.add_argument("--queries", type=int, default=1000, help="held-out evaluation queries")
     p.add_argument("--tune-queries", type=int, default=1000, help="queries used by autotune")
     p.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time")

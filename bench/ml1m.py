@@ -66,7 +66,7 @@ _ITEM = ["model.item.use_features=false", "model.user.use_features=false"]
 # no map after either tower (head=false: the item vector IS the table the encoder reads), positions numbered from
 # the oldest item read (SASRec+'s right-padded windows), cosine scores at T=0.08, small batches (the all-positions
 # objective gets ~110 targets per window: the number of updates, not of targets, limits progress per epoch).
-# Each choice was made on validation NDCG@10, side by side, with the figures in README: head=false + left positions
+# Each choice was made on validation NDCG@10, side by side, with the figures in docs/benchmarks.md: head=false + left positions
 # 0.1607 -> 0.1773; dropout 0.1 over 0.2 (and over 0.05); width 128 over 64 and 256; 3 blocks over 2 (4: level);
 # AdamW weight decay 0.1 over 1e-4 (0.3: level, 1.0: behind); 2 heads over 1. 40 epochs over 30: ahead on validation
 # for all three seeds (mean 0.1944 vs 0.1932) for a third more time; the budget ends it at 60 minutes. Validation
@@ -79,7 +79,7 @@ _SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.his
         "loss.temperature=0.08", "train.batch_size=16",
         "train.lr=2e-3", "train.weight_decay=0.05", "train.lr_schedule=cosine", "train.patience=20", "train.epochs=40",
         "train.eval_every=2", "train.time_budget_min=60",
-        # the recipe was chosen without the pooled default's weight average (0.999 was tried: README)
+        # the recipe was chosen without the pooled default's weight average (0.999 was tried: docs/benchmarks.md)
         "train.ema_decay=0", *_ITEM]
 _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
 

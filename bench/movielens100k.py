@@ -29,7 +29,7 @@ from twotower.pipeline.run import item_text_embeddings, prepare_data  # noqa: E4
 from twotower.training.scorer import TwoTowerScorer  # noqa: E402
 from twotower.utils.runtime import set_threads  # noqa: E402
 
-# (without the pooled default's weight average, as these rows were measured: README)
+# (without the pooled default's weight average, as these rows were measured: docs/benchmarks.md)
 _SEQ = ["train.examples=sequence", "train.batch_size=16", "train.lr=1e-3", "loss.temperature=0.05",
         "model.user.history_len=100", "train.ema_decay=0"]
 

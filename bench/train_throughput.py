@@ -58,7 +58,7 @@ def run_trainer(seqs, n_items, tower, kind, examples, batch, n, sparse) -> tuple
     torch.manual_seed(0)
     model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
     # no history dropout and no weight average: the hand-written step does neither, and the ratio is the
-    # framework's overhead alone (README: "What history dropout and the weight average cost")
+    # framework's overhead alone (docs/benchmarks.md: "What history dropout and the weight average cost")
     train = TrainConfig(examples=examples, batch_size=batch, max_examples_per_epoch=n, progress=False,
                         checkpoint=False, diagnostics=False, optimizer="sparse_adam" if sparse else "adamw",
                         history_dropout=0.0, ema_decay=0.0)

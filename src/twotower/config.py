@@ -382,9 +382,9 @@ class ItemItemConfig:
     user tower that reads no history, and for the dual-head item tower.
     """
 
-    # MovieLens-100K, seeds 42 / 7 / 1: valid NDCG@10 +6.6%, test Recall@20 +4.5% over the towers alone (README)
+    # MovieLens-100K, seeds 42 / 7 / 1: valid NDCG@10 +6.6%, test Recall@20 +4.5% over the towers alone (docs/benchmarks.md)
     enabled: bool = True
-    # 0.05: a sparse catalogue's low-rank term validated best at 0.1 and fell at 0.2 (README)
+    # 0.05: a sparse catalogue's low-rank term validated best at 0.1 and fell at 0.2 (docs/benchmarks.md)
     weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
     rank: int = 64
     lambdas: tuple[float, ...] = (100.0, 500.0, 2000.0)
@@ -412,7 +412,7 @@ class ItemItemConfig:
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
     # the recent items (decay 0.9) and the whole window's mean, pooled side by side: valid NDCG@10 +3.6% over
-    # the recency pool alone on MovieLens-100K, every one of three seeds ahead (README)
+    # the recency pool alone on MovieLens-100K, every one of three seeds ahead (docs/benchmarks.md)
     user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency", extra_pools=(1.0,)))
     item: TowerConfig = field(default_factory=TowerConfig)
     # sequence user towers (transformer | gru) embed history items with the item tower's ID
@@ -494,7 +494,7 @@ class TrainConfig:
     random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch
     denoise_keep: float = 0.8  # denoising: share of the other history kept as input
     # causal examples: share of each input history's items dropped at random, in place (augmentation; the
-    # MovieLens-100K default tower's valid NDCG@10 0.1951 -> 0.2016 with ema_decay, 7 seeds; README)
+    # MovieLens-100K default tower's valid NDCG@10 0.1951 -> 0.2016 with ema_decay, 7 seeds; docs/benchmarks.md)
     history_dropout: float = 0.2
     patience: int = 5
     # stop after the epoch that passes this many minutes of training (the best epoch so far is kept);

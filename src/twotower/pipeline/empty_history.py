@@ -15,7 +15,7 @@ with ``u(e)`` the user tower's output for the empty history, ``V`` the item vect
 temperature -- the causal objective's empty-history term, solved alone. It stays one vector that the ONNX
 export and every scoring path already read. Deterministic: full-batch Adam from a seeded start.
 
-Measured on the ML-1M transformer recipe (seed 0 of README's runs; users split in two halves, fitted on one
+Measured on the ML-1M transformer recipe (seed 0 of docs/benchmarks.md's runs; users split in two halves, fitted on one
 half's first items, HR@10 of the other half's first items): 0.207, against 0.150 for the most-popular list,
 0.210 for the first items' own popularity and 0.049 for the untrained state. Fitted to the overall popularity
 instead it reached 0.082 in the same 300 steps (0.176 in 2,000): a new user's first items are not the catalogue's

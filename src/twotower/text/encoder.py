@@ -9,7 +9,7 @@ package, loaded fully offline.
 Backends (:class:`EncoderSettings`, or ``TWOTOWER_ENCODER_BACKEND`` /
 ``TWOTOWER_ENCODER_THREADS``): ``torch`` (sentence-transformers' own
 forward pass), ``torch-bf16`` (the same pass with the transformer in bfloat16:
-2.2-2.35x fp32's docs/s on a Zen 4 core, README "Text encoding"; see
+2.2-2.35x fp32's docs/s on a Zen 4 core, docs/benchmarks.md "Text encoding"; see
 :mod:`twotower.text.bf16_backend`), ``onnx`` (ONNX Runtime, fp32) and
 ``onnx-int8`` (ONNX Runtime with int8 dynamically quantized weights; see
 :mod:`twotower.text.onnx_backend`). ``auto`` resolves, when the encoder is
