@@ -137,6 +137,21 @@ def test_windows_encoded_tables_are_read_with_encoding(files, capsys):
     assert "--encoding: 'utf-9' is not a text encoding" in capsys.readouterr().err
 
 
+def test_an_excel_utf8_table_beside_a_cp1252_one_names_the_encoding_not_a_mojibake_column(files, capsys):
+    """--encoding cp1252 for a Windows pairs export, beside passages saved as Excel's "CSV UTF-8" (a byte-order
+    mark): the passages' id column was "not found; did you mean 'ï»¿pid'? Set --passage-id-col=NAME", advice that
+    would have read every accent of the file wrong as well."""
+    (files / "q1252.csv").write_bytes(PAIRS.encode("cp1252"))
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "q1252.csv"),
+            "--passage-id-col", "pid", "--passage-text-col", "body", "--passage-title-col", "heading",
+            "--query-col", "question", "--test-share", "0", "--out", str(files / "out"), "--encoding", "cp1252"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "column 'pid' (the passage id column) not found" in err
+    assert "did you mean" not in err and "--passage-id-col=NAME" not in err
+    assert "UTF-8 byte-order mark read in another encoding" in err and "Set --encoding=utf-8" in err
+
+
 def test_a_pair_graded_twice_or_a_query_in_two_splits_is_named_by_file_rows_and_column(files):
     """Both were one line naming a generated id ("query 'q4' and passage ... are paired twice"; "query 'q6' is in two
     splits"), with no file, row or column: the user's file holds the query text, not q4."""

@@ -10,6 +10,7 @@ the column. How bytes become text is :mod:`twotower.data.text_files`; how one co
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import difflib
 import json
@@ -347,6 +348,23 @@ ROLE_SETTINGS = {
 }
 
 
+#: a UTF-8 byte-order mark decoded as cp1252 or latin-1 (the same three characters in both)
+_BOM_MISREAD = codecs.BOM_UTF8.decode("latin-1")
+
+
+def _utf8_bom_misread(present: list[str]) -> str | None:
+    """Why a header's first name starts with 'ï»¿': a UTF-8 file (Excel's "CSV UTF-8") read in a legacy encoding.
+
+    The suggestion was that very name ("did you mean 'ï»¿question'? Set --query-col=NAME"), which would only
+    have read the rest of the file's accents wrong too; the setting to change is the encoding.
+    """
+    if not present or not str(present[0]).startswith(_BOM_MISREAD):
+        return None
+    return (f"The first, {present[0]!r}, opens with a UTF-8 byte-order mark read in another encoding: the file is "
+            "UTF-8 (Excel's 'CSV UTF-8'). Set data.encoding=utf-8 (it applies to every file: re-save the others "
+            "in UTF-8 too), or re-save this one in the encoding set")
+
+
 def missing_column_error(
     column: str, present: Iterable[str], *, file: str, role: str = "", taken: Iterable[str] = ()
 ) -> DataError:
@@ -357,9 +375,13 @@ def missing_column_error(
     """
     present = list(present)
     taken = set(taken)
+    what = f" (the {role} column)" if role else ""
+    misread = _utf8_bom_misread(present)
+    if misread is not None:
+        return DataError(f"column {column!r}{what} not found; columns present: {present}. {misread}", file=file,
+                         column=column)
     close = _close_matches(column, [c for c in present if c not in taken])
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "."
-    what = f" (the {role} column)" if role else ""
     setting = ROLE_SETTINGS.get(role)
     fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
     return DataError(
