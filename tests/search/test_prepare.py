@@ -152,6 +152,16 @@ def test_an_excel_utf8_table_beside_a_cp1252_one_names_the_encoding_not_a_mojiba
     assert "UTF-8 byte-order mark read in another encoding" in err and "Set --encoding=utf-8" in err
 
 
+def test_a_utf8_table_read_as_cp1252_is_warned_about_naming_the_encoding_flag(files, caplog):
+    """The warning named data.encoding, a setting search prepare does not take (its flag is --encoding)."""
+    (files / "p1252.csv").write_bytes(PASSAGES.replace("\ufeff", "").encode("cp1252"))
+    cfg = PrepareConfig(**COLS, test_share=0, encoding="cp1252")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        prepare_beir(files / "p1252.csv", files / "pairs.csv", files / "out", cfg)  # pairs.csv is UTF-8
+    assert "read as cp1252 (--encoding), but it is UTF-8 text: 'Knochenbrüche' comes out as" in caplog.text
+    assert "--encoding applies to every file" in caplog.text and "data.encoding" not in caplog.text
+
+
 def test_a_pair_graded_twice_or_a_query_in_two_splits_is_named_by_file_rows_and_column(files):
     """Both were one line naming a generated id ("query 'q4' and passage ... are paired twice"; "query 'q6' is in two
     splits"), with no file, row or column: the user's file holds the query text, not q4."""

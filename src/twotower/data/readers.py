@@ -36,6 +36,7 @@ from twotower.data.columns import (
     parse_timestamps,
 )
 from twotower.data.text_files import (
+    ENCODING_SETTING,
     check_wide_bom,
     codec_for,
     decode_error,
@@ -192,8 +193,12 @@ def read_table_numbered(
     literal: Iterable[str] = (),
     literal_except: Iterable[str] | None = None,
     encoding: str = "utf-8",
+    encoding_setting: str = ENCODING_SETTING,
 ) -> tuple[pd.DataFrame, RowNumbers]:
-    """:func:`read_table`, and how its data positions are numbered in errors (row, line or record)."""
+    """:func:`read_table`, and how its data positions are numbered in errors (row, line or record).
+
+    ``encoding_setting`` is how the caller's user sets ``encoding``, named in the warning about a UTF-8 file.
+    """
     label = _label(source, name)
     codec = codec_for(encoding)  # an unknown codec is named before the file is looked at
     if isinstance(source, pd.DataFrame):
@@ -220,7 +225,7 @@ def read_table_numbered(
     rows = CSV_ROWS
     if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
         check_wide_bom(path, label, encoding)
-        warn_if_utf8(path, label, encoding)
+        warn_if_utf8(path, label, encoding, encoding_setting)
     try:
         if suffix in _CSV_SUFFIXES:
             sep = _sniff_sep(path, label, encoding)

@@ -15,9 +15,14 @@ from pathlib import Path
 from twotower.config import check_encoding
 from twotower.errors import DataError
 
-__all__ = ["check_wide_bom", "codec_for", "decode_error", "first_char", "one_line", "read_text", "warn_if_utf8"]
+__all__ = ["ENCODING_SETTING", "check_wide_bom", "codec_for", "decode_error", "first_char", "one_line", "read_text", "warn_if_utf8"]
 
 log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
+
+
+#: the setting that names the text encoding, in the interaction readers' words (a command with its own flag
+#: passes that flag instead)
+ENCODING_SETTING = "data.encoding"
 
 
 def codec_for(encoding: str) -> str:
@@ -47,11 +52,12 @@ def check_wide_bom(path: Path, label: str, encoding: str) -> None:
                         f"but is read as {encoding!r}: set data.encoding={wide}", file=label, row=1, unit="line")
 
 
-def warn_if_utf8(path: Path, label: str, encoding: str) -> None:
+def warn_if_utf8(path: Path, label: str, encoding: str, setting: str = ENCODING_SETTING) -> None:
     """Warn when a file read in a legacy encoding (data.encoding=cp1252 ...) is UTF-8 text with accents.
 
     data.encoding is one setting for every file, so a UTF-8 item table beside cp1252 interactions read as
     "CafÃ©", a key no interaction has, without an error. Non-ASCII UTF-8 is almost never valid cp1252 text.
+    ``setting`` names the encoding setting as the command takes it (``search prepare``'s is ``--encoding``).
     """
     if codecs.lookup(encoding).name.startswith("utf"):
         return
@@ -64,9 +70,9 @@ def warn_if_utf8(path: Path, label: str, encoding: str) -> None:
     except UnicodeDecodeError:
         return  # not UTF-8: the setting is right
     word = next((w for w in re.split(rb"[\s,;|\t\"]+", head) if not w.isascii()), head[:40])
-    log.warning("%s: read as %s (data.encoding), but it is UTF-8 text: %r comes out as %r. data.encoding applies "
-                "to every file; re-save this one in %s, or the others in UTF-8 and drop the setting", label, encoding,
-                word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), encoding)
+    log.warning("%s: read as %s (%s), but it is UTF-8 text: %r comes out as %r. %s applies to every file; re-save "
+                "this one in %s, or the others in UTF-8 and drop the setting", label, encoding, setting,
+                word.decode("utf-8", errors="replace"), word.decode(encoding, errors="replace"), setting, encoding)
 
 
 def read_text(path: Path, encoding: str) -> io.StringIO:

@@ -46,7 +46,7 @@ def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], id
     """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``)."""
     label = str(path)
     df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns,
-                                   encoding=encoding)
+                                   encoding=encoding, encoding_setting="--encoding")
     for column, role in zip(columns, roles):
         if column not in df.columns:
             raise missing_column_error(column, list(df.columns), file=label, role=role,
