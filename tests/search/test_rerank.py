@@ -140,3 +140,18 @@ def test_train_cross_encoder_refuses_a_max_length_past_the_models_positions(tmp_
         train_cross_encoder(["red apple", "blue sky"], [0, 1], [np.array([1]), np.array([0])], [long_doc, "blue sky"],
                             tmp_path / "ce", config=cfg, show_progress=False)
     assert not (tmp_path / "ce").exists()
+
+
+@needs_text
+def test_pairs_left_without_a_hard_negative_are_counted_in_the_training_log(tmp_path, caplog):
+    """`rerank train` on a prepared SciFact subset logged "868 groups x (1 + 1) per epoch" for 915 training pairs:
+    the 47 that mining left without a negative were skipped without a word (only the marker's groups_used said so)."""
+    from twotower.search.rerank import RerankTrainConfig, train_cross_encoder
+
+    cfg = RerankTrainConfig(epochs=1, groups_per_step=2, negatives_per_query=1, max_length=16, freeze_layers=6,
+                            seed=0)
+    negatives = [np.array([2]), np.array([], dtype=np.int64), np.array([0])]
+    with caplog.at_level("INFO", logger="twotower.search.rerank"):
+        train_cross_encoder(["red apple", "blue sky", "apple pie"], [0, 2, 1], negatives, DOCS, tmp_path / "ce",
+                            config=cfg, show_progress=False)
+    assert "2 groups of 3 pairs (1 with no hard negative left out) x (1 + 1) per epoch" in caplog.text

@@ -316,9 +316,12 @@ def train_cross_encoder(
                      lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
     loss_fn = ListwiseSoftmax(cfg.temperature)
-    logger.info("training cross-encoder from %s: %d groups x (1 + %d) per epoch, %d steps, max_length %d, "
-                "%d trainable parameters", base_dir, per_epoch, cfg.negatives_per_query, total, cfg.max_length,
-                sum(p.numel() for p in params))
+    # the pairs mining left without a negative are not trained on: said with the count, as mining said its shortfall
+    skipped = len(queries) - len(usable)
+    left_out = f" of {len(queries)} pairs ({skipped} with no hard negative left out)" if skipped else ""
+    logger.info("training cross-encoder from %s: %d groups%s x (1 + %d) per epoch, %d steps, max_length %d, "
+                "%d trainable parameters", base_dir, per_epoch, left_out, cfg.negatives_per_query, total,
+                cfg.max_length, sum(p.numel() for p in params))
 
     # per step, the loss of a constant scorer on its groups (mean ln of the group sizes): a group short of
     # negatives is easier, so the reference is counted on the groups actually scored
