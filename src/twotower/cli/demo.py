@@ -12,7 +12,8 @@ log = logging.getLogger("twotower.demo")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import item_item_summary, print_eval_table
+    from twotower.cli.evaluate_cmd import print_eval_table
+    from twotower.cli.train_cmd import item_item_summary
     from twotower.config import load_config
     from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
     from twotower.errors import ConfigError

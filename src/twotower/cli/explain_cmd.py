@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def format_explanation(e: dict) -> str:
     """The sentence, the score, then a small table of the history contributions."""
-    from twotower.cli.commands import printable  # titles and ids are the catalogue's: no raw line breaks or escapes
+    from twotower.cli.printing import printable  # titles and ids are the catalogue's: no raw line breaks or escapes
 
     lines = [printable(e["text"]), ""]
     item = e["item"]
@@ -68,7 +68,7 @@ def format_explanation(e: dict) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import _threads, flag_named, parse_user_features
+    from twotower.cli.flags import _threads, flag_named, parse_user_features
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
 

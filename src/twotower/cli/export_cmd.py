@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import _threads
+    from twotower.cli.flags import _threads
     from twotower.cli.paths import check_output_dir, run_writer
     from twotower.errors import ConfigError
     from twotower.export import check_export_dir, export_onnx

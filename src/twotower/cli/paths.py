@@ -105,7 +105,7 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
     return p
 
 
-#: What `twotower data split --out DIR` writes (cli/commands.py), split_report.json marking the folder as a split.
+#: What `twotower data split --out DIR` writes (cli/data_cmd.py), split_report.json marking the folder as a split.
 SPLIT_FILES = ("train.csv", "valid.csv", "test.csv", "items.csv", "users.csv", "split_report.json")
 
 
@@ -146,3 +146,15 @@ def write_output_text(path: str | os.PathLike[str], text: str) -> str:
         return "standard output"
     atomic_write_text(path, text)
     return os.fspath(path)
+
+
+def _check_out_is_no_input(out: str, inputs: dict[str, list], flag: str = "--out") -> None:
+    """Refuse an --out that is one of the command's own input files: it was read, then replaced by the output
+    (`--exclude valid.csv --out valid.csv` lost the user's validation split)."""
+    if out == STDOUT or not is_file(out):
+        return
+    for in_flag, files in inputs.items():
+        for f in files:
+            if f and is_file(f) and Path(f).samefile(out):
+                raise ConfigError(f"{flag} {out}: is the {in_flag} file {f}, which writing the output there would "
+                                  "replace; choose another file name")

@@ -68,7 +68,7 @@ def _check_args(args: argparse.Namespace) -> int:
 def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  # noqa: ANN001 - TrainedRun
     """Item rows of ``--item``, or of ``--items``: every catalogue item for 'all', else the listed ids once
     each, in order. An unknown id is named with its flag."""
-    from twotower.cli.commands import flag_named
+    from twotower.cli.flags import flag_named
     from twotower.cli.id_lists import parse_id_list
 
     if item is not None:
@@ -85,7 +85,7 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
-    from twotower.cli.commands import _threads
+    from twotower.cli.flags import _threads
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import open_run_index
 
@@ -102,7 +102,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
     """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
-    from twotower.cli.commands import _print_items
+    from twotower.cli.printing import _print_items
     from twotower.pipeline.similar import similar_items
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import similar_answer

@@ -1,0 +1,205 @@
+"""`twotower data fetch` and `twotower data split`: a named dataset, and train/valid/test CSVs from one file."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from twotower.cli.paths import artefact_owning, check_output_dir
+from twotower.errors import ConfigError
+
+__all__ = ["cmd_data_fetch", "cmd_data_split", "SPLIT_OVERRIDES"]
+
+log = logging.getLogger("twotower")
+
+
+def cmd_data_fetch(args: argparse.Namespace) -> int:
+    from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
+
+    kwargs = {}
+    if args.source:
+        kwargs["source"] = args.source
+    path = fetch_movielens_100k(Path(args.dest) if args.dest else None, **kwargs)
+    ml = load_movielens_100k(path)
+    print(f"{path}: {len(ml.interactions)} interactions, {ml.interactions['user_id'].nunique()} users, "
+          f"{ml.interactions['item_id'].nunique()} items (checksums verified)")
+    return 0
+
+
+#: the settings `data split` takes as dotted overrides: how to read --input (the split itself has flags)
+SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data.rating_col", "data.format",
+                   "data.encoding", "data.time_unit")
+
+
+def _split_reading(args: argparse.Namespace):
+    """The DataConfig part `data split` reads --input with: the ``data.*`` overrides `train` takes, and --format."""
+    from twotower.config import load_config
+
+    overrides = list(getattr(args, "overrides", None) or [])
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if key not in SPLIT_OVERRIDES:
+            raise ConfigError(f"data split: {key} cannot be set here; it takes {', '.join(SPLIT_OVERRIDES)} "
+                              "(the split has its own flags: --method, --ratios, --n, --valid-start, --test-start, "
+                              "--seed)")
+    data = load_config(None, overrides).data
+    if args.format is not None:
+        if any(o.split("=", 1)[0].strip() == "data.format" for o in overrides) and data.format != args.format:
+            raise ConfigError(f"--format {args.format} and data.format={data.format} disagree; give one of them")
+        data = replace(data, format=args.format)
+    return data
+
+
+def _split_input(args: argparse.Namespace, reading: Any) -> dict[str, Any]:
+    """What `data split` read, for split_report.json: with the method, ratios and seed it makes the split again.
+
+    The report named neither the file nor the data.* settings it was read with, so the three files said nothing
+    of where they came from; the path is absolute (the working directory is not recorded) and the sha256 tells
+    an edited file.
+    """
+    from twotower.utils.atomic import sha256_file
+
+    if args.dataset:
+        return {"dataset": args.dataset}
+    given: dict[str, Any] = {"path": os.path.abspath(args.input), "sha256": sha256_file(Path(args.input))}
+    for key in SPLIT_OVERRIDES:
+        name = key.split(".", 1)[1]
+        given[name] = getattr(reading, name)
+    return given
+
+
+def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int | str | None]:
+    """Numeric flags of `data split`, checked before the data is read; errors name the flag.
+
+    The time cut-offs come back as given (a number, or a date's text): a date is turned into an epoch time
+    only once the data is read, in the unit of its timestamps (seconds, ms, us or ns).
+    """
+    from twotower.data.splits import _to_epoch
+
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.method != "time":
+        return None, None
+    if args.valid_start is None or args.test_start is None:
+        raise ConfigError("--method time needs --valid-start and --test-start (ISO dates like 2024-05-01, or epoch "
+                          "times in the data's unit): valid is [valid-start, test-start), test from test-start on")
+    valid, test = _maybe_int(args.valid_start), _maybe_int(args.test_start)
+    v, t = _to_epoch(valid, "--valid-start"), _to_epoch(test, "--test-start")
+    if isinstance(valid, str) == isinstance(test, str) and v > t:  # a date and a number compare in the data's unit
+        raise ConfigError(f"--valid-start ({args.valid_start}) must not be after --test-start ({args.test_start})")
+    return valid, test
+
+
+#: the `data split` flags each --method reads
+_SPLIT_METHOD_FLAGS = {"ratios": ("temporal", "random"), "n": ("leave_last",), "seed": ("random",),
+                       "valid_start": ("time",), "test_start": ("time",)}
+
+
+def _check_method_flags(args: argparse.Namespace) -> None:
+    """A flag of another method is refused: `--n 1` without `--method leave_last`, or `--valid-start` without
+    `--method time`, made the default temporal split without a word, ignoring what the user asked for."""
+    for name, methods in _SPLIT_METHOD_FLAGS.items():
+        if getattr(args, name) is not None and args.method not in methods:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{flag} is read by --method {' and '.join(methods)}, not by --method {args.method}"
+                              f"{' (the default)' if args.method == 'temporal' else ''}, which would ignore it: choose "
+                              f"--method {' or '.join(methods)} for it, or leave {flag} out")
+
+
+def cmd_data_split(args: argparse.Namespace) -> int:
+    from twotower.config import DataConfig, TrainConfig
+    from twotower.data.readers import read_interactions
+    from twotower.data.splits import global_time_split
+    from twotower.pipeline.sources import _read_counts, _split, column_map
+    from twotower.utils.atomic import atomic_write_set, json_text
+    from twotower.utils.folder_lock import exclusive_writer
+
+    _check_method_flags(args)
+    defaults = DataConfig()
+    args.ratios = ",".join(map(str, defaults.ratios)) if args.ratios is None else args.ratios
+    args.n = defaults.leave_n if args.n is None else args.n
+    args.seed = TrainConfig.seed if args.seed is None else args.seed
+    try:
+        ratios = tuple(float(r) for r in args.ratios.split(","))
+    except ValueError:
+        raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
+    out = check_output_dir(args.out)
+    # RUN/data holds the split the run was trained and is evaluated on: replaced, `evaluate` scored another test set
+    owner = next(filter(None, (artefact_owning(out.absolute() / f"{n}.csv") for n in ("train", "valid", "test"))), None)
+    if owner is not None:
+        raise ConfigError(f"--out {out}: holds the split of the {owner}, which evaluate and --resume read; "
+                          "choose another folder")
+    if args.input:  # `--input data/train.csv --out data` replaced the user's file by its own train part, silently
+        target = next((out / f"{n}.csv" for n in ("train", "valid", "test")
+                       if (out / f"{n}.csv").resolve() == Path(args.input).resolve()), None)
+        if target is not None:
+            raise ConfigError(f"--input {args.input} is the file this split writes as {target}: it would be "
+                              f"replaced by one part of itself; split into another --out")
+    reading = _split_reading(args)
+    valid_start, test_start = _check_split_flags(args)
+    try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
+        cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
+                         valid_start=valid_start, test_start=test_start, time_unit=reading.time_unit)
+    except ConfigError as e:
+        flags = {"data.leave_n": "--n", "data.ratios": "--ratios", "data.split": "--method",
+                 "data.valid_start": "--valid-start", "data.test_start": "--test-start"}
+        name, _, rest = str(e).partition(":")
+        raise ConfigError(f"{flags.get(name, name)}:{rest}") from e
+    items = users = None
+    if args.dataset:
+        from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
+
+        ml = load_movielens_100k(fetch_movielens_100k())
+        df, items, users = ml.interactions, ml.items, ml.users
+    elif args.input:
+        # read as `train` reads it (data.*_col, data.format); the frame has the canonical column names
+        df = read_interactions(args.input, column_map(reading), format=reading.format, encoding=reading.encoding,
+                               time_unit=reading.time_unit)
+    else:
+        raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
+    if args.method == "time":  # errors and warnings name the flags the user typed
+        split = global_time_split(df, valid_start, test_start, names=("--valid-start", "--test-start"),
+                                  time_unit=reading.time_unit)
+    else:
+        split = _split(df, cfg, args.seed)
+    # the input's rows the reader dropped (duplicates): without them the report's rows summed to fewer than the
+    # file held, and nothing in it said why (train's run.json has the same counts under "read")
+    read = _read_counts(df) if "report" in df.attrs else {}
+    report = {**split.report, "read": read} if read else split.report
+    report["input"] = _split_input(args, reading)
+    # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
+    tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
+    files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
+    files[out / "split_report.json"] = json_text(report).encode("utf-8")
+    earlier_split = (out / "split_report.json").is_file()
+    # one writer at a time: two splits into one folder at once could interleave their moves (this one's train.csv
+    # beside the other's test.csv); each set is whole, and the second is refused rather than mixed in
+    with exclusive_writer(out, "twotower data split", "wait for it to finish, or split into another --out"):
+        atomic_write_set(files)
+    extra = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is not None] + ["split_report.json"]
+    # an earlier --dataset split's tables beside this split's files read as its own (train --items out/items.csv);
+    # they may be the user's, so they are named, not removed
+    left = [n for n, t in (("items.csv", items), ("users.csv", users)) if t is None and (out / n).is_file()]
+    if left and earlier_split:
+        log.warning("%s held an earlier split: %s there %s not from this split (of %s, which has no item or user "
+                    "table), so `train --items/--users` would read another data set's; remove %s if the earlier "
+                    "split wrote %s, or split into a new --out", out, " and ".join(left),
+                    "is" if len(left) == 1 else "are", args.input, *(("it", "it") if len(left) == 1 else ("them", "them")))
+    dropped = read.get("rows_read", 0) - read.get("rows", 0)
+    print(f"wrote {out}/train.csv ({len(split.train)} rows), valid.csv ({len(split.valid)}), "
+          f"test.csv ({len(split.test)}), {', '.join(extra)}"
+          + (f"; {dropped} duplicate row(s) of the input dropped ({read['duplicates_dropped']} exact, "
+             f"{read['conflicting_duplicates_dropped']} with another rating)" if dropped else ""))
+    return 0
+
+
+def _maybe_int(v: str | None):
+    if v is None:
+        return None
+    try:
+        return int(v)
+    except ValueError:
+        return v

@@ -1,0 +1,140 @@
+"""`twotower evaluate`: a run and its baselines scored on a held-out split, as a table, JSON, CSV or a plot."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from twotower.cli.flags import _threads
+from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
+from twotower.errors import ConfigError
+
+__all__ = ["cmd_evaluate", "print_eval_table", "users_line", "rows_to_csv"]
+
+
+def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol: str | None = None) -> None:
+    """One table: a row per (model, k), a column per metric, fit seconds last; ``protocol`` the footer."""
+    from twotower.evaluation.table import format_table
+    from twotower.pipeline.experiment import PROTOCOL_TEXT
+
+    from twotower.cli.main import PLOT_METRICS  # the table's columns are the metrics --plot may draw
+
+    metrics = list(PLOT_METRICS)
+    long_rows = []
+    for k in ks:
+        for r in rows:
+            if f"Recall@{k}" not in r:
+                continue
+            long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
+    print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title, formats={"fit_s": ".1f", "MeanPop": ".1f"}))
+    coverage = users_line(rows)
+    if coverage:  # under the table, above the protocol footer (the last line)
+        print(coverage)
+    print(protocol or PROTOCOL_TEXT)
+
+
+def users_line(rows: list[dict]) -> str | None:
+    """How many of the held-out file's users the figures average over, and what became of the others.
+
+    On sparse data many held-out rows name an item that never occurs in train (no ID-table model can rank it);
+    those users are skipped, so the metrics are over fewer users than the file has, which the table must say.
+    """
+    first = rows[0] if rows else {}
+    held, done = first.get("users_held_out"), first.get("users_evaluated")
+    if held is None or done is None:
+        return None
+    if done >= held:
+        return f"users: all {held:,} held-out users evaluated"
+    return (f"users: {done:,} of {held:,} held-out users evaluated; the other {held - done:,} are skipped, not counted as "
+            f"misses: their held-out items (or they) never occur in train, so no model here can rank them (as misses, "
+            f"every per-user figure would scale by {done / held:.4f}; Coverage and MeanPop would not)")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    _threads(args)
+    ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
+    if args.ks is not None:
+        try:
+            ks = tuple(int(k) for k in args.ks.split(",") if k)
+        except ValueError:
+            raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
+        if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
+            raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
+        from twotower.config import MAX_K
+
+        if max(ks) > MAX_K:  # the top-k lists are padded to k: a huge one was a numpy ValueError after the run loaded
+            raise ConfigError(f"--ks: at most {MAX_K}, got {max(ks)}")
+        if len(set(ks)) < len(ks):  # was "EvalProtocol.ks has duplicates", after the run had loaded
+            raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
+    if args.baselines is not None:
+        baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
+        for b in baselines:
+            if b not in ("popularity", "ease", "itemknn"):
+                raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
+        if len(set(baselines)) < len(baselines):  # as --ks refuses a repeated k: a repeat would fit and print it twice
+            raise ConfigError(f"--baselines: {args.baselines!r} names a baseline twice")
+    test_file = getattr(args, "test", None)
+    if test_file is not None and args.split != "test":
+        raise ConfigError("--test FILE is the test split: leave --split at test")
+    if args.ease_max_items is not None and args.ease_max_items < 1:
+        raise ConfigError(f"--ease-max-items must be >= 1, got {args.ease_max_items}")
+    low_rank_max_items = getattr(args, "ease_low_rank_max_items", None)
+    if low_rank_max_items is not None and low_rank_max_items < 1:
+        raise ConfigError(f"--ease-low-rank-max-items must be >= 1, got {low_rank_max_items}")
+    csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
+    if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
+        check_output_file(csv_out, "--csv")
+    if plot_out is not None:
+        if plot_out == STDOUT:
+            raise ConfigError("--plot: a PNG needs a file name, not -")
+        check_output_file(plot_out, "--plot")
+    inputs = {"--test": [test_file], "--history-from": getattr(args, "history_from", None) or []}
+    for out, flag in ((csv_out, "--csv"), (plot_out, "--plot")):
+        if out is not None:
+            _check_out_is_no_input(out, inputs, flag)
+    run = TrainedRun.load(args.run)
+    history_from = getattr(args, "history_from", None)
+    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
+                        test_file=test_file, ease_max_items=args.ease_max_items,
+                        ease_low_rank_max_items=low_rank_max_items)
+    source = f"; input history from {' '.join(history_from)}" if history_from else ""
+    held_out = f"{args.split} {test_file}" if test_file else args.split
+    if csv_out is not None:
+        where = write_output_text(csv_out, rows_to_csv(rows))
+        print(f"wrote {len(rows)} rows to {where}", file=sys.stderr)
+    if plot_out is not None:
+        from twotower.evaluation.plots import plot_recall_at_k
+
+        metric = getattr(args, "plot_metric", "Recall")
+        plot_recall_at_k({r["model"]: r for r in rows}, plot_out, metric,
+                         title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
+        print(f"wrote {metric}@k of {len(rows)} models to {plot_out}", file=sys.stderr)
+    if csv_out == STDOUT:  # stdout holds the CSV alone
+        return 0
+    if args.json:
+        print(json.dumps(rows, indent=2, default=float))
+    else:
+        from twotower.pipeline.experiment import protocol_text
+
+        print_eval_table(rows, ks if ks is not None else run.config.eval.ks,
+                         f"{held_out} (full catalogue), run {args.run}{source}",
+                         protocol_text(history_from, args.split))
+    return 0
+
+
+def rows_to_csv(rows: list[dict]) -> str:
+    """Evaluation rows as CSV: one line per model, the JSON rows' keys as columns (first seen first), so a row
+    missing a key (a baseline without fit_s) leaves its cell empty instead of shifting the others."""
+    import csv
+    import io
+
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: (float(v) if hasattr(v, "dtype") else v) for k, v in r.items()})
+    return buf.getvalue()

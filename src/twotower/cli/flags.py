@@ -1,0 +1,49 @@
+"""Flags several subcommands read alike: ``--threads``, ``--user-features``, and unknown ids named by their flag."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from twotower.errors import ConfigError, NotFoundError
+
+__all__ = ["flag_named", "parse_user_features"]
+
+
+@contextlib.contextmanager
+def flag_named(flag: str) -> Iterator[None]:
+    """An unknown id raised inside names the flag it came from: ``--history: unknown item '9' (...)``."""
+    try:
+        yield
+    except NotFoundError as e:
+        if not e.message.startswith(flag + ": "):
+            e.message = f"{flag}: {e.message}"
+        parts = str(e.id).replace(";", " ").split() if isinstance(e.id, str) else []
+        if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
+            e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
+        raise
+
+
+def _threads(args: argparse.Namespace) -> None:
+    from twotower.utils.runtime import set_threads, threads_from_env
+
+    set_threads(getattr(args, "threads", None) or threads_from_env())
+
+
+def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--user-features JSON`` (with ``--history``: a new user) as a dict, or None when not given."""
+    if getattr(args, "user_features", None) is None:
+        return None
+    if args.history is None:
+        raise ConfigError("--user-features describes a new user: give it with --history (a known user is read "
+                          "with the features it was trained with)")
+    try:
+        features = json.loads(args.user_features)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
+                          '\'{"age": 25, "gender": "F"}\'') from None
+    if not isinstance(features, dict):
+        raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
+    return features

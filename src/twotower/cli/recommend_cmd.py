@@ -1,0 +1,243 @@
+"""`twotower recommend`: top-k lists for one user, a new user's history, or many users (CSV with a provenance record)."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+
+from twotower.cli.flags import _threads, flag_named, parse_user_features
+from twotower.cli.id_lists import parse_id_list
+from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file
+from twotower.cli.printing import _print_items
+from twotower.errors import ConfigError, NotFoundError
+
+__all__ = ["cmd_recommend"]
+
+log = logging.getLogger("twotower")
+
+
+def _parse_user_list(run, spec: str, histories=None) -> list[int]:
+    import numpy as np
+
+    if spec == "all":  # every user with an input history (the training one unless --history-from)
+        if histories is not None:
+            return list(histories.users())
+        return list(np.flatnonzero(run.history.lengths() > 0))
+    p = Path(spec)
+    try:
+        is_path = p.exists()
+    except OSError:  # a comma list of a thousand ids is no file name (ENAMETOOLONG): it crashed with a traceback
+        is_path = False
+    if is_path:
+        return _user_rows_from_file(run, p)
+    if "/" in spec or "\\" in spec or p.suffix.lower() in (".csv", ".tsv", ".txt", ".parquet", ".jsonl", ".json"):
+        raise ConfigError(f"--users {spec}: no such file (give 'all', a comma list of user ids, or a file with a "
+                          "user column)")
+    ids = parse_id_list(spec, "--users")
+    unique = list(dict.fromkeys(ids))  # an id given twice: one list per user
+    if len(unique) < len(ids):
+        log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
+    with flag_named("--users"):
+        return [run.user_row(u) for u in unique]
+
+
+def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
+    """The run's rows of the users a ``--users FILE`` lists, once each, in file order.
+
+    Ids are text, as in every file the run reads: read as numbers, ``007`` became user 7 (another user's list,
+    silently) and a blank cell turned every id of the column into ``1.0``. An unknown id names the file, its row
+    and the column, as a bad cell of any input file does.
+    """
+    from twotower.data.columns import ids_to_str
+    from twotower.data.readers import read_table_numbered
+    from twotower.errors import DataError
+    from twotower.pipeline.run_inputs import run_file_encoding
+
+    # the run's own user column first (an interactions file of this run), then the canonical one
+    names = list(dict.fromkeys((run.config.data.user_col, "user_id")))
+    df, rows = read_table_numbered(path, dtype={c: str for c in names}, literal=names,
+                                   encoding=run_file_encoding(run, path))  # as the run read its files
+    col = next((c for c in names if c in df.columns), None)
+    if col is None:
+        raise DataError(f"needs a {' or '.join(map(repr, names))} column with the run's user ids; columns present: "
+                        f"{list(map(str, df.columns))}; rename the one that holds the user ids to {names[0]!r}",
+                        file=str(path), column=names[0])
+    ids = ids_to_str(df[col], file=str(path), column=col, rows=rows).tolist()
+    first: dict[str, int] = {}  # each id's first position, in file order
+    for pos, u in enumerate(ids):
+        first.setdefault(u, pos)
+    if len(first) < len(ids):  # an interactions file lists a user once per row: one list per user
+        log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(first))
+    out = []
+    for u, pos in first.items():
+        try:
+            out.append(run.user_row(u))
+        except NotFoundError as e:
+            raise DataError(e.message, file=str(path), row=rows.number(pos), column=col, unit=rows.unit) from None
+    return out
+
+
+def cmd_recommend(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import (
+        exclusions_from_files,
+        open_run_index,
+        recommend_history,
+        recommend_users,
+        results_to_frame,
+        results_to_items,
+    )
+    from twotower.pipeline.results_csv import write_results_csv
+    _threads(args)
+    if args.out and not args.users:
+        # --user/--history print their list: --out used to be ignored without a word, leaving no file
+        one = f"--users {args.user}" if args.user is not None else "--users ID"
+        raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
+                          "or --json for the printed list")
+    if args.out:
+        from twotower.cli.provenance import record_path
+
+        inputs = {"--users": [args.users], "--exclude": args.exclude or [],
+                  "--history-from": getattr(args, "history_from", None) or []}
+        check_output_file(args.out)
+        _check_out_is_no_input(args.out, inputs)
+        record = record_path(args.out)  # FILE.json beside it: what produced the recommendations
+        if record is not None:
+            check_output_file(record, "--out's record")
+            _check_out_is_no_input(os.fspath(record), inputs, "--out's record")
+    if args.history is not None and not parse_id_list(args.history, "--history"):
+        # the same rule as HTTP (an empty history is a 422 there)
+        raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+    # argument checks before the (slow) run load: a typo is one line at once
+    from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
+
+    k = args.k if args.k is not None else (100 if args.users else ServiceSettings.default_k)
+    from twotower.config import MAX_K
+
+    if not 1 <= k <= MAX_K:
+        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}")
+    if getattr(args, "history_from", None) and args.history is not None:
+        raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
+                          "user: use one or the other")
+    if args.exclude and args.history is not None:
+        # the files hold (user, item) pairs of known users: none of them is the new user, so nothing would be
+        # excluded, silently
+        raise ConfigError("--exclude reads known users' items from files; --history describes one new user, whose "
+                          "history is excluded already (--no-exclude-seen keeps it): drop --exclude")
+    features = parse_user_features(args)
+    run = TrainedRun.load(args.run)
+    index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    print(f"ranking with {used}", file=sys.stderr)
+    histories = None
+    if getattr(args, "history_from", None):
+        from twotower.pipeline.histories import exclude_histories, read_input_histories
+
+        histories = read_input_histories(run, args.history_from)
+    if args.history is not None:
+        hist = parse_id_list(args.history, "--history")
+        with flag_named("--history"):
+            res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
+                                    user_features=features)
+        _say_shortfall(res, k, ["a new user"])
+        items = results_to_items(run, res)
+        _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items", k)
+        return 0
+    exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
+    if histories is not None and not args.no_exclude_seen:
+        exclude = exclude_histories(exclude, histories)  # the input history counts as seen
+    if args.user is not None:
+        with flag_named("--user"):
+            try:
+                row = run.user_row(args.user)
+            except NotFoundError as e:  # e.g. a user who first appears after training (in the test split)
+                if run.model.user_tower.id_emb is None and run.model.user_tower.uses_history:
+                    e.message += ("; a user not in the run's training data is served from their items: "
+                                  "--history ITEM,ITEM,... (oldest first)")
+                raise
+        _say_no_input_history(run, [row], histories)
+        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
+        _say_shortfall(res, k, [f"user {args.user}"])
+        _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
+        return 0
+    rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
+    _say_no_input_history(run, rows, histories)
+    train_cfg = run.config.train  # the run's own progress settings
+    res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
+                          log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
+    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
+    if args.json and not args.out:
+        print(results_to_frame(run, rows, res).to_json(orient="records"))
+        return 0
+    # written block by block with progress lines: 300k users' lists (3M rows) were one silent write of 8-20 s
+    write_every_s = train_cfg.log_every_s if train_cfg.progress else None
+    if args.out and args.out != STDOUT:
+        n = _write_recommendations(args, run, index, used, rows, res, k, write_every_s)
+    else:  # `--out -` and no --out: stdout
+        n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=write_every_s)
+    if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
+        where = "standard output" if args.out == STDOUT else args.out
+        print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)
+    return 0
+
+
+def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001
+                           write_every_s: float | None) -> int:
+    """Write the CSV of ``--out`` and, beside it, the record of what produced it (cli/provenance.py); returns
+    the rows written. Both are written in full to temporaries before either is moved into place, and the
+    record holds the CSV's sha256, so a record is never taken for that of another CSV."""
+    import hashlib
+
+    from twotower.cli.provenance import record_path, recommend_record
+    from twotower.pipeline.recommend import run_index_dir
+    from twotower.pipeline.results_csv import write_results_csv
+    from twotower.utils.atomic import atomic_path, json_text, signals_deferred
+
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(args.out))
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+
+            def write(text: str) -> None:
+                f.write(text)
+                digest.update(text.encode("utf-8"))  # newline="": the bytes written, hashed without reading back
+
+            n = write_results_csv(run, rows, res, write, log_every_s=write_every_s)
+        where = record_path(args.out)
+        if where is not None:
+            index_dir = run_index_dir(run.dir, exact=getattr(args, "exact", False))  # as open_run_index chose
+            record = recommend_record(args, run, index, index_dir, used, k=k, n_users=len(rows), n_rows=n,
+                                      csv_sha256=digest.hexdigest())
+            stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
+        with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
+            stack.close()
+    return n
+
+
+def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories
+    """Tell stderr when a user asked for by id has no row in the --history-from files: their list is the
+    empty-history one (a sequence tower's fitted empty state: pipeline/empty_history.py), not one read from
+    their training history, which a user who misspelt a file or its ids would otherwise take for an answer."""
+    if histories is None:
+        return
+    lengths = histories.sequences.lengths()  # once: per row it was a pass over every user
+    empty = [int(r) for r in rows if lengths[int(r)] == 0]
+    if empty:
+        print(f"{len(empty)} of {len(rows)} users have no rows of known items in the --history-from files (e.g. user "
+              f"{run.user_vocab.id_at(empty[0])}): each is ranked from an empty input history, not from their "
+              "training history", file=sys.stderr)
+
+
+def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
+    """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions."""
+    from twotower.index import shortfall
+
+    short = shortfall(res, k)
+    if short.any():
+        worst = int(short.argmax())
+        print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
+              f"after exclusions (e.g. {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)

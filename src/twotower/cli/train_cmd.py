@@ -1,0 +1,308 @@
+"""`twotower train`: the config from flags and overrides, the run, its summary lines and the closing evaluation.
+
+SIGTERM stops training as Ctrl-C does, and either one ends with a line saying what the run folder holds and
+whether ``--resume`` continues it.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from twotower.cli.evaluate_cmd import print_eval_table
+from twotower.cli.paths import check_output_dir
+from twotower.errors import ConfigError
+
+if TYPE_CHECKING:  # torch is imported only by the commands that train
+    from twotower.training.trainer import TrainResult
+
+__all__ = ["cmd_train", "resolve_train_config", "train_summary", "item_item_summary", "Terminated",
+           "terminate_as_interrupt", "interrupted_training", "TRAIN_TABLE_KS"]
+
+log = logging.getLogger("twotower")
+
+
+def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
+    from twotower.config import load_config
+
+    overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
+    flags: list[tuple[str, str, Any]] = []  # (flag, setting, value) of the shortcut flags given
+    for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
+                      ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users"),
+                      ("epochs", "train.epochs"), ("threads", "train.threads")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            flags.append((f"--{flag}", key, value))
+    if args.no_progress:  # `--no-progress train.progress=true` kept the flag's false without a word
+        flags.append(("--no-progress", "train.progress", False))
+    _refuse_flag_override_clash(flags, overrides)
+    overrides += [f"{key}={json.dumps(value)}" for _, key, value in flags]
+    cfg = load_config(args.config, overrides)
+    if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
+        raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
+    return cfg
+
+
+def _refuse_flag_override_clash(flags: list[tuple[str, str, Any]], overrides: list[str]) -> None:
+    """A shortcut flag and a dotted override of the same setting with another value: which one wins is a guess.
+
+    `--epochs 5 train.epochs=3` trained 5 epochs whatever the order, without a word about the 3."""
+    from twotower.config import _coerce, apply_overrides
+
+    given = apply_overrides({}, overrides)  # parsed as load_config parses them (3, "x.csv", null)
+    for flag, key, value in flags:
+        node: Any = given
+        for part in key.split("."):
+            node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+        if isinstance(value, bool) and node is not _ABSENT:  # train.progress=on / yes / 1 read as load_config reads them
+            with contextlib.suppress(ConfigError):
+                node = _coerce(node, bool, key)
+        if node is not _ABSENT and node != value:
+            given_flag = flag if isinstance(value, bool) else f"{flag} {value}"
+            raise ConfigError(f"{given_flag} and the override {key}={json.dumps(node)} set the same setting to "
+                              f"different values; give one of them")
+
+
+_ABSENT = object()
+
+
+def train_summary(result: TrainResult, metric: str, out: Path) -> str:
+    """The line that ends `twotower train`: what the best epoch was chosen on.
+
+    Without validation data the trainer selects on the negated training loss (it maximises), so that
+    number is printed as the loss it is, not as a validation metric.
+    """
+    on_valid = any(f"valid_{metric}" in row for row in result.history)
+    best = f"valid {metric} {result.best_metric:.4f}" if on_valid else f"train loss {-result.best_metric:.4f}"
+    # an early-stopped or time-budgeted fit says so: "4 epochs" alone reads as a finished schedule
+    why = f", stopped by {result.stopped}" if result.stopped else ""
+    # after --resume the seconds are this command's: "4 epochs, 7.2s" read as 4 epochs in 7.2 s when 2 ran
+    done = result.resumed_after
+    took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
+            else f"{result.seconds:.1f}s")
+    n = result.epochs_run
+    return (f"trained: best {best} at epoch {result.best_epoch} ({n} epoch{'' if n == 1 else 's'}{why}, {took}); "
+            f"run folder {out}")
+
+
+def item_item_summary(result: TrainResult, metric: str) -> str | None:
+    """The line after the summary when the item-item term was fitted (model.item_item), else None:
+    ``"item-item term: weight 0.3 chosen on valid NDCG@10 (0.2178; the towers alone 0.2033)"``."""
+    info = result.item_item
+    if not info:
+        return None
+    alone = next((row[metric] for row in info["valid"] if row["weight"] == 0.0), None)
+    if not info["weight"]:
+        return f"item-item term: none (the towers alone validate best on {metric})"
+    return (f"item-item term: weight {info['weight']:g} chosen on valid {metric} ({result.final_metric:.4f}"
+            + (f"; the towers alone {alone:.4f})" if alone is not None else ")"))
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from twotower.pipeline.run import train_run
+    from twotower.training import distributed as tdist
+
+    if getattr(args, "print_config", False):  # what a config file and overrides add up to, before a long run
+        from twotower.config import config_to_dict
+
+        print(json.dumps(config_to_dict(resolve_train_config(args, need_data=False)), indent=2))
+        return 0
+    out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
+    cfg = resolve_train_config(args)
+    from twotower.cli.search_cmd import _encoder_env
+
+    _encoder_env(args)  # --encoder-backend / --encoder-threads for the item text embeddings, checked before the data
+    item = cfg.model.item
+    given = [f for f, v in (("--encoder-backend", args.encoder_backend), ("--encoder-threads", args.encoder_threads))
+             if v is not None]
+    if given and not (item.text_embeddings or item.dual_head):  # the only text encoder training loads
+        log.warning("%s has no effect: the item tower reads no text (model.item.text_embeddings=true or "
+                    "model.item.dual_head=true embeds the item titles)", " and ".join(given))
+    started = time.time()
+
+    def left(out: Path) -> str:
+        return interrupted_training(out, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
+
+    with terminate_as_interrupt(), _run_folder_lock(out):
+        try:
+            run, result, prep = train_run(cfg, out, resume=args.resume)
+            main = tdist.is_main()
+        except KeyboardInterrupt as e:
+            if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
+                print(f"{_stopped_by(e)}: {left(out)}{_peer_failure_hint(e)}", file=sys.stderr)
+            return _interrupt_status(e)
+        except OSError as e:
+            from twotower.utils.atomic import storage_error_line
+
+            line = storage_error_line(e)
+            if line is None or e.errno == errno.EROFS or not tdist.is_main():
+                raise
+            # the disk filled mid-run: the epochs checkpointed before it are not lost, and the user should know
+            print(f"{line}; free space there, then: {left(out)}", file=sys.stderr)
+            return 2
+        finally:
+            tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
+        if not main:
+            return 0
+        print(train_summary(result, cfg.eval.select_metric, out))
+        if (line := item_item_summary(result, cfg.eval.select_metric)) is not None:
+            print(line)
+        try:
+            _evaluate_trained(args, cfg, run, prep, out)
+        except KeyboardInterrupt as e:
+            print(f"{_stopped_by(e)} during the test evaluation; the trained run in {out} is complete: "
+                  f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
+            return _interrupt_status(e)
+    return 0
+
+
+def _run_folder_lock(out: Path) -> contextlib.AbstractContextManager[None]:
+    """The run folder's writer lock, held over training and the closing evaluation: released in between, a
+    second `train --out` could replace the run before this one wrote its metrics.json beside the new run.
+    Under torchrun rank 0 alone writes, and the group is not joined yet, so the launcher's RANK says which."""
+    from twotower.pipeline.run import RUN_WRITER
+    from twotower.utils.folder_lock import exclusive_writer
+
+    if os.environ.get("RANK", "0") not in ("", "0"):
+        return contextlib.nullcontext()
+    return exclusive_writer(out, *RUN_WRITER)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it unwinds like Ctrl-C."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption, `timeout`, `kill`) stops training as Ctrl-C does.
+
+    By default SIGTERM ends Python on the spot: the temporary files of an atomic write are left behind and
+    nothing says that the checkpoint can be resumed. Only the main thread may set a handler, and one set by
+    someone else (an embedding application) is kept.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stopped_by(e: KeyboardInterrupt) -> str:
+    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
+def _peer_failure_hint(e: KeyboardInterrupt) -> str:
+    """Under torchrun, what rank 0's SIGTERM may mean besides a scheduler's: torchrun stops the other ranks this
+    way when one fails, and rank 0's line alone ("no epoch was checkpointed ...; run the command again") read as
+    the cause and sent the user to repeat the failing command."""
+    from twotower.training import distributed as tdist
+
+    if not isinstance(e, Terminated) or tdist.world_size() < 2:
+        return ""
+    return ("\n(under torchrun a SIGTERM also stops every rank when one of them fails: a `[rank N] error:` line, "
+            "printed above or on that rank's node, then says why)")
+
+
+def _interrupt_status(e: KeyboardInterrupt) -> int:
+    """The shell's status for death by the signal (128 + its number), which schedulers read."""
+    return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+
+
+def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:
+    """What an interrupted `twotower train` left in ``out`` and what to run next (Ctrl-C should not leave
+    the user guessing whether an hour of epochs is lost). ``checkpointing``: ``train.checkpoint``."""
+    from twotower.utils.atomic import read_json
+
+    if not checkpointing:
+        # it said "no epoch was checkpointed ... run the command again", as if every epoch were lost: the best
+        # weights validated so far are written as they come (model.safetensors), and evaluate/recommend read them
+        weights = out / "model.safetensors"
+        try:
+            kept = weights.is_file() and weights.stat().st_mtime >= since - 2.0
+        except OSError:
+            kept = False
+        saved = (f"{weights} holds the best weights validated so far (log.jsonl lists the epochs), which "
+                 f"`twotower evaluate --run {out}` and `recommend` read" if kept else "no epoch was saved")
+        return (f"{saved}; train.checkpoint=false, so there is no checkpoint to --resume from (leave "
+                "train.checkpoint at true, the default, to continue an interrupted run)")
+
+    path = out / "checkpoint" / "state.json"
+    try:
+        state = read_json(path) if path.is_file() else None
+        # else an earlier run's checkpoint, not yet replaced (2 s: filesystems that keep whole-second mtimes)
+        ours = resumed or path.stat().st_mtime >= since - 2.0
+    except (OSError, ValueError):  # IntegrityError is a ValueError: a damaged state says nothing to resume
+        state, ours = None, False
+    if isinstance(state, dict) and not ours:
+        return f"training had not started; {out} still holds the earlier run"
+    if isinstance(state, dict) and isinstance(state.get("epoch"), int):
+        best = state.get("best_epoch")
+        return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
+                + "; run the same command with --resume to continue from there (without --resume it starts over)")
+    return "no epoch was checkpointed, so there is nothing to resume; run the command again"
+
+
+#: The cut-offs of eval.ks that train's closing table shows (all of eval.ks when it has none of them), to keep
+#: it short; metrics.json and `twotower evaluate` hold every k.
+TRAIN_TABLE_KS = (10, 20)
+
+
+def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> None:  # noqa: ANN001
+    """`twotower train`'s closing test evaluation against the baselines (metrics.json, eval.txt)."""
+    from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.utils.atomic import atomic_write_json, atomic_write_text
+
+    if not args.no_eval and prep.test is not None:
+        ks = cfg.eval.ks
+        rows = evaluate_run(run, baselines=cfg.eval.baselines, ks=ks, select_metric=cfg.eval.select_metric)
+        atomic_write_json(out / "metrics.json", {"test": rows})
+        import io
+        import contextlib
+
+        buf = io.StringIO()
+        shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
+        with contextlib.redirect_stdout(buf):
+            print_eval_table(rows, shown, "test (full catalogue)")
+            left = [k for k in ks if k not in shown]
+            if left:  # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
+                print(f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
+                      f"`twotower evaluate --run {out}` prints every k")
+        atomic_write_text(out / "eval.txt", buf.getvalue())
+        print(buf.getvalue())
+        train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
+        loo = bool(train_file and valid_file and _leave_last_split(train_file))
+        if not loo and cfg.data.train is None and cfg.data.path is not None and cfg.data.split == "leave_last":
+            # `train --data FILE data.split=leave_last` split here: its files are the run's copy of the split
+            # (the hint was only printed for `data split`'s files, so this run's reader was not told)
+            train_file, valid_file, loo = out / "data" / "train.csv", out / "data" / "valid.csv", True
+        if cfg.model.user.history != "none" and loo:
+            # the table above read each test user's train history only; the leave-one-out protocol's test input
+            # is train + valid, and a reader of this table was not told how to get it
+            print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
+                  f"(train + valid): `twotower evaluate --run {out} --history-from {train_file} {valid_file}`")
+
+
+def _leave_last_split(train_file: str) -> bool:
+    """Was ``train_file`` written by `twotower data split --method leave_last` (its split_report.json says so)?"""
+    report = Path(train_file).parent / "split_report.json"
+    try:
+        return json.loads(report.read_text(encoding="utf-8")).get("method") == "leave_last_n_out"
+    except (OSError, ValueError, AttributeError):
+        return False
