@@ -19,7 +19,8 @@ from explain_tiny_run import train_tiny_run, write_tiny_data  # noqa: E402
 
 
 def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None:
-    import twotower.cli.commands as commands
+    import twotower.cli.evaluate_cmd as evaluate_cmd
+    import twotower.cli.train_cmd as train_cmd
     import twotower.data.movielens as movielens
     import twotower.evaluation.plots as plots
     import importlib
@@ -45,8 +46,9 @@ def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None
     result = SimpleNamespace(best_metric=0.1, best_epoch=1, seconds=1.0)
     monkeypatch.setattr(run_mod, "train_run", lambda cfg, out: (run, result, None))
     monkeypatch.setattr(evaluate_run, "evaluate_run", lambda *a, **k: [])
-    monkeypatch.setattr(commands, "print_eval_table", lambda *a, **k: None)
-    monkeypatch.setattr(commands, "item_item_summary", lambda *a, **k: None)
+    # where cmd_demo looks them up (it imports them from these modules when it runs)
+    monkeypatch.setattr(evaluate_cmd, "print_eval_table", lambda *a, **k: None)
+    monkeypatch.setattr(train_cmd, "item_item_summary", lambda *a, **k: None)
     monkeypatch.setattr(plots, "plot_recall_at_k", lambda *a, **k: None)
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--user", "u1", "--epochs", "1", "--threads", "1", "--out", str(tmp_path / "demo")]) == 0

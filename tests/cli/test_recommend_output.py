@@ -39,7 +39,7 @@ def test_json_says_shortfall_only_for_a_short_list(run_dir, capsys):
 
 
 def test_items_without_titles_are_named_once(capsys):
-    from twotower.cli.commands import _print_items
+    from twotower.cli.printing import _print_items
 
     _print_items([{"rank": 1, "item_id": "150", "score": 0.25}, {"rank": 2, "item_id": "7", "score": 0.2,
                    "title": "Heat"}], False, "top 2", 2)
@@ -131,7 +131,7 @@ def test_an_unknown_user_is_pointed_to_history(run_dir, capsys):
 def test_titles_with_line_breaks_and_escapes_stay_on_their_line(capsys):
     """A title holding a newline or a terminal escape was printed raw: the list's line split in two and
     ``\\x1b[...`` restyled the terminal; both are now written as escapes."""
-    from twotower.cli.commands import _print_items
+    from twotower.cli.printing import _print_items
 
     _print_items([{"rank": 1, "item_id": "7", "score": 0.2, "title": "Line one\nLine \x1b[31mtwo 🎬",
                    "genres": "Drama\rX"}], False, "top 1", 1)

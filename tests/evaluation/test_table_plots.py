@@ -74,7 +74,7 @@ def test_per_column_formats_and_the_eval_table_prints_seconds_for_people(capsys)
     assert "1020.4" in text and "1020.4084" not in text and "0.1235" in text
     assert text.splitlines()[0].endswith("NDCG")  # still right-aligned as a number column
 
-    from twotower.cli.commands import print_eval_table
+    from twotower.cli.evaluate_cmd import print_eval_table
 
     print_eval_table([{"model": "ease", "Recall@10": 0.5, "MeanPop@10": 233.4861, "fit_s": 1020.4084}], (10,), "t")
     out = capsys.readouterr().out
@@ -92,7 +92,7 @@ def test_the_users_line_scales_only_the_per_user_figures():
     # averaged over all 945 held-out users, the 2 skipped ones as misses, Recall..Precision scale by 943/945; a
     # catalogue figure does not (Coverage counts items, MeanPop averages over the recommended slots), but the line
     # said "every figure would scale"
-    from twotower.cli.commands import users_line
+    from twotower.cli.evaluate_cmd import users_line
 
     line = users_line([{"model": "two-tower", "users_evaluated": 943, "users_held_out": 945, "Coverage@10": 0.25}])
     assert line == ("users: 943 of 945 held-out users evaluated; the other 2 are skipped, not counted as misses: their "

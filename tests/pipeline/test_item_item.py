@@ -127,7 +127,7 @@ def test_the_term_travels_with_the_weights_and_the_fingerprint(tmp_path) -> None
 
 
 def test_the_train_command_says_which_weight_it_chose_and_what_the_towers_alone_gave() -> None:
-    from twotower.cli.commands import item_item_summary
+    from twotower.cli.train_cmd import item_item_summary
     from twotower.training.trainer import TrainResult
 
     grid = [{"weight": 0.0, "NDCG@10": 0.2033}, {"weight": 0.3, "NDCG@10": 0.2178}]
