@@ -462,6 +462,10 @@ class LossConfig:
 #: What train.threads = None means (utils.runtime.auto_threads), as the --help of `train` and `demo` state it.
 TRAIN_THREADS_DEFAULT = "TWOTOWER_THREADS, else half the idle cores, at least 1"
 
+#: Threads of the `search` and `rerank` subcommands when neither --threads nor TWOTOWER_THREADS sets them (their
+#: --help said "torch's" while they set this); the text encoder's own count is --encoder-threads.
+SEARCH_THREADS_DEFAULT = 1
+
 #: The most threads any setting may ask for (--threads, TWOTOWER_THREADS, train.threads, serve's): torch takes a
 #: C int and raised a bare "Overflow when unpacking long" above 2**31 - 1; far above any machine's cores anyway.
 MAX_THREADS = 1024

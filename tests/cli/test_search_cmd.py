@@ -260,3 +260,24 @@ def test_a_config_json_of_no_transformers_model_is_refused(flag, beir, tmp_path,
     (other / "config.json").write_text(json.dumps({"debug": True}))
     assert main(["search", "evaluate", "--beir", str(beir), "--retriever", "dense", flag, str(other)]) == 2
     assert "no model_type or architectures" in _err(capsys)
+
+
+@pytest.mark.parametrize("argv", [["search", "evaluate"], ["search", "index"], ["search", "query"], ["rerank", "train"]])
+def test_threads_help_states_the_count_the_commands_set(argv, monkeypatch, capsys):
+    """The search commands' --help said "default: TWOTOWER_THREADS or torch's" while they set 1 thread."""
+    import argparse
+
+    from twotower.cli import search_cmd
+    from twotower.config import SEARCH_THREADS_DEFAULT
+
+    try:
+        main([*argv, "--help"])
+    except SystemExit:
+        pass
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"torch threads (default: TWOTOWER_THREADS, else {SEARCH_THREADS_DEFAULT})" in out
+    seen = []
+    monkeypatch.setattr("twotower.utils.runtime.set_threads", seen.append)
+    monkeypatch.delenv("TWOTOWER_THREADS", raising=False)
+    search_cmd._threads(argparse.Namespace(threads=None))
+    assert seen == [SEARCH_THREADS_DEFAULT]

@@ -10,7 +10,11 @@ import json
 import logging
 import sys
 
+from twotower.config import SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
+
 __all__ = ["register", "register_search", "register_rerank"]
+
+_THREADS_HELP = f"torch threads (default: TWOTOWER_THREADS, else {SEARCH_THREADS_DEFAULT})"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +47,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     _length_flags(e, sc)
     e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory, shared by every run and "
                    "working folder (default %(default)s)")
-    e.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
     _encoder_flags(e, model_flag=True)
     e.set_defaults(func=cmd_search_evaluate)
@@ -56,7 +60,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
     i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
-    i.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    i.add_argument("--threads", type=int, help=_THREADS_HELP)
     _encoder_flags(i, model_flag=True)
     i.set_defaults(func=cmd_search_index)
 
@@ -70,7 +74,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
     rerank_backend_flag(q)
-    q.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    q.add_argument("--threads", type=int, help=_THREADS_HELP)
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.set_defaults(func=cmd_search_query)
 
@@ -224,7 +228,7 @@ def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--out", required=True, help="model directory to write")
     t.add_argument("--base", help="starting sentence-transformers directory (default: all-MiniLM-L6-v2)")
     t.add_argument("--seed", type=int, default=seed, help="random seed (default %(default)s)")
-    t.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
+    t.add_argument("--threads", type=int, help=_THREADS_HELP)
 
 
 def _length_flags(p: argparse.ArgumentParser, sc) -> None:  # noqa: ANN001 - SearchConfig
@@ -297,7 +301,7 @@ def _encoder_env(args: argparse.Namespace) -> None:
 def _threads(args: argparse.Namespace) -> None:
     from twotower.utils.runtime import set_threads, threads_from_env
 
-    set_threads(getattr(args, "threads", None) or threads_from_env(1))
+    set_threads(getattr(args, "threads", None) or threads_from_env(SEARCH_THREADS_DEFAULT))
 
 
 def _check_models(args: argparse.Namespace) -> None:
