@@ -149,14 +149,35 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     return model
 
 
-def model_fingerprint(model: TwoTowerModel, config: RunConfig) -> str:
-    """sha256 over the item tower's weights and the model config (what an index depends on)."""
+def model_fingerprint(model: TwoTowerModel, config: RunConfig, recorded_model: Any = None) -> str:
+    """sha256 over the item tower's weights and the model config (what an index depends on).
+
+    ``recorded_model`` is the ``model`` section of the run's ``config.json``: settings it lacks, added to the
+    code since the run was saved (model.item_item, model.user.extra_pools), are left out of the hash. Hashed
+    with today's defaults they changed the fingerprint of every run saved before them, so the index built for
+    such a run was refused as "retrained since the index was built" though not one weight had changed. A run
+    saved today records every setting, so its fingerprint is the same either way.
+    """
+    settings = config_to_dict(config.model)
+    if isinstance(recorded_model, dict):
+        settings = _recorded_settings(settings, recorded_model)
     h = hashlib.sha256()
-    h.update(json.dumps(config_to_dict(config.model), sort_keys=True).encode())
+    h.update(json.dumps(settings, sort_keys=True).encode())
     for name, t in sorted(model.item_tower.state_dict().items()):
         h.update(name.encode())
         h.update(t.detach().contiguous().cpu().numpy().tobytes())
     return h.hexdigest()[:32]
+
+
+def _recorded_settings(settings: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` restricted to the keys ``recorded`` holds, section by section (values from ``settings``)."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key not in recorded:
+            continue
+        sub = recorded[key]
+        out[key] = _recorded_settings(value, sub) if isinstance(value, dict) and isinstance(sub, dict) else value
+    return out
 
 
 def recorded_config(config: RunConfig) -> dict[str, Any]:
@@ -399,10 +420,11 @@ def _names_run(record: dict[str, Any], out: Path) -> bool:
 def _old_fingerprint(out: Path) -> str | None:
     """The model fingerprint of the run in ``out``, None when it cannot be loaded (unfinished or damaged)."""
     try:
-        config = saved_run_config(out / "config.json")
+        recorded = read_json(out / "config.json")
+        config = config_from_dict(RunConfig, saved_config_dict(recorded))
         model = build_model(config, read_json(out / "run.json"))
         load_weights(out / "model.safetensors", model)
-        return model_fingerprint(model, config)
+        return model_fingerprint(model, config, recorded.get("model"))
     except Exception:  # noqa: BLE001 - any failure only means its derived folders are matched by name
         return None
 
@@ -600,6 +622,8 @@ class TrainedRun:
         self.title_col: str | None = info.get("title_col")
         self._item_emb: np.ndarray | None = None
         self._fingerprint: str | None = None
+        # config.json's model section as saved: the settings the run's fingerprint hashes (model_fingerprint)
+        self.recorded_model: dict[str, Any] | None = None
         self._meta_columns: dict[str, list[Any]] | None = None  # item_meta as JSON-safe values, column by column
 
     # ------------------------------------------------------------------ loading
@@ -665,7 +689,8 @@ class TrainedRun:
                 log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d,
                             MANIFEST)
         info = read_json(d / "run.json")
-        config = saved_run_config(d / "config.json")
+        recorded = read_json(d / "config.json")
+        config = config_from_dict(RunConfig, saved_config_dict(recorded))
         model = build_model(config, info)
         load_weights(d / "model.safetensors", model)
         user_vocab = Vocabulary.load(d / "vocab" / "users.json")
@@ -680,7 +705,9 @@ class TrainedRun:
         meta = read_item_meta(d / "items.jsonl") if (d / "items.jsonl").exists() else None
         ue = FeatureEncoder.from_dict(read_json(d / "features" / "users.json")) if (d / "features" / "users.json").exists() else None
         ie = FeatureEncoder.from_dict(read_json(d / "features" / "items.json")) if (d / "features" / "items.json").exists() else None
-        return cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)
+        run = cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)
+        run.recorded_model = recorded.get("model") if isinstance(recorded, dict) else None
+        return run
 
     # ------------------------------------------------------------------ facts
     @property
@@ -689,7 +716,7 @@ class TrainedRun:
 
     def fingerprint(self) -> str:
         if self._fingerprint is None:
-            self._fingerprint = model_fingerprint(self.model, self.config)
+            self._fingerprint = model_fingerprint(self.model, self.config, self.recorded_model)
         return self._fingerprint
 
     def item_embeddings(self) -> np.ndarray:
