@@ -267,6 +267,20 @@ def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
     return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
 
 
+def _as_read_now(saved: Any) -> Any:
+    """A run's saved config with the settings it lacks (added since it was saved) at the values it loads with.
+
+    Compared as saved, each one read "None in the run, 'pcg64' now" (model.user.dropout_rng, added since), and
+    a run of an earlier version was refused as trained with other model settings though none had been set.
+    """
+    from twotower.config import config_from_dict, config_to_dict
+
+    try:
+        return config_to_dict(config_from_dict(RunConfig, saved))
+    except (ConfigError, TypeError, ValueError, AttributeError):  # unreadable: compared as saved, and named
+        return saved
+
+
 def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: Any, *,
                          item_text_encoder: str | None = None) -> None:
     """ConfigError unless the run in ``out`` can be continued with ``config`` and this data.
@@ -288,7 +302,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
     saved = out / "config.json"
     old: Any = None
     if saved.is_file():
-        old = saved_config_dict(read_json(saved))
+        old = _as_read_now(saved_config_dict(read_json(saved)))
         now = config_to_dict(config)
         # model.item_item is fitted after training, from the weights trained: like a training setting, it may change
         diffs = [d for d in _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"],
