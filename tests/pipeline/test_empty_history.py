@@ -81,3 +81,26 @@ def test_causal_examples_train_it_and_nothing_is_fitted_after(tmp_path):
     run = tt.TrainedRun.load(out)
     assert "empty_history" not in json.loads((out / "run.json").read_text())
     assert np.ptp(_empty_user_scores(run)) > 0  # trained on each user's first item
+
+
+def test_a_sequence_run_saved_before_the_fit_is_named_when_loaded(sequence_run, tmp_path, caplog):
+    """An old-run audit: a run saved before the state was fitted ranked a user with no history from the
+    untrained state (the catalogue in id order), and nothing said so."""
+    import shutil
+
+    import twotower as tt
+    from twotower.pipeline.artifacts import write_manifest
+
+    old = tmp_path / "old"
+    shutil.copytree(sequence_run.dir, old)
+    info = json.loads((old / "run.json").read_text())
+    del info["empty_history"]
+    (old / "run.json").write_text(json.dumps(info))
+    write_manifest(old)
+    with caplog.at_level("WARNING"):
+        tt.TrainedRun.load(old)
+    assert "did not fit the sequence tower's empty-history state" in caplog.text and "--resume" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        tt.TrainedRun.load(sequence_run.dir)  # a run saved today: fitted, nothing to say
+    assert "empty-history" not in caplog.text

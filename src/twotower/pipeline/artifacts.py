@@ -180,6 +180,17 @@ def _recorded_settings(settings: dict[str, Any], recorded: dict[str, Any]) -> di
     return out
 
 
+def _warn_unfitted_empty_history(d: Path, run: "TrainedRun") -> None:
+    """Say so when a sequence run saved before the empty-history state was fitted is loaded: a user with no
+    history is ranked from that never-trained state (every score near 0: the catalogue in id order), silently."""
+    from twotower.pipeline.empty_history import empty_history_skip_reason  # noqa: PLC0415 - the rule, once
+
+    if "empty_history" not in run.info and empty_history_skip_reason(run.model, run.config) is None:
+        log.warning("%s: saved by a version that did not fit the sequence tower's empty-history state, so a user with "
+                    "no history is ranked from an untrained state; `twotower train ... --out %s --resume` (the "
+                    "command that trained it) fits it", d, d)
+
+
 def recorded_config(config: RunConfig) -> dict[str, Any]:
     """``config`` as a run's ``config.json`` records it: its data files as absolute paths.
 
@@ -707,6 +718,7 @@ class TrainedRun:
         ie = FeatureEncoder.from_dict(read_json(d / "features" / "items.json")) if (d / "features" / "items.json").exists() else None
         run = cls(d, config, info, model, user_vocab, item_vocab, history, meta, ue, ie)
         run.recorded_model = recorded.get("model") if isinstance(recorded, dict) else None
+        _warn_unfitted_empty_history(d, run)
         return run
 
     # ------------------------------------------------------------------ facts
