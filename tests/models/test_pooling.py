@@ -59,3 +59,49 @@ def test_pooled_user_tower_uses_it_and_keeps_the_weighted_mean() -> None:
 def test_shape_mismatch_is_refused() -> None:
     with pytest.raises(ValueError, match="one shape"):
         weighted_bag(torch.zeros(4, 2), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 2))
+
+
+def test_extra_pools_sort_the_window_once_and_keep_the_table_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both pools of the default tower read one window: the backward builds its CSR structure once for both
+    (it sorted the entries once per pool), and the table's gradient is the two separate pools' sum, bit for bit."""
+    torch.manual_seed(2)
+    tower = UserTower(TowerConfig(use_id=False, use_features=False, history="recency", history_len=6, extra_pools=[1.0],
+                                  hidden=(), out_dim=8, dropout=0.0), n_users=3, n_items=20)
+    h = torch.randint(0, 20, (7, 6))
+    h[:2, :3] = 20  # padding
+    h[3, 0] = h[3, 4] = 5  # an item twice in one window
+    g = torch.randn(7, 2 * tower.config.history_dim)
+    table = tower.history_emb
+    w1, w2 = tower.history_weights(h), (h != 20).float()
+    sep = [weighted_bag(table.weight, h, w, padding_idx=table.padding_idx) / w.sum(1, keepdim=True).clamp_min(1e-12)
+           for w in (w1, w2)]
+    (torch.cat(sep, -1) * g).sum().backward()
+    want, want_out = table.weight.grad.clone(), torch.cat(sep, -1).detach()
+    table.weight.grad = None
+    calls = []
+    real = pooling._coo_tocsr
+    monkeypatch.setattr(pooling, "_coo_tocsr", lambda *a: (calls.append(1), real(*a))[1])
+    out = tower.pooled_histories(h)
+    (out * g).sum().backward()
+    assert len(calls) == 1
+    assert torch.equal(out.detach(), want_out)
+    assert torch.equal(table.weight.grad, want)
+
+
+def test_weighted_bags_give_each_weight_set_its_gradient() -> None:
+    torch.manual_seed(3)
+    table = torch.nn.Embedding(9, 4)
+    h = torch.randint(0, 9, (5, 3))
+    ws = [torch.rand(5, 3, requires_grad=True) for _ in range(3)]
+    gs = [torch.randn(5, 4) for _ in ws]
+    sum((_reference(table, h, w) * g).sum() for w, g in zip(ws, gs)).backward()
+    want = [w.grad.clone() for w in ws]
+    want_table = table.weight.grad.clone()
+    table.zero_grad()
+    for w in ws:
+        w.grad = None
+    outs = pooling.weighted_bags(table.weight, h, ws)
+    sum((o * g).sum() for o, g in zip(outs, gs)).backward()
+    assert torch.allclose(table.weight.grad, want_table, atol=1e-6)  # three sets: list order, last bit may differ
+    for w, wg in zip(ws, want):
+        assert torch.allclose(w.grad, wg, atol=1e-6)

@@ -37,29 +37,42 @@ try:  # SciPy's COO -> CSR counting sort without the duplicate summing that csr_
 except ImportError:  # a SciPy that moved its kernels: the index_add_ path below, same numbers
     _coo_tocsr = _csr_matvecs = None
 
-__all__ = ["weighted_bag"]
+__all__ = ["weighted_bag", "weighted_bags"]
 
 
-class _WeightedBag(torch.autograd.Function):
+class _WeightedBags(torch.autograd.Function):
+    """``P`` weighted sums of one ``[B, L]`` history: the pools of a tower that reads its window more than once
+    (``model.user.extra_pools``) share the backward's CSR structure (one counting sort, not one per pool)."""
+
     @staticmethod
-    def forward(ctx, table: Tensor, history: Tensor, weights: Tensor, sparse: bool,  # type: ignore[override]
-                padding_idx: int | None) -> Tensor:
-        ctx.save_for_backward(table, history, weights)
+    def forward(ctx, table: Tensor, history: Tensor, sparse: bool, padding_idx: int | None,  # type: ignore[override]
+                *weights: Tensor) -> tuple[Tensor, ...]:
+        ctx.save_for_backward(table, history, *weights)
         ctx.sparse, ctx.padding_idx = sparse, padding_idx
-        return F.embedding_bag(history, table, mode="sum", per_sample_weights=weights)  # [B, H]
+        return tuple(F.embedding_bag(history, table, mode="sum", per_sample_weights=w) for w in weights)  # [B, H] each
 
     @staticmethod
-    def backward(ctx, grad: Tensor):  # type: ignore[override]
-        table, history, weights = ctx.saved_tensors
-        grad_table = grad_weights = None
+    def backward(ctx, *grads: Tensor):  # type: ignore[override]
+        table, history, *weights = ctx.saved_tensors
+        grads = tuple(g if g is not None else table.new_zeros((history.shape[0], table.shape[1])) for g in grads)
+        grad_table = None
         if ctx.needs_input_grad[0]:
-            if not ctx.sparse and _csr_applies(table, weights, grad, history.numel()):
-                grad_table = _csr_grad(table.shape[0], history, weights, grad, ctx.padding_idx)
+            if not ctx.sparse and all(_csr_applies(table, w, g, history.numel()) for w, g in zip(weights, grads)):
+                parts = _csr_grads(table.shape[0], history, weights, grads, ctx.padding_idx)
             else:
-                grad_table = _rows_grad(table, history, weights, grad, ctx.sparse, ctx.padding_idx)
-        if ctx.needs_input_grad[2]:
-            grad_weights = (F.embedding(history, table) * grad.unsqueeze(1)).sum(-1)  # [B, L]
-        return grad_table, None, grad_weights, None, None
+                parts = [_rows_grad(table, history, w, g, ctx.sparse, ctx.padding_idx) for w, g in zip(weights, grads)]
+            # the pools' gradients added in pool order; for two that is the sum autograd formed from two
+            # separate pools (a + b == b + a in floating point), bit for bit
+            grad_table = parts[0]
+            for part in parts[1:]:
+                grad_table = grad_table + part
+        grad_weights = [None] * len(weights)
+        if any(ctx.needs_input_grad[4:]):
+            emb = F.embedding(history, table)  # [B, L, H], gathered once for every pool that needs it
+            for i, g in enumerate(grads):
+                if ctx.needs_input_grad[4 + i]:
+                    grad_weights[i] = (emb * g.unsqueeze(1)).sum(-1)  # [B, L]
+        return (grad_table, None, None, None, *grad_weights)
 
 
 def _csr_applies(table: Tensor, weights: Tensor, grad: Tensor, entries: int) -> bool:
@@ -67,23 +80,37 @@ def _csr_applies(table: Tensor, weights: Tensor, grad: Tensor, entries: int) -> 
             and grad.dtype == weights.dtype == table.dtype == torch.float32)
 
 
-def _csr_grad(n_rows: int, history: Tensor, weights: Tensor, grad: Tensor, padding_idx: int | None) -> Tensor:
-    """``A^T g`` for ``A[b, h[b, l]] = w[b, l]``: the table's dense gradient, each row's terms added in
-    batch order (what ``index_add_`` of the ``w[b, l] * g[b]`` rows does, bit for bit)."""
-    (B, L), H = history.shape, grad.shape[1]
+def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple[Tensor, ...],
+               padding_idx: int | None) -> list[Tensor]:
+    """``A_p^T g_p`` for ``A_p[b, h[b, l]] = w_p[b, l]``: each pool's dense table gradient, each row's terms
+    added in batch order (what ``index_add_`` of the ``w[b, l] * g[b]`` rows does, bit for bit). The pools
+    share one CSR structure: with several, the counting sort runs once, on each entry's position, and
+    every pool's weights are read through the permutation it gives (one pool sorts its weights directly:
+    no permutation to gather through)."""
+    (B, L), H = history.shape, grads[0].shape[1]
     items = history.reshape(-1).numpy().astype(np.int32)
-    w = weights.detach().reshape(-1).numpy()
     cols = np.arange(B * L, dtype=np.int32) // np.int32(L)  # the batch row of each entry
-    if padding_idx is not None:  # padding never learns: its entries are left out
-        keep = items != padding_idx
-        items, w, cols = items[keep], w[keep], cols[keep]
+    flat = [w.detach().reshape(-1).numpy() for w in weights]
+    keep = None if padding_idx is None else items != padding_idx  # padding never learns: its entries are left out
+    if keep is not None:
+        items, cols = items[keep], cols[keep]
     indptr = np.empty(n_rows + 1, np.int32)
     indices = np.empty(items.size, np.int32)
-    data = np.empty(items.size, np.float32)
-    _coo_tocsr(n_rows, B, items.size, items, cols, np.ascontiguousarray(w), indptr, indices, data)
-    out = np.zeros((n_rows, H), np.float32)
-    _csr_matvecs(n_rows, B, H, indptr, indices, data, grad.detach().contiguous().numpy().ravel(), out.ravel())
-    return torch.from_numpy(out)
+    if len(flat) == 1:
+        data = [np.empty(items.size, np.float32)]
+        w = np.ascontiguousarray(flat[0] if keep is None else flat[0][keep])
+        _coo_tocsr(n_rows, B, items.size, items, cols, w, indptr, indices, data[0])
+    else:  # the sort moves each kept entry's position with it: ``order`` is their CSR order
+        entry = (np.arange(items.size) if keep is None else np.flatnonzero(keep)).astype(np.int32)
+        order = np.empty(items.size, np.int32)
+        _coo_tocsr(n_rows, B, items.size, items, cols, entry, indptr, indices, order)
+        data = [f[order] for f in flat]  # [K] float32 each, in CSR order
+    out = []
+    for d, g in zip(data, grads):
+        t = np.zeros((n_rows, H), np.float32)
+        _csr_matvecs(n_rows, B, H, indptr, indices, d, g.detach().contiguous().numpy().ravel(), t.ravel())
+        out.append(torch.from_numpy(t))
+    return out
 
 
 def _rows_grad(table: Tensor, history: Tensor, weights: Tensor, grad: Tensor, sparse: bool,
@@ -116,8 +143,17 @@ def weighted_bag(table: Tensor, history: Tensor, weights: Tensor, *, sparse: boo
     with ``sparse=True``); ``padding_idx``: a row that gets no gradient, as in
     ``nn.Embedding``.
     """
-    if history.shape != weights.shape:
-        raise ValueError(f"history {tuple(history.shape)} and weights {tuple(weights.shape)} must have one shape")
+    return weighted_bags(table, history, [weights], sparse=sparse, padding_idx=padding_idx)[0]
+
+
+def weighted_bags(table: Tensor, history: Tensor, weights: list[Tensor], *, sparse: bool = False,
+                  padding_idx: int | None = None) -> list[Tensor]:
+    """:func:`weighted_bag` for several weight sets over one history: ``[B, H]`` per set. The same values as
+    one call per set; the table's gradient is their sum (bit-identical to separate calls for up to two
+    sets; three or more are added in list order, which autograd need not follow: last-bit differences)."""
+    for w in weights:
+        if history.shape != w.shape:
+            raise ValueError(f"history {tuple(history.shape)} and weights {tuple(w.shape)} must have one shape")
     if torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or torch.jit.is_scripting():
-        return (F.embedding(history, table) * weights.unsqueeze(-1)).sum(dim=1)
-    return _WeightedBag.apply(table, history, weights.to(table.dtype), sparse, padding_idx)
+        return [(F.embedding(history, table) * w.unsqueeze(-1)).sum(dim=1) for w in weights]
+    return list(_WeightedBags.apply(table, history, sparse, padding_idx, *(w.to(table.dtype) for w in weights)))

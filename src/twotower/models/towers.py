@@ -20,7 +20,7 @@ from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.item_item import ItemItemItemPart, ItemItemUserPart
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
-from twotower.models.pooling import weighted_bag
+from twotower.models.pooling import weighted_bag, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs"]
@@ -284,17 +284,20 @@ class UserTower(nn.Module):
         :meth:`history_weights`), then one per ``extra_pools`` decay. ``weights`` that override the first
         pool's (explanations: 0 drops an item) scale every pool alike, as a factor on each item's own weight,
         so dropping an item drops it from every pool and a gradient on ``weights`` reaches them all."""
-        first = self.pool_history(history, weights)
         if not self.extra_pools:
-            return first
+            return self.pool_history(history, weights)
         L = history.shape[1]
         valid = (history != self.n_items).to(torch.float32)  # [B, L]
+        base = self.history_weights(history)
         if weights is not None:  # each item's factor on its own weight (0 where the first pool gives it none)
-            base = self.history_weights(history)
             valid = torch.where(base > 0, weights / base.clamp_min(1e-30), torch.zeros_like(weights))
         age = torch.arange(L - 1, -1, -1, device=history.device, dtype=torch.float32)  # [L]: 0 = newest
-        parts = [first] + [self.pool_history(history, valid * d**age) for d in self.extra_pools]
-        return torch.cat(parts, dim=-1)
+        sets = [base if weights is None else weights] + [valid * d**age for d in self.extra_pools]
+        assert self.history_emb is not None  # pooled towers keep their own table
+        emb = self.history_emb
+        # every pool in one call: its backward sorts the window's entries once for all of them (models/pooling.py)
+        bags = weighted_bags(emb.weight, history, sets, sparse=emb.sparse, padding_idx=emb.padding_idx)
+        return torch.cat([bag / w.sum(dim=1, keepdim=True).clamp_min(1e-12) for bag, w in zip(bags, sets)], dim=-1)
 
     def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
                         newest: bool = False) -> tuple[Tensor, Tensor]:
