@@ -420,7 +420,14 @@ def saved_config_dict(data: Any) -> Any:
 
 def saved_run_config(path: Path) -> RunConfig:
     """The RunConfig of the run whose ``config.json`` is ``path`` (:func:`saved_config_dict`)."""
-    return config_from_dict(RunConfig, saved_config_dict(read_json(path)))
+    return read_saved_config(path)[0]
+
+
+def read_saved_config(path: Path) -> tuple[RunConfig, Any]:
+    """``(RunConfig, the file's JSON as saved)`` of a run's ``config.json``: the settings the run loads with,
+    and the record of which it saved (what its model fingerprint hashes: :func:`model_fingerprint`)."""
+    recorded = read_json(path)
+    return config_from_dict(RunConfig, saved_config_dict(recorded)), recorded
 
 
 def _names_run(record: dict[str, Any], out: Path) -> bool:
@@ -431,8 +438,7 @@ def _names_run(record: dict[str, Any], out: Path) -> bool:
 def _old_fingerprint(out: Path) -> str | None:
     """The model fingerprint of the run in ``out``, None when it cannot be loaded (unfinished or damaged)."""
     try:
-        recorded = read_json(out / "config.json")
-        config = config_from_dict(RunConfig, saved_config_dict(recorded))
+        config, recorded = read_saved_config(out / "config.json")
         model = build_model(config, read_json(out / "run.json"))
         load_weights(out / "model.safetensors", model)
         return model_fingerprint(model, config, recorded.get("model"))
@@ -700,8 +706,7 @@ class TrainedRun:
                 log.warning("%s has no %s (training unfinished or an older version): checksums not verified", d,
                             MANIFEST)
         info = read_json(d / "run.json")
-        recorded = read_json(d / "config.json")
-        config = config_from_dict(RunConfig, saved_config_dict(recorded))
+        config, recorded = read_saved_config(d / "config.json")
         model = build_model(config, info)
         load_weights(d / "model.safetensors", model)
         user_vocab = Vocabulary.load(d / "vocab" / "users.json")
