@@ -1,22 +1,30 @@
-"""What produced a `recommend --users ... --out FILE`: a JSON record written beside it as ``FILE.json``.
+"""What produced a `recommend --users ... --out FILE` or a `similar --items ... --out FILE`: a JSON record
+written beside it as ``FILE.json``.
 
 Two recommendation files said nothing of where they came from: not the run, not whether an index (and which,
 at which search setting) or exact search ranked them, not k or the files that fed and filtered the lists. The
 record says all of that, with the sha256 of the CSV it describes (an older record beside a newer CSV is told
 by it) and of each input file, as ``split_report.json`` records its input. The CSV itself is unchanged.
+`similar --items ... --out FILE` wrote its CSV with no such record; both commands now write it here, the same
+way (:func:`check_out_and_record`, :func:`write_csv_and_record`).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
+import json
 import os
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from twotower.cli.paths import STDOUT, is_file
+from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, is_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
 
-__all__ = ["RECORD_FORMAT", "record_path", "recommend_record", "file_entry"]
+__all__ = ["RECORD_FORMAT", "check_out_and_record", "file_entry", "recommend_record", "record_path", "similar_record",
+           "write_csv_and_record"]
 
 #: bumped when a key changes meaning; keys are only ever added within one format
 RECORD_FORMAT = 1
@@ -32,6 +40,43 @@ def record_path(out: str | os.PathLike[str]) -> Path | None:
     except OSError:  # a loop or a folder: check_output_file has refused it already
         return None
     return Path(os.fspath(out) + ".json") if atomic else None
+
+
+def check_out_and_record(out: str, inputs: dict[str, list]) -> None:
+    """Refuse, before any work, an ``--out`` or a record beside it that would replace a run's file or one of the
+    command's ``inputs`` (``{flag: [files]}``): ``--out runs/ml/config`` wrote its record over ``config.json``."""
+    check_output_file(out)
+    _check_out_is_no_input(out, inputs)
+    record = record_path(out)
+    if record is not None:
+        check_output_file(record, "--out's record")
+        _check_out_is_no_input(os.fspath(record), inputs, "--out's record")
+
+
+def write_csv_and_record(out: str, write_rows: Callable[[Callable[[str], None]], int],
+                         make_record: Callable[[int, str], dict[str, Any]]) -> int:
+    """Write the CSV of ``--out`` through ``write_rows(write) -> rows`` and, beside it, ``make_record(rows,
+    csv_sha256)``; returns the rows written. Both are written in full to temporaries before either is moved into
+    place, and the record holds the CSV's sha256, so a record is never taken for that of another CSV."""
+    from twotower.utils.atomic import atomic_path, json_text, signals_deferred
+
+    digest = hashlib.sha256()
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(out))
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+
+            def write(text: str) -> None:
+                f.write(text)
+                digest.update(text.encode("utf-8"))  # newline="": the bytes written, hashed without reading back
+
+            n = write_rows(write)
+        where = record_path(out)
+        if where is not None:
+            record = make_record(n, digest.hexdigest())
+            stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
+        with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
+            stack.close()
+    return n
 
 
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -53,24 +98,56 @@ def _index_entry(index: Any, index_dir: Path | None, used: str) -> dict[str, Any
             "created": meta.get("created"), "meta_sha256": meta.get("meta_sha256")}
 
 
-def recommend_record(args: argparse.Namespace, run: Any, index: Any, index_dir: Path | None, used: str, *, k: int,
-                     n_users: int, n_rows: int, csv_sha256: str) -> dict[str, Any]:
-    """The record of one ``recommend --users ... --out FILE`` (see the module docstring)."""
+def _common_record(command: str, out: str, output: dict[str, Any], run: Any, index: Any, used: str, exact: bool,
+                   k: int) -> dict[str, Any]:
+    """The keys every record holds: what wrote it, when, the CSV it describes, the run, the index and k."""
     from twotower.cli.main import _version  # what `twotower --version` prints
+    from twotower.pipeline.recommend import run_index_dir
 
-    users = args.users
-    users_file = users != "all" and is_file(users)
+    index_dir = run_index_dir(run.dir, exact=exact)  # as open_run_index chose
     return {
         "format": RECORD_FORMAT,
-        "command": "twotower recommend",
+        "command": command,
         "twotower_version": _version(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "output": {"path": os.path.abspath(args.out), "sha256": csv_sha256, "rows": n_rows, "users": n_users},
+        "output": {"path": os.path.abspath(out), **output},
         "run": {"path": os.path.abspath(run.dir), "fingerprint": run.fingerprint()},
         "index": _index_entry(index, index_dir, used),
         "k": k,
+    }
+
+
+def recommend_record(args: argparse.Namespace, run: Any, index: Any, used: str, *, k: int, n_users: int, n_rows: int,
+                     csv_sha256: str) -> dict[str, Any]:
+    """The record of one ``recommend --users ... --out FILE`` (see the module docstring)."""
+    users = args.users
+    users_file = users != "all" and is_file(users)
+    output = {"sha256": csv_sha256, "rows": n_rows, "users": n_users}
+    return {
+        **_common_record("twotower recommend", args.out, output, run, index, used, getattr(args, "exact", False), k),
         "users": {"file": file_entry(users)} if users_file else {"given": users},
         "exclude": [file_entry(f) for f in args.exclude or []],
         "exclude_seen": not args.no_exclude_seen,
         "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
+    }
+
+
+def items_entry(item_ids: Sequence[str] | None) -> dict[str, Any]:
+    """The ``--items`` selection: ``{"given": "all"}``, or a list's ``count`` and the ``sha256`` of its ids as a
+    compact JSON array (a thousand ids would swamp the record; the digest still tells two lists apart)."""
+    if item_ids is None:
+        return {"given": "all"}
+    text = json.dumps(list(item_ids), ensure_ascii=False, separators=(",", ":"))
+    return {"count": len(item_ids), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest()}
+
+
+def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *, k: int, item_ids: Sequence[str] | None,
+                   n_items: int, n_rows: int, csv_sha256: str) -> dict[str, Any]:
+    """The record of one ``similar --items ... --out FILE``; ``item_ids`` None for ``--items all``, else the
+    distinct ids listed, in order."""
+    output = {"sha256": csv_sha256, "rows": n_rows, "items": n_items}
+    return {
+        **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k),
+        "items": items_entry(item_ids),
+        "cold_similar": args.cold_similar,
     }

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import os
 import sys
 from pathlib import Path
 
 from twotower.cli.flags import _threads, flag_named, parse_user_features
 from twotower.cli.id_lists import parse_id_list
-from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file
+from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items
 from twotower.errors import ConfigError, NotFoundError
 
@@ -100,16 +98,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
                           "or --json for the printed list")
     if args.out:
-        from twotower.cli.provenance import record_path
+        from twotower.cli.provenance import check_out_and_record  # FILE.json beside it: what produced the lists
 
-        inputs = {"--users": [args.users], "--exclude": args.exclude or [],
-                  "--history-from": getattr(args, "history_from", None) or []}
-        check_output_file(args.out)
-        _check_out_is_no_input(args.out, inputs)
-        record = record_path(args.out)  # FILE.json beside it: what produced the recommendations
-        if record is not None:
-            check_output_file(record, "--out's record")
-            _check_out_is_no_input(os.fspath(record), inputs, "--out's record")
+        check_out_and_record(args.out, {"--users": [args.users], "--exclude": args.exclude or [],
+                                        "--history-from": getattr(args, "history_from", None) or []})
     if args.history is not None and not parse_id_list(args.history, "--history"):
         # the same rule as HTTP (an empty history is a 422 there)
         raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
@@ -188,34 +180,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001
                            write_every_s: float | None) -> int:
     """Write the CSV of ``--out`` and, beside it, the record of what produced it (cli/provenance.py); returns
-    the rows written. Both are written in full to temporaries before either is moved into place, and the
-    record holds the CSV's sha256, so a record is never taken for that of another CSV."""
-    import hashlib
-
-    from twotower.cli.provenance import record_path, recommend_record
-    from twotower.pipeline.recommend import run_index_dir
+    the rows written."""
+    from twotower.cli.provenance import recommend_record, write_csv_and_record
     from twotower.pipeline.results_csv import write_results_csv
-    from twotower.utils.atomic import atomic_path, json_text, signals_deferred
 
-    digest = hashlib.sha256()
-    with contextlib.ExitStack() as stack:
-        tmp = stack.enter_context(atomic_path(args.out))
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-
-            def write(text: str) -> None:
-                f.write(text)
-                digest.update(text.encode("utf-8"))  # newline="": the bytes written, hashed without reading back
-
-            n = write_results_csv(run, rows, res, write, log_every_s=write_every_s)
-        where = record_path(args.out)
-        if where is not None:
-            index_dir = run_index_dir(run.dir, exact=getattr(args, "exact", False))  # as open_run_index chose
-            record = recommend_record(args, run, index, index_dir, used, k=k, n_users=len(rows), n_rows=n,
-                                      csv_sha256=digest.hexdigest())
-            stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
-        with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
-            stack.close()
-    return n
+    return write_csv_and_record(
+        args.out, lambda write: write_results_csv(run, rows, res, write, log_every_s=write_every_s),
+        lambda n, sha: recommend_record(args, run, index, used, k=k, n_users=len(rows), n_rows=n, csv_sha256=sha))
 
 
 def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - TrainedRun, InputHistories

@@ -50,7 +50,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_args(args: argparse.Namespace) -> int:
     """The list length; argument errors before the (slow) run load, as `recommend` checks its own."""
-    from twotower.cli.paths import STDOUT, check_output_file
     from twotower.config import MAX_K
     from twotower.serving.settings import ServiceSettings
 
@@ -60,8 +59,11 @@ def _check_args(args: argparse.Namespace) -> int:
     if args.out and args.item is not None:
         raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
                           f"{args.out}`, or --json for the printed answer")
-    if args.out and args.out != STDOUT:
-        check_output_file(args.out)  # refuses a file of a run (its weights, items.csv, ...), the only input
+    if args.out:
+        from twotower.cli.provenance import check_out_and_record
+
+        # refuses a file of a run (its weights, items.csv, ...), the only input, for the CSV and its record
+        check_out_and_record(args.out, {})
     return k
 
 
@@ -97,7 +99,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
     print(f"ranking with {used}", file=sys.stderr)
     if args.item is not None:
         return _one_item(args, run, index, k, int(rows[0]))
-    return _many_items(args, run, index, k, rows)
+    return _many_items(args, run, index, used, k, rows)
 
 
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
@@ -121,8 +123,9 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     return 0
 
 
-def _many_items(args: argparse.Namespace, run, index, k: int, rows: np.ndarray) -> int:  # noqa: ANN001
-    """Write (or print) the lists of ``--items`` as CSV rows item_id,similar_item_id,rank,score."""
+def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: np.ndarray) -> int:  # noqa: ANN001
+    """Write (or print) the lists of ``--items`` as CSV rows item_id,similar_item_id,rank,score; ``used``: the
+    index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
     from twotower.pipeline.results_csv import results_to_frame, write_results_csv
     from twotower.pipeline.similar import similar_items
@@ -138,11 +141,14 @@ def _many_items(args: argparse.Namespace, run, index, k: int, rows: np.ndarray) 
     if args.json and not args.out:
         print(results_to_frame(run, rows, res, query="item").to_json(orient="records"))
         return 0
-    if args.out and args.out != STDOUT:
-        from twotower.utils.atomic import atomic_path
+    if args.out and args.out != STDOUT:  # the CSV and beside it FILE.json, what produced it (cli/provenance.py)
+        from twotower.cli.provenance import similar_record, write_csv_and_record
 
-        with atomic_path(args.out) as tmp, open(tmp, "w", encoding="utf-8", newline="") as f:
-            n = write_results_csv(run, rows, res, f.write, log_every_s=every_s, query="item")
+        ids = None if args.items.strip() == "all" else [run.item_vocab.id_at(int(r)) for r in rows]
+        n = write_csv_and_record(
+            args.out, lambda write: write_results_csv(run, rows, res, write, log_every_s=every_s, query="item"),
+            lambda n_rows, sha: similar_record(args, run, index, used, k=k, item_ids=ids, n_items=len(rows),
+                                               n_rows=n_rows, csv_sha256=sha))
     else:  # `--out -` and no --out: stdout
         n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=every_s, query="item")
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
