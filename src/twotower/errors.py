@@ -76,6 +76,13 @@ class NotFoundError(TwoTowerError, KeyError):
     def __str__(self) -> str:  # KeyError would repr() the message
         return self.message
 
+    @classmethod
+    def not_among(cls, kind: str, id: object, n: int) -> NotFoundError:
+        """``unknown item 'x' (not among the 60 known items)``: one wording for an id missing from a set of ``n``,
+        so that the CLI (a run's vocabulary) and the service (its catalogue) name the same thing; the catalogue
+        said "catalogue items" where the vocabulary said "known items"."""
+        return cls(kind, id, f"not among the {n} known {kind}s")
+
 
 class IntegrityError(TwoTowerError):
     """A saved artefact is corrupted, truncated or belongs to another model."""

@@ -64,6 +64,23 @@ def test_an_unknown_id_is_one_line_naming_it_and_its_flag(run_dir, flag, value, 
     assert err == [f"error: {flag}: unknown item 'nope' (not among the 60 known items)"]  # before the index is opened
 
 
+def test_an_unknown_id_is_named_alike_by_the_cli_and_the_service(run_dir, service, client, capsys) -> None:
+    """One wording (NotFoundError.not_among): a catalogue built beside the run (bench/serve_load.py's, a test's)
+    said "not among the 60 catalogue items" where the CLI and a run's service say "known items"."""
+    from twotower.serving import RecommenderService, create_app
+    from twotower.serving.catalog import ItemCatalog
+
+    assert main(["similar", "--run", str(run_dir), "--item", "nope"]) != 0
+    cli = capsys.readouterr().err.strip().removeprefix("error: --item: ")
+    http = client.post("/similar-items", json={"item_id": "nope", "k": 5}).json()["error"]["message"]
+    own = ItemCatalog(service.catalog.ids, service.catalog.columns)  # its own lookup, not the run's vocabulary
+    svc = RecommenderService(service.run, service.index, catalog=own, item_vectors=service.item_vectors,
+                             user_vectors=service.user_vectors)
+    with TestClient(create_app(service=svc)) as c:
+        built = c.post("/similar-items", json={"item_id": "nope", "k": 5}).json()["error"]["message"]
+    assert cli == http == built == "unknown item 'nope' (not among the 60 known items)"
+
+
 def _error(capsys, *argv: str) -> str:
     """The error line `twotower similar ARGV` ends with (exit status not 0)."""
     assert main(["similar", *argv]) != 0

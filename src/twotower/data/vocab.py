@@ -103,7 +103,7 @@ class Vocabulary:
         try:
             return self._index[key]
         except KeyError:
-            raise NotFoundError(self.kind, key, f"not among the {len(self)} known {self.kind}s") from None
+            raise NotFoundError.not_among(self.kind, key, len(self)) from None
 
     def encode(self, ids: Iterable[Any]) -> np.ndarray:
         """Rows of ``ids`` as int64 ``[N]``; unknown ids give -1."""

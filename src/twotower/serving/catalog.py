@@ -113,7 +113,7 @@ class ItemCatalog:
         try:
             return self._rows[item_id]
         except KeyError:
-            raise NotFoundError("item", item_id, f"not among the {len(self.ids)} catalogue items") from None
+            raise NotFoundError.not_among("item", item_id, len(self.ids)) from None  # as the run's vocabulary
 
     def display_name(self, row: int) -> str:
         """Item ``row`` as the explanations name it (:func:`twotower.explain.names.name_of`): its title, told apart
