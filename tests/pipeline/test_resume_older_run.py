@@ -44,3 +44,18 @@ def test_a_setting_changed_against_an_older_runs_default_is_still_named(tmp_path
         train_run(cfg, out, resume=True)
     assert "model.user.history: 'mean' in the run, 'recency' now" in str(e.value)
     assert "dropout_rng" not in str(e.value)
+
+
+def test_the_refusal_names_the_overrides_that_give_the_runs_settings_back(tmp_path) -> None:
+    """An older run trained with one history pool was refused on resume, naming the difference; the user then
+    had to work out that `model.user.extra_pools=[]` restores it. The error now says what to add (here: a run
+    trained with the mean pool and the default second pool, resumed with other values for both)."""
+    out, settings = _older_run(tmp_path)
+    cfg = load_config(base=settings, overrides=["model.user.history=recency", "model.user.extra_pools=[0.5]"])
+    with pytest.raises(ConfigError) as e:
+        train_run(cfg, out, resume=True)
+    assert ("add model.user.extra_pools=[1.0] model.user.history=mean to resume with the run's settings, or train "
+            "into another folder without --resume") in str(e.value)
+    again = load_config(base=settings, overrides=["model.user.history=recency", "model.user.extra_pools=[0.5]",
+                                                   "model.user.extra_pools=[1.0]", "model.user.history=mean"])
+    train_run(again, out, resume=True)  # what the error said to add is what resumes

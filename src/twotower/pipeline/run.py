@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 from pathlib import Path
@@ -267,6 +268,20 @@ def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
     return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
 
 
+def _restoring_overrides(old: Any, new: Any, prefix: str) -> list[str]:
+    """``key=value`` overrides that set each differing leaf of ``new`` back to ``old``'s value, as typed on the
+    command line (a string bare, anything else as JSON): what a resume must add to continue the run."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            out += _restoring_overrides(old.get(key), new.get(key), f"{prefix}.{key}")
+        return out
+    if old == new:
+        return []
+    value = old if isinstance(old, str) else json.dumps(old)
+    return [f"{prefix}={value}" if " " not in value else f"'{prefix}={value}'"]
+
+
 def _as_read_now(saved: Any) -> Any:
     """A run's saved config with the settings it lacks (added since it was saved) at the values it loads with.
 
@@ -308,8 +323,14 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         diffs = [d for d in _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"],
                                                 "model") if not d.startswith("model.item_item.")]
         if diffs:
+            # the overrides that give the run's values back: an older run's one history pool needed
+            # model.user.extra_pools=[] typed by hand, and the error named the difference but not the setting
+            back = [o for o in _restoring_overrides(old.get("model"), now["model"], "model")
+                    if not o.lstrip("'").startswith("model.item_item.")]
             raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
-                              f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); {fix}")
+                              f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); add "
+                              f"{' '.join(back)} to resume with the run's settings, or train into another folder "
+                              "without --resume")
         # training settings may change (that is what resuming with new flags is for), but silently they read as
         # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding)
         changed = [d for part in ("train", "loss")
