@@ -258,28 +258,31 @@ def _check_resumable(out: Path) -> None:
         raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}; train without --resume first")
 
 
+def _differing_leaves(old: Any, new: Any, prefix: str) -> list[tuple[str, Any, Any]]:
+    """``(dotted key, run's value, value now)`` of every leaf where two config dicts differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[tuple[str, Any, Any]] = []
+        for key in sorted(set(old) | set(new)):
+            out += _differing_leaves(old.get(key), new.get(key), f"{prefix}.{key}")
+        return out
+    return [] if old == new else [(prefix, old, new)]
+
+
+def _described(leaf: tuple[str, Any, Any]) -> str:
+    key, was, now = leaf
+    return f"{key}: {was!r} in the run, {now!r} now"
+
+
 def _config_differences(old: Any, new: Any, prefix: str) -> list[str]:
     """Dotted keys whose values differ between two config dicts, ``key: run's -> now``."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
-        for key in sorted(set(old) | set(new)):
-            out += _config_differences(old.get(key), new.get(key), f"{prefix}.{key}")
-        return out
-    return [] if old == new else [f"{prefix}: {old!r} in the run, {new!r} now"]
+    return [_described(leaf) for leaf in _differing_leaves(old, new, prefix)]
 
 
-def _restoring_overrides(old: Any, new: Any, prefix: str) -> list[str]:
-    """``key=value`` overrides that set each differing leaf of ``new`` back to ``old``'s value, as typed on the
-    command line (a string bare, anything else as JSON): what a resume must add to continue the run."""
-    if isinstance(old, dict) and isinstance(new, dict):
-        out: list[str] = []
-        for key in sorted(set(old) | set(new)):
-            out += _restoring_overrides(old.get(key), new.get(key), f"{prefix}.{key}")
-        return out
-    if old == new:
-        return []
-    value = old if isinstance(old, str) else json.dumps(old)
-    return [f"{prefix}={value}" if " " not in value else f"'{prefix}={value}'"]
+def _restoring_override(key: str, value: Any) -> str:
+    """The ``key=value`` override that sets ``key`` back to ``value``, as typed on the command line (a string
+    bare, anything else as JSON; quoted when it holds a space)."""
+    text = value if isinstance(value, str) else json.dumps(value)
+    return f"{key}={text}" if " " not in text else f"'{key}={text}'"
 
 
 def _as_read_now(saved: Any) -> Any:
@@ -320,13 +323,14 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         old = _as_read_now(saved_config_dict(read_json(saved)))
         now = config_to_dict(config)
         # model.item_item is fitted after training, from the weights trained: like a training setting, it may change
-        diffs = [d for d in _config_differences(old.get("model") if isinstance(old, dict) else None, now["model"],
-                                                "model") if not d.startswith("model.item_item.")]
-        if diffs:
+        leaves = [leaf for leaf in _differing_leaves(old.get("model") if isinstance(old, dict) else None,
+                                                     now["model"], "model")
+                  if not leaf[0].startswith("model.item_item.")]
+        if leaves:
+            diffs = [_described(leaf) for leaf in leaves]
             # the overrides that give the run's values back: an older run's one history pool needed
             # model.user.extra_pools=[] typed by hand, and the error named the difference but not the setting
-            back = [o for o in _restoring_overrides(old.get("model"), now["model"], "model")
-                    if not o.lstrip("'").startswith("model.item_item.")]
+            back = [_restoring_override(key, was) for key, was, _ in leaves]
             raise ConfigError(f"cannot resume {out}: the model settings differ from the run's "
                               f"({'; '.join(diffs[:4])}{'; ...' if len(diffs) > 4 else ''}); add "
                               f"{' '.join(back)} to resume with the run's settings, or train into another folder "
