@@ -26,10 +26,11 @@ def flag_named(flag: str) -> Iterator[None]:
         raise
 
 
-def _threads(args: argparse.Namespace) -> None:
+def _threads(args: argparse.Namespace, default: int | None = None) -> None:
+    """--threads, else TWOTOWER_THREADS, else ``default`` (None: the libraries' own count)."""
     from twotower.utils.runtime import set_threads, threads_from_env
 
-    set_threads(getattr(args, "threads", None) or threads_from_env())
+    set_threads(getattr(args, "threads", None) or threads_from_env(default))
 
 
 def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:

@@ -299,9 +299,9 @@ def _encoder_env(args: argparse.Namespace) -> None:
 
 
 def _threads(args: argparse.Namespace) -> None:
-    from twotower.utils.runtime import set_threads, threads_from_env
+    from twotower.cli.flags import _threads as set_from_flags
 
-    set_threads(getattr(args, "threads", None) or threads_from_env(SEARCH_THREADS_DEFAULT))
+    set_from_flags(args, SEARCH_THREADS_DEFAULT)
 
 
 def _check_models(args: argparse.Namespace) -> None:
