@@ -104,7 +104,7 @@ def similar_queries(run: Any, vectors: np.ndarray, rows: np.ndarray, cold: np.nd
 
 
 def similar_query(run: Any, vectors: np.ndarray, row: int, cold: np.ndarray | None,
-                  cold_similar: str = COLD_SIMILAR[0]) -> tuple[np.ndarray, str]:
+                  cold_similar: str = ServiceSettings.cold_similar) -> tuple[np.ndarray, str]:
     """``([1, D] query, space)`` of one item: :func:`similar_queries` of ``[row]``."""
     queries, spaces = similar_queries(run, vectors, np.asarray([row], np.int64), cold, cold_similar)
     return queries, spaces[0]
