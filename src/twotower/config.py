@@ -690,7 +690,7 @@ class PrepareConfig:
     passage_text: str = "text"
     passage_title: str | None = None
     query: str = "query"
-    query_id: str | None = None  # None: one id per distinct query text (q1, q2, ... in order of appearance)
+    query_id: str | None = None  # None: one id per distinct query text (q1, q2, ... by first appearance among the pairs kept)
     pair_passage: str | None = None  # None: the passages table's id column name
     score: str | None = None  # None: every pair has relevance 1
     split: str | None = None  # None: split by test_share

@@ -66,6 +66,20 @@ def test_a_pair_whose_passage_is_not_in_the_table_is_named_or_dropped_with_a_cou
     assert rep["unknown_passages_dropped"] == 1 and rep["queries"] == 4
 
 
+def test_generated_query_ids_have_no_gap_where_a_query_s_pairs_were_all_dropped(files):
+    # "who knows" (row 3) names only an unknown passage: numbered before the drop it took q2 and queries.jsonl
+    # held q1, q3, q4, q5
+    (files / "pairs.csv").write_text("question,pid\ndoes aspirin prevent heart attacks,007\nwho knows,8\n"
+                                     "vitamin d and fractures,7\nstatins and cholesterol,NA\n"
+                                     "vitamin d and fractures,de1\nKnochenbrüche Vitamin D,de1\n", encoding="utf-8")
+    prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out",
+                 PrepareConfig(**COLS, test_share=0, drop_unknown=True))
+    data = load_beir(files / "out", "test")
+    assert list(data.queries) == ["q1", "q2", "q3", "q4"]
+    assert [data.queries[q] for q in ("q2", "q4")] == ["vitamin d and fractures", "Knochenbrüche Vitamin D"]
+    assert data.qrels["q2"] == {"7": 1, "de1": 1}
+
+
 def test_bad_tables_are_refused_naming_file_row_and_column(files):
     (files / "dup.csv").write_text("pid,body\na,x\nb,y\na,z\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"dup.csv, row 4, column 'pid'.*duplicate passage id 'a' \(first at row 2\)"):

@@ -121,7 +121,8 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--passage-title-col", default=pc.passage_title, help="passages: optional title column")
     r.add_argument("--query-col", default=pc.query, help="pairs: query text column (default %(default)s)")
     r.add_argument("--query-id-col", default=pc.query_id,
-                   help="pairs: optional query id column (default: one id per distinct query text, q1, q2, ...)")
+                   help="pairs: optional query id column (default: one id per distinct query text, q1, q2, ... in "
+                   "order of first appearance among the pairs kept)")
     r.add_argument("--pair-passage-col", default=pc.pair_passage,
                    help="pairs: relevant passage id column (default: the --passage-id-col name)")
     r.add_argument("--score-col", default=pc.score, help="pairs: optional integer relevance (default: 1 for every pair)")

@@ -93,7 +93,6 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     queries = _text(df[cols.query])
     blank = np.array([not q.strip() for q in queries], dtype=bool)
     check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
-    qids = _query_ids(df, queries, cols, rows, label)
     scores = _scores(df, cols, rows, label)
     splits = _splits(df, cols, rows, label)
     unknown = ~df[pid_col].isin(known).to_numpy()
@@ -111,6 +110,7 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
         log.warning("%s: %s; dropped (--drop-unknown)", label, what)
         report["unknown_passages_dropped"] = int(unknown.sum())
     keep = ~unknown
+    qids = _query_ids(df, queries, keep, cols, rows, label)
     pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
              if k]
     _check_consistent(pairs, np.flatnonzero(keep), cols, rows, label)
@@ -142,10 +142,20 @@ def _check_consistent(pairs, positions: np.ndarray, cols: PrepareConfig, rows: R
                             file=label, row=rows.number(pos), column=cols.split, unit=rows.unit)
 
 
-def _query_ids(df: pd.DataFrame, queries: list[str], cols: PrepareConfig, rows: RowNumbers, label: str) -> list[str]:
+def _query_ids(df: pd.DataFrame, queries: list[str], keep: np.ndarray, cols: PrepareConfig, rows: RowNumbers,
+               label: str) -> list[str | None]:
+    """Each row's query id: the --query-id-col value, else one generated id per distinct query text.
+
+    Generated ids are q1, q2, ... in order of first appearance among the kept rows only: numbered before the
+    drops, a query whose every pair was dropped (--drop-unknown) left a gap (q1, q3) in queries.jsonl. A dropped
+    row whose text has no kept row gets None (the row is left out).
+    """
     if cols.query_id is None:  # the same question asked twice is one query with two relevant passages
         ids: dict[str, str] = {}
-        return [ids.setdefault(q.strip(), f"q{len(ids) + 1}") for q in queries]
+        for q in (q.strip() for q, k in zip(queries, keep.tolist()) if k):
+            if q not in ids:
+                ids[q] = f"q{len(ids) + 1}"
+        return [ids.get(q.strip()) for q in queries]
     qids = df[cols.query_id].tolist()
     text_of: dict[str, tuple[str, int]] = {}
     for pos, (qid, text) in enumerate(zip(qids, queries)):
