@@ -113,6 +113,19 @@ def test_out_without_users_is_refused_not_ignored(run_dir, tmp_path, who, capsys
     assert not out.exists()
 
 
+@pytest.mark.parametrize("out", ["recs.json", "-"])
+def test_json_with_out_is_refused_as_similar_refuses_it(run_dir, tmp_path, out, capsys):
+    # `--users u1,u2 --json --out recs.json` wrote CSV into recs.json, --json ignored without a word
+    target = out if out == "-" else str(tmp_path / out)
+    code = main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,u2", "--json", "--out", target])
+    assert code == 2
+    cap = capsys.readouterr()
+    assert cap.err.strip().splitlines()[-1] == (
+        "error: --json prints the lists of --users as JSON records and --out writes them as CSV: pass one of them "
+        "(JSON in a file: --json > FILE)")
+    assert cap.out == "" and not list(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(("flag", "value", "said"), [
     ("--history", "i1 i2", "--history takes a comma list, e.g. --history i1,i2"),
     ("--users", "u1;u2", "--users takes a comma list, e.g. --users u1,u2"),

@@ -110,6 +110,15 @@ def test_out_is_for_items_and_k_is_bounded(run_dir, tmp_path, capsys) -> None:
             f"error: --k must be between 1 and {MAX_K}, got {k}"
 
 
+def test_json_with_out_is_refused_not_ignored(run_dir, tmp_path, capsys) -> None:
+    # `--items ... --json --out sim.json` wrote CSV into sim.json (and its record sim.json.json), --json ignored
+    out = tmp_path / "sim.json"
+    assert _error(capsys, "--run", str(run_dir), "--items", "i3,i5", "--json", "--out", str(out)) == (
+        "error: --json prints the lists of --items as JSON records and --out writes them as CSV: pass one of them "
+        "(JSON in a file: --json > FILE)")
+    assert not out.exists() and not (tmp_path / "sim.json.json").exists()
+
+
 def test_items_to_stdout_and_json(run_dir, capsys) -> None:
     assert main(["similar", "--run", str(run_dir), "--items", "i3,i3,i5", "--k", "3"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -26,6 +26,17 @@ def flag_named(flag: str) -> Iterator[None]:
         raise
 
 
+def refuse_json_with_out(args: argparse.Namespace, lists_of: str) -> None:
+    """``--json`` prints the lists as JSON records, ``--out`` writes them as CSV (with its record FILE.json).
+
+    Together, the CSV was written and ``--json`` ignored without a word, leaving CSV in a file the user named
+    ``.json``: refused, saying how to get either (``recommend`` and ``similar`` alike).
+    """
+    if args.json and args.out:
+        raise ConfigError(f"--json prints the lists of {lists_of} as JSON records and --out writes them as CSV: "
+                          f"pass one of them (JSON in a file: --json > FILE)")
+
+
 def _threads(args: argparse.Namespace, default: int | None = None) -> None:
     """--threads, else TWOTOWER_THREADS, else ``default`` (None: the libraries' own count)."""
     from twotower.utils.runtime import set_threads, threads_from_env

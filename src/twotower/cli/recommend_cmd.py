@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from twotower.cli.flags import _threads, flag_named, parse_user_features
+from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items
@@ -97,6 +97,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         one = f"--users {args.user}" if args.user is not None else "--users ID"
         raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
                           "or --json for the printed list")
+    refuse_json_with_out(args, "--users")
     if args.out:
         from twotower.cli.provenance import check_out_and_record  # FILE.json beside it: what produced the lists
 
@@ -162,7 +163,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
-    if args.json and not args.out:
+    if args.json:  # never with --out (refused above)
         print(results_to_frame(run, rows, res).to_json(orient="records"))
         return 0
     # written block by block with progress lines: 300k users' lists (3M rows) were one silent write of 8-20 s

@@ -40,9 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "as `serve --cold-similar`")
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
-    p.add_argument("--out", help="with --items: the CSV file (written whole or not at all); - or left out: stdout")
+    p.add_argument("--out", help="with --items: the CSV file (written whole or not at all); - or left out: stdout "
+                                 "(not with --json)")
     p.add_argument("--json", action="store_true",
-                   help="--item: print the JSON answer of POST /similar-items; --items: JSON records")
+                   help="--item: print the JSON answer of POST /similar-items; --items: print JSON records "
+                        "(not with --out: redirect stdout for a file)")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
     p.set_defaults(func=cmd_similar)
@@ -50,6 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_args(args: argparse.Namespace) -> int:
     """The list length; argument errors before the (slow) run load, as `recommend` checks its own."""
+    from twotower.cli.flags import refuse_json_with_out
     from twotower.config import MAX_K
     from twotower.serving.settings import ServiceSettings
 
@@ -59,6 +62,7 @@ def _check_args(args: argparse.Namespace) -> int:
     if args.out and args.item is not None:
         raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
                           f"{args.out}`, or --json for the printed answer")
+    refuse_json_with_out(args, "--items")
     if args.out:
         from twotower.cli.provenance import check_out_and_record
 
@@ -138,7 +142,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     if n_sem:
         print(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "
               "head (--cold-similar item: by their served vector)", file=sys.stderr)
-    if args.json and not args.out:
+    if args.json:  # never with --out (refused in _check_args)
         print(results_to_frame(run, rows, res, query="item").to_json(orient="records"))
         return 0
     if args.out and args.out != STDOUT:  # the CSV and beside it FILE.json, what produced it (cli/provenance.py)
