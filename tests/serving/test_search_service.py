@@ -167,3 +167,34 @@ def test_a_query_longer_than_the_query_tower_reads_says_so(index):
         bm25 = c.post("/search", json={"query": long_query, "k": 2, "mode": "bm25"}).json()
     assert cut["query_cut"]["read"] == 64 and cut["query_cut"]["word_pieces"] > 64
     assert "query_cut" not in short and "query_cut" not in bm25  # BM25 reads every word
+
+
+def test_the_service_warms_the_cross_encoder_before_the_first_request(index, tmp_path, monkeypatch, caplog):
+    """The first reranked POST /search paid the models' one-time costs (tiny index: 289 ms against 52-86 ms for the
+    next ones), past the time budget (503) on a loaded machine: now the start-up pays them, before the app is
+    ready, as one search with POST /search's defaults, and logs how long it took."""
+    import logging
+
+    from twotower.config import SearchConfig
+    from twotower.search import rerank
+
+    model = CountingModel()
+    made = []
+
+    def fake_reranker(path, *, settings=None):  # a folder name only: no model is read, nothing downloaded
+        made.append(path)
+        return CrossEncoderReranker.from_model(model, settings=settings)
+
+    monkeypatch.setattr(rerank, "CrossEncoderReranker", fake_reranker)
+    index.save(tmp_path / "index")
+    app = create_app(search_index_dir=tmp_path / "index", rerank_dir=tmp_path / "ce",
+                     settings=ServiceSettings(max_k=20))
+    with caplog.at_level(logging.INFO, logger="twotower.serving.search_service"), TestClient(app) as c:
+        assert made == [str(tmp_path / "ce")]
+        # before any request: one reranked search of rerank_top pairs, as a request with the defaults makes
+        assert (model.calls, model.pairs) == (1, min(SearchConfig.rerank_top, len(index.corpus)))
+        assert c.get("/readyz").json() == {"ready": True}
+        r = c.post("/search", json={"query": "aspirin heart attack risk", "rerank": True})
+    assert r.status_code == 200 and r.json()["reranked"] and model.calls == 2
+    assert any(rec.getMessage().startswith("search warm-up (query encoder and cross-encoder) took ")
+               for rec in caplog.records)

@@ -10,6 +10,8 @@ map with the recommender routes.
 """
 # no `from __future__ import annotations`: FastAPI must see the request model classes defined in build_search_router
 
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Optional
@@ -31,10 +33,14 @@ if TYPE_CHECKING:
 
 __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
+log = logging.getLogger(__name__)
+
 #: longest query text accepted (characters); longer ones get 422 naming the field
 MAX_QUERY_CHARS = 2000
 #: characters of each document's text returned with a hit
 SNIPPET_CHARS = 300
+#: words of the first passage searched for by :meth:`SearchService.warm_up`
+_WARM_WORDS = 20
 
 
 @dataclass(frozen=True)
@@ -50,14 +56,36 @@ class SearchService:
              rerank_settings: "Optional[RerankSettings]" = None) -> "SearchService":
         """Load ``index_dir`` (every file checked with :func:`twotower.utils.atomic.verify_files`) and a reranker
         whose forward pass ``rerank_settings`` names (None: :class:`~twotower.text.encoder.RerankSettings`'
-        defaults)."""
+        defaults), then :meth:`warm_up` both, so the service is ready when this returns."""
         from twotower.search import SearchIndex
         from twotower.search.rerank import CrossEncoderReranker
 
         index = SearchIndex.load(index_dir)
         reranker = (CrossEncoderReranker(str(rerank_dir), settings=rerank_settings) if rerank_dir is not None
                     else None)
-        return cls(index=index, reranker=reranker, index_dir=Path(index_dir))
+        service = cls(index=index, reranker=reranker, index_dir=Path(index_dir))
+        service.warm_up()
+        return service
+
+    def warm_up(self) -> float:
+        """Answer one search as ``POST /search`` with its defaults would (hybrid; reranked when there is a
+        cross-encoder) and return its seconds, logged.
+
+        The first forward pass of each model pays one-time costs (torch's kernels and thread pool, the tokenizer,
+        the cross-encoder's bfloat16 copy with ``--rerank-backend torch-bf16``). Left to the first request, they
+        made it several times slower than the next (tiny index: 289 ms vs 52-86 ms), and on a loaded machine
+        past the time budget: a 503. Every start path (``serve``, its workers, ``create_app``) loads through here,
+        before the app reports ready.
+        """
+        corpus = self.index.corpus
+        text = next((t for t in (*corpus.titles[:1], *corpus.texts[:1]) if t.strip()), "warm-up")
+        query = " ".join(text.split()[:_WARM_WORDS])  # a query that BM25 matches, as a real one would be
+        started = time.perf_counter()
+        self.search(query, SearchConfig.k, "hybrid", self.reranker is not None, SearchConfig.rerank_top)
+        seconds = time.perf_counter() - started
+        log.info("search warm-up (query encoder%s) took %.2f s", " and cross-encoder" if self.reranker else "",
+                 seconds)
+        return seconds
 
     def search(self, query: str, k: int, mode: str, rerank: bool, rerank_top: int,
                *, budget: "Optional[WorkBudget]" = None) -> dict[str, Any]:
