@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "init_from_env", "init_distributed", "is_initialized", "is_main", "rank", "world_size", "barrier",
     "all_reduce_mean", "cleanup", "distributed_world", "gather_with_grad", "gather_no_grad", "broadcast_value",
+    "lost_peer",
 ]
 
 logger = logging.getLogger(__name__)
@@ -145,6 +146,21 @@ def all_reduce_mean(values: Mapping[str, float]) -> dict[str, float]:
     dist.all_reduce(packed, op=dist.ReduceOp.SUM)
     packed /= world_size()
     return dict(zip(keys, packed.tolist()))
+
+
+#: What gloo's and the TCP store's errors say when the other end of a collective went away (its process ended).
+_PEER_GONE = ("connection closed by peer", "connection reset by peer", "broken pipe", "connection refused")
+
+
+def lost_peer(e: BaseException) -> bool:
+    """True for the error a collective raises on this rank when another rank has ended (killed, failed).
+
+    gloo raises a plain RuntimeError ("[.../gloo/transport/tcp/pair.cc] Connection closed by peer ..."), not
+    always a ``torch.distributed.DistError``, so its text is read too; only with a process group of 2 or more.
+    """
+    if not is_initialized() or world_size() < 2 or not isinstance(e, RuntimeError):
+        return False
+    return isinstance(e, dist.DistError) or any(s in str(e).lower() for s in _PEER_GONE)
 
 
 def cleanup() -> None:

@@ -45,3 +45,54 @@ def test_an_error_names_the_rank_that_failed(tmp_path):
     assert alone.startswith("error: ") and "missing.csv" in alone
     assert rank0 == alone
     assert rank1 == "[rank 1] " + alone
+
+
+GLOO_PEER_GONE = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+                  "[127.0.0.1]:15784. This is typically caused by a remote worker crashing.")
+
+
+def _as_rank(monkeypatch, rank: int) -> None:
+    """This process as rank ``rank`` of a 2-rank group whose peer has gone (no real group: start-up costs seconds)."""
+    import twotower.distributed as gdist
+    import twotower.pipeline.run as run_mod
+    import twotower.training.distributed as tdist
+
+    def peer_gone(cfg, out, resume=False):
+        raise RuntimeError(GLOO_PEER_GONE)
+
+    monkeypatch.setattr(run_mod, "train_run", peer_gone)
+    for mod in (gdist, tdist):  # training.distributed re-exports the functions themselves
+        monkeypatch.setattr(mod, "is_initialized", lambda: True)
+        monkeypatch.setattr(mod, "world_size", lambda: 2)
+        monkeypatch.setattr(mod, "rank", lambda: rank)
+    monkeypatch.setattr(tdist, "cleanup", lambda: None)  # no group to leave
+    monkeypatch.setenv("RANK", str(rank))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def test_a_rank_that_loses_its_peer_says_so_in_a_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    # `kill -TERM` of rank 1 mid-epoch: rank 0's next all_gather raised gloo's RuntimeError, printed as a
+    # 50-line `[rank0]: Traceback` that hid the cause and said nothing of the checkpoint
+    from twotower.cli.main import main
+
+    data = write_dataset(tmp_path / "data")
+    for rank in (0, 1):
+        _as_rank(monkeypatch, rank)
+        out = tmp_path / f"run{rank}"
+        assert main(["-q", "train", "--train", str(data["train"]), "--out", str(out), "--no-progress"]) == 1
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        first = err.splitlines()[0]
+        assert first.startswith("[rank 1] error: " if rank else "error: another rank ended mid-training (")
+        assert "(Connection closed by peer [127.0.0.1]:15784)" in first and "torchrun's summary names it" in first
+        # rank 0 writes the run folder, so it alone says what there is to --resume
+        assert ("nothing to resume" in err) is (rank == 0)
+
+
+def test_a_runtime_error_of_one_process_is_not_read_as_a_lost_peer(monkeypatch):
+    from twotower.distributed import lost_peer
+
+    assert not lost_peer(RuntimeError(GLOO_PEER_GONE))  # no process group: not a distributed failure
+    _as_rank(monkeypatch, 0)
+    assert lost_peer(RuntimeError(GLOO_PEER_GONE)) and not lost_peer(RuntimeError("shape mismatch"))
+    assert not lost_peer(ValueError(GLOO_PEER_GONE))

@@ -11,11 +11,12 @@ import errno
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,15 @@ def cmd_train(args: argparse.Namespace) -> int:
             if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
                 print(f"{_stopped_by(e)}: {left(out)}{_peer_failure_hint(e)}", file=sys.stderr)
             return _interrupt_status(e)
+        except RuntimeError as e:
+            from twotower.distributed import lost_peer
+
+            if not lost_peer(e):
+                raise
+            # a rank killed or failed mid-epoch: the others raised gloo's "Connection closed by peer" as a
+            # 50-line traceback that hid the cause and said nothing of the checkpoint
+            print(_lost_peer_line(e, out, left), file=sys.stderr)
+            return 1
         except OSError as e:
             from twotower.utils.atomic import storage_error_line
 
@@ -218,6 +228,20 @@ def _peer_failure_hint(e: KeyboardInterrupt) -> str:
         return ""
     return ("\n(under torchrun a SIGTERM also stops every rank when one of them fails: a `[rank N] error:` line, "
             "printed above or on that rank's node, then says why)")
+
+
+def _lost_peer_line(e: RuntimeError, out: Path, left: Callable[[Path], str]) -> str:
+    """One line for a rank whose collective failed because another rank ended: which rank saw it, gloo's own
+    first line, where the cause is printed and (rank 0, the writer) what the run folder holds."""
+    from twotower.training import distributed as tdist
+
+    rank = tdist.rank()
+    # gloo's text is "[/path/pair.cc:553] Connection closed by peer [addr]. This is typically caused by ...": its
+    # first sentence, without the source location
+    cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(e).strip().splitlines() or [""])[0]).split(". ")[0]
+    line = (f"{f'[rank {rank}] ' if rank else ''}error: another rank ended mid-training ({cause or type(e).__name__}); "
+            "torchrun's summary names it (its `Root Cause`), and its `[rank N] error:` line, if it printed one, says why")
+    return f"{line}\n{left(out)}" if rank == 0 else line
 
 
 def _interrupt_status(e: KeyboardInterrupt) -> int:
