@@ -336,3 +336,28 @@ def test_readme_scoring_snippet_gives_the_cli_scores(tmp_path, monkeypatch):
     exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
     want = run.history_vectors([np.array([run.item_vocab.index(i) for i in ("i3", "i7", "i11")])]) @ run.item_embeddings().T
     np.testing.assert_allclose(namespace["scores"], want, atol=1e-5)
+
+
+def test_a_negative_row_is_refused_by_the_exported_towers_not_wrapped(tmp_path):
+    """ONNX's Gather reads index -1 as the last row: `row.get(item_id, -1)` for an unknown id gave the last item's
+    vector from item_tower.onnx, and in a history the padding row's, without an error; PyTorch refuses it."""
+    import onnxruntime as ort
+
+    from twotower.cli.main import main
+
+    run = _train(tmp_path / "run", "recency", user_features=True)
+    out = tmp_path / "onnx"
+    assert main(["export", "--run", str(run), "--format", "onnx", "--out", str(out)]) == 0
+    meta = json.loads((out / "export.json").read_text())
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4  # the refusal is the point: no red log lines in the test output
+    user = ort.InferenceSession(str(out / "user_tower.onnx"), opts, providers=["CPUExecutionProvider"])
+    item = ort.InferenceSession(str(out / "item_tower.onnx"), opts, providers=["CPUExecutionProvider"])
+    new = np.array([meta["user_tower"]["new_user_row"]], np.int64)
+    assert item.run(None, {"item_rows": np.array([0, 1], np.int64)})[0].shape[0] == 2  # valid rows still work
+    with pytest.raises(Exception, match="out of data bounds"):
+        item.run(None, {"item_rows": np.array([0, -1], np.int64)})
+    with pytest.raises(Exception, match="out of data bounds"):
+        user.run(None, {"user_rows": new, "history": np.array([[-1, 3]], np.int64)})
+    with pytest.raises(Exception, match="out of data bounds"):
+        user.run(None, {"user_rows": -new, "history": np.array([[2, 3]], np.int64)})

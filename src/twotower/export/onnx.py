@@ -9,6 +9,7 @@ Written to ``DIR``::
                        -> user_vectors[B, D]; a window longer than ``history_len`` is cut to its newest
                        ``history_len`` items
     item_tower.onnx    item_rows[B] int64 -> item_vectors[B, D]
+                       (in both towers a negative row is refused, not wrapped to the last row: :data:`NO_ROW`)
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
     item_ids.json, user_ids.json   external id of each row
     export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
@@ -57,6 +58,17 @@ class ExportReport:
     new_user_row: int | None = None  # the user_rows value of a user not in training (export.json says the same)
 
 
+#: What a negative row becomes in the exported graphs: a row past every table, so onnxruntime refuses it ("indices
+#: element out of data bounds") as PyTorch does. ONNX's Gather wraps negative indices, so a row of -1 (an unknown
+#: id looked up as ``row.get(id, -1)``) silently gave the last item's vector (the padding row's in a history).
+#: 2**40, not int64's max: a tower that offsets its rows must not overflow them back into range.
+NO_ROW = 2**40
+
+
+def _refuse_negative(rows: Tensor) -> Tensor:
+    return torch.where(rows < 0, torch.full_like(rows, NO_ROW), rows)
+
+
 class _UserExport(nn.Module):
     """``UserTower.forward(user_rows, history)`` with the inputs the tower reads (no rows for a history-only tower,
     no history for an ID / feature tower: the exporter drops an input the graph never reads, so it is not offered).
@@ -73,6 +85,7 @@ class _UserExport(nn.Module):
         self.max_len = max_len
 
     def forward(self, *inputs: Tensor) -> Tensor:
+        inputs = tuple(_refuse_negative(x) for x in inputs)
         if not self.tower.uses_history:
             return self.tower(inputs[0], None)
         # one padding column in front, so that a zero-width window reaches the encoder as one padding column
@@ -91,7 +104,7 @@ class _ItemExport(nn.Module):
         self.tower = tower
 
     def forward(self, item_rows: Tensor) -> Tensor:
-        return self.tower(item_rows)
+        return self.tower(_refuse_negative(item_rows))
 
 
 class _MaskedBag(nn.Module):
