@@ -62,6 +62,13 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     assert main(["export", "--run", str(run_dir), "--format", "onnx", "--out", str(out)]) == 0
     meta = json.loads((out / "export.json").read_text())
     assert meta["check"]["users"] == 1000 and meta["check"]["items"] == N_ITEMS
+    # the folder alone says what each input holds: rows not ids, the padding side and value, unknown ids
+    meaning = meta["user_tower"]["input_meaning"]
+    assert sorted(meaning) == sorted(meta["user_tower"]["inputs"])
+    assert "history" not in meaning or ("padded on the left with pad_item" in meaning["history"]
+                                        and "not item ids" in meaning["history"] and "not in item_ids.json" in meaning["history"])
+    assert "user_rows" not in meaning or "new_user_row" in meaning["user_rows"]
+    assert "index into item_ids.json" in meta["item_tower"]["input_meaning"]["item_rows"]
     run = TrainedRun.load(run_dir)
     # independent of the exporter's own check: every user, three history lengths, and all items
     user = ort.InferenceSession(str(out / "user_tower.onnx"), providers=["CPUExecutionProvider"])

@@ -65,6 +65,19 @@ class ExportReport:
 NO_ROW = 2**40
 
 
+#: export.json's words for each input: the export folder alone says what to feed (names and pad_item alone left a
+#: reader guessing whether history held ids or rows, which end the padding goes on and what an unknown id becomes)
+INPUT_MEANING = {
+    "history": "int64 [batch, length]: item rows (the index into item_ids.json, not item ids), oldest first, "
+               "right-aligned: shorter histories padded on the left with pad_item; length is free (0 columns: the "
+               "empty history; over history_len, its newest history_len are read); an item id not in item_ids.json "
+               "has no row: leave it out; a negative row is refused",
+    "user_rows": "int64 [batch]: user rows (the index into user_ids.json); new_user_row for a user not in training "
+                 "(null: this tower cannot embed one); a negative row is refused",
+    "item_rows": "int64 [batch]: item rows (the index into item_ids.json), 0 .. n_items-1; a negative row is refused",
+}
+
+
 def _refuse_negative(rows: Tensor) -> Tensor:
     return torch.where(rows < 0, torch.full_like(rows, NO_ROW), rows)
 
@@ -356,8 +369,10 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "history_len": L,
         "pad_item": int(model.pad_item),
         "user_tower": {"file": "user_tower.onnx", "inputs": user_inputs, "output": "user_vectors",
-                       "history": run.config.model.user.history, "new_user_row": new_user_row},
-        "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors"},
+                       "history": run.config.model.user.history, "new_user_row": new_user_row,
+                       "input_meaning": {k: v for k, v in INPUT_MEANING.items() if k in user_inputs}},
+        "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors",
+                       "input_meaning": {"item_rows": INPUT_MEANING["item_rows"]}},
         "opset": OPSET,
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
