@@ -95,3 +95,11 @@ def test_the_mixture_logq_counts_the_batch_the_steps_take():
     counts = np.bincount(seqs.items, minlength=30).astype(np.float64)
     want = mixture_log_q(torch.as_tensor(counts / counts.sum(), dtype=torch.float32), 10, 50)
     torch.testing.assert_close(tr.step_fn.log_q, want)
+
+
+def test_the_start_line_names_ranks_only_under_torchrun(caplog: pytest.LogCaptureFixture) -> None:
+    # one process said "batch 8 (1 ranks)": ranks mean nothing there, and under torchrun the batch is the global one
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        _trainer()
+    start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
+    assert ", batch 8, loss " in start and "rank" not in start

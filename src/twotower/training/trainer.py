@@ -136,9 +136,9 @@ class Trainer:
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
-            log.info("training: %d %s/epoch (%s), batch %d (%d ranks)%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
+            log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
-                     train.batch_size, self.world, f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
+                     train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
                      loss.kind, ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
 
     def _log_q(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
