@@ -97,4 +97,5 @@ def test_train_on_a_disk_that_fills_says_which_epoch_the_checkpoint_holds(tmp_pa
     err = capsys.readouterr().err
     assert err == (f"error: No space left on device: {out / 'checkpoint'}; free space there, then: "
                    f"{out / 'checkpoint'} holds epoch 1 (best so far: epoch 1); run the same command with --resume "
-                   "to continue from there (without --resume it starts over)\n")
+                   f"to continue from there, or just `twotower train --out {out} --resume` (it reads the run's settings "
+                   "and data; without --resume it starts over)\n")

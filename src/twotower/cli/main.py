@@ -45,7 +45,9 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--items", help="item feature table")
     p.add_argument("--users", help="user feature table")
     p.add_argument("--out", default="runs/latest", help="run folder (default: runs/latest)")
-    p.add_argument("--resume", action="store_true", help="resume from the run folder's checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its checkpoint, with its own settings and data (RUN/data); "
+                        "flags and overrides given change those settings")
     # training does not leave the count to torch: train.threads = null means the rule of utils.runtime.auto_threads
     p.add_argument("--threads", type=int, help=f"torch threads, shortcut for train.threads=N (default: {TRAIN_THREADS_DEFAULT})")
     p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")

@@ -48,7 +48,12 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         flags.append(("--no-progress", "train.progress", False))
     _refuse_flag_override_clash(flags, overrides)
     overrides += [f"{key}={json.dumps(value)}" for _, key, value in flags]
-    cfg = load_config(args.config, overrides)
+    if getattr(args, "resume", False):  # on top of the run's own settings and data: none need typing again
+        from twotower.pipeline.resume import resume_config
+
+        cfg = resume_config(args.out, overrides, args.config)
+    else:
+        cfg = load_config(args.config, overrides)
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
@@ -279,7 +284,8 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
     if isinstance(state, dict) and isinstance(state.get("epoch"), int):
         best = state.get("best_epoch")
         return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
-                + "; run the same command with --resume to continue from there (without --resume it starts over)")
+                + f"; run the same command with --resume to continue from there, or just `twotower train --out {out} "
+                "--resume` (it reads the run's settings and data; without --resume it starts over)")
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
 

@@ -207,17 +207,23 @@ def recorded_config(config: RunConfig) -> dict[str, Any]:
 
 
 def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None, *,
-                  item_text_encoder: str | None = None, write_config: bool = True) -> None:
+                  item_text_encoder: str | None = None, write_config: bool = True, keep_data: bool = False) -> None:
     """Write everything about a run except the weights (written by the trainer).
 
     ``item_text_encoder`` is the ``model_id`` of the text encoder of the item text embeddings (weights and
     forward-pass backend), recorded so a run says which vectors it was trained on. ``write_config=False`` keeps
-    the folder's ``config.json`` (a resume that trains nothing changes nothing the run was trained with).
+    the folder's ``config.json`` (a resume that trains nothing changes nothing the run was trained with);
+    ``keep_data=True`` keeps its ``data`` settings (a resume reading the run's own copies of its split: recorded
+    as read, in their canonical layout, the files given later would be read with other column names than the run's).
     """
     out.mkdir(parents=True, exist_ok=True)
     (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
     if write_config:
-        atomic_write_json(out / "config.json", recorded_config(config))
+        record = recorded_config(config)
+        old = _read_json_dict(out / "config.json") if keep_data else None
+        if old is not None and isinstance(old.get("data"), dict):
+            record["data"] = old["data"]
+        atomic_write_json(out / "config.json", record)
     prep.user_vocab.save(out / "vocab" / "users.json")
     prep.item_vocab.save(out / "vocab" / "items.json")
     if prep.item_encoder is not None:

@@ -201,7 +201,8 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # recorded `--epochs 2` and the new settings for a run of 4 epochs trained with the old ones
         save_run_data(out, config, prep, None if text is None else tuple(text.shape),
                       item_text_encoder=None if got is None else got[1],
-                      write_config=not (resume and done >= config.train.epochs))
+                      write_config=not (resume and done >= config.train.epochs),
+                      keep_data=resume and _reads_own_copies(out, config))
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if not tdist.is_main():
@@ -250,6 +251,13 @@ def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
                   "refuse it)" if export else "serve and recommend refuse it")
         log.warning("%s holds %s of the weights before this resume; %s until it is rebuilt: %s",
                     folder, what, effect, fix)
+
+
+def _reads_own_copies(out: Path, config: RunConfig) -> bool:
+    """Whether the interactions read are the run's own copies of its split (``out/data/*.csv``)."""
+    own = (out / "data").resolve()
+    given = [p for p in (config.data.train, config.data.valid, config.data.test) if p is not None]
+    return bool(given) and all(not hasattr(p, "frame") and Path(p).resolve().parent == own for p in given)
 
 
 def _check_resumable(out: Path) -> None:

@@ -1,0 +1,73 @@
+"""`twotower train --out RUN --resume` continues a run with its own settings and data, none retyped.
+
+Evidence: a run trained with `model.*=` overrides and `--train/--valid` was resumed by `train --out RUN --resume
+--epochs 2` with "error: no training data: pass --train FILE ..."; given the data again, it was refused as trained
+with other model settings (the resume's config was the defaults), naming every override to type again.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+MODEL = ["model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16", "model.item.out_dim=16",
+         "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=8"]
+OTHER = ["train.batch_size=32", "train.threads=1", "eval.baselines=[]", "data.rating_col=null", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict[str, Path]:
+    return write_dataset(tmp_path_factory.mktemp("data"), n_users=24, per_user=8)
+
+
+@pytest.fixture
+def run(dataset, tmp_path) -> Path:
+    """A 1-epoch run of a small model (every model setting away from its default)."""
+    out = tmp_path / "run"
+    assert main(["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out),
+                 "--epochs", "1", *MODEL, *OTHER]) == 0
+    return out
+
+
+def test_resume_alone_continues_with_the_runs_settings_and_data(run, caplog) -> None:
+    before = json.loads((run / "config.json").read_text())
+    caplog.set_level("INFO", logger="twotower")
+    assert main(["-q", "train", "--out", str(run), "--resume", "--epochs", "2"]) == 0
+    state = json.loads((run / "checkpoint" / "state.json").read_text())
+    assert [row["epoch"] for row in state["history"]] == [1, 2]
+    after = json.loads((run / "config.json").read_text())
+    # the model and the data as the run names them (its original files, not the copies it read)
+    assert after["model"] == before["model"] and after["data"] == before["data"]
+    assert after["train"]["epochs"] == 2
+    said = [r.getMessage() for r in caplog.records if "differ from the run's and apply" in r.getMessage()]
+    assert said and said[0].endswith("train.epochs: 1 in the run, 2 now")  # settings not given are not changes
+
+
+def test_a_model_setting_given_that_differs_is_still_refused(run, capsys) -> None:
+    assert main(["-q", "train", "--out", str(run), "--resume", "--epochs", "2", "model.user.hidden=[32]"]) == 2
+    err = capsys.readouterr().err
+    assert "the model settings differ from the run's (model.user.hidden: [16] in the run, [32] now); add " \
+           "model.user.hidden=[16] to resume" in err
+    assert "model.item.hidden" not in err  # the settings not given are the run's
+
+
+def test_a_run_without_its_data_copies_says_which_file_and_what_to_pass(run, capsys) -> None:
+    (run / "data" / "valid.csv").unlink()
+    assert main(["-q", "train", "--out", str(run), "--resume", "--epochs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert f"its copy of the valid interactions, {run / 'data' / 'valid.csv'}, is missing" in err
+    assert "--train FILE --valid FILE" in err
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 1  # the run is left as it was
+
+
+def test_the_python_api_resumes_with_resume_config(run) -> None:
+    from twotower.pipeline import resume_config, train_run
+
+    cfg = resume_config(run, ["train.epochs=2"])
+    assert cfg.model.user.hidden == (16,) and cfg.data.train == str(run / "data" / "train.csv")
+    train_run(cfg, run, resume=True)
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 2
