@@ -436,3 +436,8 @@ def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(spl
     run_data = tmp_path / "c" / "data"
     assert (f"`twotower evaluate --run {tmp_path / 'c'} --history-from {run_data / 'train.csv'} "
             f"{run_data / 'valid.csv'}`") in capsys.readouterr().out
+    # a bare resume reads the run's copies; the hint still names the files the run was given (the split's)
+    assert main(["-q", "train", "--out", str(tmp_path / "a"), "--resume", "--epochs", "2"]) == 0
+    assert hint in capsys.readouterr().out
+    assert main(["-q", "train", "--out", str(tmp_path / "c"), "--resume", "--epochs", "2"]) == 0
+    assert f"--history-from {run_data / 'train.csv'} {run_data / 'valid.csv'}" in capsys.readouterr().out

@@ -317,8 +317,11 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
+        data = _data_as_given(args, cfg, out)
+        if train_file is None and data is not cfg.data:
+            train_file, valid_file = data.train, data.valid
         loo = bool(train_file and valid_file and _leave_last_split(train_file))
-        if not loo and cfg.data.train is None and cfg.data.path is not None and cfg.data.split == "leave_last":
+        if not loo and data.train is None and data.path is not None and data.split == "leave_last":
             # `train --data FILE data.split=leave_last` split here: its files are the run's copy of the split
             # (the hint was only printed for `data split`'s files, so this run's reader was not told)
             train_file, valid_file, loo = out / "data" / "train.csv", out / "data" / "valid.csv", True
@@ -327,6 +330,22 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
             # is train + valid, and a reader of this table was not told how to get it
             print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
                   f"(train + valid): `twotower evaluate --run {out} --history-from {train_file} {valid_file}`")
+
+
+def _data_as_given(args: argparse.Namespace, cfg, out: Path):  # noqa: ANN001, ANN202
+    """How the run was first given its interactions: ``cfg.data``, except after a resume that read the run's own
+    copies of its split (``RUN/data/*.csv``), whose ``config.json`` keeps the data section it was trained from
+    (the leave-one-out hint below was lost on such a bare ``train --out RUN --resume``)."""
+    if not getattr(args, "resume", False) or cfg.data.train is None or isinstance(cfg.data.train, (list, tuple)):
+        return cfg.data
+    if Path(str(cfg.data.train)).resolve().parent != (out / "data").resolve():
+        return cfg.data
+    from twotower.pipeline.artifacts import read_saved_config
+
+    try:
+        return read_saved_config(out / "config.json")[0].data
+    except (ConfigError, OSError, ValueError):
+        return cfg.data
 
 
 def _leave_last_split(train_file: str) -> bool:
