@@ -537,7 +537,10 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     _check_query_args(args)
     _check_models(args)
     settings = rerank_settings(args)
-    from twotower.search.pipeline import SearchIndex, shortfall
+    from pathlib import Path
+
+    from twotower.search.pipeline import SearchIndex
+    from twotower.serving.search_service import SearchService
 
     _threads(args)
     index = SearchIndex.load(args.index)
@@ -546,46 +549,36 @@ def cmd_search_query(args: argparse.Namespace) -> int:
         from twotower.search.rerank import CrossEncoderReranker
 
         reranker = CrossEncoderReranker(args.rerank, settings=settings)
-    res = index.search(args.text, args.k, mode=args.mode, reranker=reranker, rerank_top=args.rerank_top)
-    for q, cut in enumerate(index.query_cuts(args.text, args.mode)):  # the query tower reads query_max_length
-        if cut is not None:
-            where = f"query {q + 1}" if len(args.text) > 1 else "query"
-            print(f"note: {where}: {cut['word_pieces']} word pieces, dense search read the first {cut['read']}",
-                  file=sys.stderr)
-    from twotower.serving.search_service import SNIPPET_CHARS  # the text POST /search answers with
-
-    row_of = {d: r for r, d in enumerate(index.corpus.ids)} if args.json else {}
+    # POST /search's own function builds every answer, a query at a time as the service answers them: the CLI's
+    # copy of it printed unrounded scores (3.206866502761841 where /search said 3.206867); one builder cannot drift.
+    # Built directly, not by SearchService.load: its warm-up search would only slow a one-shot command down.
+    service = SearchService(index=index, reranker=reranker, index_dir=Path(args.index))
     out = []
-    for q, t in enumerate(args.text):
-        hits = [{**h.__dict__, "rank": rank} for rank, h in enumerate(index.hits(res, q), start=1)]
-        if args.json:  # POST /search's fields too (rank, text snippet; mode, reranked, k), so one parser reads both
-            for h in hits:
-                text = index.corpus.texts[row_of[h["doc_id"]]]
-                h["text"] = text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else "")
-                if reranker is not None and h["rank"] > args.rerank_top:  # not scored by it (POST /search marks it)
-                    h["reranked"] = False
-        block: dict = {"query": t, "mode": args.mode, "reranked": reranker is not None, "k": args.k, "hits": hits}
-        if args.json:
-            # POST /search names the list "items": one parser now reads both answers ("hits" stays, for scripts
-            # written against it); the backend that reranked is said, as the service says it
-            block["items"] = hits
-            if reranker is not None:
-                block["rerank_backend"] = reranker.backend
-        # a short list is stated, as POST /search states it (same wording), never printed silently
-        short = shortfall(args.k, len(block["hits"]), args.mode, len(index.corpus))
-        if short is not None:
-            block["shortfall"] = short
-            where = f"query {q + 1}" if len(args.text) > 1 else "query"
-            print(f"note: {where}: {short['reason']}", file=sys.stderr)
-        out.append(block)
+    for q, text in enumerate(args.text):
+        answer = service.search(text, args.k, args.mode, reranker is not None, args.rerank_top)
+        _query_notes(answer, f"query {q + 1}" if len(args.text) > 1 else "query")
+        out.append(answer)
     if args.json:
-        print(json.dumps(out if len(out) > 1 else out[0]))
+        # "hits": the list's older name (README), kept beside the service's "items" for scripts written against it
+        blocks = [{**answer, "hits": answer["items"]} for answer in out]
+        print(json.dumps(blocks if len(blocks) > 1 else blocks[0]))
         return 0
-    for block in out:
-        print(f"query: {block['query']}")
-        for rank, h in enumerate(block["hits"], start=1):
-            print(f"  {rank:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
+    for answer in out:
+        print(f"query: {answer['query']}")
+        for h in answer["items"]:
+            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
     return 0
+
+
+def _query_notes(answer: dict, where: str) -> None:
+    """What POST /search answers in fields, said on stderr: a query cut by the query tower, a short list."""
+    cut = answer.get("query_cut")
+    if cut is not None:  # the query tower reads query_max_length word pieces
+        print(f"note: {where}: {cut['word_pieces']} word pieces, dense search read the first {cut['read']}",
+              file=sys.stderr)
+    short = answer.get("shortfall")
+    if short is not None:  # a short list is stated, as POST /search states it (same wording), never printed silently
+        print(f"note: {where}: {short['reason']}", file=sys.stderr)
 
 
 def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
