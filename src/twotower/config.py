@@ -696,7 +696,7 @@ class PrepareConfig:
     split: str | None = None  # None: split by test_share
     test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
     seed: int = 0  # of the train/test cut
-    drop_unknown: bool = False  # pairs naming a passage not in the passages table: refused, or dropped and counted
+    drop_unknown: bool = False  # pairs naming no passage or one not in the passages table: refused, or dropped and counted
     encoding: str = "utf-8"  # of both tables (CSV/TSV/JSONL), as data.encoding for interactions; the output is UTF-8
 
     def __post_init__(self) -> None:

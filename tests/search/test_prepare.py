@@ -262,3 +262,48 @@ def test_split_values_differing_from_train_test_only_by_case_are_warned_about_no
                                          "statins and cholesterol,NA,train\n", encoding="utf-8")
         prepare_beir(files / "passages.csv", files / "plain.csv", files / "out2", PrepareConfig(**COLS, split="part"))
     assert "only by case" not in caplog.text
+
+
+def test_a_pair_with_an_empty_passage_id_is_dropped_with_drop_unknown_and_counted_apart(files, capsys, caplog):
+    """SciFact's raw claims files hold claims without evidence (112 of claims_validation.csv's 450 rows have an
+    empty evidence_doc_id): refused as "empty id (112 row(s) ...)" even with --drop-unknown, and the error did not say
+    how to get past it."""
+    (files / "claims.csv").write_text("id,claim,evidence_doc_id\n"
+                                      "1,does aspirin prevent heart attacks,007\n"
+                                      "2,a claim without evidence,\n"
+                                      "3,vitamin d and fractures,7\n"
+                                      "4,who knows,8\n"
+                                      "5,another claim without evidence,\n", encoding="utf-8")
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "claims.csv"),
+            "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "claim", "--query-id-col", "id",
+            "--pair-passage-col", "evidence_doc_id", "--test-share", "0", "--out", str(files / "out")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: file {files / 'claims.csv'}, row 3, column 'evidence_doc_id': 2 of 5 pairs have an empty passage id "
+        "(row 3, row 6); such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
+    assert not (files / "out").exists()
+    with caplog.at_level("WARNING", logger="twotower.search.prepare"):
+        assert main([*argv, "--drop-unknown"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(
+        "test 2 queries / 2 pairs, 2 pairs with an empty passage id dropped, 1 pair with an unknown passage dropped")
+    assert "2 of 5 pairs have an empty passage id (row 3, row 6); dropped (--drop-unknown)" in caplog.text
+    assert "1 of 5 pairs name a passage id that is not in the passages table (row 5 ('8'))" in caplog.text
+    rep = json.loads((files / "out" / "prepare.json").read_text())
+    assert (rep["pairs_read"], rep["empty_passage_ids_dropped"], rep["unknown_passages_dropped"]) == (5, 2, 1)
+    assert load_beir(files / "out", "test").qrels == {"1": {"007": 1}, "3": {"7": 1}}
+
+
+def test_a_null_passage_id_in_jsonl_is_an_empty_one_and_pairs_with_no_passage_at_all_are_refused(files):
+    (files / "pairs.jsonl").write_text('{"question": "vitamin d and fractures", "pid": "7"}\n'
+                                       '{"question": "no evidence", "pid": null}\n', encoding="utf-8")
+    cfg = PrepareConfig(**COLS, test_share=0, drop_unknown=True)
+    rep = prepare_beir(files / "passages.csv", files / "pairs.jsonl", files / "out", cfg)
+    assert rep["empty_passage_ids_dropped"] == 1 and rep["queries"] == 1
+    with pytest.raises(DataError, match=r"pairs.jsonl, line 2, column 'pid': 1 of 2 pairs have an empty passage id "
+                                        r"\(line 2\); .*pass --drop-unknown"):
+        prepare_beir(files / "passages.csv", files / "pairs.jsonl", files / "out2", PrepareConfig(**COLS, test_share=0))
+    # nothing left to keep (SciFact's claims_test.csv: no evidence at all): the id column is likely the wrong one
+    (files / "none.csv").write_text("question,pid\nno evidence,\nnone either,\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"2 of 2 pairs have an empty passage id \(row 2, row 3\); check the id column "
+                                        r"\(--pair-passage-col\)"):
+        prepare_beir(files / "passages.csv", files / "none.csv", files / "out3", cfg)

@@ -136,7 +136,8 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
                    help="text encoding of both tables, e.g. cp1252 for Windows / Excel exports (default %(default)s; "
                         "the BEIR folder is written in UTF-8)")
     r.add_argument("--drop-unknown", action="store_true",
-                   help="leave out (and count) pairs whose passage id is not in --passages instead of refusing them")
+                   help="leave out (and count) pairs whose passage id is empty or not in --passages instead of "
+                   "refusing them")
     r.set_defaults(func=cmd_search_prepare)
 
 
@@ -163,6 +164,7 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
     splits = ", ".join(f"{n} {_count(s['queries'], 'query', 'queries')} / {_count(s['judgements'], 'pair')}"
                        for n, s in rep["splits"].items())
     dropped = "".join(f", {_count(rep[key], one, many)} dropped" for key, one, many in (
+        ("empty_passage_ids_dropped", "pair with an empty passage id", "pairs with an empty passage id"),
         ("unknown_passages_dropped", "pair with an unknown passage", "pairs with unknown passages"),
         ("duplicate_pairs_dropped", "duplicate pair", "duplicate pairs")) if rep[key])
     empty = f" ({rep['empty_passages']} empty)" if rep["empty_passages"] else ""

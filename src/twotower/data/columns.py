@@ -159,10 +159,12 @@ def _one_id_to_str(value: Any) -> str | None | object:
     return text if text else None
 
 
-def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS) -> pd.Series:
+def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
+               allow_empty: bool = False) -> pd.Series:
     """Turn an id column into stripped strings; ints render as ``"42"`` never ``"42.0"``.
 
-    NaN/None/empty ids raise DataError naming the first bad row.
+    NaN/None/empty ids raise DataError naming the first bad row, or with ``allow_empty`` come back as ``""``
+    (for a caller that drops or refuses them with its own advice).
     """
     values = values.reset_index(drop=True)
     if pd.api.types.is_integer_dtype(values.dtype) and not values.isna().any():
@@ -181,6 +183,8 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
             check_rows(wrong, lambda pos: f"id {values.iloc[pos]!r} is not a string or a number (a nested JSON value "
                        "or undecodable bytes)", file=file, column=column, rows=rows)
     bad = out.isna().to_numpy()
+    if allow_empty:
+        return pd.Series(["" if b else v for v, b in zip(out.tolist(), bad.tolist())], dtype=object).astype(str)
     # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
     why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
            "null, NaN or empty")

@@ -42,8 +42,10 @@ def is_prepared_beir(path: Path) -> bool:
     return (path / MARKER).is_file()
 
 
-def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str):
-    """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``)."""
+def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str,
+          may_be_empty: tuple[str, ...] = ()):
+    """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``); an empty id is
+    refused, except in the ``may_be_empty`` columns, where it reads as ``""``."""
     label = str(path)
     df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns,
                                    encoding=encoding, encoding_setting="--encoding")
@@ -53,7 +55,8 @@ def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], id
                                        taken=[c for c in columns if c != column])
     df = df.reset_index(drop=True)
     for column in ids:
-        df[column] = ids_to_str(df[column], file=label, column=column, rows=rows).to_numpy(dtype=object)
+        df[column] = ids_to_str(df[column], file=label, column=column, rows=rows,
+                                allow_empty=column in may_be_empty).to_numpy(dtype=object)
     return df, rows, label
 
 
@@ -88,28 +91,17 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     wanted = [cols.query, pid_col] + [c for c in (cols.query_id, cols.score, cols.split) if c]
     roles = ["query", "relevant passage id"] + [r for c, r in ((cols.query_id, "query id"), (cols.score, "score"),
                                                                (cols.split, "split")) if c]
+    # the passage id may be empty here: a pair with no relevant passage (SciFact's claims without evidence) is
+    # dropped with --drop-unknown like an unknown id, or refused naming that flag (_drop_unmatched)
     df, rows, label = _read(path, wanted, roles, ids=[pid_col] + ([cols.query_id] if cols.query_id else []),
-                            encoding=cols.encoding)
+                            encoding=cols.encoding, may_be_empty=(pid_col,))
     queries = _text(df[cols.query])
     blank = np.array([not q.strip() for q in queries], dtype=bool)
     check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
     scores = _scores(df, cols, rows, label)
     splits = _splits(df, cols, rows, label)
-    unknown = ~df[pid_col].isin(known).to_numpy()
-    report = {"pairs_read": len(df), "unknown_passages_dropped": 0}
-    if unknown.any():
-        where = [f"{rows.unit} {rows.number(int(p))} ({df[pid_col].iloc[int(p)]!r})"
-                 for p in np.flatnonzero(unknown)[:_SHOWN]]
-        what = (f"{int(unknown.sum())} of {len(df)} pairs name a passage id that is not in the passages table "
-                f"({', '.join(where)}{' ...' if unknown.sum() > _SHOWN else ''})")
-        if not drop_unknown or unknown.all():
-            hint = ("check the id column (--pair-passage-col) and the passages file" if unknown.all() else
-                    "such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
-            raise DataError(f"{what}; {hint}", file=label, row=rows.number(int(np.flatnonzero(unknown)[0])),
-                            column=pid_col, unit=rows.unit)
-        log.warning("%s: %s; dropped (--drop-unknown)", label, what)
-        report["unknown_passages_dropped"] = int(unknown.sum())
-    keep = ~unknown
+    keep, dropped = _drop_unmatched(df[pid_col], known, drop_unknown, rows, label, pid_col)
+    report = {"pairs_read": len(df), **dropped}
     qids = _query_ids(df, queries, keep, cols, rows, label)
     pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
              if k]
@@ -118,6 +110,34 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     # pairs_read minus the drops is the judgements written
     report["duplicate_pairs_dropped"] = len(pairs) - len({(qid, did) for qid, _t, did, _s, _sp in pairs})
     return pairs, report
+
+
+def _drop_unmatched(ids: pd.Series, known: set[str], drop_unknown: bool, rows: RowNumbers, label: str,
+                    column: str) -> tuple[np.ndarray, dict[str, int]]:
+    """The pairs to keep, and the counts of those dropped (--drop-unknown) for an empty or an unknown passage id.
+
+    Without --drop-unknown either is refused, naming the rows and the flag; with it, each kind is warned about and
+    counted on its own. Nothing left to keep is refused either way: the id column is likely the wrong one.
+    """
+    empty = (ids == "").to_numpy(dtype=bool)
+    unknown = ~empty & ~ids.isin(known).to_numpy(dtype=bool)
+    nothing_left = bool(len(ids)) and bool((empty | unknown).all())
+    n = len(ids)
+    for bad, what in ((empty, "have an empty passage id"),
+                      (unknown, "name a passage id that is not in the passages table")):
+        if not bad.any():
+            continue
+        where = [f"{rows.unit} {rows.number(int(p))}" + ("" if bad is empty else f" ({ids.iloc[int(p)]!r})")
+                 for p in np.flatnonzero(bad)[:_SHOWN]]
+        what = f"{int(bad.sum())} of {n} pairs {what} ({', '.join(where)}{' ...' if bad.sum() > _SHOWN else ''})"
+        if not drop_unknown or nothing_left:
+            hint = ("check the id column (--pair-passage-col) and the passages file" if nothing_left else
+                    "such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
+            raise DataError(f"{what}; {hint}", file=label, row=rows.number(int(np.flatnonzero(bad)[0])),
+                            column=column, unit=rows.unit)
+        log.warning("%s: %s; dropped (--drop-unknown)", label, what)
+    return ~(empty | unknown), {"empty_passage_ids_dropped": int(empty.sum()),
+                                "unknown_passages_dropped": int(unknown.sum())}
 
 
 def _check_consistent(pairs, positions: np.ndarray, cols: PrepareConfig, rows: RowNumbers, label: str) -> None:
