@@ -307,3 +307,19 @@ def test_a_null_passage_id_in_jsonl_is_an_empty_one_and_pairs_with_no_passage_at
     with pytest.raises(DataError, match=r"2 of 2 pairs have an empty passage id \(row 2, row 3\); check the id column "
                                         r"\(--pair-passage-col\)"):
         prepare_beir(files / "passages.csv", files / "none.csv", files / "out3", cfg)
+
+
+@pytest.mark.parametrize("query_id", [None, "qid"])
+def test_queries_jsonl_holds_the_stripped_text_queries_are_matched_on(files, query_id):
+    """"  vitamin d and fractures " and "vitamin d and fractures" are one query (matched on the stripped text), but
+    queries.jsonl kept the first raw text, spaces and all."""
+    (files / "spaced.csv").write_text("qid,question,pid\n"
+                                      "a,  vitamin d and fractures ,7\n"
+                                      "a,vitamin d and fractures,de1\n"
+                                      "b,\tstatins and cholesterol\t,NA\n", encoding="utf-8")
+    cfg = PrepareConfig(**{**COLS, "query_id": query_id}, test_share=0)
+    prepare_beir(files / "passages.csv", files / "spaced.csv", files / "out", cfg)
+    data = load_beir(files / "out", "test")
+    ids = ["a", "b"] if query_id else ["q1", "q2"]
+    assert data.queries == dict(zip(ids, ["vitamin d and fractures", "statins and cholesterol"]))
+    assert data.qrels == {ids[0]: {"7": 1, "de1": 1}, ids[1]: {"NA": 1}}

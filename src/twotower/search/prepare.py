@@ -291,8 +291,8 @@ def prepare_beir(
     read, pair_report = _read_pairs(pairs, cfg, {d["_id"] for d in docs}, cfg.drop_unknown)
     _check_tsv_safe(docs, read)
     queries: dict[str, str] = {}
-    for qid, text, *_ in read:
-        queries.setdefault(qid, text)
+    for qid, text, *_ in read:  # stripped: queries are told apart (and ids given) by their stripped text
+        queries.setdefault(qid, text.strip())
     splits = _assign_splits(read, cfg.test_share, cfg.seed)
     report = {
         "passages_file": str(passages), "pairs_file": str(pairs), "settings": asdict(cfg), **doc_report,
