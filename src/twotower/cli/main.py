@@ -111,8 +111,9 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="one user id: prints the top k with titles")
-    who.add_argument("--users", help="'all', a comma list of ids (a JSON array for ids with commas), or a file with "
-                     "a user_id column")
+    who.add_argument("--users", help="'all' (every user the run knows, as evaluate scores them; one without an "
+                     "input history is ranked from an empty one), a comma list of ids (a JSON array for ids with "
+                     "commas), or a file with a user_id column")
     # the order is read: a sequence or recency tower gives newest-first ids another user's vector
     who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with commas "
                      '(["it,em", "42"]): a user never seen in training')

@@ -17,13 +17,13 @@ __all__ = ["cmd_recommend"]
 log = logging.getLogger("twotower")
 
 
-def _parse_user_list(run, spec: str, histories=None) -> list[int]:
-    import numpy as np
-
-    if spec == "all":  # every user with an input history (the training one unless --history-from)
-        if histories is not None:
-            return list(histories.users())
-        return list(np.flatnonzero(run.history.lengths() > 0))
+def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
+    if spec == "all":
+        # every user the run knows, as `evaluate` averages over them: a user of the user table without
+        # interactions (or without rows in the --history-from files) is ranked from an empty history. Only users
+        # with an input history were listed, so the figures recomputed from `--users all --out recs.csv` counted
+        # those users as misses where `evaluate` scored their lists
+        return list(range(len(run.user_vocab)))
     p = Path(spec)
     try:
         is_path = p.exists()
@@ -157,7 +157,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         _say_shortfall(res, k, [f"user {args.user}"])
         _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
         return 0
-    rows = np.asarray(_parse_user_list(run, args.users, histories), np.int64)
+    rows = np.asarray(_parse_user_list(run, args.users), np.int64)
     _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
