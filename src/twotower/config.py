@@ -681,6 +681,10 @@ class SearchConfig:
                f"must be in [0, 1], got {self.bm25_weight!r}")
 
 
+#: PrepareConfig.pair_passage_list for cells holding a list in brackets: [1, 2] (JSON), ['a', 'b'] (Python), [1 2] (NumPy)
+PAIR_LIST_BRACKETS = "brackets"
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrepareConfig:
     """``twotower search prepare``: column names of the passages and pairs tables (``None``: not in the file), and
@@ -697,6 +701,10 @@ class PrepareConfig:
     test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
     seed: int = 0  # of the train/test cut
     drop_unknown: bool = False  # pairs naming no passage or one not in the passages table: refused, or dropped and counted
+    # None: a cell holds one passage id; "brackets": a list in brackets, [1, 2] or [1 2] (SciFact's cited_doc_ids,
+    # printed NumPy arrays); or the one character between the ids in a cell (";" for 1;2). Each id is its own pair
+    # (the row's query, score and split); an empty list is an empty id
+    pair_passage_list: str | None = None
     encoding: str = "utf-8"  # of both tables (CSV/TSV/JSONL), as data.encoding for interactions; the output is UTF-8
 
     def __post_init__(self) -> None:
@@ -710,6 +718,11 @@ class PrepareConfig:
                                   "out")
         if not 0.0 <= self.test_share < 1.0:
             raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
+        mode = self.pair_passage_list
+        if mode is not None and mode != PAIR_LIST_BRACKETS and (len(mode) != 1 or mode.isalnum()):
+            raise ConfigError(f"--pair-passage-list {mode!r}: give {PAIR_LIST_BRACKETS!r} for cells holding a list in "
+                              "brackets ([1, 2], ['a', 'b'] or [1 2]), or the one character between the ids in a cell "
+                              "(';' for 1;2)")
         _check_seed(self.seed, "--seed")
         try:
             check_encoding(self.encoding)

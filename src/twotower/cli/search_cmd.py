@@ -125,6 +125,10 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
                    "order of first appearance among the pairs kept)")
     r.add_argument("--pair-passage-col", default=pc.pair_passage,
                    help="pairs: relevant passage id column (default: the --passage-id-col name)")
+    r.add_argument("--pair-passage-list", default=pc.pair_passage_list, metavar="brackets|SEP",
+                   help="pairs: a cell lists several relevant passage ids, each its own pair (same query, score and "
+                   "split): 'brackets' for [1, 2], ['a', 'b'] or [1 2] (SciFact's cited_doc_ids), or the character "
+                   "between the ids, e.g. ';' for 1;2; an empty list is an empty id (default: one id per cell)")
     r.add_argument("--score-col", default=pc.score, help="pairs: optional integer relevance (default: 1 for every pair)")
     r.add_argument("--split-col", default=pc.split,
                    help="pairs: optional split name per row (train, test, ...), instead of --test-share")
@@ -151,7 +155,8 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
                        inputs={"--passages": args.passages, "--pairs": args.pairs})
     cols = PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
                           passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
-                          pair_passage=args.pair_passage_col, score=args.score_col, split=args.split_col,
+                          pair_passage=args.pair_passage_col, pair_passage_list=args.pair_passage_list,
+                          score=args.score_col, split=args.split_col,
                           test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
                           encoding=args.encoding)
     try:

@@ -27,6 +27,7 @@ from twotower.data.readers import RowNumbers, check_rows, ids_to_str, missing_co
 from twotower.config import PrepareConfig
 from twotower.errors import ConfigError, DataError
 from twotower.search.beir import Qrels, validation_split_by_group
+from twotower.search.id_cells import BRACKETS, expand_id_lists, looks_like_a_list
 from twotower.utils.atomic import atomic_dir
 
 __all__ = ["prepare_beir", "is_prepared_beir", "MARKER"]
@@ -93,15 +94,19 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
                                                                (cols.split, "split")) if c]
     # the passage id may be empty here: a pair with no relevant passage (SciFact's claims without evidence) is
     # dropped with --drop-unknown like an unknown id, or refused naming that flag (_drop_unmatched)
-    df, rows, label = _read(path, wanted, roles, ids=[pid_col] + ([cols.query_id] if cols.query_id else []),
-                            encoding=cols.encoding, may_be_empty=(pid_col,))
+    listed = cols.pair_passage_list
+    ids = ([] if listed else [pid_col]) + ([cols.query_id] if cols.query_id else [])  # listed ids: read below
+    df, rows, label = _read(path, wanted, roles, ids=ids, encoding=cols.encoding, may_be_empty=(pid_col,))
+    rows_read = len(df)
+    if listed:  # one row per listed id, numbered by the row it came from
+        df, rows = expand_id_lists(df, pid_col, listed, file=label, rows=rows)
     queries = _text(df[cols.query])
     blank = np.array([not q.strip() for q in queries], dtype=bool)
     check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
     scores = _scores(df, cols, rows, label)
     splits = _splits(df, cols, rows, label)
-    keep, dropped = _drop_unmatched(df[pid_col], known, drop_unknown, rows, label, pid_col)
-    report = {"pairs_read": len(df), **dropped}
+    keep, dropped = _drop_unmatched(df[pid_col], known, drop_unknown, rows, label, pid_col, listed)
+    report = {"pair_rows_read": rows_read, "pairs_read": len(df), **dropped}
     qids = _query_ids(df, queries, keep, cols, rows, label)
     pairs = [(q, t, d, s, sp) for q, t, d, s, sp, k in zip(qids, queries, df[pid_col].tolist(), scores, splits, keep)
              if k]
@@ -113,7 +118,7 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
 
 
 def _drop_unmatched(ids: pd.Series, known: set[str], drop_unknown: bool, rows: RowNumbers, label: str,
-                    column: str) -> tuple[np.ndarray, dict[str, int]]:
+                    column: str, listed: str | None = None) -> tuple[np.ndarray, dict[str, int]]:
     """The pairs to keep, and the counts of those dropped (--drop-unknown) for an empty or an unknown passage id.
 
     Without --drop-unknown either is refused, naming the rows and the flag; with it, each kind is warned about and
@@ -133,11 +138,24 @@ def _drop_unmatched(ids: pd.Series, known: set[str], drop_unknown: bool, rows: R
         if not drop_unknown or nothing_left:
             hint = ("check the id column (--pair-passage-col) and the passages file" if nothing_left else
                     "such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
+            if bad is unknown and not listed:
+                hint += _list_hint(ids[unknown])
             raise DataError(f"{what}; {hint}", file=label, row=rows.number(int(np.flatnonzero(bad)[0])),
                             column=column, unit=rows.unit)
         log.warning("%s: %s; dropped (--drop-unknown)", label, what)
     return ~(empty | unknown), {"empty_passage_ids_dropped": int(empty.sum()),
                                 "unknown_passages_dropped": int(unknown.sum())}
+
+
+def _list_hint(unknown: pd.Series) -> str:
+    """Unknown ids that look like lists (SciFact's cited_doc_ids, [14717500, 13734012]): the flag that reads them."""
+    for value in unknown.head(_SHOWN).tolist():
+        mode = looks_like_a_list(value)
+        if mode is not None:
+            flag = mode if mode == BRACKETS else repr(mode)  # ';' quoted for the shell
+            return (f"; the cells look like lists of ids ({value!r}): pass --pair-passage-list {flag} to read each "
+                    "listed id as its own pair")
+    return ""
 
 
 def _check_consistent(pairs, positions: np.ndarray, cols: PrepareConfig, rows: RowNumbers, label: str) -> None:
