@@ -49,6 +49,8 @@ class RowNumbers:
         self._sep = sep  # a CSV/TSV file's separator: its rows are counted as records, not lines
         self._encoding = encoding
         self._numbers: np.ndarray | None = None
+        self._lengths: np.ndarray | None = None  # a CSV file's fields per data record, beside _numbers
+        self._header: list[str] = []
 
     def number(self, pos: int) -> int:
         if self._path is None:
@@ -56,6 +58,17 @@ class RowNumbers:
         if self._numbers is None:
             self._numbers = self._csv_rows() if self._sep is not None else self._json_lines()
         return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
+
+    def fields(self, pos: int) -> tuple[int, list[str]] | None:
+        """How many fields the CSV record at ``pos`` has, and the header's names; None when not a known CSV file.
+
+        pandas reads a missing trailing field and a blank one alike (NaN): the record itself tells them apart."""
+        if self._path is None or self._sep is None:
+            return None
+        if self._numbers is None:
+            self._numbers = self._csv_rows()
+        assert self._lengths is not None
+        return (int(self._lengths[pos]), self._header) if pos < len(self._lengths) else None
 
     def _json_lines(self) -> np.ndarray:
         assert self._path is not None
@@ -66,10 +79,19 @@ class RowNumbers:
     def _csv_rows(self) -> np.ndarray:
         """The row number of each data record: the non-blank records after the header."""
         assert self._path is not None and self._sep is not None
+        numbers: list[int] = []
+        lengths: list[int] = []
         with open(self._path, newline="", encoding=codec_for(self._encoding), errors="replace") as fh:
-            filled = [n for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1)
-                      if rec and not (len(rec) == 1 and not rec[0].strip())]
-        return np.array(filled[1:], dtype=np.int64)
+            for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1):
+                if not rec or (len(rec) == 1 and not rec[0].strip()):
+                    continue
+                if not self._header:
+                    self._header = [name.strip().lstrip("\ufeff").strip() for name in rec]
+                    continue
+                numbers.append(n)
+                lengths.append(len(rec))
+        self._lengths = np.array(lengths, dtype=np.int64)
+        return np.array(numbers, dtype=np.int64)
 
 
 #: the numbering of a CSV file
@@ -185,12 +207,27 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
     bad = out.isna().to_numpy()
     if allow_empty:
         return pd.Series(["" if b else v for v, b in zip(out.tolist(), bad.tolist())], dtype=object).astype(str)
-    # a short CSV row reads as empty ids; a Parquet or JSON record has a null (a float id column's NaN) instead
-    why = ("a row with fewer fields than the header reads as empty" if rows.unit == "row" else
-           "null, NaN or empty")
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {why}); every {rows.unit} "
-               f"needs a {column!r} value", file=file, column=column, rows=rows)
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {_why_empty(rows, pos, column)}); "
+               f"every {rows.unit} needs a {column!r} value", file=file, column=column, rows=rows)
     return out.astype(str)
+
+
+def _why_empty(rows: RowNumbers, pos: int, column: str) -> str:
+    """Why the id at ``pos`` is empty, in the file's words.
+
+    A CSV row that ends before the column and one whose field is blank both read as empty: "a row with fewer
+    fields than the header reads as empty" sent the user counting commas in a row that had them all. Where the
+    file is at hand its record says which; a Parquet or JSON record has a null (a float id column's NaN) instead.
+    """
+    if rows.unit != "row":
+        return "null, NaN or empty"
+    shape = rows.fields(pos)
+    if shape is None or column not in shape[1]:
+        return "a blank field, or a row with fewer fields than the header"
+    got, header = shape
+    if shape[1].index(column) >= got:
+        return f"the row has {got} field{'s' if got != 1 else ''} where the header has {len(header)}"
+    return "the field is blank"
 
 
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,

@@ -33,6 +33,9 @@ class ExpandedRows(RowNumbers):
     def number(self, pos: int) -> int:
         return self._rows.number(int(self._origin[pos]))
 
+    def fields(self, pos: int) -> tuple[int, list[str]] | None:
+        return self._rows.fields(int(self._origin[pos]))
+
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
