@@ -276,3 +276,24 @@ def test_a_time_cut_of_a_sasrec_file_says_its_timestamps_are_each_users_line_num
     assert "file order" not in caplog.text
     with pytest.raises(ConfigError, match="each user's line numbers"):
         global_time_split(df, "2024-05-01", "2024-06-01")
+
+
+# --- one column, two units: rows of a second export in milliseconds among epoch seconds -----------------------------
+
+def test_numbers_of_another_unit_in_one_column_are_refused_naming_the_row(tmp_path):
+    # before: the column's unit came from its median and the millisecond rows were taken as seconds (the year
+    # ~56,000), so each user's oldest events became their newest and a temporal split held them out as test
+    p = tmp_path / "mixed.csv"
+    rows = [f"u{k % 3},i{k},{(APRIL + k * DAY) * (1000 if k in (4, 7) else 1)}" for k in range(12)]
+    p.write_text("user_id,item_id,timestamp\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"row 6, column 'timestamp'.*epoch milliseconds.*epoch seconds.*"
+                       r"data.time_unit.*holds for row 9$"):
+        read_interactions(p)
+    # declared, the unit is the user's word: every number is taken in it, as before
+    assert read_interactions(p, time_unit="s")["timestamp"].max() == (APRIL + 7 * DAY) * 1000
+
+
+def test_zeros_and_dates_beside_numbers_of_one_unit_are_not_a_second_unit():
+    ts = [0, APRIL * 1000, APRIL * 1000 + 1, "2024-04-02", APRIL * 1000 + 3]
+    df = read_interactions(pd.DataFrame({"user_id": "u", "item_id": list("abcde"), "timestamp": ts}))
+    assert df["timestamp"].tolist() == [0, APRIL * 1000, APRIL * 1000 + 1, (APRIL + DAY) * 1000, APRIL * 1000 + 3]

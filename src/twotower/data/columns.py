@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.data.text_files import codec_for
-from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit
+from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit, show_time, units_of
 from twotower.errors import DataError
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
@@ -271,6 +271,8 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
                "(|t| < 2**62)", file=file, column=column, rows=rows)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
+    if time_unit == "auto":
+        _check_one_unit(out, is_num, values, file=file, column=column, rows=rows)
     lost = np.zeros(n, dtype=np.float64)
     lost[is_num] = numeric[is_num] - out[is_num]
     fractional = int((lost != 0).sum())
@@ -313,6 +315,35 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
     return out, None, lost if fractional else None
+
+
+def _check_one_unit(times: np.ndarray, is_num: np.ndarray, values: pd.Series, *, file: str, column: str,
+                    rows: RowNumbers) -> None:
+    """Refuse numbers whose size puts them in another epoch unit than the column's (told from its median).
+
+    Two exports pasted together (one in seconds, one in milliseconds) were read in the median's unit: the
+    millisecond rows as seconds of the year ~56,000, so each user's oldest events became their newest and a
+    temporal or leave-last split held them out as test, without a word. Zeros (a common "unknown") are no unit;
+    with data.time_unit set every number is taken in it and this is not asked.
+    """
+    if not is_num.any():
+        return
+    unit = detect_unit(times[is_num])
+    each = np.full(len(times), unit, dtype=object)
+    each[is_num] = units_of(times[is_num])
+    other = is_num & (times != 0) & (each != unit)
+    check_rows(other, lambda pos: (
+        f"timestamp {_plain(values.iloc[pos])!r} has the size of {UNIT_NAMES[each[pos]]} "
+        f"({_date_of(int(times[pos]), each[pos])} in them), while the column's numbers are {UNIT_NAMES[unit]} "
+        "(told from their median size); mixed in one column, such rows sort decades away from the others: convert "
+        f"them to {UNIT_NAMES[unit]}, or set data.time_unit=s|ms|us|ns to take every number in that unit"),
+        file=file, column=column, rows=rows)
+
+
+def _date_of(value: int, unit: str) -> str:
+    """``2024-05-01 00:00:00 UTC``: the date an epoch time means in ``unit`` (the number itself past pandas' years)."""
+    shown = show_time(value, unit)
+    return shown.split(" (", 1)[1].rstrip(")") if " (" in shown else shown
 
 
 def _floored_off(dates: pd.Series, unit: str) -> np.ndarray | None:

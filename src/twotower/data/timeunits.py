@@ -13,7 +13,7 @@ import pandas as pd
 
 from twotower.errors import ConfigError
 
-__all__ = ["UNIT_NAMES", "ROW_ORDER", "has_times", "unit_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
+__all__ = ["UNIT_NAMES", "ROW_ORDER", "has_times", "unit_of", "units_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
            "finest_unit", "align_date_units", "convert", "show_time"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
@@ -40,6 +40,13 @@ def unit_of(value: float) -> str:
         if size < bound:
             return unit
     return "ns"
+
+
+def units_of(values: np.ndarray) -> np.ndarray:
+    """:func:`unit_of` of each value (an array of unit names), for a whole column at once."""
+    bounds = np.array([bound for _, bound in _BOUNDS])
+    names = np.array([unit for unit, _ in _BOUNDS] + ["ns"], dtype=object)
+    return names[np.searchsorted(bounds, np.abs(np.asarray(values, dtype=np.float64)), side="right")]
 
 
 def detect_unit(timestamps: np.ndarray) -> str:
