@@ -537,6 +537,29 @@ def test_values_beyond_the_header_are_refused_naming_the_row(tmp_path):
     assert e.value.row == 2 and "4 fields, but the header names 3 columns" in str(e.value)
 
 
+@pytest.mark.parametrize(("before", "line"), [("", 4), ('u0,"i\n0",1714521500\n', 6), ("\n", 5)])
+def test_a_later_row_with_values_beyond_the_header_names_its_line_and_values(tmp_path, before, line):
+    """A row after the first with an extra value read "line 4: could not read as csv (ParserError: Error tokenizing
+    data. C error: Expected 3 fields in line 4, saw 4); check the format and the file suffix": pandas' words, and
+    after a quoted line break its "line" was the row (the spreadsheet's count), one above the editor's line."""
+    p = tmp_path / "i.csv"
+    p.write_text(f"user_id,item_id,timestamp\n{before}u1,i1,1714521600\nu2,i2,1714521700\nu3,i3,1714521800,5\n",
+                 encoding="utf-8")
+    with pytest.raises(DataError) as e:
+        read_interactions(p)
+    assert e.value.row == line and e.value.unit == "line"
+    assert str(e.value).endswith(f"line {line}: 4 fields, but the header names 3 columns: the value(s) ['5'] belong "
+                                 "to no column; give every column a name in the header, or quote a value that holds "
+                                 "the separator")
+
+
+def test_a_later_row_with_an_empty_extra_field_says_so(tmp_path):
+    p = tmp_path / "i.csv"
+    p.write_text("user_id,item_id\nu1,i1\nu2,i2,\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 3: 3 fields, but the header names 2 columns: the extra field is empty"):
+        read_interactions(p)
+
+
 def test_uint64_ids_keep_their_digits(tmp_path):
     """Above 2**63 an id went through int64 and wrapped to a negative number: another id, silently."""
     big = 12345678901234567890

@@ -280,6 +280,10 @@ def read_table_numbered(
             line_error = _json_lines_error(path, label, encoding)
             if line_error is not None:
                 raise line_error from e
+        if suffix in _CSV_SUFFIXES and isinstance(e, pd.errors.ParserError):
+            ragged = _ragged_row_error(path, label, sep, encoding, str(e))
+            if ragged is not None:
+                raise ragged from e
         # pandas names the file's line of a ragged row ("Expected 4 fields in line 91, saw 6")
         where = re.search(r"\bline (\d+)\b", str(e)) if isinstance(e, pd.errors.ParserError) else None
         raise DataError(
@@ -316,6 +320,36 @@ def _check_no_unnamed_values(path: Path, label: str, sep: str, encoding: str, wi
                 raise DataError(f"{len(rec)} fields, but the header names {width} columns: the value(s) "
                                 f"{rec[width:]!r} belong to no column; give every column a name in the header, or "
                                 "quote a value that holds the separator", file=label, row=number)
+
+
+def _ragged_row_error(path: Path, label: str, sep: str, encoding: str, message: str) -> DataError | None:
+    """The error for a row after the first with more fields than the header, from pandas' words, or None.
+
+    pandas refuses such a row with "Error tokenizing data. C error: Expected 3 fields in line 4, saw 4", which was
+    passed on with "check the format and the file suffix" under the name "line 4"; its number counts records (a
+    quoted line break does not start one, a blank line does), so after a quoted line break it named a line above
+    the row. The row's values and the editor's line it starts on are found here.
+    """
+    m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", message)
+    if m is None:
+        return None
+    width, number, seen = (int(g) for g in m.groups())
+    extra: list[str] = []
+    line = number
+    with open(path, newline="", encoding=codec_for(encoding), errors="replace") as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        for n, rec in enumerate(reader, 1):
+            if n == number:
+                extra = rec[width:]
+                break
+            line = reader.line_num + 1  # the physical line the next record starts on
+    if any(v.strip() for v in extra):
+        what = (f"the value(s) {extra!r} belong to no column; give every column a name in the header, or quote a "
+                "value that holds the separator")
+    else:  # a trailing separator on every row is read; on some rows only, pandas stops at the first
+        what = "the extra field is empty, a separator at the end of this row: remove it (or end every row with one)"
+    return DataError(f"{seen} fields, but the header names {width} columns: {what}", file=label, row=line,
+                     unit="line")
 
 
 def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
