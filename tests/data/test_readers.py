@@ -433,6 +433,23 @@ def test_broken_jsonl_line_is_named(tmp_path):
     assert e.value.row == 2 and e.value.unit == "line" and "position" not in str(e.value)
 
 
+@pytest.mark.parametrize("line", ["[1, 2, 3]", '"hello"', "3", "null"])
+def test_a_jsonl_line_that_is_no_object_is_named(tmp_path, line):
+    # valid JSON but no record: "could not read as jsonl (TypeError: cannot convert dictionary update sequence
+    # element #0 to a sequence); check the format and the file suffix", with no line named
+    p = write(tmp_path / "i.jsonl", '{"user_id": "u", "item_id": "1"}\n\n' + line + '\n{"user_id": "v", "item_id": "2"}\n')
+    with pytest.raises(DataError, match=r"line 3: .*is not a JSON object.*every line must be one JSON object") as e:
+        read_interactions(p)
+    assert e.value.row == 3 and e.value.unit == "line"
+
+
+def test_a_json_array_record_that_is_no_object_is_named(tmp_path):
+    p = write(tmp_path / "i.json", '[\n {"user_id": "u", "item_id": "1"},\n {"user_id": "v", "item_id": "2"},\n 3\n]\n')
+    with pytest.raises(DataError, match=r"record 3: 3 is not a JSON object; every record of the array") as e:
+        read_interactions(p)
+    assert e.value.row == 3 and e.value.unit == "record"
+
+
 def test_repeats_with_another_rating_are_counted_apart_and_warned(tmp_path, caplog):
     p = write(tmp_path / "i.csv", "user_id,item_id,timestamp,rating\nu,a,1,5\nu,a,1,5\nu,a,1,1\nu,b,2,3\n")
     with caplog.at_level("INFO", logger="twotower.data.readers"):

@@ -145,18 +145,41 @@ _SEPARATORS = (",", "\t", ";", "|")
 
 
 def _json_lines_error(path: Path, label: str, encoding: str = "utf-8") -> DataError | None:
-    """The first line of a JSON lines file that is not a JSON value (pandas names a character offset)."""
+    """The first line of a JSON lines file that is not a JSON object (pandas names a character offset, or none)."""
     with open(path, encoding=codec_for(encoding), errors="replace", newline="\n") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                json.loads(line.rstrip("\r\n"))
+                value = json.loads(line.rstrip("\r\n"))
             except ValueError as bad:
                 what = bad.msg if isinstance(bad, json.JSONDecodeError) else one_line(bad)
                 col = f" at character {bad.colno}" if isinstance(bad, json.JSONDecodeError) else ""
                 return DataError(f"not valid JSON ({what}{col}); every line must be one JSON object",
                                  file=label, row=number, unit="line")
+            # valid JSON but no record (an array, a string, null): pandas failed with a TypeError naming no line
+            if not isinstance(value, dict):
+                shown = line.strip()
+                shown = shown if len(shown) <= 40 else shown[:37] + "..."
+                return DataError(f"{shown} is not a JSON object; every line must be one JSON object "
+                                 '(e.g. {"user_id": "u1", "item_id": "i1"})', file=label, row=number, unit="line")
+    return None
+
+
+def _json_array_error(path: Path, label: str, encoding: str = "utf-8") -> DataError | None:
+    """The first record of a JSON array file that is not a JSON object (pandas named none), or None."""
+    try:
+        records = json.loads(read_text(path, encoding).getvalue().lstrip("\ufeff"))
+    except ValueError:
+        return None  # not JSON at all: pandas' own words say where
+    if not isinstance(records, list):
+        return None
+    for number, value in enumerate(records, 1):
+        if not isinstance(value, dict):
+            shown = json.dumps(value)
+            shown = shown if len(shown) <= 40 else shown[:37] + "..."
+            return DataError(f"{shown} is not a JSON object; every record of the array must be one JSON object "
+                             '(e.g. {"user_id": "u1", "item_id": "i1"})', file=label, row=number, unit="record")
     return None
 
 
@@ -223,6 +246,7 @@ def read_table_numbered(
         raise DataError("file is empty; expected a header row and data rows", file=label)
     suffix = path.suffix.lower()
     rows = CSV_ROWS
+    json_array = False  # a .json file of one array of records, not JSON lines
     if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
         check_wide_bom(path, label, encoding)
         warn_if_utf8(path, label, encoding, encoding_setting)
@@ -258,7 +282,8 @@ def read_table_numbered(
             # a .json file opening with '[' is one array of records; read as lines, a compact array (what
             # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
             src = read_text(path, encoding)
-            if suffix == ".json" and first_char(path, encoding) == "[":
+            json_array = suffix == ".json" and first_char(path, encoding) == "["
+            if json_array:
                 df = pd.read_json(src, orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
             else:
@@ -276,7 +301,11 @@ def read_table_numbered(
     except UnicodeDecodeError as e:
         raise decode_error(path, label, e, encoding) from e
     except Exception as e:  # parser errors of pandas/pyarrow/json
-        if suffix in _JSON_SUFFIXES and isinstance(e, ValueError):
+        if json_array and isinstance(e, (ValueError, TypeError)):
+            record_error = _json_array_error(path, label, encoding)
+            if record_error is not None:
+                raise record_error from e
+        elif suffix in _JSON_SUFFIXES and isinstance(e, (ValueError, TypeError)):
             line_error = _json_lines_error(path, label, encoding)
             if line_error is not None:
                 raise line_error from e
