@@ -297,3 +297,22 @@ def test_zeros_and_dates_beside_numbers_of_one_unit_are_not_a_second_unit():
     ts = [0, APRIL * 1000, APRIL * 1000 + 1, "2024-04-02", APRIL * 1000 + 3]
     df = read_interactions(pd.DataFrame({"user_id": "u", "item_id": list("abcde"), "timestamp": ts}))
     assert df["timestamp"].tolist() == [0, APRIL * 1000, APRIL * 1000 + 1, (APRIL + DAY) * 1000, APRIL * 1000 + 3]
+
+
+@pytest.mark.parametrize(("value", "unit"), [(0, 1), (19980301, 1), (0, 1000)])
+def test_placeholder_times_before_1973_among_later_data_are_warned_with_their_row(tmp_path, caplog, value, unit):
+    # a 0 for "unknown", or a date written as the number 19980301, was read as a time of 1970 without a word:
+    # each such row became its user's oldest event
+    p = tmp_path / "e.csv"
+    rows = [f"u{k % 2},i{k},{value if k == 3 else (APRIL + k * DAY) * unit}" for k in range(10)]
+    p.write_text("user_id,item_id,timestamp\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p)
+    assert df["timestamp"].tolist()[3] == value  # read as written: a warning, not a refusal
+    assert f"1 timestamp(s) in column 'timestamp' are before 1973 (e.g. row 5: {value}" in caplog.text
+
+
+def test_data_of_1971_alone_is_no_placeholder(caplog):
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        early_frame()
+    assert "before 1973" not in caplog.text

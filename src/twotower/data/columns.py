@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.data.text_files import codec_for
-from twotower.data.timeunits import UNIT_NAMES, dates_in_unit, detect_unit, finest_unit, show_time, units_of
+from twotower.data.timeunits import UNIT_NAMES, date_text, dates_in_unit, detect_unit, finest_unit, units_of
 from twotower.errors import DataError
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
@@ -334,16 +334,10 @@ def _check_one_unit(times: np.ndarray, is_num: np.ndarray, values: pd.Series, *,
     other = is_num & (times != 0) & (each != unit)
     check_rows(other, lambda pos: (
         f"timestamp {_plain(values.iloc[pos])!r} has the size of {UNIT_NAMES[each[pos]]} "
-        f"({_date_of(int(times[pos]), each[pos])} in them), while the column's numbers are {UNIT_NAMES[unit]} "
+        f"({date_text(int(times[pos]), each[pos])} in them), while the column's numbers are {UNIT_NAMES[unit]} "
         "(told from their median size); mixed in one column, such rows sort decades away from the others: convert "
         f"them to {UNIT_NAMES[unit]}, or set data.time_unit=s|ms|us|ns to take every number in that unit"),
         file=file, column=column, rows=rows)
-
-
-def _date_of(value: int, unit: str) -> str:
-    """``2024-05-01 00:00:00 UTC``: the date an epoch time means in ``unit`` (the number itself past pandas' years)."""
-    shown = show_time(value, unit)
-    return shown.split(" (", 1)[1].rstrip(")") if " (" in shown else shown
 
 
 def _floored_off(dates: pd.Series, unit: str) -> np.ndarray | None:

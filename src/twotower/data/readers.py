@@ -35,6 +35,7 @@ from twotower.data.columns import (
     parse_ratings,
     parse_timestamps,
 )
+from twotower.data.timeunits import BAND_START_S, date_text, detect_unit
 from twotower.data.text_files import (
     ENCODING_SETTING,
     check_wide_bom,
@@ -697,6 +698,27 @@ def _warn_constant_time(label: str, users: pd.Series, ts: np.ndarray, column: st
                     _SORTED_MIN_ROWS, column)
 
 
+def _warn_placeholder_times(label: str, ts: np.ndarray, raw: pd.Series, column: str, rows: RowNumbers,
+                            time_unit: str) -> None:
+    """Say so when a column of times after 1973 holds some before it: a 0 for "unknown", or a date written as a
+    number (19980301 is August 1970 in seconds). They were read as times of 1970 without a word, and each such row
+    became its user's oldest event (the first in train, the first of every history)."""
+    if len(ts) == 0:
+        return
+    unit = time_unit if time_unit != "auto" else detect_unit(ts)
+    start = BAND_START_S * {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    if np.median(ts) < start:  # data of 1970-1973 (or ordinals): nothing to tell apart
+        return
+    early = np.flatnonzero(ts < start)
+    if early.size:
+        pos = int(early[0])
+        log.warning("%s: %d timestamp(s) in column %r are before 1973 (e.g. %s %d: %s, read as %s) while the column's "
+                    "median is %s: a placeholder such as 0 for an unknown time, or a date written as a number (19980301 "
+                    "for 1998-03-01), sorts as its user's oldest event; fix or drop those rows", label, early.size,
+                    column, rows.unit, rows.number(pos), raw.iloc[pos], date_text(int(ts[pos]), unit),
+                    date_text(int(np.median(ts)), unit))
+
+
 def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
     """Row order stands in for time: say so when a column the user may have meant is right there."""
     like = [c for c in present if c not in used and _looks_like_time(c)]
@@ -793,6 +815,7 @@ def read_interactions(
                                                        column=optional["timestamp"], rows=rows, time_unit=time_unit)
         ts_source = f"column {optional['timestamp']!r}"
         _warn_constant_time(label, users, ts, optional["timestamp"])
+        _warn_placeholder_times(label, ts, raw[optional["timestamp"]], optional["timestamp"], rows, time_unit)
     else:
         ts, dates_unit, floored_off = np.arange(len(raw), dtype=np.int64), None, None
         ts_source = "row order (no timestamp column)"

@@ -14,13 +14,15 @@ import pandas as pd
 from twotower.errors import ConfigError
 
 __all__ = ["UNIT_NAMES", "ROW_ORDER", "has_times", "unit_of", "units_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
-           "finest_unit", "align_date_units", "convert", "show_time"]
+           "finest_unit", "align_date_units", "convert", "show_time", "date_text", "BAND_START_S"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
 #: data: epoch seconds reach 1e11 only in the year 5138, while epoch milliseconds (microseconds, nanoseconds)
 #: stay below 1e11 (1e14, 1e17) only before 1973-03-03 -- each bound is 1e8 s after 1970 in the next unit.
 #: So any time between March 1973 and the year 5138 is read in its own unit; nanoseconds end at 2262 (int64).
 _BOUNDS = (("s", 1e11), ("ms", 1e14), ("us", 1e17))
+#: 1973-03-03 in epoch seconds: below it (in the column's unit) a time's size reads as the next coarser unit's
+BAND_START_S = 100_000_000
 UNIT_NAMES = {"s": "epoch seconds", "ms": "epoch milliseconds", "us": "epoch microseconds",
               "ns": "epoch nanoseconds"}
 _PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
@@ -148,3 +150,9 @@ def show_time(value: int, unit: str) -> str:
     except (ValueError, OverflowError):  # beyond pandas' years 1677-2262
         return str(int(value))
     return f"{int(value)} ({date:%Y-%m-%d %H:%M:%S} UTC)"
+
+
+def date_text(value: int, unit: str) -> str:
+    """``2024-05-01 00:00:00 UTC``: the date an epoch time means in ``unit`` (the number itself past pandas' years)."""
+    shown = show_time(value, unit)
+    return shown.split(" (", 1)[1].rstrip(")") if " (" in shown else shown
