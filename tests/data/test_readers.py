@@ -227,6 +227,17 @@ def test_columns_equal_after_stripping_are_refused(tmp_path):
         read_interactions(path)
 
 
+@pytest.mark.parametrize("header", ["user_id,item_id,item_id,timestamp", "user_id;item_id;item_id;timestamp"])
+def test_a_column_named_twice_in_a_header_is_refused(tmp_path, header):
+    # pandas renamed the second 'item_id' to 'item_id.1' and the first was read as the items, the other silently
+    # left out: a joined export with two id columns trained on whichever came first
+    sep = header[7]
+    path = write(tmp_path / "a.csv", f"{header}\nu1{sep}i1{sep}i9{sep}1\n")
+    with pytest.raises(DataError, match=r"a.csv, row 1: duplicate column name\(s\) \['item_id'\]"):
+        read_interactions(path)
+    assert read_interactions(write(tmp_path / "b.csv", "user_id,item_id,item_id.1\nu1,i1,i9\n"))["item_id"].tolist() == ["i1"]
+
+
 def test_a_dataframe_with_a_repeated_column_is_refused_naming_it():
     # read like a file's header: the frame used to fail inside pandas ("'DataFrame' object has no attribute 'dtype'")
     df = pd.DataFrame([["u1", "i1", 1, "u2"]], columns=["user_id", "item_id", "timestamp", "user_id"])

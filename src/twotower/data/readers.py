@@ -276,6 +276,7 @@ def read_table_numbered(
                                  index_col=False, **na)
             if any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
                 _check_no_unnamed_values(path, label, sep, encoding, len(df.columns))
+            _check_header_repeats(path, label, sep, encoding)
         elif suffix in _PARQUET_SUFFIXES:
             df = _index_as_columns(pd.read_parquet(path))
             rows = RowNumbers("record", 1)
@@ -380,6 +381,18 @@ def _ragged_row_error(path: Path, label: str, sep: str, encoding: str, message: 
         what = "the extra field is empty, a separator at the end of this row: remove it (or end every row with one)"
     return DataError(f"{seen} fields, but the header names {width} columns: {what}", file=label, row=line,
                      unit="line")
+
+
+def _check_header_repeats(path: Path, label: str, sep: str, encoding: str) -> None:
+    """Refuse a header naming a column twice: pandas renames the second 'item_id' to 'item_id.1', so the check on
+    the read names saw none, and the first was read as the items with the other left out without a word."""
+    with open(path, newline="", encoding=codec_for(encoding), errors="replace") as fh:
+        header = next(csv.reader(fh, delimiter=sep), [])
+    names = [n.lstrip("\ufeff").strip() for n in header]
+    dup = sorted({n for n in names if n and names.count(n) > 1})
+    if dup:
+        raise DataError(f"duplicate column name(s) {dup} (after stripping spaces); give every column its own name",
+                        file=label, row=1)
 
 
 def _check_column_names(df: pd.DataFrame, label: str, *, row: int | None = None) -> None:
