@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="user vectors sampled as tuning queries (default %(default)s)")
     b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors (default: every vector in one process, 100,000 "
                    "under torchrun), raised to FAISS's 39 per IVF list or PQ centroid")
-    b.add_argument("--seed", type=int, default=pol.seed, help="seed of the query sample (default %(default)s)")
+    b.add_argument("--seed", type=int, default=pol.seed,
+                   help="seed of the query sample, the training sample and FAISS's k-means / HNSW draws "
+                        "(default %(default)s)")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
     b.add_argument("--nprobe", type=int, default=None,

@@ -88,7 +88,7 @@ class IndexPolicy:
     target_recall: float = 0.95
     k: int = 10
     tune_queries: int = 1000
-    seed: int = 0  # of the tuning queries' sample
+    seed: int = 0  # of the tuning queries' sample, FAISS's training sample and its k-means / HNSW draws
     exact_p99_ms: float = 5.0
     latency_queries: int = 200
     log_every_s: float | None = None
@@ -378,7 +378,8 @@ def autotune(
     for number, name in enumerate(names, 1):
         log.info("autotune: building %s (%d of %d)", name, number, len(names))
         t0 = time.perf_counter()
-        idx = FaissIndex(name, max_train=max_train, log_every_s=policy.log_every_s).build(vectors, ids)
+        idx = FaissIndex(name, max_train=max_train, seed=policy.seed,
+                         log_every_s=policy.log_every_s).build(vectors, ids)
         mine = _sweep(idx, name, time.perf_counter() - t0, vectors, ids, queries, kth, k, target_recall,
                       latency_queries, grid=None if params is None else [[params]])
         rows += mine

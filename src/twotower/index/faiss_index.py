@@ -172,6 +172,29 @@ def _said_once(index: Any) -> None:
             pq.cp.min_points_per_centroid = 1
 
 
+def _seed_training(index: Any, ivf: Any, seed: int) -> None:
+    """Seed FAISS's own random draws from ``seed``: k-means of the IVF lists and PQ codebooks, HNSW levels.
+
+    FAISS seeds them with constants (ClusteringParameters.seed 1234, HNSW's 12345), so ``index build --seed``
+    changed only the query sample and the training subsample, never the centroids, and meta.json's ``seed``
+    did not say what chose them. FAISS takes a C int here, hence the modulus.
+    """
+    faiss = _faiss()
+    s = int(seed) % (2**31)
+    top = faiss.downcast_index(index)
+    for part in (top, ivf):
+        if part is None:
+            continue
+        if isinstance(part, faiss.IndexIVF):
+            part.cp.seed = s
+        pq = getattr(part, "pq", None)
+        if pq is not None:
+            pq.cp.seed = s
+        hnsw = getattr(part, "hnsw", None)
+        if hnsw is not None:
+            hnsw.rng = faiss.RandomGenerator(s)
+
+
 def _knobs(inner: Any) -> tuple[str, ...]:
     """The runtime knobs of a FAISS index (unwrapped from its id map): a subset of nprobe, efSearch, k_factor."""
     faiss = _faiss()
@@ -220,7 +243,9 @@ class FaissIndex(VectorIndex):
 
     ``nprobe`` / ``efSearch`` / ``k_factor_rf`` set the runtime knobs after
     build (an error if the index has no such knob). ``max_train`` caps the
-    vectors used for training (a seeded sample); ``device="cuda"`` searches
+    vectors used for training (a seeded sample); ``seed`` also seeds FAISS's
+    k-means (IVF lists, PQ codebooks) and HNSW's level draws, which FAISS
+    otherwise seeds with its own constants; ``device="cuda"`` searches
     on GPU when faiss-gpu is installed. ``log_every_s``: seconds between
     progress lines while vectors are added (None: none).
     """
@@ -311,6 +336,7 @@ class FaissIndex(VectorIndex):
             raise _factory_error(self.spec, self.factory, e) from e
         ivf = faiss.try_extract_index_ivf(index)
         ivf = faiss.downcast_index(ivf) if ivf is not None else None
+        _seed_training(index, ivf, self.seed)
         if isinstance(ivf, faiss.IndexIVFPQ):
             ivf.do_polysemous_training = False  # only for Hamming filtering, which we never use; it is slow
         if not isinstance(index, faiss.IndexIVF):
