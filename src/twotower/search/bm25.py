@@ -66,6 +66,18 @@ def _import_bm25s():
     return bm25s
 
 
+def _ids_and_vocab(tokens: list[list[str]]) -> tuple[list[list[int]], dict[str, int]]:
+    """Each document's token ids and a vocabulary numbered in sorted token order.
+
+    Given the token strings, bm25s numbers its vocabulary in the order of a Python ``set``, which follows
+    the string hash seed of the process: two ``search index`` runs over the same corpus wrote different
+    ``vocab.index.json`` and score matrices (the same scores, columns permuted). Sorted, the saved index is
+    the same bytes every run.
+    """
+    vocab = {t: i for i, t in enumerate(sorted({t for doc in tokens for t in doc}))}
+    return [[vocab[t] for t in doc] for doc in tokens], vocab
+
+
 class BM25Retriever:
     """``fit(doc_texts, doc_ids)`` then ``search(queries, k) -> Results`` (ids = doc rows)."""
 
@@ -96,7 +108,7 @@ class BM25Retriever:
                             f"letters or digits{', not stop words' if c.stopwords else ''}); BM25 and hybrid "
                             "search cannot rank this corpus: use dense retrieval (--retriever dense)")
         self._bm25 = bm25s.BM25(k1=c.k1, b=c.b, method=c.method)
-        self._bm25.index(tokens, show_progress=False)
+        self._bm25.index(_ids_and_vocab(tokens), show_progress=False)
         self.doc_ids = [str(d) for d in doc_ids]
         logger.info("BM25 indexed %d documents (vocab %d)", len(self.doc_ids), len(self._bm25.vocab_dict))
         return self
