@@ -129,3 +129,20 @@ def test_evaluate_metrics_json_python_and_recommend_lists_give_one_answer(tmp_pa
         assert tower["users_evaluated"] == n and min(len(r) for r in relevant.values()) > 1
         for name, value in (("HitRate", hr), ("Recall", recall), ("NDCG", ndcg), ("MRR", mrr)):
             assert tower[f"{name}@{k}"] == pytest.approx(value / n, abs=1e-12), f"{name}@{k}"
+
+
+def test_csv_has_a_record_of_what_produced_it(run_dir, tmp_path):
+    """evaluate --csv wrote the rows with no word of the run, split, cut-offs or baselines behind them, where
+    recommend --out and similar --out write FILE.json beside their CSV."""
+    import hashlib
+
+    csv = tmp_path / "eval.csv"
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5,10",
+                 "--csv", str(csv)]) == 0
+    record = json.loads((tmp_path / "eval.csv.json").read_text())
+    assert record["command"] == "twotower evaluate" and record["split"] == "test"
+    assert record["output"]["sha256"] == hashlib.sha256(csv.read_bytes()).hexdigest()
+    assert record["output"]["rows"] == 2
+    assert record["run"]["path"] == str(run_dir.resolve()) and record["run"]["fingerprint"]
+    assert record["ks"] == [5, 10] and record["baselines"] == ["popularity"]
+    assert record["test"] is None and record["history_from"] is None

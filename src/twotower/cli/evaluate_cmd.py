@@ -7,6 +7,7 @@ import sys
 
 from twotower.cli.flags import _threads
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
+from twotower.cli.provenance import record_path
 from twotower.errors import ConfigError
 
 __all__ = ["cmd_evaluate", "print_eval_table", "users_line", "rows_to_csv"]
@@ -95,6 +96,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for out, flag in ((csv_out, "--csv"), (plot_out, "--plot")):
         if out is not None:
             _check_out_is_no_input(out, inputs, flag)
+    record = None if csv_out is None else record_path(csv_out)
+    if record is not None:  # eval.csv.json beside eval.csv: refused before the work, like the CSV itself
+        check_output_file(record, "--csv's record")
+        _check_out_is_no_input(str(record), inputs, "--csv's record")
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
@@ -103,7 +108,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
     if csv_out is not None:
-        where = write_output_text(csv_out, rows_to_csv(rows))
+        where = _write_csv(args, run, rows, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(rows))
         print(f"wrote {len(rows)} rows to {where}", file=sys.stderr)
     if plot_out is not None:
         from twotower.evaluation.plots import plot_recall_at_k
@@ -123,6 +128,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
+
+
+def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001 - TrainedRun
+               baselines: tuple[str, ...] | None) -> str:
+    """``--csv FILE`` and, beside it, ``FILE.json`` saying what produced it (as ``recommend --out`` does); ``ks`` and
+    ``baselines`` None are the run's own (``eval.ks`` / ``eval.baselines``), recorded resolved."""
+    from twotower.cli.provenance import evaluate_record, write_csv_and_record
+
+    ks = tuple(ks if ks is not None else run.config.eval.ks)
+    baselines = tuple(baselines if baselines is not None else run.config.eval.baselines)
+
+    def write_rows(write) -> int:  # noqa: ANN001 - the record writer's text sink
+        write(rows_to_csv(rows))
+        return len(rows)
+
+    write_csv_and_record(args.csv, write_rows, lambda n, digest: evaluate_record(
+        args, run, ks=ks, baselines=baselines, n_rows=n, csv_sha256=digest))
+    return str(args.csv)
 
 
 def rows_to_csv(rows: list[dict]) -> str:

@@ -23,8 +23,8 @@ from typing import Any
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, is_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
 
-__all__ = ["RECORD_FORMAT", "check_out_and_record", "file_entry", "recommend_record", "record_path", "similar_record",
-           "write_csv_and_record"]
+__all__ = ["RECORD_FORMAT", "check_out_and_record", "evaluate_record", "file_entry", "recommend_record", "record_path",
+           "similar_record", "write_csv_and_record"]
 
 #: bumped when a key changes meaning; keys are only ever added within one format
 RECORD_FORMAT = 1
@@ -150,4 +150,31 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
         **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k),
         "items": items_entry(item_ids),
         "cold_similar": args.cold_similar,
+    }
+
+
+def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], baselines: Sequence[str], n_rows: int,
+                    csv_sha256: str) -> dict[str, Any]:
+    """The record of one ``evaluate --csv FILE``: the run, the held-out split (or ``--test`` file) and the
+    ``--history-from`` files with their sha256, the resolved ``ks`` and ``baselines``, and the tuned baselines' file
+    the λ and k came from. Two evaluation CSVs otherwise said nothing of the run, split or cut-offs behind them."""
+    from twotower.cli.main import _version
+    from twotower.pipeline.tuned_baselines import TUNED_FILE
+
+    test_file, tuned = getattr(args, "test", None), Path(run.dir) / TUNED_FILE
+    return {
+        "format": RECORD_FORMAT,
+        "command": "twotower evaluate",
+        "twotower_version": _version(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "output": {"path": os.path.abspath(args.csv), "sha256": csv_sha256, "rows": n_rows},
+        "run": {"path": os.path.abspath(run.dir), "fingerprint": run.fingerprint()},
+        "split": args.split,
+        "test": file_entry(test_file) if test_file else None,
+        "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
+        "ks": list(ks),
+        "baselines": list(baselines),
+        "tuned_baselines": file_entry(tuned) if tuned.is_file() else None,
+        "ease_max_items": args.ease_max_items,
+        "ease_low_rank_max_items": getattr(args, "ease_low_rank_max_items", None),
     }
