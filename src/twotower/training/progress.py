@@ -3,29 +3,18 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import time
-from typing import Any
 
 from tqdm.auto import tqdm
+
+from twotower.utils.progress import draws_bars
 
 __all__ = ["Progress"]
 
 # the loop's logger, as before the move: `-q` and a logging config that names it keep governing these lines
 log = logging.getLogger("twotower.training.loop")
-
-
-def _draws_bars(stream: Any) -> bool:
-    """A terminal tqdm can draw on: a terminal that reports 0 columns (``script`` without a terminal, some CI
-    runners and ``ssh -t`` sessions) got empty lines from tqdm and no progress lines either, so a long epoch said
-    nothing; it gets the log lines."""
-    if not stream.isatty():
-        return False
-    try:
-        return os.get_terminal_size(stream.fileno()).columns > 0
-    except (AttributeError, OSError, ValueError):  # no descriptor to ask: trust isatty
-        return True
+_draws_bars = draws_bars  # moved to utils.progress, where RateLog draws its bar on a terminal too
 
 
 class Progress:

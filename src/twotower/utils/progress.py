@@ -1,4 +1,4 @@
-"""Periodic progress lines for long loops off a terminal: ``what: done / total unit, rate, ETA``.
+"""Progress of long loops: a tqdm bar on a terminal, off one a periodic line ``what: done / total unit, rate, ETA``.
 
 Evaluation, baseline tuning, ``recommend --users all`` and text encoding can each
 run for minutes; in a redirected log (CI, nohup) they would otherwise be silent
@@ -10,17 +10,33 @@ import contextlib
 import logging
 import os
 import threading
+import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
-__all__ = ["RateLog", "heartbeat", "no_third_party_bars"]
+__all__ = ["RateLog", "draws_bars", "heartbeat", "no_third_party_bars"]
+
+
+def draws_bars(stream: Any) -> bool:
+    """A terminal tqdm can draw on: a terminal that reports 0 columns (``script`` without a terminal, some CI
+    runners and ``ssh -t`` sessions) got empty lines from tqdm and no progress lines either, so a long epoch said
+    nothing; it gets the log lines."""
+    if not stream.isatty():
+        return False
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (AttributeError, OSError, ValueError):  # no descriptor to ask: trust isatty
+        return True
 
 
 class RateLog:
-    """Logs ``what: done / total unit[note], R rate_unit/s, ETA Ts`` at most every ``every_s`` seconds.
+    """Logs ``what: done / total unit[note], R rate_unit/s, ETA Ts`` at most every ``every_s`` seconds; on a
+    terminal (stderr, as the training bar) a tqdm bar instead, closed when ``done`` reaches ``total``.
 
-    ``every_s=None`` is silent. ``rate_unit=None`` leaves the rate out (a grid of settings has no useful
-    rate); ``rate_digits`` is its number of decimals. The ETA assumes the rate so far holds.
+    ``every_s=None`` is silent (no bar either), and so is a logger below INFO (``-q``). ``rate_unit=None`` leaves
+    the rate out (a grid of settings has no useful rate); ``rate_digits`` is its number of decimals. The ETA
+    assumes the rate so far holds.
     """
 
     def __init__(self, logger: logging.Logger, what: str, total: int, unit: str, every_s: float | None, *,
@@ -28,9 +44,21 @@ class RateLog:
         self.logger, self.what, self.total, self.unit, self.every_s = logger, what, total, unit, every_s
         self.rate_unit, self.rate_digits = rate_unit, rate_digits
         self.t0 = self.last = time.perf_counter()
+        self.bar: Any = None
+        if every_s is not None and logger.isEnabledFor(logging.INFO) and draws_bars(sys.stderr):
+            from tqdm.auto import tqdm  # noqa: PLC0415 - only on a terminal
+
+            self.bar = tqdm(total=total, desc=what, unit=rate_unit or unit, leave=False, mininterval=0.5)
 
     def update(self, done: int, note: str = "") -> None:
         """``done`` of ``total`` finished; ``note`` goes after the count (e.g. the last setting's metric)."""
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            if note:
+                self.bar.set_postfix_str(note.lstrip(" ,;"), refresh=False)
+            if done >= self.total:
+                self.bar.close()
+            return
         now = time.perf_counter()
         if self.every_s is None or now - self.last < self.every_s:
             return
