@@ -1,6 +1,7 @@
 """``twotower search ...`` / ``rerank ...``: a wrong --out, model folder or training flag is one line before any work."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -221,7 +222,10 @@ def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_
     bi = json.loads((tmp_path / "bi" / "twotower_bi_encoder.json").read_text())
     ce = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
     source = {"beir": str(beir.resolve()), "split": "train"}
-    assert bi["data"] == {**source, "pairs": 3, "documents": 5}
+    digests = {name: hashlib.sha256((beir / name).read_bytes()).hexdigest()
+               for name in ("corpus.jsonl", "queries.jsonl", "qrels/train.tsv")}
+    assert bi["data"] == {**source, "pairs": 3, "documents": 5, "sha256": digests}
+    assert ce["data"]["sha256"] == digests
     assert bi["mining"] == {"n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
     assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
     assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,

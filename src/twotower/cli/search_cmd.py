@@ -612,11 +612,18 @@ def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
     return data, qs, pos, by_q
 
 
-def _source(args: argparse.Namespace) -> dict[str, str]:
-    """Where a trained model's pairs came from, recorded in its marker (absolute: read from other folders)."""
+def _source(args: argparse.Namespace) -> dict[str, object]:
+    """Where a trained model's pairs came from, recorded in its marker (absolute: read from other folders), with the
+    sha256 of the files read (corpus, queries, the split's qrels): a path alone did not tell an edited folder."""
     from pathlib import Path
 
-    return {"beir": str(Path(args.beir).resolve()), "split": args.split}
+    from twotower.search.beir import resolve_beir_dir
+    from twotower.utils.atomic import sha256_file
+
+    beir = resolve_beir_dir(args.beir)
+    files = ("corpus.jsonl", "queries.jsonl", f"qrels/{args.split}.tsv")
+    return {"beir": str(Path(args.beir).resolve()), "split": args.split,
+            "sha256": {f: sha256_file(beir / f) for f in files if (beir / f).is_file()}}
 
 
 def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
