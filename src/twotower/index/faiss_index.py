@@ -172,27 +172,31 @@ def _said_once(index: Any) -> None:
             pq.cp.min_points_per_centroid = 1
 
 
+#: FAISS's own seeds (ClusteringParameters.seed, HNSW's level generator): ``seed`` is added to them, so the default
+#: seed 0 builds the very index FAISS built before the seed reached it (documented figures rebuild byte for byte)
+_FAISS_KMEANS_SEED, _FAISS_HNSW_SEED = 1234, 12345
+
+
 def _seed_training(index: Any, ivf: Any, seed: int) -> None:
     """Seed FAISS's own random draws from ``seed``: k-means of the IVF lists and PQ codebooks, HNSW levels.
 
-    FAISS seeds them with constants (ClusteringParameters.seed 1234, HNSW's 12345), so ``index build --seed``
-    changed only the query sample and the training subsample, never the centroids, and meta.json's ``seed``
-    did not say what chose them. FAISS takes a C int here, hence the modulus.
+    FAISS seeds them with constants, so ``index build --seed`` changed only the query sample and the training
+    subsample, never the centroids, and meta.json's ``seed`` did not say what chose them. Offset from FAISS's
+    constants so that seed 0 keeps them; FAISS takes a C int here, hence the modulus.
     """
     faiss = _faiss()
-    s = int(seed) % (2**31)
     top = faiss.downcast_index(index)
     for part in (top, ivf):
         if part is None:
             continue
         if isinstance(part, faiss.IndexIVF):
-            part.cp.seed = s
+            part.cp.seed = (_FAISS_KMEANS_SEED + int(seed)) % (2**31)
         pq = getattr(part, "pq", None)
         if pq is not None:
-            pq.cp.seed = s
+            pq.cp.seed = (_FAISS_KMEANS_SEED + int(seed)) % (2**31)
         hnsw = getattr(part, "hnsw", None)
         if hnsw is not None:
-            hnsw.rng = faiss.RandomGenerator(s)
+            hnsw.rng = faiss.RandomGenerator((_FAISS_HNSW_SEED + int(seed)) % (2**31))
 
 
 def _knobs(inner: Any) -> tuple[str, ...]:
