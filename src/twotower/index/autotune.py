@@ -64,6 +64,8 @@ AUTO_CANDIDATES = ("flat", "ivf", "hnsw", "ivfpq")
 EF_SEARCH = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024)
 K_FACTORS = (1, 2, 4, 8, 16)
 TIE_EPS = 1e-6
+#: rounds of single-query timings behind ``--index auto``'s exact-or-approximate decision (each query's fastest)
+EXACT_LATENCY_ROUNDS = 3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,9 +218,15 @@ def tie_aware_recall(
     return float(hits.sum(axis=1).mean() / min(k, len(ids)))
 
 
-def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = IndexPolicy.latency_queries
-                  ) -> dict[str, Any]:
-    """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few."""
+def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = IndexPolicy.latency_queries,
+                  latency_rounds: int = 1, round_budget_ms: float | None = None) -> dict[str, Any]:
+    """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few.
+
+    ``latency_rounds`` > 1 times each query up to that many times and keeps each query's fastest: what the
+    index costs, without the scheduler's stalls (a shared core's pause lands on a few queries of one round,
+    exactly where a p99 looks). Rounds after the first run only while the p99 so far is above
+    ``round_budget_ms`` and its p50 within it: a typical query over the budget is no stall.
+    """
     index.search(queries[:1], k)  # warm-up
     best, spent, res = math.inf, 0.0, None
     for _ in range(3):  # best of up to 3 runs (shared machines are noisy), stop after ~0.5 s
@@ -229,12 +237,12 @@ def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_qu
         if spent > 0.5:
             break
     qps_batch = queries.shape[0] / max(best, 1e-9)
-    lat = []
-    for q in queries[:latency_queries]:
-        t = time.perf_counter()
-        index.search(q[None], k)
-        lat.append(time.perf_counter() - t)
-    lat_ms = np.asarray(lat) * 1e3
+    lat_ms = _latencies_ms(index, queries[:latency_queries], k)
+    for _ in range(latency_rounds - 1):
+        p50, p99 = np.percentile(lat_ms, [50, 99])
+        if round_budget_ms is None or p99 <= round_budget_ms or p50 > round_budget_ms:
+            break
+        lat_ms = np.minimum(lat_ms, _latencies_ms(index, queries[:latency_queries], k))
     return {
         "results": res,
         "qps_batch": float(qps_batch),
@@ -242,6 +250,15 @@ def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_qu
         "p50_ms": float(np.percentile(lat_ms, 50)),
         "p99_ms": float(np.percentile(lat_ms, 99)),
     }
+
+
+def _latencies_ms(index: VectorIndex, queries: np.ndarray, k: int) -> np.ndarray:
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        index.search(q[None], k)
+        lat.append(time.perf_counter() - t)
+    return np.asarray(lat) * 1e3
 
 
 def _half_octaves(upto: int) -> list[int]:
@@ -350,7 +367,10 @@ def autotune(
     reason, exact_p99 = "", None
     if index == "auto" and candidates is None:
         exact = ExactIndex().build(vectors, ids)
-        speed = measure_speed(exact, queries, k, latency_queries=latency_queries)
+        # each query's fastest of up to 3 rounds: one round's p99 read 1.43 ms in one build and 8.30 ms in the
+        # next on shared cores (a 1,682-item catalogue, a 5 ms budget), so the same seed chose exact, then IVF
+        speed = measure_speed(exact, queries, k, latency_queries=latency_queries, latency_rounds=EXACT_LATENCY_ROUNDS,
+                              round_budget_ms=policy.exact_p99_ms)
         exact_p99 = float(speed["p99_ms"])
         # the report's exact baseline is this warmed best-of-runs figure, measured like every candidate row
         # (the ground-truth pass above is one cold run: it read 3x slower than the exact row it sat beside)
