@@ -90,3 +90,21 @@ def test_decode_of_ids_or_fractional_rows_says_it_takes_integer_rows(rows):
     with pytest.raises(ConfigError, match=r"item vocabulary: decode takes integer rows, got .* ids map to rows with index\(\)"):
         v.decode(rows)
     assert v.decode(np.array([2, 0])) == ["c", "a"] and v.decode([]) == []
+
+
+def test_decode_of_a_search_result_keeps_one_list_per_query():
+    # Results.ids is [B, k]: decode flattened it into one list of B * k ids, the queries' lists run together
+    v = Vocabulary(["a", "b", "c"])
+    assert v.decode(np.array([[2, 0], [1, 2]])) == [["c", "a"], ["b", "c"]]
+    assert v.decode([[0], [1]]) == [["a"], ["b"]]
+    assert v.decode(np.array([2, 0])) == ["c", "a"]
+    assert v.decode(np.zeros((0, 3), np.int64)) == []
+    with pytest.raises(NotFoundError):
+        v.decode(np.array([[0, -1]]))  # the pad of a k above the catalogue is no item
+
+
+@pytest.mark.parametrize("row", [1, np.int64(1), "a"])
+def test_decode_of_one_row_names_id_at(row):
+    # decode(1) was Python's "'int' object is not iterable"; decode("a") read the string as a list of letters
+    with pytest.raises(ConfigError, match=r"decode takes a sequence of rows, got .*; one row's id is id_at\(row\)"):
+        Vocabulary(["a", "b", "c"]).decode(row)

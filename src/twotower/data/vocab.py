@@ -118,9 +118,18 @@ class Vocabulary:
         keys = pd.Index([_to_id(v) for v in values], dtype=object)
         return self._pd_index.get_indexer(keys).astype(np.int64)
 
-    def decode(self, rows: Iterable[int]) -> list[str]:
-        """Ids of ``rows``; a row outside 0..n-1 raises NotFoundError."""
-        raw = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows).ravel()
+    def decode(self, rows: Iterable[int] | np.ndarray) -> list[str] | list[list[str]]:
+        """Ids of ``rows``: a list for 1-D rows, one list per row for a 2-D array such as ``Results.ids``
+        (``[B, k]`` gives B lists of k ids); a row outside 0..n-1 (the pad -1 included) raises NotFoundError."""
+        if isinstance(rows, (int, np.integer, str, bytes)):  # an int was "'int' object is not iterable"
+            raise ConfigError(f"{self.kind} vocabulary: decode takes a sequence of rows, got {rows!r}; one row's id "
+                              "is id_at(row)")
+        shaped = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows)
+        if shaped.ndim == 2:  # a [B, k] search result was flattened into one list of B * k ids, rows run together
+            return [self._decode_flat(np.asarray(line)) for line in shaped]
+        return self._decode_flat(shaped.ravel())
+
+    def _decode_flat(self, raw: np.ndarray) -> list[str]:
         if raw.size and not np.issubdtype(raw.dtype, np.integer):
             # ids instead of rows gave numpy's "invalid literal for int() with base 10: 'a'", and 2.7 read as row 2
             raise ConfigError(f"{self.kind} vocabulary: decode takes integer rows, got {raw.dtype} values such as "
