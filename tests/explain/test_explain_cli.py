@@ -127,3 +127,13 @@ def test_titles_with_line_breaks_stay_in_their_row() -> None:
     lines = format_explanation(e).splitlines()
     assert lines[0] == "Because you bought A\\nB \\x1b[2J." and lines[2].startswith("item x  X\\tY  score")
     assert lines[5].split() == ["+0.2000", "a", "A\\nB"] and len(lines) == 6
+
+
+def test_explain_by_id_refuses_a_history_given_as_one_string(mean_run) -> None:
+    # the string was read letter by letter: "i1" as the items 'i' and '1' (unknown item 'i'), "12" as [1, 2]
+    from twotower.errors import ConfigError
+    from twotower.explain import explain_by_id
+
+    with pytest.raises(ConfigError, match=r"history_ids is a list of item ids, oldest first, e.g. \['i1'\]; got a string"):
+        explain_by_id(mean_run, history_ids="i1", item_id="i3")
+    assert explain_by_id(mean_run, history_ids=("i1",), item_id="i3")["text"]

@@ -314,9 +314,12 @@ def explain_by_id(
     """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
     ``user_features`` go with ``history_ids`` (a new user), as in ``POST /recommend``."""
     check_loaded_run(run, "explain")
-    user_row = None if user_id is None else run.user_vocab.index(str(user_id))
-    item_row = run.item_vocab.index(str(item_id))
-    history_rows = None if history_ids is None else [run.item_vocab.index(str(i)) for i in history_ids]
+    if isinstance(history_ids, (str, bytes)):  # "12" was read as the history [1, 2], or "i50" as unknown item 'i'
+        raise ConfigError(f"history_ids is a list of item ids, oldest first, e.g. [{history_ids!r}]; got a string")
+    # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
+    user_row = None if user_id is None else run.user_vocab.index(user_id)
+    item_row = run.item_vocab.index(item_id)
+    history_rows = None if history_ids is None else [run.item_vocab.index(i) for i in history_ids]
     return explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features,
