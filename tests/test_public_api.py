@@ -21,3 +21,14 @@ def test_explanations_are_exported_from_the_top_level():
     assert {"explain_recommendation", "explain_recommendations"} <= set(twotower.__all__)
     assert twotower.explain_recommendations is twotower.explain.explain_recommendations
     assert twotower.explain_recommendation is twotower.explain.explain_recommendation
+
+
+def test_what_the_cli_s_explain_and_export_call_is_exported_from_the_top_level():
+    # `twotower explain` (external ids) and `twotower export` had no name in twotower.__all__: a notebook holding the
+    # item ids tt.recommend returns had to map them to rows, or import from twotower.explain / twotower.export
+    import twotower.explain
+    import twotower.export
+
+    assert {"explain_by_id", "export_onnx"} <= set(twotower.__all__)
+    assert twotower.explain_by_id is twotower.explain.explain_by_id
+    assert twotower.export_onnx is twotower.export.export_onnx

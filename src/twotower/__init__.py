@@ -83,6 +83,9 @@ _LAZY: dict[str, str] = {
     "ServiceSettings": "twotower.serving",
     "explain_recommendation": "twotower.explain",
     "explain_recommendations": "twotower.explain",  # several items of one user, the user-side work done once
+    "explain_by_id": "twotower.explain",  # `twotower explain`: external ids, as tt.recommend returns them
+    # export
+    "export_onnx": "twotower.export",  # `twotower export --format onnx`
 }
 
 __all__ = [
