@@ -138,3 +138,12 @@ def test_the_cached_item_embeddings_cannot_be_changed_in_place(run):
     mine = items.copy()
     mine *= 2  # a copy is the caller's to change
     assert np.allclose(mine, 2 * run.item_embeddings())
+
+
+def test_a_user_id_from_a_float_column_finds_its_user(run, monkeypatch):
+    # ids read from a float column (one NaN made pandas' int ids floats) train as "7"; user_row str()'d 7.0 to '7.0'
+    # and tt.recommend(run, [7.0]) said "unknown user '7.0'", while item ids (vocab.index) were read as "7"
+    from twotower.data import Vocabulary
+
+    monkeypatch.setattr(run, "user_vocab", Vocabulary([str(i) for i in range(len(run.user_vocab))], kind="user"))
+    assert run.user_row(7.0) == run.user_row(np.float64(7)) == run.user_row(7) == run.user_row("7") == 7

@@ -804,7 +804,9 @@ class TrainedRun:
         return self.item_vocab.id_at(row)
 
     def user_row(self, user_id: str) -> int:
-        return self.user_vocab.index(str(user_id))
+        """The ``user_vocab`` row of one external user id; an unknown id raises NotFoundError naming it."""
+        # index() spells the id as training read it (42.0 from a float column is "42"); str() made it '42.0'
+        return self.user_vocab.index(user_id)
 
     def seen_rows(self, user_row: int) -> np.ndarray:
         return self.history.of(int(vocab_rows([user_row], len(self.user_vocab), "user")[0]))
