@@ -32,3 +32,14 @@ def test_what_the_cli_s_explain_and_export_call_is_exported_from_the_top_level()
     assert {"explain_by_id", "export_onnx"} <= set(twotower.__all__)
     assert twotower.explain_by_id is twotower.explain.explain_by_id
     assert twotower.export_onnx is twotower.export.export_onnx
+
+
+def test_the_trained_run_s_public_methods_say_what_they_take():
+    # help(tt.TrainedRun) showed user_row, seen_rows, scores_for_users, score_pairs, fingerprint and n_items bare:
+    # whether they take ids or rows, and what shape comes back, was found only by reading the source
+    import inspect
+
+    run_cls = twotower.TrainedRun
+    bare = [name for name, member in vars(run_cls).items() if not name.startswith("_")
+            and not inspect.getdoc(member.fget if isinstance(member, property) else getattr(run_cls, name))]
+    assert bare == []

@@ -735,9 +735,12 @@ class TrainedRun:
     # ------------------------------------------------------------------ facts
     @property
     def n_items(self) -> int:
+        """Items in the catalogue (rows of ``item_vocab`` and of :meth:`item_embeddings`)."""
         return len(self.item_vocab)
 
     def fingerprint(self) -> str:
+        """The model's fingerprint (weights and settings): what a saved index or export records and is checked
+        against (``tt.load_index(dir, run.fingerprint())``)."""
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model, self.config, self.recorded_model)
         return self._fingerprint
@@ -809,6 +812,8 @@ class TrainedRun:
         return self.user_vocab.index(user_id)
 
     def seen_rows(self, user_row: int) -> np.ndarray:
+        """Item rows of one known user's training history, oldest first: ``exclude=[run.seen_rows(row)]`` leaves
+        them out of an index search."""
         return self.history.of(int(vocab_rows([user_row], len(self.user_vocab), "user")[0]))
 
     # ------------------------------------------------------------------ scoring
@@ -924,9 +929,11 @@ class TrainedRun:
                 torch.as_tensor(enc.numeric, dtype=torch.float32))
 
     def scores_for_users(self, user_rows: np.ndarray) -> np.ndarray:
+        """``[B, I]`` scores of every item for known users (rows of ``user_vocab``), seen items included."""
         return self.user_vectors(user_rows) @ self.item_embeddings().T
 
     @torch.no_grad()
     def score_pairs(self, user_vec: np.ndarray, item_rows: np.ndarray) -> np.ndarray:
+        """Scores ``[N]`` of ``item_rows`` for one user vector ``[D]`` (a row of :meth:`user_vectors`)."""
         # checked: a negative row read another item's vector (numpy counts from the end) without a word
         return self.item_embeddings()[vocab_rows(item_rows, self.n_items, "item")] @ user_vec
