@@ -147,3 +147,12 @@ def test_a_user_id_from_a_float_column_finds_its_user(run, monkeypatch):
 
     monkeypatch.setattr(run, "user_vocab", Vocabulary([str(i) for i in range(len(run.user_vocab))], kind="user"))
     assert run.user_row(7.0) == run.user_row(np.float64(7)) == run.user_row(7) == run.user_row("7") == 7
+
+
+@pytest.mark.parametrize("bad", ["batch", "rows"])
+def test_score_pairs_names_the_user_vector_it_takes(run, bad):
+    # a [1, D] batch of one user (what user_vectors returns) or user rows gave numpy's matmul core-dimension error
+    user = run.user_vectors([0]) if bad == "batch" else np.array([0])
+    with pytest.raises(DataError, match=r"score_pairs takes one user vector of shape \(\d+,\), got shape"):
+        run.score_pairs(user, np.array([0, 1]))
+    assert run.score_pairs(run.user_vectors([0])[0], np.array([0, 1])).shape == (2,)

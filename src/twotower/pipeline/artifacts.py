@@ -935,5 +935,10 @@ class TrainedRun:
     @torch.no_grad()
     def score_pairs(self, user_vec: np.ndarray, item_rows: np.ndarray) -> np.ndarray:
         """Scores ``[N]`` of ``item_rows`` for one user vector ``[D]`` (a row of :meth:`user_vectors`)."""
+        items = self.item_embeddings()
+        vec = np.asarray(user_vec)
+        if vec.shape != (items.shape[1],):  # was numpy's "matmul: Input operand 1 has a mismatch in its core dimension"
+            raise DataError(f"score_pairs takes one user vector of shape ({items.shape[1]},), got shape {vec.shape}; "
+                            "for one user pass run.user_vectors([row])[0]")
         # checked: a negative row read another item's vector (numpy counts from the end) without a word
-        return self.item_embeddings()[vocab_rows(item_rows, self.n_items, "item")] @ user_vec
+        return items[vocab_rows(item_rows, self.n_items, "item")] @ vec
