@@ -133,8 +133,8 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
     p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users); - for stdout (not with --json)")
-    p.add_argument("--json", action="store_true", help='print {"items": [{"item_id", "score", ...}]}; with --users, '
-                   "JSON records (not with --out: redirect stdout for a file)")
+    p.add_argument("--json", action="store_true", help='print POST /recommend\'s answer, {"items": [{"item_id", "score", ...}], "user_id", "k"}; '
+                   "with --users, JSON records (not with --out: redirect stdout for a file)")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
     p.set_defaults(func=_lazy("twotower.cli.recommend_cmd", "cmd_recommend"))

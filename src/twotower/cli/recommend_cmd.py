@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -88,7 +89,6 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         recommend_history,
         recommend_users,
         results_to_frame,
-        results_to_items,
     )
     from twotower.pipeline.results_csv import write_results_csv
     _threads(args)
@@ -137,8 +137,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features)
         _say_shortfall(res, k, ["a new user"])
-        items = results_to_items(run, res)
-        _print_items(items, args.json, f"recommendations for a new user with {len(hist)} history items", k)
+        _print_answer(args, run, res, k, None, f"recommendations for a new user with {len(hist)} history items",
+                      notes=run.new_user_feature_notes(features))
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
     if histories is not None and not args.no_exclude_seen:
@@ -155,7 +155,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         _say_no_input_history(run, [row], histories)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [f"user {args.user}"])
-        _print_items(results_to_items(run, res), args.json, f"top {k} for user {args.user}", k)
+        _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
     rows = np.asarray(_parse_user_list(run, args.users), np.int64)
     _say_no_input_history(run, rows, histories)
@@ -176,6 +176,22 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         where = "standard output" if args.out == STDOUT else args.out
         print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)
     return 0
+
+
+def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | None, title: str, *,  # noqa: ANN001
+                  notes: list[str] | None = None) -> None:
+    """Print one list: with --json, POST /recommend's answer built by its code (its item records with
+    ``display_name``, ``user_id``, ``k``, ``warnings``, ``shortfall``), which the CLI's own ``{"items"}`` did not
+    match (no ``display_name``, ``user_id`` or ``k``, another shortfall text); else the numbered lines."""
+    from twotower.pipeline.recommend import results_to_items
+    from twotower.serving.service import recommend_answer
+
+    items = results_to_items(run, res)  # the service's item records
+    if not args.json:
+        _print_items(items, False, title, k)
+        return
+    answer = recommend_answer(items, user_id, k, exclude_seen=not args.no_exclude_seen, notes=notes or ())
+    print(json.dumps(answer, ensure_ascii=False, default=str))
 
 
 def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001

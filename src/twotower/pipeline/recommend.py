@@ -372,11 +372,20 @@ def recommend(
 
 
 def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str, Any]]:
-    """``[{"item_id", "score", "rank", ...metadata}]`` for query ``q``."""
+    """``[{"item_id", "score", "rank", ...metadata, "display_name"}]`` for query ``q``: the records, keys in their
+    order, of the service's answers (:func:`twotower.serving.service.catalog_items`), so ``tt.recommend`` /
+    ``tt.similar``, the CLI's ``--json`` and HTTP agree (``display_name`` was the service's alone). Row by row:
+    the whole id list is never copied (tests/explain/test_id_lookups.py)."""
+    from twotower.explain.explainer import run_item_names, run_title_column
+    from twotower.explain.names import name_of
+
+    names, col = run_item_names(run), run_title_column(run)  # worked out once per run
     ids, sc = res.row(q)
     out = []
     for r, (i, s) in enumerate(zip(ids, sc), start=1):
-        rec = run.item_record(int(i))
-        rec.update({"item_id": run.item_vocab.id_at(int(i)), "score": round(float(s), 6), "rank": r})
-        out.append(rec)
+        meta = run.item_record(int(i))
+        item_id = meta.pop("item_id")
+        title = meta.get(col) if col else None
+        out.append({"item_id": item_id, "score": round(float(s), 6), "rank": r, **meta,
+                    "display_name": name_of(title if isinstance(title, str) else None, item_id, names)})
     return out

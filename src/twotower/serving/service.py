@@ -25,7 +25,7 @@ from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 
-__all__ = ["RecommenderService", "RecRequest", "catalog_items", "similar_answer"]
+__all__ = ["RecommenderService", "RecRequest", "catalog_items", "recommend_answer", "similar_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,18 @@ def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray,
     answer = {"items": catalog_items(catalog, rows, scores), "item_id": item_id, "k": k, "query_space": space}
     if len(rows) < k:
         answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id))
+    return answer
+
+
+def recommend_answer(items: list[dict[str, Any]], user_id: str | None, k: int, *, filtered: bool = False,
+                     exclude_seen: bool = True, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The answer of ``POST /recommend`` (and ``twotower recommend --user/--history --json``): ``{"items",
+    "user_id", "k"[, "warnings"][, "shortfall"]}`` around one request's :func:`catalog_items`."""
+    answer: dict[str, Any] = {"items": items, "user_id": user_id, "k": k}
+    if notes:
+        answer["warnings"] = list(notes)
+    if len(items) < k:
+        answer["shortfall"] = _shortfall(k, len(items), filtered=filtered, excluded=SEEN if exclude_seen else None)
     return answer
 
 
@@ -506,19 +518,14 @@ class RecommenderService:
                     done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check, **kw)
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
-            answer = {"items": items, "user_id": r.user_id, "k": r.k}
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one, which a client would
                 # otherwise take for this user's
                 notes = [*notes, f"user_id: {r.user_id!r} has no rows of known items in the serve --history-from files, so the "
                                  "list is ranked from an empty input history, not from their training history"]
-            if notes:
-                answer["warnings"] = notes
-            if len(items) < r.k:
-                answer["shortfall"] = _shortfall(r.k, len(items), filtered=r.filters is not None,
-                                                 excluded=SEEN if r.exclude_seen else None)
-            answers.append(answer)
+            answers.append(recommend_answer(items, r.user_id, r.k, filtered=r.filters is not None,
+                                            exclude_seen=r.exclude_seen, notes=notes))
         return answers
 
     def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,
