@@ -11,8 +11,9 @@ holds no slot of the gate.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -132,6 +133,41 @@ class Metrics:
             f"twotower_body_timeouts_total {self.body_timeouts}",
         ]
         return "\n".join(out) + "\n"
+
+
+def _label(value: Any) -> str:
+    """A Prometheus label value: backslash, double quote and line feed escaped (the text format's rule)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def service_metric_lines(ready: Mapping[str, Any]) -> list[str]:
+    """What a scrape needs to tell one server's model and index from another's (``GET /readyz``'s ``ready``
+    mapping): an info gauge naming the model fingerprint and the index (kind, factory, search params, the
+    fingerprint it was built for), and the item, indexed-item and user counts. /metrics said none of these,
+    so a dashboard could not tell a retrained or an exact-search fallback server from the one it replaced."""
+    index = ready["index"]
+    labels = {"model_fingerprint": ready["model_fingerprint"], "index_backend": index["backend"],
+              "index_factory": index["factory"] or "", "index_params": index["params"],
+              "index_model_fingerprint": index["model_fingerprint"] or ""}
+    info = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+    return [
+        "# HELP twotower_model_info The served model and index (value 1); labels name them.",
+        "# TYPE twotower_model_info gauge",
+        f"twotower_model_info{{{info}}} 1",
+        "# HELP twotower_ready 1 when the index was built for the served model (GET /readyz answers 200), else 0.",
+        "# TYPE twotower_ready gauge",
+        f"twotower_ready {int(bool(ready['ready']))}",
+        "# HELP twotower_items Items of the catalogue.",
+        "# TYPE twotower_items gauge",
+        f"twotower_items {ready['n_items']}",
+        "# HELP twotower_indexed_items Items the index holds (searchable).",
+        "# TYPE twotower_indexed_items gauge",
+        f"twotower_indexed_items {index['count']}",
+        "# HELP twotower_users Users known from training.",
+        "# TYPE twotower_users gauge",
+        f"twotower_users {ready['n_users']}",
+    ]
 
 
 class MetricsMiddleware:

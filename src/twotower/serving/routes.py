@@ -24,6 +24,7 @@ from starlette.responses import PlainTextResponse, Response
 from twotower.serving.budget import WorkBudget
 from twotower.serving.errors import json_bytes
 from twotower.serving.examples import example_ids
+from twotower.serving.middleware import service_metric_lines
 from twotower.serving.schemas import MAX_ID_CHARS, HealthResponse, Schemas, coerce_id
 from twotower.serving.service import RecommenderService, RecRequest
 
@@ -224,7 +225,12 @@ def build_router(s: Schemas) -> APIRouter:
 
     @router.get("/metrics", response_class=PlainTextResponse, tags=["ops"])
     async def metrics(request: Request) -> PlainTextResponse:
-        """Prometheus text format: requests by route and status, latency histogram, in-flight, 429s."""
-        return PlainTextResponse(request.app.state.metrics.render(), media_type="text/plain; version=0.0.4")
+        """Prometheus text format: requests by route and status, latency histogram, in-flight, 429s; the served
+        model and index (twotower_model_info), readiness, and the item and user counts."""
+        text = request.app.state.metrics.render()
+        service = getattr(request.app.state, "service", None)
+        if isinstance(service, RecommenderService):  # loaded (a scrape during start-up gets the counters alone)
+            text += "\n".join(service_metric_lines(service.readiness())) + "\n"
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return router
