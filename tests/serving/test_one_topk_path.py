@@ -177,3 +177,26 @@ def test_serve_filter_exact_max_flag_is_the_setting():
     assert _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "7"])).filter_exact_max == 7
     with pytest.raises(ConfigError, match="--filter-exact-max must be >= 0"):
         _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "-1"]))
+
+
+def test_an_index_served_below_its_recall_target_says_so_in_readyz_and_metrics(run_dir, tmp_path):
+    """Before: `serve --allow-low-recall` logged the shortfall once at start-up; /readyz and /metrics said
+    nothing of the recall measured, so a dashboard saw an approximate index missing its target as healthy."""
+    pytest.importorskip("faiss")
+    from fastapi.testclient import TestClient
+
+    from twotower.serving import RecommenderService, create_app
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("index"))
+    assert main(["index", "build", "--run", str(run), "--index", "IVF2,PQ2x2", "--target-recall", "1.0",
+                 "--queries", "10"]) == 0
+    tune = json.loads((run / "index" / "tune.json").read_text())
+    with TestClient(create_app(service=RecommenderService.load(run, allow_low_recall=True))) as client:
+        recall = client.get("/readyz").json()["index"]["recall"]
+        text = client.get("/metrics").text
+    assert recall == {"recall": tune["chosen"]["recall"], "k": 10, "queries": 10, "target": 1.0, "met_target": False}
+    assert f"twotower_index_recall {tune['chosen']['recall']}" in text and "twotower_index_recall_target 1.0" in text
+    with TestClient(create_app(service=RecommenderService.load(run, exact=True))) as exact:
+        assert exact.get("/readyz").json()["index"]["recall"] is None  # exact search: nothing approximated
+        assert "twotower_index_recall" not in exact.get("/metrics").text

@@ -253,6 +253,7 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -
                              "index_dir": None if index_dir is None else str(index_dir),
                              "index_digest": None if index_dir is None else index_digest(index_dir),
                              "index_description": service.index_description,
+                             "index_recall": service.index_recall,
                              "history_files": (list(service.histories.files) if service.histories is not None
                                                else None)})
     print(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)", file=sys.stderr)

@@ -67,6 +67,18 @@ def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str
             f"{tune.get('target_recall')}")
 
 
+def index_recall(index_dir: str | Path | None) -> dict[str, Any] | None:
+    """What the index's tuning record measured when it was built: ``{"recall", "k", "queries", "target",
+    "met_target"}``; None for exact search or an index without a record. A server started with
+    ``--allow-low-recall`` says so in ``/readyz`` and ``/metrics`` with it, not only in its start-up log."""
+    tune = None if index_dir is None else read_tuning(index_dir)
+    chosen = (tune or {}).get("chosen") or {}
+    if tune is None or "recall" not in chosen or chosen.get("index") == "exact":
+        return None
+    return {"recall": float(chosen["recall"]), "k": tune.get("k"), "queries": tune.get("n_queries"),
+            "target": tune.get("target_recall"), "met_target": bool(tune.get("met_target", True))}
+
+
 def low_recall(index_dir: str | Path) -> str | None:
     """Why the index in ``index_dir`` misses its recall target (from its checksummed ``tune.json``), or None
     if it does not; IntegrityError when that record was edited."""

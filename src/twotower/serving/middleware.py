@@ -151,7 +151,7 @@ def service_metric_lines(ready: Mapping[str, Any]) -> list[str]:
               "index_factory": index["factory"] or "", "index_params": index["params"],
               "index_model_fingerprint": index["model_fingerprint"] or ""}
     info = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-    return [
+    lines = [
         "# HELP twotower_model_info The served model and index (value 1); labels name them.",
         "# TYPE twotower_model_info gauge",
         f"twotower_model_info{{{info}}} 1",
@@ -168,6 +168,17 @@ def service_metric_lines(ready: Mapping[str, Any]) -> list[str]:
         "# TYPE twotower_users gauge",
         f"twotower_users {ready['n_users']}",
     ]
+    recall = index.get("recall")
+    if recall is not None:  # an approximate index's recall measured at build, and the target it was tuned for
+        lines += [
+            "# HELP twotower_index_recall Recall@k of the served index against exact search, measured when built.",
+            "# TYPE twotower_index_recall gauge",
+            f"twotower_index_recall {recall['recall']}",
+            "# HELP twotower_index_recall_target The recall target it was tuned for (missed: serve --allow-low-recall).",
+            "# TYPE twotower_index_recall_target gauge",
+            f"twotower_index_recall_target {recall['target']}",
+        ]
+    return lines
 
 
 class MetricsMiddleware:

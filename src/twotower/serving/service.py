@@ -210,6 +210,7 @@ class RecommenderService:
         self.fingerprint = run.fingerprint()
         #: Which index answers, in words (set by :meth:`load`; printed by `twotower serve`).
         self.index_description = f"{type(index).__name__} over {len(index):,} items"
+        self.index_recall: dict[str, Any] | None = None  # the index's recall measured at build (pipeline.recommend)
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
         self.cold_items = cold_item_mask(run)  # [I] of a dual-head run: queried by their semantic head
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
@@ -266,7 +267,7 @@ class RecommenderService:
         DataFrames) read as the known users' input histories, as ``twotower recommend --history-from``.
         """
         from twotower.pipeline.artifacts import TrainedRun
-        from twotower.pipeline.recommend import open_run_index
+        from twotower.pipeline.recommend import index_recall, open_run_index, run_index_dir
         from twotower.utils.runtime import set_threads
 
         settings = settings or ServiceSettings()
@@ -281,6 +282,7 @@ class RecommenderService:
         log.info("serving from %s", described)
         service = cls(run, index, settings=settings, histories=histories)
         service.index_description = described
+        service.index_recall = index_recall(run_index_dir(run.dir, index_dir, exact=exact))
         return service
 
     # ------------------------------------------------------------------ facts
@@ -293,6 +295,8 @@ class RecommenderService:
             "dim": self.index.dim,
             "is_exact": bool(self.index.is_exact),
             "model_fingerprint": self.index.model_fingerprint,
+            # measured against exact search when built; met_target false only under serve --allow-low-recall
+            "recall": self.index_recall,
         }
 
     def readiness(self) -> dict[str, Any]:

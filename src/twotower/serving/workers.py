@@ -76,6 +76,7 @@ class WorkerSpec:
     fingerprint: str | None = None  # the run's model fingerprint as the parent loaded it
     index_digest: str | None = None  # sha256 of the index's meta.json (which holds its files' checksums)
     index_description: str = ""
+    index_recall: dict[str, Any] | None = None  # what the index's tune.json measured (pipeline.recommend.index_recall)
     search_index: str | None = None
     rerank: str | None = None
     rerank_backend: str | None = None  # serve --rerank-backend; None: RerankSettings' default
@@ -193,6 +194,7 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
     service = RecommenderService(run, index, settings=settings, item_vectors=items, user_vectors=users,
                                  catalog=catalog, histories=histories)
     service.index_description = spec.index_description
+    service.index_recall = spec.index_recall
     return service
 
 
