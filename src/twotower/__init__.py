@@ -77,6 +77,7 @@ _LAZY: dict[str, str] = {
     "load_index": "twotower.index",
     "IndexPolicy": "twotower.index",
     "shortfall": "twotower.index",
+    "build_index": "twotower.pipeline.index_build",  # `twotower index build`: autotuned, saved into RUN/index
     "EncoderSettings": "twotower.text",
     # serving and explanations
     "create_app": "twotower.serving",

@@ -190,16 +190,15 @@ def test_index_build_refuses_an_out_it_would_wipe(run_dir, tmp_path, capsys, whe
 
 def test_a_distributed_build_says_how_many_queries_it_measures_on(run_dir, tmp_path, capsys):
     # --queries above the run's users: it printed "on 1000 user queries" and then measured on the users there are
-    import argparse
-
-    from twotower.cli.index_cmd import _build_distributed, sample_query_rows
     from twotower.index import IndexPolicy
     from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.index_build import sample_query_rows
+    from twotower.pipeline.index_build_distributed import build_distributed
 
     run = TrainedRun.load(run_dir)
     n = len(sample_query_rows(run, 10**6, 0))
-    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=None, seed=0, queries=10**6)
-    assert _build_distributed(args, run, tmp_path / "idx", IndexPolicy(target_recall=0.9)) == 0
+    policy = IndexPolicy(target_recall=0.9, tune_queries=10**6)
+    assert build_distributed(run, "IVF8,Flat", tmp_path / "idx", policy, None, None, print) is not None
     assert f"measuring it against exact search on {n} user queries" in capsys.readouterr().out
     assert json.loads((tmp_path / "idx" / "tune.json").read_text())["n_queries"] == n
 
@@ -207,17 +206,15 @@ def test_a_distributed_build_says_how_many_queries_it_measures_on(run_dir, tmp_p
 def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir, tmp_path, capsys):
     # the torchrun path, in a world of one: its nprobe was nlist/64, unmeasured, and it saved no tune.json,
     # so serving could neither trust nor refuse it
-    import argparse
-
-    from twotower.cli.index_cmd import _build_distributed
     from twotower.index import IndexPolicy, load_index
     from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.index_build_distributed import build_distributed
     from twotower.pipeline.recommend import low_recall
 
     run = TrainedRun.load(run_dir)
     out = tmp_path / "idx"
-    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=None, seed=0, queries=30)
-    assert _build_distributed(args, run, out, IndexPolicy(target_recall=0.9)) == 0
+    assert build_distributed(run, "IVF8,Flat", out, IndexPolicy(target_recall=0.9, tune_queries=30), None, None,
+                             print) is not None
     printed = capsys.readouterr().out
     assert "measuring it against exact search on 30 user queries" in printed and "chosen:" in printed
     tune = json.loads((out / "tune.json").read_text())
@@ -231,8 +228,8 @@ def test_a_distributed_build_is_measured_and_tuned_to_the_recall_target(run_dir,
 
     # a hand-set nprobe is measured as given: a recall below the target is recorded, and serving refuses it
     low = tmp_path / "low"
-    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=1, seed=0, queries=30)
-    assert _build_distributed(args, run, low, IndexPolicy(target_recall=1.0)) == 0
+    assert build_distributed(run, "IVF8,Flat", low, IndexPolicy(target_recall=1.0, tune_queries=30), None,
+                             {"nprobe": 1}, print) is not None
     tune = json.loads((low / "tune.json").read_text())
     assert [r["params"] for r in tune["rows"]] == [{"nprobe": 1}] and tune["pinned"] is True
     assert tune["chosen"]["recall"] < 1.0  # one list of eight: some true neighbours sit in the others
@@ -425,14 +422,12 @@ def test_one_process_build_pins_the_setting_it_is_given(run_dir, tmp_path, capsy
 def test_a_distributed_build_refuses_an_nprobe_above_its_lists_before_building(run_dir, tmp_path):
     # it was set as given (FAISS probes every list, tune.json said nprobe 100); a refusal on rank 0 alone, after the
     # build, would leave the other ranks waiting at the barrier, so every rank refuses it first
-    import argparse
-
-    from twotower.cli.index_cmd import _build_distributed
     from twotower.errors import ConfigError
     from twotower.index import IndexPolicy
     from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.index_build_distributed import build_distributed
 
-    args = argparse.Namespace(index="IVF8,Flat", max_train=None, nprobe=100, seed=0, queries=30)
     with pytest.raises(ConfigError, match=r"^nprobe 100 is more than the 8 lists of IVF8,Flat over 60 vectors"):
-        _build_distributed(args, TrainedRun.load(run_dir), tmp_path / "idx", IndexPolicy())
+        build_distributed(TrainedRun.load(run_dir), "IVF8,Flat", tmp_path / "idx", IndexPolicy(), None,
+                          {"nprobe": 100}, print)
     assert not (tmp_path / "idx").exists()

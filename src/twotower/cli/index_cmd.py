@@ -10,9 +10,6 @@ from twotower.errors import ConfigError
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 
-TUNE_JSON = "tune.json"
-TUNE_PNG = "recall_qps.png"
-
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.main import add_no_verify
@@ -106,150 +103,14 @@ def _pin(args: argparse.Namespace) -> dict[str, int] | None:
     return {"nprobe": nprobe} if nprobe is not None else {"efSearch": ef_search}
 
 
-def sample_query_rows(run, n: int, seed: int):  # noqa: ANN001, ANN201 - TrainedRun, np.ndarray
-    """Up to ``n`` user rows with a training history (seeded), sorted."""
-    import numpy as np
-
-    rows = np.flatnonzero(run.history.lengths() > 0)
-    if rows.size == 0:
-        rows = np.arange(len(run.user_vocab))
-    if rows.size > n:
-        rows = np.sort(np.random.default_rng(seed).choice(rows, n, replace=False))
-    return rows.astype(np.int64)
-
-
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from twotower.cli.paths import check_artefact_dir, run_writer
-    from twotower.index.storage import is_index_dir
-    from twotower.utils.runtime import set_threads, threads_from_env
+    from twotower.pipeline.index_build import build_run_index
+    from twotower.utils.runtime import threads_from_env
 
-    policy = _policy(args)
-    # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
-    out = check_artefact_dir(args.out or Path(args.run) / "index", kind="vector index", is_same_kind=is_index_dir)
-    set_threads(args.threads or threads_from_env())
-    # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile
-    with run_writer(args.run, out, "twotower index build"):
-        return _build(args, policy, out)
-
-
-def _build(args: argparse.Namespace, policy, out: Path) -> int:  # noqa: ANN001 - IndexPolicy
-    import dataclasses
-    import time
-
-    import numpy as np
-
-    from twotower.index import ExactIndex, autotune, plot_recall_qps
-    from twotower.pipeline.artifacts import TrainedRun
-
-    run = TrainedRun.load(args.run)
-    train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
-    policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        return _build_distributed(args, run, out, policy)
-    vectors = run.item_embeddings()  # [I, D]
-    ids = np.arange(run.n_items, dtype=np.int64)
-    fp = run.fingerprint()
-    query_rows = sample_query_rows(run, args.queries, args.seed)
-    queries = run.user_vectors(query_rows).astype(np.float32)  # [Q, D]
-    print(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {len(query_rows)} user queries, "
-          f"k={args.k}, target recall {args.target_recall:g}")
-    if args.index.strip().lower() == "exact":
-        t0 = time.perf_counter()
-        index = ExactIndex().build(vectors, ids)
-        summary = {"index": "exact", "spec": "exact", "params": {}, "k": args.k, "n": len(ids),
-                   "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": []}
-        index.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
-        print(f"saved exact index to {out} (model {fp})")
-        return 0
-    report = autotune(vectors, ids, queries, index=args.index, max_train=args.max_train, policy=policy,
-                      params=_pin(args))
-    # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
-    report.index.save(out, model_fingerprint=fp, tuning=report.to_dict())
-    print(report.table())
-    print(f"why: {report.reason}")
-    c = report.chosen
-    if report.index.is_exact and c.factory == "exact":
-        print(f"chosen: exact search, {c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single")
-        print(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
-        return 0
-    plot_recall_qps(report, out / TUNE_PNG)
-    verdict = "meets" if report.met_target else "does NOT meet"
-    print(f"chosen: {c.factory} {c.params} recall@{args.k} {c.recall:.4f} ({verdict} {args.target_recall:g}), "
-          f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
-    print(f"saved to {out} (model {fp}); table {out / TUNE_JSON}, plot {out / TUNE_PNG}")
-    return 0
-
-
-def _build_distributed(args: argparse.Namespace, run, out: Path, policy) -> int:  # noqa: ANN001 - TrainedRun, IndexPolicy
-    """Under torchrun: each rank encodes its shard of the catalogue; one IVF index is trained once and merged.
-
-    Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
-    ``nprobe`` to the smallest value reaching the recall target (or measures the one ``--nprobe`` gives), and
-    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other.
-    """
-    import time
-
-    import numpy as np
-    import torch
-
-    from twotower.index import tune_index
-    from twotower.index.distributed_build import build_index_distributed, shard_range
-    from twotower.index.faiss_index import training_sample_size
-    from twotower.training import distributed as tdist
-
-    spec = args.index.strip()
-    if spec.lower() in ("auto", "exact", "flat", "hnsw") or "HNSW" in spec or "Refine" in spec or spec.endswith("RFlat"):
-        raise ConfigError(
-            f"--index {spec!r} cannot be built across ranks; use ivf, ivfpq or an IVF factory string "
-            "(or run `twotower index build` in one process to autotune any index type)"
-        )
-    if args.nprobe is not None:  # every rank refuses alike before any work: rank 0 alone left the others waiting
-        from twotower.index.autotune import check_pin
-
-        with torch.no_grad():
-            dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
-        check_pin(spec, {"nprobe": args.nprobe}, run.n_items, dim)
-    tdist.init_from_env()
-    try:
-        n = run.n_items
-        fp = run.fingerprint()
-        chunk = 65536
-
-        @torch.no_grad()
-        def vectors_fn(rank: int, world: int):  # noqa: ANN202
-            start, stop = shard_range(n, rank, world)
-            for s in range(start, stop, chunk):
-                rows = torch.arange(s, min(s + chunk, stop))
-                yield rows.numpy().astype(np.int64), run.model.item_tower(rows).numpy().astype(np.float32)
-
-        @torch.no_grad()
-        def sample() -> np.ndarray:
-            dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
-            m = training_sample_size(spec, n, dim, args.max_train or 100_000)
-            rows = np.sort(np.random.default_rng(args.seed).choice(n, m, replace=False))
-            return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
-
-        t0 = time.perf_counter()
-        index = build_index_distributed(vectors_fn, spec, sample, out, n_total=n, nprobe=args.nprobe,
-                                        model_fingerprint=fp)
-        if tdist.is_main() and index is not None:
-            build_s = time.perf_counter() - t0
-            query_rows = sample_query_rows(run, args.queries, args.seed)  # at most the users with a history
-            print(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
-                  f"measuring it against exact search on {len(query_rows)} user queries")
-            queries = run.user_vectors(query_rows).astype(np.float32)
-            report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
-                                build_s=build_s, params=None if args.nprobe is None else {"nprobe": args.nprobe})
-            index.save(out, model_fingerprint=fp, tuning=report.to_dict())  # tune.json: what serve trusts
-            print(report.table())
-            c = report.chosen
-            verdict = "meets" if report.met_target else "does NOT meet"
-            print(f"chosen: {c.factory} {c.params} recall@{policy.k} {c.recall:.4f} ({verdict} "
-                  f"{policy.target_recall:g}), {c.qps_batch:,.0f} QPS batched; exact {report.exact_qps_batch:,.0f} QPS")
-            print(f"saved to {out} (model {fp}); table {out / TUNE_JSON}")
-        tdist.barrier()
-    finally:
-        tdist.cleanup()
+    policy = _policy(args)  # the flags checked before the run loads, errors naming them
+    # the core is tt.build_index's, so the command and the Python call save the same index and tuning record
+    build_run_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
+                    max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build")
     return 0
 
 

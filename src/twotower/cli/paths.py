@@ -1,74 +1,19 @@
 """Output paths checked before any work: a bad ``--out`` is one line and exit 2, not a traceback an hour later."""
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import sys
-from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from twotower.errors import ConfigError
 from twotower.utils.atomic import _parents_ok, atomic_write_text, check_output_dir, resolve_write_target
+# here since the CLI's commands and the Python calls behind them (tt.build_index) check and lock alike
+from twotower.utils.output_folders import check_artefact_dir, run_writer
 
 __all__ = ["STDOUT", "artefact_owning", "run_writer", "check_artefact_dir", "check_output_dir", "check_output_file", "write_output_text"]
 
 STDOUT = "-"  # `--out -`: the data goes to standard output, as with most Unix tools
-
-
-def check_artefact_dir(
-    path: str | os.PathLike[str],
-    *,
-    kind: str,
-    is_same_kind: Callable[[Path], bool],
-    inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
-    flag: str = "--out",
-) -> Path:
-    """``path`` for a folder artefact that the command replaces as a whole (atomically) once its work is done.
-
-    Checked before any work, because the replacement removes whatever is there: refused when it is a file, a
-    non-empty folder that is not an earlier ``kind`` (``is_same_kind`` recognises one by its marker file), or
-    when it overlaps an input folder (``inputs``: flag -> path; ``None`` entries are skipped).
-    """
-    p = check_output_dir(path, flag, swapped=True)
-    real = p.resolve()
-    for in_flag, src in (inputs or {}).items():
-        if src is None:
-            continue
-        src_real = Path(src).resolve()
-        if real == src_real or real in src_real.parents:  # replacing --out would remove the input
-            raise ConfigError(f"{flag} {p}: is or contains {in_flag} {src}, which writing {flag} would remove; "
-                              "choose a folder outside it")
-        if src_real in real.parents:  # the output would be mixed into the input (and read back as one)
-            raise ConfigError(f"{flag} {p}: is inside {in_flag} {src}; choose a folder outside it")
-    if p.is_dir() and any(p.iterdir()) and not is_same_kind(p):
-        raise ConfigError(f"{flag} {p}: a non-empty folder that is not a {kind}; writing there would replace "
-                          f"everything in it; choose a new or empty folder (or an earlier {kind} to replace)")
-    return p
-
-
-def run_writer(run: str | os.PathLike[str], out: str | os.PathLike[str], what: str) -> contextlib.AbstractContextManager[None]:
-    """The writer lock of the folder ``out`` (an index or export folder, swapped in whole) is written to.
-
-    Inside a run folder (``--run``'s or another's), that run's lock, the one `twotower train` holds: `index build`
-    (RUN/index by default) and `export --out RUN/onnx` write into the run, and two at once paired one's
-    recall_qps.png or tune.json with the other's index, and one beside a `train --out RUN` built from a run being
-    rewritten. Elsewhere, a lock of ``out`` itself, kept beside it (``PARENT/.NAME.twotower.lock``: a lock file
-    inside would be swapped out with the folder): two builds into one outside folder interleaved as well. Either
-    way a second writer is refused at once, naming the folder and the holder; ``run`` is only read when ``out``
-    lies outside it (``TrainedRun.load`` keeps a load only when no file changed under it). Under torchrun rank 0
-    alone writes and takes it.
-    """
-    from twotower.utils.folder_lock import exclusive_writer
-
-    if os.environ.get("RANK", "0") not in ("", "0"):
-        return contextlib.nullcontext()
-    fix = f"wait for it to finish, then run `{what}` again"
-    real_out = Path(out).resolve()
-    owner = next((p for p in (real_out, *real_out.parents) if (p / "run.json").is_file()), None)
-    if owner is None:
-        return exclusive_writer(out, what, fix, beside=True)
-    return exclusive_writer(run if owner == Path(run).resolve() else owner, what, fix)  # named as the user typed it
 
 
 def is_file(path: str | os.PathLike[str]) -> bool:

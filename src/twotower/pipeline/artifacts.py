@@ -89,7 +89,7 @@ def run_part_file(run_dir: Path, name: str) -> Path | None:
 RUN_MARKERS = ("run.json", "model.safetensors", "history.npz", "vocab/users.json", "checkpoint/state.json")
 #: Folder the trainer's checkpoint is swapped into whole (training/checkpoint.py), so all of it is the run's.
 CHECKPOINT_DIR = "checkpoint"
-#: Where `twotower index build` saves a run's index by default (cli/index_cmd.py), and the files it adds
+#: Where `twotower index build` saves a run's index by default (pipeline/index_build.py), and the files it adds
 #: there besides those meta.json lists (tune.json, recall_qps.png).
 INDEX_DIR = "index"
 INDEX_EXTRA_FILES = ("meta.json", "tune.json", "recall_qps.png")
@@ -482,8 +482,9 @@ def _no_weights_hint(d: Path) -> str:
 
 
 #: The commands whose writer lock on a run folder leaves the files loading reads alone (they add an index, an
-#: export or the baselines' tuning cache): a reader is not warned about them.
-DERIVED_WRITERS = ("twotower index build", "twotower export", "twotower evaluate")
+#: export or the baselines' tuning cache): a reader is not warned about them. tt.build_index is the Python call of
+#: `twotower index build` (pipeline/index_build.py).
+DERIVED_WRITERS = ("twotower index build", "tt.build_index", "twotower export", "twotower evaluate")
 #: Loads of a run tried while its files change under them (a writer replacing them), and the pause between.
 _LOAD_TRIES = 3
 _LOAD_RETRY_S = 0.5

@@ -1,0 +1,168 @@
+"""A run's vector index, autotuned and saved into the run: ``tt.build_index`` and `twotower index build` alike.
+
+The index goes to ``RUN/index`` (or ``out``), replaced as a whole under the run's writer lock, with the model's
+fingerprint and the tuning record (``tune.json``, checksummed with the index: serving trusts its measured
+recall). `twotower index build` calls :func:`build_run_index` with its flags, so the two cannot drift.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from twotower.errors import ConfigError
+from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
+from twotower.index.storage import is_index_dir
+from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
+from twotower.utils.output_folders import check_artefact_dir, run_writer
+from twotower.utils.runtime import set_threads
+
+__all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "build_run_index", "sample_query_rows"]
+
+log = logging.getLogger(__name__)
+
+TUNE_JSON = "tune.json"
+TUNE_PNG = "recall_qps.png"
+#: the writer lock's record of a build from Python (artifacts.DERIVED_WRITERS: loads beside it are not warned)
+PY_WRITER = "tt.build_index"
+
+
+@dataclass(frozen=True)
+class BuiltIndex:
+    """What :func:`build_index` saved: the folder, the index, the model it fits and its tuning record."""
+
+    out: Path
+    index: VectorIndex
+    model_fingerprint: str
+    tuning: dict[str, Any]  # tune.json as saved
+    report: TuneReport | None = None  # the measured sweep; None for index="exact" (nothing to tune)
+
+    @property
+    def reason(self) -> str:
+        """Why this index was chosen (``tune.json``'s reason; empty when an index type was named)."""
+        return str(self.tuning.get("reason") or "")
+
+
+def build_index(
+    run: TrainedRun | str | os.PathLike[str],
+    index: str = "auto",
+    *,
+    out: str | os.PathLike[str] | None = None,
+    policy: IndexPolicy | None = None,
+    threads: int | None = None,
+    max_train: int | None = None,
+    params: dict[str, int] | None = None,
+) -> BuiltIndex | None:
+    """Autotune an index over ``run``'s item embeddings and save it, as `twotower index build` does.
+
+    ``run``: a loaded run or its folder. ``index``: ``"auto"`` (exact search when its single-query p99 fits
+    ``policy.exact_p99_ms``, else the fastest of flat, ivf, hnsw, ivfpq meeting the recall target), ``"exact"``,
+    a shortcut or a FAISS factory string. Saved into ``out`` (default ``RUN/index``, which ``tt.recommend`` and
+    `twotower serve` pick up), replaced as a whole. ``params`` pins a setting (``{"nprobe": 8}``) instead of
+    sweeping it; ``threads`` sets torch's and FAISS's thread counts (None: left as they are). Under torchrun
+    (an IVF index built across ranks) ranks other than 0 get None. Example::
+
+        built = tt.build_index(run, "auto")
+        print(built.reason, built.tuning["chosen"])
+    """
+    return build_run_index(run, index, out=out, policy=policy, threads=threads, max_train=max_train,
+                           params=params)
+
+
+def build_run_index(
+    run: TrainedRun | str | os.PathLike[str],
+    index: str = "auto",
+    *,
+    out: str | os.PathLike[str] | None = None,
+    policy: IndexPolicy | None = None,
+    threads: int | None = None,
+    max_train: int | None = None,
+    params: dict[str, int] | None = None,
+    echo: Callable[[str], None] | None = None,
+    flag: str = "out",
+    what: str = PY_WRITER,
+) -> BuiltIndex | None:
+    """:func:`build_index`, with what differs between the CLI and Python: ``echo`` takes each report line
+    (None: logged at INFO), ``flag`` names ``out`` in errors, ``what`` names the writer in its lock."""
+    say = echo or log.info
+    policy = policy or IndexPolicy()
+    if isinstance(run, (str, os.PathLike)):
+        run_dir: Path = Path(run)
+    else:
+        check_loaded_run(run, "build_index")
+        run_dir = run.dir
+    if not isinstance(index, str) or not index.strip():
+        raise ConfigError(f"index must be auto, exact, flat, ivf, hnsw, ivfpq or a FAISS factory string, got {index!r}")
+    if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1):
+        raise ConfigError(f"max_train must be a positive integer, got {max_train!r}")
+    if params is not None and index.strip().lower() == "exact":
+        raise ConfigError("params pins a setting of an approximate index; exact search has none")
+    # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
+    out_dir = check_artefact_dir(out if out is not None else run_dir / "index", kind="vector index",
+                                 is_same_kind=is_index_dir, flag=flag)
+    set_threads(threads)
+    # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile
+    with run_writer(run_dir, out_dir, what):
+        if not isinstance(run, TrainedRun):
+            run = TrainedRun.load(run_dir)
+        return _build(run, index, out_dir, policy, max_train, params, say)
+
+
+def sample_query_rows(run: TrainedRun, n: int, seed: int) -> np.ndarray:
+    """Up to ``n`` user rows with a training history (seeded), sorted."""
+    rows = np.flatnonzero(run.history.lengths() > 0)
+    if rows.size == 0:
+        rows = np.arange(len(run.user_vocab))
+    if rows.size > n:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, n, replace=False))
+    return rows.astype(np.int64)
+
+
+def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
+           params: dict[str, int] | None, say: Callable[[str], None]) -> BuiltIndex | None:
+    train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
+    policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from twotower.pipeline.index_build_distributed import build_distributed
+
+        return build_distributed(run, spec, out, policy, max_train, params, say)
+    vectors = run.item_embeddings()  # [I, D]
+    ids = np.arange(run.n_items, dtype=np.int64)
+    fp = run.fingerprint()
+    query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)
+    queries = run.user_vectors(query_rows).astype(np.float32)  # [Q, D]
+    say(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {len(query_rows)} user queries, "
+        f"k={policy.k}, target recall {policy.target_recall:g}")
+    if spec.strip().lower() == "exact":
+        t0 = time.perf_counter()
+        exact = ExactIndex().build(vectors, ids)
+        summary = {"index": "exact", "spec": "exact", "params": {}, "k": policy.k, "n": len(ids),
+                   "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": []}
+        exact.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
+        say(f"saved exact index to {out} (model {fp})")
+        return BuiltIndex(out, exact, fp, summary)
+    report = autotune(vectors, ids, queries, index=spec, max_train=max_train, policy=policy, params=params)
+    tuning = report.to_dict()
+    # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
+    report.index.save(out, model_fingerprint=fp, tuning=tuning)
+    say(report.table())
+    say(f"why: {report.reason}")
+    c = report.chosen
+    if report.index.is_exact and c.factory == "exact":
+        say(f"chosen: exact search, {c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single")
+        say(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
+        return BuiltIndex(out, report.index, fp, tuning, report)
+    plot_recall_qps(report, out / TUNE_PNG)
+    verdict = "meets" if report.met_target else "does NOT meet"
+    say(f"chosen: {c.factory} {c.params} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}), "
+        f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
+    say(f"saved to {out} (model {fp}); table {out / TUNE_JSON}, plot {out / TUNE_PNG}")
+    return BuiltIndex(out, report.index, fp, tuning, report)
+
