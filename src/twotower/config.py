@@ -1051,7 +1051,7 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
                          root: type | None = None) -> None:
     """Refuse a setting name ``cls`` does not have, saying where it was written.
 
-    ``source`` is what the user typed it in ("config file c.toml", "command line"): a typo in a
+    ``source`` is what the user typed it in ("config file c.toml", "command line", "overrides"): a typo in a
     file otherwise reads exactly like one in an override and the user looks in the wrong place.
     Only names are checked here; values are checked when the merged config is built.
     """
@@ -1075,9 +1075,10 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | RunConfig | None = None) -> RunConfig:
+                base: dict[str, Any] | RunConfig | None = None, *, overrides_label: str = "overrides") -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
-    run's ``run.config``) and overrides."""
+    run's ``run.config``) and overrides. ``overrides_label`` is where errors say the overrides were written
+    (the CLI passes "command line")."""
     if isinstance(path, (Mapping, RunConfig)):  # was a TypeError from pathlib: "expected str, bytes or os.PathLike"
         raise ConfigError(f"load_config's first argument is a config file's path, got a {type(path).__name__}; pass "
                           "settings as load_config(base=...), e.g. load_config(base={'train': {'epochs': 5}})")
@@ -1095,7 +1096,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         _deep_update(data, from_file)
     given = apply_overrides({}, list(overrides or []))
     if overrides:
-        check_known_settings(RunConfig, given, "command line")
+        check_known_settings(RunConfig, given, overrides_label)
     apply_overrides(data, list(overrides or []))
     try:
         return config_from_dict(RunConfig, data)

@@ -112,11 +112,21 @@ def test_unknown_key_names_where_it_was_written(tmp_path):
     nested.write_text("model:\n  user:\n    hiden: [32]\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"config file .*n\.yaml: unknown setting 'model\.user\.hiden'"):
         load_config(nested)
-    # a good file with a typo on the command line points at the command line, not the file
+    # a good file with a typo in the overrides points at the overrides, not the file: from Python they are
+    # load_config's overrides (it said "command line" there too), on the CLI the command line
     good = tmp_path / "g.toml"
     good.write_text("[train]\nepochs = 4\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"^command line: unknown setting 'train\.epoch'"):
+    with pytest.raises(ConfigError, match=r"^overrides: unknown setting 'train\.epoch'"):
         load_config(good, ["train.epoch=3"])
+    with pytest.raises(ConfigError, match=r"^command line: unknown setting 'train\.epoch'"):
+        load_config(good, ["train.epoch=3"], overrides_label="command line")
+
+
+def test_the_cli_names_the_command_line_for_a_typo_in_its_overrides(tmp_path, capsys):
+    from twotower.cli.main import main
+
+    assert main(["train", "--out", str(tmp_path / "run"), "--dataset", "movielens-100k", "train.epoch=3"]) == 2
+    assert capsys.readouterr().err.startswith("error: command line: unknown setting 'train.epoch'; did you mean")
 
 
 def test_bad_choice_names_the_dotted_setting_the_file_and_the_nearest_choice(tmp_path):
@@ -240,7 +250,7 @@ def test_a_setting_written_outside_its_section_names_the_section(tmp_path):
     with pytest.raises(ConfigError, match=r"^config file .*flat\.toml: unknown setting 'epochs'; settings sit in a "
                                           r"section: did you mean train\.epochs\? \(valid sections: data, model, "):
         load_config(path)
-    with pytest.raises(ConfigError, match=r"^command line: unknown setting 'hidden'; .*did you mean "
+    with pytest.raises(ConfigError, match=r"^overrides: unknown setting 'hidden'; .*did you mean "
                                           r"model\.user\.hidden or model\.item\.hidden\?"):
         load_config(overrides=["hidden=[8]"])
     with pytest.raises(ConfigError, match=r"unknown setting 'nonsense'; valid keys: data, model"):

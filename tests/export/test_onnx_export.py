@@ -368,3 +368,23 @@ def test_a_negative_row_is_refused_by_the_exported_towers_not_wrapped(tmp_path):
         user.run(None, {"user_rows": new, "history": np.array([[-1, 3]], np.int64)})
     with pytest.raises(Exception, match="out of data bounds"):
         user.run(None, {"user_rows": -new, "history": np.array([[2, 3]], np.int64)})
+
+
+def test_export_onnx_from_python_names_its_arguments_not_the_cli_flags(tmp_path, capsys):
+    """export_onnx's refusals read "--out runs/x: ... pass --force" from Python too, flags a notebook never typed."""
+    from twotower.cli.main import main
+    from twotower.errors import ConfigError
+    from twotower.export import export_onnx
+
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError, match=rf"^out {a_file}: exists and is a file"):
+        export_onnx(object(), a_file)  # refused before the run is read
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match=rf"^out {notes}: a non-empty folder .* or pass force=True to replace it"):
+        export_onnx(object(), notes)
+    assert main(["export", "--run", str(tmp_path / "no-run"), "--out", str(notes)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {notes}: a non-empty folder") and "or pass --force to replace it" in err

@@ -45,7 +45,7 @@ def _split_reading(args: argparse.Namespace):
             raise ConfigError(f"data split: {key} cannot be set here; it takes {', '.join(SPLIT_OVERRIDES)} "
                               "(the split has its own flags: --method, --ratios, --n, --valid-start, --test-start, "
                               "--seed)")
-    data = load_config(None, overrides).data
+    data = load_config(None, overrides, overrides_label="command line").data
     if args.format is not None:
         if any(o.split("=", 1)[0].strip() == "data.format" for o in overrides) and data.format != args.format:
             raise ConfigError(f"--format {args.format} and data.format={data.format} disagree; give one of them")

@@ -40,7 +40,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     overrides = ["data.dataset=movielens-100k", f"train.threads={threads}"]
     if args.epochs is not None:
         overrides.append(f"train.epochs={args.epochs}")
-    cfg = load_config(overrides=overrides)
+    cfg = load_config(overrides=overrides, overrides_label="command line")
     print(f"== 2/4 training the default two-tower model ({cfg.train.epochs} epochs max, early stopping on valid "
           f"NDCG@10 with patience {cfg.train.patience}) ...", flush=True)
     run, result, prep = train_run(cfg, out)

@@ -29,16 +29,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.paths import check_output_dir, run_writer
     from twotower.errors import ConfigError
     from twotower.export import check_export_dir, export_onnx
+    from twotower.export.onnx import CLI_LABELS
     from twotower.pipeline.artifacts import TrainedRun
 
     if args.check_users < 1:
         raise ConfigError(f"--check-users must be >= 1, got {args.check_users}")
     out = check_output_dir(args.out, swapped=True)  # written beside --out and swapped in whole
-    check_export_dir(out, run_dir=args.run, force=args.force)  # before loading the run: a refused --out costs nothing
+    check_export_dir(out, run_dir=args.run, force=args.force, labels=CLI_LABELS)  # before loading the run: a refused --out costs nothing
     _threads(args)
     with run_writer(args.run, out, "twotower export"):  # `--out RUN/onnx` writes into the run
         run = TrainedRun.load(args.run)
-        r = export_onnx(run, out, check_users=args.check_users, force=args.force)
+        r = export_onnx(run, out, check_users=args.check_users, force=args.force, labels=CLI_LABELS)
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"

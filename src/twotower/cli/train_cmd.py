@@ -51,9 +51,9 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     if getattr(args, "resume", False):  # on top of the run's own settings and data: none need typing again
         from twotower.pipeline.resume import resume_config
 
-        cfg = resume_config(args.out, overrides, args.config)
+        cfg = resume_config(args.out, overrides, args.config, overrides_label="command line")
     else:
-        cfg = load_config(args.config, overrides)
+        cfg = load_config(args.config, overrides, overrides_label="command line")
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg

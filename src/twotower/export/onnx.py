@@ -247,16 +247,24 @@ def _onnx_export(module: nn.Module, args: tuple[Tensor, ...], path: Path, names:
                           dynamo=False, do_constant_folding=True)
 
 
-def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bool = False) -> ExportReport:
+#: How a refusal names the destination and the override: the Python arguments (as train_run names ``out``)
+PY_LABELS = ("out", "force=True")
+#: ... and `twotower export`'s flags
+CLI_LABELS = ("--out", "--force")
+
+
+def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bool = False,
+                labels: tuple[str, str] = PY_LABELS) -> ExportReport:
     """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc).
 
     ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
     non-empty folder holding anything else is refused with ConfigError unless ``force`` (:func:`check_export_dir`).
+    ``labels``: how refusals name ``out`` and ``force`` (the CLI passes :data:`CLI_LABELS`, its flags).
     """
     for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
         require(module, "ONNX export")
     out = Path(out)
-    removed = check_export_dir(out, run_dir=getattr(run, "dir", None), force=force)
+    removed = check_export_dir(out, run_dir=getattr(run, "dir", None), force=force, labels=labels)
     earlier = _exported_run(out) if removed else None
     # written and checked in a sibling folder, then swapped in whole: an interrupted or failed export leaves the
     # previous one as it was, and a new export never sits beside files of an older one (another run's towers)
@@ -284,28 +292,31 @@ def _is_export_leftover(name: str) -> bool:
     return name in EXPORT_FILES or (name.startswith(".") and name.endswith(".tmp"))
 
 
-def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, force: bool = False) -> tuple[str, ...]:
+def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, force: bool = False,
+                     labels: tuple[str, str] = PY_LABELS) -> tuple[str, ...]:
     """What exporting into ``out`` would remove (sorted names; empty for a new or empty folder), checked before any
     work; ConfigError when the export must not go there.
 
     ``out`` is replaced whole, so it is refused when it is a file, when it is or contains the run being exported
     (``run_dir``) or holds any training run (``force`` overrides neither: a run would be deleted) and, unless
     ``force``, when it is a non-empty folder holding anything but an earlier export's files (recognised by their
-    names, and export.json when there is one): unrelated files are never removed unasked.
+    names, and export.json when there is one): unrelated files are never removed unasked. ``labels``: as
+    :func:`export_onnx`'s.
     """
     out = Path(out)
+    flag, force_flag = labels
     if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: exists and is a file, not a folder; choose another path")
+        raise ConfigError(f"{flag} {out}: exists and is a file, not a folder; choose another path")
     if run_dir is not None:
         real, run_real = out.resolve(), Path(run_dir).resolve()
         if real == run_real or real in run_real.parents:
-            raise ConfigError(f"--out {out}: is or contains the run folder {run_dir}, which the export would replace; "
+            raise ConfigError(f"{flag} {out}: is or contains the run folder {run_dir}, which the export would replace; "
                               f"choose a folder of its own, e.g. {Path(run_dir) / 'onnx'}")
     if not out.is_dir():
         return ()
     markers = [m for m in RUN_MARKERS if (out / m).exists()]
-    if markers:  # --force is for stray files, never a whole run
-        raise ConfigError(f"--out {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
+    if markers:  # force is for stray files, never a whole run
+        raise ConfigError(f"{flag} {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
                           f"choose a folder of its own, e.g. {out / 'onnx'}")
     names = sorted(p.name for p in out.iterdir())
     if not names or force:
@@ -315,8 +326,8 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
         shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
         what = "an earlier export with files it did not write" if (out / "export.json").is_file() else \
             "a non-empty folder that is not an ONNX export"
-        raise ConfigError(f"--out {out}: {what} ({shown}); the export replaces the whole folder, so they would be "
-                          "lost: choose a new or empty folder, move them out, or pass --force to replace it anyway")
+        raise ConfigError(f"{flag} {out}: {what} ({shown}); the export replaces the whole folder, so they would be "
+                          f"lost: choose a new or empty folder, move them out, or pass {force_flag} to replace it anyway")
     return tuple(names)
 
 

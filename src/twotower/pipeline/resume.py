@@ -23,7 +23,7 @@ _INPUTS = ("train", "path", "dataset", "valid", "test")
 
 
 def resume_config(out: str | Path, overrides: list[str] | None = None,
-                  config_file: str | Path | None = None) -> RunConfig:
+                  config_file: str | Path | None = None, *, overrides_label: str = "overrides") -> RunConfig:
     """The config to continue the run in ``out`` with: its ``config.json`` (read as :func:`read_saved_config`
     reads it, so a run saved before newer settings still loads), then ``config_file``, then ``overrides``.
 
@@ -31,11 +31,12 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
     own copies of its split (``out/data/*.csv``); a run trained on ``data.dataset`` reads that dataset again
     (its item and user tables come with it, and are not copied). Without ``config.json`` (nothing to continue
     from) the base is the defaults, as for a new run; ``train_run(..., resume=True)`` then says what is missing.
+    ``overrides_label``: as :func:`load_config`'s.
     """
     out = Path(out)
     saved = out / "config.json"
     if not saved.is_file():
-        return load_config(config_file, overrides)
+        return load_config(config_file, overrides, overrides_label=overrides_label)
     base = config_to_dict(read_saved_config(saved)[0])
     given = read_config_file(config_file) if config_file is not None else {}
     _deep_update(given, apply_overrides({}, list(overrides or [])))
@@ -44,7 +45,7 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
         base["data"].update(dict.fromkeys(_INPUTS))
     elif base["data"]["train"] is not None or base["data"]["path"] is not None:
         base["data"] = _own_copies(out, base["data"])
-    return load_config(config_file, overrides, base=base)
+    return load_config(config_file, overrides, base=base, overrides_label=overrides_label)
 
 
 def _own_copies(out: Path, data: dict[str, Any]) -> dict[str, Any]:
