@@ -97,3 +97,26 @@ def test_a_headerless_file_with_text_ids_is_said_to_have_no_header(tmp_path, cap
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         read_interactions(named, ColumnMap(user="customer", item="product", timestamp="ts"))
     assert "holds numbers" not in caplog.text
+
+
+def test_a_frame_holding_the_ids_in_its_index_is_told_to_reset_it():
+    # df.set_index("user_id") (or a groupby's result) was refused with "column 'user_id' not found; columns present:
+    # ['item_id', 'timestamp']. Set data.user_col=NAME": the ids were there, in the index, which no setting reads
+    from twotower.data.features import FeatureSpec, read_feature_table
+    from twotower.data.readers import read_interactions
+
+    df = pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["i1", "i2"], "timestamp": [1, 2]})
+    with pytest.raises(DataError, match=r"column 'user_id' \(the user column\) not found; columns present: "
+                                        r"\['item_id', 'timestamp'\], but the DataFrame's index is named 'user_id': "
+                                        r"call df\.reset_index\(\) to make it a column\.$"):
+        read_interactions(df.set_index("user_id"))
+    with pytest.raises(DataError, match=r"MultiIndex has a level named 'item_id' \(levels \['user_id', 'item_id'\]\): "
+                                        r"call df\.reset_index\(\)"):
+        read_interactions(df.set_index(["user_id", "item_id"]))
+    with pytest.raises(DataError, match=r"index is named 'item_id': call df\.reset_index\(\)"):
+        read_feature_table(pd.DataFrame({"item_id": ["i1"], "brand": ["b"]}).set_index("item_id"),
+                           FeatureSpec(key="item_id", categorical=("brand",)))
+    # an index named otherwise changes nothing: the usual suggestion of a setting
+    with pytest.raises(DataError, match=r"Set data\.user_col=NAME") as e:
+        read_interactions(df.rename(columns={"user_id": "uid"}).set_index("timestamp"))
+    assert "reset_index" not in str(e.value)

@@ -186,7 +186,8 @@ def read_feature_table(
         for c in cols:
             if c not in df.columns:
                 # a '::'-separated table (MovieLens-1M's movies.dat) is one column: no setting names its key
-                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=role)
+                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=role,
+                                                                                   index_names=df.index.names)
     if len(df) == 0:
         # refused like an empty interactions table: an item table of only a header was read as "no item has
         # features" and the run trained on all-missing features without a word
@@ -318,7 +319,8 @@ class FeatureEncoder:
     def _check_columns(self, table: pd.DataFrame, label: str) -> None:
         for c in (self.spec.key, *self.spec.columns):
             if c not in table.columns:
-                raise missing_column_error(c, list(table.columns), file=label, role="feature")
+                raise missing_column_error(c, list(table.columns), file=label, role="feature",
+                                           index_names=table.index.names)
 
     def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None) -> "FeatureEncoder":
         rows = self._rows_in_vocab(table, vocab)

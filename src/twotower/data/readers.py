@@ -448,16 +448,23 @@ def _utf8_bom_misread(present: list[str]) -> str | None:
 
 
 def missing_column_error(
-    column: str, present: Iterable[str], *, file: str, role: str = "", taken: Iterable[str] = ()
+    column: str, present: Iterable[str], *, file: str, role: str = "", taken: Iterable[str] = (),
+    index_names: Iterable[Any] = (),
 ) -> DataError:
     """A DataError for an absent column, listing present columns and close matches.
 
     Columns in ``taken`` already play another role (the user column is no
     suggestion for the item column); the fix names the setting to type.
+    ``index_names``: a DataFrame's ``df.index.names``; one named ``column``
+    is where the values are, and the fix is ``df.reset_index()``.
     """
     present = list(present)
     taken = set(taken)
     what = f" (the {role} column)" if role else ""
+    in_index = _index_holding(column, index_names)
+    if in_index is not None:
+        return DataError(f"column {column!r}{what} not found; columns present: {present}, but {in_index}", file=file,
+                         column=column)
     misread = _utf8_bom_misread(present)
     if misread is not None:
         return DataError(f"column {column!r}{what} not found; columns present: {present}. {misread}", file=file,
@@ -471,6 +478,20 @@ def missing_column_error(
         file=file,
         column=column,
     )
+
+
+def _index_holding(column: str, index_names: Iterable[Any]) -> str | None:
+    """The clause saying a DataFrame's index is named ``column`` (None when none of its levels is).
+
+    ``df.set_index("user_id")`` (or a groupby's result) holds the ids in the index, which no column lookup sees:
+    "column 'user_id' not found" left the user looking for a typo in a name that was right there."""
+    names = list(index_names)
+    if not any(n is not None and str(n) == column for n in names):
+        return None
+    if len(names) == 1:
+        return f"the DataFrame's index is named {column!r}: call df.reset_index() to make it a column."
+    return (f"the DataFrame's MultiIndex has a level named {column!r} (levels {names}): call df.reset_index() to "
+            "make its levels columns.")
 
 
 #: users with at least this many rows are checked for id-sorted "time" order; more than half of them, and at least
@@ -794,7 +815,8 @@ def read_interactions(
         if pairs is not None:
             raise pairs
         named = {columns.user, columns.item, columns.timestamp, columns.rating}
-        errors = [missing_column_error(col, present, file=label, role=role, taken=named - {col}) for role, col in missing]
+        errors = [missing_column_error(col, present, file=label, role=role, taken=named - {col},
+                                       index_names=raw.index.names) for role, col in missing]
         if len(errors) == 1:
             if not data_line:
                 raise errors[0]
@@ -815,7 +837,7 @@ def read_interactions(
         elif col == getattr(defaults, role):
             optional[role] = None  # default name absent: fall back, reported below
         else:
-            raise missing_column_error(col, present, file=label, role=role)
+            raise missing_column_error(col, present, file=label, role=role, index_names=raw.index.names)
     if len(raw) == 0:
         raise DataError("no data rows (only a header); the interactions table is empty", file=label)
 
