@@ -35,6 +35,7 @@ class Results:
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(Q, K)``: queries by hits per query, the shape of ``ids`` and ``scores``."""
         return self.ids.shape  # type: ignore[return-value]
 
     def __len__(self) -> int:

@@ -141,10 +141,12 @@ class Vocabulary:
         return [self._ids[r] for r in arr.tolist()]
 
     def to_dict(self) -> dict[str, Any]:
+        """The vocabulary as JSON-ready data (its ids in row order and its kind), as :meth:`from_dict` reads it."""
         return {"format": _FORMAT, "version": _VERSION, "kind": self.kind, "ids": list(self._ids)}
 
     @classmethod
     def from_dict(cls, data: Any) -> "Vocabulary":
+        """The vocabulary :meth:`to_dict` wrote; IntegrityError for anything else."""
         if not isinstance(data, dict) or not isinstance(data.get("ids"), list):
             raise IntegrityError("not a saved Vocabulary: expected a JSON object with an 'ids' list")
         if data.get("format", _FORMAT) != _FORMAT:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -37,6 +37,9 @@ from twotower.explain.names import catalogue_names, name_of, title_column
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
+
+if TYPE_CHECKING:
+    from twotower.pipeline.artifacts import TrainedRun
 
 __all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns",
            "run_item_names"]
@@ -180,7 +183,7 @@ def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: di
 
 
 def explain_recommendation(
-    run: Any,
+    run: TrainedRun,
     *,
     user_row: int | None = None,
     history_rows: list[int] | None = None,
@@ -207,7 +210,7 @@ def explain_recommendation(
 
 
 def explain_recommendations(
-    run: Any,
+    run: TrainedRun,
     *,
     user_row: int | None = None,
     history_rows: list[int] | None = None,
@@ -302,7 +305,7 @@ def explain_recommendations(
 
 
 def explain_by_id(
-    run: Any,
+    run: TrainedRun,
     *,
     item_id: str,
     user_id: str | None = None,

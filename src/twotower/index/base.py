@@ -264,6 +264,8 @@ class VectorIndex(ABC):
         for name in INSTANCE_METHODS:
             fn = cls.__dict__.get(name)
             if isinstance(fn, FunctionType):
+                if fn.__doc__ is None:  # help(FaissIndex.build) showed none: the wrapper hid VectorIndex's
+                    fn.__doc__ = inspect.getdoc(VectorIndex.__dict__.get(name))
                 setattr(cls, name, _IndexMethod(fn, name))
 
     def _not_built(self) -> ConfigError:

@@ -238,6 +238,7 @@ class ExactIndex(VectorIndex):
 
     @property
     def dim(self) -> int:
+        """Dimension of the indexed vectors (the index must be built)."""
         if self._dim is None:
             raise self._not_built()
         return self._dim

@@ -313,6 +313,7 @@ class FaissIndex(VectorIndex):
 
     @property
     def is_exact(self) -> bool:  # type: ignore[override]
+        """Whether searches return the exact top-k (a flat index)."""
         return isinstance(self._inner(), _faiss().IndexFlat)
 
     @property
@@ -444,6 +445,7 @@ class FaissIndex(VectorIndex):
 
     @property
     def dim(self) -> int:
+        """Dimension of the indexed vectors (the index must be built)."""
         if self._index is None:
             raise self._not_built()
         return int(self._index.d)
@@ -451,6 +453,7 @@ class FaissIndex(VectorIndex):
     # ------------------------------------------------------------------ knobs
     @property
     def search_params(self) -> dict[str, Any]:
+        """The runtime knobs searches use (``nprobe``, ``efSearch``, ``k_factor``, as set), a copy."""
         return dict(self._params)
 
     def set_search_params(self, **params: Any) -> None:

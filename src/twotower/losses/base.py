@@ -40,6 +40,8 @@ from twotower.utils.reductions import row_argmax
 __all__ = ["LossBatch", "RetrievalLoss", "check_temperature", "corrected_logits", "loss_from_logits", "top_is_positive"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
+#: What a loss's ``forward`` returns: the scalar loss and the batch's statistics (accuracy, correct, accidental_hits).
+LossOutput = tuple[Tensor, dict[str, float]]
 
 
 @dataclass
@@ -198,5 +200,5 @@ class RetrievalLoss(nn.Module):
     def extra_repr(self) -> str:
         return f"temperature={self.temperature}, logq={self.logq}, mask_accidental_hits={self.mask_accidental_hits}"
 
-    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> tuple[Tensor, dict[str, float]]:  # pragma: no cover
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> LossOutput:  # pragma: no cover
         raise NotImplementedError

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from twotower.config import LossConfig
 from twotower.errors import DataError
-from twotower.losses.base import LossBatch, RetrievalLoss
+from twotower.losses.base import LossBatch, LossOutput, RetrievalLoss
 
 __all__ = ["bpr_from_scores", "BPRLoss"]
 
@@ -62,7 +62,7 @@ class BPRLoss(RetrievalLoss):
     def __init__(self, temperature: float = LossConfig.temperature) -> None:
         super().__init__(temperature)
 
-    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | Tensor):
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | Tensor) -> Tensor | LossOutput:
         if isinstance(batch, Tensor):  # legacy (query, positive, negative)
             return self._pairwise(queries, candidates, batch)[0]
         b = queries.shape[0]
@@ -75,7 +75,7 @@ class BPRLoss(RetrievalLoss):
         return self._pairwise(queries, candidates[:b], neg, batch.weights, same)
 
     def _pairwise(self, query: Tensor, positive: Tensor, negative: Tensor, weights: Tensor | None = None,
-                  same: Tensor | None = None):
+                  same: Tensor | None = None) -> LossOutput:
         if query.dim() != 2 or positive.shape != query.shape:
             raise DataError(f"query and positive must both be [B, D], got {tuple(query.shape)} and {tuple(positive.shape)}")
         if negative.dim() == 2:

@@ -33,6 +33,7 @@ from twotower.config import LossConfig, TrainConfig
 from twotower.errors import DataError
 from twotower.losses.base import (
     LossBatch,
+    LossOutput,
     RetrievalLoss,
     check_embeddings,
     check_log_q_finite,
@@ -97,7 +98,8 @@ class _Softmax(RetrievalLoss):
         """``[B, N]`` columns to drop besides accidental hits (None: none); the cross-rank de-duplication hook."""
         return None
 
-    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None, **legacy: Tensor | None):
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None,
+                **legacy: Tensor | None) -> Tensor | LossOutput:
         """``(loss, stats)`` for ``batch``; the keyword form ``(q, c, positive_ids=..., ...)`` returns the loss only."""
         if batch is None:  # the pre-contract keyword call: loss only
             loss, stats = self.forward(queries, candidates, LossBatch(**legacy))
@@ -125,7 +127,7 @@ class _Softmax(RetrievalLoss):
                  "accidental_hits": int(mask.count_nonzero()) if mask is not None else 0}
         return loss, stats
 
-    def forward_with_stats(self, queries: Tensor, candidates: Tensor, **legacy: Tensor | None) -> tuple[Tensor, dict[str, float]]:
+    def forward_with_stats(self, queries: Tensor, candidates: Tensor, **legacy: Tensor | None) -> LossOutput:
         """The keyword form of :meth:`forward` returning ``(loss, stats)``."""
         return self.forward(queries, candidates, LossBatch(**legacy))
 
@@ -163,7 +165,8 @@ class InBatchSoftmax(_Softmax):
         cols = batch.positive_cols  # e.g. de-duplicated candidates: each positive's column in the unique set
         return candidates, ids, batch.log_q, torch.arange(b, device=queries.device) if cols is None else cols.long()
 
-    def forward(self, queries, candidates, batch=None, **legacy):
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None,
+                **legacy: Tensor | None) -> Tensor | LossOutput:
         if batch is not None and self._kernel_applies(queries, candidates, batch):
             # distinct candidates (the sequence objective de-duplicates them): no column can be an accidental
             # hit, so the loss is a plain softmax with a column bias, computed by the CPU kernel of FullSoftmax
@@ -214,7 +217,8 @@ class SampledSoftmax(_Softmax):
         cols = torch.zeros(b, dtype=torch.long, device=queries.device)
         return candidates, batch.candidate_ids, batch.log_q, cols
 
-    def forward(self, queries, candidates, batch=None, **legacy):
+    def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None,
+                **legacy: Tensor | None) -> Tensor | LossOutput:
         if batch is None:
             return super().forward(queries, candidates, batch, **legacy)
         _refuse_column_mask(batch, "sampled")
@@ -275,7 +279,8 @@ class FullSoftmax(_Softmax):
             raise DataError(f"positive_ids must be item rows in [0, {n_items})")
         return candidates, None, None, pos.long().to(queries.device)
 
-    def forward(self, queries, all_items, batch=None, **legacy):
+    def forward(self, queries: Tensor, all_items: Tensor, batch: LossBatch | None = None,
+                **legacy: Tensor | None) -> Tensor | LossOutput:
         if batch is None:
             legacy.setdefault("candidate_ids", None)
             return super().forward(queries, all_items, batch, **legacy)

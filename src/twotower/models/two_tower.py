@@ -71,16 +71,20 @@ class TwoTowerModel(nn.Module):
 
     @property
     def history_len(self) -> int:
+        """Items of history the user tower reads (its newest ``L``)."""
         return self.config.user.history_len
 
     @property
     def pad_item(self) -> int:
+        """The item row that pads a history (one past the last item)."""
         return self.n_items
 
     def encode_users(self, user_rows: Tensor | None, history: Tensor | None) -> Tensor:
+        """User vectors ``[B, D]`` for user rows ``[B]`` and/or their item histories ``[B, L]`` (the user tower)."""
         return self.user_tower(user_rows, history)
 
     def encode_items(self, rows: Tensor) -> Tensor:
+        """Item vectors ``[B, D]`` for item rows ``[B]`` (the item tower)."""
         return self.item_tower(rows)
 
     @torch.no_grad()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from twotower.errors import ConfigError
 from twotower.results import Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
+
+if TYPE_CHECKING:
+    from twotower.pipeline.artifacts import TrainedRun
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +156,7 @@ def similar_items(
 
 
 def similar(
-    run: Any,
+    run: TrainedRun,
     item_ids: Iterable[str],
     k: int = ServiceSettings.default_k,
     *,

@@ -190,6 +190,7 @@ class Trainer:
             return train_epoch(self, epoch)  # training/epoch.py
 
     def validate(self) -> dict[str, float]:
+        """The model's metrics on the validation split (metric name -> value); empty without validation data."""
         if self.valid_relevant is None:
             return {}
         scorer = TwoTowerScorer(self.model, self.seqs)
