@@ -859,7 +859,10 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
             return value.lower() in ("true", "1", "yes", "on")
-        raise ConfigError(f"{name}: expected true/false, got {value!r}")
+        # an override's `1` / `0` arrives as a JSON number: `model.user.use_id=1` was refused while "1" was taken
+        if isinstance(value, numbers.Integral) and value in (0, 1):
+            return bool(value)
+        raise ConfigError(f"{name}: expected true/false (or yes/no, on/off, 1/0), got {value!r}")
     if tp is int:
         if isinstance(value, bool):
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
