@@ -41,6 +41,7 @@ __all__ = [
     "apply_overrides",
     "config_from_dict",
     "config_to_dict",
+    "refuse_repeated_overrides",
 ]
 
 T = TypeVar("T")
@@ -967,6 +968,22 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = nxt
         node[parts[-1]] = _parse_scalar(raw.strip())
     return data
+
+
+def refuse_repeated_overrides(overrides: list[str], label: str = "command line") -> None:
+    """One setting overridden twice with different values, as a file's key written twice is refused: on a command
+    line `train.epochs=3 ... train.epochs=4` trained 4 epochs without a word about the 3. (load_config's own
+    list keeps the later value: scripts add overrides on top of a recipe's.)"""
+    seen: dict[str, tuple[str, Any]] = {}
+    for item in overrides:
+        if "=" not in item:
+            continue  # apply_overrides names the malformed one
+        key = item.split("=", 1)[0].strip()
+        value = _parse_scalar(item.split("=", 1)[1].strip())
+        if key in seen and seen[key][1] != value:
+            raise ConfigError(f"{label}: {key} is given twice with different values ({seen[key][0]} and "
+                              f"{item.strip()}); give it once")
+        seen.setdefault(key, (item.strip(), value))
 
 
 class _DuplicateKey(ValueError):

@@ -36,9 +36,10 @@ SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data
 
 def _split_reading(args: argparse.Namespace):
     """The DataConfig part `data split` reads --input with: the ``data.*`` overrides `train` takes, and --format."""
-    from twotower.config import load_config
+    from twotower.config import load_config, refuse_repeated_overrides
 
     overrides = list(getattr(args, "overrides", None) or [])
+    refuse_repeated_overrides(overrides)
     for item in overrides:
         key = item.split("=", 1)[0].strip()
         if key not in SPLIT_OVERRIDES:

@@ -34,9 +34,10 @@ log = logging.getLogger("twotower")
 
 
 def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
-    from twotower.config import load_config
+    from twotower.config import load_config, refuse_repeated_overrides
 
     overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
+    refuse_repeated_overrides(overrides)
     flags: list[tuple[str, str, Any]] = []  # (flag, setting, value) of the shortcut flags given
     for flag, key in (("train", "data.train"), ("valid", "data.valid"), ("test", "data.test"), ("data", "data.path"),
                       ("dataset", "data.dataset"), ("items", "data.items"), ("users", "data.users"),
