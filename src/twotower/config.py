@@ -1013,6 +1013,9 @@ def _load_yaml_unique(text: str) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
+    # YAML 1.1 reads `lr: 1e-3` (no dot) as text, which a quoted number's refusal would then refuse
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789"))
     loader = Loader(text)  # what yaml.load does, with a SafeLoader subclass: no arbitrary objects
     try:
         return loader.get_single_data()
@@ -1094,6 +1097,37 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
             check_known_settings(hints[key], value, source, prefix=name, root=root)
 
 
+def _plain_types(tp: Any) -> set[Any]:
+    """The leaf types a setting's annotation allows (``int | None`` -> {int, None}; ``tuple[int, ...]`` -> {int})."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return set().union(*(_plain_types(a) for a in typing.get_args(tp)))
+    if typing.get_origin(tp) is tuple:
+        return set().union(*(_plain_types(a) for a in typing.get_args(tp) if a is not Ellipsis))
+    return {None if tp is type(None) else tp}
+
+
+def refuse_quoted_values(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "") -> None:
+    """A file's quoted number or boolean where the setting takes no text: `epochs = "5"` in a TOML file trained 5
+    epochs as if unquoted, though the file's own format says it is text (overrides are typed text, so they
+    convert). "none" / "null" stay taken for an optional setting: TOML has no null."""
+    hints = _hints(cls)
+    for key, value in data.items():
+        tp = hints.get(key)
+        if tp is None:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and dataclasses.is_dataclass(tp):
+            refuse_quoted_values(tp, value, source, prefix=f"{name}.")
+            continue
+        allowed = _plain_types(tp)
+        if str in allowed or not allowed & {int, float, bool}:
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and not (None in allowed and v.lower() in ("none", "null")):
+                kind = "true/false" if bool in allowed else "a number"
+                raise ConfigError(f"{source}: {name}: expected {kind}, got the text {v!r}; write it without quotes")
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | RunConfig | None = None, *, overrides_label: str = "overrides") -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
@@ -1113,6 +1147,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         from_file = read_config_file(path)
         check_known_settings(RunConfig, from_file, f"config file {path}")
+        refuse_quoted_values(RunConfig, from_file, f"config file {path}")
         _deep_update(data, from_file)
     given = apply_overrides({}, list(overrides or []))
     if overrides:

@@ -35,3 +35,27 @@ def test_an_override_given_twice_with_two_values_is_refused_on_the_command_line(
     assert main(["data", "split", "--input", str(inp), "--out", str(tmp_path / "o"), "data.user_col=a",
                  "data.user_col=b"]) != 0
     assert "data.user_col is given twice with different values" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix, text, said", [
+    (".toml", '[train]\nepochs = "5"\n', "train.epochs: expected a number, got the text '5'"),
+    (".json", '{"model": {"user": {"use_id": "true"}}}', "model.user.use_id: expected true/false, got the text 'true'"),
+    (".yaml", "eval:\n  ks: ['10', 20]\n", "eval.ks: expected a number, got the text '10'"),
+])
+def test_a_quoted_number_or_boolean_in_a_file_is_refused(tmp_path, suffix, text, said):
+    # `epochs = "5"` trained 5 epochs as if unquoted: the file's own format says it is text
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == f"config file {path}: {said}; write it without quotes"
+
+
+def test_a_file_still_takes_none_for_an_optional_number_and_yaml_exponents(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('[train]\nthreads = "none"\n', encoding="utf-8")  # TOML has no null
+    assert load_config(toml).train.threads is None
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text("train:\n  lr: 1e-3\n  weight_decay: 5E-2\n", encoding="utf-8")  # YAML 1.1 read these as text
+    cfg = load_config(yaml)
+    assert (cfg.train.lr, cfg.train.weight_decay) == (0.001, 0.05)
