@@ -1052,7 +1052,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: {e}; give each setting once (the later value would silently "
                           "replace the earlier)") from e
     except Exception as e:  # parser errors carry line numbers; keep them
-        raise ConfigError(f"config file {path}: cannot parse ({e})") from e
+        # PyYAML says "found character '\t' that cannot start any token": the fix is never named
+        tabbed = [i for i, line in enumerate(text.splitlines(), 1) if "\t" in line[:len(line) - len(line.lstrip())]]
+        hint = (f"; YAML indents with spaces, not tabs (a tab starts line {tabbed[0]})"
+                if path.suffix.lower() in (".yaml", ".yml") and tabbed else "")
+        raise ConfigError(f"config file {path}: cannot parse ({e}){hint}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: top level must be a table/mapping")
     return data

@@ -59,3 +59,13 @@ def test_a_file_still_takes_none_for_an_optional_number_and_yaml_exponents(tmp_p
     yaml.write_text("train:\n  lr: 1e-3\n  weight_decay: 5E-2\n", encoding="utf-8")  # YAML 1.1 read these as text
     cfg = load_config(yaml)
     assert (cfg.train.lr, cfg.train.weight_decay) == (0.001, 0.05)
+
+
+def test_a_yaml_file_indented_with_a_tab_says_to_use_spaces(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n\tepochs: 3\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value).startswith(f"config file {path}: cannot parse (")
+    assert "line 2, column 1" in str(e.value)
+    assert str(e.value).endswith("; YAML indents with spaces, not tabs (a tab starts line 2)")
