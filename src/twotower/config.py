@@ -1033,6 +1033,8 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: not UTF-8 text ({e}); re-save it as UTF-8") from e
     except OSError as e:
         raise ConfigError(f"config file {path}: cannot read it ({e.strerror or e})") from e
+    if not text.strip():  # TOML and YAML read an empty file as no settings: a truncated save trained on defaults
+        raise ConfigError(f"config file {path} is empty; write settings in it, or leave --config out for the defaults")
     try:
         if path.suffix.lower() == ".toml":
             try:

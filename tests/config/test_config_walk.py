@@ -69,3 +69,13 @@ def test_a_yaml_file_indented_with_a_tab_says_to_use_spaces(tmp_path):
     assert str(e.value).startswith(f"config file {path}: cannot parse (")
     assert "line 2, column 1" in str(e.value)
     assert str(e.value).endswith("; YAML indents with spaces, not tabs (a tab starts line 2)")
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".yaml", ".json"])
+def test_an_empty_config_file_is_refused_not_read_as_the_defaults(tmp_path, suffix):
+    path = tmp_path / f"c{suffix}"
+    path.write_text("\n  \n", encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (f"config file {path} is empty; write settings in it, or leave --config out for the "
+                            "defaults")
