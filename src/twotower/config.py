@@ -844,7 +844,10 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{name}: expected a section (table), got {value!r}")
+            # `model.item_item=false` is the natural guess for switching a section off: name its switch
+            switch = next((f.name for f in dataclasses.fields(tp) if f.name == "enabled"), None)
+            hint = f"; to switch it off, set {name}.{switch}=false" if switch and isinstance(value, bool) else ""
+            raise ConfigError(f"{name}: expected a section (table), got {value!r}{hint}")
         return config_from_dict(tp, value, prefix=name)
     if origin is tuple:
         if value is None:  # was read as [None], then the string 'None': a column or a baseline called "None"

@@ -79,3 +79,13 @@ def test_an_empty_config_file_is_refused_not_read_as_the_defaults(tmp_path, suff
         load_config(path)
     assert str(e.value) == (f"config file {path} is empty; write settings in it, or leave --config out for the "
                             "defaults")
+
+
+def test_a_section_set_to_false_names_its_switch() -> None:
+    # a walkthrough's guess `model.item_item=false` got "expected a section (table)" without the key to use
+    from twotower.config import load_config
+    from twotower.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"model\.item_item: expected a section \(table\), got False; to switch it "
+                                          r"off, set model\.item_item\.enabled=false"):
+        load_config(None, ["model.item_item=false"])
