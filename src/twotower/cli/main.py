@@ -6,6 +6,7 @@ is a bug and keeps its traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import logging
 import os
@@ -13,6 +14,45 @@ import sys
 from typing import Callable
 
 __all__ = ["main", "build_parser", "add_no_verify"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with "did you mean" on a mistyped choice: `twotower trian` only listed the twelve commands
+    (Python < 3.14 suggests nothing); subcommand parsers are made with this class too (add_subparsers' default)."""
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as e:
+            close = _closest(str(value), [str(c) for c in action.choices or ()])
+            if close is None:
+                raise
+            raise argparse.ArgumentError(action, f"{e.message}; did you mean {close!r}?") from None
+
+
+def _closest(word: str, candidates: list[str]) -> str | None:
+    """The candidate nearest ``word``, case aside (``--plot-metric ndcg`` means NDCG), or None."""
+    by_lower = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
+
+
+def _flag_hints(parser: argparse.ArgumentParser, argv: list[str], bad: list[str]) -> str:
+    """"; did you mean --epochs?" for the mistyped flags in ``bad``, among the options of the subcommand named
+    in ``argv`` (an exact-prefix typo like --epoch is already taken by argparse as an abbreviation)."""
+    for token in argv:  # descend to the subcommand's own parser: its flags are the candidates
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            parser = subs[0].choices[token]
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    hints = {}
+    for flag in (b.split("=", 1)[0] for b in bad if b.startswith("--")):
+        close = _closest(flag, options)
+        if close is not None:
+            hints[flag] = close
+    if len(hints) == 1:
+        return f"; did you mean {next(iter(hints.values()))}?"
+    return "; did you mean " + ", ".join(f"{c} (for {f})" for f, c in hints.items()) + "?" if hints else ""
 
 
 def add_no_verify(p: argparse.ArgumentParser) -> None:
@@ -213,7 +253,7 @@ def _optional(register_path: str, sub: argparse._SubParsersAction) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="twotower",
         description="Train, evaluate, index, serve and explain two-tower retrieval models.",
         epilog="Start with `twotower demo`; every subcommand has --help.",
@@ -292,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             bad = [e for e in extra if e.startswith("-") or "=" not in e or not hasattr(args, "overrides")]
             if bad:
-                parser.error(f"unrecognized arguments: {' '.join(bad)}")
+                hints = _flag_hints(parser, list(sys.argv[1:] if argv is None else argv), bad)
+                parser.error(f"unrecognized arguments: {' '.join(bad)}{hints}")
             args.overrides = list(args.overrides or []) + extra
     except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
         return e.code if isinstance(e.code, int) else 2

@@ -1,0 +1,26 @@
+"""A mistyped subcommand, choice or flag names the one meant (Python < 3.14's argparse suggests nothing)."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.cli.main import main
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["trian"], "did you mean 'train'?"),
+    (["index", "biuld", "--run", "r"], "did you mean 'build'?"),
+    (["data", "split", "--method", "tempral", "--out", "o"], "did you mean 'temporal'?"),
+    (["evaluate", "--run", "r", "--plot-metric", "ndcg"], "did you mean 'NDCG'?"),  # case aside
+    (["train", "--epohcs", "3"], "did you mean --epochs?"),
+    (["serve", "--run", "r", "--max-wiat-ms", "3"], "did you mean --max-wait-ms?"),
+    (["train", "--epohcs", "3", "--thredas", "1"], "did you mean --epochs (for --epohcs), --threads (for --thredas)?"),
+])
+def test_a_typo_is_answered_with_the_nearest_name(argv, hint, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(hint), err
+
+
+def test_a_flag_near_nothing_gets_no_guess(capsys):
+    assert main(["train", "--zzzzz"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "twotower: error: unrecognized arguments: --zzzzz"
