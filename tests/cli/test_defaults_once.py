@@ -209,3 +209,25 @@ def test_rerank_backend_flags_default_to_the_rerank_settings():
     for argv in (["search", "evaluate", "--beir", "b"], ["search", "query", "--index", "i", "q"],
                  ["serve", "--search-index", "i"]):
         assert _parse(*argv).rerank_backend == RerankSettings.backend
+
+
+def test_epochs_and_demo_user_help_states_their_defaults():
+    """`train --epochs` said only "shortcut for train.epochs=N", demo's "the config's train.epochs" (which config?),
+    and demo's --user none of its default 42: a newcomer read neither the 30 epochs nor who the demo shows."""
+    train, demo = _help_of(build_parser(), "train"), _help_of(build_parser(), "demo")
+    assert train["--epochs"].endswith(f"(default: --config's train.epochs, else {TrainConfig.epochs})")
+    assert demo["--epochs"].endswith(f"(default: train.epochs, {TrainConfig.epochs})")
+    assert demo["--user"] % {"default": _parse("demo").user} == "user to show recommendations for (default 42)"
+
+
+def test_explain_and_export_flags_default_to_their_library_functions():
+    """The CLI's `explain --top` and `export --check-users` repeat the library's keyword defaults: kept equal."""
+    import inspect
+
+    from twotower.explain.explainer import explain_recommendation
+    from twotower.export.onnx import export_onnx
+
+    assert _parse("explain", "--run", "r", "--user", "1", "--item", "2").top == (
+        inspect.signature(explain_recommendation).parameters["top"].default)
+    assert _parse("export", "--run", "r", "--out", "o").check_users == (
+        inspect.signature(export_onnx).parameters["check_users"].default)

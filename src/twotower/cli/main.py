@@ -64,7 +64,7 @@ def add_no_verify(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig  # every default is declared there, once
+    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, TrainConfig  # every default is declared there, once
 
     dc = DataConfig()
     p = sub.add_parser(
@@ -90,7 +90,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
                         "flags and overrides given change those settings")
     # training does not leave the count to torch: train.threads = null means the rule of utils.runtime.auto_threads
     p.add_argument("--threads", type=int, help=f"torch threads, shortcut for train.threads=N (default: {TRAIN_THREADS_DEFAULT})")
-    p.add_argument("--epochs", type=int, help="shortcut for train.epochs=N")
+    p.add_argument("--epochs", type=int, help="maximum epochs, shortcut for train.epochs=N; early stopping may end "
+                   f"sooner (default: --config's train.epochs, else {TrainConfig.epochs})")
     p.add_argument("--no-eval", action="store_true", help="skip the final test evaluation against baselines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     from twotower.cli.search_cmd import _encoder_flags
@@ -220,14 +221,15 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_demo(sub: argparse._SubParsersAction) -> None:
-    from twotower.config import TRAIN_THREADS_DEFAULT
+    from twotower.config import TRAIN_THREADS_DEFAULT, TrainConfig
 
     p = sub.add_parser("demo", help="MovieLens-100K end to end: fetch, train, compare with baselines, recommend")
     p.add_argument("--out", default="runs/demo", help="run folder to write (default runs/demo)")
-    p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the config's train.epochs)")
+    p.add_argument("--epochs", type=int, default=None,
+                   help=f"maximum epochs; early stopping may end sooner (default: train.epochs, {TrainConfig.epochs})")
     p.add_argument("--threads", type=int, default=None,
                    help=f"torch threads (default: {TRAIN_THREADS_DEFAULT})")
-    p.add_argument("--user", default="42", help="user to show recommendations for")
+    p.add_argument("--user", default="42", help="user to show recommendations for (default %(default)s)")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 
 
