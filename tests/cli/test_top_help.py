@@ -29,3 +29,19 @@ def test_the_help_shows_examples_and_each_one_parses():
     for argv in examples:
         build_parser().parse_args(shlex.split(" ".join(argv)))  # SystemExit on a flag that does not exist
     assert all(len(ln) <= 80 for ln in EXAMPLES.splitlines())
+
+
+def _help_of(*path: str) -> dict[str, str]:
+    parser: argparse.ArgumentParser = build_parser()
+    for name in path:
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return {o: a.help or "" for a in parser._actions for o in a.option_strings}
+
+
+def test_flags_refused_together_say_so_in_their_help():
+    """serve --exact with --index, and index build --nprobe with --ef-search, are refused at run time
+    (ConfigError "use one or the other"); their help did not say it. --no-max-wait drops --max-wait-ms silently."""
+    serve, build = _help_of("serve"), _help_of("index", "build")
+    assert serve["--exact"].endswith("not with --index")
+    assert serve["--no-max-wait"].endswith("(--max-wait-ms is then ignored)")
+    assert build["--nprobe"].endswith("not with --ef-search") and build["--ef-search"].endswith("not with --nprobe")

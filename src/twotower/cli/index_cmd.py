@@ -43,10 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--nprobe", type=int, default=None,
                    help="pin nprobe of an IVF index (--index ivf, ivfpq or an IVF factory string; under torchrun the "
                         "merged one): measured and recorded as given, not swept (default: the smallest nprobe "
-                        "reaching --target-recall)")
+                        "reaching --target-recall); not with --ef-search")
     b.add_argument("--ef-search", type=int, default=None,
                    help="pin efSearch of an HNSW index (--index hnsw or an HNSW factory string), measured and recorded "
-                        "as given, not swept (default: the smallest efSearch reaching --target-recall)")
+                        "as given, not swept (default: the smallest efSearch reaching --target-recall); not with --nprobe")
     add_no_verify(b)
     b.set_defaults(func=cmd_index_build)
     i = isub.add_parser("info", help="describe the saved index of a run and check it matches the model")

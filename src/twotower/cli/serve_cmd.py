@@ -25,7 +25,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rerank_backend_flag(p)
     p.add_argument("--index", help="index folder (default RUN/index if built, else exact search)")
     p.add_argument("--exact", action="store_true",
-                   help="rank the whole catalogue exactly, ignoring RUN/index (as `twotower recommend --exact`)")
+                   help="rank the whole catalogue exactly, ignoring RUN/index (as `twotower recommend --exact`); "
+                        "not with --index")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="known users' input histories from these interaction files (e.g. train.csv valid.csv), read "
                         "in time order instead of the training history; their items count as seen (as `twotower "
@@ -44,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="requests waiting beyond those; more get 429 (default %(default)s)")
     p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
                    help="429 when a new request's expected wait for a compute slot exceeds this (default %(default)s ms)")
-    p.add_argument("--no-max-wait", action="store_true", help="bound the queue by --max-queue only, not by time")
+    p.add_argument("--no-max-wait", action="store_true", help="bound the queue by --max-queue only, not by time (--max-wait-ms is then ignored)")
     p.add_argument("--max-k", type=int, default=d.max_k,
                    help=f"largest k a request may ask for, at most {MAX_K} (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
