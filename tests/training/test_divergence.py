@@ -36,3 +36,23 @@ def test_a_learning_rate_that_blows_the_weights_up_stops_the_run_naming_it(batch
                  train=TrainConfig(epochs=3, batch_size=batch_size, lr=1e30, progress=False, checkpoint=False))
     with pytest.raises(TrainingDiverged, match=r"training diverged.*learning rate 1e\+30.*Lower the learning rate"):
         tr.fit()
+
+
+def test_a_run_that_diverges_draws_the_curves_of_the_epochs_before(tmp_path, monkeypatch) -> None:
+    # the curves were drawn only when a fit ended, so a diverged run's out folder had log lines but no curves.png:
+    # the rising loss before the NaN, the first thing to look at, was not drawn
+    import twotower.training.trainer as trainer_module
+    from twotower.training.diagnostics import check_finite_weights
+
+    def diverge_in_epoch_3(model, epoch, lr):  # noqa: ANN001
+        if epoch == 3:
+            raise TrainingDiverged("training diverged in epoch 3 (made to order)")
+        check_finite_weights(model, epoch, lr)
+
+    monkeypatch.setattr(trainer_module, "check_finite_weights", diverge_in_epoch_3)
+    _, _, seqs, model = tiny_mean_model()
+    tr = Trainer(model, seqs, loss=LossConfig(), eval=EvalConfig(baselines=()), out_dir=tmp_path,
+                 train=TrainConfig(epochs=5, batch_size=8, progress=False, checkpoint=False))
+    with pytest.raises(TrainingDiverged, match="epoch 3"):
+        tr.fit()
+    assert (tmp_path / "curves.png").is_file() and [r["epoch"] for r in tr.history] == [1, 2]

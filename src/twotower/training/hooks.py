@@ -195,15 +195,22 @@ def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
         # a finished run's weights carry the item-item term fitted after training, which the trainer's model lacks
         # until the pipeline fits it again (a resume of such a run stopped here, and left the run unloadable)
         load_weights(tr.out_dir / "model.safetensors", tr.model, skip=is_item_item_key)
-    if tr.out_dir and tdist.is_main():
-        from twotower.training.plots import plot_training_curves
-
-        try:
-            plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
-                                 best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind)
-        except Exception as e:  # a plot must never fail a finished training run
-            log.warning("could not draw training curves: %s", e)
+    draw_curves(tr, best_epoch)
     tdist.barrier()
+
+
+def draw_curves(tr: "Trainer", best_epoch: int | None = None) -> None:
+    """``curves.png`` of the epochs in ``tr.history`` (rank 0); also for a fit that diverged, whose finished
+    epochs were in log.jsonl alone (the curves are where a rising loss before the NaN is seen)."""
+    if not (tr.out_dir and tr.history and tdist.is_main()):
+        return
+    from twotower.training.plots import plot_training_curves
+
+    try:
+        plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
+                             best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind)
+    except Exception as e:  # a plot must never fail a training run
+        log.warning("could not draw training curves: %s", e)
 
 
 def schedule_horizon(tr: "Trainer", epoch: int, spent_s: float) -> int:

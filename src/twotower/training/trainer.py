@@ -39,7 +39,7 @@ import torch
 from twotower import distributed as tdist
 from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, TrainingDiverged
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.losses import make_loss
 from twotower.losses.fused_xent import kernel_precision
@@ -216,8 +216,8 @@ class Trainer:
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
         """
-        from twotower.training.hooks import (averaged, finish_fit, log_epoch, save_epoch, schedule_horizon, start_ranks,
-                                             stop_reason)
+        from twotower.training.hooks import (averaged, draw_curves, finish_fit, log_epoch, save_epoch, schedule_horizon,
+                                             start_ranks, stop_reason)
 
         if resume and self._restored is None:
             self.restore()
@@ -243,8 +243,12 @@ class Trainer:
             horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
             self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
             te = time.perf_counter()
-            row = self._run_epoch(epoch)
-            check_finite_weights(self.model, epoch, self.loop.lr)
+            try:
+                row = self._run_epoch(epoch)
+                check_finite_weights(self.model, epoch, self.loop.lr)
+            except TrainingDiverged:
+                draw_curves(self, stopper.best_epoch or None)  # the epochs before the divergence, drawn
+                raise
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
             row["lr"] = self.loop.lr
