@@ -666,13 +666,13 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     import numpy as np
 
     from twotower.search.dense import DenseRetriever
-    from twotower.search.finetune import finetune_bi_encoder
+    from twotower.search.finetune import base_towers, finetune_bi_encoder
     from twotower.search.negatives import mine_hard_negatives
-    from twotower.text.encoder import load_text_encoder
 
     data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
     texts = data.corpus.doc_texts()
-    dense = DenseRetriever(load_text_encoder(args.base), cache_dir=args.cache, max_length=args.max_length).fit(texts)
+    q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
+    dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache, max_length=args.max_length).fit(texts)
     uniq = list(by_q)
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining,

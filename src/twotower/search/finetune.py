@@ -37,7 +37,7 @@ import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
 from twotower.errors import DataError
-from twotower.search.artefacts import BI_ENCODER_META, file_table, trained_backend, verify_model_dir
+from twotower.search.artefacts import BI_ENCODER_META, file_table, is_bi_encoder, trained_backend, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.text.encoder import (
     EncoderSettings,
@@ -51,6 +51,7 @@ from twotower.utils.atomic import atomic_dir, atomic_write_json
 __all__ = [
     "FinetuneConfig",
     "FinetuneResult",
+    "base_towers",
     "finetune_bi_encoder",
     "load_bi_encoder",
     "load_dense_retriever",
@@ -127,6 +128,22 @@ def _as_encoder(model, name: str, settings: EncoderSettings) -> TextEncoder:
                        settings=replace(settings, backend=backend))
 
 
+def base_towers(base: str | os.PathLike[str] | None) -> tuple[TextEncoder, TextEncoder, Path]:
+    """``(query encoder, document encoder, document tower folder)`` that a fine-tuning from ``base`` starts with.
+
+    ``base``: None (the packaged MiniLM), a sentence-transformers folder (both towers start from it), or a
+    :func:`finetune_bi_encoder` output, whose towers go on training: read as one sentence-transformers folder it was a
+    transformers "Unrecognized model" traceback, though ``--base`` accepts it. Encoded on the environment's backend,
+    as a plain base is.
+    """
+    if base is None or not is_bi_encoder(base):
+        enc = load_text_encoder(base)
+        return enc, enc, Path(base) if base is not None else default_model_path()
+    q, d = load_bi_encoder(base, settings=EncoderSettings.from_env())
+    doc_dir = Path(base) / "doc"
+    return q, d, doc_dir if doc_dir.is_dir() else Path(base) / "query"
+
+
 def finetune_bi_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -172,14 +189,16 @@ def finetune_bi_encoder(
         raise DataError("need at least 2 pairs for in-batch negatives")
     rng = seed_everything(cfg.seed)
 
-    base_enc = load_text_encoder(base)
+    base_enc, doc_enc, doc_dir = base_towers(base)
     # recorded in the marker: how many documents the towers read only in part (cut at cfg.max_length)
-    truncation = truncation_report(base_enc, doc_texts, cfg.max_length, cache_dir=cache_dir)
+    truncation = truncation_report(doc_enc, doc_texts, cfg.max_length, cache_dir=cache_dir)
     q_model = base_enc.model
     if cfg.shared:
         d_model = q_model
-    else:
+    elif doc_enc is base_enc:  # one model to start both towers from: the document tower is a copy
         d_model = copy.deepcopy(q_model)
+    else:  # a fine-tuned bi-encoder's own document tower
+        d_model = doc_enc.model
     frozen_docs = None
     if not cfg.train_doc_tower:
         from twotower.text.cache import cached_encode  # noqa: PLC0415
@@ -187,7 +206,7 @@ def finetune_bi_encoder(
         d_model.eval()
         for p in d_model.parameters():
             p.requires_grad_(False)
-        emb = cached_encode(base_enc, doc_texts, cache_dir, max_length=cfg.max_length, show_progress=show_progress)
+        emb = cached_encode(doc_enc, doc_texts, cache_dir, max_length=cfg.max_length, show_progress=show_progress)
         frozen_docs = torch.from_numpy(emb)  # [N_docs, D]
     params = list(q_model.parameters()) + ([] if cfg.shared or not cfg.train_doc_tower else list(d_model.parameters()))
     n_params = sum(p.numel() for p in params)
@@ -269,9 +288,9 @@ def finetune_bi_encoder(
     with atomic_dir(out) as tmp:
         q_model.save(str(tmp / "query"), create_model_card=False, safe_serialization=True)
         if not cfg.shared:
-            if not cfg.train_doc_tower and base_dir.is_dir():
+            if not cfg.train_doc_tower and doc_dir.is_dir():
                 # identical files keep the base model's fingerprint, so its cached corpus embeddings are reused
-                shutil.copytree(base_dir, tmp / "doc")
+                shutil.copytree(doc_dir, tmp / "doc")
             else:
                 d_model.save(str(tmp / "doc"), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / META_FILE, {
