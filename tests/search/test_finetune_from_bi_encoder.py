@@ -38,3 +38,18 @@ def test_a_fine_tuned_bi_encoder_is_a_base_to_train_on(tmp_path):
     # the frozen document tower is the base's own, file for file (so its cached corpus embeddings are reused)
     assert second_d.model_id == first_d.model_id
     assert second_q.model_id not in (first_q.model_id, second_d.model_id)
+
+
+@needs_text
+def test_a_relative_base_is_recorded_absolute(tmp_path, monkeypatch):
+    from twotower.search.finetune import FinetuneConfig, finetune_bi_encoder
+    from twotower.text.encoder import default_model_path
+
+    model = default_model_path()
+    monkeypatch.chdir(model.parent)  # `--base model` typed in the folder holding it: "model" alone said nothing
+    cfg = FinetuneConfig(epochs=1, batch_size=2, max_length=16, query_max_length=8, train_doc_tower=False,
+                         negatives_per_query=0)
+    finetune_bi_encoder(["aspirin heart", "vitamin bones"], [0, 1], ["Aspirin and the heart.", "Vitamin D."],
+                        tmp_path / "m", config=cfg, base=model.name, show_progress=False)
+    meta = json.loads((tmp_path / "m" / "twotower_bi_encoder.json").read_text())
+    assert meta["base"] == str(model.resolve())

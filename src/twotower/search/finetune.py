@@ -284,7 +284,8 @@ def finetune_bi_encoder(
     q_model.eval()
     d_model.eval()
     out = Path(out_dir)
-    base_dir = Path(base) if base is not None else default_model_path()
+    # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
+    base_dir = Path(base).resolve() if base is not None else default_model_path()
     with atomic_dir(out) as tmp:
         q_model.save(str(tmp / "query"), create_model_card=False, safe_serialization=True)
         if not cfg.shared:

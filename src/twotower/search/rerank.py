@@ -293,7 +293,8 @@ def train_cross_encoder(
         raise DataError("queries, positive_rows and negatives need the same length")
     rng = seed_everything(cfg.seed)
     t0 = time.perf_counter()
-    base_dir = Path(base) if base is not None else default_model_path()
+    # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
+    base_dir = Path(base).resolve() if base is not None else default_model_path()
     model = _load_fresh_head(base_dir, cfg.max_length)
     # past the position embeddings the first forward pass failed with a tensor-size RuntimeError (as
     # text.encoder.check_max_length says for the bi-encoder): refused here, before any step
