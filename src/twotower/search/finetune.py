@@ -264,7 +264,7 @@ def finetune_bi_encoder(
 
     mined_at = 0  # the epoch the negatives in ``neg`` were mined for
     for epoch in range(cfg.epochs):
-        if epoch > 0 and cfg.refresh_negatives:
+        if epoch > 0 and cfg.refresh_negatives and cfg.negatives_per_query:  # none used: nothing to re-mine
             neg = _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports,
                           base_enc.settings, mining_names)
             # the round-robin starts again at the head of the fresh lists: counted from epoch 0 it skipped their
@@ -302,6 +302,8 @@ def finetune_bi_encoder(
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
             "truncation": truncation,  # documents cut at config.max_length (as the search index's meta.json)
             "mining": asdict(mining) if mining is not None else None,
+            # which negatives each query's softmax saw: "mining": null alone did not say whether none were wanted
+            "negatives": _negatives_record(cfg, neg is not None),
             # the frozen document vectors and every mined negative come from this forward pass (auto resolved):
             # torch-bf16 trains other weights than torch from the same settings above
             "encoder_backend": base_enc.backend,
@@ -309,6 +311,13 @@ def finetune_bi_encoder(
         })
     q_enc, d_enc = load_bi_encoder(out)
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
+
+
+def _negatives_record(cfg: FinetuneConfig, mined: bool) -> dict[str, Any]:
+    """The marker's account of the negatives: the batch's other positives always, plus hard or corpus ones."""
+    hard = cfg.negatives_per_query if mined else 0
+    return {"in_batch": True, "hard_per_query": hard, "corpus": cfg.corpus_negatives,
+            "in_batch_only": not hard and not cfg.corpus_negatives}
 
 
 def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings, names):
