@@ -88,7 +88,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--batch-size", type=int, default=ft.batch_size, help="queries per batch (default %(default)s)")
     t.add_argument("--temperature", type=float, default=ft.temperature, help="softmax temperature (default %(default)s)")
     t.add_argument("--max-length", type=int, default=ft.max_length, help="tokens per text (default %(default)s)")
-    t.add_argument("--train-doc-tower", action="store_true", help="train the document tower too (slow on CPU)")
+    t.add_argument("--train-doc-tower", action="store_true",
+                   help="train the document tower too (slow on CPU; 1 hard negative per query per step)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
     from twotower.search.negatives import MiningConfig
 
@@ -658,6 +659,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
         refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed), flags)
+    if train_docs and args.negatives > 1:
+        _warn_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
     # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if args.base is not None:
@@ -692,6 +695,17 @@ def cmd_search_train(args: argparse.Namespace) -> int:
                               source=_source(args), mining_names=MINING_FLAGS)
     _report_search_training(args, res, cfg, len(qs))
     return 0
+
+
+def _warn_negatives_cap(args: argparse.Namespace, flag: str) -> None:
+    """A trained document tower takes 1 hard negative per query per step, whatever --negatives says: the log's
+    "+1 hard negatives/query" was the only sign of it."""
+    logging.getLogger(__name__).warning(
+        "--negatives %d with %s: 1 hard negative per query per step, the %d mined taking turns epoch by epoch. A "
+        "document tower being trained reads every hard negative forward and backward at --max-length word pieces "
+        "(a frozen one looks them up in the encoded corpus), so each more per query would add --batch-size such "
+        "documents to every step; and they are mined once, as re-mining would encode the corpus again with the "
+        "moving tower", args.negatives, flag, args.negatives)
 
 
 def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> None:  # noqa: ANN001 - FinetuneResult, FinetuneConfig
