@@ -660,7 +660,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
         refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed), flags)
     if train_docs and args.negatives > 1:
-        _warn_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
+        _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
     # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if args.base is not None:
@@ -697,10 +697,11 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warn_negatives_cap(args: argparse.Namespace, flag: str) -> None:
+def _say_negatives_cap(args: argparse.Namespace, flag: str) -> None:
     """A trained document tower takes 1 hard negative per query per step, whatever --negatives says: the log's
-    "+1 hard negatives/query" was the only sign of it."""
-    logging.getLogger(__name__).warning(
+    "+1 hard negatives/query" was the only sign of it. Said (info, not a warning: --negatives' default gives it
+    on every such run, and the negatives mined are all used, taking turns)."""
+    logging.getLogger(__name__).info(
         "--negatives %d with %s: 1 hard negative per query per step, the %d mined taking turns epoch by epoch. A "
         "document tower being trained reads every hard negative forward and backward at --max-length word pieces "
         "(a frozen one looks them up in the encoded corpus), so each more per query would add --batch-size such "
