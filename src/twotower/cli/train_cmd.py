@@ -98,8 +98,15 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
             else f"{result.seconds:.1f}s")
     n = result.epochs_run
-    return (f"trained: best {best} at epoch {result.best_epoch} ({n} epoch{'' if n == 1 else 's'}{why}, {took}); "
-            f"run folder {out}")
+    return (f"trained: best {best} at epoch {result.best_epoch} ({n} epoch{'' if n == 1 else 's'}{why}, {took})"
+            f"{_gate_clause(result)}; run folder {out}")
+
+
+def _gate_clause(result: TrainResult) -> str:
+    """``", gate alpha 0.487 (semantic head's weight)"`` for a dual-head item tower: the kept epoch's gate, which
+    the epoch log showed but the summary, the one line a script keeps, left out; "" for any other tower."""
+    row = next((r for r in result.history if r.get("epoch") == result.best_epoch and "alpha" in r), None)
+    return "" if row is None else f", gate alpha {row['alpha']:.3f} (semantic head's weight)"
 
 
 def item_item_summary(result: TrainResult, metric: str) -> str | None:
