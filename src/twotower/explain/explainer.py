@@ -7,7 +7,7 @@ The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
      "history": [{"item_id", "title", "display_name", "contribution", "age", ...metadata}],  # largest first
      "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
      "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
-     "already_seen", "basis", "text",
+     "already_seen", "cold", "basis", "text",  # cold: the item had no training interactions
      "method", "history_window", "history_total", "empty_history_score",
      "reads_history", "profile", "user_features"}
 
@@ -171,6 +171,12 @@ def _heads(run: Any, user_row: int | None, window: np.ndarray, item_row: int,
     }
 
 
+def _item_reads(tower: Any) -> tuple[str, ...]:
+    """What the item tower reads of an item besides its ID: ``"text"`` (frozen text embeddings), ``"features"``."""
+    text = getattr(tower, "text", None) is not None and (tower.config.text_embeddings or tower.config.dual_head)
+    return (("text",) if text else ()) + (("features",) if tower.features.out_dim else ())
+
+
 def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every pooled history item, largest contribution first (ties: the more recent first), with metadata."""
     L = len(window)
@@ -270,6 +276,10 @@ def explain_recommendations(
     # the pooled items are the same for every item of this user (the window's valid columns)
     pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
     pooled_records = [run.item_record(r) for r in pooled]
+    # training interactions per item: a cold item (none) was explained "Because you watched ..." with a head
+    # split whose collaborative half is the zero-ID vector every cold item shares
+    trained = np.bincount(np.asarray(run.history.items, np.int64), minlength=run.n_items)
+    reads_of_item = _item_reads(model.item_tower)
     out = []
     for item_row, att in zip(item_rows, atts):
         if check is not None:
@@ -284,6 +294,7 @@ def explain_recommendations(
             "history": entries,
             "shared_metadata": shared_metadata(item, pooled_records, cols),
             "already_seen": bool(np.isin(item_row, seen)),
+            "cold": bool(trained[item_row] == 0),
             "basis": "history" if reads and len(att.positions) else profile,
             "method": att.method,
             "history_window": int(len(att.positions)),
@@ -298,7 +309,8 @@ def explain_recommendations(
             expl["heads"] = heads
         # a tower with features and a user-ID embedding rests on both; "profile" names the features only
         expl["text"] = explanation_text(expl, cols, entries, names=names,
-                                        with_user_id=profile == "features" and model.user_tower.id_emb is not None)
+                                        with_user_id=profile == "features" and model.user_tower.id_emb is not None,
+                                        cold_reads=reads_of_item)
         expl["history"] = entries[:top]
         out.append(expl)
     return out

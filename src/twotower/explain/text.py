@@ -101,7 +101,8 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
 
 
 def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None,
-                     *, with_user_id: bool = False, names: Mapping[str, str] | None = None) -> str:
+                     *, with_user_id: bool = False, names: Mapping[str, str] | None = None,
+                     cold_reads: tuple[str, ...] = ()) -> str:
     """The sentence for an explanation dict (everything but ``text`` filled in).
 
     ``history`` is the full attribution table, largest contribution first
@@ -111,10 +112,14 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     ``profile`` names only the first of the chain, and its keys stay as they are).
     ``names``: ``{item_id: name}`` for the items of the catalogue that share a title (the run's
     :func:`~twotower.explain.explainer.run_item_names`); any other item is named by its title.
+    ``cold_reads``: what the item tower reads of an item besides its ID (``"text"``, ``"features"``), named
+    when the dict's ``cold`` says the item had no training interactions.
     """
     title = _name(expl["item"], expl["item_id"], names)
     if expl["already_seen"]:
         return f"You already {cols.verb} {title}: it is in your history, so this is not a new recommendation."
+    if expl.get("cold"):
+        return _cold_sentence(expl, cols, title, cold_reads)
     heads = _heads_clause(expl.get("heads"))
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
@@ -152,3 +157,36 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         n, v = facts["others"]["count"], facts["others"]["value"]
         parts.append(f" and {n} other {v} {'titles that also raise' if n != 1 else 'title that also raises'} its score")
     return "".join(parts) + heads + "."
+
+
+def _cold_heads_clause(heads: dict[str, Any] | None) -> str:
+    """A dual-head cold item's split: its collaborative head read the zero ID vector every cold item shares."""
+    if not heads:
+        return ""
+    sem, col = float(heads["semantic"]), float(heads["collaborative"])
+    share = f" ({round(100 * sem / (sem + col))}% of the score, through the semantic head)" if sem > 0 and col > 0 else ""
+    return f"{share} and the collaborative vector every cold item shares"
+
+
+def _shared_clause(expl: dict[str, Any], cols: MetadataColumns) -> str:
+    """``"; it shares Comedy (13 items) and Animation (2) with the 50 items of your history window"`` from the
+    dict's shared metadata (first multi-valued column), or "" when it shares none."""
+    shared = expl.get("shared_metadata") or {}
+    values = shared.get(cols.multi[0]) if cols.multi else None
+    if not values:
+        return ""
+    said = [f"{v['value']} ({v['count']} item{'' if v['count'] == 1 else 's'})" if i == 0 else f"{v['value']} ({v['count']})"
+            for i, v in enumerate(values[:3])]
+    n = shared.get("history_items", 0)
+    return f"; it shares {_join(said)} with the {n} item{'' if n == 1 else 's'} of your history window"
+
+
+def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, reads: tuple[str, ...]) -> str:
+    """An item without training interactions: no one's history trained its vector, so "Because you watched X"
+    would credit co-watching that never happened (the leave-one-out numbers stay in the dict's history table,
+    as what they measure: the user side). The sentence says it is cold and cites its metadata only."""
+    what = {("text",): "its text", ("features",): "its features", ("features", "text"): "its text and features"}
+    basis = what.get(tuple(sorted(reads)), "the vector every cold item shares (the tower reads no text or features)")
+    heads = _cold_heads_clause(expl.get("heads"))
+    return (f"{title} has no training interactions (a cold item), so its score rests on {basis}{heads}, "
+            f"not on who {cols.verb} it{_shared_clause(expl, cols)}.")
