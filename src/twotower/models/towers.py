@@ -23,7 +23,7 @@ from twotower.models.mlp import MLP
 from twotower.models.pooling import weighted_bag, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
-__all__ = ["ItemTower", "UserTower", "HeadOutputs"]
+__all__ = ["ItemTower", "UserTower", "HeadOutputs", "check_item_inputs"]
 
 
 def _head(config: TowerConfig, in_dim: int, tower: str) -> nn.Module:
@@ -51,6 +51,22 @@ class HeadOutputs:
         self.collaborative = collaborative
         self.alpha = alpha
         self.norm = norm
+
+
+def check_item_inputs(config: TowerConfig, feature_width: int) -> None:
+    """ConfigError when the item tower (its collaborative head, for a dual head) would read nothing:
+    no ID embedding, no item features (``feature_width`` 0) and no text outside a semantic head.
+    The pipeline calls it before the item texts are encoded, so the refusal does not wait for them."""
+    text_in = config.text_embeddings and not config.dual_head
+    if config.use_id or feature_width > 0 or text_in:
+        return
+    features = ("item features (--items FILE with data.item_categorical / item_numeric / item_multi, and "
+                "model.item.use_features=true)")
+    if config.dual_head:
+        raise ConfigError("model.item.dual_head: the collaborative head has no input (the text feeds the "
+                          f"semantic head only); set model.item.use_id=true or give {features}")
+    raise ConfigError("the item tower has no input: set model.item.use_id=true or "
+                      f"model.item.text_embeddings=true, or give {features}")
 
 
 class ItemTower(nn.Module):
@@ -91,13 +107,7 @@ class ItemTower(nn.Module):
         if config.text_embeddings and not config.dual_head:
             in_dim += text_dim
         if in_dim == 0:  # a ConfigError: the CLI printed a traceback, and the dual head's text did not count
-            features = ("item features (--items FILE with data.item_categorical / item_numeric / item_multi, and "
-                        "model.item.use_features=true)")
-            if config.dual_head:
-                raise ConfigError("model.item.dual_head: the collaborative head has no input (the text feeds the "
-                                  f"semantic head only); set model.item.use_id=true or give {features}")
-            raise ConfigError("the item tower has no input: set model.item.use_id=true or "
-                              f"model.item.text_embeddings=true, or give {features}")
+            check_item_inputs(config, self.features.out_dim)
         self.mlp = _head(config, in_dim, "item")
         if config.dual_head:
             self.semantic = nn.Linear(text_dim, config.out_dim, bias=False)

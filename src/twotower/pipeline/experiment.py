@@ -59,7 +59,13 @@ def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) 
     (models/size.py): `model.item.hidden=[65536, 65536, 65536]` ended in torch's out-of-memory traceback, and
     `loss.kind=full` over a large catalogue, whose parameters fit, was killed in its first steps."""
     from twotower.models.size import check_training_fits
+    from twotower.models.towers import check_item_inputs
 
+    item = config.model.item
+    feats = prep.item_features if item.use_features else None
+    # "the collaborative head has no input" came after the item texts were encoded (minutes on a large catalogue)
+    check_item_inputs(item, 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes)
+                      + int(feats.numeric.shape[1]))
     check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
                         item_features=prep.item_features, text_dim=text_dim)
 
