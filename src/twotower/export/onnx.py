@@ -12,6 +12,7 @@ Written to ``DIR``::
                        (in both towers a negative row is refused, not wrapped to the last row: :data:`NO_ROW`)
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
     item_ids.json, user_ids.json   external id of each row
+    cold_similar_queries.npy  dual-head runs with cold items: their similar-items queries (export.json's cold_similar)
     export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
 
 ``DIR`` is the export's own folder, replaced as a whole (:func:`check_export_dir`): an earlier export there is
@@ -369,6 +370,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
             np.save(fh, np.ascontiguousarray(items, np.float32), allow_pickle=False)
     atomic_write_json(out / "item_ids.json", list(run.item_vocab.ids))
     atomic_write_json(out / "user_ids.json", list(run.user_vocab.ids))
+    cold_similar = _export_cold_queries(run, items, out)
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     atomic_write_json(out / "export.json", {
         "format": 1,
@@ -385,11 +387,33 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors",
                        "input_meaning": {"item_rows": INPUT_MEANING["item_rows"]}},
         "opset": OPSET,
+        **({"cold_similar": cold_similar} if cold_similar else {}),
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   "tolerance": TOLERANCE},
     })
     return replace(report, new_user_row=new_user_row)
+
+
+def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, Any] | None:
+    """A dual-head run's cold items (no training interactions) are queried for similar items by their semantic
+    head (``POST /similar-items``, ``twotower similar``), not by the row of item_embeddings.npy, which holds the
+    collaborative vector every cold item shares: those queries go in ``cold_similar_queries.npy`` so an export's
+    consumer can give the service's lists. None for any other run (nothing written)."""
+    from twotower.pipeline.similar import cold_item_mask, similar_queries
+
+    cold = cold_item_mask(run)
+    if cold is None or not cold.any():
+        return None
+    rows = np.flatnonzero(cold)
+    queries, _ = similar_queries(run, items, rows, cold, "semantic")  # [C, D]
+    with atomic_path(out / "cold_similar_queries.npy") as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.ascontiguousarray(queries, np.float32), allow_pickle=False)
+    return {"file": "cold_similar_queries.npy", "item_rows": [int(r) for r in rows],
+            "meaning": "float32 [C, D]: row j is the similar-items query of item row item_rows[j] (no training "
+                       "interactions: its semantic head, zero-padded to D), to search item_embeddings.npy by inner "
+                       "product as POST /similar-items does; every other item is queried by its own row"}
 
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
