@@ -49,7 +49,7 @@ def test_a_second_training_into_a_folder_being_written_is_refused_and_changes_no
         other.write("4242\n")
         other.flush()
         capsys.readouterr()
-        assert _train(dataset, out, "model.item.id_dim=8") == 2
+        assert _train(dataset, out, "train.lr=0.01") == 2  # other settings, refused for the lock alone
         err = capsys.readouterr().err
         assert err.strip() == (f"error: {out}: another twotower train (pid 4242) is writing this folder; wait for it "
                                "to finish, or train into another --out")
