@@ -6,42 +6,22 @@ with it, the export's consumer got other lists than POST /similar-items, which q
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("onnxruntime")
 
+from tests.serving.cold_runs import dual_head_with_cold  # noqa: E402
 from tests.serving.tiny_run import build_tiny_run  # noqa: E402
 from twotower.export.onnx import export_onnx  # noqa: E402
-from twotower.models.history import UserSequences  # noqa: E402
 from twotower.pipeline.similar import similar  # noqa: E402
 
 COLD = ("i7", "i11", "i12")
 
 
 def _dual_cold_run(run_dir):
-    from twotower.models.two_tower import TwoTowerModel
-    from twotower.pipeline.artifacts import TrainedRun
-
-    run = TrainedRun.load(run_dir)
-    cfg = run.config.model
-    torch.manual_seed(0)
-    text = np.random.default_rng(0).normal(size=(run.n_items, 8)).astype(np.float32)
-    run.model = TwoTowerModel(replace(cfg, item=replace(cfg.item, dual_head=True)), len(run.user_vocab), run.n_items,
-                              item_text=text).eval()
-    cold = [run.item_vocab.index(i) for i in COLD]
-    with torch.no_grad():  # as training leaves an item it never saw (pipeline/experiment.py)
-        run.model.item_tower.id_emb.weight[cold] = 0.0
-    h = run.history
-    keep = ~np.isin(h.items, cold)
-    counts = np.add.reduceat(keep, h.indptr[:-1]) * (np.diff(h.indptr) > 0)
-    run.history = UserSequences(np.concatenate([[0], np.cumsum(counts)]).astype(h.indptr.dtype), h.items[keep],
-                                h.timestamps[keep])
-    run._item_emb, run._fingerprint = None, None
-    return run
+    return dual_head_with_cold(run_dir, COLD)
 
 
 def test_cold_items_similar_lists_from_the_export_equal_the_service(tmp_path) -> None:

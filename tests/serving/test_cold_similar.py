@@ -5,13 +5,14 @@ its neighbours were other cold items (bench/cold_similar.py); warm items keep th
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from fastapi.testclient import TestClient
+
+from tests.serving.cold_runs import dual_head_with_cold
 
 COLD, TWIN = "i7", "i30"  # COLD loses its training rows and gets TWIN's text
 COLD_TOO = ("i11", "i12", "i13")  # more cold items, which share COLD's collaborative vector
@@ -20,28 +21,7 @@ COLD_TOO = ("i11", "i12", "i13")  # more cold items, which share COLD's collabor
 @pytest.fixture(scope="module")
 def dual_run(run_dir: Path):
     """The tiny run with a dual-head item tower (random text) whose COLD and COLD_TOO items have no training rows."""
-    from twotower.models.history import UserSequences
-    from twotower.models.two_tower import TwoTowerModel
-    from twotower.pipeline.artifacts import TrainedRun
-
-    run = TrainedRun.load(run_dir)
-    cfg = run.config.model
-    torch.manual_seed(0)
-    text = np.random.default_rng(0).normal(size=(run.n_items, 8)).astype(np.float32)
-    row = run.item_vocab.index
-    text[row(COLD)] = text[row(TWIN)]
-    cold = [row(i) for i in (COLD, *COLD_TOO)]
-    run.model = TwoTowerModel(replace(cfg, item=replace(cfg.item, dual_head=True)), len(run.user_vocab), run.n_items,
-                              item_text=text).eval()
-    with torch.no_grad():  # as training leaves an item it never saw (pipeline/experiment.py)
-        run.model.item_tower.id_emb.weight[cold] = 0.0
-    h = run.history
-    keep = ~np.isin(h.items, cold)
-    counts = np.add.reduceat(keep, h.indptr[:-1]) * (np.diff(h.indptr) > 0)
-    run.history = UserSequences(np.concatenate([[0], np.cumsum(counts)]).astype(h.indptr.dtype), h.items[keep],
-                                h.timestamps[keep])
-    run._item_emb, run._fingerprint = None, None
-    return run
+    return dual_head_with_cold(run_dir, (COLD, *COLD_TOO), same_text=(COLD, TWIN))
 
 
 def _service(run, **settings):
