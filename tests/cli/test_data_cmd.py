@@ -90,15 +90,29 @@ def test_data_split_time_names_its_flags(tmp_path, capsys):
     assert "--valid-start" in err and "--test-start" in err and "data.valid_start" not in err
 
 
-def test_data_split_time_cutoffs_beyond_the_data_warn(tmp_path, caplog):
-    args = ["data", "split", "--input", str(_renamed(tmp_path)), "--out", str(tmp_path / "o"), "--method", "time",
-            "--valid-start", "2030-01-01", "--test-start", "2031-01-01", "data.user_col=uid", "data.item_col=iid",
-            "data.timestamp_col=ts", "data.rating_col=stars"]
-    with caplog.at_level("WARNING"):
-        assert main(args) == 0
-    text = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
-    assert "valid is empty" in text and "test is empty" in text and "--test-start 2031-01-01" in text
-    assert "timestamps run from 0 " in text and "to 305 " in text
+def test_data_split_time_cutoffs_beyond_the_data_are_refused_before_a_good_split_is_replaced(tmp_path, capsys):
+    """Cut-offs past the data wrote empty valid.csv/test.csv over a good earlier split in --out, with only a
+    warning; now refused (exit 2, one line naming the cut-offs, the data's range and the empty parts)."""
+    out = tmp_path / "o"
+    cols = ["data.user_col=uid", "data.item_col=iid", "data.timestamp_col=ts", "data.rating_col=stars"]
+    base = ["-q", "data", "split", "--input", str(_renamed(tmp_path)), "--out", str(out), "--method", "time", *cols]
+    assert main([*base, "--valid-start", "1970-01-01T00:02:00", "--test-start", "1970-01-01T00:04:00"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert main([*base, "--valid-start", "2030-01-01", "--test-start", "2031-01-01"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "valid is empty" in err and "test is empty" in err
+    assert "--test-start 2031-01-01" in err and "timestamps run from 0 " in err and "to 305 " in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_data_split_time_equal_cutoffs_ask_for_no_valid_part(tmp_path, capsys):
+    # valid is [valid-start, test-start): equal cut-offs ask for none, so an empty valid is no error
+    out = tmp_path / "o"
+    assert main(["-q", "data", "split", "--input", str(_renamed(tmp_path)), "--out", str(out), "--method", "time",
+                 "--valid-start", "1970-01-01T00:03:00", "--test-start", "1970-01-01T00:03:00", "data.user_col=uid",
+                 "data.item_col=iid", "data.timestamp_col=ts", "data.rating_col=stars"]) == 0
+    assert len(pd.read_csv(out / "valid.csv")) == 0 and len(pd.read_csv(out / "test.csv")) > 0
 
 
 def test_an_interrupted_split_leaves_the_previous_split_whole(tmp_path, monkeypatch):

@@ -162,8 +162,10 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
     if args.method == "time":  # errors and warnings name the flags the user typed
+        # a part the cut-offs ask for coming out empty is refused before anything is written: empty valid/test
+        # files replaced a good earlier split in --out with only a warning (valid_start == test_start asks for none)
         split = global_time_split(df, valid_start, test_start, names=("--valid-start", "--test-start"),
-                                  time_unit=reading.time_unit)
+                                  time_unit=reading.time_unit, refuse_empty=True)
     else:
         split = _split(df, cfg, args.seed)
     # the input's rows the reader dropped (duplicates): without them the report's rows summed to fewer than the

@@ -327,13 +327,23 @@ def _cutoff(value: Any, setting: str, unit: str | None, ts: np.ndarray, declared
 
 
 def _warn_empty_parts(valid: pd.DataFrame, test: pd.DataFrame, given: tuple[Any, Any], names: tuple[str, str],
-                      span: str) -> None:
-    """Cut-offs beyond the data leave valid or test empty: say so here, not by a failure later in training."""
+                      span: str, refuse: tuple[bool, bool] = (False, False)) -> None:
+    """Cut-offs beyond the data leave valid or test empty: say so here, not by a failure later in training.
+
+    ``refuse`` (valid's, test's): that part empty is an error, not a warning; `data split` refuses before it
+    writes, so a good earlier split in its --out is not replaced by empty valid/test files.
+    """
     (v_name, t_name), (v_value, t_value) = names, given
+    empty: list[tuple[bool, str]] = []
     if len(valid) == 0:
-        log.warning("valid is empty: no timestamp is in [%s %s, %s %s); %s", v_name, v_value, t_name, t_value, span)
+        empty.append((refuse[0], f"valid is empty: no timestamp is in [{v_name} {v_value}, {t_name} {t_value})"))
     if len(test) == 0:
-        log.warning("test is empty: no timestamp is at or after %s %s; %s", t_name, t_value, span)
+        empty.append((refuse[1], f"test is empty: no timestamp is at or after {t_name} {t_value}"))
+    refused = [message for wrong, message in empty if wrong]
+    if refused:  # one line for both parts, so the user fixes both cut-offs at once
+        raise DataError(f"{'; '.join(refused)}; {span}; choose cut-offs inside that range (nothing was written)")
+    for _, message in empty:
+        log.warning("%s; %s", message, span)
 
 
 def _shown(value: Any, cut: int, unit: str | None) -> str:
@@ -343,7 +353,7 @@ def _shown(value: Any, cut: int, unit: str | None) -> str:
 
 def global_time_split(
     df: pd.DataFrame, valid_start: Any, test_start: Any, *, names: tuple[str, str] = ("valid_start", "test_start"),
-    time_unit: str = "auto",
+    time_unit: str = "auto", refuse_empty: bool = False,
 ) -> Split:
     """One cut for everyone: ``t < valid_start`` train, ``valid_start <= t < test_start`` valid, rest test.
 
@@ -355,6 +365,8 @@ def global_time_split(
     data the magnitude misreads (times before 1973, seconds from another origin); numbers are then taken in it.
     An 8-digit number outside the data that read as YYYYMMDD is a date inside it is refused as ambiguous.
     Users/items first seen in valid/test are counted as cold in the report.
+    ``refuse_empty``: a part the cut-offs ask for (valid when ``valid_start < test_start``; test always) that
+    holds no row raises :class:`DataError` instead of a warning, so a caller about to write files writes none.
     """
     if time_unit not in TIME_UNITS:
         raise ConfigError(f"time_unit must be one of {', '.join(TIME_UNITS)}, got {time_unit!r}")
@@ -378,7 +390,7 @@ def global_time_split(
         raise DataError(f"global_time left the train part empty: no row is before {names[0]} "
                         f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared, per_user)}")
     _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
-                      _span(ts, unit, declared, per_user))
+                      _span(ts, unit, declared, per_user), refuse=(refuse_empty and v < t, refuse_empty))
     return _finish("global_time", s[is_train], s[is_valid], s[is_test],
                    {"valid_start": v, "test_start": t, "time_unit": reported})
 
