@@ -309,6 +309,20 @@ def test_the_cap_of_a_trained_doc_tower_on_negatives_is_said(flags, warned, beir
         assert caplog.text.count("hard negative per query per step") == 1
 
 
+@pytest.mark.parametrize("flags, warned", [(["--mining-depth", "50", "--mining-margin", "0.2"],
+                                            "--mining-depth 50, --mining-margin 0.2 have no effect"),
+                                           (["--mining-depth", "50"], "--mining-depth 50 has no effect"),
+                                           ([], None)])
+def test_mining_flags_with_negatives_0_are_said_to_do_nothing(flags, warned, beir, tmp_path, no_work, caplog):
+    # --negatives 0 mines nothing: --mining-depth / --mining-margin were dropped without a word
+    with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="work started"):
+        main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--negatives", "0", *flags])
+    if warned is None:
+        assert "no effect with --negatives 0" not in caplog.text
+    else:
+        assert f"{warned} with --negatives 0" in caplog.text
+
+
 def _recommender_run(tmp_path):
     """The two files of a `twotower train` folder that matter here: a config.json that is not a transformers one."""
     d = tmp_path / "runs" / "ml"

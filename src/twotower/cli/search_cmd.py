@@ -663,6 +663,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
         _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
     # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
+    if mining is None:
+        _warn_unused_mining_flags(args)
     if args.base is not None:
         check_bi_encoder_dir(args.base, "--base")
     _encoder_env(args)
@@ -695,6 +697,20 @@ def cmd_search_train(args: argparse.Namespace) -> int:
                               source=_source(args), mining_names=MINING_FLAGS)
     _report_search_training(args, res, cfg, len(qs))
     return 0
+
+
+def _warn_unused_mining_flags(args: argparse.Namespace) -> None:
+    """``--negatives 0`` mines nothing, so ``--mining-depth`` / ``--mining-margin`` were dropped without a word
+    (a value other than the default is taken as given, as `search evaluate` does for --fusion)."""
+    from twotower.search.negatives import MiningConfig
+
+    given = [f"{flag} {value:g}" for flag, value, default in (
+        ("--mining-depth", args.mining_depth, MiningConfig.depth),
+        ("--mining-margin", args.mining_margin, MiningConfig.relative_margin)) if value != default]
+    if given:
+        logging.getLogger(__name__).warning(
+            "%s %s no effect with --negatives 0 (in-batch negatives only: nothing is mined); pass --negatives N "
+            "to mine N hard negatives per query", ", ".join(given), "has" if len(given) == 1 else "have")
 
 
 def _say_negatives_cap(args: argparse.Namespace, flag: str) -> None:
