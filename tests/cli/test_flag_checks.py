@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from twotower.cli.main import main
+from twotower.serving.settings import ServiceSettings
 
 
 def test_serve_rerank_without_a_search_index_is_refused_before_loading(tmp_path, capsys):
@@ -91,3 +92,21 @@ def test_recommend_history_help_says_the_order_it_reads(capsys):
     # HTTP error ("history (item ids, oldest first)") did
     assert main(["recommend", "--help"]) == 0
     assert "comma list of item ids (oldest first)" in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize("wait", ["30", str(ServiceSettings.max_wait_ms)])  # the default typed out is dropped too
+def test_serve_no_max_wait_with_an_explicit_max_wait_ms_is_refused(wait, tmp_path, capsys):
+    # `serve --no-max-wait --max-wait-ms 30` served with no wait bound: the 30 was dropped without a word
+    assert main(["serve", "--run", str(tmp_path / "nope"), "--no-max-wait", "--max-wait-ms", wait]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "--max-wait-ms" in errors[0] and "--no-max-wait" in errors[0]
+
+
+def test_serve_wait_flags_alone_keep_their_meaning():
+    from twotower.cli.main import build_parser
+    from twotower.cli.serve_cmd import _settings
+
+    parse = build_parser().parse_args
+    assert _settings(parse(["serve", "--run", "r", "--no-max-wait"])).max_wait_ms is None
+    assert _settings(parse(["serve", "--run", "r", "--max-wait-ms", "30"])).max_wait_ms == 30.0

@@ -40,8 +40,9 @@ def _help_of(*path: str) -> dict[str, str]:
 
 def test_flags_refused_together_say_so_in_their_help():
     """serve --exact with --index, and index build --nprobe with --ef-search, are refused at run time
-    (ConfigError "use one or the other"); their help did not say it. --no-max-wait drops --max-wait-ms silently."""
+    (ConfigError "use one or the other"); their help did not say it. --no-max-wait with --max-wait-ms is refused too."""
     serve, build = _help_of("serve"), _help_of("index", "build")
     assert serve["--exact"].endswith("not with --index")
-    assert serve["--no-max-wait"].endswith("(--max-wait-ms is then ignored)")
+    assert serve["--no-max-wait"].endswith("not with --max-wait-ms")
+    assert serve["--max-wait-ms"].endswith("not with --no-max-wait")
     assert build["--nprobe"].endswith("not with --ef-search") and build["--ef-search"].endswith("not with --nprobe")

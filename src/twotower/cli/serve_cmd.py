@@ -43,9 +43,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once (default %(default)s)")
     p.add_argument("--max-queue", type=int, default=d.max_queue,
                    help="requests waiting beyond those; more get 429 (default %(default)s)")
-    p.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
-                   help="429 when a new request's expected wait for a compute slot exceeds this (default %(default)s ms)")
-    p.add_argument("--no-max-wait", action="store_true", help="bound the queue by --max-queue only, not by time (--max-wait-ms is then ignored)")
+    # one or the other: `--no-max-wait --max-wait-ms 30` dropped the 30 without a word (argparse refuses the pair,
+    # an explicit value equal to the default included, and each flag alone keeps its meaning)
+    wait = p.add_mutually_exclusive_group()
+    wait.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
+                      help="429 when a new request's expected wait for a compute slot exceeds this (default "
+                           "%(default)s ms); not with --no-max-wait")
+    wait.add_argument("--no-max-wait", action="store_true",
+                      help="bound the queue by --max-queue only, not by time; not with --max-wait-ms")
     p.add_argument("--max-k", type=int, default=d.max_k,
                    help=f"largest k a request may ask for, at most {MAX_K} (default %(default)s)")
     p.add_argument("--max-batch", type=int, default=d.max_batch,
