@@ -104,13 +104,13 @@ def _pin(args: argparse.Namespace) -> dict[str, int] | None:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from twotower.pipeline.index_build import build_run_index
+    from twotower.pipeline.index_build import build_index
     from twotower.utils.runtime import threads_from_env
 
     policy = _policy(args)  # the flags checked before the run loads, errors naming them
     # the core is tt.build_index's, so the command and the Python call save the same index and tuning record
-    build_run_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                    max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build")
+    build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
+                max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 The index goes to ``RUN/index`` (or ``out``), replaced as a whole under the run's writer lock, with the model's
 fingerprint and the tuning record (``tune.json``, checksummed with the index: serving trusts its measured
-recall). `twotower index build` calls :func:`build_run_index` with its flags, so the two cannot drift.
+recall). `twotower index build` calls :func:`build_index` with its flags, so the two cannot drift.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.output_folders import check_artefact_dir, run_writer
 from twotower.utils.runtime import set_threads
 
-__all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "build_run_index", "sample_query_rows"]
+__all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ def build_index(
     threads: int | None = None,
     max_train: int | None = None,
     params: dict[str, int] | None = None,
+    echo: Callable[[str], None] | None = None,
+    flag: str = "out",
+    what: str = PY_WRITER,
 ) -> BuiltIndex | None:
     """Autotune an index over ``run``'s item embeddings and save it, as `twotower index build` does.
 
@@ -71,26 +74,10 @@ def build_index(
 
         built = tt.build_index(run, "auto")
         print(built.reason, built.tuning["chosen"])
+
+    What differs between `twotower index build` and a Python call: ``echo`` takes each report line (None:
+    logged at INFO), ``flag`` names ``out`` in errors, ``what`` names the writer in the run's lock.
     """
-    return build_run_index(run, index, out=out, policy=policy, threads=threads, max_train=max_train,
-                           params=params)
-
-
-def build_run_index(
-    run: TrainedRun | str | os.PathLike[str],
-    index: str = "auto",
-    *,
-    out: str | os.PathLike[str] | None = None,
-    policy: IndexPolicy | None = None,
-    threads: int | None = None,
-    max_train: int | None = None,
-    params: dict[str, int] | None = None,
-    echo: Callable[[str], None] | None = None,
-    flag: str = "out",
-    what: str = PY_WRITER,
-) -> BuiltIndex | None:
-    """:func:`build_index`, with what differs between the CLI and Python: ``echo`` takes each report line
-    (None: logged at INFO), ``flag`` names ``out`` in errors, ``what`` names the writer in its lock."""
     say = echo or log.info
     policy = policy or IndexPolicy()
     if isinstance(run, (str, os.PathLike)):
