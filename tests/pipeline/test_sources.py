@@ -104,6 +104,23 @@ def test_a_misnamed_title_column_lists_the_item_files_own_columns(files):
         load_sources(cfg)
 
 
+def test_title_col_none_on_the_dataset_names_its_table_and_null(tmp_path, monkeypatch):
+    # the message said "file None" (the dataset's item table has no file of the user's), and "none" read as a
+    # column name without a word that null is how to say "no title column"
+    from tests.data.test_movielens import write_recbole
+    from twotower.data import movielens
+
+    write_recbole(tmp_path / "ml")
+    monkeypatch.setattr(movielens, "fetch_movielens_100k", lambda *a, **k: tmp_path / "ml")
+    cfg = load_config(overrides=["data.dataset=movielens-100k", "data.title_col=none"]).data
+    with pytest.raises(DataError) as err:
+        load_sources(cfg)
+    said = str(err.value)
+    assert said.startswith("file the movielens-100k item table, column 'none': ")
+    assert "file None" not in said
+    assert 'data.title_col=null means no title column ("none" names a column called none)' in said
+
+
 @pytest.mark.parametrize(("overrides", "said"), [
     (["data.valid_start=2024-05-01", "data.test_start=2024-06-01"],
      "data.valid_start is read by data.split=time, not by data.split=temporal (the default), which would ignore "

@@ -171,7 +171,13 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
             # the file's own names: the table's key column was listed as 'item_id' (renamed for training), a
             # column the user's file does not have
             present = item_columns if item_columns is not None else [str(c) for c in items.columns]
-            raise missing_column_error(cfg.title_col, present, file=str(cfg.items), role="title")
+            # the dataset's own item table has no file of the user's: it said "file None"
+            where = str(cfg.items) if cfg.items is not None else f"the {cfg.dataset} item table"
+            error = missing_column_error(cfg.title_col, present, file=where, role="title")
+            if cfg.title_col.lower() == "none":  # "none" stays a string for a column name; null means no column
+                error = DataError(f"{error.message} data.title_col=null means no title column (\"none\" names a "
+                                  "column called none)", file=where, column=cfg.title_col)
+            raise error
     _check_not_train_again(cfg)
     # what reading each input dropped (exact and conflicting duplicate rows): the README says they are counted,
     # but only a log line at INFO said how many, which a Python caller with default logging never sees
