@@ -162,6 +162,25 @@ def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
         assert "JSON integer" in msg and said in msg and "string" not in msg, msg
 
 
+@pytest.mark.parametrize(("sent", "said"), [
+    ("NaN", "NaN, which JSON does not allow"),
+    ("-Infinity", "Infinity (or a number too large for a float), which JSON does not allow"),
+    ("1e999", "Infinity (or a number too large for a float), which JSON does not allow"),
+])
+def test_non_finite_numbers_are_named_for_counts_and_ids(client, sent, said):
+    # Python's JSON reader takes NaN and Infinity, which JSON does not allow: "k": NaN was answered "a number with
+    # a fraction", and "user_id": NaN "Input should be a valid string"
+    def message(body: str) -> str:
+        r = client.post("/recommend", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 422
+        return r.json()["error"]["message"]
+
+    assert message('{"user_id": "u1", "k": %s}' % sent) == f"body.k: must be a JSON integer such as 5, got {said}"
+    assert message('{"user_id": %s, "k": 2}' % sent) == f"body.user_id: an id must be a string or an integer, got {said}"
+    assert message('{"history": ["i1", %s], "k": 2}' % sent).startswith("body.history[1]: an id must be")
+    assert message('{"user_id": 5.5, "k": 2}').endswith("got a number with a fraction")
+
+
 @pytest.mark.parametrize(
     ("flag", "sent", "said"),
     [("exclude_seen", "no", "a string"), ("exclude_seen", 0, "a number"), ("exclude_seen", None, "null"),

@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
 from twotower.serving.budget import BudgetExceeded, ClientGone
+from twotower.serving.schemas import float_in_words
 
 __all__ = [
     "PayloadTooLarge",
@@ -182,10 +183,7 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             if isinstance(got, str):
                 msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
             else:  # 5.5, true, null, a list: say what was sent rather than blame a string
-                sent = ("a boolean" if isinstance(got, bool)
-                        # 5.0 has no fraction: it is the decimal point that makes it a float in JSON
-                        else "a number written with a decimal point (5.0: write 5)" if isinstance(got, float)
-                        and got.is_integer() else "a number with a fraction" if isinstance(got, float)
+                sent = ("a boolean" if isinstance(got, bool) else float_in_words(got) if isinstance(got, float)
                         else "null" if got is None else f"a JSON {type(got).__name__}")
                 msg = f"must be a JSON integer such as 5, got {sent}"
         elif err.get("type") == "less_than_equal" and loc and loc[-1] in _BOUND_BY:

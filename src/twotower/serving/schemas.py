@@ -6,6 +6,7 @@ with 422 before any work is done. ``make_schemas(settings)`` returns fresh
 classes per app. (No ``from __future__ import annotations`` here: the models
 are defined inside a function and FastAPI resolves annotations at runtime.)
 """
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
@@ -19,6 +20,17 @@ __all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse"]
 MAX_ID_CHARS = 256
 
 
+def float_in_words(got: float) -> str:
+    """A JSON float a client sent, in words: Python's JSON reader also takes NaN and Infinity (and reads 1e999
+    as Infinity), which JSON itself does not allow, and "a number with a fraction" named neither."""
+    if math.isnan(got):
+        return "NaN, which JSON does not allow"
+    if math.isinf(got):
+        return "Infinity (or a number too large for a float), which JSON does not allow"
+    # 5.0 has no fraction: it is the decimal point that makes it a float in JSON
+    return "a number written with a decimal point (5.0: write 5)" if got.is_integer() else "a number with a fraction"
+
+
 def coerce_id(value: Any) -> Any:
     """Ids may be sent as strings or integers; both become strings (booleans and floats are refused).
 
@@ -28,6 +40,8 @@ def coerce_id(value: Any) -> Any:
         raise ValueError("an id must be a string or an integer, not a boolean")
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):  # pydantic said only "Input should be a valid string", naming no number
+        raise ValueError(f"an id must be a string or an integer, got {float_in_words(value)}")
     if isinstance(value, str):
         try:
             value.encode("utf-8")
