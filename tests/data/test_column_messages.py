@@ -120,3 +120,32 @@ def test_a_frame_holding_the_ids_in_its_index_is_told_to_reset_it():
     with pytest.raises(DataError, match=r"Set data\.user_col=NAME") as e:
         read_interactions(df.rename(columns={"user_id": "uid"}).set_index("timestamp"))
     assert "reset_index" not in str(e.value)
+
+
+def test_float_ids_of_2_to_the_53_or_more_are_warned_about(tmp_path, caplog):
+    # a 19-digit id through a float column (a JSON lines file with a null beside it) lost digits in silence, and
+    # two users whose ids round to one float became one user
+    from twotower.data.readers import read_interactions
+
+    f = tmp_path / "x.jsonl"
+    rows = [{"user_id": 12345678901234567890, "item_id": "i1", "timestamp": 1},
+            {"user_id": 12345678901234567891, "item_id": "i2", "timestamp": 2},
+            {"user_id": 7, "item_id": "i1", "timestamp": 3}, {"user_id": None, "item_id": "i1", "timestamp": 4}]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    df = pd.read_json(f, lines=True)
+    assert df["user_id"].dtype.kind == "f"  # the premise: pandas made the column float
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read = read_interactions(df.dropna(subset=["user_id"]))  # the frame as the user has it, float column
+    assert read["user_id"].nunique() == 2  # the two long ids are one float: what the warning is about
+    said = caplog.text
+    assert "column 'user_id': id 1.2345678901234567e+19 is a float of 2**53 or more (2 such ids)" in said
+    assert "different ids may have become one" in said
+
+
+def test_float_ids_below_2_to_the_53_read_without_a_word(caplog):
+    from twotower.data.columns import ids_to_str
+
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        assert ids_to_str(pd.Series([1.0, 9007199254740991.0]), file="f", column="u").tolist() == [
+            "1", "9007199254740991"]
+    assert caplog.text == ""
