@@ -321,7 +321,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
 
     from twotower.config import config_to_dict
     from twotower.data.vocab import Vocabulary
-    from twotower.text.encoder import backend_of
+    from twotower.text.encoder import backend_of, same_encoder_id
     from twotower.utils.atomic import read_json, sha256_bytes, sha256_file
 
     fix = "resume with the run's settings and data, or train into another folder without --resume"
@@ -353,7 +353,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
             log.info("resume: these settings differ from the run's and apply from here on: %s", "; ".join(changed))
     info = read_json(out / "run.json") if (out / "run.json").is_file() else {}
     then = info.get("item_text_encoder") if isinstance(info, dict) else None
-    if item_text_encoder is not None and then is not None and then != item_text_encoder:
+    if item_text_encoder is not None and then is not None and not same_encoder_id(then, item_text_encoder):
         # another backend's vectors differ past the text-buffer check below, which blamed an edited item table
         raise ConfigError(
             f"cannot resume {out}: its item text embeddings were encoded by {then}, this command's encoder is "

@@ -185,13 +185,13 @@ class SearchIndex:
             raise DataError(f"{meta_path}: the index's model {model} does not exist (moved or deleted); put it "
                             f"back there, or rebuild the index with 'twotower search index --beir DIR --model DIR "
                             f"--out {path}'")
-        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
+        from twotower.text.encoder import EncoderSettings, same_encoder_id  # noqa: PLC0415
 
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
         env = EncoderSettings.from_env()
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=env.threads)
         q_enc, d_enc = load_bi_encoder(model, settings=settings)
-        if meta.get("doc_encoder") not in (None, d_enc.model_id):
+        if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], d_enc.model_id):
             raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
                                  f"as {d_enc.model_id}; rebuild the index")
         # indexes saved before query_max_length was stored were built and queried at the default
