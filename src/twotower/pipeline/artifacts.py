@@ -3,14 +3,15 @@
 Layout of a run folder::
 
     config.json          resolved RunConfig
-    run.json             shapes needed to rebuild the model, fingerprint, title column, item text encoder
+    run.json             shapes needed to rebuild the model, fingerprint, title column, item text encoder,
+                         sha256 of each data file given (input_sha256, by data setting)
     model.safetensors    best weights
     vocab/users.json     external id <-> row
     vocab/items.json
     features/*.json      fitted feature encoders (re-encode a new user's features)
     items.jsonl          item metadata shown to people (titles, genres, ...)
     history.npz          each user's training sequence (for scoring and exclusions)
-    data/*.csv           the exact train/valid/test interactions used
+    data/*.csv           the exact train/valid/test interactions used (in the manifest: evaluate and resume read them)
     log.jsonl, curves.png, metrics.json, eval.txt
     manifest.json        sha256 of every file above that loading reads (written last)
 
@@ -54,7 +55,8 @@ from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.folder_lock import active_writer
 
-__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest", "read_item_meta", "write_item_meta",
+__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest",
+           "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run"]
 
@@ -64,6 +66,9 @@ NO_VERIFY_ENV = "TWOTOWER_NO_VERIFY"
 #: Files of a run folder that loading reads (relative paths; absent optional ones are skipped).
 MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json",
                   "features/users.json", "features/items.json", "items.jsonl", "history.npz")
+#: The run's copies of its split: checked with the manifest, though loading the model does not read them (evaluate
+#: and resume do). Not in MANIFEST_FILES: manifests written before list none, and are not refused for that.
+DATA_COPIES = ("data/train.csv", "data/valid.csv", "data/test.csv")
 #: What else a run writes into its folder: training (data, log, curves), `twotower train`'s test evaluation,
 #: the demo's plot and the baselines `twotower evaluate` tuned on the run's data.
 # (not TUNED_FILE: a cache whose every entry is keyed by digests of the train and valid data it was tuned on,
@@ -206,8 +211,20 @@ def recorded_config(config: RunConfig) -> dict[str, Any]:
     return out
 
 
+def input_digests(config: RunConfig) -> dict[str, str]:
+    """sha256 of each data file the run is given, by data setting (``train``, ``path``, ``items``, ...); frames
+    passed in memory have no file and are left out. Taken before the files are read, so it is what was read."""
+    out: dict[str, str] = {}
+    for name in DATA_FILE_SETTINGS:
+        value = getattr(config.data, name)
+        if isinstance(value, str) and not hasattr(value, "frame") and Path(value).is_file():
+            out[name] = sha256_file(value)
+    return out
+
+
 def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tuple[int, int] | None, *,
-                  item_text_encoder: str | None = None, write_config: bool = True, keep_data: bool = False) -> None:
+                  item_text_encoder: str | None = None, write_config: bool = True, keep_data: bool = False,
+                  input_sha256: dict[str, str] | None = None) -> None:
     """Write everything about a run except the weights (written by the trainer).
 
     ``item_text_encoder`` is the ``model_id`` of the text encoder of the item text embeddings (weights and
@@ -215,8 +232,13 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
     the folder's ``config.json`` (a resume that trains nothing changes nothing the run was trained with);
     ``keep_data=True`` keeps its ``data`` settings (a resume reading the run's own copies of its split: recorded
     as read, in their canonical layout, the files given later would be read with other column names than the run's).
+    ``input_sha256`` (:func:`input_digests`) is recorded in ``run.json``; with ``keep_data`` the run's record is
+    kept, as the files read now are its own copies, not the inputs it was trained from.
     """
     out.mkdir(parents=True, exist_ok=True)
+    if keep_data:
+        before = _read_json_dict(out / "run.json")
+        input_sha256 = before.get("input_sha256") if before is not None else None
     (out / MANIFEST).unlink(missing_ok=True)  # the folder changes now; write_manifest seals it again
     if write_config:
         record = recorded_config(config)
@@ -246,6 +268,7 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
         "item_features": features_shape(prep.item_features),
         "item_text": list(item_text_shape) if item_text_shape else None,
         "item_text_encoder": item_text_encoder,
+        "input_sha256": input_sha256,
         "title_col": prep.sources.title_col,
         "report": prep.report,
     }
@@ -263,7 +286,7 @@ def write_manifest(out: str | Path) -> None:
     info = read_json(out / "run.json")
     if isinstance(info, dict) and not info.get("sealed"):
         atomic_write_json(out / "run.json", {**info, "sealed": True})
-    files = {rel: sha256_file(out / rel) for rel in MANIFEST_FILES if (out / rel).is_file()}
+    files = {rel: sha256_file(out / rel) for rel in (*MANIFEST_FILES, *DATA_COPIES) if (out / rel).is_file()}
     atomic_write_json(out / MANIFEST, {"format": 1, "sha256": files})
 
 
@@ -521,6 +544,17 @@ def verify_manifest(directory: str | Path) -> bool:
             raise IntegrityError(f"{d / rel}: not listed in {MANIFEST}, so the run did not write it (it was added "
                                  "after training) and loading would read it unchecked; remove it or retrain the run")
     return True
+
+
+def verify_data_copies(directory: str | Path) -> None:
+    """Check the run's ``data/*.csv`` against its manifest before a resume reads them; nothing to check when the
+    run has no manifest (training unfinished) or one written before the copies were listed."""
+    d = Path(directory)
+    manifest = read_json(d / MANIFEST) if (d / MANIFEST).is_file() else None
+    files = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if isinstance(files, dict):
+        verify_files(d, {rel: files[rel] for rel in DATA_COPIES if rel in files},
+                     fix=f"listed in {MANIFEST}; restore the file or retrain the run")
 
 
 def vocab_rows(values: Any, n: int, kind: str) -> np.ndarray:

@@ -23,10 +23,12 @@ from twotower.pipeline.artifacts import (
     clear_previous_run,
     derived_folders,
     forget_results_of_old_weights,
+    input_digests,
     rebuild_command,
     run_part_file,
     save_run_data,
     saved_config_dict,
+    verify_data_copies,
     write_manifest,
 )
 from twotower.pipeline.empty_history import empty_history_skip_reason, first_items, fit_empty_history
@@ -173,6 +175,8 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     seed_everything(config.train.seed)
     if resume:
         _check_resumable(out)
+        verify_data_copies(out)  # a resume may read them as its data (--train RUN/data/train.csv)
+    inputs = input_digests(config) if tdist.is_main() else None  # before reading: the bytes the run is trained on
     prep = prepare_data(config, frames)
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     got = encode_item_texts(config, prep)
@@ -202,7 +206,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         save_run_data(out, config, prep, None if text is None else tuple(text.shape),
                       item_text_encoder=None if got is None else got[1],
                       write_config=not (resume and done >= config.train.epochs),
-                      keep_data=resume and _reads_own_copies(out, config))
+                      keep_data=resume and _reads_own_copies(out, config), input_sha256=inputs)
     tdist.barrier()
     result = trainer.fit(resume=resume)
     if not tdist.is_main():
