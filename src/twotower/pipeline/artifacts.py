@@ -546,6 +546,34 @@ def verify_manifest(directory: str | Path) -> bool:
     return True
 
 
+def manifest_differences(directory: str | Path) -> list[str] | None:
+    """The files of ``directory`` that differ from its manifest (missing, other sha256, or read by loading but not
+    listed), by relative path; None when there is no readable manifest to compare with."""
+    d = Path(directory)
+    manifest = read_json(d / MANIFEST) if (d / MANIFEST).is_file() else None
+    files = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict):
+        return None
+    differ = [rel for rel, digest in sorted(files.items())
+              if not (d / rel).is_file() or sha256_file(d / rel) != digest]
+    return differ + [rel for rel in MANIFEST_FILES if rel not in files and (d / rel).exists()]
+
+
+def _warn_unverified_differences(d: Path) -> None:
+    """With --no-verify the run loads as it is, but an edited file (items.jsonl: titles shown beside the
+    embeddings of the old ones) was loaded without a word: name each file that differs from the manifest."""
+    try:
+        differ = manifest_differences(d)
+    except (OSError, ValueError, IntegrityError):  # an unreadable manifest: --no-verify is for such runs
+        differ = None
+    if differ:
+        one = len(differ) == 1
+        log.warning("%s: %s differ%s from %s (edited, replaced or damaged since training); loaded as %s "
+                    "(--no-verify): what %s or score%s may not be what the model was trained with", d,
+                    ", ".join(differ), "s" if one else "", MANIFEST, "it is" if one else "they are",
+                    "it shows" if one else "they show", "s" if one else "")
+
+
 def verify_data_copies(directory: str | Path) -> None:
     """Check the run's ``data/*.csv`` against its manifest before a resume reads them; nothing to check when the
     run has no manifest (training unfinished) or one written before the copies were listed."""
@@ -731,6 +759,7 @@ class TrainedRun:
         if not verify:
             log.warning("!!! LOADING %s WITHOUT INTEGRITY CHECKS (--no-verify): corrupted or swapped files will "
                         "not be detected and may serve wrong results !!!", d)
+            _warn_unverified_differences(d)
         elif not verify_manifest(d):
             sealed = read_json(d / "run.json")
             if isinstance(sealed, dict) and sealed.get("sealed"):
