@@ -536,6 +536,9 @@ def verify_manifest(directory: str | Path) -> bool:
     files = manifest.get("sha256") if isinstance(manifest, dict) else None
     if not isinstance(files, dict):
         raise IntegrityError(f"{d / MANIFEST}: not a run manifest (no sha256 table); the file is corrupted")
+    # the data copies may be left behind when a model is deployed (serving reads none of them): only those present
+    # are checked; evaluate and resume, which read them, find a missing one themselves
+    files = {rel: digest for rel, digest in files.items() if rel not in DATA_COPIES or (d / rel).is_file()}
     verify_files(d, files, fix=f"listed in {MANIFEST}; restore the file or retrain the run")
     # the seal lists every file loading reads that the run wrote (write_manifest); an optional one that
     # appeared later (items.jsonl in a run trained without an item table) would be read unchecked
@@ -555,7 +558,8 @@ def manifest_differences(directory: str | Path) -> list[str] | None:
     if not isinstance(files, dict):
         return None
     differ = [rel for rel, digest in sorted(files.items())
-              if not (d / rel).is_file() or sha256_file(d / rel) != digest]
+              if not (d / rel).is_file() and rel not in DATA_COPIES
+              or (d / rel).is_file() and sha256_file(d / rel) != digest]
     return differ + [rel for rel in MANIFEST_FILES if rel not in files and (d / rel).exists()]
 
 
