@@ -37,11 +37,13 @@ def write_tiny_data(folder: Path) -> tuple[Path, Path]:
 
 
 def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
-                   retitle: dict[str, str] | None = None, title_col: str | None = "title") -> Path:
+                   retitle: dict[str, str] | None = None, title_col: str | None = "title",
+                   titles: bool = True) -> Path:
     """Train the tiny run into ``folder / "run"`` and return that path; ``rename_users`` gives users other ids
     (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers), ``retitle`` items other titles
     (``{"i1": "Movie 0"}``: two items with one title), ``title_col`` its ``data.title_col`` (None: unset, the
-    item table's ``title`` column still there)."""
+    item table's ``title`` column still there); ``titles=False``: an item table without a title column (and
+    ``data.title_col`` unset), items named by id."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -50,6 +52,9 @@ def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
         df = pd.read_csv(inter, dtype=str)
         df["user_id"] = df["user_id"].replace(rename_users)
         df.to_csv(inter, index=False)
+    if not titles:
+        pd.read_csv(items).drop(columns=["title"]).to_csv(items, index=False)
+        title_col = None
     if retitle:
         table = pd.read_csv(items)
         table["title"] = [retitle.get(i, t) for i, t in zip(table["item_id"], table["title"])]

@@ -42,7 +42,8 @@ def format_explanation(e: dict) -> str:
 
     lines = [printable(e["text"]), ""]
     item = e["item"]
-    lines.append(f"item {printable(e['item_id'])}  {printable(item.get('title', ''))}  score {e['score']:.4f}  "
+    title = f"  {printable(item['title'])}" if item.get("title") else ""  # no title in a run without titles
+    lines.append(f"item {printable(e['item_id'])}{title}  score {e['score']:.4f}  "
                  f"(history adds {e['history_total']:+.4f}; basis: {e['basis']}; method: {e['method']})")
     if "heads" in e:
         h = e["heads"]
@@ -51,9 +52,12 @@ def format_explanation(e: dict) -> str:
         # the run's first multi-valued item column (shared_metadata lists those first, as lists): MovieLens's
         # genres, a shop's tags; a fixed "genres" header stood empty over every other catalogue
         multi = next((k for k, v in e["shared_metadata"].items() if isinstance(v, list)), None)
-        header = ("contribution", "item_id", "title", *([multi] if multi else []))
+        # a run without titles has none in its records: no empty "title" column
+        titled = any("title" in h for h in e["history"])
+        header = ("contribution", "item_id", *(["title"] if titled else []), *([multi] if multi else []))
         rows = [header]
-        rows += [(f"{h['contribution']:+.4f}", printable(h["item_id"]), printable(h.get("title", "")),
+        rows += [(f"{h['contribution']:+.4f}", printable(h["item_id"]),
+                  *([printable(h.get("title") or "")] if titled else []),
                   *([printable(h.get(multi) or "")] if multi else [])) for h in e["history"]]
         widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
         lines.append("")

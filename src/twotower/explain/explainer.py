@@ -3,8 +3,8 @@
 The result is a JSON-safe dict (what ``POST /explain`` and ``twotower explain
 --json`` return)::
 
-    {"user_id", "item_id", "item": {"title", "display_name", ...metadata}, "score",
-     "history": [{"item_id", "title", "display_name", "contribution", "age", ...metadata}],  # largest first
+    {"user_id", "item_id", "item": {"display_name", ...metadata}, "score",  # metadata: a title where the run has one
+     "history": [{"item_id", "display_name", "contribution", "age", ...metadata}],  # largest first
      "shared_metadata": {"genres": [{"value", "count"}], "year_range": {...}, "history_items"},
      "heads": {"alpha", "semantic", "collaborative"},     # dual-head item tower only
      "already_seen", "cold", "basis", "text",  # cold: the item had no training interactions
@@ -95,15 +95,17 @@ def user_window(run: Any, user_row: int | None, history_rows: list[int] | None) 
 
 
 def _record(run: Any, row: int, names: Mapping[str, str]) -> dict[str, Any]:
-    """Item metadata plus ``title`` (the title column's text, else the external id), as ``run.title`` gives, and
-    ``display_name``: the item as the sentence names it (``names``: :func:`run_item_names`), as the service's
-    item records and the explorer page name it (a metadata column of that name is replaced, as they replace it).
-    The title column is :func:`run_title_column`'s: ``data.title_col``, else a ``title`` column."""
+    """Item metadata as the service's item records give it (``run.item_record``: a ``title`` only where the
+    catalogue has one) plus ``display_name``: the item as the sentence names it (``names``:
+    :func:`run_item_names`), as the service's item records and the explorer page name it (a metadata column of
+    that name is replaced, as they replace it). The title column is :func:`run_title_column`'s:
+    ``data.title_col``, else a ``title`` column."""
     rec = run.item_record(row)
     col = run_title_column(run)
     title = rec.get(col) if col else None
-    rec["title"] = title if isinstance(title, str) else run.item_vocab.id_at(row)
-    rec["display_name"] = name_of(rec["title"], rec["item_id"], names)
+    # no title is invented: a run without titles gave explanation records "title": "<item id>" while the
+    # /recommend, /items and /users records of the same item have no title (display_name says "item 42")
+    rec["display_name"] = name_of(title if isinstance(title, str) else None, rec["item_id"], names)
     return rec
 
 
