@@ -187,3 +187,18 @@ def test_an_explanation_from_no_input_rows_is_warned_about_as_the_list_is(run, s
     assert main(["explain", "--run", str(run.dir), "--user", uid, "--item", item, "--history-from", str(f)]) == 0
     said = capsys.readouterr().err + caplog.text
     assert f"user {uid} has no rows of known items in the --history-from files: the item is explained from an empty input" in said
+
+
+def test_explain_json_carries_the_no_input_rows_warning(run, split_dir, tmp_path, capsys):
+    # `explain --json --history-from` said it on stderr only: POST /explain answers it in "warnings"
+    uid = run.user_vocab.ids[3]
+    train = pd.read_csv(split_dir / "train.csv", dtype=str)
+    f = tmp_path / "others.csv"
+    train[train["user_id"] != uid].to_csv(f, index=False)
+    capsys.readouterr()
+    item = run.item_vocab.ids[0]
+    assert main(["explain", "--run", str(run.dir), "--user", uid, "--item", item, "--history-from", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["text"].startswith("You have no history yet")
+    assert out["warnings"] == [f"user {uid} has no rows of known items in the --history-from files: the item is explained "
+                               "from an empty input history, not from their training history"]

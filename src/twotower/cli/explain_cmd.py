@@ -5,7 +5,7 @@ import argparse
 import json
 import logging
 
-__all__ = ["register", "cmd_explain", "format_explanation"]
+__all__ = ["register", "cmd_explain", "format_explanation", "explanation_json"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,6 +100,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             run.item_vocab.index(h)
     with flag_named("--item"):
         run.item_vocab.index(args.item)
+    warnings: list[str] = []
     if args.history_from:
         from twotower.pipeline.histories import read_input_histories
 
@@ -107,15 +108,22 @@ def cmd_explain(args: argparse.Namespace) -> int:
         inputs = read_input_histories(run, args.history_from).sequences.of(run.user_row(args.user))
         history = [run.item_vocab.id_at(int(r)) for r in inputs]
         if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
-            logging.getLogger("twotower").warning(
-                "user %s has no rows of known items in the --history-from files: the item is explained from an empty input "
-                "history, not from their training history", args.user)
+            warnings.append(f"user {args.user} has no rows of known items in the --history-from files: the item is "
+                            "explained from an empty input history, not from their training history")
     e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)
-    for note in run.new_user_feature_notes(features):  # as `recommend --history` warns them
+    warnings += run.new_user_feature_notes(features)  # as `recommend --history` warns them
+    for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
     if args.json:
-        print(json.dumps(e, ensure_ascii=False, indent=2))
+        print(json.dumps(explanation_json(e, warnings), ensure_ascii=False, indent=2))
     else:
         print(format_explanation(e))
     return 0
+
+
+def explanation_json(explanation: dict, warnings: list[str]) -> dict:
+    """What ``explain --json`` prints: the explanation as POST /explain's ``explanation`` holds it (the bare
+    object issue 6 spells), with the answer's ``warnings`` when there are any, under the key and on the
+    condition POST /explain uses (they reached stderr only, so a JSON reader never saw them)."""
+    return {**explanation, "warnings": list(warnings)} if warnings else explanation
