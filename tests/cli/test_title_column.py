@@ -54,3 +54,14 @@ def test_json_and_service_records_carry_a_title(run_dir, capsys):
     run = TrainedRun.load(run_dir)
     rec = ItemCatalog.from_run(run).record(run.item_vocab.index("i5"))
     assert rec["title"] == rec["name"] == "Movie 5"
+
+
+def test_explanations_carry_the_named_title_column_and_print_it(run_dir, capsys):
+    # explanation records took their title from data.title_col; printing keeps the column of titles
+    assert main(["explain", "--run", str(run_dir), "--user", "u1", "--item", "i5", "--json"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert e["item"]["title"] == e["item"]["name"] == "Movie 5"
+    assert all(h["title"] == h["name"] for h in e["history"])
+    assert main(["explain", "--run", str(run_dir), "--user", "u1", "--item", "i5"]) == 0
+    out = capsys.readouterr().out
+    assert "item i5  Movie 5  score" in out and " title" in out
