@@ -58,6 +58,17 @@ def test_a_loss_near_chance_is_reported_and_warned_about(beir_dir, tmp_path, fak
 
 
 @needs_text
+def test_a_loss_past_chance_is_said_to_be_above_it(beir_dir, tmp_path, fake_training, caplog):
+    """A diverged run's loss past the no-learning loss was "within 20.0% of" it."""
+    _, tail = fake_training
+    tail.update(loss=1.8, chance_loss=1.5)  # (1.8 - 1.5) / 1.5 = 20%
+    with caplog.at_level("WARNING"):
+        assert _train(beir_dir, tmp_path) == 0
+    assert "its final loss 1.8000 is 20.0% above 1.5000, the loss of a model" in caplog.text
+    assert "within" not in caplog.text
+
+
+@needs_text
 def test_a_loss_well_below_chance_is_reported_without_a_warning(beir_dir, tmp_path, fake_training, capsys, caplog):
     _, tail = fake_training
     tail.update(loss=0.41, group_sizes=[2, 4], chance_loss=1.2)

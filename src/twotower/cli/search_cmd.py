@@ -732,7 +732,7 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
     "final loss 0.0123" was the last step's alone: one batch's, and with no reference to read it against.
     """
     from twotower.search.finetune import epoch_losses
-    from twotower.search.rerank import barely_learned
+    from twotower.search.rerank import against_chance, barely_learned
 
     epochs = epoch_losses(res.history)
     first, last = epochs[0], epochs[-1]
@@ -744,11 +744,11 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
           f"query{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
     if barely_learned(last["loss"], last["chance_loss"]):
         logging.getLogger(__name__).warning(
-            "the bi-encoder has barely learned: its last epoch's mean loss %.4f is within %.1f%% of %.4f, the loss of "
+            "the bi-encoder has barely learned: its last epoch's mean loss %.4f is %s %.4f, the loss of "
             "a model that has learned nothing (epoch 1: %.4f); compare 'twotower search evaluate --beir %s "
             "--retriever dense --model %s' with the same command without --model before using it, and train with "
             "more --epochs (now %d), another --lr (now %g) or on more training pairs (%d in split %r)",
-            last["loss"], abs(last["chance_loss"] - last["loss"]) / last["chance_loss"] * 100, last["chance_loss"],
+            last["loss"], against_chance(last["loss"], last["chance_loss"]), last["chance_loss"],
             first["loss"], args.beir, args.out, args.epochs, args.lr, pairs, args.split)
 
 
@@ -799,7 +799,7 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
     from pathlib import Path
 
     from twotower.search.artefacts import CROSS_ENCODER_META
-    from twotower.search.rerank import barely_learned
+    from twotower.search.rerank import against_chance, barely_learned
 
     meta = json.loads((Path(args.out) / CROSS_ENCODER_META).read_text(encoding="utf-8"))
     tail, first = meta["tail"], meta["first_loss"]
@@ -814,9 +814,9 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
           "that has learned nothing")
     if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
-            "the cross-encoder has barely learned: its final loss %.4f is within %.1f%% of %.4f, the loss of a model "
+            "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "
             "that has learned nothing (it went from %.4f at the first step to %.4f); reranking with it is likely to "
             "make lists worse, not better. Before using it, compare the rows with and without reranking that "
             "'twotower search evaluate --beir %s --rerank %s' prints, and train with more --epochs (now %d) or on "
-            "more training queries (%d judgements in split %r)", loss, abs(chance - loss) / chance * 100, chance,
+            "more training queries (%d judgements in split %r)", loss, against_chance(loss, chance), chance,
             first, loss, args.beir, args.out, args.epochs, judgements, args.split)

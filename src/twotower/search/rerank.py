@@ -33,7 +33,7 @@ from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
-__all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder", "NO_LEARNING_SHARE", "barely_learned"]
+__all__ = ["CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder", "NO_LEARNING_SHARE", "against_chance", "barely_learned"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,13 @@ def barely_learned(loss: float, chance: float) -> bool:
     """True when ``loss`` is within :data:`NO_LEARNING_SHARE` of ``chance``, the loss of a model that learned nothing
     (one rule for ``rerank train`` and ``search train``)."""
     return loss >= chance * (1.0 - NO_LEARNING_SHARE)
+
+
+def against_chance(loss: float, chance: float) -> str:
+    """``"within 1.2% of"`` or ``"118.2% above"``: how the warnings of :func:`barely_learned` place ``loss`` against
+    ``chance``. A loss past chance (a diverged run, e.g. too high an lr) was said to be "within 118.2% of" it."""
+    share = abs(chance - loss) / chance * 100
+    return f"{share:.1f}% above" if loss > chance else f"within {share:.1f}% of"
 #: steps whose mean loss is the "final loss" compared with chance: one step is only groups_per_step groups, whose
 #: loss swings by more than the gap that tells learning from none
 _TAIL_STEPS = 10
