@@ -57,6 +57,20 @@ def check_reused(folder: Path, saved: dict, wanted: object) -> None:
                          + "); pass the same flags, or drop --reuse to train it again")
 
 
+def sizes_note(args: argparse.Namespace, *, docs: int, train_queries: int, valid_queries: int, pairs: int) -> str:
+    """The sizes the table's rows were measured at, caps included, for its title: ``--ce-max-groups`` trained the
+    cross-encoder on 400 of SciFact's ~750 training pairs per epoch, and ``--quick`` cut the corpus and the query
+    sets and set every epoch count to 1, with nothing in the output to say so."""
+    cap = args.ce_max_groups
+    per_epoch = f"at most {cap} of {pairs}" if cap and cap < pairs else f"all {pairs}"
+    note = (f"corpus {docs} docs; bi-encoder {args.epochs} epoch(s) on {train_queries} train queries "
+            f"({valid_queries} held out for validation)")
+    if not args.no_rerank:
+        note += (f"; cross-encoder {args.ce_epochs} epoch(s) on {per_epoch} training pairs per epoch "
+                 f"(--ce-max-groups {cap}), reranking the top {args.rerank_top}")
+    return note
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data", type=Path, default=default_data(), help="SciFact dir (holding beir/) or the BEIR dir itself")
@@ -312,7 +326,9 @@ def main(argv=None) -> int:
             "train s", "encode s", "ms/query"]
     title = (f"SciFact test: {len(test_qids)} queries (cols 2-5) and the {len(unseen)} whose relevant docs are "
              f"unseen in train qrels (cols 6-9); threads={args.threads}, doc max_length={args.max_length}"
-             + (" [QUICK SMOKE RUN - not a result]" if args.quick else ""))
+             + (" [QUICK SMOKE RUN - not a result]" if args.quick else "") + "\n"
+             + sizes_note(args, docs=len(corpus), train_queries=len(train_qrels), valid_queries=len(valid_qids),
+                          pairs=len(pair_q)))
     print(format_table(rows, cols, title=title, mark_best=["NDCG@10", "NDCG@10 unseen"]))
     print(f"fusion chosen on {len(valid_qids)} validation queries: {choice.describe()} "
           f"(valid NDCG@10 {choice.valid_ndcg10:.4f}); total {time.perf_counter() - t_all:.0f}s")

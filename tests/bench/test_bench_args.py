@@ -269,3 +269,16 @@ def test_soak_rate_and_seconds_are_checked(bench: Any, monkeypatch: pytest.Monke
         with pytest.raises(SystemExit):
             soak.main()
         assert f"{flag} must be > 0" in capsys.readouterr().err
+
+
+def test_scifact_title_names_the_caps(bench: Any) -> None:
+    """--ce-max-groups (default 400) cut the cross-encoder's training pairs per epoch, and --quick the corpus, the
+    query sets and the epochs, with nothing in the table to say so."""
+    scifact = bench("scifact")
+    args = scifact.parse_args([])
+    note = scifact.sizes_note(args, docs=5183, train_queries=650, valid_queries=159, pairs=740)
+    assert "corpus 5183 docs; bi-encoder 8 epoch(s) on 650 train queries (159 held out for validation)" in note
+    assert "at most 400 of 740 training pairs per epoch (--ce-max-groups 400), reranking the top 10" in note
+    assert "all 300 training pairs" in scifact.sizes_note(args, docs=300, train_queries=48, valid_queries=16, pairs=300)
+    assert "cross-encoder" not in scifact.sizes_note(scifact.parse_args(["--no-rerank"]), docs=1, train_queries=1,
+                                                    valid_queries=1, pairs=1)
