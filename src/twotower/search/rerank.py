@@ -53,6 +53,8 @@ def against_chance(loss: float, chance: float) -> str:
     ``chance``. A loss past chance (a diverged run, e.g. too high an lr) was said to be "within 118.2% of" it."""
     share = abs(chance - loss) / chance * 100
     return f"{share:.1f}% above" if loss > chance else f"within {share:.1f}% of"
+
+
 #: steps whose mean loss is the "final loss" compared with chance: one step is only groups_per_step groups, whose
 #: loss swings by more than the gap that tells learning from none
 _TAIL_STEPS = 10
