@@ -52,3 +52,21 @@ def test_autotune_builds_with_the_policys_seed_and_records_it(vectors):
     # before: the candidates were built with seed 0 whatever --seed said, and meta.json recorded 0
     assert report.index.seed == 7
     assert report.index._build_params["seed"] == 7
+
+
+@pytest.mark.parametrize("spec", ["IVF16,Flat", "IVF16,PQ4x4"])
+def test_the_distributed_build_is_seeded_as_the_one_process_build(vectors, spec):
+    from twotower.index.distributed_build import build_index_distributed
+
+    ids = np.arange(len(vectors), dtype=np.int64)
+
+    def build(seed: int) -> str:  # one rank, no process group: rank 0's training and the plain streaming add
+        chunks = lambda rank, world: [(ids[s:s + 500], vectors[s:s + 500]) for s in range(0, len(ids), 500)]
+        return _digest(build_index_distributed(chunks, spec, vectors, seed=seed))
+
+    # before: train_empty_index left FAISS's constant k-means seed, so `index build --seed` under torchrun chose
+    # nothing but the query sample
+    assert build(3) == build(3)
+    assert build(3) != build(0)
+    for seed in (0, 3):  # the same trained quantizer and codes as one process with the same seed
+        assert build(seed) == _digest(FaissIndex(spec, seed=seed).build(vectors, ids))

@@ -53,7 +53,7 @@ def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path:
     idx_dir = tmp_path / "idx"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "twotower", "-q", "index", "build", "--run-dir", str(out), "--index", "IVF4,Flat", "--nprobe", "4",
-           "--out", str(idx_dir)]
+           "--seed", "3", "--out", str(idx_dir)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.count("built IVF4,Flat") == 1
@@ -72,3 +72,6 @@ def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path:
     # rank 0 measured it as autotune measures: the recall serving trusts (it had no record, so never refused)
     tune = json.loads((idx_dir / "tune.json").read_text())
     assert tune["chosen"]["params"] == {"nprobe": 4} and tune["chosen"]["recall"] > 0.99
+    # --seed reached rank 0's k-means (it was ignored under torchrun, and meta.json said seed 0)
+    meta = json.loads((idx_dir / "meta.json").read_text())
+    assert meta["config"]["seed"] == 3 and meta["build_params"]["seed"] == 3

@@ -40,7 +40,7 @@ import torch.distributed as dist
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
 from twotower.index.exact import use_blas_for
-from twotower.index.faiss_index import FaissIndex, resolve_factory
+from twotower.index.faiss_index import FaissIndex, resolve_factory, seed_training
 from twotower.distributed import distributed_world
 
 __all__ = [
@@ -73,12 +73,15 @@ def shard_range(n: int, shard: int, n_shards: int) -> tuple[int, int]:
     return start, start + base + (shard < extra)
 
 
-def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | None = None) -> tuple[Any, str]:
+def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | None = None,
+                      seed: int = 0) -> tuple[Any, str]:
     """An empty, trained FAISS index (inner product) and its resolved factory string.
 
     ``train_sample[S, D]`` float32; ``n_total`` (the catalogue size, default
-    ``S``) sizes shortcut factories such as ``ivfpq``. Indexes without native
-    ids are wrapped in ``IndexIDMap2`` (as :class:`FaissIndex` does).
+    ``S``) sizes shortcut factories such as ``ivfpq``; ``seed`` seeds FAISS's
+    k-means (IVF lists, PQ codebooks) as :class:`FaissIndex` does (0: FAISS's
+    own constants). Indexes without native ids are wrapped in ``IndexIDMap2``
+    (as :class:`FaissIndex` does).
     """
     faiss = _faiss()
     sample = check_vectors(train_sample, name="train_sample")
@@ -96,8 +99,11 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
             "use an IVF factory such as 'IVF4096,PQ16' or 'ivfpq', or build it in one process"
         )
     ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None and isinstance(faiss.downcast_index(ivf), faiss.IndexIVFPQ):
-        faiss.downcast_index(ivf).do_polysemous_training = False  # only for Hamming filtering; slow
+    ivf = faiss.downcast_index(ivf) if ivf is not None else None
+    # the one-process build's seeding: `index build --seed` under torchrun left FAISS's constants in place
+    seed_training(index, ivf, seed)
+    if isinstance(ivf, faiss.IndexIVFPQ):
+        ivf.do_polysemous_training = False  # only for Hamming filtering; slow
     if not isinstance(index, faiss.IndexIVF):
         index = faiss.IndexIDMap2(index)
     if not index.is_trained:
@@ -186,11 +192,12 @@ def merge_to_main(index: Any, ids: np.ndarray, group: dist.ProcessGroup | None =
     return index, merged_ids
 
 
-def wrap_index(index: Any, ids: np.ndarray, factory: str, resolved: str, build_params: dict[str, Any]) -> FaissIndex:
-    """A :class:`FaissIndex` around an already built FAISS ``index`` holding ``ids``."""
+def wrap_index(index: Any, ids: np.ndarray, factory: str, resolved: str, build_params: dict[str, Any],
+               *, seed: int = 0) -> FaissIndex:
+    """A :class:`FaissIndex` around an already built FAISS ``index`` holding ``ids``, trained with ``seed``."""
     # FaissIndex has no public constructor from a built FAISS index yet; these are the
-    # fields its own build() fills (see the report to the index owner).
-    out = FaissIndex(factory)
+    # fields its own build() fills (see the report to the index owner). The seed goes to meta.json's config.
+    out = FaissIndex(factory, seed=seed)
     out._index = index
     out._ids = np.asarray(ids, dtype=np.int64)
     out.factory = resolved
@@ -208,13 +215,15 @@ def build_index_distributed(
     nprobe: int | None = None,
     model_fingerprint: str | None = None,
     group: dist.ProcessGroup | None = None,
+    seed: int = 0,
 ) -> FaissIndex | None:
     """Train once on rank 0, add shards on every rank, merge and save on rank 0.
 
     ``vectors_fn(rank, world)`` yields this rank's ``(ids[C], vectors[C, D])``
     chunks (disjoint ids across ranks; see :func:`shard_range`).
     ``train_sample`` (``[S, D]`` or a function returning it) is read on rank 0
-    only. ``n_total`` sizes shortcut factories; ``nprobe`` is set on the
+    only. ``n_total`` sizes shortcut factories; ``seed`` seeds FAISS's
+    k-means on rank 0 (as ``FaissIndex(seed=...)``); ``nprobe`` is set on the
     result; ``out_dir`` is written on rank 0 with ``model_fingerprint``.
     Returns the merged :class:`FaissIndex` on rank 0 and None on other ranks,
     after a barrier (the saved index exists when any rank returns).
@@ -230,7 +239,7 @@ def build_index_distributed(
         if sample is None:
             raise ConfigError("rank 0 needs train_sample (an array [S, D] or a function returning one)")
         n_train = int(np.asarray(sample).shape[0])
-        index, resolved = train_empty_index(factory, sample, n_total=n_total)
+        index, resolved = train_empty_index(factory, sample, n_total=n_total, seed=seed)
         del sample
     train_s = time.perf_counter() - t0
     index = broadcast_index(index, group)
@@ -249,8 +258,9 @@ def build_index_distributed(
             "merge_seconds": round(time.perf_counter() - t2, 3),
             "world_size": world,
             "distributed": True,
+            "seed": int(seed),
         }
-        result = wrap_index(merged[0], merged[1], factory, str(resolved), params)
+        result = wrap_index(merged[0], merged[1], factory, str(resolved), params, seed=seed)
         if nprobe is not None:
             result.set_search_params(nprobe=nprobe)
         if out_dir is not None:

@@ -36,7 +36,7 @@ from twotower.index.exact import count_reaching, max_norm, sgemm_eps, use_blas_f
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
-__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs"]
+__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "seed_training"]
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def _said_once(index: Any) -> None:
 _FAISS_KMEANS_SEED, _FAISS_HNSW_SEED = 1234, 12345
 
 
-def _seed_training(index: Any, ivf: Any, seed: int) -> None:
+def seed_training(index: Any, ivf: Any, seed: int) -> None:
     """Seed FAISS's own random draws from ``seed``: k-means of the IVF lists and PQ codebooks, HNSW levels.
 
     FAISS seeds them with constants, so ``index build --seed`` changed only the query sample and the training
@@ -341,7 +341,7 @@ class FaissIndex(VectorIndex):
             raise _factory_error(self.spec, self.factory, e) from e
         ivf = faiss.try_extract_index_ivf(index)
         ivf = faiss.downcast_index(ivf) if ivf is not None else None
-        _seed_training(index, ivf, self.seed)
+        seed_training(index, ivf, self.seed)
         if isinstance(ivf, faiss.IndexIVFPQ):
             ivf.do_polysemous_training = False  # only for Hamming filtering, which we never use; it is slow
         if not isinstance(index, faiss.IndexIVF):

@@ -65,7 +65,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
 
         t0 = time.perf_counter()
         index = build_index_distributed(vectors_fn, spec, sample, out, n_total=n, nprobe=nprobe,
-                                        model_fingerprint=fp)
+                                        model_fingerprint=fp, seed=policy.seed)
         built = None
         if tdist.is_main() and index is not None:
             build_s = time.perf_counter() - t0
