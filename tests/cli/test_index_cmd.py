@@ -431,3 +431,23 @@ def test_a_distributed_build_refuses_an_nprobe_above_its_lists_before_building(r
         build_distributed(TrainedRun.load(run_dir), "IVF8,Flat", tmp_path / "idx", IndexPolicy(), None,
                           {"nprobe": 100}, print)
     assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize("index", ["exact", "ivf", "distributed"])
+def test_tune_json_records_the_seed_it_was_measured_with(run_dir, tmp_path, index):
+    # the recall in tune.json depends on the seed (query sample, FAISS's training sample and k-means), which
+    # it did not record: two builds with different recalls could not say why
+    out = tmp_path / "idx"
+    if index == "distributed":  # the torchrun path, in a world of one
+        from twotower.index import IndexPolicy
+        from twotower.pipeline.artifacts import TrainedRun
+        from twotower.pipeline.index_build_distributed import build_distributed
+
+        policy = IndexPolicy(seed=5, tune_queries=20)
+        assert build_distributed(TrainedRun.load(run_dir), "IVF8,Flat", out, policy, None, None, print) is not None
+    else:
+        assert main(["index", "build", "--run", str(run_dir), "--index", index, "--queries", "20", "--seed", "5",
+                     "--out", str(out)]) == 0
+    tune = json.loads((out / "tune.json").read_text())
+    assert tune["seed"] == 5
+    assert {"k", "n", "dim", "rows", "build_s" if index == "exact" else "chosen"} <= set(tune)  # nothing renamed

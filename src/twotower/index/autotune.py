@@ -155,6 +155,9 @@ class TuneReport:
     reason: str = ""  # why this index: exact within the latency budget, or the measured exact p99 that was not
     exact_p99_ms: float | None = None  # single-query exact p99 measured for the decision (auto only)
     pinned: bool = False  # the setting was given (``params``, ``--nprobe`` / ``--ef-search``), not chosen by a sweep
+    # the policy's seed (of the query sample, FAISS's training sample and its k-means / HNSW draws): the recall
+    # measured is a function of the data and this seed, so tune.json says which; None in a report made without it
+    seed: int | None = None
 
     @property
     def spec(self) -> str:
@@ -387,7 +390,7 @@ def autotune(
             return TuneReport(
                 rows=[row], chosen=row, met_target=True, k=k, target_recall=float(target_recall), n=n, dim=dim,
                 n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=exact, reason=reason,
-                exact_p99_ms=exact_p99,
+                exact_p99_ms=exact_p99, seed=policy.seed,
             )
         reason = (f"approximate: exact search's single-query p99 {exact_p99:.2f} ms exceeds the "
                   f"{policy.exact_p99_ms:g} ms budget ({n:,} items)")
@@ -410,7 +413,7 @@ def autotune(
     assert best is not None  # names is non-empty
     kinds = f"{len(names)} index types" if len(names) > 1 else ""
     return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99,
-                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None)
+                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed)
 
 
 def tune_index(
@@ -448,7 +451,7 @@ def tune_index(
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
                   policy.latency_queries, grid=None if params is None else [[params]])
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
-                   pinned=params is not None)
+                   pinned=params is not None, seed=policy.seed)
 
 
 def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
@@ -534,7 +537,7 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
 
 def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, target_recall: float, n: int, dim: int,
             n_queries: int, exact_qps: float, reason: str, exact_p99: float | None, *, kinds: str = "",
-            margin: float = 0.0, pinned: bool = False) -> TuneReport:
+            margin: float = 0.0, pinned: bool = False, seed: int | None = None) -> TuneReport:
     """The chosen row's index set to its knobs, and the report saying why (``kinds``: "4 index types" when
     several were compared)."""
     chosen, chosen_index = best
@@ -562,5 +565,5 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
     return TuneReport(
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
         n=n, dim=dim, n_queries=int(n_queries), exact_qps_batch=float(exact_qps), index=chosen_index,
-        reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99, pinned=pinned,
+        reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99, pinned=pinned, seed=seed,
     )

@@ -131,7 +131,8 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         t0 = time.perf_counter()
         exact = ExactIndex().build(vectors, ids)
         summary = {"index": "exact", "spec": "exact", "params": {}, "k": policy.k, "n": len(ids),
-                   "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": []}
+                   "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": [],
+                   "seed": policy.seed}  # as every tune.json records it (exact search draws nothing with it)
         exact.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         say(f"saved exact index to {out} (model {fp})")
         return BuiltIndex(out, exact, fp, summary)
