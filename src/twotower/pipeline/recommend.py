@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -37,6 +38,8 @@ __all__ = [
     "low_recall",
     "run_index_dir",
     "open_run_index",
+    "open_served_index",
+    "ServedIndex",
     "user_query_vectors",
     "recommend",
     "recommend_users",
@@ -67,11 +70,10 @@ def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str
             f"{tune.get('target_recall')}")
 
 
-def index_recall(index_dir: str | Path | None) -> dict[str, Any] | None:
-    """What the index's tuning record measured when it was built: ``{"recall", "k", "queries", "target",
+def _recall_record(tune: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the tuning record ``tune`` measured when the index was built: ``{"recall", "k", "queries", "target",
     "met_target"}``; None for exact search or an index without a record. A server started with
     ``--allow-low-recall`` says so in ``/readyz`` and ``/metrics`` with it, not only in its start-up log."""
-    tune = None if index_dir is None else read_tuning(index_dir)
     chosen = (tune or {}).get("chosen") or {}
     if tune is None or "recall" not in chosen or chosen.get("index") == "exact":
         return None
@@ -95,6 +97,15 @@ def run_index_dir(run_dir: str | Path, index_dir: str | Path | None = None, *, e
     return None if index_dir is None else Path(index_dir)
 
 
+@dataclass(frozen=True)
+class ServedIndex:
+    """The index a run is served from, the sentence saying which it is, and the recall its build measured."""
+
+    index: VectorIndex
+    description: str
+    recall: dict[str, Any] | None  # ``{"recall", "k", "queries", "target", "met_target"}``; None: exact or unmeasured
+
+
 def open_run_index(
     run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
 ) -> tuple[VectorIndex, str]:
@@ -106,13 +117,25 @@ def open_run_index(
     IntegrityError; with ``allow_low_recall=False`` one whose measured recall
     missed its target raises ConfigError saying what was measured.
     """
+    served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
+    return served.index, served.description
+
+
+def open_served_index(
+    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
+) -> ServedIndex:
+    """:func:`open_run_index`, with the recall its ``tune.json`` recorded (what ``/readyz`` and ``/metrics`` show).
+
+    The tuning record is read once, so the recall reported is that of the record the index was checked against
+    (the service read it a second time, after opening the index).
+    """
     fp = run.fingerprint()
     index_dir = run_index_dir(run.dir, index_dir, exact=exact)
     if index_dir is None:
         index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
         index.model_fingerprint = fp
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
-        return index, f"exact search over {run.n_items:,} items ({why})"
+        return ServedIndex(index, f"exact search over {run.n_items:,} items ({why})", None)
     try:
         _check_index_model(run, index_dir, fp)
         tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
@@ -129,11 +152,12 @@ def open_run_index(
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
     if index.is_exact:
-        return index, f"index {index_dir}: exact search over {len(index):,} items"
+        return ServedIndex(index, f"index {index_dir}: exact search over {len(index):,} items", _recall_record(tune))
     factory = getattr(index, "factory", None) or index.backend
     params = ", ".join(f"{k}={v:g}" for k, v in index.search_params.items())
-    return index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
-                   + "; --exact (from Python: exact=True) ranks the whole catalogue exactly")
+    return ServedIndex(index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
+                               + "; --exact (from Python: exact=True) ranks the whole catalogue exactly"),
+                       _recall_record(tune))
 
 
 #: how the index layer, which knows no run, words the way out of a damaged index

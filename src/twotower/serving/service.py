@@ -267,7 +267,7 @@ class RecommenderService:
         DataFrames) read as the known users' input histories, as ``twotower recommend --history-from``.
         """
         from twotower.pipeline.artifacts import TrainedRun
-        from twotower.pipeline.recommend import index_recall, open_run_index, run_index_dir
+        from twotower.pipeline.recommend import open_served_index
         from twotower.utils.runtime import set_threads
 
         settings = settings or ServiceSettings()
@@ -278,11 +278,11 @@ class RecommenderService:
             from twotower.pipeline.histories import read_input_histories
 
             histories = read_input_histories(run, history_from)
-        index, described = open_run_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
-        log.info("serving from %s", described)
-        service = cls(run, index, settings=settings, histories=histories)
-        service.index_description = described
-        service.index_recall = index_recall(run_index_dir(run.dir, index_dir, exact=exact))
+        served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
+        log.info("serving from %s", served.description)
+        service = cls(run, served.index, settings=settings, histories=histories)
+        service.index_description = served.description
+        service.index_recall = served.recall  # from the tune.json the index was checked against, read once
         return service
 
     # ------------------------------------------------------------------ facts

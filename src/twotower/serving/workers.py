@@ -76,7 +76,7 @@ class WorkerSpec:
     fingerprint: str | None = None  # the run's model fingerprint as the parent loaded it
     index_digest: str | None = None  # sha256 of the index's meta.json (which holds its files' checksums)
     index_description: str = ""
-    index_recall: dict[str, Any] | None = None  # what the index's tune.json measured (pipeline.recommend.index_recall)
+    index_recall: dict[str, Any] | None = None  # what the index's tune.json measured (pipeline.recommend.open_served_index)
     search_index: str | None = None
     rerank: str | None = None
     rerank_backend: str | None = None  # serve --rerank-backend; None: RerankSettings' default
