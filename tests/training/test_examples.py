@@ -83,3 +83,23 @@ def test_history_dropout_setting_is_checked():
     for bad in (-0.1, 1.0):
         with pytest.raises(ConfigError, match=r"train\.history_dropout: must be in \[0, 1\)"):
             TrainConfig(history_dropout=bad)
+
+
+def test_a_history_dropout_that_drops_nothing_is_said_at_start_up(caplog):
+    # the default 0.2 is recorded in every run's config.json, but windows of train.examples=sequence are read
+    # whole and a tower without history has none: the start-up log said nothing of it
+    from twotower.config import EvalConfig, LossConfig, TrainConfig, load_config
+    from twotower.models.two_tower import TwoTowerModel
+    from twotower.training.examples import unused_history_dropout
+    from twotower.training.trainer import Trainer
+
+    assert unused_history_dropout(TrainConfig(), reads_history=True) is None  # causal examples: applied
+    assert unused_history_dropout(TrainConfig(examples="sequence", history_dropout=0.0), True) is None
+    assert "reads no history" in unused_history_dropout(TrainConfig(), reads_history=False)
+    seqs = _long_seqs()
+    cfg = load_config(overrides=["model.user.history=gru", "model.user.use_id=false", "model.user.history_len=8"])
+    model = TwoTowerModel(cfg.model, seqs.n_users, 400)
+    with caplog.at_level("INFO", logger="twotower.training.trainer"):
+        Trainer(model, seqs, loss=LossConfig(), train=TrainConfig(examples="sequence", progress=False),
+                eval=EvalConfig(baselines=()))
+    assert ("train.history_dropout=0.2 is not applied: train.examples=sequence reads each window whole" in caplog.text)

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from twotower.config import TrainConfig
 from twotower.models.history import UserSequences, windows_before
 
-__all__ = ["ExampleSet", "build_examples", "make_histories"]
+__all__ = ["ExampleSet", "build_examples", "make_histories", "unused_history_dropout"]
 
 
 @dataclass(frozen=True)
@@ -87,3 +88,21 @@ def make_histories(
             dropped &= ~denoise[:, None]
         np.putmask(hist, dropped, pad)
     return hist
+
+
+def unused_history_dropout(train: TrainConfig, reads_history: bool) -> str | None:
+    """The sentence saying that ``train.history_dropout`` (a default, 0.2) drops nothing in this run, or None.
+
+    It drops items of causal and denoising examples' input histories: windows of ``train.examples=sequence``
+    are read whole, and a user tower that reads no history has none to drop. The run's config.json records the
+    value all the same, so the start-up log says it is not applied."""
+    if not train.history_dropout:
+        return None
+    if train.examples == "sequence":
+        why = "train.examples=sequence reads each window whole"
+    elif not reads_history:
+        why = "the user tower reads no history (model.user.history=none)"
+    else:
+        return None
+    return (f"train.history_dropout={train.history_dropout:g} is not applied: {why}; it drops items of causal and "
+            "denoising examples' input histories (set train.history_dropout=0 to record that)")

@@ -48,7 +48,7 @@ from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
-from twotower.training.examples import build_examples, make_histories
+from twotower.training.examples import build_examples, make_histories, unused_history_dropout
 from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
@@ -140,6 +140,9 @@ class Trainer:
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
                      train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
                      loss.kind, ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
+            unused = unused_history_dropout(train, model.user_tower.uses_history)
+            if unused:
+                log.info("%s", unused)
 
     def _log_q(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
         """Per-item ``log_q[I]`` of the loss's candidates on the device (None when the loss uses none)."""
