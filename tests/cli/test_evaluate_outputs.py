@@ -146,3 +146,17 @@ def test_csv_has_a_record_of_what_produced_it(run_dir, tmp_path):
     assert record["run"]["path"] == str(run_dir.resolve()) and record["run"]["fingerprint"]
     assert record["ks"] == [5, 10] and record["baselines"] == ["popularity"]
     assert record["test"] is None and record["history_from"] is None
+
+
+@pytest.mark.parametrize("plot_name", ["eval.csv", "eval.csv.json", "./sub/../eval.csv"])
+def test_a_plot_onto_the_csv_or_its_record_is_refused(run_dir, tmp_path, capsys, plot_name):
+    """`--csv e.csv --plot e.csv` (or `--plot e.csv.json`) wrote the CSV and its record, then the PNG over one of
+    them: exit 0, a .csv holding a PNG or a record that no longer described the CSV."""
+    csv = tmp_path / "eval.csv"
+    (tmp_path / "sub").mkdir()
+    plot = tmp_path / plot_name
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv", str(csv),
+                 "--plot", str(plot)]) == 2
+    other = "--csv's record" if plot_name.endswith(".json") else "--csv"
+    assert f"--plot {plot}: is also the {other} file" in capsys.readouterr().err
+    assert not csv.exists() and not (tmp_path / "eval.csv.json").exists()  # refused before any work

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from twotower.cli.flags import _threads
@@ -100,6 +101,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if record is not None:  # eval.csv.json beside eval.csv: refused before the work, like the CSV itself
         check_output_file(record, "--csv's record")
         _check_out_is_no_input(str(record), inputs, "--csv's record")
+    _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
     run = TrainedRun.load(args.run)
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
@@ -128,6 +130,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
+
+
+def _check_outputs_apart(plot_out: str | None, others: dict[str, str | os.PathLike[str] | None]) -> None:
+    """Refuse a --plot that lands on the --csv file or its record: the PNG was written last and replaced it without
+    a word (`--csv e.csv --plot e.csv.json` left a record that was a PNG)."""
+    if plot_out is None:
+        return
+    plot_real = os.path.realpath(plot_out)  # a symlink, ./ or ../ name the same file as a plain path does
+    for flag, other in others.items():
+        if other is not None and os.fspath(other) != STDOUT and os.path.realpath(other) == plot_real:
+            raise ConfigError(f"--plot {plot_out}: is also the {flag} file {os.fspath(other)}, which the plot would "
+                              "replace; choose another file name")
 
 
 def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001 - TrainedRun
