@@ -160,3 +160,13 @@ def test_a_plot_onto_the_csv_or_its_record_is_refused(run_dir, tmp_path, capsys,
     other = "--csv's record" if plot_name.endswith(".json") else "--csv"
     assert f"--plot {plot}: is also the {other} file" in capsys.readouterr().err
     assert not csv.exists() and not (tmp_path / "eval.csv.json").exists()  # refused before any work
+
+
+def test_plot_metric_without_plot_is_said_to_do_nothing(run_dir, capsys, caplog):
+    """`--plot-metric NDCG` without --plot drew nothing and said nothing: the user waited for an NDCG plot."""
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--plot-metric",
+                 "NDCG"]) == 0
+    assert "--plot-metric NDCG has no effect without --plot FILE.png" in caplog.text
+    caplog.clear()
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5"]) == 0
+    assert "--plot-metric" not in caplog.text  # the default, not given: nothing to say

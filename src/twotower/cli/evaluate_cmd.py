@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -89,6 +90,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
     if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
         check_output_file(csv_out, "--csv")
+    from twotower.cli.main import PLOT_METRIC_DEFAULT  # here, as print_eval_table's: main imports this module
+
+    if plot_out is None and args.plot_metric != PLOT_METRIC_DEFAULT:  # as --rerank-backend without --rerank
+        logging.getLogger(__name__).warning("--plot-metric %s has no effect without --plot FILE.png", args.plot_metric)
     if plot_out is not None:
         if plot_out == STDOUT:
             raise ConfigError("--plot: a PNG needs a file name, not -")
@@ -115,7 +120,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if plot_out is not None:
         from twotower.evaluation.plots import plot_recall_at_k
 
-        metric = getattr(args, "plot_metric", "Recall")
+        metric = args.plot_metric
         plot_recall_at_k({r["model"]: r for r in rows}, plot_out, metric,
                          title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
         print(f"wrote {metric}@k of {len(rows)} models to {plot_out}", file=sys.stderr)

@@ -107,6 +107,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
 
 #: The per-k metrics of `twotower evaluate`: its table's columns (print_eval_table), any of which --plot draws.
 PLOT_METRICS = ("Recall", "NDCG", "MRR", "HitRate", "Precision", "Coverage", "MeanPop")
+PLOT_METRIC_DEFAULT = "Recall"  # `evaluate --plot-metric`'s default, read by the flag and by its no-effect warning
 
 
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
@@ -127,7 +128,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
                         "which then holds the CSV alone)")
     p.add_argument("--plot", metavar="FILE.png", help="also plot --plot-metric against k for every model (PNG)")
-    p.add_argument("--plot-metric", default="Recall", choices=list(PLOT_METRICS),
+    p.add_argument("--plot-metric", default=PLOT_METRIC_DEFAULT, choices=list(PLOT_METRICS),
                    help="the metric --plot draws (default %(default)s)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
