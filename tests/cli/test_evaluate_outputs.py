@@ -170,3 +170,14 @@ def test_plot_metric_without_plot_is_said_to_do_nothing(run_dir, capsys, caplog)
     caplog.clear()
     assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5"]) == 0
     assert "--plot-metric" not in caplog.text  # the default, not given: nothing to say
+
+
+def test_ease_limits_without_ease_are_said_to_do_nothing(run_dir, caplog):
+    """`--baselines popularity --ease-max-items 50000` sized a baseline that was not fitted, without a word."""
+    base = ["-q", "evaluate", "--run", str(run_dir), "--ks", "5"]
+    assert main([*base, "--baselines", "popularity", "--ease-max-items", "7", "--ease-low-rank-max-items", "9"]) == 0
+    assert "--ease-max-items 7 has no effect: ease is not among the baselines (popularity)" in caplog.text
+    assert "--ease-low-rank-max-items 9 has no effect: ease is not among the baselines (popularity)" in caplog.text
+    caplog.clear()
+    assert main([*base, "--baselines", "ease", "--ease-max-items", "7"]) == 0
+    assert "has no effect" not in caplog.text

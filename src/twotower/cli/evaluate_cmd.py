@@ -108,6 +108,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         _check_out_is_no_input(str(record), inputs, "--csv's record")
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
     run = TrainedRun.load(args.run)
+    _warn_ease_limits_unused(args, baselines if baselines is not None else tuple(run.config.eval.baselines))
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
                         test_file=test_file, ease_max_items=args.ease_max_items,
@@ -135,6 +136,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
+
+
+def _warn_ease_limits_unused(args: argparse.Namespace, baselines: tuple[str, ...]) -> None:
+    """``--ease-max-items`` / ``--ease-low-rank-max-items`` size the EASE baseline only: with no EASE row they did
+    nothing without a word (`--baselines popularity --ease-max-items 50000`)."""
+    if "ease" in baselines:
+        return
+    for flag, value in (("--ease-max-items", args.ease_max_items),
+                        ("--ease-low-rank-max-items", getattr(args, "ease_low_rank_max_items", None))):
+        if value is not None:
+            logging.getLogger(__name__).warning("%s %d has no effect: ease is not among the baselines (%s)", flag,
+                                                value, ",".join(baselines) or "none")
 
 
 def _check_outputs_apart(plot_out: str | None, others: dict[str, str | os.PathLike[str] | None]) -> None:
