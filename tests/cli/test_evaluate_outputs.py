@@ -181,3 +181,11 @@ def test_ease_limits_without_ease_are_said_to_do_nothing(run_dir, caplog):
     caplog.clear()
     assert main([*base, "--baselines", "ease", "--ease-max-items", "7"]) == 0
     assert "has no effect" not in caplog.text
+
+
+def test_json_with_csv_to_stdout_is_refused(run_dir, capsys):
+    """`--json --csv -` printed the CSV alone and dropped --json without a word (recommend refuses --json --out)."""
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--json", "--csv", "-"]) == 2
+    captured = capsys.readouterr()
+    assert "--json prints the rows as JSON and --csv - prints them as CSV" in captured.err
+    assert captured.out == ""

@@ -88,6 +88,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if low_rank_max_items is not None and low_rank_max_items < 1:
         raise ConfigError(f"--ease-low-rank-max-items must be >= 1, got {low_rank_max_items}")
     csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
+    if args.json and csv_out == STDOUT:  # stdout held the CSV alone: --json was dropped without a word
+        raise ConfigError("--json prints the rows as JSON and --csv - prints them as CSV, both on standard output: "
+                          "pass one of them (both: --json with --csv FILE)")
     if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
         check_output_file(csv_out, "--csv")
     from twotower.cli.main import PLOT_METRIC_DEFAULT  # here, as print_eval_table's: main imports this module
