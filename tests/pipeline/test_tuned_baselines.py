@@ -119,3 +119,23 @@ def test_tuning_then_fitting_computes_the_similarity_and_gram_once(run, monkeypa
     again = evaluate_run(run, baselines=("ease", "itemknn"), ks=(10,))
     assert [r["NDCG@10"] for r in rows] == [r["NDCG@10"] for r in again]
     assert sorted(calls) == ["_gram", "_gram", "_top_similar", "_top_similar"]
+
+
+def test_a_setting_that_could_not_be_kept_is_not_reported_as_saved(run, monkeypatch, caplog):
+    """With the run locked by `train` (or read-only) the save is skipped with a warning, yet the summary line still
+    said 'tuned on valid NDCG@10, saved to RUN/tuned_baselines.json' of a file that was not there."""
+    import twotower.pipeline.tuned_baselines as tuned_baselines
+
+    (run.dir / TUNED_FILE).unlink(missing_ok=True)
+
+    def read_only(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(tuned_baselines, "atomic_write_json", read_only)
+    with caplog.at_level("INFO", logger="twotower"):
+        evaluate_run(run, baselines=("itemknn",), ks=(10,))
+    assert not (run.dir / TUNED_FILE).exists()
+    summary = [r.getMessage() for r in caplog.records if r.getMessage().startswith("baselines:")]
+    assert len(summary) == 1 and ", saved to" not in summary[0]
+    assert summary[0].endswith(f"(tuned on valid NDCG@10; not saved to {run.dir / TUNED_FILE}: itemknn tuned again "
+                               "next time)")

@@ -19,7 +19,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
-from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, tuning_key
+from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, is_kept, tuning_key
 
 __all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer"]
 
@@ -225,6 +225,7 @@ def evaluate_run(
     chosen: list[str] = []
     reused: list[bool] = []
     tune_s: dict[str, float] = {}
+    unsaved: list[str] = []  # tuned now, but another writer held the run (or it is read-only): not in the file
 
     def tuned(name: str, tune: Any, grid_arg: str, keep: dict[str, Any], entry: str | None = None,
               **extra: Any) -> float:
@@ -240,6 +241,8 @@ def evaluate_run(
         reused.append(was_cached)
         if was_cached:
             tune_s[name] = seconds
+        elif not is_kept(run.dir, entry or name, key):  # warned about already; the summary must not say "saved"
+            unsaved.append(name)
         return value
 
     eigenpairs = ev.ease_eigenpairs
@@ -312,6 +315,8 @@ def evaluate_run(
             how = "defaults (no valid split to tune on)"
         elif all(reused):
             how = f"tuned earlier on valid {select_metric}, read from {run.dir / TUNED_FILE}"
+        elif unsaved:
+            how = f"tuned on valid {select_metric}; not saved to {run.dir / TUNED_FILE}: {', '.join(unsaved)} tuned again next time"
         else:
             how = f"tuned on valid {select_metric}, saved to {run.dir / TUNED_FILE}"
         log.info("baselines: %s (%s)", ", ".join(chosen), how)

@@ -24,7 +24,7 @@ from twotower.utils.atomic import atomic_write_json, read_json
 from twotower.utils.digest import matrix_digest  # re-exported: the key of every tuned entry
 from twotower.utils.folder_lock import exclusive_writer
 
-__all__ = ["TUNED_FILE", "tuning_key", "cached_tuning", "matrix_digest"]
+__all__ = ["TUNED_FILE", "tuning_key", "cached_tuning", "is_kept", "matrix_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +86,10 @@ def cached_tuning(run_dir: str | Path, name: str, key: dict[str, Any],
         log.warning("could not save the tuned %s setting to %s (%s); the next evaluation tunes it again",
                     name, path, e.strerror or e)
     return float(value), False, seconds
+
+
+def is_kept(run_dir: str | Path, name: str, key: dict[str, Any]) -> bool:
+    """Whether ``<run>/tuned_baselines.json`` holds ``name``'s setting for ``key``: a save that another writer's
+    lock or a read-only folder prevented is only warned about, and must not be reported as saved."""
+    entry = _read(Path(run_dir) / TUNED_FILE).get(name)
+    return isinstance(entry, dict) and entry.get("key") == key
