@@ -79,3 +79,16 @@ def test_a_bad_ease_max_items_is_refused_before_any_work(run, value, monkeypatch
     monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
     with pytest.raises(ConfigError, match=r"evaluate_run: ease_max_items must be an integer >= 1 .* got "):
         evaluate_run(run, ease_max_items=value)
+
+
+def test_a_k_past_every_users_rankable_items_is_warned_about(run, caplog):
+    """k one below the catalogue gave Recall 1.0 for every model, popularity included, with no warning: only
+    k >= the catalogue was said to say nothing about the ranking, though each user's excluded history makes the
+    lists hold every item they can be shown well before that."""
+    k = run.n_items - 1  # every evaluated user has a training item excluded: their lists hold all the rest
+    with caplog.at_level("WARNING", logger="twotower"):
+        rows = evaluate_run(run, baselines=("popularity",), ks=(1, k))
+    n = rows[0]["users_evaluated"]
+    assert (f"k={k} reaches past the rankable items (the catalogue less the excluded history) of {n} of {n} "
+            f"evaluated users") in caplog.text
+    assert "k=1 reaches past" not in caplog.text
