@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from twotower.cli.flags import _threads
+from twotower.cli.flags import _threads, refuse_missing_inputs
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
 from twotower.cli.provenance import record_path
 from twotower.errors import ConfigError
@@ -110,6 +110,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         check_output_file(record, "--csv's record")
         _check_out_is_no_input(str(record), inputs, "--csv's record")
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
+    refuse_missing_inputs(inputs)
     run = TrainedRun.load(args.run)
     _warn_ease_limits_unused(args, baselines if baselines is not None else tuple(run.config.eval.baselines))
     history_from = getattr(args, "history_from", None)

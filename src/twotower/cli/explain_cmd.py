@@ -72,7 +72,7 @@ def format_explanation(e: dict) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from twotower.cli.flags import _threads, flag_named, parse_user_features
+    from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_missing_inputs
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
 
@@ -90,6 +90,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")
     features = parse_user_features(args)  # before the (slow) run load
+    refuse_missing_inputs({"--history-from": args.history_from})
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history
     with flag_named("--user"):

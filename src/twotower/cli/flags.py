@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from twotower.errors import ConfigError, NotFoundError
+from twotower.errors import ConfigError, DataError, NotFoundError
 
 __all__ = ["flag_named", "parse_user_features"]
 
@@ -59,3 +59,17 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
     if not isinstance(features, dict):
         raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
     return features
+
+
+def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:
+    """Refuse an input file that does not exist (``{flag: [paths]}``) before the run loads: a missing
+    ``--history-from`` file was reported only after the run and the held-out file had been read (seconds; a
+    minute on a large run), in words that named no flag."""
+    from pathlib import Path
+
+    for flag, paths in files.items():
+        for path in paths or ():
+            if path is not None and path != "-" and not Path(path).is_file():
+                what = "is a folder, not a file" if Path(path).is_dir() else "file not found"
+                raise DataError(f"{flag}: {what}; check the path (relative paths start at the working directory)",
+                                file=str(path))

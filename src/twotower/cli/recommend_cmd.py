@@ -7,7 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
-from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out
+from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out, refuse_missing_inputs
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items
@@ -123,6 +123,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise ConfigError("--exclude reads known users' items from files; --history describes one new user, whose "
                           "history is excluded already (--no-exclude-seen keeps it): drop --exclude")
     features = parse_user_features(args)
+    refuse_missing_inputs({"--exclude": args.exclude, "--history-from": getattr(args, "history_from", None)})
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)

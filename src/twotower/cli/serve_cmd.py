@@ -209,6 +209,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         check_cross_encoder_dir(args.rerank, "--rerank")
     _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
+    from twotower.cli.flags import refuse_missing_inputs
+
+    refuse_missing_inputs({"--history-from": args.history_from})
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
                                        exact=args.exact, history_from=args.history_from)
