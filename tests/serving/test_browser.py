@@ -196,20 +196,30 @@ def test_the_page_runs_under_its_csp_without_a_violation(server, tmp_path) -> No
 # The page's rendering of answers the tiny run does not produce (another metadata column, hostile titles):
 # index.html and app.js load from a folder with a stand-in `fetch` answering from a table, so no server runs.
 
-def _canned_page(tmp: Path, answers: dict[str, object]) -> str:
+def _canned_page(tmp: Path, answers: dict[str, object], delays: dict[str, int] | None = None,
+                 driver: str | None = None) -> str:
     """``file://`` URL of the explorer page whose ``fetch`` answers ``answers[path]`` (404 for any other), after
-    resolving the path as a browser does (``/items/..`` is ``/``, which answers the page itself: not JSON)."""
+    resolving the path as a browser does (``/items/..`` is ``/``, which answers the page itself: not JSON).
+
+    A POST body's ``user_id`` or ``item_id`` picks ``answers["<path> <id>"]`` first, and ``delays`` (same keys, ms)
+    hold an answer back; ``driver``: a script run after app.js (it may call the page's functions)."""
     import json
 
     page = (STATIC / "index.html").read_text(encoding="utf-8")
     stub = ("<script>const ANSWERS = " + json.dumps(answers).replace("</", "<\\/") + ";\n"
-            "window.fetch = async (path) => { const at = new URL(String(path), 'http://page.test/').pathname;\n"
+            "const DELAYS = " + json.dumps(delays or {}) + ";\n"
+            "window.fetch = async (path, opts) => { const at = new URL(String(path), 'http://page.test/').pathname;\n"
             "  if (at === '/') return { ok: true, status: 200, statusText: 'OK', json: async () => JSON.parse('<!doctype') };\n"
-            "  const body = ANSWERS[at];\n"
+            "  const sent = opts && opts.body ? JSON.parse(opts.body) : {};\n"
+            "  const key = `${at} ${sent.user_id || sent.item_id}`;\n"
+            "  await new Promise((r) => setTimeout(r, DELAYS[key] || DELAYS[at] || 0));\n"
+            "  const body = key in ANSWERS ? ANSWERS[key] : ANSWERS[at];\n"
             "  const ok = body !== undefined;\n"
             "  return { ok, status: ok ? 200 : 404, statusText: ok ? 'OK' : 'Not Found',\n"
             "           json: async () => ok ? body : { error: { message: 'unknown ' + path } } }; };</script>\n")
     page = page.replace('<script src="/static/app.js">', stub + '<script src="app.js">')
+    if driver is not None:
+        page = page.replace("</body>", f"<script>{driver}</script>\n</body>")
     page = page.replace('href="/static/style.css"', 'href="style.css"')
     assert 'src="app.js"' in page
     for name in ("app.js", "style.css"):
@@ -296,3 +306,53 @@ def test_explorer_shows_a_history_holding_the_item_id_dot_dot(tmp_path) -> None:
     assert status == ""
     history = re.search(r'<ol id="history-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
     assert [html.unescape(re.sub(r"<[^>]+>", "", t)).strip() for t in re.findall(r'class="title"[^>]*>(.*?)</a>', history)] == ["Heat", ".."]
+
+
+def _titles(dom: str) -> list[str]:
+    """The item titles (links) in ``dom``, in order."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", t)).strip() for t in re.findall(r'class="title"[^>]*>(.*?)</a>', dom)]
+
+
+def _similar_answer(*titles: str) -> dict:
+    return {"items": [{"item_id": f"{t}-{j}", "title": t, "score": 0.5, "rank": j + 1} for j, t in enumerate(titles)]}
+
+
+#: after the page is ready, run these two requests at once and mark the body data-driven="1"
+_TWO_AT_ONCE = ("(async () => {{ while (document.body.dataset.ready !== '1') await new Promise((r) => setTimeout(r, 10));"
+                " await Promise.all([{first}, {second}]); document.body.dataset.driven = '1'; }})();")
+
+
+@needs_chromium
+def test_explorer_shows_the_answer_to_the_latest_click_only(tmp_path) -> None:
+    """Two titles clicked in a row: the list was cleared twice, then both answers appended (20 items under the
+    second title), and the slower first answer's title became the heading; only the latest click's answer shows."""
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 4},
+               "/items/a": {"item_id": "a", "title": "Slow"}, "/items/b": {"item_id": "b", "title": "Fast"},
+               "/similar-items a": _similar_answer("FromSlow", "FromSlow"),
+               "/similar-items b": _similar_answer("FromFast", "FromFast")}
+    delays = {"/items/a": 300, "/similar-items a": 300}
+    driver = _TWO_AT_ONCE.format(first="showSimilar('a')", second="showSimilar('b')")
+    dom = _chromium(_canned_page(tmp_path, answers, delays, driver), tmp_path, "--dump-dom")
+    assert 'data-driven="1"' in dom, "the driver did not finish"
+    head = re.search(r'<div id="similar-item"[^>]*>(.*?)</div>', dom, flags=re.S).group(1)
+    assert "like Fast" in html.unescape(head)
+    similar = re.search(r'<ol id="similar-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert _titles(similar) == ["FromFast", "FromFast"]
+
+
+@needs_chromium
+def test_explorer_drops_a_slower_earlier_recommendation(tmp_path) -> None:
+    """Recommend for u-slow, then at once for u-fast: u-slow's later answer replaced u-fast's under the heading
+    'for user u-fast' (or its error wiped them); the page keeps the latest request's answer."""
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 2, "n_items": 2},
+               "/recommend u-slow": {"items": [{"item_id": "s", "title": "ForSlow", "score": 0.1, "rank": 1}]},
+               "/recommend u-fast": {"items": [{"item_id": "f", "title": "ForFast", "score": 0.2, "rank": 1}]}}
+    delays = {"/recommend u-slow": 300}
+    ask = "(async () => {{ document.getElementById('user-input').value = '{u}'; await submitUser(); }})()"
+    driver = _TWO_AT_ONCE.format(first=ask.format(u="u-slow"), second=ask.format(u="u-fast"))
+    dom = _chromium(_canned_page(tmp_path, answers, delays, driver), tmp_path, "--dump-dom")
+    assert 'data-driven="1"' in dom, "the driver did not finish"
+    recs = re.search(r'<ol id="recs-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert _titles(recs) == ["ForFast"]
+    note = re.search(r'<span id="recs-note"[^>]*>(.*?)</span>', dom, flags=re.S).group(1)
+    assert note == "for user u-fast"

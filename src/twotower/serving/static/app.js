@@ -9,6 +9,16 @@ const state = { paths: new Set(), search: false, users: false, multi: "genres" }
 
 const $ = (id) => document.getElementById(id);
 
+// Each panel shows the answer to the latest request made for it. Two clicks on titles in a row cleared the
+// similar list twice and then appended both answers (20 items under the second title), and a slow answer to an
+// earlier Recommend overwrote the later one's (or its error wiped them): an answer whose request is no longer
+// the latest of its panel is dropped. claim(panel) -> current(): true while that request is still the latest.
+const latest = { recs: 0, similar: 0, search: 0 };
+function claim(panel) {
+  const ticket = ++latest[panel];
+  return () => ticket === latest[panel];
+}
+
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) {
@@ -183,22 +193,24 @@ function renderHistory(items, note) {
   for (const it of items) list.append(el("li", {}, itemLine(it)));
 }
 
-async function loadHistory(user, recs) {
+async function loadHistory(user, recs, current) {
   if (user.history) {
     const items = await Promise.all(user.history.slice().reverse().map((id) =>
       getById("/items/", id).catch(() => ({ item_id: id }))));
-    renderHistory(items, "(ad-hoc, newest first)");
+    if (current()) renderHistory(items, "(ad-hoc, newest first)");
     return;
   }
   if (state.users) {
     try {
       const res = await getById("/users/", user.user_id);
+      if (!current()) return;
       const items = res.history || res.items || [];
       const n = res.n_history !== undefined ? res.n_history : items.length;
       renderHistory(items, `(${n} items, newest first)`);
       return;
     } catch (e) {
       if (e.status !== 404) throw e;
+      if (!current()) return;
     }
   }
   // No history route: show the history items the explanations name.
@@ -225,7 +237,7 @@ function renderRecs(user, items) {
   }
 }
 
-async function recommend(user, k) {
+async function recommend(user, k, current) {
   setStatus("loading…");
   $("recs-note").textContent = user.user_id ? `for user ${user.user_id}` : "for an ad-hoc history";
   const body = Object.assign({ k, explain: true }, user.user_id ? { user_id: user.user_id } : { history: user.history });
@@ -237,39 +249,45 @@ async function recommend(user, k) {
     body.explain = false; // explanations unavailable on this server: ask per item instead
     res = await api("POST", "/recommend", body);
   }
+  if (!current()) return;
   const items = res.items || [];
   const explained = items.find((it) => it.explanation && it.explanation.shared_metadata);
   if (explained) state.multi = multiColumn(explained.explanation.shared_metadata);
   renderRecs(user, items);
-  await loadHistory(user, items);
-  setStatus("");
+  await loadHistory(user, items, current);
+  if (current()) setStatus("");
 }
 
 async function showSimilar(itemId) {
+  const current = claim("similar");
   $("similar-note").textContent = "";
   const head = $("similar-item");
   const list = $("similar-list");
   list.replaceChildren();
   try {
     const item = await getById("/items/", itemId).catch(() => ({ item_id: itemId }));
+    if (!current()) return;
     head.replaceChildren(el("strong", {}, `like ${titleOf(item)}`), " ", chips(genresOf(item)));
     const res = await api("POST", "/similar-items", { item_id: String(itemId), k: 10 });
+    if (!current()) return;
     for (const it of res.items || []) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
     const url = new URL(window.location);
     url.searchParams.set("item", itemId);
     history.replaceState(null, "", url);
   } catch (e) {
-    head.replaceChildren(el("span", { class: "error" }, e.message));
+    if (current()) head.replaceChildren(el("span", { class: "error" }, e.message));
   }
 }
 
 async function search(query) {
+  const current = claim("search");
   const box = $("search-results");
   const list = $("search-list");
   box.classList.remove("hidden");
   list.replaceChildren(el("li", { class: "muted" }, "searching…"));
   try {
     const res = await api("POST", "/search", { query, k: 10 });
+    if (!current()) return;
     list.replaceChildren();
     for (const it of res.items || []) {
       const snippet = it.text ? el("div", { class: "muted snippet" }, String(it.text).slice(0, 200)) : null;
@@ -278,7 +296,7 @@ async function search(query) {
     }
     if (!list.children.length) list.append(el("li", { class: "muted" }, "no results"));
   } catch (e) {
-    list.replaceChildren(el("li", { class: "error" }, e.message));
+    if (current()) list.replaceChildren(el("li", { class: "error" }, e.message));
   }
 }
 
@@ -331,9 +349,11 @@ async function submitUser(ev) {
   if (user.user_id) url.searchParams.set("user", user.user_id);
   else url.searchParams.set("history", user.history.join(","));
   history.replaceState(null, "", url);
+  const current = claim("recs");
   try {
-    await recommend(user, k);
+    await recommend(user, k, current);
   } catch (e) {
+    if (!current()) return;
     setStatus(e.message, true);
     $("recs-list").replaceChildren();
     renderHistory([], "");
