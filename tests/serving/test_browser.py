@@ -356,3 +356,20 @@ def test_explorer_drops_a_slower_earlier_recommendation(tmp_path) -> None:
     assert _titles(recs) == ["ForFast"]
     note = re.search(r'<span id="recs-note"[^>]*>(.*?)</span>', dom, flags=re.S).group(1)
     assert note == "for user u-fast"
+
+
+@needs_chromium
+def test_search_only_page_tells_how_to_search_not_how_to_recommend(tmp_path) -> None:
+    """`serve --search-index` alone: the page hid the user form but its how-to still said to type a user id and
+    click titles for similar items, under an empty 'Similar items (click a title)' panel with nothing to click."""
+    answers = {"/openapi.json": {"paths": {"/search": {"post": {}}, "/readyz": {"get": {}}}},
+               "/readyz": {"ready": True},
+               "/search": {"items": [{"doc_id": "d1", "title": "Aspirin", "text": "Aspirin helps.", "score": 0.5,
+                                      "rank": 1}]}}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?q=aspirin&item=d1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    shown = re.sub(r'<(\w+) id="[^"]*" class="[^"]*\bhidden\b[^"]*".*?</\1>', "", dom, flags=re.S)  # what is shown
+    text = html.unescape(re.sub(r"<[^>]+>", " ", shown))
+    assert "user id" not in text and "Similar items" not in text and "history item" not in text, text
+    assert "type a query and press Search" in text
+    assert "Aspirin helps." in text and 'class="error"' not in dom

@@ -370,7 +370,12 @@ async function init() {
   $("search-form").classList.toggle("hidden", !state.search);
   // a search-only service has no recommender: hide its form and panels
   state.recommend = state.paths.size === 0 || state.paths.has("POST /recommend");
-  for (const id of ["user-form", "history-panel", "recs-panel"]) $(id).classList.toggle("hidden", !state.recommend);
+  // and its how-to and similar-items panel: they spoke of user ids and titles to click on a page without either
+  for (const id of ["user-form", "history-panel", "recs-panel", "howto-recommend", "similar-box",
+    "contrib-note"]) {
+    $(id).classList.toggle("hidden", !state.recommend);
+  }
+  $("howto-search").classList.toggle("hidden", !state.search);
   try {
     const r = await fetch("/readyz").then((x) => x.json());
     $("run-info").textContent = state.recommend
@@ -389,7 +394,7 @@ async function init() {
   const work = [];
   if (params.get("user") || params.get("history")) work.push(submitUser());
   else if (state.recommend) work.push(showExamples());
-  if (params.get("item")) work.push(showSimilar(params.get("item")));
+  if (params.get("item") && state.recommend) work.push(showSimilar(params.get("item")));
   await Promise.all(work);
   document.body.dataset.ready = "1";
 }
