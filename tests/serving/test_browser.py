@@ -19,6 +19,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -373,3 +374,22 @@ def test_search_only_page_tells_how_to_search_not_how_to_recommend(tmp_path) -> 
     assert "user id" not in text and "Similar items" not in text and "history item" not in text, text
     assert "type a query and press Search" in text
     assert "Aspirin helps." in text and 'class="error"' not in dom
+
+
+@needs_chromium
+def test_explorer_address_keeps_k_and_the_query(tmp_path) -> None:
+    """The page reads ?k= and ?q= on load but never wrote them: after asking for k=3 and searching, the address
+    (reloaded, bookmarked, shared) asked for 10 items and no search."""
+    routes = {"paths": {**_ROUTES["paths"], "/search": {"post": {}}}}
+    answers = {"/openapi.json": routes, "/readyz": {"ready": True, "n_users": 1, "n_items": 2},
+               "/recommend": {"items": [{"item_id": "f", "title": "Casino", "score": 0.2, "rank": 1}]},
+               "/search": {"items": []}}
+    driver = ("(async () => { while (document.body.dataset.ready !== '1') await new Promise((r) => setTimeout(r, 10));"
+              " document.getElementById('user-input').value = 'u1'; document.getElementById('k-input').value = '3';"
+              " await submitUser(); await search('heist films');"
+              " document.body.dataset.address = location.search; })();")
+    dom = _chromium(_canned_page(tmp_path, answers, driver=driver), tmp_path, "--dump-dom")
+    found = re.search(r'data-address="([^"]*)"', dom)
+    assert found, "the driver did not finish"
+    params = dict(urllib.parse.parse_qsl(html.unescape(found.group(1)).lstrip("?")))
+    assert params == {"user": "u1", "k": "3", "q": "heist films"}

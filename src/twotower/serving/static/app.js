@@ -281,6 +281,9 @@ async function showSimilar(itemId) {
 
 async function search(query) {
   const current = claim("search");
+  const url = new URL(window.location);
+  url.searchParams.set("q", query); // init() reads ?q= back; it was never written, so a reload lost the search
+  history.replaceState(null, "", url);
   const box = $("search-results");
   const list = $("search-list");
   box.classList.remove("hidden");
@@ -348,6 +351,7 @@ async function submitUser(ev) {
   url.searchParams.delete("history");
   if (user.user_id) url.searchParams.set("user", user.user_id);
   else url.searchParams.set("history", user.history.join(","));
+  url.searchParams.set("k", String(k)); // read back by init(): a reload or shared link asked for 10 again
   history.replaceState(null, "", url);
   const current = claim("recs");
   try {
