@@ -393,3 +393,11 @@ def test_explorer_address_keeps_k_and_the_query(tmp_path) -> None:
     assert found, "the driver did not finish"
     params = dict(urllib.parse.parse_qsl(html.unescape(found.group(1)).lstrip("?")))
     assert params == {"user": "u1", "k": "3", "q": "heist films"}
+
+
+def test_page_names_its_icon_so_the_browser_does_not_ask_for_favicon_ico(client) -> None:
+    """Every load of the page asked for /favicon.ico, a 404 logged as an error in the browser's console."""
+    icon = re.search(r'<link rel="icon" href="([^"]+)"', client.get("/").text)
+    assert icon and icon.group(1).startswith("/static/"), "no icon link"
+    got = client.get(icon.group(1))
+    assert got.status_code == 200 and got.headers["content-type"].startswith("image/svg+xml")
