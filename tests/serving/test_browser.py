@@ -401,3 +401,17 @@ def test_page_names_its_icon_so_the_browser_does_not_ask_for_favicon_ico(client)
     assert icon and icon.group(1).startswith("/static/"), "no icon link"
     got = client.get(icon.group(1))
     assert got.status_code == 200 and got.headers["content-type"].startswith("image/svg+xml")
+
+
+@needs_chromium
+def test_explorer_says_when_it_lists_part_of_a_long_history(tmp_path) -> None:
+    """GET /users lists a user's newest 50 items; the page headed them '(218 items, newest first)'."""
+    routes = {"paths": {**_ROUTES["paths"], "/users/{user_id}": {"get": {}}}}
+    answers = {"/openapi.json": routes, "/readyz": {"ready": True, "n_users": 1, "n_items": 300},
+               "/recommend": {"items": [{"item_id": "f", "title": "Casino", "score": 0.2, "rank": 1}]},
+               "/users/u1": {"user_id": "u1", "n_history": 218,
+                             "history": [{"item_id": "a", "title": "Heat"}, {"item_id": "b", "title": "Ronin"}]}}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?user=u1", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    note = re.search(r'<span id="history-note"[^>]*>(.*?)</span>', dom, flags=re.S).group(1)
+    assert note == "(the newest 2 of 218 items)"

@@ -206,7 +206,8 @@ async function loadHistory(user, recs, current) {
       if (!current()) return;
       const items = res.history || res.items || [];
       const n = res.n_history !== undefined ? res.n_history : items.length;
-      renderHistory(items, `(${n} items, newest first)`);
+      // GET /users lists the newest 50: "(218 items, newest first)" over 50 rows read as the whole history
+      renderHistory(items, items.length < n ? `(the newest ${items.length} of ${n} items)` : `(${n} items, newest first)`);
       return;
     } catch (e) {
       if (e.status !== 404) throw e;
