@@ -753,9 +753,15 @@ class FinetuneConfig:
     refresh_negatives: bool = False  # re-mine from the model's own dense index before each epoch after the first
     grad_clip: float = 1.0
     seed: int = 0
+    # share of the training queries held out (grouped by relevant document, as bench/scifact.py) and scored by dense
+    # NDCG@10 before training and after each epoch; the best epoch's weights are saved, the starting ones when no
+    # epoch beat them. 0 = off: the training loss alone cannot tell a pretrained model that learned nothing
+    valid_frac: float = 0.0
+    patience: int = 3  # with valid_frac: stop after this many epochs without a new best validation NDCG@10
 
     def __post_init__(self) -> None:
         _check_types(self, "")
+        _check_valid_frac(self.valid_frac, self.patience)
         for name in ("epochs", "batch_size", "max_length", "query_max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -780,6 +786,14 @@ class FinetuneConfig:
                               "set train_doc_tower=True or shared=False")
 
 
+def _check_valid_frac(valid_frac: float, patience: int = 1) -> None:
+    """The held-out share of ``search train`` / ``rerank train`` (0: none) and the bi-encoder's patience."""
+    if not 0.0 <= valid_frac < 1.0:
+        raise ConfigError(f"valid_frac must be in [0, 1) (0: no validation), got {valid_frac}")
+    if patience < 1:
+        raise ConfigError(f"patience must be >= 1, got {patience}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class RerankTrainConfig:
     """Cross-encoder training (``twotower rerank train``, :func:`twotower.search.train_cross_encoder`)."""
@@ -798,9 +812,14 @@ class RerankTrainConfig:
     freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
     max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
     seed: int = 0
+    # share of the training queries held out (grouped by relevant document) on which, after training, reranking's
+    # NDCG@10 is set against the first stage's (BM25) own order; 0 = off. A loss 9.8% below chance said nothing of
+    # a cross-encoder that took SciFact's test NDCG@10 from 0.8962 to 0.2055
+    valid_frac: float = 0.0
 
     def __post_init__(self) -> None:
         _check_types(self, "")
+        _check_valid_frac(self.valid_frac)
         for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -97,6 +97,12 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    help="hard negatives mined per query (default %(default)s; 0: in-batch negatives only, the "
                         "batch's other positives, as MultipleNegativesRankingLoss; nothing is mined)")
     _mining_flags(t, "the bi-encoder")
+    _valid_frac_flag(t, ft.valid_frac, "scored by dense NDCG@10 before training and after each epoch; the best "
+                     "epoch's towers are saved, the starting ones (with a warning) when no epoch beats them. With "
+                     "--train-doc-tower each validation encodes the corpus again")
+    t.add_argument("--patience", type=int, default=ft.patience,
+                   help="with --valid-frac: stop after this many epochs without a better validation NDCG@10 "
+                        "(default %(default)s)")
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     _encoder_flags(t)
@@ -188,7 +194,7 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("rerank", help="cross-encoder reranker")
     sub = p.add_subparsers(dest="rerank_cmd", required=True)
-    from twotower.config import RerankTrainConfig  # every default is declared there, once
+    from twotower.config import RerankTrainConfig, SearchConfig  # every default is declared there, once
 
     rt = RerankTrainConfig()
     t = sub.add_parser("train", help="train a cross-encoder from MiniLM on BEIR train pairs + BM25 hard negatives")
@@ -203,7 +209,16 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
                    help="queries per optimiser step, each scored with its positive and --negatives (default "
                         "%(default)s)")
     _mining_flags(t, "BM25")
+    _valid_frac_flag(t, rt.valid_frac, f"reranked after training (top {SearchConfig.rerank_top} of BM25's list, "
+                     "as `search evaluate --rerank` does) and scored by NDCG@10 against BM25's own order; a warning "
+                     "when reranking is worse")
     t.set_defaults(func=cmd_rerank_train)
+
+
+def _valid_frac_flag(t: argparse.ArgumentParser, default: float, what: str) -> None:
+    t.add_argument("--valid-frac", type=float, default=default,
+                   help="share of the --split queries held out from training (queries sharing a relevant document "
+                        f"stay together; drawn by --seed) and {what} (default %(default)s: none held out)")
 
 
 def _mining_flags(t: argparse.ArgumentParser, retriever: str) -> None:
@@ -653,18 +668,23 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     train_docs = args.train_doc_tower or args.shared
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
-             "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed"}
+             "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed",
+             "valid_frac": "--valid-frac", "patience": "--patience"}
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
-        refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed), flags)
+        refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed, valid_frac=args.valid_frac,
+        patience=args.patience), flags)
     if train_docs and args.negatives > 1:
         _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
     # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if mining is None:
         _warn_unused_mining_flags(args)
+    if not cfg.valid_frac and cfg.patience != FinetuneConfig.patience:  # no validation, nothing to be patient for
+        logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
+                                            "validated); pass --valid-frac F to hold out queries", cfg.patience)
     if args.base is not None:
         check_bi_encoder_dir(args.base, "--base")
     _encoder_env(args)
@@ -677,6 +697,8 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.negatives import mine_hard_negatives
 
     data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
+    # held out before mining: no negative is mined for a query that is not trained on
+    qs, pos, by_q, validation = _hold_out(args, qs, pos, cfg.valid_frac, at_least=2)
     texts = data.corpus.doc_texts()
     negatives = None
     if mining is None:
@@ -694,9 +716,35 @@ def cmd_search_train(args: argparse.Namespace) -> int:
         negatives = [neg_of[q] for q in qs]
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=negatives, mining=mining, cache_dir=args.cache,
-                              source=_source(args), mining_names=MINING_FLAGS)
+                              source=_source(args), mining_names=MINING_FLAGS, validation=validation)
     _report_search_training(args, res, cfg, len(qs))
     return 0
+
+
+def _hold_out(args: argparse.Namespace, qs: list, pos: list, frac: float, *, at_least: int = 1):  # noqa: ANN202
+    """``(queries, rows, relevant rows by query, ValidationSet | None)``: the training pairs left once ``frac`` of the
+    queries are held out (:func:`~twotower.search.validation.hold_out`); all of them and None when ``frac`` is 0.
+    Fewer than ``at_least`` left is refused now, before any model is loaded."""
+    from twotower.errors import ConfigError
+    from twotower.search.validation import hold_out
+
+    if not frac:
+        by_q: dict[str, set[int]] = {}
+        for q, r in zip(qs, pos):
+            by_q.setdefault(q, set()).add(r)
+        return qs, pos, by_q, None
+    try:
+        keep, valid = hold_out(qs, pos, frac, args.seed)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("valid_frac", "--valid-frac") + f" (split {args.split!r})") from None
+    if keep.size < at_least:
+        raise ConfigError(f"--valid-frac {frac:g} holds out {valid.pairs} of the {len(qs)} pairs of split "
+                          f"{args.split!r}, leaving {keep.size} to train on; training needs at least {at_least}: "
+                          "give a smaller --valid-frac")
+    qs, pos = [qs[i] for i in keep], [pos[i] for i in keep]
+    logging.getLogger(__name__).info("--valid-frac %g: %d of the queries (%d pairs) held out for validation, %d pairs "
+                                     "left to train on", frac, len(valid.queries), valid.pairs, len(qs))
+    return (*_hold_out(args, qs, pos, 0.0)[:3], valid)
 
 
 def _warn_unused_mining_flags(args: argparse.Namespace) -> None:
@@ -742,6 +790,9 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
           f"{last['chance_loss']:.4f} for a model that has learned nothing (ln of the candidates each query is "
           f"scored against: the batch's positives, {_count(cfg.negatives_per_query, 'hard negative')} per "
           f"query{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
+    validation = getattr(res, "validation", None)  # a FinetuneResult has it; a stand-in may not
+    if validation is not None:
+        _report_validation(validation)
     if barely_learned(last["loss"], last["chance_loss"]):
         logging.getLogger(__name__).warning(
             "the bi-encoder has barely learned: its last epoch's mean loss %.4f is %s %.4f, the loss of "
@@ -752,6 +803,17 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
             first["loss"], args.beir, args.out, args.epochs, args.lr, pairs, args.split)
 
 
+def _report_validation(v: dict) -> None:
+    """The held-out queries' dense NDCG@10 before training and after each epoch, and which weights were saved (the
+    starting model's own warning, when no epoch beat it, comes from finetune_bi_encoder)."""
+    scores = ", ".join(f"epoch {e['epoch']} {e['ndcg10']:.4f}" for e in v["epochs"])
+    kept = ("the starting weights (no epoch beat them)" if v["best_epoch"] == 0
+            else f"epoch {v['best_epoch']}'s weights ({v['best']:.4f})")
+    stop = f"; stopped early, patience {v['patience']}" if v["stopped_early"] else ""
+    print(f"validation NDCG@10 on {v['queries']} held-out queries: before training {v['start']:.4f}, {scores}; saved "
+          f"{kept}{stop}")
+
+
 def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import check_cross_encoder_dir, is_cross_encoder
     from twotower.search.rerank import RerankTrainConfig
@@ -759,10 +821,10 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "cross-encoder", is_cross_encoder)
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
-             "lr": "--lr", "groups_per_step": "--batch-size"}
+             "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac"}
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
                                                  max_length=args.max_length, seed=args.seed, lr=args.lr,
-                                                 groups_per_step=args.batch_size), flags)
+                                                 groups_per_step=args.batch_size, valid_frac=args.valid_frac), flags)
     mining = _mining_config(args, args.negatives * args.epochs, "--negatives x --epochs")
     if args.base is not None:
         check_cross_encoder_dir(args.base, "--base", base=True)
@@ -777,6 +839,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.rerank import train_cross_encoder
 
     data, qs, pos, by_q = _train_pairs(args)
+    qs, pos, by_q, valid = _hold_out(args, qs, pos, cfg.valid_frac)
     texts = data.corpus.doc_texts()
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
     uniq = list(by_q)
@@ -784,10 +847,21 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining,
                                   names=MINING_FLAGS)
     neg_of = dict(zip(uniq, negs))
+    extra = {"validation": _rerank_validation(valid, bm25)} if valid is not None else {}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
-                        source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}})
+                        source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}}, **extra)
     _report_rerank_training(args, len(qs))
     return 0
+
+
+def _rerank_validation(valid, bm25):  # noqa: ANN001, ANN202 - ValidationSet, BM25Retriever -> RerankValidation
+    """The held-out queries with BM25's lists, the first stage the cross-encoder is judged against (and was mined
+    from), its top SearchConfig.rerank_top reranked as `search evaluate --rerank` does by default."""
+    from twotower.config import SearchConfig
+    from twotower.search.rerank import RerankValidation
+
+    first = bm25.search(valid.queries, max(SearchConfig.rerank_top, 10))
+    return RerankValidation(valid.queries, first, valid.relevant, top_n=SearchConfig.rerank_top)
 
 
 def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
@@ -812,6 +886,10 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
              "its one step")
     print(f"cross-encoder saved to {args.out}: final loss {loss:.4f} ({steps}), against {reference} for a model "
           "that has learned nothing")
+    v = meta.get("validation")
+    if v is not None:  # train_cross_encoder warned already when reranking made the held-out lists worse
+        print(f"validation NDCG@10 on {v['queries']} held-out queries: {v['first_stage']} order {v['without_rerank']:.4f}, "
+              f"reranked (top {v['top_n']}) {v['reranked']:.4f}" + (" (WORSE: see the warning)" if v["worse"] else ""))
     if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
             "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "

@@ -39,6 +39,7 @@ from twotower.config import FinetuneConfig  # the defaults live with every other
 from twotower.errors import DataError
 from twotower.search.artefacts import BI_ENCODER_META, file_table, is_bi_encoder, trained_backend, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
+from twotower.search.validation import NDCG_K, ValidationSet, hold_out, ndcg10
 from twotower.text.encoder import (
     EncoderSettings,
     TextEncoder,
@@ -73,6 +74,7 @@ class FinetuneResult:
     history: list[dict] = field(default_factory=list)  # one row per step
     mining_reports: list[MiningReport] = field(default_factory=list)
     seconds: float = 0.0
+    validation: dict | None = None  # the marker's "validation" (None: no queries held out)
 
 
 def _embed(model, texts: list[str], max_length: int):
@@ -159,6 +161,7 @@ def finetune_bi_encoder(
     show_progress: bool = True,
     source: Mapping[str, Any] | None = None,
     mining_names: Mapping[str, str] | None = None,
+    validation: ValidationSet | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -168,6 +171,11 @@ def finetune_bi_encoder(
     re-mined list from its hardest). ``base`` is the starting model (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
     is recorded in the saved marker with the pair and document counts and the mining settings. ``mining_names``:
     what the re-mining summaries call the settings that fill a short query (``mine_hard_negatives``'s ``names``).
+
+    ``validation``: held-out queries scored by dense NDCG@10 before training (epoch 0) and after each epoch; the best
+    epoch's towers are saved (the starting ones, with a warning, when no epoch beat them) and training stops after
+    ``config.patience`` epochs without a new best. ``None`` with ``config.valid_frac > 0``: that share of the
+    queries is held out here (:func:`~twotower.search.validation.hold_out`) and not trained on.
     """
     import torch  # noqa: PLC0415
 
@@ -186,8 +194,13 @@ def finetune_bi_encoder(
         raise DataError(f"positive rows must lie in [0, {n_docs}), the corpus rows")
     if negatives is not None and len(negatives) != len(queries):
         raise DataError(f"negatives needs one array per pair ({len(queries)}), got {len(negatives)}")
+    if validation is None and cfg.valid_frac > 0:
+        keep, validation = hold_out(queries, pos, cfg.valid_frac, cfg.seed)
+        queries, pos = [queries[i] for i in keep], pos[keep]
+        negatives = [negatives[i] for i in keep] if negatives is not None else None
     if len(queries) < 2:
-        raise DataError("need at least 2 pairs for in-batch negatives")
+        held = f" once {validation.pairs} were held out for validation" if validation is not None else ""
+        raise DataError(f"need at least 2 pairs for in-batch negatives; {len(queries)} left{held}")
     rng = seed_everything(cfg.seed)
 
     base_enc, doc_enc, doc_dir = base_towers(base)
@@ -264,6 +277,7 @@ def finetune_bi_encoder(
         stats.update(st)
         return float(loss.detach()), len(batch)
 
+    val = _Validator(validation, q_model, d_model, frozen_docs, doc_texts, cfg, base_enc.settings) if validation is not None else None
     mined_at = 0  # the epoch the negatives in ``neg`` were mined for
     for epoch in range(cfg.epochs):
         if epoch > 0 and cfg.refresh_negatives and cfg.negatives_per_query:  # none used: nothing to re-mine
@@ -282,9 +296,12 @@ def finetune_bi_encoder(
                 loss = run.step(lambda b=batch, st=stats: closure(b, epoch - mined_at, st))
                 history.append({"epoch": epoch, "step": loop.global_step - 1, "loss": loss,
                                 "accuracy": stats["accuracy"], "chance_loss": stats["chance_loss"], "lr": loop.lr})
+        if val is not None and val.after_epoch(epoch + 1):
+            break  # patience ran out: the best epoch's weights are restored below
     step = loop.global_step
     q_model.eval()
     d_model.eval()
+    record = val.finish() if val is not None else None
     out = Path(out_dir)
     # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
     base_dir = Path(base).resolve() if base is not None else default_model_path()
@@ -310,10 +327,18 @@ def finetune_bi_encoder(
             # the frozen document vectors and every mined negative come from this forward pass (auto resolved):
             # torch-bf16 trains other weights than torch from the same settings above
             "encoder_backend": base_enc.backend,
+            # dense NDCG@10 of the held-out queries at the start (epoch 0) and after each epoch; the best is saved
+            "validation": record,
             "files": file_table(tmp, META_FILE),  # every file's sha256, checked by load_bi_encoder
         })
+    if record is not None and record["best_epoch"] == 0:
+        logger.warning(
+            "fine-tuning did not beat the starting model on the %d validation queries: dense NDCG@10 %.4f before "
+            "training, at best %.4f after an epoch; the starting weights were saved to %s, so the model is no worse "
+            "than the one training started from. Train with another learning rate, more epochs or more pairs",
+            record["queries"], record["start"], max(e["ndcg10"] for e in record["epochs"]), out)
     q_enc, d_enc = load_bi_encoder(out)
-    return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0)
+    return FinetuneResult(q_enc, d_enc, out, history, reports, time.perf_counter() - t0, record)
 
 
 def _chance_loss(b_pos: np.ndarray, cand_rows: np.ndarray, known: np.ndarray) -> float:
@@ -341,18 +366,88 @@ def _negatives_record(cfg: FinetuneConfig, mined: bool) -> dict[str, Any]:
             "in_batch_only": not hard and not cfg.corpus_negatives}
 
 
-def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings, names):
-    """Re-mine hard negatives for every pair from the model's own current dense index (encoded as ``settings``)."""
+def _current_retriever(q_model, d_model, frozen_docs, doc_texts, cfg, settings):  # noqa: ANN001, ANN202
+    """A DenseRetriever over the towers as they are now (encoded as ``settings``): the frozen corpus vectors, or the
+    corpus encoded again by a document tower being trained (one corpus pass)."""
     from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
     q_model.eval()
     d_model.eval()
-    retr = DenseRetriever(_as_encoder(q_model, "query", settings), doc_encoder=_as_encoder(d_model, "doc", settings),
+    d_enc = _as_encoder(d_model, "doc", settings)
+    retr = DenseRetriever(_as_encoder(q_model, "query", settings), doc_encoder=d_enc,
                           max_length=cfg.max_length, query_max_length=cfg.query_max_length, show_progress=False)
     if frozen_docs is not None:
-        retr.fit_embeddings(frozen_docs.numpy())
-    else:
-        retr.fit(doc_texts)
+        return retr.fit_embeddings(frozen_docs.numpy())
+    # encoded directly, not by fit: no truncation count logged again at every re-encoding, nothing cached
+    return retr.fit_embeddings(d_enc.encode(list(doc_texts), max_length=cfg.max_length, show_progress=False))
+
+
+class _Validator:
+    """Dense NDCG@10 of held-out queries before training and after each epoch, the best towers' weights kept in
+    memory (the starting ones first), and early stopping after ``cfg.patience`` epochs without a new best."""
+
+    def __init__(self, valid: ValidationSet, q_model, d_model, frozen_docs, doc_texts, cfg, settings) -> None:  # noqa: ANN001
+        from twotower.training.loop import EarlyStopping  # noqa: PLC0415
+
+        self.valid, self.cfg = valid, cfg
+        self.score = lambda: self._ndcg(q_model, d_model, frozen_docs, doc_texts, settings)
+        # the towers that learn: a frozen or shared document tower needs no copy
+        self.models = [q_model] + ([d_model] if cfg.train_doc_tower and not cfg.shared else [])
+        self.stopper = EarlyStopping(cfg.patience)
+        self.seconds = 0.0
+        self.epochs: list[dict[str, float]] = []
+        self.start = self._timed()
+        self.stopper.update(self.start, 0)
+        self.best = self._snapshot()
+        logger.info("validation: %d held-out queries (%d pairs), dense NDCG@10 %.4f before training%s",
+                    len(valid.queries), valid.pairs, self.start,
+                    "" if frozen_docs is not None else
+                    f" ({self.seconds:.1f}s: the document tower is trained, so the corpus is encoded again at every "
+                    "validation)")
+
+    def _ndcg(self, q_model, d_model, frozen_docs, doc_texts, settings) -> float:  # noqa: ANN001
+        retr = _current_retriever(q_model, d_model, frozen_docs, doc_texts, self.cfg, settings)
+        return ndcg10(retr.search(self.valid.queries, min(NDCG_K, len(doc_texts))).ids, self.valid.relevant)
+
+    def _timed(self) -> float:
+        t = time.perf_counter()
+        value = self.score()
+        self.seconds += time.perf_counter() - t
+        return value
+
+    def _snapshot(self) -> list[dict]:
+        return [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in self.models]
+
+    def after_epoch(self, epoch: int) -> bool:
+        """Score the epoch just trained; keep its weights if best; True when training should stop."""
+        value = self._timed()
+        self.epochs.append({"epoch": epoch, "ndcg10": value})
+        if self.stopper.update(value, epoch):
+            self.best = self._snapshot()
+        s = self.stopper
+        logger.info("epoch %d: validation NDCG@10 %.4f (%s)", epoch, value,
+                    "new best" if s.best_epoch == epoch else f"best {s.best:.4f} at epoch {s.best_epoch}"
+                    + (", 0 = before training" if s.best_epoch == 0 else ""))
+        if s.stop and epoch < self.cfg.epochs:
+            logger.info("early stopping after epoch %d: %d epochs without a better validation NDCG@10 than epoch "
+                        "%d's %.4f (patience %d)", epoch, s.bad, s.best_epoch, s.best, self.cfg.patience)
+        return s.stop
+
+    def finish(self) -> dict[str, Any]:
+        """Load the best weights into the towers; the marker's account of the validation."""
+        for m, state in zip(self.models, self.best):
+            m.load_state_dict(state)
+        last = self.epochs[-1]["epoch"] if self.epochs else 0
+        return {"queries": len(self.valid.queries), "pairs": self.valid.pairs, "metric": f"NDCG@{NDCG_K}",
+                "valid_frac": self.cfg.valid_frac, "start": self.start, "epochs": self.epochs,
+                "best_epoch": self.stopper.best_epoch, "best": self.stopper.best, "patience": self.cfg.patience,
+                "stopped_early": last < self.cfg.epochs, "seconds": round(self.seconds, 1),
+                "corpus_reencoded": self.cfg.train_doc_tower}
+
+
+def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings, names):
+    """Re-mine hard negatives for every pair from the model's own current dense index (encoded as ``settings``)."""
+    retr = _current_retriever(q_model, d_model, frozen_docs, doc_texts, cfg, settings)
     uniq = list(all_pos)
     negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(all_pos[q])) for q in uniq], retr, mining,
                                        names=names)
