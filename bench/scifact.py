@@ -50,6 +50,10 @@ def check_reused(folder: Path, saved: dict, wanted: object) -> None:
     import dataclasses
 
     want = json.loads(json.dumps(dataclasses.asdict(wanted)))  # tuples as lists, as the model's file keeps them
+    # a setting added since the model was saved (valid_frac, patience) was trained at its default: a model saved
+    # before it was refused as "trained with other settings" for a key it could not hold
+    defaults = json.loads(json.dumps(dataclasses.asdict(type(wanted)())))
+    saved = {**{k: v for k, v in defaults.items() if k not in saved}, **saved}
     diff = sorted(k for k in set(want) | set(saved) if want.get(k) != saved.get(k))
     if diff:
         raise SystemExit(f"error: --reuse: {folder} was trained with other settings ("

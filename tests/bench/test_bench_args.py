@@ -232,6 +232,10 @@ def test_scifact_reuse_refuses_a_model_trained_with_other_settings(bench: Any, t
     scifact = bench("scifact")
     saved = dataclasses.asdict(FinetuneConfig(epochs=1))
     scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=1))  # the same settings: reused
+    older = {k: v for k, v in saved.items() if k not in ("valid_frac", "patience")}  # saved before they existed
+    scifact.check_reused(tmp_path, older, FinetuneConfig(epochs=1))
+    with pytest.raises(SystemExit, match="valid_frac 0.0, now 0.2"):
+        scifact.check_reused(tmp_path, older, FinetuneConfig(epochs=1, valid_frac=0.2))
     with pytest.raises(SystemExit, match="epochs 1, now 3"):
         scifact.check_reused(tmp_path, saved, FinetuneConfig(epochs=3))
 
