@@ -171,8 +171,9 @@ def test_page_assets_and_answers_carry_a_strict_csp(client) -> None:
         assert "frame-ancestors 'none'" in csp and "connect-src 'self'" in csp
         assert h["x-content-type-options"] == "nosniff" and h["referrer-policy"] == "no-referrer"
         assert h["x-frame-options"] == "DENY"
-    # Swagger UI loads from a CDN with an inline script: it keeps working, framing still refused
-    assert client.get("/docs").headers["content-security-policy"] == DOCS_CSP and "frame-ancestors 'none'" in DOCS_CSP
+    # the docs pages have their own policies (test_docs_pages.py); framing is refused on them all the same
+    assert "frame-ancestors 'none'" in client.get("/docs").headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in DOCS_CSP
     # what lets the page live under script-src/style-src 'self': no inline script, style or handler in it
     page = (STATIC / "index.html").read_text()
     assert not re.search(r"<script(?![^>]*\bsrc=)[^>]*>", page) and "<style" not in page

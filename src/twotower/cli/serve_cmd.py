@@ -228,7 +228,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if search is not None:
         what.append(f"search index {args.search_index}"
                     + (f" + reranker ({search.reranker.backend})" if search.reranker is not None else ""))
-    print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; docs at /docs", file=sys.stderr)
+    from twotower.serving.docs import docs_note
+
+    print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}", file=sys.stderr)
     if settings.workers > 1:
         import gc
 

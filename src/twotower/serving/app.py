@@ -22,6 +22,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.routing import BaseRoute
 
 from twotower.errors import IntegrityError, TwoTowerError
+from twotower.serving.docs import install_docs, local_assets
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
 from twotower.serving.middleware import (BodyLimit, ConcurrencyGate, HeadAsGet, HostCheck, Metrics, MetricsMiddleware,
                                          SecurityHeaders)
@@ -88,12 +89,17 @@ def create_app(
         gc.freeze()
         yield
 
+    docs_folder = local_assets()  # None: FastAPI's own /docs and /redoc, which load their scripts from a CDN
     app = FastAPI(
         title="twotower",
         summary="Two-tower retrieval: recommendations, similar items, explanations.",
         version=_version(),
         lifespan=lifespan,
+        docs_url=None if docs_folder else "/docs",
+        redoc_url=None if docs_folder else "/redoc",
     )
+    if docs_folder is not None:
+        install_docs(app, docs_folder)
     app.state.service = service
     app.state.search = search_service
     app.state.settings = settings

@@ -398,8 +398,10 @@ class HostCheck:
 #: injected <script> or inline handler does not run, and no other site may frame the page (clickjacking).
 PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
             "form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
-#: FastAPI's /docs (Swagger UI) and /redoc load their script and CSS from a CDN and start from an inline script,
-#: so PAGE_CSP would blank them; they get the policy's framing and base/plugin parts only.
+#: FastAPI's own /docs (Swagger UI) and /redoc, used when fastapi-offline is not installed, load their script and
+#: CSS from a CDN and start from an inline script, so PAGE_CSP would blank them; they get the policy's framing and
+#: base/plugin parts only. With the local files the pages set their own strict policy (serving/docs.py), which
+#: SecurityHeaders keeps.
 DOCS_CSP = "base-uri 'none'; object-src 'none'; frame-ancestors 'none'"
 DOCS_PATHS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc"})
 
