@@ -451,3 +451,34 @@ def test_tune_json_records_the_seed_it_was_measured_with(run_dir, tmp_path, inde
     tune = json.loads((out / "tune.json").read_text())
     assert tune["seed"] == 5
     assert {"k", "n", "dim", "rows", "build_s" if index == "exact" else "chosen"} <= set(tune)  # nothing renamed
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--index", "hnsw", "--exact-budget-ms", "1"],
+     "error: --exact-budget-ms decides between exact search and an approximation under --index auto; --index hnsw "
+     "is built whatever exact search costs: drop the flag or pass --index auto"),
+    (["--index", "hnsw", "--max-train", "100"],
+     "error: --max-train caps the training sample of an IVF or PQ index; --index hnsw is not trained: drop the flag "
+     "or pass --index ivf, ivfpq or auto"),
+    (["--index", "exact", "--max-train", "100"],
+     "error: --max-train caps the training sample of an IVF or PQ index; --index exact is not trained: drop the "
+     "flag or pass --index ivf, ivfpq or auto"),
+])
+def test_a_flag_the_named_index_would_ignore_is_refused_before_the_run_loads(flags, said, tmp_path, capsys):
+    # both were dropped without a word: `--index hnsw --max-train 100` and `--index hnsw --exact-budget-ms 1`
+    # built and saved the same HNSW32 index as without them
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), *flags]) == 2
+    assert capsys.readouterr().err.strip() == said
+
+
+def test_max_train_on_a_factory_string_faiss_does_not_train_is_refused(run_dir, tmp_path):
+    from twotower.errors import ConfigError
+    from twotower.pipeline.index_build import build_index
+
+    with pytest.raises(ConfigError, match=r"^max_train 50: HNSW16 is not trained \(only IVF lists and PQ / SQ"):
+        build_index(run_dir, "HNSW16", out=tmp_path / "idx", max_train=50)
+    assert not (tmp_path / "idx").exists()
+    with pytest.raises(ConfigError, match=r"^max_train 50: exact search trains nothing"):
+        build_index(run_dir, "exact", out=tmp_path / "idx", max_train=50)
+    built = build_index(run_dir, "IVF2,Flat", out=tmp_path / "idx", max_train=50)  # an IVF index draws the sample
+    assert built is not None and built.index.cpu_index().ntotal > 0

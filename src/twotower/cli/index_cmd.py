@@ -68,6 +68,7 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
         raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
     _pin(args)
+    _applies(args)
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:
@@ -78,6 +79,17 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
             if msg.startswith(field + " "):
                 msg = flag + msg[len(field):]
         raise ConfigError(msg) from None
+
+
+def _applies(args: argparse.Namespace) -> None:
+    """Refuse, before the run loads, a flag the named --index would ignore (both were dropped without a word)."""
+    spec = args.index.strip().lower()
+    if args.exact_budget_ms is not None and spec != "auto":
+        raise ConfigError(f"--exact-budget-ms decides between exact search and an approximation under --index auto; "
+                          f"--index {spec} is built whatever exact search costs: drop the flag or pass --index auto")
+    if args.max_train is not None and spec in ("exact", "flat", "hnsw"):
+        raise ConfigError(f"--max-train caps the training sample of an IVF or PQ index; --index {spec} is not "
+                          "trained: drop the flag or pass --index ivf, ivfpq or auto")
 
 
 def _pin(args: argparse.Namespace) -> dict[str, int] | None:

@@ -36,7 +36,8 @@ from twotower.index.exact import count_reaching, max_norm, sgemm_eps, use_blas_f
 from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
-__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "seed_training"]
+__all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
+           "seed_training"]
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +227,18 @@ def factory_knobs(spec: str, n: int, dim: int) -> tuple[str, tuple[str, ...], in
         raise _factory_error(spec, factory, e) from e
     ivf = faiss.try_extract_index_ivf(index)
     return factory, _knobs(faiss.downcast_index(index)), None if ivf is None else int(ivf.nlist)
+
+
+def needs_training(spec: str, n: int, dim: int) -> tuple[str, bool]:
+    """The FAISS factory ``spec`` resolves to for ``n`` vectors of ``dim``, and whether FAISS trains it (IVF lists,
+    PQ / SQ codebooks): ``max_train`` caps a sample that only such an index draws."""
+    faiss = _faiss()
+    factory = resolve_factory(spec, n, dim)
+    try:
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise _factory_error(spec, factory, e) from e
+    return factory, not index.is_trained
 
 
 def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:

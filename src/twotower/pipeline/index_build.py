@@ -19,6 +19,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
+from twotower.index.faiss_index import needs_training
 from twotower.index.storage import is_index_dir
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.output_folders import check_artefact_dir, run_writer
@@ -91,6 +92,9 @@ def build_index(
         raise ConfigError(f"max_train must be a positive integer, got {max_train!r}")
     if params is not None and index.strip().lower() == "exact":
         raise ConfigError("params pins a setting of an approximate index; exact search has none")
+    if max_train is not None and index.strip().lower() == "exact":  # it was dropped without a word
+        raise ConfigError(f"max_train {max_train}: exact search trains nothing, so there is no training sample to "
+                          "cap; drop it (it applies to IVF and PQ indexes)")
     # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
     out_dir = check_artefact_dir(out if out is not None else run_dir / "index", kind="vector index",
                                  is_same_kind=is_index_dir, flag=flag)
@@ -112,6 +116,17 @@ def sample_query_rows(run: TrainedRun, n: int, seed: int) -> np.ndarray:
     return rows.astype(np.int64)
 
 
+def _check_max_train(spec: str, max_train: int | None, n: int, dim: int) -> None:
+    """Refuse a ``max_train`` that the named index would ignore: an index FAISS does not train (flat, HNSW) draws
+    no training sample, and `index build --index hnsw --max-train 100` built and saved it without a word."""
+    if max_train is None or spec.strip().lower() == "auto":  # auto's IVF candidates use it
+        return
+    factory, trains = needs_training(spec, n, dim)
+    if not trains:
+        raise ConfigError(f"max_train {max_train}: {factory} is not trained (only IVF lists and PQ / SQ codebooks "
+                          "are), so there is no training sample to cap; drop it or name an IVF or PQ index")
+
+
 def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
            params: dict[str, int] | None, say: Callable[[str], None]) -> BuiltIndex | None:
     train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
@@ -121,6 +136,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
 
         return build_distributed(run, spec, out, policy, max_train, params, say)
     vectors = run.item_embeddings()  # [I, D]
+    _check_max_train(spec, max_train, *vectors.shape)
     ids = np.arange(run.n_items, dtype=np.int64)
     fp = run.fingerprint()
     query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)
