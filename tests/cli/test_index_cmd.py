@@ -482,3 +482,16 @@ def test_max_train_on_a_factory_string_faiss_does_not_train_is_refused(run_dir, 
         build_index(run_dir, "exact", out=tmp_path / "idx", max_train=50)
     built = build_index(run_dir, "IVF2,Flat", out=tmp_path / "idx", max_train=50)  # an IVF index draws the sample
     assert built is not None and built.index.cpu_index().ntotal > 0
+
+
+def test_index_info_offers_no_flag_it_lacks(run_dir, tmp_path, capsys):
+    # `index info` told a stale index to "rank exactly with --exact", a flag it does not have (error: unrecognized)
+    from twotower.index import ExactIndex
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run = TrainedRun.load(run_dir)
+    other = tmp_path / "other"
+    ExactIndex().build(run.item_embeddings(), np.arange(run.n_items)).save(other, model_fingerprint="another-model")
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"rebuild it with `twotower index build --run {run_dir} --out {other}`\n") and "--exact" not in err

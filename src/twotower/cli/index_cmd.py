@@ -6,7 +6,7 @@ import os
 import json
 from pathlib import Path
 
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, IntegrityError
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 
@@ -129,12 +129,16 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 def cmd_index_info(args: argparse.Namespace) -> int:
     from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.recommend import open_run_index
+    from twotower.pipeline.recommend import EXACT_HINT, open_run_index
 
     run = TrainedRun.load(args.run)
     directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
     meta = read_meta(directory)
-    open_run_index(run, directory)  # as recommend and serve: checksums, the run's model and its item rows as ids
+    try:  # as recommend and serve: checksums, the run's model and its item rows as ids
+        open_run_index(run, directory)
+    except (ConfigError, IntegrityError) as e:
+        # their way around a stale index, --exact, is no flag of `index info`: only the rebuild applies here
+        raise type(e)(str(e).replace(EXACT_HINT, "")) from None
     tune = read_tuning(directory)  # checked against meta.json like the index files
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))

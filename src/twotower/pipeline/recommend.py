@@ -32,6 +32,9 @@ from twotower.utils.progress import RateLog
 
 log = logging.getLogger(__name__)
 
+#: the way around a stale or damaged index that recommend and serve offer (`index info` drops it: no such flag)
+EXACT_HINT = " (or rank exactly with --exact)"
+
 __all__ = [
     "USER_CHUNK",
     "exclusions_from_files",
@@ -172,7 +175,7 @@ def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
     """
     if "--exact" in message:  # already says both (an index of other weights)
         return message
-    fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}` (or rank exactly with --exact)"
+    fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + EXACT_HINT
     return message.replace(_GENERIC_REBUILD, fix) if _GENERIC_REBUILD in message else f"{message}; {fix}"
 
 
@@ -187,7 +190,7 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
         raise IntegrityError(
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
             f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
-            f"rebuild it with `{rebuild_command(run.dir, index_dir)}` (or rank exactly with --exact)")
+            f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + EXACT_HINT)
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
