@@ -49,6 +49,22 @@ def test_a_library_writer_failing_on_a_full_disk_is_said_as_one(tmp_path, monkey
         raise RuntimeError("unexpected pos")
 
 
+def test_safetensors_on_a_full_disk_is_said_as_one_whatever_room_is_left_after(tmp_path, monkeypatch):
+    # a real 6 MB tmpfs: `train` ended in "SafetensorError: Error while serializing: I/O error: No space left on
+    # device (os error 28)", a traceback, as safetensors deletes its partial file before raising and the free
+    # space then read 2.5 MB, above the threshold that puts a library's failure down to a full disk
+    from safetensors import SafetensorError
+
+    monkeypatch.setattr(atomic.os, "statvfs", lambda _p: _Statvfs(2_500_000))
+    with pytest.raises(OSError) as got, atomic_path(tmp_path / "model.safetensors"):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    assert got.value.errno == errno.ENOSPC and got.value.filename == str(tmp_path / "model.safetensors")
+    assert str(got.value) == f"[Errno 28] No space left on device: '{tmp_path / 'model.safetensors'}'"
+    with pytest.raises(SafetensorError, match="os error 2"), atomic_path(tmp_path / "model.safetensors"):
+        raise SafetensorError("I/O error: No such file or directory (os error 2)")  # not the storage's failure
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_file_inside_a_folder_artefact_is_named_where_it_would_have_been(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_bytes", _no_space)
     with pytest.raises(OSError) as got, atomic_dir(tmp_path / "checkpoint") as tmp:

@@ -218,6 +218,9 @@ def storage_error_line(e: OSError) -> str | None:
     return f"error: {e.strerror or e}" + (f": {e.filename!s}" if e.filename else "")
 
 
+#: how Rust's std::io::Error ends its message: "... (os error 28)"
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
 #: free bytes under which a failed write is put down to a full disk: the failing writer's partial file is still there
 _FULL_DISK_BYTES = 1 << 20
 
@@ -234,6 +237,12 @@ def _raise_storage_error(e: BaseException, where: Path, target: str | os.PathLik
         if e.filename is None and e.errno is not None:
             raise OSError(e.errno, e.strerror or str(e), str(target)) from e
         return
+    # a Rust writer (safetensors) says the errno itself: "I/O error: No space left on device (os error 28)". It
+    # removes its partial file before raising, so the free space below is back above the threshold by then
+    said = _RUST_OS_ERROR.search(str(e))
+    if said is not None and int(said.group(1)) in STORAGE_ERRNOS:
+        code = int(said.group(1))
+        raise OSError(code, os.strerror(code), str(target)) from e
     try:
         st = os.statvfs(where)
     except (OSError, AttributeError):  # no statvfs on Windows
