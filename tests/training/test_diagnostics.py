@@ -55,5 +55,8 @@ def test_a_low_spread_after_a_first_epoch_is_a_watch_point_not_a_collapse(caplog
     assert len(lines) == 2 and "but growing since the epoch before" in lines[0][1]
     assert lines[1][0] == "WARNING" and lines[1][1].startswith("embedding collapse: std item=0.02")
     assert "lower the learning rate" in lines[1][1]
+    # the settings named, and the temperature the right way: scores are divided by it, so a high one collapses
+    # (loss.temperature=100 on MovieLens-100K; the advice said "raise the temperature")
+    assert lines[1][1].endswith("lower the learning rate (train.lr) or the temperature (loss.temperature)")
     assert {k: v for k, v in first.items() if k != "collapse_alarm"} == {
         k: v for k, v in shrunk.items() if k != "collapse_alarm"}  # the figures themselves are unchanged
