@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from twotower.cli.evaluate_cmd import print_eval_table
 from twotower.cli.paths import check_output_dir
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, TrainingDiverged
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
@@ -155,6 +155,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             if tdist.is_main():  # under torchrun every rank gets the signal; one line tells what the run holds
                 print(f"{_stopped_by(e)}: {left(out)}{_peer_failure_hint(e)}", file=sys.stderr)
             return _interrupt_status(e)
+        except TrainingDiverged as e:
+            if not tdist.is_main() or not cfg.train.checkpoint:
+                raise
+            raise TrainingDiverged(f"{e}{_diverged_resume(out, resumed=args.resume, since=started, lr=cfg.train.lr)}") from e
         except RuntimeError as e:
             from twotower.distributed import lost_peer
 
@@ -260,6 +264,25 @@ def _lost_peer_line(e: RuntimeError, out: Path, left: Callable[[Path], str]) -> 
 def _interrupt_status(e: KeyboardInterrupt) -> int:
     """The shell's status for death by the signal (128 + its number), which schedulers read."""
     return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+
+
+def _diverged_resume(out: Path, *, resumed: bool, since: float, lr: float) -> str:
+    """What a run that diverged after checkpointing epochs keeps, and the resume at a lower rate: the error said
+    "Lower the learning rate ... and train again" alone, as if the epochs before the divergence were lost."""
+    from twotower.utils.atomic import read_json
+
+    path = out / "checkpoint" / "state.json"
+    try:
+        state = read_json(path) if path.is_file() else None
+        ours = resumed or path.stat().st_mtime >= since - 2.0  # not an earlier run's checkpoint, as below
+    except (OSError, ValueError):
+        return ""
+    if not (ours and isinstance(state, dict) and isinstance(state.get("epoch"), int)):
+        return ""
+    best = state.get("best_epoch")
+    return (f"; or continue from {path.parent}, which holds epoch {state['epoch']} from before it"
+            + (f" (best so far: epoch {best})" if best else "")
+            + f": `twotower train --out {out} --resume train.lr={lr / 10:g}`")
 
 
 def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:

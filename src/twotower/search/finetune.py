@@ -232,7 +232,8 @@ def finetune_bi_encoder(
     total = sum(len(b) for b in epoch_batches)
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
-                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
+                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress,
+                     lr_setting="--lr")
     loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "

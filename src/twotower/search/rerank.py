@@ -361,7 +361,8 @@ def train_cross_encoder(
     loop = TrainLoop([{"params": [p for p in params if id(p) not in head], "lr": cfg.lr},
                       {"params": [p for p in params if id(p) in head], "lr": cfg.head_lr}],
                      lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
-                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress)
+                     warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress,
+                     lr_setting="--lr")
     loss_fn = ListwiseSoftmax(cfg.temperature)
     # the pairs mining left without a negative are not trained on: said with the count, as mining said its shortfall
     skipped = len(queries) - len(usable)

@@ -117,7 +117,7 @@ class EpochRun:
             # run then failed much later at validation with "scores contain NaN", naming no setting
             raise TrainingDiverged(
                 f"training diverged: the loss of step {loop.global_step + 1} is {loss} (learning rate {loop.lr:g} "
-                "at that step); that step's update was not applied. Lower the learning rate (train.lr, or --lr) "
+                f"at that step); that step's update was not applied. Lower the learning rate ({loop.lr_setting}) "
                 "and train again")
         if len(out) > 2:
             stats = out[2]  # type: ignore[misc]
@@ -149,7 +149,8 @@ class TrainLoop:
     ``params``: parameters or param-group dicts (dense); ``sparse_params``:
     sparse embedding weights (SparseAdam). ``total_steps`` and ``warmup_frac``
     drive the schedule (``decay="linear"`` or ``"constant"``). ``after_backward``
-    runs after every backward (e.g. the cross-rank gradient all-reduce).
+    runs after every backward (e.g. the cross-rank gradient all-reduce). ``lr_setting``: the setting a
+    divergence's error tells the user to lower.
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class TrainLoop:
         log_every_s: float = TrainConfig.log_every_s,
         after_backward: Callable[[], None] | None = None,
         shown_loss_scale: float = 1.0,
+        lr_setting: str = "train.lr",
     ) -> None:
         groups = list(params)
         self.clip_params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
@@ -180,6 +182,9 @@ class TrainLoop:
         # passes the world size and rank 0's bar shows the loss its epoch line will, not loss / world
         self.shown_loss_scale = shown_loss_scale
         self.after_backward = after_backward
+        # what a divergence tells the user to lower: `twotower train` has no --lr flag and `search train` no
+        # train.lr key, and the one line naming both sent each to a setting its command refuses
+        self.lr_setting = lr_setting
         self.global_step = 0
         self.schedulers: list[torch.optim.lr_scheduler.LambdaLR] = []
         if decay != "constant" or warmup_frac > 0:
