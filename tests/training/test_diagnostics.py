@@ -60,3 +60,23 @@ def test_a_low_spread_after_a_first_epoch_is_a_watch_point_not_a_collapse(caplog
     assert lines[1][1].endswith("lower the learning rate (train.lr) or the temperature (loss.temperature)")
     assert {k: v for k, v in first.items() if k != "collapse_alarm"} == {
         k: v for k, v in shrunk.items() if k != "collapse_alarm"}  # the figures themselves are unchanged
+
+
+def test_the_epoch_line_names_the_user_tower_when_it_is_the_one_that_collapsed(caplog):
+    # "item_std 0.102 COLLAPSE" blamed the items when the user tower had collapsed (loss.temperature=100:
+    # user std 0.0047)
+    from types import SimpleNamespace
+
+    from twotower.config import TrainConfig
+    from twotower.training.hooks import log_epoch
+    from twotower.training.loop import EarlyStopping
+
+    tr = SimpleNamespace(cfg=TrainConfig(epochs=3), sequence=False, history=[{"seconds": 1.0}], valid_relevant=None)
+    row = {"epoch": 2, "loss": 5.0, "inbatch_accuracy": 0.1, "item_std": 0.102, "user_std": 0.0047,
+           "collapse_alarm": True, "seconds": 1.0, "examples_per_s": 100.0}
+    with caplog.at_level("INFO", logger="twotower.training.trainer"):
+        log_epoch(tr, row, "NDCG@10", EarlyStopping(5), horizon=3)
+        log_epoch(tr, {**row, "user_std": 0.05, "item_std": 0.004}, "NDCG@10", EarlyStopping(5), horizon=3)
+    lines = [r.getMessage() for r in caplog.records]
+    assert "item_std 0.102 COLLAPSE (user_std 0.0047)" in lines[0]
+    assert "item_std 0.004 COLLAPSE " in lines[1] and "user_std" not in lines[1]

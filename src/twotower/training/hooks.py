@@ -17,6 +17,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
+from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text
@@ -168,7 +169,9 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         "epoch %d/%d: loss %.4f acc %.3f%s%s%s %s%s (%.1fs, %s%s)",
         row["epoch"], last, row["loss"], row["inbatch_accuracy"],
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
-        " COLLAPSE" if row.get("collapse_alarm") else "",
+        # the tower that collapsed: "item_std 0.102 COLLAPSE" blamed the items when the user tower had (0.0047)
+        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < COLLAPSE_STD else "")
+        if row.get("collapse_alarm") else "",
         f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
         # an epoch train.eval_every skips says so, rather than "valid NDCG@10 nan"
         f"valid {metric} {value:.4f}" if value is not None
