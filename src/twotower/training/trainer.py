@@ -249,8 +249,8 @@ class Trainer:
             try:
                 row = self._run_epoch(epoch)
                 check_finite_weights(self.model, epoch, self.loop.lr)
-            except TrainingDiverged:
-                draw_curves(self, stopper.best_epoch or None)  # the epochs before the divergence, drawn
+            except (TrainingDiverged, KeyboardInterrupt):  # KeyboardInterrupt: Ctrl-C, and SIGTERM (cli Terminated)
+                draw_curves(self, stopper.best_epoch or None)  # the epochs before the divergence or the stop, drawn
                 raise
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
