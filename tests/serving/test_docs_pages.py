@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,15 +137,15 @@ def _cdp(url: str, expression: str, tmp: Path) -> tuple[object, list[str]]:
     (``--remote-debugging-pipe``: fd 3 in, fd 4 out, NUL-separated JSON), which needs no websocket client.
     Returns its value and the page's log entries."""
     to_chrome, from_chrome = os.pipe(), os.pipe()
-
-    def child() -> None:  # the pipe ends become fds 3 and 4, whatever numbers they have here
-        a, b = os.dup(to_chrome[0]), os.dup(from_chrome[1])
-        os.dup2(a, 3)
-        os.dup2(b, 4)
-
-    proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                             OFFLINE, f"--user-data-dir={tmp / 'cdp-profile'}", "--remote-debugging-pipe"],
-                            pass_fds=(3, 4), preexec_fn=child, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # the pipe ends become fds 3 and 4 in a small Python that then exec's Chromium (same process): a preexec_fn
+    # that dup2'ed onto 3 and 4 could overwrite subprocess's own error pipe (when it had one of those numbers),
+    # and Popen then failed with "Bad file descriptor" now and then; sh cannot name fds above 9
+    move = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
+    proc = subprocess.Popen([sys.executable, "-c", move, str(to_chrome[0]), str(from_chrome[1]), CHROMIUM,
+                             "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", OFFLINE,
+                             f"--user-data-dir={tmp / 'cdp-profile'}", "--remote-debugging-pipe"],
+                            pass_fds=(to_chrome[0], from_chrome[1]), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     os.close(to_chrome[0])
     os.close(from_chrome[1])
     events: list[dict] = []
