@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute
 from twotower.errors import IntegrityError, TwoTowerError
 from twotower.serving.docs import install_docs, local_assets
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
+from twotower.serving.examples import install_body_examples
 from twotower.serving.middleware import (BodyLimit, ConcurrencyGate, HeadAsGet, HostCheck, Metrics, MetricsMiddleware,
                                          SecurityHeaders)
 from twotower.serving.routes import build_router
@@ -113,6 +114,7 @@ def create_app(
     included += routers
     for router in included:
         app.include_router(router)
+    install_body_examples(app)  # /docs' "Try it out" bodies, with the served run's ids
     _mount_static(app)
     known = _plain_paths([*app.routes, *(r for router in included for r in router.routes)])
     # added innermost first: the last one added sees the request first

@@ -38,6 +38,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
 from twotower.serving.budget import BudgetExceeded, ClientGone
+from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
 
 __all__ = [
@@ -144,14 +145,10 @@ def error_response(exc: BaseException) -> Response:
     return _json(status, error_body(status, kind, str(exc), **extra), headers)
 
 
-#: The smallest body each JSON route takes, quoted when a body is empty or not an object.
-_BODY_EXAMPLES = {
-    "/recommend": '{"user_id": "42", "k": 10}',
-    "/recommend/batch": '{"requests": [{"user_id": "42"}, {"history": ["50", "181"]}]}',
-    "/similar-items": '{"item_id": "50", "k": 10}',
-    "/explain": '{"user_id": "42", "item_id": "50"}',
-    "/search": '{"query": "vitamin D and bone density", "k": 10}',
-}
+#: The smallest body each JSON route takes, quoted when a body is empty or not an object: the first of the route's
+#: /docs examples (twotower.serving.examples), with MovieLens ids, as a message has no run at hand
+_BODY_EXAMPLES = {path: json.dumps(next(iter(named.values()))["value"])
+                  for path, named in body_examples(STATIC_IDS).items()}
 
 
 def _body_example(path: str) -> str:
