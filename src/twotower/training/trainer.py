@@ -192,11 +192,12 @@ class Trainer:
         with flush_denormals():
             return train_epoch(self, epoch)  # training/epoch.py
 
-    def validate(self) -> dict[str, float]:
-        """The model's metrics on the validation split (metric name -> value); empty without validation data."""
+    def validate(self, scorer: TwoTowerScorer | None = None) -> dict[str, float]:
+        """The model's metrics on the validation split (metric name -> value); empty without validation data.
+        ``scorer``: one that scores as the model does (the item-item weight grid's, reusing its user vectors)."""
         if self.valid_relevant is None:
             return {}
-        scorer = TwoTowerScorer(self.model, self.seqs)
+        scorer = scorer or TwoTowerScorer(self.model, self.seqs)
         return evaluate(scorer, self.valid_relevant, self.train_matrix,
                         EvalProtocol(ks=tuple(sorted({10, self._select_k, *self.eval_cfg.ks})),
                                      log_every_s=self.cfg.log_every_s if self.cfg.progress else None), self.item_users,
