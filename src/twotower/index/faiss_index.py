@@ -8,7 +8,8 @@ Shortcut names (resolved at :meth:`FaissIndex.build`, when ``N`` and ``D`` are k
 ``flat``    ``Flat`` (exact)
 ``ivf``     ``IVF{nlist},Flat`` with ``nlist ~ 4*sqrt(N)``, clipped to [1, N/39]
 ``hnsw``    ``HNSW32``
-``ivfpq``   ``IVF{nlist},PQ{D//4}x8``; add a refine stage with a suffix:
+``ivfpq``   ``IVF{nlist},PQ{D//4}x8``; below 9,984 vectors (39 per centroid of 8 bits) fewer bits,
+            ``2**nbits * 39 <= N``, and more sub-quantisers for as long a code; add a refine stage with a suffix:
             ``ivfpq,RFlat`` (exact re-scoring) or ``ivfpq,Refine(SQ8)``
 ==========  ==========================================================
 
@@ -37,11 +38,13 @@ from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
-           "seed_training"]
+           "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID"]
 
 log = logging.getLogger(__name__)
 
 SHORTCUTS = ("flat", "ivf", "hnsw", "ivfpq")
+#: FAISS's k-means wants this many training points per centroid (fewer: "please provide at least N training points")
+POINTS_PER_CENTROID = 39
 #: Public knob name -> FAISS ParameterSpace name.
 _KNOBS = {"nprobe": "nprobe", "efSearch": "efSearch", "k_factor": "k_factor_rf"}
 #: How much deeper a search on GPU fetches again when hits still tie at its cut of an exact index. Every fetch is a
@@ -64,7 +67,7 @@ def _faiss() -> Any:
 
 def default_nlist(n: int) -> int:
     """IVF list count for ``n`` vectors: about ``4*sqrt(n)``, at most ``n/39`` (FAISS's training minimum)."""
-    return int(max(1, min(round(4 * math.sqrt(max(n, 1))), n // 39, 1 << 16)))
+    return int(max(1, min(round(4 * math.sqrt(max(n, 1))), n // POINTS_PER_CENTROID, 1 << 16)))
 
 
 #: catalogue size from which the ``ivf`` shortcut uses an HNSW coarse quantizer
@@ -75,17 +78,51 @@ def ivf_hnsw_nlist(n: int) -> int:
     """About ``16*sqrt(n)`` lists, rounded to a power of two (1M -> 16384, 10M -> 65536)."""
     target = 16 * math.sqrt(max(n, 1))
     nlist = 1 << max(0, round(math.log2(target)))
-    return int(max(1, min(nlist, n // 39, 1 << 18)))
+    return int(max(1, min(nlist, n // POINTS_PER_CENTROID, 1 << 18)))
+
+
+#: bits per PQ sub-quantiser of the ``ivfpq`` shortcut once the catalogue trains all 256 centroids (9,984 vectors)
+PQ_FULL_NBITS = 8
+
+
+def _divisor_at_least(dim: int, m: int) -> int:
+    """The smallest divisor of ``dim`` that is >= ``m`` (``dim`` itself at most): PQ splits D evenly."""
+    return next((d for d in range(max(1, m), dim + 1) if dim % d == 0), dim)
 
 
 def _pq_shape(n: int, dim: int) -> tuple[int, int]:
+    """Sub-quantisers and bits of the ``ivfpq`` shortcut's PQ for ``n`` vectors of ``dim``: every codebook fully
+    trained (``2**nbits * 39 <= n``), the code at least as long as the 8-bit one's (``D//4`` bytes; at most one
+    sub-quantiser per dimension).
+
+    Fewer bits alone recall less (ML-100K, 1,682 x 128, recall@10 at its best nprobe: the under-trained PQ32x8
+    0.853, a fully trained PQ32x5 0.722), more sub-quantisers win it back (PQ64x5 0.856, PQ128x5 0.942): each
+    quantises fewer dimensions.
+    """
     m = max(1, dim // 4)
     while dim % m:  # PQ needs D divisible by the number of sub-quantisers
         m -= 1
-    # 8 bits even below the 9,984 vectors FAISS wants for 256 centroids: on MovieLens-100K's 1,682 items an
-    # under-trained PQ16x8 recalled 0.66 of the top 10 at nprobe 16, a fully trained PQ16x5 0.48
-    nbits = 8 if n >= 256 else max(1, int(math.log2(max(n, 2))))  # k-means needs >= 2**nbits points
+    nbits = PQ_FULL_NBITS
+    while nbits > 1 and (POINTS_PER_CENTROID << nbits) > n:
+        nbits -= 1
+    nbits = min(nbits, max(1, int(math.log2(max(n, 2)))))  # k-means needs >= 2**nbits points at all
+    if nbits < PQ_FULL_NBITS:  # keep the code's bits: m * nbits >= m8 * 8
+        m = _divisor_at_least(dim, -(-m * PQ_FULL_NBITS // nbits))
     return m, nbits
+
+
+def pq_sizing_note(n: int, dim: int) -> str | None:
+    """Why the ``ivfpq`` shortcut's PQ has fewer than 8 bits for ``n`` vectors (None when it has 8)."""
+    m, nbits = _pq_shape(n, dim)
+    if nbits >= PQ_FULL_NBITS:
+        return None
+    need, full = POINTS_PER_CENTROID << nbits, POINTS_PER_CENTROID << PQ_FULL_NBITS
+    m8 = _pq_shape(full, dim)[0]
+    trained = "so FAISS trains every codebook fully" if need <= n else "the fewest possible, still under-trained"
+    return (f"ivfpq: PQ{m}x{nbits} for {n:,} vectors: {nbits} bit{'s' if nbits > 1 else ''} per sub-quantiser "
+            f"({1 << nbits} centroids, {POINTS_PER_CENTROID} training vectors each = {need:,}), {trained} "
+            f"(8 bits want {full:,}); {m} sub-quantisers for a {m * nbits}-bit code (PQ{m8}x8's: {m8 * 8}), "
+            "since fewer bits alone recall less")
 
 
 def resolve_factory(spec: str, n: int, dim: int) -> str:
@@ -348,6 +385,9 @@ class FaissIndex(VectorIndex):
         n, dim = vectors.shape
         ids = check_ids(ids, n)
         self.factory = resolve_factory(self.spec, n, dim)
+        note = pq_sizing_note(n, dim) if self.spec.partition(",")[0].strip().lower() == "ivfpq" else None
+        if note:  # the shortcut chose fewer than 8 bits: say what and why, as the factory string alone does not
+            log.info("%s", note)
         try:
             index = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
@@ -370,7 +410,8 @@ class FaissIndex(VectorIndex):
                          "or auto" if n < 100_000 else "")
                 log.warning("%s wants %d training vectors (39 per centroid) but only %d exist, so FAISS trains it "
                             "on fewer; the recall measured next says what that costs (fewer lists or PQ bits would "
-                            "train fully, and fewer PQ bits recall less)%s", self.factory, need, n, small)
+                            "train fully; fewer bits recall less unless more sub-quantisers keep the code as long, "
+                            "as the ivfpq shortcut sizes them)%s", self.factory, need, n, small)
                 _said_once(index)
             if want is not None and n > want:
                 rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))
