@@ -97,6 +97,17 @@ def _low_recall_index(run_dir: Path, out: Path) -> None:
                  "--target-recall", "1.0", "--out", str(out)]) == 0
 
 
+def test_a_missed_target_is_advised_in_the_command_s_flags(run_dir, tmp_path, caplog):
+    """Before: "raise the knobs, add 'flat' to the candidates or lower target_recall", autotune's arguments,
+    none of them a flag of `twotower index build`."""
+    with caplog.at_level("WARNING", logger="twotower.index.autotune"):
+        _low_recall_index(run_dir, tmp_path / "idx")
+    said = [r.getMessage() for r in caplog.records if "no setting reached" in r.getMessage()]
+    assert len(said) == 1, caplog.text
+    assert "--index exact" in said[0] and "--index ivfpq,RFlat" in said[0] and "--target-recall" in said[0]
+    assert "target_recall" not in said[0] and "candidates" not in said[0]
+
+
 def test_the_tuning_record_is_checksummed_with_the_index(run_dir, tmp_path, capsys):
     """Serving trusts tune.json's measured recall: editing or deleting it must not get a weak index served."""
     from twotower.pipeline.artifacts import TrainedRun

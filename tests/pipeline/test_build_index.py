@@ -75,6 +75,17 @@ def test_build_index_names_its_arguments_not_the_command_s_flags(run_dir, tmp_pa
         tt.build_index(run_dir, "ivf", out=tmp_path / "x", max_train=0)
 
 
+def test_build_index_advises_a_missed_target_in_its_own_arguments(run_dir, tmp_path, caplog):
+    """Not autotune's `candidates` (build_index has none), nor the command's flags."""
+    policy = tt.IndexPolicy(target_recall=1.0, tune_queries=20)
+    with caplog.at_level("WARNING", logger="twotower.index.autotune"):
+        built = tt.build_index(run_dir, "IVF8,PQ4x4", out=tmp_path / "pq", policy=policy)
+    assert not built.tuning["met_target"]
+    said = next(r.getMessage() for r in caplog.records if "no setting reached" in r.getMessage())
+    assert "index='exact'" in said and "IndexPolicy(target_recall=...)" in said
+    assert "candidates" not in said and "--" not in said
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="the writer lock is a POSIX flock")
 def test_build_index_takes_the_run_s_writer_lock(run_dir):
     holder = ("import sys, time; from twotower.utils.folder_lock import exclusive_writer\n"

@@ -10,6 +10,10 @@ from twotower.errors import ConfigError, IntegrityError
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 
+#: IndexPolicy's fields as the flags of `twotower index build`: its messages name what the user typed
+_FLAGS = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
+          "exact_p99_ms": "--exact-budget-ms", "seed": "--seed"}
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.main import add_no_verify
@@ -61,8 +65,6 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     """The flags as an IndexPolicy (validated there), errors naming the flag the user typed."""
     from twotower.index.autotune import IndexPolicy
 
-    flags = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
-             "exact_p99_ms": "--exact-budget-ms", "seed": "--seed"}
     # --seed checked here too: a negative one reached numpy after the run had loaded, as a traceback
     over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
     if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
@@ -75,7 +77,7 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
         return IndexPolicy(**over)
     except ConfigError as e:
         msg = str(e)
-        for field, flag in flags.items():
+        for field, flag in _FLAGS.items():
             if msg.startswith(field + " "):
                 msg = flag + msg[len(field):]
         raise ConfigError(msg) from None
@@ -116,13 +118,14 @@ def _pin(args: argparse.Namespace) -> dict[str, int] | None:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from twotower.pipeline.index_build import build_index
+    from twotower.pipeline.index_build import build_index, missed_target_advice
     from twotower.utils.runtime import threads_from_env
 
     policy = _policy(args)  # the flags checked before the run loads, errors naming them
     # the core is tt.build_index's, so the command and the Python call save the same index and tuning record
     build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build")
+                max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build",
+                advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
     return 0
 
 

@@ -55,7 +55,7 @@ from twotower.results import PAD_ID, Results
 
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
-    "measure_speed", "check_pin", "MISSED_RECALL_TOLERANCE",
+    "measure_speed", "check_pin", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,9 @@ TIE_EPS = 1e-6
 #: for recall 0.6904 against 0.6903 at nprobe 1024, 1.5x the lists scanned per query); 0.002 is 2 hits in 1,000
 #: tuning queries at k=10, within what a different query sample moves recall by.
 MISSED_RECALL_TOLERANCE = 0.002
+#: What the warning of a missed recall target suggests, in autotune's own argument names; a caller with other
+#: names for them (`twotower index build`: its flags) passes ``advice`` instead
+MISSED_TARGET_ADVICE = "raise the knobs, add 'flat' to the candidates or lower target_recall"
 #: rounds of single-query timings behind ``--index auto``'s exact-or-approximate decision (each query's fastest)
 EXACT_LATENCY_ROUNDS = 3
 
@@ -320,6 +323,7 @@ def autotune(
     latency_queries: int | None = None,
     policy: IndexPolicy | None = None,
     params: dict[str, Any] | None = None,
+    advice: str | None = None,
 ) -> TuneReport:
     """Sweep candidate indexes and knobs; return the cheapest setting meeting ``target_recall`` (module docstring).
 
@@ -338,6 +342,9 @@ def autotune(
     :class:`IndexPolicy`) first measures exact search and returns it when its
     single-query p99 fits ``policy.exact_p99_ms``. ``k``, ``target_recall`` and
     ``latency_queries`` left as None take the policy's values.
+
+    ``advice``: what the warning of a missed target suggests (None:
+    :data:`MISSED_TARGET_ADVICE`, in this function's argument names).
     """
     policy = policy or IndexPolicy()
     k = policy.k if k is None else k
@@ -429,7 +436,7 @@ def autotune(
     assert best is not None  # names is non-empty
     kinds = f"{len(names)} index types" if len(names) > 1 else ""
     return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99,
-                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed)
+                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed, advice=advice)
 
 
 def tune_index(
@@ -441,6 +448,7 @@ def tune_index(
     policy: IndexPolicy | None = None,
     build_s: float = 0.0,
     params: dict[str, Any] | None = None,
+    advice: str | None = None,
 ) -> TuneReport:
     """Sweep the knobs of an index built elsewhere (across torchrun ranks) against exact search.
 
@@ -451,7 +459,7 @@ def tune_index(
     at the cheapest setting within :data:`MISSED_RECALL_TOLERANCE` of the best recall), and the report is
     what ``tune.json`` records.
     ``params`` (e.g. ``{"nprobe": 32}``) measures that one setting instead
-    of sweeping: the user chose it, the report says what it gives.
+    of sweeping: the user chose it, the report says what it gives. ``advice`` as in :func:`autotune`.
     """
     policy = policy or IndexPolicy()
     k, target_recall = policy.k, policy.target_recall
@@ -468,7 +476,7 @@ def tune_index(
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
                   policy.latency_queries, grid=None if params is None else [[params]])
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
-                   pinned=params is not None, seed=policy.seed)
+                   pinned=params is not None, seed=policy.seed, advice=advice)
 
 
 def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
@@ -566,7 +574,8 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
 
 def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, target_recall: float, n: int, dim: int,
             n_queries: int, exact_qps: float, reason: str, exact_p99: float | None, *, kinds: str = "",
-            margin: float = 0.0, pinned: bool = False, seed: int | None = None) -> TuneReport:
+            margin: float = 0.0, pinned: bool = False, seed: int | None = None,
+            advice: str | None = None) -> TuneReport:
     """The chosen row's index set to its knobs, and the report saying why (``kinds``: "4 index types" when
     several were compared)."""
     chosen, chosen_index = best
@@ -585,10 +594,8 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
         log.warning("autotune: the pinned setting %s %s reaches recall@%d %.4f, below the target %.3f", chosen.factory,
                     chosen.params, k, chosen.recall, target_recall)
     elif not chosen.meets_target:
-        log.warning(
-            "autotune: no setting reached recall@%d %.3f (%s); raise the knobs, add 'flat' "
-            "to the candidates or lower target_recall", k, target_recall, _best_of_missed(rows, chosen)
-        )
+        log.warning("autotune: no setting reached recall@%d %.3f (%s); %s", k, target_recall,
+                    _best_of_missed(rows, chosen), advice or MISSED_TARGET_ADVICE)
     chosen_index.set_search_params(**chosen.params)
     return TuneReport(
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),

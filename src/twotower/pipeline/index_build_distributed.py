@@ -17,12 +17,14 @@ __all__ = ["build_distributed"]
 
 
 def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
-                      params: dict[str, int] | None, say: Callable[[str], None]) -> BuiltIndex | None:
+                      params: dict[str, int] | None, say: Callable[[str], None],
+                      advice: str | None = None) -> BuiltIndex | None:
     """One IVF index trained once and merged across the ranks, saved by rank 0 (None on the other ranks).
 
     Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
     ``nprobe`` to the smallest value reaching the recall target (or measures the one ``params`` pins), and
-    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other.
+    saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other. ``advice``: what
+    the warning of a missed recall target suggests (as in ``build_index``).
     """
     from twotower.index.distributed_build import build_index_distributed, shard_range
     from twotower.index.faiss_index import training_sample_size
@@ -74,7 +76,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
                 f"measuring it against exact search on {len(query_rows)} user queries")
             queries = run.user_vectors(query_rows).astype(np.float32)
             report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
-                                build_s=build_s, params=None if nprobe is None else {"nprobe": nprobe})
+                                build_s=build_s, params=None if nprobe is None else {"nprobe": nprobe}, advice=advice)
             tuning = report.to_dict()
             index.save(out, model_fingerprint=fp, tuning=tuning)  # tune.json: what serve trusts
             say(report.table())
