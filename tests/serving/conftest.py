@@ -23,6 +23,12 @@ def dup_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def unplaced_run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run with 4 more items ``x0..x3`` never in training: its ID-only item tower gives them a zero vector."""
+    return build_tiny_run(tmp_path_factory.mktemp("tiny_unplaced"), unplaced=4)
+
+
+@pytest.fixture(scope="session")
 def service(run_dir: Path):
     from twotower.serving import RecommenderService
 

@@ -122,6 +122,9 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
         return 0
     if "shortfall" in answer:
         print(answer["shortfall"]["reason"], file=sys.stderr)
+    for note in answer.get("warnings", []):  # an item the model cannot place: no list, and why
+        print(f"warning: {note}", file=sys.stderr)
+        return 0
     where = " (queried by its semantic head: no training interactions)" if spaces[0] == "semantic" else ""
     _print_items(answer["items"], False, f"top {k} similar to {catalog.display_name(row)}{where}", k)
     return 0
@@ -132,12 +135,19 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
     from twotower.pipeline.results_csv import results_to_frame, write_results_csv
-    from twotower.pipeline.similar import similar_items
+    from twotower.pipeline.similar import UNPLACED, similar_items
+    from twotower.results import Results
 
     train_cfg = run.config.train  # the run's own progress settings, as `recommend --users` reads them
     every_s = train_cfg.log_every_s if train_cfg.progress else None
     res, spaces = similar_items(run, rows, k, index, cold_similar=args.cold_similar, log_every_s=every_s)
-    _say_shortfall(run, rows, res, k)
+    unplaced = np.asarray([sp == UNPLACED for sp in spaces], dtype=bool)
+    # an unplaced item's empty list is no shortfall: the line below says why it has none
+    _say_shortfall(run, rows[~unplaced], Results(res.ids[~unplaced], res.scores[~unplaced]), k)
+    if unplaced.any():
+        print(f"{int(unplaced.sum())} of {len(rows)} items have no training interactions and the item tower reads "
+              f"only the item ID, so the model cannot place them: no rows for them (e.g. item "
+              f"{run.item_vocab.id_at(int(rows[unplaced][0]))})", file=sys.stderr)
     n_sem = spaces.count("semantic")
     if n_sem:
         print(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "

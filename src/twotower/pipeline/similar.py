@@ -12,6 +12,12 @@ semantic vector ranks it 1st; warm-neighbour HR@10 0.575 -> 0.631 on held-out an
 index the three return identical lists (the exact index's scores do not depend on the batch, and a cold
 item's semantic query is computed in the same fixed chunk whoever asks, :data:`COLD_CHUNK`).
 
+An item with no training interactions whose item tower reads only the item ID (no features, no text) cannot be
+placed at all: its vector is the zeroed ID embedding (pipeline/experiment.py), so it scores 0 against every item
+and its "neighbours" were the first catalogue items in id order, all at score 0 (and, every score tying, the
+exact index's tie scan took 1,081 ms instead of ~5 ms on a 41,981-item catalogue). Such an item is not searched:
+its list is empty and its query space is :data:`UNPLACED` (:func:`unplaced_item_mask`, :func:`unplaced_note`).
+
 Legend: ``I`` items, ``D`` dim, ``K`` top-k, ``B`` a block of query items.
 """
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 
 from twotower.config import COLD_SIMILAR, MAX_K
 from twotower.errors import ConfigError
-from twotower.results import Results
+from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
 
@@ -33,8 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "cold_item_mask", "similar", "similar_items", "similar_queries",
-           "similar_query"]
+__all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "UNPLACED", "cold_item_mask", "similar", "similar_items",
+           "similar_queries", "similar_query", "unplaced_item_mask", "unplaced_note"]
 
 #: Cold items' semantic query vectors are computed for every cold item of a chunk of this many item rows at
 #: once (``[0, C)``, ``[C, 2C)``, ...), by the CLI and the service alike: a forward's batch shape can change
@@ -42,8 +48,15 @@ __all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "cold_item_mask", "similar", "similar_
 COLD_CHUNK = 4096
 #: Query items per index search of :func:`similar_items` (one search per block, not one per item).
 SIMILAR_BLOCK = 1024
+#: The query space of an item the model cannot place (:func:`unplaced_item_mask`): it is not searched.
+UNPLACED = "none"
 # per loaded run: (the item tower the vectors came from, {chunk: {row: [Ds] semantic vector}})
 _semantic: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, dict[int, np.ndarray]]]]" = weakref.WeakKeyDictionary()
+
+
+def _untrained(run: Any) -> np.ndarray:
+    """``[I]`` bool, the items with no training interactions."""
+    return np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
 
 
 def cold_item_mask(run: Any) -> np.ndarray | None:
@@ -51,7 +64,29 @@ def cold_item_mask(run: Any) -> np.ndarray | None:
     items are queried as warm ones)."""
     if getattr(run.model.item_tower, "semantic", None) is None:
         return None
-    return np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
+    return _untrained(run)
+
+
+def reads_only_id(tower: Any) -> bool:
+    """Whether an item tower reads nothing but the item ID: no feature block, no text (a dual head's included)."""
+    return (getattr(tower, "id_emb", None) is not None and getattr(tower, "text", None) is None
+            and not getattr(getattr(tower, "features", None), "out_dim", 0))
+
+
+def unplaced_item_mask(run: Any) -> np.ndarray:
+    """``[I]`` bool, the items the model cannot place: no training interactions and an item tower that reads only
+    the item ID, so their vector is the zeroed ID embedding shared by all of them (all False for any other tower:
+    features or text place a cold item)."""
+    if not reads_only_id(run.model.item_tower):
+        return np.zeros(run.n_items, dtype=bool)
+    return _untrained(run)
+
+
+def unplaced_note(item_id: str) -> str:
+    """Why an item the model cannot place has no similar items (an answer's ``warnings`` entry)."""
+    return (f"item {item_id!r} had no training interactions and the item tower reads only the item ID (no "
+            "features or text), so the model cannot place it: its vector is zero, it scores 0 against every item, "
+            "and no similar items are returned")
 
 
 def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[int, np.ndarray]:
@@ -122,6 +157,7 @@ def similar_items(
     vectors: np.ndarray | None = None,
     cold: np.ndarray | None = None,
     cold_similar: str = ServiceSettings.cold_similar,
+    unplaced: np.ndarray | None = None,
     allow: np.ndarray | None = None,
     exact_subset_max: int | None = None,
     block: int = SIMILAR_BLOCK,
@@ -132,10 +168,13 @@ def similar_items(
     ``index`` (a :class:`~twotower.index.VectorIndex` over item rows) is searched once per ``block`` items;
     ``vectors`` [I, D] default to the run's item embeddings, ``cold`` to :func:`cold_item_mask`; ``allow``
     (item rows, one list for every query) is the service's filters. A row shorter than ``k`` (padded with -1)
-    means fewer than ``k`` items were left. ``log_every_s``: seconds between progress log lines (None: none).
+    means fewer than ``k`` items were left. An item of ``unplaced`` (default :func:`unplaced_item_mask`) is not
+    searched: its row is all padding and its space :data:`UNPLACED`. ``log_every_s``: seconds between progress
+    log lines (None: none).
     """
     vectors = run.item_embeddings() if vectors is None else vectors
     cold = cold_item_mask(run) if cold is None else cold  # the service passes its own (None: a single-head run)
+    unplaced = unplaced_item_mask(run) if unplaced is None else unplaced
     rows = np.asarray(rows, np.int64)
     ids: list[np.ndarray] = []
     scores: list[np.ndarray] = []
@@ -143,9 +182,8 @@ def similar_items(
     progress = RateLog(log, "finding similar items", rows.size, "items", log_every_s, rate_unit="items")
     for s in range(0, rows.size, block):
         chunk = rows[s : s + block]
-        queries, chunk_spaces = similar_queries(run, vectors, chunk, cold, cold_similar)
-        res = index.search(queries, k, exclude=[chunk[b : b + 1] for b in range(chunk.size)],
-                           allow=None if allow is None else [allow] * chunk.size, exact_subset_max=exact_subset_max)
+        res, chunk_spaces = _search_placed(run, vectors, chunk, k, index, cold, cold_similar, unplaced, allow,
+                                           exact_subset_max)
         ids.append(res.ids)
         scores.append(res.scores)
         spaces += chunk_spaces
@@ -153,6 +191,30 @@ def similar_items(
     if not ids:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32)), []
     return Results(np.concatenate(ids), np.concatenate(scores)), spaces
+
+
+def _search_placed(run: Any, vectors: np.ndarray, chunk: np.ndarray, k: int, index: Any, cold: np.ndarray | None,
+                   cold_similar: str, unplaced: np.ndarray, allow: np.ndarray | None,
+                   exact_subset_max: int | None) -> tuple[Results, list[str]]:
+    """:func:`similar_items` of one block: the items the model places are searched, the others get a row of
+    padding (their zero query tied every score, and its list was the first items in id order)."""
+    inside = (chunk >= 0) & (chunk < len(unplaced))
+    skip = np.zeros(chunk.size, dtype=bool)
+    skip[inside] = unplaced[chunk[inside]]
+    ids = np.full((chunk.size, k), PAD_ID, dtype=np.int64)
+    scores = np.full((chunk.size, k), -np.inf, dtype=np.float32)
+    spaces = [UNPLACED] * chunk.size
+    todo = np.flatnonzero(~skip)
+    if todo.size:
+        placed = chunk[todo]
+        queries, placed_spaces = similar_queries(run, vectors, placed, cold, cold_similar)
+        res = index.search(queries, k, exclude=[placed[b : b + 1] for b in range(placed.size)],
+                           allow=None if allow is None else [allow] * placed.size, exact_subset_max=exact_subset_max)
+        width = min(k, res.ids.shape[1])
+        ids[todo, :width], scores[todo, :width] = res.ids[:, :width], res.scores[:, :width]
+        for b, space in zip(todo.tolist(), placed_spaces):
+            spaces[b] = space
+    return Results(ids, scores), spaces
 
 
 def similar(
@@ -164,7 +226,8 @@ def similar(
     cold_similar: str = ServiceSettings.cold_similar,
 ) -> list[list[dict[str, Any]]]:
     """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
-    and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id.
+    and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id (empty,
+    with a logged warning, for an item the model cannot place: :func:`unplaced_item_mask`).
 
     Ranked with the run's built index (``RUN/index``), or by exact search when ``exact`` or when none is
     built; a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
@@ -187,5 +250,8 @@ def similar(
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
     rows = np.asarray([run.item_vocab.index(i) for i in item_ids], np.int64)  # an unknown id: named
     index, _ = open_run_index(run, exact=exact)
-    res, _ = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
+    res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
+    for row, space in zip(rows.tolist(), spaces):
+        if space == UNPLACED:  # its empty list, said where a script's log shows it
+            log.warning("%s", unplaced_note(run.item_vocab.id_at(row)))
     return [results_to_items(run, res, q) for q in range(len(rows))]

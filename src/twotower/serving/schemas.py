@@ -204,7 +204,12 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         k: int
         query_space: str = Field("item", description=(
             "what item_id was queried with: 'item' (its served vector) or 'semantic' (its semantic head: an item "
-            "without training interactions of a dual-head item tower, unless `serve --cold-similar item`)"))
+            "without training interactions of a dual-head item tower, unless `serve --cold-similar item`), or "
+            "'none': an item without training interactions of an item tower that reads only the item ID, which "
+            "the model cannot place; its items are empty and warnings say why"))
+        warnings: Optional[list[str]] = Field(None, description=(
+            "present when item_id had no training interactions and the item tower reads only the item ID: "
+            "its vector is zero, so no item is similar to it"))
 
     class ExplainResponse(BaseModel):
         user_id: Optional[str]

@@ -20,7 +20,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.similar import cold_item_mask, similar_items
+from twotower.pipeline.similar import UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_note
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
@@ -131,9 +131,12 @@ def catalog_items(catalog: ItemCatalog, rows: np.ndarray, scores: np.ndarray) ->
 def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray, scores: np.ndarray, space: str,
                    *, filtered: bool = False) -> dict[str, Any]:
     """The answer of ``POST /similar-items`` (and ``twotower similar --json``): ``{"items", "item_id", "k",
-    "query_space"[, "shortfall"]}`` for the neighbours ``rows`` (valid ones, best first) of ``item_id``."""
+    "query_space"[, "warnings"][, "shortfall"]}`` for the neighbours ``rows`` (valid ones, best first) of
+    ``item_id``; an item the model cannot place (space ``"none"``) has none, and a warning says why."""
     answer = {"items": catalog_items(catalog, rows, scores), "item_id": item_id, "k": k, "query_space": space}
-    if len(rows) < k:
+    if space == UNPLACED:  # the warning is the reason: "fewer than k items are left in the index" is not
+        answer["warnings"] = [unplaced_note(item_id)]
+    elif len(rows) < k:
         answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id))
     return answer
 
@@ -213,6 +216,7 @@ class RecommenderService:
         self.index_recall: dict[str, Any] | None = None  # the index's recall measured at build (pipeline.recommend)
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
         self.cold_items = cold_item_mask(run)  # [I] of a dual-head run: queried by their semantic head
+        self.unplaced_items = unplaced_item_mask(run)  # [I] the model cannot place: no /similar-items list
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
         self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
         n_users = len(run.user_vocab)
@@ -546,7 +550,8 @@ class RecommenderService:
         # the search `twotower similar` and tt.similar run (pipeline/similar.py), so the lists cannot drift
         res, spaces = similar_items(self.run, np.asarray([row], np.int64), int(k), self.index,
                                     vectors=self.item_vectors, cold=self.cold_items,
-                                    cold_similar=self.settings.cold_similar, allow=allow,
+                                    cold_similar=self.settings.cold_similar, unplaced=self.unplaced_items,
+                                    allow=allow,
                                     exact_subset_max=self.settings.filter_exact_max)
         rows, scores = res.row(0)
         return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None)
