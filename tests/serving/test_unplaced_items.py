@@ -74,3 +74,37 @@ def test_python_api_returns_an_empty_list(unplaced_service, caplog) -> None:
         lists = tt.similar(unplaced_service.run, ["x0", "i0"], k=5, exact=True)
     assert lists[0] == [] and len(lists[1]) == 5
     assert NOTE in caplog.text
+
+
+# a filter on year 2000 leaves i10, i30, i50 and x0..x3: a list of 7 must hold the items the model cannot place
+YEAR_2000 = {"year": ["2000"]}
+LIST_NOTE = ("items 'x0', 'x1', 'x2', 'x3' had no training interactions and the item tower reads only the item ID "
+             "(no features or text), so the model cannot place them: their scores are those of the zero ID vector, "
+             "not learnt from any interaction")
+ITEM_NOTE = ("item 'x0' had no training interactions and the item tower reads only the item ID (no features or "
+             "text), so the model cannot place it: its score is that of the zero ID vector, the same for every such "
+             "item, and /similar-items returns no items for it")
+
+
+def test_recommend_warns_when_a_list_holds_them(unplaced_service) -> None:
+    from twotower.serving.service import RecRequest
+    got = unplaced_service.recommend(RecRequest(user_id="u0", k=7, filters=YEAR_2000))
+    assert {it["item_id"] for it in got["items"]} >= set(UNPLACED)
+    assert LIST_NOTE in got["warnings"]
+    plain = unplaced_service.recommend(RecRequest(user_id="u0", k=5))
+    assert "warnings" not in plain or all("cannot place" not in w for w in plain["warnings"])
+
+
+def test_item_and_explain_say_so(unplaced_service) -> None:
+    assert unplaced_service.item("x0")["warnings"] == [ITEM_NOTE]
+    assert "warnings" not in unplaced_service.item("i0")
+    got = unplaced_service.explain(user_id="u0", item_id="x0")
+    assert got["explanation"]["cold"] is True and ITEM_NOTE in got["warnings"]
+    assert "warnings" not in unplaced_service.explain(user_id="u0", item_id="i0")
+
+
+def test_recommend_cli_json_warns_as_http(unplaced_run_dir, capsys) -> None:
+    # k=60 of 64 items: every unseen item is in the list, the four unplaced ones included
+    assert main(["recommend", "--run", str(unplaced_run_dir), "--user", "u0", "--k", "60", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert set(UNPLACED) <= {it["item_id"] for it in answer["items"]} and LIST_NOTE in answer["warnings"]

@@ -189,10 +189,22 @@ def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | Non
 
     items = results_to_items(run, res)  # the service's item records
     if not args.json:
+        for note in _unplaced_notes(run, res):
+            print(f"warning: {note}", file=sys.stderr)
         _print_items(items, False, title, k)
         return
-    answer = recommend_answer(items, user_id, k, exclude_seen=not args.no_exclude_seen, notes=notes or ())
+    notes = [*(notes or ()), *_unplaced_notes(run, res)]
+    answer = recommend_answer(items, user_id, k, exclude_seen=not args.no_exclude_seen, notes=notes)
     print(json.dumps(answer, ensure_ascii=False, default=str))
+
+
+def _unplaced_notes(run, res) -> list[str]:  # noqa: ANN001 - TrainedRun, Results
+    """POST /recommend's warning when the list holds items the model cannot place."""
+    from twotower.pipeline.similar import unplaced_item_mask, unplaced_list_note
+
+    rows, _ = res.row(0)
+    hit = rows[unplaced_item_mask(run)[rows]]
+    return [unplaced_list_note([run.item_vocab.id_at(int(r)) for r in hit])] if hit.size else []
 
 
 def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "UNPLACED", "cold_item_mask", "similar", "similar_items",
-           "similar_queries", "similar_query", "unplaced_item_mask", "unplaced_note"]
+           "similar_queries", "similar_query", "unplaced_item_mask", "unplaced_item_note", "unplaced_list_note",
+           "unplaced_note"]
 
 #: Cold items' semantic query vectors are computed for every cold item of a chunk of this many item rows at
 #: once (``[0, C)``, ``[C, 2C)``, ...), by the CLI and the service alike: a forward's batch shape can change
@@ -82,11 +83,29 @@ def unplaced_item_mask(run: Any) -> np.ndarray:
     return _untrained(run)
 
 
+def _cannot_place(item_ids: Sequence[str]) -> str:
+    """The start of every sentence about items the model cannot place: which, and why."""
+    named = ", ".join(repr(i) for i in item_ids[:5]) + (f" and {len(item_ids) - 5} more" if len(item_ids) > 5 else "")
+    one = len(item_ids) == 1
+    return (f"item{'' if one else 's'} {named} had no training interactions and the item tower reads only the item "
+            f"ID (no features or text), so the model cannot place {'it' if one else 'them'}")
+
+
 def unplaced_note(item_id: str) -> str:
     """Why an item the model cannot place has no similar items (an answer's ``warnings`` entry)."""
-    return (f"item {item_id!r} had no training interactions and the item tower reads only the item ID (no "
-            "features or text), so the model cannot place it: its vector is zero, it scores 0 against every item, "
-            "and no similar items are returned")
+    return f"{_cannot_place([item_id])}: its vector is zero, it scores 0 against every item, and no similar items are returned"
+
+
+def unplaced_item_note(item_id: str) -> str:
+    """``GET /items/{id}`` and ``/explain`` of an item the model cannot place: what its score means."""
+    return (f"{_cannot_place([item_id])}: its score is that of the zero ID vector, the same for every such item, "
+            "and /similar-items returns no items for it")
+
+
+def unplaced_list_note(item_ids: Sequence[str]) -> str:
+    """A ``/recommend`` list holding items the model cannot place (only where fewer than ``k`` items score above
+    them: a narrow filter, a small catalogue): their rank comes from no learnt vector."""
+    return f"{_cannot_place(item_ids)}: their scores are those of the zero ID vector, not learnt from any interaction"
 
 
 def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[int, np.ndarray]:

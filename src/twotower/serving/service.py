@@ -20,7 +20,8 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.similar import UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_note
+from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
+                                       unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
@@ -318,7 +319,15 @@ class RecommenderService:
         row = self.catalog.row(item_id)
         rec = self.catalog.record(row)
         rec["in_index"] = bool(self.in_index[row])
+        if self.unplaced_items[row]:
+            rec["warnings"] = [unplaced_item_note(item_id)]
         return rec
+
+    def unplaced_in(self, rows: np.ndarray) -> list[str]:
+        """A list's ``warnings`` entry when its item ``rows`` hold items the model cannot place (none: [])."""
+        rows = np.asarray(rows, np.int64)
+        hit = rows[self.unplaced_items[rows]]
+        return [unplaced_list_note([self.catalog.ids[int(r)] for r in hit])] if hit.size else []
 
     def user(self, user_id: str, limit: int = 50) -> dict[str, Any]:
         """A known user's history as the user tower reads it (the training history, or the input history of
@@ -527,6 +536,7 @@ class RecommenderService:
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
+            notes += self.unplaced_in(rows)
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one, which a client would
                 # otherwise take for this user's
@@ -586,6 +596,8 @@ class RecommenderService:
             # training one, and /explain said it to a user with a training history without a word
             notes = [*notes, f"user_id: {user_id!r} has no rows of known items in the serve --history-from files, so the item is "
                              "explained from an empty input history, not from their training history"]
+        if self.unplaced_items[item_row]:  # `cold: true` says no interactions; this says its score means nothing
+            notes = [*notes, unplaced_item_note(item_id)]
         if notes:
             answer["warnings"] = notes
         return answer
