@@ -17,8 +17,8 @@ from twotower.cli.main import main
 
 UNPLACED = ("x0", "x1", "x2", "x3")
 NOTE = ("item 'x0' had no training interactions and the item tower reads only the item ID (no features or text), "
-        "so the model cannot place it: its vector is zero, it scores 0 against every item, and no similar items "
-        "are returned")
+        "so the model cannot place it: its vector is the one every such item shares (the zeroed ID embedding's), "
+        "not learnt from any interaction, and no similar items are returned")
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +79,10 @@ def test_python_api_returns_an_empty_list(unplaced_service, caplog) -> None:
 # a filter on year 2000 leaves i10, i30, i50 and x0..x3: a list of 7 must hold the items the model cannot place
 YEAR_2000 = {"year": ["2000"]}
 LIST_NOTE = ("items 'x0', 'x1', 'x2', 'x3' had no training interactions and the item tower reads only the item ID "
-             "(no features or text), so the model cannot place them: their scores are those of the zero ID vector, "
+             "(no features or text), so the model cannot place them: their scores are those of the zeroed ID embedding's vector, "
              "not learnt from any interaction")
 ITEM_NOTE = ("item 'x0' had no training interactions and the item tower reads only the item ID (no features or "
-             "text), so the model cannot place it: its score is that of the zero ID vector, the same for every such "
+             "text), so the model cannot place it: its score is that of the zeroed ID embedding's vector, the same for every such "
              "item, and /similar-items returns no items for it")
 
 

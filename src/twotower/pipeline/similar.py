@@ -93,19 +93,22 @@ def _cannot_place(item_ids: Sequence[str]) -> str:
 
 def unplaced_note(item_id: str) -> str:
     """Why an item the model cannot place has no similar items (an answer's ``warnings`` entry)."""
-    return f"{_cannot_place([item_id])}: its vector is zero, it scores 0 against every item, and no similar items are returned"
+    # "its vector is zero" held only without a hidden layer: the zeroed ID through an MLP is a vector, the same for
+    # every such item
+    return (f"{_cannot_place([item_id])}: its vector is the one every such item shares (the zeroed ID embedding's), "
+            "not learnt from any interaction, and no similar items are returned")
 
 
 def unplaced_item_note(item_id: str) -> str:
     """``GET /items/{id}`` and ``/explain`` of an item the model cannot place: what its score means."""
-    return (f"{_cannot_place([item_id])}: its score is that of the zero ID vector, the same for every such item, "
+    return (f"{_cannot_place([item_id])}: its score is that of the zeroed ID embedding's vector, the same for every such item, "
             "and /similar-items returns no items for it")
 
 
 def unplaced_list_note(item_ids: Sequence[str]) -> str:
     """A ``/recommend`` list holding items the model cannot place (only where fewer than ``k`` items score above
     them: a narrow filter, a small catalogue): their rank comes from no learnt vector."""
-    return f"{_cannot_place(item_ids)}: their scores are those of the zero ID vector, not learnt from any interaction"
+    return f"{_cannot_place(item_ids)}: their scores are those of the zeroed ID embedding's vector, not learnt from any interaction"
 
 
 def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[int, np.ndarray]:
