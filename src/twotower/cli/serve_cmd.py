@@ -224,7 +224,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     what = []
     if service is not None:
         read = f"; known users read their history from {' '.join(args.history_from)}" if args.history_from else ""
-        what.append(f"{args.run} ({service.index_description}{read})")
+        what.append(f"{args.run} ({service.index_description}{read}{service.precompute_note()})")
     if search is not None:
         what.append(f"search index {args.search_index}"
                     + (f" + reranker ({search.reranker.backend})" if search.reranker is not None else ""))
