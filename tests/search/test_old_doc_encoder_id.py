@@ -1,9 +1,7 @@
 """A search index saved when text-model fingerprints hashed only each file's head and tail still loads."""
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 
 import pytest
 from search_data import write_beir
@@ -16,21 +14,7 @@ from twotower.search import SearchIndex  # noqa: E402
 from twotower.text import default_model_path  # noqa: E402
 from twotower.text.encoder import weights_fingerprint  # noqa: E402
 
-
-def _head_tail(model_dir) -> str:
-    """The fingerprint indexes saved before whole-file hashing recorded (the old code, verbatim)."""
-    h = hashlib.sha256()
-    files = sorted(p for p in model_dir.rglob("*") if p.is_file() and p.suffix in {".safetensors", ".bin", ".json", ".txt"})
-    for p in files:
-        h.update(str(p.relative_to(model_dir)).encode())
-        size = p.stat().st_size
-        h.update(str(size).encode())
-        with open(p, "rb") as fh:
-            h.update(fh.read(1 << 20))
-            if size > 2 << 20:
-                fh.seek(-(1 << 20), os.SEEK_END)
-                h.update(fh.read(1 << 20))
-    return h.hexdigest()[:16]
+from tests.text.test_weights_fingerprint import _head_tail as head_tail  # noqa: E402  (the old code, verbatim)
 
 
 def test_an_index_with_the_old_doc_encoder_id_loads_and_another_id_is_refused(tmp_path, monkeypatch):
@@ -42,7 +26,7 @@ def test_an_index_with_the_old_doc_encoder_id_loads_and_another_id_is_refused(tm
     meta_path = out / "meta.json"
     meta = json.loads(meta_path.read_text())
     assert meta["doc_encoder"] == f"st@{weights_fingerprint(default_model_path())}"
-    meta_path.write_text(json.dumps({**meta, "doc_encoder": f"st@{_head_tail(default_model_path())}"}))
+    meta_path.write_text(json.dumps({**meta, "doc_encoder": f"st@{head_tail(default_model_path())}"}))
     SearchIndex.load(out)  # the same weights, by the old check: not refused, not re-encoded
     meta_path.write_text(json.dumps({**meta, "doc_encoder": "st@0123456789abcdef"}))
     with pytest.raises(IntegrityError, match="rebuild the index"):

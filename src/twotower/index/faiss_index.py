@@ -257,24 +257,26 @@ def factory_knobs(spec: str, n: int, dim: int) -> tuple[str, tuple[str, ...], in
     Read from an empty, untrained index: a setting pinned for a build is checked before the minutes of training.
     """
     faiss = _faiss()
-    factory = resolve_factory(spec, n, dim)
-    try:
-        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
-        raise _factory_error(spec, factory, e) from e
+    factory, index = _empty_index(spec, n, dim)
     ivf = faiss.try_extract_index_ivf(index)
     return factory, _knobs(faiss.downcast_index(index)), None if ivf is None else int(ivf.nlist)
+
+
+def _empty_index(spec: str, n: int, dim: int) -> tuple[str, Any]:
+    """The FAISS factory ``spec`` resolves to for ``n`` vectors of ``dim``, and an empty index of it (a bad
+    factory string refused in the user's words)."""
+    faiss = _faiss()
+    factory = resolve_factory(spec, n, dim)
+    try:
+        return factory, faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as e:
+        raise _factory_error(spec, factory, e) from e
 
 
 def needs_training(spec: str, n: int, dim: int) -> tuple[str, bool]:
     """The FAISS factory ``spec`` resolves to for ``n`` vectors of ``dim``, and whether FAISS trains it (IVF lists,
     PQ / SQ codebooks): ``max_train`` caps a sample that only such an index draws."""
-    faiss = _faiss()
-    factory = resolve_factory(spec, n, dim)
-    try:
-        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:
-        raise _factory_error(spec, factory, e) from e
+    factory, index = _empty_index(spec, n, dim)
     return factory, not index.is_trained
 
 
