@@ -20,7 +20,8 @@ fetched, ``t``, is a lower bound of the true ``F``-th, so the answer is the
 top-``F`` of the items scoring at least ``t``. The scan rules out most
 blocks by SGEMM, scores the rest with a float64 GEMM (whose error bound tells,
 for nearly every item, its canonical float32 score without re-scoring it),
-and keeps a running top-``F`` that takes the smaller ids of a tie. Fetching
+and keeps a running top-``F`` that takes the smaller ids of a tie (a zero query ties every item at exactly 0: its
+top-``F`` is the ``F`` smallest ids, without a scan). Fetching
 twice as deep instead took about ``log2(tie / F)`` more scans for a tie of
 that size at the cut. The CLI and the HTTP service therefore return
 identical lists for identical queries.
@@ -305,12 +306,19 @@ class ExactIndex(VectorIndex):
         n_t, dim = queries.shape
         qb = max(1, min(n_t, self.max_block_elems // (dim * max(fetch, _SCAN_COLS))))
         cols = max(1, self.max_block_elems // (dim * qb))
-        # |float64 sum - exact| <= D * 2**-53 * |q| * |v| in any order; 2**-50 leaves slack for s +- err itself
+        # |float64 sum - exact| <= D * 2**-53 * |q| * |v| in any order; 2**-50 leaves slack for s +- err itself.
+        # No floor: err is 0 exactly when every product is (a zero query or catalogue), and those rows need no scan.
+        # A floor of 1e-30 made [-err, err] straddle float32's 0 for every item: a zero query re-scored the whole
+        # catalogue pair by pair (40,000 x 128: 70-100 ms against 2 ms for any other query)
         q_norm = np.sqrt((queries.astype(np.float64) ** 2).sum(axis=1))  # [T]
-        err = (dim + 2) * 2.0**-50 * q_norm * self._norm_bound() + 1e-30  # [T]
+        err = (dim + 2) * 2.0**-50 * q_norm * self._norm_bound()  # [T]
         pairs = max(1, self.max_block_elems // dim)  # items re-scored per canonical_scores call
         out_scores = np.empty((n_t, fetch), dtype=np.float32)  # [T, F]
         out_ids = np.empty((n_t, fetch), dtype=np.int64)
+        zero = err == 0  # [T] every product exactly 0 (zero query or catalogue): all N items tie at score 0
+        out_scores[zero], out_ids[zero] = 0.0, self._smallest_ids(fetch)
+        todo = np.flatnonzero(~zero)
+        queries, cut, eps, err, n_t = queries[todo], cut[todo], eps[todo], err[todo], todo.size
         for q0 in range(0, n_t, qb):
             q = queries[q0 : q0 + qb]  # [Qb, D]
             q64, e, t = q.astype(np.float64), err[q0 : q0 + qb, None], cut[q0 : q0 + qb, None]
@@ -333,9 +341,13 @@ class ExactIndex(VectorIndex):
                     scores[rr, cc] = canonical_scores(q[rr], self._vectors, rows[cc][:, None])[:, 0]
                 best_s, best_i = _keep_best(best_s, best_i, scores, self._ids[rows])
             order = _sort_rows(best_s, best_i)
-            out_scores[q0 : q0 + qb] = np.take_along_axis(best_s, order, axis=1)
-            out_ids[q0 : q0 + qb] = np.take_along_axis(best_i, order, axis=1)
+            out_scores[todo[q0 : q0 + qb]] = np.take_along_axis(best_s, order, axis=1)
+            out_ids[todo[q0 : q0 + qb]] = np.take_along_axis(best_i, order, axis=1)
         return out_scores, out_ids
+
+    def _smallest_ids(self, fetch: int) -> np.ndarray:
+        """The ``fetch`` smallest stored ids, ascending: the top-``fetch`` of a query under which every item ties."""
+        return np.sort(np.partition(self._ids, fetch - 1)[:fetch])
 
     def _rescore(self, queries: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """:func:`canonical_scores` of ``rows[T, F]``, gathering at most ``max_block_elems`` values at once.
