@@ -1,6 +1,7 @@
 """autotune: the chosen setting meets the target on held-out queries; the report is complete."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -140,6 +141,36 @@ def test_a_missed_target_takes_the_cheapest_setting_near_the_best_recall(caplog)
     assert index.params == {"nprobe": 768} and not rep.met_target
     assert "0.6899 with IVF4096,PQ16x8 {'nprobe': 768}, the cheapest setting within 0.002 of its best recall " \
            "0.6904" in rep.reason
+
+
+def _missed_kind(factory: str, recall: float, qps: float) -> TuneRow:
+    return TuneRow(index=factory, factory=factory, params={}, recall=recall, qps_batch=qps, qps_single=qps,
+                   p50_ms=1.0, p99_ms=1.0, build_s=0.0, bytes_per_vector=16.0, meets_target=False)
+
+
+def test_a_missed_target_between_index_types_takes_the_faster_near_the_best_recall():
+    """Within one type a setting within MISSED_RECALL_TOLERANCE of the best recall and cheaper was chosen, between
+    types any higher recall won: HNSW at 0.6910 replaced IVF-PQ at 0.6904 however much slower it searched."""
+    from twotower.index.autotune import _replaces, _report
+
+    ivfpq = _missed_kind("IVF4096,PQ16x8", 0.6904, 1000.0)
+    near_slower = _missed_kind("HNSW32", 0.6910, 200.0)
+    assert not _replaces(near_slower, ivfpq, 0.1, 0.6910)  # 0.0006 more recall at a fifth of the QPS
+    assert _replaces(_missed_kind("HNSW32", 0.6900, 5000.0), ivfpq, 0.1, 0.6904)  # 0.0004 less, 5x the QPS
+    assert not _replaces(_missed_kind("HNSW32", 0.6900, 1050.0), ivfpq, 0.1, 0.6904)  # within the 10% margin
+    assert _replaces(_missed_kind("HNSW32", 0.6930, 200.0), ivfpq, 0.1, 0.6930)  # 0.0026 more: beyond tolerance
+    assert not _replaces(_missed_kind("HNSW32", 0.6880, 5000.0), ivfpq, 0.1, 0.6904)  # 0.0024 less: however fast
+    met = dataclasses.replace(ivfpq, meets_target=True)
+    assert not _replaces(_missed_kind("HNSW32", 0.99, 1e6), met, 0.1, 0.99)  # meeting the target still wins
+
+    class _Index:
+        def set_search_params(self, **params: int) -> None:
+            self.params = params
+
+    rep = _report([ivfpq, near_slower], (ivfpq, _Index()), 10, 0.95, 200_000, 64, 1000, 1.0, "", None,
+                  kinds="2 index types", margin=0.1)  # type: ignore[arg-type]
+    assert "chosen of the 2 index types tried on batched QPS (1,000) among those within 0.002 of the best recall " \
+           "0.6910 (a later type replaces an earlier one only when more than 10% faster)" in rep.reason, rep.reason
 
 
 def test_tie_aware_recall_counts_equally_good_items():

@@ -23,8 +23,12 @@ measured as given.
 Between index types (``index="auto"``, ``candidates``) the choice is by
 measured batched QPS, as speed is what sets them apart, with a margin against
 noise: a later candidate replaces an earlier one only when it is more than
-:attr:`IndexPolicy.kind_margin` faster (when none meets the target: only
-when its recall is higher).
+:attr:`IndexPolicy.kind_margin` faster. When none meets the target, the same
+:data:`MISSED_RECALL_TOLERANCE` holds between types as within one: a later type
+replaces the earlier choice when that choice falls more than the tolerance
+below the best recall measured so far, or when both are within it and the
+later one is more than the margin faster (another type's fourth decimal place
+of recall is no better a bargain than more lists of one type).
 
 With ``index="auto"`` exact search is measured first and chosen whenever its
 single-query p99 latency fits :attr:`IndexPolicy.exact_p99_ms` (an
@@ -431,7 +435,7 @@ def autotune(
         rows += mine
         pick = _cheapest(mine)
         # the previous choice is dropped here, so at most two candidate indexes are held at once
-        if best is None or _replaces(pick, best[0], policy.kind_margin):
+        if best is None or _replaces(pick, best[0], policy.kind_margin, max(r.recall for r in rows)):
             best = (pick, idx)
     assert best is not None  # names is non-empty
     kinds = f"{len(names)} index types" if len(names) > 1 else ""
@@ -528,14 +532,20 @@ def _best_of_missed(rows: list[TuneRow], chosen: TuneRow) -> str:
             f"{MISSED_RECALL_TOLERANCE:g} of its best recall {best:.4f}")
 
 
-def _replaces(new: TuneRow, old: TuneRow, margin: float) -> bool:
+def _replaces(new: TuneRow, old: TuneRow, margin: float, best_recall: float) -> bool:
     """Whether a later index type's setting replaces an earlier one's: meeting the target beats missing it; between
-    two that meet it, more than ``margin`` more batched QPS; between two that miss it, a higher recall."""
+    two that meet it, more than ``margin`` more batched QPS; between two that miss it, the same but only among those
+    within :data:`MISSED_RECALL_TOLERANCE` of ``best_recall`` (of every row measured so far).
+
+    The earlier choice is always within that tolerance of the best so far (a type's choice is within it of its own
+    best), so the one kept stays within it of the best recall measured of every type."""
     if new.meets_target != old.meets_target:
         return new.meets_target
-    if new.meets_target:
-        return new.qps_batch > old.qps_batch * (1.0 + margin)
-    return new.recall > old.recall
+    if not new.meets_target:
+        floor = best_recall - MISSED_RECALL_TOLERANCE
+        if new.recall < floor or old.recall < floor:
+            return new.recall >= floor
+    return new.qps_batch > old.qps_batch * (1.0 + margin)
 
 
 def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
@@ -590,6 +600,10 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
                         f"replaces an earlier one only when more than {margin:.0%} faster)")
     else:
         verdict = f"no setting reached recall@{k} {target_recall:g}; {_best_of_missed(rows, chosen)}"
+        if kinds:
+            verdict += (f"; chosen of the {kinds} tried on batched QPS ({chosen.qps_batch:,.0f}) among those within "
+                        f"{MISSED_RECALL_TOLERANCE:g} of the best recall {max(r.recall for r in rows):.4f} (a later "
+                        f"type replaces an earlier one only when more than {margin:.0%} faster)")
     if pinned and not chosen.meets_target:
         log.warning("autotune: the pinned setting %s %s reaches recall@%d %.4f, below the target %.3f", chosen.factory,
                     chosen.params, k, chosen.recall, target_recall)
