@@ -350,11 +350,29 @@ def test_a_run_without_its_manifest_is_indexed_with_no_verify_as_the_error_advis
     (["--ef-search", "0", "--index", "hnsw"], "error: --ef-search must be a positive integer, got 0"),
     (["--nprobe", "4", "--ef-search", "64", "--index", "IVF8,Flat"],
      "error: --nprobe pins an IVF index and --ef-search an HNSW one: pass the one of the --index built"),
+    # a factory string's knobs do not depend on the run: "'HNSW32' (HNSW32) has no nprobe to pin" came after the
+    # run loaded, without the flag
+    (["--nprobe", "4", "--index", "HNSW32"],
+     "error: --nprobe: --index HNSW32 has no nprobe to pin; its search knobs: efSearch (--ef-search)"),
+    (["--ef-search", "40", "--index", "IVF{nlist},PQ16x8"],
+     "error: --ef-search: --index IVF{nlist},PQ16x8 has no efSearch to pin; its search knobs: nprobe (--nprobe)"),
+    (["--nprobe", "4", "--index", "SQ8"], "error: --nprobe: --index SQ8 has no nprobe to pin; its search knobs: "
+                                          "none (it has a single setting)"),
 ])
 def test_index_build_flags_are_named_and_checked_before_the_run_loads(flags, said, tmp_path, capsys):
     # the run does not exist: the flag is refused first
     assert main(["index", "build", "--run", str(tmp_path / "nope"), *flags]) == 2
     assert capsys.readouterr().err.strip() == said
+
+
+def test_an_nprobe_above_the_lists_is_refused_in_the_flag_s_name(run_dir, tmp_path, capsys):
+    # the lists depend on the run's N, so this is checked once it has loaded; it said "nprobe 100 is more than ..."
+    out = tmp_path / "idx"
+    assert main(["index", "build", "--run", str(run_dir), "--index", "ivf", "--nprobe", "100", "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --nprobe 100 is more than the 1 lists of IVF1,Flat over 60 vectors; --nprobe 1 already searches "
+        "every list")
+    assert not out.exists()
 
 
 def test_a_damaged_index_names_the_command_that_rebuilds_it_and_the_way_around_it(run_dir, tmp_path, capsys):

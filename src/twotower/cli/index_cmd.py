@@ -4,15 +4,22 @@ from __future__ import annotations
 import argparse
 import os
 import json
+import re
 from pathlib import Path
 
 from twotower.errors import ConfigError, IntegrityError
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 
-#: IndexPolicy's fields as the flags of `twotower index build`: its messages name what the user typed
+#: IndexPolicy's fields and the pinned search knobs as the flags of `twotower index build`: its messages name what
+#: the user typed
 _FLAGS = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
-          "exact_p99_ms": "--exact-budget-ms", "seed": "--seed"}
+          "exact_p99_ms": "--exact-budget-ms", "seed": "--seed", "nprobe": "--nprobe", "efSearch": "--ef-search"}
+#: Before the run loads its N and D are unknown: a --index factory string's knobs are read from an empty index over
+#: this many vectors of the first of these dims FAISS accepts (a PQ needs its m to divide D). The knobs depend on
+#: neither; the IVF list count does (N), so `--nprobe` above it is refused once the run has loaded
+_PROBE_N = 100_000
+_PROBE_DIMS = (64, 96, 128, 256)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -114,7 +121,40 @@ def _pin(args: argparse.Namespace) -> dict[str, int] | None:
     if ef_search is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("--ef-search: an HNSW index cannot be built across ranks; run `twotower index build` in "
                           "one process")
-    return {"nprobe": nprobe} if nprobe is not None else {"efSearch": ef_search}
+    pin = {"nprobe": nprobe} if nprobe is not None else {"efSearch": ef_search}
+    if spec not in ("ivf", "ivfpq", "hnsw"):  # a factory string: `--index HNSW32 --nprobe 4` failed after the load
+        _has_knob(args.index.strip(), next(iter(pin)))
+    return pin
+
+
+def _has_knob(spec: str, knob: str) -> None:
+    """Refuse a pin of ``knob`` that the factory string ``spec`` has no knob for, before the run loads.
+
+    Left to the check after the load where FAISS takes ``spec`` at none of the placeholder dims (a typo, an unusual
+    PQ split): that check reads the run's own N and D, and its error also names the flag."""
+    from twotower.index.faiss_index import factory_knobs
+
+    for dim in _PROBE_DIMS:
+        try:
+            _, knobs, _ = factory_knobs(spec, _PROBE_N, dim)
+        except ConfigError:
+            continue
+        if knob not in knobs:
+            named = ", ".join(f"{k} ({_FLAGS[k]})" if k in _FLAGS else k for k in knobs)
+            raise ConfigError(f"{_FLAGS[knob]}: --index {spec} has no {knob} to pin; its search knobs: "
+                              f"{named or 'none (it has a single setting)'}")
+        return
+
+
+def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
+    """A library error about the pinned knob, naming its flag: `nprobe 100 is more than the 43 lists ...` (the
+    list count needs the run's N, so it is checked after the load) said nothing of --nprobe."""
+    knob = next(iter(pin or {}), None)
+    if knob is None:
+        return msg
+    if f"has no {knob} to pin" in msg:
+        return f"{_FLAGS[knob]}: {msg}"
+    return re.sub(rf"\b{knob} (?=\d)", f"{_FLAGS[knob]} ", msg) if msg.startswith(f"{knob} ") else msg
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
@@ -122,10 +162,17 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     from twotower.utils.runtime import threads_from_env
 
     policy = _policy(args)  # the flags checked before the run loads, errors naming them
+    pin = _pin(args)
     # the core is tt.build_index's, so the command and the Python call save the same index and tuning record
-    build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                max_train=args.max_train, params=_pin(args), echo=print, flag="--out", what="twotower index build",
-                advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
+    try:
+        build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
+                    max_train=args.max_train, params=pin, echo=print, flag="--out", what="twotower index build",
+                    advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
+    except ConfigError as e:
+        msg = _flag_named(str(e), pin)
+        if msg == str(e):
+            raise
+        raise ConfigError(msg) from None
     return 0
 
 
