@@ -328,3 +328,23 @@ def test_history_scorer_ranks_without_dense_rows_and_gives_the_same_lists(model,
         fast = evaluate(scorer, test, ex_all, EvalProtocol(ks=(5, 10)))
     del scorer.rank  # the generic path: score rows, partition each
     assert evaluate(scorer, test, ex_all, EvalProtocol(ks=(5, 10))) == fast
+
+
+def test_tune_itemknn_scores_a_seeded_sample_of_at_most_max_users() -> None:
+    """Each k scores every validation user over the catalogue (63-167 s a k at 30,000 users x 40,000 items):
+    ``max_users`` scores a sample drawn by ``seed`` instead, the same one for the same seed; more than there are
+    is all of them, as before."""
+    train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=5))
+    with_valid = int((np.diff(valid.indptr) > 0).sum())
+    _, everyone = tune_itemknn(train, valid, ks=(2, 5), metric="NDCG@10")
+    _, big = tune_itemknn(train, valid, ks=(2, 5), metric="NDCG@10", max_users=with_valid, seed=0)
+    _, sample = tune_itemknn(train, valid, ks=(2, 5), metric="NDCG@10", max_users=20, seed=0)
+    _, again = tune_itemknn(train, valid, ks=(2, 5), metric="NDCG@10", max_users=20, seed=0)
+    _, other = tune_itemknn(train, valid, ks=(2, 5), metric="NDCG@10", max_users=20, seed=1)
+    assert [row["NDCG@10"] for row in everyone] == [row["NDCG@10"] for row in big]
+    assert [row["users_evaluated"] for row in everyone] == [with_valid] * 2 == [row["users_evaluated"] for row in big]
+    assert [row["users_evaluated"] for row in sample] == [20, 20]
+    ndcg = [[row["NDCG@10"] for row in t] for t in (sample, again, other)]
+    assert ndcg[0] == ndcg[1] != ndcg[2]
+    with pytest.raises(ConfigError, match="max_users"):
+        tune_itemknn(train, valid, ks=(2,), max_users=0)

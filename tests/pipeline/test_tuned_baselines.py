@@ -139,3 +139,22 @@ def test_a_setting_that_could_not_be_kept_is_not_reported_as_saved(run, monkeypa
     assert len(summary) == 1 and ", saved to" not in summary[0]
     assert summary[0].endswith(f"(tuned on valid NDCG@10; not saved to {run.dir / TUNED_FILE}: itemknn tuned again "
                                "next time)")
+
+
+def test_itemknn_is_tuned_again_on_another_sample_of_validation_users(run, monkeypatch):
+    """ItemKNN's k is tuned on a sample of ``eval.ease_tune_max_users`` validation users drawn with the run's
+    seed: a k stored for another sample (or all users) is not reused, and the stored key says which sample."""
+    import dataclasses
+
+    (run.dir / TUNED_FILE).unlink(missing_ok=True)
+    evaluate_run(run, baselines=("itemknn",), ks=(10,))
+    whole = json.loads((run.dir / TUNED_FILE).read_text())["entries"]["itemknn"]
+    assert whole["key"]["max_users"] == run.config.eval.ease_tune_max_users
+    assert whole["key"]["seed"] == run.config.train.seed
+    sampled = dataclasses.replace(run.config, eval=dataclasses.replace(run.config.eval, ease_tune_max_users=5))
+    monkeypatch.setattr(run, "config", sampled)
+    evaluate_run(run, baselines=("itemknn",), ks=(10,))
+    entry = json.loads((run.dir / TUNED_FILE).read_text())["entries"]["itemknn"]
+    assert entry["key"]["max_users"] == 5
+    assert [row["users_evaluated"] for row in entry["table"]] == [5] * len(entry["table"])
+    assert all(row["users_evaluated"] > 5 for row in whole["table"])

@@ -35,6 +35,7 @@ from twotower.evaluation.baselines import (
     ease_skip_reason,
     log,
     _scientific,
+    sample_tuning_users,
 )
 from twotower.evaluation.protocol import evaluate
 from twotower.utils.progress import RateLog
@@ -174,20 +175,6 @@ class LowRankEASE(_HistoryBaseline):
         return np.asarray(history @ a32) @ ct32  # [U', I]
 
 
-def _sample_users(valid: sp.csr_matrix, max_users: int | None, seed: int) -> sp.csr_matrix:
-    """``valid`` with the rows of all but ``max_users`` of its users who have a relevant item emptied (the
-    evaluator scores only users with one); unchanged when there are no more than that."""
-    users = np.flatnonzero(np.diff(valid.indptr) > 0)
-    if max_users is None or users.size <= max_users:
-        return valid
-    keep = np.zeros(valid.shape[0])
-    keep[np.random.default_rng([seed, 1]).choice(users, size=max_users, replace=False)] = 1.0
-    sampled = sp.csr_matrix(sp.diags(keep) @ valid)
-    sampled.eliminate_zeros()
-    log.info("tuning low-rank EASE's λ on a sample of %d of the %d validation users", max_users, users.size)
-    return sampled
-
-
 def tune_low_rank_ease(
     train: sp.spmatrix | sp.sparray,
     valid_relevant: sp.spmatrix | sp.sparray,
@@ -212,7 +199,7 @@ def tune_low_rank_ease(
     if max_users is not None and max_users < 1:
         raise ConfigError(f"tune_low_rank_ease: max_users must be >= 1 or None, got {max_users}")
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
-    valid = _sample_users(valid, max_users, seed)
+    valid = sample_tuning_users(valid, max_users, seed, "tuning low-rank EASE's λ")
     base = LowRankEASE(lambdas[0], k=k, seed=seed).fit(x)
     table, models = [], []
     progress = RateLog(log, "tuning low-rank EASE λ", len(lambdas), "tried", log_every_s)

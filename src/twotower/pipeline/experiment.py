@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from twotower.config import EvalConfig, RunConfig
+from twotower.config import EvalConfig, RunConfig, TrainConfig
 from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.models.two_tower import TwoTowerModel
 from twotower.pipeline.item_item import fit_item_item
@@ -142,6 +142,7 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                      ease_eigenpairs: int = EvalConfig.ease_eigenpairs,
                      ease_low_rank_max_items: int = EvalConfig.ease_low_rank_max_items,
                      ease_tune_max_users: int | None = EvalConfig.ease_tune_max_users,
+                     seed: int = TrainConfig.seed,
                      ) -> dict[str, tuple[Any, float, dict[str, Any]]]:
     """Fit baselines on train (hyper-parameters tuned on valid): name -> (scorer, fit seconds, info).
 
@@ -181,7 +182,10 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
         elif name == "itemknn":
             if valid is not None:  # the chosen k from the tuning's similarity pass, not a second pass
                 keep = {}
-                k, _ = tune_itemknn(train, valid, metric=ks_metric, keep=keep)
+                # on the seeded sample of validation users the low-rank EASE is tuned on (its cost: every k
+                # scores each of them over the catalogue)
+                k, _ = tune_itemknn(train, valid, metric=ks_metric, keep=keep, max_users=ease_tune_max_users,
+                                    seed=seed)
                 info["k"] = k
                 scorer = ItemKNN.from_tuning(keep, k)
                 keep.clear()  # nor the similarity pass
