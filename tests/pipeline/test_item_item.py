@@ -337,3 +337,29 @@ def test_under_torchrun_the_term_is_not_skipped(monkeypatch) -> None:
     prep = SimpleNamespace(valid=object())
     monkeypatch.setattr(twotower.distributed, "world_size", lambda: 2)
     assert skip_reason(trainer, prep, ItemItemConfig()) is None  # type: ignore[arg-type]
+
+def test_lambda_and_weight_are_chosen_on_a_seeded_sample_of_ease_tune_max_users(tmp_path, monkeypatch,
+                                                                                caplog) -> None:
+    """Every λ and every weight scored each validation user over the catalogue (3 λ and 9 weights: minutes at
+    30,000 users x 40,000 items): both are chosen on a sample of ``eval.ease_tune_max_users`` of them, drawn with
+    the run's seed, as the baselines' tunings are; the trainer validates on all of them again afterwards."""
+    from twotower.training.trainer import Trainer
+
+    real = Trainer.validate
+    scored: list[int] = []
+
+    def validate(self, scorer=None):
+        if self.model.user_tower.item_item is not None:  # the weight grid's validations
+            scored.append(int((np.diff(self.valid_relevant.indptr) > 0).sum()))
+        return real(self, scorer)
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    extra = ("model.item_item.weights=[0, 0.5]", "model.item_item.rank=4", "eval.ease_tune_max_users=5")
+    with caplog.at_level("INFO", logger="twotower"):
+        out = train_tiny_run(tmp_path / "run", extra=extra)
+    info = json.loads((out / "run.json").read_text())["item_item"]
+    assert scored == [5, 5]
+    assert [row["users_evaluated"] for row in info["lambda_table"]["rows"]] == [5] * len(info["lambda_table"]["rows"])
+    assert "item-item term: choosing λ and the weight on a sample of 5 of the " in caplog.text
+    again = json.loads((train_tiny_run(tmp_path / "again", extra=extra) / "run.json").read_text())["item_item"]
+    assert again["valid"] == info["valid"]  # the run's seed draws the same users

@@ -124,7 +124,7 @@ def train_model(
     model, trainer = make_trainer(config, prep, out_dir=out_dir, item_text=item_text)
     result = trainer.fit(resume=resume)
     result.item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
-                                     seed=config.train.seed)
+                                     seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
     return model, result
 
 

@@ -21,6 +21,8 @@ from twotower.config import ItemItemConfig
 from twotower.training.scorer import TwoTowerScorer
 
 if TYPE_CHECKING:
+    import scipy.sparse as sp
+
     from twotower.models.history import UserSequences
     from twotower.models.two_tower import TwoTowerModel
     from twotower.pipeline.prepare import Prepared
@@ -106,10 +108,12 @@ def factorise_product(a: np.ndarray, c: np.ndarray, rank: int) -> tuple[np.ndarr
 
 
 def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, *, metric: str,
-                  seed: int) -> dict[str, Any] | None:
+                  seed: int, max_users: int | None = None) -> dict[str, Any] | None:
     """Fit the term into ``trainer.model`` (its best weights, after ``fit``) and return what ``run.json``
-    records of it (the weight chosen, ``0.0`` when the towers alone validate best), or None when skipped."""
-    from twotower.evaluation.baselines import EASE, tune_ease
+    records of it (the weight chosen, ``0.0`` when the towers alone validate best), or None when skipped.
+    ``max_users``: λ and the weight are chosen on a sample of at most this many of the early-stopping users,
+    drawn with ``seed`` (``eval.ease_tune_max_users``, as the baselines' tunings; None: all of them)."""
+    from twotower.evaluation.baselines import EASE, sample_tuning_users, tune_ease
     from twotower.evaluation.low_rank_ease import tune_low_rank_ease
     from twotower.utils.progress import heartbeat
 
@@ -131,12 +135,15 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
              prep.n_items, config.rank, ", ".join(f"{w:g}" for w in sorted(set(config.weights))))
     kept = 0  # the low-rank solve's eigenpairs, as fitted: fewer than asked where there are fewer users or items
     lambda_table: dict[str, Any] | None = None  # the dense tuning's rows (the low-rank one is seeded and sampled)
+    # on a seeded sample of the early-stopping users (train.valid_max_users draws those once): every λ and every
+    # weight scores each of them over the catalogue, 9 weights and 3 λ taking minutes at 30,000 users x 40,000
+    # items. The sampled matrix is what the λ rows' key digests, so the EASE baseline reuses them only on it
+    assert trainer.valid_relevant is not None  # skip_reason said so
+    valid = sample_tuning_users(trainer.valid_relevant, max_users, seed, "item-item term: choosing λ and the weight")
     with heartbeat(log, "item-item term", every):
-        # on the early-stopping users (train.valid_max_users draws them once): all of them over a large catalogue
-        # would cost an EASE scoring of every validation user per lambda
         if how == "dense":
             keep: dict[str, Any] = {}
-            lam, _ = tune_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas, metric=metric,
+            lam, _ = tune_ease(prep.matrix("train"), valid, lambdas=config.lambdas, metric=metric,
                                log_every_s=every, keep=keep)
             b = EASE.from_tuning(keep, lam).weights
             # its rows (λ, valid metrics) and what they were computed on: the EASE baseline's tuning takes the
@@ -149,13 +156,13 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
             p, q, share = factorise(b, config.rank, seed)
             del b
         else:
-            low, _ = tune_low_rank_ease(prep.matrix("train"), trainer.valid_relevant, lambdas=config.lambdas,
+            low, _ = tune_low_rank_ease(prep.matrix("train"), valid, lambdas=config.lambdas,
                                         metric=metric, k=config.eigenpairs, seed=seed, log_every_s=every)
             lam, kept = low.l2, low.eigenpairs
             p, q, share = factorise_product(*low.factors(), config.rank)
             del low
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
-    table = _weight_grid(trainer, sorted(set(config.weights)), metric, every)
+    table = _weight_grid(trainer, sorted(set(config.weights)), metric, every, valid)
     best = max(table, key=lambda row: row[metric])
     base = next((row[metric] for row in table if row["weight"] == 0.0), None)
     if best["weight"] == 0.0:
@@ -210,8 +217,8 @@ class _WeightGridScorer(TwoTowerScorer):
         return super().score(users)
 
 
-def _weight_grid(trainer: "Trainer", weights: list[float], metric: str,
-                 every: float | None) -> list[dict[str, float]]:
+def _weight_grid(trainer: "Trainer", weights: list[float], metric: str, every: float | None,
+                 valid: "sp.csr_matrix") -> list[dict[str, float]]:
     """Validate each weight (ascending: a tie keeps the smaller one), with a progress line every ``every`` s: each
     weight is a full validation (15 s for 30,000 users over 40,000 items), and the grid was silent for minutes."""
     from twotower.utils.progress import RateLog
@@ -219,11 +226,17 @@ def _weight_grid(trainer: "Trainer", weights: list[float], metric: str,
     progress = RateLog(log, "item-item term: choosing the weight", len(weights), "weights", every)
     scorer = _WeightGridScorer(trainer.model, trainer.seqs)
     table: list[dict[str, float]] = []
-    for w in weights:
-        trainer.model.set_item_item_weight(w)
-        scorer.weight = w
-        table.append({"weight": w, metric: float(trainer.validate(scorer)[metric])})
-        progress.update(len(table), f" ({w:g}: {metric} {table[-1][metric]:.4f})")
+    # the trainer's own validation (its exclusions, cut-offs and progress), on the sample of its users: theirs
+    # again afterwards, should anything validate after the fit
+    held, trainer.valid_relevant = trainer.valid_relevant, valid
+    try:
+        for w in weights:
+            trainer.model.set_item_item_weight(w)
+            scorer.weight = w
+            table.append({"weight": w, metric: float(trainer.validate(scorer)[metric])})
+            progress.update(len(table), f" ({w:g}: {metric} {table[-1][metric]:.4f})")
+    finally:
+        trainer.valid_relevant = held
     return table
 
 

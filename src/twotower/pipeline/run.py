@@ -222,7 +222,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
                                                   config.loss.temperature, seed=config.train.seed)
     # the item-item term and its weight, chosen on validation
     item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
-                              seed=config.train.seed)
+                              seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
     if item_item is not None:
         fits["item_item"] = item_item
         result.item_item = item_item
