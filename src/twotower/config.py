@@ -601,11 +601,11 @@ class EvalConfig:
     # cores in all when every user was scored (ease_tune_max_users: a tenth of that); by flops a user (2 I * 256)
     # still below the dense EASE's at its 20,000-item limit (2 * 20,000^2)
     ease_low_rank_max_items: int = 50_000
-    # the low-rank baseline chooses its lambda, ItemKNN its k, and the item-item term (model.item_item) its lambda
-    # and weight, on a seeded sample of at most this many validation users (None: all of them): that scoring is
-    # their cost (above; ItemKNN: 63-167 s a k for 30,000 users over 40,000 items), and a sample of 10,000 users
-    # ranks a handful of settings well enough. Named for EASE, which had it first: run folders' config.json
-    # carry this key, so it is kept rather than renamed
+    # the EASE baseline (dense or low-rank) chooses its lambda, ItemKNN its k, and the item-item term
+    # (model.item_item) its lambda and weight, on a sample of at most this many validation users drawn from
+    # train.seed (the low-rank baseline's from seed 0, as its eigensolve; None: all of them): that scoring is their cost (above; ItemKNN: 63-167 s a k for 30,000 users
+    # over 40,000 items), and a sample of 10,000 users ranks a handful of settings well enough. Named for EASE,
+    # which had it first: run folders' config.json carry this key, so it is kept rather than renamed
     ease_tune_max_users: int | None = 10_000
 
     def __post_init__(self) -> None:

@@ -55,3 +55,21 @@ def test_rows_tuned_on_a_sample_of_the_validation_users_are_not_taken(tmp_path, 
     assert solved == [float(lam) for lam in EASE_LAMBDAS]
 
 
+
+
+def test_the_baseline_tunes_on_the_terms_sample_of_ease_tune_max_users_and_takes_its_rows(tmp_path,
+                                                                                           monkeypatch) -> None:
+    """The EASE baseline's λ is chosen on the seeded sample of ``eval.ease_tune_max_users`` validation users the
+    item-item term chose its λ on: each λ scores that many users, and the term's rows are still taken."""
+    solved: list[float] = []
+    real = baselines._ease_weights
+    monkeypatch.setattr(baselines, "_ease_weights", lambda gram, l2: (solved.append(float(l2)), real(gram, l2))[1])
+    out = train_tiny_run(tmp_path / "run", extra=("model.item_item.rank=4", "eval.ease_tune_max_users=5"))
+    del solved[:]
+    evaluate_run(TrainedRun.load(out), split="valid", baselines=("ease",), ks=(10,))
+    entry = json.loads((out / TUNED_FILE).read_text())["entries"]["ease"]
+    term = [float(lam) for lam in ItemItemConfig.lambdas]
+    best = entry["value"]  # solved once more where its row came from the term (no model kept for it)
+    assert solved == [float(lam) for lam in EASE_LAMBDAS if lam not in term] + ([best] if best in term else [])
+    assert [row["users_evaluated"] for row in entry["table"]] == [5] * len(EASE_LAMBDAS)
+    assert entry["key"]["max_users"] == 5 and entry["key"]["seed"] == TrainedRun.load(out).config.train.seed

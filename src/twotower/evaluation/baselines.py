@@ -597,6 +597,8 @@ def tune_ease(
     log_every_s: float | None = None,
     keep: dict[str, Any] | None = None,
     known: Mapping[str, Any] | None = None,
+    max_users: int | None = None,
+    seed: int = 0,
 ) -> tuple[float, list[dict]]:
     """Choose EASE's ``l2`` by ``metric`` on validation data.
 
@@ -610,13 +612,16 @@ def tune_ease(
     depend on (:func:`ease_rows_key`). ``known``, such a ``keep["rows"]`` from an earlier tuning (the item-item
     term's, recorded in ``run.json``), gives the rows of its λ that are in ``lambdas`` without solving or
     scoring them again, where its key matches this tuning's exactly (else it is ignored): the same rows the
-    solve would give, as they come from the same code on the same matrices.
+    solve would give, as they come from the same code on the same matrices. ``max_users``: score each λ on at
+    most this many validation users (a sample drawn by ``seed``, as :func:`sample_tuning_users` does; None: all):
+    the rows' key is the sample's, so the item-item term's rows are reused where it drew the same one.
     """
     if not lambdas:
         raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
     for lam in lambdas:
         _check_l2(lam)
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
+    valid = sample_tuning_users(valid, max_users, seed, "tuning EASE's λ")
     key = ease_rows_key(x, valid, metric) if keep is not None or known is not None else None
     reuse = _reusable_rows(known, key, lambdas, metric)
     gram = _gram(x)  # shared by every λ

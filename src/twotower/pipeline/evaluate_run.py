@@ -302,7 +302,10 @@ def evaluate_run(
             # on the same train, valid and metric (3 of the 7 solves by default), and ignores them otherwise
             term = run.info.get("item_item")
             known = term.get("lambda_table") if isinstance(term, dict) else None
-            lam = (tuned(name, functools.partial(tune_ease, known=known), "lambdas", keep)
+            # on the sample of validation users the item-item term drew (the same setting and seed): its rows'
+            # key then matches, and each λ scores at most eval.ease_tune_max_users users, as ItemKNN's k does
+            lam = (tuned(name, functools.partial(tune_ease, known=known), "lambdas", keep,
+                         max_users=ev.ease_tune_max_users, seed=run.config.train.seed)
                    if m.valid is not None else EASE().l2)
             scorer = EASE.from_tuning(keep, lam) if keep else EASE(l2=lam).fit(m.train)
             keep.clear()  # the Gram matrix ([I, I] float64) is not held through the evaluation

@@ -173,7 +173,8 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
                 info["eigenpairs"] = scorer.eigenpairs  # kept, at most min(users, items): not always as asked
             elif valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
                 keep: dict[str, Any] = {}
-                lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep)
+                lam, _ = tune_ease(train, valid, metric=ks_metric, keep=keep, max_users=ease_tune_max_users,
+                                   seed=seed)
                 scorer = EASE.from_tuning(keep, lam)
                 keep.clear()  # the Gram matrix is not held while the next baseline is tuned
             else:  # its default, untuned when there is no validation split
