@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -361,5 +362,8 @@ def test_lambda_and_weight_are_chosen_on_a_seeded_sample_of_ease_tune_max_users(
     assert scored == [5, 5]
     assert [row["users_evaluated"] for row in info["lambda_table"]["rows"]] == [5] * len(info["lambda_table"]["rows"])
     assert "item-item term: choosing λ and the weight on a sample of 5 of the " in caplog.text
+    # the closing line's figures are the sample's, not the early-stopping figure beside them: it says so
+    assert re.search(r"chosen on valid \S+ \(a sample of 5 of the \d+ validation users\)", caplog.text)
+    assert info["valid_users"] == 5
     again = json.loads((train_tiny_run(tmp_path / "again", extra=extra) / "run.json").read_text())["item_item"]
     assert again["valid"] == info["valid"]  # the run's seed draws the same users

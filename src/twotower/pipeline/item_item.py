@@ -176,9 +176,19 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
     gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
-    log.info("item-item term (%sEASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s [%s], "
-             "%.1fs", "" if how == "dense" else f"low-rank ({kept} eigenpairs) ", lam, info["rank"], 100 * share, best["weight"], metric, gain, shown, info["seconds"])
+    # on a sample the figures are not the early-stopping figure printed beside them: say whose they are
+    scored, of = _users_with_rows(valid), _users_with_rows(trainer.valid_relevant)
+    info["valid_users"] = scored
+    sample = f" (a sample of {scored:,} of the {of:,} validation users)" if scored < of else ""
+    log.info("item-item term (%sEASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s%s [%s], "
+             "%.1fs", "" if how == "dense" else f"low-rank ({kept} eigenpairs) ", lam, info["rank"], 100 * share,
+             best["weight"], metric, sample, gain, shown, info["seconds"])
     return info
+
+
+def _users_with_rows(matrix: Any) -> int:
+    """Users with at least one relevant item: those a validation scores."""
+    return int((np.diff(matrix.indptr) > 0).sum())
 
 
 class _WeightGridScorer(TwoTowerScorer):
