@@ -492,6 +492,10 @@ def test_tune_json_records_the_seed_it_was_measured_with(run_dir, tmp_path, inde
     (["--index", "exact", "--max-train", "100"],
      "error: --max-train caps the training sample of an IVF or PQ index; --index exact is not trained: drop the "
      "flag or pass --index ivf, ivfpq or auto"),
+    # a factory string FAISS does not train: refused after the run loaded, as "max_train 50: HNSW32 is not trained"
+    (["--index", "HNSW32", "--max-train", "50"],
+     "error: --max-train caps the training sample of an IVF or PQ index; --index HNSW32 is not trained: drop the "
+     "flag or pass --index ivf, ivfpq or auto"),
 ])
 def test_a_flag_the_named_index_would_ignore_is_refused_before_the_run_loads(flags, said, tmp_path, capsys):
     # both were dropped without a word: `--index hnsw --max-train 100` and `--index hnsw --exact-budget-ms 1`
