@@ -140,6 +140,12 @@ def test_the_train_command_says_which_weight_it_chose_and_what_the_towers_alone_
     none = TrainResult(12, 0.2033, 15, item_item={"weight": 0.0, "valid_metric": 0.2033, "valid": grid[:1]})
     assert item_item_summary(none, "NDCG@10") == "item-item term: none (the towers alone validate best on NDCG@10)"
     assert item_item_summary(TrainResult(12, 0.2033, 15), "NDCG@10") is None
+    # chosen on a sample of eval.ease_tune_max_users: the figures are the sample's, not the early-stopping one's
+    sampled = TrainResult(12, 0.1368, 15, item_item={"weight": 0.3, "valid_metric": 0.2178, "valid": grid,
+                                                    "valid_users": 200, "valid_users_of": 10943})
+    assert item_item_summary(sampled, "NDCG@10") == ("item-item term: weight 0.3 chosen on valid NDCG@10 (0.2178; "
+                                                     "the towers alone 0.2033; a sample of 200 of the 10,943 "
+                                                     "validation users)")
 
 
 def test_resuming_a_run_with_the_term_fits_it_again_and_leaves_the_run_loadable(tmp_path) -> None:
@@ -364,6 +370,6 @@ def test_lambda_and_weight_are_chosen_on_a_seeded_sample_of_ease_tune_max_users(
     assert "item-item term: choosing λ and the weight on a sample of 5 of the " in caplog.text
     # the closing line's figures are the sample's, not the early-stopping figure beside them: it says so
     assert re.search(r"chosen on valid \S+ \(a sample of 5 of the \d+ validation users\)", caplog.text)
-    assert info["valid_users"] == 5
+    assert info["valid_users"] == 5 and info["valid_users_of"] > 5
     again = json.loads((train_tiny_run(tmp_path / "again", extra=extra) / "run.json").read_text())["item_item"]
     assert again["valid"] == info["valid"]  # the run's seed draws the same users

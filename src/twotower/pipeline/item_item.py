@@ -178,7 +178,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
     # on a sample the figures are not the early-stopping figure printed beside them: say whose they are
     scored, of = _users_with_rows(valid), _users_with_rows(trainer.valid_relevant)
-    info["valid_users"] = scored
+    info["valid_users"], info["valid_users_of"] = scored, of  # `twotower train` prints the sample too
     sample = f" (a sample of {scored:,} of the {of:,} validation users)" if scored < of else ""
     log.info("item-item term (%sEASE λ=%g, rank %d, %.0f%% of its energy): weight %g chosen on valid %s%s%s [%s], "
              "%.1fs", "" if how == "dense" else f"low-rank ({kept} eigenpairs) ", lam, info["rank"], 100 * share,
