@@ -43,6 +43,12 @@ def server(run_dir):
 
 
 @pytest.fixture(scope="module")
+def unplaced_server(unplaced_run_dir):
+    """The real app over the tiny run with items x0..x3 the model cannot place (``unplaced_run_dir``)."""
+    yield from _serve(unplaced_run_dir)
+
+
+@pytest.fixture(scope="module")
 def dup_server(dup_run_dir):
     """The real app over the tiny run with three items titled "Movie 0" (``dup_run_dir``)."""
     yield from _serve(dup_run_dir)
@@ -129,6 +135,36 @@ def test_explorer_names_items_of_one_title_apart(dup_server, tmp_path) -> None:
     cells = [html.unescape(c).strip() for c in re.findall(r"<td>([^<]*)</td>", recs)]
     named = [c for c in cells if c.startswith("Movie 0")]  # the explanation tables' history items
     assert named and set(named) <= set(DUP_NAMES.values()), named
+
+
+@needs_chromium
+def test_explorer_says_why_an_item_has_no_similar_items_and_a_list_holds_unplaced_items(unplaced_server,
+                                                                                      tmp_path) -> None:
+    """/similar-items of x0 answers no items, query_space "none" and a warning: the page showed an empty panel
+    under "like New 0"; and /recommend's warning that its list holds x0..x3 was not shown either."""
+    from test_unplaced_items import LIST_NOTE, NOTE
+
+    dom = _chromium(f"{unplaced_server}/?user=u0&k=60&item=x0", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom and 'class="error"' not in dom
+    box = re.search(r'<div id="similar-warnings"[^>]*>(.*?)</div>', dom, flags=re.S)
+    assert box and _texts(box.group(1), "warning") == [NOTE]
+    similar = re.search(r'<ol id="similar-list"[^>]*>(.*?)</ol>', dom, flags=re.S).group(1)
+    assert _texts(similar, "muted") == ["no similar items"]
+    recs = re.search(r'<div id="recs-warnings"[^>]*>(.*?)</div>', dom, flags=re.S)
+    assert recs and LIST_NOTE in _texts(recs.group(1), "warning")
+
+
+@needs_chromium
+def test_explorer_says_why_a_similar_list_is_short(tmp_path) -> None:
+    """A /similar-items answer's shortfall (fewer than k items left after the filters) was not shown."""
+    reason = "fewer than k=10 items are left in the index after the filters; all 1 eligible items are returned"
+    answer = {**_similar_answer("Heat"), "shortfall": {"missing": 9, "reason": reason}}
+    answers = {"/openapi.json": _ROUTES, "/readyz": {"ready": True, "n_users": 1, "n_items": 2},
+               "/items/a": {"item_id": "a", "title": "Ronin"}, "/similar-items": answer}
+    dom = _chromium(_canned_page(tmp_path, answers) + "?item=a", tmp_path, "--dump-dom")
+    assert 'data-ready="1"' in dom, "the page's script did not finish"
+    box = re.search(r'<div id="similar-warnings"[^>]*>(.*?)</div>', dom, flags=re.S)
+    assert box and _texts(box.group(1), "warning") == [reason]
 
 
 @needs_chromium

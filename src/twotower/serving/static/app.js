@@ -109,6 +109,18 @@ function itemLine(item, extra) {
   return el("div", { class: "line" }, title, " ", chips(genresOf(item)), meta, extra || null);
 }
 
+// An answer's words about itself: its warnings (an item the model cannot place, a new user's unread features) and
+// why its list is short. The page showed neither: an item with no similar items was an empty panel under its title.
+function answerNotes(res) {
+  const notes = (res.warnings || []).map(String);
+  if (res.shortfall && res.shortfall.reason) notes.push(String(res.shortfall.reason));
+  return notes;
+}
+
+function renderNotes(box, notes) {
+  box.replaceChildren(...notes.map((n) => el("p", { class: "warning" }, n)));
+}
+
 function fmt(x, digits) {
   return typeof x === "number" ? x.toFixed(digits === undefined ? 3 : digits) : "–";
 }
@@ -252,6 +264,7 @@ async function recommend(user, k, current) {
   }
   if (!current()) return;
   const items = res.items || [];
+  renderNotes($("recs-warnings"), answerNotes(res));
   const explained = items.find((it) => it.explanation && it.explanation.shared_metadata);
   if (explained) state.multi = multiColumn(explained.explanation.shared_metadata);
   renderRecs(user, items);
@@ -265,13 +278,17 @@ async function showSimilar(itemId) {
   const head = $("similar-item");
   const list = $("similar-list");
   list.replaceChildren();
+  renderNotes($("similar-warnings"), []);
   try {
     const item = await getById("/items/", itemId).catch(() => ({ item_id: itemId }));
     if (!current()) return;
     head.replaceChildren(el("strong", {}, `like ${titleOf(item)}`), " ", chips(genresOf(item)));
     const res = await api("POST", "/similar-items", { item_id: String(itemId), k: 10 });
     if (!current()) return;
-    for (const it of res.items || []) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
+    const items = res.items || [];
+    renderNotes($("similar-warnings"), answerNotes(res));
+    if (!items.length) list.append(el("li", { class: "muted" }, "no similar items"));
+    for (const it of items) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
     const url = new URL(window.location);
     url.searchParams.set("item", itemId);
     history.replaceState(null, "", url);
