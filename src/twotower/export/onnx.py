@@ -13,6 +13,8 @@ Written to ``DIR``::
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
     item_ids.json, user_ids.json   external id of each row
     cold_similar_queries.npy  dual-head runs with cold items: their similar-items queries (export.json's cold_similar)
+    (export.json's ``unplaced``: the item rows the model cannot place, whose vectors mean nothing: see
+    :func:`twotower.pipeline.similar.unplaced_item_mask`)
     export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
 
 ``DIR`` is the export's own folder, replaced as a whole (:func:`check_export_dir`): an earlier export there is
@@ -371,6 +373,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     atomic_write_json(out / "item_ids.json", list(run.item_vocab.ids))
     atomic_write_json(out / "user_ids.json", list(run.user_vocab.ids))
     cold_similar = _export_cold_queries(run, items, out)
+    unplaced = _unplaced_items(run)
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
     atomic_write_json(out / "export.json", {
         "format": 1,
@@ -388,6 +391,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
                        "input_meaning": {"item_rows": INPUT_MEANING["item_rows"]}},
         "opset": OPSET,
         **({"cold_similar": cold_similar} if cold_similar else {}),
+        **({"unplaced": unplaced} if unplaced else {}),
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   "tolerance": TOLERANCE},
@@ -414,6 +418,26 @@ def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, An
             "meaning": "float32 [C, D]: row j is the similar-items query of item row item_rows[j] (no training "
                        "interactions: its semantic head, zero-padded to D), to search item_embeddings.npy by inner "
                        "product as POST /similar-items does; every other item is queried by its own row"}
+
+
+def _unplaced_items(run: Any) -> dict[str, Any] | None:
+    """The items the model cannot place (no training interactions, an item tower that reads only the item ID):
+    their rows of item_embeddings.npy were learnt from nothing, so an export's consumer searching by them got the
+    lists POST /similar-items refuses to give (it answers none, with a warning). None when there are none."""
+    from twotower.pipeline.similar import unplaced_item_mask
+
+    rows = np.flatnonzero(unplaced_item_mask(run))
+    if not rows.size:
+        return None
+    log.warning("%d of %d items had no training interactions and the item tower reads only the item ID, so the "
+                "model cannot place them: their vectors are learnt from no interaction (export.json's unplaced lists "
+                "their rows, e.g. item %s)", rows.size, run.n_items, run.item_vocab.id_at(int(rows[0])))
+    return {"item_rows": [int(r) for r in rows],
+            "meaning": "item rows with no training interactions, and the item tower reads only the item ID (no "
+                       "features or text): the model cannot place them, so their rows of item_embeddings.npy (and "
+                       "item_tower.onnx's vectors) are the zeroed ID embedding's tower vector, the same for all of "
+                       "them, not learnt from any interaction; POST /similar-items returns no items for them (query_space "
+                       "\"none\") and /recommend warns when a list holds them"}
 
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,
