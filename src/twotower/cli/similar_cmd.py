@@ -109,14 +109,14 @@ def cmd_similar(args: argparse.Namespace) -> int:
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
     """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
     from twotower.cli.printing import _print_items
-    from twotower.pipeline.similar import similar_items
+    from twotower.pipeline.similar import similar_items, unplaced_item_mask
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import similar_answer
 
     catalog = ItemCatalog.from_run(run)
     res, spaces = similar_items(run, np.asarray([row], np.int64), k, index, cold_similar=args.cold_similar)
     rows, scores = res.row(0)
-    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0])
+    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced_item_mask(run))
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
         return 0

@@ -435,9 +435,9 @@ def _unplaced_items(run: Any) -> dict[str, Any] | None:
     return {"item_rows": [int(r) for r in rows],
             "meaning": "item rows with no training interactions, and the item tower reads only the item ID (no "
                        "features or text): the model cannot place them, so their rows of item_embeddings.npy (and "
-                       "item_tower.onnx's vectors) are the zeroed ID embedding's tower vector, the same for all of "
-                       "them, not learnt from any interaction; POST /similar-items returns no items for them (query_space "
-                       "\"none\") and /recommend warns when a list holds them"}
+                       "item_tower.onnx's vectors) come from the zeroed ID embedding, not from any interaction; "
+                       "POST /similar-items returns no items for them (query_space \"none\"), and /recommend and "
+                       "/similar-items warn when a list holds them"}
 
 
 def check_onnx(run: Any, out: str | Path, *, n_users: int = 1000, batch: int = 256,

@@ -95,20 +95,20 @@ def unplaced_note(item_id: str) -> str:
     """Why an item the model cannot place has no similar items (an answer's ``warnings`` entry)."""
     # "its vector is zero" held only without a hidden layer: the zeroed ID through an MLP is a vector, the same for
     # every such item
-    return (f"{_cannot_place([item_id])}: its vector is the one every such item shares (the zeroed ID embedding's), "
-            "not learnt from any interaction, and no similar items are returned")
+    return (f"{_cannot_place([item_id])}: its vector comes from the zeroed ID embedding, not from any interaction, "
+            "and no similar items are returned")
 
 
 def unplaced_item_note(item_id: str) -> str:
     """``GET /items/{id}`` and ``/explain`` of an item the model cannot place: what its score means."""
-    return (f"{_cannot_place([item_id])}: its score is that of the zeroed ID embedding's vector, the same for every such item, "
+    return (f"{_cannot_place([item_id])}: its score comes from the zeroed ID embedding, not from any interaction, "
             "and /similar-items returns no items for it")
 
 
 def unplaced_list_note(item_ids: Sequence[str]) -> str:
     """A ``/recommend`` list holding items the model cannot place (only where fewer than ``k`` items score above
     them: a narrow filter, a small catalogue): their rank comes from no learnt vector."""
-    return f"{_cannot_place(item_ids)}: their scores are those of the zeroed ID embedding's vector, not learnt from any interaction"
+    return f"{_cannot_place(item_ids)}: their scores come from the zeroed ID embedding, not from any interaction"
 
 
 def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[int, np.ndarray]:
@@ -144,7 +144,7 @@ def similar_queries(run: Any, vectors: np.ndarray, rows: np.ndarray, cold: np.nd
                     cold_similar: str = ServiceSettings.cold_similar) -> tuple[np.ndarray, list[str]]:
     """``([B, D] queries, spaces)`` for the neighbours of items ``rows`` among ``vectors`` [I, D]: a space is
     "item" (the row of ``vectors``) or "semantic" (a cold item's semantic head, zero-padded to ``D`` where the
-    vectors carry item-item factors, which are zero for an item without interactions)."""
+    vectors carry item-item factors, which add nothing to an item without interactions' scores)."""
     if cold_similar not in COLD_SIMILAR:
         raise ValueError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
     rows = np.asarray(rows, np.int64)

@@ -210,7 +210,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
             "the model cannot place; its items are empty and warnings say why"))
         warnings: Optional[list[str]] = Field(None, description=(
             "present when item_id had no training interactions and the item tower reads only the item ID: "
-            "its vector is the zeroed ID embedding's, shared by every such item, so no item is similar to it"))
+            "its vector comes from the zeroed ID embedding, not from any interaction, so no item is similar to it"))
 
     class ExplainResponse(BaseModel):
         user_id: Optional[str]

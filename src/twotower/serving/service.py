@@ -131,14 +131,18 @@ def catalog_items(catalog: ItemCatalog, rows: np.ndarray, scores: np.ndarray) ->
 
 
 def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray, scores: np.ndarray, space: str,
-                   *, filtered: bool = False) -> dict[str, Any]:
+                   *, filtered: bool = False, unplaced: np.ndarray | None = None) -> dict[str, Any]:
     """The answer of ``POST /similar-items`` (and ``twotower similar --json``): ``{"items", "item_id", "k",
     "query_space"[, "warnings"][, "shortfall"]}`` for the neighbours ``rows`` (valid ones, best first) of
-    ``item_id``; an item the model cannot place (space ``"none"``) has none, and a warning says why."""
+    ``item_id``; an item the model cannot place (space ``"none"``) has none, and a warning says why. ``unplaced``
+    ``[I]``: such items; a list that holds one says so, as ``/recommend``'s does."""
     answer = {"items": catalog_items(catalog, rows, scores), "item_id": item_id, "k": k, "query_space": space}
+    hit = np.asarray(rows, np.int64)[unplaced[rows]] if unplaced is not None and len(rows) else np.empty(0, np.int64)
     if space == UNPLACED:  # the warning is the reason: "fewer than k items are left in the index" is not
         answer["warnings"] = [unplaced_note(item_id)]
-    elif len(rows) < k:
+    elif hit.size:  # a tower with a hidden layer maps the zeroed ID to a vector near many items: such items ranked
+        answer["warnings"] = [unplaced_list_note([catalog.ids[int(r)] for r in hit])]  # 3rd-5th on a tiny run
+    if space != UNPLACED and len(rows) < k:
         answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id))
     return answer
 
@@ -586,7 +590,8 @@ class RecommenderService:
                                     allow=allow,
                                     exact_subset_max=self.settings.filter_exact_max)
         rows, scores = res.row(0)
-        return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None)
+        return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None,
+                              unplaced=self.unplaced_items)
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
                 user_features: Mapping[str, Any] | None = None) -> dict[str, Any]:
