@@ -62,6 +62,14 @@ def test_cli_item_says_why(unplaced_run_dir, capsys) -> None:
     assert f"warning: {NOTE}" in captured.err and "x1" not in captured.out
 
 
+def test_cli_item_prints_a_list_that_holds_them_and_warns(unplaced_run_dir, capsys) -> None:
+    # i0's neighbours hold x0.. (see test_http_answers_an_empty_list_and_why): the list is printed, with the warning
+    assert main(["similar", "--run", str(unplaced_run_dir), "--item", "i0", "--exact", "--k", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: item" in captured.err and "so the model cannot place" in captured.err
+    assert "top 5 similar to" in captured.out and len(captured.out.strip().splitlines()) == 6
+
+
 def test_cli_all_items_has_no_rows_for_them(unplaced_run_dir, tmp_path, capsys) -> None:
     out = tmp_path / "similar.csv"
     assert main(["similar", "--run", str(unplaced_run_dir), "--items", "all", "--exact", "--k", "5",
@@ -69,7 +77,7 @@ def test_cli_all_items_has_no_rows_for_them(unplaced_run_dir, tmp_path, capsys) 
     err = capsys.readouterr().err
     assert ("4 of 64 items have no training interactions and the item tower reads only the item ID, so the model "
             "cannot place them: no rows for them (e.g. item x0)") in err
-    assert f"wrote 300 rows for 64 items to {out}" in err and "shorter than k" not in err
+    assert f"wrote 300 rows for 60 items to {out}" in err and "shorter than k" not in err  # said 64
     with open(out, newline="", encoding="utf-8") as f:
         queried = {r["item_id"] for r in csv.DictReader(f)}
     assert len(queried) == 60 and not queried & set(UNPLACED)

@@ -109,7 +109,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
     """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
     from twotower.cli.printing import _print_items
-    from twotower.pipeline.similar import similar_items, unplaced_item_mask
+    from twotower.pipeline.similar import UNPLACED, similar_items, unplaced_item_mask
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import similar_answer
 
@@ -122,8 +122,9 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
         return 0
     if "shortfall" in answer:
         print(answer["shortfall"]["reason"], file=sys.stderr)
-    for note in answer.get("warnings", []):  # an item the model cannot place: no list, and why
+    for note in answer.get("warnings", []):  # an item the model cannot place (no list, and why), or one in the list
         print(f"warning: {note}", file=sys.stderr)
+    if spaces[0] == UNPLACED:
         return 0
     where = " (queried by its semantic head: no training interactions)" if spaces[0] == "semantic" else ""
     _print_items(answer["items"], False, f"top {k} similar to {catalog.display_name(row)}{where}", k)
@@ -135,7 +136,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
     from twotower.pipeline.results_csv import results_to_frame, write_results_csv
-    from twotower.pipeline.similar import UNPLACED, similar_items
+    from twotower.pipeline.similar import UNPLACED, similar_items, unplaced_item_mask
     from twotower.results import Results
 
     train_cfg = run.config.train  # the run's own progress settings, as `recommend --users` reads them
@@ -167,7 +168,9 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
         n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=every_s, query="item")
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
-        print(f"wrote {n} rows for {len(rows)} items to {where}", file=sys.stderr)
+        # the items the model cannot place have no rows (counted above): "for 63 items" over 60 items' rows misled
+        listed = len(rows) - int(np.count_nonzero(unplaced_item_mask(run)[rows]))
+        print(f"wrote {n} rows for {listed} items to {where}", file=sys.stderr)
     return 0
 
 
