@@ -124,8 +124,10 @@ class BM25Retriever:
         """
         if self._bm25 is None:
             raise ConfigError("BM25Retriever.search called before fit() or load()")
-        if k < 1:
-            raise ConfigError(f"k must be >= 1, got {k}")
+        from twotower.search.checks import check_depth, check_query_texts  # noqa: PLC0415
+
+        queries = check_query_texts(queries)
+        k = check_depth(k, "k", self.n_docs)
         kk = min(k, self.n_docs)
         vocab = self._bm25.vocab_dict
         tokens = [[t for t in q if t in vocab] for q in self._tokenize(queries)]
@@ -157,8 +159,10 @@ class BM25Retriever:
         """BM25 scores of the doc rows ``rows[q]`` for each query ``q`` (float32 arrays)."""
         if self._bm25 is None:
             raise ConfigError("BM25Retriever.score called before fit() or load()")
+        from twotower.search.checks import check_query_texts  # noqa: PLC0415
+
         out = []
-        for toks, r in zip(self._tokenize(queries), rows):
+        for toks, r in zip(self._tokenize(check_query_texts(queries)), rows):
             toks = [t for t in toks if t in self._bm25.vocab_dict]
             r = np.asarray(r, dtype=np.int64)
             if not toks:

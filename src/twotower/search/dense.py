@@ -83,7 +83,9 @@ class DenseRetriever:
         return self
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
-        return self.encoder.encode(list(queries), batch_size=64, max_length=self.query_max_length,
+        from twotower.search.checks import check_query_texts  # noqa: PLC0415
+
+        return self.encoder.encode(check_query_texts(queries), batch_size=64, max_length=self.query_max_length,
                                    show_progress=False)  # [Q, D]
 
     def search(self, queries: Sequence[str], k: int) -> Results:

@@ -225,8 +225,14 @@ class SearchIndex:
         """
         from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
 
+        from twotower.search.checks import check_depth, check_query_texts  # noqa: PLC0415
+
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+        queries = check_query_texts(queries)
+        # checked here, not only by the CLI and POST /search: k=-1 sliced the list to every hit but the last
+        k = check_depth(k, "k", len(self.corpus))
+        rerank_top = check_depth(rerank_top, "rerank_top", len(self.corpus))
         check = check or _no_check
         depth = max(k, rerank_top if reranker is not None else k, SearchConfig.depth if mode == "hybrid" else k)
         check()
@@ -242,7 +248,7 @@ class SearchIndex:
             res = fuse_with_head(choice, [lexical, self.dense.search(queries, depth)], top_k=depth)
         check()
         if reranker is not None:
-            res = reranker.rerank(list(queries), res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
+            res = reranker.rerank(queries, res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
         return Results(res.ids[:, :k], res.scores[:, :k])
 
     def hits(self, results: Results, q: int) -> list[Hit]:
