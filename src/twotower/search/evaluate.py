@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError
 from twotower.results import Results
 from twotower.search.beir import Corpus, relevant_rows
+
+if TYPE_CHECKING:
+    from twotower.search.fusion import FusionChoice
 
 __all__ = ["METRIC_KEYS", "RETRIEVERS", "evaluate_retriever", "search_evaluate"]
 
@@ -80,7 +83,7 @@ def search_evaluate(
     *,
     cache_dir: str | os.PathLike[str] | None = SearchConfig.cache_dir,
     rerank_top: int = SearchConfig.rerank_top,
-    fusion: "object | None" = None,
+    fusion: "FusionChoice | Mapping[str, object] | None" = None,
     max_length: int | None = None,
     query_max_length: int | None = None,
     rerank_settings: "object | None" = None,
@@ -90,7 +93,7 @@ def search_evaluate(
     ``model`` is a sentence-transformers directory (a fine-tuned
     :mod:`~twotower.search.finetune` output, whose query and document towers
     are both used) or ``None`` for zero-shot all-MiniLM-L6-v2. ``hybrid`` fuses
-    BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice`;
+    BM25 and dense with ``fusion`` (a :class:`~twotower.search.fusion.FusionChoice` or its ``{"name", "params"}`` dict;
     default RRF with ``SearchConfig.rrf_k``, since no validation split is tuned here). ``rerank`` is
     a cross-encoder directory that reorders the top ``rerank_top``. ``max_length`` / ``query_max_length``: word
     pieces the encoders read of a document / query; ``None``: the lengths ``model`` was fine-tuned with (its
@@ -105,8 +108,12 @@ def search_evaluate(
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
+    from twotower.search.fusion import FusionChoice, as_fusion, fuse_with_head  # noqa: PLC0415
+
     if retriever not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
+    # checked before any data is read; a dict (as SearchIndex takes) was an AttributeError after BM25 and dense ran
+    choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
     t0 = time.perf_counter()
     data = load_beir(beir_dir, split)
     qids = list(data.queries)
@@ -134,9 +141,6 @@ def search_evaluate(
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":
-        from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
-
-        choice = fusion or FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
         # as SearchIndex.search fuses: the head never depends on how deep --rerank-top makes the lists
         results = fuse_with_head(choice, parts, top_k=k)
     else:

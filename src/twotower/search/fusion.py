@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -42,6 +43,7 @@ __all__ = [
     "rrf",
     "score_interpolation",
     "FusionChoice",
+    "as_fusion",
     "tune_fusion",
     "fusion_from_config",
     "fuse_with_head",
@@ -167,6 +169,9 @@ def score_interpolation(
 
 
 FUSIONS: dict[str, Callable[..., Results]] = {"rrf": rrf, "interpolation": score_interpolation}
+_PARAMS = {"rrf": "rrf takes params {'k': number >= 0}",
+           "interpolation": "interpolation takes params {'weights': [w, ...] (one per list), "
+                            "'normalization': 'minmax' or 'zscore'}"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,6 +185,22 @@ class FusionChoice:
     def __post_init__(self) -> None:
         if self.name not in FUSIONS:
             raise ConfigError(f"unknown fusion {self.name!r}; choose one of {sorted(FUSIONS)}")
+        if not isinstance(self.params, dict):
+            raise ConfigError(f"fusion params must be a dict, got {self.params!r}")
+        missing = {"interpolation": ("weights", "normalization")}.get(self.name, ())
+        if any(key not in self.params for key in missing):  # describe() and the head's floor read both
+            raise ConfigError(f"fusion {self.name!r} with params {self.params!r} cannot be applied (no "
+                              f"{' or '.join(repr(k) for k in missing if k not in self.params)}); {_PARAMS[self.name]}")
+        # fused once on one-document lists, now: params={"kk": 60} or an interpolation without weights was accepted
+        # and failed with a TypeError / KeyError at the first query
+        weights = self.params.get("weights")
+        n_lists = len(weights) if self.name == "interpolation" and isinstance(weights, (list, tuple)) else 2
+        probe = Results(np.zeros((1, 1), dtype=np.int64), np.ones((1, 1), dtype=np.float32))
+        try:
+            self.apply([probe] * max(n_lists, 1), top_k=1)
+        except (ConfigError, DataError, TypeError, ValueError, KeyError) as e:
+            raise ConfigError(f"fusion {self.name!r} with params {self.params!r} cannot be applied ({e}); "
+                              f"{_PARAMS[self.name]}") from None
 
     def apply(self, results_list: Sequence[Results], *, top_k: int | None = None) -> Results:
         return FUSIONS[self.name](results_list, **self.params, top_k=top_k)
@@ -189,6 +210,17 @@ class FusionChoice:
             return f"rrf(k={self.params.get('k', SearchConfig.rrf_k)})"
         w = ", ".join(f"{x:.2f}" for x in self.params["weights"])
         return f"{self.params['normalization']} interpolation (w={w})"
+
+
+def as_fusion(fusion: "FusionChoice | Mapping[str, Any]") -> FusionChoice:
+    """``fusion`` as a :class:`FusionChoice`: one already, or the ``{"name": ..., "params": {...}}`` a search index's
+    meta.json stores (what :class:`~twotower.search.SearchIndex` took, while ``search_evaluate`` took the other)."""
+    if isinstance(fusion, FusionChoice):
+        return fusion
+    if isinstance(fusion, Mapping) and set(fusion) <= {"name", "params", "valid_ndcg10"} and "name" in fusion:
+        return FusionChoice(name=fusion["name"], params=dict(fusion.get("params") or {}),
+                            valid_ndcg10=fusion.get("valid_ndcg10"))
+    raise ConfigError(f"fusion must be a FusionChoice or a dict {{'name': ..., 'params': {{...}}}}, got {fusion!r}")
 
 
 def _floor(choice: FusionChoice, results_list: Sequence[Results]) -> np.ndarray:

@@ -14,7 +14,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from twotower.utils.atomic import (
     sha256_file,
     verify_files,
 )
+
+if TYPE_CHECKING:
+    from twotower.search.fusion import FusionChoice
 
 __all__ = ["SearchIndex", "Hit", "shortfall"]
 
@@ -105,22 +108,31 @@ class Hit:
 class SearchIndex:
     """BM25 and dense retrieval over one corpus, fused (RRF by default) and optionally reranked."""
 
-    def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: dict | None = None,
+    def __init__(self, corpus: Corpus, bm25, dense, *, model: str | None, fusion: "FusionChoice | dict | None" = None,
                  source: dict | None = None) -> None:
+        from twotower.search.fusion import as_fusion  # noqa: PLC0415
+
         self.corpus = corpus
         self.bm25 = bm25
         self.dense = dense
         self.model = model
-        self.fusion = fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}}
+        # stored as meta.json writes it; a FusionChoice (what tune_fusion and fusion_from_config return) was kept
+        # as given, and the first query failed on fusion["name"], save on "not JSON serialisable"
+        choice = as_fusion(fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}})
+        self.fusion = {"name": choice.name, "params": dict(choice.params)}
         self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
 
     @classmethod
     def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int | None = None,
-              cache_dir: str | os.PathLike[str] | None = None, fusion: dict | None = None,
+              cache_dir: str | os.PathLike[str] | None = None, fusion: "FusionChoice | dict | None" = None,
               source: dict | None = None, query_max_length: int | None = None) -> "SearchIndex":
         """``max_length`` / ``query_max_length``: word pieces the encoders read of a document / query, saved with
         the index and used by every query it answers; ``None``: the lengths ``model`` was fine-tuned with (its
-        marker), else ``SearchConfig``'s."""
+        marker), else ``SearchConfig``'s. ``fusion``: a :class:`~twotower.search.FusionChoice` (``tune_fusion``,
+        ``fusion_from_config``) or its ``{"name", "params"}`` dict; ``None``: RRF with ``SearchConfig.rrf_k``."""
+        from twotower.search.fusion import as_fusion  # noqa: PLC0415
+
+        as_fusion(fusion or {"name": "rrf"})  # a bad fusion is refused before the corpus is encoded
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
