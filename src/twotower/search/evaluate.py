@@ -113,6 +113,9 @@ def search_evaluate(
     if retriever not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
     # checked before any data is read; a dict (as SearchIndex takes) was an AttributeError after BM25 and dense ran
+    if isinstance(rerank_top, bool) or not isinstance(rerank_top, (int, np.integer)) or rerank_top < 1:
+        # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
+        raise ConfigError(f"rerank_top must be a positive integer, got {rerank_top!r}")
     choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
     t0 = time.perf_counter()
     data = load_beir(beir_dir, split)

@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
-from twotower.errors import DataError
+from twotower.errors import ConfigError, DataError
 from twotower.search.artefacts import BI_ENCODER_META, file_table, is_bi_encoder, trained_backend, verify_model_dir
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.validation import NDCG_K, ValidationSet, hold_out, ndcg10
@@ -503,11 +503,17 @@ def load_dense_retriever(
     from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
     trained = trained_lengths(model)
+    # None, not any falsy value, means "as trained": max_length=0 was read as None and the default used silently
+    if max_length is None:
+        max_length = trained.get("max_length", SearchConfig.max_length)
+    if query_max_length is None:
+        query_max_length = trained.get("query_max_length", SearchConfig.query_max_length)
+    for name, value in (("max_length", max_length), ("query_max_length", query_max_length)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
     q_enc, d_enc = load_bi_encoder(model)
-    return DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir,
-                          max_length=max_length or trained.get("max_length", SearchConfig.max_length),
-                          query_max_length=query_max_length
-                          or trained.get("query_max_length", SearchConfig.query_max_length))
+    return DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length,
+                          query_max_length=query_max_length)
 
 
 def evaluate_loss(
