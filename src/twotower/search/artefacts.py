@@ -19,6 +19,7 @@ __all__ = [
     "INDEX_META",
     "check_bi_encoder_dir",
     "check_cross_encoder_dir",
+    "existing_dir",
     "file_table",
     "is_bi_encoder",
     "is_cross_encoder",
@@ -96,7 +97,8 @@ def _not_a_model(path: Path) -> str | None:
     return None
 
 
-def _existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
+def existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
+    """``path`` as a Path when it is a folder; a ConfigError naming ``flag`` (a CLI flag or a Python argument)."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{flag} {p}: no such folder; give a {what} folder")
@@ -107,7 +109,7 @@ def _existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
 
 def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") -> Path:
     """``path`` must be a fine-tuned bi-encoder or a sentence-transformers folder (not an index or cross-encoder)."""
-    p = _existing_dir(path, flag, "bi-encoder")
+    p = existing_dir(path, flag, "bi-encoder")
     if is_bi_encoder(p):
         return p
     if is_search_index(p):
@@ -124,7 +126,7 @@ def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") ->
 def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank", *, base: bool = False) -> Path:
     """``path`` must be a cross-encoder folder; with ``base=True`` (``rerank train --base``) also any
     transformers folder, whose weights start the training (the classification head is new)."""
-    p = _existing_dir(path, flag, "cross-encoder")
+    p = existing_dir(path, flag, "cross-encoder")
     if is_cross_encoder(p):
         return p
     if is_search_index(p):

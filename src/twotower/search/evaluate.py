@@ -113,6 +113,14 @@ def search_evaluate(
     if retriever not in RETRIEVERS:
         raise ConfigError(f"retriever must be one of {', '.join(RETRIEVERS)}; got {retriever!r}")
     # checked before any data is read; a dict (as SearchIndex takes) was an AttributeError after BM25 and dense ran
+    from twotower.search.artefacts import check_bi_encoder_dir, existing_dir  # noqa: PLC0415
+
+    # the folders, before any data is read: a missing rerank folder failed after BM25 and dense ran (its kind is
+    # checked when it loads, naming CrossEncoderReranker's model_path)
+    if model is not None and retriever != "bm25":
+        check_bi_encoder_dir(model, "model")
+    if rerank is not None:
+        existing_dir(rerank, "rerank", "cross-encoder")
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, (int, np.integer)) or rerank_top < 1:
         # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
         raise ConfigError(f"rerank_top must be a positive integer, got {rerank_top!r}")

@@ -86,7 +86,8 @@ class CrossEncoderReranker:
         CrossEncoder = require("sentence_transformers", "the cross-encoder reranker (--rerank)").CrossEncoder
 
         # a bi-encoder, an index or an empty folder is one line here, not a transformers traceback
-        p = check_cross_encoder_dir(model_path, "--rerank")
+        # named as the argument: the CLI (--rerank) and the service check the folder under their own names first
+        p = check_cross_encoder_dir(model_path, "model_path")
         if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
             verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
                              fix=f"train it again with 'twotower rerank train --out {p}'")
