@@ -34,8 +34,11 @@ class BM25Config:
     stemmer: str | None = "english"  # Snowball stemming (PyStemmer, in the text extras); None turns it off
 
     def __post_init__(self) -> None:
-        if self.k1 < 0:
-            raise ConfigError(f"k1 must be >= 0, got {self.k1}")
+        from twotower.config import _check_types  # noqa: PLC0415 - one type check for every config dataclass
+
+        _check_types(self, "")  # k1="a" was a TypeError from "<"
+        if not 0 <= self.k1 < float("inf"):  # a NaN or infinite k1 scored every document NaN: every list came back empty
+            raise ConfigError(f"k1 must be a finite number >= 0, got {self.k1}")
         if not 0.0 <= self.b <= 1.0:
             raise ConfigError(f"b must be in [0, 1], got {self.b}")
         if self.method not in _METHODS:

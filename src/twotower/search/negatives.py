@@ -46,14 +46,17 @@ class MiningConfig:
     margin: float | None = None  # drop s > p - margin; None disables
 
     def __post_init__(self) -> None:
+        from twotower.config import _check_types  # noqa: PLC0415 - one type check for every config dataclass
+
+        _check_types(self, "")  # n="3" was a TypeError from "<"
         if self.n < 1:
             raise ConfigError(f"n must be >= 1, got {self.n}")
         if self.skip_top < 0 or self.depth <= self.skip_top:
             raise ConfigError(f"need 0 <= skip_top < depth, got skip_top={self.skip_top}, depth={self.depth}")
         if self.relative_margin is not None and not 0.0 <= self.relative_margin < 1.0:
             raise ConfigError(f"relative_margin must be in [0, 1) or None, got {self.relative_margin}")
-        if self.margin is not None and self.margin < 0:
-            raise ConfigError(f"margin must be >= 0 or None, got {self.margin}")
+        if self.margin is not None and not 0 <= self.margin < float("inf"):  # NaN passed "< 0" and filtered nothing
+            raise ConfigError(f"margin must be a finite number >= 0 or None, got {self.margin}")
 
 
 #: the MiningConfig fields that fill a query short of negatives: deeper candidate lists, and a looser
