@@ -183,9 +183,11 @@ def finetune_bi_encoder(
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything  # noqa: PLC0415
 
+    from twotower.search.checks import check_query_texts  # noqa: PLC0415
+
     cfg = config or FinetuneConfig()
     t0 = time.perf_counter()
-    queries = [str(q) for q in queries]
+    queries = check_query_texts(queries)  # one string was trained on as one query per character
     pos = np.asarray(positive_rows, dtype=np.int64)
     n_docs = len(doc_texts)
     if len(queries) != pos.size or not queries:
@@ -194,6 +196,9 @@ def finetune_bi_encoder(
         raise DataError(f"positive rows must lie in [0, {n_docs}), the corpus rows")
     if negatives is not None and len(negatives) != len(queries):
         raise DataError(f"negatives needs one array per pair ({len(queries)}), got {len(negatives)}")
+    if validation is not None and max(int(r.max()) for r in validation.relevant) >= n_docs:
+        # such a row is never retrieved: validation scored 0 at every epoch, without a word
+        raise DataError(f"validation.relevant rows must lie in [0, {n_docs}), the corpus rows")
     if validation is None and cfg.valid_frac > 0:
         keep, validation = hold_out(queries, pos, cfg.valid_frac, cfg.seed)
         queries, pos = [queries[i] for i in keep], pos[keep]
