@@ -149,6 +149,10 @@ def _check_types(obj: dict, path: Path, lineno: int) -> None:
 
 
 def load_corpus(path: str | os.PathLike[str]) -> Corpus:
+    """A BEIR ``corpus.jsonl`` (``{"_id", "title", "text"}`` per line) as a :class:`Corpus`, rows in file order.
+
+    Ids are trimmed; a duplicate id, a bad line or an empty file is a DataError naming file and line; documents with
+    an empty title and text are kept (and counted in a warning)."""
     path = Path(path)
     ids, titles, texts, row_of = [], [], [], {}
     empty: list[str] = []
@@ -180,6 +184,8 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
 
 
 def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A BEIR ``queries.jsonl`` (``{"_id", "text"}`` per line) as ``{query id: text}`` in file order; an empty text
+    or a duplicate id is a DataError naming file and line."""
     path = Path(path)
     out: dict[str, str] = {}
     for lineno, obj in _read_jsonl(path, ("_id", "text")):

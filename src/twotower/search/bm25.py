@@ -96,6 +96,7 @@ class BM25Retriever:
                               show_progress=show_progress, return_ids=False)
 
     def fit(self, doc_texts: Sequence[str], doc_ids: Sequence[str]) -> "BM25Retriever":
+        """Tokenize and index ``doc_texts`` (row ``i`` has id ``doc_ids[i]``); returns ``self``."""
         bm25s = _import_bm25s()
 
         if len(doc_texts) != len(doc_ids):
@@ -118,6 +119,7 @@ class BM25Retriever:
 
     @property
     def n_docs(self) -> int:
+        """Documents indexed (0 before ``fit`` / ``load``)."""
         return len(self.doc_ids)
 
     def search(self, queries: Sequence[str], k: int, *, show_progress: bool = False) -> Results:
@@ -175,6 +177,7 @@ class BM25Retriever:
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to the folder ``path`` (bm25s' npy + JSON files and ``meta.json``; no pickles), atomically."""
         if self._bm25 is None:
             raise ConfigError("nothing to save: call fit() first")
         with atomic_dir(path) as tmp:
@@ -184,6 +187,7 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BM25Retriever":
+        """A retriever saved by :meth:`save`; a folder that is not one is a DataError or IntegrityError."""
         bm25s = _import_bm25s()
 
         path = Path(path)

@@ -83,17 +83,20 @@ class DenseRetriever:
         return self
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        """``[Q, D]`` L2-normalised query embeddings from the query tower, read at ``query_max_length``."""
         from twotower.search.checks import check_query_texts  # noqa: PLC0415
 
         return self.encoder.encode(check_query_texts(queries), batch_size=64, max_length=self.query_max_length,
                                    show_progress=False)  # [Q, D]
 
     def search(self, queries: Sequence[str], k: int) -> Results:
+        """Top-``k`` corpus rows per query by cosine score (``Results`` of ``[Q, k]``; -1 pads past the corpus)."""
         if self.doc_embeddings is None:
             raise ConfigError("DenseRetriever.search called before fit()")
         return self.search_embeddings(self.encode_queries(queries), k)
 
     def search_embeddings(self, query_embeddings: np.ndarray, k: int) -> Results:
+        """As :meth:`search`, for query embeddings ``[Q, D]`` already encoded."""
         return self.index.search(query_embeddings, k)
 
     def score(self, queries: Sequence[str], rows: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -203,9 +203,11 @@ class FusionChoice:
                               f"{_PARAMS[self.name]}") from None
 
     def apply(self, results_list: Sequence[Results], *, top_k: int | None = None) -> Results:
+        """``results_list`` (one ``Results`` per retriever, the same queries) fused by this rule into ``top_k`` hits."""
         return FUSIONS[self.name](results_list, **self.params, top_k=top_k)
 
     def describe(self) -> str:
+        """One line for logs and tables, e.g. ``rrf(k=60)`` or ``zscore interpolation (w=0.70, 0.30)``."""
         if self.name == "rrf":
             return f"rrf(k={self.params.get('k', SearchConfig.rrf_k)})"
         w = ", ".join(f"{x:.2f}" for x in self.params["weights"])

@@ -145,6 +145,8 @@ class SearchIndex:
                    source=source)
 
     def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the index to the folder ``path`` atomically (layout in the module docstring, every file's sha256
+        in ``meta.json``); the bi-encoder folder is named by its path, not copied."""
         buf = io.BytesIO()
         np.save(buf, self.dense.doc_embeddings, allow_pickle=False)
         with atomic_dir(path) as tmp:
@@ -167,6 +169,8 @@ class SearchIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "SearchIndex":
+        """An index saved by :meth:`save` (``twotower search index``), checked against its checksums; queries are
+        encoded by the bi-encoder it names, on the backend its documents were encoded with."""
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
         from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
@@ -264,5 +268,7 @@ class SearchIndex:
         return Results(res.ids[:, :k], res.scores[:, :k])
 
     def hits(self, results: Results, q: int) -> list[Hit]:
+        """Row ``q`` of :meth:`search`'s ``results`` as :class:`Hit` records (document id, score, title), padding
+        left out."""
         ids, scores = results.row(q)
         return [Hit(self.corpus.ids[i], float(s), self.corpus.titles[i]) for i, s in zip(ids, scores) if i != PAD_ID]

@@ -135,6 +135,7 @@ class CrossEncoderReranker:
 
     @property
     def backend(self) -> str:
+        """The forward pass that scores pairs, resolved (``torch`` or ``torch-bf16``; never ``auto``)."""
         return self.settings.backend
 
     def _scoring_model(self):  # noqa: ANN202 - a CrossEncoder (or a test double)
