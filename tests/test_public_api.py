@@ -60,3 +60,11 @@ def test_the_core_classes_public_members_say_what_they_are():
     names = ["Results", "Vocabulary", "TwoTowerModel", "Trainer", "FaissIndex", "ExactIndex", "InBatchSoftmax",
              "FullSoftmax", "SampledSoftmax", "BPRLoss"]
     assert {n: _undocumented(getattr(twotower, n)) for n in names} == dict.fromkeys(names, [])
+
+
+def test_the_search_subpackage_is_reached_from_the_top_level_without_importing_it():
+    # `import twotower as tt; tt.search.SearchIndex` was "module 'twotower' has no attribute 'search'"
+    code = ("import sys, twotower as tt; idx = tt.search.SearchIndex; "
+            "print(idx.__module__, 'torch' in sys.modules, 'search' in dir(tt))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["twotower.search.pipeline", "False", "True"]

@@ -89,6 +89,10 @@ _LAZY: dict[str, str] = {
     "export_onnx": "twotower.export",  # `twotower export --format onnx`
 }
 
+#: subpackages reachable as ``tt.<name>`` without importing them first (``tt.search.SearchIndex``): an attribute
+#: lookup does not import a submodule, so ``tt.search`` was "module 'twotower' has no attribute 'search'"
+_SUBPACKAGES = ("search",)
+
 __all__ = [
     "__version__",
     "ConfigError",
@@ -105,6 +109,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"twotower.{name}")  # sets twotower.<name> itself
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'twotower' has no attribute {name!r}")
@@ -114,4 +120,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(__all__)
+    return sorted([*__all__, *_SUBPACKAGES])
