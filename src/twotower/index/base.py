@@ -175,20 +175,27 @@ def check_queries(queries: np.ndarray, dim: int) -> np.ndarray:
     return check_vectors(arr, dim, name="queries")
 
 
-def _check_k(k: Any, n: int) -> int:
-    """``k`` as an int, or ConfigError: an integer from 1 to the larger of MAX_K and the ``n`` stored ids.
+def check_depth(value: Any, name: str, n: int, held: str) -> int:
+    """``value`` (a ``k``, a ``rerank_top``) as an int, or ConfigError naming ``name``: an integer from 1 to the
+    larger of MAX_K and the ``n`` things searched (``held``: "ids in the index", "documents").
 
-    Rows are padded to ``k``, so a k far above the catalogue only bought padding: 10**9 on a 20-item index
-    tried to allocate 15 GiB ([Q, k] ids and scores) and 2**70 was numpy's "pad_width must be of integral
-    type". Padding is bounded by MAX_K, the bound of ``tt.recommend`` and the CLI; a k the catalogue can fill
-    (a deep candidate list over a large corpus) stays allowed."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    Rows are padded to it, so a k far above the catalogue only bought padding: 10**9 on a 20-item index
+    tried to allocate 15 GiB ([Q, k] ids and scores), 2**70 was numpy's "pad_width must be of integral
+    type", and BM25 allocated [Q, 10**7] for k=10**7; a negative one sliced a list (``k=-1`` answered every hit
+    but the last). Padding is bounded by MAX_K, the bound of ``tt.recommend`` and the CLI; a k the catalogue can
+    fill (a deep candidate list over a large corpus) stays allowed."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
     limit = max(MAX_K, n)
-    if int(k) > limit:
-        raise ConfigError(f"k must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the {n} "
-                          f"ids in the index: rows are padded to k), got {k!r}")
-    return int(k)
+    if int(value) > limit:
+        raise ConfigError(f"{name} must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the "
+                          f"{n} {held}: rows are padded to {name}), got {value!r}")
+    return int(value)
+
+
+def _check_k(k: Any, n: int) -> int:
+    """:func:`check_depth` of an index's ``k`` over its ``n`` stored ids."""
+    return check_depth(k, "k", n, "ids in the index")
 
 
 def _empty(q: int, k: int) -> Results:

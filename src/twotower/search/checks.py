@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
-from twotower.config import MAX_K
 from twotower.errors import ConfigError
+from twotower.index.base import check_depth as index_depth
 
 __all__ = ["check_depth", "check_query_texts"]
 
@@ -30,15 +29,6 @@ def check_query_texts(queries: Any, name: str = "queries") -> list[str]:
 
 
 def check_depth(value: Any, name: str, n_docs: int) -> int:
-    """``value`` (``k``, ``rerank_top``) as an int from 1 to the larger of MAX_K and the corpus size.
-
-    Results are padded to ``k``: a k far above the corpus only buys padding (BM25 allocated [Q, 10**7] for
-    k=10**7), and a negative one sliced the list (``k=-1`` answered every hit but the last).
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    limit = max(MAX_K, n_docs)
-    if int(value) > limit:
-        raise ConfigError(f"{name} must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the "
-                          f"{n_docs} documents: rows are padded to {name}), got {value!r}")
-    return int(value)
+    """``value`` (``k``, ``rerank_top``) as an int from 1 to the larger of MAX_K and the corpus size: the index's
+    rule (:func:`twotower.index.base.check_depth`), over documents."""
+    return index_depth(value, name, n_docs, "documents")
