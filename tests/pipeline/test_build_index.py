@@ -7,15 +7,13 @@ it replaces, or its tuning record for an exact index.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 import twotower as tt
+from tests.lock_holder import writer_lock_held
 from tests.serving.tiny_run import build_tiny_run
 from twotower.cli.main import main
 
@@ -88,16 +86,6 @@ def test_build_index_advises_a_missed_target_in_its_own_arguments(run_dir, tmp_p
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the writer lock is a POSIX flock")
 def test_build_index_takes_the_run_s_writer_lock(run_dir):
-    holder = ("import sys, time; from twotower.utils.folder_lock import exclusive_writer\n"
-              "with exclusive_writer(sys.argv[1], 'twotower train', 'wait'):\n"
-              "    print('held', flush=True); time.sleep(120)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", holder, str(run_dir)], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "held"
+    with writer_lock_held(run_dir):
         with pytest.raises(tt.ConfigError, match=r"twotower train \(pid \d+\) is writing this folder; .*`tt.build_index`"):
             tt.build_index(run_dir, "exact")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        proc.stdout.close()

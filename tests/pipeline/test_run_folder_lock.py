@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.lock_holder import writer_lock_held
 from tests.synthetic import write_dataset
 from twotower.cli.main import main
 from twotower.errors import ConfigError, IntegrityError
@@ -76,19 +77,10 @@ def test_the_python_api_takes_the_same_lock(tmp_path):
 
 
 def test_a_writer_killed_with_sigkill_leaves_the_folder_unlocked(tmp_path):
-    holder = ("import sys, time; from twotower.utils.folder_lock import exclusive_writer\n"
-              "with exclusive_writer(sys.argv[1], 'twotower train', 'wait'):\n"
-              "    print('held', flush=True); time.sleep(60)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
-    proc = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout.readline().strip() == "held"
+    with writer_lock_held(tmp_path, 60) as proc:
         with pytest.raises(ConfigError, match=rf"another twotower train \(pid {proc.pid}\)"):
             with exclusive_writer(tmp_path, "twotower train", "wait"):
                 pass
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
     with exclusive_writer(tmp_path, "twotower train", "wait"):  # the kernel dropped the dead holder's lock
         with exclusive_writer(tmp_path, "twotower train", "wait"):  # and this process may nest its own
             pass

@@ -1,0 +1,31 @@
+"""Another process holding a folder's writer lock, for tests of what a second writer is told."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+_HOLDER = ("import sys, time; from twotower.utils.folder_lock import exclusive_writer\n"
+           "with exclusive_writer(sys.argv[1], 'twotower train', 'wait'):\n"
+           "    print('held', flush=True); time.sleep(int(sys.argv[2]))\n")
+
+
+@contextlib.contextmanager
+def writer_lock_held(folder: Path, seconds: int = 120) -> Iterator[subprocess.Popen]:
+    """A process holding ``folder``'s writer lock as `twotower train` (yielded once it holds it); SIGKILLed on exit,
+    so the kernel drops its lock as it would a crashed writer's."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder), str(seconds)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
