@@ -114,9 +114,11 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     from twotower.serving.service import similar_answer
 
     catalog = ItemCatalog.from_run(run)
-    res, spaces = similar_items(run, np.asarray([row], np.int64), k, index, cold_similar=args.cold_similar)
+    unplaced = unplaced_item_mask(run)  # the query's and the list's: worked out once
+    res, spaces = similar_items(run, np.asarray([row], np.int64), k, index, cold_similar=args.cold_similar,
+                                unplaced=unplaced)
     rows, scores = res.row(0)
-    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced_item_mask(run))
+    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced)
     if args.json:
         print(json.dumps(answer, ensure_ascii=False, default=str))
         return 0
@@ -136,7 +138,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
     from twotower.pipeline.results_csv import results_to_frame, write_results_csv
-    from twotower.pipeline.similar import UNPLACED, similar_items, unplaced_item_mask
+    from twotower.pipeline.similar import UNPLACED, similar_items
     from twotower.results import Results
 
     train_cfg = run.config.train  # the run's own progress settings, as `recommend --users` reads them
@@ -169,7 +171,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
         # the items the model cannot place have no rows (counted above): "for 63 items" over 60 items' rows misled
-        listed = len(rows) - int(np.count_nonzero(unplaced_item_mask(run)[rows]))
+        listed = len(rows) - int(unplaced.sum())
         print(f"wrote {n} rows for {listed} items to {where}", file=sys.stderr)
     return 0
 

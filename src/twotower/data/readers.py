@@ -62,6 +62,9 @@ __all__ = [
     "INTERACTION_FORMATS",
 ]
 
+#: what every "file not found" says (the readers' and the CLI's early input checks alike)
+CHECK_PATH = "check the path (relative paths start at the working directory)"
+
 log = logging.getLogger(__name__)
 
 #: Column names and order of a canonical interactions frame.
@@ -240,7 +243,7 @@ def read_table_numbered(
         )
     path = Path(source)
     if not path.exists():
-        raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
+        raise DataError(f"file not found; {CHECK_PATH}", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a table file", file=label)
     if path.stat().st_size == 0:
@@ -598,7 +601,7 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     codec = codec_for(encoding)
     path = Path(source)
     if not path.exists():
-        raise DataError("file not found; check the path (relative paths start at the working directory)", file=label)
+        raise DataError(f"file not found; {CHECK_PATH}", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a SASRec-format file of 'user item' lines", file=label)
     check_wide_bom(path, label, encoding)
