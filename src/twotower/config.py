@@ -136,6 +136,10 @@ def _check_types(config: Any, section: str) -> None:
         if not ok:
             spelled = str(want).replace("<class '", "").replace("'>", "")
             raise ConfigError(f"{section}{f.name}: expected {spelled}, got {value!r} ({type(value).__name__})")
+        # as a file's or an override's value is (_coerce): TrainConfig(lr=inf) trained to NaN weights, and an
+        # infinite setting was saved as `Infinity` in config.json, which the run then could not be loaded from
+        if isinstance(stored, float) and not math.isfinite(stored):
+            raise ConfigError(f"{section}{f.name}: expected a finite number, got {value!r}")
         if stored is not value:
             object.__setattr__(config, f.name, stored)  # frozen: the normalised value, once, at construction
 

@@ -89,3 +89,40 @@ def test_a_section_set_to_false_names_its_switch() -> None:
     with pytest.raises(ConfigError, match=r"model\.item_item: expected a section \(table\), got False; to switch it "
                                           r"off, set model\.item_item\.enabled=false"):
         load_config(None, ["model.item_item=false"])
+
+
+def _float_settings() -> list[tuple[type, str, str]]:
+    """(class, field, the name errors give it) of every float setting of every config dataclass."""
+    import dataclasses
+    import typing
+
+    from twotower import config as C
+
+    prefixes = {C.DataConfig: "data.", C.TowerConfig: "tower.", C.ItemItemConfig: "model.item_item.",
+                C.LossConfig: "loss.", C.TrainConfig: "train.", C.EvalConfig: "eval.", C.SearchConfig: "search.",
+                C.PrepareConfig: "prepare.", C.FinetuneConfig: "", C.RerankTrainConfig: ""}
+    out = []
+    for cls, prefix in prefixes.items():
+        for f in dataclasses.fields(cls):
+            if float in C._plain_types(typing.get_type_hints(cls)[f.name]) and "tuple" not in str(f.type):
+                out.append((cls, f.name, f"{prefix}{f.name}"))
+    return out
+
+
+@pytest.mark.parametrize("cls, key, name", _float_settings(), ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_hand_built_config_refuses_a_non_finite_number(cls, key, name, value):
+    # a file or an override refused them, a dataclass built in Python took lr=inf (NaN weights), loss.temperature=inf
+    # (every score 0: nothing learned) or time_budget_min=inf, saved it as `Infinity` in config.json, and the run
+    # could not be loaded back ("train.time_budget_min: expected a finite number")
+    with pytest.raises(ConfigError, match=rf"^{name}: expected a finite number, got {value!r}$"):
+        cls(**{key: value})
+
+
+def test_a_hand_built_config_round_trips_through_its_json():
+    import json
+
+    from twotower.config import RunConfig, TrainConfig, config_from_dict, config_to_dict
+
+    cfg = RunConfig(train=TrainConfig(time_budget_min=90.0, grad_clip=1.0))
+    assert config_from_dict(RunConfig, json.loads(json.dumps(config_to_dict(cfg), allow_nan=False))) == cfg

@@ -12,8 +12,8 @@ from twotower.search import BM25Config, MiningConfig
     ({"b": None}, r"^b: expected float"),
     ({"method": 3}, r"^method: expected str"),
     ({"stemmer": 1}, r"^stemmer: expected"),
-    ({"k1": float("nan")}, r"^k1 must be a finite number >= 0, got nan"),  # every query answered an empty list
-    ({"k1": float("inf")}, r"^k1 must be a finite number >= 0, got inf"),
+    ({"k1": float("nan")}, r"^k1: expected a finite number, got nan"),  # every query answered an empty list
+    ({"k1": float("inf")}, r"^k1: expected a finite number, got inf"),
 ])
 def test_bm25_config_refuses_a_bad_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
@@ -23,7 +23,7 @@ def test_bm25_config_refuses_a_bad_field(kwargs, match):
 @pytest.mark.parametrize("kwargs, match", [
     ({"n": "3"}, r"^n: expected int, got '3' \(str\)"),
     ({"depth": 2.5}, r"^depth: expected int"),
-    ({"margin": float("nan")}, r"^margin must be a finite number >= 0 or None, got nan"),  # filtered nothing
+    ({"margin": float("nan")}, r"^margin: expected a finite number, got nan"),  # filtered nothing
 ])
 def test_mining_config_refuses_a_bad_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
