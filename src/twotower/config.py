@@ -782,6 +782,7 @@ class FinetuneConfig:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
         if self.negatives_per_query < 0:
             raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
+        _check_optimiser(self)
         _check_seed(self.seed, "seed")
         if self.corpus_negatives and self.train_doc_tower:
             raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
@@ -791,6 +792,20 @@ class FinetuneConfig:
         if self.shared and not self.train_doc_tower:
             raise ConfigError("shared=True ties the towers, so the document tower can't be frozen; "
                               "set train_doc_tower=True or shared=False")
+
+
+def _check_optimiser(cfg: FinetuneConfig | RerankTrainConfig) -> None:
+    """The optimiser settings of ``search train`` / ``rerank train``, unchecked before: weight_decay=-1 failed in
+    AdamW after the model was loaded ("Invalid weight_decay value"), and a negative grad_clip or head_lr was
+    taken and stepped up the loss's gradient (clip_grad_norm_ scales by max_norm / norm; a group's lr is not
+    checked by torch)."""
+    if cfg.weight_decay < 0:
+        raise ConfigError(f"weight_decay must be >= 0, got {cfg.weight_decay}")
+    if cfg.grad_clip < 0:
+        raise ConfigError(f"grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got {cfg.grad_clip}")
+    head_lr = getattr(cfg, "head_lr", None)
+    if head_lr is not None and not head_lr > 0:
+        raise ConfigError(f"head_lr must be > 0, got {head_lr}")
 
 
 def _check_valid_frac(valid_frac: float, patience: int = 1) -> None:
@@ -841,6 +856,7 @@ class RerankTrainConfig:
             raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
         if not self.temperature > 0:
             raise ConfigError(f"temperature must be > 0, got {self.temperature}")
+        _check_optimiser(self)
 
 
 # ---------------------------------------------------------------- (de)serialisation

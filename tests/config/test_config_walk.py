@@ -126,3 +126,24 @@ def test_a_hand_built_config_round_trips_through_its_json():
 
     cfg = RunConfig(train=TrainConfig(time_budget_min=90.0, grad_clip=1.0))
     assert config_from_dict(RunConfig, json.loads(json.dumps(config_to_dict(cfg), allow_nan=False))) == cfg
+
+
+@pytest.mark.parametrize("cls_name, kwargs, said", [
+    ("FinetuneConfig", {"weight_decay": -0.01}, "weight_decay must be >= 0, got -0.01"),
+    ("RerankTrainConfig", {"weight_decay": -1.0}, "weight_decay must be >= 0, got -1.0"),
+    ("FinetuneConfig", {"grad_clip": -1.0}, "grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
+    ("RerankTrainConfig", {"grad_clip": -1.0}, "grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
+    ("RerankTrainConfig", {"head_lr": -5e-3}, "head_lr must be > 0, got -0.005"),
+    ("RerankTrainConfig", {"head_lr": 0.0}, "head_lr must be > 0, got 0.0"),
+])
+def test_search_and_rerank_training_refuse_a_negative_optimiser_setting(cls_name, kwargs, said):
+    # accepted: weight_decay < 0 failed in AdamW once the model was loaded, a negative grad_clip or head_lr
+    # stepped up the loss (clip_grad_norm_ scaled every gradient by a negative factor; torch checks no group's lr)
+    import re
+
+    from twotower import config as C
+
+    with pytest.raises(ConfigError, match=f"^{re.escape(said)}$"):
+        getattr(C, cls_name)(**kwargs)
+    # 0 stays "no weight decay" / "no clipping"
+    assert C.FinetuneConfig(weight_decay=0.0, grad_clip=0.0).grad_clip == 0.0
