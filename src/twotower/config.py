@@ -1121,6 +1121,16 @@ def _sections_holding(cls: type, key: str, prefix: str = "") -> list[str]:
     return found
 
 
+def section_names(cls: type | None = None, prefix: str = "") -> list[str]:
+    """The dotted names of every section of ``cls`` (RunConfig: data, model, model.user, model.item, ...), in
+    declaration order, as ``twotower train --help`` lists them."""
+    found = []
+    for name, hint in _hints(cls or RunConfig).items():
+        if dataclasses.is_dataclass(hint):
+            found += [f"{prefix}{name}", *section_names(hint, f"{prefix}{name}.")]
+    return found
+
+
 def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, prefix: str = "",
                          root: type | None = None) -> None:
     """Refuse a setting name ``cls`` does not have, saying where it was written.

@@ -64,12 +64,13 @@ def add_no_verify(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, TrainConfig  # every default is declared there, once
+    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, TrainConfig, section_names  # defaults: there, once
 
     dc = DataConfig()
     p = sub.add_parser(
         "train", help="train a two-tower model (then evaluate it against baselines)",
-        epilog="Settings: sections data, model.user, model.item, model, loss, train, eval, as keys of a --config file "
+        # listed from RunConfig: a hand-written list left out model.item_item
+        epilog=f"Settings: sections {', '.join(section_names())}, as keys of a --config file "
         "([data] user_col = \"customer\") or as dotted overrides (data.user_col=customer). --print-config lists "
         "every key with the value it resolves to; the run writes the same into OUT/config.json.")
     p.add_argument("--config", help="TOML/YAML/JSON config file")
