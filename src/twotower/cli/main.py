@@ -37,19 +37,59 @@ def _closest(word: str, candidates: list[str]) -> str | None:
     return by_lower[close[0]] if close else None
 
 
+def _setting_keys(cls: type, prefix: str = "") -> list[str]:
+    """Every dotted setting name of the config dataclass ``cls`` (``train.epochs``, ``model.user.hidden``)."""
+    import dataclasses
+    import typing
+
+    keys = []
+    for name, hint in typing.get_type_hints(cls).items():
+        if dataclasses.is_dataclass(hint):
+            keys += _setting_keys(hint, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def _override_hint(flag: str, value: str | None, keys: list[str], *, near_only: bool) -> str | None:
+    """The dotted override meant by ``flag`` (``--batch-size 256`` -> ``train.batch_size=256``): the setting of that
+    name, or with ``near_only`` false the nearest one; None when none is near."""
+    name = flag.lstrip("-").replace("-", "_").lower()
+    by_leaf: dict[str, list[str]] = {}
+    for key in keys:
+        by_leaf.setdefault(key.rsplit(".", 1)[-1], []).append(key)
+    homes = by_leaf.get(name)
+    if not homes and not near_only:
+        close = difflib.get_close_matches(name, list(by_leaf), n=1)
+        homes = by_leaf[close[0]] if close else None
+    if not homes:
+        return None
+    return " or ".join(f"{k}={value if value is not None else 'VALUE'}" for k in homes)
+
+
 def _flag_hints(parser: argparse.ArgumentParser, argv: list[str], bad: list[str]) -> str:
     """"; did you mean --epochs?" for the mistyped flags in ``bad``, among the options of the subcommand named
-    in ``argv`` (an exact-prefix typo like --epoch is already taken by argparse as an abbreviation)."""
+    in ``argv`` (an exact-prefix typo like --epoch is already taken by argparse as an abbreviation). A flag that
+    names a setting the subcommand takes as a dotted override instead (``train --batch-size 256``) is answered
+    with that override (``train.batch_size=256``): such a flag used to be matched to the nearest flag whatever it
+    was (``--lr`` got "did you mean --help?")."""
     for token in argv:  # descend to the subcommand's own parser: its flags are the candidates
         subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         if subs and token in subs[0].choices:
             parser = subs[0].choices[token]
-    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    options = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    settings = getattr(parser, "settings", None)  # (config class, prefix) of the overrides it takes, if any
+    keys = _setting_keys(*settings) if settings else []
     hints = {}
-    for flag in (b.split("=", 1)[0] for b in bad if b.startswith("--")):
-        close = _closest(flag, options)
+    for token in (b for b in bad if b.startswith("--")):
+        flag, _, value = token.partition("=")
+        if not value:  # `--batch-size 256`: the value is the token after the flag in the command line
+            after = argv[argv.index(token) + 1:argv.index(token) + 2] if token in argv else []
+            value = after[0] if after and not after[0].startswith("-") and "=" not in after[0] else ""
+        close = _override_hint(flag, value or None, keys, near_only=True) or _closest(flag, options)
+        close = close or _override_hint(flag, value or None, keys, near_only=False)
         if close is not None:
-            hints[flag] = close
+            hints[token.split("=", 1)[0]] = close
     if len(hints) == 1:
         return f"; did you mean {next(iter(hints.values()))}?"
     return "; did you mean " + ", ".join(f"{c} (for {f})" for f, c in hints.items()) + "?" if hints else ""
@@ -64,7 +104,7 @@ def add_no_verify(p: argparse.ArgumentParser) -> None:
 
 
 def _add_train(sub: argparse._SubParsersAction) -> None:
-    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, TrainConfig, section_names  # defaults: there, once
+    from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, RunConfig, TrainConfig, section_names  # defaults: once
 
     dc = DataConfig()
     p = sub.add_parser(
@@ -104,6 +144,7 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--set", nargs="+", action="extend", default=[], dest="set_overrides", metavar="section.key=value",
                    help="the same overrides behind a flag, as the bench scripts take them")
     p.set_defaults(func=_lazy("twotower.cli.train_cmd", "cmd_train"))
+    p.settings = (RunConfig, "")  # a mistyped flag may be one of these, given as an override (_flag_hints)
 
 
 #: The per-k metrics of `twotower evaluate`: its table's columns (print_eval_table), any of which --plot draws.
