@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -144,7 +145,10 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
     """One line an epoch: ``epoch 3/30: loss ... valid M v (best b at e) (s, rate; at most T to go)``.
 
     "At most": early stopping may end the fit sooner; the estimate is the mean epoch time so far (the
-    epochs before a resume included) times the epochs still scheduled, capped by ``train.time_budget_min``.
+    epochs before a resume included) times the epochs still to run: those scheduled, or under
+    ``train.time_budget_min`` those that start before the budget is spent (each then runs in full, so the
+    budget left was no cap: it read "at most 0s to go" before a whole last epoch, and after the epoch that
+    spent the budget, when nothing was left to run).
     """
     cfg = tr.cfg
     rate = f"{row['examples_per_s']:.0f} {'seq' if tr.sequence else 'ex'}/s"
@@ -161,10 +165,13 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
     left = ""
     if row["epoch"] < last and not stopper.stop:  # patience ran out: the fit ends here, nothing is "to go"
         spent = sum(r.get("seconds", 0.0) for r in tr.history)
-        to_go = spent / len(tr.history) * (last - row["epoch"])
-        if cfg.time_budget_min is not None:
-            to_go = min(to_go, max(cfg.time_budget_min * 60.0 - spent, 0.0))
-        left = f"; at most {format_seconds(to_go)} to go"
+        per_epoch = spent / len(tr.history)
+        epochs_left = last - row["epoch"]
+        if cfg.time_budget_min is not None:  # the budget is checked before each epoch (stop_reason)
+            room = cfg.time_budget_min * 60.0 - spent
+            epochs_left = 0 if room <= 0 else min(epochs_left, math.ceil(room / per_epoch) if per_epoch > 0 else 1)
+        if epochs_left > 0:
+            left = f"; at most {format_seconds(per_epoch * epochs_left)} to go"
     log.info(
         "epoch %d/%d: loss %.4f acc %.3f%s%s%s %s%s (%.1fs, %s%s)",
         row["epoch"], last, row["loss"], row["inbatch_accuracy"],
@@ -181,7 +188,10 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
 
 
 def format_seconds(s: float) -> str:
-    """``42s``, ``3m05s``, ``1h02m``: a duration as people read it in a log line."""
+    """``42s``, ``3m05s``, ``1h02m``: a duration as people read it in a log line; ``<1s`` for a moment, which
+    read as ``0s`` (nothing left)."""
+    if 0 < s < 0.5:
+        return "<1s"
     s = int(round(s))
     if s < 60:
         return f"{s}s"
