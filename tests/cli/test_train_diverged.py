@@ -28,11 +28,11 @@ def test_train_diverging_after_checkpoints_says_how_to_resume_at_a_lower_rate(tm
     import twotower.training.trainer as trainer_module
     from twotower.training.diagnostics import check_finite_weights
 
-    def diverge_in_epoch_3(model, epoch, lr):  # noqa: ANN001
+    def diverge_in_epoch_3(model, epoch, lr, suspect=None):  # noqa: ANN001
         if epoch == 3:
             raise TrainingDiverged("training diverged in epoch 3 (made to order). Lower the learning rate "
                                    "(train.lr) and train again")
-        check_finite_weights(model, epoch, lr)
+        check_finite_weights(model, epoch, lr, suspect)
 
     monkeypatch.setattr(trainer_module, "check_finite_weights", diverge_in_epoch_3)
     paths = write_dataset(tmp_path / "src", n_users=24, per_user=8)
@@ -53,3 +53,26 @@ def test_train_diverging_after_checkpoints_says_how_to_resume_at_a_lower_rate(tm
                  "--no-progress", "train.threads=1"]) == 0
     log = [line for line in (out / "log.jsonl").read_text().splitlines() if line]
     assert len(log) == 3 and '"lr": 0.0004' in log[2]
+
+
+def test_a_nan_loss_from_a_tiny_temperature_names_loss_temperature() -> None:
+    # loss.temperature=1e-40: 1/t is infinite in float32 and the first loss NaN at any learning rate, yet the error
+    # sent the user to train.lr alone
+    from twotower.config import EvalConfig, LossConfig, TrainConfig
+    from twotower.training.trainer import Trainer
+
+    from tests.training.tiny_trainer import tiny_mean_model
+
+    _, _, seqs, model = tiny_mean_model()
+    tr = Trainer(model, seqs, loss=LossConfig(temperature=1e-40), eval=EvalConfig(baselines=()),
+                 train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False))
+    with pytest.raises(TrainingDiverged) as got:
+        tr.fit()
+    assert "Raise loss.temperature=1e-40 (it multiplies the scores by 1e+40; the default is 0.02), or lower the " \
+           "learning rate (train.lr), and train again" in str(got.value)
+    # a usual temperature leaves the learning rate alone in the advice
+    w = torch.nn.Parameter(torch.ones(2))
+    loop = TrainLoop([w], lr=0.1, progress=False)
+    with loop.epoch(1, n_batches=1, n_examples=2) as run, pytest.raises(TrainingDiverged) as got:
+        run.step(lambda: (float("nan"), 2))
+    assert "temperature" not in str(got.value)

@@ -44,10 +44,10 @@ def test_a_run_that_diverges_draws_the_curves_of_the_epochs_before(tmp_path, mon
     import twotower.training.trainer as trainer_module
     from twotower.training.diagnostics import check_finite_weights
 
-    def diverge_in_epoch_3(model, epoch, lr):  # noqa: ANN001
+    def diverge_in_epoch_3(model, epoch, lr, suspect=None):  # noqa: ANN001
         if epoch == 3:
             raise TrainingDiverged("training diverged in epoch 3 (made to order)")
-        check_finite_weights(model, epoch, lr)
+        check_finite_weights(model, epoch, lr, suspect)
 
     monkeypatch.setattr(trainer_module, "check_finite_weights", diverge_in_epoch_3)
     _, _, seqs, model = tiny_mean_model()

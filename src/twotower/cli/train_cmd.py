@@ -162,7 +162,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         except TrainingDiverged as e:
             if not tdist.is_main() or not cfg.train.checkpoint:
                 raise
-            raise TrainingDiverged(f"{e}{_diverged_resume(out, resumed=args.resume, since=started, lr=cfg.train.lr)}") from e
+            from twotower.config import LossConfig
+            from twotower.losses.base import TINY_TEMPERATURE
+
+            # a tiny loss.temperature is named first by the error: the resume it suggests raises it instead
+            fix = (f"loss.temperature={LossConfig.temperature:g}" if cfg.loss.temperature < TINY_TEMPERATURE
+                   else f"train.lr={cfg.train.lr / 10:g}")
+            raise TrainingDiverged(f"{e}{_diverged_resume(out, resumed=args.resume, since=started, fix=fix)}") from e
         except RuntimeError as e:
             from twotower.distributed import lost_peer
 
@@ -270,7 +276,7 @@ def _interrupt_status(e: KeyboardInterrupt) -> int:
     return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
-def _diverged_resume(out: Path, *, resumed: bool, since: float, lr: float) -> str:
+def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str) -> str:
     """What a run that diverged after checkpointing epochs keeps, and the resume at a lower rate: the error said
     "Lower the learning rate ... and train again" alone, as if the epochs before the divergence were lost."""
     from twotower.utils.atomic import read_json
@@ -286,7 +292,7 @@ def _diverged_resume(out: Path, *, resumed: bool, since: float, lr: float) -> st
     best = state.get("best_epoch")
     return (f"; or continue from {path.parent}, which holds epoch {state['epoch']} from before it"
             + (f" (best so far: epoch {best})" if best else "")
-            + f": `twotower train --out {out} --resume train.lr={lr / 10:g}`")
+            + f": `twotower train --out {out} --resume {fix}`")
 
 
 def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:

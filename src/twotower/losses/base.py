@@ -37,7 +37,8 @@ from twotower.errors import ConfigError, DataError
 from twotower.losses.corrections import accidental_hit_pairs, logq_correction, masked_logit_value
 from twotower.utils.reductions import row_argmax
 
-__all__ = ["LossBatch", "RetrievalLoss", "check_temperature", "corrected_logits", "loss_from_logits", "top_is_positive"]
+__all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
+           "temperature_suspect", "top_is_positive"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
 #: What a loss's ``forward`` returns: the scalar loss and the batch's statistics (accuracy, correct, accidental_hits).
@@ -77,6 +78,23 @@ def check_temperature(temperature: float) -> float:
     if not t > 0 or t == float("inf"):
         raise ConfigError(f"temperature must be a finite number > 0 (e.g. 0.05 for cosine scores), got {temperature!r}")
     return t
+
+
+#: A ``loss.temperature`` below this multiplies the scores more than a thousand-fold: a loss gone NaN (1/t past
+#: float32's range below about 3e-39) or weights blown up are then as likely its doing as the learning rate's.
+TINY_TEMPERATURE = 1e-3
+
+
+def temperature_suspect(temperature: float, setting: str = "loss.temperature", default: float | None = None) -> str | None:
+    """What a divergence's error says of a tiny temperature ("Raise loss.temperature=1e-08 ..."), or None.
+
+    The error named the learning rate alone, and a lower one does not help a 1e-40 temperature: its 1/t is
+    infinite in float32, so the very first loss is NaN whatever the rate.
+    """
+    if not temperature < TINY_TEMPERATURE:
+        return None
+    usual = f"; the default is {default:g}" if default is not None else ""
+    return f"Raise {setting}={temperature:g} (it multiplies the scores by {1 / temperature:.0e}{usual})"
 
 
 def check_log_q_finite(log_q: Tensor) -> None:

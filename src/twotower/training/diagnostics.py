@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from twotower.errors import TrainingDiverged
+from twotower.training.loop import lower_the_rate
 
 if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
@@ -106,7 +107,7 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
     return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier)
 
 
-def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float) -> None:
+def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float, suspect: str | None = None) -> None:
     """TrainingDiverged when a weight of ``model`` is NaN or infinite after ``epoch``'s updates.
 
     The per-step loss check stops a step whose loss is not finite, but an epoch's last update can itself blow
@@ -117,4 +118,4 @@ def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float) -> None:
         if not bool(torch.isfinite(p).all()):
             raise TrainingDiverged(
                 f"training diverged in epoch {epoch}: the weights of {name} are not finite after its updates "
-                f"(learning rate {lr:g}). Lower the learning rate (train.lr) and train again")
+                f"(learning rate {lr:g}). {lower_the_rate('train.lr', suspect)}")

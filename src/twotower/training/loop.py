@@ -94,6 +94,13 @@ def sparse_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
 
 
+def lower_the_rate(lr_setting: str, suspect: str | None = None) -> str:
+    """The advice that ends a divergence's error: lower the learning rate, after ``suspect`` when there is one."""
+    if suspect:
+        return f"{suspect}, or lower the learning rate ({lr_setting}), and train again"
+    return f"Lower the learning rate ({lr_setting}) and train again"
+
+
 @dataclass
 class EpochRun:
     """One epoch's running totals; :meth:`step` does one optimisation step."""
@@ -117,8 +124,7 @@ class EpochRun:
             # run then failed much later at validation with "scores contain NaN", naming no setting
             raise TrainingDiverged(
                 f"training diverged: the loss of step {loop.global_step + 1} is {loss} (learning rate {loop.lr:g} "
-                f"at that step); that step's update was not applied. Lower the learning rate ({loop.lr_setting}) "
-                "and train again")
+                f"at that step); that step's update was not applied. {lower_the_rate(loop.lr_setting, loop.suspect)}")
         if len(out) > 2:
             stats = out[2]  # type: ignore[misc]
             self.stats_sum = {k: (self.stats_sum or {}).get(k, 0.0) + float(v) for k, v in stats.items()}
@@ -150,7 +156,8 @@ class TrainLoop:
     sparse embedding weights (SparseAdam). ``total_steps`` and ``warmup_frac``
     drive the schedule (``decay="linear"`` or ``"constant"``). ``after_backward``
     runs after every backward (e.g. the cross-rank gradient all-reduce). ``lr_setting``: the setting a
-    divergence's error tells the user to lower.
+    divergence's error tells the user to lower; ``suspect``: another setting it names first, when one is set
+    where it can itself make the loss NaN (:func:`~twotower.losses.base.temperature_suspect`).
     """
 
     def __init__(
@@ -170,6 +177,7 @@ class TrainLoop:
         after_backward: Callable[[], None] | None = None,
         shown_loss_scale: float = 1.0,
         lr_setting: str = "train.lr",
+        suspect: str | None = None,
     ) -> None:
         groups = list(params)
         self.clip_params = [p for g in groups for p in (g["params"] if isinstance(g, dict) else [g])]
@@ -185,6 +193,7 @@ class TrainLoop:
         # what a divergence tells the user to lower: `twotower train` has no --lr flag and `search train` no
         # train.lr key, and the one line naming both sent each to a setting its command refuses
         self.lr_setting = lr_setting
+        self.suspect = suspect
         self.global_step = 0
         self.schedulers: list[torch.optim.lr_scheduler.LambdaLR] = []
         if decay != "constant" or warmup_frac > 0:

@@ -42,6 +42,7 @@ from twotower.distributed import init_distributed
 from twotower.errors import ConfigError, TrainingDiverged
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.losses import make_loss
+from twotower.losses.base import temperature_suspect
 from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
@@ -125,6 +126,7 @@ class Trainer:
             lr=train.lr, weight_decay=train.weight_decay,
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
+            suspect=temperature_suspect(loss.temperature, default=LossConfig.temperature),
         )
         self.optimizers = self.loop.optimizers
         # sparse ID tables (SparseAdam) stay out of the average: blending a million-row table each step would cost
@@ -249,7 +251,7 @@ class Trainer:
             te = time.perf_counter()
             try:
                 row = self._run_epoch(epoch)
-                check_finite_weights(self.model, epoch, self.loop.lr)
+                check_finite_weights(self.model, epoch, self.loop.lr, self.loop.suspect)
             except (TrainingDiverged, KeyboardInterrupt):  # KeyboardInterrupt: Ctrl-C, and SIGTERM (cli Terminated)
                 draw_curves(self, stopper.best_epoch or None)  # the epochs before the divergence or the stop, drawn
                 raise
