@@ -71,3 +71,28 @@ def test_the_python_api_resumes_with_resume_config(run) -> None:
     assert cfg.model.user.hidden == (16,) and cfg.data.train == str(run / "data" / "train.csv")
     train_run(cfg, run, resume=True)
     assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 2
+
+
+def test_a_data_file_changed_since_the_run_was_trained_is_named_on_resume(dataset, tmp_path, caplog) -> None:
+    # an edited test file was read as it is now without a word, and run.json's input_sha256 rewritten
+    import hashlib
+    import shutil
+
+    files = {name: shutil.copy(dataset[name], tmp_path / f"{name}.csv") for name in ("train", "valid", "test")}
+    out = tmp_path / "run"
+    argv = ["-q", "train", *(a for name, path in files.items() for a in (f"--{name}", str(path))), "--out", str(out),
+            *MODEL, *OTHER]
+    assert main([*argv, "--epochs", "1", "--no-eval"]) == 0
+    was = hashlib.sha256(Path(files["test"]).read_bytes()).hexdigest()
+    caplog.set_level("INFO", logger="twotower")
+    assert main([*argv, "--epochs", "2", "--no-eval", "--resume"]) == 0
+    assert not [r for r in caplog.records if "not the file the run was trained with" in r.getMessage()]
+    lines = Path(files["test"]).read_text().splitlines()
+    Path(files["test"]).write_text("\n".join(lines[:-3]) + "\n")  # three held-out rows fewer
+    now = hashlib.sha256(Path(files["test"]).read_bytes()).hexdigest()
+    caplog.clear()
+    assert main([*argv, "--epochs", "3", "--no-eval", "--resume"]) == 0
+    said = [r for r in caplog.records if "not the file the run was trained with" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"
+    assert said[0].getMessage().startswith(f"resume: --test {files['test']} is not the file the run was trained with "
+                                           f"(sha256 {was[:12]}... then, {now[:12]}... now)")

@@ -187,6 +187,8 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     derived: list[Path] = []
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model, item_text_encoder=None if got is None else got[1])
+        if inputs is not None and not _reads_own_copies(out, config):
+            warn_changed_inputs(out, config, inputs)
         # matched against the weights as saved: restoring may rewrite model.safetensors with the checkpoint's,
         # which lack the item-item term fitted after training (the run's fingerprint includes it)
         derived = derived_folders(out)
@@ -262,6 +264,30 @@ def _reads_own_copies(out: Path, config: RunConfig) -> bool:
     own = (out / "data").resolve()
     given = [p for p in (config.data.train, config.data.valid, config.data.test) if p is not None]
     return bool(given) and all(not hasattr(p, "frame") and Path(p).resolve().parent == own for p in given)
+
+
+def warn_changed_inputs(out: Path, config: RunConfig, inputs: Mapping[str, str]) -> None:
+    """On resume, a warning for each data file whose sha256 differs from the one in the run's ``run.json``.
+
+    The train and valid interactions as read are refused when they differ (:func:`check_resume_matches`), but
+    an edited test file or feature table (a title) was read as it is now without a word, and ``run.json``'s
+    ``input_sha256`` silently rewritten: the resumed run no longer said what it had first been given.
+    """
+    from twotower.utils.atomic import read_json
+
+    try:
+        info = read_json(out / "run.json")
+    except (OSError, ValueError):
+        return
+    then = info.get("input_sha256") if isinstance(info, dict) else None
+    if not isinstance(then, dict):
+        return  # a run saved before the digests were recorded
+    for name, now in inputs.items():
+        was = then.get(name)
+        if isinstance(was, str) and was != now:
+            flag = "--data" if name == "path" else f"--{name}"
+            log.warning("resume: %s %s is not the file the run was trained with (sha256 %s... then, %s... now); "
+                        "the run goes on with it as it is now", flag, getattr(config.data, name), was[:12], now[:12])
 
 
 def _check_resumable(out: Path) -> None:
