@@ -105,3 +105,21 @@ def test_the_eval_ease_settings_are_checked_by_name() -> None:
     with pytest.raises(ConfigError, match="eval.ease_tune_max_users: must be >= 1, or null"):
         EvalConfig(ease_tune_max_users=0)
     assert EvalConfig(ease_tune_max_users=None).ease_tune_max_users is None
+
+
+def test_the_low_rank_ease_follows_the_runs_seed(run, monkeypatch):
+    # its eigensolver and its sample of validation users were drawn with seed 0 whatever train.seed, while the
+    # dense EASE's and ItemKNN's samples follow the run's seed
+    import twotower.evaluation.low_rank_ease as low_rank_ease
+
+    seeds: list[int] = []
+    solve = low_rank_ease.gram_eigenpairs
+
+    def recording(x, k, seed):  # noqa: ANN001
+        seeds.append(seed)
+        return solve(x, k, seed)
+
+    monkeypatch.setattr(low_rank_ease, "gram_eigenpairs", recording)
+    assert run.config.train.seed != 0
+    evaluate_run(run, baselines=("ease",), ks=(10,), ease_max_items=5)
+    assert seeds and set(seeds) == {run.config.train.seed}

@@ -266,10 +266,10 @@ def evaluate_run(
 
     def tune_low_rank(train: Any, valid: Any, lambdas: Sequence[float] = EASE_LAMBDAS, *, metric: str,
                       log_every_s: float | None, keep: dict[str, Any], eigenpairs: int,
-                      max_users: int | None) -> tuple[float, list[dict]]:
+                      max_users: int | None, seed: int) -> tuple[float, list[dict]]:
         """:func:`tune_low_rank_ease` as the tuning cache calls a tuner: ``(λ, table)``, the model in ``keep``."""
         model, table = tune_low_rank_ease(train, valid, lambdas, metric, k=eigenpairs, log_every_s=log_every_s,
-                                          max_users=max_users)
+                                          max_users=max_users, seed=seed)
         keep["model"] = model
         return model.l2, table
 
@@ -289,11 +289,14 @@ def evaluate_run(
         elif name == "ease" and how == "low_rank":
             # tuned on the dense EASE's λ grid from one eigensolve, kept in its own entry of the tuning cache; the
             # label says low-rank, so the row is not read as the exact EASE
+            # the run's seed draws the eigensolver's start and the sample of validation users, as it draws
+            # EASE's and ItemKNN's samples below (it was always 0, whatever train.seed)
             keep: dict[str, Any] = {}
+            seed = run.config.train.seed
             lam = (tuned(name, tune_low_rank, "lambdas", keep, entry="ease_low_rank", eigenpairs=eigenpairs,
-                         max_users=ev.ease_tune_max_users)
+                         max_users=ev.ease_tune_max_users, seed=seed)
                    if m.valid is not None else LowRankEASE(k=eigenpairs).l2)
-            scorer = keep.pop("model", None) or LowRankEASE(lam, k=eigenpairs).fit(m.train)
+            scorer = keep.pop("model", None) or LowRankEASE(lam, k=eigenpairs, seed=seed).fit(m.train)
             info = f"low-rank, {scorer.eigenpairs} eigenpairs, λ={scorer.l2:g}"  # kept: at most min(users, items)
         elif name == "ease":
             # no valid split: EASE's own default λ (tuning needs held-out data)

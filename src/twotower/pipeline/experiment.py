@@ -168,8 +168,8 @@ def baseline_scorers(prep: Prepared, names: tuple[str, ...], ks_metric: str = Ev
             info["solver"] = how  # a low-rank EASE approximates the dense one: its row must say which it is
             if how == "low_rank":  # tuned on the same λ grid as the dense EASE, from one eigensolve
                 scorer = (tune_low_rank_ease(train, valid, metric=ks_metric, k=ease_eigenpairs,
-                                             max_users=ease_tune_max_users)[0] if valid is not None
-                          else LowRankEASE(k=ease_eigenpairs).fit(train))
+                                             max_users=ease_tune_max_users, seed=seed)[0] if valid is not None
+                          else LowRankEASE(k=ease_eigenpairs, seed=seed).fit(train))
                 info["eigenpairs"] = scorer.eigenpairs  # kept, at most min(users, items): not always as asked
             elif valid is not None:  # the chosen λ from the tuning's own Gram matrix, not a second one
                 keep: dict[str, Any] = {}
