@@ -183,6 +183,10 @@ def test_path_and_body_ids_share_one_message(client):
         ("/recommend", {"history": ["999999", "i1"], "explain": True}, "history[0]"),
         ("/explain", {"history": ["i1", "i2", "999999"], "item_id": "i1"}, "history[2]"),
         ("/explain", {"history": ["i1"], "item_id": "999999"}, "item_id"),
+        # an unknown user_id sent alone named no field, where an unknown item_id did
+        ("/recommend", {"user_id": "999999"}, "user_id"),
+        ("/recommend", {"user_id": "999999", "explain": True}, "user_id"),
+        ("/explain", {"user_id": "999999", "item_id": "i1"}, "user_id"),
         ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"history": ["i1", "999999"]}]},
          "requests[1].history[1]"),
         ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user_id": "999999"}]}, "requests[1].user_id"),

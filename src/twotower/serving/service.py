@@ -371,8 +371,16 @@ class RecommenderService:
         return {"user_id": user_id, "n_history": int(len(items)), "history": history, "history_source": source}
 
     # ------------------------------------------------------------------ queries
-    def _user_row(self, user_id: str) -> int:
-        return self.run.user_vocab.index(user_id)
+    def _user_row(self, user_id: str, field: str | None = None) -> int:
+        """The row of a known user; ``field``: the request body's field that sent the id, named by an unknown one
+        (``"field": "user_id"``, as an unknown ``item_id`` or ``history[2]`` is; POST /recommend and /explain
+        answered an unknown user_id without it). A path's id (GET /users/{user_id}) has no field, as GET /items'."""
+        try:
+            return self.run.user_vocab.index(user_id)
+        except NotFoundError as e:
+            if field is None:
+                raise
+            raise UnknownIdAt(field, e) from None
 
     def history_rows(self, history: Sequence[str]) -> np.ndarray:
         """``[L]`` catalogue rows of an ad-hoc history. An unknown id (404) or one the item tower does not
@@ -402,7 +410,7 @@ class RecommenderService:
         and an ad-hoc user's encoded ``user_features`` (None without them)."""
         feats = self._encode_features(r.user_id, r.user_features)
         if r.user_id is not None:
-            return self._user_row(r.user_id), None, None
+            return self._user_row(r.user_id, "user_id"), None, None
         if not self.supports_history:
             raise ConfigError(
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
@@ -608,7 +616,7 @@ class RecommenderService:
             item_row = self.catalog.row(item_id)
         except NotFoundError as e:  # named: with a history, "unknown item" alone could mean either field
             raise UnknownIdAt("item_id", e) from None
-        user_row = self._user_row(user_id) if user_id is not None else None
+        user_row = self._user_row(user_id, "user_id") if user_id is not None else None
         hist = self.history_rows(history) if history is not None else None
         if hist is None and user_row is not None and self.histories is not None:
             hist = self._known_history(user_row)[0]  # the input history /recommend read for this user
