@@ -377,3 +377,16 @@ def test_a_runs_column_roles_are_read_column_by_column_not_item_by_item(mean_run
     monkeypatch.setattr(type(run), "item_record", lambda self, row: pytest.fail("a per-item record was built"))
     cols = explainer.run_metadata_columns(run)
     assert dataclasses.replace(cols, verb=by_records.verb) == by_records and cols.multi  # genres found either way
+
+
+def test_explain_by_id_takes_history_as_recommend_does(mean_run) -> None:
+    # tt.recommend(history=...) and tt.explain_by_id(history_ids=...) named one thing two ways: history= was a
+    # TypeError here; history_ids= stays an alias
+    ids = ["i1", "i2", "i3"]
+    by_history = explain_by_id(mean_run, history=ids, item_id="i4")
+    assert by_history == explain_by_id(mean_run, history_ids=ids, item_id="i4")
+    assert sorted(h["item_id"] for h in by_history["history"]) == ids
+    with pytest.raises(ConfigError, match="not both"):
+        explain_by_id(mean_run, history=ids, history_ids=ids, item_id="i4")
+    with pytest.raises(ConfigError, match="^history is a list of item ids"):
+        explain_by_id(mean_run, history="i1", item_id="i4")

@@ -111,7 +111,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
             warnings.append(f"user {args.user} has no rows of known items in the --history-from files: the item is "
                             "explained from an empty input history, not from their training history")
-    e = explain_by_id(run, user_id=args.user, history_ids=history, item_id=args.item, top=args.top, method=args.method,
+    e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top, method=args.method,
                       user_features=features)
     warnings += run.new_user_feature_notes(features)  # as `recommend --history` warns them
     for note in warnings:

@@ -323,16 +323,27 @@ def explain_by_id(
     *,
     item_id: str,
     user_id: str | None = None,
-    history_ids: list[str] | None = None,
+    history: list[str] | None = None,
     top: int = 5,
     method: str = "loo",
     user_features: Mapping[str, Any] | None = None,
+    history_ids: list[str] | None = None,
 ) -> dict[str, Any]:
     """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
-    ``user_features`` go with ``history_ids`` (a new user), as in ``POST /recommend``."""
+
+    ``history``: a new user's item ids, oldest first, the keyword ``tt.recommend`` takes them by (and POST
+    /explain's field); ``history_ids`` is its older name, still taken. ``user_features`` go with ``history``
+    (a new user), as in ``POST /recommend``."""
     check_loaded_run(run, "explain")
+    if history_ids is not None:
+        if history is not None:
+            raise ConfigError("give history or history_ids, not both: history_ids is the older name of history")
+        history, name = history_ids, "history_ids"
+    else:
+        name = "history"
+    history_ids = history
     if isinstance(history_ids, (str, bytes)):  # "12" was read as the history [1, 2], or "i50" as unknown item 'i'
-        raise ConfigError(f"history_ids is a list of item ids, oldest first, e.g. [{history_ids!r}]; got a string")
+        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{history_ids!r}]; got a string")
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
     user_row = None if user_id is None else run.user_vocab.index(user_id)
     item_row = run.item_vocab.index(item_id)
