@@ -140,6 +140,9 @@ def test_no_positive_contributor_claims_a_removal_only_for_leave_one_out(mean_ru
     assert "(removing any one of them would not lower it)" in explanation_text(expl, cols, table)
     # a history of one item is not "any one of them"
     assert "(removing that one item would not lower it)" in explanation_text({**expl, "history_window": 1}, cols, table)
+    # nor is one item repeated (["50", "50", "50"]): removing a copy leaves the others
+    assert "(it is one item, repeated 3 times: removing one copy leaves the others, and would not lower it)" in \
+        explanation_text({**expl, "history_window": 3}, cols, table * 3)
 
 
 DEMO_RUN = Path(os.environ.get("TWOTOWER_DEMO_RUN", "runs/demo"))
@@ -160,7 +163,8 @@ def test_sentence_matches_the_attribution_table_on_the_demo_run() -> None:
 @pytest.mark.parametrize(("profile", "extra", "said"), [
     ("features", {"user_features": ["age"]}, "it rests on your profile (user features: age)."),
     ("id", {}, "it rests on your learned user-ID embedding."),
-    ("popularity", {}, "it rests on the model's empty-history representation, which is the same for every new user"),
+    # "every new user" was said to known users too: the empty-history representation is every user's
+    ("popularity", {}, "it rests on the model's empty-history representation, which is the same for every user and"),
 ])
 def test_no_positive_contributor_names_the_profile_the_score_rests_on(profile, extra, said) -> None:
     """Regression: the sentence read a key no explanation has ("fallback_basis"), so a new user described by
@@ -184,7 +188,7 @@ def test_no_positive_contributor_but_a_history_that_raises_the_score_says_so() -
     table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
     assert explanation_text(expl, cols, table) == (
         "No item in your history raises the score of Heat (removing any one of them would not lower it), but "
-        "together they do (+0.1950 over the model's empty-history representation, which is the same for every new "
+        "together they do (+0.1950 over the model's empty-history representation, which is the same for every "
         "user and acts as a popularity prior).")
     expl["history_total"] = -0.01  # a history that lowers the score keeps the sentence it had
     assert "; it rests on the model's empty-history representation" in explanation_text(expl, cols, table)
@@ -223,8 +227,8 @@ def test_a_history_that_lowers_the_score_is_not_given_as_its_cause() -> None:
         {"item_id": "50", "title": "Star Wars", "genres": "Sci-Fi", "contribution": -0.3},
     ]
     assert explanation_text(expl, cols, table) == (
-        "The score of Dirty Dancing rests on the model's empty-history representation, which is the same for every "
-        "new user and acts as a popularity prior; your history lowers it overall (-0.2376), though Empire and "
+        "The score of Dirty Dancing rests on the model's empty-history representation, which is the same for every user "
+        "and acts as a popularity prior; your history lowers it overall (-0.2376), though Empire and "
         "Jedi raise it (both Romance).")
     assert explanation_text({**expl, "history_total": 0.05}, cols, table).startswith("Because you watched Empire")
 

@@ -24,7 +24,9 @@ BASIS_TEXT = {
     "features": "your profile (user features: {features})",
     "id": "your learned user-ID embedding",
     "popularity": (
-        "the model's empty-history representation, which is the same for every new user and acts as a popularity prior"
+        # "every new user" was said to known users too: without user features or an ID embedding, the representation
+        # of an empty history is every user's, known or new
+        "the model's empty-history representation, which is the same for every user and acts as a popularity prior"
     ),
 }
 
@@ -130,8 +132,16 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         # only leave-one-out measures a removal; gradient x input is a first-order estimate (for a pooled tower
         # it gives a one-item history 0 whatever removing that item would do), so it is named instead
         one = expl.get("history_window") == 1  # not "any one of them" for a one-item history
-        how = (("removing that one item would not lower it" if one else "removing any one of them would not lower it")
-               if expl.get("method", "loo") == "loo" else "by the first-order gradient x input estimate")
+        # one item at every position (["50", "50", "50"]): "any one of them" read as several items, and removing a
+        # copy leaves the others, which is why it does not lower the score
+        repeated = len(table) > 1 and len({h["item_id"] for h in table}) == 1
+        if expl.get("method", "loo") != "loo":
+            how = "by the first-order gradient x input estimate"
+        elif repeated:
+            how = (f"it is one item, repeated {len(table)} times: removing one copy leaves the others, and would not "
+                   "lower it")
+        else:
+            how = "removing that one item would not lower it" if one else "removing any one of them would not lower it"
         total = expl.get("history_total")
         if total is not None and total > 0:
             # one by one none raises it, yet the history as a whole does (a sequence tower over a long history,
