@@ -39,7 +39,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     _threads(args)
     with run_writer(args.run, out, "twotower export"):  # `--out RUN/onnx` writes into the run
         run = TrainedRun.load(args.run)
-        r = export_onnx(run, out, check_users=args.check_users, force=args.force, labels=CLI_LABELS)
+        r = export_onnx(run, out, check_users=args.check_users, force=args.force, labels=CLI_LABELS,
+                        what="twotower export")
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"

@@ -254,28 +254,39 @@ def _onnx_export(module: nn.Module, args: tuple[Tensor, ...], path: Path, names:
 PY_LABELS = ("out", "force=True")
 #: ... and `twotower export`'s flags
 CLI_LABELS = ("--out", "--force")
+#: how a Python export names itself in the writer lock (a second writer's refusal names it); the CLI passes its own
+PY_WRITER = "tt.export_onnx"
 
 
 def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bool = False,
-                labels: tuple[str, str] = PY_LABELS) -> ExportReport:
+                labels: tuple[str, str] = PY_LABELS, what: str = PY_WRITER) -> ExportReport:
     """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc).
 
     ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
     non-empty folder holding anything else is refused with ConfigError unless ``force`` (:func:`check_export_dir`).
-    ``labels``: how refusals name ``out`` and ``force`` (the CLI passes :data:`CLI_LABELS`, its flags).
+    The export holds the writer lock `twotower export` holds (:func:`twotower.utils.output_folders.run_writer`): the
+    run's when ``out`` lies inside a run folder, else ``out``'s own; a second writer is refused at once, naming it.
+    ``labels``: how refusals name ``out`` and ``force`` (the CLI passes :data:`CLI_LABELS`, its flags); ``what``:
+    how the lock names this writer to another one.
     """
+    from twotower.utils.output_folders import run_writer
+
     for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
         require(module, "ONNX export")
     out = Path(out)
-    removed = check_export_dir(out, run_dir=getattr(run, "dir", None), force=force, labels=labels)
-    earlier = _exported_run(out) if removed else None
-    # written and checked in a sibling folder, then swapped in whole: an interrupted or failed export leaves the
-    # previous one as it was, and a new export never sits beside files of an older one (another run's towers)
-    with atomic_dir(out) as stage:
-        report = _export_into(run, stage, check_users)
+    run_dir = getattr(run, "dir", None)
+    check_export_dir(out, run_dir=run_dir, force=force, labels=labels)  # refused before the lock creates anything
+    # one writer at a time, as the CLI: two exports into one folder, or one into RUN/onnx beside a `train --out RUN`
+    with run_writer(run_dir if run_dir is not None else out, out, what):
+        removed = check_export_dir(out, run_dir=run_dir, force=force, labels=labels)  # as it stands under the lock
+        earlier = _exported_run(out) if removed else None
+        # written and checked in a sibling folder, then swapped in whole: an interrupted or failed export leaves the
+        # previous one as it was, and a new export never sits beside files of an older one (another run's towers)
+        with atomic_dir(out) as stage:
+            report = _export_into(run, stage, check_users)
     if removed:
-        what = f"the earlier export of {earlier}" if earlier else "what was there"
-        log.warning("%s: replaced %s; removed: %s", out, what, ", ".join(removed))
+        replaced = f"the earlier export of {earlier}" if earlier else "what was there"
+        log.warning("%s: replaced %s; removed: %s", out, replaced, ", ".join(removed))
     return replace(report, out=out)
 
 

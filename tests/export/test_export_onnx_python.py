@@ -1,0 +1,45 @@
+"""`tt.export_onnx` from Python refuses and locks as `twotower export` does."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+import twotower as tt
+from tests.lock_holder import writer_lock_held
+from tests.serving.tiny_run import build_tiny_run
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("onnx")
+
+posix_only = pytest.mark.skipif(sys.platform == "win32", reason="the writer lock is a POSIX flock")
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_run(tmp_path_factory.mktemp("py_export"))
+
+
+@posix_only
+def test_export_onnx_into_a_run_takes_the_run_s_writer_lock(run_dir):
+    """Before, only the CLI took it: an export into RUN/onnx from a notebook ran beside a `train --out RUN`."""
+    run = tt.TrainedRun.load(run_dir)
+    with writer_lock_held(run_dir):
+        with pytest.raises(tt.ConfigError, match=r"twotower train \(pid \d+\) is writing this folder; .*`tt.export_onnx`"):
+            tt.export_onnx(run, run_dir / "onnx", check_users=4)
+    assert not (run_dir / "onnx").exists()
+
+
+@posix_only
+def test_export_onnx_elsewhere_locks_its_out_folder(run_dir, tmp_path):
+    """Two exports into one folder outside any run: the second is refused, as a second `twotower export` is."""
+    run = tt.TrainedRun.load(run_dir)
+    out = tmp_path / "exported"
+    with writer_lock_held(out, what="twotower export", beside=True):
+        with pytest.raises(tt.ConfigError, match=rf"^{out}: twotower export \(pid \d+\) is writing this folder"):
+            tt.export_onnx(run, out, check_users=4)
+    assert not out.exists()
+    assert tt.export_onnx(run, out, check_users=4).out == out  # released: it exports
+    assert (out / "export.json").is_file()
