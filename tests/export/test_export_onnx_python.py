@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -43,3 +44,15 @@ def test_export_onnx_elsewhere_locks_its_out_folder(run_dir, tmp_path):
     assert not out.exists()
     assert tt.export_onnx(run, out, check_users=4).out == out  # released: it exports
     assert (out / "export.json").is_file()
+
+
+def test_export_onnx_takes_a_run_folder_as_build_index_does(run_dir, tmp_path):
+    """A run folder's path failed with "AttributeError: 'str' object has no attribute 'model'"."""
+    report = tt.export_onnx(str(run_dir), tmp_path / "from_path", check_users=4)
+    assert json.loads((report.out / "export.json").read_text())["run"] == str(run_dir.resolve())
+    (tmp_path / "not_a_run").mkdir()
+    with pytest.raises(tt.NotFoundError, match=r"unknown run .*not_a_run. \(no run.json there"):
+        tt.export_onnx(tmp_path / "not_a_run", tmp_path / "o", check_users=4)
+    with pytest.raises(tt.ConfigError, match=r"^export_onnx: run must be a loaded run \(tt.TrainedRun\), got a tuple"):
+        tt.export_onnx((tt.TrainedRun.load(run_dir), None, None), tmp_path / "o", check_users=4)
+    assert not (tmp_path / "o").exists()

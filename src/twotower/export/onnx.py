@@ -27,6 +27,7 @@ the same way. Shapes: B batch, L history length, D dim, I items.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
-from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS
+from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS, TrainedRun, check_loaded_run
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json
 from twotower.utils.extras import require
 
@@ -262,7 +263,8 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
                 labels: tuple[str, str] = PY_LABELS, what: str = PY_WRITER) -> ExportReport:
     """Write the ONNX towers and item embeddings of ``run`` to ``out``, then check them (see the module doc).
 
-    ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
+    ``run``: a loaded run (:class:`~twotower.pipeline.artifacts.TrainedRun`) or its folder, loaded under the lock
+    below, as `twotower export --run` loads it. ``out`` is replaced as a whole: an earlier export there is removed (logged as a warning, file by file), a
     non-empty folder holding anything else is refused with ConfigError unless ``force`` (:func:`check_export_dir`).
     The export holds the writer lock `twotower export` holds (:func:`twotower.utils.output_folders.run_writer`): the
     run's when ``out`` lies inside a run folder, else ``out``'s own; a second writer is refused at once, naming it.
@@ -274,12 +276,17 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
     for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
         require(module, "ONNX export")
     out = Path(out)
-    run_dir = getattr(run, "dir", None)
+    given_dir = isinstance(run, (str, os.PathLike))
+    run_dir = Path(run) if given_dir else getattr(run, "dir", None)
     check_export_dir(out, run_dir=run_dir, force=force, labels=labels)  # refused before the lock creates anything
+    if not given_dir:  # anything else (train_run's tuple) failed deep inside with an AttributeError
+        check_loaded_run(run, "export_onnx")
     # one writer at a time, as the CLI: two exports into one folder, or one into RUN/onnx beside a `train --out RUN`
     with run_writer(run_dir if run_dir is not None else out, out, what):
         removed = check_export_dir(out, run_dir=run_dir, force=force, labels=labels)  # as it stands under the lock
         earlier = _exported_run(out) if removed else None
+        if given_dir:
+            run = TrainedRun.load(run_dir)
         # written and checked in a sibling folder, then swapped in whole: an interrupted or failed export leaves the
         # previous one as it was, and a new export never sits beside files of an older one (another run's towers)
         with atomic_dir(out) as stage:
