@@ -56,3 +56,11 @@ def test_export_onnx_takes_a_run_folder_as_build_index_does(run_dir, tmp_path):
     with pytest.raises(tt.ConfigError, match=r"^export_onnx: run must be a loaded run \(tt.TrainedRun\), got a tuple"):
         tt.export_onnx((tt.TrainedRun.load(run_dir), None, None), tmp_path / "o", check_users=4)
     assert not (tmp_path / "o").exists()
+
+
+def test_export_onnx_checks_out_as_the_cli_does(run_dir, tmp_path):
+    """An out below a file failed with a bare "FileExistsError: [Errno 17] File exists: 'f'" after loading."""
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    with pytest.raises(tt.ConfigError, match=rf"^out {a_file / 'onnx'}: {a_file} is a file, not a folder"):
+        tt.export_onnx(run_dir, a_file / "onnx", check_users=4)

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
 from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS, TrainedRun, check_loaded_run
-from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json
+from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json, check_output_dir
 from twotower.utils.extras import require
 
 __all__ = ["ExportReport", "export_onnx", "check_onnx", "check_export_dir", "OPSET"]
@@ -275,7 +275,7 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
 
     for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
         require(module, "ONNX export")
-    out = Path(out)
+    out = check_output_dir(out, labels[0], swapped=True)  # as the CLI checks --out: written beside it, swapped in
     given_dir = isinstance(run, (str, os.PathLike))
     run_dir = Path(run) if given_dir else getattr(run, "dir", None)
     check_export_dir(out, run_dir=run_dir, force=force, labels=labels)  # refused before the lock creates anything
