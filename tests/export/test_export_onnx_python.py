@@ -64,3 +64,12 @@ def test_export_onnx_checks_out_as_the_cli_does(run_dir, tmp_path):
     a_file.write_text("x")
     with pytest.raises(tt.ConfigError, match=rf"^out {a_file / 'onnx'}: {a_file} is a file, not a folder"):
         tt.export_onnx(run_dir, a_file / "onnx", check_users=4)
+
+
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True])
+def test_export_onnx_refuses_a_check_of_no_users(run_dir, tmp_path, bad):
+    """check_users=0 exported with no user vector checked (export.json: "users": 0) while --check-users 0 is refused;
+    -5 failed in numpy ("negative dimensions are not allowed")."""
+    with pytest.raises(tt.ConfigError, match=rf"^check_users must be a whole number >= 1, got {bad!r}"):
+        tt.export_onnx(run_dir, tmp_path / "onnx", check_users=bad)
+    assert not (tmp_path / "onnx").exists()

@@ -275,6 +275,9 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
 
     for module in ("onnx", "onnxruntime"):  # both before any work: onnxruntime checks what was written
         require(module, "ONNX export")
+    if isinstance(check_users, bool) or not isinstance(check_users, (int, np.integer)) or check_users < 1:
+        # 0 exported with no user vector checked (export.json "users": 0), -5 failed in numpy
+        raise ConfigError(f"check_users must be a whole number >= 1, got {check_users!r}")
     out = check_output_dir(out, labels[0], swapped=True)  # as the CLI checks --out: written beside it, swapped in
     given_dir = isinstance(run, (str, os.PathLike))
     run_dir = Path(run) if given_dir else getattr(run, "dir", None)
