@@ -346,6 +346,25 @@ def test_readme_scoring_snippet_gives_the_cli_scores(tmp_path, monkeypatch):
     np.testing.assert_allclose(namespace["scores"], want, atol=1e-5)
 
 
+def test_readme_scoring_snippet_says_an_id_tower_embeds_known_users_only(tmp_path):
+    """Run against a user-ID tower (``new_user_row`` null), the snippet failed inside numpy ("int() argument must
+    be ... not 'NoneType'"); it now stops with a sentence saying why and what to feed instead."""
+    import re
+
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Export (ONNX)"):readme.index("## Integrity")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    run = TrainedRun.load(_train(tmp_path / "ids", "recency", user_features=True, extra=("model.user.use_id=true",)))
+    out = tmp_path / "onnx"
+    export_onnx(run, out, check_users=10)
+    code = code.replace('"runs/ml/onnx"', json.dumps(str(out))).replace('["50", "181", "172"]', '["i3", "i7", "i11"]')
+    with pytest.raises(AssertionError, match="reads user IDs: feed a known user's row"):
+        exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own README
+
+
 def test_a_negative_row_is_refused_by_the_exported_towers_not_wrapped(tmp_path):
     """ONNX's Gather reads index -1 as the last row: `row.get(item_id, -1)` for an unknown id gave the last item's
     vector from item_tower.onnx, and in a history the padding row's, without an error; PyTorch refuses it."""
