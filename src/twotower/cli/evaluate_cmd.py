@@ -24,7 +24,7 @@ def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol
 
     metrics = list(PLOT_METRICS)
     long_rows = []
-    for k in ks:
+    for k in sorted(ks):  # ascending whatever order --ks or eval.ks gave, as the JSON and CSV columns are
         for r in rows:
             if f"Recall@{k}" not in r:
                 continue
@@ -72,6 +72,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--ks: at most {MAX_K}, got {max(ks)}")
         if len(set(ks)) < len(ks):  # was "EvalProtocol.ks has duplicates", after the run had loaded
             raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
+        ks = tuple(sorted(ks))  # `--ks 20,5`: the table and the CSV's record listed 20 first, the CSV columns 5 first
     if args.baselines is not None:
         baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
         for b in baselines:
@@ -172,7 +173,7 @@ def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, .
     ``baselines`` None are the run's own (``eval.ks`` / ``eval.baselines``), recorded resolved."""
     from twotower.cli.provenance import evaluate_record, write_csv_and_record
 
-    ks = tuple(ks if ks is not None else run.config.eval.ks)
+    ks = tuple(sorted(ks if ks is not None else run.config.eval.ks))
     baselines = tuple(baselines if baselines is not None else run.config.eval.baselines)
 
     def write_rows(write) -> int:  # noqa: ANN001 - the record writer's text sink

@@ -163,7 +163,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help=f"comma list; empty for none (default: the run's eval.baselines, as training evaluated; "
                         f"{','.join(ev.baselines)} unless the run set them)")
     p.add_argument("--ks", default=None,
-                   help=f"cut-offs k for the metrics (default: the run's eval.ks; {','.join(map(str, ev.ks))} unless "
+                   help=f"comma list of cut-offs k for the metrics, reported in ascending order; a k given twice is "
+                        f"refused, as a likely typo (default: the run's eval.ks; {','.join(map(str, ev.ks))} unless "
                         "the run set them)")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
     p.add_argument("--csv", metavar="FILE",

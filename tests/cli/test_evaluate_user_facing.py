@@ -1,0 +1,94 @@
+"""`twotower evaluate` as a user reads it: the order of its cut-offs, what it says about the index, its CSV record
+and its counts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+FAST = [
+    "train.batch_size=32",
+    "model.user.hidden=[16]",
+    "model.item.hidden=[16]",
+    "model.user.out_dim=8",
+    "model.item.out_dim=8",
+    "model.user.history_len=4",
+    "train.threads=1",
+    "--no-progress",
+    "--no-eval",
+]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("eval-user")
+    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
+    out = d / "run"
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--train",
+                str(paths["train"]),
+                "--valid",
+                str(paths["valid"]),
+                "--test",
+                str(paths["test"]),
+                "--out",
+                str(out),
+                "--epochs",
+                "1",
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    return out
+
+
+def _table_ks(out: str) -> list[int]:
+    """The k column of the printed table, in the order printed."""
+    return [int(line.split()[1]) for line in out.splitlines() if line.startswith("two-tower ")]
+
+
+def test_ks_are_reported_in_ascending_order_whatever_order_given(run_dir, tmp_path, capsys):
+    """`--ks 20,5,10` printed the table's k=20 rows first and recorded ks [20, 5, 10], while the CSV's columns and
+    the JSON keys were ascending."""
+    csv = tmp_path / "e.csv"
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "20,5,10", "--csv", str(csv)]) == 0
+    assert _table_ks(capsys.readouterr().out) == [5, 10, 20]
+    assert json.loads((tmp_path / "e.csv.json").read_text())["ks"] == [5, 10, 20]
+
+
+def test_the_runs_own_ks_are_reported_ascending_too(tmp_path, capsys):
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "-q",
+                "train",
+                "--train",
+                str(paths["train"]),
+                "--valid",
+                str(paths["valid"]),
+                "--test",
+                str(paths["test"]),
+                "--out",
+                str(out),
+                "--epochs",
+                "1",
+                "eval.ks=10,5",
+                *FAST,
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--run", str(out), "--baselines", ""]) == 0
+    assert _table_ks(capsys.readouterr().out) == [5, 10]
