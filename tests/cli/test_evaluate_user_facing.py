@@ -92,3 +92,21 @@ def test_the_runs_own_ks_are_reported_ascending_too(tmp_path, capsys):
     capsys.readouterr()
     assert main(["-q", "evaluate", "--run", str(out), "--baselines", ""]) == 0
     assert _table_ks(capsys.readouterr().out) == [5, 10]
+
+
+def test_evaluate_says_it_does_not_use_the_runs_index(tmp_path, capsys):
+    """With RUN/index built, `recommend` ranks through it, but `evaluate` ranked exactly without a word."""
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    out = tmp_path / "run"
+    train = ["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test", str(paths["test"])]
+    assert main([*train, "--out", str(out), "--epochs", "1", *FAST]) == 0
+    evaluate = ["-q", "evaluate", "--run", str(out), "--baselines", "", "--ks", "5"]
+    capsys.readouterr()
+    assert main(evaluate) == 0
+    assert "not used" not in capsys.readouterr().err  # no index: nothing to say
+    assert main(["-q", "index", "build", "--run", str(out), "--index", "flat", "--threads", "1"]) == 0
+    capsys.readouterr()
+    assert main(evaluate) == 0
+    assert (
+        f"evaluation ranks exactly over the full catalogue; the index in {out / 'index'} is not used" in capsys.readouterr().err
+    )

@@ -113,6 +113,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
     refuse_missing_inputs(inputs)
     run = TrainedRun.load(args.run)
+    _say_index_unused(run)
     _warn_ease_limits_unused(args, baselines if baselines is not None else tuple(run.config.eval.baselines))
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
@@ -141,6 +142,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          f"{held_out} (full catalogue), run {args.run}{source}",
                          protocol_text(history_from, args.split))
     return 0
+
+
+def _say_index_unused(run) -> None:  # noqa: ANN001 - TrainedRun
+    """One line on stderr when the run has a built index: `recommend` and `serve` rank through it, `evaluate`
+    ranks exactly over the full catalogue, which it did without a word (its table measures the model, not the
+    index; the index's recall against exact search is in its tune.json)."""
+    from twotower.pipeline.recommend import run_index_dir
+
+    index_dir = run_index_dir(run.dir)
+    if index_dir is not None:
+        print(f"evaluation ranks exactly over the full catalogue; the index in {index_dir} is not used (its recall "
+              f"against exact search is in {index_dir / 'tune.json'})", file=sys.stderr)
 
 
 def _warn_ease_limits_unused(args: argparse.Namespace, baselines: tuple[str, ...]) -> None:
