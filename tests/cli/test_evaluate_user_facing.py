@@ -110,3 +110,16 @@ def test_evaluate_says_it_does_not_use_the_runs_index(tmp_path, capsys):
     assert (
         f"evaluation ranks exactly over the full catalogue; the index in {out / 'index'} is not used" in capsys.readouterr().err
     )
+
+
+def test_the_csv_record_names_the_tuned_baselines_file_only_when_a_row_came_from_it(run_dir, tmp_path):
+    """`--baselines popularity --csv` recorded RUN/tuned_baselines.json (left by an earlier evaluation) as the
+    file the λ and k came from, though no row was tuned."""
+    csv = tmp_path / "e.csv"
+    base = ["-q", "evaluate", "--run", str(run_dir), "--ks", "5", "--csv", str(csv)]
+    assert main([*base, "--baselines", "itemknn"]) == 0
+    tuned = json.loads((tmp_path / "e.csv.json").read_text())["tuned_baselines"]
+    assert tuned["path"] == str((run_dir / "tuned_baselines.json").resolve()) and tuned["sha256"]
+    assert main([*base, "--baselines", "popularity"]) == 0
+    assert (run_dir / "tuned_baselines.json").is_file()
+    assert json.loads((tmp_path / "e.csv.json").read_text())["tuned_baselines"] is None

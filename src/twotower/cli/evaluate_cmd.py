@@ -186,15 +186,21 @@ def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, .
     ``baselines`` None are the run's own (``eval.ks`` / ``eval.baselines``), recorded resolved."""
     from twotower.cli.provenance import evaluate_record, write_csv_and_record
 
+    from twotower.pipeline.artifacts import run_part_file
+
     ks = tuple(sorted(ks if ks is not None else run.config.eval.ks))
     baselines = tuple(baselines if baselines is not None else run.config.eval.baselines)
+    # the rows whose λ / k were tuned on valid (and kept in tuned_baselines.json): EASE's and ItemKNN's, when the
+    # run has a valid split; `--baselines popularity` recorded the file all the same, as if it had fed a row
+    tuned_rows = run_part_file(run.dir, "valid") is not None and any(
+        str(r.get("model", "")).split(" ", 1)[0] in ("ease", "itemknn") for r in rows)
 
     def write_rows(write) -> int:  # noqa: ANN001 - the record writer's text sink
         write(rows_to_csv(rows))
         return len(rows)
 
     write_csv_and_record(args.csv, write_rows, lambda n, digest: evaluate_record(
-        args, run, ks=ks, baselines=baselines, n_rows=n, csv_sha256=digest))
+        args, run, ks=ks, baselines=baselines, n_rows=n, csv_sha256=digest, tuned_rows=tuned_rows))
     return str(args.csv)
 
 

@@ -154,10 +154,12 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
 
 
 def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], baselines: Sequence[str], n_rows: int,
-                    csv_sha256: str) -> dict[str, Any]:
+                    csv_sha256: str, tuned_rows: bool) -> dict[str, Any]:
     """The record of one ``evaluate --csv FILE``: the run, the held-out split (or ``--test`` file) and the
     ``--history-from`` files with their sha256, the resolved ``ks`` and ``baselines``, and the tuned baselines' file
-    the λ and k came from. Two evaluation CSVs otherwise said nothing of the run, split or cut-offs behind them."""
+    the λ and k came from, None unless ``tuned_rows`` (a row of EASE or ItemKNN tuned on the valid split: with
+    ``--baselines popularity``, or no valid split, the file fed no row, though it may sit in the run).
+    Two evaluation CSVs otherwise said nothing of the run, split or cut-offs behind them."""
     from twotower.cli.main import _version
     from twotower.pipeline.tuned_baselines import TUNED_FILE
 
@@ -174,7 +176,7 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
         "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
         "ks": list(ks),
         "baselines": list(baselines),
-        "tuned_baselines": file_entry(tuned) if tuned.is_file() else None,
+        "tuned_baselines": file_entry(tuned) if tuned_rows and tuned.is_file() else None,
         "ease_max_items": args.ease_max_items,
         "ease_low_rank_max_items": getattr(args, "ease_low_rank_max_items", None),
     }
