@@ -123,3 +123,32 @@ def test_the_csv_record_names_the_tuned_baselines_file_only_when_a_row_came_from
     assert main([*base, "--baselines", "popularity"]) == 0
     assert (run_dir / "tuned_baselines.json").is_file()
     assert json.loads((tmp_path / "e.csv.json").read_text())["tuned_baselines"] is None
+
+
+def test_counts_of_one_take_the_singular(run_dir, tmp_path, capsys, caplog):
+    """`--baselines ''` printed "wrote 1 rows" and "of 1 models"; a one-row --test file of an unknown user said
+    "1 users never seen in training" and "none of its 1 rows (1 users)"."""
+    csv, png = tmp_path / "e.csv", tmp_path / "e.png"
+    assert (
+        main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv", str(csv), "--plot", str(png)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert f"wrote 1 row to {csv}" in err and f"wrote Recall@k of 1 model to {png}" in err
+    one = tmp_path / "one.csv"
+    one.write_text("user_id,item_id,timestamp,rating\nnobody,i1,1,5\n")
+    assert main(["evaluate", "--run", str(run_dir), "--test", str(one), "--baselines", ""]) == 2
+    assert "none of its 1 row (1 user) names a user and an item" in capsys.readouterr().err
+    assert "dropped 1 of 1 rows: 1 user never seen in training" in caplog.text
+
+
+def test_the_users_line_counts_one_user_in_the_singular():
+    from twotower.cli.evaluate_cmd import users_line
+
+    assert users_line([{"users_held_out": 1, "users_evaluated": 1}]) == "users: the 1 held-out user evaluated"
+    assert users_line([{"users_held_out": 2, "users_evaluated": 1}]).startswith(
+        "users: 1 of 2 held-out users evaluated; the other 1 is skipped, not counted as misses"
+    )
+    assert users_line([{"users_held_out": 5, "users_evaluated": 2}]).startswith(
+        "users: 2 of 5 held-out users evaluated; the other 3 are skipped"
+    )

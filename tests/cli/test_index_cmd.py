@@ -370,7 +370,7 @@ def test_an_nprobe_above_the_lists_is_refused_in_the_flag_s_name(run_dir, tmp_pa
     out = tmp_path / "idx"
     assert main(["index", "build", "--run", str(run_dir), "--index", "ivf", "--nprobe", "100", "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "error: --nprobe 100 is more than the 1 lists of IVF1,Flat over 60 vectors; --nprobe 1 already searches "
+        "error: --nprobe 100 is more than the 1 list of IVF1,Flat over 60 vectors; --nprobe 1 already searches "
         "every list")
     assert not out.exists()
 

@@ -11,6 +11,7 @@ from twotower.cli.flags import _threads, refuse_missing_inputs
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
 from twotower.cli.provenance import record_path
 from twotower.errors import ConfigError
+from twotower.utils.wording import plural
 
 __all__ = ["cmd_evaluate", "print_eval_table", "users_line", "rows_to_csv"]
 
@@ -47,8 +48,10 @@ def users_line(rows: list[dict]) -> str | None:
     if held is None or done is None:
         return None
     if done >= held:
-        return f"users: all {held:,} held-out users evaluated"
-    return (f"users: {done:,} of {held:,} held-out users evaluated; the other {held - done:,} are skipped, not counted as "
+        return f"users: all {held:,} held-out users evaluated" if held != 1 else "users: the 1 held-out user evaluated"
+    skipped = held - done  # "the other 1 are skipped" read wrong
+    return (f"users: {done:,} of {plural(held, 'held-out user')} evaluated; the other {skipped:,} "
+            f"{'is' if skipped == 1 else 'are'} skipped, not counted as "
             f"misses: their held-out items (or they) never occur in train, so no model here can rank them (as misses, "
             f"every per-user figure would scale by {done / held:.4f}; Coverage and MeanPop would not)")
 
@@ -123,14 +126,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     held_out = f"{args.split} {test_file}" if test_file else args.split
     if csv_out is not None:
         where = _write_csv(args, run, rows, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(rows))
-        print(f"wrote {len(rows)} rows to {where}", file=sys.stderr)
+        print(f"wrote {plural(len(rows), 'row')} to {where}", file=sys.stderr)
     if plot_out is not None:
         from twotower.evaluation.plots import plot_recall_at_k
 
         metric = args.plot_metric
         plot_recall_at_k({r["model"]: r for r in rows}, plot_out, metric,
                          title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
-        print(f"wrote {metric}@k of {len(rows)} models to {plot_out}", file=sys.stderr)
+        print(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}", file=sys.stderr)
     if csv_out == STDOUT:  # stdout holds the CSV alone
         return 0
     if args.json:

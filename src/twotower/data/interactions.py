@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from twotower.data.vocab import Vocabulary
 from twotower.errors import DataError
+from twotower.utils.wording import plural
 
 __all__ = ["EncodedInteractions", "encode_interactions", "to_csr", "Histories"]
 
@@ -94,7 +95,7 @@ def encode_interactions(
         "unknown_item_examples": [str(x) for x in unknown_i[:_EXAMPLES]],
     }
     if report["rows_dropped"]:
-        what = [f"{report[f'unknown_{k}s']} {k}s never seen in training, e.g. {report[f'unknown_{k}_examples']}"
+        what = [f"{plural(report[f'unknown_{k}s'], k)} never seen in training, e.g. {report[f'unknown_{k}_examples']}"
                 for k in ("user", "item") if report[f"unknown_{k}s"]]
         log.log(logging.DEBUG if quiet else logging.WARNING,
                 "%s: dropped %d of %d rows: %s (cold ids: counted, not remapped)",

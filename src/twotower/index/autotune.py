@@ -56,6 +56,7 @@ from twotower.index.base import VectorIndex, check_ids, check_queries, check_vec
 from twotower.index.exact import ExactIndex
 from twotower.index.faiss_index import SHORTCUTS, FaissIndex, factory_knobs
 from twotower.results import PAD_ID, Results
+from twotower.utils.wording import plural
 
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
@@ -384,8 +385,8 @@ def autotune(
     n, dim = vectors.shape
     if params is not None:
         params = check_pin(index, dict(params), n, dim)
-    log.info("autotune: %d vectors of dim %d, %d queries, k=%d, target recall %.3f, candidates %s",
-             n, dim, queries.shape[0], k, target_recall, names)
+    log.info("autotune: %d vectors of dim %d, %s, k=%d, target recall %.3f, candidates %s",
+             n, dim, plural(queries.shape[0], "query", "queries"), k, target_recall, names)
 
     gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
     k_eff = min(k, n)
@@ -497,7 +498,7 @@ def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, 
             raise ConfigError(f"{name} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
                               f"got {value!r}")
         if name == "nprobe" and nlist is not None and value > nlist:
-            raise ConfigError(f"nprobe {value} is more than the {nlist} lists of {factory} over {n:,} vectors; "
+            raise ConfigError(f"nprobe {value} is more than the {plural(nlist, 'list')} of {factory} over {n:,} vectors; "
                               f"nprobe {nlist} already searches every list")
     return {name: float(v) if name == "k_factor" else int(v) for name, v in params.items()}
 

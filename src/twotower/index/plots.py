@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twotower.utils.atomic import atomic_path
+from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -56,7 +57,7 @@ def recall_qps_figure(report: "TuneReport") -> "Figure":
     ax.set_xlabel(f"recall@{report.k} against exact search")
     ax.set_ylabel("queries / second (batched, log scale)")
     ax.set_yscale("log")
-    ax.set_title(f"index settings tried: {report.n:,} vectors, dim {report.dim}, {report.n_queries} queries")
+    ax.set_title(f"index settings tried: {report.n:,} vectors, dim {report.dim}, {plural(report.n_queries, 'query', 'queries')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()

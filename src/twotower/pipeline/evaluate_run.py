@@ -20,6 +20,7 @@ from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, is_kept, tuning_key
+from twotower.utils.wording import plural
 
 __all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer"]
 
@@ -187,15 +188,17 @@ def evaluate_run(
         raise FileNotFoundError(f"run {run.dir} has no {split} split ({run.dir / 'data' / f'{split}.csv'}): {hint}")
     if relevant.nnz == 0:  # every model then scored 0 users: a table and metrics.json of NaN
         source = test_file if test_file is not None else run.dir / "data" / f"{split}.csv"
-        raise DataError(f"none of its {m.report[split]['rows_in']} rows ({m.report[split]['users_in']} users) names a "
+        raise DataError(f"none of its {plural(m.report[split]['rows_in'], 'row')} "
+                        f"({plural(m.report[split]['users_in'], 'user')}) names a "
                         f"user and an item the run was trained on, so there is nothing to score; the run's ids are in "
                         f"{run.dir / 'vocab'}", file=str(source))
     rep = m.report[split]
     if rep["rows_dropped"] and test_file is None:  # read quietly above (a --test file's drops are warned about as read)
         # told when the run was trained, but not by this table: its figures leave those held-out pairs out
-        log.warning("%d of %d %s rows name a user or item the run was not trained on (%d users, %d items never seen "
-                    "in training): those pairs are left out of every figure, not counted as misses",
-                    rep["rows_dropped"], rep["rows_in"], split, rep["unknown_users"], rep["unknown_items"])
+        log.warning("%d of %d %s rows %s a user or item the run was not trained on (%s, %s never seen in training): "
+                    "those pairs are left out of every figure, not counted as misses", rep["rows_dropped"],
+                    rep["rows_in"], split, "names" if rep["rows_dropped"] == 1 else "name",
+                    plural(rep["unknown_users"], "user"), plural(rep["unknown_items"], "item"))
     exclude = m.train
     if split == "test" and m.valid is not None:
         exclude = (m.train + m.valid).tocsr()

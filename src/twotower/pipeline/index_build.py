@@ -24,6 +24,7 @@ from twotower.index.storage import is_index_dir
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.output_folders import check_artefact_dir, run_writer
 from twotower.utils.runtime import set_threads
+from twotower.utils.wording import plural
 
 __all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_rows", "missed_target_advice"]
 
@@ -156,7 +157,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
     fp = run.fingerprint()
     query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)
     queries = run.user_vectors(query_rows).astype(np.float32)  # [Q, D]
-    say(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {len(query_rows)} user queries, "
+    say(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {plural(len(query_rows), 'user query', 'user queries')}, "
         f"k={policy.k}, target recall {policy.target_recall:g}")
     if spec.strip().lower() == "exact":
         t0 = time.perf_counter()

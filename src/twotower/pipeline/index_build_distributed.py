@@ -12,6 +12,7 @@ from twotower.errors import ConfigError
 from twotower.index import IndexPolicy, tune_index
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.index_build import TUNE_JSON, BuiltIndex, sample_query_rows
+from twotower.utils.wording import plural
 
 __all__ = ["build_distributed"]
 
@@ -73,7 +74,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
             build_s = time.perf_counter() - t0
             query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)  # at most the users with a history
             say(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
-                f"measuring it against exact search on {len(query_rows)} user queries")
+                f"measuring it against exact search on {plural(len(query_rows), 'user query', 'user queries')}")
             queries = run.user_vectors(query_rows).astype(np.float32)
             report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
                                 build_s=build_s, params=None if nprobe is None else {"nprobe": nprobe}, advice=advice)

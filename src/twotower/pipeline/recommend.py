@@ -29,6 +29,7 @@ from twotower.pipeline.artifacts import TrainedRun, check_finite_user, check_loa
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
+from twotower.utils.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,10 @@ def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str
     chosen = (tune or {}).get("chosen") or {}
     if tune is None or tune.get("met_target", True) or "recall" not in chosen:
         return None
+    n_queries = tune.get("n_queries")
+    queries = plural(n_queries, "query", "queries") if isinstance(n_queries, int) else f"{n_queries} queries"
     return (f"the index in {index_dir} ({chosen.get('factory')} {chosen.get('params')}) measured recall@{tune.get('k')} "
-            f"{chosen['recall']:.4f} on {tune.get('n_queries')} queries when built, below its target "
+            f"{chosen['recall']:.4f} on {queries} when built, below its target "
             f"{tune.get('target_recall')}")
 
 
