@@ -456,7 +456,7 @@ def test_a_distributed_build_refuses_an_nprobe_above_its_lists_before_building(r
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.index_build_distributed import build_distributed
 
-    with pytest.raises(ConfigError, match=r"^nprobe 100 is more than the 8 lists of IVF8,Flat over 60 vectors"):
+    with pytest.raises(ConfigError, match=r"^params\['nprobe'\] 100 is more than the 8 lists of IVF8,Flat over 60 vectors"):
         build_distributed(TrainedRun.load(run_dir), "IVF8,Flat", tmp_path / "idx", IndexPolicy(), None,
                           {"nprobe": 100}, print)
     assert not (tmp_path / "idx").exists()

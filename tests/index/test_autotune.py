@@ -337,11 +337,11 @@ def test_a_pinned_setting_is_measured_as_given_and_recorded(tune_data):
 def test_a_pin_that_cannot_apply_is_refused_before_the_index_is_built(tune_data, monkeypatch):
     x, ids, tune_q, _ = tune_data
     monkeypatch.setattr(FaissIndex, "build", lambda *a: pytest.fail("built before the pin was checked"))
-    with pytest.raises(ConfigError, match=r"^'hnsw' \(HNSW32\) has no nprobe to pin; its search knobs: efSearch$"):
+    with pytest.raises(ConfigError, match=r"^params\['nprobe'\]: 'hnsw' \(HNSW32\) has no nprobe to pin; its search knobs: efSearch$"):
         autotune(x, ids, tune_q, index="hnsw", params={"nprobe": 4})
-    with pytest.raises(ConfigError, match=r"^nprobe 500 is more than the 102 lists of IVF102,Flat over 4,000 vectors"):
+    with pytest.raises(ConfigError, match=r"^params\['nprobe'\] 500 is more than the 102 lists of IVF102,Flat over 4,000 vectors"):
         autotune(x, ids, tune_q, index="ivf", params={"nprobe": 500})
-    with pytest.raises(ConfigError, match=r"^efSearch must be an integer >= 1, got 0$"):
+    with pytest.raises(ConfigError, match=r"^params\['efSearch'\] must be an integer >= 1, got 0$"):
         autotune(x, ids, tune_q, index="hnsw", params={"efSearch": 0})
     with pytest.raises(ConfigError, match="params pins the setting of one index type"):
         autotune(x, ids, tune_q, params={"nprobe": 4})

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import os
 import json
-import re
 from pathlib import Path
 
 from twotower.errors import ConfigError, IntegrityError
@@ -171,9 +170,8 @@ def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
     knob = next(iter(pin or {}), None)
     if knob is None:
         return msg
-    if f"has no {knob} to pin" in msg:
-        return f"{_FLAGS[knob]}: {msg}"
-    return re.sub(rf"\b{knob} (?=\d)", f"{_FLAGS[knob]} ", msg) if msg.startswith(f"{knob} ") else msg
+    key = f"params[{knob!r}]"  # the library's name for the entry (check_pin)
+    return msg.replace(key, _FLAGS[knob]) if msg.startswith(key) else msg
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:

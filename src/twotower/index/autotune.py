@@ -484,22 +484,36 @@ def tune_index(
                    pinned=params is not None, seed=policy.seed, advice=advice)
 
 
+#: the largest nprobe / efSearch FAISS can hold (a C int): 2**31 was stored as -2**31 without a word
+_FAISS_INT_MAX = 2**31 - 1
+
+
 def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
     """``params`` if ``spec``'s index has those knobs and the values fit it; ConfigError before any build."""
     factory, knobs, nlist = factory_knobs(spec, n, dim)
     if not params:
         raise ConfigError(f"params is empty; name a setting of {factory} to pin: one of {list(knobs) or 'none'}")
     for name, value in params.items():
+        # each error names the entry as the caller wrote it (params['efSearch']), as the CLI names its flag: an
+        # infinite efSearch was Python's OverflowError, efSearch 2**31 was stored by FAISS as -2**31, and a huge
+        # k_factor failed inside FAISS's search ("'k_base >= k' failed", or std::bad_alloc)
+        key = f"params[{name!r}]"
         if name not in knobs:
-            raise ConfigError(f"{spec!r} ({factory}) has no {name} to pin; its search knobs: "
+            raise ConfigError(f"{key}: {spec!r} ({factory}) has no {name} to pin; its search knobs: "
                               f"{', '.join(knobs) or 'none (it has a single setting)'}")
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 1 \
-                or (name != "k_factor" and value != int(value)):
-            raise ConfigError(f"{name} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 1 \
+                or not math.isfinite(value) or (name != "k_factor" and value != int(value)):
+            raise ConfigError(f"{key} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
                               f"got {value!r}")
+        if name != "k_factor" and value > _FAISS_INT_MAX:
+            raise ConfigError(f"{key} must be at most {_FAISS_INT_MAX:,} (FAISS holds it in a 32-bit integer), "
+                              f"got {value!r}")
+        if name == "k_factor" and value > n:
+            raise ConfigError(f"{key} {value!r} is more than the {n:,} vectors the index holds (its refine stage "
+                              f"re-scores k x k_factor candidates); {key} must be at most {n:,}")
         if name == "nprobe" and nlist is not None and value > nlist:
-            raise ConfigError(f"nprobe {value} is more than the {plural(nlist, 'list')} of {factory} over {n:,} vectors; "
-                              f"nprobe {nlist} already searches every list")
+            raise ConfigError(f"{key} {value} is more than the {plural(nlist, 'list')} of {factory} over {n:,} "
+                              f"vectors; {key} {nlist} already searches every list")
     return {name: float(v) if name == "k_factor" else int(v) for name, v in params.items()}
 
 

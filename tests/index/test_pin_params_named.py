@@ -1,0 +1,40 @@
+"""A pinned setting's errors name the entry of ``params`` (``params['efSearch']``), as `twotower index build` names
+its flag, and values FAISS cannot hold are refused before anything is built."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.errors import ConfigError
+from twotower.index import autotune
+from twotower.index.faiss_index import FaissIndex
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((400, 16)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x, np.arange(400, dtype=np.int64), x[:20]
+
+
+@pytest.mark.parametrize(
+    ("index", "params", "said"),
+    [
+        # Python's OverflowError / ValueError from int() before
+        ("HNSW32", {"efSearch": float("inf")}, r"^params\['efSearch'\] must be an integer >= 1, got inf$"),
+        ("HNSW32", {"efSearch": float("nan")}, r"^params\['efSearch'\] must be an integer >= 1, got nan$"),
+        # FAISS stored it as -2147483648 and the build went on
+        ("HNSW32", {"efSearch": 2**31}, r"^params\['efSearch'\] must be at most 2,147,483,647 .*got 2147483648$"),
+        # FAISS's own "'k_base >= k' failed" (or std::bad_alloc) at the first search
+        ("IVF4,Flat,RFlat", {"k_factor": 1e12}, r"^params\['k_factor'\] 1000000000000.0 is more than the 400 vectors"),
+        ("HNSW32", {"nprobe": 4}, r"^params\['nprobe'\]: 'HNSW32' \(HNSW32\) has no nprobe to pin"),
+        ("IVF4,Flat", {"nprobe": 9}, r"^params\['nprobe'\] 9 is more than the 4 lists .*; params\['nprobe'\] 4 already"),
+    ],
+)
+def test_a_bad_pin_names_its_params_entry_before_the_build(data, monkeypatch, index, params, said):
+    x, ids, queries = data
+    monkeypatch.setattr(FaissIndex, "build", lambda *a: pytest.fail("built before the pin was checked"))
+    with pytest.raises(ConfigError, match=said):
+        autotune(x, ids, queries, index=index, params=params)
