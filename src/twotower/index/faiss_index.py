@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,25 @@ def _empty_index(spec: str, n: int, dim: int) -> tuple[str, Any]:
         raise _factory_error(spec, factory, e) from e
 
 
+def check_factory_parses(spec: str) -> None:
+    """Refuse, without any vectors, an index ``spec`` FAISS cannot parse at all (`HNSWxx`, `IVF8,Flatt`): such a
+    string was refused only once the run had loaded and the build began. FAISS's "could not parse" does not depend
+    on the dimension or the vector count (placeholders here); a string it parses but refuses at some dimension (a
+    PQ whose m must divide D) is left to the build, which knows D."""
+    if spec.strip().lower() in ("auto", "exact"):
+        return
+    n, dim = 100_000, 64
+    try:
+        _empty_index(spec, n, dim)
+    except ConfigError as e:
+        if "could not parse" not in str(e):
+            return
+        if resolve_factory(spec, n, dim) != spec.strip():  # a shortcut or {nlist}: its sizes are placeholders here
+            raise ConfigError(f"{e} (list count and PQ shape as sized for {n:,} vectors of dim {dim}, to check the "
+                              "string before any data is read; the build sizes them to the catalogue)") from None
+        raise
+
+
 def needs_training(spec: str, n: int, dim: int) -> tuple[str, bool]:
     """The FAISS factory ``spec`` resolves to for ``n`` vectors of ``dim``, and whether FAISS trains it (IVF lists,
     PQ / SQ codebooks): ``max_train`` caps a sample that only such an index draws."""
@@ -284,6 +304,7 @@ def _factory_error(spec: str, factory: str, err: Exception) -> ConfigError:
     import difflib
 
     reason = " ".join(str(err).split()).split("Error: ")[-1]  # drop FAISS's C++ location prefix
+    reason = re.sub(r"^Error in .*? at \S+:\d+: ", "", reason)  # the prefix of a FAISS_THROW_FMT without "Error: "
     # a typo of a shortcut (`--index hnws`) is the likely mistake: name the shortcut first
     near = difflib.get_close_matches(spec.strip().lower(), SHORTCUTS, n=1, cutoff=0.6)
     hint = f"did you mean {near[0]!r}? " if near else ""

@@ -19,7 +19,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
-from twotower.index.faiss_index import needs_training
+from twotower.index.faiss_index import check_factory_parses, needs_training
 from twotower.index.storage import is_index_dir
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.output_folders import check_artefact_dir, run_writer
@@ -106,6 +106,7 @@ def build_index(
         raise ConfigError(f"index must be auto, exact, flat, ivf, hnsw, ivfpq or a FAISS factory string, got {index!r}")
     if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1):
         raise ConfigError(f"max_train must be a positive integer, got {max_train!r}")
+    check_factory_parses(index)  # `HNSWxx` was refused only after the run loaded
     if params is not None and index.strip().lower() == "exact":
         raise ConfigError("params pins a setting of an approximate index; exact search has none")
     if max_train is not None and index.strip().lower() == "exact":  # it was dropped without a word
