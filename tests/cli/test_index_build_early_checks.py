@@ -25,3 +25,15 @@ def test_a_factory_string_valid_at_some_dimension_is_left_to_the_build(tmp_path,
     # PQ7 needs 7 to divide the dimension: not known before the run loads, so the run is read first
     assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", "PQ7"]) == 2
     assert "unknown run" in capsys.readouterr().err
+
+
+def test_an_nprobe_above_the_lists_a_factory_string_fixes_is_refused_before_the_run_loads(tmp_path, capsys):
+    # IVF8 has 8 lists whatever the run: `--nprobe 20` was refused only after the run had loaded
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", "IVF8,Flat", "--nprobe", "20"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --nprobe 20 is more than the 8 lists of IVF8,Flat; --nprobe 8 already searches every list"
+    )
+    # IVF{nlist} and the ivf shortcut size the lists to the run: left to the check after the load
+    for spec in ("IVF{nlist},Flat", "ivf"):
+        assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec, "--nprobe", "20"]) == 2
+        assert "unknown run" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from twotower.errors import ConfigError, IntegrityError
+from twotower.utils.wording import plural
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 
@@ -141,12 +142,14 @@ def _pin(args: argparse.Namespace) -> dict[str, int] | None:
                           "one process")
     pin = {"nprobe": nprobe} if nprobe is not None else {"efSearch": ef_search}
     if spec not in ("ivf", "ivfpq", "hnsw"):  # a factory string: `--index HNSW32 --nprobe 4` failed after the load
-        _has_knob(args.index.strip(), next(iter(pin)))
+        _has_knob(args.index.strip(), next(iter(pin)), nprobe)
     return pin
 
 
-def _has_knob(spec: str, knob: str) -> None:
-    """Refuse a pin of ``knob`` that the factory string ``spec`` has no knob for, before the run loads.
+def _has_knob(spec: str, knob: str, nprobe: int | None = None) -> None:
+    """Refuse a pin of ``knob`` that the factory string ``spec`` has no knob for, before the run loads; and an
+    ``nprobe`` above the IVF list count the string fixes (`IVF8,Flat`, not `IVF{nlist},Flat`, whose count is the
+    run's), which was refused only after the load.
 
     Left to the check after the load where FAISS takes ``spec`` at none of the placeholder dims (a typo, an unusual
     PQ split): that check reads the run's own N and D, and its error also names the flag."""
@@ -154,13 +157,18 @@ def _has_knob(spec: str, knob: str) -> None:
 
     for dim in _PROBE_DIMS:
         try:
-            _, knobs, _ = factory_knobs(spec, _PROBE_N, dim)
+            factory, knobs, nlist = factory_knobs(spec, _PROBE_N, dim)
         except ConfigError:
             continue
         if knob not in knobs:
             named = ", ".join(f"{k} ({_FLAGS[k]})" if k in _FLAGS else k for k in knobs)
             raise ConfigError(f"{_FLAGS[knob]}: --index {spec} has no {knob} to pin; its search knobs: "
                               f"{named or 'none (it has a single setting)'}")
+        # the count is the string's own when another catalogue size gives the same (it is not sized to N)
+        if nprobe is not None and nlist is not None and nprobe > nlist \
+                and factory_knobs(spec, 10 * _PROBE_N, dim)[2] == nlist:
+            raise ConfigError(f"--nprobe {nprobe} is more than the {plural(nlist, 'list')} of {factory}; "
+                              f"--nprobe {nlist} already searches every list")
         return
 
 
