@@ -37,3 +37,25 @@ def test_an_nprobe_above_the_lists_a_factory_string_fixes_is_refused_before_the_
     for spec in ("IVF{nlist},Flat", "ivf"):
         assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec, "--nprobe", "20"]) == 2
         assert "unknown run" in capsys.readouterr().err
+
+
+def test_max_train_help_reads_its_torchrun_default_from_the_index_policy(monkeypatch):
+    """The help said "100,000 under torchrun" in its own words, apart from the value the build used."""
+    import argparse
+    import dataclasses
+    import importlib
+
+    from twotower.cli import index_cmd
+
+    autotune = importlib.import_module("twotower.index.autotune")  # the module, not the function of that name
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Policy(autotune.IndexPolicy):
+        distributed_max_train: int = 54_321
+
+    monkeypatch.setattr(autotune, "IndexPolicy", Policy)
+    parser = argparse.ArgumentParser()
+    index_cmd.register(parser.add_subparsers())
+    build = parser._subparsers._group_actions[0].choices["index"]._subparsers._group_actions[0].choices["build"]
+    (action,) = [a for a in build._actions if "--max-train" in a.option_strings]
+    assert "54,321 under torchrun" in action.help

@@ -44,8 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--k", type=int, default=pol.k, help="k of the recall target (default %(default)s)")
     b.add_argument("--queries", type=int, default=pol.tune_queries,
                    help="user vectors sampled as tuning queries (default %(default)s)")
-    b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors (default: every vector in one process, 100,000 "
-                   "under torchrun), raised to FAISS's 39 per IVF list or PQ centroid")
+    b.add_argument("--max-train", type=int, default=None, help="cap on FAISS training vectors (default: every vector in "
+                   f"one process, {pol.distributed_max_train:,} under torchrun), raised to FAISS's 39 per IVF list or "
+                   "PQ centroid")
     b.add_argument("--seed", type=int, default=pol.seed,
                    help="seed of the query sample, the training sample and FAISS's k-means / HNSW draws "
                         "(default %(default)s)")

@@ -100,6 +100,8 @@ class IndexPolicy:
     candidate replaces an earlier one only when its batched QPS is more than
     this fraction higher (0.1: 10%), so a near tie does not flip between two
     builds on timing noise.
+    ``distributed_max_train``: the cap on FAISS's training sample of an index built across ranks under torchrun
+    when ``max_train`` is not given (one process trains on every vector unless capped).
     """
 
     target_recall: float = 0.95
@@ -110,6 +112,7 @@ class IndexPolicy:
     latency_queries: int = 200
     log_every_s: float | None = None
     kind_margin: float = 0.1
+    distributed_max_train: int = 100_000
 
     def __post_init__(self) -> None:
         if isinstance(self.kind_margin, bool) or not isinstance(self.kind_margin, (int, float)) \
@@ -126,7 +129,7 @@ class IndexPolicy:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             # numpy's generators take no negative seed ("expected non-negative integer", a traceback)
             raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
-        for name in ("k", "tune_queries"):
+        for name in ("k", "tune_queries", "distributed_max_train"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")

@@ -62,7 +62,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
         @torch.no_grad()
         def sample() -> np.ndarray:
             dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
-            m = training_sample_size(spec, n, dim, max_train or 100_000)
+            m = training_sample_size(spec, n, dim, max_train if max_train is not None else policy.distributed_max_train)
             rows = np.sort(np.random.default_rng(policy.seed).choice(n, m, replace=False))
             return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
 
