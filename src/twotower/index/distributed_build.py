@@ -193,11 +193,11 @@ def merge_to_main(index: Any, ids: np.ndarray, group: dist.ProcessGroup | None =
 
 
 def wrap_index(index: Any, ids: np.ndarray, factory: str, resolved: str, build_params: dict[str, Any],
-               *, seed: int = 0) -> FaissIndex:
+               *, seed: int = 0, max_train: int | None = None) -> FaissIndex:
     """A :class:`FaissIndex` around an already built FAISS ``index`` holding ``ids``, trained with ``seed``."""
     # FaissIndex has no public constructor from a built FAISS index yet; these are the
     # fields its own build() fills (see the report to the index owner). The seed goes to meta.json's config.
-    out = FaissIndex(factory, seed=seed)
+    out = FaissIndex(factory, seed=seed, max_train=max_train)
     out._index = index
     out._ids = np.asarray(ids, dtype=np.int64)
     out.factory = resolved
@@ -216,6 +216,7 @@ def build_index_distributed(
     model_fingerprint: str | None = None,
     group: dist.ProcessGroup | None = None,
     seed: int = 0,
+    max_train: int | None = None,
 ) -> FaissIndex | None:
     """Train once on rank 0, add shards on every rank, merge and save on rank 0.
 
@@ -226,7 +227,8 @@ def build_index_distributed(
     k-means on rank 0 (as ``FaissIndex(seed=...)``); ``nprobe`` is set on the
     result; ``out_dir`` is written on rank 0 with ``model_fingerprint``.
     Returns the merged :class:`FaissIndex` on rank 0 and None on other ranks,
-    after a barrier (the saved index exists when any rank returns).
+    after a barrier (the saved index exists when any rank returns). ``max_train``: the cap the training sample
+    was drawn under, recorded in ``meta.json`` as a one-process build records its own (it caps nothing here).
     """
     rank, world = distributed_world(group)
     if world > 1:
@@ -259,8 +261,9 @@ def build_index_distributed(
             "world_size": world,
             "distributed": True,
             "seed": int(seed),
+            "max_train": max_train,  # as FaissIndex.build records it: the torchrun meta.json lacked it
         }
-        result = wrap_index(merged[0], merged[1], factory, str(resolved), params, seed=seed)
+        result = wrap_index(merged[0], merged[1], factory, str(resolved), params, seed=seed, max_train=max_train)
         if nprobe is not None:
             result.set_search_params(nprobe=nprobe)
         if out_dir is not None:

@@ -59,16 +59,18 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
                 rows = torch.arange(s, min(s + chunk, stop))
                 yield rows.numpy().astype(np.int64), run.model.item_tower(rows).numpy().astype(np.float32)
 
+        cap = max_train if max_train is not None else policy.distributed_max_train  # recorded in meta.json
+
         @torch.no_grad()
         def sample() -> np.ndarray:
             dim = int(run.model.item_tower(torch.zeros(1, dtype=torch.long)).shape[1])
-            m = training_sample_size(spec, n, dim, max_train if max_train is not None else policy.distributed_max_train)
+            m = training_sample_size(spec, n, dim, cap)
             rows = np.sort(np.random.default_rng(policy.seed).choice(n, m, replace=False))
             return run.model.item_tower(torch.as_tensor(rows)).numpy().astype(np.float32)
 
         t0 = time.perf_counter()
         index = build_index_distributed(vectors_fn, spec, sample, out, n_total=n, nprobe=nprobe,
-                                        model_fingerprint=fp, seed=policy.seed)
+                                        model_fingerprint=fp, seed=policy.seed, max_train=cap)
         built = None
         if tdist.is_main() and index is not None:
             build_s = time.perf_counter() - t0
