@@ -31,7 +31,8 @@ from twotower.search.finetune import (
 from twotower.search.fusion import FUSIONS, FusionChoice, fusion_from_config, rrf, score_interpolation, tune_fusion
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.pipeline import Hit, SearchIndex
-from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, train_cross_encoder
+from twotower.search.rerank import CrossEncoderReranker, RerankTrainConfig, RerankValidation, train_cross_encoder
+from twotower.search.validation import ValidationSet
 
 __all__ = [
     "BeirData", "Corpus", "TrainPair", "load_beir", "load_corpus", "load_pairs", "load_qrels", "load_queries",
@@ -43,4 +44,6 @@ __all__ = [
     "MiningConfig", "MiningReport", "mine_hard_negatives",
     "Hit", "SearchIndex",
     "CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder",
+    # the held-out queries finetune_bi_encoder(validation=) and train_cross_encoder(validation=) take
+    "ValidationSet", "RerankValidation",
 ]

@@ -46,6 +46,7 @@ class ValidationSet:
 
     @property
     def pairs(self) -> int:
+        """The (query, relevant row) judgements the set holds."""
         return int(sum(r.size for r in self.relevant))
 
 
