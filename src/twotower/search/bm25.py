@@ -3,6 +3,7 @@
 Saved layout of ``path/``: ``bm25s/`` (bm25s' own npy + JSON format) and
 ``meta.json`` (doc ids, tokenizer settings, parameters).
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,6 +25,51 @@ logger = logging.getLogger(__name__)
 
 _METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 
+#: the stop-word list names bm25s.tokenize reads (its _infer_stopwords); any other string was a ValueError at the
+#: first fit or search, long after the config was accepted
+STOPWORDS = (
+    "en",
+    "english",
+    "en_plus",
+    "english_plus",
+    "de",
+    "german",
+    "nl",
+    "dutch",
+    "fr",
+    "french",
+    "es",
+    "spanish",
+    "pt",
+    "portuguese",
+    "it",
+    "italian",
+    "ru",
+    "russian",
+    "sv",
+    "swedish",
+    "no",
+    "norwegian",
+    "zh",
+    "chinese",
+    "tr",
+    "turkish",
+    "ko",
+    "korean",
+    "da",
+    "danish",
+)
+
+
+def stemmer_languages() -> tuple[str, ...] | None:
+    """The Snowball stemmers PyStemmer offers (``Stemmer.algorithms()``), or None when it is not installed (then
+    a stemmer is refused when BM25 first tokenizes, naming the extra to install)."""
+    try:
+        import Stemmer  # noqa: PLC0415 - a small C extension, in the text extras
+    except ImportError:
+        return None
+    return tuple(Stemmer.algorithms())
+
 
 @dataclass(frozen=True, kw_only=True)
 class BM25Config:
@@ -43,6 +89,14 @@ class BM25Config:
             raise ConfigError(f"b must be in [0, 1], got {self.b}")
         if self.method not in _METHODS:
             raise ConfigError(f"method must be one of {', '.join(_METHODS)}; got {self.method!r}")
+        # checked here, not at the first fit: stemmer="klingon" was a KeyError from PyStemmer there
+        if self.stopwords is not None and self.stopwords not in STOPWORDS:
+            raise ConfigError(
+                f"stopwords must be one of {', '.join(STOPWORDS)} or None (keep every word); got {self.stopwords!r}"
+            )
+        languages = stemmer_languages() if self.stemmer is not None else None
+        if languages is not None and self.stemmer not in languages:
+            raise ConfigError(f"stemmer must be one of {', '.join(languages)} or None (no stemming); got {self.stemmer!r}")
 
 
 def _stemmer(name: str | None):
@@ -92,8 +146,13 @@ class BM25Retriever:
     def _tokenize(self, texts: Sequence[str], show_progress: bool = False):
         bm25s = _import_bm25s()
 
-        return bm25s.tokenize(list(texts), stopwords=self.config.stopwords, stemmer=_stemmer(self.config.stemmer),
-                              show_progress=show_progress, return_ids=False)
+        return bm25s.tokenize(
+            list(texts),
+            stopwords=self.config.stopwords,
+            stemmer=_stemmer(self.config.stemmer),
+            show_progress=show_progress,
+            return_ids=False,
+        )
 
     def fit(self, doc_texts: Sequence[str], doc_ids: Sequence[str]) -> "BM25Retriever":
         """Tokenize and index ``doc_texts`` (row ``i`` has id ``doc_ids[i]``); returns ``self``."""
@@ -108,9 +167,11 @@ class BM25Retriever:
         if not any(tokens):
             # bm25s.index fails on an empty vocabulary with "max() arg is an empty sequence", a traceback that names
             # neither the corpus nor what BM25 reads
-            raise DataError(f"none of the {len(doc_texts)} documents has a word BM25 indexes (words of 2 or more "
-                            f"letters or digits{', not stop words' if c.stopwords else ''}); BM25 and hybrid "
-                            "search cannot rank this corpus: use dense retrieval (--retriever dense)")
+            raise DataError(
+                f"none of the {len(doc_texts)} documents has a word BM25 indexes (words of 2 or more "
+                f"letters or digits{', not stop words' if c.stopwords else ''}); BM25 and hybrid "
+                "search cannot rank this corpus: use dense retrieval (--retriever dense)"
+            )
         self._bm25 = bm25s.BM25(k1=c.k1, b=c.b, method=c.method)
         self._bm25.index(_ids_and_vocab(tokens), show_progress=False)
         self.doc_ids = [str(d) for d in doc_ids]
@@ -148,8 +209,14 @@ class BM25Retriever:
         from twotower.utils.progress import RateLog  # noqa: PLC0415
 
         # periodic log lines when asked, as text encoding and reranking give, never a third-party bar
-        progress = RateLog(logger, "BM25 search", len(known), "queries",
-                           EncoderSettings.progress_seconds if show_progress else None, rate_unit="queries")
+        progress = RateLog(
+            logger,
+            "BM25 search",
+            len(known),
+            "queries",
+            EncoderSettings.progress_seconds if show_progress else None,
+            rate_unit="queries",
+        )
         for done, q in enumerate(known, start=1):
             s = np.asarray(self._bm25.get_scores(tokens[q]), dtype=np.float32)  # [N]
             kth = np.partition(s, s.size - kk)[s.size - kk]  # the k-th largest score
@@ -182,8 +249,9 @@ class BM25Retriever:
             raise ConfigError("nothing to save: call fit() first")
         with atomic_dir(path) as tmp:
             self._bm25.save(str(tmp / "bm25s"), show_progress=False)
-            atomic_write_json(tmp / "meta.json", {"format": 1, "kind": "bm25", "config": asdict(self.config),
-                                                  "doc_ids": self.doc_ids})
+            atomic_write_json(
+                tmp / "meta.json", {"format": 1, "kind": "bm25", "config": asdict(self.config), "doc_ids": self.doc_ids}
+            )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BM25Retriever":
@@ -205,4 +273,3 @@ class BM25Retriever:
         if self._bm25.scores["num_docs"] != len(self.doc_ids):
             raise IntegrityError(f"{path}: index has {self._bm25.scores['num_docs']} docs, meta.json {len(self.doc_ids)}")
         return self
-
