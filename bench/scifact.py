@@ -137,8 +137,8 @@ def main(argv=None) -> int:
 
     try:  # a wrong --data or --out, or --valid-frac outside (0, 1), is one line, not a traceback
         check_output_dir(args.out, "--out")
-        train = load_beir(args.data, "train")
-        test = load_beir(args.data, "test")
+        train = load_beir(args.data, "train", arg="--data")
+        test = load_beir(args.data, "test", arg="--data")
         train_qrels, valid_qrels = validation_split_by_group(train.qrels, args.valid_frac, args.seed)
     except TwoTowerError as e:
         raise SystemExit(f"error: {e}") from None

@@ -129,8 +129,8 @@ def test_object_or_list_ids_are_refused(tmp_path):
 def test_an_empty_beir_path_says_so_and_names_the_variable():
     """`--beir "$BEIR_DIR"` with BEIR_DIR unset must not search the current folder."""
     for empty in ("", "  "):
-        with pytest.raises(DataError, match=r"--beir/--data is empty.*BEIR_DIR"):
-            resolve_beir_dir(empty)
+        with pytest.raises(DataError, match=r"^--beir is empty.*BEIR_DIR"):
+            resolve_beir_dir(empty, arg="--beir")
 
 
 def _qrels(tmp_path, rows: str):

@@ -350,6 +350,7 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    _check_beir(args)
     _check_positive(args, "--rerank-top", "--max-length", "--query-max-length")
     _check_models(args)
     _check_cache(args)
@@ -447,7 +448,14 @@ def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
 def _corpus(beir: str):
     from twotower.search.beir import load_corpus, resolve_beir_dir
 
-    return load_corpus(resolve_beir_dir(beir) / "corpus.jsonl")
+    return load_corpus(resolve_beir_dir(beir, arg="--beir") / "corpus.jsonl")
+
+
+def _check_beir(args: argparse.Namespace) -> None:
+    """--beir holds a BEIR folder: said now, naming the flag (the library's own message names its argument)."""
+    from twotower.search.beir import resolve_beir_dir
+
+    resolve_beir_dir(args.beir, arg="--beir")
 
 
 def _fusion_choice(args: argparse.Namespace, *, warn: bool = True):  # noqa: ANN202 - FusionChoice
@@ -506,6 +514,7 @@ def cmd_search_index(args: argparse.Namespace) -> int:
 
     from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
 
+    _check_beir(args)
     _check_positive(args, "--max-length", "--query-max-length")
     _check_out(args, "search index", is_search_index)
     _check_cache(args)
@@ -611,7 +620,7 @@ def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
     from twotower.errors import DataError
     from twotower.search.beir import load_beir, resolve_beir_dir
 
-    data = load_beir(args.beir, args.split)
+    data = load_beir(args.beir, args.split, arg="--beir")
     qs, pos = [], []
     for qid in data.qrels:
         for d, rel in data.qrels[qid].items():
@@ -663,6 +672,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.finetune import FinetuneConfig
 
     # everything checked before any model is loaded or any negative mined
+    _check_beir(args)
     _check_out(args, "bi-encoder", is_bi_encoder)
     _check_cache(args)
     train_docs = args.train_doc_tower or args.shared
@@ -819,6 +829,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.rerank import RerankTrainConfig
 
     # everything checked before any model is loaded or any negative mined
+    _check_beir(args)
     _check_out(args, "cross-encoder", is_cross_encoder)
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
              "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac"}

@@ -73,17 +73,20 @@ class TrainPair:
     negative_ids: tuple[str, ...] = ()
 
 
-def resolve_beir_dir(path: str | os.PathLike[str]) -> Path:
-    """Accept the BEIR directory itself or a parent holding ``beir/``."""
+def resolve_beir_dir(path: str | os.PathLike[str], *, arg: str = "beir_dir") -> Path:
+    """Accept the BEIR directory itself or a parent holding ``beir/``.
+
+    ``arg``: what the messages call ``path``: the Python argument by default, the flag for a command (``--beir``);
+    a Python caller was told to "point --beir/--data at a BEIR directory"."""
     if not str(path).strip():  # `--beir "$BEIR_DIR"` (as the README writes it) with the variable unset
-        raise DataError("--beir/--data is empty; give the BEIR directory (corpus.jsonl, queries.jsonl, qrels/), "
-                        "e.g. set BEIR_DIR=/path/to/scifact/beir as the README does")
+        raise DataError(f"{arg} is empty; give the BEIR directory (corpus.jsonl, queries.jsonl, qrels/), e.g. set "
+                        "BEIR_DIR=/path/to/scifact/beir as the README does and pass it")
     p = Path(path)
     for cand in (p, p / "beir"):
         if (cand / "corpus.jsonl").is_file():
             return cand
     raise DataError(
-        f"no corpus.jsonl in {p} or {p / 'beir'}; point --beir/--data at a BEIR directory "
+        f"no corpus.jsonl in {p} or {p / 'beir'}; point {arg} at a BEIR directory "
         "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)",
         file=str(p),
     )
@@ -271,9 +274,10 @@ def _header_hint(header: list[str] | None) -> str:
     return ""
 
 
-def load_beir(beir_dir: str | os.PathLike[str], split: str = "test") -> BeirData:
-    """Corpus, the queries judged in ``qrels/{split}.tsv``, and those qrels."""
-    d = resolve_beir_dir(beir_dir)
+def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str = "beir_dir") -> BeirData:
+    """Corpus, the queries judged in ``qrels/{split}.tsv``, and those qrels. ``arg``: what a message about the folder
+    calls ``beir_dir`` (:func:`resolve_beir_dir`)."""
+    d = resolve_beir_dir(beir_dir, arg=arg)
     corpus = load_corpus(d / "corpus.jsonl")
     queries = load_queries(d / "queries.jsonl")
     qrels_path = d / "qrels" / f"{split}.tsv"
