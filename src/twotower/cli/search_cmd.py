@@ -618,15 +618,11 @@ def _train_pairs(args: argparse.Namespace, *, at_least: int = 1):
     """The split's (query, relevant document) pairs; fewer than ``at_least`` is refused now, naming the qrels file,
     not after the model is loaded and the corpus encoded (minutes) with an error about "0 queries and 0 rows"."""
     from twotower.errors import DataError
-    from twotower.search.beir import load_beir, resolve_beir_dir
+    from twotower.search.beir import load_beir, pairs_from_qrels, resolve_beir_dir
 
     data = load_beir(args.beir, args.split, arg="--beir")
-    qs, pos = [], []
-    for qid in data.qrels:
-        for d, rel in data.qrels[qid].items():
-            if rel > 0:
-                qs.append(data.queries[qid])
-                pos.append(data.corpus.row_of[d])
+    pairs = pairs_from_qrels(data.queries, data.qrels)  # the order a Python caller gets too
+    qs, pos = [p.query for p in pairs], [data.corpus.row_of[p.positive_id] for p in pairs]
     if len(qs) < at_least:
         raise DataError(f"{len(qs)} (query, relevant document) pair{'' if len(qs) == 1 else 's'} with a score > 0 in "
                         f"split {args.split!r}; training needs at least {at_least}"
