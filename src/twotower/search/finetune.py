@@ -175,7 +175,9 @@ def finetune_bi_encoder(
     ``validation``: held-out queries scored by dense NDCG@10 before training (epoch 0) and after each epoch; the best
     epoch's towers are saved (the starting ones, with a warning, when no epoch beat them) and training stops after
     ``config.patience`` epochs without a new best. ``None`` with ``config.valid_frac > 0``: that share of the
-    queries is held out here (:func:`~twotower.search.validation.hold_out`) and not trained on.
+    queries is held out here (:func:`~twotower.search.validation.hold_out`) and not trained on. Both at once are
+    refused, unless ``validation`` is the hold-out of that very share (``hold_out(..., config.valid_frac, ...)``,
+    as ``search train`` draws it): one of them would be ignored.
     """
     import torch  # noqa: PLC0415
 
@@ -186,6 +188,12 @@ def finetune_bi_encoder(
     from twotower.search.checks import check_query_texts  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
+    if validation is not None and cfg.valid_frac > 0 and validation.valid_frac != cfg.valid_frac:
+        # valid_frac was ignored without a word: the pairs it should have held out were trained on
+        raise ConfigError(
+            f"config.valid_frac={cfg.valid_frac:g} and validation= are both given, and only one can choose the "
+            f"held-out queries: pass validation= with config.valid_frac=0 to score your own set (all the pairs are "
+            f"trained on), or config.valid_frac without validation= to hold that share of the queries out here")
     t0 = time.perf_counter()
     queries = check_query_texts(queries)  # one string was trained on as one query per character
     pos = np.asarray(positive_rows, dtype=np.int64)

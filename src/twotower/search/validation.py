@@ -23,10 +23,12 @@ NDCG_K = 10
 
 @dataclass(frozen=True)
 class ValidationSet:
-    """Held-out queries (distinct texts) and, per query, the corpus rows judged relevant to it (int64)."""
+    """Held-out queries (distinct texts) and, per query, the corpus rows judged relevant to it (int64).
+    ``valid_frac``: the share of the training queries :func:`hold_out` held out to make it (None: built by hand)."""
 
     queries: list[str]
     relevant: list[np.ndarray]
+    valid_frac: float | None = None
 
     def __post_init__(self) -> None:
         # built by hand (finetune_bi_encoder(validation=...)), a mismatch failed after the model loaded as "relevant
@@ -72,7 +74,8 @@ def hold_out(queries: Sequence[str], positive_rows: Sequence[int], frac: float,
                           "relevant documents so that they form one group; train without validation") from None
     keep = np.asarray([i for i, q in enumerate(queries) if str(q) not in valid], dtype=np.int64)
     held = sorted(valid, key=list(by_query).index)  # in the order the pairs gave them
-    return keep, ValidationSet(held, [np.asarray(sorted(int(d) for d in valid[q]), dtype=np.int64) for q in held])
+    return keep, ValidationSet(held, [np.asarray(sorted(int(d) for d in valid[q]), dtype=np.int64) for q in held],
+                               valid_frac=frac)
 
 
 def ndcg10(ranked: np.ndarray, relevant: Sequence[np.ndarray]) -> float:
