@@ -19,6 +19,7 @@ from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError
 from twotower.results import Results
 from twotower.search.beir import Corpus, relevant_rows
+from twotower.text.encoder import EncoderSettings
 
 if TYPE_CHECKING:
     from twotower.search.fusion import FusionChoice
@@ -87,6 +88,9 @@ def search_evaluate(
     max_length: int | None = None,
     query_max_length: int | None = None,
     rerank_settings: "object | None" = None,
+    encoder_backend: str | None = None,
+    encoder_threads: int | None = EncoderSettings.threads,
+    threads: int | None = None,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -99,6 +103,10 @@ def search_evaluate(
     pieces the encoders read of a document / query; ``None``: the lengths ``model`` was fine-tuned with (its
     marker), else ``SearchConfig``'s (the reranker likewise reads its own training length). ``rerank_settings``:
     the cross-encoder's forward pass (a :class:`~twotower.text.encoder.RerankSettings`; None: its defaults).
+    ``encoder_backend`` / ``encoder_threads``: the bi-encoder's forward pass, as ``--encoder-backend`` /
+    ``--encoder-threads`` (:func:`~twotower.search.finetune.encoder_settings`: None reads
+    ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``').
+    ``threads``: torch's, FAISS's and the BLAS pools' thread count (``--threads``; None: left as they are).
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
@@ -125,6 +133,12 @@ def search_evaluate(
         # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
         raise ConfigError(f"rerank_top must be a positive integer, got {rerank_top!r}")
     choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
+    from twotower.search.finetune import encoder_settings  # noqa: PLC0415
+    from twotower.utils.runtime import set_threads  # noqa: PLC0415
+
+    # a bad backend or thread count is refused before any data is read
+    encoder_settings(model if retriever != "bm25" else None, encoder_backend, encoder_threads)
+    set_threads(threads)
     t0 = time.perf_counter()
     data = load_beir(beir_dir, split)
     qids = list(data.queries)
@@ -148,7 +162,8 @@ def search_evaluate(
         from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
         dense = load_dense_retriever(model, cache_dir=cache_dir, max_length=max_length,
-                                     query_max_length=query_max_length).fit(doc_texts)
+                                     query_max_length=query_max_length, encoder_backend=encoder_backend,
+                                     encoder_threads=encoder_threads).fit(doc_texts)
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
     if retriever == "hybrid":

@@ -53,6 +53,7 @@ __all__ = [
     "FinetuneConfig",
     "FinetuneResult",
     "base_towers",
+    "encoder_settings",
     "finetune_bi_encoder",
     "load_bi_encoder",
     "load_dense_retriever",
@@ -131,7 +132,23 @@ def _as_encoder(model, name: str, settings: EncoderSettings) -> TextEncoder:
                        settings=replace(settings, backend=backend))
 
 
-def base_towers(base: str | os.PathLike[str] | None) -> tuple[TextEncoder, TextEncoder, Path]:
+def encoder_settings(model: str | os.PathLike[str] | None, backend: str | None = None,
+                     threads: int | None = EncoderSettings.threads) -> EncoderSettings | None:
+    """The :class:`~twotower.text.EncoderSettings` the Python API's ``encoder_backend`` / ``encoder_threads`` name,
+    as ``--encoder-backend`` / ``--encoder-threads`` do: each one given wins; one not given is read as the commands
+    read it (``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else
+    ``EncoderSettings.backend``; ``TWOTOWER_ENCODER_THREADS``, else ``EncoderSettings.threads``). None when neither
+    is given: :func:`load_bi_encoder` resolves them so (and says which backend a fine-tuned model brings).
+    Checked now, before any data is read."""
+    if backend is None and threads is None:
+        return None
+    env = EncoderSettings.from_env(trained_backend(model))
+    return EncoderSettings(backend=env.backend if backend is None else backend,
+                           threads=env.threads if threads is None else threads)
+
+
+def base_towers(base: str | os.PathLike[str] | None,
+                settings: EncoderSettings | None = None) -> tuple[TextEncoder, TextEncoder, Path]:
     """``(query encoder, document encoder, document tower folder)`` that a fine-tuning from ``base`` starts with.
 
     ``base``: None (the packaged MiniLM), a sentence-transformers folder (both towers start from it), or a
@@ -140,9 +157,9 @@ def base_towers(base: str | os.PathLike[str] | None) -> tuple[TextEncoder, TextE
     as a plain base is.
     """
     if base is None or not is_bi_encoder(base):
-        enc = load_text_encoder(base)
+        enc = load_text_encoder(base, settings=settings)
         return enc, enc, Path(base) if base is not None else default_model_path()
-    q, d = load_bi_encoder(base, settings=EncoderSettings.from_env())
+    q, d = load_bi_encoder(base, settings=settings or EncoderSettings.from_env())
     doc_dir = Path(base) / "doc"
     return q, d, doc_dir if doc_dir.is_dir() else Path(base) / "query"
 
@@ -162,6 +179,9 @@ def finetune_bi_encoder(
     source: Mapping[str, Any] | None = None,
     mining_names: Mapping[str, str] | None = None,
     validation: ValidationSet | None = None,
+    encoder_backend: str | None = None,
+    encoder_threads: int | None = EncoderSettings.threads,
+    threads: int | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -178,16 +198,22 @@ def finetune_bi_encoder(
     queries is held out here (:func:`~twotower.search.validation.hold_out`) and not trained on. Both at once are
     refused, unless ``validation`` is the hold-out of that very share (``hold_out(..., config.valid_frac, ...)``,
     as ``search train`` draws it): one of them would be ignored.
+
+    ``encoder_backend`` / ``encoder_threads``: the towers' forward pass (``--encoder-backend`` /
+    ``--encoder-threads``; :func:`encoder_settings`: None reads ``TWOTOWER_ENCODER_BACKEND``, else
+    ``EncoderSettings.backend``; a model being trained runs on torch, or torch-bf16). ``threads``: torch's, FAISS's
+    and the BLAS pools' thread count (``--threads``; None: left as they are).
     """
     import torch  # noqa: PLC0415
 
     from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
-    from twotower.utils.runtime import seed_everything  # noqa: PLC0415
+    from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
     from twotower.search.checks import check_query_texts  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
+    settings = encoder_settings(base, encoder_backend, encoder_threads)
     if validation is not None and cfg.valid_frac > 0 and validation.valid_frac != cfg.valid_frac:
         # valid_frac was ignored without a word: the pairs it should have held out were trained on
         raise ConfigError(
@@ -215,8 +241,9 @@ def finetune_bi_encoder(
         held = f" once {validation.pairs} were held out for validation" if validation is not None else ""
         raise DataError(f"need at least 2 pairs for in-batch negatives; {len(queries)} left{held}")
     rng = seed_everything(cfg.seed)
+    set_threads(threads)
 
-    base_enc, doc_enc, doc_dir = base_towers(base)
+    base_enc, doc_enc, doc_dir = base_towers(base, settings)
     # recorded in the marker: how many documents the towers read only in part (cut at cfg.max_length)
     truncation = truncation_report(doc_enc, doc_texts, cfg.max_length, cache_dir=cache_dir)
     q_model = base_enc.model
@@ -507,10 +534,15 @@ def load_dense_retriever(
     cache_dir: str | os.PathLike[str] | None = None,
     max_length: int | None = None,
     query_max_length: int | None = None,
+    encoder_backend: str | None = None,
+    encoder_threads: int | None = EncoderSettings.threads,
 ):  # noqa: ANN201 - DenseRetriever (imported lazily: dense.py is the heavier module)
     """An unfitted :class:`~twotower.search.dense.DenseRetriever` over ``model``'s towers (as :func:`load_bi_encoder`),
     reading documents / queries at ``max_length`` / ``query_max_length`` word pieces; ``None``: the lengths the model
-    was fine-tuned with (its marker), else ``SearchConfig``'s — a model is measured and served as it was trained."""
+    was fine-tuned with (its marker), else ``SearchConfig``'s — a model is measured and served as it was trained.
+    ``encoder_backend`` / ``encoder_threads``: the encoders' forward pass, as ``--encoder-backend`` /
+    ``--encoder-threads`` (:func:`encoder_settings`; None: the environment's, else the backend ``model`` was
+    fine-tuned through, else ``EncoderSettings``')."""
     from twotower.config import SearchConfig  # noqa: PLC0415
     from twotower.search.artefacts import trained_lengths  # noqa: PLC0415
     from twotower.search.dense import DenseRetriever  # noqa: PLC0415
@@ -524,7 +556,7 @@ def load_dense_retriever(
     for name, value in (("max_length", max_length), ("query_max_length", query_max_length)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
-    q_enc, d_enc = load_bi_encoder(model)
+    q_enc, d_enc = load_bi_encoder(model, settings=encoder_settings(model, encoder_backend, encoder_threads))
     return DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length,
                           query_max_length=query_max_length)
 

@@ -23,6 +23,7 @@ from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
 from twotower.search.artefacts import no_index_message
 from twotower.search.beir import Corpus
+from twotower.text.encoder import EncoderSettings
 from twotower.utils.atomic import (
     atomic_dir,
     atomic_write_bytes,
@@ -125,21 +126,32 @@ class SearchIndex:
     @classmethod
     def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int | None = None,
               cache_dir: str | os.PathLike[str] | None = None, fusion: "FusionChoice | dict | None" = None,
-              source: dict | None = None, query_max_length: int | None = None) -> "SearchIndex":
+              source: dict | None = None, query_max_length: int | None = None, encoder_backend: str | None = None,
+              encoder_threads: int | None = EncoderSettings.threads, threads: int | None = None) -> "SearchIndex":
         """``max_length`` / ``query_max_length``: word pieces the encoders read of a document / query, saved with
         the index and used by every query it answers; ``None``: the lengths ``model`` was fine-tuned with (its
         marker), else ``SearchConfig``'s. ``fusion``: a :class:`~twotower.search.FusionChoice` (``tune_fusion``,
-        ``fusion_from_config``) or its ``{"name", "params"}`` dict; ``None``: RRF with ``SearchConfig.rrf_k``."""
+        ``fusion_from_config``) or its ``{"name", "params"}`` dict; ``None``: RRF with ``SearchConfig.rrf_k``.
+        ``encoder_backend`` / ``encoder_threads``: the encoders' forward pass, as ``search index --encoder-backend``
+        / ``--encoder-threads`` (:func:`~twotower.search.finetune.encoder_settings`: None reads
+        ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``');
+        the backend is saved with the index, whose queries are encoded on it. ``threads``: torch's, FAISS's and the
+        BLAS pools' thread count (``--threads``; None: left as they are)."""
+        from twotower.search.finetune import encoder_settings  # noqa: PLC0415
         from twotower.search.fusion import as_fusion  # noqa: PLC0415
+        from twotower.utils.runtime import set_threads  # noqa: PLC0415
 
         as_fusion(fusion or {"name": "rrf"})  # a bad fusion is refused before the corpus is encoded
+        encoder_settings(model, encoder_backend, encoder_threads)  # so are a bad backend and thread count
+        set_threads(threads)
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
         texts = corpus.doc_texts()
         bm25 = BM25Retriever().fit(texts, corpus.ids)
         dense = load_dense_retriever(model, cache_dir=cache_dir, max_length=max_length,
-                                     query_max_length=query_max_length).fit(texts)
+                                     query_max_length=query_max_length, encoder_backend=encoder_backend,
+                                     encoder_threads=encoder_threads).fit(texts)
         # stored absolute: an index is loaded from other folders (a service, another shell) than it was built in
         return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
                    source=source)
