@@ -838,10 +838,13 @@ class RerankTrainConfig:
     # NDCG@10 is set against the first stage's (BM25) own order; 0 = off. A loss 9.8% below chance said nothing of
     # a cross-encoder that took SciFact's test NDCG@10 from 0.8962 to 0.2055
     valid_frac: float = 0.0
+    # with valid_frac: the held-out queries are reranked after every epoch and the best epoch's weights kept;
+    # training stops after this many epochs without a better NDCG@10 (as FinetuneConfig.patience)
+    patience: int = 3
 
     def __post_init__(self) -> None:
         _check_types(self, "")
-        _check_valid_frac(self.valid_frac)
+        _check_valid_frac(self.valid_frac, self.patience)
         for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")

@@ -209,9 +209,12 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
                    help="queries per optimiser step, each scored with its positive and --negatives (default "
                         "%(default)s)")
     _mining_flags(t, "BM25")
-    _valid_frac_flag(t, rt.valid_frac, f"reranked after training (top {SearchConfig.rerank_top} of BM25's list, "
-                     "as `search evaluate --rerank` does) and scored by NDCG@10 against BM25's own order; a warning "
-                     "when reranking is worse")
+    _valid_frac_flag(t, rt.valid_frac, f"reranked after each epoch (top {SearchConfig.rerank_top} of BM25's list, "
+                     "as `search evaluate --rerank` does) and scored by NDCG@10 against BM25's own order; the best "
+                     "epoch's weights are saved, with a warning when even they rerank worse than BM25")
+    t.add_argument("--patience", type=int, default=rt.patience,
+                   help="with --valid-frac: stop after this many epochs without a better validation NDCG@10 "
+                        "(default %(default)s)")
     t.set_defaults(func=cmd_rerank_train)
 
 
@@ -828,10 +831,14 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     _check_beir(args)
     _check_out(args, "cross-encoder", is_cross_encoder)
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
-             "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac"}
+             "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac", "patience": "--patience"}
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
                                                  max_length=args.max_length, seed=args.seed, lr=args.lr,
-                                                 groups_per_step=args.batch_size, valid_frac=args.valid_frac), flags)
+                                                 groups_per_step=args.batch_size, valid_frac=args.valid_frac,
+                                                 patience=args.patience), flags)
+    if not cfg.valid_frac and cfg.patience != RerankTrainConfig.patience:  # nothing validated, nothing to wait for
+        logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
+                                            "validated); pass --valid-frac F to hold out queries", cfg.patience)
     mining = _mining_config(args, args.negatives * args.epochs, "--negatives x --epochs")
     if args.base is not None:
         check_cross_encoder_dir(args.base, "--base", base=True)
@@ -895,8 +902,14 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
           "that has learned nothing")
     v = meta.get("validation")
     if v is not None:  # train_cross_encoder warned already when reranking made the held-out lists worse
+        epochs = v.get("epochs")  # after each epoch; markers from before had one figure, after training
+        kept = "" if not epochs else (
+            "; after " + ", ".join(f"epoch {e['epoch']} {e['reranked']:.4f}" for e in epochs)
+            + f": saved epoch {v['best_epoch']}'s weights" + (f" (stopped early, patience {v['patience']})"
+                                                               if v.get("stopped_early") else ""))
         print(f"validation NDCG@10 on {v['queries']} held-out queries: {v['first_stage']} order {v['without_rerank']:.4f}, "
-              f"reranked (top {v['top_n']}) {v['reranked']:.4f}" + (" (WORSE: see the warning)" if v["worse"] else ""))
+              f"reranked (top {v['top_n']}) {v['reranked']:.4f}" + (" (WORSE: see the warning)" if v["worse"] else "")
+              + kept)
     if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
             "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "

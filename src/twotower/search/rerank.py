@@ -325,8 +325,10 @@ def train_cross_encoder(
     ``negatives[i]`` are hard-negative rows for pair ``i`` (mined, e.g. from
     BM25 with a false-negative filter); pairs with no negatives are skipped. ``source`` (e.g. the BEIR folder,
     split and mining settings) is recorded in the saved marker with the pair and document counts. ``validation``:
-    held-out queries whose NDCG@10 reranked is set against the first stage's order after training
-    (:func:`validate_reranking`), recorded in the marker's ``"validation"`` and warned about when reranking is worse.
+    held-out queries whose NDCG@10 reranked is set against the first stage's order after each epoch
+    (:func:`validate_reranking`); the best epoch's weights are saved, training stops after ``config.patience``
+    epochs without a better one, and the best epoch's figures (with every epoch's, ``best_epoch``,
+    ``stopped_early``) are recorded in the marker's ``"validation"``, warned about when reranking is worse.
     """
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
@@ -396,6 +398,7 @@ def train_cross_encoder(
         return float(loss.detach()), len(group_rows)
 
     history: list[float] = []
+    val = _EpochValidator(model, validation, doc_texts, cfg) if validation is not None else None
     model.train()
     for epoch in range(cfg.epochs):
         order = rng.permutation(usable)[:per_epoch]
@@ -403,10 +406,13 @@ def train_cross_encoder(
                         desc=f"cross-encoder epoch {epoch + 1}") as run:
             for s0 in range(0, len(order), cfg.groups_per_step):
                 history.append(run.step(lambda g=order[s0 : s0 + cfg.groups_per_step]: closure(g, epoch)))
+        if val is not None and val.after_epoch(epoch + 1):
+            break  # patience ran out: the best epoch's weights are restored below
+        model.train()
     model.eval()
     checked = None
-    if validation is not None:
-        checked = validate_reranking(CrossEncoderReranker.from_model(model, batch_size=32), validation, doc_texts)
+    if val is not None:
+        checked = val.finish()
         _log_validation(checked)
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
@@ -426,10 +432,57 @@ def train_cross_encoder(
     return CrossEncoderReranker(out_dir, max_length=cfg.max_length)
 
 
+class _EpochValidator:
+    """The held-out queries reranked after each epoch (:func:`validate_reranking`), the best epoch's weights kept in
+    memory, and early stopping after ``cfg.patience`` epochs without a better NDCG@10.
+
+    There is no "before training" to fall back on, unlike the bi-encoder's: the relevance head starts at random, so
+    the model before the first epoch ranks by noise. The best epoch is kept, and the warning of :func:`_log_validation`
+    says when even it reranks worse than the first stage's own order."""
+
+    def __init__(self, model, validation: RerankValidation, doc_texts: Sequence[str], cfg: RerankTrainConfig) -> None:  # noqa: ANN001
+        from twotower.training.loop import EarlyStopping  # noqa: PLC0415
+
+        self.model, self.validation, self.doc_texts, self.cfg = model, validation, doc_texts, cfg
+        self.stopper = EarlyStopping(cfg.patience)
+        self.epochs: list[dict[str, float]] = []
+        self.best_check: dict[str, Any] | None = None
+        self.best_state: dict | None = None
+
+    def after_epoch(self, epoch: int) -> bool:
+        """Score the epoch just trained; keep its weights if best; True when training should stop."""
+        self.model.eval()
+        v = validate_reranking(CrossEncoderReranker.from_model(self.model, batch_size=32), self.validation,
+                               self.doc_texts)
+        self.epochs.append({"epoch": epoch, "reranked": v["reranked"], "seconds": v["seconds"]})
+        s = self.stopper
+        if s.update(v["reranked"], epoch):
+            self.best_check = v
+            self.best_state = {k: t.detach().clone() for k, t in self.model.state_dict().items()}
+        logger.info("epoch %d: validation NDCG@10 reranked %.4f (%s; %s order %.4f)", epoch, v["reranked"],
+                    "new best" if s.best_epoch == epoch else f"best {s.best:.4f} at epoch {s.best_epoch}",
+                    v["first_stage"], v["without_rerank"])
+        if s.stop and epoch < self.cfg.epochs:
+            logger.info("early stopping after epoch %d: %d epochs without a better validation NDCG@10 than epoch "
+                        "%d's %.4f (patience %d)", epoch, s.bad, s.best_epoch, s.best, self.cfg.patience)
+        return s.stop
+
+    def finish(self) -> dict[str, Any]:
+        """Load the best epoch's weights into the model; the marker's "validation": the best epoch's
+        :func:`validate_reranking` record, with every epoch's score, which was kept and whether training stopped
+        early."""
+        self.model.load_state_dict(self.best_state)
+        return {**self.best_check, "epochs": self.epochs, "best_epoch": self.stopper.best_epoch,
+                "patience": self.cfg.patience, "stopped_early": len(self.epochs) < self.cfg.epochs,
+                "seconds": round(sum(e["seconds"] for e in self.epochs), 1)}
+
+
 def _log_validation(v: Mapping[str, Any]) -> None:
     """One line for the held-out NDCG@10 with and without reranking; a warning when reranking lowers it."""
     line = (f"validation NDCG@10 on {v['queries']} held-out queries: {v['first_stage']} order {v['without_rerank']:.4f}, "
             f"reranked (top {v['top_n']}) {v['reranked']:.4f}")
+    if "best_epoch" in v:  # validated after each epoch: the weights kept are the best epoch's
+        line += f" (epoch {v['best_epoch']} of {len(v['epochs'])}, the best, kept)"
     if not v["worse"]:
         logger.info("%s", line)
         return
