@@ -176,48 +176,57 @@ def check_encoding(name: str) -> None:
 class DataConfig:
     """Where the interactions come from and how they are split."""
 
-    dataset: str | None = None  # "movielens-100k" or None when files are given
-    path: str | None = None  # a single interactions file to split
-    train: str | None = None  # pre-split files (take precedence over `path`)
-    valid: str | None = None
-    test: str | None = None
-    items: str | None = None  # item feature table
-    users: str | None = None  # user feature table
+    dataset: str | None = None  #: a named dataset instead of files: "movielens-100k", or null
+    path: str | None = None  #: one interactions file, split by data.split into train / valid / test
+    train: str | None = None  #: the training interactions (pre-split; takes precedence over data.path)
+    valid: str | None = None  #: the validation interactions: early stopping and every choice made on validation
+    test: str | None = None  #: the test interactions (optional): the final table
+    items: str | None = None  #: item feature table, one row per item (CSV/TSV/Parquet/JSONL)
+    users: str | None = None  #: user feature table, one row per user
+    #: the id column of data.items when named otherwise than data.item_col; null: data.item_col
     # the id column of the item / user table when it is named otherwise than the interactions' (None: item_col /
     # user_col), e.g. interactions with "product" and an item table keyed by "sku"
     item_key: str | None = None
-    user_key: str | None = None
-    user_col: str = "user_id"
-    item_col: str = "item_id"
+    user_key: str | None = None  #: the id column of data.users when named otherwise than data.user_col; null: data.user_col
+    user_col: str = "user_id"  #: the user id column of the interactions
+    item_col: str = "item_id"  #: the item id column of the interactions
+    #: time column (epoch numbers or dates); null: none, the file's row order is the time order
     timestamp_col: str | None = "timestamp"
-    rating_col: str | None = "rating"
-    # auto: a .txt file whose first line is two integers is SASRec format ("user item" lines, file order =
-    # time order); table: a file with a header row; sasrec: force the SASRec reader
+    rating_col: str | None = "rating"  #: rating column, read and kept (every row trains as a positive); null: none
+    #: auto: a .txt file whose first line is two integers is SASRec format ("user item" lines, file order =
+    #: time order); table: a file with a header row; sasrec: force the SASRec reader
     format: str = "auto"
+    #: text encoding of every CSV/TSV/TXT/JSON file read: a Python codec name (utf-8, cp1252, latin-1, utf-16)
     # the text encoding of every CSV/TSV/TXT/JSON file the data side reads (interactions, item and user tables, and
     # the files given to the trained run later, which reads it from config.json): any Python codec name, e.g.
     # cp1252 or latin-1 for Windows / Excel exports. A UTF-8 byte-order mark is skipped.
     encoding: str = "utf-8"
-    # the unit of epoch timestamps: auto tells it from their magnitude (unambiguous from March 1973 to 5138);
-    # s | ms | us | ns for data outside that (times before 1973, seconds counted from another origin)
+    #: the unit of epoch timestamps: auto tells it from their magnitude (unambiguous from March 1973 to 5138);
+    #: s | ms | us | ns for data outside that (times before 1973, seconds counted from another origin)
     time_unit: str = "auto"
-    split: str = "temporal"  # temporal | leave_last | time | random
+    #: how data.path is split: temporal (each user's oldest to train, newest to test, by data.ratios) | leave_last
+    #: (each user's last data.leave_n to test, the data.leave_n before to valid) | time (one cut for everyone at
+    #: data.valid_start / data.test_start) | random (interactions shuffled with train.seed, cut by data.ratios)
+    split: str = "temporal"
+    #: train / valid / test shares (split=temporal: per user; random: of all rows); sum to 1
     ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)
-    leave_n: int = 1
+    leave_n: int = 1  #: split=leave_last: interactions per user held out for test, and as many before them for valid
+    #: split=time: interactions from this time on (before data.test_start) go to valid
     # split=time cut-offs: a date (naive: UTC), converted into the unit of the data's timestamps (seconds, ms,
     # us or ns, told from their magnitude), or a number in that unit
     valid_start: int | str | None = None
-    test_start: int | str | None = None
-    item_categorical: tuple[str, ...] = ()
-    item_numeric: tuple[str, ...] = ()
+    test_start: int | str | None = None  #: split=time: interactions from this time on go to test
+    item_categorical: tuple[str, ...] = ()  #: columns of data.items read as categories (an embedding each)
+    item_numeric: tuple[str, ...] = ()  #: columns of data.items read as numbers (standardised on train; missing -> 0)
+    #: columns of data.items holding several values split by data.multi_separator (mean embedding)
     item_multi: tuple[str, ...] = ()
-    item_text: tuple[str, ...] = ()
-    user_categorical: tuple[str, ...] = ()
-    user_numeric: tuple[str, ...] = ()
-    user_multi: tuple[str, ...] = ()
-    multi_separator: str = "|"  # splits the values of the *_multi columns ("red|blue")
-    title_col: str | None = None  # item column shown to people (e.g. "title")
-    # what a user did with an item, in explanations: "Because you watched X" ("bought", "read", "listened to")
+    item_text: tuple[str, ...] = ()  #: columns of data.items embedded by a frozen text encoder (model.item.text_embeddings)
+    user_categorical: tuple[str, ...] = ()  #: columns of data.users read as categories
+    user_numeric: tuple[str, ...] = ()  #: columns of data.users read as numbers
+    user_multi: tuple[str, ...] = ()  #: columns of data.users holding several values split by data.multi_separator
+    multi_separator: str = "|"  #: splits the values of the *_multi columns ("red|blue")
+    title_col: str | None = None  #: item column shown to people (e.g. "title")
+    #: what a user did with an item, in explanations: "Because you watched X" ("bought", "read", "listened to")
     history_verb: str = "watched"
 
     def __post_init__(self) -> None:
@@ -281,48 +290,55 @@ class TowerConfig:
     Widths are at most MAX_WIDTH, layer counts at most MAX_LAYERS and history_len at most MAX_HISTORY_LEN.
     """
 
-    use_id: bool = True
-    id_dim: int = 64
-    feature_dim: int = 16  # embedding size of each categorical / multi-valued feature
-    hidden: tuple[int, ...] = (256,)
-    out_dim: int = 64
-    dropout: float = 0.1
+    use_id: bool = True  #: learn an ID embedding per user / item (false: features and history only)
+    id_dim: int = 64  #: width of the ID embedding
+    feature_dim: int = 16  #: embedding size of each categorical / multi-valued feature
+    hidden: tuple[int, ...] = (256,)  #: widths of the MLP's hidden layers ([] = one linear map to out_dim)
+    out_dim: int = 64  #: width of the output vector, equal in both towers
+    dropout: float = 0.1  #: dropout rate after each hidden layer, in [0, 1)
+    #: where dropout masks' random numbers come from: pcg64 (numpy's, cheaper) | torch
     # where dropout masks' random numbers come from: "pcg64" = numpy's PCG64 seeded from torch's generator (the
     # same function as nn.Dropout, its mask ~3x cheaper: 18% of a default step was torch's bernoulli_);
     # "torch" = PyTorch's own masks, bit for bit those of runs made before the change (models/dropout.py)
     dropout_rng: str = "pcg64"
-    layernorm: bool = True
-    use_features: bool = True
-    # user tower only: read the user's history items, pooled (mean | recency) or through a
-    # sequence encoder (transformer = SASRec-style causal self-attention | gru)
-    history: str = "none"  # none | mean | recency | transformer | gru
-    history_len: int = 50  # newest items read; sequence towers learn one position per column
-    history_dim: int = 64  # width of the history embeddings (and of the sequence encoder)
-    recency_decay: float = 0.9  # weight of the j-th most recent item: decay**j
+    layernorm: bool = True  #: LayerNorm after each hidden layer's linear map
+    use_features: bool = True  #: read the feature columns named in data.item_* / data.user_*
+    #: user tower only: how it reads the user's history items: none | mean | recency (pooled) | transformer
+    #: (SASRec-style causal self-attention) | gru (sequence encoders)
+    history: str = "none"
+    history_len: int = 50  #: newest history items read; sequence towers learn one position per column
+    history_dim: int = 64  #: width of the history embeddings (and of the sequence encoder)
+    recency_decay: float = 0.9  #: history=recency: weight of the j-th most recent item: decay**j, in (0, 1]
+    #: pooled histories: more pools of the window, one per decay in (0, 1] (1.0 = the plain mean), side by side
+    #: with the first; [] = the one pool
     # pooled histories (mean | recency): more pools of the same window, one per decay here (1.0 = the plain
     # mean), side by side with the first before the MLP, so the tower reads a long memory beside the recent
     # items; () = the one pool. The first pool's own decay is not pooled twice (history=mean already is the
     # 1.0 pool), and sequence towers read the window with their encoder and ignore the setting.
     extra_pools: tuple[float, ...] = ()
-    seq_layers: int = 2  # sequence encoder: transformer blocks or GRU layers
-    seq_heads: int = 1  # transformer attention heads (history_dim must divide by it)
-    seq_dropout: float = 0.2  # dropout inside the sequence encoder
+    seq_layers: int = 2  #: sequence encoder: transformer blocks or GRU layers
+    seq_heads: int = 1  #: transformer attention heads (history_dim must divide by it)
+    seq_dropout: float = 0.2  #: dropout inside the sequence encoder
+    #: transformer positions: right (by recency, as SASRec) | left (by order in the window, as SASRec+)
     # transformer positions: "right" = by recency (the newest item is always the last position, as in
     # SASRec's left-padded windows); "left" = by order in the window (the oldest item read is position 0,
     # as in SASRec+'s right-padded windows), so a user's 10th item is told from their 150th
     seq_positions: str = "right"
+    #: transformer block: pre_ln | sasrec (the block of SASRec's reference code)
     # transformer block: "pre_ln" (x + Attn(LN x), x + FFN(LN x)) or "sasrec" (the block of SASRec's
     # reference code: keys/values from the un-normalised stream, residuals from the normalised one,
     # item embeddings scaled by sqrt(history_dim)); see models/sequence.py
     seq_block: str = "pre_ln"
-    normalize: bool = True  # L2-normalise the output (cosine scores); False = raw inner products
+    normalize: bool = True  #: L2-normalise the output (cosine scores); false = raw inner products
+    #: false: no MLP after the inputs, the output is the input (hidden = [], input width = out_dim)
     # False: no MLP or linear map after the inputs; the output IS the input (hidden must be empty and
     # the input width equal out_dim). With tied tables the item vector is then the very embedding the
     # sequence encoder reads, as in SASRec.
     head: bool = True
+    #: item tower only: add frozen text embeddings of the data.item_text columns
     # item tower only: frozen text embeddings of these item columns (issue 4)
     text_embeddings: bool = False
-    dual_head: bool = False
+    dual_head: bool = False  #: item tower only: text -> semantic head, the rest -> collaborative head, mixed by a learned gate
 
     def __post_init__(self) -> None:
         _check_types(self, "tower.")
@@ -387,19 +403,23 @@ class ItemItemConfig:
     user tower that reads no history, and for the dual-head item tower.
     """
 
+    #: fit the item-item term after training and add it to the scores, weighted as validation chooses
     # MovieLens-100K, seeds 42 / 7 / 1: valid NDCG@10 +6.6%, test Recall@20 +4.5% over the towers alone (docs/benchmarks.md)
     enabled: bool = True
+    #: the term's weights tried on validation, each >= 0 (0 = the towers alone)
     # 0.05: a sparse catalogue's low-rank term validated best at 0.1 and fell at 0.2 (docs/benchmarks.md)
     weights: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 0.3, 0.4, 0.6, 0.8, 1.0)
-    rank: int = 64
-    lambdas: tuple[float, ...] = (100.0, 500.0, 2000.0)
+    rank: int = 64  #: dimensions the item-item weights are factorised to, 1..4096
+    lambdas: tuple[float, ...] = (100.0, 500.0, 2000.0)  #: EASE ridge strengths tried on validation, each > 0
+    #: above this many items solver=auto solves EASE low-rank instead of densely
     # the dense item-item solve takes ~I^3 flops per lambda and ~24 I^2 bytes (as eval.ease_max_items): above this
     # many items (or where that memory is not available) EASE is solved on the Gram matrix's leading eigenpairs
     max_items: int = 20_000
+    #: the Gram matrix's leading eigenpairs the low-rank solve keeps, 1..8192
     # eigenpairs that low-rank solve keeps: 256 validate at NDCG@10 0.0506 on MovieLens-1M where the dense
     # solve gives 0.0518 (128: 0.0482; 512: 0.0507); O(I * eigenpairs) memory
     eigenpairs: int = 256
-    # auto: dense up to max_items, low-rank above; dense | low_rank force one (low_rank: on any catalogue)
+    #: auto: dense up to max_items, low-rank above; dense | low_rank force one (low_rank: on any catalogue)
     solver: str = "auto"
 
     def __post_init__(self) -> None:
@@ -420,6 +440,8 @@ class ModelConfig:
     # the recency pool alone on MovieLens-100K, every one of three seeds ahead (docs/benchmarks.md)
     user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency", extra_pools=(1.0,)))
     item: TowerConfig = field(default_factory=TowerConfig)
+    #: sequence user towers read history items through the item tower's ID table when model.item.id_dim equals
+    #: model.user.history_dim
     # sequence user towers (transformer | gru) embed history items with the item tower's ID
     # table when its id_dim equals history_dim (tied input/output embeddings, as in SASRec)
     share_item_embeddings: bool = True
@@ -438,13 +460,14 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class LossConfig:
-    kind: str = "inbatch"  # inbatch | sampled | full | bpr
+    kind: str = "inbatch"  #: inbatch (softmax over the batch's items) | sampled | full (whole catalogue) | bpr (pairwise)
+    #: softmax temperature: scores are divided by it (smaller = sharper), > 0
     temperature: float = 0.02  # best of 0.02 / 0.05 / 0.1 on MovieLens-100K valid+test, two seeds (bench/movielens100k.py)
-    logq: bool = True
-    mask_hits: bool = True
-    uniform_negatives: int = 0  # inbatch: extra uniform negatives per batch (mixed negative sampling)
-    sampled_negatives: int = 256  # sampled: negatives per batch, shared by its queries
-    sampler: str = "uniform"  # sampled: uniform | popularity (train-item frequencies)
+    logq: bool = True  #: subtract each candidate's log sampling probability from its score (popularity bias correction)
+    mask_hits: bool = True  #: mask candidates that are the query's own positive item in another column (accidental hits)
+    uniform_negatives: int = 0  #: inbatch: extra uniform negatives per batch (mixed negative sampling)
+    sampled_negatives: int = 256  #: sampled: negatives per batch, shared by its queries
+    sampler: str = "uniform"  #: sampled: uniform | popularity (train-item frequencies)
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")
@@ -488,55 +511,67 @@ COLD_SIMILAR = ("semantic", "item")
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    epochs: int = 30
-    batch_size: int = 512
-    lr: float = 2e-3
-    # learning rate over the epochs: constant, or decayed from train.lr towards 0 at train.epochs
-    # (linear | cosine, set at the start of each epoch, so resume needs no scheduler state)
+    epochs: int = 30  #: most passes over the training examples (early stopping may end sooner)
+    batch_size: int = 512  #: examples a step (the global batch under torchrun); its items are the in-batch negatives
+    lr: float = 2e-3  #: learning rate (> 0)
+    #: learning rate over the epochs: constant, or decayed from train.lr towards 0 at train.epochs
+    #: (linear | cosine, set at the start of each epoch, so resume needs no scheduler state)
     lr_schedule: str = "constant"
-    weight_decay: float = 1e-4
-    # weight decay on every dense parameter (true), or on the matrices and embedding tables only, leaving
-    # biases and LayerNorm gains undecayed (false: the convention of BERT and GPT training recipes)
+    weight_decay: float = 1e-4  #: AdamW's decoupled weight decay, >= 0
+    #: weight decay on every dense parameter (true), or on the matrices and embedding tables only, leaving
+    #: biases and LayerNorm gains undecayed (false: the convention of BERT and GPT training recipes)
     decay_1d: bool = True
-    optimizer: str = "adamw"  # adamw | sparse_adam (sparse ID tables)
-    examples: str = "causal"  # causal | denoising | both | sequence (all positions of a window; sequence towers)
-    random_windows: bool = False  # sequence: users longer than history_len + 1 get a random window each epoch
-    denoise_keep: float = 0.8  # denoising: share of the other history kept as input
+    optimizer: str = "adamw"  #: adamw | sparse_adam (sparse ID tables)
+    #: what an example is: causal (predict each interaction from the history before it) | denoising (from the rest
+    #: of the history) | both | sequence (a target at every position of a window; sequence towers)
+    examples: str = "causal"
+    random_windows: bool = False  #: sequence: users longer than history_len + 1 get a random window each epoch
+    denoise_keep: float = 0.8  #: denoising: share of the other history kept as input
+    #: causal examples: share of each input history's items dropped at random, in [0, 1)
     # causal examples: share of each input history's items dropped at random, in place (augmentation; the
     # MovieLens-100K default tower's valid NDCG@10 0.1951 -> 0.2016 with ema_decay, 7 seeds; docs/benchmarks.md)
     history_dropout: float = 0.2
-    patience: int = 5
+    patience: int = 5  #: stop after this many validations without a better eval.select_metric
+    #: minutes of training after which the running epoch is the last (the best is kept); null = no limit
     # stop after the epoch that passes this many minutes of training (the best epoch so far is kept);
     # None = no limit. For fits that must end by a deadline (bench/ml1m.py's 60-minute budget).
     time_budget_min: float | None = None
+    #: with time_budget_min and a decaying lr_schedule: end the schedule where the budget is expected to stop the
+    #: fit (false: at train.epochs)
     # with a time budget and a decaying schedule: aim the schedule at the epoch the budget is expected to end
     # the fit (from the mean epoch time so far), so it has annealed when it stops; false = at train.epochs
     budget_schedule: bool = True
-    seed: int = 42
-    threads: int | None = None  # None: TRAIN_THREADS_DEFAULT (utils.runtime.auto_threads)
+    seed: int = 42  #: seed of initialisation, example order, dropout, sampling, split=random; an integer >= 0
+    threads: int | None = None  #: CPU threads (torch, BLAS, FAISS); null: TWOTOWER_THREADS, else half the idle cores
+    #: matrix products while training: fp32 | bf16 | auto (bf16 where the CPU multiplies it natively)
     # matrix products while training: fp32, or bf16 (the towers under CPU autocast, the sequence encoder's attention
     # products in bfloat16 too, LayerNorm and the loss kept in float32; the full-softmax kernel's GEMMs in
     # bfloat16) -- 1.3-3x faster products where the CPU multiplies bfloat16 natively, emulated and slow
     # elsewhere; auto = bf16 on such a CPU, else fp32.
     # Validation, evaluation and serving always run in fp32.
     precision: str = "fp32"
-    eval_every: int = 1
+    eval_every: int = 1  #: validate every N-th epoch (and the last); train.patience counts validations
+    #: validation users scored each epoch, drawn once with train.seed; null = all of them
     # validate each epoch on this many validation users, drawn once (seeded by train.seed); None = every one.
     # Full-catalogue validation costs users x items scores: 176k users over 1M items took ~35 min an epoch
     valid_max_users: int | None = None
-    max_examples_per_epoch: int | None = None
-    grad_clip: float | None = 5.0
+    max_examples_per_epoch: int | None = None  #: train each epoch on at most this many examples (a fresh draw); null = all
+    grad_clip: float | None = 5.0  #: largest gradient norm; 0 or null = no clipping
+    #: validate and save a moving average of the weights with this decay per step, in [0, 1); 0 or null = the live
+    #: weights
     # validate and save an exponential moving average of the weights (decay per step; training itself steps the
     # live weights; sparse ID tables stay live); 0 or None = the live weights (training/averaging.py)
     ema_decay: float | None = 0.99
-    checkpoint: bool = True
-    progress: bool = True  # a bar on a terminal; elsewhere a log line every log_every_s seconds
-    log_every_s: float = 30.0
-    diagnostics: bool = True  # per-epoch embedding spread / alignment / uniformity
-    device: str = "cpu"  # cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL
+    checkpoint: bool = True  #: save a checkpoint after each epoch (RUN/checkpoint) for --resume
+    progress: bool = True  #: a bar on a terminal; elsewhere a log line every log_every_s seconds
+    log_every_s: float = 30.0  #: seconds between progress log lines when not on a terminal
+    diagnostics: bool = True  #: per-epoch embedding spread / alignment / uniformity
+    device: str = "cpu"  #: cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL
+    #: GradCache: run the towers this many examples at a time (the loss still sees the whole batch); null = off
     # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
     # in-batch loss still sees the whole batch; None = plain full-batch forward
     gradcache_chunk: int | None = None
+    #: torch.distributed backend under torchrun: gloo | nccl; null = gloo
     # torch.distributed backend under torchrun (WORLD_SIZE > 1): gloo | nccl; None = gloo,
     # since the trainer computes on CPU. batch_size is the GLOBAL batch, split over the ranks.
     distributed_backend: str | None = None
@@ -586,25 +621,30 @@ class TrainConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class EvalConfig:
-    ks: tuple[int, ...] = (10, 20, 50, 100)
+    ks: tuple[int, ...] = (10, 20, 50, 100)  #: cut-offs k of Recall@k, NDCG@k, ..., each 1..10,000
+    #: baselines evaluated beside the model: popularity | ease | itemknn ([] = none)
     baselines: tuple[str, ...] = ("popularity", "ease", "itemknn")
-    select_metric: str = "NDCG@10"
+    select_metric: str = "NDCG@10"  #: validation metric (NAME@K) for early stopping and every choice made on validation
+    #: above this many items ease_solver=auto solves the EASE baseline low-rank
     # EASE's dense item-item solve takes ~I^3 flops per lambda tried and ~24 I^2 bytes (20,000 items: ~9 GiB,
     # minutes per lambda on 2 cores): above this many items (or where that memory is not available) the EASE
     # baseline is solved on its Gram matrix's leading eigenpairs (evaluation/low_rank_ease.py), as the item-item
     # term is above model.item_item.max_items
     ease_max_items: int = 20_000
-    # auto: dense up to ease_max_items, low-rank above; dense: skipped above ease_max_items (no low-rank row);
-    # low_rank: on any catalogue (up to ease_low_rank_max_items)
+    #: auto: dense up to ease_max_items, low-rank above; dense: skipped above ease_max_items (no low-rank row);
+    #: low_rank: on any catalogue (up to ease_low_rank_max_items)
     ease_solver: str = "auto"
+    #: eigenpairs the low-rank EASE baseline keeps, 1..8192
     # eigenpairs the low-rank baseline keeps: the item-item term's (O(I * eigenpairs) memory)
     ease_eigenpairs: int = ItemItemConfig.eigenpairs
+    #: above this many items the low-rank EASE baseline is skipped, with a warning
     # the low-rank baseline is skipped (with a warning saying why) above this many items. Its time is its tuning's
     # scoring of every validation user over the catalogue for each of 7 lambdas: synthetic 50,000 items x 100,000
     # users, 2 threads, the eigensolve took 35 s and one lambda 716 CPU-s (~7 CPU-ms a user), ~45 min on 2 free
     # cores in all when every user was scored (ease_tune_max_users: a tenth of that); by flops a user (2 I * 256)
     # still below the dense EASE's at its 20,000-item limit (2 * 20,000^2)
     ease_low_rank_max_items: int = 50_000
+    #: validation users (at most) on which EASE, ItemKNN and the item-item term tune their settings; null = all
     # the EASE baseline (dense or low-rank) chooses its lambda, ItemKNN its k, and the item-item term
     # (model.item_item) its lambda and weight, on a sample of at most this many validation users drawn from
     # train.seed (the low-rank baseline's from seed 0, as its eigensolve; None: all of them): that scoring is their cost (above; ItemKNN: 63-167 s a k for 30,000 users
@@ -664,14 +704,15 @@ FUSION_CHOICES = ("rrf", "minmax", "zscore")
 class SearchConfig:
     """Text retrieval (``twotower search evaluate | index | query``, ``POST /search``): every default once."""
 
-    max_length: int = 256  # document word pieces the encoders read (all-MiniLM-L6-v2's own limit)
-    query_max_length: int = 64
-    fusion: str = "rrf"  # FUSION_CHOICES: how BM25 and dense lists are fused in hybrid mode
-    rrf_k: int = 60  # the RRF constant of Cormack et al. (SIGIR 2009)
-    bm25_weight: float = 0.5  # minmax / zscore interpolation: BM25's weight w, dense 1 - w
-    k: int = 10  # results a query returns
-    depth: int = 100  # candidates each retriever returns before fusion (Recall@100 is measured on them)
-    rerank_top: int = 20  # fused candidates the cross-encoder re-scores
+    max_length: int = 256  #: document word pieces the encoders read (all-MiniLM-L6-v2's own limit)
+    query_max_length: int = 64  #: query word pieces the encoders read
+    fusion: str = "rrf"  #: how hybrid mode fuses BM25 and dense lists: rrf | minmax | zscore
+    rrf_k: int = 60  #: the RRF constant of Cormack et al. (SIGIR 2009)
+    bm25_weight: float = 0.5  #: minmax / zscore interpolation: BM25's weight w, dense 1 - w
+    k: int = 10  #: results a query returns, 1..10,000
+    depth: int = 100  #: candidates each retriever returns before fusion (Recall@100 is measured on them)
+    rerank_top: int = 20  #: fused candidates the cross-encoder re-scores
+    #: folder of the corpus embeddings kept between runs ("~" expanded), shared by every run
     # corpus embeddings kept between runs, per user rather than per working directory ("~" is expanded): a
     # relative default made `twotower search` from another folder encode the corpus again into a new ./runs/cache
     # (or fail where the folder is read-only). Entries are keyed by the encoder's weights and the text, so one
@@ -698,21 +739,31 @@ class PrepareConfig:
     """``twotower search prepare``: column names of the passages and pairs tables (``None``: not in the file), and
     how the queries are split into qrels/train.tsv and qrels/test.tsv."""
 
-    passage_id: str = "passage_id"
-    passage_text: str = "text"
-    passage_title: str | None = None
-    query: str = "query"
+    passage_id: str = "passage_id"  #: passages table: id column (--passage-id-col)
+    passage_text: str = "text"  #: passages table: text column (--passage-text-col)
+    passage_title: str | None = None  #: passages table: title column, or null (--passage-title-col)
+    query: str = "query"  #: pairs table: query text column (--query-col)
+    #: pairs table: query id column (--query-id-col); null: one id per distinct query text
     query_id: str | None = None  # None: one id per distinct query text (q1, q2, ... by first appearance among the pairs kept)
-    pair_passage: str | None = None  # None: the passages table's id column name
-    score: str | None = None  # None: every pair has relevance 1
-    split: str | None = None  # None: split by test_share
+    #: pairs table: relevant passage id column (--pair-passage-col); null: named as passage_id
+    pair_passage: str | None = None
+    #: pairs table: relevance column (--score-col); null: every pair has relevance 1
+    score: str | None = None
+    #: pairs table: train/test column (--split-col); null: split by test_share
+    split: str | None = None
+    #: share of the queries written to qrels/test.tsv (--test-share), in [0, 1)
     test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
-    seed: int = 0  # of the train/test cut
-    drop_unknown: bool = False  # pairs naming no passage or one not in the passages table: refused, or dropped and counted
+    #: seed of the train/test cut (--seed)
+    seed: int = 0
+    #: drop and count pairs naming an unknown passage instead of refusing them (--drop-unknown)
+    drop_unknown: bool = False
+    #: cells of the pair passage column holding several ids (--pair-passage-list): null = one id | brackets ([1,
+    #: 2]) | the one character between ids
     # None: a cell holds one passage id; "brackets": a list in brackets, [1, 2] or [1 2] (SciFact's cited_doc_ids,
     # printed NumPy arrays); or the one character between the ids in a cell (";" for 1;2). Each id is its own pair
     # (the row's query, score and split); an empty list is an empty id
     pair_passage_list: str | None = None
+    #: text encoding of both tables (--encoding)
     encoding: str = "utf-8"  # of both tables (CSV/TSV/JSONL), as data.encoding for interactions; the output is UTF-8
 
     def __post_init__(self) -> None:
@@ -745,26 +796,30 @@ class PrepareConfig:
 class FinetuneConfig:
     """Bi-encoder fine-tuning (``twotower search train``, :func:`twotower.search.finetune_bi_encoder`)."""
 
+    #: passes over the training pairs (--epochs)
     epochs: int = 8  # SciFact's ~800 training pairs need several passes (bench/scifact.py)
-    batch_size: int = 32
-    lr: float = 5e-5
-    warmup_frac: float = 0.1  # linear warm-up over this share of steps, then linear decay
-    weight_decay: float = 0.01
+    batch_size: int = 32  #: queries a batch (--batch-size), >= 2
+    lr: float = 5e-5  #: learning rate (--lr)
+    warmup_frac: float = 0.1  #: linear warm-up over this share of steps, then linear decay
+    weight_decay: float = 0.01  #: AdamW's weight decay, >= 0
+    #: softmax temperature (--temperature), > 0
     temperature: float = 0.05  # scale 1/0.05 = 20, the MultipleNegativesRankingLoss default for cosine scores
-    max_length: int = SearchConfig.max_length  # document word pieces
-    query_max_length: int = SearchConfig.query_max_length
-    shared: bool = False  # one transformer for both towers
-    train_doc_tower: bool = True
-    corpus_negatives: bool = False  # full softmax over the frozen corpus; needs train_doc_tower=False
-    negatives_per_query: int = 1  # mined hard negatives added per query per step
-    refresh_negatives: bool = False  # re-mine from the model's own dense index before each epoch after the first
-    grad_clip: float = 1.0
-    seed: int = 0
+    max_length: int = SearchConfig.max_length  #: document word pieces (--max-length)
+    query_max_length: int = SearchConfig.query_max_length  #: query word pieces
+    shared: bool = False  #: one transformer for both towers (--shared)
+    train_doc_tower: bool = True  #: train the document tower too (--train-doc-tower); false: frozen
+    corpus_negatives: bool = False  #: full softmax over the frozen corpus; needs train_doc_tower=False
+    negatives_per_query: int = 1  #: mined hard negatives added per query per step (--negatives)
+    refresh_negatives: bool = False  #: re-mine from the model's own dense index before each epoch after the first
+    grad_clip: float = 1.0  #: largest gradient norm; 0 = no clipping
+    seed: int = 0  #: seed of initialisation, batch order and the held-out queries (--seed)
+    #: share of the training queries held out to choose the best epoch by NDCG@10 (--valid-frac), in [0, 1); 0 =
+    #: off
     # share of the training queries held out (grouped by relevant document, as bench/scifact.py) and scored by dense
     # NDCG@10 before training and after each epoch; the best epoch's weights are saved, the starting ones when no
     # epoch beat them. 0 = off: the training loss alone cannot tell a pretrained model that learned nothing
     valid_frac: float = 0.0
-    patience: int = 3  # with valid_frac: stop after this many epochs without a new best validation NDCG@10
+    patience: int = 3  #: with valid_frac: stop after this many epochs without a better NDCG@10 (--patience)
 
     def __post_init__(self) -> None:
         _check_types(self, "")
@@ -820,20 +875,24 @@ def _check_valid_frac(valid_frac: float, patience: int = 1) -> None:
 class RerankTrainConfig:
     """Cross-encoder training (``twotower rerank train``, :func:`twotower.search.train_cross_encoder`)."""
 
-    epochs: int = 1
-    groups_per_step: int = 8  # queries per optimiser step; each brings 1 positive + negatives
-    negatives_per_query: int = 3
-    lr: float = 3e-5
+    epochs: int = 1  #: passes over the training groups (--epochs)
+    groups_per_step: int = 8  #: queries per optimiser step (--batch-size); each brings 1 positive + negatives
+    negatives_per_query: int = 3  #: negatives per query group (--negatives)
+    lr: float = 3e-5  #: learning rate of the encoder (--lr)
+    #: learning rate of the fresh logit head and pooler
     head_lr: float = 5e-3  # fresh logit head + BERT pooler: MiniLM's pooler output is tiny (|x|~0.06), so
     # a head at the encoder's lr barely moves in a few hundred steps (loss stays at log(group size))
-    warmup_frac: float = 0.1
-    weight_decay: float = 0.01
+    warmup_frac: float = 0.1  #: linear warm-up over this share of steps, then linear decay, in [0, 1)
+    weight_decay: float = 0.01  #: AdamW's weight decay, >= 0
+    #: listwise softmax temperature over raw logits, > 0
     temperature: float = 1.0  # listwise softmax over raw logits: the head learns the scale itself
-    grad_clip: float = 1.0
-    max_length: int = SearchConfig.max_length
-    freeze_layers: int = 0  # bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
-    max_groups: int | None = None  # train on at most this many (query, positive) groups per epoch
-    seed: int = 0
+    grad_clip: float = 1.0  #: largest gradient norm; 0 = no clipping
+    max_length: int = SearchConfig.max_length  #: word pieces of a query + passage pair (--max-length)
+    freeze_layers: int = 0  #: bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
+    max_groups: int | None = None  #: train on at most this many (query, positive) groups per epoch
+    seed: int = 0  #: seed of initialisation, group order and the held-out queries (--seed)
+    #: share of the training queries held out to compare reranking with BM25's order (--valid-frac), in [0, 1); 0
+    #: = off
     # share of the training queries held out (grouped by relevant document) on which, after training, reranking's
     # NDCG@10 is set against the first stage's (BM25) own order; 0 = off. A loss 9.8% below chance said nothing of
     # a cross-encoder that took SciFact's test NDCG@10 from 0.8962 to 0.2055

@@ -112,7 +112,8 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         # listed from RunConfig: a hand-written list left out model.item_item
         epilog=f"Settings: sections {', '.join(section_names())}, as keys of a --config file "
         "([data] user_col = \"customer\") or as dotted overrides (data.user_col=customer). --print-config lists "
-        "every key with the value it resolves to; the run writes the same into OUT/config.json.")
+        "every key with the value it resolves to; the run writes the same into OUT/config.json. What each key means, "
+        "with its default: docs/config.md (or `python -m twotower.config_doc`).")
     p.add_argument("--config", help="TOML/YAML/JSON config file")
     p.add_argument("--print-config", action="store_true",
                    help="print every setting as resolved from --config, the flags and the overrides (JSON), and exit "
