@@ -1,0 +1,25 @@
+"""Settings too large to mean anything are refused when the config is built, naming what the user typed."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.config import FinetuneConfig, LossConfig, RerankTrainConfig, load_config
+from twotower.errors import ConfigError
+
+
+def test_a_temperature_that_flattens_every_score_is_refused_naming_the_key():
+    # 1e30 was accepted: every score / temperature was ~0 and the run trained nothing, without a word
+    with pytest.raises(ConfigError, match=r"^loss\.temperature: must be at most 10,000 .*got 1e\+30"):
+        load_config(overrides=["loss.temperature=1e30"])
+    with pytest.raises(ConfigError, match=r"^loss\.temperature: must be at most"):
+        LossConfig(temperature=1e6)
+    assert LossConfig(temperature=10_000).temperature == 10_000  # still trains (measured at 1e4)
+
+
+@pytest.mark.parametrize("cls", [FinetuneConfig, RerankTrainConfig])
+def test_the_search_trainers_bound_their_temperature_too(cls):
+    with pytest.raises(ConfigError, match=r"^temperature must be > 0 and at most 10,000 .*got 1e\+30"):
+        cls(temperature=1e30)
+    with pytest.raises(ConfigError, match=r"^temperature must be > 0"):
+        cls(temperature=0.0)
+    assert cls(temperature=100.0).temperature == 100.0
