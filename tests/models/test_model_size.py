@@ -170,3 +170,19 @@ def test_the_parameters_are_counted_once_a_process_under_torchrun(monkeypatch):
                                           r"than this machine's 6\.0 GiB of memory; make \1 smaller "
                                           r"\(or run fewer processes on this machine\)$"):
         size.check_training_fits(RunConfig(), 1_000_000, 1_000_000, memory=6 * 2**30)
+
+
+def test_a_batch_above_the_examples_is_sized_as_the_examples_and_trains_with_a_warning(tmp_path, caplog):
+    # the estimate read train.batch_size=100000 as 100,000 x 100,000 scores and refused 230 GiB, though the epoch's
+    # 384 examples make one batch of 384; 1e30 was refused in PiB with 45-digit numbers
+    dataset = write_dataset(tmp_path / "data")
+    run = _run(train={"batch_size": 100_000})
+    with pytest.raises(ConfigError, match=r"^train\.batch_size: training would need"):
+        size.check_training_fits(run, 40, 30, memory=8 * 2**30)
+    size.check_training_fits(run, 40, 30, memory=8 * 2**30, n_examples=384)
+    with caplog.at_level("WARNING", logger="twotower.training.trainer"):
+        assert main(["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out",
+                     str(tmp_path / "run"), "--threads", "1", "--no-progress", "--epochs", "1", "eval.baselines=[]",
+                     "model.item_item.enabled=false", "train.batch_size=1e30"]) == 0
+    said = [r.getMessage() for r in caplog.records if "train.batch_size" in r.getMessage()]
+    assert said and "is above the " in said[0] and "examples an epoch: every epoch is one batch of" in said[0]

@@ -211,13 +211,16 @@ def _user_rows(run: RunConfig, b: int) -> tuple[int, int, int]:
 
 
 def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
-                    item_features: FeatureArrays | None = None, text_dim: int = 0) -> list[MemoryTerm]:
+                    item_features: FeatureArrays | None = None, text_dim: int = 0,
+                    n_examples: int | None = None) -> list[MemoryTerm]:
     """What a training run holds at its peak besides its data, by part (bytes, float32), largest first.
 
     The parameters' four training copies (:data:`TRAINING_COPIES`) are the first term. A CUDA run's step lives in
     the device's memory, which this does not know: its terms are the parameters' and validation's only.
     Under torchrun (:func:`processes`) the terms are the machine's: every process on it holds the parameter terms
     and its share of the global batch's step terms; validation and the checkpoint copies are rank 0's alone.
+    ``n_examples``: the examples an epoch holds, when known: a batch holds at most that many (the trainer cuts it), so
+    ``train.batch_size=100000`` over 600 examples is sized as the 600 it trains on, not refused for 230 GiB.
     """
     model, loss, train = run.model, run.loss, run.train
     it, ut = model.item, model.user
@@ -251,8 +254,9 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
         return sorted(terms, key=lambda t: -t.bytes)
     step: list[MemoryTerm] = []  # one process's; the machine holds ``local`` of them
     # this rank's share of the GLOBAL batch (training/step.py share: the largest share), and the global query rows
-    b, cols, q = _user_rows(run, math.ceil(train.batch_size / world))
-    q_global = _user_rows(run, train.batch_size)[2]
+    batch = train.batch_size if n_examples is None else min(train.batch_size, max(n_examples, 2))
+    b, cols, q = _user_rows(run, math.ceil(batch / world))
+    q_global = _user_rows(run, batch)[2]
     chunk = train.gradcache_chunk
     # the step's candidate rows (training/step.py RecStep.candidates)
     if loss.kind == "full":
@@ -266,7 +270,7 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
         rows_advice = "lower loss.sampled_negatives or train.batch_size"
     elif loss.kind == "inbatch":
         n = (min(q_global + loss.uniform_negatives, n_items) if train.examples == "sequence"
-             else train.batch_size + loss.uniform_negatives)
+             else batch + loss.uniform_negatives)
         rows_setting = "loss.uniform_negatives" if loss.uniform_negatives > q_global else "train.batch_size"
         rows_what = f"{n:,} in-batch candidates"
         rows_advice = f"lower {rows_setting}"
@@ -320,7 +324,7 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
 
 def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
                         item_features: FeatureArrays | None = None, text_dim: int = 0,
-                        memory: int | None = None) -> None:
+                        memory: int | None = None, n_examples: int | None = None) -> None:
     """ConfigError when training ``run`` would need more than the machine's memory (``memory``: its physical
     memory by default; nothing is checked where that is unknown).
 
@@ -335,7 +339,7 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
     check_model_fits(run.model, n_users, n_items, user_features=user_features, item_features=item_features,
                      text_dim=text_dim, memory=memory, n_processes=local)
     terms = training_memory(run, n_users, n_items, user_features=user_features, item_features=item_features,
-                            text_dim=text_dim)
+                            text_dim=text_dim, n_examples=n_examples)
     need = sum(t.bytes for t in terms)
     if need <= memory:
         return

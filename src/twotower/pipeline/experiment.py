@@ -67,7 +67,16 @@ def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) 
     check_item_inputs(item, 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes)
                       + int(feats.numeric.shape[1]))
     check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
-                        item_features=prep.item_features, text_dim=text_dim)
+                        item_features=prep.item_features, text_dim=text_dim, n_examples=examples_per_epoch(config, prep))
+
+
+def examples_per_epoch(config: RunConfig, prep: Prepared) -> int:
+    """The examples an epoch trains on, as the trainer counts them (training/examples.py, training/sequence.py)."""
+    lengths = prep.train_seqs.lengths()
+    n = {"sequence": int((lengths >= 2).sum()), "both": 2 * int(lengths.sum())}.get(config.train.examples,
+                                                                                   int(lengths.sum()))
+    cap = config.train.max_examples_per_epoch
+    return min(n, cap) if cap else n
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:

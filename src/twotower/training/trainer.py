@@ -115,6 +115,9 @@ class Trainer:
         # the batch the steps take: train.max_examples_per_epoch below train.batch_size cuts every batch to it, and a
         # mixture logQ (uniform negatives) computed for the configured size mis-weighted the batch's own positives
         B = min(train.batch_size, max(self._units_per_epoch(), 2))
+        if B < train.batch_size and tdist.is_main():  # said: the in-batch negatives are fewer than the setting reads
+            log.warning("train.batch_size=%d is above the %d %s an epoch: every epoch is one batch of %d", train.batch_size,
+                        self._units_per_epoch(), "sequences" if self.sequence else "examples", B)
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
                                sampler_probs=probs if loss.sampler == "popularity" else None,
                                log_q=self._log_q(probs, B), gradcache_chunk=train.gradcache_chunk,
