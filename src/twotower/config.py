@@ -719,7 +719,7 @@ class SearchConfig:
     bm25_weight: float = 0.5  #: minmax / zscore interpolation: BM25's weight w, dense 1 - w
     k: int = 10  #: results a query returns, 1..10,000
     depth: int = 100  #: candidates each retriever returns before fusion (Recall@100 is measured on them)
-    rerank_top: int = 20  #: fused candidates the cross-encoder re-scores
+    rerank_top: int = 20  #: fused candidates the cross-encoder re-scores, 1..10,000
     #: folder of the corpus embeddings kept between runs ("~" expanded), shared by every run
     # corpus embeddings kept between runs, per user rather than per working directory ("~" is expanded): a
     # relative default made `twotower search` from another folder encode the corpus again into a new ./runs/cache
@@ -733,6 +733,8 @@ class SearchConfig:
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, f"search.{name}",
                    f"must be an integer >= 1, got {value!r}")
+        for name in ("k", "rerank_top"):  # as `search query --k / --rerank-top`: every list is padded to k
+            _check(getattr(self, name) <= MAX_K, f"search.{name}", f"must be at most {MAX_K:,}, got {getattr(self, name):,}")
         _choice(self.fusion, "search.fusion", FUSION_CHOICES)
         _check(isinstance(self.bm25_weight, (int, float)) and 0.0 <= self.bm25_weight <= 1.0, "search.bm25_weight",
                f"must be in [0, 1], got {self.bm25_weight!r}")

@@ -23,3 +23,14 @@ def test_the_search_trainers_bound_their_temperature_too(cls):
     with pytest.raises(ConfigError, match=r"^temperature must be > 0"):
         cls(temperature=0.0)
     assert cls(temperature=100.0).temperature == 100.0
+
+
+def test_search_config_bounds_k_as_the_search_flags_do():
+    from twotower.config import SearchConfig
+
+    # `search query --k 1e30` is refused at 10,000; SearchConfig(k=10**30) was taken
+    with pytest.raises(ConfigError, match=r"^search\.k: must be at most 10,000, got 1,000,000,000,000,000,000,000,000,000,000$"):
+        SearchConfig(k=10**30)
+    with pytest.raises(ConfigError, match=r"^search\.rerank_top: must be at most 10,000"):
+        SearchConfig(rerank_top=10_001)
+    assert SearchConfig(k=10_000, rerank_top=10_000).k == 10_000
