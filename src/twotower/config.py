@@ -907,14 +907,13 @@ class RerankTrainConfig:
     freeze_layers: int = 0  #: bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
     max_groups: int | None = None  #: train on at most this many (query, positive) groups per epoch
     seed: int = 0  #: seed of initialisation, group order and the held-out queries (--seed)
-    #: share of the training queries held out to compare reranking with BM25's order (--valid-frac), in [0, 1); 0
-    #: = off
-    # share of the training queries held out (grouped by relevant document) on which, after training, reranking's
-    # NDCG@10 is set against the first stage's (BM25) own order; 0 = off. A loss 9.8% below chance said nothing of
-    # a cross-encoder that took SciFact's test NDCG@10 from 0.8962 to 0.2055
+    #: share of the training queries held out to score reranking after each epoch against BM25's order, keeping
+    #: the best epoch (--valid-frac), in [0, 1); 0 = off
+    # held out grouped by relevant document. A loss 9.8% below chance said nothing of a cross-encoder that took
+    # SciFact's test NDCG@10 from 0.8962 to 0.2055
     valid_frac: float = 0.0
-    # with valid_frac: the held-out queries are reranked after every epoch and the best epoch's weights kept;
-    # training stops after this many epochs without a better NDCG@10 (as FinetuneConfig.patience)
+    #: with valid_frac: stop after this many epochs without a better NDCG@10 (--patience)
+    # as FinetuneConfig.patience
     patience: int = 3
 
     def __post_init__(self) -> None:
