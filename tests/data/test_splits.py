@@ -105,6 +105,27 @@ def test_split_report_direct():
     assert rep["cold_users_valid"] == 1 and rep["cold_items_test"] == 1 and rep["users_with_empty_train"] == 1
 
 
+
+def test_split_report_counts_every_field_with_ids_as_text():
+    # the report counts distinct ids as text ("007" and "7" are two items; an int 7 and "7" one), per part, and the
+    # cold ones against train; an empty part counts nothing. Pinned when the counting moved from sets to masks.
+    tr = pd.DataFrame({"user_id": ["a", "a", "b", "c"], "item_id": ["007", "7", "x", "x"]})
+    va = pd.DataFrame({"user_id": ["b", "d", "d"], "item_id": [7, "y", "y"]})
+    te = pd.DataFrame({"user_id": ["e"], "item_id": ["007"]})
+    rep = split_report(tr, va, te)
+    assert rep == {
+        "train_rows": 4, "train_users": 3, "train_items": 3,
+        "valid_rows": 3, "valid_users": 2, "valid_items": 2,
+        "test_rows": 1, "test_users": 1, "test_items": 1,
+        "cold_users_valid": 1, "cold_items_valid": 1,  # d; y
+        "cold_users_test": 1, "cold_items_test": 0,  # e
+        "users_with_empty_train": 2,  # d, e
+    }
+    empty = tr.iloc[:0]
+    rep = split_report(tr, empty, empty)
+    assert (rep["valid_rows"], rep["valid_users"], rep["cold_items_test"], rep["users_with_empty_train"]) == (0, 0, 0, 0)
+    assert all(type(v) is int for v in rep.values())
+
 def test_a_split_that_leaves_valid_and_test_empty_says_so_at_split_time(caplog):
     """Before: `data split --method leave_last --n 5` on users with fewer than 11 rows (or temporal on users with
     1-2 rows) wrote header-only valid.csv and test.csv without a word; `train --valid valid.csv` then stopped on

@@ -154,17 +154,34 @@ def split_report(train: pd.DataFrame, valid: pd.DataFrame, test: pd.DataFrame) -
     """Rows/users/items per part, cold users/items of valid and test, users with an empty train."""
     parts = {"train": train, "valid": valid, "test": test}
     rep: dict[str, Any] = {}
-    users = {k: set(v["user_id"].astype(str)) for k, v in parts.items()}
-    items = {k: set(v["item_id"].astype(str)) for k, v in parts.items()}
+    users = _present(parts, "user_id")
+    items = _present(parts, "item_id")
     for k, v in parts.items():
         rep[f"{k}_rows"] = int(len(v))
-        rep[f"{k}_users"] = len(users[k])
-        rep[f"{k}_items"] = len(items[k])
+        rep[f"{k}_users"] = int(users[k].sum())
+        rep[f"{k}_items"] = int(items[k].sum())
     for k in ("valid", "test"):
-        rep[f"cold_users_{k}"] = len(users[k] - users["train"])
-        rep[f"cold_items_{k}"] = len(items[k] - items["train"])
-    rep["users_with_empty_train"] = len((users["valid"] | users["test"]) - users["train"])
+        rep[f"cold_users_{k}"] = int((users[k] & ~users["train"]).sum())
+        rep[f"cold_items_{k}"] = int((items[k] & ~items["train"]).sum())
+    rep["users_with_empty_train"] = int(((users["valid"] | users["test"]) & ~users["train"]).sum())
     return rep
+
+
+def _present(parts: dict[str, pd.DataFrame], column: str) -> dict[str, np.ndarray]:
+    """Which of the parts' distinct ids (as text) each part holds: one bool mask over the distinct ids per part.
+
+    The ids are factorized once over the three parts: a Python set per part took 17 s for 10M ids of one column.
+    """
+    ids = pd.concat([v[column] for v in parts.values()], ignore_index=True).astype(str)
+    codes, distinct = pd.factorize(ids, use_na_sentinel=False)
+    out: dict[str, np.ndarray] = {}
+    start = 0
+    for k, v in parts.items():
+        mask = np.zeros(len(distinct), dtype=bool)
+        mask[codes[start:start + len(v)]] = True
+        out[k] = mask
+        start += len(v)
+    return out
 
 
 def _warn_all_users_short(method: str, users: int, needed: int, way_out: str) -> None:
