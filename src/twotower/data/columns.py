@@ -51,12 +51,13 @@ class RowNumbers:
         self._numbers: np.ndarray | None = None
         self._lengths: np.ndarray | None = None  # a CSV file's fields per data record, beside _numbers
         self._header: list[str] = []
+        self._complete = False  # _numbers reaches the end of the file
 
     def number(self, pos: int) -> int:
         if self._path is None:
             return pos + self.first
-        if self._numbers is None:
-            self._numbers = self._csv_rows() if self._sep is not None else self._json_lines()
+        self._scan(pos)
+        assert self._numbers is not None
         return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
 
     def fields(self, pos: int) -> tuple[int, list[str]] | None:
@@ -65,22 +66,41 @@ class RowNumbers:
         pandas reads a missing trailing field and a blank one alike (NaN): the record itself tells them apart."""
         if self._path is None or self._sep is None:
             return None
-        if self._numbers is None:
-            self._numbers = self._csv_rows()
+        self._scan(pos)
         assert self._lengths is not None
         return (int(self._lengths[pos]), self._header) if pos < len(self._lengths) else None
 
-    def _json_lines(self) -> np.ndarray:
+    def _scan(self, pos: int) -> None:
+        """Number the file's records up to data position ``pos`` (the error path only).
+
+        The scan stops at that record: it read the whole file first, so a bad row at line 5,000,000 of a 10M-row
+        file was named after a pass over all 10M rows holding every row's number as a Python int.
+        """
+        if self._numbers is not None and (pos < len(self._numbers) or self._complete):
+            return
+        self._numbers = self._csv_rows(pos) if self._sep is not None else self._json_lines(pos)
+
+    def _json_lines(self, pos: int) -> np.ndarray:
         assert self._path is not None
+        numbers: list[int] = []
+        self._complete = True
         # newline="\n": lines end where the bytes' lines end, as pandas counts them (a lone \r is no line end)
         with open(self._path, encoding=codec_for(self._encoding), errors="replace", newline="\n") as fh:
-            return np.array([n for n, line in enumerate(fh, 1) if line.strip()], dtype=np.int64)
+            for n, line in enumerate(fh, 1):
+                if line.strip():
+                    numbers.append(n)
+                    if len(numbers) > pos:
+                        self._complete = False
+                        break
+        return np.array(numbers, dtype=np.int64)
 
-    def _csv_rows(self) -> np.ndarray:
-        """The row number of each data record: the non-blank records after the header."""
+    def _csv_rows(self, pos: int) -> np.ndarray:
+        """The row number of each data record up to ``pos``: the non-blank records after the header."""
         assert self._path is not None and self._sep is not None
         numbers: list[int] = []
         lengths: list[int] = []
+        self._complete = True
+        self._header = []
         with open(self._path, newline="", encoding=codec_for(self._encoding), errors="replace") as fh:
             for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1):
                 if not rec or (len(rec) == 1 and not rec[0].strip()):
@@ -90,6 +110,9 @@ class RowNumbers:
                     continue
                 numbers.append(n)
                 lengths.append(len(rec))
+                if len(numbers) > pos:
+                    self._complete = False
+                    break
         self._lengths = np.array(lengths, dtype=np.int64)
         return np.array(numbers, dtype=np.int64)
 
