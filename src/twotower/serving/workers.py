@@ -244,12 +244,17 @@ def worker_app() -> "FastAPI":
         service = open_shared_service(spec) if spec.run_dir is not None else None
     except TwoTowerError as e:
         _refuse_to_start(e, spec)
+    except Exception as e:  # noqa: BLE001 - any failure to start is the same: restarting it fails the same way
+        # the shared arrays gone from the temporary folder (a /tmp cleaner on a long-running server), a file the
+        # worker cannot read, memory: uvicorn restarted such a worker forever, a traceback and a run load (torch,
+        # weights) every few seconds while the server went on with one worker fewer
+        _refuse_to_start(e, spec, unexpected=True)
     if service is None:
         return create_app(settings=settings, search_service=search)
     return create_app(service=service, settings=settings, search_service=search)
 
 
-def _refuse_to_start(error: Exception, spec: WorkerSpec) -> NoReturn:
+def _refuse_to_start(error: Exception, spec: WorkerSpec, *, unexpected: bool = False) -> NoReturn:
     """Stop the whole server: one line saying why, and uvicorn's start-up failure code.
 
     The parent checked the run before binding the port, so this happens when uvicorn restarts a worker that
@@ -257,13 +262,15 @@ def _refuse_to_start(error: Exception, spec: WorkerSpec) -> NoReturn:
     new worker cannot serve what the others serve, from the vectors the parent shared, and each restart fails
     the same way. With any other exit code uvicorn restarted it forever, a traceback and a run load each time.
     The reason is also left in the shared folder, for :func:`run_workers` to exit non-zero with it (uvicorn's
-    supervisor itself returns normally).
+    supervisor itself returns normally). Any other failure to start (``unexpected``: the shared arrays removed from
+    the temporary folder, memory) stops it the same way, its type named and its traceback logged once.
     """
     from uvicorn.config import STARTUP_FAILURE
 
-    log.critical("worker %d cannot start, so the server stops: %s", os.getpid(), error)
+    why = f"{type(error).__name__}: {error}" if unexpected else str(error)
+    log.critical("worker %d cannot start, so the server stops: %s", os.getpid(), why, exc_info=unexpected)
     try:
-        (Path(spec.shared_dir) / FAILED).write_text(str(error), encoding="utf-8")
+        (Path(spec.shared_dir) / FAILED).write_text(why, encoding="utf-8")
     except OSError:
         pass  # the line above still says why
     sys.exit(STARTUP_FAILURE)
