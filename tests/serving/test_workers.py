@@ -260,6 +260,41 @@ def test_a_worker_that_fails_to_start_for_any_reason_stops_the_server(run_dir, s
     assert ITEM_VECTORS in (tmp_path / FAILED).read_text(encoding="utf-8")  # what run_workers exits with
 
 
+def test_worker_log_lines_name_their_process(tmp_path, monkeypatch):
+    """A worker is a spawned interpreter that never ran the CLI's logging set-up: its INFO lines were dropped and
+    its warnings printed bare (`worker 812: the serving process 790 is gone; stopping`), uvicorn's lines said no
+    pid. The logging configuration run_workers hands uvicorn (applied again in each worker) tags every line."""
+    import json
+    import logging
+    import subprocess
+    import sys
+
+    import uvicorn
+
+    from twotower.serving.workers import WorkerSpec, run_workers
+
+    given = {}
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: given.update(kw))
+    monkeypatch.setattr(logging.getLogger(), "level", logging.INFO)  # the CLI's default level
+    run_workers(WorkerSpec(shared_dir=str(tmp_path), settings={}), workers=2)
+    worker = (  # what a fresh worker process logs once uvicorn applied the configuration
+        "import json, logging, logging.config, os, sys; logging.config.dictConfig(json.loads(sys.argv[1])); "
+        "print(os.getpid(), flush=True); "
+        "logging.getLogger('twotower.serving.service').info('service ready'); "
+        "logging.getLogger('twotower.serving.workers').warning('the serving process is gone'); "
+        "logging.getLogger('faiss.loader').info('Loading faiss with AVX2 support.'); "
+        "logging.getLogger('uvicorn.error').info('Waiting for application startup.')"
+    )
+    out = subprocess.run([sys.executable, "-c", worker, json.dumps(given["log_config"])], capture_output=True,
+                         text=True, check=True)
+    pid = out.stdout.strip()
+    lines = out.stderr.splitlines()
+    assert any(line.endswith(f"[{pid}] INFO twotower.serving.service: service ready") for line in lines), lines
+    assert any(f"[{pid}] WARNING twotower.serving.workers: the serving process is gone" in ln for ln in lines), lines
+    assert any(f"[{pid}] Waiting for application startup." in line for line in lines), lines
+    assert not any("faiss" in line for line in lines), lines  # quiet, as the CLI keeps it in its own process
+
+
 def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):
     """`kill -9` of `serve --workers N` must not leave its workers serving as orphans (holding the port)."""
     import os

@@ -418,7 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format=fmt, datefmt="%H:%M:%S")
     if not args.verbose:
         # chatty third-party loggers set their own DEBUG level
-        for name in ("bm25s", "sentence_transformers", "transformers", "faiss.loader", "httpx"):
+        from twotower.utils.runtime import CHATTY_LOGGERS
+
+        for name in CHATTY_LOGGERS:
             logging.getLogger(name).setLevel(max(level, logging.WARNING))
     from twotower.errors import TwoTowerError
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from twotower.serving.service import RecommenderService
 
 __all__ = ["WorkerSpec", "share_arrays", "open_shared_service", "worker_app", "run_workers", "SPEC_ENV",
-           "exit_with_parent"]
+           "exit_with_parent", "worker_log_config"]
 
 log = logging.getLogger(__name__)
 
@@ -276,6 +276,34 @@ def _refuse_to_start(error: Exception, spec: WorkerSpec, *, unexpected: bool = F
     sys.exit(STARTUP_FAILURE)
 
 
+def worker_log_config(level: int) -> dict[str, Any]:
+    """The logging configuration uvicorn applies in the serving process and again in each worker (``log_config``).
+
+    A worker is a fresh (spawned) interpreter that never ran the CLI's ``logging.basicConfig``: twotower's INFO
+    lines there were dropped and its warnings printed bare by logging's last-resort handler (``worker 812: the
+    serving process 790 is gone; stopping``, no time, level or logger), and uvicorn's own lines (``Waiting for
+    application startup.``, ``Shutting down``) did not say which of the N processes spoke. Every line now carries
+    its process id, twotower's (and other libraries') at ``level`` in the CLI's format, uvicorn's after its prefix.
+    """
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    from twotower.utils.runtime import CHATTY_LOGGERS
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["default"]["fmt"] = "%(levelprefix)s [%(process)d] %(message)s"
+    config["formatters"]["twotower"] = {"format": "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
+                                        "datefmt": "%H:%M:%S"}
+    config["handlers"]["twotower"] = {"formatter": "twotower", "class": "logging.StreamHandler",
+                                      "stream": "ext://sys.stderr"}
+    config["root"] = {"handlers": ["twotower"], "level": logging.getLevelName(level)}
+    if level > logging.DEBUG:  # as the CLI does in its own process, unless --verbose
+        config["loggers"].update({name: {"level": logging.getLevelName(max(level, logging.WARNING))}
+                                  for name in CHATTY_LOGGERS})
+    return config
+
+
 def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
                 factory: str = "twotower.serving.workers:worker_app") -> None:
     """Serve with ``workers`` uvicorn processes built by ``factory`` (an import string) from ``spec``.
@@ -293,7 +321,8 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
     failed = Path(spec.shared_dir) / FAILED
     try:
         uvicorn.run(factory, factory=True, workers=workers, host=settings.host, port=settings.port,
-                    log_level=log_level, access_log=False)
+                    log_level=log_level, access_log=False,
+                    log_config=worker_log_config(logging.getLogger().getEffectiveLevel()))
         if failed.is_file():  # a worker could not start: uvicorn stopped the server, and so exits non-zero here
             raise IntegrityError(f"the server stopped: a worker could not start: {failed.read_text(encoding='utf-8')}")
     finally:

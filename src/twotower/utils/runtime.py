@@ -23,6 +23,11 @@ __all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads",
            "resolve_device", "retain_freed_memory", "available_memory"]
 
 
+#: third-party loggers that log at INFO or DEBUG on their own (faiss.loader: every CPU variant it tries); the CLI
+#: keeps them at WARNING unless --verbose, in its process and in the workers of ``serve --workers N``
+CHATTY_LOGGERS = ("bm25s", "sentence_transformers", "transformers", "faiss.loader", "httpx")
+
+
 def seed_everything(seed: int) -> np.random.Generator:
     """Seed Python, NumPy and torch; return a NumPy Generator for local use."""
     import torch
