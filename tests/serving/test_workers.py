@@ -127,6 +127,29 @@ def test_two_workers_answer_and_map_one_copy(server, service, flat_index):
     assert maps[0][faiss_file] == maps[1][faiss_file]
 
 
+def test_metrics_count_every_workers_requests_whichever_worker_answers_the_scrape(server):
+    """Each worker counted only its own requests: successive scrapes of the one address read one worker or the
+    other (207, then 94, then 207 requests on MovieLens-100K), which Prometheus takes as counter resets."""
+    import re
+
+    url, _ = server
+    sent = 0
+    for _ in range(6):  # bursts of fresh connections: both workers answer some
+        threads = [threading.Thread(target=lambda: httpx.get(url + "/openapi.json", timeout=30)) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        sent += len(threads)
+    time.sleep(2.5)  # a worker publishes its last counts within a second of its last request
+    pattern = re.compile(r'^twotower_requests_total\{route="/openapi.json",method="GET",status="200"\} (\d+)$', re.M)
+    seen = set()
+    for _ in range(16):  # fresh connections: the scrapes land on both workers
+        text = httpx.get(url + "/metrics", timeout=10).text
+        seen.add(int(pattern.search(text)[1]))
+    assert seen == {sent}
+
+
 def test_saturated_workers_answer_429_at_once(server):
     """64 batches at once on two one-at-a-time workers: the excess is refused with 429, nothing fails."""
     url, _ = server

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -81,6 +83,74 @@ class Metrics:
         """Count one 429 of the gate under ``reason`` (a key of ``rejected_by_reason``)."""
         self.rejected_by_reason[reason] += 1
 
+    #: seconds between two writes of a worker's counters to the shared folder (:meth:`share`)
+    PUBLISH_EVERY_S = 1.0
+
+    def share(self, folder: str | Path) -> None:
+        """Under ``serve --workers N``: publish this process's counters to ``folder`` (one JSON file per process) and
+        render the sum over every process's file, so that ``GET /metrics`` answers for the whole server whichever
+        worker accepts the scrape. Each worker counted only its own requests before: successive scrapes of one
+        address read different workers' counters (207, then 94, then 207 requests), which Prometheus takes as
+        counter resets. A file is rewritten at most every :attr:`PUBLISH_EVERY_S` while requests finish (the last
+        one of a burst always published), and by the scraped worker before it sums, so each process's part of a
+        counter never goes back from one scrape to the next; a worker that died and was restarted keeps its file
+        under its old pid, so the sums never fall."""
+        self._shared = Path(folder)
+        self._shared.mkdir(parents=True, exist_ok=True)
+        self._published = 0.0
+        self._publish_pending = False
+
+    _shared: Path | None = None
+
+    def _state(self) -> dict[str, Any]:
+        return {"requests": [[r, m, st, n] for (r, m, st), n in self.requests.items()],
+                "latency": self.latency, "latency_sum": self.latency_sum, "in_flight": self.in_flight,
+                "rejected_by_reason": self.rejected_by_reason, "rejected_too_large": self.rejected_too_large,
+                "body_timeouts": self.body_timeouts}
+
+    def publish(self) -> None:
+        """Write this process's counters to the shared folder (atomically: a reader sees the old or the new file)."""
+        if self._shared is None:
+            return
+        self._published, self._publish_pending = time.monotonic(), False
+        path = self._shared / f"{os.getpid()}.json"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(self._state()), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def _publish_soon(self) -> None:
+        wait = self._published + self.PUBLISH_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self.publish()
+        elif not self._publish_pending:  # the trailing write, so that a burst's last requests are not left out
+            try:
+                asyncio.get_running_loop().call_later(wait, self.publish)
+                self._publish_pending = True
+            except RuntimeError:  # no event loop (called from Python): now
+                self.publish()
+
+    def _summed(self) -> "Metrics":
+        """A Metrics holding the sum of every process's published counters (this one's published first)."""
+        self.publish()
+        total = Metrics()
+        for path in sorted(self._shared.glob("*.json")) if self._shared is not None else ():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # removed as the server stops
+            for route, method, status, n in state["requests"]:
+                total.requests[(route, method, status)] = total.requests.get((route, method, status), 0) + n
+            for route, counts in state["latency"].items():
+                mine = total.latency.setdefault(route, [0] * len(counts))
+                total.latency[route] = [a + b for a, b in zip(mine, counts)]
+                total.latency_sum[route] = total.latency_sum.get(route, 0.0) + state["latency_sum"][route]
+            for reason, n in state["rejected_by_reason"].items():
+                total.rejected_by_reason[reason] = total.rejected_by_reason.get(reason, 0) + n
+            total.in_flight += state["in_flight"]
+            total.rejected_too_large += state["rejected_too_large"]
+            total.body_timeouts += state["body_timeouts"]
+        return total
+
     def observe(self, route: str, method: str, status: int, seconds: float) -> None:
         key = (route, method, status)
         self.requests[key] = self.requests.get(key, 0) + 1
@@ -92,8 +162,13 @@ class Metrics:
         else:
             counts[-1] += 1
         self.latency_sum[route] = self.latency_sum.get(route, 0.0) + seconds
+        if self._shared is not None:
+            self._publish_soon()
 
     def render(self) -> str:
+        """The Prometheus text of these counters; under :meth:`share`, of every worker's summed."""
+        if self._shared is not None:
+            return self._summed().render()
         out = [
             "# HELP twotower_requests_total HTTP requests by route, method and status.",
             "# TYPE twotower_requests_total counter",

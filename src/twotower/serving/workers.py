@@ -61,6 +61,7 @@ ITEM_VECTORS = "item_vectors.npy"
 USER_VECTORS = "user_vectors.npy"
 INPUT_HISTORIES = "input_histories.npz"  # serve --history-from: the users' input histories (CSR arrays)
 _PREFIX = "twotower-serve-"
+METRICS = "metrics"  # each worker's request counters, one JSON file per process (Metrics.share)
 #: left in the shared folder by a worker that could not start: why (read by run_workers)
 FAILED = "worker-failed.txt"
 
@@ -249,9 +250,10 @@ def worker_app() -> "FastAPI":
         # worker cannot read, memory: uvicorn restarted such a worker forever, a traceback and a run load (torch,
         # weights) every few seconds while the server went on with one worker fewer
         _refuse_to_start(e, spec, unexpected=True)
-    if service is None:
-        return create_app(settings=settings, search_service=search)
-    return create_app(service=service, settings=settings, search_service=search)
+    app = (create_app(settings=settings, search_service=search) if service is None
+           else create_app(service=service, settings=settings, search_service=search))
+    app.state.metrics.share(Path(spec.shared_dir) / METRICS)  # GET /metrics sums every worker's counters
+    return app
 
 
 def _refuse_to_start(error: Exception, spec: WorkerSpec, *, unexpected: bool = False) -> NoReturn:
