@@ -232,15 +232,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}", file=sys.stderr)
     if settings.workers > 1:
-        import gc
-
-        from twotower.serving.workers import run_workers
+        from twotower.serving.workers import supervise
 
         spec = _share_with_workers(args, settings, service)
-        service = search = None  # the workers map the shared files; this process only supervises them
-        gc.collect()
-        run_workers(spec, workers=settings.workers, log_level=args.log_level)
-        return 0
+        # the workers map the shared files; this process becomes a fresh one that only supervises them
+        supervise(spec, workers=settings.workers, log_level=args.log_level)
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
