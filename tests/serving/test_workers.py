@@ -383,3 +383,18 @@ def test_a_worker_refuses_an_index_rebuilt_since_the_server_started(run_dir, ser
         folder, model_fingerprint=run.fingerprint())  # rebuilt in place, same model
     with pytest.raises(IntegrityError, match=r"the index in .* changed since the server started"):
         open_shared_service(spec)
+
+
+def test_serve_help_says_which_limits_are_per_worker(capsys):
+    """--max-concurrency, --max-queue and --max-wait-ms apply to each worker process under --workers N (each has
+    its own 429 gate); only --workers' help said so, for the first two."""
+    import re
+
+    from twotower.cli.main import main
+
+    assert main(["serve", "--help"]) == 0
+    text = re.sub(r"\s+", " ", capsys.readouterr().out)
+    for flag in ("--max-concurrency MAX_CONCURRENCY", "--max-queue MAX_QUEUE", "--max-wait-ms MAX_WAIT_MS"):
+        described = text.split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert "per worker process" in described or "each worker process" in described, (flag, described)
+

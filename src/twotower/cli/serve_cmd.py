@@ -40,14 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "reverse proxy's public name, say); repeatable. Bound to loopback (the default) the server "
                         "answers those three only, so a web page cannot reach it by pointing its own name at "
                         "127.0.0.1 (DNS rebinding); bound to another address it answers any name unless given")
-    p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once (default %(default)s)")
+    p.add_argument("--max-concurrency", type=int, default=d.max_concurrency, help="requests computing at once, per worker process with --workers N (default %(default)s)")
     p.add_argument("--max-queue", type=int, default=d.max_queue,
-                   help="requests waiting beyond those; more get 429 (default %(default)s)")
+                   help="requests waiting beyond those, per worker process; more get 429 (default %(default)s)")
     # one or the other: `--no-max-wait --max-wait-ms 30` dropped the 30 without a word (argparse refuses the pair,
     # an explicit value equal to the default included, and each flag alone keeps its meaning)
     wait = p.add_mutually_exclusive_group()
     wait.add_argument("--max-wait-ms", type=float, default=d.max_wait_ms,
-                      help="429 when a new request's expected wait for a compute slot exceeds this (default "
+                      help="429 when a new request's expected wait for a compute slot exceeds this, each worker process "
+                           "estimating its own (default "
                            "%(default)s ms); not with --no-max-wait")
     wait.add_argument("--no-max-wait", action="store_true",
                       help="bound the queue by --max-queue only, not by time; not with --max-wait-ms")
