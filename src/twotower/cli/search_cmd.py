@@ -671,7 +671,6 @@ def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.finetune import FinetuneConfig
 
     # everything checked before any model is loaded or any negative mined
-    _check_beir(args)
     _check_out(args, "bi-encoder", is_bi_encoder)
     _check_cache(args)
     train_docs = args.train_doc_tower or args.shared
@@ -685,6 +684,7 @@ def cmd_search_train(args: argparse.Namespace) -> int:
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
         refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed, valid_frac=args.valid_frac,
         patience=args.patience), flags)
+    _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds
     if train_docs and args.negatives > 1:
         _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
     # --negatives 0: in-batch negatives only, so there is nothing to mine (MiningConfig needs n >= 1)
@@ -828,7 +828,6 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.rerank import RerankTrainConfig
 
     # everything checked before any model is loaded or any negative mined
-    _check_beir(args)
     _check_out(args, "cross-encoder", is_cross_encoder)
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
              "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac", "patience": "--patience"}
@@ -836,6 +835,7 @@ def cmd_rerank_train(args: argparse.Namespace) -> int:
                                                  max_length=args.max_length, seed=args.seed, lr=args.lr,
                                                  groups_per_step=args.batch_size, valid_frac=args.valid_frac,
                                                  patience=args.patience), flags)
+    _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds
     if not cfg.valid_frac and cfg.patience != RerankTrainConfig.patience:  # nothing validated, nothing to wait for
         logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
                                             "validated); pass --valid-frac F to hold out queries", cfg.patience)
