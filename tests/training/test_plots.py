@@ -71,3 +71,18 @@ def test_the_accuracy_panel_says_what_the_runs_loss_measures(monkeypatch: pytest
             train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False)).fit()
     assert (tmp_path / "curves.png").stat().st_size > 0
     assert figs[0].axes[1].get_title() == title
+
+
+def test_a_run_without_validation_has_no_empty_valid_panel(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`train` without --valid drew an empty "valid NDCG@10" box on a made-up -0.04..0.04 axis, and labelled the
+    epoch of the lowest training loss "best epoch 3 (saved)" on it, as if validation had chosen it."""
+    history = [{"epoch": e, "loss": 6.0 - 0.3 * e, "inbatch_accuracy": 0.01 * e, "item_std": 0.02} for e in (1, 2, 3)]
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    plot_training_curves(history, tmp_path / "curves.png", best_epoch=3)
+    axes = figs[0].axes
+    assert [ax.get_title() for ax in axes] == ["training loss", "in-batch accuracy", "item embedding std"]
+    assert all(ax.get_lines()[0].get_xdata().tolist() == [1, 2, 3] for ax in axes)
+    legend = axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["best epoch 3 (saved, lowest training loss)"]

@@ -25,14 +25,17 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
     import matplotlib.pyplot as plt
 
     epochs = [r["epoch"] for r in history]
-    panels = [("loss", "training loss"), ("inbatch_accuracy", ACCURACY_TITLES.get(loss_kind, "training accuracy")), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std")]
-    if any("alpha" in r for r in history):
-        panels.append(("alpha", "gate α"))
+    panels = [("loss", "training loss"), ("inbatch_accuracy", ACCURACY_TITLES.get(loss_kind, "training accuracy")), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std"), ("alpha", "gate α")]
+    # a panel with nothing to draw is left out: without validation data the valid panel was an empty box on a
+    # made-up -0.04..0.04 axis, and the best epoch (then the lowest training loss) was labelled as if validated
+    panels = [(key, title) for key, title in panels if any(key in r for r in history)]
+    validated = any(f"valid_{metric}" in r for r in history)
     from matplotlib.ticker import MaxNLocator
 
     # one shared epoch axis with whole-epoch ticks: a validation curve (eval_every > 1) lines up with the
     # training curves beside it, and a run of 1-3 epochs is not labelled 0.96, 1.5, 2.5
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), sharex=True)
+    fig, grid = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), sharex=True, squeeze=False)
+    axes = grid[0]
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(set(epochs)) == 1:  # one point: the locator would tick the ±0.05 span around it (0.96 ... 1.04)
         axes[0].set_xticks(epochs[:1])
@@ -41,12 +44,13 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         ys = [r[key] for r in history if key in r]
         ax.plot(xs, ys, marker="o", ms=3)
         if best_epoch is not None:
-            ax.axvline(best_epoch, color="tab:red", ls="--", lw=1, label=f"best epoch {best_epoch} (saved)")
+            why = "" if validated else ", lowest training loss"
+            ax.axvline(best_epoch, color="tab:red", ls="--", lw=1, label=f"best epoch {best_epoch} (saved{why})")
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
-    if best_epoch is not None:
-        axes[2].legend(loc="best", fontsize="small")
+    if best_epoch is not None:  # on the validation panel, where the best epoch was chosen (else the loss panel)
+        axes[[key for key, _ in panels].index(f"valid_{metric}") if validated else 0].legend(loc="best", fontsize="small")
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
