@@ -86,3 +86,21 @@ def test_a_run_without_validation_has_no_empty_valid_panel(monkeypatch: pytest.M
     assert all(ax.get_lines()[0].get_xdata().tolist() == [1, 2, 3] for ax in axes)
     legend = axes[0].get_legend()
     assert [t.get_text() for t in legend.get_texts()] == ["best epoch 3 (saved, lowest training loss)"]
+
+
+@pytest.mark.parametrize(("valid", "title"), [
+    (True, "r1: best valid NDCG@10 0.1300 at epoch 3 (saved), 5 epochs run"),
+    (False, "r1: lowest training loss 5.1000 at epoch 3 (saved), 5 epochs run")])
+def test_the_figure_names_its_run_and_the_epoch_it_kept(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         valid: bool, title: str) -> None:
+    """curves.png had panel titles only: pasted beside another run's, nothing said whose curves they were."""
+    history = [{"epoch": e, "loss": 5.4 - 0.1 * min(e, 3), "inbatch_accuracy": 0.01, "item_std": 0.02,
+                **({"valid_NDCG@10": 0.1 + 0.01 * min(e, 3) - 0.001 * max(e - 3, 0)} if valid else {})}
+               for e in range(1, 6)]
+    (tmp_path / "r1").mkdir()
+    figs = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    monkeypatch.chdir(tmp_path)
+    plot_training_curves(history, Path("r1") / "curves.png", best_epoch=3)
+    assert figs[0]._suptitle.get_text() == title

@@ -6,7 +6,7 @@ from typing import Any
 
 from twotower.utils.atomic import atomic_path
 
-__all__ = ["plot_training_curves"]
+__all__ = ["curves_title", "plot_training_curves"]
 
 #: What the logged ``inbatch_accuracy`` (the key kept for readers of log.jsonl) measures under each loss kind:
 #: the share of rows whose positive scores first among the candidates that loss ranks.
@@ -51,7 +51,23 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         ax.grid(alpha=0.3)
     if best_epoch is not None:  # on the validation panel, where the best epoch was chosen (else the loss panel)
         axes[[key for key, _ in panels].index(f"valid_{metric}") if validated else 0].legend(loc="best", fontsize="small")
+    fig.suptitle(curves_title(history, Path(path).parent, metric, best_epoch))
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
+
+
+def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epoch: int | None) -> str:
+    """The figure's title: which run, and the epoch it kept with its figure, as `train`'s last line says them.
+
+    The PNG had four panel titles and nothing else: opened from a file browser or pasted beside another run's,
+    it did not say whose curves they were or what the run kept."""
+    n = len({r["epoch"] for r in history})
+    done = f"{n} epoch{'' if n == 1 else 's'} run"
+    best = next((r for r in history if r["epoch"] == best_epoch), None)
+    if best is None:
+        return f"{run}: {done}"
+    if f"valid_{metric}" in best:
+        return f"{run}: best valid {metric} {best[f'valid_{metric}']:.4f} at epoch {best_epoch} (saved), {done}"
+    return f"{run}: lowest training loss {best['loss']:.4f} at epoch {best_epoch} (saved), {done}"
