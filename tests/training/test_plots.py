@@ -104,3 +104,16 @@ def test_the_figure_names_its_run_and_the_epoch_it_kept(monkeypatch: pytest.Monk
     monkeypatch.chdir(tmp_path)
     plot_training_curves(history, Path("r1") / "curves.png", best_epoch=3)
     assert figs[0]._suptitle.get_text() == title
+
+
+def test_the_spread_panel_starts_at_zero_with_the_collapse_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A sequence run's item std 0.17608 -> 0.17582 (0.1%) filled the panel top to bottom on a zoomed axis: it
+    read as the embeddings collapsing, which the alarm (std below 0.01) said they were not."""
+    from twotower.training.diagnostics import COLLAPSE_STD
+
+    history = [{"epoch": e, "loss": 6.0, "inbatch_accuracy": 0.01, "item_std": 0.17608 - 0.00006 * e} for e in (1, 2, 3)]
+    fig = _figure(monkeypatch, history, tmp_path / "curves.png")
+    ax = next(ax for ax in fig.axes if ax.get_title() == "item embedding std")
+    lo, hi = ax.get_ylim()
+    assert lo == 0 and 0.176 < hi < 0.25
+    assert any(list(line.get_ydata()) == [COLLAPSE_STD, COLLAPSE_STD] for line in ax.get_lines())

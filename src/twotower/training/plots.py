@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.utils.atomic import atomic_path
 
 __all__ = ["curves_title", "plot_training_curves"]
@@ -46,6 +47,10 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         if best_epoch is not None:
             why = "" if validated else ", lowest training loss"
             ax.axvline(best_epoch, color="tab:red", ls="--", lw=1, label=f"best epoch {best_epoch} (saved{why})")
+        if key == "item_std":  # from 0, against the alarm's line: a 0.1% drift on a zoomed axis looked like a collapse
+            alarm = ax.axhline(COLLAPSE_STD, color="grey", ls=":", lw=1, label=f"collapse alarm below {COLLAPSE_STD:g}")
+            ax.set_ylim(bottom=0, top=max(max(ys), COLLAPSE_STD) * 1.15)
+            ax.legend(handles=[alarm], loc="best", fontsize="small")
         ax.set_title(title)
         ax.set_xlabel("epoch")
         ax.grid(alpha=0.3)
