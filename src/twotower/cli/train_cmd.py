@@ -98,8 +98,10 @@ def train_summary(result: TrainResult, metric: str, out: Path) -> str:
     took = (f"resumed after epoch {done}: {result.epochs_run - done} in {result.seconds:.1f}s" if done
             else f"{result.seconds:.1f}s")
     n = result.epochs_run
+    # the curves are drawn where people would rather look than read, yet nothing printed said they were there
+    curves = f" (training curves: {out / 'curves.png'})" if (out / "curves.png").is_file() else ""
     return (f"trained: best {best} at epoch {result.best_epoch} ({n} epoch{'' if n == 1 else 's'}{why}, {took})"
-            f"{_gate_clause(result)}; run folder {out}")
+            f"{_gate_clause(result)}; run folder {out}{curves}")
 
 
 def _gate_clause(result: TrainResult) -> str:
