@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from twotower.errors import ConfigError
 from twotower.utils.atomic import atomic_path
 
-__all__ = ["plot_recall_at_k"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_recall_at_k", "recall_at_k_figure"]
 
 
 def _series(metrics: Mapping[str, float], metric: str) -> tuple[list[int], list[float]]:
@@ -46,25 +49,49 @@ def plot_recall_at_k(
         raise ConfigError(f"no results hold {metric}@k values; metrics present: {found or 'none'}")
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.0, 4.0), dpi=100)
+    fig = recall_at_k_figure(series, metric, title=title)
     FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    for name, (ks, values) in series.items():
-        ax.plot(ks, values, marker="o", label=name)
-    all_ks = sorted({k for ks, _ in series.values() for k in ks})
-    if len(all_ks) > 1 and all_ks[-1] / all_ks[0] >= 10:
-        ax.set_xscale("log")
-    ax.set_xticks(all_ks)
-    ax.set_xticklabels([str(k) for k in all_ks])
-    ax.set_xlabel("k")
-    ax.set_ylabel(f"{metric}@k")
-    ax.set_title(title if title is not None else f"{metric}@k")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
     target = Path(path)
     with atomic_path(target) as tmp:
         fig.savefig(tmp, format="png")
     return target
+
+
+def recall_at_k_figure(series: Mapping[str, tuple[list[int], list[float]]], metric: str, *,
+                       title: str | None = None) -> "Figure":
+    """The figure :func:`plot_recall_at_k` writes, from each model's ``(ks, values)``.
+
+    At a single k (``evaluate --ks 10``) the models are bars with their values written on them: as points over
+    one x they stacked, and EASE's 0.1044 disappeared under ItemKNN's 0.1047.
+    """
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 4.0), dpi=100)
+    ax = fig.add_subplot(1, 1, 1)
+    all_ks = sorted({k for ks, _ in series.values() for k in ks})
+    if len(all_ks) == 1:
+        names = list(series)
+        values = [series[name][1][0] for name in names]
+        bars = ax.bar(range(len(names)), values, color=[f"C{i}" for i in range(len(names))])
+        ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=2)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names)
+        ax.set_ylim(0, max(values) * 1.15 if max(values) > 0 else 1.0)
+        ax.set_xlabel(f"model (k={all_ks[0]})")
+        ax.set_ylabel(f"{metric}@{all_ks[0]}")
+        ax.grid(True, axis="y", alpha=0.3)
+    else:
+        for name, (ks, values) in series.items():
+            ax.plot(ks, values, marker="o", label=name)
+        if all_ks[-1] / all_ks[0] >= 10:
+            ax.set_xscale("log")
+        ax.set_xticks(all_ks)
+        ax.set_xticklabels([str(k) for k in all_ks])
+        ax.set_xlabel("k")
+        ax.set_ylabel(f"{metric}@k")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    ax.set_title(title if title is not None else f"{metric}@k")
+    fig.tight_layout()
+    return fig
