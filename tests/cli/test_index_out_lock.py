@@ -25,10 +25,10 @@ _PAUSED_BUILD = """
 import sys
 import twotower.index as ti
 real = ti.plot_recall_qps
-def paused(report, path):
+def paused(report, path, **kw):
     print("saved", flush=True)
     sys.stdin.readline()
-    real(report, path)
+    real(report, path, **kw)
 ti.plot_recall_qps = paused
 from twotower.cli.main import main
 sys.exit(main(sys.argv[1:]))

@@ -89,8 +89,26 @@ def test_the_plots_legend_stands_beside_the_points_and_names_the_chosen_knobs_as
     assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # right of the axes
     labels = [t.get_text() for t in legend.get_texts()]
     nprobe = ivf_report.chosen.params["nprobe"]
-    assert labels[-1] == f"chosen: {ivf_report.chosen.factory} (nprobe={nprobe})"
+    assert labels[-1] == f"chosen: {ivf_report.chosen.factory} (nprobe={nprobe})\nrecall {ivf_report.chosen.recall:.4f}"
     assert "log scale" in ax.get_ylabel() and f"recall@{ivf_report.k}" in ax.get_xlabel()
+
+
+def test_the_plot_names_its_run_and_a_missed_target_and_its_star_is_no_series_colour(ivf_report):
+    """index build's recall_qps.png did not say which run it measured, its star's label read the same for a build
+    that missed --target-recall (0.8501 against 0.99) as for one that met it, and the star was red beside
+    IVF-PQ's red line (the fourth series), as if one of that line's settings."""
+    import dataclasses
+
+    from matplotlib.colors import same_color
+
+    from twotower.index.plots import recall_qps_figure
+
+    missed = dataclasses.replace(ivf_report, met_target=False, target_recall=0.999)
+    ax = recall_qps_figure(missed, source="run runs/ml").axes[0]
+    assert ax.get_title().startswith("index settings tried for run runs/ml: ")
+    star = ax.get_lines()[-1]
+    assert star.get_label().endswith(f"recall {ivf_report.chosen.recall:.4f}, misses the target 0.999")
+    assert not any(same_color(star.get_markerfacecolor(), f"C{i}") for i in range(10))
 
 
 def test_auto_picks_a_fast_candidate_at_its_cheapest_setting_meeting_target(tune_data):

@@ -15,15 +15,15 @@ if TYPE_CHECKING:
 __all__ = ["plot_recall_qps", "recall_qps_figure"]
 
 
-def plot_recall_qps(report: "TuneReport", path: str | Path) -> Path:
+def plot_recall_qps(report: "TuneReport", path: str | Path, *, source: str | None = None) -> Path:
     """Write a PNG: one line per index type in sweep order (recall@k on x, batched QPS on a log y axis).
 
     The target recall is a dashed vertical line, the chosen setting a star and
-    the batched exact QPS a dotted horizontal line.
+    the batched exact QPS a dotted horizontal line. ``source`` (``"run runs/ml"``) is named in the title.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global state
 
-    fig = recall_qps_figure(report)
+    fig = recall_qps_figure(report, source=source)
     FigureCanvasAgg(fig)
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -31,12 +31,14 @@ def plot_recall_qps(report: "TuneReport", path: str | Path) -> Path:
     return path
 
 
-def recall_qps_figure(report: "TuneReport") -> "Figure":
+def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Figure":
     """The figure :func:`plot_recall_qps` writes.
 
     The legend stands right of the axes: inside them (``loc="best"``) it covered the sweep's points, which fill
     most of the plot, and the star's label read ``chosen Flat {}`` / ``{'nprobe': 4}`` where the table says
-    ``nprobe=4``.
+    ``nprobe=4``. The star's label carries the chosen recall and says when it misses the target (a missed build's
+    plot read like a met one), and the star is gold edged in black: a red star on IVF-PQ's red line (the fourth
+    colour) looked like one of that line's settings.
     """
     from matplotlib.figure import Figure
 
@@ -52,12 +54,15 @@ def recall_qps_figure(report: "TuneReport") -> "Figure":
     ax.axhline(report.exact_qps_batch, linestyle=":", color="black", label="exact search (batched)")
     chosen = report.chosen
     params = ", ".join(f"{k}={v:g}" for k, v in chosen.params.items())
-    ax.plot([chosen.recall], [chosen.qps_batch], marker="*", markersize=14, color="red", linestyle="none",
-            label=f"chosen: {chosen.factory}" + (f" ({params})" if params else ""))
+    verdict = "" if report.met_target else f", misses the target {report.target_recall:g}"
+    ax.plot([chosen.recall], [chosen.qps_batch], marker="*", markersize=16, markerfacecolor="gold",
+            markeredgecolor="black", linestyle="none",
+            label=f"chosen: {chosen.factory}" + (f" ({params})" if params else "") + f"\nrecall {chosen.recall:.4f}{verdict}")
     ax.set_xlabel(f"recall@{report.k} against exact search")
     ax.set_ylabel("queries / second (batched, log scale)")
     ax.set_yscale("log")
-    ax.set_title(f"index settings tried: {report.n:,} vectors, dim {report.dim}, {plural(report.n_queries, 'query', 'queries')}")
+    where = f" for {source}" if source else ""
+    ax.set_title(f"index settings tried{where}: {report.n:,} vectors, dim {report.dim}, {plural(report.n_queries, 'query', 'queries')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()

@@ -181,7 +181,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         say(f"chosen: exact search, {c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single")
         say(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
         return BuiltIndex(out, report.index, fp, tuning, report)
-    plot_recall_qps(report, out / TUNE_PNG)
+    plot_recall_qps(report, out / TUNE_PNG, source=f"run {run.dir}")
     verdict = "meets" if report.met_target else "does NOT meet"
     say(f"chosen: {c.factory} {c.params} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}), "
         f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
