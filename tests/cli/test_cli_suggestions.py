@@ -28,4 +28,17 @@ def test_a_typo_is_answered_with_the_nearest_name(argv, hint, capsys):
 
 def test_a_flag_near_nothing_gets_no_guess(capsys):
     assert main(["train", "--zzzzz"]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "twotower: error: unrecognized arguments: --zzzzz"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "twotower train: error: unrecognized arguments: --zzzzz"
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["train", "--epohcs", "3"], "twotower train"),
+    (["index", "build", "--run", "r", "--nprbe", "3"], "twotower index build"),
+    (["data", "split", "--dataset", "movielens-100k", "--out", "o", "--metohd", "random"], "twotower data split"),
+])
+def test_a_mistyped_flag_shows_the_subcommands_usage(argv, prog, capsys):
+    # the top-level usage ({demo,data,train,...}) was printed: not the flags of the command the user typed
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: {prog} "), err
+    assert f"{prog}: error: unrecognized arguments: " in err

@@ -67,16 +67,22 @@ def _override_hint(flag: str, value: str | None, keys: list[str], *, near_only: 
     return " or ".join(f"{k}={value if value is not None else 'VALUE'}" for k in homes)
 
 
+def _subcommand_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand named in ``argv`` (``index build``), else ``parser`` itself."""
+    for token in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and token in subs[0].choices:
+            parser = subs[0].choices[token]
+    return parser
+
+
 def _flag_hints(parser: argparse.ArgumentParser, argv: list[str], bad: list[str]) -> str:
     """"; did you mean --epochs?" for the mistyped flags in ``bad``, among the options of the subcommand named
     in ``argv`` (an exact-prefix typo like --epoch is already taken by argparse as an abbreviation). A flag that
     names a setting the subcommand takes as a dotted override instead (``train --batch-size 256``) is answered
     with that override (``train.batch_size=256``): such a flag used to be matched to the nearest flag whatever it
     was (``--lr`` got "did you mean --help?")."""
-    for token in argv:  # descend to the subcommand's own parser: its flags are the candidates
-        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        if subs and token in subs[0].choices:
-            parser = subs[0].choices[token]
+    parser = _subcommand_parser(parser, argv)  # its flags are the candidates
     options = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
     settings = getattr(parser, "settings", None)  # (config class, prefix) of the overrides it takes, if any
     keys = _setting_keys(*settings) if settings else []
@@ -396,8 +402,11 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             bad = [e for e in extra if e.startswith("-") or "=" not in e or not hasattr(args, "overrides")]
             if bad:
-                hints = _flag_hints(parser, list(sys.argv[1:] if argv is None else argv), bad)
-                parser.error(f"unrecognized arguments: {' '.join(bad)}{hints}")
+                given = list(sys.argv[1:] if argv is None else argv)
+                hints = _flag_hints(parser, given, bad)
+                # the subcommand's usage line (`twotower train ...`), where its flags are: the top-level one
+                # listed the twelve commands
+                _subcommand_parser(parser, given).error(f"unrecognized arguments: {' '.join(bad)}{hints}")
             args.overrides = list(args.overrides or []) + extra
     except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
         return e.code if isinstance(e.code, int) else 2
