@@ -11,14 +11,17 @@ from twotower.cli.main import main
     (["index", "biuld", "--run", "r"], "did you mean 'build'?"),
     (["data", "split", "--method", "tempral", "--out", "o"], "did you mean 'temporal'?"),
     (["evaluate", "--run", "r", "--plot-metric", "ndcg"], "did you mean 'NDCG'?"),  # case aside
-    (["train", "--epohcs", "3"], "did you mean --epochs?"),
-    (["serve", "--run", "r", "--max-wiat-ms", "3"], "did you mean --max-wait-ms?"),
-    (["train", "--epohcs", "3", "--thredas", "1"], "did you mean --epochs (for --epohcs), --threads (for --thredas)?"),
+    # a flag's value is kept, as a setting's is (it was dropped: "did you mean --epochs?")
+    (["train", "--epohcs", "3"], "did you mean --epochs 3?"),
+    (["train", "--epohcs=3"], "did you mean --epochs=3?"),
+    (["train", "--no-evla"], "did you mean --no-eval?"),  # a switch takes no value
+    (["serve", "--run", "r", "--max-wiat-ms", "3"], "did you mean --max-wait-ms 3?"),
+    (["train", "--epohcs", "3", "--thredas", "1"], "did you mean --epochs 3 (for --epohcs), --threads 1 (for --thredas)?"),
     # a setting with no flag of its own is answered with its override, value and all (--lr used to get --help)
     (["train", "--lr", "0.01"], "did you mean train.lr=0.01?"),
     (["train", "--batch-size=256"], "did you mean train.batch_size=256?"),
     (["train", "--temprature", "0.1"], "did you mean loss.temperature=0.1?"),
-    (["train", "--lr", "--epohcs", "3"], "did you mean train.lr=VALUE (for --lr), --epochs (for --epohcs)?"),
+    (["train", "--lr", "--epohcs", "3"], "did you mean train.lr=VALUE (for --lr), --epochs 3 (for --epohcs)?"),
 ])
 def test_a_typo_is_answered_with_the_nearest_name(argv, hint, capsys):
     assert main(argv) == 2

@@ -77,13 +77,14 @@ def _subcommand_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argp
 
 
 def _flag_hints(parser: argparse.ArgumentParser, argv: list[str], bad: list[str]) -> str:
-    """"; did you mean --epochs?" for the mistyped flags in ``bad``, among the options of the subcommand named
+    """"; did you mean --epochs 3?" for the mistyped flags in ``bad``, among the options of the subcommand named
     in ``argv`` (an exact-prefix typo like --epoch is already taken by argparse as an abbreviation). A flag that
     names a setting the subcommand takes as a dotted override instead (``train --batch-size 256``) is answered
     with that override (``train.batch_size=256``): such a flag used to be matched to the nearest flag whatever it
     was (``--lr`` got "did you mean --help?")."""
     parser = _subcommand_parser(parser, argv)  # its flags are the candidates
     options = [o for a in parser._actions for o in a.option_strings if o.startswith("--") and o != "--help"]
+    takes_value = {o for a in parser._actions for o in a.option_strings if a.nargs != 0}
     settings = getattr(parser, "settings", None)  # (config class, prefix) of the overrides it takes, if any
     keys = _setting_keys(*settings) if settings else []
     hints = {}
@@ -92,7 +93,11 @@ def _flag_hints(parser: argparse.ArgumentParser, argv: list[str], bad: list[str]
         if not value:  # `--batch-size 256`: the value is the token after the flag in the command line
             after = argv[argv.index(token) + 1:argv.index(token) + 2] if token in argv else []
             value = after[0] if after and not after[0].startswith("-") and "=" not in after[0] else ""
-        close = _override_hint(flag, value or None, keys, near_only=True) or _closest(flag, options)
+        close = _override_hint(flag, value or None, keys, near_only=True)
+        if close is None:
+            close = _closest(flag, options)
+            if close is not None and value and close in takes_value:
+                close += f"={value}" if "=" in token else f" {value}"  # `--epohcs 3`: say `--epochs 3`, as overrides do
         close = close or _override_hint(flag, value or None, keys, near_only=False)
         if close is not None:
             hints[token.split("=", 1)[0]] = close
