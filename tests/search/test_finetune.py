@@ -159,3 +159,13 @@ def test_the_marker_records_the_encoder_backend_the_frozen_documents_were_encode
                             cache_dir=tmp_path / "cache", show_progress=False)
         metas[backend] = json.loads((tmp_path / backend / "twotower_bi_encoder.json").read_text())
     assert {b: m["encoder_backend"] for b, m in metas.items()} == {"torch": "torch", "torch-bf16": "torch-bf16"}
+
+
+@needs_text
+def test_a_tiny_temperature_is_named_when_fine_tuning_diverges(tmp_path):
+    # 1/1e-40 overflows float32: the first loss is NaN whatever the rate, yet the error named --lr alone
+    from twotower.errors import TrainingDiverged
+
+    cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-5, temperature=1e-40, max_length=16, query_max_length=16)
+    with pytest.raises(TrainingDiverged, match=r"Raise --temperature=1e-40 .*the default is 0\.05.*\(--lr\)"):
+        finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, show_progress=False)

@@ -207,6 +207,7 @@ def finetune_bi_encoder(
     import torch  # noqa: PLC0415
 
     from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
+    from twotower.losses.base import temperature_suspect  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
@@ -273,7 +274,9 @@ def finetune_bi_encoder(
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress,
-                     lr_setting="--lr")
+                     lr_setting="--lr",
+                     # a tiny --temperature makes the loss NaN whatever the rate: the error named --lr alone
+                     suspect=temperature_suspect(cfg.temperature, "--temperature", default=FinetuneConfig.temperature))
     loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "
