@@ -38,7 +38,7 @@ from twotower.losses.corrections import accidental_hit_pairs, logq_correction, m
 from twotower.utils.reductions import row_argmax
 
 __all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
-           "temperature_suspect", "top_is_positive"]
+           "USEFUL_TEMPERATURES", "temperature_suspect", "temperature_warning", "top_is_positive"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
 #: What a loss's ``forward`` returns: the scalar loss and the batch's statistics (accuracy, correct, accidental_hits).
@@ -95,6 +95,33 @@ def temperature_suspect(temperature: float, setting: str = "loss.temperature", d
         return None
     usual = f"; the default is {default:g}" if default is not None else ""
     return f"Raise {setting}={temperature:g} (it multiplies the scores by {1 / temperature:.0e}{usual})"
+
+
+#: ``loss.temperature``'s useful range: outside it the towers learn little. MovieLens-100K, towers alone, valid NDCG@10
+#: after 1 / 3 epochs: 1e-8 0.010 / 0.022, 1e-5 0.031 / 0.129, 1e-4 0.097 / 0.174, 0.02 (default) 0.137 / 0.176,
+#: 0.2 0.140 / 0.176, 0.5 0.113 / 0.138, 1 0.073 / 0.103, 10 0.043 / 0.059. The upper bound holds for cosine scores
+#: (both towers L2-normalised, in [-1, 1]); raw inner products can be any size.
+USEFUL_TEMPERATURES = (1e-4, 0.5)
+
+
+def temperature_warning(temperature: float, *, cosine: bool = True, setting: str = "loss.temperature",
+                        default: float | None = None) -> str | None:
+    """A start-up warning for a temperature far outside :data:`USEFUL_TEMPERATURES`, or None.
+
+    ``loss.temperature=1e-8`` trained without a word to a model ranking little better than chance (valid NDCG@10
+    0.010 after one epoch, 0.137 at the default): a warning, not a refusal, as the range is measured on one dataset.
+    """
+    low, high = USEFUL_TEMPERATURES
+    usual = f"; the default is {default:g}" if default is not None else ""
+    if temperature < low:
+        return (f"{setting}={temperature:g} is far below its useful range ({low:g} to {high:g}{usual}): it multiplies "
+                "the scores by so much that the softmax sees only the top candidate, and the towers learn little "
+                "(MovieLens-100K: valid NDCG@10 0.03 after 1 epoch at 1e-05, 0.14 at 0.02)")
+    if cosine and temperature > high:
+        return (f"{setting}={temperature:g} is far above its useful range ({low:g} to {high:g}{usual}): the scores "
+                "are cosines in [-1, 1], so the softmax over them is nearly flat and the towers learn little "
+                "(MovieLens-100K: valid NDCG@10 0.07 after 1 epoch at 1, 0.14 at 0.02)")
+    return None
 
 
 def check_log_q_finite(log_q: Tensor) -> None:

@@ -171,6 +171,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
 def _train_run(config: RunConfig, out: Path, *, resume: bool,
                frames: Mapping[str, pd.DataFrame] | None) -> tuple[TrainedRun, TrainResult, Prepared]:
     set_threads(config.train.threads or threads_from_env() or auto_threads())
+    if tdist.is_main():
+        _warn_far_off_temperature(config)
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step
     seed_everything(config.train.seed)
     if resume:
@@ -234,6 +236,19 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     run = TrainedRun.load(out)
     _say_stale(out, stale, run.fingerprint())
     return run, result, prep
+
+
+def _warn_far_off_temperature(config: RunConfig) -> None:
+    """Warn, before the data is read, of a ``loss.temperature`` that trains a useless model (a warning, not a
+    refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K)."""
+    from twotower.config import LossConfig
+    from twotower.losses.base import temperature_warning
+
+    model = config.model
+    far = temperature_warning(config.loss.temperature, cosine=model.user.normalize and model.item.normalize,
+                              default=LossConfig.temperature)
+    if far is not None:
+        log.warning("%s", far)
 
 
 def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
