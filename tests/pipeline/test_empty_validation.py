@@ -29,7 +29,7 @@ def test_a_validation_split_of_cold_items_only_falls_back_to_the_training_loss(t
         run, result, _ = train_run(load_config(overrides=FAST), tmp_path / "run", frames={"train": train, "valid": valid})
     np.random.seed(None)
     assert (tmp_path / "run" / "model.safetensors").is_file() and result.best_epoch == 1
-    assert "validation: none of its 1 rows is usable" in caplog.text
+    assert "validation: none of its 1 row is usable" in caplog.text  # not "1 rows"
 
 
 def test_a_zero_valid_share_leaves_no_valid_file_and_an_older_header_only_one_reads_as_none(tmp_path):

@@ -208,8 +208,9 @@ def evaluate_run(
     seen = int(relevant.multiply(exclude).nnz)
     if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
         what = "train + valid" if split == "test" and m.valid is not None else "train"
-        log.warning("%d of %d %s pairs are in the %s history, which is excluded from ranking, so they are never hit%s",
-                    seen, relevant.nnz, split, what, " (is the test file really held out?)" if seen == relevant.nnz else "")
+        log.warning("%d of %s %s in the %s history, which is excluded from ranking, so %s never hit%s",
+                    seen, plural(int(relevant.nnz), f"{split} pair"), "is" if seen == 1 else "are", what,
+                    "it is" if seen == 1 else "they are", " (is the test file really held out?)" if seen == relevant.nnz else "")
     if histories is not None:
         # counted apart from the pairs warned about above: with --history-from train.csv valid.csv the same
         # repeats were reported twice, in two wordings
@@ -217,8 +218,9 @@ def evaluate_run(
         leaked = int(in_history.nnz) - int(in_history.multiply(exclude).astype(bool).nnz)
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
         if leaked:  # e.g. --split valid with valid.csv among the inputs: those targets can never be hit
-            log.warning("%d of %d %s pairs are in the input history (%s), so they are excluded and never hit",
-                        leaked, relevant.nnz, split, ", ".join(histories.files))
+            log.warning("%d of %s %s in the input history (%s), so %s excluded and never hit",
+                        leaked, plural(int(relevant.nnz), f"{split} pair"), "is" if leaked == 1 else "are",
+                        ", ".join(histories.files), "it is" if leaked == 1 else "they are")
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     too_long = [k for k in protocol.ks if k >= run.n_items]
     if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size

@@ -39,6 +39,7 @@ from twotower.data.timeunits import UNIT_NAMES, align_date_units, detect_unit, h
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
+from twotower.utils.wording import plural
 
 __all__ = ["HistoryBaselineScorer", "HistoryScorer", "InputHistories", "exclude_histories", "read_input_histories"]
 
@@ -177,10 +178,12 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     dropped = report["rows_unknown_user"] + report["rows_unknown_item"]
     if dropped:
         log.warning(
-            "history from %s: %d row(s) dropped (%d unknown user(s) rows, %d unknown item(s) rows: not in this run's "
-            "vocabularies)", ", ".join(files), dropped, report["rows_unknown_user"], report["rows_unknown_item"],
+            "history from %s: %s dropped (%s of an unknown user, %s of an unknown item: not in this run's "
+            "vocabularies)", ", ".join(files), plural(dropped, "row"), plural(report["rows_unknown_user"], "row"),
+            plural(report["rows_unknown_item"], "row"),
         )
-    log.info("history from %s: %d rows for %d users", ", ".join(files), report["rows"], report["users_with_history"])
+    log.info("history from %s: %s for %s", ", ".join(files), plural(report["rows"], "row"),
+             plural(report["users_with_history"], "user"))
     return InputHistories(seqs, len(run.item_vocab), files, report)
 
 

@@ -17,6 +17,7 @@ from twotower.errors import DataError
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences
 from twotower.pipeline.sources import Sources
+from twotower.utils.wording import plural
 
 __all__ = ["Prepared", "prepare"]
 
@@ -144,14 +145,16 @@ def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], k
     pairs = [(i, by_key[_id_key(i)]) for i in sorted(missing) if _id_key(i) in by_key]
     if pairs:
         shown = ", ".join(f"{a!r} vs {b!r}" for a, b in pairs[:3])
-        log.warning("%s table (%s): %d %s ids of the interactions have no row in it but match a row once case, "
+        log.warning("%s table (%s): %s of the interactions %s no row in it but %s a row once case, "
                     "spaces, leading zeros and a trailing .0 are ignored (e.g. %s); they are different ids, so each "
                     "such %s is in the catalogue twice and the interacted copy has no features: write the ids the "
-                    "same way in both files", kind, flag, len(pairs), kind, shown, kind)
+                    "same way in both files", kind, flag, plural(len(pairs), f"{kind} id"),
+                    "has" if len(pairs) == 1 else "have", "matches" if len(pairs) == 1 else "match", shown, kind)
     elif len(missing) > len(interaction_ids) // 2:
-        log.warning("%s table (%s): %d of %d %s ids of the interactions have no row in it (e.g. %r), and %d of its "
-                    "rows match no interaction; are the ids the same column in both?", kind, flag, len(missing),
-                    len(interaction_ids), kind, sorted(missing)[0], len(unused))
+        log.warning("%s table (%s): %d of %s of the interactions %s no row in it (e.g. %r), and %d of its "
+                    "rows %s no interaction; are the ids the same column in both?", kind, flag, len(missing),
+                    plural(len(interaction_ids), f"{kind} id"), "has" if len(missing) == 1 else "have",
+                    sorted(missing)[0], len(unused), "matches" if len(unused) == 1 else "match")
 
 
 #: Keys the answers give an item beside its metadata (recommend / POST /recommend: score, rank, explanation;

@@ -41,6 +41,7 @@ from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import auto_threads, retain_freed_memory, seed_everything, set_threads, threads_from_env
+from twotower.utils.wording import plural
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
 
@@ -57,17 +58,15 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
                                 embeds_titles=bool(item.text_embeddings or item.dual_head)))
     if prep.test is not None and len(prep.test) == 0:
         # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
-        n = prep.report.get("test_encoding", {}).get("rows_in", "all")
-        log.warning("test: none of its %s rows is usable (each names a user or item never seen in training), so "
+        log.warning("test: none of its %s is usable (each names a user or item never seen in training), so "
                     "there is no test evaluation; `twotower evaluate --run OUT --test FILE` scores a held-out file "
-                    "later", n)
+                    "later", _rows_in(prep, "test"))
         prep.test = None
     if prep.valid is not None and len(prep.valid) == 0:
         # every row named a user or item unseen in training (counted above): validating on nothing gave NaN, no
         # epoch was ever the best, and the run ended in "model.safetensors missing" after training
-        n = prep.report.get("valid_encoding", {}).get("rows_in", "all")
-        log.warning("validation: none of its %s rows is usable (each names a user or item never seen in training); "
-                    "early stopping falls back to the training loss", n)
+        log.warning("validation: none of its %s is usable (each names a user or item never seen in training); "
+                    "early stopping falls back to the training loss", _rows_in(prep, "valid"))
         prep.valid = None
         return prep
     if prep.valid is None:  # said here, not only by the CLI: train_run(frames={"train": df}) stopped on the loss silently
@@ -75,6 +74,12 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
                     "to the training loss")
     _warn_if_valid_within_train(config, prep, frames)
     return prep
+
+
+def _rows_in(prep: Prepared, split: str) -> str:
+    """"1 row", "12 rows" (the split's rows as read), or "rows" where the count is not known."""
+    n = prep.report.get(f"{split}_encoding", {}).get("rows_in")
+    return plural(n, "row") if isinstance(n, int) else "rows"
 
 
 def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
@@ -418,7 +423,7 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
         if df is None and run_part_file(out, name) is None:
             continue  # no such part, then or now (runs saved before kept an empty split part as a header-only file)
         if path.is_file() and (df is None or sha256_bytes(df.to_csv(index=False).encode("utf-8")) != sha256_file(path)):
-            now = "no such split" if df is None else f"{len(df):,} rows"
+            now = "no such split" if df is None else plural(len(df), "row")
             raise ConfigError(
                 f"cannot resume {out}: the {name} interactions differ from the run's {path} ({now} now; "
                 f"{_why_part_differs(config, old, name)}), so the weights would continue on other data and its "
@@ -498,5 +503,6 @@ def _replace_previous_run(out: Path, config: RunConfig) -> None:
     if removed:
         shown = sorted({rel.split("/")[0] + ("/" if "/" in rel else "") for rel in removed})  # folders once
         # the count is of files, the list of entries (a folder once): "16 files (11 entries)" read as a miscount
-        log.warning("%s held an earlier run: removed its %d files before training a new one there (%s, folders "
-                    "with their contents); --resume continues a run instead", out, len(removed), ", ".join(shown))
+        log.warning("%s held an earlier run: removed its %s before training a new one there (%s, folders "
+                    "with their contents); --resume continues a run instead", out, plural(len(removed), "file"),
+                    ", ".join(shown))

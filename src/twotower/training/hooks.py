@@ -22,6 +22,7 @@ from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text
+from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
@@ -40,14 +41,14 @@ def check_enough_examples(tr: "Trainer") -> None:
         return
     ranks = f" ({tr.world} ranks each need one)" if tr.world > 2 else ""
     if n < len(tr.examples):
-        raise ConfigError(f"train.max_examples_per_epoch={tr.cfg.max_examples_per_epoch} leaves {n} examples "
+        raise ConfigError(f"train.max_examples_per_epoch={tr.cfg.max_examples_per_epoch} leaves {plural(n, 'example')} "
                           f"an epoch, fewer than one batch needs ({need}{ranks}); raise it or set it to null")
     if tr.sequence:
-        raise DataError(f"train.examples=sequence: {n} users have two or more training interactions (an input "
+        raise DataError(f"train.examples=sequence: {plural(n, 'user')} {'has' if n == 1 else 'have'} two or more training interactions (an input "
                         f"item and the next one to predict), fewer than one batch needs ({need}{ranks}), so no "
                         f"epoch would train anything; use train.examples=causal, which learns from every "
                         f"interaction, or more data")
-    raise DataError(f"{n} training examples ({tr.cfg.examples}), fewer than one batch needs ({need}{ranks}), "
+    raise DataError(f"{plural(n, 'training example')} ({tr.cfg.examples}), fewer than one batch needs ({need}{ranks}), "
                     f"so no epoch would train anything; the training data is too small")
 
 
