@@ -39,6 +39,20 @@ def test_an_nprobe_above_the_lists_a_factory_string_fixes_is_refused_before_the_
         assert "unknown run" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("spec, params, said", [
+    ("IVF8,Flat", {"nprobe": 20}, r"^params\['nprobe'\] 20 is more than the 8 lists of IVF8,Flat; params\['nprobe'\] 8 "),
+    ("HNSW32", {"nprobe": 4}, r"^params\['nprobe'\]: 'HNSW32' \(HNSW32\) has no nprobe to pin"),
+    ("hnsw", {"efSearch": 0}, r"^params\['efSearch'\] must be an integer >= 1, got 0$"),
+    ("auto", {"nprobe": 4}, r"^params pins the setting of one index type"),
+])
+def test_tt_build_index_refuses_a_pin_the_index_string_rules_out_before_the_run_loads(tmp_path, spec, params, said):
+    # the CLI refused these before loading the run; the Python call only after loading it and its vectors
+    import twotower as tt
+
+    with pytest.raises(ConfigError, match=said):
+        tt.build_index(tmp_path / "nope", spec, params=params)
+
+
 def test_max_train_help_reads_its_torchrun_default_from_the_index_policy(monkeypatch):
     """The help said "100,000 under torchrun" in its own words, apart from the value the build used."""
     import argparse

@@ -46,6 +46,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -60,7 +61,7 @@ from twotower.utils.wording import plural
 
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
-    "measure_speed", "check_pin", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
+    "measure_speed", "check_pin", "check_pin_early", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
 ]
 
 log = logging.getLogger(__name__)
@@ -491,26 +492,64 @@ def tune_index(
 _FAISS_INT_MAX = 2**31 - 1
 
 
+def _check_pin_value(spec: str, factory: str, knobs: tuple[str, ...], name: str, value: Any) -> str:
+    """The ``params[...]`` key of one pinned setting, once ``spec``'s index is known to have the knob and the value is
+    a number FAISS can hold; ConfigError naming the key otherwise."""
+    # each error names the entry as the caller wrote it (params['efSearch']), as the CLI names its flag: an
+    # infinite efSearch was Python's OverflowError, efSearch 2**31 was stored by FAISS as -2**31, and a huge
+    # k_factor failed inside FAISS's search ("'k_base >= k' failed", or std::bad_alloc)
+    key = f"params[{name!r}]"
+    if name not in knobs:
+        raise ConfigError(f"{key}: {spec!r} ({factory}) has no {name} to pin; its search knobs: "
+                          f"{', '.join(knobs) or 'none (it has a single setting)'}")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 1 \
+            or not math.isfinite(value) or (name != "k_factor" and value != int(value)):
+        raise ConfigError(f"{key} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
+                          f"got {value!r}")
+    if name != "k_factor" and value > _FAISS_INT_MAX:
+        raise ConfigError(f"{key} must be at most {_FAISS_INT_MAX:,} (FAISS holds it in a 32-bit integer), "
+                          f"got {value!r}")
+    return key
+
+
+#: Before the vectors are read their count and dim are unknown: check_pin_early reads a factory string's knobs from
+#: an empty index over this many vectors of the first of these dims FAISS accepts (a PQ needs its m to divide D)
+_PROBE_N = 100_000
+_PROBE_DIMS = (64, 96, 128, 256)
+
+
+def check_pin_early(spec: str, params: Any) -> None:
+    """Refuse, before any vectors are read, a ``params`` pin that ``spec`` alone shows cannot fit: a knob its index
+    lacks, a value that is not a number >= 1, an ``nprobe`` above the lists a factory string fixes (``IVF8,Flat``).
+    ``tt.build_index(run, "IVF8,Flat", params={"nprobe": 20})`` was refused only once the run had loaded, as
+    `twotower index build` no longer was. What depends on the catalogue (``k_factor``, the list count of ``ivf`` or
+    ``IVF{nlist}``) and a string FAISS takes at none of the placeholder dims are left to :func:`check_pin`."""
+    if not isinstance(params, Mapping):
+        raise ConfigError(f"params must be a dict of search settings such as {{'nprobe': 8}}, got {params!r}")
+    if spec.strip().lower() == "auto":
+        raise ConfigError("params pins the setting of one index type: name it with index=... (not auto)")
+    for dim in _PROBE_DIMS:
+        try:
+            factory, knobs, nlist = factory_knobs(spec, _PROBE_N, dim)
+        except ConfigError:
+            continue
+        for name, value in params.items():
+            key = _check_pin_value(spec, factory, knobs, name, value)
+            # the count is the string's own when another catalogue size gives the same (it is not sized to N)
+            if name == "nprobe" and nlist is not None and value > nlist \
+                    and factory_knobs(spec, 10 * _PROBE_N, dim)[2] == nlist:
+                raise ConfigError(f"{key} {value} is more than the {plural(nlist, 'list')} of {factory}; "
+                                  f"{key} {nlist} already searches every list")
+        return
+
+
 def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
     """``params`` if ``spec``'s index has those knobs and the values fit it; ConfigError before any build."""
     factory, knobs, nlist = factory_knobs(spec, n, dim)
     if not params:
         raise ConfigError(f"params is empty; name a setting of {factory} to pin: one of {list(knobs) or 'none'}")
     for name, value in params.items():
-        # each error names the entry as the caller wrote it (params['efSearch']), as the CLI names its flag: an
-        # infinite efSearch was Python's OverflowError, efSearch 2**31 was stored by FAISS as -2**31, and a huge
-        # k_factor failed inside FAISS's search ("'k_base >= k' failed", or std::bad_alloc)
-        key = f"params[{name!r}]"
-        if name not in knobs:
-            raise ConfigError(f"{key}: {spec!r} ({factory}) has no {name} to pin; its search knobs: "
-                              f"{', '.join(knobs) or 'none (it has a single setting)'}")
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 1 \
-                or not math.isfinite(value) or (name != "k_factor" and value != int(value)):
-            raise ConfigError(f"{key} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
-                              f"got {value!r}")
-        if name != "k_factor" and value > _FAISS_INT_MAX:
-            raise ConfigError(f"{key} must be at most {_FAISS_INT_MAX:,} (FAISS holds it in a 32-bit integer), "
-                              f"got {value!r}")
+        key = _check_pin_value(spec, factory, knobs, name, value)
         if name == "k_factor" and value > n:
             raise ConfigError(f"{key} {value!r} is more than the {n:,} vectors the index holds (its refine stage "
                               f"re-scores k x k_factor candidates); {key} must be at most {n:,}")

@@ -19,6 +19,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
+from twotower.index.autotune import check_pin_early
 from twotower.index.faiss_index import check_factory_parses, needs_training
 from twotower.index.storage import is_index_dir
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
@@ -109,6 +110,8 @@ def build_index(
     check_factory_parses(index)  # `HNSWxx` was refused only after the run loaded
     if params is not None and index.strip().lower() == "exact":
         raise ConfigError("params pins a setting of an approximate index; exact search has none")
+    if params is not None:  # `IVF8,Flat` with {"nprobe": 20} was refused only after the run loaded
+        check_pin_early(index, params)
     if max_train is not None and index.strip().lower() == "exact":  # it was dropped without a word
         raise ConfigError(f"max_train {max_train}: exact search trains nothing, so there is no training sample to "
                           "cap; drop it (it applies to IVF and PQ indexes)")
