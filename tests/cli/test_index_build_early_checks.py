@@ -21,6 +21,22 @@ def test_a_factory_string_faiss_cannot_parse_is_refused_before_the_run_loads(spe
         tt.build_index(tmp_path / "nope", spec)
 
 
+@pytest.mark.parametrize("spec", ["IVF0,Flat", "IVF0,PQ8x8,RFlat"])
+def test_an_ivf_index_of_zero_lists_is_refused_before_the_run_loads(spec, tmp_path, capsys):
+    # FAISS parses IVF0: the build trained and filled it, and the first search failed with "'cur_nprobe > 0' failed"
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    assert capsys.readouterr().err.startswith(f"error: index {spec} has no IVF lists: ")
+    import numpy as np
+
+    import twotower as tt
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match=f"^index {spec} has no IVF lists"):
+        tt.build_index(tmp_path / "nope", spec)
+    with pytest.raises(ConfigError, match=f"^index {spec} has no IVF lists"):  # the library's own build
+        FaissIndex(spec).build(np.eye(16, dtype=np.float32), np.arange(16))
+
+
 def test_a_factory_string_valid_at_some_dimension_is_left_to_the_build(tmp_path, capsys):
     # PQ7 needs 7 to divide the dimension: not known before the run loads, so the run is read first
     assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", "PQ7"]) == 2

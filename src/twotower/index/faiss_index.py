@@ -269,9 +269,25 @@ def _empty_index(spec: str, n: int, dim: int) -> tuple[str, Any]:
     faiss = _faiss()
     factory = resolve_factory(spec, n, dim)
     try:
-        return factory, faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+        index = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise _factory_error(spec, factory, e) from e
+    _check_lists(spec, factory, index)
+    return factory, index
+
+
+#: How the refusal of an IVF index without lists begins (check_factory_parses passes it on before any data is read).
+NO_LISTS = "has no IVF lists"
+
+
+def _check_lists(spec: str, factory: str, index: Any) -> None:
+    """Refuse an IVF index of 0 lists (``IVF0,Flat``): FAISS parses and builds it, and the first search failed with
+    "'cur_nprobe > 0' failed" once the run had loaded, the index trained and its vectors added."""
+    ivf = _faiss().try_extract_index_ivf(index)
+    if ivf is not None and int(ivf.nlist) < 1:
+        shown = factory if factory == spec.strip() else f"{factory} (from {spec!r})"
+        raise ConfigError(f"index {shown} {NO_LISTS}: IVF0 puts the vectors in 0 lists, which no search can probe; "
+                          "name a list count of 1 or more (IVF1024,Flat), or IVF{nlist} to size it to the catalogue")
 
 
 def check_factory_parses(spec: str) -> None:
@@ -285,6 +301,8 @@ def check_factory_parses(spec: str) -> None:
     try:
         _empty_index(spec, n, dim)
     except ConfigError as e:
+        if NO_LISTS in str(e):  # IVF0: refused whatever the catalogue
+            raise
         if "could not parse" not in str(e):
             return
         if resolve_factory(spec, n, dim) != spec.strip():  # a shortcut or {nlist}: its sizes are placeholders here
@@ -415,6 +433,7 @@ class FaissIndex(VectorIndex):
             index = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
             raise _factory_error(self.spec, self.factory, e) from e
+        _check_lists(self.spec, self.factory, index)
         ivf = faiss.try_extract_index_ivf(index)
         ivf = faiss.downcast_index(ivf) if ivf is not None else None
         seed_training(index, ivf, self.seed)
