@@ -388,7 +388,7 @@ def autotune(
         raise ConfigError(f"candidates is empty; choose from {list(SHORTCUTS)} or FAISS factory strings")
     n, dim = vectors.shape
     if params is not None:
-        params = check_pin(index, dict(params), n, dim)
+        params = check_pin(index, dict(params), n, dim, k)
     log.info("autotune: %d vectors of dim %d, %s, k=%d, target recall %.3f, candidates %s",
              n, dim, plural(queries.shape[0], "query", "queries"), k, target_recall, names)
 
@@ -481,7 +481,7 @@ def tune_index(
     gt, exact_qps = exact_ground_truth(vectors, ids, queries, k)
     kth = gt.scores[:, min(k, n) - 1]  # [Q]
     if params is not None:
-        params = check_pin(str(index.factory), dict(params), n, dim)
+        params = check_pin(str(index.factory), dict(params), n, dim, k)
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
                   policy.latency_queries, grid=None if params is None else [[params]])
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
@@ -543,16 +543,22 @@ def check_pin_early(spec: str, params: Any) -> None:
         return
 
 
-def check_pin(spec: str, params: dict[str, Any], n: int, dim: int) -> dict[str, Any]:
-    """``params`` if ``spec``'s index has those knobs and the values fit it; ConfigError before any build."""
+def check_pin(spec: str, params: dict[str, Any], n: int, dim: int, k: int = 1) -> dict[str, Any]:
+    """``params`` if ``spec``'s index has those knobs and the values fit it for ``n`` vectors searched for the top
+    ``k``; ConfigError before any build."""
     factory, knobs, nlist = factory_knobs(spec, n, dim)
     if not params:
         raise ConfigError(f"params is empty; name a setting of {factory} to pin: one of {list(knobs) or 'none'}")
     for name, value in params.items():
         key = _check_pin_value(spec, factory, knobs, name, value)
-        if name == "k_factor" and value > n:
-            raise ConfigError(f"{key} {value!r} is more than the {n:,} vectors the index holds (its refine stage "
-                              f"re-scores k x k_factor candidates); {key} must be at most {n:,}")
+        # the refine stage fetches k x k_factor candidates a query: past the catalogue nothing more is re-scored, yet
+        # the cap of n alone let a search hold k x n x queries x 8 bytes of ids (1M vectors, k=10, the 1,000 tuning
+        # queries: 80 GB)
+        cap = max(1.0, n / k)
+        if name == "k_factor" and value > cap:
+            raise ConfigError(f"{key} {value!r}: the refine stage would fetch k x k_factor = {k} x {value:g} "
+                              f"candidates a query, more than the {n:,} vectors the index holds; at {key} {cap:g} "
+                              f"({n:,} / k) it already asks for every vector, so {key} must be at most {cap:g}")
         if name == "nprobe" and nlist is not None and value > nlist:
             raise ConfigError(f"{key} {value} is more than the {plural(nlist, 'list')} of {factory} over {n:,} "
                               f"vectors; {key} {nlist} already searches every list")
