@@ -66,7 +66,9 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
     meaning = meta["user_tower"]["input_meaning"]
     assert sorted(meaning) == sorted(meta["user_tower"]["inputs"])
     assert "history" not in meaning or ("padded on the left with pad_item" in meaning["history"]
-                                        and "not item ids" in meaning["history"] and "not in item_ids.json" in meaning["history"])
+                                        and "not item ids" in meaning["history"] and "not in item_ids.json" in meaning["history"]
+                                        # a pad between items: left out, its column still counted (recency, transformer)
+                                        and "one between items is left out" in meaning["history"])
     assert "user_rows" not in meaning or "new_user_row" in meaning["user_rows"]
     assert "index into item_ids.json" in meta["item_tower"]["input_meaning"]["item_rows"]
     run = TrainedRun.load(run_dir)
@@ -90,6 +92,14 @@ def _roundtrip(run_dir: Path, out: Path) -> dict:
         feed = {k: v for k, v in (("user_rows", rows), ("history", hist)) if k in names}
         assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
         assert np.abs(user.run(None, {k: v[:1] for k, v in feed.items()})[0] - ref[:1]).max() <= 1e-5
+    # a pad between items ([a, pad, b], as export.json's input_meaning describes it): read as PyTorch reads it
+    if "history" in names:
+        gap = run.history.last_windows(rows, L, pad).astype(np.int64)
+        gap[:, L // 2] = pad
+        with torch.no_grad():
+            ref = run.model.user_tower(torch.as_tensor(rows), torch.as_tensor(gap)).numpy()
+        feed = {k: v for k, v in (("user_rows", rows), ("history", gap)) if k in names}
+        assert np.abs(user.run(None, feed)[0] - ref).max() <= 1e-5
     # a user with no items yet, sent as a zero-width window: the empty-history vector the CLI and service give
     empty = np.zeros((2, 0), np.int64)
     feed = {k: v for k, v in (("user_rows", rows[:2]), ("history", empty)) if k in names}

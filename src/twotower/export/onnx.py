@@ -75,7 +75,9 @@ INPUT_MEANING = {
     "history": "int64 [batch, length]: item rows (the index into item_ids.json, not item ids), oldest first, "
                "right-aligned: shorter histories padded on the left with pad_item; length is free (0 columns: the "
                "empty history; over history_len, its newest history_len are read); an item id not in item_ids.json "
-               "has no row: leave it out; a negative row is refused",
+               "has no row: leave it out; a negative row is refused; pad_item belongs on the left only: one between "
+               "items is left out, but recency weights and a transformer's positions still count its column, so the "
+               "items before it read as older than they are",
     "user_rows": "int64 [batch]: user rows (the index into user_ids.json); new_user_row for a user not in training "
                  "(null: this tower cannot embed one); a negative row is refused",
     "item_rows": "int64 [batch]: item rows (the index into item_ids.json), 0 .. n_items-1; a negative row is refused",
