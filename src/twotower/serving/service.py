@@ -222,7 +222,11 @@ class RecommenderService:
         self.index_recall: dict[str, Any] | None = None  # the index's recall measured at build (pipeline.recommend)
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
         self.cold_items = cold_item_mask(run)  # [I] of a dual-head run: queried by their semantic head
-        self.unplaced_items = unplaced_item_mask(run)  # [I] the model cannot place: no /similar-items list
+        # [I] the model cannot place: no /similar-items list; a catalogue larger than the run's items (a benchmark's
+        # synthetic one) has rows the model never named, which are not such items
+        self.unplaced_items = np.zeros(n_items, dtype=bool)
+        unplaced = unplaced_item_mask(run)[:n_items]
+        self.unplaced_items[: len(unplaced)] = unplaced
         self.supports_history = getattr(run.model.user_tower, "id_emb", None) is None
         self.user_vectors: np.ndarray | None = None  # [U, D] cache of known users
         self.precompute_s: float | None = None  # seconds the start-up took to compute user_vectors
