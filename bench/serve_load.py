@@ -281,6 +281,12 @@ def row(name: str, r: dict) -> str:
             f"{r['ok_rps']:>9.0f}{r['p50']:>9.2f}{r['p99']:>9.2f}")
 
 
+def error_note(r: dict) -> str:
+    """What a ramp step answered with 5xx says: the service failed (its log has the traceback), whatever the rate."""
+    return (f"the service answered {r['5xx']} of {r['sent']} requests at {r['rate']:.0f}/s with a 5xx (statuses "
+            f"{r['status']}): an error in the service, not its load; the server's log above has the traceback")
+
+
 HEADER = f"{'phase':<12}{'target':>8}{'sent':>8}{'200':>8}{'429':>7}{'5xx':>6}{'other':>7}{'ok/s':>9}{'p50ms':>9}{'p99ms':>9}"
 
 
@@ -301,6 +307,9 @@ async def load(args: argparse.Namespace, url: str, users: list[str], summary: di
         if r["429"]:
             print(f"  the 429s by the gate's reason: {r['reasons_429']}", flush=True)
         if not full:
+            if r["5xx"]:  # an error of the service, not the load: the ramp's verdict would blame the rate
+                print(error_note(r), flush=True)
+                return 1
             break
         kept_up = r
         passed = r if good else passed

@@ -286,3 +286,25 @@ def test_scifact_title_names_the_caps(bench: Any) -> None:
     assert "all 300 training pairs" in scifact.sizes_note(args, docs=300, train_queries=48, valid_queries=16, pairs=300)
     assert "cross-encoder" not in scifact.sizes_note(scifact.parse_args(["--no-rerank"]), docs=1, train_queries=1,
                                                     valid_queries=1, pairs=1)
+
+
+def test_serve_load_ramp_names_a_5xx_as_the_services_error(bench: Any, capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request of the first step answered 500 (a bug in the service) printed "the service could not keep up
+    with 50.0/s; lower --start-rate", which sends the reader after the load."""
+    import argparse
+    import asyncio
+
+    serve_load = bench("serve_load")
+
+    async def failing_phase(url: str, users: list[str], rate: float, seconds: float, timeout: float) -> dict:
+        n = int(rate * seconds)
+        return {"rate": rate, "sent": n, "ok": 0, "429": 0, "5xx": n, "other": 0, "ok_rps": 0.0, "p50": float("nan"),
+                "p99": float("nan"), "status": {"500": n}, "reasons_429": {}, "lat_ok_ms": []}
+
+    monkeypatch.setattr(serve_load, "phase", failing_phase)
+    args = argparse.Namespace(start_rate=50.0, max_rate=400.0, step=2.0, step_seconds=2.0, timeout=1.0, p99_ms=10.0)
+    assert asyncio.run(serve_load.load(args, "http://127.0.0.1:1", ["u0"])) == 1
+    out = capsys.readouterr().out
+    assert "answered 100 of 100 requests at 50/s with a 5xx" in out and "an error in the service" in out
+    assert "lower --start-rate" not in out
