@@ -1,6 +1,6 @@
 """Item-to-item neighbours of cold items under the dual-head item tower (MovieLens-100K).
 
-    HF_HUB_OFFLINE=1 python bench/cold_similar.py [--threads 1] [--cache DIR]
+    HF_HUB_OFFLINE=1 python bench/cold_similar.py [--threads 1] [--cache FILE.npz]
 
 Cold items are bench/movielens100k.py's cold-start protocol (seed 0: a fifth of the test split's items, every
 train/valid row of them removed), plus "The Godfather: Part II", made cold for the case an audit found. One
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import sys
 from pathlib import Path
@@ -29,6 +30,7 @@ from twotower.pipeline.experiment import train_model  # noqa: E402
 from twotower.pipeline.prepare import prepare  # noqa: E402
 from twotower.pipeline.run import item_text_embeddings  # noqa: E402
 from twotower.pipeline.sources import load_sources  # noqa: E402
+from twotower.utils.atomic import atomic_write_bytes  # noqa: E402
 from twotower.utils.runtime import set_threads  # noqa: E402
 
 GODFATHER_II = "Godfather: Part II"
@@ -128,11 +130,14 @@ def per_anchor(e: dict[str, np.ndarray], anchors: np.ndarray, warm_only: bool) -
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--cache", type=Path, help="an .npz of the fit's vectors: read when it exists, else written")
+    ap.add_argument("--cache", type=Path, help="FILE.npz: each fit's vectors are kept beside it as FILE-s<seed>-<share>.npz, "
+                    "read when it exists, else written")
     ap.add_argument("--split-seed", type=int, default=1)
     ap.add_argument("--cold-seeds", default="0", help="cold-set seeds (one fit each), anchors pooled")
     ap.add_argument("--share", type=float, default=0.2, help="share of test items made cold (0: Godfather II only)")
     args = ap.parse_args()
+    if args.cache and not args.cache.parent.is_dir():  # checked before the fits, not after the first one
+        raise SystemExit(f"--cache {args.cache}: no folder {args.cache.parent} to keep the fits' vectors in")
     set_threads(args.threads)
     base = ["data.dataset=movielens-100k", "train.progress=false"]
     fits = []
@@ -144,7 +149,9 @@ def main() -> int:
         else:
             e = train_and_embed(base, args.share, seed)
             if path:
-                np.savez(path, **e)
+                buf = io.BytesIO()
+                np.savez(buf, **e)
+                atomic_write_bytes(path, buf.getvalue())  # an interrupted write leaves no half file to read next time
         fits.append(e)
         print(f"cold seed {seed}: alpha={float(e['alpha']):.3f}, {len(e['cold_rows'])} cold items")
     rng = np.random.default_rng(args.split_seed)

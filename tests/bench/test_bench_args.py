@@ -308,3 +308,13 @@ def test_serve_load_ramp_names_a_5xx_as_the_services_error(bench: Any, capsys: p
     out = capsys.readouterr().out
     assert "answered 100 of 100 requests at 50/s with a 5xx" in out and "an error in the service" in out
     assert "lower --start-rate" not in out
+
+
+def test_cold_similar_cache_folder_checked_before_the_fit(bench: Any, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cache in a missing folder failed in np.savez after the first fit (about a minute), with a traceback."""
+    cold_similar = bench("cold_similar")
+    monkeypatch.setattr(cold_similar, "train_and_embed", _no_work)
+    monkeypatch.setattr(sys, "argv", ["cold_similar.py", "--cache", str(tmp_path / "missing" / "fits.npz")])
+    with pytest.raises(SystemExit, match="no folder .*missing to keep the fits' vectors in"):
+        cold_similar.main()
