@@ -212,7 +212,7 @@ def main() -> int:
         label = f"two-tower {name}" + (f" (α={alpha:.2f})" if alpha is not None else "")
         # the validation metric of the model as scored (with the item-item term when one was fitted): what chooses
         # a dataset's default tower
-        rows.append({"model": label, "fit_s": fit_s, "peak_MB": mem.peak_mb, "epochs": result.best_epoch,
+        rows.append({"model": label, "fit_s": fit_s, "peak_MB": round(mem.peak_mb), "epochs": result.best_epoch,
                      f"valid_{cfg.eval.select_metric}": result.final_metric, **res,
                      # the item-item term's chosen weight and the towers' own validation figure ("-": not fitted)
                      "item_item_w": result.item_item["weight"] if result.item_item else "-",
