@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     from twotower.errors import TwoTowerError
 
     if getattr(args, "no_verify", False) or getattr(args, "no_verify_here", False):
-        from twotower.pipeline.artifacts import NO_VERIFY_ENV
+        from twotower.pipeline.run_files import NO_VERIFY_ENV
 
         os.environ[NO_VERIFY_ENV] = "1"  # read by TrainedRun.load wherever a subcommand loads a run
     try:

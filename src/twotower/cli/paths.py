@@ -65,7 +65,7 @@ def _split_owning(path: Path) -> str | None:
 def artefact_owning(path: Path) -> str | None:
     """What owns ``path`` when it is a file a run, its index or an export reads or writes (``"run '/r'"``, ...), else
     None: a new file of the user's own beside them (runs/ml/recs.csv) is theirs to write."""
-    from twotower.pipeline.artifacts import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, INDEX_EXTRA_FILES, MANIFEST,
+    from twotower.pipeline.run_files import (CHECKPOINT_DIR, EXPORT_FILES, INDEX_DIR, INDEX_EXTRA_FILES, MANIFEST,
                                              MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES)
 
     folder = path.parent

@@ -7,10 +7,27 @@
 - :func:`faithfulness`: removing the top-attributed history item must lower the score more than
   removing a random one.
 """
-from twotower.explain.attribution import METHODS, Attribution, attribute_history, attribute_history_many
-from twotower.explain.explainer import explain_by_id, explain_recommendation, explain_recommendations, user_window
-from twotower.explain.faithfulness import faithfulness, removal_scores
-from twotower.explain.metadata import MetadataColumns, shared_metadata
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> module that defines it; imported on first use, as most load torch (the pipeline's sources read
+# :mod:`twotower.explain.names` for `twotower data split`, which must not; importing a submodule runs this file)
+_LAZY: dict[str, str] = {
+    "METHODS": "twotower.explain.attribution",
+    "Attribution": "twotower.explain.attribution",
+    "attribute_history": "twotower.explain.attribution",
+    "attribute_history_many": "twotower.explain.attribution",
+    "explain_recommendation": "twotower.explain.explainer",
+    "explain_recommendations": "twotower.explain.explainer",
+    "explain_by_id": "twotower.explain.explainer",
+    "user_window": "twotower.explain.explainer",
+    "faithfulness": "twotower.explain.faithfulness",
+    "removal_scores": "twotower.explain.faithfulness",
+    "MetadataColumns": "twotower.explain.metadata",
+    "shared_metadata": "twotower.explain.metadata",
+}
 
 __all__ = [
     "METHODS",
@@ -26,3 +43,16 @@ __all__ = [
     "MetadataColumns",
     "shared_metadata",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'twotower.explain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -51,6 +51,9 @@ from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundErro
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
+from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FILES, INDEX_DIR,  # noqa: F401 (re-exported)
+                                         INDEX_EXTRA_FILES, MANIFEST, MANIFEST_FILES, NO_VERIFY_ENV, RUN_MARKERS,
+                                         RUN_OUTPUT_FILES)
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.folder_lock import active_writer
@@ -60,21 +63,6 @@ __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run"]
 
-MANIFEST = "manifest.json"
-#: environment switch read by :meth:`TrainedRun.load` (set by the CLI's ``--no-verify``)
-NO_VERIFY_ENV = "TWOTOWER_NO_VERIFY"
-#: Files of a run folder that loading reads (relative paths; absent optional ones are skipped).
-MANIFEST_FILES = ("config.json", "run.json", "model.safetensors", "vocab/users.json", "vocab/items.json",
-                  "features/users.json", "features/items.json", "items.jsonl", "history.npz")
-#: The run's copies of its split: checked with the manifest, though loading the model does not read them (evaluate
-#: and resume do). Not in MANIFEST_FILES: manifests written before list none, and are not refused for that.
-DATA_COPIES = ("data/train.csv", "data/valid.csv", "data/test.csv")
-#: What else a run writes into its folder: training (data, log, curves), `twotower train`'s test evaluation,
-#: the demo's plot and the baselines `twotower evaluate` tuned on the run's data.
-# (not TUNED_FILE: a cache whose every entry is keyed by digests of the train and valid data it was tuned on,
-# so a retrained run on the same data reuses it and one on other data re-tunes; `make demo` re-runs stay fast)
-RUN_OUTPUT_FILES = ("data/train.csv", "data/valid.csv", "data/test.csv", "log.jsonl", "curves.png", "metrics.json",
-                    "eval.txt", "recall_at_k.png")
 #: What an empty valid/test part of a split was saved as (data/valid.csv) before such a part became no part
 #: (no file): runs saved then are read as having no such part, not refused as "no data rows" after training.
 EMPTY_PART_HEADER = ",".join(CANONICAL_COLUMNS).encode("utf-8")
@@ -89,18 +77,6 @@ def run_part_file(run_dir: Path, name: str) -> Path | None:
         return None
     return path
 
-
-#: Files only a run writes: one of them says a folder holds a run (a config.json alone may be the user's own).
-RUN_MARKERS = ("run.json", "model.safetensors", "history.npz", "vocab/users.json", "checkpoint/state.json")
-#: Folder the trainer's checkpoint is swapped into whole (training/checkpoint.py), so all of it is the run's.
-CHECKPOINT_DIR = "checkpoint"
-#: Where `twotower index build` saves a run's index by default (pipeline/index_build.py), and the files it adds
-#: there besides those meta.json lists (tune.json, recall_qps.png).
-INDEX_DIR = "index"
-INDEX_EXTRA_FILES = ("meta.json", "tune.json", "recall_qps.png")
-#: What `twotower export` writes into its --out folder (export/onnx.py); export.json names the run and model.
-EXPORT_FILES = ("export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json",
-                "user_ids.json", "cold_similar_queries.npy")
 
 log = logging.getLogger(__name__)
 
