@@ -699,7 +699,9 @@ def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
 def _warn_float_spelled_ids(label: str, column: str, ids: pd.Series) -> None:
     """Say so when one column holds an id both as ``12`` and as ``12.0`` (rows that went through a float column,
     e.g. pandas' export of an id column with a blank): ids are text, so they are two users or items."""
-    uniq = pd.Series(pd.unique(ids.to_numpy(dtype=object)), dtype=object)
+    # the distinct ids, in order of first appearance, found on the column itself: pd.unique of its Python strings
+    # took 5 s per column at 10M rows (0.3 s on the Arrow strings); the few distinct ones are matched as objects
+    uniq = pd.Series(ids.unique(), dtype=object)
     spelled = uniq[uniq.str.fullmatch(r"[+-]?\d+\.0+").fillna(False).to_numpy(dtype=bool)]
     if spelled.empty:
         return
