@@ -127,14 +127,8 @@ def item_order_key(items: pd.Series) -> np.ndarray:
 def _sorted_positions(df: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Sort by (user, timestamp, item); return the frame, each row's position in its user and the user's count."""
     user_codes, _ = pd.factorize(df["user_id"].astype(str), sort=True)
-    order = np.lexsort(
-        (
-            np.arange(len(df)),
-            item_order_key(df["item_id"]),
-            df["timestamp"].to_numpy(dtype=np.int64),
-            user_codes,
-        )
-    )
+    # lexsort is stable: rows tied on all three keep their order in the frame (no row-number key needed)
+    order = np.lexsort((item_order_key(df["item_id"]), df["timestamp"].to_numpy(dtype=np.int64), user_codes))
     sorted_df = df.iloc[order].reset_index(drop=True)
     codes = user_codes[order]
     counts = np.bincount(codes)
