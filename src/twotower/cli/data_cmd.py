@@ -156,11 +156,17 @@ def cmd_data_split(args: argparse.Namespace) -> int:
         ml = load_movielens_100k(fetch_movielens_100k())
         df, items, users = ml.interactions, ml.items, ml.users
     elif args.input:
+        # a line before each long step (reading, sorting and splitting, formatting each file): a 10M-row split
+        # said nothing for a minute between "read" and "wrote", on a terminal and in a log alike
+        if os.path.isfile(args.input):  # a missing file is for the reader to name, without a line before it
+            log.info("data split: reading %s (%.0f MB)", args.input, os.path.getsize(args.input) / 1e6)
         # read as `train` reads it (data.*_col, data.format); the frame has the canonical column names
         df = read_interactions(args.input, column_map(reading), format=reading.format, encoding=reading.encoding,
                                time_unit=reading.time_unit)
     else:
         raise ConfigError("data split needs --input FILE or --dataset movielens-100k")
+    log.info("data split: sorting %d rows by user, time and item, then splitting them (--method %s)", len(df),
+             args.method)
     if args.method == "time":  # errors and warnings name the flags the user typed
         # a part the cut-offs ask for coming out empty is refused before anything is written: empty valid/test
         # files replaced a good earlier split in --out with only a warning (valid_start == test_start asks for none)
@@ -175,8 +181,13 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     report["input"] = _split_input(args, reading)
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
-    files = {out / f"{name}.csv": t.to_csv(index=False).encode("utf-8") for name, t in tables.items() if t is not None}
+    files = {}
+    for name, table in tables.items():
+        if table is not None:
+            log.info("data split: writing %s.csv (%d rows)", name, len(table))
+            files[out / f"{name}.csv"] = table.to_csv(index=False).encode("utf-8")
     files[out / "split_report.json"] = json_text(report).encode("utf-8")
+    log.info("data split: saving %d files (%.0f MB) into %s", len(files), sum(map(len, files.values())) / 1e6, out)
     earlier_split = (out / "split_report.json").is_file()
     # one writer at a time: two splits into one folder at once could interleave their moves (this one's train.csv
     # beside the other's test.csv); each set is whole, and the second is refused rather than mixed in
