@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import unicodedata
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
@@ -146,8 +147,12 @@ class BM25Retriever:
     def _tokenize(self, texts: Sequence[str], show_progress: bool = False):
         bm25s = _import_bm25s()
 
+        # one Unicode form (NFC) for the corpus and the queries: "Cafe" + U+0301 was tokenized as "cafe", a word
+        # no "Café" document holds, so a query typed in decomposed form (macOS, some keyboards) missed every match
+        # the same words composed found (dense search, whose tokenizer normalises, found both). NFC leaves ASCII and
+        # composed text as they are (SciFact's tokens are unchanged), unlike NFKC, which rewrites ligatures and "²"
         return bm25s.tokenize(
-            list(texts),
+            [unicodedata.normalize("NFC", t) for t in texts],
             stopwords=self.config.stopwords,
             stemmer=_stemmer(self.config.stemmer),
             show_progress=show_progress,
