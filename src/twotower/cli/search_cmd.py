@@ -304,12 +304,19 @@ def rerank_backend_flag(p: argparse.ArgumentParser) -> None:
 
 def rerank_settings(args: argparse.Namespace):  # noqa: ANN201 - RerankSettings
     """``--rerank-backend`` as RerankSettings (validated now, before any work); a warning when there is no
-    ``--rerank`` for it to apply to."""
+    ``--rerank`` for it, or for ``--rerank-top``, to apply to."""
     from twotower.text.encoder import RerankSettings
+
+    from twotower.config import SearchConfig
 
     settings = RerankSettings(backend=args.rerank_backend)
     if not getattr(args, "rerank", None) and args.rerank_backend != RerankSettings.backend:
         logging.getLogger(__name__).warning("--rerank-backend %s has no effect without --rerank", args.rerank_backend)
+    top = getattr(args, "rerank_top", None)  # search evaluate / search query (serve has none: POST /search's field)
+    if not getattr(args, "rerank", None) and top is not None and top != SearchConfig.rerank_top:
+        # as POST /search refuses rerank_top without "rerank": true: the list printed was never reranked
+        logging.getLogger(__name__).warning("--rerank-top %d has no effect without --rerank (no cross-encoder "
+                                            "rescores the candidates); pass --rerank DIR", top)
     return settings
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from twotower.config import SearchConfig
 from twotower.search.pipeline import shortfall
@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 #: longest query text accepted (characters); longer ones get 422 naming the field
 MAX_QUERY_CHARS = 2000
+#: why a ``rerank_top`` sent without ``"rerank": true`` is refused
+RERANK_TOP_NEEDS_RERANK = ('rerank_top needs "rerank": true (it says how many candidates the cross-encoder rescores, '
+                           'and without rerank it rescores none); send both, or neither')
 #: characters of each document's text returned with a hit
 SNIPPET_CHARS = 300
 #: words of the first passage searched for by :meth:`SearchService.warm_up`
@@ -130,6 +133,8 @@ class SearchService:
 
 
 def build_search_router(settings: ServiceSettings) -> APIRouter:
+    default_top = min(SearchConfig.rerank_top, settings.max_k)
+
     class SearchRequest(BaseModel):
         # strict like the recommender's schemas: "5" or true is not a k, "yes" not a boolean (422 naming the field)
         model_config = ConfigDict(extra="forbid", strict=True)
@@ -138,9 +143,20 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
                        description=f"list length, 1..{settings.max_k}")
         mode: Literal["bm25", "dense", "hybrid"] = "hybrid"
         rerank: bool = Field(False, description="rerank the top candidates with the cross-encoder")
-        rerank_top: int = Field(min(SearchConfig.rerank_top, settings.max_k), ge=1, le=settings.max_k,
-                                description="how many fused candidates the cross-encoder rescores (the rest keep "
-                                            "their fused order)")
+        rerank_top: Optional[int] = Field(
+            None, ge=1, le=settings.max_k,
+            description=f"with rerank: how many fused candidates the cross-encoder rescores, 1..{settings.max_k} "
+                        f"(default {default_top}; the rest keep their fused order); only with \"rerank\": true "
+                        f"(422 without it)")
+
+        @field_validator("rerank_top")
+        @classmethod
+        def _rerank_top_needs_rerank(cls, value: Optional[int], info: ValidationInfo) -> Optional[int]:
+            # ignored before: {"rerank_top": 5} without "rerank": true answered the fused list, and nothing said the
+            # cross-encoder never ran (the same rule as /recommend's explain_k without "explain": true)
+            if value is not None and info.data.get("rerank") is False:
+                raise ValueError(RERANK_TOP_NEEDS_RERANK)
+            return value
 
     class SearchHit(BaseModel):
         doc_id: str
@@ -178,7 +194,8 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
 
             raise DataError("query: only white space; send some words to search for")
         return json_response(await run_budgeted(
-            request, service.search, body.query, body.k, body.mode, body.rerank, body.rerank_top,
+            request, service.search, body.query, body.k, body.mode, body.rerank,
+            default_top if body.rerank_top is None else body.rerank_top,
             budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))
 
     return router
