@@ -37,6 +37,13 @@ log = logging.getLogger(__name__)
 
 #: longest query text accepted (characters); longer ones get 422 naming the field
 MAX_QUERY_CHARS = 2000
+#: what a hit's ``score`` is, per mode (the OpenAPI's description of ``SearchHit.score``)
+SCORE_DOC = ("what the list is ranked by, rounded to 6 decimals: mode bm25, the BM25 score (Lucene's, k1 1.2, b 0.75; "
+             "above 0, unbounded); dense, the cosine similarity of the query's and the document's embeddings "
+             "(-1..1); hybrid, the fused score of the index's fusion: with RRF 1 / (k + rank) summed over the lists "
+             "(BM25's, dense's) that hold the document (k=60: at most 2/61 = 0.032787), with min-max or z-score interpolation "
+             "the weighted sum of the normalised scores; with rerank, the cross-encoder's logit (past rerank_top: "
+             "see reranked). Tied scores are ordered by the document's row in the corpus")
 #: why a ``rerank_top`` sent without ``"rerank": true`` is refused
 RERANK_TOP_NEEDS_RERANK = ('rerank_top needs "rerank": true (it says how many candidates the cross-encoder rescores, '
                            'and without rerank it rescores none); send both, or neither')
@@ -160,7 +167,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
 
     class SearchHit(BaseModel):
         doc_id: str
-        score: float
+        score: float = Field(description=SCORE_DOC)
         rank: int
         title: str
         text: str
@@ -185,7 +192,11 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
 
     @router.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(body: SearchRequest, request: Request) -> Response:
-        """Hybrid BM25 + dense search (fusion chosen on validation data when the index was built)."""
+        """BM25, dense or (the default) hybrid search over the served index, optionally reranked.
+
+        Hybrid fuses BM25's and the dense retriever's top 100 by the fusion `twotower search index --fusion` stored
+        with the index (RRF with k=60 unless it said otherwise); the hits' `score` says what each mode ranks by.
+        """
         service = getattr(request.app.state, "search", None)
         if service is None:
             raise HTTPException(503, "the search index is still loading")
