@@ -27,7 +27,7 @@ import logging
 from abc import ABC, abstractmethod
 from pathlib import Path
 from types import FunctionType
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -475,20 +475,21 @@ class VectorIndex(ABC):
 
     # ------------------------------------------------------------------ storage
     def save(self, directory: str | Path, *, model_fingerprint: str | None = None,
-             tuning: dict[str, Any] | None = None) -> Path:
+             tuning: dict[str, Any] | None = None, extra: Mapping[str, Callable[[Path], Any]] | None = None) -> Path:
         """Write the index atomically to ``directory`` (see :mod:`twotower.index.storage`).
 
         ``model_fingerprint`` (if given) replaces :attr:`model_fingerprint`
         before writing, so a later ``load(expected_fingerprint=...)`` can
         refuse an index built for another model. ``tuning`` (the autotune
         summary: measured recall, target, timings) is saved as ``tune.json``
-        under the same checksums as the index, since serving trusts its recall.
+        under the same checksums as the index, since serving trusts its recall. ``extra``: files written into
+        the new folder before it is swapped in (:func:`twotower.index.storage.save_index`).
         """
         from twotower.index.storage import save_index
 
         if model_fingerprint is not None:
             self.model_fingerprint = model_fingerprint
-        return save_index(self, directory, tuning=tuning)
+        return save_index(self, directory, tuning=tuning, extra=extra)
 
     @classmethod
     def load(cls, directory: str | Path, *, expected_fingerprint: str | None = None) -> "VectorIndex":

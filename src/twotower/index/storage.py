@@ -23,6 +23,7 @@ import json
 import logging
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,10 +77,13 @@ def _backends() -> dict[str, type["VectorIndex"]]:
     return {cls.backend: cls for cls in (ExactIndex, FaissIndex)}
 
 
-def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str, Any] | None = None) -> Path:
+def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str, Any] | None = None,
+               extra: Mapping[str, Callable[[Path], Any]] | None = None) -> Path:
     """Write ``index`` to ``directory`` atomically (old contents stay until the new ones are complete).
 
-    ``tuning`` is written as ``tune.json`` and checksummed with the index files."""
+    ``tuning`` is written as ``tune.json`` and checksummed with the index files. ``extra`` maps a file name to a
+    writer called with its path in the new folder before the swap (``recall_qps.png``, not checksummed): written
+    after the swap, a build killed or failing in between left the new index without the plot the old one had."""
     directory = Path(directory)
     if len(index) == 0:
         raise ConfigError("refusing to save an empty index; build it first")
@@ -106,6 +110,8 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
         }
         meta["meta_sha256"] = hashlib.sha256(_canonical(meta)).hexdigest()
         (tmp / META).write_text(json.dumps(meta, indent=2, sort_keys=True, default=_json_default) + "\n")
+        for name, write in (extra or {}).items():
+            write(tmp / name)
     log.info("saved %s index (%d vectors) to %s", index.backend, len(index), directory)
     return directory
 

@@ -175,16 +175,19 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
     report = autotune(vectors, ids, queries, index=spec, max_train=max_train, policy=policy, params=params,
                       advice=advice)
     tuning = report.to_dict()
+    c = report.chosen
+    chose_exact = report.index.is_exact and c.factory == "exact"
+    # the plot goes into the new folder before it is swapped in: drawn after, a build killed (or failing) in between
+    # left the new index without a plot, the old one's gone with the old folder
+    extra = {} if chose_exact else {TUNE_PNG: lambda path: plot_recall_qps(report, path, source=f"run {run.dir}")}
     # the measured recall is what serve trusts, so tune.json is written and checksummed with the index
-    report.index.save(out, model_fingerprint=fp, tuning=tuning)
+    report.index.save(out, model_fingerprint=fp, tuning=tuning, extra=extra)
     say(report.table())
     say(f"why: {report.reason}")
-    c = report.chosen
-    if report.index.is_exact and c.factory == "exact":
+    if chose_exact:
         say(f"chosen: exact search, {c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single")
         say(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
         return BuiltIndex(out, report.index, fp, tuning, report)
-    plot_recall_qps(report, out / TUNE_PNG, source=f"run {run.dir}")
     verdict = "meets" if report.met_target else "does NOT meet"
     say(f"chosen: {c.factory} {c.params} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}), "
         f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
