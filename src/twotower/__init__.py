@@ -6,8 +6,7 @@ is cheap and has no side effects.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from twotower.utils.lazy import lazy_exports
 
 from twotower.errors import (ConfigError, DataError, IntegrityError, NotFoundError, OverloadError, TrainingDiverged,
                              TwoTowerError)
@@ -108,16 +107,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _SUBPACKAGES:
-        return importlib.import_module(f"twotower.{name}")  # sets twotower.<name> itself
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'twotower' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*__all__, *_SUBPACKAGES])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals(), subpackages=_SUBPACKAGES)

@@ -9,8 +9,7 @@
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from twotower.utils.lazy import lazy_exports
 
 # public name -> module that defines it; imported on first use, as most load torch (the pipeline's sources read
 # :mod:`twotower.explain.names` for `twotower data split`, which must not; importing a submodule runs this file)
@@ -45,14 +44,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'twotower.explain' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

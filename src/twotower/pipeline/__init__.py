@@ -5,8 +5,7 @@ its input through :mod:`twotower.pipeline.sources`, which does not (importing an
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from twotower.utils.lazy import lazy_exports
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
@@ -29,14 +28,4 @@ _LAZY: dict[str, str] = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'twotower.pipeline' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
