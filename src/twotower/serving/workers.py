@@ -306,11 +306,46 @@ def worker_log_config(level: int) -> dict[str, Any]:
     return config
 
 
+def _stopping_signal(serve: Any) -> int | None:
+    """Call ``serve()``; the first SIGINT or SIGTERM this process received meanwhile (None: neither).
+
+    uvicorn's multi-process supervisor catches both signals, stops its workers and returns normally, so the
+    signal that stopped it is read from Python's signal wakeup fd (written for any signal Python handles,
+    whichever handler uvicorn installed). Outside the main thread (no signal handling there) it is None.
+    """
+    try:
+        read, write = os.pipe()
+    except OSError:
+        serve()
+        return None
+    try:
+        os.set_blocking(read, False)
+        os.set_blocking(write, False)
+        try:
+            previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread
+            serve()
+            return None
+        try:
+            serve()
+        finally:
+            signal.set_wakeup_fd(previous)
+        try:
+            seen = os.read(read, 4096)
+        except BlockingIOError:
+            seen = b""
+    finally:
+        os.close(read)
+        os.close(write)
+    return next((sig for sig in seen if sig in (signal.SIGINT, signal.SIGTERM)), None)
+
+
 def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
-                factory: str = "twotower.serving.workers:worker_app") -> None:
+                factory: str = "twotower.serving.workers:worker_app") -> int | None:
     """Serve with ``workers`` uvicorn processes built by ``factory`` (an import string) from ``spec``.
 
-    Blocks until the server stops, then removes ``spec.shared_dir``.
+    Blocks until the server stops, then removes ``spec.shared_dir``. Returns the signal that stopped it
+    (``signal.SIGINT`` or ``signal.SIGTERM``), None if neither did.
     """
     import uvicorn
 
@@ -322,11 +357,12 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
     os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
     failed = Path(spec.shared_dir) / FAILED
     try:
-        uvicorn.run(factory, factory=True, workers=workers, host=settings.host, port=settings.port,
-                    log_level=log_level, access_log=False,
-                    log_config=worker_log_config(logging.getLogger().getEffectiveLevel()))
+        stopped_by = _stopping_signal(lambda: uvicorn.run(
+            factory, factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
+            access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel())))
         if failed.is_file():  # a worker could not start: uvicorn stopped the server, and so exits non-zero here
             raise IntegrityError(f"the server stopped: a worker could not start: {failed.read_text(encoding='utf-8')}")
+        return stopped_by
     finally:
         shutil.rmtree(spec.shared_dir, ignore_errors=True)
 
@@ -354,13 +390,22 @@ def _supervise_main(argv: list[str]) -> int:
     logging.basicConfig(level=int(level), format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     try:
-        run_workers(WorkerSpec.read(spec_path), workers=int(workers), log_level=log_level)
+        stopped_by = run_workers(WorkerSpec.read(spec_path), workers=int(workers), log_level=log_level)
     except TwoTowerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    # as the single-process server ends: uvicorn re-raises a SIGTERM (the process dies by it, 143 in a shell, a
+    # clean stop for systemd) and a SIGINT becomes the CLI's KeyboardInterrupt (130); the workers' supervisor
+    # returned normally from both, and the server exited 0 when `kill` stopped it
+    if stopped_by == signal.SIGTERM:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+        return 128 + signal.SIGTERM  # pragma: no cover - SIGTERM ended the process
+    return 130 if stopped_by == signal.SIGINT else 0
 
 
 if __name__ == "__main__":  # pragma: no cover - run by supervise() through exec
