@@ -150,7 +150,7 @@ def test_text_configs_are_frozen_dataclasses_in_config():
             cls().epochs = 3  # type: ignore[misc]
 
 
-def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch):
+def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch, tmp_path):
     """--explain-k / --time-budget default to ServiceSettings and reach the service's settings."""
     import twotower.cli.serve_cmd as serve_cmd
     import twotower.serving as serving
@@ -175,7 +175,8 @@ def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch):
 
     monkeypatch.setattr(serving.RecommenderService, "load", staticmethod(fake_load))
     with pytest.raises(Stop):
-        serve_cmd.cmd_serve(_parse("serve", "--run", "r", "--explain-k", "3", "--time-budget", "0.5"))
+        (tmp_path / "run.json").write_text("{}")  # serve refuses a folder without one before the load
+        serve_cmd.cmd_serve(_parse("serve", "--run", str(tmp_path), "--explain-k", "3", "--time-budget", "0.5"))
     assert (seen["settings"].explain_k, seen["settings"].time_budget_s) == (3, 0.5)
 
 

@@ -155,7 +155,7 @@ def _settings(args: argparse.Namespace) -> Any:
     import re
 
     from twotower.errors import ConfigError
-    from twotower.serving import ServiceSettings
+    from twotower.serving.settings import ServiceSettings
 
     try:
         return ServiceSettings(
@@ -173,10 +173,7 @@ def _settings(args: argparse.Namespace) -> Any:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from twotower.errors import ConfigError
-    from twotower.serving import RecommenderService, create_app
 
     settings = _settings(args)
     if _binds_every_interface(settings.host):
@@ -213,6 +210,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from twotower.cli.flags import refuse_missing_inputs
 
     refuse_missing_inputs({"--history-from": args.history_from})
+    if args.run is not None:  # a wrong folder is one line at once, not after torch and the service are imported
+        from twotower.utils.run_folder import check_run_folder
+
+        check_run_folder(args.run)
+    import uvicorn
+
+    from twotower.serving import RecommenderService, create_app
+
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
                                        exact=args.exact, history_from=args.history_from)

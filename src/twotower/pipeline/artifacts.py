@@ -57,6 +57,7 @@ from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FIL
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.folder_lock import active_writer
+from twotower.utils.run_folder import run_hint as _run_hint
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
@@ -449,21 +450,6 @@ def _old_fingerprint(out: Path) -> str | None:
         return model_fingerprint(model, config, recorded.get("model"))
     except Exception:  # noqa: BLE001 - any failure only means its derived folders are matched by name
         return None
-
-
-def _run_hint(d: Path) -> str:
-    """What to pass instead of ``d`` when it is not a run folder: the run it lies in, or the runs it holds."""
-    for parent in list(d.parents)[:3]:  # a file or subfolder of a run (runs/ml/index, runs/ml/model.safetensors)
-        if (parent / "run.json").is_file():
-            return f"it lies inside the run {str(parent)!r}: pass that folder"
-    try:
-        inner = sorted(str(c) for c in d.iterdir() if (c / "run.json").is_file()) if d.is_dir() else []
-    except OSError:
-        inner = []
-    if inner:  # the parent of several runs (--run runs instead of --run runs/ml)
-        more = f" and {len(inner) - 5} more" if len(inner) > 5 else ""
-        return f"the folder holds runs: pass one of {', '.join(repr(r) for r in inner[:5])}{more}"
-    return "train one with `twotower train --out DIR`"
 
 
 def _no_weights_hint(d: Path) -> str:

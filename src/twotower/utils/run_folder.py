@@ -1,0 +1,36 @@
+"""Is a path a run folder (``run.json`` in it)? Checked without torch, so a wrong ``--run`` is refused at once.
+
+``twotower serve --run bad`` imported torch, uvicorn and the service before :meth:`TrainedRun.load` looked at the
+folder: about 5 s to say "unknown run". The same message, from here, before any heavy import.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from twotower.errors import NotFoundError
+
+__all__ = ["check_run_folder", "run_hint"]
+
+
+def run_hint(d: Path) -> str:
+    """What to pass instead of ``d`` when it is not a run folder: the run it lies in, or the runs it holds."""
+    for parent in list(d.parents)[:3]:  # a file or subfolder of a run (runs/ml/index, runs/ml/model.safetensors)
+        if (parent / "run.json").is_file():
+            return f"it lies inside the run {str(parent)!r}: pass that folder"
+    try:
+        inner = sorted(str(c) for c in d.iterdir() if (c / "run.json").is_file()) if d.is_dir() else []
+    except OSError:
+        inner = []
+    if inner:  # the parent of several runs (--run runs instead of --run runs/ml)
+        more = f" and {len(inner) - 5} more" if len(inner) > 5 else ""
+        return f"the folder holds runs: pass one of {', '.join(repr(r) for r in inner[:5])}{more}"
+    return "train one with `twotower train --out DIR`"
+
+
+def check_run_folder(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, refused (:class:`NotFoundError`, as :meth:`TrainedRun.load` says it) without run.json."""
+    d = Path(path)
+    if not (d / "run.json").exists():
+        raise NotFoundError("run", str(d), "no run.json there; " + run_hint(d))
+    return d
