@@ -301,6 +301,26 @@ def validate_reranking(reranker: "CrossEncoderReranker", val: RerankValidation,
             "worse": after < before, "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def _holdout_validation(queries: Sequence[str], positive_rows: Sequence[int], negatives: Sequence[np.ndarray],
+                       doc_texts: Sequence[str], valid_frac: float,
+                       seed: int) -> tuple[list[str], list[int], list[np.ndarray], RerankValidation]:
+    """``(queries, positive_rows, negatives, validation)``: the pairs left once ``valid_frac`` of the queries are held
+    out (:func:`~twotower.search.validation.hold_out`, seeded by ``seed``), and the held-out queries with BM25's lists
+    over ``doc_texts``, the first stage ``rerank train --valid-frac`` judges reranking against."""
+    from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+    from twotower.search.validation import hold_out  # noqa: PLC0415
+
+    keep, held = hold_out(queries, positive_rows, valid_frac, seed)
+    if keep.size < 1:
+        raise ConfigError(f"valid_frac={valid_frac:g} holds out all {len(queries)} pairs; give a smaller valid_frac")
+    logger.info("valid_frac %g: %d of the queries (%d pairs) held out for validation, %d pairs left to train on",
+                valid_frac, len(held.queries), held.pairs, keep.size)
+    bm25 = BM25Retriever().fit(list(doc_texts), [str(i) for i in range(len(doc_texts))])
+    first = bm25.search(held.queries, max(SearchConfig.rerank_top, 10))
+    return ([queries[i] for i in keep], [int(positive_rows[i]) for i in keep], [negatives[i] for i in keep],
+            RerankValidation(held.queries, first, held.relevant, top_n=SearchConfig.rerank_top))
+
+
 def _identity():
     import torch  # noqa: PLC0415
 
@@ -319,6 +339,7 @@ def train_cross_encoder(
     show_progress: bool = True,
     source: Mapping[str, Any] | None = None,
     validation: RerankValidation | None = None,
+    threads: int | None = None,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
@@ -329,19 +350,30 @@ def train_cross_encoder(
     (:func:`validate_reranking`); the best epoch's weights are saved, training stops after ``config.patience``
     epochs without a better one, and the best epoch's figures (with every epoch's, ``best_epoch``,
     ``stopped_early``) are recorded in the marker's ``"validation"``, warned about when reranking is worse.
+    ``None`` with ``config.valid_frac > 0``: that share of the queries is held out here
+    (:func:`~twotower.search.validation.hold_out`, as ``rerank train --valid-frac`` does) and not trained on, judged
+    against BM25's order over ``doc_texts`` (its top ``SearchConfig.rerank_top`` reranked).
+
+    ``threads``: torch's, FAISS's and the BLAS pools' thread count (``rerank train --threads``; None: left as they
+    are).
     """
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
     from twotower.text.encoder import default_model_path  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
-    from twotower.utils.runtime import seed_everything  # noqa: PLC0415
+    from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
     cfg = config or RerankTrainConfig()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     no_third_party_bars()  # "Loading weights" and "Writing model shards" bars: \r lines in a redirected log
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
+    if validation is None and cfg.valid_frac > 0:
+        # valid_frac was ignored without a word from Python (the marker's validation null), as the CLI holds out
+        queries, positive_rows, negatives, validation = _holdout_validation(queries, positive_rows, negatives,
+                                                                           doc_texts, cfg.valid_frac, cfg.seed)
     rng = seed_everything(cfg.seed)
+    set_threads(threads)
     t0 = time.perf_counter()
     # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
     base_dir = Path(base).resolve() if base is not None else default_model_path()
