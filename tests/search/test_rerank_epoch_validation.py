@@ -35,6 +35,9 @@ def test_the_best_epoch_is_kept_and_patience_stops_training(tmp_path, monkeypatc
         return {**v, "reranked": next(scores), "worse": False}
 
     monkeypatch.setattr(rerank, "validate_reranking", scored)
+    steps = []
+    real_tail = rerank._tail_summary
+    monkeypatch.setattr(rerank, "_tail_summary", lambda h, c, z: (steps.extend(h), real_tail(h, c, z))[1])
     cfg = RerankTrainConfig(
         epochs=5, groups_per_step=2, negatives_per_query=1, max_length=16, freeze_layers=5, head_lr=5e-2, seed=0, patience=2
     )
@@ -49,8 +52,13 @@ def test_the_best_epoch_is_kept_and_patience_stops_training(tmp_path, monkeypatc
             show_progress=False,
             validation=_validation(),
         )
-    v = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())["validation"]
+    meta = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
+    v = meta["validation"]
     assert [e["reranked"] for e in v["epochs"]] == [0.4, 0.9, 0.5, 0.6]
+    # final_loss and tail are epoch 4's (one step per epoch here); the marker names that epoch and gives the saved
+    # epoch's own loss besides
+    assert (meta["final_loss"], meta["last_epoch"]) == (steps[3], 4)
+    assert meta["saved_epoch"] == {"epoch": 2, "steps": 1, "mean_loss": steps[1], "chance_loss": pytest.approx(np.log(2))}
     assert (v["best_epoch"], v["reranked"], v["stopped_early"], v["patience"]) == (2, 0.9, True, 2)
     # the fields the single check wrote are all still there
     assert {"queries", "pairs", "metric", "first_stage", "top_n", "without_rerank", "reranked", "worse", "seconds"} <= set(v)

@@ -141,3 +141,22 @@ def test_the_new_heads_load_report_is_not_shown(caplog, capfd):
     assert logging.getLogger("sentence_transformers").level == st_before  # restored
     assert "a new relevance head (one output), initialised at random" in caplog.text
     assert hf_logging.get_verbosity() == before
+
+
+@needs_text
+def test_the_report_says_when_the_saved_epoch_is_not_the_one_the_final_loss_is_of(beir_dir, tmp_path, monkeypatch,
+                                                                                   capsys):
+    """Per-epoch validation keeps the best epoch: "final loss" (the last epoch's) read as the saved model's."""
+    import twotower.search.rerank as rerank
+
+    def train(queries, positives, negatives, texts, out, **_):  # noqa: ANN001, ANN202
+        Path(out).mkdir()
+        marker = {"kind": "cross_encoder", "first_loss": 1.389, "final_loss": 0.3,
+                  "tail": {"steps": 10, "loss": 0.3, "chance_loss": math.log(4), "group_sizes": [4, 4]},
+                  "last_epoch": 4, "saved_epoch": {"epoch": 2, "steps": 5, "mean_loss": 0.52, "chance_loss": 1.38}}
+        (Path(out) / "twotower_cross_encoder.json").write_text(json.dumps(marker))
+
+    monkeypatch.setattr(rerank, "train_cross_encoder", train)
+    assert _train(beir_dir, tmp_path) == 0
+    assert ("for a model that has learned nothing; the weights saved are epoch 2's (the best validated), whose mean "
+            "loss was 0.5200, the final loss epoch 4's") in capsys.readouterr().out

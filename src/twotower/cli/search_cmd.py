@@ -905,8 +905,12 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
                       f"{_count(high - 1, 'negative')})")
     steps = (f"mean of the last {tail['steps']} steps; {first:.4f} at the first" if tail["steps"] > 1 else
              "its one step")
+    saved = meta.get("saved_epoch")  # markers from before had none
+    kept = ("" if saved is None or saved["epoch"] == meta.get("last_epoch") else
+            f"; the weights saved are epoch {saved['epoch']}'s (the best validated), whose mean loss was "
+            f"{saved['mean_loss']:.4f}, the final loss epoch {meta['last_epoch']}'s")
     print(f"cross-encoder saved to {args.out}: final loss {loss:.4f} ({steps}), against {reference} for a model "
-          "that has learned nothing")
+          f"that has learned nothing{kept}")
     v = meta.get("validation")
     if v is not None:  # train_cross_encoder warned already when reranking made the held-out lists worse
         epochs = v.get("epochs")  # after each epoch; markers from before had one figure, after training

@@ -443,9 +443,13 @@ def train_cross_encoder(
         model.train()
     model.eval()
     checked = None
+    last_epoch = saved_epoch = len(history) // steps_per_epoch  # the epochs trained (patience may stop early)
     if val is not None:
         checked = val.finish()
         _log_validation(checked)
+        saved_epoch = checked["best_epoch"]
+    # the saved epoch's own steps: "final_loss" and "tail" are the last epoch's, which per-epoch validation may not keep
+    saved = slice((saved_epoch - 1) * steps_per_epoch, saved_epoch * steps_per_epoch)
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / CROSS_ENCODER_META, {
@@ -454,6 +458,10 @@ def train_cross_encoder(
             # the mean loss of the last steps next to a constant scorer's on the same groups (what "no learning"
             # would give), so a cross-encoder that learned nothing is told apart before it reorders any list
             "tail": _tail_summary(history, chance, sizes_seen),
+            # the epoch final_loss and tail describe, and the epoch whose weights are saved (the best validated one)
+            "last_epoch": last_epoch,
+            "saved_epoch": {"epoch": saved_epoch, "steps": len(history[saved]),
+                            "mean_loss": float(np.mean(history[saved])), "chance_loss": float(np.mean(chance[saved]))},
             "seconds": round(time.perf_counter() - t0, 1),
             "data": {**dict(source or {}), "pairs": len(queries), "groups_used": len(usable),
                      "documents": len(doc_texts)},
