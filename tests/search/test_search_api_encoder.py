@@ -72,8 +72,10 @@ def test_search_evaluate_hands_the_backend_to_the_dense_retriever(beir, tmp_path
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"encoder_backend": "onx"}, r"encoder backend must be one of"),
-        ({"encoder_threads": 0}, r"encoder threads must be"),
+        # named as the Python caller gave them: "(set it with --encoder-backend or TWOTOWER_ENCODER_BACKEND)" was the
+        # command line's word
+        ({"encoder_backend": "onx"}, r"^encoder_backend must be one of .*, got 'onx'$"),
+        ({"encoder_threads": 0}, r"^encoder_threads must be"),
         ({"threads": 0}, r"threads: expected a whole number"),
     ],
 )

@@ -41,6 +41,7 @@ from twotower.search.artefacts import BI_ENCODER_META, file_table, is_bi_encoder
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.validation import NDCG_K, ValidationSet, hold_out, ndcg10
 from twotower.text.encoder import (
+    BACKEND_CHOICES,
     EncoderSettings,
     TextEncoder,
     default_model_path,
@@ -142,6 +143,14 @@ def encoder_settings(model: str | os.PathLike[str] | None, backend: str | None =
     Checked now, before any data is read."""
     if backend is None and threads is None:
         return None
+    if backend is not None and backend not in BACKEND_CHOICES:
+        # EncoderSettings' own message sent a Python caller to --encoder-backend or TWOTOWER_ENCODER_BACKEND
+        raise ConfigError(f"encoder_backend must be one of {', '.join(BACKEND_CHOICES)}, got {backend!r}")
+    if threads is not None:
+        try:
+            EncoderSettings(threads=threads)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace("encoder threads", "encoder_threads", 1)) from None
     env = EncoderSettings.from_env(trained_backend(model))
     return EncoderSettings(backend=env.backend if backend is None else backend,
                            threads=env.threads if threads is None else threads)
