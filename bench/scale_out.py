@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -97,6 +98,8 @@ def _index_worker(rank: int, world: int, port: int, args: argparse.Namespace, ou
 
     torch.set_num_threads(args.threads)
     faiss.omp_set_num_threads(args.threads)
+    # a sample short of the quantizer's training points is said once, above the table (main), not once per build
+    logging.getLogger("twotower.index.distributed_build").setLevel(logging.ERROR)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if world > 1:
@@ -153,6 +156,21 @@ def exact_truth(args: argparse.Namespace) -> np.ndarray:
     return best_i
 
 
+def _training_shortfall(args: argparse.Namespace) -> str | None:
+    """One line when ``--train-size`` is short of the training vectors the factory's k-means want (FAISS said it
+    once per PQ sub-quantiser and build, 16 lines for PQ16 over the table); None when it is enough."""
+    import faiss
+
+    from twotower.index.faiss_index import min_training_points, resolve_factory
+
+    resolved = resolve_factory(args.factory, args.n, args.dim)
+    need = min_training_points(faiss.index_factory(args.dim, resolved, faiss.METRIC_INNER_PRODUCT))
+    if need <= args.train_size:
+        return None
+    return (f"note: {resolved} wants {need:,} training vectors (39 per centroid), --train-size gives "
+            f"{args.train_size:,}: FAISS trains it on fewer, and the recall below includes what that costs")
+
+
 def build_once(world: int, args: argparse.Namespace, work: Path) -> list[dict]:
     import torch.multiprocessing as mp
 
@@ -194,7 +212,8 @@ def main() -> None:
         if not args.skip_train:
             # folders by position: a repeated count (1,2,1,2: interleaved for the noise) gets its own
             rows = [train_once(w, args.epochs, tmp_path / f"run{i}-{w}", args.threads) for i, w in enumerate(worlds)]
-            print(f"\n(a) training, MovieLens-100K, {args.epochs} epochs, global batch 512, dropout 0, "
+            print(f"\n(a) training, MovieLens-100K, {args.epochs} epoch{'s' if args.epochs != 1 else ''}, global batch "
+                  "512, dropout 0, "
                   f"{args.threads} thread(s) per process")
             print(f"{'procs':>5}  {'examples':>8}  {'epoch_s':>7}  {'examples/s':>10}  {'wall_s':>6}  loss per epoch / acc")
             for r in rows:
@@ -213,6 +232,9 @@ def main() -> None:
                   f"{GEN_CHUNK:,}; float32 in full would be {args.n * args.dim * 4 / 2**30:.2f} GiB), "
                   f"{args.factory}, train sample {args.train_size:,}, {args.threads} thread(s) per rank; "
                   f"exact top-10 for {args.queries} queries streamed in {truth_s:.0f}s")
+            short = _training_shortfall(args)
+            if short:
+                print(short)
             recall_cols = [f"R10@{k}_np{v}" for v in args.nprobe for k in (10, 100)]
             print(f"{'procs':>5}  {'rank':>4}  {'total_s':>7}  {'train_s':>7}  {'add_s':>6}  {'merge_s':>7}  "
                   f"{'base_MB':>7}  {'peak_MB':>7}  " + "  ".join(f"{c:>12}" for c in recall_cols))

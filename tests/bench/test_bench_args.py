@@ -212,6 +212,24 @@ def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkey
         scale_out.main()
 
 
+def test_scale_out_says_a_short_training_sample_once_and_counts_one_epoch(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    """`--train-size 2000` buried the table under FAISS's "clustering 2000 points to 256 centroids" (one per PQ
+    sub-quantiser and build); `--epochs 1` was titled "1 epochs"."""
+    scale_out = bench("scale_out")
+    row = {"world": 1, "examples": 10, "epoch_s": 1.0, "examples_per_s": 10.0, "wall_s": 1.0, "loss": [1.0],
+           "acc": [0.5]}
+    monkeypatch.setattr(scale_out, "train_once", lambda *a: row)
+    monkeypatch.setattr(scale_out, "exact_truth", lambda args: np.zeros((1, 10), np.int64))
+    monkeypatch.setattr(scale_out, "build_once", lambda world, args, work: [])
+    monkeypatch.setattr(sys, "argv", ["scale_out.py", "--worlds", "1,2", "--epochs", "1", "--n", "200000",
+                                      "--train-size", "2000", "--factory", "IVF32,PQ16", "--queries", "1"])
+    scale_out.main()
+    out = capsys.readouterr().out
+    assert "MovieLens-100K, 1 epoch, global batch" in out
+    assert out.count("note: IVF32,PQ16 wants 9,984 training vectors (39 per centroid), --train-size gives 2,000") == 1
+
+
 def test_ml1m_split_of_a_file_rewritten_in_place_is_not_reused(bench: Any, tmp_path: Path) -> None:
     ml1m = bench("ml1m")
     data = tmp_path / "seq.txt"
