@@ -61,18 +61,32 @@ def check_reused(folder: Path, saved: dict, wanted: object) -> None:
                          + "); pass the same flags, or drop --reuse to train it again")
 
 
-def sizes_note(args: argparse.Namespace, *, docs: int, train_queries: int, valid_queries: int, pairs: int) -> str:
+def sizes_note(args: argparse.Namespace, *, docs: int, train_queries: int, valid_queries: int, pairs: int,
+               groups: int | None = None) -> str:
     """The sizes the table's rows were measured at, caps included, for its title: ``--ce-max-groups`` trained the
     cross-encoder on 400 of SciFact's ~750 training pairs per epoch, and ``--quick`` cut the corpus and the query
-    sets and set every epoch count to 1, with nothing in the output to say so."""
+    sets and set every epoch count to 1, with nothing in the output to say so. ``groups``: the pairs the
+    cross-encoder trained on (its marker's ``data.groups_used``; those with a hard negative), when it is known:
+    "all 52 training pairs per epoch" was said of a training on 49 (3 without a hard negative are left out)."""
     cap = args.ce_max_groups
-    per_epoch = f"at most {cap} of {pairs}" if cap and cap < pairs else f"all {pairs}"
+    trained = pairs if groups is None else groups
+    per_epoch = f"at most {cap} of {trained}" if cap and cap < trained else f"all {trained}"
+    left = (f"; {pairs - trained} of the {pairs} pairs had no hard negative and were left out" if trained < pairs
+            else "")
     note = (f"corpus {docs} docs; bi-encoder {args.epochs} epoch(s) on {train_queries} train queries "
             f"({valid_queries} held out for validation)")
     if not args.no_rerank:
         note += (f"; cross-encoder {args.ce_epochs} epoch(s) on {per_epoch} training pairs per epoch "
-                 f"(--ce-max-groups {cap}), reranking the top {args.rerank_top}")
+                 f"(--ce-max-groups {cap}{left}), reranking the top {args.rerank_top}")
     return note
+
+
+def _groups_used(ce_dir: Path) -> int | None:
+    """The training pairs the saved cross-encoder trained on (its marker's ``data.groups_used``); None without one."""
+    try:
+        return int(json.loads((ce_dir / "twotower_cross_encoder.json").read_text())["data"]["groups_used"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -332,7 +346,7 @@ def main(argv=None) -> int:
              f"unseen in train qrels (cols 6-9); threads={args.threads}, doc max_length={args.max_length}"
              + (" [QUICK SMOKE RUN - not a result]" if args.quick else "") + "\n"
              + sizes_note(args, docs=len(corpus), train_queries=len(train_qrels), valid_queries=len(valid_qids),
-                          pairs=len(pair_q)))
+                          pairs=len(pair_q), groups=_groups_used(out / "cross_encoder")))
     print(format_table(rows, cols, title=title, mark_best=["NDCG@10", "NDCG@10 unseen"]))
     print(f"fusion chosen on {len(valid_qids)} validation queries: {choice.describe()} "
           f"(valid NDCG@10 {choice.valid_ndcg10:.4f}); total {time.perf_counter() - t_all:.0f}s")

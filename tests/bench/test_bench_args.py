@@ -302,6 +302,11 @@ def test_scifact_title_names_the_caps(bench: Any) -> None:
     assert "corpus 5183 docs; bi-encoder 8 epoch(s) on 650 train queries (159 held out for validation)" in note
     assert "at most 400 of 740 training pairs per epoch (--ce-max-groups 400), reranking the top 10" in note
     assert "all 300 training pairs" in scifact.sizes_note(args, docs=300, train_queries=48, valid_queries=16, pairs=300)
+    # --quick: the rerank log's "49 groups of 52 pairs (3 with no hard negative left out)" was "all 52" here
+    assert ("cross-encoder 1 epoch(s) on all 49 training pairs per epoch (--ce-max-groups 400; 3 of the 52 pairs had "
+            "no hard negative and were left out)") in scifact.sizes_note(scifact.parse_args(["--ce-epochs", "1"]),
+                                                                          docs=300, train_queries=48, valid_queries=16,
+                                                                          pairs=52, groups=49)
     assert "cross-encoder" not in scifact.sizes_note(scifact.parse_args(["--no-rerank"]), docs=1, train_queries=1,
                                                     valid_queries=1, pairs=1)
 
