@@ -49,9 +49,12 @@ def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None
     # where cmd_demo looks them up (it imports them from these modules when it runs)
     monkeypatch.setattr(evaluate_cmd, "print_eval_table", lambda *a, **k: None)
     monkeypatch.setattr(train_cmd, "item_item_summary", lambda *a, **k: None)
-    monkeypatch.setattr(plots, "plot_recall_at_k", lambda *a, **k: None)
+    plotted = []
+    monkeypatch.setattr(plots, "plot_recall_at_k", lambda *a, **k: plotted.append(k))
     monkeypatch.chdir(tmp_path)
     assert main(["demo", "--user", "u1", "--epochs", "1", "--threads", "1", "--out", str(tmp_path / "demo")]) == 0
     watched = next(line for line in capsys.readouterr().out.splitlines() if "recently watched:" in line)
     a, b = last_two
     assert watched.endswith(f"Twin (1990) [item {a}]; Twin (1990) [item {b}]"), watched
+    # recall_at_k.png names its split and run, as `evaluate --plot` does (it was titled "Recall@k" alone)
+    assert plotted == [{"title": f"Recall@k, MovieLens-100K test (full catalogue), run {tmp_path / 'demo'}"}]

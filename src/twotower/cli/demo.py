@@ -53,7 +53,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     atomic_write_json(out / "metrics.json", {"test": rows})
     print_eval_table(rows, (10, 20), "MovieLens-100K test, temporal 80/10/10")
-    plot_recall_at_k({r["model"]: r for r in rows}, out / "recall_at_k.png")
+    # titled as `evaluate --plot` titles it: "Recall@k" alone did not say which split or run it is of
+    plot_recall_at_k({r["model"]: r for r in rows}, out / "recall_at_k.png",
+                     title=f"Recall@k, MovieLens-100K test (full catalogue), run {out}")
     print(f"== 4/4 recommendations for user {args.user} (training items excluded)", flush=True)
     from twotower.explain.explainer import run_item_names
 
