@@ -35,6 +35,11 @@ def test_train_diverging_after_checkpoints_says_how_to_resume_at_a_lower_rate(tm
         check_finite_weights(model, epoch, lr, suspect)
 
     monkeypatch.setattr(trainer_module, "check_finite_weights", diverge_in_epoch_3)
+    import twotower.training.plots as plots
+
+    titles = []
+    real_title = plots.curves_title
+    monkeypatch.setattr(plots, "curves_title", lambda *a: titles.append(real_title(*a)) or titles[-1])
     paths = write_dataset(tmp_path / "src", n_users=24, per_user=8)
     out = tmp_path / "run"
     argv = ["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--out", str(out),
@@ -47,6 +52,9 @@ def test_train_diverging_after_checkpoints_says_how_to_resume_at_a_lower_rate(tm
     assert err.rstrip().endswith(f": `twotower train --out {out} --resume train.lr=0.0004`")
     assert err.count("\n") == 1
     assert (out / "curves.png").is_file()
+    # its title says the fit diverged (it read as a finished 2-epoch run)
+    assert len(titles) == 1 and titles[0].startswith(f"{out}: DIVERGED in epoch 3; best valid NDCG@10 "), titles
+    assert titles[0].endswith(", 2 epochs run"), titles
     # the advice works: the resume continues after epoch 2 at the lower rate
     monkeypatch.setattr(trainer_module, "check_finite_weights", check_finite_weights)
     assert main(["-q", "train", "--out", str(out), "--resume", "train.lr=0.0004", "--epochs", "3", "--no-eval",

@@ -213,16 +213,17 @@ def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
     tdist.barrier()
 
 
-def draw_curves(tr: "Trainer", best_epoch: int | None = None) -> None:
+def draw_curves(tr: "Trainer", best_epoch: int | None = None, *, stopped: str | None = None) -> None:
     """``curves.png`` of the epochs in ``tr.history`` (rank 0); also for a fit that diverged, whose finished
-    epochs were in log.jsonl alone (the curves are where a rising loss before the NaN is seen)."""
+    epochs were in log.jsonl alone (the curves are where a rising loss before the NaN is seen). ``stopped``: what
+    ended the fit early ("DIVERGED in epoch 3"), for the title."""
     if not (tr.out_dir and tr.history and tdist.is_main()):
         return
     from twotower.training.plots import plot_training_curves
 
     try:
         plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
-                             best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind)
+                             best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind, stopped=stopped)
     except Exception as e:  # a plot must never fail a training run
         log.warning("could not draw training curves: %s", e)
 

@@ -16,10 +16,11 @@ ACCURACY_TITLES = {"inbatch": "in-batch accuracy", "sampled": "accuracy among sa
 
 
 def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, metric: str = "NDCG@10",
-                         best_epoch: int | None = None, loss_kind: str = "inbatch") -> None:
+                         best_epoch: int | None = None, loss_kind: str = "inbatch", stopped: str | None = None) -> None:
     """``best_epoch``: the epoch whose weights the run kept, marked on every panel (the curves run on past it
     until early stopping, so the last point is not the model that was saved). ``loss_kind`` (``loss.kind``)
-    names the accuracy panel: a BPR run's ~0.9 is positive-over-its-negative, not an in-batch accuracy."""
+    names the accuracy panel: a BPR run's ~0.9 is positive-over-its-negative, not an in-batch accuracy.
+    ``stopped``: what ended the fit before its last epoch ("DIVERGED in epoch 3"), said first in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,23 +57,26 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         ax.grid(alpha=0.3)
     if best_epoch is not None:  # on the validation panel, where the best epoch was chosen (else the loss panel)
         axes[[key for key, _ in panels].index(f"valid_{metric}") if validated else 0].legend(loc="best", fontsize="small")
-    fig.suptitle(curves_title(history, Path(path).parent, metric, best_epoch))
+    fig.suptitle(curves_title(history, Path(path).parent, metric, best_epoch, stopped))
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
     plt.close(fig)
 
 
-def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epoch: int | None) -> str:
-    """The figure's title: which run, and the epoch it kept with its figure, as `train`'s last line says them.
+def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epoch: int | None,
+                 stopped: str | None = None) -> str:
+    """The figure's title: which run, and the epoch it kept with its figure, as `train`'s last line says them;
+    ``stopped`` (what ended the fit early: "DIVERGED in epoch 3") first, as a diverged run's curves looked finished.
 
     The PNG had four panel titles and nothing else: opened from a file browser or pasted beside another run's,
     it did not say whose curves they were or what the run kept."""
     n = len({r["epoch"] for r in history})
     done = f"{n} epoch{'' if n == 1 else 's'} run"
+    head = f"{run}: {stopped}; " if stopped else f"{run}: "
     best = next((r for r in history if r["epoch"] == best_epoch), None)
     if best is None:
-        return f"{run}: {done}"
+        return f"{head}{done}"
     if f"valid_{metric}" in best:
-        return f"{run}: best valid {metric} {best[f'valid_{metric}']:.4f} at epoch {best_epoch} (saved), {done}"
-    return f"{run}: lowest training loss {best['loss']:.4f} at epoch {best_epoch} (saved), {done}"
+        return f"{head}best valid {metric} {best[f'valid_{metric}']:.4f} at epoch {best_epoch} (saved), {done}"
+    return f"{head}lowest training loss {best['loss']:.4f} at epoch {best_epoch} (saved), {done}"

@@ -255,8 +255,10 @@ class Trainer:
             try:
                 row = self._run_epoch(epoch)
                 check_finite_weights(self.model, epoch, self.loop.lr, self.loop.suspect)
-            except (TrainingDiverged, KeyboardInterrupt):  # KeyboardInterrupt: Ctrl-C, and SIGTERM (cli Terminated)
-                draw_curves(self, stopper.best_epoch or None)  # the epochs before the divergence or the stop, drawn
+            except (TrainingDiverged, KeyboardInterrupt) as e:  # KeyboardInterrupt: Ctrl-C, SIGTERM (cli Terminated)
+                # the epochs before the divergence or the stop, drawn, and the title says which ended the fit
+                draw_curves(self, stopper.best_epoch or None,
+                            stopped=f"{'DIVERGED' if isinstance(e, TrainingDiverged) else 'stopped'} in epoch {epoch}")
                 raise
             epochs_run = epoch
             row["train_seconds"] = time.perf_counter() - te
