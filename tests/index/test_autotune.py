@@ -111,6 +111,21 @@ def test_the_plot_names_its_run_and_a_missed_target_and_its_star_is_no_series_co
     assert not any(same_color(star.get_markerfacecolor(), f"C{i}") for i in range(10))
 
 
+def test_the_plot_says_what_its_two_exact_qps_figures_measure(ivf_report):
+    """The "exact search (batched)" line and a FAISS Flat point both have recall 1 at different QPS, and the legend
+    did not say why: the line is ExactIndex (float64 re-scoring, the search served without an index), the point
+    FAISS's raw Flat search."""
+    import dataclasses
+
+    from twotower.index.plots import recall_qps_figure
+
+    flat = dataclasses.replace(ivf_report.rows[0], index="flat", factory="Flat", params={}, recall=1.0)
+    report = dataclasses.replace(ivf_report, rows=[flat, *ivf_report.rows])
+    labels = [t.get_text() for t in recall_qps_figure(report).axes[0].get_legend().get_texts()]
+    assert "Flat (FAISS IndexFlatIP:\nexact, raw float32 scores)" in labels
+    assert "exact search (batched): ExactIndex,\nas served without an index (float64 re-scoring)" in labels
+
+
 def test_auto_picks_a_fast_candidate_at_its_cheapest_setting_meeting_target(tune_data):
     x, ids, tune_q, _ = tune_data
     rep = autotune(x[:1500], ids[:1500], tune_q[:60], k=5, target_recall=0.95,
