@@ -604,7 +604,7 @@ class FaissIndex(VectorIndex):
         use_blas_for(queries.shape[0])
         total = int(index.ntotal)
         if not self.is_exact:
-            params = self._hnsw_depth(fetch)
+            params = self._hnsw_depth(fetch) or self._refine_params(fetch)
             scores, ids = index.search(queries, fetch, params=params) if params else index.search(queries, fetch)
             return _sorted(scores, ids, fetch)
         # Exact: make the cut tie-correct (smaller id wins) by fetching past any tie at the boundary.
@@ -657,18 +657,44 @@ class FaissIndex(VectorIndex):
         inner = self._inner()
         refine = inner if isinstance(inner, faiss.IndexRefine) else None
         hnsw = faiss.downcast_index(refine.base_index) if refine is not None else inner
-        depth = int(np.ceil(fetch * refine.k_factor)) if refine is not None else fetch  # the base fetches k_factor*k
+        k_factor = (self._refine_factor(fetch) or refine.k_factor) if refine is not None else 1.0
+        depth = int(np.ceil(fetch * k_factor)) if refine is not None else fetch  # the base fetches k_factor*k
         if depth <= int(hnsw.hnsw.efSearch):
             return None
         params = faiss.SearchParametersHNSW(efSearch=depth)
         if refine is None:
             return params
-        outer = faiss.IndexRefineSearchParameters(k_factor=refine.k_factor, base_index_params=params)
+        outer = faiss.IndexRefineSearchParameters(k_factor=k_factor, base_index_params=params)
         outer._keep = params  # FAISS holds a raw pointer: keep the Python object alive
         return outer
 
-    def _ivf_widening(self, depth: int) -> Any:
-        """FAISS search parameters with nprobe multiplied by 2**depth, or None if not applicable."""
+    def _refine_factor(self, fetch: int) -> float | None:
+        """The k_factor for a search of ``fetch`` hits when ``fetch * k_factor`` passes the index's size, else None.
+
+        A refine stage has its base index fetch ``k_factor * fetch`` candidates (FAISS's ``IndexRefine``), and
+        ``set_search_params(k_factor=)`` cannot know the k of later searches: a k_factor tuned at k=10 searched at a
+        larger k (a serve request, a deep fetch past exclusions) asked for more candidates than the index holds,
+        the heaps and an HNSW base's depth sized to match. Capped per call so the base fetches the whole index and no
+        more (``int(fetch * k_factor)`` = its size): the same candidates, the same answer.
+        """
+        faiss = _faiss()
+        inner = self._inner()
+        if self._gpu is not None or not isinstance(inner, faiss.IndexRefine):
+            return None
+        total = int(inner.ntotal)
+        if fetch * float(inner.k_factor) <= total:
+            return None
+        return max(1.0, (total + 0.5) / fetch)
+
+    def _refine_params(self, fetch: int) -> Any:
+        """FAISS search parameters capping the refine stage's k_factor for ``fetch`` hits (:meth:`_refine_factor`),
+        or None when the index's own serves."""
+        k_factor = self._refine_factor(fetch)
+        return None if k_factor is None else _faiss().IndexRefineSearchParameters(k_factor=k_factor)
+
+    def _ivf_widening(self, depth: int, fetch: int | None = None) -> Any:
+        """FAISS search parameters with nprobe multiplied by 2**depth, or None if not applicable; ``fetch`` (the
+        hits asked for) caps a refine stage's k_factor as :meth:`_refine_factor` does."""
         faiss = _faiss()
         if depth == 0 or "nprobe" not in self.knobs or self._gpu is not None:
             return None
@@ -679,7 +705,8 @@ class FaissIndex(VectorIndex):
             return ivf_params
         inner = self._inner()
         if isinstance(inner, faiss.IndexRefine) and faiss.try_extract_index_ivf(inner.base_index) is not None:
-            params = faiss.IndexRefineSearchParameters(k_factor=inner.k_factor, base_index_params=ivf_params)
+            k_factor = (self._refine_factor(fetch) if fetch is not None else None) or inner.k_factor
+            params = faiss.IndexRefineSearchParameters(k_factor=k_factor, base_index_params=ivf_params)
             params._keep = ivf_params  # keep the Python object alive while FAISS holds a pointer
             return params
         return None
@@ -738,7 +765,7 @@ class FaissIndex(VectorIndex):
     ) -> tuple[np.ndarray, np.ndarray]:
         params = self._selector_params(depth, allow) if allow is not None else None
         if params is None:
-            params = self._ivf_widening(depth)
+            params = self._ivf_widening(depth, fetch)
         if params is None:
             return self._search_candidates(queries, fetch)
         use_blas_for(queries.shape[0])
