@@ -253,8 +253,9 @@ def _route_hint(request: Request) -> str:
     if path.rstrip("/") == "/search" and getattr(state, "search", None) is None:
         return ("POST /search needs a search index, and this server was started without one; restart it with "
                 "`twotower serve --search-index DIR` (DIR from `twotower search index`)")
-    if path.rstrip("/") in ("/recommend", "/recommend/batch", "/similar-items", "/explain") and getattr(
-            state, "service", None) is None:
+    run_route = (path.rstrip("/") in ("/recommend", "/recommend/batch", "/similar-items", "/explain", "/examples")
+                 or path.startswith(("/items/", "/users/")))  # GET /items/{id}, /users/{id}: the run's catalogue
+    if run_route and getattr(state, "service", None) is None:
         return f"{request.method} {path} needs a recommender run; restart the server with `twotower serve --run DIR`"
     return f"no route {request.method} {path}; the endpoints are listed at /docs"
 
