@@ -160,6 +160,11 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
     (["sleep", ""], "error: query 2 is empty; give the text to search for"),
     (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),
     (["\ud800"], "error: query '?' is not valid UTF-8; pass the query as UTF-8 text"),
+    # POST /search refuses more than MAX_QUERY_CHARS (2000) with 422; the CLI had no limit
+    (["x" * 2001], "error: query text is 2001 characters long; at most 2000 are accepted (as by POST /search); "
+                   "shorten it"),
+    (["sleep", "é" * 2001], "error: query 2 text is 2001 characters long; at most 2000 are accepted (as by POST "
+                            "/search); shorten it"),
 ])
 def test_query_arguments_are_checked_before_the_index_is_loaded(argv, message, tmp_path, capsys):
     # the index does not exist: the argument error must come first
@@ -393,3 +398,12 @@ def test_threads_help_states_the_count_the_commands_set(argv, monkeypatch, capsy
     monkeypatch.delenv("TWOTOWER_THREADS", raising=False)
     search_cmd._threads(argparse.Namespace(threads=None))
     assert seen == [SEARCH_THREADS_DEFAULT]
+
+
+def test_query_limit_is_the_services(tmp_path, capsys):
+    from twotower.config import MAX_QUERY_CHARS
+    from twotower.serving.search_service import MAX_QUERY_CHARS as served
+
+    assert served == MAX_QUERY_CHARS  # one limit, for the CLI and POST /search
+    assert main(["search", "query", "--index", str(tmp_path / "no-index"), "y" * MAX_QUERY_CHARS]) == 2
+    assert "characters long" not in _err(capsys)  # at the limit: accepted (then the missing index is the error)

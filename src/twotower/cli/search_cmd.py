@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 
-from twotower.config import SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
+from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
 
 __all__ = ["register", "register_search", "register_rerank"]
 
@@ -66,7 +66,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
 
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
     q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
-    q.add_argument("text", nargs="+", help="query text(s)")
+    q.add_argument("text", nargs="+", help=f"query text(s), at most {MAX_QUERY_CHARS} characters each")
     q.add_argument("--k", type=int, default=sc.k, help="results to print (default %(default)s)")
     q.add_argument("--mode", default="hybrid", choices=["bm25", "dense", "hybrid"],
                    help="bm25, dense or hybrid (default: both, fused as stored with the index)")
@@ -566,6 +566,9 @@ def _check_query_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
         if not text.strip():
             raise ConfigError(f"{where} is empty; give the text to search for")
+        if len(text) > MAX_QUERY_CHARS:  # as POST /search's 422: no limit here before
+            raise ConfigError(f"{where} text is {len(text)} characters long; at most {MAX_QUERY_CHARS} are accepted "
+                              "(as by POST /search); shorten it")
 
 
 def _printable(text: str) -> str:

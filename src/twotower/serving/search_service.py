@@ -20,7 +20,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from twotower.config import SearchConfig
+from twotower.config import MAX_QUERY_CHARS, SearchConfig
 from twotower.search.pipeline import shortfall
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
@@ -35,8 +35,6 @@ __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
 log = logging.getLogger(__name__)
 
-#: longest query text accepted (characters); longer ones get 422 naming the field
-MAX_QUERY_CHARS = 2000
 #: what a hit's ``score`` is, per mode (the OpenAPI's description of ``SearchHit.score``)
 SCORE_DOC = ("what the list is ranked by, rounded to 6 decimals: mode bm25, the BM25 score (Lucene's, k1 1.2, b 0.75; "
              "above 0, unbounded); dense, the cosine similarity of the query's and the document's embeddings "
