@@ -125,6 +125,23 @@ function fmt(x, digits) {
   return typeof x === "number" ? x.toFixed(digits === undefined ? 3 : digits) : "–";
 }
 
+// A search hit's score to 4 significant digits: fixed 3 decimals read RRF's 0.016393 and 0.016129 both "0.016".
+// Number() drops toPrecision's exponent (1.235e+5 -> 123500) and its trailing zeros.
+function scoreText(x) {
+  return typeof x === "number" && Number.isFinite(x) ? String(Number(x.toPrecision(4))) : "–";
+}
+
+// POST /search's words about its answer, as the recommend panels show theirs: a short list, a query the dense
+// side read only the start of (the CLI notes both on stderr)
+function searchNotes(res) {
+  const notes = answerNotes(res);
+  const cut = res.query_cut;
+  if (cut && typeof cut.read === "number") {
+    notes.push(`the query is ${cut.word_pieces} word pieces long; dense search read only the first ${cut.read}`);
+  }
+  return notes;
+}
+
 // ------------------------------------------------------------------ explanations
 
 // "year 1985–1995 across the 13 history items sharing a genres value (this item: 1994)": a numeric column's
@@ -305,15 +322,17 @@ async function search(query) {
   const box = $("search-results");
   const list = $("search-list");
   box.classList.remove("hidden");
+  renderNotes($("search-warnings"), []);
   list.replaceChildren(el("li", { class: "muted" }, "searching…"));
   try {
     const res = await api("POST", "/search", { query, k: 10 });
     if (!current()) return;
+    renderNotes($("search-warnings"), searchNotes(res));
     list.replaceChildren();
     for (const it of res.items || []) {
       const snippet = it.text ? el("div", { class: "muted snippet" }, String(it.text).slice(0, 200)) : null;
       list.append(el("li", {}, el("div", { class: "line" }, el("span", { class: "title" }, titleOf(it)), " ",
-        el("span", { class: "score" }, fmt(it.score))), snippet));
+        el("span", { class: "score" }, scoreText(it.score))), snippet));
     }
     if (!list.children.length) list.append(el("li", { class: "muted" }, "no results"));
   } catch (e) {
