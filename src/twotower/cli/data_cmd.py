@@ -115,7 +115,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.data.readers import read_interactions
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _read_counts, _split, column_map
-    from twotower.utils.atomic import atomic_write_set, json_text
+    from twotower.utils.atomic import atomic_write_set, json_text, sha256_bytes
     from twotower.utils.folder_lock import exclusive_writer
 
     _check_method_flags(args)
@@ -182,10 +182,14 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {}
+    # each file's digest and rows: a folder whose files were replaced one at a time (a kill -9 between the renames)
+    # or edited since is told from this split (`train` warns: twotower.data.splits.warn_split_mismatch)
+    report["files"] = {}
     for name, table in tables.items():
         if table is not None:
             log.info("data split: writing %s.csv (%d rows)", name, len(table))
-            files[out / f"{name}.csv"] = table.to_csv(index=False).encode("utf-8")
+            data = files[out / f"{name}.csv"] = table.to_csv(index=False).encode("utf-8")
+            report["files"][f"{name}.csv"] = {"sha256": sha256_bytes(data), "rows": len(table)}
     files[out / "split_report.json"] = json_text(report).encode("utf-8")
     log.info("data split: saving %d files (%.0f MB) into %s", len(files), sum(map(len, files.values())) / 1e6, out)
     earlier_split = (out / "split_report.json").is_file()

@@ -7,10 +7,12 @@ rule kept entirely in train.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import numbers
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,6 +31,7 @@ __all__ = [
     "global_time_split",
     "random_split",
     "split_report",
+    "warn_split_mismatch",
 ]
 
 log = logging.getLogger(__name__)
@@ -159,6 +162,28 @@ def split_report(train: pd.DataFrame, valid: pd.DataFrame, test: pd.DataFrame) -
         rep[f"cold_items_{k}"] = int((items[k] & ~items["train"]).sum())
     rep["users_with_empty_train"] = int(((users["valid"] | users["test"]) & ~users["train"]).sum())
     return rep
+
+
+def warn_split_mismatch(files: dict[str, str]) -> list[str]:
+    """Warn about each file (path -> sha256) that is not the one `data split` wrote beside its ``split_report.json``.
+
+    The report lists each file's sha256 (``files``); one that differs was replaced (a split killed between its
+    renames leaves one split's train.csv beside another's test.csv) or edited since. Files of no split, and
+    reports written before ``files`` was recorded, are passed over. Returns the paths warned about.
+    """
+    warned = []
+    for path, digest in files.items():
+        p = Path(path)
+        try:
+            listed = json.loads((p.parent / "split_report.json").read_text(encoding="utf-8"))["files"][p.name]["sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if listed != digest:
+            log.warning("%s is not the file `twotower data split` wrote there (its sha256 differs from the one "
+                        "split_report.json records): the folder may mix the files of two splits, or the file was "
+                        "edited since; split again into a new --out if it was not meant to change", path)
+            warned.append(path)
+    return warned
 
 
 def _present(parts: dict[str, pd.DataFrame], column: str) -> dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ import pandas as pd
 
 from twotower.config import RunConfig
 from twotower.errors import ConfigError
+from twotower.data.splits import warn_split_mismatch
 from twotower.pipeline.artifacts import (
     MANIFEST_FILES,
     RUN_MARKERS,
@@ -184,6 +185,8 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         _check_resumable(out)
         verify_data_copies(out)  # a resume may read them as its data (--train RUN/data/train.csv)
     inputs = input_digests(config) if tdist.is_main() else None  # before reading: the bytes the run is trained on
+    if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
+        warn_split_mismatch({str(getattr(config.data, name)): digest for name, digest in inputs.items()})
     prep = prepare_data(config, frames)
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     got = encode_item_texts(config, prep)
