@@ -114,3 +114,23 @@ def test_a_signal_between_the_moves_of_a_file_set_waits_for_the_whole_set(tmp_pa
         signal.signal(signal.SIGTERM, previous)
     assert {p.name: p.read_bytes() for p in files} == {p.name: d for p, d in files.items()}  # the whole new set
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.csv", "train.csv", "valid.csv"]  # no temporaries
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="start times are read from /proc")
+def test_a_temporary_whose_pid_was_reused_is_swept_and_a_live_writers_is_kept(tmp_path):
+    """A killed writer's temporary was kept for ever once its pid named another live process; the name now
+    records the writer's start time too, so a live pid with another start time is a reused one."""
+    from twotower.utils.atomic import _start_ticks
+
+    parent = os.getppid()  # a live process: as if it had reused the dead writer's pid
+    start = _start_ticks(parent)
+    reused = tmp_path / f".model.safetensors.tmp-{parent}-s{start + 1}-abc.tmp"
+    reused.write_bytes(b"half")
+    live = tmp_path / f".model.safetensors.tmp-{parent}-s{start}-def.tmp"  # that process's own: kept
+    live.write_bytes(b"busy")
+    older = tmp_path / f".model.safetensors.tmp-{parent}-ghi.tmp"  # a name without a start time: kept, as before
+    older.write_bytes(b"busy")
+    with atomic_path(tmp_path / "model.safetensors") as p:
+        assert p.name.startswith(f".model.safetensors.tmp-{os.getpid()}-s{_start_ticks(os.getpid())}-")
+        p.write_bytes(b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model.safetensors", live.name, older.name])

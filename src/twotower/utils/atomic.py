@@ -54,11 +54,51 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _tmp_prefix(target: Path) -> str:
-    return f".{target.name}.tmp-{os.getpid()}-"
+    """``.NAME.tmp-PID-sSTART-`` (mkstemp adds its random letters, then ``.tmp``): the writer's pid and, where
+    /proc tells it, its start time, so a temporary of a killed writer is told from a live one even once the pid is
+    reused by another process (``.NAME.tmp-PID-`` alone was then kept for ever)."""
+    start = _start_ticks(os.getpid())
+    return f".{target.name}.tmp-{os.getpid()}-" + ("" if start is None else f"s{start}-")
+
+
+#: pid -> start time of this process (a fork has another pid, so it reads its own)
+_own_start: dict[int, int | None] = {}
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks since boot (``/proc/PID/stat``'s 22nd field; no wall clock, so
+    a clock step changes nothing): with the pid it names one process. None without /proc, or with the process gone.
+    """
+    if pid == os.getpid() and pid in _own_start:
+        return _own_start[pid]
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # after the name, which may hold spaces and ")"
+        start: int | None = int(fields[19])  # field 22; fields[0] is field 3 (the state)
+    except (OSError, ValueError, IndexError):
+        start = None
+    if pid == os.getpid():
+        _own_start[pid] = start
+    return start
+
+
+def _writer_alive(pid: int, start: int | None) -> bool:
+    """Is the writer of a temporary named with ``pid`` (and ``start``, None in names without it) still running?
+    Unsure (no /proc, a process hidden from us) counts as running: its temporary is kept."""
+    if not _alive(pid):
+        return False
+    if start is None:
+        return True
+    now = _start_ticks(pid)
+    return now is None or now == start  # another start time: the pid was reused, the writer is gone
 
 
 def _sweep_stale(target: Path) -> None:
-    """Remove temporaries of ``target`` left by a process that was killed mid-write (its pid is gone)."""
+    """Remove temporaries of ``target`` left by a process that was killed mid-write (its pid is gone, or now names
+    a process started later).
+
+    Nothing is removed by age: a writer may hold its temporary for days (a long index build fills a folder whose
+    mtime stays that of its creation), and only the writer's identity tells a live one from a dead one."""
     marker = f".{target.name}.tmp-"
     with contextlib.suppress(OSError):
         for p in target.parent.iterdir():
@@ -72,11 +112,13 @@ def _sweep_stale(target: Path) -> None:
                 continue
             if not p.name.startswith(marker):
                 continue
+            parts = p.name[len(marker):].split("-")  # PID, then sSTART when recorded, then mkstemp's letters
             try:
-                pid = int(p.name[len(marker):].split("-", 1)[0])
+                pid = int(parts[0])
             except ValueError:
                 continue
-            if pid == os.getpid() or _alive(pid):
+            start = int(parts[1][1:]) if len(parts) > 2 and parts[1][:1] == "s" and parts[1][1:].isdigit() else None
+            if (pid == os.getpid() and start is None) or _writer_alive(pid, start):
                 continue
             if p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
