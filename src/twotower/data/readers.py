@@ -671,6 +671,19 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     return df
 
 
+def _warn_nonpositive_ratings(label: str, column: str, rating: np.ndarray, rows: RowNumbers) -> None:
+    """A rating of 0 or less (a return as a negative quantity, a dislike, an order of 0) is read like any other,
+    and training counts every row as a positive: an e-commerce log's returns trained as purchases without a word."""
+    low = rating <= 0
+    if not low.any():
+        return
+    pos = int(np.flatnonzero(low)[0])
+    log.warning("%s: %d row(s) of column %r hold a rating of 0 or less (e.g. %s %d: %g); training counts every row "
+                "as a positive interaction and does not read ratings, so these train as positives too: drop them "
+                "first if they are not (returns, dislikes), or set data.rating_col=null to read no rating",
+                label, int(low.sum()), column, rows.unit, rows.number(pos), float(rating[pos]))
+
+
 def _warn_sorted_by_id(label: str, users: pd.Series, items: pd.Series) -> None:
     """File order stands in for time: say so when most users' rows are sorted by item id, not by time.
 
@@ -865,6 +878,7 @@ def read_interactions(
     if optional["rating"] is not None:
         rating = parse_ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"
+        _warn_nonpositive_ratings(label, optional["rating"], rating, rows)
     else:
         rating = np.ones(len(raw), dtype=np.float32)
         rating_source = "constant 1.0 (no rating column)"
