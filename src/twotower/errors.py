@@ -6,6 +6,8 @@ HTTP service maps it to a status code in one place.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 __all__ = [
     "TwoTowerError",
     "DataError",
@@ -77,11 +79,17 @@ class NotFoundError(TwoTowerError, KeyError):
         return self.message
 
     @classmethod
-    def not_among(cls, kind: str, id: object, n: int) -> NotFoundError:
+    def not_among(cls, kind: str, id: object, n: int, near: Sequence[str] = ()) -> NotFoundError:
         """``unknown item 'x' (not among the 60 known items)``: one wording for an id missing from a set of ``n``,
         so that the CLI (a run's vocabulary) and the service (its catalogue) name the same thing; the catalogue
-        said "catalogue items" where the vocabulary said "known items"."""
-        return cls(kind, id, f"not among the {n} known {kind}s")
+        said "catalogue items" where the vocabulary said "known items". ``near``: known ids that differ from it
+        only in leading zeros or case (``'000480'`` for ``480``, which a JSON integer or a spreadsheet gives)."""
+        hint = f"not among the {n} known {kind}s"
+        if near:
+            shown = ", ".join(repr(i) for i in near[:3]) + (f" and {len(near) - 3} more" if len(near) > 3 else "")
+            hint += (f"; {shown} {'is' if len(near) == 1 else 'are'} known: ids are text, so leading zeros and "
+                     "case count")
+        return cls(kind, id, hint)
 
 
 class IntegrityError(TwoTowerError):

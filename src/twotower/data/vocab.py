@@ -31,6 +31,12 @@ def _to_id(value: Any) -> str:
     return str(value)
 
 
+def _loose_key(id: str) -> str:
+    """``id`` without what an id loses on its way through JSON or a spreadsheet: leading zeros, case, spaces."""
+    s = id.strip()
+    return str(int(s)) if _INT_RE.match(s) else s.casefold()
+
+
 def sort_ids(ids: Iterable[str]) -> list[str]:
     """Sorted unique ids: numerically when every id is an integer ("2" < "10"), else by text."""
     unique = set(ids)
@@ -57,6 +63,7 @@ class Vocabulary:
         self._ids = ids
         self._index = index
         self._pd_index = pd.Index(ids, dtype=object)
+        self._loose: dict[str, list[str]] | None = None  # near(): ids by _loose_key, built on the first miss
         self.kind = kind
 
     @classmethod
@@ -103,7 +110,19 @@ class Vocabulary:
         try:
             return self._index[key]
         except KeyError:
-            raise NotFoundError.not_among(self.kind, key, len(self)) from None
+            raise NotFoundError.not_among(self.kind, key, len(self), self.near(key)) from None
+
+    def near(self, id: Any) -> list[str]:
+        """Known ids equal to ``id`` but for leading zeros or case (``"000480"`` for ``480``, ``"C-7"`` for
+        ``"c-7"``), in row order: what an unknown id most likely meant, since ids are text and an integer in JSON,
+        or a column a spreadsheet read as numbers, has lost its zeros. Built once, on the first miss."""
+        if self._loose is None:
+            loose: dict[str, list[str]] = {}
+            for i in self._ids:
+                loose.setdefault(_loose_key(i), []).append(i)
+            self._loose = loose
+        key = _to_id(id)
+        return [i for i in self._loose.get(_loose_key(key), []) if i != key]
 
     def encode(self, ids: Iterable[Any]) -> np.ndarray:
         """Rows of ``ids`` as int64 ``[N]``; unknown ids give -1."""

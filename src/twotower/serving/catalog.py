@@ -11,6 +11,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from twotower.data.features import FeatureSpec
+from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, NotFoundError
 from twotower.serving.errors import UnknownIdAt
 
@@ -113,7 +114,8 @@ class ItemCatalog:
         try:
             return self._rows[item_id]
         except KeyError:
-            raise NotFoundError.not_among("item", item_id, len(self.ids)) from None  # as the run's vocabulary
+            near = Vocabulary(self.ids, kind="item").near(item_id)
+            raise NotFoundError.not_among("item", item_id, len(self.ids), near) from None  # as the run's vocabulary
 
     def display_name(self, row: int) -> str:
         """Item ``row`` as the explanations name it (:func:`twotower.explain.names.name_of`): its title, told apart
