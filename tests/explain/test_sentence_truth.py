@@ -79,8 +79,11 @@ def check_sentence(run, user_row: int, item_row: int) -> str:
     primary = cols.multi[0]
     mine = set(split_values(e["item"].get(primary), cols.separator))
     common = [v.strip() for v in m["common"].split(",")] if m["common"] else []
+    # a categorical column's value (said first) that the item and every named item have
+    shared = {str(e["item"].get(c)) for c in cols.categorical if all(h.get(c) == e["item"].get(c) for h in named)}
     for v in common:  # only values that the item and every named item actually have
-        assert v in mine and all(v in split_values(h.get(primary), cols.separator) for h in named), (text, v)
+        assert v in shared or (v in mine and all(v in split_values(h.get(primary), cols.separator)
+                                                 for h in named)), (text, v)
     if m["n"] is not None:
         v = m["value"]
         assert v in common, text

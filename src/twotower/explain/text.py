@@ -76,7 +76,9 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     largest first. ``common``: values of the first multi-valued column that the
     recommended item and every named item have. ``others``: among ``common``,
     the value held by the most further positive contributors, and how many
-    (``None`` when no other positive contributor shares one). Items whose
+    (``None`` when no other positive contributor shares one). ``categorical``: the
+    item's value of each categorical column that every named item has too (said
+    before ``common``: "(both cat toys, bundle)"). Items whose
     contribution is zero or negative are never counted: they did not raise the score.
     An item at several history positions is named and counted once.
     """
@@ -92,6 +94,13 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     named = positive[:NAMED]
     mine = _primary_values(expl["item"], cols)
     common = [v for v in mine if named and all(v in _primary_values(h, cols) for h in named)]
+    # a single-valued column (an e-commerce catalogue's category) is often the fact that matters most: with tags
+    # as the only multi-valued column, "Because you bought X and Y" never said that all three are cat toys
+    shared = []
+    for c in cols.categorical:
+        v = expl["item"].get(c)
+        if _said_value(v) and named and all(h.get(c) == v for h in named) and v not in common + shared:
+            shared.append(str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
     others = None
     rest = positive[len(named):]
     best = max(common, key=lambda v: sum(v in _primary_values(h, cols) for h in rest), default=None)
@@ -99,7 +108,14 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
         n = sum(best in _primary_values(h, cols) for h in rest)
         others = {"value": best, "count": n} if n > 0 else None
     return {"named": [h["item_id"] for h in named], "common": common, "others": others,
-            "positive": len(positive), "column": cols.multi[0] if cols.multi else None}
+            "positive": len(positive), "column": cols.multi[0] if cols.multi else None, "categorical": shared}
+
+
+def _said_value(v: Any) -> bool:
+    """A categorical cell the sentence may name: text or a finite number, not a missing cell."""
+    if isinstance(v, str):
+        return bool(v.strip())
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
 
 
 def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None,
@@ -161,8 +177,8 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
                  f"({total:+.4f}), though {said} raise{'s' if len(named) == 1 else ''} it"]
     else:
         parts = [f"Because you {cols.verb} {said}"]
-    if facts["common"]:
-        parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['common'])})")
+    if facts["categorical"] or facts["common"]:
+        parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['categorical'] + facts['common'])})")
     if facts["others"] is not None:
         n, v = facts["others"]["count"], facts["others"]["value"]
         parts.append(f" and {n} other {v} {'titles that also raise' if n != 1 else 'title that also raises'} its score")

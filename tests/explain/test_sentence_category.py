@@ -1,0 +1,43 @@
+"""The sentence names a categorical column's value (an e-commerce category) that the recommended item and every
+named history item share, beside the first multi-valued column's; never one that a named item lacks."""
+from __future__ import annotations
+
+from twotower.explain.metadata import MetadataColumns
+from twotower.explain.text import explanation_text, sentence_facts
+
+COLS = MetadataColumns(multi=("tags",), categorical=("category",), verb="bought")
+
+
+def _expl(item: dict) -> dict:
+    return {"item_id": "0077", "item": {"title": "Velo Premium Cat Toys 38", **item}, "already_seen": False,
+            "basis": "history", "reads_history": True, "profile": "popularity", "history": [],
+            "shared_metadata": {}}
+
+
+def test_a_shared_category_is_said_before_the_shared_tags():
+    table = [
+        {"item_id": "000480", "title": "Acme Urban Cat Toys 95", "category": "cat toys", "tags": "bundle|eco",
+         "contribution": 0.03},
+        {"item_id": "002162", "title": "Brio Pro Cat Toys 38", "category": "cat toys", "tags": "bundle",
+         "contribution": 0.02},
+        {"item_id": "100001", "title": "Nordi Urban Cookbooks 64", "category": "cookbooks", "tags": "bundle",
+         "contribution": -0.01},
+    ]
+    expl = _expl({"category": "cat toys", "tags": "bundle|gift"})
+    assert explanation_text(expl, COLS, table) == (
+        "Because you bought Acme Urban Cat Toys 95 and Brio Pro Cat Toys 38 (both cat toys, bundle).")
+    assert sentence_facts(expl, COLS, table)["categorical"] == ["cat toys"]
+
+
+def test_a_category_one_named_item_lacks_is_not_claimed():
+    table = [
+        {"item_id": "000480", "title": "Acme Urban Cat Toys 95", "category": "cat toys", "tags": "eco",
+         "contribution": 0.03},
+        {"item_id": "100001", "title": "Nordi Urban Cookbooks 64", "category": "cookbooks", "tags": "new",
+         "contribution": 0.02},
+    ]
+    text = explanation_text(_expl({"category": "cat toys", "tags": "gift"}), COLS, table)
+    assert text == "Because you bought Acme Urban Cat Toys 95 and Nordi Urban Cookbooks 64."
+    # a missing category is no shared fact, even when every item misses it
+    table = [{"item_id": "a", "title": "A", "category": None, "tags": "", "contribution": 0.1}]
+    assert explanation_text(_expl({"category": None, "tags": ""}), COLS, table) == "Because you bought A."
