@@ -155,16 +155,16 @@ def test_a_cold_item_is_queried_by_its_semantic_head_by_all(dual_run, monkeypatc
         http = client.post("/similar-items", json={"item_id": COLD, "k": 10}).json()
     assert http["query_space"] == "semantic"
     monkeypatch.setattr(TrainedRun, "load", classmethod(lambda cls, *a, **kw: dual_run))  # the in-memory run
-    assert main(["similar", "--run", "ignored", "--item", COLD, "--k", "10", "--json", "--exact"]) == 0
+    assert main(["similar", "--run", str(dual_run.dir), "--item", COLD, "--k", "10", "--json", "--exact"]) == 0
     assert json.loads(capsys.readouterr().out) == http
     out = tmp_path / "cold.csv"
-    assert main(["similar", "--run", "ignored", "--items", f"{COLD},i0", "--k", "10", "--exact", "--out", str(out)]) == 0
+    assert main(["similar", "--run", str(dual_run.dir), "--items", f"{COLD},i0", "--k", "10", "--exact", "--out", str(out)]) == 0
     assert "1 of 2 items have no training interactions" in capsys.readouterr().err
     assert _csv_lists(out)[COLD] == [(it["item_id"], it["rank"], it["score"]) for it in http["items"]]
     api = tt.similar(dual_run, [COLD], k=10, exact=True)[0]
     assert [(it["item_id"], it["score"]) for it in api] == [(it["item_id"], it["score"]) for it in http["items"]]
     # --cold-similar item: the served vector, as `serve --cold-similar item`
-    assert main(["similar", "--run", "ignored", "--item", COLD, "--k", "10", "--json", "--cold-similar", "item"]) == 0
+    assert main(["similar", "--run", str(dual_run.dir), "--item", COLD, "--k", "10", "--json", "--cold-similar", "item"]) == 0
     assert json.loads(capsys.readouterr().out)["query_space"] == "item"
 
 

@@ -11,6 +11,7 @@ from twotower.cli.flags import _threads, refuse_missing_inputs
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
 from twotower.cli.provenance import record_path
 from twotower.errors import ConfigError
+from twotower.utils.run_folder import check_run_folder
 from twotower.utils.wording import plural
 
 __all__ = ["cmd_evaluate", "print_eval_table", "users_line", "rows_to_csv"]
@@ -57,10 +58,6 @@ def users_line(rows: list[dict]) -> str | None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.evaluate_run import evaluate_run
-
-    _threads(args)
     ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
     if args.ks is not None:
         try:
@@ -115,6 +112,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         _check_out_is_no_input(str(record), inputs, "--csv's record")
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
     refuse_missing_inputs(inputs)
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.evaluate_run import evaluate_run
+
+    _threads(args)
     run = TrainedRun.load(args.run)
     _say_index_unused(run)
     _warn_ease_limits_unused(args, baselines if baselines is not None else tuple(run.config.eval.baselines))

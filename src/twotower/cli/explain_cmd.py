@@ -73,12 +73,9 @@ def format_explanation(e: dict) -> str:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_missing_inputs
-    from twotower.explain import explain_by_id
-    from twotower.pipeline.artifacts import TrainedRun
-
     from twotower.errors import ConfigError
+    from twotower.utils.run_folder import check_run_folder
 
-    _threads(args)
     from twotower.cli.id_lists import parse_id_list
 
     history = None if args.history is None else parse_id_list(args.history, "--history")
@@ -91,6 +88,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
                           "user: use one or the other")
     features = parse_user_features(args)  # before the (slow) run load
     refuse_missing_inputs({"--history-from": args.history_from})
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
+    from twotower.explain import explain_by_id
+    from twotower.pipeline.artifacts import TrainedRun
+
+    _threads(args)
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history
     with flag_named("--user"):

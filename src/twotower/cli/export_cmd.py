@@ -28,14 +28,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.flags import _threads
     from twotower.cli.paths import check_output_dir, run_writer
     from twotower.errors import ConfigError
-    from twotower.export import check_export_dir, export_onnx
-    from twotower.export.onnx import CLI_LABELS
-    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.export.folder import CLI_LABELS, check_export_dir
+    from twotower.utils.run_folder import check_run_folder
 
     if args.check_users < 1:
         raise ConfigError(f"--check-users must be >= 1, got {args.check_users}")
     out = check_output_dir(args.out, swapped=True)  # written beside --out and swapped in whole
     check_export_dir(out, run_dir=args.run, force=args.force, labels=CLI_LABELS)  # before loading the run: a refused --out costs nothing
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
+    from twotower.export import export_onnx
+    from twotower.pipeline.artifacts import TrainedRun
+
     _threads(args)
     with run_writer(args.run, out, "twotower export"):  # `--out RUN/onnx` writes into the run
         run = TrainedRun.load(args.run)

@@ -203,6 +203,9 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 
 
 def cmd_index_info(args: argparse.Namespace) -> int:
+    from twotower.utils.run_folder import check_run_folder
+
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import EXACT_HINT, open_run_index

@@ -12,6 +12,7 @@ from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items
 from twotower.errors import ConfigError, NotFoundError
+from twotower.utils.run_folder import check_run_folder
 
 __all__ = ["cmd_recommend"]
 
@@ -80,18 +81,6 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.recommend import (
-        exclusions_from_files,
-        open_run_index,
-        recommend_history,
-        recommend_users,
-        results_to_frame,
-    )
-    from twotower.pipeline.results_csv import write_results_csv
-    _threads(args)
     if args.out and not args.users:
         # --user/--history print their list: --out used to be ignored without a word, leaving no file
         one = f"--users {args.user}" if args.user is not None else "--users ID"
@@ -124,6 +113,20 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                           "history is excluded already (--no-exclude-seen keeps it): drop --exclude")
     features = parse_user_features(args)
     refuse_missing_inputs({"--exclude": args.exclude, "--history-from": getattr(args, "history_from", None)})
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
+    import numpy as np
+
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import (
+        exclusions_from_files,
+        open_run_index,
+        recommend_history,
+        recommend_users,
+        results_to_frame,
+    )
+    from twotower.pipeline.results_csv import write_results_csv
+
+    _threads(args)
     run = TrainedRun.load(args.run)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)

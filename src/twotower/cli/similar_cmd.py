@@ -91,12 +91,15 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
 
 
 def cmd_similar(args: argparse.Namespace) -> int:
+    from twotower.utils.run_folder import check_run_folder
+
+    k = _check_args(args)
+    check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.cli.flags import _threads
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import open_run_index
 
     _threads(args)
-    k = _check_args(args)
     run = TrainedRun.load(args.run)
     rows = _item_rows(run, args.items if args.item is None else None, args.item)  # a typo: one line, before the index
     index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from

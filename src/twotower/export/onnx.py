@@ -37,7 +37,8 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
-from twotower.pipeline.artifacts import EXPORT_FILES, RUN_MARKERS, TrainedRun, check_loaded_run
+from twotower.export.folder import CLI_LABELS, PY_LABELS, check_export_dir  # noqa: F401 (re-exported)
+from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json, check_output_dir
 from twotower.utils.extras import require
 
@@ -253,10 +254,6 @@ def _onnx_export(module: nn.Module, args: tuple[Tensor, ...], path: Path, names:
                           dynamo=False, do_constant_folding=True)
 
 
-#: How a refusal names the destination and the override: the Python arguments (as train_run names ``out``)
-PY_LABELS = ("out", "force=True")
-#: ... and `twotower export`'s flags
-CLI_LABELS = ("--out", "--force")
 #: how a Python export names itself in the writer lock (a second writer's refusal names it); the CLI passes its own
 PY_WRITER = "tt.export_onnx"
 
@@ -311,50 +308,6 @@ def _exported_run(out: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return str(meta["run"]) if isinstance(meta, dict) and isinstance(meta.get("run"), str) else None
-
-
-def _is_export_leftover(name: str) -> bool:
-    """A file an export writes, or a temporary of an export killed mid-write (older exports staged in DIR)."""
-    return name in EXPORT_FILES or (name.startswith(".") and name.endswith(".tmp"))
-
-
-def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, force: bool = False,
-                     labels: tuple[str, str] = PY_LABELS) -> tuple[str, ...]:
-    """What exporting into ``out`` would remove (sorted names; empty for a new or empty folder), checked before any
-    work; ConfigError when the export must not go there.
-
-    ``out`` is replaced whole, so it is refused when it is a file, when it is or contains the run being exported
-    (``run_dir``) or holds any training run (``force`` overrides neither: a run would be deleted) and, unless
-    ``force``, when it is a non-empty folder holding anything but an earlier export's files (recognised by their
-    names, and export.json when there is one): unrelated files are never removed unasked. ``labels``: as
-    :func:`export_onnx`'s.
-    """
-    out = Path(out)
-    flag, force_flag = labels
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"{flag} {out}: exists and is a file, not a folder; choose another path")
-    if run_dir is not None:
-        real, run_real = out.resolve(), Path(run_dir).resolve()
-        if real == run_real or real in run_real.parents:
-            raise ConfigError(f"{flag} {out}: is or contains the run folder {run_dir}, which the export would replace; "
-                              f"choose a folder of its own, e.g. {Path(run_dir) / 'onnx'}")
-    if not out.is_dir():
-        return ()
-    markers = [m for m in RUN_MARKERS if (out / m).exists()]
-    if markers:  # force is for stray files, never a whole run
-        raise ConfigError(f"{flag} {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
-                          f"choose a folder of its own, e.g. {out / 'onnx'}")
-    names = sorted(p.name for p in out.iterdir())
-    if not names or force:
-        return tuple(names)
-    others = [n for n in names if not _is_export_leftover(n)]
-    if others:
-        shown = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
-        what = "an earlier export with files it did not write" if (out / "export.json").is_file() else \
-            "a non-empty folder that is not an ONNX export"
-        raise ConfigError(f"{flag} {out}: {what} ({shown}); the export replaces the whole folder, so they would be "
-                          f"lost: choose a new or empty folder, move them out, or pass {force_flag} to replace it anyway")
-    return tuple(names)
 
 
 def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,10 +22,13 @@ from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, aut
 from twotower.index.autotune import check_pin_early
 from twotower.index.faiss_index import check_factory_parses, needs_training
 from twotower.index.storage import is_index_dir
-from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.output_folders import check_artefact_dir, run_writer
+from twotower.utils.run_folder import check_run_folder
 from twotower.utils.runtime import set_threads
 from twotower.utils.wording import plural
+
+if TYPE_CHECKING:  # torch: imported once the run folder is known to be one
+    from twotower.pipeline.artifacts import TrainedRun
 
 __all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_rows", "missed_target_advice"]
 
@@ -101,6 +104,8 @@ def build_index(
     if isinstance(run, (str, os.PathLike)):
         run_dir: Path = Path(run)
     else:
+        from twotower.pipeline.artifacts import check_loaded_run
+
         check_loaded_run(run, "build_index")
         run_dir = run.dir
     if not isinstance(index, str) or not index.strip():
@@ -118,7 +123,11 @@ def build_index(
     # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
     out_dir = check_artefact_dir(out if out is not None else run_dir / "index", kind="vector index",
                                  is_same_kind=is_index_dir, flag=flag)
+    if isinstance(run, (str, os.PathLike)):  # a wrong folder is one line at once, not after torch is imported
+        check_run_folder(run_dir)
     set_threads(threads)
+    from twotower.pipeline.artifacts import TrainedRun
+
     # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile
     with run_writer(run_dir, out_dir, what):
         if not isinstance(run, TrainedRun):
