@@ -151,21 +151,34 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
     return spec.strip().replace("{nlist}", str(nlist))
 
 
+def _nested_indexes(index: Any) -> list[Any]:
+    """``index`` and every index FAISS trains inside it, downcast: an ID map's, a pre-transform's (OPQ, PCA), a
+    refine's base and refine indexes (``PQ4x4,RFlat``: the PQ is the refine's base, which the checks of
+    :func:`min_training_points` and :func:`_said_once` did not reach: FAISS repeated its warning per sub-quantiser)."""
+    faiss = _faiss()
+    found, todo = [], [index]
+    while todo:
+        one = faiss.downcast_index(todo.pop())
+        found.append(one)
+        if isinstance(one, (faiss.IndexIDMap, faiss.IndexPreTransform)):
+            todo.append(one.index)
+        elif isinstance(one, faiss.IndexRefine):
+            todo += [one.refine_index, one.base_index]
+    return found
+
+
 def min_training_points(index: Any) -> int:
-    """Training vectors FAISS wants for ``index``: 39 per k-means centroid (IVF lists, PQ / SQ codebooks)."""
+    """Training vectors FAISS wants for ``index``: 39 per k-means centroid (IVF lists, PQ / SQ codebooks), of
+    whichever of its nested indexes wants most."""
     faiss = _faiss()
     need = 0
-    ivf = faiss.try_extract_index_ivf(index)
-    if ivf is not None:
-        ivf = faiss.downcast_index(ivf)
-        need = max(need, 39 * int(ivf.nlist))
-        pq = getattr(ivf, "pq", None)
-        if pq is not None and isinstance(ivf, faiss.IndexIVFPQ):
-            need = max(need, 39 * int(pq.ksub))
-    inner = index.index if isinstance(index, faiss.IndexIDMap) else index
-    inner = faiss.downcast_index(inner)
-    if isinstance(inner, faiss.IndexPQ):
-        need = max(need, 39 * int(inner.pq.ksub))
+    for sub in _nested_indexes(index):
+        if isinstance(sub, faiss.IndexIVF):
+            need = max(need, 39 * int(sub.nlist))
+            if isinstance(sub, faiss.IndexIVFPQ):
+                need = max(need, 39 * int(sub.pq.ksub))
+        elif isinstance(sub, faiss.IndexPQ):
+            need = max(need, 39 * int(sub.pq.ksub))
     return need
 
 
@@ -198,12 +211,7 @@ def _said_once(index: Any) -> None:
     clustering: once per PQ sub-quantiser (16 lines for PQ16). Lowering the threshold only
     changes that check; the clustering itself is the same.
     """
-    faiss = _faiss()
-    ivf = faiss.try_extract_index_ivf(index)
-    inner = faiss.downcast_index(index.index if isinstance(index, faiss.IndexIDMap) else index)
-    for owner in (faiss.downcast_index(ivf) if ivf is not None else None, inner):
-        if owner is None:
-            continue
+    for owner in _nested_indexes(index):
         if hasattr(owner, "cp"):
             owner.cp.min_points_per_centroid = 1
         pq = getattr(owner, "pq", None)
