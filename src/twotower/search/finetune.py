@@ -151,9 +151,10 @@ def encoder_settings(model: str | os.PathLike[str] | None, backend: str | None =
             EncoderSettings(threads=threads)
         except ConfigError as e:
             raise ConfigError(str(e).replace("encoder threads", "encoder_threads", 1)) from None
-    env = EncoderSettings.from_env(trained_backend(model))
-    return EncoderSettings(backend=env.backend if backend is None else backend,
-                           threads=env.threads if threads is None else threads)
+    # the environment is read only for what is not given: TWOTOWER_ENCODER_BACKEND=onx refused an explicit
+    # encoder_backend="torch" (EncoderSettings.from_env checked both variables whatever the call gave)
+    return EncoderSettings(backend=EncoderSettings.env_backend(trained_backend(model)) if backend is None else backend,
+                           threads=EncoderSettings.env_threads() if threads is None else threads)
 
 
 def base_towers(base: str | os.PathLike[str] | None,

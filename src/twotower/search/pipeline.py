@@ -216,8 +216,8 @@ class SearchIndex:
         from twotower.text.encoder import EncoderSettings, same_encoder_id  # noqa: PLC0415
 
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
-        env = EncoderSettings.from_env()
-        settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=env.threads)
+        # (TWOTOWER_ENCODER_BACKEND is not read: a wrong one refused the load, though the index's own is used)
+        settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=EncoderSettings.env_threads())
         q_enc, d_enc = load_bi_encoder(model, settings=settings)
         if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], d_enc.model_id):
             raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "

@@ -87,12 +87,23 @@ class EncoderSettings:
     def from_env(cls, backend: str | None = None) -> "EncoderSettings":
         """Defaults overridden by ``TWOTOWER_ENCODER_BACKEND`` and ``TWOTOWER_ENCODER_THREADS``; ``backend``
         (a fine-tuned model's own, say) stands in for the default backend when the environment names none."""
+        return cls(backend=cls.env_backend(backend), threads=cls.env_threads())
+
+    @classmethod
+    def env_backend(cls, default: str | None = None) -> str:
+        """``TWOTOWER_ENCODER_BACKEND``, else ``default``, else :attr:`backend` (checked where it is used)."""
+        return os.environ.get("TWOTOWER_ENCODER_BACKEND") or default or cls.backend
+
+    @staticmethod
+    def env_threads() -> int | None:
+        """``TWOTOWER_ENCODER_THREADS`` as an integer, None when unset. Read on its own, so that a caller giving
+        the backend (or the threads) explicitly is not refused for the other variable, or for the one it
+        overrides."""
         threads = os.environ.get("TWOTOWER_ENCODER_THREADS")
         try:
-            n = int(threads) if threads else None
+            return int(threads) if threads else None
         except ValueError:
             raise ConfigError(f"TWOTOWER_ENCODER_THREADS must be an integer, got {threads!r}") from None
-        return cls(backend=os.environ.get("TWOTOWER_ENCODER_BACKEND") or backend or cls.backend, threads=n)
 
     def resolved(self) -> "EncoderSettings":
         """These settings with ``auto`` replaced by the backend it stands for on this machine."""
