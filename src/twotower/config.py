@@ -675,7 +675,7 @@ class EvalConfig:
         _check(self.ease_low_rank_max_items >= 1, "eval.ease_low_rank_max_items", "must be >= 1")
         _check(self.ease_tune_max_users is None or self.ease_tune_max_users >= 1, "eval.ease_tune_max_users",
                "must be >= 1, or null for every validation user")
-        from twotower.evaluation.protocol import parse_metric  # numpy's, already loaded by any run
+        from twotower.evaluation.metric_names import parse_metric  # no numpy or scipy: the CLI's start-up makes one
 
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read
             parse_metric(self.select_metric)

@@ -67,11 +67,11 @@ def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:
     minute on a large run), in words that named no flag."""
     from pathlib import Path
 
-    from twotower.data.readers import CHECK_PATH
-
     for flag, paths in files.items():
         for path in paths or ():
             if path is not None and path != "-" and not Path(path).is_file():
+                from twotower.data.readers import CHECK_PATH  # pandas: only to say what is wrong
+
                 what = "is a folder, not a file" if Path(path).is_dir() else "file not found"
                 raise DataError(f"{flag}: {what}; {CHECK_PATH}",
                                 file=str(path))

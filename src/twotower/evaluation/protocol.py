@@ -37,6 +37,7 @@ import scipy.sparse as sp
 
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation import metrics as M
+from twotower.evaluation.metric_names import CATALOGUE_METRICS, PER_USER_METRICS, parse_metric
 from twotower.results import PAD_ID
 from twotower.utils.progress import RateLog
 
@@ -51,11 +52,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-#: Per-user metric names, averaged over evaluated users.
-PER_USER_METRICS = tuple(M.FROM_HITS)
-#: Catalogue-level metric names (``MeanPop`` only when item popularity is given).
-CATALOGUE_METRICS = ("Coverage", "MeanPop")
 
 
 @runtime_checkable
@@ -165,15 +161,6 @@ def topk_excluding(scores: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray
     top[top == n_items] = PAD_ID
     out[:, : top.shape[1]] = top
     return out
-
-
-def parse_metric(name: str) -> tuple[str, int]:
-    """Split ``"NDCG@10"`` into ``("NDCG", 10)``, with a helpful error."""
-    choices = sorted(PER_USER_METRICS) + list(CATALOGUE_METRICS)
-    base, sep, k = name.partition("@")
-    if not sep or base not in choices or not k.isdigit() or int(k) < 1:
-        raise ConfigError(f"metric {name!r} is not of the form NAME@K with NAME in {choices}, e.g. 'NDCG@10'")
-    return base, int(k)
 
 
 def evaluate(
