@@ -96,6 +96,11 @@ def test_a_history_dropout_that_drops_nothing_is_said_at_start_up(caplog):
     assert unused_history_dropout(TrainConfig(), reads_history=True) is None  # causal examples: applied
     assert unused_history_dropout(TrainConfig(examples="sequence", history_dropout=0.0), True) is None
     assert "reads no history" in unused_history_dropout(TrainConfig(), reads_history=False)
+    # denoising rows are never dropped (make_histories masks them out), and the log said nothing of it
+    said = unused_history_dropout(TrainConfig(examples="denoising"), reads_history=True)
+    assert said.startswith("train.history_dropout=0.2 is not applied: train.examples=denoising")
+    assert "denoising examples' input histories" not in said
+    assert unused_history_dropout(TrainConfig(examples="both"), reads_history=True) is None  # its causal half
     seqs = _long_seqs()
     cfg = load_config(overrides=["model.user.history=gru", "model.user.use_id=false", "model.user.history_len=8"])
     model = TwoTowerModel(cfg.model, seqs.n_users, 400)

@@ -93,16 +93,19 @@ def make_histories(
 def unused_history_dropout(train: TrainConfig, reads_history: bool) -> str | None:
     """The sentence saying that ``train.history_dropout`` (a default, 0.2) drops nothing in this run, or None.
 
-    It drops items of causal and denoising examples' input histories: windows of ``train.examples=sequence``
-    are read whole, and a user tower that reads no history has none to drop. The run's config.json records the
-    value all the same, so the start-up log says it is not applied."""
+    It drops items of causal examples' input histories only (``make_histories``): windows of
+    ``train.examples=sequence`` are read whole, denoising examples' subsets are thinned by ``train.denoise_keep``
+    instead, and a user tower that reads no history has none to drop. The run's config.json records the value all
+    the same, so the start-up log says it is not applied."""
     if not train.history_dropout:
         return None
     if train.examples == "sequence":
         why = "train.examples=sequence reads each window whole"
+    elif train.examples == "denoising":
+        why = "train.examples=denoising thins each input by train.denoise_keep instead"
     elif not reads_history:
         why = "the user tower reads no history (model.user.history=none)"
     else:
         return None
-    return (f"train.history_dropout={train.history_dropout:g} is not applied: {why}; it drops items of causal and "
-            "denoising examples' input histories (set train.history_dropout=0 to record that)")
+    return (f"train.history_dropout={train.history_dropout:g} is not applied: {why}; it drops items of causal "
+            "examples' input histories (set train.history_dropout=0 to record that)")
