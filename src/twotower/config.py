@@ -597,6 +597,11 @@ class TrainConfig:
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
         _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
         _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
+        # a size of the denoising examples alone (its default is free): beside causal examples 0.3 trained unthinned
+        _check(self.denoise_keep == TrainConfig.denoise_keep or self.examples in ("denoising", "both"),
+               "train.denoise_keep", f"{self.denoise_keep:g} thins the inputs of train.examples=denoising (or both) "
+               f"only; train.examples={self.examples} would ignore it. Set train.examples=denoising or both, or leave "
+               "train.denoise_keep out")
         # a switch of the window examples alone: beside causal examples it was accepted and did nothing
         _check(not self.random_windows or self.examples == "sequence", "train.random_windows",
                f"true draws the windows of train.examples=sequence only; train.examples={self.examples} would "

@@ -429,6 +429,20 @@ def test_window_settings_without_window_examples_are_refused_at_config_load(tmp_
     assert cfg.train.random_windows and cfg.train.examples == "sequence"
 
 
+def test_denoise_keep_without_denoising_examples_is_refused_at_config_load():
+    """train.denoise_keep=0.3 beside the default causal examples was accepted and trained unthinned inputs."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["train.denoise_keep=0.3"])
+    assert str(e.value) == ("train.denoise_keep: 0.3 thins the inputs of train.examples=denoising (or both) only; "
+                            "train.examples=causal would ignore it. Set train.examples=denoising or both, or leave "
+                            "train.denoise_keep out")
+    with pytest.raises(ConfigError, match=r"train\.denoise_keep: 0\.5 .* train\.examples=sequence would ignore it"):
+        load_config(None, ["model.user.history=gru", "train.examples=sequence", "train.denoise_keep=0.5"])
+    for examples in ("denoising", "both"):
+        assert load_config(None, [f"train.examples={examples}", "train.denoise_keep=0.3"]).train.denoise_keep == 0.3
+    assert load_config(None, ["train.denoise_keep=0.8"]).train.examples == "causal"  # the default is free
+
+
 def test_a_run_saved_with_a_switch_it_ignored_still_loads_as_what_it_trained(tmp_path):
     """Runs saved before those switches were refused wrote them to config.json; they trained without them, so they
     load with them off (serve, recommend and --resume read config.json) rather than fail on a refusal."""
@@ -442,6 +456,13 @@ def test_a_run_saved_with_a_switch_it_ignored_still_loads_as_what_it_trained(tmp
     cfg = saved_run_config(path)
     assert (cfg.loss.kind, cfg.loss.sampled_negatives, cfg.loss.uniform_negatives) == ("sampled", 64, 0)
     assert cfg.train.random_windows is False
+    data["train"].update(random_windows=False, denoise_keep=0.5)  # causal examples, as such a run wrote it
+    path.write_text(json.dumps(data))
+    assert saved_run_config(path).train.denoise_keep == TrainConfig.denoise_keep
+    data["train"].update(examples="both")  # read by these examples: kept
+    path.write_text(json.dumps(data))
+    assert saved_run_config(path).train.denoise_keep == 0.5
+    data["train"].update(examples="causal", denoise_keep=TrainConfig.denoise_keep)
     data["loss"].update(kind="bpr", uniform_negatives=0, sampler="popularity")
     path.write_text(json.dumps(data))
     assert saved_run_config(path).loss.sampler == "uniform"

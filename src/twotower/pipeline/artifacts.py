@@ -421,6 +421,10 @@ def saved_config_dict(data: Any) -> Any:
     train = data.get("train") if isinstance(data, dict) else None
     if isinstance(train, dict) and train.get("random_windows") and train.get("examples", TrainConfig.examples) != "sequence":
         data = {**data, "train": {**train, "random_windows": False}}
+    train = data.get("train") if isinstance(data, dict) else None
+    if (isinstance(train, dict) and "denoise_keep" in train and train["denoise_keep"] != TrainConfig.denoise_keep
+            and train.get("examples", TrainConfig.examples) not in ("denoising", "both")):
+        data = {**data, "train": {**train, "denoise_keep": TrainConfig.denoise_keep}}
     return data
 
 
