@@ -130,3 +130,26 @@ def test_the_start_line_names_ranks_only_under_torchrun(caplog: pytest.LogCaptur
         _trainer()
     start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
     assert ", batch 8, loss " in start and "rank" not in start
+
+
+@pytest.mark.parametrize("loss, said", [
+    (LossConfig(), "loss inbatch (T=0.02, logQ, hit masking), "),
+    (LossConfig(uniform_negatives=16, mask_hits=False), "loss inbatch + 16 uniform negatives (T=0.02, mixture logQ, "
+                                                        "no hit masking), "),
+    (LossConfig(kind="sampled", sampler="popularity", sampled_negatives=8, logq=False),
+     "loss sampled, 8 popularity negatives (T=0.02, no logQ, hit masking), "),
+    # the defaults loss.logq / loss.mask_hits = true are not read by these kinds: the line said only "loss full"
+    (LossConfig(kind="full"), "loss full over 30 items (T=0.02; loss.logq and loss.mask_hits do not apply), "),
+    (LossConfig(kind="bpr", logq=False), "loss bpr, one uniform negative per example (T=0.02; loss.mask_hits does "
+                                         "not apply), "),
+])
+def test_the_start_line_says_what_the_loss_applies(caplog: pytest.LogCaptureFixture, loss: LossConfig,
+                                                   said: str) -> None:
+    # the sampler, the uniform negatives and the corrections were not in the log, and a correction the loss kind
+    # does not read was left out silently
+    _, _, seqs, model = tiny_mean_model()
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        Trainer(model, seqs, loss=loss, eval=EvalConfig(baselines=()),
+                train=TrainConfig(batch_size=8, progress=False, checkpoint=False))
+    start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
+    assert said in start

@@ -4,7 +4,7 @@ from __future__ import annotations
 from twotower.config import LossConfig, TrainConfig
 from twotower.losses.base import RetrievalLoss
 
-__all__ = ["make_loss"]
+__all__ = ["make_loss", "describe_loss"]
 
 
 def make_loss(cfg: LossConfig, *, world: int = 1, precision: str = TrainConfig.precision) -> RetrievalLoss:
@@ -24,3 +24,23 @@ def make_loss(cfg: LossConfig, *, world: int = 1, precision: str = TrainConfig.p
     if cfg.kind == "full":
         return FullSoftmax(cfg.temperature, precision=precision)
     return BPRLoss(cfg.temperature)
+
+
+def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example") -> str:
+    """The loss as the start-up log names it: its candidates and which corrections apply, so a switch the kind
+    does not read (loss.logq and loss.mask_hits beside full or bpr) is said rather than silently left out.
+    ``per``: what gets one BPR negative (an example, or a target position of the sequence objective)."""
+    t = f"T={cfg.temperature:g}"
+    if cfg.kind in ("full", "bpr"):
+        what = f"full over {n_items} items" if cfg.kind == "full" else f"bpr, one uniform negative per {per}"
+        on = [name for name, value in (("loss.logq", cfg.logq), ("loss.mask_hits", cfg.mask_hits)) if value]
+        if not on:
+            return f"{what} ({t})"
+        return f"{what} ({t}; {' and '.join(on)} {'do' if len(on) > 1 else 'does'} not apply)"
+    if cfg.kind == "sampled":
+        what = f"sampled, {cfg.sampled_negatives} {cfg.sampler} negatives"
+        logq = "logQ" if cfg.sampler == "popularity" else "logQ (uniform: a constant)"
+    else:
+        what = f"inbatch + {cfg.uniform_negatives} uniform negatives" if cfg.uniform_negatives else "inbatch"
+        logq = "mixture logQ" if cfg.uniform_negatives else "logQ"
+    return f"{what} ({t}, {logq if cfg.logq else 'no logQ'}, {'hit masking' if cfg.mask_hits else 'no hit masking'})"

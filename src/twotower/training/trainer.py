@@ -41,7 +41,7 @@ from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
 from twotower.errors import ConfigError, TrainingDiverged
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
-from twotower.losses import make_loss
+from twotower.losses.factory import describe_loss, make_loss
 from twotower.losses.base import temperature_suspect
 from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
@@ -144,7 +144,7 @@ class Trainer:
             log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
                      train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
-                     loss.kind, ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
+                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example"), ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
             unused = unused_history_dropout(train, model.user_tower.uses_history)
             if unused:
                 log.info("%s", unused)
