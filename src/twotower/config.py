@@ -628,6 +628,11 @@ class TrainConfig:
         _check(self.ema_decay is None or 0 <= self.ema_decay < 1, "train.ema_decay",
                "must be in [0, 1) (0 = no average) or null")
         _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
+        # bf16 is CPU autocast (the towers) and the CPU full-softmax kernel: on a GPU the run trained in float32,
+        # its log silent about it. auto stays free: it means bf16 where it applies
+        _check(self.precision != "bf16" or self.device == "cpu", "train.precision",
+               f"bf16 multiplies in bfloat16 on the CPU only (CPU autocast); train.device={self.device} would train in "
+               "float32. Set train.precision=fp32 (or auto), or train.device=cpu")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
                "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")
         if self.distributed_backend is not None:

@@ -463,9 +463,26 @@ def test_a_run_saved_with_a_switch_it_ignored_still_loads_as_what_it_trained(tmp
     path.write_text(json.dumps(data))
     assert saved_run_config(path).train.denoise_keep == 0.5
     data["train"].update(examples="causal", denoise_keep=TrainConfig.denoise_keep)
+    data["train"].update(device="cuda", precision="bf16")  # trained in float32 on the GPU
+    path.write_text(json.dumps(data))
+    assert saved_run_config(path).train.precision == "fp32"
+    data["train"].update(device="cpu")
     data["loss"].update(kind="bpr", uniform_negatives=0, sampler="popularity")
     path.write_text(json.dumps(data))
     assert saved_run_config(path).loss.sampler == "uniform"
     data["loss"].update(kind="inbatch", uniform_negatives=512, sampler="uniform")  # read by this kind: kept
     path.write_text(json.dumps(data))
     assert saved_run_config(path).loss.uniform_negatives == 512
+
+
+def test_bf16_on_a_gpu_is_refused_at_config_load():
+    """train.precision=bf16 is CPU autocast: with train.device=cuda the run trained in float32 and its start-up
+    log, which names bf16 only when it applies, said nothing of the setting it dropped."""
+    for device in ("cuda", "cuda:1"):
+        with pytest.raises(ConfigError) as e:
+            load_config(None, [f"train.device={device}", "train.precision=bf16"])
+        assert str(e.value) == (f"train.precision: bf16 multiplies in bfloat16 on the CPU only (CPU autocast); "
+                                f"train.device={device} would train in float32. Set train.precision=fp32 (or auto), "
+                                "or train.device=cpu")
+    assert load_config(None, ["train.device=cuda", "train.precision=auto"]).train.precision == "auto"
+    assert load_config(None, ["train.precision=bf16"]).train.device == "cpu"

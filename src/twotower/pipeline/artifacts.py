@@ -425,6 +425,9 @@ def saved_config_dict(data: Any) -> Any:
     if (isinstance(train, dict) and "denoise_keep" in train and train["denoise_keep"] != TrainConfig.denoise_keep
             and train.get("examples", TrainConfig.examples) not in ("denoising", "both")):
         data = {**data, "train": {**train, "denoise_keep": TrainConfig.denoise_keep}}
+    train = data.get("train") if isinstance(data, dict) else None
+    if isinstance(train, dict) and train.get("precision") == "bf16" and train.get("device", TrainConfig.device) != "cpu":
+        data = {**data, "train": {**train, "precision": "fp32"}}  # a GPU run trained in float32
     return data
 
 
