@@ -858,6 +858,10 @@ class FinetuneConfig:
         _check_temperature(self.temperature)
         if self.negatives_per_query < 0:
             raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
+        # re-mining feeds the mined hard negatives: with none used it was accepted and did nothing
+        if self.refresh_negatives and not self.negatives_per_query and not self.corpus_negatives:
+            raise ConfigError("refresh_negatives=True re-mines the hard negatives, and negatives_per_query=0 uses "
+                              "none; set negatives_per_query >= 1, or refresh_negatives=False")
         _check_optimiser(self)
         _check_seed(self.seed, "seed")
         if self.corpus_negatives and self.train_doc_tower:

@@ -486,3 +486,17 @@ def test_bf16_on_a_gpu_is_refused_at_config_load():
                                 "or train.device=cpu")
     assert load_config(None, ["train.device=cuda", "train.precision=auto"]).train.precision == "auto"
     assert load_config(None, ["train.precision=bf16"]).train.device == "cpu"
+
+
+def test_refreshing_hard_negatives_that_are_not_used_is_refused():
+    """FinetuneConfig(refresh_negatives=True, negatives_per_query=0) was accepted and re-mined nothing (finetune
+    skips the refresh when no negative is used), with no word of it."""
+    from twotower.config import FinetuneConfig
+
+    with pytest.raises(ConfigError) as e:
+        FinetuneConfig(refresh_negatives=True, negatives_per_query=0)
+    assert str(e.value) == ("refresh_negatives=True re-mines the hard negatives, and negatives_per_query=0 uses none; "
+                            "set negatives_per_query >= 1, or refresh_negatives=False")
+    assert FinetuneConfig(refresh_negatives=True, negatives_per_query=1).refresh_negatives
+    with pytest.raises(ConfigError, match="already scores every document"):  # the corpus softmax's own message
+        FinetuneConfig(corpus_negatives=True, train_doc_tower=False, refresh_negatives=True, negatives_per_query=0)
