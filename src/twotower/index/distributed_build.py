@@ -40,7 +40,7 @@ import torch.distributed as dist
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
 from twotower.index.exact import use_blas_for
-from twotower.index.faiss_index import FaissIndex, _said_once, min_training_points, resolve_factory, seed_training
+from twotower.index.faiss_index import FaissIndex, _drop_opq_pqs, _said_once, min_training_points, resolve_factory, seed_training
 from twotower.distributed import distributed_world
 
 __all__ = [
@@ -107,14 +107,18 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
     if not isinstance(index, faiss.IndexIVF):
         index = faiss.IndexIDMap2(index)
     if not index.is_trained:
+        lent = []
         need = min_training_points(index)
         if need > s:  # one line, as FaissIndex.build says it, not FAISS's own per k-means (16 for PQ16)
             log.warning("%s wants %d training vectors (39 per centroid) but the sample has %d, so FAISS trains it on "
                         "fewer; the recall measured on the built index says what that costs", resolved, need, s)
-            _said_once(index)
+            lent = _said_once(index)
         t0 = time.perf_counter()
         use_blas_for(len(sample))  # k-means by SGEMM, as FaissIndex.build trains
-        index.train(sample)
+        try:
+            index.train(sample)
+        finally:
+            _drop_opq_pqs(lent)
         log.info("trained %s on %d vectors of dim %d in %.1fs", resolved, s, dim, time.perf_counter() - t0)
     # round-trip through bytes: FAISS reads some types back as a subclass (Flat -> IndexFlatIP),
     # and merge_from needs rank 0's index to have exactly the type the other ranks deserialise

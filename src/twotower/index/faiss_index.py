@@ -167,6 +167,24 @@ def _nested_indexes(index: Any) -> list[Any]:
     return found
 
 
+#: The bits of the PQ an OPQ rotation trains for itself (FAISS's OPQMatrix, unless its ``pq`` is set): 8 whatever
+#: the index's own PQ uses, so ``OPQ4,PQ4x4`` wants 39 x 256 = 9,984 vectors, not the 624 of its 4-bit PQ
+_OPQ_PQ_BITS = 8
+
+
+def _opq_matrices(index: Any) -> list[Any]:
+    """The OPQ rotations in the pre-transforms of ``index`` and its nested indexes, downcast."""
+    faiss = _faiss()
+    found = []
+    for one in _nested_indexes(index):
+        if isinstance(one, faiss.IndexPreTransform):
+            for i in range(one.chain.size()):
+                vt = faiss.downcast_VectorTransform(one.chain.at(i))
+                if isinstance(vt, faiss.OPQMatrix):
+                    found.append(vt)
+    return found
+
+
 def min_training_points(index: Any) -> int:
     """Training vectors FAISS wants for ``index``: 39 per k-means centroid (IVF lists, PQ / SQ codebooks), of
     whichever of its nested indexes wants most."""
@@ -179,6 +197,8 @@ def min_training_points(index: Any) -> int:
                 need = max(need, 39 * int(sub.pq.ksub))
         elif isinstance(sub, faiss.IndexPQ):
             need = max(need, 39 * int(sub.pq.ksub))
+    for opq in _opq_matrices(index):  # it trains a PQ of its own, 50 times over (OPQMatrix.niter)
+        need = max(need, 39 * (int(opq.pq.ksub) if opq.pq is not None else 1 << _OPQ_PQ_BITS))
     return need
 
 
@@ -204,19 +224,39 @@ def _raised_to_need(factory: str, need: int, cap: int, n: int, what: str) -> int
     return min(n, max(cap, need))
 
 
-def _said_once(index: Any) -> None:
+def _said_once(index: Any) -> list[tuple[Any, Any]]:
     """Stop FAISS repeating the too-few-training-points warning our own log line has just given.
 
     Its k-means prints "please provide at least N training points" to stderr once per
     clustering: once per PQ sub-quantiser (16 lines for PQ16). Lowering the threshold only
     changes that check; the clustering itself is the same.
+
+    An OPQ rotation trains a PQ of its own, which prints it once per sub-quantiser per iteration (200 lines for
+    ``OPQ4,PQ4x4``): it is given that PQ, the one FAISS would make (8 bits, FAISS's seed) with the check lowered.
+    FAISS holds only a pointer to it: the (rotation, PQ) pairs returned must outlive the training, and
+    :func:`_drop_opq_pqs` then unsets them.
     """
+    faiss = _faiss()
     for owner in _nested_indexes(index):
         if hasattr(owner, "cp"):
             owner.cp.min_points_per_centroid = 1
         pq = getattr(owner, "pq", None)
         if pq is not None and hasattr(pq, "cp"):
             pq.cp.min_points_per_centroid = 1
+    lent = []
+    for opq in _opq_matrices(index):
+        if opq.pq is None:
+            pq = faiss.ProductQuantizer(int(opq.d_out), int(opq.M), _OPQ_PQ_BITS)
+            opq.pq = pq
+            lent.append((opq, pq))
+        opq.pq.cp.min_points_per_centroid = 1
+    return lent
+
+
+def _drop_opq_pqs(lent: list[tuple[Any, Any]]) -> None:
+    """Unset the PQs :func:`_said_once` lent OPQ rotations, before Python frees them (only training reads them)."""
+    for opq, _ in lent:
+        opq.pq = None
 
 
 #: FAISS's own seeds (ClusteringParameters.seed, HNSW's level generator): ``seed`` is added to them, so the default
@@ -451,6 +491,7 @@ class FaissIndex(VectorIndex):
             index = faiss.IndexIDMap2(index)
         t0 = time.perf_counter()
         n_train = 0
+        lent: list[tuple[Any, Any]] = []
         if not index.is_trained:
             train = vectors
             need = min_training_points(index)
@@ -462,7 +503,7 @@ class FaissIndex(VectorIndex):
                             "on fewer; the recall measured next says what that costs (fewer lists or PQ bits would "
                             "train fully; fewer bits recall less unless more sub-quantisers keep the code as long, "
                             "as the ivfpq shortcut sizes them)%s", self.factory, need, n, small)
-                _said_once(index)
+                lent = _said_once(index)
             if want is not None and n > want:
                 rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))
                 train = vectors[rows]
@@ -477,6 +518,8 @@ class FaissIndex(VectorIndex):
                     index.train(train)
             except RuntimeError as e:
                 raise _factory_error(self.spec, self.factory, e) from e
+            finally:
+                _drop_opq_pqs(lent)
             # FAISS's k-means says nothing through logging (its verbose mode writes \r lines): minutes at 1M items
             log.info("trained %s in %.1fs", self.factory, time.perf_counter() - t0)
         train_s = time.perf_counter() - t0
