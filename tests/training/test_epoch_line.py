@@ -153,3 +153,37 @@ def test_the_start_line_says_what_the_loss_applies(caplog: pytest.LogCaptureFixt
                 train=TrainConfig(batch_size=8, progress=False, checkpoint=False))
     start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
     assert said in start
+
+
+def _sparse_mean_model():
+    from twotower.config import ModelConfig, TowerConfig
+    from twotower.models.two_tower import TwoTowerModel
+
+    _, _, seqs, _ = tiny_mean_model()
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=())), 8, 30, sparse=True)
+    return seqs, model
+
+
+@pytest.mark.parametrize("sparse, train, said", [
+    (False, TrainConfig(), ", optimizer AdamW, weight average 0.99, "),
+    (False, TrainConfig(ema_decay=0), ", optimizer AdamW, no weight average, "),
+    # the tables train by the row-sparse Adam and stay out of the average
+    (True, TrainConfig(optimizer="sparse_adam", ema_decay=0.999),
+     ", optimizer AdamW + row-sparse Adam on 3 embedding tables, weight average 0.999 of the dense weights, "),
+    # a model built without sparse tables (Python API): the setting has nothing to step, said rather than implied
+    (False, TrainConfig(optimizer="sparse_adam"), ", optimizer AdamW (train.optimizer=sparse_adam, but the model "
+                                                  "has no sparse embedding tables), weight average 0.99, "),
+])
+def test_the_start_line_says_the_optimizer_and_the_weight_average(caplog: pytest.LogCaptureFixture, sparse: bool,
+                                                                   train: TrainConfig, said: str) -> None:
+    # the line named the loss but not train.optimizer (nor whether the ID tables train row-sparse) nor train.ema_decay,
+    # which decides the weights validated and saved
+    from dataclasses import replace
+
+    seqs, model = _sparse_mean_model() if sparse else tiny_mean_model()[2:]
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        Trainer(model, seqs, loss=LossConfig(), eval=EvalConfig(baselines=()),
+                train=replace(train, batch_size=8, progress=False, checkpoint=False))
+    start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
+    assert said in start, start

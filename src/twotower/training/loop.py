@@ -44,7 +44,7 @@ from twotower.training.schedule import epoch_lr_factor as epoch_lr_factor
 from twotower.training.schedule import lr_factor
 from twotower.training.sparse_adam import RowSparseAdam
 
-__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "decay_groups", "lr_factor", "Progress"]
+__all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "describe_optimizer", "decay_groups", "lr_factor", "Progress"]
 
 def make_optimizers(
     params: Iterable[torch.nn.Parameter] | list[dict[str, Any]],
@@ -75,6 +75,21 @@ def make_optimizers(
     if sparse:
         opts.append(RowSparseAdam(sparse, lr=lr))  # SparseAdam's numbers, its writes as row scatters (2x)
     return opts
+
+
+def describe_optimizer(optimizer: str, ema_decay: float | None, sparse_tables: int) -> str:
+    """The optimiser and weight average as the start-up log names them: ``optimizer`` (``train.optimizer``), the
+    ``sparse_tables`` embedding tables that get the row-sparse Adam, and ``ema_decay`` (``train.ema_decay``), which
+    averages the dense weights only."""
+    if sparse_tables:
+        opt = f"AdamW + row-sparse Adam on {sparse_tables} embedding table{'s' if sparse_tables > 1 else ''}"
+    elif optimizer == "sparse_adam":  # a model built without sparse tables (the Python API): said, not assumed
+        opt = "AdamW (train.optimizer=sparse_adam, but the model has no sparse embedding tables)"
+    else:
+        opt = "AdamW"
+    if not ema_decay:
+        return f"optimizer {opt}, no weight average"
+    return f"optimizer {opt}, weight average {ema_decay:g}{' of the dense weights' if sparse_tables else ''}"
 
 
 def decay_groups(params: Iterable[torch.nn.Parameter], decay_1d: bool = TrainConfig.decay_1d) -> list[dict[str, Any]]:

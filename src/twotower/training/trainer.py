@@ -50,7 +50,7 @@ from twotower.training.averaging import WeightAverage
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
 from twotower.training.examples import build_examples, make_histories, unused_history_dropout
-from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
+from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, describe_optimizer, sparse_parameters
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
@@ -141,10 +141,11 @@ class Trainer:
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
         if tdist.is_main():
             n_params = sum(p.numel() for p in model.parameters())
-            log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s%s, %d parameters (%.1f MB), %d users, %d items",
+            log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s, %s%s, %d parameters (%.1f MB), %d users, %d items",
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
                      train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
-                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example"), ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
+                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example"),
+                     describe_optimizer(train.optimizer, train.ema_decay, len(self._sparse_ids)), ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
             unused = unused_history_dropout(train, model.user_tower.uses_history)
             if unused:
                 log.info("%s", unused)
