@@ -92,8 +92,6 @@ class Trainer:
         # bf16 matrix products (train.precision): autocast applies to CPU tensors only, so elsewhere it is fp32
         self.bf16 = kernel_precision(train.precision) == "bf16" and self.device.type == "cpu"
         self.loss_fn = make_loss(loss, world=self.world, precision="bf16" if self.bf16 else "fp32")
-        if train.gradcache_chunk is not None and not self.loss_fn.gradcache:
-            raise ConfigError(f"train.gradcache_chunk does not apply to loss.kind={loss.kind!r}")
         # denoising subsets and >200k-item diagnostics samples (ranks > 0 reseed in fit); sequence: window ends (shared)
         self.rng = np.random.default_rng(train.seed)
         self.torch_gen = torch.Generator().manual_seed(train.seed)
