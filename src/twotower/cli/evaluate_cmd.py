@@ -123,7 +123,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     history_from = getattr(args, "history_from", None)
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
                         test_file=test_file, ease_max_items=args.ease_max_items,
-                        ease_low_rank_max_items=low_rank_max_items)
+                        ease_low_rank_max_items=low_rank_max_items,
+                        exclude_seen=not getattr(args, "no_exclude_seen", False))
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
     if csv_out is not None:
@@ -145,7 +146,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         print_eval_table(rows, ks if ks is not None else run.config.eval.ks,
                          f"{held_out} (full catalogue), run {args.run}{source}",
-                         protocol_text(history_from, args.split))
+                         protocol_text(history_from, args.split,
+                                       exclude_seen=not getattr(args, "no_exclude_seen", False)))
     return 0
 
 

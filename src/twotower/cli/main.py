@@ -188,6 +188,10 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="read every user's input history from these interaction files (e.g. train.csv valid.csv) "
                         "instead of the training history, without refitting; their items are excluded from ranking")
+    p.add_argument("--no-exclude-seen", action="store_true",
+                   help="rank the full catalogue without excluding each user's train(+valid) items (nor the "
+                        "--history-from items), for every model, as `recommend --no-exclude-seen` does: a held-out "
+                        "repeat (a re-purchase) can then be hit; the table, --json rows and --csv record say so")
     p.add_argument("--test", metavar="FILE",
                    help="score this held-out interactions file instead of the run's own test split (ids outside "
                         "the run's vocabularies are dropped and counted)")

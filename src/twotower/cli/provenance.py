@@ -179,4 +179,5 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
         "tuned_baselines": file_entry(tuned) if tuned_rows and tuned.is_file() else None,
         "ease_max_items": args.ease_max_items,
         "ease_low_rank_max_items": getattr(args, "ease_low_rank_max_items", None),
+        "exclude_seen": not getattr(args, "no_exclude_seen", False),
     }

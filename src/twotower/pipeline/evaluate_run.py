@@ -116,6 +116,7 @@ def evaluate_run(
     test_file: str | Path | None = None,
     ease_max_items: int | None = None,
     ease_low_rank_max_items: int | None = None,
+    exclude_seen: bool = True,
 ) -> list[dict[str, Any]]:
     """One row per model: every metric plus fit seconds (baselines tuned on valid).
 
@@ -132,6 +133,10 @@ def evaluate_run(
     past the memory it is skipped, with a warning that says why.
     ``baselines``, ``ks`` and ``select_metric`` left at None are the run's own
     ``eval.*`` settings, so the table agrees with the ``metrics.json`` training wrote.
+    ``exclude_seen=False`` (`evaluate --no-exclude-seen`, as `recommend --no-exclude-seen`) ranks the full catalogue
+    for every model without masking the users' train (+ valid, + input history) items, so a held-out repeat (a
+    re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
+    which in its ``exclude_seen`` field.
     """
     from twotower.evaluation.baselines import (
         EASE,
@@ -152,6 +157,8 @@ def evaluate_run(
     # checked before any work, as the CLI checks its flags: any split but "test" used to score valid, and a
     # misspelt baseline failed only after the two-tower row (and the baselines before it) were computed
     check_loaded_run(run, "evaluate_run")
+    if not isinstance(exclude_seen, bool):
+        raise ConfigError(f"exclude_seen must be True or False, got {exclude_seen!r}")
     if split not in ("test", "valid"):
         raise ConfigError(f"split must be 'test' or 'valid', got {split!r}")
     ev = run.config.eval  # what training evaluated with: the defaults of this table
@@ -205,13 +212,13 @@ def evaluate_run(
         exclude.data[:] = 1.0
     # "is not None": a DataFrame has no truth value (read_input_histories says what to pass instead)
     histories = read_input_histories(run, history_from) if history_from is not None else None
-    seen = int(relevant.multiply(exclude).nnz)
+    seen = int(relevant.multiply(exclude).nnz) if exclude_seen else 0  # unmasked, a repeat can be hit
     if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
         what = "train + valid" if split == "test" and m.valid is not None else "train"
         log.warning("%d of %s %s in the %s history, which is excluded from ranking, so %s never hit%s",
                     seen, plural(int(relevant.nnz), f"{split} pair"), "is" if seen == 1 else "are", what,
                     "it is" if seen == 1 else "they are", " (is the test file really held out?)" if seen == relevant.nnz else "")
-    if histories is not None:
+    if histories is not None and exclude_seen:
         # counted apart from the pairs warned about above: with --history-from train.csv valid.csv the same
         # repeats were reported twice, in two wordings
         in_history = relevant.multiply(histories.matrix()).astype(bool)
@@ -221,6 +228,8 @@ def evaluate_run(
             log.warning("%d of %s %s in the input history (%s), so %s excluded and never hit",
                         leaked, plural(int(relevant.nnz), f"{split} pair"), "is" if leaked == 1 else "are",
                         ", ".join(histories.files), "it is" if leaked == 1 else "they are")
+    if not exclude_seen:  # every model ranks the whole catalogue, seen items included (recommend's rule)
+        exclude = sp.csr_matrix(relevant.shape, dtype=np.float32)
     pop = np.asarray(m.train.sum(axis=0)).ravel()
     too_long = [k for k in protocol.ks if k >= run.n_items]
     if too_long:  # every list then holds every rankable item: recall 1, precision set by the catalogue size
@@ -239,7 +248,7 @@ def evaluate_run(
         fit_s += float(term.get("seconds", 0.0)) if isinstance(term, dict) else 0.0
     # the held-out file's users: those whose every row names an id outside the vocabularies (an item that never
     # occurs in train) are skipped by every model, and the table must say how many (sparse data: many)
-    held_out = {"users_held_out": m.report[split]["users_in"]}
+    held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen}
     t0 = time.perf_counter()
     tower = RunScorer(run, histories)  # ranks as `recommend` does, with --history-from or without
     res = evaluate(tower, relevant, exclude, protocol, pop, what=f"evaluating two-tower on {split}")

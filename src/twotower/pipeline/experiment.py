@@ -36,22 +36,28 @@ PROTOCOL_TEXT = (
 )
 
 
-def protocol_text(history_from: Sequence[str] | None = None, split: str = "test") -> str:
+def protocol_text(history_from: Sequence[str] | None = None, split: str = "test", *, exclude_seen: bool = True) -> str:
     """The protocol line under an evaluation table: :data:`PROTOCOL_TEXT`, or what ``--history-from`` changes.
 
     With input-history files the weights are still fit on train only, but every model reads each user's
     history from those files and their items are excluded too, so the footer must not claim train-only input.
+    ``exclude_seen=False`` (`evaluate --no-exclude-seen`): nothing is excluded, and the line says so.
     """
     if not history_from:
-        if split == "test":
-            return PROTOCOL_TEXT
-        return PROTOCOL_TEXT.replace("test ranks", f"{split} ranks").replace("train+valid", "train").replace(
-            "without test", f"without {split}")
-    files = " ".join(str(f) for f in history_from)
-    return (f"protocol: weights fit on train only; every model reads each user's input history from {files} "
-            f"(time order) without refitting; {split} ranks the full catalogue excluding that history and each "
-            f"user's train{'+valid' if split == 'test' else ''} items; valid only for selection / early stopping; "
-            f"users without {split} items skipped")
+        text = PROTOCOL_TEXT if split == "test" else PROTOCOL_TEXT.replace("test ranks", f"{split} ranks").replace(
+            "train+valid", "train").replace("without test", f"without {split}")
+    else:
+        files = " ".join(str(f) for f in history_from)
+        text = (f"protocol: weights fit on train only; every model reads each user's input history from {files} "
+                f"(time order) without refitting; {split} ranks the full catalogue excluding that history and each "
+                f"user's train{'+valid' if split == 'test' else ''} items; valid only for selection / early stopping; "
+                f"users without {split} items skipped")
+    if exclude_seen:
+        return text
+    head, _, tail = text.partition(" ranks the full catalogue ")
+    rest = tail.split(";", 1)[1] if ";" in tail else ""
+    return (f"{head} ranks the full catalogue, seen items included (--no-exclude-seen: nothing is excluded, so a "
+            f"repeat of a history item can be hit);{rest}")
 
 
 def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) -> None:
