@@ -67,3 +67,18 @@ def test_the_table_footer_and_the_csv_record_name_the_protocol(rebought, capsys,
     assert "seen items included (--no-exclude-seen" in out and "excluding each user's" not in out
     assert json.loads((tmp_path / "e.csv.json").read_text())["exclude_seen"] is False
     assert "exclude_seen" in csv.read_text().splitlines()[0]
+
+
+def test_the_never_hit_warning_writes_both_counts_with_thousands_separators(tmp_path, capsys, caplog, monkeypatch):
+    """It read "11247 of 42,114 test pairs are in the train + valid history ...": one count plain, one grouped."""
+    import re
+
+    import tiny_run
+
+    monkeypatch.setattr(tiny_run, "N_USERS", 120)  # 120 users x 12 items: over 1,000 training pairs
+    run = build_tiny_run(tmp_path)
+    with caplog.at_level(logging.WARNING):
+        assert main(["evaluate", "--run", str(run), "--test", str(run / "data" / "train.csv"), "--baselines", "",
+                     "--ks", "5", "--json"]) == 0
+    line = next(r.getMessage() for r in caplog.records if "never hit" in r.getMessage())
+    assert re.match(r"\d{1,3}(,\d{3})+ of \d{1,3}(,\d{3})+ test pairs are in the train", line), line

@@ -215,8 +215,8 @@ def evaluate_run(
     seen = int(relevant.multiply(exclude).nnz) if exclude_seen else 0  # unmasked, a repeat can be hit
     if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
         what = "train + valid" if split == "test" and m.valid is not None else "train"
-        log.warning("%d of %s %s in the %s history, which is excluded from ranking, so %s never hit%s",
-                    seen, plural(int(relevant.nnz), f"{split} pair"), "is" if seen == 1 else "are", what,
+        log.warning("%s of %s %s in the %s history, which is excluded from ranking, so %s never hit%s",
+                    f"{seen:,}", plural(int(relevant.nnz), f"{split} pair"), "is" if seen == 1 else "are", what,
                     "it is" if seen == 1 else "they are", " (is the test file really held out?)" if seen == relevant.nnz else "")
     if histories is not None and exclude_seen:
         # counted apart from the pairs warned about above: with --history-from train.csv valid.csv the same
@@ -225,8 +225,8 @@ def evaluate_run(
         leaked = int(in_history.nnz) - int(in_history.multiply(exclude).astype(bool).nnz)
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
         if leaked:  # e.g. --split valid with valid.csv among the inputs: those targets can never be hit
-            log.warning("%d of %s %s in the input history (%s), so %s excluded and never hit",
-                        leaked, plural(int(relevant.nnz), f"{split} pair"), "is" if leaked == 1 else "are",
+            log.warning("%s of %s %s in the input history (%s), so %s excluded and never hit",
+                        f"{leaked:,}", plural(int(relevant.nnz), f"{split} pair"), "is" if leaked == 1 else "are",
                         ", ".join(histories.files), "it is" if leaked == 1 else "they are")
     if not exclude_seen:  # every model ranks the whole catalogue, seen items included (recommend's rule)
         exclude = sp.csr_matrix(relevant.shape, dtype=np.float32)

@@ -151,10 +151,10 @@ def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], k
                     "same way in both files", kind, flag, plural(len(pairs), f"{kind} id"),
                     "has" if len(pairs) == 1 else "have", "matches" if len(pairs) == 1 else "match", shown, kind)
     elif len(missing) > len(interaction_ids) // 2:
-        log.warning("%s table (%s): %d of %s of the interactions %s no row in it (e.g. %r), and %d of its "
-                    "rows %s no interaction; are the ids the same column in both?", kind, flag, len(missing),
+        log.warning("%s table (%s): %s of %s of the interactions %s no row in it (e.g. %r), and %s of its "
+                    "rows %s no interaction; are the ids the same column in both?", kind, flag, f"{len(missing):,}",
                     plural(len(interaction_ids), f"{kind} id"), "has" if len(missing) == 1 else "have",
-                    sorted(missing)[0], len(unused), "matches" if len(unused) == 1 else "match")
+                    sorted(missing)[0], f"{len(unused):,}", "matches" if len(unused) == 1 else "match")
 
 
 #: Keys the answers give an item beside its metadata (recommend / POST /recommend: score, rank, explanation;
