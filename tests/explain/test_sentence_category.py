@@ -41,3 +41,18 @@ def test_a_category_one_named_item_lacks_is_not_claimed():
     # a missing category is no shared fact, even when every item misses it
     table = [{"item_id": "a", "title": "A", "category": None, "tags": "", "contribution": 0.1}]
     assert explanation_text(_expl({"category": None, "tags": ""}), COLS, table) == "Because you bought A."
+
+
+def test_other_contributors_are_counted_as_items_not_film_titles_when_bought():
+    """"and 2 other bundle titles that also raise its score" after "Because you bought": film wording on a shop."""
+    table = [
+        {"item_id": f"i{j}", "title": f"Toy {j}", "category": "cat toys", "tags": "bundle", "contribution": 0.1 - j / 100}
+        for j in range(4)
+    ]
+    text = explanation_text(_expl({"category": "cat toys", "tags": "bundle"}), COLS, table)
+    assert text.endswith(" and 2 other bundle items that also raise its score."), text
+    one = explanation_text(_expl({"category": "cat toys", "tags": "bundle"}), COLS, table[:3])
+    assert one.endswith(" and 1 other bundle item that also raises its score."), one
+    films = MetadataColumns(multi=("tags",), categorical=("category",))  # data.history_verb's default, "watched"
+    assert explanation_text(_expl({"category": "cat toys", "tags": "bundle"}), films, table).endswith(
+        " and 2 other bundle titles that also raise its score.")

@@ -111,6 +111,12 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
             "positive": len(positive), "column": cols.multi[0] if cols.multi else None, "categorical": shared}
 
 
+def _noun(cols: MetadataColumns) -> str:
+    """What the sentence calls history items it counts: "title" for a run whose history is watched (MovieLens, the
+    default data.history_verb), "item" otherwise ("3 other cat toys titles" read as film wording on a shop)."""
+    return "title" if cols.verb == "watched" else "item"
+
+
 def _said_value(v: Any) -> bool:
     """A categorical cell the sentence may name: text or a finite number, not a missing cell."""
     if isinstance(v, str):
@@ -181,7 +187,8 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         parts.append(f" ({'both ' if len(named) == 2 else ''}{', '.join(facts['categorical'] + facts['common'])})")
     if facts["others"] is not None:
         n, v = facts["others"]["count"], facts["others"]["value"]
-        parts.append(f" and {n} other {v} {'titles that also raise' if n != 1 else 'title that also raises'} its score")
+        noun = _noun(cols)
+        parts.append(f" and {n} other {v} {f'{noun}s that also raise' if n != 1 else f'{noun} that also raises'} its score")
     return "".join(parts) + heads + "."
 
 
