@@ -125,7 +125,7 @@ function fmt(x, digits) {
   return typeof x === "number" ? x.toFixed(digits === undefined ? 3 : digits) : "–";
 }
 
-// A search hit's score to 4 significant digits: fixed 3 decimals read RRF's 0.016393 and 0.016129 both "0.016".
+// A score (search hit, recommendation, similar item) to 4 significant digits: fixed 3 decimals read RRF's 0.016393 and 0.016129 both "0.016".
 // Number() drops toPrecision's exponent (1.235e+5 -> 123500) and its trailing zeros.
 function scoreText(x) {
   return typeof x === "number" && Number.isFinite(x) ? String(Number(x.toPrecision(4))) : "–";
@@ -256,7 +256,7 @@ function renderRecs(user, items) {
   for (const it of items) {
     const slot = el("div", { class: "slot" });
     const li = el("li", { class: "rec" },
-      itemLine(it, el("span", { class: "score" }, `score ${fmt(it.score)}`)), slot);
+      itemLine(it, el("span", { class: "score" }, `score ${scoreText(it.score)}`)), slot);
     if (it.explanation) {
       const block = explanationBlock(it.explanation);
       if (it === items[0]) block.querySelector("details").open = true; // the top pick shows its evidence
@@ -305,7 +305,7 @@ async function showSimilar(itemId) {
     const items = res.items || [];
     renderNotes($("similar-warnings"), answerNotes(res));
     if (!items.length) list.append(el("li", { class: "muted" }, "no similar items"));
-    for (const it of items) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, fmt(it.score)))));
+    for (const it of items) list.append(el("li", {}, itemLine(it, el("span", { class: "score" }, scoreText(it.score)))));
     const url = new URL(window.location);
     url.searchParams.set("item", itemId);
     history.replaceState(null, "", url);
