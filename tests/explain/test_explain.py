@@ -184,15 +184,19 @@ def test_shared_metadata_counts_by_hand() -> None:
     history = [
         {"genres": "Action|Thriller", "decade": "1990s", "year": 1996.0},
         {"genres": "Action", "decade": "1980s", "year": 1987.0},
-        {"genres": "Comedy", "decade": "1990s", "year": 1999.0},  # shares no genre: outside year_range
+        {"genres": "Comedy", "decade": "1990s", "year": 1999.0},  # shares no genre, but the decade
         {"genres": None, "decade": None, "year": float("nan")},
     ]
     out = shared_metadata(item, history, cols)
     # Action in 2 history items, Thriller in 1, War in none (left out)
     assert out["genres"] == [{"value": "Action", "count": 2}, {"value": "Thriller", "count": 1}]
     assert out["decade"] == {"value": "1990s", "count": 2}
-    assert out["year_range"] == {"min": 1987, "max": 1996, "count": 2, "item": 1995,
-                                 "among": "history items sharing a genres value"}
+    # over the shared categorical value first, as the sentence names it ("(both 1990s, Action)")
+    assert out["year_range"] == {"min": 1996, "max": 1999, "count": 2, "item": 1995,
+                                 "among": "history items with decade 1990s"}
+    no_decade = shared_metadata({**item, "decade": "1970s"}, history, cols)  # no history item shares it
+    assert no_decade["year_range"] == {"min": 1987, "max": 1996, "count": 2, "item": 1995,
+                                       "among": "history items sharing a genres value"}
     assert out["history_items"] == 4
 
 

@@ -56,3 +56,19 @@ def test_other_contributors_are_counted_as_items_not_film_titles_when_bought():
     films = MetadataColumns(multi=("tags",), categorical=("category",))  # data.history_verb's default, "watched"
     assert explanation_text(_expl({"category": "cat toys", "tags": "bundle"}), films, table).endswith(
         " and 2 other bundle titles that also raise its score.")
+
+
+def test_price_range_is_over_the_history_items_sharing_the_category_the_sentence_names():
+    """price_range was taken among history items sharing a tags value only: empty when the shared fact was the
+    category ("(both cat toys)"), though the history held cat toys with prices."""
+    from twotower.explain.metadata import shared_metadata
+
+    cols = MetadataColumns(multi=("tags",), categorical=("category",), numeric=("price",), verb="bought")
+    item = {"category": "cat toys", "tags": "gift", "price": 12.5}
+    history = [
+        {"category": "cat toys", "tags": "eco", "price": 9.99},
+        {"category": "cat toys", "tags": "bundle", "price": 19.0},
+        {"category": "cookbooks", "tags": "new", "price": 30.0},
+    ]
+    assert shared_metadata(item, history, cols)["price_range"] == {
+        "min": 9.99, "max": 19, "count": 2, "item": 12.5, "among": "history items with category cat toys"}

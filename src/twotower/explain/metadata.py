@@ -81,10 +81,10 @@ def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: M
     (the item's values, most shared first, values no history item has left
     out); for each categorical column ``c: {"value", "count"}`` (left out when no history item has
     the item's value); for each
-    numeric column ``c_range: {"min", "max", "count", "item"}`` over the
-    history items that share a value of the first multi-valued column with
-    the item (all history items when there is none); and ``history_items``,
-    the number of records compared.
+    numeric column ``c_range: {"min", "max", "count", "item", "among"}`` over the
+    history items that share the facet the sentence names first: the item's value of the first categorical
+    column some history item has (its ``category``), else a value of the first multi-valued column, else all
+    history items (``among`` says which); and ``history_items``, the number of records compared.
     """
     out: dict[str, Any] = {"history_items": len(history)}
     for c in cols.multi:
@@ -102,13 +102,7 @@ def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: M
             if n:  # as for multi-valued columns: a value no history item has is not a shared fact
                 out[c] = {"value": v, "count": n}
     if cols.numeric:
-        if cols.multi:
-            first = cols.multi[0]
-            mine = set(split_values(item.get(first), cols.separator))
-            pool = [r for r in history if mine & set(split_values(r.get(first), cols.separator))]
-            among = f"history items sharing a {first} value"
-        else:
-            pool, among = history, "history items"
+        pool, among = _range_pool(item, history, cols, out)
         for c in cols.numeric:
             vals = [x for x in (_number(r.get(c)) for r in pool) if x is not None]
             mine_v = _number(item.get(c))
@@ -120,3 +114,21 @@ def shared_metadata(item: dict[str, Any], history: list[dict[str, Any]], cols: M
                 "among": among,
             }
     return out
+
+
+def _range_pool(item: dict[str, Any], history: list[dict[str, Any]], cols: MetadataColumns,
+                shared: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    """The history items a numeric range is taken over, and how to say which. A shared categorical value comes
+    first, as in the sentence ("(both cat toys, bundle)"): the range was taken over the items sharing a tags value
+    only, so an e-commerce item whose category was the shared fact had an empty price_range."""
+    for c in cols.categorical:
+        if c in shared:
+            v = shared[c]["value"]
+            said = str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+            return [r for r in history if r.get(c) == v], f"history items with {c} {said}"
+    if cols.multi:
+        first = cols.multi[0]
+        mine = set(split_values(item.get(first), cols.separator))
+        pool = [r for r in history if mine & set(split_values(r.get(first), cols.separator))]
+        return pool, f"history items sharing a {first} value"
+    return history, "history items"
