@@ -27,7 +27,7 @@ def _records(folder: Path) -> tuple[dict, dict]:
     """meta.json and tune.json without what differs between two builds of one index (time, checksums, timing)."""
     meta = json.loads((folder / "meta.json").read_text())
     tune = json.loads((folder / "tune.json").read_text())
-    for key in ("created", "sha256"):
+    for key in ("created", "sha256", "meta_sha256"):  # meta_sha256 covers `created`: two builds a second apart differ
         meta.pop(key, None)
     tune.pop("build_s", None)
     return meta, tune
