@@ -108,3 +108,20 @@ def test_a_history_dropout_that_drops_nothing_is_said_at_start_up(caplog):
         Trainer(model, seqs, loss=LossConfig(), train=TrainConfig(examples="sequence", progress=False),
                 eval=EvalConfig(baselines=()))
     assert ("train.history_dropout=0.2 is not applied: train.examples=sequence reads each window whole" in caplog.text)
+
+
+def test_examples_per_epoch_counts_what_the_trainer_builds() -> None:
+    # the memory estimate counts an epoch before building it (pipeline.experiment); it must be the trainer's count
+    import numpy as np
+
+    from twotower.models.history import UserSequences
+    from twotower.training.examples import build_examples, examples_per_epoch
+    from twotower.training.sequence import SequenceExamples
+
+    # users 0..3 with 3, 1, 0 and 2 items
+    seqs = UserSequences(np.array([0, 3, 4, 4, 6]), np.array([1, 2, 3, 4, 5, 6]), np.arange(6))
+    lengths = seqs.lengths()
+    for mode in ("causal", "denoising", "both"):
+        assert examples_per_epoch(lengths, mode) == len(build_examples(seqs, mode))
+    assert examples_per_epoch(lengths, "sequence") == len(SequenceExamples(seqs, 4, 7)) == 2
+    assert examples_per_epoch(lengths, "both", cap=5) == 5 and examples_per_epoch(lengths, "causal", None) == 6

@@ -22,6 +22,7 @@ from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.models.two_tower import TwoTowerModel
 from twotower.pipeline.item_item import fit_item_item
 from twotower.pipeline.prepare import Prepared
+from twotower.training.examples import examples_per_epoch
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.trainer import Trainer, TrainResult
 
@@ -72,17 +73,9 @@ def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) 
     # "the collaborative head has no input" came after the item texts were encoded (minutes on a large catalogue)
     check_item_inputs(item, 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes)
                       + int(feats.numeric.shape[1]))
+    n_examples = examples_per_epoch(prep.train_seqs.lengths(), config.train.examples, config.train.max_examples_per_epoch)
     check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
-                        item_features=prep.item_features, text_dim=text_dim, n_examples=examples_per_epoch(config, prep))
-
-
-def examples_per_epoch(config: RunConfig, prep: Prepared) -> int:
-    """The examples an epoch trains on, as the trainer counts them (training/examples.py, training/sequence.py)."""
-    lengths = prep.train_seqs.lengths()
-    n = {"sequence": int((lengths >= 2).sum()), "both": 2 * int(lengths.sum())}.get(config.train.examples,
-                                                                                   int(lengths.sum()))
-    cap = config.train.max_examples_per_epoch
-    return min(n, cap) if cap else n
+                        item_features=prep.item_features, text_dim=text_dim, n_examples=n_examples)
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:

@@ -15,7 +15,7 @@ import numpy as np
 from twotower.config import TrainConfig
 from twotower.models.history import UserSequences, windows_before
 
-__all__ = ["ExampleSet", "build_examples", "make_histories", "unused_history_dropout"]
+__all__ = ["ExampleSet", "build_examples", "examples_per_epoch", "make_histories", "unused_history_dropout"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,15 @@ def build_examples(seqs: UserSequences, mode: str) -> ExampleSet:
             np.concatenate([np.zeros(n, bool), np.ones(n, bool)]),
         )
     raise ValueError(f"unknown example mode {mode!r}")
+
+
+def examples_per_epoch(lengths: np.ndarray, mode: str, cap: int | None = None) -> int:
+    """The units an epoch of ``train.examples=mode`` trains on, counted before any is built: ``len`` of
+    :func:`build_examples` (one per training interaction, twice for "both"), or for "sequence" the users with a
+    target (:class:`~twotower.training.sequence.SequenceExamples`); at most ``cap``
+    (``train.max_examples_per_epoch``), as the trainer draws them."""
+    n = int((lengths >= 2).sum()) if mode == "sequence" else (2 if mode == "both" else 1) * int(lengths.sum())
+    return min(n, cap) if cap else n
 
 
 def make_histories(
