@@ -149,3 +149,20 @@ def test_float_ids_below_2_to_the_53_read_without_a_word(caplog):
         assert ids_to_str(pd.Series([1.0, 9007199254740991.0]), file="f", column="u").tolist() == [
             "1", "9007199254740991"]
     assert caplog.text == ""
+
+
+def test_a_frame_with_two_levels_of_columns_is_refused_with_the_way_to_flatten_them():
+    # a groupby's .agg({...: [...]}) or a pivot gives columns of two levels: read_interactions crashed with
+    # AttributeError "'tuple' object has no attribute 'lower'" (train_run(frames=...) alike), a feature table likewise
+    from twotower.data.features import FeatureSpec, read_feature_table
+    from twotower.data.readers import read_interactions
+
+    df = pd.DataFrame({"user_id": ["u1", "u2"], "item_id": ["i1", "i2"], "timestamp": [1, 2]})
+    two = df.set_axis(pd.MultiIndex.from_tuples([("events", c) for c in df.columns]), axis=1)
+    with pytest.raises(DataError, match=r"file <DataFrame>: the DataFrame's columns are a MultiIndex \(2 levels, "
+                                        r"e\.g\. \('events', 'user_id'\)\).*flatten them first \(df\.columns = "):
+        read_interactions(two)
+    items = pd.DataFrame({"item_id": ["i1"], "brand": ["b"]})
+    with pytest.raises(DataError, match=r"columns are a MultiIndex"):
+        read_feature_table(items.set_axis(pd.MultiIndex.from_tuples([("x", "item_id"), ("x", "brand")]), axis=1),
+                           FeatureSpec(key="item_id", categorical=("brand",)))

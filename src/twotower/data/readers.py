@@ -232,11 +232,17 @@ def read_table_numbered(
     if isinstance(source, pd.DataFrame):
         df = source.copy()
         df.attrs = {}
-        if not isinstance(df.columns, pd.MultiIndex):
-            # named like a file's header: a frame with two 'user_id' columns failed deep in pandas
-            # ("'DataFrame' object has no attribute 'dtype'"), and a feature table with two 'brand'
-            # columns as "column 'tags' not found"
-            _check_column_names(df, label)
+        if isinstance(df.columns, pd.MultiIndex):
+            # columns are looked up by one name: a frame of two column levels (a groupby's .agg({...: [...]}), a
+            # pivot) crashed with "'tuple' object has no attribute 'lower'" while suggesting a column name
+            raise DataError(f"the DataFrame's columns are a MultiIndex ({df.columns.nlevels} levels, e.g. "
+                            f"{df.columns[0]!r}), and columns are looked up by one name: flatten them first "
+                            "(df.columns = ['_'.join(map(str, c)) for c in df.columns], or df.droplevel(0, axis=1))",
+                            file=label)
+        # named like a file's header: a frame with two 'user_id' columns failed deep in pandas
+        # ("'DataFrame' object has no attribute 'dtype'"), and a feature table with two 'brand'
+        # columns as "column 'tags' not found"
+        _check_column_names(df, label)
         return df, FRAME_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
