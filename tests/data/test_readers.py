@@ -265,6 +265,30 @@ def test_dataframe_timestamps_of_another_kind_are_refused_not_read_in_another_un
         read_interactions(df)
 
 
+@pytest.mark.parametrize("dtype", ["timestamp[ns][pyarrow]", "timestamp[ns, tz=Asia/Kolkata][pyarrow]",
+                                   "timestamp[us][pyarrow]", "timestamp[ms, tz=UTC][pyarrow]"])
+def test_arrow_datetimes_of_a_dataframe_read_as_the_numpy_ones(dtype):
+    # df.astype("timestamp[ns][pyarrow]") / pd.read_parquet(..., dtype_backend="pyarrow"): a nanosecond column
+    # crashed in pandas' arithmetic with NotImplementedError "mod not implemented."
+    times = pd.Series(pd.to_datetime([874965478, 874965479, 874965478], unit="s", utc=True))
+    df = pd.DataFrame({"user_id": ["a", "a", "b"], "item_id": ["x", "y", "x"], "timestamp": times})
+    expected = read_interactions(df)
+    arrow = df.assign(timestamp=(times if "tz=" in dtype else times.dt.tz_localize(None)).astype(dtype))
+    got = read_interactions(arrow)
+    assert got["timestamp"].tolist() == expected["timestamp"].tolist() == [874965478, 874965479, 874965478]
+    with pytest.raises(DataError, match=r"iloc 1, column 'timestamp': missing timestamp"):
+        read_interactions(arrow.assign(timestamp=arrow["timestamp"].where(arrow.index != 1)), name="x")
+
+
+def test_an_arrow_duration_column_is_refused_as_durations():
+    # it passed the check for timedelta64 and was read as epoch nanoseconds (1 s as 1000000000)
+    df = pd.DataFrame({"user_id": ["a", "b"], "item_id": ["x", "y"],
+                       "timestamp": pd.Series(pd.to_timedelta([1, 2], unit="s")).astype("duration[ns][pyarrow]")})
+    with pytest.raises(DataError, match=r"column 'timestamp': timestamps are durations \(timedelta64\[ns\]\), not "
+                                        r"points in time"):
+        read_interactions(df)
+
+
 def test_a_missing_rating_is_named_as_missing_with_the_way_out(tmp_path):
     # it read "rating nan is not a finite number (float32 range)", though training never reads ratings
     fix = r"fill or drop those rows, or set data.rating_col=null: training treats every row as a positive"

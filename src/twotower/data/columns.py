@@ -300,7 +300,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
 
     Dates go into ``time_unit``, beside numbers into the numbers' unit, and alone (``auto``) into seconds, or the
     finer unit their sub-second parts need (:func:`~twotower.data.timeunits.finest_unit`)."""
-    values = values.reset_index(drop=True)
+    values = _numpy_times(values.reset_index(drop=True))
     n = len(values)
     out = np.zeros(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(values.dtype):
@@ -376,6 +376,19 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
     return out, None, lost if fractional else None
+
+
+def _numpy_times(values: pd.Series) -> pd.Series:
+    """An Arrow-backed datetime or duration column (``dtype_backend="pyarrow"``, ``astype("timestamp[ns][pyarrow]")``)
+    as its NumPy twin, in its own unit and zone: a nanosecond one failed in pandas' arithmetic ("mod not
+    implemented."), and an Arrow duration passed the check for durations and was read as epoch nanoseconds."""
+    dtype = values.dtype
+    if not isinstance(dtype, pd.ArrowDtype) or dtype.kind not in "mM":
+        return values
+    unit, tz = dtype.pyarrow_dtype.unit, getattr(dtype.pyarrow_dtype, "tz", None)
+    if dtype.kind == "m":
+        return values.astype(f"timedelta64[{unit}]")
+    return values.astype(pd.DatetimeTZDtype(unit=unit, tz=tz) if tz else f"datetime64[{unit}]")
 
 
 def _check_one_unit(times: np.ndarray, is_num: np.ndarray, values: pd.Series, *, file: str, column: str,
