@@ -316,3 +316,22 @@ def test_data_of_1971_alone_is_no_placeholder(caplog):
     with caplog.at_level("WARNING", logger="twotower.data.readers"):
         early_frame()
     assert "before 1973" not in caplog.text
+
+
+def test_times_rounded_by_a_narrow_float_column_are_warned_about(tmp_path, caplog):
+    # a Parquet column downcast to float32 holds epoch seconds of 1997 in steps of 64 s: the two events 10 s apart
+    # below came as one time, and were put in item-id order ("b" last) without a word
+    df = pd.DataFrame({"user_id": ["u", "u"], "item_id": ["b", "a"], "timestamp": [874965478, 874965488]})
+    f = tmp_path / "t.parquet"
+    df.assign(timestamp=df["timestamp"].astype("float32")).to_parquet(f)
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        got = read_interactions(f)
+    assert got["timestamp"].nunique() == 1  # what reached us: one time
+    assert (f"file {f}, record 1, column 'timestamp': timestamps are float32, which holds whole numbers exactly only "
+            "up to 2**24; these times (e.g. 874965504.0) came rounded to steps of up to 64 seconds") in caplog.text
+    assert "(2 such times); store times as int64 or datetimes" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(df.assign(timestamp=df["timestamp"].astype("float64") * 1000))  # ms in float64: exact
+        read_interactions(df.assign(timestamp=pd.Series([1000, 2000], dtype="float32")))  # below 2**24: exact
+    assert "holds whole numbers exactly" not in caplog.text

@@ -334,6 +334,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
     if time_unit == "auto":
         _check_one_unit(out, is_num, values, file=file, column=column, rows=rows)
+    _warn_rounded_float_times(values, numeric, is_num, out, file=file, column=column, rows=rows, time_unit=time_unit)
     lost = np.zeros(n, dtype=np.float64)
     lost[is_num] = numeric[is_num] - out[is_num]
     fractional = int((lost != 0).sum())
@@ -376,6 +377,29 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
     return out, None, lost if fractional else None
+
+
+def _warn_rounded_float_times(values: pd.Series, numeric: np.ndarray, is_num: np.ndarray, out: np.ndarray, *,
+                              file: str, column: str, rows: RowNumbers, time_unit: str) -> None:
+    """Warn when a float column is too narrow to hold its times to the unit: float32 keeps whole numbers exactly only
+    up to 2**24, so epoch seconds of 1997 come in steps of 64 s (float64 epoch nanoseconds: 256 ns). The times were
+    rounded before they reached us, and events closer than a step were read as ties, put in item-id order (a
+    leave-last split's "last" item among them chosen by id), in silence."""
+    dtype = getattr(values.dtype, "numpy_dtype", values.dtype)  # Float32 and Arrow floats say theirs
+    if not isinstance(dtype, np.dtype) or dtype.kind != "f" or not is_num.any():
+        return
+    exact = 2.0 ** (np.finfo(dtype).nmant + 1)
+    big = is_num & (np.abs(numeric) > exact)
+    if not big.any():
+        return
+    pos = int(np.flatnonzero(big)[0])
+    step = float(np.spacing(dtype.type(np.abs(numeric[big]).max())))
+    unit = time_unit if time_unit != "auto" else detect_unit(out[is_num])
+    log.warning("file %s, %s %d, column %r: timestamps are %s, which holds whole numbers exactly only up to 2**%d; "
+                "these times (e.g. %r) came rounded to steps of up to %g %s, so events closer than that tie (ties are "
+                "ordered by item id) and their order is lost (%d such times); store times as int64 or datetimes", file,
+                rows.unit, rows.number(pos), column, dtype, np.finfo(dtype).nmant + 1, _plain(values.iloc[pos]), step,
+                UNIT_NAMES[unit].split()[-1], int(big.sum()))
 
 
 def _numpy_times(values: pd.Series) -> pd.Series:
