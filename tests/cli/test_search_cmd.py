@@ -21,12 +21,16 @@ def no_work(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("work started before the arguments were checked")
 
+    import twotower.search.finetune as finetune
     import twotower.search.negatives as negatives
     import twotower.search.pipeline as pipeline
     import twotower.text.encoder as encoder
 
     monkeypatch.setattr(pipeline.SearchIndex, "build", classmethod(boom))
+    # finetune binds the loader when first imported: imported here first (not under the patch, which would
+    # leave `boom` bound there for every later test) and patched where it is called
     monkeypatch.setattr(encoder, "load_text_encoder", boom)
+    monkeypatch.setattr(finetune, "load_text_encoder", boom)
     monkeypatch.setattr(negatives, "mine_hard_negatives", boom)
     monkeypatch.setattr("twotower.search.beir.load_beir", boom)
 
