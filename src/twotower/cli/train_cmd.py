@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
 
 __all__ = ["cmd_train", "resolve_train_config", "train_summary", "item_item_summary", "Terminated",
-           "terminate_as_interrupt", "interrupted_training", "TRAIN_TABLE_KS"]
+           "terminate_as_interrupt", "interrupted_training", "staged_training_left", "TRAIN_TABLE_KS"]
 
 log = logging.getLogger("twotower")
 
@@ -149,8 +149,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         log.warning("%s has no effect: the item tower reads no text (model.item.text_embeddings=true or "
                     "model.item.dual_head=true embeds the item titles)", " and ".join(given))
     started = time.time()
+    from twotower.pipeline.staging import needs_staging, staging_path
+
+    # a new run into a folder holding an earlier one trains beside it (pipeline/staging.py): what a stopped one
+    # left is there, and the earlier run is whole
+    rank0 = os.environ.get("RANK", "0") in ("", "0")  # under torchrun rank 0 alone writes (the group is not joined yet)
+    staged = staging_path(out) if rank0 and needs_staging(out, resume=args.resume) else None
 
     def left(out: Path) -> str:
+        if staged is not None:
+            return staged_training_left(out, staged, checkpointing=cfg.train.checkpoint)
         return interrupted_training(out, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
 
     with terminate_as_interrupt(), _run_folder_lock(out):
@@ -170,7 +178,10 @@ def cmd_train(args: argparse.Namespace) -> int:
             # a tiny loss.temperature is named first by the error: the resume it suggests raises it instead
             fix = (f"loss.temperature={LossConfig.temperature:g}" if cfg.loss.temperature < TINY_TEMPERATURE
                    else f"train.lr={cfg.train.lr / 10:g}")
-            raise TrainingDiverged(f"{e}{_diverged_resume(out, resumed=args.resume, since=started, fix=fix)}") from e
+            # a new run staged beside an earlier one diverged there: its checkpoint is the staging folder's
+            hint = (_diverged_resume(out, resumed=args.resume, since=started, fix=fix) if staged is None else
+                    _diverged_resume(staged, resumed=True, since=started, fix=fix, replaces=out))
+            raise TrainingDiverged(f"{e}{hint}") from e
         except RuntimeError as e:
             from twotower.distributed import lost_peer
 
@@ -193,6 +204,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates
         if not main:
             return 0
+        out = Path(run.dir)  # a resumed staging folder's run ends in the folder it was meant for
         print(train_summary(result, cfg.eval.select_metric, out))
         if (line := item_item_summary(result, cfg.eval.select_metric)) is not None:
             print(line)
@@ -212,9 +224,18 @@ def _run_folder_lock(out: Path) -> contextlib.AbstractContextManager[None]:
     from twotower.pipeline.run import RUN_WRITER
     from twotower.utils.folder_lock import exclusive_writer
 
+    from twotower.pipeline.staging import staged_target
+
     if os.environ.get("RANK", "0") not in ("", "0"):
         return contextlib.nullcontext()
-    return exclusive_writer(out, *RUN_WRITER)
+    target = staged_target(out)
+    if target is None:
+        return exclusive_writer(out, *RUN_WRITER)
+    stack = contextlib.ExitStack()  # a resumed staging folder is swapped into its run folder: both are written
+    with stack:
+        stack.enter_context(exclusive_writer(out, *RUN_WRITER))
+        stack.enter_context(exclusive_writer(target, *RUN_WRITER))
+        return stack.pop_all()
 
 
 class Terminated(KeyboardInterrupt):
@@ -278,7 +299,7 @@ def _interrupt_status(e: KeyboardInterrupt) -> int:
     return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
-def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str) -> str:
+def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str, replaces: Path | None = None) -> str:
     """What a run that diverged after checkpointing epochs keeps, and the resume at a lower rate: the error said
     "Lower the learning rate ... and train again" alone, as if the epochs before the divergence were lost."""
     from twotower.utils.atomic import read_json
@@ -294,7 +315,33 @@ def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str) -> str
     best = state.get("best_epoch")
     return (f"; or continue from {path.parent}, which holds epoch {state['epoch']} from before it"
             + (f" (best so far: epoch {best})" if best else "")
-            + f": `twotower train --out {out} --resume {fix}`")
+            + f": `twotower train --out {out} --resume {fix}`"
+            + ("" if replaces is None else f" (once it finishes it replaces the earlier run that {replaces} still holds)"))
+
+
+def staged_training_left(out: Path, stage: Path, *, checkpointing: bool = True) -> str:
+    """What a stopped new run into ``out`` (which holds an earlier run) left: it trained in ``stage`` beside it,
+    and ``out`` still holds the earlier run; how to continue the new one from its checkpoint there."""
+    from twotower.utils.atomic import read_json
+
+    kept = f"{out} still holds the earlier run, untouched"
+    path = stage / "checkpoint" / "state.json"
+    try:
+        state = read_json(path) if path.is_file() else None
+    except (OSError, ValueError):
+        state = None
+    anew = f"a new `twotower train --out {out}` without --resume starts over and removes {stage}"
+    if checkpointing and isinstance(state, dict) and isinstance(state.get("epoch"), int):
+        best = state.get("best_epoch")
+        return (f"{kept}; the new run's {path.parent} holds epoch {state['epoch']}"
+                + (f" (best so far: epoch {best})" if best else "")
+                + f": `twotower train --out {stage} --resume` continues it there and, once it finishes, puts it in "
+                f"{out} in place of the earlier run (`--out {out} --resume` would continue the earlier run instead; "
+                f"{anew})")
+    if stage.is_dir() and (stage / "model.safetensors").is_file():
+        return (f"{kept}; {stage / 'model.safetensors'} holds the new run's best weights validated so far, and "
+                f"train.checkpoint=false, so there is no checkpoint to --resume from ({anew})")
+    return f"{kept}; the new run saved no epoch, so there is nothing to resume; run the command again"
 
 
 def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:

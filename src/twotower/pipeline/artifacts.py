@@ -62,7 +62,7 @@ from twotower.utils.run_folder import run_hint as _run_hint
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
-           "build_model", "clear_previous_run"]
+           "build_model", "clear_previous_run", "previous_run_files"]
 
 #: What an empty valid/test part of a split was saved as (data/valid.csv) before such a part became no part
 #: (no file): runs saved then are read as having no such part, not refused as "no data rows" after training.
@@ -275,21 +275,33 @@ def clear_previous_run(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
     files). The manifest and the weights go first, so a crash part-way leaves no folder that loads as
     the old run. A folder holding no run is left alone.
     """
-    if not any((out / rel).is_file() for rel in RUN_MARKERS):
-        return []
-    kept = {_resolved(p) for p in keep}
-    derived = _derived_folders(out)  # read before the weights their fingerprints are checked against go
-    removed = [rel for rel in dict.fromkeys((MANIFEST, "model.safetensors", *MANIFEST_FILES, *RUN_OUTPUT_FILES))
-               if _remove_file(out / rel, kept)]
-    if (out / CHECKPOINT_DIR / "state.json").is_file():
-        shutil.rmtree(out / CHECKPOINT_DIR)
-        removed.append(f"{CHECKPOINT_DIR}/")
-    for folder, names in derived:
-        removed += [(folder / n).relative_to(out).as_posix() for n in names if _remove_file(folder / n, kept)]
+    derived = _derived_folders(out) if any((out / rel).is_file() for rel in RUN_MARKERS) else []
+    removed = previous_run_files(out, keep=keep)
+    for rel in removed:
+        if rel == f"{CHECKPOINT_DIR}/":
+            shutil.rmtree(out / CHECKPOINT_DIR)
+        else:
+            (out / rel).unlink()
     for folder in (out / "data", out / "vocab", out / "features", *(f for f, _ in derived if f != out)):
         with contextlib.suppress(OSError):  # left in place when it holds anything else
             folder.rmdir()
     return removed
+
+
+def previous_run_files(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
+    """The files of an earlier run in ``out`` that :func:`clear_previous_run` removes, relative to ``out``
+    (``checkpoint/`` for that whole folder), manifest and weights first; [] when ``out`` holds no run."""
+    if not any((out / rel).is_file() for rel in RUN_MARKERS):
+        return []
+    kept = {_resolved(p) for p in keep}
+    derived = _derived_folders(out)  # read before the weights their fingerprints are checked against go
+    owned = [rel for rel in dict.fromkeys((MANIFEST, "model.safetensors", *MANIFEST_FILES, *RUN_OUTPUT_FILES))
+             if _removable(out / rel, kept)]
+    if (out / CHECKPOINT_DIR / "state.json").is_file():
+        owned.append(f"{CHECKPOINT_DIR}/")
+    for folder, names in derived:
+        owned += [(folder / n).relative_to(out).as_posix() for n in names if _removable(folder / n, kept)]
+    return list(dict.fromkeys(owned))
 
 
 #: What scores a run's weights (its evaluation): stale once a resume trains them further.
@@ -319,8 +331,12 @@ def _resolved(path: Path) -> Path:
         return Path(path)
 
 
+def _removable(path: Path, kept: set[Path]) -> bool:
+    return (path.is_file() or path.is_symlink()) and _resolved(path) not in kept
+
+
 def _remove_file(path: Path, kept: set[Path]) -> bool:
-    if not (path.is_file() or path.is_symlink()) or _resolved(path) in kept:
+    if not _removable(path, kept):
         return False
     path.unlink()
     return True

@@ -21,7 +21,6 @@ from twotower.pipeline.artifacts import (
     RUN_OUTPUT_FILES,
     TrainedRun,
     _read_json_dict,
-    clear_previous_run,
     derived_folders,
     forget_results_of_old_weights,
     input_digests,
@@ -37,6 +36,7 @@ from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
+from twotower.pipeline.staging import discard_if_empty, needs_staging, staged_target, staging_path, swap_in, sweep_stale_staging
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
@@ -191,8 +191,11 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     got = encode_item_texts(config, prep)
     text = None if got is None else got[0]
+    # a new run into a folder holding an earlier one trains beside it, and replaces it only once finished
+    stage = staging_path(out) if tdist.is_main() and needs_staging(out, resume=resume) else None
+    dest = stage or out
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
-    _, trainer = make_trainer(config, prep, out_dir=out, item_text=text)
+    _, trainer = make_trainer(config, prep, out_dir=dest, item_text=text)
     done = 0
     derived: list[Path] = []
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
@@ -205,17 +208,32 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
         done = trainer.restore()
+    if stage is not None:
+        _start_staging(out, stage)
+    try:
+        run, result = _fit_and_seal(config, out, dest, trainer, prep, got, inputs, resume=resume, done=done,
+                                    derived=derived)
+    except BaseException:
+        if stage is not None and discard_if_empty(stage):
+            log.info("%s still holds the earlier run; the new run saved nothing, so %s was removed", out, stage)
+        raise
+    return run, result, prep
+
+
+def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prepared, got: Any,
+                  inputs: dict[str, str] | None, *, resume: bool, done: int,
+                  derived: list[Path]) -> tuple[TrainedRun, TrainResult]:
+    """Write the run into ``dest`` (``out``, or the staging folder beside it), train, fit, seal, swap it in."""
+    text = None if got is None else got[0]
     stale: list[Path] = []
     if tdist.is_main():
-        if not resume:
-            _replace_previous_run(out, config)
-        else:
+        if resume:
             removed, stale = forget_results_of_old_weights(out, derived)
             if removed:
                 log.info("resume: removed %s (they scored the weights before this resume)", ", ".join(removed))
         # a resume that trains nothing (train.epochs <= the checkpoint's epoch) keeps the run's config.json: it
         # recorded `--epochs 2` and the new settings for a run of 4 epochs trained with the old ones
-        save_run_data(out, config, prep, None if text is None else tuple(text.shape),
+        save_run_data(dest, config, prep, None if text is None else tuple(text.shape),
                       item_text_encoder=None if got is None else got[1],
                       write_config=not (resume and done >= config.train.epochs),
                       keep_data=resume and _reads_own_copies(out, config), input_sha256=inputs)
@@ -225,7 +243,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # the fits below are rank 0's alone (validation, no collective): the other ranks are done, and do not wait
         # for them at a barrier, which a long item-item solve could outlast (gloo gives up after 30 minutes and
         # torchrun then stops rank 0 too); so the term is fitted under torchrun as in one process
-        return None, result, prep  # type: ignore[return-value]
+        return None, result  # type: ignore[return-value]
     # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
     # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
     fits: dict[str, dict[str, Any]] = {}
@@ -239,11 +257,18 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         fits["item_item"] = item_item
         result.item_item = item_item
     if fits:  # the weights once for both fits (hundreds of MB for a large catalogue), when either changed them
-        save_fits(out, trainer.model, fits, weights="empty_history" in fits or bool(item_item and item_item["weight"] > 0))
-    write_manifest(out)  # sealed: TrainedRun.load now verifies every file's checksum
+        save_fits(dest, trainer.model, fits, weights="empty_history" in fits or bool(item_item and item_item["weight"] > 0))
+    write_manifest(dest)  # sealed: TrainedRun.load now verifies every file's checksum
+    if dest != out:
+        _finish_staging(dest, out, config)
+    elif resume and (target := staged_target(out)) is not None and not target.is_symlink():
+        # a resumed staging folder: the interrupted new run, finished now, goes where it was meant to
+        with exclusive_writer(target, *RUN_WRITER):
+            _finish_staging(out, target, config)
+        out = target
     run = TrainedRun.load(out)
     _say_stale(out, stale, run.fingerprint())
-    return run, result, prep
+    return run, result
 
 
 def _warn_far_off_temperature(config: RunConfig) -> None:
@@ -498,14 +523,25 @@ def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
                               "input elsewhere or train into another --out")
 
 
-def _replace_previous_run(out: Path, config: RunConfig) -> None:
-    """A new run in a folder holding an earlier one replaces it whole, so no old file is read as the new run's."""
+def _start_staging(out: Path, stage: Path) -> None:
+    """Make the staging folder of a new run into ``out`` (which holds an earlier run), after removing those of
+    earlier attempts that were killed or stopped and not resumed."""
+    for old in sweep_stale_staging(out):
+        log.warning("removed %s, the staging folder of an earlier `twotower train --out %s` that did not finish "
+                    "(a new run without --resume starts over)", old, out)
+    stage.mkdir()
+    log.warning("%s holds an earlier run: the new run trains in %s and replaces it only once finished (until "
+                "then %s keeps the earlier run, whole); --resume continues a run instead", out, stage, out)
+
+
+def _finish_staging(stage: Path, out: Path, config: RunConfig) -> None:
+    """Swap the finished run in ``stage`` in place of the earlier one in ``out``, and say what it replaced."""
     data = config.data
-    inputs = tuple(Path(p) for p in (data.train, data.valid, data.test, data.path, data.items, data.users) if p)
-    removed = clear_previous_run(out, keep=inputs)
-    if removed:
-        shown = sorted({rel.split("/")[0] + ("/" if "/" in rel else "") for rel in removed})  # folders once
+    inputs = tuple(Path(p) for p in (data.train, data.valid, data.test, data.path, data.items, data.users)
+                   if p and not hasattr(p, "frame"))
+    replaced = swap_in(stage, out, keep=inputs)
+    if replaced:
+        shown = sorted({rel.split("/")[0] + ("/" if "/" in rel else "") for rel in replaced})  # folders once
         # the count is of files, the list of entries (a folder once): "16 files (11 entries)" read as a miscount
-        log.warning("%s held an earlier run: removed its %s before training a new one there (%s, folders "
-                    "with their contents); --resume continues a run instead", out, plural(len(removed), "file"),
-                    ", ".join(shown))
+        log.warning("%s held an earlier run: the new run replaced its %s (%s, folders with their contents); "
+                    "files the run did not write stay", out, plural(len(replaced), "file"), ", ".join(shown))

@@ -1,0 +1,142 @@
+"""A new run trained into a folder that holds a finished one: trained beside it, swapped in only once finished.
+
+`twotower train --out RUN` (without --resume) removed the earlier run's files once its data was read, so a new
+run that failed, diverged or was stopped (Ctrl-C, SIGTERM, kill -9) left neither run. It now trains into
+``.RUN.staging-PID-sSTART`` beside RUN (the same filesystem; pid and start time as in the temporary names of
+:mod:`twotower.utils.atomic`, so a later run tells a dead writer's folder from a live one) and replaces RUN in
+one atomic exchange once sealed: RUN holds the earlier run or the new one, whole, whenever it is looked at.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+from twotower.pipeline.artifacts import previous_run_files
+from twotower.pipeline.run_files import CHECKPOINT_DIR, RUN_MARKERS
+from twotower.utils.atomic import _fsync_dir, _rename_exchange, _start_ticks, _writer_alive
+from twotower.utils.folder_lock import LOCK_FILE, active_writer
+
+__all__ = ["staging_path", "staged_target", "needs_staging", "sweep_stale_staging", "swap_in",
+           "discard_if_empty"]
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"\.(?P<name>.+)\.staging-(?P<pid>\d+)(?:-s(?P<start>\d+))?")
+
+
+def _real(folder: str | os.PathLike[str]) -> Path:
+    return Path(os.path.realpath(folder))
+
+
+def _base(out: str | os.PathLike[str]) -> Path:
+    """``out`` as given where that names the folder itself (messages show the path typed), else its real path."""
+    base = Path(out)
+    return _real(base) if base.is_symlink() or base.name in ("", ".", "..") else base
+
+
+def staging_path(out: str | os.PathLike[str]) -> Path:
+    """Where this process trains a new run meant for ``out``: ``PARENT/.NAME.staging-PID-sSTART``."""
+    base = _base(out)
+    start = _start_ticks(os.getpid())
+    return base.parent / (f".{base.name}.staging-{os.getpid()}" + ("" if start is None else f"-s{start}"))
+
+
+def staged_target(folder: str | os.PathLike[str]) -> Path | None:
+    """The run folder a staging folder was made for (``RUN`` for ``.RUN.staging-123-s456``), else None."""
+    m = _NAME.fullmatch(Path(folder).name)
+    return None if m is None else _real(folder).parent / m.group("name")
+
+
+def needs_staging(out: Path, *, resume: bool) -> bool:
+    """A new run (not a resume) into a folder that holds an earlier run trains beside it."""
+    return not resume and any((out / rel).is_file() for rel in RUN_MARKERS)
+
+
+def sweep_stale_staging(out: Path) -> list[Path]:
+    """Remove the staging folders for ``out`` whose writer is gone (killed, or interrupted and not resumed):
+    a new run into ``out`` starts over, as it did before staging. A folder being resumed (its lock held) stays."""
+    base, removed = _base(out), []
+    with contextlib.suppress(OSError):
+        for p in sorted(base.parent.iterdir()):
+            m = _NAME.fullmatch(p.name)
+            if m is None or m.group("name") != base.name or p.is_symlink() or not p.is_dir():
+                continue
+            pid, start = int(m.group("pid")), m.group("start")
+            if pid == os.getpid() or _writer_alive(pid, None if start is None else int(start)) or active_writer(p):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
+
+
+def discard_if_empty(stage: Path) -> bool:
+    """After a failed or stopped run: remove its staging folder when it holds nothing to resume or read (no
+    checkpointed epoch, no saved weights); True when removed."""
+    if not stage.is_dir() or (stage / CHECKPOINT_DIR / "state.json").is_file() or (stage / "model.safetensors").is_file():
+        return False
+    shutil.rmtree(stage, ignore_errors=True)
+    return True
+
+
+def swap_in(stage: Path, out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
+    """Put the finished run in ``stage`` in place of ``out``; the earlier run's files replaced (relative paths).
+
+    The folder's other files (the user's own, ``tuned_baselines.json``, an input in ``keep``) are linked into
+    ``stage`` first, and so is its lock file, so the lock ``out``'s writer holds still names the folder after
+    the swap. On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, the earlier run
+    kept in ``.NAME.old.PID`` between them (as :func:`twotower.utils.atomic.atomic_dir` does).
+    """
+    real = _real(out)
+    if not real.exists():
+        os.replace(stage, real)
+        _fsync_dir(real.parent)
+        return []
+    replaced = previous_run_files(real, keep=keep)
+    _carry_over(real, stage, set(replaced))
+    if _rename_exchange(stage, real):
+        _fsync_dir(real.parent)
+        shutil.rmtree(stage, ignore_errors=True)  # the earlier run, now under the staging name
+        return replaced
+    old = real.parent / f".{real.name}.old.{os.getpid()}"
+    os.replace(real, old)
+    os.replace(stage, real)
+    _fsync_dir(real.parent)
+    shutil.rmtree(old, ignore_errors=True)
+    return replaced
+
+
+def _carry_over(src: Path, dst: Path, owned: set[str]) -> None:
+    """Hard-link into ``dst`` every file of ``src`` that is not the earlier run's (``owned``) nor one the new run
+    wrote; the lock file replaces ``dst``'s own (the same inode keeps the writer's flock)."""
+    ckpt = f"{CHECKPOINT_DIR}/" in owned
+    for dirpath, dirnames, filenames in os.walk(src):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(src)
+        if ckpt and rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d != CHECKPOINT_DIR]
+        links = [d for d in dirnames if (here / d).is_symlink()]  # carried as links, not walked
+        for name in (*filenames, *links):
+            rel = (rel_dir / name).as_posix()
+            if rel in owned or ".tmp-" in name:  # the earlier run's, or a dead writer's temporary
+                continue
+            source, target = here / name, dst / rel
+            if rel == LOCK_FILE:
+                tmp = dst / f"{LOCK_FILE}.carried"
+                tmp.unlink(missing_ok=True)
+                os.link(source, tmp)
+                os.replace(tmp, target)
+                continue
+            if target.exists() or target.is_symlink():
+                continue  # the new run's own file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                os.symlink(os.readlink(source), target)
+            else:
+                try:
+                    os.link(source, target)
+                except OSError:  # a filesystem without hard links
+                    shutil.copy2(source, target)
