@@ -6,15 +6,41 @@ takes the parsed ``argparse.Namespace`` and returns an exit code.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
+import signal
 import sys
+from collections.abc import Callable
 
 from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
 
 __all__ = ["register", "register_search", "register_rerank"]
 
 _THREADS_HELP = f"torch threads (default: TWOTOWER_THREADS, else {SEARCH_THREADS_DEFAULT})"
+
+
+def _sigterm_unwinds(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """``cmd`` with SIGTERM (a scheduler's preemption, ``timeout``, ``kill``) stopping it as Ctrl-C does, as
+    ``twotower train`` has it: the atomic writes unwind, "terminated (SIGTERM)" is printed and the status is 143.
+
+    By default SIGTERM ended Python on the spot: a bi-encoder or cross-encoder killed while it was saved left its
+    ~90 MB temporary folder beside ``--out`` (an embedding shard its temporary file in the cache) until the next
+    write into that very folder, and nothing was said.
+    """
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        from twotower.cli.train_cmd import Terminated, terminate_as_interrupt
+
+        with terminate_as_interrupt():
+            try:
+                return cmd(args)
+            except Terminated:
+                print("terminated (SIGTERM)", file=sys.stderr)
+                return 128 + signal.SIGTERM
+
+    return run
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,7 +76,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
     _encoder_flags(e, model_flag=True)
-    e.set_defaults(func=cmd_search_evaluate)
+    e.set_defaults(func=_sigterm_unwinds(cmd_search_evaluate))
 
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
@@ -62,7 +88,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    "working folder (default %(default)s)")
     i.add_argument("--threads", type=int, help=_THREADS_HELP)
     _encoder_flags(i, model_flag=True)
-    i.set_defaults(func=cmd_search_index)
+    i.set_defaults(func=_sigterm_unwinds(cmd_search_index))
 
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
     q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
@@ -106,7 +132,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     _encoder_flags(t)
-    t.set_defaults(func=cmd_search_train)
+    t.set_defaults(func=_sigterm_unwinds(cmd_search_train))
 
 
 def _register_prepare(sub: argparse._SubParsersAction) -> None:
@@ -150,7 +176,7 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--drop-unknown", action="store_true",
                    help="leave out (and count) pairs whose passage id is empty or not in --passages instead of "
                    "refusing them")
-    r.set_defaults(func=cmd_search_prepare)
+    r.set_defaults(func=_sigterm_unwinds(cmd_search_prepare))
 
 
 def cmd_search_prepare(args: argparse.Namespace) -> int:
@@ -215,7 +241,7 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--patience", type=int, default=rt.patience,
                    help="with --valid-frac: stop after this many epochs without a better validation NDCG@10 "
                         "(default %(default)s)")
-    t.set_defaults(func=cmd_rerank_train)
+    t.set_defaults(func=_sigterm_unwinds(cmd_rerank_train))
 
 
 def _valid_frac_flag(t: argparse.ArgumentParser, default: float, what: str) -> None:
