@@ -61,3 +61,33 @@ def test_sigterm_while_saving_keeps_the_earlier_output_and_leaves_no_temporary(c
     assert sorted(p.name for p in out.iterdir()) == [marker] and (out / marker).read_text() == earlier
     assert [p.name for p in tmp_path.iterdir() if ".tmp" in p.name] == []
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler does not outlive the command
+
+
+@needs_text
+def test_ctrl_c_says_whether_out_was_written(tmp_path, monkeypatch, capsys):
+    """A Ctrl-C in the second after the save (the new towers loaded back for the summary) printed "interrupted" alone,
+    as one before it did: the user took the earlier bi-encoder to be kept, though the new one had replaced it."""
+    import twotower.search.finetune as finetune
+
+    beir = write_beir(tmp_path / "beir")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "twotower_bi_encoder.json").write_text(json.dumps({"kind": "bi_encoder"}))
+    argv = ["-q", "search", "train", "--epochs", "1", "--batch-size", "2", "--negatives", "0", "--max-length", "32",
+            "--beir", str(beir), "--out", str(out), "--cache", str(tmp_path / "cache"), "--threads", "1"]
+
+    def ctrl_c(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:  # Ctrl-C while the marker is written: nothing replaced
+        m.setattr(finetune, "atomic_write_json", ctrl_c)
+        assert main(argv) == 130
+    assert capsys.readouterr().err.strip() == (f"interrupted before {out} was written; the earlier output there is "
+                                               "kept as it was")
+    assert json.loads((out / "twotower_bi_encoder.json").read_text()) == {"kind": "bi_encoder"}
+    with monkeypatch.context() as m:  # Ctrl-C once the new towers are in place, while they are loaded back
+        m.setattr(finetune, "load_bi_encoder", ctrl_c)
+        assert main(argv) == 130
+    assert capsys.readouterr().err.strip() == (f"interrupted after {out} was written: it holds this command's output "
+                                               "(the earlier one was replaced)")
+    assert json.loads((out / "twotower_bi_encoder.json").read_text())["steps"] >= 1

@@ -33,14 +33,55 @@ def _sigterm_unwinds(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argp
     def run(args: argparse.Namespace) -> int:
         from twotower.cli.train_cmd import Terminated, terminate_as_interrupt
 
+        out = getattr(args, "out", None)
+        before = _folder_identity(out)
+        earlier = before is not None and _holds_files(out)  # an empty --out holds nothing to keep
         with terminate_as_interrupt():
             try:
                 return cmd(args)
-            except Terminated:
-                print("terminated (SIGTERM)", file=sys.stderr)
-                return 128 + signal.SIGTERM
+            except KeyboardInterrupt as e:
+                stopped, status = (("terminated (SIGTERM)", signal.SIGTERM) if isinstance(e, Terminated)
+                                   else ("interrupted", signal.SIGINT))
+                print(stopped + _out_left(out, before, earlier), file=sys.stderr)
+                return 128 + status
 
     return run
+
+
+def _folder_identity(path: str | None) -> tuple[int, int] | None:
+    """The folder at ``path`` as (device, inode), None when there is none: an artefact's folder is swapped in whole
+    (:func:`~twotower.utils.atomic.atomic_dir`), so a new identity says that the new one is in place."""
+    import os
+
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _holds_files(path: str) -> bool:
+    import os
+
+    try:
+        with os.scandir(path) as entries:
+            return any(True for _ in entries)
+    except OSError:  # a file, not a folder (refused by the command itself), or unreadable
+        return False
+
+
+def _out_left(out: str | None, before: tuple[int, int] | None, earlier: bool) -> str:
+    """What a stopped command left at ``--out``: a Ctrl-C in the second after the save (the saved model is loaded
+    back, the summary printed) said "interrupted" alone, though the new artefact had replaced the earlier one."""
+    if out is None:
+        return ""
+    now = _folder_identity(out)
+    if now is not None and now != before:
+        return f" after {out} was written: it holds this command's output" + (" (the earlier one was replaced)"
+                                                                              if earlier else "")
+    return f" before {out} was written" + ("; the earlier output there is kept as it was" if earlier else "")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
