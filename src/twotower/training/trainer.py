@@ -51,6 +51,7 @@ from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
 from twotower.training.examples import build_examples, make_histories, unused_history_dropout
 from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, describe_optimizer, sparse_parameters
+from twotower.training.rank_checks import check_ranks
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
@@ -86,6 +87,7 @@ class Trainer:
         if self.world > 1 and self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())  # set from LOCAL_RANK
         model.to(self.device)
+        check_ranks(self)  # under torchrun: a batch every rank has a share of (training/rank_checks.py)
         self.sequence = train.examples == "sequence"
         if self.sequence and not model.user_tower.is_sequence:
             raise ConfigError("train.examples=sequence needs a sequence user tower: set model.user.history=transformer or gru")

@@ -1,0 +1,82 @@
+"""What the Trainer refuses under torchrun before it trains: three gloo ranks (one ``mp.spawn``) build a Trainer in
+each scenario and record what it raised, so a refusal is seen on every rank (one rank refusing alone would leave the
+others waiting in a collective)."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.models.history import UserSequences
+from twotower.models.two_tower import TwoTowerModel
+from twotower.training.trainer import Trainer
+
+WORLD = 3
+N_USERS, N_ITEMS, PER_USER = 8, 10, 5
+
+
+def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER) -> Trainer:
+    users = np.repeat(np.arange(N_USERS), PER_USER)[:rows]
+    items = np.arange(users.size) % N_ITEMS
+    seqs = UserSequences.from_arrays(users, items, np.arange(users.size), N_USERS)
+    tower = dict(hidden=(8,), out_dim=4, dropout=0.0, id_dim=4, history_dim=4, history_len=3)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(use_id=True, history="mean", **tower), item=TowerConfig(**tower)),
+                          N_USERS, N_ITEMS)
+    train = TrainConfig(epochs=1, batch_size=batch_size, progress=False, checkpoint=False, history_dropout=0.0)
+    return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+
+
+def _scenarios(rank: int) -> dict:
+    return {
+        "batch_below_world": lambda: _trainer(batch_size=2),
+        "batch_at_world": lambda: _trainer(batch_size=WORLD),
+    }
+
+
+def _worker(rank: int, port: int, out_dir: str) -> None:
+    torch.set_num_threads(1)
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port))
+    from twotower import distributed as tdist
+
+    said: dict[str, str | None] = {}
+    try:
+        for name, make in _scenarios(rank).items():
+            try:
+                make()
+                said[name] = None
+            except Exception as e:  # noqa: BLE001  (recorded for the test to read)
+                said[name] = f"{type(e).__name__}: {e}"
+    finally:
+        tdist.cleanup()
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(said))
+    os._exit(0)  # skip the slow interpreter teardown of a torch child
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def said(tmp_path_factory) -> list[dict[str, str | None]]:
+    out = tmp_path_factory.mktemp("rank_checks")
+    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
+
+
+def test_a_global_batch_smaller_than_the_ranks_is_refused_on_every_rank(said) -> None:
+    # it trained nothing: every batch of 2 was skipped on 3 ranks, loss 0.0 logged and untrained weights kept
+    for r in range(WORLD):
+        assert said[r]["batch_below_world"] is not None, f"rank {r} accepted train.batch_size=2 on {WORLD} ranks"
+        assert said[r]["batch_below_world"].startswith("ConfigError: train.batch_size=2")
+        assert f"at least {WORLD}" in said[r]["batch_below_world"]
+        assert said[r]["batch_at_world"] is None
