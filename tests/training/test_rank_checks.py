@@ -1,4 +1,4 @@
-"""What the Trainer refuses under torchrun before it trains: three gloo ranks (one ``mp.spawn``) build a Trainer in
+"""What the Trainer refuses under torchrun before it trains (training/rank_checks.py): three gloo ranks (one ``mp.spawn``) build a Trainer in
 each scenario and record what it raised, so a refusal is seen on every rank (one rank refusing alone would leave the
 others waiting in a collective)."""
 from __future__ import annotations
@@ -22,14 +22,15 @@ WORLD = 3
 N_USERS, N_ITEMS, PER_USER = 8, 10, 5
 
 
-def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER) -> Trainer:
+def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER, out_dim: int = 4, **train_over: object) -> Trainer:
     users = np.repeat(np.arange(N_USERS), PER_USER)[:rows]
     items = np.arange(users.size) % N_ITEMS
     seqs = UserSequences.from_arrays(users, items, np.arange(users.size), N_USERS)
-    tower = dict(hidden=(8,), out_dim=4, dropout=0.0, id_dim=4, history_dim=4, history_len=3)
+    tower = dict(hidden=(8,), out_dim=out_dim, dropout=0.0, id_dim=4, history_dim=4, history_len=3)
     model = TwoTowerModel(ModelConfig(user=TowerConfig(use_id=True, history="mean", **tower), item=TowerConfig(**tower)),
                           N_USERS, N_ITEMS)
-    train = TrainConfig(epochs=1, batch_size=batch_size, progress=False, checkpoint=False, history_dropout=0.0)
+    train = TrainConfig(**{"epochs": 1, "batch_size": batch_size, "progress": False, "checkpoint": False,
+                           "history_dropout": 0.0, **train_over})
     return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
 
 
@@ -37,6 +38,11 @@ def _scenarios(rank: int) -> dict:
     return {
         "batch_below_world": lambda: _trainer(batch_size=2),
         "batch_at_world": lambda: _trainer(batch_size=WORLD),
+        # rank 2's node holds a copy of the training file without its last row
+        "rank2_data_short": lambda: _trainer(rows=N_USERS * PER_USER - (rank == 2)),
+        "rank2_model": lambda: _trainer(out_dim=8 if rank == 2 else 4),
+        "rank2_lr": lambda: _trainer(lr=0.01 if rank == 2 else 0.002),
+        "threads_per_node": lambda: _trainer(threads=1 + rank),  # each node its own cores: not refused
     }
 
 
@@ -80,3 +86,26 @@ def test_a_global_batch_smaller_than_the_ranks_is_refused_on_every_rank(said) ->
         assert said[r]["batch_below_world"].startswith("ConfigError: train.batch_size=2")
         assert f"at least {WORLD}" in said[r]["batch_below_world"]
         assert said[r]["batch_at_world"] is None
+
+
+def test_training_data_differing_on_one_rank_is_refused_on_every_rank(said) -> None:
+    # it trained on (rank 2's) other examples without a word, or failed in gloo's "collective mismatch"
+    for r in range(WORLD):
+        got = said[r]["rank2_data_short"]
+        assert got is not None, f"rank {r} accepted rank 2's other training data"
+        assert got.startswith("DataError: the ranks read different training data")
+        assert "rank 0: 40 interactions" in got and "rank 2: 39 interactions" in got and "rank 1:" not in got
+
+
+def test_settings_differing_on_one_rank_are_refused_but_the_threads_are_each_node_s(said) -> None:
+    for r in range(WORLD):
+        got = said[r]["rank2_lr"]
+        assert got is not None and got.startswith("ConfigError: the ranks were given different settings")
+        assert "train.lr=0.002 on rank 0, 0.01 on rank 2" in got
+        assert said[r]["threads_per_node"] is None
+
+
+def test_a_model_differing_on_one_rank_is_refused_on_every_rank(said) -> None:
+    for r in range(WORLD):
+        got = said[r]["rank2_model"]
+        assert got is not None and got.startswith("ConfigError: rank 2 built another model than rank 0")

@@ -2,23 +2,76 @@
 
 * ``train.batch_size`` is the global batch, cut into one share per rank: below the number of ranks every batch
   was skipped (a rank without an example), and the run logged loss 0.0 for each epoch and kept untrained weights.
+* Every rank reads the data and settings itself (docs/distributed.md), and the ranks must agree on them: a node
+  with another copy of the training file (a few rows fewer) trained silently on other examples than rank 0's
+  permutation pointed at, or, when its model or batch count differed, stopped in gloo's "Received data size
+  doesn't match expected size. Is there a distributed collective mismatch in your code?".
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import hashlib
+from typing import TYPE_CHECKING, Any
 
-from twotower.errors import ConfigError
+import torch.distributed as dist
+
+from twotower.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
 __all__ = ["check_ranks"]
 
+#: Settings each rank may hold for itself: they change nothing that the ranks compute together.
+PER_RANK_SETTINGS = frozenset({"threads", "progress", "log_every_s", "device"})
+
 
 def check_ranks(tr: "Trainer") -> None:
-    """Refuse a global batch smaller than the number of ranks; nothing in one process."""
+    """Refuse a global batch smaller than the number of ranks, then data or settings that differ between ranks
+    (one all-gather of a few numbers and digests); nothing in one process."""
     if tr.world < 2:
         return
     if tr.cfg.batch_size < tr.world:
         raise ConfigError(f"train.batch_size={tr.cfg.batch_size} is the global batch, split over the {tr.world} "
                           f"ranks, and each rank needs an example of every batch: set it to at least {tr.world}")
+    mine = _facts(tr)
+    every: list[Any] = [None] * tr.world
+    dist.all_gather_object(every, mine)
+    ref = every[0]
+    bad = [r for r, f in enumerate(every) if f["data"] != ref["data"]]
+    if bad:
+        def said(r: int) -> str:
+            f = every[r]
+            return f"rank {r}: {f['interactions']:,} interactions, {f['users']:,} users, {f['items']:,} items"
+
+        counts = [tuple(every[r][k] for k in ("interactions", "users", "items")) for r in (0, *bad)]
+        same = " (as many, but not the same rows)" if len(set(counts)) == 1 else ""
+        raise DataError(f"the ranks read different training data ({'; '.join(said(r) for r in [0, *bad])}{same}); "
+                        f"every rank must read the same files: each node needs the same data at the same path "
+                        f"(docs/distributed.md)")
+    odd = [r for r, f in enumerate(every) if f["model"] != ref["model"]]
+    if odd:  # the same interactions, other model settings or feature tables
+        raise ConfigError(f"rank {odd[0]} built another model than rank 0 (its weights' shapes differ: other model "
+                          f"settings or feature files); start every rank with the same command and config file, "
+                          f"and give every node the same feature files")
+    for r, f in enumerate(every):
+        differ = sorted(k for k in set(f["settings"]) | set(ref["settings"]) if f["settings"].get(k) != ref["settings"].get(k))
+        if differ:
+            shown = ", ".join(f"{k}={ref['settings'].get(k)!r} on rank 0, {f['settings'].get(k)!r} on rank {r}"
+                              for k in differ[:3])
+            raise ConfigError(f"the ranks were given different settings ({shown}); start every rank with the same "
+                              f"command and config file")
+
+
+def _facts(tr: "Trainer") -> dict[str, Any]:
+    """What every rank must agree on: digests of the training interactions and of the model's shapes, and the
+    training and loss settings (those of :data:`PER_RANK_SETTINGS` left out)."""
+    seqs, model = tr.seqs, tr.model
+    h = hashlib.sha256()
+    for a in (seqs.indptr, seqs.items, seqs.timestamps):
+        h.update(a.tobytes())
+    shapes = repr(sorted((k, tuple(v.shape)) for k, v in model.state_dict().items())).encode()
+    settings = {f"train.{k}": v for k, v in dataclasses.asdict(tr.cfg).items() if k not in PER_RANK_SETTINGS}
+    settings.update({f"loss.{k}": v for k, v in dataclasses.asdict(tr.loss_cfg).items()})
+    return {"data": h.hexdigest(), "model": hashlib.sha256(shapes).hexdigest(), "interactions": int(seqs.items.size), "users": int(seqs.n_users),
+            "items": int(model.n_items), "settings": settings}

@@ -87,7 +87,7 @@ class Trainer:
         if self.world > 1 and self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())  # set from LOCAL_RANK
         model.to(self.device)
-        check_ranks(self)  # under torchrun: a batch every rank has a share of (training/rank_checks.py)
+        check_ranks(self)  # under torchrun: a batch every rank has a share of, the same data and settings
         self.sequence = train.examples == "sequence"
         if self.sequence and not model.user_tower.is_sequence:
             raise ConfigError("train.examples=sequence needs a sequence user tower: set model.user.history=transformer or gru")
