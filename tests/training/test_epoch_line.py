@@ -133,9 +133,10 @@ def test_the_start_line_names_ranks_only_under_torchrun(caplog: pytest.LogCaptur
 
 
 @pytest.mark.parametrize("loss, said", [
-    (LossConfig(), "loss inbatch (T=0.02, logQ, hit masking), "),
-    (LossConfig(uniform_negatives=16, mask_hits=False), "loss inbatch + 16 uniform negatives (T=0.02, mixture logQ, "
-                                                        "no hit masking), "),
+    # how many negatives a query is scored against: the batch's other positives (and the uniform extras)
+    (LossConfig(), "loss inbatch: 7 negatives a query (T=0.02, logQ, hit masking), "),
+    (LossConfig(uniform_negatives=16, mask_hits=False), "loss inbatch + 16 uniform negatives: 23 negatives a query "
+                                                        "(T=0.02, mixture logQ, no hit masking), "),
     (LossConfig(kind="sampled", sampler="popularity", sampled_negatives=8, logq=False),
      "loss sampled, 8 popularity negatives (T=0.02, no logQ, hit masking), "),
     # the defaults loss.logq / loss.mask_hits = true are not read by these kinds: the line said only "loss full"

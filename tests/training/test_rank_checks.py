@@ -4,6 +4,7 @@ others waiting in a collective)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 from pathlib import Path
@@ -53,6 +54,11 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     from twotower import distributed as tdist
 
     said: dict[str, str | None] = {}
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("twotower").addHandler(handler)
+    logging.getLogger("twotower").setLevel(logging.INFO)
     try:
         for name, make in _scenarios(rank).items():
             try:
@@ -62,6 +68,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
                 said[name] = f"{type(e).__name__}: {e}"
     finally:
         tdist.cleanup()
+    said["start_line"] = next((m for m in lines if m.startswith("training: ")), None)
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(said))
     os._exit(0)  # skip the slow interpreter teardown of a torch child
 
@@ -109,3 +116,11 @@ def test_a_model_differing_on_one_rank_is_refused_on_every_rank(said) -> None:
     for r in range(WORLD):
         got = said[r]["rank2_model"]
         assert got is not None and got.startswith("ConfigError: rank 2 built another model than rank 0")
+
+
+def test_the_start_line_says_how_many_negatives_a_query_sees_across_ranks(said) -> None:
+    # the line said "batch 8 across 3 ranks, loss inbatch (...)": whether a query met its rank's share of the batch
+    # or the whole global batch was not said
+    line = said[0]["start_line"]  # batch_at_world's: one example a rank, scored against the other ranks' two
+    assert line is not None and "batch 3 across 3 ranks, loss inbatch: 2 negatives a query, gathered from 3 ranks (" in line
+    assert said[1]["start_line"] is None  # rank 0 speaks for all

@@ -26,10 +26,13 @@ def make_loss(cfg: LossConfig, *, world: int = 1, precision: str = TrainConfig.p
     return BPRLoss(cfg.temperature)
 
 
-def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example") -> str:
+def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example", batch: int | None = None,
+                  world: int = 1) -> str:
     """The loss as the start-up log names it: its candidates and which corrections apply, so a switch the kind
     does not read (loss.logq and loss.mask_hits beside full or bpr) is said rather than silently left out.
-    ``per``: what gets one BPR negative (an example, or a target position of the sequence objective)."""
+    ``per``: what gets one BPR negative (an example, or a target position of the sequence objective).
+    ``batch`` (the global batch a step takes) and ``world`` (ranks): the in-batch softmax says how many negatives
+    a query is scored against and that they are gathered from every rank (not the rank's own share alone)."""
     t = f"T={cfg.temperature:g}"
     if cfg.kind in ("full", "bpr"):
         what = f"full over {n_items} items" if cfg.kind == "full" else f"bpr, one uniform negative per {per}"
@@ -42,5 +45,11 @@ def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example") -> str
         logq = "logQ" if cfg.sampler == "popularity" else "logQ (uniform: a constant)"
     else:
         what = f"inbatch + {cfg.uniform_negatives} uniform negatives" if cfg.uniform_negatives else "inbatch"
+        if per == "example" and batch is not None:
+            what += f": {batch - 1 + cfg.uniform_negatives} negatives a query"
+        elif per != "example":
+            what += ": the batch's distinct items"
+        if world > 1:
+            what += f", gathered from {world} ranks"
         logq = "mixture logQ" if cfg.uniform_negatives else "logQ"
     return f"{what} ({t}, {logq if cfg.logq else 'no logQ'}, {'hit masking' if cfg.mask_hits else 'no hit masking'})"

@@ -144,7 +144,7 @@ class Trainer:
             log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s, %s%s, %d parameters (%.1f MB), %d users, %d items",
                      self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
                      train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
-                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example"),
+                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example", batch=B, world=self.world),
                      describe_optimizer(train.optimizer, train.ema_decay, len(self._sparse_ids)), ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
             unused = unused_history_dropout(train, model.user_tower.uses_history)
             if unused:
