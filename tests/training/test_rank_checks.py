@@ -35,6 +35,9 @@ def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER, out_dim: int =
     return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
 
 
+said_fit: list[dict] = []  # the epoch rows of a fit, as log.jsonl records them
+
+
 def _scenarios(rank: int) -> dict:
     return {
         "batch_below_world": lambda: _trainer(batch_size=2),
@@ -44,6 +47,7 @@ def _scenarios(rank: int) -> dict:
         "rank2_model": lambda: _trainer(out_dim=8 if rank == 2 else 4),
         "rank2_lr": lambda: _trainer(lr=0.01 if rank == 2 else 0.002),
         "threads_per_node": lambda: _trainer(threads=1 + rank),  # each node its own cores: not refused
+        "fit": lambda: said_fit.append(_trainer().fit().history[-1]),
     }
 
 
@@ -69,6 +73,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     finally:
         tdist.cleanup()
     said["start_line"] = next((m for m in lines if m.startswith("training: ")), None)
+    said["fit_world_size"] = said_fit[-1].get("world_size") if said_fit else None
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(said))
     os._exit(0)  # skip the slow interpreter teardown of a torch child
 
@@ -124,3 +129,11 @@ def test_the_start_line_says_how_many_negatives_a_query_sees_across_ranks(said) 
     line = said[0]["start_line"]  # batch_at_world's: one example a rank, scored against the other ranks' two
     assert line is not None and "batch 3 across 3 ranks, loss inbatch: 2 negatives a query, gathered from 3 ranks (" in line
     assert said[1]["start_line"] is None  # rank 0 speaks for all
+
+
+def test_each_epoch_row_records_the_number_of_ranks_it_ran_on(said) -> None:
+    # a run resumed on another number of processes said nowhere how many trained which epoch (examples/s, and
+    # with dropout the results, depend on it)
+    assert [said[r]["fit"] for r in range(WORLD)] == [None] * WORLD
+    assert [said[r]["fit_world_size"] for r in range(WORLD)] == [WORLD] * WORLD
+    assert _trainer().fit().history[-1]["world_size"] == 1  # one process, no torchrun

@@ -63,7 +63,7 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # and counting it read the epoch's loss and accuracy low (by a third with 17 examples in batches of 8)
     steps = max(run.batches, 1)
     row: dict[str, Any] = {"epoch": epoch, "loss": total_loss / steps, "inbatch_accuracy": total_acc / steps,
-                           "examples_per_s": n / max(seconds, 1e-9)}
+                           "examples_per_s": n / max(seconds, 1e-9), "world_size": tr.world}  # a resume may change it
     if tr.sequence:
         row["positions_per_s"] = positions / max(seconds, 1e-9)
     if tr.world > 1 and tr.cfg.diagnostics and last is not None:
