@@ -292,14 +292,16 @@ def _why_empty(rows: RowNumbers, pos: int, column: str) -> str:
 
 
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
-                     time_unit: str = "auto") -> tuple[np.ndarray, str | None, np.ndarray | None]:
+                     time_unit: str = "auto", check_units: bool = True
+                     ) -> tuple[np.ndarray, str | None, np.ndarray | None]:
     """Epoch times as int64, the unit the column's dates were stored in when it holds dates alone and no unit
     is set (None otherwise: numbers are kept as given, in their own unit), and what flooring took off each time
     (float64, 0 where nothing; None when no time was floored): rows whose times differ only there are distinct
     events, not duplicates.
 
     Dates go into ``time_unit``, beside numbers into the numbers' unit, and alone (``auto``) into seconds, or the
-    finer unit their sub-second parts need (:func:`~twotower.data.timeunits.finest_unit`)."""
+    finer unit their sub-second parts need (:func:`~twotower.data.timeunits.finest_unit`). ``check_units=False``
+    leaves out the check that numbers are all in one unit (told from the median: a file's head may not say it)."""
     values = _numpy_times(values.reset_index(drop=True))
     n = len(values)
     out = np.zeros(n, dtype=np.int64)
@@ -332,7 +334,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     check_rows(huge, lambda pos: f"timestamp {_plain(values.iloc[pos])!r} is out of range; expected epoch seconds "
                "(|t| < 2**62)", file=file, column=column, rows=rows)
     out[is_num] = np.floor(numeric[is_num]).astype(np.int64)
-    if time_unit == "auto":
+    if time_unit == "auto" and check_units:
         _check_one_unit(out, is_num, values, file=file, column=column, rows=rows)
     _warn_rounded_float_times(values, numeric, is_num, out, file=file, column=column, rows=rows, time_unit=time_unit)
     lost = np.zeros(n, dtype=np.float64)

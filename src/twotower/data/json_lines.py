@@ -34,31 +34,40 @@ class _Unusual(Exception):
     """A record that is not a JSON object, or no record: left to pandas' own whole-file read."""
 
 
-def read_json_lines(path: Path, encoding: str) -> pd.DataFrame:
+def read_json_lines(path: Path, encoding: str, nrows: int | None = None) -> pd.DataFrame:
     """``pd.read_json`` of the file's text with ``lines=True, dtype=False, convert_dates=False``, chunk by chunk.
 
-    Raises what pandas raises on bad JSON (ValueError) and UnicodeDecodeError on undecodable bytes.
+    ``nrows``: read only the file's first that many lines (blank ones included). Raises what pandas raises on bad
+    JSON (ValueError) and UnicodeDecodeError on undecodable bytes.
     """
     if ujson_loads is None:  # pragma: no cover
-        return _whole(path, encoding)
+        return _whole(path, encoding, nrows)
     try:
-        return _chunked(path, encoding)
+        return _chunked(path, encoding, nrows)
     except _Unusual:
-        return _whole(path, encoding)
+        return _whole(path, encoding, nrows)
 
 
-def _whole(path: Path, encoding: str) -> pd.DataFrame:
-    return pd.read_json(read_text(path, encoding), lines=True, dtype=False, convert_dates=False)
+def _whole(path: Path, encoding: str, nrows: int | None) -> pd.DataFrame:
+    if nrows is None:
+        text = read_text(path, encoding)
+    else:
+        with open(path, encoding=codec_for(encoding)) as fh:
+            text = io.StringIO("".join(islice(fh, nrows)))
+    return pd.read_json(text, lines=True, dtype=False, convert_dates=False)
 
 
-def _chunked(path: Path, encoding: str) -> pd.DataFrame:
+def _chunked(path: Path, encoding: str, nrows: int | None) -> pd.DataFrame:
     chunks: list[pd.DataFrame] = []
+    left = nrows  # lines still to read (None: all)
     # text mode reads newlines as read_text does (\r\n and \r become \n), and the byte-order mark is skipped
     with open(path, encoding=codec_for(encoding)) as fh:
-        while True:
-            lines = list(islice(fh, CHUNK_LINES))
+        while left is None or left > 0:
+            lines = list(islice(fh, CHUNK_LINES if left is None else min(CHUNK_LINES, left)))
             if not lines:
                 break
+            if left is not None:
+                left -= len(lines)
             records = ujson_loads("[" + ",".join(s for s in (line.strip() for line in lines) if s) + "]",
                                   precise_float=False)
             if not all(type(r) is dict for r in records):
