@@ -101,7 +101,7 @@ def test_bad_parquet_record_near_the_start_is_named_from_the_head(tmp_path, head
     reads = _spy(monkeypatch, pd, "read_parquet")
     err = _error(path)
     assert (err.row, err.column) == (3, "rating")
-    assert str(err) == str(expected)
+    assert str(err) == f"{expected} (counted in the first 5 rows; the rest of the file was not read)"
     assert [type(args[0]) for args, _ in reads] == [io.BytesIO]  # the head's records; the file itself not read
 
 
@@ -134,3 +134,15 @@ def test_time_units_are_told_from_the_whole_column_not_the_head(tmp_path, head, 
     err = _error(path, columns=ColumnMap())
     assert (err.row, err.column) == (2, "timestamp")
     assert str(err) == str(_whole_file_error(path, monkeypatch))
+
+
+def test_counts_of_a_head_error_say_they_cover_the_head_alone(tmp_path, head, monkeypatch):
+    """Empty ids at rows 3 and 50: the head (5 rows) saw one, and "1 row(s) in total" would be false of the file."""
+    df = _frame().astype({"user_id": object})
+    df.loc[[1, 48], "user_id"] = ""
+    path = tmp_path / "i.csv"
+    df.to_csv(path, index=False)
+    err = _error(path)
+    assert (err.row, err.column) == (3, "user_id")
+    assert "in total" in str(err) and "counted in the first 5 rows; the rest of the file was not read" in str(err)
+    assert "2 row(s) in total" in str(_whole_file_error(path, monkeypatch))

@@ -899,6 +899,12 @@ def _check_head(source: Any, columns: ColumnMap, *, name: str | None, encoding: 
         _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit, nrows=HEAD_ROWS)
     except _NoHead:
         return
+    except DataError as e:
+        if not re.search(r"in total|the same holds for|in all\)", e.message):
+            raise
+        # its counts ("3 row(s) in total", "the same holds for rows ...") are of the rows read, not of the file
+        raise DataError(f"{e.message} (counted in the first {HEAD_ROWS:,} rows; the rest of the file was not read)",
+                        file=e.file, row=e.row, column=e.column, unit=e.unit) from e
     finally:
         log.removeFilter(quiet)
 
