@@ -37,6 +37,7 @@ import torch
 
 from twotower.config import TrainConfig
 from twotower.errors import TrainingDiverged
+from twotower.training.clipping import clip_grad_norm
 # re-exported: the schedule and the progress display lived here, and `from twotower.training.loop import ...` still works
 from twotower.training.progress import Progress
 from twotower.training.schedule import budget_horizon as budget_horizon
@@ -147,7 +148,7 @@ class EpochRun:
             loop.after_backward()
         if loop.grad_clip:
             dense = [p for p in loop.clip_params if p.grad is not None and not p.grad.is_sparse]
-            torch.nn.utils.clip_grad_norm_(dense, loop.grad_clip)
+            clip_grad_norm(dense, loop.grad_clip)  # clip_grad_norm_'s gradients, without multiplying by 1.0
         for opt in loop.optimizers:
             opt.step()
         for sched in loop.schedulers:
