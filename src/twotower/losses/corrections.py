@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-def logq_correction(scores: Tensor, log_q: Tensor) -> Tensor:
+def logq_correction(scores: Tensor, log_q: Tensor, *, inplace: bool = False) -> Tensor:
     """Subtract each candidate's log sampling probability from its logit.
 
     ``out[b, n] = scores[b, n] - log_q[n]``  (``scores[B, N]``, ``log_q[N]``).
@@ -43,6 +43,7 @@ def logq_correction(scores: Tensor, log_q: Tensor) -> Tensor:
     logits, not of raw similarities. The positive column is corrected too.
     Only the differences between candidates matter, so ``log_q`` may carry any
     additive constant (e.g. expected counts instead of probabilities).
+    ``inplace``: subtract into ``scores`` itself (a fresh tensor of the caller's, such as ``scores / t``).
     """
     if scores.dim() != 2:
         raise DataError(f"scores must be 2-D [B, N], got shape {tuple(scores.shape)}")
@@ -51,6 +52,8 @@ def logq_correction(scores: Tensor, log_q: Tensor) -> Tensor:
             f"log_q must be 1-D with one entry per candidate column ({scores.shape[1]}), "
             f"got shape {tuple(log_q.shape)}; index your per-item log_q table by candidate id"
         )
+    if inplace:
+        return scores.sub_(log_q.to(scores.dtype).unsqueeze(0))
     return scores - log_q.to(scores.dtype).unsqueeze(0)  # [B, N] - [1, N]
 
 

@@ -115,16 +115,16 @@ class _Softmax(RetrievalLoss):
             if batch.column_mask.shape != scores.shape:
                 raise DataError(f"column_mask must be [B, N]={tuple(scores.shape)}, got {tuple(batch.column_mask.shape)}")
             drop = batch.column_mask if drop is None else drop | batch.column_mask
-        logits, mask = corrected_logits(
+        logits, hits = corrected_logits(
             scores, positive_cols=cols, temperature=self.temperature, positive_ids=batch.positive_ids,
             candidate_ids=cand_ids, log_q=log_q if self.logq else None,
-            mask_hits=self.mask_accidental_hits, return_mask=True, column_mask=drop,
+            mask_hits=self.mask_accidental_hits, return_hits=True, column_mask=drop, feeds_softmax=True,
         )
         loss = loss_from_logits(logits, cols, batch.weights)
         correct = top_is_positive(scores, batch.positive_ids if batch.positive_ids is not None else cols,
                                   cand_ids if batch.positive_ids is not None else None)
         stats = {"accuracy": _accuracy(logits, cols), "correct": float(correct),
-                 "accidental_hits": int(mask.count_nonzero()) if mask is not None else 0}
+                 "accidental_hits": hits}
         return loss, stats
 
     def forward_with_stats(self, queries: Tensor, candidates: Tensor, **legacy: Tensor | None) -> LossOutput:
