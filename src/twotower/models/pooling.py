@@ -64,8 +64,8 @@ class _WeightedBags(torch.autograd.Function):
             # the pools' gradients added in pool order; for two that is the sum autograd formed from two
             # separate pools (a + b == b + a in floating point), bit for bit
             grad_table = parts[0]
-            for part in parts[1:]:
-                grad_table = grad_table + part
+            for part in parts[1:]:  # into the first (a fresh tensor of this backward's) when dense: no new table
+                grad_table = grad_table.add_(part) if grad_table.layout == torch.strided else grad_table + part
         grad_weights = [None] * len(weights)
         if any(ctx.needs_input_grad[4:]):
             emb = F.embedding(history, table)  # [B, L, H], gathered once for every pool that needs it

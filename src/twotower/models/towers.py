@@ -9,6 +9,8 @@ Shapes: B batch, L history length, D output dim, T text-embedding dim.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -24,6 +26,16 @@ from twotower.models.pooling import weighted_bag, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs", "check_item_inputs"]
+
+
+@functools.lru_cache(maxsize=64)
+def _age_weights(decay: float, length: int, device: torch.device) -> Tensor:
+    """``decay ** age`` for the columns of a right-aligned window of ``length`` (age 0 = the newest, last column),
+    float32 ``[length]``: computed once per (decay, length, device) rather than every forward (the same values;
+    a plain tensor even when first asked for under ``inference_mode``, since autograd may save it later)."""
+    with torch.inference_mode(False):
+        age = torch.arange(length - 1, -1, -1, device=device, dtype=torch.float32)  # [L]: 0 = newest
+        return decay ** age
 
 
 def _head(config: TowerConfig, in_dim: int, tower: str) -> nn.Module:
@@ -264,19 +276,17 @@ class UserTower(nn.Module):
         assert self.history_emb is not None
         return self.history_emb(history)
 
-    def history_weights(self, history: Tensor) -> Tensor:
+    def history_weights(self, history: Tensor, valid: Tensor | None = None) -> Tensor:
         """Pooling weights [B, L] for right-aligned ``history[B, L]`` (0 on padding).
 
         For a sequence tower the weights are a mask (1 on real items): a 0
-        removes that item from what the encoder reads.
+        removes that item from what the encoder reads. ``valid``: that float mask, when the caller has it.
         """
-        valid = (history != self.n_items).to(torch.float32)  # [B, L]
+        if valid is None:
+            valid = (history != self.n_items).to(torch.float32)  # [B, L]
         if self.config.history == "recency":
-            L = history.shape[1]
-            age = torch.arange(L - 1, -1, -1, device=history.device, dtype=torch.float32)  # [L]: 0 = newest
             # right alignment means the newest real item is always the last column
-            w = self.config.recency_decay ** age  # [L]
-            return valid * w
+            return valid * _age_weights(self.config.recency_decay, history.shape[1], history.device)  # [B, L] * [L]
         return valid
 
     def pool_history(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
@@ -298,11 +308,11 @@ class UserTower(nn.Module):
             return self.pool_history(history, weights)
         L = history.shape[1]
         valid = (history != self.n_items).to(torch.float32)  # [B, L]
-        base = self.history_weights(history)
+        base = self.history_weights(history, valid)
         if weights is not None:  # each item's factor on its own weight (0 where the first pool gives it none)
             valid = torch.where(base > 0, weights / base.clamp_min(1e-30), torch.zeros_like(weights))
-        age = torch.arange(L - 1, -1, -1, device=history.device, dtype=torch.float32)  # [L]: 0 = newest
-        sets = [base if weights is None else weights] + [valid * d**age for d in self.extra_pools]
+        sets = [base if weights is None else weights] + [valid * _age_weights(d, L, history.device)
+                                                         for d in self.extra_pools]
         assert self.history_emb is not None  # pooled towers keep their own table
         emb = self.history_emb
         # every pool in one call: its backward sorts the window's entries once for all of them (models/pooling.py)
