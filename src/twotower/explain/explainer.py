@@ -36,7 +36,7 @@ from twotower.explain.metadata import MetadataColumns, metadata_columns_of, shar
 from twotower.explain.names import catalogue_names, name_of, title_column
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
-from twotower.pipeline.artifacts import check_finite_user, check_loaded_run
+from twotower.pipeline.artifacts import check_finite_user, check_loaded_run, check_new_history
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -341,9 +341,9 @@ def explain_by_id(
         history, name = history_ids, "history_ids"
     else:
         name = "history"
-    history_ids = history
-    if isinstance(history_ids, (str, bytes)):  # "12" was read as the history [1, 2], or "i50" as unknown item 'i'
-        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{history_ids!r}]; got a string")
+    # a string ("12" was read as the history [1, 2]) or an empty list (explained from the empty-history state,
+    # where `explain --history`, POST /explain and tt.recommend refuse it) is refused
+    history_ids = None if history is None else check_new_history(history, name)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
     user_row = None if user_id is None else run.user_vocab.index(user_id)
     item_row = run.item_vocab.index(item_id)

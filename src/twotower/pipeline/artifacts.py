@@ -59,7 +59,7 @@ from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_
 from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import run_hint as _run_hint
 
-__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "save_run_data", "write_manifest", "verify_manifest",
+__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run", "previous_run_files"]
@@ -631,6 +631,20 @@ def check_finite_user(values: Any) -> None:
     if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
         raise DataError("user_features: the user tower's output is not finite for these values (a number far "
                         "outside the range seen in training, such as an age of 1e30); send values in that range")
+
+
+def check_new_history(history: Any, name: str = "history") -> list[Any]:
+    """A new user's ``history`` (item ids, oldest first) as a list, refused (ConfigError) when it is a string or
+    empty: the rule of `recommend --history` / `explain --history` and POST /recommend / /explain (a 422 there),
+    held by every Python entry point too (``tt.recommend``, ``tt.explain_by_id``, :class:`RecRequest`,
+    ``RecommenderService.explain``). ``tt.explain_by_id(history=[])`` explained the item from the empty-history
+    state, a popularity prior, where the three others refused the same request."""
+    if isinstance(history, (str, bytes)):  # "181" was read as the history "1", "8", "1"
+        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
+    history = list(history)
+    if not history:
+        raise ConfigError(f"{name}: no item ids given; pass at least one, e.g. {name}=['50', '181']")
+    return history
 
 
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:

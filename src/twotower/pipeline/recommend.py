@@ -25,7 +25,8 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
-from twotower.pipeline.artifacts import TrainedRun, check_finite_user, check_loaded_run, rebuild_command
+from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
+                                         rebuild_command)
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -393,13 +394,7 @@ def recommend(
         raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
                           "or the other")
     if history is not None:  # checked before the index is opened, as the CLI checks --history
-        if isinstance(history, str):
-            raise ConfigError(f"history is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
-        history = list(history)
-        if not history:
-            # the rule of `recommend --history` and POST /recommend (a 422 there): an empty list used to be
-            # answered here with the empty-history list, the same for every caller, where they refuse it
-            raise ConfigError("history: no item ids given; pass at least one, e.g. history=['50', '181']")
+        history = check_new_history(history)  # an empty list: refused, as `recommend --history` and HTTP refuse it
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories

@@ -54,6 +54,11 @@ class RecRequest:
     def __post_init__(self) -> None:
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
+            # POST /recommend's 422 and tt.recommend's rule: no empty-history list
+            from twotower.pipeline.artifacts import check_new_history
+
+            check_new_history(self.history)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"k must be a positive integer, got {self.k!r}")
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
@@ -614,6 +619,11 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        if history is not None and not isinstance(history, (str, bytes)):  # a string: history_rows says it
+            # as POST /explain (a 422) and tt.explain_by_id: an empty history is refused
+            from twotower.pipeline.artifacts import check_new_history
+
+            history = check_new_history(history)
         feats = self._encode_features(user_id, user_features)  # the same checks and messages as /recommend
         explain = self._explainer()
         try:
