@@ -141,8 +141,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features)
         _say_shortfall(res, k, ["a new user"])
+        from twotower.pipeline.recommend import long_history_note
+
+        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)  # logged already
         _print_answer(args, run, res, k, None, f"recommendations for a new user with {len(hist)} history items",
-                      notes=run.new_user_feature_notes(features))
+                      notes=[*run.new_user_feature_notes(features), *([long] if long else [])])
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
     if histories is not None and not args.no_exclude_seen:

@@ -50,6 +50,7 @@ __all__ = [
     "recommend_users",
     "recommend_history",
     "history_query_vectors",
+    "long_history_note",
     "results_to_frame",
     "results_to_items",
 ]
@@ -330,6 +331,19 @@ def recommend_users(
     return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))
 
 
+def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True) -> str | None:
+    """The warning for a new user's history of ``n_given`` items when the user tower reads fewer (its
+    ``history_len`` newest), else None: the list then rests on fewer items than were given. One sentence for
+    ``recommend --history`` (stderr, and ``--json``'s ``warnings``), ``tt.recommend`` (logged) and POST /recommend
+    (the answer's ``warnings``), which read the newest ``history_len`` alike but said nothing."""
+    L = int(run.model.history_len)
+    if n_given <= L:
+        return None
+    left_out = f", and all {n_given} are left out of the list" if exclude_seen else ""
+    return (f"history: {n_given} items given; the user tower reads the newest {L} (model.user.history_len)"
+            + left_out)
+
+
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
     user_features: dict[str, Any] | None = None,
@@ -345,10 +359,9 @@ def recommend_history(
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     for note in run.new_user_feature_notes(user_features):  # read all the same, but never silently
         log.warning("%s", note)
-    L = int(run.model.history_len)
-    if len(rows) > L:  # said, as the list then rests on fewer items than were given (POST /recommend caps them)
-        log.warning("history: %d items given; the user tower reads the newest %d (model.user.history_len), and "
-                    "all %d are left out of the list", len(rows), L, len(rows))
+    note = long_history_note(run, len(rows), exclude_seen=exclude_seen)
+    if note:  # said, as the list then rests on fewer items than were given
+        log.warning("%s", note)
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)

@@ -187,7 +187,8 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         None, description="present when user_features hold values training never saw (an unknown category, "
                           "read as unknown; a number far outside the training range): one line a value, "
                           "'user_features.<column>: ...'; and when a known user_id has no rows of known items in the serve --history-from "
-                          "files (ranked from an empty input history); and when a listed or explained item had no training "
+                          "files (ranked from an empty input history); and when a history holds more items than the user tower reads "
+                          "(its model.user.history_len newest); and when a listed or explained item had no training "
                           "interactions and the item tower reads only the item ID (the model cannot place it)")
 
     class RecommendResponse(BaseModel):

@@ -579,6 +579,11 @@ class RecommenderService:
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
+            if h is not None:  # as `recommend --history` says it: the tower read the newest history_len only
+                from twotower.pipeline.recommend import long_history_note
+
+                long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen)
+                notes += [long] if long else []
             notes += self.unplaced_in(rows)
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one, which a client would

@@ -1,0 +1,37 @@
+"""A new user's history longer than the user tower reads (model.user.history_len) is said alike by POST /recommend,
+`twotower recommend --history --json` and tt.recommend: the service read the newest history_len items silently,
+where the CLI and Python warned that the list rests on fewer items than were given."""
+from __future__ import annotations
+
+import json
+
+from twotower.cli.main import main
+
+
+def test_a_long_history_is_warned_by_http_cli_and_python(service, client, run_dir, capsys, caplog) -> None:
+    import twotower as tt
+
+    run = service.run
+    L = int(run.model.history_len)
+    history = list(run.item_vocab.ids)[: L + 3]
+    want = (f"history: {L + 3} items given; the user tower reads the newest {L} (model.user.history_len), "
+            f"and all {L + 3} are left out of the list")
+    http = client.post("/recommend", json={"history": history, "k": 5}).json()
+    assert http["warnings"] == [want]
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run_dir), "--history", ",".join(history), "--k", "5", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert cli == http
+    with caplog.at_level("WARNING", logger="twotower"):
+        lists = tt.recommend(run, history=history, k=5)
+    assert want in caplog.text
+    assert lists[0] == http["items"]
+    # seen items kept: the same sentence without the exclusion, on both sides
+    kept = client.post("/recommend", json={"history": history, "k": 5, "exclude_seen": False}).json()
+    assert kept["warnings"] == [want.split(", and all")[0]]
+    assert main(["recommend", "--run", str(run_dir), "--history", ",".join(history), "--k", "5", "--json",
+                 "--no-exclude-seen"]) == 0
+    assert json.loads(capsys.readouterr().out) == kept
+    # a history the tower reads whole: no warning anywhere
+    short = client.post("/recommend", json={"history": history[:L], "k": 5}).json()
+    assert "warnings" not in short
