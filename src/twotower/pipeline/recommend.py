@@ -413,7 +413,8 @@ def recommend(
         from twotower.pipeline.histories import read_input_histories
 
         histories = read_input_histories(run, history_from)
-    index, _ = open_run_index(run, exact=exact)
+    index, used = open_run_index(run, exact=exact)
+    log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features)
         return [results_to_items(run, res)]

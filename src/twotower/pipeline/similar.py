@@ -271,7 +271,8 @@ def similar(
     if cold_similar not in COLD_SIMILAR:
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
     rows = np.asarray([run.item_vocab.index(i) for i in item_ids], np.int64)  # an unknown id: named
-    index, _ = open_run_index(run, exact=exact)
+    index, used = open_run_index(run, exact=exact)
+    log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it
