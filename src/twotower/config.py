@@ -585,6 +585,10 @@ class TrainConfig:
     # torch.distributed backend under torchrun (WORLD_SIZE > 1): gloo | nccl; None = gloo,
     # since the trainer computes on CPU. batch_size is the GLOBAL batch, split over the ranks.
     distributed_backend: str | None = None
+    #: seconds a rank waits in a collective for the other ranks under torchrun before it stops with an error
+    #: naming those that did not answer (torch's default for gloo: 1800); keep it above the longest work one rank
+    #: does alone while the others wait: reading the data, rank 0's validation and saving after each epoch
+    dist_timeout_s: float = 1800.0
 
     def __post_init__(self) -> None:
         _check_types(self, "train.")
@@ -637,6 +641,7 @@ class TrainConfig:
                "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")
         if self.distributed_backend is not None:
             _choice(self.distributed_backend, "train.distributed_backend", ("gloo", "nccl"))
+        _check(self.dist_timeout_s > 0, "train.dist_timeout_s", f"must be > 0 (seconds), got {self.dist_timeout_s}")
 
 
 @dataclass(frozen=True, kw_only=True)

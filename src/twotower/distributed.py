@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import torch
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "init_from_env", "init_distributed", "is_initialized", "is_main", "rank", "world_size", "barrier",
     "all_reduce_mean", "cleanup", "distributed_world", "gather_with_grad", "gather_no_grad", "broadcast_value",
-    "lost_peer",
+    "lost_peer", "timed_out", "silent_ranks",
 ]
 
 logger = logging.getLogger(__name__)
@@ -50,14 +52,15 @@ def is_initialized() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
-def init_from_env(backend: str | None = None) -> bool:
+def init_from_env(backend: str | None = None, timeout_s: float | None = None) -> bool:
     """Join the process group described by torchrun's environment variables.
 
     Reads ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
     ``MASTER_PORT``. ``backend`` defaults to ``"nccl"`` when CUDA is available
     (and then pins this process to ``cuda:LOCAL_RANK``), else ``"gloo"``.
     Returns True when a process group is (already or now) initialised, False
-    when ``WORLD_SIZE`` is unset or 1 -- plain single-process training.
+    when ``WORLD_SIZE`` is unset or 1 -- plain single-process training. ``timeout_s``: how long a collective
+    waits for the other ranks (None: torch's default, 30 minutes for gloo).
     """
     if is_initialized():
         return True
@@ -79,7 +82,8 @@ def init_from_env(backend: str | None = None) -> bool:
         if not torch.cuda.is_available():
             raise ConfigError("backend 'nccl' needs CUDA; use 'gloo' on CPU")
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend=backend, init_method="env://")
+    timeout = {} if timeout_s is None else {"timeout": timedelta(seconds=timeout_s)}  # torch 2.2 takes no None
+    dist.init_process_group(backend=backend, init_method="env://", **timeout)
     logger.info("joined process group: backend=%s rank=%d world_size=%d", backend, dist.get_rank(), world)
     return True
 
@@ -163,6 +167,38 @@ def lost_peer(e: BaseException) -> bool:
     return isinstance(e, dist.DistError) or any(s in str(e).lower() for s in _PEER_GONE)
 
 
+def timed_out(e: BaseException) -> bool:
+    """True for the error a collective raises on this rank when another rank did not take part in it within the
+    group's timeout (``train.dist_timeout_s``): gloo's "Timed out waiting 2000ms for recv operation to complete",
+    a plain RuntimeError; only with a process group of 2 or more."""
+    if not is_initialized() or world_size() < 2 or not isinstance(e, RuntimeError):
+        return False
+    return "timed out" in str(e).lower()
+
+
+def silent_ranks(wait_s: float) -> list[int] | None:
+    """After a collective timed out on this rank: the other ranks that did not time out too within ``wait_s``
+    seconds, in order. A rank that hangs never reaches the collective while the others reach it and give up on it
+    at about the same moment; each that gives up marks itself in the launcher's TCP store (``MASTER_ADDR``,
+    ``MASTER_PORT``), which answers from a thread of its own even while its process hangs. None when the store
+    cannot be reached (its process ended); gloo's error names no rank."""
+    me, world = rank(), world_size()
+    tag = f"twotower/timed_out/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    missing: list[int] | None = None
+    try:
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                              timeout=timedelta(seconds=max(wait_s, 1.0)))
+        store.set(f"{tag}/{me}", "1")
+        deadline = time.monotonic() + wait_s
+        while True:
+            missing = [r for r in range(world) if r != me and not store.check([f"{tag}/{r}"])]
+            if not missing or time.monotonic() >= deadline:
+                return missing
+            time.sleep(0.1)
+    except (RuntimeError, KeyError, ValueError):  # the store went with its process: what was seen before
+        return missing
+
+
 def cleanup() -> None:
     """Leave the process group, if any."""
     if is_initialized():
@@ -185,7 +221,7 @@ def init_distributed(train: "TrainConfig") -> bool:
             "train.distributed_backend=nccl reduces CUDA tensors only; set train.device=cuda (each rank then "
             "uses cuda:LOCAL_RANK) or use gloo (the default on CPU)"
         )
-    joined = init_from_env(backend)
+    joined = init_from_env(backend, train.dist_timeout_s)
     if joined and on_cuda:
         # one GPU per process: rank r on this node computes on cuda:LOCAL_RANK
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))

@@ -183,8 +183,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                     _diverged_resume(staged, resumed=True, since=started, fix=fix, replaces=out))
             raise TrainingDiverged(f"{e}{hint}") from e
         except RuntimeError as e:
-            from twotower.distributed import lost_peer
+            from twotower.distributed import lost_peer, timed_out
 
+            if timed_out(e):  # a rank hangs: gloo waited train.dist_timeout_s, then raised a traceback naming no rank
+                print(_timed_out_line(e, cfg.train.dist_timeout_s, out, left), file=sys.stderr)
+                return 1
             if not lost_peer(e):
                 raise
             # a rank killed or failed mid-epoch: the others raised gloo's "Connection closed by peer" as a
@@ -291,6 +294,23 @@ def _lost_peer_line(e: RuntimeError, out: Path, left: Callable[[Path], str]) -> 
     cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(e).strip().splitlines() or [""])[0]).split(". ")[0]
     line = (f"{f'[rank {rank}] ' if rank else ''}error: another rank ended mid-training ({cause or type(e).__name__}); "
             "torchrun's summary names it (its `Root Cause`), and its `[rank N] error:` line, if it printed one, says why")
+    return f"{line}\n{left(out)}" if rank == 0 else line
+
+
+def _timed_out_line(e: RuntimeError, timeout_s: float, out: Path, left: Callable[[Path], str]) -> str:
+    """One line for a rank whose collective waited ``train.dist_timeout_s`` in vain: the ranks that did not answer
+    (those that did not time out too, read from the launcher's store), gloo's words and the setting; rank 0 adds
+    what the run folder holds, as for a rank that ended."""
+    from twotower.distributed import silent_ranks
+    from twotower.training import distributed as tdist
+
+    rank = tdist.rank()
+    silent = silent_ranks(min(timeout_s, 10.0))
+    who = (f"rank {silent[0]}" if len(silent) == 1 else f"ranks {', '.join(map(str, silent))}") if silent else "another rank"
+    cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(e).strip().splitlines() or [""])[0]).split(". ")[0]
+    line = (f"{f'[rank {rank}] ' if rank else ''}error: {who} did not answer within train.dist_timeout_s={timeout_s:g} "
+            f"({cause or type(e).__name__}): it hangs, or worked alone longer than that (rank 0 validates and saves "
+            "after each epoch while the others wait); raise train.dist_timeout_s if that is expected")
     return f"{line}\n{left(out)}" if rank == 0 else line
 
 

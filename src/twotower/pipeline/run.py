@@ -241,8 +241,9 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
     result = trainer.fit(resume=resume)
     if not tdist.is_main():
         # the fits below are rank 0's alone (validation, no collective): the other ranks are done, and do not wait
-        # for them at a barrier, which a long item-item solve could outlast (gloo gives up after 30 minutes and
-        # torchrun then stops rank 0 too); so the term is fitted under torchrun as in one process
+        # for them at a barrier, which a long item-item solve could outlast (gloo gives up after
+        # train.dist_timeout_s and torchrun then stops rank 0 too); so the term is fitted under torchrun as in one
+        # process
         return None, result  # type: ignore[return-value]
     # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
     # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
