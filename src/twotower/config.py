@@ -576,7 +576,8 @@ class TrainConfig:
     progress: bool = True  #: a bar on a terminal; elsewhere a log line every log_every_s seconds
     log_every_s: float = 30.0  #: seconds between progress log lines when not on a terminal
     diagnostics: bool = True  #: per-epoch embedding spread / alignment / uniformity
-    device: str = "cpu"  #: cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL
+    #: cpu, cuda or cuda:N; under torchrun "cuda" means cuda:LOCAL_RANK with NCCL (another cuda:N is refused)
+    device: str = "cpu"
     #: GradCache: run the towers this many examples at a time (the loss still sees the whole batch); null = off
     # GradCache (Gao et al. 2021): run the towers this many examples at a time while the
     # in-batch loss still sees the whole batch; None = plain full-batch forward

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "init_from_env", "init_distributed", "is_initialized", "is_main", "rank", "world_size", "barrier",
     "all_reduce_mean", "cleanup", "distributed_world", "gather_with_grad", "gather_no_grad", "broadcast_value",
-    "lost_peer", "timed_out", "silent_ranks",
+    "lost_peer", "timed_out", "silent_ranks", "rank_device",
 ]
 
 logger = logging.getLogger(__name__)
@@ -215,6 +215,7 @@ def init_distributed(train: "TrainConfig") -> bool:
     call finds the group joined and returns True.
     """
     on_cuda = train.device.startswith("cuda")
+    rank_device(train.device, int(os.environ.get("WORLD_SIZE", "1") or "1"), int(os.environ.get("LOCAL_RANK", "0") or "0"))
     backend = train.distributed_backend or ("nccl" if on_cuda else "gloo")
     if backend == "nccl" and not on_cuda:
         raise ConfigError(
@@ -226,6 +227,21 @@ def init_distributed(train: "TrainConfig") -> bool:
         # one GPU per process: rank r on this node computes on cuda:LOCAL_RANK
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return joined
+
+
+def rank_device(device: str, world: int, local_rank: int) -> str:
+    """The device a rank computes on for ``train.device``: under torchrun (``world > 1``) each process has the GPU
+    of its ``LOCAL_RANK``, so ``cuda`` is ``cuda:LOCAL_RANK``; another GPU named (``cuda:1`` on local rank 0) is
+    refused, where it was replaced by ``cuda:LOCAL_RANK`` without a word. One process keeps the device as given."""
+    if world <= 1 or not device.startswith("cuda"):
+        return device
+    assigned = f"cuda:{local_rank}"
+    if device not in ("cuda", assigned):
+        raise ConfigError(
+            f"train.device={device} under torchrun: each process computes on the GPU torchrun assigns it, "
+            f"cuda:LOCAL_RANK ({assigned} for this one, LOCAL_RANK={local_rank}); set train.device=cuda, and choose "
+            "the GPUs with CUDA_VISIBLE_DEVICES (CUDA_VISIBLE_DEVICES=1 makes GPU 1 the cuda:0 of LOCAL_RANK 0)")
+    return assigned
 
 
 def broadcast_value(value: float, device: torch.device | None = None) -> float:
