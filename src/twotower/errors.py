@@ -16,6 +16,8 @@ __all__ = [
     "IntegrityError",
     "OverloadError",
     "TrainingDiverged",
+    "OutOfMemory",
+    "out_of_memory",
 ]
 
 
@@ -102,3 +104,30 @@ class OverloadError(TwoTowerError):
 
 class TrainingDiverged(TwoTowerError):
     """A training step's loss is not finite (NaN or infinite); the step's update is not applied."""
+
+
+class OutOfMemory(MemoryError):
+    """Memory ran out where the package knows what sizes it (training: the estimate and the settings to lower); the
+    message is whole, and the CLI prints it in one line. A MemoryError, so callers that catch those still do."""
+
+
+def out_of_memory(e: BaseException) -> bool:
+    """True for an allocation that failed: Python's and numpy's MemoryError, torch's CPU allocator ("can't allocate
+    memory", a RuntimeError) and its CUDA OutOfMemoryError."""
+    if isinstance(e, MemoryError):
+        return True
+    return isinstance(e, RuntimeError) and (type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in str(e))
+
+
+def memory_detail(e: BaseException) -> str:
+    """What an allocation failure says of its size, in a few words: numpy's "Unable to allocate 3.5 GiB for an array
+    with shape (...)", torch's "you tried to allocate N bytes"; empty when it says nothing (Python's own)."""
+    import re
+
+    text = str(e).strip()
+    tried = re.search(r"tried to allocate ([\d.]+) ?(\w+)", text, re.IGNORECASE)  # CUDA's: "Tried to allocate 2.00 GiB"
+    if tried:
+        size, unit = tried.groups()
+        shown = f"{float(size) / 2**30:,.1f} GiB" if unit == "bytes" else f"{size} {unit}"
+        return f"an allocation of {shown} failed"
+    return text.splitlines()[0] if text else ""

@@ -470,6 +470,21 @@ def main(argv: list[str] | None = None) -> int:
                else "free space there (or write to a folder on another disk) and run the command again")
         print(f"[rank {rank}] {line}; {fix}" if rank else f"{line}; {fix}", file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as e:
+        from twotower.errors import OutOfMemory, memory_detail, out_of_memory
+
+        if not out_of_memory(e):
+            raise
+        # a traceback ending in a bare `MemoryError` (or torch's "can't allocate memory"): what ran out, and what
+        # to do; a training run's names its estimate and the settings to lower (pipeline/run.py)
+        if isinstance(e, OutOfMemory):
+            line = str(e)
+        else:
+            detail = memory_detail(e)
+            line = (f"out of memory{f' ({detail})' if detail else ''}: the command needed more memory than was free; "
+                    "close other programs, or give it less to hold at once (smaller inputs, fewer --threads)")
+        print(f"{error}: {line}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

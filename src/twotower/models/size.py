@@ -31,7 +31,7 @@ from twotower.errors import ConfigError
 from twotower.models.feature_block import FeatureArrays
 
 __all__ = ["parameter_counts", "total_memory_bytes", "check_model_fits", "TRAINING_COPIES", "MemoryTerm",
-           "training_memory", "check_training_fits", "processes"]
+           "training_memory", "check_training_fits", "processes", "TRAINING_OOM_ADVICE", "training_oom_message"]
 
 #: float32 copies of every weight while training with AdamW: the weights, their gradients and Adam's two moments
 TRAINING_COPIES = 4
@@ -324,9 +324,10 @@ def training_memory(run: RunConfig, n_users: int, n_items: int, *, user_features
 
 def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_features: FeatureArrays | None = None,
                         item_features: FeatureArrays | None = None, text_dim: int = 0,
-                        memory: int | None = None, n_examples: int | None = None) -> None:
+                        memory: int | None = None, n_examples: int | None = None) -> list[MemoryTerm]:
     """ConfigError when training ``run`` would need more than the machine's memory (``memory``: its physical
-    memory by default; nothing is checked where that is unknown).
+    memory by default; nothing is checked where that is unknown); else the estimate's terms, largest first, which
+    :func:`training_oom_message` quotes should the run run out of memory all the same.
 
     The parameters alone are refused first, with :func:`check_model_fits`'s message; then the whole estimate
     (:func:`training_memory`), naming its largest term and the setting to lower. Under torchrun both are the
@@ -334,7 +335,8 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
     """
     memory = total_memory_bytes() if memory is None else memory
     if memory is None:
-        return
+        return training_memory(run, n_users, n_items, user_features=user_features, item_features=item_features,
+                               text_dim=text_dim, n_examples=n_examples)
     local = processes()[1]
     check_model_fits(run.model, n_users, n_items, user_features=user_features, item_features=item_features,
                      text_dim=text_dim, memory=memory, n_processes=local)
@@ -342,7 +344,7 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
                             text_dim=text_dim, n_examples=n_examples)
     need = sum(t.bytes for t in terms)
     if need <= memory:
-        return
+        return terms
     top = terms[0]
     parts = "; ".join(f"{t.what} {_size(t.bytes)}" for t in terms[:3])
     procs = f" in {local} processes" if local > 1 else ""
@@ -350,3 +352,23 @@ def check_training_fits(run: RunConfig, n_users: int, n_items: int, *, user_feat
     raise ConfigError(
         f"{top.setting}: training would need about {_size(need)} of memory at its peak{procs} ({parts}; for "
         f"{n_users:,} users and {n_items:,} items), more than this machine's {_size(memory)}; {top.advice}{fewer}")
+
+
+#: What lowers a training step's memory, for a run that ran out of it (cli/main.py, pipeline/run.py)
+TRAINING_OOM_ADVICE = ("lower train.batch_size (the global batch under torchrun), loss.sampled_negatives or "
+                       "loss.uniform_negatives, set train.gradcache_chunk (e.g. 256) to run the towers a chunk at a "
+                       "time, or lower train.threads")
+
+
+def training_oom_message(detail: str, terms: list[MemoryTerm] | None) -> str:
+    """The one line for a training run out of memory: what failed, the estimate made before training (it passed,
+    or the run was refused: so something else holds memory, or the estimate is short) and what to lower."""
+    said = f" ({detail})" if detail else ""
+    estimate = ""
+    if terms:
+        top = terms[0]
+        memory = total_memory_bytes()
+        of = f" of this machine's {_size(memory)}" if memory else ""
+        estimate = (f"; its peak was estimated at about {_size(sum(t.bytes for t in terms))}{of} before training "
+                    f"(largest: {top.what}, {_size(top.bytes)}), so other programs may hold the rest")
+    return f"out of memory while training{said}{estimate}; {TRAINING_OOM_ADVICE}"

@@ -61,10 +61,11 @@ def protocol_text(history_from: Sequence[str] | None = None, split: str = "test"
             f"repeat of a history item can be hit);{rest}")
 
 
-def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) -> None:
+def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) -> list[Any]:
     """ConfigError, before the model is built, when training it cannot fit in this machine's memory
     (models/size.py): `model.item.hidden=[65536, 65536, 65536]` ended in torch's out-of-memory traceback, and
-    `loss.kind=full` over a large catalogue, whose parameters fit, was killed in its first steps."""
+    `loss.kind=full` over a large catalogue, whose parameters fit, was killed in its first steps. Else the
+    estimate's terms (``models.size.MemoryTerm``, largest first)."""
     from twotower.models.size import check_training_fits
     from twotower.models.towers import check_item_inputs
 
@@ -74,8 +75,8 @@ def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) 
     check_item_inputs(item, 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes)
                       + int(feats.numeric.shape[1]))
     n_examples = examples_per_epoch(prep.train_seqs.lengths(), config.train.examples, config.train.max_examples_per_epoch)
-    check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
-                        item_features=prep.item_features, text_dim=text_dim, n_examples=n_examples)
+    return check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
+                               item_features=prep.item_features, text_dim=text_dim, n_examples=n_examples)
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import RunConfig
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, OutOfMemory, memory_detail, out_of_memory
 from twotower.data.splits import warn_split_mismatch
 from twotower.pipeline.artifacts import (
     MANIFEST_FILES,
@@ -36,6 +36,7 @@ from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
+from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import discard_if_empty, needs_staging, staged_target, staging_path, swap_in, sweep_stale_staging
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
@@ -213,9 +214,13 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     try:
         run, result = _fit_and_seal(config, out, dest, trainer, prep, got, inputs, resume=resume, done=done,
                                     derived=derived)
-    except BaseException:
+    except BaseException as e:
         if stage is not None and discard_if_empty(stage):
             log.info("%s still holds the earlier run; the new run saved nothing, so %s was removed", out, stage)
+        if out_of_memory(e):  # a traceback ending in MemoryError, or torch's "can't allocate memory", said nothing
+            # of the estimate that let the run start or of what to lower (the sizes are arithmetic: no allocation)
+            terms = check_model_fits_data(config, prep, 0 if text is None else int(text.shape[1]))
+            raise OutOfMemory(training_oom_message(memory_detail(e), terms)) from e
         raise
     return run, result, prep
 
