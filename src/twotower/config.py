@@ -470,7 +470,7 @@ class LossConfig:
     #: softmax temperature: scores are divided by it (smaller = sharper), in (0, 10,000]
     temperature: float = 0.02  # best of 0.02 / 0.05 / 0.1 on MovieLens-100K valid+test, two seeds (bench/movielens100k.py)
     logq: bool = True  #: subtract each candidate's log sampling probability from its score (popularity bias correction)
-    mask_hits: bool = True  #: mask candidates that are the query's own positive item in another column (accidental hits)
+    mask_hits: bool = True  #: mask candidates that are the query's own positive item in another column (accidental hits); inbatch with train.examples=sequence has none (each item one candidate)
     uniform_negatives: int = 0  #: inbatch: extra uniform negatives per batch (mixed negative sampling)
     sampled_negatives: int = 256  #: sampled: negatives per batch, shared by its queries
     sampler: str = "uniform"  #: sampled: uniform | popularity (train-item frequencies)

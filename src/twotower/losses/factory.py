@@ -52,4 +52,9 @@ def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example", batch:
         if world > 1:
             what += f", gathered from {world} ranks"
         logq = "mixture logQ" if cfg.uniform_negatives else "logQ"
+        if per != "example" and not cfg.mask_hits:
+            # the sequence objective's candidates are de-duplicated: no positive is also another column, so there
+            # is no accidental hit to keep as a negative, and loss.mask_hits=false trained exactly as true did
+            return (f"{what} ({t}, {logq if cfg.logq else 'no logQ'}; loss.mask_hits=false does not apply: "
+                    "each item is one candidate, never a hit)")
     return f"{what} ({t}, {logq if cfg.logq else 'no logQ'}, {'hit masking' if cfg.mask_hits else 'no hit masking'})"
