@@ -67,11 +67,12 @@ def test_the_epoch_line_names_the_user_tower_when_it_is_the_one_that_collapsed(c
     # user std 0.0047)
     from types import SimpleNamespace
 
-    from twotower.config import TrainConfig
+    from twotower.config import LossConfig, TrainConfig
     from twotower.training.hooks import log_epoch
     from twotower.training.loop import EarlyStopping
 
-    tr = SimpleNamespace(cfg=TrainConfig(epochs=3), sequence=False, history=[{"seconds": 1.0}], valid_relevant=None)
+    tr = SimpleNamespace(cfg=TrainConfig(epochs=3), loss_cfg=LossConfig(), sequence=False, history=[{"seconds": 1.0}],
+                         valid_relevant=None)
     row = {"epoch": 2, "loss": 5.0, "inbatch_accuracy": 0.1, "item_std": 0.102, "user_std": 0.0047,
            "collapse_alarm": True, "seconds": 1.0, "examples_per_s": 100.0}
     with caplog.at_level("INFO", logger="twotower.training.trainer"):

@@ -63,6 +63,7 @@ def _line_after(caplog: pytest.LogCaptureFixture, history: list[float], epochs: 
     rows = [{"epoch": i + 1, "seconds": s, "loss": 5.0, "inbatch_accuracy": 0.02, "examples_per_s": 12868.0}
             for i, s in enumerate(history)]
     tr = SimpleNamespace(cfg=TrainConfig(epochs=epochs, time_budget_min=budget_min), history=rows, sequence=False,
+                         loss_cfg=LossConfig(),
                          valid_relevant=None, eval_cfg=EvalConfig())
     stopper = SimpleNamespace(best_epoch=0, best=0.0, stop=False)
     caplog.clear()
@@ -188,3 +189,17 @@ def test_the_start_line_says_the_optimizer_and_the_weight_average(caplog: pytest
                 train=replace(train, batch_size=8, progress=False, checkpoint=False))
     start = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("training: "))
     assert said in start, start
+
+
+@pytest.mark.parametrize("kind, label", [("inbatch", " acc "), ("sampled", " sampled acc "),
+                                         ("full", " catalogue acc "), ("bpr", " pairwise acc ")])
+def test_the_epoch_line_names_which_accuracy_the_loss_measures(caplog: pytest.LogCaptureFixture, kind: str,
+                                                               label: str) -> None:
+    # ML-1M, one epoch: BPR's "acc 0.864" (its positive above one random negative) beside the in-batch softmax's
+    # "acc 0.042" (its positive first of 512) read as the same measure
+    _, _, seqs, model = tiny_mean_model()
+    with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+        Trainer(model, seqs, loss=LossConfig(kind=kind, sampled_negatives=8), eval=EvalConfig(baselines=()),
+                train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False)).fit()
+    line = _epoch_lines(caplog)[0]
+    assert re.search(rf"loss [0-9.]+{label}[0-9.]+ ", line), line

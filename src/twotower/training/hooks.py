@@ -33,6 +33,11 @@ __all__ = ["averaged", "check_enough_examples", "validation_users", "resume_stat
 log = logging.getLogger("twotower.training.trainer")
 
 
+#: How the epoch line names the step's accuracy per loss.kind: BPR's "acc 0.864" (its positive above one random
+#: negative) read beside the in-batch softmax's "acc 0.042" (top of 512) as if the same measure, 20x better
+EPOCH_ACCURACY = {"inbatch": "acc", "sampled": "sampled acc", "full": "catalogue acc", "bpr": "pairwise acc"}
+
+
 def check_enough_examples(tr: "Trainer") -> None:
     """Refuse data that gives no batch: every epoch skipped all of it, logged loss 0.0 and kept the untrained
     weights as the best epoch (e.g. sequence examples where no user has two training interactions)."""
@@ -174,8 +179,8 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         if epochs_left > 0:
             left = f"; at most {format_seconds(per_epoch * epochs_left)} to go"
     log.info(
-        "epoch %d/%d: loss %.4f acc %.3f%s%s%s %s%s (%.1fs, %s%s)",
-        row["epoch"], last, row["loss"], row["inbatch_accuracy"],
+        "epoch %d/%d: loss %.4f %s %.3f%s%s%s %s%s (%.1fs, %s%s)",
+        row["epoch"], last, row["loss"], EPOCH_ACCURACY.get(tr.loss_cfg.kind, "acc"), row["inbatch_accuracy"],
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
         # the tower that collapsed: "item_std 0.102 COLLAPSE" blamed the items when the user tower had (0.0047)
         " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < COLLAPSE_STD else "")
