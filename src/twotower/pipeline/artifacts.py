@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import itertools
 import json
 import logging
 import operator
@@ -711,6 +712,8 @@ class TrainedRun:
         self.title_col: str | None = info.get("title_col")
         self._item_emb: np.ndarray | None = None
         self._fingerprint: str | None = None
+        self._weights_seen: tuple[Any, ...] | None = None  # weights_state() the two caches above were computed at
+        self._cleared = 0  # clear_caches() calls: part of weights_state(), so every cache keyed on it starts over
         # config.json's model section as saved: the settings the run's fingerprint hashes (model_fingerprint)
         self.recorded_model: dict[str, Any] | None = None
         self._meta_columns: dict[str, list[Any]] | None = None  # item_meta as JSON-safe values, column by column
@@ -805,16 +808,46 @@ class TrainedRun:
         """Items in the catalogue (rows of ``item_vocab`` and of :meth:`item_embeddings`)."""
         return len(self.item_vocab)
 
+    def weights_state(self) -> tuple[Any, ...]:
+        """A token that changes when the model's weights do: each parameter's and buffer's identity, storage and
+        in-place version counter, so ``with torch.no_grad(): p.mul_(2)``, an optimizer step, ``load_state_dict``
+        and a module or parameter swapped in all change it (microseconds; no weight is read).
+
+        The vectors this run caches (:meth:`item_embeddings`, :meth:`fingerprint`, and the known users' and cold
+        items' query vectors of ``tt.recommend`` / ``tt.similar``) are dropped when it changes: after a weight edit
+        in memory they scored the weights as loaded. An edit through ``p.data`` bypasses the version counter;
+        call :meth:`clear_caches` after one."""
+        model = self.model
+        return (self._cleared, id(model), *((id(t), t.data_ptr(), t._version)
+                             for t in itertools.chain(model.parameters(), model.buffers())))
+
+    def clear_caches(self) -> None:
+        """Forget every vector computed from the weights (item and user vectors, the fingerprint): the next call
+        computes them afresh. Needed only after an edit :meth:`weights_state` cannot see (``p.data.copy_(...)``)."""
+        self._item_emb = self._fingerprint = self._weights_seen = None
+        self._cleared += 1
+
+    def _check_weights(self) -> tuple[Any, ...]:
+        """The current :meth:`weights_state`, after dropping this run's cached vectors when it changed."""
+        state = self.weights_state()
+        if state != self._weights_seen:
+            self._item_emb = self._fingerprint = None
+            self._weights_seen = state
+        return state
+
     def fingerprint(self) -> str:
         """The model's fingerprint (weights and settings): what a saved index or export records and is checked
-        against (``tt.load_index(dir, run.fingerprint())``)."""
+        against (``tt.load_index(dir, run.fingerprint())``); recomputed after the weights change in memory."""
+        self._check_weights()
         if self._fingerprint is None:
             self._fingerprint = model_fingerprint(self.model, self.config, self.recorded_model)
         return self._fingerprint
 
     def item_embeddings(self) -> np.ndarray:
         """[I, D] float32 vectors of the whole catalogue (cached, read-only: ``.copy()`` to change them): unit
-        vectors, or with the item-item term ``[v(i); Q[i]]``, ``D = out_dim + rank`` (models/item_item.py)."""
+        vectors, or with the item-item term ``[v(i); Q[i]]``, ``D = out_dim + rank`` (models/item_item.py).
+        Computed again after the weights change in memory (:meth:`weights_state`)."""
+        self._check_weights()
         if self._item_emb is None:
             emb = self.model.all_item_embeddings().numpy().astype(np.float32)
             # the cache is what scores_for_users, recommend and the service rank with: `items -= items.mean(0)` on

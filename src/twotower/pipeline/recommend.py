@@ -58,12 +58,28 @@ __all__ = [
 #: Known users are embedded in chunks of this many rows (``[0, C)``, ``[C, 2C)``, ...), by the CLI and
 #: the service alike: a batch's shape can change the last bits of a torch matmul, so both use the same one.
 USER_CHUNK = 65536
-_chunks: "weakref.WeakKeyDictionary[TrainedRun, dict[int, np.ndarray]]" = weakref.WeakKeyDictionary()
+#: per loaded run: (its weights_state() when computed, {chunk: [C, D] vectors}); a weight edit in memory drops them
+_chunks: "weakref.WeakKeyDictionary[TrainedRun, tuple[Any, dict[int, np.ndarray]]]" = weakref.WeakKeyDictionary()
 #: the same per run and per input histories (keyed by their ``UserSequences``): `evaluate --history-from` ranks
 #: through :func:`recommend_users` 1,024 users a call, and each call embedded every user's chunk again (30,000
 #: users of a 3-layer transformer: 30 passes over all of them, 130 of the 190 s the evaluation took)
-_history_chunks: "weakref.WeakKeyDictionary[TrainedRun, weakref.WeakKeyDictionary[Any, dict[int, np.ndarray]]]" = (
+_history_chunks: "weakref.WeakKeyDictionary[TrainedRun, tuple[Any, weakref.WeakKeyDictionary[Any, dict[int, np.ndarray]]]]" = (
     weakref.WeakKeyDictionary())
+
+
+def _run_cache(store: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]", run: TrainedRun, empty: Any,
+               fixed_weights: bool = False) -> Any:
+    """``run``'s entry of a module cache, emptied (``empty()``) when its weights changed since it was filled:
+    ``tt.recommend`` after ``p.mul_(2)`` in memory ranked with the user vectors of the weights as loaded.
+    ``fixed_weights``: the caller holds the weights fixed (the service, which loads a run once), so the check,
+    a walk over the model's modules (~0.2 ms on a busy core), is skipped once the entry exists."""
+    got = store.get(run)
+    if fixed_weights and got is not None:
+        return got[1]
+    state = run.weights_state()
+    if got is None or got[0] != state:
+        got = store[run] = (state, empty())
+    return got[1]
 
 
 _LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, which keeps exact search when it is fast "
@@ -218,10 +234,11 @@ def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> No
             f"{run.dir}` does)")
 
 
-def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:
-    """``[B, D]`` query vectors of known users, computed chunk by chunk as the service caches them."""
+def user_query_vectors(run: TrainedRun, user_rows: np.ndarray, *, fixed_weights: bool = False) -> np.ndarray:
+    """``[B, D]`` query vectors of known users, computed chunk by chunk as the service caches them; computed
+    again after the run's weights change in memory unless ``fixed_weights`` (:func:`_run_cache`)."""
     rows = np.asarray(user_rows, dtype=np.int64)
-    cache = _chunks.setdefault(run, {})  # per loaded run: [C, D] vectors of each chunk computed so far
+    cache = _run_cache(_chunks, run, dict, fixed_weights)  # per loaded run: [C, D] vectors of each chunk computed so far
     out = None
     n_users = len(run.user_vocab)
     for c in np.unique(rows // USER_CHUNK).tolist():
@@ -236,7 +253,8 @@ def user_query_vectors(run: TrainedRun, user_rows: np.ndarray) -> np.ndarray:
     return out if out is not None else np.zeros((0, run.item_embeddings().shape[1]), np.float32)
 
 
-def history_query_vectors(run: TrainedRun, histories: Any, user_rows: np.ndarray) -> np.ndarray:
+def history_query_vectors(run: TrainedRun, histories: Any, user_rows: np.ndarray, *,
+                          fixed_weights: bool = False) -> np.ndarray:
     """``[B, D]`` query vectors of known users read from input ``histories``
     (:class:`~twotower.pipeline.histories.InputHistories`), in the same fixed chunks of :data:`USER_CHUNK`
     as :func:`user_query_vectors`: ``recommend --history-from`` and ``serve --history-from`` embed a user in
@@ -245,7 +263,8 @@ def history_query_vectors(run: TrainedRun, histories: Any, user_rows: np.ndarray
     from twotower.pipeline.histories import HistoryScorer
 
     scorer = HistoryScorer(run, histories)  # checks the histories belong to this run
-    cache = _history_chunks.setdefault(run, weakref.WeakKeyDictionary()).setdefault(histories.sequences, {})
+    cache = _run_cache(_history_chunks, run, weakref.WeakKeyDictionary, fixed_weights).setdefault(
+        histories.sequences, {})
     rows = np.asarray(user_rows, dtype=np.int64)
     n_users = len(run.user_vocab)
     out = np.empty((rows.size, run.item_embeddings().shape[1]), dtype=np.float32)  # [B, D]

@@ -51,7 +51,7 @@ COLD_CHUNK = 4096
 SIMILAR_BLOCK = 1024
 #: The query space of an item the model cannot place (:func:`unplaced_item_mask`): it is not searched.
 UNPLACED = "none"
-# per loaded run: (the item tower the vectors came from, {chunk: {row: [Ds] semantic vector}})
+# per loaded run: (its weights_state() the vectors came from, {chunk: {row: [Ds] semantic vector}})
 _semantic: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, dict[int, np.ndarray]]]]" = weakref.WeakKeyDictionary()
 
 
@@ -118,10 +118,11 @@ def _semantic_vectors(run: Any, cold: np.ndarray, rows: Iterable[int]) -> dict[i
 
     tower = run.model.item_tower
     try:
-        cached_tower, cache = _semantic.get(run, (None, {}))
-        if cached_tower is not tower:  # a model swapped in after the run was loaded: its own vectors
+        state = run.weights_state() if hasattr(run, "weights_state") else tower
+        cached_state, cache = _semantic.get(run, (None, {}))
+        if cached_state != state:  # a model swapped in, or its weights edited, after the run was loaded
             cache = {}
-            _semantic[run] = (tower, cache)
+            _semantic[run] = (state, cache)
     except TypeError:  # an object read as a run that takes no weak reference: computed afresh, the same floats
         cache = {}
     out: dict[int, np.ndarray] = {}

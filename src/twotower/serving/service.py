@@ -272,9 +272,9 @@ class RecommenderService:
         `twotower recommend` computes them (its chunks, so the same floats)."""
         from twotower.pipeline.recommend import history_query_vectors, user_query_vectors
 
-        if self.histories is not None:
-            return history_query_vectors(self.run, self.histories, rows)
-        return user_query_vectors(self.run, rows)
+        if self.histories is not None:  # the run is loaded once and never edited: its weights are not re-checked
+            return history_query_vectors(self.run, self.histories, rows, fixed_weights=True)
+        return user_query_vectors(self.run, rows, fixed_weights=True)
 
     def _no_input_history(self, row: int | None) -> bool:
         """A known user (``row``) with no rows in the ``serve --history-from`` files (or only rows of unknown items): read from an empty history."""
