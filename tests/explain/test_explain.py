@@ -275,7 +275,9 @@ def test_a_new_users_features_are_read_by_every_attribution_variant(feature_run)
 
 
 def test_a_new_user_with_features_and_no_pooled_history_rests_on_them(feature_run) -> None:
-    e = explain_by_id(feature_run, history_ids=[], item_id="i0", user_features={"age": 44})
+    # through the row-level call: explain_by_id refuses an empty history as tt.recommend and POST /explain do
+    e = explain_recommendation(feature_run, history_rows=[], item_row=feature_run.item_vocab.index("i0"),
+                               user_features={"age": 44})
     assert e["basis"] == "features" and "user features: age" in e["text"]
 
 

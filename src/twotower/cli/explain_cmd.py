@@ -113,8 +113,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
             warnings.append(f"user {args.user} has no rows of known items in the --history-from files: the item is "
                             "explained from an empty input history, not from their training history")
-    e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top, method=args.method,
-                      user_features=features)
+    if args.history_from:
+        from twotower.explain import explain_recommendation
+
+        # a known user read from the input history, which may be empty (warned above): explained from the empty
+        # input history, as POST /explain does, where explain_by_id refuses a new user's empty history
+        e = explain_recommendation(run, user_row=run.user_row(args.user), history_rows=[int(r) for r in inputs],
+                                   item_row=run.item_vocab.index(args.item), top=args.top, method=args.method,
+                                   user_features=features)
+    else:
+        e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
+                          method=args.method, user_features=features)
     warnings += run.new_user_feature_notes(features)  # as `recommend --history` warns them
     for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
