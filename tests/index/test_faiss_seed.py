@@ -70,3 +70,69 @@ def test_the_distributed_build_is_seeded_as_the_one_process_build(vectors, spec)
     assert build(3) != build(0)
     for seed in (0, 3):  # the same trained quantizer and codes as one process with the same seed
         assert build(seed) == _digest(FaissIndex(spec, seed=seed).build(vectors, ids))
+
+
+#: indexes whose random draws sit inside another index or a transform: a pre-transform's PQ / HNSW, a refine
+#: stage's base, an IVF's coarse quantizer (an HNSW graph, a PQ), an HNSW graph's PQ storage, a residual or
+#: local-search quantizer, a random rotation, OPQ's start and its PQ
+NESTED = ["OPQ4,PQ4x4", "OPQ4,IVF16,PQ4x4", "PCAR8,PQ4x4", "RR16,PQ4x4", "HNSW8,Refine(Flat)", "PCA8,HNSW8",
+          "IVF16_HNSW8,Flat", "IVF16(PQ2x4),Flat", "HNSW8,PQ4x4", "RQ2x4", "LSQ2x4", "IVF16,PQ4x4,Refine(PQ8x4)"]
+#: those of them with no seeded outer index or IVF, which every seed built alike
+UNSEEDED_BEFORE = ["OPQ4,PQ4x4", "PCAR8,PQ4x4", "RR16,PQ4x4", "HNSW8,Refine(Flat)", "PCA8,HNSW8", "RQ2x4", "LSQ2x4"]
+
+
+@pytest.mark.parametrize("spec", UNSEEDED_BEFORE)
+def test_the_seed_reaches_the_indexes_and_transforms_nested_inside(vectors, spec):
+    ids = np.arange(len(vectors), dtype=np.int64)
+
+    def build(seed: int) -> str:
+        return _digest(FaissIndex(spec, seed=seed).build(vectors, ids))
+
+    # before: only the outer index and its IVF were seeded, so `OPQ4,PQ4x4`, `HNSW8,Refine(Flat)`, `PCA8,HNSW8`, an
+    # HNSW coarse quantizer's graph... were the same index whatever --seed said
+    assert build(2) == build(2)
+    assert build(2) != build(3)
+
+
+def test_the_seed_chooses_opqs_starting_rotation(vectors):
+    ids = np.arange(len(vectors), dtype=np.int64)
+
+    def rotation(seed: int) -> np.ndarray:
+        index = FaissIndex("OPQ4,IVF16,Flat", seed=seed).build(vectors, ids).cpu_index()
+        opq = faiss.downcast_VectorTransform(faiss.downcast_index(index.index).chain.at(0))
+        return faiss.vector_to_array(opq.A)
+
+    # before: OPQ always started from FAISS's rotation drawn with its constant seed 1234
+    assert not np.array_equal(rotation(2), rotation(3))
+    assert np.array_equal(rotation(2), rotation(2))
+
+
+def test_the_seed_draws_the_levels_of_an_hnsw_coarse_quantizer(vectors):
+    # the `ivf` shortcut's quantizer from 200,000 vectors (IVF{nlist}_HNSW32): its graph's levels were drawn with
+    # FAISS's constant whatever the seed; now they differ from that constant's draw for the same centroids
+    ids = np.arange(len(vectors), dtype=np.int64)
+    index = FaissIndex("IVF64_HNSW8,Flat", seed=5).build(vectors, ids).cpu_index()
+    quantizer = faiss.downcast_index(index.quantizer)
+    centroids = quantizer.reconstruct_n(0, quantizer.ntotal)
+    constant = faiss.IndexHNSWFlat(vectors.shape[1], 8, faiss.METRIC_INNER_PRODUCT)  # FAISS's own level seed
+    constant.add(centroids)
+    levels = faiss.vector_to_array(quantizer.hnsw.levels)
+    assert not np.array_equal(levels, faiss.vector_to_array(constant.hnsw.levels))
+
+
+@pytest.mark.parametrize("spec", NESTED)
+def test_the_default_seed_builds_the_nested_index_faiss_builds(vectors, spec):
+    # seed 0 keeps every one of FAISS's constants: the same index as FAISS's own, byte for byte
+    ids = np.arange(len(vectors), dtype=np.int64)
+    empty = faiss.index_factory(vectors.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
+    ivf = faiss.try_extract_index_ivf(empty)
+    if ivf is not None and isinstance(faiss.downcast_index(ivf), faiss.IndexIVFPQ):
+        faiss.downcast_index(ivf).do_polysemous_training = False  # as FaissIndex.build trains it
+    plain = faiss.IndexIDMap2(empty)
+    plain.train(vectors)
+    plain.add_with_ids(vectors, ids)
+    ours = FaissIndex(spec, seed=0).build(vectors, ids)
+    if not isinstance(ours.cpu_index(), faiss.IndexIVF):
+        assert hashlib.sha256(faiss.serialize_index(plain).tobytes()).hexdigest() == _digest(ours)
+    else:
+        assert np.array_equal(plain.search(vectors[:20], 10)[1], ours.search(vectors[:20], 10).ids)

@@ -101,18 +101,17 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
     ivf = faiss.try_extract_index_ivf(index)
     ivf = faiss.downcast_index(ivf) if ivf is not None else None
     # the one-process build's seeding: `index build --seed` under torchrun left FAISS's constants in place
-    seed_training(index, ivf, seed)
+    lent = seed_training(index, seed)  # PQs lent to OPQ rotations, kept alive until trained
     if isinstance(ivf, faiss.IndexIVFPQ):
         ivf.do_polysemous_training = False  # only for Hamming filtering; slow
     if not isinstance(index, faiss.IndexIVF):
         index = faiss.IndexIDMap2(index)
     if not index.is_trained:
-        lent = []
         need = min_training_points(index)
         if need > s:  # one line, as FaissIndex.build says it, not FAISS's own per k-means (16 for PQ16)
             log.warning("%s wants %d training vectors (39 per centroid) but the sample has %d, so FAISS trains it on "
                         "fewer; the recall measured on the built index says what that costs", resolved, need, s)
-            lent = _said_once(index)
+            lent += _said_once(index)
         t0 = time.perf_counter()
         use_blas_for(len(sample))  # k-means by SGEMM, as FaissIndex.build trains
         try:

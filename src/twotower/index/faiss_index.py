@@ -154,7 +154,9 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
 def _nested_indexes(index: Any) -> list[Any]:
     """``index`` and every index FAISS trains inside it, downcast: an ID map's, a pre-transform's (OPQ, PCA), a
     refine's base and refine indexes (``PQ4x4,RFlat``: the PQ is the refine's base, which the checks of
-    :func:`min_training_points` and :func:`_said_once` did not reach: FAISS repeated its warning per sub-quantiser)."""
+    :func:`min_training_points` and :func:`_said_once` did not reach: FAISS repeated its warning per sub-quantiser),
+    an IVF's coarse quantizer (``IVF{nlist}_HNSW32``: an HNSW graph of the centroids; ``IVF64(PQ8x4)``: a PQ) and an
+    HNSW graph's storage (``HNSW32,PQ16``: a PQ)."""
     faiss = _faiss()
     found, todo = [], [index]
     while todo:
@@ -164,6 +166,10 @@ def _nested_indexes(index: Any) -> list[Any]:
             todo.append(one.index)
         elif isinstance(one, faiss.IndexRefine):
             todo += [one.refine_index, one.base_index]
+        elif isinstance(one, faiss.IndexIVF) and one.quantizer is not None:
+            todo.append(one.quantizer)
+        elif isinstance(one, faiss.IndexHNSW) and one.storage is not None:
+            todo.append(one.storage)
     return found
 
 
@@ -254,36 +260,73 @@ def _said_once(index: Any) -> list[tuple[Any, Any]]:
 
 
 def _drop_opq_pqs(lent: list[tuple[Any, Any]]) -> None:
-    """Unset the PQs :func:`_said_once` lent OPQ rotations, before Python frees them (only training reads them)."""
+    """Unset the PQs :func:`seed_training` and :func:`_said_once` lent OPQ rotations, before Python frees them (only training reads them)."""
     for opq, _ in lent:
         opq.pq = None
 
 
-#: FAISS's own seeds (ClusteringParameters.seed, HNSW's level generator): ``seed`` is added to them, so the default
-#: seed 0 builds the very index FAISS built before the seed reached it (documented figures rebuild byte for byte)
-_FAISS_KMEANS_SEED, _FAISS_HNSW_SEED = 1234, 12345
+#: FAISS's own seeds (ClusteringParameters.seed, HNSW's level generator, a RandomRotationMatrix's, LocalSearchQuantizer's):
+#: ``seed`` is added to them, so the default seed 0 builds the very index FAISS built before the seed reached it
+#: (documented figures rebuild byte for byte)
+_FAISS_KMEANS_SEED, _FAISS_HNSW_SEED, _FAISS_ROTATION_SEED, _FAISS_LSQ_SEED = 1234, 12345, 12345, 0x12345
 
 
-def seed_training(index: Any, ivf: Any, seed: int) -> None:
-    """Seed FAISS's own random draws from ``seed``: k-means of the IVF lists and PQ codebooks, HNSW levels.
+def _offset(faiss_seed: int, seed: int) -> int:
+    return (faiss_seed + int(seed)) % (2**31)  # FAISS takes a C int
+
+
+def seed_training(index: Any, seed: int) -> list[tuple[Any, Any]]:
+    """Seed FAISS's own random draws in ``index`` and every index and transform nested in it from ``seed``: the
+    k-means of IVF lists and PQ / residual codebooks, HNSW levels, random rotations, OPQ's start and its PQ.
 
     FAISS seeds them with constants, so ``index build --seed`` changed only the query sample and the training
     subsample, never the centroids, and meta.json's ``seed`` did not say what chose them. Offset from FAISS's
-    constants so that seed 0 keeps them; FAISS takes a C int here, hence the modulus.
+    constants so that seed 0 keeps them. Reaching only the outer index and its IVF left FAISS's constants in the
+    indexes inside: the PQ of ``OPQ16,PQ16x4``, the HNSW graph of ``HNSW32,Refine(Flat)`` or of ``PCA32,HNSW32``,
+    the centroid graph of ``IVF{nlist}_HNSW32,Flat`` (the ``ivf`` shortcut from 200,000 vectors) and OPQ's rotation
+    were the same whatever the seed.
+
+    Returns the (rotation, PQ) pairs lent to OPQ rotations (as :func:`_said_once`): they must outlive the
+    training, and :func:`_drop_opq_pqs` then unsets them.
     """
     faiss = _faiss()
-    top = faiss.downcast_index(index)
-    for part in (top, ivf):
-        if part is None:
-            continue
+    for part in _nested_indexes(index):
         if isinstance(part, faiss.IndexIVF):
-            part.cp.seed = (_FAISS_KMEANS_SEED + int(seed)) % (2**31)
-        pq = getattr(part, "pq", None)
-        if pq is not None:
-            pq.cp.seed = (_FAISS_KMEANS_SEED + int(seed)) % (2**31)
+            part.cp.seed = _offset(_FAISS_KMEANS_SEED, seed)
+        for name in ("pq", "rq"):  # IndexPQ, IndexIVFPQ; IndexResidualQuantizer, IndexIVFResidualQuantizer
+            quantizer = getattr(part, name, None)
+            if quantizer is not None and hasattr(quantizer, "cp"):
+                quantizer.cp.seed = _offset(_FAISS_KMEANS_SEED, seed)
+        lsq = getattr(part, "lsq", None)
+        if lsq is not None:
+            lsq.random_seed = _offset(_FAISS_LSQ_SEED, seed)
         hnsw = getattr(part, "hnsw", None)
         if hnsw is not None:
-            hnsw.rng = faiss.RandomGenerator((_FAISS_HNSW_SEED + int(seed)) % (2**31))
+            hnsw.rng = faiss.RandomGenerator(_offset(_FAISS_HNSW_SEED, seed))
+        if isinstance(part, faiss.IndexPreTransform):
+            for i in range(part.chain.size()):
+                vt = faiss.downcast_VectorTransform(part.chain.at(i))
+                if isinstance(vt, faiss.RandomRotationMatrix) and not vt.is_trained:
+                    vt.init(_offset(_FAISS_ROTATION_SEED, seed))  # what its train() does with FAISS's constant
+    lent = []
+    for opq in _opq_matrices(index):
+        if opq.pq is None:  # the PQ FAISS would make for itself (8 bits), with the seed
+            pq = faiss.ProductQuantizer(int(opq.d_out), int(opq.M), _OPQ_PQ_BITS)
+            opq.pq = pq
+            lent.append((opq, pq))
+        opq.pq.cp.seed = _offset(_FAISS_KMEANS_SEED, seed)
+        if seed and opq.A.size() == 0:  # FAISS starts from a rotation drawn with its constant seed 1234
+            faiss.copy_array_to_vector(_random_rotation(int(opq.d_in), int(opq.d_out), seed), opq.A)
+    return lent
+
+
+def _random_rotation(d_in: int, d_out: int, seed: int) -> np.ndarray:
+    """The ``d_out`` first rows of a random ``d x d`` rotation (``d = max(d_in, d_out)``), flat float32: the
+    starting point OPQMatrix.train draws for itself when its ``A`` is empty."""
+    d = max(d_in, d_out)
+    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))
+    q *= np.sign(np.diag(r))  # a uniformly random rotation, not one biased by QR's sign convention
+    return np.ascontiguousarray(q[:d_out], dtype=np.float32).ravel()
 
 
 def _knobs(inner: Any) -> tuple[str, ...]:
@@ -387,8 +430,10 @@ class FaissIndex(VectorIndex):
     ``nprobe`` / ``efSearch`` / ``k_factor_rf`` set the runtime knobs after
     build (an error if the index has no such knob). ``max_train`` caps the
     vectors used for training (a seeded sample); ``seed`` also seeds FAISS's
-    k-means (IVF lists, PQ codebooks) and HNSW's level draws, which FAISS
-    otherwise seeds with its own constants; ``device="cuda"`` searches
+    k-means (IVF lists, PQ / residual codebooks) and HNSW's level draws, in
+    nested indexes too (a pre-transform's, a refine stage's, an IVF's coarse
+    quantizer), and OPQ's starting rotation, which FAISS otherwise seeds with
+    its own constants (seed 0 keeps them); ``device="cuda"`` searches
     on GPU when faiss-gpu is installed. ``log_every_s``: seconds between
     progress lines while vectors are added (None: none).
     """
@@ -484,14 +529,13 @@ class FaissIndex(VectorIndex):
         _check_lists(self.spec, self.factory, index)
         ivf = faiss.try_extract_index_ivf(index)
         ivf = faiss.downcast_index(ivf) if ivf is not None else None
-        seed_training(index, ivf, self.seed)
+        lent = seed_training(index, self.seed)  # PQs lent to OPQ rotations, kept alive until trained
         if isinstance(ivf, faiss.IndexIVFPQ):
             ivf.do_polysemous_training = False  # only for Hamming filtering, which we never use; it is slow
         if not isinstance(index, faiss.IndexIVF):
             index = faiss.IndexIDMap2(index)
         t0 = time.perf_counter()
         n_train = 0
-        lent: list[tuple[Any, Any]] = []
         if not index.is_trained:
             train = vectors
             need = min_training_points(index)
@@ -503,7 +547,7 @@ class FaissIndex(VectorIndex):
                             "on fewer; the recall measured next says what that costs (fewer lists or PQ bits would "
                             "train fully; fewer bits recall less unless more sub-quantisers keep the code as long, "
                             "as the ivfpq shortcut sizes them)%s", self.factory, need, n, small)
-                lent = _said_once(index)
+                lent += _said_once(index)
             if want is not None and n > want:
                 rows = np.sort(np.random.default_rng(self.seed).choice(n, want, replace=False))
                 train = vectors[rows]
