@@ -464,6 +464,12 @@ class ModelConfig:
 MAX_TEMPERATURE = 10_000
 
 
+#: The most extra negatives a batch may draw (loss.sampled_negatives, loss.uniform_negatives): 512 queries x 10M
+#: candidates are 20 GB of float32 scores already. 10**12 was refused only after the data had loaded, by the memory
+#: check (17.5 PiB); loss.kind=full scores the whole catalogue without drawing
+MAX_NEGATIVES = 10_000_000
+
+
 @dataclass(frozen=True, kw_only=True)
 class LossConfig:
     kind: str = "inbatch"  #: inbatch (softmax over the batch's items) | sampled | full (whole catalogue) | bpr (pairwise)
@@ -471,8 +477,8 @@ class LossConfig:
     temperature: float = 0.02  # best of 0.02 / 0.05 / 0.1 on MovieLens-100K valid+test, two seeds (bench/movielens100k.py)
     logq: bool = True  #: subtract each candidate's log sampling probability from its score (popularity bias correction)
     mask_hits: bool = True  #: mask candidates that are the query's own positive item in another column (accidental hits); inbatch with train.examples=sequence has none (each item one candidate)
-    uniform_negatives: int = 0  #: inbatch: extra uniform negatives per batch (mixed negative sampling)
-    sampled_negatives: int = 256  #: sampled: negatives per batch, shared by its queries
+    uniform_negatives: int = 0  #: inbatch: extra uniform negatives per batch (mixed negative sampling), at most 10,000,000
+    sampled_negatives: int = 256  #: sampled: negatives per batch, shared by its queries, 1 to 10,000,000
     sampler: str = "uniform"  #: sampled: uniform | popularity (train-item frequencies)
 
     def __post_init__(self) -> None:
@@ -483,6 +489,10 @@ class LossConfig:
                f"every scaled score is ~0 and training learns nothing), got {self.temperature:g}")
         _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
         _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
+        for name in ("uniform_negatives", "sampled_negatives"):
+            _check(getattr(self, name) <= MAX_NEGATIVES, f"loss.{name}",
+                   f"must be at most {MAX_NEGATIVES:,} (negatives drawn per batch; loss.kind=full scores every item "
+                   f"without drawing), got {getattr(self, name):,}")
         _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
         # switches one loss kind reads: set beside another kind they trained without a word of it, e.g.
         # loss.kind=sampled loss.sampler=popularity loss.uniform_negatives=256 drew no uniform negative (no mixture).

@@ -34,3 +34,17 @@ def test_search_config_bounds_k_as_the_search_flags_do():
     with pytest.raises(ConfigError, match=r"^search\.rerank_top: must be at most 10,000"):
         SearchConfig(rerank_top=10_001)
     assert SearchConfig(k=10_000, rerank_top=10_000).k == 10_000
+
+
+@pytest.mark.parametrize("over", ["loss.kind=sampled loss.sampled_negatives=1000000000000",
+                                  "loss.uniform_negatives=1000000000000"])
+def test_a_negative_count_no_batch_can_hold_is_refused_when_the_config_is_built(over):
+    # 10**12 was accepted here and refused only once the data had loaded, by the memory check (17.5 PiB)
+    key = over.split()[-1].split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{key}: must be at most 10,000,000 .*got 1,000,000,000,000$"):
+        load_config(overrides=over.split())
+    with pytest.raises(ConfigError, match=r"^loss\.sampled_negatives: must be at most 10,000,000"):
+        LossConfig(kind="sampled", sampled_negatives=10**12)
+    # a million-item sampled softmax stays the user's to ask for (the memory check sizes it against the machine)
+    assert LossConfig(kind="sampled", sampled_negatives=1_000_000).sampled_negatives == 1_000_000
+    assert LossConfig(uniform_negatives=10_000_000).uniform_negatives == 10_000_000

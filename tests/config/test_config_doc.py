@@ -36,7 +36,7 @@ def test_the_page_lists_every_run_setting_with_its_default():
 
 def test_a_meaning_is_read_from_its_hash_colon_comment_only():
     meanings = field_meanings(C.LossConfig)
-    assert meanings["sampled_negatives"] == "sampled: negatives per batch, shared by its queries"
+    assert meanings["sampled_negatives"] == "sampled: negatives per batch, shared by its queries, 1 to 10,000,000"
     # a plain `#` comment is a note on the code, not the setting's meaning
     assert "MovieLens" not in field_meanings(C.ItemItemConfig)["enabled"]
 
