@@ -23,7 +23,7 @@ def test_bad_k_is_refused_before_the_run_is_read(tmp_path, capsys, k):
     # the run folder does not even exist: the k error must come first, with nothing printed before it
     assert main(["recommend", "--run", str(tmp_path / "nope"), "--user", "u1", "--k", k]) == 2
     err = capsys.readouterr().err
-    assert "--k must be between 1 and 10000" in err and "ranking with" not in err
+    assert f"--k: must be at {'least 1' if int(k) < 1 else 'most 10000'}" in err and "ranking with" not in err
 
 
 def test_json_says_shortfall_only_for_a_short_list(run_dir, capsys):

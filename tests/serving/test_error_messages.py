@@ -137,8 +137,8 @@ def test_a_count_out_of_range_in_a_batch_names_the_request_as_404s_do(client):
     r = client.post("/recommend/batch", json={"requests": [{"user_id": "u1"}, {"user_id": "u1", "k": 5000}]})
     assert r.status_code == 422
     err = r.json()["error"]
-    assert err["message"] == ("body.requests[1].k: Input should be less than or equal to 1000 (this server's max_k: "
-                              "`twotower serve --max-k` sets it, up to 10000)"), err["message"]
+    assert err["message"] == ("body.requests[1].k: must be at most 1000 (this server's max_k: "
+                              "`twotower serve --max-k` sets it, up to 10000), got 5000"), err["message"]
     assert err["details"][0]["loc"] == ["body", "requests", "1", "k"]  # the JSON shape as it was
 
 

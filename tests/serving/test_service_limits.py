@@ -27,8 +27,8 @@ def test_default_max_k(client):
     r = client.post("/recommend", json={"user_id": "u1", "k": 1001})
     assert r.status_code == 422
     # the bound is this server's, and the message says how it is set (another surface, tt.recommend, allows more)
-    assert r.json()["error"]["message"] == ("body.k: Input should be less than or equal to 1000 (this server's "
-                                            "max_k: `twotower serve --max-k` sets it, up to 10000)")
+    assert r.json()["error"]["message"] == ("body.k: must be at most 1000 (this server's "
+                                            "max_k: `twotower serve --max-k` sets it, up to 10000), got 1001")
 
 
 def test_one_k_bound_for_every_surface(service, run_dir):
@@ -42,7 +42,7 @@ def test_one_k_bound_for_every_surface(service, run_dir):
 
     cap = service.settings.max_k
     assert cap == ServiceSettings.max_k < MAX_K
-    said = rf"k {cap + 1} is above this service's max_k {cap} \(ServiceSettings.max_k, `serve --max-k`"
+    said = rf"k: must be at most {cap} \(this server's max_k: `twotower serve --max-k` sets it"
     with pytest.raises(ConfigError, match=said):
         service.recommend(RecRequest(user_id="u1", k=cap + 1))
     with pytest.raises(ConfigError, match=rf"^requests\[1\]\.{said}"):
@@ -54,7 +54,7 @@ def test_one_k_bound_for_every_surface(service, run_dir):
     with pytest.raises(ConfigError, match=f"ServiceSettings.max_k must be between 1 and {MAX_K}, got {MAX_K + 1}"):
         ServiceSettings(max_k=MAX_K + 1)
     run = tt.TrainedRun.load(run_dir)
-    with pytest.raises(ConfigError, match=rf"k must be an integer between 1 and {MAX_K} \(twotower.config.MAX_K"):
+    with pytest.raises(ConfigError, match=rf"^k: must be at most {MAX_K} \(twotower.config.MAX_K\), got {MAX_K + 1}$"):
         tt.recommend(run, ["u1"], k=MAX_K + 1)
 
 

@@ -105,9 +105,9 @@ def test_out_is_for_items_and_k_is_bounded(run_dir, tmp_path, capsys) -> None:
         f"error: --out writes the CSV of --items; for one item write `--items i3 --out {out}`, or --json for the "
         "printed answer")
     assert not out.exists()
-    for k in ("0", str(MAX_K + 1)):
-        assert _error(capsys, "--run", str(run_dir), "--item", "i3", "--k", k) == \
-            f"error: --k must be between 1 and {MAX_K}, got {k}"
+    assert _error(capsys, "--run", str(run_dir), "--item", "i3", "--k", "0") == "error: --k: must be at least 1, got 0"
+    assert _error(capsys, "--run", str(run_dir), "--item", "i3", "--k", str(MAX_K + 1)) == \
+        f"error: --k: must be at most {MAX_K} (twotower.config.MAX_K), got {MAX_K + 1}"
 
 
 def test_json_with_out_is_refused_not_ignored(run_dir, tmp_path, capsys) -> None:

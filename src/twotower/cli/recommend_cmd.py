@@ -99,10 +99,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
 
     k = args.k if args.k is not None else (100 if args.users else ServiceSettings.default_k)
-    from twotower.config import MAX_K
+    from twotower.pipeline.refusals import k_refusal  # the words of tt.recommend and POST /recommend
 
-    if not 1 <= k <= MAX_K:
-        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}")
+    if (why := k_refusal(k)) is not None:
+        raise ConfigError(f"--k: {why}")
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")

@@ -53,12 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _check_args(args: argparse.Namespace) -> int:
     """The list length; argument errors before the (slow) run load, as `recommend` checks its own."""
     from twotower.cli.flags import refuse_json_with_out
-    from twotower.config import MAX_K
+    from twotower.pipeline.refusals import k_refusal  # the words of tt.similar and POST /similar-items
     from twotower.serving.settings import ServiceSettings
 
     k = args.k if args.k is not None else ServiceSettings.default_k
-    if not 1 <= k <= MAX_K:
-        raise ConfigError(f"--k must be between 1 and {MAX_K}, got {k}")
+    if (why := k_refusal(k)) is not None:
+        raise ConfigError(f"--k: {why}")
     if args.out and args.item is not None:
         raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
                           f"{args.out}`, or --json for the printed answer")

@@ -20,13 +20,13 @@ from typing import Any, Iterable
 import numpy as np
 import scipy.sparse as sp
 
-from twotower.config import MAX_K
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
+from twotower.pipeline.refusals import k_refusal
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -416,9 +416,8 @@ def recommend(
     check_loaded_run(run, "recommend")
     if (user_ids is None) == (history is None):
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise ConfigError(f"k must be an integer between 1 and {MAX_K} (twotower.config.MAX_K, as `twotower "
-                          f"recommend --k`), got {k!r}")
+    if (why := k_refusal(k)) is not None:  # the words of `recommend --k` and POST /recommend
+        raise ConfigError(f"k: {why}")
     if user_features is not None and history is None:
         raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
                           "the features it was trained with)")

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 
-from twotower.config import COLD_SIMILAR, MAX_K
+from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
+from twotower.pipeline.refusals import k_refusal
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
@@ -266,9 +267,8 @@ def similar(
     check_loaded_run(run, "similar")
     if isinstance(item_ids, str):
         raise ConfigError(f"item_ids is a list of item ids, e.g. [{item_ids!r}]; got a string")
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_K:
-        raise ConfigError(f"k must be an integer between 1 and {MAX_K} (twotower.config.MAX_K, as `twotower "
-                          f"similar --k`), got {k!r}")
+    if (why := k_refusal(k)) is not None:  # the words of `similar --k` and POST /similar-items
+        raise ConfigError(f"k: {why}")
     if cold_similar not in COLD_SIMILAR:
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
     rows = np.asarray([run.item_vocab.index(i) for i in item_ids], np.int64)  # an unknown id: named

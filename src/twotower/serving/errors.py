@@ -37,6 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
+from twotower.pipeline.refusals import k_refusal
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
@@ -183,10 +184,10 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
                 sent = ("a boolean" if isinstance(got, bool) else float_in_words(got) if isinstance(got, float)
                         else "null" if got is None else f"a JSON {type(got).__name__}")
                 msg = f"must be a JSON integer such as 5, got {sent}"
-        elif err.get("type") == "less_than_equal" and loc and loc[-1] in _BOUND_BY:
-            setting = _BOUND_BY[loc[-1]]
-            upto = f", up to {MAX_K}" if setting == "max_k" else ""
-            msg = f"{msg} (this server's {setting}: `twotower serve --{setting.replace('_', '-')}` sets it{upto})"
+        elif err.get("type") in ("less_than_equal", "greater_than_equal") and loc and loc[-1] in _BOUND_BY:
+            # the words of `recommend --k` and tt.recommend (pipeline/refusals.py), the bound named as this server's
+            upper = err.get("ctx", {}).get("le", MAX_K)
+            msg = k_refusal(err.get("input"), upper, server_setting=_BOUND_BY[loc[-1]]) or msg
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})

@@ -21,6 +21,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
+from twotower.pipeline.refusals import k_refusal
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog
@@ -514,10 +515,9 @@ class RecommenderService:
     def check_k(self, k: int) -> None:
         """Refuse a list longer than ``settings.max_k``: the bound POST /recommend's schema sets (422 there),
         held for Python callers too, who otherwise got any length up to what memory allowed."""
-        cap = self.settings.max_k
-        if k > cap:
-            raise ConfigError(f"k {k} is above this service's max_k {cap} (ServiceSettings.max_k, `serve --max-k`; "
-                              "at most twotower.config.MAX_K); ask for at most that many")
+        why = k_refusal(k, self.settings.max_k, server_setting="max_k")  # POST /recommend's 422 says the same
+        if why is not None:
+            raise ConfigError(f"k: {why}")
 
     def explain_count(self, req: RecRequest) -> int:
         """Items of ``req``'s answer that get an explanation: 0 without ``explain``, else ``min(k, explain_k)``."""
@@ -599,9 +599,7 @@ class RecommenderService:
         """Items whose embeddings are closest to ``item_id``'s (the item itself excluded). ``check``: as
         :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:  # as RecRequest checks its k
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        self.check_k(int(k))
+        self.check_k(k)  # as RecRequest's k is checked
         row = self.catalog.row(item_id)
         mask = self.catalog.filter_mask(filters, check) if filters else None
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)

@@ -1,0 +1,59 @@
+"""The core text of each refusal the CLI, the HTTP service and the Python API share: one function each.
+
+Each interface adds only where the value came from, in its own style: the command line its flag
+(``--k: ...``), HTTP the JSON field path (``body.k: ...`` in the 422's message, ``loc`` in its details, or
+``history[1]: ...`` and ``"field"`` in a 404), Python the argument (``k: ...``, ``history[1]: ...``). The
+words after the location are these functions', so a client reading one interface's refusal reads the
+others'. No torch here: the CLI calls these before a run is loaded.
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Any, Iterator
+
+from twotower.config import MAX_K
+from twotower.errors import NotFoundError
+
+__all__ = ["k_refusal", "server_bound_note", "locate", "located"]
+
+
+def server_bound_note(setting: str) -> str:
+    """``(this server's max_k: `twotower serve --max-k` sets it, up to 10000)``: a bound the HTTP service sets lower
+    than the CLI's and Python's, named as the server's and with the flag that raises it."""
+    upto = f", up to {MAX_K}" if setting == "max_k" else ""
+    return f"(this server's {setting}: `twotower serve --{setting.replace('_', '-')}` sets it{upto})"
+
+
+def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:
+    """None when ``k`` is a list length from 1 to ``upper``, else why not: ``must be at least 1, got 0``, or
+    ``must be at most 10000 (twotower.config.MAX_K), got 10001``. ``server_setting``: the service's setting that
+    ``upper`` is (``"max_k"``), said as the server's with the flag that raises it, since the CLI and Python allow
+    up to :data:`~twotower.config.MAX_K`."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        return f"must be an integer from 1 to {upper}, got {k!r}"
+    got = int(k) if abs(k) < 10**15 else f"a number of {len(str(abs(int(k))))} digits"  # a bounded echo
+    if k < 1:
+        return f"must be at least 1, got {got}"
+    if k > upper:
+        why = server_bound_note(server_setting) if server_setting else "(twotower.config.MAX_K)"
+        return f"must be at most {upper} {why}, got {got}"
+    return None
+
+
+def locate(e: NotFoundError, where: str) -> NotFoundError:
+    """``e`` with its message led by ``where`` (``--history``, ``history[1]``), once: a located error is not
+    located again."""
+    if not e.message.startswith(where + ": "):
+        e.message = f"{where}: {e.message}"
+        e.args = (e.message,)
+    return e
+
+
+@contextlib.contextmanager
+def located(where: str) -> Iterator[None]:
+    """An unknown id raised inside is named with ``where``: ``item_ids[1]: unknown item 'x' (...)``."""
+    try:
+        yield
+    except NotFoundError as e:
+        raise locate(e, where)

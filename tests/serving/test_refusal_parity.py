@@ -1,0 +1,71 @@
+"""One refusal, one core text: the CLI, HTTP and the Python API say the same words, each after its own location.
+
+The CLI names the flag (``--k: ...``), HTTP the JSON field path (``body.k: ...``, ``history[1]: ...``), Python the
+argument (``k: ...``); what follows is the one function of pipeline/refusals.py (or NotFoundError's text). They
+were three wordings of one refusal (``--k must be between 1 and 10000``, pydantic's ``Input should be greater than
+or equal to 1``, ``k must be an integer between 1 and 10000 (...)``), so a client reading one could not match
+another's.
+"""
+from __future__ import annotations
+
+import pytest
+
+import twotower as tt
+from twotower.cli.main import main
+from twotower.errors import TwoTowerError
+
+
+@pytest.fixture(scope="module")
+def run(run_dir):
+    return tt.TrainedRun.load(run_dir)
+
+
+def _cli(capsys, *argv: str) -> str:
+    """The one error line of a refused command, without its ``error: `` lead."""
+    assert main(list(argv)) != 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1, lines
+    return lines[0].removeprefix("error: ")
+
+
+def _py(fn) -> str:
+    with pytest.raises(TwoTowerError) as e:
+        fn()
+    return str(e.value)
+
+
+def _http(client, path: str, body: dict, status: int = 422) -> str:
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    return r.json()["error"]["message"]
+
+
+def _core(said: str, where: str) -> str:
+    assert said.startswith(where + ": "), (said, where)
+    return said[len(where) + 2:]
+
+
+@pytest.mark.parametrize("route, cmd, body, fn", [
+    ("/recommend", ["recommend", "--user", "u1"], {"user_id": "u1"}, lambda run, k: tt.recommend(run, ["u1"], k=k)),
+    ("/similar-items", ["similar", "--item", "i1"], {"item_id": "i1"}, lambda run, k: tt.similar(run, ["i1"], k=k)),
+])
+def test_a_k_out_of_range_is_refused_in_one_wording(run_dir, run, client, capsys, route, cmd, body, fn) -> None:
+    cli = _core(_cli(capsys, cmd[0], "--run", str(run_dir), *cmd[1:], "--k", "0"), "--k")
+    http = _http(client, route, {**body, "k": 0})
+    py = _core(_py(lambda: fn(run, 0)), "k")
+    assert cli == _core(http, "body.k") == py == "must be at least 1, got 0"
+    # the details keep their shape: loc and msg, the message's words
+    assert client.post(route, json={**body, "k": 0}).json()["error"]["details"] == [
+        {"loc": ["body", "k"], "msg": "must be at least 1, got 0"}]
+
+
+def test_the_servers_lower_k_bound_is_named_as_the_servers(run_dir, run, client, capsys) -> None:
+    """The CLI and Python allow up to config.MAX_K; the service caps k at its max_k (1000): the same words, with
+    the bound said to be this server's and how to raise it."""
+    from twotower.config import MAX_K
+
+    cli = _core(_cli(capsys, "recommend", "--run", str(run_dir), "--user", "u1", "--k", str(MAX_K + 1)), "--k")
+    py = _core(_py(lambda: tt.recommend(run, ["u1"], k=MAX_K + 1)), "k")
+    assert cli == py == f"must be at most {MAX_K} (twotower.config.MAX_K), got {MAX_K + 1}"
+    http = _core(_http(client, "/recommend", {"user_id": "u1", "k": 1001}), "body.k")
+    assert http == "must be at most 1000 (this server's max_k: `twotower serve --max-k` sets it, up to 10000), got 1001"
