@@ -10,7 +10,7 @@ import twotower as tt
 from twotower.cli.main import main
 from twotower.errors import ConfigError
 
-MESSAGE = r"^history: no item ids given; pass at least one"
+MESSAGE = r"^history: no item ids given; a new user.s history needs at least one item id"
 
 
 def test_empty_history_is_refused_everywhere(mean_run, capsys) -> None:

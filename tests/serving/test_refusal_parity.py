@@ -69,3 +69,24 @@ def test_the_servers_lower_k_bound_is_named_as_the_servers(run_dir, run, client,
     assert cli == py == f"must be at most {MAX_K} (twotower.config.MAX_K), got {MAX_K + 1}"
     http = _core(_http(client, "/recommend", {"user_id": "u1", "k": 1001}), "body.k")
     assert http == "must be at most 1000 (this server's max_k: `twotower serve --max-k` sets it, up to 10000), got 1001"
+
+
+def test_an_empty_history_is_refused_in_one_wording(run_dir, run, client, capsys) -> None:
+    """HTTP said pydantic's "List should have at least 1 item after validation, not 0"; tt.explain_by_id explained
+    from the empty-history state where `explain --history` and POST /explain refuse it."""
+    from twotower.explain import explain_by_id
+
+    said = "no item ids given; a new user's history needs at least one item id, oldest first"
+    assert _core(_cli(capsys, "recommend", "--run", str(run_dir), "--history", ","), "--history") == said
+    assert _core(_cli(capsys, "explain", "--run", str(run_dir), "--history", ",", "--item", "i1"), "--history") == said
+    assert _core(_http(client, "/recommend", {"history": []}), "body.history") == said
+    assert _core(_http(client, "/explain", {"history": [], "item_id": "i1"}), "body.history") == said
+    assert _core(_py(lambda: tt.recommend(run, history=[])), "history") == said
+    assert _core(_py(lambda: explain_by_id(run, history=[], item_id="i1")), "history") == said
+
+
+def test_the_servers_history_bound_is_named_as_the_servers(make_client) -> None:
+    r = make_client(max_history=3).post("/recommend", json={"history": ["i1", "i2", "i3", "i4"]})
+    assert r.status_code == 422
+    assert r.json()["error"]["details"] == [{"loc": ["body", "history"], "msg": (
+        "must hold at most 3 item ids (this server's max_history: `twotower serve --max-history` sets it), got 4")}]

@@ -79,8 +79,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.cli.id_lists import parse_id_list
 
     history = None if args.history is None else parse_id_list(args.history, "--history")
-    if history is not None and not history:  # the same rule as POST /explain (an empty history is a 422)
-        raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+    if history is not None and not history:  # the rule and words of POST /explain and tt.explain_by_id
+        from twotower.pipeline.refusals import empty_history_refusal
+
+        raise ConfigError(f"--history: {empty_history_refusal()}")
     if args.top < 0:  # named as the flag, before the run loads (was "explain top: ..." after it)
         raise ConfigError(f"--top must be an integer >= 0 (history items listed), got {args.top}")
     if args.history_from and history is not None:  # the rule and words of `recommend`

@@ -93,8 +93,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         check_out_and_record(args.out, {"--users": [args.users], "--exclude": args.exclude or [],
                                         "--history-from": getattr(args, "history_from", None) or []})
     if args.history is not None and not parse_id_list(args.history, "--history"):
-        # the same rule as HTTP (an empty history is a 422 there)
-        raise ConfigError("--history: no item ids given; pass at least one, e.g. --history 50,181")
+        from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and tt.recommend
+
+        raise ConfigError(f"--history: {empty_history_refusal()}")
     # argument checks before the (slow) run load: a typo is one line at once
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
 

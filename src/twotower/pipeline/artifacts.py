@@ -644,7 +644,9 @@ def check_new_history(history: Any, name: str = "history") -> list[Any]:
         raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
     history = list(history)
     if not history:
-        raise ConfigError(f"{name}: no item ids given; pass at least one, e.g. {name}=['50', '181']")
+        from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and the CLI
+
+        raise ConfigError(f"{name}: {empty_history_refusal()}")
     return history
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 from twotower.config import MAX_K
 from twotower.errors import NotFoundError
 
-__all__ = ["k_refusal", "server_bound_note", "locate", "located"]
+__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located"]
 
 
 def server_bound_note(setting: str) -> str:
@@ -39,6 +39,12 @@ def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) 
         why = server_bound_note(server_setting) if server_setting else "(twotower.config.MAX_K)"
         return f"must be at most {upper} {why}, got {got}"
     return None
+
+
+def empty_history_refusal() -> str:
+    """Why an empty new-user history is refused: it would be answered with the empty-history list, the same for
+    every caller, which no one sending a history asks for."""
+    return "no item ids given; a new user's history needs at least one item id, oldest first"
 
 
 def locate(e: NotFoundError, where: str) -> NotFoundError:

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
-from twotower.pipeline.refusals import k_refusal
+from twotower.pipeline.refusals import empty_history_refusal, k_refusal, server_bound_note
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
@@ -188,6 +188,12 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             # the words of `recommend --k` and tt.recommend (pipeline/refusals.py), the bound named as this server's
             upper = err.get("ctx", {}).get("le", MAX_K)
             msg = k_refusal(err.get("input"), upper, server_setting=_BOUND_BY[loc[-1]]) or msg
+        elif err.get("type") == "too_short" and loc and loc[-1] == "history":
+            msg = empty_history_refusal()  # the words of `recommend --history` and tt.recommend
+        elif err.get("type") == "too_long" and loc and loc[-1] == "history":  # the CLI and Python take any length
+            ctx = err.get("ctx", {})
+            msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_history')}, "
+                   f"got {ctx.get('actual_length', 'more')}")
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
