@@ -90,3 +90,29 @@ def test_the_servers_history_bound_is_named_as_the_servers(make_client) -> None:
     assert r.status_code == 422
     assert r.json()["error"]["details"] == [{"loc": ["body", "history"], "msg": (
         "must hold at most 3 item ids (this server's max_history: `twotower serve --max-history` sets it), got 4")}]
+
+
+@pytest.mark.parametrize("cli_argv, cli_at, route, body, http_at, fn, py_at", [
+    (["recommend", "--history", "i1,nope"], "--history", "/recommend", {"history": ["i1", "nope"]}, "history[1]",
+     lambda run: tt.recommend(run, history=["i1", "nope"]), "history[1]"),
+    (["recommend", "--users", "u1,nope"], "--users", "/recommend/batch",
+     {"requests": [{"user_id": "u1"}, {"user_id": "nope"}]}, "requests[1].user_id",
+     lambda run: tt.recommend(run, ["u1", "nope"]), "user_ids[1]"),
+    (["similar", "--item", "nope"], "--item", "/similar-items", {"item_id": "nope"}, "item_id",
+     lambda run: tt.similar(run, ["nope"]), "item_ids[0]"),
+    (["explain", "--user", "u1", "--item", "nope"], "--item", "/explain", {"user_id": "u1", "item_id": "nope"},
+     "item_id", lambda run: tt.explain_by_id(run, user_id="u1", item_id="nope"), "item_id"),
+    (["explain", "--history", "i1,nope", "--item", "i2"], "--history", "/explain",
+     {"history": ["i1", "nope"], "item_id": "i2"}, "history[1]",
+     lambda run: tt.explain_by_id(run, history=["i1", "nope"], item_id="i2"), "history[1]"),
+])
+def test_an_unknown_id_is_named_where_it_was_sent_then_in_one_wording(
+        run_dir, run, client, capsys, cli_argv, cli_at, route, body, http_at, fn, py_at) -> None:
+    """/similar-items alone named no field (its 404 had no "field"), and Python named no argument at all."""
+    cli = _core(_cli(capsys, cli_argv[0], "--run", str(run_dir), *cli_argv[1:]), cli_at)
+    r = client.post(route, json=body)
+    assert r.status_code == 404 and r.json()["error"]["field"] == http_at
+    http = _core(r.json()["error"]["message"], http_at)
+    py = _core(_py(lambda: fn(run)), py_at)
+    assert cli == http.split("; ")[0] == py  # a batch of several adds its own note after "; "
+    assert cli.startswith("unknown ") and "known" in cli.split("(", 1)[1]

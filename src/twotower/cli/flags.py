@@ -18,8 +18,9 @@ def flag_named(flag: str) -> Iterator[None]:
     try:
         yield
     except NotFoundError as e:
-        if not e.message.startswith(flag + ": "):
-            e.message = f"{flag}: {e.message}"
+        from twotower.pipeline.refusals import locate  # the location rule of HTTP's and Python's
+
+        locate(e, flag)
         parts = str(e.id).replace(";", " ").split() if isinstance(e.id, str) else []
         if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
             e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"

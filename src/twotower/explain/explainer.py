@@ -345,9 +345,20 @@ def explain_by_id(
     # where `explain --history`, POST /explain and tt.recommend refuse it) is refused
     history_ids = None if history is None else check_new_history(history, name)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
-    user_row = None if user_id is None else run.user_vocab.index(user_id)
-    item_row = run.item_vocab.index(item_id)
-    history_rows = None if history_ids is None else [run.item_vocab.index(i) for i in history_ids]
+    from twotower.pipeline.refusals import located
+
+    # an unknown id named by its argument, as POST /explain names its field: with a history, "unknown item"
+    # alone could be item_id or any of history
+    with located("user_id"):
+        user_row = None if user_id is None else run.user_vocab.index(user_id)
+    with located("item_id"):
+        item_row = run.item_vocab.index(item_id)
+    history_rows = None
+    if history_ids is not None:
+        history_rows = []
+        for pos, i in enumerate(history_ids):
+            with located(f"{name}[{pos}]"):
+                history_rows.append(run.item_vocab.index(i))
     return explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features,

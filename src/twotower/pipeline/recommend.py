@@ -26,7 +26,7 @@ from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
-from twotower.pipeline.refusals import k_refusal
+from twotower.pipeline.refusals import k_refusal, located
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -426,6 +426,9 @@ def recommend(
                           "or the other")
     if history is not None:  # checked before the index is opened, as the CLI checks --history
         history = check_new_history(history)  # an empty list: refused, as `recommend --history` and HTTP refuse it
+        for pos, item_id in enumerate(history):  # an unknown id named by its place, as POST /recommend names it
+            with located(f"history[{pos}]"):
+                run.item_vocab.index(item_id)
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories
@@ -439,7 +442,10 @@ def recommend(
     assert user_ids is not None
     if isinstance(user_ids, str):
         raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
-    rows = np.asarray([run.user_row(u) for u in user_ids], np.int64)
+    rows = np.empty(len(user_ids := list(user_ids)), np.int64)
+    for pos, u in enumerate(user_ids):  # an unknown id named by its place: user_ids[3]: unknown user ...
+        with located(f"user_ids[{pos}]"):
+            rows[pos] = run.user_row(u)
     exclude = exclusions_from_files(run, [], include_seen=exclude_seen) if exclude_seen else None
     if histories is not None and exclude_seen:
         from twotower.pipeline.histories import exclude_histories

@@ -30,7 +30,7 @@ import numpy as np
 
 from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
-from twotower.pipeline.refusals import k_refusal
+from twotower.pipeline.refusals import k_refusal, located
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
@@ -271,7 +271,10 @@ def similar(
         raise ConfigError(f"k: {why}")
     if cold_similar not in COLD_SIMILAR:
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
-    rows = np.asarray([run.item_vocab.index(i) for i in item_ids], np.int64)  # an unknown id: named
+    rows = np.empty(len(item_ids := list(item_ids)), np.int64)
+    for pos, item_id in enumerate(item_ids):  # an unknown id named by its place: item_ids[3]: unknown item ...
+        with located(f"item_ids[{pos}]"):
+            rows[pos] = run.item_vocab.index(item_id)
     index, used = open_run_index(run, exact=exact)
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar)

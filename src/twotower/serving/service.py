@@ -600,7 +600,10 @@ class RecommenderService:
         :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         self.check_k(k)  # as RecRequest's k is checked
-        row = self.catalog.row(item_id)
+        try:
+            row = self.catalog.row(item_id)
+        except NotFoundError as e:  # named, as /explain and /recommend name the field that sent an unknown id
+            raise UnknownIdAt("item_id", e) from None
         mask = self.catalog.filter_mask(filters, check) if filters else None
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)
         # the search `twotower similar` and tt.similar run (pipeline/similar.py), so the lists cannot drift
