@@ -125,7 +125,7 @@ def test_an_unknown_user_is_pointed_to_history(run_dir, capsys):
     assert main(["recommend", "--run", str(run_dir), "--user", "ghost"]) == 2
     err = capsys.readouterr().err
     assert "--user: unknown user 'ghost'" in err
-    assert "served from their items: --history ITEM,ITEM,... (oldest first)" in err
+    assert "served from their items: send them as the history (item ids, oldest first) instead of the user id" in err
 
 
 def test_titles_with_line_breaks_and_escapes_stay_on_their_line(capsys):

@@ -99,7 +99,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     # each id checked under its flag first: an unknown item could be the --item or one of --history
     with flag_named("--user"):
         if args.user is not None:
-            run.user_row(args.user)
+            from twotower.errors import NotFoundError
+            from twotower.pipeline.refusals import hint_unknown_user
+
+            try:
+                run.user_row(args.user)
+            except NotFoundError as e:  # as `recommend --user` and POST /explain point to --history
+                raise hint_unknown_user(e, run) from None
     with flag_named("--history"):
         for h in history or ():
             run.item_vocab.index(h)

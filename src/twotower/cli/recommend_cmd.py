@@ -40,8 +40,13 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
     unique = list(dict.fromkeys(ids))  # an id given twice: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
+    from twotower.pipeline.refusals import hint_unknown_user
+
     with flag_named("--users"):
-        return [run.user_row(u) for u in unique]
+        try:
+            return [run.user_row(u) for u in unique]
+        except NotFoundError as e:  # the words of --user, POST /recommend/batch and tt.recommend
+            raise hint_unknown_user(e, run) from None
 
 
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
@@ -156,10 +161,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             try:
                 row = run.user_row(args.user)
             except NotFoundError as e:  # e.g. a user who first appears after training (in the test split)
-                if run.model.user_tower.id_emb is None and run.model.user_tower.uses_history:
-                    e.message += ("; a user not in the run's training data is served from their items: "
-                                  "--history ITEM,ITEM,... (oldest first)")
-                raise
+                from twotower.pipeline.refusals import hint_unknown_user  # the words of HTTP and Python
+
+                raise hint_unknown_user(e, run) from None
         _say_no_input_history(run, [row], histories)
         res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
         _say_shortfall(res, k, [f"user {args.user}"])

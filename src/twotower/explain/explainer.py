@@ -345,12 +345,15 @@ def explain_by_id(
     # where `explain --history`, POST /explain and tt.recommend refuse it) is refused
     history_ids = None if history is None else check_new_history(history, name)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
-    from twotower.pipeline.refusals import located
+    from twotower.pipeline.refusals import hint_unknown_user, located
 
     # an unknown id named by its argument, as POST /explain names its field: with a history, "unknown item"
     # alone could be item_id or any of history
     with located("user_id"):
-        user_row = None if user_id is None else run.user_vocab.index(user_id)
+        try:
+            user_row = None if user_id is None else run.user_vocab.index(user_id)
+        except NotFoundError as e:  # the words of `explain --user` and POST /explain
+            raise hint_unknown_user(e, run) from None
     with located("item_id"):
         item_row = run.item_vocab.index(item_id)
     history_rows = None

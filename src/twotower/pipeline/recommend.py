@@ -21,12 +21,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
-from twotower.errors import ConfigError, IntegrityError
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
-from twotower.pipeline.refusals import k_refusal, located
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, located
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -445,7 +445,10 @@ def recommend(
     rows = np.empty(len(user_ids := list(user_ids)), np.int64)
     for pos, u in enumerate(user_ids):  # an unknown id named by its place: user_ids[3]: unknown user ...
         with located(f"user_ids[{pos}]"):
-            rows[pos] = run.user_row(u)
+            try:
+                rows[pos] = run.user_row(u)
+            except NotFoundError as e:  # the words of `recommend --user` and POST /recommend
+                raise hint_unknown_user(e, run) from None
     exclude = exclusions_from_files(run, [], include_seen=exclude_seen) if exclude_seen else None
     if histories is not None and exclude_seen:
         from twotower.pipeline.histories import exclude_histories

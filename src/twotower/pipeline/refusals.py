@@ -15,7 +15,10 @@ from typing import Any, Iterator
 from twotower.config import MAX_K
 from twotower.errors import NotFoundError
 
-__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located"]
+UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their items: send them as the history "
+                     "(item ids, oldest first) instead of the user id")
+
+__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located", "hint_unknown_user"]
 
 
 def server_bound_note(setting: str) -> str:
@@ -63,3 +66,15 @@ def located(where: str) -> Iterator[None]:
         yield
     except NotFoundError as e:
         raise locate(e, where)
+
+
+def hint_unknown_user(e: NotFoundError, run: Any) -> NotFoundError:
+    """``e`` (an unknown user) with :data:`UNKNOWN_USER_HINT` when the run's user tower reads a history and no user
+    ID, so a user who first appears after training (the test split) can be served: said by ``recommend --user``
+    alone; POST /recommend, POST /explain, ``explain --user`` and Python answered "unknown user" without a way on."""
+    tower = run.model.user_tower
+    if getattr(tower, "id_emb", None) is None and getattr(tower, "uses_history", False) \
+            and UNKNOWN_USER_HINT not in e.message:
+        e.message += f"; {UNKNOWN_USER_HINT}"
+        e.args = (e.message,)
+    return e

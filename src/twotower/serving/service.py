@@ -21,7 +21,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import k_refusal
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog
@@ -390,7 +390,8 @@ class RecommenderService:
         except NotFoundError as e:
             if field is None:
                 raise
-            raise UnknownIdAt(field, e) from None
+            # the words of `recommend --user`: a history tower serves a user unseen in training from their items
+            raise UnknownIdAt(field, hint_unknown_user(e, self.run)) from None
 
     def history_rows(self, history: Sequence[str]) -> np.ndarray:
         """``[L]`` catalogue rows of an ad-hoc history. An unknown id (404) or one the item tower does not
