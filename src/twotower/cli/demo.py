@@ -21,7 +21,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.recommend import exclusions_from_files, recommend_users, results_to_items
     from twotower.pipeline.run import train_run
-    from twotower.utils.runtime import auto_threads, threads_from_env
+    from twotower.utils.runtime import auto_threads, set_threads, threads_from_env
 
     if args.epochs is not None and args.epochs < 1:  # 0 read as "not given" and ran the config's 30 epochs
         raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
@@ -29,6 +29,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
     threads = args.threads or threads_from_env() or auto_threads()
+    set_threads(threads)  # for the whole demo: train_run gives its caller's counts back, the evaluation runs on these
     print("== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()
     print(f"   data in {path}")

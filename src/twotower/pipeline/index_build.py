@@ -24,7 +24,7 @@ from twotower.index.faiss_index import check_factory_parses, needs_training
 from twotower.index.storage import is_index_dir
 from twotower.utils.output_folders import check_artefact_dir, run_writer
 from twotower.utils.run_folder import check_run_folder
-from twotower.utils.runtime import set_threads
+from twotower.utils.runtime import scoped_threads
 from twotower.utils.wording import plural
 
 if TYPE_CHECKING:  # torch: imported once the run folder is known to be one
@@ -89,7 +89,8 @@ def build_index(
     ``policy.exact_p99_ms``, else the fastest of flat, ivf, hnsw, ivfpq meeting the recall target), ``"exact"``,
     a shortcut or a FAISS factory string. Saved into ``out`` (default ``RUN/index``, which ``tt.recommend`` and
     `twotower serve` pick up), replaced as a whole. ``params`` pins a setting (``{"nprobe": 8}``) instead of
-    sweeping it; ``threads`` sets torch's and FAISS's thread counts (None: left as they are). Under torchrun
+    sweeping it; ``threads`` sets torch's, FAISS's and the BLAS pools' thread counts for the call (the caller's are put back
+    when it returns; None: left as they are). Under torchrun
     (an IVF index built across ranks) ranks other than 0 get None. Example::
 
         built = tt.build_index(run, "auto")
@@ -125,11 +126,11 @@ def build_index(
                                  is_same_kind=is_index_dir, flag=flag)
     if isinstance(run, (str, os.PathLike)):  # a wrong folder is one line at once, not after torch is imported
         check_run_folder(run_dir)
-    set_threads(threads)
     from twotower.pipeline.artifacts import TrainedRun
 
-    # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile
-    with run_writer(run_dir, out_dir, what):
+    # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile; on
+    # ``threads`` threads, the caller's counts put back after it
+    with scoped_threads(threads), run_writer(run_dir, out_dir, what):
         if not isinstance(run, TrainedRun):
             run = TrainedRun.load(run_dir)
         return _build(run, index, out_dir, policy, max_train, params, say, advice)

@@ -42,7 +42,8 @@ from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.folder_lock import exclusive_writer
-from twotower.utils.runtime import auto_threads, retain_freed_memory, seed_everything, set_threads, threads_from_env
+from twotower.utils.runtime import (auto_threads, preserved_rng, retain_freed_memory, scoped_threads, seed_everything,
+                                    threads_from_env)
 from twotower.utils.wording import plural
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
@@ -161,6 +162,10 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     ``frames`` gives any of the data inputs as DataFrames instead of files (``{"train": df, "valid": df2,
     "items": items}``; keys as the ``data.*`` file settings); the run folder keeps them as CSV like files.
 
+    The call trains on ``train.threads`` threads (else ``TWOTOWER_THREADS``, else half the idle cores) and seeds
+    Python's, NumPy's and torch's global generators with ``train.seed``; both are put back as they were when it
+    returns, so the caller's thread counts and random streams are its own again.
+
     Under ``torchrun`` every rank calls this: the process group is joined
     first and only rank 0 writes and loads the run folder (so ``out`` need not
     be on a filesystem other nodes see); ranks > 0 get ``None`` for the run.
@@ -172,12 +177,14 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     init_distributed(config.train)
     # one writer at a time: two trainings into one folder interleaved their files under one manifest
     with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
-        return _train_run(config, out, resume=resume, frames=frames)
+        # the thread counts and the seeded generators are the run's: the caller's process gets its own back
+        # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
+        with scoped_threads(config.train.threads or threads_from_env() or auto_threads()), preserved_rng():
+            return _train_run(config, out, resume=resume, frames=frames)
 
 
 def _train_run(config: RunConfig, out: Path, *, resume: bool,
                frames: Mapping[str, pd.DataFrame] | None) -> tuple[TrainedRun, TrainResult, Prepared]:
-    set_threads(config.train.threads or threads_from_env() or auto_threads())
     if tdist.is_main():
         _warn_far_off_temperature(config)
     retain_freed_memory()  # large per-step tensors reused, not page-faulted in every step

@@ -20,6 +20,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.results import Results
 from twotower.search.beir import Corpus, relevant_rows
 from twotower.text.encoder import EncoderSettings
+from twotower.utils.runtime import keeps_caller_state
 
 if TYPE_CHECKING:
     from twotower.search.fusion import FusionChoice
@@ -75,6 +76,7 @@ def evaluate_retriever(
     }
 
 
+@keeps_caller_state()
 def search_evaluate(
     beir_dir: str | os.PathLike[str],
     split: str = "test",
@@ -106,7 +108,8 @@ def search_evaluate(
     ``encoder_backend`` / ``encoder_threads``: the bi-encoder's forward pass, as ``--encoder-backend`` /
     ``--encoder-threads`` (:func:`~twotower.search.finetune.encoder_settings`: None reads
     ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``').
-    ``threads``: torch's, FAISS's and the BLAS pools' thread count (``--threads``; None: left as they are).
+    ``threads``: torch's, FAISS's and the BLAS pools' thread count during the call (``--threads``; the caller's
+    counts are put back when it returns; None: left as they are).
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)

@@ -49,6 +49,7 @@ from twotower.text.encoder import (
     truncation_report,
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.runtime import keeps_caller_state
 
 __all__ = [
     "FinetuneConfig",
@@ -174,6 +175,7 @@ def base_towers(base: str | os.PathLike[str] | None,
     return q, d, doc_dir if doc_dir.is_dir() else Path(base) / "query"
 
 
+@keeps_caller_state(rng=True)
 def finetune_bi_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -212,7 +214,8 @@ def finetune_bi_encoder(
     ``encoder_backend`` / ``encoder_threads``: the towers' forward pass (``--encoder-backend`` /
     ``--encoder-threads``; :func:`encoder_settings`: None reads ``TWOTOWER_ENCODER_BACKEND``, else
     ``EncoderSettings.backend``; a model being trained runs on torch, or torch-bf16). ``threads``: torch's, FAISS's
-    and the BLAS pools' thread count (``--threads``; None: left as they are).
+    and the BLAS pools' thread count during the call (``--threads``; None: left as they are). The thread counts and
+    the global random generators it seeds with ``config.seed`` are put back as the caller had them when it returns.
     """
     import torch  # noqa: PLC0415
 

@@ -24,6 +24,7 @@ from twotower.results import PAD_ID, Results
 from twotower.search.artefacts import no_index_message
 from twotower.search.beir import Corpus
 from twotower.text.encoder import EncoderSettings
+from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.atomic import (
     atomic_dir,
     atomic_write_bytes,
@@ -124,6 +125,7 @@ class SearchIndex:
         self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
 
     @classmethod
+    @keeps_caller_state()
     def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int | None = None,
               cache_dir: str | os.PathLike[str] | None = None, fusion: "FusionChoice | dict | None" = None,
               source: dict | None = None, query_max_length: int | None = None, encoder_backend: str | None = None,
@@ -136,7 +138,8 @@ class SearchIndex:
         / ``--encoder-threads`` (:func:`~twotower.search.finetune.encoder_settings`: None reads
         ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``');
         the backend is saved with the index, whose queries are encoded on it. ``threads``: torch's, FAISS's and the
-        BLAS pools' thread count (``--threads``; None: left as they are)."""
+        BLAS pools' thread count while it builds (``--threads``; the caller's counts are put back when it returns;
+        None: left as they are)."""
         from twotower.search.finetune import encoder_settings  # noqa: PLC0415
         from twotower.search.fusion import as_fusion  # noqa: PLC0415
         from twotower.utils.runtime import set_threads  # noqa: PLC0415

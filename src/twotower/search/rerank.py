@@ -33,6 +33,7 @@ from twotower.text.encoder import RerankSettings, warn_if_bf16_is_emulated
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
+from twotower.utils.runtime import keeps_caller_state
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "RerankValidation", "train_cross_encoder", "validate_reranking",
            "NO_LEARNING_SHARE", "against_chance", "barely_learned"]
@@ -327,6 +328,7 @@ def _identity():
     return torch.nn.Identity()
 
 
+@keeps_caller_state(rng=True)
 def train_cross_encoder(
     queries: Sequence[str],
     positive_rows: Sequence[int],
@@ -354,8 +356,9 @@ def train_cross_encoder(
     (:func:`~twotower.search.validation.hold_out`, as ``rerank train --valid-frac`` does) and not trained on, judged
     against BM25's order over ``doc_texts`` (its top ``SearchConfig.rerank_top`` reranked).
 
-    ``threads``: torch's, FAISS's and the BLAS pools' thread count (``rerank train --threads``; None: left as they
-    are).
+    ``threads``: torch's, FAISS's and the BLAS pools' thread count during the call (``rerank train --threads``; None:
+    left as they are). The thread counts and the global random generators it seeds with ``config.seed`` are put back
+    as the caller had them when it returns.
     """
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415

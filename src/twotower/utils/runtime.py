@@ -1,15 +1,17 @@
 """Process-wide runtime settings: seeds and thread counts, set at the edge only."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import math
 import numbers
 import os
 import random
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -19,8 +21,11 @@ from twotower.errors import ConfigError
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["seed_everything", "set_threads", "threads_from_env", "auto_threads", "flush_denormals", "native_bf16",
-           "resolve_device", "retain_freed_memory", "available_memory"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
+           "threads_from_env", "auto_threads", "flush_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
+           "available_memory"]
 
 
 #: third-party loggers that log at INFO or DEBUG on their own (faiss.loader: every CPU variant it tries); the CLI
@@ -104,6 +109,93 @@ def set_threads(n: int | None) -> None:
     import scipy.linalg  # noqa: F401  -- loads scipy's own OpenBLAS (EASE's solves), so that the limit reaches it
 
     threadpool_limits(int(n), user_api="blas")  # numpy's, scipy's and FAISS's OpenBLAS, process-wide until changed
+
+
+@contextmanager
+def restored_threads() -> Iterator[None]:
+    """Torch's, FAISS's and every BLAS and OpenMP pool's thread counts put back after the block as they were before.
+
+    For the Python API (``train_run``, ``build_index``, the search functions' ``threads=``): a library call
+    left the counts it set changed for the rest of the caller's process (``torch.set_num_threads(2)``, a
+    ``train_run`` with ``train.threads=1``, then ``torch.get_num_threads()`` gave 1). The commands set them
+    for their whole process themselves (:func:`set_threads`).
+    """
+    import scipy.linalg  # noqa: F401  -- the libraries set_threads reaches, loaded before their counts are read
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    try:
+        import faiss  # noqa: PLC0415
+    except ImportError:
+        faiss = None
+    before_torch = torch.get_num_threads()
+    before_faiss = faiss.omp_get_max_threads() if faiss is not None else None
+    pools = threadpool_limits(None)  # records every BLAS and OpenMP pool's count now, changes nothing
+    try:
+        yield
+    finally:
+        pools.restore_original_limits()
+        if faiss is not None:
+            faiss.omp_set_num_threads(before_faiss)
+        torch.set_num_threads(before_torch)
+
+
+@contextmanager
+def scoped_threads(n: int | None) -> Iterator[None]:
+    """:func:`set_threads` for the block, the counts put back after it (:func:`restored_threads`); None: no change."""
+    if n is None:
+        yield
+        return
+    with restored_threads():
+        set_threads(n)
+        yield
+
+
+def keeps_caller_state(*, rng: bool = False) -> Callable[[F], F]:
+    """Decorator for a Python API function whose ``threads=`` argument (when not None) sets the thread counts
+    (:func:`set_threads`) and, with ``rng``, which seeds the global generators (:func:`seed_everything`): both
+    are put back as the caller had them when the function returns or raises."""
+
+    def wrap(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                threads = signature.bind(*args, **kwargs).arguments.get("threads")
+            except TypeError:  # the function's own TypeError, raised by the call below
+                threads = None
+            with contextlib.ExitStack() as stack:
+                if threads is not None:
+                    stack.enter_context(restored_threads())
+                if rng:
+                    stack.enter_context(preserved_rng())
+                return fn(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
+
+
+@contextmanager
+def preserved_rng() -> Iterator[None]:
+    """Python's, NumPy's and torch's global random generators put back after the block as they were before it.
+
+    ``train_run`` and the search trainers seed them (:func:`seed_everything`) so a run is reproducible; a caller's
+    own random stream, drawn after the call, was no longer the one it had seeded.
+    """
+    import torch
+
+    py, npy, cpu = random.getstate(), np.random.get_state(), torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        random.setstate(py)
+        np.random.set_state(npy)
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,102 @@
+"""train_run, build_index and the search functions give the caller's process back as they found it: the thread
+counts they train or build on and the global random generators they seed are the caller's again after the call.
+
+Before, ``torch.set_num_threads(2)``, a ``train_run`` with ``train.threads=1``, then ``torch.get_num_threads()``
+gave 1 (FAISS's and the BLAS pools' counts too), and Python's, NumPy's and torch's global generators were left
+seeded with ``train.seed``: a notebook's own random stream after the call was not the one it had seeded.
+"""
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pytest
+import threadpoolctl
+import torch
+
+import twotower as tt
+from twotower.cli.main import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import write_tiny_data  # noqa: E402
+
+FAST = ["train.epochs=1", "train.progress=false", "train.checkpoint=false", "train.threads=1", "train.batch_size=64",
+        "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16", "model.item.out_dim=16",
+        "model.item.id_dim=16", "model.user.history_dim=16", "model.user.history_len=6", "eval.baselines=[]",
+        "model.item_item.enabled=false", "data.rating_col=null"]
+
+
+def thread_counts() -> dict:
+    import scipy.linalg  # noqa: F401  -- its OpenBLAS among the pools compared
+
+    pools = {(i["internal_api"], i["filepath"]): i["num_threads"] for i in threadpoolctl.threadpool_info()}
+    return {"torch": torch.get_num_threads(), "faiss": faiss.omp_get_max_threads(), **pools}
+
+
+@pytest.fixture
+def caller_threads():
+    """The caller's own counts, 3 everywhere (the training asks for 1); the suite's counts back afterwards."""
+    import scipy.linalg  # noqa: F401
+
+    before_torch, before_faiss = torch.get_num_threads(), faiss.omp_get_max_threads()
+    with threadpoolctl.threadpool_limits(3):
+        torch.set_num_threads(3)
+        faiss.omp_set_num_threads(3)
+        yield thread_counts()
+    faiss.omp_set_num_threads(before_faiss)
+    torch.set_num_threads(before_torch)
+
+
+def rng_draws() -> tuple:
+    return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+
+def seed_all(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    inter, _ = write_tiny_data(tmp_path_factory.mktemp("process-state"))
+    return inter
+
+
+def test_train_run_gives_back_the_callers_thread_counts_and_random_streams(data, tmp_path, caller_threads):
+    seed_all(7)
+    want = rng_draws()
+    seed_all(7)
+    cfg = tt.load_config(overrides=[*FAST, f"data.path={json.dumps(str(data))}"])
+    _, result, _ = tt.train_run(cfg, tmp_path / "run")
+    assert thread_counts() == caller_threads
+    assert rng_draws() == want  # the caller's stream goes on where it was, not from train.seed
+
+    # and the training's own stream is unchanged: the same run again gives the same losses
+    _, again, _ = tt.train_run(cfg, tmp_path / "again")
+    assert [r["loss"] for r in again.history] == [r["loss"] for r in result.history]
+
+
+def test_build_index_with_threads_gives_back_the_callers_thread_counts(data, tmp_path, caller_threads):
+    cfg = tt.load_config(overrides=[*FAST, f"data.path={json.dumps(str(data))}"])
+    run, _, _ = tt.train_run(cfg, tmp_path / "run")
+    tt.build_index(run, "exact", threads=1)
+    assert thread_counts() == caller_threads
+
+
+def test_the_train_command_sets_its_own_threads_for_its_closing_evaluation(data, tmp_path, caller_threads, monkeypatch):
+    module = sys.modules[tt.evaluate_run.__module__]  # the package re-exports the function under the module's name
+    seen = []
+    real = module.evaluate_run
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "evaluate_run", spy)
+    assert main(["train", "--data", str(data), "--out", str(tmp_path / "cli"), "--threads", "1", *FAST]) == 0
+    assert seen == [1]  # the command's count, not the caller's 3 that train_run gives back
