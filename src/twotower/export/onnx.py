@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, IntegrityError
+from twotower.utils.arguments import check_flag
 from twotower.export.folder import CLI_LABELS, PY_LABELS, check_export_dir  # noqa: F401 (re-exported)
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json, check_output_dir
@@ -277,6 +278,7 @@ def export_onnx(run: Any, out: str | Path, *, check_users: int = 1000, force: bo
     if isinstance(check_users, bool) or not isinstance(check_users, (int, np.integer)) or check_users < 1:
         # 0 exported with no user vector checked (export.json "users": 0), -5 failed in numpy
         raise ConfigError(f"check_users must be a whole number >= 1, got {check_users!r}")
+    force = check_flag(force, "force")
     out = check_output_dir(out, labels[0], swapped=True)  # as the CLI checks --out: written beside it, swapped in
     given_dir = isinstance(run, (str, os.PathLike))
     run_dir = Path(run) if given_dir else getattr(run, "dir", None)

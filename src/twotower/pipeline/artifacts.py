@@ -49,6 +49,7 @@ from twotower.data.features import FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
+from twotower.utils.arguments import check_flag
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences, pad_histories
 from twotower.models.two_tower import TwoTowerModel
@@ -730,6 +731,7 @@ class TrainedRun:
         (None) reads ``TWOTOWER_NO_VERIFY=1``, which the CLI's ``--no-verify`` sets.
         """
         d = Path(directory)
+        verify = check_flag(verify, "verify", optional=True)  # verify="no" verified; verify=0 skipped with a warning
         if verify is None:
             verify = os.environ.get(NO_VERIFY_ENV, "") != "1"
         writer = active_writer(d)

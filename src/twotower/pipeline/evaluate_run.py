@@ -16,6 +16,7 @@ from twotower.config import EvalConfig
 from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError, DataError
+from twotower.utils.arguments import check_flag
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
@@ -157,8 +158,7 @@ def evaluate_run(
     # checked before any work, as the CLI checks its flags: any split but "test" used to score valid, and a
     # misspelt baseline failed only after the two-tower row (and the baselines before it) were computed
     check_loaded_run(run, "evaluate_run")
-    if not isinstance(exclude_seen, bool):
-        raise ConfigError(f"exclude_seen must be True or False, got {exclude_seen!r}")
+    exclude_seen = check_flag(exclude_seen, "exclude_seen")
     if split not in ("test", "valid"):
         raise ConfigError(f"split must be 'test' or 'valid', got {split!r}")
     ev = run.config.eval  # what training evaluated with: the defaults of this table

@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
+from twotower.utils.arguments import check_flag
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
@@ -414,6 +415,7 @@ def recommend(
             print(item["rank"], item["item_id"], item.get("title"))
     """
     check_loaded_run(run, "recommend")
+    exclude_seen, exact = check_flag(exclude_seen, "exclude_seen"), check_flag(exact, "exact")
     if (user_ids is None) == (history is None):
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
     if (why := k_refusal(k)) is not None:  # the words of `recommend --k` and POST /recommend

@@ -40,6 +40,7 @@ from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import discard_if_empty, needs_staging, staged_target, staging_path, swap_in, sweep_stale_staging
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
+from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.folder_lock import exclusive_writer
 from twotower.utils.runtime import (auto_threads, preserved_rng, retain_freed_memory, scoped_threads, seed_everything,
@@ -172,6 +173,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     """
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
+    resume = check_flag(resume, "resume")  # resume="no" resumed
     out = check_output_dir(out, "out")
     _check_inputs_outside_run_files(out, config)
     init_distributed(config.train)

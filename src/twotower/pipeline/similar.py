@@ -31,6 +31,7 @@ import numpy as np
 from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
 from twotower.pipeline.refusals import k_refusal, located
+from twotower.utils.arguments import check_flag
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
@@ -265,6 +266,7 @@ def similar(
     from twotower.pipeline.recommend import open_run_index, results_to_items
 
     check_loaded_run(run, "similar")
+    exact = check_flag(exact, "exact")
     if isinstance(item_ids, str):
         raise ConfigError(f"item_ids is a list of item ids, e.g. [{item_ids!r}]; got a string")
     if (why := k_refusal(k)) is not None:  # the words of `similar --k` and POST /similar-items
