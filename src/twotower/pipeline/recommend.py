@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
-from twotower.utils.arguments import check_flag
+from twotower.utils.arguments import check_flag, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
@@ -431,6 +431,11 @@ def recommend(
         for pos, item_id in enumerate(history):  # an unknown id named by its place, as POST /recommend names it
             with located(f"history[{pos}]"):
                 run.item_vocab.index(item_id)
+    if user_ids is not None:  # checked before the index is opened, as history above
+        if isinstance(user_ids, str):
+            raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
+        if not is_id_list(user_ids):  # user_ids=42: a bare TypeError ("'int' object is not iterable")
+            raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got {type(user_ids).__name__}")
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories

@@ -1,0 +1,44 @@
+"""The id arguments of tt.recommend and tt.similar: anything but a list of ids is a ConfigError saying what to pass,
+never a bare TypeError from inside."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import twotower as tt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import build_tiny_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> tt.TrainedRun:
+    return tt.TrainedRun.load(build_tiny_run(tmp_path_factory.mktemp("api-id-arguments")))
+
+
+def test_similar_without_item_ids_says_what_to_pass(run):
+    # was "TypeError: 'NoneType' object is not iterable", where tt.recommend(run, None) is a ConfigError
+    with pytest.raises(tt.ConfigError, match=r"give item_ids, the items to find similar ones for: a list of item "
+                                             r"ids, e.g. \['50'\]"):
+        tt.similar(run, None)
+
+
+@pytest.mark.parametrize("value", [5, 5.0, np.int64(5), np.array([[1, 2]])])
+def test_one_id_or_a_table_instead_of_a_list_is_refused_with_the_form_to_use(run, value):
+    # "TypeError: 'int' object is not iterable" from both
+    kind = type(value).__name__
+    with pytest.raises(tt.ConfigError, match=rf"item_ids is a list of item ids, e.g. \[.*\]; got {kind}"):
+        tt.similar(run, value)
+    with pytest.raises(tt.ConfigError, match=rf"user_ids is a list of user ids, e.g. \[.*\]; got {kind}"):
+        tt.recommend(run, value)
+
+
+def test_lists_tuples_arrays_and_generators_are_still_taken(run):
+    want = tt.similar(run, ["i1", "i2"])
+    assert tt.similar(run, ("i1", "i2")) == want
+    assert tt.similar(run, np.array(["i1", "i2"])) == want
+    assert tt.similar(run, (i for i in ["i1", "i2"])) == want
+    assert tt.recommend(run, (u for u in ["u1"])) == tt.recommend(run, ["u1"])
