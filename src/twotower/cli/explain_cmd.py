@@ -113,22 +113,18 @@ def cmd_explain(args: argparse.Namespace) -> int:
         run.item_vocab.index(args.item)
     warnings: list[str] = []
     if args.history_from:
+        from twotower.explain import explain_recommendation
         from twotower.pipeline.histories import read_input_histories
 
-        # the input history replaces the stored one, as POST /explain reads it under `serve --history-from`
-        inputs = read_input_histories(run, args.history_from).sequences.of(run.user_row(args.user))
-        history = [run.item_vocab.id_at(int(r)) for r in inputs]
-        if not history:  # as `recommend --history-from` and POST /explain say it: not their training history
+        # the input history replaces the stored one, as POST /explain reads it under `serve --history-from` (the
+        # user's rows, not their ids: explain_by_id takes a known user or a new user's history, not both)
+        user_row = run.user_row(args.user)
+        inputs = [int(r) for r in read_input_histories(run, args.history_from).sequences.of(user_row)]
+        if not inputs:  # as `recommend --history-from` and POST /explain say it: not their training history
             warnings.append(f"user {args.user} has no rows of known items in the --history-from files: the item is "
                             "explained from an empty input history, not from their training history")
-    if args.history_from:
-        from twotower.explain import explain_recommendation
-
-        # a known user read from the input history, which may be empty (warned above): explained from the empty
-        # input history, as POST /explain does, where explain_by_id refuses a new user's empty history
-        e = explain_recommendation(run, user_row=run.user_row(args.user), history_rows=[int(r) for r in inputs],
-                                   item_row=run.item_vocab.index(args.item), top=args.top, method=args.method,
-                                   user_features=features)
+        e = explain_recommendation(run, user_row=user_row, history_rows=inputs, item_row=run.item_vocab.index(args.item),
+                                   top=args.top, method=args.method, user_features=features)
     else:
         e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
                           method=args.method, user_features=features)

@@ -331,8 +331,9 @@ def explain_by_id(
 ) -> dict[str, Any]:
     """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
 
-    ``history``: a new user's item ids, oldest first, the keyword ``tt.recommend`` takes them by (and POST
-    /explain's field); ``history_ids`` is its older name, still taken. ``user_features`` go with ``history``
+    Give exactly one of ``user_id`` (a known user, their training history) or ``history``: a new user's item ids,
+    oldest first, the keyword ``tt.recommend`` takes them by (and POST /explain's field); ``history_ids`` is its
+    older name, still taken. ``user_features`` go with ``history``
     (a new user), as in ``POST /recommend``."""
     check_loaded_run(run, "explain")
     if history_ids is not None:
@@ -341,6 +342,10 @@ def explain_by_id(
         history, name = history_ids, "history_ids"
     else:
         name = "history"
+    if (user_id is None) == (history is None):
+        # the words of POST /explain (and `twotower explain`, whose --user and --history exclude each other): with
+        # both, the history silently replaced the user's; with neither, the refusal named user_row and history_rows
+        raise ConfigError(f"give exactly one of user_id (a known user) or {name} (item ids, oldest first)")
     # a string ("12" was read as the history [1, 2]) or an empty list (explained from the empty-history state,
     # where `explain --history`, POST /explain and tt.recommend refuse it) is refused
     history_ids = None if history is None else check_new_history(history, name)
