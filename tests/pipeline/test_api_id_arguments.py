@@ -42,3 +42,37 @@ def test_lists_tuples_arrays_and_generators_are_still_taken(run):
     assert tt.similar(run, np.array(["i1", "i2"])) == want
     assert tt.similar(run, (i for i in ["i1", "i2"])) == want
     assert tt.recommend(run, (u for u in ["u1"])) == tt.recommend(run, ["u1"])
+
+
+@pytest.mark.parametrize("history", [{"i1", "i2"}, frozenset({"i1", "i2"}), {"i1": 1, "i2": 2},
+                                     {"i1": 1, "i2": 2}.keys(), {1: "i1", 2: "i2"}.values()])
+def test_a_history_without_an_order_is_refused(run, history):
+    # a history is oldest first: a set was pooled in whatever order it iterated, without a word
+    kind = type(history).__name__
+    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}, which has "
+                                             r"no order: pass a list in time order"):
+        tt.recommend(run, history=history)
+    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}"):
+        tt.explain_by_id(run, history=history, item_id="i3")
+    from twotower.pipeline.recommend import open_run_index
+    from twotower.serving import RecommenderService
+
+    service = RecommenderService(run, open_run_index(run, exact=True)[0])
+    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}"):
+        service.explain(history=history, item_id="i3")  # RecommenderService called from Python
+
+
+def test_one_id_as_a_history_says_what_to_pass(run):
+    # "TypeError: 'int' object is not iterable"
+    with pytest.raises(tt.ConfigError, match=r"^history is a list of item ids, oldest first, e.g. \[5\]; got int"):
+        tt.recommend(run, history=5)
+
+
+def test_ordered_histories_are_still_taken(run):
+    import pandas as pd
+
+    want = tt.recommend(run, history=["i1", "i2"])
+    for given in (("i1", "i2"), np.array(["i1", "i2"]), pd.Series(["i1", "i2"]), (i for i in ["i1", "i2"])):
+        assert tt.recommend(run, history=given) == want
+    assert tt.explain_by_id(run, history=pd.Series(["i1", "i2"]), item_id="i3") == tt.explain_by_id(
+        run, history=["i1", "i2"], item_id="i3")

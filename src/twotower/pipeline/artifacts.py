@@ -641,9 +641,9 @@ def check_new_history(history: Any, name: str = "history") -> list[Any]:
     held by every Python entry point too (``tt.recommend``, ``tt.explain_by_id``, :class:`RecRequest`,
     ``RecommenderService.explain``). ``tt.explain_by_id(history=[])`` explained the item from the empty-history
     state, a popularity prior, where the three others refused the same request."""
-    if isinstance(history, (str, bytes)):  # "181" was read as the history "1", "8", "1"
-        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{history!r}]; got a string")
-    history = list(history)
+    from twotower.utils.arguments import check_history
+
+    history = check_history(history, name)  # a string ("181" read as "1", "8", "1"), a set (no order), one id
     if not history:
         from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and the CLI
 

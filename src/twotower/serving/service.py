@@ -399,6 +399,9 @@ class RecommenderService:
         if isinstance(history, (str, bytes)):  # from Python: "181" was read as the history "1", "8", "1"
             raise ConfigError(f"history is a sequence of item ids, oldest first, e.g. ({history!r},); got the "
                               f"string {history!r}")
+        from twotower.utils.arguments import check_history
+
+        history = check_history(history)  # from Python: a set has no order, and history[pos] below failed on it
         rows = np.empty(len(history), dtype=np.int64)  # [L]
         for pos, item_id in enumerate(history):
             try:

@@ -1,14 +1,14 @@
 """Checks of the Python API's arguments, worded alike in every public function."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set, ValuesView
 from typing import Any
 
 import numpy as np
 
 from twotower.errors import ConfigError
 
-__all__ = ["check_flag", "is_id_list"]
+__all__ = ["check_flag", "is_id_list", "check_history"]
 
 
 def is_id_list(value: Any) -> bool:
@@ -19,6 +19,22 @@ def is_id_list(value: Any) -> bool:
     if isinstance(value, np.ndarray):
         return value.ndim == 1
     return isinstance(value, Iterable)
+
+
+def check_history(value: Any, name: str = "history") -> list[Any]:
+    """A new user's history (item ids, oldest first) as a list; ConfigError naming ``name`` for a string (its
+    letters were read as ids), a value that is not a list of ids, or a set or dict (view), which has no order:
+    ``tt.recommend(run, history={'50', '181'})`` pooled the items in whatever order the set iterated, so the
+    recency weights and a sequence tower read them oldest-last at random. Lists, tuples, 1-d arrays, Series and
+    generators are taken."""
+    if isinstance(value, (str, bytes)):
+        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{value!r}]; got a string")
+    if isinstance(value, (Set, Mapping, ValuesView)):
+        raise ConfigError(f"{name} is a list of item ids, oldest first; got a {type(value).__name__}, which has no "
+                          f"order: pass a list in time order, e.g. {name}=['50', '181']")
+    if not is_id_list(value):
+        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{value!r}]; got {type(value).__name__}")
+    return list(value)
 
 
 def check_flag(value: Any, name: str, *, optional: bool = False) -> bool | None:
