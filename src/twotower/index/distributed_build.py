@@ -40,7 +40,8 @@ import torch.distributed as dist
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
 from twotower.index.exact import use_blas_for
-from twotower.index.faiss_index import FaissIndex, _drop_opq_pqs, _said_once, min_training_points, resolve_factory, seed_training
+from twotower.index.faiss_index import (FaissIndex, _drop_opq_pqs, _said_once, check_factory_sizes, min_training_points,
+                                          resolve_factory, seed_training)
 from twotower.distributed import distributed_world
 
 __all__ = [
@@ -87,6 +88,7 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
     sample = check_vectors(train_sample, name="train_sample")
     s, dim = sample.shape
     resolved = resolve_factory(factory, int(n_total or s), dim)
+    check_factory_sizes(factory, resolved, int(n_total or s), dim)  # before FAISS allocates what it names
     try:
         index = faiss.index_factory(dim, resolved, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:

@@ -39,7 +39,7 @@ from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
-           "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID"]
+           "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST"]
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,40 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
     if name == "ivfpq":
         m, nbits = _pq_shape(n, dim)
         return f"IVF{nlist},PQ{m}x{nbits}" + (f",{rest.strip()}" if rest.strip() else "")
-    return spec.strip().replace("{nlist}", str(nlist))
+    factory = spec.strip().replace("{nlist}", str(nlist))
+    check_factory_sizes(spec, factory)
+    return factory
+
+
+#: The most IVF lists a factory string may name: 2**20, the count FAISS's guidelines give for a billion vectors
+#: (which k-means wants 41M training vectors for, 39 a list). FAISS allocates every list as the index is created,
+#: before any check of the catalogue: `IVF100000000,Flat` grew to 15 GB and hung before anything was refused
+MAX_NLIST = 1 << 20
+_IVF_RE = re.compile(r"(?<![A-Za-z])IVF(\d+)")
+
+
+def _shown(spec: str, factory: str) -> str:
+    return factory if factory == spec.strip() else f"{factory} (from {spec!r})"
+
+
+def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int | None = None) -> None:
+    """Refuse, before FAISS allocates anything, a size in the factory string ``factory`` (resolved from ``spec``)
+    that no catalogue can use: more than :data:`MAX_NLIST` IVF lists; with the catalogue's ``n`` known, more lists
+    than vectors (k-means cannot place more centroids than points). ``n`` None: only the bounds that hold for any
+    catalogue (the string is checked before the run loads)."""
+    for match in _IVF_RE.finditer(factory):
+        nlist = int(match.group(1))
+        if nlist > MAX_NLIST:
+            raise ConfigError(f"index {_shown(spec, factory)}: IVF{nlist} asks for {nlist:,} IVF lists, more than "
+                              f"the {MAX_NLIST:,} (2^20) FAISS's guidelines give a billion vectors, and FAISS "
+                              "allocates every list before training; name at most that many, or IVF{nlist} to size "
+                              "the count to the catalogue")
+        if n is not None and nlist > n:
+            fit = max(1, n // POINTS_PER_CENTROID)
+            raise ConfigError(f"index {_shown(spec, factory)}: IVF{nlist} asks for {nlist:,} IVF lists over "
+                              f"{n:,} vectors, and k-means cannot place more centroids than vectors (FAISS wants "
+                              f"{POINTS_PER_CENTROID} training vectors a list: at most {fit:,} lists here); name "
+                              f"fewer (IVF{fit}), or IVF{{nlist}} to size the count to the catalogue")
 
 
 def _nested_indexes(index: Any) -> list[Any]:
@@ -217,6 +250,7 @@ def training_sample_size(spec: str, n: int, dim: int, cap: int) -> int:
     """
     faiss = _faiss()
     factory = resolve_factory(spec, n, dim)
+    check_factory_sizes(spec, factory, n, dim)
     need = min_training_points(faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT))
     return _raised_to_need(factory, need, cap, n, "the training sample")
 
@@ -388,6 +422,7 @@ def check_factory_parses(spec: str) -> None:
     PQ whose m must divide D) is left to the build, which knows D."""
     if spec.strip().lower() in ("auto", "exact"):
         return
+    check_factory_sizes(spec, spec.strip())  # a size no catalogue can use: refused before FAISS allocates it
     n, dim = 100_000, 64
     try:
         _empty_index(spec, n, dim)
@@ -522,6 +557,7 @@ class FaissIndex(VectorIndex):
         note = pq_sizing_note(n, dim) if self.spec.partition(",")[0].strip().lower() == "ivfpq" else None
         if note:  # the shortcut chose fewer than 8 bits: say what and why, as the factory string alone does not
             log.info("%s", note)
+        check_factory_sizes(self.spec, self.factory, n, dim)  # before FAISS allocates what they name
         try:
             index = faiss.index_factory(dim, self.factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:

@@ -1,0 +1,62 @@
+"""Sizes in a FAISS factory string that no catalogue can use are refused in one line before FAISS allocates them.
+
+`index build --index IVF100000000,Flat` grew to 15 GB and hung: FAISS allocates every IVF list as the index is
+created. Each test replaces ``faiss.index_factory`` so that a check coming too late fails instead of allocating.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from twotower.cli.main import main
+from twotower.errors import ConfigError
+
+
+@pytest.fixture
+def no_faiss_index(monkeypatch):
+    """``faiss.index_factory`` replaced by one that records its calls and builds nothing."""
+    import faiss
+
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise AssertionError(f"faiss.index_factory{args} was called before the sizes were checked")
+
+    monkeypatch.setattr(faiss, "index_factory", refuse)
+    return calls
+
+
+def test_an_ivf_list_count_past_any_catalogue_is_refused_before_the_run_loads(tmp_path, capsys, no_faiss_index):
+    # the run does not exist: the string is refused first
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", "IVF100000000,Flat"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: index IVF100000000,Flat: IVF100000000 asks for 100,000,000 IVF lists")
+    assert "1,048,576" in err and "IVF{nlist}" in err
+    import twotower as tt
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match="100,000,000 IVF lists"):
+        tt.build_index(tmp_path / "nope", "IVF100000000,Flat")
+    with pytest.raises(ConfigError, match="100,000,000 IVF lists"):
+        FaissIndex("IVF100000000,PQ8")
+    assert no_faiss_index == []
+
+
+def test_more_ivf_lists_than_vectors_are_refused_before_faiss_builds_the_index(no_faiss_index):
+    from twotower.index.faiss_index import FaissIndex
+
+    vectors = np.random.default_rng(0).standard_normal((100, 8)).astype(np.float32)
+    with pytest.raises(ConfigError, match=r"IVF5000 asks for 5,000 IVF lists over 100 vectors.* at most 2 lists "
+                                          r"here\); name fewer \(IVF2\)"):
+        FaissIndex("IVF5000,Flat").build(vectors, np.arange(100))
+    assert no_faiss_index == []
+
+
+def test_a_list_count_the_catalogue_can_train_is_still_built():
+    from twotower.index.faiss_index import FaissIndex
+
+    vectors = np.random.default_rng(0).standard_normal((200, 8)).astype(np.float32)
+    index = FaissIndex("IVF4,Flat").build(vectors, np.arange(200))
+    assert index.nlist == 4 and len(index) == 200
