@@ -60,3 +60,27 @@ def test_a_list_count_the_catalogue_can_train_is_still_built():
     vectors = np.random.default_rng(0).standard_normal((200, 8)).astype(np.float32)
     index = FaissIndex("IVF4,Flat").build(vectors, np.arange(200))
     assert index.nlist == 4 and len(index) == 200
+
+
+@pytest.mark.parametrize("spec, m", [("HNSW100000000", 100_000_000), ("HNSW1", 1), ("IVF64_HNSW0,Flat", 0)])
+def test_an_hnsw_m_outside_what_faiss_can_build_is_refused_before_the_run_loads(spec, m, tmp_path, capsys,
+                                                                                 no_faiss_index):
+    # HNSW100000000 failed with std::bad_alloc 12 s into the build; HNSW0 and HNSW1 crashed the process in FAISS
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: index {spec}: HNSW{m} links each vector to {m:,} neighbours (M), outside 2..512")
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match=r"\(M\), outside 2\.\.512"):
+        FaissIndex(spec)
+    assert no_faiss_index == []
+
+
+def test_an_ef_search_pinned_past_the_catalogue_is_refused_before_the_build():
+    # FAISS sizes each query's candidate heaps to efSearch: --ef-search 1000000000 failed with std::bad_alloc
+    from twotower.index.autotune import check_pin
+
+    with pytest.raises(ConfigError, match=r"^params\['efSearch'\] 1000000000 is more than the 100 vectors of the "
+                                          r"HNSW32 graph; at params\['efSearch'\] 100 a search"):
+        check_pin("hnsw", {"efSearch": 1_000_000_000}, 100, 8)
+    assert check_pin("hnsw", {"efSearch": 100}, 100, 8) == {"efSearch": 100}

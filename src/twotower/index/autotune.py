@@ -562,6 +562,10 @@ def check_pin(spec: str, params: dict[str, Any], n: int, dim: int, k: int = 1) -
         if name == "nprobe" and nlist is not None and value > nlist:
             raise ConfigError(f"{key} {value} is more than the {plural(nlist, 'list')} of {factory} over {n:,} "
                               f"vectors; {key} {nlist} already searches every list")
+        # FAISS sizes each query's candidate heaps to efSearch: 1e9 failed with std::bad_alloc in the first search
+        if name == "efSearch" and value > n:
+            raise ConfigError(f"{key} {value} is more than the {n:,} vectors of the {factory} graph; at {key} {n} "
+                              "a search already keeps every vector as a candidate")
     return {name: float(v) if name == "k_factor" else int(v) for name, v in params.items()}
 
 

@@ -39,7 +39,8 @@ from twotower.results import PAD_ID, Results
 from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
-           "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST"]
+           "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST",
+           "HNSW_M_RANGE"]
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,12 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
 #: before any check of the catalogue: `IVF100000000,Flat` grew to 15 GB and hung before anything was refused
 MAX_NLIST = 1 << 20
 _IVF_RE = re.compile(r"(?<![A-Za-z])IVF(\d+)")
+#: HNSW's M (neighbours a node links to; 2*M on the bottom layer), as FAISS's factory takes it: from 2 (HNSW0 aborted
+#: the process in FAISS's graph build, HNSW1 crashed it) to 512. FAISS's guidance is 4 to 64 and its default 32;
+#: each vector holds 2*M 32-bit links on the bottom layer, 4 KB at M=512 (more than a 1024-dim float vector), and
+#: `HNSW100000000` failed with std::bad_alloc 12 s into the build
+HNSW_M_RANGE = (2, 512)
+_HNSW_RE = re.compile(r"(?<![A-Za-z])HNSW(\d+)")
 
 
 def _shown(spec: str, factory: str) -> str:
@@ -166,9 +173,16 @@ def _shown(spec: str, factory: str) -> str:
 
 def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int | None = None) -> None:
     """Refuse, before FAISS allocates anything, a size in the factory string ``factory`` (resolved from ``spec``)
-    that no catalogue can use: more than :data:`MAX_NLIST` IVF lists; with the catalogue's ``n`` known, more lists
+    that no catalogue can use: more than :data:`MAX_NLIST` IVF lists, an HNSW M outside :data:`HNSW_M_RANGE`; with the catalogue's ``n`` known, more lists
     than vectors (k-means cannot place more centroids than points). ``n`` None: only the bounds that hold for any
     catalogue (the string is checked before the run loads)."""
+    low, high = HNSW_M_RANGE
+    for match in _HNSW_RE.finditer(factory):
+        m = int(match.group(1))
+        if not low <= m <= high:
+            raise ConfigError(f"index {_shown(spec, factory)}: HNSW{m} links each vector to {m:,} neighbours (M), "
+                              f"outside {low}..{high}: FAISS's HNSW needs M >= {low}, and its guidance is 4 to 64 "
+                              f"(each vector stores 2*M links, {8 * high:,} bytes at M={high}); HNSW32 is the usual")
     for match in _IVF_RE.finditer(factory):
         nlist = int(match.group(1))
         if nlist > MAX_NLIST:
