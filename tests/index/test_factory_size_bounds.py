@@ -84,3 +84,34 @@ def test_an_ef_search_pinned_past_the_catalogue_is_refused_before_the_build():
                                           r"HNSW32 graph; at params\['efSearch'\] 100 a search"):
         check_pin("hnsw", {"efSearch": 1_000_000_000}, 100, 8)
     assert check_pin("hnsw", {"efSearch": 100}, 100, 8) == {"efSearch": 100}
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("IVF{nlist},PQ64x24", "PQ64x24 codes with 24 bits, 16,777,216 centroids per codebook; the bits must be 1 to 16"),
+    ("IVF8,PQ16x0", "PQ16x0 codes with 0 bits; the bits must be 1 to 16"),
+    ("RQ2x30", "RQ2x30 codes with 30 bits, 1,073,741,824 centroids per codebook; the bits must be 1 to 16"),
+])
+def test_pq_bits_outside_1_to_16_are_refused_before_the_run_loads(spec, said, tmp_path, capsys, no_faiss_index):
+    # IVF{nlist},PQ64x24 was refused by FAISS only after 30 s and 8.7 GB RSS; PQ64x0 crashed the process
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: index ") and said in err
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match="the bits must be 1 to 16"):
+        FaissIndex(spec)
+    assert no_faiss_index == []
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("PQ48", r"PQ48 splits each vector into 48 sub-vectors, and the dim 64 is not a multiple of 48; name a divisor "
+             r"of 64 \(the nearest: 32 or 64\)"),
+    ("IVF2,PQ8x12", r"PQ8x12 has 4,096 centroids per codebook over 1,000 vectors.*name fewer bits \(PQ8x4\)"),
+])
+def test_a_pq_the_catalogue_cannot_hold_is_refused_before_faiss_builds_it(spec, said, no_faiss_index):
+    from twotower.index.faiss_index import FaissIndex
+
+    vectors = np.random.default_rng(0).standard_normal((1000, 64)).astype(np.float32)
+    with pytest.raises(ConfigError, match=said):
+        FaissIndex(spec).build(vectors, np.arange(1000))
+    assert no_faiss_index == []

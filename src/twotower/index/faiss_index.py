@@ -40,7 +40,7 @@ from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
            "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST",
-           "HNSW_M_RANGE"]
+           "HNSW_M_RANGE", "PQ_NBITS_RANGE"]
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +165,13 @@ _IVF_RE = re.compile(r"(?<![A-Za-z])IVF(\d+)")
 #: `HNSW100000000` failed with std::bad_alloc 12 s into the build
 HNSW_M_RANGE = (2, 512)
 _HNSW_RE = re.compile(r"(?<![A-Za-z])HNSW(\d+)")
+#: Bits per code of a product / residual quantiser (PQ{M}x{nbits}, RQ{M}x{nbits}): 1 to 16. A codebook holds
+#: 2**nbits centroids of its sub-vector (PQ: all D floats together per sub-quantiser set; RQ: D floats each), and
+#: k-means wants 39 training vectors each: 16 bits want 2.6M, 24 bits 654M and 16.8M x D floats of codebook
+#: (`IVF{nlist},PQ64x24` was refused by FAISS only after 30 s and 8.7 GB RSS); 0 bits crashed the process in FAISS.
+#: FAISS's own defaults are 8 bits, 4 for its fast-scan codes
+PQ_NBITS_RANGE = (1, 16)
+_PQ_RE = re.compile(r"(?<![A-Za-z])(PQ|RQ|LSQ)(\d+)(?:x(\d+))?")
 
 
 def _shown(spec: str, factory: str) -> str:
@@ -173,18 +180,15 @@ def _shown(spec: str, factory: str) -> str:
 
 def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int | None = None) -> None:
     """Refuse, before FAISS allocates anything, a size in the factory string ``factory`` (resolved from ``spec``)
-    that no catalogue can use: more than :data:`MAX_NLIST` IVF lists, an HNSW M outside :data:`HNSW_M_RANGE`; with the catalogue's ``n`` known, more lists
-    than vectors (k-means cannot place more centroids than points). ``n`` None: only the bounds that hold for any
-    catalogue (the string is checked before the run loads)."""
-    low, high = HNSW_M_RANGE
-    for match in _HNSW_RE.finditer(factory):
-        m = int(match.group(1))
-        if not low <= m <= high:
-            raise ConfigError(f"index {_shown(spec, factory)}: HNSW{m} links each vector to {m:,} neighbours (M), "
-                              f"outside {low}..{high}: FAISS's HNSW needs M >= {low}, and its guidance is 4 to 64 "
-                              f"(each vector stores 2*M links, {8 * high:,} bytes at M={high}); HNSW32 is the usual")
+    that no catalogue can use: more than :data:`MAX_NLIST` IVF lists, an HNSW M outside :data:`HNSW_M_RANGE`, PQ /
+    RQ bits outside :data:`PQ_NBITS_RANGE`; with the catalogue's ``n`` known, more IVF lists or PQ / RQ centroids
+    than vectors (k-means cannot place more centroids than points); with ``dim`` known, a PQ whose sub-quantisers
+    do not divide it. ``n`` and ``dim`` None: only the bounds that hold for any catalogue (the string is checked
+    before the run loads)."""
     for match in _IVF_RE.finditer(factory):
         nlist = int(match.group(1))
+        if nlist < 1:
+            raise _no_lists(spec, factory)
         if nlist > MAX_NLIST:
             raise ConfigError(f"index {_shown(spec, factory)}: IVF{nlist} asks for {nlist:,} IVF lists, more than "
                               f"the {MAX_NLIST:,} (2^20) FAISS's guidelines give a billion vectors, and FAISS "
@@ -196,6 +200,38 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
                               f"{n:,} vectors, and k-means cannot place more centroids than vectors (FAISS wants "
                               f"{POINTS_PER_CENTROID} training vectors a list: at most {fit:,} lists here); name "
                               f"fewer (IVF{fit}), or IVF{{nlist}} to size the count to the catalogue")
+    low, high = HNSW_M_RANGE
+    for match in _HNSW_RE.finditer(factory):
+        m = int(match.group(1))
+        if not low <= m <= high:
+            raise ConfigError(f"index {_shown(spec, factory)}: HNSW{m} links each vector to {m:,} neighbours (M), "
+                              f"outside {low}..{high}: FAISS's HNSW needs M >= {low}, and its guidance is 4 to 64 "
+                              f"(each vector stores 2*M links, {8 * high:,} bytes at M={high}); HNSW32 is the usual")
+    for match in _PQ_RE.finditer(factory):
+        kind, m, nbits = match.group(1), int(match.group(2)), int(match.group(3) or 8)  # FAISS's default: 8 bits
+        low, high = PQ_NBITS_RANGE
+        what = f"{kind}{m}x{nbits}" if match.group(3) else f"{kind}{m} ({nbits} bits, FAISS's default)"
+        if not low <= nbits <= high:
+            count = "" if nbits < 1 else f", {1 << nbits:,}" if nbits <= 40 else f", 2^{nbits}"
+            count += " centroids per codebook" if count else ""
+            raise ConfigError(f"index {_shown(spec, factory)}: {what} codes with {nbits} bits{count}; "
+                              f"the bits must be {low} to {high} ({1 << high:,} centroids, "
+                              f"{POINTS_PER_CENTROID << high:,} training vectors to train them): 8 is FAISS's "
+                              "default, 4 its fast-scan codes'")
+        if m < 1:
+            raise ConfigError(f"index {_shown(spec, factory)}: {what} has no sub-quantisers; name 1 or more")
+        if kind == "PQ" and dim is not None and dim % m:
+            fits = [d for d in range(1, dim + 1) if dim % d == 0 and d <= max(m, 1)][-1:] + \
+                [d for d in range(m + 1, dim + 1) if dim % d == 0][:1]
+            raise ConfigError(f"index {_shown(spec, factory)}: {kind}{m} splits each vector into {m:,} sub-vectors, "
+                              f"and the dim {dim} is not a multiple of {m:,}; name a divisor of {dim} "
+                              f"(the nearest: {' or '.join(map(str, fits))})")
+        if kind in ("PQ", "RQ") and n is not None and (1 << nbits) > n:
+            fit = max(1, min(high, int(math.log2(max(n // POINTS_PER_CENTROID, 1))) or 1))
+            raise ConfigError(f"index {_shown(spec, factory)}: {what} has {1 << nbits:,} centroids per codebook "
+                              f"over {n:,} vectors, and k-means cannot place more centroids than vectors (FAISS "
+                              f"wants {POINTS_PER_CENTROID} training vectors a centroid: {fit} bits here); name "
+                              f"fewer bits ({kind}{m}x{fit}), or the ivfpq shortcut, which sizes them to the catalogue")
 
 
 def _nested_indexes(index: Any) -> list[Any]:
@@ -424,9 +460,13 @@ def _check_lists(spec: str, factory: str, index: Any) -> None:
     "'cur_nprobe > 0' failed" once the run had loaded, the index trained and its vectors added."""
     ivf = _faiss().try_extract_index_ivf(index)
     if ivf is not None and int(ivf.nlist) < 1:
-        shown = factory if factory == spec.strip() else f"{factory} (from {spec!r})"
-        raise ConfigError(f"index {shown} {NO_LISTS}: IVF0 puts the vectors in 0 lists, which no search can probe; "
-                          "name a list count of 1 or more (IVF1024,Flat), or IVF{nlist} to size it to the catalogue")
+        raise _no_lists(spec, factory)
+
+
+def _no_lists(spec: str, factory: str) -> ConfigError:
+    return ConfigError(f"index {_shown(spec, factory)} {NO_LISTS}: IVF0 puts the vectors in 0 lists, which no search "
+                       "can probe; name a list count of 1 or more (IVF1024,Flat), or IVF{nlist} to size it to the "
+                       "catalogue")
 
 
 def check_factory_parses(spec: str) -> None:
