@@ -81,7 +81,7 @@ def test_serve_on_a_taken_port_says_so_before_loading(tmp_path, capsys):
     [(["--max-k", "0"], "--max-k must be between 1 and 10000, got 0"),
      (["--max-k", "20000"], "--max-k must be between 1 and 10000, got 20000"),  # config.MAX_K, the CLI's bound
      (["--time-budget", "-1"], "--time-budget must be seconds in (0, 3600], got -1.0"),
-     (["--max-body-bytes", "10"], "--max-body-bytes must be >= 64, got 10"),
+     (["--max-body-bytes", "10"], "--max-body-bytes must be between 64 and 1073741824, got 10"),
      (["--workers", "0"], "--workers must be between 1 and 1024, got 0")],
 )
 def test_serve_names_the_flag_it_refuses(tmp_path, capsys, flags, said):

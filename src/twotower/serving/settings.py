@@ -7,6 +7,8 @@ from twotower.config import COLD_SIMILAR, MAX_K, MAX_THREADS
 from twotower.errors import ConfigError
 
 _INT64_MAX = 2**63 - 1
+#: The largest request body ``ServiceSettings.max_body_bytes`` may allow: 1 GiB
+MAX_BODY_BYTES = 1 << 30
 
 __all__ = ["ServiceSettings", "host_name"]
 
@@ -72,8 +74,13 @@ class ServiceSettings:
             "default_k": (1, None),
             "max_history": (1, None),
             "max_batch": (1, None),
-            "max_body_bytes": (64, None),
-            "max_concurrency": (1, None),
+            # a body is read whole and parsed into Python objects (several times its bytes): 1 GiB is far past the
+            # largest request the other limits admit (max_batch x max_history ids: 1.5 MB at the defaults), and
+            # 1e12 was taken as given, the server then holding whatever a client sent
+            "max_body_bytes": (64, MAX_BODY_BYTES),
+            # each request computing holds a thread of its own: past MAX_THREADS (the most any setting may ask for)
+            # they only queue for the cores in the OS, and 1e12 admitted every request, shedding none with 429
+            "max_concurrency": (1, MAX_THREADS),
             "max_queue": (0, None),
             "threads": (1, MAX_THREADS),
             "precompute_users_max": (0, None),
