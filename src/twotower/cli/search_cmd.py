@@ -6,6 +6,7 @@ takes the parsed ``argparse.Namespace`` and returns an exit code.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -235,7 +236,8 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
                           test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
                           encoding=args.encoding)
     try:
-        rep = prepare_beir(args.passages, args.pairs, args.out, cols)
+        with _out_writer(args, "twotower search prepare"):
+            rep = prepare_beir(args.passages, args.pairs, args.out, cols)
     except DataError as e:  # the readers' advice names data.encoding; here the setting is a flag
         if "data.encoding" not in e.message:
             raise
@@ -586,14 +588,35 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # no
                        inputs={"--beir": args.beir, "--cache": _cache_arg(args)})
 
 
-def cmd_search_index(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _out_writer(args: argparse.Namespace, what: str) -> contextlib.AbstractContextManager[None]:
+    """``--out``'s writer lock for the whole command, as `twotower index build` and `export` hold theirs: a second
+    command writing the same ``--out`` is refused at once, naming the folder and the holder's pid.
 
-    from twotower.search.artefacts import check_bi_encoder_dir, is_search_index
+    Before, two `search train --out X` ran side by side for minutes, each swapping its folder in, and the one that
+    finished first printed a summary of a model the other had replaced (`rerank train` read its loss back from the
+    other's marker). The lock file lies beside ``--out`` (the folder is swapped in whole); the kernel drops it when
+    its holder dies, ``kill -9`` included.
+    """
+    from twotower.utils.folder_lock import exclusive_writer
+
+    return exclusive_writer(args.out, what, "wait for it to finish, or give another --out", beside=True)
+
+
+def cmd_search_index(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import is_search_index
 
     _check_beir(args)
     _check_positive(args, "--max-length", "--query-max-length")
     _check_out(args, "search index", is_search_index)
+    with _out_writer(args, "twotower search index"):
+        return _search_index(args)
+
+
+def _search_index(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from twotower.search.artefacts import check_bi_encoder_dir
+
     _check_cache(args)
     _encoder_env(args)
     if args.model is not None:
@@ -744,11 +767,18 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
 
 
 def cmd_search_train(args: argparse.Namespace) -> int:
-    from twotower.search.artefacts import check_bi_encoder_dir, is_bi_encoder
-    from twotower.search.finetune import FinetuneConfig
+    from twotower.search.artefacts import is_bi_encoder
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "bi-encoder", is_bi_encoder)
+    with _out_writer(args, "twotower search train"):
+        return _search_train(args)
+
+
+def _search_train(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import check_bi_encoder_dir
+    from twotower.search.finetune import FinetuneConfig
+
     _check_cache(args)
     train_docs = args.train_doc_tower or args.shared
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
@@ -901,11 +931,18 @@ def _report_validation(v: dict) -> None:
 
 
 def cmd_rerank_train(args: argparse.Namespace) -> int:
-    from twotower.search.artefacts import check_cross_encoder_dir, is_cross_encoder
-    from twotower.search.rerank import RerankTrainConfig
+    from twotower.search.artefacts import is_cross_encoder
 
     # everything checked before any model is loaded or any negative mined
     _check_out(args, "cross-encoder", is_cross_encoder)
+    with _out_writer(args, "twotower rerank train"):
+        return _rerank_train(args)
+
+
+def _rerank_train(args: argparse.Namespace) -> int:
+    from twotower.search.artefacts import check_cross_encoder_dir
+    from twotower.search.rerank import RerankTrainConfig
+
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
              "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac", "patience": "--patience"}
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
