@@ -12,7 +12,7 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
 
@@ -588,7 +588,8 @@ def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # no
                        inputs={"--beir": args.beir, "--cache": _cache_arg(args)})
 
 
-def _out_writer(args: argparse.Namespace, what: str) -> contextlib.AbstractContextManager[None]:
+@contextlib.contextmanager
+def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
     """``--out``'s writer lock for the whole command, as `twotower index build` and `export` hold theirs: a second
     command writing the same ``--out`` is refused at once, naming the folder and the holder's pid.
 
@@ -596,10 +597,20 @@ def _out_writer(args: argparse.Namespace, what: str) -> contextlib.AbstractConte
     finished first printed a summary of a model the other had replaced (`rerank train` read its loss back from the
     other's marker). The lock file lies beside ``--out`` (the folder is swapped in whole); the kernel drops it when
     its holder dies, ``kill -9`` included.
+
+    Once it holds the lock, the temporaries that dead writers (``kill -9`` while saving) left beside ``--out`` are
+    removed, whichever folder they were for: a ~90 MB ``.X.tmp-PID-...`` stayed until a later write into that very X.
     """
+    import os
+    from pathlib import Path
+
+    from twotower.utils.atomic import sweep_dead_temporaries
     from twotower.utils.folder_lock import exclusive_writer
 
-    return exclusive_writer(args.out, what, "wait for it to finish, or give another --out", beside=True)
+    with exclusive_writer(args.out, what, "wait for it to finish, or give another --out", beside=True):
+        for p in sweep_dead_temporaries(Path(os.path.realpath(args.out)).parent):
+            logging.getLogger(__name__).info("removed %s, left by a writer that is gone (killed while it saved)", p)
+        yield
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:

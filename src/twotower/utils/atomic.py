@@ -40,6 +40,7 @@ __all__ = [
     "resolve_write_target",
     "read_json",
     "sha256_file",
+    "sweep_dead_temporaries",
     "sha256_bytes",
 ]
 
@@ -93,9 +94,50 @@ def _writer_alive(pid: int, start: int | None) -> bool:
     return now is None or now == start  # another start time: the pid was reused, the writer is gone
 
 
+#: a temporary :func:`atomic_path` / :func:`atomic_dir` / :func:`atomic_files` names (:func:`_tmp_prefix`, then
+#: mkstemp's letters and ``.tmp``): ``.NAME.tmp-PID-sSTART-abcd1234.tmp``, ``sSTART-`` absent where /proc was not
+_TMP_NAME = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?:s(?P<start>\d+)-)?[a-z0-9_]+\.tmp")
+
+
+def _dead_writers_temporary(name: str) -> bool:
+    """``name`` is a temporary of :data:`_TMP_NAME`'s form whose writer is provably gone: its pid names no process,
+    or one started at another time than the name records (the pid was reused)."""
+    m = _TMP_NAME.fullmatch(name)
+    if m is None:
+        return False
+    pid, start = int(m.group("pid")), m.group("start")
+    if pid == os.getpid() and start is None:  # this process's, or a dead one's whose pid it now has: unsure, kept
+        return False
+    return not _writer_alive(pid, None if start is None else int(start))
+
+
+def _remove(p: Path) -> bool:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            p.unlink()
+    return not p.exists() and not p.is_symlink()
+
+
+def sweep_dead_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove from ``folder`` every temporary a dead writer left (a ``kill -9`` while it saved: a ~90 MB
+    ``.X.tmp-PID-...`` folder beside ``X``), whichever file or folder it was for; the ones removed.
+
+    Only a writer provably gone counts (:func:`_dead_writers_temporary`): a live one's temporary is never touched,
+    whatever its age. Every atomic write sweeps its own folder so (:func:`_sweep_stale`), so a temporary no longer
+    waits for a later write into that very target, which may never come."""
+    removed: list[Path] = []
+    with contextlib.suppress(OSError):
+        for p in Path(folder).iterdir():
+            if _dead_writers_temporary(p.name) and _remove(p):
+                removed.append(p)
+    return removed
+
+
 def _sweep_stale(target: Path) -> None:
     """Remove temporaries of ``target`` left by a process that was killed mid-write (its pid is gone, or now names
-    a process started later).
+    a process started later), and those a dead writer left for any other name in ``target``'s folder.
 
     Nothing is removed by age: a writer may hold its temporary for days (a long index build fills a folder whose
     mtime stays that of its creation), and only the writer's identity tells a live one from a dead one."""
@@ -111,6 +153,8 @@ def _sweep_stale(target: Path) -> None:
                         shutil.rmtree(p, ignore_errors=True)
                 continue
             if not p.name.startswith(marker):
+                if _dead_writers_temporary(p.name):  # a sibling's: it waited for a write into that very target
+                    _remove(p)
                 continue
             parts = p.name[len(marker):].split("-")  # PID, then sSTART when recorded, then mkstemp's letters
             try:

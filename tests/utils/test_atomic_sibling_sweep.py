@@ -1,0 +1,61 @@
+"""A dead writer's temporary is removed by the next atomic write into its folder, whichever target it was for.
+
+Before, `search train --out X` killed (kill -9) while it saved left a ~90 MB `.X.tmp-PID-...` folder beside X, removed
+only by a later write into that very X; writes into its siblings (another --out, a file) kept it for ever.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from twotower.utils.atomic import _start_ticks, atomic_dir, atomic_path
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _leftovers(folder):  # noqa: ANN001, ANN202
+    """Temporaries of dead writers (gone, or pid reused) and of live ones, for other targets than the write's."""
+    dead, parent = _dead_pid(), os.getppid()
+    start = _start_ticks(parent)
+    gone = folder / f".bi.tmp-{dead}-s12345-abcd1234.tmp"  # a folder swapped in whole (search train --out bi)
+    gone.mkdir()
+    (gone / "model.safetensors").write_bytes(b"x" * 1000)
+    older = folder / f".recs.csv.tmp-{dead}-k2j4h5g6.tmp"  # a name from before start times were recorded
+    older.write_bytes(b"half")
+    reused = folder / f".cross.tmp-{parent}-s{start + 1}-zz99yy88.tmp"  # its pid now names a later process
+    reused.mkdir()
+    dead_ones = [gone, older, reused]
+    live = [folder / f".idx.tmp-{parent}-s{start}-qwer5678.tmp",  # a running writer's: kept
+            folder / f".own.tmp-{os.getpid()}-s{_start_ticks(os.getpid())}-asdf1234.tmp",  # this process's: kept
+            folder / f".notes.tmp-{dead}.txt", folder / "my.tmp"]  # not a temporary's name: not ours to remove
+    for p in live:
+        p.write_bytes(b"busy")
+    return dead_ones, live
+
+
+def test_an_atomic_dir_write_removes_a_dead_writers_temporary_for_a_sibling(tmp_path):
+    dead, live = _leftovers(tmp_path)
+    with atomic_dir(tmp_path / "other") as d:
+        (d / "x").write_text("1")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["other", *(p.name for p in live)])
+
+
+def test_an_atomic_file_write_removes_them_too(tmp_path):
+    dead, live = _leftovers(tmp_path)
+    with atomic_path(tmp_path / "a.json") as p:
+        p.write_text("{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a.json", *(p.name for p in live)])
+
+
+def test_sweep_dead_temporaries_names_what_it_removed(tmp_path):
+    from twotower.utils.atomic import sweep_dead_temporaries
+
+    dead, live = _leftovers(tmp_path)
+    assert sorted(sweep_dead_temporaries(tmp_path)) == sorted(dead)
+    assert all(p.exists() for p in live)
+    assert sweep_dead_temporaries(tmp_path / "missing") == []
