@@ -580,12 +580,16 @@ def _check_cache(args: argparse.Namespace) -> None:
         check_output_dir(args.cache, "--cache")
 
 
-def _check_out(args: argparse.Namespace, kind: str, is_same_kind) -> None:  # noqa: ANN001
+def _check_out(args: argparse.Namespace, kind: str, is_same_kind, marker: str) -> None:  # noqa: ANN001
     """``--out`` is replaced as a whole once the work is done: refuse a wrong one now, before any work."""
     from twotower.cli.paths import check_artefact_dir
+    from twotower.search.artefacts import check_marker_readable, unreadable_marker
 
-    check_artefact_dir(args.out, kind=kind, is_same_kind=is_same_kind,
-                       inputs={"--beir": args.beir, "--cache": _cache_arg(args)})
+    # a folder whose marker (``marker``) is damaged is refused below, saying so: "a non-empty folder that is not a
+    # bi-encoder" sent the user looking for another kind of folder
+    out = check_artefact_dir(args.out, kind=kind, inputs={"--beir": args.beir, "--cache": _cache_arg(args)},
+                             is_same_kind=lambda p: is_same_kind(p) or unreadable_marker(p, marker) is not None)
+    check_marker_readable(out, "--out", (marker,), out=True)
 
 
 @contextlib.contextmanager
@@ -614,11 +618,11 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
 
 
 def cmd_search_index(args: argparse.Namespace) -> int:
-    from twotower.search.artefacts import is_search_index
+    from twotower.search.artefacts import INDEX_META, is_search_index
 
     _check_beir(args)
     _check_positive(args, "--max-length", "--query-max-length")
-    _check_out(args, "search index", is_search_index)
+    _check_out(args, "search index", is_search_index, INDEX_META)
     with _out_writer(args, "twotower search index"):
         return _search_index(args)
 
@@ -778,10 +782,10 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
 
 
 def cmd_search_train(args: argparse.Namespace) -> int:
-    from twotower.search.artefacts import is_bi_encoder
+    from twotower.search.artefacts import BI_ENCODER_META, is_bi_encoder
 
     # everything checked before any model is loaded or any negative mined
-    _check_out(args, "bi-encoder", is_bi_encoder)
+    _check_out(args, "bi-encoder", is_bi_encoder, BI_ENCODER_META)
     with _out_writer(args, "twotower search train"):
         return _search_train(args)
 
@@ -942,10 +946,10 @@ def _report_validation(v: dict) -> None:
 
 
 def cmd_rerank_train(args: argparse.Namespace) -> int:
-    from twotower.search.artefacts import is_cross_encoder
+    from twotower.search.artefacts import CROSS_ENCODER_META, is_cross_encoder
 
     # everything checked before any model is loaded or any negative mined
-    _check_out(args, "cross-encoder", is_cross_encoder)
+    _check_out(args, "cross-encoder", is_cross_encoder, CROSS_ENCODER_META)
     with _out_writer(args, "twotower rerank train"):
         return _rerank_train(args)
 

@@ -19,6 +19,7 @@ __all__ = [
     "INDEX_META",
     "check_bi_encoder_dir",
     "check_cross_encoder_dir",
+    "check_marker_readable",
     "existing_dir",
     "file_table",
     "is_bi_encoder",
@@ -28,6 +29,7 @@ __all__ = [
     "trained_backend",
     "trained_lengths",
     "trained_on",
+    "unreadable_marker",
     "verify_model_dir",
 ]
 
@@ -49,6 +51,57 @@ def _marker(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+#: each marker: what it marks, and the command that writes one again
+_MARKERS = {
+    BI_ENCODER_META: ("bi-encoder", "twotower search train"),
+    CROSS_ENCODER_META: ("cross-encoder", "twotower rerank train"),
+    INDEX_META: ("search index", "twotower search index"),
+}
+
+
+def unreadable_marker(folder: str | os.PathLike[str], name: str) -> str | None:
+    """Why ``folder``'s marker ``name`` cannot be read (``"not valid JSON (Expecting ',' delimiter: line 3 column 1
+    (char 40))"``), or None when it is missing or holds a JSON object: a marker damaged or cut short (a disk that
+    filled, a copy that stopped) made a bi-encoder read as "a non-empty folder that is not a bi-encoder", or as a
+    folder with "no twotower_bi_encoder.json", though the file was there."""
+    path = Path(folder) / name
+    try:
+        text = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    try:
+        data = json.loads(text.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text ({e})"
+    except ValueError as e:
+        return f"not valid JSON ({e})"
+    return None if isinstance(data, dict) else f"not a JSON object (a {type(data).__name__})"
+
+
+def check_marker_readable(folder: str | os.PathLike[str], flag: str, names: tuple[str, ...], *,
+                          out: bool = False) -> None:
+    """IntegrityError naming the first of the markers ``names`` in ``folder`` that is there but unreadable, with the
+    JSON error and what to do: given as an ``--out`` (``out``), the folder is not replaced, as nothing says what it
+    is; given as a model, it cannot be checked (its checksums and trained lengths are in the marker) nor loaded."""
+    p = Path(folder)
+    for name in names:
+        why = unreadable_marker(p, name)
+        if why is None:
+            continue
+        kind, command = _MARKERS[name]
+        if out:
+            raise IntegrityError(
+                f"{flag} {p}: its {name} is {why}: the file is damaged or half-written, so nothing says this folder "
+                f"is an earlier {kind}, and writing there would replace everything in it; remove the folder (rm -r "
+                f"{p}) to write a new one there, or give another {flag}")
+        raise IntegrityError(
+            f"{flag} {p}: its {name} (the {kind}'s marker, with its files' checksums) is {why}: the file is damaged "
+            f"or half-written, so the {kind} cannot be checked or loaded; restore the file from a copy, or train it "
+            f"again with '{command} --out {p}'")
 
 
 def _json_kind(path: Path) -> object:
@@ -110,6 +163,7 @@ def existing_dir(path: str | os.PathLike[str], flag: str, what: str) -> Path:
 def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") -> Path:
     """``path`` must be a fine-tuned bi-encoder or a sentence-transformers folder (not an index or cross-encoder)."""
     p = existing_dir(path, flag, "bi-encoder")
+    check_marker_readable(p, flag, (BI_ENCODER_META, CROSS_ENCODER_META))
     if is_bi_encoder(p):
         return p
     if is_search_index(p):
@@ -127,6 +181,7 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
     """``path`` must be a cross-encoder folder; with ``base=True`` (``rerank train --base``) also any
     transformers folder, whose weights start the training (the classification head is new)."""
     p = existing_dir(path, flag, "cross-encoder")
+    check_marker_readable(p, flag, (CROSS_ENCODER_META, BI_ENCODER_META))
     if is_cross_encoder(p):
         return p
     if is_search_index(p):
@@ -231,7 +286,10 @@ def verify_model_dir(folder: str | os.PathLike[str], marker: str, kind: str, fix
     vectors than the index was built with). Format 1 folders, written before the table existed, load unchecked.
     """
     path = Path(folder) / marker
-    meta = read_json(path)
+    try:
+        meta = read_json(path)
+    except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
+        raise IntegrityError(f"{e}; {fix}") from None
     if not isinstance(meta, dict) or meta.get("kind") != kind:
         raise IntegrityError(f"{path} does not describe a {kind.replace('_', '-')}")
     if meta.get("format", 1) != 1 or "files" in meta:

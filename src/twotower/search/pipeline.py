@@ -194,10 +194,13 @@ class SearchIndex:
         if not (path / "meta.json").is_file():
             raise DataError(no_index_message(path))
         meta_path = path / "meta.json"
-        meta = read_json(meta_path)
+        fix = f"rebuild it with 'twotower search index --beir DIR --out {path}'"
+        try:
+            meta = read_json(meta_path)
+        except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
+            raise IntegrityError(f"{e}; {fix} (after removing the folder: a damaged index is not replaced)") from None
         if not isinstance(meta, dict) or meta.get("kind") != "search_index":
             raise IntegrityError(f"{meta_path} does not describe a search index")
-        fix = f"rebuild it with 'twotower search index --beir DIR --out {path}'"
         files = meta.get("files")
         if meta.get("format", 1) != 1 or "files" in meta:
             # format 2 lists every file's sha256: a missing or empty table would check nothing
