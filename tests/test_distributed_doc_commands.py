@@ -47,3 +47,25 @@ def test_each_torchrun_option_of_the_page_parses_and_is_spelt_in_full(options):
     # torchrun takes prefixes too (`--run` for its `--run-path`, docs/distributed.md says), so a renamed flag would
     # still parse the page's old spelling
     assert [w for w in options if w.startswith("--") and w not in parser._option_string_actions] == []
+
+
+def test_the_page_s_python_snippet_builds_an_index_of_the_run_s_item_vectors(tmp_path, monkeypatch):
+    """The page's ``build_index_distributed`` snippet runs as written (in one process: ``init_from_env`` without
+    torchrun's variables is one rank) with the names its comment says to provide, and saves an index that loads
+    with the run's fingerprint and answers with the run's item vectors."""
+    import re
+
+    import twotower as tt
+    from tests.serving.tiny_run import build_tiny_run
+    from twotower.index import load_index
+
+    for var in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    code = re.search(r"```python\n(.*?)```", DOC, re.S).group(1)
+    run = tt.TrainedRun.load(build_tiny_run(tmp_path / "run"))
+    namespace = {"model": run.model, "fingerprint": run.fingerprint(), "run_dir": run.dir}
+    exec(compile(code, "docs/distributed.md", "exec"), namespace)  # noqa: S102 - our own page
+    index = load_index(run.dir / "index", expected_fingerprint=run.fingerprint())
+    items = run.item_embeddings()
+    hits = index.search(items[:3], k=1)
+    assert hits.ids[:, 0].tolist() == [0, 1, 2]
