@@ -1,6 +1,6 @@
-"""Every ``python bench/X.py ...`` command that docs/benchmarks.md, the README and the scripts' own docstrings (their
-``--help``) write parses with the script's argparse as it stands: a flag renamed or dropped in a script (or misspelt
-in the docs) fails here, not in a reader's copy-paste. Each script's ``main`` runs up to its ``parse_args`` and is
+"""Every ``python bench/X.py ...`` command that the README, every docs/*.md page (docs/reliability.md's
+overload and soak commands too) and the scripts' own docstrings (their ``--help``) write parses with the script's
+argparse as it stands: a flag renamed or dropped in a script (or misspelt in the docs) fails here, not in a reader's copy-paste. Each script's ``main`` runs up to its ``parse_args`` and is
 stopped there, so no benchmark work starts. CI runs none of the benchmarks, so nothing else checks these commands."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = (ROOT / "README.md", ROOT / "docs" / "benchmarks.md")
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))
 
 #: placeholders the docs write for a value the reader picks, and a value of the same kind
 PLACEHOLDERS = {"S": "42", "E": "3", "N": "10", "W": "2", "FILE": "data.txt", "DIR": "runs/x", "SETTING": "train.lr=0.001"}
