@@ -58,3 +58,58 @@ def test_an_ordinary_runtime_error_still_raises(tmp_path, monkeypatch):
     monkeypatch.setattr(data_cmd, "cmd_data_split", split)
     with pytest.raises(RuntimeError, match="shape mismatch"):
         main(["data", "split", "--input", str(tmp_path / "x.csv"), "--out", str(tmp_path / "s")])
+
+
+def test_training_out_of_memory_after_a_checkpoint_says_what_resume_continues(tmp_path, monkeypatch, capsys):
+    from twotower.training.trainer import Trainer
+
+    run_epoch = Trainer._run_epoch
+
+    def second_epoch_fails(self, epoch):
+        if epoch >= 2:
+            raise MemoryError()
+        return run_epoch(self, epoch)
+
+    monkeypatch.setattr(Trainer, "_run_epoch", second_epoch_fails)
+    data = write_dataset(tmp_path / "data")
+    out = tmp_path / "run"
+    status = main(["-q", "train", "--train", str(data["train"]), "--valid", str(data["valid"]),
+                   "--out", str(out), "--epochs", "3", "--no-eval", *SMALL])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    # epoch 1 was checkpointed: the line says so, and how to continue once the setting is lowered
+    assert err.startswith("error: out of memory while training"), err
+    assert f"{out / 'checkpoint'} holds epoch 1" in err and "--resume" in err, err
+
+
+def test_training_out_of_memory_before_any_checkpoint_says_nothing_to_resume(tmp_path, monkeypatch, capsys):
+    from twotower.training.trainer import Trainer
+
+    def step(self, idx):
+        raise MemoryError()
+
+    monkeypatch.setattr(Trainer, "_step", step)
+    data = write_dataset(tmp_path / "data")
+    status = main(["-q", "train", "--train", str(data["train"]), "--valid", str(data["valid"]),
+                   "--out", str(tmp_path / "run"), "--epochs", "1", "--no-eval", *SMALL])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "no epoch was checkpointed, so there is nothing to resume" in err, err
+
+
+def test_out_of_memory_building_the_model_gets_the_training_line(tmp_path, monkeypatch, capsys):
+    import twotower.pipeline.experiment as experiment
+
+    def build(*args, **kwargs):
+        raise RuntimeError(TORCH_OOM)
+
+    monkeypatch.setattr(experiment, "build_model_for", build)
+    data = write_dataset(tmp_path / "data")
+    status = main(["-q", "train", "--train", str(data["train"]), "--valid", str(data["valid"]),
+                   "--out", str(tmp_path / "run"), "--epochs", "1", "--no-eval", *SMALL])
+    err = capsys.readouterr().err
+    assert status == 2 and "Traceback" not in err, err
+    line = err.strip().splitlines()[0]
+    assert line.startswith("error: out of memory while training (an allocation of 8.0 GiB failed)"), err
+    assert "its peak was estimated at about" in line and "lower train.batch_size" in line, err

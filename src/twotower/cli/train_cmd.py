@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from twotower.cli.evaluate_cmd import print_eval_table
 from twotower.cli.paths import check_output_dir
-from twotower.errors import ConfigError, TrainingDiverged
+from twotower.errors import ConfigError, OutOfMemory, TrainingDiverged
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
@@ -199,6 +199,11 @@ def cmd_train(args: argparse.Namespace) -> int:
             # 50-line traceback that hid the cause and said nothing of the checkpoint
             print(_lost_peer_line(e, out, left), file=sys.stderr)
             return 1
+        except OutOfMemory as e:
+            if not tdist.is_main():
+                raise
+            # the line named what to lower, not that the epochs checkpointed before it are kept (as disk-full says)
+            raise OutOfMemory(f"{e}; then: {left(out)}") from e.__cause__
         except OSError as e:
             from twotower.utils.atomic import storage_error_line
 

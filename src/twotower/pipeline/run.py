@@ -205,7 +205,12 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     stage = staging_path(out) if tdist.is_main() and needs_staging(out, resume=resume) else None
     dest = stage or out
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
-    _, trainer = make_trainer(config, prep, out_dir=dest, item_text=text)
+    try:
+        _, trainer = make_trainer(config, prep, out_dir=dest, item_text=text)
+    except (MemoryError, RuntimeError) as e:  # the model's tables allocated here: the training line, not the generic one
+        if out_of_memory(e):
+            raise _training_oom(e, config, prep, text) from e
+        raise
     done = 0
     derived: list[Path] = []
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
@@ -227,11 +232,17 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         if stage is not None and discard_if_empty(stage):
             log.info("%s still holds the earlier run; the new run saved nothing, so %s was removed", out, stage)
         if out_of_memory(e):  # a traceback ending in MemoryError, or torch's "can't allocate memory", said nothing
-            # of the estimate that let the run start or of what to lower (the sizes are arithmetic: no allocation)
-            terms = check_model_fits_data(config, prep, 0 if text is None else int(text.shape[1]))
-            raise OutOfMemory(training_oom_message(memory_detail(e), terms)) from e
+            # of the estimate that let the run start or of what to lower
+            raise _training_oom(e, config, prep, text) from e
         raise
     return run, result, prep
+
+
+def _training_oom(e: BaseException, config: RunConfig, prep: Prepared, text: np.ndarray | None) -> OutOfMemory:
+    """The one-line error for a training run out of memory: the estimate it passed and what to lower (the sizes
+    are arithmetic: nothing is allocated)."""
+    terms = check_model_fits_data(config, prep, 0 if text is None else int(text.shape[1]))
+    return OutOfMemory(training_oom_message(memory_detail(e), terms))
 
 
 def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prepared, got: Any,
