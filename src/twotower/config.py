@@ -496,7 +496,8 @@ class LossConfig:
         _choice(self.sampler, "loss.sampler", ("uniform", "popularity"))
         # switches one loss kind reads: set beside another kind they trained without a word of it, e.g.
         # loss.kind=sampled loss.sampler=popularity loss.uniform_negatives=256 drew no uniform negative (no mixture).
-        # The size loss.sampled_negatives stays free, as tower sizes do: it does nothing while the switch is off.
+        # The size loss.sampled_negatives stays free, as tower sizes do: it does nothing while the switch is off (a
+        # value set beside another kind is warned of at start-up: losses.factory.unread_sampled_negatives).
         _check(self.uniform_negatives == 0 or self.kind == "inbatch", "loss.uniform_negatives",
                f"{self.uniform_negatives} adds uniform negatives to the in-batch softmax only; loss.kind={self.kind} "
                "would ignore it. Set loss.kind=inbatch, or loss.uniform_negatives=0")

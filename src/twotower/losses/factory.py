@@ -4,7 +4,7 @@ from __future__ import annotations
 from twotower.config import LossConfig, TrainConfig
 from twotower.losses.base import RetrievalLoss
 
-__all__ = ["make_loss", "describe_loss"]
+__all__ = ["make_loss", "describe_loss", "unread_sampled_negatives"]
 
 
 def make_loss(cfg: LossConfig, *, world: int = 1, precision: str = TrainConfig.precision) -> RetrievalLoss:
@@ -58,3 +58,18 @@ def describe_loss(cfg: LossConfig, n_items: int, *, per: str = "example", batch:
             return (f"{what} ({t}, {logq if cfg.logq else 'no logQ'}; loss.mask_hits=false does not apply: "
                     "each item is one candidate, never a hit)")
     return f"{what} ({t}, {logq if cfg.logq else 'no logQ'}, {'hit masking' if cfg.mask_hits else 'no hit masking'})"
+
+
+def unread_sampled_negatives(cfg: LossConfig) -> str | None:
+    """The start-up warning for a ``loss.sampled_negatives`` the loss kind does not read (only ``sampled`` draws
+    them): ``loss.sampled_negatives=1000`` beside the default inbatch trained as if unset, while the mixed
+    negatives it was likely meant as are ``loss.uniform_negatives``. None at the default, which no one set."""
+    n = cfg.sampled_negatives
+    if cfg.kind == "sampled" or n == LossConfig.sampled_negatives:
+        return None
+    said = f"loss.sampled_negatives={n} has no effect: it sizes loss.kind=sampled's negatives"
+    if cfg.kind == "inbatch":
+        return (f"{said}, and loss.kind=inbatch scores the batch's own items; loss.uniform_negatives={n} adds that "
+                "many uniform negatives to the in-batch softmax (mixed negatives), or set loss.kind=sampled")
+    how = "scores every item" if cfg.kind == "full" else "draws one uniform negative per example"
+    return f"{said}, and loss.kind={cfg.kind} {how}; set loss.kind=sampled to use it, or drop loss.sampled_negatives"

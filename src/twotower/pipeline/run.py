@@ -299,7 +299,8 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
 
 def _warn_far_off_temperature(config: RunConfig) -> None:
     """Warn, before the data is read, of a ``loss.temperature`` that trains a useless model (a warning, not a
-    refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K)."""
+    refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K), and of a
+    ``loss.sampled_negatives`` set beside a loss kind that does not read it."""
     from twotower.config import LossConfig
     from twotower.losses.base import temperature_warning
 
@@ -308,6 +309,10 @@ def _warn_far_off_temperature(config: RunConfig) -> None:
                               default=LossConfig.temperature)
     if far is not None:
         log.warning("%s", far)
+    from twotower.losses.factory import unread_sampled_negatives
+
+    if (unread := unread_sampled_negatives(config.loss)) is not None:  # not refused: a size, off while unread
+        log.warning("%s", unread)
 
 
 def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
