@@ -301,6 +301,18 @@ def test_a_missing_rating_is_named_as_missing_with_the_way_out(tmp_path):
         read_interactions(df.assign(rating=[np.inf, 3.0, 1.0]))
 
 
+def test_a_decimal_comma_rating_is_named_with_the_decimal_point(tmp_path):
+    # Excel in comma-decimal locales writes "5,0" beside ';' separators: it read "rating '5,0' is not a finite
+    # number (float32 range)", as if the number were out of range
+    p = write(tmp_path / "a.csv", "user_id;item_id;rating\nu1;i1;5,0\nu1;i2;4,5\nu2;i1;3\n")
+    with pytest.raises(DataError, match=r"row 2, column 'rating': rating '5,0' is not a number: write decimals "
+                                        r"with a point \('5\.0'\); .*the decimal mark is always '\.'.*same holds for row 3"):
+        read_interactions(p)
+    # other values keep their message
+    with pytest.raises(DataError, match=r"rating 'abc' is not a finite number \(float32 range\)"):
+        read_interactions(write(tmp_path / "b.csv", "user_id;item_id;rating\nu1;i1;abc\n"))
+
+
 # ---------------------------------------------------------------- SASRec format ("user item" lines, no header)
 
 def test_sasrec_txt_detected_and_file_order_is_time_order(tmp_path):

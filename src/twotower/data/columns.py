@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -470,6 +471,19 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
         check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
                    f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
                    file=file, column=column, rows=rows)
-    check_rows(bad, lambda pos: f"rating {_plain(values.iloc[pos])!r} is not a finite number (float32 range)",
-               file=file, column=column, rows=rows)
+    check_rows(bad, lambda pos: _bad_rating(values.iloc[pos]), file=file, column=column, rows=rows)
     return numeric.astype(np.float32)
+
+
+#: a number written with a decimal comma ("5,0", "-0,25"): Excel's in comma-decimal locales, beside ';' separators
+_DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+\s*")
+
+
+def _bad_rating(value: Any) -> str:
+    """Why a rating is refused: a decimal comma read as "'5,0' is not a finite number (float32 range)", as if
+    the number were too large, while the file's only fault is its decimal mark."""
+    if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value):
+        return (f"rating {value!r} is not a number: write decimals with a point ({value.strip().replace(',', '.')!r}); "
+                "the separator (comma, ';', tab or '|') is taken from the header, but the decimal mark is always '.'; "
+                "or set data.rating_col=null: training treats every row as a positive and does not read ratings")
+    return f"rating {_plain(value)!r} is not a finite number (float32 range)"
