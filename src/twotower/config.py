@@ -522,6 +522,9 @@ MAX_THREADS = 1024
 #: numpy TypeError and 10**9 gigabytes of padding. The HTTP service caps k lower, at ServiceSettings.max_k
 #: (`serve --max-k`), which may be raised up to this bound and no further.
 MAX_K = 10_000
+#: `recommend --users`' list length when --k is not given (a batch of lists for offline use, deeper than the
+#: service's ServiceSettings.default_k that --user and --history take); its --help and the README state it
+USERS_K = 100
 #: The longest search query text, in characters: POST /search answers 422 past it, `search query TEXT` refuses it
 MAX_QUERY_CHARS = 2000
 #: how an item-to-item search queries an item without training interactions of a dual-head item tower:

@@ -218,11 +218,12 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     # the order is read: a sequence or recency tower gives newest-first ids another user's vector
     who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with commas "
                      '(["it,em", "42"]): a user never seen in training')
+    from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
 
     p.add_argument("--k", type=int, default=None,
                    help=f"list length (default {ServiceSettings.default_k} for --user and --history, as the service; "
-                        "100 for --users)")
+                        f"{USERS_K} for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded")
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
     p.add_argument("--user-features", metavar="JSON",

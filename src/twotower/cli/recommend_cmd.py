@@ -102,9 +102,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--history: {empty_history_refusal()}")
     # argument checks before the (slow) run load: a typo is one line at once
+    from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
 
-    k = args.k if args.k is not None else (100 if args.users else ServiceSettings.default_k)
+    k = args.k if args.k is not None else (USERS_K if args.users else ServiceSettings.default_k)
     from twotower.pipeline.refusals import k_refusal  # the words of tt.recommend and POST /recommend
 
     if (why := k_refusal(k)) is not None:
