@@ -21,6 +21,7 @@ third-party progress bar.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -28,7 +29,7 @@ import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -270,6 +271,27 @@ class TextEncoder:
             self._bf16 = Bf16Copy(self.model)
         return self._bf16.model()
 
+    @contextlib.contextmanager
+    def _torch_threads(self) -> Iterator[None]:
+        """Torch's thread count set to ``settings.threads`` for the block and put back after it (the ONNX backends
+        take theirs from their session). Loading the encoder set it for the whole process, and left it so: a caller
+        on 3 threads who loaded one with ``encoder_threads=1`` trained and searched on 1 thread ever after."""
+        n = self.settings.threads
+        if n is None or self.backend in _ONNX:
+            yield
+            return
+        import torch  # noqa: PLC0415
+
+        before = torch.get_num_threads()
+        if before == n:
+            yield
+            return
+        torch.set_num_threads(n)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
     def _onnx_forward(self) -> Any:
         """The ONNX Runtime forward pass (exported on first use), or None if the torch weights changed."""
         if self._onnx is None:
@@ -317,21 +339,22 @@ class TextEncoder:
                            self.settings.progress_seconds if show_progress else None, rate_unit="texts", rate_digits=1)
         old = st.max_seq_length
         st.max_seq_length = int(max_length)
-        try:
-            for s in range(0, len(texts), batch_size):
-                rows = order[s : s + batch_size]
-                batch = [texts[i] for i in rows]
-                if onnx is not None:
-                    emb = onnx(batch, int(max_length))  # [B, D], pooled
-                    if normalize:
-                        emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
-                else:
-                    emb = st.encode(batch, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
-                                    normalize_embeddings=normalize)
-                out[rows] = emb
-                progress.update(min(s + batch_size, len(texts)))
-        finally:
-            st.max_seq_length = old
+        with self._torch_threads():  # the encoder's threads while it encodes, the caller's after
+            try:
+                for s in range(0, len(texts), batch_size):
+                    rows = order[s : s + batch_size]
+                    batch = [texts[i] for i in rows]
+                    if onnx is not None:
+                        emb = onnx(batch, int(max_length))  # [B, D], pooled
+                        if normalize:
+                            emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+                    else:
+                        emb = st.encode(batch, batch_size=batch_size, show_progress_bar=False, convert_to_numpy=True,
+                                        normalize_embeddings=normalize)
+                    out[rows] = emb
+                    progress.update(min(s + batch_size, len(texts)))
+            finally:
+                st.max_seq_length = old
         if show_progress and len(texts) > batch_size:
             logger.info("encoded %d texts with %s in %.1fs (%.1f texts/s)", len(texts), self.backend,
                         time.perf_counter() - t0, len(texts) / max(time.perf_counter() - t0, 1e-9))
@@ -403,10 +426,6 @@ def load_text_encoder(
     settings = (settings or EncoderSettings.from_env()).resolved()
     if settings.backend == "torch-bf16":
         warn_if_bf16_is_emulated("encoder", "--encoder-backend")
-    if settings.threads is not None and settings.backend not in _ONNX:
-        import torch  # noqa: PLC0415
-
-        torch.set_num_threads(settings.threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     no_third_party_bars()  # transformers' own "Loading weights" bar: no third-party progress bars in our output
     # imported once the environment above is set (huggingface_hub reads it at import); a plain install stops here
