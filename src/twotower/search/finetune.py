@@ -49,6 +49,7 @@ from twotower.text.encoder import (
     truncation_report,
 )
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.folder_lock import writes_folder
 from twotower.utils.runtime import keeps_caller_state
 
 __all__ = [
@@ -175,6 +176,7 @@ def base_towers(base: str | os.PathLike[str] | None,
     return q, d, doc_dir if doc_dir.is_dir() else Path(base) / "query"
 
 
+@writes_folder("out_dir", "finetune_bi_encoder")
 @keeps_caller_state(rng=True)
 def finetune_bi_encoder(
     queries: Sequence[str],

@@ -24,6 +24,7 @@ from twotower.results import PAD_ID, Results
 from twotower.search.artefacts import no_index_message
 from twotower.search.beir import Corpus
 from twotower.text.encoder import EncoderSettings
+from twotower.utils.folder_lock import writes_folder
 from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.atomic import (
     atomic_dir,
@@ -159,6 +160,7 @@ class SearchIndex:
         return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
                    source=source)
 
+    @writes_folder("path", "SearchIndex.save")
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index to the folder ``path`` atomically (layout in the module docstring, every file's sha256
         in ``meta.json``); the bi-encoder folder is named by its path, not copied."""

@@ -29,6 +29,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.search.beir import Qrels, validation_split_by_group
 from twotower.search.id_cells import BRACKETS, expand_id_lists, looks_like_a_list
 from twotower.utils.atomic import atomic_dir
+from twotower.utils.folder_lock import writes_folder
 
 __all__ = ["prepare_beir", "is_prepared_beir", "MARKER"]
 
@@ -298,6 +299,7 @@ def _check_tsv_safe(docs, pairs) -> None:
                                 "rename it")
 
 
+@writes_folder("out", "prepare_beir")
 def prepare_beir(
     passages: str | os.PathLike[str],
     pairs: str | os.PathLike[str],

@@ -31,6 +31,7 @@ from twotower.search.artefacts import (
 )
 from twotower.text.encoder import RerankSettings, warn_if_bf16_is_emulated
 from twotower.utils.atomic import atomic_dir, atomic_write_json
+from twotower.utils.folder_lock import writes_folder
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 from twotower.utils.runtime import keeps_caller_state
@@ -328,6 +329,7 @@ def _identity():
     return torch.nn.Identity()
 
 
+@writes_folder("out_dir", "train_cross_encoder")
 @keeps_caller_state(rng=True)
 def train_cross_encoder(
     queries: Sequence[str],

@@ -9,10 +9,13 @@ included): a killed writer never leaves the folder locked.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
+import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 from twotower.errors import ConfigError
 
@@ -21,12 +24,14 @@ try:  # POSIX only; elsewhere writers are not serialised (as before)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer", "lock_path"]
+__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer", "lock_path", "writes_folder"]
 
-#: lock files this process holds: `twotower train` holds its run folder across train_run and its closing
-#: evaluation, and train_run takes it again inside (a second flock on another open of the same file would refuse
-#: the process itself)
-_held: set[Path] = set()
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: lock files this process holds, each with the thread that holds it: `twotower train` holds its run folder across
+#: train_run and its closing evaluation, and train_run takes it again inside (a second flock on another open of the
+#: same file would refuse the process itself); another thread of the process is refused as another process is
+_held: dict[Path, int] = {}
 
 #: the lock file a writer holds inside the folder; kept after the writer ends (removing a file others may have
 #: opened would let a second writer lock a different inode)
@@ -131,9 +136,12 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
     folder = Path(folder)
     path = lock_path(folder, beside=beside)
     key = Path(os.path.abspath(path))
-    if key in _held:  # taken further out in this process: the outer holder releases it
-        yield
-        return
+    if key in _held:
+        if _held[key] == threading.get_ident():  # taken further out in this thread: the outer holder releases it
+            yield
+            return
+        # another thread of this process: two Python calls side by side, one would swap its folder over the other's
+        raise ConfigError(f"{folder}: {_holder(path, what)} is writing this folder; {fix}")
     base = path.parent  # the folder itself, or (beside) its parent
     created = _created_chain(base)
     base.mkdir(parents=True, exist_ok=True)
@@ -145,14 +153,41 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
             fh.truncate()
             fh.write(f"{os.getpid()} {what}\n")  # read by a refused writer and by readers (active_writer)
             fh.flush()
-            _held.add(key)
+            _held[key] = threading.get_ident()
             try:
                 yield
             finally:
-                _held.discard(key)
+                _held.pop(key, None)
     finally:
         with contextlib.suppress(OSError):
             if created and [p.name for p in base.iterdir()] == [path.name]:
                 path.unlink()
                 for p in created:
                     p.rmdir()
+
+
+def writes_folder(param: str, what: str) -> Callable[[F], F]:
+    """Decorator for a Python API function that swaps the folder its argument ``param`` names in whole
+    (``finetune_bi_encoder``'s ``out_dir``, ``SearchIndex.save``'s ``path``): the folder's writer lock, kept beside
+    it, is held for the whole call, as the commands hold ``--out``'s (they hold it further out, and the call takes it
+    again). A second writer of the folder, another process or another thread, is refused at once, before any work:
+    before, two calls with one ``out_dir`` ran side by side and the one that finished last silently replaced the
+    other's folder. ``what`` names the writer to the one refused."""
+
+    def wrap(fn: F) -> F:
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                folder = signature.bind(*args, **kwargs).arguments[param]
+            except (TypeError, KeyError):  # the function's own TypeError, raised by the call below
+                return fn(*args, **kwargs)
+            if not isinstance(folder, (str, os.PathLike)):
+                return fn(*args, **kwargs)  # the function says what is wrong with it
+            with exclusive_writer(folder, what, f"wait for it to finish, or give another {param}", beside=True):
+                return fn(*args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return wrap
