@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 __all__ = ["register", "cmd_explain", "format_explanation", "explanation_json"]
@@ -132,7 +131,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
     if args.json:
-        print(json.dumps(explanation_json(e, warnings), ensure_ascii=False, indent=2))
+        from twotower.cli.printing import stdout_json
+
+        print(stdout_json(explanation_json(e, warnings), indent=2))
     else:
         print(format_explanation(e))
     return 0

@@ -405,6 +405,9 @@ def _check_threads(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from twotower.cli.printing import tolerate_narrow_streams
+
+    tolerate_narrow_streams()  # a title the locale cannot write is escaped, not a traceback mid-list
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)

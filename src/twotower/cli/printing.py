@@ -1,11 +1,51 @@
 """Catalogue text on the terminal: control characters escaped, and the item lists of `recommend` and `similar`."""
 from __future__ import annotations
 
+import codecs
 import json
+import sys
 import unicodedata
 from typing import Any
 
-__all__ = ["printable"]
+__all__ = ["printable", "stdout_json", "tolerate_narrow_streams"]
+
+
+def _writes_unicode(stream: Any) -> bool:
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name.startswith("utf")
+    except LookupError:
+        return False
+
+
+def tolerate_narrow_streams() -> None:
+    """stdout and stderr in an encoding that lacks some characters (``LC_ALL=C`` with ``PYTHONUTF8=0``, a Latin-1
+    locale, a Windows code page) write those as escapes (``Mis\\xe9rables``) instead of ending the command with a
+    UnicodeEncodeError traceback halfway through a list of titles."""
+    for stream in (sys.stdout, sys.stderr):
+        if not _writes_unicode(stream) and getattr(stream, "errors", None) in ("strict", "surrogateescape") \
+                and hasattr(stream, "reconfigure"):
+            codecs.register_error(_ESCAPE, _escape)
+            stream.reconfigure(errors=_ESCAPE)
+
+
+_ESCAPE = "twotower-escape"
+
+
+def _escape(err: UnicodeError) -> tuple[bytes, int]:
+    """``backslashreplace``, except that the bytes a file name undecodable in the locale came in as
+    (``surrogateescape``, the C locale's own handler) are written back as they were."""
+    if not isinstance(err, UnicodeEncodeError):
+        raise err
+    bad = err.object[err.start:err.end]
+    out = b"".join(bytes([ord(c) - 0xDC00]) if 0xDC80 <= ord(c) <= 0xDCFF
+                   else c.encode("ascii", "backslashreplace") for c in bad)
+    return out, err.end
+
+
+def stdout_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` for printing: non-ASCII text as is where stdout writes Unicode, as ``\\u00e9`` escapes where it
+    does not (the JSON stays valid and reads back the same; a backslash-escaped byte inside a string would not)."""
+    return json.dumps(obj, ensure_ascii=not _writes_unicode(sys.stdout), **kwargs)
 
 
 def printable(value: Any) -> str:
@@ -24,7 +64,7 @@ def _print_items(items: list[dict], as_json: bool, title: str, k: int) -> None:
         if len(items) < k:  # as the HTTP answer says it: only on a short list
             answer["shortfall"] = {"missing": k - len(items), "reason": f"fewer than k={k} items are left after "
                                    f"the exclusions; all {len(items)} eligible items are returned"}
-        print(json.dumps(answer, ensure_ascii=False, default=str))
+        print(stdout_json(answer, default=str))
         return
     print(title)
     for it in items:

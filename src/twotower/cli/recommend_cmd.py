@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out, refuse_missing_inputs
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
-from twotower.cli.printing import _print_items
+from twotower.cli.printing import _print_items, stdout_json
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
 
@@ -207,7 +206,7 @@ def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | Non
         return
     notes = [*(notes or ()), *_unplaced_notes(run, res)]
     answer = recommend_answer(items, user_id, k, exclude_seen=not args.no_exclude_seen, notes=notes)
-    print(json.dumps(answer, ensure_ascii=False, default=str))
+    print(stdout_json(answer, default=str))
 
 
 def _unplaced_notes(run, res) -> list[str]:  # noqa: ANN001 - TrainedRun, Results

@@ -8,7 +8,6 @@ the lists are the service's, scores included.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
@@ -111,7 +110,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
     """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
-    from twotower.cli.printing import _print_items
+    from twotower.cli.printing import _print_items, stdout_json
     from twotower.pipeline.similar import UNPLACED, similar_items, unplaced_item_mask
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import similar_answer
@@ -123,7 +122,7 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     rows, scores = res.row(0)
     answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced)
     if args.json:
-        print(json.dumps(answer, ensure_ascii=False, default=str))
+        print(stdout_json(answer, default=str))
         return 0
     if "shortfall" in answer:
         print(answer["shortfall"]["reason"], file=sys.stderr)
