@@ -17,6 +17,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from twotower.config import load_config
     from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
     from twotower.errors import ConfigError
+    from twotower.utils.shell import shell_arg
     from twotower.evaluation.plots import plot_recall_at_k
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.recommend import exclusions_from_files, recommend_users, results_to_items
@@ -88,8 +89,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     top = np.argsort(-sims)[:5]
     print(f"   items most similar to {shown(star_wars)}: " + "; ".join(shown(int(i)) for i in top))
     print(f"\nrun folder: {out}  (curves.png, recall_at_k.png, log.jsonl, metrics.json, config.json)")
-    print(f"next: twotower recommend --run {out} --user {args.user}   |   twotower evaluate --run {out}")
-    print(f"      twotower serve --run {out}   (then open http://127.0.0.1:8000/ for the explorer)   |   "
-          f"twotower export --run {out} --format onnx --out {out}/onnx")
+    print(f"next: twotower recommend --run {shell_arg(out)} --user {shell_arg(args.user)}   |   twotower evaluate --run {shell_arg(out)}")
+    print(f"      twotower serve --run {shell_arg(out)}   (then open http://127.0.0.1:8000/ for the explorer)   |   "
+          f"twotower export --run {shell_arg(out)} --format onnx --out {shell_arg(Path(out) / 'onnx')}")
     print(f"demo finished in {time.perf_counter() - t0:.0f}s")
     return 0

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from twotower.cli.evaluate_cmd import print_eval_table
 from twotower.cli.paths import check_output_dir
 from twotower.errors import ConfigError, OutOfMemory, TrainingDiverged
+from twotower.utils.shell import shell_arg
 
 if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
@@ -225,7 +226,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             _evaluate_trained(args, cfg, run, prep, out)
         except KeyboardInterrupt as e:
             print(f"{_stopped_by(e)} during the test evaluation; the trained run in {out} is complete: "
-                  f"`twotower evaluate --run {out}` scores it", file=sys.stderr)
+                  f"`twotower evaluate --run {shell_arg(out)}` scores it", file=sys.stderr)
             return _interrupt_status(e)
     return 0
 
@@ -345,7 +346,7 @@ def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str, replac
     best = state.get("best_epoch")
     return (f"; or continue from {path.parent}, which holds epoch {state['epoch']} from before it"
             + (f" (best so far: epoch {best})" if best else "")
-            + f": `twotower train --out {out} --resume {fix}`"
+            + f": `twotower train --out {shell_arg(out)} --resume {fix}`"
             + ("" if replaces is None else f" (once it finishes it replaces the earlier run that {replaces} still holds)"))
 
 
@@ -360,12 +361,12 @@ def staged_training_left(out: Path, stage: Path, *, checkpointing: bool = True) 
         state = read_json(path) if path.is_file() else None
     except (OSError, ValueError):
         state = None
-    anew = f"a new `twotower train --out {out}` without --resume starts over and removes {stage}"
+    anew = f"a new `twotower train --out {shell_arg(out)}` without --resume starts over and removes {stage}"
     if checkpointing and isinstance(state, dict) and isinstance(state.get("epoch"), int):
         best = state.get("best_epoch")
         return (f"{kept}; the new run's {path.parent} holds epoch {state['epoch']}"
                 + (f" (best so far: epoch {best})" if best else "")
-                + f": `twotower train --out {stage} --resume` continues it there and, once it finishes, puts it in "
+                + f": `twotower train --out {shell_arg(stage)} --resume` continues it there and, once it finishes, puts it in "
                 f"{out} in place of the earlier run (`--out {out} --resume` would continue the earlier run instead; "
                 f"{anew})")
     if stage.is_dir() and (stage / "model.safetensors").is_file():
@@ -388,7 +389,7 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
         except OSError:
             kept = False
         saved = (f"{weights} holds the best weights validated so far (log.jsonl lists the epochs), which "
-                 f"`twotower evaluate --run {out}` and `recommend` read" if kept else "no epoch was saved")
+                 f"`twotower evaluate --run {shell_arg(out)}` and `recommend` read" if kept else "no epoch was saved")
         return (f"{saved}; train.checkpoint=false, so there is no checkpoint to --resume from (leave "
                 "train.checkpoint at true, the default, to continue an interrupted run)")
 
@@ -404,7 +405,7 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
     if isinstance(state, dict) and isinstance(state.get("epoch"), int):
         best = state.get("best_epoch")
         return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
-                + f"; run the same command with --resume to continue from there, or just `twotower train --out {out} "
+                + f"; run the same command with --resume to continue from there, or just `twotower train --out {shell_arg(out)} "
                 "--resume` (it reads the run's settings and data; without --resume it starts over)")
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
@@ -433,7 +434,7 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
             left = [k for k in ks if k not in shown]
             if left:  # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
                 print(f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
-                      f"`twotower evaluate --run {out}` prints every k")
+                      f"`twotower evaluate --run {shell_arg(out)}` prints every k")
         atomic_write_text(out / "eval.txt", buf.getvalue())
         print(buf.getvalue())
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
@@ -449,7 +450,7 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
             # the table above read each test user's train history only; the leave-one-out protocol's test input
             # is train + valid, and a reader of this table was not told how to get it
             print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
-                  f"(train + valid): `twotower evaluate --run {out} --history-from {train_file} {valid_file}`")
+                  f"(train + valid): `twotower evaluate --run {shell_arg(out)} --history-from {shell_arg(train_file)} {shell_arg(valid_file)}`")
 
 
 def _data_as_given(args: argparse.Namespace, cfg, out: Path):  # noqa: ANN001, ANN202

@@ -60,6 +60,7 @@ from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import run_hint as _run_hint
+from twotower.utils.shell import shell_arg
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
@@ -373,9 +374,9 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     """The command that rebuilds ``folder`` (an index, or with ``export`` an ONNX export) for the run in ``run_dir``;
     ``--out`` only where the folder is not the run's default one."""
     if export:
-        return f"twotower export --run {run_dir} --format onnx --out {folder}"
-    out = "" if _resolved(Path(folder)) == _resolved(Path(run_dir) / "index") else f" --out {folder}"
-    return f"twotower index build --run {run_dir}{out}"
+        return f"twotower export --run {shell_arg(run_dir)} --format onnx --out {shell_arg(folder)}"
+    out = "" if _resolved(Path(folder)) == _resolved(Path(run_dir) / "index") else f" --out {shell_arg(folder)}"
+    return f"twotower index build --run {shell_arg(run_dir)}{out}"
 
 
 def _read_json_dict(path: Path) -> dict[str, Any] | None:
@@ -487,7 +488,7 @@ def _no_weights_hint(d: Path) -> str:
     epoch = state.get("epoch") if state is not None else None
     if isinstance(epoch, int) and epoch > 0:
         return (f"its training stopped after the checkpoint of epoch {epoch}, before the best weights were written; "
-                f"continue it with `twotower train --resume --out {d}` and the same data and settings")
+                f"continue it with `twotower train --resume --out {shell_arg(d)}` and the same data and settings")
     return "the run did not finish an epoch; train it again (`twotower train --out DIR`)"
 
 
@@ -775,7 +776,7 @@ class TrainedRun:
             if isinstance(sealed, dict) and sealed.get("sealed"):
                 # write_manifest seals run.json, then writes the manifest: a train killed between the two left
                 # this state, which "restore it (or retrain)" sent to a retraining from scratch
-                resume = (f"if its training was stopped while sealing it, `twotower train --resume --out {d}` with "
+                resume = (f"if its training was stopped while sealing it, `twotower train --resume --out {shell_arg(d)}` with "
                           "the same data and settings seals it again; otherwise "
                           if (d / CHECKPOINT_DIR / "state.json").is_file() else "")
                 raise IntegrityError(

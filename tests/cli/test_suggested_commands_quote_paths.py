@@ -1,0 +1,39 @@
+"""The commands the CLI suggests hold the run's path as one shell word, so they can be pasted back.
+
+Before: `twotower train --out "runs/ml ü"` ended with "`twotower evaluate --run runs/ml ü` prints every k",
+which the shell runs as `--run runs/ml` plus a stray `ü`; `index build`'s and `export`'s rebuild hints alike.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import rebuild_command
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import write_tiny_data  # noqa: E402
+
+
+def test_rebuild_hints_keep_a_spaced_path_one_argument():
+    run = "runs/ml ü"
+    assert shlex.split(rebuild_command(run, f"{run}/index")) == ["twotower", "index", "build", "--run", run]
+    assert shlex.split(rebuild_command(run, "my idx"))[-2:] == ["--out", "my idx"]
+    assert shlex.split(rebuild_command(run, "ex port", export=True)) == [
+        "twotower", "export", "--run", run, "--format", "onnx", "--out", "ex port"]
+    assert rebuild_command("runs/ml", "runs/ml/index") == "twotower index build --run runs/ml"  # plain: unquoted
+
+
+def test_train_points_to_evaluate_with_the_out_folder_quoted(tmp_path, capsys):
+    inter, items = write_tiny_data(tmp_path / "data")
+    out = tmp_path / "my runs" / "ml ü"
+    assert main(["train", "--data", str(inter), "--items", str(items), "--out", str(out), "--threads", "1",
+                 "--no-progress", "data.rating_col=null", "train.epochs=1", "train.checkpoint=false",
+                 "model.user.history_len=8", "model.user.out_dim=16", "model.user.hidden=[32]",
+                 "model.item.out_dim=16", "model.item.hidden=[32]", "model.item.id_dim=16",
+                 "eval.baselines=[]", f"eval.ks={json.dumps([10, 50])}"]) == 0
+    hints = re.findall(r"`(twotower evaluate [^`]*)`", capsys.readouterr().out)
+    assert hints and all(shlex.split(h)[:4] == ["twotower", "evaluate", "--run", str(out)] for h in hints), hints
