@@ -1326,6 +1326,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if overrides:
         check_known_settings(RunConfig, given, overrides_label)
     apply_overrides(data, list(overrides or []))
+    _expand_home(data.get("data"))
     try:
         return config_from_dict(RunConfig, data)
     except ConfigError as e:
@@ -1335,6 +1336,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if path is not None and any(_has_key(from_file, n) for n in names) and not any(_has_key(given, n) for n in names):
             raise ConfigError(f"config file {path}: {e}") from e
         raise
+
+
+def _expand_home(section: Any) -> None:
+    """``~/data/train.csv`` in a config file (or a quoted override) names the home folder, as it would on a
+    command line; no shell expands it there, and it was read as a folder literally named ``~``."""
+    if not isinstance(section, dict):
+        return
+    for name in DATA_FILE_SETTINGS:
+        value = section.get(name)
+        if isinstance(value, str) and value.startswith("~"):
+            section[name] = os.path.expanduser(value)
 
 
 def _has_key(data: Mapping[str, Any], dotted: str) -> bool:
