@@ -20,6 +20,7 @@ index raises :class:`~twotower.errors.IntegrityError` (or, with
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import io
@@ -252,8 +253,31 @@ def cached_encode(
         return encoder.encode(texts, batch_size=batch_size, max_length=max_length, normalize=normalize,
                               show_progress=show_progress)
     cache = EmbeddingCache(cache_dir, model_id=encoder.model_id, max_length=max_length, normalize=normalize)
+    problem = _unwritable(cache.dir)
+    if problem is not None:
+        logger.warning("embedding cache %s cannot be written (%s); encoding without it, so the next run encodes "
+                       "these texts again (a writable HOME, or `--cache DIR` on the search commands, keeps them)",
+                       cache.dir, problem)
+        return encoder.encode(texts, batch_size=batch_size, max_length=max_length, normalize=normalize,
+                              show_progress=show_progress)
     return cache.encode(encoder, texts, batch_size=batch_size, show_progress=show_progress,
                         rebuild_corrupt=rebuild_corrupt)
+
+
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why the cache folder cannot be made or written (a read-only or unset HOME, a read-only mount), else None:
+    the cache only saves time, so a run goes on without it instead of stopping at "Permission denied"."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a+"):
+            return None
+    except OSError as e:
+        if e.errno not in _UNWRITABLE:
+            raise
+        return e.strerror or str(e)
 
 
 def cached_word_pieces(encoder: TextEncoder, texts: Sequence[str],
@@ -283,6 +307,11 @@ def cached_word_pieces(encoder: TextEncoder, texts: Sequence[str],
     if lengths is not None:
         buf = io.BytesIO()
         np.save(buf, lengths.astype(np.int32), allow_pickle=False)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, buf.getvalue())
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, buf.getvalue())
+        except OSError as e:  # only saves the next run the counting: not worth stopping this one
+            if e.errno not in _UNWRITABLE:
+                raise
+            logger.debug("word-piece counts not kept at %s: %s", path, e)
     return lengths
