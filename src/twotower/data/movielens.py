@@ -15,6 +15,7 @@ zip, age_bucket, zip_region``.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -251,6 +252,18 @@ def default_movielens_dir() -> Path:
     return Path.home() / ".cache" / "twotower" / "datasets" / "movielens-100k"
 
 
+def _check_writable_parent(dest: Path) -> None:
+    """``dest``'s parent made now: a read-only HOME stopped the download with a bare "Permission denied:
+    HOME/.cache" that named no way to put the copy elsewhere."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            raise
+        raise DataError(f"cannot write the MovieLens-100K copy into {dest.parent} ({e.strerror}); set TWOTOWER_DATA "
+                        "to a writable folder: the copy goes to $TWOTOWER_DATA/movielens-100k") from None
+
+
 def _verify_structure(folder: Path, expected: dict[str, int]) -> None:
     ml = load_movielens_100k(folder)
     checks = {
@@ -415,6 +428,7 @@ def fetch_movielens_100k(
             _verify_folder(dest, sums)
             log.info("MovieLens-100K already present and verified in %s", dest)
             return dest
+    _check_writable_parent(dest)
     if source is not None:
         return _from_local(Path(source).expanduser(), dest, sums)
     got = _try_grouplens(dest, timeout, sums)

