@@ -582,14 +582,10 @@ def _check_cache(args: argparse.Namespace) -> None:
 
 def _check_out(args: argparse.Namespace, kind: str, is_same_kind, marker: str) -> None:  # noqa: ANN001
     """``--out`` is replaced as a whole once the work is done: refuse a wrong one now, before any work."""
-    from twotower.cli.paths import check_artefact_dir
-    from twotower.search.artefacts import check_marker_readable, unreadable_marker
+    from twotower.search.artefacts import check_out_folder
 
-    # a folder whose marker (``marker``) is damaged is refused below, saying so: "a non-empty folder that is not a
-    # bi-encoder" sent the user looking for another kind of folder
-    out = check_artefact_dir(args.out, kind=kind, inputs={"--beir": args.beir, "--cache": _cache_arg(args)},
-                             is_same_kind=lambda p: is_same_kind(p) or unreadable_marker(p, marker) is not None)
-    check_marker_readable(out, "--out", (marker,), out=True)
+    # as the Python calls check theirs (writes_folder's check), with the flags' names
+    check_out_folder(args.out, "--out", kind, is_same_kind, marker, {"--beir": args.beir, "--cache": _cache_arg(args)})
 
 
 @contextlib.contextmanager
@@ -603,17 +599,12 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
     its holder dies, ``kill -9`` included.
 
     Once it holds the lock, the temporaries that dead writers (``kill -9`` while saving) left beside ``--out`` are
-    removed, whichever folder they were for: a ~90 MB ``.X.tmp-PID-...`` stayed until a later write into that very X.
+    removed (``exclusive_writer``'s ``sweep``, as the Python calls inside do: they take the lock again and sweep no
+    more).
     """
-    import os
-    from pathlib import Path
-
-    from twotower.utils.atomic import sweep_dead_temporaries
     from twotower.utils.folder_lock import exclusive_writer
 
-    with exclusive_writer(args.out, what, "wait for it to finish, or give another --out", beside=True):
-        for p in sweep_dead_temporaries(Path(os.path.realpath(args.out)).parent):
-            logging.getLogger(__name__).info("removed %s, left by a writer that is gone (killed while it saved)", p)
+    with exclusive_writer(args.out, what, "wait for it to finish, or give another --out", beside=True, sweep=True):
         yield
 
 

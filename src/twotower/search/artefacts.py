@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from twotower.errors import ConfigError, IntegrityError
 from twotower.utils.atomic import read_json, sha256_file, verify_files
@@ -20,12 +22,14 @@ __all__ = [
     "check_bi_encoder_dir",
     "check_cross_encoder_dir",
     "check_marker_readable",
+    "check_out_folder",
     "existing_dir",
     "file_table",
     "is_bi_encoder",
     "is_cross_encoder",
     "is_search_index",
     "no_index_message",
+    "out_check",
     "trained_backend",
     "trained_lengths",
     "trained_on",
@@ -102,6 +106,42 @@ def check_marker_readable(folder: str | os.PathLike[str], flag: str, names: tupl
             f"{flag} {p}: its {name} (the {kind}'s marker, with its files' checksums) is {why}: the file is damaged "
             f"or half-written, so the {kind} cannot be checked or loaded; restore the file from a copy, or train it "
             f"again with '{command} --out {p}'")
+
+
+def check_out_folder(
+    path: str | os.PathLike[str],
+    flag: str,
+    kind: str,
+    is_same_kind: Callable[[Path], bool],
+    marker: str | None = None,
+    inputs: Mapping[str, str | os.PathLike[str] | None] | None = None,
+) -> Path:
+    """``path`` checked as the output folder a search command (``flag`` ``--out``) or Python call (``flag`` its
+    parameter, ``out_dir``) replaces as a whole: refused, before any work, when it is a file, a non-empty folder that
+    is not an earlier ``kind`` (or overlaps an input folder: ``inputs``), or an earlier one whose ``marker`` is
+    damaged (said so, rather than "not a ``kind``", which sent the user looking for another kind of folder)."""
+    from twotower.utils.output_folders import check_artefact_dir  # noqa: PLC0415
+
+    same = is_same_kind if marker is None else (
+        lambda p: is_same_kind(p) or unreadable_marker(p, marker) is not None)
+    out = check_artefact_dir(path, kind=kind, is_same_kind=same, inputs=inputs, flag=flag)
+    if marker is not None:
+        check_marker_readable(out, flag, (marker,), out=True)
+    return out
+
+
+def out_check(kind: str, is_same_kind: Callable[[Path], bool], marker: str | None = None,
+              inputs: Iterable[str] = ()) -> Callable[[Any, str, dict[str, Any]], None]:
+    """:func:`~twotower.utils.folder_lock.writes_folder`'s ``check`` for a Python call writing a ``kind`` folder:
+    :func:`check_out_folder` on it, the call's parameters ``inputs`` being its input paths. Before, only the commands
+    checked ``--out``: ``prepare_beir(p, q, "/some/non-empty/dir")`` replaced that folder's contents."""
+    names = tuple(inputs)
+
+    def check(folder: Any, param: str, arguments: dict[str, Any]) -> None:
+        given = {n: arguments.get(n) for n in names if isinstance(arguments.get(n), (str, os.PathLike))}
+        check_out_folder(folder, param, kind, is_same_kind, marker, given)
+
+    return check
 
 
 def _json_kind(path: Path) -> object:

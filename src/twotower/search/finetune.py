@@ -37,7 +37,14 @@ import numpy as np
 
 from twotower.config import FinetuneConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
-from twotower.search.artefacts import BI_ENCODER_META, file_table, is_bi_encoder, trained_backend, verify_model_dir
+from twotower.search.artefacts import (
+    BI_ENCODER_META,
+    file_table,
+    is_bi_encoder,
+    out_check,
+    trained_backend,
+    verify_model_dir,
+)
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.validation import NDCG_K, ValidationSet, hold_out, ndcg10
 from twotower.text.encoder import (
@@ -176,7 +183,8 @@ def base_towers(base: str | os.PathLike[str] | None,
     return q, d, doc_dir if doc_dir.is_dir() else Path(base) / "query"
 
 
-@writes_folder("out_dir", "finetune_bi_encoder")
+@writes_folder("out_dir", "finetune_bi_encoder",
+               check=out_check("bi-encoder", is_bi_encoder, BI_ENCODER_META, inputs=("cache_dir",)))
 @keeps_caller_state(rng=True)
 def finetune_bi_encoder(
     queries: Sequence[str],

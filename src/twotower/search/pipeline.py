@@ -21,7 +21,7 @@ import numpy as np
 from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.results import PAD_ID, Results
-from twotower.search.artefacts import no_index_message
+from twotower.search.artefacts import INDEX_META, is_search_index, no_index_message, out_check
 from twotower.search.beir import Corpus
 from twotower.text.encoder import EncoderSettings
 from twotower.utils.folder_lock import writes_folder
@@ -160,7 +160,7 @@ class SearchIndex:
         return cls(corpus, bm25, dense, model=str(Path(model).resolve()) if model is not None else None, fusion=fusion,
                    source=source)
 
-    @writes_folder("path", "SearchIndex.save")
+    @writes_folder("path", "SearchIndex.save", check=out_check("search index", is_search_index, INDEX_META))
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index to the folder ``path`` atomically (layout in the module docstring, every file's sha256
         in ``meta.json``); the bi-encoder folder is named by its path, not copied."""

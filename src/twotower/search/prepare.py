@@ -26,6 +26,7 @@ import pandas as pd
 from twotower.data.readers import RowNumbers, check_rows, ids_to_str, missing_column_error, read_table_numbered
 from twotower.config import PrepareConfig
 from twotower.errors import ConfigError, DataError
+from twotower.search.artefacts import out_check
 from twotower.search.beir import Qrels, validation_split_by_group
 from twotower.search.id_cells import BRACKETS, expand_id_lists, looks_like_a_list
 from twotower.utils.atomic import atomic_dir
@@ -299,7 +300,8 @@ def _check_tsv_safe(docs, pairs) -> None:
                                 "rename it")
 
 
-@writes_folder("out", "prepare_beir")
+@writes_folder("out", "prepare_beir",
+               check=out_check("prepared BEIR folder", is_prepared_beir, inputs=("passages", "pairs")))
 def prepare_beir(
     passages: str | os.PathLike[str],
     pairs: str | os.PathLike[str],

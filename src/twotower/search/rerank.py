@@ -26,6 +26,7 @@ from twotower.search.artefacts import (
     check_cross_encoder_dir,
     file_table,
     is_cross_encoder,
+    out_check,
     trained_lengths,
     verify_model_dir,
 )
@@ -329,7 +330,8 @@ def _identity():
     return torch.nn.Identity()
 
 
-@writes_folder("out_dir", "train_cross_encoder")
+@writes_folder("out_dir", "train_cross_encoder",
+               check=out_check("cross-encoder", is_cross_encoder, CROSS_ENCODER_META))
 @keeps_caller_state(rng=True)
 def train_cross_encoder(
     queries: Sequence[str],

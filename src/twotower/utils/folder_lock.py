@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import os
 import threading
 import time
@@ -124,7 +125,8 @@ def _created_chain(folder: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, beside: bool = False) -> Iterator[None]:
+def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, beside: bool = False,
+                     sweep: bool = False) -> Iterator[None]:
     """Hold ``folder``'s writer lock for the ``with`` block; ConfigError at once when another process holds it.
 
     ``what`` names the command (``"twotower train"``): it is recorded in the lock file, so that a command refused
@@ -132,6 +134,11 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
     this call had to create is removed again when the block leaves nothing in it but the lock file (a refused
     or failed command leaves no empty run folder behind). ``beside``: the lock file lies beside the folder
     (:func:`lock_path`), for a folder the writer swaps in whole.
+
+    ``sweep``: once the lock is taken, the temporaries that dead writers (``kill -9`` while saving) left beside the
+    folder are removed (:func:`~twotower.utils.atomic.sweep_dead_temporaries`), whichever folder they were for: a
+    ~90 MB ``.X.tmp-PID-...`` stayed until a later write into that very X. A lock taken again further in (a command
+    around a Python call) sweeps nothing more.
     """
     folder = Path(folder)
     path = lock_path(folder, beside=beside)
@@ -155,6 +162,8 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
             fh.flush()
             _held[key] = threading.get_ident()
             try:
+                if sweep:
+                    _sweep_beside(folder)
                 yield
             finally:
                 _held.pop(key, None)
@@ -166,13 +175,29 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
                     p.rmdir()
 
 
-def writes_folder(param: str, what: str) -> Callable[[F], F]:
+def _sweep_beside(folder: Path) -> None:
+    from twotower.utils.atomic import sweep_dead_temporaries
+
+    for p in sweep_dead_temporaries(Path(os.path.realpath(folder)).parent):
+        logging.getLogger(__name__).info("removed %s, left by a writer that is gone (killed while it saved)", p)
+
+
+#: writes_folder's ``check``: (the folder, the parameter's name, the call's bound arguments) -> None, raising
+Check = Callable[[Any, str, dict[str, Any]], None]
+
+
+def writes_folder(param: str, what: str, *, check: Check | None = None) -> Callable[[F], F]:
     """Decorator for a Python API function that swaps the folder its argument ``param`` names in whole
     (``finetune_bi_encoder``'s ``out_dir``, ``SearchIndex.save``'s ``path``): the folder's writer lock, kept beside
     it, is held for the whole call, as the commands hold ``--out``'s (they hold it further out, and the call takes it
     again). A second writer of the folder, another process or another thread, is refused at once, before any work:
     before, two calls with one ``out_dir`` ran side by side and the one that finished last silently replaced the
-    other's folder. ``what`` names the writer to the one refused."""
+    other's folder. ``what`` names the writer to the one refused.
+
+    ``check`` is called first, before the lock and any work, with the folder, ``param`` and the call's arguments:
+    it refuses a folder the call must not replace (a non-empty folder of another kind, as ``--out`` is refused;
+    :func:`twotower.search.artefacts.out_check`). Once the lock is held, dead writers' temporaries beside the
+    folder are removed (``exclusive_writer``'s ``sweep``), as the commands do for ``--out``."""
 
     def wrap(fn: F) -> F:
         signature = inspect.signature(fn)
@@ -180,12 +205,17 @@ def writes_folder(param: str, what: str) -> Callable[[F], F]:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
-                folder = signature.bind(*args, **kwargs).arguments[param]
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                folder = bound.arguments[param]
             except (TypeError, KeyError):  # the function's own TypeError, raised by the call below
                 return fn(*args, **kwargs)
             if not isinstance(folder, (str, os.PathLike)):
                 return fn(*args, **kwargs)  # the function says what is wrong with it
-            with exclusive_writer(folder, what, f"wait for it to finish, or give another {param}", beside=True):
+            if check is not None:
+                check(folder, param, dict(bound.arguments))
+            with exclusive_writer(folder, what, f"wait for it to finish, or give another {param}", beside=True,
+                                  sweep=True):
                 return fn(*args, **kwargs)
 
         return call  # type: ignore[return-value]

@@ -1,0 +1,121 @@
+"""The Python search calls check their output folder and sweep dead writers' temporaries, as the commands do.
+
+Before, only the commands refused an ``--out`` that is a non-empty folder of another kind: from Python,
+``prepare_beir(p, q, "/some/non-empty/dir")`` (or ``finetune_bi_encoder``, ``train_cross_encoder``,
+``SearchIndex.save``) replaced that folder's contents. And only the commands removed the ``.X.tmp-PID-...``
+temporaries a killed writer had left beside the folder.
+"""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import twotower.search.finetune as finetune
+import twotower.search.prepare as prepare
+import twotower.search.rerank as rerank
+from twotower.cli.main import main
+from twotower.errors import ConfigError, IntegrityError
+from twotower.search import SearchIndex, finetune_bi_encoder, train_cross_encoder
+from twotower.search.artefacts import BI_ENCODER_META
+from twotower.search.prepare import prepare_beir
+
+KINDS = {"finetune_bi_encoder": ("out_dir", "bi-encoder"), "train_cross_encoder": ("out_dir", "cross-encoder"),
+         "SearchIndex.save": ("path", "search index"), "prepare_beir": ("out", "prepared BEIR folder")}
+
+
+class _Worked(Exception):
+    pass
+
+
+def _work(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    raise _Worked
+
+
+class _NoIndex:
+    def __getattr__(self, name: str):  # noqa: ANN204
+        _work()
+
+
+def _calls(tmp_path, monkeypatch):  # noqa: ANN202
+    monkeypatch.setattr(finetune, "encoder_settings", _work)  # the first step of each body
+    monkeypatch.setattr(rerank, "no_third_party_bars", _work)
+    monkeypatch.setattr(prepare, "_read_passages", _work)
+    docs = ["a", "b"]
+    return {
+        "finetune_bi_encoder": lambda out: finetune_bi_encoder(["q1", "q2"], [0, 1], docs, out, threads=1),
+        "train_cross_encoder": lambda out: train_cross_encoder(["q1", "q2"], [0, 1], [np.array([1]), np.array([0])],
+                                                               docs, out),
+        "SearchIndex.save": lambda out: SearchIndex.save(_NoIndex(), out),
+        "prepare_beir": lambda out: prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", out),
+    }
+
+
+@pytest.mark.parametrize("call", list(KINDS))
+def test_a_non_empty_folder_of_another_kind_is_refused_and_kept(call, tmp_path, monkeypatch):
+    out = tmp_path / "thesis"
+    out.mkdir()
+    (out / "chapter1.tex").write_text("years of work")
+    with pytest.raises(ConfigError) as e:
+        _calls(tmp_path, monkeypatch)[call](out)
+    param, kind = KINDS[call]
+    assert str(e.value).startswith(f"{param} {out}: a non-empty folder that is not a {kind}; writing there would "
+                                   "replace everything in it")
+    assert [p.name for p in out.iterdir()] == ["chapter1.tex"]
+
+
+@pytest.mark.parametrize("call", list(KINDS))
+def test_a_new_or_empty_folder_goes_on_to_the_work(call, tmp_path, monkeypatch):
+    (tmp_path / "empty").mkdir()
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        with pytest.raises(_Worked):
+            _calls(tmp_path, monkeypatch)[call](out)
+
+
+def test_a_damaged_marker_is_named_not_called_another_kind(tmp_path, monkeypatch):
+    out = tmp_path / "bi"
+    out.mkdir()
+    (out / BI_ENCODER_META).write_text('{"kind": "bi_encoder",')
+    with pytest.raises(IntegrityError, match=rf"^out_dir {out}: its {BI_ENCODER_META} is not valid JSON"):
+        _calls(tmp_path, monkeypatch)["finetune_bi_encoder"](out)
+
+
+def test_prepare_beir_refuses_an_out_holding_its_input(tmp_path):
+    (tmp_path / "p.csv").write_text("passage_id,text\n1,a\n2,b\n")
+    (tmp_path / "q.csv").write_text("query,passage_id\nq,1\nr,2\n")
+    with pytest.raises(ConfigError, match=rf"^out {tmp_path}: is or contains passages {tmp_path / 'p.csv'}"):
+        prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", tmp_path)
+    assert (tmp_path / "p.csv").is_file()
+
+
+def _dead_temporary(folder):  # noqa: ANN001, ANN202
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    tmp = folder / f".other.tmp-{proc.pid}-s12345-abcd1234.tmp"  # a killed writer's, for another folder
+    tmp.mkdir(parents=True)
+    (tmp / "model.safetensors").write_bytes(b"x" * 1000)
+    return tmp
+
+
+@pytest.mark.parametrize("call", list(KINDS))
+def test_a_dead_writers_temporary_beside_the_folder_is_removed_before_the_work(call, tmp_path, monkeypatch):
+    tmp = _dead_temporary(tmp_path / "models")
+    with pytest.raises(_Worked):  # removed even though the call then fails: it does not wait for the save
+        _calls(tmp_path, monkeypatch)[call](tmp_path / "models" / "out")
+    assert not tmp.exists()
+
+
+def test_the_command_sweeps_once(tmp_path, caplog):
+    """`search prepare` holds --out and calls prepare_beir, which takes the lock again: one sweep, one message."""
+    (tmp_path / "p.csv").write_text("passage_id,text\n1,a\n2,b\n")
+    (tmp_path / "q.csv").write_text("query,passage_id\nq,1\nr,2\n")
+    tmp = _dead_temporary(tmp_path / "data")
+    with caplog.at_level(logging.INFO):
+        assert main(["search", "prepare", "--passages", str(tmp_path / "p.csv"), "--pairs", str(tmp_path / "q.csv"),
+                     "--out", str(tmp_path / "data" / "beir")]) == 0
+    assert not tmp.exists() and (tmp_path / "data" / "beir" / "corpus.jsonl").is_file()
+    assert [r.getMessage() for r in caplog.records if "left by a writer that is gone" in r.getMessage()] == [
+        f"removed {tmp}, left by a writer that is gone (killed while it saved)"]
