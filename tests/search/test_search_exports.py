@@ -26,3 +26,15 @@ def test_they_are_reached_through_tt_search_without_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["ValidationSet", "RerankValidation", "False"]
+
+
+def test_prepare_beir_is_exported_with_the_other_search_functions():
+    # finetune_bi_encoder, SearchIndex, ... were in twotower.search, prepare_beir (`search prepare`) only in
+    # twotower.search.prepare, and its PrepareConfig only in twotower.config
+    code = (
+        "import sys, twotower as tt; from twotower.search import PrepareConfig, prepare_beir; "
+        "print(prepare_beir.__module__, PrepareConfig.__name__, tt.search.prepare_beir is prepare_beir, "
+        "{'prepare_beir', 'PrepareConfig'} <= set(tt.search.__all__), 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["twotower.search.prepare", "PrepareConfig", "True", "True", "False"]

@@ -44,6 +44,8 @@ _LAZY: dict[str, str] = {
     "MiningReport": "twotower.search.negatives",
     "mine_hard_negatives": "twotower.search.negatives",
     "Hit": "twotower.search.pipeline",
+    "PrepareConfig": "twotower.search.prepare",
+    "prepare_beir": "twotower.search.prepare",
     "SearchIndex": "twotower.search.pipeline",
     "CrossEncoderReranker": "twotower.search.rerank",
     "RerankTrainConfig": "twotower.search.rerank",
@@ -66,6 +68,8 @@ __all__ = [
     "FUSIONS", "FusionChoice", "fusion_from_config", "rrf", "score_interpolation", "tune_fusion",
     "MiningConfig", "MiningReport", "mine_hard_negatives",
     "Hit", "SearchIndex",
+    # your own passages and query-passage pairs to a BEIR folder (`twotower search prepare`), and its settings
+    "PrepareConfig", "prepare_beir",
     "CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder",
     # the held-out queries finetune_bi_encoder(validation=) and train_cross_encoder(validation=) take
     "ValidationSet", "RerankValidation",
