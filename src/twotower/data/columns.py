@@ -477,13 +477,26 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
 
 #: a number written with a decimal comma ("5,0", "-0,25"): Excel's in comma-decimal locales, beside ';' separators
 _DECIMAL_COMMA = re.compile(r"\s*[+-]?\d*,\d+\s*")
+#: ... whose comma may as well separate thousands ("1,299")
+_THOUSANDS = re.compile(r"\s*[+-]?\d{1,3},\d{3}\s*")
+
+
+def decimal_comma_advice(value: Any) -> str | None:
+    """``"write decimals with a point ('5.0'); the separator ... is always '.'"`` when ``value`` is a number
+    written with a decimal comma, else None: said for a rating and a numeric feature cell alike."""
+    if not (isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value)):
+        return None
+    thousands = (f" (or, if the comma separates thousands, leave it out: {value.strip().replace(',', '')!r})"
+                 if _THOUSANDS.fullmatch(value) else "")
+    return (f"write decimals with a point ({value.strip().replace(',', '.')!r}){thousands}; the separator (comma, "
+            "';', tab or '|') is taken from the header, but the decimal mark is always '.'")
 
 
 def _bad_rating(value: Any) -> str:
     """Why a rating is refused: a decimal comma read as "'5,0' is not a finite number (float32 range)", as if
     the number were too large, while the file's only fault is its decimal mark."""
-    if isinstance(value, str) and _DECIMAL_COMMA.fullmatch(value):
-        return (f"rating {value!r} is not a number: write decimals with a point ({value.strip().replace(',', '.')!r}); "
-                "the separator (comma, ';', tab or '|') is taken from the header, but the decimal mark is always '.'; "
+    advice = decimal_comma_advice(value)
+    if advice is not None:
+        return (f"rating {value!r} is not a number: {advice}; "
                 "or set data.rating_col=null: training treats every row as a positive and does not read ratings")
     return f"rating {_plain(value)!r} is not a finite number (float32 range)"

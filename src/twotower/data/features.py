@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.config import DataConfig
+from twotower.data.columns import decimal_comma_advice
 from twotower.data.readers import (_double_colon_fields, check_rows, ids_to_str, missing_column_error,
                                     read_table_numbered)
 from twotower.data.vocab import Vocabulary
@@ -225,12 +226,20 @@ def read_feature_table(
         check_rows(infinite, lambda pos: f"{_plain_cell(raw.iloc[pos])!r} is not a finite number (float32 range); leave the cell "
                    "empty when unknown", file=label, column=c, rows=rows)
         bad = num.isna().to_numpy() & ~raw.map(_missing_str).to_numpy(dtype=bool)
-        check_rows(bad, lambda pos: f"{_plain_cell(raw.iloc[pos])!r} is not a number; numeric features need numbers (leave empty "
-                   "when unknown)", file=label, column=c, rows=rows)
+        check_rows(bad, lambda pos: _not_a_number(raw.iloc[pos]), file=label, column=c, rows=rows)
         df[c] = num.astype("float64")
     for c in spec.multi:
         _warn_other_separator(df[c], spec.separator, file=label, column=c, rows=rows)
     return df
+
+
+def _not_a_number(value: Any) -> str:
+    """Why a numeric feature cell is refused; a decimal comma (``year`` = ``1995,0`` in a ';'-separated table) is
+    told as the rating's is, not as any other text."""
+    advice = decimal_comma_advice(value)
+    if advice is not None:
+        return f"{value!r} is not a number: {advice}; leave the cell empty when unknown"
+    return f"{_plain_cell(value)!r} is not a number; numeric features need numbers (leave empty when unknown)"
 
 
 #: Separators a multi-valued cell is commonly written with; one other than data.multi_separator in a cell that
