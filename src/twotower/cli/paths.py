@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import errno
 import os
-import sys
 from pathlib import Path
 
 from twotower.errors import ConfigError
@@ -87,7 +86,9 @@ def artefact_owning(path: Path) -> str | None:
 def write_output_text(path: str | os.PathLike[str], text: str) -> str:
     """Write ``text`` to ``path`` atomically, or to standard output for ``-``; returns where, for messages."""
     if os.fspath(path) == STDOUT:
-        sys.stdout.write(text)
+        from twotower.cli.printing import stdout_data_write
+
+        stdout_data_write(text)  # UTF-8, as the file would be, whatever the locale
         return "standard output"
     atomic_write_text(path, text)
     return os.fspath(path)

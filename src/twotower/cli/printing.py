@@ -7,7 +7,7 @@ import sys
 import unicodedata
 from typing import Any
 
-__all__ = ["printable", "stdout_json", "tolerate_narrow_streams"]
+__all__ = ["printable", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
 
 
 def _writes_unicode(stream: Any) -> bool:
@@ -40,6 +40,19 @@ def _escape(err: UnicodeError) -> tuple[bytes, int]:
     out = b"".join(bytes([ord(c) - 0xDC00]) if 0xDC80 <= ord(c) <= 0xDCFF
                    else c.encode("ascii", "backslashreplace") for c in bad)
     return out, err.end
+
+
+def stdout_data_write(text: str) -> None:
+    """Write ``text``, data such as the CSV of ``--out -``, to stdout as UTF-8 whatever the locale: an ASCII stdout
+    (``LC_ALL=C``) wrote ``Mis\\xe9rables`` escapes into the CSV, ids that no longer join with the data they came
+    from. The files the commands write are UTF-8 alike; lines for people still go through the escaping stream."""
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None or _writes_unicode(stream):
+        stream.write(text)
+        return
+    stream.flush()  # what was printed before stays before
+    buffer.write(text.encode("utf-8", "surrogateescape"))  # undecodable bytes a name came in as, back as they were
 
 
 def stdout_json(obj: Any, **kwargs: Any) -> str:

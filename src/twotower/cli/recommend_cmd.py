@@ -9,7 +9,7 @@ from pathlib import Path
 from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out, refuse_missing_inputs
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
-from twotower.cli.printing import _print_items, stdout_json
+from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
 
@@ -183,7 +183,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.out and args.out != STDOUT:
         n = _write_recommendations(args, run, index, used, rows, res, k, write_every_s)
     else:  # `--out -` and no --out: stdout
-        n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=write_every_s)
+        n = write_results_csv(run, rows, res, stdout_data_write, log_every_s=write_every_s)
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
         print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)

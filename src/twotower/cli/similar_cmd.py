@@ -139,6 +139,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     """Write (or print) the lists of ``--items`` as CSV rows item_id,similar_item_id,rank,score; ``used``: the
     index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
+    from twotower.cli.printing import stdout_data_write
     from twotower.pipeline.results_csv import results_to_frame, write_results_csv
     from twotower.pipeline.similar import UNPLACED, similar_items
     from twotower.results import Results
@@ -169,7 +170,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
             lambda n_rows, sha: similar_record(args, run, index, used, k=k, item_ids=ids, n_items=len(rows),
                                                n_rows=n_rows, csv_sha256=sha))
     else:  # `--out -` and no --out: stdout
-        n = write_results_csv(run, rows, res, sys.stdout.write, log_every_s=every_s, query="item")
+        n = write_results_csv(run, rows, res, stdout_data_write, log_every_s=every_s, query="item")
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
         # the items the model cannot place have no rows (counted above): "for 63 items" over 60 items' rows misled
