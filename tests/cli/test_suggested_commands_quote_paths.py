@@ -37,3 +37,17 @@ def test_train_points_to_evaluate_with_the_out_folder_quoted(tmp_path, capsys):
                  "eval.baselines=[]", f"eval.ks={json.dumps([10, 50])}"]) == 0
     hints = re.findall(r"`(twotower evaluate [^`]*)`", capsys.readouterr().out)
     assert hints and all(shlex.split(h)[:4] == ["twotower", "evaluate", "--run", str(out)] for h in hints), hints
+
+
+def test_a_staged_run_and_a_misused_out_suggest_pasteable_commands(tmp_path, capsys):
+    # the second command of each pair kept the path bare: `--out my runs/ml --resume` continued "my"
+    from twotower.cli.train_cmd import staged_training_left
+
+    out, stage = tmp_path / "my runs" / "ml", tmp_path / "my runs" / ".ml.staging"
+    (stage / "checkpoint").mkdir(parents=True)
+    (stage / "checkpoint" / "state.json").write_text(json.dumps({"epoch": 2}))
+    hints = re.findall(r"`([^`]*--out [^`]*)`", staged_training_left(out, stage))
+    assert [shlex.split(h)[shlex.split(h).index("--out") + 1] for h in hints] == [str(stage), str(out), str(out)]
+    assert main(["recommend", "--run", str(out), "--user", "u 1", "--out", "my recs.csv"]) == 2  # before the run is read
+    hint = re.search(r"`([^`]*)`", capsys.readouterr().err).group(1)
+    assert shlex.split(hint) == ["--users", "u 1", "--out", "my recs.csv"]

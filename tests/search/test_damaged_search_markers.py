@@ -101,7 +101,7 @@ def test_a_search_index_whose_meta_json_is_damaged_says_how_to_rebuild_it(tmp_pa
     index = search_index(tmp_path / "idx")
     err = _run(["search", "query", "--index", str(index), "aspirin"], capsys)
     assert f"{index / INDEX_META}: not valid JSON (Unterminated string" in err
-    assert f"rebuild it with 'twotower search index --beir DIR --out {index}' (after removing the folder" in err
+    assert f"rebuild it with `twotower search index --beir DIR --out {index}` (after removing the folder" in err
 
 
 def test_a_marker_that_is_json_but_not_an_object_is_named_too(tmp_path, capsys):

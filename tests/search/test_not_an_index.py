@@ -6,6 +6,7 @@ a command that is itself refused when DIR is a bi-encoder, a BEIR folder or a cr
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 from search_data import write_beir
@@ -33,7 +34,7 @@ def test_a_bi_encoder_names_the_index_command_with_its_training_corpus(tmp_path,
     bi = _marker(tmp_path / "runs" / "my-bi", "twotower_bi_encoder.json",
                  {"kind": "bi_encoder", "data": {"beir": str(beir.resolve()), "split": "train"}})
     want = (f"{bi} is a fine-tuned bi-encoder (search train), not a search index; build an index with "
-            f"'twotower search index --beir {beir.resolve()} --model {bi} --out {bi}-index'")
+            f"`twotower search index --beir {beir.resolve()} --model {bi} --out {bi}-index`")
     assert _query_error(bi, capsys) == want
     with pytest.raises(DataError) as e:  # `serve --search-index` loads it the same way
         SearchService.load(bi)
@@ -45,7 +46,7 @@ def test_a_bi_encoder_names_the_index_command_with_its_training_corpus(tmp_path,
         raise AssertionError(f"build {len(corpus)} documents with {kw['model']}")
 
     monkeypatch.setattr(pipeline.SearchIndex, "build", classmethod(build))
-    suggested = want.split("'")[1].split()[1:]  # search index --beir ... --model ... --out ...
+    suggested = shlex.split(want.split("`")[1])[1:]  # search index --beir ... --model ... --out ...
     with pytest.raises(AssertionError, match=f"build 5 documents with {bi}"):
         main(suggested)
 
@@ -53,24 +54,32 @@ def test_a_bi_encoder_names_the_index_command_with_its_training_corpus(tmp_path,
 def test_a_bi_encoder_without_a_recorded_corpus_says_beir(tmp_path, capsys):
     bi = _marker(tmp_path / "bi", "twotower_bi_encoder.json", {"kind": "bi_encoder"})
     assert _query_error(bi, capsys) == (f"{bi} is a fine-tuned bi-encoder (search train), not a search index; build "
-                                        f"an index with 'twotower search index --beir BEIR --model {bi} --out {bi}-index'")
+                                        f"an index with `twotower search index --beir BEIR --model {bi} --out {bi}-index`")
 
 
 def test_a_cross_encoder_is_sent_to_rerank(tmp_path, capsys):
     ce = _marker(tmp_path / "ce", "twotower_cross_encoder.json", {"kind": "cross_encoder"})
     assert _query_error(ce, capsys) == (
         f"{ce} is a cross-encoder (rerank train), not a search index: give it to --rerank; build an index with "
-        f"'twotower search index --beir BEIR --out {ce}-index' and rerank its hits with --rerank {ce}")
+        f"`twotower search index --beir BEIR --out {ce}-index` and rerank its hits with --rerank {ce}")
 
 
 def test_a_beir_folder_names_itself_as_the_corpus(tmp_path, capsys):
     beir = write_beir(tmp_path / "mine")
     assert _query_error(beir, capsys) == (f"{beir} is a BEIR folder (search prepare), not a search index; build an "
-                                          f"index from it with 'twotower search index --beir {beir} --out {beir}-index'")
+                                          f"index from it with `twotower search index --beir {beir} --out {beir}-index`")
 
 
 def test_any_other_folder_keeps_the_plain_message(tmp_path, capsys):
     other = tmp_path / "notes"
     other.mkdir()
-    assert _query_error(other, capsys) == (f"no search index at {other}; build one with 'twotower search index "
-                                           f"--beir DIR --out {other}'")
+    assert _query_error(other, capsys) == (f"no search index at {other}; build one with `twotower search index "
+                                           f"--beir DIR --out {other}`")
+
+
+def test_suggested_commands_keep_a_spaced_path_one_argument(tmp_path, capsys):
+    # `search query --index "my runs/bi ü"` said "build an index with 'twotower search index --beir BEIR --model
+    # my runs/bi ü --out ...'": pasted, --model took "my" and the rest were stray arguments
+    bi = _marker(tmp_path / "my runs" / "bi ü", "twotower_bi_encoder.json", {"kind": "bi_encoder"})
+    command = shlex.split(_query_error(bi, capsys).split("`")[1])
+    assert command == ["twotower", "search", "index", "--beir", "BEIR", "--model", str(bi), "--out", f"{bi}-index"]

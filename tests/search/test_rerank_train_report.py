@@ -53,7 +53,7 @@ def test_a_loss_near_chance_is_reported_and_warned_about(beir_dir, tmp_path, fak
     assert ("the cross-encoder has barely learned: its final loss 1.3450 is within 3.0% of 1.3863, the loss of a "
             "model that has learned nothing (it went from 1.3890 at the first step to 1.3450); reranking with it is "
             "likely to make lists worse, not better. Before using it, compare the rows with and without reranking "
-            f"that 'twotower search evaluate --beir {beir_dir} --rerank {tmp_path / 'ce'}' prints, and train with more "
+            f"that `twotower search evaluate --beir {beir_dir} --rerank {tmp_path / 'ce'}` prints, and train with more "
             "--epochs (now 1) or on more training queries (3 judgements in split 'train')") in caplog.text
 
 

@@ -12,6 +12,7 @@ from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
+from twotower.utils.shell import shell_arg
 
 __all__ = ["cmd_recommend"]
 
@@ -87,8 +88,8 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
 def cmd_recommend(args: argparse.Namespace) -> int:
     if args.out and not args.users:
         # --user/--history print their list: --out used to be ignored without a word, leaving no file
-        one = f"--users {args.user}" if args.user is not None else "--users ID"
-        raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {args.out}`, "
+        one = f"--users {shell_arg(args.user)}" if args.user is not None else "--users ID"
+        raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {shell_arg(args.out)}`, "
                           "or --json for the printed list")
     refuse_json_with_out(args, "--users")
     if args.out:

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
+from twotower.utils.shell import shell_arg
 
 __all__ = ["register", "register_search", "register_rerank"]
 
@@ -918,11 +919,11 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
     if barely_learned(last["loss"], last["chance_loss"]):
         logging.getLogger(__name__).warning(
             "the bi-encoder has barely learned: its last epoch's mean loss %.4f is %s %.4f, the loss of "
-            "a model that has learned nothing (epoch 1: %.4f); compare 'twotower search evaluate --beir %s "
-            "--retriever dense --model %s' with the same command without --model before using it, and train with "
+            "a model that has learned nothing (epoch 1: %.4f); compare `twotower search evaluate --beir %s "
+            "--retriever dense --model %s` with the same command without --model before using it, and train with "
             "more --epochs (now %d), another --lr (now %g) or on more training pairs (%d in split %r)",
             last["loss"], against_chance(last["loss"], last["chance_loss"]), last["chance_loss"],
-            first["loss"], args.beir, args.out, args.epochs, args.lr, pairs, args.split)
+            first["loss"], shell_arg(args.beir), shell_arg(args.out), args.epochs, args.lr, pairs, args.split)
 
 
 def _report_validation(v: dict) -> None:
@@ -1039,6 +1040,6 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
             "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "
             "that has learned nothing (it went from %.4f at the first step to %.4f); reranking with it is likely to "
             "make lists worse, not better. Before using it, compare the rows with and without reranking that "
-            "'twotower search evaluate --beir %s --rerank %s' prints, and train with more --epochs (now %d) or on "
+            "`twotower search evaluate --beir %s --rerank %s` prints, and train with more --epochs (now %d) or on "
             "more training queries (%d judgements in split %r)", loss, against_chance(loss, chance), chance,
-            first, loss, args.beir, args.out, args.epochs, judgements, args.split)
+            first, loss, shell_arg(args.beir), shell_arg(args.out), args.epochs, judgements, args.split)

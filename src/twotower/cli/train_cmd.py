@@ -367,7 +367,7 @@ def staged_training_left(out: Path, stage: Path, *, checkpointing: bool = True) 
         return (f"{kept}; the new run's {path.parent} holds epoch {state['epoch']}"
                 + (f" (best so far: epoch {best})" if best else "")
                 + f": `twotower train --out {shell_arg(stage)} --resume` continues it there and, once it finishes, puts it in "
-                f"{out} in place of the earlier run (`--out {out} --resume` would continue the earlier run instead; "
+                f"{out} in place of the earlier run (`--out {shell_arg(out)} --resume` would continue the earlier run instead; "
                 f"{anew})")
     if stage.is_dir() and (stage / "model.safetensors").is_file():
         return (f"{kept}; {stage / 'model.safetensors'} holds the new run's best weights validated so far, and "

@@ -14,6 +14,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, IntegrityError
 from twotower.utils.atomic import read_json, sha256_file, verify_files
+from twotower.utils.shell import shell_arg
 
 __all__ = [
     "BI_ENCODER_META",
@@ -101,7 +102,7 @@ def check_marker_readable(folder: str | os.PathLike[str], flag: str, names: tupl
             raise IntegrityError(
                 f"{flag} {p}: its {name} is {why}: the file is damaged or half-written, so nothing says this folder "
                 f"is an earlier {kind}, and writing there would replace everything in it; remove the folder (rm -r "
-                f"{p}) to write a new one there, or give another {flag}")
+                f"{shell_arg(p)}) to write a new one there, or give another {flag}")
         raise IntegrityError(
             f"{flag} {p}: its {name} (the {kind}'s marker, with its files' checksums) is {why}: the file is damaged "
             f"or half-written, so the {kind} cannot be checked or loaded; restore the file from a copy, or train it "
@@ -258,14 +259,15 @@ def no_index_message(path: str | os.PathLike[str]) -> str:
     beir = trained if isinstance(trained, str) else "BEIR"
     if is_bi_encoder(p):
         return (f"{p} is a fine-tuned bi-encoder (search train), not a search index; build an index with "
-                f"'twotower search index --beir {beir} --model {p} --out {out}'")
+                f"`twotower search index --beir {shell_arg(beir)} --model {shell_arg(p)} --out {shell_arg(out)}`")
     if is_cross_encoder(p):
         return (f"{p} is a cross-encoder (rerank train), not a search index: give it to --rerank; build an index "
-                f"with 'twotower search index --beir {beir} --out {out}' and rerank its hits with --rerank {p}")
+                f"with `twotower search index --beir {shell_arg(beir)} --out {shell_arg(out)}` and rerank its hits with "
+                f"--rerank {shell_arg(p)}")
     if _beir_folder(p):
         return (f"{p} is a BEIR folder (search prepare), not a search index; build an index from it with "
-                f"'twotower search index --beir {p} --out {out}'")
-    return f"no search index at {p}; build one with 'twotower search index --beir DIR --out {p}'"
+                f"`twotower search index --beir {shell_arg(p)} --out {shell_arg(out)}`")
+    return f"no search index at {p}; build one with `twotower search index --beir DIR --out {shell_arg(p)}`"
 
 
 def trained_on(folder: str | os.PathLike[str] | None) -> dict | None:

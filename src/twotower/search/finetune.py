@@ -58,6 +58,7 @@ from twotower.text.encoder import (
 from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.folder_lock import writes_folder
 from twotower.utils.runtime import keeps_caller_state
+from twotower.utils.shell import shell_arg
 
 __all__ = [
     "FinetuneConfig",
@@ -548,7 +549,7 @@ def load_bi_encoder(
     if not (p / META_FILE).is_file():
         enc = load_text_encoder(p, settings=settings)
         return enc, enc
-    verify_model_dir(p, META_FILE, "bi_encoder", fix=f"train it again with 'twotower search train --out {p}'")
+    verify_model_dir(p, META_FILE, "bi_encoder", fix=f"train it again with `twotower search train --out {shell_arg(p)}`")
     q = load_text_encoder(p / "query", settings=settings)
     d = load_text_encoder(p / "doc", settings=settings) if (p / "doc").is_dir() else q
     return q, d

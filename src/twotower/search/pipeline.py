@@ -35,6 +35,7 @@ from twotower.utils.atomic import (
     sha256_file,
     verify_files,
 )
+from twotower.utils.shell import shell_arg
 
 if TYPE_CHECKING:
     from twotower.search.fusion import FusionChoice
@@ -196,7 +197,7 @@ class SearchIndex:
         if not (path / "meta.json").is_file():
             raise DataError(no_index_message(path))
         meta_path = path / "meta.json"
-        fix = f"rebuild it with 'twotower search index --beir DIR --out {path}'"
+        fix = f"rebuild it with `twotower search index --beir DIR --out {shell_arg(path)}`"
         try:
             meta = read_json(meta_path)
         except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
@@ -219,8 +220,8 @@ class SearchIndex:
         model = meta.get("model")
         if model is not None and not Path(model).exists():
             raise DataError(f"{meta_path}: the index's model {model} does not exist (moved or deleted); put it "
-                            f"back there, or rebuild the index with 'twotower search index --beir DIR --model DIR "
-                            f"--out {path}'")
+                            f"back there, or rebuild the index with `twotower search index --beir DIR --model DIR "
+                            f"--out {shell_arg(path)}`")
         from twotower.text.encoder import EncoderSettings, same_encoder_id  # noqa: PLC0415
 
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)

@@ -36,6 +36,7 @@ from twotower.utils.folder_lock import writes_folder
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 from twotower.utils.runtime import keeps_caller_state
+from twotower.utils.shell import shell_arg
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "RerankValidation", "train_cross_encoder", "validate_reranking",
            "NO_LEARNING_SHARE", "against_chance", "barely_learned"]
@@ -93,7 +94,7 @@ class CrossEncoderReranker:
         p = check_cross_encoder_dir(model_path, "model_path")
         if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
             verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
-                             fix=f"train it again with 'twotower rerank train --out {p}'")
+                             fix=f"train it again with `twotower rerank train --out {shell_arg(p)}`")
         if max_length is None:
             max_length = trained_lengths(p).get("max_length", RerankTrainConfig.max_length)
         self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size, settings)
