@@ -565,11 +565,14 @@ def _warn_ignored_weight(cfg) -> None:  # noqa: ANN001 - SearchConfig
 
 
 def _cache_arg(args: argparse.Namespace) -> str | None:
-    """--cache with "~" expanded (the default is a user cache folder, ~/.cache/...), None where there is none."""
+    """--cache with "~" expanded (the default is a user cache folder, ~/.cache/twotower/..., which stands for
+    $XDG_CACHE_HOME/twotower/... where that is set), None where there is none."""
     import os
 
+    from twotower.utils.cache_home import expand_cache_path
+
     cache = getattr(args, "cache", None)
-    return None if cache is None else os.path.expanduser(cache)
+    return None if cache is None else os.fspath(expand_cache_path(cache))
 
 
 def _check_cache(args: argparse.Namespace) -> None:

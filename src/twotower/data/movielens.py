@@ -245,11 +245,14 @@ def load_movielens_100k(path: str | Path | None = None) -> MovieLens:
 # ---------------------------------------------------------------------------
 
 def default_movielens_dir() -> Path:
-    """``$TWOTOWER_DATA/movielens-100k`` when set, else ``~/.cache/twotower/datasets/movielens-100k``."""
+    """``$TWOTOWER_DATA/movielens-100k`` when set, else ``datasets/movielens-100k`` in the cache folder
+    (``$XDG_CACHE_HOME/twotower``, else ``~/.cache/twotower``)."""
     root = os.environ.get("TWOTOWER_DATA")
     if root:
         return Path(root).expanduser() / "movielens-100k"
-    return Path.home() / ".cache" / "twotower" / "datasets" / "movielens-100k"
+    from twotower.utils.cache_home import cache_home
+
+    return cache_home() / "datasets" / "movielens-100k"
 
 
 def _check_writable_parent(dest: Path) -> None:

@@ -152,7 +152,9 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
     enc = load_text_encoder(None)
     from twotower.config import SearchConfig  # the one user cache, shared with `twotower search`
 
-    cache = cache_dir or Path(SearchConfig.cache_dir).expanduser()
+    from twotower.utils.cache_home import expand_cache_path
+
+    cache = cache_dir or expand_cache_path(SearchConfig.cache_dir)
     return cached_encode(enc, texts, cache), enc.model_id
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from twotower.errors import IntegrityError
 from twotower.text.encoder import TextEncoder
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, read_json, sha256_bytes, sha256_file
+from twotower.utils.cache_home import expand_cache_path
 
 __all__ = ["EmbeddingCache", "cached_encode", "cached_word_pieces", "text_key"]
 
@@ -69,7 +70,7 @@ class EmbeddingCache:
         self.max_length = int(max_length)
         self.normalize = bool(normalize)
         key = sha256_bytes(f"{model_id}|{self.max_length}|{int(self.normalize)}|v{_FORMAT}".encode())[:16]
-        self.dir = Path(root).expanduser() / key  # "~/..." as SearchConfig.cache_dir writes the default
+        self.dir = expand_cache_path(root) / key  # "~/.cache/twotower/..." as SearchConfig.cache_dir writes the default
         self.hits = 0
         self.misses = 0
 
@@ -294,7 +295,7 @@ def cached_word_pieces(encoder: TextEncoder, texts: Sequence[str],
     digest = hashlib.sha256(f"{encoder.model_id}\n".encode())
     for t in texts:
         digest.update(text_key(str(t)).encode())
-    path = Path(cache_dir).expanduser() / "word-pieces" / f"{digest.hexdigest()[:32]}.npy"
+    path = expand_cache_path(cache_dir) / "word-pieces" / f"{digest.hexdigest()[:32]}.npy"
     if path.is_file():
         try:
             lengths = np.load(path, allow_pickle=False)

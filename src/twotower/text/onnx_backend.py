@@ -4,7 +4,7 @@ Legend: ``B`` texts in a batch, ``T`` word pieces, ``H`` hidden size.
 
 The encoder's transformer plus its pooling (mean or CLS) is exported once
 per weights fingerprint with ``torch.onnx.export`` into
-``$TWOTOWER_ONNX_CACHE`` (default ``~/.cache/twotower/onnx``); the int8 file
+``$TWOTOWER_ONNX_CACHE`` (default ``$XDG_CACHE_HOME/twotower/onnx`` or ``~/.cache/twotower/onnx``); the int8 file
 is ``onnxruntime.quantization.quantize_dynamic`` of it (MatMul weights,
 per channel, reduced range: exact enough on CPUs without VNNI, where full
 8-bit ranges saturate). Every file is checksummed and checked with
@@ -49,8 +49,11 @@ TABLE = "files.json"
 
 
 def onnx_cache_dir() -> Path:
-    """Where exported encoders live: ``$TWOTOWER_ONNX_CACHE`` or ``~/.cache/twotower/onnx``."""
-    return Path(os.environ.get("TWOTOWER_ONNX_CACHE") or Path.home() / ".cache" / "twotower" / "onnx")
+    """Where exported encoders live: ``$TWOTOWER_ONNX_CACHE``, else ``onnx`` in the cache folder
+    (``$XDG_CACHE_HOME/twotower``, else ``~/.cache/twotower``)."""
+    from twotower.utils.cache_home import cache_home
+
+    return Path(os.environ.get("TWOTOWER_ONNX_CACHE") or cache_home() / "onnx")
 
 
 def _pooling_mode(st_model: Any) -> str:
