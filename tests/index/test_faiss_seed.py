@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from twotower.index import FaissIndex, IndexPolicy, autotune
+from twotower.index.faiss_index import _nested_indexes
 
 faiss = pytest.importorskip("faiss")
 
@@ -125,9 +126,9 @@ def test_the_default_seed_builds_the_nested_index_faiss_builds(vectors, spec):
     # seed 0 keeps every one of FAISS's constants: the same index as FAISS's own, byte for byte
     ids = np.arange(len(vectors), dtype=np.int64)
     empty = faiss.index_factory(vectors.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
-    ivf = faiss.try_extract_index_ivf(empty)
-    if ivf is not None and isinstance(faiss.downcast_index(ivf), faiss.IndexIVFPQ):
-        faiss.downcast_index(ivf).do_polysemous_training = False  # as FaissIndex.build trains it
+    for part in _nested_indexes(empty):
+        if hasattr(part, "do_polysemous_training"):
+            part.do_polysemous_training = False  # as FaissIndex.build trains every PQ
     plain = faiss.IndexIDMap2(empty)
     plain.train(vectors)
     plain.add_with_ids(vectors, ids)

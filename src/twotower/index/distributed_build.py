@@ -41,7 +41,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.index.base import check_ids, check_vectors
 from twotower.index.exact import use_blas_for
 from twotower.index.faiss_index import (FaissIndex, _drop_opq_pqs, _said_once, check_factory_sizes, min_training_points,
-                                          resolve_factory, seed_training)
+                                          resolve_factory, seed_training, skip_polysemous_training)
 from twotower.distributed import distributed_world
 
 __all__ = [
@@ -100,12 +100,9 @@ def train_empty_index(factory: str, train_sample: np.ndarray, *, n_total: int | 
             f"{resolved!r} cannot be merged across shards (FAISS merges IVF and Flat indexes only); "
             "use an IVF factory such as 'IVF4096,PQ16' or 'ivfpq', or build it in one process"
         )
-    ivf = faiss.try_extract_index_ivf(index)
-    ivf = faiss.downcast_index(ivf) if ivf is not None else None
     # the one-process build's seeding: `index build --seed` under torchrun left FAISS's constants in place
     lent = seed_training(index, seed)  # PQs lent to OPQ rotations, kept alive until trained
-    if isinstance(ivf, faiss.IndexIVFPQ):
-        ivf.do_polysemous_training = False  # only for Hamming filtering; slow
+    skip_polysemous_training(index)  # only for Hamming filtering; slow
     if not isinstance(index, faiss.IndexIVF):
         index = faiss.IndexIDMap2(index)
     if not index.is_trained:

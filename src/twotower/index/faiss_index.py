@@ -40,7 +40,7 @@ from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
            "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST",
-           "HNSW_M_RANGE", "PQ_NBITS_RANGE"]
+           "HNSW_M_RANGE", "PQ_NBITS_RANGE", "skip_polysemous_training"]
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +254,20 @@ def _nested_indexes(index: Any) -> list[Any]:
         elif isinstance(one, faiss.IndexHNSW) and one.storage is not None:
             todo.append(one.storage)
     return found
+
+
+def skip_polysemous_training(index: Any) -> None:
+    """Turn off FAISS's polysemous training in ``index`` and every PQ nested in it (``PQ16``, ``OPQ16,PQ16``,
+    ``HNSW32,PQ16``, a refine's PQ, an IVF's PQ quantizer), not only an IVF-PQ's.
+
+    ``index_factory`` turns it on for every PQ it makes; it only reorders each codebook's centroids so that Hamming
+    distances between codes approximate theirs, for polysemous (Hamming-filtered) search, which no index here uses:
+    the scores searches return are the same either way. Its annealing costs seconds per sub-quantiser whatever the
+    catalogue size: `index build --index PQ16` on the 1,682 items of the ML-100K demo trained in 31.6 s, 0.1 s
+    without it."""
+    for one in _nested_indexes(index):
+        if hasattr(one, "do_polysemous_training"):  # IndexPQ, IndexIVFPQ
+            one.do_polysemous_training = False
 
 
 #: The bits of the PQ an OPQ rotation trains for itself (FAISS's OPQMatrix, unless its ``pq`` is set): 8 whatever
@@ -617,11 +631,8 @@ class FaissIndex(VectorIndex):
         except RuntimeError as e:
             raise _factory_error(self.spec, self.factory, e) from e
         _check_lists(self.spec, self.factory, index)
-        ivf = faiss.try_extract_index_ivf(index)
-        ivf = faiss.downcast_index(ivf) if ivf is not None else None
         lent = seed_training(index, self.seed)  # PQs lent to OPQ rotations, kept alive until trained
-        if isinstance(ivf, faiss.IndexIVFPQ):
-            ivf.do_polysemous_training = False  # only for Hamming filtering, which we never use; it is slow
+        skip_polysemous_training(index)
         if not isinstance(index, faiss.IndexIVF):
             index = faiss.IndexIDMap2(index)
         t0 = time.perf_counter()
