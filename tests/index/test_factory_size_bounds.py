@@ -6,6 +6,8 @@ created. Each test replaces ``faiss.index_factory`` so that a check coming too l
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -115,3 +117,64 @@ def test_a_pq_the_catalogue_cannot_hold_is_refused_before_faiss_builds_it(spec, 
     with pytest.raises(ConfigError, match=said):
         FaissIndex(spec).build(vectors, np.arange(1000))
     assert no_faiss_index == []
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("NSG100000000", "NSG100000000 links each vector to 100,000,000 neighbours (R), outside 24..512"),
+    ("NSG2", "NSG2 links each vector to 2 neighbours (R), outside 24..512"),
+    ("IVF64_NSG0,Flat", "NSG0 links each vector to 0 neighbours (R), outside 24..512"),
+    ("OPQ16_100000000,PQ16", "OPQ16_100000000 outputs 100,000,000 dimensions, outside 1..16,384"),
+    ("OPQ16_0,PQ16", "OPQ16_0 outputs 0 dimensions, outside 1..16,384"),
+    ("OPQ0,PQ16", "OPQ0 has no sub-quantisers"),
+    ("PCA100000000,Flat", "PCA100000000 outputs 100,000,000 dimensions"),
+    ("PCAR0,Flat", "PCAR0 outputs 0 dimensions"),
+    ("RR0,Flat", "RR0 outputs 0 dimensions"),
+    ("PRQ2x0x8", "PRQ2x0x8 has 2 splits of 0 sub-quantisers each"),
+    ("PLSQ2x2x0", "PLSQ2x2x0 codes with 0 bits; the bits must be 1 to 16"),
+    ("PRQ2x2x24", "PRQ2x2x24 codes with 24 bits; the bits must be 1 to 16"),
+    ("IVF100M,Flat", "IVF100M asks for 104,857,600 IVF lists, more than the 1,048,576"),
+])
+def test_transform_nsg_and_product_sizes_no_catalogue_can_use_are_refused_before_the_run_loads(
+        spec, said, tmp_path, capsys, no_faiss_index):
+    # NSG100000000 and NSG2 never finished building; OPQ16_100000000 failed with std::bad_alloc; OPQ16_0, RR0,
+    # PRQ2x0x8 and PLSQ2x2x0 crashed the process in FAISS; IVF100M was read as IVF100 (FAISS: 100 x 2^20 lists)
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: index {spec}: ") and said in err
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        FaissIndex(spec)
+    assert no_faiss_index == []
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("PCA128,Flat", r"PCA128 keeps 128 principal components of vectors of dim 64, which have at most 64; "
+                    r"name at most PCA64"),
+    ("PCAWR96,HNSW32", r"PCAWR96 keeps 96 principal components of vectors of dim 64"),
+    ("OPQ16_256,PQ16", r"OPQ16_256 rotates vectors of dim 64 to 256 dimensions; past 64 .* name at most OPQ16_64"),
+    ("OPQ16_40,PQ16", r"OPQ16_40 rotates to 40 dimensions for 16 sub-quantisers, and 40 is not a multiple of 16; "
+                      r"name an output dimension that is \(OPQ16_48\)"),
+    ("PRQ3x2x4", r"PRQ3x2x4 splits each vector into 3 parts, and the dim 64 is not a multiple of 3"),
+    ("PRQ2x2x12", r"PRQ2x2x12 has 4,096 centroids per codebook over 1,000 vectors"),
+])
+def test_a_transform_or_product_quantiser_the_vectors_cannot_hold_is_refused_with_the_dim(spec, said,
+                                                                                         no_faiss_index):
+    from twotower.index.faiss_index import FaissIndex
+
+    vectors = np.random.default_rng(0).standard_normal((1000, 64)).astype(np.float32)
+    with pytest.raises(ConfigError, match=said):
+        FaissIndex(spec).build(vectors, np.arange(1000))
+    assert no_faiss_index == []
+
+
+@pytest.mark.parametrize("spec", ["PCA32,Flat", "OPQ8_32,PQ8x4", "OPQ12_72,PQ12x4", "PCA48,PQ48x4", "IVF1k,Flat",
+                                  "PRQ2x2x4"])
+def test_sizes_within_the_bounds_are_still_built(spec):
+    from twotower.index.faiss_index import FaissIndex
+
+    # OPQ12_72 on dim 64 pads to a multiple of 12, the one use of an output past the dim; its PQ12 and PCA48's
+    # PQ48 split the transform's output, not the 64 dimensions (once refused: "the dim 64 is not a multiple of 12")
+    vectors = np.random.default_rng(0).standard_normal((1200, 64)).astype(np.float32)
+    index = FaissIndex(spec).build(vectors, np.arange(1200))
+    assert len(index) == 1200 and index.search(vectors[:3], 5).ids.shape == (3, 5)

@@ -40,7 +40,7 @@ from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
            "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST",
-           "HNSW_M_RANGE", "PQ_NBITS_RANGE", "skip_polysemous_training"]
+           "HNSW_M_RANGE", "PQ_NBITS_RANGE", "NSG_R_RANGE", "MAX_TRANSFORM_DIM", "skip_polysemous_training"]
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,9 @@ def resolve_factory(spec: str, n: int, dim: int) -> str:
 #: (which k-means wants 41M training vectors for, 39 a list). FAISS allocates every list as the index is created,
 #: before any check of the catalogue: `IVF100000000,Flat` grew to 15 GB and hung before anything was refused
 MAX_NLIST = 1 << 20
-_IVF_RE = re.compile(r"(?<![A-Za-z])IVF(\d+)")
+#: FAISS reads a k or M suffix as x1024 or x1024^2 (`IVF1M,Flat`: 1,048,576 lists); the check read `IVF100M` as 100
+_IVF_RE = re.compile(r"(?<![A-Za-z])IVF(\d+)([kM]?)")
+_NLIST_SCALE = {"": 1, "k": 1 << 10, "M": 1 << 20}
 #: HNSW's M (neighbours a node links to; 2*M on the bottom layer), as FAISS's factory takes it: from 2 (HNSW0 aborted
 #: the process in FAISS's graph build, HNSW1 crashed it) to 512. FAISS's guidance is 4 to 64 and its default 32;
 #: each vector holds 2*M 32-bit links on the bottom layer, 4 KB at M=512 (more than a 1024-dim float vector), and
@@ -174,6 +176,21 @@ PQ_NBITS_RANGE = (1, 16)
 _PQ_RE = re.compile(r"(?<![A-Za-z])(PQ|RQ|LSQ)(\d+)(?:x(\d+))?")
 
 
+#: NSG's R (out-degree of each node), as FAISS's factory takes it (NSG{R}, IVF{n}_NSG{R}): 24 to 512. With a small R
+#: its graph build never finished (3,000 random vectors: NSG16 and under at dim 128, NSG8 and under at dim 32, killed
+#: after 15-60 s; NSG17-NSG31 built in 1.3-1.8 s), a bound that moves with the data: 24 leaves a margin.
+#: NSG100000000 hung the same way; FAISS's default is 32, and each vector stores R links, as HNSW's M
+NSG_R_RANGE = (24, 512)
+_NSG_RE = re.compile(r"(?<![A-Za-z])NSG(\d+)")
+#: The most dimensions a transform may output (PCA{n}, OPQ{M}_{d}, RR{n}, ITQ{n}, Pad{n}): a rotation of that many
+#: is a 1 GiB float32 matrix. `OPQ16_100000000,PQ16` failed with std::bad_alloc; 0 dimensions crashed the process
+#: (OPQ16_0: SIGFPE, RR0: SIGSEGV) or built an index of empty vectors (PCA0)
+MAX_TRANSFORM_DIM = 1 << 14
+_TRANSFORM_RE = re.compile(r"(?<![A-Za-z])(PCAW?R?|ITQ|RR|Pad|OPQ)(\d+)(?:_(\d+))?")
+#: A product additive quantiser (PRQ / PLSQ{splits}x{M}x{nbits}): 0 sub-quantisers or 0 bits crashed the process
+_PAQ_RE = re.compile(r"(?<![A-Za-z])(PRQ|PLSQ)(\d+)x(\d+)x(\d+)")
+
+
 def _shown(spec: str, factory: str) -> str:
     return factory if factory == spec.strip() else f"{factory} (from {spec!r})"
 
@@ -184,19 +201,21 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
     RQ bits outside :data:`PQ_NBITS_RANGE`; with the catalogue's ``n`` known, more IVF lists or PQ / RQ centroids
     than vectors (k-means cannot place more centroids than points); with ``dim`` known, a PQ whose sub-quantisers
     do not divide it. ``n`` and ``dim`` None: only the bounds that hold for any catalogue (the string is checked
-    before the run loads)."""
+    before the run loads). Also the transforms', NSG's and PRQ / PLSQ's sizes (:func:`_check_transform_sizes`,
+    :func:`_check_graph_and_product_sizes`); a transform's first, as what follows it sees its output."""
+    _check_transform_sizes(spec, factory, dim)
     for match in _IVF_RE.finditer(factory):
-        nlist = int(match.group(1))
+        nlist = int(match.group(1)) * _NLIST_SCALE[match.group(2)]
         if nlist < 1:
             raise _no_lists(spec, factory)
         if nlist > MAX_NLIST:
-            raise ConfigError(f"index {_shown(spec, factory)}: IVF{nlist} asks for {nlist:,} IVF lists, more than "
+            raise ConfigError(f"index {_shown(spec, factory)}: {match.group(0)} asks for {nlist:,} IVF lists, more than "
                               f"the {MAX_NLIST:,} (2^20) FAISS's guidelines give a billion vectors, and FAISS "
                               "allocates every list before training; name at most that many, or IVF{nlist} to size "
                               "the count to the catalogue")
         if n is not None and nlist > n:
             fit = max(1, n // POINTS_PER_CENTROID)
-            raise ConfigError(f"index {_shown(spec, factory)}: IVF{nlist} asks for {nlist:,} IVF lists over "
+            raise ConfigError(f"index {_shown(spec, factory)}: {match.group(0)} asks for {nlist:,} IVF lists over "
                               f"{n:,} vectors, and k-means cannot place more centroids than vectors (FAISS wants "
                               f"{POINTS_PER_CENTROID} training vectors a list: at most {fit:,} lists here); name "
                               f"fewer (IVF{fit}), or IVF{{nlist}} to size the count to the catalogue")
@@ -220,11 +239,13 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
                               "default, 4 its fast-scan codes'")
         if m < 1:
             raise ConfigError(f"index {_shown(spec, factory)}: {what} has no sub-quantisers; name 1 or more")
-        if kind == "PQ" and dim is not None and dim % m:
-            fits = [d for d in range(1, dim + 1) if dim % d == 0 and d <= max(m, 1)][-1:] + \
-                [d for d in range(m + 1, dim + 1) if dim % d == 0][:1]
+        seen = None if dim is None else _dim_at(factory, match.start(), dim)  # after PCA / OPQ_d / RR / Pad
+        if kind == "PQ" and seen is not None and seen % m:
+            fits = [d for d in range(1, seen + 1) if seen % d == 0 and d <= max(m, 1)][-1:] + \
+                [d for d in range(m + 1, seen + 1) if seen % d == 0][:1]
+            after = "" if seen == dim else f" (after the transform from {dim})"
             raise ConfigError(f"index {_shown(spec, factory)}: {kind}{m} splits each vector into {m:,} sub-vectors, "
-                              f"and the dim {dim} is not a multiple of {m:,}; name a divisor of {dim} "
+                              f"and the dim {seen}{after} is not a multiple of {m:,}; name a divisor of {seen} "
                               f"(the nearest: {' or '.join(map(str, fits))})")
         if kind in ("PQ", "RQ") and n is not None and (1 << nbits) > n:
             fit = max(1, min(high, int(math.log2(max(n // POINTS_PER_CENTROID, 1))) or 1))
@@ -232,6 +253,91 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
                               f"over {n:,} vectors, and k-means cannot place more centroids than vectors (FAISS "
                               f"wants {POINTS_PER_CENTROID} training vectors a centroid: {fit} bits here); name "
                               f"fewer bits ({kind}{m}x{fit}), or the ivfpq shortcut, which sizes them to the catalogue")
+    _check_graph_and_product_sizes(spec, factory, n, dim)
+
+
+def _dim_at(factory: str, pos: int, dim: int) -> int:
+    """The dimension FAISS hands the part of ``factory`` at ``pos`` for vectors of ``dim``: the output of the
+    transforms before it (``PCA32,PQ16`` quantises 32 dimensions, ``OPQ12_72,PQ12`` 72); a refine stage's index
+    (``Refine(PQ16)``) sees the vectors themselves, as FAISS parses it apart from the chain."""
+    refine = factory.find("Refine(")
+    if refine != -1 and pos > refine:
+        return dim
+    for match in _TRANSFORM_RE.finditer(factory, 0, pos):
+        kind, first, second = match.group(1), int(match.group(2)), match.group(3)
+        if kind == "OPQ":
+            dim = int(second) if second is not None else dim
+        elif second is None:
+            dim = max(first, dim) if kind == "Pad" else first
+    return dim
+
+
+def _check_transform_sizes(spec: str, factory: str, dim: int | None) -> None:
+    """Refuse a transform's output dimension outside 1..:data:`MAX_TRANSFORM_DIM`; with ``dim`` known, a PCA or ITQ
+    to more dimensions than the vectors have (FAISS refused it only at training), an OPQ whose output its M does not
+    divide, or one padded past the next multiple of M (zeros the PQ then encodes)."""
+    shown = _shown(spec, factory)
+    for match in _TRANSFORM_RE.finditer(factory):
+        kind, first, second = match.group(1), int(match.group(2)), match.group(3)
+        if kind != "OPQ" and second is not None:
+            continue  # not a transform FAISS parses (it refuses the string itself)
+        if kind == "OPQ" and first < 1:
+            raise ConfigError(f"index {shown}: {match.group(0)} has no sub-quantisers; name 1 or more (OPQ16)")
+        d_out = (int(second) if second is not None else dim) if kind == "OPQ" else first
+        if d_out is None:
+            continue  # OPQ{M} outputs the vectors' dim, unknown before the run loads
+        if not 1 <= d_out <= MAX_TRANSFORM_DIM:
+            raise ConfigError(f"index {shown}: {match.group(0)} outputs {d_out:,} dimensions, outside "
+                              f"1..{MAX_TRANSFORM_DIM:,} (a {MAX_TRANSFORM_DIM:,}-square float32 matrix is 1 GiB); "
+                              "name an output dimension at most the vectors' own")
+        if dim is None:
+            continue
+        if kind.startswith("PCA") or kind == "ITQ":
+            if d_out > dim:
+                raise ConfigError(f"index {shown}: {match.group(0)} keeps {d_out:,} principal components of vectors "
+                                  f"of dim {dim}, which have at most {dim}; name at most {kind}{dim} (fewer reduce "
+                                  "the dimension, which is what PCA is for)")
+        elif kind == "OPQ":
+            m = first
+            if d_out % m:
+                raise ConfigError(f"index {shown}: {match.group(0)} rotates to {d_out} dimensions for {m} "
+                                  f"sub-quantisers, and {d_out} is not a multiple of {m}; name an output dimension "
+                                  f"that is (OPQ{m}_{-(-d_out // m) * m})")
+            padded = -(-dim // m) * m
+            if d_out > padded:
+                raise ConfigError(f"index {shown}: {match.group(0)} rotates vectors of dim {dim} to {d_out:,} "
+                                  f"dimensions; past {padded} (the dim rounded up to a multiple of {m}) the rest are "
+                                  f"zeros the PQ then encodes; name at most OPQ{m}_{padded}")
+
+
+def _check_graph_and_product_sizes(spec: str, factory: str, n: int | None, dim: int | None) -> None:
+    """Refuse an NSG R outside :data:`NSG_R_RANGE` and a PRQ / PLSQ with 0 splits or sub-quantisers, bits outside
+    :data:`PQ_NBITS_RANGE`, splits that do not divide ``dim`` or more centroids than the ``n`` vectors."""
+    shown = _shown(spec, factory)
+    low, high = NSG_R_RANGE
+    for match in _NSG_RE.finditer(factory):
+        r = int(match.group(1))
+        if not low <= r <= high:
+            raise ConfigError(f"index {shown}: NSG{r} links each vector to {r:,} neighbours (R), outside "
+                              f"{low}..{high}: with a small R FAISS's NSG graph build never finished (NSG16 on 3,000 "
+                              "vectors of dim 128: still running after 60 s), and each vector stores R links; NSG32 "
+                              "is FAISS's default")
+    for match in _PAQ_RE.finditer(factory):
+        kind, splits, m, nbits = match.group(1), int(match.group(2)), int(match.group(3)), int(match.group(4))
+        what = match.group(0)
+        if splits < 1 or m < 1:
+            raise ConfigError(f"index {shown}: {what} has {splits} splits of {m} sub-quantisers each; name 1 or "
+                              f"more of both ({kind}2x4x8)")
+        low_bits, high_bits = PQ_NBITS_RANGE
+        if not low_bits <= nbits <= high_bits:
+            raise ConfigError(f"index {shown}: {what} codes with {nbits} bits; the bits must be {low_bits} to "
+                              f"{high_bits}: 8 is FAISS's default, 4 its fast-scan codes'")
+        if dim is not None and dim % splits:
+            raise ConfigError(f"index {shown}: {what} splits each vector into {splits:,} parts, and the dim {dim} "
+                              f"is not a multiple of {splits:,}; name a divisor of {dim}")
+        if n is not None and (1 << nbits) > n:
+            raise ConfigError(f"index {shown}: {what} has {1 << nbits:,} centroids per codebook over {n:,} vectors, "
+                              "and k-means cannot place more centroids than vectors; name fewer bits")
 
 
 def _nested_indexes(index: Any) -> list[Any]:
