@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, DataError
-from twotower.losses.corrections import accidental_hit_pairs, logq_correction, masked_logit_value
+from twotower.losses.corrections import accidental_hit_pairs, columns_in_range, logq_correction, masked_logit_value
 from twotower.utils.reductions import row_argmax
 
 __all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
@@ -168,7 +168,7 @@ def corrected_logits(
     b, n = scores.shape
     if positive_cols.shape != (b,) or positive_cols.is_floating_point():
         raise DataError(f"positive_cols must be integer with shape ({b},), got {tuple(positive_cols.shape)}")
-    if b and (positive_cols.min() < 0 or positive_cols.max() >= n):
+    if b and not columns_in_range(positive_cols, n):
         raise DataError(f"positive_cols must lie in [0, {n}) (the candidate columns)")
     logits = scores / t  # [B, N]
     if log_q is not None:

@@ -1,0 +1,49 @@
+"""The loss's per-step data checks, made cheaper for the training step, refuse the same bad data as before."""
+import pytest
+import torch
+
+from twotower.errors import DataError
+from twotower.losses.base import LossBatch, corrected_logits
+from twotower.losses.corrections import accidental_hit_pairs, columns_in_range
+from twotower.losses.softmax import InBatchSoftmax
+
+
+def _qc(b=4, n=6, d=3):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(b, d, generator=g), torch.randn(n, d, generator=g)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.uint8])
+def test_columns_in_range_matches_min_max(dtype):
+    for cols in ([0, 1, 2], [2, 0], [5], [0, 6], [6, 0], [7]):
+        t = torch.tensor(cols, dtype=dtype)
+        assert columns_in_range(t, 6) == bool(t.min() >= 0 and t.max() < 6)
+    assert columns_in_range(torch.tensor([-1, 2]), 6) is False
+    assert columns_in_range(torch.empty(0, dtype=dtype), 0) is True
+
+
+@pytest.mark.parametrize("bad", [-1, 6, 100])
+def test_corrected_logits_refuses_a_column_outside_the_candidates(bad):
+    scores = torch.zeros(3, 6)
+    cols = torch.tensor([0, bad, 2])
+    with pytest.raises(DataError, match=r"positive_cols must lie in \[0, 6\)"):
+        corrected_logits(scores, positive_cols=cols, temperature=1.0, mask_hits=False)
+
+
+@pytest.mark.parametrize("bad", [-1, 6])
+def test_hit_pairs_refuse_a_column_outside_the_candidates(bad):
+    ids = torch.tensor([10, 11, 12, 13, 14, 15])
+    with pytest.raises(DataError, match=r"positive_cols must lie in \[0, 6\)"):
+        accidental_hit_pairs(torch.tensor([10, 11]), ids, torch.tensor([0, bad]))
+
+
+@pytest.mark.parametrize("distinct", [True, False])  # the CPU kernel path / the PyTorch path
+@pytest.mark.parametrize("bad", [-1, 6])
+def test_in_batch_softmax_refuses_a_column_outside_the_candidates(distinct, bad):
+    q, c = _qc()
+    ids = torch.tensor([10, 11, 12, 13, 14, 15] if distinct else [10, 11, 12, 13, 10, 15])
+    batch = LossBatch(positive_ids=torch.tensor([10, 11, 12, 13]), candidate_ids=ids,
+                      positive_cols=torch.tensor([0, 1, 2, bad]))
+    with pytest.raises(DataError, match=r"positive_cols must lie in \[0, 6\)"):
+        InBatchSoftmax(0.1)(q, c, batch)
+
