@@ -47,3 +47,26 @@ def test_in_batch_softmax_refuses_a_column_outside_the_candidates(distinct, bad)
     with pytest.raises(DataError, match=r"positive_cols must lie in \[0, 6\)"):
         InBatchSoftmax(0.1)(q, c, batch)
 
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("distinct", [True, False])
+def test_in_batch_softmax_refuses_a_log_q_that_is_not_finite(bad, distinct):
+    q, c = _qc()
+    ids = torch.tensor([10, 11, 12, 13, 14, 15] if distinct else [10, 11, 12, 13, 10, 15])
+    log_q = torch.full((6,), -3.0)
+    log_q[4] = bad
+    batch = LossBatch(positive_ids=torch.tensor([10, 11, 12, 13]), candidate_ids=ids,
+                      positive_cols=torch.tensor([0, 1, 2, 3]), log_q=log_q)
+    with pytest.raises(DataError, match="log_q is not finite"):
+        InBatchSoftmax(0.1)(q, c, batch)
+    batch.log_q = log_q.double()
+    with pytest.raises(DataError, match="log_q is not finite"):
+        InBatchSoftmax(0.1)(q, c, batch)
+
+
+def test_a_finite_log_q_passes_the_check():
+    from twotower.losses.base import check_log_q_finite
+
+    check_log_q_finite(torch.tensor([-1e30, 0.0, 3.0]))
+    check_log_q_finite(torch.empty(0))
+    check_log_q_finite(torch.tensor([1, 2]))

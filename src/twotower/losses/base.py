@@ -27,6 +27,7 @@ Shape legend: ``B`` queries, ``D`` dim, ``N`` candidates, ``M`` negatives, ``I``
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -126,8 +127,14 @@ def temperature_warning(temperature: float, *, cosine: bool = True, setting: str
 
 
 def check_log_q_finite(log_q: Tensor) -> None:
-    """DataError when a candidate's ``log_q`` is not finite (an item sampled with probability 0)."""
-    if not torch.isfinite(log_q).all():
+    """DataError when a candidate's ``log_q`` is not finite (an item sampled with probability 0).
+
+    ``abs().amax()`` (NaN propagates, -inf becomes inf) is one small op fewer per step than ``isfinite().all()``,
+    which runs as four; integer tables are always finite.
+    """
+    if log_q.numel() == 0 or not (log_q.is_floating_point() or log_q.is_complex()):
+        return
+    if not math.isfinite(float(log_q.abs().amax())):
         raise DataError(
             "log_q is not finite for some candidate: an item with zero sampling probability was "
             "sampled; estimate item probabilities from the training data or add uniform negatives"
