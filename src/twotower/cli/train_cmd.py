@@ -212,7 +212,14 @@ def cmd_train(args: argparse.Namespace) -> int:
             if line is None or e.errno == errno.EROFS or not tdist.is_main():
                 raise
             # the disk filled mid-run: the epochs checkpointed before it are not lost, and the user should know
-            print(f"{line}; free space there, then: {left(out)}", file=sys.stderr)
+            if staged is None:
+                print(f"{line}; free space there, then: {left(out)}", file=sys.stderr)
+            else:  # beside the earlier run: where it filled, that the earlier run is whole, and why both need room
+                from twotower.pipeline.staging import ROOM_FOR_BOTH
+
+                where = "" if str(staged) in line else f" (the new run trains in {staged})"
+                print(f"{line}{where}; the new run trains beside the earlier one until it finishes, so the disk needs "
+                      f"room for both: {ROOM_FOR_BOTH.format(out=shell_arg(out))}; {left(out)}", file=sys.stderr)
             return 2
         finally:
             tdist.cleanup()  # under torchrun: leave the group; rank 0 alone reports and evaluates

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from twotower.config import RunConfig
+from twotower.config import RunConfig, config_to_dict
 from twotower.errors import ConfigError, OutOfMemory, memory_detail, out_of_memory
 from twotower.data.splits import warn_split_mismatch
 from twotower.pipeline.artifacts import (
@@ -37,7 +37,8 @@ from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.models.size import training_oom_message
-from twotower.pipeline.staging import discard_if_empty, needs_staging, staged_target, staging_path, swap_in, sweep_stale_staging
+from twotower.pipeline.staging import (check_room_to_stage, discard_if_empty, needs_staging, staged_target, staging_path,
+                                       swap_in, sweep_stale_staging)
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.arguments import check_flag
@@ -226,7 +227,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
         done = trainer.restore()
     if stage is not None:
-        _start_staging(out, stage)
+        _start_staging(out, stage, config, trainer.model)
     try:
         run, result = _fit_and_seal(config, out, dest, trainer, prep, got, inputs, resume=resume, done=done,
                                     derived=derived)
@@ -556,12 +557,21 @@ def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
                               "input elsewhere or train into another --out")
 
 
-def _start_staging(out: Path, stage: Path) -> None:
+def _start_staging(out: Path, stage: Path, config: RunConfig, model: Any) -> None:
     """Make the staging folder of a new run into ``out`` (which holds an earlier run), after removing those of
-    earlier attempts that were killed or stopped and not resumed."""
+    earlier attempts that were killed or stopped and not resumed, once the disk can hold both runs."""
     for old in sweep_stale_staging(out):
         log.warning("removed %s, the staging folder of an earlier `twotower train --out %s` that did not finish "
                     "(a new run without --resume starts over)", old, out)
+    try:
+        recorded = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = None
+    now = config_to_dict(config)
+    same = (isinstance(recorded, dict) and recorded.get("model") == now["model"]
+            and (recorded.get("train") or {}).get("checkpoint") == config.train.checkpoint)
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    check_room_to_stage(out, stage, same_settings=same, weight_bytes=weights, checkpoint=config.train.checkpoint)
     stage.mkdir()
     log.warning("%s holds an earlier run: the new run trains in %s and replaces it only once finished (until "
                 "then %s keeps the earlier run, whole); --resume continues a run instead", out, stage, out)

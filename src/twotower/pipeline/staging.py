@@ -15,13 +15,16 @@ import re
 import shutil
 from pathlib import Path
 
-from twotower.pipeline.artifacts import previous_run_files
+from twotower.errors import ConfigError
+from twotower.models.size import _size
+from twotower.pipeline.artifacts import derived_folders, previous_run_files
 from twotower.pipeline.run_files import CHECKPOINT_DIR, RUN_MARKERS
 from twotower.utils.atomic import _fsync_dir, _rename_exchange, _start_ticks, _writer_alive
 from twotower.utils.folder_lock import LOCK_FILE, active_writer
+from twotower.utils.shell import shell_arg
 
 __all__ = ["staging_path", "staged_target", "needs_staging", "sweep_stale_staging", "swap_in",
-           "discard_if_empty"]
+           "discard_if_empty", "check_room_to_stage", "ROOM_FOR_BOTH"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,54 @@ def sweep_stale_staging(out: Path) -> list[Path]:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed
+
+
+#: float32 copies of the weights a checkpoint holds: the weights, their average and Adam's two moments
+_CHECKPOINT_COPIES = 4
+
+#: what to do when the disk cannot hold the earlier run and the new one at once (``{out}``: the run folder)
+ROOM_FOR_BOTH = ("free space, train into another --out, or remove the earlier run first (`rm -r {out}`) and train "
+                 "into {out} again")
+
+
+def _run_size(out: Path) -> tuple[int, int]:
+    """(bytes of the earlier run's files a new run writes again, of which weights: model.safetensors, checkpoint/);
+    the index and export folders built from it are not rewritten by training."""
+    derived = [d.relative_to(out).as_posix() + "/" for d in derived_folders(out) if d.is_relative_to(out)]
+    total = weights = 0
+    for rel in previous_run_files(out):
+        if any(rel.startswith(d) for d in derived):
+            continue
+        path = out / rel
+        files = [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()] if rel.endswith("/") else [path]
+        for f in files:
+            with contextlib.suppress(OSError):
+                n = f.stat().st_size
+                total += n
+                weights += n if rel in ("model.safetensors", f"{CHECKPOINT_DIR}/") else 0
+    return total, weights
+
+
+def check_room_to_stage(out: Path, stage: Path, *, same_settings: bool, weight_bytes: int, checkpoint: bool) -> None:
+    """ConfigError, before training, when the filesystem of ``stage`` cannot hold the new run beside the earlier
+    one in ``out``: the earlier run stays until the new one is swapped in, so both take space at once (removed
+    first, as before staging, a new run that just fit beside it filled the disk mid-training instead).
+
+    The new run's size is the earlier one's where the model and checkpoint settings match (``same_settings``);
+    otherwise its other files plus ``weight_bytes`` (the new model's parameters) in model.safetensors and, with
+    ``checkpoint``, the checkpoint's copies: a low estimate, so a run that may fit is not refused."""
+    old, old_weights = _run_size(out)
+    need = old if same_settings else old - old_weights + weight_bytes * (1 + (_CHECKPOINT_COPIES if checkpoint else 0))
+    try:
+        free = shutil.disk_usage(stage.parent).free
+    except OSError:
+        return
+    if need <= free:
+        return
+    raise ConfigError(f"not enough free space for the new run: {out} holds an earlier run ({_size(old)}), which "
+                      f"it replaces only once finished, so it trains beside it in {stage} and needs about "
+                      f"{_size(need)} there; {_size(free)} is free on that filesystem. "
+                      + "F" + ROOM_FOR_BOTH.format(out=shell_arg(out))[1:])
 
 
 def discard_if_empty(stage: Path) -> bool:
