@@ -22,8 +22,10 @@ vectors of another export are never mixed with these.
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import tempfile
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -179,6 +181,21 @@ def read_export(folder: Path) -> dict[str, Any]:
     return meta
 
 
+#: errnos of a cache folder that cannot be made or written (a read-only or unset HOME, a read-only mount)
+_UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+_warned: set[Path] = set()
+
+
+def _warn_unwritable(cache: Path, e: OSError) -> None:
+    """Once a process per cache folder: the export goes to a temporary folder, and how to keep it."""
+    if cache in _warned:
+        return
+    _warned.add(cache)
+    logger.warning("ONNX cache %s cannot be written (%s); exporting the text encoder into a temporary folder "
+                   "instead, so every run exports it again (set TWOTOWER_ONNX_CACHE, or XDG_CACHE_HOME, to a "
+                   "writable folder to keep it)", cache, e.strerror or e)
+
+
 class OnnxForward:
     """An ONNX Runtime session computing pooled (not yet normalised) embeddings ``[B, H]``."""
 
@@ -187,8 +204,19 @@ class OnnxForward:
         import torch
 
         folder = onnx_cache_dir() / f"{fingerprint}.e{EXPORT_VERSION}"
+        self._scratch: tempfile.TemporaryDirectory[str] | None = None  # the export's folder when the cache is unwritable
         if not (folder / TABLE).is_file():
-            export_onnx(st_model, folder)
+            try:
+                export_onnx(st_model, folder)
+            except OSError as e:
+                if e.errno not in _UNWRITABLE:
+                    raise
+                # a read-only HOME or mount: the cache only saves the next run the export, so export without it
+                # (as the embedding cache does) instead of stopping at "Permission denied"
+                _warn_unwritable(folder.parent, e)
+                self._scratch = tempfile.TemporaryDirectory(prefix="twotower-onnx-")
+                folder = Path(self._scratch.name) / folder.name
+                export_onnx(st_model, folder)
         meta = read_export(folder)
         self.names: list[str] = list(meta["inputs"])
         self.tokenizer = st_model[0].tokenizer
