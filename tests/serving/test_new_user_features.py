@@ -172,7 +172,9 @@ def test_the_python_recommend_gives_the_cli_lists(feature_service, capsys):
     with pytest.raises(ConfigError, match=r"^history: no item ids given"):
         tt.recommend(run, history=[])
     with pytest.raises(ConfigError, match=r"^history: no item ids given"):
-        tt.recommend(run, history=(), user_features=feats)
+        tt.recommend(run, history=(), user_features={})  # no feature: features alone need at least one
+    # a user with no history yet, served from their features alone (tests/explain/test_features_only_new_user.py)
+    assert tt.recommend(run, history=(), user_features=feats, k=7)[0]
     with pytest.raises(NotFoundError):
         tt.recommend(run, ["nobody"])
 

@@ -19,7 +19,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--item", required=True, help="the item id to explain")
     p.add_argument("--user-features", metavar="JSON",
                    help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '
-                        "(as `twotower recommend --user-features` and POST /explain take them)")
+                        "(as `twotower recommend --user-features` and POST /explain take them); "
+                        "with --history '' a user with no history yet is served from them alone (a run with user "
+                        "features)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="with --user: read the user's input history from these interaction files (time order) "
                         "instead of the training history, without refitting, as `recommend --history-from` and "
@@ -71,17 +73,22 @@ def format_explanation(e: dict) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_missing_inputs
+    from twotower.cli.flags import (
+        _threads,
+        check_history_flag,
+        flag_named,
+        parse_user_features,
+        refuse_empty_history_early,
+        refuse_missing_inputs,
+    )
     from twotower.errors import ConfigError
     from twotower.utils.run_folder import check_run_folder
 
     from twotower.cli.id_lists import parse_id_list
 
     history = None if args.history is None else parse_id_list(args.history, "--history")
-    if history is not None and not history:  # the rule and words of POST /explain and tt.explain_by_id
-        from twotower.pipeline.refusals import empty_history_refusal
-
-        raise ConfigError(f"--history: {empty_history_refusal()}")
+    # the rule and words of POST /explain and tt.explain_by_id; a run with user features decides once loaded
+    refuse_empty_history_early(history, args.run)
     if args.top < 0:  # named as the flag, before the run loads (was "explain top: ..." after it)
         raise ConfigError(f"--top must be an integer >= 0 (history items listed), got {args.top}")
     if args.history_from and history is not None:  # the rule and words of `recommend`
@@ -105,6 +112,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 run.user_row(args.user)
             except NotFoundError as e:  # as `recommend --user` and POST /explain point to --history
                 raise hint_unknown_user(e, run) from None
+    if history is not None:  # empty: only with --user-features on a run that reads them
+        history = check_history_flag(history, run, features)
     with flag_named("--history"):
         for h in history or ():
             run.item_vocab.index(h)

@@ -62,6 +62,27 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
     return features
 
 
+def refuse_empty_history_early(history: list[str] | None, run_dir: str) -> None:
+    """``--history ''`` refused before the (slow) run load, in the words of HTTP's 422 and Python, on a run without
+    a user feature table. A run with one is left to decide once loaded (:func:`check_new_history`): there a
+    user with no history yet is served from ``--user-features`` alone, and the refusal says so."""
+    from pathlib import Path
+
+    if history is None or history or (Path(run_dir) / "features" / "users.json").is_file():
+        return
+    from twotower.pipeline.refusals import empty_history_refusal
+
+    raise ConfigError(f"--history: {empty_history_refusal()}")
+
+
+def check_history_flag(history: list[str], run: Any, features: dict[str, Any] | None) -> list[str]:
+    """``--history`` checked with the loaded run: empty only with ``--user-features`` that describe the user on a run
+    whose user tower reads them (tt.recommend's and POST /recommend's rule)."""
+    from twotower.pipeline.artifacts import check_new_history
+
+    return check_new_history(history, "--history", run=run, user_features=features, features_field="--user-features")
+
+
 def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:
     """Refuse an input file that does not exist (``{flag: [paths]}``) before the run loads: a missing
     ``--history-from`` file was reported only after the run and the held-out file had been read (seconds; a

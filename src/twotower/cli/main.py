@@ -228,7 +228,9 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
     p.add_argument("--user-features", metavar="JSON",
                    help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '
-                        "(the user_features of POST /recommend); left out, every feature is missing")
+                        "(the user_features of POST /recommend); left out, every feature is missing; "
+                        "with --history '' a user with no history yet is served from them alone (a run with user "
+                        "features)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
                    help="for --user/--users: read each user's input history from these interaction files "
                         "(time order) instead of the training history, without refitting; its items count as seen")

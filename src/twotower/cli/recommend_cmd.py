@@ -6,7 +6,15 @@ import logging
 import sys
 from pathlib import Path
 
-from twotower.cli.flags import _threads, flag_named, parse_user_features, refuse_json_with_out, refuse_missing_inputs
+from twotower.cli.flags import (
+    _threads,
+    check_history_flag,
+    flag_named,
+    parse_user_features,
+    refuse_empty_history_early,
+    refuse_json_with_out,
+    refuse_missing_inputs,
+)
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
@@ -97,10 +105,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         check_out_and_record(args.out, {"--users": [args.users], "--exclude": args.exclude or [],
                                         "--history-from": getattr(args, "history_from", None) or []})
-    if args.history is not None and not parse_id_list(args.history, "--history"):
-        from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and tt.recommend
-
-        raise ConfigError(f"--history: {empty_history_refusal()}")
+    # the words of HTTP's 422 and tt.recommend; a run with user features decides once loaded (--user-features alone)
+    refuse_empty_history_early(None if args.history is None else parse_id_list(args.history, "--history"), args.run)
     # argument checks before the (slow) run load: a typo is one line at once
     from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
@@ -143,7 +149,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         histories = read_input_histories(run, args.history_from)
     if args.history is not None:
-        hist = parse_id_list(args.history, "--history")
+        hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
         with flag_named("--history"):
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features)
@@ -151,7 +157,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         from twotower.pipeline.recommend import long_history_note
 
         long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)  # logged already
-        _print_answer(args, run, res, k, None, f"recommendations for a new user with {len(hist)} history items",
+        title = (f"recommendations for a new user with {len(hist)} history items" if hist
+                 else "recommendations for a new user from their features alone (no history yet)")
+        _print_answer(args, run, res, k, None, title,
                       notes=[*run.new_user_feature_notes(features), *([long] if long else [])])
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)

@@ -347,8 +347,9 @@ def explain_by_id(
         # both, the history silently replaced the user's; with neither, the refusal named user_row and history_rows
         raise ConfigError(f"give exactly one of user_id (a known user) or {name} (item ids, oldest first)")
     # a string ("12" was read as the history [1, 2]) or an empty list (explained from the empty-history state,
-    # where `explain --history`, POST /explain and tt.recommend refuse it) is refused
-    history_ids = None if history is None else check_new_history(history, name)
+    # where `explain --history`, POST /explain and tt.recommend refuse it) is refused, unless user_features alone
+    # describe a user with no history yet on a run that reads them (as tt.recommend serves that user)
+    history_ids = None if history is None else check_new_history(history, name, run=run, user_features=user_features)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
     from twotower.pipeline.refusals import hint_unknown_user, located
 

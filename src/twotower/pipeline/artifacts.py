@@ -636,19 +636,27 @@ def check_finite_user(values: Any) -> None:
                         "outside the range seen in training, such as an age of 1e30); send values in that range")
 
 
-def check_new_history(history: Any, name: str = "history") -> list[Any]:
+def check_new_history(history: Any, name: str = "history", *, run: TrainedRun | None = None,
+                      user_features: Any = None, features_field: str = "user_features") -> list[Any]:
     """A new user's ``history`` (item ids, oldest first) as a list, refused (ConfigError) when it is a string or
     empty: the rule of `recommend --history` / `explain --history` and POST /recommend / /explain (a 422 there),
     held by every Python entry point too (``tt.recommend``, ``tt.explain_by_id``, :class:`RecRequest`,
     ``RecommenderService.explain``). ``tt.explain_by_id(history=[])`` explained the item from the empty-history
-    state, a popularity prior, where the three others refused the same request."""
+    state, a popularity prior, where the three others refused the same request.
+
+    One exception, with the ``run``: a user with no history yet who sent ``user_features`` (a sign-up form) on a
+    run whose user tower reads them (:meth:`TrainedRun.describes_new_user`) is served from those features alone;
+    then the empty list is returned. Without them the refusal says so on such a run."""
     from twotower.utils.arguments import check_history
 
     history = check_history(history, name)  # a string ("181" read as "1", "8", "1"), a set (no order), one id
     if not history:
+        if run is not None and run.describes_new_user(user_features):
+            return history
         from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and the CLI
 
-        raise ConfigError(f"{name}: {empty_history_refusal()}")
+        columns = run.user_feature_columns if run is not None else ()
+        raise ConfigError(f"{name}: {empty_history_refusal(columns, features_field)}")
     return history
 
 
@@ -978,6 +986,15 @@ class TrainedRun:
         if not isinstance(user_features, Mapping):
             raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
         return self.encode_user_features([dict(user_features)])
+
+    def describes_new_user(self, user_features: Any) -> bool:
+        """Whether ``user_features`` alone describe a user with no history yet: this run's user tower reads user
+        features and at least one of its columns is given a value (not null). The user is then scored from the
+        empty history (the tower's empty-history state) and these features, so two users who filled in the
+        form differently get different lists; without any value every such user would get the same list."""
+        columns = self.user_feature_columns
+        return bool(columns) and isinstance(user_features, Mapping) and any(
+            c in columns and v is not None for c, v in user_features.items())
 
     def new_user_feature_notes(self, user_features: Any) -> list[str]:
         """``["user_features.<column>: ..."]``: values of one request's ``user_features`` that training never

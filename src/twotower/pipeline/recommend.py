@@ -402,7 +402,8 @@ def recommend(
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
-    features).
+    features). On a run trained with user features, ``history=[]`` with ``user_features`` serves a user with no
+    history yet from their features alone.
 
     Each list holds ``{"item_id", "score", "rank", ...metadata}``; items the user has seen are left out
     unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
@@ -427,7 +428,9 @@ def recommend(
         raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
                           "or the other")
     if history is not None:  # checked before the index is opened, as the CLI checks --history
-        history = check_new_history(history)  # an empty list: refused, as `recommend --history` and HTTP refuse it
+        # an empty list: refused, as `recommend --history` and HTTP refuse it, unless user_features alone describe
+        # the user on a run that reads them
+        history = check_new_history(history, run=run, user_features=user_features)
         for pos, item_id in enumerate(history):  # an unknown id named by its place, as POST /recommend names it
             with located(f"history[{pos}]"):
                 run.item_vocab.index(item_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from twotower.config import MAX_K
 from twotower.errors import NotFoundError
@@ -44,10 +44,16 @@ def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) 
     return None
 
 
-def empty_history_refusal() -> str:
+def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: str = "user_features") -> str:
     """Why an empty new-user history is refused: it would be answered with the empty-history list, the same for
-    every caller, which no one sending a history asks for."""
-    return "no item ids given; a new user's history needs at least one item id, oldest first"
+    every caller, which no one sending a history asks for. ``feature_columns``: the user features the run's user
+    tower reads (none: today's words alone); with them, a user with no history yet is served from their features
+    alone (``features_field``: how the interface names them, ``--user-features`` on the command line), said here."""
+    said = "no item ids given; a new user's history needs at least one item id, oldest first"
+    if feature_columns:
+        said += (f"; a user with no history yet is served from {features_field} alone, with a value for at least "
+                 f"one of this run's user features ({', '.join(feature_columns)})")
+    return said
 
 
 def locate(e: NotFoundError, where: str) -> NotFoundError:

@@ -189,7 +189,9 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             upper = err.get("ctx", {}).get("le", MAX_K)
             msg = k_refusal(err.get("input"), upper, server_setting=_BOUND_BY[loc[-1]]) or msg
         elif err.get("type") == "too_short" and loc and loc[-1] == "history":
-            msg = empty_history_refusal()  # the words of `recommend --history` and tt.recommend
+            # the words of `recommend --history` and tt.recommend; on a run with user features, that they alone serve
+            # a user with no history yet (routes.refuse_empty_histories)
+            msg = empty_history_refusal(err.get("ctx", {}).get("feature_columns", ()))
         elif err.get("type") == "too_long" and loc and loc[-1] == "history":  # the CLI and Python take any length
             ctx = err.get("ctx", {})
             msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_history')}, "

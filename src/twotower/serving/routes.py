@@ -142,6 +142,23 @@ def _rec(body: Any, explain_k: int) -> RecRequest:
     )
 
 
+def refuse_empty_histories(service: RecommenderService, bodies: Sequence[Any], *, batch: bool) -> None:
+    """A 422 for each request body with an empty ``history`` (``body.history``, ``body.requests[1].history``), in
+    the words of `recommend --history` and tt.recommend, unless its ``user_features`` alone describe a user with no
+    history yet on a run that reads them (:meth:`TrainedRun.describes_new_user`): then it is served from them.
+    Raised as pydantic's own too-short error was, so the answer keeps its shape (``details`` with ``loc``)."""
+    from fastapi.exceptions import RequestValidationError
+
+    run = service.run
+    errors = [{"type": "too_short", "loc": ("body", "requests", b, "history") if batch else ("body", "history"),
+               "msg": "", "input": [], "ctx": {"min_length": 1, "actual_length": 0,
+                                               "feature_columns": tuple(run.user_feature_columns)}}
+              for b, body in enumerate(bodies)
+              if body.history is not None and not body.history and not run.describes_new_user(body.user_features)]
+    if errors:
+        raise RequestValidationError(errors)
+
+
 def build_router(s: Schemas) -> APIRouter:
     """The JSON endpoints; request and response models come from ``s`` (see :func:`make_schemas`)."""
     router = APIRouter()
@@ -152,6 +169,7 @@ def build_router(s: Schemas) -> APIRouter:
     async def recommend(body: RecommendRequest, request: Request) -> Response:  # type: ignore[valid-type]
         """Top-k items for a known user or an ad-hoc history."""
         service = get_service(request)
+        refuse_empty_histories(service, [body], batch=False)
         reqs = [_rec(body, request.app.state.settings.explain_k)]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=False),
                         media_type="application/json")
@@ -161,6 +179,7 @@ def build_router(s: Schemas) -> APIRouter:
         """Several recommendation requests answered with one index search."""
         service = get_service(request)
         bodies = body.requests  # type: ignore[attr-defined]
+        refuse_empty_histories(service, bodies, batch=True)
         default = request.app.state.settings.explain_k
         reqs = [_rec(r, default) for r in bodies]
         return Response(await run_budgeted(request, answer_json, service, reqs, batch=True),
@@ -183,6 +202,7 @@ def build_router(s: Schemas) -> APIRouter:
         """Why an item is recommended to a user (501 when twotower.explain is not installed)."""
         service = get_service(request)
         b: Any = body
+        refuse_empty_histories(service, [b], batch=False)
         history = tuple(b.history) if b.history is not None else None
 
         def one(*, budget: WorkBudget) -> dict[str, Any]:

@@ -118,8 +118,11 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
     K = Annotated[int, Field(ge=1, le=settings.max_k, strict=True, description=f"list length, 1..{settings.max_k}")]
     History = Annotated[
         list[Id],
-        Field(min_length=1, max_length=settings.max_history,
-              description=f"item ids of a user unseen in training, oldest first (1..{settings.max_history})"),
+        # at least one id, checked by the routes (refuse_empty_histories): on a run with user features, [] with
+        # user_features serves a user with no history yet from those features alone
+        Field(max_length=settings.max_history,
+              description=f"item ids of a user unseen in training, oldest first (1..{settings.max_history}; [] "
+                          f"with user_features on a run trained with user features: a user with no history yet)"),
     ]
     Filters = Annotated[
         dict[Annotated[str, StringConstraints(max_length=64)], Annotated[list[FilterValue], Field(max_length=1000)]],
@@ -130,7 +133,8 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
     UserFeatures = Annotated[
         Optional[dict[Annotated[str, StringConstraints(max_length=64)], Any]],
         Field(max_length=64,
-              description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}'),
+              description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}; '
+                          'with "history": [], a user with no history yet is served from them alone'),
     ]
 
     class RecommendRequest(BaseModel):

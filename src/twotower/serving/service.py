@@ -56,10 +56,14 @@ class RecRequest:
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
-            # POST /recommend's 422 and tt.recommend's rule: no empty-history list
+            # POST /recommend's 422 and tt.recommend's rule: no empty-history list; with user_features the service
+            # decides, with its run (a user with no history yet is served from features alone on a run reading them)
             from twotower.pipeline.artifacts import check_new_history
+            from twotower.utils.arguments import check_history
 
-            check_new_history(self.history)
+            history = check_history(self.history)
+            if self.user_features is None or history:
+                check_new_history(history)
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
             raise ConfigError(f"k must be a positive integer, got {self.k!r}")
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
@@ -430,7 +434,10 @@ class RecommenderService:
                 "this run's user tower uses user-ID embeddings, so it cannot embed an unseen user from a "
                 "history; send a known user_id, or train with model.user.use_id=false"
             )
-        return None, self.history_rows(r.history or ()), feats
+        from twotower.pipeline.artifacts import check_new_history
+
+        # empty: only for user_features that describe a user with no history yet, on a run that reads them
+        return None, self.history_rows(check_new_history(r.history or (), run=self.run, user_features=r.user_features)), feats
 
     def _query_vectors(
         self, reqs: Sequence[RecRequest], n: int
@@ -630,10 +637,11 @@ class RecommenderService:
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if history is not None and not isinstance(history, (str, bytes)):  # a string: history_rows says it
-            # as POST /explain (a 422) and tt.explain_by_id: an empty history is refused
+            # as POST /explain (a 422) and tt.explain_by_id: an empty history is refused, unless user_features
+            # alone describe a user with no history yet on a run that reads them
             from twotower.pipeline.artifacts import check_new_history
 
-            history = check_new_history(history)
+            history = check_new_history(history, run=self.run, user_features=user_features)
         feats = self._encode_features(user_id, user_features)  # the same checks and messages as /recommend
         explain = self._explainer()
         try:
