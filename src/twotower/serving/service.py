@@ -437,7 +437,10 @@ class RecommenderService:
         from twotower.pipeline.artifacts import check_new_history
 
         # empty: only for user_features that describe a user with no history yet, on a run that reads them
-        return None, self.history_rows(check_new_history(r.history or (), run=self.run, user_features=r.user_features)), feats
+        hist = r.history or ()
+        if not isinstance(hist, (str, bytes)):  # a string: history_rows refuses it in its own words
+            hist = check_new_history(hist, run=self.run, user_features=r.user_features)
+        return None, self.history_rows(hist), feats
 
     def _query_vectors(
         self, reqs: Sequence[RecRequest], n: int
