@@ -178,3 +178,31 @@ def test_sizes_within_the_bounds_are_still_built(spec):
     vectors = np.random.default_rng(0).standard_normal((1200, 64)).astype(np.float32)
     index = FaissIndex(spec).build(vectors, np.arange(1200))
     assert len(index) == 1200 and index.search(vectors[:3], 5).ids.shape == (3, 5)
+
+
+@pytest.mark.parametrize("spec, said", [
+    ("IVF8(PQ4x4),Flat", "the coarse quantiser PQ4x4 of IVF8 has 16 centroids per codebook, and it is trained on the "
+                         "8 list centroids alone: k-means cannot place more centroids than points; name fewer bits "
+                         "(PQ4x3) or more lists (IVF16(PQ4x4))"),
+    ("IVF8(RQ2),Flat", "the coarse quantiser RQ2 (8 bits, FAISS's default) of IVF8 has 256 centroids per codebook"),
+])
+def test_a_coarse_pq_with_more_centroids_than_lists_is_refused_before_the_run_loads(spec, said, tmp_path, capsys,
+                                                                                    no_faiss_index):
+    # FAISS refused IVF8(PQ4x4),Flat only at training: "Number of training points (8) should be at least as large
+    # as number of clusters (16)"; the coarse PQ is trained on the 8 list centroids
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: index {spec}: ") and said in err
+    from twotower.index.faiss_index import FaissIndex
+
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        FaissIndex(spec)
+    assert no_faiss_index == []
+
+
+def test_a_coarse_pq_the_lists_can_train_is_still_built():
+    from twotower.index.faiss_index import FaissIndex
+
+    vectors = np.random.default_rng(0).standard_normal((1200, 16)).astype(np.float32)
+    index = FaissIndex("IVF16(PQ4x4),Flat").build(vectors, np.arange(1200))
+    assert len(index) == 1200 and index.search(vectors[:3], 5).ids.shape == (3, 5)

@@ -219,6 +219,7 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
                               f"{n:,} vectors, and k-means cannot place more centroids than vectors (FAISS wants "
                               f"{POINTS_PER_CENTROID} training vectors a list: at most {fit:,} lists here); name "
                               f"fewer (IVF{fit}), or IVF{{nlist}} to size the count to the catalogue")
+        _check_coarse_codebooks(spec, factory, match, nlist)
     low, high = HNSW_M_RANGE
     for match in _HNSW_RE.finditer(factory):
         m = int(match.group(1))
@@ -254,6 +255,28 @@ def check_factory_sizes(spec: str, factory: str, n: int | None = None, dim: int 
                               f"wants {POINTS_PER_CENTROID} training vectors a centroid: {fit} bits here); name "
                               f"fewer bits ({kind}{m}x{fit}), or the ivfpq shortcut, which sizes them to the catalogue")
     _check_graph_and_product_sizes(spec, factory, n, dim)
+
+
+def _check_coarse_codebooks(spec: str, factory: str, ivf: re.Match, nlist: int) -> None:
+    """Refuse a PQ / RQ coarse quantiser (``IVF8(PQ4x4)``) with more centroids per codebook than the IVF has lists:
+    it is trained on the ``nlist`` centroids alone, and k-means cannot place 2**nbits centroids on fewer points
+    (FAISS refused ``IVF8(PQ4x4),Flat`` only at training, "Number of training points (8) should be at least as large
+    as number of clusters (16)"; ``IVF8(RQ2x4),Flat`` failed there with a PCAMatrix assertion)."""
+    if not factory.startswith("(", ivf.end()):
+        return
+    close = factory.find(")", ivf.end())
+    inner = factory[ivf.end() + 1:close if close != -1 else len(factory)]
+    for match in _PQ_RE.finditer(inner):
+        kind, m, nbits = match.group(1), int(match.group(2)), int(match.group(3) or 8)
+        if kind not in ("PQ", "RQ") or not 1 <= nbits <= PQ_NBITS_RANGE[1] or (1 << nbits) <= nlist:
+            continue  # bits outside the range are refused below, in the PQ / RQ check's words
+        what = f"{kind}{m}x{nbits}" if match.group(3) else f"{kind}{m} ({nbits} bits, FAISS's default)"
+        fewer = nlist.bit_length() - 1  # the most bits whose 2**bits centroids the nlist centroids can train
+        name = f"fewer bits ({kind}{m}x{fewer}) or more lists" if fewer >= 1 else "more lists"
+        raise ConfigError(f"index {_shown(spec, factory)}: the coarse quantiser {what} of {ivf.group(0)} has "
+                          f"{1 << nbits:,} centroids per codebook, and it is trained on the {nlist:,} list "
+                          f"centroids alone: k-means cannot place more centroids than points; name {name} "
+                          f"(IVF{1 << nbits}({match.group(0)}))")
 
 
 def _dim_at(factory: str, pos: int, dim: int) -> int:
