@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 import twotower as tt
 from twotower.cli.main import main
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, DataError
 
 REFUSAL = "no item ids given; a new user's history needs at least one item id, oldest first"
 
@@ -122,3 +122,30 @@ def test_pooled_and_sequence_towers_give_finite_lists_that_follow_the_features(t
     assert len(young) == len(old) == 8
     assert all(math.isfinite(s) for _, s in young + old)
     assert young != old
+
+
+@pytest.mark.parametrize("features", [{"nope": 3}, {"nope": 3, "age": None}])
+def test_an_unknown_column_alone_is_refused_as_the_column_everywhere(feature_run, feature_client, capsys,
+                                                                      features) -> None:
+    # was the empty-history refusal with "served from user_features alone", though the column is what is wrong
+    # (the answer a request with a history gets)
+    run = feature_run
+    said = "user_features.nope: not a user feature of this run; its user tower reads age"
+    item = run.item_vocab.ids[0]
+    for history in ([], [item]):
+        with pytest.raises(DataError) as e:
+            tt.recommend(run, history=history, user_features=features)
+        assert str(e.value) == said
+        with pytest.raises(DataError) as e:
+            tt.explain_by_id(run, history=history, item_id=item, user_features=features)
+        assert str(e.value) == said
+        rc, _, err = _cli(capsys, "recommend", "--run", str(run.dir), "--history", ",".join(history),
+                          "--user-features", json.dumps(features))
+        assert rc == 2 and err.rstrip().endswith(f"error: {said}")
+        for path, extra in (("/recommend", {}), ("/explain", {"item_id": item})):
+            r = feature_client.post(path, json={"history": history, "user_features": features, **extra})
+            assert r.status_code == 422
+            assert r.json() == {"error": {"code": 422, "type": "invalid_request", "message": said}}
+        r = feature_client.post("/recommend/batch", json={"requests": [{"history": history,
+                                                                        "user_features": features}]})
+        assert r.status_code == 422 and r.json()["error"]["message"] == f"requests[0].{said}"

@@ -37,7 +37,7 @@ import shutil
 import time
 import zipfile
 from pathlib import Path
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -653,11 +653,18 @@ def check_new_history(history: Any, name: str = "history", *, run: TrainedRun | 
     if not history:
         if run is not None and run.describes_new_user(user_features):
             return history
+        unknown = [] if run is None else run.unknown_user_feature_columns(user_features)
+        if unknown:  # {"nope": 3}: the column is what is wrong, as with a history (not "served from features alone")
+            raise _not_a_user_feature(unknown[0], run.user_feature_columns)
         from twotower.pipeline.refusals import empty_history_refusal  # the words of HTTP's 422 and the CLI
 
         columns = run.user_feature_columns if run is not None else ()
         raise ConfigError(f"{name}: {empty_history_refusal(columns, features_field)}")
     return history
+
+
+def _not_a_user_feature(col: str, columns: Sequence[str]) -> DataError:
+    return DataError(f"user_features.{col}: not a user feature of this run; its user tower reads {', '.join(columns)}")
 
 
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:
@@ -996,6 +1003,15 @@ class TrainedRun:
         return bool(columns) and isinstance(user_features, Mapping) and any(
             c in columns and v is not None for c, v in user_features.items())
 
+    def unknown_user_feature_columns(self, user_features: Any) -> list[str]:
+        """The keys of ``user_features`` this run's user tower does not read, on a run that reads user features
+        (``[]`` on one that reads none: its refusal is its own). With an empty history they are the error, in the
+        words a request with a history gets, rather than "served from user_features alone"."""
+        columns = self.user_feature_columns
+        if not columns or not isinstance(user_features, Mapping):
+            return []
+        return [c for c in user_features if c not in columns]
+
     def new_user_feature_notes(self, user_features: Any) -> list[str]:
         """``["user_features.<column>: ..."]``: values of one request's ``user_features`` that training never
         saw (an unknown category, with the nearest known spelling; a number far outside the training
@@ -1041,8 +1057,7 @@ class TrainedRun:
             out: dict[str, Any] = {}
             for col, value in row.items():
                 if col not in columns:
-                    raise DataError(f"user_features.{col}: not a user feature of this run; "
-                                    f"its user tower reads {', '.join(columns)}")
+                    raise _not_a_user_feature(col, columns)
                 out[col] = _feature_value(col, value, numeric=col in spec.numeric, multi=col in spec.multi,
                                           separator=spec.separator)
             clean.append(out)

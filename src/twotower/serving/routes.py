@@ -145,7 +145,8 @@ def _rec(body: Any, explain_k: int) -> RecRequest:
 def refuse_empty_histories(service: RecommenderService, bodies: Sequence[Any], *, batch: bool) -> None:
     """A 422 for each request body with an empty ``history`` (``body.history``, ``body.requests[1].history``), in
     the words of `recommend --history` and tt.recommend, unless its ``user_features`` alone describe a user with no
-    history yet on a run that reads them (:meth:`TrainedRun.describes_new_user`): then it is served from them.
+    history yet on a run that reads them (:meth:`TrainedRun.describes_new_user`): then it is served from them. A
+    ``user_features`` naming a column the run does not read is left to the service, which names it (as with a history).
     Raised as pydantic's own too-short error was, so the answer keeps its shape (``details`` with ``loc``)."""
     from fastapi.exceptions import RequestValidationError
 
@@ -154,7 +155,8 @@ def refuse_empty_histories(service: RecommenderService, bodies: Sequence[Any], *
                "msg": "", "input": [], "ctx": {"min_length": 1, "actual_length": 0,
                                                "feature_columns": tuple(run.user_feature_columns)}}
               for b, body in enumerate(bodies)
-              if body.history is not None and not body.history and not run.describes_new_user(body.user_features)]
+              if body.history is not None and not body.history and not run.describes_new_user(body.user_features)
+              and not run.unknown_user_feature_columns(body.user_features)]  # the service names the column
     if errors:
         raise RequestValidationError(errors)
 
