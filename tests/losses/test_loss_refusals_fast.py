@@ -70,3 +70,16 @@ def test_a_finite_log_q_passes_the_check():
     check_log_q_finite(torch.tensor([-1e30, 0.0, 3.0]))
     check_log_q_finite(torch.empty(0))
     check_log_q_finite(torch.tensor([1, 2]))
+
+
+def test_a_log_q_with_a_gradient_is_checked_without_a_warning():
+    """A learned log_q (requires_grad) made the check warn "Converting a tensor with requires_grad=True to a scalar"."""
+    import warnings
+
+    from twotower.losses.base import check_log_q_finite
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_log_q_finite(torch.zeros(3, requires_grad=True))
+    with pytest.raises(DataError, match="log_q is not finite"):
+        check_log_q_finite(torch.tensor([0.0, float("nan")], requires_grad=True))

@@ -134,7 +134,7 @@ def check_log_q_finite(log_q: Tensor) -> None:
     """
     if log_q.numel() == 0 or not (log_q.is_floating_point() or log_q.is_complex()):
         return
-    if not math.isfinite(float(log_q.abs().amax())):
+    if not math.isfinite(float(log_q.detach().abs().amax())):  # detached: a log_q with a gradient warned
         raise DataError(
             "log_q is not finite for some candidate: an item with zero sampling probability was "
             "sampled; estimate item probabilities from the training data or add uniform negatives"
