@@ -141,7 +141,6 @@ def _sweep_stale(target: Path) -> None:
 
     Nothing is removed by age: a writer may hold its temporary for days (a long index build fills a folder whose
     mtime stays that of its creation), and only the writer's identity tells a live one from a dead one."""
-    marker = f".{target.name}.tmp-"
     with contextlib.suppress(OSError):
         for p in target.parent.iterdir():
             if p.name.startswith(f".{target.name}.old.") and p.is_dir():
@@ -152,23 +151,9 @@ def _sweep_stale(target: Path) -> None:
                     else:
                         shutil.rmtree(p, ignore_errors=True)
                 continue
-            if not p.name.startswith(marker):
-                if _dead_writers_temporary(p.name):  # a sibling's: it waited for a write into that very target
-                    _remove(p)
-                continue
-            parts = p.name[len(marker):].split("-")  # PID, then sSTART when recorded, then mkstemp's letters
-            try:
-                pid = int(parts[0])
-            except ValueError:
-                continue
-            start = int(parts[1][1:]) if len(parts) > 2 and parts[1][:1] == "s" and parts[1][1:].isdigit() else None
-            if (pid == os.getpid() and start is None) or _writer_alive(pid, start):
-                continue
-            if p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    p.unlink()
+            # this target's temporaries and a sibling's alike (a sibling's waited for a write into that very target)
+            if _dead_writers_temporary(p.name):
+                _remove(p)
 
 
 def _alive(pid: int) -> bool:
