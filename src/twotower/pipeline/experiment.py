@@ -36,6 +36,10 @@ PROTOCOL_TEXT = (
     "items skipped"
 )
 
+#: What replaces "valid only for selection / early stopping" in the footer of a table scored on valid itself.
+SELECTION_SPLIT_TEXT = ("valid is the split the early stopping, the item-item term's weight and the baselines' "
+                        "λ / k were chosen on, so these figures are not held out (--split test is)")
+
 
 def protocol_text(history_from: Sequence[str] | None = None, split: str = "test", *, exclude_seen: bool = True) -> str:
     """The protocol line under an evaluation table: :data:`PROTOCOL_TEXT`, or what ``--history-from`` changes.
@@ -53,6 +57,10 @@ def protocol_text(history_from: Sequence[str] | None = None, split: str = "test"
                 f"(time order) without refitting; {split} ranks the full catalogue excluding that history and each "
                 f"user's train{'+valid' if split == 'test' else ''} items; valid only for selection / early stopping; "
                 f"users without {split} items skipped")
+    if split == "valid":
+        # the footer said "valid only for selection / early stopping" under a table of valid figures, as if they
+        # were held out: the early stop, the item-item term's weight and the baselines' λ / k were chosen on them
+        text = text.replace("valid only for selection / early stopping", SELECTION_SPLIT_TEXT)
     if exclude_seen:
         return text
     head, _, tail = text.partition(" ranks the full catalogue ")
