@@ -37,3 +37,19 @@ def test_a_test_table_keeps_its_footer(run_dir, capsys):
     assert main(["-q", "evaluate", "--run", str(run_dir), "--ks", "5", "--baselines", "popularity"]) == 0
     footer = capsys.readouterr().out.strip().splitlines()[-1]
     assert "valid only for selection / early stopping" in footer and "not held out" not in footer
+
+
+def test_json_rows_and_a_stdout_csv_name_their_split(run_dir, capsys):
+    """`--json` rows (and `--csv -`, which gets no record) did not say which split their figures are on: a saved
+    valid table read like a test one."""
+    import csv
+    import io
+    import json
+
+    for split in ("valid", "test"):
+        assert main(["-q", "evaluate", "--run", str(run_dir), "--split", split, "--ks", "5", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)
+        assert rows and all(r["split"] == split for r in rows)
+        assert main(["-q", "evaluate", "--run", str(run_dir), "--split", split, "--ks", "5", "--csv", "-"]) == 0
+        lines = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+        assert lines and all(r["split"] == split for r in lines)

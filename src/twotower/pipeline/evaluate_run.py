@@ -137,7 +137,7 @@ def evaluate_run(
     ``exclude_seen=False`` (`evaluate --no-exclude-seen`, as `recommend --no-exclude-seen`) ranks the full catalogue
     for every model without masking the users' train (+ valid, + input history) items, so a held-out repeat (a
     re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
-    which in its ``exclude_seen`` field.
+    which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``.
     """
     from twotower.evaluation.baselines import (
         EASE,
@@ -248,7 +248,9 @@ def evaluate_run(
         fit_s += float(term.get("seconds", 0.0)) if isinstance(term, dict) else 0.0
     # the held-out file's users: those whose every row names an id outside the vocabularies (an item that never
     # occurs in train) are skipped by every model, and the table must say how many (sparse data: many)
-    held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen}
+    # and which split each row's figures are on: `--json` rows and a `--csv -` (which gets no record) did not say, so
+    # a saved valid table read like a test one
+    held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen, "split": split}
     t0 = time.perf_counter()
     tower = RunScorer(run, histories)  # ranks as `recommend` does, with --history-from or without
     res = evaluate(tower, relevant, exclude, protocol, pop, what=f"evaluating two-tower on {split}")
