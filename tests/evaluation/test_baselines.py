@@ -348,3 +348,19 @@ def test_tune_itemknn_scores_a_seeded_sample_of_at_most_max_users() -> None:
     assert ndcg[0] == ndcg[1] != ndcg[2]
     with pytest.raises(ConfigError, match="max_users"):
         tune_itemknn(train, valid, ks=(2,), max_users=0)
+
+
+def test_tune_itemknn_extends_the_grid_below_a_winning_smallest_k() -> None:
+    # ML-1M chose k=10, the grid's smallest, while k=5 scored better on valid: a best value at the grid's edge is
+    # followed by halving until the edge stops winning, so the baseline is not under-tuned by its grid
+    train, valid = _split(random_interactions(n_users=60, n_items=30, density=0.25, seed=5))
+    best, table = tune_itemknn(train, valid, ks=(20,), metric="NDCG@10")
+    tried = [row["k"] for row in table]
+    assert tried[:2] == [20, 10]
+    scores = [row["NDCG@10"] for row in table]
+    assert best == tried[int(np.argmax(scores))]
+    for i in range(1, len(tried)):
+        # each extra k was tried only because the smallest before it was the best so far
+        assert tried[i] == max(1, tried[i - 1] // 2)
+        assert int(np.argmax(scores[:i])) == i - 1
+    assert tried[-1] == 1 or int(np.argmax(scores)) != len(tried) - 1
