@@ -192,12 +192,18 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     return "".join(parts) + heads + "."
 
 
-def _cold_heads_clause(heads: dict[str, Any] | None) -> str:
-    """A dual-head cold item's split: its collaborative head read the zero ID vector every cold item shares."""
+def _cold_heads_clause(heads: dict[str, Any] | None, reads: tuple[str, ...] = ()) -> str:
+    """A dual-head cold item's split, said after "its text": the semantic head's share, then what the collaborative
+    head read. Without item features that is the zero ID vector every cold item shares; with them it is the item's
+    own features (cold items of other features get other collaborative vectors: "the collaborative vector every cold
+    item shares" was false there, and "its text and features (N% ..., through the semantic head)" gave the features
+    to the head that does not read them)."""
     if not heads:
         return ""
     sem, col = float(heads["semantic"]), float(heads["collaborative"])
     share = f" ({round(100 * sem / (sem + col))}% of the score, through the semantic head)" if sem > 0 and col > 0 else ""
+    if "features" in reads:
+        return f"{share} and its features (through the collaborative head)"
     return f"{share} and the collaborative vector every cold item shares"
 
 
@@ -219,7 +225,10 @@ def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, read
     would credit co-watching that never happened (the leave-one-out numbers stay in the dict's history table,
     as what they measure: the user side). The sentence says it is cold and cites its metadata only."""
     what = {("text",): "its text", ("features",): "its features", ("features", "text"): "its text and features"}
-    basis = what.get(tuple(sorted(reads)), "the vector every cold item shares (the tower reads no text or features)")
-    heads = _cold_heads_clause(expl.get("heads"))
+    heads = _cold_heads_clause(expl.get("heads"), reads)
+    if heads:  # a dual-head tower: the text is the semantic head's, any features the collaborative head's
+        basis = "its text"
+    else:
+        basis = what.get(tuple(sorted(reads)), "the vector every cold item shares (the tower reads no text or features)")
     return (f"{title} has no training interactions (a cold item), so its score rests on {basis}{heads}, "
             f"not on who {cols.verb} it{_shared_clause(expl, cols)}.")
