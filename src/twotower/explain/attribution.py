@@ -195,10 +195,13 @@ def attribute_history_many(
         rows = None if user_row is None else torch.full((n + 2,), int(user_row), dtype=torch.long)
         U = model.user_tower(rows, hist.repeat(n + 2, 1), history_weights=W,
                              features=repeat_features(features, n + 2))  # [n + 2, D]
-        V = model.item_tower(torch.as_tensor(np.asarray(item_rows, np.int64)))  # [M, D]
+        # each item's vector from a batch of one, as explaining that item alone (POST /explain) embeds it: the
+        # float32 tower over a batch of M rounds otherwise, so /recommend's inline explanations (M = explain_k items)
+        # gave other scores and contributions than /explain for the same item (~1e-8 apart, MovieLens-100K)
+        V = torch.cat([model.item_tower(torch.tensor([int(i)], dtype=torch.long)) for i in item_rows])  # [M, D]
         # float64 product: a float32 GEMM over M items rounds otherwise than one item's, and that rounding alone
         # changed which history items "raise" the score between /recommend's inline and /explain's answer
-        S = U.double() @ V.double().T  # [n + 2, M]
+        S = torch.stack([U.double() @ v.double() for v in V], dim=1)  # [n + 2, M], each column as for M = 1
     pos = positions.numpy()
     out = []
     for m in range(len(item_rows)):
