@@ -39,3 +39,19 @@ def test_cold_items_similar_lists_from_the_export_equal_the_service(tmp_path) ->
         s[row] = -np.inf
         got = [ids[int(t)] for t in np.argsort(-s, kind="stable")[:5]]
         assert got == [it["item_id"] for it in expected[list(COLD).index(ids[row])]]
+
+
+def test_export_command_names_the_cold_queries_file_it_wrote(tmp_path, monkeypatch, capsys) -> None:
+    """The summary line and --help named item_embeddings.npy only: a reader of them searched a cold item by its row
+    there (the shared collaborative half) instead of by its query in cold_similar_queries.npy."""
+    from twotower.cli.main import main
+    from twotower.pipeline.artifacts import TrainedRun
+
+    run_dir = build_tiny_run(tmp_path / "tiny")
+    run = _dual_cold_run(run_dir)
+    monkeypatch.setattr(TrainedRun, "load", classmethod(lambda cls, d, **kw: run))
+    assert main(["export", "--run", str(run_dir), "--out", str(tmp_path / "onnx"), "--check-users", "5"]) == 0
+    said = capsys.readouterr().out
+    assert f"cold_similar_queries.npy holds the similar-items queries of {len(COLD)} items" in said
+    main(["export", "--help"])
+    assert "cold_similar_queries.npy" in capsys.readouterr().out

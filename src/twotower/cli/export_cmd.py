@@ -13,8 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", required=True, help="run folder to export")
     p.add_argument("--format", default="onnx", choices=["onnx"], help="export format (default onnx)")
     p.add_argument("--out", required=True, help="folder for user_tower.onnx, item_tower.onnx, item_embeddings.npy, "
-                                                "item_ids.json, user_ids.json, export.json; replaced as a whole "
-                                                "(an earlier export there is removed, with a warning listing it)")
+                                                "item_ids.json, user_ids.json, export.json (and, for a dual-head run "
+                                                "with cold items, cold_similar_queries.npy: their similar-items "
+                                                "queries); replaced as a whole (an earlier export there is removed, "
+                                                "with a warning listing it)")
     p.add_argument("--force", action="store_true",
                    help="replace --out even when it holds files no export wrote (they are removed)")
     p.add_argument("--check-users", type=int, default=1000,
@@ -47,5 +49,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"exported {args.run} to {out}: user_tower.onnx (inputs {', '.join(r.user_inputs)}), item_tower.onnx, "
           f"item_embeddings.npy ({r.n_items_checked} items) with item_ids.json; onnxruntime reproduces PyTorch to "
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"
-          + (f"; a user not in training is user_rows={r.new_user_row}" if r.new_user_row is not None else ""))
+          + (f"; a user not in training is user_rows={r.new_user_row}" if r.new_user_row is not None else "")
+          # a cold item's similar-items query is not its row of item_embeddings.npy: say where it is
+          + (f"; cold_similar_queries.npy holds the similar-items queries of {r.n_cold_similar} items without "
+             f"training interactions (export.json's cold_similar)" if r.n_cold_similar else ""))
     return 0

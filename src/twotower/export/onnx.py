@@ -62,6 +62,7 @@ class ExportReport:
     max_abs_diff_user: float
     max_abs_diff_item: float
     new_user_row: int | None = None  # the user_rows value of a user not in training (export.json says the same)
+    n_cold_similar: int = 0  # items whose similar-items query is in cold_similar_queries.npy (export.json's cold_similar)
 
 
 #: What a negative row becomes in the exported graphs: a row past every table, so onnxruntime refuses it ("indices
@@ -374,7 +375,8 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
                   "tolerance": TOLERANCE},
     })
-    return replace(report, new_user_row=new_user_row)
+    return replace(report, new_user_row=new_user_row,
+                   n_cold_similar=len(cold_similar["item_rows"]) if cold_similar else 0)
 
 
 def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, Any] | None:
