@@ -151,9 +151,19 @@ def exclusive_writer(folder: str | os.PathLike[str], what: str, fix: str, *, bes
         raise ConfigError(f"{folder}: {_holder(path, what)} is writing this folder; {fix}")
     base = path.parent  # the folder itself, or (beside) its parent
     created = _created_chain(base)
-    base.mkdir(parents=True, exist_ok=True)
     try:
-        with open(path, "a+", encoding="utf-8") as fh:
+        base.mkdir(parents=True, exist_ok=True)
+        lock_file = open(path, "a+", encoding="utf-8")
+    except OSError as e:
+        for p in created:  # the folders made for the lock (deepest first), still empty
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        # "Permission denied: /nfs/.x.twotower.lock" named a file the user never asked for, not the folder given
+        # (root on an NFS share with root_squash, or a special file system, passes the os.access checks before it)
+        raise ConfigError(f"{folder}: cannot write its lock file {path} ({e.strerror or e}); choose a folder this "
+                          "user can write into") from e
+    try:
+        with lock_file as fh:
             if fcntl is not None and not _lock_now(fh.fileno()):
                 raise ConfigError(f"{folder}: {_holder(path, what)} is writing this folder; {fix}")
             fh.seek(0)
