@@ -64,3 +64,12 @@ def test_index_search_refuses_one_string_for_the_queries(index, mode):
 def test_index_search_takes_numpy_integers_and_a_tuple_of_queries(index):
     res = index.search(("aspirin heart attack",), np.int64(2), mode="bm25")
     assert res.shape == (1, 2) and index.hits(res, 0)[0].doc_id == "d1"
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
+@pytest.mark.parametrize("text", ["", "  \t\n"])
+def test_index_search_refuses_an_empty_query(index, mode, text):
+    # as `twotower search query` and POST /search refuse it: dense and hybrid answered k documents ranked by the
+    # embedding of no words (cosine ~0.1), BM25 an empty list, without a word
+    with pytest.raises(ConfigError, match=r"^queries\[1\] is empty or only white space; give the text to search for"):
+        index.search(["aspirin", text], 3, mode=mode)

@@ -267,6 +267,9 @@ class SearchIndex:
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         queries = check_query_texts(queries)
+        blank = next((n for n, q in enumerate(queries) if not q.strip()), None)
+        if blank is not None:  # as `search query` and POST /search: dense search ranked the corpus for no words
+            raise ConfigError(f"queries[{blank}] is empty or only white space; give the text to search for")
         # checked here, not only by the CLI and POST /search: k=-1 sliced the list to every hit but the last
         k = check_depth(k, "k", len(self.corpus))
         rerank_top = check_depth(rerank_top, "rerank_top", len(self.corpus))
