@@ -109,8 +109,9 @@ def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
 def rrf(results_list: Sequence[Results], k: int = SearchConfig.rrf_k, *, top_k: int | None = None) -> Results:
     """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
     n_q = _check(results_list)
-    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not k >= 0:
-        raise ConfigError(f"rrf k must be a number >= 0, got {k!r}")
+    # finite: k=inf fused every document to 1 / inf = 0, and the list came back in corpus order, without a word
+    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not 0 <= k < float("inf"):
+        raise ConfigError(f"rrf k must be a finite number >= 0, got {k!r}")
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
     for q in range(n_q):
@@ -150,6 +151,9 @@ def score_interpolation(
     if not all(isinstance(w, (int, float, np.integer, np.floating)) and not isinstance(w, bool) and np.isfinite(w)
                for w in weights):  # a NaN weight would fuse every score to NaN, silently
         raise ConfigError(f"weights must be finite numbers, got {list(weights)!r}")
+    # all zero fused every document to 0 (the list in corpus order); a negative weight ranked that list upside down
+    if any(w < 0 for w in weights) or not any(w > 0 for w in weights):
+        raise ConfigError(f"weights must be >= 0, at least one of them > 0, got {list(weights)!r}")
     norm = NORMALIZATIONS[normalization]
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
@@ -169,8 +173,8 @@ def score_interpolation(
 
 
 FUSIONS: dict[str, Callable[..., Results]] = {"rrf": rrf, "interpolation": score_interpolation}
-_PARAMS = {"rrf": "rrf takes params {'k': number >= 0}",
-           "interpolation": "interpolation takes params {'weights': [w, ...] (one per list), "
+_PARAMS = {"rrf": "rrf takes params {'k': finite number >= 0}",
+           "interpolation": "interpolation takes params {'weights': [w >= 0, ...] (one per list), "
                             "'normalization': 'minmax' or 'zscore'}"}
 
 
