@@ -982,14 +982,36 @@ def _rerank_train(args: argparse.Namespace) -> int:
     bm25 = BM25Retriever().fit(texts, data.corpus.ids)
     uniq = list(by_q)
     # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-    negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining,
-                                  names=MINING_FLAGS)
+    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining,
+                                       names=MINING_FLAGS)
+    if not report.kept:
+        _no_rerank_negatives(args, report)
     neg_of = dict(zip(uniq, negs))
     extra = {"validation": _rerank_validation(valid, bm25)} if valid is not None else {}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}}, **extra)
     _report_rerank_training(args, len(qs))
     return 0
+
+
+def _no_rerank_negatives(args: argparse.Namespace, report) -> None:  # noqa: ANN001 - MiningReport
+    """Refuse a `rerank train` whose mining kept no negative, in the command's words: train_cross_encoder's own
+    error, after the model had loaded, told a CLI user to "mine some with mine_hard_negatives first"."""
+    from twotower.errors import DataError
+
+    hint = []
+    if report.dropped_too_close:
+        hint.append(f"lower --mining-margin ({args.mining_margin:g}: {report.dropped_too_close} candidates scored too "
+                    "close to the positive)")
+    if report.candidates >= report.queries * args.mining_depth:
+        hint.append(f"raise --mining-depth ({args.mining_depth})")
+    why = ("; " + " or ".join(hint)) if hint else (
+        ": BM25 retrieves only documents sharing a word with the query, and here those are the relevant ones; "
+        "the corpus needs other documents that share words with the queries")
+    raise DataError(f"no hard negative for any of the {report.queries} training queries: BM25's top "
+                    f"{args.mining_depth} held {report.candidates} candidates, {report.dropped_positive} of them known "
+                    f"positives and {report.dropped_too_close} too close to the positive; the cross-encoder has "
+                    f"nothing to learn against{why}")
 
 
 def _rerank_validation(valid, bm25):  # noqa: ANN001, ANN202 - ValidationSet, BM25Retriever -> RerankValidation
