@@ -21,7 +21,7 @@ from twotower.training.checkpoint import load_checkpoint, load_weights, save_che
 from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
-from twotower.utils.atomic import atomic_write_text
+from twotower.utils.atomic import atomic_write_text, signals_deferred
 from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
@@ -277,10 +277,13 @@ def save_epoch(tr: "Trainer", epoch: int, stopper: EarlyStopping, new_best: bool
     if not tr.out_dir:
         return
     text = "".join(json.dumps(r, default=float) + "\n" for r in tr.history)
-    atomic_write_text(tr.out_dir / "log.jsonl", text)
-    if tr.cfg.checkpoint:
-        state = {"epoch": epoch, **stopper.state(), "history": tr.history}
-        extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None
-        save_checkpoint(tr.out_dir / "checkpoint", tr.model, tr.optimizers, state, tr.rng, extra)
-    if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state
-        save_weights(tr.out_dir / "model.safetensors", tr._best_state)
+    # a Ctrl-C or SIGTERM lands after the epoch is saved: it cut the checkpoint write, and the epoch log.jsonl
+    # showed was lost ("no epoch was checkpointed") or the checkpoint left one epoch behind the log
+    with signals_deferred():
+        atomic_write_text(tr.out_dir / "log.jsonl", text)
+        if tr.cfg.checkpoint:
+            state = {"epoch": epoch, **stopper.state(), "history": tr.history}
+            extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None
+            save_checkpoint(tr.out_dir / "checkpoint", tr.model, tr.optimizers, state, tr.rng, extra)
+        if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state
+            save_weights(tr.out_dir / "model.safetensors", tr._best_state)
