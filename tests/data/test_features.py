@@ -144,6 +144,29 @@ def test_a_feature_column_with_no_value_is_named_in_a_warning(tmp_path, caplog):
                     for c, g in (("brand", "categorical"), ("tags", "multi"), ("price", "numeric"), ("blurb", "text"))]
 
 
+
+def test_a_numeric_column_that_standardises_to_one_value_is_named_in_a_warning(tmp_path, caplog):
+    """A price of 1e15 among prices of 10-60 set the standard deviation to ~3e14, so every other price standardised
+    to the same number and the column said nothing, without a word; a column with one value in every row likewise
+    encodes to 0 everywhere. Both are named, with the item holding the extreme value; a spread column is quiet."""
+    import logging
+
+    n = 200
+    prices = [10 + (i % 50) for i in range(n)]
+    prices[7] = 1e15
+    rows = "".join(f"i{i},{p},7,{1950 + i % 40}\n" for i, p in enumerate(prices))
+    p = table(tmp_path, "item_id,price,const,year\n" + rows)
+    spec = FeatureSpec(key="item_id", numeric=("price", "const", "year"))
+    with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
+        FeatureEncoder(spec).fit(read_feature_table(p, spec), Vocabulary([f"i{i}" for i in range(n)], kind="item"))
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 2, msgs
+    assert msgs[0].startswith("item features: column 'price' (data.item_numeric): a few extreme values (item 'i7' "
+                              "has 1e+15)")
+    assert "reads as nearly constant" in msgs[0]
+    assert msgs[1] == ("item features: column 'const' (data.item_numeric) holds the one value 7 in every one of the "
+                       "200 items fitted, so it tells the tower nothing; drop it from data.item_numeric")
+
 def test_an_item_table_of_only_a_header_is_refused_like_empty_interactions(tmp_path):
     # it was read as "no item has features", and the run trained on all-missing features without a word
     p = table(tmp_path, "item_id,color,price,tags,title\n")

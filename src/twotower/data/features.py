@@ -372,6 +372,39 @@ class FeatureEncoder:
             log.warning("%s features: column %r (data.%s_%s) has no value in any of the %d %ss fitted, so it tells "
                         "the tower nothing; fill it in, or drop it from data.%s_%s", kind, c, kind, group,
                         len(rows), kind, kind, group)
+        for c in spec.numeric:
+            self._warn_flat_numeric(rows, c, kind)
+
+    def _warn_flat_numeric(self, rows: pd.DataFrame, column: str, kind: str) -> None:
+        """Name a numeric column whose standardised values cannot tell the rows apart.
+
+        A column with one value in every row (and no empty cell) encodes to 0 everywhere. A few extreme values (a
+        price of 1e15 among prices of 20) set the standard deviation so high that every other value standardises
+        to the same number: the column reads as constant, and nothing said so. A warning: the data may mean it.
+        """
+        x = pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=np.float64)
+        present = np.isfinite(x)
+        values = x[present]
+        if len(values) < 2:
+            return  # no value at all: _warn_empty_columns names it
+        setting = f"data.{kind}_numeric"
+        if values.min() == values.max():
+            if present.all():
+                log.warning("%s features: column %r (%s) holds the one value %g in every one of the %d %ss fitted, "
+                            "so it tells the tower nothing; drop it from %s", kind, column, setting,
+                            float(values[0]), len(values), kind, setting)
+            return
+        mean, std = self.numeric_stats[column]
+        low, high = np.quantile(values, [0.01, 0.99])
+        if (high - low) / std >= 1e-3:
+            return
+        far = int(np.argmax(np.abs(values - mean)))
+        keys = rows[self.spec.key].to_numpy(dtype=object)[present]
+        log.warning("%s features: column %r (%s): a few extreme values (%s %r has %g) make its standard deviation "
+                    "%.4g, so 98%% of the %d %ss fitted (%g to %g) all standardise to within %.2g of one another: the "
+                    "column reads as nearly constant to the tower; clip or empty the extreme values, or store a "
+                    "logarithm", kind, column, setting, kind, keys[far], float(values[far]), std, len(values), kind,
+                    float(low), float(high), float((high - low) / std))
 
     def _build_lookup(self) -> None:
         self._lookup = {c: {v: i + 1 for i, v in enumerate(vals)} for c, vals in self.categories.items()}
