@@ -371,3 +371,25 @@ def test_numpy_values_from_a_user_table_row_are_read_as_python_values(feature_se
         tt.recommend(run, history=history, user_features={"age": 21.0, "tags": ["a"]}, k=5)
     with pytest.raises(DataError, match=r"user_features.age: a finite number, got "):
         tt.recommend(run, history=history, user_features={"age": np.bool_(True)}, k=5)
+
+
+@pytest.mark.parametrize("features", [{"gender": ""}, {"gender": "  "}, {"tags": []}, {"tags": ["", " "]},
+                                      {"gender": "", "tags": [], "age": None}])
+def test_blank_features_alone_are_refused_like_no_features(client, feature_service, features):
+    """A blank category and an empty list encode as missing, as an empty cell of the user table does: with an empty
+    history they were taken as "a value for a user feature" and answered with the all-missing list, the same for
+    every caller (the list the empty-history refusal is there to avoid). Refused as null is, everywhere; a blank
+    age is still refused as not a number, naming the column."""
+    import twotower as tt
+    from twotower.errors import ConfigError
+
+    service, _ = feature_service
+    refusal = "no item ids given; a new user's history needs at least one item id"
+    with pytest.raises(ConfigError, match=refusal):
+        tt.recommend(service.run, history=[], user_features=features)
+    r = client.post("/recommend", json={"history": [], "user_features": features})
+    assert r.status_code == 422 and refusal in r.json()["error"]["message"], r.text
+    r = client.post("/recommend", json={"history": [], "user_features": {"gender": "", "age": ""}})
+    assert r.status_code == 422 and "user_features.age: a finite number, got ''" in r.json()["error"]["message"]
+    r = client.post("/recommend", json={"history": [], "user_features": {"gender": "F"}, "k": 3})
+    assert r.status_code == 200 and len(r.json()["items"]) == 3, r.text

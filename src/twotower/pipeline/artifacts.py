@@ -624,6 +624,13 @@ def check_loaded_run(run: Any, where: str) -> None:
 _F32_MAX = float(np.finfo(np.float32).max)
 
 
+def _has_value(value: Any) -> bool:
+    """Whether one ``user_features`` value says something: null, blank text (``"gender": ""``, an empty form field)
+    and a list of none of those (``"segments": []``) encode as missing, as an empty cell of the user table does."""
+    if isinstance(value, (list, tuple)):
+        return any(_has_value(v) for v in value)
+    return value is not None and not (isinstance(value, str) and not value.strip())
+
 def check_finite_user(values: Any) -> None:
     """Refuse (DataError naming ``user_features``) a new user whose features drive the user tower to inf/NaN.
 
@@ -996,12 +1003,15 @@ class TrainedRun:
 
     def describes_new_user(self, user_features: Any) -> bool:
         """Whether ``user_features`` alone describe a user with no history yet: this run's user tower reads user
-        features and at least one of its columns is given a value (not null). The user is then scored from the
-        empty history (the tower's empty-history state) and these features, so two users who filled in the
-        form differently get different lists; without any value every such user would get the same list."""
+        features and at least one of its columns is given a value (not null, not blank text, not an empty list:
+        each of those encodes as missing). The user is then scored from the empty history (the tower's
+        empty-history state) and these features, so two users who filled in the form differently get different
+        lists; without any value every such user would get the same list."""
         columns = self.user_feature_columns
+        # a numeric column's blank is not missing here: it is refused as "not a number", with the column named
+        numeric = set(self.user_encoder.spec.numeric) if self.user_encoder is not None else set()
         return bool(columns) and isinstance(user_features, Mapping) and any(
-            c in columns and v is not None for c, v in user_features.items())
+            c in columns and (_has_value(v) or (c in numeric and v is not None)) for c, v in user_features.items())
 
     def unknown_user_feature_columns(self, user_features: Any) -> list[str]:
         """The keys of ``user_features`` this run's user tower does not read, on a run that reads user features
