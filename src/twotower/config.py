@@ -217,7 +217,7 @@ class DataConfig:
     valid_start: int | str | None = None
     test_start: int | str | None = None  #: split=time: interactions from this time on go to test
     item_categorical: tuple[str, ...] = ()  #: columns of data.items read as categories (an embedding each)
-    item_numeric: tuple[str, ...] = ()  #: columns of data.items read as numbers (standardised on train; missing -> 0)
+    item_numeric: tuple[str, ...] = ()  #: columns of data.items read as numbers (standardised by the mean and std of every row of the table, items without training interactions included: metadata, not labels; missing -> 0 plus a missing flag)
     #: columns of data.items holding several values split by data.multi_separator (mean embedding)
     item_multi: tuple[str, ...] = ()
     item_text: tuple[str, ...] = ()  #: columns of data.items embedded by a frozen text encoder (model.item.text_embeddings)
