@@ -376,6 +376,21 @@ class TowerConfig:
 #: switch is off, and one dict of sizes for both towers is a fair way to build a config in Python.
 USER_TOWER_ONLY = ("history", "extra_pools")
 ITEM_TOWER_ONLY = ("text_embeddings", "dual_head")
+#: TowerConfig switches only the transformer history encoder reads (models/sequence.py): beside a pooled history
+#: or a GRU, `model.user.seq_positions=left` / `seq_block=sasrec` built the same model without a word of it
+TRANSFORMER_ONLY = ("seq_positions", "seq_block")
+
+
+def _check_transformer_only(tower: TowerConfig, name: str) -> None:
+    """Refuse a transformer switch (TRANSFORMER_ONLY) set away from its default on a tower that reads none."""
+    if tower.history == "transformer":
+        return
+    for key in TRANSFORMER_ONLY:
+        value, default = getattr(tower, key), getattr(TowerConfig, key)
+        if value != default:
+            raise ConfigError(f"model.{name}.{key}={value!r}: only the transformer history encoder reads {key}; "
+                              f"model.{name}.history={tower.history} would ignore it. Set model.{name}.history="
+                              f"transformer, or model.{name}.{key}={default} (the default)")
 
 
 def _check_tower_only(tower: TowerConfig, name: str, other: str, settings: tuple[str, ...]) -> None:
@@ -451,6 +466,8 @@ class ModelConfig:
         _check_sections(self, "model.")
         _check_tower_only(self.item, "item", "user", USER_TOWER_ONLY)
         _check_tower_only(self.user, "user", "item", ITEM_TOWER_ONLY)
+        _check_transformer_only(self.user, "user")
+        _check_transformer_only(self.item, "item")
         _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim",
                f"{self.user.out_dim} must equal model.item.out_dim {self.item.out_dim}")
         u = self.user

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -441,6 +442,34 @@ def test_denoise_keep_without_denoising_examples_is_refused_at_config_load():
     for examples in ("denoising", "both"):
         assert load_config(None, [f"train.examples={examples}", "train.denoise_keep=0.3"]).train.denoise_keep == 0.3
     assert load_config(None, ["train.denoise_keep=0.8"]).train.examples == "causal"  # the default is free
+
+
+def test_transformer_switches_beside_another_history_are_refused_at_config_load(tmp_path):
+    """model.user.seq_positions=left / seq_block=sasrec beside the default recency pooling (or a GRU, e.g.
+    examples/sasrec.toml with model.user.history=gru) trained the same model, to the last digit, without a word."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["model.user.seq_block=sasrec"])
+    assert str(e.value) == ("model.user.seq_block='sasrec': only the transformer history encoder reads seq_block; "
+                            "model.user.history=recency would ignore it. Set model.user.history=transformer, or "
+                            "model.user.seq_block=pre_ln (the default)")
+    example = Path(__file__).resolve().parents[2] / "examples" / "sasrec.toml"
+    with pytest.raises(ConfigError, match=r"model\.user\.seq_positions='left': .* model\.user\.history=gru would "
+                                          r"ignore it"):
+        load_config(example, ["model.user.history=gru"])
+    path = tmp_path / "c.toml"
+    path.write_text('[model.item]\nseq_positions = "left"\n')
+    with pytest.raises(ConfigError, match=r"^config file .*c\.toml: model\.item\.seq_positions='left'"):
+        load_config(path)
+    assert load_config(example).model.user.seq_positions == "left"  # read by the transformer: kept
+    assert load_config(example, ["model.user.history=gru", "model.user.seq_positions=right"]).model.user.history == "gru"
+    # a run saved before the refusal loads as it trained (serve, recommend, --resume read its config.json)
+    from twotower.pipeline.artifacts import saved_run_config
+
+    data = config_to_dict(load_config(None, ["model.user.history=gru"]))
+    data["model"]["user"].update(seq_positions="left", seq_block="sasrec")
+    (tmp_path / "config.json").write_text(json.dumps(data))
+    user = saved_run_config(tmp_path / "config.json").model.user
+    assert (user.history, user.seq_positions, user.seq_block) == ("gru", "right", "pre_ln")
 
 
 def test_a_run_saved_with_a_switch_it_ignored_still_loads_as_what_it_trained(tmp_path):

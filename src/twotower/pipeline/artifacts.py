@@ -44,7 +44,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from twotower.config import DATA_FILE_SETTINGS, LossConfig, RunConfig, TrainConfig, config_from_dict, config_to_dict
+from twotower.config import (DATA_FILE_SETTINGS, TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig,
+                              config_from_dict, config_to_dict)
 from twotower.data.features import FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
@@ -444,6 +445,14 @@ def saved_config_dict(data: Any) -> Any:
     if (isinstance(train, dict) and "denoise_keep" in train and train["denoise_keep"] != TrainConfig.denoise_keep
             and train.get("examples", TrainConfig.examples) not in ("denoising", "both")):
         data = {**data, "train": {**train, "denoise_keep": TrainConfig.denoise_keep}}
+    model = data.get("model") if isinstance(data, dict) else None
+    for tower in ("user", "item"):  # transformer switches beside another history (TRANSFORMER_ONLY): built without
+        conf = model.get(tower) if isinstance(model, dict) else None
+        if isinstance(conf, dict) and conf.get("history") != "transformer":
+            reset = {k: getattr(TowerConfig, k) for k in TRANSFORMER_ONLY if k in conf}
+            if any(conf[k] != v for k, v in reset.items()):
+                model = {**model, tower: {**conf, **reset}}
+                data = {**data, "model": model}
     train = data.get("train") if isinstance(data, dict) else None
     if isinstance(train, dict) and train.get("precision") == "bf16" and train.get("device", TrainConfig.device) != "cpu":
         data = {**data, "train": {**train, "precision": "fp32"}}  # a GPU run trained in float32
