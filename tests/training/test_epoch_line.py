@@ -100,8 +100,8 @@ def test_the_epoch_loss_and_accuracy_are_means_over_the_batches_that_trained():
     steps: list[tuple[float, float]] = []
     step = tr._step
 
-    def recording(idx: np.ndarray):
-        out = step(idx)
+    def recording(idx: np.ndarray, *inputs):
+        out = step(idx, *inputs)
         steps.append((out[0], out[1]))
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,11 +13,15 @@ import torch
 
 from twotower import distributed as tdist
 from twotower.training.diagnostics import model_diagnostics
+from twotower.training.prefetch import Prefetcher
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["train_epoch"]
+__all__ = ["train_epoch", "PREFETCH_DEPTH"]
+
+#: batches built ahead of the step (one is in the step's hands, the next waits ready)
+PREFETCH_DEPTH = 2
 
 
 def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
@@ -36,15 +41,17 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     # sequence mode counts users' windows: its progress lines said "examples/s" where the epoch line says seq/s
     unit = "sequences" if tr.sequence else "examples"
-    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run:
-        for b in range(n_batches):
-            idx = order[b * B : (b + 1) * B]
-            if len(idx) < max(2, tr.world):  # every rank needs an example, every query company
-                continue
+    # the batches that train (every rank needs an example, every query company); causal/denoising inputs are
+    # built on a second thread, a step ahead, in the same order (training/prefetch.py)
+    batches = [idx for idx in (order[b * B : (b + 1) * B] for b in range(n_batches)) if len(idx) >= max(2, tr.world)]
+    source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence  # windows are drawn in the step
+              else Prefetcher(lambda idx: (idx, tr._inputs(idx)), batches, depth=PREFETCH_DEPTH))
+    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready:
+        for idx, inputs in ready:
             out: dict[str, Any] = {}
 
-            def closure(idx: np.ndarray = idx, out: dict[str, Any] = out) -> tuple[float, int]:
-                loss, acc, q, pos, n_pos = tr._step(idx)
+            def closure(idx: np.ndarray = idx, inputs: Any = inputs, out: dict[str, Any] = out) -> tuple[float, int]:
+                loss, acc, q, pos, n_pos = tr._step(idx, inputs)
                 out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)
                 return loss, len(idx)
 

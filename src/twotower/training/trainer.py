@@ -62,6 +62,9 @@ from twotower.utils.runtime import flush_denormals, resolve_device
 
 __all__ = ["Trainer", "TrainResult", "init_distributed", "resolve_device"]
 
+#: what Trainer._inputs builds for a step: users [B], histories [B, L] or None, targets [B], global batch size
+StepInputs = tuple[np.ndarray, np.ndarray | None, np.ndarray, int]
+
 log = logging.getLogger(__name__)
 
 
@@ -162,32 +165,37 @@ class Trainer:
         return min(n, self.cfg.max_examples_per_epoch) if self.cfg.max_examples_per_epoch else n
 
     # ------------------------------------------------------------------ steps
-    def _step(self, idx: np.ndarray) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
-        """Forward and backward of one GLOBAL batch ``idx[B_global]``; this rank computes its slice.
+    def _step(self, idx: np.ndarray, inputs: "StepInputs | None" = None) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
+        """Forward and backward of one GLOBAL batch ``idx[B_global]``; this rank computes its slice. ``inputs``:
+        :meth:`_inputs` of ``idx`` built ahead (the epoch's prefetch thread), else built here.
 
-        Returns this rank's share of the global batch mean loss and of the
-        accuracy (summed over ranks they are the global values), the local
-        query / positive embeddings and the number of target positions.
+        Returns this rank's share of the global batch mean loss and of the accuracy (summed over ranks they are the
+        global values), the local query / positive embeddings and the number of target positions.
         """
         if self.sequence:  # shares of target positions, not of users (training/sequence_step.py)
             return sequence_step(self, idx)
-        n_global = len(idx)
-        lo, hi = share(n_global, self.world, self.rank)
-        local = idx[lo:hi]  # this rank's contiguous part of the global batch
-        frac = len(local) / n_global
+        users, hist, targets, n_global = inputs if inputs is not None else self._inputs(idx)
+        frac = len(users) / n_global
         scale = frac * self.world if self.world > 1 else 1.0  # averaging over ranks then gives the global mean
-        dev, m = self.device, self.model
-        ex = self.examples
+        dev = self.device
+        h = torch.as_tensor(hist, device=dev) if hist is not None else None  # [B, L]
+        value, stats, q, pos = self.step_fn(torch.as_tensor(users, device=dev), h, torch.as_tensor(targets, device=dev),
+                                            n_global, scale)
+        self._sync()
+        return value * frac, stats.get("correct", 0.0) / n_global, q, pos, len(users)
+
+    def _inputs(self, idx: np.ndarray) -> "StepInputs":
+        """The numpy side of :meth:`_step` for the global batch ``idx`` (causal, denoising, both): this rank's
+        users, their input histories [B, L] (None when the tower reads none), the targets and the global batch
+        size. It draws from ``self.rng`` (denoising subsets, history dropout), so batches are built in order."""
+        lo, hi = share(len(idx), self.world, self.rank)
+        local = idx[lo:hi]  # this rank's contiguous part of the global batch
+        m, ex = self.model, self.examples
         users, positions, denoise = ex.users[local], ex.positions[local], ex.denoise[local]
         drop = self.cfg.history_dropout if m.user_tower.uses_history else 0.0  # no masks for a history unread
         hist = make_histories(self.seqs, users, positions, denoise, m.history_len, m.pad_item, self.rng,
-                              self.cfg.denoise_keep, drop)
-        targets = torch.as_tensor(self.seqs.items[positions], device=dev)  # [B]
-        u = torch.as_tensor(users, device=dev)
-        h = torch.as_tensor(hist, device=dev) if m.user_tower.uses_history else None  # [B, L]
-        value, stats, q, pos = self.step_fn(u, h, targets, n_global, scale)
-        self._sync()
-        return value * frac, stats.get("correct", 0.0) / n_global, q, pos, len(local)
+                              self.cfg.denoise_keep, drop)  # built unread too: its draws keep self.rng's stream
+        return users, hist if m.user_tower.uses_history else None, self.seqs.items[positions], len(idx)
 
     def _sync(self) -> None:
         """Average the gradients over ranks (the distributed hook; nothing in one process)."""

@@ -1,0 +1,107 @@
+"""Batches built on a background thread (training/prefetch.py): the same batches and random draws as building
+each in the step, a failure in the producer raised in the trainer, and no producer left after a stop."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import twotower.training.epoch as epoch_mod
+from twotower.config import EvalConfig, LossConfig, TrainConfig
+from twotower.training.prefetch import Prefetcher
+from twotower.training.trainer import Trainer
+
+from tests.training.tiny_trainer import tiny_mean_model
+
+
+def _producers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "twotower-prefetch"]
+
+
+def _trainer(**train: object) -> Trainer:
+    _, _, seqs, model = tiny_mean_model()
+    # "both": denoising subsets (denoise_keep) and history dropout both draw from the trainer's rng every batch
+    cfg = TrainConfig(**{"epochs": 2, "batch_size": 8, "progress": False, "checkpoint": False, "examples": "both",
+                         "denoise_keep": 0.5, "history_dropout": 0.3, "ema_decay": 0.9, **train})
+    return Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()))
+
+
+class _InTheStep:
+    """A stand-in for Prefetcher that hands over no inputs, so each step builds its own (the loop before)."""
+
+    def __init__(self, make, items, **_: object) -> None:
+        self.items = items
+
+    def __enter__(self):
+        return ((idx, None) for idx in self.items)
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_prefetched_batches_train_exactly_as_batches_built_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    ahead = _trainer()
+    res_ahead = ahead.fit()
+    monkeypatch.setattr(epoch_mod, "Prefetcher", _InTheStep)
+    inline = _trainer()
+    res_inline = inline.fit()
+    assert [r["loss"] for r in res_ahead.history] == [r["loss"] for r in res_inline.history]
+    for (name, a), b in zip(ahead.model.state_dict().items(), inline.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    # the rng the batches drew from (checkpointed for resume) is where building them in the step leaves it
+    assert ahead.rng.bit_generator.state == inline.rng.bit_generator.state
+
+
+def test_the_prefetcher_hands_over_every_item_in_order_from_one_stream() -> None:
+    rng = np.random.default_rng(0)
+    with Prefetcher(lambda i: (i, rng.random()), range(50), depth=2) as ready:
+        got = list(ready)
+    ref = np.random.default_rng(0)
+    assert got == [(i, ref.random()) for i in range(50)]
+    assert not _producers()
+
+
+def test_a_failure_building_a_batch_is_raised_in_the_trainer_with_its_message() -> None:
+    tr = _trainer(epochs=1)
+    build, calls = tr._inputs, []
+
+    def failing(idx: np.ndarray):
+        calls.append(idx)
+        if len(calls) == 3:
+            raise ValueError("history window out of range for user 7")
+        return build(idx)
+
+    tr._inputs = failing  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="history window out of range for user 7"):
+        tr.fit()
+    assert not _producers()
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, RuntimeError])
+def test_a_stop_in_the_step_stops_the_producer(stop: type[BaseException]) -> None:
+    tr = _trainer(epochs=1, max_examples_per_epoch=96)  # 12 batches: the producer is blocked on a full queue
+    step = tr._step
+
+    def stopping(idx: np.ndarray, *inputs):
+        if tr.loop.global_step == 2:
+            raise stop("stopped")  # Ctrl-C; SIGTERM is the CLI's Terminated, a KeyboardInterrupt
+        return step(idx, *inputs)
+
+    tr._step = stopping  # type: ignore[method-assign]
+    with pytest.raises(stop):
+        tr.fit()
+    assert not _producers()
+
+
+def test_leaving_the_block_stops_a_producer_with_items_left() -> None:
+    made: list[int] = []
+    with pytest.raises(KeyboardInterrupt):
+        with Prefetcher(lambda i: made.append(i) or i, itertools.count(), depth=2) as ready:
+            for i in ready:
+                if i == 3:
+                    raise KeyboardInterrupt
+    assert not _producers()
+    assert len(made) <= 4 + 3  # the item in the consumer's hands, the queue's two and the one being made
