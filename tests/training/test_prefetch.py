@@ -105,3 +105,48 @@ def test_leaving_the_block_stops_a_producer_with_items_left() -> None:
                     raise KeyboardInterrupt
     assert not _producers()
     assert len(made) <= 4 + 3  # the item in the consumer's hands, the queue's two and the one being made
+
+
+class _Synchronous:
+    """A stand-in for the weight average's executor that runs each update at once (the loop before)."""
+
+    def __init__(self, *_: object, **__: object) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def submit(self, fn):
+        from concurrent.futures import Future
+
+        done: Future[None] = Future()
+        done.set_result(fn())
+        return done
+
+
+def test_the_weight_average_beside_the_next_step_is_the_one_after_each_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    beside = _trainer(max_examples_per_epoch=96)
+    beside.fit()
+    monkeypatch.setattr(epoch_mod, "ThreadPoolExecutor", _Synchronous)
+    after = _trainer(max_examples_per_epoch=96)
+    after.fit()
+    assert beside.average is not None and after.average is not None
+    assert beside.average.updates == after.average.updates == 24
+    for a, b in zip(beside.average.shadow, after.average.shadow):
+        assert torch.equal(a, b)
+    assert not [t for t in threading.enumerate() if t.name.startswith("twotower-average")]
+
+
+def test_a_failure_in_the_weight_average_is_raised_in_the_trainer() -> None:
+    tr = _trainer(epochs=1)
+    assert tr.average is not None
+
+    def failing() -> None:
+        raise RuntimeError("shadow weights on another device")
+
+    tr.average.update = failing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="shadow weights on another device"):
+        tr.fit()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -46,21 +47,30 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     batches = [idx for idx in (order[b * B : (b + 1) * B] for b in range(n_batches)) if len(idx) >= max(2, tr.world)]
     source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence  # windows are drawn in the step
               else Prefetcher(lambda idx: (idx, tr._inputs(idx)), batches, depth=PREFETCH_DEPTH))
-    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready:
+    # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
+    # the weights; the closure waits for it before returning, so before the optimizer changes them
+    averaging = ThreadPoolExecutor(1, thread_name_prefix="twotower-average") if tr.average is not None else nullcontext()
+    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, averaging as pool:
+        pending: Future[None] | None = None
         for idx, inputs in ready:
             out: dict[str, Any] = {}
 
-            def closure(idx: np.ndarray = idx, inputs: Any = inputs, out: dict[str, Any] = out) -> tuple[float, int]:
+            def closure(idx: np.ndarray = idx, inputs: Any = inputs, out: dict[str, Any] = out,
+                        pending: Future[None] | None = pending) -> tuple[float, int]:
                 loss, acc, q, pos, n_pos = tr._step(idx, inputs)
+                if pending is not None:
+                    pending.result()  # raises what the average raised
                 out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)
                 return loss, len(idx)
 
             run.step(closure)
             if tr.average is not None:
-                tr.average.update()
+                pending = pool.submit(tr.average.update)
             acc_sum += out["acc"]
             positions += out["n_pos"]
             last = (out["q"], out["pos"])
+        if pending is not None:
+            pending.result()
     seconds = time.perf_counter() - t0
     total_loss, total_acc = run.loss_sum, acc_sum
     if tr.world > 1:  # each rank holds its share of every batch's loss and accuracy
