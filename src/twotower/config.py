@@ -850,6 +850,9 @@ class PrepareConfig:
 
 # ---------------------------------------------------------------- text retrieval training
 
+#: the retrievers `search train` mines hard negatives from (FinetuneConfig.mining_retriever)
+MINING_RETRIEVERS = ("dense", "bm25")
+
 
 @dataclass(frozen=True, kw_only=True)
 class FinetuneConfig:
@@ -870,6 +873,9 @@ class FinetuneConfig:
     corpus_negatives: bool = False  #: full softmax over the frozen corpus; needs train_doc_tower=False
     negatives_per_query: int = 1  #: mined hard negatives added per query per step (--negatives)
     refresh_negatives: bool = False  #: re-mine from the model's own dense index before each epoch after the first
+    #: where the hard negatives are mined (--mining-retriever): dense (the model's own index) or bm25 (mined once)
+    # bm25's lists do not change as the model trains, so it has nothing to re-mine: refresh_negatives is refused
+    mining_retriever: str = "dense"
     grad_clip: float = 1.0  #: largest gradient norm; 0 = no clipping
     seed: int = 0  #: seed of initialisation, batch order and the held-out queries (--seed)
     #: share of the training queries held out to choose the best epoch by NDCG@10 (--valid-frac), in [0, 1); 0 =
@@ -899,6 +905,13 @@ class FinetuneConfig:
         if self.refresh_negatives and not self.negatives_per_query and not self.corpus_negatives:
             raise ConfigError("refresh_negatives=True re-mines the hard negatives, and negatives_per_query=0 uses "
                               "none; set negatives_per_query >= 1, or refresh_negatives=False")
+        if self.mining_retriever not in MINING_RETRIEVERS:
+            raise ConfigError(f"mining_retriever must be one of {', '.join(MINING_RETRIEVERS)}, got "
+                              f"{self.mining_retriever!r}")
+        if self.refresh_negatives and self.mining_retriever == "bm25":
+            raise ConfigError("refresh_negatives=True re-mines from the model's own dense index, and "
+                              "mining_retriever='bm25' mines from BM25, whose lists do not change as the model trains: "
+                              "set refresh_negatives=False (BM25's negatives are mined once), or mining_retriever='dense'")
         _check_optimiser(self)
         _check_seed(self.seed, "seed")
         if self.corpus_negatives and self.train_doc_tower:

@@ -236,7 +236,7 @@ def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_
                for name in ("corpus.jsonl", "queries.jsonl", "qrels/train.tsv")}
     assert bi["data"] == {**source, "pairs": 3, "documents": 5, "sha256": digests}
     assert ce["data"]["sha256"] == digests
-    assert bi["mining"] == {"n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
+    assert bi["mining"] == {"retriever": "dense", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
     assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
     assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
                                     "margin": None}

@@ -165,7 +165,14 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--negatives", type=int, default=MiningConfig.n,
                    help="hard negatives mined per query (default %(default)s; 0: in-batch negatives only, the "
                         "batch's other positives, as MultipleNegativesRankingLoss; nothing is mined)")
-    _mining_flags(t, "the bi-encoder")
+    _mining_flags(t, "the --mining-retriever")
+    from twotower.config import MINING_RETRIEVERS
+
+    t.add_argument("--mining-retriever", default=ft.mining_retriever, choices=MINING_RETRIEVERS,
+                   help="where the hard negatives are mined (default %(default)s): dense, the model's own index "
+                        "(--base's towers, then the model being trained, mined again before each epoch after the "
+                        "first with a frozen document tower), or bm25, BM25's lexical matches as rerank train mines "
+                        "them (mined once: BM25's lists do not change as the model trains)")
     _valid_frac_flag(t, ft.valid_frac, "scored by dense NDCG@10 before training and after each epoch; the best "
                      "epoch's towers are saved, the starting ones (with a warning) when no epoch beats them. With "
                      "--train-doc-tower each validation encodes the corpus again")
@@ -794,13 +801,14 @@ def _search_train(args: argparse.Namespace) -> int:
     flags = {"negatives_per_query": "--negatives", "n": "--negatives", "epochs": "--epochs", "lr": "--lr",
              "batch_size": "--batch-size", "temperature": "--temperature", "max_length": "--max-length",
              "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed",
-             "valid_frac": "--valid-frac", "patience": "--patience"}
+             "valid_frac": "--valid-frac", "patience": "--patience", "mining_retriever": "--mining-retriever"}
+    bm25_mining = args.mining_retriever == "bm25"
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
-        refresh_negatives=not train_docs and args.negatives > 0, seed=args.seed, valid_frac=args.valid_frac,
-        patience=args.patience), flags)
+        refresh_negatives=not train_docs and args.negatives > 0 and not bm25_mining, seed=args.seed,
+        valid_frac=args.valid_frac, patience=args.patience, mining_retriever=args.mining_retriever), flags)
     _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds
     if train_docs and args.negatives > 1:
         _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
@@ -808,6 +816,12 @@ def _search_train(args: argparse.Namespace) -> int:
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if mining is None:
         _warn_unused_mining_flags(args)
+    elif bm25_mining and not train_docs and cfg.epochs > 1:
+        # dense mining is done again before every epoch after the first; BM25's is not, and that is said once
+        logging.getLogger(__name__).info(
+            "--mining-retriever bm25: the hard negatives are mined once, before training, and not again between "
+            "epochs (BM25's lists do not change as the model trains; --mining-retriever dense re-mines from the "
+            "model being trained)")
     if not cfg.valid_frac and cfg.patience != FinetuneConfig.patience:  # no validation, nothing to be patient for
         logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
                                             "validated); pass --valid-frac F to hold out queries", cfg.patience)
@@ -816,11 +830,8 @@ def _search_train(args: argparse.Namespace) -> int:
     _encoder_env(args)
     _threads(args)
 
-    import numpy as np
-
     from twotower.search.dense import DenseRetriever
     from twotower.search.finetune import base_towers, finetune_bi_encoder
-    from twotower.search.negatives import mine_hard_negatives
 
     data, qs, pos, by_q = _train_pairs(args, at_least=2)  # in-batch negatives need a second pair
     # held out before mining: no negative is mined for a query that is not trained on
@@ -832,13 +843,19 @@ def _search_train(args: argparse.Namespace) -> int:
             "--negatives 0: in-batch negatives only (each query's negatives are the batch's other positives); no "
             "hard negatives are mined, so the corpus is not encoded for mining")
     else:
-        q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache, max_length=args.max_length).fit(texts)
-        uniq = list(by_q)
-        # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-        negs, _ = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], dense, mining,
-                                      names=MINING_FLAGS)
-        neg_of = dict(zip(uniq, negs))
+        if bm25_mining:  # rerank train's mining, over the same corpus rows
+            retriever = _bm25(data, texts)
+        else:
+            q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
+            retriever = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache,
+                                       max_length=args.max_length).fit(texts)
+        neg_of, report = _mine(retriever, by_q, mining)
+        if not report.kept:  # BM25 may match only the relevant documents, or nothing (text without spaces)
+            logging.getLogger(__name__).warning(
+                "no hard negative was mined for any of the %d training queries (%s's top %d held %d candidates, %d of "
+                "them known positives, %d too close to the positive): training uses in-batch negatives only",
+                report.queries, args.mining_retriever, args.mining_depth, report.candidates, report.dropped_positive,
+                report.dropped_too_close)
         negatives = [neg_of[q] for q in qs]
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=negatives, mining=mining, cache_dir=args.cache,
@@ -878,9 +895,13 @@ def _warn_unused_mining_flags(args: argparse.Namespace) -> None:
     (a value other than the default is taken as given, as `search evaluate` does for --fusion)."""
     from twotower.search.negatives import MiningConfig
 
+    from twotower.config import FinetuneConfig
+
     given = [f"{flag} {value:g}" for flag, value, default in (
         ("--mining-depth", args.mining_depth, MiningConfig.depth),
         ("--mining-margin", args.mining_margin, MiningConfig.relative_margin)) if value != default]
+    if args.mining_retriever != FinetuneConfig.mining_retriever:
+        given.append(f"--mining-retriever {args.mining_retriever}")
     if given:
         logging.getLogger(__name__).warning(
             "%s %s no effect with --negatives 0 (in-batch negatives only: nothing is mined); pass --negatives N "
@@ -970,28 +991,40 @@ def _rerank_train(args: argparse.Namespace) -> int:
 
     from dataclasses import asdict
 
-    import numpy as np
-
-    from twotower.search.bm25 import BM25Retriever
-    from twotower.search.negatives import mine_hard_negatives
     from twotower.search.rerank import train_cross_encoder
 
     data, qs, pos, by_q = _train_pairs(args)
     qs, pos, by_q, valid = _hold_out(args, qs, pos, cfg.valid_frac)
     texts = data.corpus.doc_texts()
-    bm25 = BM25Retriever().fit(texts, data.corpus.ids)
-    uniq = list(by_q)
-    # mine_hard_negatives logs its summary (shown once; it used to be printed here as well)
-    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], bm25, mining,
-                                       names=MINING_FLAGS)
+    bm25 = _bm25(data, texts)
+    neg_of, report = _mine(bm25, by_q, mining)
     if not report.kept:
         _no_rerank_negatives(args, report)
-    neg_of = dict(zip(uniq, negs))
     extra = {"validation": _rerank_validation(valid, bm25)} if valid is not None else {}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}}, **extra)
     _report_rerank_training(args, len(qs))
     return 0
+
+
+def _bm25(data, texts):  # noqa: ANN001, ANN202 - BeirData, list[str] -> BM25Retriever
+    """BM25 over the corpus rows, the retriever both train commands can mine hard negatives from."""
+    from twotower.search.bm25 import BM25Retriever
+
+    return BM25Retriever().fit(texts, data.corpus.ids)
+
+
+def _mine(retriever, by_q: dict, mining):  # noqa: ANN001, ANN202 - retriever, MiningConfig -> (dict, MiningReport)
+    """``({query: hard-negative rows}, MiningReport)`` for every training query, its known positives (``by_q``: every
+    relevant row of the query) never among its negatives; mine_hard_negatives logs the summary (shown once)."""
+    import numpy as np
+
+    from twotower.search.negatives import mine_hard_negatives
+
+    uniq = list(by_q)
+    negs, report = mine_hard_negatives(uniq, [np.asarray(sorted(by_q[q])) for q in uniq], retriever, mining,
+                                       names=MINING_FLAGS)
+    return dict(zip(uniq, negs)), report
 
 
 def _no_rerank_negatives(args: argparse.Namespace, report) -> None:  # noqa: ANN001 - MiningReport

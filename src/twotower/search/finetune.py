@@ -389,7 +389,8 @@ def finetune_bi_encoder(
             # what it was trained on and how its negatives were mined: the config alone cannot say
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
             "truncation": truncation,  # documents cut at config.max_length (as the search index's meta.json)
-            "mining": asdict(mining) if mining is not None else None,
+            # which retriever mined them (config.mining_retriever), named as rerank train's marker names it
+            "mining": {"retriever": cfg.mining_retriever, **asdict(mining)} if mining is not None else None,
             # which negatives each query's softmax saw: "mining": null alone did not say whether none were wanted
             "negatives": _negatives_record(cfg, neg is not None),
             # the frozen document vectors and every mined negative come from this forward pass (auto resolved):
