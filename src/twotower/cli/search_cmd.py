@@ -729,6 +729,9 @@ def _query_notes(answer: dict, where: str) -> None:
     if cut is not None:  # the query tower reads query_max_length word pieces
         print(f"note: {where}: {cut['word_pieces']} word pieces, dense search read the first {cut['read']}",
               file=sys.stderr)
+    lexical = answer.get("dense_only")
+    if lexical is not None:  # hybrid with no BM25 hit, as POST /search says it (same wording)
+        print(f"note: {where}: {lexical['reason']}", file=sys.stderr)
     short = answer.get("shortfall")
     if short is not None:  # a short list is stated, as POST /search states it (same wording), never printed silently
         print(f"note: {where}: {short['reason']}", file=sys.stderr)

@@ -98,6 +98,12 @@ def shortfall(k: int, got: int, mode: str, n_docs: int) -> dict[str, object] | N
     return {"missing": k - got, "reason": f"fewer than k={k} hits: {why}"}
 
 
+#: why a hybrid list is the dense retriever's alone (:meth:`SearchIndex.dense_only`)
+DENSE_ONLY_REASON = ("BM25 matched no document: no document shares a term with the query (stop words such as \"the\" "
+                     "are not indexed, and text written without spaces, such as Chinese, is matched only as whole "
+                     "runs), so the hybrid list is the dense retriever's alone")
+
+
 def _no_check() -> None:
     """The default ``check``: nothing abandons the work."""
 
@@ -252,6 +258,20 @@ class SearchIndex:
         if pieces is None:
             return [None] * len(queries)
         return [{"word_pieces": int(n), "read": limit} if n > limit else None for n in pieces]
+
+    def dense_only(self, queries: Sequence[str], mode: str = "hybrid") -> list[dict[str, str] | None]:
+        """Per query, ``{"reason": ...}`` when mode hybrid's BM25 half matched no document, so the fused list is the
+        dense retriever's alone, else None (other modes: None).
+
+        One answer for ``twotower search query`` (a note) and ``POST /search`` (the ``dense_only`` field), as
+        :meth:`query_cuts` and :func:`shortfall`: a query no word of which is in the corpus (stop words, a language
+        written without spaces such as Chinese) became a dense search without a word.
+        """
+        if mode != "hybrid":
+            return [None] * len(queries)
+        lexical = self.bm25.search(list(queries), 1)
+        return [None if (lexical.ids[q] != PAD_ID).any() else {"reason": DENSE_ONLY_REASON}
+                for q in range(len(queries))]
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
                rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:

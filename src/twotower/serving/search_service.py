@@ -131,6 +131,9 @@ class SearchService:
         short = shortfall(k, len(items), mode, len(corpus.ids))
         if short is not None:  # as POST /recommend says it: a short list is explained, never silent
             answer["shortfall"] = short
+        lexical = self.index.dense_only([query], mode)[0]
+        if lexical is not None:  # hybrid with no BM25 hit: said, as a short list is, not passed off as a fusion
+            answer["dense_only"] = lexical
         cut = self.index.query_cuts([query], mode)[0]
         if cut is not None:  # as `twotower search query` notes it: the dense side read only the query's start
             answer["query_cut"] = cut
@@ -185,6 +188,8 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
                                        "are missing and why")
         query_cut: dict | None = Field(None, description="present when the dense query tower read only the first "
                                        "`read` of the query's `word_pieces`")
+        dense_only: dict | None = Field(None, description="present when mode hybrid's BM25 half matched no "
+                                        "document, so the list is the dense retriever's alone: `reason` says why")
 
     router = APIRouter()
 
