@@ -118,6 +118,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    "working folder (default %(default)s)")
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
+    e.add_argument("--keep-unknown", action="store_true",
+                   help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
+                        "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
     _encoder_flags(e, model_flag=True)
     e.set_defaults(func=_sigterm_unwinds(cmd_search_evaluate))
 
@@ -453,7 +456,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length,
-                        rerank_settings=rerank)
+                        rerank_settings=rerank, keep_unknown=args.keep_unknown)
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)

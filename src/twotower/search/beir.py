@@ -203,14 +203,21 @@ def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
     return out
 
 
-def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, queries: dict[str, str] | None = None) -> Qrels:
-    """Read ``query-id corpus-id score`` rows; ids are checked when corpus/queries are given."""
+def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, queries: dict[str, str] | None = None,
+               keep_unknown: bool = False, unknown_fix: str = "") -> Qrels:
+    """Read ``query-id corpus-id score`` rows; ids are checked when corpus/queries are given.
+
+    A corpus id not in ``corpus`` is refused (``unknown_fix`` is added to the message), or with ``keep_unknown`` kept
+    in the qrels, with one warning naming how many pairs and an example: BEIR's evaluation counts such a pair as
+    relevant and never retrieved (the caller must map the id to a row no search returns: :func:`with_unknown_rows`).
+    """
     path = Path(path)
     if not path.is_file():
         raise DataError("qrels file not found (expected qrels/<split>.tsv)", file=str(path))
     qrels: Qrels = {}
     row_of: dict[tuple[str, str], int] = {}  # (query, doc) -> the row that first judged it
     duplicates: list[tuple[int, int]] = []
+    unknown: list[tuple[str, int]] = []  # (corpus id, row) kept with keep_unknown
     rows = _tsv_rows(path)
     _, header = next(rows, (1, None))
     if header is None:  # was "header must be ..., got None", which reads like a bug rather than an empty file
@@ -239,7 +246,10 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
         if queries is not None and qid not in queries:
             raise DataError(f"query id {qid!r} is not in queries.jsonl", file=str(path), row=rowno, column="query-id")
         if corpus is not None and did not in corpus.row_of:
-            raise DataError(f"corpus id {did!r} is not in corpus.jsonl", file=str(path), row=rowno, column="corpus-id")
+            if not keep_unknown:
+                raise DataError(f"corpus id {did!r} is not in corpus.jsonl{unknown_fix}", file=str(path), row=rowno,
+                                column="corpus-id")
+            unknown.append((did, rowno))
         judged = qrels.setdefault(qid, {})
         if did in judged:
             first = row_of[(qid, did)]
@@ -256,7 +266,22 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
                     shown)
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
+    if unknown:
+        log.warning("%s: %d (query, document) pair%s name a corpus id that is not in corpus.jsonl (e.g. %r, row %d); "
+                    "counted as judged and never retrieved, as BEIR's evaluation counts them", path, len(unknown),
+                    "" if len(unknown) == 1 else "s", unknown[0][0], unknown[0][1])
     return qrels
+
+
+def with_unknown_rows(corpus: Corpus, qrels: Qrels) -> Corpus:
+    """``corpus`` with each qrels document id it lacks mapped to a row past its last (``len(corpus)`` on), a row no
+    search returns, so metrics count such a relevant document as never retrieved (BEIR's evaluation does); the
+    documents themselves are unchanged. ``corpus`` itself when every id is in it."""
+    missing = sorted({d for judged in qrels.values() for d in judged if d not in corpus.row_of}, key=_natural)
+    if not missing:
+        return corpus
+    return Corpus(corpus.ids, corpus.titles, corpus.texts,
+                  {**corpus.row_of, **{d: len(corpus) + i for i, d in enumerate(missing)}})
 
 
 def _header_hint(header: list[str] | None) -> str:
@@ -274,9 +299,11 @@ def _header_hint(header: list[str] | None) -> str:
     return ""
 
 
-def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str = "beir_dir") -> BeirData:
+def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str = "beir_dir",
+              keep_unknown: bool = False, unknown_fix: str = "") -> BeirData:
     """Corpus, the queries judged in ``qrels/{split}.tsv``, and those qrels. ``arg``: what a message about the folder
-    calls ``beir_dir`` (:func:`resolve_beir_dir`)."""
+    calls ``beir_dir`` (:func:`resolve_beir_dir`). ``keep_unknown`` / ``unknown_fix``: a qrels corpus id not in the
+    corpus kept (warned) or refused with that fix (:func:`load_qrels`)."""
     d = resolve_beir_dir(beir_dir, arg=arg)
     corpus = load_corpus(d / "corpus.jsonl")
     queries = load_queries(d / "queries.jsonl")
@@ -284,7 +311,7 @@ def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str
     if not qrels_path.is_file():
         have = sorted(p.stem for p in (d / "qrels").glob("*.tsv")) if (d / "qrels").is_dir() else []
         raise DataError(f"no qrels for split {split!r}; available splits: {have or 'none'}", file=str(qrels_path))
-    qrels = load_qrels(qrels_path, corpus=corpus, queries=queries)
+    qrels = load_qrels(qrels_path, corpus=corpus, queries=queries, keep_unknown=keep_unknown, unknown_fix=unknown_fix)
     return BeirData(corpus, {q: queries[q] for q in qrels}, qrels)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError
 from twotower.results import Results
-from twotower.search.beir import Corpus, relevant_rows
+from twotower.search.beir import Corpus, relevant_rows, with_unknown_rows
 from twotower.text.encoder import EncoderSettings
 from twotower.utils.runtime import keeps_caller_state
 
@@ -93,6 +93,7 @@ def search_evaluate(
     encoder_backend: str | None = None,
     encoder_threads: int | None = EncoderSettings.threads,
     threads: int | None = None,
+    keep_unknown: bool = False,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -109,7 +110,9 @@ def search_evaluate(
     ``--encoder-threads`` (:func:`~twotower.search.finetune.encoder_settings`: None reads
     ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``').
     ``threads``: torch's, FAISS's and the BLAS pools' thread count during the call (``--threads``; the caller's
-    counts are put back when it returns; None: left as they are).
+    counts are put back when it returns; None: left as they are). ``keep_unknown`` (``--keep-unknown``): a qrels
+    pair whose corpus id is not in ``corpus.jsonl`` is counted as relevant and never retrieved, as BEIR's evaluation
+    counts it, with a warning naming how many and one of them; False (the default) refuses the qrels file.
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
@@ -143,7 +146,11 @@ def search_evaluate(
     encoder_settings(model if retriever != "bm25" else None, encoder_backend, encoder_threads)
     set_threads(threads)
     t0 = time.perf_counter()
-    data = load_beir(beir_dir, split)
+    data = load_beir(beir_dir, split, keep_unknown=keep_unknown,
+                     unknown_fix="; keep_unknown=True (search evaluate --keep-unknown) counts such a pair as relevant "
+                                 "and never retrieved, as BEIR's evaluation does")
+    # an unknown id gets a row past the corpus's last, which no search returns: judged, never retrieved
+    judged_corpus = with_unknown_rows(data.corpus, data.qrels)
     qids = list(data.queries)
     n_judged = sum(any(r > 0 for r in data.qrels[q].values()) for q in qids)
     if n_judged == 0:  # checked before any retrieval: every metric would be NaN
@@ -180,7 +187,7 @@ def search_evaluate(
 
         # the same first stage unreranked, scored beside it: a reranked row alone cannot show that the
         # cross-encoder made the lists worse (a barely trained one took NDCG@10 from 0.87 to 0.38)
-        without_rerank = {**evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus),
+        without_rerank = {**evaluate_retriever(results, data.qrels, query_ids=qids, corpus=judged_corpus),
                           "seconds": round(time.perf_counter() - t0, 2)}
 
         # show_progress: periodic log lines, as corpus encoding gives (queries x rerank_top pairs take minutes)
@@ -190,7 +197,7 @@ def search_evaluate(
         if cut is not None and cut["cut"]:
             logger.info("%s of %s (query, passage) pairs cut at %d word pieces for the cross-encoder (longest %s)",
                         f"{cut['cut']:,}", f"{cut['pairs']:,}", cut["max_length"], f"{cut['longest']:,}")
-    metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=data.corpus)
+    metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=judged_corpus)
     metrics["queries"] = n_judged
     metrics["skipped"] = len(qids) - n_judged
     if truncation is not None:
