@@ -29,10 +29,11 @@ from twotower.serving.middleware import (BodyLimit, ConcurrencyGate, HeadAsGet, 
                                          SecurityHeaders)
 from twotower.serving.routes import build_router
 from twotower.serving.schemas import HealthResponse, make_schemas
-from twotower.serving.service import RecommenderService
+from twotower.serving.service import RecommenderService, check_run_arg
 from twotower.serving.settings import ServiceSettings
 
 if TYPE_CHECKING:  # the encoder module loads torch; the app needs it only with a reranker
+    from twotower.pipeline.artifacts import TrainedRun
     from twotower.text.encoder import RerankSettings
 
 __all__ = ["create_app", "STATIC_DIR"]
@@ -43,7 +44,7 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 
 def create_app(
-    run_dir: str | Path | None = None,
+    run_dir: str | Path | TrainedRun | None = None,
     *,
     index_dir: str | Path | None = None,
     settings: ServiceSettings | None = None,
@@ -54,7 +55,8 @@ def create_app(
     rerank_settings: RerankSettings | None = None,
     search_service: object | None = None,
 ) -> FastAPI:
-    """A FastAPI app over ``run_dir`` (loaded at startup) or an already loaded ``service``.
+    """A FastAPI app over ``run_dir`` (a run folder, loaded at startup, or a run already loaded with
+    ``tt.TrainedRun.load``, served as it is) or an already loaded ``service``.
 
     ``routers`` are mounted after the built-in routes (e.g. ``POST /search``);
     ``app.include_router`` afterwards works too. ``rerank_settings`` names the forward pass of the
@@ -65,6 +67,8 @@ def create_app(
         raise TypeError("create_app takes run_dir or service, not both")
     if run_dir is None and service is None and not has_search:
         raise TypeError("create_app needs a run_dir or service (recommender) and/or a search index")
+    if run_dir is not None:
+        check_run_arg(run_dir)
     has_recommender = run_dir is not None or service is not None
     settings = settings or ServiceSettings()
 

@@ -11,11 +11,12 @@ exclusions, and turns rows into ``{"item_id", "score", "rank", ...metadata}``.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, 
 from twotower.serving.catalog import ItemCatalog
 from twotower.serving.settings import ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
+
+if TYPE_CHECKING:
+    from twotower.pipeline.artifacts import TrainedRun
 
 __all__ = ["RecommenderService", "RecRequest", "catalog_items", "recommend_answer", "similar_answer"]
 
@@ -174,6 +178,15 @@ def similar_excluded(item_id: str) -> str:
     return f"leaving out item {item_id!r} itself"
 
 
+def check_run_arg(run_dir: Any) -> None:
+    """``run_dir`` of ``create_app`` / ``RecommenderService.load``: a run folder or a loaded ``TrainedRun``."""
+    from twotower.pipeline.artifacts import TrainedRun
+
+    if not isinstance(run_dir, (TrainedRun, str, os.PathLike)):  # was pathlib's bare TypeError at startup
+        raise ConfigError(f"run_dir: a run folder (str or Path) or a run loaded with tt.TrainedRun.load, "
+                          f"not {type(run_dir).__name__}")
+
+
 class RecommenderService:
     """Recommendations, similar items, item lookups and explanations over one run and one index.
 
@@ -295,7 +308,7 @@ class RecommenderService:
     @classmethod
     def load(
         cls,
-        run_dir: str | Path,
+        run_dir: str | Path | TrainedRun,
         index_dir: str | Path | None = None,
         *,
         settings: ServiceSettings | None = None,
@@ -304,7 +317,8 @@ class RecommenderService:
         history_from: Any = None,
     ) -> "RecommenderService":
         """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search;
-        ``exact=True``: exact search whatever is built).
+        ``exact=True``: exact search whatever is built). ``run_dir`` may be a run already loaded
+        (``tt.TrainedRun.load(RUN)``): it is served as it is, not read again.
 
         A saved index built for another model raises IntegrityError; one whose
         recall measured at build time missed its target raises ConfigError
@@ -317,7 +331,8 @@ class RecommenderService:
 
         settings = settings or ServiceSettings()
         set_threads(settings.threads)
-        run = TrainedRun.load(run_dir)
+        check_run_arg(run_dir)
+        run = run_dir if isinstance(run_dir, TrainedRun) else TrainedRun.load(run_dir)
         histories = None
         if history_from is not None:  # read (and checked) before the index is opened, as `recommend` does
             from twotower.pipeline.histories import read_input_histories
