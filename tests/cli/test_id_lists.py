@@ -20,7 +20,7 @@ from tiny_run import build_tiny_run  # noqa: E402
 
 
 def test_comma_lists_and_json_arrays():
-    assert parse_id_list("50, 181,,172", "--history") == ["50", "181", "172"]
+    assert parse_id_list("50, 181 ,172", "--history") == ["50", "181", "172"]
     assert parse_id_list(' ["it,em", "007", 7] ', "--history") == ["it,em", "007", "7"]
     with pytest.raises(ConfigError, match=r"--history: starts with '\[' but is not a JSON array"):
         parse_id_list('["it,em"', "--history")

@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import artefact_owning, check_output_dir
 from twotower.errors import ConfigError
 
@@ -123,8 +124,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     args.ratios = ",".join(map(str, defaults.ratios)) if args.ratios is None else args.ratios
     args.n = defaults.leave_n if args.n is None else args.n
     args.seed = TrainConfig.seed if args.seed is None else args.seed
+    items = split_comma_list(args.ratios, "--ratios")  # `0.8,,0.1`: refused naming the empty item
     try:
-        ratios = tuple(float(r) for r in args.ratios.split(","))
+        ratios = tuple(float(r) for r in items)
     except ValueError:
         raise ConfigError(f"--ratios must be three comma-separated numbers, got {args.ratios!r}") from None
     out = check_output_dir(args.out)

@@ -8,6 +8,7 @@ import os
 import sys
 
 from twotower.cli.flags import _threads, refuse_missing_inputs
+from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
 from twotower.cli.provenance import record_path
 from twotower.errors import ConfigError
@@ -60,8 +61,9 @@ def users_line(rows: list[dict]) -> str | None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
     if args.ks is not None:
+        items = split_comma_list(args.ks, "--ks")  # `10,,20`: refused naming the empty item (was dropped)
         try:
-            ks = tuple(int(k) for k in args.ks.split(",") if k)
+            ks = tuple(int(k) for k in items)
         except ValueError:
             raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
         if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
@@ -74,7 +76,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
         ks = tuple(sorted(ks))  # `--ks 20,5`: the table and the CSV's record listed 20 first, the CSV columns 5 first
     if args.baselines is not None:
-        baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
+        baselines = tuple(split_comma_list(args.baselines, "--baselines"))
         for b in baselines:
             if b not in ("popularity", "ease", "itemknn"):
                 raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")

@@ -9,13 +9,34 @@ import json
 
 from twotower.errors import ConfigError
 
-__all__ = ["parse_id_list"]
+__all__ = ["parse_id_list", "split_comma_list"]
+
+
+def _empty_item(flag: str, position: int, text: str) -> ConfigError:
+    return ConfigError(f"{flag}: item {position} of {text.strip()[:80]!r} is empty (two commas in a row, or a comma "
+                       f"at an end); leave it out or name it")
+
+
+def split_comma_list(text: str, flag: str) -> list[str]:
+    """The items of the comma list ``text``, stripped; a blank ``text`` (or commas alone) is the empty list.
+
+    An empty item among others (``10,,20``, ``10,20,``) is refused naming ``flag`` and its position (1-based):
+    it was dropped without a word, so a list missing what the user meant to write ran as if complete.
+    """
+    items = [s.strip() for s in text.split(",")]
+    if not any(items):
+        return []
+    blank = next((i for i, s in enumerate(items, 1) if not s), None)
+    if blank is not None:
+        raise _empty_item(flag, blank, text)
+    return items
 
 
 def parse_id_list(text: str, flag: str) -> list[str]:
-    """The ids of ``text``: a JSON array when it starts with ``[``, else comma-separated (blanks skipped)."""
+    """The ids of ``text``: a JSON array when it starts with ``[``, else comma-separated (see
+    :func:`split_comma_list`: an empty id among others is refused, naming its position)."""
     if not text.lstrip().startswith("["):
-        return [s.strip() for s in text.split(",") if s.strip()]
+        return split_comma_list(text, flag)
     try:
         values = json.loads(text)
     except json.JSONDecodeError as e:
@@ -23,4 +44,8 @@ def parse_id_list(text: str, flag: str) -> list[str]:
                           f"'[\"it,em\", \"42\"]' (quote the whole value for the shell), or as a comma list") from None
     if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in values):
         raise ConfigError(f"{flag}: a JSON array must hold ids (strings or integers), got {text.strip()[:80]!r}")
-    return [str(v) for v in values if str(v).strip()]
+    ids = [str(v) for v in values]
+    blank = next((i for i, v in enumerate(ids, 1) if not v.strip()), None)
+    if blank is not None:  # was dropped without a word, as in a comma list
+        raise ConfigError(f"{flag}: item {blank} of the JSON array is empty; leave it out or name it")
+    return ids
