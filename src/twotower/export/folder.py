@@ -6,6 +6,7 @@ from pathlib import Path
 
 from twotower.errors import ConfigError
 from twotower.pipeline.run_files import EXPORT_FILES, RUN_MARKERS
+from twotower.utils.folder_lock import idle_lock_file
 
 __all__ = ["CLI_LABELS", "PY_LABELS", "check_export_dir"]
 
@@ -46,7 +47,8 @@ def check_export_dir(out: str | Path, *, run_dir: str | Path | None = None, forc
     if markers:  # force is for stray files, never a whole run
         raise ConfigError(f"{flag} {out}: holds a training run ({', '.join(markers)}), which the export would replace; "
                           f"choose a folder of its own, e.g. {out / 'onnx'}")
-    names = sorted(p.name for p in out.iterdir())
+    # a lock file twotower left there (`export --out DIR/x` keeps DIR/.x.twotower.lock) is not the user's file
+    names = sorted(p.name for p in out.iterdir() if not idle_lock_file(p))
     if not names or force:
         return tuple(names)
     others = [n for n in names if not _is_export_leftover(n)]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
+from twotower.utils.folder_lock import idle_lock_file
 from twotower.utils.atomic import atomic_dir, read_json, sha256_file, verify_files
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
 def _check_replaceable(directory: Path) -> None:
     """Refuse a target the save would destroy: the folder is replaced whole, so ``index.save(run_dir)`` (or
     ``twotower index build --out RUN``) deleted the run, and a file path was swapped for a folder."""
-    if directory.is_dir() and (is_index_dir(directory) or not any(directory.iterdir())):
+    if directory.is_dir() and (is_index_dir(directory) or all(idle_lock_file(c) for c in directory.iterdir())):
         return  # an earlier index (replaced, as saving again means) or an empty folder
     if directory.exists() or directory.is_symlink():
         what = "a file" if not directory.is_dir() else "a non-empty folder that is not an index"

@@ -25,7 +25,7 @@ try:  # POSIX only; elsewhere writers are not serialised (as before)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer", "lock_path", "writes_folder"]
+__all__ = ["LOCK_FILE", "exclusive_writer", "active_writer", "idle_lock_file", "lock_path", "writes_folder"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,6 +98,11 @@ def active_writer(folder: str | os.PathLike[str]) -> str | None:
     path = lock_path(folder)
     if fcntl is None or Path(os.path.abspath(path)) in _held:
         return None
+    return _probe(path)
+
+
+def _probe(path: Path) -> str | None:
+    """Who holds the lock file ``path`` now (as :func:`active_writer` says it), else None; holds it only to probe."""
     try:
         fh = open(path, encoding="utf-8")  # noqa: SIM115 - closed below; read-only: a reader creates no file
     except OSError:
@@ -112,6 +117,19 @@ def active_writer(folder: str | os.PathLike[str]) -> str | None:
             return None
         fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
     return None
+
+
+def idle_lock_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a lock file twotower left (``FOLDER/.twotower.lock`` or ``PARENT/.NAME.twotower.lock``,
+    kept after its writer ended) that no process holds now: not the user's file, so a folder holding only such
+    files is an empty one to the "not yours to replace" checks, and they are not listed among the user's files."""
+    path = Path(path)
+    if not (path.name == LOCK_FILE or (path.name.startswith(".") and path.name.endswith(LOCK_FILE))):
+        return False
+    if path.is_symlink() or not path.is_file():
+        return False
+    # a lock file this process holds: an open flock of ours refuses the probe's shared lock as another's would
+    return fcntl is None or _probe(path) is None
 
 
 def _created_chain(folder: Path) -> list[Path]:

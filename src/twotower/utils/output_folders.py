@@ -11,6 +11,7 @@ from pathlib import Path
 
 from twotower.errors import ConfigError
 from twotower.utils.atomic import check_output_dir
+from twotower.utils.folder_lock import idle_lock_file
 
 __all__ = ["check_artefact_dir", "run_writer"]
 
@@ -40,7 +41,7 @@ def check_artefact_dir(
                               "choose a folder outside it")
         if src_real in real.parents:  # the output would be mixed into the input (and read back as one)
             raise ConfigError(f"{flag} {p}: is inside {in_flag} {src}; choose a folder outside it")
-    if p.is_dir() and any(p.iterdir()) and not is_same_kind(p):
+    if p.is_dir() and any(not idle_lock_file(c) for c in p.iterdir()) and not is_same_kind(p):  # left locks: empty
         raise ConfigError(f"{flag} {p}: a non-empty folder that is not a {kind}; writing there would replace "
                           f"everything in it; choose a new or empty folder (or an earlier {kind} to replace)")
     return p
