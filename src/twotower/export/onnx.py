@@ -4,7 +4,9 @@ Written to ``DIR``::
 
     user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features; a feature tower
                        without IDs takes export.json's ``new_user_row`` for a user not in training, read with
-                       missing features as the CLI and the service read one), history[B, L] int64
+                       missing features as the CLI and the service read one without user features: a new
+                       user's feature values are no input, export.json's ``new_user_features`` says so),
+                       history[B, L] int64
                        (when it reads a history: right-aligned item rows, padded on the left with ``pad_item``)
                        -> user_vectors[B, D]; a window longer than ``history_len`` is cut to its newest
                        ``history_len`` items
@@ -85,6 +87,22 @@ INPUT_MEANING = {
                  "(null: this tower cannot embed one); a negative row is refused",
     "item_rows": "int64 [batch]: item rows (the index into item_ids.json), 0 .. n_items-1; a negative row is refused",
 }
+
+
+def _new_user_features(columns: tuple[str, ...], new_user_row: int | None) -> str | None:
+    """export.json's ``user_tower.new_user_features``: what a new user's features can do with this export (None when
+    the tower reads no user features). The graph reads the feature values from its own table by ``user_rows``:
+    there is no input for a new user's values, and export.json said nothing, so a deployer fed ``new_user_row``
+    for a user with features and got other scores than ``recommend --history H --user-features ...``."""
+    if not columns:
+        return None
+    if new_user_row is None:
+        return (f"not an input: the graph reads the user features ({', '.join(columns)}) of the users in "
+                "user_ids.json from its own table by user_rows; this tower reads user IDs, so it embeds no new user")
+    return (f"not an input: the graph reads the user features ({', '.join(columns)}) of the users in user_ids.json "
+            "from its own table by user_rows, and new_user_row reads every one of them as missing; a new user's "
+            "feature values (recommend --user-features, POST /recommend's user_features) cannot be fed to this "
+            "export: history and new_user_row give the vector of `recommend --history H` without --user-features")
 
 
 def _refuse_negative(rows: Tensor) -> Tensor:
@@ -365,6 +383,8 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "pad_item": int(model.pad_item),
         "user_tower": {"file": "user_tower.onnx", "inputs": user_inputs, "output": "user_vectors",
                        "history": run.config.model.user.history, "new_user_row": new_user_row,
+                       "user_features": list(run.user_feature_columns),
+                       "new_user_features": _new_user_features(run.user_feature_columns, new_user_row),
                        "input_meaning": {k: v for k, v in INPUT_MEANING.items() if k in user_inputs}},
         "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors",
                        "input_meaning": {"item_rows": INPUT_MEANING["item_rows"]}},
