@@ -17,7 +17,8 @@ Written to ``DIR``::
     cold_similar_queries.npy  dual-head runs with cold items: their similar-items queries (export.json's cold_similar)
     (export.json's ``unplaced``: the item rows the model cannot place, whose vectors mean nothing: see
     :func:`twotower.pipeline.similar.unplaced_item_mask`)
-    export.json        dims, pad_item, history_len, inputs, opset, the check's max abs differences
+    export.json        dims, pad_item, history_len (both null for a tower without a history input), inputs,
+                       opset, the check's max abs differences
 
 ``DIR`` is the export's own folder, replaced as a whole (:func:`check_export_dir`): an earlier export there is
 removed (a warning lists its files), any other non-empty folder is refused unless ``force=True``.
@@ -379,8 +380,10 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "dim": int(items.shape[1]),
         "n_items": int(run.n_items),
         "n_users": int(len(run.user_vocab)),
-        "history_len": L,
-        "pad_item": int(model.pad_item),
+        # a tower that reads no history (model.user.history=none) has no history input: null, not the model's
+        # unused window and padding row, which read as if the graph took a history
+        "history_len": L if "history" in user_inputs else None,
+        "pad_item": int(model.pad_item) if "history" in user_inputs else None,
         "user_tower": {"file": "user_tower.onnx", "inputs": user_inputs, "output": "user_vectors",
                        "history": run.config.model.user.history, "new_user_row": new_user_row,
                        "user_features": list(run.user_feature_columns),
