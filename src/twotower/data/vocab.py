@@ -129,6 +129,12 @@ class Vocabulary:
         if isinstance(ids, (str, bytes)):
             raise TypeError("encode() takes a sequence of ids; use index() for a single id")
         if isinstance(ids, pd.Series):
+            if len(ids) and not ids.hasnans and pd.api.types.infer_dtype(ids, skipna=False) == "string":
+                # every id already text (_to_id keeps a str as it is): each distinct id looked up once, in C; the
+                # row-by-row conversion below took 1.6 s on ML-1M's 1M interactions
+                codes, uniques = pd.factorize(ids)
+                rows = self._pd_index.get_indexer(pd.Index(np.asarray(uniques, dtype=object), dtype=object))
+                return rows.astype(np.int64)[codes]
             values = ids.tolist()
         else:
             values = list(ids)

@@ -70,8 +70,9 @@ def prepare(src: Sources) -> Prepared:
     train = src.train
     if len(train) == 0:
         raise DataError("the training split is empty; check the split settings or the train file")
-    user_ids = set(train["user_id"])
-    item_ids = set(train["item_id"])
+    # the distinct ids first (in C): set() over the column iterated its 1M Arrow strings one by one (1.9 s on ML-1M)
+    user_ids = set(train["user_id"].unique())
+    item_ids = set(train["item_id"].unique())
     if src.items is not None:
         table = set(src.items["item_id"].astype(str))
         _warn_if_table_keys_differ(item_ids, table, "item", "--items")
