@@ -6,6 +6,7 @@ from typing import Any
 
 from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.utils.atomic import atomic_path
+from twotower.utils.run_folder import run_shown
 
 __all__ = ["curves_title", "plot_training_curves"]
 
@@ -70,7 +71,10 @@ def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epo
     ``stopped`` (what ended the fit early: "DIVERGED in epoch 3") first, as a diverged run's curves looked finished.
 
     The PNG had four panel titles and nothing else: opened from a file browser or pasted beside another run's,
-    it did not say whose curves they were or what the run kept."""
+    it did not say whose curves they were or what the run kept. A new run into a folder holding an earlier one is
+    drawn in its staging folder (``runs/.ml.staging-123-s456``), swapped in as ``runs/ml`` once finished: the title
+    names ``runs/ml``, the folder the PNG ends up in."""
+    run = run_shown(run)
     n = len({r["epoch"] for r in history})
     done = f"{n} epoch{'' if n == 1 else 's'} run"
     head = f"{run}: {stopped}; " if stopped else f"{run}: "
