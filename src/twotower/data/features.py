@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -331,15 +332,29 @@ class FeatureEncoder:
                 raise missing_column_error(c, list(table.columns), file=label, role="feature",
                                            index_names=table.index.names)
 
-    def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None) -> "FeatureEncoder":
+    def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None, *,
+            trained: Collection[str] | None = None) -> "FeatureEncoder":
+        """Learn the columns' values and numeric statistics from the rows whose key is in ``vocab`` (every row
+        without one).
+
+        ``trained``: the keys whose rows training reads (the entities with training interactions). Only their
+        categorical and multi-valued values get a code: a value that no such row holds would keep its random
+        initial embedding, never trained, and place the entities holding it at random; left out, it reads as
+        unknown (row 0, the zero vector), as a value never seen does. Numeric statistics stay those of every row.
+        """
         rows = self._rows_in_vocab(table, vocab)
         spec = self.spec
+        coded = rows
+        if trained is not None:
+            keep = set(trained)
+            coded = rows[rows[spec.key].map(_norm_value).isin(keep).to_numpy()]
         for c in spec.categorical:
-            vals = {v for v in (_norm_value(x) for x in rows[c].tolist()) if v is not None}
+            vals = {v for v in (_norm_value(x) for x in coded[c].tolist()) if v is not None}
             self.categories[c] = sorted(vals)
         for c in spec.multi:
             lists = [self._split_multi(x) for x in rows[c].tolist()]
-            self.multi_values[c] = sorted({v for lst in lists for v in lst})
+            self.multi_values[c] = sorted({v for lst in (self._split_multi(x) for x in coded[c].tolist())
+                                           for v in lst})
             self.multi_max_len[c] = max([len(lst) for lst in lists] + [1])
         for c in spec.numeric:
             x = pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)
@@ -356,8 +371,26 @@ class FeatureEncoder:
             len(rows), {c: len(v) for c, v in self.categories.items()},
             {c: len(v) for c, v in self.multi_values.items()}, list(spec.numeric), list(spec.text),
         )
-        self._warn_empty_columns(rows, "item" if vocab is None else vocab.kind)
+        kind = "item" if vocab is None else vocab.kind
+        self._warn_empty_columns(rows, kind)
+        if trained is not None:
+            self._note_untrained_values(rows, coded, kind)
         return self
+
+    def _note_untrained_values(self, rows: pd.DataFrame, coded: pd.DataFrame, kind: str) -> None:
+        """Log the values read as unknown because only entities without training interactions hold them."""
+        for group, names, known in (("categorical", self.spec.categorical, self.categories),
+                                    ("multi", self.spec.multi, self.multi_values)):
+            for c in names:
+                if group == "categorical":
+                    every = {v for v in map(_norm_value, rows[c].tolist()) if v is not None}
+                else:
+                    every = {v for x in rows[c].tolist() for v in self._split_multi(x)}
+                cold = sorted(every - set(known[c]))
+                if cold:
+                    log.info("%s features: %s of the %s values of column %r (data.%s_%s) occur only on %ss without "
+                             "training interactions (e.g. %r); no training example reads them, so they read as "
+                             "unknown", kind, f"{len(cold):,}", f"{len(every):,}", c, kind, group, kind, cold[0])
 
     def _warn_empty_columns(self, rows: pd.DataFrame, kind: str) -> None:
         """Name a listed column no fitted row has a value in: it was trained on as missing everywhere, so it
