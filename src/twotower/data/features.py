@@ -188,7 +188,9 @@ def read_feature_table(
         for c in cols:
             if c not in df.columns:
                 # a '::'-separated table (MovieLens-1M's movies.dat) is one column: no setting names its key
-                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=role,
+                table = key_role.split()[0] if key_role in ("item key", "user key") else None
+                named = f"{table} {role}" if table and role != key_role else role  # data.item_numeric, not "/ user"
+                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=named,
                                                                                    index_names=df.index.names)
     if len(df) == 0:
         # refused like an empty interactions table: an item table of only a header was read as "no item has
