@@ -233,6 +233,8 @@ def read_feature_table(
         df[c] = num.astype("float64")
     for c in spec.multi:
         _warn_other_separator(df[c], spec.separator, file=label, column=c, rows=rows)
+    for c in (*spec.categorical, *spec.multi):
+        _warn_missing_as_text(df[c], spec.separator if c in spec.multi else None, file=label, column=c, rows=rows)
     return df
 
 
@@ -269,6 +271,34 @@ def _warn_other_separator(values: pd.Series, separator: str, *, file: str, colum
                         "separator for every multi-valued column of the item and user tables)", file, column,
                         separator, int(hit.sum()), other, separator, rows.unit, rows.number(pos), text.iloc[pos],
                         other, other)
+
+
+#: how pandas writes a missing value as text (``df.astype(str)``: NaN, None, pd.NA) before it is saved
+_MISSING_AS_TEXT = ("nan", "NaN", "None", "<NA>")
+
+
+def _warn_missing_as_text(values: pd.Series, separator: str | None, *, file: str, column: str, rows: Any) -> None:
+    """Warn when cells of a categorical (or values of a multi-valued) column read "nan", "NaN", "None" or "<NA>".
+
+    Such a cell is the category of that name (only an empty cell is missing: a brand may be called "None"), and
+    a table exported with ``df.astype(str)`` writes every missing value so: they all became one trained category
+    without a word. A warning, not a change of reading.
+    """
+    def spelled(value: Any) -> str | None:
+        if _missing_str(value):
+            return None
+        parts = str(value).split(separator) if separator is not None else [str(value)]
+        return next((p.strip() for p in parts if p.strip() in _MISSING_AS_TEXT), None)
+
+    found = values.map(spelled)
+    hit = found.notna().to_numpy(dtype=bool)
+    if hit.any():
+        pos = int(np.flatnonzero(hit)[0])
+        spellings = " / ".join(repr(v) for v in _MISSING_AS_TEXT if (found == v).any())
+        log.warning("%s, column %r: %d cells hold the text %s (first: %s %d, %r), each read as a category of that "
+                    "name; pandas' astype(str) writes a missing value so. Only an empty cell is missing: if they mean "
+                    "no value, leave them empty (df.to_csv() without astype(str) writes missing values empty)", file,
+                    column, int(hit.sum()), spellings, rows.unit, rows.number(pos), values.iloc[pos])
 
 
 @dataclass(frozen=True)
