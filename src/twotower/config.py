@@ -216,7 +216,7 @@ class DataConfig:
     # us or ns, told from their magnitude), or a number in that unit
     valid_start: int | str | None = None
     test_start: int | str | None = None  #: split=time: interactions from this time on go to test
-    item_categorical: tuple[str, ...] = ()  #: columns of data.items read as categories (an embedding each)
+    item_categorical: tuple[str, ...] = ()  #: columns of data.items read as categories (an embedding each; a value only items without training interactions hold reads as unknown, as does one never seen)
     item_numeric: tuple[str, ...] = ()  #: columns of data.items read as numbers (standardised by the mean and std of every row of the table, items without training interactions included: metadata, not labels; missing -> 0 plus a missing flag)
     #: columns of data.items holding several values split by data.multi_separator (mean embedding)
     item_multi: tuple[str, ...] = ()

@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "explain"))
 from explain_tiny_run import train_tiny_run, write_tiny_data  # noqa: E402
 
 
-def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None:
+def _stand_ins(monkeypatch, tmp_path) -> tuple[list, list]:
+    """The demo's data, training and evaluation replaced by a tiny run; the plot calls recorded; the twin items."""
     import twotower.cli.evaluate_cmd as evaluate_cmd
     import twotower.cli.train_cmd as train_cmd
     import twotower.data.movielens as movielens
@@ -52,9 +53,25 @@ def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None
     plotted = []
     monkeypatch.setattr(plots, "plot_recall_at_k", lambda *a, **k: plotted.append(k))
     monkeypatch.chdir(tmp_path)
+    return plotted, last_two
+
+
+def test_demo_prints_a_shared_title_apart(monkeypatch, tmp_path, capsys) -> None:
+    plotted, last_two = _stand_ins(monkeypatch, tmp_path)
     assert main(["demo", "--user", "u1", "--epochs", "1", "--threads", "1", "--out", str(tmp_path / "demo")]) == 0
     watched = next(line for line in capsys.readouterr().out.splitlines() if "recently watched:" in line)
     a, b = last_two
     assert watched.endswith(f"Twin (1990) [item {a}]; Twin (1990) [item {b}]"), watched
     # recall_at_k.png names its split and run, as `evaluate --plot` does (it was titled "Recall@k" alone)
     assert plotted == [{"title": f"Recall@k, MovieLens-100K test (full catalogue), run {tmp_path / 'demo'}"}]
+
+
+def test_demo_without_matplotlib_skips_its_plot_with_a_note(monkeypatch, tmp_path, capsys) -> None:
+    """matplotlib missing (a --no-deps or partial install): the demo trained, printed its table, then ended in a
+    ModuleNotFoundError traceback from recall_at_k.png, the recommendations unprinted."""
+    plotted, _ = _stand_ins(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)  # `import` of it raises ImportError
+    assert main(["demo", "--user", "u1", "--epochs", "1", "--threads", "1", "--out", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert f"   no {tmp_path / 'demo' / 'recall_at_k.png'}: matplotlib does not import (" in out
+    assert "recently watched:" in out and not plotted

@@ -189,3 +189,20 @@ def test_json_with_csv_to_stdout_is_refused(run_dir, capsys):
     captured = capsys.readouterr()
     assert "--json prints the rows as JSON and --csv - prints them as CSV" in captured.err
     assert captured.out == ""
+
+
+def test_plot_without_matplotlib_is_refused_before_evaluating(run_dir, tmp_path, capsys, monkeypatch):
+    """matplotlib missing (a --no-deps or partial install): the whole evaluation ran (minutes on ML-1M with its
+    baselines), then ended in a ModuleNotFoundError traceback from the plot, table and CSV unprinted."""
+    import importlib
+    import sys
+
+    er = importlib.import_module("twotower.pipeline.evaluate_run")
+    evaluated = []
+    monkeypatch.setattr(er, "evaluate_run", lambda *a, **k: evaluated.append(1) or [])
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)  # `import` of it raises ImportError
+    png = tmp_path / "recall.png"
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--plot", str(png)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --plot {png}: matplotlib does not import (") and "pip install" in err, err
+    assert err.count("\n") == 1 and not evaluated and not png.exists()

@@ -111,6 +111,18 @@ def test_the_plot_names_its_run_and_a_missed_target_and_its_star_is_no_series_co
     assert not any(same_color(star.get_markerfacecolor(), f"C{i}") for i in range(10))
 
 
+def test_each_index_types_line_has_its_own_marker(ivf_report):
+    """Every line drew round markers in matplotlib's default colours: HNSW's green and IVF-PQ's red read as one colour
+    to a deuteranope."""
+    import dataclasses
+
+    from twotower.index.plots import recall_qps_figure
+
+    kinds = [dataclasses.replace(ivf_report.rows[0], factory=f) for f in ("Flat", "IVF43,Flat", "HNSW32", "IVF43,PQ64x5")]
+    lines = recall_qps_figure(dataclasses.replace(ivf_report, rows=kinds)).axes[0].get_lines()[:4]
+    assert len({line.get_marker() for line in lines}) == 4 and len({line.get_color() for line in lines}) == 4
+
+
 def test_the_plot_says_what_its_two_exact_qps_figures_measure(ivf_report):
     """The "exact search (batched)" line and a FAISS Flat point both have recall 1 at different QPS, and the legend
     did not say why: the line is ExactIndex (float64 re-scoring, the search served without an index), the point

@@ -44,3 +44,20 @@ def test_a_finished_build_has_its_plot(run_dir, tmp_path):
     out = tmp_path / "idx"
     ib.build_index(run_dir, "flat", out=out, threads=1)
     assert (out / ib.TUNE_PNG).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_build_without_matplotlib_saves_the_index_and_says_there_is_no_plot(run_dir, tmp_path, monkeypatch,
+                                                                              caplog):
+    """matplotlib missing (a --no-deps or partial install): the tuning ran, then the plot's ImportError failed the
+    build and nothing was saved; now the index is saved, a warning says why there is no plot, and the last line does
+    not name one."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)  # `import` of it raises ImportError
+    out = tmp_path / "idx"
+    said: list[str] = []
+    ib.build_index(run_dir, "flat", out=out, threads=1, echo=said.append)
+    assert (out / "meta.json").is_file() and (out / "tune.json").is_file()
+    assert not (out / ib.TUNE_PNG).exists()
+    assert any("matplotlib does not import" in r.getMessage() and ib.TUNE_PNG in r.getMessage() for r in caplog.records)
+    assert said[-1].endswith(f"table {out / ib.TUNE_JSON}"), said[-1]

@@ -3,16 +3,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import pytest
 
+import twotower.training.plots as plots
 from twotower.training.plots import plot_training_curves
 
 
+def _capture(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The figures plot_training_curves draws, as it draws them."""
+    figs: list = []
+    build = plots.training_curves_figure
+    monkeypatch.setattr(plots, "training_curves_figure", lambda *a, **k: figs.append(build(*a, **k)) or figs[-1])
+    return figs
+
+
 def _figure(monkeypatch: pytest.MonkeyPatch, history: list[dict], path: Path):
-    figs = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    figs = _capture(monkeypatch)
     plot_training_curves(history, path)
     assert path.stat().st_size > 0
     return figs[0]
@@ -42,9 +48,7 @@ def test_the_best_epoch_is_marked_on_every_panel(monkeypatch: pytest.MonkeyPatch
     # plot did not say which epoch that was
     history = [{"epoch": e, "loss": 6.0 - 0.1 * e, "inbatch_accuracy": 0.01 * e, "item_std": 0.02,
                 "valid_NDCG@10": 0.1 + 0.01 * min(e, 3) - 0.001 * max(e - 3, 0)} for e in range(1, 7)]
-    figs = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    figs = _capture(monkeypatch)
     plot_training_curves(history, tmp_path / "curves.png", best_epoch=3)
     for ax in figs[0].axes:
         assert any(list(line.get_xdata()) == [3, 3] for line in ax.get_lines()), ax.get_title()
@@ -63,9 +67,7 @@ def test_the_accuracy_panel_says_what_the_runs_loss_measures(monkeypatch: pytest
 
     from tests.training.tiny_trainer import tiny_mean_model
 
-    figs = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    figs = _capture(monkeypatch)
     _, _, seqs, model = tiny_mean_model()
     Trainer(model, seqs, loss=LossConfig(kind=kind), eval=EvalConfig(baselines=()), out_dir=tmp_path,
             train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False)).fit()
@@ -77,9 +79,7 @@ def test_a_run_without_validation_has_no_empty_valid_panel(monkeypatch: pytest.M
     """`train` without --valid drew an empty "valid NDCG@10" box on a made-up -0.04..0.04 axis, and labelled the
     epoch of the lowest training loss "best epoch 3 (saved)" on it, as if validation had chosen it."""
     history = [{"epoch": e, "loss": 6.0 - 0.3 * e, "inbatch_accuracy": 0.01 * e, "item_std": 0.02} for e in (1, 2, 3)]
-    figs = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    figs = _capture(monkeypatch)
     plot_training_curves(history, tmp_path / "curves.png", best_epoch=3)
     axes = figs[0].axes
     assert [ax.get_title() for ax in axes] == ["training loss", "in-batch accuracy", "item embedding std"]
@@ -98,9 +98,7 @@ def test_the_figure_names_its_run_and_the_epoch_it_kept(monkeypatch: pytest.Monk
                 **({"valid_NDCG@10": 0.1 + 0.01 * min(e, 3) - 0.001 * max(e - 3, 0)} if valid else {})}
                for e in range(1, 6)]
     (tmp_path / "r1").mkdir()
-    figs = []
-    close = plt.close
-    monkeypatch.setattr(plt, "close", lambda fig=None: (figs.append(fig), close(fig)))
+    figs = _capture(monkeypatch)
     monkeypatch.chdir(tmp_path)
     plot_training_curves(history, Path("r1") / "curves.png", best_epoch=3)
     assert figs[0]._suptitle.get_text() == title
@@ -117,3 +115,22 @@ def test_the_spread_panel_starts_at_zero_with_the_collapse_line(monkeypatch: pyt
     lo, hi = ax.get_ylim()
     assert lo == 0 and 0.176 < hi < 0.25
     assert any(list(line.get_ydata()) == [COLLAPSE_STD, COLLAPSE_STD] for line in ax.get_lines())
+
+
+def test_drawing_the_curves_leaves_the_processs_matplotlib_backend_alone(tmp_path: Path) -> None:
+    """plot_training_curves called matplotlib.use("Agg"): a notebook training through the Python API had its
+    inline backend switched off for the rest of the session, and pyplot held every curves figure drawn."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    before = matplotlib.get_backend()
+    try:
+        matplotlib.use("svg")
+        open_figures = plt.get_fignums()
+        plot_training_curves([{"epoch": 1, "loss": 6.0, "inbatch_accuracy": 0.01, "item_std": 0.02}],
+                             tmp_path / "curves.png")
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == open_figures
+        assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        matplotlib.use(before)

@@ -104,6 +104,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if plot_out == STDOUT:
             raise ConfigError("--plot: a PNG needs a file name, not -")
         check_output_file(plot_out, "--plot")
+        from twotower.utils.extras import plotting_missing
+
+        if (why := plotting_missing()) is not None:  # said now, not as a traceback after the evaluation's minutes
+            raise ConfigError(f"--plot {plot_out}: {why}, or leave --plot out")
     inputs = {"--test": [test_file], "--history-from": getattr(args, "history_from", None) or []}
     for out, flag in ((csv_out, "--csv"), (plot_out, "--plot")):
         if out is not None:

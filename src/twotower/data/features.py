@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -214,7 +215,9 @@ def read_feature_table(
         for c in cols:
             if c not in df.columns:
                 # a '::'-separated table (MovieLens-1M's movies.dat) is one column: no setting names its key
-                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=role,
+                table = key_role.split()[0] if key_role in ("item key", "user key") else None
+                named = f"{table} {role}" if table and role != key_role else role  # data.item_numeric, not "/ user"
+                raise _double_colon_fields(present, label) or missing_column_error(c, present, file=label, role=named,
                                                                                    index_names=df.index.names)
     if len(df) == 0:
         # refused like an empty interactions table: an item table of only a header was read as "no item has
@@ -257,6 +260,8 @@ def read_feature_table(
         df[c] = num.astype("float64")
     for c in spec.multi:
         _warn_other_separator(df[c], spec.separator, file=label, column=c, rows=rows)
+    for c in (*spec.categorical, *spec.multi):
+        _warn_missing_as_text(df[c], spec.separator if c in spec.multi else None, file=label, column=c, rows=rows)
     return df
 
 
@@ -294,6 +299,34 @@ def _warn_other_separator(values: pd.Series, separator: str, *, file: str, colum
                         "separator for every multi-valued column of the item and user tables)", file, column,
                         separator, int(hit.sum()), other, separator, rows.unit, rows.number(pos), text.iloc[pos],
                         other, other)
+
+
+#: how pandas writes a missing value as text (``df.astype(str)``: NaN, None, pd.NA) before it is saved
+_MISSING_AS_TEXT = ("nan", "NaN", "None", "<NA>")
+
+
+def _warn_missing_as_text(values: pd.Series, separator: str | None, *, file: str, column: str, rows: Any) -> None:
+    """Warn when cells of a categorical (or values of a multi-valued) column read "nan", "NaN", "None" or "<NA>".
+
+    Such a cell is the category of that name (only an empty cell is missing: a brand may be called "None"), and
+    a table exported with ``df.astype(str)`` writes every missing value so: they all became one trained category
+    without a word. A warning, not a change of reading.
+    """
+    def spelled(value: Any) -> str | None:
+        if _missing_str(value):
+            return None
+        parts = str(value).split(separator) if separator is not None else [str(value)]
+        return next((p.strip() for p in parts if p.strip() in _MISSING_AS_TEXT), None)
+
+    found = pd.Series(_per_distinct(values, spelled), index=values.index, dtype=object)
+    hit = found.notna().to_numpy(dtype=bool)
+    if hit.any():
+        pos = int(np.flatnonzero(hit)[0])
+        spellings = " / ".join(repr(v) for v in _MISSING_AS_TEXT if (found == v).any())
+        log.warning("%s, column %r: %d cells hold the text %s (first: %s %d, %r), each read as a category of that "
+                    "name; pandas' astype(str) writes a missing value so. Only an empty cell is missing: if they mean "
+                    "no value, leave them empty (df.to_csv() without astype(str) writes missing values empty)", file,
+                    column, int(hit.sum()), spellings, rows.unit, rows.number(pos), values.iloc[pos])
 
 
 @dataclass(frozen=True)
@@ -359,15 +392,28 @@ class FeatureEncoder:
                 raise missing_column_error(c, list(table.columns), file=label, role="feature",
                                            index_names=table.index.names)
 
-    def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None) -> "FeatureEncoder":
+    def fit(self, table: pd.DataFrame, vocab: Vocabulary | None = None, *,
+            trained: Collection[str] | None = None) -> "FeatureEncoder":
+        """Learn the columns' values and numeric statistics from the rows whose key is in ``vocab`` (every row
+        without one).
+
+        ``trained``: the keys whose rows training reads (the entities with training interactions). Only their
+        categorical and multi-valued values get a code: a value that no such row holds would keep its random
+        initial embedding, never trained, and place the entities holding it at random; left out, it reads as
+        unknown (row 0, the zero vector), as a value never seen does. Numeric statistics stay those of every row.
+        """
         rows = self._rows_in_vocab(table, vocab)
         spec = self.spec
+        coded = rows
+        if trained is not None:
+            keep = set(trained)
+            coded = rows[pd.Series(_per_distinct(rows[spec.key], _norm_value), dtype=object).isin(keep).to_numpy()]
         for c in spec.categorical:
-            vals = {v for v in _per_distinct(rows[c], _norm_value) if v is not None}
+            vals = {v for v in _per_distinct(coded[c], _norm_value) if v is not None}
             self.categories[c] = sorted(vals)
         for c in spec.multi:
             lists = _per_distinct(rows[c], self._split_multi)
-            self.multi_values[c] = sorted({v for lst in lists for v in lst})
+            self.multi_values[c] = sorted({v for lst in _per_distinct(coded[c], self._split_multi) for v in lst})
             self.multi_max_len[c] = max([len(lst) for lst in lists] + [1])
         for c in spec.numeric:
             x = pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)
@@ -384,8 +430,26 @@ class FeatureEncoder:
             len(rows), {c: len(v) for c, v in self.categories.items()},
             {c: len(v) for c, v in self.multi_values.items()}, list(spec.numeric), list(spec.text),
         )
-        self._warn_empty_columns(rows, "item" if vocab is None else vocab.kind)
+        kind = "item" if vocab is None else vocab.kind
+        self._warn_empty_columns(rows, kind)
+        if trained is not None:
+            self._note_untrained_values(rows, coded, kind)
         return self
+
+    def _note_untrained_values(self, rows: pd.DataFrame, coded: pd.DataFrame, kind: str) -> None:
+        """Log the values read as unknown because only entities without training interactions hold them."""
+        for group, names, known in (("categorical", self.spec.categorical, self.categories),
+                                    ("multi", self.spec.multi, self.multi_values)):
+            for c in names:
+                if group == "categorical":
+                    every = {v for v in _per_distinct(rows[c], _norm_value) if v is not None}
+                else:
+                    every = {v for lst in _per_distinct(rows[c], self._split_multi) for v in lst}
+                cold = sorted(every - set(known[c]))
+                if cold:
+                    log.info("%s features: %s of the %s values of column %r (data.%s_%s) occur only on %ss without "
+                             "training interactions (e.g. %r); no training example reads them, so they read as "
+                             "unknown", kind, f"{len(cold):,}", f"{len(every):,}", c, kind, group, kind, cold[0])
 
     def _warn_empty_columns(self, rows: pd.DataFrame, kind: str) -> None:
         """Name a listed column no fitted row has a value in: it was trained on as missing everywhere, so it

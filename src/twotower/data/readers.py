@@ -458,12 +458,19 @@ ROLE_SETTINGS = {
     "item key": "data.item_key", "user key": "data.user_key",
     "categorical": "data.item_categorical / data.user_categorical", "numeric": "data.item_numeric / data.user_numeric",
     "multi-valued": "data.item_multi / data.user_multi", "text": "data.item_text",
+    # a feature column of a table whose kind is known: the one setting that lists it
+    "item categorical": "data.item_categorical", "user categorical": "data.user_categorical",
+    "item numeric": "data.item_numeric", "user numeric": "data.user_numeric",
+    "item multi-valued": "data.item_multi", "user multi-valued": "data.user_multi", "item text": "data.item_text",
     # twotower search prepare: its tables are named by flags
     "passage id": "--passage-id-col", "passage text": "--passage-text-col", "passage title": "--passage-title-col",
     "query": "--query-col", "relevant passage id": "--pair-passage-col", "query id": "--query-id-col",
     "score": "--score-col", "split": "--split-col",
 }
 
+
+#: roles of a feature table's columns, listed in a setting that holds several (data.item_numeric = ["year", ...])
+_LIST_ROLES = ("categorical", "numeric", "multi-valued", "text")
 
 #: a UTF-8 byte-order mark decoded as cp1252 or latin-1 (the same three characters in both)
 _BOM_MISREAD = codecs.BOM_UTF8.decode("latin-1")
@@ -507,7 +514,10 @@ def missing_column_error(
     close = _close_matches(column, [c for c in present if c not in taken])
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else "."
     setting = ROLE_SETTINGS.get(role)
-    fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
+    if setting and role.endswith(_LIST_ROLES):  # a list of columns: the name is corrected in it, not set
+        fix = f" Correct the name in {setting}, or rename the column."
+    else:
+        fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
     return DataError(
         f"column {column!r}{what} not found; columns present: {present}{hint}{fix}",
         file=file,

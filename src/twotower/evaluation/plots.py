@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Mapping
 
 from twotower.errors import ConfigError
 from twotower.utils.atomic import atomic_path
+from twotower.utils.plot_style import COLOURS, series_style
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -73,7 +74,7 @@ def recall_at_k_figure(series: Mapping[str, tuple[list[int], list[float]]], metr
     if len(all_ks) == 1:
         names = list(series)
         values = [series[name][1][0] for name in names]
-        bars = ax.bar(range(len(names)), values, color=[f"C{i}" for i in range(len(names))])
+        bars = ax.bar(range(len(names)), values, color=[COLOURS[i % len(COLOURS)] for i in range(len(names))])
         ax.bar_label(bars, labels=[f"{v:.4f}" for v in values], padding=2)
         ax.set_xticks(range(len(names)))
         ax.set_xticklabels(names)
@@ -82,8 +83,8 @@ def recall_at_k_figure(series: Mapping[str, tuple[list[int], list[float]]], metr
         ax.set_ylabel(f"{metric}@{all_ks[0]}")
         ax.grid(True, axis="y", alpha=0.3)
     else:
-        for name, (ks, values) in series.items():
-            ax.plot(ks, values, marker="o", label=name)
+        for i, (name, (ks, values)) in enumerate(series.items()):  # told apart by marker as well as colour
+            ax.plot(ks, values, label=name, **series_style(i))
         if all_ks[-1] / all_ks[0] >= 10:
             ax.set_xscale("log")
         ax.set_xticks(all_ks)

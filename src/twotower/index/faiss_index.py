@@ -817,10 +817,11 @@ class FaissIndex(VectorIndex):
     def _add_checked(self, vectors: np.ndarray, ids: np.ndarray) -> None:
         n = vectors.shape[0]
         progress = RateLog(log, f"adding to {self.factory}", n, "vectors", self.log_every_s, rate_unit="vectors")
-        for s in range(0, n, _ADD_CHUNK):
-            use_blas_for(min(_ADD_CHUNK, n - s))  # an IVF index assigns lists by flat search over its centroids
-            self._index.add_with_ids(vectors[s : s + _ADD_CHUNK], ids[s : s + _ADD_CHUNK])
-            progress.update(min(s + _ADD_CHUNK, n))
+        with progress.between_updates():  # a chunk can outlast the interval (an HNSW graph's, on one thread)
+            for s in range(0, n, _ADD_CHUNK):
+                use_blas_for(min(_ADD_CHUNK, n - s))  # an IVF index assigns lists by flat search over its centroids
+                self._index.add_with_ids(vectors[s : s + _ADD_CHUNK], ids[s : s + _ADD_CHUNK])
+                progress.update(min(s + _ADD_CHUNK, n))
         self._ids = np.concatenate([self._ids, ids])
         self._max_norm = None
 

@@ -5,6 +5,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twotower.utils.atomic import atomic_path
+from twotower.utils.plot_style import series_style
 from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
@@ -57,8 +58,8 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
         if r.factory == "Flat":  # exact too, beside the exact line: say why their QPS differ
             label += FLAT_NOTE
         series.setdefault(label, []).append((r.recall, r.qps_batch))
-    for label, pts in series.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=label)
+    for i, (label, pts) in enumerate(series.items()):  # told apart by marker as well as colour
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], markersize=4, label=label, **series_style(i))
     ax.axvline(report.target_recall, linestyle="--", color="grey", label=f"target recall {report.target_recall:g}")
     ax.axhline(report.exact_qps_batch, linestyle=":", color="black", label=EXACT_NOTE)
     chosen = report.chosen

@@ -73,6 +73,8 @@ def prepare(src: Sources) -> Prepared:
     # the distinct ids first (in C): set() over the column iterated its 1M Arrow strings one by one (1.9 s on ML-1M)
     user_ids = set(train["user_id"].unique())
     item_ids = set(train["item_id"].unique())
+    # the entities training reads: only their categorical values get embeddings (FeatureEncoder.fit's trained)
+    trained_users, trained_items = frozenset(user_ids), frozenset(item_ids)
     if src.items is not None:
         table = set(src.items["item_id"].astype(str))
         _warn_if_table_keys_differ(item_ids, table, "item", "--items")
@@ -99,11 +101,11 @@ def prepare(src: Sources) -> Prepared:
     item_encoder = user_encoder = None
     if src.items is not None and src.item_spec is not None:
         item_encoder = FeatureEncoder(src.item_spec)
-        item_encoder.fit(src.items, item_vocab)
+        item_encoder.fit(src.items, item_vocab, trained=trained_items)
         item_features = FeatureArrays.from_encoded(item_encoder.transform(src.items, item_vocab))
     if src.users is not None and src.user_spec is not None:
         user_encoder = FeatureEncoder(src.user_spec)
-        user_encoder.fit(src.users, user_vocab)
+        user_encoder.fit(src.users, user_vocab, trained=trained_users)
         user_features = FeatureArrays.from_encoded(user_encoder.transform(src.users, user_vocab))
     item_meta = _item_meta(src, item_vocab)
     cold_items = int((np.bincount(enc_train.items, minlength=len(item_vocab)) == 0).sum())

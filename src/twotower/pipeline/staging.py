@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -21,14 +20,13 @@ from twotower.pipeline.artifacts import derived_folders, previous_run_files
 from twotower.pipeline.run_files import CHECKPOINT_DIR, RUN_MARKERS
 from twotower.utils.atomic import _fsync_dir, _rename_exchange, _start_ticks, _writer_alive
 from twotower.utils.folder_lock import LOCK_FILE, active_writer
+from twotower.utils.run_folder import STAGING_NAME as _NAME
 from twotower.utils.shell import shell_arg
 
 __all__ = ["staging_path", "staged_target", "needs_staging", "sweep_stale_staging", "swap_in",
            "discard_if_empty", "check_room_to_stage", "ROOM_FOR_BOTH"]
 
 log = logging.getLogger(__name__)
-
-_NAME = re.compile(r"\.(?P<name>.+)\.staging-(?P<pid>\d+)(?:-s(?P<start>\d+))?")
 
 
 def _real(folder: str | os.PathLike[str]) -> Path:

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.utils.atomic import atomic_path
+from twotower.utils.run_folder import run_shown
 
-__all__ = ["curves_title", "plot_training_curves"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["curves_title", "plot_training_curves", "training_curves_figure"]
 
 #: What the logged ``inbatch_accuracy`` (the key kept for readers of log.jsonl) measures under each loss kind:
 #: the share of rows whose positive scores first among the candidates that loss ranks.
@@ -21,10 +25,22 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
     until early stopping, so the last point is not the model that was saved). ``loss_kind`` (``loss.kind``)
     names the accuracy panel: a BPR run's ~0.9 is positive-over-its-negative, not an in-batch accuracy.
     ``stopped``: what ended the fit before its last epoch ("DIVERGED in epoch 3"), said first in the title."""
-    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    fig = training_curves_figure(history, Path(path).parent, metric=metric, best_epoch=best_epoch, loss_kind=loss_kind,
+                                 stopped=stopped)
+    FigureCanvasAgg(fig)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+
+
+def training_curves_figure(history: list[dict[str, Any]], run: Path, *, metric: str = "NDCG@10",
+                           best_epoch: int | None = None, loss_kind: str = "inbatch",
+                           stopped: str | None = None) -> "Figure":
+    """The figure :func:`plot_training_curves` writes for the run folder ``run``. matplotlib's object API, not
+    pyplot: ``matplotlib.use("Agg")`` switched the backend of the whole process, so a notebook that trained
+    through the Python API drew no more figures inline, and pyplot kept each figure until it was closed."""
+    from matplotlib.figure import Figure
 
     epochs = [r["epoch"] for r in history]
     panels = [("loss", "training loss"), ("inbatch_accuracy", ACCURACY_TITLES.get(loss_kind, "training accuracy")), (f"valid_{metric}", f"valid {metric}"), ("item_std", "item embedding std"), ("alpha", "gate α")]
@@ -36,7 +52,8 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
 
     # one shared epoch axis with whole-epoch ticks: a validation curve (eval_every > 1) lines up with the
     # training curves beside it, and a run of 1-3 epochs is not labelled 0.96, 1.5, 2.5
-    fig, grid = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.2), sharex=True, squeeze=False)
+    fig = Figure(figsize=(4 * len(panels), 3.2))
+    grid = fig.subplots(1, len(panels), sharex=True, squeeze=False)
     axes = grid[0]
     axes[0].xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(set(epochs)) == 1:  # one point: the locator would tick the ±0.05 span around it (0.96 ... 1.04)
@@ -57,11 +74,9 @@ def plot_training_curves(history: list[dict[str, Any]], path: str | Path, *, met
         ax.grid(alpha=0.3)
     if best_epoch is not None:  # on the validation panel, where the best epoch was chosen (else the loss panel)
         axes[[key for key, _ in panels].index(f"valid_{metric}") if validated else 0].legend(loc="best", fontsize="small")
-    fig.suptitle(curves_title(history, Path(path).parent, metric, best_epoch, stopped))
+    fig.suptitle(curves_title(history, run, metric, best_epoch, stopped))
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
+    return fig
 
 
 def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epoch: int | None,
@@ -70,7 +85,10 @@ def curves_title(history: list[dict[str, Any]], run: Path, metric: str, best_epo
     ``stopped`` (what ended the fit early: "DIVERGED in epoch 3") first, as a diverged run's curves looked finished.
 
     The PNG had four panel titles and nothing else: opened from a file browser or pasted beside another run's,
-    it did not say whose curves they were or what the run kept."""
+    it did not say whose curves they were or what the run kept. A new run into a folder holding an earlier one is
+    drawn in its staging folder (``runs/.ml.staging-123-s456``), swapped in as ``runs/ml`` once finished: the title
+    names ``runs/ml``, the folder the PNG ends up in."""
+    run = run_shown(run)
     n = len({r["epoch"] for r in history})
     done = f"{n} epoch{'' if n == 1 else 's'} run"
     head = f"{run}: {stopped}; " if stopped else f"{run}: "

@@ -12,7 +12,7 @@ from types import ModuleType
 
 from twotower.errors import ConfigError
 
-__all__ = ["EXTRAS", "MissingExtraError", "install_hint", "require"]
+__all__ = ["EXTRAS", "MissingExtraError", "install_hint", "plotting_missing", "require"]
 
 #: top-level module -> (the distribution that provides it, the extra of pyproject.toml that installs it)
 EXTRAS: dict[str, tuple[str, str]] = {
@@ -54,3 +54,14 @@ def require(module: str, what: str) -> ModuleType:
             f"{what} needs the {dist} package, which is installed but does not import ({e}); "
             f"reinstall it: {install_hint(top)}"
         ) from e
+
+
+def plotting_missing() -> str | None:
+    """Why the PNGs cannot be drawn (matplotlib, a dependency of twotower, missing or broken in this environment:
+    a partial install, a ``--no-deps`` one), else None. Asked before the work a plot follows, so that work is not
+    lost to an ImportError at its end."""
+    try:
+        importlib.import_module("matplotlib.backends.backend_agg")
+    except ImportError as e:
+        return f"matplotlib does not import ({e}); pip install 'matplotlib>=3.7' to draw it"
+    return None

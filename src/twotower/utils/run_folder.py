@@ -6,11 +6,24 @@ folder: about 5 s to say "unknown run". The same message, from here, before any 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from twotower.errors import NotFoundError
 
-__all__ = ["check_run_folder", "run_hint"]
+__all__ = ["STAGING_NAME", "check_run_folder", "run_hint", "run_shown"]
+
+#: the name of the folder a new run trains in beside the earlier run it replaces (:mod:`twotower.pipeline.staging`):
+#: ``.NAME.staging-PID-sSTART`` for the run folder ``NAME``
+STAGING_NAME = re.compile(r"\.(?P<name>.+)\.staging-(?P<pid>\d+)(?:-s(?P<start>\d+))?")
+
+
+def run_shown(folder: str | os.PathLike[str]) -> Path:
+    """The run folder as the user named it: ``runs/ml`` for its staging folder ``runs/.ml.staging-123-s456`` (a new
+    run into a folder holding an earlier one trains there and is swapped in once finished), else ``folder``."""
+    folder = Path(folder)
+    m = STAGING_NAME.fullmatch(folder.name)
+    return folder if m is None else folder.parent / m.group("name")
 
 
 def run_hint(d: Path) -> str:
