@@ -1331,6 +1331,29 @@ def refuse_quoted_values(cls: type, data: Mapping[str, Any], source: str, *, pre
                 raise ConfigError(f"{source}: {name}: expected {kind}, got the text {v!r}; write it without quotes")
 
 
+def _optional(tp: Any) -> bool:
+    """``str | None``, ``int | None``: a setting null leaves unset (not a list whose elements may be null)."""
+    return typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp)
+
+
+def toml_nulls(cls: type, data: dict[str, Any]) -> None:
+    """A TOML file's ``"none"`` (or ``"null"``) for an optional setting is null, in place: TOML has no null.
+
+    Optional numbers already read it so, but an optional text setting kept the text: `timestamp_col = "none"` read
+    the data (seconds) and then looked for a column called 'none', so a TOML file could not turn the time or
+    rating column off. YAML and JSON write null; an override's `data.timestamp_col=null` is null and its `=none`
+    stays the text."""
+    hints = _hints(cls)
+    for key, value in data.items():
+        tp = hints.get(key)
+        if tp is None:
+            continue
+        if isinstance(value, dict) and dataclasses.is_dataclass(tp):
+            toml_nulls(tp, value)
+        elif isinstance(value, str) and value.lower() in ("none", "null") and _optional(tp):
+            data[key] = None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | RunConfig | None = None, *, overrides_label: str = "overrides") -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
@@ -1351,6 +1374,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         from_file = read_config_file(path)
         check_known_settings(RunConfig, from_file, f"config file {path}")
         refuse_quoted_values(RunConfig, from_file, f"config file {path}")
+        if Path(path).suffix.lower() == ".toml":
+            toml_nulls(RunConfig, from_file)
         _deep_update(data, from_file)
     given = apply_overrides({}, list(overrides or []))
     if overrides:
