@@ -359,7 +359,9 @@ class TowerConfig:
         _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
         _check(self.seq_layers <= MAX_LAYERS, "tower.seq_layers", f"must be at most {MAX_LAYERS}, got {self.seq_layers:,}")
         _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
-        _check(self.history_dim % self.seq_heads == 0, "tower.seq_heads",
+        # only the transformer splits history_dim into heads: `seq_heads=3` beside the default pooled history
+        # (or a GRU) was refused over a setting that tower never reads
+        _check(self.history != "transformer" or self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
         _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
