@@ -1390,8 +1390,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         # a bad value written in the file: say which file, as unknown keys already do; a check of two settings
         # ("model.user.out_dim: 64 must equal model.item.out_dim 32") counts the one the file gave too
         names = [str(e).split(":", 1)[0], *re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", str(e).split(":", 1)[-1])]
-        if path is not None and any(_has_key(from_file, n) for n in names) and not any(_has_key(given, n) for n in names):
+        in_file = list(dict.fromkeys(n for n in names if path is not None and _has_key(from_file, n)
+                                     and not _has_key(given, n)))
+        in_overrides = list(dict.fromkeys(n for n in names if _has_key(given, n)))
+        if in_file and not in_overrides:
             raise ConfigError(f"config file {path}: {e}") from e
+        if in_file:
+            # `--config examples/sasrec.toml model.user.history=gru`: the clash was of a file's value and an
+            # override's, and the error named neither place, so the user looked for seq_positions on their line
+            where = "; ".join([*(f"{n}: config file {path}" for n in in_file),
+                               *(f"{n}: {overrides_label}" for n in in_overrides)])
+            raise ConfigError(f"{e} [{where}]") from e
         raise
 
 
