@@ -37,8 +37,8 @@ from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.models.size import training_oom_message
-from twotower.pipeline.staging import (check_room_to_stage, discard_if_empty, needs_staging, staged_target, staging_path,
-                                       swap_in, sweep_stale_staging)
+from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
+                                       staged_target, staging_path, swap_in, sweep_stale_staging)
 from twotower.training import distributed as tdist
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.arguments import check_flag
@@ -179,6 +179,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     resume = check_flag(resume, "resume")  # resume="no" resumed
     out = check_output_dir(out, "out")
     _check_inputs_outside_run_files(out, config)
+    check_new_run_dir(out, run_inputs(config), resume=resume)
     init_distributed(config.train)
     # one writer at a time: two trainings into one folder interleaved their files under one manifest
     with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
@@ -534,6 +535,11 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
     if data.split == "random":
         return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {data.path}"
     return f"e.g. other data.split settings than the run's, or an edited {data.path or 'data file'}"
+
+
+def run_inputs(config: RunConfig) -> tuple[str | None, ...]:
+    """The data files a run reads (``data.path``, ``data.train``, ... ``data.users``; None where unset)."""
+    return tuple(getattr(config.data, name) for name in ("path", "train", "valid", "test", "items", "users"))
 
 
 def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
