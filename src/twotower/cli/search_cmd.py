@@ -460,8 +460,15 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
+    alone = m.get("dense_only")
+    if alone and alone["queries"]:  # hybrid: BM25 matched nothing for them, their list is the dense one alone
+        print(f"note: {alone['queries']} of {_count(m['queries'], 'query', 'queries')} had no BM25 hit and "
+              f"{'was' if alone['queries'] == 1 else 'were'} ranked by dense search alone (e.g. query "
+              f"{alone['example']})", file=sys.stderr)
     if args.json:
         out = {k: m[k] for k in METRIC_KEYS}
+        if alone is not None:
+            out["dense_only"] = alone
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
             out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
