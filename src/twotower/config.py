@@ -852,8 +852,11 @@ class PrepareConfig:
 
 # ---------------------------------------------------------------- text retrieval training
 
-#: the retrievers `search train` mines hard negatives from (FinetuneConfig.mining_retriever)
+#: the retrievers `search train` mines hard negatives from (FinetuneConfig.mining_retriever), and `rerank train`
 MINING_RETRIEVERS = ("dense", "bm25")
+#: where `rerank train --mining-retriever` mines by default (and whose lists --valid-frac reranks): BM25 needs no
+#: bi-encoder; dense mines from --mining-model's (a `search train` output, or zero-shot all-MiniLM-L6-v2)
+RERANK_MINING_RETRIEVER = "bm25"
 
 
 @dataclass(frozen=True, kw_only=True)
