@@ -50,6 +50,8 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
     """
     from matplotlib.figure import Figure
 
+    from twotower.index.autotune import params_text
+
     fig = Figure(figsize=(9, 4.5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
     series: dict[str, list[tuple[float, float]]] = {}
@@ -63,7 +65,7 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
     ax.axvline(report.target_recall, linestyle="--", color="grey", label=f"target recall {report.target_recall:g}")
     ax.axhline(report.exact_qps_batch, linestyle=":", color="black", label=EXACT_NOTE)
     chosen = report.chosen
-    params = ", ".join(f"{k}={v:g}" for k, v in chosen.params.items())
+    params = params_text(chosen.params)
     verdict = "" if report.met_target else f", misses the target {report.target_recall:g}"
     ax.plot([chosen.recall], [chosen.qps_batch], marker="*", markersize=16, markerfacecolor="gold",
             markeredgecolor="black", linestyle="none",
