@@ -16,12 +16,28 @@ if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
 __all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
-           "check_finite_weights"]
+           "collapse_advice", "check_finite_weights"]
 
 log = logging.getLogger(__name__)
 
 #: Mean per-dimension standard deviation below which embeddings have collapsed.
 COLLAPSE_STD = 0.01
+
+#: The alarm's advice when no setting is suspect: scores are divided by the temperature, so a high one flattens the
+#: softmax and the towers stop spreading (loss.temperature=100 collapsed the user tower on MovieLens-100K)
+GENERIC_ADVICE = "lower the learning rate (train.lr) or the temperature (loss.temperature)"
+
+
+def collapse_advice(lr: float, weight_decay: float, temperature: float) -> str:
+    """What the collapse alarm tells the user to change: the settings raised above their defaults that shrink the
+    embeddings' spread, named with their values, else :data:`GENERIC_ADVICE`. ``train.weight_decay=1000`` collapsed
+    the item tower on MovieLens-100K (std 0.0001 after one epoch) and the alarm said to lower lr or temperature."""
+    from twotower.config import LossConfig, TrainConfig
+
+    raised = [f"{key}={value:g} (default {default:g})" for key, value, default in (
+        ("train.weight_decay", weight_decay, TrainConfig.weight_decay), ("loss.temperature", temperature,
+         LossConfig.temperature), ("train.lr", lr, TrainConfig.lr)) if value > default]
+    return f"lower {', '.join(raised)}" if raised else GENERIC_ADVICE
 
 
 def embedding_spread(emb: Tensor) -> float:
@@ -52,13 +68,14 @@ def uniformity(x: Tensor, t: float = 2.0, max_n: int = 2048, seed: int = 0) -> f
 
 
 def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None, *,
-                          earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+                          earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE) -> dict[str, float | bool]:
     """Spread of item (and user) embeddings, collapse alarm, alignment/uniformity.
 
     ``earlier``: the rows of the epochs before (their ``item_std``/``user_std``). A spread below
     :data:`COLLAPSE_STD` is a collapse only when it did not grow since the last of them: after a first epoch
     (none before) it is what a barely trained model looks like, its embeddings still close to where they
     started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch.
+    ``advice``: what the alarm says to change (:func:`collapse_advice`).
     """
     out: dict[str, float | bool] = {"item_std": embedding_spread(items), "item_uniformity": uniformity(items)}
     if users is not None and users.shape[0] > 1:
@@ -71,10 +88,8 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
     out["collapse_alarm"] = bool(low) and shrinking
     stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD)
     if out["collapse_alarm"]:
-        # scores are divided by loss.temperature: a high one flattens the softmax, and the towers stop spreading
-        # (loss.temperature=100 collapsed the user tower on MovieLens-100K; "raise the temperature" made it worse)
-        log.warning("embedding collapse: std item=%.4f user=%s < %.2f and not growing since the epoch before; "
-                    "lower the learning rate (train.lr) or the temperature (loss.temperature)", *stds)
+        log.warning("embedding collapse: std item=%.4f user=%s < %.2f and not growing since the epoch before; %s",
+                    *stds, advice)
     elif low:
         log.info("embedding spread low: std item=%.4f user=%s < %.2f, %s; a collapse only if it shrinks in later "
                  "epochs", *stds, "usual after a first epoch (embeddings start close together)" if before is None
@@ -84,9 +99,9 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
 
 def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tuple[Tensor, Tensor] | None,
                       *, max_items: int = 200_000, sample: int = 50_000,
-                      earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+                      earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE) -> dict[str, float | bool]:
     """:func:`embedding_diagnostics` of the item tower and the last batch's ``(queries[B, D], positives[B, D])``,
-    with the ``earlier`` epochs' rows.
+    with the ``earlier`` epochs' rows and the alarm's ``advice``.
 
     Every item up to ``max_items``; above, ``sample`` items drawn with ``rng``.
     """
@@ -104,7 +119,7 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
                 items = model.item_tower(ids)
         finally:
             model.train(was)
-    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier)
+    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier, advice=advice)
 
 
 def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float, suspect: str | None = None) -> None:

@@ -1,0 +1,29 @@
+"""The collapse alarm names what to change: the setting that collapsed the towers."""
+from __future__ import annotations
+
+import torch
+
+from twotower.training.diagnostics import GENERIC_ADVICE, collapse_advice, embedding_diagnostics
+
+
+def _tight(std: float, n: int = 200, d: int = 8, seed: int = 1) -> torch.Tensor:
+    return 1.0 + std * torch.randn(n, d, generator=torch.Generator().manual_seed(seed))
+
+
+def test_the_alarm_names_a_raised_weight_decay_not_the_learning_rate(caplog):
+    # train.weight_decay=1000 on MovieLens-100K: item std 0.0001, and the alarm said "lower the learning rate (train.lr)
+    # or the temperature (loss.temperature)", neither of which the user had touched
+    advice = collapse_advice(lr=0.002, weight_decay=1000.0, temperature=0.02)
+    assert advice == "lower train.weight_decay=1000 (default 0.0001)"
+    first = embedding_diagnostics(_tight(0.004), _tight(0.02))
+    with caplog.at_level("WARNING", logger="twotower.training.diagnostics"):
+        row = embedding_diagnostics(_tight(0.004), _tight(0.02), earlier=[first], advice=advice)
+    assert row["collapse_alarm"] is True
+    assert caplog.records[-1].getMessage().endswith("; lower train.weight_decay=1000 (default 0.0001)")
+
+
+def test_the_advice_lists_every_raised_setting_and_stays_generic_at_the_defaults():
+    assert collapse_advice(0.002, 0.0001, 0.02) == GENERIC_ADVICE
+    assert collapse_advice(0.0005, 0.0, 0.01) == GENERIC_ADVICE  # lowered settings shrink no spread
+    assert collapse_advice(0.5, 0.0001, 100.0) == "lower loss.temperature=100 (default 0.02), train.lr=0.5 (default 0.002)"
+
