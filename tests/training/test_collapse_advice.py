@@ -1,4 +1,5 @@
-"""The collapse alarm names what to change: the setting that collapsed the towers."""
+"""The collapse alarm names what to change: the setting that collapsed the towers, and fires from the first epoch
+when a tower gives every row one vector."""
 from __future__ import annotations
 
 import torch
@@ -27,3 +28,21 @@ def test_the_advice_lists_every_raised_setting_and_stays_generic_at_the_defaults
     assert collapse_advice(0.0005, 0.0, 0.01) == GENERIC_ADVICE  # lowered settings shrink no spread
     assert collapse_advice(0.5, 0.0001, 100.0) == "lower loss.temperature=100 (default 0.02), train.lr=0.5 (default 0.002)"
 
+
+def test_items_that_all_embed_alike_are_a_collapse_at_the_first_epoch_naming_the_inputs(caplog):
+    # every item given one feature value and no ID embedding: the first epoch said "usual after a first epoch
+    # (embeddings start close together)" and the second "lower the learning rate", which cannot tell items apart
+    items = torch.ones(50, 8) / 8 ** 0.5
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        row = embedding_diagnostics(items, _tight(0.05), item_ids=False)
+    assert row["collapse_alarm"] is True
+    line = caplog.records[-1]
+    assert line.levelname == "WARNING" and "every item gets the same vector" in line.getMessage()
+    assert "set model.item.use_id=true or give it features that differ between items" in line.getMessage()
+    # with an ID embedding the weights, not the inputs, made the items alike: the settings' advice stands
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        row = embedding_diagnostics(items, _tight(0.05), advice="lower train.weight_decay=1000 (default 0.0001)")
+    assert row["collapse_alarm"] is True and caplog.records[-1].getMessage().endswith("lower train.weight_decay=1000 "
+                                                                                     "(default 0.0001)")
+    # a tight but not identical first epoch stays a point to watch
+    assert embedding_diagnostics(_tight(0.005), _tight(0.05))["collapse_alarm"] is False

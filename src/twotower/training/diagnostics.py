@@ -16,12 +16,15 @@ if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
 __all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
-           "collapse_advice", "check_finite_weights"]
+           "IDENTICAL_STD", "collapse_advice", "check_finite_weights"]
 
 log = logging.getLogger(__name__)
 
 #: Mean per-dimension standard deviation below which embeddings have collapsed.
 COLLAPSE_STD = 0.01
+#: Spread below which a tower gives every row the same vector: no barely trained state (untrained towers spread
+#: ~0.05 on MovieLens-100K), so a collapse from the first epoch on
+IDENTICAL_STD = 1e-6
 
 #: The alarm's advice when no setting is suspect: scores are divided by the temperature, so a high one flattens the
 #: softmax and the towers stop spreading (loss.temperature=100 collapsed the user tower on MovieLens-100K)
@@ -68,14 +71,17 @@ def uniformity(x: Tensor, t: float = 2.0, max_n: int = 2048, seed: int = 0) -> f
 
 
 def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None, *,
-                          earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE) -> dict[str, float | bool]:
+                          earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE,
+                          item_ids: bool = True) -> dict[str, float | bool]:
     """Spread of item (and user) embeddings, collapse alarm, alignment/uniformity.
 
     ``earlier``: the rows of the epochs before (their ``item_std``/``user_std``). A spread below
     :data:`COLLAPSE_STD` is a collapse only when it did not grow since the last of them: after a first epoch
     (none before) it is what a barely trained model looks like, its embeddings still close to where they
-    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch.
-    ``advice``: what the alarm says to change (:func:`collapse_advice`).
+    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch. A spread
+    below :data:`IDENTICAL_STD` (every row one vector) is a collapse at any epoch. ``advice``: what the alarm says to
+    change (:func:`collapse_advice`); ``item_ids``: whether the item tower reads an ID embedding (without one,
+    identical items are the features' doing: every item given the same values).
     """
     out: dict[str, float | bool] = {"item_std": embedding_spread(items), "item_uniformity": uniformity(items)}
     if users is not None and users.shape[0] > 1:
@@ -85,9 +91,17 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
     low = [key for key in ("item_std", "user_std") if key in out and out[key] < COLLAPSE_STD]
     before = next((row for row in reversed(earlier) if "item_std" in row), None)
     shrinking = before is not None and any(key in before and out[key] <= before[key] for key in low)
-    out["collapse_alarm"] = bool(low) and shrinking
+    # one item constant feature and no ID embedding: "usual after a first epoch", then "lower the learning rate"
+    identical = [key.split("_")[0] for key in low if out[key] < IDENTICAL_STD]
+    out["collapse_alarm"] = bool(low) and (shrinking or bool(identical))
     stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD)
-    if out["collapse_alarm"]:
+    if identical:
+        if "item" in identical and not item_ids:  # no weight can tell apart items whose inputs are the same
+            advice = ("the item tower reads no ID (model.item.use_id=false) and its features give every item the same "
+                      "values: set model.item.use_id=true or give it features that differ between items")
+        log.warning("embedding collapse: std item=%.4f user=%s < %.2f: every %s gets the same vector; %s", *stds,
+                    " and every ".join(identical), advice)
+    elif out["collapse_alarm"]:
         log.warning("embedding collapse: std item=%.4f user=%s < %.2f and not growing since the epoch before; %s",
                     *stds, advice)
     elif low:
@@ -119,7 +133,8 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
                 items = model.item_tower(ids)
         finally:
             model.train(was)
-    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier, advice=advice)
+    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier, advice=advice,
+                                 item_ids=getattr(model.item_tower, "id_emb", None) is not None)
 
 
 def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float, suspect: str | None = None) -> None:
