@@ -2,6 +2,7 @@
 when a tower gives every row one vector."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from twotower.training.diagnostics import GENERIC_ADVICE, collapse_advice, embedding_diagnostics
@@ -46,3 +47,26 @@ def test_items_that_all_embed_alike_are_a_collapse_at_the_first_epoch_naming_the
                                                                                      "(default 0.0001)")
     # a tight but not identical first epoch stays a point to watch
     assert embedding_diagnostics(_tight(0.005), _tight(0.05))["collapse_alarm"] is False
+
+
+def test_the_alarm_line_follows_the_embedding_width(caplog):
+    # out_dim=512 on MovieLens-100K trained well (valid NDCG@10 0.189) at item std 0.006-0.010, under the one 0.01
+    # line of every width: "spread low" each epoch, one dip from a COLLAPSE. Unit vectors spread ~1/sqrt(D) a dimension
+    wide, narrow = _tight(0.007, d=512), _tight(0.007, d=64)
+    before = {"item_std": 0.0075, "user_std": 0.05}
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        row = embedding_diagnostics(wide, _tight(0.05, d=512), earlier=[before])
+    assert row["collapse_alarm"] is False and not caplog.records
+    assert row["collapse_std"] == pytest.approx(0.01 / 8 ** 0.5)
+    row = embedding_diagnostics(narrow, _tight(0.05, d=64), earlier=[before])
+    assert row["collapse_alarm"] is True and row["collapse_std"] == 0.01  # the default width's line is unchanged
+
+
+def test_the_curves_draw_the_line_the_alarm_used(tmp_path):
+    from twotower.training.plots import training_curves_figure
+
+    history = [{"epoch": e, "loss": 5.0, "inbatch_accuracy": 0.1, "item_std": 0.006, "collapse_std": 0.0035}
+               for e in (1, 2)]
+    fig = training_curves_figure(history, tmp_path)
+    ax = next(a for a in fig.axes if a.get_title() == "item embedding std")
+    assert any(list(line.get_ydata()) == [0.0035, 0.0035] for line in ax.get_lines())

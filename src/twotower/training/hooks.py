@@ -183,7 +183,7 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         row["epoch"], last, row["loss"], EPOCH_ACCURACY.get(tr.loss_cfg.kind, "acc"), row["inbatch_accuracy"],
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
         # the tower that collapsed: "item_std 0.102 COLLAPSE" blamed the items when the user tower had (0.0047)
-        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < COLLAPSE_STD else "")
+        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < row.get("collapse_std", COLLAPSE_STD) else "")
         if row.get("collapse_alarm") else "",
         f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
         # an epoch train.eval_every skips says so, rather than "valid NDCG@10 nan"

@@ -75,8 +75,9 @@ def training_curves_figure(history: list[dict[str, Any]], run: Path, *, metric: 
             ax.plot([best_epoch], [term[1]], marker="*", ms=12, color="tab:green", ls="none",
                     label=f"+ item-item term (weight {term[0]:g}): {term[1]:.4f} (saved)")
         if key == "item_std":  # from 0, against the alarm's line: a 0.1% drift on a zoomed axis looked like a collapse
-            alarm = ax.axhline(COLLAPSE_STD, color="grey", ls=":", lw=1, label=f"collapse alarm below {COLLAPSE_STD:g}")
-            ax.set_ylim(bottom=0, top=max(max(ys), COLLAPSE_STD) * 1.15)
+            line = next((r["collapse_std"] for r in reversed(history) if "collapse_std" in r), COLLAPSE_STD)  # out_dim's
+            alarm = ax.axhline(line, color="grey", ls=":", lw=1, label=f"collapse alarm below {line:.3g}")
+            ax.set_ylim(bottom=0, top=max(max(ys), line) * 1.15)
             ax.legend(handles=[alarm], loc="best", fontsize="small")
         ax.set_title(title)
         ax.set_xlabel("epoch")
