@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from twotower.training.diagnostics import GENERIC_ADVICE, collapse_advice, embedding_diagnostics
+from twotower.training.diagnostics import COLLAPSE_STD, GENERIC_ADVICE, collapse_advice, embedding_diagnostics
 
 
 def _tight(std: float, n: int = 200, d: int = 8, seed: int = 1) -> torch.Tensor:
@@ -52,14 +52,14 @@ def test_items_that_all_embed_alike_are_a_collapse_at_the_first_epoch_naming_the
 def test_the_alarm_line_follows_the_embedding_width(caplog):
     # out_dim=512 on MovieLens-100K trained well (valid NDCG@10 0.189) at item std 0.006-0.010, under the one 0.01
     # line of every width: "spread low" each epoch, one dip from a COLLAPSE. Unit vectors spread ~1/sqrt(D) a dimension
-    wide, narrow = _tight(0.007, d=512), _tight(0.007, d=64)
-    before = {"item_std": 0.0075, "user_std": 0.05}
+    wide, narrow = _tight(0.003, d=512), _tight(0.003, d=64)
+    before = {"item_std": 0.0035, "user_std": 0.05}
     with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
         row = embedding_diagnostics(wide, _tight(0.05, d=512), earlier=[before])
     assert row["collapse_alarm"] is False and not caplog.records
-    assert row["collapse_std"] == pytest.approx(0.01 / 8 ** 0.5)
+    assert row["collapse_std"] == pytest.approx(COLLAPSE_STD / 8 ** 0.5)
     row = embedding_diagnostics(narrow, _tight(0.05, d=64), earlier=[before])
-    assert row["collapse_alarm"] is True and row["collapse_std"] == 0.01  # the default width's line is unchanged
+    assert row["collapse_alarm"] is True and row["collapse_std"] == COLLAPSE_STD  # the default width's line
 
 
 def test_the_curves_draw_the_line_the_alarm_used(tmp_path):
@@ -70,3 +70,15 @@ def test_the_curves_draw_the_line_the_alarm_used(tmp_path):
     fig = training_curves_figure(history, tmp_path)
     ax = next(a for a in fig.axes if a.get_title() == "item embedding std")
     assert any(list(line.get_ydata()) == [0.0035, 0.0035] for line in ax.get_lines())
+
+
+def test_a_healthy_spread_that_levels_off_near_0_01_is_no_collapse(caplog):
+    # the transformer user tower with sequence examples on MovieLens-100K: item std 0.024 -> 0.011 over 5 epochs, then
+    # 0.0100-0.0101 while valid NDCG@10 held at its best (0.055-0.058); a 0.0001 dip at epoch 11 fired "COLLAPSE ...
+    # lower the learning rate". ML-1M's default reads 0.008-0.009 after its first epoch
+    earlier = [{"epoch": 10, "item_std": 0.0101, "user_std": 0.0145}]
+    with caplog.at_level("INFO", logger="twotower.training.diagnostics"):
+        row = embedding_diagnostics(_tight(0.0099, d=64), _tight(0.014, d=64), earlier=earlier)
+        ml1m = embedding_diagnostics(_tight(0.0085, d=64), _tight(0.03, d=64), earlier=[{"item_std": 0.0091}])
+    assert row["collapse_alarm"] is False and ml1m["collapse_alarm"] is False
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
