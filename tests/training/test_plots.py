@@ -177,3 +177,12 @@ def test_the_title_gives_the_item_item_terms_figure_the_saved_model_has(monkeypa
         assert any(list(line.get_xdata()) == [3] and list(line.get_ydata()) == [0.1360] for line in valid.get_lines())
     else:
         assert labels == ["best epoch 3 (saved)"]
+
+
+def test_the_gate_panel_says_which_head_alpha_weighs(tmp_path):
+    # "gate α" alone: a reader of curves.png could not tell whether 0.48 leaned to the text or the collaborative head
+    from twotower.training.plots import training_curves_figure
+
+    history = [{"epoch": e, "loss": 5.0, "inbatch_accuracy": 0.1, "alpha": 0.49} for e in (1, 2)]
+    titles = [ax.get_title() for ax in training_curves_figure(history, tmp_path).axes]
+    assert "gate α (1 = text head only, 0 = collaborative)" in titles
