@@ -8,6 +8,14 @@ next to a hand-written loop (same towers, same candidates, ``F.cross_entropy``,
 the same optimizer math -- PyTorch's own classes; for sequence towers on the trainer's own windows and batch
 order, so the ratio is the framework's overhead alone). Prints one table.
 
+``--towers default`` is the project's default recommender, every model and training default as
+``ModelConfig()`` / ``TrainConfig()`` declare them (recency and mean pools side by side, history dropout,
+the weight average, clipping, weight decay, batch 512, seed 42); its hand-written step does the same: it
+shares the model's modules (towers: pooling, MLPs, dropout masks) and ``windows_before``, and writes
+itself the history dropout, the in-batch loss with its corrections, clipping, fused AdamW and the
+weight average. The other pooled rows (``recency``, ``mean``) are one pool without history dropout or
+weight average: the lighter model the table had before.
+
     python bench/train_throughput.py --threads 1 2 --examples 60000
 """
 from __future__ import annotations
@@ -44,7 +52,13 @@ def synthetic(n_users: int, n_items: int, per_user: int, seed: int = 0) -> tuple
     return UserSequences.from_arrays(users, items, np.arange(len(users)), n_users), n_items
 
 
+#: the --towers name of the project's default recommender (ModelConfig() and TrainConfig() as declared)
+DEFAULT = "default"
+
+
 def model_config(tower: str, L: int) -> ModelConfig:
+    if tower == DEFAULT:
+        return ModelConfig()
     if tower in ("transformer", "gru"):
         user = TowerConfig(use_id=False, history=tower, history_len=L, history_dim=64, hidden=(), out_dim=64,
                            normalize=False, use_features=False)
@@ -57,11 +71,13 @@ def run_trainer(seqs, n_items, tower, kind, examples, batch, n, sparse) -> tuple
     cfg = model_config(tower, 200 if examples == "sequence" else 50)
     torch.manual_seed(0)
     model = TwoTowerModel(cfg, seqs.n_users, n_items, sparse=sparse)
-    # no history dropout and no weight average: the hand-written step does neither, and the ratio is the
-    # framework's overhead alone (docs/benchmarks.md: "What history dropout and the weight average cost")
-    train = TrainConfig(examples=examples, batch_size=batch, max_examples_per_epoch=n, progress=False,
-                        checkpoint=False, diagnostics=False, optimizer="sparse_adam" if sparse else "adamw",
-                        history_dropout=0.0, ema_decay=0.0)
+    harness = dict(max_examples_per_epoch=n, progress=False, checkpoint=False, diagnostics=False,
+                   optimizer="sparse_adam" if sparse else "adamw")  # none of them changes a step
+    if tower == DEFAULT:  # every other training default as declared: history dropout, weight average, ...
+        train = TrainConfig(examples=examples, **harness)
+    else:
+        # no history dropout and no weight average: the lighter rows, the hand-written step does neither
+        train = TrainConfig(examples=examples, batch_size=batch, history_dropout=0.0, ema_decay=0.0, **harness)
     tr = Trainer(model, seqs, loss=LossConfig(kind=kind), train=train, eval=EvalConfig(baselines=()))
     t0, c0 = time.perf_counter(), time.process_time()
     row = tr._run_epoch(1)
@@ -77,31 +93,43 @@ def manual_model(cfg: ModelConfig, n_users: int, n_items: int, sparse: bool) -> 
     model = TwoTowerModel(cfg, n_users, n_items, sparse=sparse)
     sp_params = [p for m in model.modules() if isinstance(m, torch.nn.Embedding) and m.sparse for p in m.parameters()]
     ids = {id(p) for p in sp_params}
-    opts = [torch.optim.AdamW([p for p in model.parameters() if id(p) not in ids], lr=2e-3, fused=True)]
+    t = TrainConfig()  # lr and weight decay as the trainer's (decay_1d: every dense parameter decayed)
+    opts = [torch.optim.AdamW([p for p in model.parameters() if id(p) not in ids], lr=t.lr,
+                              weight_decay=t.weight_decay, fused=True)]
     if sp_params:
-        opts.append(torch.optim.SparseAdam(sp_params, lr=2e-3))
+        opts.append(torch.optim.SparseAdam(sp_params, lr=t.lr))
     return model, opts
 
 
-def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
+def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[float, float]:
     """Hand-written causal step: windows, towers, candidates, cross-entropy / BPR, AdamW (+ SparseAdam).
 
     The same math as the trainer's default loss: in-batch softmax with the logQ correction
-    (``log(B p_i)``, p = train-item frequencies) and accidental hits masked; no statistics."""
+    (``log(B p_i)``, p = train-item frequencies) and accidental hits masked; no statistics. For
+    ``tower=default``, also the default's history dropout (each window cell padded with probability
+    ``train.history_dropout``) and weight average (``train.ema_decay``, with its warm-up, after each step)."""
     from twotower.models.history import windows_before
 
     cfg = model_config(tower, 50)
     model, opts = manual_model(cfg, seqs.n_users, n_items, sparse)
+    t = TrainConfig()
+    drop, decay = (t.history_dropout, t.ema_decay) if tower == DEFAULT else (0.0, 0.0)
+    live = [p.detach() for g in opts[0].param_groups for p in g["params"]]  # the dense parameters (no ID table)
+    shadow = [p.clone() for p in live]
+    rng = np.random.default_rng(1)
     counts = torch.as_tensor(np.bincount(seqs.items, minlength=n_items), dtype=torch.float64)
     log_q = torch.log(batch * counts / counts.sum()).float()  # [I] in-batch presence (mixture logQ, no extras)
     T, negs = LossConfig().temperature, LossConfig().sampled_negatives
     users = np.repeat(np.arange(seqs.n_users), seqs.lengths())
     order = np.random.default_rng(0).permutation(len(users))[:n]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for s in range(0, n, batch):
         idx = order[s : s + batch]
         u = users[idx]
-        h = torch.as_tensor(windows_before(seqs.items, seqs.indptr[u], idx, 50, n_items))
+        h = windows_before(seqs.items, seqs.indptr[u], idx, 50, n_items)
+        if drop:
+            np.putmask(h, rng.random(h.shape) < drop, n_items)
+        h = torch.as_tensor(h)
         tgt = torch.as_tensor(seqs.items[idx])
         for o in opts:
             o.zero_grad(set_to_none=True)
@@ -127,13 +155,16 @@ def run_manual(seqs, n_items, tower, kind, batch, n, sparse) -> float:
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.grad is not None and not p.grad.is_sparse], 5.0)
         for o in opts:
             o.step()
-    return n / (time.perf_counter() - t0)
+        if decay:
+            with torch.no_grad():
+                torch._foreach_lerp_(shadow, live, 1.0 - min(decay, (1 + s // batch) / (10 + s // batch)))
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)  # (examples/s, per CPU-second)
 
 
-def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[float, float]:
+def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[float, float, float]:
     """Hand-written all-positions step (SASRec's objective) on the trainer's windows and batch order:
     states at every column, the valid positions' targets, the same candidates, ``F.cross_entropy`` /
-    softplus, the same optimizers. (units/s, positions/s). The trainer's corrections where they apply:
+    softplus, the same optimizers. (units/s, positions/s, units per CPU-second). The trainer's corrections where they apply:
     in-batch subtracts the presence logQ of the batch's distinct targets, sampled masks negatives that
     are the row's positive; no statistics."""
     from twotower.training.step import candidate_log_q
@@ -148,7 +179,7 @@ def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[f
     counts = torch.as_tensor(np.bincount(seqs.items, minlength=n_items), dtype=torch.float64)
     probs = counts / counts.sum()  # [I]
     positions = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for s in range(0, len(order), batch):
         _, inp, tgt = ex.windows(order[s : s + batch])
         inp, tgt = torch.as_tensor(inp), torch.as_tensor(tgt)
@@ -178,14 +209,16 @@ def run_manual_sequence(seqs, n_items, tower, kind, batch, n, sparse) -> tuple[f
         for o in opts:
             o.step()
     dt = time.perf_counter() - t0
-    return len(order) / dt, positions / dt
+    return len(order) / dt, positions / dt, len(order) / (time.process_time() - c0)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--examples", type=int, default=40_000, help="causal examples (or sequences / 50) per measurement")
-    ap.add_argument("--towers", nargs="+", default=["recency", "transformer"])
+    ap.add_argument("--towers", nargs="+", default=[DEFAULT, "transformer"],
+                    help=f"user towers: {DEFAULT} (the default recommender, every default) | recency | mean (one "
+                         "pool, no history dropout or weight average) | transformer | gru")
     ap.add_argument("--losses", nargs="+", default=["inbatch", "full", "sampled", "bpr"])
     ap.add_argument("--synthetic-items", type=int, default=0, help="a synthetic catalogue of this many items instead of ML-1M")
     ap.add_argument("--synthetic-users", type=int, default=20_000)
@@ -200,7 +233,8 @@ def main() -> None:
     # every earlier row had been measured
     try:
         for tower in args.towers:
-            TowerConfig(use_id=False, history=tower)
+            if tower != DEFAULT:
+                TowerConfig(use_id=False, history=tower)
         for kind in args.losses:
             LossConfig(kind=kind)
     except ConfigError as e:
@@ -219,7 +253,7 @@ def main() -> None:
                              "--synthetic-items N")
         (seqs, n_items), data = load_ml1m(path), args.data.name if args.data else "ML-1M"
     print(f"{'data':<27}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'ex/cpu-s':>10}{'positions/s':>13}"
-          f"{'hand ex/s':>11}{'ratio':>7}")
+          f"{'hand ex/s':>11}{'hand cpu-s':>11}{'ratio':>7}{'cpu ratio':>10}")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for tower in args.towers:
@@ -229,11 +263,13 @@ def main() -> None:
                 ex_s, pos_s, cpu_s = run_trainer(seqs, n_items, tower, kind, "sequence" if seq else "causal",
                                           128 if seq else 512, n, args.sparse)
                 if seq:
-                    hand = run_manual_sequence(seqs, n_items, tower, kind, 128, n, args.sparse)[0]
+                    hand, _, hand_cpu = run_manual_sequence(seqs, n_items, tower, kind, 128, n, args.sparse)
                 else:
-                    hand = run_manual(seqs, n_items, tower, kind, 512, n, args.sparse)
+                    hand, hand_cpu = run_manual(seqs, n_items, tower, kind, 512, n, args.sparse)
+                # ratio: wall-clock; cpu ratio: per CPU-second (the trainer's prefetch and averaging threads
+                # counted), the steadier one on shared cores
                 print(f"{data:<27}{tower:<13}{kind:<9}{threads:>4}{ex_s:>14.0f}{cpu_s:>10.0f}{pos_s:>13.0f}{hand:>11.0f}"
-                      f"{ex_s / hand if hand == hand else float('nan'):>7.2f}", flush=True)
+                      f"{hand_cpu:>11.0f}{ex_s / hand:>7.2f}{cpu_s / hand_cpu:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -359,7 +359,9 @@ class TowerConfig:
         _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
         _check(self.seq_layers <= MAX_LAYERS, "tower.seq_layers", f"must be at most {MAX_LAYERS}, got {self.seq_layers:,}")
         _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
-        _check(self.history_dim % self.seq_heads == 0, "tower.seq_heads",
+        # only the transformer splits history_dim into heads: `seq_heads=3` beside the default pooled history
+        # (or a GRU) was refused over a setting that tower never reads
+        _check(self.history != "transformer" or self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
         _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
@@ -850,8 +852,11 @@ class PrepareConfig:
 
 # ---------------------------------------------------------------- text retrieval training
 
-#: the retrievers `search train` mines hard negatives from (FinetuneConfig.mining_retriever)
+#: the retrievers `search train` mines hard negatives from (FinetuneConfig.mining_retriever), and `rerank train`
 MINING_RETRIEVERS = ("dense", "bm25")
+#: where `rerank train --mining-retriever` mines by default (and whose lists --valid-frac reranks): BM25 needs no
+#: bi-encoder; dense mines from --mining-model's (a `search train` output, or zero-shot all-MiniLM-L6-v2)
+RERANK_MINING_RETRIEVER = "bm25"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1331,6 +1336,29 @@ def refuse_quoted_values(cls: type, data: Mapping[str, Any], source: str, *, pre
                 raise ConfigError(f"{source}: {name}: expected {kind}, got the text {v!r}; write it without quotes")
 
 
+def _optional(tp: Any) -> bool:
+    """``str | None``, ``int | None``: a setting null leaves unset (not a list whose elements may be null)."""
+    return typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp)
+
+
+def toml_nulls(cls: type, data: dict[str, Any]) -> None:
+    """A TOML file's ``"none"`` (or ``"null"``) for an optional setting is null, in place: TOML has no null.
+
+    Optional numbers already read it so, but an optional text setting kept the text: `timestamp_col = "none"` read
+    the data (seconds) and then looked for a column called 'none', so a TOML file could not turn the time or
+    rating column off. YAML and JSON write null; an override's `data.timestamp_col=null` is null and its `=none`
+    stays the text."""
+    hints = _hints(cls)
+    for key, value in data.items():
+        tp = hints.get(key)
+        if tp is None:
+            continue
+        if isinstance(value, dict) and dataclasses.is_dataclass(tp):
+            toml_nulls(tp, value)
+        elif isinstance(value, str) and value.lower() in ("none", "null") and _optional(tp):
+            data[key] = None
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | RunConfig | None = None, *, overrides_label: str = "overrides") -> RunConfig:
     """Resolve a RunConfig from an optional file, an optional base (a dict, or a RunConfig such as a loaded
@@ -1351,6 +1379,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         from_file = read_config_file(path)
         check_known_settings(RunConfig, from_file, f"config file {path}")
         refuse_quoted_values(RunConfig, from_file, f"config file {path}")
+        if Path(path).suffix.lower() == ".toml":
+            toml_nulls(RunConfig, from_file)
         _deep_update(data, from_file)
     given = apply_overrides({}, list(overrides or []))
     if overrides:
@@ -1363,8 +1393,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         # a bad value written in the file: say which file, as unknown keys already do; a check of two settings
         # ("model.user.out_dim: 64 must equal model.item.out_dim 32") counts the one the file gave too
         names = [str(e).split(":", 1)[0], *re.findall(r"\b[a-z_]+(?:\.[a-z_]+)+\b", str(e).split(":", 1)[-1])]
-        if path is not None and any(_has_key(from_file, n) for n in names) and not any(_has_key(given, n) for n in names):
+        in_file = list(dict.fromkeys(n for n in names if path is not None and _has_key(from_file, n)
+                                     and not _has_key(given, n)))
+        in_overrides = list(dict.fromkeys(n for n in names if _has_key(given, n)))
+        if in_file and not in_overrides:
             raise ConfigError(f"config file {path}: {e}") from e
+        if in_file:
+            # `--config examples/sasrec.toml model.user.history=gru`: the clash was of a file's value and an
+            # override's, and the error named neither place, so the user looked for seq_positions on their line
+            where = "; ".join([*(f"{n}: config file {path}" for n in in_file),
+                               *(f"{n}: {overrides_label}" for n in in_overrides)])
+            raise ConfigError(f"{e} [{where}]") from e
         raise
 
 

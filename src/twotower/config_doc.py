@@ -109,7 +109,8 @@ def reference() -> str:
         "Every key of a `--config` file (TOML, YAML or JSON: `[train]` then `epochs = 5`) and of a dotted override "
         "on the command line (`train.epochs=5`), with its default. `twotower train ... --print-config` prints what a "
         "file, the flags and the overrides resolve to; a run writes the same into `OUT/config.json`. `null` "
-        "(`\"none\"` in TOML, which has no null) leaves an optional setting unset. In Python the same keys are the "
+        "(`\"none\"` in a TOML file, which has no null) leaves an optional setting unset; on the command line write "
+        "`=null` (`data.rating_col=none` names a column called \"none\"). In Python the same keys are the "
         "fields of `RunConfig`'s sections (`TrainConfig(epochs=5)`), or `load_config(base={...})`.",
         "",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any
 
@@ -341,3 +342,26 @@ def test_cold_similar_cache_folder_checked_before_the_fit(bench: Any, tmp_path: 
     monkeypatch.setattr(sys, "argv", ["cold_similar.py", "--cache", str(tmp_path / "missing" / "fits.npz")])
     with pytest.raises(SystemExit, match="no folder .*missing to keep the fits' vectors in"):
         cold_similar.main()
+
+
+def test_train_throughput_default_row_trains_the_default_recommender(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row README and docs call "the default" ran one recency pool without history dropout or weight average;
+    it now trains ModelConfig() with every training default (only the harness's switches differ)."""
+    from twotower.config import ModelConfig, TrainConfig
+
+    train_throughput = bench("train_throughput")
+    seen: dict[str, Any] = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_trainer(model: Any, seqs: Any, *, train: TrainConfig, **_: Any) -> None:
+        seen["train"] = train
+        raise Stop
+
+    monkeypatch.setattr(train_throughput, "Trainer", fake_trainer)
+    monkeypatch.setattr(train_throughput, "TwoTowerModel", lambda cfg, *a, **k: seen.setdefault("model", cfg))
+    with pytest.raises(Stop):
+        train_throughput.run_trainer(SimpleNamespace(n_users=5), 10, "default", "inbatch", "causal", 512, 1000, False)
+    assert seen["model"] == ModelConfig()
+    assert seen["train"] == TrainConfig(max_examples_per_epoch=1000, progress=False, checkpoint=False, diagnostics=False)

@@ -39,3 +39,15 @@ def test_demo_unknown_user_is_refused_before_training(no_training, capsys):
     assert err == "error: --user: unknown user '99999'; MovieLens-100K's 3 users are 1 to 943"
     with pytest.raises(AssertionError, match="training started"):  # a known user goes on to train
         main(["demo", "--user", "943", "--epochs", "1"])
+
+
+def test_demo_out_over_a_folder_of_the_users_files_is_refused_as_typed_before_the_download(no_training, tmp_path,
+                                                                                          monkeypatch, capsys):
+    import twotower.data.movielens as movielens
+
+    monkeypatch.setattr(movielens, "fetch_movielens_100k", lambda *a, **k: pytest.fail("downloaded first"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    assert main(["demo", "--out", "mine", "--epochs", "1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "error: --out mine: a non-empty folder that holds no run (notes.txt)")

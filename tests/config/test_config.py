@@ -356,8 +356,9 @@ def test_a_mismatch_of_two_settings_names_the_file_that_gave_one_and_both_values
         load_config(path)
     assert str(e.value) == f"config file {path}: model.user.out_dim: 64 must equal model.item.out_dim 32"
     with pytest.raises(ConfigError) as e:
-        load_config(path, ["model.user.out_dim=16"])  # the command line gave one of them: not the file's alone
-    assert str(e.value) == "model.user.out_dim: 16 must equal model.item.out_dim 32"
+        load_config(path, ["model.user.out_dim=16"])  # the command line gave one of them: each place is named
+    assert str(e.value) == ("model.user.out_dim: 16 must equal model.item.out_dim 32 "
+                            f"[model.item.out_dim: config file {path}; model.user.out_dim: overrides]")
 
 
 @pytest.mark.parametrize("suffix, text, said", [

@@ -184,7 +184,7 @@ def test_a_missed_target_takes_the_cheapest_setting_near_the_best_recall(caplog)
     index = _Index()
     rep = _report(rows, (_cheapest(rows), index), 10, 0.95, 200_000, 64, 1000, 1.0, "", None)  # type: ignore[arg-type]
     assert index.params == {"nprobe": 768} and not rep.met_target
-    assert "0.6899 with IVF4096,PQ16x8 {'nprobe': 768}, the cheapest setting within 0.002 of its best recall " \
+    assert "0.6899 with IVF4096,PQ16x8 nprobe=768, the cheapest setting within 0.002 of its best recall " \
            "0.6904" in rep.reason
 
 

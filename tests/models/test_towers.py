@@ -106,6 +106,29 @@ def test_windows_before_and_sequences():
     assert pad_histories([np.array([1, 2, 3]), np.array([])], 2, 9).tolist() == [[2, 3], [9, 9]]
 
 
+def test_windows_before_edges_equal_the_masked_gather() -> None:
+    """Every cell is gathered with its index clipped into range and the padding written over it: windows that
+    reach before the first item, empty users at the end of the items, a start past the position (the sequence
+    objective's targets of a one-item user), int32 items and no items at all give what the masked gather gives."""
+    def masked(flat, starts, positions, L, pad):  # the plain definition: flat[max(start, p-L):p], right-aligned
+        out = np.full((len(starts), L), pad, dtype=np.int64)
+        for b, (s, p) in enumerate(zip(starts, positions)):
+            row = flat[max(s, p - L):p] if p > s else flat[:0]
+            out[b, L - len(row):] = row
+        return out
+
+    rng = np.random.default_rng(0)
+    lens = np.array([3, 0, 1, 5, 0, 0])  # empty users between and after the others
+    indptr = np.concatenate([[0], np.cumsum(lens)])
+    for flat in (rng.integers(0, 50, indptr[-1]), rng.integers(0, 50, indptr[-1]).astype(np.int32)):
+        s, e = indptr[:-1], indptr[1:]
+        for starts, positions in ((s, e), (s, s), (s + 1, e), (s, np.maximum(e - 1, s))):
+            for L in (1, 2, 7):
+                got = windows_before(flat, starts, positions, L, pad=99)
+                assert got.dtype == np.int64 and got.tolist() == masked(flat, starts, positions, L, 99).tolist()
+    assert windows_before(np.zeros(0, np.int64), np.array([0, 0]), np.array([0, 0]), 3, pad=7).tolist() == [[7] * 3] * 2
+
+
 def test_an_item_tower_without_input_is_a_config_error_naming_the_settings():
     """With model.item.use_id=false and no item features, the dual head's collaborative head had no input: `train`
     printed a ValueError traceback saying to "enable ... text", which dual_head already had on."""

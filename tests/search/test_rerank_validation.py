@@ -70,7 +70,7 @@ def fake_training(monkeypatch):
 @needs_text
 def test_valid_frac_holds_queries_out_of_rerank_training_and_reports_them(tmp_path, fake_training, capsys):
     beir = write_beir(tmp_path / "beir", {"train": QRELS}, docs=DOCS, queries=QUERIES)
-    assert main(["rerank", "train", "--beir", str(beir), "--out", str(tmp_path / "ce"), "--valid-frac", "0.25",
+    assert main(["rerank", "train", "--beir", str(beir), "--out", str(tmp_path / "ce"), "--valid-frac", "0.25", "--mining-margin", "0",
                  "--negatives", "1"]) == 0
     call = fake_training[0]
     val = call["validation"]
@@ -84,7 +84,7 @@ def test_valid_frac_holds_queries_out_of_rerank_training_and_reports_them(tmp_pa
 @needs_text
 def test_without_valid_frac_rerank_training_gets_no_validation(tmp_path, fake_training, capsys):
     beir = write_beir(tmp_path / "beir", {"train": QRELS}, docs=DOCS, queries=QUERIES)
-    assert main(["rerank", "train", "--beir", str(beir), "--out", str(tmp_path / "ce"), "--negatives", "1"]) == 0
+    assert main(["rerank", "train", "--beir", str(beir), "--out", str(tmp_path / "ce"), "--negatives", "1", "--mining-margin", "0"]) == 0
     assert fake_training[0]["validation"] is None and len(fake_training[0]["queries"]) == 8
 
 

@@ -92,6 +92,17 @@ def test_the_servers_history_bound_is_named_as_the_servers(make_client) -> None:
         "must hold at most 3 item ids (this server's max_history: `twotower serve --max-history` sets it), got 4")}]
 
 
+def test_the_servers_batch_bound_is_named_as_the_servers(make_client) -> None:
+    """A batch over max_batch read "List should have at most 2 items after validation, not 3": pydantic's words,
+    with no word of the server's setting, where an over-long history or k names theirs and the flag."""
+    one = {"user_id": "u1", "k": 1}
+    r = make_client(max_batch=2).post("/recommend/batch", json={"requests": [one, one, one]})
+    assert r.status_code == 422
+    assert r.json()["error"]["details"] == [{"loc": ["body", "requests"], "msg": (
+        "must hold at most 2 requests (this server's max_batch: `twotower serve --max-batch` sets it), got 3")}]
+    assert r.json()["error"]["message"].startswith("body.requests: must hold at most 2 requests (this server's")
+
+
 @pytest.mark.parametrize("cli_argv, cli_at, route, body, http_at, fn, py_at", [
     (["recommend", "--history", "i1,nope"], "--history", "/recommend", {"history": ["i1", "nope"]}, "history[1]",
      lambda run: tt.recommend(run, history=["i1", "nope"]), "history[1]"),

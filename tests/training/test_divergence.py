@@ -23,7 +23,7 @@ def test_a_step_whose_loss_is_nan_is_refused_before_its_update() -> None:
             (w * float("nan")).sum().backward()
             return float("nan"), 1
 
-        with pytest.raises(TrainingDiverged, match=r"the loss of step 1 is nan \(learning rate 0.1 at that step\); "
+        with pytest.raises(TrainingDiverged, match=r"the loss of step 1 of epoch 1 is nan \(learning rate 0.1 at that step\); "
                                                     r"that step's update was not applied"):
             run.step(closure)
     assert torch.equal(w.detach(), torch.ones(3))  # the NaN gradient never reached the weights
@@ -56,3 +56,17 @@ def test_a_run_that_diverges_draws_the_curves_of_the_epochs_before(tmp_path, mon
     with pytest.raises(TrainingDiverged, match="epoch 3"):
         tr.fit()
     assert (tmp_path / "curves.png").is_file() and [r["epoch"] for r in tr.history] == [1, 2]
+
+
+def test_a_divergence_names_its_epoch_and_the_step_within_it_also_after_several_epochs() -> None:
+    # train.lr=1e30 on resume, in epoch 2 of MovieLens-100K after 20 steps of epoch 1, said "the loss of step 2":
+    # no epoch, and a count the resume had restarted
+    w = torch.nn.Parameter(torch.ones(3))
+    loop = TrainLoop([w], lr=0.1, progress=False)
+    with loop.epoch(1, n_batches=3, n_examples=3) as run:
+        for _ in range(3):
+            run.step(lambda: ((w * 0.0).sum().backward(), (0.5, 1))[1])
+    with loop.epoch(2, n_batches=3, n_examples=3) as run:
+        run.step(lambda: ((w * 0.0).sum().backward(), (0.5, 1))[1])
+        with pytest.raises(TrainingDiverged, match=r"the loss of step 2 of epoch 2 is nan"):
+            run.step(lambda: ((w * 0.0).sum().backward(), (float("nan"), 1))[1])

@@ -117,6 +117,18 @@ def test_the_spread_panel_starts_at_zero_with_the_collapse_line(monkeypatch: pyt
     assert any(list(line.get_ydata()) == [COLLAPSE_STD, COLLAPSE_STD] for line in ax.get_lines())
 
 
+def test_a_long_title_is_wrapped_to_the_figures_width(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A three-panel run's title with the item-item term's figure ran past both edges of the PNG."""
+    history = [{"epoch": e, "loss": 6.0 - 0.2 * e, "inbatch_accuracy": 0.01 * e, "valid_NDCG@10": 0.1 + 0.01 * e}
+               for e in (1, 2, 3)]
+    figs = _capture(monkeypatch)
+    plot_training_curves(history, tmp_path / "curves.png", best_epoch=3, item_item=_term(0.3, 0.1360, 500, 943))
+    fig = figs[0]
+    renderer = fig.canvas.get_renderer()
+    box = fig._suptitle.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (box, fig.bbox)
+
+
 def test_drawing_the_curves_leaves_the_processs_matplotlib_backend_alone(tmp_path: Path) -> None:
     """plot_training_curves called matplotlib.use("Agg"): a notebook training through the Python API had its
     inline backend switched off for the rest of the session, and pyplot held every curves figure drawn."""
@@ -134,3 +146,43 @@ def test_drawing_the_curves_leaves_the_processs_matplotlib_backend_alone(tmp_pat
         assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         matplotlib.use(before)
+
+
+def _term(weight: float, valid: float, scored: int = 900, of: int = 900) -> dict:
+    return {"weight": weight, "metric": "NDCG@10", "valid_metric": valid, "valid_users": scored, "valid_users_of": of}
+
+
+@pytest.mark.parametrize(("term", "title"), [
+    (_term(0.3, 0.1360), "r1: best valid NDCG@10 at epoch 3: towers 0.1300; with the item-item term (weight 0.3) "
+                         "0.1360 (saved), 5 epochs run"),
+    (_term(0.3, 0.1360, 500, 900), "r1: best valid NDCG@10 at epoch 3: towers 0.1300; with the item-item term "
+                                   "(weight 0.3) 0.1360 on 500 of the 900 validation users (saved), 5 epochs run"),
+    (_term(0.0, 0.1300), "r1: best valid NDCG@10 0.1300 at epoch 3 (saved; the item-item term did not help), "
+                         "5 epochs run")])
+def test_the_title_gives_the_item_item_terms_figure_the_saved_model_has(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path, term: dict, title: str) -> None:
+    """The title said "best valid NDCG@10 0.1300 (saved)" of a run whose saved model, the towers with the item-item
+    term fitted after training, validated at 0.1360 (`train`'s own summary lines said both)."""
+    history = [{"epoch": e, "loss": 5.4 - 0.1 * min(e, 3), "inbatch_accuracy": 0.01, "item_std": 0.02,
+                "valid_NDCG@10": 0.1 + 0.01 * min(e, 3) - 0.001 * max(e - 3, 0)} for e in range(1, 6)]
+    (tmp_path / "r1").mkdir()
+    figs = _capture(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    plot_training_curves(history, Path("r1") / "curves.png", best_epoch=3, item_item=term)
+    assert figs[0]._suptitle.get_text().replace("\n", " ") == title  # wrapped to the figure's width
+    valid = next(ax for ax in figs[0].axes if ax.get_title() == "valid NDCG@10")
+    labels = [t.get_text() for t in valid.get_legend().get_texts()]
+    if term["weight"]:  # its own point at the best epoch, beside the towers' curve
+        assert labels == ["best epoch 3 (its towers saved)", "+ item-item term (weight 0.3): 0.1360 (saved)"]
+        assert any(list(line.get_xdata()) == [3] and list(line.get_ydata()) == [0.1360] for line in valid.get_lines())
+    else:
+        assert labels == ["best epoch 3 (saved)"]
+
+
+def test_the_gate_panel_says_which_head_alpha_weighs(tmp_path):
+    # "gate α" alone: a reader of curves.png could not tell whether 0.48 leaned to the text or the collaborative head
+    from twotower.training.plots import training_curves_figure
+
+    history = [{"epoch": e, "loss": 5.0, "inbatch_accuracy": 0.1, "alpha": 0.49} for e in (1, 2)]
+    titles = [ax.get_title() for ax in training_curves_figure(history, tmp_path).axes]
+    assert "gate α (1 = text head only, 0 = collaborative)" in titles

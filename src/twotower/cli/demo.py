@@ -28,6 +28,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
     t0 = time.perf_counter()
     out = Path(args.out)
+    from twotower.pipeline.staging import check_new_run_dir
+
+    check_new_run_dir(out, (), resume=False, flag="--out")  # train_run's refusal, before the download and as typed
     # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
     threads = args.threads or threads_from_env() or auto_threads()
     set_threads(threads)  # for the whole demo: train_run gives its caller's counts back, the evaluation runs on these

@@ -206,6 +206,7 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     from twotower.utils.run_folder import check_run_folder
 
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
+    from twotower.index.autotune import params_text
     from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import EXACT_HINT, open_run_index
@@ -222,7 +223,8 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))
         return 0
-    print(f"index {directory}: {meta['backend']} {meta.get('factory') or ''} params {meta.get('params')}")
+    knobs = params_text(meta.get("params") or {})  # as `index build` writes a setting: efSearch=16, not a dict
+    print(f"index {directory}: {meta['backend']} {meta.get('factory') or ''}" + (f" ({knobs})" if knobs else ""))
     print(f"  {meta['count']:,} vectors of dim {meta['dim']}, metric {meta['metric']}, exact={meta.get('is_exact')}, "
           f"created {meta.get('created')}")
     print(f"  built for model {meta.get('model_fingerprint')} = this run's model (checksums verified)")

@@ -277,7 +277,8 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     from twotower.config import RerankTrainConfig, SearchConfig  # every default is declared there, once
 
     rt = RerankTrainConfig()
-    t = sub.add_parser("train", help="train a cross-encoder from MiniLM on BEIR train pairs + BM25 hard negatives")
+    t = sub.add_parser("train", help="train a cross-encoder from MiniLM on BEIR train pairs + hard negatives mined "
+                       "from BM25 (default) or a bi-encoder (--mining-retriever dense)")
     _train_common(t, seed=rt.seed)
     t.add_argument("--epochs", type=int, default=rt.epochs, help="training epochs (default %(default)s)")
     t.add_argument("--negatives", type=int, default=rt.negatives_per_query, help="hard negatives per query (default %(default)s)")
@@ -288,10 +289,21 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--batch-size", type=int, default=rt.groups_per_step,
                    help="queries per optimiser step, each scored with its positive and --negatives (default "
                         "%(default)s)")
-    _mining_flags(t, "BM25")
-    _valid_frac_flag(t, rt.valid_frac, f"reranked after each epoch (top {SearchConfig.rerank_top} of BM25's list, "
-                     "as `search evaluate --rerank` does) and scored by NDCG@10 against BM25's own order; the best "
-                     "epoch's weights are saved, with a warning when even they rerank worse than BM25")
+    _mining_flags(t, "the --mining-retriever")
+    from twotower.config import MINING_RETRIEVERS, RERANK_MINING_RETRIEVER
+
+    t.add_argument("--mining-retriever", default=RERANK_MINING_RETRIEVER, choices=MINING_RETRIEVERS,
+                   help="where the hard negatives are mined, and whose lists --valid-frac reranks (default "
+                        "%(default)s): bm25, BM25's lexical matches, or dense, a bi-encoder's (--mining-model): "
+                        "mine from the first stage the cross-encoder will rerank")
+    t.add_argument("--mining-model", help="with --mining-retriever dense: the bi-encoder directory (a `search train` "
+                   "output; default: zero-shot all-MiniLM-L6-v2)")
+    t.add_argument("--cache", default=SearchConfig.cache_dir, help="with --mining-retriever dense: the corpus "
+                   "embedding cache folder, shared by every run and working folder (default %(default)s)")
+    _valid_frac_flag(t, rt.valid_frac, f"reranked after each epoch (top {SearchConfig.rerank_top} of the "
+                     "--mining-retriever's list, as `search evaluate --rerank` does) and scored by NDCG@10 against "
+                     "that list's own order; the best epoch's weights are saved, with a warning when even they "
+                     "rerank worse than it")
     t.add_argument("--patience", type=int, default=rt.patience,
                    help="with --valid-frac: stop after this many epochs without a better validation NDCG@10 "
                         "(default %(default)s)")
@@ -460,8 +472,15 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
+    alone = m.get("dense_only")
+    if alone and alone["queries"]:  # hybrid: BM25 matched nothing for them, their list is the dense one alone
+        print(f"note: {alone['queries']} of {_count(m['queries'], 'query', 'queries')} had no BM25 hit and "
+              f"{'was' if alone['queries'] == 1 else 'were'} ranked by dense search alone (e.g. query "
+              f"{alone['example']})", file=sys.stderr)
     if args.json:
         out = {k: m[k] for k in METRIC_KEYS}
+        if alone is not None:
+            out["dense_only"] = alone
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
             out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
@@ -993,6 +1012,21 @@ def _rerank_train(args: argparse.Namespace) -> int:
     mining = _mining_config(args, args.negatives * args.epochs, "--negatives x --epochs")
     if args.base is not None:
         check_cross_encoder_dir(args.base, "--base", base=True)
+    from twotower.config import SearchConfig
+
+    dense = args.mining_retriever == "dense"
+    if dense:
+        from twotower.search.artefacts import check_bi_encoder_dir
+
+        if args.mining_model is not None:
+            check_bi_encoder_dir(args.mining_model, "--mining-model")
+        _check_cache(args)
+    else:
+        unused = [f for f, v in (("--mining-model", args.mining_model),
+                                 ("--cache", None if args.cache == SearchConfig.cache_dir else args.cache)) if v]
+        if unused:
+            logging.getLogger(__name__).warning("%s has no effect with --mining-retriever bm25 (the default): pass "
+                                                "--mining-retriever dense to mine from a bi-encoder", " and ".join(unused))
     _threads(args)
 
     from dataclasses import asdict
@@ -1002,13 +1036,19 @@ def _rerank_train(args: argparse.Namespace) -> int:
     data, qs, pos, by_q = _train_pairs(args)
     qs, pos, by_q, valid = _hold_out(args, qs, pos, cfg.valid_frac)
     texts = data.corpus.doc_texts()
-    bm25 = _bm25(data, texts)
-    neg_of, report = _mine(bm25, by_q, mining)
+    if dense:
+        from twotower.search.finetune import load_dense_retriever
+
+        retriever = load_dense_retriever(args.mining_model, cache_dir=args.cache).fit(texts)
+    else:
+        retriever = _bm25(data, texts)
+    neg_of, report = _mine(retriever, by_q, mining)
     if not report.kept:
         _no_rerank_negatives(args, report)
-    extra = {"validation": _rerank_validation(valid, bm25)} if valid is not None else {}
+    extra = {"validation": _rerank_validation(valid, retriever, args.mining_retriever)} if valid is not None else {}
+    how = {"retriever": args.mining_retriever, **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {})}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
-                        source={**_source(args), "mining": {"retriever": "bm25", **asdict(mining)}}, **extra)
+                        source={**_source(args), "mining": {**how, **asdict(mining)}}, **extra)
     _report_rerank_training(args, len(qs))
     return 0
 
@@ -1044,23 +1084,27 @@ def _no_rerank_negatives(args: argparse.Namespace, report) -> None:  # noqa: ANN
                     "close to the positive)")
     if report.candidates >= report.queries * args.mining_depth:
         hint.append(f"raise --mining-depth ({args.mining_depth})")
+    bm25 = args.mining_retriever == "bm25"
     why = ("; " + " or ".join(hint)) if hint else (
         ": BM25 retrieves only documents sharing a word with the query, and here those are the relevant ones; "
-        "the corpus needs other documents that share words with the queries")
-    raise DataError(f"no hard negative for any of the {report.queries} training queries: BM25's top "
+        "the corpus needs other documents that share words with the queries" if bm25 else
+        ": the corpus holds no other document to mine")
+    raise DataError(f"no hard negative for any of the {report.queries} training queries: "
+                    f"{'BM25' if bm25 else 'the bi-encoder'}'s top "
                     f"{args.mining_depth} held {report.candidates} candidates, {report.dropped_positive} of them known "
                     f"positives and {report.dropped_too_close} too close to the positive; the cross-encoder has "
                     f"nothing to learn against{why}")
 
 
-def _rerank_validation(valid, bm25):  # noqa: ANN001, ANN202 - ValidationSet, BM25Retriever -> RerankValidation
-    """The held-out queries with BM25's lists, the first stage the cross-encoder is judged against (and was mined
-    from), its top SearchConfig.rerank_top reranked as `search evaluate --rerank` does by default."""
+def _rerank_validation(valid, retriever, name: str):  # noqa: ANN001, ANN202 - ValidationSet, retriever -> RerankValidation
+    """The held-out queries with the mining retriever's lists (``name``: bm25 | dense), the first stage the
+    cross-encoder is judged against (and was mined from), its top SearchConfig.rerank_top reranked as `search
+    evaluate --rerank` does by default."""
     from twotower.config import SearchConfig
     from twotower.search.rerank import RerankValidation
 
-    first = bm25.search(valid.queries, max(SearchConfig.rerank_top, 10))
-    return RerankValidation(valid.queries, first, valid.relevant, top_n=SearchConfig.rerank_top)
+    first = retriever.search(valid.queries, max(SearchConfig.rerank_top, 10))
+    return RerankValidation(valid.queries, first, valid.relevant, top_n=SearchConfig.rerank_top, first_stage_name=name)
 
 
 def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:

@@ -140,6 +140,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         return 0
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
+    from twotower.pipeline.run import run_inputs
+    from twotower.pipeline.staging import check_new_run_dir
+
+    check_new_run_dir(out, run_inputs(cfg), resume=args.resume, flag="--out")  # train_run's, named as typed here
     from twotower.cli.search_cmd import _encoder_env
 
     _encoder_env(args)  # --encoder-backend / --encoder-threads for the item text embeddings, checked before the data

@@ -518,11 +518,29 @@ def missing_column_error(
         fix = f" Correct the name in {setting}, or rename the column."
     else:
         fix = f" Set {setting}=NAME to the right column, or rename the column." if setting else " Rename the column."
+    fix += _no_column_hint(column, role)
     return DataError(
         f"column {column!r}{what} not found; columns present: {present}{hint}{fix}",
         file=file,
         column=column,
     )
+
+
+#: roles whose column is optional (null: the data has none), by the setting naming it
+_OPTIONAL_ROLES = {"timestamp": "timestamp_col", "rating": "rating_col", "title": "title_col",
+                   "item key": "item_key", "user key": "user_key"}
+
+
+def _no_column_hint(column: str, role: str) -> str:
+    """How to say "no column" in each place a setting is written, when the column looked for is 'none' / 'null'.
+
+    `data.rating_col=none` on the command line is the text "none" (a column may be named so), and a YAML or JSON
+    file's "none" in quotes too: the error only said to set the name, which the user believed they had done."""
+    key = _OPTIONAL_ROLES.get(role)
+    if key is None or str(column).lower() not in ("none", "null"):
+        return ""
+    return (f" To leave data.{key} unset: `data.{key}=null` on the command line, `{key} = \"none\"` under [data] in a "
+            f"TOML file, `{key}: null` in YAML, `\"{key}\": null` in JSON.")
 
 
 def _index_holding(column: str, index_names: Iterable[Any]) -> str | None:

@@ -62,6 +62,7 @@ from twotower.utils.wording import plural
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
     "measure_speed", "check_pin", "check_pin_early", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
+    "params_text", "setting_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,19 @@ class IndexPolicy:
             raise ConfigError(f"target_recall must be in (0, 1], got {self.target_recall!r}")
 
 
+def params_text(params: Mapping[str, Any], sep: str = ", ") -> str:
+    """``efSearch=16``, ``nprobe=4, k_factor=2``: a search setting as the sweep's table, its plot and every line of
+    `index build` write it ("" for an index without knobs). The why / chosen lines printed the dict itself,
+    ``{'efSearch': 16}``, beside a table and a plot saying ``efSearch=16``."""
+    return sep.join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in params.items())
+
+
+def setting_text(factory: str, params: Mapping[str, Any]) -> str:
+    """``HNSW32 efSearch=16``; ``Flat`` alone for an index without knobs (it read ``Flat {}``)."""
+    knobs = params_text(params)
+    return f"{factory} {knobs}" if knobs else factory
+
+
 @dataclass(frozen=True, kw_only=True)
 class TuneRow:
     """One measured setting: recall@k vs exact, speed and size."""
@@ -201,7 +215,7 @@ class TuneReport:
         lines = [head]
         for r in self.rows:
             mark = " *" if r is self.chosen else ("  " if not r.meets_target else " +")
-            params = ",".join(f"{k}={v:g}" for k, v in r.params.items())
+            params = params_text(r.params, ",")
             lines.append(
                 f"{r.factory[:27]:<28}{params[:29]:<30}{r.recall:>8.4f}{r.qps_batch:>10.0f}{r.qps_single:>9.0f}"
                 f"{r.p50_ms:>8.3f}{r.p99_ms:>8.3f}{r.bytes_per_vector:>8.1f}{mark}"
@@ -591,11 +605,11 @@ def _cheapest(rows: list[TuneRow]) -> TuneRow:
 
 def _best_of_missed(rows: list[TuneRow], chosen: TuneRow) -> str:
     """The chosen setting when none met the target, and the best recall of its index when a costlier one had more."""
-    said = f"best {chosen.recall:.4f} with {chosen.factory} {chosen.params}"
+    said = f"best {chosen.recall:.4f} with {setting_text(chosen.factory, chosen.params)}"
     best = max(r.recall for r in rows if r.factory == chosen.factory)
     if chosen.recall >= best:
         return said
-    return (f"{chosen.recall:.4f} with {chosen.factory} {chosen.params}, the cheapest setting within "
+    return (f"{chosen.recall:.4f} with {setting_text(chosen.factory, chosen.params)}, the cheapest setting within "
             f"{MISSED_RECALL_TOLERANCE:g} of its best recall {best:.4f}")
 
 
@@ -637,7 +651,8 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
             )
             rows.append(row)
             # debug: the CLI prints the finished table; an INFO line per row printed every row twice
-            log.debug("autotune %s %s: recall@%d %.4f, %.0f QPS batched", idx.factory, params, k, recall, row.qps_batch)
+            log.debug("autotune %s: recall@%d %.4f, %.0f QPS batched", setting_text(str(idx.factory), params), k, recall,
+                      row.qps_batch)
             if row.meets_target and met_at is None:
                 met_at = i
             prev.append(recall)
@@ -657,11 +672,12 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
     several were compared)."""
     chosen, chosen_index = best
     if pinned:
-        verdict = (f"{chosen.factory} {chosen.params} as given (pinned, not swept): recall@{k} {chosen.recall:.4f}, "
+        verdict = (f"{setting_text(chosen.factory, chosen.params)} as given (pinned, not swept): recall@{k} {chosen.recall:.4f}, "
                    f"{'meeting' if chosen.meets_target else 'below'} the target {target_recall:g}")
     elif chosen.meets_target:
-        verdict = (f"cheapest setting of {chosen.factory} reaching recall@{k} {target_recall:g}: {chosen.params} at "
-                   f"{chosen.recall:.4f}")
+        verdict = (f"cheapest setting of {chosen.factory} reaching recall@{k} {target_recall:g}: "
+                   f"{params_text(chosen.params)} at {chosen.recall:.4f}" if chosen.params else
+                   f"{chosen.factory} (no search setting) reaches recall@{k} {target_recall:g} at {chosen.recall:.4f}")
         if kinds:
             verdict += (f"; chosen of the {kinds} tried on batched QPS ({chosen.qps_batch:,.0f}; a later type "
                         f"replaces an earlier one only when more than {margin:.0%} faster)")
@@ -672,8 +688,8 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
                         f"{MISSED_RECALL_TOLERANCE:g} of the best recall {max(r.recall for r in rows):.4f} (a later "
                         f"type replaces an earlier one only when more than {margin:.0%} faster)")
     if pinned and not chosen.meets_target:
-        log.warning("autotune: the pinned setting %s %s reaches recall@%d %.4f, below the target %.3f", chosen.factory,
-                    chosen.params, k, chosen.recall, target_recall)
+        log.warning("autotune: the pinned setting %s reaches recall@%d %.4f, below the target %.3f",
+                    setting_text(chosen.factory, chosen.params), k, chosen.recall, target_recall)
     elif not chosen.meets_target:
         log.warning("autotune: no setting reached recall@%d %.3f (%s); %s", k, target_recall,
                     _best_of_missed(rows, chosen), advice or MISSED_TARGET_ADVICE)

@@ -23,15 +23,18 @@ EXACT_NOTE = "exact search (batched): ExactIndex,\nas served without an index (f
 FLAT_NOTE = " (FAISS IndexFlatIP:\nexact, raw float32 scores)"
 
 
-def plot_recall_qps(report: "TuneReport", path: str | Path, *, source: str | None = None) -> Path:
+def plot_recall_qps(report: "TuneReport", path: str | Path, *, source: str | None = None,
+                    threads: int | None = None) -> Path:
     """Write a PNG: one line per index type in sweep order (recall@k on x, batched QPS on a log y axis).
 
     The target recall is a dashed vertical line, the chosen setting a star and
-    the batched exact QPS a dotted horizontal line. ``source`` (``"run runs/ml"``) is named in the title.
+    the batched exact QPS a dotted horizontal line. ``source`` (``"run runs/ml"``) is named in the title, with
+    what was measured: the catalogue's size and dimension, recall@k's k and target, the queries and ``threads``
+    (the QPS are those of this many threads; None: not said).
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # no pyplot: no global state
 
-    fig = recall_qps_figure(report, source=source)
+    fig = recall_qps_figure(report, source=source, threads=threads)
     FigureCanvasAgg(fig)
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -39,7 +42,7 @@ def plot_recall_qps(report: "TuneReport", path: str | Path, *, source: str | Non
     return path
 
 
-def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Figure":
+def recall_qps_figure(report: "TuneReport", *, source: str | None = None, threads: int | None = None) -> "Figure":
     """The figure :func:`plot_recall_qps` writes.
 
     The legend stands right of the axes: inside them (``loc="best"``) it covered the sweep's points, which fill
@@ -49,6 +52,8 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
     colour) looked like one of that line's settings.
     """
     from matplotlib.figure import Figure
+
+    from twotower.index.autotune import params_text
 
     fig = Figure(figsize=(9, 4.5), dpi=100)
     ax = fig.add_subplot(1, 1, 1)
@@ -63,7 +68,7 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
     ax.axvline(report.target_recall, linestyle="--", color="grey", label=f"target recall {report.target_recall:g}")
     ax.axhline(report.exact_qps_batch, linestyle=":", color="black", label=EXACT_NOTE)
     chosen = report.chosen
-    params = ", ".join(f"{k}={v:g}" for k, v in chosen.params.items())
+    params = params_text(chosen.params)
     verdict = "" if report.met_target else f", misses the target {report.target_recall:g}"
     ax.plot([chosen.recall], [chosen.qps_batch], marker="*", markersize=16, markerfacecolor="gold",
             markeredgecolor="black", linestyle="none",
@@ -72,7 +77,11 @@ def recall_qps_figure(report: "TuneReport", *, source: str | None = None) -> "Fi
     ax.set_ylabel("queries / second (batched, log scale)")
     ax.set_yscale("log")
     where = f" for {source}" if source else ""
-    ax.set_title(f"index settings tried{where}: {report.n:,} vectors, dim {report.dim}, {plural(report.n_queries, 'query', 'queries')}")
+    # what was measured, as the command's first line says it: bench/index_scale.py's title gave the catalogue alone,
+    # not the k and target the recall is of, nor the threads the QPS are of
+    on = f", {plural(threads, 'thread')}" if threads else ""
+    ax.set_title(f"index settings tried{where}: {report.n:,} vectors, dim {report.dim}\n"
+                 f"recall@{report.k} target {report.target_recall:g}, {plural(report.n_queries, 'query', 'queries')}{on}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()

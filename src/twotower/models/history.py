@@ -74,9 +74,12 @@ def windows_before(flat: np.ndarray, starts: np.ndarray, positions: np.ndarray, 
     starts = np.asarray(starts, np.int64)[:, None]  # [B, 1]
     positions = np.asarray(positions, np.int64)[:, None]
     idx = positions - L + np.arange(L, dtype=np.int64)[None, :]  # [B, L]
-    valid = idx >= starts
-    out = np.full(idx.shape, pad, dtype=np.int64)
-    out[valid] = flat[idx[valid]]
+    if flat.size == 0:
+        return np.full(idx.shape, pad, dtype=np.int64)
+    # every cell gathered (the padding cells' indices clipped into range), then the padding written over: a
+    # boolean-mask gather and scatter cost twice as much (a step's [512, 50] windows: ~10% of the call)
+    out = np.asarray(flat).take(idx, mode="clip").astype(np.int64, copy=False)  # [B, L]
+    np.putmask(out, idx < starts, pad)
     return out
 
 

@@ -26,6 +26,8 @@ so the exported graph keeps standard operators.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -88,12 +90,14 @@ def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple
     every pool's weights are read through the permutation it gives (one pool sorts its weights directly:
     no permutation to gather through)."""
     (B, L), H = history.shape, grads[0].shape[1]
-    items = history.reshape(-1).numpy().astype(np.int32)
-    cols = np.arange(B * L, dtype=np.int32) // np.int32(L)  # the batch row of each entry
+    ids = history.reshape(-1).numpy()  # [B*L]
     flat = [w.detach().reshape(-1).numpy() for w in weights]
-    keep = None if padding_idx is None else items != padding_idx  # padding never learns: its entries are left out
-    if keep is not None:
-        items, cols = items[keep], cols[keep]
+    # padding never learns: its entries are left out. The kept entries' positions are taken once and every
+    # array is gathered through them (a boolean mask indexes each array at ~3x the cost of a gather)
+    keep = None if padding_idx is None else np.flatnonzero(ids != padding_idx)  # [K] entry positions
+    items = (ids if keep is None else ids[keep]).astype(np.int32)
+    rows = _batch_rows(B, L)  # the batch row of each entry
+    cols = rows if keep is None else rows[keep]
     indptr = np.empty(n_rows + 1, np.int32)
     indices = np.empty(items.size, np.int32)
     if len(flat) == 1:
@@ -101,7 +105,7 @@ def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple
         w = np.ascontiguousarray(flat[0] if keep is None else flat[0][keep])
         _coo_tocsr(n_rows, B, items.size, items, cols, w, indptr, indices, data[0])
     else:  # the sort moves each kept entry's position with it: ``order`` is their CSR order
-        entry = (np.arange(items.size) if keep is None else np.flatnonzero(keep)).astype(np.int32)
+        entry = (np.arange(items.size) if keep is None else keep).astype(np.int32)
         order = np.empty(items.size, np.int32)
         _coo_tocsr(n_rows, B, items.size, items, cols, entry, indptr, indices, order)
         data = [f[order] for f in flat]  # [K] float32 each, in CSR order
@@ -111,6 +115,14 @@ def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple
         _csr_matvecs(n_rows, B, H, indptr, indices, d, g.detach().contiguous().numpy().ravel(), t.ravel())
         out.append(torch.from_numpy(t))
     return out
+
+
+@functools.lru_cache(maxsize=8)
+def _batch_rows(B: int, L: int) -> np.ndarray:
+    """``[B*L]`` int32: the batch row of each entry of a ``[B, L]`` history (read-only; one per batch shape)."""
+    rows = np.repeat(np.arange(B, dtype=np.int32), L)
+    rows.flags.writeable = False
+    return rows
 
 
 def _rows_grad(table: Tensor, history: Tensor, weights: Tensor, grad: Tensor, sparse: bool,

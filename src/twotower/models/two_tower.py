@@ -1,6 +1,8 @@
 """The two-tower model: a user tower and an item tower scored by inner product."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import Tensor, nn
@@ -9,7 +11,11 @@ from twotower.config import ModelConfig
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.towers import ItemTower, UserTower
 
-__all__ = ["TwoTowerModel"]
+__all__ = ["TwoTowerModel", "CHECKED_ROWS"]
+
+#: rows of a sequence tower's forward between two calls of a ``check`` (the service's time budget): a batch of 256
+#: ad-hoc 200-item histories is seconds of transformer passes, which a single check before them could not stop
+CHECKED_ROWS = 32
 
 
 class TwoTowerModel(nn.Module):
@@ -98,11 +104,15 @@ class TwoTowerModel(nn.Module):
         return torch.cat(out, dim=0)
 
     @torch.no_grad()
-    def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096) -> Tensor:
+    def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096, *,
+                        check: Callable[[], None] | None = None) -> Tensor:
         """Vectors [B, D] (unit length; [B, D + r] with the item-item term) for known user rows and/or
-        right-aligned histories [B, L]."""
+        right-aligned histories [B, L]. ``check``: for a sequence tower, called before each block of
+        :data:`CHECKED_ROWS` rows, and may raise to abandon the work (the service's time budget)."""
         if history is not None and self.user_tower.is_sequence and len(history):
-            return self._sequence_user_embeddings(user_rows, np.asarray(history))
+            if check is None:
+                return self._sequence_user_embeddings(user_rows, np.asarray(history))
+            return self._sequence_user_embeddings(user_rows, np.asarray(history), CHECKED_ROWS, check=check)
         was = self.training
         self.eval()
         n = len(user_rows) if user_rows is not None else len(history)  # type: ignore[arg-type]
@@ -116,7 +126,8 @@ class TwoTowerModel(nn.Module):
         return torch.cat(outs, dim=0) if outs else torch.zeros((0, self.user_tower.output_dim))
 
     @torch.no_grad()
-    def _sequence_user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray, batch: int = 256) -> Tensor:
+    def _sequence_user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray, batch: int = 256, *,
+                                  check: Callable[[], None] | None = None) -> Tensor:
         """:meth:`user_embeddings` for a sequence tower: rows of similar length together, each batch trimmed.
 
         A sequence encoder's cost grows with the window (attention with its
@@ -134,6 +145,8 @@ class TwoTowerModel(nn.Module):
         order = np.argsort(lengths, kind="stable")  # [B]
         out = torch.empty((len(history), self.user_tower.output_dim), device=dev)
         for s in range(0, len(order), batch):
+            if check is not None:
+                check()
             rows = order[s : s + batch]
             keep = min(L, max(8, -(-int(lengths[rows].max()) // 8) * 8))  # columns kept, rounded up to 8
             u = None if user_rows is None else torch.as_tensor(user_rows[rows], dtype=torch.long, device=dev)

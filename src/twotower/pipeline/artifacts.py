@@ -37,7 +37,7 @@ import shutil
 import time
 import zipfile
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -960,11 +960,13 @@ class TrainedRun:
         return self.model.user_embeddings(rows, hist).numpy()
 
     def history_vectors(self, histories: list[np.ndarray],
-                        features: tuple[torch.Tensor, list[torch.Tensor], torch.Tensor] | None = None) -> np.ndarray:
+                        features: tuple[torch.Tensor, list[torch.Tensor], torch.Tensor] | None = None, *,
+                        check: Callable[[], None] | None = None) -> np.ndarray:
         """[B, D] for ad-hoc histories of item rows (oldest first): users never seen in training.
 
         ``features``: those users' feature tensors from :meth:`encode_user_features` (one row per
-        history); without them a feature tower reads the users' features as missing.
+        history); without them a feature tower reads the users' features as missing. ``check`` (without
+        ``features``): called between blocks of a sequence tower's rows, and may raise to abandon the work.
         """
         if self.model.user_tower.id_emb is not None:
             raise IntegrityError(
@@ -981,7 +983,7 @@ class TrainedRun:
         histories = [vocab_rows(h, self.n_items, "item") for h in histories]
         hist = pad_histories(histories, self.model.history_len, self.model.pad_item)
         if features is None:
-            return self.model.user_embeddings(None, hist).numpy()
+            return self.model.user_embeddings(None, hist, check=check).numpy()
         if features[2].shape[0] != len(histories):
             raise DataError(f"{features[2].shape[0]} feature rows for {len(histories)} histories")
         with torch.no_grad():

@@ -22,6 +22,7 @@ from twotower.evaluation.protocol import EvalProtocol, evaluate
 from twotower.models.two_tower import TwoTowerModel
 from twotower.pipeline.item_item import fit_item_item
 from twotower.pipeline.prepare import Prepared
+from twotower.training.hooks import draw_curves
 from twotower.training.examples import examples_per_epoch
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.trainer import Trainer, TrainResult
@@ -139,9 +140,12 @@ def train_model(
     item_text: np.ndarray | None = None,
 ) -> tuple[TwoTowerModel, TrainResult]:
     model, trainer = make_trainer(config, prep, out_dir=out_dir, item_text=item_text)
-    result = trainer.fit(resume=resume)
-    result.item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
-                                     seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
+    result = trainer.fit(resume=resume, curves=False)  # drawn once the item-item term is fitted: the model returned
+    try:
+        result.item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
+                                         seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
+    finally:
+        draw_curves(trainer, result.best_epoch or None, item_item=result.item_item)
     return model, result
 
 

@@ -24,6 +24,7 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.utils.arguments import check_flag, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
+from twotower.index.autotune import params_text
 from twotower.index.storage import read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
@@ -184,7 +185,7 @@ def open_served_index(
     if index.is_exact:
         return ServedIndex(index, f"index {index_dir}: exact search over {len(index):,} items", _recall_record(tune))
     factory = getattr(index, "factory", None) or index.backend
-    params = ", ".join(f"{k}={v:g}" for k, v in index.search_params.items())
+    params = params_text(index.search_params)
     return ServedIndex(index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
                                + "; --exact (from Python: exact=True) ranks the whole catalogue exactly"),
                        _recall_record(tune))

@@ -37,9 +37,10 @@ from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.sources import load_sources
 from twotower.models.size import training_oom_message
-from twotower.pipeline.staging import (check_room_to_stage, discard_if_empty, needs_staging, staged_target, staging_path,
-                                       swap_in, sweep_stale_staging)
+from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
+                                       staged_target, staging_path, swap_in, sweep_stale_staging)
 from twotower.training import distributed as tdist
+from twotower.training.hooks import draw_curves
 from twotower.training.trainer import TrainResult, init_distributed
 from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
@@ -179,6 +180,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     resume = check_flag(resume, "resume")  # resume="no" resumed
     out = check_output_dir(out, "out")
     _check_inputs_outside_run_files(out, config)
+    check_new_run_dir(out, run_inputs(config), resume=resume)
     init_distributed(config.train)
     # one writer at a time: two trainings into one folder interleaved their files under one manifest
     with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
@@ -266,7 +268,7 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
                       write_config=not (resume and done >= config.train.epochs),
                       keep_data=resume and _reads_own_copies(out, config), input_sha256=inputs)
     tdist.barrier()
-    result = trainer.fit(resume=resume)
+    result = trainer.fit(resume=resume, curves=False)  # drawn below, with the item-item term the run saves
     if not tdist.is_main():
         # the fits below are rank 0's alone (validation, no collective): the other ranks are done, and do not wait
         # for them at a barrier, which a long item-item solve could outlast (gloo gives up after
@@ -276,12 +278,18 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
     # after the best weights are back: a sequence tower's state for an empty history, which sequence examples
     # never train (pipeline/empty_history.py), before the item-item term joins the item vectors
     fits: dict[str, dict[str, Any]] = {}
-    if empty_history_skip_reason(trainer.model, config) is None:
-        fits["empty_history"] = fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
-                                                  config.loss.temperature, seed=config.train.seed)
-    # the item-item term and its weight, chosen on validation
-    item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
-                              seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
+    item_item = None
+    try:
+        if empty_history_skip_reason(trainer.model, config) is None:
+            fits["empty_history"] = fit_empty_history(trainer.model, first_items(trainer.seqs, prep.n_items),
+                                                      config.loss.temperature, seed=config.train.seed)
+        # the item-item term and its weight, chosen on validation
+        item_item = fit_item_item(trainer, prep, config.model.item_item, metric=config.eval.select_metric,
+                                  seed=config.train.seed, max_users=config.eval.ease_tune_max_users)
+    finally:
+        # curves.png once the term is fitted: drawn at the end of the fit, its title's "best valid NDCG@10 0.1300
+        # (saved)" was the towers' alone, when the model saved (with the term) validated at 0.1360
+        draw_curves(trainer, result.best_epoch or None, item_item=item_item)
     if item_item is not None:
         fits["item_item"] = item_item
         result.item_item = item_item
@@ -534,6 +542,11 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
     if data.split == "random":
         return f"e.g. another train.seed or data.ratios with data.split=random, or an edited {data.path}"
     return f"e.g. other data.split settings than the run's, or an edited {data.path or 'data file'}"
+
+
+def run_inputs(config: RunConfig) -> tuple[str | None, ...]:
+    """The data files a run reads (``data.path``, ``data.train``, ... ``data.users``; None where unset)."""
+    return tuple(getattr(config.data, name) for name in ("path", "train", "valid", "test", "items", "users"))
 
 
 def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:

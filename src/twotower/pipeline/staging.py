@@ -17,14 +17,15 @@ from pathlib import Path
 from twotower.errors import ConfigError
 from twotower.models.size import _size
 from twotower.pipeline.artifacts import derived_folders, previous_run_files
-from twotower.pipeline.run_files import CHECKPOINT_DIR, RUN_MARKERS
+from twotower.pipeline.run_files import CHECKPOINT_DIR, MANIFEST, MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES
+from twotower.pipeline.tuned_baselines import TUNED_FILE
 from twotower.utils.atomic import _fsync_dir, _rename_exchange, _start_ticks, _writer_alive
 from twotower.utils.folder_lock import LOCK_FILE, active_writer
 from twotower.utils.run_folder import STAGING_NAME as _NAME
 from twotower.utils.shell import shell_arg
 
 __all__ = ["staging_path", "staged_target", "needs_staging", "sweep_stale_staging", "swap_in",
-           "discard_if_empty", "check_room_to_stage", "ROOM_FOR_BOTH"]
+           "discard_if_empty", "check_room_to_stage", "check_new_run_dir", "ROOM_FOR_BOTH"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,57 @@ def staged_target(folder: str | os.PathLike[str]) -> Path | None:
 def needs_staging(out: Path, *, resume: bool) -> bool:
     """A new run (not a resume) into a folder that holds an earlier run trains beside it."""
     return not resume and any((out / rel).is_file() for rel in RUN_MARKERS)
+
+
+#: what a run writes into its folder (an earlier attempt stopped before it saved weights leaves some of them)
+_RUN_WRITES = frozenset((MANIFEST, *MANIFEST_FILES, *RUN_OUTPUT_FILES, TUNED_FILE, LOCK_FILE))
+_RUN_SUBFOLDERS = frozenset(rel.split("/")[0] for rel in _RUN_WRITES if "/" in rel)
+
+
+def _foreign_files(out: Path, inputs: set[Path]) -> list[str]:
+    """The files (and empty folders) in ``out`` that no run writes, relative to it; the run's own ``inputs`` (the
+    data files it was pointed at) and temporaries of a killed writer are not counted."""
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(out):
+        here = Path(dirpath)
+        rel_dir = here.relative_to(out)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d != CHECKPOINT_DIR]
+        links = [d for d in dirnames if (here / d).is_symlink()]  # named, not walked
+        dirnames[:] = [d for d in dirnames if d not in links]
+        if rel_dir != Path(".") and not filenames and not dirnames and not links \
+                and rel_dir.as_posix() not in _RUN_SUBFOLDERS:
+            found.append(rel_dir.as_posix() + "/")
+        for name in sorted((*filenames, *links)):
+            rel = (rel_dir / name).as_posix()
+            if rel in _RUN_WRITES or ".tmp-" in name or (name.startswith(".") and name.endswith(".tmp")):
+                continue
+            with contextlib.suppress(OSError, RuntimeError):
+                if (here / name).resolve() in inputs:
+                    continue
+            found.append(rel)
+    return sorted(found)
+
+
+def check_new_run_dir(out: Path, inputs: tuple[str | None, ...], *, resume: bool, flag: str = "out") -> None:
+    """Refuse a new run into a folder that holds files of the user's and no run (ConfigError, before the data is
+    read): `twotower train --out tr` over `tr/mine.txt` trained into it without a word, the run's files mixed with
+    the user's, while `export` and `index build` refuse such a folder. A folder holding an earlier run is
+    replaced by the new one with the user's files kept beside it (:func:`swap_in`), as before; ``inputs``: the
+    data files the run reads, which may sit in the folder."""
+    if resume or not out.is_dir() or any((out / rel).is_file() for rel in RUN_MARKERS):
+        return
+    wanted = set()
+    for value in inputs:
+        if value:
+            with contextlib.suppress(OSError, RuntimeError):
+                wanted.add(Path(value).resolve())
+    found = _foreign_files(out, wanted)
+    if not found:
+        return
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    raise ConfigError(f"{flag} {out}: a non-empty folder that holds no run ({shown}); a run trained there would mix "
+                      "its files with these: choose a new or empty folder, or move them out")
 
 
 def sweep_stale_staging(out: Path) -> list[Path]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from twotower.config import SearchConfig
 from twotower.errors import ConfigError, DataError
-from twotower.results import Results
+from twotower.results import PAD_ID, Results
 from twotower.search.beir import Corpus, relevant_rows, with_unknown_rows
 from twotower.text.encoder import EncoderSettings
 from twotower.utils.runtime import keeps_caller_state
@@ -118,7 +118,9 @@ def search_evaluate(
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
     with the ``max_length`` / ``query_max_length`` read, and with a reranker ``rerank_truncation`` (how many
     reranked pairs it cut), ``rerank_backend`` (the resolved forward pass) and ``without_rerank``: the four metrics
-    (and ``seconds``) of the same first stage before reranking.
+    (and ``seconds``) of the same first stage before reranking. For hybrid, ``dense_only``: ``{"queries": N,
+    "example": ID}``, the scored queries BM25 matched no document for (ranked by the dense retriever alone), and
+    the first of them (None when N is 0).
     """
     from twotower.search.beir import load_beir, resolve_beir_dir  # noqa: PLC0415
 
@@ -176,9 +178,16 @@ def search_evaluate(
                                      encoder_threads=encoder_threads).fit(doc_texts)
         truncation = dense.truncation
         parts.append(dense.search(qtexts, k))
+    dense_only = None
     if retriever == "hybrid":
         # as SearchIndex.search fuses: the head never depends on how deep --rerank-top makes the lists
         results = fuse_with_head(choice, parts, top_k=k)
+        # the scored queries BM25 matched nothing for: their hybrid list is the dense one alone (the note `search
+        # query` and POST /search give per query; an evaluation of many said nothing of how many)
+        lexical = parts[0].ids
+        alone = [q for i, q in enumerate(qids) if any(r > 0 for r in data.qrels[q].values())
+                 and not (lexical[i] != PAD_ID).any()]
+        dense_only = {"queries": len(alone), "example": alone[0] if alone else None}
     else:
         results = parts[0]
     without_rerank = None
@@ -200,6 +209,8 @@ def search_evaluate(
     metrics = evaluate_retriever(results, data.qrels, query_ids=qids, corpus=judged_corpus)
     metrics["queries"] = n_judged
     metrics["skipped"] = len(qids) - n_judged
+    if dense_only is not None:
+        metrics["dense_only"] = dense_only
     if truncation is not None:
         metrics["truncation"] = truncation
         metrics["max_length"] = dense.max_length

@@ -107,8 +107,9 @@ def answer_batch(service: RecommenderService, reqs: Sequence[RecRequest], *, bud
     batch of one too; ``batch=False``: the one request of ``POST /recommend``, named without ``requests[0]``."""
     budget.check()
     # the check runs between filter values (each scans the catalogue's metadata, up to 16 fields x 1000 values
-    # a request) and between explanation steps: the long loops (a plain lookup is one index search)
-    kw = {"check": budget.check} if any(r.explain or r.filters for r in reqs) else {}
+    # a request), between explanation steps and between blocks of a sequence tower's ad-hoc histories: the long
+    # loops (a known user's lookup is one index search)
+    kw = {"check": budget.check} if any(r.explain or r.filters or r.history for r in reqs) else {}
     if not batch:
         return [service.recommend(reqs[0], **kw)]
     return service.recommend_batch(reqs, **kw)

@@ -458,11 +458,12 @@ class RecommenderService:
         return None, self.history_rows(hist), feats
 
     def _query_vectors(
-        self, reqs: Sequence[RecRequest], n: int
+        self, reqs: Sequence[RecRequest], n: int, check: Callable[[], None] | None = None
     ) -> tuple[np.ndarray, list[int | None], list[np.ndarray | None], dict[int, Any]]:
         """``queries[B, D]``, the user row of each request (or None), its history rows (or None) and the
         encoded ``user_features`` of the requests that have them (request -> tensors). ``n``: as
-        :func:`_at_request` names errors (the batch's size, 0 for a request sent alone)."""
+        :func:`_at_request` names errors (the batch's size, 0 for a request sent alone). ``check``: called
+        between blocks of a sequence tower's ad-hoc histories (seconds of passes for 256 long ones)."""
         import torch
 
         from twotower.pipeline.artifacts import check_finite_user  # the CLI's check, lazily as torch
@@ -487,7 +488,7 @@ class RecommenderService:
                                   else self._known_user_vectors(rows))
             plain = [b for b in adhoc if b not in feats]
             if plain:
-                queries[plain] = self.run.history_vectors([hists[b] for b in plain])
+                queries[plain] = self.run.history_vectors([hists[b] for b in plain], check=check)
             described = [b for b in adhoc if b in feats]
             if described:  # new users with features: the tower reads them as training encoded the user table
                 cat, multi, num = zip(*(feats[b] for b in described))
@@ -581,7 +582,7 @@ class RecommenderService:
             _at_request(b, n, self.check_k, r.k)
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
-        queries, users, hists, feats = self._query_vectors(reqs, n)
+        queries, users, hists, feats = self._query_vectors(reqs, n, check)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
         # refuse a bad explain_k before any explanation work

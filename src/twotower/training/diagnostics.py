@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +17,46 @@ if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
 __all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
-           "check_finite_weights"]
+           "IDENTICAL_STD", "collapse_advice", "collapse_std", "check_finite_weights"]
 
 log = logging.getLogger(__name__)
 
-#: Mean per-dimension standard deviation below which embeddings have collapsed.
-COLLAPSE_STD = 0.01
+#: Mean per-dimension standard deviation below which embeddings of :data:`COLLAPSE_DIM` dimensions have collapsed.
+#: Healthy runs sit above it: MovieLens-100K default 0.017-0.026 (items), its transformer tower with sequence
+#: examples 0.010 (a plateau from epoch 8 on, where 0.01 fired a COLLAPSE at epoch 11 of a model still at its
+#: best NDCG), ML-1M's default 0.008-0.009 after epoch 1; collapses fall through it: loss.temperature=100's user
+#: tower 0.0047 -> 0.0028 -> 0.0016, train.weight_decay=1000's items 0.0001.
+COLLAPSE_STD = 0.005
+#: The width :data:`COLLAPSE_STD` is for (the default out_dim); other widths scale it (:func:`collapse_std`).
+COLLAPSE_DIM = 64
+
+
+def collapse_std(dim: int) -> float:
+    """The alarm's line for ``dim``-wide embeddings: :data:`COLLAPSE_STD` × sqrt(64 / dim).
+
+    Unit vectors spread over the sphere have a per-dimension std of about 1/sqrt(dim), so one line for every width
+    read a healthy out_dim=512 model on MovieLens-100K (std 0.006-0.010 over 5 epochs, valid NDCG@10 0.189, above
+    the default's 0.183) as "spread low" every epoch at a 0.01 line, one dip short of a COLLAPSE."""
+    return COLLAPSE_STD * math.sqrt(COLLAPSE_DIM / max(int(dim), 1))
+#: Spread below which a tower gives every row the same vector: no barely trained state (untrained towers spread
+#: ~0.05 on MovieLens-100K), so a collapse from the first epoch on
+IDENTICAL_STD = 1e-6
+
+#: The alarm's advice when no setting is suspect: scores are divided by the temperature, so a high one flattens the
+#: softmax and the towers stop spreading (loss.temperature=100 collapsed the user tower on MovieLens-100K)
+GENERIC_ADVICE = "lower the learning rate (train.lr) or the temperature (loss.temperature)"
+
+
+def collapse_advice(lr: float, weight_decay: float, temperature: float) -> str:
+    """What the collapse alarm tells the user to change: the settings raised above their defaults that shrink the
+    embeddings' spread, named with their values, else :data:`GENERIC_ADVICE`. ``train.weight_decay=1000`` collapsed
+    the item tower on MovieLens-100K (std 0.0001 after one epoch) and the alarm said to lower lr or temperature."""
+    from twotower.config import LossConfig, TrainConfig
+
+    raised = [f"{key}={value:g} (default {default:g})" for key, value, default in (
+        ("train.weight_decay", weight_decay, TrainConfig.weight_decay), ("loss.temperature", temperature,
+         LossConfig.temperature), ("train.lr", lr, TrainConfig.lr)) if value > default]
+    return f"lower {', '.join(raised)}" if raised else GENERIC_ADVICE
 
 
 def embedding_spread(emb: Tensor) -> float:
@@ -52,31 +87,43 @@ def uniformity(x: Tensor, t: float = 2.0, max_n: int = 2048, seed: int = 0) -> f
 
 
 def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives: Tensor | None = None, *,
-                          earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+                          earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE,
+                          item_ids: bool = True) -> dict[str, float | bool]:
     """Spread of item (and user) embeddings, collapse alarm, alignment/uniformity.
 
     ``earlier``: the rows of the epochs before (their ``item_std``/``user_std``). A spread below
-    :data:`COLLAPSE_STD` is a collapse only when it did not grow since the last of them: after a first epoch
+    :func:`collapse_std` of the width (``collapse_std`` in the row) is a collapse only when it did not grow since the last of them: after a first epoch
     (none before) it is what a barely trained model looks like, its embeddings still close to where they
-    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch.
+    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch. A spread
+    below :data:`IDENTICAL_STD` (every row one vector) is a collapse at any epoch. ``advice``: what the alarm says to
+    change (:func:`collapse_advice`); ``item_ids``: whether the item tower reads an ID embedding (without one,
+    identical items are the features' doing: every item given the same values).
     """
     out: dict[str, float | bool] = {"item_std": embedding_spread(items), "item_uniformity": uniformity(items)}
     if users is not None and users.shape[0] > 1:
         out["user_std"] = embedding_spread(users)
     if users is not None and positives is not None and len(users) == len(positives):
         out["alignment"] = alignment(users, positives)
-    low = [key for key in ("item_std", "user_std") if key in out and out[key] < COLLAPSE_STD]
+    line = collapse_std(items.shape[1])
+    out["collapse_std"] = line
+    low = [key for key in ("item_std", "user_std") if key in out and out[key] < line]
     before = next((row for row in reversed(earlier) if "item_std" in row), None)
     shrinking = before is not None and any(key in before and out[key] <= before[key] for key in low)
-    out["collapse_alarm"] = bool(low) and shrinking
-    stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", COLLAPSE_STD)
-    if out["collapse_alarm"]:
-        # scores are divided by loss.temperature: a high one flattens the softmax, and the towers stop spreading
-        # (loss.temperature=100 collapsed the user tower on MovieLens-100K; "raise the temperature" made it worse)
-        log.warning("embedding collapse: std item=%.4f user=%s < %.2f and not growing since the epoch before; "
-                    "lower the learning rate (train.lr) or the temperature (loss.temperature)", *stds)
+    # one item constant feature and no ID embedding: "usual after a first epoch", then "lower the learning rate"
+    identical = [key.split("_")[0] for key in low if out[key] < IDENTICAL_STD]
+    out["collapse_alarm"] = bool(low) and (shrinking or bool(identical))
+    stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", line)
+    if identical:
+        if "item" in identical and not item_ids:  # no weight can tell apart items whose inputs are the same
+            advice = ("the item tower reads no ID (model.item.use_id=false) and its features give every item the same "
+                      "values: set model.item.use_id=true or give it features that differ between items")
+        log.warning("embedding collapse: std item=%.4f user=%s < %.3g: every %s gets the same vector; %s", *stds,
+                    " and every ".join(identical), advice)
+    elif out["collapse_alarm"]:
+        log.warning("embedding collapse: std item=%.4f user=%s < %.3g and not growing since the epoch before; %s",
+                    *stds, advice)
     elif low:
-        log.info("embedding spread low: std item=%.4f user=%s < %.2f, %s; a collapse only if it shrinks in later "
+        log.info("embedding spread low: std item=%.4f user=%s < %.3g, %s; a collapse only if it shrinks in later "
                  "epochs", *stds, "usual after a first epoch (embeddings start close together)" if before is None
                  else "but growing since the epoch before")
     return out
@@ -84,9 +131,9 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
 
 def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tuple[Tensor, Tensor] | None,
                       *, max_items: int = 200_000, sample: int = 50_000,
-                      earlier: Sequence[Mapping[str, Any]] = ()) -> dict[str, float | bool]:
+                      earlier: Sequence[Mapping[str, Any]] = (), advice: str = GENERIC_ADVICE) -> dict[str, float | bool]:
     """:func:`embedding_diagnostics` of the item tower and the last batch's ``(queries[B, D], positives[B, D])``,
-    with the ``earlier`` epochs' rows.
+    with the ``earlier`` epochs' rows and the alarm's ``advice``.
 
     Every item up to ``max_items``; above, ``sample`` items drawn with ``rng``.
     """
@@ -104,7 +151,8 @@ def model_diagnostics(model: "TwoTowerModel", rng: np.random.Generator, last: tu
                 items = model.item_tower(ids)
         finally:
             model.train(was)
-    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier)
+    return embedding_diagnostics(items, *(last or (None, None)), earlier=earlier, advice=advice,
+                                 item_ids=getattr(model.item_tower, "id_emb", None) is not None)
 
 
 def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float, suspect: str | None = None) -> None:

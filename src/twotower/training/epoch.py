@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from twotower import distributed as tdist
-from twotower.training.diagnostics import model_diagnostics
+from twotower.training.diagnostics import collapse_advice, model_diagnostics
 from twotower.training.prefetch import Prefetcher
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
         if tr.cfg.diagnostics:
             # sequence mode: rank 0 alone must not draw from the window stream every rank shares
             rng = np.random.default_rng([tr.cfg.seed, epoch, 1]) if tr.sequence else tr.rng
-            row.update(model_diagnostics(tr.model, rng, last, earlier=tr.history))  # history: epochs before
+            advice = collapse_advice(tr.cfg.lr, tr.cfg.weight_decay, tr.loss_cfg.temperature)
+            row.update(model_diagnostics(tr.model, rng, last, earlier=tr.history, advice=advice))  # history: epochs before
         alpha = tr.model.item_tower.alpha
     if alpha is not None:
         row["alpha"] = alpha

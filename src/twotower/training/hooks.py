@@ -183,7 +183,7 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         row["epoch"], last, row["loss"], EPOCH_ACCURACY.get(tr.loss_cfg.kind, "acc"), row["inbatch_accuracy"],
         f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
         # the tower that collapsed: "item_std 0.102 COLLAPSE" blamed the items when the user tower had (0.0047)
-        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < COLLAPSE_STD else "")
+        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < row.get("collapse_std", COLLAPSE_STD) else "")
         if row.get("collapse_alarm") else "",
         f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
         # an epoch train.eval_every skips says so, rather than "valid NDCG@10 nan"
@@ -206,29 +206,32 @@ def format_seconds(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-def finish_fit(tr: "Trainer", best_epoch: int | None = None) -> None:
-    """Restore the best weights for whatever comes next (evaluation, export); draw the curves."""
+def finish_fit(tr: "Trainer", best_epoch: int | None = None, *, curves: bool = True) -> None:
+    """Restore the best weights for whatever comes next (evaluation, export); draw the curves (``curves``; the
+    pipeline draws them itself once the item-item term is fitted, whose figure is what the run saved)."""
     if getattr(tr, "_best_state", None) is not None:
         tr.model.load_state_dict(tr._best_state)
     elif tr.out_dir and (tr.out_dir / "model.safetensors").exists():
         # a finished run's weights carry the item-item term fitted after training, which the trainer's model lacks
         # until the pipeline fits it again (a resume of such a run stopped here, and left the run unloadable)
         load_weights(tr.out_dir / "model.safetensors", tr.model, skip=is_item_item_key)
-    draw_curves(tr, best_epoch)
+    if curves:
+        draw_curves(tr, best_epoch)
     tdist.barrier()
 
 
-def draw_curves(tr: "Trainer", best_epoch: int | None = None, *, stopped: str | None = None) -> None:
+def draw_curves(tr: "Trainer", best_epoch: int | None = None, *, stopped: str | None = None,
+                item_item: dict[str, Any] | None = None) -> None:
     """``curves.png`` of the epochs in ``tr.history`` (rank 0); also for a fit that diverged, whose finished
     epochs were in log.jsonl alone (the curves are where a rising loss before the NaN is seen). ``stopped``: what
-    ended the fit early ("DIVERGED in epoch 3"), for the title."""
+    ended the fit early ("DIVERGED in epoch 3"), for the title; ``item_item``: the term fitted after training."""
     if not (tr.out_dir and tr.history and tdist.is_main()):
         return
     from twotower.training.plots import plot_training_curves
 
     try:
         plot_training_curves(tr.history, tr.out_dir / "curves.png", metric=tr.eval_cfg.select_metric,
-                             best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind, stopped=stopped)
+                             best_epoch=best_epoch, loss_kind=tr.loss_cfg.kind, stopped=stopped, item_item=item_item)
     except Exception as e:  # a plot must never fail a training run
         log.warning("could not draw training curves: %s", e)
 

@@ -127,6 +127,7 @@ class EpochRun:
     batches: int = 0
     examples: int = 0
     stats_sum: dict[str, float] | None = None
+    epoch: int | str | None = None  # what a divergence's error names ("step 3 of epoch 2")
 
     def step(self, closure: Callable[[], tuple[float, int] | tuple[float, int, dict[str, float]]]) -> float:
         """Zero grads, ``closure()`` (forward + backward -> loss, examples[, stats]), hook, clip, step; the loss."""
@@ -139,7 +140,9 @@ class EpochRun:
             # stopped before the update: a NaN loss makes NaN gradients, and every weight NaN after the step; the
             # run then failed much later at validation with "scores contain NaN", naming no setting
             raise TrainingDiverged(
-                f"training diverged: the loss of step {loop.global_step + 1} is {loss} (learning rate {loop.lr:g} "
+                # the step in its epoch: the loop's count restarts on --resume ("step 2" in epoch 2 after 20 steps)
+                f"training diverged: the loss of step {self.batches + 1}"
+                f"{f' of epoch {self.epoch}' if self.epoch is not None else ''} is {loss} (learning rate {loop.lr:g} "
                 f"at that step); that step's update was not applied. {lower_the_rate(loop.lr_setting, loop.suspect)}")
         if len(out) > 2:
             stats = out[2]  # type: ignore[misc]
@@ -223,7 +226,7 @@ class TrainLoop:
         ``n_examples`` and the closures' counts are)."""
         prog = Progress(desc or f"epoch {epoch}", n_batches, n_examples, enabled=self.progress, every_s=self.log_every_s,
                         unit=unit)
-        return _EpochContext(EpochRun(self, prog))
+        return _EpochContext(EpochRun(self, prog, epoch=epoch))
 
     def scale_lr(self, factor: float) -> None:
         """Set every optimizer's learning rate to ``factor`` × the rate it was built with."""

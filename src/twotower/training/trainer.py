@@ -228,8 +228,9 @@ class Trainer:
         self._restored = (resume_state(self, stopper), stopper)
         return self._restored[0]
 
-    def fit(self, *, resume: bool = False) -> TrainResult:
+    def fit(self, *, resume: bool = False, curves: bool = True) -> TrainResult:
         """Train for ``train.epochs`` (early stopping on the validation metric); see the module docstring.
+        ``curves=False``: no curves.png at the end (the pipeline draws it after the item-item term).
 
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the
         run folder, and every rank returns with the best weights loaded.
@@ -293,6 +294,6 @@ class Trainer:
                 log_epoch(self, row, metric, stopper, horizon)
                 save_epoch(self, epoch, stopper, new_best)
             tdist.barrier()  # nobody runs ahead of rank 0's writes
-        finish_fit(self, stopper.best_epoch or None)
+        finish_fit(self, stopper.best_epoch or None, curves=curves)
         return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
                            start_epoch - 1)
