@@ -213,12 +213,12 @@ def cmd_index_info(args: argparse.Namespace) -> int:
 
     run = TrainedRun.load(args.run)
     directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
-    meta = read_meta(directory)
-    try:  # as recommend and serve: checksums, the run's model and its item rows as ids
+    try:  # as recommend and serve: checksums, the run's model and its item rows as ids (and their rebuild command)
         open_run_index(run, directory)
     except (ConfigError, IntegrityError) as e:
         # their way around a stale index, --exact, is no flag of `index info`: only the rebuild applies here
         raise type(e)(str(e).replace(EXACT_HINT, "")) from None
+    meta = read_meta(directory)
     tune = read_tuning(directory)  # checked against meta.json like the index files
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))

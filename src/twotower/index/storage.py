@@ -35,13 +35,15 @@ from twotower.utils.atomic import atomic_dir, read_json, sha256_file, verify_fil
 if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
 
-__all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "is_index_dir", "FORMAT_VERSION"]
+__all__ = ["save_index", "load_index", "fingerprint_arrays", "read_meta", "is_index_dir", "is_damaged_index_dir",
+           "FORMAT_VERSION"]
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 META = "meta.json"
 TUNE = "tune.json"  # the autotune summary serving trusts (measured recall): checksummed like the index
+PLOT = "recall_qps.png"  # `twotower index build`'s plot, written into the folder before the swap (not checksummed)
 
 
 def _canonical(obj: Any) -> bytes:
@@ -120,8 +122,9 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
 def _check_replaceable(directory: Path) -> None:
     """Refuse a target the save would destroy: the folder is replaced whole, so ``index.save(run_dir)`` (or
     ``twotower index build --out RUN``) deleted the run, and a file path was swapped for a folder."""
-    if directory.is_dir() and (is_index_dir(directory) or all(idle_lock_file(c) for c in directory.iterdir())):
-        return  # an earlier index (replaced, as saving again means) or an empty folder
+    if directory.is_dir() and (is_index_dir(directory) or is_damaged_index_dir(directory)
+                               or all(idle_lock_file(c) for c in directory.iterdir())):
+        return  # an earlier index (replaced, as saving again means; a damaged one too) or an empty folder
     if directory.exists() or directory.is_symlink():
         what = "a file" if not directory.is_dir() else "a non-empty folder that is not an index"
         raise ConfigError(f"{directory} is {what}; saving an index replaces the whole folder, so it would be lost: "
@@ -132,6 +135,9 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
     """Read and self-check ``meta.json`` of a saved index."""
     directory = Path(directory)
     path = directory / META
+    if not path.is_file() and is_damaged_index_dir(directory):  # its other files are there: damaged, not absent
+        raise IntegrityError(f"{path}: missing (the artefact is incomplete); rebuild with `twotower index build "
+                             "--run DIR`")
     if not path.is_file():
         raise NotFoundError(
             "index directory", str(directory), "no meta.json there; build one with `twotower index build --run DIR`"
@@ -141,7 +147,8 @@ def read_meta(directory: str | Path) -> dict[str, Any]:
         raise IntegrityError(f"{path}: not an index meta.json (no meta_sha256); the file is corrupted")
     body = {k: v for k, v in meta.items() if k != "meta_sha256"}
     if hashlib.sha256(_canonical(body)).hexdigest() != meta["meta_sha256"]:
-        raise IntegrityError(f"{path}: checksum mismatch; meta.json was edited or corrupted, rebuild the index")
+        raise IntegrityError(f"{path}: checksum mismatch; meta.json was edited or corrupted; rebuild with "
+                             "`twotower index build --run DIR`")
     return meta
 
 
@@ -155,6 +162,27 @@ def is_index_dir(directory: str | Path) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(meta, dict) and "meta_sha256" in meta and "backend" in meta
+
+
+def is_damaged_index_dir(directory: str | Path) -> bool:
+    """True when ``directory`` holds only files a saved index holds, but no readable index: its meta.json was
+    removed or cut short (the other files' damage is caught by their checksums).
+
+    Such a folder was read as "no index built" by `recommend` and `serve`, and `twotower index build`, the command
+    every damaged-index error names, refused it as "a non-empty folder that is not a vector index".
+    """
+    d = Path(directory)
+    if not d.is_dir() or is_index_dir(d):
+        return False
+    try:  # a meta.json that reads as a JSON object is another artefact's (a search index keeps one): not ours
+        if isinstance(json.loads((d / META).read_text(encoding="utf-8")), dict):
+            return False
+    except (OSError, ValueError):
+        pass
+    stored = {f for cls in _backends().values() for f in cls.stored_files}
+    entries = [c for c in d.iterdir() if not idle_lock_file(c)]
+    return (any(c.name in stored for c in entries)
+            and all(c.name in stored | {META, TUNE, PLOT} and c.is_file() and not c.is_symlink() for c in entries))
 
 
 def read_tuning(directory: str | Path) -> dict[str, Any] | None:

@@ -21,7 +21,7 @@ from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
 from twotower.index.autotune import check_pin_early, setting_text
 from twotower.index.faiss_index import check_factory_parses, needs_training
-from twotower.index.storage import is_index_dir
+from twotower.index.storage import PLOT, is_damaged_index_dir, is_index_dir
 from twotower.utils.extras import plotting_missing
 from twotower.utils.output_folders import check_artefact_dir, run_writer
 from twotower.utils.run_folder import check_run_folder
@@ -36,7 +36,7 @@ __all__ = ["BuiltIndex", "TUNE_JSON", "TUNE_PNG", "build_index", "sample_query_r
 log = logging.getLogger(__name__)
 
 TUNE_JSON = "tune.json"
-TUNE_PNG = "recall_qps.png"
+TUNE_PNG = PLOT
 #: What a build missing its recall target suggests: exact search is always the answer on a catalogue small enough
 #: to be built in one process, a refine stage re-scores candidates exactly (ML-100K: ivfpq alone recalls 0.856 at
 #: best, 'ivfpq,RFlat' 0.95 at nprobe 6); {index} and {target_recall} are the caller's names for them
@@ -124,7 +124,7 @@ def build_index(
                           "cap; drop it (it applies to IVF and PQ indexes)")
     # the index folder is swapped in whole, removing what was there: never the run, a file or someone's folder
     out_dir = check_artefact_dir(out if out is not None else run_dir / "index", kind="vector index",
-                                 is_same_kind=is_index_dir, flag=flag)
+                                 is_same_kind=lambda p: is_index_dir(p) or is_damaged_index_dir(p), flag=flag)
     if isinstance(run, (str, os.PathLike)):  # a wrong folder is one line at once, not after torch is imported
         check_run_folder(run_dir)
     from twotower.pipeline.artifacts import TrainedRun

@@ -25,7 +25,7 @@ from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.utils.arguments import check_flag, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
-from twotower.index.storage import read_meta, read_tuning
+from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
 from twotower.pipeline.refusals import hint_unknown_user, k_refusal, located
@@ -123,8 +123,9 @@ def run_index_dir(run_dir: str | Path, index_dir: str | Path | None = None, *, e
     """The saved index a run is served from: ``index_dir``, else ``RUN/index`` if built; None = exact search."""
     if exact:
         return None
-    if index_dir is None and (Path(run_dir) / "index" / "meta.json").is_file():
-        return Path(run_dir) / "index"
+    own = Path(run_dir) / "index"
+    if index_dir is None and ((own / "meta.json").is_file() or is_damaged_index_dir(own)):
+        return own  # a damaged one too: refused when opened, not read as "no index built" and ranked exactly
     return None if index_dir is None else Path(index_dir)
 
 
