@@ -15,6 +15,7 @@ import torch
 from twotower import distributed as tdist
 from twotower.training.diagnostics import collapse_advice, model_diagnostics
 from twotower.training.prefetch import Prefetcher
+from twotower.utils.runtime import spare_core
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
@@ -45,11 +46,14 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # the batches that train (every rank needs an example, every query company); causal/denoising inputs are
     # built on a second thread, a step ahead, in the same order (training/prefetch.py)
     batches = [idx for idx in (order[b * B : (b + 1) * B] for b in range(n_batches)) if len(idx) >= max(2, tr.world)]
-    source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence  # windows are drawn in the step
+    # only where a core is left beside torch's threads: on a busy core the helper threads stall every OpenMP op
+    side = spare_core(torch.get_num_threads())
+    source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence or not side  # built in the step
               else Prefetcher(lambda idx: (idx, tr._inputs(idx)), batches, depth=PREFETCH_DEPTH))
     # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
     # the weights; the closure waits for it before returning, so before the optimizer changes them
-    averaging = ThreadPoolExecutor(1, thread_name_prefix="twotower-average") if tr.average is not None else nullcontext()
+    averaging = (ThreadPoolExecutor(1, thread_name_prefix="twotower-average") if tr.average is not None and side
+                 else nullcontext())
     with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, averaging as pool:
         pending: Future[None] | None = None
         for idx, inputs in ready:
@@ -65,7 +69,10 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
 
             run.step(closure)
             if tr.average is not None:
-                pending = pool.submit(tr.average.update)
+                if pool is None:
+                    tr.average.update()
+                else:
+                    pending = pool.submit(tr.average.update)
             acc_sum += out["acc"]
             positions += out["n_pos"]
             last = (out["q"], out["pos"])
