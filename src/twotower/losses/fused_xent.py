@@ -233,7 +233,7 @@ class _FusedXent(torch.autograd.Function):
         k = scale / b  # d(mean loss)/d(logit sum) times d(logit)/d(score)
         ctx.grads = (gq.mul_(k) if gq is not None else None, gc.mul_(k) if gc is not None else None)
         out["correct"] = correct
-        out["accuracy"] = tied / b
+        out["accuracy"] = correct / b if b else float("nan")  # as the PyTorch path: raw scores
         return q.new_tensor(total / b)
 
     @staticmethod
@@ -257,7 +257,7 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
     the logits, e.g. ``-log_q`` for the logQ correction of an in-batch softmax.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)
-    and ``accuracy`` (share of rows whose positive ties the top score), as the
+    and ``accuracy`` (``correct / B``), as the
     PyTorch path of the softmax losses reports them. ``precision``: ``"fp32"``
     or ``"bf16"`` GEMMs (module docstring).
 

@@ -71,13 +71,12 @@ def loss_from_scores(
     return loss_from_logits(logits, positive_cols, weights)
 
 
-def _accuracy(logits: Tensor, positive_cols: Tensor) -> float:
-    """Fraction of rows whose positive has the (possibly tied) largest logit."""
-    if logits.shape[0] == 0:
-        return float("nan")
-    with torch.no_grad():
-        pos = logits.gather(1, positive_cols.to(logits.device).unsqueeze(1)).squeeze(1)  # [B]
-        return float((pos >= logits.amax(dim=1)).float().mean())
+def _accuracy(correct: int, rows: int) -> float:
+    """``correct / rows``: the share of rows whose top raw score is their positive, the figure training logs.
+
+    It read the logQ-corrected logits, where the trainer's ``correct`` reads raw scores: on the first in-batch
+    batch of MovieLens-100K the loss said accuracy 0.0 and the log 4/512."""
+    return correct / rows if rows else float("nan")
 
 
 class _Softmax(RetrievalLoss):
@@ -123,7 +122,7 @@ class _Softmax(RetrievalLoss):
         loss = loss_from_logits(logits, cols, batch.weights)
         correct = top_is_positive(scores, batch.positive_ids if batch.positive_ids is not None else cols,
                                   cand_ids if batch.positive_ids is not None else None)
-        stats = {"accuracy": _accuracy(logits, cols), "correct": float(correct),
+        stats = {"accuracy": _accuracy(correct, scores.shape[0]), "correct": float(correct),
                  "accidental_hits": hits}
         return loss, stats
 
@@ -246,7 +245,7 @@ class SampledSoftmax(_Softmax):
         with torch.no_grad():
             s = scores if hits is None else torch.cat([scores[:, :1], scores[:, 1:].masked_fill(hits, -torch.inf)], 1)
             correct = int((row_argmax(s) == 0).sum())
-        stats = {"accuracy": _accuracy(logits, cols), "correct": float(correct),
+        stats = {"accuracy": _accuracy(correct, b), "correct": float(correct),
                  "accidental_hits": int(hits.sum()) if hits is not None else 0}
         return loss, stats
 
