@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
 __all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
-           "IDENTICAL_STD", "collapse_advice", "collapse_std", "check_finite_weights"]
+           "IDENTICAL_STD", "FIRST_EPOCH_FACTOR", "collapse_advice", "collapse_std", "check_finite_weights"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,10 @@ def collapse_std(dim: int) -> float:
     read a healthy out_dim=512 model on MovieLens-100K (std 0.006-0.010 over 5 epochs, valid NDCG@10 0.189, above
     the default's 0.183) as "spread low" every epoch at a 0.01 line, one dip short of a COLLAPSE."""
     return COLLAPSE_STD * math.sqrt(COLLAPSE_DIM / max(int(dim), 1))
+#: A first epoch's spread below :func:`collapse_std` / this is a collapse already: untrained towers spread ~0.047
+#: (MovieLens-100K, items and users alike) and a first epoch narrows them to 0.014-0.057 there (train.lr 1e-5 to 0.1),
+#: ML-1M's to 0.008; train.weight_decay=1000's items read 0.0001 and were called "usual after a first epoch"
+FIRST_EPOCH_FACTOR = 10
 #: Spread below which a tower gives every row the same vector: no barely trained state (untrained towers spread
 #: ~0.05 on MovieLens-100K), so a collapse from the first epoch on
 IDENTICAL_STD = 1e-6
@@ -93,9 +97,10 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
 
     ``earlier``: the rows of the epochs before (their ``item_std``/``user_std``). A spread below
     :func:`collapse_std` of the width (``collapse_std`` in the row) is a collapse only when it did not grow since the last of them: after a first epoch
-    (none before) it is what a barely trained model looks like, its embeddings still close to where they
-    started, and the alarm's advice (a lower learning rate) misled; it is then logged as a point to watch. A spread
-    below :data:`IDENTICAL_STD` (every row one vector) is a collapse at any epoch. ``advice``: what the alarm says to
+    (none before) it can be a dip (training first narrows the untrained towers' spread), and the alarm's advice (a
+    lower learning rate) misled; it is then logged as a point to watch, unless it lies :data:`FIRST_EPOCH_FACTOR`
+    times below the line, far below any untrained or barely trained tower's. A spread below :data:`IDENTICAL_STD`
+    (every row one vector) is a collapse at any epoch. ``advice``: what the alarm says to
     change (:func:`collapse_advice`); ``item_ids``: whether the item tower reads an ID embedding (without one,
     identical items are the features' doing: every item given the same values).
     """
@@ -111,7 +116,9 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
     shrinking = before is not None and any(key in before and out[key] <= before[key] for key in low)
     # one item constant feature and no ID embedding: "usual after a first epoch", then "lower the learning rate"
     identical = [key.split("_")[0] for key in low if out[key] < IDENTICAL_STD]
-    out["collapse_alarm"] = bool(low) and (shrinking or bool(identical))
+    # a first epoch far below where untrained towers start: no dip of a barely trained model
+    far = before is None and any(out[key] < line / FIRST_EPOCH_FACTOR for key in low)
+    out["collapse_alarm"] = bool(low) and (shrinking or bool(identical) or far)
     stds = (out["item_std"], f"{out['user_std']:.4f}" if "user_std" in out else "n/a", line)
     if identical:
         if "item" in identical and not item_ids:  # no weight can tell apart items whose inputs are the same
@@ -119,13 +126,16 @@ def embedding_diagnostics(items: Tensor, users: Tensor | None = None, positives:
                       "values: set model.item.use_id=true or give it features that differ between items")
         log.warning("embedding collapse: std item=%.4f user=%s < %.3g: every %s gets the same vector; %s", *stds,
                     " and every ".join(identical), advice)
+    elif far:
+        log.warning("embedding collapse: std item=%.4f user=%s < %.3g after the first epoch, far below untrained "
+                    "towers' (about 0.05 on MovieLens-100K); %s", *stds, advice)
     elif out["collapse_alarm"]:
         log.warning("embedding collapse: std item=%.4f user=%s < %.3g and not growing since the epoch before; %s",
                     *stds, advice)
     elif low:
         log.info("embedding spread low: std item=%.4f user=%s < %.3g, %s; a collapse only if it shrinks in later "
-                 "epochs", *stds, "usual after a first epoch (embeddings start close together)" if before is None
-                 else "but growing since the epoch before")
+                 "epochs", *stds, "can be a first epoch's dip (training narrows untrained towers' spread, about 0.05 "
+                 "on MovieLens-100K, before it widens)" if before is None else "but growing since the epoch before")
     return out
 
 
