@@ -310,16 +310,20 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
 
 def _warn_far_off_temperature(config: RunConfig) -> None:
     """Warn, before the data is read, of a ``loss.temperature`` that trains a useless model (a warning, not a
-    refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K), and of a
+    refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K), of a ``train.lr``
+    outside training.schedule.USEFUL_LRS (measured the same way), and of a
     ``loss.sampled_negatives`` set beside a loss kind that does not read it."""
-    from twotower.config import LossConfig
+    from twotower.config import LossConfig, TrainConfig
     from twotower.losses.base import temperature_warning
+    from twotower.training.schedule import lr_warning
 
     model = config.model
     far = temperature_warning(config.loss.temperature, cosine=model.user.normalize and model.item.normalize,
                               default=LossConfig.temperature)
     if far is not None:
         log.warning("%s", far)
+    if (rate := lr_warning(config.train.lr, default=TrainConfig.lr)) is not None:
+        log.warning("%s", rate)
     from twotower.losses.factory import unread_sampled_negatives
 
     if (unread := unread_sampled_negatives(config.loss)) is not None:  # not refused: a size, off while unread

@@ -5,7 +5,31 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["lr_factor", "epoch_lr_factor", "budget_horizon"]
+__all__ = ["lr_factor", "epoch_lr_factor", "budget_horizon", "USEFUL_LRS", "lr_warning"]
+
+#: ``train.lr``'s useful range (AdamW and sparse Adam alike): outside it the towers learn little. MovieLens-100K, valid
+#: NDCG@10 after 3 epochs: 1e-7 0.004, 1e-5 0.014, 1e-4 0.096, 0.002 (default) 0.176, 0.1 0.150, 1 0.128, 10 0.126.
+#: Wide on purpose: a warning for a rate that is clearly wrong, not a tuning hint.
+USEFUL_LRS = (1e-5, 1.0)
+
+
+def lr_warning(lr: float, *, setting: str = "train.lr", default: float | None = None) -> str | None:
+    """A start-up warning for a learning rate outside :data:`USEFUL_LRS`, or None.
+
+    ``train.lr=1e-7`` trained without a word to a model ranking like chance (valid NDCG@10 0.004 on MovieLens-100K):
+    a warning, not a refusal, as the range is measured on one dataset.
+    """
+    low, high = USEFUL_LRS
+    usual = f"; the default is {default:g}" if default is not None else ""
+    if lr < low:
+        return (f"{setting}={lr:g} is far below its useful range ({low:g} to {high:g}{usual}): each step moves the "
+                "weights so little that the towers barely leave their random start (MovieLens-100K: valid NDCG@10 "
+                "0.004 after 3 epochs at 1e-07, 0.176 at 0.002)")
+    if lr > high:
+        return (f"{setting}={lr:g} is far above its useful range ({low:g} to {high:g}{usual}): Adam moves each weight "
+                "by about the rate every step, far more than the weights' own size, so training jumps around "
+                "instead of settling (MovieLens-100K: valid NDCG@10 0.126 after 3 epochs at 10, 0.176 at 0.002)")
+    return None
 
 
 def lr_factor(step: int, total: int, warmup: int, decay: str) -> float:

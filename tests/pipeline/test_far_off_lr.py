@@ -1,0 +1,31 @@
+"""A train.lr far outside its useful range is warned of at start-up (train.lr=1e-7 trained without a word to valid
+NDCG@10 0.004 after 3 epochs on MovieLens-100K, 0.176 at the default), as a far-off loss.temperature is."""
+from __future__ import annotations
+
+import pytest
+
+from twotower.config import TrainConfig, load_config
+from twotower.pipeline.run import train_run
+
+from tests.pipeline.test_far_off_temperature import FAST, _frames
+
+
+def test_training_with_a_tiny_learning_rate_warns_naming_the_setting_and_its_default(tmp_path, caplog):
+    cfg = load_config(overrides=[*FAST, "train.lr=1e-7"])
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        train_run(cfg, tmp_path / "r", frames=_frames())  # a warning, not a refusal: the run trains
+    assert f"train.lr=1e-07 is far below its useful range (1e-05 to 1; the default is {TrainConfig.lr:g})" in caplog.text
+
+
+@pytest.mark.parametrize("lr, warned", [
+    ("1e-6", "far below"), ("1e-5", None), ("0.002", None), ("1", None), ("10", "far above"),
+])
+def test_the_lr_warning_bounds(lr, warned, caplog):
+    from twotower.pipeline.run import _warn_far_off_temperature
+
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        _warn_far_off_temperature(load_config(overrides=[*FAST, f"train.lr={lr}"]))
+    if warned is None:
+        assert "train.lr" not in caplog.text
+    else:
+        assert f"is {warned} its useful range" in caplog.text and "the default is 0.002" in caplog.text
