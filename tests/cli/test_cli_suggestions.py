@@ -22,6 +22,9 @@ from twotower.cli.main import main
     (["train", "--batch-size=256"], "did you mean train.batch_size=256?"),
     (["train", "--temprature", "0.1"], "did you mean loss.temperature=0.1?"),
     (["train", "--lr", "--epohcs", "3"], "did you mean train.lr=VALUE (for --lr), --epochs 3 (for --epohcs)?"),
+    # words in another order are too far apart letter by letter: this got a bare "unrecognized arguments"
+    (["index", "build", "--run", "r", "--recall-target", "0.99"], "did you mean --target-recall 0.99?"),
+    (["evaluate", "--run", "r", "--metric-plot", "NDCG"], "did you mean --plot-metric NDCG?"),
 ])
 def test_a_typo_is_answered_with_the_nearest_name(argv, hint, capsys):
     assert main(argv) == 2

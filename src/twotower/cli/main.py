@@ -12,6 +12,7 @@ import errno
 import gc
 import logging
 import os
+import re
 import sys
 from typing import Callable
 
@@ -39,10 +40,23 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _closest(word: str, candidates: list[str]) -> str | None:
-    """The candidate nearest ``word``, case aside (``--plot-metric ndcg`` means NDCG), or None."""
+    """The candidate nearest ``word``, case aside (``--plot-metric ndcg`` means NDCG), or None. Words in another
+    order count as near (``--recall-target`` means --target-recall: letter by letter the two are too far apart,
+    and it got a bare "unrecognized arguments"); the same words in another order come first."""
+    by_words = {_words_sorted(c): c for c in reversed(candidates)}  # the first listed wins a tie
+    if _words_sorted(word) in by_words:
+        return by_words[_words_sorted(word)]
     by_lower = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(word.lower(), list(by_lower), n=1)
-    return by_lower[close[0]] if close else None
+    if close:
+        return by_lower[close[0]]
+    close = difflib.get_close_matches(_words_sorted(word), list(by_words), n=1)
+    return by_words[close[0]] if close else None
+
+
+def _words_sorted(name: str) -> str:
+    """``--recall-target`` -> ``recall-target``, ``--target-recall`` -> the same: a name's words, in order."""
+    return "-".join(sorted(w for w in re.split(r"[-_.\s]+", name.lower()) if w))
 
 
 def _setting_keys(cls: type, prefix: str = "") -> list[str]:
