@@ -6,7 +6,7 @@ import os
 import json
 from pathlib import Path
 
-from twotower.errors import ConfigError, IntegrityError
+from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.utils.wording import plural
 
 __all__ = ["register", "cmd_index_build", "cmd_index_info"]
@@ -209,7 +209,7 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     from twotower.index.autotune import params_text
     from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.recommend import EXACT_HINT, open_run_index
+    from twotower.pipeline.recommend import EXACT_HINT, open_run_index, with_build_command
 
     run = TrainedRun.load(args.run)
     directory = Path(args.index_dir) if args.index_dir else Path(args.run) / "index"
@@ -218,7 +218,10 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     except (ConfigError, IntegrityError) as e:
         # their way around a stale index, --exact, is no flag of `index info`: only the rebuild applies here
         raise type(e)(str(e).replace(EXACT_HINT, "")) from None
-    meta = read_meta(directory)
+    try:
+        meta = read_meta(directory)
+    except NotFoundError as e:  # no index (RUN/index is then no error to open_run_index: it ranks exactly)
+        raise with_build_command(e, run, directory) from None
     tune = read_tuning(directory)  # checked against meta.json like the index files
     if args.json:
         print(json.dumps({"meta": meta, "tune": tune, "fingerprint_match": True}, indent=2))

@@ -177,6 +177,8 @@ def open_served_index(
         index = load_index(index_dir, expected_fingerprint=fp)
     except IntegrityError as e:
         raise IntegrityError(_with_rebuild(str(e), run, index_dir)) from e
+    except NotFoundError as e:
+        raise with_build_command(e, run, index_dir) from None
     _check_index_ids(run, index_dir, index)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
         log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
@@ -206,6 +208,20 @@ def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
         return message
     fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + EXACT_HINT
     return message.replace(_GENERIC_REBUILD, fix) if _GENERIC_REBUILD in message else f"{message}; {fix}"
+
+
+#: how the index layer words the way to a missing index (it knows no run)
+_GENERIC_BUILD = "build one with `twotower index build --run DIR`"
+
+
+def with_build_command(error: NotFoundError, run: TrainedRun, index_dir: Path) -> NotFoundError:
+    """``error`` (no index in ``index_dir``) naming the command that builds one for ``run``: it said
+    "build one with `twotower index build --run DIR`", DIR as written, where other hints name the run."""
+    if _GENERIC_BUILD not in str(error):
+        return error
+    hint = str(error)[len(str(NotFoundError(error.kind, error.id))) + 2:-1]  # the "(...)" after "unknown KIND 'ID'"
+    return NotFoundError(error.kind, error.id,
+                         hint.replace(_GENERIC_BUILD, f"build one with `{rebuild_command(run.dir, index_dir)}`"))
 
 
 def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
