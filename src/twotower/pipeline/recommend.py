@@ -36,8 +36,17 @@ from twotower.utils.wording import plural
 
 log = logging.getLogger(__name__)
 
-#: the way around a stale or damaged index that recommend and serve offer (`index info` drops it: no such flag)
-EXACT_HINT = " (or rank exactly with --exact)"
+
+
+def exact_hint(exact_flag: str = "--exact") -> str:
+    """The way around a stale or damaged index, in the words of the interface that opened it: ``--exact`` on the
+    command line (recommend, similar, serve), ``exact=True`` from Python (tt.recommend, tt.similar), which were
+    told "rank exactly with --exact"; each interface names its own argument, as with :func:`located`."""
+    return f" (or rank exactly with {exact_flag})"
+
+
+#: the command line's words (`index info` drops them: no such flag)
+EXACT_HINT = exact_hint()
 
 __all__ = [
     "USER_CHUNK",
@@ -139,7 +148,8 @@ class ServedIndex:
 
 
 def open_run_index(
-    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
+    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True,
+    exact_flag: str = "--exact",
 ) -> tuple[VectorIndex, str]:
     """The index a run is served from, and a sentence saying which it is.
 
@@ -148,13 +158,15 @@ def open_run_index(
     forces exact search. A saved index built for another model raises
     IntegrityError; with ``allow_low_recall=False`` one whose measured recall
     missed its target raises ConfigError saying what was measured.
+    ``exact_flag``: how the caller's user asks for exact search (``exact=True`` from Python), said in those errors.
     """
-    served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
+    served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall, exact_flag=exact_flag)
     return served.index, served.description
 
 
 def open_served_index(
-    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True
+    run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True,
+    exact_flag: str = "--exact",
 ) -> ServedIndex:
     """:func:`open_run_index`, with the recall its ``tune.json`` recorded (what ``/readyz`` and ``/metrics`` show).
 
@@ -169,14 +181,14 @@ def open_served_index(
         why = "--exact" if exact else "no index built; `twotower index build` makes one"
         return ServedIndex(index, f"exact search over {run.n_items:,} items ({why})", None)
     try:
-        _check_index_model(run, index_dir, fp)
+        _check_index_model(run, index_dir, fp, exact_flag)
         tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
         shortfall = _recall_shortfall(index_dir, tune)
         if shortfall and not allow_low_recall:
             raise ConfigError(shortfall + _LOW_RECALL_FIX)
         index = load_index(index_dir, expected_fingerprint=fp)
     except IntegrityError as e:
-        raise IntegrityError(_with_rebuild(str(e), run, index_dir)) from e
+        raise IntegrityError(_with_rebuild(str(e), run, index_dir, exact_flag)) from e
     except NotFoundError as e:
         raise with_build_command(e, run, index_dir) from None
     _check_index_ids(run, index_dir, index)
@@ -198,15 +210,15 @@ def open_served_index(
 _GENERIC_REBUILD = "rebuild with `twotower index build --run DIR`"
 
 
-def _with_rebuild(message: str, run: TrainedRun, index_dir: Path) -> str:
+def _with_rebuild(message: str, run: TrainedRun, index_dir: Path, exact_flag: str = "--exact") -> str:
     """``message`` of a damaged index with the command that rebuilds it for this run, and the way around it.
 
     The index layer said "rebuild with `twotower index build --run DIR`" (a placeholder, beside messages that
     name the run) or nothing at all (a meta.json that is not JSON), and never that --exact ranks without it.
     """
-    if "--exact" in message:  # already says both (an index of other weights)
+    if "rank exactly with" in message:  # already says both (an index of other weights)
         return message
-    fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + EXACT_HINT
+    fix = f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + exact_hint(exact_flag)
     return message.replace(_GENERIC_REBUILD, fix) if _GENERIC_REBUILD in message else f"{message}; {fix}"
 
 
@@ -224,7 +236,7 @@ def with_build_command(error: NotFoundError, run: TrainedRun, index_dir: Path) -
                          hint.replace(_GENERIC_BUILD, f"build one with `{rebuild_command(run.dir, index_dir)}`"))
 
 
-def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
+def _check_index_model(run: TrainedRun, index_dir: Path, fp: str, exact_flag: str = "--exact") -> None:
     """IntegrityError when the index in ``index_dir`` was built from other item vectors than ``run``'s.
 
     Read from meta.json before the tuning record: an index of a model since retrained was first refused for its
@@ -235,7 +247,7 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str) -> None:
         raise IntegrityError(
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
             f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
-            f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + EXACT_HINT)
+            f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + exact_hint(exact_flag))
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
@@ -462,7 +474,7 @@ def recommend(
         from twotower.pipeline.histories import read_input_histories
 
         histories = read_input_histories(run, history_from)
-    index, used = open_run_index(run, exact=exact)
+    index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features)

@@ -281,7 +281,7 @@ def similar(
     for pos, item_id in enumerate(item_ids):  # an unknown id named by its place: item_ids[3]: unknown item ...
         with located(f"item_ids[{pos}]"):
             rows[pos] = run.item_vocab.index(item_id)
-    index, used = open_run_index(run, exact=exact)
+    index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
     for row, space in zip(rows.tolist(), spaces):
