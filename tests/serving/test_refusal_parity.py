@@ -142,3 +142,18 @@ def test_an_unknown_user_is_pointed_to_a_history_by_every_interface(run_dir, run
     assert _core(_http(client, "/explain", {"user_id": "ghost", "item_id": "i1"}, 404), "user_id") == said
     assert _core(_py(lambda: tt.recommend(run, ["ghost"])), "user_ids[0]") == said
     assert _core(_py(lambda: tt.explain_by_id(run, user_id="ghost", item_id="i1")), "user_id") == said
+
+
+@pytest.mark.parametrize("history, named", [
+    (["i1", "nope", "i2", "nope2"], "; the history holds 2 unknown ids: 'nope', 'nope2'"),
+    (["nope", "i1", "nope"], ""),  # one unknown id, twice: said once, as before
+    (["i1"] + [f"x{n}" for n in range(12)],  # bounded: the first ten, then a count
+     "; the history holds 12 unknown ids: " + ", ".join(f"'x{n}'" for n in range(10)) + " and 2 more"),
+])
+def test_every_unknown_history_id_is_named_in_one_wording(run_dir, run, client, capsys, history, named) -> None:
+    """A history with several unknown ids named only the first (``{"history": ["1", "nope", "nope2"]}``: `nope`)."""
+    first = history.index(next(i for i in history if i.startswith(("nope", "x"))))
+    cli = _core(_cli(capsys, "recommend", "--run", str(run_dir), "--history", ",".join(history)), "--history")
+    http = _core(_http(client, "/recommend", {"history": history}, 404), f"history[{first}]")
+    py = _core(_py(lambda: tt.recommend(run, history=history)), f"history[{first}]")
+    assert cli == http == py == f"unknown item {history[first]!r} (not among the 60 known items){named}"

@@ -28,7 +28,7 @@ from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, located
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, locate, located, rows_naming_every_unknown
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -403,7 +403,8 @@ def recommend_history(
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
     None reads every feature as missing.
     """
-    rows = [run.item_vocab.index(item_id) for item_id in history_ids]  # an unknown id: POST /recommend's message
+    # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
+    rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
     if index is None:
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
@@ -461,9 +462,8 @@ def recommend(
         # an empty list: refused, as `recommend --history` and HTTP refuse it, unless user_features alone describe
         # the user on a run that reads them
         history = check_new_history(history, run=run, user_features=user_features)
-        for pos, item_id in enumerate(history):  # an unknown id named by its place, as POST /recommend names it
-            with located(f"history[{pos}]"):
-                run.item_vocab.index(item_id)
+        # an unknown id named by its place, as POST /recommend names it, and every other unknown one after it
+        rows_naming_every_unknown(history, run.item_vocab.index, lambda pos, e: locate(e, f"history[{pos}]"))
     if user_ids is not None:  # checked before the index is opened, as history above
         if isinstance(user_ids, str):
             raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from twotower.config import MAX_K
 from twotower.errors import NotFoundError
@@ -18,7 +18,11 @@ from twotower.errors import NotFoundError
 UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their items: send them as the history "
                      "(item ids, oldest first) instead of the user id")
 
-__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located", "hint_unknown_user"]
+#: how many unknown ids a refusal names (then a count of the rest): a history of thousands stays one line
+MAX_NAMED_UNKNOWN = 10
+
+__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located", "hint_unknown_user",
+           "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown"]
 
 
 def server_bound_note(setting: str) -> str:
@@ -84,3 +88,33 @@ def hint_unknown_user(e: NotFoundError, run: Any) -> NotFoundError:
         e.message += f"; {UNKNOWN_USER_HINT}"
         e.args = (e.message,)
     return e
+
+
+def rows_naming_every_unknown(
+    ids: Iterable[Any], row: Callable[[Any], int], at: Callable[[int, NotFoundError], BaseException],
+    what: str = "history",
+) -> list[int]:
+    """``row(i)`` of each id of ``ids``; when some are unknown, the first one's error raised through ``at(pos, e)``
+    (which locates it in the interface's words: ``history[1]``, ``--history``), naming every unknown id after it:
+    ``history[1]: unknown item 'nope' (...); the history holds 2 unknown ids: 'nope', 'nope2'`` (the first
+    :data:`MAX_NAMED_UNKNOWN` of them, then a count). A history with several unknown ids named only the first, so
+    fixing it took one request per id."""
+    rows: list[int] = []
+    first: tuple[int, NotFoundError] | None = None
+    unknown: dict[Any, None] = {}  # in order, each once
+    for pos, i in enumerate(ids):
+        try:
+            rows.append(row(i))
+        except NotFoundError as e:
+            first = first or (pos, e)
+            unknown[e.id] = None
+    if first is None:
+        return rows
+    pos, e = first
+    if len(unknown) > 1:
+        named = list(unknown)
+        more = f" and {len(named) - MAX_NAMED_UNKNOWN} more" if len(named) > MAX_NAMED_UNKNOWN else ""
+        e.message += (f"; the {what} holds {len(named)} unknown ids: "
+                      + ", ".join(repr(i) for i in named[:MAX_NAMED_UNKNOWN]) + more)
+        e.args = (e.message,)
+    raise at(pos, e)

@@ -421,12 +421,11 @@ class RecommenderService:
         from twotower.utils.arguments import check_history
 
         history = check_history(history)  # from Python: a set has no order, and history[pos] below failed on it
-        rows = np.empty(len(history), dtype=np.int64)  # [L]
-        for pos, item_id in enumerate(history):
-            try:
-                rows[pos] = self.catalog.row(item_id)
-            except NotFoundError as e:
-                raise UnknownIdAt(f"history[{pos}]", e) from None
+        from twotower.pipeline.refusals import rows_naming_every_unknown
+
+        # an unknown id named by its place, and every other unknown one after it (the words of Python and the CLI)
+        rows = np.asarray(rows_naming_every_unknown(
+            history, self.catalog.row, lambda pos, e: UnknownIdAt(f"history[{pos}]", e)), dtype=np.int64)  # [L]
         if rows.size and rows.max() >= self.model_items:
             pos = int(np.argmax(rows >= self.model_items))
             raise DataError(f"history[{pos}]: item {history[pos]!r} is not known to the model's item tower, "
