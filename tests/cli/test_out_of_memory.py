@@ -16,7 +16,7 @@ TORCH_OOM = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator:
 def test_training_out_of_memory_is_one_line_with_the_estimate_and_what_to_lower(tmp_path, monkeypatch, capsys, error):
     from twotower.training.trainer import Trainer
 
-    def step(self, idx):
+    def step(self, idx, inputs=None):
         raise error
 
     monkeypatch.setattr(Trainer, "_step", step)
@@ -86,7 +86,7 @@ def test_training_out_of_memory_after_a_checkpoint_says_what_resume_continues(tm
 def test_training_out_of_memory_before_any_checkpoint_says_nothing_to_resume(tmp_path, monkeypatch, capsys):
     from twotower.training.trainer import Trainer
 
-    def step(self, idx):
+    def step(self, idx, inputs=None):
         raise MemoryError()
 
     monkeypatch.setattr(Trainer, "_step", step)

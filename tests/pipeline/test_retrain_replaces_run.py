@@ -107,7 +107,7 @@ def test_a_crash_mid_training_leaves_the_old_run_whole(old_run, dataset, tmp_pat
     out = _copy(old_run, tmp_path / "a")
     before = _snapshot(out)
 
-    def crash(self, *, resume=False):
+    def crash(self, *, resume=False, curves=True):
         raise KeyboardInterrupt  # killed in the first epoch
 
     monkeypatch.setattr(Trainer, "fit", crash)

@@ -16,6 +16,14 @@ from tests.synthetic import write_dataset
 from tests.training.test_resume_best_weights import _train
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_handler():
+    # a test run started in the background of a shell inherits an ignored SIGINT: Ctrl-C's own handler here
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_while_epoch_1_is_checkpointed_leaves_epoch_1_to_resume(tmp_path, monkeypatch, signum):
     import twotower.training.hooks as hooks  # the epoch's writes (hooks.save_epoch)

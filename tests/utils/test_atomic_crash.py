@@ -106,12 +106,15 @@ def test_a_signal_between_the_moves_of_a_file_set_waits_for_the_whole_set(tmp_pa
     def stop(signum: int, frame: object) -> None:
         raise Stop  # SIGTERM's own action would end pytest; Ctrl-C's is a KeyboardInterrupt
     previous = signal.signal(signal.SIGTERM, stop)
+    # a test run started in the background of a shell inherits an ignored SIGINT: Ctrl-C's own handler here
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         monkeypatch.setattr(atomic.os, "replace", replace_then_signal)
         with pytest.raises(KeyboardInterrupt if signum == "SIGINT" else Stop):
             atomic_write_set(files)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
     assert {p.name: p.read_bytes() for p in files} == {p.name: d for p, d in files.items()}  # the whole new set
     assert sorted(p.name for p in tmp_path.iterdir()) == ["test.csv", "train.csv", "valid.csv"]  # no temporaries
 
