@@ -157,3 +157,14 @@ def test_every_unknown_history_id_is_named_in_one_wording(run_dir, run, client, 
     http = _core(_http(client, "/recommend", {"history": history}, 404), f"history[{first}]")
     py = _core(_py(lambda: tt.recommend(run, history=history)), f"history[{first}]")
     assert cli == http == py == f"unknown item {history[first]!r} (not among the 60 known items){named}"
+
+
+def test_every_unknown_history_id_of_an_explanation_is_named_in_one_wording(run_dir, run, client, capsys) -> None:
+    """`explain --history 1,nope,nope2` and tt.explain_by_id named only `nope` while POST /explain named both."""
+    history = ["i1", "nope", "i2", "nope2"]
+    cli = _core(_cli(capsys, "explain", "--run", str(run_dir), "--history", ",".join(history), "--item", "i3"),
+                "--history")
+    http = _core(_http(client, "/explain", {"history": history, "item_id": "i3"}, 404), "history[1]")
+    py = _core(_py(lambda: tt.explain_by_id(run, history=history, item_id="i3")), "history[1]")
+    assert cli == http == py == ("unknown item 'nope' (not among the 60 known items); "
+                                 "the history holds 2 unknown ids: 'nope', 'nope2'")

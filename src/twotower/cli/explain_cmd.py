@@ -99,6 +99,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.explain import explain_by_id
     from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.refusals import rows_naming_every_unknown
 
     _threads(args)
     run = TrainedRun.load(args.run)
@@ -114,9 +115,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 raise hint_unknown_user(e, run) from None
     if history is not None:  # empty: only with --user-features on a run that reads them
         history = check_history_flag(history, run, features)
-    with flag_named("--history"):
-        for h in history or ():
-            run.item_vocab.index(h)
+    with flag_named("--history"):  # every unknown id named, as recommend --history names them
+        rows_naming_every_unknown(history or (), run.item_vocab.index, lambda pos, e: e)
     with flag_named("--item"):
         run.item_vocab.index(args.item)
     warnings: list[str] = []

@@ -351,7 +351,7 @@ def explain_by_id(
     # describe a user with no history yet on a run that reads them (as tt.recommend serves that user)
     history_ids = None if history is None else check_new_history(history, name, run=run, user_features=user_features)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
-    from twotower.pipeline.refusals import hint_unknown_user, located
+    from twotower.pipeline.refusals import hint_unknown_user, locate, located, rows_naming_every_unknown
 
     # an unknown id named by its argument, as POST /explain names its field: with a history, "unknown item"
     # alone could be item_id or any of history
@@ -363,11 +363,9 @@ def explain_by_id(
     with located("item_id"):
         item_row = run.item_vocab.index(item_id)
     history_rows = None
-    if history_ids is not None:
-        history_rows = []
-        for pos, i in enumerate(history_ids):
-            with located(f"{name}[{pos}]"):
-                history_rows.append(run.item_vocab.index(i))
+    if history_ids is not None:  # every unknown id named, as recommend's history refusal names them
+        history_rows = rows_naming_every_unknown(history_ids, run.item_vocab.index,
+                                                 lambda pos, e: locate(e, f"{name}[{pos}]"))
     return explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features,
