@@ -5,30 +5,23 @@ Before: `twotower data split --dataset movielens-100k` with a read-only HOME sto
 """
 from __future__ import annotations
 
-import errno
-from pathlib import Path
 
 import pytest
 
 from twotower.data import movielens
 from twotower.errors import DataError
 
+from tests.read_only_home import read_only_home
+
 
 def test_unwritable_home_says_to_set_twotower_data(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.delenv("TWOTOWER_DATA", raising=False)
-    monkeypatch.setenv("HOME", str(home))
-    real_mkdir = Path.mkdir
-
-    def read_only_home(self: Path, *args, **kwargs):  # root ignores chmod: the refusal a read-only HOME gives
-        if self == home or home in self.parents:
-            raise PermissionError(errno.EACCES, "Permission denied", str(self))
-        return real_mkdir(self, *args, **kwargs)
+    read_only_home(monkeypatch, home)
 
     def no_network(*args, **kwargs):
         raise RuntimeError("the test must not download")
 
-    monkeypatch.setattr(Path, "mkdir", read_only_home)
     monkeypatch.setattr(movielens.urllib.request, "urlopen", no_network)
     monkeypatch.setattr(movielens, "_from_pypi", no_network)
     with pytest.raises(DataError, match="TWOTOWER_DATA") as got:

@@ -11,16 +11,13 @@ import logging
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-import twotower.search.finetune as finetune
-import twotower.search.prepare as prepare
-import twotower.search.rerank as rerank
 from twotower.cli.main import main
 from twotower.errors import ConfigError, IntegrityError
-from twotower.search import SearchIndex, finetune_bi_encoder, train_cross_encoder
 from twotower.search.artefacts import BI_ENCODER_META
+
+from tests.search.writer_calls import writer_calls
 from twotower.search.prepare import prepare_beir
 
 KINDS = {"finetune_bi_encoder": ("out_dir", "bi-encoder"), "train_cross_encoder": ("out_dir", "cross-encoder"),
@@ -35,23 +32,8 @@ def _work(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
     raise _Worked
 
 
-class _NoIndex:
-    def __getattr__(self, name: str):  # noqa: ANN204
-        _work()
-
-
 def _calls(tmp_path, monkeypatch):  # noqa: ANN202
-    monkeypatch.setattr(finetune, "encoder_settings", _work)  # the first step of each body
-    monkeypatch.setattr(rerank, "no_third_party_bars", _work)
-    monkeypatch.setattr(prepare, "_read_passages", _work)
-    docs = ["a", "b"]
-    return {
-        "finetune_bi_encoder": lambda out: finetune_bi_encoder(["q1", "q2"], [0, 1], docs, out, threads=1),
-        "train_cross_encoder": lambda out: train_cross_encoder(["q1", "q2"], [0, 1], [np.array([1]), np.array([0])],
-                                                               docs, out),
-        "SearchIndex.save": lambda out: SearchIndex.save(_NoIndex(), out),
-        "prepare_beir": lambda out: prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", out),
-    }
+    return writer_calls(tmp_path, monkeypatch, _work)
 
 
 @pytest.mark.parametrize("call", list(KINDS))

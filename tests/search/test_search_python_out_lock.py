@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 import pytest
 
-import twotower.search.finetune as finetune
-import twotower.search.prepare as prepare
-import twotower.search.rerank as rerank
 from tests.lock_holder import writer_lock_held
+from tests.search.writer_calls import writer_calls
 from twotower.errors import ConfigError
-from twotower.search import SearchIndex, finetune_bi_encoder, train_cross_encoder
 from twotower.search.prepare import prepare_beir
 from twotower.utils.folder_lock import exclusive_writer
 
@@ -25,23 +21,8 @@ def _no_work(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
     raise AssertionError("the second writer did work before it was refused")
 
 
-class _NoIndex:
-    def __getattr__(self, name: str):  # noqa: ANN204
-        _no_work()
-
-
 def _calls(tmp_path, monkeypatch):  # noqa: ANN202
-    monkeypatch.setattr(finetune, "encoder_settings", _no_work)  # the first step of each body
-    monkeypatch.setattr(rerank, "no_third_party_bars", _no_work)
-    monkeypatch.setattr(prepare, "_read_passages", _no_work)
-    docs = ["a", "b"]
-    return {
-        "finetune_bi_encoder": lambda out: finetune_bi_encoder(["q1", "q2"], [0, 1], docs, out, threads=1),
-        "train_cross_encoder": lambda out: train_cross_encoder(["q1", "q2"], [0, 1], [np.array([1]), np.array([0])],
-                                                               docs, out),
-        "SearchIndex.save": lambda out: SearchIndex.save(_NoIndex(), out),
-        "prepare_beir": lambda out: prepare_beir(tmp_path / "p.csv", tmp_path / "q.csv", out),
-    }
+    return writer_calls(tmp_path, monkeypatch, _no_work)
 
 
 @pytest.mark.parametrize("call", ["finetune_bi_encoder", "train_cross_encoder", "SearchIndex.save", "prepare_beir"])

@@ -5,28 +5,20 @@ Before: `twotower train data.item_text='["title"]'` with a read-only HOME stoppe
 """
 from __future__ import annotations
 
-import errno
-from pathlib import Path
 
 import numpy as np
 
 from twotower.config import SearchConfig
 from twotower.text.cache import cached_encode
 
+from tests.read_only_home import read_only_home
 from tests.text.test_cache import CountingEncoder
 
 
 def test_unwritable_default_cache_encodes_without_it(tmp_path, monkeypatch, caplog):
     home = tmp_path / "home"
-    monkeypatch.setenv("HOME", str(home))
-    real_mkdir = Path.mkdir
+    read_only_home(monkeypatch, home)
 
-    def read_only_home(self: Path, *args, **kwargs):  # root ignores chmod: the refusal a read-only HOME gives
-        if self == home or home in self.parents:
-            raise PermissionError(errno.EACCES, "Permission denied", str(self))
-        return real_mkdir(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "mkdir", read_only_home)
     enc = CountingEncoder()
     with caplog.at_level("WARNING", logger="twotower.text.cache"):
         got = cached_encode(enc, ["x", "y"], SearchConfig.cache_dir, max_length=8)

@@ -6,7 +6,6 @@ the cache only saves the next run the export.
 """
 from __future__ import annotations
 
-import errno
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,20 +15,14 @@ import pytest
 import twotower.text.onnx_backend as ob
 from twotower.utils.atomic import sha256_file
 
+from tests.read_only_home import read_only_home
+
 
 def test_an_unwritable_onnx_cache_exports_into_a_temporary_folder_and_warns_once(tmp_path, monkeypatch, caplog):
     ort = pytest.importorskip("onnxruntime")
     home = tmp_path / "home"
-    monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("TWOTOWER_ONNX_CACHE", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
-    real_mkdir = Path.mkdir
-
-    def read_only_home(self: Path, *args, **kwargs):  # root ignores chmod: the refusal a read-only HOME gives
-        if self == home or home in self.parents:
-            raise PermissionError(errno.EACCES, "Permission denied", str(self))
-        return real_mkdir(self, *args, **kwargs)
-
     def export(st_model, folder: Path) -> None:  # the files export_onnx writes, without a model to export
         folder.mkdir(parents=True)
         for name in ob.EXPORTED_FILES:
@@ -38,7 +31,7 @@ def test_an_unwritable_onnx_cache_exports_into_a_temporary_folder_and_warns_once
         (folder / ob.TABLE).write_text(json.dumps({"inputs": ["input_ids"], "pooling": "mean", "files": files}))
 
     opened = []
-    monkeypatch.setattr(Path, "mkdir", read_only_home)
+    read_only_home(monkeypatch, home)
     monkeypatch.setattr(ob, "export_onnx", export)
     monkeypatch.setattr(ort, "InferenceSession", lambda path, *a, **k: opened.append(Path(path)) or object())
     model = [SimpleNamespace(tokenizer=None)]
