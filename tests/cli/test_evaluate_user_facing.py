@@ -112,6 +112,25 @@ def test_evaluate_says_it_does_not_use_the_runs_index(tmp_path, capsys):
     )
 
 
+def test_evaluate_names_a_stale_index_as_stale_not_as_the_place_of_its_recall(tmp_path, capsys):
+    """An index built before a `--resume` is refused by `recommend` and `serve` (another model fingerprint), but
+    `evaluate` pointed to its tune.json for "its recall against exact search", a recall of the old weights."""
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    out = tmp_path / "run"
+    train = ["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test", str(paths["test"]),
+             "--out", str(out), *FAST]
+    assert main([*train, "--epochs", "1"]) == 0
+    assert main(["-q", "index", "build", "--run", str(out), "--index", "flat", "--threads", "1"]) == 0
+    built_for = json.loads((out / "index" / "meta.json").read_text())["model_fingerprint"]
+    assert main([*train, "--epochs", "2", "--resume"]) == 0
+    capsys.readouterr()
+    assert main(["-q", "evaluate", "--run", str(out), "--baselines", "", "--ks", "5"]) == 0
+    err = capsys.readouterr().err
+    assert f"the index in {out / 'index'} is not used, and it is stale: built for model {built_for}" in err
+    assert f"`twotower index build --run {out}`" in err
+    assert "tune.json" not in err
+
+
 def test_the_csv_record_names_the_tuned_baselines_file_only_when_a_row_came_from_it(run_dir, tmp_path):
     """`--baselines popularity --csv` recorded RUN/tuned_baselines.json (left by an earlier evaluation) as the
     file the λ and k came from, though no row was tuned."""

@@ -160,13 +160,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _say_index_unused(run) -> None:  # noqa: ANN001 - TrainedRun
     """One line on stderr when the run has a built index: `recommend` and `serve` rank through it, `evaluate`
     ranks exactly over the full catalogue, which it did without a word (its table measures the model, not the
-    index; the index's recall against exact search is in its tune.json)."""
+    index; the index's recall against exact search is in its tune.json).
+
+    An index built before a retrain or a ``--resume`` (another model fingerprint), which `recommend` and `serve`
+    refuse, was pointed to as the place of "its recall against exact search", a recall of the old weights; a
+    damaged one likewise. Both are now named as what they are, with the command that rebuilds them."""
+    from twotower.errors import IntegrityError, NotFoundError
+    from twotower.index.storage import read_meta
+    from twotower.pipeline.artifacts import rebuild_command
     from twotower.pipeline.recommend import run_index_dir
 
     index_dir = run_index_dir(run.dir)
-    if index_dir is not None:
-        print(f"evaluation ranks exactly over the full catalogue; the index in {index_dir} is not used (its recall "
-              f"against exact search is in {index_dir / 'tune.json'})", file=sys.stderr)
+    if index_dir is None:
+        return
+    unused = f"evaluation ranks exactly over the full catalogue; the index in {index_dir} is not used"
+    rebuild = f"`{rebuild_command(run.dir, index_dir)}`"
+    try:
+        built_for = read_meta(index_dir).get("model_fingerprint")
+    except (IntegrityError, NotFoundError, OSError, ValueError) as e:
+        why = str(e).replace("rebuild with `twotower index build --run DIR`", f"rebuild it with {rebuild}")
+        why = why if rebuild in why else f"{why}; rebuild it with {rebuild}"
+        print(f"{unused}, and it is damaged (recommend and serve refuse it): {why}", file=sys.stderr)
+        return
+    now = run.fingerprint()
+    if built_for != now:
+        print(f"{unused}, and it is stale: built for model {built_for}, but the run {run.dir} now holds model {now} "
+              f"(retrained or resumed since), so recommend and serve refuse it until it is rebuilt: {rebuild}",
+              file=sys.stderr)
+        return
+    print(f"{unused} (its recall against exact search is in {index_dir / 'tune.json'})", file=sys.stderr)
 
 
 def _warn_ease_limits_unused(args: argparse.Namespace, baselines: tuple[str, ...]) -> None:
