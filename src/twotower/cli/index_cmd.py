@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import json
+import sys
 from pathlib import Path
 
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
@@ -184,22 +185,48 @@ def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
+    from twotower.cli.search_cmd import _folder_identity
+    from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
+    from twotower.index.storage import is_index_dir
     from twotower.pipeline.index_build import build_index, missed_target_advice
     from twotower.utils.runtime import threads_from_env
 
     policy = _policy(args)  # the flags checked before the run loads, errors naming them
     pin = _pin(args)
-    # the core is tt.build_index's, so the command and the Python call save the same index and tuning record
+    out = Path(args.out) if args.out else Path(args.run) / "index"
+    before, earlier = _folder_identity(str(out)), is_index_dir(out)
+    # the core is tt.build_index's, so the command and the Python call save the same index and tuning record;
+    # SIGTERM unwinds as Ctrl-C does (the new index's temporary folder removed), as in `twotower train`
     try:
-        build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                    max_train=args.max_train, params=pin, echo=print, flag="--out", what="twotower index build",
-                    advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
+        with terminate_as_interrupt():
+            build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
+                        max_train=args.max_train, params=pin, echo=print, flag="--out", what="twotower index build",
+                        advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
+    except KeyboardInterrupt as e:
+        # it ended without a word (SIGTERM: Python's default, on the spot), though the earlier index was intact
+        if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun rank 0 writes the index and speaks for all
+            print(f"{_stopped_by(e)}: {_build_left(out, before, earlier)}", file=sys.stderr)
+        return _interrupt_status(e)
     except ConfigError as e:
         msg = _flag_named(str(e), pin)
         if msg == str(e):
             raise
         raise ConfigError(msg) from None
     return 0
+
+
+def _build_left(out: Path, before: tuple[int, int] | None, earlier: bool) -> str:
+    """What a stopped `twotower index build` left at ``out``: the index folder is swapped in whole, so a new identity
+    of the folder says the new index is in place; otherwise the earlier one (if any) is there as it was."""
+    from twotower.cli.search_cmd import _folder_identity
+
+    if _folder_identity(str(out)) not in (None, before):
+        return f"{out} was written before it stopped: it holds the new index" + (
+            " (the previous one was replaced)" if earlier else "")
+    if earlier:
+        return (f"the build stopped before {out} was written; the previous index there is kept, intact, as it was; "
+                "run the command again to replace it")
+    return f"the build stopped before {out} was written, so no index was saved; run the command again to build one"
 
 
 def cmd_index_info(args: argparse.Namespace) -> int:
