@@ -62,7 +62,7 @@ from twotower.utils.wording import plural
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
     "measure_speed", "check_pin", "check_pin_early", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
-    "params_text", "setting_text",
+    "params_text", "setting_text", "distinct_queries",
 ]
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,28 @@ MISSED_RECALL_TOLERANCE = 0.002
 MISSED_TARGET_ADVICE = "raise the knobs, add 'flat' to the candidates or lower target_recall"
 #: rounds of single-query timings behind ``--index auto``'s exact-or-approximate decision (each query's fastest)
 EXACT_LATENCY_ROUNDS = 3
+#: Tuning queries are counted as one when their directions agree to this many decimals in every coordinate
+#: (inner-product search ranks by direction): below half of the queries distinct, autotune warns
+DISTINCT_QUERY_DECIMALS = 3
+
+
+def distinct_queries(queries: np.ndarray, decimals: int = DISTINCT_QUERY_DECIMALS) -> int:
+    """How many of ``queries[Q, D]`` point in distinct directions (rounded to ``decimals``); about 8 ms at 1,000 x 128."""
+    norms = np.linalg.norm(queries, axis=1, keepdims=True)  # [Q, 1]
+    unit = queries / np.where(norms > 0, norms, 1.0)
+    return int(np.unique(np.round(unit, decimals) + 0.0, axis=0).shape[0])  # + 0.0: -0.0 and 0.0 are one
+
+
+def _warn_repeated_queries(queries: np.ndarray) -> None:
+    """Warn when most tuning queries repeat a few vectors (users the user tower cannot tell apart: the same history
+    and features): recall measured on 1,000 queries holding 12 distinct vectors rests on 12, and said nothing."""
+    n = queries.shape[0]
+    distinct = distinct_queries(queries)
+    if 2 * distinct < n:
+        log.warning("autotune: the %s hold only %s (the others repeat them: users with one embedding, e.g. the same "
+                    "history and features), so the recall measured against exact search rests on %s, not %s, and "
+                    "may not hold for queries unlike them", plural(n, "tuning query", "tuning queries"),
+                    plural(distinct, "distinct vector"), plural(distinct, "query", "queries"), f"{n:,}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -442,6 +464,7 @@ def autotune(
                   f"{policy.exact_p99_ms:g} ms budget ({n:,} items)")
         del exact
 
+    _warn_repeated_queries(queries)  # exact search, chosen above, measures no recall
     rows: list[TuneRow] = []
     best: tuple[TuneRow, VectorIndex] | None = None
     for number, name in enumerate(names, 1):
@@ -496,6 +519,7 @@ def tune_index(
     kth = gt.scores[:, min(k, n) - 1]  # [Q]
     if params is not None:
         params = check_pin(str(index.factory), dict(params), n, dim, k)
+    _warn_repeated_queries(queries)
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
                   policy.latency_queries, grid=None if params is None else [[params]])
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
