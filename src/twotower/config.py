@@ -541,6 +541,9 @@ MAX_THREADS = 1024
 #: numpy TypeError and 10**9 gigabytes of padding. The HTTP service caps k lower, at ServiceSettings.max_k
 #: (`serve --max-k`), which may be raised up to this bound and no further.
 MAX_K = 10_000
+#: largest RRF constant: past it the fused scores 1 / (k + rank) differ below float64 resolution (ranks 1 and 3
+#: against 2 and 2 tie from k~1e8) and the fused order is lost; at 1e6 RRF already orders like its k -> inf limit
+MAX_RRF_K = 1_000_000
 #: `recommend --users`' list length when --k is not given (a batch of lists for offline use, deeper than the
 #: service's ServiceSettings.default_k that --user and --history take); its --help and the README state it
 USERS_K = 100
@@ -766,7 +769,7 @@ class SearchConfig:
     max_length: int = 256  #: document word pieces the encoders read (all-MiniLM-L6-v2's own limit)
     query_max_length: int = 64  #: query word pieces the encoders read
     fusion: str = "rrf"  #: how hybrid mode fuses BM25 and dense lists: rrf | minmax | zscore
-    rrf_k: int = 60  #: the RRF constant of Cormack et al. (SIGIR 2009)
+    rrf_k: int = 60  #: the RRF constant of Cormack et al. (SIGIR 2009), 1..1,000,000
     bm25_weight: float = 0.5  #: minmax / zscore interpolation: BM25's weight w, dense 1 - w
     k: int = 10  #: results a query returns, 1..10,000
     depth: int = 100  #: candidates each retriever returns before fusion (Recall@100 is measured on them)
@@ -786,6 +789,7 @@ class SearchConfig:
                    f"must be an integer >= 1, got {value!r}")
         for name in ("k", "rerank_top"):  # as `search query --k / --rerank-top`: every list is padded to k
             _check(getattr(self, name) <= MAX_K, f"search.{name}", f"must be at most {MAX_K:,}, got {getattr(self, name):,}")
+        _check(self.rrf_k <= MAX_RRF_K, "search.rrf_k", f"must be at most {MAX_RRF_K:,}, got {self.rrf_k:,}")
         _choice(self.fusion, "search.fusion", FUSION_CHOICES)
         _check(isinstance(self.bm25_weight, (int, float)) and 0.0 <= self.bm25_weight <= 1.0, "search.bm25_weight",
                f"must be in [0, 1], got {self.bm25_weight!r}")

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from twotower.config import SearchConfig
+from twotower.config import MAX_RRF_K, SearchConfig
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
 
@@ -98,20 +98,27 @@ def _fuse_rows(contribs: list[tuple[np.ndarray, np.ndarray, float]], k: int) -> 
 
 
 def _assemble(rows: list[tuple[np.ndarray, np.ndarray]], k: int) -> Results:
-    n = max([ids.size for ids, _ in rows] + [1])
-    ids = np.full((len(rows), n), PAD_ID, dtype=np.int64)  # [Q, union]
-    scores = np.full((len(rows), n), -np.inf, dtype=np.float32)
+    ids = np.full((len(rows), k), PAD_ID, dtype=np.int64)  # [Q, k]
+    scores = np.full((len(rows), k), -np.inf, dtype=np.float32)
     for q, (i, s) in enumerate(rows):
-        ids[q, : i.size], scores[q, : i.size] = i, s
-    return Results.from_scores_and_ids(scores, ids, k)
+        # ordered on the float64 sums, cast to float32 only for the scores shown: sorted as float32, RRF's
+        # 1 / (k + r) sums tied (ranks 1 and 3 against 2 and 2 from k=10,000; adjacent ranks of one list from
+        # k=3e7) and the smaller corpus row won, whatever the ranks said
+        order = np.lexsort((i, -np.asarray(s, dtype=np.float64)))[:k]
+        ids[q, : order.size], scores[q, : order.size] = i[order], np.asarray(s)[order]
+    return Results(ids, scores)
 
 
 def rrf(results_list: Sequence[Results], k: int = SearchConfig.rrf_k, *, top_k: int | None = None) -> Results:
     """Reciprocal rank fusion; ``top_k`` defaults to the widest input."""
     n_q = _check(results_list)
     # finite: k=inf fused every document to 1 / inf = 0, and the list came back in corpus order, without a word
-    if isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating)) or not 0 <= k < float("inf"):
-        raise ConfigError(f"rrf k must be a finite number >= 0, got {k!r}")
+    # at most MAX_RRF_K: past it even float64 sums of 1 / (k + rank) tie (ranks 1 and 3 against 2 and 2 from
+    # k~1e8), so the fused order fell to corpus-row order; k=1e6 already orders like the k -> inf limit
+    if (isinstance(k, bool) or not isinstance(k, (int, float, np.integer, np.floating))
+            or not 0 <= k <= MAX_RRF_K):
+        raise ConfigError(f"rrf k must be a number in [0, {MAX_RRF_K:,}], got {k!r} (past {MAX_RRF_K:,} the fused "
+                          "scores 1 / (k + rank) differ below floating-point resolution and the order is lost)")
     top_k = top_k or max(r.shape[1] for r in results_list)
     rows = []
     for q in range(n_q):
@@ -173,7 +180,7 @@ def score_interpolation(
 
 
 FUSIONS: dict[str, Callable[..., Results]] = {"rrf": rrf, "interpolation": score_interpolation}
-_PARAMS = {"rrf": "rrf takes params {'k': finite number >= 0}",
+_PARAMS = {"rrf": f"rrf takes params {{'k': number in [0, {MAX_RRF_K:,}]}}",
            "interpolation": "interpolation takes params {'weights': [w >= 0, ...] (one per list), "
                             "'normalization': 'minmax' or 'zscore'}"}
 
