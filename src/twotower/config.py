@@ -846,7 +846,7 @@ class PrepareConfig:
         if mode is not None and mode != PAIR_LIST_BRACKETS and (len(mode) != 1 or mode.isalnum()):
             raise ConfigError(f"--pair-passage-list {mode!r}: give {PAIR_LIST_BRACKETS!r} for cells holding a list in "
                               "brackets ([1, 2], ['a', 'b'] or [1 2]), or the one character between the ids in a cell "
-                              "(';' for 1;2)")
+                              "(';' for 1;2); leave the flag out for one id per cell")
         _check_seed(self.seed, "--seed")
         try:
             check_encoding(self.encoding)

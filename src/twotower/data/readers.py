@@ -531,13 +531,25 @@ _OPTIONAL_ROLES = {"timestamp": "timestamp_col", "rating": "rating_col", "title"
                    "item key": "item_key", "user key": "user_key"}
 
 
+#: `search prepare`'s optional column flags (PrepareConfig's None defaults): a flag left out reads no such column
+_PREPARE_OPTIONAL_ROLES = {"passage title": "passages without a title", "query id": "one id per distinct query text",
+                           "relevant passage id": "the --passage-id-col name", "score": "relevance 1 for every pair",
+                           "split": "queries split by --test-share"}
+
+
 def _no_column_hint(column: str, role: str) -> str:
-    """How to say "no column" in each place a setting is written, when the column looked for is 'none' / 'null'.
+    """How to say "no column" in each place a setting is written, when the column looked for is 'none' / 'null'
+    (for `search prepare`'s flags: leave the flag out).
 
     `data.rating_col=none` on the command line is the text "none" (a column may be named so), and a YAML or JSON
     file's "none" in quotes too: the error only said to set the name, which the user believed they had done."""
+    if str(column).lower() not in ("none", "null"):
+        return ""
+    if role in _PREPARE_OPTIONAL_ROLES:  # `search prepare --score-col none` looked for a column called 'none'
+        flag = ROLE_SETTINGS[role]
+        return f" To read no {role} column, leave {flag} out (its default: {_PREPARE_OPTIONAL_ROLES[role]})."
     key = _OPTIONAL_ROLES.get(role)
-    if key is None or str(column).lower() not in ("none", "null"):
+    if key is None:
         return ""
     return (f" To leave data.{key} unset: `data.{key}=null` on the command line, `{key} = \"none\"` under [data] in a "
             f"TOML file, `{key}: null` in YAML, `\"{key}\": null` in JSON.")
