@@ -982,8 +982,9 @@ class RerankTrainConfig:
     freeze_layers: int = 0  #: bottom transformer layers (and the embeddings) kept frozen; cuts backward cost
     max_groups: int | None = None  #: train on at most this many (query, positive) groups per epoch
     seed: int = 0  #: seed of initialisation, group order and the held-out queries (--seed)
-    #: share of the training queries held out to score reranking after each epoch against BM25's order, keeping
-    #: the best epoch (--valid-frac), in [0, 1); 0 = off
+    #: share of the training queries held out to score reranking after each epoch against the first stage's order
+    #: (rerank train: the --mining-retriever's lists, BM25's or dense; train_cross_encoder's own hold-out: BM25's),
+    #: keeping the best epoch (--valid-frac), in [0, 1); 0 = off
     # held out grouped by relevant document. A loss 9.8% below chance said nothing of a cross-encoder that took
     # SciFact's test NDCG@10 from 0.8962 to 0.2055
     valid_frac: float = 0.0
