@@ -274,11 +274,13 @@ class SearchIndex:
                 for q in range(len(queries))]
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
-               rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None) -> Results:
+               rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None,
+               remaining: Callable[[], float] | None = None) -> Results:
         """Top-``k`` corpus rows per query; the cross-encoder re-scores only the first ``rerank_top``.
 
         ``check`` (e.g. a service's :meth:`~twotower.serving.budget.WorkBudget.check`) is called between the
-        stages and between cross-encoder batches, so it can abandon the work by raising.
+        stages and between cross-encoder batches, so it can abandon the work by raising; ``remaining()`` (seconds
+        left, e.g. :meth:`~twotower.serving.budget.WorkBudget.remaining`) makes the batches near the deadline smaller.
         """
         from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
 
@@ -308,7 +310,8 @@ class SearchIndex:
             res = fuse_with_head(choice, [lexical, self.dense.search(queries, depth)], top_k=depth)
         check()
         if reranker is not None:
-            res = reranker.rerank(queries, res, self.corpus.doc_texts(), top_n=rerank_top, check=check)
+            res = reranker.rerank(queries, res, self.corpus.doc_texts(), top_n=rerank_top, check=check,
+                                  remaining=remaining)
         return Results(res.ids[:, :k], res.scores[:, :k])
 
     def hits(self, results: Results, q: int) -> list[Hit]:

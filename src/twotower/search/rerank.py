@@ -43,6 +43,9 @@ __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "RerankValidation", "tra
 
 logger = logging.getLogger(__name__)
 
+#: pairs in the first batch scored under a time budget (``score(remaining=...)``) before any pair has been timed
+FIRST_BUDGETED_BATCH = 4
+
 #: a final loss this close (as a share) to the loss of a scorer that learned nothing is taken for no learning: a
 #: cross-encoder that went 1.389 -> 1.345 against ln(4) = 1.386 took the NDCG@10 of its lists from 0.87 to 0.38
 NO_LEARNING_SHARE = 0.05
@@ -154,11 +157,16 @@ class CrossEncoderReranker:
         return self._bf16.model()
 
     def score(self, pairs: Sequence[tuple[str, str]], *, show_progress: bool = False,
-              check: Callable[[], None] | None = None) -> np.ndarray:
+              check: Callable[[], None] | None = None,
+              remaining: Callable[[], float] | None = None) -> np.ndarray:
         """Relevance logits ``[P]`` for (query, document) pairs.
 
         With ``check``, pairs are scored one batch at a time and ``check()`` runs before each batch, so a caller
-        over its time budget (or whose client left) stops after at most one more batch. With ``show_progress``,
+        over its time budget (or whose client left) stops after at most one more batch. ``remaining()`` (seconds
+        left of that budget, e.g. :meth:`~twotower.serving.budget.WorkBudget.remaining`) makes the batches near the
+        deadline smaller, sized by the seconds a pair has taken, so the work runs past it by about one pair, not one
+        whole batch; the first batch of a reranker that has scored nothing yet is at most
+        :data:`FIRST_BUDGETED_BATCH` pairs. With ``show_progress``,
         one log line every ``EncoderSettings.progress_seconds`` (as text encoding reports), never a tqdm bar:
         reranking an evaluation split is minutes of CPU.
         """
@@ -172,13 +180,25 @@ class CrossEncoderReranker:
         progress = RateLog(logger, "reranking", len(pairs), "pairs",
                            EncoderSettings.progress_seconds if show_progress else None, rate_unit="pairs", rate_digits=1)
         parts = []
-        for start in range(0, len(pairs), step):
+        # seconds per pair, for sizing the batches near the deadline: the last call's, then this call's own
+        rate = self.last_seconds / self.last_pairs if self.last_pairs and self.last_seconds > 0 else None
+        start = 0
+        while start < len(pairs):
             if check is not None:
                 check()
-            s = model.predict(pairs[start : start + step], batch_size=self.batch_size,
+            chunk, left = step, float("inf")
+            if remaining is not None and np.isfinite(left := remaining()):
+                # a whole batch begun just before the deadline ran past it by that batch's time (32 pairs of 256
+                # word pieces: seconds of CPU past a 2 s --time-budget); near it, only what fits (at least a pair)
+                chunk = min(step, FIRST_BUDGETED_BATCH) if rate is None else min(step, max(1, int(left / rate)))
+            s = model.predict(pairs[start : start + chunk], batch_size=self.batch_size,
                                    show_progress_bar=False, convert_to_numpy=True, activation_fn=_identity())
             parts.append(np.asarray(s, dtype=np.float32).reshape(-1))
-            progress.update(min(start + step, len(pairs)))
+            if np.isfinite(left):
+                took = left - remaining()
+                rate = took / min(chunk, len(pairs) - start) if took > 0 else rate
+            start += chunk
+            progress.update(min(start, len(pairs)))
         return np.concatenate(parts)
 
     def rerank(
@@ -191,13 +211,14 @@ class CrossEncoderReranker:
         show_progress: bool = False,
         check: Callable[[], None] | None = None,
         count_cut: bool = False,
+        remaining: Callable[[], float] | None = None,
     ) -> Results:
         """Reorder the first ``top_n`` hits of each row by cross-encoder score.
 
         Hits past ``top_n`` keep their first-stage order after the reranked
         ones (their scores are set below the lowest reranked score), so the
         output has the same width ``K`` as ``results`` and recall@K is unchanged.
-        ``check`` runs between scoring batches (see :meth:`score`). With ``count_cut``, ``last_truncation`` says
+        ``check`` runs between scoring batches, ``remaining`` sizes them near a deadline (see :meth:`score`). With ``count_cut``, ``last_truncation`` says
         how many (query, document) pairs were longer than ``max_length`` (:meth:`truncation`).
         """
         if len(queries) != len(results):
@@ -215,7 +236,7 @@ class CrossEncoderReranker:
         if count_cut:
             self.last_truncation = self.truncation(pairs)
         t0 = time.perf_counter()
-        s = self.score(pairs, show_progress=show_progress, check=check)
+        s = self.score(pairs, show_progress=show_progress, check=check, remaining=remaining)
         self.last_seconds = time.perf_counter() - t0
         self.last_pairs = len(pairs)
         ids = results.ids.copy()

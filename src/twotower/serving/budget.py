@@ -42,6 +42,10 @@ class WorkBudget:
         self.deadline = monotonic() + self.seconds
         return self
 
+    def remaining(self) -> float:
+        """Seconds left before the deadline (negative past it; ``inf`` before :meth:`start`)."""
+        return float("inf") if self.deadline is None else self.deadline - monotonic()
+
     def check(self) -> None:
         """Raise if the client left or the deadline passed; call between units of work."""
         if self.gone.is_set():

@@ -108,7 +108,8 @@ class SearchService:
 
             raise ConfigError("rerank: this service has no cross-encoder; start it with --rerank PATH")
         res = self.index.search([query], k, mode=mode, reranker=self.reranker if rerank else None,
-                                rerank_top=rerank_top, check=budget.check if budget is not None else None)
+                                rerank_top=rerank_top, check=budget.check if budget is not None else None,
+                                remaining=budget.remaining if budget is not None else None)
         corpus = self.index.corpus
         ids, scores = res.row(0)
         items = []
