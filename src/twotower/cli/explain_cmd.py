@@ -8,15 +8,16 @@ __all__ = ["register", "cmd_explain", "format_explanation", "explanation_json"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.flags import OneId
     from twotower.cli.main import add_no_verify
 
     p = sub.add_parser("explain", help="explain one recommendation: history contributions, shared metadata, a sentence")
     p.add_argument("--run", required=True, help="run folder")
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--user", help="a user id of the run")
+    who.add_argument("--user", action=OneId, help="a user id of the run")
     who.add_argument("--history", help="comma list of item ids (oldest first), or a JSON array for ids with "
                      'commas (["it,em", "42"]): an ad-hoc user')
-    p.add_argument("--item", required=True, help="the item id to explain")
+    p.add_argument("--item", action=OneId, required=True, help="the item id to explain")
     p.add_argument("--user-features", metavar="JSON",
                    help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '
                         "(as `twotower recommend --user-features` and POST /explain take them); "

@@ -9,7 +9,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["flag_named", "parse_user_features"]
+__all__ = ["OneId", "flag_named", "parse_user_features"]
 
 
 @contextlib.contextmanager
@@ -25,6 +25,36 @@ def flag_named(flag: str) -> Iterator[None]:
         if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
             e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
         raise
+
+
+class OneId(argparse.Action):
+    """A flag that names one id (``similar --item``, ``recommend --user``, ``explain --user/--item``), given twice
+    with two values, is refused naming both: argparse kept the last, so ``similar --item 50 --item 181`` printed
+    181's list alone without a word about 50. The same value twice is no clash. ``plural``: the flag that takes
+    several (``--items``), named with the values in its own form; None where the command answers for one."""
+
+    def __init__(self, option_strings: list[str], dest: str, plural: str | None = None, **kwargs: Any) -> None:
+        self.plural = plural
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        seen = getattr(namespace, f"_{self.dest}_given", None) or []
+        if values not in seen:
+            seen = [*seen, values]
+        setattr(namespace, f"_{self.dest}_given", seen)
+        if len(seen) > 1:
+            given = " and ".join(repr(v) for v in seen)
+            if self.plural is not None:
+                # an id holding a comma is written as a JSON array there (cli/id_lists.py), quoted for the shell
+                odd = any("," in v or v.lstrip().startswith("[") for v in seen)
+                ids = f"'{json.dumps(seen)}'" if odd else ",".join(seen)
+                hint = f"for the lists of several, write {self.plural} {ids}"
+            else:
+                hint = "run the command once for each"
+            raise argparse.ArgumentError(self, f"given {len(seen)} times with different values ({given}); it takes "
+                                               f"one id: {hint}")
+        setattr(namespace, self.dest, values)
 
 
 def refuse_json_with_out(args: argparse.Namespace, lists_of: str) -> None:

@@ -230,10 +230,12 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_recommend(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.flags import OneId
+
     p = sub.add_parser("recommend", help="top-k recommendations for users of a run")
     p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--user", help="one user id: prints the top k with titles")
+    who.add_argument("--user", action=OneId, plural="--users", help="one user id: prints the top k with titles")
     who.add_argument("--users", help="'all' (every user the run knows, as evaluate scores them; one without an "
                      "input history is ranked from an empty one), a comma list of ids (a JSON array for ids with "
                      "commas), or a file with a user_id column")

@@ -21,6 +21,7 @@ log = logging.getLogger("twotower")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from twotower.cli.flags import OneId
     from twotower.cli.main import add_no_verify
     from twotower.config import COLD_SIMILAR
     from twotower.serving.settings import ServiceSettings  # the service's defaults, so both agree
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("similar", help="items most similar to an item (as POST /similar-items), one or in batch")
     p.add_argument("--run", required=True, help="run folder (from `twotower train --out DIR`)")
     which = p.add_mutually_exclusive_group(required=True)
-    which.add_argument("--item", help="one item id: prints its most similar items with titles")
+    which.add_argument("--item", action=OneId, plural="--items", help="one item id: prints its most similar items with titles")
     which.add_argument("--items", help="'all' or a comma list of item ids (a JSON array for ids with commas): "
                                        "CSV rows item_id,similar_item_id,rank,score")
     p.add_argument("--k", type=int, default=None,
