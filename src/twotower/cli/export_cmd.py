@@ -51,6 +51,9 @@ def cmd_export(args: argparse.Namespace) -> int:
           f"{max(r.max_abs_diff_user, r.max_abs_diff_item):.1e} on {r.n_users_checked} users and all items"
           + (f"; a user not in training is user_rows={r.new_user_row}, read with its features missing (their "
              f"values are no input: export.json's new_user_features)" if r.new_user_row is not None else "")
+          # a new user's feature values: the other graph, encoded as export.json says
+          + (f"; new_user_tower.onnx takes a new user's encoded feature values (inputs {', '.join(r.new_user_inputs)}; "
+             f"export.json's new_user_tower.encoding)" if r.new_user_inputs else "")
           # a cold item's similar-items query is not its row of item_embeddings.npy: say where it is
           + (f"; cold_similar_queries.npy holds the similar-items queries of {r.n_cold_similar} items without "
              f"training interactions (export.json's cold_similar)" if r.n_cold_similar else ""))

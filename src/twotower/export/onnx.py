@@ -4,12 +4,15 @@ Written to ``DIR``::
 
     user_tower.onnx    inputs user_rows[B] int64 (when the tower reads user IDs or features; a feature tower
                        without IDs takes export.json's ``new_user_row`` for a user not in training, read with
-                       missing features as the CLI and the service read one without user features: a new
-                       user's feature values are no input, export.json's ``new_user_features`` says so),
+                       missing features as the CLI and the service read one without user features: its
+                       feature values go to new_user_tower.onnx),
                        history[B, L] int64
                        (when it reads a history: right-aligned item rows, padded on the left with ``pad_item``)
                        -> user_vectors[B, D]; a window longer than ``history_len`` is cut to its newest
                        ``history_len`` items
+    new_user_tower.onnx  a feature tower without user IDs: a new user's encoded feature values (and history) ->
+                       user_vectors[B, D]; export.json's new_user_tower says how to encode them
+                       (:mod:`twotower.export.new_user`)
     item_tower.onnx    item_rows[B] int64 -> item_vectors[B, D]
                        (in both towers a negative row is refused, not wrapped to the last row: :data:`NO_ROW`)
     item_embeddings.npy  [I, D] float32, row r is item ``item_ids[r]``
@@ -42,6 +45,7 @@ from torch import Tensor, nn
 from twotower.errors import ConfigError, IntegrityError
 from twotower.utils.arguments import check_flag
 from twotower.export.folder import CLI_LABELS, PY_LABELS, check_export_dir  # noqa: F401 (re-exported)
+from twotower.export.new_user import new_user_tower_meta
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json, check_output_dir
 from twotower.utils.extras import require
@@ -66,6 +70,7 @@ class ExportReport:
     max_abs_diff_item: float
     new_user_row: int | None = None  # the user_rows value of a user not in training (export.json says the same)
     n_cold_similar: int = 0  # items whose similar-items query is in cold_similar_queries.npy (export.json's cold_similar)
+    new_user_inputs: tuple[str, ...] = ()  # new_user_tower.onnx's inputs (export.json's new_user_tower); () without it
 
 
 #: What a negative row becomes in the exported graphs: a row past every table, so onnxruntime refuses it ("indices
@@ -100,10 +105,11 @@ def _new_user_features(columns: tuple[str, ...], new_user_row: int | None) -> st
     if new_user_row is None:
         return (f"not an input: the graph reads the user features ({', '.join(columns)}) of the users in "
                 "user_ids.json from its own table by user_rows; this tower reads user IDs, so it embeds no new user")
-    return (f"not an input: the graph reads the user features ({', '.join(columns)}) of the users in user_ids.json "
-            "from its own table by user_rows, and new_user_row reads every one of them as missing; a new user's "
-            "feature values (recommend --user-features, POST /recommend's user_features) cannot be fed to this "
-            "export: history and new_user_row give the vector of `recommend --history H` without --user-features")
+    return (f"not an input of user_tower.onnx: it reads the user features ({', '.join(columns)}) of the users in "
+            "user_ids.json from its own table by user_rows, and new_user_row reads every one of them as missing "
+            "(history and new_user_row give the vector of `recommend --history H` without --user-features); a new "
+            "user's feature values (recommend --user-features, POST /recommend's user_features) go to "
+            "new_user_tower.onnx, encoded as export.json's new_user_tower.encoding says")
 
 
 def _refuse_negative(rows: Tensor) -> Tensor:
@@ -357,6 +363,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         p.requires_grad_(False)
     try:
         _export_towers(out, user_tower, item_tower, with_rows, rows, hist, user_inputs, dyn_user, L)
+        new_user_inputs = _export_new_user(run, out, model, hist, L) if new_user_row is not None else []
     except torch.onnx.errors.OnnxExporterError as e:  # an operator the exporter lacks (e.g. packed GRU sequences)
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ConfigError(f"this run's towers (model.user.history={run.config.model.user.history}) cannot be "
@@ -373,6 +380,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
     cold_similar = _export_cold_queries(run, items, out)
     unplaced = _unplaced_items(run)
     report = check_onnx(run, out, n_users=check_users, new_user_row=new_user_row)
+    worst_new = _check_new_user(run, out, report.n_users_checked) if new_user_inputs else None
     atomic_write_json(out / "export.json", {
         "format": 1,
         "run": str(Path(run.dir).resolve()),  # absolute: read from anywhere, it names the same run
@@ -392,14 +400,40 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "item_tower": {"file": "item_tower.onnx", "inputs": ["item_rows"], "output": "item_vectors",
                        "input_meaning": {"item_rows": INPUT_MEANING["item_rows"]}},
         "opset": OPSET,
+        **({"new_user_tower": new_user_tower_meta(run, new_user_inputs)} if new_user_inputs else {}),
         **({"cold_similar": cold_similar} if cold_similar else {}),
         **({"unplaced": unplaced} if unplaced else {}),
         "check": {"users": report.n_users_checked, "items": report.n_items_checked,
                   "max_abs_diff_user": report.max_abs_diff_user, "max_abs_diff_item": report.max_abs_diff_item,
+                  **({"max_abs_diff_new_user": worst_new} if worst_new is not None else {}),
                   "tolerance": TOLERANCE},
     })
-    return replace(report, new_user_row=new_user_row,
+    return replace(report, new_user_row=new_user_row, new_user_inputs=tuple(new_user_inputs),
                    n_cold_similar=len(cold_similar["item_rows"]) if cold_similar else 0)
+
+
+def _export_new_user(run: Any, out: Path, model: nn.Module, hist: Tensor, max_len: int) -> list[str]:
+    """``new_user_tower.onnx`` (a feature tower without user IDs: a new user's feature values as inputs); its input
+    names, [] where the run has no user feature encoder to write into export.json."""
+    from twotower.export.new_user import export_new_user_tower
+
+    if getattr(run, "user_encoder", None) is None:
+        return []
+    return export_new_user_tower(out, _exportable(model.user_tower), max_len, hist)
+
+
+def _check_new_user(run: Any, out: Path, n_users: int) -> float:
+    """onnxruntime's new_user_tower.onnx against PyTorch on ``n_users`` users' feature rows (and none); IntegrityError
+    beyond the tolerance, as :func:`check_onnx`."""
+    from twotower.export.new_user import check_new_user_tower
+
+    U = len(run.user_vocab)
+    users = np.sort(np.random.default_rng(1).choice(U, size=min(n_users, U), replace=False))
+    worst = max(check_new_user_tower(run, out, users[s : s + 256]) for s in range(0, len(users), 256))
+    if worst > TOLERANCE:
+        raise IntegrityError(f"{out}: new_user_tower.onnx differs from PyTorch by up to {worst:.2e} (tolerance "
+                             f"{TOLERANCE:g})")
+    return worst
 
 
 def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, Any] | None:

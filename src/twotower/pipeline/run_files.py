@@ -30,4 +30,4 @@ INDEX_DIR = "index"
 INDEX_EXTRA_FILES = ("meta.json", "tune.json", "recall_qps.png")
 #: What `twotower export` writes into its --out folder (export/onnx.py); export.json names the run and model.
 EXPORT_FILES = ("export.json", "user_tower.onnx", "item_tower.onnx", "item_embeddings.npy", "item_ids.json",
-                "user_ids.json", "cold_similar_queries.npy")
+                "user_ids.json", "cold_similar_queries.npy", "new_user_tower.onnx")
