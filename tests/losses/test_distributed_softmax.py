@@ -25,9 +25,18 @@ def test_distributed_loss_falls_back_to_in_batch_softmax() -> None:
     log_q = torch.randn(5, generator=gen)
     kw = dict(positive_ids=pos_ids, candidate_ids=cand_ids, log_q=log_q)
     dist_loss, dist_stats = DistributedInBatchSoftmax(0.1).forward_with_stats(q, c, **kw)
-    ref_loss, ref_stats = InBatchSoftmax(0.1).forward_with_stats(q, c, **kw)
+
+    class Plain(InBatchSoftmax):  # the PyTorch path, which the cross-rank loss runs: bit for bit the same
+        def _kernel_applies(self, *args) -> bool:
+            return False
+
+    ref_loss, ref_stats = Plain(0.1).forward_with_stats(q, c, **kw)
     assert torch.equal(dist_loss, ref_loss)
     assert dist_stats == ref_stats
     g1 = torch.autograd.grad(dist_loss, (q, c))
     g2 = torch.autograd.grad(ref_loss, (q, c))
     assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+    kernel_loss, kernel_stats = InBatchSoftmax(0.1).forward_with_stats(q, c, **kw)  # the CPU kernel: to round-off
+    assert torch.allclose(kernel_loss, dist_loss, rtol=1e-6) and kernel_stats == dist_stats
+    g3 = torch.autograd.grad(kernel_loss, (q, c))
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(g1, g3))

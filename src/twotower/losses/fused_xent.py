@@ -33,7 +33,7 @@ holds only a few rows, each skinny GEMM then reads the whole candidate matrix,
 and the candidate gradient ``[N, D]`` is read and written once per block (a
 sparse data set with 33.5K items and ~185 target positions a step spent 300 ms
 of a 450 ms step here). Where fewer than ``_MIN_ROWS`` rows would fit in a block,
-the columns are tiled too (:func:`_tiled`): for a block of rows, one pass over
+the columns are tiled too (:func:`~twotower.losses.fused_xent_tiled.tiled`): for a block of rows, one pass over
 column blocks accumulates each row's log-sum-exp (the online softmax of Milakov &
 Gimelshein, "Online normalizer calculation for softmax", 2018), and a second pass
 recomputes each column block's logits, turns them into ``softmax - one-hot`` and
@@ -53,16 +53,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from twotower.utils.reductions import row_argmax, row_max
+from twotower.losses.fused_xent_tiled import TINY as _TINY
+from twotower.losses.fused_xent_tiled import count_correct, drop_in_block, mask_block, tiled
+from twotower.utils.reductions import row_argmax
 from twotower.utils.runtime import native_bf16
 
 __all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "PRECISIONS"]
 
 PRECISIONS = ("fp32", "bf16")
-_TINY = 1e-30  # probabilities at or below this are zeroed (float32 mode): see the module docstring
 _BLOCK_BYTES = 1 << 21  # logits per block: 2 MB, about one core's L2 (measured best of 0.5-8 MB, both precisions)
 _MIN_ROWS = 64  # fewer rows than this in a row block (a catalogue over ~8K items in fp32): tile the columns too
-_TILE_ROWS = 256  # rows of a block when the columns are tiled
 
 
 def kernel_precision(setting: str) -> str:
@@ -82,14 +82,16 @@ def fused_xent_applies(queries: Tensor, candidates: Tensor) -> bool:
 
 
 def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool,
-            bias: Tensor | None = None) -> tuple[float, int, int, Tensor | None, Tensor | None]:
-    """``(sum of row losses, rows whose first top column is the positive, rows whose positive ties the top,
+            bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
+            ids: tuple[Tensor, Tensor] | None = None) -> tuple[float, int, int, Tensor | None, Tensor | None]:
+    """``(sum of row losses, rows whose first top raw score is the positive, rows whose positive ties the top,
     d sum / d q, d sum / d c)``, one block of rows at a time. ``bias[N]`` is added to every row's logits
-    (the logQ correction as ``-log_q``); the first-top count then reads the raw scores, as the PyTorch path does."""
+    (the logQ correction as ``-log_q``), ``drop`` pairs are left out of their row's softmax, ``ids`` make the
+    first-top count compare ids; the count then reads the raw scores, as the PyTorch path does."""
     b, n = q.shape[0], c.shape[0]
     fit = _BLOCK_BYTES // ((2 if bf16 else 4) * n)  # rows of [N] logits a block holds
     if fit < min(b, _MIN_ROWS):
-        return _tiled(q, c, cols, scale, bf16, want_q, want_c, bias)
+        return tiled(q, c, cols, scale, bf16, want_q, want_c, bias, drop, ids, _BLOCK_BYTES)
     rows = max(16, min(b, fit))
     qs = q * scale  # [B, D]: scaling this side saves a pass over [B, N]
     if bf16:
@@ -105,16 +107,19 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         e = min(b, s + rows)
         y = cols[s:e]  # [r]
         z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
+        raw_top = bias is not None or drop is not None or ids is not None
+        if raw_top:  # the first top raw score (scale > 0 keeps the order), before the bias and the drops
+            correct += count_correct(row_argmax(z), y, ids, s, e)
         if bias is not None:
-            correct += int((row_argmax(z) == y).sum())  # the first top raw score (scale > 0 keeps the order)
             z += bias
+        mask_block(z, drop_in_block(drop, s, e))
         p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
         p_top = p.amax(dim=1)  # [r]
         p_pos = p.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
         # softmax is monotone, so a positive that ties the largest logit ties the largest probability
         top = p_pos >= p_top  # [r]
         n_top = int(top.sum())
-        if n_top and bias is None:  # the first maximum, on the few rows where it can be the positive
+        if n_top and not raw_top:  # the first maximum, on the few rows where it can be the positive
             hit = top.nonzero().squeeze(1)
             correct += int((row_argmax(z[hit]) == y[hit]).sum())
         tied += n_top
@@ -141,95 +146,16 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
     return total, correct, tied, gq, gc
 
 
-def _tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool,
-           bias: Tensor | None = None) -> tuple[float, int, int, Tensor | None, Tensor | None]:
-    """:func:`_blocks` for a large catalogue: rows and columns tiled, two passes over the column blocks.
-
-    Pass 1 keeps, per row, the running maximum ``m`` and ``l = sum exp(z - m)``
-    (rescaled when ``m`` grows), the first top raw score's column and the
-    positive's logit; the row loss is ``m + log l - z_pos``. Pass 2 recomputes
-    each block's logits, ``exp(z - lse)`` minus the one-hot, and the gradient GEMMs.
-    Logits and probabilities stay in float32 (bf16 mode: the GEMMs' inputs only).
-    """
-    b, n = q.shape[0], c.shape[0]
-    rows = min(b, _TILE_ROWS)
-    width = max(256, _BLOCK_BYTES // (4 * rows))  # columns a block: [rows, width] float32 logits in ~2 MB
-    qs = q * scale  # [B, D]
-    qm, cm = (q.bfloat16(), c.bfloat16()) if bf16 else (q, c)
-    qsm = qs.bfloat16() if bf16 else qs
-    ct = cm.T  # [D, N]
-    gq = torch.zeros_like(q) if want_q else None  # [B, D]
-    gc = torch.zeros_like(c) if want_c else None  # [N, D]
-    total = 0.0
-    correct = tied = 0
-
-    def logits(s: int, e: int, j: int, k: int) -> tuple[Tensor, Tensor]:
-        """(raw scores, biased logits) of rows [s, e) x columns [j, k), float32 (the same tensor without bias)."""
-        z = torch.mm(qsm[s:e], ct[:, j:k])  # [r, w]
-        z = z.float() if bf16 else z
-        return z, (z + bias[j:k] if bias is not None else z)
-
-    for s in range(0, b, rows):
-        e = min(b, s + rows)
-        y = cols[s:e]  # [r]
-        r = e - s
-        m = q.new_full((r,), float("-inf"))  # running max of the biased logits
-        lsum = q.new_zeros(r)
-        raw_max = q.new_full((r,), float("-inf"))
-        raw_arg = torch.zeros(r, dtype=torch.long)
-        z_pos = q.new_zeros(r)
-        # rows whose positive falls in each column block: found once, used by both passes
-        starts = list(range(0, n, width))
-        inside = [((y >= j) & (y < j + width)).nonzero().squeeze(1) for j in starts]
-        for j, here in zip(starts, inside):
-            k = min(n, j + width)
-            raw, z = logits(s, e, j, k)
-            bm, ba = row_max(raw)  # the first maximum within the block
-            better = bm > raw_max  # strictly: an earlier block's equal maximum stays first
-            raw_arg = torch.where(better, ba + j, raw_arg)
-            raw_max = torch.where(better, bm, raw_max)
-            zm = z.amax(dim=1) if bias is not None else bm
-            new_m = torch.maximum(m, zm)
-            lsum = lsum * torch.exp(m - new_m) + torch.exp(z - new_m.unsqueeze(1)).sum(dim=1)
-            m = new_m
-            if len(here):
-                z_pos[here] = z[here, y[here] - j]
-        lse = m + lsum.log()  # [r]
-        total += float((lse - z_pos).double().sum())
-        correct += int((raw_arg == y).sum())
-        tied += int((z_pos >= m).sum())
-        if not (want_q or want_c):
-            continue
-        for j, here in zip(starts, inside):
-            k = min(n, j + width)
-            _, z = logits(s, e, j, k)
-            p = z.sub_(lse.unsqueeze(1)).exp_()  # [r, w] probabilities (z is this block's own tensor)
-            torch.nn.functional.threshold_(p, _TINY, 0.0)
-            if len(here):
-                p[here, y[here] - j] -= 1.0
-            pm = p.bfloat16() if bf16 else p
-            if gq is not None:
-                if bf16:
-                    gq[s:e] += torch.mm(pm, cm[j:k]).float()
-                else:
-                    gq[s:e].addmm_(pm, cm[j:k])  # [r, D]
-            if gc is not None:
-                if bf16:
-                    gc[j:k] += torch.mm(pm.T, qm[s:e]).float()
-                else:
-                    gc[j:k].addmm_(pm.T, qm[s:e])  # [w, D]
-    return total, correct, tied, gq, gc
-
-
 class _FusedXent(torch.autograd.Function):
     """Forward: the loss and, block by block, its gradients. Backward: the stored gradients times the upstream one."""
 
     @staticmethod
     def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, out: dict,  # type: ignore[override]
-                bias: Tensor | None = None):
+                bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
+                ids: tuple[Tensor, Tensor] | None = None):
         b = q.shape[0]
         total, correct, tied, gq, gc = _blocks(q.detach(), c.detach(), cols, scale, bf16,
-                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias)
+                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias, drop, ids)
         k = scale / b  # d(mean loss)/d(logit sum) times d(logit)/d(score)
         ctx.grads = (gq.mul_(k) if gq is not None else None, gc.mul_(k) if gc is not None else None)
         out["correct"] = correct
@@ -246,15 +172,20 @@ class _FusedXent(torch.autograd.Function):
         if g != 1.0:
             gq = gq.mul_(g) if gq is not None else None
             gc = gc.mul_(g) if gc is not None else None
-        return gq, gc, None, None, None, None, None
+        return gq, gc, None, None, None, None, None, None, None
 
 
 def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tensor, scale: float,
-                       *, precision: str = "fp32", bias: Tensor | None = None) -> tuple[Tensor, dict[str, float]]:
+                       *, precision: str = "fp32", bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
+                       ids: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, dict[str, float]]:
     """``(mean cross-entropy of softmax(scale * queries @ candidates.T + bias) at positive_cols, stats)``.
 
     ``bias[N]`` (optional, not differentiated): a per-column constant added to
     the logits, e.g. ``-log_q`` for the logQ correction of an in-batch softmax.
+    ``drop = (rows[H], columns[H])``: logits left out of their row's softmax
+    (given the masked value of ``corrected_logits``: zero probability and gradient), e.g. accidental hits.
+    ``ids = (positive_ids[B], candidate_ids[N])``: ``correct`` then counts a row
+    whose top raw score is any column carrying its positive's id, as ``top_is_positive`` does.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)
     and ``accuracy`` (``correct / B``), as the
@@ -278,6 +209,8 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
         if bias.shape != (candidates.shape[0],):
             raise ValueError(f"bias must be [N]={candidates.shape[0]} (one per candidate), got {tuple(bias.shape)}")
         bias = bias.detach().to(torch.bfloat16 if precision == "bf16" else torch.float32).contiguous()
+    if drop is not None:
+        drop = (drop[0].detach().to(torch.long), drop[1].detach().to(torch.long))
     out: dict[str, float] = {}
-    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out, bias)
+    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out, bias, drop, ids)
     return loss, out

@@ -36,14 +36,13 @@ from twotower.losses.base import (
     LossOutput,
     RetrievalLoss,
     check_embeddings,
-    check_log_q_finite,
     check_temperature,
     corrected_logits,
     loss_from_logits,
     top_is_positive,
 )
-from twotower.losses.corrections import check_positive_columns
 from twotower.losses.fused_xent import fused_softmax_xent, fused_xent_applies, kernel_precision
+from twotower.losses.inbatch_kernel import inbatch_kernel_loss
 from twotower.utils.reductions import row_argmax
 
 __all__ = ["check_temperature", "corrected_logits", "loss_from_logits", "loss_from_scores",
@@ -167,32 +166,30 @@ class InBatchSoftmax(_Softmax):
     def forward(self, queries: Tensor, candidates: Tensor, batch: LossBatch | None = None,
                 **legacy: Tensor | None) -> Tensor | LossOutput:
         if batch is not None and self._kernel_applies(queries, candidates, batch):
-            # distinct candidates (the sequence objective de-duplicates them): no column can be an accidental
-            # hit, so the loss is a plain softmax with a column bias, computed by the CPU kernel of FullSoftmax
+            # the same corrections on the CPU kernel of FullSoftmax: logQ as a column bias, the accidental hits
+            # and column_mask as dropped (row, column) pairs; the [B, N] logits never leave the kernel's block
             _, ids, log_q, cols = self._columns(queries, candidates, batch)
-            if batch.positive_ids is not None:  # the PyTorch path checks the same in its hit mask
-                check_positive_columns(batch.positive_ids, ids, cols)
-            bias = None
-            if self.logq and log_q is not None:
-                check_log_q_finite(log_q)
-                bias = -log_q
-            loss, st = fused_softmax_xent(queries, candidates, cols, 1.0 / self.temperature, bias=bias)
-            return loss, {"accuracy": st["accuracy"], "correct": st["correct"], "accidental_hits": 0}
+            return inbatch_kernel_loss(queries, candidates, batch, ids, cols, log_q if self.logq else None,
+                                       self.temperature, self.mask_accidental_hits)
         return super().forward(queries, candidates, batch, **legacy)
 
     def _kernel_applies(self, queries: Tensor, candidates: Tensor, batch: LossBatch) -> bool:
-        """The plain in-batch loss (not a cross-rank subclass) on CPU float32, unweighted, distinct candidate ids."""
+        """The plain in-batch loss (not a cross-rank subclass) on CPU float32, unweighted, with candidate ids;
+        anything the PyTorch path would refuse stays there, to be named."""
         cls = type(self)
         if cls._columns is not InBatchSoftmax._columns or cls._column_mask is not _Softmax._column_mask:
             return False
-        ids = batch.candidate_ids
-        if batch.weights is not None or ids is None or batch.positive_cols is None or batch.column_mask is not None:
+        ids, b, n = batch.candidate_ids, queries.shape[0], candidates.shape[0]
+        if batch.weights is not None or ids is None or not fused_xent_applies(queries, candidates):
             return False
-        if not fused_xent_applies(queries, candidates) or ids.shape != (candidates.shape[0],):
+        pos, cols, drop = batch.positive_ids, batch.positive_cols, batch.column_mask
+        if ids.shape != (n,) or self.mask_accidental_hits and pos is None or queries.shape[1] != candidates.shape[1]:
             return False
-        if batch.positive_cols.shape != (queries.shape[0],) or batch.log_q is not None and batch.log_q.shape != ids.shape:
-            return False  # the PyTorch path names what is wrong
-        return int(torch.unique(ids).numel()) == ids.numel()
+        if (n < b if cols is None else cols.shape != (b,) or cols.is_floating_point()):
+            return False
+        if pos is not None and pos.shape != (b,) or batch.log_q is not None and batch.log_q.shape != ids.shape:
+            return False
+        return drop is None or drop.shape == (b, n) and drop.dtype == torch.bool
 
 
 class SampledSoftmax(_Softmax):
