@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 from twotower.errors import IntegrityError
 from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file, verify_files
 
-__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "state_tensors"]
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "state_tensors", "optimizer_steps"]
 
 
 def state_tensors(model: torch.nn.Module | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -154,3 +154,8 @@ def load_checkpoint(
     torch.set_rng_state(load_file(str(directory / "rng.safetensors"))["torch"])
     rng.bit_generator.state = state.pop("numpy_rng")
     return state
+
+
+def optimizer_steps(optimizers: list[torch.optim.Optimizer]) -> int:
+    """The most steps any parameter of ``optimizers`` has taken (Adam's per-parameter ``step``; 0 before any)."""
+    return max((int(st["step"]) for opt in optimizers for st in opt.state.values() if "step" in st), default=0)

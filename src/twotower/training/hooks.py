@@ -17,7 +17,7 @@ from twotower import distributed as tdist
 from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
-from twotower.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
+from twotower.training.checkpoint import load_checkpoint, load_weights, optimizer_steps, save_checkpoint, save_weights
 from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
@@ -104,6 +104,9 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
                 log.info("resume: the checkpoint holds no weight average; train.ema_decay=%g averages from the resumed "
                          "weights on (train.ema_decay=0 continues without one)", tr.average.decay)
     tr.history = list(state["history"])
+    # the loop's step count goes on from the checkpoint's, as in a run never stopped (it restarted at 0); a checkpoint
+    # from before it was kept: the optimizer's own count, which every dense step advances
+    tr.loop.global_step = int(state.get("global_step", optimizer_steps(tr.optimizers)))
     if tr.out_dir is not None and tdist.is_main() and state.get("best_epoch") == state["epoch"]:
         # this epoch was the best: its weights are the run's, and a kill right after the checkpoint may have kept
         # them from model.safetensors (written next), which would then hold an earlier epoch's
@@ -285,7 +288,7 @@ def save_epoch(tr: "Trainer", epoch: int, stopper: EarlyStopping, new_best: bool
     with signals_deferred():
         atomic_write_text(tr.out_dir / "log.jsonl", text)
         if tr.cfg.checkpoint:
-            state = {"epoch": epoch, **stopper.state(), "history": tr.history}
+            state = {"epoch": epoch, **stopper.state(), "history": tr.history, "global_step": tr.loop.global_step}
             extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None
             save_checkpoint(tr.out_dir / "checkpoint", tr.model, tr.optimizers, state, tr.rng, extra)
         if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state

@@ -140,7 +140,7 @@ class EpochRun:
             # stopped before the update: a NaN loss makes NaN gradients, and every weight NaN after the step; the
             # run then failed much later at validation with "scores contain NaN", naming no setting
             raise TrainingDiverged(
-                # the step in its epoch: the loop's count restarts on --resume ("step 2" in epoch 2 after 20 steps)
+                # the step in its epoch, named beside it ("step 2 of epoch 2"), not the run's count (loop.global_step)
                 f"training diverged: the loss of step {self.batches + 1}"
                 f"{f' of epoch {self.epoch}' if self.epoch is not None else ''} is {loss} (learning rate {loop.lr:g} "
                 f"at that step); that step's update was not applied. {lower_the_rate(loop.lr_setting, loop.suspect)}")
