@@ -184,3 +184,20 @@ def test_a_spare_core_is_one_left_beside_every_local_rank_s_threads(monkeypatch:
     assert runtime.spare_core(1) and not runtime.spare_core(2)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # torchrun's two ranks on this machine, a thread each
     assert not runtime.spare_core(1)
+
+
+def test_a_stop_while_the_producer_starts_stops_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SIGTERM (the CLI's Terminated) or Ctrl-C landing in Thread.start()'s wait for the new thread: the producer was
+    # running, and as ``with`` calls no __exit__ after a failed __enter__, it stayed, drawing batches from the
+    # trainer's rng and polling a full queue for good
+    real_start = threading.Thread.start
+
+    def interrupted(self: threading.Thread) -> None:
+        real_start(self)
+        if self.name == "twotower-prefetch":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _trainer(epochs=1).fit()
+    assert not _producers()

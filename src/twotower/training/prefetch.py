@@ -62,7 +62,13 @@ class Prefetcher(Generic[T]):
         self._put((_DONE, None))
 
     def __enter__(self) -> "Prefetcher[T]":
-        self._thread.start()
+        try:
+            self._thread.start()
+        except BaseException:
+            # a Ctrl-C or SIGTERM raised in start()'s wait for the new thread (the epoch's first moments): the
+            # producer runs, and ``with`` never calls __exit__ for a failed __enter__, so it was left looping
+            self.close()
+            raise
         return self
 
     def __iter__(self) -> Iterator[T]:
