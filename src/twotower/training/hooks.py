@@ -253,12 +253,12 @@ def schedule_horizon(tr: "Trainer", epoch: int, spent_s: float) -> int:
     return horizon
 
 
-def stop_reason(tr: "Trainer", stopper: EarlyStopping, spent: float, epoch: int) -> str | None:
+def stop_reason(tr: "Trainer", stopper: EarlyStopping, spent: float, epoch: int, *, resumed: bool = False) -> str | None:
     """Why the fit ends before ``epoch`` (early stopping, or the time budget spent), logged; None: go on.
 
     Said, not only done: the epoch lines alone do not tell an early stop from a crash, and the summary
     read "4 epochs" as a finished schedule. Rank 0's clock decides the budget, so every rank stops after
-    the same epoch.
+    the same epoch. ``resumed``: ``epoch`` is the first of a resumed fit, whose log line adds the setting to raise.
     """
     cfg = tr.cfg
     why = None
@@ -274,7 +274,9 @@ def stop_reason(tr: "Trainer", stopper: EarlyStopping, spent: float, epoch: int)
         took = f"{spent:.2g}s" if spent < 60 else format_seconds(spent)
         why = f"time budget: {took} of training reached train.time_budget_min={cfg.time_budget_min:g}"
     if why and tdist.is_main():
-        log.info("stopping after epoch %d of %d: %s", epoch - 1, cfg.epochs, why)
+        # a resume of a stopped run stopped again at once: "stopping after epoch 7" did not say how to go on
+        more = f"; nothing is trained (raise {'train.patience' if stopper.stop else 'train.time_budget_min'} to continue)"
+        log.info("stopping after epoch %d of %d: %s%s", epoch - 1, cfg.epochs, why, more if resumed else "")
     return why
 
 

@@ -255,7 +255,7 @@ class Trainer:
                      "(raise --epochs to continue)", done, self.cfg.epochs)
         for epoch in range(start_epoch, self.cfg.epochs + 1):
             spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
-            stopped = stop_reason(self, stopper, spent, epoch)
+            stopped = stop_reason(self, stopper, spent, epoch, resumed=resume and epoch == start_epoch)
             if stopped:
                 break
             self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
