@@ -14,11 +14,13 @@ def test_training_with_a_tiny_learning_rate_warns_naming_the_setting_and_its_def
     cfg = load_config(overrides=[*FAST, "train.lr=1e-7"])
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
         train_run(cfg, tmp_path / "r", frames=_frames())  # a warning, not a refusal: the run trains
-    assert f"train.lr=1e-07 is far below its useful range (1e-05 to 1; the default is {TrainConfig.lr:g})" in caplog.text
+    assert f"train.lr=1e-07 is far below its useful range (1e-05 to 0.3; the default is {TrainConfig.lr:g})" in caplog.text
 
 
 @pytest.mark.parametrize("lr, warned", [
-    ("1e-6", "far below"), ("1e-5", None), ("0.002", None), ("1", None), ("10", "far above"),
+    ("1e-6", "far below"), ("1e-5", None), ("0.002", None), ("0.3", None),
+    # 1 trains as badly as 10 (valid NDCG@10 0.128 against 0.126 after 3 MovieLens-100K epochs; 0.176 at 0.002)
+    ("1", "far above"), ("10", "far above"),
 ])
 def test_the_lr_warning_bounds(lr, warned, caplog):
     from twotower.pipeline.run import _warn_far_off_temperature
