@@ -169,7 +169,7 @@ def test_serve_bounds_work_with_flags_the_503_message_names(monkeypatch, tmp_pat
 
     seen = {}
 
-    def fake_load(run, index, *, settings, allow_low_recall, exact, history_from):
+    def fake_load(run, index, *, settings, allow_low_recall, exact, history_from, exact_flag, allow_flag):
         seen["settings"] = settings
         raise Stop
 

@@ -220,7 +220,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     # load before binding: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
-                                       exact=args.exact, history_from=args.history_from)
+                                       exact=args.exact, history_from=args.history_from,
+                                       exact_flag="--exact", allow_flag="--allow-low-recall")
                if args.run else None)
     search = None
     if args.search_index:

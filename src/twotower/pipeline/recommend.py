@@ -93,9 +93,16 @@ def _run_cache(store: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]", run: Tr
     return got[1]
 
 
-_LOW_RECALL_FIX = ("; rebuild it (`twotower index build --index auto`, which keeps exact search when it is fast "
-                   "enough; a PQ index reaches high recall with a refine stage, e.g. --index ivfpq,RFlat), serve "
-                   "exact search with --exact, or pass --allow-low-recall to serve it anyway")
+def low_recall_fix(exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall") -> str:
+    """The ways out of an index that missed its recall target, in the words of the interface that opened it:
+    `serve`'s flags, or ``exact=True`` / ``allow_low_recall=True`` for ``RecommenderService.load`` (which
+    told a Python caller to "pass --allow-low-recall")."""
+    return ("; rebuild it (`twotower index build --index auto`, which keeps exact search when it is fast "
+            "enough; a PQ index reaches high recall with a refine stage, e.g. --index ivfpq,RFlat), serve "
+            f"exact search with {exact_flag}, or pass {allow_flag} to serve it anyway")
+
+
+_LOW_RECALL_FIX = low_recall_fix()
 
 
 def _recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str | None:
@@ -166,9 +173,10 @@ def open_run_index(
 
 def open_served_index(
     run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True,
-    exact_flag: str = "--exact",
+    exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall",
 ) -> ServedIndex:
     """:func:`open_run_index`, with the recall its ``tune.json`` recorded (what ``/readyz`` and ``/metrics`` show).
+    ``allow_flag``: how the caller's user allows a low-recall index (``allow_low_recall=True`` from Python).
 
     The tuning record is read once, so the recall reported is that of the record the index was checked against
     (the service read it a second time, after opening the index).
@@ -185,7 +193,7 @@ def open_served_index(
         tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
         shortfall = _recall_shortfall(index_dir, tune)
         if shortfall and not allow_low_recall:
-            raise ConfigError(shortfall + _LOW_RECALL_FIX)
+            raise ConfigError(shortfall + low_recall_fix(exact_flag, allow_flag))
         index = load_index(index_dir, expected_fingerprint=fp)
     except IntegrityError as e:
         raise IntegrityError(_with_rebuild(str(e), run, index_dir, exact_flag)) from e

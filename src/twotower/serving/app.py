@@ -80,7 +80,11 @@ def create_app(
             app.state.search = SearchService.load(search_index_dir, rerank_dir, rerank_settings=rerank_settings)
         if app.state.service is None and has_recommender:
             try:
-                app.state.service = RecommenderService.load(run_dir, index_dir, settings=settings)  # type: ignore[arg-type]
+                # create_app takes no exact / allow_low_recall: a refusal names the service it can be given instead
+                app.state.service = RecommenderService.load(  # type: ignore[arg-type]
+                    run_dir, index_dir, settings=settings,
+                    exact_flag="create_app(service=RecommenderService.load(RUN, exact=True))",
+                    allow_flag="create_app(service=RecommenderService.load(RUN, allow_low_recall=True))")
             except IntegrityError as e:
                 log.critical("refusing to start: %s", e)
                 raise

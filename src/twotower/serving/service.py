@@ -315,6 +315,8 @@ class RecommenderService:
         allow_low_recall: bool = False,
         exact: bool = False,
         history_from: Any = None,
+        exact_flag: str = "exact=True",
+        allow_flag: str = "allow_low_recall=True",
     ) -> "RecommenderService":
         """Load a run and its index (``index_dir``, else ``RUN/index`` if built, else exact search;
         ``exact=True``: exact search whatever is built). ``run_dir`` may be a run already loaded
@@ -324,6 +326,8 @@ class RecommenderService:
         recall measured at build time missed its target raises ConfigError
         (saying what was measured) unless ``allow_low_recall``. ``history_from``: interaction files (or
         DataFrames) read as the known users' input histories, as ``twotower recommend --history-from``.
+        ``exact_flag`` / ``allow_flag``: how those refusals name the way around them, this method's own arguments
+        unless the caller's user gives others (`twotower serve` passes ``--exact`` / ``--allow-low-recall``).
         """
         from twotower.pipeline.artifacts import TrainedRun
         from twotower.pipeline.recommend import open_served_index
@@ -338,7 +342,8 @@ class RecommenderService:
             from twotower.pipeline.histories import read_input_histories
 
             histories = read_input_histories(run, history_from)
-        served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall)
+        served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall,
+                                   exact_flag=exact_flag, allow_flag=allow_flag)
         log.info("serving from %s", served.description)
         service = cls(run, served.index, settings=settings, histories=histories)
         service.index_description = served.description

@@ -1,0 +1,56 @@
+"""A refusal of ``RecommenderService.load`` names the way around it in Python's words.
+
+Before: ``RecommenderService.load(run, allow_low_recall=False)`` on an index below its recall target raised
+"... serve exact search with --exact, or pass --allow-low-recall to serve it anyway": flags of `twotower serve`,
+which a Python caller has no way to pass; ``tt.recommend`` already says ``exact=True`` where the CLI says ``--exact``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from twotower.cli.main import main
+from twotower.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def low_recall_run(run_dir, tmp_path_factory):
+    pytest.importorskip("faiss")
+    run = tmp_path_factory.mktemp("low") / "run"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("index"))
+    # an IVF index that misses a recall target of 1.0 on purpose (PQ codes of 4 bits over 60 items)
+    assert main(["-q", "index", "build", "--run", str(run), "--index", "IVF8,PQ4x4", "--queries", "20",
+                 "--target-recall", "1.0"]) == 0
+    assert not json.loads((run / "index" / "tune.json").read_text())["met_target"]
+    return run
+
+
+def test_python_is_told_the_keyword_arguments(low_recall_run) -> None:
+    from twotower.serving import RecommenderService
+
+    with pytest.raises(ConfigError, match="below its target") as e:
+        RecommenderService.load(low_recall_run)
+    said = str(e.value)
+    assert "allow_low_recall=True" in said and "exact=True" in said, said
+    assert "--allow-low-recall" not in said and "--exact" not in said, said
+    service = RecommenderService.load(low_recall_run, allow_low_recall=True)  # the way it names
+    assert service.index_recall is not None and service.index_recall["met_target"] is False
+
+
+def test_serve_is_told_its_flags(low_recall_run, capsys) -> None:
+    assert main(["serve", "--run", str(low_recall_run), "--port", "0"]) != 0
+    err = capsys.readouterr().err
+    assert "--allow-low-recall" in err and "--exact" in err and "allow_low_recall=True" not in err, err
+
+
+def test_create_app_is_told_the_service_it_can_be_given(low_recall_run) -> None:
+    from fastapi.testclient import TestClient
+
+    from twotower.serving import create_app
+
+    with pytest.raises(ConfigError) as e:
+        with TestClient(create_app(low_recall_run)):
+            pass
+    assert "RecommenderService.load(RUN, allow_low_recall=True)" in str(e.value), str(e.value)
