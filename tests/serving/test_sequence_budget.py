@@ -7,6 +7,7 @@ every history ran to the end before the refusal, whatever the budget.
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -84,3 +85,58 @@ def test_the_check_from_python_and_the_answers_it_leaves_alone(service, encoded)
         alone = service.recommend(req)
         assert [i["item_id"] for i in got["items"]] == [i["item_id"] for i in alone["items"]]
         assert [i["score"] for i in got["items"]] == pytest.approx([i["score"] for i in alone["items"]], abs=1e-5)
+
+
+def _long_histories(service, n: int) -> list[list[str]]:
+    """``n`` histories that fill the tower's window (and more), each a different rotation of the catalogue."""
+    ids = list(service.run.item_vocab.ids)
+    return [[ids[(b + j) % len(ids)] for j in range(service.run.model.history_len + 4)] for b in range(n)]
+
+
+def test_length_blocks_count_history_cells() -> None:
+    from twotower.models.two_tower import length_blocks
+
+    assert length_blocks(np.array([1, 2, 3, 4, 5]), 50, rows=2) == [(0, 2), (2, 4), (4, 5)]
+    # 8-column windows (lengths rounded up to 8) fit 3 to a block of 24 cells; 200-column ones one each
+    assert length_blocks(np.array([1, 3, 8, 8, 200, 200]), 200, rows=32, cells=24) == [(0, 3), (3, 4), (4, 5), (5, 6)]
+    assert length_blocks(np.array([500, 500, 500]), 200, rows=32, cells=400) == [(0, 2), (2, 3)]  # the window caps
+
+
+def test_a_block_of_long_histories_is_sized_by_its_cells(service, encoded, monkeypatch) -> None:
+    """Checked every CHECKED_ROWS histories, 32 histories of 500 items were one block: 4.1 s under load against a
+    2 s budget (examples/sasrec.toml, a 200-item window). A stubbed clock: each tower pass takes one second."""
+    from twotower.models import two_tower
+    from twotower.serving import ServiceSettings, create_app
+    from twotower.serving import budget as budget_mod
+
+    window = service.run.model.history_len
+    monkeypatch.setattr(two_tower, "CHECKED_CELLS", 4 * window)  # four full windows a block
+    clock = [0.0]
+    monkeypatch.setattr(budget_mod, "monotonic", lambda: clock[0])
+    tower = service.run.model.user_tower
+    forward = tower.forward
+
+    def one_second_a_pass(*a, **kw):
+        clock[0] += 1.0
+        return forward(*a, **kw)
+
+    monkeypatch.setattr(tower, "forward", one_second_a_pass)
+    reqs = [{"history": h, "k": 3} for h in _long_histories(service, 3 * CHECKED_ROWS)]
+    with TestClient(create_app(service=service, settings=ServiceSettings(time_budget_s=1.5))) as c:
+        r = c.post("/recommend/batch", json={"requests": reqs})
+    assert r.status_code == 503 and r.json()["error"]["type"] == "over_time_budget", r.text
+    assert "needed more than 1.5 s of computation" in r.json()["error"]["message"]
+    assert sum(encoded) <= 2 * 4, f"{sum(encoded)} of {len(reqs)} long histories encoded past the budget"
+
+
+def test_cell_sized_blocks_leave_the_answers_alone(service, monkeypatch) -> None:
+    from twotower.models import two_tower
+    from twotower.serving import RecRequest
+
+    reqs = [RecRequest(history=tuple(h), k=5) for h in _long_histories(service, 12)]
+    whole = service.recommend_batch(reqs)  # no check: blocks of up to 256 rows
+    monkeypatch.setattr(two_tower, "CHECKED_CELLS", 3 * service.run.model.history_len)
+    checked = service.recommend_batch(reqs, check=lambda: None)  # blocks of 3
+    for got, want in zip(checked, whole):
+        assert [i["item_id"] for i in got["items"]] == [i["item_id"] for i in want["items"]]
+        assert [i["score"] for i in got["items"]] == pytest.approx([i["score"] for i in want["items"]], abs=1e-5)

@@ -11,11 +11,31 @@ from twotower.config import ModelConfig
 from twotower.models.feature_block import FeatureArrays
 from twotower.models.towers import ItemTower, UserTower
 
-__all__ = ["TwoTowerModel", "CHECKED_ROWS"]
+__all__ = ["TwoTowerModel", "CHECKED_ROWS", "CHECKED_CELLS"]
 
 #: rows of a sequence tower's forward between two calls of a ``check`` (the service's time budget): a batch of 256
 #: ad-hoc 200-item histories is seconds of transformer passes, which a single check before them could not stop
 CHECKED_ROWS = 32
+#: and history cells (rows x the columns their block keeps): a pass costs per item read, not per row, so 32 rows of
+#: 200 items (examples/sasrec.toml's window) were one unchecked block of 0.5 s idle and 4.1 s under load, against a
+#: 2 s budget; 1,600 cells keep blocks of 32 rows up to 50 items (model.user.history_len's default), 8 rows of 200
+CHECKED_CELLS = 1600
+
+
+def length_blocks(lengths: np.ndarray, width: int, rows: int, cells: int | None = None) -> list[tuple[int, int]]:
+    """``[(start, end)]`` blocks of ``lengths`` (sorted ascending): at most ``rows`` rows, and with ``cells`` at
+    most that many cells (a block keeps its longest row's length rounded up to 8, at most ``width``), one row
+    at least."""
+    keep = np.minimum(width, np.maximum(8, -(-lengths.astype(np.int64) // 8) * 8))  # [B] as a block ending there
+    out, s, n = [], 0, len(lengths)
+    while s < n:
+        e = min(n, s + rows)
+        if cells is not None:  # the block's cells grow with its end: the last end that fits, one row at least
+            fit = np.flatnonzero((np.arange(s + 1, e + 1) - s) * keep[s:e] <= cells)
+            e = s + 1 + (int(fit[-1]) if fit.size else 0)
+        out.append((s, e))
+        s = e
+    return out
 
 
 class TwoTowerModel(nn.Module):
@@ -107,12 +127,14 @@ class TwoTowerModel(nn.Module):
     def user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray | None, batch: int = 4096, *,
                         check: Callable[[], None] | None = None) -> Tensor:
         """Vectors [B, D] (unit length; [B, D + r] with the item-item term) for known user rows and/or
-        right-aligned histories [B, L]. ``check``: for a sequence tower, called before each block of
-        :data:`CHECKED_ROWS` rows, and may raise to abandon the work (the service's time budget)."""
+        right-aligned histories [B, L]. ``check``: for a sequence tower, called before each block of at most
+        :data:`CHECKED_ROWS` rows and :data:`CHECKED_CELLS` history cells, and may raise to abandon the work
+        (the service's time budget)."""
         if history is not None and self.user_tower.is_sequence and len(history):
             if check is None:
                 return self._sequence_user_embeddings(user_rows, np.asarray(history))
-            return self._sequence_user_embeddings(user_rows, np.asarray(history), CHECKED_ROWS, check=check)
+            return self._sequence_user_embeddings(user_rows, np.asarray(history), CHECKED_ROWS, check=check,
+                                                  cells=CHECKED_CELLS)
         was = self.training
         self.eval()
         n = len(user_rows) if user_rows is not None else len(history)  # type: ignore[arg-type]
@@ -127,7 +149,7 @@ class TwoTowerModel(nn.Module):
 
     @torch.no_grad()
     def _sequence_user_embeddings(self, user_rows: np.ndarray | None, history: np.ndarray, batch: int = 256, *,
-                                  check: Callable[[], None] | None = None) -> Tensor:
+                                  check: Callable[[], None] | None = None, cells: int | None = None) -> Tensor:
         """:meth:`user_embeddings` for a sequence tower: rows of similar length together, each batch trimmed.
 
         A sequence encoder's cost grows with the window (attention with its
@@ -135,7 +157,7 @@ class TwoTowerModel(nn.Module):
         200 columns). Rows are sorted by history length and each batch drops
         the leading columns that are padding in all its rows; positions are
         numbered from the right edge or among the valid items, so the trimmed
-        window gives the same vector.
+        window gives the same vector. ``cells``: a batch holds at most this many (rows x kept columns).
         """
         was = self.training
         self.eval()
@@ -144,10 +166,10 @@ class TwoTowerModel(nn.Module):
         lengths = (history != self.pad_item).sum(axis=1)  # [B]
         order = np.argsort(lengths, kind="stable")  # [B]
         out = torch.empty((len(history), self.user_tower.output_dim), device=dev)
-        for s in range(0, len(order), batch):
+        for s, e in length_blocks(lengths[order], L, batch, cells):
             if check is not None:
                 check()
-            rows = order[s : s + batch]
+            rows = order[s:e]
             keep = min(L, max(8, -(-int(lengths[rows].max()) // 8) * 8))  # columns kept, rounded up to 8
             u = None if user_rows is None else torch.as_tensor(user_rows[rows], dtype=torch.long, device=dev)
             h = torch.as_tensor(history[rows, L - keep :], dtype=torch.long, device=dev)  # [b, keep]

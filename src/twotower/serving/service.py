@@ -476,6 +476,8 @@ class RecommenderService:
         hists: list[np.ndarray | None] = []
         feats: dict[int, Any] = {}  # request -> its encoded user_features
         for b, r in enumerate(reqs):
+            if check is not None and r.history:  # its ids are looked up one by one (256 x 1,000 ids: ~0.7 s)
+                check()
             user, hist, f = _at_request(b, n, self._request_rows, r)
             users.append(user)
             hists.append(hist)
@@ -588,6 +590,8 @@ class RecommenderService:
                  for b, r in enumerate(reqs)]
         queries, users, hists, feats = self._query_vectors(reqs, n, check)
         excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
+        if check is not None:  # the towers' passes are done: over budget already, the search is not started
+            check()
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
         # refuse a bad explain_k before any explanation work
         explain_ks = [_at_request(b, n, self.explain_count, r) for b, r in enumerate(reqs)]
