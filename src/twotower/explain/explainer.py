@@ -200,6 +200,7 @@ def explain_recommendation(
     method: str = "loo",
     user_features: Mapping[str, Any] | None = None,
     encoded_features: Features | None = None,
+    check: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Why ``item_row`` scores what it does for a user (see the module docstring for the dict).
 
@@ -209,11 +210,11 @@ def explain_recommendation(
     ``history_rows`` only): the new user's features, column -> value, as
     ``POST /recommend`` and ``tt.recommend`` take them. ``top`` bounds the history
     list; ``method`` is ``"loo"`` (exact leave-one-out) or ``"gradxinput"``.
-    Deterministic for a fixed run.
+    Deterministic for a fixed run. ``check``: as :func:`explain_recommendations`'.
     """
     return explain_recommendations(
         run, user_row=user_row, history_rows=history_rows, item_rows=[item_row], top=top, method=method,
-        user_features=user_features, encoded_features=encoded_features,
+        user_features=user_features, encoded_features=encoded_features, check=check,
     )[0]
 
 
@@ -236,8 +237,8 @@ def explain_recommendations(
 
     The user-side work (the ``n + 2`` history variants, the history's
     metadata) is done once, so M items cost one tower pass plus M small dicts.
-    ``check`` is called before each item; it may raise to abandon the work
-    (a time budget, a client that went away).
+    ``check`` is called before each block of the tower's pass and before each item; it may raise to abandon
+    the work (a time budget, a client that went away).
     """
     check_loaded_run(run, "explain")
     # a numpy integer as the rows take one (user_row=np.int64(5) was read, top=np.int64(3) refused)
@@ -262,7 +263,7 @@ def explain_recommendations(
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
     window = user_window(run, user_row, history_rows)  # [L]
-    atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats)
+    atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats, check=check)
     if feats is not None:  # features that overflow the tower gave "score": NaN (the CLI printed it, JSON has none)
         check_finite_user([v for a in atts for v in (a.score, a.empty_score)])
 

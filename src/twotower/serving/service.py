@@ -655,11 +655,13 @@ class RecommenderService:
                               unplaced=self.unplaced_items)
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
-                user_features: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                user_features: Mapping[str, Any] | None = None,
+                check: Callable[[], None] | None = None) -> dict[str, Any]:
         """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`.
 
         ``user_features`` (with ``history``): a new user's features, read as ``POST /recommend`` reads them,
-        so the explained score is the one that user's list holds."""
+        so the explained score is the one that user's list holds. ``check``: as :meth:`recommend_batch`'s,
+        called between blocks of a sequence tower's pass (``POST /explain`` passes its time budget)."""
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
@@ -682,7 +684,7 @@ class RecommenderService:
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI
-        result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, **kw)
+        result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, check=check, **kw)
         answer = {"user_id": user_id, "item_id": item_id, "explanation": result}
         notes = self.run.new_user_feature_notes(user_features) if feats is not None else []
         if self._no_input_history(user_row):
