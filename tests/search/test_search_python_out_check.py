@@ -76,7 +76,9 @@ def test_prepare_beir_refuses_an_out_holding_its_input(tmp_path):
 def _dead_temporary(folder):  # noqa: ANN001, ANN202
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
-    tmp = folder / f".other.tmp-{proc.pid}-s12345-abcd1234.tmp"  # a killed writer's, for another folder
+    from twotower.utils.atomic import _pid_space
+
+    tmp = folder / f".other.tmp-{proc.pid}-s12345-h{_pid_space()}-abcd1234.tmp"  # a killed writer's, for another folder
     tmp.mkdir(parents=True)
     (tmp / "model.safetensors").write_bytes(b"x" * 1000)
     return tmp

@@ -14,7 +14,7 @@ from search_data import write_beir
 
 import twotower.cli.search_cmd as search_cmd
 from twotower.cli.main import main
-from twotower.utils.atomic import _start_ticks
+from twotower.utils.atomic import _pid_space, _start_ticks
 
 
 class _Stop(Exception):
@@ -27,7 +27,7 @@ def test_a_dead_writers_temporary_beside_out_is_removed_before_the_work_starts(a
     proc.wait()  # a pid that names no process: the writer killed while it saved
     runs = tmp_path / "runs"
     runs.mkdir()
-    dead = runs / f".bi.tmp-{proc.pid}-s4242-abcd1234.tmp"
+    dead = runs / f".bi.tmp-{proc.pid}-s4242-h{_pid_space()}-abcd1234.tmp"
     dead.mkdir()
     (dead / "model.safetensors").write_bytes(b"x" * 1000)
     parent = os.getppid()

@@ -40,7 +40,7 @@ def test_two_rename_fallback_recovers_the_old_version_after_a_kill(tmp_path, mon
     with atomic_dir(target) as d:
         (d / "a").write_text("old")
     # what a SIGKILL between `os.replace(target, old)` and `os.replace(tmp, target)` leaves behind
-    os.replace(target, tmp_path / f".checkpoint.old.{_dead_pid()}")
+    os.replace(target, tmp_path / f".checkpoint.old.{_dead_pid()}-h{atomic._pid_space()}")
     assert not target.exists()
     monkeypatch.setattr(atomic, "_rename_exchange", lambda a, b: False)
     with atomic_dir(target) as d:
@@ -52,8 +52,9 @@ def test_two_rename_fallback_recovers_the_old_version_after_a_kill(tmp_path, mon
 
 def test_temporaries_of_killed_writers_are_swept(tmp_path):
     dead = _dead_pid()
-    (tmp_path / f".model.safetensors.tmp-{dead}-abc.tmp").write_bytes(b"half")
-    (tmp_path / f".index.tmp-{dead}-xyz.tmp").mkdir()
+    host = atomic._pid_space()  # written in this pid namespace: the pid is looked up here
+    (tmp_path / f".model.safetensors.tmp-{dead}-h{host}-abc.tmp").write_bytes(b"half")
+    (tmp_path / f".index.tmp-{dead}-h{host}-xyz.tmp").mkdir()
     live = tmp_path / f".model.safetensors.tmp-{os.getppid()}-live.tmp"  # a running writer: kept
     live.write_bytes(b"busy")
     with atomic_path(tmp_path / "model.safetensors") as p:
@@ -127,13 +128,13 @@ def test_a_temporary_whose_pid_was_reused_is_swept_and_a_live_writers_is_kept(tm
 
     parent = os.getppid()  # a live process: as if it had reused the dead writer's pid
     start = _start_ticks(parent)
-    reused = tmp_path / f".model.safetensors.tmp-{parent}-s{start + 1}-abc.tmp"
+    reused = tmp_path / f".model.safetensors.tmp-{parent}-s{start + 1}-h{atomic._pid_space()}-abc.tmp"
     reused.write_bytes(b"half")
     live = tmp_path / f".model.safetensors.tmp-{parent}-s{start}-def.tmp"  # that process's own: kept
     live.write_bytes(b"busy")
     older = tmp_path / f".model.safetensors.tmp-{parent}-ghi.tmp"  # a name without a start time: kept, as before
     older.write_bytes(b"busy")
     with atomic_path(tmp_path / "model.safetensors") as p:
-        assert p.name.startswith(f".model.safetensors.tmp-{os.getpid()}-s{_start_ticks(os.getpid())}-")
+        assert p.name.startswith(f".model.safetensors.tmp-{os.getpid()}-s{_start_ticks(os.getpid())}-h{atomic._pid_space()}-")
         p.write_bytes(b"whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["model.safetensors", live.name, older.name])

@@ -2,14 +2,17 @@
 
 Before, `search train --out X` killed (kill -9) while it saved left a ~90 MB `.X.tmp-PID-...` folder beside X, removed
 only by a later write into that very X; writes into its siblings (another --out, a file) kept it for ever.
+A pid is looked up only in the pid namespace that wrote it: a live writer in another container sharing the volume, or
+on another machine over NFS, looked dead and had its temporary removed under it.
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 
-from twotower.utils.atomic import _start_ticks, atomic_dir, atomic_path
+from twotower.utils.atomic import UNMARKED_SWEEP_AGE_S, _pid_space, _start_ticks, atomic_dir, atomic_path
 
 
 def _dead_pid() -> int:
@@ -20,19 +23,24 @@ def _dead_pid() -> int:
 
 def _leftovers(folder):  # noqa: ANN001, ANN202
     """Temporaries of dead writers (gone, or pid reused) and of live ones, for other targets than the write's."""
-    dead, parent = _dead_pid(), os.getppid()
+    dead, parent, host = _dead_pid(), os.getppid(), _pid_space()
     start = _start_ticks(parent)
-    gone = folder / f".bi.tmp-{dead}-s12345-abcd1234.tmp"  # a folder swapped in whole (search train --out bi)
+    gone = folder / f".bi.tmp-{dead}-s12345-h{host}-abcd1234.tmp"  # a folder swapped in whole (search train --out bi)
     gone.mkdir()
     (gone / "model.safetensors").write_bytes(b"x" * 1000)
-    older = folder / f".recs.csv.tmp-{dead}-k2j4h5g6.tmp"  # a name from before start times were recorded
+    older = folder / f".recs.csv.tmp-{dead}-k2j4h5g6.tmp"  # a name from before start times were recorded, left long
     older.write_bytes(b"half")
-    reused = folder / f".cross.tmp-{parent}-s{start + 1}-zz99yy88.tmp"  # its pid now names a later process
+    os.utime(older, (time.time() - UNMARKED_SWEEP_AGE_S - 60,) * 2)
+    reused = folder / f".cross.tmp-{parent}-s{start + 1}-h{host}-zz99yy88.tmp"  # its pid now names a later process
     reused.mkdir()
     dead_ones = [gone, older, reused]
     live = [folder / f".idx.tmp-{parent}-s{start}-qwer5678.tmp",  # a running writer's: kept
             folder / f".own.tmp-{os.getpid()}-s{_start_ticks(os.getpid())}-asdf1234.tmp",  # this process's: kept
-            folder / f".notes.tmp-{dead}.txt", folder / "my.tmp"]  # not a temporary's name: not ours to remove
+            folder / f".notes.tmp-{dead}.txt", folder / "my.tmp",
+            # a writer in another container sharing the volume, or on another machine (NFS): its pid names no
+            # process here, yet it may be running
+            folder / f".shared.tmp-{dead}-s12345-h{'0' * 8 if host != '0' * 8 else '1' * 8}-abcd1234.tmp",
+            folder / f".unmarked.tmp-{dead}-s12345-abcd1234.tmp"]  # from before namespaces were recorded, recent  # not a temporary's name: not ours to remove
     for p in live:
         p.write_bytes(b"busy")
     return dead_ones, live
@@ -59,3 +67,20 @@ def test_sweep_dead_temporaries_names_what_it_removed(tmp_path):
     assert sorted(sweep_dead_temporaries(tmp_path)) == sorted(dead)
     assert all(p.exists() for p in live)
     assert sweep_dead_temporaries(tmp_path / "missing") == []
+
+
+def test_a_previous_version_kept_by_another_namespaces_writer_is_left_to_it(tmp_path, monkeypatch):
+    """``atomic_dir``'s two-rename fallback (no renameat2, as on NFS) keeps the previous version in ``.NAME.old.PID``
+    between its renames: a write from another container moved it back under the live writer, whose second rename
+    then found the folder taken."""
+    from twotower.utils import atomic
+
+    target = tmp_path / "index"
+    foreign = tmp_path / f".index.old.{_dead_pid()}-h{'0' * 8 if _pid_space() != '0' * 8 else '1' * 8}"
+    foreign.mkdir()
+    (foreign / "a").write_text("old")
+    monkeypatch.setattr(atomic, "_rename_exchange", lambda a, b: False)
+    with atomic_dir(target) as d:
+        assert not target.exists()  # not restored: its writer may be between its renames
+        (d / "a").write_text("new")
+    assert (target / "a").read_text() == "new" and (foreign / "a").read_text() == "old"

@@ -19,7 +19,7 @@ from twotower.models.size import _size
 from twotower.pipeline.artifacts import derived_folders, previous_run_files
 from twotower.pipeline.run_files import CHECKPOINT_DIR, MANIFEST, MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES
 from twotower.pipeline.tuned_baselines import TUNED_FILE
-from twotower.utils.atomic import _fsync_dir, _rename_exchange, _start_ticks, _writer_alive
+from twotower.utils.atomic import _fsync_dir, _old_path, _rename_exchange, _start_ticks, _writer_alive
 from twotower.utils.folder_lock import LOCK_FILE, active_writer
 from twotower.utils.run_folder import STAGING_NAME as _NAME
 from twotower.utils.shell import shell_arg
@@ -189,7 +189,7 @@ def swap_in(stage: Path, out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]
     The folder's other files (the user's own, ``tuned_baselines.json``, an input in ``keep``) are linked into
     ``stage`` first, and so is its lock file, so the lock ``out``'s writer holds still names the folder after
     the swap. On Linux the swap is one ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames, the earlier run
-    kept in ``.NAME.old.PID`` between them (as :func:`twotower.utils.atomic.atomic_dir` does).
+    kept in ``.NAME.old.PID-hHOST`` between them (as :func:`twotower.utils.atomic.atomic_dir` does).
     """
     real = _real(out)
     if not real.exists():
@@ -202,7 +202,7 @@ def swap_in(stage: Path, out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]
         _fsync_dir(real.parent)
         shutil.rmtree(stage, ignore_errors=True)  # the earlier run, now under the staging name
         return replaced
-    old = real.parent / f".{real.name}.old.{os.getpid()}"
+    old = _old_path(real)
     os.replace(real, old)
     os.replace(stage, real)
     _fsync_dir(real.parent)

@@ -21,6 +21,7 @@ import signal
 import stat
 import sys
 import tempfile
+import time
 import threading
 from pathlib import Path
 from typing import Any, Iterator
@@ -55,11 +56,56 @@ def _fsync_dir(path: Path) -> None:
 
 
 def _tmp_prefix(target: Path) -> str:
-    """``.NAME.tmp-PID-sSTART-`` (mkstemp adds its random letters, then ``.tmp``): the writer's pid and, where
+    """``.NAME.tmp-PID-sSTART-hHOST-`` (mkstemp adds its random letters, then ``.tmp``): the writer's pid and, where
     /proc tells it, its start time, so a temporary of a killed writer is told from a live one even once the pid is
-    reused by another process (``.NAME.tmp-PID-`` alone was then kept for ever)."""
+    reused by another process (``.NAME.tmp-PID-`` alone was then kept for ever); and :func:`_pid_space`, the pids'
+    namespace, without which a sweep cannot tell whether the pid is one it can see."""
     start = _start_ticks(os.getpid())
-    return f".{target.name}.tmp-{os.getpid()}-" + ("" if start is None else f"s{start}-")
+    return f".{target.name}.tmp-{os.getpid()}-" + ("" if start is None else f"s{start}-") + f"h{_pid_space()}-"
+
+
+_pid_space_token: list[str] = []
+
+
+def _pid_space() -> str:
+    """8 hex digits naming the pid namespace this process sees: its host name, boot id and pid namespace's inode.
+
+    A pid is only meaningful there: a writer in another container sharing the volume, or on another machine over
+    NFS, has a pid this process cannot see (or sees as some other process), so its live temporary looked dead and
+    was removed under it. A sweep judges by pid only the temporaries written in its own namespace."""
+    if not _pid_space_token:
+        import socket
+
+        parts = [socket.gethostname()]
+        with contextlib.suppress(OSError):
+            parts.append(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+        with contextlib.suppress(OSError):
+            parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+        _pid_space_token.append(hashlib.sha256("\0".join(parts).encode()).hexdigest()[:8])
+    return _pid_space_token[0]
+
+
+#: how old (mtime) a temporary or ``.old`` folder named without :func:`_pid_space` (written before it was recorded)
+#: must be before a dead-looking pid is believed: the writer may run in another pid namespace
+UNMARKED_SWEEP_AGE_S = 24 * 3600.0
+
+
+def _old_path(target: Path) -> Path:
+    """Where :func:`atomic_dir` keeps ``target``'s previous version between its two renames: ``.NAME.old.PID-hHOST``."""
+    return target.parent / f".{target.name}.old.{os.getpid()}-h{_pid_space()}"
+
+
+def _old_aged(p: Path) -> bool:
+    try:
+        return time.time() - p.lstat().st_mtime > UNMARKED_SWEEP_AGE_S
+    except OSError:
+        return False
+
+
+def _judged_by_pid(host: str | None, p: Path) -> bool:
+    """May ``p``'s recorded pid be looked up here? Written in this pid namespace, or (a name from before the
+    namespace was recorded) left untouched for :data:`UNMARKED_SWEEP_AGE_S`."""
+    return host == _pid_space() if host is not None else _old_aged(p)
 
 
 #: pid -> start time of this process (a fork has another pid, so it reads its own)
@@ -95,18 +141,26 @@ def _writer_alive(pid: int, start: int | None) -> bool:
 
 
 #: a temporary :func:`atomic_path` / :func:`atomic_dir` / :func:`atomic_files` names (:func:`_tmp_prefix`, then
-#: mkstemp's letters and ``.tmp``): ``.NAME.tmp-PID-sSTART-abcd1234.tmp``, ``sSTART-`` absent where /proc was not
-_TMP_NAME = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?:s(?P<start>\d+)-)?[a-z0-9_]+\.tmp")
+#: mkstemp's letters and ``.tmp``): ``.NAME.tmp-PID-sSTART-hHOST-abcd1234.tmp``, ``sSTART-`` absent where /proc was
+#: not, ``hHOST-`` in names written before the pid namespace was recorded
+_TMP_NAME = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)-(?:s(?P<start>\d+)-)?(?:h(?P<host>[0-9a-f]{8})-)?"
+                       r"[a-z0-9_]+\.tmp")
+
+#: ``.NAME.old.PID-hHOST`` (:func:`_old_path`), or ``.NAME.old.PID`` as written before the namespace was recorded
+_OLD_NAME = re.compile(r"\.(?P<name>.+)\.old\.(?P<pid>\d+)(?:-h(?P<host>[0-9a-f]{8}))?")
 
 
-def _dead_writers_temporary(name: str) -> bool:
-    """``name`` is a temporary of :data:`_TMP_NAME`'s form whose writer is provably gone: its pid names no process,
-    or one started at another time than the name records (the pid was reused)."""
-    m = _TMP_NAME.fullmatch(name)
+def _dead_writers_temporary(p: Path) -> bool:
+    """``p`` is a temporary of :data:`_TMP_NAME`'s form whose writer is provably gone: written in this pid namespace
+    (:func:`_judged_by_pid`), its pid names no process, or one started at another time than the name records (the
+    pid was reused)."""
+    m = _TMP_NAME.fullmatch(p.name)
     if m is None:
         return False
     pid, start = int(m.group("pid")), m.group("start")
     if pid == os.getpid() and start is None:  # this process's, or a dead one's whose pid it now has: unsure, kept
+        return False
+    if not _judged_by_pid(m.group("host"), p):  # another container's or machine's writer: its pid means nothing here
         return False
     return not _writer_alive(pid, None if start is None else int(start))
 
@@ -130,7 +184,7 @@ def sweep_dead_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     removed: list[Path] = []
     with contextlib.suppress(OSError):
         for p in Path(folder).iterdir():
-            if _dead_writers_temporary(p.name) and _remove(p):
+            if _dead_writers_temporary(p) and _remove(p):
                 removed.append(p)
     return removed
 
@@ -139,20 +193,24 @@ def _sweep_stale(target: Path) -> None:
     """Remove temporaries of ``target`` left by a process that was killed mid-write (its pid is gone, or now names
     a process started later), and those a dead writer left for any other name in ``target``'s folder.
 
-    Nothing is removed by age: a writer may hold its temporary for days (a long index build fills a folder whose
-    mtime stays that of its creation), and only the writer's identity tells a live one from a dead one."""
+    Nothing is removed for its age alone: a writer may hold its temporary for days (a long index build fills a folder
+    whose mtime stays that of its creation), and only the writer's identity tells a live one from a dead one, a pid
+    being looked up only in the pid namespace it was written in (:func:`_judged_by_pid`)."""
     with contextlib.suppress(OSError):
         for p in target.parent.iterdir():
             if p.name.startswith(f".{target.name}.old.") and p.is_dir():
-                pid = p.name.rsplit(".", 1)[-1]
-                if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+                m = _OLD_NAME.fullmatch(p.name)
+                if m is None or m.group("name") != target.name:
+                    continue
+                pid = int(m.group("pid"))
+                if pid != os.getpid() and _judged_by_pid(m.group("host"), p) and not _alive(pid):
                     if not target.exists():
                         os.replace(p, target)  # killed between the two renames: the old version is whole
                     else:
                         shutil.rmtree(p, ignore_errors=True)
                 continue
             # this target's temporaries and a sibling's alike (a sibling's waited for a write into that very target)
-            if _dead_writers_temporary(p.name):
+            if _dead_writers_temporary(p):
                 _remove(p)
 
 
@@ -442,7 +500,7 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
             return
         old = None
         if target.exists():
-            old = target.parent / f".{target.name}.old.{os.getpid()}"
+            old = _old_path(target)
             if old.exists():
                 shutil.rmtree(old)
             os.replace(target, old)
