@@ -18,6 +18,7 @@ from twotower.cli.flags import (
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
+from twotower.cli.provenance import sigterm_keeps_out
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
 from twotower.utils.shell import shell_arg
@@ -93,6 +94,7 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
     return out
 
 
+@sigterm_keeps_out  # SIGTERM mid `--users all --out recs.csv`: one line on what recs.csv holds, status 143
 def cmd_recommend(args: argparse.Namespace) -> int:
     if args.out and not args.users:
         # --user/--history print their list: --out used to be ignored without a word, leaving no file

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from twotower.cli.provenance import sigterm_keeps_out
 from twotower.errors import ConfigError
 
 __all__ = ["cmd_similar", "register"]
@@ -90,6 +91,7 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
         return np.asarray([run.item_vocab.index(i) for i in ids], np.int64)
 
 
+@sigterm_keeps_out  # SIGTERM mid `--items all --out s.csv`: one line on what s.csv holds, status 143
 def cmd_similar(args: argparse.Namespace) -> int:
     from twotower.utils.run_folder import check_run_folder
 
