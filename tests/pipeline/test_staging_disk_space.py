@@ -70,3 +70,21 @@ def test_a_disk_that_fills_in_the_staging_folder_names_it_and_keeps_the_earlier_
     assert f"{finished} still holds the earlier run, untouched" in err
     assert "room for both" in err and "another --out" in err
     assert _files(finished) == before
+
+
+@pytest.mark.parametrize("settings", [[], ["train.checkpoint=false"]], ids=["same-settings", "other-settings"])
+def test_no_room_is_said_before_the_item_texts_are_encoded(finished, dataset, monkeypatch, capsys, settings):
+    """The check ran once the model was built, after the item texts were encoded (minutes with MiniLM on a large
+    catalogue), so a disk without room said so only then; now before, on the model's parameters counted (another
+    model: its size is estimated, not the earlier run's)."""
+    import twotower.pipeline.run as run_module
+
+    encoded: list[object] = []
+    real = run_module.encode_item_texts
+    monkeypatch.setattr(run_module, "encode_item_texts", lambda *a, **k: encoded.append(a) or real(*a, **k))
+    free = _run_bytes(finished) // 2
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: _Usage(1 << 40, (1 << 40) - free, free))
+    capsys.readouterr()
+    assert main([*_args(dataset, finished, 1), *settings]) == 2
+    assert "not enough free space for the new run" in capsys.readouterr().err
+    assert encoded == []  # refused before the texts were encoded

@@ -204,10 +204,12 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         warn_split_mismatch({str(getattr(config.data, name)): digest for name, digest in inputs.items()})
     prep = prepare_data(config, frames)
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
-    got = encode_item_texts(config, prep)
-    text = None if got is None else got[0]
     # a new run into a folder holding an earlier one trains beside it, and replaces it only once finished
     stage = staging_path(out) if tdist.is_main() and needs_staging(out, resume=resume) else None
+    if stage is not None:  # the disk's room for both, before the item texts are encoded (minutes), on a low estimate
+        _check_staging_room(out, stage, config, _estimated_weight_bytes(config, prep))
+    got = encode_item_texts(config, prep)
+    text = None if got is None else got[0]
     dest = stage or out
     # built before the folder is touched: settings the model or trainer refuse leave an earlier run intact
     try:
@@ -574,9 +576,10 @@ def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
                               "input elsewhere or train into another --out")
 
 
-def _start_staging(out: Path, stage: Path, config: RunConfig, model: Any) -> None:
-    """Make the staging folder of a new run into ``out`` (which holds an earlier run), after removing those of
-    earlier attempts that were killed or stopped and not resumed, once the disk can hold both runs."""
+def _check_staging_room(out: Path, stage: Path, config: RunConfig, weight_bytes: int) -> None:
+    """ConfigError when the disk cannot hold the new run beside the earlier one in ``out`` (``weight_bytes``: the
+    new model's), after removing the staging folders of earlier attempts that were killed or stopped and not
+    resumed (the room they took is the new run's)."""
     for old in sweep_stale_staging(out):
         log.warning("removed %s, the staging folder of an earlier `twotower train --out %s` that did not finish "
                     "(a new run without --resume starts over)", old, out)
@@ -587,8 +590,25 @@ def _start_staging(out: Path, stage: Path, config: RunConfig, model: Any) -> Non
     now = config_to_dict(config)
     same = (isinstance(recorded, dict) and recorded.get("model") == now["model"]
             and (recorded.get("train") or {}).get("checkpoint") == config.train.checkpoint)
+    check_room_to_stage(out, stage, same_settings=same, weight_bytes=weight_bytes, checkpoint=config.train.checkpoint)
+
+
+def _estimated_weight_bytes(config: RunConfig, prep: Prepared) -> int:
+    """The new model's float32 parameters, counted before it is built and its item texts encoded (models/size.py):
+    low, as check_room_to_stage wants it (no text buffer, no feature buffers), so a run that may fit is not
+    refused; the model built, the room is checked again on its own bytes."""
+    from twotower.models.size import parameter_counts
+
+    return 4 * sum(parameter_counts(config.model, prep.n_users, prep.n_items, user_features=prep.user_features,
+                                    item_features=prep.item_features).values())
+
+
+def _start_staging(out: Path, stage: Path, config: RunConfig, model: Any) -> None:
+    """Make the staging folder of a new run into ``out`` (which holds an earlier run) once the disk can hold both
+    runs (checked again on the model's own bytes: the first check, before the item texts were encoded, estimated
+    them)."""
     weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    check_room_to_stage(out, stage, same_settings=same, weight_bytes=weights, checkpoint=config.train.checkpoint)
+    _check_staging_room(out, stage, config, weights)
     stage.mkdir()
     log.warning("%s holds an earlier run: the new run trains in %s and replaces it only once finished (until "
                 "then %s keeps the earlier run, whole); --resume continues a run instead", out, stage, out)
