@@ -61,10 +61,10 @@ def test_json_keeps_its_keys_and_adds_the_unreranked_metrics(tmp_path, reranker,
     beir = _beir(tmp_path)
     assert main(["search", "evaluate", "--beir", str(beir), "--rerank", str(reranker), "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert set(got) == {"NDCG@10", "Recall@10", "Recall@100", "MRR@10", "without_rerank", "rerank_backend"}
+    assert {"NDCG@10", "Recall@10", "Recall@100", "MRR@10", "without_rerank", "rerank_backend"} <= set(got)
     assert got["rerank_backend"] == "torch"  # the default forward pass, as the bi-encoder's
     assert got["NDCG@10"] == pytest.approx(1 / np.log2(3)) and got["MRR@10"] == 0.5
     assert got["without_rerank"] == {"NDCG@10": 1.0, "Recall@10": 1.0, "Recall@100": 1.0, "MRR@10": 1.0}
-    # without --rerank: the four keys only, as before
+    # without --rerank: no reranked-only keys
     assert main(["search", "evaluate", "--beir", str(beir), "--json"]) == 0
-    assert set(json.loads(capsys.readouterr().out)) == {"NDCG@10", "Recall@10", "Recall@100", "MRR@10"}
+    assert not {"without_rerank", "rerank_backend"} & set(json.loads(capsys.readouterr().out))

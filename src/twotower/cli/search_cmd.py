@@ -117,7 +117,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory, shared by every run and "
                    "working folder (default %(default)s)")
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
-    e.add_argument("--json", action="store_true", help="print one JSON object with the four metrics")
+    e.add_argument("--json", action="store_true",
+                   help="print one JSON object: the four metrics, and what was measured (beir, split, retriever, "
+                        "fusion, model, rerank, queries)")
     e.add_argument("--keep-unknown", action="store_true",
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
@@ -484,6 +486,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
             out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
+        out.update(_evaluate_identity(args, fusion, m))  # added beside the metrics: scripts read those keys as before
         print(json.dumps(out, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
@@ -500,6 +503,38 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
                  **{k: m[k] for k in METRIC_KEYS}, "queries": m["queries"], "seconds": m["seconds"]})
     print(format_table(rows, title=f"{args.beir} ({args.split})", formats={"seconds": ".1f"}))
     return 0
+
+
+def _evaluate_identity(args: argparse.Namespace, fusion, m: dict) -> dict:  # noqa: ANN001 - FusionChoice
+    """What `search evaluate --json` measured, beside its metrics: the BEIR folder and split, the retriever, its fusion
+    (hybrid) with RRF's k, the bi-encoder and cross-encoder (absolute paths, each with the sha256 of its marker, which
+    lists the sha256 of every file of the model) and the query counts. The JSON held the four metrics alone, so two
+    saved files (BM25 and hybrid, zero-shot and fine-tuned, test and train) could not be told apart."""
+    from pathlib import Path
+
+    from twotower.search.artefacts import BI_ENCODER_META, CROSS_ENCODER_META
+    from twotower.search.beir import resolve_beir_dir
+    from twotower.utils.atomic import sha256_file
+
+    def model(folder: str | None, marker: str) -> dict | None:
+        if folder is None:
+            return None
+        path = Path(folder) / marker
+        return {"path": str(Path(folder).resolve()),
+                "marker_sha256": sha256_file(path) if path.is_file() else None}  # a plain HF folder has none
+
+    dense = args.retriever != "bm25"
+    return {
+        "beir": str(resolve_beir_dir(args.beir).resolve()),
+        "split": args.split,
+        "retriever": args.retriever,
+        "fusion": {"name": fusion.name, "params": fusion.params} if args.retriever == "hybrid" else None,
+        # the zero-shot default by name, as the table's row names it
+        "model": (model(args.model, BI_ENCODER_META) or {"name": "all-MiniLM-L6-v2"}) if dense else None,
+        "rerank": None if args.rerank is None else {**model(args.rerank, CROSS_ENCODER_META), "top": args.rerank_top},
+        "queries": m["queries"],
+        "skipped": m["skipped"],
+    }
 
 
 def _warn_seen_in_training(args: argparse.Namespace) -> None:

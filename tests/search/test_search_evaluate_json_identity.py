@@ -1,0 +1,59 @@
+"""`search evaluate --json` says what it measured beside the metrics.
+
+It printed the four metrics alone: saved files of BM25 and hybrid, zero-shot and fine-tuned, test and train held the
+same keys and nothing else, so they could not be told apart.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from twotower.cli.main import main
+
+from tests.extras import needs_text
+
+pytestmark = needs_text
+
+
+def _json(capsys, *argv: str) -> dict:
+    assert main(["search", "evaluate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_bm25_json_names_the_data_split_and_retriever(beir_dir, capsys):
+    got = _json(capsys, "--beir", str(beir_dir), "--split", "test")
+    # every metric key as before, with its value
+    assert got["NDCG@10"] == pytest.approx(1.0) and got["Recall@100"] == pytest.approx(1.0)
+    assert got["beir"] == str(beir_dir.resolve()) and got["split"] == "test"
+    assert got["retriever"] == "bm25" and got["fusion"] is None and got["model"] is None and got["rerank"] is None
+    assert got["queries"] >= 1 and got["skipped"] == 0
+
+
+def test_hybrid_json_names_its_fusion_and_model(beir_dir, tmp_path, capsys, monkeypatch):
+    model = tmp_path / "bi"
+    model.mkdir()
+    marker = model / "twotower_bi_encoder.json"
+    marker.write_text(json.dumps({"kind": "bi_encoder"}))
+    seen = {}
+
+    def fake_evaluate(beir, split, retriever, model_dir, rerank, **kw):  # noqa: ANN001, ANN003, ANN202
+        seen.update(retriever=retriever, model=model_dir, fusion=kw["fusion"])
+        return {"NDCG@10": 0.5, "Recall@10": 0.5, "Recall@100": 1.0, "MRR@10": 0.5, "queries": 3, "skipped": 0,
+                "seconds": 0.1, "dense_only": {"queries": 0, "example": None}}
+
+    import twotower.search.evaluate as evaluate_module
+
+    monkeypatch.setattr(evaluate_module, "search_evaluate", fake_evaluate)
+    monkeypatch.setattr("twotower.search.artefacts.check_bi_encoder_dir", lambda *a, **k: model)
+    got = _json(capsys, "--beir", str(beir_dir), "--retriever", "hybrid", "--model", str(model),
+                "--cache", str(tmp_path / "cache"))
+    assert got["NDCG@10"] == 0.5 and got["dense_only"] == {"queries": 0, "example": None}
+    assert got["retriever"] == "hybrid" and got["split"] == "test"
+    assert got["fusion"] == {"name": "rrf", "params": {"k": 60}}
+    assert got["model"] == {"path": str(model.resolve()),
+                            "marker_sha256": hashlib.sha256(marker.read_bytes()).hexdigest()}
+    # the zero-shot default is named, not left out
+    got = _json(capsys, "--beir", str(beir_dir), "--retriever", "dense", "--cache", str(tmp_path / "cache"))
+    assert got["model"] == {"name": "all-MiniLM-L6-v2"} and got["fusion"] is None
