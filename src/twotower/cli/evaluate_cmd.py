@@ -133,8 +133,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                         exclude_seen=not getattr(args, "no_exclude_seen", False))
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
+    # the --json rows (and the CSV's columns) name the run they score, as `search evaluate --json` names its data and
+    # model: each row said its split, never which run, so saved files of two runs could not be told apart
+    identity = {"run": os.path.abspath(run.dir), "run_fingerprint": run.fingerprint()}
+    saved = [{**r, **identity} for r in rows]
     if csv_out is not None:
-        where = _write_csv(args, run, rows, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(rows))
+        where = _write_csv(args, run, saved, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(saved))
         print(f"wrote {plural(len(rows), 'row')} to {where}", file=sys.stderr)
     if plot_out is not None:
         from twotower.evaluation.plots import plot_recall_at_k
@@ -146,7 +150,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if csv_out == STDOUT:  # stdout holds the CSV alone
         return 0
     if args.json:
-        print(json.dumps(rows, indent=2, default=float))
+        print(json.dumps(saved, indent=2, default=float))
     else:
         from twotower.pipeline.experiment import protocol_text
 

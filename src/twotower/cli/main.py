@@ -200,7 +200,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                    help=f"comma list of cut-offs k for the metrics, reported in ascending order; a k given twice is "
                         f"refused, as a likely typo (default: the run's eval.ks; {','.join(map(str, ev.ks))} unless "
                         "the run set them)")
-    p.add_argument("--json", action="store_true", help="print JSON rows instead of the table")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON rows instead of the table (each with its split, run and run_fingerprint)")
     p.add_argument("--csv", metavar="FILE",
                    help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
                         "which then holds the CSV alone)")

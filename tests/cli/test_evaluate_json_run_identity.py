@@ -1,0 +1,41 @@
+"""`twotower evaluate --json` rows (and the CSV's columns) name the run they score, as `search evaluate --json`
+names its data and model: the rows said their split, never which run, so saved files of two runs read alike."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import TrainedRun
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+        "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "--no-progress", "--no-eval"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("eval-identity")
+    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
+    out = d / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--out", str(out), "--epochs", "1", *FAST]) == 0
+    return out
+
+
+def test_json_rows_and_csv_name_the_run(run_dir, capsys):
+    base = ["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5"]
+    assert main([*base, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    fingerprint = TrainedRun.load(run_dir).fingerprint()
+    assert [r["model"] for r in rows] == ["two-tower", "popularity"]
+    for r in rows:  # the keys scripts read are all there, the run's identity beside them
+        assert {"model", "split", "NDCG@5", "Recall@5"} <= set(r)
+        assert r["run"] == os.path.abspath(run_dir) and r["run_fingerprint"] == fingerprint
+    assert main([*base, "--csv", "-"]) == 0  # the --json keys as columns, as --csv's help says
+    lines = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [line["run_fingerprint"] for line in lines] == [fingerprint] * 2
