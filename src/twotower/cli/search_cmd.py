@@ -363,9 +363,14 @@ def _length_flags(p: argparse.ArgumentParser, sc) -> None:  # noqa: ANN001 - Sea
 
 
 def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what: str) -> None:  # noqa: ANN001
+    from twotower.config import MAX_RRF_K
+
     p.add_argument("--fusion", default=sc.fusion, choices=list(choices),
-                   help=f"{what}RRF (k={sc.rrf_k}) or weighted score interpolation after min-max / z-score "
+                   help=f"{what}RRF (its k: --rrf-k) or weighted score interpolation after min-max / z-score "
                         "normalisation (default %(default)s)")
+    p.add_argument("--rrf-k", type=int, default=sc.rrf_k,
+                   help="rrf: the constant k of 1 / (k + rank), an integer 1 to "
+                        f"{MAX_RRF_K:,}; larger k flattens the gap between the top ranks (default %(default)s)")
     p.add_argument("--bm25-weight", type=float, default=sc.bm25_weight,
                    help="minmax / zscore interpolation: BM25 weight w, dense 1-w (default %(default)s)")
 
@@ -577,7 +582,8 @@ def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
 
     dense_flags = {"--model": args.model, "--max-length": args.max_length, "--query-max-length": args.query_max_length}
     fusion_flags = {"--fusion": args.fusion if args.fusion != SearchConfig.fusion else None,
-                    "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None}
+                    "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None,
+                    "--rrf-k": args.rrf_k if args.rrf_k != SearchConfig.rrf_k else None}
     unused = {**(dense_flags if args.retriever == "bm25" else {}),
               **(fusion_flags if args.retriever != "hybrid" else {})}
     given = [flag for flag, value in unused.items() if value is not None]
@@ -610,9 +616,10 @@ def _fusion_choice(args: argparse.Namespace, *, warn: bool = True):  # noqa: ANN
     from twotower.search.fusion import fusion_from_config
 
     try:
-        cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight)
+        cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight, rrf_k=args.rrf_k)
     except ConfigError as e:  # name the flag the user typed, not the field
-        raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")) from None
+        raise ConfigError(str(e).replace("search.bm25_weight", "--bm25-weight").replace("search.fusion", "--fusion")
+                          .replace("search.rrf_k", "--rrf-k")) from None
     if warn:
         _warn_ignored_weight(cfg)
     return fusion_from_config(cfg)
@@ -626,6 +633,9 @@ def _warn_ignored_weight(cfg) -> None:  # noqa: ANN001 - SearchConfig
     if cfg.fusion == "rrf" and cfg.bm25_weight != SearchConfig.bm25_weight:
         logging.getLogger(__name__).warning("--bm25-weight %g has no effect with --fusion rrf (RRF fuses ranks, not "
                                             "weighted scores); use --fusion minmax or zscore", cfg.bm25_weight)
+    if cfg.fusion != "rrf" and cfg.rrf_k != SearchConfig.rrf_k:
+        logging.getLogger(__name__).warning("--rrf-k %d has no effect with --fusion %s (it is RRF's constant); use "
+                                            "--fusion rrf", cfg.rrf_k, cfg.fusion)
 
 
 def _cache_arg(args: argparse.Namespace) -> str | None:
