@@ -51,3 +51,13 @@ def test_demo_out_over_a_folder_of_the_users_files_is_refused_as_typed_before_th
     assert main(["demo", "--out", "mine", "--epochs", "1"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
         "error: --out mine: a non-empty folder that holds no run (notes.txt)")
+
+
+def test_demo_refuses_two_users_before_training(no_training, capsys):
+    # `--user 1 --user 2` showed user 2 alone, after the whole training, without a word about user 1
+    assert main(["demo", "--user", "1", "--user", "2", "--epochs", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "--user: given 2 times with different values ('1' and '2')" in err
+    assert "twotower recommend --run OUT --users 1,2" in err
+    with pytest.raises(AssertionError, match="training started"):  # the same user twice is no clash
+        main(["demo", "--user", "1", "--user", "1", "--epochs", "1"])

@@ -31,10 +31,12 @@ class OneId(argparse.Action):
     """A flag that names one id (``similar --item``, ``recommend --user``, ``explain --user/--item``), given twice
     with two values, is refused naming both: argparse kept the last, so ``similar --item 50 --item 181`` printed
     181's list alone without a word about 50. The same value twice is no clash. ``plural``: the flag that takes
-    several (``--items``), named with the values in its own form; None where the command answers for one."""
+    several (``--items``), named with the values in its own form; None where the command answers for one. ``hint``:
+    what to do instead, where "run the command once for each" is poor advice (``demo`` trains for minutes)."""
 
-    def __init__(self, option_strings: list[str], dest: str, plural: str | None = None, **kwargs: Any) -> None:
-        self.plural = plural
+    def __init__(self, option_strings: list[str], dest: str, plural: str | None = None, hint: str | None = None,
+                 **kwargs: Any) -> None:
+        self.plural, self.hint = plural, hint
         super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
@@ -51,7 +53,7 @@ class OneId(argparse.Action):
                 ids = f"'{json.dumps(seen)}'" if odd else ",".join(seen)
                 hint = f"for the lists of several, write {self.plural} {ids}"
             else:
-                hint = "run the command once for each"
+                hint = self.hint or "run the command once for each"
             raise argparse.ArgumentError(self, f"given {len(seen)} times with different values ({given}); it takes "
                                                f"one id: {hint}")
         setattr(namespace, self.dest, values)

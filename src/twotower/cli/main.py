@@ -317,7 +317,12 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
                    help=f"maximum epochs; early stopping may end sooner (default: train.epochs, {TrainConfig.epochs})")
     p.add_argument("--threads", type=int, default=None,
                    help=f"torch threads (default: {TRAIN_THREADS_DEFAULT})")
-    p.add_argument("--user", default="42", help="user to show recommendations for (default %(default)s)")
+    from twotower.cli.flags import OneId
+
+    # one user, refused twice before the download and the training: `--user 1 --user 2` showed user 2 alone
+    p.add_argument("--user", default="42", action=OneId,
+                   hint="the demo shows one user's list; after it, `twotower recommend --run OUT --users 1,2` "
+                        "prints several", help="user to show recommendations for (default %(default)s)")
     p.set_defaults(func=_lazy("twotower.cli.demo", "cmd_demo"))
 
 
