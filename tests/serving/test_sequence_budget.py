@@ -126,7 +126,34 @@ def test_a_block_of_long_histories_is_sized_by_its_cells(service, encoded, monke
         r = c.post("/recommend/batch", json={"requests": reqs})
     assert r.status_code == 503 and r.json()["error"]["type"] == "over_time_budget", r.text
     assert "needed more than 1.5 s of computation" in r.json()["error"]["message"]
+    assert "shorter histories" in r.json()["error"]["message"], r.json()["error"]["message"]
     assert sum(encoded) <= 2 * 4, f"{sum(encoded)} of {len(reqs)} long histories encoded past the budget"
+
+
+def test_the_recommend_hint_names_histories_only_when_sent(service, monkeypatch) -> None:
+    """The 503 said "ask for fewer items, ..., or no explain" when long histories were what ran over; it now says
+    to send shorter ones (as POST /explain's does), and leaves them out for a known user's request."""
+    from twotower.serving import ServiceSettings, create_app
+    from twotower.serving import budget as budget_mod
+
+    clock = [0.0]
+
+    def ticking() -> float:  # every read of the clock is a second later: any request runs over
+        clock[0] += 1.0
+        return clock[0]
+
+    monkeypatch.setattr(budget_mod, "monotonic", ticking)
+    history = _long_histories(service, 1)[0]
+    user = service.run.user_vocab.ids[0]
+    with TestClient(create_app(service=service, settings=ServiceSettings(time_budget_s=0.5))) as c:
+        for path, body in [("/recommend", {"history": history, "k": 3}),
+                           ("/recommend/batch", {"requests": [{"user_id": user, "k": 3}, {"history": history}]})]:
+            r = c.post(path, json=body)
+            assert r.status_code == 503, r.text
+            assert "send shorter histories" in r.json()["error"]["message"], (path, r.json()["error"]["message"])
+        r = c.post("/recommend", json={"user_id": user, "k": 3})
+        assert r.status_code == 503, r.text
+        assert "histor" not in r.json()["error"]["message"], r.json()["error"]["message"]
 
 
 def test_cell_sized_blocks_leave_the_answers_alone(service, monkeypatch) -> None:

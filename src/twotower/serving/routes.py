@@ -40,6 +40,14 @@ T = TypeVar("T")
 
 #: what POST /explain's 503 says to ask for instead (its one knob is the history)
 EXPLAIN_HINT = "send a shorter history (the user tower reads at most its newest model.user.history_len items)"
+#: POST /recommend(/batch)'s 503 when a request carried an ad-hoc history (a sequence tower's pass grows with it)
+HISTORY_HINT = f"{WorkBudget.HINT}, or send shorter histories (the user tower reads at most its newest " \
+               "model.user.history_len items)"
+
+
+def recommend_hint(reqs: Sequence[RecRequest]) -> str:
+    """What a /recommend 503 says to ask for instead: shorter histories too when a request sent one."""
+    return HISTORY_HINT if any(r.history for r in reqs) else WorkBudget.HINT
 
 
 def get_service(request: Request) -> RecommenderService:
@@ -177,8 +185,8 @@ def build_router(s: Schemas) -> APIRouter:
         service = get_service(request)
         refuse_empty_histories(service, [body], batch=False)
         reqs = [_rec(body, request.app.state.settings.explain_k)]
-        return Response(await run_budgeted(request, answer_json, service, reqs, batch=False),
-                        media_type="application/json")
+        return Response(await run_budgeted(request, answer_json, service, reqs, batch=False,
+                                           budget_hint=recommend_hint(reqs)), media_type="application/json")
 
     @router.post("/recommend/batch", response_model=s.BatchResponse, tags=["recommend"])
     async def recommend_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
@@ -188,8 +196,8 @@ def build_router(s: Schemas) -> APIRouter:
         refuse_empty_histories(service, bodies, batch=True)
         default = request.app.state.settings.explain_k
         reqs = [_rec(r, default) for r in bodies]
-        return Response(await run_budgeted(request, answer_json, service, reqs, batch=True),
-                        media_type="application/json")
+        return Response(await run_budgeted(request, answer_json, service, reqs, batch=True,
+                                           budget_hint=recommend_hint(reqs)), media_type="application/json")
 
     @router.post("/similar-items", response_model=s.SimilarResponse, tags=["items"])
     async def similar_items(body: SimilarRequest, request: Request) -> Response:  # type: ignore[valid-type]
