@@ -53,4 +53,20 @@ def test_create_app_is_told_the_service_it_can_be_given(low_recall_run) -> None:
     with pytest.raises(ConfigError) as e:
         with TestClient(create_app(low_recall_run)):
             pass
-    assert "RecommenderService.load(RUN, allow_low_recall=True)" in str(e.value), str(e.value)
+    said = str(e.value)
+    assert "create_app(RUN, allow_low_recall=True)" in said and "create_app(RUN, exact=True)" in said, said
+    # the ways it names: create_app(run_dir) took neither keyword before
+    with TestClient(create_app(low_recall_run, allow_low_recall=True)) as client:
+        recall = client.get("/readyz").json()["index"]["recall"]
+        assert recall is not None and recall["met_target"] is False
+    with TestClient(create_app(low_recall_run, exact=True)) as client:
+        assert client.get("/readyz").json()["index"]["recall"] is None  # exact search: nothing approximated
+        assert client.post("/recommend", json={"user_id": "u3", "k": 3}).status_code == 200
+
+
+def test_create_app_refuses_the_keywords_with_a_loaded_service(low_recall_run) -> None:
+    from twotower.serving import RecommenderService, create_app
+
+    service = RecommenderService.load(low_recall_run, exact=True)
+    with pytest.raises(TypeError, match="RecommenderService.load"):
+        create_app(service=service, allow_low_recall=True)

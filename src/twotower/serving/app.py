@@ -54,17 +54,24 @@ def create_app(
     rerank_dir: str | Path | None = None,
     rerank_settings: RerankSettings | None = None,
     search_service: object | None = None,
+    exact: bool = False,
+    allow_low_recall: bool = False,
 ) -> FastAPI:
     """A FastAPI app over ``run_dir`` (a run folder, loaded at startup, or a run already loaded with
     ``tt.TrainedRun.load``, served as it is) or an already loaded ``service``.
 
     ``routers`` are mounted after the built-in routes (e.g. ``POST /search``);
     ``app.include_router`` afterwards works too. ``rerank_settings`` names the forward pass of the
-    ``rerank_dir`` cross-encoder (``serve --rerank-backend``; None: its defaults).
+    ``rerank_dir`` cross-encoder (``serve --rerank-backend``; None: its defaults). ``exact`` /
+    ``allow_low_recall``: as :meth:`RecommenderService.load`'s (``serve --exact`` / ``--allow-low-recall``),
+    for a ``run_dir`` (a ``service`` was loaded with its own).
     """
     has_search = search_index_dir is not None or search_service is not None
     if run_dir is not None and service is not None:
         raise TypeError("create_app takes run_dir or service, not both")
+    if (exact or allow_low_recall) and run_dir is None:
+        raise TypeError("create_app's exact / allow_low_recall choose how a run_dir's index is served; "
+                        "pass them to RecommenderService.load for a service")
     if run_dir is None and service is None and not has_search:
         raise TypeError("create_app needs a run_dir or service (recommender) and/or a search index")
     if run_dir is not None:
@@ -80,11 +87,9 @@ def create_app(
             app.state.search = SearchService.load(search_index_dir, rerank_dir, rerank_settings=rerank_settings)
         if app.state.service is None and has_recommender:
             try:
-                # create_app takes no exact / allow_low_recall: a refusal names the service it can be given instead
                 app.state.service = RecommenderService.load(  # type: ignore[arg-type]
-                    run_dir, index_dir, settings=settings,
-                    exact_flag="create_app(service=RecommenderService.load(RUN, exact=True))",
-                    allow_flag="create_app(service=RecommenderService.load(RUN, allow_low_recall=True))")
+                    run_dir, index_dir, settings=settings, exact=exact, allow_low_recall=allow_low_recall,
+                    exact_flag="create_app(RUN, exact=True)", allow_flag="create_app(RUN, allow_low_recall=True)")
             except IntegrityError as e:
                 log.critical("refusing to start: %s", e)
                 raise
