@@ -36,7 +36,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.errors import ConfigError, DataError
-from twotower.losses.corrections import accidental_hit_pairs, columns_in_range, logq_correction, masked_logit_value
+from twotower.losses.corrections import (accidental_hit_pairs, columns_in_range, logq_correction, masked_logit_value,
+                                         refuse_dropped_positives)
 from twotower.utils.reductions import row_argmax
 
 __all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
@@ -204,6 +205,7 @@ def corrected_logits(
     if column_mask is not None:
         if column_mask.shape != logits.shape:
             raise DataError(f"column_mask must have the logits' shape {tuple(logits.shape)}, got {tuple(column_mask.shape)}")
+        refuse_dropped_positives(column_mask, positive_cols)
         logits.masked_fill_(column_mask.to(logits.device), masked_logit_value(logits.dtype))
     if return_hits:
         return logits, hits

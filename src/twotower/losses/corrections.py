@@ -168,6 +168,19 @@ def check_positive_columns(positive_ids: Tensor, candidate_ids: Tensor, positive
         )
 
 
+def refuse_dropped_positives(column_mask: Tensor, positive_cols: Tensor) -> None:
+    """DataError naming the rows whose ``column_mask[B, N]`` drops their own positive column ``positive_cols[B]``
+    (in range): such a row's softmax has no positive left, a loss of inf (the CPU kernel's ~3.5e37). One gather."""
+    if positive_cols.numel() == 0:
+        return
+    own = column_mask.gather(1, positive_cols.long().to(column_mask.device).unsqueeze(1)).squeeze(1)  # [B]
+    if bool(own.any()):
+        rows = own.nonzero().squeeze(1).tolist()
+        named = ", ".join(map(str, rows[:10])) + (f" and {len(rows) - 10} more" if len(rows) > 10 else "")
+        raise DataError(f"column_mask drops the positive column of row(s) {named}: a row's own positive cannot be "
+                        "left out of its softmax (its loss would be inf); mask only other candidates")
+
+
 def mask_accidental_hits(
     logits: Tensor,
     positive_ids: Tensor | None,

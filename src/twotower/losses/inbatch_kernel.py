@@ -14,7 +14,8 @@ from torch import Tensor
 
 from twotower.losses.base import LossBatch, LossOutput, check_log_q_finite
 from twotower.errors import DataError
-from twotower.losses.corrections import accidental_hit_pairs, check_positive_columns, columns_in_range
+from twotower.losses.corrections import (accidental_hit_pairs, check_positive_columns, columns_in_range,
+                                         refuse_dropped_positives)
 from twotower.losses.fused_xent import fused_softmax_xent
 
 __all__ = ["inbatch_kernel_loss"]
@@ -38,6 +39,7 @@ def inbatch_kernel_loss(queries: Tensor, candidates: Tensor, batch: LossBatch, i
         raise DataError(f"positive_cols must lie in [0, {candidates.shape[0]}) (the candidate columns)")
     drop = hits
     if batch.column_mask is not None:  # further columns the caller drops (the hits' count leaves them out)
+        refuse_dropped_positives(batch.column_mask, cols)  # the PyTorch path's refusal (the kernel: ~3.5e37)
         extra = batch.column_mask.to(candidates.device).nonzero().unbind(1)
         drop = (torch.cat([hits[0], extra[0]]), torch.cat([hits[1], extra[1]]))
     bias = None
