@@ -114,7 +114,7 @@ def test_leaving_the_block_stops_a_producer_with_items_left() -> None:
 
 
 class _Synchronous:
-    """A stand-in for the weight average's executor that runs each update at once (the loop before)."""
+    """A stand-in for the weight average's side thread that runs each update at once (the loop before)."""
 
     def __init__(self, *_: object, **__: object) -> None:
         pass
@@ -136,7 +136,7 @@ class _Synchronous:
 def test_the_weight_average_beside_the_next_step_is_the_one_after_each_step(monkeypatch: pytest.MonkeyPatch) -> None:
     beside = _trainer(max_examples_per_epoch=96)
     beside.fit()
-    monkeypatch.setattr(epoch_mod, "ThreadPoolExecutor", _Synchronous)
+    monkeypatch.setattr(epoch_mod, "SideWorker", _Synchronous)
     after = _trainer(max_examples_per_epoch=96)
     after.fit()
     assert beside.average is not None and after.average is not None
@@ -201,3 +201,34 @@ def test_a_stop_while_the_producer_starts_stops_it(monkeypatch: pytest.MonkeyPat
     with pytest.raises(KeyboardInterrupt):
         _trainer(epochs=1).fit()
     assert not _producers()
+
+
+def test_a_stop_while_the_average_thread_starts_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ctrl-C or SIGTERM landing in the first pool.submit's Thread.start(): ThreadPoolExecutor adds the thread to the
+    # set its shutdown joins only after start() returns, so the interrupted run went on (saving, exiting) beside a
+    # thread still updating the weight average. The update here blocks until the test lets it go.
+    real_start = threading.Thread.start
+    release = threading.Event()
+
+    def interrupted(self: threading.Thread) -> None:
+        real_start(self)
+        if self.name.startswith("twotower-average"):
+            raise KeyboardInterrupt
+
+    tr = _trainer(epochs=1)
+    assert tr.average is not None
+    real_update = tr.average.update
+
+    def held_update() -> None:
+        release.wait(timeout=30)
+        real_update()
+
+    tr.average.update = held_update  # type: ignore[method-assign]
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tr.fit()
+        left = [t for t in threading.enumerate() if t.name.startswith("twotower-average")]
+        assert not left, f"{[t.name for t in left]} outlived the interrupted epoch"
+    finally:
+        release.set()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ import torch
 from twotower import distributed as tdist
 from twotower.training.diagnostics import collapse_advice, model_diagnostics
 from twotower.training.prefetch import Prefetcher
+from twotower.training.side_worker import SideWorker
 from twotower.utils.runtime import spare_core
 
 if TYPE_CHECKING:
@@ -52,8 +53,8 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
               else Prefetcher(lambda idx: (idx, tr._inputs(idx)), batches, depth=PREFETCH_DEPTH))
     # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
     # the weights; the closure waits for it before returning, so before the optimizer changes them
-    averaging = (ThreadPoolExecutor(1, thread_name_prefix="twotower-average") if tr.average is not None and side
-                 else nullcontext())
+    # the thread starts on entry, and a stop landing in its start waits for it (training/side_worker.py)
+    averaging = SideWorker("twotower-average") if tr.average is not None and side else nullcontext()
     with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, averaging as pool:
         pending: Future[None] | None = None
         for idx, inputs in ready:
