@@ -117,6 +117,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.data.splits import global_time_split
     from twotower.pipeline.sources import _read_counts, _split, column_map
     from twotower.utils.atomic import atomic_write_set, json_text, sha256_bytes
+    from twotower.utils.csv_text import frame_to_csv
     from twotower.utils.folder_lock import exclusive_writer
 
     _check_method_flags(args)
@@ -190,7 +191,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     for name, table in tables.items():
         if table is not None:
             log.info("data split: writing %s.csv (%d rows)", name, len(table))
-            data = files[out / f"{name}.csv"] = table.to_csv(index=False).encode("utf-8")
+            data = files[out / f"{name}.csv"] = frame_to_csv(table).encode("utf-8")
             report["files"][f"{name}.csv"] = {"sha256": sha256_bytes(data), "rows": len(table)}
     files[out / "split_report.json"] = json_text(report).encode("utf-8")
     log.info("data split: saving %d files (%.0f MB) into %s", len(files), sum(map(len, files.values())) / 1e6, out)

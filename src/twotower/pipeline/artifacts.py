@@ -59,6 +59,7 @@ from twotower.pipeline.run_files import (CHECKPOINT_DIR, DATA_COPIES, EXPORT_FIL
                                          RUN_OUTPUT_FILES)
 from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
+from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.shell import shell_arg
@@ -240,7 +241,7 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
     atomic_write_bytes(out / "history.npz", buf.getvalue())
     for name, df in (("train", prep.sources.train), ("valid", prep.sources.valid), ("test", prep.sources.test)):
         if df is not None:
-            atomic_write_text(out / "data" / f"{name}.csv", df.to_csv(index=False))
+            atomic_write_text(out / "data" / f"{name}.csv", frame_to_csv(df))
     info = {
         "format": 1,
         "n_users": prep.n_users,
