@@ -626,6 +626,11 @@ class TrainConfig:
     #: naming those that did not answer (torch's default for gloo: 1800); keep it above the longest work one rank
     #: does alone while the others wait: reading the data, rank 0's validation and saving after each epoch
     dist_timeout_s: float = 1800.0
+    #: under torchrun, rank 0 warns once when another rank has sent no heartbeat for this many seconds (a frozen
+    #: process: SIGSTOP, a stuck node), long before train.dist_timeout_s stops the run; 0 = off
+    # each rank beats into the launcher's store every heartbeat_warn_s / 6 seconds (at most 10) from a thread of
+    # its own (twotower/heartbeat.py); a rank busy in Python code still beats, and is named at the timeout only
+    heartbeat_warn_s: float = 60.0
 
     def __post_init__(self) -> None:
         _check_types(self, "train.")
@@ -679,6 +684,9 @@ class TrainConfig:
         if self.distributed_backend is not None:
             _choice(self.distributed_backend, "train.distributed_backend", ("gloo", "nccl"))
         _check(self.dist_timeout_s > 0, "train.dist_timeout_s", f"must be > 0 (seconds), got {self.dist_timeout_s}")
+        # below a second the heartbeats would come every few milliseconds, a load on the launcher's store
+        _check(self.heartbeat_warn_s == 0 or self.heartbeat_warn_s >= 1, "train.heartbeat_warn_s",
+               f"must be 0 (off) or >= 1 (seconds), got {self.heartbeat_warn_s}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,6 +14,7 @@ import pandas as pd
 
 from twotower.config import RunConfig, config_to_dict
 from twotower.errors import ConfigError, OutOfMemory, memory_detail, out_of_memory
+from twotower.heartbeat import rank_heartbeats
 from twotower.data.splits import warn_split_mismatch
 from twotower.pipeline.artifacts import (
     MANIFEST_FILES,
@@ -187,7 +188,10 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
         # the thread counts and the seeded generators are the run's: the caller's process gets its own back
         # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
-        with scoped_threads(config.train.threads or threads_from_env() or auto_threads()), preserved_rng():
+        # under torchrun: rank 0 names a rank frozen for train.heartbeat_warn_s (SIGSTOP, a stuck node), which the
+        # others would wait for in silence until train.dist_timeout_s
+        with scoped_threads(config.train.threads or threads_from_env() or auto_threads()), preserved_rng(), \
+                rank_heartbeats(config.train):
             return _train_run(config, out, resume=resume, frames=frames)
 
 

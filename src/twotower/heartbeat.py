@@ -1,0 +1,177 @@
+"""Heartbeats between torchrun's ranks: rank 0 names a frozen rank long before ``train.dist_timeout_s``.
+
+A rank that stops answering (``kill -STOP``, a stuck or swapping node) left the others waiting in their next
+collective, silent, until ``train.dist_timeout_s`` (default 1800 s) ran out. Now each rank runs a daemon thread
+that writes a beat (a counter, its host and pid) into the launcher's TCP store every ``heartbeat_warn_s / 6``
+seconds (at most 10), and rank 0's thread warns once when another rank's beat has not changed for
+``train.heartbeat_warn_s`` seconds, and once more if it beats again. A frozen process's thread is frozen with it,
+so a stopped rank is caught; a rank stuck in Python code (a loop, a deadlock) still beats, and is named only at
+the timeout. Beats are compared on rank 0's own clock (a counter changed or not), so clocks that differ between
+nodes do not matter. The threads read no random stream and touch no tensor: training's numbers are unchanged.
+The store may go away first (its process ended): the threads then stop without a word.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from twotower.config import TrainConfig
+
+__all__ = ["StaleWatch", "Heartbeat", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE"]
+
+log = logging.getLogger("twotower.distributed")
+
+#: the value a rank leaves when its heartbeats end cleanly (training done): rank 0 no longer expects beats
+DONE = "done"
+
+
+def heartbeat_key(rank: int) -> str:
+    """The store key a rank beats into (one per torchrun restart, as :func:`twotower.distributed.silent_ranks`)."""
+    return f"twotower/heartbeat/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{rank}"
+
+
+def beat_interval(warn_after_s: float) -> float:
+    """Seconds between beats: six of them fit in the warning's threshold, and at most 10 s apart."""
+    return min(10.0, warn_after_s / 6)
+
+
+class StaleWatch:
+    """Which ranks' beats have not changed for ``after_s`` seconds; each named once per silence.
+
+    ``observe`` takes each watched rank's current value (None: not written yet) and the time; a value that changed
+    since the last call restarts its rank's silence. A rank whose value is :data:`DONE` is not expected to beat.
+    """
+
+    def __init__(self, ranks: list[int], after_s: float, now: float) -> None:
+        self.after_s = after_s
+        self._seen: dict[int, tuple[str | None, float]] = {r: (None, now) for r in ranks}  # value, since when
+        self._named: set[int] = set()
+
+    @property
+    def ranks(self) -> list[int]:
+        return list(self._seen)
+
+    def observe(self, values: Mapping[int, str | None], now: float) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """``(stale, back)``: the ranks silent for ``after_s`` seconds not named before, and the named ranks that beat
+        again, each with the seconds it has been (or was) silent."""
+        stale: list[tuple[int, float]] = []
+        back: list[tuple[int, float]] = []
+        for r, value in values.items():
+            seen, since = self._seen[r]
+            if value != seen:
+                if r in self._named:
+                    self._named.discard(r)
+                    back.append((r, now - since))
+                self._seen[r] = (value, now)
+            elif value != DONE and r not in self._named and now - since >= self.after_s:
+                self._named.add(r)
+                stale.append((r, now - since))
+        return stale, back
+
+
+def _where(value: str | None) -> str:
+    """`` (pid P on HOST)`` from a beat's value (``COUNT HOST PID``); empty before the first beat."""
+    parts = (value or "").split()
+    return f" (pid {parts[2]} on {parts[1]})" if len(parts) == 3 else ""
+
+
+def stale_line(r: int, silent_s: float, value: str | None, timeout_s: float) -> str:
+    """The warning for rank ``r``, silent ``silent_s`` seconds."""
+    left = max(timeout_s - silent_s, 0.0)
+    return (f"rank {r}{_where(value)} has sent no heartbeat for {silent_s:.0f} s: its process looks frozen (stopped with "
+            f"SIGSTOP, or its node stuck or swapping); the other ranks will wait for it until train.dist_timeout_s="
+            f"{timeout_s:g} runs out (about {left:.0f} s more), then stop. `kill -CONT` the process if it was stopped, "
+            f"or kill it to end the wait now (rank 0 then says what the run folder keeps for --resume)")
+
+
+class Heartbeat:
+    """One rank's heartbeat thread; on rank 0 it also watches the others (:class:`StaleWatch`).
+
+    ``connect`` returns the store (a fresh client of the launcher's TCP store by default); ``clock`` the time.
+    """
+
+    def __init__(self, rank: int, world: int, warn_after_s: float, timeout_s: float, *,
+                 connect: Callable[[], Any], clock: Callable[[], float] = time.monotonic) -> None:
+        self.rank, self.world, self.warn_after_s, self.timeout_s = rank, world, warn_after_s, timeout_s
+        self._connect, self._clock = connect, clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._me = f"{socket.gethostname()} {os.getpid()}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"twotower-heartbeat-{self.rank}", daemon=True)
+        self._thread.start()
+
+    def stop(self, wait_s: float = 5.0) -> None:
+        """End the thread (it leaves :data:`DONE` in the store); waits at most ``wait_s`` (a daemon: never a hang)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(wait_s)
+
+    def _run(self) -> None:
+        try:
+            store = self._connect()
+        except Exception as e:  # noqa: BLE001 -- no store to beat into (its process ended): nothing to say
+            log.debug("heartbeat: no store (%s)", e)
+            return
+        watch = StaleWatch([r for r in range(self.world) if r != self.rank], self.warn_after_s, self._clock()) \
+            if self.rank == 0 else None
+        count = 0
+        try:
+            while True:
+                count += 1
+                store.set(heartbeat_key(self.rank), f"{count} {self._me}")
+                if watch is not None:
+                    self.check(store, watch)
+                if self._stop.wait(beat_interval(self.warn_after_s)):
+                    break
+            store.set(heartbeat_key(self.rank), DONE)
+        except Exception as e:  # noqa: BLE001 -- the store went away (rank 0 or torchrun exited): stop quietly
+            log.debug("heartbeat: store gone (%s)", e)
+
+    def check(self, store: Any, watch: StaleWatch) -> None:
+        """Read every watched rank's beat and warn about the newly silent ones (and those beating again)."""
+        values: dict[int, str | None] = {}
+        for r in watch.ranks:
+            key = heartbeat_key(r)
+            values[r] = store.get(key).decode() if store.check([key]) else None
+        stale, back = watch.observe(values, self._clock())
+        for r, silent in stale:
+            log.warning("%s", stale_line(r, silent, values[r], self.timeout_s))
+        for r, silent in back:
+            log.warning("rank %d sends heartbeats again after %.0f s of silence", r, silent)
+
+
+def _launcher_store(timeout_s: float) -> Any:
+    """A client of the launcher's TCP store (``MASTER_ADDR``, ``MASTER_PORT``), apart from the process group's."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                         timeout=timedelta(seconds=timeout_s))
+
+
+@contextlib.contextmanager
+def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
+    """Beat (and on rank 0 watch) while the block runs, under a process group of 2 or more ranks with
+    ``train.heartbeat_warn_s`` > 0 and the launcher's store named in the environment; else do nothing."""
+    from twotower import distributed as tdist
+
+    world = tdist.world_size()
+    if world < 2 or not train.heartbeat_warn_s or not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        yield
+        return
+    beat = Heartbeat(tdist.rank(), world, train.heartbeat_warn_s, train.dist_timeout_s,
+                     connect=lambda: _launcher_store(max(beat_interval(train.heartbeat_warn_s), 5.0)))
+    beat.start()
+    try:
+        yield
+    finally:
+        beat.stop()

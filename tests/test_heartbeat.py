@@ -1,0 +1,124 @@
+"""Under torchrun, rank 0 names a rank whose heartbeat stopped (a frozen process) long before train.dist_timeout_s.
+
+The others used to wait in silence for train.dist_timeout_s (1800 s by default). The staleness logic runs here on a
+fake store and clock; tests/training/test_heartbeat_sigstop.py stops a real gloo rank.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import pytest
+
+from twotower.config import TrainConfig
+from twotower.errors import ConfigError
+from twotower.heartbeat import DONE, Heartbeat, StaleWatch, heartbeat_key, rank_heartbeats
+
+
+class FakeStore:
+    def __init__(self, fail: bool = False) -> None:
+        self.values: dict[str, str] = {}
+        self.fail = fail
+
+    def set(self, key: str, value: str) -> None:
+        if self.fail:
+            raise RuntimeError("Connection reset by peer")  # what a client says once the store's process ended
+        self.values[key] = value
+
+    def check(self, keys: list[str]) -> bool:
+        return all(k in self.values for k in keys)
+
+    def get(self, key: str) -> bytes:
+        return self.values[key].encode()
+
+
+def test_a_silent_rank_is_named_once_per_silence_with_how_long():
+    watch = StaleWatch([1, 2], after_s=60, now=0.0)
+    assert watch.observe({1: "1 a 10", 2: "1 b 11"}, 5.0) == ([], [])
+    assert watch.observe({1: "2 a 10", 2: "1 b 11"}, 50.0) == ([], [])  # rank 2 silent 45 s: not yet
+    assert watch.observe({1: "3 a 10", 2: "1 b 11"}, 65.0) == ([(2, 60.0)], [])
+    assert watch.observe({1: "4 a 10", 2: "1 b 11"}, 200.0) == ([], [])  # named once, not at every look
+    assert watch.observe({1: "5 a 10", 2: "2 b 11"}, 210.0) == ([], [(2, 205.0)])  # `kill -CONT`: beating again
+    assert watch.observe({1: "6 a 10", 2: "2 b 11"}, 280.0) == ([(2, 70.0)], [])  # a second silence is named too
+
+
+def test_a_rank_that_never_beat_is_named_and_a_finished_one_is_not():
+    watch = StaleWatch([1, 2], after_s=60, now=0.0)
+    assert watch.observe({1: None, 2: DONE}, 61.0) == ([(1, 61.0)], [])
+    assert watch.observe({1: None, 2: DONE}, 600.0) == ([], [])  # rank 2 ended its training: no beats expected
+
+
+def test_rank_0_warns_naming_the_rank_its_process_and_the_wait_left(caplog):
+    clock = [0.0]
+    store = FakeStore()
+    beat = Heartbeat(0, 3, 60.0, 1800.0, connect=lambda: store, clock=lambda: clock[0])
+    watch = StaleWatch([1, 2], 60.0, clock[0])
+    store.values[heartbeat_key(1)] = "7 nodeB 4242"
+    store.values[heartbeat_key(2)] = "7 nodeC 4343"
+    with caplog.at_level(logging.WARNING, logger="twotower.distributed"):
+        beat.check(store, watch)
+        clock[0] = 30.0
+        store.values[heartbeat_key(2)] = "8 nodeC 4343"
+        beat.check(store, watch)
+        clock[0] = 62.0
+        beat.check(store, watch)
+        clock[0] = 80.0  # rank 2 beat at 30 s: silent 50 s, not yet
+        beat.check(store, watch)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("rank 1 (pid 4242 on nodeB) has sent no heartbeat for 62 s: its process looks frozen"), lines
+    assert "train.dist_timeout_s=1800 runs out (about 1738 s more)" in lines[0]
+    assert "`kill -CONT` the process" in lines[0] and "kill it to end the wait now" in lines[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="twotower.distributed"):
+        clock[0] = 100.0
+        store.values[heartbeat_key(1)] = "8 nodeB 4242"
+        store.values[heartbeat_key(2)] = "9 nodeC 4343"
+        beat.check(store, watch)
+    assert [r.getMessage() for r in caplog.records] == ["rank 1 sends heartbeats again after 100 s of silence"]
+
+
+def _wait(cond, within_s: float = 10.0) -> bool:
+    end = time.monotonic() + within_s
+    while not cond() and time.monotonic() < end:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_the_thread_beats_and_leaves_done_when_stopped():
+    store = FakeStore()
+    beat = Heartbeat(1, 2, 1.0, 1800.0, connect=lambda: store)
+    beat.start()
+    assert _wait(lambda: store.values.get(heartbeat_key(1), "").startswith("2 "))  # beats, again and again
+    beat.stop()
+    assert not beat._thread.is_alive()
+    assert store.values[heartbeat_key(1)] == DONE  # rank 0 expects no more beats from a rank that finished
+
+
+@pytest.mark.parametrize("broken", ["set", "connect"])
+def test_a_store_gone_ends_the_thread_without_a_word(broken, monkeypatch):
+    raised: list = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: raised.append(args.exc_value))
+
+    def connect():
+        if broken == "connect":
+            raise RuntimeError("connection refused")
+        return FakeStore(fail=True)
+
+    beat = Heartbeat(0, 2, 1.0, 1800.0, connect=connect)
+    beat.start()
+    assert _wait(lambda: not beat._thread.is_alive())
+    beat.stop()
+    assert raised == []
+
+
+def test_one_process_starts_no_heartbeat():
+    with rank_heartbeats(TrainConfig()):
+        assert not [t for t in threading.enumerate() if t.name.startswith("twotower-heartbeat")]
+
+
+def test_the_threshold_is_zero_or_at_least_a_second():
+    assert TrainConfig(heartbeat_warn_s=0).heartbeat_warn_s == 0
+    with pytest.raises(ConfigError, match="train.heartbeat_warn_s"):
+        TrainConfig(heartbeat_warn_s=0.5)
