@@ -113,8 +113,8 @@ def test_service_refuses_an_index_below_its_recall_target_unless_allowed(run_dir
     assert main(["index", "build", "--run", str(run), "--index", "IVF2,PQ2x2", "--target-recall", "1.0",
                  "--queries", "10"]) == 0
     with pytest.raises(ConfigError, match=r"measured recall@10 0\.\d+ on 10 queries .* below its target 1\.0.*"
-                                          r"--allow-low-recall"):
-        RecommenderService.load(run)  # the message says: --exact, or --allow-low-recall
+                                          r"exact=True, or pass allow_low_recall=True"):
+        RecommenderService.load(run)  # a Python caller is told the keyword arguments, not serve's flags
     service = RecommenderService.load(run, allow_low_recall=True)
     assert not service.index.is_exact and "approximate IVF2,PQ2x2" in service.index_description
     # or serve exactly, as the refusal suggests, without removing the built index
