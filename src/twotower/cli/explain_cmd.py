@@ -137,9 +137,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
                           method=args.method, user_features=features)
-    warnings += run.new_user_feature_notes(features)  # as `recommend --history` warns them
     for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
+    warnings += run.new_user_feature_notes(features)  # logged by explain_by_id, as `recommend --history` logs them
     if args.json:
         from twotower.cli.printing import stdout_json
 

@@ -24,6 +24,7 @@ the history: what is left when no history item raises the score.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["explain_recommendation", "explain_recommendations", "explain_by_id", "user_window", "run_metadata_columns",
            "run_item_names"]
+
+log = logging.getLogger(__name__)
 
 
 def _check_row(row: int, n: int, kind: str) -> int:
@@ -367,7 +370,12 @@ def explain_by_id(
     if history_ids is not None:  # every unknown id named, as recommend's history refusal names them
         history_rows = rows_naming_every_unknown(history_ids, run.item_vocab.index,
                                                  lambda pos, e: locate(e, f"{name}[{pos}]"))
-    return explain_recommendation(
+    explanation = explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features,
     )
+    # values training never saw, read all the same but never silently: tt.recommend logs them, POST /explain answers
+    # them in warnings and `twotower explain` prints them; from here they went nowhere
+    for note in run.new_user_feature_notes(user_features):
+        log.warning("%s", note)
+    return explanation
