@@ -64,7 +64,8 @@ def create_app(
     ``app.include_router`` afterwards works too. ``rerank_settings`` names the forward pass of the
     ``rerank_dir`` cross-encoder (``serve --rerank-backend``; None: its defaults). ``exact`` /
     ``allow_low_recall``: as :meth:`RecommenderService.load`'s (``serve --exact`` / ``--allow-low-recall``),
-    for a ``run_dir`` (a ``service`` was loaded with its own).
+    for a ``run_dir`` (a ``service`` was loaded with its own). ``settings``: the service's
+    limits (``max_k``, ``max_history``, ...); None: those of ``service`` when one is given, else the defaults.
     """
     has_search = search_index_dir is not None or search_service is not None
     if run_dir is not None and service is not None:
@@ -77,7 +78,10 @@ def create_app(
     if run_dir is not None:
         check_run_arg(run_dir)
     has_recommender = run_dir is not None or service is not None
-    settings = settings or ServiceSettings()
+    # a loaded service brings its own limits: the app's schema checked requests against the defaults instead, so
+    # a service loaded with max_k=2000 answered k=1500 from Python and 422 over HTTP (and max_k=5 the reverse)
+    own = getattr(service, "settings", None)
+    settings = settings or (own if isinstance(own, ServiceSettings) else ServiceSettings())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
