@@ -41,6 +41,9 @@ class OneId(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
+        # white space at either end dropped, as from the ids of --users / --history and of an HTTP body (whose
+        # answer echoes the id so): `--user ' 42'` was refused as unknown where {"user_id": " 42"} was served
+        values = values.strip() or values
         seen = getattr(namespace, f"_{self.dest}_given", None) or []
         if values not in seen:
             seen = [*seen, values]

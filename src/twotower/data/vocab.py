@@ -110,6 +110,12 @@ class Vocabulary:
         try:
             return self._index[key]
         except KeyError:
+            # white space at either end is dropped, as POST /recommend drops it from a body's ids, `--users` and
+            # `--history` from their comma lists and the file readers from every stored id: `recommend --user ' 42'`
+            # and tt.recommend(run, [" 42"]) were refused where {"user_id": " 42"} was served
+            stripped = key.strip()
+            if stripped != key and stripped in self._index:
+                return self._index[stripped]
             raise NotFoundError.not_among(self.kind, key, len(self), self.near(key)) from None
 
     def near(self, id: Any) -> list[str]:
