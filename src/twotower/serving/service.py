@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
@@ -48,7 +48,9 @@ class RecRequest:
     user_id: str | None = None
     history: tuple[str, ...] | None = None
     user_features: Mapping[str, Any] | None = None
-    k: int = ServiceSettings.default_k
+    # None: the service's default_k (at most its max_k), the k POST /recommend answers a body without one with;
+    # the class's 10 served Python callers 10 items where the same service's HTTP answered its default_k
+    k: int | None = None
     exclude_seen: bool = True
     filters: Mapping[str, Sequence[str]] | None = field(default=None)
     explain: bool = False
@@ -68,8 +70,8 @@ class RecRequest:
             history = check_history(self.history)
             if self.user_features is None or history:
                 check_new_history(history)
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ConfigError(f"k must be a positive integer, got {self.k!r}")
+        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
+            raise ConfigError(f"k must be a positive integer or None (the service's default_k), got {self.k!r}")
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
                                            or self.explain_k < 1):
             raise ConfigError(f"explain_k must be a positive integer or None, got {self.explain_k!r}")
@@ -555,10 +557,16 @@ class RecommenderService:
         if why is not None:
             raise ConfigError(f"k: {why}")
 
+    def _with_k(self, req: RecRequest) -> RecRequest:
+        """``req`` with its list length: a request without ``k`` gets this service's ``default_k`` (at most its
+        ``max_k``), as the HTTP schema built from the same settings gives a body without one."""
+        return req if req.k is not None else replace(req, k=min(self.settings.default_k, self.settings.max_k))
+
     def explain_count(self, req: RecRequest) -> int:
         """Items of ``req``'s answer that get an explanation: 0 without ``explain``, else ``min(k, explain_k)``."""
         if not req.explain:
             return 0
+        req = self._with_k(req)
         cap = self.settings.explain_k
         if req.explain_k is not None and req.explain_k > cap:
             raise ConfigError(f"explain_k {req.explain_k} is above this service's explain_k {cap} "
@@ -584,6 +592,7 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if not reqs:
             return []
+        reqs = [self._with_k(r) for r in reqs]
         for b, r in enumerate(reqs):
             _at_request(b, n, self.check_k, r.k)
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
