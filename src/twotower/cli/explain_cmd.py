@@ -99,6 +99,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     refuse_missing_inputs({"--history-from": args.history_from})
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.explain import explain_by_id
+    from twotower.explain.explainer import explain_notes
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.refusals import rows_naming_every_unknown
 
@@ -137,9 +138,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     else:
         e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
                           method=args.method, user_features=features)
-    for note in warnings:
+    # the feature and unplaced-item notes of POST /explain's warnings, which explain_by_id logs itself
+    notes = explain_notes(run, run.item_vocab.index(args.item), features)
+    for note in warnings + (notes if args.history_from else []):
         logging.getLogger("twotower").warning("%s", note)
-    warnings += run.new_user_feature_notes(features)  # logged by explain_by_id, as `recommend --history` logs them
+    warnings += notes
     if args.json:
         from twotower.cli.printing import stdout_json
 
