@@ -82,12 +82,13 @@ def test_ctrl_c_says_whether_out_was_written(tmp_path, monkeypatch, capsys):
     with monkeypatch.context() as m:  # Ctrl-C while the marker is written: nothing replaced
         m.setattr(finetune, "atomic_write_json", ctrl_c)
         assert main(argv) == 130
-    assert capsys.readouterr().err.strip() == (f"interrupted before {out} was written; the earlier output there is "
-                                               "kept as it was")
+    assert capsys.readouterr().err.strip() == (f"interrupted: it stopped before {out} was written; the previous "
+                                               "output there is kept, intact, as it was; run the command again to "
+                                               "replace it")
     assert json.loads((out / "twotower_bi_encoder.json").read_text()) == {"kind": "bi_encoder"}
     with monkeypatch.context() as m:  # Ctrl-C once the new towers are in place, while they are loaded back
         m.setattr(finetune, "load_bi_encoder", ctrl_c)
         assert main(argv) == 130
-    assert capsys.readouterr().err.strip() == (f"interrupted after {out} was written: it holds this command's output "
-                                               "(the earlier one was replaced)")
+    assert capsys.readouterr().err.strip() == (f"interrupted: {out} was written before it stopped: it holds this "
+                                               "command's output (the previous one was replaced)")
     assert json.loads((out / "twotower_bi_encoder.json").read_text())["steps"] >= 1

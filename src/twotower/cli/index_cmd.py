@@ -185,7 +185,7 @@ def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from twotower.cli.search_cmd import _folder_identity
+    from twotower.cli.stopping import path_identity
     from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
     from twotower.index.storage import is_index_dir
     from twotower.pipeline.index_build import build_index, missed_target_advice
@@ -194,7 +194,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     policy = _policy(args)  # the flags checked before the run loads, errors naming them
     pin = _pin(args)
     out = Path(args.out) if args.out else Path(args.run) / "index"
-    before, earlier = _folder_identity(str(out)), is_index_dir(out)
+    before, earlier = path_identity(str(out)), is_index_dir(out)
     # the core is tt.build_index's, so the command and the Python call save the same index and tuning record;
     # SIGTERM unwinds as Ctrl-C does (the new index's temporary folder removed), as in `twotower train`
     try:
@@ -218,9 +218,9 @@ def cmd_index_build(args: argparse.Namespace) -> int:
 def _build_left(out: Path, before: tuple[int, int] | None, earlier: bool) -> str:
     """What a stopped `twotower index build` left at ``out``: the index folder is swapped in whole, so a new identity
     of the folder says the new index is in place; otherwise the earlier one (if any) is there as it was."""
-    from twotower.cli.search_cmd import _folder_identity
+    from twotower.cli.stopping import path_identity
 
-    if _folder_identity(str(out)) not in (None, before):
+    if path_identity(str(out)) not in (None, before):
         return f"{out} was written before it stopped: it holds the new index" + (
             " (the previous one was replaced)" if earlier else "")
     if earlier:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import hashlib
 import json
 import os
-import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,7 +24,7 @@ from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
 
 __all__ = ["RECORD_FORMAT", "check_out_and_record", "evaluate_record", "file_entry", "recommend_record", "record_path",
-           "sigterm_keeps_out", "similar_record", "write_csv_and_record"]
+           "similar_record", "write_csv_and_record"]
 
 #: bumped when a key changes meaning; keys are only ever added within one format
 RECORD_FORMAT = 1
@@ -79,61 +77,6 @@ def write_csv_and_record(out: str, write_rows: Callable[[Callable[[str], None]],
         with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
             stack.close()
     return n
-
-
-def sigterm_keeps_out(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``cmd`` (a command writing ``--out FILE`` and its record) with SIGTERM stopping it as Ctrl-C does, and one
-    line saying what ``--out`` holds, as `twotower train` and `twotower index build` say of their folders.
-
-    By default SIGTERM ended Python on the spot: `recommend --users all --out recs.csv` killed mid-write left its
-    temporary file (``.recs.csv.tmp-...``) beside the earlier recs.csv and said nothing, status -15, so the user
-    could not tell whether recs.csv was the old lists, the new ones, or half of them.
-    """
-
-    @functools.wraps(cmd)
-    def run(args: argparse.Namespace) -> int:
-        from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
-
-        out = getattr(args, "out", None)
-        out = None if out in (None, STDOUT) else out
-        before = _file_identity(out)
-        try:
-            with terminate_as_interrupt():
-                return cmd(args)
-        except KeyboardInterrupt as e:
-            print(_stopped_by(e) + (f": {_out_left(out, before)}" if out is not None else ""), file=sys.stderr)
-            return _interrupt_status(e)
-
-    return run
-
-
-def _file_identity(path: str | None) -> tuple[int, int] | None:
-    """The file at ``path`` (a link's target) as (device, inode), None when there is none: the CSV is moved into
-    place whole, so a new identity says the new file is there."""
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _out_left(out: str, before: tuple[int, int] | None) -> str:
-    """What a stopped bulk command left at ``--out``: the CSV and its record are moved into place together, after
-    both are written in full (:func:`write_csv_and_record`), so either the new pair is there or the earlier one."""
-    record = record_path(out)
-    if record is None:  # a device or FIFO, written into: what reached it is all there is
-        return f"{out} is written into directly, so it may hold part of the rows; run the command again"
-    now = _file_identity(out)
-    if now is not None and now != before:
-        return f"{out} (and its record {record.name}) was written before it stopped: it holds this command's rows" + (
-            " (the previous file was replaced)" if before is not None else "")
-    if before is not None:
-        kept = (f"the previous {out} and its record {record.name} are kept, intact, as they were" if record.is_file()
-                else f"the previous {out} is kept, intact, as it was")
-        return f"it stopped before {out} was written; {kept}; run the command again to replace it"
-    return f"it stopped before {out} was written, so no file was saved; run the command again to write it"
 
 
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -18,7 +18,7 @@ from twotower.cli.flags import (
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
 from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
-from twotower.cli.provenance import sigterm_keeps_out
+from twotower.cli.stopping import sigterm_keeps_out
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
 from twotower.utils.shell import shell_arg

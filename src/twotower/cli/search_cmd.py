@@ -7,83 +7,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
+from twotower.cli.stopping import sigterm_keeps_folder  # light: the standard library alone
 from twotower.utils.shell import shell_arg
 
 __all__ = ["register", "register_search", "register_rerank"]
 
 _THREADS_HELP = f"torch threads (default: TWOTOWER_THREADS, else {SEARCH_THREADS_DEFAULT})"
-
-
-def _sigterm_unwinds(cmd: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """``cmd`` with SIGTERM (a scheduler's preemption, ``timeout``, ``kill``) stopping it as Ctrl-C does, as
-    ``twotower train`` has it: the atomic writes unwind, "terminated (SIGTERM)" is printed and the status is 143.
-
-    By default SIGTERM ended Python on the spot: a bi-encoder or cross-encoder killed while it was saved left its
-    ~90 MB temporary folder beside ``--out`` (an embedding shard its temporary file in the cache) until the next
-    write into that very folder, and nothing was said.
-    """
-
-    @functools.wraps(cmd)
-    def run(args: argparse.Namespace) -> int:
-        from twotower.cli.train_cmd import Terminated, terminate_as_interrupt
-
-        out = getattr(args, "out", None)
-        before = _folder_identity(out)
-        earlier = before is not None and _holds_files(out)  # an empty --out holds nothing to keep
-        with terminate_as_interrupt():
-            try:
-                return cmd(args)
-            except KeyboardInterrupt as e:
-                stopped, status = (("terminated (SIGTERM)", signal.SIGTERM) if isinstance(e, Terminated)
-                                   else ("interrupted", signal.SIGINT))
-                print(stopped + _out_left(out, before, earlier), file=sys.stderr)
-                return 128 + status
-
-    return run
-
-
-def _folder_identity(path: str | None) -> tuple[int, int] | None:
-    """The folder at ``path`` as (device, inode), None when there is none: an artefact's folder is swapped in whole
-    (:func:`~twotower.utils.atomic.atomic_dir`), so a new identity says that the new one is in place."""
-    import os
-
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _holds_files(path: str) -> bool:
-    import os
-
-    try:
-        with os.scandir(path) as entries:
-            return any(True for _ in entries)
-    except OSError:  # a file, not a folder (refused by the command itself), or unreadable
-        return False
-
-
-def _out_left(out: str | None, before: tuple[int, int] | None, earlier: bool) -> str:
-    """What a stopped command left at ``--out``: a Ctrl-C in the second after the save (the saved model is loaded
-    back, the summary printed) said "interrupted" alone, though the new artefact had replaced the earlier one."""
-    if out is None:
-        return ""
-    now = _folder_identity(out)
-    if now is not None and now != before:
-        return f" after {out} was written: it holds this command's output" + (" (the earlier one was replaced)"
-                                                                              if earlier else "")
-    return f" before {out} was written" + ("; the earlier output there is kept as it was" if earlier else "")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -124,7 +59,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
     _encoder_flags(e, model_flag=True)
-    e.set_defaults(func=_sigterm_unwinds(cmd_search_evaluate))
+    e.set_defaults(func=sigterm_keeps_folder(cmd_search_evaluate))
 
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
@@ -136,7 +71,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    "working folder (default %(default)s)")
     i.add_argument("--threads", type=int, help=_THREADS_HELP)
     _encoder_flags(i, model_flag=True)
-    i.set_defaults(func=_sigterm_unwinds(cmd_search_index))
+    i.set_defaults(func=sigterm_keeps_folder(cmd_search_index))
 
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
     q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
@@ -187,7 +122,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     _encoder_flags(t)
-    t.set_defaults(func=_sigterm_unwinds(cmd_search_train))
+    t.set_defaults(func=sigterm_keeps_folder(cmd_search_train))
 
 
 def _register_prepare(sub: argparse._SubParsersAction) -> None:
@@ -231,7 +166,7 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--drop-unknown", action="store_true",
                    help="leave out (and count) pairs whose passage id is empty or not in --passages instead of "
                    "refusing them")
-    r.set_defaults(func=_sigterm_unwinds(cmd_search_prepare))
+    r.set_defaults(func=sigterm_keeps_folder(cmd_search_prepare))
 
 
 def cmd_search_prepare(args: argparse.Namespace) -> int:
@@ -309,7 +244,7 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--patience", type=int, default=rt.patience,
                    help="with --valid-frac: stop after this many epochs without a better validation NDCG@10 "
                         "(default %(default)s)")
-    t.set_defaults(func=_sigterm_unwinds(cmd_rerank_train))
+    t.set_defaults(func=sigterm_keeps_folder(cmd_rerank_train))
 
 
 def _valid_frac_flag(t: argparse.ArgumentParser, default: float, what: str) -> None:

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from twotower.cli.provenance import sigterm_keeps_out
+from twotower.cli.stopping import sigterm_keeps_out
 from twotower.errors import ConfigError
 
 __all__ = ["cmd_similar", "register"]

@@ -1,0 +1,127 @@
+"""SIGTERM (a scheduler's preemption, `timeout`, `kill`) stops a command that writes outputs as Ctrl-C does: the
+atomic writes unwind (their temporaries removed), one line says what the outputs hold, and the status is the
+shell's for death by the signal (143; 130 for Ctrl-C), as `twotower train` and `twotower index build` have it.
+
+By default SIGTERM ended Python on the spot: the temporary file or folder of the write under way was left beside
+the output, nothing was said, and the status was -15, so the user could not tell whether the output was the
+earlier one, the new one or half of it. :func:`sigterm_keeps_files` is for commands writing files (``--out``,
+``--csv``, ``--plot``), :func:`sigterm_keeps_folder` for those whose folder is swapped in whole.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable
+
+__all__ = ["path_identity", "sigterm_keeps_files", "sigterm_keeps_folder", "sigterm_keeps_out", "sigterm_says"]
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def sigterm_says(left: Callable[[argparse.Namespace], Callable[[], str]]) -> Callable[[Command], Command]:
+    """``cmd`` with SIGTERM stopping it as Ctrl-C does; ``left(args)``, called before the work, returns what to say
+    of the outputs once it stopped ("" for nothing)."""
+
+    def wrap(cmd: Command) -> Command:
+        @functools.wraps(cmd)
+        def run(args: argparse.Namespace) -> int:
+            from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
+
+            say = left(args)
+            try:
+                with terminate_as_interrupt():
+                    return cmd(args)
+            except KeyboardInterrupt as e:
+                line = say()
+                print(_stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
+                return _interrupt_status(e)
+
+        return run
+
+    return wrap
+
+
+def path_identity(path: str | os.PathLike[str] | None) -> tuple[int, int] | None:
+    """The file or folder at ``path`` (a link's target) as (device, inode), None when there is none: outputs are
+    moved into place whole, so a new identity says the new one is there."""
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def sigterm_keeps_files(*flags: str) -> Callable[[Command], Command]:
+    """For a command writing the files its ``flags`` (argparse destinations) name, each moved into place whole
+    (with its record beside it, if it has one): one clause per file given says whether it was written."""
+
+    def left(args: argparse.Namespace) -> Callable[[], str]:
+        from twotower.cli.paths import STDOUT
+
+        outs = [out for out in (getattr(args, f, None) for f in flags) if out not in (None, STDOUT)]
+        before = {out: path_identity(out) for out in outs}
+        return lambda: "; ".join(_file_left(out, before[out]) for out in outs)
+
+    return sigterm_says(left)
+
+
+#: `recommend --users ... --out`, `similar --items ... --out`: the CSV and its record
+sigterm_keeps_out = sigterm_keeps_files("out")
+
+
+def _file_left(out: str, before: tuple[int, int] | None) -> str:
+    """What a stopped command left at ``out``: a CSV and its record are moved into place together, after both are
+    written in full (:func:`~twotower.cli.provenance.write_csv_and_record`), so either the new pair is there or
+    the earlier one."""
+    from twotower.cli.provenance import record_path
+
+    record = record_path(out)
+    if record is None:  # a device or FIFO, written into: what reached it is all there is
+        return f"{out} is written into directly, so it may hold part of the rows; run the command again"
+    now = path_identity(out)
+    if now is not None and now != before:
+        return (f"{out}" + (f" (and its record {record.name})" if record.is_file() else "")
+                + " was written before it stopped: it holds this command's output"
+                + (" (the previous file was replaced)" if before is not None else ""))
+    if before is not None:
+        kept = (f"the previous {out} and its record {record.name} are kept, intact, as they were" if record.is_file()
+                else f"the previous {out} is kept, intact, as it was")
+        return f"it stopped before {out} was written; {kept}; run the command again to replace it"
+    return f"it stopped before {out} was written, so no file was saved; run the command again to write it"
+
+
+def sigterm_keeps_folder(cmd: Command) -> Command:
+    """For a command whose ``--out`` folder is swapped in whole (:func:`~twotower.utils.atomic.atomic_dir`): a
+    bi-encoder, cross-encoder or ONNX export killed while it was saved left its temporary folder beside ``--out``."""
+
+    def left(args: argparse.Namespace) -> Callable[[], str]:
+        out = getattr(args, "out", None)
+        before = path_identity(out)
+        earlier = before is not None and _holds_files(out)  # an empty --out holds nothing to keep
+        return lambda: "" if out is None else _folder_left(out, before, earlier)
+
+    return sigterm_says(left)(cmd)
+
+
+def _holds_files(path: str) -> bool:
+    try:
+        with os.scandir(path) as entries:
+            return any(True for _ in entries)
+    except OSError:  # a file, not a folder (refused by the command itself), or unreadable
+        return False
+
+
+def _folder_left(out: str, before: tuple[int, int] | None, earlier: bool) -> str:
+    """What a stopped command left at ``out``: a Ctrl-C in the second after the save (the saved model is loaded back,
+    the summary printed) said "interrupted" alone, though the new output had replaced the earlier one."""
+    if path_identity(out) not in (None, before):
+        return f"{out} was written before it stopped: it holds this command's output" + (
+            " (the previous one was replaced)" if earlier else "")
+    if earlier:
+        return (f"it stopped before {out} was written; the previous output there is kept, intact, as it was; "
+                "run the command again to replace it")
+    return f"it stopped before {out} was written, so nothing was saved there; run the command again to write it"
