@@ -11,6 +11,7 @@ from twotower.cli.flags import _threads, refuse_missing_inputs
 from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
 from twotower.cli.provenance import record_path
+from twotower.cli.stopping import sigterm_keeps_files
 from twotower.errors import ConfigError
 from twotower.utils.run_folder import check_run_folder
 from twotower.utils.wording import plural
@@ -58,6 +59,7 @@ def users_line(rows: list[dict]) -> str | None:
             f"every per-user figure would scale by {done / held:.4f}; Coverage and MeanPop would not)")
 
 
+@sigterm_keeps_files("csv", "plot")  # SIGTERM mid-evaluation: one line on what --csv and --plot hold, 143
 def cmd_evaluate(args: argparse.Namespace) -> int:
     ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
     if args.ks is not None:

@@ -64,7 +64,16 @@ def sigterm_keeps_files(*flags: str) -> Callable[[Command], Command]:
 
         outs = [out for out in (getattr(args, f, None) for f in flags) if out not in (None, STDOUT)]
         before = {out: path_identity(out) for out in outs}
-        return lambda: "; ".join(_file_left(out, before[out]) for out in outs)
+
+        def said() -> str:
+            if len(outs) > 1 and all(b is None and path_identity(o) is None for o, b in before.items()):
+                return (f"it stopped before {' and '.join(outs)} were written, so no file was saved; run the command "
+                        "again to write them")
+            clauses = [_file_left(out, before[out]) for out in outs]
+            again = [c.rpartition("; run the command again")[0] or c for c in clauses[:-1]]  # said once, last
+            return "; ".join(again + clauses[-1:])
+
+        return said
 
     return sigterm_says(left)
 
