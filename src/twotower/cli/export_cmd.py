@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from twotower.cli.stopping import sigterm_keeps_folder
+
 __all__ = ["register", "cmd_export"]
 
 
@@ -26,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
 
+@sigterm_keeps_folder  # SIGTERM mid-export: its temporary folder removed, one line on what --out holds, 143
 def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.flags import _threads
     from twotower.cli.paths import check_output_dir, run_writer
