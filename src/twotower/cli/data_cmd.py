@@ -6,10 +6,12 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import artefact_owning, check_output_dir
+from twotower.cli.stopping import path_identity, sigterm_says
 from twotower.errors import ConfigError
 
 __all__ = ["cmd_data_fetch", "cmd_data_split", "SPLIT_OVERRIDES"]
@@ -111,6 +113,26 @@ def _check_method_flags(args: argparse.Namespace) -> None:
                               f"--method {' or '.join(methods)} for it, or leave {flag} out")
 
 
+def _split_left(args: argparse.Namespace) -> Callable[[], str]:
+    """What a stopped `data split` left in ``--out``: its files are moved into place as one set, split_report.json
+    last (:func:`~twotower.utils.atomic.atomic_write_set`), so a new report says the new split is there."""
+    out = Path(args.out)
+    report = out / "split_report.json"
+    before = path_identity(report)
+
+    def said() -> str:
+        if path_identity(report) not in (None, before):
+            return f"the split was written into {out} before it stopped: it holds this command's files" + (
+                " (the previous split was replaced)" if before is not None else "")
+        if before is not None:
+            return (f"it stopped before the split was written into {out}; the previous split there is kept, intact, "
+                    "as it was; run the command again to replace it")
+        return f"it stopped before the split was written into {out}, so no file was saved; run the command again"
+
+    return said
+
+
+@sigterm_says(_split_left)  # SIGTERM mid-split: its temporaries removed, one line on what --out holds, status 143
 def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.config import DataConfig, TrainConfig
     from twotower.data.readers import read_interactions
