@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,22 @@ log = logging.getLogger("twotower.demo")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """The demo with SIGTERM stopping it as Ctrl-C does, and one line saying what its run folder holds, as
+    `twotower train` says: killed mid-training it ended on the spot, silent (status -15), its half-written run
+    folder (or, beside an earlier run, its staging folder) left without a word on what to run next."""
+    from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
+
+    left: list[Callable[[], str]] = [lambda: ""]  # what to say of --out if stopped: the last one the demo set
+    try:
+        with terminate_as_interrupt():
+            return _demo(args, left)
+    except KeyboardInterrupt as e:
+        line = left[-1]()
+        print(_stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
+        return _interrupt_status(e)
+
+
+def _demo(args: argparse.Namespace, left: list[Callable[[], str]]) -> int:
     from twotower.cli.evaluate_cmd import print_eval_table
     from twotower.cli.train_cmd import item_item_summary
     from twotower.config import load_config
@@ -48,7 +66,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     cfg = load_config(overrides=overrides, overrides_label="command line")
     print(f"== 2/4 training the default two-tower model ({cfg.train.epochs} epochs max, early stopping on valid "
           f"NDCG@10 with patience {cfg.train.patience}) ...", flush=True)
+    from twotower.cli.train_cmd import training_left
+    from twotower.pipeline.staging import needs_staging, staging_path
+
+    staged = staging_path(out) if needs_staging(out, resume=False) else None  # beside an earlier run, as train_run
+    started = time.time()
+    left.append(lambda: training_left(out, staged, resumed=False, since=started, checkpointing=cfg.train.checkpoint,
+                                      takes_resume=False))
     run, result, prep = train_run(cfg, out)
+    left.append(lambda: f"the trained run in {out} is complete: `twotower evaluate --run {shell_arg(out)}` scores it")
     print(f"   best valid NDCG@10 {result.best_metric:.4f} at epoch {result.best_epoch} ({result.seconds:.0f}s)")
     if (line := item_item_summary(result, "NDCG@10")) is not None:
         print(f"   {line}")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # torch is imported only by the commands that train
     from twotower.training.trainer import TrainResult
 
 __all__ = ["cmd_train", "resolve_train_config", "train_summary", "item_item_summary", "Terminated",
-           "terminate_as_interrupt", "interrupted_training", "staged_training_left", "TRAIN_TABLE_KS"]
+           "terminate_as_interrupt", "interrupted_training", "training_left", "staged_training_left", "TRAIN_TABLE_KS"]
 
 log = logging.getLogger("twotower")
 
@@ -167,9 +167,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     staged = staging_path(out) if rank0 and needs_staging(out, resume=args.resume) else None
 
     def left(out: Path) -> str:
-        if staged is not None:
-            return staged_training_left(out, staged, checkpointing=cfg.train.checkpoint)
-        return interrupted_training(out, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
+        return training_left(out, staged, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
 
     with terminate_as_interrupt(), _run_folder_lock(out):
         try:
@@ -386,7 +384,19 @@ def staged_training_left(out: Path, stage: Path, *, checkpointing: bool = True) 
     return f"{kept}; the new run saved no epoch, so there is nothing to resume; run the command again"
 
 
-def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True) -> str:
+def training_left(out: Path, staged: Path | None, *, resumed: bool, since: float, checkpointing: bool,
+                  takes_resume: bool = True) -> str:
+    """What a stopped training left for ``out``: in its staging folder ``staged`` beside an earlier run (None when
+    it trained in ``out`` itself), else in ``out``; for `twotower train` and `twotower demo` (``takes_resume``
+    False: a command without --resume, whose own line is not the one to run again with it)."""
+    if staged is not None:
+        return staged_training_left(out, staged, checkpointing=checkpointing)
+    return interrupted_training(out, resumed=resumed, since=since, checkpointing=checkpointing,
+                                takes_resume=takes_resume)
+
+
+def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointing: bool = True,
+                         takes_resume: bool = True) -> str:
     """What an interrupted `twotower train` left in ``out`` and what to run next (Ctrl-C should not leave
     the user guessing whether an hour of epochs is lost). ``checkpointing``: ``train.checkpoint``."""
     from twotower.utils.atomic import read_json
@@ -416,7 +426,8 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
     if isinstance(state, dict) and isinstance(state.get("epoch"), int):
         best = state.get("best_epoch")
         return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
-                + f"; run the same command with --resume to continue from there, or just `twotower train --out {shell_arg(out)} "
+                + ("; run the same command with --resume to continue from there, or just" if takes_resume else
+                   "; continue from there with") + f" `twotower train --out {shell_arg(out)} "
                 "--resume` (it reads the run's settings and data; without --resume it starts over)")
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
