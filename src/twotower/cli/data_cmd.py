@@ -11,7 +11,7 @@ from typing import Any
 
 from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import artefact_owning, check_output_dir
-from twotower.cli.stopping import path_identity, sigterm_says
+from twotower.cli.stopping import path_identity, sigterm_keeps_folder_at, sigterm_says
 from twotower.errors import ConfigError
 
 __all__ = ["cmd_data_fetch", "cmd_data_split", "SPLIT_OVERRIDES"]
@@ -19,6 +19,13 @@ __all__ = ["cmd_data_fetch", "cmd_data_split", "SPLIT_OVERRIDES"]
 log = logging.getLogger("twotower")
 
 
+def _fetch_dest(args: argparse.Namespace) -> str:
+    from twotower.data.movielens import default_movielens_dir
+
+    return args.dest or str(default_movielens_dir())
+
+
+@sigterm_keeps_folder_at(_fetch_dest)  # SIGTERM mid-copy: its temporary folder removed, one line on --dest, 143
 def cmd_data_fetch(args: argparse.Namespace) -> int:
     from twotower.data.movielens import fetch_movielens_100k, load_movielens_100k
 

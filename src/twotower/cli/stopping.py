@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable
 
-__all__ = ["path_identity", "sigterm_keeps_files", "sigterm_keeps_folder", "sigterm_keeps_out", "sigterm_says"]
+__all__ = ["path_identity", "sigterm_keeps_files", "sigterm_keeps_folder", "sigterm_keeps_folder_at", "sigterm_keeps_out", "sigterm_says"]
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -103,17 +103,22 @@ def _file_left(out: str, before: tuple[int, int] | None) -> str:
     return f"it stopped before {out} was written, so no file was saved; run the command again to write it"
 
 
-def sigterm_keeps_folder(cmd: Command) -> Command:
-    """For a command whose ``--out`` folder is swapped in whole (:func:`~twotower.utils.atomic.atomic_dir`): a
-    bi-encoder, cross-encoder or ONNX export killed while it was saved left its temporary folder beside ``--out``."""
+def sigterm_keeps_folder_at(where: Callable[[argparse.Namespace], str | None]) -> Callable[[Command], Command]:
+    """For a command whose output folder, ``where(args)`` (None: none), is swapped in whole
+    (:func:`~twotower.utils.atomic.atomic_dir`): a bi-encoder, cross-encoder, ONNX export or dataset copy killed
+    while it was saved left its temporary folder beside it."""
 
     def left(args: argparse.Namespace) -> Callable[[], str]:
-        out = getattr(args, "out", None)
+        out = where(args)
         before = path_identity(out)
         earlier = before is not None and _holds_files(out)  # an empty --out holds nothing to keep
         return lambda: "" if out is None else _folder_left(out, before, earlier)
 
-    return sigterm_says(left)(cmd)
+    return sigterm_says(left)
+
+
+#: search prepare/index/train, rerank train, export: ``--out``
+sigterm_keeps_folder = sigterm_keeps_folder_at(lambda args: getattr(args, "out", None))
 
 
 def _holds_files(path: str) -> bool:
