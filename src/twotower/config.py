@@ -470,6 +470,11 @@ class ModelConfig:
         _check_tower_only(self.user, "user", "item", ITEM_TOWER_ONLY)
         _check_transformer_only(self.user, "user")
         _check_transformer_only(self.item, "item")
+        # the dual head mixes two unit vectors and normalises the mixture whatever model.item.normalize says:
+        # normalize=false beside it trained the same model, to the last digit, without a word
+        _check(self.item.normalize or not self.item.dual_head, "model.item.normalize",
+               "false: the dual-head item tower always outputs unit vectors (normalize(alpha * semantic + (1 - alpha) * "
+               "collaborative)), so it would ignore it. Set model.item.normalize=true, or model.item.dual_head=false")
         _check(self.user.out_dim == self.item.out_dim, "model.user.out_dim",
                f"{self.user.out_dim} must equal model.item.out_dim {self.item.out_dim}")
         u = self.user

@@ -454,6 +454,9 @@ def saved_config_dict(data: Any) -> Any:
             if any(conf[k] != v for k, v in reset.items()):
                 model = {**model, tower: {**conf, **reset}}
                 data = {**data, "model": model}
+    item = model.get("item") if isinstance(model, dict) else None
+    if isinstance(item, dict) and item.get("dual_head") and item.get("normalize") is False:
+        data = {**data, "model": {**model, "item": {**item, "normalize": True}}}  # the dual head normalised anyway
     train = data.get("train") if isinstance(data, dict) else None
     if isinstance(train, dict) and train.get("precision") == "bf16" and train.get("device", TrainConfig.device) != "cpu":
         data = {**data, "train": {**train, "precision": "fp32"}}  # a GPU run trained in float32
