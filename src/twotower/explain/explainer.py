@@ -286,6 +286,9 @@ def explain_recommendations(
     # split whose collaborative half is the zero-ID vector every cold item shares
     trained = np.bincount(np.asarray(run.history.items, np.int64), minlength=run.n_items)
     reads_of_item = _item_reads(model.item_tower)
+    from twotower.pipeline.run import item_has_text
+
+    has_text = item_has_text(run) if "text" in reads_of_item else None
     out = []
     for item_row, att in zip(item_rows, atts):
         if check is not None:
@@ -316,7 +319,8 @@ def explain_recommendations(
         # a tower with features and a user-ID embedding rests on both; "profile" names the features only
         expl["text"] = explanation_text(expl, cols, entries, names=names,
                                         with_user_id=profile == "features" and model.user_tower.id_emb is not None,
-                                        cold_reads=reads_of_item)
+                                        cold_reads=reads_of_item if has_text is None or has_text[item_row]
+                                        else tuple(r for r in reads_of_item if r != "text"))
         expl["history"] = entries[:top]
         out.append(expl)
     return out

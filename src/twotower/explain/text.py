@@ -225,6 +225,13 @@ def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, read
     would credit co-watching that never happened (the leave-one-out numbers stay in the dict's history table,
     as what they measure: the user side). The sentence says it is cold and cites its metadata only."""
     what = {("text",): "its text", ("features",): "its features", ("features", "text"): "its text and features"}
+    if expl.get("heads") and "text" not in reads:
+        # a dual-head item without text: its semantic head read the empty string, as every such item's does, so
+        # "its text (N% of the score, through the semantic head)" credited text the item does not have
+        basis = "its features (through the collaborative head)" if "features" in reads else \
+            "the vector every cold item without text shares"
+        return (f"{title} has no training interactions (a cold item) and no text, so its score rests on {basis}, "
+                f"not on who {cols.verb} it{_shared_clause(expl, cols)}.")
     heads = _cold_heads_clause(expl.get("heads"), reads)
     if heads:  # a dual-head tower: the text is the semantic head's, any features the collaborative head's
         basis = "its text"

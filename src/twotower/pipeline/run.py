@@ -120,6 +120,27 @@ def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | No
     return None if got is None else got[0]
 
 
+def item_texts(meta: Any, cols: list[str]) -> list[str]:
+    """Each item row's text for the encoder: its ``cols`` cells that are strings, joined by spaces ("" for none)."""
+    return [" ".join(str(meta.iloc[r][c]) for c in cols if isinstance(meta.iloc[r][c], str)) for r in range(len(meta))]
+
+
+def item_has_text(run: Any) -> np.ndarray | None:
+    """``[I]`` bool of a loaded run whose item tower reads text: the items whose text columns (data.item_text, else
+    the title column) hold any text. An item without any was embedded as the empty string, a vector every such
+    item shares, so its semantic head says nothing of it. None when the tower reads no text or the run has no
+    item table."""
+    tower = run.model.item_tower
+    if getattr(tower, "text", None) is None or run.item_meta is None:
+        return None
+    from twotower.explain.names import title_column
+
+    cols = list(run.config.data.item_text) or [c for c in [title_column(run.title_col, run.item_meta.columns)] if c]
+    cols = [c for c in cols if c in run.item_meta.columns]
+    has = np.array([bool(t.strip()) for t in item_texts(run.item_meta, cols)], dtype=bool)
+    return has if len(has) == run.n_items else None
+
+
 def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> tuple[np.ndarray, str] | None:
     """``(embeddings [I, D], encoder model_id)`` of each item's text columns, or None when the model uses none.
 
@@ -149,8 +170,7 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
         from twotower.errors import ConfigError
 
         raise ConfigError("no text column for item text embeddings: set data.item_text or data.title_col")
-    meta = prep.item_meta
-    texts = [" ".join(str(meta.iloc[r][c]) for c in cols if isinstance(meta.iloc[r][c], str)) for r in range(len(meta))]
+    texts = item_texts(prep.item_meta, cols)
     from twotower.text import cached_encode, load_text_encoder
 
     enc = load_text_encoder(None)

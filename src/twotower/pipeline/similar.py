@@ -63,11 +63,16 @@ def _untrained(run: Any) -> np.ndarray:
 
 
 def cold_item_mask(run: Any) -> np.ndarray | None:
-    """``[I]`` bool, the items with no training interactions, for a dual-head run; None for any other (its cold
-    items are queried as warm ones)."""
+    """``[I]`` bool, the items with no training interactions and some text, for a dual-head run; None for any
+    other (its cold items are queried as warm ones). A cold item without text (an empty title or description)
+    has the semantic head of the empty string, shared by every such item: queried by it, its list was the same
+    unrelated one for all of them, while its served vector still reads its own features."""
     if getattr(run.model.item_tower, "semantic", None) is None:
         return None
-    return _untrained(run)
+    from twotower.pipeline.run import item_has_text
+
+    has_text = item_has_text(run)
+    return _untrained(run) if has_text is None else _untrained(run) & has_text
 
 
 def reads_only_id(tower: Any) -> bool:
