@@ -63,3 +63,21 @@ def test_item_texts_default_to_the_title_column_the_catalogue_names_items_by(tmp
 
     with pytest.raises(ConfigError, match="no text column for item text embeddings"):
         item_text_embeddings(cfg, untitled, tmp_path)
+
+
+def test_items_without_text_are_counted_when_their_texts_are_encoded(tmp_path, monkeypatch, caplog):
+    # an empty title was encoded as the empty string, one vector shared by every such item, without a word
+    cfg = load_config(overrides=["model.item.dual_head=true"])
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    prep = SimpleNamespace(item_meta=pd.DataFrame({"title": [TITLES[0], np.nan, "  "]}),
+                           sources=SimpleNamespace(item_spec=None, title_col="title"),
+                           item_vocab=SimpleNamespace(id_at=lambda r: f"i{r}"))
+    with caplog.at_level("WARNING", logger="twotower"):
+        item_text_embeddings(cfg, prep, tmp_path)
+    said = [r.getMessage() for r in caplog.records if "have no text" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("2 of 3 items have no text in title (the first: item i1)")
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower"):
+        item_text_embeddings(cfg, _prep(), tmp_path)
+    assert not [r for r in caplog.records if "have no text" in r.getMessage()]

@@ -171,6 +171,14 @@ def encode_item_texts(config: RunConfig, prep: Prepared, cache_dir: Path | None 
 
         raise ConfigError("no text column for item text embeddings: set data.item_text or data.title_col")
     texts = item_texts(prep.item_meta, cols)
+    empty = [r for r, t in enumerate(texts) if not t.strip()]
+    if empty:  # each is encoded as the empty string: one vector for all of them, which tells them apart by nothing
+        ids = getattr(getattr(prep, "item_vocab", None), "id_at", None)
+        first = ids(empty[0]) if ids is not None else f"row {empty[0]}"
+        log.warning("%d of %d items have no text in %s (the first: item %s): the text encoder embeds each as the empty "
+                    "string, one vector they all share; the model tells them apart by their ID and features only, "
+                    "and `similar` queries such an item by its served vector", len(empty), len(texts),
+                    ", ".join(cols), first)
     from twotower.text import cached_encode, load_text_encoder
 
     enc = load_text_encoder(None)
