@@ -5,7 +5,7 @@ import pytest
 
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID
-from twotower.search.bm25 import BM25Config, BM25Retriever
+from twotower.search.bm25 import LEGACY_TOKEN_PATTERN, BM25Config, BM25Retriever
 
 from search_data import DOCS
 
@@ -90,10 +90,14 @@ def test_hybrid_fusion_and_metrics_of_an_all_padding_bm25_row():
 
 
 def test_a_corpus_without_any_indexable_word_is_refused_with_what_bm25_reads():
-    # single letters, digits and stop words only: bm25s.index died with "max() arg is an empty sequence"
-    with pytest.raises(DataError, match=r"none of the 3 documents has a word BM25 indexes \(words of 2 or more "
-                                        r"letters or digits, not stop words\).*--retriever dense"):
-        BM25Retriever().fit(["a b", "x 1 the", ""], ["d1", "d2", "d3"])
+    # stop words and punctuation only: bm25s.index died with "max() arg is an empty sequence"
+    with pytest.raises(DataError, match=r"none of the 3 documents has a word BM25 indexes \(words of letters or "
+                                        r"digits, not stop words\).*--retriever dense"):
+        BM25Retriever().fit(["a the", "of -- , the", ""], ["d1", "d2", "d3"])
+    # with the pattern of older indexes, single letters and digits are not words either
+    legacy = BM25Config(token_pattern=LEGACY_TOKEN_PATTERN)
+    with pytest.raises(DataError, match=r"\(words of 2 or more letters or digits, not stop words\)"):
+        BM25Retriever(legacy).fit(["a b", "x 1 the", ""], ["d1", "d2", "d3"])
     # one indexable word anywhere is enough: the other documents are indexed as empty
-    res = BM25Retriever().fit(["a b", "x 1 the", "aspirin"], ["d1", "d2", "d3"]).search(["aspirin"], 3)
+    res = BM25Retriever().fit(["a the", "of -- , the", "aspirin"], ["d1", "d2", "d3"]).search(["aspirin"], 3)
     assert res.ids[0].tolist() == [2, -1, -1]
