@@ -47,6 +47,7 @@ from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
+from twotower.training.cold_rows import ColdRows
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
 from twotower.training.examples import build_examples, make_histories, unused_history_dropout
@@ -107,8 +108,7 @@ class Trainer:
         from twotower.training.hooks import check_enough_examples  # lazily, as the other hooks
 
         check_enough_examples(self)
-        counts = np.bincount(train_seqs.items, minlength=model.n_items).astype(np.float64)
-        self.item_counts = counts
+        self.item_counts = counts = np.bincount(train_seqs.items, minlength=model.n_items).astype(np.float64)
         # validation's MeanPop@k popularity: each item's distinct training users, as `twotower evaluate` and the
         # Popularity baseline count it (the counts above, logQ's frequencies, count a repeated item every time)
         users = np.repeat(np.arange(train_seqs.n_users, dtype=np.int64), np.diff(train_seqs.indptr))
@@ -133,6 +133,7 @@ class Trainer:
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
             suspect=temperature_suspect(loss.temperature, default=LossConfig.temperature),
+            after_backward=ColdRows(model, counts).mask_grads,  # items without training data keep their ID rows
         )
         self.optimizers = self.loop.optimizers
         # sparse ID tables (SparseAdam) stay out of the average: blending a million-row table each step would cost
