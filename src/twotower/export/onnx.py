@@ -438,8 +438,8 @@ def _check_new_user(run: Any, out: Path, n_users: int) -> float:
 
 def _export_cold_queries(run: Any, items: np.ndarray, out: Path) -> dict[str, Any] | None:
     """A dual-head run's cold items (no training interactions) are queried for similar items by their semantic
-    head (``POST /similar-items``, ``twotower similar``), not by the row of item_embeddings.npy, which holds the
-    collaborative vector every cold item shares: those queries go in ``cold_similar_queries.npy`` so an export's
+    head (``POST /similar-items``, ``twotower similar``), not by the row of item_embeddings.npy, whose collaborative
+    half read the zero ID vector every cold item shares: those queries go in ``cold_similar_queries.npy`` so an export's
     consumer can give the service's lists. None for any other run (nothing written)."""
     from twotower.pipeline.similar import cold_item_mask, similar_queries
 

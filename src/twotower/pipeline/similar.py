@@ -2,10 +2,12 @@
 
 A warm item is queried with its own served vector. A cold item (no training interactions) of a dual-head item
 tower is queried, by default, with its semantic head's vector against the same served vectors: its mixed vector
-is half a collaborative head that read a zero ID vector, shared by every cold item, so its neighbours were other
-cold and rarely-rated items (bench/cold_similar.py: 74-80% of a cold anchor's top 10 were cold items, which are
+is half a collaborative head that read a zero ID vector, the same for every cold item, beside the item's features,
+which pulled its neighbours towards other cold and rarely-rated items (bench/cold_similar.py: 74-80% of a cold anchor's top 10 were cold items, which are
 16% of the catalogue; "The Godfather: Part II" made cold ranked "The Godfather" 3rd behind two cold items, its
-semantic vector ranks it 1st; warm-neighbour HR@10 0.575 -> 0.631 on held-out anchors).
+semantic vector ranks it 1st; warm-neighbour HR@10 0.575 -> 0.631 on held-out anchors). The semantic head reads
+the text alone, not the features: a cold Action film's semantic top 10 held 0-2 Action films where its mixed vector's
+held 10 (``cold_similar="item"``).
 
 :func:`similar_items` is the one search behind ``POST /similar-items``, ``twotower similar`` and
 :func:`similar`: a block of items per index search, each item left out of its own list, so with an exact
