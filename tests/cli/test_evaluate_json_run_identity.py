@@ -39,3 +39,14 @@ def test_json_rows_and_csv_name_the_run(run_dir, capsys):
     assert main([*base, "--csv", "-"]) == 0  # the --json keys as columns, as --csv's help says
     lines = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert [line["run_fingerprint"] for line in lines] == [fingerprint] * 2
+
+
+def test_test_file_rows_name_the_file(run_dir, capsys):
+    """`--test FILE --json` rows said `split: test`, not which file was scored."""
+    file = run_dir.parent / "data" / "test.csv"
+    base = ["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5", "--json"]
+    assert main([*base, "--test", str(file)]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["split"], r["test_file"]) for r in rows] == [("test", os.path.abspath(file))] * 2
+    assert main(base) == 0  # the run's own test split: no file named
+    assert "test_file" not in json.loads(capsys.readouterr().out)[0]

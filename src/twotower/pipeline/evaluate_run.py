@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -137,7 +138,8 @@ def evaluate_run(
     ``exclude_seen=False`` (`evaluate --no-exclude-seen`, as `recommend --no-exclude-seen`) ranks the full catalogue
     for every model without masking the users' train (+ valid, + input history) items, so a held-out repeat (a
     re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
-    which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``.
+    which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``
+    (with ``test_file``, the file too, in ``test_file``).
     """
     from twotower.evaluation.baselines import (
         EASE,
@@ -251,6 +253,8 @@ def evaluate_run(
     # and which split each row's figures are on: `--json` rows and a `--csv -` (which gets no record) did not say, so
     # a saved valid table read like a test one
     held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen, "split": split}
+    if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
+        held_out["test_file"] = os.path.abspath(test_file)
     t0 = time.perf_counter()
     tower = RunScorer(run, histories)  # ranks as `recommend` does, with --history-from or without
     res = evaluate(tower, relevant, exclude, protocol, pop, what=f"evaluating two-tower on {split}")
