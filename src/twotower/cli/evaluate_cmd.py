@@ -20,24 +20,56 @@ __all__ = ["cmd_evaluate", "print_eval_table", "users_line", "rows_to_csv"]
 
 
 def print_eval_table(rows: list[dict], ks: tuple[int, ...], title: str, protocol: str | None = None) -> None:
-    """One table: a row per (model, k), a column per metric, fit seconds last; ``protocol`` the footer."""
+    """One table: a row per (model, k), a column per metric, fit seconds last; ``protocol`` the footer.
+
+    Rows of a segment (``evaluate --segments``: a ``segment`` other than ``"all"``) get a table of their own each,
+    titled with the segment's held-out pairs and users, under the main one."""
     from twotower.evaluation.table import format_table
     from twotower.pipeline.experiment import PROTOCOL_TEXT
 
     from twotower.cli.main import PLOT_METRICS  # the table's columns are the metrics --plot may draw
 
     metrics = list(PLOT_METRICS)
-    long_rows = []
-    for k in sorted(ks):  # ascending whatever order --ks or eval.ks gave, as the JSON and CSV columns are
-        for r in rows:
-            if f"Recall@{k}" not in r:
-                continue
-            long_rows.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
-    print(format_table(long_rows, ["model", "k", *metrics, "fit_s"], title=title, formats={"fit_s": ".1f", "MeanPop": ".1f"}))
-    coverage = users_line(rows)
+    by_segment: dict[str, list[dict]] = {}
+    for r in rows:
+        by_segment.setdefault(r.get("segment", "all"), []).append(r)
+    main_rows = by_segment.pop("all", [])
+
+    def long_rows(rows: list[dict]) -> list[dict]:
+        out = []
+        for k in sorted(ks):  # ascending whatever order --ks or eval.ks gave, as the JSON and CSV columns are
+            for r in rows:
+                if f"Recall@{k}" not in r:
+                    continue
+                out.append({"model": r["model"], "k": k, **{m: r.get(f"{m}@{k}") for m in metrics}, "fit_s": r.get("fit_s")})
+        return out
+
+    formats = {"fit_s": ".1f", "MeanPop": ".1f"}
+    print(format_table(long_rows(main_rows), ["model", "k", *metrics, "fit_s"], title=title, formats=formats))
+    coverage = users_line(main_rows)
     if coverage:  # under the table, above the protocol footer (the last line)
         print(coverage)
+    for segment, seg_rows in by_segment.items():
+        print()
+        print(format_table(long_rows(seg_rows), ["model", "k", *metrics], title=segment_title(segment, seg_rows[0]),
+                           formats=formats))
     print(protocol or PROTOCOL_TEXT)
+
+
+#: what each ``evaluate --segments`` part holds, for its table's title
+SEGMENT_MEANING = {
+    "cold items": "their item has no row in the run's training data",
+    "warm items": "their item has training rows",
+    "new users": "their user has no row in the run's training data",
+    "known users": "their user has training rows",
+}
+
+
+def segment_title(segment: str, row: dict) -> str:
+    """``cold items: 48 held-out pairs of 30 users (their item has no row in ...)``."""
+    pairs, users = row.get("held_out_pairs", 0), row.get("users_held_out", 0)
+    return (f"{segment}: {plural(pairs, 'held-out pair')} of {plural(users, 'user')} "
+            f"({SEGMENT_MEANING.get(segment, segment)}); each figure as if these pairs alone were held out")
 
 
 def users_line(rows: list[dict]) -> str | None:
@@ -84,6 +116,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--baselines: unknown {b!r}; choose from popularity, ease, itemknn")
         if len(set(baselines)) < len(baselines):  # as --ks refuses a repeated k: a repeat would fit and print it twice
             raise ConfigError(f"--baselines: {args.baselines!r} names a baseline twice")
+    segments = ()
+    if getattr(args, "segments", None) is not None:
+        from twotower.pipeline.evaluate_run import SEGMENTS
+
+        segments = tuple(split_comma_list(args.segments, "--segments"))
+        for name in segments:
+            if name not in SEGMENTS:
+                raise ConfigError(f"--segments: unknown {name!r}; choose from {', '.join(SEGMENTS)}")
+        if len(set(segments)) < len(segments):
+            raise ConfigError(f"--segments: {args.segments!r} names a segment twice")
     test_file = getattr(args, "test", None)
     if test_file is not None and args.split != "test":
         raise ConfigError("--test FILE is the test split: leave --split at test")
@@ -132,7 +174,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
                         test_file=test_file, ease_max_items=args.ease_max_items,
                         ease_low_rank_max_items=low_rank_max_items,
-                        exclude_seen=not getattr(args, "no_exclude_seen", False))
+                        exclude_seen=not getattr(args, "no_exclude_seen", False), segments=segments)
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
     # the --json rows (and the CSV's columns) name the run they score, as `search evaluate --json` names its data and
@@ -146,7 +188,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from twotower.evaluation.plots import plot_recall_at_k
 
         metric = args.plot_metric
-        plot_recall_at_k({r["model"]: r for r in rows}, plot_out, metric,
+        plot_recall_at_k({r["model"]: r for r in rows if r.get("segment", "all") == "all"}, plot_out, metric,
                          title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
         print(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}", file=sys.stderr)
     if csv_out == STDOUT:  # stdout holds the CSV alone

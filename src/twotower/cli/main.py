@@ -218,6 +218,11 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test", metavar="FILE",
                    help="score this held-out interactions file instead of the run's own test split (ids outside "
                         "the run's vocabularies are dropped and counted)")
+    p.add_argument("--segments", metavar="LIST",
+                   help="comma list: also score parts of the held-out pairs, for every model: 'cold-items' (rows "
+                        "'cold items' and 'warm items': pairs whose item has no row in the run's training data, and "
+                        "the others), 'new-users' (rows 'new users' and 'known users', likewise by user); each part "
+                        "as if its pairs alone were held out, with its pair and user counts")
     p.add_argument("--ease-max-items", type=int, metavar="N",
                    help="fit EASE densely up to N items (default: the run's eval.ease_max_items, "
                         f"{ev.ease_max_items:,} unless set); above it, EASE is solved on its Gram matrix's "

@@ -180,4 +180,12 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
         "ease_max_items": args.ease_max_items,
         "ease_low_rank_max_items": getattr(args, "ease_low_rank_max_items", None),
         "exclude_seen": not getattr(args, "no_exclude_seen", False),
+        "segments": split_segments(getattr(args, "segments", None)),
     }
+
+
+def split_segments(value: str | None) -> list[str] | None:
+    """``evaluate --segments``'s names as the record lists them (None: not given)."""
+    from twotower.cli.id_lists import split_comma_list
+
+    return None if value is None else split_comma_list(value, "--segments")

@@ -46,6 +46,7 @@ __all__ = [
     "EvalProtocol",
     "topk_excluding",
     "evaluate",
+    "evaluate_segments",
     "PER_USER_METRICS",
     "CATALOGUE_METRICS",
     "parse_metric",
@@ -163,6 +164,43 @@ def topk_excluding(scores: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray
     return out
 
 
+class _Totals:
+    """The running sums of one set of relevant pairs over the top-``kmax`` lists of its users."""
+
+    def __init__(self, ks: tuple[int, ...], n_items: int, pop: np.ndarray | None) -> None:
+        self.ks, self.n_items, self.pop = ks, n_items, pop
+        self.sums = {f"{name}@{k}": 0.0 for k in ks for name in PER_USER_METRICS}
+        self.recommended = {k: np.zeros(n_items, dtype=bool) for k in ks}
+        self.pop_sum = {k: 0.0 for k in ks}
+        self.pop_n = {k: 0 for k in ks}
+
+    def add(self, ranked: np.ndarray, rel: sp.csr_matrix, kmax: int) -> None:
+        """``ranked[B, kmax]`` the lists of ``B`` users, ``rel[B, I]`` their relevant items (each user >= 1)."""
+        hits, n_rel = M.hits_at_k(ranked, rel, kmax)  # [B, kmax], [B]
+        for k in self.ks:
+            for name in PER_USER_METRICS:
+                self.sums[f"{name}@{k}"] += float(np.sum(M.FROM_HITS[name](hits[:, :k], n_rel)))
+            top = ranked[:, :k]
+            valid = top[top != PAD_ID]
+            self.recommended[k][valid] = True
+            if self.pop is not None:
+                self.pop_sum[k] += float(self.pop[valid].sum())
+                self.pop_n[k] += int(valid.size)
+
+    def result(self, n: int, skipped: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for k in self.ks:
+            for name in PER_USER_METRICS:
+                key = f"{name}@{k}"
+                out[key] = self.sums[key] / n if n else float("nan")
+            out[f"Coverage@{k}"] = float(self.recommended[k].sum()) / self.n_items if self.n_items else float("nan")
+            if self.pop is not None:
+                out[f"MeanPop@{k}"] = self.pop_sum[k] / self.pop_n[k] if self.pop_n[k] else float("nan")
+        out["users_evaluated"] = int(n)
+        out["users_skipped"] = int(skipped)
+        return out
+
+
 def evaluate(
     scorer: Scorer,
     relevant: sp.spmatrix | sp.sparray,
@@ -182,6 +220,22 @@ def evaluate(
     line (e.g. ``"evaluating ItemKNN (k=10) on test"``): a table evaluates several models one after
     another, and on a large catalogue each takes minutes, so a bare "evaluation:" line did not say whose.
     """
+    return evaluate_segments(scorer, relevant, exclude, protocol, item_popularity, what=what)[0]
+
+
+def evaluate_segments(
+    scorer: Scorer,
+    relevant: sp.spmatrix | sp.sparray,
+    exclude: sp.spmatrix | sp.sparray | None,
+    protocol: EvalProtocol | None = None,
+    item_popularity: np.ndarray | None = None,
+    segments: dict[str, sp.spmatrix | sp.sparray] | None = None,
+    *,
+    what: str = "evaluation",
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """:func:`evaluate` of ``relevant``, and of each of ``segments`` (name -> a part of ``relevant``'s pairs, e.g.
+    those of items without training interactions) from the same ranked lists: each segment's figures are those
+    :func:`evaluate` gives with that part as ``relevant`` (its users alone evaluated), without ranking twice."""
     protocol = protocol if protocol is not None else EvalProtocol()
     rel = _as_csr(relevant, "relevant")
     rel.sum_duplicates()
@@ -194,27 +248,36 @@ def evaluate(
                 f"exclude has shape {ex.shape} but relevant has shape {rel.shape}; both are [users, items] "
                 "over the same internal rows"
             )
+    parts: dict[str, sp.csr_matrix] = {}
+    for name, part in (segments or {}).items():
+        part = _as_csr(part, f"segment {name!r}")
+        part.sum_duplicates()
+        if part.shape != rel.shape:
+            raise DataError(f"segment {name!r} has shape {part.shape} but relevant has shape {rel.shape}")
+        parts[name] = part
     pop = None
     if item_popularity is not None:
         pop = np.asarray(item_popularity, dtype=np.float64)
         if pop.shape != (n_items,):
             raise DataError(f"item_popularity has shape {pop.shape} but the catalogue has {n_items} items")
 
+    has_rel = np.diff(rel.indptr) > 0  # [U]
+    for part in parts.values():  # a segment's user with no relevant pair would not be ranked: rank them too
+        has_rel |= np.diff(part.indptr) > 0
     users = np.flatnonzero(np.diff(rel.indptr) > 0).astype(np.int64)  # users with >= 1 relevant item
+    ranked_users = np.flatnonzero(has_rel).astype(np.int64)
     skipped = n_users - users.size
     kmax = max(protocol.ks)
-    sums = {f"{name}@{k}": 0.0 for k in protocol.ks for name in PER_USER_METRICS}
-    recommended = {k: np.zeros(n_items, dtype=bool) for k in protocol.ks}
-    pop_sum = {k: 0.0 for k in protocol.ks}
-    pop_n = {k: 0 for k in protocol.ks}
+    totals = _Totals(protocol.ks, n_items, pop)
+    part_totals = {name: _Totals(protocol.ks, n_items, pop) for name in parts}
     t0 = time.perf_counter()
-    progress = RateLog(log, what, users.size, "users", protocol.log_every_s, rate_unit="users")
+    progress = RateLog(log, what, ranked_users.size, "users", protocol.log_every_s, rate_unit="users")
     rank = getattr(scorer, "rank", None)  # a scorer with an index ranks through it (the path recommend/serve use)
     # a dense [chunk, I] score block is what chunk_users bounds; a scorer that ranks bounds its own memory, and an
     # exact index scans the whole catalogue once per call, so 33 users a call (1M items) cost ~4x the scans
     chunk = protocol.batch_users if rank is not None else protocol.chunk_users(n_items)
-    for start in range(0, users.size, chunk):
-        batch = users[start : start + chunk]  # [B]
+    for start in range(0, ranked_users.size, chunk):
+        batch = ranked_users[start : start + chunk]  # [B]
         if rank is not None:
             ranked = np.asarray(rank(batch, kmax, ex[batch] if ex is not None else None), dtype=np.int64)
             if ranked.shape != (batch.size, kmax):
@@ -227,29 +290,19 @@ def evaluate(
                     "(one row per user, one column per catalogue item)"
                 )
             ranked = topk_excluding(scores, kmax, ex[batch] if ex is not None else None)  # [B, kmax]
-        hits, n_rel = M.hits_at_k(ranked, rel[batch], kmax)  # [B, kmax], [B]
-        for k in protocol.ks:
-            for name in PER_USER_METRICS:
-                sums[f"{name}@{k}"] += float(np.sum(M.FROM_HITS[name](hits[:, :k], n_rel)))
-            top = ranked[:, :k]
-            valid = top[top != PAD_ID]
-            recommended[k][valid] = True
-            if pop is not None:
-                pop_sum[k] += float(pop[valid].sum())
-                pop_n[k] += int(valid.size)
+        for part, tot in ((rel, totals), *((parts[n], part_totals[n]) for n in parts)):
+            rows = part[batch]
+            mine = np.diff(rows.indptr) > 0  # [B] this part's users among the batch
+            if mine.any():
+                tot.add(ranked if mine.all() else ranked[mine], rows if mine.all() else rows[mine], kmax)
         progress.update(start + batch.size)
-    out: dict[str, float] = {}
     n = users.size
-    for k in protocol.ks:
-        for name in PER_USER_METRICS:
-            key = f"{name}@{k}"
-            out[key] = sums[key] / n if n else float("nan")
-        out[f"Coverage@{k}"] = float(recommended[k].sum()) / n_items if n_items else float("nan")
-        if pop is not None:
-            out[f"MeanPop@{k}"] = pop_sum[k] / pop_n[k] if pop_n[k] else float("nan")
-    out["users_evaluated"] = int(n)
-    out["users_skipped"] = int(skipped)
+    out = totals.result(n, skipped)
+    part_out = {}
+    for name, part in parts.items():
+        n_part = int((np.diff(part.indptr) > 0).sum())
+        part_out[name] = part_totals[name].result(n_part, n_users - n_part)
     # debug: evaluation runs once per epoch and once per tuned setting; callers report the result
     log.debug("evaluated %d users (%d skipped: no relevant items) over %d items, ks=%s, in %.2fs",
               n, skipped, n_items, protocol.ks, time.perf_counter() - t0)
-    return out
+    return out, part_out

@@ -18,13 +18,17 @@ from twotower.data.interactions import encode_interactions, to_csr
 from twotower.data.readers import read_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.utils.arguments import check_flag
-from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
+from twotower.evaluation.protocol import EvalProtocol, evaluate_segments, parse_metric
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run, run_part_file
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, is_kept, tuning_key
 from twotower.utils.wording import plural
 
-__all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer"]
+__all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer", "SEGMENTS"]
+
+#: ``evaluate_run(segments=...)`` / ``evaluate --segments``: each splits the held-out pairs in two, by whether the
+#: item (``cold-items``) or the user (``new-users``) has any row in the run's training data (``data/train.csv``)
+SEGMENTS = {"cold-items": ("cold items", "warm items"), "new-users": ("new users", "known users")}
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,7 @@ def evaluate_run(
     ease_max_items: int | None = None,
     ease_low_rank_max_items: int | None = None,
     exclude_seen: bool = True,
+    segments: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """One row per model: every metric plus fit seconds (baselines tuned on valid).
 
@@ -140,6 +145,14 @@ def evaluate_run(
     re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
     which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``
     (with ``test_file``, the file too, in ``test_file``).
+    ``segments`` (names of :data:`SEGMENTS`) adds, after each model's row, a row per part of the held-out pairs:
+    ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
+    learnt it; only an item tower reading features or text can place it) and the others, ``"new-users"`` likewise by
+    user. Each such row has ``segment`` (``"cold items"``, ``"warm items"``, ``"new users"``, ``"known users"``),
+    ``held_out_pairs`` and ``users_held_out`` (its distinct pairs and users), and the figures :func:`evaluate` gives
+    with those pairs alone held out (same ranked lists, same exclusions); the model's own row then has
+    ``segment: "all"`` and ``held_out_pairs``. A segment whose pairs all fall on one side adds no rows, with a
+    warning.
     """
     from twotower.evaluation.baselines import (
         EASE,
@@ -167,6 +180,14 @@ def evaluate_run(
     baselines = ev.baselines if baselines is None else baselines
     ks = ev.ks if ks is None else ks
     select_metric = ev.select_metric if select_metric is None else select_metric
+    if isinstance(segments, str):
+        raise ConfigError(f"segments must be a sequence of names, e.g. ({segments!r},), not the string {segments!r}")
+    segments = tuple(segments or ())
+    for name in segments:
+        if name not in SEGMENTS:
+            raise ConfigError(f"segments: unknown {name!r}; choose from {', '.join(SEGMENTS)}")
+    if len(set(segments)) < len(segments):
+        raise ConfigError(f"segments: {segments!r} names a segment twice")
     if isinstance(baselines, str):
         raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
@@ -255,10 +276,26 @@ def evaluate_run(
     held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen, "split": split}
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
+    parts = _segment_parts(relevant, m.train, segments, split)
+
+    def evaluate(scorer: Any, relevant: sp.csr_matrix, exclude: sp.csr_matrix, protocol: EvalProtocol,
+                 pop: np.ndarray, *, what: str) -> dict[str, Any]:
+        """The model's figures; its segment rows are kept in ``by_segment`` for the row that follows."""
+        res, by_part = evaluate_segments(scorer, relevant, exclude, protocol, pop, parts, what=what)
+        by_segment[:] = [{"segment": name, **part_res, "held_out_pairs": int(parts[name].nnz), **held_out,
+                          "users_held_out": int((np.diff(parts[name].indptr) > 0).sum())}
+                         for name, part_res in by_part.items()]
+        return {**res, "segment": "all", "held_out_pairs": int(relevant.nnz)} if parts or segments else res
+
+    def append(row: dict[str, Any]) -> None:
+        rows.append(row)
+        rows.extend({"model": row["model"], **r} for r in by_segment)
+
+    by_segment: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     tower = RunScorer(run, histories)  # ranks as `recommend` does, with --history-from or without
     res = evaluate(tower, relevant, exclude, protocol, pop, what=f"evaluating two-tower on {split}")
-    rows.append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res, **held_out})
+    append({"model": "two-tower", "fit_s": fit_s, "eval_s": time.perf_counter() - t0, **res, **held_out})
     chosen: list[str] = []
     reused: list[bool] = []
     tune_s: dict[str, float] = {}
@@ -355,8 +392,8 @@ def evaluate_run(
         scored = scorer if histories is None else HistoryBaselineScorer(scorer, histories)
         res = evaluate(scored, relevant, exclude, protocol, pop,
                        what=f"evaluating {name}" + (f" ({info})" if info else "") + f" on {split}")
-        rows.append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1,
-                     **res, **held_out})
+        append({"model": f"{name}" + (f" ({info})" if info else ""), "fit_s": fit, "eval_s": time.perf_counter() - t1,
+                **res, **held_out})
     if chosen:  # one line instead of one per tried setting
         if not reused:
             how = "defaults (no valid split to tune on)"
@@ -368,3 +405,29 @@ def evaluate_run(
             how = f"tuned on valid {select_metric}, saved to {run.dir / TUNED_FILE}"
         log.info("baselines: %s (%s)", ", ".join(chosen), how)
     return rows
+
+
+def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequence[str],
+                   split: str) -> dict[str, sp.csr_matrix]:
+    """The held-out pairs of each segment (:data:`SEGMENTS`), by the items' (columns') or users' (rows') count of
+    training rows; one whose pairs all fall on one side is left out, with a warning saying so."""
+    parts: dict[str, sp.csr_matrix] = {}
+    for name in segments:
+        if name == "cold-items":
+            new = np.asarray((train != 0).sum(axis=0)).ravel() == 0  # [I] items without a training row
+            first = (relevant @ sp.diags(new.astype(np.float32))).tocsr()
+        else:
+            new = np.diff(train.indptr) == 0  # [U] users without a training row
+            first = (sp.diags(new.astype(np.float32)) @ relevant).tocsr()
+        first.eliminate_zeros()
+        second = (relevant - first).tocsr()
+        second.eliminate_zeros()
+        cold, warm = SEGMENTS[name]
+        if not first.nnz or not second.nnz:  # the other part is then every pair: the rows "all" already has
+            log.warning("segments %s: %s of the %s %s pairs %s a %s with no row in the run's training data, so no "
+                        "%r or %r rows are added (one would be empty, the other the same as 'all')", name,
+                        "none" if not first.nnz else "every one", f"{int(relevant.nnz):,}", split,
+                        "has", "user" if name == "new-users" else "item", cold, warm)
+            continue
+        parts[cold], parts[warm] = first, second
+    return parts

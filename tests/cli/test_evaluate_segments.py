@@ -1,0 +1,93 @@
+"""`twotower evaluate --segments cold-items,new-users`: rows for the held-out pairs of items (users) with no row in the
+run's training data and for the others, for every model; each equals evaluating a test file holding those pairs alone.
+A walkthrough had to build a cold-only test file by hand to see how a feature-reading item tower does on cold items."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+        "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "--no-progress", "--no-eval"]
+EVAL = ["--baselines", "popularity,ease,itemknn", "--ks", "5,10", "--threads", "1"]
+COLD = ["i0", "i11", "i12"]  # held-out items whose train and valid rows are removed: in the vocabulary by the item table
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("eval-segments")
+    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
+    for part in ("train", "valid"):
+        df = pd.read_csv(paths[part])
+        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    test = pd.read_csv(paths["test"])
+    test[test["item_id"].isin(COLD)].to_csv(d / "cold.csv", index=False)
+    test[~test["item_id"].isin(COLD)].to_csv(d / "warm.csv", index=False)
+    out = d / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--items", str(paths["items"]), 'data.item_multi=["genres"]', "--out", str(out),
+                 "--epochs", "1", *FAST]) == 0
+    return out
+
+
+def _json(capsys, *argv: str) -> list[dict]:
+    assert main(["-q", "evaluate", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_segment_rows_equal_evaluating_the_hand_filtered_file(run_dir, capsys):
+    rows = _json(capsys, "--run", str(run_dir), *EVAL, "--segments", "cold-items")
+    plain = _json(capsys, "--run", str(run_dir), *EVAL)
+    models = [r["model"] for r in plain]
+    assert [(r["model"], r["segment"]) for r in rows] == [
+        (m, s) for m in models for s in ("all", "cold items", "warm items")]
+    whole = [r for r in rows if r["segment"] == "all"]
+    for r, p in zip(whole, plain):  # the rows without --segments are kept, key for key
+        timing = ("eval_s", "fit_s")  # seconds: measured anew
+        assert set(p) <= set(r) and {k: r[k] for k in p if k not in timing} == {k: v for k, v in p.items() if k not in timing}
+    test = pd.read_csv(run_dir / "data" / "test.csv")
+    for segment, name in (("cold items", "cold.csv"), ("warm items", "warm.csv")):
+        file = run_dir.parent / name
+        by_file = _json(capsys, "--run", str(run_dir), *EVAL, "--test", str(file))
+        mine = [r for r in rows if r["segment"] == segment]
+        held = pd.read_csv(file)
+        for r, f in zip(mine, by_file, strict=True):
+            assert r["model"] == f["model"]
+            assert r["held_out_pairs"] == len(held) and r["users_held_out"] == held["user_id"].nunique()
+            for key, value in f.items():
+                if "@" in key or key in ("users_evaluated", "users_skipped", "users_held_out"):
+                    assert r[key] == pytest.approx(value, rel=1e-9), (segment, r["model"], key)
+    assert sum(r["held_out_pairs"] for r in rows[1:3]) == rows[0]["held_out_pairs"] == len(test)
+    assert rows[1]["held_out_pairs"] == test["item_id"].isin(COLD).sum() > 0
+
+
+def test_table_csv_and_record_carry_the_segments(run_dir, capsys, tmp_path):
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5", "--threads", "1",
+                 "--segments", "cold-items", "--csv", str(tmp_path / "e.csv")]) == 0
+    out = capsys.readouterr().out
+    n_cold = int(pd.read_csv(run_dir.parent / "cold.csv").shape[0])
+    assert f"cold items: {n_cold} held-out pairs of {n_cold} users" in out and "warm items: " in out
+    lines = list(csv.DictReader(io.StringIO((tmp_path / "e.csv").read_text())))
+    assert [(line["model"], line["segment"]) for line in lines] == [
+        (m, s) for m in ("two-tower", "popularity") for s in ("all", "cold items", "warm items")]
+    assert json.loads((tmp_path / "e.csv.json").read_text())["segments"] == ["cold-items"]
+
+
+def test_empty_segment_adds_no_rows_and_says_so(run_dir, capsys, caplog):
+    rows = _json(capsys, "--run", str(run_dir), "--baselines", "popularity", "--ks", "5", "--threads", "1",
+                 "--segments", "new-users")  # every test user has training rows
+    assert [r["segment"] for r in rows] == ["all", "all"]
+    assert "segments new-users: none of the" in caplog.text
+
+
+@pytest.mark.parametrize("value, message", [("cold", "unknown 'cold'"), ("cold-items,cold-items", "twice")])
+def test_bad_segments_refused(run_dir, capsys, value, message):
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--segments", value]) == 2
+    assert message in capsys.readouterr().err
+
