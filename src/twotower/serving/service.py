@@ -59,6 +59,10 @@ class RecRequest:
     explain_k: int | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.user_id, str) and self.user_id != self.user_id.strip():
+            # the id POST /recommend reads (coerce_id) and echoes: user_id=' 42' served user 42 and answered
+            # "user_id": " 42", where HTTP answered "42" for the same body
+            object.__setattr__(self, "user_id", self.user_id.strip())
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
