@@ -143,6 +143,13 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
     _threads(args)
     run = TrainedRun.load(args.run)
+    hist = None
+    if args.history is not None:  # its ids checked before the index is opened, as tt.recommend checks them
+        from twotower.pipeline.refusals import rows_naming_every_unknown
+
+        hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
+        with flag_named("--history"):
+            rows_naming_every_unknown(hist, run.item_vocab.index, lambda pos, e: e)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     histories = None
@@ -150,8 +157,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         from twotower.pipeline.histories import exclude_histories, read_input_histories
 
         histories = read_input_histories(run, args.history_from)
-    if args.history is not None:
-        hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
+    if hist is not None:
         with flag_named("--history"):
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features)
