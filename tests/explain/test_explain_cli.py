@@ -32,7 +32,7 @@ def test_an_unknown_item_names_the_flag_it_came_from(mean_run, capsys) -> None:
     # "unknown item 'x'" alone could be the --item or one of the --history ids
     run = str(mean_run.dir)
     assert main(["explain", "--run", run, "--history", "i1,ghost", "--item", "i3"]) == 2
-    assert "--history: unknown item 'ghost'" in capsys.readouterr().err
+    assert "--history: item 2 of 2: unknown item 'ghost'" in capsys.readouterr().err
     assert main(["explain", "--run", run, "--history", "i1,i2", "--item", "ghost"]) == 2
     assert "--item: unknown item 'ghost'" in capsys.readouterr().err
 

@@ -1,6 +1,7 @@
 """One refusal, one core text: the CLI, HTTP and the Python API say the same words, each after its own location.
 
-The CLI names the flag (``--k: ...``), HTTP the JSON field path (``body.k: ...``, ``history[1]: ...``), Python the
+The CLI names the flag (``--k: ...``; a history id also by its place, 1-based as an empty item is named:
+``--history: item 2 of 4: ...``), HTTP the JSON field path (``body.k: ...``, ``history[1]: ...``), Python the
 argument (``k: ...``); what follows is the one function of pipeline/refusals.py (or NotFoundError's text). They
 were three wordings of one refusal (``--k must be between 1 and 10000``, pydantic's ``Input should be greater than
 or equal to 1``, ``k must be an integer between 1 and 10000 (...)``), so a client reading one could not match
@@ -104,7 +105,7 @@ def test_the_servers_batch_bound_is_named_as_the_servers(make_client) -> None:
 
 
 @pytest.mark.parametrize("cli_argv, cli_at, route, body, http_at, fn, py_at", [
-    (["recommend", "--history", "i1,nope"], "--history", "/recommend", {"history": ["i1", "nope"]}, "history[1]",
+    (["recommend", "--history", "i1,nope"], "--history: item 2 of 2", "/recommend", {"history": ["i1", "nope"]}, "history[1]",
      lambda run: tt.recommend(run, history=["i1", "nope"]), "history[1]"),
     (["recommend", "--users", "u1,nope"], "--users", "/recommend/batch",
      {"requests": [{"user_id": "u1"}, {"user_id": "nope"}]}, "requests[1].user_id",
@@ -113,7 +114,7 @@ def test_the_servers_batch_bound_is_named_as_the_servers(make_client) -> None:
      lambda run: tt.similar(run, ["nope"]), "item_ids[0]"),
     (["explain", "--user", "u1", "--item", "nope"], "--item", "/explain", {"user_id": "u1", "item_id": "nope"},
      "item_id", lambda run: tt.explain_by_id(run, user_id="u1", item_id="nope"), "item_id"),
-    (["explain", "--history", "i1,nope", "--item", "i2"], "--history", "/explain",
+    (["explain", "--history", "i1,nope", "--item", "i2"], "--history: item 2 of 2", "/explain",
      {"history": ["i1", "nope"], "item_id": "i2"}, "history[1]",
      lambda run: tt.explain_by_id(run, history=["i1", "nope"], item_id="i2"), "history[1]"),
 ])
@@ -153,7 +154,8 @@ def test_an_unknown_user_is_pointed_to_a_history_by_every_interface(run_dir, run
 def test_every_unknown_history_id_is_named_in_one_wording(run_dir, run, client, capsys, history, named) -> None:
     """A history with several unknown ids named only the first (``{"history": ["1", "nope", "nope2"]}``: `nope`)."""
     first = history.index(next(i for i in history if i.startswith(("nope", "x"))))
-    cli = _core(_cli(capsys, "recommend", "--run", str(run_dir), "--history", ",".join(history)), "--history")
+    cli = _core(_cli(capsys, "recommend", "--run", str(run_dir), "--history", ",".join(history)),
+                f"--history: item {first + 1} of {len(history)}")  # its place, 1-based as the CLI counts
     http = _core(_http(client, "/recommend", {"history": history}, 404), f"history[{first}]")
     py = _core(_py(lambda: tt.recommend(run, history=history)), f"history[{first}]")
     assert cli == http == py == f"unknown item {history[first]!r} (not among the 60 known items){named}"
@@ -163,7 +165,7 @@ def test_every_unknown_history_id_of_an_explanation_is_named_in_one_wording(run_
     """`explain --history 1,nope,nope2` and tt.explain_by_id named only `nope` while POST /explain named both."""
     history = ["i1", "nope", "i2", "nope2"]
     cli = _core(_cli(capsys, "explain", "--run", str(run_dir), "--history", ",".join(history), "--item", "i3"),
-                "--history")
+                "--history: item 2 of 4")
     http = _core(_http(client, "/explain", {"history": history, "item_id": "i3"}, 404), "history[1]")
     py = _core(_py(lambda: tt.explain_by_id(run, history=history, item_id="i3")), "history[1]")
     assert cli == http == py == ("unknown item 'nope' (not among the 60 known items); "

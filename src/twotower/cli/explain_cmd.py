@@ -77,6 +77,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.cli.flags import (
         _threads,
         check_history_flag,
+        check_history_ids,
         flag_named,
         parse_user_features,
         refuse_empty_history_early,
@@ -101,8 +102,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from twotower.explain import explain_by_id
     from twotower.explain.explainer import explain_notes
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.refusals import rows_naming_every_unknown
-
     _threads(args)
     run = TrainedRun.load(args.run)
     # each id checked under its flag first: an unknown item could be the --item or one of --history
@@ -117,8 +116,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                 raise hint_unknown_user(e, run) from None
     if history is not None:  # empty: only with --user-features on a run that reads them
         history = check_history_flag(history, run, features)
-    with flag_named("--history"):  # every unknown id named, as recommend --history names them
-        rows_naming_every_unknown(history or (), run.item_vocab.index, lambda pos, e: e)
+    check_history_ids(history or [], run)  # every unknown id named, as recommend --history names them
     with flag_named("--item"):
         run.item_vocab.index(args.item)
     warnings: list[str] = []

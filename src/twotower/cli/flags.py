@@ -118,6 +118,19 @@ def check_history_flag(history: list[str], run: Any, features: dict[str, Any] | 
     return check_new_history(history, "--history", run=run, user_features=features, features_field="--user-features")
 
 
+def check_history_ids(history: list[str], run: Any, flag: str = "--history") -> None:
+    """Refuse the unknown ids of a new user's ``--history``, the first named by its place as an empty item is
+    (1-based, ``--history: item 2 of 4: unknown item 'nope' (...)``), then every other one: HTTP and Python name
+    its place (``history[1]: ...``) and the command line named none, so in a history of 40 ids the user had to find
+    it. The words after the place are theirs."""
+    from twotower.pipeline.refusals import locate, rows_naming_every_unknown
+
+    n = len(history)
+    with flag_named(flag):
+        rows_naming_every_unknown(history, run.item_vocab.index,
+                                  lambda pos, e: locate(e, f"{flag}: item {pos + 1} of {n}"))
+
+
 def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:
     """Refuse an input file that does not exist (``{flag: [paths]}``) before the run loads: a missing
     ``--history-from`` file was reported only after the run and the held-out file had been read (seconds; a

@@ -9,6 +9,7 @@ from pathlib import Path
 from twotower.cli.flags import (
     _threads,
     check_history_flag,
+    check_history_ids,
     flag_named,
     parse_user_features,
     refuse_empty_history_early,
@@ -145,11 +146,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     run = TrainedRun.load(args.run)
     hist = None
     if args.history is not None:  # its ids checked before the index is opened, as tt.recommend checks them
-        from twotower.pipeline.refusals import rows_naming_every_unknown
-
         hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
-        with flag_named("--history"):
-            rows_naming_every_unknown(hist, run.item_vocab.index, lambda pos, e: e)
+        check_history_ids(hist, run)  # the first unknown id named by its place, as HTTP and Python name it
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     histories = None
