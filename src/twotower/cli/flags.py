@@ -9,7 +9,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "flag_named", "parse_user_features"]
+__all__ = ["OneId", "add_filter_flag", "filter_at", "flag_named", "parse_filters", "parse_user_features"]
 
 
 @contextlib.contextmanager
@@ -129,6 +129,46 @@ def check_history_ids(history: list[str], run: Any, flag: str = "--history") -> 
     with flag_named(flag):
         rows_naming_every_unknown(history, run.item_vocab.index,
                                   lambda pos, e: locate(e, f"{flag}: item {pos + 1} of {n}"))
+
+
+def filter_help(route: str) -> str:
+    """``--filter``'s help, naming the HTTP route whose ``filters`` it is."""
+    return ("FIELD=VALUE[,VALUE...]: only items whose metadata FIELD holds one of the values, as "
+            f'the "filters" of {route} ({{"FIELD": ["VALUE", ...]}}) and filters= from Python; repeat it for more '
+            "fields, each of which an item must match (--filter genres=Comedy,Drama --filter year=1995 is "
+            '{"genres": ["Comedy", "Drama"], "year": ["1995"]}); item_id=ID,ID: those items only; a JSON array '
+            "for values holding commas (--filter 'title=[\"a, b\"]')")
+
+
+def add_filter_flag(p: argparse.ArgumentParser, route: str) -> None:
+    """``--filter FIELD=VALUE[,VALUE...]``, repeatable: the ``filters`` of ``route``'s JSON body."""
+    p.add_argument("--filter", action="append", metavar="FIELD=VALUES", dest="filter", help=filter_help(route))
+
+
+def filter_at(field: str) -> str:
+    """How the command line names a filter field in a refusal (HTTP and Python: ``filters.genres``)."""
+    return f"--filter {field}"
+
+
+def parse_filters(given: list[str] | None) -> dict[str, list[str]] | None:
+    """``--filter FIELD=VALUE[,VALUE...]`` flags as the JSON ``filters`` they stand for, ``{"FIELD": [VALUE, ...]}``
+    (None when none is given). Values are a comma list or a JSON array, as ``--history``'s ids; a field given twice
+    is refused (a JSON object holds a field once: its values go in one flag)."""
+    if not given:
+        return None
+    from twotower.cli.id_lists import parse_id_list
+
+    out: dict[str, list[str]] = {}
+    for text in given:
+        field, eq, values = text.partition("=")
+        field = field.strip()
+        if not eq or not field:
+            raise ConfigError(f"--filter: FIELD=VALUE[,VALUE...], e.g. --filter genres=Comedy,Drama; got {text!r}")
+        if field in out:
+            raise ConfigError(f"{filter_at(field)} is given twice; list its values in one flag, e.g. "
+                              f"--filter {field}={','.join([*out[field], values.strip()][:3])}")
+        out[field] = parse_id_list(values, filter_at(field))
+    return out
 
 
 def refuse_missing_inputs(files: dict[str, list[str] | None]) -> None:

@@ -129,6 +129,7 @@ def recommend_record(args: argparse.Namespace, run: Any, index: Any, used: str, 
         "exclude": [file_entry(f) for f in args.exclude or []],
         "exclude_seen": not args.no_exclude_seen,
         "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
+        "filters": getattr(args, "filters", None),  # --filter, as POST /recommend's JSON
     }
 
 
@@ -150,6 +151,7 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
         **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k),
         "items": items_entry(item_ids),
         "cold_similar": args.cold_similar,
+        "filters": getattr(args, "filters", None),  # --filter, as POST /similar-items' JSON
     }
 
 

@@ -10,7 +10,9 @@ from twotower.cli.flags import (
     _threads,
     check_history_flag,
     check_history_ids,
+    filter_at,
     flag_named,
+    parse_filters,
     parse_user_features,
     refuse_empty_history_early,
     refuse_json_with_out,
@@ -103,6 +105,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {shell_arg(args.out)}`, "
                           "or --json for the printed list")
     refuse_json_with_out(args, "--users")
+    args.filters = parse_filters(args.filter)  # its form checked at once; its fields and values once the run loads
     if args.out:
         from twotower.cli.provenance import check_out_and_record  # FILE.json beside it: what produced the lists
 
@@ -148,8 +151,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if args.history is not None:  # its ids checked before the index is opened, as tt.recommend checks them
         hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
         check_history_ids(hist, run)  # the first unknown id named by its place, as HTTP and Python name it
+    from twotower.serving.service import filter_allow, run_filter_mask
+
+    mask = run_filter_mask(run, args.filters, field_at=filter_at)  # POST /recommend's checks, before the index
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
+    allow = filter_allow(mask, index)
     histories = None
     if getattr(args, "history_from", None):
         from twotower.pipeline.histories import exclude_histories, read_input_histories
@@ -158,8 +165,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if hist is not None:
         with flag_named("--history"):
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
-                                    user_features=features)
-        _say_shortfall(res, k, ["a new user"])
+                                    user_features=features, allow=allow)
+        _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         from twotower.pipeline.recommend import long_history_note
 
         long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)  # logged already
@@ -180,16 +187,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
                 raise hint_unknown_user(e, run) from None
         _say_no_input_history(run, [row], histories)
-        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index)
-        _say_shortfall(res, k, [f"user {args.user}"])
+        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index, allow=allow)
+        _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None)
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
     rows = np.asarray(_parse_user_list(run, args.users), np.int64)
     _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
-    res = recommend_users(run, rows, k, exclude, histories=histories, index=index,
+    res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows])
+    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None)
     if args.json:  # never with --out (refused above)
         print(results_to_frame(run, rows, res).to_json(orient="records"))
         return 0
@@ -220,7 +227,8 @@ def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | Non
         _print_items(items, False, title, k)
         return
     notes = [*(notes or ()), *_unplaced_notes(run, res)]
-    answer = recommend_answer(items, user_id, k, exclude_seen=not args.no_exclude_seen, notes=notes)
+    answer = recommend_answer(items, user_id, k, filtered=args.filters is not None,
+                              exclude_seen=not args.no_exclude_seen, notes=notes)
     print(stdout_json(answer, default=str))
 
 
@@ -259,12 +267,12 @@ def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - Train
               "training history", file=sys.stderr)
 
 
-def _say_shortfall(res, k: int, who: list) -> None:  # noqa: ANN001 - Results
-    """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions."""
+def _say_shortfall(res, k: int, who: list, *, filtered: bool = False) -> None:  # noqa: ANN001 - Results
+    """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions (and --filter)."""
     from twotower.index import shortfall
 
     short = shortfall(res, k)
     if short.any():
         worst = int(short.argmax())
         print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
-              f"after exclusions (e.g. {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
+              f"after {'--filter and ' if filtered else ''}exclusions (e.g. {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="--item: print the JSON answer of POST /similar-items; --items: print JSON records "
                         "(not with --out: redirect stdout for a file)")
+    from twotower.cli.flags import add_filter_flag
+
+    add_filter_flag(p, "POST /similar-items")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
     p.set_defaults(func=cmd_similar)
@@ -60,6 +63,9 @@ def _check_args(args: argparse.Namespace) -> int:
     k = args.k if args.k is not None else ServiceSettings.default_k
     if (why := k_refusal(k)) is not None:
         raise ConfigError(f"--k: {why}")
+    from twotower.cli.flags import parse_filters
+
+    args.filters = parse_filters(args.filter)  # its form checked before the run loads; fields and values after
     if args.out and args.item is not None:
         raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
                           f"{args.out}`, or --json for the printed answer")
@@ -104,8 +110,13 @@ def cmd_similar(args: argparse.Namespace) -> int:
     _threads(args)
     run = TrainedRun.load(args.run)
     rows = _item_rows(run, args.items if args.item is None else None, args.item)  # a typo: one line, before the index
+    from twotower.cli.flags import filter_at
+    from twotower.serving.service import filter_allow, run_filter_mask
+
+    mask = run_filter_mask(run, args.filters, field_at=filter_at)  # POST /similar-items' checks, before the index
     index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
+    args.allow = filter_allow(mask, index)
     if args.item is not None:
         return _one_item(args, run, index, k, int(rows[0]))
     return _many_items(args, run, index, used, k, rows)
@@ -121,9 +132,10 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     catalog = ItemCatalog.from_run(run)
     unplaced = unplaced_item_mask(run)  # the query's and the list's: worked out once
     res, spaces = similar_items(run, np.asarray([row], np.int64), k, index, cold_similar=args.cold_similar,
-                                unplaced=unplaced)
+                                unplaced=unplaced, **_allowed(args))
     rows, scores = res.row(0)
-    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced)
+    answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced,
+                            filtered=args.allow is not None)
     if args.json:
         print(stdout_json(answer, default=str))
         return 0
@@ -149,10 +161,12 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
 
     train_cfg = run.config.train  # the run's own progress settings, as `recommend --users` reads them
     every_s = train_cfg.log_every_s if train_cfg.progress else None
-    res, spaces = similar_items(run, rows, k, index, cold_similar=args.cold_similar, log_every_s=every_s)
+    res, spaces = similar_items(run, rows, k, index, cold_similar=args.cold_similar, log_every_s=every_s,
+                                **_allowed(args))
     unplaced = np.asarray([sp == UNPLACED for sp in spaces], dtype=bool)
     # an unplaced item's empty list is no shortfall: the line below says why it has none
-    _say_shortfall(run, rows[~unplaced], Results(res.ids[~unplaced], res.scores[~unplaced]), k)
+    _say_shortfall(run, rows[~unplaced], Results(res.ids[~unplaced], res.scores[~unplaced]), k,
+                   filtered=args.allow is not None)
     if unplaced.any():
         print(f"{int(unplaced.sum())} of {len(rows)} items have no training interactions and the item tower reads "
               f"only the item ID, so the model cannot place them: no rows for them (e.g. item "
@@ -182,7 +196,16 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     return 0
 
 
-def _say_shortfall(run, rows: np.ndarray, res, k: int) -> None:  # noqa: ANN001 - TrainedRun, Results
+def _allowed(args: argparse.Namespace) -> dict:
+    """:func:`similar_items`' arguments of ``--filter``: the service's allow-list and its ``filter_exact_max``."""
+    if args.allow is None:
+        return {}
+    from twotower.serving.settings import ServiceSettings
+
+    return {"allow": args.allow, "exact_subset_max": ServiceSettings.filter_exact_max}
+
+
+def _say_shortfall(run, rows: np.ndarray, res, k: int, *, filtered: bool = False) -> None:  # noqa: ANN001
     """Tell stderr when lists are shorter than k, in the words of the service's shortfall."""
     from twotower.index import shortfall
     from twotower.serving.service import _shortfall, similar_excluded  # the service's wording
@@ -191,6 +214,7 @@ def _say_shortfall(run, rows: np.ndarray, res, k: int) -> None:  # noqa: ANN001 
     if short.any():
         worst = int(short.argmax())
         item_id = run.item_vocab.id_at(int(rows[worst]))
-        reason = _shortfall(k, k - int(short[worst]), filtered=False, excluded=similar_excluded(item_id))["reason"]
+        reason = _shortfall(k, k - int(short[worst]), filtered=filtered,
+                            excluded=similar_excluded(item_id))["reason"]
         print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} (e.g. item {item_id}: "
               f"{reason})", file=sys.stderr)

@@ -356,6 +356,7 @@ def recommend_users(
     index: VectorIndex | None = None,
     histories: Any = None,
     log_every_s: float | None = None,
+    allow: np.ndarray | None = None,
 ) -> Results:
     """Top-k item rows for known users -> ``Results[B, K]`` (``index`` defaults to exact search).
 
@@ -364,7 +365,9 @@ def recommend_users(
     replaces the training history as the users' input. A row shorter than
     ``k`` (padded with -1) means fewer than ``k`` items were left; see
     :func:`twotower.index.shortfall`. ``log_every_s``: seconds between progress log lines (users
-    done, users/s, ETA; None: none), so that ``--users all`` in a redirected log is not silent.
+    done, users/s, ETA; None: none), so that ``--users all`` in a redirected log is not silent. ``allow``: the item
+    rows every list is drawn from (``--filter``, :func:`twotower.serving.service.filter_allow`), searched as the
+    service searches a filtered request.
     """
     if index is None:
         index, _ = open_run_index(run, exact=True)
@@ -382,11 +385,21 @@ def recommend_users(
         excl = _csr_rows(exclude, chunk) if exclude is not None else None
         if excl is not None and not any(e.size for e in excl):
             excl = None
-        parts.append(index.search(queries, k, exclude=excl))
+        parts.append(index.search(queries, k, exclude=excl, **_allowed(allow, chunk.size)))
         progress.update(s + chunk.size)
     if not parts:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
     return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))
+
+
+def _allowed(allow: np.ndarray | None, n: int) -> dict[str, Any]:
+    """``index.search`` arguments of a filter (``allow``: item rows; None: none) for ``n`` queries: the service's,
+    with its default ``filter_exact_max``, so a filtered list is the one POST /recommend returns."""
+    if allow is None:
+        return {}
+    from twotower.serving.settings import ServiceSettings
+
+    return {"allow": [allow] * n, "exact_subset_max": ServiceSettings.filter_exact_max}
 
 
 def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True) -> str | None:
@@ -404,12 +417,12 @@ def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = Tru
 
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
-    user_features: dict[str, Any] | None = None,
+    user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None,
 ) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first).
 
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
-    None reads every feature as missing.
+    None reads every feature as missing. ``allow``: as :func:`recommend_users`'.
     """
     # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
     rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
@@ -425,7 +438,7 @@ def recommend_history(
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)
     excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
-    return index.search(vec, k, exclude=excl)
+    return index.search(vec, k, exclude=excl, **_allowed(allow, 1))
 
 
 def recommend(
@@ -438,6 +451,7 @@ def recommend(
     exclude_seen: bool = True,
     exact: bool = False,
     history_from: Any = None,
+    filters: dict[str, list[str]] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
@@ -448,7 +462,10 @@ def recommend(
     unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
     the service rank, or by exact search when ``exact`` or when none is built. ``history_from`` (with
     ``user_ids``): interaction files or DataFrames whose rows are the users' input histories instead of
-    the training history, as ``twotower recommend --history-from``; their items count as seen. Example::
+    the training history, as ``twotower recommend --history-from``; their items count as seen. ``filters``:
+    item metadata field -> values, as POST /recommend's ``filters`` (``{"genres": ["Comedy", "Drama"]}``: items
+    whose genres hold either; several fields: every one), with its checks and refusals
+    (``filters.genres: no item has the value 'Comdy'; did you mean 'Comedy'?``). Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.recommend(run, ["42"], k=5)[0]:
@@ -477,15 +494,20 @@ def recommend(
             raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
         if not is_id_list(user_ids):  # user_ids=42: a bare TypeError ("'int' object is not iterable")
             raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got {type(user_ids).__name__}")
+    from twotower.serving.service import filter_allow, run_filter_mask
+
+    mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /recommend's words
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories
 
         histories = read_input_histories(run, history_from)
     index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
+    allow = filter_allow(mask, index)
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:
-        res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features)
+        res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
+                                allow=allow)
         return [results_to_items(run, res)]
     assert user_ids is not None
     if isinstance(user_ids, str):
@@ -502,7 +524,7 @@ def recommend(
         from twotower.pipeline.histories import exclude_histories
 
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
-    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index)
+    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow)
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 

@@ -256,6 +256,7 @@ def similar(
     *,
     exact: bool = False,
     cold_similar: str = ServiceSettings.cold_similar,
+    filters: dict[str, list[str]] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
     and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id (empty,
@@ -263,7 +264,8 @@ def similar(
 
     Ranked with the run's built index (``RUN/index``), or by exact search when ``exact`` or when none is
     built; a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
-    (``serve --cold-similar``). Example::
+    (``serve --cold-similar``). ``filters``: item metadata field -> values, as POST /similar-items' ``filters``
+    (``{"genres": ["Comedy"]}``), with its checks and refusals. Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.similar(run, ["50"], k=5)[0]:
@@ -288,9 +290,14 @@ def similar(
     for pos, item_id in enumerate(item_ids):  # an unknown id named by its place: item_ids[3]: unknown item ...
         with located(f"item_ids[{pos}]"):
             rows[pos] = run.item_vocab.index(item_id)
+    from twotower.serving.service import filter_allow, run_filter_mask
+
+    mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /similar-items' words
     index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
-    res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar)
+    allow = filter_allow(mask, index)
+    res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow,
+                                exact_subset_max=None if allow is None else ServiceSettings.filter_exact_max)
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it
             log.warning("%s", unplaced_note(run.item_vocab.id_at(row)))

@@ -15,7 +15,7 @@ from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, NotFoundError
 from twotower.serving.errors import UnknownIdAt
 
-__all__ = ["ItemCatalog"]
+__all__ = ["ItemCatalog", "check_filters", "filters_at"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,46 @@ def _matches(v: Any, value: str, sep: str) -> bool:
         except ValueError:
             return False
     return str(v) == value
+
+
+def filters_at(field: str) -> str:
+    """Where a filter field is named in a refusal by HTTP (``filters.genres``, its JSON path) and Python (the
+    ``filters=`` argument): the command line names it ``--filter genres`` (:meth:`ItemCatalog.filter_mask`'s
+    ``field_at``), the words after it are the same."""
+    return f"filters.{field}"
+
+
+def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] | None:
+    """A Python caller's ``filters`` (``tt.recommend``, ``tt.similar``, :class:`RecRequest`) as POST /recommend's
+    schema reads its JSON: a mapping of metadata field -> list of values, each value text or an integer (white
+    space at the ends dropped, as an id's). A string where a list belongs is refused: ``{"genres": "Comedy"}``
+    was read letter by letter ("no item has the value 'C'"). None: no filter. Which fields and values exist is
+    :meth:`ItemCatalog.filter_mask`'s to say, in the words HTTP and the CLI use."""
+    if filters is None:
+        return None
+    from collections.abc import Mapping as _Mapping
+
+    from twotower.utils.arguments import is_id_list
+
+    if not isinstance(filters, _Mapping):
+        raise ConfigError(f"{name} is a mapping of item metadata field -> list of values, e.g. "
+                          f"{{'genres': ['Comedy']}}; got {type(filters).__name__}")
+    out: dict[str, list[str]] = {}
+    for field, values in filters.items():
+        if not isinstance(field, str):
+            raise ConfigError(f"{name}: a field name is text, got {field!r}")
+        if isinstance(values, (str, bytes)):
+            raise ConfigError(f"{filters_at(field)} is a list of values, e.g. {{{field!r}: [{values!r}]}}; got a string")
+        if not is_id_list(values):
+            raise ConfigError(f"{filters_at(field)} is a list of values, e.g. {{{field!r}: ['...']}}; "
+                              f"got {type(values).__name__}")
+        got = []
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (str, int)):
+                raise ConfigError(f"{filters_at(field)}: a value is text or an integer, got {v!r}")
+            got.append(str(v).strip())
+        out[field] = got
+    return out
 
 
 class ItemCatalog:
@@ -160,7 +200,7 @@ class ItemCatalog:
                 out.add(str(v))
         return sorted(out)
 
-    def _unknown_value(self, field: str, value: str) -> str:
+    def _unknown_value(self, field: str, value: str, field_at: Callable[[str], str] = filters_at) -> str:
         """A 422 message for a filter value no item has, with the nearest known values."""
         import difflib
 
@@ -171,9 +211,10 @@ class ItemCatalog:
             near = [lower[value.lower()]] if value.lower() in lower else []
         hint = f"did you mean {', '.join(repr(n) for n in near)}?" if near else (
             f"known values include {', '.join(repr(k) for k in known[:8])}" + (" ..." if len(known) > 8 else ""))
-        return f"filters.{field}: no item has the value {value!r}; {hint}"
+        return f"{field_at(field)}: no item has the value {value!r}; {hint}"
 
-    def filter_mask(self, filters: Mapping[str, Sequence[str]], check: Callable[[], None] | None = None) -> np.ndarray:
+    def filter_mask(self, filters: Mapping[str, Sequence[str]], check: Callable[[], None] | None = None, *,
+                    field_at: Callable[[str], str] = filters_at) -> np.ndarray:
         """[I] bool: items matching every field, where a field matches when it holds any of the values.
 
         Every mistake is named by its field (``filters.genres: ...``): an unknown field or an empty list
@@ -182,29 +223,33 @@ class ItemCatalog:
 
         ``check`` is called before each metadata value's scan of the catalogue (O(items) each, and a request
         may send 16 fields x 1000 values) and may raise to abandon the work: the HTTP routes pass their time
-        budget, which a request filtering on 1000 titles otherwise ran far past."""
+        budget, which a request filtering on 1000 titles otherwise ran far past. ``field_at``: how the caller's
+        interface names a field (:func:`filters_at`; ``--filter genres`` on the command line): the words after it
+        are the same from HTTP, Python and the CLI."""
         mask = np.ones(len(self.ids), dtype=bool)
         for field, values in filters.items():
             if field != "item_id" and field not in self.columns:
                 raise ConfigError(
-                    f"filters.{field}: not an item metadata field; filterable fields: {sorted(self.columns) + ['item_id']}"
+                    f"{field_at(field)}: not an item metadata field; filterable fields: {sorted(self.columns) + ['item_id']}"
                 )
             if not values:
-                raise ConfigError(f"filters.{field} is empty; give at least one value or drop the filter")
-            mask &= self._item_mask(values) if field == "item_id" else self._field_mask(field, values, check)
+                raise ConfigError(f"{field_at(field)} is empty; give at least one value or drop the filter")
+            mask &= (self._item_mask(values, field_at) if field == "item_id"
+                     else self._field_mask(field, values, check, field_at))
         return mask
 
-    def _item_mask(self, item_ids: Sequence[str]) -> np.ndarray:
+    def _item_mask(self, item_ids: Sequence[str], field_at: Callable[[str], str] = filters_at) -> np.ndarray:
         """[I] bool: the listed items; an unknown one is a 404 naming ``filters.item_id[i]``."""
         allowed = np.zeros(len(self.ids), dtype=bool)
         for pos, v in enumerate(item_ids):
             try:
                 allowed[self.row(str(v))] = True
             except NotFoundError as e:
-                raise UnknownIdAt(f"filters.item_id[{pos}]", e) from None
+                raise UnknownIdAt(f"{field_at('item_id')}[{pos}]", e) from None
         return allowed
 
-    def _field_mask(self, field: str, values: Sequence[str], check: Callable[[], None] | None = None) -> np.ndarray:
+    def _field_mask(self, field: str, values: Sequence[str], check: Callable[[], None] | None = None,
+                    field_at: Callable[[str], str] = filters_at) -> np.ndarray:
         """[I] bool: items whose ``field`` holds any of ``values``; a value no item has is a 422."""
         any_of = np.zeros(len(self.ids), dtype=bool)
         for v in values:
@@ -212,6 +257,6 @@ class ItemCatalog:
                 check()
             m = self._value_mask(field, str(v))
             if not m.any():
-                raise ConfigError(self._unknown_value(field, str(v)))
+                raise ConfigError(self._unknown_value(field, str(v), field_at))
             any_of |= m
         return any_of

@@ -32,7 +32,7 @@ from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
 
-__all__ = ["RecommenderService", "RecRequest", "catalog_items", "recommend_answer", "similar_answer"]
+__all__ = ["RecommenderService", "RecRequest", "catalog_items", "filter_allow", "recommend_answer", "run_filter_mask", "similar_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,10 @@ class RecRequest:
             object.__setattr__(self, "user_id", self.user_id.strip())
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        if self.filters is not None:  # POST /recommend's schema's reading: {"genres": "Comedy"} was read letter by letter
+            from twotower.serving.catalog import check_filters
+
+            object.__setattr__(self, "filters", check_filters(self.filters))
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
             # POST /recommend's 422 and tt.recommend's rule: no empty-history list; with user_features the service
             # decides, with its run (a user with no history yet is served from features alone on a run reading them)
@@ -89,6 +93,40 @@ def _index_ids(index: VectorIndex) -> np.ndarray | None:
     if ids is None:
         ids = getattr(index, "_ids", None)  # FaissIndex keeps them privately
     return None if ids is None else np.asarray(ids, dtype=np.int64)
+
+
+def _in_index(index: VectorIndex, n_items: int) -> np.ndarray:
+    """``[I]`` bool, the item rows ``index`` holds."""
+    ids = _index_ids(index)
+    in_index = np.zeros(n_items, dtype=bool)
+    if ids is None:
+        in_index[: len(index)] = True
+    else:
+        if ids.size and (ids.min() < 0 or ids.max() >= n_items):
+            raise IntegrityError(f"the index holds item rows outside 0..{n_items - 1}; rebuild it for this run")
+        in_index[ids] = True
+    return in_index
+
+
+def run_filter_mask(run: Any, filters: Mapping[str, Sequence[str]] | None, *,
+                    field_at: Callable[[str], str] | None = None) -> np.ndarray | None:
+    """``[I]`` bool, the items of ``run`` that ``filters`` allow (None: no filter): the service's filter code
+    (:meth:`ItemCatalog.filter_mask`, its checks and words) for `twotower recommend/similar --filter` and
+    ``tt.recommend/tt.similar(filters=...)``, so the three interfaces filter alike. ``field_at``: how the caller
+    names a field in a refusal (``filters.genres`` by default, ``--filter genres`` on the command line).
+    Needs no index: a mistyped field or value is refused before one is opened."""
+    from twotower.serving.catalog import check_filters, filters_at
+
+    filters = check_filters(filters)
+    if not filters:  # {}: no filter, as POST /recommend reads "filters": {}
+        return None
+    return ItemCatalog.from_run(run).filter_mask(filters, field_at=field_at or filters_at)
+
+
+def filter_allow(mask: np.ndarray | None, index: VectorIndex) -> np.ndarray | None:
+    """The item rows of ``mask`` (:func:`run_filter_mask`) that ``index`` holds, the ``allow`` list of its search,
+    as the service makes it; None for no filter."""
+    return None if mask is None else np.flatnonzero(mask & _in_index(index, len(mask)))
 
 
 def _use_threads(n: int) -> None:
@@ -237,14 +275,7 @@ class RecommenderService:
                 f"the index holds vectors of dim {index.dim} but the model embeds items in dim "
                 f"{self.item_vectors.shape[1]}; rebuild it with `twotower index build --run DIR`"
             )
-        ids = _index_ids(index)
-        self.in_index = np.zeros(n_items, dtype=bool)  # [I]
-        if ids is None:
-            self.in_index[: len(index)] = True
-        else:
-            if ids.size and (ids.min() < 0 or ids.max() >= n_items):
-                raise IntegrityError(f"the index holds item rows outside 0..{n_items - 1}; rebuild it for this run")
-            self.in_index[ids] = True
+        self.in_index = _in_index(index, n_items)  # [I]
         self.fingerprint = run.fingerprint()
         #: Which index answers, in words (set by :meth:`load`; printed by `twotower serve`).
         self.index_description = f"{type(index).__name__} over {len(index):,} items"
@@ -655,6 +686,9 @@ class RecommenderService:
             row = self.catalog.row(item_id)
         except NotFoundError as e:  # named, as /explain and /recommend name the field that sent an unknown id
             raise UnknownIdAt("item_id", e) from None
+        from twotower.serving.catalog import check_filters
+
+        filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
         mask = self.catalog.filter_mask(filters, check) if filters else None
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)
         # the search `twotower similar` and tt.similar run (pipeline/similar.py), so the lists cannot drift

@@ -1,0 +1,101 @@
+"""Item filters are one feature on every surface: `recommend/similar --filter FIELD=V1,V2` (repeatable),
+``tt.recommend/tt.similar(filters=...)`` and POST /recommend / /similar-items' ``"filters"`` give the same lists
+and refuse a mistake in the same words after their own location (``--filter genres`` / ``filters.genres``).
+Filters were HTTP's alone: the CLI had no flag for them, and Python no argument."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import twotower as tt
+from twotower.cli.main import main
+from twotower.errors import TwoTowerError
+
+
+@pytest.fixture(scope="module")
+def run(run_dir):
+    return tt.TrainedRun.load(run_dir)
+
+
+def _cli_json(run_dir, capsys, *argv: str):
+    capsys.readouterr()
+    assert main([argv[0], "--run", str(run_dir), "--threads", "1", "--json", *argv[1:]]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def _ids(items: list[dict]) -> list[str]:
+    return [i["item_id"] for i in items]
+
+
+FLAGS = ["--filter", "genres=Comedy,Drama", "--filter", "year=1992,1993"]
+FILTERS = {"genres": ["Comedy", "Drama"], "year": ["1992", "1993"]}  # i2, i22, i42
+
+
+@pytest.mark.parametrize("cli, body, py", [
+    (["recommend", "--user", "u3", "--k", "5"], {"user_id": "u3", "k": 5}, lambda run, f: tt.recommend(run, ["u3"], k=5, filters=f)),
+    (["recommend", "--history", "i1,i5", "--k", "5"], {"history": ["i1", "i5"], "k": 5},
+     lambda run, f: tt.recommend(run, history=["i1", "i5"], k=5, filters=f)),
+])
+def test_a_filtered_list_is_the_same_from_the_cli_http_and_python(run_dir, run, client, capsys, cli, body, py) -> None:
+    http = client.post("/recommend", json={**body, "filters": FILTERS}).json()
+    assert http["items"] and len(http["items"]) < 5  # the filter leaves fewer items than k: a shortfall, said alike
+    assert _cli_json(run_dir, capsys, *cli, *FLAGS) == http
+    assert py(run, FILTERS)[0] == http["items"]
+    unfiltered = client.post("/recommend", json=body).json()
+    assert _ids(http["items"]) != _ids(unfiltered["items"])  # the filter did something
+
+
+def test_a_filtered_similar_list_is_the_same_from_the_cli_http_and_python(run_dir, run, client, capsys) -> None:
+    http = client.post("/similar-items", json={"item_id": "i3", "k": 4, "filters": {"genres": ["Horror"]}}).json()
+    assert _cli_json(run_dir, capsys, "similar", "--item", "i3", "--k", "4", "--filter", "genres=Horror") == http
+    assert tt.similar(run, ["i3"], k=4, filters={"genres": ["Horror"]})[0] == http["items"]
+    assert all("Horror" in i["genres"] for i in http["items"])
+
+
+def test_users_csv_is_filtered_as_the_http_batch(run_dir, client, capsys) -> None:
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run_dir), "--threads", "1", "--users", "u1,u2", "--k", "3",
+                 "--filter", "genres=Horror"]) == 0
+    rows = [ln.split(",") for ln in capsys.readouterr().out.splitlines()[1:]]
+    batch = client.post("/recommend/batch", json={"requests": [
+        {"user_id": u, "k": 3, "filters": {"genres": ["Horror"]}} for u in ("u1", "u2")]}).json()["results"]
+    assert [r[1] for r in rows] == _ids(batch[0]["items"]) + _ids(batch[1]["items"])
+
+
+@pytest.mark.parametrize("flag, filters, status, http_at, core", [
+    ("genre=Comedy", {"genre": ["Comedy"]}, 422, "filters.genre",
+     "not an item metadata field; filterable fields: ['genres', 'title', 'year', 'item_id']"),
+    ("genres=Comdy", {"genres": ["Comdy"]}, 422, "filters.genres", "no item has the value 'Comdy'; did you mean 'Comedy'?"),
+    ("item_id=i1,nope", {"item_id": ["i1", "nope"]}, 404, "filters.item_id[1]",
+     "unknown item 'nope' (not among the 60 known items)"),
+])
+def test_a_bad_filter_is_refused_in_one_wording(run_dir, run, client, capsys, flag, filters, status, http_at, core) -> None:
+    r = client.post("/recommend", json={"user_id": "u3", "filters": filters})
+    assert r.status_code == status and r.json()["error"]["message"] == f"{http_at}: {core}"
+    with pytest.raises(TwoTowerError) as e:
+        tt.recommend(run, ["u3"], filters=filters)
+    assert str(e.value) == f"{http_at}: {core}"
+    with pytest.raises(TwoTowerError) as e:
+        tt.similar(run, ["i3"], filters=filters)
+    assert str(e.value) == f"{http_at}: {core}"
+    for cmd in (["recommend", "--user", "u3"], ["similar", "--item", "i3"]):
+        capsys.readouterr()
+        assert main([cmd[0], "--run", str(run_dir), *cmd[1:], "--filter", flag]) != 0
+        err = capsys.readouterr().err
+        assert f"error: {http_at.replace('filters.', '--filter ')}: {core}" in err
+        assert "ranking with" not in err  # refused before the index is opened
+
+
+def test_python_refuses_a_string_of_values(run) -> None:
+    """{"genres": "Comedy"} is a 422 over HTTP; from Python it was read letter by letter."""
+    with pytest.raises(TwoTowerError, match=r"^filters.genres is a list of values, e.g. \{'genres': \['Comedy'\]\}"):
+        tt.recommend(run, ["u3"], filters={"genres": "Comedy"})
+
+
+def test_a_filter_field_given_twice_is_refused(run_dir, capsys) -> None:
+    """A JSON object holds a field once: --filter genres=A --filter genres=B kept only one of them."""
+    assert main(["recommend", "--run", str(run_dir), "--user", "u3", "--filter", "genres=Comedy",
+                 "--filter", "genres=Drama"]) == 2
+    assert "--filter genres is given twice; list its values in one flag, e.g. --filter genres=Comedy,Drama" in (
+        capsys.readouterr().err)
