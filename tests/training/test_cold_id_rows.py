@@ -84,3 +84,19 @@ def test_a_resumed_bpr_run_keeps_cold_rows_zero(tmp_path):
     assert torch.count_nonzero(_rows(resumed)[COLD]) == 0
     state = resumed.optimizers[0].state[resumed.model.item_tower.id_emb.weight]
     assert torch.count_nonzero(state["exp_avg"][COLD]) == 0  # no momentum left to move them later
+
+
+def test_a_hand_built_models_random_cold_rows_train_as_before():
+    # only rows built as zero are held: a model built in Python keeps random cold rows, which frozen would leave
+    # those items scored at random for ever (the pipeline zeroes them; a hand-built model never did)
+    seqs, _ = _data()
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
+                                      item=TowerConfig(out_dim=8, hidden=(16,))), 8, N_ITEMS)
+    before = model.item_tower.id_emb.weight.detach().clone()
+    cfg = TrainConfig(epochs=1, batch_size=8, progress=False, threads=1, patience=100, ema_decay=None,
+                      weight_decay=0.0)  # no decay: only a gradient can move a row
+    tr = Trainer(model, seqs, loss=LOSSES["full"], train=cfg, eval=EvalConfig(baselines=()), out_dir=None)
+    tr.fit()
+    cold = torch.as_tensor(COLD)
+    assert not torch.equal(_rows(tr)[cold], before[cold])  # pushed as negatives, as the full softmax does

@@ -22,11 +22,18 @@ __all__ = ["ColdRows"]
 
 
 class ColdRows:
-    """The rows of ``model.item_tower.id_emb`` whose ``counts`` (training interactions per item ``[I]``) are 0."""
+    """The rows of ``model.item_tower.id_emb`` whose ``counts`` (training interactions per item ``[I]``) are 0 and
+    whose vectors are zero when training starts."""
 
     def __init__(self, model: torch.nn.Module, counts: np.ndarray) -> None:
         emb = getattr(model.item_tower, "id_emb", None)
         cold = np.flatnonzero(np.asarray(counts)[: model.n_items] == 0)
+        if emb is not None and len(cold):
+            # only rows built as zero (the pipeline's cold items): a model built by hand keeps its random rows
+            # trainable as before, since freezing random vectors would leave cold items scored at random
+            with torch.no_grad():
+                zero = (emb.weight[torch.as_tensor(cold, dtype=torch.long, device=emb.weight.device)] == 0).all(dim=1)
+            cold = cold[zero.cpu().numpy()]
         self.weight = emb.weight if emb is not None and len(cold) else None
         if self.weight is None:
             return
