@@ -37,7 +37,7 @@ def _data() -> tuple[UserSequences, np.ndarray]:
 COLD = _data()[1]  # items 20..29 and the few of the first 20 never drawn
 
 
-def _trainer(loss: LossConfig, *, sparse: bool = False, epochs: int = 2, out=None) -> Trainer:
+def _trainer(loss: LossConfig, *, sparse: bool = False, epochs: int = 2, out=None, ema: float | None = None) -> Trainer:
     seqs, _ = _data()
     torch.manual_seed(0)
     model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_len=4, out_dim=8, hidden=()),
@@ -45,7 +45,7 @@ def _trainer(loss: LossConfig, *, sparse: bool = False, epochs: int = 2, out=Non
     with torch.no_grad():  # as the pipeline builds it (pipeline.experiment.build_model_for)
         model.item_tower.id_emb.weight[torch.as_tensor(COLD)] = 0.0
     cfg = TrainConfig(epochs=epochs, batch_size=8, progress=False, threads=1, weight_decay=0.1, patience=100,
-                      optimizer="sparse_adam" if sparse else "adamw", ema_decay=None)
+                      optimizer="sparse_adam" if sparse else "adamw", ema_decay=ema)
     return Trainer(model, seqs, loss=loss, train=cfg, eval=EvalConfig(baselines=()), out_dir=out)
 
 
@@ -100,3 +100,34 @@ def test_a_hand_built_models_random_cold_rows_train_as_before():
     tr.fit()
     cold = torch.as_tensor(COLD)
     assert not torch.equal(_rows(tr)[cold], before[cold])  # pushed as negatives, as the full softmax does
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["adamw", "sparse_adam"])
+def test_resuming_a_checkpoint_of_the_old_behaviour_zeroes_the_trained_cold_rows(tmp_path, monkeypatch, caplog, sparse):
+    """A checkpoint written before the mask: cold rows trained as negatives, with Adam moments that would keep
+    moving them. The resume zeroes the rows and their moments, and says so once."""
+    with monkeypatch.context() as m:  # the old behaviour: no mask
+        m.setattr(cold_rows.ColdRows, "mask_grads", lambda self: None)
+        _trainer(LOSSES["bpr"], sparse=sparse, epochs=1, out=tmp_path).fit(curves=False)
+    resumed = _trainer(LOSSES["bpr"], sparse=sparse, epochs=3, out=tmp_path)
+    with caplog.at_level("WARNING", logger="twotower.training.cold_rows"):
+        resumed.restore()
+    lines = [r.getMessage() for r in caplog.records if "cold items" in r.getMessage()]
+    assert len(lines) == 1
+    assert f"of the {int(COLD.sum())} cold items" in lines[0] and "are now zero" in lines[0]
+    resumed.fit(resume=True, curves=False)
+    assert torch.count_nonzero(_rows(resumed)[COLD]) == 0
+    state = resumed.optimizers[-1].state[resumed.model.item_tower.id_emb.weight]
+    assert torch.count_nonzero(state["exp_avg"][COLD]) == 0
+    assert torch.count_nonzero(state["exp_avg_sq"][COLD]) == 0
+
+
+def test_the_resume_zeroes_the_weight_average_of_the_trained_cold_rows(tmp_path, monkeypatch):
+    """train.ema_decay: the saved model is the average, which must not bring the old rows back."""
+    with monkeypatch.context() as m:
+        m.setattr(cold_rows.ColdRows, "mask_grads", lambda self: None)
+        _trainer(LOSSES["bpr"], epochs=1, out=tmp_path, ema=0.9).fit(curves=False)
+    resumed = _trainer(LOSSES["bpr"], epochs=2, out=tmp_path, ema=0.9)
+    resumed.fit(resume=True, curves=False)
+    with resumed.average.swapped():
+        assert torch.count_nonzero(_rows(resumed)[COLD]) == 0
