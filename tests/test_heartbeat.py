@@ -79,6 +79,55 @@ def test_rank_0_warns_naming_the_rank_its_process_and_the_wait_left(caplog):
     assert [r.getMessage() for r in caplog.records] == ["rank 1 sends heartbeats again after 100 s of silence"]
 
 
+def test_a_frozen_rank_0_is_named_by_rank_1_at_error_level(caplog):
+    """A rank > 0 logs errors only under torchrun (cli/main.py): a warning of its would not be seen."""
+    clock = [0.0]
+    store = FakeStore()
+    beat = Heartbeat(1, 3, 60.0, 1800.0, connect=lambda: store, clock=lambda: clock[0], watch=[0])
+    watch = StaleWatch(beat.watch, 60.0, clock[0])
+    store.values[heartbeat_key(0)] = "5 nodeA 4141"
+    store.values[heartbeat_key(2)] = "5 nodeA 4343"  # silent too, but rank 0 names it, not rank 1
+    with caplog.at_level(logging.ERROR, logger="twotower.distributed"):
+        beat.check(store, watch)
+        for t in (61.0, 120.0, 300.0):
+            clock[0] = t
+            beat.check(store, watch)
+    records = caplog.records
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert records[0].levelno == logging.ERROR
+    line = records[0].getMessage()
+    assert line.startswith("rank 0 (pid 4141 on nodeA) has sent no heartbeat for 61 s: its process looks frozen"), line
+    assert "kill it to end the wait now (the run folder keeps the checkpoint of rank 0's last finished epoch" in line
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="twotower.distributed"):
+        clock[0] = 310.0
+        store.values[heartbeat_key(0)] = "6 nodeA 4141"
+        beat.check(store, watch)
+    assert [r.getMessage() for r in caplog.records] == ["rank 0 sends heartbeats again after 310 s of silence"]
+
+
+def test_rank_0_is_watched_by_rank_1_and_each_other_nodes_first_rank():
+    from twotower.heartbeat import watched_ranks
+
+    # 2 nodes x 3 processes: ranks 0-2 on node A, 3-5 on node B
+    assert [watched_ranks(r, 6, r % 3) for r in range(6)] == [[1, 2, 3, 4, 5], [0], [], [0], [], []]
+
+
+def test_a_rank_1_thread_watches_rank_0_by_default(monkeypatch, caplog):
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    clock = [0.0]
+    store = FakeStore()
+    beat = Heartbeat(1, 2, 1.0, 1800.0, connect=lambda: store, clock=lambda: clock[0])
+    assert beat.watch == [0]
+    store.values[heartbeat_key(0)] = "1 nodeA 4141"
+    with caplog.at_level(logging.ERROR, logger="twotower.distributed"):
+        beat.start()
+        assert _wait(lambda: heartbeat_key(1) in store.values)
+        clock[0] = 100.0  # rank 0's beat never changes: frozen
+        assert _wait(lambda: any("rank 0 (pid 4141" in r.getMessage() for r in caplog.records))
+        beat.stop()
+
+
 def _wait(cond, within_s: float = 10.0) -> bool:
     end = time.monotonic() + within_s
     while not cond() and time.monotonic() < end:

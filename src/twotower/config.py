@@ -632,7 +632,8 @@ class TrainConfig:
     #: does alone while the others wait: reading the data, rank 0's validation and saving after each epoch
     dist_timeout_s: float = 1800.0
     #: under torchrun, rank 0 warns once when another rank has sent no heartbeat for this many seconds (a frozen
-    #: process: SIGSTOP, a stuck node), long before train.dist_timeout_s stops the run; 0 = off
+    #: process: SIGSTOP, a stuck node), and rank 1 and each other node's first rank when rank 0 has, long before
+    #: train.dist_timeout_s stops the run; 0 = off
     # each rank beats into the launcher's store every heartbeat_warn_s / 6 seconds (at most 10) from a thread of
     # its own (twotower/heartbeat.py); a rank busy in Python code still beats, and is named at the timeout only
     heartbeat_warn_s: float = 60.0

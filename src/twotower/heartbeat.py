@@ -1,12 +1,14 @@
-"""Heartbeats between torchrun's ranks: rank 0 names a frozen rank long before ``train.dist_timeout_s``.
+"""Heartbeats between torchrun's ranks: a frozen rank is named long before ``train.dist_timeout_s``.
 
 A rank that stops answering (``kill -STOP``, a stuck or swapping node) left the others waiting in their next
 collective, silent, until ``train.dist_timeout_s`` (default 1800 s) ran out. Now each rank runs a daemon thread
 that writes a beat (a counter, its host and pid) into the launcher's TCP store every ``heartbeat_warn_s / 6``
 seconds (at most 10), and rank 0's thread warns once when another rank's beat has not changed for
-``train.heartbeat_warn_s`` seconds, and once more if it beats again. A frozen process's thread is frozen with it,
+``train.heartbeat_warn_s`` seconds, and once more if it beats again. Rank 0 itself, which nobody named when it
+froze, is watched by rank 1 and by the first rank of every other node (``LOCAL_RANK`` 0: one line in each node's
+torchrun output), at error level, the only one a rank > 0 logs. A frozen process's thread is frozen with it,
 so a stopped rank is caught; a rank stuck in Python code (a loop, a deadlock) still beats, and is named only at
-the timeout. Beats are compared on rank 0's own clock (a counter changed or not), so clocks that differ between
+the timeout. Beats are compared on the watching rank's own clock (a counter changed or not), so clocks that differ between
 nodes do not matter. The threads read no random stream and touch no tensor: training's numbers are unchanged.
 The store may go away first (its process ended): the threads then stop without a word.
 """
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from twotower.config import TrainConfig
 
-__all__ = ["StaleWatch", "Heartbeat", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE"]
+__all__ = ["StaleWatch", "Heartbeat", "watched_ranks", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE"]
 
 log = logging.getLogger("twotower.distributed")
 
@@ -86,21 +88,39 @@ def _where(value: str | None) -> str:
 def stale_line(r: int, silent_s: float, value: str | None, timeout_s: float) -> str:
     """The warning for rank ``r``, silent ``silent_s`` seconds."""
     left = max(timeout_s - silent_s, 0.0)
+    # a killed rank > 0 is reported by rank 0, which says what the run folder keeps; a killed rank 0 says nothing more
+    after = "rank 0 then says what the run folder keeps for --resume" if r else \
+        "the run folder keeps the checkpoint of rank 0's last finished epoch for --resume"
     return (f"rank {r}{_where(value)} has sent no heartbeat for {silent_s:.0f} s: its process looks frozen (stopped with "
             f"SIGSTOP, or its node stuck or swapping); the other ranks will wait for it until train.dist_timeout_s="
             f"{timeout_s:g} runs out (about {left:.0f} s more), then stop. `kill -CONT` the process if it was stopped, "
-            f"or kill it to end the wait now (rank 0 then says what the run folder keeps for --resume)")
+            f"or kill it to end the wait now ({after})")
+
+
+def watched_ranks(rank: int, world: int, local_rank: int) -> list[int]:
+    """The ranks whose beats ``rank`` watches: rank 0 every other; rank 1 and each other node's first rank
+    (``local_rank`` 0) rank 0; the rest none (a frozen rank 0 named once per node, not by every rank)."""
+    if rank == 0:
+        return list(range(1, world))
+    return [0] if rank == 1 or local_rank == 0 else []
+
+
+def _local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0") or "0")
 
 
 class Heartbeat:
-    """One rank's heartbeat thread; on rank 0 it also watches the others (:class:`StaleWatch`).
+    """One rank's heartbeat thread; it also watches the ranks ``watch`` names (:class:`StaleWatch`; by default
+    :func:`watched_ranks` of this process's ``LOCAL_RANK``).
 
     ``connect`` returns the store (a fresh client of the launcher's TCP store by default); ``clock`` the time.
     """
 
     def __init__(self, rank: int, world: int, warn_after_s: float, timeout_s: float, *,
-                 connect: Callable[[], Any], clock: Callable[[], float] = time.monotonic) -> None:
+                 connect: Callable[[], Any], clock: Callable[[], float] = time.monotonic,
+                 watch: list[int] | None = None) -> None:
         self.rank, self.world, self.warn_after_s, self.timeout_s = rank, world, warn_after_s, timeout_s
+        self.watch = watched_ranks(rank, world, _local_rank()) if watch is None else watch
         self._connect, self._clock = connect, clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -122,8 +142,7 @@ class Heartbeat:
         except Exception as e:  # noqa: BLE001 -- no store to beat into (its process ended): nothing to say
             log.debug("heartbeat: no store (%s)", e)
             return
-        watch = StaleWatch([r for r in range(self.world) if r != self.rank], self.warn_after_s, self._clock()) \
-            if self.rank == 0 else None
+        watch = StaleWatch(self.watch, self.warn_after_s, self._clock()) if self.watch else None
         count = 0
         try:
             while True:
@@ -144,10 +163,11 @@ class Heartbeat:
             key = heartbeat_key(r)
             values[r] = store.get(key).decode() if store.check([key]) else None
         stale, back = watch.observe(values, self._clock())
+        level = logging.WARNING if self.rank == 0 else logging.ERROR  # a rank > 0 logs errors only (cli/main.py)
         for r, silent in stale:
-            log.warning("%s", stale_line(r, silent, values[r], self.timeout_s))
+            log.log(level, "%s", stale_line(r, silent, values[r], self.timeout_s))
         for r, silent in back:
-            log.warning("rank %d sends heartbeats again after %.0f s of silence", r, silent)
+            log.log(level, "rank %d sends heartbeats again after %.0f s of silence", r, silent)
 
 
 def _launcher_store(timeout_s: float) -> Any:
