@@ -146,7 +146,7 @@ def test_the_csv_record_names_the_tuned_baselines_file_only_when_a_row_came_from
 
 def test_counts_of_one_take_the_singular(run_dir, tmp_path, capsys, caplog):
     """`--baselines ''` printed "wrote 1 rows" and "of 1 models"; a one-row --test file of an unknown user said
-    "1 users never seen in training" and "none of its 1 rows (1 users)"."""
+    "1 users never seen in training" (now: outside the run's vocabularies) and "none of its 1 rows (1 users)"."""
     csv, png = tmp_path / "e.csv", tmp_path / "e.png"
     assert (
         main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv", str(csv), "--plot", str(png)])
@@ -158,7 +158,7 @@ def test_counts_of_one_take_the_singular(run_dir, tmp_path, capsys, caplog):
     one.write_text("user_id,item_id,timestamp,rating\nnobody,i1,1,5\n")
     assert main(["evaluate", "--run", str(run_dir), "--test", str(one), "--baselines", ""]) == 2
     assert "none of its 1 row (1 user) names a user and an item" in capsys.readouterr().err
-    assert "dropped 1 of 1 rows: 1 user never seen in training" in caplog.text
+    assert "dropped 1 of 1 rows: 1 user outside the run's vocabularies" in caplog.text
 
 
 def test_the_users_line_counts_one_user_in_the_singular():

@@ -39,5 +39,5 @@ def test_held_out_pairs_outside_the_vocabularies_are_warned_about(tmp_path, capl
     with caplog.at_level(logging.WARNING, logger="twotower"):
         rows = evaluate_run(run, ks=(5,))
     assert rows[0]["users_evaluated"] == 12  # u0 and u1 are scored on their known test item only
-    assert ("2 of 14 test rows name a user or item the run was not trained on (0 users, 1 item never seen in "
-            "training): those pairs are left out of every figure, not counted as misses") in caplog.text
+    assert ("2 of 14 test rows name a user or item unknown to the run (0 users, 1 item outside its "
+            "vocabularies): those pairs are left out of every figure, not counted as misses") in caplog.text

@@ -95,10 +95,10 @@ def encode_interactions(
         "unknown_item_examples": [str(x) for x in unknown_i[:_EXAMPLES]],
     }
     if report["rows_dropped"]:
-        what = [f"{plural(report[f'unknown_{k}s'], k)} never seen in training, e.g. {report[f'unknown_{k}_examples']}"
+        what = [f"{plural(report[f'unknown_{k}s'], k)} outside the run's vocabularies, e.g. {report[f'unknown_{k}_examples']}"
                 for k in ("user", "item") if report[f"unknown_{k}s"]]
         log.log(logging.DEBUG if quiet else logging.WARNING,
-                "%s: dropped %d of %d rows: %s (cold ids: counted, not remapped)",
+                "%s: dropped %d of %d rows: %s (unknown ids: counted, not remapped)",
                 name, report["rows_dropped"], n, "; ".join(what))
     enc = EncodedInteractions(
         users=users[keep].astype(np.int64),

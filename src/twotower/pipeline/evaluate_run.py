@@ -225,7 +225,7 @@ def evaluate_run(
     rep = m.report[split]
     if rep["rows_dropped"] and test_file is None:  # read quietly above (a --test file's drops are warned about as read)
         # told when the run was trained, but not by this table: its figures leave those held-out pairs out
-        log.warning("%d of %d %s rows %s a user or item the run was not trained on (%s, %s never seen in training): "
+        log.warning("%d of %d %s rows %s a user or item unknown to the run (%s, %s outside its vocabularies): "
                     "those pairs are left out of every figure, not counted as misses", rep["rows_dropped"],
                     rep["rows_in"], split, "names" if rep["rows_dropped"] == 1 else "name",
                     plural(rep["unknown_users"], "user"), plural(rep["unknown_items"], "item"))

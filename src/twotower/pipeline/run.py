@@ -66,14 +66,14 @@ def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = 
                                 embeds_titles=bool(item.text_embeddings or item.dual_head)))
     if prep.test is not None and len(prep.test) == 0:
         # likewise: the closing evaluation scored 0 users and wrote a table (and metrics.json) of NaN
-        log.warning("test: none of its %s is usable (each names a user or item never seen in training), so "
+        log.warning("test: none of its %s is usable (each names a user or item outside the run's vocabularies), so "
                     "there is no test evaluation; `twotower evaluate --run OUT --test FILE` scores a held-out file "
                     "later", _rows_in(prep, "test"))
         prep.test = None
     if prep.valid is not None and len(prep.valid) == 0:
         # every row named a user or item unseen in training (counted above): validating on nothing gave NaN, no
         # epoch was ever the best, and the run ended in "model.safetensors missing" after training
-        log.warning("validation: none of its %s is usable (each names a user or item never seen in training); "
+        log.warning("validation: none of its %s is usable (each names a user or item outside the run's vocabularies); "
                     "early stopping falls back to the training loss", _rows_in(prep, "valid"))
         prep.valid = None
         return prep
