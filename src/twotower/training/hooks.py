@@ -17,7 +17,6 @@ from twotower import distributed as tdist
 from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
-from twotower.training.cold_rows import ColdRows
 from twotower.training.checkpoint import load_checkpoint, load_weights, optimizer_steps, save_checkpoint, save_weights
 from twotower.training.diagnostics import COLLAPSE_STD
 from twotower.training.loop import EarlyStopping
@@ -104,7 +103,7 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
             if tdist.is_main():
                 log.info("resume: the checkpoint holds no weight average; train.ema_decay=%g averages from the resumed "
                          "weights on (train.ema_decay=0 continues without one)", tr.average.decay)
-    ColdRows(tr.model, tr.item_counts).settle_resumed(tr.optimizers, tr.average, say=tdist.is_main())  # older runs'
+    tr.cold_rows.settle_resumed(tr.optimizers, tr.average, say=tdist.is_main())  # older runs'
     tr.history = list(state["history"])
     # the loop's step count goes on from the checkpoint's, as in a run never stopped (it restarted at 0); a checkpoint
     # from before it was kept: the optimizer's own count, which every dense step advances

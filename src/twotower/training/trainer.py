@@ -106,9 +106,9 @@ class Trainer:
         else:
             self.examples = build_examples(train_seqs, train.examples)
         from twotower.training.hooks import check_enough_examples  # lazily, as the other hooks
-
         check_enough_examples(self)
         self.item_counts = counts = np.bincount(train_seqs.items, minlength=model.n_items).astype(np.float64)
+        self.cold_rows = ColdRows(model, counts)  # before any resume: which cold rows were built as zero
         # validation's MeanPop@k popularity: each item's distinct training users, as `twotower evaluate` and the
         # Popularity baseline count it (the counts above, logQ's frequencies, count a repeated item every time)
         users = np.repeat(np.arange(train_seqs.n_users, dtype=np.int64), np.diff(train_seqs.indptr))
@@ -133,7 +133,7 @@ class Trainer:
             optimizer=train.optimizer, sparse_params=sparse_parameters(model), grad_clip=train.grad_clip,
             progress=train.progress and tdist.is_main(), log_every_s=train.log_every_s, shown_loss_scale=self.world,
             suspect=temperature_suspect(loss.temperature, default=LossConfig.temperature),
-            after_backward=ColdRows(model, counts).mask_grads,  # items without training data keep their ID rows
+            after_backward=self.cold_rows.mask_grads,  # items without training data keep their ID rows
         )
         self.optimizers = self.loop.optimizers
         # sparse ID tables (SparseAdam) stay out of the average: blending a million-row table each step would cost
