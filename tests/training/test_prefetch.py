@@ -61,6 +61,44 @@ def test_prefetched_batches_train_exactly_as_batches_built_in_the_step(monkeypat
     assert ahead.rng.bit_generator.state == inline.rng.bit_generator.state
 
 
+def _pooled_trainer() -> Trainer:
+    """The default recommender's shape: recency pool and a plain-mean extra pool, in-batch loss with logQ and hit
+    masking; 30 items in batches of 16, so batches hold accidental hits."""
+    from twotower.config import ModelConfig, TowerConfig
+    from twotower.models.two_tower import TwoTowerModel
+
+    _, _, seqs, _ = tiny_mean_model()
+    torch.manual_seed(0)
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="recency", extra_pools=(1.0,), history_len=4, out_dim=8,
+                                                       hidden=(16,)), item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+    cfg = TrainConfig(epochs=2, batch_size=16, progress=False, checkpoint=False, history_dropout=0.3)
+    return Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()))
+
+
+def test_the_steps_id_only_work_built_ahead_trains_exactly_as_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the pools' weights and sums, the pooling backward's CSR structure, the accidental hits and the logQ lookup
+    # come from the prefetch thread's plan (training/batch_plan.py) or are computed in the step: the same numbers
+    plans = []
+    real_plan = epoch_mod.plan_batch
+
+    def spy(*args, **kwargs):
+        plans.append(real_plan(*args, **kwargs))
+        return plans[-1]
+
+    monkeypatch.setattr(epoch_mod, "plan_batch", spy)
+    ahead = _pooled_trainer()
+    res_ahead = ahead.fit()
+    assert plans and all(p.pools is not None and p.pools.bags is not None and p.loss_batch is not None
+                         and p.loss_batch.hits is not None and p.loss_batch.log_q is not None for p in plans)
+    assert sum(p.loss_batch.hits[0].numel() for p in plans) > 0  # batches with accidental hits were planned
+    monkeypatch.setattr(epoch_mod, "Prefetcher", _InTheStep)
+    inline = _pooled_trainer()
+    res_inline = inline.fit()
+    assert [r["loss"] for r in res_ahead.history] == [r["loss"] for r in res_inline.history]
+    for (name, a), b in zip(ahead.model.state_dict().items(), inline.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
 def test_the_prefetcher_hands_over_every_item_in_order_from_one_stream() -> None:
     rng = np.random.default_rng(0)
     with Prefetcher(lambda i: (i, rng.random()), range(50), depth=2) as ready:

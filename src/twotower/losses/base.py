@@ -60,7 +60,10 @@ class LossBatch:
     score groups of the listwise loss; ``column_mask[B, N]`` (in-batch softmax)
     further candidates to leave out of each row's softmax, True = dropped: e.g.
     documents judged relevant to the row's query besides its positive, which
-    the id-based hit mask cannot know (search fine-tuning).
+    the id-based hit mask cannot know (search fine-tuning); ``hits`` the
+    accidental hits ``accidental_hit_pairs(positive_ids, candidate_ids,
+    positive_cols)`` found ahead of the step (training/batch_plan.py), which
+    the in-batch CPU kernel then reads rather than finding them again.
     """
 
     positive_ids: Tensor | None = None
@@ -70,6 +73,7 @@ class LossBatch:
     positive_cols: Tensor | None = None
     group_sizes: list[int] | None = None
     column_mask: Tensor | None = None
+    hits: tuple[Tensor, Tensor] | None = None
 
 
 def check_temperature(temperature: float) -> float:

@@ -31,8 +31,8 @@ def inbatch_kernel_loss(queries: Tensor, candidates: Tensor, batch: LossBatch, i
     """
     pos = batch.positive_ids
     hits = (cols[:0], cols[:0])
-    if mask_hits:  # checks the positive columns as the PyTorch path does
-        hits = accidental_hit_pairs(pos, ids, cols)
+    if mask_hits:  # checks the positive columns as the PyTorch path does (a plan's were checked when it was built)
+        hits = batch.hits if batch.hits is not None else accidental_hit_pairs(pos, ids, cols)
     elif pos is not None:
         check_positive_columns(pos, ids, cols)
     elif cols.numel() and not columns_in_range(cols, candidates.shape[0]):

@@ -27,6 +27,7 @@ so the exported graph keeps standard operators.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -39,18 +40,46 @@ try:  # SciPy's COO -> CSR counting sort without the duplicate summing that csr_
 except ImportError:  # a SciPy that moved its kernels: the index_add_ path below, same numbers
     _coo_tocsr = _csr_matvecs = None
 
-__all__ = ["weighted_bag", "weighted_bags"]
+__all__ = ["BagPlan", "plan_bags", "weighted_bag", "weighted_bags"]
+
+
+@dataclass(frozen=True)
+class BagPlan:
+    """The CSR structure of :func:`weighted_bags`' backward for one ``history`` and its weight sets: ids and
+    weights only, no table or gradient, so it can be built before the step (training/batch_plan.py) and spare
+    the backward its counting sort. Used for exactly these tensors (``history`` and ``weights`` by identity)."""
+
+    history: Tensor  # [B, L]
+    weights: tuple[Tensor, ...]  # [B, L] each
+    indptr: np.ndarray  # [I + 1] int32
+    indices: np.ndarray  # [K] int32: the batch row of each kept entry, in CSR order
+    data: tuple[np.ndarray, ...]  # [K] float32 per weight set, in CSR order
+
+    def fits(self, history: Tensor, weights: tuple[Tensor, ...]) -> bool:
+        return self.history is history and len(weights) == len(self.weights) and all(
+            a is b for a, b in zip(weights, self.weights))
+
+
+def plan_bags(table: Tensor, history: Tensor, weights: list[Tensor], padding_idx: int | None) -> BagPlan | None:
+    """The :class:`BagPlan` of ``weighted_bags(table, history, weights, padding_idx=...)`` for a dense table
+    (None where its backward would not take the CSR path: a sparse table's is a COO tensor)."""
+    if not all(_csr_applies(table, w, w, history.numel()) for w in weights):
+        return None
+    indptr, indices, data = _csr_structure(table.shape[0], history, weights, padding_idx)
+    return BagPlan(history, tuple(weights), indptr, indices, tuple(data))
 
 
 class _WeightedBags(torch.autograd.Function):
     """``P`` weighted sums of one ``[B, L]`` history: the pools of a tower that reads its window more than once
-    (``model.user.extra_pools``) share the backward's CSR structure (one counting sort, not one per pool)."""
+    (``model.user.extra_pools``) share the backward's CSR structure (one counting sort, not one per pool), or
+    take it from a :class:`BagPlan` built ahead."""
 
     @staticmethod
     def forward(ctx, table: Tensor, history: Tensor, sparse: bool, padding_idx: int | None,  # type: ignore[override]
-                *weights: Tensor) -> tuple[Tensor, ...]:
+                plan: BagPlan | None, *weights: Tensor) -> tuple[Tensor, ...]:
         ctx.save_for_backward(table, history, *weights)
         ctx.sparse, ctx.padding_idx = sparse, padding_idx
+        ctx.plan = plan if plan is not None and plan.fits(history, weights) else None
         return tuple(F.embedding_bag(history, table, mode="sum", per_sample_weights=w) for w in weights)  # [B, H] each
 
     @staticmethod
@@ -60,7 +89,10 @@ class _WeightedBags(torch.autograd.Function):
         grad_table = None
         if ctx.needs_input_grad[0]:
             if not ctx.sparse and all(_csr_applies(table, w, g, history.numel()) for w, g in zip(weights, grads)):
-                parts = _csr_grads(table.shape[0], history, weights, grads, ctx.padding_idx)
+                plan = ctx.plan
+                csr = (plan.indptr, plan.indices, plan.data) if plan is not None else _csr_structure(
+                    table.shape[0], history, weights, ctx.padding_idx)
+                parts = _csr_grads(table.shape[0], history.shape[0], *csr, grads)
             else:
                 parts = [_rows_grad(table, history, w, g, ctx.sparse, ctx.padding_idx) for w, g in zip(weights, grads)]
             # the pools' gradients added in pool order; for two that is the sum autograd formed from two
@@ -69,12 +101,12 @@ class _WeightedBags(torch.autograd.Function):
             for part in parts[1:]:  # into the first (a fresh tensor of this backward's) when dense: no new table
                 grad_table = grad_table.add_(part) if grad_table.layout == torch.strided else grad_table + part
         grad_weights = [None] * len(weights)
-        if any(ctx.needs_input_grad[4:]):
+        if any(ctx.needs_input_grad[5:]):
             emb = F.embedding(history, table)  # [B, L, H], gathered once for every pool that needs it
             for i, g in enumerate(grads):
-                if ctx.needs_input_grad[4 + i]:
+                if ctx.needs_input_grad[5 + i]:
                     grad_weights[i] = (emb * g.unsqueeze(1)).sum(-1)  # [B, L]
-        return (grad_table, None, None, None, *grad_weights)
+        return (grad_table, None, None, None, None, *grad_weights)
 
 
 def _csr_applies(table: Tensor, weights: Tensor, grad: Tensor, entries: int) -> bool:
@@ -82,14 +114,13 @@ def _csr_applies(table: Tensor, weights: Tensor, grad: Tensor, entries: int) -> 
             and grad.dtype == weights.dtype == table.dtype == torch.float32)
 
 
-def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple[Tensor, ...],
-               padding_idx: int | None) -> list[Tensor]:
-    """``A_p^T g_p`` for ``A_p[b, h[b, l]] = w_p[b, l]``: each pool's dense table gradient, each row's terms
-    added in batch order (what ``index_add_`` of the ``w[b, l] * g[b]`` rows does, bit for bit). The pools
-    share one CSR structure: with several, the counting sort runs once, on each entry's position, and
-    every pool's weights are read through the permutation it gives (one pool sorts its weights directly:
-    no permutation to gather through)."""
-    (B, L), H = history.shape, grads[0].shape[1]
+def _csr_structure(n_rows: int, history: Tensor, weights: list[Tensor] | tuple[Tensor, ...],
+                   padding_idx: int | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """``(indptr, indices, data)`` of ``A_p[b, h[b, l]] = w_p[b, l]`` for each pool ``p``: the transposed
+    CSR form (a row per table row, its entries in batch order). The pools share one structure: with
+    several, the counting sort runs once, on each entry's position, and every pool's weights are read
+    through the permutation it gives (one pool sorts its weights directly: no permutation to gather through)."""
+    B, L = history.shape
     ids = history.reshape(-1).numpy()  # [B*L]
     flat = [w.detach().reshape(-1).numpy() for w in weights]
     # padding never learns: its entries are left out. The kept entries' positions are taken once and every
@@ -109,6 +140,14 @@ def _csr_grads(n_rows: int, history: Tensor, weights: list[Tensor], grads: tuple
         order = np.empty(items.size, np.int32)
         _coo_tocsr(n_rows, B, items.size, items, cols, entry, indptr, indices, order)
         data = [f[order] for f in flat]  # [K] float32 each, in CSR order
+    return indptr, indices, data
+
+
+def _csr_grads(n_rows: int, B: int, indptr: np.ndarray, indices: np.ndarray,
+               data: list[np.ndarray] | tuple[np.ndarray, ...], grads: tuple[Tensor, ...]) -> list[Tensor]:
+    """``A_p^T g_p`` (:func:`_csr_structure`): each pool's dense table gradient, each row's terms added in
+    batch order (what ``index_add_`` of the ``w[b, l] * g[b]`` rows does, bit for bit)."""
+    H = grads[0].shape[1]
     out = []
     for d, g in zip(data, grads):
         t = np.zeros((n_rows, H), np.float32)
@@ -159,13 +198,14 @@ def weighted_bag(table: Tensor, history: Tensor, weights: Tensor, *, sparse: boo
 
 
 def weighted_bags(table: Tensor, history: Tensor, weights: list[Tensor], *, sparse: bool = False,
-                  padding_idx: int | None = None) -> list[Tensor]:
+                  padding_idx: int | None = None, plan: BagPlan | None = None) -> list[Tensor]:
     """:func:`weighted_bag` for several weight sets over one history: ``[B, H]`` per set. The same values as
     one call per set; the table's gradient is their sum (bit-identical to separate calls for up to two
-    sets; three or more are added in list order, which autograd need not follow: last-bit differences)."""
+    sets; three or more are added in list order, which autograd need not follow: last-bit differences).
+    ``plan``: :func:`plan_bags` of these ``history`` and ``weights``, built ahead (the same numbers)."""
     for w in weights:
         if history.shape != w.shape:
             raise ValueError(f"history {tuple(history.shape)} and weights {tuple(w.shape)} must have one shape")
     if torch.onnx.is_in_onnx_export() or torch.jit.is_tracing() or torch.jit.is_scripting():
         return [(F.embedding(history, table) * w.unsqueeze(-1)).sum(dim=1) for w in weights]
-    return list(_WeightedBags.apply(table, history, sparse, padding_idx, *(w.to(table.dtype) for w in weights)))
+    return list(_WeightedBags.apply(table, history, sparse, padding_idx, plan, *(w.to(table.dtype) for w in weights)))

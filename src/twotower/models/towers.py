@@ -10,6 +10,7 @@ Shapes: B batch, L history length, D output dim, T text-embedding dim.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,10 +23,22 @@ from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.item_item import ItemItemItemPart, ItemItemUserPart
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
-from twotower.models.pooling import weighted_bag, weighted_bags
+from twotower.models.pooling import BagPlan, plan_bags, weighted_bag, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
-__all__ = ["ItemTower", "UserTower", "HeadOutputs", "check_item_inputs"]
+__all__ = ["ItemTower", "UserTower", "HeadOutputs", "PoolPlan", "check_item_inputs"]
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """What a pooled user tower computes from a ``history[B, L]`` alone (:meth:`UserTower.plan_pools`): each
+    pool's weights, their sums and the backward's CSR structure, built ahead of the step by the training
+    prefetch thread (training/batch_plan.py). The same numbers as computing them in the forward."""
+
+    history: Tensor  # [B, L], the window it was built for (used for that tensor only)
+    weights: tuple[Tensor, ...]  # [B, L] per pool
+    totals: tuple[Tensor, ...]  # [B, 1] per pool: its weights' sum, at least 1e-12
+    bags: BagPlan | None  # None: the backward sorts the entries itself
 
 
 @functools.lru_cache(maxsize=64)
@@ -299,25 +312,46 @@ class UserTower(nn.Module):
         emb = self.history_emb
         return weighted_bag(emb.weight, history, weights, sparse=emb.sparse, padding_idx=emb.padding_idx) / total
 
-    def pooled_histories(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
-        """The pooled history [B, H * (1 + len(extra_pools))]: the first pool (``weights``, default
-        :meth:`history_weights`), then one per ``extra_pools`` decay. ``weights`` that override the first
-        pool's (explanations: 0 drops an item) scale every pool alike, as a factor on each item's own weight,
-        so dropping an item drops it from every pool and a gradient on ``weights`` reaches them all."""
+    def plan_pools(self, history: Tensor, weights: Tensor | None = None, *, bags: bool = True) -> PoolPlan:
+        """The :class:`PoolPlan` of :meth:`pooled_histories` for ``history`` (and ``weights``); ``bags``: with
+        the backward's CSR structure (a dense table's), which the backward otherwise builds itself."""
+        sets = self._pool_weights(history, weights)
+        totals = tuple(w.sum(dim=1, keepdim=True).clamp_min(1e-12) for w in sets)
+        emb = self.history_emb
+        assert emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
+        plan = plan_bags(emb.weight, history, sets, emb.padding_idx) if bags and not emb.sparse else None
+        return PoolPlan(history, tuple(sets), totals, plan)
+
+    def _pool_weights(self, history: Tensor, weights: Tensor | None) -> list[Tensor]:
+        """Each pool's weights [B, L]: the first pool's (``weights``, default :meth:`history_weights`), then one
+        per ``extra_pools`` decay, which ``weights`` scale as a factor on each item's own weight."""
         if not self.extra_pools:
-            return self.pool_history(history, weights)
+            return [self.history_weights(history) if weights is None else weights]
         L = history.shape[1]
         valid = (history != self.n_items).to(torch.float32)  # [B, L]
         base = self.history_weights(history, valid)
         if weights is not None:  # each item's factor on its own weight (0 where the first pool gives it none)
             valid = torch.where(base > 0, weights / base.clamp_min(1e-30), torch.zeros_like(weights))
-        sets = [base if weights is None else weights] + [valid * _age_weights(d, L, history.device)
+        return [base if weights is None else weights] + [valid * _age_weights(d, L, history.device)
                                                          for d in self.extra_pools]
+
+    def pooled_histories(self, history: Tensor, weights: Tensor | None = None, *,
+                         plan: PoolPlan | None = None) -> Tensor:
+        """The pooled history [B, H * (1 + len(extra_pools))]: the first pool (``weights``, default
+        :meth:`history_weights`), then one per ``extra_pools`` decay. ``weights`` that override the first
+        pool's (explanations: 0 drops an item) scale every pool alike, as a factor on each item's own weight,
+        so dropping an item drops it from every pool and a gradient on ``weights`` reaches them all.
+        ``plan``: :meth:`plan_pools` of this ``history`` built ahead (read when ``weights`` is None)."""
+        if plan is None or weights is not None or plan.history is not history:
+            plan = self.plan_pools(history, weights, bags=False)
         assert self.history_emb is not None  # pooled towers keep their own table
         emb = self.history_emb
-        # every pool in one call: its backward sorts the window's entries once for all of them (models/pooling.py)
-        bags = weighted_bags(emb.weight, history, sets, sparse=emb.sparse, padding_idx=emb.padding_idx)
-        return torch.cat([bag / w.sum(dim=1, keepdim=True).clamp_min(1e-12) for bag, w in zip(bags, sets)], dim=-1)
+        # one fused pass (gather + weighted sum) for every pool; padding has weight 0. Its backward sorts the
+        # window's entries once for all of them, or takes that from the plan (models/pooling.py)
+        bags = weighted_bags(emb.weight, history, list(plan.weights), sparse=emb.sparse, padding_idx=emb.padding_idx,
+                             plan=plan.bags)
+        pooled = [bag / total for bag, total in zip(bags, plan.totals)]
+        return pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=-1)
 
     def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
                         newest: bool = False) -> tuple[Tensor, Tensor]:
@@ -378,13 +412,15 @@ class UserTower(nn.Module):
         *,
         features: tuple[Tensor, list[Tensor], Tensor] | None = None,
         history_weights: Tensor | None = None,
+        pools: PoolPlan | None = None,
     ) -> Tensor:
         """Users -> unit vectors [B, D].
 
         ``user_rows[B]`` index the ID table and feature table; pass ``None``
         (with explicit ``features`` or none) for a user not in training, and
         ``history[B, L]`` for a tower that reads history. ``history_weights``
-        overrides the pooling weights (explanations drop one item with a 0).
+        overrides the pooling weights (explanations drop one item with a 0); ``pools``: a pooled tower's
+        :meth:`plan_pools` of ``history``, built ahead (training/batch_plan.py).
         """
         B = history.shape[0] if history is not None else (user_rows.shape[0] if user_rows is not None else 1)
         parts = self._user_parts(user_rows, B, features)
@@ -396,7 +432,7 @@ class UserTower(nn.Module):
                 h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))  # empty rows use `empty`
                 parts.append(h)
             else:
-                parts.append(self.pooled_histories(history, history_weights))
+                parts.append(self.pooled_histories(history, history_weights, plan=pools))
         out = self._head(torch.cat(parts, dim=-1))
         if self.item_item is None or history is None:
             return out

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from twotower import distributed as tdist
+from twotower.training.batch_plan import plan_batch
 from twotower.training.diagnostics import collapse_advice, model_diagnostics
 from twotower.training.prefetch import Prefetcher
 from twotower.training.side_worker import SideWorker
@@ -44,25 +45,27 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     # sequence mode counts users' windows: its progress lines said "examples/s" where the epoch line says seq/s
     unit = "sequences" if tr.sequence else "examples"
-    # the batches that train (every rank needs an example, every query company); causal/denoising inputs are
-    # built on a second thread, a step ahead, in the same order (training/prefetch.py)
+    # the batches that train (every rank needs an example, every query company); causal/denoising inputs, and the
+    # step's work on their ids alone, are built on a second thread, a step ahead, in the same order
+    # (training/prefetch.py, training/batch_plan.py)
     batches = [idx for idx in (order[b * B : (b + 1) * B] for b in range(n_batches)) if len(idx) >= max(2, tr.world)]
     # only where a core is left beside torch's threads: on a busy core the helper threads stall every OpenMP op
     side = spare_core(torch.get_num_threads())
     source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence or not side  # built in the step
-              else Prefetcher(lambda idx: (idx, tr._inputs(idx)), batches, depth=PREFETCH_DEPTH))
+              else Prefetcher(lambda idx: (idx, plan_batch(tr.step_fn, *tr._inputs(idx), ahead=True)), batches,
+                                   depth=PREFETCH_DEPTH))
     # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
     # the weights; the closure waits for it before returning, so before the optimizer changes them
     # the thread starts on entry, and a stop landing in its start waits for it (training/side_worker.py)
     averaging = SideWorker("twotower-average") if tr.average is not None and side else nullcontext()
     with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, averaging as pool:
         pending: Future[None] | None = None
-        for idx, inputs in ready:
+        for idx, plan in ready:
             out: dict[str, Any] = {}
 
-            def closure(idx: np.ndarray = idx, inputs: Any = inputs, out: dict[str, Any] = out,
+            def closure(idx: np.ndarray = idx, plan: Any = plan, out: dict[str, Any] = out,
                         pending: Future[None] | None = pending) -> tuple[float, int]:
-                loss, acc, q, pos, n_pos = tr._step(idx, inputs)
+                loss, acc, q, pos, n_pos = tr._step(idx, plan)
                 if pending is not None:
                     pending.result()  # raises what the average raised
                 out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)

@@ -29,6 +29,7 @@ from twotower.distributed import gather_no_grad
 from twotower.losses.base import LossBatch, RetrievalLoss
 from twotower.losses.corrections import mixture_log_q
 from twotower.losses.sampling import sample_negatives
+from twotower.models.towers import PoolPlan
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.gradcache import chunked, gradcache_step
 
@@ -145,22 +146,29 @@ class RecStep:
         return next(self.model.parameters()).device
 
     def __call__(self, users: Tensor, history: Tensor | None, targets: Tensor, n_global: int, scale: float,
-                 *, queries_fn=None, span: tuple[int, int] | None = None) -> tuple[float, dict[str, float], Tensor, Tensor]:
+                 *, queries_fn=None, span: tuple[int, int] | None = None, pools: PoolPlan | None = None,
+                 loss_batch: LossBatch | None = None) -> tuple[float, dict[str, float], Tensor, Tensor]:
         """Forward and backward of this rank's ``B`` examples; ``(loss, stats, queries, positives)`` detached.
 
         ``queries_fn(users, history) -> [B, D]`` replaces the user tower (the
         sequence objective embeds many positions per user). ``scale`` multiplies
         the loss before backward (the cross-rank share); ``span`` as in :meth:`candidates`.
+        ``pools`` (the user tower's pools of ``history``) and ``loss_batch`` (the
+        loss's batch, for candidates drawn without randomness) built ahead of
+        the step from the ids alone (training/batch_plan.py).
         """
         m = self.model
-        cand_ids, _ = self.candidates(targets, n_global, span)
         cols = None
-        if self.dedup and self.loss.needs == "batch":
-            cand_ids, inverse = torch.unique(cand_ids, return_inverse=True)  # [N'] distinct ids
-            cols = inverse[: targets.shape[0]]  # [P] each target's column
-        batch = LossBatch(positive_ids=targets, candidate_ids=cand_ids, positive_cols=cols,
-                          log_q=self.log_q[cand_ids] if self.log_q is not None and cand_ids is not None else None)
-        embed_q = queries_fn or (lambda u, h: m.user_tower(u, h))
+        if loss_batch is not None:
+            cand_ids, batch = loss_batch.candidate_ids, loss_batch
+        else:
+            cand_ids, _ = self.candidates(targets, n_global, span)
+            if self.dedup and self.loss.needs == "batch":
+                cand_ids, inverse = torch.unique(cand_ids, return_inverse=True)  # [N'] distinct ids
+                cols = inverse[: targets.shape[0]]  # [P] each target's column
+            batch = LossBatch(positive_ids=targets, candidate_ids=cand_ids, positive_cols=cols,
+                              log_q=self.log_q[cand_ids] if self.log_q is not None and cand_ids is not None else None)
+        embed_q = queries_fn or (lambda u, h: m.user_tower(u, h, pools=pools))
         stats: dict[str, float] = {}
         if self.chunk is None or not self.loss.gradcache:
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):

@@ -47,6 +47,7 @@ from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.averaging import WeightAverage
+from twotower.training.batch_plan import BatchPlan, plan_batch
 from twotower.training.cold_rows import ColdRows
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
@@ -166,24 +167,23 @@ class Trainer:
         return min(n, self.cfg.max_examples_per_epoch) if self.cfg.max_examples_per_epoch else n
 
     # ------------------------------------------------------------------ steps
-    def _step(self, idx: np.ndarray, inputs: "StepInputs | None" = None) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
-        """Forward and backward of one GLOBAL batch ``idx[B_global]``; this rank computes its slice. ``inputs``:
-        :meth:`_inputs` of ``idx`` built ahead (the epoch's prefetch thread), else built here.
-
-        Returns this rank's share of the global batch mean loss and of the accuracy (summed over ranks they are the
-        global values), the local query / positive embeddings and the number of target positions.
+    def _step(self, idx: np.ndarray, plan: BatchPlan | None = None) -> tuple[float, float, torch.Tensor, torch.Tensor, int]:
+        """Forward and backward of one GLOBAL batch ``idx[B_global]``; this rank computes its slice. ``plan``:
+        ``plan_batch`` of :meth:`_inputs` of ``idx`` built ahead (training/batch_plan.py), else built here. Returns
+        this rank's shares of the global batch mean loss and accuracy (summed over ranks: the global
+        values), the local query / positive embeddings and the number of target positions.
         """
         if self.sequence:  # shares of target positions, not of users (training/sequence_step.py)
             return sequence_step(self, idx)
-        users, hist, targets, n_global = inputs if inputs is not None else self._inputs(idx)
-        frac = len(users) / n_global
+        p = plan if plan is not None else plan_batch(self.step_fn, *self._inputs(idx), ahead=False)
+        frac = len(p.users) / p.n_global
         scale = frac * self.world if self.world > 1 else 1.0  # averaging over ranks then gives the global mean
         dev = self.device
-        h = torch.as_tensor(hist, device=dev) if hist is not None else None  # [B, L]
-        value, stats, q, pos = self.step_fn(torch.as_tensor(users, device=dev), h, torch.as_tensor(targets, device=dev),
-                                            n_global, scale)
+        h = p.history.to(dev) if p.history is not None else None  # [B, L]
+        value, stats, q, pos = self.step_fn(p.users.to(dev), h, p.targets.to(dev), p.n_global, scale,
+                                            pools=p.pools, loss_batch=p.loss_batch)
         self._sync()
-        return value * frac, stats.get("correct", 0.0) / n_global, q, pos, len(users)
+        return value * frac, stats.get("correct", 0.0) / p.n_global, q, pos, len(p.users)
 
     def _inputs(self, idx: np.ndarray) -> "StepInputs":
         """The numpy side of :meth:`_step` for the global batch ``idx`` (causal, denoising, both): this rank's

@@ -1,0 +1,60 @@
+"""The part of a recommender step that depends on its batch's ids only, done with the batch on the prefetch thread.
+
+A step of the default recommender (pooled history, in-batch softmax with hit masking and logQ) spends part of its
+time on structures built from ids alone, before and after the weights come in: the pools' weights and their sums,
+the CSR structure of the pooling's backward (a counting sort of the window's entries), the accidental hits of
+the in-batch loss and the candidates' logQ. :func:`plan_batch` builds them where the epoch's prefetch thread
+builds the batch (training/epoch.py), a step ahead on the spare core; the model and the loss read them from the
+:class:`BatchPlan` instead of computing them again. They are the same numbers either way (the same operations on
+the same ids), so a prefetched run trains bit for bit as one that builds its batches in the step, which passes
+a plan of the tensors alone (``ahead=False``) and leaves that work to the model and the loss.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from twotower.losses.base import LossBatch
+from twotower.losses.corrections import accidental_hit_pairs
+from twotower.losses.softmax import InBatchSoftmax
+from twotower.models.towers import PoolPlan
+from twotower.training.step import RecStep
+
+__all__ = ["BatchPlan", "plan_batch"]
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """One step's inputs as tensors (this rank's users ``[B]``, histories ``[B, L]`` or None, targets ``[B]``,
+    the global batch size) and the id-only work done on them ahead (None: left to the step)."""
+
+    users: Tensor
+    history: Tensor | None
+    targets: Tensor
+    n_global: int
+    pools: PoolPlan | None = None  # the user tower's pools (UserTower.plan_pools) of ``history``
+    loss_batch: LossBatch | None = None  # the loss's batch: candidates, their logQ and accidental hits
+
+
+def plan_batch(step: RecStep, users: np.ndarray, history: np.ndarray | None, targets: np.ndarray, n_global: int,
+               *, ahead: bool) -> BatchPlan:
+    """The :class:`BatchPlan` of these inputs for ``step``; ``ahead``: with the id-only work, where the step
+    can read it (the towers in float32 on the CPU; the loss's batch when its candidates are the targets, with
+    nothing drawn at random)."""
+    u, h, t = torch.as_tensor(users), torch.as_tensor(history) if history is not None else None, torch.as_tensor(targets)
+    if not ahead or step.bf16 or step._device().type != "cpu":
+        return BatchPlan(u, h, t, n_global)
+    tower, loss = step.model.user_tower, step.loss
+    pools = None
+    if h is not None and tower.uses_history and not tower.is_sequence and (step.chunk is None or not loss.gradcache):
+        pools = tower.plan_pools(h)
+    batch = None
+    if loss.needs == "batch" and not step.n_uniform and not step.dedup:  # RecStep.candidates: the targets
+        # the hits only where the loss's kernel reads them (the plain in-batch softmax: RecStep's world of one)
+        hits = (accidental_hit_pairs(t, t) if type(loss) is InBatchSoftmax and loss.mask_accidental_hits else None)
+        batch = LossBatch(positive_ids=t, candidate_ids=t, log_q=step.log_q[t] if step.log_q is not None else None,
+                          hits=hits)
+    return BatchPlan(u, h, t, n_global, pools, batch)
