@@ -101,7 +101,7 @@ def test_unknown_user_is_a_clear_error(run_dir, capsys):
     assert main(["-q", "recommend", "--run", str(run_dir), "--user", "nobody"]) == 2
     assert "--user: unknown user 'nobody'" in capsys.readouterr().err
     assert main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,nobody"]) == 2
-    assert "--users: unknown user 'nobody'" in capsys.readouterr().err
+    assert "--users: user 2 of 2: unknown user 'nobody'" in capsys.readouterr().err
     assert main(["-q", "recommend", "--run", str(run_dir), "--history", "i20,ghost"]) == 2
     assert "--history: item 2 of 2: unknown item 'ghost'" in capsys.readouterr().err
 

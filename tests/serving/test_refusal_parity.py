@@ -1,7 +1,7 @@
 """One refusal, one core text: the CLI, HTTP and the Python API say the same words, each after its own location.
 
-The CLI names the flag (``--k: ...``; a history id also by its place, 1-based as an empty item is named:
-``--history: item 2 of 4: ...``), HTTP the JSON field path (``body.k: ...``, ``history[1]: ...``), Python the
+The CLI names the flag (``--k: ...``; an id of a list flag also by its place, 1-based as an empty item is named:
+``--history: item 2 of 4: ...``, ``--users: user 2 of 2: ...``), HTTP the JSON field path (``body.k: ...``, ``history[1]: ...``), Python the
 argument (``k: ...``); what follows is the one function of pipeline/refusals.py (or NotFoundError's text). They
 were three wordings of one refusal (``--k must be between 1 and 10000``, pydantic's ``Input should be greater than
 or equal to 1``, ``k must be an integer between 1 and 10000 (...)``), so a client reading one could not match
@@ -107,9 +107,15 @@ def test_the_servers_batch_bound_is_named_as_the_servers(make_client) -> None:
 @pytest.mark.parametrize("cli_argv, cli_at, route, body, http_at, fn, py_at", [
     (["recommend", "--history", "i1,nope"], "--history: item 2 of 2", "/recommend", {"history": ["i1", "nope"]}, "history[1]",
      lambda run: tt.recommend(run, history=["i1", "nope"]), "history[1]"),
-    (["recommend", "--users", "u1,nope"], "--users", "/recommend/batch",
+    (["recommend", "--users", "u1,nope"], "--users: user 2 of 2", "/recommend/batch",
      {"requests": [{"user_id": "u1"}, {"user_id": "nope"}]}, "requests[1].user_id",
      lambda run: tt.recommend(run, ["u1", "nope"]), "user_ids[1]"),
+    # its place as typed, a repeated id counted: one list per user is made, but the user counts what they wrote
+    (["recommend", "--users", "u1,u1,nope"], "--users: user 3 of 3", "/recommend/batch",
+     {"requests": [{"user_id": "u1"}, {"user_id": "u1"}, {"user_id": "nope"}]}, "requests[2].user_id",
+     lambda run: tt.recommend(run, ["u1", "u1", "nope"]), "user_ids[2]"),
+    (["similar", "--items", "i1,nope,i2"], "--items: item 2 of 3", "/similar-items", {"item_id": "nope"}, "item_id",
+     lambda run: tt.similar(run, ["i1", "nope", "i2"]), "item_ids[1]"),
     (["similar", "--item", "nope"], "--item", "/similar-items", {"item_id": "nope"}, "item_id",
      lambda run: tt.similar(run, ["nope"]), "item_ids[0]"),
     (["explain", "--user", "u1", "--item", "nope"], "--item", "/explain", {"user_id": "u1", "item_id": "nope"},

@@ -9,7 +9,15 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "add_filter_flag", "filter_at", "flag_named", "parse_filters", "parse_user_features"]
+__all__ = ["OneId", "add_filter_flag", "filter_at", "flag_named", "id_place", "parse_filters", "parse_user_features"]
+
+
+def id_place(flag: str, what: str, pos: int, n: int) -> str:
+    """Where the command line names an id of a list flag in a refusal: its place, 1-based as an empty item of
+    the list is named (``--history: item 2 of 4``, ``--users: user 2 of 2``, ``--filter item_id: item 1 of 3``).
+    HTTP and Python name the same id by its 0-based index (``history[1]``, ``user_ids[1]``,
+    ``filters.item_id[0]``); the words after the place are theirs. ``pos``: 0-based."""
+    return f"{flag}: {what} {pos + 1} of {n}"
 
 
 @contextlib.contextmanager
@@ -128,7 +136,7 @@ def check_history_ids(history: list[str], run: Any, flag: str = "--history") -> 
     n = len(history)
     with flag_named(flag):
         rows_naming_every_unknown(history, run.item_vocab.index,
-                                  lambda pos, e: locate(e, f"{flag}: item {pos + 1} of {n}"))
+                                  lambda pos, e: locate(e, id_place(flag, "item", pos, n)))
 
 
 def filter_help(route: str) -> str:

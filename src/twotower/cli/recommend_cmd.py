@@ -52,13 +52,18 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
     unique = list(dict.fromkeys(ids))  # an id given twice: one list per user
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
-    from twotower.pipeline.refusals import hint_unknown_user
+    from twotower.cli.flags import id_place
+    from twotower.pipeline.refusals import hint_unknown_user, locate
 
+    rows = []
     with flag_named("--users"):
-        try:
-            return [run.user_row(u) for u in unique]
-        except NotFoundError as e:  # the words of --user, POST /recommend/batch and tt.recommend
-            raise hint_unknown_user(e, run) from None
+        for u in unique:
+            try:
+                rows.append(run.user_row(u))
+            except NotFoundError as e:  # the words of --user, POST /recommend/batch and tt.recommend
+                # named by its place as typed, 1-based as --history's ids (tt.recommend: user_ids[1])
+                raise locate(hint_unknown_user(e, run), id_place("--users", "user", ids.index(u), len(ids))) from None
+    return rows
 
 
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun

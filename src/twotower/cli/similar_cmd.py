@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from twotower.cli.stopping import sigterm_keeps_out
-from twotower.errors import ConfigError
+from twotower.errors import ConfigError, NotFoundError
 
 __all__ = ["cmd_similar", "register"]
 
@@ -90,11 +90,21 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
     assert spec is not None
     if spec.strip() == "all":
         return np.arange(run.n_items, dtype=np.int64)
-    ids = list(dict.fromkeys(parse_id_list(spec, "--items")))  # an id given twice: one list
+    given = parse_id_list(spec, "--items")
+    ids = list(dict.fromkeys(given))  # an id given twice: one list
     if not ids:
         raise ConfigError("--items: no item ids given; pass 'all' or a comma list, e.g. --items 50,181")
+    from twotower.cli.flags import id_place
+    from twotower.pipeline.refusals import locate
+
+    rows = []
     with flag_named("--items"):
-        return np.asarray([run.item_vocab.index(i) for i in ids], np.int64)
+        for i in ids:
+            try:
+                rows.append(run.item_vocab.index(i))
+            except NotFoundError as e:  # named by its place as typed, 1-based as --history's (tt.similar: item_ids[1])
+                raise locate(e, id_place("--items", "item", given.index(i), len(given))) from None
+    return np.asarray(rows, np.int64)
 
 
 @sigterm_keeps_out  # SIGTERM mid `--items all --out s.csv`: one line on what s.csv holds, status 143
