@@ -9,7 +9,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "add_filter_flag", "filter_at", "flag_named", "id_place", "parse_filters", "parse_user_features"]
+__all__ = ["OneId", "add_filter_flag", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features"]
 
 
 def id_place(flag: str, what: str, pos: int, n: int) -> str:
@@ -156,6 +156,12 @@ def add_filter_flag(p: argparse.ArgumentParser, route: str) -> None:
 def filter_at(field: str) -> str:
     """How the command line names a filter field in a refusal (HTTP and Python: ``filters.genres``)."""
     return f"--filter {field}"
+
+
+def filter_item_at(pos: int, n: int) -> str:
+    """How the command line names the ``pos``-th (0-based) of ``n`` ids of ``--filter item_id=...``: 1-based, as
+    ``--history``'s (``--filter item_id: item 2 of 2``); HTTP and Python say ``filters.item_id[1]``."""
+    return id_place(filter_at("item_id"), "item", pos, n)
 
 
 def parse_filters(given: list[str] | None) -> dict[str, list[str]] | None:

@@ -11,6 +11,7 @@ from twotower.cli.flags import (
     check_history_flag,
     check_history_ids,
     filter_at,
+    filter_item_at,
     flag_named,
     parse_filters,
     parse_user_features,
@@ -158,7 +159,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         check_history_ids(hist, run)  # the first unknown id named by its place, as HTTP and Python name it
     from twotower.serving.service import filter_allow, run_filter_mask
 
-    mask = run_filter_mask(run, args.filters, field_at=filter_at)  # POST /recommend's checks, before the index
+    # POST /recommend's checks, before the index
+    mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     allow = filter_allow(mask, index)

@@ -120,10 +120,11 @@ def cmd_similar(args: argparse.Namespace) -> int:
     _threads(args)
     run = TrainedRun.load(args.run)
     rows = _item_rows(run, args.items if args.item is None else None, args.item)  # a typo: one line, before the index
-    from twotower.cli.flags import filter_at
+    from twotower.cli.flags import filter_at, filter_item_at
     from twotower.serving.service import filter_allow, run_filter_mask
 
-    mask = run_filter_mask(run, args.filters, field_at=filter_at)  # POST /similar-items' checks, before the index
+    # POST /similar-items' checks, before the index
+    mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     args.allow = filter_allow(mask, index)

@@ -214,7 +214,8 @@ class ItemCatalog:
         return f"{field_at(field)}: no item has the value {value!r}; {hint}"
 
     def filter_mask(self, filters: Mapping[str, Sequence[str]], check: Callable[[], None] | None = None, *,
-                    field_at: Callable[[str], str] = filters_at) -> np.ndarray:
+                    field_at: Callable[[str], str] = filters_at,
+                    item_at: Callable[[int, int], str] | None = None) -> np.ndarray:
         """[I] bool: items matching every field, where a field matches when it holds any of the values.
 
         Every mistake is named by its field (``filters.genres: ...``): an unknown field or an empty list
@@ -225,7 +226,8 @@ class ItemCatalog:
         may send 16 fields x 1000 values) and may raise to abandon the work: the HTTP routes pass their time
         budget, which a request filtering on 1000 titles otherwise ran far past. ``field_at``: how the caller's
         interface names a field (:func:`filters_at`; ``--filter genres`` on the command line): the words after it
-        are the same from HTTP, Python and the CLI."""
+        are the same from HTTP, Python and the CLI. ``item_at(pos, n)``: how it names the ``pos``-th (0-based) of ``n``
+        ``item_id`` values (default ``filters.item_id[1]``, the JSON path; the command line counts from 1)."""
         mask = np.ones(len(self.ids), dtype=bool)
         for field, values in filters.items():
             if field != "item_id" and field not in self.columns:
@@ -234,18 +236,20 @@ class ItemCatalog:
                 )
             if not values:
                 raise ConfigError(f"{field_at(field)} is empty; give at least one value or drop the filter")
-            mask &= (self._item_mask(values, field_at) if field == "item_id"
+            mask &= (self._item_mask(values, field_at, item_at) if field == "item_id"
                      else self._field_mask(field, values, check, field_at))
         return mask
 
-    def _item_mask(self, item_ids: Sequence[str], field_at: Callable[[str], str] = filters_at) -> np.ndarray:
-        """[I] bool: the listed items; an unknown one is a 404 naming ``filters.item_id[i]``."""
+    def _item_mask(self, item_ids: Sequence[str], field_at: Callable[[str], str] = filters_at,
+                   item_at: Callable[[int, int], str] | None = None) -> np.ndarray:
+        """[I] bool: the listed items; an unknown one is a 404 naming ``filters.item_id[i]`` (or ``item_at``'s)."""
         allowed = np.zeros(len(self.ids), dtype=bool)
         for pos, v in enumerate(item_ids):
             try:
                 allowed[self.row(str(v))] = True
             except NotFoundError as e:
-                raise UnknownIdAt(f"{field_at('item_id')}[{pos}]", e) from None
+                where = item_at(pos, len(item_ids)) if item_at is not None else f"{field_at('item_id')}[{pos}]"
+                raise UnknownIdAt(where, e) from None
         return allowed
 
     def _field_mask(self, field: str, values: Sequence[str], check: Callable[[], None] | None = None,

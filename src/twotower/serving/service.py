@@ -109,18 +109,20 @@ def _in_index(index: VectorIndex, n_items: int) -> np.ndarray:
 
 
 def run_filter_mask(run: Any, filters: Mapping[str, Sequence[str]] | None, *,
-                    field_at: Callable[[str], str] | None = None) -> np.ndarray | None:
+                    field_at: Callable[[str], str] | None = None,
+                    item_at: Callable[[int, int], str] | None = None) -> np.ndarray | None:
     """``[I]`` bool, the items of ``run`` that ``filters`` allow (None: no filter): the service's filter code
     (:meth:`ItemCatalog.filter_mask`, its checks and words) for `twotower recommend/similar --filter` and
     ``tt.recommend/tt.similar(filters=...)``, so the three interfaces filter alike. ``field_at``: how the caller
-    names a field in a refusal (``filters.genres`` by default, ``--filter genres`` on the command line).
+    names a field in a refusal (``filters.genres`` by default, ``--filter genres`` on the command line); ``item_at``:
+    an ``item_id`` value's place (:meth:`ItemCatalog.filter_mask`'s).
     Needs no index: a mistyped field or value is refused before one is opened."""
     from twotower.serving.catalog import check_filters, filters_at
 
     filters = check_filters(filters)
     if not filters:  # {}: no filter, as POST /recommend reads "filters": {}
         return None
-    return ItemCatalog.from_run(run).filter_mask(filters, field_at=field_at or filters_at)
+    return ItemCatalog.from_run(run).filter_mask(filters, field_at=field_at or filters_at, item_at=item_at)
 
 
 def filter_allow(mask: np.ndarray | None, index: VectorIndex) -> np.ndarray | None:
