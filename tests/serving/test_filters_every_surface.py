@@ -102,3 +102,28 @@ def test_a_filter_field_given_twice_is_refused(run_dir, capsys) -> None:
                  "--filter", "genres=Drama"]) == 2
     assert "--filter genres is given twice; list its values in one flag, e.g. --filter genres=Comedy,Drama" in (
         capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/recommend", {"user_id": "u3", "k": 60}),
+    ("/recommend", {"history": ["i1", "i5"], "k": 60}),
+    ("/similar-items", {"item_id": "i3", "k": 60}),
+])
+def test_an_empty_filter_object_is_no_filter(run_dir, run, client, capsys, route, body) -> None:
+    """``"filters": {}`` applied no filter, yet a short list's shortfall said "after the filters": the answer is
+    the unfiltered one, word for word, on HTTP, in a batch and from Python."""
+    unfiltered = client.post(route, json=body).json()
+    assert unfiltered["shortfall"]["missing"] > 0  # k above what is left: a shortfall, whose reason is compared
+    assert "filters" not in unfiltered["shortfall"]["reason"]
+    assert client.post(route, json={**body, "filters": {}}).json() == unfiltered
+    if route == "/recommend":
+        batch = client.post("/recommend/batch", json={"requests": [{**body, "filters": {}}]}).json()["results"]
+        assert batch == [unfiltered]
+        from twotower.serving import RecRequest
+
+        assert RecRequest(**{**body, "history": tuple(body.get("history", ())) or None}, filters={}).filters is None
+        py = tt.recommend(run, history=body["history"], k=60, filters={}) if "history" in body else \
+            tt.recommend(run, [body["user_id"]], k=60, filters={})
+        assert py[0] == unfiltered["items"]
+    else:
+        assert tt.similar(run, ["i3"], k=60, filters={})[0] == unfiltered["items"]

@@ -234,7 +234,7 @@ def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | Non
         _print_items(items, False, title, k)
         return
     notes = [*(notes or ()), *_unplaced_notes(run, res)]
-    answer = recommend_answer(items, user_id, k, filtered=args.filters is not None,
+    answer = recommend_answer(items, user_id, k, filtered=bool(args.filters),
                               exclude_seen=not args.no_exclude_seen, notes=notes)
     print(stdout_json(answer, default=str))
 

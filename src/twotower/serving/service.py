@@ -68,7 +68,8 @@ class RecRequest:
         if self.filters is not None:  # POST /recommend's schema's reading: {"genres": "Comedy"} was read letter by letter
             from twotower.serving.catalog import check_filters
 
-            object.__setattr__(self, "filters", check_filters(self.filters))
+            # {} is no filter, as POST /recommend applies none for "filters": {}: its shortfall said "after the filters"
+            object.__setattr__(self, "filters", check_filters(self.filters) or None)
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
             # POST /recommend's 422 and tt.recommend's rule: no empty-history list; with user_features the service
             # decides, with its run (a user with no history yet is served from features alone on a run reading them)
@@ -674,7 +675,7 @@ class RecommenderService:
                 # otherwise take for this user's
                 notes = [*notes, f"user_id: {r.user_id!r} has no rows of known items in the serve --history-from files, so the "
                                  "list is ranked from an empty input history, not from their training history"]
-            answers.append(recommend_answer(items, r.user_id, r.k, filtered=r.filters is not None,
+            answers.append(recommend_answer(items, r.user_id, r.k, filtered=masks[b] is not None,
                                             exclude_seen=r.exclude_seen, notes=notes))
         return answers
 
