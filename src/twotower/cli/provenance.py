@@ -128,6 +128,7 @@ def recommend_record(args: argparse.Namespace, run: Any, index: Any, used: str, 
         "users": {"file": file_entry(users)} if users_file else {"given": users},
         "exclude": [file_entry(f) for f in args.exclude or []],
         "exclude_seen": not args.no_exclude_seen,
+        "exclude_items": getattr(args, "listed_ids", None),  # --exclude-items, as POST /recommend's JSON
         "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
         "filters": getattr(args, "filters", None),  # --filter, as POST /recommend's JSON
     }

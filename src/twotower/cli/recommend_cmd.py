@@ -112,6 +112,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                           "or --json for the printed list")
     refuse_json_with_out(args, "--users")
     args.filters = parse_filters(args.filter)  # its form checked at once; its fields and values once the run loads
+    args.listed_ids = None if args.exclude_items is None else parse_id_list(args.exclude_items, "--exclude-items")
     if args.out:
         from twotower.cli.provenance import check_out_and_record  # FILE.json beside it: what produced the lists
 
@@ -161,6 +162,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
     # POST /recommend's checks, before the index
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
+    listed = _listed_rows(run, args.listed_ids)  # its ids checked before the index, as --history's
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     allow = filter_allow(mask, index)
@@ -172,7 +174,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if hist is not None:
         with flag_named("--history"):
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
-                                    user_features=features, allow=allow)
+                                    user_features=features, allow=allow, listed=listed)
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         from twotower.pipeline.recommend import long_history_note
 
@@ -194,14 +196,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
                 raise hint_unknown_user(e, run) from None
         _say_no_input_history(run, [row], histories)
-        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index, allow=allow)
+        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index, allow=allow,
+                              listed=listed)
         _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None)
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
     rows = np.asarray(_parse_user_list(run, args.users), np.int64)
     _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
-    res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow,
+    res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow, listed=listed,
                           log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None)
     if args.json:  # never with --out (refused above)
@@ -235,7 +238,8 @@ def _print_answer(args: argparse.Namespace, run, res, k: int, user_id: str | Non
         return
     notes = [*(notes or ()), *_unplaced_notes(run, res)]
     answer = recommend_answer(items, user_id, k, filtered=bool(args.filters),
-                              exclude_seen=not args.no_exclude_seen, notes=notes)
+                              exclude_seen=not args.no_exclude_seen, listed=bool(args.listed_ids),
+                              notes=notes)
     print(stdout_json(answer, default=str))
 
 
@@ -246,6 +250,20 @@ def _unplaced_notes(run, res) -> list[str]:  # noqa: ANN001 - TrainedRun, Result
     rows, _ = res.row(0)
     hit = rows[unplaced_item_mask(run)[rows]]
     return [unplaced_list_note([run.item_vocab.id_at(int(r)) for r in hit])] if hit.size else []
+
+
+def _listed_rows(run, ids: list[str] | None):  # noqa: ANN001, ANN202 - TrainedRun, np.ndarray | None
+    """Item rows of ``--exclude-items`` (None without it): an unknown id named by its place, 1-based as
+    ``--history``'s (``--exclude-items: item 2 of 3: unknown item ...``; HTTP ``exclude_items[1]``)."""
+    from twotower.cli.flags import id_place
+    from twotower.pipeline.exclusions import listed_rows
+    from twotower.pipeline.refusals import locate
+
+    if ids is None:
+        return None
+    n = len(ids)
+    with flag_named("--exclude-items"):
+        return listed_rows(ids, run.item_vocab.index, lambda pos, e: locate(e, id_place("--exclude-items", "item", pos, n)))
 
 
 def _write_recommendations(args: argparse.Namespace, run, index, used: str, rows, res, k: int,  # noqa: ANN001

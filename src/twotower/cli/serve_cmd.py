@@ -58,6 +58,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="most requests in one /recommend/batch (default %(default)s)")
     p.add_argument("--max-history", type=int, default=d.max_history,
                    help="longest ad-hoc history in item ids (default %(default)s)")
+    p.add_argument("--max-exclude", type=int, default=d.max_exclude,
+                   help="most item ids in one request's exclude_items (default %(default)s)")
     p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes,
                    help="larger bodies get 413 (default %(default)s bytes)")
     p.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
@@ -162,6 +164,7 @@ def _settings(args: argparse.Namespace) -> Any:
             host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,
             max_wait_ms=None if args.no_max_wait else args.max_wait_ms,
             max_k=args.max_k, max_batch=args.max_batch, max_history=args.max_history,
+            max_exclude=args.max_exclude,
             max_body_bytes=args.max_body_bytes, body_timeout_s=args.body_timeout, threads=args.threads, explain_k=args.explain_k,
             time_budget_s=args.time_budget, workers=args.workers, filter_exact_max=args.filter_exact_max,
             cold_similar=args.cold_similar,

@@ -342,6 +342,9 @@ def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, inclu
     return m
 
 
+_EMPTY_ROWS = np.empty(0, np.int64)
+
+
 def _csr_rows(m: sp.csr_matrix, rows: np.ndarray) -> list[np.ndarray]:
     return [m.indices[m.indptr[r] : m.indptr[r + 1]].astype(np.int64) for r in rows.tolist()]
 
@@ -357,6 +360,7 @@ def recommend_users(
     histories: Any = None,
     log_every_s: float | None = None,
     allow: np.ndarray | None = None,
+    listed: np.ndarray | None = None,
 ) -> Results:
     """Top-k item rows for known users -> ``Results[B, K]`` (``index`` defaults to exact search).
 
@@ -367,8 +371,11 @@ def recommend_users(
     :func:`twotower.index.shortfall`. ``log_every_s``: seconds between progress log lines (users
     done, users/s, ETA; None: none), so that ``--users all`` in a redirected log is not silent. ``allow``: the item
     rows every list is drawn from (``--filter``, :func:`twotower.serving.service.filter_allow`), searched as the
-    service searches a filtered request.
+    service searches a filtered request. ``listed``: item rows left out of every list on top of ``exclude``
+    (``--exclude-items``, ``exclude=``; :mod:`twotower.pipeline.exclusions`).
     """
+    from twotower.pipeline.exclusions import with_listed
+
     if index is None:
         index, _ = open_run_index(run, exact=True)
     user_rows = np.asarray(user_rows, np.int64)
@@ -382,8 +389,9 @@ def recommend_users(
     for s in range(0, len(user_rows), batch):
         chunk = user_rows[s : s + batch]
         queries = embed(chunk)  # [B, D]
-        excl = _csr_rows(exclude, chunk) if exclude is not None else None
-        if excl is not None and not any(e.size for e in excl):
+        excl = _csr_rows(exclude, chunk) if exclude is not None else [_EMPTY_ROWS] * chunk.size
+        excl = [with_listed(e, listed) for e in excl]
+        if not any(e.size for e in excl):
             excl = None
         parts.append(index.search(queries, k, exclude=excl, **_allowed(allow, chunk.size)))
         progress.update(s + chunk.size)
@@ -417,12 +425,12 @@ def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = Tru
 
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
-    user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None,
+    user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None, listed: np.ndarray | None = None,
 ) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first).
 
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
-    None reads every feature as missing. ``allow``: as :func:`recommend_users`'.
+    None reads every feature as missing. ``allow``, ``listed``: as :func:`recommend_users`'.
     """
     # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
     rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
@@ -437,8 +445,10 @@ def recommend_history(
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)
-    excl = [np.asarray(rows, np.int64)] if exclude_seen and rows else None
-    return index.search(vec, k, exclude=excl, **_allowed(allow, 1))
+    from twotower.pipeline.exclusions import with_listed
+
+    excl = with_listed(np.asarray(rows if exclude_seen else [], np.int64), listed)
+    return index.search(vec, k, exclude=[excl] if excl.size else None, **_allowed(allow, 1))
 
 
 def recommend(
@@ -452,6 +462,7 @@ def recommend(
     exact: bool = False,
     history_from: Any = None,
     filters: dict[str, list[str]] | None = None,
+    exclude: list[str] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
@@ -465,7 +476,9 @@ def recommend(
     the training history, as ``twotower recommend --history-from``; their items count as seen. ``filters``:
     item metadata field -> values, as POST /recommend's ``filters`` (``{"genres": ["Comedy", "Drama"]}``: items
     whose genres hold either; several fields: every one), with its checks and refusals
-    (``filters.genres: no item has the value 'Comdy'; did you mean 'Comedy'?``). Example::
+    (``filters.genres: no item has the value 'Comdy'; did you mean 'Comedy'?``). ``exclude``: item ids never to
+    list (already in the cart, already shown), on top of the seen items, as POST /recommend's ``exclude_items``;
+    an unknown one is named as a history's (``exclude[1]: unknown item ...``). Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.recommend(run, ["42"], k=5)[0]:
@@ -497,6 +510,9 @@ def recommend(
     from twotower.serving.service import filter_allow, run_filter_mask
 
     mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /recommend's words
+    from twotower.pipeline.exclusions import listed_rows
+
+    listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories
@@ -507,7 +523,7 @@ def recommend(
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
-                                allow=allow)
+                                allow=allow, listed=listed)
         return [results_to_items(run, res)]
     assert user_ids is not None
     if isinstance(user_ids, str):
@@ -524,7 +540,7 @@ def recommend(
         from twotower.pipeline.histories import exclude_histories
 
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
-    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow)
+    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed)
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 

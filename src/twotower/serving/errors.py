@@ -196,6 +196,10 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             ctx = err.get("ctx", {})
             msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_history')}, "
                    f"got {ctx.get('actual_length', 'more')}")
+        elif err.get("type") == "too_long" and loc and loc[-1] == "exclude_items":  # as max_history's
+            ctx = err.get("ctx", {})
+            msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_exclude')}, "
+                   f"got {ctx.get('actual_length', 'more')}")
         elif err.get("type") == "too_long" and loc == ["body", "requests"]:  # as max_history's: the server's bound
             ctx = err.get("ctx", {})
             msg = (f"must hold at most {ctx.get('max_length')} requests {server_bound_note('max_batch')}, "

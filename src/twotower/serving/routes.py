@@ -147,6 +147,7 @@ def _rec(body: Any, explain_k: int) -> RecRequest:
         user_features=body.user_features,
         k=body.k,
         exclude_seen=body.exclude_seen,
+        exclude_items=tuple(body.exclude_items) if body.exclude_items is not None else None,
         filters=body.filters,
         explain=body.explain,
         # the app's cap only with explain (the schema refuses explain_k without it, as RecRequest does)

@@ -124,6 +124,12 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
               description=f"item ids of a user unseen in training, oldest first (1..{settings.max_history}; [] "
                           f"with user_features on a run trained with user features: a user with no history yet)"),
     ]
+    ExcludeItems = Annotated[
+        list[Id],
+        Field(max_length=settings.max_exclude,
+              description=f"item ids never to list in this answer (already in the cart, already shown; "
+                          f"0..{settings.max_exclude}), on top of the seen items exclude_seen leaves out"),
+    ]
     Filters = Annotated[
         dict[Annotated[str, StringConstraints(max_length=64)], Annotated[list[FilterValue], Field(max_length=1000)]],
         Field(max_length=16, description='metadata field -> values; an item matches a field holding any value, '
@@ -148,6 +154,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         # strict, as /search's rerank: lax pydantic read "exclude_seen": "no" (or "off", 0) as false and
         # "explain": "yes" as true, the one coercion of a flag nothing documented
         exclude_seen: StrictBool = True
+        exclude_items: Optional[ExcludeItems] = None
         filters: Optional[Filters] = None
         explain: StrictBool = False
         explain_k: Optional[Annotated[int, Field(ge=1, le=settings.explain_k, strict=True)]] = Field(

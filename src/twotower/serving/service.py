@@ -52,6 +52,8 @@ class RecRequest:
     # the class's 10 served Python callers 10 items where the same service's HTTP answered its default_k
     k: int | None = None
     exclude_seen: bool = True
+    # item ids never to list in this answer (in the cart, shown already), on top of the seen items
+    exclude_items: tuple[str, ...] | None = None
     filters: Mapping[str, Sequence[str]] | None = field(default=None)
     explain: bool = False
     # with explain: how many of the first items get an explanation; None = the service's explain_k.
@@ -209,14 +211,18 @@ def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray,
 
 
 def recommend_answer(items: list[dict[str, Any]], user_id: str | None, k: int, *, filtered: bool = False,
-                     exclude_seen: bool = True, notes: Sequence[str] = ()) -> dict[str, Any]:
+                     exclude_seen: bool = True, listed: bool = False, notes: Sequence[str] = ()) -> dict[str, Any]:
     """The answer of ``POST /recommend`` (and ``twotower recommend --user/--history --json``): ``{"items",
-    "user_id", "k"[, "warnings"][, "shortfall"]}`` around one request's :func:`catalog_items`."""
+    "user_id", "k"[, "warnings"][, "shortfall"]}`` around one request's :func:`catalog_items`. ``listed``: the
+    request listed items to leave out (``exclude_items``), named in a shortfall's reason."""
+    from twotower.pipeline.exclusions import LISTED
+
     answer: dict[str, Any] = {"items": items, "user_id": user_id, "k": k}
     if notes:
         answer["warnings"] = list(notes)
     if len(items) < k:
-        answer["shortfall"] = _shortfall(k, len(items), filtered=filtered, excluded=SEEN if exclude_seen else None)
+        excluded = " and ".join(w for w, on in ((SEEN, exclude_seen), (LISTED, listed)) if on) or None
+        answer["shortfall"] = _shortfall(k, len(items), filtered=filtered, excluded=excluded)
     return answer
 
 
@@ -544,7 +550,21 @@ class RecommenderService:
                     _at_request(b, n, check_finite_user, queries[b])  # a DataError is a 422
         return queries, users, hists, feats
 
-    def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
+    def listed_rows(self, ids: Sequence[str] | None) -> np.ndarray | None:
+        """``[L]`` rows of a request's ``exclude_items`` (None for None); an unknown id is a 404 named by its place,
+        ``exclude_items[1]: unknown item ...``, in a history id's words (pipeline/exclusions.py)."""
+        from twotower.pipeline.exclusions import listed_rows
+
+        return listed_rows(ids, self.catalog.row, lambda pos, e: UnknownIdAt(f"exclude_items[{pos}]", e),
+                           "exclude_items")
+
+    def _excluded(self, req: RecRequest, user: int | None, hist: np.ndarray | None,
+                  listed: np.ndarray | None = None) -> np.ndarray:
+        from twotower.pipeline.exclusions import with_listed
+
+        return with_listed(self._seen(req, user, hist), listed)
+
+    def _seen(self, req: RecRequest, user: int | None, hist: np.ndarray | None) -> np.ndarray:
         if not req.exclude_seen:
             return _EMPTY
         if user is not None:
@@ -635,8 +655,9 @@ class RecommenderService:
             _at_request(b, n, self.check_k, r.k)
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
+        listed = [_at_request(b, n, self.listed_rows, r.exclude_items) for b, r in enumerate(reqs)]
         queries, users, hists, feats = self._query_vectors(reqs, n, check)
-        excludes = [self._excluded(r, u, h) for r, u, h in zip(reqs, users, hists)]
+        excludes = [self._excluded(r, u, h, x) for r, u, h, x in zip(reqs, users, hists, listed)]
         if check is not None:  # the towers' passes are done: over budget already, the search is not started
             check()
         hits = self._topk(queries, [r.k for r in reqs], excludes, masks)
@@ -676,7 +697,8 @@ class RecommenderService:
                 notes = [*notes, f"user_id: {r.user_id!r} has no rows of known items in the serve --history-from files, so the "
                                  "list is ranked from an empty input history, not from their training history"]
             answers.append(recommend_answer(items, r.user_id, r.k, filtered=masks[b] is not None,
-                                            exclude_seen=r.exclude_seen, notes=notes))
+                                            exclude_seen=r.exclude_seen, listed=bool(r.exclude_items),
+                                            notes=notes))
         return answers
 
     def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,

@@ -34,6 +34,7 @@ class ServiceSettings:
     # list length when a request names none (also `twotower recommend --user`'s); at most max_k
     default_k: int = 10
     max_history: int = 500  # longest ad-hoc history (item ids) in one request
+    max_exclude: int = 500  # most item ids in one request's exclude_items (items never to list for it)
     max_batch: int = 256  # most requests in one /recommend/batch call
     max_body_bytes: int = 1 << 20  # larger bodies get 413 before they are parsed
     # seconds a request body may take to arrive in full; beyond that: 408. A client that opens a POST and then
@@ -73,6 +74,7 @@ class ServiceSettings:
             "max_k": (1, MAX_K),  # the lists of the CLI and tt.recommend are bounded there too
             "default_k": (1, None),
             "max_history": (1, None),
+            "max_exclude": (1, None),
             "max_batch": (1, None),
             # a body is read whole and parsed into Python objects (several times its bytes): 1 GiB is far past the
             # largest request the other limits admit (max_batch x max_history ids: 1.5 MB at the defaults), and
