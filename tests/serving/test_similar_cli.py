@@ -61,7 +61,8 @@ def test_item_prints_titles_and_defaults_to_the_services_k(run_dir, capsys) -> N
 def test_an_unknown_id_is_one_line_naming_it_and_its_flag(run_dir, flag, value, capsys) -> None:
     assert main(["similar", "--run", str(run_dir), flag, value]) != 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: {flag}: unknown item 'nope' (not among the 60 known items)"]  # before the index is opened
+    place = "item 2 of 3: " if flag == "--items" else ""  # a list's refusal names the id's place in it
+    assert err == [f"error: {flag}: {place}unknown item 'nope' (not among the 60 known items)"]  # before the index is opened
 
 
 def test_an_unknown_id_is_named_alike_by_the_cli_and_the_service(run_dir, service, client, capsys) -> None:
