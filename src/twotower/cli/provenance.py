@@ -152,6 +152,7 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
         **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k),
         "items": items_entry(item_ids),
         "cold_similar": args.cold_similar,
+        "exclude_items": getattr(args, "listed_ids", None),  # --exclude-items, as POST /similar-items' JSON
         "filters": getattr(args, "filters", None),  # --filter, as POST /similar-items' JSON
     }
 

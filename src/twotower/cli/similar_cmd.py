@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="--item: print the JSON answer of POST /similar-items; --items: print JSON records "
                         "(not with --out: redirect stdout for a file)")
+    p.add_argument("--exclude-items", metavar="ID,ID", default=None,
+                   help="item ids never to list (already shown, already in the cart), on top of the item itself: "
+                        'the "exclude_items" of POST /similar-items and exclude= from Python; with --items, left out '
+                        "of every list; a JSON array for ids holding commas")
     from twotower.cli.flags import add_filter_flag
 
     add_filter_flag(p, "POST /similar-items")
@@ -66,6 +70,9 @@ def _check_args(args: argparse.Namespace) -> int:
     from twotower.cli.flags import parse_filters
 
     args.filters = parse_filters(args.filter)  # its form checked before the run loads; fields and values after
+    from twotower.cli.id_lists import parse_id_list
+
+    args.listed_ids = None if args.exclude_items is None else parse_id_list(args.exclude_items, "--exclude-items")
     if args.out and args.item is not None:
         raise ConfigError(f"--out writes the CSV of --items; for one item write `--items {args.item} --out "
                           f"{args.out}`, or --json for the printed answer")
@@ -125,6 +132,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
     # POST /similar-items' checks, before the index
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
+    args.listed = _listed_rows(run, args.listed_ids)  # checked before the index, as --items'
     index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     args.allow = filter_allow(mask, index)
@@ -146,7 +154,7 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
                                 unplaced=unplaced, **_allowed(args))
     rows, scores = res.row(0)
     answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced,
-                            filtered=args.allow is not None)
+                            filtered=args.allow is not None, listed=bool(args.listed_ids))
     if args.json:
         print(stdout_json(answer, default=str))
         return 0
@@ -177,7 +185,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     unplaced = np.asarray([sp == UNPLACED for sp in spaces], dtype=bool)
     # an unplaced item's empty list is no shortfall: the line below says why it has none
     _say_shortfall(run, rows[~unplaced], Results(res.ids[~unplaced], res.scores[~unplaced]), k,
-                   filtered=args.allow is not None)
+                   filtered=args.allow is not None, listed=bool(args.listed_ids))
     if unplaced.any():
         print(f"{int(unplaced.sum())} of {len(rows)} items have no training interactions and the item tower reads "
               f"only the item ID, so the model cannot place them: no rows for them (e.g. item "
@@ -208,15 +216,32 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
 
 
 def _allowed(args: argparse.Namespace) -> dict:
-    """:func:`similar_items`' arguments of ``--filter``: the service's allow-list and its ``filter_exact_max``."""
+    """:func:`similar_items`' arguments of ``--filter`` (the service's allow-list and its ``filter_exact_max``)
+    and of ``--exclude-items``."""
+    listed = {"listed": args.listed} if args.listed is not None else {}
     if args.allow is None:
-        return {}
+        return listed
     from twotower.serving.settings import ServiceSettings
 
-    return {"allow": args.allow, "exact_subset_max": ServiceSettings.filter_exact_max}
+    return {"allow": args.allow, "exact_subset_max": ServiceSettings.filter_exact_max, **listed}
 
 
-def _say_shortfall(run, rows: np.ndarray, res, k: int, *, filtered: bool = False) -> None:  # noqa: ANN001
+def _listed_rows(run, ids: list[str] | None):  # noqa: ANN001, ANN202 - TrainedRun, np.ndarray | None
+    """Item rows of ``--exclude-items`` (None without it): an unknown id named by its place, 1-based as
+    ``--items``' (``--exclude-items: item 2 of 3: unknown item ...``; HTTP ``exclude_items[1]``)."""
+    from twotower.cli.flags import flag_named, id_place
+    from twotower.pipeline.exclusions import listed_rows
+    from twotower.pipeline.refusals import locate
+
+    if ids is None:
+        return None
+    n = len(ids)
+    with flag_named("--exclude-items"):
+        return listed_rows(ids, run.item_vocab.index, lambda pos, e: locate(e, id_place("--exclude-items", "item", pos, n)))
+
+
+def _say_shortfall(run, rows: np.ndarray, res, k: int, *, filtered: bool = False,  # noqa: ANN001
+                   listed: bool = False) -> None:
     """Tell stderr when lists are shorter than k, in the words of the service's shortfall."""
     from twotower.index import shortfall
     from twotower.serving.service import _shortfall, similar_excluded  # the service's wording
@@ -226,6 +251,6 @@ def _say_shortfall(run, rows: np.ndarray, res, k: int, *, filtered: bool = False
         worst = int(short.argmax())
         item_id = run.item_vocab.id_at(int(rows[worst]))
         reason = _shortfall(k, k - int(short[worst]), filtered=filtered,
-                            excluded=similar_excluded(item_id))["reason"]
+                            excluded=similar_excluded(item_id, listed))["reason"]
         print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} (e.g. item {item_id}: "
               f"{reason})", file=sys.stderr)

@@ -32,7 +32,7 @@ import numpy as np
 
 from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
-from twotower.pipeline.refusals import k_refusal, located
+from twotower.pipeline.refusals import k_refusal, locate, located
 from twotower.utils.arguments import check_flag, is_id_list
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
@@ -194,6 +194,7 @@ def similar_items(
     exact_subset_max: int | None = None,
     block: int = SIMILAR_BLOCK,
     log_every_s: float | None = None,
+    listed: np.ndarray | None = None,
 ) -> tuple[Results, list[str]]:
     """Top-``k`` neighbours of item ``rows`` -> ``(Results[B, K], spaces)``, each item left out of its own list.
 
@@ -202,7 +203,8 @@ def similar_items(
     (item rows, one list for every query) is the service's filters. A row shorter than ``k`` (padded with -1)
     means fewer than ``k`` items were left. An item of ``unplaced`` (default :func:`unplaced_item_mask`) is not
     searched: its row is all padding and its space :data:`UNPLACED`. ``log_every_s``: seconds between progress
-    log lines (None: none).
+    log lines (None: none). ``listed``: item rows left out of every list on top of the query item itself
+    (``exclude_items``, ``exclude=``, ``--exclude-items``; :mod:`twotower.pipeline.exclusions`).
     """
     vectors = run.item_embeddings() if vectors is None else vectors
     cold = cold_item_mask(run) if cold is None else cold  # the service passes its own (None: a single-head run)
@@ -215,7 +217,7 @@ def similar_items(
     for s in range(0, rows.size, block):
         chunk = rows[s : s + block]
         res, chunk_spaces = _search_placed(run, vectors, chunk, k, index, cold, cold_similar, unplaced, allow,
-                                           exact_subset_max)
+                                           exact_subset_max, listed)
         ids.append(res.ids)
         scores.append(res.scores)
         spaces += chunk_spaces
@@ -227,7 +229,7 @@ def similar_items(
 
 def _search_placed(run: Any, vectors: np.ndarray, chunk: np.ndarray, k: int, index: Any, cold: np.ndarray | None,
                    cold_similar: str, unplaced: np.ndarray, allow: np.ndarray | None,
-                   exact_subset_max: int | None) -> tuple[Results, list[str]]:
+                   exact_subset_max: int | None, listed: np.ndarray | None = None) -> tuple[Results, list[str]]:
     """:func:`similar_items` of one block: the items the model places are searched, the others get a row of
     padding (their zero query tied every score, and its list was the first items in id order)."""
     inside = (chunk >= 0) & (chunk < len(unplaced))
@@ -240,7 +242,10 @@ def _search_placed(run: Any, vectors: np.ndarray, chunk: np.ndarray, k: int, ind
     if todo.size:
         placed = chunk[todo]
         queries, placed_spaces = similar_queries(run, vectors, placed, cold, cold_similar)
-        res = index.search(queries, k, exclude=[placed[b : b + 1] for b in range(placed.size)],
+        from twotower.pipeline.exclusions import with_listed
+
+        excl = [with_listed(placed[b : b + 1], listed) for b in range(placed.size)]
+        res = index.search(queries, k, exclude=excl,
                            allow=None if allow is None else [allow] * placed.size, exact_subset_max=exact_subset_max)
         width = min(k, res.ids.shape[1])
         ids[todo, :width], scores[todo, :width] = res.ids[:, :width], res.scores[:, :width]
@@ -257,6 +262,7 @@ def similar(
     exact: bool = False,
     cold_similar: str = ServiceSettings.cold_similar,
     filters: dict[str, list[str]] | None = None,
+    exclude: list[str] | None = None,
 ) -> list[list[dict[str, Any]]]:
     """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
     and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id (empty,
@@ -265,7 +271,9 @@ def similar(
     Ranked with the run's built index (``RUN/index``), or by exact search when ``exact`` or when none is
     built; a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
     (``serve --cold-similar``). ``filters``: item metadata field -> values, as POST /similar-items' ``filters``
-    (``{"genres": ["Comedy"]}``), with its checks and refusals. Example::
+    (``{"genres": ["Comedy"]}``), with its checks and refusals. ``exclude``: item ids never to list (already
+    shown, already in the cart), on top of the item itself, as POST /similar-items' ``exclude_items``; an unknown
+    one is named as an item id is (``exclude[1]: unknown item ...``). Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.similar(run, ["50"], k=5)[0]:
@@ -293,10 +301,13 @@ def similar(
     from twotower.serving.service import filter_allow, run_filter_mask
 
     mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /similar-items' words
+    from twotower.pipeline.exclusions import listed_rows
+
+    listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
     index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     allow = filter_allow(mask, index)
-    res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow,
+    res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow, listed=listed,
                                 exact_subset_max=None if allow is None else ServiceSettings.filter_exact_max)
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it

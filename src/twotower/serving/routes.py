@@ -208,7 +208,7 @@ def build_router(s: Schemas) -> APIRouter:
 
         def similar(*, budget: WorkBudget) -> dict[str, Any]:  # budgeted: its filters scan the catalogue too
             budget.check()
-            return service.similar_items(b.item_id, b.k, b.filters, check=budget.check)
+            return service.similar_items(b.item_id, b.k, b.filters, exclude_items=b.exclude_items, check=budget.check)
 
         return json_response(await run_budgeted(request, similar, budget_hint="send fewer filter values"))
 

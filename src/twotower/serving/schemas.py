@@ -128,7 +128,8 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         list[Id],
         Field(max_length=settings.max_exclude,
               description=f"item ids never to list in this answer (already in the cart, already shown; "
-                          f"0..{settings.max_exclude}), on top of the seen items exclude_seen leaves out"),
+                          f"0..{settings.max_exclude}), on top of the seen items exclude_seen leaves out "
+                          f"(/similar-items: on top of the item itself)"),
     ]
     Filters = Annotated[
         dict[Annotated[str, StringConstraints(max_length=64)], Annotated[list[FilterValue], Field(max_length=1000)]],
@@ -173,6 +174,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         model_config = ConfigDict(extra="forbid")
         item_id: Id
         k: K = min(settings.default_k, settings.max_k)
+        exclude_items: Optional[ExcludeItems] = None
         filters: Optional[Filters] = None
 
     class ExplainRequest(BaseModel):

@@ -194,11 +194,13 @@ def catalog_items(catalog: ItemCatalog, rows: np.ndarray, scores: np.ndarray) ->
 
 
 def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray, scores: np.ndarray, space: str,
-                   *, filtered: bool = False, unplaced: np.ndarray | None = None) -> dict[str, Any]:
+                   *, filtered: bool = False, unplaced: np.ndarray | None = None,
+                   listed: bool = False) -> dict[str, Any]:
     """The answer of ``POST /similar-items`` (and ``twotower similar --json``): ``{"items", "item_id", "k",
     "query_space"[, "warnings"][, "shortfall"]}`` for the neighbours ``rows`` (valid ones, best first) of
     ``item_id``; an item the model cannot place (space ``"none"``) has none, and a warning says why. ``unplaced``
-    ``[I]``: such items; a list that holds one says so, as ``/recommend``'s does."""
+    ``[I]``: such items; a list that holds one says so, as ``/recommend``'s does. ``listed``: the request listed
+    items to leave out (``exclude_items``), named in a shortfall's reason."""
     answer = {"items": catalog_items(catalog, rows, scores), "item_id": item_id, "k": k, "query_space": space}
     hit = np.asarray(rows, np.int64)[unplaced[rows]] if unplaced is not None and len(rows) else np.empty(0, np.int64)
     if space == UNPLACED:  # the warning is the reason: "fewer than k items are left in the index" is not
@@ -206,7 +208,7 @@ def similar_answer(catalog: ItemCatalog, item_id: str, k: int, rows: np.ndarray,
     elif hit.size:  # a tower with a hidden layer maps the zeroed ID to a vector near many items: such items ranked
         answer["warnings"] = [unplaced_list_note([catalog.ids[int(r)] for r in hit])]  # 3rd-5th on a tiny run
     if space != UNPLACED and len(rows) < k:
-        answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id))
+        answer["shortfall"] = _shortfall(k, len(rows), filtered=filtered, excluded=similar_excluded(item_id, listed))
     return answer
 
 
@@ -226,9 +228,12 @@ def recommend_answer(items: list[dict[str, Any]], user_id: str | None, k: int, *
     return answer
 
 
-def similar_excluded(item_id: str) -> str:
-    """What /similar-items leaves out, in a shortfall's reason: the query item itself."""
-    return f"leaving out item {item_id!r} itself"
+def similar_excluded(item_id: str, listed: bool = False) -> str:
+    """What /similar-items leaves out, in a shortfall's reason: the query item itself (and, ``listed``, the
+    request's ``exclude_items``)."""
+    from twotower.pipeline.exclusions import LISTED
+
+    return f"leaving out item {item_id!r} itself" + (f" and {LISTED}" if listed else "")
 
 
 def check_run_arg(run_dir: Any) -> None:
@@ -702,9 +707,10 @@ class RecommenderService:
         return answers
 
     def similar_items(self, item_id: str, k: int, filters: Mapping[str, Sequence[str]] | None = None, *,
+                      exclude_items: Sequence[str] | None = None,
                       check: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded). ``check``: as
-        :meth:`recommend_batch`'s, called between filter values."""
+        """Items whose embeddings are closest to ``item_id``'s (the item itself excluded, and ``exclude_items``,
+        as :class:`RecRequest`'s). ``check``: as :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         self.check_k(k)  # as RecRequest's k is checked
         try:
@@ -715,16 +721,17 @@ class RecommenderService:
 
         filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
         mask = self.catalog.filter_mask(filters, check) if filters else None
+        listed = self.listed_rows(exclude_items)
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)
         # the search `twotower similar` and tt.similar run (pipeline/similar.py), so the lists cannot drift
         res, spaces = similar_items(self.run, np.asarray([row], np.int64), int(k), self.index,
                                     vectors=self.item_vectors, cold=self.cold_items,
                                     cold_similar=self.settings.cold_similar, unplaced=self.unplaced_items,
-                                    allow=allow,
+                                    allow=allow, listed=listed,
                                     exact_subset_max=self.settings.filter_exact_max)
         rows, scores = res.row(0)
         return similar_answer(self.catalog, item_id, k, rows, scores, spaces[0], filtered=mask is not None,
-                              unplaced=self.unplaced_items)
+                              unplaced=self.unplaced_items, listed=bool(exclude_items))
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
                 user_features: Mapping[str, Any] | None = None,
