@@ -21,8 +21,8 @@ UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their
 #: how many unknown ids a refusal names (then a count of the rest): a history of thousands stays one line
 MAX_NAMED_UNKNOWN = 10
 
-__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "locate", "located", "hint_unknown_user",
-           "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown"]
+__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "too_many", "locate", "located",
+           "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown"]
 
 
 def server_bound_note(setting: str) -> str:
@@ -30,6 +30,14 @@ def server_bound_note(setting: str) -> str:
     than the CLI's and Python's, named as the server's and with the flag that raises it."""
     upto = f", up to {MAX_K}" if setting == "max_k" else ""
     return f"(this server's {setting}: `twotower serve --{setting.replace('_', '-')}` sets it{upto})"
+
+
+def too_many(upper: int, what: str, got: Any, setting: str | None = None) -> str:
+    """``must hold at most 500 item ids (this server's max_history: ...), got 501``: a list over a service bound,
+    in the same words from HTTP (a 422) and from the service's Python API (a ConfigError). ``setting``: the
+    server setting the bound is (None: a fixed bound of the request schema)."""
+    note = f" {server_bound_note(setting)}" if setting else ""
+    return f"must hold at most {upper} {what}{note}, got {got}"
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:

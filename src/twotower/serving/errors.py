@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
-from twotower.pipeline.refusals import empty_history_refusal, k_refusal, server_bound_note
+from twotower.pipeline.refusals import empty_history_refusal, k_refusal, too_many
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
@@ -192,22 +192,28 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             # the words of `recommend --history` and tt.recommend; on a run with user features, that they alone serve
             # a user with no history yet (routes.refuse_empty_histories)
             msg = empty_history_refusal(err.get("ctx", {}).get("feature_columns", ()))
-        elif err.get("type") == "too_long" and loc and loc[-1] == "history":  # the CLI and Python take any length
-            ctx = err.get("ctx", {})
-            msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_history')}, "
-                   f"got {ctx.get('actual_length', 'more')}")
-        elif err.get("type") == "too_long" and loc and loc[-1] == "exclude_items":  # as max_history's
-            ctx = err.get("ctx", {})
-            msg = (f"must hold at most {ctx.get('max_length')} item ids {server_bound_note('max_exclude')}, "
-                   f"got {ctx.get('actual_length', 'more')}")
-        elif err.get("type") == "too_long" and loc == ["body", "requests"]:  # as max_history's: the server's bound
-            ctx = err.get("ctx", {})
-            msg = (f"must hold at most {ctx.get('max_length')} requests {server_bound_note('max_batch')}, "
-                   f"got {ctx.get('actual_length', 'more')}")
+        elif err.get("type") == "too_long" and (words := _too_long_words(loc)) is not None:
+            # the words of the service's Python API (RecommenderService refuses the same request alike)
+            ctx, got = err.get("ctx", {}), err.get("input")
+            n = len(got) if isinstance(got, (list, dict)) else ctx.get("actual_length") or "more"
+            msg = too_many(ctx.get("max_length"), words[0], n, words[1])
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
     return out
+
+
+def _too_long_words(loc: list[str]) -> tuple[str, str | None] | None:
+    """``(what, server setting)`` of a list over its bound at ``loc`` (None: another list, pydantic's words)."""
+    if loc == ["body", "requests"]:
+        return "requests", "max_batch"
+    if len(loc) >= 2 and loc[-2] == "filters":  # first: a metadata field may be named "history"
+        return "values", None
+    if loc and loc[-1] == "filters":
+        return "fields", None
+    if loc and loc[-1] in ("history", "exclude_items"):  # the CLI and Python functions take any length
+        return "item ids", {"history": "max_history", "exclude_items": "max_exclude"}[loc[-1]]
+    return None
 
 
 def _location(loc: Any) -> str:

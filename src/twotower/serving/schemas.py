@@ -13,7 +13,7 @@ from typing import Annotated, Any, Optional
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, ValidationInfo,
                       field_validator, model_validator)
 
-from twotower.serving.settings import ServiceSettings
+from twotower.serving.settings import MAX_FILTER_FIELDS, MAX_FILTER_VALUES, ServiceSettings
 
 __all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse"]
 
@@ -132,8 +132,9 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
                           f"(/similar-items: on top of the item itself)"),
     ]
     Filters = Annotated[
-        dict[Annotated[str, StringConstraints(max_length=64)], Annotated[list[FilterValue], Field(max_length=1000)]],
-        Field(max_length=16, description='metadata field -> values; an item matches a field holding any value, '
+        dict[Annotated[str, StringConstraints(max_length=64)],
+             Annotated[list[FilterValue], Field(max_length=MAX_FILTER_VALUES)]],
+        Field(max_length=MAX_FILTER_FIELDS, description='metadata field -> values; an item matches a field holding any value, '
                                          'e.g. {"genres": ["Action"]}'),
     ]
 

@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
@@ -22,11 +23,11 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_many
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
-from twotower.serving.catalog import ItemCatalog
-from twotower.serving.settings import ServiceSettings
+from twotower.serving.catalog import ItemCatalog, filters_at
+from twotower.serving.settings import MAX_FILTER_FIELDS, MAX_FILTER_VALUES, ServiceSettings
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 
 if TYPE_CHECKING:
@@ -613,6 +614,31 @@ class RecommenderService:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
         return self._answers([req], check=check, n=0)[0]
 
+    def check_sizes(self, *, history: Any = None, exclude_items: Any = None, filters: Any = None) -> None:
+        """Refuse a list over the bounds POST /recommend's schema sets (``max_history``, ``max_exclude``, a filter's
+        fields and values), in its 422's words (``history: must hold at most 500 item ids (this server's
+        max_history: ...), got 501``): a Python caller of the service got any length, which only HTTP bounded."""
+        def sized(x: Any) -> bool:  # a string or another wrong type is refused by the checks of its own
+            return x is not None and not isinstance(x, (str, bytes)) and hasattr(x, "__len__")
+
+        s = self.settings
+        for name, got, upper, setting in (("history", history, s.max_history, "max_history"),
+                                          ("exclude_items", exclude_items, s.max_exclude, "max_exclude")):
+            if sized(got) and len(got) > upper:
+                raise ConfigError(f"{name}: {too_many(upper, 'item ids', len(got), setting)}")
+        if not isinstance(filters, Mapping):
+            return
+        if len(filters) > MAX_FILTER_FIELDS:
+            raise ConfigError(f"filters: {too_many(MAX_FILTER_FIELDS, 'fields', len(filters))}")
+        for name, values in filters.items():
+            if sized(values) and len(values) > MAX_FILTER_VALUES:
+                raise ConfigError(f"{filters_at(str(name))}: {too_many(MAX_FILTER_VALUES, 'values', len(values))}")
+
+    def check_batch(self, n: int) -> None:
+        """Refuse more requests than ``max_batch`` in one :meth:`recommend_batch`, in POST /recommend/batch's words."""
+        if n > self.settings.max_batch:
+            raise ConfigError(f"requests: {too_many(self.settings.max_batch, 'requests', n, 'max_batch')}")
+
     def check_k(self, k: int) -> None:
         """Refuse a list longer than ``settings.max_k``: the bound POST /recommend's schema sets (422 there),
         held for Python callers too, who otherwise got any length up to what memory allowed."""
@@ -645,6 +671,7 @@ class RecommenderService:
         from Python as over HTTP. ``check`` is called between filter values and between explanation
         steps, and may raise to abandon the work (the HTTP routes pass their time budget / disconnect check).
         """
+        self.check_batch(len(reqs))
         return self._answers(reqs, check=check, n=len(reqs))
 
     def _answers(
@@ -658,6 +685,8 @@ class RecommenderService:
         reqs = [self._with_k(r) for r in reqs]
         for b, r in enumerate(reqs):
             _at_request(b, n, self.check_k, r.k)
+            _at_request(b, n, partial(self.check_sizes, history=r.history, exclude_items=r.exclude_items,
+                                      filters=r.filters))
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         listed = [_at_request(b, n, self.listed_rows, r.exclude_items) for b, r in enumerate(reqs)]
@@ -720,6 +749,7 @@ class RecommenderService:
         from twotower.serving.catalog import check_filters
 
         filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
+        self.check_sizes(exclude_items=exclude_items, filters=filters)  # the schema's bounds, from Python too
         mask = self.catalog.filter_mask(filters, check) if filters else None
         listed = self.listed_rows(exclude_items)
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)

@@ -10,7 +10,12 @@ _INT64_MAX = 2**63 - 1
 #: The largest request body ``ServiceSettings.max_body_bytes`` may allow: 1 GiB
 MAX_BODY_BYTES = 1 << 30
 
-__all__ = ["ServiceSettings", "host_name"]
+#: Most fields in one request's ``filters``, and most values of one field (the HTTP schema's bounds, and the
+#: service's from Python: :func:`twotower.serving.catalog.check_filter_sizes`)
+MAX_FILTER_FIELDS = 16
+MAX_FILTER_VALUES = 1000
+
+__all__ = ["ServiceSettings", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES"]
 
 
 def host_name(host: str) -> str:
