@@ -172,7 +172,7 @@ def test_ids_holding_a_slash_are_reachable_in_paths(service, run_dir):
 def test_path_and_body_ids_share_one_message(client):
     path = client.get("/users/" + "u" * 300).json()["error"]["details"][0]["msg"]
     body = client.post("/recommend", json={"user_id": "u" * 300}).json()["error"]["details"][0]["msg"]
-    assert path == body == "String should have at most 256 characters"
+    assert path == body == "must be at most 256 characters, got 300"
 
 
 # ------------------------------------------------------------------ 3. unknown history ids name their position

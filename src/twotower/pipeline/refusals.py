@@ -21,7 +21,7 @@ UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their
 #: how many unknown ids a refusal names (then a count of the rest): a history of thousands stays one line
 MAX_NAMED_UNKNOWN = 10
 
-__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "too_many", "locate", "located",
+__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown"]
 
 
@@ -38,6 +38,13 @@ def too_many(upper: int, what: str, got: Any, setting: str | None = None) -> str
     server setting the bound is (None: a fixed bound of the request schema)."""
     note = f" {server_bound_note(setting)}" if setting else ""
     return f"must hold at most {upper} {what}{note}, got {got}"
+
+
+def too_long(upper: int, got: Any, what: str = "") -> str:
+    """``must be at most 256 characters, got 257``: a string over a bound of the service's request schema (an id,
+    a filter value; ``what``: ``"a field name"`` for a mapping's key, whose location is the mapping's, as the
+    key itself is not echoed), in the same words from HTTP (a 422) and from the service's Python API."""
+    return f"{what + ' ' if what else ''}must be at most {upper} characters, got {got}"
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
-from twotower.pipeline.refusals import empty_history_refusal, k_refusal, too_many
+from twotower.pipeline.refusals import empty_history_refusal, k_refusal, too_long, too_many
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
@@ -197,6 +197,16 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
             ctx, got = err.get("ctx", {}), err.get("input")
             n = len(got) if isinstance(got, (list, dict)) else ctx.get("actual_length") or "more"
             msg = too_many(ctx.get("max_length"), words[0], n, words[1])
+        elif err.get("type") == "string_too_long":
+            # the words of the service's Python API; pydantic's "String should have at most 256 characters" named
+            # neither the length sent nor, for a mapping's key, anything but the key itself, echoed whole
+            got, upper = err.get("input"), err.get("ctx", {}).get("max_length")
+            n = len(got) if isinstance(got, str) else "more"
+            if len(loc) >= 2 and loc[-1] == "[key]":  # a filter field's (a user feature's) name: the mapping's place
+                loc = loc[:-2]
+                msg = too_long(upper, n, "a column name" if loc[-1:] == ["user_features"] else "a field name")
+            else:
+                msg = too_long(upper, n)
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
@@ -315,6 +325,7 @@ def install_error_handlers(app: FastAPI) -> None:
         errors = exc.errors()
         raw = tuple(errors[0].get("loc", ())) if errors else ()
         # the details keep pydantic's loc as strings (their JSON shape); the message names the field as a 404 does
+        raw = raw[:len(first["loc"])]  # a key's error names the mapping (_validation_details)
         where = _location(raw) if first["loc"] == [str(p) for p in raw] else ".".join(first["loc"])
         message = f"{where or 'body'}: {first['msg']}"
         return _json(422, error_body(422, "invalid_request", message, details=details))

@@ -13,11 +13,10 @@ from typing import Annotated, Any, Optional
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, ValidationInfo,
                       field_validator, model_validator)
 
-from twotower.serving.settings import MAX_FILTER_FIELDS, MAX_FILTER_VALUES, ServiceSettings
+from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
+                                       ServiceSettings)
 
-__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse"]
-
-MAX_ID_CHARS = 256
+__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse", "MAX_ID_CHARS"]
 
 
 def float_in_words(got: float) -> str:
@@ -52,7 +51,7 @@ def coerce_id(value: Any) -> Any:
 
 
 # The constraints come before the BeforeValidator on purpose: so they are the string schema's own and a
-# 300-character id reads "String should have at most 256 characters". Placed after it, pydantic checks
+# 300-character id fails as "string_too_long" (errors.py words it "must be at most 256 characters, got 300"). Placed after it, pydantic checks
 # them generically on the validator's output and says "Value should have at most 256 items".
 Id = Annotated[
     str,
@@ -132,14 +131,14 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
                           f"(/similar-items: on top of the item itself)"),
     ]
     Filters = Annotated[
-        dict[Annotated[str, StringConstraints(max_length=64)],
+        dict[Annotated[str, StringConstraints(max_length=MAX_FIELD_NAME_CHARS)],
              Annotated[list[FilterValue], Field(max_length=MAX_FILTER_VALUES)]],
         Field(max_length=MAX_FILTER_FIELDS, description='metadata field -> values; an item matches a field holding any value, '
                                          'e.g. {"genres": ["Action"]}'),
     ]
 
     UserFeatures = Annotated[
-        Optional[dict[Annotated[str, StringConstraints(max_length=64)], Any]],
+        Optional[dict[Annotated[str, StringConstraints(max_length=MAX_FIELD_NAME_CHARS)], Any]],
         Field(max_length=64,
               description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}; '
                           'with "history": [], a user with no history yet is served from them alone'),

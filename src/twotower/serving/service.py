@@ -23,11 +23,12 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_many
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_long, too_many
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog, filters_at
-from twotower.serving.settings import MAX_FILTER_FIELDS, MAX_FILTER_VALUES, ServiceSettings
+from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
+                                       ServiceSettings)
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
 
 if TYPE_CHECKING:
@@ -614,25 +615,40 @@ class RecommenderService:
         """``{"items": [...], "user_id": ..., "k": ...}`` for one request."""
         return self._answers([req], check=check, n=0)[0]
 
-    def check_sizes(self, *, history: Any = None, exclude_items: Any = None, filters: Any = None) -> None:
-        """Refuse a list over the bounds POST /recommend's schema sets (``max_history``, ``max_exclude``, a filter's
-        fields and values), in its 422's words (``history: must hold at most 500 item ids (this server's
-        max_history: ...), got 501``): a Python caller of the service got any length, which only HTTP bounded."""
+    def check_sizes(self, *, user_id: Any = None, item_id: Any = None, history: Any = None, exclude_items: Any = None,
+                    filters: Any = None) -> None:
+        """Refuse what POST /recommend's (/similar-items', /explain's) schema bounds: a list over ``max_history``,
+        ``max_exclude``, a filter's fields and values (``history: must hold at most 500 item ids (this server's
+        max_history: ...), got 501``), an id or filter value over :data:`MAX_ID_CHARS` characters, a filter field's
+        name over :data:`MAX_FIELD_NAME_CHARS` (``history[2]: must be at most 256 characters, got 257``), in its
+        422's words: a Python caller of the service got any length, which only HTTP bounded."""
         def sized(x: Any) -> bool:  # a string or another wrong type is refused by the checks of its own
             return x is not None and not isinstance(x, (str, bytes)) and hasattr(x, "__len__")
 
+        def check_id(where: str, x: Any) -> None:  # as HTTP reads an id (coerce_id): text or an integer, stripped
+            if isinstance(x, (str, int)) and not isinstance(x, bool) and len(got := str(x).strip()) > MAX_ID_CHARS:
+                raise ConfigError(f"{where}: {too_long(MAX_ID_CHARS, len(got))}")
+
         s = self.settings
+        check_id("user_id", user_id)
+        check_id("item_id", item_id)
         for name, got, upper, setting in (("history", history, s.max_history, "max_history"),
                                           ("exclude_items", exclude_items, s.max_exclude, "max_exclude")):
             if sized(got) and len(got) > upper:
                 raise ConfigError(f"{name}: {too_many(upper, 'item ids', len(got), setting)}")
+            for i, x in enumerate(got if sized(got) else ()):
+                check_id(f"{name}[{i}]", x)
         if not isinstance(filters, Mapping):
             return
         if len(filters) > MAX_FILTER_FIELDS:
             raise ConfigError(f"filters: {too_many(MAX_FILTER_FIELDS, 'fields', len(filters))}")
         for name, values in filters.items():
+            if isinstance(name, str) and len(name) > MAX_FIELD_NAME_CHARS:  # the name is not echoed, as HTTP's
+                raise ConfigError(f"filters: {too_long(MAX_FIELD_NAME_CHARS, len(name), 'a field name')}")
             if sized(values) and len(values) > MAX_FILTER_VALUES:
                 raise ConfigError(f"{filters_at(str(name))}: {too_many(MAX_FILTER_VALUES, 'values', len(values))}")
+            for i, x in enumerate(values if sized(values) else ()):
+                check_id(f"{filters_at(str(name))}[{i}]", x)
 
     def check_batch(self, n: int) -> None:
         """Refuse more requests than ``max_batch`` in one :meth:`recommend_batch`, in POST /recommend/batch's words."""
@@ -685,8 +701,8 @@ class RecommenderService:
         reqs = [self._with_k(r) for r in reqs]
         for b, r in enumerate(reqs):
             _at_request(b, n, self.check_k, r.k)
-            _at_request(b, n, partial(self.check_sizes, history=r.history, exclude_items=r.exclude_items,
-                                      filters=r.filters))
+            _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history,
+                                      exclude_items=r.exclude_items, filters=r.filters))
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         listed = [_at_request(b, n, self.listed_rows, r.exclude_items) for b, r in enumerate(reqs)]
@@ -742,6 +758,7 @@ class RecommenderService:
         as :class:`RecRequest`'s). ``check``: as :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         self.check_k(k)  # as RecRequest's k is checked
+        self.check_sizes(item_id=item_id)  # a 300-character id: HTTP's 422, not "unknown item" echoing it whole
         try:
             row = self.catalog.row(item_id)
         except NotFoundError as e:  # named, as /explain and /recommend name the field that sent an unknown id
@@ -774,6 +791,7 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        self.check_sizes(user_id=user_id, item_id=item_id, history=history)  # POST /explain's schema's bounds
         if history is not None and not isinstance(history, (str, bytes)):  # a string: history_rows says it
             # as POST /explain (a 422) and tt.explain_by_id: an empty history is refused, unless user_features
             # alone describe a user with no history yet on a run that reads them

@@ -14,8 +14,14 @@ MAX_BODY_BYTES = 1 << 30
 #: service's from Python: :func:`twotower.serving.catalog.check_filter_sizes`)
 MAX_FILTER_FIELDS = 16
 MAX_FILTER_VALUES = 1000
+#: Longest id (user_id, item_id, a history's or exclude_items' item, a filter's value) and longest field name (of
+#: ``filters``, of ``user_features``) one request may send, in characters: the HTTP schema's bounds, and the
+#: service's from Python (:meth:`twotower.serving.RecommenderService.check_sizes`)
+MAX_ID_CHARS = 256
+MAX_FIELD_NAME_CHARS = 64
 
-__all__ = ["ServiceSettings", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES"]
+__all__ = ["ServiceSettings", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
+           "MAX_FIELD_NAME_CHARS"]
 
 
 def host_name(host: str) -> str:
