@@ -57,3 +57,14 @@ def test_hybrid_json_names_its_fusion_and_model(beir_dir, tmp_path, capsys, monk
     # the zero-shot default is named, not left out
     got = _json(capsys, "--beir", str(beir_dir), "--retriever", "dense", "--cache", str(tmp_path / "cache"))
     assert got["model"] == {"name": "all-MiniLM-L6-v2"} and got["fusion"] is None
+
+
+def test_help_names_every_key_the_json_adds_beside_the_metrics(beir_dir, capsys):
+    # --help listed beir ... queries, but not `skipped`, which every --json object holds
+    got = _json(capsys, "--beir", str(beir_dir), "--split", "test")
+    assert main(["search", "evaluate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--json print")
+    json_help = text[start:text.index("--keep-unknown", start)]
+    metrics = {"NDCG@10", "Recall@10", "Recall@100", "MRR@10"}
+    assert [k for k in got if k not in metrics and k not in json_help] == []

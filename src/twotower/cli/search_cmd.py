@@ -54,7 +54,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true",
                    help="print one JSON object: the four metrics, and what was measured (beir, split, retriever, "
-                        "fusion, model, rerank, queries)")
+                        "fusion, model, rerank, queries, and skipped: judged queries without a relevant document, "
+                        "not scored)")
     e.add_argument("--keep-unknown", action="store_true",
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
