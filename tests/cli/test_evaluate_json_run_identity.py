@@ -50,3 +50,12 @@ def test_test_file_rows_name_the_file(run_dir, capsys):
     assert [(r["split"], r["test_file"]) for r in rows] == [("test", os.path.abspath(file))] * 2
     assert main(base) == 0  # the run's own test split: no file named
     assert "test_file" not in json.loads(capsys.readouterr().out)[0]
+
+
+def test_help_names_the_keys_that_say_what_was_scored(capsys):
+    """--help's --json named split, run and run_fingerprint, not test_file, which --test's rows carry (README)."""
+    assert main(["evaluate", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.index("--json print")
+    json_help = text[start:text.index("--csv FILE", start)]
+    assert [k for k in ("split", "run", "run_fingerprint", "test_file") if k not in json_help] == []

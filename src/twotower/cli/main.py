@@ -201,7 +201,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
                         f"refused, as a likely typo (default: the run's eval.ks; {','.join(map(str, ev.ks))} unless "
                         "the run set them)")
     p.add_argument("--json", action="store_true",
-                   help="print JSON rows instead of the table (each with its split, run and run_fingerprint)")
+                   help="print JSON rows instead of the table (each with its split, run and run_fingerprint, and with "
+                        "--test the file's absolute path as test_file)")
     p.add_argument("--csv", metavar="FILE",
                    help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
                         "which then holds the CSV alone)")
