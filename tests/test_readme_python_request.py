@@ -31,3 +31,14 @@ def test_the_per_request_exclusions_paragraph_names_recrequest_s_field():
     i = README.index("**Per-request exclusions.**")
     paragraph = README[i:README.index("\n\n", i)]
     assert "`exclude_items=" in paragraph and "RecRequest`" in paragraph
+
+
+def test_the_exclusion_bound_is_said_to_be_the_http_service_s():
+    """`serve --max-exclude` bounds the service's requests (HTTP's schema, RecommenderService's own check); on
+    ML-100K `recommend --exclude-items` and tt.recommend(exclude=...) with 1,000 ids took them, where the README
+    read as if every surface did."""
+    i = README.index("**Per-request exclusions.**")
+    paragraph = README[i:README.index("\n\n", i)]
+    flat = " ".join(paragraph.split())
+    assert "An HTTP request, and one a `RecommenderService` answers from Python, lists at most `serve --max-exclude`" in flat
+    assert "`tt.recommend`/`tt.similar` take any number" in flat
