@@ -33,10 +33,10 @@ def test_above_ease_max_items_the_low_rank_ease_is_fitted_and_with_every_eigenpa
 
     def recording(scorer, *args, **kwargs):  # the scorer each row was evaluated with
         scorers[kwargs["what"]] = scorer
-        return evaluate(scorer, *args, **kwargs)
+        return evaluate_segments(scorer, *args, **kwargs)
 
-    evaluate = module.evaluate
-    monkeypatch.setattr(module, "evaluate", recording)
+    evaluate_segments = module.evaluate_segments  # what evaluate_run ranks with (its --segments from the same lists)
+    monkeypatch.setattr(module, "evaluate_segments", recording)
     dense = [r["model"] for r in evaluate_run(run, baselines=("ease",), ks=(10,))]
     with caplog.at_level(logging.INFO, logger="twotower.evaluation.baselines"):
         low = [r["model"] for r in evaluate_run(run, baselines=("ease",), ks=(10,), ease_max_items=5)]
