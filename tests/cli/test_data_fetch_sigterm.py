@@ -6,19 +6,11 @@ on the spot without a word, status -15 (a download is minutes of it, with its te
 """
 from __future__ import annotations
 
-import os
 import signal
 
 import twotower.data.movielens as movielens
+from tests.real_sigterm import send_sigterm
 from twotower.cli.main import main
-
-
-def _sigterm(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-    # the real signal, to this (main) thread, inside the new copy's temporary folder; without a handler it would end
-    # pytest itself, so that is said instead
-    assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL, "SIGTERM would end the process on the spot"
-    os.kill(os.getpid(), signal.SIGTERM)
-    raise AssertionError("SIGTERM did not stop the command")
 
 
 def test_sigterm_mid_fetch_keeps_the_previous_copy_and_says_so(tmp_path, monkeypatch, capsys):
@@ -29,7 +21,7 @@ def test_sigterm_mid_fetch_keeps_the_previous_copy_and_says_so(tmp_path, monkeyp
     dest = tmp_path / "ml"
     dest.mkdir()
     (dest / movielens.MANIFEST).write_text("{}")  # an earlier copy
-    monkeypatch.setattr(movielens, "_verify_folder", _sigterm)
+    monkeypatch.setattr(movielens, "_verify_folder", send_sigterm)
     argv = ["-q", "data", "fetch", "movielens-100k", "--source", str(source), "--dest", str(dest)]
     assert main(argv) == 143  # the shell's status for death by SIGTERM, which schedulers read
     assert (f"terminated (SIGTERM): it stopped before {dest} was written; the previous output there is kept, intact, "

@@ -6,7 +6,6 @@ without a word, status -15, and left `.exp.tmp-...` (the half-written export) be
 """
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 
@@ -16,6 +15,7 @@ pytest.importorskip("onnxruntime")
 pytest.importorskip("onnx")
 
 import twotower.export.onnx as onnx_export  # noqa: E402
+from tests.real_sigterm import send_sigterm, files_of  # noqa: E402
 from tests.serving.tiny_run import build_tiny_run  # noqa: E402
 from twotower.cli.main import main  # noqa: E402
 
@@ -25,36 +25,24 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_run(tmp_path_factory.mktemp("export_sigterm"))
 
 
-def _sigterm(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-    # the real signal, to this (main) thread, inside the new export's temporary folder; without a handler it would
-    # end pytest itself, so that is said instead
-    assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL, "SIGTERM would end the process on the spot"
-    os.kill(os.getpid(), signal.SIGTERM)
-    raise AssertionError("SIGTERM did not stop the command")
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
-
-
 def test_sigterm_mid_export_keeps_the_previous_export_and_says_so(run_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / "exp"
     argv = ["-q", "export", "--run", str(run_dir), "--out", str(out), "--check-users", "5", "--threads", "1"]
     assert main(argv) == 0
-    before = _files(out)
-    monkeypatch.setattr(onnx_export, "_export_towers", _sigterm)
+    before = files_of(out)
+    monkeypatch.setattr(onnx_export, "_export_towers", send_sigterm)
     capsys.readouterr()
     assert main(argv) == 143  # the shell's status for death by SIGTERM, which schedulers read
     assert (f"terminated (SIGTERM): it stopped before {out} was written; the previous output there is kept, intact, "
             "as it was; run the command again to replace it") in capsys.readouterr().err
-    assert _files(out) == before
+    assert files_of(out) == before
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == ["exp"]  # no .exp.tmp-...
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler does not outlive the command
 
 
 def test_sigterm_mid_a_first_export_says_nothing_was_saved(run_dir, tmp_path, monkeypatch, capsys):
     out = tmp_path / "exp"
-    monkeypatch.setattr(onnx_export, "_export_towers", _sigterm)
+    monkeypatch.setattr(onnx_export, "_export_towers", send_sigterm)
     assert main(["-q", "export", "--run", str(run_dir), "--out", str(out), "--threads", "1"]) == 143
     assert f"terminated (SIGTERM): it stopped before {out} was written, so nothing was saved there" in (
         capsys.readouterr().err)
