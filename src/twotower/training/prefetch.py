@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
+from twotower.training.side_worker import start_or_close
+
 __all__ = ["Prefetcher"]
 
 T = TypeVar("T")
@@ -62,13 +64,8 @@ class Prefetcher(Generic[T]):
         self._put((_DONE, None))
 
     def __enter__(self) -> "Prefetcher[T]":
-        try:
-            self._thread.start()
-        except BaseException:
-            # a Ctrl-C or SIGTERM raised in start()'s wait for the new thread (the epoch's first moments): the
-            # producer runs, and ``with`` never calls __exit__ for a failed __enter__, so it was left looping
-            self.close()
-            raise
+        # a signal in start() (the epoch's first moments) had left the producer looping, drawing from tr.rng
+        start_or_close(self._thread, self.close)
         return self
 
     def __iter__(self) -> Iterator[T]:

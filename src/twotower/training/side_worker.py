@@ -20,9 +20,19 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-__all__ = ["SideWorker"]
+__all__ = ["SideWorker", "start_or_close"]
 
 T = TypeVar("T")
+
+
+def start_or_close(thread: threading.Thread, close: Callable[[], None]) -> None:
+    """``thread.start()``, and where that raises (a Ctrl-C or SIGTERM landing in its wait for the new thread, which
+    then runs), ``close()`` before re-raising: ``with`` calls no ``__exit__`` for a failed ``__enter__``."""
+    try:
+        thread.start()
+    except BaseException:
+        close()
+        raise
 
 
 class SideWorker:
@@ -44,13 +54,7 @@ class SideWorker:
                 future.set_exception(e)
 
     def __enter__(self) -> "SideWorker":
-        try:
-            self._thread.start()
-        except BaseException:
-            # a signal raised in start()'s wait for the new thread: it runs, and ``with`` calls no __exit__ for
-            # a failed __enter__
-            self.close()
-            raise
+        start_or_close(self._thread, self.close)
         return self
 
     def submit(self, fn: Callable[[], T]) -> "Future[T]":
