@@ -153,6 +153,15 @@ def add_filter_flag(p: argparse.ArgumentParser, route: str) -> None:
     p.add_argument("--filter", action="append", metavar="FIELD=VALUES", dest="filter", help=filter_help(route))
 
 
+def add_exclude_items_flag(p: argparse.ArgumentParser, route: str, beside: str, each: str) -> None:
+    """``--exclude-items ID,ID``: the ``exclude_items`` of ``route``'s JSON body (``exclude=`` from Python), on top of
+    ``beside``; with the ``each`` flag (a list of queries), left out of every list."""
+    p.add_argument("--exclude-items", metavar="ID,ID", default=None,
+                   help=f"item ids never to list (already in the cart, already shown), on top of {beside}: "
+                        f'the "exclude_items" of {route} and exclude= from Python; with {each}, left out of '
+                        "every list; a JSON array for ids holding commas")
+
+
 def filter_at(field: str) -> str:
     """How the command line names a filter field in a refusal (HTTP and Python: ``filters.genres``)."""
     return f"--filter {field}"

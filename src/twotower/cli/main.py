@@ -257,12 +257,9 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
                         f"{USERS_K} for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded "
                    "(known users; over HTTP, `serve --history-from FILE` leaves out such files' items as seen)")
-    p.add_argument("--exclude-items", metavar="ID,ID", default=None,
-                   help="item ids never to list (already in the cart, already shown), on top of the seen items: "
-                        'the "exclude_items" of POST /recommend and exclude= from Python; with --users, left out of '
-                        "every list; a JSON array for ids holding commas")
-    from twotower.cli.flags import add_filter_flag
+    from twotower.cli.flags import add_exclude_items_flag, add_filter_flag
 
+    add_exclude_items_flag(p, "POST /recommend", "the seen items", "--users")
     add_filter_flag(p, "POST /recommend")
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
     p.add_argument("--user-features", metavar="JSON",

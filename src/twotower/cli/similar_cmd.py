@@ -46,12 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="--item: print the JSON answer of POST /similar-items; --items: print JSON records "
                         "(not with --out: redirect stdout for a file)")
-    p.add_argument("--exclude-items", metavar="ID,ID", default=None,
-                   help="item ids never to list (already shown, already in the cart), on top of the item itself: "
-                        'the "exclude_items" of POST /similar-items and exclude= from Python; with --items, left out '
-                        "of every list; a JSON array for ids holding commas")
-    from twotower.cli.flags import add_filter_flag
+    from twotower.cli.flags import add_exclude_items_flag, add_filter_flag
 
+    add_exclude_items_flag(p, "POST /similar-items", "the item itself", "--items")
     add_filter_flag(p, "POST /similar-items")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
