@@ -181,7 +181,7 @@ def test_the_weight_average_beside_the_next_step_is_the_one_after_each_step(monk
     assert beside.average.updates == after.average.updates == 24
     for a, b in zip(beside.average.shadow, after.average.shadow):
         assert torch.equal(a, b)
-    assert not [t for t in threading.enumerate() if t.name.startswith("twotower-average")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("twotower-side")]
 
 
 def test_a_failure_in_the_weight_average_is_raised_in_the_trainer() -> None:
@@ -210,7 +210,7 @@ def test_no_helper_thread_starts_where_torch_threads_take_every_core(monkeypatch
     monkeypatch.setattr(threading.Thread, "start", spy)
     monkeypatch.setattr(epoch_mod, "spare_core", lambda threads: False)
     without = _trainer().fit()
-    assert not [n for n in started if n.startswith(("twotower-prefetch", "twotower-average"))]
+    assert not [n for n in started if n.startswith(("twotower-prefetch", "twotower-side"))]
     assert [r["loss"] for r in with_helpers.history] == [r["loss"] for r in without.history]
 
 
@@ -250,7 +250,7 @@ def test_a_stop_while_the_average_thread_starts_waits_for_it(monkeypatch: pytest
 
     def interrupted(self: threading.Thread) -> None:
         real_start(self)
-        if self.name.startswith("twotower-average"):
+        if self.name.startswith("twotower-side"):
             raise KeyboardInterrupt
 
     tr = _trainer(epochs=1)
@@ -266,7 +266,7 @@ def test_a_stop_while_the_average_thread_starts_waits_for_it(monkeypatch: pytest
     try:
         with pytest.raises(KeyboardInterrupt):
             tr.fit()
-        left = [t for t in threading.enumerate() if t.name.startswith("twotower-average")]
+        left = [t for t in threading.enumerate() if t.name.startswith("twotower-side")]
         assert not left, f"{[t.name for t in left]} outlived the interrupted epoch"
     finally:
         release.set()

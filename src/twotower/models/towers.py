@@ -279,6 +279,11 @@ class UserTower(nn.Module):
         self.history_emb = None
         self._tied = [item_emb]
 
+    @property
+    def tied_tables(self) -> tuple[nn.Embedding, ...]:
+        """The item tower's tables this tower reads too (:meth:`tie_history_embedding`): not among its parameters."""
+        return tuple(self._tied)
+
     def embed_history(self, history: Tensor) -> Tensor:
         """History item embeddings [B, L, H] (zeros on padding)."""
         if self._tied:

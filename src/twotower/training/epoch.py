@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from concurrent.futures import Future
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -40,8 +41,6 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     if tr.sequence:  # similar lengths together, so trimmed windows skip most padding
         order = tr.examples.bucketed(order, B, epoch_rng)
     n_batches = math.ceil(n / B)
-    acc_sum = positions = 0.0
-    last: tuple[torch.Tensor, torch.Tensor] | None = None
     t0 = time.perf_counter()
     # sequence mode counts users' windows: its progress lines said "examples/s" where the epoch line says seq/s
     unit = "sequences" if tr.sequence else "examples"
@@ -57,31 +56,15 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
     # the weights; the closure waits for it before returning, so before the optimizer changes them
     # the thread starts on entry, and a stop landing in its start waits for it (training/side_worker.py)
-    averaging = SideWorker("twotower-average") if tr.average is not None and side else nullcontext()
-    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, averaging as pool:
-        pending: Future[None] | None = None
-        for idx, plan in ready:
-            out: dict[str, Any] = {}
-
-            def closure(idx: np.ndarray = idx, plan: Any = plan, out: dict[str, Any] = out,
-                        pending: Future[None] | None = pending) -> tuple[float, int]:
-                loss, acc, q, pos, n_pos = tr._step(idx, plan)
-                if pending is not None:
-                    pending.result()  # raises what the average raised
-                out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)
-                return loss, len(idx)
-
-            run.step(closure)
-            if tr.average is not None:
-                if pool is None:
-                    tr.average.update()
-                else:
-                    pending = pool.submit(tr.average.update)
-            acc_sum += out["acc"]
-            positions += out["n_pos"]
-            last = (out["q"], out["pos"])
-        if pending is not None:
-            pending.result()
+    # the same thread runs each step's item tower beside its user tower (training/tower_overlap.py): one spare core
+    overlap = side and tr.cfg.overlap_towers and tr.step_fn.blocker is None and tr.device.type == "cpu"
+    worker = SideWorker("twotower-side") if side and (tr.average is not None or overlap) else nullcontext()
+    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, worker as pool:
+        tr.step_fn.side = pool if overlap else None
+        try:
+            acc_sum, positions, last = _steps(tr, run, ready, pool)
+        finally:
+            tr.step_fn.side = None
     seconds = time.perf_counter() - t0
     total_loss, total_acc = run.loss_sum, acc_sum
     if tr.world > 1:  # each rank holds its share of every batch's loss and accuracy
@@ -115,3 +98,35 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     if alpha is not None:
         row["alpha"] = alpha
     return row
+
+
+def _steps(tr: "Trainer", run: Any, ready: Iterable[tuple[np.ndarray, Any]], pool: SideWorker | None
+           ) -> tuple[float, float, tuple[torch.Tensor, torch.Tensor] | None]:
+    """Every batch of ``ready`` through ``tr._step`` on ``run``; ``(accuracy sum, target positions, last
+    (queries, positives))``. ``pool``: the side thread the weight average of each step runs on, beside the next."""
+    acc_sum = positions = 0.0
+    last: tuple[torch.Tensor, torch.Tensor] | None = None
+    pending: Future[None] | None = None
+    for idx, plan in ready:
+        out: dict[str, Any] = {}
+
+        def closure(idx: np.ndarray = idx, plan: Any = plan, out: dict[str, Any] = out,
+                    pending: Future[None] | None = pending) -> tuple[float, int]:
+            loss, acc, q, pos, n_pos = tr._step(idx, plan)
+            if pending is not None:
+                pending.result()  # raises what the average raised
+            out.update(acc=acc, q=q, pos=pos, n_pos=n_pos)
+            return loss, len(idx)
+
+        run.step(closure)
+        if tr.average is not None:
+            if pool is None:
+                tr.average.update()
+            else:
+                pending = pool.submit(tr.average.update)
+        acc_sum += out["acc"]
+        positions += out["n_pos"]
+        last = (out["q"], out["pos"])
+    if pending is not None:
+        pending.result()
+    return acc_sum, positions, last

@@ -1,4 +1,5 @@
-"""One background thread that runs the calls handed to it, in order: the epoch's weight average beside the step.
+"""One background thread that runs the calls handed to it, in order: the weight average and the item tower's backward
+beside the step.
 
 :class:`concurrent.futures.ThreadPoolExecutor` started its thread inside the first ``submit``, and added it to the
 set its shutdown waits for only after ``Thread.start()`` returned: a Ctrl-C or SIGTERM (the CLI's ``Terminated``)
@@ -7,7 +8,7 @@ interrupted run went on (saving, exiting) beside it. Here the thread starts in `
 raises closes the worker (waits for the thread) before re-raising, as :class:`~twotower.training.prefetch.Prefetcher`
 does::
 
-    with SideWorker("twotower-average") as side:
+    with SideWorker("twotower-side") as side:
         pending = side.submit(update)
         ...
         pending.result()  # raises what ``update`` raised

@@ -32,6 +32,8 @@ from twotower.losses.sampling import sample_negatives
 from twotower.models.towers import PoolPlan
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.gradcache import chunked, gradcache_step
+from twotower.training.side_worker import SideWorker
+from twotower.training.tower_overlap import backward_beside, item_side_blocker, split_item_graph
 
 __all__ = ["share", "RecStep", "sync_grads", "candidate_log_q", "loss_log_q"]
 
@@ -98,6 +100,10 @@ class RecStep:
         self.dedup = dedup
         # the towers under CPU autocast to bfloat16 (train.precision); their outputs and the loss in float32
         self.bf16 = bf16
+        # why the item tower's backward cannot run beside the user tower's (None: it can; training/tower_overlap.py),
+        # and the thread it runs on: set by the epoch for its steps where train.overlap_towers and a spare core allow
+        self.blocker = item_side_blocker(model, loss)
+        self.side: SideWorker | None = None
 
     def candidates(self, targets: Tensor, n_global: int, span: tuple[int, int] | None = None) -> tuple[Tensor | None, int]:
         """Candidate ids ``[N]`` for this rank (None: the whole catalogue) and how many random draws were global.
@@ -176,8 +182,14 @@ class RecStep:
                 cands = self.embed_candidates(cand_ids)  # [N, D]
             if self.bf16:
                 q, cands = q.float(), cands.float()
-            loss, stats = self.loss(q, cands, batch)
-            (loss * scale if scale != 1.0 else loss).backward()
+            side = self.side
+            c_in = split_item_graph(cands) if side is not None else cands
+            loss, stats = self.loss(q, c_in, batch)
+            scaled = loss * scale if scale != 1.0 else loss
+            if side is None:
+                scaled.backward()
+            else:
+                backward_beside(scaled, q, c_in, cands, side)
             value = float(loss.detach())
             q, cands = q.detach(), cands.detach()
         else:
