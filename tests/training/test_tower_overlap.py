@@ -58,6 +58,27 @@ def test_the_item_towers_backward_on_the_side_thread_trains_exactly_as_one_backw
         assert torch.equal(a, b), name
 
 
+def test_an_untied_sequence_towers_steps_train_exactly_as_one_backward_pass() -> None:
+    def fitted(overlap: bool) -> tuple[Trainer, set[str]]:
+        _, _, seqs, _ = tiny_mean_model()
+        torch.manual_seed(0)
+        model = TwoTowerModel(ModelConfig(user=TowerConfig(use_id=False, history="gru", history_len=4, history_dim=8,
+                                                           out_dim=8, hidden=(16,), dropout=0.2),
+                                          item=TowerConfig(id_dim=8, out_dim=8, hidden=(16,), dropout=0.2),
+                                          share_item_embeddings=False), 8, 30)
+        cfg = TrainConfig(epochs=2, batch_size=4, progress=False, checkpoint=False, examples="sequence",
+                          overlap_towers=overlap)
+        tr = Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()))
+        seen = _item_grad_threads(tr)
+        tr.fit()
+        return tr, seen
+
+    (beside, seen_beside), (alone, seen_alone) = fitted(True), fitted(False)
+    assert seen_beside == {"twotower-side"} and seen_alone == {"MainThread"}
+    for (name, a), b in zip(beside.model.state_dict().items(), alone.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
 def test_towers_that_share_weights_keep_one_backward_pass() -> None:
     _, _, seqs, _ = tiny_mean_model()
     torch.manual_seed(0)
