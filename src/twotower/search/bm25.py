@@ -170,6 +170,29 @@ def _ids_and_vocab(tokens: list[list[str]]) -> tuple[list[list[int]], dict[str, 
     return [[vocab[t] for t in doc] for doc in tokens], vocab
 
 
+def _json_type(value: object) -> str:
+    """What a JSON value is, in JSON's words (a list is an array, None is null)."""
+    return {dict: "a JSON object", list: "a JSON array", str: "a JSON string", bool: "a JSON boolean",
+            type(None): "null"}.get(type(value), "a JSON number")
+
+
+def read_meta(path: Path) -> dict:
+    """``path/meta.json`` of a saved BM25 index, its fields of the right JSON types; else an IntegrityError naming the
+    file and the field. A ``config`` that was not an object (hand-edited, corrupted) was a bare TypeError ("'list'
+    object is not a mapping") that named neither."""
+    meta_path = path / "meta.json"
+    meta = read_json(meta_path)
+    if not isinstance(meta, dict) or meta.get("kind") != "bm25":
+        raise IntegrityError(f"{meta_path} is not a BM25 index")
+    fix = "the file is corrupted or was edited; rebuild the index"
+    for field, kind, want in (("config", dict, "a JSON object of BM25 settings (k1, b, ...)"),
+                              ("doc_ids", list, "a JSON array of document ids")):
+        if not isinstance(meta.get(field), kind):
+            got = "nothing: the field is missing" if field not in meta else _json_type(meta[field])
+            raise IntegrityError(f'{meta_path}: field "{field}" must be {want}, got {got}; {fix}')
+    return meta
+
+
 class BM25Retriever:
     """``fit(doc_texts, doc_ids)`` then ``search(queries, k) -> Results`` (ids = doc rows)."""
 
@@ -302,9 +325,7 @@ class BM25Retriever:
         path = Path(path)
         if not (path / "meta.json").is_file():
             raise DataError(f"no BM25 index at {path} (missing meta.json); build one with BM25Retriever.fit().save()")
-        meta = read_json(path / "meta.json")
-        if meta.get("kind") != "bm25":
-            raise IntegrityError(f"{path}/meta.json is not a BM25 index")
+        meta = read_meta(path)
         # an index saved before token_pattern was recorded was built with bm25s' default: queried with it, its scores
         # stay as they were (the current default would split "vitamin D" into a word the index never saw)
         config = {"token_pattern": LEGACY_TOKEN_PATTERN, **meta["config"]}
