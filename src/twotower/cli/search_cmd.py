@@ -44,6 +44,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    help="bm25 (default), dense (bi-encoder) or hybrid (both, fused)")
     e.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     _fusion_flags(e, sc, FUSION_CHOICES, "hybrid: ")
+    _bm25_flags(e, "bm25 and hybrid: ")
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
     e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
                    help="candidates the cross-encoder re-scores (default %(default)s)")
@@ -54,8 +55,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true",
                    help="print one JSON object: the four metrics, and what was measured (beir, split, retriever, "
-                        "fusion, model, rerank, queries, and skipped: judged queries without a relevant document, "
-                        "not scored)")
+                        "fusion, bm25 (its settings), model, rerank, queries, and skipped: judged queries without a "
+                        "relevant document, not scored)")
     e.add_argument("--keep-unknown", action="store_true",
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
@@ -68,6 +69,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     _length_flags(i, sc)
     _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
+    _bm25_flags(i, "saved with the index (bm25/meta.json): ")
     i.add_argument("--cache", default=sc.cache_dir, help="embedding cache folder, shared by every run and "
                    "working folder (default %(default)s)")
     i.add_argument("--threads", type=int, help=_THREADS_HELP)
@@ -311,6 +313,25 @@ def _fusion_flags(p: argparse.ArgumentParser, sc, choices: tuple[str, ...], what
                    help="minmax / zscore interpolation: BM25 weight w, dense 1-w (default %(default)s)")
 
 
+def _bm25_flags(p: argparse.ArgumentParser, what: str) -> None:
+    from twotower.search.bm25 import BM25Config  # its default is declared there, once (light: no bm25s import)
+
+    p.add_argument("--token-pattern", default=BM25Config.token_pattern, metavar="REGEX",
+                   help=f"{what}the words BM25 indexes and searches, a Python regular expression matched on the "
+                        "lower-cased text, with no capturing group and never matching the empty string (default "
+                        "%(default)s: every run of letters or digits; (?u)\\b\\w\\w+\\b drops one-letter words "
+                        "and single digits, as bm25s' own default; a pattern starting with - is written "
+                        "--token-pattern=-...)")
+
+
+def _bm25_config(args: argparse.Namespace):  # noqa: ANN202 - BM25Config
+    """``--token-pattern`` as a BM25Config (checked there: it compiles, matches no empty string, has no capturing
+    group), refused now, before any data is read, naming the flag."""
+    from twotower.search.bm25 import BM25Config
+
+    return _flag_config(lambda: BM25Config(token_pattern=args.token_pattern), {"token_pattern": "--token-pattern"})
+
+
 def _encoder_flags(p: argparse.ArgumentParser, *, model_flag: bool = False) -> None:
     """``model_flag``: the command loads a ``--model``, whose fine-tuning backend is the default (load_bi_encoder)."""
     from twotower.text.encoder import BACKEND_CHOICES, EncoderSettings
@@ -395,6 +416,7 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
 
 
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    bm25 = _bm25_config(args)
     _check_beir(args)
     _check_positive(args, "--rerank-top", "--max-length", "--query-max-length")
     _check_models(args)
@@ -411,7 +433,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length,
-                        rerank_settings=rerank, keep_unknown=args.keep_unknown)
+                        rerank_settings=rerank, keep_unknown=args.keep_unknown, bm25=bm25)
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)
@@ -427,13 +449,15 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
             out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
-        out.update(_evaluate_identity(args, fusion, m))  # added beside the metrics: scripts read those keys as before
+        out.update(_evaluate_identity(args, fusion, m, bm25))  # added beside the metrics: scripts read those keys as before
         print(json.dumps(out, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
     from twotower.evaluation.table import format_table
 
     # the row says which fusion and which bi-encoder it measured: two hybrid rows are otherwise indistinguishable
     what = args.retriever + (f" {fusion.describe()}" if args.retriever == "hybrid" else "")
+    if args.retriever != "dense" and bm25.token_pattern != type(bm25).token_pattern:  # two BM25 rows told apart
+        what += f" [token pattern {bm25.token_pattern}]"
     if args.retriever != "bm25":
         what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}]"
     rows = []
@@ -446,11 +470,13 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_identity(args: argparse.Namespace, fusion, m: dict) -> dict:  # noqa: ANN001 - FusionChoice
+def _evaluate_identity(args: argparse.Namespace, fusion, m: dict, bm25) -> dict:  # noqa: ANN001 - FusionChoice, BM25Config
     """What `search evaluate --json` measured, beside its metrics: the BEIR folder and split, the retriever, its fusion
-    (hybrid) with RRF's k, the bi-encoder and cross-encoder (absolute paths, each with the sha256 of its marker, which
+    (hybrid) with RRF's k, BM25's settings (bm25, hybrid: as the saved index's bm25/meta.json records them), the
+    bi-encoder and cross-encoder (absolute paths, each with the sha256 of its marker, which
     lists the sha256 of every file of the model) and the query counts. The JSON held the four metrics alone, so two
     saved files (BM25 and hybrid, zero-shot and fine-tuned, test and train) could not be told apart."""
+    from dataclasses import asdict
     from pathlib import Path
 
     from twotower.search.artefacts import BI_ENCODER_META, CROSS_ENCODER_META
@@ -470,6 +496,7 @@ def _evaluate_identity(args: argparse.Namespace, fusion, m: dict) -> dict:  # no
         "split": args.split,
         "retriever": args.retriever,
         "fusion": {"name": fusion.name, "params": fusion.params} if args.retriever == "hybrid" else None,
+        "bm25": asdict(bm25) if args.retriever != "dense" else None,
         # the zero-shot default by name, as the table's row names it
         "model": (model(args.model, BI_ENCODER_META) or {"name": "all-MiniLM-L6-v2"}) if dense else None,
         "rerank": None if args.rerank is None else {**model(args.rerank, CROSS_ENCODER_META), "top": args.rerank_top},
@@ -520,11 +547,16 @@ def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
     fusion_flags = {"--fusion": args.fusion if args.fusion != SearchConfig.fusion else None,
                     "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None,
                     "--rrf-k": args.rrf_k if args.rrf_k != SearchConfig.rrf_k else None}
+    from twotower.search.bm25 import BM25Config
+
+    bm25_flags = {"--token-pattern": args.token_pattern if args.token_pattern != BM25Config.token_pattern else None}
     unused = {**(dense_flags if args.retriever == "bm25" else {}),
+              **(bm25_flags if args.retriever == "dense" else {}),
               **(fusion_flags if args.retriever != "hybrid" else {})}
     given = [flag for flag, value in unused.items() if value is not None]
     if given:
-        use = "dense or hybrid" if any(flag in dense_flags for flag in given) else "hybrid"
+        use = ("dense or hybrid" if any(flag in dense_flags for flag in given) else
+               "bm25 or hybrid" if any(flag in bm25_flags for flag in given) else "hybrid")
         logging.getLogger(__name__).warning(
             "%s %s no effect with --retriever %s%s; pass --retriever %s to use %s",
             ", ".join(given), "has" if len(given) == 1 else "have", args.retriever,
@@ -625,6 +657,7 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
 def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import INDEX_META, is_search_index
 
+    _bm25_config(args)  # a bad --token-pattern is refused before anything is read
     _check_beir(args)
     _check_positive(args, "--max-length", "--query-max-length")
     _check_out(args, "search index", is_search_index, INDEX_META)
@@ -648,7 +681,7 @@ def _search_index(args: argparse.Namespace) -> int:
     index = SearchIndex.build(_corpus(args.beir), model=args.model, max_length=args.max_length,
                               query_max_length=args.query_max_length, cache_dir=args.cache,
                               fusion={"name": choice.name, "params": choice.params},
-                              source={"beir": str(Path(args.beir).resolve())})
+                              source={"beir": str(Path(args.beir).resolve())}, bm25=_bm25_config(args))
     index.save(args.out)
     print(f"search index over {len(index.corpus)} documents written to {args.out}")
     return 0

@@ -115,17 +115,27 @@ def _check_token_pattern(pattern: str) -> None:
     """A pattern bm25s can split with: it compiles, finds no empty token and has no capturing group (``findall``
     would return the group, or tuples of groups, instead of the words); refused when the config is built, not at
     the first fit."""
+    # as typed, without repr's doubled backslashes ('\\w*' read as another pattern than the \w* given)
+    shown = f"'{pattern}'" if isinstance(pattern, str) and "'" not in pattern and pattern.isprintable() else repr(pattern)
     try:
         compiled = re.compile(pattern)
     except re.error as e:
-        raise ConfigError(f"token_pattern {pattern!r} is not a valid regular expression ({e})") from None
+        raise ConfigError(f"token_pattern {shown} is not a valid regular expression ({e})") from None
     if compiled.groups:
-        raise ConfigError(f"token_pattern {pattern!r} has a capturing group, so bm25s would index the group instead of "
+        raise ConfigError(f"token_pattern {shown} has a capturing group, so bm25s would index the group instead of "
                           "the whole match; write groups as (?:...)")
     # \b\w*\b matches nothing in "" but an empty run at the end of every word: probed on a text with words too
     if compiled.fullmatch("") is not None or any(not m.group() for m in compiled.finditer("Vitamin D, type-2 ...")):
-        raise ConfigError(f"token_pattern {pattern!r} matches the empty string, so every text would hold empty "
+        raise ConfigError(f"token_pattern {shown} matches the empty string, so every text would hold empty "
                           "tokens; it must match one character or more, e.g. (?u)\\b\\w+\\b")
+
+
+def check_bm25_config(config: object) -> None:
+    """``config`` is a BM25Config or None (the defaults): a dict or a pattern string given for it was refused only
+    when BM25 first read ``config.k1``, after the corpus was read."""
+    if config is not None and not isinstance(config, BM25Config):
+        raise ConfigError(f"bm25 must be a BM25Config (e.g. BM25Config(token_pattern=...)) or None, got "
+                          f"{type(config).__name__} {config!r:.200}")
 
 
 def describe_tokens(pattern: str) -> str:

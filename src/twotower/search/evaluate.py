@@ -23,6 +23,7 @@ from twotower.text.encoder import EncoderSettings
 from twotower.utils.runtime import keeps_caller_state
 
 if TYPE_CHECKING:
+    from twotower.search.bm25 import BM25Config
     from twotower.search.fusion import FusionChoice
 
 __all__ = ["METRIC_KEYS", "RETRIEVERS", "evaluate_retriever", "search_evaluate"]
@@ -94,6 +95,7 @@ def search_evaluate(
     encoder_threads: int | None = EncoderSettings.threads,
     threads: int | None = None,
     keep_unknown: bool = False,
+    bm25: "BM25Config | None" = None,
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -113,6 +115,8 @@ def search_evaluate(
     counts are put back when it returns; None: left as they are). ``keep_unknown`` (``--keep-unknown``): a qrels
     pair whose corpus id is not in ``corpus.jsonl`` is counted as relevant and never retrieved, as BEIR's evaluation
     counts it, with a warning naming how many and one of them; False (the default) refuses the qrels file.
+    ``bm25``: the settings of BM25 (retriever bm25 and hybrid) as a :class:`~twotower.search.bm25.BM25Config`
+    (``--token-pattern``); None: its defaults.
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
@@ -141,6 +145,9 @@ def search_evaluate(
         # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
         raise ConfigError(f"rerank_top must be a positive integer, got {rerank_top!r}")
     choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
+    from twotower.search.bm25 import check_bm25_config  # noqa: PLC0415
+
+    check_bm25_config(bm25)
     from twotower.search.finetune import encoder_settings  # noqa: PLC0415
     from twotower.utils.runtime import set_threads  # noqa: PLC0415
 
@@ -169,7 +176,7 @@ def search_evaluate(
     if retriever in ("bm25", "hybrid"):
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
 
-        parts.append(BM25Retriever().fit(doc_texts, data.corpus.ids).search(qtexts, k))
+        parts.append(BM25Retriever(bm25).fit(doc_texts, data.corpus.ids).search(qtexts, k))
     if retriever in ("dense", "hybrid"):
         from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 

@@ -38,6 +38,7 @@ from twotower.utils.atomic import (
 from twotower.utils.shell import shell_arg
 
 if TYPE_CHECKING:
+    from twotower.search.bm25 import BM25Config
     from twotower.search.fusion import FusionChoice
 
 __all__ = ["SearchIndex", "Hit", "shortfall"]
@@ -137,7 +138,8 @@ class SearchIndex:
     def build(cls, corpus: Corpus, *, model: str | os.PathLike[str] | None = None, max_length: int | None = None,
               cache_dir: str | os.PathLike[str] | None = None, fusion: "FusionChoice | dict | None" = None,
               source: dict | None = None, query_max_length: int | None = None, encoder_backend: str | None = None,
-              encoder_threads: int | None = EncoderSettings.threads, threads: int | None = None) -> "SearchIndex":
+              encoder_threads: int | None = EncoderSettings.threads, threads: int | None = None,
+              bm25: "BM25Config | None" = None) -> "SearchIndex":
         """``max_length`` / ``query_max_length``: word pieces the encoders read of a document / query, saved with
         the index and used by every query it answers; ``None``: the lengths ``model`` was fine-tuned with (its
         marker), else ``SearchConfig``'s. ``fusion``: a :class:`~twotower.search.FusionChoice` (``tune_fusion``,
@@ -147,19 +149,23 @@ class SearchIndex:
         ``TWOTOWER_ENCODER_BACKEND``, else the backend ``model`` was fine-tuned through, else ``EncoderSettings``');
         the backend is saved with the index, whose queries are encoded on it. ``threads``: torch's, FAISS's and the
         BLAS pools' thread count while it builds (``--threads``; the caller's counts are put back when it returns;
-        None: left as they are)."""
+        None: left as they are). ``bm25``: the BM25 half's :class:`~twotower.search.bm25.BM25Config` (k1, b, token
+        pattern, ..., as ``search index --token-pattern``), saved with the index in ``bm25/meta.json``; None: its
+        defaults."""
         from twotower.search.finetune import encoder_settings  # noqa: PLC0415
         from twotower.search.fusion import as_fusion  # noqa: PLC0415
         from twotower.utils.runtime import set_threads  # noqa: PLC0415
 
         as_fusion(fusion or {"name": "rrf"})  # a bad fusion is refused before the corpus is encoded
+        from twotower.search.bm25 import BM25Retriever, check_bm25_config  # noqa: PLC0415
+
+        check_bm25_config(bm25)  # so are BM25 settings that are not a BM25Config
         encoder_settings(model, encoder_backend, encoder_threads)  # so are a bad backend and thread count
         set_threads(threads)
-        from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.finetune import load_dense_retriever  # noqa: PLC0415
 
         texts = corpus.doc_texts()
-        bm25 = BM25Retriever().fit(texts, corpus.ids)
+        bm25 = BM25Retriever(bm25).fit(texts, corpus.ids)
         dense = load_dense_retriever(model, cache_dir=cache_dir, max_length=max_length,
                                      query_max_length=query_max_length, encoder_backend=encoder_backend,
                                      encoder_threads=encoder_threads).fit(texts)
