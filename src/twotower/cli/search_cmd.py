@@ -90,6 +90,16 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true", help="print the results as JSON")
     q.set_defaults(func=cmd_search_query)
 
+    n = sub.add_parser("info", help="describe a saved search index: its documents, model, fusion and BM25 settings "
+                       "(k1, b, token pattern, vocabulary)")
+    n.add_argument("--index", required=True, help="directory written by 'twotower search index' (or a folder "
+                   "BM25Retriever.save wrote)")
+    n.add_argument("--json", action="store_true",
+                   help="print one JSON object: kind, path, documents, model, doc_encoder, encoder_backend, "
+                        "max_length, query_max_length, fusion, source, truncation and bm25 (k1, b, method, "
+                        "stopwords, stemmer, token_pattern, documents, vocabulary)")
+    n.set_defaults(func=cmd_search_info)
+
     from twotower.config import FinetuneConfig  # every default is declared there, once
 
     ft = FinetuneConfig()
@@ -756,6 +766,46 @@ def cmd_search_query(args: argparse.Namespace) -> int:
         print(f"query: {answer['query']}")
         for h in answer["items"]:
             print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
+    return 0
+
+
+def cmd_search_info(args: argparse.Namespace) -> int:
+    """The settings a saved search index was built with, read from its meta.json files (checked against their
+    checksums) without loading the bi-encoder: nothing showed BM25's k1, b or token pattern but the JSON files."""
+    from twotower.search.bm25 import describe_tokens
+    from twotower.search.fusion import as_fusion
+    from twotower.search.pipeline import describe_index
+
+    info = describe_index(args.index)
+    if args.json:
+        print(json.dumps(info, allow_nan=False))
+        return 0
+    rows: list[tuple[str, object]] = []
+    if info["kind"] == "search_index":
+        from twotower.config import SearchConfig
+
+        # an index saved before query_max_length was stored is queried at the default (SearchIndex.load)
+        lengths = (f"{info['max_length']} word pieces a document, "
+                   f"{info['query_max_length'] or SearchConfig.query_max_length} a query")
+        rows += [("documents", f"{info['documents']:,}" if isinstance(info["documents"], int) else "unknown"),
+                 ("model", info["model"] or "all-MiniLM-L6-v2 (zero-shot)"),
+                 ("encoder backend", info["encoder_backend"] or "torch"),
+                 ("lengths", lengths),
+                 ("fusion", as_fusion(info["fusion"]).describe())]
+        source = info["source"] if isinstance(info["source"], dict) else {}
+        if source.get("beir"):
+            rows.append(("built from", source["beir"]))
+    b = info["bm25"]
+    rows += [("BM25", f"{b['method']}, k1 {b['k1']:g}, b {b['b']:g}"),
+             ("  token pattern", f"{b['token_pattern']} ({describe_tokens(b['token_pattern'])})"),
+             ("  stop words", b["stopwords"] or "none"),
+             ("  stemmer", b["stemmer"] or "none"),
+             ("  documents", f"{b['documents']:,}"),
+             ("  vocabulary", f"{b['vocabulary']:,} terms")]
+    print(f"{'search index' if info['kind'] == 'search_index' else 'BM25 index'} {info['path']}")
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"  {key:<{width}}  {value}")
     return 0
 
 

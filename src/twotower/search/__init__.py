@@ -47,6 +47,7 @@ _LAZY: dict[str, str] = {
     "PrepareConfig": "twotower.search.prepare",
     "prepare_beir": "twotower.search.prepare",
     "SearchIndex": "twotower.search.pipeline",
+    "describe_index": "twotower.search.pipeline",
     "CrossEncoderReranker": "twotower.search.rerank",
     "RerankTrainConfig": "twotower.search.rerank",
     "RerankValidation": "twotower.search.rerank",
@@ -67,7 +68,7 @@ __all__ = [
     "FinetuneConfig", "FinetuneResult", "finetune_bi_encoder", "load_bi_encoder", "load_dense_retriever", "evaluate_loss",
     "FUSIONS", "FusionChoice", "fusion_from_config", "rrf", "score_interpolation", "tune_fusion",
     "MiningConfig", "MiningReport", "mine_hard_negatives",
-    "Hit", "SearchIndex",
+    "Hit", "SearchIndex", "describe_index",
     # your own passages and query-passage pairs to a BEIR folder (`twotower search prepare`), and its settings
     "PrepareConfig", "prepare_beir",
     "CrossEncoderReranker", "RerankTrainConfig", "train_cross_encoder",

@@ -317,6 +317,16 @@ class BM25Retriever:
             out.append(np.asarray(self._bm25.get_scores(toks), dtype=np.float32)[r])
         return out
 
+    def settings(self) -> dict[str, object]:
+        """What the index was built with and holds: the BM25Config fields (k1, b, method, stopwords, stemmer,
+        token_pattern), ``documents`` and ``vocabulary`` (distinct terms indexed), as ``twotower search info`` shows
+        them."""
+        if self._bm25 is None:
+            raise ConfigError("BM25Retriever.settings called before fit() or load()")
+        vocab = self._bm25.vocab_dict
+        # bm25s adds "" to the vocabulary it is given (its id for unknown tokens): not a term of the corpus
+        return {**asdict(self.config), "documents": self.n_docs, "vocabulary": len(vocab) - ("" in vocab)}
+
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index to the folder ``path`` (bm25s' npy + JSON files and ``meta.json``; no pickles), atomically."""
         if self._bm25 is None:

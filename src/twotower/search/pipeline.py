@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from twotower.search.bm25 import BM25Config
     from twotower.search.fusion import FusionChoice
 
-__all__ = ["SearchIndex", "Hit", "shortfall"]
+__all__ = ["SearchIndex", "Hit", "shortfall", "describe_index"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,56 @@ def _check_fusion(fusion: object, meta_path: Path, fix: str) -> None:
     except (ConfigError, DataError, TypeError, ValueError, KeyError) as e:
         raise IntegrityError(f"{meta_path}: fusion {fusion['name']!r} with params {fusion['params']!r} cannot be "
                              f"applied ({e}); {fix}") from None
+
+
+def _read_meta(path: Path) -> tuple[dict, Path, str]:
+    """``(meta, meta_path, fix)`` of the search index at ``path``, its files checked against their checksums and its
+    fusion against what this version applies (:meth:`SearchIndex.load`, :func:`describe_index`)."""
+    if not (path / "meta.json").is_file():
+        raise DataError(no_index_message(path))
+    meta_path = path / "meta.json"
+    fix = f"rebuild it with `twotower search index --beir DIR --out {shell_arg(path)}`"
+    try:
+        meta = read_json(meta_path)
+    except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
+        raise IntegrityError(f"{e}; {fix} (after removing the folder: a damaged index is not replaced)") from None
+    if not isinstance(meta, dict) or meta.get("kind") != "search_index":
+        raise IntegrityError(f"{meta_path} does not describe a search index")
+    files = meta.get("files")
+    if meta.get("format", 1) != 1 or "files" in meta:
+        # format 2 lists every file's sha256: a missing or empty table would check nothing
+        if not isinstance(files, dict) or not files:
+            raise IntegrityError(f"{meta_path}: the table of file checksums is missing or empty; {fix}")
+        verify_files(path, files, fix=fix)
+    elif sha256_file(path / "embeddings.npy") != meta.get("embeddings_sha256"):  # format 1: embeddings only
+        raise IntegrityError(f"{path}/embeddings.npy: sha256 mismatch (corrupted, truncated or replaced); {fix}")
+    _check_fusion(meta.get("fusion"), meta_path, fix)
+    return meta, meta_path, fix
+
+
+#: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
+DESCRIBED = ("documents", "model", "doc_encoder", "encoder_backend", "max_length", "query_max_length", "fusion",
+             "source", "truncation")
+
+
+def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
+    """What the saved search index at ``path`` was built with (``twotower search info``), checked as
+    :meth:`SearchIndex.load` checks it but without loading the bi-encoder: ``kind`` ("search_index"), ``path``
+    (absolute), the :data:`DESCRIBED` fields of its meta.json (None where an older index has none) and ``bm25``:
+    :meth:`~twotower.search.bm25.BM25Retriever.settings` (k1, b, method, stopwords, stemmer, token_pattern,
+    documents, vocabulary). A folder saved by ``BM25Retriever.save`` gives ``kind`` "bm25" and ``bm25`` alone."""
+    from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
+
+    path = Path(path)
+    try:
+        probe = read_json(path / "meta.json") if (path / "meta.json").is_file() else None
+    except IntegrityError:  # not JSON: said by _read_meta, with how to rebuild a search index
+        probe = None
+    if isinstance(probe, dict) and probe.get("kind") == "bm25":
+        return {"kind": "bm25", "path": str(path.resolve()), "bm25": BM25Retriever.load(path).settings()}
+    meta, _, _ = _read_meta(path)
+    return {"kind": "search_index", "path": str(path.resolve()), **{k: meta.get(k) for k in DESCRIBED},
+            "bm25": BM25Retriever.load(path / "bm25").settings()}
 
 
 def _read_docs(docs_path: Path, fix: str) -> Corpus:
@@ -206,25 +256,7 @@ class SearchIndex:
         from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
 
         path = Path(path)
-        if not (path / "meta.json").is_file():
-            raise DataError(no_index_message(path))
-        meta_path = path / "meta.json"
-        fix = f"rebuild it with `twotower search index --beir DIR --out {shell_arg(path)}`"
-        try:
-            meta = read_json(meta_path)
-        except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
-            raise IntegrityError(f"{e}; {fix} (after removing the folder: a damaged index is not replaced)") from None
-        if not isinstance(meta, dict) or meta.get("kind") != "search_index":
-            raise IntegrityError(f"{meta_path} does not describe a search index")
-        files = meta.get("files")
-        if meta.get("format", 1) != 1 or "files" in meta:
-            # format 2 lists every file's sha256: a missing or empty table would check nothing
-            if not isinstance(files, dict) or not files:
-                raise IntegrityError(f"{meta_path}: the table of file checksums is missing or empty; {fix}")
-            verify_files(path, files, fix=fix)
-        elif sha256_file(path / "embeddings.npy") != meta.get("embeddings_sha256"):  # format 1: embeddings only
-            raise IntegrityError(f"{path}/embeddings.npy: sha256 mismatch (corrupted, truncated or replaced); {fix}")
-        _check_fusion(meta.get("fusion"), meta_path, fix)
+        meta, meta_path, fix = _read_meta(path)
         corpus = _read_docs(path / "docs.json", fix)
         emb = np.load(path / "embeddings.npy", allow_pickle=False)
         if emb.shape[0] != len(corpus):
