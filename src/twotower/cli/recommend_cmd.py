@@ -54,17 +54,15 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
     if len(unique) < len(ids):
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
     from twotower.cli.flags import id_place
-    from twotower.pipeline.refusals import hint_unknown_user, locate
+    from twotower.pipeline.refusals import USER_LIST, hint_unknown_user, locate, rows_naming_every_unknown
 
-    rows = []
     with flag_named("--users"):
-        for u in unique:
-            try:
-                rows.append(run.user_row(u))
-            except NotFoundError as e:  # the words of --user, POST /recommend/batch and tt.recommend
-                # named by its place as typed, 1-based as --history's ids (tt.recommend: user_ids[1])
-                raise locate(hint_unknown_user(e, run), id_place("--users", "user", ids.index(u), len(ids))) from None
-    return rows
+        # the words of --user, POST /recommend/batch and tt.recommend: the first unknown id named by its place as
+        # typed, 1-based as --history's ids (tt.recommend: user_ids[1]), then every other unknown one
+        return rows_naming_every_unknown(
+            unique, run.user_row,
+            lambda pos, e: locate(hint_unknown_user(e, run), id_place("--users", "user", ids.index(unique[pos]), len(ids))),
+            what=USER_LIST)
 
 
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
@@ -94,13 +92,14 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
         first.setdefault(u, pos)
     if len(first) < len(ids):  # an interactions file lists a user once per row: one list per user
         log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(first))
-    out = []
-    for u, pos in first.items():
-        try:
-            out.append(run.user_row(u))
-        except NotFoundError as e:
-            raise DataError(e.message, file=str(path), row=rows.number(pos), column=col, unit=rows.unit) from None
-    return out
+    from twotower.pipeline.refusals import USER_LIST, rows_naming_every_unknown
+
+    unique, at = list(first), list(first.values())
+    # the first unknown id named by its row, then every other unknown one, as a comma list's
+    return rows_naming_every_unknown(
+        unique, run.user_row,
+        lambda pos, e: DataError(e.message, file=str(path), row=rows.number(at[pos]), column=col, unit=rows.unit),
+        what=USER_LIST)
 
 
 @sigterm_keeps_out  # SIGTERM mid `--users all --out recs.csv`: one line on what recs.csv holds, status 143

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 
 from twotower.cli.stopping import sigterm_keeps_out
-from twotower.errors import ConfigError, NotFoundError
+from twotower.errors import ConfigError
 
 __all__ = ["cmd_similar", "register"]
 
@@ -99,15 +99,14 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
     if not ids:
         raise ConfigError("--items: no item ids given; pass 'all' or a comma list, e.g. --items 50,181")
     from twotower.cli.flags import id_place
-    from twotower.pipeline.refusals import locate
+    from twotower.pipeline.refusals import ITEM_LIST, locate, rows_naming_every_unknown
 
-    rows = []
     with flag_named("--items"):
-        for i in ids:
-            try:
-                rows.append(run.item_vocab.index(i))
-            except NotFoundError as e:  # named by its place as typed, 1-based as --history's (tt.similar: item_ids[1])
-                raise locate(e, id_place("--items", "item", given.index(i), len(given))) from None
+        # the first unknown id named by its place as typed, 1-based as --history's (tt.similar: item_ids[1]), then
+        # every other unknown one
+        rows = rows_naming_every_unknown(
+            ids, run.item_vocab.index,
+            lambda pos, e: locate(e, id_place("--items", "item", given.index(ids[pos]), len(given))), what=ITEM_LIST)
     return np.asarray(rows, np.int64)
 
 

@@ -28,7 +28,13 @@ from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command)
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, locate, located, rows_naming_every_unknown
+from twotower.pipeline.refusals import (
+    USER_LIST,
+    hint_unknown_user,
+    k_refusal,
+    locate,
+    rows_naming_every_unknown,
+)
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.utils.progress import RateLog
@@ -528,13 +534,11 @@ def recommend(
     assert user_ids is not None
     if isinstance(user_ids, str):
         raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
-    rows = np.empty(len(user_ids := list(user_ids)), np.int64)
-    for pos, u in enumerate(user_ids):  # an unknown id named by its place: user_ids[3]: unknown user ...
-        with located(f"user_ids[{pos}]"):
-            try:
-                rows[pos] = run.user_row(u)
-            except NotFoundError as e:  # the words of `recommend --user` and POST /recommend
-                raise hint_unknown_user(e, run) from None
+    # an unknown id named by its place (user_ids[3]: unknown user ...), then every other unknown one, in the words of
+    # `recommend --users` and POST /recommend
+    rows = np.asarray(rows_naming_every_unknown(
+        list(user_ids), run.user_row, lambda pos, e: locate(hint_unknown_user(e, run), f"user_ids[{pos}]"),
+        what=USER_LIST), np.int64)
     exclude = exclusions_from_files(run, [], include_seen=exclude_seen) if exclude_seen else None
     if histories is not None and exclude_seen:
         from twotower.pipeline.histories import exclude_histories

@@ -20,9 +20,14 @@ UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their
 
 #: how many unknown ids a refusal names (then a count of the rest): a history of thousands stays one line
 MAX_NAMED_UNKNOWN = 10
+#: what :func:`rows_naming_every_unknown` calls each list of ids, on every surface that takes one
+USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
+ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
+ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
 __all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
-           "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown"]
+           "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
+           "ITEM_ID_FILTER"]
 
 
 def server_bound_note(setting: str) -> str:

@@ -32,7 +32,7 @@ import numpy as np
 
 from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
-from twotower.pipeline.refusals import k_refusal, locate, located
+from twotower.pipeline.refusals import ITEM_LIST, k_refusal, locate, rows_naming_every_unknown
 from twotower.utils.arguments import check_flag, is_id_list
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
@@ -294,10 +294,9 @@ def similar(
         raise ConfigError(f"k: {why}")
     if cold_similar not in COLD_SIMILAR:
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
-    rows = np.empty(len(item_ids := list(item_ids)), np.int64)
-    for pos, item_id in enumerate(item_ids):  # an unknown id named by its place: item_ids[3]: unknown item ...
-        with located(f"item_ids[{pos}]"):
-            rows[pos] = run.item_vocab.index(item_id)
+    # an unknown id named by its place (item_ids[3]: unknown item ...), then every other unknown one
+    rows = np.asarray(rows_naming_every_unknown(list(item_ids), run.item_vocab.index,
+                                                lambda pos, e: locate(e, f"item_ids[{pos}]"), what=ITEM_LIST), np.int64)
     from twotower.serving.service import filter_allow, run_filter_mask
 
     mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /similar-items' words

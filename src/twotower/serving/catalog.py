@@ -243,13 +243,14 @@ class ItemCatalog:
     def _item_mask(self, item_ids: Sequence[str], field_at: Callable[[str], str] = filters_at,
                    item_at: Callable[[int, int], str] | None = None) -> np.ndarray:
         """[I] bool: the listed items; an unknown one is a 404 naming ``filters.item_id[i]`` (or ``item_at``'s)."""
+        from twotower.pipeline.refusals import ITEM_ID_FILTER, rows_naming_every_unknown
+
+        def at(pos: int, e: NotFoundError) -> UnknownIdAt:
+            return UnknownIdAt(item_at(pos, len(item_ids)) if item_at is not None else f"{field_at('item_id')}[{pos}]", e)
+
         allowed = np.zeros(len(self.ids), dtype=bool)
-        for pos, v in enumerate(item_ids):
-            try:
-                allowed[self.row(str(v))] = True
-            except NotFoundError as e:
-                where = item_at(pos, len(item_ids)) if item_at is not None else f"{field_at('item_id')}[{pos}]"
-                raise UnknownIdAt(where, e) from None
+        # the first unknown id named by its place, then every other unknown one, as a history's
+        allowed[rows_naming_every_unknown([str(v) for v in item_ids], self.row, at, what=ITEM_ID_FILTER)] = True
         return allowed
 
     def _field_mask(self, field: str, values: Sequence[str], check: Callable[[], None] | None = None,
