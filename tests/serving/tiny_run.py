@@ -38,13 +38,15 @@ def write_tiny_data(folder: Path) -> tuple[Path, Path]:
 
 def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
                    retitle: dict[str, str] | None = None, title_col: str | None = "title",
-                   titles: bool = True, unplaced: int = 0) -> Path:
+                   titles: bool = True, unplaced: int = 0, item_columns: dict[str, list] | None = None) -> Path:
     """Train the tiny run into ``folder / "run"`` and return that path; ``rename_users`` gives users other ids
     (``{"u7": "7", "u8": "007"}``: ids that are text, not numbers), ``retitle`` items other titles
     (``{"i1": "Movie 0"}``: two items with one title), ``title_col`` its ``data.title_col`` (None: unset, the
     item table's ``title`` column still there); ``titles=False``: an item table without a title column (and
     ``data.title_col`` unset), items named by id; ``unplaced``: that many more items ``x0, x1, ...`` in the
-    item table and never in training, which the ID-only item tower cannot place (a zero vector)."""
+    item table and never in training, which the ID-only item tower cannot place (a zero vector); ``item_columns``:
+    columns set in the item table (``{"year": [...]}``, a value per item; None: an empty cell), metadata the
+    towers do not read."""
     from twotower.config import load_config
     from twotower.pipeline.run import train_run
 
@@ -61,6 +63,11 @@ def build_tiny_run(folder: Path, rename_users: dict[str, str] | None = None,
         extra = pd.DataFrame({"item_id": [f"x{j}" for j in range(unplaced)], "title": [f"New {j}" for j in range(unplaced)],
                               "genres": ["Drama"] * unplaced, "year": [2000] * unplaced})
         pd.concat([table, extra]).to_csv(items, index=False)
+    if item_columns:
+        table = pd.read_csv(items)
+        for name, values in item_columns.items():
+            table[name] = values
+        table.to_csv(items, index=False)
     if retitle:
         table = pd.read_csv(items)
         table["title"] = [retitle.get(i, t) for i, t in zip(table["item_id"], table["title"])]

@@ -178,6 +178,21 @@ def _warn_unfitted_empty_history(d: Path, run: "TrainedRun") -> None:
                     "command that trained it) fits it", d, d)
 
 
+#: the largest whole number a float holds exactly (2**53): past it a float column's values are kept as floats
+_EXACT_WHOLE = 2**53
+
+
+def _whole_numbers(column: pd.Series, values: list[Any]) -> list[Any]:
+    """``values`` (a column's JSON values, missing ones None) with a float column whose values are all whole numbers
+    given as integers: pandas reads an integer column with an empty cell (MovieLens' ``year``) as float, and every
+    answer said ``"year": 1995.0``. A column holding one real fraction keeps its floats (``9.0`` beside ``9.99``)."""
+    if not pd.api.types.is_float_dtype(column.dtype):
+        return values
+    if not all(v is None or (isinstance(v, float) and v.is_integer() and abs(v) <= _EXACT_WHOLE) for v in values):
+        return values
+    return [None if v is None else int(v) for v in values]
+
+
 def recorded_config(config: RunConfig) -> dict[str, Any]:
     """``config`` as a run's ``config.json`` records it: its data files as absolute paths.
 
@@ -920,7 +935,8 @@ class TrainedRun:
         if self._meta_columns is None:
             meta = self.item_meta
             self._meta_columns = {} if meta is None else {
-                str(c): json.loads(meta[c].to_json(orient="values", force_ascii=False)) for c in meta.columns}
+                str(c): _whole_numbers(meta[c], json.loads(meta[c].to_json(orient="values", force_ascii=False)))
+                for c in meta.columns}
         return self._meta_columns
 
     def item_record(self, row: int) -> dict[str, Any]:
