@@ -102,6 +102,10 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
                           '\'{"age": 25, "gender": "F"}\'') from None
     if not isinstance(features, dict):
         raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
+    from twotower.pipeline.refusals import user_features_refusal  # the words of HTTP's 422 and RecommenderService
+
+    if (why := user_features_refusal(features)) is not None:
+        raise ConfigError(f"--user-features: {why}")
     return features
 
 

@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["k_refusal", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["k_refusal", "user_features_refusal", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -50,6 +50,24 @@ def too_long(upper: int, got: Any, what: str = "") -> str:
     a filter value; ``what``: ``"a field name"`` for a mapping's key, whose location is the mapping's, as the
     key itself is not echoed), in the same words from HTTP (a 422) and from the service's Python API."""
     return f"{what + ' ' if what else ''}must be at most {upper} characters, got {got}"
+
+
+def user_features_refusal(features: Any) -> str | None:
+    """None when ``features`` (a new user's ``user_features``, column -> value) is within the HTTP schema's bounds,
+    else why not, in its 422's words: ``must hold at most 64 columns, got 65``, ``a column name must be at most 64
+    characters, got 65`` (the name is not echoed). One rule for POST /recommend and /explain, RecommenderService from
+    Python and `twotower recommend/explain --user-features`: the CLI and Python echoed a 10,000-character name whole
+    as "not a user feature of this run". Anything but a mapping: None (its own check says what is wrong)."""
+    from collections.abc import Mapping
+
+    from twotower.serving.settings import MAX_FIELD_NAME_CHARS, MAX_USER_FEATURES
+
+    if not isinstance(features, Mapping):
+        return None
+    if len(features) > MAX_USER_FEATURES:
+        return too_many(MAX_USER_FEATURES, "columns", len(features))
+    over = next((len(c) for c in features if isinstance(c, str) and len(c) > MAX_FIELD_NAME_CHARS), None)
+    return None if over is None else too_long(MAX_FIELD_NAME_CHARS, over, "a column name")
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:

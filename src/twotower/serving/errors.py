@@ -221,6 +221,8 @@ def _too_long_words(loc: list[str]) -> tuple[str, str | None] | None:
         return "values", None
     if loc and loc[-1] == "filters":
         return "fields", None
+    if loc and loc[-1] == "user_features":  # pydantic's "Dictionary should have at most 64 items ..., not more"
+        return "columns", None
     if loc and loc[-1] in ("history", "exclude_items"):  # the CLI and Python functions take any length
         return "item ids", {"history": "max_history", "exclude_items": "max_exclude"}[loc[-1]]
     return None

@@ -14,7 +14,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool,
                       field_validator, model_validator)
 
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
-                                       ServiceSettings)
+                                       MAX_USER_FEATURES, ServiceSettings)
 
 __all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse", "MAX_ID_CHARS"]
 
@@ -139,7 +139,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
 
     UserFeatures = Annotated[
         Optional[dict[Annotated[str, StringConstraints(max_length=MAX_FIELD_NAME_CHARS)], Any]],
-        Field(max_length=64,
+        Field(max_length=MAX_USER_FEATURES,
               description='with a history: the new user\'s features, column -> value, e.g. {"age": 25, "gender": "F"}; '
                           'with "history": [], a user with no history yet is served from them alone'),
     ]

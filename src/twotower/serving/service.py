@@ -23,7 +23,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_long, too_many
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_long, too_many, user_features_refusal
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog, filters_at
@@ -616,12 +616,15 @@ class RecommenderService:
         return self._answers([req], check=check, n=0)[0]
 
     def check_sizes(self, *, user_id: Any = None, item_id: Any = None, history: Any = None, exclude_items: Any = None,
-                    filters: Any = None) -> None:
+                    filters: Any = None, user_features: Any = None) -> None:
         """Refuse what POST /recommend's (/similar-items', /explain's) schema bounds: a list over ``max_history``,
         ``max_exclude``, a filter's fields and values (``history: must hold at most 500 item ids (this server's
         max_history: ...), got 501``), an id or filter value over :data:`MAX_ID_CHARS` characters, a filter field's
-        name over :data:`MAX_FIELD_NAME_CHARS` (``history[2]: must be at most 256 characters, got 257``), in its
-        422's words: a Python caller of the service got any length, which only HTTP bounded."""
+        name over :data:`MAX_FIELD_NAME_CHARS` (``history[2]: must be at most 256 characters, got 257``), a new user's
+        ``user_features`` over :data:`MAX_USER_FEATURES` columns or with a column name over
+        :data:`MAX_FIELD_NAME_CHARS` (:func:`~twotower.pipeline.refusals.user_features_refusal`, which
+        ``--user-features`` reads too), in its 422's words: a Python caller of the service got any length, which only
+        HTTP bounded."""
         def sized(x: Any) -> bool:  # a string or another wrong type is refused by the checks of its own
             return x is not None and not isinstance(x, (str, bytes)) and hasattr(x, "__len__")
 
@@ -629,6 +632,8 @@ class RecommenderService:
             if isinstance(x, (str, int)) and not isinstance(x, bool) and len(got := str(x).strip()) > MAX_ID_CHARS:
                 raise ConfigError(f"{where}: {too_long(MAX_ID_CHARS, len(got))}")
 
+        if (why := user_features_refusal(user_features)) is not None:
+            raise ConfigError(f"user_features: {why}")
         s = self.settings
         check_id("user_id", user_id)
         check_id("item_id", item_id)
@@ -702,7 +707,7 @@ class RecommenderService:
         for b, r in enumerate(reqs):
             _at_request(b, n, self.check_k, r.k)
             _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history,
-                                      exclude_items=r.exclude_items, filters=r.filters))
+                                      exclude_items=r.exclude_items, filters=r.filters, user_features=r.user_features))
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         listed = [_at_request(b, n, self.listed_rows, r.exclude_items) for b, r in enumerate(reqs)]
@@ -791,7 +796,8 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
-        self.check_sizes(user_id=user_id, item_id=item_id, history=history)  # POST /explain's schema's bounds
+        # POST /explain's schema's bounds
+        self.check_sizes(user_id=user_id, item_id=item_id, history=history, user_features=user_features)
         if history is not None and not isinstance(history, (str, bytes)):  # a string: history_rows says it
             # as POST /explain (a 422) and tt.explain_by_id: an empty history is refused, unless user_features
             # alone describe a user with no history yet on a run that reads them

@@ -19,9 +19,13 @@ MAX_FILTER_VALUES = 1000
 #: service's from Python (:meth:`twotower.serving.RecommenderService.check_sizes`)
 MAX_ID_CHARS = 256
 MAX_FIELD_NAME_CHARS = 64
+#: Most columns in one request's ``user_features`` (a new user's features): the HTTP schema's bound, and the
+#: service's from Python and `twotower recommend/explain --user-features`' (:func:`twotower.pipeline.refusals.
+#: user_features_refusal`)
+MAX_USER_FEATURES = 64
 
 __all__ = ["ServiceSettings", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
-           "MAX_FIELD_NAME_CHARS"]
+           "MAX_FIELD_NAME_CHARS", "MAX_USER_FEATURES"]
 
 
 def host_name(host: str) -> str:
