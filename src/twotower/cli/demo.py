@@ -17,7 +17,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The demo with SIGTERM stopping it as Ctrl-C does, and one line saying what its run folder holds, as
     `twotower train` says: killed mid-training it ended on the spot, silent (status -15), its half-written run
     folder (or, beside an earlier run, its staging folder) left without a word on what to run next."""
-    from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
+    from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt
 
     left: list[Callable[[], str]] = [lambda: ""]  # what to say of --out if stopped: the last one the demo set
     try:
@@ -25,8 +25,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return _demo(args, left)
     except KeyboardInterrupt as e:
         line = left[-1]()
-        print(_stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
-        return _interrupt_status(e)
+        print(stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
+        return interrupt_status(e)
 
 
 def _demo(args: argparse.Namespace, left: list[Callable[[], str]]) -> int:

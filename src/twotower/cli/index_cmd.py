@@ -185,8 +185,7 @@ def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
-    from twotower.cli.stopping import path_identity
-    from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
+    from twotower.cli.stopping import interrupt_status, path_identity, stopped_by, terminate_as_interrupt
     from twotower.index.storage import is_index_dir
     from twotower.pipeline.index_build import build_index, missed_target_advice
     from twotower.utils.runtime import threads_from_env
@@ -205,8 +204,8 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as e:
         # it ended without a word (SIGTERM: Python's default, on the spot), though the earlier index was intact
         if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun rank 0 writes the index and speaks for all
-            print(f"{_stopped_by(e)}: {_build_left(out, before, earlier)}", file=sys.stderr)
-        return _interrupt_status(e)
+            print(f"{stopped_by(e)}: {_build_left(out, before, earlier)}", file=sys.stderr)
+        return interrupt_status(e)
     except ConfigError as e:
         msg = _flag_named(str(e), pin)
         if msg == str(e):

@@ -493,8 +493,14 @@ def main(argv: list[str] | None = None) -> int:
         from twotower.pipeline.run_files import NO_VERIFY_ENV
 
         os.environ[NO_VERIFY_ENV] = "1"  # read by TrainedRun.load wherever a subcommand loads a run
+    from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt
+
     try:
-        rc = int(args.func(args) or 0)
+        # every command stops on SIGTERM as on Ctrl-C: one line and the shell's status for the signal (143), as
+        # the commands that write files have it (with a line on what they left, cli/stopping.py); a read-only one
+        # (explain, index info, search query, recommend without --out) ended silent, on the spot (status -15)
+        with terminate_as_interrupt():
+            rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
     except BrokenPipeError:
@@ -532,9 +538,9 @@ def main(argv: list[str] | None = None) -> int:
                     "close other programs, or give it less to hold at once (smaller inputs, fewer --threads)")
         print(f"{error}: {line}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(stopped_by(e), file=sys.stderr)
+        return interrupt_status(e)
 
 
 def _torchrun_rank() -> int:

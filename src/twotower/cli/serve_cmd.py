@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from typing import Any
 
 __all__ = ["register", "cmd_serve"]
@@ -249,6 +251,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         supervise(spec, workers=settings.workers, log_level=args.log_level)
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn stops gracefully on SIGTERM, then raises it again at the handler it found: the default one, so
+        # the server dies by the signal (143 in a shell, a clean stop for systemd) as with --workers, not by the
+        # CLI's Terminated, which exits 143 (a failure to systemd)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
     return 0
 

@@ -6,18 +6,62 @@ By default SIGTERM ended Python on the spot: the temporary file or folder of the
 the output, nothing was said, and the status was -15, so the user could not tell whether the output was the
 earlier one, the new one or half of it. :func:`sigterm_keeps_files` is for commands writing files (``--out``,
 ``--csv``, ``--plot``), :func:`sigterm_keeps_folder` for those whose folder is swapped in whole.
+
+Every command runs under :func:`terminate_as_interrupt` (``cli.main``), so one that only reads and prints
+(``explain``, ``index info``, ``search query``) ends with ``terminated (SIGTERM)`` and 143 too; these wrappers add
+what the outputs hold to that line.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
-__all__ = ["path_identity", "sigterm_keeps_files", "sigterm_keeps_folder", "sigterm_keeps_folder_at", "sigterm_keeps_out", "sigterm_says"]
+__all__ = ["Terminated", "interrupt_status", "path_identity", "sigterm_keeps_files", "sigterm_keeps_folder", "sigterm_keeps_folder_at", "sigterm_keeps_out", "sigterm_says",
+           "stopped_by", "terminate_as_interrupt"]
 
 Command = Callable[[argparse.Namespace], int]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that it unwinds like Ctrl-C."""
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler's preemption, `timeout`, `kill`) stops the command as Ctrl-C does.
+
+    By default SIGTERM ends Python on the spot: the temporary files of an atomic write are left behind and
+    nothing says that the checkpoint can be resumed. Only the main thread may set a handler, and one set by
+    someone else (an embedding application, or an outer ``terminate_as_interrupt``) is kept.
+    """
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: object) -> None:
+        raise Terminated
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def stopped_by(e: KeyboardInterrupt) -> str:
+    """The start of the line a stopped command prints."""
+    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
+def interrupt_status(e: KeyboardInterrupt) -> int:
+    """The shell's status for death by the signal (128 + its number), which schedulers read."""
+    return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
 def sigterm_says(left: Callable[[argparse.Namespace], Callable[[], str]]) -> Callable[[Command], Command]:
@@ -27,16 +71,14 @@ def sigterm_says(left: Callable[[argparse.Namespace], Callable[[], str]]) -> Cal
     def wrap(cmd: Command) -> Command:
         @functools.wraps(cmd)
         def run(args: argparse.Namespace) -> int:
-            from twotower.cli.train_cmd import _interrupt_status, _stopped_by, terminate_as_interrupt
-
             say = left(args)
             try:
                 with terminate_as_interrupt():
                     return cmd(args)
             except KeyboardInterrupt as e:
                 line = say()
-                print(_stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
-                return _interrupt_status(e)
+                print(stopped_by(e) + (f": {line}" if line else ""), file=sys.stderr)
+                return interrupt_status(e)
 
         return run
 

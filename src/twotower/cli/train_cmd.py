@@ -12,16 +12,17 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from twotower.cli.evaluate_cmd import print_eval_table
 from twotower.cli.paths import check_output_dir
+from twotower.cli.stopping import Terminated, terminate_as_interrupt
+from twotower.cli.stopping import interrupt_status as _interrupt_status
+from twotower.cli.stopping import stopped_by as _stopped_by
 from twotower.errors import ConfigError, OutOfMemory, TrainingDiverged
 from twotower.utils.shell import shell_arg
 
@@ -261,36 +262,6 @@ def _run_folder_lock(out: Path) -> contextlib.AbstractContextManager[None]:
         return stack.pop_all()
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the process is, so that it unwinds like Ctrl-C."""
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a scheduler's preemption, `timeout`, `kill`) stops training as Ctrl-C does.
-
-    By default SIGTERM ends Python on the spot: the temporary files of an atomic write are left behind and
-    nothing says that the checkpoint can be resumed. Only the main thread may set a handler, and one set by
-    someone else (an embedding application) is kept.
-    """
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
-        yield
-        return
-
-    def raise_terminated(signum: int, frame: object) -> None:
-        raise Terminated
-
-    signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
-def _stopped_by(e: KeyboardInterrupt) -> str:
-    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-
-
 def _peer_failure_hint(e: KeyboardInterrupt) -> str:
     """Under torchrun, what rank 0's SIGTERM may mean besides a scheduler's: torchrun stops the other ranks this
     way when one fails, and rank 0's line alone ("no epoch was checkpointed ...; run the command again") read as
@@ -332,11 +303,6 @@ def _timed_out_line(e: RuntimeError, timeout_s: float, out: Path, left: Callable
             f"({cause or type(e).__name__}): it hangs, or worked alone longer than that (rank 0 validates and saves "
             "after each epoch while the others wait); raise train.dist_timeout_s if that is expected")
     return f"{line}\n{left(out)}" if rank == 0 else line
-
-
-def _interrupt_status(e: KeyboardInterrupt) -> int:
-    """The shell's status for death by the signal (128 + its number), which schedulers read."""
-    return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
 
 
 def _diverged_resume(out: Path, *, resumed: bool, since: float, fix: str, replaces: Path | None = None) -> str:
