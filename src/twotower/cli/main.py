@@ -16,6 +16,8 @@ import re
 import sys
 from typing import Callable
 
+from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt  # the standard library alone
+
 __all__ = ["main", "build_parser", "add_no_verify"]
 
 # At exit the collector traced every object torch, pandas and scipy had made (the interpreter's last
@@ -446,6 +448,18 @@ def _check_threads(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line's entry point: the SIGTERM handler first, then everything else under it."""
+    # before the parser and the command import numpy, torch, pandas (0.3-0.7 s): a SIGTERM in that time ended the
+    # process on the spot, silent (status -15); the handler itself costs a stdlib import (stopping.py is light)
+    with terminate_as_interrupt():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as e:  # while the parser was built or the logging set up, before the command
+            print(stopped_by(e), file=sys.stderr)
+            return interrupt_status(e)
+
+
+def _main(argv: list[str] | None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from twotower.cli.printing import tolerate_narrow_streams
@@ -493,14 +507,11 @@ def main(argv: list[str] | None = None) -> int:
         from twotower.pipeline.run_files import NO_VERIFY_ENV
 
         os.environ[NO_VERIFY_ENV] = "1"  # read by TrainedRun.load wherever a subcommand loads a run
-    from twotower.cli.stopping import interrupt_status, stopped_by, terminate_as_interrupt
-
     try:
-        # every command stops on SIGTERM as on Ctrl-C: one line and the shell's status for the signal (143), as
-        # the commands that write files have it (with a line on what they left, cli/stopping.py); a read-only one
-        # (explain, index info, search query, recommend without --out) ended silent, on the spot (status -15)
-        with terminate_as_interrupt():
-            rc = int(args.func(args) or 0)
+        # every command stops on SIGTERM as on Ctrl-C (main's handler): one line and the shell's status for the
+        # signal (143), as the commands that write files have it (with a line on what they left, cli/stopping.py);
+        # a read-only one (explain, index info, search query) ended silent, on the spot (status -15)
+        rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
     except BrokenPipeError:
