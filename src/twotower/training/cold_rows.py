@@ -17,15 +17,22 @@ A checkpoint written before the mask (a BPR, full, sampled or uniform-negatives 
 negatives and Adam moments that would go on moving them with no gradient at all. :meth:`ColdRows.settle_resumed`
 (on resume) zeroes every cold row's moments and the rows those moments show were trained, as a run now keeps them:
 trained as pure negatives they hurt (a walkthrough's cold-item Recall@100 went 0.0119 -> 0.0565 once zeroed).
+The best weights saved before the resume (``model.safetensors``, read back at the end of a fit whose best epoch
+came before it) hold them too: :meth:`ColdRows.settle_saved` zeroes there the rows the settled checkpoint holds
+at zero, so the run ends with them zero whatever epoch its weights come from.
 """
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import numpy as np
 import torch
 
 __all__ = ["ColdRows"]
+
+#: The ID table's name in a saved state dict (``model.item_tower.id_emb``, the table ColdRows holds)
+KEY = "item_tower.id_emb.weight"
 
 log = logging.getLogger(__name__)
 
@@ -103,4 +110,30 @@ class ColdRows:
                 "moments are now zero, as a run keeps them, so these items score by their features alone%s",
                 nonzero, len(self), rows.numel(),
                 f"; {left} with zero moments keep the values the model was built with" if left else "")
+        return int(rows.numel())
+
+    @torch.no_grad()
+    def settle_saved(self, path: Path, *, say: bool = True) -> int:
+        """After :meth:`settle_resumed`: zero in the weights file ``path`` (the best epoch's, saved before the
+        resume) the cold rows the model now holds at zero, rewriting it atomically when any was not. Returns the
+        number of rows zeroed."""
+        from safetensors.torch import load_file
+
+        from twotower.training.checkpoint import save_weights
+
+        if self.weight is None:
+            return 0
+        state = load_file(str(path))
+        saved = state.get(KEY)
+        if saved is None or saved.shape != self.weight.shape:
+            return 0  # not this model's weights: loading them at the end of the fit says so
+        held = self.rows[self.weight.index_select(0, self.rows).eq(0).all(dim=1)].cpu()  # [H] zero in the model
+        rows = held[saved.index_select(0, held).ne(0).any(dim=1)]
+        if rows.numel():
+            state[KEY] = saved.index_fill(0, rows, 0.0)
+            save_weights(path, state)
+            if say:
+                log.warning("resume: %s (the best epoch's weights, saved before the resume) had %d cold items' ID "
+                            "rows trained by an older version; zeroed there too, as the checkpoint's", path.name,
+                            rows.numel())
         return int(rows.numel())

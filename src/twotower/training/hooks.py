@@ -113,6 +113,8 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
         # them from model.safetensors (written next), which would then hold an earlier epoch's
         with averaged(tr):
             save_weights(tr.out_dir / "model.safetensors", tr.model)
+    elif tr.out_dir is not None and tdist.is_main() and (tr.out_dir / "model.safetensors").exists():
+        tr.cold_rows.settle_saved(tr.out_dir / "model.safetensors")  # an earlier best, which finish_fit reloads
     if tdist.is_main():
         # as the summary line says it: without validation data the stopper holds the negated training loss (it read
         # "best NDCG@10=-6.0215"), and before the first validated epoch (train.eval_every) nothing ("=-inf at epoch 0")
