@@ -31,8 +31,10 @@ def test_the_extra_pool_is_the_plain_mean_beside_the_recency_pool() -> None:
     h = torch.tensor([[PAD, PAD, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6], [PAD] * 6])
     got = tower.pooled_histories(h)  # [B, 2H]
     assert got.shape == (3, 8)
-    assert torch.allclose(got[:, :4], tower.pool_history(h), atol=1e-7)
     emb = tower.history_emb.weight
+    w = tower.history_weights(h)  # the first pool: recency-weighted
+    want = (emb[h] * w.unsqueeze(-1)).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-12)
+    assert torch.allclose(got[:, :4], want, atol=1e-6)
     assert torch.allclose(got[0, 4:], emb[[3, 4, 5, 6]].mean(0), atol=1e-6)
     assert torch.allclose(got[1, 4:], emb[[1, 2, 3, 4, 5, 6]].mean(0), atol=1e-6)
     assert torch.equal(got[2], torch.zeros(8))  # an empty history pools to zeros in both

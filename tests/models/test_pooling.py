@@ -51,7 +51,7 @@ def test_pooled_user_tower_uses_it_and_keeps_the_weighted_mean() -> None:
     h = torch.tensor([[20, 20, 3, 4, 5], [1, 2, 3, 4, 5], [20, 20, 20, 20, 20]])
     w = tower.history_weights(h)
     want = (tower.history_emb(h) * w.unsqueeze(-1)).sum(1) / w.sum(1, keepdim=True).clamp_min(1e-12)
-    got = tower.pool_history(h)
+    got = tower.pooled_histories(h)  # the one pool of a tower without extra_pools
     assert torch.allclose(got, want, atol=1e-6)
     assert torch.equal(got[2], torch.zeros(tower.config.history_dim))  # an empty history pools to zeros
 

@@ -48,18 +48,18 @@ def test_recency_pooling_matches_hand_computation():
     assert torch.allclose(w, torch.tensor([[0.0, d**2, d, 1.0]]))
     emb = ut.history_emb.weight
     expected = (d**2 * emb[2] + d * emb[3] + emb[4]) / (d**2 + d + 1)
-    assert torch.allclose(ut.pool_history(hist), expected.unsqueeze(0), atol=1e-6)
+    assert torch.allclose(ut.pooled_histories(hist), expected.unsqueeze(0), atol=1e-6)
 
 
 def test_padding_and_empty_history():
     m = _model(history="mean")
     ut = m.user_tower
     empty = torch.full((1, 4), 6)
-    assert torch.allclose(ut.pool_history(empty), torch.zeros(1, ut.config.history_dim))
+    assert torch.allclose(ut.pooled_histories(empty), torch.zeros(1, ut.config.history_dim))
     # the same items with more left padding pool identically
-    a = ut.pool_history(torch.tensor([[6, 6, 1, 2]]))
-    b = ut.pool_history(torch.tensor([[6, 6, 6, 1]]))
-    c = ut.pool_history(torch.tensor([[6, 1, 2, 6]]).roll(1, dims=1))  # [6, 6, 1, 2]
+    a = ut.pooled_histories(torch.tensor([[6, 6, 1, 2]]))
+    b = ut.pooled_histories(torch.tensor([[6, 6, 6, 1]]))
+    c = ut.pooled_histories(torch.tensor([[6, 1, 2, 6]]).roll(1, dims=1))  # [6, 6, 1, 2]
     assert torch.allclose(a, c)
     assert not torch.allclose(a, b)
 

@@ -23,7 +23,7 @@ from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.item_item import ItemItemItemPart, ItemItemUserPart
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
-from twotower.models.pooling import BagPlan, plan_bags, weighted_bag, weighted_bags
+from twotower.models.pooling import BagPlan, plan_bags, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs", "PoolPlan", "check_item_inputs"]
@@ -306,16 +306,6 @@ class UserTower(nn.Module):
             # right alignment means the newest real item is always the last column
             return valid * _age_weights(self.config.recency_decay, history.shape[1], history.device)  # [B, L] * [L]
         return valid
-
-    def pool_history(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
-        """Weighted mean of history embeddings: [B, L] -> [B, H] (zeros for empty history)."""
-        if weights is None:
-            weights = self.history_weights(history)
-        total = weights.sum(dim=1, keepdim=True).clamp_min(1e-12)  # [B, 1]
-        assert self.history_emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
-        # one fused pass (gather + weighted sum); padding has weight 0 (models/pooling.py)
-        emb = self.history_emb
-        return weighted_bag(emb.weight, history, weights, sparse=emb.sparse, padding_idx=emb.padding_idx) / total
 
     def plan_pools(self, history: Tensor, weights: Tensor | None = None, *, bags: bool = True) -> PoolPlan:
         """The :class:`PoolPlan` of :meth:`pooled_histories` for ``history`` (and ``weights``); ``bags``: with
