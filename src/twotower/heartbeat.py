@@ -178,20 +178,30 @@ def _launcher_store(timeout_s: float) -> Any:
                          timeout=timedelta(seconds=timeout_s))
 
 
+#: the heartbeat this process runs, if any: one per process, however many blocks ask for it
+_running: list[Heartbeat] = []
+
+
 @contextlib.contextmanager
 def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
     """Beat (and on rank 0 watch) while the block runs, under a process group of 2 or more ranks with
-    ``train.heartbeat_warn_s`` > 0 and the launcher's store named in the environment; else do nothing."""
+    ``train.heartbeat_warn_s`` > 0 and the launcher's store named in the environment; else do nothing.
+
+    Both ``Trainer.fit`` and the pipeline's ``train_run`` (``twotower train``, around the data reading and the fit)
+    enter it: inside a block that already beats, it does nothing (one thread per rank, stopped once)."""
     from twotower import distributed as tdist
 
     world = tdist.world_size()
-    if world < 2 or not train.heartbeat_warn_s or not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+    if _running or world < 2 or not train.heartbeat_warn_s or \
+            not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
         yield
         return
     beat = Heartbeat(tdist.rank(), world, train.heartbeat_warn_s, train.dist_timeout_s,
                      connect=lambda: _launcher_store(max(beat_interval(train.heartbeat_warn_s), 5.0)))
-    beat.start()
+    _running.append(beat)
     try:
+        beat.start()
         yield
     finally:
+        _running.remove(beat)
         beat.stop()

@@ -41,6 +41,7 @@ from twotower.config import EvalConfig, LossConfig, TrainConfig
 from twotower.distributed import init_distributed
 from twotower.errors import ConfigError, TrainingDiverged
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
+from twotower.heartbeat import rank_heartbeats
 from twotower.losses.factory import describe_loss, make_loss
 from twotower.losses.base import temperature_suspect
 from twotower.losses.fused_xent import kernel_precision
@@ -122,9 +123,13 @@ class Trainer:
         if B < train.batch_size and tdist.is_main():  # said: the in-batch negatives are fewer than the setting reads
             log.warning("train.batch_size=%d is above the %d %s an epoch: every epoch is one batch of %d", train.batch_size,
                         self._units_per_epoch(), "sequences" if self.sequence else "examples", B)
+        ex = self.examples  # sequence: the loss's de-duplicated candidates of ~B * (positions per window) draws
+        draws = max(1, round(B * ex.n_positions() / max(len(ex), 1))) if self.sequence else None
+        log_q = loss_log_q(loss, self.loss_fn, probs, B, dedup_draws=draws)  # [I], or None: the loss uses none
         self.step_fn = RecStep(model, self.loss_fn, n_uniform=loss.uniform_negatives, n_sampled=loss.sampled_negatives,
                                sampler_probs=probs if loss.sampler == "popularity" else None,
-                               log_q=self._log_q(probs, B), gradcache_chunk=train.gradcache_chunk,
+                               log_q=None if log_q is None else log_q.to(self.device),
+                               gradcache_chunk=train.gradcache_chunk,
                                generator=self.torch_gen, world=self.world, rank=self.rank, dedup=self.sequence,
                                bf16=self.bf16)
         self._sparse_ids = {id(p) for p in sparse_parameters(model)}
@@ -154,13 +159,6 @@ class Trainer:
             unused = unused_history_dropout(train, model.user_tower.uses_history)
             if unused:
                 log.info("%s", unused)
-
-    def _log_q(self, probs: torch.Tensor, B: int) -> torch.Tensor | None:
-        """Per-item ``log_q[I]`` of the loss's candidates on the device (None when the loss uses none)."""
-        ex = self.examples  # sequence: de-duplicated candidates of ~B * (positions per window) draws
-        draws = max(1, round(B * ex.n_positions() / max(len(ex), 1))) if self.sequence else None
-        t = loss_log_q(self.loss_cfg, self.loss_fn, probs, B, dedup_draws=draws)
-        return t.to(self.device) if t is not None else None
 
     def _units_per_epoch(self) -> int:
         n = len(self.examples)
@@ -233,68 +231,69 @@ class Trainer:
         """Train for ``train.epochs`` (early stopping on the validation metric); see the module docstring.
         ``curves=False``: no curves.png at the end (the pipeline draws it after the item-item term).
 
-        Under torchrun every rank calls ``fit``; rank 0 validates and writes the
-        run folder, and every rank returns with the best weights loaded.
+        Under torchrun every rank calls ``fit``; rank 0 validates and writes the run folder, and every rank returns
+        with the best weights loaded. Each rank beats meanwhile, so a frozen one is named (train.heartbeat_warn_s).
         """
         from twotower.training.hooks import (averaged, draw_curves, finish_fit, log_epoch, save_epoch, schedule_horizon,
                                              start_ranks, stop_reason)
 
-        if resume and self._restored is None:
-            self.restore()
-        done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
-        self._restored = None  # used once: a later fit(resume=True) reads the checkpoint as it is then
-        start_epoch = done + 1
-        if self.world > 1:
-            start_ranks(self, start_epoch)
-        main, metric = tdist.is_main(), self.eval_cfg.select_metric
-        t0 = time.perf_counter()
-        epochs_run = start_epoch - 1
-        stopped: str | None = None  # why the fit ended before train.epochs (hooks.stop_reason)
-        budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
-        if resume and done >= self.cfg.epochs and main:  # it printed "0 in 0.4s" and nothing of why
-            log.info("resume: the checkpoint holds epoch %d, and train.epochs=%d asks for no more; nothing is trained "
-                     "(raise --epochs to continue)", done, self.cfg.epochs)
-        for epoch in range(start_epoch, self.cfg.epochs + 1):
-            spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
-            stopped = stop_reason(self, stopper, spent, epoch, resumed=resume and epoch == start_epoch)
-            if stopped:
-                break
-            self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
-            horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
-            self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
-            te = time.perf_counter()
-            try:
-                row = self._run_epoch(epoch)
-                check_finite_weights(self.model, epoch, self.loop.lr, self.loop.suspect)
-            except (TrainingDiverged, KeyboardInterrupt) as e:  # KeyboardInterrupt: Ctrl-C, SIGTERM (cli Terminated)
-                # the epochs before the divergence or the stop, drawn, and the title says which ended the fit
-                draw_curves(self, stopper.best_epoch or None,
-                            stopped=f"{'DIVERGED' if isinstance(e, TrainingDiverged) else 'stopped'} in epoch {epoch}")
-                raise
-            epochs_run = epoch
-            row["train_seconds"] = time.perf_counter() - te
-            row["lr"] = self.loop.lr
-            if horizon != self.cfg.epochs:
-                row["lr_horizon"] = horizon
-            new_best = False
-            # the time budget ends the fit after this epoch: validate it like a last scheduled epoch, or with
-            # train.eval_every > 1 its training is thrown away unseen (rank 0's clock decides, as for the stop)
-            last_in_budget = budget_s is not None and tdist.broadcast_value(
-                float(spent + row["train_seconds"] >= budget_s), self.device) > 0.5
-            if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs or last_in_budget:
-                with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
-                    valid = self.validate() if main else {}
-                    row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
-                    value = valid.get(metric, -row["loss"]) if valid else -row["loss"]
-                    new_best = stopper.update(tdist.broadcast_value(value, self.device), epoch)  # rank 0's metric decides
-                    if new_best:
-                        self._best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-            row["seconds"] = time.perf_counter() - te
-            self.history.append(row)
-            if main:
-                log_epoch(self, row, metric, stopper, horizon)
-                save_epoch(self, epoch, stopper, new_best)
-            tdist.barrier()  # nobody runs ahead of rank 0's writes
-        finish_fit(self, stopper.best_epoch or None, curves=curves)
-        return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
-                           start_epoch - 1)
+        with rank_heartbeats(self.cfg):  # a frozen rank named (one thread a rank, also inside `twotower train`)
+            if resume and self._restored is None:
+                self.restore()
+            done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
+            self._restored = None  # used once: a later fit(resume=True) reads the checkpoint as it is then
+            start_epoch = done + 1
+            if self.world > 1:
+                start_ranks(self, start_epoch)
+            main, metric = tdist.is_main(), self.eval_cfg.select_metric
+            t0 = time.perf_counter()
+            epochs_run = start_epoch - 1
+            stopped: str | None = None  # why the fit ended before train.epochs (hooks.stop_reason)
+            budget_s = None if self.cfg.time_budget_min is None else self.cfg.time_budget_min * 60.0
+            if resume and done >= self.cfg.epochs and main:  # it printed "0 in 0.4s" and nothing of why
+                log.info("resume: the checkpoint holds epoch %d, and train.epochs=%d asks for no more; nothing is trained "
+                         "(raise --epochs to continue)", done, self.cfg.epochs)
+            for epoch in range(start_epoch, self.cfg.epochs + 1):
+                spent = sum(r.get("seconds", 0.0) for r in self.history)  # includes epochs before a resume
+                stopped = stop_reason(self, stopper, spent, epoch, resumed=resume and epoch == start_epoch)
+                if stopped:
+                    break
+                self.torch_gen.manual_seed(self.cfg.seed * 1000 + epoch)
+                horizon = schedule_horizon(self, epoch, spent)  # train.epochs, or where the time budget will end the fit
+                self.loop.scale_lr(epoch_lr_factor(epoch, horizon, self.cfg.lr_schedule))
+                te = time.perf_counter()
+                try:
+                    row = self._run_epoch(epoch)
+                    check_finite_weights(self.model, epoch, self.loop.lr, self.loop.suspect)
+                except (TrainingDiverged, KeyboardInterrupt) as e:  # KeyboardInterrupt: Ctrl-C, SIGTERM (cli Terminated)
+                    # the epochs before the divergence or the stop, drawn, and the title says which ended the fit
+                    draw_curves(self, stopper.best_epoch or None,
+                                stopped=f"{'DIVERGED' if isinstance(e, TrainingDiverged) else 'stopped'} in epoch {epoch}")
+                    raise
+                epochs_run = epoch
+                row["train_seconds"] = time.perf_counter() - te
+                row["lr"] = self.loop.lr
+                if horizon != self.cfg.epochs:
+                    row["lr_horizon"] = horizon
+                new_best = False
+                # the time budget ends the fit after this epoch: validate it like a last scheduled epoch, or with
+                # train.eval_every > 1 its training is thrown away unseen (rank 0's clock decides, as for the stop)
+                last_in_budget = budget_s is not None and tdist.broadcast_value(
+                    float(spent + row["train_seconds"] >= budget_s), self.device) > 0.5
+                if epoch % self.cfg.eval_every == 0 or epoch == self.cfg.epochs or last_in_budget:
+                    with averaged(self):  # validated, kept and saved: the weight average when train.ema_decay is set
+                        valid = self.validate() if main else {}
+                        row.update({f"valid_{k}": v for k, v in valid.items() if "@" in k})
+                        value = valid.get(metric, -row["loss"]) if valid else -row["loss"]
+                        new_best = stopper.update(tdist.broadcast_value(value, self.device), epoch)  # rank 0's metric decides
+                        if new_best:
+                            self._best_state = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+                row["seconds"] = time.perf_counter() - te
+                self.history.append(row)
+                if main:
+                    log_epoch(self, row, metric, stopper, horizon)
+                    save_epoch(self, epoch, stopper, new_best)
+                tdist.barrier()  # nobody runs ahead of rank 0's writes
+            finish_fit(self, stopper.best_epoch or None, curves=curves)
+            return TrainResult(stopper.best_epoch, stopper.best, epochs_run, self.history, time.perf_counter() - t0, stopped,
+                               start_epoch - 1)
