@@ -482,6 +482,34 @@ def test_tune_json_records_the_seed_it_was_measured_with(run_dir, tmp_path, inde
     assert {"k", "n", "dim", "rows", "build_s" if index == "exact" else "chosen"} <= set(tune)  # nothing renamed
 
 
+@pytest.mark.parametrize("index", ["ivf", "distributed"])
+def test_tune_json_and_the_chosen_line_say_how_many_distinct_queries_the_recall_rests_on(run_dir, tmp_path, capsys,
+                                                                                        index):
+    # tune.json gave n_queries alone, while autotune warns when most of them repeat a few vectors
+    from twotower.index import IndexPolicy
+    from twotower.index.autotune import distinct_queries
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.index_build import sample_query_rows
+
+    run = TrainedRun.load(run_dir)
+    distinct = distinct_queries(run.user_vectors(sample_query_rows(run, 20, 0)).astype(np.float32))
+    out = tmp_path / "idx"
+    if index == "distributed":  # the torchrun path, in a world of one
+        from twotower.pipeline.index_build_distributed import build_distributed
+
+        policy = IndexPolicy(seed=0, tune_queries=20)
+        assert build_distributed(run, "IVF8,Flat", out, policy, None, None, print) is not None
+    else:
+        assert main(["index", "build", "--run", str(run_dir), "--index", index, "--queries", "20", "--seed", "0",
+                     "--out", str(out)]) == 0
+    tune = json.loads((out / "tune.json").read_text())
+    assert (tune["n_queries"], tune["n_distinct_queries"]) == (20, distinct)
+    chosen = [line for line in capsys.readouterr().out.splitlines() if line.startswith("chosen:")]
+    assert len(chosen) == 1 and f"; 20 queries, {distinct} distinct)" in chosen[0], chosen
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 0
+    assert f"; 20 queries, {distinct} distinct)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("flags, said", [
     (["--index", "hnsw", "--exact-budget-ms", "1"],
      "error: --exact-budget-ms decides between exact search and an approximation under --index auto; --index hnsw "

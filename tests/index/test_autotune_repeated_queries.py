@@ -46,3 +46,15 @@ def test_varied_tuning_queries_draw_no_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="twotower.index.autotune"):
         autotune(x, ids, q, index="ivf", policy=POLICY)
     assert not [r for r in caplog.records if "distinct" in r.getMessage()]
+
+
+def test_the_report_records_how_many_distinct_queries_the_recall_rests_on():
+    # tune.json said n_queries 200 alone, while the warning said the recall rested on 31 of them
+    x, ids, q = _data()
+    repeated = np.concatenate([q[:30], np.repeat(q[30:31], 170, axis=0)])
+    for report in (autotune(x, ids, repeated, index="ivf", policy=POLICY),
+                   tune_index(FaissIndex("ivf").build(x, ids), x, ids, repeated, policy=POLICY)):
+        record = report.to_dict()
+        assert (record["n_queries"], record["n_distinct_queries"]) == (200, 31)
+    exact = autotune(x, ids, q, index="auto", policy=IndexPolicy(exact_p99_ms=1e6, latency_queries=5))
+    assert exact.chosen.factory == "exact" and exact.to_dict()["n_distinct_queries"] == 200

@@ -232,7 +232,7 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     from twotower.utils.run_folder import check_run_folder
 
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
-    from twotower.index.autotune import params_text
+    from twotower.index.autotune import params_text, queries_note
     from twotower.index.storage import read_meta, read_tuning
     from twotower.pipeline.artifacts import TrainedRun
     from twotower.pipeline.recommend import EXACT_HINT, open_run_index, with_build_command
@@ -259,7 +259,8 @@ def cmd_index_info(args: argparse.Namespace) -> int:
     print(f"  built for model {meta.get('model_fingerprint')} = this run's model (checksums verified)")
     if tune and tune.get("chosen"):
         c = tune["chosen"]
-        print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}), "
+        on = f"; {queries_note(tune['n_queries'], tune.get('n_distinct_queries'))}" if "n_queries" in tune else ""
+        print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}{on}), "
               f"{c['qps_batch']:,.0f} QPS batched, p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms single")
     if tune and tune.get("reason"):
         print(f"  why: {tune['reason']}")

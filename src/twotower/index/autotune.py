@@ -62,7 +62,7 @@ from twotower.utils.wording import plural
 __all__ = [
     "autotune", "tune_index", "TuneReport", "TuneRow", "IndexPolicy", "tie_aware_recall", "exact_ground_truth",
     "measure_speed", "check_pin", "check_pin_early", "MISSED_RECALL_TOLERANCE", "MISSED_TARGET_ADVICE",
-    "params_text", "setting_text", "distinct_queries",
+    "params_text", "setting_text", "distinct_queries", "queries_note",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,9 +95,10 @@ def distinct_queries(queries: np.ndarray, decimals: int = DISTINCT_QUERY_DECIMAL
     return int(np.unique(np.round(unit, decimals) + 0.0, axis=0).shape[0])  # + 0.0: -0.0 and 0.0 are one
 
 
-def _warn_repeated_queries(queries: np.ndarray) -> None:
+def _warn_repeated_queries(queries: np.ndarray) -> int:
     """Warn when most tuning queries repeat a few vectors (users the user tower cannot tell apart: the same history
-    and features): recall measured on 1,000 queries holding 12 distinct vectors rests on 12, and said nothing."""
+    and features): recall measured on 1,000 queries holding 12 distinct vectors rests on 12, and said nothing.
+    Returns the distinct count (:func:`distinct_queries`), which the report records."""
     n = queries.shape[0]
     distinct = distinct_queries(queries)
     if 2 * distinct < n:
@@ -105,6 +106,14 @@ def _warn_repeated_queries(queries: np.ndarray) -> None:
                     "history and features), so the recall measured against exact search rests on %s, not %s, and "
                     "may not hold for queries unlike them", plural(n, "tuning query", "tuning queries"),
                     plural(distinct, "distinct vector"), plural(distinct, "query", "queries"), f"{n:,}")
+    return distinct
+
+
+def queries_note(n_queries: Any, n_distinct: Any = None) -> str:
+    """``1,000 queries, 376 distinct``: what a recall was measured on, as ``tune.json`` records it (a record written
+    before ``n_distinct_queries`` was kept gives the count alone)."""
+    queries = plural(n_queries, "query", "queries") if isinstance(n_queries, int) else f"{n_queries} queries"
+    return f"{queries}, {n_distinct:,} distinct" if isinstance(n_distinct, int) else queries
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,6 +222,9 @@ class TuneReport:
     # the policy's seed (of the query sample, FAISS's training sample and its k-means / HNSW draws): the recall
     # measured is a function of the data and this seed, so tune.json says which; None in a report made without it
     seed: int | None = None
+    # how many of the n_queries point in distinct directions (distinct_queries): the recall rests on these, and
+    # autotune warns below half; None in a report made without it
+    n_distinct_queries: int | None = None
 
     @property
     def spec(self) -> str:
@@ -458,13 +470,13 @@ def autotune(
             return TuneReport(
                 rows=[row], chosen=row, met_target=True, k=k, target_recall=float(target_recall), n=n, dim=dim,
                 n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=exact, reason=reason,
-                exact_p99_ms=exact_p99, seed=policy.seed,
+                exact_p99_ms=exact_p99, seed=policy.seed, n_distinct_queries=distinct_queries(queries),
             )
         reason = (f"approximate: exact search's single-query p99 {exact_p99:.2f} ms exceeds the "
                   f"{policy.exact_p99_ms:g} ms budget ({n:,} items)")
         del exact
 
-    _warn_repeated_queries(queries)  # exact search, chosen above, measures no recall
+    distinct = _warn_repeated_queries(queries)  # exact search, chosen above, measures no recall
     rows: list[TuneRow] = []
     best: tuple[TuneRow, VectorIndex] | None = None
     for number, name in enumerate(names, 1):
@@ -482,7 +494,8 @@ def autotune(
     assert best is not None  # names is non-empty
     kinds = f"{len(names)} index types" if len(names) > 1 else ""
     return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99,
-                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed, advice=advice)
+                   kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed, advice=advice,
+                   distinct=distinct)
 
 
 def tune_index(
@@ -519,11 +532,11 @@ def tune_index(
     kth = gt.scores[:, min(k, n) - 1]  # [Q]
     if params is not None:
         params = check_pin(str(index.factory), dict(params), n, dim, k)
-    _warn_repeated_queries(queries)
+    distinct = _warn_repeated_queries(queries)
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
                   policy.latency_queries, grid=None if params is None else [[params]])
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
-                   pinned=params is not None, seed=policy.seed, advice=advice)
+                   pinned=params is not None, seed=policy.seed, advice=advice, distinct=distinct)
 
 
 #: the largest nprobe / efSearch FAISS can hold (a C int): 2**31 was stored as -2**31 without a word
@@ -691,7 +704,7 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
 def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, target_recall: float, n: int, dim: int,
             n_queries: int, exact_qps: float, reason: str, exact_p99: float | None, *, kinds: str = "",
             margin: float = 0.0, pinned: bool = False, seed: int | None = None,
-            advice: str | None = None) -> TuneReport:
+            advice: str | None = None, distinct: int | None = None) -> TuneReport:
     """The chosen row's index set to its knobs, and the report saying why (``kinds``: "4 index types" when
     several were compared)."""
     chosen, chosen_index = best
@@ -722,4 +735,5 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
         n=n, dim=dim, n_queries=int(n_queries), exact_qps_batch=float(exact_qps), index=chosen_index,
         reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99, pinned=pinned, seed=seed,
+        n_distinct_queries=distinct,
     )

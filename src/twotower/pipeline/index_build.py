@@ -19,7 +19,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
-from twotower.index.autotune import check_pin_early, setting_text
+from twotower.index.autotune import check_pin_early, queries_note, setting_text
 from twotower.index.faiss_index import check_factory_parses, needs_training
 from twotower.index.storage import PLOT, is_damaged_index_dir, is_index_dir
 from twotower.utils.extras import plotting_missing
@@ -203,8 +203,9 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         say(f"saved to {out} (model {fp}); choice and measurements in {out / TUNE_JSON}")
         return BuiltIndex(out, report.index, fp, tuning, report)
     verdict = "meets" if report.met_target else "does NOT meet"
-    say(f"chosen: {setting_text(c.factory, c.params)} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}), "
-        f"{c.qps_batch:,.0f} QPS batched, p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
+    say(f"chosen: {setting_text(c.factory, c.params)} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}; "
+        f"{queries_note(report.n_queries, report.n_distinct_queries)}), {c.qps_batch:,.0f} QPS batched, "
+        f"p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
     say(f"saved to {out} (model {fp}); table {out / TUNE_JSON}" + ("" if no_plot else f", plot {out / TUNE_PNG}"))
     return BuiltIndex(out, report.index, fp, tuning, report)
 

@@ -10,7 +10,7 @@ import torch
 
 from twotower.errors import ConfigError
 from twotower.index import IndexPolicy, tune_index
-from twotower.index.autotune import setting_text
+from twotower.index.autotune import queries_note, setting_text
 from twotower.pipeline.artifacts import TrainedRun
 from twotower.pipeline.index_build import TUNE_JSON, BuiltIndex, sample_query_rows
 from twotower.utils.wording import plural
@@ -87,7 +87,8 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
             c = report.chosen
             verdict = "meets" if report.met_target else "does NOT meet"
             say(f"chosen: {setting_text(c.factory, c.params)} recall@{policy.k} {c.recall:.4f} ({verdict} "
-                f"{policy.target_recall:g}), {c.qps_batch:,.0f} QPS batched; exact {report.exact_qps_batch:,.0f} QPS")
+                f"{policy.target_recall:g}; {queries_note(report.n_queries, report.n_distinct_queries)}), "
+                f"{c.qps_batch:,.0f} QPS batched; exact {report.exact_qps_batch:,.0f} QPS")
             say(f"saved to {out} (model {fp}); table {out / TUNE_JSON}")
             built = BuiltIndex(out, index, fp, tuning, report)
         tdist.barrier()
