@@ -248,7 +248,7 @@ class BM25Retriever:
         self._bm25 = bm25s.BM25(k1=c.k1, b=c.b, method=c.method)
         self._bm25.index(_ids_and_vocab(tokens), show_progress=False)
         self.doc_ids = [str(d) for d in doc_ids]
-        logger.info("BM25 indexed %d documents (vocab %d; %s)", len(self.doc_ids), len(self._bm25.vocab_dict),
+        logger.info("BM25 indexed %d documents (vocab %d; %s)", len(self.doc_ids), self._vocabulary(),
                     describe_tokens(c.token_pattern))
         return self
 
@@ -323,9 +323,13 @@ class BM25Retriever:
         them."""
         if self._bm25 is None:
             raise ConfigError("BM25Retriever.settings called before fit() or load()")
+        return {**asdict(self.config), "documents": self.n_docs, "vocabulary": self._vocabulary()}
+
+    def _vocabulary(self) -> int:
+        """Distinct terms indexed: bm25s adds "" to the vocabulary it is given (its id for unknown tokens), not a term
+        of the corpus. The build log counted it, one more than ``search info`` said of the same index."""
         vocab = self._bm25.vocab_dict
-        # bm25s adds "" to the vocabulary it is given (its id for unknown tokens): not a term of the corpus
-        return {**asdict(self.config), "documents": self.n_docs, "vocabulary": len(vocab) - ("" in vocab)}
+        return len(vocab) - ("" in vocab)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index to the folder ``path`` (bm25s' npy + JSON files and ``meta.json``; no pickles), atomically."""
