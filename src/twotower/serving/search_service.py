@@ -35,16 +35,44 @@ __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
 
 log = logging.getLogger(__name__)
 
-#: what a hit's ``score`` is, per mode (the OpenAPI's description of ``SearchHit.score``)
-SCORE_DOC = ("what the list is ranked by, rounded to 6 decimals: mode bm25, the BM25 score (Lucene's, k1 1.2, b 0.75; "
-             "above 0, unbounded); dense, the cosine similarity of the query's and the document's embeddings "
-             "(-1..1); hybrid, the fused score of the index's fusion: with RRF 1 / (k + rank) summed over the lists "
-             "(BM25's, dense's) that hold the document (k=60: at most 2/61 = 0.032787), with min-max or z-score interpolation "
-             "the weighted sum of the normalised scores; with rerank, the cross-encoder's logit (past rerank_top: "
-             "see reranked). Tied scores are ordered by the document's row in the corpus")
+#: what a hit's ``score`` is, per mode (the OpenAPI's description of ``SearchHit.score`` until the index is loaded,
+#: when :func:`score_doc` puts the served index's own BM25 settings and fusion in it)
+SCORE_DOC = ("what the list is ranked by, rounded to 6 decimals: mode bm25, the BM25 score (with the index's method, "
+             "k1, b and token pattern, as `twotower search info` shows them; above 0, unbounded); dense, the cosine "
+             "similarity of the query's and the document's embeddings (-1..1); hybrid, the fused score of the "
+             "index's fusion: with RRF 1 / (k + rank) summed over the lists (BM25's, dense's) that hold the document "
+             "(at most 2 / (k + 1)), with min-max or z-score interpolation the weighted sum of the normalised scores; "
+             "with rerank, the cross-encoder's logit (past rerank_top: see reranked). Tied scores are ordered by the "
+             "document's row in the corpus")
 #: why a ``rerank_top`` sent without ``"rerank": true`` is refused
 RERANK_TOP_NEEDS_RERANK = ('rerank_top needs "rerank": true (it says how many candidates the cross-encoder rescores, '
                            'and without rerank it rescores none); send both, or neither')
+
+
+def score_doc(index: "SearchIndex") -> str:
+    """:data:`SCORE_DOC` with the served index's BM25 settings and fusion in it. The text said "Lucene's, k1 1.2, b
+    0.75" and RRF's "k=60" whatever the index was built with (`search index --token-pattern`, `--fusion`,
+    `--rrf-k`, BM25Config's k1 and b), so an index built otherwise was described wrongly."""
+    from twotower.search.bm25 import describe_tokens
+    from twotower.search.fusion import as_fusion
+
+    c = index.bm25.config
+    bm25 = (f"the BM25 score of the served index ({c.method}, k1 {c.k1:g}, b {c.b:g}, token pattern "
+            f"{c.token_pattern}: {describe_tokens(c.token_pattern)}; above 0, unbounded)")
+    fusion = as_fusion(index.fusion)
+    if fusion.name == "rrf":
+        k = fusion.params.get("k", SearchConfig.rrf_k)
+        hybrid = (f"the fused score of the index's fusion, {fusion.describe()}: 1 / (k + rank) summed over the lists "
+                  f"(BM25's, dense's) that hold the document (k={k}: at most 2/{k + 1} = {2 / (k + 1):.6f})")
+    else:
+        hybrid = (f"the fused score of the index's fusion, {fusion.describe()}: the weighted sum of the normalised "
+                  "scores (BM25's weight first)")
+    return ("what the list is ranked by, rounded to 6 decimals: mode bm25, " + bm25 + "; dense, the cosine similarity "
+            "of the query's and the document's embeddings (-1..1); hybrid, " + hybrid + "; with rerank, the "
+            "cross-encoder's logit (past rerank_top: see reranked). Tied scores are ordered by the document's row "
+            "in the corpus")
+
+
 #: characters of each document's text returned with a hit
 SNIPPET_CHARS = 300
 #: words of the first passage searched for by :meth:`SearchService.warm_up`
