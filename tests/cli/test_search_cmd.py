@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 
 import pytest
 
 from tests.search.search_data import write_beir
 from twotower.cli.main import main
+from twotower.search.bm25 import BM25Config
 
 
 @pytest.fixture
@@ -239,7 +241,7 @@ def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_
     assert bi["mining"] == {"retriever": "dense", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05, "margin": None}
     assert {k: ce["data"][k] for k in ("beir", "split", "pairs", "documents")} == {**source, "pairs": 3, "documents": 5}
     assert ce["data"]["mining"] == {"retriever": "bm25", "n": 1, "depth": 30, "skip_top": 0, "relative_margin": 0.05,
-                                    "margin": None}
+                                    "margin": None, "bm25": asdict(BM25Config())}
 
 
 def test_negatives_0_trains_on_in_batch_negatives_only(beir, tmp_path, monkeypatch, caplog, capsys):

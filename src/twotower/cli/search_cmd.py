@@ -126,6 +126,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                         "(--base's towers, then the model being trained, mined again before each epoch after the "
                         "first with a frozen document tower), or bm25, BM25's lexical matches as rerank train mines "
                         "them (mined once: BM25's lists do not change as the model trains)")
+    _bm25_flags(t, "with --mining-retriever bm25, recorded in the marker's mining: ")
     _valid_frac_flag(t, ft.valid_frac, "scored by dense NDCG@10 before training and after each epoch; the best "
                      "epoch's towers are saved, the starting ones (with a warning) when no epoch beats them. With "
                      "--train-doc-tower each validation encodes the corpus again")
@@ -246,6 +247,7 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
                    help="where the hard negatives are mined, and whose lists --valid-frac reranks (default "
                         "%(default)s): bm25, BM25's lexical matches, or dense, a bi-encoder's (--mining-model): "
                         "mine from the first stage the cross-encoder will rerank")
+    _bm25_flags(t, "with --mining-retriever bm25 (the default), recorded in the marker's mining: ")
     t.add_argument("--mining-model", help="with --mining-retriever dense: the bi-encoder directory (a `search train` "
                    "output; default: zero-shot all-MiniLM-L6-v2)")
     t.add_argument("--cache", default=SearchConfig.cache_dir, help="with --mining-retriever dense: the corpus "
@@ -898,6 +900,7 @@ def _search_train(args: argparse.Namespace) -> int:
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
         refresh_negatives=not train_docs and args.negatives > 0 and not bm25_mining, seed=args.seed,
         valid_frac=args.valid_frac, patience=args.patience, mining_retriever=args.mining_retriever), flags)
+    bm25 = _bm25_config(args)  # a bad --token-pattern is refused before anything is read, as by search index
     _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds
     if train_docs and args.negatives > 1:
         _say_negatives_cap(args, "--train-doc-tower" if args.train_doc_tower else "--shared")
@@ -905,6 +908,8 @@ def _search_train(args: argparse.Namespace) -> int:
     mining = _mining_config(args, args.negatives, "--negatives") if args.negatives > 0 else None
     if mining is None:
         _warn_unused_mining_flags(args)
+    elif not bm25_mining:
+        _warn_unused_token_pattern(args, "--mining-retriever dense (the default)")
     elif bm25_mining and not train_docs and cfg.epochs > 1:
         # dense mining is done again before every epoch after the first; BM25's is not, and that is said once
         logging.getLogger(__name__).info(
@@ -933,7 +938,7 @@ def _search_train(args: argparse.Namespace) -> int:
             "hard negatives are mined, so the corpus is not encoded for mining")
     else:
         if bm25_mining:  # rerank train's mining, over the same corpus rows
-            retriever = _bm25(data, texts)
+            retriever = _bm25(data, texts, bm25)
         else:
             q_enc, d_enc, _ = base_towers(args.base)  # a fine-tuned --base mines with its own two towers
             retriever = DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=args.cache,
@@ -948,7 +953,8 @@ def _search_train(args: argparse.Namespace) -> int:
         negatives = [neg_of[q] for q in qs]
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=negatives, mining=mining, cache_dir=args.cache,
-                              source=_source(args), mining_names=MINING_FLAGS, validation=validation)
+                              source=_source(args), mining_names=MINING_FLAGS, validation=validation,
+                              bm25=bm25 if bm25_mining else None)
     _report_search_training(args, res, cfg, len(qs))
     return 0
 
@@ -989,6 +995,10 @@ def _warn_unused_mining_flags(args: argparse.Namespace) -> None:
     given = [f"{flag} {value:g}" for flag, value, default in (
         ("--mining-depth", args.mining_depth, MiningConfig.depth),
         ("--mining-margin", args.mining_margin, MiningConfig.relative_margin)) if value != default]
+    from twotower.search.bm25 import BM25Config
+
+    if args.token_pattern != BM25Config.token_pattern:
+        given.append(f"--token-pattern {shell_arg(args.token_pattern)}")
     if args.mining_retriever != FinetuneConfig.mining_retriever:
         given.append(f"--mining-retriever {args.mining_retriever}")
     if given:
@@ -1069,6 +1079,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
                                                  max_length=args.max_length, seed=args.seed, lr=args.lr,
                                                  groups_per_step=args.batch_size, valid_frac=args.valid_frac,
                                                  patience=args.patience), flags)
+    bm25 = _bm25_config(args)  # a bad --token-pattern is refused before anything is read, as by search index
     _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds
     if not cfg.valid_frac and cfg.patience != RerankTrainConfig.patience:  # nothing validated, nothing to wait for
         logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
@@ -1085,6 +1096,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
         if args.mining_model is not None:
             check_bi_encoder_dir(args.mining_model, "--mining-model")
         _check_cache(args)
+        _warn_unused_token_pattern(args, "--mining-retriever dense")
     else:
         unused = [f for f, v in (("--mining-model", args.mining_model),
                                  ("--cache", None if args.cache == SearchConfig.cache_dir else args.cache)) if v]
@@ -1105,23 +1117,35 @@ def _rerank_train(args: argparse.Namespace) -> int:
 
         retriever = load_dense_retriever(args.mining_model, cache_dir=args.cache).fit(texts)
     else:
-        retriever = _bm25(data, texts)
+        retriever = _bm25(data, texts, bm25)
     neg_of, report = _mine(retriever, by_q, mining)
     if not report.kept:
         _no_rerank_negatives(args, report)
     extra = {"validation": _rerank_validation(valid, retriever, args.mining_retriever)} if valid is not None else {}
-    how = {"retriever": args.mining_retriever, **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {})}
+    how = {"retriever": args.mining_retriever,
+           **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {"bm25": asdict(bm25)})}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {**how, **asdict(mining)}}, **extra)
     _report_rerank_training(args, len(qs))
     return 0
 
 
-def _bm25(data, texts):  # noqa: ANN001, ANN202 - BeirData, list[str] -> BM25Retriever
-    """BM25 over the corpus rows, the retriever both train commands can mine hard negatives from."""
+def _bm25(data, texts, config):  # noqa: ANN001, ANN202 - BeirData, list[str], BM25Config -> BM25Retriever
+    """BM25 over the corpus rows with ``--token-pattern`` (``config``), the retriever both train commands can mine
+    hard negatives from: it always had BM25Config's defaults, and the marker did not say which settings mined."""
     from twotower.search.bm25 import BM25Retriever
 
-    return BM25Retriever().fit(texts, data.corpus.ids)
+    return BM25Retriever(config).fit(texts, data.corpus.ids)
+
+
+def _warn_unused_token_pattern(args: argparse.Namespace, why: str) -> None:
+    """``--token-pattern`` given where BM25 mines nothing (``why``: the setting that says so) is said to do nothing,
+    as `search evaluate --retriever dense` says it."""
+    from twotower.search.bm25 import BM25Config
+
+    if args.token_pattern != BM25Config.token_pattern:
+        logging.getLogger(__name__).warning("--token-pattern has no effect with %s (BM25 mines nothing); pass "
+                                            "--mining-retriever bm25 to mine from BM25", why)
 
 
 def _mine(retriever, by_q: dict, mining):  # noqa: ANN001, ANN202 - retriever, MiningConfig -> (dict, MiningReport)

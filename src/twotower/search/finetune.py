@@ -45,6 +45,7 @@ from twotower.search.artefacts import (
     trained_backend,
     verify_model_dir,
 )
+from twotower.search.bm25 import BM25Config, check_bm25_config
 from twotower.search.negatives import MiningConfig, MiningReport, mine_hard_negatives
 from twotower.search.validation import NDCG_K, ValidationSet, hold_out, ndcg10
 from twotower.text.encoder import (
@@ -205,6 +206,7 @@ def finetune_bi_encoder(
     encoder_backend: str | None = None,
     encoder_threads: int | None = EncoderSettings.threads,
     threads: int | None = None,
+    bm25: BM25Config | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -227,6 +229,9 @@ def finetune_bi_encoder(
     ``EncoderSettings.backend``; a model being trained runs on torch, or torch-bf16). ``threads``: torch's, FAISS's
     and the BLAS pools' thread count during the call (``--threads``; None: left as they are). The thread counts and
     the global random generators it seeds with ``config.seed`` are put back as the caller had them when it returns.
+
+    ``bm25``: with ``config.mining_retriever='bm25'``, the BM25 settings the ``negatives`` were mined with
+    (``search train --token-pattern``), recorded in the marker's ``mining``; None: BM25Config's defaults.
     """
     import torch  # noqa: PLC0415
 
@@ -238,6 +243,10 @@ def finetune_bi_encoder(
     from twotower.search.checks import check_query_texts  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
+    check_bm25_config(bm25)
+    if bm25 is not None and cfg.mining_retriever != "bm25":  # recorded as the mining's settings, it would be false
+        raise ConfigError(f"bm25= gives the settings of BM25 mining, and config.mining_retriever is "
+                          f"{cfg.mining_retriever!r}: pass bm25 with mining_retriever='bm25', or leave it out")
     settings = encoder_settings(base, encoder_backend, encoder_threads)
     if validation is not None and cfg.valid_frac > 0 and validation.valid_frac != cfg.valid_frac:
         # valid_frac was ignored without a word: the pairs it should have held out were trained on
@@ -390,7 +399,8 @@ def finetune_bi_encoder(
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},
             "truncation": truncation,  # documents cut at config.max_length (as the search index's meta.json)
             # which retriever mined them (config.mining_retriever), named as rerank train's marker names it
-            "mining": {"retriever": cfg.mining_retriever, **asdict(mining)} if mining is not None else None,
+            # and, mined by BM25, with which settings (as `search evaluate --json` and `rerank train` name them)
+            "mining": _mining_record(cfg, mining, bm25),
             # which negatives each query's softmax saw: "mining": null alone did not say whether none were wanted
             "negatives": _negatives_record(cfg, neg is not None),
             # the frozen document vectors and every mined negative come from this forward pass (auto resolved):
@@ -512,6 +522,14 @@ class _Validator:
                 "best_epoch": self.stopper.best_epoch, "best": self.stopper.best, "patience": self.cfg.patience,
                 "stopped_early": last < self.cfg.epochs, "seconds": round(self.seconds, 1),
                 "corpus_reencoded": self.cfg.train_doc_tower}
+
+
+def _mining_record(cfg: FinetuneConfig, mining: MiningConfig | None, bm25: BM25Config | None) -> dict | None:
+    """The marker's ``mining``: the retriever, the MiningConfig and, for BM25, its settings (None: nothing mined)."""
+    if mining is None:
+        return None
+    extra = {"bm25": asdict(bm25 or BM25Config())} if cfg.mining_retriever == "bm25" else {}
+    return {"retriever": cfg.mining_retriever, **asdict(mining), **extra}
 
 
 def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, mining, reports, settings, names):
