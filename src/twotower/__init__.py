@@ -10,12 +10,15 @@ from twotower.utils.lazy import lazy_exports
 
 from twotower.errors import (ConfigError, DataError, IntegrityError, NotFoundError, OverloadError, TrainingDiverged,
                              TwoTowerError)
-from twotower.results import PAD_ID, Results
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY: dict[str, str] = {
+    # results (numpy): imported on first use, like the rest, so that the console script and `python -m twotower`,
+    # which import this package first, set their SIGTERM handler before numpy loads (cli/main.py)
+    "Results": "twotower.results",
+    "PAD_ID": "twotower.results",
     # configuration
     "RunConfig": "twotower.config",
     "DataConfig": "twotower.config",
@@ -101,8 +104,6 @@ __all__ = [
     "OverloadError",
     "TrainingDiverged",
     "TwoTowerError",
-    "Results",
-    "PAD_ID",
     *_LAZY,
 ]
 
