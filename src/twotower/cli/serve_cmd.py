@@ -6,6 +6,7 @@ import logging
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 __all__ = ["register", "cmd_serve"]
@@ -244,11 +245,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}", file=sys.stderr)
     if settings.workers > 1:
-        from twotower.serving.workers import supervise
+        import shutil
 
-        spec = _share_with_workers(args, settings, service)
-        # the workers map the shared files; this process becomes a fresh one that only supervises them
-        supervise(spec, workers=settings.workers, log_level=args.log_level)
+        from twotower.serving.workers import make_shared_dir, supervise
+
+        shared = make_shared_dir()
+        try:
+            spec = _share_with_workers(args, settings, service, shared)
+            # the workers map the shared files; this process becomes a fresh one that only supervises them
+            supervise(spec, workers=settings.workers, log_level=args.log_level)
+        except BaseException:
+            # a SIGTERM or Ctrl-C while the vectors were written (seconds, for a large catalogue), a full disk: the
+            # folder and its half-written file were left in the temporary directory until the next `serve`
+            shutil.rmtree(shared, ignore_errors=True)
+            raise
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
     if threading.current_thread() is threading.main_thread():
@@ -260,14 +270,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any) -> Any:
-    """Write the loaded vectors for the worker processes (memory-mapped files); the spec they start from."""
+def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any, shared: Path) -> Any:
+    """Write the loaded vectors for the worker processes (memory-mapped files) into ``shared``; the spec they start
+    from."""
     from dataclasses import asdict
 
     from twotower.pipeline.recommend import run_index_dir
-    from twotower.serving.workers import WorkerSpec, index_digest, make_shared_dir, share_arrays
+    from twotower.serving.workers import WorkerSpec, index_digest, share_arrays
 
-    shared = make_shared_dir()
     spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), search_index=args.search_index,
                       rerank=args.rerank, rerank_backend=args.rerank_backend)
     if service is not None:

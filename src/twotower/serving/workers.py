@@ -347,16 +347,16 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
     Blocks until the server stops, then removes ``spec.shared_dir``. Returns the signal that stopped it
     (``signal.SIGINT`` or ``signal.SIGTERM``), None if neither did.
     """
-    import uvicorn
-
     from twotower.serving.settings import ServiceSettings
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 2:
         raise ConfigError(f"run_workers needs at least 2 workers, got {workers!r}; one worker serves in-process")
-    settings = ServiceSettings(**spec.settings)
-    os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
     failed = Path(spec.shared_dir) / FAILED
-    try:
+    try:  # a SIGTERM before uvicorn's supervisor catches it (its import: 0.1-0.3 s) removes the folder too
+        settings = ServiceSettings(**spec.settings)
+        os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
+        import uvicorn
+
         stopped_by = _stopping_signal(lambda: uvicorn.run(
             factory, factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
             access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel())))
@@ -381,21 +381,47 @@ def supervise(spec: WorkerSpec, *, workers: int, log_level: str = "info") -> NoR
             str(logging.getLogger().getEffectiveLevel())]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, argv)
+    # held across the exec, until the new interpreter has its handler (_supervise_main): a SIGTERM while it
+    # started (imports, 0.1-0.3 s) ended it on the spot, before anything could remove the shared folder
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS) if _CAN_HOLD else None
+    try:
+        os.execv(sys.executable, argv)
+    finally:  # the exec failed: the caller removes the folder, a signal held meanwhile arrives now
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+#: the signals that stop a server, held by :func:`supervise` across its exec where the platform can hold them
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+_CAN_HOLD = hasattr(signal, "pthread_sigmask")
 
 
 def _supervise_main(argv: list[str]) -> int:
     """``python -m twotower.serving.workers SPEC WORKERS LOG_LEVEL LEVEL``: what :func:`supervise` runs."""
+    from twotower.cli.stopping import Terminated, terminate_as_interrupt
+
     spec_path, workers, log_level, level = argv
     logging.basicConfig(level=int(level), format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    try:
-        stopped_by = run_workers(WorkerSpec.read(spec_path), workers=int(workers), log_level=log_level)
+    try:  # read while SIGINT and SIGTERM are still held (supervise): it names the folder to remove
+        spec = WorkerSpec.read(spec_path)
     except TwoTowerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    try:
+        with terminate_as_interrupt():  # uvicorn's supervisor sets its own handlers once it is there
+            if _CAN_HOLD:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # one held since the exec arrives here
+            stopped_by = run_workers(spec, workers=int(workers), log_level=log_level)
+    except TwoTowerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Terminated:
+        stopped_by = signal.SIGTERM
     except KeyboardInterrupt:
         return 130
+    finally:
+        shutil.rmtree(spec.shared_dir, ignore_errors=True)  # run_workers removes it, unless stopped before it ran
     # as the single-process server ends: uvicorn re-raises a SIGTERM (the process dies by it, 143 in a shell, a
     # clean stop for systemd) and a SIGINT becomes the CLI's KeyboardInterrupt (130); the workers' supervisor
     # returned normally from both, and the server exited 0 when `kill` stopped it
