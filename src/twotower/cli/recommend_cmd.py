@@ -65,6 +65,18 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
             what=USER_LIST)
 
 
+def _user_row(run, user_id: str) -> int:  # noqa: ANN001 - TrainedRun
+    """The run's row of ``--user``; an unknown id (e.g. a user who first appears after training, in the test split)
+    refused in the words of HTTP and Python."""
+    with flag_named("--user"):
+        try:
+            return run.user_row(user_id)
+        except NotFoundError as e:
+            from twotower.pipeline.refusals import hint_unknown_user
+
+            raise hint_unknown_user(e, run) from None
+
+
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
     """The run's rows of the users a ``--users FILE`` lists, once each, in file order.
 
@@ -162,6 +174,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     # POST /recommend's checks, before the index
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     listed = _listed_rows(run, args.listed_ids)  # its ids checked before the index, as --history's
+    # --user's and --users' ids too: an unknown one was refused only after the index was opened (and its
+    # `ranking with ...` line printed), where POST /recommend and tt.recommend refuse it before any work
+    user_row = _user_row(run, args.user) if hist is None and args.user is not None else None
+    rows = None if hist is not None or args.user is not None else np.asarray(_parse_user_list(run, args.users), np.int64)
     index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     allow = filter_allow(mask, index)
@@ -186,21 +202,14 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
     if histories is not None and not args.no_exclude_seen:
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
-    if args.user is not None:
-        with flag_named("--user"):
-            try:
-                row = run.user_row(args.user)
-            except NotFoundError as e:  # e.g. a user who first appears after training (in the test split)
-                from twotower.pipeline.refusals import hint_unknown_user  # the words of HTTP and Python
-
-                raise hint_unknown_user(e, run) from None
-        _say_no_input_history(run, [row], histories)
-        res = recommend_users(run, np.array([row]), k, exclude, histories=histories, index=index, allow=allow,
+    if user_row is not None:
+        _say_no_input_history(run, [user_row], histories)
+        res = recommend_users(run, np.array([user_row]), k, exclude, histories=histories, index=index, allow=allow,
                               listed=listed)
         _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None)
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
-    rows = np.asarray(_parse_user_list(run, args.users), np.int64)
+    assert rows is not None
     _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow, listed=listed,
