@@ -92,7 +92,7 @@ def test_a_new_user_with_features_is_explained_as_recommend_ranks_them(feature_r
     assert main([*args, "--user-features", "{age: 3}"]) == 2
     assert "--user-features: not JSON" in capsys.readouterr().err
     assert main([*args, "--user-features", '{"agee": 3}']) != 0
-    assert "user_features.agee: not a user feature" in capsys.readouterr().err
+    assert "error: --user-features agee: not a user feature" in capsys.readouterr().err
     assert main(["explain", "--run", run, "--user", "u1", "--item", "i0", "--user-features", "{}"]) == 2
     assert "--user-features describes a new user" in capsys.readouterr().err
 
@@ -101,7 +101,7 @@ def test_a_new_user_with_features_is_explained_as_recommend_ranks_them(feature_r
 def test_features_that_overflow_the_tower_are_refused_naming_user_features(feature_run, capsys, age) -> None:
     """A finite age of 1e30 overflows float32 inside the user tower: `explain` printed "score nan" (and
     `--json` a NaN, which is not JSON) and `recommend` failed with "queries contain NaN or inf; check the
-    encoder output", naming no field. Both now refuse it naming user_features, as POST /explain does (422)."""
+    encoder output", naming no field. Both now refuse it naming --user-features, as POST /explain names user_features (422)."""
     from twotower.errors import DataError
     from twotower.explain import explain_by_id
 
@@ -112,7 +112,7 @@ def test_features_that_overflow_the_tower_are_refused_naming_user_features(featu
         assert main([cmd[0], "--run", run, "--history", ",".join(hist), *cmd[1:],
                      "--user-features", f'{{"age": {age}}}']) == 2, cmd
         out = capsys.readouterr()
-        assert said in out.err and "Traceback" not in out.err, cmd
+        assert f"error: --{said.replace('_', '-', 1)}" in out.err and "Traceback" not in out.err, cmd
         assert "nan" not in out.out.lower(), cmd
     with pytest.raises(DataError, match=said):  # the Python explain refuses it too
         explain_by_id(feature_run, history_ids=hist, item_id="i0", user_features={"age": float(age)})

@@ -140,7 +140,7 @@ def test_the_cli_takes_the_same_features(client, feature_service, capsys):
     assert main([*args, "--user-features", "{age: 3}"]) != 0  # one line naming the flag
     assert "--user-features: not JSON" in capsys.readouterr().err
     assert main([*args, "--user-features", '{"agee": 3}']) != 0
-    assert "user_features.agee: not a user feature" in capsys.readouterr().err
+    assert "error: --user-features agee: not a user feature" in capsys.readouterr().err
 
 
 def test_the_python_recommend_gives_the_cli_lists(feature_service, capsys):

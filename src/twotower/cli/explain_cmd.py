@@ -82,6 +82,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         parse_user_features,
         refuse_empty_history_early,
         refuse_missing_inputs,
+        user_features_named,
     )
     from twotower.errors import ConfigError
     from twotower.utils.run_folder import check_run_folder
@@ -134,8 +135,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         e = explain_recommendation(run, user_row=user_row, history_rows=inputs, item_row=run.item_vocab.index(args.item),
                                    top=args.top, method=args.method, user_features=features)
     else:
-        e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
-                          method=args.method, user_features=features)
+        with user_features_named():  # a tower output that is not finite: named by --user-features
+            e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
+                              method=args.method, user_features=features)
     # the feature and unplaced-item notes of POST /explain's warnings, which explain_by_id logs itself
     notes = explain_notes(run, run.item_vocab.index(args.item), features)
     for note in warnings + (notes if args.history_from else []):

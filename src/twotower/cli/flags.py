@@ -9,7 +9,8 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "add_filter_flag", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features"]
+__all__ = ["OneId", "add_filter_flag", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+           "user_features_named"]
 
 
 def id_place(flag: str, what: str, pos: int, n: int) -> str:
@@ -122,12 +123,33 @@ def refuse_empty_history_early(history: list[str] | None, run_dir: str) -> None:
     raise ConfigError(f"--history: {empty_history_refusal()}")
 
 
+@contextlib.contextmanager
+def user_features_named() -> Iterator[None]:
+    """A bad ``--user-features`` column or value named by the flag, as ``--filter genres: ...`` names a filter:
+    ``--user-features age: a finite number, got 'x'`` where HTTP and Python say ``user_features.age: ...`` (the
+    command line printed those words, naming a field no flag has)."""
+    try:
+        yield
+    except (ConfigError, DataError) as e:
+        message = e.message if isinstance(e, DataError) else str(e)
+        head, sep, rest = message.partition(":")
+        if not sep or not (head == "user_features" or head.startswith("user_features.")):
+            raise
+        column = head.removeprefix("user_features").removeprefix(".")
+        raise type(e)(f"--user-features{' ' + column if column else ''}:{rest}") from None
+
+
 def check_history_flag(history: list[str], run: Any, features: dict[str, Any] | None) -> list[str]:
     """``--history`` checked with the loaded run: empty only with ``--user-features`` that describe the user on a run
-    whose user tower reads them (tt.recommend's and POST /recommend's rule)."""
+    whose user tower reads them (tt.recommend's and POST /recommend's rule); then ``--user-features``' columns and
+    values (POST /recommend's checks, before the index is opened), a bad one named by the flag."""
     from twotower.pipeline.artifacts import check_new_history
 
-    return check_new_history(history, "--history", run=run, user_features=features, features_field="--user-features")
+    with user_features_named():
+        history = check_new_history(history, "--history", run=run, user_features=features,
+                                    features_field="--user-features")
+        run.encode_new_user_features(features)
+    return history
 
 
 def check_history_ids(history: list[str], run: Any, flag: str = "--history") -> None:

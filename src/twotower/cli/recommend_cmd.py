@@ -18,6 +18,7 @@ from twotower.cli.flags import (
     refuse_empty_history_early,
     refuse_json_with_out,
     refuse_missing_inputs,
+    user_features_named,
 )
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
@@ -187,7 +188,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
         histories = read_input_histories(run, args.history_from)
     if hist is not None:
-        with flag_named("--history"):
+        with flag_named("--history"), user_features_named():  # a tower output that is not finite: --user-features
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features, allow=allow, listed=listed)
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
