@@ -1030,6 +1030,9 @@ class TrainedRun:
                               "with user_id (a known user is read with the features it was trained with)")
         if not isinstance(user_features, Mapping):
             raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
+        from twotower.pipeline.refusals import refuse_oversized_user_features  # noqa: PLC0415 - the rule, once
+
+        refuse_oversized_user_features(user_features)  # HTTP's bounds, for every Python caller (explain_recommendation)
         return self.encode_user_features([dict(user_features)])
 
     def describes_new_user(self, user_features: Any) -> bool:

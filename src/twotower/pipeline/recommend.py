@@ -33,6 +33,7 @@ from twotower.pipeline.refusals import (
     hint_unknown_user,
     k_refusal,
     locate,
+    refuse_oversized_user_features,
     rows_naming_every_unknown,
 )
 from twotower.pipeline.results_csv import results_to_frame
@@ -499,6 +500,8 @@ def recommend(
     if user_features is not None and history is None:
         raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
                           "the features it was trained with)")
+    # POST /recommend's bounds (64 columns, names of 64 characters), in its words: any size was taken from Python
+    refuse_oversized_user_features(user_features)
     if history_from is not None and history is not None:
         raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
                           "or the other")

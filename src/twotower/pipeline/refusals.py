@@ -13,7 +13,7 @@ import numbers
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from twotower.config import MAX_K
-from twotower.errors import NotFoundError
+from twotower.errors import ConfigError, NotFoundError
 
 UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their items: send them as the history "
                      "(item ids, oldest first) instead of the user id")
@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["k_refusal", "user_features_refusal", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["k_refusal", "user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -68,6 +68,14 @@ def user_features_refusal(features: Any) -> str | None:
         return too_many(MAX_USER_FEATURES, "columns", len(features))
     over = next((len(c) for c in features if isinstance(c, str) and len(c) > MAX_FIELD_NAME_CHARS), None)
     return None if over is None else too_long(MAX_FIELD_NAME_CHARS, over, "a column name")
+
+
+def refuse_oversized_user_features(features: Any) -> None:
+    """:func:`user_features_refusal` raised as HTTP's 422 words it after its field (ConfigError ``user_features:
+    must hold at most 64 columns, got 65``): RecommenderService, ``tt.recommend``, ``tt.explain_by_id`` and every
+    other Python entry point that takes a new user's raw ``user_features``."""
+    if (why := user_features_refusal(features)) is not None:
+        raise ConfigError(f"user_features: {why}")
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:

@@ -23,7 +23,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, too_long, too_many, user_features_refusal
+from twotower.pipeline.refusals import hint_unknown_user, k_refusal, refuse_oversized_user_features, too_long, too_many
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog, filters_at
@@ -632,8 +632,7 @@ class RecommenderService:
             if isinstance(x, (str, int)) and not isinstance(x, bool) and len(got := str(x).strip()) > MAX_ID_CHARS:
                 raise ConfigError(f"{where}: {too_long(MAX_ID_CHARS, len(got))}")
 
-        if (why := user_features_refusal(user_features)) is not None:
-            raise ConfigError(f"user_features: {why}")
+        refuse_oversized_user_features(user_features)
         s = self.settings
         check_id("user_id", user_id)
         check_id("item_id", item_id)
