@@ -148,6 +148,7 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     from twotower.utils.atomic import atomic_write_set, json_text, sha256_bytes
     from twotower.utils.csv_text import frame_to_csv
     from twotower.utils.folder_lock import exclusive_writer
+    from twotower.utils.whole_numbers import whole_numbers_as_integers
 
     _check_method_flags(args)
     defaults = DataConfig()
@@ -212,6 +213,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     report = {**split.report, "read": read} if read else split.report
     report["input"] = _split_input(args, reading)
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
+    # the item and user tables' whole numbers as integers (year 1995, not 1995.0: pandas reads a column with an empty
+    # cell as float), missing ones empty, as the JSON answers give them (utils/whole_numbers.py)
+    items, users = (None if t is None else whole_numbers_as_integers(t) for t in (items, users))
     tables = {"train": split.train, "valid": split.valid, "test": split.test, "items": items, "users": users}
     files = {}
     # each file's digest and rows: a folder whose files were replaced one at a time (a kill -9 between the renames)

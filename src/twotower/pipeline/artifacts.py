@@ -63,6 +63,7 @@ from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.shell import shell_arg
+from twotower.utils.whole_numbers import whole_numbers
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
@@ -176,21 +177,6 @@ def _warn_unfitted_empty_history(d: Path, run: "TrainedRun") -> None:
         log.warning("%s: saved by a version that did not fit the sequence tower's empty-history state, so a user with "
                     "no history is ranked from an untrained state; `twotower train ... --out %s --resume` (the "
                     "command that trained it) fits it", d, d)
-
-
-#: the largest whole number a float holds exactly (2**53): past it a float column's values are kept as floats
-_EXACT_WHOLE = 2**53
-
-
-def _whole_numbers(column: pd.Series, values: list[Any]) -> list[Any]:
-    """``values`` (a column's JSON values, missing ones None) with a float column whose values are all whole numbers
-    given as integers: pandas reads an integer column with an empty cell (MovieLens' ``year``) as float, and every
-    answer said ``"year": 1995.0``. A column holding one real fraction keeps its floats (``9.0`` beside ``9.99``)."""
-    if not pd.api.types.is_float_dtype(column.dtype):
-        return values
-    if not all(v is None or (isinstance(v, float) and v.is_integer() and abs(v) <= _EXACT_WHOLE) for v in values):
-        return values
-    return [None if v is None else int(v) for v in values]
 
 
 def recorded_config(config: RunConfig) -> dict[str, Any]:
@@ -935,7 +921,7 @@ class TrainedRun:
         if self._meta_columns is None:
             meta = self.item_meta
             self._meta_columns = {} if meta is None else {
-                str(c): _whole_numbers(meta[c], json.loads(meta[c].to_json(orient="values", force_ascii=False)))
+                str(c): whole_numbers(meta[c], json.loads(meta[c].to_json(orient="values", force_ascii=False)))
                 for c in meta.columns}
         return self._meta_columns
 
