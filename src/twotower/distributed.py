@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -176,12 +176,14 @@ def timed_out(e: BaseException) -> bool:
     return "timed out" in str(e).lower()
 
 
-def silent_ranks(wait_s: float) -> list[int] | None:
+def silent_ranks(wait_s: float, frozen: Collection[int] = ()) -> list[int] | None:
     """After a collective timed out on this rank: the other ranks that did not time out too within ``wait_s``
     seconds, in order. A rank that hangs never reaches the collective while the others reach it and give up on it
     at about the same moment; each that gives up marks itself in the launcher's TCP store (``MASTER_ADDR``,
     ``MASTER_PORT``), which answers from a thread of its own even while its process hangs. None when the store
-    cannot be reached (its process ended); gloo's error names no rank."""
+    cannot be reached (its process ended); gloo's error names no rank. The ranks in ``frozen`` (named by the
+    heartbeat: their process is stopped) cannot mark themselves: they are not waited for, and are silent unless
+    marked already."""
     me, world = rank(), world_size()
     tag = f"twotower/timed_out/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     missing: list[int] | None = None
@@ -192,7 +194,7 @@ def silent_ranks(wait_s: float) -> list[int] | None:
         deadline = time.monotonic() + wait_s
         while True:
             missing = [r for r in range(world) if r != me and not store.check([f"{tag}/{r}"])]
-            if not missing or time.monotonic() >= deadline:
+            if all(r in frozen for r in missing) or time.monotonic() >= deadline:
                 return missing
             time.sleep(0.1)
     except (RuntimeError, KeyError, ValueError):  # the store went with its process: what was seen before

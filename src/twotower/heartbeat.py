@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from twotower.config import TrainConfig
 
-__all__ = ["StaleWatch", "Heartbeat", "watched_ranks", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE"]
+__all__ = ["StaleWatch", "Heartbeat", "watched_ranks", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE",
+           "frozen_ranks"]
 
 log = logging.getLogger("twotower.distributed")
 
@@ -79,10 +80,16 @@ class StaleWatch:
         return stale, back
 
 
+def pid_host(value: str | None) -> tuple[str, str] | None:
+    """``(PID, HOST)`` from a beat's value (``COUNT HOST PID``); None before the first beat."""
+    parts = (value or "").split()
+    return (parts[2], parts[1]) if len(parts) == 3 else None
+
+
 def _where(value: str | None) -> str:
     """`` (pid P on HOST)`` from a beat's value (``COUNT HOST PID``); empty before the first beat."""
-    parts = (value or "").split()
-    return f" (pid {parts[2]} on {parts[1]})" if len(parts) == 3 else ""
+    ph = pid_host(value)
+    return f" (pid {ph[0]} on {ph[1]})" if ph else ""
 
 
 def stale_line(r: int, silent_s: float, value: str | None, timeout_s: float) -> str:
@@ -125,6 +132,8 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._me = f"{socket.gethostname()} {os.getpid()}"
+        #: the watched ranks named frozen and not beating again since: rank -> (pid, host), None if it never beat
+        self.frozen: dict[int, tuple[str, str] | None] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"twotower-heartbeat-{self.rank}", daemon=True)
@@ -165,8 +174,10 @@ class Heartbeat:
         stale, back = watch.observe(values, self._clock())
         level = logging.WARNING if self.rank == 0 else logging.ERROR  # a rank > 0 logs errors only (cli/main.py)
         for r, silent in stale:
+            self.frozen[r] = pid_host(values[r])
             log.log(level, "%s", stale_line(r, silent, values[r], self.timeout_s))
         for r, silent in back:
+            self.frozen.pop(r, None)
             log.log(level, "rank %d sends heartbeats again after %.0f s of silence", r, silent)
 
 
@@ -180,6 +191,15 @@ def _launcher_store(timeout_s: float) -> Any:
 
 #: the heartbeat this process runs, if any: one per process, however many blocks ask for it
 _running: list[Heartbeat] = []
+#: the last heartbeat this process started, kept after it stops: a collective's timeout is handled outside its block
+_last: list[Heartbeat] = []
+
+
+def frozen_ranks() -> dict[int, tuple[str, str] | None]:
+    """The ranks this process's last heartbeat named frozen (no beat for ``train.heartbeat_warn_s``) and that did
+    not beat again: rank -> ``(pid, host)`` (None if it never beat). Empty without a heartbeat, and on ranks that
+    watch none (:func:`watched_ranks`)."""
+    return dict(_last[0].frozen) if _last else {}
 
 
 @contextlib.contextmanager
@@ -199,6 +219,7 @@ def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
     beat = Heartbeat(tdist.rank(), world, train.heartbeat_warn_s, train.dist_timeout_s,
                      connect=lambda: _launcher_store(max(beat_interval(train.heartbeat_warn_s), 5.0)))
     _running.append(beat)
+    _last[:] = [beat]
     try:
         beat.start()
         yield

@@ -291,17 +291,35 @@ def _lost_peer_line(e: RuntimeError, out: Path, left: Callable[[Path], str]) -> 
 def _timed_out_line(e: RuntimeError, timeout_s: float, out: Path, left: Callable[[Path], str]) -> str:
     """One line for a rank whose collective waited ``train.dist_timeout_s`` in vain: the ranks that did not answer
     (those that did not time out too, read from the launcher's store), gloo's words and the setting; rank 0 adds
-    what the run folder holds, as for a rank that ended."""
+    what the run folder holds, as for a rank that ended. A rank the heartbeat already named frozen is not waited
+    for; the line names its pid and host, and how to end torchrun's wait for it."""
     from twotower.distributed import silent_ranks
+    from twotower.heartbeat import frozen_ranks
     from twotower.training import distributed as tdist
 
     rank = tdist.rank()
-    silent = silent_ranks(min(timeout_s, 10.0))
-    who = (f"rank {silent[0]}" if len(silent) == 1 else f"ranks {', '.join(map(str, silent))}") if silent else "another rank"
+    known = frozen_ranks()
+    silent = silent_ranks(min(timeout_s, 10.0), frozen=known)
+    if silent is None and known:  # the store went away: the heartbeat still saw who froze
+        silent = sorted(known)
+    frozen = [r for r in silent or [] if r in known]
+    where = {r: f"pid {ph[0]} on {ph[1]}" for r, ph in known.items() if ph}
+    kills = " and ".join(f"`kill -9 {ph[0]}` on {ph[1]}" for r, ph in known.items() if ph and r in frozen)
+    s = "s" if len(silent or []) > 1 else ""
+    who = f"rank{s} {', '.join(f'{r} ({where[r]})' if r in where else str(r) for r in silent)}" if silent else "another rank"
     cause = re.sub(r"^\[[^\]]*\]\s*", "", (str(e).strip().splitlines() or [""])[0]).split(". ")[0]
-    line = (f"{f'[rank {rank}] ' if rank else ''}error: {who} did not answer within train.dist_timeout_s={timeout_s:g} "
-            f"({cause or type(e).__name__}): it hangs, or worked alone longer than that (rank 0 validates and saves "
-            "after each epoch while the others wait); raise train.dist_timeout_s if that is expected")
+    line = f"{f'[rank {rank}] ' if rank else ''}error: {who} did not answer within train.dist_timeout_s={timeout_s:g} " \
+        f"({cause or type(e).__name__})"
+    if frozen:  # not busy: stopped; torchrun's SIGTERM cannot end it (docs/distributed.md)
+        line += (f": rank{'s' if len(frozen) > 1 else ''} {', '.join(map(str, frozen))} sent no heartbeat for "
+                 "train.heartbeat_warn_s, a frozen process (stopped with SIGSTOP, or its node stuck or swapping); "
+                 "torchrun waits 30 s for a frozen rank before it sends SIGKILL: "
+                 f"{kills or 'killing its process with SIGKILL'} ends it at once")
+    rest = [r for r in silent or [] if r not in frozen]
+    if rest or not silent:
+        who_else = "it hangs" if not frozen else f"rank {rest[0]} hangs" if len(rest) == 1 else "the others hang"
+        line += (f"{'; ' if frozen else ': '}{who_else}, or worked alone longer than that (rank 0 validates and saves "
+                 "after each epoch while the others wait); raise train.dist_timeout_s if that is expected")
     return f"{line}\n{left(out)}" if rank == 0 else line
 
 

@@ -1,0 +1,101 @@
+"""A rank frozen with SIGSTOP until train.dist_timeout_s: rank 0's timeout line names its pid and host, and how to end
+torchrun's wait for it, without first waiting for it to report a timeout it cannot report.
+
+The line said "rank 1 did not answer ... it hangs, or worked alone longer than that; raise train.dist_timeout_s"
+after waiting min(dist_timeout_s, 10) s more, though the heartbeat had named the frozen process seconds before.
+Two gloo ranks run `twotower train` (spawned as in test_heartbeat_sigstop.py); once rank 1 beats, the test stops
+it with SIGSTOP and reads rank 0's line.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import twotower.distributed as tdist
+from tests.synthetic import write_dataset
+from twotower.cli.train_cmd import _timed_out_line
+from twotower.heartbeat import DONE, heartbeat_key
+
+
+def _worker(rank: int, port: int, data: str, tmp: str) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), TWOTOWER_THREADS="1")
+    from twotower.cli.main import main
+
+    sys.stderr = open(Path(tmp) / f"rank{rank}.err", "w", buffering=1)  # line-buffered: the test reads it live
+    status = main(["-q", "train", "--train", f"{data}/train.csv", "--valid", f"{data}/valid.csv", "--out",
+                   f"{tmp}/run", "--epochs", "500", "--no-eval", "--no-progress", "train.batch_size=8",
+                   "train.patience=1000", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+                   "model.item.out_dim=8", "train.dist_timeout_s=8", "train.heartbeat_warn_s=1"])
+    print(f"status {status}", file=sys.stderr)
+    os._exit(0)  # skip the slow teardown of a torch child
+
+
+def _wait(cond, within_s: float = 90.0) -> None:
+    end = time.monotonic() + within_s
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)
+
+
+def test_the_timeout_line_names_a_frozen_rank_s_pid_and_how_to_end_torchrun_s_wait(tmp_path):
+    data = write_dataset(tmp_path / "data")["train"].parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.spawn(_worker, args=(port, str(data), str(tmp_path)), nprocs=2, join=False)
+    rank1 = ctx.processes[1]
+    err = tmp_path / "rank0.err"
+    try:
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
+        _wait(lambda: store.check([heartbeat_key(1)]) and store.get(heartbeat_key(1)).decode() != DONE)
+        os.kill(rank1.pid, signal.SIGSTOP)
+        _wait(lambda: "status " in err.read_text())
+    finally:
+        os.kill(rank1.pid, signal.SIGCONT)
+        os.kill(rank1.pid, signal.SIGKILL)
+        ctx.processes[0].join(120)
+    text = err.read_text()
+    assert "status 1" in text, text
+    line = next(x for x in text.splitlines() if "did not answer" in x)
+    host = socket.gethostname()
+    assert line.startswith(f"error: rank 1 (pid {rank1.pid} on {host}) did not answer within train.dist_timeout_s=8"), line
+    assert "sent no heartbeat for train.heartbeat_warn_s, a frozen process" in line, line
+    assert f"torchrun waits 30 s for a frozen rank before it sends SIGKILL: `kill -9 {rank1.pid}` on {host} ends it" in line
+    assert "raise train.dist_timeout_s" not in line  # it did not work alone: it is stopped
+
+
+def test_silent_ranks_does_not_wait_for_a_rank_the_heartbeat_named_frozen(monkeypatch):
+    master = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=10))
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(master.port))
+    monkeypatch.setattr(tdist, "rank", lambda: 0)
+    monkeypatch.setattr(tdist, "world_size", lambda: 3)
+    naps: list[float] = []
+    monkeypatch.setattr(tdist.time, "sleep", naps.append)
+    assert tdist.silent_ranks(10.0, frozen={1, 2}) == [1, 2]  # neither can report its timeout: no wait for them
+    assert naps == []
+    master.set("twotower/timed_out/0/2", "1")
+    assert tdist.silent_ranks(0.0, frozen={1}) == [1]  # rank 2 timed out too: not silent
+
+
+def test_the_line_tells_a_frozen_rank_from_one_that_hangs(monkeypatch):
+    import twotower.heartbeat as hb
+
+    monkeypatch.setattr(tdist, "silent_ranks", lambda wait_s, frozen=(): [1, 2])
+    monkeypatch.setattr(hb, "frozen_ranks", lambda: {1: ("4242", "nodeB")})
+    line = _timed_out_line(RuntimeError("[pair.cc:1] Timed out waiting 8000ms for recv"), 8.0, Path("run"),
+                           lambda out: "the run folder holds nothing")
+    first = line.splitlines()[0]
+    assert first.startswith("error: ranks 1 (pid 4242 on nodeB), 2 did not answer within train.dist_timeout_s=8 "
+                            "(Timed out waiting 8000ms for recv): rank 1 sent no heartbeat"), first
+    assert "`kill -9 4242` on nodeB ends it at once; rank 2 hangs, or worked alone longer" in first, first
+    assert line.splitlines()[1] == "the run folder holds nothing"
