@@ -68,7 +68,7 @@ def test_the_epoch_line_names_the_user_tower_when_it_is_the_one_that_collapsed(c
     from types import SimpleNamespace
 
     from twotower.config import LossConfig, TrainConfig
-    from twotower.training.hooks import log_epoch
+    from twotower.training.epoch_line import log_epoch
     from twotower.training.loop import EarlyStopping
 
     tr = SimpleNamespace(cfg=TrainConfig(epochs=3), loss_cfg=LossConfig(), sequence=False, history=[{"seconds": 1.0}],

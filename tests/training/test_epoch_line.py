@@ -10,7 +10,7 @@ import scipy.sparse as sp
 import torch
 
 from twotower.config import EvalConfig, LossConfig, TrainConfig
-from twotower.training.hooks import format_seconds
+from twotower.training.epoch_line import format_seconds
 from twotower.training.trainer import Trainer
 
 from tests.training.tiny_trainer import tiny_mean_model
@@ -58,7 +58,7 @@ def _line_after(caplog: pytest.LogCaptureFixture, history: list[float], epochs: 
     """The epoch line logged after epochs that took ``history`` seconds each (ML-100K's 6.4 s on one thread)."""
     from types import SimpleNamespace
 
-    from twotower.training.hooks import log_epoch
+    from twotower.training.epoch_line import log_epoch
 
     rows = [{"epoch": i + 1, "seconds": s, "loss": 5.0, "inbatch_accuracy": 0.02, "examples_per_s": 12868.0}
             for i, s in enumerate(history)]

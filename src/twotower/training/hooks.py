@@ -1,11 +1,10 @@
-"""The trainer's hooks: the check that the data gives a batch, checkpoint/resume, distributed start-up, logging and
-finishing."""
+"""The trainer's hooks: the check that the data gives a batch, checkpoint/resume, distributed start-up, stopping and
+finishing (the epoch's log line is in :mod:`twotower.training.epoch_line`)."""
 from __future__ import annotations
 
 import contextlib
 import json
 import logging
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +17,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
 from twotower.training.checkpoint import load_checkpoint, load_weights, optimizer_steps, save_checkpoint, save_weights
-from twotower.training.diagnostics import COLLAPSE_STD
+from twotower.training.epoch_line import format_seconds
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text, signals_deferred
@@ -27,15 +26,10 @@ from twotower.utils.wording import plural
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["averaged", "check_enough_examples", "validation_users", "resume_state", "start_ranks", "log_epoch", "format_seconds",
-           "finish_fit", "schedule_horizon"]
+__all__ = ["averaged", "check_enough_examples", "validation_users", "resume_state", "start_ranks", "finish_fit",
+           "schedule_horizon"]
 
 log = logging.getLogger("twotower.training.trainer")
-
-
-#: How the epoch line names the step's accuracy per loss.kind: BPR's "acc 0.864" (its positive above one random
-#: negative) read beside the in-batch softmax's "acc 0.042" (top of 512) as if the same measure, 20x better
-EPOCH_ACCURACY = {"inbatch": "acc", "sampled": "sampled acc", "full": "catalogue acc", "bpr": "pairwise acc"}
 
 
 def check_enough_examples(tr: "Trainer") -> None:
@@ -151,65 +145,6 @@ def start_ranks(tr: "Trainer", start_epoch: int) -> None:
         if not tr.sequence:
             tr.rng = np.random.default_rng(seq)
         torch.manual_seed(int(seq.generate_state(1, np.uint64)[0] >> 1))
-
-
-def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlyStopping, horizon: int) -> None:
-    """One line an epoch: ``epoch 3/30: loss ... valid M v (best b at e) (s, rate; at most T to go)``.
-
-    "At most": early stopping may end the fit sooner; the estimate is the mean epoch time so far (the
-    epochs before a resume included) times the epochs still to run: those scheduled, or under
-    ``train.time_budget_min`` those that start before the budget is spent (each then runs in full, so the
-    budget left was no cap: it read "at most 0s to go" before a whole last epoch, and after the epoch that
-    spent the budget, when nothing was left to run).
-    """
-    cfg = tr.cfg
-    rate = f"{row['examples_per_s']:.0f} {'seq' if tr.sequence else 'ex'}/s"
-    if "positions_per_s" in row:
-        rate += f", {row['positions_per_s']:.0f} positions/s"
-    value = row.get("valid_" + metric)
-    if value is None or stopper.best_epoch == 0:
-        best = ""
-    elif stopper.best_epoch == row["epoch"]:
-        best = " (new best)" if row["epoch"] > 1 else ""
-    else:
-        best = f" (best {stopper.best:.4f} at {stopper.best_epoch})"
-    last = min(cfg.epochs, horizon)  # a time budget aims the schedule (and the fit's end) at ``horizon``
-    left = ""
-    if row["epoch"] < last and not stopper.stop:  # patience ran out: the fit ends here, nothing is "to go"
-        spent = sum(r.get("seconds", 0.0) for r in tr.history)
-        per_epoch = spent / len(tr.history)
-        epochs_left = last - row["epoch"]
-        if cfg.time_budget_min is not None:  # the budget is checked before each epoch (stop_reason)
-            room = cfg.time_budget_min * 60.0 - spent
-            epochs_left = 0 if room <= 0 else min(epochs_left, math.ceil(room / per_epoch) if per_epoch > 0 else 1)
-        if epochs_left > 0:
-            left = f"; at most {format_seconds(per_epoch * epochs_left)} to go"
-    log.info(
-        "epoch %d/%d: loss %.4f %s %.3f%s%s%s %s%s (%.1fs, %s%s)",
-        row["epoch"], last, row["loss"], EPOCH_ACCURACY.get(tr.loss_cfg.kind, "acc"), row["inbatch_accuracy"],
-        f" item_std {row['item_std']:.3f}" if "item_std" in row else "",
-        # the tower that collapsed: "item_std 0.102 COLLAPSE" blamed the items when the user tower had (0.0047)
-        " COLLAPSE" + (f" (user_std {row['user_std']:.4f})" if row.get("user_std", 1.0) < row.get("collapse_std", COLLAPSE_STD) else "")
-        if row.get("collapse_alarm") else "",
-        f" alpha {row['alpha']:.3f}" if "alpha" in row else "",
-        # an epoch train.eval_every skips says so, rather than "valid NDCG@10 nan"
-        f"valid {metric} {value:.4f}" if value is not None
-        else "no validation data" if tr.valid_relevant is None else "not validated (train.eval_every)",
-        best, row["seconds"], rate, left,
-    )
-
-
-def format_seconds(s: float) -> str:
-    """``42s``, ``3m05s``, ``1h02m``: a duration as people read it in a log line; ``<1s`` for a moment, which
-    read as ``0s`` (nothing left)."""
-    if 0 < s < 0.5:
-        return "<1s"
-    s = int(round(s))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def finish_fit(tr: "Trainer", best_epoch: int | None = None, *, curves: bool = True) -> None:

@@ -52,6 +52,7 @@ from twotower.training.batch_plan import BatchPlan, plan_batch
 from twotower.training.cold_rows import ColdRows
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
+from twotower.training.epoch_line import log_epoch
 from twotower.training.examples import build_examples, make_histories, unused_history_dropout
 from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, describe_optimizer, sparse_parameters
 from twotower.training.rank_checks import check_ranks
@@ -234,7 +235,7 @@ class Trainer:
         Under torchrun every rank calls ``fit``; rank 0 validates and writes the run folder, and every rank returns
         with the best weights loaded. Each rank beats meanwhile, so a frozen one is named (train.heartbeat_warn_s).
         """
-        from twotower.training.hooks import (averaged, draw_curves, finish_fit, log_epoch, save_epoch, schedule_horizon,
+        from twotower.training.hooks import (averaged, draw_curves, finish_fit, save_epoch, schedule_horizon,
                                              start_ranks, stop_reason)
 
         with rank_heartbeats(self.cfg):  # a frozen rank named (one thread a rank, also inside `twotower train`)
