@@ -6,7 +6,7 @@ import torch
 
 from twotower.config import TowerConfig
 from twotower.models import pooling
-from twotower.models.pooling import weighted_bag
+from twotower.models.pooling import weighted_bags
 from twotower.models.towers import UserTower
 
 
@@ -34,7 +34,7 @@ def test_values_and_gradients_equal_the_obvious_form(sparse: bool, padding_idx: 
     table.zero_grad()
     w.grad = None
 
-    out = weighted_bag(table.weight, h, w, sparse=sparse, padding_idx=padding_idx)
+    [out] = weighted_bags(table.weight, h, [w], sparse=sparse, padding_idx=padding_idx)
     assert torch.allclose(out, _reference(table, h, w), atol=1e-6)
     (out * g).sum().backward()
     assert table.weight.grad.is_sparse == sparse  # SparseAdam needs the sparse layout nn.Embedding(sparse=True) gives
@@ -58,7 +58,7 @@ def test_pooled_user_tower_uses_it_and_keeps_the_weighted_mean() -> None:
 
 def test_shape_mismatch_is_refused() -> None:
     with pytest.raises(ValueError, match="one shape"):
-        weighted_bag(torch.zeros(4, 2), torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 2))
+        weighted_bags(torch.zeros(4, 2), torch.zeros(2, 3, dtype=torch.long), [torch.ones(2, 3), torch.ones(2, 2)])
 
 
 def test_extra_pools_sort_the_window_once_and_keep_the_table_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -73,8 +73,8 @@ def test_extra_pools_sort_the_window_once_and_keep_the_table_gradient(monkeypatc
     g = torch.randn(7, 2 * tower.config.history_dim)
     table = tower.history_emb
     w1, w2 = tower.history_weights(h), (h != 20).float()
-    sep = [weighted_bag(table.weight, h, w, padding_idx=table.padding_idx) / w.sum(1, keepdim=True).clamp_min(1e-12)
-           for w in (w1, w2)]
+    sep = [weighted_bags(table.weight, h, [w], padding_idx=table.padding_idx)[0] / w.sum(1, keepdim=True).clamp_min(1e-12)
+           for w in (w1, w2)]  # one call per pool
     (torch.cat(sep, -1) * g).sum().backward()
     want, want_out = table.weight.grad.clone(), torch.cat(sep, -1).detach()
     table.weight.grad = None

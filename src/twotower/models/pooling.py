@@ -6,7 +6,7 @@ it writes the ``[B, L, H]`` gather, a weighted copy of it and, backwards, its
 gradient and ``embedding_dense_backward``'s sorted scatter (ML-1M, batch 512 x
 50 items: 16-23 ms a step forward and backward, against 6-9 ms here).
 
-:func:`weighted_bag` computes the sum with ``F.embedding_bag`` (gather and
+:func:`weighted_bags` computes the sum with ``F.embedding_bag`` (gather and
 weighted sum fused, nothing ``[B, L, H]`` kept) and its backward as the sum of
 the ``w[b, l] * g[b]`` rows into each history item's row -- the same additions in
 the same order as ``embedding_dense_backward``, so the table's gradient is
@@ -40,7 +40,7 @@ try:  # SciPy's COO -> CSR counting sort without the duplicate summing that csr_
 except ImportError:  # a SciPy that moved its kernels: the index_add_ path below, same numbers
     _coo_tocsr = _csr_matvecs = None
 
-__all__ = ["BagPlan", "plan_bags", "weighted_bag", "weighted_bags"]
+__all__ = ["BagPlan", "plan_bags", "weighted_bags"]
 
 
 @dataclass(frozen=True)
@@ -186,22 +186,13 @@ def _rows_grad(table: Tensor, history: Tensor, weights: Tensor, grad: Tensor, sp
     return grad.new_zeros(table.shape).index_add_(0, flat, rows)
 
 
-def weighted_bag(table: Tensor, history: Tensor, weights: Tensor, *, sparse: bool = False,
-                 padding_idx: int | None = None) -> Tensor:
-    """``sum_l weights[b, l] * table[history[b, l]]``: ``[B, L]`` ids and weights -> ``[B, H]``.
-
-    ``sparse``: the table's gradient as a sparse COO tensor (for a table built
-    with ``sparse=True``); ``padding_idx``: a row that gets no gradient, as in
-    ``nn.Embedding``.
-    """
-    return weighted_bags(table, history, [weights], sparse=sparse, padding_idx=padding_idx)[0]
-
-
 def weighted_bags(table: Tensor, history: Tensor, weights: list[Tensor], *, sparse: bool = False,
                   padding_idx: int | None = None, plan: BagPlan | None = None) -> list[Tensor]:
-    """:func:`weighted_bag` for several weight sets over one history: ``[B, H]`` per set. The same values as
-    one call per set; the table's gradient is their sum (bit-identical to separate calls for up to two
-    sets; three or more are added in list order, which autograd need not follow: last-bit differences).
+    """``sum_l w[b, l] * table[history[b, l]]`` for each weight set ``w`` over one history: ``[B, L]`` ids and
+    weights -> ``[B, H]`` per set. The same values as one call per set; the table's gradient is their sum
+    (bit-identical to separate calls for up to two sets; three or more are added in list order, which autograd
+    need not follow: last-bit differences). ``sparse``: the table's gradient as a sparse COO tensor (for a table
+    built with ``sparse=True``); ``padding_idx``: a row that gets no gradient, as in ``nn.Embedding``.
     ``plan``: :func:`plan_bags` of these ``history`` and ``weights``, built ahead (the same numbers)."""
     for w in weights:
         if history.shape != w.shape:
