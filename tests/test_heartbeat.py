@@ -171,3 +171,23 @@ def test_the_threshold_is_zero_or_at_least_a_second():
     assert TrainConfig(heartbeat_warn_s=0).heartbeat_warn_s == 0
     with pytest.raises(ConfigError, match="train.heartbeat_warn_s"):
         TrainConfig(heartbeat_warn_s=0.5)
+
+
+def test_frozen_ranks_are_those_of_this_run_s_heartbeat(monkeypatch):
+    """The timeout line (cli/train_cmd.py) names the ranks the heartbeat saw frozen: not an earlier run's, in a
+    Python process that trains twice under torchrun, the second time with train.heartbeat_warn_s=0."""
+    import twotower.heartbeat as hb
+
+    clock = [0.0]
+    store = FakeStore()
+    earlier = Heartbeat(0, 2, 60.0, 1800.0, connect=lambda: store, clock=lambda: clock[0])
+    watch = StaleWatch([1], 60.0, 0.0)
+    store.values[heartbeat_key(1)] = "3 nodeB 4242"
+    earlier.check(store, watch)
+    clock[0] = 61.0
+    earlier.check(store, watch)
+    monkeypatch.setattr(hb, "_last", [earlier])
+    assert hb.frozen_ranks() == {1: ("4242", "nodeB")}
+    monkeypatch.setattr("twotower.distributed.world_size", lambda: 2)
+    with rank_heartbeats(TrainConfig(heartbeat_warn_s=0)):
+        assert hb.frozen_ranks() == {}

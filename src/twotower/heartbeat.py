@@ -214,6 +214,8 @@ def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
     world = tdist.world_size()
     if _running or world < 2 or not train.heartbeat_warn_s or \
             not (os.environ.get("MASTER_ADDR") and os.environ.get("MASTER_PORT")):
+        if not _running:  # a run without heartbeats: an earlier run's frozen ranks are not its own
+            _last.clear()
         yield
         return
     beat = Heartbeat(tdist.rank(), world, train.heartbeat_warn_s, train.dist_timeout_s,
