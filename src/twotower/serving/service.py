@@ -762,15 +762,16 @@ class RecommenderService:
         as :class:`RecRequest`'s). ``check``: as :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
         self.check_k(k)  # as RecRequest's k is checked
-        self.check_sizes(item_id=item_id)  # a 300-character id: HTTP's 422, not "unknown item" echoing it whole
+        from twotower.serving.catalog import check_filters
+
+        filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
+        # the schema's bounds (a 300-character id, 501 exclude_items), from Python too, before any lookup, as HTTP's
+        # 422 comes first: an unknown item_id sent with too many exclude_items was a 404 from Python, a 422 over HTTP
+        self.check_sizes(item_id=item_id, exclude_items=exclude_items, filters=filters)
         try:
             row = self.catalog.row(item_id)
         except NotFoundError as e:  # named, as /explain and /recommend name the field that sent an unknown id
             raise UnknownIdAt("item_id", e) from None
-        from twotower.serving.catalog import check_filters
-
-        filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
-        self.check_sizes(exclude_items=exclude_items, filters=filters)  # the schema's bounds, from Python too
         mask = self.catalog.filter_mask(filters, check) if filters else None
         listed = self.listed_rows(exclude_items)
         allow = None if mask is None else np.flatnonzero(mask & self.in_index)

@@ -1,0 +1,49 @@
+"""A request that breaks several rules at once is refused for the same one by every surface.
+
+The order: the request schema's shape and size checks first (HTTP's 422 comes before any lookup), then the
+lookups in the run. Each surface gets the same first refusal, in the words of pipeline/refusals.py, after its
+own location (``--item``, ``body.exclude_items``, ``item_id``).
+"""
+from __future__ import annotations
+
+import pytest
+
+import twotower as tt
+from twotower.cli.main import main
+from twotower.errors import TwoTowerError
+
+
+@pytest.fixture(scope="module")
+def run(run_dir):
+    return tt.TrainedRun.load(run_dir)
+
+
+def _cli(capsys, *argv: str) -> str:
+    assert main(list(argv)) != 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
+    assert len(lines) == 1, lines
+    return lines[0].removeprefix("error: ")
+
+
+def _py(fn) -> str:
+    with pytest.raises(TwoTowerError) as e:
+        fn()
+    return str(e.value)
+
+
+def _http(client, path: str, body: dict, status: int) -> str:
+    r = client.post(path, json=body)
+    assert r.status_code == status, r.text
+    return r.json()["error"]["message"]
+
+
+def test_too_many_exclude_items_is_said_before_an_unknown_item(client, service) -> None:
+    """POST /similar-items answered the 422 on exclude_items; RecommenderService.similar_items looked the item up
+    first and raised its 404 ("item_id: unknown item 'nope'")."""
+    upper = service.settings.max_exclude
+    excl = [f"x{n}" for n in range(upper + 1)]
+    said = (f"must hold at most {upper} item ids (this server's max_exclude: `twotower serve --max-exclude` sets it), "
+            f"got {upper + 1}")
+    assert _http(client, "/similar-items", {"item_id": "nope", "exclude_items": excl}, 422) == \
+        f"body.exclude_items: {said}"
+    assert _py(lambda: service.similar_items("nope", 5, exclude_items=excl)) == f"exclude_items: {said}"
