@@ -47,3 +47,21 @@ def test_too_many_exclude_items_is_said_before_an_unknown_item(client, service) 
     assert _http(client, "/similar-items", {"item_id": "nope", "exclude_items": excl}, 422) == \
         f"body.exclude_items: {said}"
     assert _py(lambda: service.similar_items("nope", 5, exclude_items=excl)) == f"exclude_items: {said}"
+
+
+@pytest.mark.parametrize("cli_who, cli_at, who, at", [
+    (["--user", "ghost"], "--user", {"user_id": "ghost"}, "user_id"),
+    (["--history", "i1,nope"], "--history: item 2 of 2", {"history": ["i1", "nope"]}, "history[1]"),
+])
+def test_who_asks_is_looked_up_before_the_item_explained(run_dir, run, client, service, capsys,
+                                                         cli_who, cli_at, who, at) -> None:
+    """An unknown user (or history id) with an unknown item_id: `twotower explain` named the user, POST /explain and
+    RecommenderService.explain the item, tt.explain_by_id the user but the item before a history id."""
+    cli = _cli(capsys, "explain", "--run", str(run_dir), *cli_who, "--item", "nope2")
+    assert cli.startswith(cli_at + ": ")
+    core = cli.removeprefix(cli_at + ": ")
+    assert core.startswith("unknown user 'ghost'" if "user_id" in who else "unknown item 'nope'")
+    assert _http(client, "/explain", {**who, "item_id": "nope2"}, 404) == f"{at}: {core}"
+    history = tuple(who["history"]) if "history" in who else None
+    assert _py(lambda: service.explain(user_id=who.get("user_id"), history=history, item_id="nope2")) == f"{at}: {core}"
+    assert _py(lambda: tt.explain_by_id(run, **who, item_id="nope2")) == f"{at}: {core}"

@@ -371,12 +371,13 @@ def explain_by_id(
             user_row = None if user_id is None else run.user_vocab.index(user_id)
         except NotFoundError as e:  # the words of `explain --user` and POST /explain
             raise hint_unknown_user(e, run) from None
-    with located("item_id"):
-        item_row = run.item_vocab.index(item_id)
     history_rows = None
     if history_ids is not None:  # every unknown id named, as recommend's history refusal names them
         history_rows = rows_naming_every_unknown(history_ids, run.item_vocab.index,
                                                  lambda pos, e: locate(e, f"{name}[{pos}]"))
+    # the item after who asks about it (user_id or history), as `twotower explain` and POST /explain look them up
+    with located("item_id"):
+        item_row = run.item_vocab.index(item_id)
     explanation = explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features,

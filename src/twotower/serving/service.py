@@ -806,12 +806,14 @@ class RecommenderService:
             history = check_new_history(history, run=self.run, user_features=user_features)
         feats = self._encode_features(user_id, user_features)  # the same checks and messages as /recommend
         explain = self._explainer()
+        # who is asking (user_id, or history's ids) before the item asked about, as `twotower explain` and
+        # tt.explain_by_id look them up: an unknown user with an unknown item was "unknown item" here alone
+        user_row = self._user_row(user_id, "user_id") if user_id is not None else None
+        hist = self.history_rows(history) if history is not None else None
         try:
             item_row = self.catalog.row(item_id)
         except NotFoundError as e:  # named: with a history, "unknown item" alone could mean either field
             raise UnknownIdAt("item_id", e) from None
-        user_row = self._user_row(user_id, "user_id") if user_id is not None else None
-        hist = self.history_rows(history) if history is not None else None
         if hist is None and user_row is not None and self.histories is not None:
             hist = self._known_history(user_row)[0]  # the input history /recommend read for this user
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
