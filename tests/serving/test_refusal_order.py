@@ -65,3 +65,24 @@ def test_who_asks_is_looked_up_before_the_item_explained(run_dir, run, client, s
     history = tuple(who["history"]) if "history" in who else None
     assert _py(lambda: service.explain(user_id=who.get("user_id"), history=history, item_id="nope2")) == f"{at}: {core}"
     assert _py(lambda: tt.explain_by_id(run, **who, item_id="nope2")) == f"{at}: {core}"
+
+
+@pytest.mark.parametrize("cli_extra, extra, tt_extra, cli_at, http_at, py_at, status", [
+    (["--filter", "colour=red"], {"filters": {"colour": ["red"]}}, {"filters": {"colour": ["red"]}},
+     "--filter colour", "filters.colour", "filters.colour", 422),
+    (["--exclude-items", "nope2"], {"exclude_items": ["nope2"]}, {"exclude": ["nope2"]},
+     "--exclude-items: item 1 of 1", "exclude_items[0]", "exclude[0]", 404),
+])
+def test_a_new_users_history_ids_are_looked_up_after_filters_and_exclusions(
+        run_dir, run, client, service, capsys, cli_extra, extra, tt_extra, cli_at, http_at, py_at, status) -> None:
+    """An unknown history id with an unknown filter field (or exclude id): POST /recommend and the service named the
+    filter (the exclude id), `recommend --history` and tt.recommend the history id."""
+    from twotower.serving import RecRequest
+
+    cli = _cli(capsys, "recommend", "--run", str(run_dir), "--history", "i1,nope", *cli_extra)
+    assert cli.startswith(cli_at), cli
+    core = cli.removeprefix(cli_at)  # ": " and the words
+    assert _http(client, "/recommend", {"history": ["i1", "nope"], **extra}, status) == f"{http_at}{core}"
+    req = RecRequest(history=("i1", "nope"), **{k: tuple(v) if isinstance(v, list) else v for k, v in extra.items()})
+    assert _py(lambda: service.recommend(req)) == f"{http_at}{core}"
+    assert _py(lambda: tt.recommend(run, history=["i1", "nope"], **tt_extra)) == f"{py_at}{core}"

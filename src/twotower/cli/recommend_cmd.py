@@ -167,14 +167,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     _threads(args)
     run = TrainedRun.load(args.run)
     hist = None
-    if args.history is not None:  # its ids checked before the index is opened, as tt.recommend checks them
+    if args.history is not None:
         hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
-        check_history_ids(hist, run)  # the first unknown id named by its place, as HTTP and Python name it
     from twotower.serving.service import filter_allow, run_filter_mask
 
-    # POST /recommend's checks, before the index
+    # POST /recommend's checks, before the index and in its order: filters, exclusions, then the query's ids
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     listed = _listed_rows(run, args.listed_ids)  # its ids checked before the index, as --history's
+    if hist is not None:  # the first unknown id named by its place, as HTTP and Python name it
+        check_history_ids(hist, run)
     # --user's and --users' ids too: an unknown one was refused only after the index was opened (and its
     # `ranking with ...` line printed), where POST /recommend and tt.recommend refuse it before any work
     user_row = _user_row(run, args.user) if hist is None and args.user is not None else None

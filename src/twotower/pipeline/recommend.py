@@ -509,8 +509,6 @@ def recommend(
         # an empty list: refused, as `recommend --history` and HTTP refuse it, unless user_features alone describe
         # the user on a run that reads them
         history = check_new_history(history, run=run, user_features=user_features)
-        # an unknown id named by its place, as POST /recommend names it, and every other unknown one after it
-        rows_naming_every_unknown(history, run.item_vocab.index, lambda pos, e: locate(e, f"history[{pos}]"))
     if user_ids is not None:  # checked before the index is opened, as history above
         if isinstance(user_ids, str):
             raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
@@ -522,6 +520,9 @@ def recommend(
     from twotower.pipeline.exclusions import listed_rows
 
     listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
+    if history is not None:  # after the filters and exclusions, as POST /recommend and `recommend --history` look them up
+        # an unknown id named by its place, as POST /recommend names it, and every other unknown one after it
+        rows_naming_every_unknown(history, run.item_vocab.index, lambda pos, e: locate(e, f"history[{pos}]"))
     histories = None
     if history_from is not None:  # read (and checked) before the index is opened
         from twotower.pipeline.histories import read_input_histories
