@@ -86,3 +86,15 @@ def test_a_new_users_history_ids_are_looked_up_after_filters_and_exclusions(
     req = RecRequest(history=("i1", "nope"), **{k: tuple(v) if isinstance(v, list) else v for k, v in extra.items()})
     assert _py(lambda: service.recommend(req)) == f"{http_at}{core}"
     assert _py(lambda: tt.recommend(run, history=["i1", "nope"], **tt_extra)) == f"{py_at}{core}"
+
+
+def test_k_zero_is_said_before_an_unknown_user_in_one_wording(run_dir, run, client, service, capsys) -> None:
+    """k=0 with an unknown user: the CLI, HTTP and tt.recommend said "k: must be at least 1, got 0"; a RecRequest for
+    RecommenderService said "k must be a positive integer or None (the service's default_k), got 0"."""
+    from twotower.serving import RecRequest
+
+    said = "must be at least 1, got 0"
+    assert _cli(capsys, "recommend", "--run", str(run_dir), "--user", "ghost", "--k", "0") == f"--k: {said}"
+    assert _http(client, "/recommend", {"user_id": "ghost", "k": 0}, 422) == f"body.k: {said}"
+    assert _py(lambda: service.recommend(RecRequest(user_id="ghost", k=0))) == f"k: {said}"
+    assert _py(lambda: tt.recommend(run, ["ghost"], k=0)) == f"k: {said}"

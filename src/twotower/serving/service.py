@@ -83,7 +83,10 @@ class RecRequest:
             history = check_history(self.history)
             if self.user_features is None or history:
                 check_new_history(history)
-        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1):
+        if isinstance(self.k, int) and not isinstance(self.k, bool) and self.k < 1:
+            # the words of POST /recommend's 422, `recommend --k` and tt.recommend (the upper bound: check_k's)
+            raise ConfigError(f"k: {k_refusal(self.k)}")
+        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)):
             raise ConfigError(f"k must be a positive integer or None (the service's default_k), got {self.k!r}")
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
                                            or self.explain_k < 1):
