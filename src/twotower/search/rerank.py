@@ -21,6 +21,7 @@ import numpy as np
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
 from twotower.errors import ConfigError, DataError
 from twotower.results import PAD_ID, Results
+from twotower.search.bm25 import BM25Config, check_bm25_config
 from twotower.search.artefacts import (
     CROSS_ENCODER_META,
     check_cross_encoder_dir,
@@ -327,11 +328,12 @@ def validate_reranking(reranker: "CrossEncoderReranker", val: RerankValidation,
 
 
 def _holdout_validation(queries: Sequence[str], positive_rows: Sequence[int], negatives: Sequence[np.ndarray],
-                       doc_texts: Sequence[str], valid_frac: float,
-                       seed: int) -> tuple[list[str], list[int], list[np.ndarray], RerankValidation]:
+                       doc_texts: Sequence[str], valid_frac: float, seed: int,
+                       bm25: BM25Config | None) -> tuple[list[str], list[int], list[np.ndarray], RerankValidation]:
     """``(queries, positive_rows, negatives, validation)``: the pairs left once ``valid_frac`` of the queries are held
     out (:func:`~twotower.search.validation.hold_out`, seeded by ``seed``), and the held-out queries with BM25's lists
-    over ``doc_texts``, the first stage ``rerank train --valid-frac`` judges reranking against."""
+    over ``doc_texts`` (``bm25``'s settings; None: BM25Config's defaults), the first stage ``rerank train
+    --valid-frac`` judges reranking against."""
     from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
     from twotower.search.validation import hold_out  # noqa: PLC0415
 
@@ -340,10 +342,23 @@ def _holdout_validation(queries: Sequence[str], positive_rows: Sequence[int], ne
         raise ConfigError(f"valid_frac={valid_frac:g} holds out all {len(queries)} pairs; give a smaller valid_frac")
     logger.info("valid_frac %g: %d of the queries (%d pairs) held out for validation, %d pairs left to train on",
                 valid_frac, len(held.queries), held.pairs, keep.size)
-    bm25 = BM25Retriever().fit(list(doc_texts), [str(i) for i in range(len(doc_texts))])
-    first = bm25.search(held.queries, max(SearchConfig.rerank_top, 10))
+    retriever = BM25Retriever(bm25).fit(list(doc_texts), [str(i) for i in range(len(doc_texts))])
+    first = retriever.search(held.queries, max(SearchConfig.rerank_top, 10))
     return ([queries[i] for i in keep], [int(positive_rows[i]) for i in keep], [negatives[i] for i in keep],
             RerankValidation(held.queries, first, held.relevant, top_n=SearchConfig.rerank_top))
+
+
+def _with_bm25(source: Mapping[str, Any] | None, bm25: BM25Config | None) -> Mapping[str, Any] | None:
+    """``source`` with ``bm25``'s settings in its ``mining`` (as `rerank train` records them), checked as
+    finetune_bi_encoder checks its ``bm25``; ``source`` itself when ``bm25`` is None."""
+    check_bm25_config(bm25)
+    if bm25 is None:
+        return source
+    mining = dict((source or {}).get("mining") or {})
+    if mining.setdefault("retriever", "bm25") != "bm25":  # recorded as the mining's settings, it would be false
+        raise ConfigError(f"bm25= gives the settings of BM25 mining, and source's mining retriever is "
+                          f"{mining['retriever']!r}: pass bm25 with negatives mined by BM25, or leave it out")
+    return {**dict(source or {}), "mining": {**mining, "bm25": asdict(bm25)}}
 
 
 def _identity():
@@ -368,6 +383,7 @@ def train_cross_encoder(
     source: Mapping[str, Any] | None = None,
     validation: RerankValidation | None = None,
     threads: int | None = None,
+    bm25: BM25Config | None = None,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
@@ -385,6 +401,11 @@ def train_cross_encoder(
     ``threads``: torch's, FAISS's and the BLAS pools' thread count during the call (``rerank train --threads``; None:
     left as they are). The thread counts and the global random generators it seeds with ``config.seed`` are put back
     as the caller had them when it returns.
+
+    ``bm25``: the BM25 settings the ``negatives`` were mined with (``rerank train --token-pattern``), recorded in the
+    marker's ``data.mining`` under ``"bm25"``, and those of the BM25 the queries held out by ``config.valid_frac`` are
+    judged against; None: BM25Config's defaults (nothing recorded). Refused when ``source``'s ``mining`` names
+    another retriever.
     """
 
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
@@ -397,10 +418,11 @@ def train_cross_encoder(
     no_third_party_bars()  # "Loading weights" and "Writing model shards" bars: \r lines in a redirected log
     if not (len(queries) == len(positive_rows) == len(negatives)):
         raise DataError("queries, positive_rows and negatives need the same length")
+    source = _with_bm25(source, bm25)
     if validation is None and cfg.valid_frac > 0:
         # valid_frac was ignored without a word from Python (the marker's validation null), as the CLI holds out
         queries, positive_rows, negatives, validation = _holdout_validation(queries, positive_rows, negatives,
-                                                                           doc_texts, cfg.valid_frac, cfg.seed)
+                                                                           doc_texts, cfg.valid_frac, cfg.seed, bm25)
     rng = seed_everything(cfg.seed)
     set_threads(threads)
     t0 = time.perf_counter()
