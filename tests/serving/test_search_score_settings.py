@@ -38,3 +38,18 @@ def test_the_served_index_settings_are_described(tmp_path):
         doc = _score_doc(client)
     assert f"lucene, k1 1.2, b 0.75, token pattern {BM25Config.token_pattern}" in doc
     assert "zscore interpolation (w=0.30, 0.70)" in doc and "1 / (k + rank)" not in doc
+
+
+def test_the_route_description_names_the_served_index_fusion(tmp_path):
+    """POST /search's own description said "RRF with k=60 unless it said otherwise" whatever the index fused with."""
+    corpus = load_corpus(write_beir(tmp_path / "beir") / "corpus.jsonl")
+    SearchIndex.build(corpus, fusion={"name": "rrf", "params": {"k": 10}}).save(tmp_path / "idx")
+    with TestClient(create_app(search_index_dir=tmp_path / "idx", settings=ServiceSettings())) as client:
+        doc = client.get("/openapi.json").json()["paths"]["/search"]["post"]["description"]
+    assert "rrf(k=10)" in doc and "k=60" not in doc
+
+    index = SearchIndex.build(corpus, fusion={"name": "interpolation",
+                                              "params": {"weights": [0.3, 0.7], "normalization": "minmax"}})
+    with TestClient(create_app(search_service=SearchService(index=index), settings=ServiceSettings())) as client:
+        doc = client.get("/openapi.json").json()["paths"]["/search"]["post"]["description"]
+    assert "minmax interpolation (w=0.30, 0.70)" in doc and "RRF" not in doc

@@ -132,11 +132,10 @@ def install_body_examples(app: FastAPI) -> None:
             body = schema.get("paths", {}).get(path, {}).get("post", {}).get("requestBody")
             if body is not None:
                 body["content"]["application/json"]["examples"] = named
-        hit = schema.get("components", {}).get("schemas", {}).get("SearchHit", {}).get("properties", {}).get("score")
-        if hit is not None and search is not None:  # the served index's own BM25 settings and fusion
-            from twotower.serving.search_service import score_doc
+        if search is not None:  # the served index's own BM25 settings and fusion
+            from twotower.serving.search_service import describe_served_index
 
-            hit["description"] = score_doc(search.index)
+            describe_served_index(schema, search.index)
         paths = schema.get("paths", {})
         if ("/recommend" in paths and service is None) or ("/search" in paths and search is None):
             app.openapi_schema = None  # asked before the lifespan loaded them: built again, with their ids, after

@@ -73,6 +73,29 @@ def score_doc(index: "SearchIndex") -> str:
             "in the corpus")
 
 
+def route_doc(index: "SearchIndex") -> str:
+    """POST /search's description with the served index's fusion in it, as :func:`score_doc` puts it in the score's:
+    the fixed text said "RRF with k=60 unless it said otherwise" whatever the index was built with (`--fusion`,
+    `--rrf-k`)."""
+    from twotower.search.fusion import as_fusion
+
+    return ("BM25, dense or (the default) hybrid search over the served index, optionally reranked.\n\n"
+            f"Hybrid fuses BM25's and the dense retriever's top {SearchConfig.depth} by the fusion `twotower search "
+            f"index --fusion` stored with the served index, {as_fusion(index.fusion).describe()}; the hits' `score` "
+            "says what each mode ranks by.")
+
+
+def describe_served_index(schema: dict, index: "SearchIndex") -> None:
+    """Put the served index's own BM25 settings and fusion in ``schema`` (the OpenAPI document): POST /search's
+    description (:func:`route_doc`) and its hits' ``score`` (:func:`score_doc`)."""
+    hit = schema.get("components", {}).get("schemas", {}).get("SearchHit", {}).get("properties", {}).get("score")
+    if hit is not None:
+        hit["description"] = score_doc(index)
+    route = schema.get("paths", {}).get("/search", {}).get("post")
+    if route is not None:
+        route["description"] = route_doc(index)
+
+
 #: characters of each document's text returned with a hit
 SNIPPET_CHARS = 300
 #: words of the first passage searched for by :meth:`SearchService.warm_up`
@@ -229,6 +252,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         Hybrid fuses BM25's and the dense retriever's top 100 by the fusion `twotower search index --fusion` stored
         with the index (RRF with k=60 unless it said otherwise); the hits' `score` says what each mode ranks by.
         """
+        # once the index is loaded, the OpenAPI document says its own fusion instead (route_doc)
         service = getattr(request.app.state, "search", None)
         if service is None:
             raise HTTPException(503, "the search index is still loading")
