@@ -163,15 +163,16 @@ def serve_workers(args: argparse.Namespace, run, service, settings) -> None:  # 
     """``twotower serve --workers N``'s machinery over the synthetic catalogue: vectors and index mapped."""
     from dataclasses import asdict
 
-    from twotower.serving.workers import WorkerSpec, make_shared_dir, run_workers, share_arrays
+    from twotower.serving.workers import WorkerSpec, run_workers, share_arrays, shared_dir
 
-    shared = make_shared_dir()
-    share_arrays(service, shared)
-    service.index.save(shared / "index", model_fingerprint=run.fingerprint())
-    spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), run_dir=str(args.run),
-                      index_dir=str(shared / "index"), fingerprint=run.fingerprint())
-    del service
-    run_workers(spec, workers=args.workers, log_level="warning", factory="serve_load:worker_app")
+    # a Ctrl-C while the vectors or the index are written removes the folder, as `twotower serve` does
+    with shared_dir() as shared:
+        share_arrays(service, shared)
+        service.index.save(shared / "index", model_fingerprint=run.fingerprint())
+        spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), run_dir=str(args.run),
+                          index_dir=str(shared / "index"), fingerprint=run.fingerprint())
+        del service
+        run_workers(spec, workers=args.workers, log_level="warning", factory="serve_load:worker_app")
 
 
 def worker_app():  # noqa: ANN201 - FastAPI

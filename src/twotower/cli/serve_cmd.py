@@ -245,20 +245,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}", file=sys.stderr)
     if settings.workers > 1:
-        import shutil
+        from twotower.serving.workers import shared_dir, supervise
 
-        from twotower.serving.workers import make_shared_dir, supervise
-
-        shared = make_shared_dir()
-        try:
+        # removed if a SIGTERM or Ctrl-C comes while the vectors are written, or the disk fills (shared_dir)
+        with shared_dir() as shared:
             spec = _share_with_workers(args, settings, service, shared)
             # the workers map the shared files; this process becomes a fresh one that only supervises them
             supervise(spec, workers=settings.workers, log_level=args.log_level)
-        except BaseException:
-            # a SIGTERM or Ctrl-C while the vectors were written (seconds, for a large catalogue), a full disk: the
-            # folder and its half-written file were left in the temporary directory until the next `serve`
-            shutil.rmtree(shared, ignore_errors=True)
-            raise
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
     if threading.current_thread() is threading.main_thread():

@@ -26,6 +26,7 @@ server stops (folders of a killed server are swept at the next start).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -38,7 +39,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 
 import numpy as np
 
@@ -119,6 +120,19 @@ def make_shared_dir() -> Path:
         if pid != os.getpid() and not _alive(pid) and old.is_dir() and old.stat().st_uid == os.getuid():
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base))
+
+
+@contextlib.contextmanager
+def shared_dir() -> Iterator[Path]:
+    """:func:`make_shared_dir`, removed with what is in it when the block raises (a SIGTERM or Ctrl-C while the
+    vectors are written, seconds for a large catalogue; a full disk): it was left in the temporary directory until
+    the next server's sweep. Kept when the block ends normally: the workers it was made for remove it."""
+    shared = make_shared_dir()
+    try:
+        yield shared
+    except BaseException:
+        shutil.rmtree(shared, ignore_errors=True)
+        raise
 
 
 def _alive(pid: int) -> bool:
