@@ -54,4 +54,6 @@ def test_a_stopped_server_exits_with_the_signals_status_whatever_its_workers(run
             proc.wait()
     out = proc.stdout.read()
     assert proc.returncode == status, out
+    if sig == signal.SIGINT:  # the line every command a Ctrl-C stops ends with (the supervisor said nothing)
+        assert out.splitlines()[-1:] == ["interrupted"], out
     assert not list(Path(tempfile.gettempdir()).glob(f"twotower-serve-{proc.pid}-*")), out

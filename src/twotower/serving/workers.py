@@ -412,7 +412,8 @@ _CAN_HOLD = hasattr(signal, "pthread_sigmask")
 
 def _supervise_main(argv: list[str]) -> int:
     """``python -m twotower.serving.workers SPEC WORKERS LOG_LEVEL LEVEL``: what :func:`supervise` runs."""
-    from twotower.cli.stopping import Terminated, terminate_as_interrupt
+    from twotower.cli.stopping import Terminated, interrupt_status, terminate_as_interrupt
+    from twotower.cli.stopping import stopped_by as said_when
 
     spec_path, workers, log_level, level = argv
     logging.basicConfig(level=int(level), format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
@@ -432,8 +433,9 @@ def _supervise_main(argv: list[str]) -> int:
         return 2
     except Terminated:
         stopped_by = signal.SIGTERM
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        print(said_when(e), file=sys.stderr)  # "interrupted", as the CLI ends every command a Ctrl-C stops
+        return interrupt_status(e)
     finally:
         shutil.rmtree(spec.shared_dir, ignore_errors=True)  # run_workers removes it, unless stopped before it ran
     # as the single-process server ends: uvicorn re-raises a SIGTERM (the process dies by it, 143 in a shell, a
@@ -445,7 +447,10 @@ def _supervise_main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.raise_signal(signal.SIGTERM)
         return 128 + signal.SIGTERM  # pragma: no cover - SIGTERM ended the process
-    return 130 if stopped_by == signal.SIGINT else 0
+    if stopped_by == signal.SIGINT:  # the single-process server's KeyboardInterrupt says it in cli.main
+        print(said_when(KeyboardInterrupt()), file=sys.stderr)
+        return interrupt_status(KeyboardInterrupt())
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - run by supervise() through exec
