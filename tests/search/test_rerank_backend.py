@@ -163,12 +163,10 @@ def test_serve_hands_the_backend_to_the_search_service_and_its_workers(tmp_path,
         serve_cmd.cmd_serve(args)
     assert seen["settings"] == RerankSettings(backend="torch-bf16")
     # --workers N: each worker process loads the reranker from the spec, with the same backend
-    from twotower.serving import workers
     from twotower.serving.settings import ServiceSettings
 
-    monkeypatch.setattr(workers, "make_shared_dir", lambda: tmp_path)
     args.workers = 2
-    spec = serve_cmd._share_with_workers(args, ServiceSettings(), None)
+    spec = serve_cmd._share_with_workers(args, ServiceSettings(), None, tmp_path)  # the folder serve made for them
     assert spec.rerank_backend == "torch-bf16"
 
 
