@@ -7,17 +7,19 @@ gives is the installed torchrun's.
 """
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
+
+from twotower.distributed import torchrun_kill_grace_s
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "distributed.md").read_text(encoding="utf-8")
 
 
 def _grace_s() -> int:
-    """The seconds torchrun's agent waits for its workers after SIGTERM when one of them failed."""
-    from torch.distributed.elastic.multiprocessing.api import PContext
-
-    return inspect.signature(PContext.close).parameters["timeout"].default
+    """The seconds torchrun's agent waits for its workers after SIGTERM when one of them failed (as the timeout line
+    `twotower train` prints says it)."""
+    grace = torchrun_kill_grace_s()
+    assert grace is not None, "this torch's PContext.close has no default timeout: reword the page and the line"
+    return grace
 
 
 def test_the_page_gives_torchruns_wait_for_a_frozen_rank_and_how_to_end_it():

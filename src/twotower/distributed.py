@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "init_from_env", "init_distributed", "is_initialized", "is_main", "rank", "world_size", "barrier",
     "all_reduce_mean", "cleanup", "distributed_world", "gather_with_grad", "gather_no_grad", "broadcast_value",
-    "lost_peer", "timed_out", "silent_ranks", "rank_device",
+    "lost_peer", "timed_out", "silent_ranks", "rank_device", "torchrun_kill_grace_s",
 ]
 
 logger = logging.getLogger(__name__)
@@ -199,6 +199,21 @@ def silent_ranks(wait_s: float, frozen: Collection[int] = ()) -> list[int] | Non
             time.sleep(0.1)
     except (RuntimeError, KeyError, ValueError):  # the store went with its process: what was seen before
         return missing
+
+
+def torchrun_kill_grace_s() -> int | None:
+    """The seconds torchrun's agent waits for its workers after SIGTERM, when one of them failed, before it sends
+    SIGKILL: the default of the installed torch's ``PContext.close`` (30 in torch 2.13; no setting changes it on
+    this path). None if this torch has no such default."""
+    import inspect
+
+    try:
+        from torch.distributed.elastic.multiprocessing.api import PContext
+
+        grace = inspect.signature(PContext.close).parameters["timeout"].default
+    except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return grace if isinstance(grace, (int, float)) and not isinstance(grace, bool) else None
 
 
 def cleanup() -> None:

@@ -22,6 +22,7 @@ import torch.multiprocessing as mp
 import twotower.distributed as tdist
 from tests.synthetic import write_dataset
 from twotower.cli.train_cmd import _timed_out_line
+from twotower.distributed import torchrun_kill_grace_s
 from twotower.heartbeat import DONE, heartbeat_key
 
 
@@ -69,7 +70,7 @@ def test_the_timeout_line_names_a_frozen_rank_s_pid_and_how_to_end_torchrun_s_wa
     host = socket.gethostname()
     assert line.startswith(f"error: rank 1 (pid {rank1.pid} on {host}) did not answer within train.dist_timeout_s=8"), line
     assert "sent no heartbeat for train.heartbeat_warn_s, a frozen process" in line, line
-    assert f"torchrun waits 30 s for a frozen rank before it sends SIGKILL: `kill -9 {rank1.pid}` on {host} ends it" in line
+    assert f"torchrun waits {torchrun_kill_grace_s()} s for a frozen rank before it sends SIGKILL: `kill -9 {rank1.pid}` on {host} ends it" in line
     assert "raise train.dist_timeout_s" not in line  # it did not work alone: it is stopped
 
 
@@ -99,3 +100,22 @@ def test_the_line_tells_a_frozen_rank_from_one_that_hangs(monkeypatch):
                             "(Timed out waiting 8000ms for recv): rank 1 sent no heartbeat"), first
     assert "`kill -9 4242` on nodeB ends it at once; rank 2 hangs, or worked alone longer" in first, first
     assert line.splitlines()[1] == "the run folder holds nothing"
+
+
+def test_the_line_gives_the_installed_torchruns_wait_not_a_fixed_30_s(monkeypatch):
+    """The line said "torchrun waits 30 s" whatever torch was installed; it reads the wait where the page's test
+    does (tests/test_torchrun_shutdown_wait.py), PContext.close's default."""
+    import inspect
+
+    import twotower.heartbeat as hb
+    from torch.distributed.elastic.multiprocessing.api import PContext
+
+    assert torchrun_kill_grace_s() == inspect.signature(PContext.close).parameters["timeout"].default
+    monkeypatch.setattr(tdist, "silent_ranks", lambda wait_s, frozen=(): [1])
+    monkeypatch.setattr(hb, "frozen_ranks", lambda: {1: ("4242", "nodeB")})
+    monkeypatch.setattr(tdist, "torchrun_kill_grace_s", lambda: 45)
+    line = _timed_out_line(RuntimeError("Timed out waiting 8000ms for recv"), 8.0, Path("run"), lambda out: "")
+    assert "torchrun waits 45 s for a frozen rank before it sends SIGKILL: `kill -9 4242` on nodeB ends it" in line, line
+    monkeypatch.setattr(tdist, "torchrun_kill_grace_s", lambda: None)  # a torch without the default: no number made up
+    line = _timed_out_line(RuntimeError("Timed out waiting 8000ms for recv"), 8.0, Path("run"), lambda out: "")
+    assert "torchrun waits a while for a frozen rank before it sends SIGKILL" in line, line

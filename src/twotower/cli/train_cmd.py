@@ -293,7 +293,7 @@ def _timed_out_line(e: RuntimeError, timeout_s: float, out: Path, left: Callable
     (those that did not time out too, read from the launcher's store), gloo's words and the setting; rank 0 adds
     what the run folder holds, as for a rank that ended. A rank the heartbeat already named frozen is not waited
     for; the line names its pid and host, and how to end torchrun's wait for it."""
-    from twotower.distributed import silent_ranks
+    from twotower.distributed import silent_ranks, torchrun_kill_grace_s
     from twotower.heartbeat import frozen_ranks
     from twotower.training import distributed as tdist
 
@@ -311,9 +311,11 @@ def _timed_out_line(e: RuntimeError, timeout_s: float, out: Path, left: Callable
     line = f"{f'[rank {rank}] ' if rank else ''}error: {who} did not answer within train.dist_timeout_s={timeout_s:g} " \
         f"({cause or type(e).__name__})"
     if frozen:  # not busy: stopped; torchrun's SIGTERM cannot end it (docs/distributed.md)
+        grace = torchrun_kill_grace_s()
         line += (f": rank{'s' if len(frozen) > 1 else ''} {', '.join(map(str, frozen))} sent no heartbeat for "
                  "train.heartbeat_warn_s, a frozen process (stopped with SIGSTOP, or its node stuck or swapping); "
-                 "torchrun waits 30 s for a frozen rank before it sends SIGKILL: "
+                 f"torchrun waits {f'{grace:g} s' if grace is not None else 'a while'} for a frozen rank before it "
+                 "sends SIGKILL: "
                  f"{kills or 'killing its process with SIGKILL'} ends it at once")
     rest = [r for r in silent or [] if r not in frozen]
     if rest or not silent:
