@@ -106,11 +106,46 @@ def test_a_frozen_rank_0_is_named_by_rank_1_at_error_level(caplog):
     assert [r.getMessage() for r in caplog.records] == ["rank 0 sends heartbeats again after 310 s of silence"]
 
 
-def test_rank_0_is_watched_by_rank_1_and_each_other_nodes_first_rank():
-    from twotower.heartbeat import watched_ranks
+def test_rank_0_is_watched_by_every_rank_and_named_by_rank_1_and_each_other_nodes_first_rank():
+    from twotower.heartbeat import names_silence, watched_ranks
 
     # 2 nodes x 3 processes: ranks 0-2 on node A, 3-5 on node B
-    assert [watched_ranks(r, 6, r % 3) for r in range(6)] == [[1, 2, 3, 4, 5], [0], [], [0], [], []]
+    assert [watched_ranks(r, 6) for r in range(6)] == [[1, 2, 3, 4, 5], [0], [0], [0], [0], [0]]
+    assert [names_silence(r, r % 3) for r in range(6)] == [True, True, False, True, False, False]
+
+
+def test_a_rank_that_names_nothing_still_knows_every_frozen_rank_for_its_timeout_line(caplog):
+    """Rank 2 of 3 on rank 0's node watched no rank: its timeout line could not name a frozen rank 1 (or 0). It reads
+    rank 0's beat and rank 0's verdict on the others, two keys a beat, and logs none of it."""
+    from twotower.heartbeat import frozen_key
+
+    clock = [0.0]
+    store = FakeStore()
+    zero = Heartbeat(0, 3, 60.0, 1800.0, connect=lambda: store, clock=lambda: clock[0])
+    two = Heartbeat(2, 3, 60.0, 1800.0, connect=lambda: store, clock=lambda: clock[0], says=False)
+    watches = [StaleWatch(b.watch, 60.0, 0.0) for b in (zero, two)]
+    store.values[heartbeat_key(1)] = "5 nodeA 4242"
+    with caplog.at_level(logging.WARNING, logger="twotower.distributed"):
+        for t in (0.0, 30.0, 61.0, 62.0):
+            clock[0] = t
+            for r, b, w in ((0, zero, watches[0]), (2, two, watches[1])):
+                store.values[heartbeat_key(r)] = f"{int(t)} nodeA {4000 + r}"
+                b.check(store, w)
+    assert two.frozen == {1: ("4242", "nodeA")} == zero.frozen
+    assert [r.getMessage()[:6] for r in caplog.records] == ["rank 1"]  # rank 0's warning alone
+    clock[0] = 70.0
+    store.values[heartbeat_key(1)] = "6 nodeA 4242"  # `kill -CONT`
+    zero.check(store, watches[0])
+    two.check(store, watches[1])
+    assert two.frozen == {} == zero.frozen
+    for t in (200.0, 300.0):  # rank 0 froze: rank 2 sees it itself, quietly (rank 1 names it)
+        clock[0] = t
+        store.values[heartbeat_key(2)] = f"{int(t)} nodeA 4002"
+        two.check(store, watches[1])
+    assert two.frozen == {0: ("4000", "nodeA")}
+    store.values[frozen_key()] = "not json"
+    two.check(store, watches[1])
+    assert two.frozen == {0: ("4000", "nodeA")}
 
 
 def test_a_rank_1_thread_watches_rank_0_by_default(monkeypatch, caplog):

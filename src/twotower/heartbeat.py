@@ -4,9 +4,12 @@ A rank that stops answering (``kill -STOP``, a stuck or swapping node) left the 
 collective, silent, until ``train.dist_timeout_s`` (default 1800 s) ran out. Now each rank runs a daemon thread
 that writes a beat (a counter, its host and pid) into the launcher's TCP store every ``heartbeat_warn_s / 6``
 seconds (at most 10), and rank 0's thread warns once when another rank's beat has not changed for
-``train.heartbeat_warn_s`` seconds, and once more if it beats again. Rank 0 itself, which nobody named when it
-froze, is watched by rank 1 and by the first rank of every other node (``LOCAL_RANK`` 0: one line in each node's
-torchrun output), at error level, the only one a rank > 0 logs. A frozen process's thread is frozen with it,
+``train.heartbeat_warn_s`` seconds, and once more if it beats again. Rank 0 itself is watched by every other rank
+(one key each), and named by rank 1 and by the first rank of every other node (``LOCAL_RANK`` 0: one line in each
+node's torchrun output), at error level, the only one a rank > 0 logs. Rank 0 also writes which ranks it finds
+frozen into one key of the store when that changes, and every other rank reads it each beat: so each rank's
+timeout line (cli/train_cmd.py) can name any frozen rank, for two reads a rank per beat (rank 0: one per rank),
+not one per pair of ranks. A frozen process's thread is frozen with it,
 so a stopped rank is caught; a rank stuck in Python code (a loop, a deadlock) still beats, and is named only at
 the timeout. Beats are compared on the watching rank's own clock (a counter changed or not), so clocks that differ between
 nodes do not matter. The threads read no random stream and touch no tensor: training's numbers are unchanged.
@@ -15,6 +18,7 @@ The store may go away first (its process ended): the threads then stop without a
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -27,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from twotower.config import TrainConfig
 
-__all__ = ["StaleWatch", "Heartbeat", "watched_ranks", "rank_heartbeats", "heartbeat_key", "beat_interval", "DONE",
-           "frozen_ranks"]
+__all__ = ["StaleWatch", "Heartbeat", "watched_ranks", "names_silence", "rank_heartbeats", "heartbeat_key",
+           "frozen_key", "beat_interval", "DONE", "frozen_ranks"]
 
 log = logging.getLogger("twotower.distributed")
 
@@ -39,6 +43,11 @@ DONE = "done"
 def heartbeat_key(rank: int) -> str:
     """The store key a rank beats into (one per torchrun restart, as :func:`twotower.distributed.silent_ranks`)."""
     return f"twotower/heartbeat/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/{rank}"
+
+
+def frozen_key() -> str:
+    """The store key rank 0 writes the ranks it finds frozen into (JSON: rank -> ``[pid, host]`` or null)."""
+    return f"twotower/heartbeat/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/frozen"
 
 
 def beat_interval(warn_after_s: float) -> float:
@@ -104,12 +113,16 @@ def stale_line(r: int, silent_s: float, value: str | None, timeout_s: float) -> 
             f"or kill it to end the wait now ({after})")
 
 
-def watched_ranks(rank: int, world: int, local_rank: int) -> list[int]:
-    """The ranks whose beats ``rank`` watches: rank 0 every other; rank 1 and each other node's first rank
-    (``local_rank`` 0) rank 0; the rest none (a frozen rank 0 named once per node, not by every rank)."""
-    if rank == 0:
-        return list(range(1, world))
-    return [0] if rank == 1 or local_rank == 0 else []
+def watched_ranks(rank: int, world: int) -> list[int]:
+    """The ranks whose beats ``rank`` reads: rank 0 every other; every other rank rank 0 alone (the rest it learns
+    from rank 0's verdict, :func:`frozen_key`)."""
+    return list(range(1, world)) if rank == 0 else [0]
+
+
+def names_silence(rank: int, local_rank: int) -> bool:
+    """Whether ``rank`` logs the silences it sees: rank 0, rank 1 and each other node's first rank (``local_rank``
+    0), so a frozen rank 0 is named once per node, not by every rank."""
+    return rank <= 1 or local_rank == 0
 
 
 def _local_rank() -> int:
@@ -118,22 +131,26 @@ def _local_rank() -> int:
 
 class Heartbeat:
     """One rank's heartbeat thread; it also watches the ranks ``watch`` names (:class:`StaleWatch`; by default
-    :func:`watched_ranks` of this process's ``LOCAL_RANK``).
+    :func:`watched_ranks`), logs their silences if ``says`` (by default :func:`names_silence` of this process's
+    ``LOCAL_RANK``) and, on a rank > 0, reads rank 0's verdict on the others (:func:`frozen_key`).
 
     ``connect`` returns the store (a fresh client of the launcher's TCP store by default); ``clock`` the time.
     """
 
     def __init__(self, rank: int, world: int, warn_after_s: float, timeout_s: float, *,
                  connect: Callable[[], Any], clock: Callable[[], float] = time.monotonic,
-                 watch: list[int] | None = None) -> None:
+                 watch: list[int] | None = None, says: bool | None = None) -> None:
         self.rank, self.world, self.warn_after_s, self.timeout_s = rank, world, warn_after_s, timeout_s
-        self.watch = watched_ranks(rank, world, _local_rank()) if watch is None else watch
+        self.watch = watched_ranks(rank, world) if watch is None else watch
+        self.says = names_silence(rank, _local_rank()) if says is None else says
         self._connect, self._clock = connect, clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._me = f"{socket.gethostname()} {os.getpid()}"
-        #: the watched ranks named frozen and not beating again since: rank -> (pid, host), None if it never beat
+        #: the ranks named frozen (by this thread, or on a rank > 0 by rank 0's) and not beating again since:
+        #: rank -> (pid, host), None if it never beat; replaced whole, never changed in place (read by another thread)
         self.frozen: dict[int, tuple[str, str] | None] = {}
+        self._seen_frozen: dict[int, tuple[str, str] | None] = {}  # by this thread's own watch
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"twotower-heartbeat-{self.rank}", daemon=True)
@@ -151,14 +168,13 @@ class Heartbeat:
         except Exception as e:  # noqa: BLE001 -- no store to beat into (its process ended): nothing to say
             log.debug("heartbeat: no store (%s)", e)
             return
-        watch = StaleWatch(self.watch, self.warn_after_s, self._clock()) if self.watch else None
+        watch = StaleWatch(self.watch, self.warn_after_s, self._clock())
         count = 0
         try:
             while True:
                 count += 1
                 store.set(heartbeat_key(self.rank), f"{count} {self._me}")
-                if watch is not None:
-                    self.check(store, watch)
+                self.check(store, watch)
                 if self._stop.wait(beat_interval(self.warn_after_s)):
                     break
             store.set(heartbeat_key(self.rank), DONE)
@@ -166,19 +182,39 @@ class Heartbeat:
             log.debug("heartbeat: store gone (%s)", e)
 
     def check(self, store: Any, watch: StaleWatch) -> None:
-        """Read every watched rank's beat and warn about the newly silent ones (and those beating again)."""
-        values: dict[int, str | None] = {}
-        for r in watch.ranks:
-            key = heartbeat_key(r)
-            values[r] = store.get(key).decode() if store.check([key]) else None
+        """Read every watched rank's beat and warn about the newly silent ones (and those beating again); rank 0
+        writes what it found frozen when that changed, the others read it."""
+        values = {r: _read(store, heartbeat_key(r)) for r in watch.ranks}
         stale, back = watch.observe(values, self._clock())
         level = logging.WARNING if self.rank == 0 else logging.ERROR  # a rank > 0 logs errors only (cli/main.py)
         for r, silent in stale:
-            self.frozen[r] = pid_host(values[r])
-            log.log(level, "%s", stale_line(r, silent, values[r], self.timeout_s))
+            self._seen_frozen[r] = pid_host(values[r])
+            if self.says:
+                log.log(level, "%s", stale_line(r, silent, values[r], self.timeout_s))
         for r, silent in back:
-            self.frozen.pop(r, None)
-            log.log(level, "rank %d sends heartbeats again after %.0f s of silence", r, silent)
+            self._seen_frozen.pop(r, None)
+            if self.says:
+                log.log(level, "rank %d sends heartbeats again after %.0f s of silence", r, silent)
+        if self.rank == 0:
+            if stale or back:
+                store.set(frozen_key(), json.dumps({str(r): ph for r, ph in self._seen_frozen.items()}))
+            self.frozen = dict(self._seen_frozen)
+        else:  # rank 0's verdict on the others (it warned about them), and this thread's own on rank 0
+            told = _verdict(_read(store, frozen_key()))
+            self.frozen = {r: ph for r, ph in {**told, **self._seen_frozen}.items() if r != self.rank}
+
+
+def _read(store: Any, key: str) -> str | None:
+    return store.get(key).decode() if store.check([key]) else None
+
+
+def _verdict(value: str | None) -> dict[int, tuple[str, str] | None]:
+    """The ranks rank 0 wrote under :func:`frozen_key` (none if it wrote nothing, or nothing readable)."""
+    try:
+        raw = json.loads(value) if value else {}
+        return {int(r): (str(ph[0]), str(ph[1])) if ph else None for r, ph in raw.items()}
+    except (ValueError, TypeError, AttributeError, IndexError):
+        return {}
 
 
 def _launcher_store(timeout_s: float) -> Any:
@@ -197,8 +233,8 @@ _last: list[Heartbeat] = []
 
 def frozen_ranks() -> dict[int, tuple[str, str] | None]:
     """The ranks this process's last heartbeat named frozen (no beat for ``train.heartbeat_warn_s``) and that did
-    not beat again: rank -> ``(pid, host)`` (None if it never beat). Empty without a heartbeat, and on ranks that
-    watch none (:func:`watched_ranks`)."""
+    not beat again: rank -> ``(pid, host)`` (None if it never beat); on a rank > 0, rank 0's verdict on the others
+    too. Empty without a heartbeat."""
     return dict(_last[0].frozen) if _last else {}
 
 

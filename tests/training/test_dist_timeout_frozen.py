@@ -26,9 +26,11 @@ from twotower.distributed import torchrun_kill_grace_s
 from twotower.heartbeat import DONE, heartbeat_key
 
 
-def _worker(rank: int, port: int, data: str, tmp: str) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+def _worker(rank: int, port: int, data: str, tmp: str, world: int = 2) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port), TWOTOWER_THREADS="1")
+    if world > 2:  # the test holds the store, as torchrun's agent does: it outlives rank 0
+        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
     from twotower.cli.main import main
 
     sys.stderr = open(Path(tmp) / f"rank{rank}.err", "w", buffering=1)  # line-buffered: the test reads it live
@@ -119,3 +121,34 @@ def test_the_line_gives_the_installed_torchruns_wait_not_a_fixed_30_s(monkeypatc
     monkeypatch.setattr(tdist, "torchrun_kill_grace_s", lambda: None)  # a torch without the default: no number made up
     line = _timed_out_line(RuntimeError("Timed out waiting 8000ms for recv"), 8.0, Path("run"), lambda out: "")
     assert "torchrun waits a while for a frozen rank before it sends SIGKILL" in line, line
+
+
+def test_a_third_rank_on_rank_0_s_node_names_the_frozen_rank_too(tmp_path):
+    """Three ranks on one node: rank 2 watched no rank, so its own line read "[rank 2] error: rank 1 did not answer
+    ... it hangs, or worked alone longer than that; raise train.dist_timeout_s", though rank 0 had named rank 1
+    frozen. It now reads rank 0's verdict from the store each beat. The store is the test's, as under torchrun
+    (its agent's): rank 0 ending does not take it away from rank 2's count of the ranks that timed out too."""
+    data = write_dataset(tmp_path / "data")["train"].parent
+    store = dist.TCPStore("127.0.0.1", 0, world_size=4, is_master=True, timeout=timedelta(seconds=60),
+                          wait_for_workers=False)
+    ctx = mp.spawn(_worker, args=(store.port, str(data), str(tmp_path), 3), nprocs=3, join=False)
+    rank1 = ctx.processes[1]
+    err = tmp_path / "rank2.err"
+    try:
+        _wait(lambda: store.check([heartbeat_key(1)]) and store.get(heartbeat_key(1)).decode() != DONE)
+        os.kill(rank1.pid, signal.SIGSTOP)
+        _wait(lambda: "status " in err.read_text() and "status " in (tmp_path / "rank0.err").read_text())
+    finally:
+        os.kill(rank1.pid, signal.SIGCONT)
+        os.kill(rank1.pid, signal.SIGKILL)
+        for p in (ctx.processes[0], ctx.processes[2]):
+            p.join(120)
+    text = err.read_text()
+    assert "status 1" in text, text
+    line = next(x for x in text.splitlines() if "did not answer" in x)
+    host = socket.gethostname()
+    assert line.startswith(f"[rank 2] error: rank 1 (pid {rank1.pid} on {host}) did not answer within "
+                           "train.dist_timeout_s=8"), line
+    assert f"`kill -9 {rank1.pid}` on {host} ends it at once" in line, line
+    assert "raise train.dist_timeout_s" not in line, line
+    assert "has sent no heartbeat" not in text, text  # rank 0 warned about rank 1; rank 2 says it once, in its line
