@@ -42,7 +42,7 @@ from twotower.distributed import init_distributed
 from twotower.errors import ConfigError, TrainingDiverged
 from twotower.evaluation.protocol import EvalProtocol, evaluate, parse_metric
 from twotower.heartbeat import rank_heartbeats
-from twotower.losses.factory import describe_loss, make_loss
+from twotower.losses.factory import make_loss
 from twotower.losses.base import temperature_suspect
 from twotower.losses.fused_xent import kernel_precision
 from twotower.models.history import UserSequences
@@ -53,14 +53,15 @@ from twotower.training.cold_rows import ColdRows
 from twotower.training.diagnostics import check_finite_weights
 from twotower.training.epoch import train_epoch
 from twotower.training.epoch_line import log_epoch
-from twotower.training.examples import build_examples, make_histories, unused_history_dropout
-from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, describe_optimizer, sparse_parameters
+from twotower.training.examples import build_examples, make_histories
+from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
 from twotower.training.rank_checks import check_ranks
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
 from twotower.training.sequence import SequenceExamples
 from twotower.training.sequence_step import sequence_step
+from twotower.training.start_line import log_start
 from twotower.training.step import RecStep, loss_log_q, share, sync_grads
 from twotower.utils.runtime import flush_denormals, resolve_device
 
@@ -151,15 +152,7 @@ class Trainer:
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
         if tdist.is_main():
-            n_params = sum(p.numel() for p in model.parameters())
-            log.info("training: %d %s/epoch (%s), batch %d%s%s, loss %s, %s%s, %d parameters (%.1f MB), %d users, %d items",
-                     self._units_per_epoch(), "sequences" if self.sequence else "examples", train.examples,
-                     train.batch_size, f" across {self.world} ranks" if self.world > 1 else "", f", GradCache chunks of {train.gradcache_chunk}" if train.gradcache_chunk else "",
-                     describe_loss(loss, model.n_items, per="target" if self.sequence else "example", batch=B, world=self.world),
-                     describe_optimizer(train.optimizer, train.ema_decay, len(self._sparse_ids)), ", bf16 matrix products" if self.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
-            unused = unused_history_dropout(train, model.user_tower.uses_history)
-            if unused:
-                log.info("%s", unused)
+            log_start(self, B)  # training/start_line.py
 
     def _units_per_epoch(self) -> int:
         n = len(self.examples)
