@@ -456,6 +456,13 @@ class VectorIndex(ABC):
                 f, d, a = int(fetch[group[0]]), int(depth[group[0]]), allow[group[0]]
                 scores, ids = self._search_deeper(queries[group], f, d, a)  # [G, F]
                 keep = ids != PAD_ID  # [G, F]
+                # without an allow-list the answer is the top-k of the backend's whole top-(k + excluded) minus the
+                # excluded, as a plain search that deep: an ANN search returning fewer (an IVF whose probed lists hold
+                # fewer vectors) is deepened like it, not stopped at the first k survivors of a shallow probe
+                # (1M x 64, IVF16384 nprobe 6, each query's top-500 excluded: recall@10 0.05 against exact)
+                need = np.asarray([min(k + excl[q].size, total) if allow[q] is None and excl[q].size else 0
+                                   for q in group.tolist()])  # [G]
+                short = keep.sum(axis=1) < need
                 for row, q in enumerate(group):
                     if excl[q].size:
                         keep[row] &= ~np.isin(ids[row], excl[q])
@@ -465,7 +472,7 @@ class VectorIndex(ABC):
                 got = Results.from_scores_and_ids(scores, ids, k)  # [G, K]
                 out_ids[group], out_scores[group] = got.ids, got.scores
                 if not self._exhausted(f, d):
-                    still.extend(int(q) for q in group[keep.sum(axis=1) < k])
+                    still.extend(int(q) for q in group[(keep.sum(axis=1) < k) | short])
             pending = np.asarray(still, dtype=np.int64)
             fetch[pending] = np.minimum(fetch[pending] * 2, total)
             depth[pending] += 1
