@@ -1,6 +1,7 @@
 """`twotower serve` stopped by a signal ends the same way with one process or with --workers 2: SIGTERM ends it
-as the signal does (143 in a shell; uvicorn re-raises it in the single process), Ctrl-C with 130. The workers'
-supervisor returned normally from both, so `kill` of a `--workers 2` server exited 0, as a clean finish."""
+as the signal does (143 in a shell; uvicorn re-raises it in the single process), Ctrl-C with "interrupted" and 130.
+The workers' supervisor returned normally from both, so `kill` of a `--workers 2` server exited 0, as a clean
+finish; the single process exited 0 without a word on Ctrl-C (uvicorn caught the KeyboardInterrupt it re-raised)."""
 from __future__ import annotations
 
 import os
@@ -24,6 +25,7 @@ def _free_port() -> int:
 
 @pytest.mark.parametrize(("workers", "sig", "status"), [
     (1, signal.SIGTERM, -signal.SIGTERM),
+    (1, signal.SIGINT, 130),
     (2, signal.SIGTERM, -signal.SIGTERM),
     (2, signal.SIGINT, 130),
 ])

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -259,8 +261,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # the server dies by the signal (143 in a shell, a clean stop for systemd) as with --workers, not by the
         # CLI's Terminated, which exits 143 (a failure to systemd)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    with _ctrl_c_noted() as ctrl_c:
+        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+    if ctrl_c:
+        # uvicorn stopped gracefully on Ctrl-C (requests under way answered), raised SIGINT again at the handler it
+        # found, then caught the KeyboardInterrupt itself: the server exited 0 without a word; now it ends as every
+        # command a Ctrl-C stops, and `serve --workers N`, do: "interrupted" (cli.main) and 130
+        raise KeyboardInterrupt
     return 0
+
+
+@contextlib.contextmanager
+def _ctrl_c_noted() -> Iterator[list[int]]:
+    """A list that a SIGINT received inside the block (while uvicorn serves, or before it catches signals) is noted
+    in; the SIGINT still raises KeyboardInterrupt, as Python's own handler does."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread has signals
+        yield noted
+        return
+
+    def note(signum: int, frame: object) -> None:
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any, shared: Path) -> Any:
