@@ -98,3 +98,53 @@ def test_k_zero_is_said_before_an_unknown_user_in_one_wording(run_dir, run, clie
     assert _http(client, "/recommend", {"user_id": "ghost", "k": 0}, 422) == f"body.k: {said}"
     assert _py(lambda: service.recommend(RecRequest(user_id="ghost", k=0))) == f"k: {said}"
     assert _py(lambda: tt.recommend(run, ["ghost"], k=0)) == f"k: {said}"
+
+
+def _too_long_history(service) -> tuple[list[str], str]:
+    upper = service.settings.max_history
+    return [f"i{n % 5}" for n in range(upper + 1)], (
+        f"history: must hold at most {upper} item ids (this server's max_history: `twotower serve --max-history` "
+        f"sets it), got {upper + 1}")
+
+
+@pytest.mark.parametrize("extra", [
+    {"k": 0},
+    {"k": "max_k+1"},
+    {"user_features": {f"c{n}": 1 for n in range(65)}},
+], ids=["k-zero", "k-over-max-k", "65-user-features"])
+def test_a_too_long_history_is_said_before_k_and_user_features(client, service, extra) -> None:
+    """POST /recommend checks its fields in the schema's order (user_id, history, user_features, k, ...), so a
+    501-id history with k=0 (or 65 user_features columns) was refused for the history over HTTP; RecommenderService
+    named k (RecRequest itself, or check_k, before check_sizes) or the user features (checked first)."""
+    from twotower.serving import RecRequest
+
+    if extra.get("k") == "max_k+1":
+        extra = {"k": service.settings.max_k + 1}
+    history, said = _too_long_history(service)
+    assert _http(client, "/recommend", {"history": history, **extra}, 422) == f"body.{said}"
+    assert _py(lambda: service.recommend(RecRequest(history=tuple(history), **extra))) == said
+    batch = _http(client, "/recommend/batch", {"requests": [{"history": history, **extra}]}, 422)
+    assert batch == f"body.requests[0].{said}"
+    assert _py(lambda: service.recommend_batch([RecRequest(history=tuple(history), **extra)])) == \
+        f"requests[0].{said}"
+
+
+@pytest.mark.parametrize("extra", [
+    {"user_features": {f"c{n}": 1 for n in range(65)}},
+    {"item_id": "x" * 300},
+], ids=["65-user-features", "300-character-item-id"])
+def test_a_too_long_history_is_said_first_by_explain_too(client, service, extra) -> None:
+    """POST /explain's schema reads user_id, history, user_features, item_id: the service checked the features and
+    the item id before the history."""
+    history, said = _too_long_history(service)
+    body = {"history": history, "item_id": "i1", **extra}
+    assert _http(client, "/explain", body, 422) == f"body.{said}"
+    assert _py(lambda: service.explain(**{**body, "history": tuple(history)})) == said
+
+
+def test_a_too_long_item_id_is_said_before_k_by_similar_items(client, service) -> None:
+    """POST /similar-items reads item_id before k: the service checked k first."""
+    item = "x" * 300
+    http = _http(client, "/similar-items", {"item_id": item, "k": 0}, 422)
+    assert http.startswith("body.item_id: "), http
+    assert _py(lambda: service.similar_items(item, 0)) == http.removeprefix("body.")

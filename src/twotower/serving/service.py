@@ -83,9 +83,8 @@ class RecRequest:
             history = check_history(self.history)
             if self.user_features is None or history:
                 check_new_history(history)
-        if isinstance(self.k, int) and not isinstance(self.k, bool) and self.k < 1:
-            # the words of POST /recommend's 422, `recommend --k` and tt.recommend (the upper bound: check_k's)
-            raise ConfigError(f"k: {k_refusal(self.k)}")
+        # k=0 is refused by the service (check_sizes), in the words of POST /recommend's 422, after a too long history
+        # or too many user_features, as the schema checks its fields in that order
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)):
             raise ConfigError(f"k must be a positive integer or None (the service's default_k), got {self.k!r}")
         if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
@@ -94,6 +93,10 @@ class RecRequest:
         if self.explain_k is not None and not self.explain:  # as POST /recommend's 422: never silently ignored
             raise ConfigError("explain_k needs explain=True (it says how many of the first items get an explanation, "
                               "and without explain none do); pass both, or neither")
+
+
+#: :meth:`RecommenderService.check_sizes` without a ``k`` to check (None is a k it refuses)
+_NOT_GIVEN: Any = object()
 
 
 def _index_ids(index: VectorIndex) -> np.ndarray | None:
@@ -619,7 +622,7 @@ class RecommenderService:
         return self._answers([req], check=check, n=0)[0]
 
     def check_sizes(self, *, user_id: Any = None, item_id: Any = None, history: Any = None, exclude_items: Any = None,
-                    filters: Any = None, user_features: Any = None) -> None:
+                    filters: Any = None, user_features: Any = None, k: Any = _NOT_GIVEN) -> None:
         """Refuse what POST /recommend's (/similar-items', /explain's) schema bounds: a list over ``max_history``,
         ``max_exclude``, a filter's fields and values (``history: must hold at most 500 item ids (this server's
         max_history: ...), got 501``), an id or filter value over :data:`MAX_ID_CHARS` characters, a filter field's
@@ -627,7 +630,12 @@ class RecommenderService:
         ``user_features`` over :data:`MAX_USER_FEATURES` columns or with a column name over
         :data:`MAX_FIELD_NAME_CHARS` (:func:`~twotower.pipeline.refusals.user_features_refusal`, which
         ``--user-features`` reads too), in its 422's words: a Python caller of the service got any length, which only
-        HTTP bounded."""
+        HTTP bounded. ``k``, when given, as :meth:`check_k`.
+
+        In the order the HTTP schemas read their fields (user_id, history, user_features, item_id, k, exclude_items,
+        filters), so a request breaking two bounds is refused for the same one by both: a 501-id history sent with
+        k=0 or 65 user_features columns was refused for k (or the features) by the service, for the history over
+        HTTP."""
         def sized(x: Any) -> bool:  # a string or another wrong type is refused by the checks of its own
             return x is not None and not isinstance(x, (str, bytes)) and hasattr(x, "__len__")
 
@@ -635,16 +643,20 @@ class RecommenderService:
             if isinstance(x, (str, int)) and not isinstance(x, bool) and len(got := str(x).strip()) > MAX_ID_CHARS:
                 raise ConfigError(f"{where}: {too_long(MAX_ID_CHARS, len(got))}")
 
-        refuse_oversized_user_features(user_features)
-        s = self.settings
-        check_id("user_id", user_id)
-        check_id("item_id", item_id)
-        for name, got, upper, setting in (("history", history, s.max_history, "max_history"),
-                                          ("exclude_items", exclude_items, s.max_exclude, "max_exclude")):
+        def check_ids(name: str, got: Any, upper: int, setting: str) -> None:
             if sized(got) and len(got) > upper:
                 raise ConfigError(f"{name}: {too_many(upper, 'item ids', len(got), setting)}")
             for i, x in enumerate(got if sized(got) else ()):
                 check_id(f"{name}[{i}]", x)
+
+        s = self.settings
+        check_id("user_id", user_id)
+        check_ids("history", history, s.max_history, "max_history")
+        refuse_oversized_user_features(user_features)
+        check_id("item_id", item_id)
+        if k is not _NOT_GIVEN:
+            self.check_k(k)
+        check_ids("exclude_items", exclude_items, s.max_exclude, "max_exclude")
         if not isinstance(filters, Mapping):
             return
         if len(filters) > MAX_FILTER_FIELDS:
@@ -707,8 +719,7 @@ class RecommenderService:
             return []
         reqs = [self._with_k(r) for r in reqs]
         for b, r in enumerate(reqs):
-            _at_request(b, n, self.check_k, r.k)
-            _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history,
+            _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history, k=r.k,
                                       exclude_items=r.exclude_items, filters=r.filters, user_features=r.user_features))
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
@@ -764,13 +775,14 @@ class RecommenderService:
         """Items whose embeddings are closest to ``item_id``'s (the item itself excluded, and ``exclude_items``,
         as :class:`RecRequest`'s). ``check``: as :meth:`recommend_batch`'s, called between filter values."""
         _use_threads(self.settings.threads)
-        self.check_k(k)  # as RecRequest's k is checked
         from twotower.serving.catalog import check_filters
 
-        filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
         # the schema's bounds (a 300-character id, 501 exclude_items), from Python too, before any lookup, as HTTP's
-        # 422 comes first: an unknown item_id sent with too many exclude_items was a 404 from Python, a 422 over HTTP
-        self.check_sizes(item_id=item_id, exclude_items=exclude_items, filters=filters)
+        # 422 comes first: an unknown item_id sent with too many exclude_items was a 404 from Python, a 422 over HTTP;
+        # in the schema's order, item_id, k, exclude_items, filters (k was checked before the item id)
+        self.check_sizes(item_id=item_id, k=k, exclude_items=exclude_items)
+        filters = check_filters(filters)  # from Python: {"genres": "Comedy"} is refused, as RecRequest's
+        self.check_sizes(filters=filters)
         try:
             row = self.catalog.row(item_id)
         except NotFoundError as e:  # named, as /explain and /recommend name the field that sent an unknown id
