@@ -12,27 +12,13 @@ from __future__ import annotations
 import pytest
 
 import twotower as tt
-from twotower.cli.main import main
-from twotower.errors import TwoTowerError
+from tests.serving.refusal_words import cli_refusal as _cli
+from tests.serving.refusal_words import py_refusal as _py
 
 
 @pytest.fixture(scope="module")
 def run(run_dir):
     return tt.TrainedRun.load(run_dir)
-
-
-def _cli(capsys, *argv: str) -> str:
-    """The one error line of a refused command, without its ``error: `` lead."""
-    assert main(list(argv)) != 0
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error: ")]
-    assert len(lines) == 1, lines
-    return lines[0].removeprefix("error: ")
-
-
-def _py(fn) -> str:
-    with pytest.raises(TwoTowerError) as e:
-        fn()
-    return str(e.value)
 
 
 def _http(client, path: str, body: dict, status: int = 422) -> str:
