@@ -20,6 +20,16 @@ QUERIES = [
 ]
 
 
+#: a corpus where the single-letter "D" of "vitamin D" decides the ranking (the BM25 token-pattern tests)
+VITAMIN_DOCS = ["Type 1 diabetes in children and insulin",
+                "Type 2 diabetes in adults and metformin",
+                "Fat-soluble vitamins A and E",
+                "Vitamin D: the sunshine vitamin made in the skin from sunlight, absorbed with calcium, for bone health "
+                "in older adults",
+                "Coffee and liver cancer"]
+VITAMIN_IDS = ["t1", "t2", "ae", "d", "coffee"]
+
+
 def write_beir(root: Path, qrels: dict[str, str] | None = None, docs=DOCS, queries=QUERIES) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "qrels").mkdir(exist_ok=True)

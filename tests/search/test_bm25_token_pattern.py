@@ -14,19 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.extras import needs_text
-from tests.search.search_data import write_beir
+from tests.search.search_data import VITAMIN_DOCS, VITAMIN_IDS, write_beir
 from twotower.errors import ConfigError
 from twotower.search.bm25 import LEGACY_TOKEN_PATTERN, BM25Config, BM25Retriever
 
 pytestmark = needs_text
 
-DOCS = ["Type 1 diabetes in children and insulin",
-        "Type 2 diabetes in adults and metformin",
-        "Fat-soluble vitamins A and E",
-        "Vitamin D: the sunshine vitamin made in the skin from sunlight, absorbed with calcium, for bone health in "
-        "older adults",
-        "Coffee and liver cancer"]
-IDS = ["t1", "t2", "ae", "d", "coffee"]
+DOCS, IDS = VITAMIN_DOCS, VITAMIN_IDS
 
 #: written by BM25Retriever(...).fit(DOCS, IDS).save() of the code before token_pattern (commit 6a79d81)
 OLD_INDEX = Path(__file__).resolve().parent / "bm25_index_v1"
