@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import sys
-import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,45 +19,26 @@ import torch.multiprocessing as mp
 
 import twotower.distributed as tdist
 from tests.synthetic import write_dataset
+from tests.training.frozen_rank import free_port, store_client, train_rank, wait_for_beat, wait_until
 from twotower.cli.train_cmd import _timed_out_line
 from twotower.distributed import torchrun_kill_grace_s
-from twotower.heartbeat import DONE, heartbeat_key
 
 
-def _worker(rank: int, port: int, data: str, tmp: str, world: int = 2) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), TWOTOWER_THREADS="1")
-    if world > 2:  # the test holds the store, as torchrun's agent does: it outlives rank 0
-        os.environ["TORCHELASTIC_USE_AGENT_STORE"] = "True"
-    from twotower.cli.main import main
-
-    sys.stderr = open(Path(tmp) / f"rank{rank}.err", "w", buffering=1)  # line-buffered: the test reads it live
-    status = main(["-q", "train", "--train", f"{data}/train.csv", "--valid", f"{data}/valid.csv", "--out",
-                   f"{tmp}/run", "--epochs", "500", "--no-eval", "--no-progress", "train.batch_size=8",
-                   "train.patience=1000", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
-                   "model.item.out_dim=8", "train.dist_timeout_s=8", "train.heartbeat_warn_s=1"])
-    print(f"status {status}", file=sys.stderr)
-    os._exit(0)  # skip the slow teardown of a torch child
+SETTINGS = ("train.dist_timeout_s=8", "train.heartbeat_warn_s=1")
 
 
 def _wait(cond, within_s: float = 90.0) -> None:
-    end = time.monotonic() + within_s
-    while not cond():
-        assert time.monotonic() < end, "timed out"
-        time.sleep(0.05)
+    wait_until(cond, within_s)
 
 
 def test_the_timeout_line_names_a_frozen_rank_s_pid_and_how_to_end_torchrun_s_wait(tmp_path):
     data = write_dataset(tmp_path / "data")["train"].parent
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.spawn(_worker, args=(port, str(data), str(tmp_path)), nprocs=2, join=False)
+    port = free_port()
+    ctx = mp.spawn(train_rank, args=(port, str(data), str(tmp_path), 2, SETTINGS), nprocs=2, join=False)
     rank1 = ctx.processes[1]
     err = tmp_path / "rank0.err"
     try:
-        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=60))
-        _wait(lambda: store.check([heartbeat_key(1)]) and store.get(heartbeat_key(1)).decode() != DONE)
+        wait_for_beat(store_client(port), 1, 90.0)
         os.kill(rank1.pid, signal.SIGSTOP)
         _wait(lambda: "status " in err.read_text())
     finally:
@@ -131,11 +110,11 @@ def test_a_third_rank_on_rank_0_s_node_names_the_frozen_rank_too(tmp_path):
     data = write_dataset(tmp_path / "data")["train"].parent
     store = dist.TCPStore("127.0.0.1", 0, world_size=4, is_master=True, timeout=timedelta(seconds=60),
                           wait_for_workers=False)
-    ctx = mp.spawn(_worker, args=(store.port, str(data), str(tmp_path), 3), nprocs=3, join=False)
+    ctx = mp.spawn(train_rank, args=(store.port, str(data), str(tmp_path), 3, SETTINGS), nprocs=3, join=False)
     rank1 = ctx.processes[1]
     err = tmp_path / "rank2.err"
     try:
-        _wait(lambda: store.check([heartbeat_key(1)]) and store.get(heartbeat_key(1)).decode() != DONE)
+        wait_for_beat(store, 1, 90.0)
         os.kill(rank1.pid, signal.SIGSTOP)
         _wait(lambda: "status " in err.read_text() and "status " in (tmp_path / "rank0.err").read_text())
     finally:
