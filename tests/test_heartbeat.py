@@ -226,3 +226,28 @@ def test_frozen_ranks_are_those_of_this_run_s_heartbeat(monkeypatch):
     monkeypatch.setattr("twotower.distributed.world_size", lambda: 2)
     with rank_heartbeats(TrainConfig(heartbeat_warn_s=0)):
         assert hb.frozen_ranks() == {}
+
+
+def test_leaving_the_block_waits_until_the_thread_is_out_of_a_slow_store_call(monkeypatch):
+    # a daemon thread coming back from a TCP store call (C++, the GIL let go) while the interpreter shuts down aborts
+    # the process ("terminate called without an active exception"): under torchrun a rank died with status -6 after
+    # training, and torchrun stopped rank 0 mid-evaluation. The block waited 5 s; a store call may block longer.
+    import twotower.distributed as tdist
+    import twotower.heartbeat as hb
+
+    class SlowDone(FakeStore):
+        def set(self, key: str, value: str) -> None:
+            if value == DONE:
+                time.sleep(6.0)  # the last call, in flight when the block ends
+            super().set(key, value)
+
+    store = SlowDone()
+    monkeypatch.setattr(hb, "_launcher_store", lambda timeout_s: store)
+    monkeypatch.setattr(tdist, "world_size", lambda: 2)
+    monkeypatch.setattr(tdist, "rank", lambda: 1)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "1")
+    with rank_heartbeats(TrainConfig(heartbeat_warn_s=1.0)):
+        assert _wait(lambda: heartbeat_key(1) in store.values)
+    assert not [t for t in threading.enumerate() if t.name.startswith("twotower-heartbeat")]
+    assert store.values[heartbeat_key(1)] == DONE

@@ -254,8 +254,9 @@ def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
             _last.clear()
         yield
         return
+    store_s = max(beat_interval(train.heartbeat_warn_s), 5.0)  # how long one store call may block
     beat = Heartbeat(tdist.rank(), world, train.heartbeat_warn_s, train.dist_timeout_s,
-                     connect=lambda: _launcher_store(max(beat_interval(train.heartbeat_warn_s), 5.0)))
+                     connect=lambda: _launcher_store(store_s))
     _running.append(beat)
     _last[:] = [beat]
     try:
@@ -263,4 +264,7 @@ def rank_heartbeats(train: TrainConfig) -> Iterator[None]:
         yield
     finally:
         _running.remove(beat)
-        beat.stop()
+        # until the thread is out of its store call: a daemon thread coming back from one (C++, the GIL let go) while
+        # the interpreter shuts down aborts the process ("terminate called without an active exception", status -6
+        # under torchrun, which then stops every other rank); a call that stalls ends by its timeout, then the loop
+        beat.stop(wait_s=2 * store_s + 5.0)
