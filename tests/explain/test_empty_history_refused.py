@@ -34,7 +34,7 @@ def test_empty_history_is_refused_everywhere(mean_run, capsys) -> None:
     with pytest.raises(ConfigError, match=MESSAGE):
         service.explain(history=[], item_id=item)
     with pytest.raises(ConfigError, match=MESSAGE):
-        RecRequest(history=())
+        service.recommend(RecRequest(history=()))
     # a one-item history is still answered by each
     one = [run.item_vocab.ids[1]]
     assert tt.explain_by_id(run, history=one, item_id=item)["item_id"] == item

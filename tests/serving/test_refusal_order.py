@@ -135,3 +135,29 @@ def test_a_too_long_item_id_is_said_before_k_by_similar_items(client, service) -
     http = _http(client, "/similar-items", {"item_id": item, "k": 0}, 422)
     assert http.startswith("body.item_id: "), http
     assert _py(lambda: service.similar_items(item, 0)) == http.removeprefix("body.")
+
+
+@pytest.mark.parametrize("extra", [
+    {"k": 0},
+    {"k": "max_k+1"},
+    {"exclude_items": "max_exclude+1"},
+], ids=["k-zero", "k-over-max-k", "too-many-exclude-items"])
+def test_an_empty_history_is_said_after_the_schemas_checks(client, service, extra) -> None:
+    """POST /recommend refuses an empty history after its schema's checks (the route decides, with the run, whether
+    user_features alone describe the user), so "history": [] with k=0 (or 501 exclude_items) was refused for k; a
+    RecRequest refused the empty history as it was made, before the service saw k."""
+    from twotower.serving import RecRequest
+
+    if extra.get("k") == "max_k+1":
+        extra = {"k": service.settings.max_k + 1}
+    if "exclude_items" in extra:
+        extra = {"exclude_items": [f"i{n % 5}" for n in range(service.settings.max_exclude + 1)]}
+    http = _http(client, "/recommend", {"history": [], **extra}, 422)
+    field = next(iter(extra))
+    assert http.startswith(f"body.{field}: "), http
+    said = http.removeprefix("body.")
+    req = {k: tuple(v) if isinstance(v, list) else v for k, v in extra.items()}
+    assert _py(lambda: service.recommend(RecRequest(history=(), **req))) == said
+    assert _http(client, "/recommend/batch", {"requests": [{"history": [], **extra}]}, 422) == \
+        f"body.requests[0].{said}"
+    assert _py(lambda: service.recommend_batch([RecRequest(history=(), **req)])) == f"requests[0].{said}"

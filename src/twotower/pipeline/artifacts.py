@@ -65,7 +65,7 @@ from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.shell import shell_arg
 from twotower.utils.whole_numbers import whole_numbers
 
-__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "save_run_data", "write_manifest", "verify_manifest",
+__all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "refuse_empty_history", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
            "model_fingerprint", "features_shape",
            "build_model", "clear_previous_run", "previous_run_files"]
@@ -682,6 +682,20 @@ def check_new_history(history: Any, name: str = "history", *, run: TrainedRun | 
         columns = run.user_feature_columns if run is not None else ()
         raise ConfigError(f"{name}: {empty_history_refusal(columns, features_field)}")
     return history
+
+
+def refuse_empty_history(history: Any, name: str = "history", *, run: TrainedRun, user_features: Any = None,
+                         features_field: str = "user_features") -> None:
+    """The refusal of an empty new-user ``history`` given where POST /recommend gives it: after the request's shape
+    and size checks, before any lookup in the run (filters, exclusions, the features' values, the history's ids;
+    ``routes.refuse_empty_histories``). Unless ``user_features`` alone describe a user with no history yet (then it
+    is served from them); one naming a column the run does not read is left to the features' check, which names the
+    column, after the filters and exclusions are looked up, as HTTP's service does. Anything but an empty sequence
+    is left to :func:`check_new_history`."""
+    if (history is None or isinstance(history, (str, bytes)) or not hasattr(history, "__len__") or len(history)
+            or run.unknown_user_feature_columns(user_features)):
+        return
+    check_new_history(history, name, run=run, user_features=user_features, features_field=features_field)
 
 
 def _not_a_user_feature(col: str, columns: Sequence[str]) -> DataError:

@@ -75,14 +75,12 @@ class RecRequest:
             # {} is no filter, as POST /recommend applies none for "filters": {}: its shortfall said "after the filters"
             object.__setattr__(self, "filters", check_filters(self.filters) or None)
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
-            # POST /recommend's 422 and tt.recommend's rule: no empty-history list; with user_features the service
-            # decides, with its run (a user with no history yet is served from features alone on a run reading them)
-            from twotower.pipeline.artifacts import check_new_history
             from twotower.utils.arguments import check_history
 
-            history = check_history(self.history)
-            if self.user_features is None or history:
-                check_new_history(history)
+            check_history(self.history)  # its type: a set has no order
+        # an empty history is refused by the service, with its run (a user with no history yet is served from
+        # user_features alone on a run reading them), after the schema's checks as POST /recommend refuses it: here it
+        # came before k=0, an over-long exclude_items or explain_k without explain, which HTTP names first.
         # k=0 is refused by the service (check_sizes), in the words of POST /recommend's 422, after a too long history
         # or too many user_features, as the schema checks its fields in that order
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)):
@@ -721,6 +719,10 @@ class RecommenderService:
         for b, r in enumerate(reqs):
             _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history, k=r.k,
                                       exclude_items=r.exclude_items, filters=r.filters, user_features=r.user_features))
+        from twotower.pipeline.artifacts import refuse_empty_history
+
+        for b, r in enumerate(reqs):  # after every request's schema checks, before any lookup, as POST /recommend(/batch)
+            _at_request(b, n, partial(refuse_empty_history, r.history, run=self.run, user_features=r.user_features))
         masks = [_at_request(b, n, self.catalog.filter_mask, r.filters, check) if r.filters else None
                  for b, r in enumerate(reqs)]
         listed = [_at_request(b, n, self.listed_rows, r.exclude_items) for b, r in enumerate(reqs)]
