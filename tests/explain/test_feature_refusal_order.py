@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.serving.refusal_words import cli_refusal as _cli
 from tests.serving.refusal_words import py_refusal as _py
 
 
@@ -40,3 +41,28 @@ def test_an_empty_history_with_blank_features_is_said_before_an_unknown_filter(c
     assert http.startswith("body.history: no item ids given"), http
     req = RecRequest(history=(), user_features={"age": None}, filters={"colour": ["red"]})
     assert _py(lambda: service.recommend(req)) == http.removeprefix("body.")
+
+
+@pytest.mark.parametrize("history, features", [
+    (["i1", "i2"], {"age": "x"}),
+    (["i1", "i2"], {"nope": 3}),
+    ([], {"age": "x"}),
+    ([], {"nope": 3}),
+], ids=["bad-value", "unknown-column", "empty-history-bad-value", "empty-history-unknown-column"])
+@pytest.mark.parametrize("cli_extra, extra, cli_at, http_at, status", [
+    (["--filter", "colour=red"], {"filters": {"colour": ["red"]}}, "--filter colour", "filters.colour", 422),
+    (["--exclude-items", "nope2"], {"exclude_items": ["nope2"]}, "--exclude-items: item 1 of 1", "exclude_items[0]",
+     404),
+], ids=["unknown-filter", "unknown-exclude-item"])
+def test_the_filters_and_exclusions_are_looked_up_before_the_features(
+        feature_run, client, capsys, history, features, cli_extra, extra, cli_at, http_at, status) -> None:
+    """A bad --user-features value (or column) with an unknown filter field (or exclude id), with a history or with an
+    empty one: POST /recommend named the filter (its service looks the filters and exclusions up, then the features),
+    `twotower recommend` the features."""
+    import json
+
+    http = _http(client, {"history": history, "user_features": features, **extra}, status)
+    assert http.startswith(http_at), http
+    cli = _cli(capsys, "recommend", "--run", str(feature_run.dir), "--history", ",".join(history),
+               "--user-features", json.dumps(features), *cli_extra)
+    assert cli == cli_at + http.removeprefix(http_at)

@@ -168,13 +168,19 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     run = TrainedRun.load(args.run)
     hist = None
     if args.history is not None:
-        hist = check_history_flag(parse_id_list(args.history, "--history"), run, features)
+        from twotower.pipeline.artifacts import refuse_empty_history
+
+        hist = parse_id_list(args.history, "--history")
+        # an empty one refused before any lookup, as POST /recommend's route refuses it
+        refuse_empty_history(hist, "--history", run=run, user_features=features, features_field="--user-features")
     from twotower.serving.service import filter_allow, run_filter_mask
 
-    # POST /recommend's checks, before the index and in its order: filters, exclusions, then the query's ids
+    # POST /recommend's checks, before the index and in its order: filters, exclusions, then the new user's
+    # features and the query's ids (a bad --user-features value was named before an unknown --filter field)
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     listed = _listed_rows(run, args.listed_ids)  # its ids checked before the index, as --history's
     if hist is not None:  # the first unknown id named by its place, as HTTP and Python name it
+        hist = check_history_flag(hist, run, features)
         check_history_ids(hist, run)
     # --user's and --users' ids too: an unknown one was refused only after the index was opened (and its
     # `ranking with ...` line printed), where POST /recommend and tt.recommend refuse it before any work
