@@ -66,3 +66,22 @@ def test_the_filters_and_exclusions_are_looked_up_before_the_features(
     cli = _cli(capsys, "recommend", "--run", str(feature_run.dir), "--history", ",".join(history),
                "--user-features", json.dumps(features), *cli_extra)
     assert cli == cli_at + http.removeprefix(http_at)
+
+
+@pytest.mark.parametrize("history, features, extra, tt_extra, at", [
+    ([], {"nope": 3}, {"filters": {"colour": ["red"]}}, {"filters": {"colour": ["red"]}}, "filters.colour"),
+    ([], {"nope": 3}, {"exclude_items": ["nope2"]}, {"exclude": ["nope2"]}, "exclude"),
+    (["i1", "nope"], {"age": "x"}, {}, {}, "user_features.age"),
+], ids=["empty-history-unknown-column-unknown-filter", "empty-history-unknown-column-unknown-exclude-id",
+        "bad-value-unknown-history-id"])
+def test_python_recommend_names_what_post_recommend_names(feature_run, client, history, features, extra, tt_extra,
+                                                          at) -> None:
+    """tt.recommend named an empty history's unknown feature column before an unknown filter field (or exclude id),
+    and an unknown history id before a bad feature value: POST /recommend the other way round."""
+    import twotower as tt
+
+    http = _http(client, {"history": history, "user_features": features, **extra}, 404 if "exclude_items" in extra
+                 else 422)
+    said = _py(lambda: tt.recommend(feature_run, history=history, user_features=features, **tt_extra))
+    assert said.startswith(at), said
+    assert said.split(": ", 1)[1] == http.split(": ", 1)[1]

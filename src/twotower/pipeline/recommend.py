@@ -27,7 +27,7 @@ from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
-                                         rebuild_command)
+                                         rebuild_command, refuse_empty_history)
 from twotower.pipeline.refusals import (
     USER_LIST,
     hint_unknown_user,
@@ -506,9 +506,10 @@ def recommend(
         raise ConfigError("history_from reads known users' histories; history describes one new user: use one "
                           "or the other")
     if history is not None:  # checked before the index is opened, as the CLI checks --history
-        # an empty list: refused, as `recommend --history` and HTTP refuse it, unless user_features alone describe
-        # the user on a run that reads them
-        history = check_new_history(history, run=run, user_features=user_features)
+        # an empty list: refused, as `recommend --history` and HTTP refuse it (before any lookup), unless
+        # user_features alone describe the user on a run that reads them; a column the run does not read is named
+        # after the filters and exclusions, as POST /recommend names it
+        refuse_empty_history(history, run=run, user_features=user_features)
     if user_ids is not None:  # checked before the index is opened, as history above
         if isinstance(user_ids, str):
             raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
@@ -521,6 +522,8 @@ def recommend(
 
     listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
     if history is not None:  # after the filters and exclusions, as POST /recommend and `recommend --history` look them up
+        history = check_new_history(history, run=run, user_features=user_features)
+        run.encode_new_user_features(user_features)  # a bad column or value named before an unknown history id
         # an unknown id named by its place, as POST /recommend names it, and every other unknown one after it
         rows_naming_every_unknown(history, run.item_vocab.index, lambda pos, e: locate(e, f"history[{pos}]"))
     histories = None
