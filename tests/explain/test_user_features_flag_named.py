@@ -14,6 +14,10 @@ from twotower.cli.main import main
     ({"age": "x"}, "--user-features age: a finite number, got 'x'"),
     ({"age": [1]}, "--user-features age: a finite number, got [1]"),
     ({"age": 1e300}, "--user-features age: a finite number (float32 range), got 1e+300"),
+    # the values as typed (JSON), not as Python writes them (True, ['1'], {'a': 1})
+    ({"age": True}, "--user-features age: a finite number, got true"),
+    ({"age": ["1"]}, '--user-features age: a finite number, got ["1"]'),
+    ({"age": {"a": 1}}, '--user-features age: a finite number, got {"a": 1}'),
 ])
 @pytest.mark.parametrize("command", ["recommend", "explain"])
 def test_a_bad_column_or_value_is_named_by_the_flag(feature_run, capsys, features, said, command) -> None:
@@ -34,3 +38,32 @@ def test_a_run_without_user_features_is_named_by_the_flag(mean_run, capsys) -> N
                  "--user-features", '{"age": 3}']) == 2
     err = capsys.readouterr().err
     assert "error: --user-features: this run's user tower reads no user features" in err and "ranking with" not in err
+
+
+@pytest.mark.parametrize(("typed", "said"), [("[1]", "an array"), ("null", "null"), ('"age"', "a string"),
+                                             ("true", "a boolean")])
+def test_a_value_that_is_no_object_is_named_in_json_words(feature_run, capsys, typed, said) -> None:
+    """'got list', 'got NoneType', 'got str': Python's type names for what was typed as JSON."""
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(feature_run.dir), "--history", "i0", "--user-features", typed]) == 2
+    assert capsys.readouterr().err.rstrip().endswith(
+        f"error: --user-features: a JSON object of column -> value, got {said}; e.g. '{{\"age\": 25, \"gender\": \"F\"}}'")
+
+
+@pytest.mark.parametrize("command", ["recommend", "explain"])
+def test_a_value_training_never_saw_is_warned_of_by_the_flag(feature_run, capsys, command) -> None:
+    """The warning was a log line naming HTTP's field: '... WARNING twotower.pipeline.recommend: user_features.age:
+    500 is ...'; --json's answer keeps POST /recommend's (/explain's) words."""
+    hist = ",".join(feature_run.item_vocab.ids[r] for r in feature_run.history.of(2))
+    extra = ["--item", "i0"] if command == "explain" else []
+    argv = [command, "--run", str(feature_run.dir), "--threads", "1", "--history", hist, *extra,
+            "--user-features", '{"age": 500}']
+    capsys.readouterr()
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    warned = [ln for ln in err.splitlines() if "500 is" in ln]
+    assert len(warned) == 1 and warned[0].startswith("warning: --user-features age: 500 is "), err
+    assert "standard deviations from the training mean" in warned[0] and "user_features" not in err
+    assert main([*argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["warnings"][0].startswith("user_features.age: 500 is ")

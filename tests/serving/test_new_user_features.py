@@ -393,3 +393,14 @@ def test_blank_features_alone_are_refused_like_no_features(client, feature_servi
     assert r.status_code == 422 and "user_features.age: a finite number, got ''" in r.json()["error"]["message"]
     r = client.post("/recommend", json={"history": [], "user_features": {"gender": "F"}, "k": 3})
     assert r.status_code == 200 and len(r.json()["items"]) == 3, r.text
+
+
+def test_a_category_given_as_a_number_is_warned_of_as_it_was_sent(client, feature_service):
+    """{"gender": 3} was warned of as '3' (the text it is looked up as), and refused values in Python's words
+    (True, ['F']): the values are named as the JSON body held them."""
+    history = _history(feature_service[0], "u3")
+    w = client.post("/recommend", json={"history": history, "user_features": {"gender": 3}}).json()["warnings"]
+    assert w == ["user_features.gender: 3 never occurs in training, so it reads as unknown"]
+    for sent, said in ((True, "true"), (["F"], '["F"]'), ({"a": None}, '{"a": null}')):
+        r = client.post("/recommend", json={"history": history, "user_features": {"gender": sent}})
+        assert r.json()["error"]["message"] == f"user_features.gender: one value (a string or a number), got {said}"

@@ -82,6 +82,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         parse_user_features,
         refuse_empty_history_early,
         refuse_missing_inputs,
+        say_feature_notes,
         user_features_named,
     )
     from twotower.errors import ConfigError
@@ -100,7 +101,6 @@ def cmd_explain(args: argparse.Namespace) -> int:
     features = parse_user_features(args)  # before the (slow) run load
     refuse_missing_inputs({"--history-from": args.history_from})
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
-    from twotower.explain import explain_by_id
     from twotower.explain.explainer import explain_notes
     from twotower.pipeline.artifacts import TrainedRun
     _threads(args)
@@ -121,8 +121,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with flag_named("--item"):
         run.item_vocab.index(args.item)
     warnings: list[str] = []
+    from twotower.explain import explain_recommendation
+
+    item_row = run.item_vocab.index(args.item)
     if args.history_from:
-        from twotower.explain import explain_recommendation
         from twotower.pipeline.histories import read_input_histories
 
         # the input history replaces the stored one, as POST /explain reads it under `serve --history-from` (the
@@ -132,16 +134,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         if not inputs:  # as `recommend --history-from` and POST /explain say it: not their training history
             warnings.append(f"user {args.user} has no rows of known items in the --history-from files: the item is "
                             "explained from an empty input history, not from their training history")
-        e = explain_recommendation(run, user_row=user_row, history_rows=inputs, item_row=run.item_vocab.index(args.item),
+        e = explain_recommendation(run, user_row=user_row, history_rows=inputs, item_row=item_row,
                                    top=args.top, method=args.method, user_features=features)
-    else:
+    else:  # the ids were checked above, as explain_by_id checks them (which logged the notes below in Python's words)
+        user_row = None if args.user is None else run.user_row(args.user)
+        rows = None if history is None else [run.item_vocab.index(i) for i in history]
         with user_features_named():  # a tower output that is not finite: named by --user-features
-            e = explain_by_id(run, user_id=args.user, history=history, item_id=args.item, top=args.top,
-                              method=args.method, user_features=features)
-    # the feature and unplaced-item notes of POST /explain's warnings, which explain_by_id logs itself
-    notes = explain_notes(run, run.item_vocab.index(args.item), features)
-    for note in warnings + (notes if args.history_from else []):
+            e = explain_recommendation(run, user_row=user_row, history_rows=rows, item_row=item_row, top=args.top,
+                                       method=args.method, user_features=features)
+    for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
+    # the feature and unplaced-item notes of POST /explain's warnings, on stderr in the flag's words (--json: also
+    # in the answer, in POST /explain's)
+    notes = explain_notes(run, item_row, features)
+    say_feature_notes(notes)
     warnings += notes
     if args.json:
         from twotower.cli.printing import stdout_json

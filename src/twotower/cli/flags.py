@@ -101,8 +101,12 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
     except json.JSONDecodeError as e:
         raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
                           '\'{"age": 25, "gender": "F"}\'') from None
-    if not isinstance(features, dict):
-        raise ConfigError(f"--user-features: a JSON object of column -> value, got {type(features).__name__}")
+    if not isinstance(features, dict):  # named as JSON names it: "got list" and "got NoneType" were Python's words
+        got = ("null" if features is None else "a boolean" if isinstance(features, bool)
+               else "a number" if isinstance(features, (int, float)) else "a string" if isinstance(features, str)
+               else "an array")
+        raise ConfigError(f"--user-features: a JSON object of column -> value, got {got}; e.g. "
+                          '\'{"age": 25, "gender": "F"}\'')
     from twotower.pipeline.refusals import user_features_refusal  # the words of HTTP's 422 and RecommenderService
 
     if (why := user_features_refusal(features)) is not None:
@@ -123,6 +127,26 @@ def refuse_empty_history_early(history: list[str] | None, run_dir: str) -> None:
     raise ConfigError(f"--history: {empty_history_refusal()}")
 
 
+def user_features_words(message: str) -> str | None:
+    """``user_features.age: ...`` (HTTP's and Python's field) as the command line names it, ``--user-features age:
+    ...``; None for a message about something else."""
+    head, sep, rest = message.partition(":")
+    if not sep or not (head == "user_features" or head.startswith("user_features.")):
+        return None
+    column = head.removeprefix("user_features").removeprefix(".")
+    return f"--user-features{' ' + column if column else ''}:{rest}"
+
+
+def say_feature_notes(notes: list[str]) -> None:
+    """A new user's feature values training never saw (``run.new_user_feature_notes``), one ``warning:`` line each on
+    stderr, named by the flag as a refused value is: the log line ``... WARNING twotower.pipeline.recommend:
+    user_features.gender: ...`` named a field no flag has."""
+    import sys
+
+    for note in notes:
+        print(f"warning: {user_features_words(note) or note}", file=sys.stderr)
+
+
 @contextlib.contextmanager
 def user_features_named() -> Iterator[None]:
     """A bad ``--user-features`` column or value named by the flag, as ``--filter genres: ...`` names a filter:
@@ -131,12 +155,10 @@ def user_features_named() -> Iterator[None]:
     try:
         yield
     except (ConfigError, DataError) as e:
-        message = e.message if isinstance(e, DataError) else str(e)
-        head, sep, rest = message.partition(":")
-        if not sep or not (head == "user_features" or head.startswith("user_features.")):
+        said = user_features_words(e.message if isinstance(e, DataError) else str(e))
+        if said is None:
             raise
-        column = head.removeprefix("user_features").removeprefix(".")
-        raise type(e)(f"--user-features{' ' + column if column else ''}:{rest}") from None
+        raise type(e)(said) from None
 
 
 def check_history_flag(history: list[str], run: Any, features: dict[str, Any] | None) -> list[str]:

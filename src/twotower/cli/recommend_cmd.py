@@ -18,6 +18,7 @@ from twotower.cli.flags import (
     refuse_empty_history_early,
     refuse_json_with_out,
     refuse_missing_inputs,
+    say_feature_notes,
     user_features_named,
 )
 from twotower.cli.id_lists import parse_id_list
@@ -197,7 +198,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if hist is not None:
         with flag_named("--history"), user_features_named():  # a tower output that is not finite: --user-features
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
-                                    user_features=features, allow=allow, listed=listed)
+                                    user_features=features, allow=allow, listed=listed, log_feature_notes=False)
+        say_feature_notes(run.new_user_feature_notes(features))
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         from twotower.pipeline.recommend import long_history_note
 

@@ -11,6 +11,7 @@ Encoding conventions (shared with the model towers):
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Collection
@@ -34,9 +35,17 @@ SHOWN_CHARS = 80  # of a sent value quoted back in a message
 
 
 def shown_value(value: Any) -> str:
-    """``repr(value)``, cut to :data:`SHOWN_CHARS`: a message naming a value a client sent (a refused 100 kB
-    string, or one training never saw) must not send it back whole (HTTP validation errors echo no input)."""
+    """A user-feature value a client sent, as it was typed, cut to :data:`SHOWN_CHARS`: a message naming a value
+    (a refused 100 kB string, or one training never saw) must not send it back whole (HTTP validation errors echo
+    no input). Text in quotes (``'F'``, as every message quotes an id or a value); anything else as JSON writes it,
+    the form `--user-features` and POST /recommend's body took it in: ``true``, ``null``, ``["F"]``, ``{"a": 1}``,
+    where Python's ``True``, ``None``, ``['F']`` and ``{'a': 1}`` were named."""
     text = repr(value)
+    if not isinstance(value, str):
+        try:
+            text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):  # not JSON (a Python caller's set, a NaN): Python's words are the true ones
+            pass
     return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS - 3]}... ({len(text):,} characters)"
 
 log = logging.getLogger(__name__)
@@ -528,7 +537,9 @@ class FeatureEncoder:
             known = [k for k in lut if isinstance(k, str)]
             near = [k for k in known if k.lower() == value.lower()] or difflib.get_close_matches(value, known, 1, 0.75)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            notes.append(f"{c}: {shown_value(value)} never occurs in training, so it reads as unknown{hint}")
+            # a categorical value as it was given (3, not '3', the text it is looked up as)
+            given = row.get(c) if c in self.spec.categorical else value
+            notes.append(f"{c}: {shown_value(given)} never occurs in training, so it reads as unknown{hint}")
         for c in self.spec.numeric:
             x = row.get(c)
             if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x)):

@@ -433,18 +433,20 @@ def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = Tru
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
     user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None, listed: np.ndarray | None = None,
+    log_feature_notes: bool = True,
 ) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first).
 
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
-    None reads every feature as missing. ``allow``, ``listed``: as :func:`recommend_users`'.
+    None reads every feature as missing. ``allow``, ``listed``: as :func:`recommend_users`'. ``log_feature_notes``:
+    log the features' values training never saw (False: the caller says them, as `twotower recommend` does).
     """
     # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
     rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
     if index is None:
         index, _ = open_run_index(run, exact=True)
     feats = run.encode_user_features([user_features]) if user_features is not None else None
-    for note in run.new_user_feature_notes(user_features):  # read all the same, but never silently
+    for note in run.new_user_feature_notes(user_features) if log_feature_notes else ():  # read, but never silently
         log.warning("%s", note)
     note = long_history_note(run, len(rows), exclude_seen=exclude_seen)
     if note:  # said, as the list then rests on fewer items than were given
