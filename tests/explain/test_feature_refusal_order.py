@@ -85,3 +85,17 @@ def test_python_recommend_names_what_post_recommend_names(feature_run, client, h
     said = _py(lambda: tt.recommend(feature_run, history=history, user_features=features, **tt_extra))
     assert said.startswith(at), said
     assert said.split(": ", 1)[1] == http.split(": ", 1)[1]
+
+
+def test_python_explain_names_a_bad_feature_value_before_an_unknown_history_id(feature_run, client, service) -> None:
+    """tt.explain_by_id named the unknown history id; POST /explain, RecommenderService.explain and `twotower explain`
+    the feature value."""
+    import twotower as tt
+
+    r = client.post("/explain", json={"history": ["i1", "nope"], "user_features": {"age": "x"}, "item_id": "i0"})
+    assert r.status_code == 422, r.text
+    said = r.json()["error"]["message"]
+    assert said.startswith("user_features.age: "), said
+    assert _py(lambda: service.explain(history=["i1", "nope"], user_features={"age": "x"}, item_id="i0")) == said
+    assert _py(lambda: tt.explain_by_id(feature_run, history=["i1", "nope"], user_features={"age": "x"},
+                                        item_id="i0")) == said

@@ -361,6 +361,9 @@ def explain_by_id(
     # where `explain --history`, POST /explain and tt.recommend refuse it) is refused, unless user_features alone
     # describe a user with no history yet on a run that reads them (as tt.recommend serves that user)
     history_ids = None if history is None else check_new_history(history, name, run=run, user_features=user_features)
+    # the features' columns and values before the ids are looked up, as POST /explain and `twotower explain` check
+    # them: a bad value sent with an unknown history id was refused for the id here alone
+    encoded = run.encode_new_user_features(user_features, with_user_id=user_id is not None)
     # index() spells ids as the vocabulary does (50.0 -> "50"); str() made 50.0 an unknown item '50.0'
     from twotower.pipeline.refusals import hint_unknown_user, locate, located, rows_naming_every_unknown
 
@@ -380,7 +383,7 @@ def explain_by_id(
         item_row = run.item_vocab.index(item_id)
     explanation = explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
-        user_features=user_features,
+        user_features=user_features, encoded_features=encoded,
     )
     # what POST /explain answers in warnings and `twotower explain` prints: from here they went nowhere
     for note in explain_notes(run, item_row, user_features):
