@@ -236,9 +236,9 @@ def test_python_callers_get_the_same_bounded_explanations_as_http(client, servic
     with pytest.raises(ConfigError, match="explain_k"):
         service.recommend(RecRequest(user_id="u1", k=30, explain=True, explain_k=cap + 1))
     with pytest.raises(ConfigError, match="explain_k"):
-        RecRequest(user_id="u1", explain=True, explain_k=0)
+        service.recommend(RecRequest(user_id="u1", explain=True, explain_k=0))
     with pytest.raises(ConfigError, match=r"explain_k needs explain=True"):  # was ignored: no explanation at all
-        RecRequest(user_id="u1", k=30, explain_k=3)
+        service.recommend(RecRequest(user_id="u1", k=30, explain_k=3))
     calls = []
 
     def check():

@@ -161,3 +161,22 @@ def test_an_empty_history_is_said_after_the_schemas_checks(client, service, extr
     assert _http(client, "/recommend/batch", {"requests": [{"history": [], **extra}]}, 422) == \
         f"body.requests[0].{said}"
     assert _py(lambda: service.recommend_batch([RecRequest(history=(), **req)])) == f"requests[0].{said}"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"user_id": "u1", "k": 0, "explain_k": 3}, "k"),
+    ({"user_id": "u1", "explain": True, "explain_k": "cap+1", "filters": {"colour": ["red"]}}, "explain_k"),
+    ({"user_id": "u1", "explain_k": 3, "filters": {"colour": ["red"]}}, "explain_k"),
+], ids=["k-zero-and-explain-k-without-explain", "explain-k-over-cap-and-unknown-filter",
+        "explain-k-without-explain-and-unknown-filter"])
+def test_explain_k_is_checked_where_the_schema_checks_it(client, service, body, field) -> None:
+    """POST /recommend's schema checks explain_k after k and before any lookup: a RecRequest refused a stray
+    explain_k as it was made (before the service saw k=0), and the service an explain_k over its cap only after the
+    filters were looked up and the index searched."""
+    from twotower.serving import RecRequest
+
+    if body.get("explain_k") == "cap+1":
+        body = {**body, "explain_k": service.settings.explain_k + 1}
+    assert _http(client, "/recommend", body, 422).startswith(f"body.{field}: ")
+    said = _py(lambda: service.recommend(RecRequest(**body)))
+    assert said.startswith(f"{field}: " if field == "k" else f"{field} "), said

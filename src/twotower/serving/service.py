@@ -85,12 +85,22 @@ class RecRequest:
         # or too many user_features, as the schema checks its fields in that order
         if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)):
             raise ConfigError(f"k must be a positive integer or None (the service's default_k), got {self.k!r}")
-        if self.explain_k is not None and (isinstance(self.explain_k, bool) or not isinstance(self.explain_k, int)
-                                           or self.explain_k < 1):
-            raise ConfigError(f"explain_k must be a positive integer or None, got {self.explain_k!r}")
-        if self.explain_k is not None and not self.explain:  # as POST /recommend's 422: never silently ignored
-            raise ConfigError("explain_k needs explain=True (it says how many of the first items get an explanation, "
-                              "and without explain none do); pass both, or neither")
+        # explain_k is checked by the service (check_explain_k), after k, as POST /recommend's schema reads its fields
+
+
+def check_explain_k(req: RecRequest, cap: int) -> None:
+    """A request's ``explain_k``: a positive integer, at most the service's ``explain_k`` (``cap``), and only with
+    ``explain``. Checked by the service after the request's sizes and ``k``, as POST /recommend's schema checks it
+    (its last field): RecRequest refused it as it was made, so with k=0 Python named explain_k and HTTP k."""
+    explain_k = req.explain_k
+    if explain_k is not None and (isinstance(explain_k, bool) or not isinstance(explain_k, int) or explain_k < 1):
+        raise ConfigError(f"explain_k must be a positive integer or None, got {explain_k!r}")
+    if explain_k is not None and not req.explain:  # as POST /recommend's 422: never silently ignored
+        raise ConfigError("explain_k needs explain=True (it says how many of the first items get an explanation, "
+                          "and without explain none do); pass both, or neither")
+    if explain_k is not None and explain_k > cap:
+        raise ConfigError(f"explain_k {explain_k} is above this service's explain_k {cap} "
+                          "(ServiceSettings.explain_k); ask for at most that many")
 
 
 #: :meth:`RecommenderService.check_sizes` without a ``k`` to check (None is a k it refuses)
@@ -690,9 +700,7 @@ class RecommenderService:
             return 0
         req = self._with_k(req)
         cap = self.settings.explain_k
-        if req.explain_k is not None and req.explain_k > cap:
-            raise ConfigError(f"explain_k {req.explain_k} is above this service's explain_k {cap} "
-                              "(ServiceSettings.explain_k); ask for at most that many")
+        check_explain_k(req, cap)
         return min(req.k, req.explain_k if req.explain_k is not None else cap)
 
     def recommend_batch(
@@ -719,6 +727,7 @@ class RecommenderService:
         for b, r in enumerate(reqs):
             _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history, k=r.k,
                                       exclude_items=r.exclude_items, filters=r.filters, user_features=r.user_features))
+            _at_request(b, n, check_explain_k, r, self.settings.explain_k)  # the schema's last field
         from twotower.pipeline.artifacts import refuse_empty_history
 
         for b, r in enumerate(reqs):  # after every request's schema checks, before any lookup, as POST /recommend(/batch)
