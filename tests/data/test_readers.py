@@ -382,18 +382,21 @@ def test_double_colon_fields_are_named_not_a_missing_column(tmp_path, text):
     "text, line, needle",
     [
         ("1 2\n1 x\n", 2, "not an integer"),
-        ("1 2\n1\n", 2, "missing"),
-        ("1 2\n\n1 3\n", 2, "missing"),
-        ("1 2 3\n", 1, "3 fields"),
+        ("1 2\n1\n", 2, "item id missing;"),
+        ("1 2\n\n1 3\n", 2, "user id missing \\(a blank line\\)"),
+        ("1 2 3\n", 1, "line 1: 3 fields"),
         # a later line with more fields: pandas' "Error tokenizing data. C error: ..." with a line break, no row
-        ("1 2\n1 3\n1 4 5\n", 3, "line 3 has 3 fields; SASRec format is exactly 'user item'"),
+        ("1 2\n1 3\n1 4 5\n", 3, "line 3: 3 fields; SASRec format is exactly 'user item'"),
     ],
 )
 def test_sasrec_bad_lines_name_the_line(tmp_path, text, line, needle):
+    # the file has no header: its errors said "row 900000", the word the docs keep for a table's rows (header =
+    # row 1), where a JSON lines file says "line"; the number is the line an editor shows
     p = write(tmp_path / "bad.txt", text)
     with pytest.raises(DataError, match=needle) as e:
         read_interactions(p, format="sasrec")
-    assert e.value.row == line
+    assert e.value.row == line and e.value.unit == "line" and f"line {line}" in str(e.value)
+    assert "row" not in str(e.value)
 
 
 def test_sasrec_more_fields_later_is_an_error(tmp_path):

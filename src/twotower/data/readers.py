@@ -692,8 +692,8 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
         if m is None:
             raise DataError(f"not SASRec format ({str(e).strip()}); every line must be exactly 'user item' "
                             "(two integers)", file=label) from e
-        raise DataError(f"line {m[1]} has {m[2]} fields; SASRec format is exactly 'user item' (two integers) per line",
-                        file=label, row=int(m[1])) from e
+        raise DataError(f"{m[2]} fields; SASRec format is exactly 'user item' (two integers) per line",
+                        file=label, row=int(m[1]), unit="line") from e
     # trailing blank lines at the end of the file are harmless; any other blank line is an error below
     present = raw.notna().any(axis=1).to_numpy()
     last = int(np.flatnonzero(present)[-1]) + 1 if present.any() else 0
@@ -701,8 +701,8 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
     if len(raw) == 0:
         raise DataError("file is empty; expected 'user item' lines (SASRec format)", file=label)
     if raw.shape[1] != 2:
-        raise DataError(f"line 1 has {raw.shape[1]} fields; SASRec format is exactly 'user item' (two integers) per line",
-                        file=label, row=1)
+        raise DataError(f"{raw.shape[1]} fields; SASRec format is exactly 'user item' (two integers) per line",
+                        file=label, row=1, unit="line")
     for col, role in ((0, "user"), (1, "item")):
         values = raw[col]
         bad = ~values.fillna("").str.fullmatch(_INT_TEXT).to_numpy(dtype=bool)
@@ -710,8 +710,11 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
             pos = int(np.flatnonzero(bad)[0])
             got = values.iloc[pos]
             what = "missing" if not isinstance(got, str) else f"{got!r} is not an integer"
+            if not isinstance(got, str) and raw.iloc[pos].isna().all():
+                what += " (a blank line)"
+            # "line", not "row": the file has no header, and the number is the line an editor shows
             raise DataError(f"{role} id {what}; SASRec format is 'user item' (two integers) per line",
-                            file=label, row=pos + 1, column=role)
+                            file=label, row=pos + 1, column=role, unit="line")
     # "+7" and "007" name the same id as "7": canonical ids are the integers' decimal text
     users = raw[0].map(lambda v: str(int(v)))
     items = raw[1].map(lambda v: str(int(v)))
