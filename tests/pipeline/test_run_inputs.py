@@ -58,3 +58,25 @@ def test_a_file_with_other_columns_names_what_the_run_reads(custom, tmp_path):
         read_run_interactions(run, bad)
     msg = str(e.value)
     assert "bad.csv" in msg and "'uid' (users)" in msg and "config.json" in msg and "Set data." not in msg
+
+
+def test_a_bad_value_in_a_file_of_the_runs_layout_is_named_after_one_read(custom, tmp_path, monkeypatch):
+    # the file has the run's columns (uid / iid / ts), so its bad value is the answer: it was read a second time
+    # in the canonical layout (a whole extra read of a large file) only to fail on the missing 'user_id' column
+    import twotower.data.readers as readers
+
+    d, run = custom
+    df = pd.read_csv(d / "valid.csv", dtype=str)
+    df.loc[2, "ts"] = "abc"
+    bad = tmp_path / "late.csv"
+    df.to_csv(bad, index=False)
+    reads: list = []
+    real = readers.read_table_numbered
+    monkeypatch.setattr(readers, "read_table_numbered", lambda *a, **k: reads.append(a) or real(*a, **k))
+    with pytest.raises(DataError) as e:
+        read_run_interactions(run, bad)
+    assert (e.value.row, e.value.column) == (4, "ts") and "'abc'" in str(e.value)
+    assert len(reads) == 1
+    # a file in the canonical layout is still read as such
+    canonical = read_run_interactions(run, run.dir / "data" / "valid.csv")
+    assert len(canonical) == len(df)

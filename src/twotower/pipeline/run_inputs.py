@@ -66,7 +66,10 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
         return read_interactions(source, columns, name=name, format=fmt, encoding=encoding, time_unit=time_unit)
     except DataError as e:
         first = e
-    if (columns, fmt) != (ColumnMap(), "auto"):
+    # a bad value in a data row (past line 1): the file is in the run's layout, and read again canonically it would
+    # only fail on its columns: a second whole read of the file before the same error
+    past_header = first.row is not None and first.row > 1
+    if (columns, fmt) != (ColumnMap(), "auto") and not past_header:
         try:
             return read_interactions(source, name=name, encoding=encoding, time_unit=time_unit)
         except DataError:
