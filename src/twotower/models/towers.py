@@ -10,6 +10,7 @@ Shapes: B batch, L history length, D output dim, T text-embedding dim.
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -347,6 +348,15 @@ class UserTower(nn.Module):
                              plan=plan.bags)
         pooled = [bag / total for bag, total in zip(bags, plan.totals)]
         return pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=-1)
+
+    def pool_history(self, history: Tensor, weights: Tensor | None = None) -> Tensor:
+        """Deprecated: use :meth:`pooled_histories`. The first pool alone, [B, L] -> [B, H] (zeros for an empty
+        history), as this method gave before ``extra_pools``: the first H columns of :meth:`pooled_histories`."""
+        warnings.warn("UserTower.pool_history is deprecated and gives the first pool alone; use "
+                      "UserTower.pooled_histories, which gives every pool side by side ([B, H * (1 + "
+                      "len(extra_pools))])", DeprecationWarning, stacklevel=2)
+        assert self.history_emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
+        return self.pooled_histories(history, weights)[..., : self.history_emb.embedding_dim]
 
     def sequence_states(self, history: Tensor, weights: Tensor | None = None, *,
                         newest: bool = False) -> tuple[Tensor, Tensor]:
