@@ -481,6 +481,6 @@ def _leave_last_split(train_file: str) -> bool:
     """Was ``train_file`` written by `twotower data split --method leave_last` (its split_report.json says so)?"""
     report = Path(train_file).parent / "split_report.json"
     try:
-        return json.loads(report.read_text(encoding="utf-8")).get("method") == "leave_last_n_out"
+        return json.loads(report.read_text(encoding="utf-8")).get("method") in ("leave_last", "leave_last_n_out")  # the latter: older reports
     except (OSError, ValueError, AttributeError):
         return False

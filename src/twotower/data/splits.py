@@ -279,7 +279,7 @@ def leave_last_n_out(df: pd.DataFrame, n: int = DataConfig.leave_n) -> Split:
                               f"n={n} holds out {n} for valid and {n} for test; a smaller n (--n, data.leave_n) "
                               "holds out fewer")
     return _finish(
-        "leave_last_n_out",
+        "leave_last",  # as `data split --method` and data.split spell it, so the report's method splits again
         s[is_train], s[is_valid], s[is_test],
         {"n": n, "users_train_only": short_users, "min_interactions": 2 * n + 1},
     )
@@ -427,7 +427,7 @@ def global_time_split(
                         f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared, per_user)}")
     _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
                       _span(ts, unit, declared, per_user), refuse=(refuse_empty and v < t, refuse_empty))
-    return _finish("global_time", s[is_train], s[is_valid], s[is_test],
+    return _finish("time", s[is_train], s[is_valid], s[is_test],
                    {"valid_start": v, "test_start": t, "time_unit": reported})
 
 
