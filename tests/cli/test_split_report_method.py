@@ -40,3 +40,12 @@ def test_train_still_knows_a_leave_last_split_by_either_name(tmp_path, recorded)
     assert _leave_last_split(str(tmp_path / "train.csv"))
     (tmp_path / "split_report.json").write_text(json.dumps({"method": "temporal"}))
     assert not _leave_last_split(str(tmp_path / "train.csv"))
+
+
+def test_a_time_split_with_an_empty_train_part_is_named_as_the_user_asked_for_it(tmp_path, capsys):
+    src = write_dataset(tmp_path / "syn")["all"]
+    assert main(["-q", "data", "split", "--input", str(src), "--method", "time", "--valid-start", "1",
+                 "--test-start", "2", "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: the time split left the train part empty: no row is before --valid-start 1"), err
+    assert "global_time" not in err

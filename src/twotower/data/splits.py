@@ -423,7 +423,7 @@ def global_time_split(
     is_test = ts >= t
     is_valid = ~(is_train | is_test)
     if not is_train.any():
-        raise DataError(f"global_time left the train part empty: no row is before {names[0]} "
+        raise DataError(f"the time split left the train part empty: no row is before {names[0]} "
                         f"{_shown(valid_start, v, unit)}; {_span(ts, unit, declared, per_user)}")
     _warn_empty_parts(s[is_valid], s[is_test], (_shown(valid_start, v, unit), _shown(test_start, t, unit)), names,
                       _span(ts, unit, declared, per_user), refuse=(refuse_empty and v < t, refuse_empty))
