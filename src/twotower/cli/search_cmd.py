@@ -55,8 +55,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--threads", type=int, help=_THREADS_HELP)
     e.add_argument("--json", action="store_true",
                    help="print one JSON object: the four metrics, and what was measured (beir, split, retriever, "
-                        "fusion, bm25 (its settings), model, rerank, queries, and skipped: judged queries without a "
-                        "relevant document, not scored)")
+                        "fusion, bm25 (its settings), model (with its encoder_backend, max_length and "
+                        "query_max_length), rerank, queries, and skipped: judged queries without a relevant "
+                        "document, not scored)")
     e.add_argument("--keep-unknown", action="store_true",
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
@@ -471,7 +472,8 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     if args.retriever != "dense" and bm25.token_pattern != type(bm25).token_pattern:  # two BM25 rows told apart
         what += f" [token pattern {bm25.token_pattern}]"
     if args.retriever != "bm25":
-        what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}]"
+        backend = m.get("encoder_backend")  # int8 and fp32 rows of one model were told apart by nothing
+        what += f" [{args.model or 'all-MiniLM-L6-v2 zero-shot'}" + (f", {backend}" if backend else "") + "]"
     rows = []
     if "without_rerank" in m:  # the same retriever unreranked first: whether the cross-encoder helps is read off
         rows.append({"retriever": what, **{k: m["without_rerank"][k] for k in METRIC_KEYS},
@@ -485,8 +487,9 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
 def _evaluate_identity(args: argparse.Namespace, fusion, m: dict, bm25) -> dict:  # noqa: ANN001 - FusionChoice, BM25Config
     """What `search evaluate --json` measured, beside its metrics: the BEIR folder and split, the retriever, its fusion
     (hybrid) with RRF's k, BM25's settings (bm25, hybrid: as the saved index's bm25/meta.json records them), the
-    bi-encoder and cross-encoder (absolute paths, each with the sha256 of its marker, which
-    lists the sha256 of every file of the model) and the query counts. The JSON held the four metrics alone, so two
+    bi-encoder (with the resolved encoder backend and word-piece lengths it was read through) and cross-encoder
+    (absolute paths, each with the sha256 of its marker, which lists the sha256 of every file of the model) and the
+    query counts. The JSON held the four metrics alone, so two
     saved files (BM25 and hybrid, zero-shot and fine-tuned, test and train) could not be told apart."""
     from dataclasses import asdict
     from pathlib import Path
@@ -509,8 +512,11 @@ def _evaluate_identity(args: argparse.Namespace, fusion, m: dict, bm25) -> dict:
         "retriever": args.retriever,
         "fusion": {"name": fusion.name, "params": fusion.params} if args.retriever == "hybrid" else None,
         "bm25": asdict(bm25) if args.retriever != "dense" else None,
-        # the zero-shot default by name, as the table's row names it
-        "model": (model(args.model, BI_ENCODER_META) or {"name": "all-MiniLM-L6-v2"}) if dense else None,
+        # the zero-shot default by name, as the table's row names it; with the forward pass and the word-piece
+        # lengths that encoded it: an onnx-int8 and a torch evaluation of one model printed the same object
+        "model": ({**(model(args.model, BI_ENCODER_META) or {"name": "all-MiniLM-L6-v2"}),
+                   **{k: m.get(k) for k in ("encoder_backend", "max_length", "query_max_length")}}
+                  if dense else None),
         "rerank": None if args.rerank is None else {**model(args.rerank, CROSS_ENCODER_META), "top": args.rerank_top},
         "queries": m["queries"],
         "skipped": m["skipped"],

@@ -120,7 +120,8 @@ def search_evaluate(
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
     relevant document), ``skipped`` (judged queries without one, which have no defined metric) and, for dense and
     hybrid, ``truncation`` (how many passages the encoder cut: :func:`~twotower.text.encoder.truncation_report`)
-    with the ``max_length`` / ``query_max_length`` read, and with a reranker ``rerank_truncation`` (how many
+    with the ``max_length`` / ``query_max_length`` read and the resolved ``encoder_backend`` (the forward pass that
+    encoded the corpus and the queries), and with a reranker ``rerank_truncation`` (how many
     reranked pairs it cut), ``rerank_backend`` (the resolved forward pass) and ``without_rerank``: the four metrics
     (and ``seconds``) of the same first stage before reranking. For hybrid, ``dense_only``: ``{"queries": N,
     "example": ID}``, the scored queries BM25 matched no document for (ranked by the dense retriever alone), and
@@ -222,6 +223,7 @@ def search_evaluate(
         metrics["truncation"] = truncation
         metrics["max_length"] = dense.max_length
         metrics["query_max_length"] = dense.query_max_length
+        metrics["encoder_backend"] = dense.doc_encoder.backend
     if without_rerank is not None:
         metrics["without_rerank"] = without_rerank
         metrics["rerank_backend"] = reranker.backend
