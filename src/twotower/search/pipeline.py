@@ -89,6 +89,30 @@ def _read_meta(path: Path) -> tuple[dict, Path, str]:
     return meta, meta_path, fix
 
 
+def _encoder_mismatch(path: Path, meta: dict, meta_path: Path, now: str) -> str:
+    """Why the index at ``path`` is refused when its model's document tower no longer loads as the encoder its
+    embeddings came from (meta.json's ``doc_encoder``), and the command that rebuilds it over the same corpus with
+    the same model. "PATH: documents were embedded by st@..., but the model now loads as st@...; rebuild the index"
+    named neither the file and field nor the model folder, nor how to rebuild."""
+    from twotower.text.encoder import backend_of  # noqa: PLC0415
+
+    model = meta.get("model")
+    source = meta.get("source")
+    beir = source.get("beir") if isinstance(source, dict) else None
+    recorded, backend = meta["doc_encoder"], meta.get("encoder_backend", "torch")
+    why = (f"its encoder_backend {backend} does not match it" if backend_of(recorded) != backend
+           else "the model's weights changed since the index was built")
+    command = ["twotower", "search", "index", "--beir", shell_arg(beir) if isinstance(beir, str) else "DIR"]
+    if model is not None:
+        command += ["--model", shell_arg(model)]
+    if backend != "torch":  # rebuilt on the forward pass it was built with, not the default
+        command += ["--encoder-backend", shell_arg(backend)]
+    command += ["--out", shell_arg(path)]
+    return (f"{meta_path}: doc_encoder {recorded} embedded the index's documents, but its model "
+            f"({model or 'the packaged all-MiniLM-L6-v2'}) now loads as {now} ({why}); its embeddings cannot be "
+            f"searched with this model: rebuild the index with `{' '.join(command)}`")
+
+
 #: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
 DESCRIBED = ("documents", "model", "doc_encoder", "encoder_backend", "max_length", "query_max_length", "fusion",
              "source", "truncation")
@@ -273,8 +297,7 @@ class SearchIndex:
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=EncoderSettings.env_threads())
         q_enc, d_enc = load_bi_encoder(model, settings=settings)
         if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], d_enc.model_id):
-            raise IntegrityError(f"{path}: documents were embedded by {meta['doc_encoder']}, but the model now loads "
-                                 f"as {d_enc.model_id}; rebuild the index")
+            raise IntegrityError(_encoder_mismatch(path, meta, meta_path, d_enc.model_id))
         # indexes saved before query_max_length was stored were built and queried at the default
         dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"],
                                query_max_length=meta.get("query_max_length", SearchConfig.query_max_length)
