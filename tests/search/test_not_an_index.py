@@ -83,3 +83,50 @@ def test_suggested_commands_keep_a_spaced_path_one_argument(tmp_path, capsys):
     bi = _marker(tmp_path / "my runs" / "bi ü", "twotower_bi_encoder.json", {"kind": "bi_encoder"})
     command = shlex.split(_query_error(bi, capsys).split("`")[1])
     assert command == ["twotower", "search", "index", "--beir", "BEIR", "--model", str(bi), "--out", f"{bi}-index"]
+
+
+def _suggested_build_passes_the_out_check(message: str, monkeypatch, beir) -> list[str]:
+    """The `twotower search index ...` command in ``message``, run with ``beir`` for its --beir DIR: it passes every
+    check of `search index` up to the build (stopped there: no model loads)."""
+    import twotower.search.pipeline as pipeline
+
+    def build(cls, corpus, **kw):
+        raise AssertionError(f"build {len(corpus)} documents")
+
+    monkeypatch.setattr(pipeline.SearchIndex, "build", classmethod(build))
+    command = shlex.split(message.split("`")[1])[1:]
+    command[command.index("--beir") + 1] = str(beir)
+    with pytest.raises(AssertionError, match="build 5 documents"):
+        main(command)
+    return command
+
+
+def test_an_index_that_lost_its_meta_json_says_so_and_to_remove_it(tmp_path, capsys, monkeypatch):
+    # "no search index at IDX; build one with `twotower search index --beir DIR --out IDX`", which refused IDX as
+    # "a non-empty folder that is not a search index"
+    index = tmp_path / "idx"
+    (index / "bm25").mkdir(parents=True)
+    (index / "docs.json").write_text("{}")
+    (index / "embeddings.npy").write_bytes(b"")
+    err = _query_error(index, capsys)
+    assert err.startswith(f"{index} is an incomplete search index: no meta.json beside its bm25, docs.json, "
+                          f"embeddings.npy"), err
+    assert f"remove the folder (rm -r {index})" in err
+    assert main(["search", "info", "--index", str(index)]) == 2  # info refuses it the same way
+    assert capsys.readouterr().err.strip() == f"error: {err}"
+    import shutil
+
+    shutil.rmtree(index)  # as the message says, then its command goes through
+    _suggested_build_passes_the_out_check(err, monkeypatch, write_beir(tmp_path / "beir"))
+
+
+def test_a_folder_of_other_files_is_sent_beside_it(tmp_path, capsys, monkeypatch):
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("x")
+    err = _query_error(other, capsys)
+    assert err == (f"no search index at {other} (a folder of other files, which search index --out does not replace); "
+                   f"build one beside it with `twotower search index --beir DIR --out {other}-index` and give that "
+                   "folder")
+    command = _suggested_build_passes_the_out_check(err, monkeypatch, write_beir(tmp_path / "beir"))
+    assert command[command.index("--out") + 1] == f"{other}-index"

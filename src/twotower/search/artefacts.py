@@ -267,7 +267,26 @@ def no_index_message(path: str | os.PathLike[str]) -> str:
     if _beir_folder(p):
         return (f"{p} is a BEIR folder (search prepare), not a search index; build an index from it with "
                 f"`twotower search index --beir {shell_arg(p)} --out {shell_arg(out)}`")
+    from twotower.utils.folder_lock import idle_lock_file  # noqa: PLC0415
+
+    # `search index --out P` refuses a non-empty folder that is not a search index: suggesting it sent the user
+    # from one refusal to the next (an index whose meta.json was lost, any folder of other files)
+    try:
+        held = sorted(c.name for c in p.iterdir() if not idle_lock_file(c)) if p.is_dir() else []
+    except OSError:  # unreadable: the plain message
+        held = []
+    if any(name in _INDEX_PARTS for name in held):
+        return (f"{p} is an incomplete search index: no meta.json beside its {', '.join(n for n in held if n in _INDEX_PARTS)} "
+                f"(meta.json lists every file's checksum; without it nothing can be checked); remove the folder "
+                f"(rm -r {shell_arg(p)}) and build it again with `twotower search index --beir DIR --out {shell_arg(p)}`")
+    if held:
+        return (f"no search index at {p} (a folder of other files, which search index --out does not replace); build one "
+                f"beside it with `twotower search index --beir DIR --out {shell_arg(out)}` and give that folder")
     return f"no search index at {p}; build one with `twotower search index --beir DIR --out {shell_arg(p)}`"
+
+
+#: what a search index folder holds beside meta.json (SearchIndex.save)
+_INDEX_PARTS = ("bm25", "docs.json", "embeddings.npy")
 
 
 def trained_on(folder: str | os.PathLike[str] | None) -> dict | None:
