@@ -6,6 +6,7 @@ vocabulary size from bm25s' own files.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -73,3 +74,25 @@ def test_help_names_every_key_of_the_json(index, capsys):
     text = " ".join(capsys.readouterr().out.split())
     json_help = text[text.index("--json print"):]
     assert [k for k in [*got, *got["bm25"]] if k not in json_help] == []
+
+
+def test_a_moved_model_is_said_missing(tmp_path, capsys):
+    """An index built with `--model DIR` whose DIR was moved: info printed the path as if the index could be
+    searched, while `search query` refused it ("the index's model ... does not exist")."""
+    index = tmp_path / "index"
+    index.mkdir()
+    meta = index / "meta.json"
+    BM25Retriever().fit(DOCS, ["a", "b"]).save(index / "bm25")
+    files = {p.relative_to(index).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in sorted(index.rglob("*")) if p.is_file()}
+    model = tmp_path / "runs" / "bi"
+    model.mkdir(parents=True)
+    meta.write_text(json.dumps({"format": 2, "kind": "search_index", "model": str(model), "files": files,
+                                "fusion": {"name": "rrf", "params": {"k": 60}}, "documents": 2}))
+    assert main(["search", "info", "--index", str(index), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_found"] is True
+    model.rename(tmp_path / "runs" / "bi-moved")
+    assert main(["search", "info", "--index", str(index), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model_found"] is False
+    assert main(["search", "info", "--index", str(index)]) == 0
+    assert f"model            {model} (missing: moved or deleted;" in capsys.readouterr().out

@@ -96,7 +96,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     n.add_argument("--index", required=True, help="directory written by 'twotower search index' (or a folder "
                    "BM25Retriever.save wrote)")
     n.add_argument("--json", action="store_true",
-                   help="print one JSON object: kind, path, documents, model, doc_encoder, encoder_backend, "
+                   help="print one JSON object: kind, path, documents, model, model_found (whether that folder "
+                        "exists; null for the packaged model), doc_encoder, encoder_backend, "
                         "max_length, query_max_length, fusion, source, truncation and bm25 (k1, b, method, "
                         "stopwords, stemmer, token_pattern, documents, vocabulary)")
     n.set_defaults(func=cmd_search_info)
@@ -796,7 +797,9 @@ def cmd_search_info(args: argparse.Namespace) -> int:
         lengths = (f"{info['max_length']} word pieces a document, "
                    f"{info['query_max_length'] or SearchConfig.query_max_length} a query")
         rows += [("documents", f"{info['documents']:,}" if isinstance(info["documents"], int) else "unknown"),
-                 ("model", info["model"] or "all-MiniLM-L6-v2 (zero-shot)"),
+                 ("model", info["model"] + (" (missing: moved or deleted; search query and serve refuse the "
+                                            "index until it is back there)" if info["model_found"] is False else "")
+                  if info["model"] else "all-MiniLM-L6-v2 (zero-shot)"),
                  ("encoder backend", info["encoder_backend"] or "torch"),
                  ("lengths", lengths),
                  ("fusion", as_fusion(info["fusion"]).describe())]

@@ -121,7 +121,9 @@ DESCRIBED = ("documents", "model", "doc_encoder", "encoder_backend", "max_length
 def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
     """What the saved search index at ``path`` was built with (``twotower search info``), checked as
     :meth:`SearchIndex.load` checks it but without loading the bi-encoder: ``kind`` ("search_index"), ``path``
-    (absolute), the :data:`DESCRIBED` fields of its meta.json (None where an older index has none) and ``bm25``:
+    (absolute), the :data:`DESCRIBED` fields of its meta.json (None where an older index has none), ``model_found``
+    (whether the bi-encoder folder ``model`` names exists: the index cannot be searched without it; None for the
+    packaged model) and ``bm25``:
     :meth:`~twotower.search.bm25.BM25Retriever.settings` (k1, b, method, stopwords, stemmer, token_pattern,
     documents, vocabulary). A folder saved by ``BM25Retriever.save`` gives ``kind`` "bm25" and ``bm25`` alone."""
     from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
@@ -134,8 +136,12 @@ def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
     if isinstance(probe, dict) and probe.get("kind") == "bm25":
         return {"kind": "bm25", "path": str(path.resolve()), "bm25": BM25Retriever.load(path).settings()}
     meta, _, _ = _read_meta(path)
+    model = meta.get("model")
+    # whether the bi-encoder the index names is still there (None: the packaged model): info printed a moved
+    # model's path as if the index could be searched, and `search query` then refused it
+    found = Path(model).exists() if isinstance(model, str) else None
     return {"kind": "search_index", "path": str(path.resolve()), **{k: meta.get(k) for k in DESCRIBED},
-            "bm25": BM25Retriever.load(path / "bm25").settings()}
+            "model_found": found, "bm25": BM25Retriever.load(path / "bm25").settings()}
 
 
 def _read_docs(docs_path: Path, fix: str) -> Corpus:
