@@ -85,3 +85,29 @@ def test_dense_json_and_row_name_the_encoder_backend_and_lengths(beir_dir, tmp_p
                        "query_max_length": 16} for backend in ("torch", "torch-bf16")]
     assert main(["search", "evaluate", *args, "--encoder-backend", "torch-bf16"]) == 0
     assert "[all-MiniLM-L6-v2 zero-shot, torch-bf16]" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_json_records_the_passages_and_pairs_the_encoders_cut(beir_dir, tmp_path, capsys, monkeypatch):
+    """README: "`search evaluate --rerank` logs (and `rerank_truncation` records) how many reranked pairs it cut" and
+    the passages cut are recorded under `truncation`; `--json` dropped both (only the Python dict held them)."""
+    cut = {"passages": 5, "cut": 2, "longest": 300, "max_length": 32}
+    pairs = {"pairs": 10, "cut": 4, "longest": 310, "max_length": 64}
+
+    def fake_evaluate(beir, split, retriever, model_dir, rerank, **kw):  # noqa: ANN001, ANN003, ANN202
+        return {"NDCG@10": 0.5, "Recall@10": 0.5, "Recall@100": 1.0, "MRR@10": 0.5, "queries": 3, "skipped": 0,
+                "seconds": 0.1, "truncation": cut, "max_length": 32, "query_max_length": 16,
+                "encoder_backend": "torch", "rerank_truncation": pairs, "rerank_backend": "torch",
+                "without_rerank": {"NDCG@10": 0.4, "Recall@10": 0.5, "Recall@100": 1.0, "MRR@10": 0.4, "seconds": 0.1}}
+
+    import twotower.search.evaluate as evaluate_module
+
+    monkeypatch.setattr(evaluate_module, "search_evaluate", fake_evaluate)
+    ce = tmp_path / "ce"
+    monkeypatch.setattr("twotower.search.artefacts.check_cross_encoder_dir", lambda *a, **k: ce)
+    got = _json(capsys, "--beir", str(beir_dir), "--retriever", "dense", "--rerank", str(ce),
+                "--cache", str(tmp_path / "cache"))
+    assert got["truncation"] == cut and got["rerank_truncation"] == pairs
+    assert got["without_rerank"]["NDCG@10"] == 0.4 and got["rerank_backend"] == "torch"
+    assert main(["search", "evaluate", "--help"]) == 0
+    json_help = " ".join(capsys.readouterr().out.split())
+    assert all(key in json_help for key in ("truncation", "rerank_truncation", "without_rerank", "rerank_backend"))

@@ -57,7 +57,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    help="print one JSON object: the four metrics, and what was measured (beir, split, retriever, "
                         "fusion, bm25 (its settings), model (with its encoder_backend, max_length and "
                         "query_max_length), rerank, queries, and skipped: judged queries without a relevant "
-                        "document, not scored)")
+                        "document, not scored; dense and hybrid add truncation: the passages the encoder cut, "
+                        "--rerank adds without_rerank, rerank_backend and rerank_truncation: the pairs the "
+                        "cross-encoder cut)")
     e.add_argument("--keep-unknown", action="store_true",
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
@@ -463,6 +465,9 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
         if "without_rerank" in m:  # the first stage alone, beside the reranked metrics (which keep their keys)
             out["without_rerank"] = {k: m["without_rerank"][k] for k in METRIC_KEYS}
             out["rerank_backend"] = m["rerank_backend"]  # resolved (auto never): which forward pass scored
+        for key in ("truncation", "rerank_truncation"):  # logged once, and recorded (README) only in the Python dict
+            if m.get(key) is not None:
+                out[key] = m[key]
         out.update(_evaluate_identity(args, fusion, m, bm25))  # added beside the metrics: scripts read those keys as before
         print(json.dumps(out, allow_nan=False))  # the metrics are defined (never NaN)
         return 0
