@@ -130,3 +130,20 @@ def test_a_folder_of_other_files_is_sent_beside_it(tmp_path, capsys, monkeypatch
                    "folder")
     command = _suggested_build_passes_the_out_check(err, monkeypatch, write_beir(tmp_path / "beir"))
     assert command[command.index("--out") + 1] == f"{other}-index"
+
+
+def test_the_bm25_half_of_an_index_sends_to_the_index(tmp_path, capsys):
+    # "IDX/bm25/meta.json does not describe a search index", for the folder that `search info` describes as
+    # "BM25 index" and whose parent is the index
+    from twotower.search.bm25 import BM25Retriever
+
+    index = tmp_path / "idx"
+    BM25Retriever().fit(["aspirin and the heart", "coffee"], ["a", "b"]).save(index / "bm25")
+    (index / "meta.json").write_text(json.dumps({"kind": "search_index"}))
+    assert _query_error(index / "bm25", capsys) == (f"{index / 'bm25'} is the BM25 half of the search index {index}, "
+                                                    f"not a search index; give the index folder {index} instead")
+    alone = tmp_path / "bm25-alone"
+    BM25Retriever().fit(["aspirin and the heart", "coffee"], ["a", "b"]).save(alone)
+    assert _query_error(alone, capsys) == (f"{alone} is a BM25 index (BM25Retriever.save), not a search index (BM25 + "
+                                           f"dense); build one with `twotower search index --beir DIR --out "
+                                           f"{alone}-index`")

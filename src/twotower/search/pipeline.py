@@ -75,6 +75,15 @@ def _read_meta(path: Path) -> tuple[dict, Path, str]:
         meta = read_json(meta_path)
     except IntegrityError as e:  # "...; the file is corrupted or half-written" said nothing of what to do
         raise IntegrityError(f"{e}; {fix} (after removing the folder: a damaged index is not replaced)") from None
+    if isinstance(meta, dict) and meta.get("kind") == "bm25":
+        # "IDX/bm25/meta.json does not describe a search index": the BM25 half given for the index holding it
+        whole = path.resolve().parent
+        if is_search_index(whole):
+            # (the folder alone: search query takes it as --index, serve as --search-index)
+            raise DataError(f"{path} is the BM25 half of the search index {whole}, not a search index; give the "
+                            f"index folder {shell_arg(whole)} instead")
+        raise DataError(f"{path} is a BM25 index (BM25Retriever.save), not a search index (BM25 + dense); build one "
+                        f"with `twotower search index --beir DIR --out {shell_arg(str(path) + '-index')}`")
     if not isinstance(meta, dict) or meta.get("kind") != "search_index":
         raise IntegrityError(f"{meta_path} does not describe a search index")
     files = meta.get("files")
