@@ -96,3 +96,13 @@ def test_a_moved_model_is_said_missing(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["model_found"] is False
     assert main(["search", "info", "--index", str(index)]) == 0
     assert f"model            {model} (missing: moved or deleted;" in capsys.readouterr().out
+
+
+def test_the_text_says_how_many_passages_the_embeddings_cut(index, capsys):
+    """`search index` logs "N of M passages cut at L word pieces" once and meta.json records it, but the text of
+    `search info` left it out: nothing said the stored embeddings saw only each passage's start."""
+    meta = json.loads((index / "meta.json").read_text())
+    assert main(["search", "info", "--index", str(index)]) == 0
+    want = (f"{meta['truncation']['cut']} of 2 passages cut at 32 word pieces "
+            f"(longest {meta['truncation']['longest']})")
+    assert f"  truncation       {want}\n" in capsys.readouterr().out

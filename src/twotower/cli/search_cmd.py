@@ -807,6 +807,9 @@ def cmd_search_info(args: argparse.Namespace) -> int:
                   if info["model"] else "all-MiniLM-L6-v2 (zero-shot)"),
                  ("encoder backend", info["encoder_backend"] or "torch"),
                  ("lengths", lengths),
+                 # what the stored embeddings saw: the dense side reads only the first max_length word pieces (JSON
+                 # held it, the text did not; None: an index saved before it was recorded)
+                 ("truncation", _cut_line(info["truncation"])),
                  ("fusion", as_fusion(info["fusion"]).describe())]
         source = info["source"] if isinstance(info["source"], dict) else {}
         if source.get("beir"):
@@ -823,6 +826,17 @@ def cmd_search_info(args: argparse.Namespace) -> int:
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     return 0
+
+
+def _cut_line(report: object) -> str:
+    """A search index's ``truncation`` record as `search index` logged it, or "unknown" (older indexes, no
+    tokenizer)."""
+    from twotower.text.encoder import describe_truncation
+
+    if not isinstance(report, dict) or not all(isinstance(report.get(k), int)
+                                               for k in ("cut", "passages", "max_length", "longest")):
+        return "unknown (not recorded when the index was built)"
+    return describe_truncation(report)
 
 
 def _query_notes(answer: dict, where: str) -> None:
