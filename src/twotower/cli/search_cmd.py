@@ -779,6 +779,11 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     for answer in out:
         print(f"query: {answer['query']}")
         for h in answer["items"]:
+            if h.get("reranked") is False and h["rank"] == args.rerank_top + 1:
+                # as --json's "reranked": false: below, the scores only keep the fused order under the reranked
+                # hits (the last logit minus 1, 2, ...), which the column passed off as the cross-encoder's
+                print(f"  -- past --rerank-top {args.rerank_top}: not rescored by the cross-encoder (fused order; "
+                      "the scores only place them below)")
             print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
     return 0
 
