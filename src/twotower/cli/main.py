@@ -138,6 +138,26 @@ def add_no_verify(p: argparse.ArgumentParser) -> None:
                    help="load the run without checking its manifest checksums (logged loudly)")
 
 
+def add_index_flag(p: argparse.ArgumentParser) -> None:
+    """``--index DIR`` on `recommend` and `similar`: rank with the index `serve --index DIR` answers from, so the
+    command line can give the lists such a server gives (it could use RUN/index only)."""
+    p.add_argument("--index", metavar="DIR",
+                   help="index folder (from `twotower index build --out DIR`) to rank with, as `serve --index DIR` "
+                        "does (default RUN/index if built, else exact search); not with --exact")
+
+
+def refuse_index_with_exact(args: argparse.Namespace) -> None:
+    """``--index`` and ``--exact`` together, or an empty ``--index``: refused in `serve`'s words."""
+    from twotower.errors import ConfigError
+
+    index = getattr(args, "index", None)
+    if index is not None and not index.strip():
+        raise ConfigError("--index: an empty path; give the folder, or leave --index out")
+    if index and getattr(args, "exact", False):
+        raise ConfigError("--exact ranks the whole catalogue exactly; --index names an index to rank with: "
+                          "use one or the other")
+
+
 def _add_train(sub: argparse._SubParsersAction) -> None:
     from twotower.config import TRAIN_THREADS_DEFAULT, DataConfig, RunConfig, TrainConfig, section_names  # defaults: once
 
@@ -274,6 +294,7 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
                         "(time order) instead of the training history, without refitting; its items count as seen")
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
+    add_index_flag(p)
     p.add_argument("--out", help="CSV output user_id,item_id,rank,score (for --users); - for stdout (not with --json)")
     p.add_argument("--json", action="store_true", help='print POST /recommend\'s answer, {"items": [{"item_id", "score", ...}], "user_id", "k"}; '
                    "with --users, JSON records (not with --out: redirect stdout for a file)")

@@ -99,12 +99,12 @@ def _index_entry(index: Any, index_dir: Path | None, used: str) -> dict[str, Any
 
 
 def _common_record(command: str, out: str, output: dict[str, Any], run: Any, index: Any, used: str, exact: bool,
-                   k: int) -> dict[str, Any]:
+                   k: int, index_dir: str | None = None) -> dict[str, Any]:
     """The keys every record holds: what wrote it, when, the CSV it describes, the run, the index and k."""
     from twotower.cli.main import _version  # what `twotower --version` prints
     from twotower.pipeline.recommend import run_index_dir
 
-    index_dir = run_index_dir(run.dir, exact=exact)  # as open_run_index chose
+    index_dir = run_index_dir(run.dir, index_dir, exact=exact)  # as open_run_index chose
     return {
         "format": RECORD_FORMAT,
         "command": command,
@@ -124,7 +124,8 @@ def recommend_record(args: argparse.Namespace, run: Any, index: Any, used: str, 
     users_file = users != "all" and is_file(users)
     output = {"sha256": csv_sha256, "rows": n_rows, "users": n_users}
     return {
-        **_common_record("twotower recommend", args.out, output, run, index, used, getattr(args, "exact", False), k),
+        **_common_record("twotower recommend", args.out, output, run, index, used, getattr(args, "exact", False), k,
+                         getattr(args, "index", None)),
         "users": {"file": file_entry(users)} if users_file else {"given": users},
         "exclude": [file_entry(f) for f in args.exclude or []],
         "exclude_seen": not args.no_exclude_seen,
@@ -149,7 +150,7 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
     distinct ids listed, in order."""
     output = {"sha256": csv_sha256, "rows": n_rows, "items": n_items}
     return {
-        **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k),
+        **_common_record("twotower similar", args.out, output, run, index, used, args.exact, k, args.index),
         "items": items_entry(item_ids),
         "cold_similar": args.cold_similar,
         "exclude_items": getattr(args, "listed_ids", None),  # --exclude-items, as POST /similar-items' JSON

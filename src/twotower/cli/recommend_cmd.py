@@ -142,6 +142,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
     if (why := k_refusal(k)) is not None:
         raise ConfigError(f"--k: {why}")
+    from twotower.cli.main import refuse_index_with_exact
+
+    refuse_index_with_exact(args)
     if getattr(args, "history_from", None) and args.history is not None:
         raise ConfigError("--history-from reads known users' histories from files; --history describes one new "
                           "user: use one or the other")
@@ -187,7 +190,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     # `ranking with ...` line printed), where POST /recommend and tt.recommend refuse it before any work
     user_row = _user_row(run, args.user) if hist is None and args.user is not None else None
     rows = None if hist is not None or args.user is not None else np.asarray(_parse_user_list(run, args.users), np.int64)
-    index, used = open_run_index(run, exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
+    index, used = open_run_index(run, getattr(args, "index", None), exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     allow = filter_allow(mask, index)
     histories = None

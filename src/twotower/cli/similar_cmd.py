@@ -23,7 +23,7 @@ log = logging.getLogger("twotower")
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.flags import OneId
-    from twotower.cli.main import add_no_verify
+    from twotower.cli.main import add_index_flag, add_no_verify
     from twotower.config import COLD_SIMILAR
     from twotower.serving.settings import ServiceSettings  # the service's defaults, so both agree
 
@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "as `serve --cold-similar`")
     p.add_argument("--exact", action="store_true",
                    help="rank the whole catalogue exactly instead of with the run's built index (RUN/index)")
+    add_index_flag(p)
     p.add_argument("--out", help="with --items: the CSV file (written whole or not at all); - or left out: stdout "
                                  "(not with --json)")
     p.add_argument("--json", action="store_true",
@@ -61,6 +62,9 @@ def _check_args(args: argparse.Namespace) -> int:
     from twotower.pipeline.refusals import k_refusal  # the words of tt.similar and POST /similar-items
     from twotower.serving.settings import ServiceSettings
 
+    from twotower.cli.main import refuse_index_with_exact
+
+    refuse_index_with_exact(args)
     k = args.k if args.k is not None else ServiceSettings.default_k
     if (why := k_refusal(k)) is not None:
         raise ConfigError(f"--k: {why}")
@@ -129,7 +133,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
     # POST /similar-items' checks, before the index
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     args.listed = _listed_rows(run, args.listed_ids)  # checked before the index, as --items'
-    index, used = open_run_index(run, exact=args.exact)  # the index `twotower serve` answers from
+    index, used = open_run_index(run, args.index, exact=args.exact)  # the index `twotower serve` answers from
     print(f"ranking with {used}", file=sys.stderr)
     args.allow = filter_allow(mask, index)
     if args.item is not None:

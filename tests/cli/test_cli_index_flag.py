@@ -1,0 +1,66 @@
+"""`recommend --index DIR` / `similar --index DIR` rank with the index `serve --index DIR` answers from.
+
+Walk-through: an index built with `twotower index build --out DIR` can be served (`serve --index DIR`), but the
+command line ranked with RUN/index only (or exact search without one), so a served list could not be reproduced
+from the command line: `--index` was an unrecognized argument."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.serving.tiny_run import build_tiny_run
+from twotower.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def run_and_index(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("cliindex")
+    run = build_tiny_run(folder)
+    shutil.rmtree(run / "index", ignore_errors=True)
+    idx = folder / "hnsw"
+    assert main(["-q", "index", "build", "--run", str(run), "--index", "hnsw", "--ef-search", "16", "--out", str(idx)]) == 0
+    return run, idx
+
+
+def test_recommend_and_similar_use_the_given_index_as_serve_does(run_and_index, capsys):
+    from twotower.serving import RecommenderService, create_app
+
+    run, idx = run_and_index
+    service = RecommenderService.load(run, idx)
+    user, item = service.run.user_vocab.ids[0], service.run.item_vocab.ids[0]
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run), "--user", user, "--k", "5", "--index", str(idx), "--json"]) == 0
+    out = capsys.readouterr()
+    assert f"ranking with index {idx}: approximate HNSW" in out.err
+    cli = json.loads(out.out)
+    assert main(["similar", "--run", str(run), "--item", item, "--k", "5", "--index", str(idx), "--json"]) == 0
+    out = capsys.readouterr()
+    assert f"ranking with index {idx}: approximate HNSW" in out.err
+    cli_similar = json.loads(out.out)
+    with TestClient(create_app(service=service)) as client:
+        http = client.post("/recommend", json={"user_id": user, "k": 5}).json()
+        http_similar = client.post("/similar-items", json={"item_id": item, "k": 5}).json()
+    assert [(i["item_id"], i["score"]) for i in cli["items"]] == [(i["item_id"], i["score"]) for i in http["items"]]
+    assert ([(i["item_id"], i["score"]) for i in cli_similar["items"]]
+            == [(i["item_id"], i["score"]) for i in http_similar["items"]])
+
+
+def test_the_record_names_the_given_index(run_and_index, tmp_path):
+    run, idx = run_and_index
+    out = tmp_path / "recs.csv"
+    assert main(["-q", "recommend", "--run", str(run), "--users", "all", "--k", "3", "--index", str(idx),
+                 "--out", str(out)]) == 0
+    index = json.loads(Path(f"{out}.json").read_text(encoding="utf-8"))["index"]
+    assert index["kind"] == "approximate" and index["path"] == str(idx.resolve())
+
+
+@pytest.mark.parametrize("command", ["recommend", "similar"])
+def test_index_with_exact_is_refused(run_and_index, capsys, command):
+    run, idx = run_and_index
+    what = ["--user", "u1"] if command == "recommend" else ["--item", "i1"]
+    assert main([command, "--run", str(run), *what, "--index", str(idx), "--exact"]) == 2
+    assert "use one or the other" in capsys.readouterr().err
