@@ -20,21 +20,14 @@ the MLP heads took the cheap mask (the golden test of the training loop uses it)
 """
 from __future__ import annotations
 
-import functools
-import threading
-from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.config import DROPOUT_RNGS, TowerConfig
-from twotower.utils.spare_thread import lent
 
-__all__ = ["DROPOUT_RNGS", "Dropout", "dropout", "masks_ahead"]
+__all__ = ["DROPOUT_RNGS", "Dropout", "dropout"]
 
 _LEVELS = 1 << 16  # the mask's resolution: p is rounded to a multiple of 1/65536
 _DEFAULT_RNG = TowerConfig.dropout_rng  # declared once, in the config
@@ -53,66 +46,13 @@ def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG)
     if not training or p == 0.0:
         return x
     _check_args(p, rng)
-    if not cheap(x, rng):
+    if rng == "torch" or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
         return F.dropout(x, p, training)
-    ahead = getattr(_ahead, "masks", None)
-    if ahead:  # built on a spare core from the seed this call would have drawn (masks_ahead)
-        want, n, mask = ahead.popleft()
-        if (want, n) != (p, x.numel()):
-            raise RuntimeError(f"dropout mask drawn ahead for p={want}, {n} values, used for p={p}, {x.numel()} "
-                               "values: the layers ran in another order than masks_ahead was told")
-        return apply_mask(x, mask.result())
-    return apply_mask(x, mask_of(draw_seed(), p, x.numel()))
-
-
-_ahead = threading.local()
-
-
-@contextmanager
-def masks_ahead(specs: list[tuple[float, int]]) -> Iterator[None]:
-    """Within the block, the cheap dropout calls of this thread take masks built on the thread a training step
-    lends (utils/spare_thread.py): ``specs`` are their ``(p, numel)`` in the order they will run. Each seed is
-    drawn here, in that order -- the draws the calls would make, where nothing between here and them draws from
-    torch's generator -- and its mask built there while the layers before it run here: the same masks.
-    Nothing changes where no thread is lent."""
-    worker = lent()
-    if worker is None or not specs:
-        yield
-        return
-    masks = deque((p, n, worker.submit(functools.partial(mask_of, draw_seed(), p, n))) for p, n in specs)
-    before = getattr(_ahead, "masks", None)
-    _ahead.masks = masks
-    try:
-        yield
-    finally:
-        _ahead.masks = before
-    if masks:
-        raise RuntimeError(f"{len(masks)} dropout mask(s) drawn ahead were not used: masks_ahead was told of "
-                           "layers that did not run")
-
-
-def cheap(x: Tensor, rng: str) -> bool:
-    """Whether :func:`dropout` draws ``x``'s mask with numpy (else ``F.dropout``)."""
-    return rng != "torch" and x.device.type == "cpu" and x.dtype in (torch.float32, torch.bfloat16)
-
-
-def draw_seed() -> int:
-    """The one draw of torch's default generator a cheap mask takes."""
-    return int(torch.randint(0, 2**62, (1,)))
-
-
-def mask_of(seed: int, p: float, n: int) -> np.ndarray:
-    """The ``[n]`` float32 mask of ``seed``: ``0`` or ``1 / (1 - p)`` (``p`` rounded to 1/65536). Pure numpy, the
-    GIL let go while it computes, so an MLP can have it built on a spare core ahead of its layer (models/mlp.py)."""
     k = round(p * _LEVELS)
-    bits = _uint16_bits(seed, n)  # [n]
+    seed = int(torch.randint(0, 2**62, (1,)))
+    bits = _uint16_bits(seed, x.numel())  # [x.numel()]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)
-    return mask
-
-
-def apply_mask(x: Tensor, mask: np.ndarray) -> Tensor:
-    """``x * mask`` (:func:`mask_of` of ``x.numel()`` values)."""
     # a bfloat16 input (a layer under autocast) comes back in float32, where the residual stream is added
     return x * torch.from_numpy(mask).view(x.shape)
 

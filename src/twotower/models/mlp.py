@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from twotower.models.dropout import Dropout, cheap, masks_ahead
+from twotower.models.dropout import Dropout
 
 __all__ = ["MLP"]
 
@@ -21,7 +21,6 @@ class MLP(nn.Module):
                  dropout_rng: str) -> None:
         super().__init__()
         layers: list[nn.Module] = []
-        self._drop_widths: dict[int, int] = {}
         d = in_dim
         for h in hidden:
             layers.append(nn.Linear(d, h))
@@ -29,17 +28,10 @@ class MLP(nn.Module):
                 layers.append(nn.LayerNorm(h))
             layers.append(nn.GELU())
             if dropout > 0:
-                self._drop_widths[len(layers)] = h  # each dropout layer's index and width
                 layers.append(Dropout(dropout, dropout_rng))  # nn.Dropout's function, a cheaper mask
             d = h
         layers.append(nn.Linear(d, out_dim))
         self.net = nn.Sequential(*layers)
-        self._rng = dropout_rng
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.training or not self._drop_widths or not cheap(x, self._rng):
-            return self.net(x)
-        # the masks built on a spare core while the linear maps run, where a training step lends one
-        rows = x.shape[:-1].numel()
-        with masks_ahead([(self.net[i].p, rows * width) for i, width in self._drop_widths.items()]):
-            return self.net(x)
+        return self.net(x)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from twotower.config import TowerConfig
-from twotower.models.dropout import Dropout, cheap, masks_ahead
+from twotower.models.dropout import Dropout
 from twotower.models.dropout import dropout as cheap_dropout
 
 __all__ = ["CausalTransformer", "GRUEncoder", "SEQ_BLOCKS", "SEQUENCE_KINDS", "build_sequence_encoder"]
@@ -169,24 +169,6 @@ class CausalTransformer(nn.Module):
         B, L, H = x.shape
         if L > self.max_len:
             raise ValueError(f"history window of {L} columns is longer than the encoder's {self.max_len} positions")
-        with masks_ahead(self._masks(x, at)):  # built on a spare core where a training step lends one
-            return self._encode(x, valid, at)
-
-    def _masks(self, x: Tensor, at: Tensor | None) -> list[tuple[float, int]]:
-        """``(p, numel)`` of the cheap dropout masks :meth:`_encode` draws, in order: the input's, then each block's
-        three (attention output, feed-forward inner layer and output; one column a row in the last block with ``at``)."""
-        if not self.training or not cheap(x, self.drop.rng):
-            return []
-        B, L, H = x.shape
-        specs = [(self.drop.p, B * L * H)] if self.drop.p > 0 else []
-        last = len(self.blocks) - 1
-        for i, block in enumerate(self.blocks):
-            if block.dropout > 0:
-                specs += [(block.dropout, B * (1 if i == last and at is not None else L) * H)] * 3
-        return specs
-
-    def _encode(self, x: Tensor, valid: Tensor, at: Tensor | None) -> Tensor:
-        B, L, H = x.shape
         if self.input_scale != 1.0:
             x = x * self.input_scale
         if self.positions == "right":  # aligned to the right edge: column L-1 is position max_len-1
