@@ -57,7 +57,6 @@ from twotower.losses.fused_xent_tiled import TINY as _TINY
 from twotower.losses.fused_xent_tiled import count_correct, drop_in_block, mask_block, tiled
 from twotower.utils.reductions import row_argmax
 from twotower.utils.runtime import native_bf16
-from twotower.utils.spare_thread import beside
 
 __all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "PRECISIONS"]
 
@@ -137,24 +136,14 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
         if not bf16:
             torch.nn.functional.threshold_(p, _TINY, 0.0)
         p[torch.arange(e - s), y] -= 1.0  # d row loss / d logits = softmax - one-hot
-        # the two products read the block and write different tensors: d/dc on the spare core's thread where
-        # the step lends one (utils/spare_thread.py), the same numbers
-        beside(lambda: _to_candidates(gc, p, qm[s:e], bf16), lambda: _to_queries(gq, s, e, p, cm))
+        if gq is not None:
+            gq[s:e] = torch.mm(p, cm)  # [r, D]
+        if gc is not None:
+            if bf16:
+                gc += torch.mm(p.T, qm[s:e])  # each block's product rounded once, summed in float32
+            else:
+                gc.addmm_(p.T, qm[s:e])  # [N, D]
     return total, correct, tied, gq, gc
-
-
-def _to_queries(gq: Tensor | None, s: int, e: int, p: Tensor, cm: Tensor) -> None:
-    if gq is not None:
-        gq[s:e] = torch.mm(p, cm)  # [r, D]
-
-
-def _to_candidates(gc: Tensor | None, p: Tensor, qm: Tensor, bf16: bool) -> None:
-    if gc is None:
-        return
-    if bf16:
-        gc.add_(torch.mm(p.T, qm))  # each block's product rounded once, summed in float32
-    else:
-        gc.addmm_(p.T, qm)  # [N, D]
 
 
 class _FusedXent(torch.autograd.Function):

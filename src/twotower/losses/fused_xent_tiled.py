@@ -15,7 +15,6 @@ from torch import Tensor
 
 from twotower.losses.corrections import masked_logit_value
 from twotower.utils.reductions import row_max
-from twotower.utils.spare_thread import beside
 
 __all__ = ["TINY", "count_correct", "drop_in_block", "tiled"]
 
@@ -124,16 +123,14 @@ def tiled(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: 
             if len(here):
                 p[here, y[here] - j] -= 1.0
             pm = p.bfloat16() if bf16 else p
-            # d/dc on the spare core's thread where the step lends one (utils/spare_thread.py): the same numbers
-            beside(lambda: _add_product(gc, j, k, pm.T, qm[s:e], bf16), lambda: _add_product(gq, s, e, pm, cm[j:k], bf16))
+            if gq is not None:
+                if bf16:
+                    gq[s:e] += torch.mm(pm, cm[j:k]).float()
+                else:
+                    gq[s:e].addmm_(pm, cm[j:k])  # [r, D]
+            if gc is not None:
+                if bf16:
+                    gc[j:k] += torch.mm(pm.T, qm[s:e]).float()
+                else:
+                    gc[j:k].addmm_(pm.T, qm[s:e])  # [w, D]
     return total, correct, tied, gq, gc
-
-
-def _add_product(out: Tensor | None, lo: int, hi: int, a: Tensor, b: Tensor, bf16: bool) -> None:
-    """``out[lo:hi] += a @ b`` (the product rounded once to float32 in bf16 mode)."""
-    if out is None:
-        return
-    if bf16:
-        out[lo:hi] += torch.mm(a, b).float()
-    else:
-        out[lo:hi].addmm_(a, b)

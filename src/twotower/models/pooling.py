@@ -34,8 +34,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from twotower.utils.spare_thread import beside
-
 try:  # SciPy's COO -> CSR counting sort without the duplicate summing that csr_matrix((data, (i, j))) adds
     from scipy.sparse._sparsetools import coo_tocsr as _coo_tocsr
     from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
@@ -150,25 +148,12 @@ def _csr_grads(n_rows: int, B: int, indptr: np.ndarray, indices: np.ndarray,
     """``A_p^T g_p`` (:func:`_csr_structure`): each pool's dense table gradient, each row's terms added in
     batch order (what ``index_add_`` of the ``w[b, l] * g[b]`` rows does, bit for bit)."""
     H = grads[0].shape[1]
-    # the table rows in two parts of about equal entries: the second on the spare core's thread where the step
-    # lends one (utils/spare_thread.py); each row's terms are added by one thread in the same order either way
-    cut = int(np.searchsorted(indptr, indptr[-1] // 2))
     out = []
     for d, g in zip(data, grads):
-        t = np.empty((n_rows, H), np.float32)
-        x = g.detach().contiguous().numpy().ravel()
-        beside(lambda: _rows_product(t, cut, n_rows, B, indptr, indices, d, x),
-               lambda: _rows_product(t, 0, cut, B, indptr, indices, d, x))
+        t = np.zeros((n_rows, H), np.float32)
+        _csr_matvecs(n_rows, B, H, indptr, indices, d, g.detach().contiguous().numpy().ravel(), t.ravel())
         out.append(torch.from_numpy(t))
     return out
-
-
-def _rows_product(t: np.ndarray, lo: int, hi: int, B: int, indptr: np.ndarray, indices: np.ndarray,
-                  d: np.ndarray, x: np.ndarray) -> None:
-    """Rows ``[lo, hi)`` of ``t = A^T g``: ``indptr``'s slice keeps its offsets into the whole ``indices``/``d``."""
-    t[lo:hi] = 0.0
-    if hi > lo:
-        _csr_matvecs(hi - lo, B, t.shape[1], indptr[lo:hi + 1], indices, d, x, t[lo:hi].ravel())
 
 
 @functools.lru_cache(maxsize=8)

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 
 import torch
 
-from twotower.utils.spare_thread import beside, halves
-
 __all__ = ["clip_grad_norm"]
 
 
@@ -25,23 +23,10 @@ def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Ten
     if not grads or not all(g.device.type == "cpu" and g.dtype == torch.float32 and g.layout == torch.strided
                             for g in grads):
         return torch.nn.utils.clip_grad_norm_(params, max_norm)
-    # what clip_grad_norm_ computes for one (device, dtype) group, in the same order; each tensor's norm is its own,
-    # so half of them are taken on the spare core where a training step lends it (utils/spare_thread.py)
-    total = torch.linalg.vector_norm(torch.stack(_norms(grads)), 2.0)
+    # what clip_grad_norm_ computes for one (device, dtype) group, in the same order
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0)), 2.0)
     coef = float(max_norm) / (total + 1e-6)
     if bool(coef >= 1.0):  # clamped to 1.0: the multiplication would change nothing (NaN compares False)
         return total
     torch._foreach_mul_(grads, torch.clamp(coef, max=1.0))
     return total
-
-
-def _norms(grads: list[torch.Tensor]) -> list[torch.Tensor]:
-    """``torch._foreach_norm(grads, 2.0)``, the second of two halves of the tensors on a lent thread."""
-    first, second = halves([g.numel() for g in grads])
-    there, here = beside(lambda: torch._foreach_norm([grads[i] for i in second], 2.0) if second else [],
-                         lambda: torch._foreach_norm([grads[i] for i in first], 2.0))
-    out: list[torch.Tensor] = [grads[0]] * len(grads)
-    for sel, norms in ((first, here), (second, there)):
-        for i, n in zip(sel, norms):
-            out[i] = n
-    return out

@@ -18,7 +18,6 @@ from twotower.training.batch_plan import plan_batch
 from twotower.training.diagnostics import collapse_advice, model_diagnostics
 from twotower.training.prefetch import Prefetcher
 from twotower.training.side_worker import SideWorker
-from twotower.utils.spare_thread import lend
 from twotower.utils.runtime import spare_core
 
 if TYPE_CHECKING:
@@ -58,13 +57,9 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     # the weights; the closure waits for it before returning, so before the optimizer changes them
     # the thread starts on entry, and a stop landing in its start waits for it (training/side_worker.py)
     # the same thread runs each step's item tower beside its user tower (training/tower_overlap.py): one spare core
-    # and, lent to the step's thread, halves of the loss's gradient products, the table gradients and the optimizer
-    # update (utils/spare_thread.py), also where the towers share weights
-    spare = side and tr.cfg.overlap_towers and tr.device.type == "cpu"
-    overlap = spare and tr.step_fn.blocker is None
-    worker = SideWorker("twotower-side") if side and (tr.average is not None or spare) else nullcontext()
-    with (tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, worker as pool,
-          lend(pool if spare else None)):
+    overlap = side and tr.cfg.overlap_towers and tr.step_fn.blocker is None and tr.device.type == "cpu"
+    worker = SideWorker("twotower-side") if side and (tr.average is not None or overlap) else nullcontext()
+    with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, worker as pool:
         tr.step_fn.side = pool if overlap else None
         try:
             acc_sum, positions, last = _steps(tr, run, ready, pool)

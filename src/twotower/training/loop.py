@@ -44,7 +44,6 @@ from twotower.training.schedule import budget_horizon as budget_horizon
 from twotower.training.schedule import epoch_lr_factor as epoch_lr_factor
 from twotower.training.schedule import lr_factor
 from twotower.training.sparse_adam import RowSparseAdam
-from twotower.training.twin_adam import TwinAdam, TwinAdamW
 
 __all__ = ["TrainLoop", "EpochRun", "EarlyStopping", "make_optimizers", "describe_optimizer", "decay_groups", "lr_factor", "Progress"]
 
@@ -68,8 +67,7 @@ def make_optimizers(
         groups = [{"params": groups}]
     groups = [{**g, "params": [p for p in g["params"] if id(p) not in sparse_ids and p.requires_grad]} for g in groups]
     groups = [g for g in groups if g["params"]] or [{"params": []}]
-    # the fused update in two halves, one on the spare core where a step lends its thread (training/twin_adam.py)
-    cls = TwinAdamW if optimizer in ("adamw", "sparse_adam") else TwinAdam
+    cls = torch.optim.AdamW if optimizer in ("adamw", "sparse_adam") else torch.optim.Adam
     dense = [p for g in groups for p in g["params"]]
     # the fused kernel updates every tensor in one pass: 0.44 ms instead of 2.0 ms per step for the default
     # ML-1M model on one CPU thread (the per-tensor loop), the same update up to float rounding
