@@ -42,3 +42,16 @@ def write_beir(root: Path, qrels: dict[str, str] | None = None, docs=DOCS, queri
     for split, text in qrels.items():
         (root / "qrels" / f"{split}.tsv").write_text(text)
     return root
+
+
+def build_small_index(tmp_path: Path, monkeypatch, name: str = "idx") -> Path:
+    """``twotower search index`` over :func:`write_beir`'s corpus with the torch encoder on one thread, 32 word
+    pieces a passage: the index folder (``tmp_path / name``)."""
+    from twotower.cli.main import main
+
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
+    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
+    out = tmp_path / name
+    assert main(["-q", "search", "index", "--beir", str(write_beir(tmp_path / "beir")), "--out", str(out),
+                 "--max-length", "32", "--cache", str(tmp_path / "cache")]) == 0
+    return out

