@@ -404,3 +404,18 @@ def test_a_category_given_as_a_number_is_warned_of_as_it_was_sent(client, featur
     for sent, said in ((True, "true"), (["F"], '["F"]'), ({"a": None}, '{"a": null}')):
         r = client.post("/recommend", json={"history": history, "user_features": {"gender": sent}})
         assert r.json()["error"]["message"] == f"user_features.gender: one value (a string or a number), got {said}"
+
+
+def test_features_with_a_known_user_say_the_same_from_python(feature_service, client):
+    """tt.recommend said "user_features describe a new user: give them with history ..." where POST /recommend and
+    RecommenderService say "user_features: the features of a user unseen in training go with a history, ...": one
+    refusal, in HTTP's words, with Python's argument (user_ids) where HTTP names user_id."""
+    import twotower as tt
+    from twotower.errors import ConfigError
+
+    service, _ = feature_service
+    http = client.post("/recommend", json={"user_id": "u3", "user_features": {"age": 3}}).json()["error"]["message"]
+    with pytest.raises(ConfigError) as e:
+        tt.recommend(service.run, ["u3"], user_features={"age": 3})
+    assert str(e.value) == http.replace("not with user_id", "not with user_ids"), (str(e.value), http)
+    assert str(e.value).startswith("user_features: the features of a user unseen in training go with a history")

@@ -1026,8 +1026,9 @@ class TrainedRun:
         if user_features is None:
             return None
         if with_user_id:
-            raise ConfigError("user_features: the features of a user unseen in training go with a history, not "
-                              "with user_id (a known user is read with the features it was trained with)")
+            from twotower.pipeline.refusals import known_user_features_refusal  # noqa: PLC0415 - the words, once
+
+            raise ConfigError(f"user_features: {known_user_features_refusal()}")
         if not isinstance(user_features, Mapping):
             raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
         from twotower.pipeline.refusals import refuse_oversized_user_features  # noqa: PLC0415 - the rule, once

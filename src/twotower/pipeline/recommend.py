@@ -32,6 +32,7 @@ from twotower.pipeline.refusals import (
     USER_LIST,
     hint_unknown_user,
     k_refusal,
+    known_user_features_refusal,
     locate,
     refuse_oversized_user_features,
     rows_naming_every_unknown,
@@ -500,8 +501,8 @@ def recommend(
     if (why := k_refusal(k)) is not None:  # the words of `recommend --k` and POST /recommend
         raise ConfigError(f"k: {why}")
     if user_features is not None and history is None:
-        raise ConfigError("user_features describe a new user: give them with history (a known user is read with "
-                          "the features it was trained with)")
+        # POST /recommend's words, with this function's argument
+        raise ConfigError(f"user_features: {known_user_features_refusal('user_ids')}")
     # POST /recommend's bounds (64 columns, names of 64 characters), in its words: any size was taken from Python
     refuse_oversized_user_features(user_features)
     if history_from is not None and history is not None:

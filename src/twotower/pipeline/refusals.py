@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["k_refusal", "user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["k_refusal", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -68,6 +68,14 @@ def user_features_refusal(features: Any) -> str | None:
         return too_many(MAX_USER_FEATURES, "columns", len(features))
     over = next((len(c) for c in features if isinstance(c, str) and len(c) > MAX_FIELD_NAME_CHARS), None)
     return None if over is None else too_long(MAX_FIELD_NAME_CHARS, over, "a column name")
+
+
+def known_user_features_refusal(id_field: str = "user_id") -> str:
+    """Why ``user_features`` sent with a known user (``id_field``: how the interface names it, ``user_id`` over HTTP,
+    ``user_ids`` from ``tt.recommend``) are refused, after the ``user_features: `` the caller puts before it: POST
+    /recommend, /explain, RecommenderService and ``tt.recommend`` said it in two wordings."""
+    return (f"the features of a user unseen in training go with a history, not with {id_field} (a known user is "
+            "read with the features it was trained with)")
 
 
 def refuse_oversized_user_features(features: Any) -> None:
