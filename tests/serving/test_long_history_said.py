@@ -35,3 +35,21 @@ def test_a_long_history_is_warned_by_http_cli_and_python(service, client, run_di
     # a history the tower reads whole: no warning anywhere
     short = client.post("/recommend", json={"history": history[:L], "k": 5}).json()
     assert "warnings" not in short
+
+
+def test_the_cli_says_a_long_history_as_a_warning_of_its_flag(service, run_dir, capsys, caplog) -> None:
+    """`recommend --history` said it as a timestamped log line in HTTP's field name (``... WARNING
+    twotower.pipeline.recommend: history: 53 items given; ...``); the command line says ``warning: --history: ...`` on
+    stderr, as its other warnings, once, with and without --json."""
+    L = int(service.run.model.history_len)
+    history = list(service.run.item_vocab.ids)[: L + 3]
+    want = (f"warning: --history: {L + 3} items given; the user tower reads the newest {L} (model.user.history_len), "
+            f"and all {L + 3} are left out of the list")
+    for extra in ([], ["--json"]):
+        capsys.readouterr()
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="twotower"):
+            assert main(["recommend", "--run", str(run_dir), "--history", ",".join(history), "--k", "5", *extra]) == 0
+        err = capsys.readouterr().err
+        assert err.count(want) == 1, err
+        assert "items given" not in caplog.text

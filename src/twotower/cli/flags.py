@@ -10,7 +10,7 @@ from typing import Any
 from twotower.errors import ConfigError, DataError, NotFoundError
 
 __all__ = ["OneId", "add_filter_flag", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
-           "user_features_named"]
+           "say_flag_note", "user_features_named"]
 
 
 def id_place(flag: str, what: str, pos: int, n: int) -> str:
@@ -145,6 +145,16 @@ def say_feature_notes(notes: list[str]) -> None:
 
     for note in notes:
         print(f"warning: {user_features_words(note) or note}", file=sys.stderr)
+
+
+def say_flag_note(note: str, field: str, flag: str) -> None:
+    """A warning worded for HTTP's and Python's ``field`` (``history: 60 items given; ...``) as one ``warning:`` line
+    on stderr named by the command line's ``flag`` (``warning: --history: 60 items given; ...``), as
+    :func:`say_feature_notes` says the features': it was a timestamped log line naming a field no flag has."""
+    import sys
+
+    head, sep, rest = note.partition(":")
+    print(f"warning: {flag}:{rest}" if sep and head == field else f"warning: {note}", file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from twotower.cli.flags import (
     refuse_json_with_out,
     refuse_missing_inputs,
     say_feature_notes,
+    say_flag_note,
     user_features_named,
 )
 from twotower.cli.id_lists import parse_id_list
@@ -201,12 +202,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if hist is not None:
         with flag_named("--history"), user_features_named():  # a tower output that is not finite: --user-features
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
-                                    user_features=features, allow=allow, listed=listed, log_feature_notes=False)
+                                    user_features=features, allow=allow, listed=listed, log_feature_notes=False,
+                                    log_history_note=False)
         say_feature_notes(run.new_user_feature_notes(features))
-        _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         from twotower.pipeline.recommend import long_history_note
 
-        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)  # logged already
+        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)
+        if long:  # a `warning: --history: ...` line as the others, not a log line in HTTP's field name
+            say_flag_note(long, "history", "--history")
+        _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         title = (f"recommendations for a new user with {len(hist)} history items" if hist
                  else "recommendations for a new user from their features alone (no history yet)")
         _print_answer(args, run, res, k, None, title,

@@ -434,13 +434,14 @@ def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = Tru
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
     user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None, listed: np.ndarray | None = None,
-    log_feature_notes: bool = True,
+    log_feature_notes: bool = True, log_history_note: bool = True,
 ) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first).
 
     ``user_features``: that user's features, column -> value (:meth:`TrainedRun.encode_user_features`);
     None reads every feature as missing. ``allow``, ``listed``: as :func:`recommend_users`'. ``log_feature_notes``:
     log the features' values training never saw (False: the caller says them, as `twotower recommend` does).
+    ``log_history_note``: log :func:`long_history_note` (False: the caller says it, as `twotower recommend` does).
     """
     # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
     rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
@@ -449,7 +450,7 @@ def recommend_history(
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     for note in run.new_user_feature_notes(user_features) if log_feature_notes else ():  # read, but never silently
         log.warning("%s", note)
-    note = long_history_note(run, len(rows), exclude_seen=exclude_seen)
+    note = long_history_note(run, len(rows), exclude_seen=exclude_seen) if log_history_note else None
     if note:  # said, as the list then rests on fewer items than were given
         log.warning("%s", note)
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
