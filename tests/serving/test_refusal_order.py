@@ -87,6 +87,19 @@ def test_k_zero_is_said_before_an_unknown_user_in_one_wording(run_dir, run, clie
     assert _py(lambda: tt.recommend(run, ["ghost"], k=0)) == f"k: {said}"
 
 
+@pytest.mark.parametrize("k", ["5", 5.5, True])
+def test_a_k_that_is_no_integer_is_refused_by_the_service_in_ks_words(service, k) -> None:
+    """RecRequest(k="5") was refused as it was made ("k must be a positive integer or None ..."), before the fields
+    HTTP's schema reads first; the service refuses it where it checks k, in the words tt.recommend uses."""
+    from twotower.serving import RecRequest
+
+    req = RecRequest(history=("i1",), k=k)  # made: its k is checked with the request's other fields
+    upper = service.settings.max_k
+    assert _py(lambda: service.recommend(req)) == f"k: must be an integer from 1 to {upper}, got {k!r}"
+    assert _py(lambda: tt.recommend(service.run, history=["i1"], k=k)) == \
+        f"k: must be an integer from 1 to 10000, got {k!r}"
+
+
 def _too_long_history(service) -> tuple[list[str], str]:
     upper = service.settings.max_history
     return [f"i{n % 5}" for n in range(upper + 1)], (
@@ -97,8 +110,10 @@ def _too_long_history(service) -> tuple[list[str], str]:
 @pytest.mark.parametrize("extra", [
     {"k": 0},
     {"k": "max_k+1"},
+    {"k": "5"},
+    {"k": 5.5},
     {"user_features": {f"c{n}": 1 for n in range(65)}},
-], ids=["k-zero", "k-over-max-k", "65-user-features"])
+], ids=["k-zero", "k-over-max-k", "k-string", "k-fraction", "65-user-features"])
 def test_a_too_long_history_is_said_before_k_and_user_features(client, service, extra) -> None:
     """POST /recommend checks its fields in the schema's order (user_id, history, user_features, k, ...), so a
     501-id history with k=0 (or 65 user_features columns) was refused for the history over HTTP; RecommenderService

@@ -81,10 +81,9 @@ class RecRequest:
         # an empty history is refused by the service, with its run (a user with no history yet is served from
         # user_features alone on a run reading them), after the schema's checks as POST /recommend refuses it: here it
         # came before k=0, an over-long exclude_items or explain_k without explain, which HTTP names first.
-        # k=0 is refused by the service (check_sizes), in the words of POST /recommend's 422, after a too long history
-        # or too many user_features, as the schema checks its fields in that order
-        if self.k is not None and (isinstance(self.k, bool) or not isinstance(self.k, int)):
-            raise ConfigError(f"k must be a positive integer or None (the service's default_k), got {self.k!r}")
+        # k (k=0, k="5") is refused by the service (check_sizes), in the words of POST /recommend's 422, after a too long
+        # history or too many user_features, as the schema checks its fields in that order: k="5" was refused here,
+        # as the request was made, where HTTP named the history first
         # explain_k is checked by the service (check_explain_k), after k, as POST /recommend's schema reads its fields
 
 
