@@ -119,7 +119,7 @@ def test_service_refuses_an_index_below_its_recall_target_unless_allowed(run_dir
     assert not service.index.is_exact and "approximate IVF2,PQ2x2" in service.index_description
     # or serve exactly, as the refusal suggests, without removing the built index
     service = RecommenderService.load(run, exact=True)
-    assert service.index.is_exact and "(--exact)" in service.index_description
+    assert service.index.is_exact and "(exact=True)" in service.index_description  # its own words
     assert main(["serve", "--run", str(run), "--exact", "--index", str(run / "index")]) == 2
 
 

@@ -173,7 +173,7 @@ def open_run_index(
     forces exact search. A saved index built for another model raises
     IntegrityError; with ``allow_low_recall=False`` one whose measured recall
     missed its target raises ConfigError saying what was measured.
-    ``exact_flag``: how the caller's user asks for exact search (``exact=True`` from Python), said in those errors.
+    ``exact_flag``: how the caller's user asks for exact search (``exact=True`` from Python), said in those errors and in the sentence.
     """
     served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall, exact_flag=exact_flag)
     return served.index, served.description
@@ -194,7 +194,7 @@ def open_served_index(
     if index_dir is None:
         index = ExactIndex().build(run.item_embeddings(), np.arange(run.n_items, dtype=np.int64))
         index.model_fingerprint = fp
-        why = "--exact" if exact else "no index built; `twotower index build` makes one"
+        why = exact_flag if exact else "no index built; `twotower index build` makes one"
         return ServedIndex(index, f"exact search over {run.n_items:,} items ({why})", None)
     try:
         _check_index_model(run, index_dir, fp, exact_flag)
@@ -209,7 +209,7 @@ def open_served_index(
         raise with_build_command(e, run, index_dir) from None
     _check_index_ids(run, index_dir, index)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
-        log.warning("%s; --exact (from Python: exact=True) ranks exactly", shortfall)
+        log.warning("%s; %s ranks exactly", shortfall, exact_flag)  # the caller's way: --exact, exact=True
     elif not index.is_exact and tune is None:
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
@@ -218,7 +218,7 @@ def open_served_index(
     factory = getattr(index, "factory", None) or index.backend
     params = params_text(index.search_params)
     return ServedIndex(index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
-                               + "; --exact (from Python: exact=True) ranks the whole catalogue exactly"),
+                               + f"; {exact_flag} ranks the whole catalogue exactly"),  # in the caller's words
                        _recall_record(tune))
 
 
