@@ -50,7 +50,9 @@ def filters_at(field: str) -> str:
 def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] | None:
     """A Python caller's ``filters`` (``tt.recommend``, ``tt.similar``, :class:`RecRequest`) as POST /recommend's
     schema reads its JSON: a mapping of metadata field -> list of values, each value text or an integer (white
-    space at the ends dropped, as an id's). A string where a list belongs is refused: ``{"genres": "Comedy"}``
+    space at the ends dropped, as an id's, and from each field name, as ``--filter 'genres =Drama'`` drops it: over
+    HTTP ``{"genres ": [...]}`` was "not an item metadata field"; two names that are one field then are refused, as
+    ``--filter`` refuses a field given twice). A string where a list belongs is refused: ``{"genres": "Comedy"}``
     was read letter by letter ("no item has the value 'C'"). None: no filter. Which fields and values exist is
     :meth:`ItemCatalog.filter_mask`'s to say, in the words HTTP and the CLI use."""
     if filters is None:
@@ -63,9 +65,15 @@ def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] |
         raise ConfigError(f"{name} is a mapping of item metadata field -> list of values, e.g. "
                           f"{{'genres': ['Comedy']}}; got {type(filters).__name__}")
     out: dict[str, list[str]] = {}
-    for field, values in filters.items():
-        if not isinstance(field, str):
-            raise ConfigError(f"{name}: a field name is text, got {field!r}")
+    given: dict[str, str] = {}  # each stripped name -> the name as given
+    for given_field, values in filters.items():
+        if not isinstance(given_field, str):
+            raise ConfigError(f"{name}: a field name is text, got {given_field!r}")
+        field = given_field.strip()
+        if field in given:
+            raise ConfigError(f"{filters_at(field)} is given twice (as {given[field]!r} and {given_field!r}); list its "
+                              f"values under one name, e.g. {{{field!r}: [...]}}")
+        given[field] = given_field
         if isinstance(values, (str, bytes)):
             raise ConfigError(f"{filters_at(field)} is a list of values, e.g. {{{field!r}: [{values!r}]}}; got a string")
         if not is_id_list(values):
