@@ -9,7 +9,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "add_filter_flag", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+__all__ = ["OneId", "add_filter_exact_max_flag", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
 
 
@@ -209,6 +209,32 @@ def filter_help(route: str) -> str:
 def add_filter_flag(p: argparse.ArgumentParser, route: str) -> None:
     """``--filter FIELD=VALUE[,VALUE...]``, repeatable: the ``filters`` of ``route``'s JSON body."""
     p.add_argument("--filter", action="append", metavar="FIELD=VALUES", dest="filter", help=filter_help(route))
+
+
+def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
+    """``--filter-exact-max N``: filters matching at most N items rank them exactly, broader ones widen the index's
+    search; ``serve``'s setting, on ``recommend`` and ``similar`` too with the same default
+    (``ServiceSettings.filter_exact_max``), so a list ranked through an ANN index with a filter is the one a server
+    started with the same value answers."""
+    from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
+
+    what, same = ("requests whose filters", "") if serve else ("--filter flags that", ", as `serve --filter-exact-max`")
+    p.add_argument("--filter-exact-max", type=int, default=ServiceSettings.filter_exact_max,
+                   help=f"{what} match at most this many items rank them exactly; more widen the index's search "
+                        f"instead (default %(default)s{same})")
+
+
+def check_filter_exact_max(args: argparse.Namespace) -> int:
+    """``--filter-exact-max`` checked before the run loads, in serve's words (``--filter-exact-max must be >= 0,
+    got -1``): ServiceSettings' own check, named by the flag."""
+    from twotower.serving.settings import ServiceSettings
+
+    value = args.filter_exact_max
+    try:
+        ServiceSettings(filter_exact_max=value)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("ServiceSettings.filter_exact_max", "--filter-exact-max")) from None
+    return value
 
 
 def add_exclude_items_flag(p: argparse.ArgumentParser, route: str, beside: str, each: str) -> None:

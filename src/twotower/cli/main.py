@@ -279,10 +279,11 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
                         f"{USERS_K} for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded "
                    "(known users; over HTTP, `serve --history-from FILE` leaves out such files' items as seen)")
-    from twotower.cli.flags import add_exclude_items_flag, add_filter_flag
+    from twotower.cli.flags import add_exclude_items_flag, add_filter_exact_max_flag, add_filter_flag
 
     add_exclude_items_flag(p, "POST /recommend", "the seen items", "--users")
     add_filter_flag(p, "POST /recommend")
+    add_filter_exact_max_flag(p)
     p.add_argument("--no-exclude-seen", action="store_true", help="do not exclude the user's training items")
     p.add_argument("--user-features", metavar="JSON",
                    help='with --history: the new user\'s features as a JSON object, e.g. \'{"age": 25, "gender": "F"}\' '

@@ -9,6 +9,7 @@ from pathlib import Path
 from twotower.cli.flags import (
     _threads,
     check_history_flag,
+    check_filter_exact_max,
     check_history_ids,
     filter_at,
     filter_item_at,
@@ -155,6 +156,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         raise ConfigError("--exclude reads known users' items from files; --history describes one new user, whose "
                           "history is excluded already (--no-exclude-seen keeps it): drop --exclude")
     features = parse_user_features(args)
+    check_filter_exact_max(args)  # serve's check, before the run loads
     refuse_missing_inputs({"--exclude": args.exclude, "--history-from": getattr(args, "history_from", None)})
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     import numpy as np
@@ -203,7 +205,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         with flag_named("--history"), user_features_named():  # a tower output that is not finite: --user-features
             res = recommend_history(run, hist, k, exclude_seen=not args.no_exclude_seen, index=index,
                                     user_features=features, allow=allow, listed=listed, log_feature_notes=False,
-                                    log_history_note=False)
+                                    log_history_note=False, filter_exact_max=args.filter_exact_max)
         say_feature_notes(run.new_user_feature_notes(features))
         from twotower.pipeline.recommend import long_history_note
 
@@ -222,7 +224,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if user_row is not None:
         _say_no_input_history(run, [user_row], histories)
         res = recommend_users(run, np.array([user_row]), k, exclude, histories=histories, index=index, allow=allow,
-                              listed=listed)
+                              listed=listed, filter_exact_max=args.filter_exact_max)
         _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None)
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
@@ -230,7 +232,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     _say_no_input_history(run, rows, histories)
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow, listed=listed,
-                          log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
+                          filter_exact_max=args.filter_exact_max, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None)
     if args.json:  # never with --out (refused above)
         print(results_to_frame(run, rows, res).to_json(orient="records"))

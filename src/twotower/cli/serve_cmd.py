@@ -72,9 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
     p.add_argument("--explain-k", type=int, default=d.explain_k,
                    help='"explain": true explains at most this many of the first items (default %(default)s)')
-    p.add_argument("--filter-exact-max", type=int, default=d.filter_exact_max,
-                   help="requests whose filters match at most this many items rank them exactly; more widen the "
-                        "index's search instead (default %(default)s)")
+    from twotower.cli.flags import add_filter_exact_max_flag
+
+    add_filter_exact_max_flag(p, serve=True)  # the words and default `recommend` and `similar` read
     p.add_argument("--time-budget", type=float, default=d.time_budget_s,
                    help="seconds of computation one request may use; past it the answer is 503 (default %(default)s)")
     p.add_argument("--workers", type=int, default=d.workers,

@@ -47,10 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="--item: print the JSON answer of POST /similar-items; --items: print JSON records "
                         "(not with --out: redirect stdout for a file)")
-    from twotower.cli.flags import add_exclude_items_flag, add_filter_flag
+    from twotower.cli.flags import add_exclude_items_flag, add_filter_exact_max_flag, add_filter_flag
 
     add_exclude_items_flag(p, "POST /similar-items", "the item itself", "--items")
     add_filter_flag(p, "POST /similar-items")
+    add_filter_exact_max_flag(p)
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)
     p.set_defaults(func=cmd_similar)
@@ -119,6 +120,9 @@ def cmd_similar(args: argparse.Namespace) -> int:
     from twotower.utils.run_folder import check_run_folder
 
     k = _check_args(args)
+    from twotower.cli.flags import check_filter_exact_max
+
+    check_filter_exact_max(args)  # serve's check, before the run loads
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.cli.flags import _threads
     from twotower.pipeline.artifacts import TrainedRun
@@ -216,14 +220,12 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
 
 
 def _allowed(args: argparse.Namespace) -> dict:
-    """:func:`similar_items`' arguments of ``--filter`` (the service's allow-list and its ``filter_exact_max``)
+    """:func:`similar_items`' arguments of ``--filter`` (the service's allow-list and ``--filter-exact-max``)
     and of ``--exclude-items``."""
     listed = {"listed": args.listed} if args.listed is not None else {}
     if args.allow is None:
         return listed
-    from twotower.serving.settings import ServiceSettings
-
-    return {"allow": args.allow, "exact_subset_max": ServiceSettings.filter_exact_max, **listed}
+    return {"allow": args.allow, "exact_subset_max": args.filter_exact_max, **listed}  # as `serve --filter-exact-max`
 
 
 def _listed_rows(run, ids: list[str] | None):  # noqa: ANN001, ANN202 - TrainedRun, np.ndarray | None

@@ -369,6 +369,7 @@ def recommend_users(
     log_every_s: float | None = None,
     allow: np.ndarray | None = None,
     listed: np.ndarray | None = None,
+    filter_exact_max: int | None = None,
 ) -> Results:
     """Top-k item rows for known users -> ``Results[B, K]`` (``index`` defaults to exact search).
 
@@ -380,7 +381,9 @@ def recommend_users(
     done, users/s, ETA; None: none), so that ``--users all`` in a redirected log is not silent. ``allow``: the item
     rows every list is drawn from (``--filter``, :func:`twotower.serving.service.filter_allow`), searched as the
     service searches a filtered request. ``listed``: item rows left out of every list on top of ``exclude``
-    (``--exclude-items``, ``exclude=``; :mod:`twotower.pipeline.exclusions`).
+    (``--exclude-items``, ``exclude=``; :mod:`twotower.pipeline.exclusions`). ``filter_exact_max``: a filter matching
+    at most this many items ranks them exactly, a broader one widens the index's search (``--filter-exact-max``;
+    None: :attr:`ServiceSettings.filter_exact_max`, the service's default).
     """
     from twotower.pipeline.exclusions import with_listed
 
@@ -401,21 +404,23 @@ def recommend_users(
         excl = [with_listed(e, listed) for e in excl]
         if not any(e.size for e in excl):
             excl = None
-        parts.append(index.search(queries, k, exclude=excl, **_allowed(allow, chunk.size)))
+        parts.append(index.search(queries, k, exclude=excl, **_allowed(allow, chunk.size, filter_exact_max)))
         progress.update(s + chunk.size)
     if not parts:
         return Results(np.zeros((0, k), np.int64), np.zeros((0, k), np.float32))
     return Results(np.concatenate([p.ids for p in parts]), np.concatenate([p.scores for p in parts]))
 
 
-def _allowed(allow: np.ndarray | None, n: int) -> dict[str, Any]:
+def _allowed(allow: np.ndarray | None, n: int, filter_exact_max: int | None = None) -> dict[str, Any]:
     """``index.search`` arguments of a filter (``allow``: item rows; None: none) for ``n`` queries: the service's,
-    with its default ``filter_exact_max``, so a filtered list is the one POST /recommend returns."""
+    with ``filter_exact_max`` (None: its default), so a filtered list is the one POST /recommend returns from a server
+    with the same setting."""
     if allow is None:
         return {}
     from twotower.serving.settings import ServiceSettings
 
-    return {"allow": [allow] * n, "exact_subset_max": ServiceSettings.filter_exact_max}
+    upper = ServiceSettings.filter_exact_max if filter_exact_max is None else filter_exact_max
+    return {"allow": [allow] * n, "exact_subset_max": upper}
 
 
 def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True) -> str | None:
@@ -434,7 +439,7 @@ def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = Tru
 def recommend_history(
     run: TrainedRun, history_ids: list[str], k: int, exclude_seen: bool = True, *, index: VectorIndex | None = None,
     user_features: dict[str, Any] | None = None, allow: np.ndarray | None = None, listed: np.ndarray | None = None,
-    log_feature_notes: bool = True, log_history_note: bool = True,
+    log_feature_notes: bool = True, log_history_note: bool = True, filter_exact_max: int | None = None,
 ) -> Results:
     """Top-k for a user never seen in training, from a list of item ids (oldest first).
 
@@ -442,6 +447,7 @@ def recommend_history(
     None reads every feature as missing. ``allow``, ``listed``: as :func:`recommend_users`'. ``log_feature_notes``:
     log the features' values training never saw (False: the caller says them, as `twotower recommend` does).
     ``log_history_note``: log :func:`long_history_note` (False: the caller says it, as `twotower recommend` does).
+    ``filter_exact_max``: as :func:`recommend_users`'.
     """
     # an unknown id: POST /recommend's message, naming every unknown one (the caller locates it: --history)
     rows = rows_naming_every_unknown(history_ids, run.item_vocab.index, lambda pos, e: e)
@@ -459,7 +465,7 @@ def recommend_history(
     from twotower.pipeline.exclusions import with_listed
 
     excl = with_listed(np.asarray(rows if exclude_seen else [], np.int64), listed)
-    return index.search(vec, k, exclude=[excl] if excl.size else None, **_allowed(allow, 1))
+    return index.search(vec, k, exclude=[excl] if excl.size else None, **_allowed(allow, 1, filter_exact_max))
 
 
 def recommend(
