@@ -543,6 +543,20 @@ def _remine(q_model, d_model, frozen_docs, queries, all_pos, doc_texts, cfg, min
     return [by_q[q] for q in queries]
 
 
+def bi_encoder_dirs(path: str | os.PathLike[str] | None) -> tuple[Path, Path]:
+    """``(query_dir, doc_dir)``: the sentence-transformers folders :func:`load_bi_encoder` loads the two towers from
+    (the packaged MiniLM for ``None``, ``path`` itself for a plain sentence-transformers folder), found without
+    loading them."""
+    from twotower.text.encoder import default_model_path  # noqa: PLC0415
+
+    if path is None:
+        return default_model_path(), default_model_path()
+    p = Path(path)
+    if not (p / META_FILE).is_file():
+        return p, p
+    return p / "query", (p / "doc" if (p / "doc").is_dir() else p / "query")
+
+
 def load_bi_encoder(
     path: str | os.PathLike[str] | None, *, settings: EncoderSettings | None = None
 ) -> tuple[TextEncoder, TextEncoder]:

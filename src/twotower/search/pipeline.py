@@ -122,6 +122,18 @@ def _encoder_mismatch(path: Path, meta: dict, meta_path: Path, now: str) -> str:
             f"searched with this model: rebuild the index with `{' '.join(command)}`")
 
 
+def _tower_ids(model: str | None, settings: EncoderSettings) -> tuple[str, str]:
+    """``(query, doc)``: the ``model_id`` each tower of the bi-encoder ``model`` would load as on ``settings``'
+    backend (:class:`~twotower.text.encoder.TextEncoder`), from the weights' files, without loading either."""
+    from twotower.search.finetune import bi_encoder_dirs  # noqa: PLC0415
+    from twotower.text.encoder import encoder_id, weights_fingerprint  # noqa: PLC0415
+
+    backend = settings.resolved().backend
+    q_dir, d_dir = bi_encoder_dirs(model)
+    q_id = encoder_id(f"st@{weights_fingerprint(q_dir)}", backend)
+    return q_id, (q_id if d_dir == q_dir else encoder_id(f"st@{weights_fingerprint(d_dir)}", backend))
+
+
 #: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
 DESCRIBED = ("documents", "model", "doc_encoder", "encoder_backend", "max_length", "query_max_length", "fusion",
              "source", "truncation")
@@ -214,13 +226,28 @@ class SearchIndex:
 
         self.corpus = corpus
         self.bm25 = bm25
-        self.dense = dense
+        # a DenseRetriever, or a function that loads one (SearchIndex.load): the bi-encoder is loaded at the first
+        # use of the dense side, so a BM25 search (`search query --mode bm25`) does not wait ~15 s for a text
+        # encoder it never uses
+        self._dense = dense
         self.model = model
         # stored as meta.json writes it; a FusionChoice (what tune_fusion and fusion_from_config return) was kept
         # as given, and the first query failed on fusion["name"], save on "not JSON serialisable"
         choice = as_fusion(fusion or {"name": "rrf", "params": {"k": SearchConfig.rrf_k}})
         self.fusion = {"name": choice.name, "params": dict(choice.params)}
         self.source = source  # where the corpus was read from (e.g. {"beir": DIR}), recorded in meta.json
+
+    @property
+    def dense(self):  # noqa: ANN201 - DenseRetriever (imported lazily: dense.py is the heavier module)
+        """The dense retriever (query tower + stored document embeddings), loaded the first time it is used."""
+        if callable(self._dense):
+            self._dense = self._dense()
+        return self._dense
+
+    @property
+    def dense_loaded(self) -> bool:
+        """Whether the bi-encoder has been loaded (a BM25-only use of a loaded index never loads it)."""
+        return not callable(self._dense)
 
     @classmethod
     @keeps_caller_state()
@@ -288,11 +315,11 @@ class SearchIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "SearchIndex":
-        """An index saved by :meth:`save` (``twotower search index``), checked against its checksums; queries are
-        encoded by the bi-encoder it names, on the backend its documents were encoded with."""
+        """An index saved by :meth:`save` (``twotower search index``), checked against its checksums and its towers'
+        fingerprints; queries are encoded by the bi-encoder it names, on the backend its documents were encoded with,
+        loaded at the first dense or hybrid search (a BM25 search never loads it)."""
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
-        from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
 
         path = Path(path)
         meta, meta_path, fix = _read_meta(path)
@@ -310,14 +337,23 @@ class SearchIndex:
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
         # (TWOTOWER_ENCODER_BACKEND is not read: a wrong one refused the load, though the index's own is used)
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=EncoderSettings.env_threads())
-        q_enc, d_enc = load_bi_encoder(model, settings=settings)
-        if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], d_enc.model_id):
-            raise IntegrityError(_encoder_mismatch(path, meta, meta_path, d_enc.model_id))
-        # indexes saved before query_max_length was stored were built and queried at the default
-        dense = DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"],
-                               query_max_length=meta.get("query_max_length", SearchConfig.query_max_length)
-                               ).fit_embeddings(emb)
-        return cls(corpus, BM25Retriever.load(path / "bm25"), dense, model=model, fusion=meta["fusion"],
+        # the towers' fingerprints are checked now, from their files (~0.1 s), the models loaded only when used
+        if meta.get("doc_encoder") is not None:
+            doc_now = _tower_ids(model, settings)[1]
+            if not same_encoder_id(meta["doc_encoder"], doc_now):
+                raise IntegrityError(_encoder_mismatch(path, meta, meta_path, doc_now))
+
+        def load_dense() -> DenseRetriever:
+            from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
+
+            q_enc, d_enc = load_bi_encoder(model, settings=settings)
+            # indexes saved before query_max_length was stored were built and queried at the default
+            return DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"],
+                                  query_max_length=meta.get("query_max_length", SearchConfig.query_max_length)
+                                  ).fit_embeddings(emb)
+
+        # loaded at the first dense or hybrid search (SearchService.load's warm-up loads it before a service is ready)
+        return cls(corpus, BM25Retriever.load(path / "bm25"), load_dense, model=model, fusion=meta["fusion"],
                    source=meta.get("source"))
 
     def query_cuts(self, queries: Sequence[str], mode: str = "hybrid") -> list[dict[str, int] | None]:

@@ -200,6 +200,18 @@ def same_encoder_id(recorded: str, now: str) -> bool:
     return True
 
 
+def encoder_id(weights_id: str, backend: str) -> str:
+    """The ``model_id`` of a :class:`TextEncoder` over the weights ``weights_id`` (``st@<fingerprint>``) running on the
+    resolved ``backend``: ``st@<weights>[+backend][.eN]``. Computed without loading the model, as a saved index checks
+    its encoders' fingerprints before (or without) loading them."""
+    model_id = weights_id if backend == "torch" else f"{weights_id}+{backend}"
+    if backend in _ONNX:  # another export gives other vectors (onnx_backend.EXPORT_VERSION)
+        from twotower.text.onnx_backend import EXPORT_VERSION  # noqa: PLC0415
+
+        model_id += f".e{EXPORT_VERSION}"
+    return model_id
+
+
 def backend_of(model_id: str) -> str:
     """The forward pass a :class:`TextEncoder`'s ``model_id`` names (``st@<weights>[+backend][.eN]``, as the
     encoder writes it: no backend is plain torch)."""
@@ -228,11 +240,7 @@ class TextEncoder:
         self.model = model
         self.settings = (settings or EncoderSettings()).resolved()
         self.weights_id = model_id
-        self.model_id = model_id if self.settings.backend == "torch" else f"{model_id}+{self.settings.backend}"
-        if self.settings.backend in _ONNX:  # another export gives other vectors (onnx_backend.EXPORT_VERSION)
-            from twotower.text.onnx_backend import EXPORT_VERSION  # noqa: PLC0415
-
-            self.model_id += f".e{EXPORT_VERSION}"
+        self.model_id = encoder_id(model_id, self.settings.backend)
         self.name = name or model_id
         self._onnx: Any = None
         self._versions: int | None = None  # torch parameter versions when the ONNX export was made
