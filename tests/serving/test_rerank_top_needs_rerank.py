@@ -75,15 +75,25 @@ def test_rerank_without_rerank_top_rescores_the_default_depth(client_and_model):
     assert c.post("/search", json={"query": "sleep", "k": 3}).status_code == 200  # neither: fine
 
 
-def test_cli_warns_about_rerank_top_without_rerank(tmp_path, caplog, capsys):
+def test_cli_refuses_rerank_top_without_rerank_in_the_http_words(tmp_path, capsys):
+    """`search query --rerank-top 5` without --rerank only warned, and printed a list never reranked, where POST
+    /search answers 422: the CLI refuses it now, in the same words with its flags' names (an explicit default too)."""
     from twotower.cli.main import main
+    from twotower.serving.search_service import RERANK_TOP_NEEDS_RERANK
 
     beir = write_beir(tmp_path / "beir")
     assert main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "idx")]) == 0
-    with caplog.at_level("WARNING"):
-        assert main(["search", "query", "--index", str(tmp_path / "idx"), "--rerank-top", "5", "sleep"]) == 0
-    assert "--rerank-top 5 has no effect without --rerank" in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING"):
-        assert main(["search", "query", "--index", str(tmp_path / "idx"), "sleep"]) == 0
-    assert "no effect" not in caplog.text
+    capsys.readouterr()
+    for top in ("5", "20"):
+        assert main(["search", "query", "--index", str(tmp_path / "idx"), "--rerank-top", top, "sleep"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.strip() == ("error: --rerank-top needs --rerank DIR (it says how many candidates the "
+                                        "cross-encoder rescores, and without --rerank it rescores none); give both, "
+                                        "or neither")
+    assert RERANK_TOP_NEEDS_RERANK == ('rerank_top needs "rerank": true (it says how many candidates the '
+                                       'cross-encoder rescores, and without rerank it rescores none); send both, '
+                                       'or neither')
+    assert main(["search", "evaluate", "--beir", str(beir), "--rerank-top", "5"]) == 2
+    assert "error: --rerank-top needs --rerank DIR" in capsys.readouterr().err
+    assert main(["search", "query", "--index", str(tmp_path / "idx"), "sleep"]) == 0  # neither: fine

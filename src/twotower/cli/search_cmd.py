@@ -46,8 +46,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     _fusion_flags(e, sc, FUSION_CHOICES, "hybrid: ")
     _bm25_flags(e, "bm25 and hybrid: ")
     e.add_argument("--rerank", help="cross-encoder directory to rerank the top candidates")
-    e.add_argument("--rerank-top", type=int, default=sc.rerank_top,
-                   help="candidates the cross-encoder re-scores (default %(default)s)")
+    e.add_argument("--rerank-top", type=int,
+                   help="candidates the cross-encoder re-scores; only with --rerank "
+                   f"(default {sc.rerank_top})")
     rerank_backend_flag(e)
     _length_flags(e, sc)
     e.add_argument("--cache", default=sc.cache_dir, help="corpus embedding cache directory, shared by every run and "
@@ -86,8 +87,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--mode", default="hybrid", choices=["bm25", "dense", "hybrid"],
                    help="bm25, dense or hybrid (default: both, fused as stored with the index)")
     q.add_argument("--rerank", help="cross-encoder directory")
-    q.add_argument("--rerank-top", type=int, default=sc.rerank_top,
-                   help="candidates the cross-encoder re-scores (default %(default)s)")
+    q.add_argument("--rerank-top", type=int,
+                   help="candidates the cross-encoder re-scores; only with --rerank "
+                   f"(default {sc.rerank_top})")
     rerank_backend_flag(q)
     q.add_argument("--threads", type=int, help=_THREADS_HELP)
     q.add_argument("--json", action="store_true", help="print the results as JSON")
@@ -376,20 +378,26 @@ def rerank_backend_flag(p: argparse.ArgumentParser) -> None:
 
 def rerank_settings(args: argparse.Namespace):  # noqa: ANN201 - RerankSettings
     """``--rerank-backend`` as RerankSettings (validated now, before any work); a warning when there is no
-    ``--rerank`` for it, or for ``--rerank-top``, to apply to."""
+    ``--rerank`` for it to apply to (``--rerank-top`` without one is refused: :func:`_rerank_top`)."""
     from twotower.text.encoder import RerankSettings
-
-    from twotower.config import SearchConfig
 
     settings = RerankSettings(backend=args.rerank_backend)
     if not getattr(args, "rerank", None) and args.rerank_backend != RerankSettings.backend:
         logging.getLogger(__name__).warning("--rerank-backend %s has no effect without --rerank", args.rerank_backend)
-    top = getattr(args, "rerank_top", None)  # search evaluate / search query (serve has none: POST /search's field)
-    if not getattr(args, "rerank", None) and top is not None and top != SearchConfig.rerank_top:
-        # as POST /search refuses rerank_top without "rerank": true: the list printed was never reranked
-        logging.getLogger(__name__).warning("--rerank-top %d has no effect without --rerank (no cross-encoder "
-                                            "rescores the candidates); pass --rerank DIR", top)
     return settings
+
+
+def _rerank_top(args: argparse.Namespace) -> None:
+    """``--rerank-top`` without ``--rerank`` refused, in POST /search's words for ``rerank_top`` without ``"rerank":
+    true`` (it was only a warning, and the list printed was never reranked); unset: SearchConfig's default."""
+    from twotower.config import SearchConfig
+    from twotower.errors import ConfigError
+    from twotower.search.checks import rerank_top_needs_rerank
+
+    if args.rerank_top is None:
+        args.rerank_top = SearchConfig.rerank_top
+    elif not args.rerank:
+        raise ConfigError(rerank_top_needs_rerank("--rerank-top", "--rerank DIR", "--rerank", "give"))
 
 
 def _encoder_env(args: argparse.Namespace) -> None:
@@ -435,6 +443,7 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     bm25 = _bm25_config(args)
     _check_beir(args)
     _check_positive(args, "--rerank-top", "--max-length", "--query-max-length")
+    _rerank_top(args)
     _check_models(args)
     _check_cache(args)
     _encoder_env(args)
@@ -719,10 +728,10 @@ def _check_query_args(args: argparse.Namespace) -> None:
 
     if args.k < 1:
         raise ConfigError(f"--k must be >= 1, got {args.k}")
-    if args.rerank_top < 1:
+    if args.rerank_top is not None and args.rerank_top < 1:
         raise ConfigError(f"--rerank-top must be >= 1, got {args.rerank_top}")
     for flag, n in (("--k", args.k), ("--rerank-top", args.rerank_top)):
-        if n > MAX_K:  # the hits are padded to k: a huge one was a numpy TypeError or a MemoryError
+        if n is not None and n > MAX_K:  # the hits are padded to k: a huge one was a numpy TypeError or a MemoryError
             raise ConfigError(f"{flag} must be at most {MAX_K}, got {n}")
     for n, text in enumerate(args.text, start=1):
         where = f"query {n}" if len(args.text) > 1 else "query"
@@ -748,6 +757,7 @@ def _printable(text: str) -> str:
 
 def cmd_search_query(args: argparse.Namespace) -> int:
     _check_query_args(args)
+    _rerank_top(args)
     _check_models(args)
     settings = rerank_settings(args)
     from pathlib import Path

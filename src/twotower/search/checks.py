@@ -10,7 +10,7 @@ from typing import Any
 from twotower.errors import ConfigError
 from twotower.index.base import check_depth as index_depth
 
-__all__ = ["check_depth", "check_query_texts"]
+__all__ = ["check_depth", "check_query_texts", "rerank_top_needs_rerank"]
 
 
 def check_query_texts(queries: Any, name: str = "queries") -> list[str]:
@@ -32,3 +32,10 @@ def check_depth(value: Any, name: str, n_docs: int) -> int:
     """``value`` (``k``, ``rerank_top``) as an int from 1 to the larger of MAX_K and the corpus size: the index's
     rule (:func:`twotower.index.base.check_depth`), over documents."""
     return index_depth(value, name, n_docs, "documents")
+
+
+def rerank_top_needs_rerank(top: str, rerank: str, rerank_short: str, verb: str) -> str:
+    """Why a rerank depth given without reranking is refused, in one wording for ``POST /search`` (``rerank_top``
+    without ``"rerank": true``) and ``search query`` / ``search evaluate`` (``--rerank-top`` without ``--rerank``)."""
+    return (f"{top} needs {rerank} (it says how many candidates the cross-encoder rescores, and without {rerank_short} "
+            f"it rescores none); {verb} both, or neither")

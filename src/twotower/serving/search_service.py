@@ -21,6 +21,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from twotower.config import MAX_QUERY_CHARS, SearchConfig
+from twotower.search.checks import rerank_top_needs_rerank
 from twotower.search.pipeline import shortfall
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
@@ -45,8 +46,7 @@ SCORE_DOC = ("what the list is ranked by, rounded to 6 decimals: mode bm25, the 
              "with rerank, the cross-encoder's logit (past rerank_top: see reranked). Tied scores are ordered by the "
              "document's row in the corpus")
 #: why a ``rerank_top`` sent without ``"rerank": true`` is refused
-RERANK_TOP_NEEDS_RERANK = ('rerank_top needs "rerank": true (it says how many candidates the cross-encoder rescores, '
-                           'and without rerank it rescores none); send both, or neither')
+RERANK_TOP_NEEDS_RERANK = rerank_top_needs_rerank("rerank_top", '"rerank": true', "rerank", "send")
 
 
 def score_doc(index: "SearchIndex") -> str:
