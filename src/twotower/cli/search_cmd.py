@@ -458,7 +458,8 @@ def cmd_search_evaluate(args: argparse.Namespace) -> int:
     m = search_evaluate(args.beir, args.split, args.retriever, args.model, args.rerank,
                         cache_dir=args.cache, rerank_top=args.rerank_top, fusion=fusion,
                         max_length=args.max_length, query_max_length=args.query_max_length,
-                        rerank_settings=rerank, keep_unknown=args.keep_unknown, bm25=bm25)
+                        rerank_settings=rerank, keep_unknown=args.keep_unknown, bm25=bm25,
+                        keep_unknown_name="--keep-unknown")
     if m["skipped"]:
         print(f"note: {m['skipped']} judged queries have no relevant document (qrels score > 0) and were skipped; "
               f"the metrics average the other {m['queries']}", file=sys.stderr)

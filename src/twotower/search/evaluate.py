@@ -96,6 +96,7 @@ def search_evaluate(
     threads: int | None = None,
     keep_unknown: bool = False,
     bm25: "BM25Config | None" = None,
+    keep_unknown_name: str = "keep_unknown=True",
 ) -> dict[str, float]:
     """Evaluate one retriever on ``qrels/{split}.tsv`` of a BEIR directory.
 
@@ -114,7 +115,8 @@ def search_evaluate(
     ``threads``: torch's, FAISS's and the BLAS pools' thread count during the call (``--threads``; the caller's
     counts are put back when it returns; None: left as they are). ``keep_unknown`` (``--keep-unknown``): a qrels
     pair whose corpus id is not in ``corpus.jsonl`` is counted as relevant and never retrieved, as BEIR's evaluation
-    counts it, with a warning naming how many and one of them; False (the default) refuses the qrels file.
+    counts it, with a warning naming how many and one of them; False (the default) refuses the qrels file, naming
+    ``keep_unknown_name`` as the way to keep them (``search evaluate`` passes ``--keep-unknown``).
     ``bm25``: the settings of BM25 (retriever bm25 and hybrid) as a :class:`~twotower.search.bm25.BM25Config`
     (``--token-pattern``); None: its defaults.
     Returns the four :data:`METRIC_KEYS` plus ``seconds``, ``queries`` (those averaged: with at least one
@@ -157,8 +159,8 @@ def search_evaluate(
     set_threads(threads)
     t0 = time.perf_counter()
     data = load_beir(beir_dir, split, keep_unknown=keep_unknown,
-                     unknown_fix="; keep_unknown=True (search evaluate --keep-unknown) counts such a pair as relevant "
-                                 "and never retrieved, as BEIR's evaluation does")
+                     unknown_fix=f"; {keep_unknown_name} counts such a pair as relevant and never retrieved, as "
+                                 "BEIR's evaluation does")
     # an unknown id gets a row past the corpus's last, which no search returns: judged, never retrieved
     judged_corpus = with_unknown_rows(data.corpus, data.qrels)
     qids = list(data.queries)
