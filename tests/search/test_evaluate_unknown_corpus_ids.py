@@ -46,3 +46,11 @@ def test_keep_unknown_counts_them_relevant_and_never_retrieved(beir, capsys, cap
            "judged and never retrieved" in caplog.text
     m = search_evaluate(beir, "test", "bm25", keep_unknown=True)
     assert m["queries"] == 3 and m["Recall@100"] == got["Recall@100"]
+
+
+def test_one_unknown_pair_is_worded_in_the_singular(tmp_path, caplog):
+    """"1 (query, document) pair name a corpus id" (the noun agreed, the verb did not)."""
+    beir = write_beir(tmp_path / "one", {"test": "query-id\tcorpus-id\tscore\n4\td4\t1\n5\td9\t1\n"})
+    with caplog.at_level("WARNING"):
+        search_evaluate(beir, "test", "bm25", keep_unknown=True)
+    assert "1 (query, document) pair names a corpus id that is not in corpus.jsonl (e.g. 'd9', row 3)" in caplog.text

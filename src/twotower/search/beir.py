@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
+from twotower.utils.wording import plural
 
 log = logging.getLogger(__name__)
 
@@ -267,9 +268,10 @@ def load_qrels(path: str | os.PathLike[str], *, corpus: Corpus | None = None, qu
     if not qrels:
         raise DataError("qrels file has no rows", file=str(path))
     if unknown:
-        log.warning("%s: %d (query, document) pair%s name a corpus id that is not in corpus.jsonl (e.g. %r, row %d); "
-                    "counted as judged and never retrieved, as BEIR's evaluation counts them", path, len(unknown),
-                    "" if len(unknown) == 1 else "s", unknown[0][0], unknown[0][1])
+        # "1 (query, document) pair name a corpus id": the verb agrees with the count too
+        log.warning("%s: %s %s a corpus id that is not in corpus.jsonl (e.g. %r, row %d); counted as judged and never "
+                    "retrieved, as BEIR's evaluation counts them", path, plural(len(unknown), "(query, document) pair"),
+                    "names" if len(unknown) == 1 else "name", unknown[0][0], unknown[0][1])
     return qrels
 
 
