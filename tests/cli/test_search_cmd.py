@@ -305,6 +305,20 @@ def test_search_train_warns_when_the_loss_stays_near_no_learning(loss, warned, b
     assert ("the bi-encoder has barely learned" in caplog.text) is warned
 
 
+def test_search_train_words_one_epoch_and_one_step(beir, tmp_path, monkeypatch, capsys):
+    """One epoch printed "fine-tuned 1 steps ...; mean loss its one epoch 0.8932"."""
+    from types import SimpleNamespace
+
+    def fake_finetune(*a, **k):
+        history = [{"epoch": 0, "loss": 0.8932, "chance_loss": 4.2382}]
+        return SimpleNamespace(history=history, seconds=1.0, out_dir=tmp_path / "bi")
+
+    monkeypatch.setattr("twotower.search.finetune.finetune_bi_encoder", fake_finetune)
+    assert main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--epochs", "1",
+                 "--negatives", "0", "--threads", "1"]) == 0
+    assert "fine-tuned 1 step in 1s; mean loss 0.8932 over its one epoch, against 4.2382" in capsys.readouterr().out
+
+
 def test_search_train_says_a_loss_past_no_learning_is_above_it(beir, tmp_path, monkeypatch, caplog):
     """A diverged run (SciFact subset, --lr 1e-2: last epoch 6.1330 against 2.8105) was warned of as "within 118.2%
     of" the no-learning loss: past it is "above"."""

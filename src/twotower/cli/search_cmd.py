@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from twotower.config import MAX_QUERY_CHARS, SEARCH_THREADS_DEFAULT  # light: what --help states is what _threads sets
 from twotower.cli.stopping import sigterm_keeps_folder  # light: the standard library alone
 from twotower.utils.shell import shell_arg
+from twotower.utils.wording import plural
 
 __all__ = ["register", "register_search", "register_rerank"]
 
@@ -1074,9 +1075,10 @@ def _report_search_training(args: argparse.Namespace, res, cfg, pairs: int) -> N
 
     epochs = epoch_losses(res.history)
     first, last = epochs[0], epochs[-1]
+    # one epoch read "mean loss its one epoch 0.8932"
     span = (f"epoch 1 {first['loss']:.4f}, epoch {len(epochs)} {last['loss']:.4f}" if len(epochs) > 1
-            else f"its one epoch {last['loss']:.4f}")
-    print(f"fine-tuned {len(res.history)} steps in {res.seconds:.0f}s; mean loss {span}, against "
+            else f"{last['loss']:.4f} over its one epoch")
+    print(f"fine-tuned {plural(len(res.history), 'step')} in {res.seconds:.0f}s; mean loss {span}, against "
           f"{last['chance_loss']:.4f} for a model that has learned nothing (ln of the candidates each query is "
           f"scored against: the batch's positives, {_count(cfg.negatives_per_query, 'hard negative')} per "
           f"query{', the corpus' if cfg.corpus_negatives else ''}); saved to {res.out_dir}")
