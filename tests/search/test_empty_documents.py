@@ -39,8 +39,17 @@ def test_bm25_ranks_a_collection_with_an_empty_document(tmp_path):
 
 def test_malformed_rows_and_all_empty_collections_are_still_refused(tmp_path):
     root = write_beir(tmp_path / "beir", docs=[{"_id": "e1", "title": "", "text": ""}])
-    with pytest.raises(DataError, match="all 1 documents have an empty title and text"):
+    with pytest.raises(DataError, match="the only document has an empty title and text"):  # was "all 1 documents"
         load_corpus(root / "corpus.jsonl")
     root = write_beir(tmp_path / "beir2", docs=[*DOCS, {"_id": "d1", "text": "dup"}])
     with pytest.raises(DataError, match="duplicate document id"):
         load_corpus(root / "corpus.jsonl")
+
+
+def test_one_empty_document_is_worded_in_the_singular(tmp_path, caplog):
+    """"1 of 6 documents have an empty title and text (...); they are indexed as empty documents"."""
+    root = write_beir(tmp_path / "beir", docs=[*DOCS, {"_id": "e1", "title": "", "text": ""}])
+    with caplog.at_level(logging.WARNING):
+        load_corpus(root / "corpus.jsonl")
+    assert ("1 of 6 documents has an empty title and text ('e1'); it is indexed as an empty document: BM25 never "
+            "matches it, dense and hybrid search may still return it") in caplog.text

@@ -177,13 +177,18 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     if not ids:
         raise DataError("corpus is empty", file=str(path))
     if len(empty) == len(ids):
-        raise DataError(f"all {len(ids)} documents have an empty title and text", file=str(path), column="text")
+        raise DataError(("the only document has" if len(ids) == 1 else f"all {len(ids):,} documents have")
+                        + " an empty title and text", file=str(path), column="text")
     if empty:
         shown = ", ".join(repr(d) for d in empty[:5]) + (" ..." if len(empty) > 5 else "")
         # BM25 never matches them, but the dense encoder embeds the empty text like any other: they can rank
-        log.warning("%s: %d of %d documents have an empty title and text (%s); they are indexed as empty "
-                    "documents: BM25 never matches them, dense and hybrid search may still return them",
-                    path, len(empty), len(ids), shown)
+        # ("1 of 6 documents have": the verb agrees with the count)
+        one = len(empty) == 1
+        log.warning("%s: %s of %s %s an empty title and text (%s); %s: BM25 never matches %s, dense and hybrid "
+                    "search may still return %s", path, f"{len(empty):,}", plural(len(ids), "document"),
+                    "has" if one else "have", shown,
+                    "it is indexed as an empty document" if one else "they are indexed as empty documents",
+                    *(("it", "it") if one else ("them", "them")))
     return Corpus(ids, titles, texts, row_of)
 
 
