@@ -102,7 +102,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    "BM25Retriever.save wrote)")
     n.add_argument("--json", action="store_true",
                    help="print one JSON object: kind, path, documents, model, model_found (whether that folder "
-                        "exists; null for the packaged model), doc_encoder, encoder_backend, "
+                        "exists; null for the packaged model), doc_encoder, query_encoder (null: not recorded by an "
+                        "older index), query_encoder_now and query_encoder_matches (the model's query tower now, and "
+                        "whether it is the recorded one; null when unchecked), encoder_backend, "
                         "max_length, query_max_length, fusion, source, truncation and bm25 (k1, b, method, "
                         "stopwords, stemmer, token_pattern, documents, vocabulary)")
     n.set_defaults(func=cmd_search_info)
@@ -822,6 +824,7 @@ def cmd_search_info(args: argparse.Namespace) -> int:
                  ("model", info["model"] + (" (missing: moved or deleted; search query and serve refuse the "
                                             "index until it is back there)" if info["model_found"] is False else "")
                   if info["model"] else "all-MiniLM-L6-v2 (zero-shot)"),
+                 ("query encoder", _query_encoder_line(info)),
                  ("encoder backend", info["encoder_backend"] or "torch"),
                  ("lengths", lengths),
                  # what the stored embeddings saw: the dense side reads only the first max_length word pieces (JSON
@@ -843,6 +846,17 @@ def cmd_search_info(args: argparse.Namespace) -> int:
     for key, value in rows:
         print(f"  {key:<{width}}  {value}")
     return 0
+
+
+def _query_encoder_line(info: dict) -> str:
+    """The query tower the index was built with, and whether the model still loads it (describe_index)."""
+    recorded = info.get("query_encoder")
+    if recorded is None:
+        return "unchecked (not recorded when the index was built; rebuild it to record it)"
+    if info.get("query_encoder_matches") is False:
+        return (f"{recorded} (changed: the model's query tower is now {info['query_encoder_now']}; search query and "
+                "serve refuse the index until it is rebuilt)")
+    return recorded + (" (the model's query tower)" if info.get("query_encoder_matches") else "")
 
 
 def _cut_line(report: object) -> str:

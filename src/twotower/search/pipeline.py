@@ -106,20 +106,39 @@ def _encoder_mismatch(path: Path, meta: dict, meta_path: Path, now: str) -> str:
     from twotower.text.encoder import backend_of  # noqa: PLC0415
 
     model = meta.get("model")
-    source = meta.get("source")
-    beir = source.get("beir") if isinstance(source, dict) else None
     recorded, backend = meta["doc_encoder"], meta.get("encoder_backend", "torch")
     why = (f"its encoder_backend {backend} does not match it" if backend_of(recorded) != backend
            else "the model's weights changed since the index was built")
+    return (f"{meta_path}: doc_encoder {recorded} embedded the index's documents, but its model "
+            f"({model or 'the packaged all-MiniLM-L6-v2'}) now loads as {now} ({why}); its embeddings cannot be "
+            f"searched with this model: rebuild the index with `{_rebuild_command(path, meta)}`")
+
+
+def _rebuild_command(path: Path, meta: dict) -> str:
+    """The ``twotower search index`` command that rebuilds the index at ``path`` over the same corpus with the same
+    model, on the backend it was built with."""
+    source = meta.get("source")
+    beir = source.get("beir") if isinstance(source, dict) else None
+    model, backend = meta.get("model"), meta.get("encoder_backend", "torch")
     command = ["twotower", "search", "index", "--beir", shell_arg(beir) if isinstance(beir, str) else "DIR"]
     if model is not None:
         command += ["--model", shell_arg(model)]
     if backend != "torch":  # rebuilt on the forward pass it was built with, not the default
         command += ["--encoder-backend", shell_arg(backend)]
     command += ["--out", shell_arg(path)]
-    return (f"{meta_path}: doc_encoder {recorded} embedded the index's documents, but its model "
-            f"({model or 'the packaged all-MiniLM-L6-v2'}) now loads as {now} ({why}); its embeddings cannot be "
-            f"searched with this model: rebuild the index with `{' '.join(command)}`")
+    return " ".join(command)
+
+
+def _query_encoder_mismatch(path: Path, meta: dict, meta_path: Path, now: str) -> str:
+    """Why the index at ``path`` is refused when its model's query tower no longer loads as the one it was built
+    with (meta.json's ``query_encoder``): retraining the query tower in place (``search train --out`` onto the
+    model's folder) changed every dense and hybrid list of the index, and nothing said so."""
+    model = meta.get("model")
+    return (f"{meta_path}: query_encoder {meta['query_encoder']} was the query tower the index was built with, but "
+            f"its model ({model or 'the packaged all-MiniLM-L6-v2'}) now loads it as {now} (retrained or replaced "
+            f"since), so the index's dense and hybrid results would change without notice: rebuild it with "
+            f"`{_rebuild_command(path, meta)}` (the corpus embeddings come from the cache when the document tower "
+            f"is unchanged)")
 
 
 def _tower_ids(model: str | None, settings: EncoderSettings) -> tuple[str, str]:
@@ -135,8 +154,8 @@ def _tower_ids(model: str | None, settings: EncoderSettings) -> tuple[str, str]:
 
 
 #: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
-DESCRIBED = ("documents", "model", "doc_encoder", "encoder_backend", "max_length", "query_max_length", "fusion",
-             "source", "truncation")
+DESCRIBED = ("documents", "model", "doc_encoder", "query_encoder", "encoder_backend", "max_length",
+             "query_max_length", "fusion", "source", "truncation")
 
 
 def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
@@ -161,8 +180,15 @@ def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
     # whether the bi-encoder the index names is still there (None: the packaged model): info printed a moved
     # model's path as if the index could be searched, and `search query` then refused it
     found = Path(model).exists() if isinstance(model, str) else None
+    # whether the model's query tower is still the one the index was built with (from its files, not loaded; None:
+    # not recorded by an older index, or the model is gone)
+    query_now = None
+    if meta.get("query_encoder") is not None and found is not False:
+        query_now = _tower_ids(model, EncoderSettings(backend=meta.get("encoder_backend", "torch")))[0]
     return {"kind": "search_index", "path": str(path.resolve()), **{k: meta.get(k) for k in DESCRIBED},
-            "model_found": found, "bm25": BM25Retriever.load(path / "bm25").settings()}
+            "model_found": found, "query_encoder_now": query_now,
+            "query_encoder_matches": None if query_now is None else query_now == meta["query_encoder"],
+            "bm25": BM25Retriever.load(path / "bm25").settings()}
 
 
 def _read_docs(docs_path: Path, fix: str) -> Corpus:
@@ -308,6 +334,8 @@ class SearchIndex:
                 "fusion": self.fusion, "embeddings_sha256": sha256_bytes(buf.getvalue()), "files": files,
                 # the exact encoder (weights + forward-pass backend) the stored embeddings came from
                 "doc_encoder": self.dense.doc_encoder.model_id, "encoder_backend": self.dense.doc_encoder.backend,
+                # and the query tower that encodes its queries: retrained in place, it changed the results silently
+                "query_encoder": self.dense.encoder.model_id,
                 "source": self.source, "documents": len(self.corpus),  # what the index was built from
                 # passages longer than max_length, cut by the encoder (text_encoder.truncation_report; null: unknown)
                 "truncation": self.dense.truncation,
@@ -338,10 +366,14 @@ class SearchIndex:
         # (TWOTOWER_ENCODER_BACKEND is not read: a wrong one refused the load, though the index's own is used)
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=EncoderSettings.env_threads())
         # the towers' fingerprints are checked now, from their files (~0.1 s), the models loaded only when used
-        if meta.get("doc_encoder") is not None:
-            doc_now = _tower_ids(model, settings)[1]
-            if not same_encoder_id(meta["doc_encoder"], doc_now):
-                raise IntegrityError(_encoder_mismatch(path, meta, meta_path, doc_now))
+        query_now, doc_now = _tower_ids(model, settings)
+        if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], doc_now):
+            raise IntegrityError(_encoder_mismatch(path, meta, meta_path, doc_now))
+        if meta.get("query_encoder") is None:  # saved before the query tower was recorded: loads as before
+            logger.info("%s: the index records no query_encoder (built before it was recorded): whether the query "
+                        "tower is still the one it was built with is unchecked (rebuild it to record it)", meta_path)
+        elif not same_encoder_id(meta["query_encoder"], query_now):
+            raise IntegrityError(_query_encoder_mismatch(path, meta, meta_path, query_now))
 
         def load_dense() -> DenseRetriever:
             from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
