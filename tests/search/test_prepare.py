@@ -59,7 +59,7 @@ def test_queries_sharing_a_passage_stay_in_one_split(files):
 def test_a_pair_whose_passage_is_not_in_the_table_is_named_or_dropped_with_a_count(files):
     with open(files / "pairs.csv", "a", encoding="utf-8") as fh:
         fh.write("who knows,8\n")
-    with pytest.raises(DataError, match=r"pairs.csv, row 7, column 'pid'.*1 of 6 pairs name a passage id that is "
+    with pytest.raises(DataError, match=r"pairs.csv, row 7, column 'pid'.*1 of 6 pairs names a passage id that is "
                                         r"not in the passages table \(row 7 \('8'\)\).*--drop-unknown"):
         prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0))
     rep = prepare_beir(files / "passages.csv", files / "pairs.csv", files / "out", PrepareConfig(**COLS, test_share=0, drop_unknown=True))
@@ -287,7 +287,7 @@ def test_a_pair_with_an_empty_passage_id_is_dropped_with_drop_unknown_and_counte
     assert capsys.readouterr().out.rstrip().endswith(
         "test 2 queries / 2 pairs, 2 pairs with an empty passage id dropped, 1 pair with an unknown passage dropped")
     assert "2 of 5 pairs have an empty passage id (row 3, row 6); dropped (--drop-unknown)" in caplog.text
-    assert "1 of 5 pairs name a passage id that is not in the passages table (row 5 ('8'))" in caplog.text
+    assert "1 of 5 pairs names a passage id that is not in the passages table (row 5 ('8'))" in caplog.text
     rep = json.loads((files / "out" / "prepare.json").read_text())
     assert (rep["pairs_read"], rep["empty_passage_ids_dropped"], rep["unknown_passages_dropped"]) == (5, 2, 1)
     assert load_beir(files / "out", "test").qrels == {"1": {"007": 1}, "3": {"7": 1}}
@@ -299,7 +299,7 @@ def test_a_null_passage_id_in_jsonl_is_an_empty_one_and_pairs_with_no_passage_at
     cfg = PrepareConfig(**COLS, test_share=0, drop_unknown=True)
     rep = prepare_beir(files / "passages.csv", files / "pairs.jsonl", files / "out", cfg)
     assert rep["empty_passage_ids_dropped"] == 1 and rep["queries"] == 1
-    with pytest.raises(DataError, match=r"pairs.jsonl, line 2, column 'pid': 1 of 2 pairs have an empty passage id "
+    with pytest.raises(DataError, match=r"pairs.jsonl, line 2, column 'pid': 1 of 2 pairs has an empty passage id "
                                         r"\(line 2\); .*pass --drop-unknown"):
         prepare_beir(files / "passages.csv", files / "pairs.jsonl", files / "out2", PrepareConfig(**COLS, test_share=0))
     # nothing left to keep (SciFact's claims_test.csv: no evidence at all): the id column is likely the wrong one

@@ -50,7 +50,7 @@ def test_a_separator_splits_cells_and_an_unknown_listed_id_names_its_row(tmp_pat
             "--pair-passage-list", ";", "--out", str(tmp_path / "out")]
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == (
-        f"error: file {tmp_path / 'pairs.csv'}, row 4, column 'pid': 1 of 5 pairs name a passage id that is not in "
+        f"error: file {tmp_path / 'pairs.csv'}, row 4, column 'pid': 1 of 5 pairs names a passage id that is not in "
         "the passages table (row 4 ('x9')); such a pair can never be retrieved: pass --drop-unknown to leave those "
         "pairs out, counted")
     assert main([*argv, "--drop-unknown"]) == 0

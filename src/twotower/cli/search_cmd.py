@@ -227,8 +227,10 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
-    """``1 query``, ``2 queries``: the summary said "train 1 queries"."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
+    """``1 query``, ``2 queries``, ``5,183 passages`` (``utils.wording.plural``): the summary said "train 1 queries"."""
+    from twotower.utils.wording import plural
+
+    return plural(n, one, many)
 
 
 def register_rerank(subparsers: argparse._SubParsersAction) -> None:

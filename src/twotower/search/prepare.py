@@ -130,10 +130,12 @@ def _drop_unmatched(ids: pd.Series, known: set[str], drop_unknown: bool, rows: R
     unknown = ~empty & ~ids.isin(known).to_numpy(dtype=bool)
     nothing_left = bool(len(ids)) and bool((empty | unknown).all())
     n = len(ids)
-    for bad, what in ((empty, "have an empty passage id"),
-                      (unknown, "name a passage id that is not in the passages table")):
+    for bad, (many, one) in ((empty, ("have an empty passage id", "has an empty passage id")),
+                             (unknown, ("name a passage id that is not in the passages table",
+                                        "names a passage id that is not in the passages table"))):
         if not bad.any():
             continue
+        what = one if int(bad.sum()) == 1 else many  # "1 of 5 pairs name ...": the verb agrees with the count
         where = [f"{rows.unit} {rows.number(int(p))}" + ("" if bad is empty else f" ({ids.iloc[int(p)]!r})")
                  for p in np.flatnonzero(bad)[:_SHOWN]]
         what = f"{int(bad.sum())} of {n} pairs {what} ({', '.join(where)}{' ...' if bad.sum() > _SHOWN else ''})"
