@@ -461,6 +461,20 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         raise IntegrityError(f"{path}: not valid JSON ({e}); the file is corrupted or half-written") from e
 
 
+def _readable_inside(folder: Path) -> None:
+    """Give every file and folder inside ``folder`` the read (and, on folders, search) bits ``open()`` would: a
+    library that writes through a temporary file of its own (safetensors' ``save_file``, under sentence-transformers'
+    ``save``) leaves 0600 weights, which the other users of a shared deployment (a service account serving a
+    model trained by another) cannot read. Write bits are left as the writer made them; links are not followed."""
+    read, search = 0o444 & ~_umask(), 0o555 & ~_umask()
+    for root, dirs, files in os.walk(folder):
+        for name, bits in [(d, search) for d in dirs] + [(f, read) for f in files]:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)) and st.st_mode & bits != bits:
+                os.chmod(path, stat.S_IMODE(st.st_mode) | bits)
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Build a whole directory in a temporary sibling, then swap it into place.
@@ -493,6 +507,7 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
                 raise OSError(e.errno, e.strerror, str(target / Path(e.filename).relative_to(tmp))) from e
             _raise_storage_error(e, tmp, target)
             raise
+        _readable_inside(tmp)
         if target.is_dir() and _rename_exchange(tmp, target):
             # one atomic step: target holds the new contents, tmp the old ones (removed below);
             # a crash at any point leaves a complete target (the old one or the new one)
