@@ -221,7 +221,12 @@ def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") ->
 def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank", *, base: bool = False) -> Path:
     """``path`` must be a cross-encoder folder; with ``base=True`` (``rerank train --base``) also any
     transformers folder, whose weights start the training (the classification head is new)."""
-    p = existing_dir(path, flag, "cross-encoder")
+    # rerank train --base also starts from a plain transformers folder (--help: "starting sentence-transformers
+    # directory"), which "give the output of 'twotower rerank train'" told the user was not accepted
+    accepted = "cross-encoder or sentence-transformers" if base else "cross-encoder"
+    fix = ("give the output of 'twotower rerank train' or a sentence-transformers / transformers model folder" if base
+           else "give the output of 'twotower rerank train'")
+    p = existing_dir(path, flag, accepted)
     check_marker_readable(p, flag, (CROSS_ENCODER_META, BI_ENCODER_META))
     if is_cross_encoder(p):
         return p
@@ -232,8 +237,7 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
                           + (f"; to start from its weights give {p / 'query'}" if base else ""))
     problem = _not_a_model(p)
     if problem is not None:
-        raise ConfigError(f"{flag} {p}: not a cross-encoder folder (no {CROSS_ENCODER_META}; {problem}); "
-                          "give the output of 'twotower rerank train'")
+        raise ConfigError(f"{flag} {p}: not a {accepted} folder (no {CROSS_ENCODER_META}; {problem}); {fix}")
     if not base and not any(a.endswith("ForSequenceClassification") for a in _architectures(p)):
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
                           "'twotower rerank train'")
