@@ -46,9 +46,10 @@ def is_prepared_beir(path: Path) -> bool:
 
 
 def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], ids: list[str], encoding: str,
-          may_be_empty: tuple[str, ...] = ()):
+          may_be_empty: tuple[str, ...] = (), *, one_row: str):
     """The table with ``columns`` checked present, ids and texts read verbatim (``NA`` stays ``NA``); an empty id is
-    refused, except in the ``may_be_empty`` columns, where it reads as ``""``."""
+    refused, except in the ``may_be_empty`` columns, where it reads as ``""``. A table without data rows is refused,
+    ``one_row`` saying what a row holds."""
     label = str(path)
     df, rows = read_table_numbered(path, name=label, dtype={c: str for c in columns}, literal=columns,
                                    encoding=encoding, encoding_setting="--encoding")
@@ -56,6 +57,10 @@ def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], id
         if column not in df.columns:
             raise missing_column_error(column, list(df.columns), file=label, role=role,
                                        taken=[c for c in columns if c != column])
+    if df.empty:
+        # a header alone was read on as data: "all 0 passages have an empty text", "0 query cannot be split into
+        # train and test", or, with --test-share 0, a BEIR folder without a pair, written with exit status 0
+        raise DataError(f"the table has a header and no data rows; expected one row per {one_row}", file=label)
     df = df.reset_index(drop=True)
     for column in ids:
         df[column] = ids_to_str(df[column], file=label, column=column, rows=rows,
@@ -74,7 +79,8 @@ def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
 def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[list[dict[str, str]], dict[str, Any]]:
     wanted = [cols.passage_id, cols.passage_text] + ([cols.passage_title] if cols.passage_title else [])
     roles = ["passage id", "passage text"] + (["passage title"] if cols.passage_title else [])
-    df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id], encoding=cols.encoding)
+    df, rows, label = _read(path, wanted, roles, ids=[cols.passage_id], encoding=cols.encoding,
+                            one_row="passage (an id and a text)")
     dup = df[cols.passage_id].duplicated(keep="first").to_numpy()
     check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
                f"{rows.number(_first_row(df, cols.passage_id, df[cols.passage_id].iloc[pos]))}); each passage needs "
@@ -98,7 +104,8 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     # dropped with --drop-unknown like an unknown id, or refused naming that flag (_drop_unmatched)
     listed = cols.pair_passage_list
     ids = ([] if listed else [pid_col]) + ([cols.query_id] if cols.query_id else [])  # listed ids: read below
-    df, rows, label = _read(path, wanted, roles, ids=ids, encoding=cols.encoding, may_be_empty=(pid_col,))
+    df, rows, label = _read(path, wanted, roles, ids=ids, encoding=cols.encoding, may_be_empty=(pid_col,),
+                            one_row="(query, relevant passage id) pair")
     rows_read = len(df)
     if listed:  # one row per listed id, numbered by the row it came from
         df, rows = expand_id_lists(df, pid_col, listed, file=label, rows=rows)
