@@ -896,10 +896,13 @@ class FinetuneConfig:
     max_length: int = SearchConfig.max_length  #: document word pieces (--max-length)
     query_max_length: int = SearchConfig.query_max_length  #: query word pieces
     shared: bool = False  #: one transformer for both towers (--shared)
-    train_doc_tower: bool = True  #: train the document tower too (--train-doc-tower); false: frozen
+    #: train the document tower too (--train-doc-tower); false: frozen, the corpus encoded once (fast on a CPU)
+    train_doc_tower: bool = False
     corpus_negatives: bool = False  #: full softmax over the frozen corpus; needs train_doc_tower=False
-    negatives_per_query: int = 1  #: mined hard negatives added per query per step (--negatives)
-    refresh_negatives: bool = False  #: re-mine from the model's own dense index before each epoch after the first
+    negatives_per_query: int = 3  #: mined hard negatives added per query per step (--negatives); 0: in-batch only
+    #: re-mine from the model's own dense index before each epoch after the first; null: where it can (a frozen
+    #: document tower, dense mining, negatives_per_query >= 1), as `search train` does
+    refresh_negatives: bool | None = None
     #: where the hard negatives are mined (--mining-retriever): dense (the model's own index) or bm25 (mined once)
     # bm25's lists do not change as the model trains, so it has nothing to re-mine: refresh_negatives is refused
     mining_retriever: str = "dense"
@@ -912,6 +915,15 @@ class FinetuneConfig:
     # epoch beat them. 0 = off: the training loss alone cannot tell a pretrained model that learned nothing
     valid_frac: float = 0.0
     patience: int = 3  #: with valid_frac: stop after this many epochs without a better NDCG@10 (--patience)
+
+    @property
+    def re_mines(self) -> bool:
+        """``refresh_negatives`` resolved: null re-mines where it can (frozen document tower, dense mining, mined
+        negatives used)."""
+        if self.refresh_negatives is not None:
+            return self.refresh_negatives
+        return (not self.train_doc_tower and not self.corpus_negatives and self.negatives_per_query > 0
+                and self.mining_retriever == "dense")
 
     def __post_init__(self) -> None:
         _check_types(self, "")

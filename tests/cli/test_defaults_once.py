@@ -37,7 +37,13 @@ def test_search_and_rerank_train_flags_default_to_their_configs():
 def test_search_flags_default_to_the_search_config():
     sc = SearchConfig()
     e = _parse("search", "evaluate", "--beir", "b")
-    assert (e.fusion, e.bm25_weight, e.rerank_top, e.cache) == (sc.fusion, sc.bm25_weight, sc.rerank_top, sc.cache_dir)
+    assert (e.fusion, e.bm25_weight, e.cache) == (sc.fusion, sc.bm25_weight, sc.cache_dir)
+    # --rerank-top parses as None (given or not: without --rerank it is refused) and reads SearchConfig's value
+    from twotower.cli.search_cmd import _rerank_top
+
+    assert e.rerank_top is None
+    _rerank_top(e)
+    assert e.rerank_top == sc.rerank_top
     i = _parse("search", "index", "--beir", "b", "--out", "o")
     assert (i.fusion, i.bm25_weight, i.cache) == (sc.fusion, sc.bm25_weight, sc.cache_dir)
     # the lengths default to the model's own training lengths, and to the config's for a plain model
@@ -45,7 +51,7 @@ def test_search_flags_default_to_the_search_config():
     for parsed in (e, i):
         assert (parsed.max_length, parsed.query_max_length) == (None, None)
     q = _parse("search", "query", "--index", "i", "text")
-    assert (q.k, q.rerank_top) == (sc.k, sc.rerank_top)
+    assert q.k == sc.k and q.rerank_top is None
     assert _parse("search", "train", "--beir", "b", "--out", "o").cache == sc.cache_dir
     # the fine-tuning and reranker configs read their text lengths from it too
     assert FinetuneConfig().max_length == RerankTrainConfig().max_length == sc.max_length
@@ -234,3 +240,17 @@ def test_explain_and_export_flags_default_to_their_library_functions():
         inspect.signature(explain_recommendation).parameters["top"].default)
     assert _parse("export", "--run", "r", "--out", "o").check_users == (
         inspect.signature(export_onnx).parameters["check_users"].default)
+
+
+def test_search_train_and_the_python_fine_tuning_default_to_the_same_training():
+    """`search train` froze the document tower, used 3 mined negatives a query and re-mined them each epoch, while
+    FinetuneConfig() trained both towers on 1 and never re-mined: `finetune_bi_encoder` and the command trained
+    different models by default."""
+    ft = FinetuneConfig()
+    a = _parse("search", "train", "--beir", "b", "--out", "o")
+    assert (a.train_doc_tower or a.shared, a.negatives) == (ft.train_doc_tower, ft.negatives_per_query)
+    assert ft.re_mines  # the command's default re-mines: a frozen document tower, dense mining, negatives used
+    assert not FinetuneConfig(train_doc_tower=True).re_mines
+    assert not FinetuneConfig(mining_retriever="bm25").re_mines
+    assert not FinetuneConfig(negatives_per_query=0).re_mines
+    assert FinetuneConfig(refresh_negatives=False).re_mines is False

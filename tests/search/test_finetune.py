@@ -138,6 +138,7 @@ def test_refreshed_negatives_are_used_from_the_hardest(monkeypatch, tmp_path):
 def test_fixed_negatives_take_turns_epoch_by_epoch(monkeypatch, tmp_path):
     seen = _record_hard_negatives(monkeypatch, 4)
     cfg = FinetuneConfig(epochs=3, batch_size=4, lr=1e-5, max_length=32, query_max_length=16, train_doc_tower=False,
+                         refresh_negatives=False,
                          negatives_per_query=1, seed=0)
     first = [np.array([7, 6, 5]), np.array([7, 5, 6]), np.array([4, 5, 6]), np.array([4, 7, 6])]
     finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, negatives=first,

@@ -122,9 +122,7 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--train-doc-tower", action="store_true",
                    help="train the document tower too (slow on CPU; 1 hard negative per query per step)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
-    from twotower.search.negatives import MiningConfig
-
-    t.add_argument("--negatives", type=int, default=MiningConfig.n,
+    t.add_argument("--negatives", type=int, default=ft.negatives_per_query,
                    help="hard negatives mined per query (default %(default)s; 0: in-batch negatives only, the "
                         "batch's other positives, as MultipleNegativesRankingLoss; nothing is mined)")
     _mining_flags(t, "the --mining-retriever")
@@ -959,7 +957,7 @@ def _search_train(args: argparse.Namespace) -> int:
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
         negatives_per_query=min(args.negatives, 1) if train_docs else args.negatives,
-        refresh_negatives=not train_docs and args.negatives > 0 and not bm25_mining, seed=args.seed,
+        seed=args.seed,  # refresh_negatives: the config's null, re-mining where it can (FinetuneConfig.re_mines)
         valid_frac=args.valid_frac, patience=args.patience, mining_retriever=args.mining_retriever), flags)
     bm25 = _bm25_config(args)  # a bad --token-pattern is refused before anything is read, as by search index
     _check_beir(args)  # after the flags' own checks: a wrong --seed is said whatever --beir holds

@@ -243,6 +243,7 @@ def finetune_bi_encoder(
     from twotower.search.checks import check_query_texts  # noqa: PLC0415
 
     cfg = config or FinetuneConfig()
+    cfg = replace(cfg, refresh_negatives=cfg.re_mines)  # null resolved, so the marker records what was done
     check_bm25_config(bm25)
     if bm25 is not None and cfg.mining_retriever != "bm25":  # recorded as the mining's settings, it would be false
         raise ConfigError(f"bm25= gives the settings of BM25 mining, and config.mining_retriever is "
