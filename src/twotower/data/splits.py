@@ -442,7 +442,10 @@ def random_split(df: pd.DataFrame, ratios: Sequence[float] = DataConfig.ratios,
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise ConfigError(f"seed must be an integer, got {seed!r}")
     _check_df(df)
-    n = len(df)
+    # sorted first, then shuffled: the seed draws over the (user, time, item) order, so the same rows in another
+    # file order (a re-export, `cat b a`) cut the same way; drawn over the file's order they cut differently
+    s, _, _ = _sorted_positions(df)
+    n = len(s)
     perm = np.random.default_rng(int(seed)).permutation(n)
     n_test = int(math.floor(n * r_test + _EPS))
     n_valid = int(math.floor(n * r_valid + _EPS))
@@ -453,8 +456,6 @@ def random_split(df: pd.DataFrame, ratios: Sequence[float] = DataConfig.ratios,
     part = np.zeros(n, dtype=np.int8)  # 0 train, 1 valid, 2 test
     part[perm[:n_test]] = 2
     part[perm[n_test:n_test + n_valid]] = 1
-    s, _, _ = _sorted_positions(df.assign(_part=part))
-    p = s.pop("_part").to_numpy()
     return _finish(
-        "random", s[p == 0], s[p == 1], s[p == 2], {"ratios": [r_train, r_valid, r_test], "seed": int(seed)}
+        "random", s[part == 0], s[part == 1], s[part == 2], {"ratios": [r_train, r_valid, r_test], "seed": int(seed)}
     )
