@@ -61,6 +61,10 @@ class RowNumbers:
         assert self._numbers is not None
         return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
 
+    def shifted(self, start: int) -> "RowNumbers":
+        """The numbering of a chunk of the data that starts at data position ``start`` (its position 0)."""
+        return _ShiftedRows(self, start) if start else self
+
     def fields(self, pos: int) -> tuple[int, list[str]] | None:
         """How many fields the CSV record at ``pos`` has, and the header's names; None when not a known CSV file.
 
@@ -116,6 +120,24 @@ class RowNumbers:
                     break
         self._lengths = np.array(lengths, dtype=np.int64)
         return np.array(numbers, dtype=np.int64)
+
+
+class _ShiftedRows(RowNumbers):
+    """:meth:`RowNumbers.shifted`: positions of a chunk, numbered as the whole file's."""
+
+    def __init__(self, base: RowNumbers, start: int) -> None:
+        super().__init__(base.unit, base.first)
+        self._base = base
+        self._start = start
+
+    def number(self, pos: int) -> int:
+        return self._base.number(self._start + pos)
+
+    def fields(self, pos: int) -> tuple[int, list[str]] | None:
+        return self._base.fields(self._start + pos)
+
+    def shifted(self, start: int) -> RowNumbers:
+        return self._base.shifted(self._start + start)
 
 
 #: the numbering of a CSV file

@@ -21,7 +21,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ from twotower.data.columns import (
     CSV_ROWS,
     FRAME_ROWS,
     PANDAS_NA,
+    _TS_LIMIT,
     RowNumbers,
     check_rows,
     ids_to_str,
@@ -57,6 +58,7 @@ __all__ = [
     "ColumnMap",
     "read_table",
     "read_table_numbered",
+    "check_head",
     "RowNumbers",
     "read_interactions",
     "read_sasrec",
@@ -225,11 +227,17 @@ def read_table_numbered(
     encoding: str = "utf-8",
     encoding_setting: str = ENCODING_SETTING,
     nrows: int | None = None,
+    each_chunk: EachChunk | None = None,
+    chunk_rows: int | None = None,
 ) -> tuple[pd.DataFrame, RowNumbers]:
     """:func:`read_table`, and how its data positions are numbered in errors (row, line or record).
 
     ``encoding_setting`` is how the caller's user sets ``encoding``, named in the warning about a UTF-8 file.
     ``nrows`` (CSV/TSV/TXT, JSON lines and Parquet): read only the first that many data rows (None: all of them).
+    ``each_chunk(frame, rows)``, when given, turns the frame read (its names stripped) into the one returned;
+    with ``chunk_rows`` a CSV/TSV/TXT file is read that many rows at a time, each chunk passed to it as it is read
+    (``rows`` numbering the chunk's positions as the file's) and the results concatenated, so that a bad row is
+    named as soon as its chunk is read (its counts, "3 row(s) in total", said to be of the rows read).
     """
     label = _label(source, name)
     codec = codec_for(encoding)  # an unknown codec is named before the file is looked at
@@ -247,7 +255,7 @@ def read_table_numbered(
         # ("'DataFrame' object has no attribute 'dtype'"), and a feature table with two 'brand'
         # columns as "column 'tags' not found"
         _check_column_names(df, label)
-        return df, FRAME_ROWS
+        return (df if each_chunk is None else each_chunk(df, FRAME_ROWS)), FRAME_ROWS
     if not isinstance(source, (str, Path)):
         raise DataError(
             f"expected a file path or a pandas DataFrame, got {type(source).__name__}", file=label
@@ -284,6 +292,11 @@ def read_table_numbered(
                     literal |= {str(c).strip() for c in header} - literal_except
                 na = {"keep_default_na": False,
                       "na_values": {c: ([""] if str(c).strip() in literal else list(PANDAS_NA)) for c in header}}
+            if each_chunk is not None and chunk_rows is not None and nrows is None:
+                df = _csv_in_chunks(path, label, sep, encoding, rows, each_chunk, chunk_rows,
+                                    {"dtype": dtype, "skipinitialspace": False, "encoding": codec, "index_col": False,
+                                     **na})
+                return df, rows
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", pd.errors.ParserWarning)
                 df = pd.read_csv(path, sep=sep, dtype=dtype, skipinitialspace=False, encoding=codec,
@@ -311,6 +324,8 @@ def read_table_numbered(
             raise DataError(f"unknown table format {suffix!r}; supported: {_SUPPORTED}", file=label)
     except (DataError, _NoHead):
         raise
+    except _ChunkFailed as e:  # each_chunk's own error, not the file's
+        raise e.error from None
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected a header row and data rows", file=label) from e
     except UnicodeDecodeError as e:
@@ -340,7 +355,72 @@ def read_table_numbered(
     if not isinstance(df, pd.DataFrame):  # pragma: no cover - defensive
         raise DataError("did not parse into a table", file=label)
     _check_column_names(df, label, row=1)
-    return df, rows
+    return (df if each_chunk is None else each_chunk(df, rows)), rows
+
+
+#: ``each_chunk`` of :func:`read_table_numbered`: (chunk, its row numbers) -> frame
+EachChunk = Callable[[pd.DataFrame, RowNumbers], pd.DataFrame]
+
+
+class _ChunkFailed(Exception):
+    """Carries an error ``each_chunk`` raised (not a DataError) past the translation of the reader's errors."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _csv_in_chunks(path: Path, label: str, sep: str, encoding: str, rows: RowNumbers, each_chunk: EachChunk,
+                   chunk_rows: int, read: dict[str, Any]) -> pd.DataFrame:
+    """A CSV file read ``chunk_rows`` rows at a time, each chunk checked by ``each_chunk`` as it is read.
+
+    A bad value at row 200,000 of a 4M-row file was named after the whole file was read and its columns converted
+    (3.9 s CPU and 750 MB); a chunk's error now stops the read.
+    """
+    _check_header_repeats(path, label, sep, encoding)  # before any chunk is looked at, as its names are
+    parts: list[pd.DataFrame] = []
+    start = 0
+    unnamed_checked = False
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", pd.errors.ParserWarning)
+        with pd.read_csv(path, sep=sep, chunksize=chunk_rows, **read) as reader:
+            for chunk in reader:
+                if not unnamed_checked and any(issubclass(w.category, pd.errors.ParserWarning) for w in caught):
+                    _check_no_unnamed_values(path, label, sep, encoding, len(chunk.columns))
+                    unnamed_checked = True
+                _check_column_names(chunk, label, row=1)
+                try:
+                    parts.append(_each(each_chunk, chunk, rows.shifted(start)))
+                except DataError as e:  # its counts ("3 row(s) in total") are of the rows read, if rows follow
+                    counted = _counted_in(e, start + len(chunk))
+                    if counted is e or len(chunk) < chunk_rows or not _more(reader):
+                        raise
+                    raise counted from e
+                start += len(chunk)
+    if not parts:  # a header alone: no chunk
+        header = pd.read_csv(path, sep=sep, nrows=0, **read)
+        _check_column_names(header, label, row=1)
+        parts.append(_each(each_chunk, header, rows))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _more(reader: Any) -> bool:
+    """Whether a chunked read has rows left (the error path only: it reads the next chunk)."""
+    try:
+        return len(next(reader)) > 0
+    except StopIteration:
+        return False
+    except Exception:  # a next chunk that fails to parse is there
+        return True
+
+
+def _each(each_chunk: EachChunk, chunk: pd.DataFrame, rows: RowNumbers) -> pd.DataFrame:
+    try:
+        return each_chunk(chunk, rows)
+    except DataError:
+        raise
+    except Exception as e:
+        raise _ChunkFailed(e) from e
 
 
 class _NoHead(Exception):
@@ -898,10 +978,12 @@ def read_interactions(
     return _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit)
 
 
-#: a CSV/TSV, JSON lines or Parquet file of more than this many bytes has its first HEAD_ROWS rows read and checked
-#: before the whole file is read, so that a bad row near the start is named at once
+#: a JSON lines or Parquet file of more than this many bytes has its first HEAD_ROWS rows read and checked before
+#: the whole file is read, so that a bad row near the start is named at once; a CSV/TSV file is read and checked
+#: CHUNK_ROWS rows at a time, so that a bad row anywhere is named soon after it is read
 HEAD_CHECK_BYTES = 64 << 20
 HEAD_ROWS = 100_000
+CHUNK_ROWS = 250_000
 
 
 class _ThisThread(logging.Filter):
@@ -921,13 +1003,25 @@ def _check_head(source: Any, columns: ColumnMap, *, name: str | None, encoding: 
     A bad value 10 rows into a 10M-row CSV (a timestamp 'abc', an empty id) was named only after the whole file
     was read and its columns converted: 45 s and 1.5 GB before the error. The head costs ~1% of a good file's
     read; its warnings are dropped (the whole file's read gives them), and the unit-mix check waits for the
-    whole column (it compares each time with the column's median).
+    whole column (it compares each time with the column's median). A CSV/TSV file is checked chunk by chunk as it
+    is read instead (:func:`_read_table_interactions`).
     """
+    check_head(source, lambda n: _read_table_interactions(source, columns, name=name, encoding=encoding,
+                                                          time_unit=time_unit, nrows=n),
+               encoding=encoding, csv_too=False)
+
+
+def check_head(source: Any, read_head: Callable[[int], object], *, encoding: str = "utf-8", csv_too: bool = True,
+               loggers: Iterable[logging.Logger] = ()) -> None:
+    """``read_head(HEAD_ROWS)`` (a read of the file's first rows that checks them) when ``source`` is a CSV/TSV
+    (with ``csv_too``), JSON lines or Parquet file of more than :data:`HEAD_CHECK_BYTES`, raising the DataError it
+    gives, its counts ("3 row(s) in total") said to be of the rows read. What it logs here and on ``loggers`` is
+    dropped: the whole file's read says it."""
     if not isinstance(source, (str, Path)):
         return
     path = Path(source)
     suffix = path.suffix.lower()
-    if suffix not in _CSV_SUFFIXES and suffix not in _JSON_SUFFIXES and suffix not in _PARQUET_SUFFIXES:
+    if suffix not in _JSON_SUFFIXES and suffix not in _PARQUET_SUFFIXES and not (csv_too and suffix in _CSV_SUFFIXES):
         return
     try:
         if not path.is_file() or path.stat().st_size <= HEAD_CHECK_BYTES:
@@ -937,32 +1031,53 @@ def _check_head(source: Any, columns: ColumnMap, *, name: str | None, encoding: 
     except (OSError, UnicodeError, ValueError):
         return  # the whole file's read names it
     quiet = _ThisThread()
-    log.addFilter(quiet)
+    loggers = [log, *loggers]
+    for logger in loggers:
+        logger.addFilter(quiet)
     try:
-        _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit, nrows=HEAD_ROWS)
+        read_head(HEAD_ROWS)
     except _NoHead:
         return
     except DataError as e:
-        if not re.search(r"in total|the same holds for|in all\)", e.message):
+        counted = _counted_in(e, HEAD_ROWS)
+        if counted is e:
             raise
-        # its counts ("3 row(s) in total", "the same holds for rows ...") are of the rows read, not of the file
-        raise DataError(f"{e.message} (counted in the first {HEAD_ROWS:,} rows; the rest of the file was not read)",
-                        file=e.file, row=e.row, column=e.column, unit=e.unit) from e
+        raise counted from e
     finally:
-        log.removeFilter(quiet)
+        for logger in loggers:
+            logger.removeFilter(quiet)
 
 
-def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | None, encoding: str, time_unit: str,
-                             nrows: int | None = None) -> pd.DataFrame:
-    """:func:`read_interactions` of a table (``nrows``: its first that many rows, see :func:`_check_head`)."""
-    label = _label(source, name)
-    id_cols = {columns.user: str, columns.item: str}
-    # ids are text: "NA" or "null" is an id as in JSON lines and Parquet (only an empty cell is missing)
-    raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding,
-                                    nrows=nrows)
+def _large(path: Path) -> bool:
+    """A file of more than :data:`HEAD_CHECK_BYTES` (its first rows are checked before the rest is read)."""
+    try:
+        return path.is_file() and path.stat().st_size > HEAD_CHECK_BYTES
+    except OSError:
+        return False  # the read names it
+
+
+def _may_be_bad_times(values: pd.Series) -> bool:
+    """False where :func:`parse_timestamps` has nothing to refuse: NumPy integers within its range (a chunk of a
+    column of epoch numbers, the usual case, is not converted twice)."""
+    if not isinstance(values.dtype, np.dtype) or values.dtype.kind not in "iu" or len(values) == 0:
+        return len(values) > 0
+    numbers = values.to_numpy()
+    return bool(max(abs(float(numbers.min())), abs(float(numbers.max()))) >= _TS_LIMIT)
+
+
+def _counted_in(e: DataError, end: int) -> DataError:
+    """``e`` from the first ``end`` rows of a file: its counts ("3 row(s) in total", "the same holds for rows ...")
+    are of those rows, not of the file, and say so."""
+    if not re.search(r"in total|the same holds for|in all\)", e.message):
+        return e
+    return DataError(f"{e.message} (counted in the first {end:,} rows; the rest of the file was not read)",
+                     file=e.file, row=e.row, column=e.column, unit=e.unit)
+
+
+def _interaction_columns(raw: pd.DataFrame, columns: ColumnMap, label: str, text_table: bool) -> dict[str, str | None]:
+    """The timestamp and rating columns read (None: not in the data), or the DataError for a missing column."""
     present = list(raw.columns)
     missing = [(role, col) for role, col in (("user", columns.user), ("item", columns.item)) if col not in raw.columns]
-    text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
     data_line = _numbers_in_header(present) if text_table else ""
     if missing:
         pairs = (_space_separated_pairs(present, label) or _double_colon_fields(present, label)
@@ -993,20 +1108,63 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
             optional[role] = None  # default name absent: fall back, reported below
         else:
             raise missing_column_error(col, present, file=label, role=role, index_names=raw.index.names)
+    return optional
+
+
+def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | None, encoding: str, time_unit: str,
+                             nrows: int | None = None) -> pd.DataFrame:
+    """:func:`read_interactions` of a table (``nrows``: its first that many rows, see :func:`_check_head`).
+
+    A CSV/TSV file of more than :data:`HEAD_CHECK_BYTES` is read and checked :data:`CHUNK_ROWS` rows at a time
+    (ids, ratings, timestamps; what needs the whole column, such as the time unit, after the last chunk).
+    """
+    label = _label(source, name)
+    id_cols = {columns.user: str, columns.item: str}
+    text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
+    chunked = nrows is None and text_table and _large(Path(source))
+    found: dict[str, Any] = {}  # the columns, from the first chunk's header
+
+    def convert(raw: pd.DataFrame, rows: RowNumbers) -> pd.DataFrame:
+        """Ids converted, and ratings in chunks; the time column as read (converted as a whole below)."""
+        if not found:
+            found["present"] = list(raw.columns)
+            found["optional"] = _interaction_columns(raw, columns, label, text_table)
+        optional = found["optional"]
+        out: dict[str, Any] = {}
+        out["user_id"] = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
+        out["item_id"] = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
+        if optional["timestamp"] is not None:
+            out["timestamp"] = raw[optional["timestamp"]].reset_index(drop=True)
+            if chunked and _may_be_bad_times(out["timestamp"]):  # named now; warnings come from the whole column's
+                quiet = _ThisThread()
+                log.addFilter(quiet)
+                try:
+                    parse_timestamps(out["timestamp"], file=label, column=optional["timestamp"], rows=rows,
+                                     time_unit=time_unit, check_units=False)
+                finally:
+                    log.removeFilter(quiet)
+        if optional["rating"] is not None:  # after the times, whose errors a whole read names first
+            rating = raw[optional["rating"]].reset_index(drop=True)
+            out["rating"] = parse_ratings(rating, file=label, column=optional["rating"], rows=rows) if chunked \
+                else rating
+        return pd.DataFrame(out)
+
+    raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding,
+                                    nrows=nrows, each_chunk=convert, chunk_rows=CHUNK_ROWS if chunked else None)
+    present, optional = found["present"], found["optional"]
     if len(raw) == 0:
         raise DataError("no data rows (only a header); the interactions table is empty", file=label)
 
-    users = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
-    items = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
+    users, items = raw["user_id"], raw["item_id"]
     _warn_float_spelled_ids(label, columns.user, users)
     _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts, dates_unit, floored_off = parse_timestamps(raw[optional["timestamp"]], file=label,
+        ts, dates_unit, floored_off = parse_timestamps(raw["timestamp"], file=label,
                                                        column=optional["timestamp"], rows=rows, time_unit=time_unit,
                                                        check_units=nrows is None)
         ts_source = f"column {optional['timestamp']!r}"
         _warn_constant_time(label, users, ts, optional["timestamp"])
-        _warn_placeholder_times(label, ts, raw[optional["timestamp"]], optional["timestamp"], rows, time_unit)
+        _warn_placeholder_times(label, ts, raw["timestamp"], optional["timestamp"], rows, time_unit)
     else:
         ts, dates_unit, floored_off = np.arange(len(raw), dtype=np.int64), None, None
         ts_source = "row order (no timestamp column)"
@@ -1014,7 +1172,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
             _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
         _warn_sorted_by_id(label, users, items)
     if optional["rating"] is not None:
-        rating = parse_ratings(raw[optional["rating"]], file=label, column=optional["rating"], rows=rows)
+        rating = raw["rating"].to_numpy() if chunked else parse_ratings(raw["rating"], file=label,
+                                                                        column=optional["rating"], rows=rows)
         rating_source = f"column {optional['rating']!r}"
         _warn_nonpositive_ratings(label, optional["rating"], rating, rows)
     else:
