@@ -24,7 +24,7 @@ import pandas as pd
 
 from twotower.config import DataConfig
 from twotower.data.columns import decimal_comma_advice
-from twotower.data.readers import (_double_colon_fields, check_rows, ids_to_str, missing_column_error,
+from twotower.data.readers import (_double_colon_fields, check_head, check_rows, ids_to_str, missing_column_error,
                                     read_table_numbered)
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
@@ -211,13 +211,23 @@ def read_feature_table(
     str; numeric columns float64 (empty -> NaN); other columns are kept. ``key_role`` ("item key" / "user
     key") picks the setting a missing key column's error points at; ``encoding`` is ``data.encoding``.
     """
+    # a large file's first rows are read and checked first: a bad cell at row 12 of a 3M-row item table was named
+    # after the whole table was read and converted (5.9 s CPU and 920 MB)
+    check_head(source, lambda n: _read_feature_table(source, spec, name=name, key_role=key_role, encoding=encoding,
+                                                     nrows=n), encoding=encoding, loggers=(log,))
+    return _read_feature_table(source, spec, name=name, key_role=key_role, encoding=encoding)
+
+
+def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *, name: str | None, key_role: str,
+                        encoding: str, nrows: int | None = None) -> pd.DataFrame:
+    """:func:`read_feature_table` (``nrows``: of the file's first that many rows, see :func:`check_head`)."""
     label = name if name is not None else ("<DataFrame>" if isinstance(source, pd.DataFrame) else str(source))
     pinned = {c: str for c in (spec.key, *spec.categorical, *spec.multi, *spec.text)}
     # the key is an id, read as its text like the interactions' ids (so item "NA" matches item "NA"); so is every
     # column but the numeric ones: read with pandas' NA strings, the film "NA" and the brand "None" lost their
     # titles and values (only an empty cell is missing there)
     df, rows = read_table_numbered(source, name=name, dtype=pinned, literal=(spec.key,), literal_except=spec.numeric,
-                                   encoding=encoding)
+                                   encoding=encoding, nrows=nrows)
     present = list(df.columns)
     for role, cols in ((key_role, (spec.key,)), ("categorical", spec.categorical), ("numeric", spec.numeric),
                        ("multi-valued", spec.multi), ("text", spec.text)):
