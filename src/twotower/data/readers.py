@@ -796,13 +796,12 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
             raise DataError(f"{role} id {what}; SASRec format is 'user item' (two integers) per line",
                             file=label, row=pos + 1, column=role, unit="line")
     # "+7" and "007" name the same id as "7": canonical ids are the integers' decimal text
-    users = raw[0].map(lambda v: str(int(v)))
-    items = raw[1].map(lambda v: str(int(v)))
+    users, items = _canonical_ints(raw[0]), _canonical_ints(raw[1])
     ordinal = users.groupby(users, sort=False).cumcount().to_numpy(dtype=np.int64)
     df = pd.DataFrame(
         {
-            "user_id": users.to_numpy(dtype=object).astype(str),
-            "item_id": items.to_numpy(dtype=object).astype(str),
+            "user_id": users.astype(str).reset_index(drop=True),  # Arrow text as read: not rebuilt from NumPy's
+            "item_id": items.astype(str).reset_index(drop=True),
             "timestamp": pd.Series(ordinal, dtype="int64"),
             "rating": pd.Series(np.ones(len(raw), np.float32), dtype="float32"),
         }
@@ -824,6 +823,21 @@ def read_sasrec(source: str | Path, *, name: str | None = None, encoding: str = 
              label, len(df), report["users"], report["items"])
     _warn_sorted_by_id(label, users, items)
     return df
+
+
+#: integer text that is not its integer's decimal text: a sign '+', a leading zero, '-0'
+_NOT_CANONICAL_INT = r"\+|-0|0\d"
+
+
+def _canonical_ints(values: pd.Series) -> pd.Series:
+    """Integer texts (checked) as their integers' decimal text, ``str(int(v))``: only those written otherwise
+    ("+7", "007", "-0") are converted one by one; all of them so took 1.7 s of ML-1M's 3.3 s read."""
+    odd = values.str.match(_NOT_CANONICAL_INT).to_numpy(dtype=bool)
+    if not odd.any():
+        return values
+    values = values.astype(object)
+    values[odd] = [str(int(v)) for v in values[odd].tolist()]
+    return values
 
 
 def _warn_nonpositive_ratings(label: str, column: str, rating: np.ndarray, rows: RowNumbers) -> None:
