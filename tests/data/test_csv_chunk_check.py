@@ -134,3 +134,28 @@ def test_header_alone_is_refused_as_before(tmp_path, chunks, monkeypatch):
     assert str(_error(path)) == str(_whole(monkeypatch, lambda: _error(path)))
     path.write_text("uid,item_id,timestamp\nu1,i1,1\n", encoding="utf-8")
     assert str(_error(path)) == str(_whole(monkeypatch, lambda: _error(path)))
+
+
+def test_chunks_of_dates_are_parsed_once_and_read_as_a_whole_read_does(tmp_path, chunks, monkeypatch):
+    """Milliseconds in the last chunk only, and offsets: the column's unit is the whole column's, as in one read."""
+    df = _frame()
+    stamps = pd.to_datetime(df["timestamp"], unit="s")
+    df["timestamp"] = stamps.dt.strftime("%Y-%m-%dT%H:%M:%S+02:00").astype(object)
+    df.loc[57, "timestamp"] = "2020-09-13T12:26:40.250Z"
+    path = tmp_path / "i.csv"
+    df.to_csv(path, index=False)
+    parsed: list = []
+    real = pd.to_datetime
+
+    def spy(arg, *args, **kwargs):
+        if isinstance(arg, pd.Series) and (arg.dtype == object or isinstance(arg.dtype, pd.StringDtype)):
+            parsed.append(len(arg))  # text parsed (datetimes passed through are not)
+        return real(arg, *args, **kwargs)
+
+    monkeypatch.setattr(pd, "to_datetime", spy)
+    got = read_interactions(path)
+    assert sum(parsed) == N  # each date's text parsed once
+    monkeypatch.setattr(pd, "to_datetime", real)
+    expected = _whole(monkeypatch, lambda: read_interactions(path))
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    assert got.attrs == expected.attrs and got.attrs["report"]["dates_unit"] == "ms"

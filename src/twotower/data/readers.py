@@ -1079,6 +1079,26 @@ def _may_be_bad_times(values: pd.Series) -> bool:
     return bool(max(abs(float(numbers.min())), abs(float(numbers.max()))) >= _TS_LIMIT)
 
 
+def _checked_times(values: pd.Series, *, file: str, column: str, rows: RowNumbers, time_unit: str) -> pd.Series:
+    """A chunk of a time column, checked (:func:`parse_timestamps`' DataError for a bad time): as read, or a chunk
+    of dates alone as the dates (the whole column's conversion then does not parse them again: it read a 4M-row
+    file of ISO dates 50% slower than a whole read)."""
+    if not _may_be_bad_times(values):
+        return values
+    if values.dtype == object or isinstance(values.dtype, pd.StringDtype):
+        if not pd.to_numeric(values, errors="coerce").notna().any():
+            dates = pd.to_datetime(values, errors="coerce", utc=True, format="ISO8601")  # as parse_timestamps does
+            if not dates.isna().any():
+                return dates
+    quiet = _ThisThread()
+    log.addFilter(quiet)
+    try:
+        parse_timestamps(values, file=file, column=column, rows=rows, time_unit=time_unit, check_units=False)
+    finally:
+        log.removeFilter(quiet)
+    return values
+
+
 def _counted_in(e: DataError, end: int) -> DataError:
     """``e`` from the first ``end`` rows of a file: its counts ("3 row(s) in total", "the same holds for rows ...")
     are of those rows, not of the file, and say so."""
@@ -1148,15 +1168,13 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         out["user_id"] = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
         out["item_id"] = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
         if optional["timestamp"] is not None:
-            out["timestamp"] = raw[optional["timestamp"]].reset_index(drop=True)
-            if chunked and _may_be_bad_times(out["timestamp"]):  # named now; warnings come from the whole column's
-                quiet = _ThisThread()
-                log.addFilter(quiet)
-                try:
-                    parse_timestamps(out["timestamp"], file=label, column=optional["timestamp"], rows=rows,
-                                     time_unit=time_unit, check_units=False)
-                finally:
-                    log.removeFilter(quiet)
+            times = raw[optional["timestamp"]].reset_index(drop=True)
+            if chunked:  # a bad time named now; the warnings come from the whole column's conversion
+                times = _checked_times(times, file=label, column=optional["timestamp"], rows=rows,
+                                       time_unit=time_unit)
+                found["dates"] = found.get("dates", False) or isinstance(times.dtype, pd.DatetimeTZDtype)
+                found["other"] = found.get("other", False) or not isinstance(times.dtype, pd.DatetimeTZDtype)
+            out["timestamp"] = times
         if optional["rating"] is not None:  # after the times, whose errors a whole read names first
             rating = raw[optional["rating"]].reset_index(drop=True)
             out["rating"] = parse_ratings(rating, file=label, column=optional["rating"], rows=rows) if chunked \
@@ -1168,6 +1186,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
     present, optional = found["present"], found["optional"]
     if len(raw) == 0:
         raise DataError("no data rows (only a header); the interactions table is empty", file=label)
+    if found.get("dates") and found.get("other"):  # chunks of dates beside chunks of numbers: the dates as text
+        raw["timestamp"] = raw["timestamp"].map(lambda v: v.isoformat() if isinstance(v, pd.Timestamp) else v)
 
     users, items = raw["user_id"], raw["item_id"]
     _warn_float_spelled_ids(label, columns.user, users)
