@@ -159,3 +159,24 @@ def test_chunks_of_dates_are_parsed_once_and_read_as_a_whole_read_does(tmp_path,
     expected = _whole(monkeypatch, lambda: read_interactions(path))
     pd.testing.assert_frame_equal(got, expected, check_exact=True)
     assert got.attrs == expected.attrs and got.attrs["report"]["dates_unit"] == "ms"
+
+
+@pytest.mark.parametrize("times", ["dates", "mixed"])
+def test_early_date_is_shown_as_the_file_writes_it(tmp_path, chunks, monkeypatch, caplog, times):
+    """A chunk of dates is kept parsed: the 'before 1973' warning showed '1970-01-01 00:00:00+00:00'."""
+    df = _frame()
+    dates = pd.to_datetime(df["timestamp"], unit="s").dt.strftime("%Y-%m-%dT%H:%M:%S").astype(object)
+    df["timestamp"] = dates if times == "dates" else df["timestamp"].astype(object).where(df.index < 10, dates)
+    df.loc[33, "timestamp"] = "1970-01-01T00:00:00"
+    path = tmp_path / "i.csv"
+    df.to_csv(path, index=False)
+
+    def warned(read):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="twotower.data.readers"):
+            read()
+        return [r.getMessage() for r in caplog.records if "before 1973" in r.getMessage()]
+
+    got = warned(lambda: read_interactions(path))
+    assert len(got) == 1 and "row 35: 1970-01-01T00:00:00, read as" in got[0]
+    assert got == _whole(monkeypatch, lambda: warned(lambda: read_interactions(path)))

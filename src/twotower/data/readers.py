@@ -920,10 +920,11 @@ def _warn_constant_time(label: str, users: pd.Series, ts: np.ndarray, column: st
 
 
 def _warn_placeholder_times(label: str, ts: np.ndarray, raw: pd.Series, column: str, rows: RowNumbers,
-                            time_unit: str) -> None:
+                            time_unit: str, written: dict[int, Any] | None = None) -> None:
     """Say so when a column of times after 1973 holds some before it: a 0 for "unknown", or a date written as a
     number (19980301 is August 1970 in seconds). They were read as times of 1970 without a word, and each such row
-    became its user's oldest event (the first in train, the first of every history)."""
+    became its user's oldest event (the first in train, the first of every history). ``written``: values as the
+    file writes them where ``raw`` holds them parsed (a chunked read's dates), by data position."""
     if len(ts) == 0:
         return
     unit = time_unit if time_unit != "auto" else detect_unit(ts)
@@ -936,7 +937,7 @@ def _warn_placeholder_times(label: str, ts: np.ndarray, raw: pd.Series, column: 
         log.warning("%s: %d timestamp(s) in column %r are before 1973 (e.g. %s %d: %s, read as %s) while the column's "
                     "median is %s: a placeholder such as 0 for an unknown time, or a date written as a number (19980301 "
                     "for 1998-03-01), sorts as its user's oldest event; fix or drop those rows", label, early.size,
-                    column, rows.unit, rows.number(pos), raw.iloc[pos], date_text(int(ts[pos]), unit),
+                    column, rows.unit, rows.number(pos), (written or {}).get(pos, raw.iloc[pos]), date_text(int(ts[pos]), unit),
                     date_text(int(np.median(ts)), unit))
 
 
@@ -998,6 +999,9 @@ def read_interactions(
 HEAD_CHECK_BYTES = 64 << 20
 HEAD_ROWS = 100_000
 CHUNK_ROWS = 250_000
+
+#: the time below which :func:`_warn_placeholder_times` calls a time a placeholder, as a date
+_BAND_START = pd.Timestamp(BAND_START_S, unit="s", tz="UTC")
 
 
 class _ThisThread(logging.Filter):
@@ -1160,7 +1164,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
 
     def convert(raw: pd.DataFrame, rows: RowNumbers) -> pd.DataFrame:
         """Ids converted, and ratings in chunks; the time column as read (converted as a whole below)."""
-        if not found:
+        if "present" not in found:
             found["present"] = list(raw.columns)
             found["optional"] = _interaction_columns(raw, columns, label, text_table)
         optional = found["optional"]
@@ -1170,8 +1174,15 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         if optional["timestamp"] is not None:
             times = raw[optional["timestamp"]].reset_index(drop=True)
             if chunked:  # a bad time named now; the warnings come from the whole column's conversion
+                written = times
                 times = _checked_times(times, file=label, column=optional["timestamp"], rows=rows,
                                        time_unit=time_unit)
+                if isinstance(times.dtype, pd.DatetimeTZDtype) and "early" not in found:
+                    # the first date before 1973 as the file writes it, for the warning below (the parsed date
+                    # read '1970-01-01 00:00:00+00:00' where the file and a whole read say '1970-01-01T00:00:00')
+                    early = np.flatnonzero((times < _BAND_START).to_numpy())
+                    if early.size:
+                        found["early"] = {found["start"] + int(early[0]): written.iloc[int(early[0])]}
                 found["dates"] = found.get("dates", False) or isinstance(times.dtype, pd.DatetimeTZDtype)
                 found["other"] = found.get("other", False) or not isinstance(times.dtype, pd.DatetimeTZDtype)
             out["timestamp"] = times
@@ -1179,8 +1190,10 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
             rating = raw[optional["rating"]].reset_index(drop=True)
             out["rating"] = parse_ratings(rating, file=label, column=optional["rating"], rows=rows) if chunked \
                 else rating
+        found["start"] += len(raw)
         return pd.DataFrame(out)
 
+    found["start"] = 0  # the data position of the next chunk's first row
     raw, rows = read_table_numbered(source, name=name, dtype=id_cols, literal=id_cols, encoding=encoding,
                                     nrows=nrows, each_chunk=convert, chunk_rows=CHUNK_ROWS if chunked else None)
     present, optional = found["present"], found["optional"]
@@ -1198,7 +1211,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                                                        check_units=nrows is None)
         ts_source = f"column {optional['timestamp']!r}"
         _warn_constant_time(label, users, ts, optional["timestamp"])
-        _warn_placeholder_times(label, ts, raw["timestamp"], optional["timestamp"], rows, time_unit)
+        _warn_placeholder_times(label, ts, raw["timestamp"], optional["timestamp"], rows, time_unit,
+                                found.get("early", {}))
     else:
         ts, dates_unit, floored_off = np.arange(len(raw), dtype=np.int64), None, None
         ts_source = "row order (no timestamp column)"
