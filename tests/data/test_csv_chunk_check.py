@@ -180,3 +180,20 @@ def test_early_date_is_shown_as_the_file_writes_it(tmp_path, chunks, monkeypatch
     got = warned(lambda: read_interactions(path))
     assert len(got) == 1 and "row 35: 1970-01-01T00:00:00, read as" in got[0]
     assert got == _whole(monkeypatch, lambda: warned(lambda: read_interactions(path)))
+
+
+@pytest.mark.parametrize("early, late", [(("rating", "five"), ("timestamp", "abc")),
+                                         (("timestamp", "abc"), ("user_id", "")),
+                                         (("item_id", ""), ("rating", "five"))])
+def test_the_first_bad_row_in_the_file_is_named_in_chunks_and_whole(tmp_path, chunks, monkeypatch, early, late):
+    """A whole read named a late bad time before an early bad rating (its columns in turn), a chunked read the
+    early rating (its chunks in turn): both name the bad row that comes first in the file."""
+    df = _frame().astype(object)
+    df.loc[2, early[0]] = early[1]
+    df.loc[40, late[0]] = late[1]
+    path = tmp_path / "i.csv"
+    df.to_csv(path, index=False)
+    whole = _whole(monkeypatch, lambda: _error(path))
+    err = _error(path)
+    assert (err.row, err.column) == (whole.row, whole.column) == (4, early[0])
+    assert str(err).removesuffix(" (counted in the first 5 rows; the rest of the file was not read)") == str(whole)

@@ -1103,6 +1103,22 @@ def _checked_times(values: pd.Series, *, file: str, column: str, rows: RowNumber
     return values
 
 
+def _or_error(errors: list[DataError], convert: Callable[[], Any], instead: Any) -> Any:
+    """``convert()``, or ``instead`` with its DataError added to ``errors``."""
+    try:
+        return convert()
+    except DataError as e:
+        errors.append(e)
+        return instead
+
+
+def _first_bad_row(errors: list[DataError]) -> DataError:
+    """Of the errors of one read's columns, the one naming the row that comes first in the file (a bad id before a
+    bad time on one row): a chunked read, which stops at the first chunk holding a bad value, and a whole read
+    name the same row."""
+    return min(errors, key=lambda e: float("inf") if e.row is None else e.row)
+
+
 def _counted_in(e: DataError, end: int) -> DataError:
     """``e`` from the first ``end`` rows of a file: its counts ("3 row(s) in total", "the same holds for rows ...")
     are of those rows, not of the file, and say so."""
@@ -1169,14 +1185,16 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
             found["optional"] = _interaction_columns(raw, columns, label, text_table)
         optional = found["optional"]
         out: dict[str, Any] = {}
-        out["user_id"] = ids_to_str(raw[columns.user], file=label, column=columns.user, rows=rows)
-        out["item_id"] = ids_to_str(raw[columns.item], file=label, column=columns.item, rows=rows)
+        errors: list[DataError] = found.setdefault("errors", [])  # the first bad row is named, whatever its column
+        for role, col in (("user_id", columns.user), ("item_id", columns.item)):
+            out[role] = _or_error(errors, lambda c=col: ids_to_str(raw[c], file=label, column=c, rows=rows),
+                                  raw[col])
         if optional["timestamp"] is not None:
             times = raw[optional["timestamp"]].reset_index(drop=True)
             if chunked:  # a bad time named now; the warnings come from the whole column's conversion
                 written = times
-                times = _checked_times(times, file=label, column=optional["timestamp"], rows=rows,
-                                       time_unit=time_unit)
+                times = _or_error(errors, lambda: _checked_times(written, file=label, column=optional["timestamp"],
+                                                                 rows=rows, time_unit=time_unit), written)
                 if isinstance(times.dtype, pd.DatetimeTZDtype) and "early" not in found:
                     # the first date before 1973 as the file writes it, for the warning below (the parsed date
                     # read '1970-01-01 00:00:00+00:00' where the file and a whole read say '1970-01-01T00:00:00')
@@ -1186,10 +1204,12 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                 found["dates"] = found.get("dates", False) or isinstance(times.dtype, pd.DatetimeTZDtype)
                 found["other"] = found.get("other", False) or not isinstance(times.dtype, pd.DatetimeTZDtype)
             out["timestamp"] = times
-        if optional["rating"] is not None:  # after the times, whose errors a whole read names first
+        if optional["rating"] is not None:
             rating = raw[optional["rating"]].reset_index(drop=True)
-            out["rating"] = parse_ratings(rating, file=label, column=optional["rating"], rows=rows) if chunked \
-                else rating
+            out["rating"] = _or_error(errors, lambda: parse_ratings(rating, file=label, column=optional["rating"],
+                                                                    rows=rows), rating) if chunked else rating
+        if errors and chunked:
+            raise _first_bad_row(errors)
         found["start"] += len(raw)
         return pd.DataFrame(out)
 
@@ -1202,13 +1222,29 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
     if found.get("dates") and found.get("other"):  # chunks of dates beside chunks of numbers: the dates as text
         raw["timestamp"] = raw["timestamp"].map(lambda v: v.isoformat() if isinstance(v, pd.Timestamp) else v)
 
+    errors = found["errors"]  # a whole read's bad ids: named after the times and ratings if those go wrong earlier
+    quiet = _ThisThread()
+    if errors:  # the warnings of a file refused are not said
+        log.addFilter(quiet)
+    try:
+        if optional["timestamp"] is not None:
+            converted = _or_error(errors, lambda: parse_timestamps(raw["timestamp"], file=label,
+                                                                   column=optional["timestamp"], rows=rows,
+                                                                   time_unit=time_unit, check_units=nrows is None),
+                                  None)
+        if optional["rating"] is not None and not chunked:
+            raw["rating"] = _or_error(errors, lambda: parse_ratings(raw["rating"], file=label,
+                                                                    column=optional["rating"], rows=rows), None)
+    finally:
+        log.removeFilter(quiet)
+    if errors:
+        raise _first_bad_row(errors)
+
     users, items = raw["user_id"], raw["item_id"]
     _warn_float_spelled_ids(label, columns.user, users)
     _warn_float_spelled_ids(label, columns.item, items)
     if optional["timestamp"] is not None:
-        ts, dates_unit, floored_off = parse_timestamps(raw["timestamp"], file=label,
-                                                       column=optional["timestamp"], rows=rows, time_unit=time_unit,
-                                                       check_units=nrows is None)
+        ts, dates_unit, floored_off = converted
         ts_source = f"column {optional['timestamp']!r}"
         _warn_constant_time(label, users, ts, optional["timestamp"])
         _warn_placeholder_times(label, ts, raw["timestamp"], optional["timestamp"], rows, time_unit,
@@ -1220,8 +1256,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
             _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
         _warn_sorted_by_id(label, users, items)
     if optional["rating"] is not None:
-        rating = raw["rating"].to_numpy() if chunked else parse_ratings(raw["rating"], file=label,
-                                                                        column=optional["rating"], rows=rows)
+        rating = raw["rating"].to_numpy()
         rating_source = f"column {optional['rating']!r}"
         _warn_nonpositive_ratings(label, optional["rating"], rating, rows)
     else:
