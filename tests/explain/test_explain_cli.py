@@ -94,7 +94,8 @@ def test_a_new_user_with_features_is_explained_as_recommend_ranks_them(feature_r
     assert main([*args, "--user-features", '{"agee": 3}']) != 0
     assert "error: --user-features agee: not a user feature" in capsys.readouterr().err
     assert main(["explain", "--run", run, "--user", "u1", "--item", "i0", "--user-features", "{}"]) == 2
-    assert "--user-features describes a new user" in capsys.readouterr().err
+    assert ("error: --user-features: the features of a user unseen in training go with --history, not with --user "
+            "(a known user is read with the features it was trained with)") in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("age", ["1e30", "3e38"])

@@ -419,3 +419,22 @@ def test_features_with_a_known_user_say_the_same_from_python(feature_service, cl
         tt.recommend(service.run, ["u3"], user_features={"age": 3})
     assert str(e.value) == http.replace("not with user_id", "not with user_ids"), (str(e.value), http)
     assert str(e.value).startswith("user_features: the features of a user unseen in training go with a history")
+
+
+@pytest.mark.parametrize("cmd, who, route", [
+    ("recommend", ["--user", "u3"], "/recommend"),
+    ("recommend", ["--users", "u3,u4"], "/recommend"),
+    ("explain", ["--user", "u3", "--item", "i1"], "/explain"),
+])
+def test_features_with_a_known_user_say_the_same_on_the_command_line(feature_service, client, capsys, cmd, who,
+                                                                     route):
+    """`recommend --user 42 --user-features ...` said "--user-features describes a new user: give it with --history
+    ...", a third wording: HTTP's words, with the flags where HTTP names its fields."""
+    from tests.serving.refusal_words import cli_refusal
+
+    run_dir = feature_service[0].run.dir
+    body = {"user_id": "u3", "user_features": {"age": 3}, **({"item_id": "i1"} if route == "/explain" else {})}
+    http = client.post(route, json=body).json()["error"]["message"]
+    cli = cli_refusal(capsys, cmd, "--run", str(run_dir), *who, "--user-features", '{"age": 3}')
+    assert cli == (http.replace("user_features: ", "--user-features: ", 1).replace("a history", "--history")
+                   .replace("not with user_id", f"not with {who[0]}")), (cli, http)

@@ -93,9 +93,11 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
     """``--user-features JSON`` (with ``--history``: a new user) as a dict, or None when not given."""
     if getattr(args, "user_features", None) is None:
         return None
-    if args.history is None:
-        raise ConfigError("--user-features describes a new user: give it with --history (a known user is read "
-                          "with the features it was trained with)")
+    if args.history is None:  # the refusal of POST /recommend, /explain and tt.recommend, with the flags' names
+        from twotower.pipeline.refusals import known_user_features_refusal
+
+        given = "--users" if getattr(args, "users", None) is not None else "--user"
+        raise ConfigError(f"--user-features: {known_user_features_refusal(given, '--history')}")
     try:
         features = json.loads(args.user_features)
     except json.JSONDecodeError as e:

@@ -70,12 +70,14 @@ def user_features_refusal(features: Any) -> str | None:
     return None if over is None else too_long(MAX_FIELD_NAME_CHARS, over, "a column name")
 
 
-def known_user_features_refusal(id_field: str = "user_id") -> str:
+def known_user_features_refusal(id_field: str = "user_id", history_field: str = "a history") -> str:
     """Why ``user_features`` sent with a known user (``id_field``: how the interface names it, ``user_id`` over HTTP,
-    ``user_ids`` from ``tt.recommend``) are refused, after the ``user_features: `` the caller puts before it: POST
-    /recommend, /explain, RecommenderService and ``tt.recommend`` said it in two wordings."""
-    return (f"the features of a user unseen in training go with a history, not with {id_field} (a known user is "
-            "read with the features it was trained with)")
+    ``user_ids`` from ``tt.recommend``, ``--user`` on the command line; ``history_field``: how it names a new user's
+    history, ``--history`` there) are refused, after the ``user_features: `` (``--user-features: ``) the caller puts
+    before it: POST /recommend, /explain, RecommenderService, ``tt.recommend`` and ``recommend/explain
+    --user-features`` said it in three wordings."""
+    return (f"the features of a user unseen in training go with {history_field}, not with {id_field} (a known user "
+            "is read with the features it was trained with)")
 
 
 def refuse_oversized_user_features(features: Any) -> None:
