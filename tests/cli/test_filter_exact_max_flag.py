@@ -74,3 +74,38 @@ def test_a_negative_setting_is_refused_in_serves_words(hnsw_run, capsys, command
     who = ["--user", "u1"] if command == "recommend" else ["--item", "i1"]
     assert main([command, "--run", str(hnsw_run), *who, "--filter-exact-max", "-1"]) == 2
     assert capsys.readouterr().err.strip().endswith("--filter-exact-max must be >= 0, got -1")
+
+
+def test_python_takes_the_setting_and_agrees_with_the_cli(hnsw_run, searched, capsys) -> None:
+    """tt.recommend and tt.similar had no filter_exact_max: Python always ranked with the 50,000 default, so a
+    `recommend --filter-exact-max 5` (or a server started so) could answer another list than Python for one request."""
+    import twotower as tt
+
+    run = tt.TrainedRun.load(hnsw_run)
+    drama = {"genres": ["Drama"]}
+    calls = [
+        (["recommend", "--user", "u3"], lambda **kw: tt.recommend(run, ["u3"], **kw)),
+        (["recommend", "--history", "i1,i5,i9"], lambda **kw: tt.recommend(run, history=["i1", "i5", "i9"], **kw)),
+        (["similar", "--item", "i1"], lambda **kw: tt.similar(run, ["i1"], **kw)),
+    ]
+    for argv, py in calls:
+        searched.clear()
+        capsys.readouterr()
+        assert main([argv[0], "--run", str(hnsw_run), *argv[1:], "--k", "5", "--filter", "genres=Drama", "--json",
+                     "--filter-exact-max", "5"]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        assert py(k=5, filters=drama, filter_exact_max=5)[0] == cli["items"]
+        assert searched == [(N_DRAMA, 5), (N_DRAMA, 5)], (argv, searched)  # the CLI's search, then Python's
+
+
+@pytest.mark.parametrize("value, said", [(-1, "must be >= 0, got -1"), ("5", "must be an integer, got '5'")])
+def test_python_refuses_a_bad_setting_in_serves_words(hnsw_run, value, said) -> None:
+    import twotower as tt
+    from twotower.errors import ConfigError
+
+    run = tt.TrainedRun.load(hnsw_run)
+    for call in (lambda: tt.recommend(run, ["u1"], filter_exact_max=value),
+                 lambda: tt.similar(run, ["i1"], filter_exact_max=value)):
+        with pytest.raises(ConfigError) as e:
+            call()
+        assert str(e.value) == f"filter_exact_max {said}"

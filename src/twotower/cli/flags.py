@@ -229,14 +229,9 @@ def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False
 def check_filter_exact_max(args: argparse.Namespace) -> int:
     """``--filter-exact-max`` checked before the run loads, in serve's words (``--filter-exact-max must be >= 0,
     got -1``): ServiceSettings' own check, named by the flag."""
-    from twotower.serving.settings import ServiceSettings
+    from twotower.serving.settings import checked_filter_exact_max  # tt.recommend's and tt.similar's check
 
-    value = args.filter_exact_max
-    try:
-        ServiceSettings(filter_exact_max=value)
-    except ConfigError as e:
-        raise ConfigError(str(e).replace("ServiceSettings.filter_exact_max", "--filter-exact-max")) from None
-    return value
+    return checked_filter_exact_max(args.filter_exact_max, "--filter-exact-max")
 
 
 def add_exclude_items_flag(p: argparse.ArgumentParser, route: str, beside: str, each: str) -> None:

@@ -39,6 +39,7 @@ from twotower.pipeline.refusals import (
 )
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
+from twotower.serving.settings import ServiceSettings, checked_filter_exact_max  # the service's defaults, once
 from twotower.utils.progress import RateLog
 from twotower.utils.wording import plural
 
@@ -480,6 +481,7 @@ def recommend(
     history_from: Any = None,
     filters: dict[str, list[str]] | None = None,
     exclude: list[str] | None = None,
+    filter_exact_max: int = ServiceSettings.filter_exact_max,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
@@ -495,7 +497,10 @@ def recommend(
     whose genres hold either; several fields: every one), with its checks and refusals
     (``filters.genres: no item has the value 'Comdy'; did you mean 'Comedy'?``). ``exclude``: item ids never to
     list (already in the cart, already shown), on top of the seen items, as POST /recommend's ``exclude_items``;
-    an unknown one is named as a history's (``exclude[1]: unknown item ...``). Example::
+    an unknown one is named as a history's (``exclude[1]: unknown item ...``). ``filter_exact_max``: a filter matching
+    at most this many items ranks them exactly, a broader one widens the index's search (``recommend
+    --filter-exact-max``, ``serve --filter-exact-max``, with their default; an IVF index filters during its search,
+    so it has no effect there). Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.recommend(run, ["42"], k=5)[0]:
@@ -507,6 +512,7 @@ def recommend(
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
     if (why := k_refusal(k)) is not None:  # the words of `recommend --k` and POST /recommend
         raise ConfigError(f"k: {why}")
+    filter_exact_max = checked_filter_exact_max(filter_exact_max)  # `recommend --filter-exact-max`'s check
     if user_features is not None and history is None:
         # POST /recommend's words, with this function's argument
         raise ConfigError(f"user_features: {known_user_features_refusal('user_ids')}")
@@ -546,7 +552,7 @@ def recommend(
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
-                                allow=allow, listed=listed)
+                                allow=allow, listed=listed, filter_exact_max=filter_exact_max)
         return [results_to_items(run, res)]
     assert user_ids is not None
     if isinstance(user_ids, str):
@@ -561,7 +567,8 @@ def recommend(
         from twotower.pipeline.histories import exclude_histories
 
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
-    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed)
+    res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed,
+                          filter_exact_max=filter_exact_max)
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 

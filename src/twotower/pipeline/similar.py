@@ -263,6 +263,7 @@ def similar(
     cold_similar: str = ServiceSettings.cold_similar,
     filters: dict[str, list[str]] | None = None,
     exclude: list[str] | None = None,
+    filter_exact_max: int = ServiceSettings.filter_exact_max,
 ) -> list[list[dict[str, Any]]]:
     """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
     and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id (empty,
@@ -273,7 +274,10 @@ def similar(
     (``serve --cold-similar``). ``filters``: item metadata field -> values, as POST /similar-items' ``filters``
     (``{"genres": ["Comedy"]}``), with its checks and refusals. ``exclude``: item ids never to list (already
     shown, already in the cart), on top of the item itself, as POST /similar-items' ``exclude_items``; an unknown
-    one is named as an item id is (``exclude[1]: unknown item ...``). Example::
+    one is named as an item id is (``exclude[1]: unknown item ...``). ``filter_exact_max``: a filter matching at most
+    this many items ranks them exactly, a broader one widens the index's search (``similar --filter-exact-max``,
+    ``serve --filter-exact-max``, with their default; an IVF index filters during its search, so it has no effect
+    there). Example::
 
         run = tt.TrainedRun.load("runs/ml")
         for item in tt.similar(run, ["50"], k=5)[0]:
@@ -294,6 +298,9 @@ def similar(
         raise ConfigError(f"k: {why}")
     if cold_similar not in COLD_SIMILAR:
         raise ConfigError(f"cold_similar must be one of {', '.join(COLD_SIMILAR)}, got {cold_similar!r}")
+    from twotower.serving.settings import checked_filter_exact_max
+
+    filter_exact_max = checked_filter_exact_max(filter_exact_max)  # `similar --filter-exact-max`'s check
     # an unknown id named by its place (item_ids[3]: unknown item ...), then every other unknown one
     rows = np.asarray(rows_naming_every_unknown(list(item_ids), run.item_vocab.index,
                                                 lambda pos, e: locate(e, f"item_ids[{pos}]"), what=ITEM_LIST), np.int64)
@@ -307,7 +314,7 @@ def similar(
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     allow = filter_allow(mask, index)
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow, listed=listed,
-                                exact_subset_max=None if allow is None else ServiceSettings.filter_exact_max)
+                                exact_subset_max=None if allow is None else filter_exact_max)
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it
             log.warning("%s", unplaced_note(run.item_vocab.id_at(row)))

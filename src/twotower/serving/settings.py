@@ -24,8 +24,19 @@ MAX_FIELD_NAME_CHARS = 64
 #: user_features_refusal`)
 MAX_USER_FEATURES = 64
 
-__all__ = ["ServiceSettings", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
+__all__ = ["ServiceSettings", "checked_filter_exact_max", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
            "MAX_FIELD_NAME_CHARS", "MAX_USER_FEATURES"]
+
+
+def checked_filter_exact_max(value: object, name: str = "filter_exact_max") -> int:
+    """``value`` checked as ``ServiceSettings.filter_exact_max`` is, its refusal naming ``name`` (``--filter-exact-max``
+    on the command line, the argument of ``tt.recommend`` / ``tt.similar``): ``filter_exact_max must be >= 0, got
+    -1``."""
+    try:
+        ServiceSettings(filter_exact_max=value)  # type: ignore[arg-type]
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("ServiceSettings.filter_exact_max", name)) from None
+    return value  # type: ignore[return-value]
 
 
 def host_name(host: str) -> str:
