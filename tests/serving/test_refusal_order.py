@@ -113,11 +113,15 @@ def _too_long_history(service) -> tuple[list[str], str]:
     {"k": "5"},
     {"k": 5.5},
     {"user_features": {f"c{n}": 1 for n in range(65)}},
-], ids=["k-zero", "k-over-max-k", "k-string", "k-fraction", "65-user-features"])
+    {"filters": {"genres": "Comedy"}},
+    {"filters": ["genres"]},
+], ids=["k-zero", "k-over-max-k", "k-string", "k-fraction", "65-user-features", "filter-values-a-string",
+        "filters-a-list"])
 def test_a_too_long_history_is_said_before_k_and_user_features(client, service, extra) -> None:
     """POST /recommend checks its fields in the schema's order (user_id, history, user_features, k, ...), so a
     501-id history with k=0 (or 65 user_features columns) was refused for the history over HTTP; RecommenderService
-    named k (RecRequest itself, or check_k, before check_sizes) or the user features (checked first)."""
+    named k (RecRequest itself, or check_k, before check_sizes) or the user features (checked first). Filters of
+    the wrong shape ({"genres": "Comedy"}) were refused by RecRequest as it was made, before the history."""
     from twotower.serving import RecRequest
 
     if extra.get("k") == "max_k+1":

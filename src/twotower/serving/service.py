@@ -69,11 +69,12 @@ class RecRequest:
             object.__setattr__(self, "user_id", self.user_id.strip())
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
-        if self.filters is not None:  # POST /recommend's schema's reading: {"genres": "Comedy"} was read letter by letter
-            from twotower.serving.catalog import check_filters
-
+        if isinstance(self.filters, Mapping) and not self.filters:
             # {} is no filter, as POST /recommend applies none for "filters": {}: its shortfall said "after the filters"
-            object.__setattr__(self, "filters", check_filters(self.filters) or None)
+            object.__setattr__(self, "filters", None)
+        # the filters' shape ({"genres": "Comedy"} is refused: it was read letter by letter) is checked by the service
+        # (check_filters), after the fields POST /recommend's schema reads before them: checked here, as the request
+        # was made, a 501-id history sent with {"genres": "Comedy"} was refused for the filters, over HTTP for the history
         if self.history is not None and not isinstance(self.history, (str, bytes)):  # a string: history_rows says it
             from twotower.utils.arguments import check_history
 
@@ -723,9 +724,14 @@ class RecommenderService:
         if not reqs:
             return []
         reqs = [self._with_k(r) for r in reqs]
+        from twotower.serving.catalog import check_filters
+
         for b, r in enumerate(reqs):
             _at_request(b, n, partial(self.check_sizes, user_id=r.user_id, history=r.history, k=r.k,
-                                      exclude_items=r.exclude_items, filters=r.filters, user_features=r.user_features))
+                                      exclude_items=r.exclude_items, user_features=r.user_features))
+            # the schema's order: the filters' shape and sizes after exclude_items ({"genres": "Comedy"} refused)
+            reqs[b] = r = replace(r, filters=_at_request(b, n, check_filters, r.filters) or None)
+            _at_request(b, n, partial(self.check_sizes, filters=r.filters))
             _at_request(b, n, check_explain_k, r, self.settings.explain_k)  # the schema's last field
         from twotower.pipeline.artifacts import refuse_empty_history
 
