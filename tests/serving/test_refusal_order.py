@@ -95,9 +95,31 @@ def test_a_k_that_is_no_integer_is_refused_by_the_service_in_ks_words(service, k
 
     req = RecRequest(history=("i1",), k=k)  # made: its k is checked with the request's other fields
     upper = service.settings.max_k
-    assert _py(lambda: service.recommend(req)) == f"k: must be an integer from 1 to {upper}, got {k!r}"
+    note = " (only ids accept text as well as integers)" if isinstance(k, str) else ""
+    assert _py(lambda: service.recommend(req)) == f"k: must be an integer from 1 to {upper}, got {k!r}{note}"
     assert _py(lambda: tt.recommend(service.run, history=["i1"], k=k)) == \
-        f"k: must be an integer from 1 to 10000, got {k!r}"
+        f"k: must be an integer from 1 to 10000, got {k!r}{note}"
+
+
+@pytest.mark.parametrize("k, py_sent, http_sent", [
+    ("5", "'5'", "a string"),
+    (5.5, "5.5", "a number with a fraction"),
+    (True, "True", "a boolean"),
+    (None, "None", "null"),
+], ids=["string", "fraction", "boolean", "null"])
+def test_a_k_that_is_no_integer_is_said_in_one_wording_over_http_and_from_python(client, service, k, py_sent,
+                                                                                  http_sent) -> None:
+    """HTTP said "body.k: must be a JSON integer such as 5 (not a string such as "5"; ...)", Python "k: must be an
+    integer from 1 to 1000, got '5'": one message (k_refusal), what was sent said in each surface's terms."""
+    from twotower.serving import RecRequest
+
+    note = " (only ids accept text as well as integers)" if isinstance(k, str) else ""
+    said = f"must be an integer from 1 to {service.settings.max_k}, got {{}}{note}"
+    assert _http(client, "/recommend", {"history": ["i1"], "k": k}, 422) == "body.k: " + said.format(http_sent)
+    assert _http(client, "/recommend/batch", {"requests": [{"history": ["i1"], "k": k}]}, 422) == \
+        "body.requests[0].k: " + said.format(http_sent)
+    if k is not None:  # None is RecRequest's "the service's default_k"
+        assert _py(lambda: service.recommend(RecRequest(history=("i1",), k=k))) == "k: " + said.format(py_sent)
 
 
 def _too_long_history(service) -> tuple[list[str], str]:

@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["k_refusal", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -88,13 +88,29 @@ def refuse_oversized_user_features(features: Any) -> None:
         raise ConfigError(f"user_features: {why}")
 
 
-def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None) -> str | None:
+#: a list length sent as text, said after what was sent: ids take text or integers, counts integers only
+COUNT_NOT_TEXT = "only ids accept text as well as integers"
+
+
+def _python_words(value: Any) -> str:
+    """A value that is no integer, as a Python caller wrote it (``'5'``, ``5.5``, ``True``, ``None``), bounded."""
+    if isinstance(value, str) and len(value) > 20:
+        return f"a string of {len(value)} characters"
+    said = repr(value)
+    return said if len(said) <= 40 else f"a {type(value).__name__}"
+
+
+def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None, sent: str | None = None) -> str | None:
     """None when ``k`` is a list length from 1 to ``upper``, else why not: ``must be at least 1, got 0``, or
     ``must be at most 10000 (twotower.config.MAX_K), got 10001``. ``server_setting``: the service's setting that
     ``upper`` is (``"max_k"``), said as the server's with the flag that raises it, since the CLI and Python allow
-    up to :data:`~twotower.config.MAX_K`."""
+    up to :data:`~twotower.config.MAX_K`. A ``k`` that is no integer: ``must be an integer from 1 to 100, got '5'
+    (only ids accept text as well as integers)``, what was sent said in the caller's terms: ``sent`` (HTTP: ``a
+    string``, ``null``), else as Python writes it. HTTP said ``must be a JSON integer such as 5 (not a string ...)``
+    where Python said ``must be an integer from 1 to 100, got '5'``."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        return f"must be an integer from 1 to {upper}, got {k!r}"
+        said = f"must be an integer from 1 to {upper}, got {_python_words(k) if sent is None else sent}"
+        return f"{said} ({COUNT_NOT_TEXT})" if isinstance(k, str) else said
     got = int(k) if abs(k) < 10**15 else f"a number of {len(str(abs(int(k))))} digits"  # a bounded echo
     if k < 1:
         return f"must be at least 1, got {got}"

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
-from twotower.pipeline.refusals import empty_history_refusal, k_refusal, too_long, too_many
+from twotower.pipeline.refusals import COUNT_NOT_TEXT, empty_history_refusal, k_refusal, too_long, too_many
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
@@ -162,7 +162,8 @@ def _body_example(path: str) -> str:
 _BOUND_BY = {"k": "max_k", "rerank_top": "max_k", "explain_k": "explain_k"}
 
 
-def _validation_details(exc: RequestValidationError, path: str = "") -> list[dict[str, Any]]:
+def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K) -> list[dict[str, Any]]:
+    """The 422's details; ``max_k``: the server's, the upper bound of every ``k`` its schemas read."""
     out = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
@@ -178,11 +179,15 @@ def _validation_details(exc: RequestValidationError, path: str = "") -> list[dic
         elif err.get("type") in ("int_type", "int_parsing"):
             # one coercion rule: ids accept strings or integers; counts (k, explain_k) must be JSON integers
             got = err.get("input")
-            if isinstance(got, str):
-                msg = "must be a JSON integer such as 5 (not a string such as \"5\"; only ids accept both)"
-            else:  # 5.5, true, null, a list: say what was sent rather than blame a string
-                sent = ("a boolean" if isinstance(got, bool) else float_in_words(got) if isinstance(got, float)
-                        else "null" if got is None else f"a JSON {type(got).__name__}")
+            # 5.5, true, null, a list: say what was sent rather than blame a string
+            sent = ("a string" if isinstance(got, str) else "a boolean" if isinstance(got, bool)
+                    else float_in_words(got) if isinstance(got, float) else "null" if got is None
+                    else f"a JSON {type(got).__name__}")
+            if loc and loc[-1] == "k":  # the words of tt.recommend and RecommenderService (pipeline/refusals.py)
+                msg = k_refusal(got, max_k, sent=sent) or msg
+            elif isinstance(got, str):
+                msg = f"must be a JSON integer such as 5, got a string ({COUNT_NOT_TEXT})"
+            else:
                 msg = f"must be a JSON integer such as 5, got {sent}"
         elif err.get("type") in ("less_than_equal", "greater_than_equal") and loc and loc[-1] in _BOUND_BY:
             # the words of `recommend --k` and tt.recommend (pipeline/refusals.py), the bound named as this server's
@@ -322,7 +327,8 @@ def install_error_handlers(app: FastAPI) -> None:
         refused = _not_json_body(request, exc)
         if refused is not None:
             return refused
-        details = _validation_details(exc, request.url.path)
+        settings = getattr(request.app.state, "settings", None)
+        details = _validation_details(exc, request.url.path, getattr(settings, "max_k", MAX_K))
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         errors = exc.errors()
         raw = tuple(errors[0].get("loc", ())) if errors else ()
