@@ -109,3 +109,25 @@ def test_python_refuses_a_bad_setting_in_serves_words(hnsw_run, value, said) -> 
         with pytest.raises(ConfigError) as e:
             call()
         assert str(e.value) == f"filter_exact_max {said}"
+
+
+@pytest.mark.parametrize("command", ["recommend", "similar", "serve"])
+def test_the_help_says_an_ivf_index_ignores_the_setting(command, capsys) -> None:
+    """An IVF index filters during its search (a FAISS selector) and never ranks a filter's items exactly, so
+    --filter-exact-max does nothing there: the help said nothing of it."""
+    assert main([command, "--help"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "no effect on an ivf or ivfpq index, which filters during its search" in said
+
+
+def test_an_ivf_index_answers_alike_whatever_the_setting(tmp_path, searched) -> None:
+    """What the help says: on an ivf index the setting changes no list (it is passed, and not used)."""
+    import twotower as tt
+
+    run_dir = build_tiny_run(tmp_path / "ivf")
+    assert main(["-q", "index", "build", "--run", str(run_dir), "--index", "ivf"]) == 0
+    run = tt.TrainedRun.load(run_dir)
+    drama = {"genres": ["Drama"]}
+    lists = [tt.similar(run, ["i1", "i2"], k=5, filters=drama, filter_exact_max=m) for m in (0, 10**6)]
+    assert searched == [(N_DRAMA, 0), (N_DRAMA, 10**6)]
+    assert lists[0] == lists[1]

@@ -223,7 +223,8 @@ def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False
     what, same = ("requests whose filters", "") if serve else ("--filter flags that", ", as `serve --filter-exact-max`")
     p.add_argument("--filter-exact-max", type=int, default=ServiceSettings.filter_exact_max,
                    help=f"{what} match at most this many items rank them exactly; more widen the index's search "
-                        f"instead (default %(default)s{same})")
+                        f"instead (default %(default)s{same}); no effect on an ivf or ivfpq index, which filters "
+                        "during its search")
 
 
 def check_filter_exact_max(args: argparse.Namespace) -> int:
