@@ -235,7 +235,7 @@ def read_table_numbered(
     ``encoding_setting`` is how the caller's user sets ``encoding``, named in the warning about a UTF-8 file.
     ``nrows`` (CSV/TSV/TXT, JSON lines and Parquet): read only the first that many data rows (None: all of them).
     ``each_chunk(frame, rows)``, when given, turns the frame read (its names stripped) into the one returned;
-    with ``chunk_rows`` a CSV/TSV/TXT file is read that many rows at a time, each chunk passed to it as it is read
+    with ``chunk_rows`` a CSV/TSV/TXT or Parquet file is read that many rows at a time, each chunk passed to it as it is read
     (``rows`` numbering the chunk's positions as the file's) and the results concatenated, so that a bad row is
     named as soon as its chunk is read (its counts, "3 row(s) in total", said to be of the rows read).
     """
@@ -305,8 +305,10 @@ def read_table_numbered(
                 _check_no_unnamed_values(path, label, sep, encoding, len(df.columns))
             _check_header_repeats(path, label, sep, encoding)
         elif suffix in _PARQUET_SUFFIXES:
-            df = _index_as_columns(pd.read_parquet(path if nrows is None else _parquet_head(path, nrows)))
             rows = RowNumbers("record", 1)
+            if each_chunk is not None and chunk_rows is not None and nrows is None:
+                return _parquet_in_chunks(path, label, rows, each_chunk, chunk_rows), rows
+            df = _index_as_columns(pd.read_parquet(path if nrows is None else _parquet_head(path, nrows)))
         elif suffix in _JSON_SUFFIXES:
             # a .json file opening with '[' is one array of records; read as lines, a compact array (what
             # DataFrame.to_json(orient="records") and JSON.stringify write) was one line of N columns
@@ -402,6 +404,47 @@ def _csv_in_chunks(path: Path, label: str, sep: str, encoding: str, rows: RowNum
         _check_column_names(header, label, row=1)
         parts.append(_each(each_chunk, header, rows))
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _parquet_in_chunks(path: Path, label: str, rows: RowNumbers, each_chunk: EachChunk,
+                       chunk_rows: int) -> pd.DataFrame:
+    """A Parquet file read ``chunk_rows`` records at a time, each chunk converted as pandas converts the whole file
+    and checked by ``each_chunk`` as it is read (:func:`_csv_in_chunks`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    schema = pf.schema_arrow  # with pandas' metadata: its index, its dtypes
+
+    def frame(batches: list[Any]) -> pd.DataFrame:
+        chunk = _index_as_columns(_arrow_to_pandas(pa.Table.from_batches(batches, schema=schema)))
+        _check_column_names(chunk, label, row=1)
+        return chunk
+
+    parts: list[pd.DataFrame] = []
+    start = 0
+    for batch in pf.iter_batches(batch_size=chunk_rows):
+        chunk = frame([batch])
+        try:
+            parts.append(_each(each_chunk, chunk, rows.shifted(start)))
+        except DataError as e:  # its counts ("3 record(s) in total") are of the records read, if records follow
+            counted = _counted_in(e, start + len(chunk))
+            if counted is e or start + len(chunk) >= pf.metadata.num_rows:
+                raise
+            raise counted from e
+        start += len(chunk)
+    if not parts:  # no records: the columns alone
+        parts.append(_each(each_chunk, frame([]), rows))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _arrow_to_pandas(table: Any) -> pd.DataFrame:
+    """An Arrow table as :func:`pandas.read_parquet` converts the one it reads (its string dtype, its time zones)."""
+    try:
+        from pandas.io._util import arrow_table_to_pandas
+    except ImportError:  # pandas before 2.3: read_parquet's own table.to_pandas()
+        return table.to_pandas()
+    return arrow_table_to_pandas(table)
 
 
 def _more(reader: Any) -> bool:
@@ -993,8 +1036,8 @@ def read_interactions(
     return _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit)
 
 
-#: a JSON lines or Parquet file of more than this many bytes has its first HEAD_ROWS rows read and checked before
-#: the whole file is read, so that a bad row near the start is named at once; a CSV/TSV file is read and checked
+#: a JSON lines file of more than this many bytes has its first HEAD_ROWS rows read and checked before the whole
+#: file is read, so that a bad row near the start is named at once; a CSV/TSV or Parquet file is read and checked
 #: CHUNK_ROWS rows at a time, so that a bad row anywhere is named soon after it is read
 HEAD_CHECK_BYTES = 64 << 20
 HEAD_ROWS = 100_000
@@ -1021,25 +1064,26 @@ def _check_head(source: Any, columns: ColumnMap, *, name: str | None, encoding: 
     A bad value 10 rows into a 10M-row CSV (a timestamp 'abc', an empty id) was named only after the whole file
     was read and its columns converted: 45 s and 1.5 GB before the error. The head costs ~1% of a good file's
     read; its warnings are dropped (the whole file's read gives them), and the unit-mix check waits for the
-    whole column (it compares each time with the column's median). A CSV/TSV file is checked chunk by chunk as it
-    is read instead (:func:`_read_table_interactions`).
+    whole column (it compares each time with the column's median). A CSV/TSV or Parquet file is checked chunk by
+    chunk as it is read instead (:func:`_read_table_interactions`).
     """
     check_head(source, lambda n: _read_table_interactions(source, columns, name=name, encoding=encoding,
                                                           time_unit=time_unit, nrows=n),
-               encoding=encoding, csv_too=False)
+               encoding=encoding, csv_too=False, parquet_too=False)
 
 
 def check_head(source: Any, read_head: Callable[[int], object], *, encoding: str = "utf-8", csv_too: bool = True,
-               loggers: Iterable[logging.Logger] = ()) -> None:
+               parquet_too: bool = True, loggers: Iterable[logging.Logger] = ()) -> None:
     """``read_head(HEAD_ROWS)`` (a read of the file's first rows that checks them) when ``source`` is a CSV/TSV
-    (with ``csv_too``), JSON lines or Parquet file of more than :data:`HEAD_CHECK_BYTES`, raising the DataError it
-    gives, its counts ("3 row(s) in total") said to be of the rows read. What it logs here and on ``loggers`` is
-    dropped: the whole file's read says it."""
+    (with ``csv_too``), JSON lines or Parquet (with ``parquet_too``) file of more than :data:`HEAD_CHECK_BYTES`,
+    raising the DataError it gives, its counts ("3 row(s) in total") said to be of the rows read. What it logs here
+    and on ``loggers`` is dropped: the whole file's read says it."""
     if not isinstance(source, (str, Path)):
         return
     path = Path(source)
     suffix = path.suffix.lower()
-    if suffix not in _JSON_SUFFIXES and suffix not in _PARQUET_SUFFIXES and not (csv_too and suffix in _CSV_SUFFIXES):
+    if suffix not in _JSON_SUFFIXES and not (parquet_too and suffix in _PARQUET_SUFFIXES) \
+            and not (csv_too and suffix in _CSV_SUFFIXES):
         return
     try:
         if not path.is_file() or path.stat().st_size <= HEAD_CHECK_BYTES:
@@ -1169,13 +1213,14 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                              nrows: int | None = None) -> pd.DataFrame:
     """:func:`read_interactions` of a table (``nrows``: its first that many rows, see :func:`_check_head`).
 
-    A CSV/TSV file of more than :data:`HEAD_CHECK_BYTES` is read and checked :data:`CHUNK_ROWS` rows at a time
+    A CSV/TSV or Parquet file of more than :data:`HEAD_CHECK_BYTES` is read and checked :data:`CHUNK_ROWS` rows at a time
     (ids, ratings, timestamps; what needs the whole column, such as the time unit, after the last chunk).
     """
     label = _label(source, name)
     id_cols = {columns.user: str, columns.item: str}
-    text_table = isinstance(source, (str, Path)) and Path(source).suffix.lower() in _CSV_SUFFIXES
-    chunked = nrows is None and text_table and _large(Path(source))
+    suffix = Path(source).suffix.lower() if isinstance(source, (str, Path)) else ""
+    text_table = suffix in _CSV_SUFFIXES
+    chunked = nrows is None and (text_table or suffix in _PARQUET_SUFFIXES) and _large(Path(source))
     found: dict[str, Any] = {}  # the columns, from the first chunk's header
 
     def convert(raw: pd.DataFrame, rows: RowNumbers) -> pd.DataFrame:
