@@ -206,3 +206,28 @@ def test_plot_without_matplotlib_is_refused_before_evaluating(run_dir, tmp_path,
     err = capsys.readouterr().err
     assert err.startswith(f"error: --plot {png}: matplotlib does not import (") and "pip install" in err, err
     assert err.count("\n") == 1 and not evaluated and not png.exists()
+
+
+def test_plot_has_a_record_of_what_produced_it(run_dir, tmp_path):
+    """evaluate --plot wrote the PNG with no record beside it, where --csv writes eval.csv.json: p.png.json now holds
+    the same keys, of the PNG, with the metric drawn."""
+    import hashlib
+
+    csv, png = tmp_path / "eval.csv", tmp_path / "p.png"
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "popularity", "--ks", "5,10",
+                 "--csv", str(csv), "--plot", str(png), "--plot-metric", "NDCG"]) == 0
+    record = json.loads((tmp_path / "p.png.json").read_text())
+    csv_record = json.loads((tmp_path / "eval.csv.json").read_text())
+    assert set(record) == set(csv_record) | {"plot_metric"} and record["plot_metric"] == "NDCG"
+    assert record["output"] == {"path": str(png.resolve()), "sha256": hashlib.sha256(png.read_bytes()).hexdigest(),
+                                "rows": 2}
+    for key in ("command", "run", "split", "ks", "baselines", "exclude_seen"):
+        assert record[key] == csv_record[key], key
+
+
+def test_csv_onto_the_plots_record_is_refused(run_dir, tmp_path, capsys):
+    png = tmp_path / "p.png"
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv",
+                 str(tmp_path / "p.png.json"), "--plot", str(png)]) == 2
+    assert f"--plot's record {png}.json: is also the --csv file" in capsys.readouterr().err
+    assert not png.exists()

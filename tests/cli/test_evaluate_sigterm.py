@@ -30,15 +30,16 @@ def test_sigterm_while_plotting_says_the_csv_is_new_and_the_plot_the_previous(ru
             "--csv", str(csv), "--plot", str(png)]
     assert main(argv) == 0
     before = files_of(tmp_path)
-    monkeypatch.setattr(plots, "plot_recall_at_k", send_sigterm)
+    monkeypatch.setattr(plots, "results_figure", send_sigterm)
     capsys.readouterr()
     assert main(argv) == 143  # the shell's status for death by SIGTERM, which schedulers read
     err = capsys.readouterr().err
     assert (f"terminated (SIGTERM): {csv} (and its record e.csv.json) was written before it stopped: it holds this "
             f"command's output (the previous file was replaced); it stopped before {png} was written; the previous "
-            f"{png} is kept, intact, as it was") in err
+            f"{png} and its record e.png.json are kept, intact, as they were") in err
     assert files_of(tmp_path)["e.png"] == before["e.png"]
-    assert sorted(files_of(tmp_path)) == ["e.csv", "e.csv.json", "e.png"]  # no temporary file left beside them
+    assert files_of(tmp_path)["e.png.json"] == before["e.png.json"]
+    assert sorted(files_of(tmp_path)) == ["e.csv", "e.csv.json", "e.png", "e.png.json"]  # no temporary file left beside them
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler does not outlive the command
 
 

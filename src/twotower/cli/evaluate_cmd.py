@@ -160,7 +160,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if record is not None:  # eval.csv.json beside eval.csv: refused before the work, like the CSV itself
         check_output_file(record, "--csv's record")
         _check_out_is_no_input(str(record), inputs, "--csv's record")
+    plot_record = None if plot_out is None else record_path(plot_out)
+    if plot_record is not None:  # p.png.json beside p.png, as eval.csv.json beside eval.csv
+        check_output_file(plot_record, "--plot's record")
+        _check_out_is_no_input(str(plot_record), inputs, "--plot's record")
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
+    _check_outputs_apart(plot_record, {"--csv": csv_out, "--csv's record": record}, "--plot's record")
     refuse_missing_inputs(inputs)
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.pipeline.artifacts import TrainedRun
@@ -185,11 +190,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         where = _write_csv(args, run, saved, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(saved))
         print(f"wrote {plural(len(rows), 'row')} to {where}", file=sys.stderr)
     if plot_out is not None:
-        from twotower.evaluation.plots import plot_recall_at_k
-
         metric = args.plot_metric
-        plot_recall_at_k({r["model"]: r for r in rows if r.get("segment", "all") == "all"}, plot_out, metric,
-                         title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
+        _write_plot(args, run, [r for r in rows if r.get("segment", "all") == "all"], ks, baselines, metric,
+                    title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
         print(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}", file=sys.stderr)
     if csv_out == STDOUT:  # stdout holds the CSV alone
         return 0
@@ -251,24 +254,24 @@ def _warn_ease_limits_unused(args: argparse.Namespace, baselines: tuple[str, ...
                                                 value, ",".join(baselines) or "none")
 
 
-def _check_outputs_apart(plot_out: str | None, others: dict[str, str | os.PathLike[str] | None]) -> None:
+def _check_outputs_apart(plot_out: str | os.PathLike[str] | None, others: dict[str, str | os.PathLike[str] | None],
+                         flag: str = "--plot") -> None:
     """Refuse a --plot that lands on the --csv file or its record: the PNG was written last and replaced it without
     a word (`--csv e.csv --plot e.csv.json` left a record that was a PNG)."""
     if plot_out is None:
         return
+    where = flag
     plot_real = os.path.realpath(plot_out)  # a symlink, ./ or ../ name the same file as a plain path does
-    for flag, other in others.items():
+    for name, other in others.items():
         if other is not None and os.fspath(other) != STDOUT and os.path.realpath(other) == plot_real:
-            raise ConfigError(f"--plot {plot_out}: is also the {flag} file {os.fspath(other)}, which the plot would "
+            raise ConfigError(f"{where} {os.fspath(plot_out)}: is also the {name} file {os.fspath(other)}, which the plot would "
                               "replace; choose another file name")
 
 
-def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001 - TrainedRun
-               baselines: tuple[str, ...] | None) -> str:
-    """``--csv FILE`` and, beside it, ``FILE.json`` saying what produced it (as ``recommend --out`` does); ``ks`` and
-    ``baselines`` None are the run's own (``eval.ks`` / ``eval.baselines``), recorded resolved."""
-    from twotower.cli.provenance import evaluate_record, write_csv_and_record
-
+def _resolved(run, ks: tuple[int, ...] | None, baselines: tuple[str, ...] | None,  # noqa: ANN001 - TrainedRun
+              rows: list[dict]) -> tuple[tuple[int, ...], tuple[str, ...], bool]:
+    """The ``ks`` and ``baselines`` a record lists (None: the run's own ``eval.ks`` / ``eval.baselines``), and
+    whether a row's λ or k came from the run's tuned baselines' file."""
     from twotower.pipeline.artifacts import run_part_file
 
     ks = tuple(sorted(ks if ks is not None else run.config.eval.ks))
@@ -277,6 +280,30 @@ def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, .
     # run has a valid split; `--baselines popularity` recorded the file all the same, as if it had fed a row
     tuned_rows = run_part_file(run.dir, "valid") is not None and any(
         str(r.get("model", "")).split(" ", 1)[0] in ("ease", "itemknn") for r in rows)
+    return ks, baselines, tuned_rows
+
+
+def _write_plot(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001
+                baselines: tuple[str, ...] | None, metric: str, *, title: str) -> None:
+    """``--plot FILE.png`` and, beside it, ``FILE.png.json``: the record ``--csv`` writes, of the PNG (its
+    ``rows`` the models drawn) with ``plot_metric``; the plot was written with no record of what made it."""
+    from twotower.cli.provenance import evaluate_record, write_file_and_record
+    from twotower.evaluation.plots import results_figure
+
+    fig = results_figure({r["model"]: r for r in rows}, metric, title=title)
+    ks, baselines, tuned_rows = _resolved(run, ks, baselines, rows)
+    write_file_and_record(args.plot, lambda tmp: fig.savefig(tmp, format="png"), lambda digest: evaluate_record(
+        args, run, ks=ks, baselines=baselines, n_rows=len(rows), csv_sha256=digest, tuned_rows=tuned_rows,
+        out=args.plot, plot_metric=metric))
+
+
+def _write_csv(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001 - TrainedRun
+               baselines: tuple[str, ...] | None) -> str:
+    """``--csv FILE`` and, beside it, ``FILE.json`` saying what produced it (as ``recommend --out`` does); ``ks`` and
+    ``baselines`` None are the run's own (``eval.ks`` / ``eval.baselines``), recorded resolved."""
+    from twotower.cli.provenance import evaluate_record, write_csv_and_record
+
+    ks, baselines, tuned_rows = _resolved(run, ks, baselines, rows)
 
     def write_rows(write) -> int:  # noqa: ANN001 - the record writer's text sink
         write(rows_to_csv(rows))

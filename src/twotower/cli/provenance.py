@@ -24,7 +24,7 @@ from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
 
 __all__ = ["RECORD_FORMAT", "check_out_and_record", "evaluate_record", "file_entry", "recommend_record", "record_path",
-           "similar_record", "write_csv_and_record"]
+           "similar_record", "write_csv_and_record", "write_file_and_record"]
 
 #: bumped when a key changes meaning; keys are only ever added within one format
 RECORD_FORMAT = 1
@@ -77,6 +77,24 @@ def write_csv_and_record(out: str, write_rows: Callable[[Callable[[str], None]],
         with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
             stack.close()
     return n
+
+
+def write_file_and_record(out: str | os.PathLike[str], write_file: Callable[[Path], None],
+                          make_record: Callable[[str], dict[str, Any]]) -> None:
+    """Write ``out`` through ``write_file(temporary)`` and, beside it, ``make_record(sha256 of the file)``: both in
+    full to temporaries before either is moved into place, as :func:`write_csv_and_record` does for a CSV (a PNG of
+    ``evaluate --plot`` is written through here)."""
+    from twotower.utils.atomic import atomic_path, json_text, signals_deferred
+
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(atomic_path(out))
+        write_file(tmp)
+        where = record_path(out)
+        if where is not None:
+            record = make_record(sha256_file(tmp))
+            stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
+        with signals_deferred():  # a Ctrl-C between the two moves left a new file beside an old record
+            stack.close()
 
 
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -159,8 +177,10 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
 
 
 def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], baselines: Sequence[str], n_rows: int,
-                    csv_sha256: str, tuned_rows: bool) -> dict[str, Any]:
-    """The record of one ``evaluate --csv FILE``: the run, the held-out split (or ``--test`` file) and the
+                    csv_sha256: str, tuned_rows: bool, out: str | os.PathLike[str] | None = None,
+                    plot_metric: str | None = None) -> dict[str, Any]:
+    """The record of one ``evaluate --csv FILE`` (or, with ``out`` and ``plot_metric``, of its ``--plot FILE.png``:
+    the same keys, the PNG's ``output``, its ``rows`` the models drawn, and the metric drawn as ``plot_metric``): the run, the held-out split (or ``--test`` file) and the
     ``--history-from`` files with their sha256, the resolved ``ks`` and ``baselines``, and the tuned baselines' file
     the λ and k came from, None unless ``tuned_rows`` (a row of EASE or ItemKNN tuned on the valid split: with
     ``--baselines popularity``, or no valid split, the file fed no row, though it may sit in the run).
@@ -169,12 +189,12 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
     from twotower.pipeline.tuned_baselines import TUNED_FILE
 
     test_file, tuned = getattr(args, "test", None), Path(run.dir) / TUNED_FILE
-    return {
+    record = {
         "format": RECORD_FORMAT,
         "command": "twotower evaluate",
         "twotower_version": _version(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "output": {"path": os.path.abspath(args.csv), "sha256": csv_sha256, "rows": n_rows},
+        "output": {"path": os.path.abspath(args.csv if out is None else out), "sha256": csv_sha256, "rows": n_rows},
         "run": {"path": os.path.abspath(run.dir), "fingerprint": run.fingerprint()},
         "split": args.split,
         "test": file_entry(test_file) if test_file else None,
@@ -187,6 +207,9 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
         "exclude_seen": not getattr(args, "no_exclude_seen", False),
         "segments": split_segments(getattr(args, "segments", None)),
     }
+    if plot_metric is not None:
+        record["plot_metric"] = plot_metric
+    return record
 
 
 def split_segments(value: str | None) -> list[str] | None:

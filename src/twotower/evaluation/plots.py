@@ -16,7 +16,7 @@ from twotower.utils.plot_style import COLOURS, series_style
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["plot_recall_at_k", "recall_at_k_figure"]
+__all__ = ["plot_recall_at_k", "recall_at_k_figure", "results_figure"]
 
 
 def _series(metrics: Mapping[str, float], metric: str) -> tuple[list[int], list[float]]:
@@ -43,6 +43,17 @@ def plot_recall_at_k(
     output (e.g. ``{"EASE": {"Recall@10": 0.2, "Recall@20": 0.3}}``). Any
     per-``k`` metric name works (``"NDCG"``, ``"HitRate"``...). Returns the path.
     """
+    fig = results_figure(results, metric, title=title)
+    target = Path(path)
+    with atomic_path(target) as tmp:
+        fig.savefig(tmp, format="png")
+    return target
+
+
+def results_figure(results: Mapping[str, Mapping[str, float]], metric: str = "Recall", *,
+                   title: str | None = None) -> "Figure":
+    """The figure :func:`plot_recall_at_k` saves (on an Agg canvas), for a caller that writes the PNG itself
+    (``evaluate --plot`` writes it with its record); refused as there when no result holds ``metric@k``."""
     series = {name: _series(m, metric) for name, m in results.items()}
     series = {name: s for name, s in series.items() if s[0]}
     if not series:
@@ -53,10 +64,7 @@ def plot_recall_at_k(
 
     fig = recall_at_k_figure(series, metric, title=title)
     FigureCanvasAgg(fig)
-    target = Path(path)
-    with atomic_path(target) as tmp:
-        fig.savefig(tmp, format="png")
-    return target
+    return fig
 
 
 def recall_at_k_figure(series: Mapping[str, tuple[list[int], list[float]]], metric: str, *,
