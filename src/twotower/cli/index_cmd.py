@@ -262,6 +262,11 @@ def cmd_index_info(args: argparse.Namespace) -> int:
         on = f"; {queries_note(tune['n_queries'], tune.get('n_distinct_queries'))}" if "n_queries" in tune else ""
         print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}{on}), "
               f"{c['qps_batch']:,.0f} QPS batched, p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms single")
+    if tune and tune.get("requested"):  # an index built before tune.json recorded the request says nothing here
+        budget = tune.get("exact_budget_ms")
+        print(f"  requested: --index {tune['requested']}" + (
+            f" (exact search if its single-query p99 fits {budget:g} ms: --exact-budget-ms)" if budget is not None
+            else ""))
     if tune and tune.get("reason"):
         print(f"  why: {tune['reason']}")
     return 0

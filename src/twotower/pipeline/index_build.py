@@ -158,6 +158,15 @@ def _check_max_train(spec: str, max_train: int | None, n: int, dim: int) -> None
                           "are), so there is no training sample to cap; drop it or name an IVF or PQ index")
 
 
+def requested_entry(spec: str, policy: IndexPolicy) -> dict[str, Any]:
+    """What tune.json records of the request, beside the ``spec`` chosen: the index asked for (``auto``, ``ivf``, a
+    factory string; stored ``spec`` was the chosen kind alone, so an autotuned IVF read as a named one) and, under
+    ``auto``, the exact-search budget that decided between exact and an approximation (``--exact-budget-ms``,
+    until now only inside the ``reason`` text; None for a named index, which ignores it)."""
+    auto = spec.strip().lower() == "auto"
+    return {"requested": spec.strip(), "exact_budget_ms": float(policy.exact_p99_ms) if auto else None}
+
+
 def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
            params: dict[str, int] | None, say: Callable[[str], None], advice: str) -> BuiltIndex | None:
     train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
@@ -182,13 +191,14 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         exact = ExactIndex().build(vectors, ids)
         summary = {"index": "exact", "spec": "exact", "params": {}, "k": policy.k, "n": len(ids),
                    "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": [],
-                   "seed": policy.seed}  # as every tune.json records it (exact search draws nothing with it)
+                   "seed": policy.seed,  # as every tune.json records it (exact search draws nothing with it)
+                   **requested_entry(spec, policy)}
         exact.save(out, model_fingerprint=fp, tuning=summary)  # tune.json checksummed with the index
         say(f"saved exact index to {out} (model {fp})")
         return BuiltIndex(out, exact, fp, summary)
     report = autotune(vectors, ids, queries, index=spec, max_train=max_train, policy=policy, params=params,
                       advice=advice)
-    tuning = report.to_dict()
+    tuning = {**report.to_dict(), **requested_entry(spec, policy)}
     c = report.chosen
     chose_exact = report.index.is_exact and c.factory == "exact"
     # the plot goes into the new folder before it is swapped in: drawn after, a build killed (or failing) in between

@@ -12,7 +12,7 @@ from twotower.errors import ConfigError
 from twotower.index import IndexPolicy, tune_index
 from twotower.index.autotune import queries_note, setting_text
 from twotower.pipeline.artifacts import TrainedRun
-from twotower.pipeline.index_build import TUNE_JSON, BuiltIndex, sample_query_rows
+from twotower.pipeline.index_build import TUNE_JSON, BuiltIndex, requested_entry, sample_query_rows
 from twotower.utils.wording import plural
 
 __all__ = ["build_distributed"]
@@ -81,7 +81,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
             queries = run.user_vectors(query_rows).astype(np.float32)
             report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
                                 build_s=build_s, params=None if nprobe is None else {"nprobe": nprobe}, advice=advice)
-            tuning = report.to_dict()
+            tuning = {**report.to_dict(), **requested_entry(spec, policy)}
             index.save(out, model_fingerprint=fp, tuning=tuning)  # tune.json: what serve trusts
             say(report.table())
             c = report.chosen
