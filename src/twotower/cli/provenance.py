@@ -150,6 +150,9 @@ def recommend_record(args: argparse.Namespace, run: Any, index: Any, used: str, 
         "exclude_items": getattr(args, "listed_ids", None),  # --exclude-items, as POST /recommend's JSON
         "history_from": [file_entry(f) for f in getattr(args, "history_from", None) or []] or None,
         "filters": getattr(args, "filters", None),  # --filter, as POST /recommend's JSON
+        # how a filter is ranked through an approximate index (exactly over at most this many items, else a wider
+        # index search): a setting that can change the lists, which the record left out
+        "filter_exact_max": getattr(args, "filter_exact_max", None),
     }
 
 
@@ -173,6 +176,7 @@ def similar_record(args: argparse.Namespace, run: Any, index: Any, used: str, *,
         "cold_similar": args.cold_similar,
         "exclude_items": getattr(args, "listed_ids", None),  # --exclude-items, as POST /similar-items' JSON
         "filters": getattr(args, "filters", None),  # --filter, as POST /similar-items' JSON
+        "filter_exact_max": getattr(args, "filter_exact_max", None),  # as recommend's record
     }
 
 
