@@ -442,6 +442,29 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
 
 
+def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapped
+    """``cmd`` with a word-piece limit past the model's positions refused under the flag typed (``--max-length 600
+    is more word pieces than ...``): the check lies in the model code, which names the Python argument
+    (``max_length``, ``query_max_length``) as its callers give it."""
+    import functools
+    import re
+
+    from twotower.errors import ConfigError
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return cmd(args)
+        except ConfigError as e:
+            m = re.match(r"(query_max_length|max_length)(?= \S+ is more word pieces than the model)", str(e))
+            if m is None:
+                raise
+            raise ConfigError("--" + m.group(1).replace("_", "-") + str(e)[m.end():]) from None
+
+    return run
+
+
+@_length_flags_named
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
     bm25 = _bm25_config(args)
     _check_beir(args)
@@ -691,6 +714,7 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
         yield
 
 
+@_length_flags_named
 def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import INDEX_META, is_search_index
 
@@ -933,6 +957,7 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
         raise ConfigError(msg) from None
 
 
+@_length_flags_named
 def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import BI_ENCODER_META, is_bi_encoder
 
@@ -1120,6 +1145,7 @@ def _report_validation(v: dict) -> None:
           f"{kept}{stop}")
 
 
+@_length_flags_named
 def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import CROSS_ENCODER_META, is_cross_encoder
 
