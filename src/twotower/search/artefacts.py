@@ -32,6 +32,7 @@ __all__ = [
     "no_index_message",
     "out_check",
     "trained_backend",
+    "trained_config",
     "trained_lengths",
     "trained_on",
     "unreadable_marker",
@@ -303,6 +304,18 @@ def trained_on(folder: str | os.PathLike[str] | None) -> dict | None:
         if isinstance(data, dict):
             return {**data, "marker": str(Path(folder) / marker)}
     return None
+
+
+def trained_config(folder: str | os.PathLike[str] | None) -> dict:
+    """The ``config`` a bi- or cross-encoder's marker records it was trained with (``valid_frac``, ``seed``, ...);
+    ``{}`` for a folder without such a record or ``None``."""
+    if folder is None:
+        return {}
+    for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
+        config = _marker(Path(folder) / marker).get("config")
+        if isinstance(config, dict):
+            return config
+    return {}
 
 
 def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:
