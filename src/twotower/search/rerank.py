@@ -24,6 +24,7 @@ from twotower.results import PAD_ID, Results
 from twotower.search.bm25 import BM25Config, check_bm25_config
 from twotower.search.artefacts import (
     CROSS_ENCODER_META,
+    base_chain,
     check_cross_encoder_dir,
     file_table,
     is_cross_encoder,
@@ -501,10 +502,12 @@ def train_cross_encoder(
         saved_epoch = checked["best_epoch"]
     # the saved epoch's own steps: "final_loss" and "tail" are the last epoch's, which per-epoch validation may not keep
     saved = slice((saved_epoch - 1) * steps_per_epoch, saved_epoch * steps_per_epoch)
+    chain = base_chain(base_dir)  # before the swap: retrained in place, base_dir's marker is the one replaced
     with atomic_dir(out_dir) as tmp:
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / CROSS_ENCODER_META, {
-            "format": 2, "kind": "cross_encoder", "base": str(base_dir), "config": asdict(cfg),
+            "format": 2, "kind": "cross_encoder", "base": str(base_dir), "base_chain": chain[1:],
+            "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             # the mean loss of the last steps next to a constant scorer's on the same groups (what "no learning"
             # would give), so a cross-encoder that learned nothing is told apart before it reorders any list
