@@ -431,12 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from twotower.utils.version import installed_version  # one helper: every record's twotower_version too
 
-        return version("twotower")
-    except Exception:  # noqa: BLE001 - metadata missing in odd installs
-        return "unknown"
+    return installed_version()
 
 
 def _quiet_broken_pipe() -> int:

@@ -22,6 +22,7 @@ from typing import Any
 
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, is_file
 from twotower.utils.atomic import resolve_write_target, sha256_file
+from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = ["RECORD_FORMAT", "check_out_and_record", "evaluate_record", "file_entry", "recommend_record", "record_path",
            "similar_record", "write_csv_and_record", "write_file_and_record"]
@@ -119,14 +120,13 @@ def _index_entry(index: Any, index_dir: Path | None, used: str) -> dict[str, Any
 def _common_record(command: str, out: str, output: dict[str, Any], run: Any, index: Any, used: str, exact: bool,
                    k: int, index_dir: str | None = None) -> dict[str, Any]:
     """The keys every record holds: what wrote it, when, the CSV it describes, the run, the index and k."""
-    from twotower.cli.main import _version  # what `twotower --version` prints
     from twotower.pipeline.recommend import run_index_dir
 
     index_dir = run_index_dir(run.dir, index_dir, exact=exact)  # as open_run_index chose
     return {
         "format": RECORD_FORMAT,
         "command": command,
-        "twotower_version": _version(),
+        VERSION_KEY: installed_version(),  # what `twotower --version` prints
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "output": {"path": os.path.abspath(out), **output},
         "run": {"path": os.path.abspath(run.dir), "fingerprint": run.fingerprint()},
@@ -189,14 +189,13 @@ def evaluate_record(args: argparse.Namespace, run: Any, *, ks: Sequence[int], ba
     the λ and k came from, None unless ``tuned_rows`` (a row of EASE or ItemKNN tuned on the valid split: with
     ``--baselines popularity``, or no valid split, the file fed no row, though it may sit in the run).
     Two evaluation CSVs otherwise said nothing of the run, split or cut-offs behind them."""
-    from twotower.cli.main import _version
     from twotower.pipeline.tuned_baselines import TUNED_FILE
 
     test_file, tuned = getattr(args, "test", None), Path(run.dir) / TUNED_FILE
     record = {
         "format": RECORD_FORMAT,
         "command": "twotower evaluate",
-        "twotower_version": _version(),
+        VERSION_KEY: installed_version(),  # what `twotower --version` prints
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "output": {"path": os.path.abspath(args.csv if out is None else out), "sha256": csv_sha256, "rows": n_rows},
         "run": {"path": os.path.abspath(run.dir), "fingerprint": run.fingerprint()},

@@ -21,7 +21,7 @@ Written to ``DIR``::
     (export.json's ``unplaced``: the item rows the model cannot place, whose vectors mean nothing: see
     :func:`twotower.pipeline.similar.unplaced_item_mask`)
     export.json        dims, pad_item, history_len (both null for a tower without a history input), inputs,
-                       opset, the check's max abs differences
+                       opset, twotower_version (absent from an older export), the check's max abs differences
 
 ``DIR`` is the export's own folder, replaced as a whole (:func:`check_export_dir`): an earlier export there is
 removed (a warning lists its files), any other non-empty folder is refused unless ``force=True``.
@@ -49,6 +49,7 @@ from twotower.export.new_user import new_user_tower_meta
 from twotower.pipeline.artifacts import TrainedRun, check_loaded_run
 from twotower.utils.atomic import atomic_dir, atomic_path, atomic_write_json, check_output_dir
 from twotower.utils.extras import require
+from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = ["ExportReport", "export_onnx", "check_onnx", "check_export_dir", "OPSET"]
 
@@ -385,6 +386,7 @@ def _export_into(run: Any, out: Path, check_users: int) -> ExportReport:
         "format": 1,
         "run": str(Path(run.dir).resolve()),  # absolute: read from anywhere, it names the same run
         "model_fingerprint": run.fingerprint(),
+        VERSION_KEY: installed_version(),  # an export written before it was recorded has none
         "dim": int(items.shape[1]),
         "n_items": int(run.n_items),
         "n_users": int(len(run.user_vocab)),

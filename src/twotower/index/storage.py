@@ -6,8 +6,11 @@ Layout of a saved index directory::
     vectors.npy   ExactIndex (np.save, no pickles)
     ids.npy       the caller's int64 ids
     meta.json     {backend, factory, config, params, dim, count, metric,
-                   model_fingerprint, created, build_params, sha256: {file: hex},
-                   meta_sha256}
+                   model_fingerprint, created, twotower_version, build_params,
+                   sha256: {file: hex}, meta_sha256}
+    tune.json     the tuning record, when one was given (with twotower_version)
+
+``twotower_version`` is absent from an index saved before it was recorded; readers take it with ``.get``.
 
 The directory is written to a temporary sibling and swapped in only when
 complete (:func:`twotower.utils.atomic.atomic_dir`), so a crash mid-write
@@ -31,6 +34,7 @@ import numpy as np
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.utils.folder_lock import idle_lock_file
 from twotower.utils.atomic import atomic_dir, read_json, sha256_file, verify_files
+from twotower.utils.version import VERSION_KEY, installed_version
 
 if TYPE_CHECKING:
     from twotower.index.base import VectorIndex
@@ -93,7 +97,8 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
     _check_replaceable(directory)
     with atomic_dir(directory) as tmp:
         config, build_params = index._write(tmp)
-        if tuning is not None:
+        if tuning is not None:  # the version that measured it, as meta.json names the one that wrote the index
+            tuning = {**tuning, VERSION_KEY: installed_version()}
             (tmp / TUNE).write_text(json.dumps(tuning, indent=2, sort_keys=True, default=_json_default) + "\n")
         files = sorted(p.name for p in tmp.iterdir() if p.is_file())
         meta: dict[str, Any] = {
@@ -108,6 +113,7 @@ def save_index(index: "VectorIndex", directory: str | Path, *, tuning: dict[str,
             "is_exact": bool(index.is_exact),
             "model_fingerprint": index.model_fingerprint,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            VERSION_KEY: installed_version(),
             "build_params": build_params,
             "sha256": {name: sha256_file(tmp / name) for name in files},
         }

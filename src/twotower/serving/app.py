@@ -193,9 +193,6 @@ def _mount_static(app: FastAPI) -> None:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    from twotower.utils.version import installed_version
 
-        return version("twotower")
-    except Exception:  # noqa: BLE001 - metadata missing in odd installs
-        return "0"
+    return installed_version(fallback="0")
