@@ -161,6 +161,7 @@ class ServedIndex:
     index: VectorIndex
     description: str
     recall: dict[str, Any] | None  # ``{"recall", "k", "queries", "target", "met_target"}``; None: exact or unmeasured
+    directory: Path | None = None  # the saved index's folder; None: exact search over the run's item vectors
 
 
 def open_run_index(
@@ -215,12 +216,13 @@ def open_served_index(
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
     if index.is_exact:
-        return ServedIndex(index, f"index {index_dir}: exact search over {len(index):,} items", _recall_record(tune))
+        return ServedIndex(index, f"index {index_dir}: exact search over {len(index):,} items", _recall_record(tune),
+                           index_dir)
     factory = getattr(index, "factory", None) or index.backend
     params = params_text(index.search_params)
     return ServedIndex(index, (f"index {index_dir}: approximate {factory}" + (f" ({params})" if params else "")
                                + f"; {exact_flag} ranks the whole catalogue exactly"),  # in the caller's words
-                       _recall_record(tune))
+                       _recall_record(tune), index_dir)
 
 
 #: how the index layer, which knows no run, words the way out of a damaged index

@@ -252,6 +252,31 @@ def similar_excluded(item_id: str, listed: bool = False) -> str:
     return f"leaving out item {item_id!r} itself" + (f" and {LISTED}" if listed else "")
 
 
+def served_index_source(run_dir: str | Path | None, index_dir: str | Path | None) -> dict[str, Any]:
+    """What GET /readyz says of the saved index served from ``index_dir`` (None: exact search over the item
+    vectors, or an index handed over from Python: every value None, ``in_run`` false).
+
+    ``path``: the folder relative to the run when it lies inside it (``"index"``), else its name alone; as
+    /users' ``history_source``, the server's file system layout (home folder, user name, mounts) is not shown to
+    an unauthenticated client (``twotower serve`` prints the full path). ``in_run``: whether it is the run's own.
+    ``created``, ``meta_sha256`` (the digest of meta.json, which holds every file's sha256: it tells one build from
+    another, as ``index info --json`` shows it) and ``twotower_version`` (None for an index saved before it was
+    recorded) are meta.json's."""
+    if index_dir is None:
+        return {"path": None, "in_run": False, "created": None, "meta_sha256": None, "twotower_version": None}
+    from twotower.index.storage import read_meta
+    from twotower.utils.version import VERSION_KEY
+
+    folder = Path(index_dir).resolve()
+    try:
+        path, in_run = folder.relative_to(Path(run_dir).resolve()).as_posix(), True
+    except (TypeError, ValueError):  # no run folder, or the index lies outside it
+        path, in_run = folder.name, False
+    meta = read_meta(folder)  # checked already by the load that opened the index
+    return {"path": path, "in_run": in_run, "created": meta.get("created"), "meta_sha256": meta.get("meta_sha256"),
+            VERSION_KEY: meta.get(VERSION_KEY)}
+
+
 def check_run_arg(run_dir: Any) -> None:
     """``run_dir`` of ``create_app`` / ``RecommenderService.load``: a run folder or a loaded ``TrainedRun``."""
     from twotower.pipeline.artifacts import TrainedRun
@@ -310,6 +335,8 @@ class RecommenderService:
         #: Which index answers, in words (set by :meth:`load`; printed by `twotower serve`).
         self.index_description = f"{type(index).__name__} over {len(index):,} items"
         self.index_recall: dict[str, Any] | None = None  # the index's recall measured at build (pipeline.recommend)
+        #: Which saved index answers (GET /readyz's index path and build; set by :meth:`load`): none read here.
+        self.index_source: dict[str, Any] = served_index_source(None, None)
         self.model_items = int(run.n_items)  # rows the item tower (and so a history) knows
         self.cold_items = cold_item_mask(run)  # [I] of a dual-head run: queried by their semantic head
         # [I] the model cannot place: no /similar-items list; a catalogue larger than the run's items (a benchmark's
@@ -415,6 +442,7 @@ class RecommenderService:
         service = cls(run, served.index, settings=settings, histories=histories)
         service.index_description = served.description
         service.index_recall = served.recall  # from the tune.json the index was checked against, read once
+        service.index_source = served_index_source(run.dir, served.directory)
         return service
 
     # ------------------------------------------------------------------ facts
@@ -429,6 +457,10 @@ class RecommenderService:
             "model_fingerprint": self.index.model_fingerprint,
             # measured against exact search when built; met_target false only under serve --allow-low-recall
             "recall": self.index_recall,
+            # which index this is: /readyz named its model, never its folder or build, so two servers of one
+            # model (a rebuilt index, another --index) could not be told apart
+            "kind": "exact" if self.index.is_exact else "approximate",
+            **self.index_source,
         }
 
     def readiness(self) -> dict[str, Any]:

@@ -170,7 +170,7 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
     """
     from twotower.index import ExactIndex, load_index
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.serving.service import RecommenderService
+    from twotower.serving.service import RecommenderService, served_index_source
     from twotower.serving.settings import ServiceSettings
     from twotower.utils.runtime import set_threads
 
@@ -210,6 +210,7 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
                                  catalog=catalog, histories=histories)
     service.index_description = spec.index_description
     service.index_recall = spec.index_recall
+    service.index_source = served_index_source(spec.run_dir, spec.index_dir)  # as the parent's /readyz says it
     return service
 
 
