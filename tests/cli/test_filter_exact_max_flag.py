@@ -112,12 +112,55 @@ def test_python_refuses_a_bad_setting_in_serves_words(hnsw_run, value, said) -> 
 
 
 @pytest.mark.parametrize("command", ["recommend", "similar", "serve"])
-def test_the_help_says_an_ivf_index_ignores_the_setting(command, capsys) -> None:
-    """An IVF index filters during its search (a FAISS selector) and never ranks a filter's items exactly, so
-    --filter-exact-max does nothing there: the help said nothing of it."""
+def test_the_help_says_which_indexes_use_the_setting(command, capsys) -> None:
+    """The help said "no effect on an ivf or ivfpq index, which filters during its search": an IVF with an RFlat
+    refine (`index build --index ivfpq,RFlat`) ranks a small filter's items exactly, as flat and hnsw do, and does
+    not filter during its search (test_an_rflat_refine_uses_the_setting)."""
     assert main([command, "--help"]) == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "no effect on an ivf or ivfpq index, which filters during its search" in said
+    assert "used by an index that keeps exact vectors (exact, flat, hnsw, or an IVF with an RFlat refine stage such " \
+           "as ivfpq,RFlat); ignored by any other: a plain ivf or ivfpq index filters during its search, a lossy " \
+           "refine (Refine(SQ8)) widens it" in said
+
+
+@pytest.fixture(scope="module")
+def ivf_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run with three IVF indexes in RUN/ivf, RUN/ivfpq_rflat and RUN/ivfpq_sq8."""
+    run = build_tiny_run(tmp_path_factory.mktemp("tiny_ivf_refine"))
+    for name, spec in (("ivf", "ivf"), ("ivfpq_rflat", "ivfpq,RFlat"), ("ivfpq_sq8", "ivfpq,Refine(SQ8)")):
+        assert main(["-q", "index", "build", "--run", str(run), "--index", spec, "--out", str(run / name)]) == 0
+    return run
+
+
+@pytest.mark.parametrize("index, used", [("ivf", False), ("ivfpq_rflat", True), ("ivfpq_sq8", False)])
+def test_an_rflat_refine_uses_the_setting(ivf_run, monkeypatch, capsys, index, used) -> None:
+    """What the help says: an IVF index with an RFlat refine ranks a filter matching at most --filter-exact-max
+    items exactly over those items (and with 0 searches instead, unfiltered by FAISS); a plain IVF filters in its
+    search (a FAISS selector) and a lossy refine widens its search, whatever the setting."""
+    from twotower.index.faiss_index import FaissIndex
+
+    exactly, selector = [], []
+    real_exact, real_selector = FaissIndex._search_allowed_exactly, FaissIndex._selector_params
+
+    def spy_exact(self, *a):  # noqa: ANN001, ANN002, ANN202
+        got = real_exact(self, *a)
+        exactly.append(got is not None)
+        return got
+
+    def spy_selector(self, *a):  # noqa: ANN001, ANN002, ANN202
+        got = real_selector(self, *a)
+        selector.append(got is not None)
+        return got
+
+    monkeypatch.setattr(FaissIndex, "_search_allowed_exactly", spy_exact)
+    monkeypatch.setattr(FaissIndex, "_selector_params", spy_selector)
+    for setting in (0, 10**6):
+        exactly.clear(), selector.clear()
+        assert main(["similar", "--run", str(ivf_run), "--item", "i1", "--k", "5", "--filter", "genres=Drama",
+                     "--index", str(ivf_run / index), "--json", "--filter-exact-max", str(setting)]) == 0
+        assert any(exactly) == (used and setting > 0), (setting, exactly)
+        assert any(selector) == (index == "ivf"), (setting, selector)  # only a plain IVF filters in its search
+    capsys.readouterr()
 
 
 def test_an_ivf_index_answers_alike_whatever_the_setting(tmp_path, searched) -> None:

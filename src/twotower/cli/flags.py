@@ -215,7 +215,8 @@ def add_filter_flag(p: argparse.ArgumentParser, route: str) -> None:
 
 def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False) -> None:
     """``--filter-exact-max N``: filters matching at most N items rank them exactly, broader ones widen the index's
-    search; ``serve``'s setting, on ``recommend`` and ``similar`` too with the same default
+    search, on an index that can read its vectors back exactly (``FaissIndex._lossless_vectors``: an IVF with an
+    ``RFlat`` refine is one, a plain IVF is not and filters in its search); ``serve``'s setting, on ``recommend`` and ``similar`` too with the same default
     (``ServiceSettings.filter_exact_max``), so a list ranked through an ANN index with a filter is the one a server
     started with the same value answers."""
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
@@ -223,8 +224,9 @@ def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False
     what, same = ("requests whose filters", "") if serve else ("--filter flags that", ", as `serve --filter-exact-max`")
     p.add_argument("--filter-exact-max", type=int, default=ServiceSettings.filter_exact_max,
                    help=f"{what} match at most this many items rank them exactly; more widen the index's search "
-                        f"instead (default %(default)s{same}); no effect on an ivf or ivfpq index, which filters "
-                        "during its search")
+                        f"instead (default %(default)s{same}); used by an index that keeps exact vectors (exact, "
+                        "flat, hnsw, or an IVF with an RFlat refine stage such as ivfpq,RFlat); ignored by any other: "
+                        "a plain ivf or ivfpq index filters during its search, a lossy refine (Refine(SQ8)) widens it")
 
 
 def check_filter_exact_max(args: argparse.Namespace) -> int:
