@@ -11,6 +11,7 @@ import pytest
 import twotower as tt
 from tests.serving.refusal_words import cli_refusal as _cli
 from tests.serving.refusal_words import py_refusal as _py
+from twotower.cli.main import main
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +121,42 @@ def test_a_k_that_is_no_integer_is_said_in_one_wording_over_http_and_from_python
         "body.requests[0].k: " + said.format(http_sent)
     if k is not None:  # None is RecRequest's "the service's default_k"
         assert _py(lambda: service.recommend(RecRequest(history=("i1",), k=k))) == "k: " + said.format(py_sent)
+
+
+@pytest.mark.parametrize("command, who, route, body, py", [
+    ("recommend", ["--user", "u1"], "/recommend", {"user_id": "u1"}, lambda run, k: tt.recommend(run, ["u1"], k=k)),
+    ("recommend", ["--history", "i1,i5"], "/recommend", {"history": ["i1", "i5"]},
+     lambda run, k: tt.recommend(run, history=["i1", "i5"], k=k)),
+    ("similar", ["--item", "i1"], "/similar-items", {"item_id": "i1"}, lambda run, k: tt.similar(run, ["i1"], k=k)),
+], ids=["recommend-user", "recommend-history", "similar"])
+@pytest.mark.parametrize("typed, py_k, py_sent, http_k, http_sent", [
+    ("5.5", 5.5, "5.5", 5.5, "a number with a fraction"),
+    ("five", "five", "'five' (only ids accept text as well as integers)", "five", "a string (only ids accept text "
+     "as well as integers)"),
+], ids=["fraction", "word"])
+def test_a_k_flag_that_is_no_integer_is_said_in_the_words_of_http_and_python(
+        run_dir, run, client, service, capsys, command, who, route, body, py, typed, py_k, py_sent, http_k,
+        http_sent) -> None:
+    """`recommend --k 5.5` got argparse's "argument --k: invalid int value: '5.5'" (after the usage lines) where
+    HTTP said "body.k: must be an integer from 1 to 1000, got a number with a fraction" and Python "k: must be an
+    integer from 1 to 10000, got 5.5": one message, what was typed quoted, the CLI's bound Python's (MAX_K)."""
+    from twotower.config import MAX_K
+
+    cli = _cli(capsys, command, "--run", str(run_dir), *who, "--k", typed)
+    assert cli == f"--k: must be an integer from 1 to {MAX_K}, got {typed!r}"
+    assert _py(lambda: py(run, py_k)) == f"k: must be an integer from 1 to {MAX_K}, got {py_sent}"
+    upper = service.settings.max_k
+    assert _http(client, route, {**body, "k": http_k}, 422) == f"body.k: must be an integer from 1 to {upper}, got {http_sent}"
+
+
+def test_a_k_flag_that_is_no_integer_exits_as_other_bad_flags(run_dir, capsys) -> None:
+    """Status 2, as `--k 0` and argparse's own refusals, with one error line and no usage lines."""
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run_dir), "--user", "u1", "--k", "5.5"]) == 2
+    err = capsys.readouterr().err
+    assert "usage:" not in err and err.strip() == "error: --k: must be an integer from 1 to 10000, got '5.5'"
+    assert main(["recommend", "--run", str(run_dir), "--user", "u1", "--k", "x" * 30]) == 2
+    assert capsys.readouterr().err.strip().endswith("got a value of 30 characters")
 
 
 def _too_long_history(service) -> tuple[list[str], str]:

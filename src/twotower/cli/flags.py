@@ -5,11 +5,12 @@ import argparse
 import contextlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "add_filter_exact_max_flag", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+__all__ = ["OneId", "TypedCount", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
 
 
@@ -34,6 +35,37 @@ def flag_named(flag: str) -> Iterator[None]:
         if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
             e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
         raise
+
+
+@dataclass(frozen=True)
+class TypedCount:
+    """A list length flag's value that is no integer (``--k 5.5``), as typed: the command refuses it where it checks
+    the length, in the words of HTTP and Python (argparse said "argument --k: invalid int value: '5.5'")."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def count_or_typed(text: str) -> int | TypedCount:
+    """``--k``'s argparse type: the integer typed (as ``type=int`` reads it), else the text kept for the refusal."""
+    try:
+        return int(text)
+    except ValueError:
+        return TypedCount(text)
+
+
+def check_k_flag(k: Any) -> None:
+    """``--k``'s list length refused in the words of ``tt.recommend`` and POST /recommend (``--k: must be an integer
+    from 1 to 10000, got '5.5'``): what was typed is quoted, bounded as Python's echo is."""
+    from twotower.pipeline.refusals import k_refusal
+
+    sent = None
+    if isinstance(k, TypedCount):
+        sent = repr(k.text) if len(k.text) <= 20 else f"a value of {len(k.text)} characters"
+    if (why := k_refusal(k, sent=sent)) is not None:
+        raise ConfigError(f"--k: {why}")
 
 
 class OneId(argparse.Action):

@@ -274,7 +274,10 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # light: a dataclass and the errors module
 
-    p.add_argument("--k", type=int, default=None,
+    from twotower.cli.flags import count_or_typed
+
+    # a --k that is no integer is refused by the command, in the words of HTTP and Python (count_or_typed)
+    p.add_argument("--k", type=count_or_typed, default=None, metavar="K",
                    help=f"list length (default {ServiceSettings.default_k} for --user and --history, as the service; "
                         f"{USERS_K} for --users)")
     p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded "

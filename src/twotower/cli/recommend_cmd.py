@@ -140,10 +140,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree
 
     k = args.k if args.k is not None else (USERS_K if args.users else ServiceSettings.default_k)
-    from twotower.pipeline.refusals import k_refusal  # the words of tt.recommend and POST /recommend
+    from twotower.cli.flags import check_k_flag  # the words of tt.recommend and POST /recommend
 
-    if (why := k_refusal(k)) is not None:
-        raise ConfigError(f"--k: {why}")
+    check_k_flag(k)
     from twotower.cli.main import refuse_index_with_exact
 
     refuse_index_with_exact(args)

@@ -33,7 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--item", action=OneId, plural="--items", help="one item id: prints its most similar items with titles")
     which.add_argument("--items", help="'all' or a comma list of item ids (a JSON array for ids with commas): "
                                        "CSV rows item_id,similar_item_id,rank,score")
-    p.add_argument("--k", type=int, default=None,
+    from twotower.cli.flags import count_or_typed
+
+    # a --k that is no integer is refused by the command, in the words of HTTP and Python (count_or_typed)
+    p.add_argument("--k", type=count_or_typed, default=None, metavar="K",
                    help=f"list length (default {ServiceSettings.default_k}, as the service)")
     p.add_argument("--cold-similar", choices=COLD_SIMILAR, default=ServiceSettings.cold_similar,
                    help="how an item without training interactions of a dual-head run is queried: semantic (its "
@@ -60,15 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _check_args(args: argparse.Namespace) -> int:
     """The list length; argument errors before the (slow) run load, as `recommend` checks its own."""
     from twotower.cli.flags import refuse_json_with_out
-    from twotower.pipeline.refusals import k_refusal  # the words of tt.similar and POST /similar-items
+    from twotower.cli.flags import check_k_flag
     from twotower.serving.settings import ServiceSettings
 
     from twotower.cli.main import refuse_index_with_exact
 
     refuse_index_with_exact(args)
     k = args.k if args.k is not None else ServiceSettings.default_k
-    if (why := k_refusal(k)) is not None:
-        raise ConfigError(f"--k: {why}")
+    check_k_flag(k)  # the words of tt.similar and POST /similar-items
     from twotower.cli.flags import parse_filters
 
     args.filters = parse_filters(args.filter)  # its form checked before the run loads; fields and values after
