@@ -162,7 +162,7 @@ def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
         assert "must be an integer from 1 to" in msg and said in msg and "string" not in msg, msg
     r = client.post("/recommend", json={"user_id": "u1", "explain": True, "explain_k": "5"})
     assert r.json()["error"]["message"] == \
-        "body.explain_k: must be a JSON integer such as 5, got a string (only ids accept text as well as integers)"
+        "body.explain_k: must be an integer from 1 to 10, got a string (only ids accept text as well as integers)"
 
 
 @pytest.mark.parametrize(("sent", "said"), [

@@ -159,6 +159,49 @@ def test_a_k_flag_that_is_no_integer_exits_as_other_bad_flags(run_dir, capsys) -
     assert capsys.readouterr().err.strip().endswith("got a value of 30 characters")
 
 
+@pytest.mark.parametrize("explain_k, py_sent, http_sent", [
+    (0, "0", "0"),
+    (-1, "-1", "-1"),
+    ("cap+1", None, None),
+    (5.5, "5.5", "a number with a fraction"),
+    ("5", "'5' (only ids accept text as well as integers)", "a string (only ids accept text as well as integers)"),
+    (True, "True", "a boolean"),
+], ids=["zero", "negative", "over-cap", "fraction", "string", "boolean"])
+def test_explain_k_is_refused_in_one_wording_over_http_and_from_python(client, service, explain_k, py_sent,
+                                                                        http_sent) -> None:
+    """POST /recommend said "body.explain_k: must be at least 1, got 0" (or "must be a JSON integer such as 5, got
+    ...", "must be at most 10 (this server's explain_k: ...)"), RecommenderService "explain_k must be a positive
+    integer or None, got 0" (or "explain_k 11 is above this service's explain_k 10 (ServiceSettings.explain_k)"):
+    one message (k_refusal, the bound this server's explain_k), what was sent said in each surface's terms."""
+    from twotower.serving import RecRequest
+
+    cap = service.settings.explain_k
+    if explain_k == "cap+1":
+        explain_k = py_sent = http_sent = cap + 1
+    if isinstance(explain_k, int) and not isinstance(explain_k, bool):
+        said = ("must be at least 1, got {}" if explain_k < 1 else
+                f"must be at most {cap} (this server's explain_k: `twotower serve --explain-k` sets it), got {{}}")
+    else:
+        said = f"must be an integer from 1 to {cap}, got {{}}"
+    body = {"user_id": "u1", "explain": True, "explain_k": explain_k}
+    assert _http(client, "/recommend", body, 422) == "body.explain_k: " + said.format(http_sent)
+    assert _http(client, "/recommend/batch", {"requests": [body]}, 422) == \
+        "body.requests[0].explain_k: " + said.format(http_sent)
+    req = RecRequest(user_id="u1", explain=True, explain_k=explain_k)
+    assert _py(lambda: service.recommend(req)) == "explain_k: " + said.format(py_sent)
+    assert _py(lambda: service.recommend_batch([req])) == "requests[0].explain_k: " + said.format(py_sent)
+
+
+def test_explain_k_over_the_cap_without_explain_is_said_for_its_value_first(client, service) -> None:
+    """The schema checks explain_k's value, then that explain is sent: the service said "needs explain=True" first."""
+    from twotower.serving import RecRequest
+
+    over = service.settings.explain_k + 1
+    http = _http(client, "/recommend", {"user_id": "u1", "explain_k": over}, 422)
+    assert http.startswith("body.explain_k: must be at most ")
+    assert _py(lambda: service.recommend(RecRequest(user_id="u1", explain_k=over))) == http.removeprefix("body.")
+
+
 def _too_long_history(service) -> tuple[list[str], str]:
     upper = service.settings.max_history
     return [f"i{n % 5}" for n in range(upper + 1)], (
@@ -257,4 +300,4 @@ def test_explain_k_is_checked_where_the_schema_checks_it(client, service, body, 
         body = {**body, "explain_k": service.settings.explain_k + 1}
     assert _http(client, "/recommend", body, 422).startswith(f"body.{field}: ")
     said = _py(lambda: service.recommend(RecRequest(**body)))
-    assert said.startswith(f"{field}: " if field == "k" else f"{field} "), said
+    assert said.startswith((f"{field}: ", "explain_k needs explain=True")), said

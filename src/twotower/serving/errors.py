@@ -37,10 +37,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
-from twotower.pipeline.refusals import COUNT_NOT_TEXT, empty_history_refusal, k_refusal, too_long, too_many
+from twotower.pipeline.refusals import (
+    COUNT_NOT_TEXT,
+    empty_history_refusal,
+    k_refusal,
+    too_long,
+    too_many,
+)
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
+from twotower.serving.settings import ServiceSettings
 
 __all__ = [
     "PayloadTooLarge",
@@ -162,8 +169,10 @@ def _body_example(path: str) -> str:
 _BOUND_BY = {"k": "max_k", "rerank_top": "max_k", "explain_k": "explain_k"}
 
 
-def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K) -> list[dict[str, Any]]:
-    """The 422's details; ``max_k``: the server's, the upper bound of every ``k`` its schemas read."""
+def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K,
+                        explain_k: int = ServiceSettings.explain_k) -> list[dict[str, Any]]:
+    """The 422's details; ``max_k``: the server's, the upper bound of every ``k`` its schemas read; ``explain_k``:
+    the server's, the upper bound of /recommend's ``explain_k``."""
     out = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
@@ -185,6 +194,8 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
                     else f"a JSON {type(got).__name__}")
             if loc and loc[-1] == "k":  # the words of tt.recommend and RecommenderService (pipeline/refusals.py)
                 msg = k_refusal(got, max_k, sent=sent) or msg
+            elif loc and loc[-1] == "explain_k":  # RecommenderService's (check_explain_k), its bound this server's
+                msg = k_refusal(got, explain_k, sent=sent) or msg
             elif isinstance(got, str):
                 msg = f"must be a JSON integer such as 5, got a string ({COUNT_NOT_TEXT})"
             else:
@@ -328,7 +339,8 @@ def install_error_handlers(app: FastAPI) -> None:
         if refused is not None:
             return refused
         settings = getattr(request.app.state, "settings", None)
-        details = _validation_details(exc, request.url.path, getattr(settings, "max_k", MAX_K))
+        details = _validation_details(exc, request.url.path, getattr(settings, "max_k", MAX_K),
+                                      getattr(settings, "explain_k", ServiceSettings.explain_k))
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         errors = exc.errors()
         raw = tuple(errors[0].get("loc", ())) if errors else ()

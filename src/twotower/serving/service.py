@@ -93,14 +93,15 @@ def check_explain_k(req: RecRequest, cap: int) -> None:
     ``explain``. Checked by the service after the request's sizes and ``k``, as POST /recommend's schema checks it
     (its last field): RecRequest refused it as it was made, so with k=0 Python named explain_k and HTTP k."""
     explain_k = req.explain_k
-    if explain_k is not None and (isinstance(explain_k, bool) or not isinstance(explain_k, int) or explain_k < 1):
-        raise ConfigError(f"explain_k must be a positive integer or None, got {explain_k!r}")
-    if explain_k is not None and not req.explain:  # as POST /recommend's 422: never silently ignored
+    if explain_k is None:
+        return
+    # the words and order of POST /recommend's 422 (its value's bounds, then explain): it said "must be at most 10
+    # (this server's explain_k: ...)" where Python said "explain_k 11 is above this service's explain_k 10 ..."
+    if (why := k_refusal(explain_k, cap, server_setting="explain_k")) is not None:
+        raise ConfigError(f"explain_k: {why}")
+    if not req.explain:  # as POST /recommend's 422: never silently ignored
         raise ConfigError("explain_k needs explain=True (it says how many of the first items get an explanation, "
                           "and without explain none do); pass both, or neither")
-    if explain_k is not None and explain_k > cap:
-        raise ConfigError(f"explain_k {explain_k} is above this service's explain_k {cap} "
-                          "(ServiceSettings.explain_k); ask for at most that many")
 
 
 #: :meth:`RecommenderService.check_sizes` without a ``k`` to check (None is a k it refuses)
