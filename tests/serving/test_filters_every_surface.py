@@ -92,8 +92,38 @@ def test_a_bad_filter_is_refused_in_one_wording(run_dir, run, client, capsys, fl
 
 def test_python_refuses_a_string_of_values(run) -> None:
     """{"genres": "Comedy"} is a 422 over HTTP; from Python it was read letter by letter."""
-    with pytest.raises(TwoTowerError, match=r"^filters.genres is a list of values, e.g. \{'genres': \['Comedy'\]\}"):
+    with pytest.raises(TwoTowerError, match=r'^filters.genres: must be a list of values, e.g. \{"genres": \["Comedy"\]\}'):
         tt.recommend(run, ["u3"], filters={"genres": "Comedy"})
+
+
+@pytest.mark.parametrize("filters, http_at, http_sent, py_at, py_sent", [
+    ("genres=Comedy", "filters", "a string", "filters", "a string"),
+    (["genres"], "filters", "an array", "filters", "a list"),
+    ({"genres": "Comedy"}, "filters.genres", "a string", "filters.genres", "a string"),
+    ({"genres": 5}, "filters.genres", "a number", "filters.genres", "an int"),
+], ids=["filters-a-string", "filters-a-list", "values-a-string", "values-a-number"])
+def test_filters_of_the_wrong_shape_are_refused_in_one_wording(run, client, service, filters, http_at, http_sent,
+                                                               py_at, py_sent) -> None:
+    """"filters": "genres=Comedy" got pydantic's "body.filters: Input should be a valid dictionary" over HTTP (and
+    {"genres": "Comedy"} "Input should be a valid list") where Python said "filters is a mapping of item metadata
+    field -> list of values, e.g. {'genres': ['Comedy']}; got str": one message, naming the field, what was sent
+    said in each surface's terms."""
+    from twotower.serving import RecRequest
+
+    shape = ('must map item metadata fields to lists of values, e.g. {"genres": ["Comedy"]}' if http_at == "filters"
+             else 'must be a list of values, e.g. {"genres": ["%s"]}' % ("Comedy" if filters["genres"] == "Comedy"
+                                                                      else "..."))
+    for route, body in (("/recommend", {"user_id": "u3"}), ("/similar-items", {"item_id": "i3"})):
+        r = client.post(route, json={**body, "filters": filters})
+        assert r.status_code == 422 and r.json()["error"]["message"] == f"body.{http_at}: {shape}, got {http_sent}"
+    r = client.post("/recommend/batch", json={"requests": [{"user_id": "u3", "filters": filters}]})
+    assert r.json()["error"]["message"] == f"body.requests[0].{http_at}: {shape}, got {http_sent}"
+    for call in (lambda: tt.recommend(run, ["u3"], filters=filters), lambda: tt.similar(run, ["i3"], filters=filters),
+                 lambda: service.recommend(RecRequest(user_id="u3", filters=filters)),
+                 lambda: service.similar_items("i3", 5, filters=filters)):
+        with pytest.raises(TwoTowerError) as e:
+            call()
+        assert str(e.value) == f"{py_at}: {shape}, got {py_sent}"
 
 
 def test_a_filter_field_given_twice_is_refused(run_dir, capsys) -> None:

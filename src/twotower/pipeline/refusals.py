@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["COUNT_NOT_TEXT", "k_refusal", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "filters_shape_refusal", "filter_values_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -98,6 +98,31 @@ def _python_words(value: Any) -> str:
         return f"a string of {len(value)} characters"
     said = repr(value)
     return said if len(said) <= 40 else f"a {type(value).__name__}"
+
+
+def python_type_words(value: Any) -> str:
+    """A Python value's type in words, as HTTP names a JSON one (``a string``, ``a list``, ``an int``)."""
+    if isinstance(value, str):
+        return "a string"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def filters_shape_refusal(sent: str) -> str:
+    """Why ``filters`` that are no mapping are refused (``"filters": "genres=Comedy"``), after the caller's location
+    (``body.filters: ``, ``filters: ``); ``sent``: what was sent, in the caller's terms (``a string``). HTTP said
+    pydantic's "Input should be a valid dictionary", Python "filters is a mapping of ...; got str"."""
+    return f'must map item metadata fields to lists of values, e.g. {{"genres": ["Comedy"]}}, got {sent}'
+
+
+def filter_values_refusal(field: str, sent: str, value: Any = None) -> str:
+    """Why a filter field's values that are no list are refused (``{"genres": "Comedy"}``), after the field's location
+    (``body.filters.genres: ``, ``filters.genres: ``): the example lists ``value`` when it is text (the one value
+    meant), else a placeholder. HTTP said pydantic's "Input should be a valid list"."""
+    import json
+
+    example = json.dumps({field: [value if isinstance(value, str) and len(value) <= 40 else "..."]})
+    return f"must be a list of values, e.g. {example}, got {sent}"
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None, sent: str | None = None) -> str | None:

@@ -61,9 +61,10 @@ def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] |
 
     from twotower.utils.arguments import is_id_list
 
-    if not isinstance(filters, _Mapping):
-        raise ConfigError(f"{name} is a mapping of item metadata field -> list of values, e.g. "
-                          f"{{'genres': ['Comedy']}}; got {type(filters).__name__}")
+    from twotower.pipeline.refusals import filter_values_refusal, filters_shape_refusal, python_type_words
+
+    if not isinstance(filters, _Mapping):  # the words of POST /recommend's 422
+        raise ConfigError(f"{name}: {filters_shape_refusal(python_type_words(filters))}")
     out: dict[str, list[str]] = {}
     given: dict[str, str] = {}  # each stripped name -> the name as given
     for given_field, values in filters.items():
@@ -74,11 +75,8 @@ def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] |
             raise ConfigError(f"{filters_at(field)} is given twice (as {given[field]!r} and {given_field!r}); list its "
                               f"values under one name, e.g. {{{field!r}: [...]}}")
         given[field] = given_field
-        if isinstance(values, (str, bytes)):
-            raise ConfigError(f"{filters_at(field)} is a list of values, e.g. {{{field!r}: [{values!r}]}}; got a string")
-        if not is_id_list(values):
-            raise ConfigError(f"{filters_at(field)} is a list of values, e.g. {{{field!r}: ['...']}}; "
-                              f"got {type(values).__name__}")
+        if isinstance(values, (str, bytes)) or not is_id_list(values):  # the words of POST /recommend's 422
+            raise ConfigError(f"{filters_at(field)}: {filter_values_refusal(field, python_type_words(values), values)}")
         got = []
         for v in values:
             if isinstance(v, bool) or not isinstance(v, (str, int)):

@@ -40,6 +40,8 @@ from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError
 from twotower.pipeline.refusals import (
     COUNT_NOT_TEXT,
     empty_history_refusal,
+    filter_values_refusal,
+    filters_shape_refusal,
     k_refusal,
     too_long,
     too_many,
@@ -223,6 +225,12 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
                 msg = too_long(upper, n, "a column name" if loc[-1:] == ["user_features"] else "a field name")
             else:
                 msg = too_long(upper, n)
+        elif err.get("type") == "list_type" and len(loc) >= 2 and loc[-2] == "filters":
+            # a field's values that are no list ({"genres": "Comedy"}): the words of tt.recommend and the service
+            msg = filter_values_refusal(loc[-1], _sent(err.get("input")), err.get("input"))
+        elif err.get("type") == "dict_type" and loc and loc[-1] == "filters":
+            # "filters": "genres=Comedy": pydantic's "Input should be a valid dictionary" named no shape to send
+            msg = filters_shape_refusal(_sent(err.get("input")))
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
