@@ -78,3 +78,15 @@ def test_every_record_takes_the_version_from_one_helper(monkeypatch) -> None:
 
     monkeypatch.setattr("importlib.metadata.version", lambda name: "9.9.9")
     assert v.installed_version() == _version() == "9.9.9"
+
+
+def test_a_trained_run_names_the_twotower_and_torch_versions_that_wrote_it(run_dir) -> None:
+    """run.json said nothing of the code that trained the run, though its numbers can move with either version."""
+    import torch
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["twotower_version"] == installed_version()
+    assert info["torch_version"] == torch.__version__
+    TrainedRun.load(run_dir)  # sealed with them: the manifest's checksum covers run.json

@@ -11,6 +11,7 @@ from search_data import write_beir
 from tests.extras import needs_text
 from twotower.cli.main import main
 from twotower.search.artefacts import BI_ENCODER_META, CROSS_ENCODER_META
+from twotower.utils.version import installed_version
 
 pytestmark = needs_text
 
@@ -35,6 +36,7 @@ def test_retraining_in_place_keeps_the_chain_of_bases(tmp_path, command, marker,
     first = meta()
     original = first["base"]  # the packaged MiniLM
     assert Path(original) != model.resolve() and first["base_chain"] == []
+    assert first["twotower_version"] == installed_version()  # which code trained it, as a run's run.json says
     assert main([*argv, "--base", str(model)]) == 0
     assert meta()["base"] == str(model.resolve())
     assert meta()["base_chain"] == [original]  # the model it was before was trained from MiniLM

@@ -15,6 +15,7 @@ from tests.extras import needs_text
 from tests.search.search_data import write_beir
 from twotower.cli.main import main
 from twotower.search.bm25 import LEGACY_TOKEN_PATTERN, BM25Config, BM25Retriever
+from twotower.utils.version import installed_version
 
 pytestmark = needs_text
 
@@ -40,6 +41,7 @@ def test_info_shows_the_bm25_settings_without_loading_the_model(index, capsys, m
     got = json.loads(capsys.readouterr().out)
     assert got["kind"] == "search_index" and got["path"] == str(index.resolve())
     assert got["documents"] == 2 and got["model"] is None and got["max_length"] == 32
+    assert got["twotower_version"] == installed_version()  # which code built it
     assert got["fusion"]["name"] == "interpolation" and got["fusion"]["params"]["weights"] == pytest.approx([0.7, 0.3])
     # the legacy pattern drops the one-letter "d": 4 terms
     assert got["bm25"] == {"k1": BM25Config.k1, "b": BM25Config.b, "method": "lucene", "stopwords": "en",

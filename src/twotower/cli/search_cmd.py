@@ -105,7 +105,8 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                         "exists; null for the packaged model), doc_encoder, query_encoder (null: not recorded by an "
                         "older index), query_encoder_now and query_encoder_matches (the model's query tower now, and "
                         "whether it is the recorded one; null when unchecked), encoder_backend, "
-                        "max_length, query_max_length, fusion, source, truncation and bm25 (k1, b, method, "
+                        "max_length, query_max_length, fusion, source, truncation, twotower_version (the version that "
+                        "built it; null: an older index) and bm25 (k1, b, method, "
                         "stopwords, stemmer, token_pattern, documents, vocabulary)")
     n.set_defaults(func=cmd_search_info)
 

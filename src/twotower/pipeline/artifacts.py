@@ -4,7 +4,8 @@ Layout of a run folder::
 
     config.json          resolved RunConfig
     run.json             shapes needed to rebuild the model, fingerprint, title column, item text encoder,
-                         sha256 of each data file given (input_sha256, by data setting)
+                         sha256 of each data file given (input_sha256, by data setting), the twotower and
+                         torch versions that wrote it (twotower_version, torch_version; absent from older runs)
     model.safetensors    best weights
     vocab/users.json     external id <-> row
     vocab/items.json
@@ -64,6 +65,7 @@ from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.shell import shell_arg
 from twotower.utils.whole_numbers import whole_numbers
+from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = ["TrainedRun", "check_loaded_run", "check_finite_user", "check_new_history", "refuse_empty_history", "save_run_data", "write_manifest", "verify_manifest",
            "input_digests", "verify_data_copies", "read_item_meta", "write_item_meta",
@@ -254,6 +256,10 @@ def save_run_data(out: Path, config: RunConfig, prep: Any, item_text_shape: tupl
         "input_sha256": input_sha256,
         "title_col": prep.sources.title_col,
         "report": prep.report,
+        # which code trained it: a run's numbers can move with either (torch's kernels change float sums); not
+        # hashed into the fingerprint, so a run trained by another version serves its indexes as before
+        VERSION_KEY: installed_version(),
+        "torch_version": torch.__version__,
     }
     atomic_write_json(out / "run.json", info)
 

@@ -61,6 +61,7 @@ from twotower.utils.atomic import atomic_dir, atomic_write_json
 from twotower.utils.folder_lock import writes_folder
 from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.shell import shell_arg
+from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = [
     "FinetuneConfig",
@@ -395,6 +396,7 @@ def finetune_bi_encoder(
                 d_model.save(str(tmp / "doc"), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / META_FILE, {
             "format": 2, "kind": "bi_encoder", "base": str(base_dir), "base_chain": chain[1:],
+            VERSION_KEY: installed_version(),  # absent from a marker written before it was recorded
             "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
             "epoch_losses": epoch_losses(history),  # first and last read against chance_loss by search train

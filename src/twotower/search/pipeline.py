@@ -2,7 +2,8 @@
 
 Layout of ``path/``::
 
-    meta.json        format, model (bi-encoder dir or null), max_length, query_max_length, fusion, sha256 of every file
+    meta.json        format, model (bi-encoder dir or null), max_length, query_max_length, fusion, sha256 of every file,
+                     twotower_version (absent from an older index)
     docs.json        {"ids": [...], "titles": [...], "texts": [...]}
     bm25/            BM25Retriever.save
     embeddings.npy   float32 [N, D] corpus embeddings from the document tower
@@ -36,6 +37,7 @@ from twotower.utils.atomic import (
     verify_files,
 )
 from twotower.utils.shell import shell_arg
+from twotower.utils.version import VERSION_KEY, installed_version
 
 if TYPE_CHECKING:
     from twotower.search.bm25 import BM25Config
@@ -155,7 +157,7 @@ def _tower_ids(model: str | None, settings: EncoderSettings) -> tuple[str, str]:
 
 #: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
 DESCRIBED = ("documents", "model", "doc_encoder", "query_encoder", "encoder_backend", "max_length",
-             "query_max_length", "fusion", "source", "truncation")
+             "query_max_length", "fusion", "source", "truncation", "twotower_version")
 
 
 def describe_index(path: str | os.PathLike[str]) -> dict[str, object]:
@@ -339,6 +341,7 @@ class SearchIndex:
                 "source": self.source, "documents": len(self.corpus),  # what the index was built from
                 # passages longer than max_length, cut by the encoder (text_encoder.truncation_report; null: unknown)
                 "truncation": self.dense.truncation,
+                VERSION_KEY: installed_version(),  # absent from an index saved before it was recorded
             })
 
     @classmethod

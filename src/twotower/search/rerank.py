@@ -39,6 +39,7 @@ from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 from twotower.utils.runtime import keeps_caller_state
 from twotower.utils.shell import shell_arg
+from twotower.utils.version import VERSION_KEY, installed_version
 
 __all__ = ["CrossEncoderReranker", "RerankTrainConfig", "RerankValidation", "train_cross_encoder", "validate_reranking",
            "NO_LEARNING_SHARE", "against_chance", "barely_learned"]
@@ -507,6 +508,7 @@ def train_cross_encoder(
         model.save(str(tmp), create_model_card=False, safe_serialization=True)
         atomic_write_json(tmp / CROSS_ENCODER_META, {
             "format": 2, "kind": "cross_encoder", "base": str(base_dir), "base_chain": chain[1:],
+            VERSION_KEY: installed_version(),  # absent from a marker written before it was recorded
             "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
             # the mean loss of the last steps next to a constant scorer's on the same groups (what "no learning"
