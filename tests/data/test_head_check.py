@@ -100,7 +100,7 @@ def test_bad_parquet_record_near_the_start_is_named_from_the_first_chunk(tmp_pat
     reads = _spy(monkeypatch, pd, "read_parquet")
     err = _error(path)
     assert (err.row, err.column) == (3, "rating")
-    assert str(err) == f"{expected} (counted in the first 5 rows; the rest of the file was not read)"
+    assert str(err) == f"{expected} (counted in the first 5 records; the rest of the file was not read)"
     assert reads == []  # read in chunks (test_parquet_chunk_check.py), not whole, and no head read before them
 
 

@@ -64,7 +64,7 @@ def test_bad_record_in_a_middle_chunk_stops_the_read_there(tmp_path, chunks, mon
     err = _error(path)
     assert (err.row, err.unit, err.column) == (24, "record", column)  # records are numbered from 1
     # an empty id's count ("1 record(s) in total") is of the records read
-    assert str(err).removesuffix(" (counted in the first 25 rows; the rest of the file was not read)") == str(expected)
+    assert str(err).removesuffix(" (counted in the first 25 records; the rest of the file was not read)") == str(expected)
     assert chunks == [5] * 5  # of the file's 12 chunks: up to the 5th, none read whole before them
 
 
@@ -76,7 +76,7 @@ def test_counts_are_said_to_be_of_the_records_read(tmp_path, chunks, monkeypatch
     err = _error(path)
     assert (err.row, err.column) == (13, "user_id")
     assert "2 record(s) in total" in str(err)
-    assert str(err).endswith("(counted in the first 15 rows; the rest of the file was not read)")
+    assert str(err).endswith("(counted in the first 15 records; the rest of the file was not read)")
     assert "3 record(s) in total" in str(_whole(monkeypatch, lambda: _error(path)))
 
 
@@ -91,7 +91,7 @@ def test_a_null_in_a_later_chunk_of_integers_is_named_as_in_a_whole_read(tmp_pat
     expected = _whole(monkeypatch, lambda: _error(path))
     err = _error(path)
     assert (err.row, err.column) == (expected.row, expected.column) == (48, column)
-    assert str(err).removesuffix(" (counted in the first 50 rows; the rest of the file was not read)") == str(expected)
+    assert str(err).removesuffix(" (counted in the first 50 records; the rest of the file was not read)") == str(expected)
 
 
 def _good(times: str) -> pd.DataFrame:
@@ -148,3 +148,16 @@ def test_no_records_and_a_missing_column_are_refused_as_before(tmp_path, chunks,
     chunks.clear()
     assert str(_error(path)) == str(_whole(monkeypatch, lambda: _error(path)))
     assert chunks == ([5] if rows else [])  # the first chunk told it
+
+
+@pytest.mark.parametrize("column", ["user_id", "rating"])
+def test_counts_and_their_note_say_records(tmp_path, chunks, monkeypatch, column):
+    """The count said "2 record(s)" (an id) or "2 row(s)" (a rating), the note "counted in the first 15 rows"."""
+    df = _frame().astype({column: object})
+    df.loc[[12, 13, 50], column] = None
+    path = tmp_path / "i.parquet"
+    df.to_parquet(path)
+    err = str(_error(path))
+    assert "2 record(s) in total" in err and "row(s)" not in err and "rows;" not in err
+    assert err.endswith("(counted in the first 15 records; the rest of the file was not read)")
+

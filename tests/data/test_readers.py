@@ -730,3 +730,19 @@ def test_a_missing_timestamp_is_said_in_the_files_words_with_the_ways_out(tmp_pa
     with pytest.raises(DataError, match=r"row 3, column 'timestamp': missing timestamp \(an empty field, or a row with "
                                         r"fewer fields than the header\); " + way_out.format(unit="row")):
         read_interactions(p)
+
+
+def test_missing_rating_is_counted_in_the_files_words(tmp_path):
+    """A Parquet file's missing rating said "2 row(s) in total; fill or drop those rows", its empty id "record(s)"."""
+    df = pd.DataFrame({"user_id": ["u1", "u2", "u3"], "item_id": ["i1", "i2", "i3"], "timestamp": [1, 2, 3],
+                       "rating": [4.0, None, None]})
+    path = tmp_path / "i.parquet"
+    df.to_parquet(path)
+    with pytest.raises(DataError, match=r"record 2, column 'rating': missing rating \(2 record\(s\) in total\); "
+                                        r"fill or drop those records"):
+        read_interactions(path)
+    path = tmp_path / "i.jsonl"
+    df.to_json(path, orient="records", lines=True)
+    with pytest.raises(DataError, match=r"line 2, column 'rating': missing rating \(2 line\(s\) in total\); "
+                                        r"fill or drop those lines"):
+        read_interactions(path)

@@ -21,7 +21,7 @@ _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 
 log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
 
-__all__ = ["CSV_ROWS", "FRAME_ROWS", "PANDAS_NA", "RowNumbers", "check_rows", "ids_to_str", "parse_ratings",
+__all__ = ["CSV_ROWS", "FRAME_ROWS", "PANDAS_NA", "RowNumbers", "check_rows", "counted", "ids_to_str", "parse_ratings",
            "parse_timestamps"]
 
 
@@ -168,6 +168,12 @@ def _bad_number(what: str, value: Any) -> str:
     return f"non-finite {what} {_plain(value)!r}"
 
 
+def counted(unit: str) -> str:
+    """What a count of a file's data positions is of, in its numbering's word: ``rows`` (CSV, and a DataFrame's,
+    whose ``iloc`` is only how they are numbered), ``records`` (Parquet, JSON arrays), ``lines`` (JSON lines)."""
+    return "rows" if unit == "iloc" else f"{unit}s"
+
+
 def _missing_timestamp(unit: str) -> str:
     """A missing timestamp, in the words of the file's kind, with the ways out (as a missing rating says them).
 
@@ -175,8 +181,7 @@ def _missing_timestamp(unit: str) -> str:
     for a CSV fault, and "; expected epoch seconds" after it told them nothing they could do.
     """
     why = "an empty field, or a row with fewer fields than the header" if unit == "row" else "null, NaN or NaT"
-    rows = "rows" if unit == "iloc" else f"{unit}s"  # a DataFrame's are rows, its iloc only how they are counted
-    return (f"missing timestamp ({why}); fill or drop such {rows}, or set data.timestamp_col=null to take each "
+    return (f"missing timestamp ({why}); fill or drop such {counted(unit)}, or set data.timestamp_col=null to take each "
             "user's rows in file order")
 
 
@@ -291,8 +296,8 @@ def ids_to_str(values: pd.Series, *, file: str, column: str, rows: RowNumbers = 
     bad = out.isna().to_numpy()
     if allow_empty:
         return pd.Series(["" if b else v for v, b in zip(out.tolist(), bad.tolist())], dtype=object).astype(str)
-    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {rows.unit}(s) in total; {_why_empty(rows, pos, column)}); "
-               f"every {rows.unit} needs a {column!r} value", file=file, column=column, rows=rows)
+    check_rows(bad, lambda pos: f"empty id ({int(bad.sum())} {counted(rows.unit)[:-1]}(s) in total; {_why_empty(rows, pos, column)}); "
+               f"every {counted(rows.unit)[:-1]} needs a {column!r} value", file=file, column=column, rows=rows)
     return out.astype(str)
 
 
@@ -490,7 +495,9 @@ def parse_ratings(values: pd.Series, *, file: str, column: str, rows: RowNumbers
         # are, and that training does not need ratings at all (every row is a positive), so the column can go
         missing = values.isna().to_numpy() | values.map(lambda v: isinstance(v, str) and not v.strip()).to_numpy(bool)
         n_missing = int(missing.sum())
-        check_rows(missing, lambda pos: f"missing rating ({n_missing} row(s) in total); fill or drop those rows, or "
+        # in the file's words, as an empty id says them: a Parquet file's "2 record(s)" said "2 row(s)"
+        noun = counted(rows.unit)
+        check_rows(missing, lambda pos: f"missing rating ({n_missing} {noun[:-1]}(s) in total); fill or drop those {noun}, or "
                    f"set data.rating_col=null: training treats every row as a positive and does not read ratings",
                    file=file, column=column, rows=rows)
     check_rows(bad, lambda pos: _bad_rating(values.iloc[pos]), file=file, column=column, rows=rows)

@@ -34,6 +34,7 @@ from twotower.data.columns import (
     _TS_LIMIT,
     RowNumbers,
     check_rows,
+    counted,
     ids_to_str,
     parse_ratings,
     parse_timestamps,
@@ -1164,11 +1165,12 @@ def _first_bad_row(errors: list[DataError]) -> DataError:
 
 
 def _counted_in(e: DataError, end: int) -> DataError:
-    """``e`` from the first ``end`` rows of a file: its counts ("3 row(s) in total", "the same holds for rows ...")
-    are of those rows, not of the file, and say so."""
+    """``e`` from the first ``end`` rows (records, lines: ``e.unit``'s) of a file: its counts ("3 row(s) in total",
+    "the same holds for rows ...") are of those rows, not of the file, and say so, in the count's own word (a
+    Parquet file's "2 record(s) in total" was "counted in the first 15 rows")."""
     if not re.search(r"in total|the same holds for|in all\)", e.message):
         return e
-    return DataError(f"{e.message} (counted in the first {end:,} rows; the rest of the file was not read)",
+    return DataError(f"{e.message} (counted in the first {end:,} {counted(e.unit)}; the rest of the file was not read)",
                      file=e.file, row=e.row, column=e.column, unit=e.unit)
 
 
