@@ -161,3 +161,16 @@ def test_counts_and_their_note_say_records(tmp_path, chunks, monkeypatch, column
     assert "2 record(s) in total" in err and "row(s)" not in err and "rows;" not in err
     assert err.endswith("(counted in the first 15 records; the rest of the file was not read)")
 
+
+@pytest.mark.parametrize("damage", ["truncated", "not parquet"])
+def test_a_corrupt_file_reads_alike_in_chunks_and_whole(tmp_path, chunks, monkeypatch, damage):
+    """A whole read said "Could not open Parquet input source '<path>': Parquet magic bytes ...", a chunked one
+    "Parquet magic bytes ...": one message now, naming the file once."""
+    path = tmp_path / "i.parquet"
+    _frame().to_parquet(path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncated" else b"user_id,item_id\nu1,i1\n" * 20)
+    err = str(_error(path))
+    assert err == str(_whole(monkeypatch, lambda: _error(path)))
+    assert err.startswith(f"file {path}: could not read as parquet (ArrowInvalid: Parquet magic bytes not found")
+    assert err.count(str(path)) == 1

@@ -349,7 +349,7 @@ def read_table_numbered(
         # pandas names the file's line of a ragged row ("Expected 4 fields in line 91, saw 6")
         where = re.search(r"\bline (\d+)\b", str(e)) if isinstance(e, pd.errors.ParserError) else None
         raise DataError(
-            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {one_line(e)}); "
+            f"could not read as {suffix.lstrip('.') or 'table'} ({type(e).__name__}: {_reader_words(e)}); "
             "check the format and the file suffix",
             file=label,
             row=int(where.group(1)) if where else None,
@@ -359,6 +359,13 @@ def read_table_numbered(
         raise DataError("did not parse into a table", file=label)
     _check_column_names(df, label, row=1)
     return (df if each_chunk is None else each_chunk(df, rows)), rows
+
+
+def _reader_words(e: Exception) -> str:
+    """The reader's message on one line, without pyarrow's "Could not open Parquet input source '<path>': " (a
+    whole read's words; a chunked read's, pq.ParquetFile's, lack it): the file is named once, before them, and a
+    corrupt file reads alike whole or in chunks."""
+    return re.sub(r"^Could not open Parquet input source '.*?': ", "", one_line(e))
 
 
 #: ``each_chunk`` of :func:`read_table_numbered`: (chunk, its row numbers) -> frame
