@@ -77,7 +77,8 @@ def test_bad_row_past_the_head_gives_the_message_it_gave(tmp_path, head, monkeyp
     assert str(err) == str(_whole_file_error(path, monkeypatch))
 
 
-def test_bad_json_line_near_the_start_stops_after_the_head(tmp_path, head, monkeypatch):
+def test_bad_json_line_near_the_start_stops_after_the_first_chunk(tmp_path, head, monkeypatch):
+    """Read in chunks of CHUNK_ROWS lines, as a CSV file (test_json_lines_chunk_check.py), no head before them."""
     monkeypatch.setattr(json_lines, "CHUNK_LINES", 2)
     records = _frame().to_dict("records")
     records[2]["rating"] = "five"
@@ -88,7 +89,7 @@ def test_bad_json_line_near_the_start_stops_after_the_head(tmp_path, head, monke
     err = _error(path)
     assert (err.row, err.column) == (3, "rating")  # JSON lines name the file's line
     assert str(err) == str(expected)
-    assert len(chunks) == 3  # 5 lines in chunks of 2, of the file's 30 chunks
+    assert len(chunks) == 1  # the first chunk of 5 lines, of the file's 12
 
 
 def test_bad_parquet_record_near_the_start_is_named_from_the_first_chunk(tmp_path, head, monkeypatch):

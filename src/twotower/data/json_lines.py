@@ -12,7 +12,7 @@ import io
 import json
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
@@ -24,7 +24,7 @@ try:  # the parser pd.read_json uses, so numbers are read to the same values
 except ImportError:  # pragma: no cover - a pandas that moved it: the whole-file read below
     ujson_loads = None
 
-__all__ = ["read_json_lines"]
+__all__ = ["read_json_lines", "json_line_chunks"]
 
 #: lines parsed at once
 CHUNK_LINES = 100_000
@@ -68,8 +68,7 @@ def _chunked(path: Path, encoding: str, nrows: int | None) -> pd.DataFrame:
                 break
             if left is not None:
                 left -= len(lines)
-            records = ujson_loads("[" + ",".join(s for s in (line.strip() for line in lines) if s) + "]",
-                                  precise_float=False)
+            records = _records(lines)
             if not all(type(r) is dict for r in records):
                 raise _Unusual
             if records:  # raw values: missing keys are NaN, nothing is converted yet
@@ -80,17 +79,46 @@ def _chunked(path: Path, encoding: str, nrows: int | None) -> pd.DataFrame:
     del chunks
     if len(raw.columns) == 0:  # only {} records
         raise _Unusual
+    return _inferred(raw)
+
+
+def _records(lines: list[str]) -> list[Any]:
+    """The JSON values of these lines (blank ones skipped), parsed as pandas parses them."""
+    return ujson_loads("[" + ",".join(s for s in (line.strip() for line in lines) if s) + "]", precise_float=False)
+
+
+def _inferred(raw: pd.DataFrame) -> pd.DataFrame:
+    """A frame of raw values (object columns) with each column's type inferred over all its rows, as pandas
+    infers it when it builds the frame from the records (emptied as it goes: one column in memory twice)."""
     columns: dict[Any, pd.Series] = {}
     for name in list(raw.columns):
-        # one inference over all the rows, as pandas makes it when it builds the frame from the records
         col = pd.Series(raw[name].to_numpy(dtype=object).tolist())
         del raw[name]
         if col.isna().any():  # what read_json(dtype=False) does to a column holding missing values
             col = col.fillna(np.nan)
         columns[name] = col
-    df = pd.DataFrame(columns)
+    df = pd.DataFrame(columns, index=raw.index if not columns else None)
     df.columns = _labels(list(columns))
     return df
+
+
+def json_line_chunks(path: Path, encoding: str, chunk_lines: int) -> Iterator[pd.DataFrame]:
+    """The file's records ``chunk_lines`` lines at a time (chunks of blank lines alone are skipped), each chunk the
+    frame ``pd.read_json(lines=True, dtype=False, convert_dates=False)`` reads from those lines alone: its column
+    types are the chunk's (a column of integers with a null in another chunk is int64 here), its columns the keys
+    its records have. Raises ValueError on bad JSON or a line that is no JSON object (the caller names the line),
+    UnicodeDecodeError on undecodable bytes."""
+    with open(path, encoding=codec_for(encoding)) as fh:  # newlines and the byte-order mark as in _chunked
+        while lines := list(islice(fh, chunk_lines)):
+            if ujson_loads is None:  # pragma: no cover - a pandas that moved it
+                if any(line.strip() for line in lines):
+                    yield pd.read_json(io.StringIO("".join(lines)), lines=True, dtype=False, convert_dates=False)
+                continue
+            records = _records(lines)
+            if not all(type(r) is dict for r in records):
+                raise ValueError("a line holds JSON that is not an object")
+            if records:
+                yield _inferred(pd.DataFrame(records, dtype=object))
 
 
 def _labels(keys: list[str]) -> pd.Index:

@@ -39,7 +39,7 @@ from twotower.data.columns import (
     parse_ratings,
     parse_timestamps,
 )
-from twotower.data.json_lines import read_json_lines
+from twotower.data.json_lines import json_line_chunks, read_json_lines
 from twotower.data.timeunits import BAND_START_S, date_text, detect_unit
 from twotower.data.text_files import (
     ENCODING_SETTING,
@@ -236,7 +236,7 @@ def read_table_numbered(
     ``encoding_setting`` is how the caller's user sets ``encoding``, named in the warning about a UTF-8 file.
     ``nrows`` (CSV/TSV/TXT, JSON lines and Parquet): read only the first that many data rows (None: all of them).
     ``each_chunk(frame, rows)``, when given, turns the frame read (its names stripped) into the one returned;
-    with ``chunk_rows`` a CSV/TSV/TXT or Parquet file is read that many rows at a time, each chunk passed to it as it is read
+    with ``chunk_rows`` a CSV/TSV/TXT, Parquet or JSON lines file is read that many rows (lines) at a time, each chunk passed to it as it is read
     (``rows`` numbering the chunk's positions as the file's) and the results concatenated, so that a bad row is
     named as soon as its chunk is read (its counts, "3 row(s) in total", said to be of the rows read).
     """
@@ -318,8 +318,10 @@ def read_table_numbered(
                 df = pd.read_json(read_text(path, encoding), orient="records", dtype=False, convert_dates=False)
                 rows = RowNumbers("record", 1)
             else:  # in chunks: pandas' whole-file read took 1.3 GB for 1M records of four fields
-                df = read_json_lines(path, encoding, nrows)
                 rows = RowNumbers("line", 1, path, encoding=encoding)
+                if each_chunk is not None and chunk_rows is not None and nrows is None:
+                    return _json_lines_in_chunks(path, label, encoding, rows, each_chunk, chunk_rows), rows
+                df = read_json_lines(path, encoding, nrows)
         elif suffix in _COMPRESSED_SUFFIXES:
             raise DataError(f"a compressed file ({suffix!r}) is not read: unpack it first and pass the file inside "
                             f"(e.g. `gunzip -k data.csv.gz`, then data.csv); supported: {_SUPPORTED}", file=label)
@@ -443,6 +445,42 @@ def _parquet_in_chunks(path: Path, label: str, rows: RowNumbers, each_chunk: Eac
         start += len(chunk)
     if not parts:  # no records: the columns alone
         parts.append(_each(each_chunk, frame([]), rows))
+    return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+
+
+def _json_lines_in_chunks(path: Path, label: str, encoding: str, rows: RowNumbers, each_chunk: EachChunk,
+                          chunk_lines: int) -> pd.DataFrame:
+    """A JSON lines file read ``chunk_lines`` lines at a time, each chunk's column types inferred over the chunk, and
+    checked by ``each_chunk`` as it is read (:func:`_csv_in_chunks`): its first rows alone were checked, and a bad
+    value past them was named after the whole file was read and converted, where a CSV file's was named at once.
+
+    A key the first chunk's records have and a later chunk's lack is null there, as in a whole read; a key first
+    met in a later chunk comes as a column of that chunk (``each_chunk`` tells whether it matters)."""
+    parts: list[pd.DataFrame] = []
+    start = 0
+    keys: list[str] | None = None
+    chunks = json_line_chunks(path, encoding, chunk_lines)
+    for chunk in chunks:
+        _check_column_names(chunk, label, row=1)
+        if keys is None:
+            keys = list(chunk.columns)
+        else:
+            absent = [k for k in keys if k not in chunk.columns]
+            if absent:
+                chunk = chunk.assign(**{k: np.nan for k in absent})
+            keys += [k for k in chunk.columns if k not in keys]
+        try:
+            parts.append(_each(each_chunk, chunk, rows.shifted(start)))
+        except DataError as e:  # its counts ("3 line(s) in total") are of the lines read, if records follow
+            counted = _counted_in(e, rows.number(start + len(chunk) - 1))
+            if counted is e or not _more(chunks):
+                raise
+            raise counted from e
+        start += len(chunk)
+    if not parts:  # no records (blank lines): pandas' whole-file read says what it makes of them
+        whole = read_json_lines(path, encoding)
+        _check_column_names(whole, label, row=1)
+        parts.append(_each(each_chunk, whole, rows))
     return parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
 
 
@@ -1040,13 +1078,12 @@ def read_interactions(
         if isinstance(source, pd.DataFrame):
             raise ConfigError("format='sasrec' reads a file; a DataFrame is already a table (use format='table')")
         return read_sasrec(source, name=name, encoding=encoding)
-    _check_head(source, columns, name=name, encoding=encoding, time_unit=time_unit)
     return _read_table_interactions(source, columns, name=name, encoding=encoding, time_unit=time_unit)
 
 
-#: a JSON lines file of more than this many bytes has its first HEAD_ROWS rows read and checked before the whole
-#: file is read, so that a bad row near the start is named at once; a CSV/TSV or Parquet file is read and checked
-#: CHUNK_ROWS rows at a time, so that a bad row anywhere is named soon after it is read
+#: an interactions file (CSV/TSV, Parquet, JSON lines) of more than this many bytes is read and checked CHUNK_ROWS
+#: rows (JSON lines: lines) at a time, so that a bad row anywhere is named soon after it is read; a feature table
+#: (:func:`check_head`) has its first HEAD_ROWS rows read and checked before the whole file is read
 HEAD_CHECK_BYTES = 64 << 20
 HEAD_ROWS = 100_000
 CHUNK_ROWS = 250_000
@@ -1064,20 +1101,6 @@ class _ThisThread(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.thread != self.thread
-
-
-def _check_head(source: Any, columns: ColumnMap, *, name: str | None, encoding: str, time_unit: str) -> None:
-    """Read a large file's first :data:`HEAD_ROWS` rows as the whole file is read, raising the DataError they give.
-
-    A bad value 10 rows into a 10M-row CSV (a timestamp 'abc', an empty id) was named only after the whole file
-    was read and its columns converted: 45 s and 1.5 GB before the error. The head costs ~1% of a good file's
-    read; its warnings are dropped (the whole file's read gives them), and the unit-mix check waits for the
-    whole column (it compares each time with the column's median). A CSV/TSV or Parquet file is checked chunk by
-    chunk as it is read instead (:func:`_read_table_interactions`).
-    """
-    check_head(source, lambda n: _read_table_interactions(source, columns, name=name, encoding=encoding,
-                                                          time_unit=time_unit, nrows=n),
-               encoding=encoding, csv_too=False, parquet_too=False)
 
 
 def check_head(source: Any, read_head: Callable[[int], object], *, encoding: str = "utf-8", csv_too: bool = True,
@@ -1116,6 +1139,30 @@ def check_head(source: Any, read_head: Callable[[int], object], *, encoding: str
     finally:
         for logger in loggers:
             logger.removeFilter(quiet)
+
+
+def _json_array(path: Path, encoding: str) -> bool:
+    """A .json file of one JSON array of records (read whole: no chunk of it is a file of records)."""
+    try:
+        return path.suffix.lower() == ".json" and first_char(path, encoding) == "["
+    except (OSError, UnicodeError, ValueError):
+        return False  # the read names it
+
+
+def _refuse_late_columns(raw: pd.DataFrame, columns: ColumnMap, optional: dict[str, str | None], start: int,
+                         rows: RowNumbers, label: str, time_unit: str) -> None:
+    """A chunk of a JSON lines file bringing the timestamp or rating column that the first chunk's records lacked
+    (which read as "no such column": row order, ratings of 1.0): a whole read has that column, null in every record
+    before, and refuses the first. The same error, from the records read (``start`` of them before this chunk)."""
+    for role in ("timestamp", "rating"):
+        col = getattr(columns, role)
+        if col is None or optional[role] is not None or col not in raw.columns:
+            continue
+        values = pd.concat([pd.Series([np.nan] * start, dtype=object), raw[col].astype(object)], ignore_index=True)
+        if role == "rating":
+            parse_ratings(values, file=label, column=col, rows=rows)
+        else:
+            _checked_times(values, file=label, column=col, rows=rows, time_unit=time_unit)
 
 
 def _large(path: Path) -> bool:
@@ -1220,16 +1267,18 @@ def _interaction_columns(raw: pd.DataFrame, columns: ColumnMap, label: str, text
 
 def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | None, encoding: str, time_unit: str,
                              nrows: int | None = None) -> pd.DataFrame:
-    """:func:`read_interactions` of a table (``nrows``: its first that many rows, see :func:`_check_head`).
+    """:func:`read_interactions` of a table (``nrows``: its first that many rows).
 
-    A CSV/TSV or Parquet file of more than :data:`HEAD_CHECK_BYTES` is read and checked :data:`CHUNK_ROWS` rows at a time
-    (ids, ratings, timestamps; what needs the whole column, such as the time unit, after the last chunk).
+    A CSV/TSV, Parquet or JSON lines file of more than :data:`HEAD_CHECK_BYTES` is read and checked
+    :data:`CHUNK_ROWS` rows (lines) at a time (ids, ratings, timestamps; what needs the whole column, such as the
+    time unit, after the last chunk).
     """
     label = _label(source, name)
     id_cols = {columns.user: str, columns.item: str}
     suffix = Path(source).suffix.lower() if isinstance(source, (str, Path)) else ""
     text_table = suffix in _CSV_SUFFIXES
-    chunked = nrows is None and (text_table or suffix in _PARQUET_SUFFIXES) and _large(Path(source))
+    chunked = nrows is None and (text_table or suffix in _PARQUET_SUFFIXES or suffix in _JSON_SUFFIXES) \
+        and _large(Path(source)) and not _json_array(Path(source), encoding)
     found: dict[str, Any] = {}  # the columns, from the first chunk's header
 
     def convert(raw: pd.DataFrame, rows: RowNumbers) -> pd.DataFrame:
@@ -1237,7 +1286,9 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         if "present" not in found:
             found["present"] = list(raw.columns)
             found["optional"] = _interaction_columns(raw, columns, label, text_table)
+            found["rows"] = rows  # the first chunk's: the file's numbering
         optional = found["optional"]
+        _refuse_late_columns(raw, columns, optional, found["start"], found["rows"], label, time_unit)
         out: dict[str, Any] = {}
         errors: list[DataError] = found.setdefault("errors", [])  # the first bad row is named, whatever its column
         for role, col in (("user_id", columns.user), ("item_id", columns.item)):
