@@ -133,7 +133,9 @@ def test_time_units_are_told_from_the_whole_column_not_the_head(tmp_path, head, 
     df.to_csv(path, index=False)
     err = _error(path, columns=ColumnMap())
     assert (err.row, err.column) == (2, "timestamp")
-    assert str(err) == str(_whole_file_error(path, monkeypatch))
+    # refused once the rows read outnumber what may follow (test_unit_mix_chunks.py), in the whole column's words
+    assert str(err).removesuffix(" (counted in the first 40 rows; the rest of the file was not read)") \
+        == str(_whole_file_error(path, monkeypatch))
 
 
 def test_counts_of_a_head_error_say_they_cover_the_head_alone(tmp_path, head, monkeypatch):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from twotower.data.text_files import codec_for
-from twotower.data.timeunits import UNIT_NAMES, date_text, dates_in_unit, detect_unit, finest_unit, units_of
+from twotower.data.timeunits import UNIT_NAMES, date_text, dates_in_unit, detect_unit, finest_unit, unit_of, units_of
 from twotower.errors import DataError
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
@@ -22,7 +22,7 @@ _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
 log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
 
 __all__ = ["CSV_ROWS", "FRAME_ROWS", "PANDAS_NA", "RowNumbers", "check_rows", "counted", "ids_to_str", "parse_ratings",
-           "parse_timestamps"]
+           "parse_timestamps", "unit_mix"]
 
 
 try:  # pandas' default NA strings, so numeric columns keep exactly their default NA handling
@@ -460,12 +460,17 @@ def _check_one_unit(times: np.ndarray, is_num: np.ndarray, values: pd.Series, *,
     each = np.full(len(times), unit, dtype=object)
     each[is_num] = units_of(times[is_num])
     other = is_num & (times != 0) & (each != unit)
-    check_rows(other, lambda pos: (
-        f"timestamp {_plain(values.iloc[pos])!r} has the size of {UNIT_NAMES[each[pos]]} "
-        f"({date_text(int(times[pos]), each[pos])} in them), while the column's numbers are {UNIT_NAMES[unit]} "
-        "(told from their median size); mixed in one column, such rows sort decades away from the others: convert "
-        f"them to {UNIT_NAMES[unit]}, or set data.time_unit=s|ms|us|ns to take every number in that unit"),
-        file=file, column=column, rows=rows)
+    check_rows(other, lambda pos: unit_mix(values.iloc[pos], int(times[pos]), unit), file=file, column=column,
+               rows=rows)
+
+
+def unit_mix(value: Any, time: int, unit: str) -> str:
+    """Why a timestamp (``value`` as written, ``time`` its epoch number) is refused in a column of ``unit`` numbers."""
+    its = unit_of(time)
+    return (f"timestamp {_plain(value)!r} has the size of {UNIT_NAMES[its]} ({date_text(time, its)} in them), while the "
+            f"column's numbers are {UNIT_NAMES[unit]} (told from their median size); mixed in one column, such rows "
+            f"sort decades away from the others: convert them to {UNIT_NAMES[unit]}, or set "
+            "data.time_unit=s|ms|us|ns to take every number in that unit")
 
 
 def _floored_off(dates: pd.Series, unit: str) -> np.ndarray | None:

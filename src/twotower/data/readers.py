@@ -38,9 +38,10 @@ from twotower.data.columns import (
     ids_to_str,
     parse_ratings,
     parse_timestamps,
+    unit_mix,
 )
 from twotower.data.json_lines import json_line_chunks, read_json_lines
-from twotower.data.timeunits import BAND_START_S, date_text, detect_unit
+from twotower.data.timeunits import BAND_START_S, date_text, detect_unit, unit_of, units_of
 from twotower.data.text_files import (
     ENCODING_SETTING,
     check_wide_bom,
@@ -1141,6 +1142,138 @@ def check_head(source: Any, read_head: Callable[[int], object], *, encoding: str
             logger.removeFilter(quiet)
 
 
+_BANDS = ("s", "ms", "us", "ns")
+
+
+class _UnitTally:
+    """The epoch units of a chunked read's timestamps, chunk by chunk, to refuse a column of mixed units (seconds
+    beside milliseconds) as soon as the whole column's refusal is certain: it was told only after the last chunk.
+
+    The whole column's unit is its median's (:func:`parse_timestamps`), which a file's later rows may move: a
+    number outside the median unit of the rows read is refused only once no rows that may follow could change that
+    unit (:meth:`_settled`); then the error is the whole column's, naming its first row. A good file's numbers are
+    all of one unit, and cost a min and a max per chunk."""
+
+    def __init__(self, label: str, column: str, rows: RowNumbers) -> None:
+        self.label, self.column, self.rows = label, column, rows  # rows: the first chunk's, the file's numbering
+        self.count = dict.fromkeys(_BANDS, 0)  # numbers of each unit's size, zeros among the seconds (as a median)
+        self.low = dict.fromkeys(_BANDS, np.inf)  # each unit's smallest and largest |number|
+        self.high = dict.fromkeys(_BANDS, -np.inf)
+        self.seen: set[str] = set()  # the units of nonzero numbers (a zero is no unit: never refused)
+        self.chunks: list[tuple[int, int, Any]] = []  # (start, length, unit or per-row codes) of each chunk's numbers
+        self.shown: dict[int, tuple[Any, int]] = {}  # the first nonzero numbers of each unit: position -> as written
+        self.read = 0
+        self.most: int | None = None  # at most this many records in the file (-1: not known)
+
+    def add(self, written: pd.Series, start: int, most: Callable[[], int | None]) -> None:
+        """Tally a chunk's numbers (``start``: its first data position); DataError once the column is bad for sure."""
+        self.read = start + len(written)
+        times, is_num = _epoch_numbers(written)
+        if not is_num.any():
+            return
+        size = np.abs(times.astype(np.float64))
+        lo, hi = float(size[is_num].min()), float(size[is_num].max())
+        if unit_of(lo) == unit_of(hi) and lo > 0 and is_num.all():  # the usual chunk: one unit, nothing else
+            band = unit_of(lo)
+            self._tally(band, len(written), lo, hi)
+            self.chunks.append((start, len(written), band))
+            self._show(np.arange(min(6, len(written))), written, times, start)
+        else:
+            codes = np.full(len(written), -1, dtype=np.int8)  # the unit of each nonzero number; -1: none
+            codes[is_num] = pd.Categorical(units_of(times[is_num]), categories=_BANDS).codes
+            codes[is_num & (times == 0)] = -1
+            for b, band in enumerate(_BANDS):
+                mine = is_num & (codes == b) | (is_num & (times == 0) if band == "s" else False)
+                if mine.any():
+                    self._tally(band, int(mine.sum()), float(size[mine].min()), float(size[mine].max()),
+                                nonzero=bool((codes == b).any()))
+                self._show(np.flatnonzero(codes == b)[:6], written, times, start)
+            self.chunks.append((start, len(written), codes))
+        unit = self._median_unit()
+        if self.seen <= {unit}:
+            return  # every unit read is the median's: nothing refused yet, whatever follows
+        if self.most is None:
+            self.most = most() or -1
+        if self.most >= 0 and self._settled(max(self.most - self.read, 0)):
+            self._refuse(unit)
+
+    def _tally(self, band: str, n: int, lo: float, hi: float, nonzero: bool = True) -> None:
+        self.count[band] += n
+        self.low[band], self.high[band] = min(self.low[band], lo), max(self.high[band], hi)
+        if nonzero:
+            self.seen.add(band)
+
+    def _show(self, where: np.ndarray, written: pd.Series, times: np.ndarray, start: int) -> None:
+        """Keep the first six nonzero numbers of each unit as written: the error shows the first and names five more."""
+        for pos in where.tolist():
+            if sum(1 for p in self.shown if unit_of(self.shown[p][1]) == unit_of(int(times[pos]))) >= 6:
+                return
+            self.shown[start + pos] = (written.iloc[pos], int(times[pos]))
+
+    def _median_unit(self, below: int = 0, above: int = 0) -> str:
+        """The unit of the median of the numbers read, with ``below`` more of 0 and ``above`` more past every unit."""
+        count = {**self.count, "s": self.count["s"] + below, "ns": self.count["ns"] + above}
+        low = {**self.low, "s": 0.0 if below else self.low["s"]}
+        high = {**self.high, "ns": np.inf if above else self.high["ns"]}
+        ends = np.cumsum([count[b] for b in _BANDS])  # the numbers in sorted order: each unit's after the last's
+        i, j = (int(np.searchsorted(ends, k, side="right")) for k in ((ends[-1] - 1) // 2, ends[-1] // 2))
+        if i == j:
+            return _BANDS[i]
+        return unit_of((high[_BANDS[i]] + low[_BANDS[j]]) / 2)  # the two middle numbers: the largest, the smallest
+
+    def _settled(self, left: int) -> bool:
+        """Whether no ``left`` numbers more, however small or large, move the median out of its unit."""
+        return self._median_unit(below=left) == self._median_unit(above=left)
+
+    def _refuse(self, unit: str) -> None:
+        """The whole column's error for the numbers read: its first number of another unit than ``unit``."""
+        code = _BANDS.index(unit)
+        bad = np.zeros(self.read, dtype=bool)
+        for start, length, codes in self.chunks:
+            if isinstance(codes, str):
+                bad[start:start + length] = codes != unit
+            else:
+                bad[start:start + length] = (codes >= 0) & (codes != code)
+        check_rows(bad, lambda pos: unit_mix(self.shown[pos][0], self.shown[pos][1], unit), file=self.label,
+                   column=self.column, rows=self.rows)
+
+
+def _epoch_numbers(values: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """A chunk's timestamps as :func:`parse_timestamps` floors them (int64), and which are numbers (not dates)."""
+    if isinstance(values.dtype, np.dtype) and values.dtype.kind in "iu":
+        return values.to_numpy(dtype=np.int64), np.ones(len(values), dtype=bool)
+    if pd.api.types.is_datetime64_any_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+        return np.zeros(len(values), dtype=np.int64), np.zeros(len(values), dtype=bool)
+    numeric = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64)
+    is_num = np.isfinite(numeric)
+    times = np.zeros(len(values), dtype=np.int64)
+    times[is_num] = np.floor(numeric[is_num]).astype(np.int64)
+    return times, is_num
+
+
+def _records_at_most(path: Path, suffix: str, encoding: str) -> int | None:
+    """More records than the file can hold (None: not known): a Parquet file's count, a text file's lines (a CSV
+    file's header one of them); read only when a chunked read meets numbers of two units."""
+    try:
+        if suffix in _PARQUET_SUFFIXES:
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        codec = codec_for(encoding)
+        if b"\n" not in "\n".encode(codec) or b"\r" not in "\r".encode(codec):
+            return None  # line ends not written as the bytes counted below (EBCDIC)
+        lf = cr = crlf = 0
+        last = b""
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 24):
+                lf, cr = lf + block.count(b"\n"), cr + block.count(b"\r")
+                crlf += block.count(b"\r\n") + (last == b"\r" and block[:1] == b"\n")
+                last = block[-1:]
+        return lf + cr - crlf + 1  # \n, \r\n and \r each end a line; the last may end none
+    except Exception:  # whatever it is, the read after the last chunk checks the whole column
+        return None
+
+
 def _json_array(path: Path, encoding: str) -> bool:
     """A .json file of one JSON array of records (read whole: no chunk of it is a file of records)."""
     try:
@@ -1297,7 +1430,7 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         if optional["timestamp"] is not None:
             times = raw[optional["timestamp"]].reset_index(drop=True)
             if chunked:  # a bad time named now; the warnings come from the whole column's conversion
-                written = times
+                written, before = times, len(errors)
                 times = _or_error(errors, lambda: _checked_times(written, file=label, column=optional["timestamp"],
                                                                  rows=rows, time_unit=time_unit), written)
                 if isinstance(times.dtype, pd.DatetimeTZDtype) and "early" not in found:
@@ -1306,6 +1439,10 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
                     early = np.flatnonzero((times < _BAND_START).to_numpy())
                     if early.size:
                         found["early"] = {found["start"] + int(early[0]): written.iloc[int(early[0])]}
+                if time_unit == "auto" and len(errors) == before:  # its times read: are they of one unit?
+                    units = found.setdefault("units", _UnitTally(label, optional["timestamp"], rows))
+                    _or_error(errors, lambda: units.add(written, found["start"], lambda: _records_at_most(
+                        Path(source), suffix, encoding)), None)
                 found["dates"] = found.get("dates", False) or isinstance(times.dtype, pd.DatetimeTZDtype)
                 found["other"] = found.get("other", False) or not isinstance(times.dtype, pd.DatetimeTZDtype)
             out["timestamp"] = times
