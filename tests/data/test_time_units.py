@@ -335,3 +335,13 @@ def test_times_rounded_by_a_narrow_float_column_are_warned_about(tmp_path, caplo
         read_interactions(df.assign(timestamp=df["timestamp"].astype("float64") * 1000))  # ms in float64: exact
         read_interactions(df.assign(timestamp=pd.Series([1000, 2000], dtype="float32")))  # below 2**24: exact
     assert "holds whole numbers exactly" not in caplog.text
+
+
+def test_a_time_before_the_year_1_is_refused_as_a_mixed_unit_not_a_crash(tmp_path):
+    """-62135596800000008 is a time beyond Python's years 1-9999 that pandas holds, and strftime refused it:
+    NotImplementedError where the unit-mix error shows the date (found by test_fuzz_readers)."""
+    path = tmp_path / "i.csv"
+    path.write_text("user_id,item_id,timestamp\nu,i,0\nu,i,0\nu,i,-62135596800000008.0\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"row 4, column 'timestamp': timestamp -6.213559680000001e\+16 has the size "
+                                        r"of epoch microseconds \(-62135596800000008 in them\)"):
+        read_interactions(path)

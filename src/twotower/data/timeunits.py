@@ -147,9 +147,10 @@ def show_time(value: int, unit: str) -> str:
     """``1714521600000 (2024-05-01 00:00:00 UTC)``: the number as stored and the date it means in ``unit``."""
     try:
         date = pd.Timestamp(int(value), unit=unit, tz="UTC")
-    except (ValueError, OverflowError):  # beyond pandas' years 1677-2262
+        # strftime refuses a year before 1 (-62135596800000008 ns) with NotImplementedError
+        return f"{int(value)} ({date:%Y-%m-%d %H:%M:%S} UTC)"
+    except (ValueError, OverflowError, NotImplementedError):  # beyond pandas' years 1677-2262, or Python's 1-9999
         return str(int(value))
-    return f"{int(value)} ({date:%Y-%m-%d %H:%M:%S} UTC)"
 
 
 def date_text(value: int, unit: str) -> str:
