@@ -293,7 +293,7 @@ def test_user_features_are_checked_as_recommend_checks_them(feature_run, mean_ru
     # says how to get a tower that reads them (the README's quick start once trained without a user table)
     with pytest.raises(DataError, match=r"reads no user features \(.*train with --users FILE"):
         explain_recommendation(mean_run, history_rows=[1, 2], item_row=0, user_features={"age": 30})
-    with pytest.raises(ConfigError, match="object of column -> value"):
+    with pytest.raises(ConfigError, match="^user_features: must map user feature columns to values"):
         explain_recommendation(feature_run, history_rows=[1], item_row=0, user_features=[("age", 30)])
 
 
@@ -394,5 +394,5 @@ def test_explain_by_id_takes_history_as_recommend_does(mean_run) -> None:
     assert sorted(h["item_id"] for h in by_history["history"]) == ids
     with pytest.raises(ConfigError, match="not both"):
         explain_by_id(mean_run, history=ids, history_ids=ids, item_id="i4")
-    with pytest.raises(ConfigError, match="^history is a list of item ids"):
+    with pytest.raises(ConfigError, match="^history: must be a list of item ids"):
         explain_by_id(mean_run, history="i1", item_id="i4")

@@ -135,6 +135,6 @@ def test_explain_by_id_refuses_a_history_given_as_one_string(mean_run) -> None:
     from twotower.errors import ConfigError
     from twotower.explain import explain_by_id
 
-    with pytest.raises(ConfigError, match=r"history_ids is a list of item ids, oldest first, e.g. \['i1'\]; got a string"):
+    with pytest.raises(ConfigError, match=r'^history_ids: must be a list of item ids, oldest first, e.g. \["i1"\], got a string'):
         explain_by_id(mean_run, history_ids="i1", item_id="i3")
     assert explain_by_id(mean_run, history_ids=("i1",), item_id="i3")["text"]

@@ -43,11 +43,12 @@ def test_a_run_without_user_features_is_named_by_the_flag(mean_run, capsys) -> N
 @pytest.mark.parametrize(("typed", "said"), [("[1]", "an array"), ("null", "null"), ('"age"', "a string"),
                                              ("true", "a boolean")])
 def test_a_value_that_is_no_object_is_named_in_json_words(feature_run, capsys, typed, said) -> None:
-    """'got list', 'got NoneType', 'got str': Python's type names for what was typed as JSON."""
+    """'got list', 'got NoneType', 'got str': Python's type names for what was typed as JSON; now the words of
+    POST /recommend's 422 for "user_features": "age"."""
     capsys.readouterr()
     assert main(["recommend", "--run", str(feature_run.dir), "--history", "i0", "--user-features", typed]) == 2
     assert capsys.readouterr().err.rstrip().endswith(
-        f"error: --user-features: a JSON object of column -> value, got {said}; e.g. '{{\"age\": 25, \"gender\": \"F\"}}'")
+        f'error: --user-features: must map user feature columns to values, e.g. {{"age": 25, "gender": "F"}}, got {said}')
 
 
 @pytest.mark.parametrize("command", ["recommend", "explain"])

@@ -49,22 +49,22 @@ def test_lists_tuples_arrays_and_generators_are_still_taken(run):
 def test_a_history_without_an_order_is_refused(run, history):
     # a history is oldest first: a set was pooled in whatever order it iterated, without a word
     kind = type(history).__name__
-    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}, which has "
+    with pytest.raises(tt.ConfigError, match=rf"^history: must be a list of item ids, oldest first, got an? {kind}, which has "
                                              r"no order: pass a list in time order"):
         tt.recommend(run, history=history)
-    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}"):
+    with pytest.raises(tt.ConfigError, match=rf"^history: must be a list of item ids, oldest first, got an? {kind}"):
         tt.explain_by_id(run, history=history, item_id="i3")
     from twotower.pipeline.recommend import open_run_index
     from twotower.serving import RecommenderService
 
     service = RecommenderService(run, open_run_index(run, exact=True)[0])
-    with pytest.raises(tt.ConfigError, match=rf"^history is a list of item ids, oldest first; got a {kind}"):
+    with pytest.raises(tt.ConfigError, match=rf"^history: must be a list of item ids, oldest first, got an? {kind}"):
         service.explain(history=history, item_id="i3")  # RecommenderService called from Python
 
 
 def test_one_id_as_a_history_says_what_to_pass(run):
     # "TypeError: 'int' object is not iterable"
-    with pytest.raises(tt.ConfigError, match=r"^history is a list of item ids, oldest first, e.g. \[5\]; got int"):
+    with pytest.raises(tt.ConfigError, match=r"^history: must be a list of item ids, oldest first, e.g. \[5\], got an int"):
         tt.recommend(run, history=5)
 
 

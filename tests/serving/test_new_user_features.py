@@ -237,7 +237,7 @@ def test_the_python_service_explains_with_features(feature_service):
     top = answer["items"][0]
     e = service.explain(item_id=top["item_id"], history=history, user_features=feats)["explanation"]
     _same_explanation(e, top["explanation"])
-    with pytest.raises(ConfigError, match="object of column -> value"):
+    with pytest.raises(ConfigError, match="^user_features: must map user feature columns to values"):
         service.explain(item_id=top["item_id"], history=history, user_features=[("age", 35)])
 
 

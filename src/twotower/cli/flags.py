@@ -139,8 +139,9 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
         got = ("null" if features is None else "a boolean" if isinstance(features, bool)
                else "a number" if isinstance(features, (int, float)) else "a string" if isinstance(features, str)
                else "an array")
-        raise ConfigError(f"--user-features: a JSON object of column -> value, got {got}; e.g. "
-                          '\'{"age": 25, "gender": "F"}\'')
+        from twotower.pipeline.refusals import user_features_shape_refusal  # the words of HTTP's 422 and Python's
+
+        raise ConfigError(f"--user-features: {user_features_shape_refusal(got)}")
     from twotower.pipeline.refusals import user_features_refusal  # the words of HTTP's 422 and RecommenderService
 
     if (why := user_features_refusal(features)) is not None:

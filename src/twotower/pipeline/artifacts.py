@@ -1035,9 +1035,14 @@ class TrainedRun:
             from twotower.pipeline.refusals import known_user_features_refusal  # noqa: PLC0415 - the words, once
 
             raise ConfigError(f"user_features: {known_user_features_refusal()}")
-        if not isinstance(user_features, Mapping):
-            raise ConfigError(f"user_features must be an object of column -> value, got {type(user_features).__name__}")
-        from twotower.pipeline.refusals import refuse_oversized_user_features  # noqa: PLC0415 - the rule, once
+        from twotower.pipeline.refusals import (  # noqa: PLC0415 - the rule and the words, once
+            python_type_words,
+            refuse_oversized_user_features,
+            user_features_shape_refusal,
+        )
+
+        if not isinstance(user_features, Mapping):  # the words of POST /recommend's 422
+            raise ConfigError(f"user_features: {user_features_shape_refusal(python_type_words(user_features))}")
 
         refuse_oversized_user_features(user_features)  # HTTP's bounds, for every Python caller (explain_recommendation)
         return self.encode_user_features([dict(user_features)])

@@ -26,11 +26,11 @@ def listed_rows(ids: Sequence[Any] | None, row: Callable[[Any], int],
     ``name``: the argument, named when ``ids`` is no list of ids (a string was read letter by letter)."""
     if ids is None:
         return None
-    from twotower.pipeline.refusals import rows_naming_every_unknown
+    from twotower.pipeline.refusals import id_list_refusal, python_type_words, rows_naming_every_unknown
     from twotower.utils.arguments import is_id_list
 
-    if isinstance(ids, (str, bytes)) or not is_id_list(ids):
-        raise ConfigError(f"{name} is a list of item ids, e.g. [{ids!r}]; got {type(ids).__name__}")
+    if isinstance(ids, (str, bytes)) or not is_id_list(ids):  # the words of POST /recommend's 422
+        raise ConfigError(f"{name}: {id_list_refusal(python_type_words(ids), ids)}")
     rows = rows_naming_every_unknown([str(i).strip() for i in ids], row, at, what="exclusion list")
     return np.unique(np.asarray(rows, dtype=np.int64))
 

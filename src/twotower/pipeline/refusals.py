@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["COUNT_NOT_TEXT", "k_refusal", "filters_shape_refusal", "filter_values_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -123,6 +123,30 @@ def filter_values_refusal(field: str, sent: str, value: Any = None) -> str:
 
     example = json.dumps({field: [value if isinstance(value, str) and len(value) <= 40 else "..."]})
     return f"must be a list of values, e.g. {example}, got {sent}"
+
+
+def id_list_refusal(sent: str, value: Any = None, *, oldest_first: bool = False) -> str:
+    """Why a list of item ids that is no list is refused (``"history": "i1"``, ``exclude=5``), after the caller's
+    location (``body.history: ``, ``history: ``, ``exclude: ``); ``sent``: what was sent, in the caller's terms (``a
+    string``); ``oldest_first``: a history's. The example lists ``value`` when it is one id (text or an integer,
+    the one item meant), else a placeholder. HTTP said pydantic's "Input should be a valid list", Python "history is
+    a list of item ids, oldest first, e.g. ['i1']; got a string"."""
+    import json
+
+    one = (isinstance(value, str) and len(value) <= 40) or (type(value) is int and abs(value) < 10**12)
+    order = ", oldest first" if oldest_first else ""
+    return f"must be a list of item ids{order}, e.g. {json.dumps([value if one else '...'])}, got {sent}"
+
+
+#: a new user's user_features as an example: the schema's description's
+USER_FEATURES_EXAMPLE = '{"age": 25, "gender": "F"}'
+
+
+def user_features_shape_refusal(sent: str) -> str:
+    """Why ``user_features`` that are no mapping are refused (``"user_features": "age=3"``), after the caller's
+    location (``body.user_features: ``, ``user_features: ``). HTTP said pydantic's "Input should be a valid
+    dictionary", Python "user_features must be an object of column -> value, got str"."""
+    return f"must map user feature columns to values, e.g. {USER_FEATURES_EXAMPLE}, got {sent}"
 
 
 def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None, sent: str | None = None) -> str | None:

@@ -42,9 +42,11 @@ from twotower.pipeline.refusals import (
     empty_history_refusal,
     filter_values_refusal,
     filters_shape_refusal,
+    id_list_refusal,
     k_refusal,
     too_long,
     too_many,
+    user_features_shape_refusal,
 )
 from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
@@ -231,6 +233,13 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
         elif err.get("type") == "dict_type" and loc and loc[-1] == "filters":
             # "filters": "genres=Comedy": pydantic's "Input should be a valid dictionary" named no shape to send
             msg = filters_shape_refusal(_sent(err.get("input")))
+        elif err.get("type") == "list_type" and loc and loc[-1] in ("history", "exclude_items"):
+            # "history": "i1": pydantic's "Input should be a valid list" named no shape to send (after filters': a
+            # metadata field may be named "history")
+            msg = id_list_refusal(_sent(err.get("input")), err.get("input"), oldest_first=loc[-1] == "history")
+        elif err.get("type") == "dict_type" and loc and loc[-1] == "user_features":
+            # "user_features": "age=3": the words of tt.recommend and the service, as "filters" has them
+            msg = user_features_shape_refusal(_sent(err.get("input")))
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
@@ -266,6 +275,8 @@ def _sent(got: Any) -> str:
     """The JSON type a client sent, in words (the value itself is never echoed)."""
     if got is None:
         return "null"
+    if isinstance(got, bool):  # "user_features": true is no number (the words of `--user-features true`)
+        return "a boolean"
     if isinstance(got, (int, float)):
         return "a number"
     return {str: "a string", list: "an array", dict: "an object"}.get(type(got), "another type")

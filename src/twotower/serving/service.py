@@ -520,12 +520,11 @@ class RecommenderService:
     def history_rows(self, history: Sequence[str]) -> np.ndarray:
         """``[L]`` catalogue rows of an ad-hoc history. An unknown id (404) or one the item tower does not
         know (422) is named with its position, ``history[2]: ...``: a history holds up to max_history ids."""
-        if isinstance(history, (str, bytes)):  # from Python: "181" was read as the history "1", "8", "1"
-            raise ConfigError(f"history is a sequence of item ids, oldest first, e.g. ({history!r},); got the "
-                              f"string {history!r}")
         from twotower.utils.arguments import check_history
 
-        history = check_history(history)  # from Python: a set has no order, and history[pos] below failed on it
+        # from Python: a string ("181" was read as the history "1", "8", "1"), refused in POST /recommend's words; a
+        # set has no order, and history[pos] below failed on it
+        history = check_history(history)
         from twotower.pipeline.refusals import rows_naming_every_unknown
 
         # an unknown id named by its place, and every other unknown one after it (the words of Python and the CLI)

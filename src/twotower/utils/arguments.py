@@ -27,13 +27,13 @@ def check_history(value: Any, name: str = "history") -> list[Any]:
     ``tt.recommend(run, history={'50', '181'})`` pooled the items in whatever order the set iterated, so the
     recency weights and a sequence tower read them oldest-last at random. Lists, tuples, 1-d arrays, Series and
     generators are taken."""
-    if isinstance(value, (str, bytes)):
-        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{value!r}]; got a string")
+    from twotower.pipeline.refusals import id_list_refusal, python_type_words  # the words of POST /recommend's 422
+
     if isinstance(value, (Set, Mapping, ValuesView)):
-        raise ConfigError(f"{name} is a list of item ids, oldest first; got a {type(value).__name__}, which has no "
-                          f"order: pass a list in time order, e.g. {name}=['50', '181']")
-    if not is_id_list(value):
-        raise ConfigError(f"{name} is a list of item ids, oldest first, e.g. [{value!r}]; got {type(value).__name__}")
+        raise ConfigError(f"{name}: must be a list of item ids, oldest first, got {python_type_words(value)}, which "
+                          f"has no order: pass a list in time order, e.g. {name}=['50', '181']")
+    if isinstance(value, (str, bytes)) or not is_id_list(value):
+        raise ConfigError(f"{name}: {id_list_refusal(python_type_words(value), value, oldest_first=True)}")
     return list(value)
 
 
