@@ -10,7 +10,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "TypedCount", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+__all__ = ["OneId", "TypedCount", "number_flag_refusal", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
 
 
@@ -56,14 +56,25 @@ def count_or_typed(text: str) -> int | TypedCount:
         return TypedCount(text)
 
 
+def typed_words(text: str) -> str:
+    """A flag's value as typed, quoted, bounded as Python's echo is: ``'5.5'``, ``a value of 30 characters``."""
+    return repr(text) if len(text) <= 20 else f"a value of {len(text)} characters"
+
+
+def number_flag_refusal(flag: str, text: str, kind: type = int) -> str:
+    """Why a number flag's value is refused when it is no number of its ``kind`` (``int`` or ``float``):
+    ``--top: must be an integer, got '1.5'``, the words of ``--k: must be an integer from 1 to 10000, got '5.5'``.
+    argparse said "argument --top: invalid int value: '1.5'" after the usage lines; its range, where the flag has
+    one, is checked by the command with the number typed."""
+    return f"{flag}: must be {'an integer' if kind is int else 'a number'}, got {typed_words(text)}"
+
+
 def check_k_flag(k: Any) -> None:
     """``--k``'s list length refused in the words of ``tt.recommend`` and POST /recommend (``--k: must be an integer
     from 1 to 10000, got '5.5'``): what was typed is quoted, bounded as Python's echo is."""
     from twotower.pipeline.refusals import k_refusal
 
-    sent = None
-    if isinstance(k, TypedCount):
-        sent = repr(k.text) if len(k.text) <= 20 else f"a value of {len(k.text)} characters"
+    sent = typed_words(k.text) if isinstance(k, TypedCount) else None
     if (why := k_refusal(k, sent=sent)) is not None:
         raise ConfigError(f"--k: {why}")
 

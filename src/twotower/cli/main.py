@@ -40,6 +40,21 @@ class _Parser(argparse.ArgumentParser):
                 raise
             raise argparse.ArgumentError(action, f"{e.message}; did you mean {close!r}?") from None
 
+    def _get_value(self, action: argparse.Action, arg_string: str) -> object:
+        # a number flag's value that is no number (`explain --top 1.5`) is refused in one line, in the words of
+        # `--k 5.5` and of HTTP's 422s (flags.number_flag_refusal): argparse said "argument --top: invalid int
+        # value: '1.5'" after the usage lines. main() prints the ConfigError and exits 2, as argparse did.
+        if action.type in (int, float) and action.option_strings:
+            try:
+                return action.type(arg_string)
+            except ValueError:
+                from twotower.cli.flags import number_flag_refusal
+                from twotower.errors import ConfigError
+
+                flag = max(action.option_strings, key=len)  # --top, not an abbreviation or a short form
+                raise ConfigError(number_flag_refusal(flag, arg_string, action.type)) from None
+        return super()._get_value(action, arg_string)
+
 
 def _closest(word: str, candidates: list[str]) -> str | None:
     """The candidate nearest ``word``, case aside (``--plot-metric ndcg`` means NDCG), or None. Words in another
@@ -488,6 +503,8 @@ def _main(argv: list[str] | None) -> int:
 
     tolerate_narrow_streams()  # a title the locale cannot write is escaped, not a traceback mid-list
     parser = build_parser()
+    from twotower.errors import ConfigError  # the standard library alone
+
     try:
         args, extra = parser.parse_known_args(argv)
         # dotted overrides may sit between options (argparse stops at the first one)
@@ -502,6 +519,9 @@ def _main(argv: list[str] | None) -> int:
             args.overrides = list(args.overrides or []) + extra
     except SystemExit as e:  # argparse: usage + one "error:" line (code 2), or --help (code 0)
         return e.code if isinstance(e.code, int) else 2
+    except ConfigError as e:  # a number flag's value that is no number (_Parser._get_value): one line, status 2
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     rank = _torchrun_rank()
     # under torchrun each rank prints its own error, and a rank > 0 may fail alone (its node lacks the data):
     # untagged, its line read as rank 0's, or as one error printed twice
