@@ -156,12 +156,14 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--k", "0", "sleep"], "error: --k must be >= 1, got 0"),
-    (["--k", "-3", "sleep"], "error: --k must be >= 1, got -3"),
-    (["--rerank-top", "0", "sleep"], "error: --rerank-top must be >= 1, got 0"),
+    (["--k", "0", "sleep"], "error: --k: must be at least 1, got 0"),
+    (["--k", "-3", "sleep"], "error: --k: must be at least 1, got -3"),
+    (["--rerank-top", "0", "sleep"], "error: --rerank-top: must be at least 1, got 0"),
     # padded to k: a huge one was a numpy TypeError ("pad_width must be of integral type") after the index loaded
-    (["--k", "99999999999999999999", "sleep"], "error: --k must be at most 10000, got 99999999999999999999"),
-    (["--rerank-top", "10001", "sleep"], "error: --rerank-top must be at most 10000, got 10001"),
+    (["--k", "99999999999999999999", "sleep"], "error: --k: must be at most 10000 (twotower.config.MAX_K), got a "
+                                               "number of 20 digits"),
+    (["--rerank-top", "10001", "sleep"], "error: --rerank-top: must be at most 10000 (twotower.config.MAX_K), got "
+                                         "10001"),
     (["   "], "error: query is empty; give the text to search for"),
     (["sleep", ""], "error: query 2 is empty; give the text to search for"),
     (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),

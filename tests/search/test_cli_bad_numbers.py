@@ -18,14 +18,14 @@ def _args(*argv: str) -> argparse.Namespace:
 def test_evaluate_refuses_rerank_top_below_one(beir_dir):
     """It was accepted silently (no cross-encoder) or failed deep in reranking; `search query` already refused it."""
     args = _args("search", "evaluate", "--beir", str(beir_dir), "--rerank-top", "0")
-    with pytest.raises(ConfigError, match="--rerank-top must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="^--rerank-top: must be at least 1, got 0$"):
         args.func(args)
 
 
 @pytest.mark.parametrize("flag", ["--max-length", "--query-max-length"])
 def test_evaluate_refuses_lengths_below_one(beir_dir, flag):
     args = _args("search", "evaluate", "--beir", str(beir_dir), "--retriever", "dense", flag, "0")
-    with pytest.raises(ConfigError, match=f"{flag} must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match=f"^{flag}: must be at least 1, got 0$"):
         args.func(args)
 
 
@@ -34,7 +34,7 @@ def test_index_refuses_max_length_below_one_before_any_work(beir_dir, tmp_path):
     out = tmp_path / "idx"
     args = _args("search", "index", "--beir", str(beir_dir), "--out", str(out), "--cache", str(tmp_path / "c"),
                  "--max-length", "0")
-    with pytest.raises(ConfigError, match="--max-length must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="^--max-length: must be at least 1, got 0$"):
         args.func(args)
     assert not out.exists()
 

@@ -103,7 +103,7 @@ def test_new_flags_default_to_the_configs():
 
 @pytest.mark.parametrize("cmd", [["rerank", "train"], ["search", "train"]])
 @pytest.mark.parametrize("flags, message", [
-    (["--mining-depth", "0"], "error: --mining-depth must be >= 1, got 0"),
+    (["--mining-depth", "0"], "error: --mining-depth: must be at least 1, got 0"),
     (["--mining-margin", "1"], "error: --mining-margin must be in [0, 1), got 1.0"),
     (["--lr", "0"], "error: --lr must be > 0, got 0.0"),
 ])

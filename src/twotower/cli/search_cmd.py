@@ -84,7 +84,10 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     q = sub.add_parser("query", help="search a saved index (hybrid by default, optional rerank)")
     q.add_argument("--index", required=True, help="directory written by 'twotower search index'")
     q.add_argument("text", nargs="+", help=f"query text(s), at most {MAX_QUERY_CHARS} characters each")
-    q.add_argument("--k", type=int, default=sc.k, help="results to print (default %(default)s)")
+    from twotower.cli.flags import count_or_typed
+
+    # a --k that is no integer is refused by the command, in the words of `recommend --k` (count_or_typed)
+    q.add_argument("--k", type=count_or_typed, default=sc.k, metavar="K", help="results to print (default %(default)s)")
     q.add_argument("--mode", default="hybrid", choices=["bm25", "dense", "hybrid"],
                    help="bm25, dense or hybrid (default: both, fused as stored with the index)")
     q.add_argument("--rerank", help="cross-encoder directory")
@@ -434,13 +437,14 @@ def _check_models(args: argparse.Namespace) -> None:
 
 
 def _check_positive(args: argparse.Namespace, *flags: str) -> None:
-    """Integer flags that must be >= 1, refused before any data is read or model loaded, naming the flag."""
+    """Integer flags that must be >= 1, refused before any data is read or model loaded, naming the flag, in the
+    words of `recommend --k 0` (``--max-length: must be at least 1, got 0``)."""
     from twotower.errors import ConfigError
 
     for flag in flags:
         value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
         if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be >= 1, got {value}")
+            raise ConfigError(f"{flag}: must be at least 1, got {value}")
 
 
 def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapped
@@ -753,15 +757,14 @@ def _check_query_args(args: argparse.Namespace) -> None:
     """--k and the query texts, checked before the index is loaded."""
     from twotower.errors import ConfigError
 
-    from twotower.config import MAX_K
+    from twotower.cli.flags import check_k_flag
+    from twotower.pipeline.refusals import k_refusal
 
-    if args.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {args.k}")
-    if args.rerank_top is not None and args.rerank_top < 1:
-        raise ConfigError(f"--rerank-top must be >= 1, got {args.rerank_top}")
-    for flag, n in (("--k", args.k), ("--rerank-top", args.rerank_top)):
-        if n is not None and n > MAX_K:  # the hits are padded to k: a huge one was a numpy TypeError or a MemoryError
-            raise ConfigError(f"{flag} must be at most {MAX_K}, got {n}")
+    # the words of `recommend --k` (--k 0: "--k: must be at least 1, got 0"); the hits are padded to k: a huge one
+    # was a numpy TypeError or a MemoryError
+    check_k_flag(args.k)
+    if args.rerank_top is not None and (why := k_refusal(args.rerank_top)) is not None:
+        raise ConfigError(f"--rerank-top: {why}")
     for n, text in enumerate(args.text, start=1):
         where = f"query {n}" if len(args.text) > 1 else "query"
         try:
