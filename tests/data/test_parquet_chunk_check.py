@@ -5,28 +5,25 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-import twotower.data.readers as readers
 from twotower.data.readers import read_interactions
 from twotower.errors import DataError
+from tests.data.chunked_reads import interactions_frame, read_every_file_in_chunks, read_whole, refusal
 
 N = 60
 
 
 def _frame(n: int = N) -> pd.DataFrame:
-    return pd.DataFrame({"user_id": [f"u{i % 7}" for i in range(n)], "item_id": [f"i{i}" for i in range(n)],
-                         "timestamp": 1_600_000_000 + np.arange(n), "rating": np.full(n, 4.0)})
+    return interactions_frame(n)
 
 
 @pytest.fixture
 def chunks(monkeypatch):
     """Every file is large, read 5 records at a time; returns the sizes of the record batches read, as read."""
-    monkeypatch.setattr(readers, "HEAD_CHECK_BYTES", 0)
-    monkeypatch.setattr(readers, "CHUNK_ROWS", 5)
+    read_every_file_in_chunks(monkeypatch)
     read: list = []
     real = pq.ParquetFile.iter_batches
 
@@ -40,15 +37,11 @@ def chunks(monkeypatch):
 
 
 def _error(path, **kw) -> DataError:
-    with pytest.raises(DataError) as e:
-        read_interactions(path, **kw)
-    return e.value
+    return refusal(path, **kw)
 
 
 def _whole(monkeypatch, fn):
-    with monkeypatch.context() as m:
-        m.setattr(readers, "HEAD_CHECK_BYTES", 1 << 60)  # read whole, as a small file is
-        return fn()
+    return read_whole(monkeypatch, fn)
 
 
 @pytest.mark.parametrize("column, value", [("timestamp", "abc"), ("user_id", None), ("rating", "five"),

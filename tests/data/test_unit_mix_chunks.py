@@ -12,20 +12,19 @@ import pytest
 import twotower.data.readers as readers
 from twotower.data.readers import read_interactions
 from twotower.errors import DataError
+from tests.data.chunked_reads import interactions_frame, read_every_file_in_chunks, read_whole, refusal
 
 N = 200
 
 
 def _frame(n: int = N) -> pd.DataFrame:
-    return pd.DataFrame({"user_id": [f"u{i % 7}" for i in range(n)], "item_id": [f"i{i}" for i in range(n)],
-                         "timestamp": 1_600_000_000 + np.arange(n), "rating": np.full(n, 4.0)})
+    return interactions_frame(n)
 
 
 @pytest.fixture
 def tallied(monkeypatch):
     """Every file is large, read 5 rows at a time; returns how many chunks' times were tallied."""
-    monkeypatch.setattr(readers, "HEAD_CHECK_BYTES", 0)
-    monkeypatch.setattr(readers, "CHUNK_ROWS", 5)
+    read_every_file_in_chunks(monkeypatch)
     seen: list = []
     real = readers._UnitTally.add
 
@@ -48,9 +47,7 @@ def _write(df: pd.DataFrame, path) -> None:
 
 
 def _error(path) -> DataError:
-    with pytest.raises(DataError) as e:
-        read_interactions(path)
-    return e.value
+    return refusal(path)
 
 
 def _first(e: DataError) -> str:
@@ -59,9 +56,7 @@ def _first(e: DataError) -> str:
 
 
 def _whole(monkeypatch, fn):
-    with monkeypatch.context() as m:
-        m.setattr(readers, "HEAD_CHECK_BYTES", 1 << 60)  # read whole, as a small file is
-        return fn()
+    return read_whole(monkeypatch, fn)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".jsonl"])
