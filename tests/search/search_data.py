@@ -55,3 +55,18 @@ def build_small_index(tmp_path: Path, monkeypatch, name: str = "idx") -> Path:
     assert main(["-q", "search", "index", "--beir", str(write_beir(tmp_path / "beir")), "--out", str(out),
                  "--max-length", "32", "--cache", str(tmp_path / "cache")]) == 0
     return out
+
+#: qrels of the five QUERIES, one relevant document each (d1 twice): enough to hold queries out and mine negatives
+ONE_RELEVANT_QRELS = "query-id\tcorpus-id\tscore\n1\td1\t1\n2\td1\t1\n3\td2\t1\n4\td4\t1\n5\td3\t1\n"
+
+
+def capture_rerank_training(monkeypatch) -> list:  # noqa: ANN001 - pytest's MonkeyPatch
+    """`rerank train` runs up to the cross-encoder's training, which is recorded instead (``(args, kwargs)`` a
+    call) and not run, and its report is skipped: what the command mined and validated with, without training."""
+    import twotower.cli.search_cmd as search_cmd
+    import twotower.search.rerank as rerank
+
+    calls: list = []
+    monkeypatch.setattr(rerank, "train_cross_encoder", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.setattr(search_cmd, "_report_rerank_training", lambda *a, **k: None)
+    return calls

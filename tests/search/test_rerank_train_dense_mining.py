@@ -3,26 +3,19 @@ stage it will rerank in dense or hybrid search) and validates against that list;
 from __future__ import annotations
 
 import pytest
-from search_data import write_beir
+from search_data import ONE_RELEVANT_QRELS, capture_rerank_training, write_beir
 
 from tests.extras import needs_text
 from twotower.cli.main import main
 
 pytestmark = needs_text
 
-QRELS = "query-id\tcorpus-id\tscore\n1\td1\t1\n2\td1\t1\n3\td2\t1\n4\td4\t1\n5\td3\t1\n"
+QRELS = ONE_RELEVANT_QRELS
 
 
 @pytest.fixture
 def captured(monkeypatch):
-    import twotower.search.rerank as rerank
-
-    calls = []
-    monkeypatch.setattr(rerank, "train_cross_encoder", lambda *a, **k: calls.append((a, k)))
-    import twotower.cli.search_cmd as search_cmd
-
-    monkeypatch.setattr(search_cmd, "_report_rerank_training", lambda *a, **k: None)
-    return calls
+    return capture_rerank_training(monkeypatch)
 
 
 def test_dense_mining_uses_the_bi_encoder_and_validates_against_its_lists(tmp_path, captured):

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from search_data import write_beir
+from search_data import ONE_RELEVANT_QRELS, write_beir
 
 from tests.extras import needs_text
 from twotower.cli.main import main
@@ -15,7 +15,7 @@ from twotower.utils.version import installed_version
 
 pytestmark = needs_text
 
-QRELS = "query-id\tcorpus-id\tscore\n1\td1\t1\n2\td1\t1\n3\td2\t1\n4\td4\t1\n5\td3\t1\n"
+QRELS = ONE_RELEVANT_QRELS
 
 
 @pytest.mark.parametrize("command, marker, extra", [
