@@ -55,6 +55,26 @@ def check_json_out(path: str | os.PathLike[str] | None, flag: str = "--json") ->
         raise SystemExit(f"error: {e}") from None
 
 
+def number_refusal(flag: str, value: float, lo: float | None = None, hi: float | None = None, *,
+                   lo_open: bool = False) -> str | None:
+    """``--k: must be at least 1, got 0``: a number flag out of its range, in the words of the twotower CLI
+    (:func:`twotower.pipeline.refusals.range_refusal`); None inside it."""
+    from twotower.pipeline.refusals import range_refusal
+
+    below = lo is not None and (value <= lo if lo_open else value < lo)
+    if not below and not (hi is not None and value > hi):  # NaN passes, as the scripts' own checks let it
+        return None
+    return f"{flag}: {range_refusal(value, lo, hi, lo_open=lo_open)}"
+
+
+def refuse_below(args: object, names: tuple[str, ...], lo: float = 1, *, lo_open: bool = False) -> None:
+    """Each flag of ``names`` (argparse dests) below ``lo`` (at or below it: ``lo_open``) refused in one line."""
+    for name in names:
+        said = number_refusal("--" + name.replace("_", "-"), getattr(args, name), lo, lo_open=lo_open)
+        if said is not None:
+            raise SystemExit(f"error: {said}")
+
+
 def check_run(path: str | os.PathLike[str] | None, flag: str = "--run") -> None:
     """``--run`` loaded once before any work: a wrong folder is one line, not a traceback (for the serving
     benchmarks, from the server's start-up)."""

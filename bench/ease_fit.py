@@ -25,7 +25,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PeakRSS  # noqa: E402
+from _common import PeakRSS, refuse_below  # noqa: E402
 
 from twotower.evaluation.baselines import _ease_weights, _gram  # noqa: E402
 from twotower.utils.runtime import set_threads  # noqa: E402
@@ -61,8 +61,8 @@ def main() -> int:
     ap.add_argument("--l2", type=float, default=500.0)
     ap.add_argument("--synthetic-items", type=int, default=0, help="also a random matrix of this many items")
     args = ap.parse_args()
-    if args.rounds < 1 or args.synthetic_items < 0:
-        raise SystemExit("error: --rounds must be >= 1 and --synthetic-items >= 0")
+    refuse_below(args, ("rounds",))
+    refuse_below(args, ("synthetic_items",), 0)
     set_threads(args.threads)
     data: list[tuple[str, sp.csr_matrix]] = []
     if ML1M.exists():

@@ -54,9 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     from twotower.errors import ConfigError
 
     # checked before the model is loaded: a zero, a wrong folder or a backend typo was a traceback
+    from twotower.pipeline.refusals import range_refusal  # the CLI's words: "--docs: must be at least 1, got 0"
+
     for flag in ("docs", "rounds", "batch_size", "threads"):
-        if getattr(args, flag) < 1:
-            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+        if (why := range_refusal(getattr(args, flag), 1)) is not None:
+            raise SystemExit(f"error: --{flag.replace('_', '-')}: {why}")
     if not (args.beir / "corpus.jsonl").is_file():
         raise SystemExit(f"error: --beir {args.beir}: no corpus.jsonl there (a BEIR folder such as "
                          "../shared/data/scifact/beir, see SOURCE.md beside it)")

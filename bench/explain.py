@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, check_run, write_json_out  # noqa: E402
+from _common import check_json_out, check_run, refuse_below, write_json_out  # noqa: E402
 
 from twotower.evaluation.table import format_table  # noqa: E402
 from twotower.explain import METHODS, explain_recommendation, faithfulness  # noqa: E402
@@ -101,9 +101,7 @@ def main() -> int:
     logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
     set_threads(args.threads or threads_from_env() or 1)
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
-    for flag in ("epochs", "users", "k", "calls"):  # a zero was an IndexError once the run had been trained
-        if getattr(args, flag) < 1:
-            raise SystemExit(f"error: --{flag} must be >= 1, got {getattr(args, flag)}")
+    refuse_below(args, ("epochs", "users", "k", "calls"))  # a zero was an IndexError once the run had been trained
     check_run(args.run)
 
     if args.run:

@@ -43,7 +43,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, write_json_out  # noqa: E402
+from _common import check_json_out, refuse_below, write_json_out  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-1m" / "ml-1m.txt"
 
@@ -323,8 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("twotower.pipeline.empty_history").setLevel(logging.INFO)
     from twotower.utils.runtime import set_threads
 
-    if args.threads < 1:
-        raise SystemExit(f"--threads must be >= 1, got {args.threads}")
+    refuse_below(args, ("threads",))
     set_threads(args.threads)
     names = [r for r in args.rows.split(",") if r]
     for r in names:
@@ -336,8 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
     if not seeds:
         raise SystemExit(f"--seeds names no seed: {args.seeds!r}")
-    if args.epochs is not None and args.epochs < 1:
-        raise SystemExit(f"--epochs must be >= 1, got {args.epochs}")
+    if args.epochs is not None:
+        refuse_below(args, ("epochs",))
     extra = list(args.set)
     out = Path(args.out) / ("quick" if args.quick else "full")
     if args.quick:

@@ -432,9 +432,9 @@ def check_server_args(args: argparse.Namespace) -> None:
     from twotower.cli.paths import check_output_dir
     from twotower.errors import ConfigError
 
-    for flag in ("n_items", "clusters", "max_concurrency"):
-        if getattr(args, flag) < 1:
-            raise SystemExit(f"error: --{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+    from _common import refuse_below
+
+    refuse_below(args, ("n_items", "clusters", "max_concurrency"))
     if args.index_cache:
         try:
             check_output_dir(args.index_cache, "--index-cache")
@@ -474,14 +474,14 @@ def main() -> int:
         args.workers = counts[0]
         serve(args)
         return 0
-    from _common import check_run
+    from _common import check_run, number_refusal
 
     check_server_args(args)
-    if args.step <= 1:  # the ramp multiplies the rate by it: 1 or less never ends while the service keeps up
-        p.error(f"--step must be > 1, got {args.step:g}")
-    for flag in ("start_rate", "step_seconds", "overload_seconds", "p99_ms", "timeout"):
-        if getattr(args, flag) <= 0:
-            p.error(f"--{flag.replace('_', '-')} must be > 0, got {getattr(args, flag):g}")
+    # the ramp multiplies the rate by --step: 1 or less never ends while the service keeps up
+    for flag, lo in (("step", 1), ("start_rate", 0), ("step_seconds", 0), ("overload_seconds", 0), ("p99_ms", 0),
+                     ("timeout", 0)):
+        if (said := number_refusal(f"--{flag.replace('_', '-')}", getattr(args, flag), lo, lo_open=True)):
+            p.error(said)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))

@@ -84,12 +84,12 @@ def main() -> int:
     serve_load.add_server_args(p, startup_timeout=900)
     p.add_argument("--timeout", type=float, default=5.0)
     args = p.parse_args()
-    from _common import check_run
+    from _common import check_run, number_refusal
 
     serve_load.check_server_args(args)
     for flag in ("rate", "seconds", "chunk_seconds", "timeout"):
-        if getattr(args, flag) <= 0:
-            p.error(f"--{flag.replace('_', '-')} must be > 0, got {getattr(args, flag):g}")
+        if (said := number_refusal(f"--{flag.replace('_', '-')}", getattr(args, flag), 0, lo_open=True)):
+            p.error(said)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="soak_")
     run_dir = Path(args.run) if args.run else serve_load.train_tiny_run(Path(tmp.name))

@@ -239,8 +239,11 @@ def main() -> None:
             LossConfig(kind=kind)
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
-    if args.examples < 1 or min(args.threads) < 1:
-        raise SystemExit("error: --examples and --threads must be >= 1")
+    from twotower.pipeline.refusals import range_refusal  # the CLI's words: "--threads: must be at least 1, got 0"
+
+    for flag, value in (("--examples", args.examples), ("--threads", min(args.threads))):
+        if (why := range_refusal(value, 1)) is not None:
+            raise SystemExit(f"error: {flag}: {why}")
     if not args.glibc_default_malloc:
         retain_freed_memory()  # as train_run does: both the trainer and the hand-written step run with it
     if args.synthetic_items:

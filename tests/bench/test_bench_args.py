@@ -97,12 +97,12 @@ def test_ease_fit_runs_on_synthetic_items_without_the_ml1m_file(bench: Any, tmp_
     assert ease_fit.main() == 0
     assert "random 60 items" in capsys.readouterr().out
     monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--synthetic-items", "60", "--rounds", "0"])
-    with pytest.raises(SystemExit, match="--rounds must be >= 1"):
+    with pytest.raises(SystemExit, match="--rounds: must be at least 1, got 0"):
         ease_fit.main()
 
 
-@pytest.mark.parametrize("argv, msg", [(["--n", "0"], "--n must be >= 1"), (["--queries", "0"], "--queries must be >= 1"),
-                                       (["--k", "0"], "--k must be >= 1"),
+@pytest.mark.parametrize("argv, msg", [(["--n", "0"], "--n: must be at least 1, got 0"), (["--queries", "0"], "--queries: must be at least 1, got 0"),
+                                       (["--k", "0"], "--k: must be at least 1, got 0"),
                                        (["--ml100k-embeddings", "missing.npy"], "no such file")])
 def test_index_scale_bad_sizes_are_one_line(bench: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str], msg: str) -> None:
     index_scale = bench("index_scale")
@@ -118,8 +118,8 @@ def test_encoder_backends_bad_arguments_are_one_line(bench: Any, tmp_path: Path,
     monkeypatch.setattr(twotower.text, "load_text_encoder", _no_work)
     (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
     beir = ["--beir", str(tmp_path)]
-    for argv, msg in ((["--beir", str(tmp_path / "missing")], "no corpus.jsonl"), ([*beir, "--docs", "0"], "--docs must be"),
-                      ([*beir, "--rounds", "0"], "--rounds must be"), ([*beir, "--backends", "torch,onx"], "--backends")):
+    for argv, msg in ((["--beir", str(tmp_path / "missing")], "no corpus.jsonl"), ([*beir, "--docs", "0"], "--docs: must be at least 1"),
+                      ([*beir, "--rounds", "0"], "--rounds: must be at least 1"), ([*beir, "--backends", "torch,onx"], "--backends")):
         with pytest.raises(SystemExit, match=msg):
             encoder_backends.main(argv)
 
@@ -141,8 +141,8 @@ def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: 
     data.write_text("1 1\n1 2\n1 3\n")
     (tmp_path / "afile").write_text("")
     base = ["--data", str(data), "--rows", "pooled-recency-inbatch"]
-    for argv, msg in ((["--seeds", ","], "names no seed"), (["--threads", "0"], "--threads must be"),
-                      (["--epochs", "-1"], "--epochs must be"), (["--out", str(tmp_path / "afile")], "is a file"),
+    for argv, msg in ((["--seeds", ","], "names no seed"), (["--threads", "0"], "--threads: must be at least 1"),
+                      (["--epochs", "-1"], "--epochs: must be at least 1"), (["--out", str(tmp_path / "afile")], "is a file"),
                       (["--out", str(tmp_path / "o"), "--set", "train.lr=-1"], "train.lr")):
         with pytest.raises(SystemExit, match=msg):
             ml1m.main([*base, *argv])
@@ -191,7 +191,7 @@ def test_server_sizes_and_index_cache_checked_before_the_run(bench: Any, tmp_pat
     monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
     monkeypatch.setattr(serve_load, "start_server", _no_work)
     (tmp_path / "afile").write_text("")
-    _each_refused(monkeypatch, module, [f"{script}.py"], ((["--n-items", "0"], "--n-items must be"),
+    _each_refused(monkeypatch, module, [f"{script}.py"], ((["--n-items", "0"], "--n-items: must be at least 1"),
                                                           (["--index-cache", str(tmp_path / "afile")], "is a file")))
 
 
@@ -267,12 +267,12 @@ def test_explain_zero_sizes_are_one_line_before_training(bench: Any, tmp_path: P
     monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
     for flag in ("--users", "--k", "--calls", "--epochs"):
         monkeypatch.setattr(sys, "argv", ["explain.py", "--out", str(tmp_path / "run"), flag, "0"])
-        with pytest.raises(SystemExit, match=f"{flag} must be >= 1"):
+        with pytest.raises(SystemExit, match=f"{flag}: must be at least 1, got 0"):
             explain.main()
 
 
-@pytest.mark.parametrize("argv, msg", [(["--step", "1"], "--step must be > 1"),
-                                       (["--start-rate", "0"], "--start-rate must be > 0")])
+@pytest.mark.parametrize("argv, msg", [(["--step", "1"], "--step: must be more than 1, got 1"),
+                                       (["--start-rate", "0"], "--start-rate: must be more than 0, got 0")])
 def test_serve_load_ramp_settings_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str], argv: list[str], msg: str) -> None:
     serve_load = bench("serve_load")
@@ -291,7 +291,7 @@ def test_soak_rate_and_seconds_are_checked(bench: Any, monkeypatch: pytest.Monke
         monkeypatch.setattr(sys, "argv", ["soak.py", flag, "0"])
         with pytest.raises(SystemExit):
             soak.main()
-        assert f"{flag} must be > 0" in capsys.readouterr().err
+        assert f"{flag}: must be more than 0, got 0" in capsys.readouterr().err
 
 
 def test_scifact_title_names_the_caps(bench: Any) -> None:

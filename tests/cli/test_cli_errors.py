@@ -29,7 +29,7 @@ def test_help_returns_0(capsys):
 @pytest.mark.parametrize("threads", ["-1", "0"])
 def test_threads_below_one_is_an_error_not_a_torch_runtime_error(threads, capsys, tmp_path):
     assert main(["recommend", "--run", str(tmp_path), "--user", "u1", "--threads", threads]) == 2
-    assert capsys.readouterr().err.strip() == f"error: --threads must be an integer >= 1, got {threads}"
+    assert capsys.readouterr().err.strip() == f"error: --threads: must be between 1 and 1024, got {threads}"
 
 
 def test_bad_twotower_threads_env_is_an_error(capsys, tmp_path, monkeypatch):
@@ -45,7 +45,7 @@ def test_a_huge_thread_count_is_refused_by_flag_not_a_torch_overflow(argv, capsy
     # 99999999999999999999 passed the >= 1 check and reached torch.set_num_threads: "Overflow when unpacking long"
     argv = [str(tmp_path) if a == "RUN" else str(tmp_path / "o") if a == "O" else a for a in argv]
     assert main(argv + ["--threads", "99999999999999999999"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --threads must be at most 1024, got 99999999999999999999"
+    assert capsys.readouterr().err.strip() == "error: --threads: must be between 1 and 1024, got a number of 20 digits"
     assert not (tmp_path / "o").exists()
 
 
@@ -78,11 +78,11 @@ def test_serve_on_a_taken_port_says_so_before_loading(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("flags", "said"),
-    [(["--max-k", "0"], "--max-k must be between 1 and 10000, got 0"),
-     (["--max-k", "20000"], "--max-k must be between 1 and 10000, got 20000"),  # config.MAX_K, the CLI's bound
-     (["--time-budget", "-1"], "--time-budget must be seconds in (0, 3600], got -1.0"),
-     (["--max-body-bytes", "10"], "--max-body-bytes must be between 64 and 1073741824, got 10"),
-     (["--workers", "0"], "--workers must be between 1 and 1024, got 0")],
+    [(["--max-k", "0"], "--max-k: must be between 1 and 10000 (twotower.config.MAX_K), got 0"),
+     (["--max-k", "20000"], "--max-k: must be between 1 and 10000 (twotower.config.MAX_K), got 20000"),  # config.MAX_K, the CLI's bound
+     (["--time-budget", "-1"], "--time-budget: must be more than 0 and at most 3600 (seconds), got -1"),
+     (["--max-body-bytes", "10"], "--max-body-bytes: must be between 64 and 1073741824, got 10"),
+     (["--workers", "0"], "--workers: must be between 1 and 1024, got 0")],
 )
 def test_serve_names_the_flag_it_refuses(tmp_path, capsys, flags, said):
     """`serve --max-k 0` said "ServiceSettings.max_k must be >= 1": a name the command-line user never typed."""
@@ -121,7 +121,7 @@ def test_a_huge_cut_off_is_refused_naming_the_flag_or_the_setting_before_any_wor
 def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):
     # was "explain top: expected an integer >= 0", raised by the explainer after the run had loaded
     assert main(["explain", "--run", str(tmp_path / "nope"), "--user", "u1", "--item", "i1", "--top", "-2"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --top must be an integer >= 0 (history items listed), got -2"
+    assert capsys.readouterr().err.strip() == "error: --top: must be at least 0 (history items listed), got -2"
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "0", "0.0.0.00"])

@@ -33,7 +33,7 @@ def test_data_split_names_the_flag_and_checks_it_before_reading(tmp_path, capsys
     assert main(["-q", "data", "split", "--input", str(tmp_path / "missing.csv"), "--method", "leave_last",
                  "--n", "0", "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert "--n: must be >= 1" in err and "data.leave_n" not in err
+    assert "--n: must be at least 1, got 0" in err and "data.leave_n" not in err
 
 
 def test_data_split_sasrec_leave_last(tmp_path):

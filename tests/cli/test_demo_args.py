@@ -29,7 +29,7 @@ def no_training(monkeypatch, tmp_path):
 def test_demo_epochs_zero_is_refused_not_read_as_the_default(no_training, capsys):
     # `--epochs 0` was taken as "not given" and trained the config's 30 epochs
     assert main(["demo", "--epochs", "0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --epochs must be >= 1, got 0"
+    assert capsys.readouterr().err.strip() == "error: --epochs: must be at least 1, got 0"
 
 
 def test_demo_unknown_user_is_refused_before_training(no_training, capsys):

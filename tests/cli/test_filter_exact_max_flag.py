@@ -73,7 +73,7 @@ def test_cli_and_service_with_one_setting_agree(hnsw_run, searched, capsys, sett
 def test_a_negative_setting_is_refused_in_serves_words(hnsw_run, capsys, command) -> None:
     who = ["--user", "u1"] if command == "recommend" else ["--item", "i1"]
     assert main([command, "--run", str(hnsw_run), *who, "--filter-exact-max", "-1"]) == 2
-    assert capsys.readouterr().err.strip().endswith("--filter-exact-max must be >= 0, got -1")
+    assert capsys.readouterr().err.strip().endswith("--filter-exact-max: must be at least 0, got -1")
 
 
 def test_python_takes_the_setting_and_agrees_with_the_cli(hnsw_run, searched, capsys) -> None:

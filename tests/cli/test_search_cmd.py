@@ -97,16 +97,16 @@ def test_an_earlier_artefact_of_the_same_kind_may_be_replaced(cmd, marker, meta,
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["search", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
+    (["search", "train", "--epochs", "0"], "error: --epochs: must be at least 1, got 0"),
     # 0 is in-batch negatives only (test_negatives_0_trains_on_in_batch_negatives_only); below it is refused
-    (["search", "train", "--negatives", "-1"], "error: --negatives must be >= 0, got -1"),
-    (["search", "train", "--batch-size", "1"], "error: --batch-size must be >= 2 for in-batch negatives"),
-    (["search", "train", "--lr", "0"], "error: --lr must be > 0, got 0.0"),
-    (["rerank", "train", "--epochs", "0"], "error: --epochs must be >= 1, got 0"),
-    (["rerank", "train", "--negatives", "0"], "error: --negatives must be >= 1, got 0"),
+    (["search", "train", "--negatives", "-1"], "error: --negatives: must be at least 0, got -1"),
+    (["search", "train", "--batch-size", "1"], "error: --batch-size: must be at least 2 (in-batch negatives need company), got 1"),
+    (["search", "train", "--lr", "0"], "error: --lr: must be more than 0, got 0"),
+    (["rerank", "train", "--epochs", "0"], "error: --epochs: must be at least 1, got 0"),
+    (["rerank", "train", "--negatives", "0"], "error: --negatives: must be at least 1, got 0"),
     # a negative seed reached numpy after the corpus was read: "ValueError: expected non-negative integer"
-    (["search", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
-    (["rerank", "train", "--seed", "-1"], "error: --seed must be an integer >= 0, got -1"),
+    (["search", "train", "--seed", "-1"], "error: --seed: must be between 0 and 2**64 - 1 (the largest torch takes), got -1"),
+    (["rerank", "train", "--seed", "-1"], "error: --seed: must be between 0 and 2**64 - 1 (the largest torch takes), got -1"),
 ])
 def test_training_flags_are_checked_before_any_work_and_named(argv, message, beir, tmp_path, no_work, capsys):
     assert main([*argv, "--beir", str(beir), "--out", str(tmp_path / "model")]) == 2

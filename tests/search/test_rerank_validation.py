@@ -90,8 +90,8 @@ def test_without_valid_frac_rerank_training_gets_no_validation(tmp_path, fake_tr
 
 @pytest.mark.parametrize("cmd", [["rerank", "train"], ["search", "train"]])
 @pytest.mark.parametrize("flags, message", [
-    (["--valid-frac", "1"], "error: --valid-frac must be in [0, 1) (0: no validation), got 1.0"),
-    (["--valid-frac", "-0.1"], "error: --valid-frac must be in [0, 1) (0: no validation), got -0.1"),
+    (["--valid-frac", "1"], "error: --valid-frac: must be at least 0 and less than 1 (0: no validation), got 1"),
+    (["--valid-frac", "-0.1"], "error: --valid-frac: must be at least 0 and less than 1 (0: no validation), got -0.1"),
 ])
 def test_a_bad_valid_frac_is_named_before_any_work(cmd, flags, message, tmp_path, fake_training, capsys):
     beir = write_beir(tmp_path / "beir", {"train": QRELS}, docs=DOCS, queries=QUERIES)

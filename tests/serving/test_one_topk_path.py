@@ -175,7 +175,7 @@ def test_serve_filter_exact_max_flag_is_the_setting():
     register(parser.add_subparsers())
     assert _settings(parser.parse_args(["serve", "--run", "r"])).filter_exact_max == ServiceSettings().filter_exact_max
     assert _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "7"])).filter_exact_max == 7
-    with pytest.raises(ConfigError, match="--filter-exact-max must be >= 0"):
+    with pytest.raises(ConfigError, match="--filter-exact-max: must be at least 0, got -1"):
         _settings(parser.parse_args(["serve", "--run", "r", "--filter-exact-max", "-1"]))
 
 

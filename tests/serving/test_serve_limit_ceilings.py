@@ -20,7 +20,7 @@ from twotower.serving.settings import ServiceSettings
 def test_serve_refuses_an_absurd_limit_before_loading(flag, said, tmp_path, capsys):
     # the run does not exist: the flag is refused first
     assert main(["serve", "--run", str(tmp_path / "nope"), "--port", "0", flag, "1000000000000"]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {flag} must be {said}, got 1000000000000"
+    assert capsys.readouterr().err.strip() == f"error: {flag}: must be {said}, got 1000000000000"
 
 
 def test_the_settings_keep_the_ceilings_and_accept_values_up_to_them():

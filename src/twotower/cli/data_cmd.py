@@ -90,8 +90,9 @@ def _check_split_flags(args: argparse.Namespace) -> tuple[int | str | None, int 
     """
     from twotower.data.splits import _to_epoch
 
-    if args.seed is not None and args.seed < 0:
-        raise ConfigError(f"--seed must be an integer >= 0, got {args.seed}")
+    from twotower.cli.flags import check_range
+
+    check_range("--seed", args.seed, 0)  # numpy's generators take no negative seed
     if args.method != "time":
         return None, None
     if args.valid_start is None or args.test_start is None:
@@ -174,6 +175,9 @@ def cmd_data_split(args: argparse.Namespace) -> int:
                               f"replaced by one part of itself; split into another --out")
     reading = _split_reading(args)
     valid_start, test_start = _check_split_flags(args)
+    from twotower.cli.flags import check_range
+
+    check_range("--n", args.n, 1)  # DataConfig's bound, said as `--k 0` is, with the value
     try:  # before the data is read; a bad value is named by the flag the user typed, not the setting
         cfg = DataConfig(split=args.method, ratios=ratios, leave_n=args.n,  # type: ignore[arg-type]
                          valid_start=valid_start, test_start=test_start, time_unit=reading.time_unit)

@@ -42,8 +42,9 @@ def _demo(args: argparse.Namespace, left: list[Callable[[], str]]) -> int:
     from twotower.pipeline.run import train_run
     from twotower.utils.runtime import auto_threads, set_threads, threads_from_env
 
-    if args.epochs is not None and args.epochs < 1:  # 0 read as "not given" and ran the config's 30 epochs
-        raise ConfigError(f"--epochs must be >= 1, got {args.epochs}")
+    from twotower.cli.flags import check_range
+
+    check_range("--epochs", args.epochs, 1)  # 0 read as "not given" and ran the config's 30 epochs
     t0 = time.perf_counter()
     out = Path(args.out)
     from twotower.pipeline.staging import check_new_run_dir

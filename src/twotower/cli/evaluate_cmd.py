@@ -129,11 +129,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     test_file = getattr(args, "test", None)
     if test_file is not None and args.split != "test":
         raise ConfigError("--test FILE is the test split: leave --split at test")
-    if args.ease_max_items is not None and args.ease_max_items < 1:
-        raise ConfigError(f"--ease-max-items must be >= 1, got {args.ease_max_items}")
+    from twotower.cli.flags import check_range
+
+    check_range("--ease-max-items", args.ease_max_items, 1)
     low_rank_max_items = getattr(args, "ease_low_rank_max_items", None)
-    if low_rank_max_items is not None and low_rank_max_items < 1:
-        raise ConfigError(f"--ease-low-rank-max-items must be >= 1, got {low_rank_max_items}")
+    check_range("--ease-low-rank-max-items", low_rank_max_items, 1)
     csv_out, plot_out = getattr(args, "csv", None), getattr(args, "plot", None)
     if args.json and csv_out == STDOUT:  # stdout held the CSV alone: --json was dropped without a word
         raise ConfigError("--json prints the rows as JSON and --csv - prints them as CSV, both on standard output: "

@@ -32,12 +32,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from twotower.cli.flags import _threads
     from twotower.cli.paths import check_output_dir, run_writer
-    from twotower.errors import ConfigError
     from twotower.export.folder import CLI_LABELS, check_export_dir
     from twotower.utils.run_folder import check_run_folder
 
-    if args.check_users < 1:
-        raise ConfigError(f"--check-users must be >= 1, got {args.check_users}")
+    from twotower.cli.flags import check_range
+
+    check_range("--check-users", args.check_users, 1)
     out = check_output_dir(args.out, swapped=True)  # written beside --out and swapped in whole
     check_export_dir(out, run_dir=args.run, force=args.force, labels=CLI_LABELS)  # before loading the run: a refused --out costs nothing
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported

@@ -10,7 +10,7 @@ from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "TypedCount", "number_flag_refusal", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+__all__ = ["OneId", "TypedCount", "number_flag_refusal", "check_range", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
 
 
@@ -67,6 +67,20 @@ def number_flag_refusal(flag: str, text: str, kind: type = int) -> str:
     argparse said "argument --top: invalid int value: '1.5'" after the usage lines; its range, where the flag has
     one, is checked by the command with the number typed."""
     return f"{flag}: must be {'an integer' if kind is int else 'a number'}, got {typed_words(text)}"
+
+
+def check_range(flag: str, value: Any, lo: Any = None, hi: Any = None, *, lo_open: bool = False,
+                hi_open: bool = False, why: str = "", hi_said: str | None = None) -> None:
+    """A number flag's value out of its range refused naming the flag, in the words of ``--k 0`` (``--epochs: must be
+    at least 1, got 0``, ``--port: must be between 0 and 65535, got -1``; the rule is
+    :func:`twotower.pipeline.refusals.range_refusal`'s). ``value`` None: the flag was not given."""
+    if value is None:
+        return
+    from twotower.pipeline.refusals import range_refusal
+
+    why = range_refusal(value, lo, hi, lo_open=lo_open, hi_open=hi_open, why=why, hi_said=hi_said)
+    if why is not None:
+        raise ConfigError(f"{flag}: {why}")
 
 
 def check_k_flag(k: Any) -> None:
@@ -274,10 +288,13 @@ def add_filter_exact_max_flag(p: argparse.ArgumentParser, *, serve: bool = False
 
 
 def check_filter_exact_max(args: argparse.Namespace) -> int:
-    """``--filter-exact-max`` checked before the run loads, in serve's words (``--filter-exact-max must be >= 0,
-    got -1``): ServiceSettings' own check, named by the flag."""
-    from twotower.serving.settings import checked_filter_exact_max  # tt.recommend's and tt.similar's check
+    """``--filter-exact-max`` checked before the run loads, in serve's words (``--filter-exact-max: must be at least
+    0, got -1``): ServiceSettings' bounds (tt.recommend's and tt.similar's), said as ``--k 0`` is."""
+    from twotower.serving.settings import INT64_MAX, INT_BOUNDS, checked_filter_exact_max
 
+    lo, hi = INT_BOUNDS["filter_exact_max"]
+    check_range("--filter-exact-max", args.filter_exact_max, lo, hi)
+    check_range("--filter-exact-max", args.filter_exact_max, hi=INT64_MAX, hi_said="2**63 - 1")
     return checked_filter_exact_max(args.filter_exact_max, "--filter-exact-max")
 
 

@@ -76,10 +76,12 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
 
     # --seed checked here too: a negative one reached numpy after the run had loaded, as a traceback
     over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
-    if args.max_train is not None and args.max_train < 1:  # was "max_train must be ...", after the run loaded
-        raise ConfigError(f"--max-train must be a positive integer, got {args.max_train}")
+    from twotower.cli.flags import check_range
+
+    check_range("--max-train", args.max_train, 1)  # was "max_train must be ...", after the run loaded
     _pin(args)
     _applies(args)
+    _check_numbers(args)
     if args.exact_budget_ms is not None:
         over["exact_p99_ms"] = args.exact_budget_ms
     try:
@@ -90,6 +92,25 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
             if msg.startswith(field + " "):
                 msg = flag + msg[len(field):]
         raise ConfigError(msg) from None
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The number flags in IndexPolicy's bounds, said as `recommend --k 0` is (``--queries: must be at least 1, got
+    0``): IndexPolicy's words, re-named by flag, read "--queries must be a positive integer, got 0"."""
+    import math
+
+    from twotower.cli.flags import check_range
+    from twotower.pipeline.refusals import k_refusal
+
+    if (why := k_refusal(args.k)) is not None:  # the k of the recall target: recommend --k's bounds and words
+        raise ConfigError(f"--k: {why}")
+    check_range("--queries", args.queries, 1)
+    check_range("--seed", args.seed, 0)  # numpy's generators take no negative seed
+    check_range("--target-recall", args.target_recall, 0, 1, lo_open=True)
+    budget = args.exact_budget_ms
+    check_range("--exact-budget-ms", budget, 0, why="0: never exact")
+    if budget is not None and math.isinf(budget):
+        raise ConfigError(f"--exact-budget-ms: must be a finite number, got {budget}")
 
 
 def _applies(args: argparse.Namespace) -> None:
@@ -125,9 +146,10 @@ def _trained(spec: str) -> bool:
 def _pin(args: argparse.Namespace) -> dict[str, int] | None:
     """The setting --nprobe / --ef-search pins (None: swept), refused before the run loads where it cannot apply."""
     nprobe, ef_search = getattr(args, "nprobe", None), getattr(args, "ef_search", None)
+    from twotower.cli.flags import check_range
+
     for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be a positive integer, got {value}")
+        check_range(flag, value, 1)
     if nprobe is not None and ef_search is not None:
         raise ConfigError("--nprobe pins an IVF index and --ef-search an HNSW one: pass the one of the --index built")
     if nprobe is None and ef_search is None:

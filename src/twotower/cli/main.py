@@ -469,12 +469,15 @@ def _check_threads(args: argparse.Namespace) -> str | None:
     raises a bare RuntimeError below 1 and "Overflow when unpacking long" above a C int)."""
     from twotower.config import MAX_THREADS
 
+    from twotower.pipeline.refusals import range_refusal  # the words of `--k 0`: "--threads: must be between ..."
+
     threads = getattr(args, "threads", None)
-    if threads is not None and threads < 1:
-        return f"--threads must be an integer >= 1, got {threads}"
-    for flag, n in (("--threads", threads), ("--encoder-threads", getattr(args, "encoder_threads", None))):
-        if n is not None and n > MAX_THREADS:
-            return f"{flag} must be at most {MAX_THREADS}, got {n}"
+    if threads is not None and (why := range_refusal(threads, 1, MAX_THREADS)) is not None:
+        return f"--threads: {why}"
+    # --encoder-threads 0 is refused where the command hands it to the encoders (search_cmd._encoder_env)
+    encoder_threads = getattr(args, "encoder_threads", None)
+    if encoder_threads is not None and encoder_threads > MAX_THREADS:
+        return f"--encoder-threads: {range_refusal(encoder_threads, 1, MAX_THREADS)}"
     from twotower.utils.runtime import threads_from_env
 
     try:

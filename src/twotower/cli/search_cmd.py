@@ -202,6 +202,12 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
 
     check_artefact_dir(args.out, kind="prepared BEIR folder", is_same_kind=is_prepared_beir,
                        inputs={"--passages": args.passages, "--pairs": args.pairs})
+    from twotower.cli.flags import check_range
+    from twotower.config import MAX_SEED
+
+    # PrepareConfig's bounds, said as `--k 0` is ("--test-share: must be at least 0 and less than 1, got -1")
+    check_range("--test-share", args.test_share, 0, 1, hi_open=True)
+    check_range("--seed", args.seed, 0, MAX_SEED, hi_said="2**64 - 1", why="the largest torch takes")
     cols = PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
                           passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
                           pair_passage=args.pair_passage_col, pair_passage_list=args.pair_passage_list,
@@ -297,12 +303,13 @@ MINING_FLAGS = {"depth": "--mining-depth", "relative_margin": "--mining-margin"}
 
 def _mining_config(args: argparse.Namespace, n: int, n_flag: str):  # noqa: ANN202 - MiningConfig
     """MiningConfig of ``--mining-depth`` / ``--mining-margin`` and ``n`` negatives, an error naming the flags."""
-    from twotower.errors import ConfigError
     from twotower.search.negatives import MiningConfig
 
+    from twotower.cli.flags import check_range
+
     _check_positive(args, "--mining-depth")
-    if not 0.0 <= args.mining_margin < 1.0:  # MiningConfig's own message offers None, which a flag cannot take
-        raise ConfigError(f"--mining-margin must be in [0, 1), got {args.mining_margin}")
+    # MiningConfig's own message offers None, which a flag cannot take
+    check_range("--mining-margin", args.mining_margin, 0, 1, hi_open=True)
     return _flag_config(lambda: MiningConfig(n=n, depth=args.mining_depth, relative_margin=args.mining_margin),
                         {"n": n_flag})
 
@@ -416,6 +423,11 @@ def _encoder_env(args: argparse.Namespace) -> None:
     if getattr(args, "encoder_backend", None):
         os.environ["TWOTOWER_ENCODER_BACKEND"] = args.encoder_backend
     if getattr(args, "encoder_threads", None) is not None:
+        from twotower.cli.flags import check_range
+        from twotower.config import MAX_THREADS
+
+        # EncoderSettings' own words named no flag ("encoder threads must be a positive integer up to 1024 ...")
+        check_range("--encoder-threads", args.encoder_threads, 1, MAX_THREADS)
         os.environ["TWOTOWER_ENCODER_THREADS"] = str(args.encoder_threads)
     EncoderSettings.from_env()  # validates both now, before any work
 
@@ -439,12 +451,10 @@ def _check_models(args: argparse.Namespace) -> None:
 def _check_positive(args: argparse.Namespace, *flags: str) -> None:
     """Integer flags that must be >= 1, refused before any data is read or model loaded, naming the flag, in the
     words of `recommend --k 0` (``--max-length: must be at least 1, got 0``)."""
-    from twotower.errors import ConfigError
+    from twotower.cli.flags import check_range
 
     for flag in flags:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag}: must be at least 1, got {value}")
+        check_range(flag, getattr(args, flag.lstrip("-").replace("-", "_"), None), 1)
 
 
 def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapped
@@ -461,10 +471,14 @@ def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapp
         try:
             return cmd(args)
         except ConfigError as e:
-            m = re.match(r"(query_max_length|max_length)(?= \S+ is more word pieces than the model)", str(e))
+            m = re.fullmatch(r"(query_max_length|max_length) (\d+) is more word pieces than the model (.+) can "
+                             r"read \((\d+)\); give at most \d+", str(e))
             if m is None:
                 raise
-            raise ConfigError("--" + m.group(1).replace("_", "-") + str(e)[m.end():]) from None
+            from twotower.pipeline.refusals import range_refusal
+
+            why = range_refusal(int(m[2]), 1, int(m[4]), why=f"the word pieces the model {m[3]} reads")
+            raise ConfigError(f"--{m[1].replace('_', '-')}: {why}") from None
 
     return run
 
@@ -644,10 +658,14 @@ def _check_beir(args: argparse.Namespace) -> None:
 def _fusion_choice(args: argparse.Namespace, *, warn: bool = True):  # noqa: ANN202 - FusionChoice
     """``--fusion`` / ``--bm25-weight`` as a FusionChoice (SearchConfig validates both); with ``warn``, a weight that
     the fusion ignores is warned about (:func:`_warn_ignored_weight`)."""
-    from twotower.config import SearchConfig
+    from twotower.cli.flags import check_range
+    from twotower.config import MAX_RRF_K, SearchConfig
     from twotower.errors import ConfigError
     from twotower.search.fusion import fusion_from_config
 
+    # SearchConfig's bounds, said as `--k 0` is ("--rrf-k: must be between 1 and 1000000, got 0")
+    check_range("--rrf-k", args.rrf_k, 1, MAX_RRF_K, why="the RRF constant")
+    check_range("--bm25-weight", args.bm25_weight, 0, 1)
     try:
         cfg = SearchConfig(fusion=args.fusion, bm25_weight=args.bm25_weight, rrf_k=args.rrf_k)
     except ConfigError as e:  # name the flag the user typed, not the field
@@ -961,6 +979,27 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
         raise ConfigError(msg) from None
 
 
+def _check_train_numbers(args: argparse.Namespace, *, batch_min: int, negatives_min: int) -> None:
+    """The number flags of `search train` / `rerank train` in the bounds of FinetuneConfig / RerankTrainConfig, said
+    as `--k 0` is (``--epochs: must be at least 1, got 0``): the configs' own words, named by their field and then
+    re-worded ("--epochs must be >= 1"), read unlike the flags these commands check themselves (--mining-depth).
+    ``batch_min``: 2 for the bi-encoder (in-batch negatives), ``negatives_min``: 0 for it (in-batch ones alone)."""
+    from twotower.cli.flags import check_range
+    from twotower.config import MAX_SEED, MAX_TEMPERATURE
+
+    check_range("--epochs", args.epochs, 1)
+    check_range("--batch-size", args.batch_size, batch_min, why="in-batch negatives need company" if batch_min > 1
+                else "")
+    check_range("--max-length", args.max_length, 1)
+    check_range("--negatives", args.negatives, negatives_min)
+    check_range("--lr", args.lr, 0, lo_open=True)
+    check_range("--temperature", getattr(args, "temperature", None), 0, MAX_TEMPERATURE, lo_open=True,
+                why="above it every scaled score is ~0 and training learns nothing")
+    check_range("--seed", args.seed, 0, MAX_SEED, hi_said="2**64 - 1", why="the largest torch takes")
+    check_range("--valid-frac", args.valid_frac, 0, 1, hi_open=True, why="0: no validation")
+    check_range("--patience", args.patience, 1)
+
+
 @_length_flags_named
 def cmd_search_train(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import BI_ENCODER_META, is_bi_encoder
@@ -982,6 +1021,7 @@ def _search_train(args: argparse.Namespace) -> int:
              "shared": "--shared", "train_doc_tower": "--train-doc-tower", "seed": "--seed",
              "valid_frac": "--valid-frac", "patience": "--patience", "mining_retriever": "--mining-retriever"}
     bm25_mining = args.mining_retriever == "bm25"
+    _check_train_numbers(args, batch_min=2, negatives_min=0)
     cfg = _flag_config(lambda: FinetuneConfig(
         epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, temperature=args.temperature,
         max_length=args.max_length, shared=args.shared, train_doc_tower=train_docs,
@@ -1165,6 +1205,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
 
     flags = {"negatives_per_query": "--negatives", "epochs": "--epochs", "max_length": "--max-length", "seed": "--seed",
              "lr": "--lr", "groups_per_step": "--batch-size", "valid_frac": "--valid-frac", "patience": "--patience"}
+    _check_train_numbers(args, batch_min=1, negatives_min=1)
     cfg = _flag_config(lambda: RerankTrainConfig(epochs=args.epochs, negatives_per_query=args.negatives,
                                                  max_length=args.max_length, seed=args.seed, lr=args.lr,
                                                  groups_per_step=args.batch_size, valid_frac=args.valid_frac,

@@ -131,7 +131,8 @@ def _binds_every_interface(host: str) -> bool:
 
 
 #: the flags whose name is not the setting's with dashes
-_FLAG_OF = {"time_budget_s": "--time-budget", "body_timeout_s": "--body-timeout", "allowed_hosts": "--allow-host"}
+_FLAG_OF = {"time_budget_s": "--time-budget", "body_timeout_s": "--body-timeout", "allowed_hosts": "--allow-host",
+            "max_wait_ms": "--max-wait-ms"}
 #: the names this machine goes by on loopback, always answered when the Host header is checked
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 
@@ -156,14 +157,34 @@ def _allowed_hosts(host: str, extra: list[str] | None) -> tuple[str, ...] | None
     return (*LOOPBACK_NAMES, host, *(extra or ()))
 
 
+def _check_number_flags(args: argparse.Namespace) -> None:
+    """The number flags in ServiceSettings' bounds, said as `recommend --k 0` is (``--max-k: must be between 1 and
+    10000 (twotower.config.MAX_K), got 0``); ServiceSettings' own words, re-named by flag, read "--max-k must be
+    between 1 and 10000, got 0", and are kept for Python."""
+    from twotower.cli.flags import check_range
+    from twotower.serving.settings import INT64_MAX, INT_BOUNDS, TIME_BOUNDS
+
+    for name, (lo, hi) in INT_BOUNDS.items():
+        flag = _FLAG_OF.get(name, "--" + name.replace("_", "-"))
+        value = getattr(args, name, None)
+        check_range(flag, value, lo, hi, why="twotower.config.MAX_K" if name == "max_k" else "")
+        check_range(flag, value, hi=INT64_MAX, hi_said="2**63 - 1")  # pydantic's list bounds overflow past it
+    times = {"time_budget_s": args.time_budget, "body_timeout_s": args.body_timeout,
+             "max_wait_ms": None if args.no_max_wait else args.max_wait_ms}
+    for name, value in times.items():
+        check_range(_FLAG_OF.get(name, "--" + name.replace("_", "-")), value, 0, TIME_BOUNDS[name], lo_open=True,
+                    why="milliseconds" if name == "max_wait_ms" else "seconds")
+
+
 def _settings(args: argparse.Namespace) -> Any:
-    """The service settings of the flags; a refused value is named by its flag (``--max-k must be >= 1, got
-    0``), not by the ``ServiceSettings`` field a command-line user never typed."""
+    """The service settings of the flags; a refused value is named by its flag (``--max-k: must be between 1 and
+    10000 (twotower.config.MAX_K), got 0``), not by the ``ServiceSettings`` field a command-line user never typed."""
     import re
 
     from twotower.errors import ConfigError
     from twotower.serving.settings import ServiceSettings
 
+    _check_number_flags(args)
     try:
         return ServiceSettings(
             host=args.host, port=args.port, max_concurrency=args.max_concurrency, max_queue=args.max_queue,

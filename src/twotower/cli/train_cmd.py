@@ -38,6 +38,11 @@ log = logging.getLogger("twotower")
 def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import load_config, refuse_repeated_overrides
 
+    from twotower.cli.flags import check_range
+
+    # TrainConfig's bound, said as `--k 0` is and naming the flag typed: "train.epochs: must be >= 1" named a key
+    # the user never typed (a config file's or a train.epochs=0 override's refusal still names it)
+    check_range("--epochs", getattr(args, "epochs", None), 1)
     overrides = list(args.overrides or []) + list(getattr(args, "set_overrides", None) or [])
     refuse_repeated_overrides(overrides)
     flags: list[tuple[str, str, Any]] = []  # (flag, setting, value) of the shortcut flags given

@@ -25,7 +25,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["COUNT_NOT_TEXT", "k_refusal", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -167,6 +167,38 @@ def k_refusal(k: Any, upper: int = MAX_K, *, server_setting: str | None = None, 
         why = server_bound_note(server_setting) if server_setting else "(twotower.config.MAX_K)"
         return f"must be at most {upper} {why}, got {got}"
     return None
+
+
+def number_words(value: Any) -> str:
+    """A number as a refusal echoes it: an integer whole (a bounded echo past 15 digits, as :func:`k_refusal`'s), a
+    float as typed where it is whole (``-1``, not ``-1.0``), else as Python writes it (``0.5``, ``1e+300``, ``nan``)."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value)) if abs(value) < 10**15 else f"a number of {len(str(abs(int(value))))} digits"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 10**15:
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def range_refusal(value: Any, lo: Any = None, hi: Any = None, *, lo_open: bool = False, hi_open: bool = False,
+                  why: str = "", hi_said: str | None = None) -> str | None:
+    """None when the number ``value`` lies in the range, else why not, in the words of :func:`k_refusal` (``--k:
+    must be at least 1, got 0``) after the caller's location (``--epochs: ``): ``must be at least 1, got 0``,
+    ``must be at most 1024, got 2000``, ``must be between 0 and 65535, got -1``, ``must be more than 0 and at most 1,
+    got 0`` (``lo_open`` / ``hi_open``: the bound itself is out, "more than" / "less than"). A range with two bounds
+    names both. ``why``: what the range is, in parentheses after it (``(0: no validation)``); ``hi_said``: the upper
+    bound as written where its digits say less (``2**64 - 1``). NaN lies in no range."""
+    inside = ((lo is None or (value > lo if lo_open else value >= lo))
+              and (hi is None or (value < hi if hi_open else value <= hi)))
+    if inside:
+        return None
+    low = None if lo is None else f"{'more than' if lo_open else 'at least'} {number_words(lo)}"
+    high = None if hi is None else f"{'less than' if hi_open else 'at most'} {hi_said or number_words(hi)}"
+    if low and high:
+        said = (f"between {number_words(lo)} and {hi_said or number_words(hi)}" if not (lo_open or hi_open)
+                else f"{low} and {high}")
+    else:
+        said = low or high or "a number"
+    return f"must be {said}{f' ({why})' if why else ''}, got {number_words(value)}"
 
 
 def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: str = "user_features") -> str:

@@ -24,7 +24,7 @@ MAX_FIELD_NAME_CHARS = 64
 #: user_features_refusal`)
 MAX_USER_FEATURES = 64
 
-__all__ = ["ServiceSettings", "checked_filter_exact_max", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
+__all__ = ["ServiceSettings", "checked_filter_exact_max", "INT_BOUNDS", "INT64_MAX", "TIME_BOUNDS", "host_name", "MAX_FILTER_FIELDS", "MAX_FILTER_VALUES", "MAX_ID_CHARS",
            "MAX_FIELD_NAME_CHARS", "MAX_USER_FEATURES"]
 
 
@@ -48,6 +48,35 @@ def host_name(host: str) -> str:
     if host.count(":") == 1:  # name:port (a bare IPv6 address holds several colons)
         host = host.split(":", 1)[0]
     return host.rstrip(".")
+
+
+#: the integer settings' bounds (lowest, highest; None: none past 2**63 - 1), checked by ServiceSettings and by
+#: `twotower serve` before it, naming the flag
+INT_BOUNDS: dict[str, tuple[int, int | None]] = {
+    "port": (0, 65535),
+    "max_k": (1, MAX_K),  # the lists of the CLI and tt.recommend are bounded there too
+    "default_k": (1, None),
+    "max_history": (1, None),
+    "max_exclude": (1, None),
+    "max_batch": (1, None),
+    # a body is read whole and parsed into Python objects (several times its bytes): 1 GiB is far past the
+    # largest request the other limits admit (max_batch x max_history ids: 1.5 MB at the defaults), and
+    # 1e12 was taken as given, the server then holding whatever a client sent
+    "max_body_bytes": (64, MAX_BODY_BYTES),
+    # each request computing holds a thread of its own: past MAX_THREADS (the most any setting may ask for)
+    # they only queue for the cores in the OS, and 1e12 admitted every request, shedding none with 429
+    "max_concurrency": (1, MAX_THREADS),
+    "max_queue": (0, None),
+    "threads": (1, MAX_THREADS),
+    "precompute_users_max": (0, None),
+    "filter_exact_max": (0, None),
+    "explain_k": (1, None),
+    "workers": (1, 1024),
+}
+#: the largest integer setting of all (pydantic's list bounds overflowed past it)
+INT64_MAX = _INT64_MAX
+#: the time settings' bounds: more than 0, at most this many (seconds; max_wait_ms: milliseconds)
+TIME_BOUNDS = {"time_budget_s": 3600, "body_timeout_s": 3600, "max_wait_ms": 3_600_000}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,28 +124,7 @@ class ServiceSettings:
     cold_similar: str = COLD_SIMILAR[0]
 
     def __post_init__(self) -> None:
-        ints = {
-            "port": (0, 65535),
-            "max_k": (1, MAX_K),  # the lists of the CLI and tt.recommend are bounded there too
-            "default_k": (1, None),
-            "max_history": (1, None),
-            "max_exclude": (1, None),
-            "max_batch": (1, None),
-            # a body is read whole and parsed into Python objects (several times its bytes): 1 GiB is far past the
-            # largest request the other limits admit (max_batch x max_history ids: 1.5 MB at the defaults), and
-            # 1e12 was taken as given, the server then holding whatever a client sent
-            "max_body_bytes": (64, MAX_BODY_BYTES),
-            # each request computing holds a thread of its own: past MAX_THREADS (the most any setting may ask for)
-            # they only queue for the cores in the OS, and 1e12 admitted every request, shedding none with 429
-            "max_concurrency": (1, MAX_THREADS),
-            "max_queue": (0, None),
-            "threads": (1, MAX_THREADS),
-            "precompute_users_max": (0, None),
-            "filter_exact_max": (0, None),
-            "explain_k": (1, None),
-            "workers": (1, 1024),
-        }
-        for name, (lo, hi) in ints.items():
+        for name, (lo, hi) in INT_BOUNDS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ConfigError(f"ServiceSettings.{name} must be an integer, got {value!r}")
@@ -126,13 +134,13 @@ class ServiceSettings:
             if value > _INT64_MAX:  # pydantic's list bounds (max_batch, max_history) raised OverflowError after the load
                 raise ConfigError(f"ServiceSettings.{name} must be at most 2**63 - 1, got {value}")
         t = self.time_budget_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 3600:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= TIME_BOUNDS["time_budget_s"]:
             raise ConfigError(f"ServiceSettings.time_budget_s must be seconds in (0, 3600], got {t!r}")
         b = self.body_timeout_s
-        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= 3600:
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not 0 < b <= TIME_BOUNDS["body_timeout_s"]:
             raise ConfigError(f"ServiceSettings.body_timeout_s must be seconds in (0, 3600], got {b!r}")
         w = self.max_wait_ms
-        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= 3_600_000):
+        if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w <= TIME_BOUNDS["max_wait_ms"]):
             raise ConfigError(f"ServiceSettings.max_wait_ms must be milliseconds in (0, 3600000] or None, got {w!r}")
         if self.cold_similar not in COLD_SIMILAR:
             raise ConfigError(f"ServiceSettings.cold_similar must be one of {', '.join(COLD_SIMILAR)}, "
