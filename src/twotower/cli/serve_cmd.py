@@ -255,6 +255,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     search = None
     if args.search_index:
         from twotower.serving.search_service import SearchService
+        from twotower.utils.runtime import set_threads
+
+        set_threads(settings.threads)  # the warm-up search runs on the threads the requests will (--run set them too)
 
         search = SearchService.load(args.search_index, args.rerank, rerank_settings=rerank)
     what = []

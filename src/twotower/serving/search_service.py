@@ -14,7 +14,8 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Optional, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import Response
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from twotower.text.encoder import RerankSettings
 
 __all__ = ["SearchService", "build_search_router", "MAX_QUERY_CHARS"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,20 @@ class SearchService:
         return answer
 
 
+def _on_threads(search: Callable[..., T], threads: int) -> Callable[..., T]:
+    """``search`` run on ``threads`` torch/FAISS threads (``serve --threads``), set in the worker thread that runs it
+    as the recommender's routes set theirs: a search-only server set no count at all, so torch used every core and
+    POST /search's dense scores differed from `search query --threads 1`'s in the 6th decimal."""
+
+    def run(*args: Any, **kwargs: Any) -> T:
+        from twotower.serving.service import _use_threads
+
+        _use_threads(threads)
+        return search(*args, **kwargs)
+
+    return run
+
+
 def build_search_router(settings: ServiceSettings) -> APIRouter:
     default_top = min(SearchConfig.rerank_top, settings.max_k)
 
@@ -267,7 +284,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
 
             raise DataError("query: only white space; send some words to search for")
         return json_response(await run_budgeted(
-            request, service.search, body.query, body.k, body.mode, body.rerank,
+            request, _on_threads(service.search, settings.threads), body.query, body.k, body.mode, body.rerank,
             default_top if body.rerank_top is None else body.rerank_top,
             budget_hint="ask for a smaller k, a smaller rerank_top, or no rerank"))
 
