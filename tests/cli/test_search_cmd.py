@@ -429,3 +429,19 @@ def test_query_limit_is_the_services(tmp_path, capsys):
     assert served == MAX_QUERY_CHARS  # one limit, for the CLI and POST /search
     assert main(["search", "query", "--index", str(tmp_path / "no-index"), "y" * MAX_QUERY_CHARS]) == 2
     assert "characters long" not in _err(capsys)  # at the limit: accepted (then the missing index is the error)
+
+
+def test_search_evaluate_takes_mode_as_search_query_names_it(beir, capsys):
+    """`search query --mode dense` and POST /search's "mode" choose the retriever that `search evaluate` calls
+    --retriever; `search evaluate --mode dense` was taken by argparse as an abbreviation of --model and refused as
+    "--model dense: no such folder"."""
+    assert main(["search", "evaluate", "--beir", str(beir), "--mode", "bm25", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["retriever"] == "bm25"
+
+
+def test_search_index_refuses_mode_naming_where_it_is_chosen(beir, tmp_path, no_work, capsys):
+    """An index holds every mode: `search index --mode hybrid` was read as --model hybrid ("no such folder")."""
+    assert main(["search", "index", "--beir", str(beir), "--out", str(tmp_path / "idx"), "--mode", "hybrid"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: --mode: ") and "search query" in err and "--model" not in err
+    assert not (tmp_path / "idx").exists()

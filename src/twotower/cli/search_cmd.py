@@ -41,8 +41,11 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     e = sub.add_parser("evaluate", help="NDCG@10, Recall@10/100, MRR@10 of a retriever on a BEIR split")
     e.add_argument("--beir", required=True, help="BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
     e.add_argument("--split", default="test", help="qrels split to score (default test)")
-    e.add_argument("--retriever", default="bm25", choices=["bm25", "dense", "hybrid"],
-                   help="bm25 (default), dense (bi-encoder) or hybrid (both, fused)")
+    # --mode: the name `search query` and POST /search give the same choice; without it, argparse read
+    # `--mode dense` as an abbreviation of --model ("--model dense: no such folder")
+    e.add_argument("--retriever", "--mode", dest="retriever", default="bm25", choices=["bm25", "dense", "hybrid"],
+                   help="bm25 (default), dense (bi-encoder) or hybrid (both, fused); --mode is the same flag, "
+                        "as search query names it")
     e.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
     _fusion_flags(e, sc, FUSION_CHOICES, "hybrid: ")
     _bm25_flags(e, "bm25 and hybrid: ")
@@ -72,6 +75,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--beir", required=True, help="BEIR directory (or any dir with corpus.jsonl)")
     i.add_argument("--out", required=True, help="folder for the search index")
     i.add_argument("--model", help="bi-encoder directory (default: zero-shot all-MiniLM-L6-v2)")
+    # not a setting of the index (it holds every mode), but named so that `--mode hybrid` is refused in words that
+    # say where the mode is chosen: argparse read it as an abbreviation of --model ("--model hybrid: no such folder")
+    i.add_argument("--mode", dest="index_mode", help=argparse.SUPPRESS)
     _length_flags(i, sc)
     _fusion_flags(i, sc, FUSION_CHOICES, "stored with the index: ")
     _bm25_flags(i, "saved with the index (bm25/meta.json): ")
@@ -737,10 +743,21 @@ def _out_writer(args: argparse.Namespace, what: str) -> Iterator[None]:
         yield
 
 
+def _refuse_index_mode(args: argparse.Namespace) -> None:
+    """``search index --mode``: an index answers every mode, chosen per search, so the flag has nothing to set."""
+    from twotower.errors import ConfigError
+
+    if getattr(args, "index_mode", None) is not None:
+        raise ConfigError(f"--mode: a search index answers bm25, dense and hybrid searches alike (hybrid fused as "
+                          f"--fusion says); choose the mode per search: `twotower search query --index {args.out} "
+                          f"--mode {args.index_mode} ...` or POST /search's \"mode\"")
+
+
 @_length_flags_named
 def cmd_search_index(args: argparse.Namespace) -> int:
     from twotower.search.artefacts import INDEX_META, is_search_index
 
+    _refuse_index_mode(args)
     _bm25_config(args)  # a bad --token-pattern is refused before anything is read
     _check_beir(args)
     _check_positive(args, "--max-length", "--query-max-length")
