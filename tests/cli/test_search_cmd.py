@@ -445,3 +445,21 @@ def test_search_index_refuses_mode_naming_where_it_is_chosen(beir, tmp_path, no_
     err = _err(capsys)
     assert err.startswith("error: --mode: ") and "search query" in err and "--model" not in err
     assert not (tmp_path / "idx").exists()
+
+
+def _flag_help(argv: list[str], flag: str) -> str:
+    from twotower.cli.main import build_parser, _subcommand_parser
+
+    parser = _subcommand_parser(build_parser(), argv)
+    return next(a.help for a in parser._actions if flag in a.option_strings)
+
+
+def test_train_max_length_help_says_what_it_cuts():
+    """search train --max-length cuts documents only (queries are read at FinetuneConfig.query_max_length, 64), and
+    rerank train's cuts a (query, passage) pair: both said "tokens per text", where search index / evaluate say
+    "word pieces the encoder reads of each document"."""
+    from twotower.config import FinetuneConfig
+
+    bi = _flag_help(["search", "train"], "--max-length")
+    assert "of each document" in bi and f"queries: {FinetuneConfig.query_max_length}" in bi
+    assert "pair" in _flag_help(["rerank", "train"], "--max-length")

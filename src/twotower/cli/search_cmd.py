@@ -128,7 +128,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--lr", type=float, default=ft.lr, help="learning rate (default %(default)s)")
     t.add_argument("--batch-size", type=int, default=ft.batch_size, help="queries per batch (default %(default)s)")
     t.add_argument("--temperature", type=float, default=ft.temperature, help="softmax temperature (default %(default)s)")
-    t.add_argument("--max-length", type=int, default=ft.max_length, help="tokens per text (default %(default)s)")
+    t.add_argument("--max-length", type=int, default=ft.max_length,
+                   help="word pieces the encoder reads of each document (default %(default)s; queries: "
+                        f"{ft.query_max_length}); recorded, so search evaluate / index read at it too")
     t.add_argument("--train-doc-tower", action="store_true",
                    help="train the document tower too (slow on CPU; 1 hard negative per query per step)")
     t.add_argument("--shared", action="store_true", help="one transformer for both towers (implies --train-doc-tower)")
@@ -258,7 +260,9 @@ def register_rerank(subparsers: argparse._SubParsersAction) -> None:
     _train_common(t, seed=rt.seed)
     t.add_argument("--epochs", type=int, default=rt.epochs, help="training epochs (default %(default)s)")
     t.add_argument("--negatives", type=int, default=rt.negatives_per_query, help="hard negatives per query (default %(default)s)")
-    t.add_argument("--max-length", type=int, default=rt.max_length, help="tokens per text (default %(default)s)")
+    t.add_argument("--max-length", type=int, default=rt.max_length,
+                   help="word pieces the cross-encoder reads of each (query, passage) pair, the longer text cut "
+                        "first (default %(default)s); recorded, so --rerank reads pairs at it too")
     t.add_argument("--lr", type=float, default=rt.lr,
                    help="learning rate of the transformer (the fresh relevance head learns at "
                         f"{rt.head_lr}; default %(default)s)")
