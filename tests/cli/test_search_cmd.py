@@ -463,3 +463,19 @@ def test_train_max_length_help_says_what_it_cuts():
     bi = _flag_help(["search", "train"], "--max-length")
     assert "of each document" in bi and f"queries: {FinetuneConfig.query_max_length}" in bi
     assert "pair" in _flag_help(["rerank", "train"], "--max-length")
+
+
+def test_search_query_model_is_refused_naming_the_index_model(tmp_path, capsys):
+    """`search query --model DIR` (the flag of search evaluate / index) got "did you mean --mode DIR?"; the index
+    searches with the model it was built with, which is what to say."""
+    assert main(["search", "query", "--index", str(tmp_path / "idx"), "--model", "runs/my-bi", "q"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: --model: ") and "search index" in err and "--model runs/my-bi" in err
+    assert "--mode" not in err.replace("--model", "")
+
+
+def test_search_evaluate_k_is_refused_naming_its_depths(beir, no_work, capsys):
+    """`search evaluate --k 10` was read as --keep-unknown, then "unrecognized arguments: 10"."""
+    assert main(["search", "evaluate", "--beir", str(beir), "--k", "10"]) == 2
+    err = _err(capsys)
+    assert err.startswith("error: --k: ") and "NDCG@10" in err and "search query" in err

@@ -69,6 +69,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
                    help="count a qrels pair whose corpus id is not in corpus.jsonl as relevant and never retrieved, "
                         "as BEIR's evaluation does, with a warning naming how many (default: refuse the qrels file)")
     _encoder_flags(e, model_flag=True)
+    # search query's list length, refused saying the depths measured: argparse read `--k 10` as --keep-unknown
+    # and then refused "unrecognized arguments: 10"
+    e.add_argument("--k", dest="evaluate_k", help=argparse.SUPPRESS)
     e.set_defaults(func=sigterm_keeps_folder(cmd_search_evaluate))
 
     i = sub.add_parser("index", help="build a saved search index (BM25 + dense) over a corpus")
@@ -103,6 +106,9 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     rerank_backend_flag(q)
     q.add_argument("--threads", type=int, help=_THREADS_HELP)
     q.add_argument("--json", action="store_true", help="print the results as JSON")
+    # search evaluate's and index's flag, refused saying where the model is chosen: argparse offered "did you mean
+    # --mode DIR?" (the index searches with the model it was built with)
+    q.add_argument("--model", dest="query_model", help=argparse.SUPPRESS)
     q.set_defaults(func=cmd_search_query)
 
     n = sub.add_parser("info", help="describe a saved search index: its documents, model, fusion and BM25 settings "
@@ -493,8 +499,18 @@ def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapp
     return run
 
 
+def _refuse_evaluate_k(args: argparse.Namespace) -> None:
+    """``search evaluate --k``: the metrics are measured at fixed depths, so there is no list length to set."""
+    from twotower.errors import ConfigError
+
+    if getattr(args, "evaluate_k", None) is not None:
+        raise ConfigError("--k: search evaluate measures fixed depths (NDCG@10, Recall@10, Recall@100, MRR@10); "
+                          "--k is the list length of `twotower search query` and POST /search")
+
+
 @_length_flags_named
 def cmd_search_evaluate(args: argparse.Namespace) -> int:
+    _refuse_evaluate_k(args)
     bm25 = _bm25_config(args)
     _check_beir(args)
     _check_positive(args, "--rerank-top", "--max-length", "--query-max-length")
@@ -826,7 +842,18 @@ def _printable(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def _refuse_query_model(args: argparse.Namespace) -> None:
+    """``search query --model DIR``: an index is searched with the model it was built with, named in its meta.json."""
+    from twotower.errors import ConfigError
+
+    if getattr(args, "query_model", None) is not None:
+        raise ConfigError(f"--model: a search index searches with the bi-encoder it was built with (`twotower search "
+                          f"info --index {args.index}` names it); to search with another, build an index with it: "
+                          f"`twotower search index --beir DIR --out NEW_INDEX --model {args.query_model}`")
+
+
 def cmd_search_query(args: argparse.Namespace) -> int:
+    _refuse_query_model(args)
     _check_query_args(args)
     _rerank_top(args)
     _check_models(args)
