@@ -36,3 +36,18 @@ def test_the_commands_name_their_flag(tmp_path, capsys, cmd):
     assert "point --beir at a BEIR directory" in err and "beir_dir" not in err
     assert main(["-q", *argv, "--beir", ""]) != 0
     assert "--beir is empty" in capsys.readouterr().err
+
+
+def test_a_passages_table_given_as_beir_points_to_search_prepare(tmp_path, capsys):
+    """`search index --beir passages.csv` said "no corpus.jsonl in passages.csv or passages.csv/beir": a newcomer's
+    own table is made into a BEIR folder by `search prepare`, which the refusal now names."""
+    table = tmp_path / "passages.csv"
+    table.write_text("pid,body\n1,some text\n")
+    assert main(["-q", "search", "index", "--beir", str(table), "--out", str(tmp_path / "out")]) != 0
+    err = capsys.readouterr().err
+    assert "point --beir at a BEIR directory" in err and "is a file" in err
+    assert f"twotower search prepare --passages {table} --pairs PAIRS --out DIR" in err
+    with pytest.raises(DataError) as python:
+        resolve_beir_dir(table)
+    assert "is a file" in str(python.value) and "prepare_beir(" in str(python.value)
+    assert "--" not in str(python.value)

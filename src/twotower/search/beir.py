@@ -88,9 +88,19 @@ def resolve_beir_dir(path: str | os.PathLike[str], *, arg: str = "beir_dir") -> 
             return cand
     raise DataError(
         f"no corpus.jsonl in {p} or {p / 'beir'}; point {arg} at a BEIR directory "
-        "(corpus.jsonl, queries.jsonl, qrels/<split>.tsv)",
+        f"(corpus.jsonl, queries.jsonl, qrels/<split>.tsv){_prepare_hint(p, arg)}",
         file=str(p),
     )
+
+
+def _prepare_hint(p: Path, arg: str) -> str:
+    """For a file given as the BEIR folder (a newcomer's own passages table, say): how such a table becomes one,
+    in the caller's terms (the command for a flag, the function for a Python argument)."""
+    if not p.is_file():
+        return ""
+    how = (f"`twotower search prepare --passages {p} --pairs PAIRS --out DIR`" if arg.startswith("--")
+           else f"twotower.search.prepare_beir({str(p)!r}, PAIRS, OUT)")
+    return f"; {p} is a file: a passages table and a (query, relevant passage) pairs table become one with {how}"
 
 
 def _lines(path: Path):
