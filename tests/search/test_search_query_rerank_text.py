@@ -39,3 +39,20 @@ def test_the_text_marks_the_hits_past_rerank_top(tmp_path, capsys, monkeypatch):
     assert [line.split()[0] for line in lines[1:3] + lines[4:]] == ["1.", "2.", "3.", "4."]
     assert main(["-q", *query, "4"]) == 0  # all rescored: no mark
     assert "-- past" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode, order", [("bm25", "BM25's order"), ("dense", "the dense order")])
+def test_the_mark_names_the_first_stage_of_a_single_retriever(tmp_path, capsys, monkeypatch, mode, order):
+    """With --mode bm25 or dense nothing is fused: the mark said "fused order" of BM25's own list."""
+    index = build_small_index(tmp_path, monkeypatch)
+    ce = tmp_path / "ce"
+    monkeypatch.setattr("twotower.search.artefacts.check_cross_encoder_dir", lambda *a, **k: ce)
+    monkeypatch.setattr("twotower.search.rerank.CrossEncoderReranker",
+                        lambda *a, **k: CrossEncoderReranker.from_model(OverlapModel()))
+    capsys.readouterr()
+    # three documents share a word with the query: BM25 lists three
+    assert main(["-q", "search", "query", "--index", str(index), "--k", "3", "--rerank", str(ce), "--mode", mode,
+                 "--rerank-top", "2", "vitamin D fractures, aspirin, coffee"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3] == (f"  -- past --rerank-top 2: not rescored by the cross-encoder ({order}; the scores only "
+                        "place them below)")

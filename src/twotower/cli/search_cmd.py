@@ -890,10 +890,14 @@ def cmd_search_query(args: argparse.Namespace) -> int:
             if h.get("reranked") is False and h["rank"] == args.rerank_top + 1:
                 # as --json's "reranked": false: below, the scores only keep the fused order under the reranked
                 # hits (the last logit minus 1, 2, ...), which the column passed off as the cross-encoder's
-                print(f"  -- past --rerank-top {args.rerank_top}: not rescored by the cross-encoder (fused order; "
-                      "the scores only place them below)")
+                print(f"  -- past --rerank-top {args.rerank_top}: not rescored by the cross-encoder "
+                      f"({_FIRST_STAGE_ORDER[answer['mode']]}; the scores only place them below)")
             print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
     return 0
+
+
+#: what orders the hits past --rerank-top, by --mode: nothing is fused in a single retriever's list
+_FIRST_STAGE_ORDER = {"bm25": "BM25's order", "dense": "the dense order", "hybrid": "fused order"}
 
 
 def cmd_search_info(args: argparse.Namespace) -> int:
