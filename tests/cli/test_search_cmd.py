@@ -479,3 +479,21 @@ def test_search_evaluate_k_is_refused_naming_its_depths(beir, no_work, capsys):
     assert main(["search", "evaluate", "--beir", str(beir), "--k", "10"]) == 2
     err = _err(capsys)
     assert err.startswith("error: --k: ") and "NDCG@10" in err and "search query" in err
+
+
+def test_a_bi_encoder_given_to_rerank_where_no_model_flag_exists_says_to_index_it(beir, tmp_path, capsys,
+                                                                                  monkeypatch):
+    """`search query --rerank BI` and `serve --search-index IDX --rerank BI` said "give it to --model", a flag
+    neither command has: the bi-encoder a search index searches with is chosen when the index is built."""
+    from twotower.cli import serve_cmd
+
+    bi = _bi_encoder(tmp_path)
+    monkeypatch.setattr(serve_cmd, "_check_port", lambda host, port: None)
+    for argv in (["search", "query", "--index", str(tmp_path / "idx"), "--rerank", str(bi), "q"],
+                 ["serve", "--search-index", str(tmp_path / "idx"), "--rerank", str(bi)]):
+        assert main(argv) == 2
+        err = _err(capsys)
+        assert "is a bi-encoder" in err and "give it to --model" not in err
+        assert f"twotower search index --beir DIR --out NEW_INDEX --model {bi}" in err
+    assert main(["search", "evaluate", "--beir", str(beir), "--rerank", str(bi)]) == 2
+    assert "give it to --model" in _err(capsys)  # search evaluate has --model

@@ -456,12 +456,14 @@ def _threads(args: argparse.Namespace) -> None:
 
 def _check_models(args: argparse.Namespace) -> None:
     """``--model`` / ``--rerank`` folders of the right kind, checked before any data is read or model loaded."""
-    from twotower.search.artefacts import check_bi_encoder_dir, check_cross_encoder_dir
+    from twotower.search.artefacts import check_bi_encoder_dir, check_cross_encoder_dir, index_it_hint
 
     if getattr(args, "model", None) is not None:
         check_bi_encoder_dir(args.model, "--model")
     if getattr(args, "rerank", None) is not None:
-        check_cross_encoder_dir(args.rerank, "--rerank")
+        # search query has no --model to point a bi-encoder at: its index holds the one it searches with
+        hint = {} if hasattr(args, "model") else {"bi_encoder_hint": index_it_hint(args.rerank)}
+        check_cross_encoder_dir(args.rerank, "--rerank", **hint)
 
 
 def _check_positive(args: argparse.Namespace, *flags: str) -> None:

@@ -232,9 +232,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     rerank = rerank_settings(args)  # --rerank-backend checked (and warned about without --rerank) before the load
     if args.rerank:  # a wrong folder is one line now, not after the search index and its encoder are loaded
-        from twotower.search.artefacts import check_cross_encoder_dir
+        from twotower.search.artefacts import check_cross_encoder_dir, index_it_hint
 
-        check_cross_encoder_dir(args.rerank, "--rerank")
+        check_cross_encoder_dir(args.rerank, "--rerank", bi_encoder_hint=index_it_hint(args.rerank))
     _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
     from twotower.cli.flags import refuse_missing_inputs
 

@@ -220,9 +220,11 @@ def check_bi_encoder_dir(path: str | os.PathLike[str], flag: str = "--model") ->
     return p
 
 
-def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank", *, base: bool = False) -> Path:
+def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank", *, base: bool = False,
+                            bi_encoder_hint: str = "give it to --model") -> Path:
     """``path`` must be a cross-encoder folder; with ``base=True`` (``rerank train --base``) also any
-    transformers folder, whose weights start the training (the classification head is new)."""
+    transformers folder, whose weights start the training (the classification head is new). ``bi_encoder_hint``:
+    where a bi-encoder given instead belongs, for a command without ``--model`` (`search query`, `serve`)."""
     # rerank train --base also starts from a plain transformers folder (--help: "starting sentence-transformers
     # directory"), which "give the output of 'twotower rerank train'" told the user was not accepted
     accepted = "cross-encoder or sentence-transformers" if base else "cross-encoder"
@@ -235,7 +237,7 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
     if is_search_index(p):
         raise ConfigError(f"{flag} {p}: is a search index, not a cross-encoder; give a 'twotower rerank train' output")
     if is_bi_encoder(p):
-        raise ConfigError(f"{flag} {p}: is a bi-encoder (give it to --model), not a cross-encoder"
+        raise ConfigError(f"{flag} {p}: is a bi-encoder ({bi_encoder_hint}), not a cross-encoder"
                           + (f"; to start from its weights give {p / 'query'}" if base else ""))
     problem = _not_a_model(p)
     if problem is not None:
@@ -244,6 +246,12 @@ def check_cross_encoder_dir(path: str | os.PathLike[str], flag: str = "--rerank"
         raise ConfigError(f"{flag} {p}: a model without a relevance head (not a cross-encoder); give the output of "
                           "'twotower rerank train'")
     return p
+
+
+def index_it_hint(model: str | os.PathLike[str]) -> str:
+    """Where a bi-encoder goes for a command that searches a saved index (no ``--model``): into the index."""
+    return (f"a search index searches with the bi-encoder it was built with: `twotower search index --beir DIR "
+            f"--out NEW_INDEX --model {model}`")
 
 
 def _beir_folder(path: Path) -> bool:
