@@ -497,3 +497,16 @@ def test_a_bi_encoder_given_to_rerank_where_no_model_flag_exists_says_to_index_i
         assert f"twotower search index --beir DIR --out NEW_INDEX --model {bi}" in err
     assert main(["search", "evaluate", "--beir", str(beir), "--rerank", str(bi)]) == 2
     assert "give it to --model" in _err(capsys)  # search evaluate has --model
+
+
+@pytest.mark.parametrize("flag, value", [("--fusion", "zscore"), ("--bm25-weight", "0.7"), ("--rrf-k", "10"),
+                                         ("--token-pattern", r"\w+"), ("--max-length", "128"),
+                                         ("--query-max-length", "32"), ("--encoder-backend", "onnx")])
+def test_search_query_given_a_setting_of_the_index_says_it_is_set_when_building(flag, value, tmp_path, capsys):
+    """`search query --fusion zscore` got "unrecognized arguments: --fusion; did you mean --json?": the fusion (and
+    BM25's and the encoder's settings) are stored with the index by `search index`, which the refusal now says."""
+    idx = tmp_path / "idx"
+    assert main(["search", "query", "--index", str(idx), flag, value, "vitamin d"]) == 2
+    err = _err(capsys)
+    assert err.startswith(f"error: {flag}: ") and f"twotower search index --beir DIR --out NEW_INDEX {flag} " in err
+    assert f"twotower search info --index {idx}" in err

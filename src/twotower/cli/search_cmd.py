@@ -109,6 +109,10 @@ def register_search(subparsers: argparse._SubParsersAction) -> None:
     # search evaluate's and index's flag, refused saying where the model is chosen: argparse offered "did you mean
     # --mode DIR?" (the index searches with the model it was built with)
     q.add_argument("--model", dest="query_model", help=argparse.SUPPRESS)
+    # search index's settings, stored with the index: refused saying so (argparse: "unrecognized arguments:
+    # --fusion; did you mean --json?")
+    for flag in _INDEX_SETTINGS:
+        q.add_argument(flag, dest="index_settings", action=_IndexSetting, help=argparse.SUPPRESS)
     q.set_defaults(func=cmd_search_query)
 
     n = sub.add_parser("info", help="describe a saved search index: its documents, model, fusion and BM25 settings "
@@ -844,6 +848,30 @@ def _printable(text: str) -> str:
         return text.encode("utf-8", "replace").decode("utf-8")
 
 
+#: `search index` flags whose values the index stores and every search of it uses (`search info` shows them)
+_INDEX_SETTINGS = ("--fusion", "--rrf-k", "--bm25-weight", "--token-pattern", "--max-length", "--query-max-length",
+                   "--encoder-backend")
+
+
+class _IndexSetting(argparse.Action):
+    """One of :data:`_INDEX_SETTINGS` given to `search query`: kept as ``(flag, value)`` for its refusal."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest, None) or []), (option_string, values)])
+
+
+def _refuse_index_settings(args: argparse.Namespace) -> None:
+    """``search query --fusion zscore``: a setting of the saved index, chosen when it is built."""
+    from twotower.errors import ConfigError
+
+    given = getattr(args, "index_settings", None)
+    if given:
+        flag, value = given[0]
+        raise ConfigError(f"{flag}: a setting of the search index, stored when it is built and used by every search "
+                          f"of it (`twotower search info --index {args.index}` shows it); build one with another: "
+                          f"`twotower search index --beir DIR --out NEW_INDEX {flag} {shell_arg(value)}`")
+
+
 def _refuse_query_model(args: argparse.Namespace) -> None:
     """``search query --model DIR``: an index is searched with the model it was built with, named in its meta.json."""
     from twotower.errors import ConfigError
@@ -856,6 +884,7 @@ def _refuse_query_model(args: argparse.Namespace) -> None:
 
 def cmd_search_query(args: argparse.Namespace) -> int:
     _refuse_query_model(args)
+    _refuse_index_settings(args)
     _check_query_args(args)
     _rerank_top(args)
     _check_models(args)
