@@ -442,3 +442,18 @@ def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(spl
     assert hint in capsys.readouterr().out
     assert main(["-q", "train", "--out", str(tmp_path / "c"), "--resume", "--epochs", "2"]) == 0
     assert f"--history-from {run_data / 'train.csv'} {run_data / 'valid.csv'}" in capsys.readouterr().out
+
+
+def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_train_plus_valid(split_dir, tmp_path,
+                                                                                               capsys):
+    """The split's files named in a config file (`[data] train = ".../train.csv"`), as the README's config section
+    writes them, get the leave-one-out hint too: it was printed for the --train / --valid flags alone."""
+    config = tmp_path / "loo.toml"
+    config.write_text("[data]\n" + "".join(f'{part} = "{split_dir / (part + ".csv")}"\n'
+                                           for part in ("train", "valid", "test")), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["-q", "train", "--config", str(config), "--out", str(tmp_path / "a"), "--epochs", "1",
+                 "eval.baselines=[]", *FAST]) == 0
+    out = capsys.readouterr().out
+    assert "test users read their train history only" in out
+    assert f"--history-from {split_dir / 'train.csv'} {split_dir / 'valid.csv'}" in out

@@ -452,7 +452,9 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         print(buf.getvalue())
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
         data = _data_as_given(args, cfg, out)
-        if train_file is None and data is not cfg.data:
+        if train_file is None and not isinstance(data.train, (list, tuple)):
+            # files named by a config file (data.train = "split/train.csv") or by a resumed run's config.json:
+            # the hint was printed for --train/--valid flags alone
             train_file, valid_file = data.train, data.valid
         loo = bool(train_file and valid_file and _leave_last_split(train_file))
         if not loo and data.train is None and data.path is not None and data.split == "leave_last":
