@@ -147,6 +147,22 @@ def test_a_users_file_without_the_user_column_lists_its_columns(run_dir, tmp_pat
     assert "or 'user_id'" not in err
 
 
+def test_a_users_file_without_a_header_line_is_told_to_add_one(run_dir, tmp_path, capsys):
+    # `cut -d, -f1 > users.txt`: the first id was read as the column's name, and the error listed "columns
+    # present: ['u1']" without saying that u1 is one of the run's users
+    users = tmp_path / "users.txt"
+    users.write_text("u1\nu2\n")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(users), "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert ("the file has no header line: its first line 'u1' is one of the run's users; add the line 'user_id' "
+            "above the ids") in err
+    other = tmp_path / "other.txt"  # a one-column header that is no user: the rename hint as before
+    other.write_text("who\nu1\n")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(other), "--k", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "rename the one that holds the user ids to 'user_id'" in err and "no header line" not in err
+
+
 def test_exclude_files_with_a_new_users_history_are_refused(run_dir, tmp_path, capsys):
     # the files hold known users' items; for a new user (--history) they excluded nothing, silently
     seen = tmp_path / "seen.csv"

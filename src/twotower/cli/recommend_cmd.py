@@ -100,7 +100,8 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
     col = next((c for c in names if c in df.columns), None)
     if col is None:
         raise DataError(f"needs a {' or '.join(map(repr, names))} column with the run's user ids; columns present: "
-                        f"{list(map(str, df.columns))}; rename the one that holds the user ids to {names[0]!r}",
+                        f"{list(map(str, df.columns))}; "
+                        f"{_no_header_hint(run, df.columns) or 'rename the one that holds the user ids to ' + repr(names[0])}",
                         file=str(path), column=names[0])
     ids = ids_to_str(df[col], file=str(path), column=col, rows=rows).tolist()
     first: dict[str, int] = {}  # each id's first position, in file order
@@ -116,6 +117,20 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
         unique, run.user_row,
         lambda pos, e: DataError(e.message, file=str(path), row=rows.number(at[pos]), column=col, unit=rows.unit),
         what=USER_LIST)
+
+
+def _no_header_hint(run, columns) -> str | None:  # noqa: ANN001 - TrainedRun, the frame's columns
+    """What to do with a list of ids without a header line (``cut -d, -f1 > users.txt``), whose first id was read
+    as the column's name: "columns present: ['c1']" alone did not say that 'c1' is a user of the run."""
+    if len(columns) != 1:
+        return None
+    first = str(columns[0]).strip()
+    try:
+        run.user_row(first)
+    except (LookupError, ValueError):  # NotFoundError is a KeyError: a header that is no user's id
+        return None
+    return (f"the file has no header line: its first line {first!r} is one of the run's users; add the line "
+            f"'user_id' above the ids")
 
 
 @sigterm_keeps_out  # SIGTERM mid `--users all --out recs.csv`: one line on what recs.csv holds, status 143
