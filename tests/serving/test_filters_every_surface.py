@@ -65,6 +65,8 @@ def test_users_csv_is_filtered_as_the_http_batch(run_dir, client, capsys) -> Non
 
 @pytest.mark.parametrize("flag, filters, status, http_at, cli_at, core", [
     ("genre=Comedy", {"genre": ["Comedy"]}, 422, "filters.genre", "--filter genre",
+     "not an item metadata field; filterable fields: ['genres', 'title', 'year', 'item_id']; did you mean 'genres'?"),
+    ("colour=red", {"colour": ["red"]}, 422, "filters.colour", "--filter colour",
      "not an item metadata field; filterable fields: ['genres', 'title', 'year', 'item_id']"),
     ("genres=Comdy", {"genres": ["Comdy"]}, 422, "filters.genres", "--filter genres",
      "no item has the value 'Comdy'; did you mean 'Comedy'?"),

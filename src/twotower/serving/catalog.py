@@ -219,6 +219,17 @@ class ItemCatalog:
             f"known values include {', '.join(repr(k) for k in known[:8])}" + (" ..." if len(known) > 8 else ""))
         return f"{field_at(field)}: no item has the value {value!r}; {hint}"
 
+    def _unknown_field(self, field: str, field_at: Callable[[str], str] = filters_at) -> str:
+        """A 422 message for a filter field no item has, with the nearest field name, as a value's names the
+        nearest values (`catgory` against `category` listed the fields without saying which was meant)."""
+        import difflib
+
+        fields = sorted(self.columns) + ["item_id"]
+        near = difflib.get_close_matches(field, fields, n=1, cutoff=0.6) or [
+            f for f in fields if f.lower() == field.lower()]
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        return f"{field_at(field)}: not an item metadata field; filterable fields: {fields}{hint}"
+
     def filter_mask(self, filters: Mapping[str, Sequence[str]], check: Callable[[], None] | None = None, *,
                     field_at: Callable[[str], str] = filters_at,
                     item_at: Callable[[int, int], str] | None = None) -> np.ndarray:
@@ -237,9 +248,7 @@ class ItemCatalog:
         mask = np.ones(len(self.ids), dtype=bool)
         for field, values in filters.items():
             if field != "item_id" and field not in self.columns:
-                raise ConfigError(
-                    f"{field_at(field)}: not an item metadata field; filterable fields: {sorted(self.columns) + ['item_id']}"
-                )
+                raise ConfigError(self._unknown_field(field, field_at))
             if not values:
                 raise ConfigError(f"{field_at(field)} is empty; give at least one value or drop the filter")
             mask &= (self._item_mask(values, field_at, item_at) if field == "item_id"
