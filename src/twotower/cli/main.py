@@ -40,6 +40,22 @@ class _Parser(argparse.ArgumentParser):
                 raise
             raise argparse.ArgumentError(action, f"{e.message}; did you mean {close!r}?") from None
 
+    #: the full flag names of the CLI's other commands that this command lacks -> those commands, nearest first
+    #: (:func:`_mark_foreign_flags` sets it on every command that takes no subcommand)
+    foreign_flags: dict[str, list[str]] = {}
+
+    def _get_option_tuples(self, option_string: str) -> list:
+        # argparse reads a prefix of a flag as that flag (`--thread` for --threads, which users rely on), so another
+        # command's flag typed here was taken for one of this command's: `search evaluate --k 10` turned on
+        # --keep-unknown and said "unrecognized arguments: 10". Such a prefix is refused, saying whose flag it is.
+        flag = option_string.split("=", 1)[0]
+        owners = self.foreign_flags.get(flag)
+        if owners:
+            mine = sorted(o for o in self._option_string_actions if o.startswith(flag))
+            if mine:
+                self.error(_foreign_flag_refusal(self.prog.removeprefix("twotower "), flag, owners, mine))
+        return super()._get_option_tuples(option_string)
+
     def _get_value(self, action: argparse.Action, arg_string: str) -> object:
         # a number flag's value that is no number (`explain --top 1.5`) is refused in one line, in the words of
         # `--k 5.5` and of HTTP's 422s (flags.number_flag_refusal): argparse said "argument --top: invalid int
@@ -54,6 +70,55 @@ class _Parser(argparse.ArgumentParser):
                 flag = max(action.option_strings, key=len)  # --top, not an abbreviation or a short form
                 raise ConfigError(number_flag_refusal(flag, arg_string, action.type)) from None
         return super()._get_value(action, arg_string)
+
+
+#: what a command takes instead of another command's flag, said after the refusal
+ABBREVIATION_NOTES = {
+    ("search evaluate", "--k"): "search evaluate reports fixed cut-offs: NDCG@10, Recall@10, Recall@100 and MRR@10",
+    ("evaluate", "--k"): "evaluate takes its cut-offs as --ks, a comma list (--ks 10,20)",
+}
+
+
+def _foreign_flag_refusal(command: str, flag: str, owners: list[str], mine: list[str]) -> str:
+    """Why ``flag``, a flag of ``owners`` (other commands), is refused on ``command``, where argparse would read it
+    as short for one of ``mine``: ``--k: not a flag of search evaluate (--k is a flag of search query, recommend,
+    similar and index build); search evaluate reports fixed cut-offs: ...; to mean --keep-unknown, write it in
+    full``."""
+    named = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} and {owners[-1]}"
+    said = [f"{flag}: not a flag of {command} ({flag} is a flag of {named})"]
+    note = ABBREVIATION_NOTES.get((command, flag))
+    if note:
+        said.append(note)
+    if not note or any(m not in note for m in mine):  # a note naming the flag meant says it already
+        said.append(f"to mean {' or '.join(mine)}, write it in full")
+    return "; ".join(said)
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """Every command that takes no subcommand, by its path of names (``("search", "evaluate")``), in help order."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return {path: parser}
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {}
+    for name, child in subs[0].choices.items():
+        found.update(_commands(child, (*path, name)))
+    return found
+
+
+def _mark_foreign_flags(parser: argparse.ArgumentParser) -> None:
+    """Give every command the full flag names of the others it lacks (:attr:`_Parser.foreign_flags`), each with the
+    commands that have it, those of the same parent first (``search query`` before ``recommend``)."""
+    commands = _commands(parser)
+    flags = {path: {o for a in p._actions for o in a.option_strings if o.startswith("--")}
+             for path, p in commands.items()}
+    for path, p in commands.items():
+        foreign: dict[str, list[tuple[bool, str]]] = {}
+        for other, theirs in flags.items():
+            if other != path:
+                for flag in theirs - flags[path]:
+                    foreign.setdefault(flag, []).append((other[:-1] != path[:-1], " ".join(other)))
+        p.foreign_flags = {flag: [name for _, name in sorted(owners, key=lambda o: o[0])]
+                           for flag, owners in foreign.items()}
 
 
 def _closest(word: str, candidates: list[str]) -> str | None:
@@ -445,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
         "twotower.cli.search_cmd:register",
     ):
         _optional(path, sub)
+    _mark_foreign_flags(parser)
     return parser
 
 
