@@ -91,11 +91,19 @@ def test_serve_names_the_flag_it_refuses(tmp_path, capsys, flags, said):
     assert said in err and "ServiceSettings" not in err, err
 
 
-@pytest.mark.parametrize("ks", ["0", "10,0", "-5", ","])
-def test_evaluate_ks_below_one_names_the_flag_before_loading(ks, capsys, tmp_path):
-    # was "EvalProtocol.ks must hold positive integers", after the run had loaded; the run need not exist
+@pytest.mark.parametrize("ks, said", [
+    ("0", "--ks: must be at least 1, got 0"),
+    ("0,5", "--ks: item 1 of 2: must be at least 1, got 0"),
+    ("10,0", "--ks: item 2 of 2: must be at least 1, got 0"),
+    ("-5", "--ks: must be at least 1, got -5"),
+    ("10,5.5", "--ks: item 2 of 2: must be an integer, got '5.5'"),
+    (",", "--ks: an empty list; give the cut-offs, e.g. --ks 10,20, or leave --ks out for the run's eval.ks"),
+])
+def test_evaluate_ks_below_one_names_the_flag_before_loading(ks, said, capsys, tmp_path):
+    # was "EvalProtocol.ks must hold positive integers", after the run had loaded; then "--ks must hold positive
+    # integers such as 10,20, got '0,5'", unlike every other flag's "--flag: ..." (the words of --k 0 and --history)
     assert main(["evaluate", "--run", str(tmp_path / "nope"), "--ks", ks]) == 2
-    assert capsys.readouterr().err.strip() == f"error: --ks must hold positive integers such as 10,20, got {ks!r}"
+    assert capsys.readouterr().err.strip() == f"error: {said}"
 
 
 def test_a_repeated_cut_off_is_refused_naming_the_flag_or_the_setting(capsys, tmp_path):
@@ -112,7 +120,8 @@ def test_a_huge_cut_off_is_refused_naming_the_flag_or_the_setting_before_any_wor
     # evaluate loaded the run, then died in numpy ("Maximum allowed dimension exceeded"); train accepted
     # eval.ks=[99999999999999999999], trained the whole run and then died the same way, leaving a run without metrics
     assert main(["evaluate", "--run", str(tmp_path / "nope"), "--ks", "10,99999999999999999999"]) == 2
-    assert capsys.readouterr().err.strip() == "error: --ks: at most 10000, got 99999999999999999999"
+    assert capsys.readouterr().err.strip() == ("error: --ks: item 2 of 2: must be at most 10000 (twotower.config.MAX_K), "
+                                               "got a number of 20 digits")
     assert main(["train", "--dataset", "movielens-100k", "--out", str(tmp_path / "r"), "--print-config",
                  "eval.ks=[10,99999999999999999999]"]) == 2
     assert capsys.readouterr().err.strip() == "error: eval.ks: must be at most 10000, got 99999999999999999999"

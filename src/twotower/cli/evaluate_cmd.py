@@ -91,21 +91,35 @@ def users_line(rows: list[dict]) -> str | None:
             f"every per-user figure would scale by {done / held:.4f}; Coverage and MeanPop would not)")
 
 
+def _parse_ks(text: str) -> tuple[int, ...]:
+    """``--ks``' cut-offs, each refused at its place in the words of ``--k`` and of the other list flags (``--ks: item
+    1 of 2: must be at least 1, got 0``), before the run loads: it said "--ks must hold positive integers such as
+    10,20", unlike every other flag's "--flag: ..."."""
+    from twotower.cli.flags import id_place, number_flag_refusal
+    from twotower.pipeline.refusals import k_refusal
+
+    items = split_comma_list(text, "--ks")  # `10,,20`: refused naming the empty item (was dropped)
+    if not items:
+        raise ConfigError("--ks: an empty list; give the cut-offs, e.g. --ks 10,20, or leave --ks out for the run's "
+                          "eval.ks")
+    ks = []
+    for pos, item in enumerate(items):
+        where = id_place("--ks", "item", pos, len(items)) if len(items) > 1 else "--ks"
+        try:
+            k = int(item)
+        except ValueError:
+            raise ConfigError(number_flag_refusal(where, item)) from None
+        if (why := k_refusal(k)) is not None:  # the top-k lists are padded to k: a huge one was a numpy ValueError
+            raise ConfigError(f"{where}: {why}")
+        ks.append(k)
+    return tuple(ks)
+
+
 @sigterm_keeps_files("csv", "plot")  # SIGTERM mid-evaluation: one line on what --csv and --plot hold, 143
 def cmd_evaluate(args: argparse.Namespace) -> int:
     ks = baselines = None  # not given: the run's own eval.ks / eval.baselines (evaluate_run reads them)
     if args.ks is not None:
-        items = split_comma_list(args.ks, "--ks")  # `10,,20`: refused naming the empty item (was dropped)
-        try:
-            ks = tuple(int(k) for k in items)
-        except ValueError:
-            raise ConfigError(f"--ks must be comma-separated integers, got {args.ks!r}") from None
-        if not ks or min(ks) < 1:  # named as the flag, before the run loads (was EvalProtocol.ks, after it)
-            raise ConfigError(f"--ks must hold positive integers such as 10,20, got {args.ks!r}")
-        from twotower.config import MAX_K
-
-        if max(ks) > MAX_K:  # the top-k lists are padded to k: a huge one was a numpy ValueError after the run loaded
-            raise ConfigError(f"--ks: at most {MAX_K}, got {max(ks)}")
+        ks = _parse_ks(args.ks)
         if len(set(ks)) < len(ks):  # was "EvalProtocol.ks has duplicates", after the run had loaded
             raise ConfigError(f"--ks: {args.ks!r} names a cut-off twice")
         ks = tuple(sorted(ks))  # `--ks 20,5`: the table and the CSV's record listed 20 first, the CSV columns 5 first
