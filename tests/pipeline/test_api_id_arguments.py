@@ -30,10 +30,24 @@ def test_similar_without_item_ids_says_what_to_pass(run):
 def test_one_id_or_a_table_instead_of_a_list_is_refused_with_the_form_to_use(run, value):
     # "TypeError: 'int' object is not iterable" from both
     kind = type(value).__name__
-    with pytest.raises(tt.ConfigError, match=rf"item_ids is a list of item ids, e.g. \[.*\]; got {kind}"):
+    with pytest.raises(tt.ConfigError, match=rf"^item_ids: must be a list of item ids, e.g. \[.*\], got an? {kind}$"):
         tt.similar(run, value)
-    with pytest.raises(tt.ConfigError, match=rf"user_ids is a list of user ids, e.g. \[.*\]; got {kind}"):
+    with pytest.raises(tt.ConfigError, match=rf"^user_ids: must be a list of user ids, e.g. \[.*\], got an? {kind}$"):
         tt.recommend(run, value)
+
+
+def test_one_id_as_a_string_is_refused_in_the_words_of_history_and_http(run):
+    # "item_ids is a list of item ids, e.g. ['i1']; got a string": the words history=, exclude= and POST /recommend's
+    # 422 had left ('history: must be a list of item ids, oldest first, e.g. ["i1"], got a string')
+    with pytest.raises(tt.ConfigError) as e:
+        tt.similar(run, item_ids="i1")
+    assert str(e.value) == 'item_ids: must be a list of item ids, e.g. ["i1"], got a string'
+    with pytest.raises(tt.ConfigError) as e:
+        tt.recommend(run, user_ids="u1")
+    assert str(e.value) == 'user_ids: must be a list of user ids, e.g. ["u1"], got a string'
+    with pytest.raises(tt.ConfigError) as e:
+        tt.recommend(run, user_ids=5)
+    assert str(e.value) == "user_ids: must be a list of user ids, e.g. [5], got an int"
 
 
 def test_lists_tuples_arrays_and_generators_are_still_taken(run):

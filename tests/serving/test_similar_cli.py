@@ -140,7 +140,7 @@ def test_python_api_equals_the_service(run_dir, service) -> None:
         http = service.similar_items(item, 5)["items"]
         assert [(it["item_id"], it["score"], it["rank"]) for it in lst] == [
             (it["item_id"], it["score"], it["rank"]) for it in http]
-    with pytest.raises(ConfigError, match="item_ids is a list of item ids"):
+    with pytest.raises(ConfigError, match="item_ids: must be a list of item ids"):
         tt.similar(service.run, "i0")
 
 

@@ -31,9 +31,11 @@ from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_lo
 from twotower.pipeline.refusals import (
     USER_LIST,
     hint_unknown_user,
+    id_list_refusal,
     k_refusal,
     known_user_features_refusal,
     locate,
+    python_type_words,
     refuse_oversized_user_features,
     rows_naming_every_unknown,
 )
@@ -529,10 +531,9 @@ def recommend(
         # after the filters and exclusions, as POST /recommend names it
         refuse_empty_history(history, run=run, user_features=user_features)
     if user_ids is not None:  # checked before the index is opened, as history above
-        if isinstance(user_ids, str):
-            raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
         if not is_id_list(user_ids):  # user_ids=42: a bare TypeError ("'int' object is not iterable")
-            raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got {type(user_ids).__name__}")
+            # the words of history=, exclude= and POST /recommend's 422 (it said "user_ids is a list of user ids")
+            raise ConfigError(f"user_ids: {id_list_refusal(python_type_words(user_ids), user_ids, what='user')}")
     from twotower.serving.service import filter_allow, run_filter_mask
 
     mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /recommend's words
@@ -557,8 +558,6 @@ def recommend(
                                 allow=allow, listed=listed, filter_exact_max=filter_exact_max)
         return [results_to_items(run, res)]
     assert user_ids is not None
-    if isinstance(user_ids, str):
-        raise ConfigError(f"user_ids is a list of user ids, e.g. [{user_ids!r}]; got a string")
     # an unknown id named by its place (user_ids[3]: unknown user ...), then every other unknown one, in the words of
     # `recommend --users` and POST /recommend
     rows = np.asarray(rows_naming_every_unknown(

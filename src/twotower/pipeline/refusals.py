@@ -125,17 +125,17 @@ def filter_values_refusal(field: str, sent: str, value: Any = None) -> str:
     return f"must be a list of values, e.g. {example}, got {sent}"
 
 
-def id_list_refusal(sent: str, value: Any = None, *, oldest_first: bool = False) -> str:
+def id_list_refusal(sent: str, value: Any = None, *, oldest_first: bool = False, what: str = "item") -> str:
     """Why a list of item ids that is no list is refused (``"history": "i1"``, ``exclude=5``), after the caller's
     location (``body.history: ``, ``history: ``, ``exclude: ``); ``sent``: what was sent, in the caller's terms (``a
-    string``); ``oldest_first``: a history's. The example lists ``value`` when it is one id (text or an integer,
-    the one item meant), else a placeholder. HTTP said pydantic's "Input should be a valid list", Python "history is
-    a list of item ids, oldest first, e.g. ['i1']; got a string"."""
+    string``); ``oldest_first``: a history's; ``what``: whose ids (``"user"`` for ``user_ids``). The example lists
+    ``value`` when it is one id (text or an integer, the one item meant), else a placeholder. HTTP said pydantic's
+    "Input should be a valid list", Python "history is a list of item ids, oldest first, e.g. ['i1']; got a string"."""
     import json
 
     one = (isinstance(value, str) and len(value) <= 40) or (type(value) is int and abs(value) < 10**12)
     order = ", oldest first" if oldest_first else ""
-    return f"must be a list of item ids{order}, e.g. {json.dumps([value if one else '...'])}, got {sent}"
+    return f"must be a list of {what} ids{order}, e.g. {json.dumps([value if one else '...'])}, got {sent}"
 
 
 #: a new user's user_features as an example: the schema's description's

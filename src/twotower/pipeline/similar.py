@@ -32,7 +32,8 @@ import numpy as np
 
 from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
-from twotower.pipeline.refusals import ITEM_LIST, k_refusal, locate, rows_naming_every_unknown
+from twotower.pipeline.refusals import (ITEM_LIST, id_list_refusal, k_refusal, locate, python_type_words,
+                                       rows_naming_every_unknown)
 from twotower.utils.arguments import check_flag, is_id_list
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
@@ -290,10 +291,8 @@ def similar(
     exact = check_flag(exact, "exact")
     if item_ids is None:  # a bare TypeError ("'NoneType' object is not iterable"), where recommend's is a ConfigError
         raise ConfigError("give item_ids, the items to find similar ones for: a list of item ids, e.g. ['50']")
-    if isinstance(item_ids, str):
-        raise ConfigError(f"item_ids is a list of item ids, e.g. [{item_ids!r}]; got a string")
-    if not is_id_list(item_ids):
-        raise ConfigError(f"item_ids is a list of item ids, e.g. [{item_ids!r}]; got {type(item_ids).__name__}")
+    if not is_id_list(item_ids):  # a string or one id: the words of history=, exclude= and POST /similar-items' 422
+        raise ConfigError(f"item_ids: {id_list_refusal(python_type_words(item_ids), item_ids)}")
     if (why := k_refusal(k)) is not None:  # the words of `similar --k` and POST /similar-items
         raise ConfigError(f"k: {why}")
     if cold_similar not in COLD_SIMILAR:
