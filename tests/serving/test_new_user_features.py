@@ -438,3 +438,17 @@ def test_features_with_a_known_user_say_the_same_on_the_command_line(feature_ser
     cli = cli_refusal(capsys, cmd, "--run", str(run_dir), *who, "--user-features", '{"age": 3}')
     assert cli == (http.replace("user_features: ", "--user-features: ", 1).replace("a history", "--history")
                    .replace("not with user_id", f"not with {who[0]}")), (cli, http)
+
+
+def test_a_row_of_features_that_is_no_mapping_is_refused_in_the_words_of_http(feature_service):
+    # "user_features must be an object of column -> value, got str": the words POST /recommend's 422, tt.recommend
+    # and --user-features had left ("user_features: must map user feature columns to values, ...")
+    from twotower.errors import DataError
+
+    service, _ = feature_service
+    with pytest.raises(DataError) as e:
+        service.run.encode_user_features(["age=3"])
+    assert str(e.value) == ('user_features: must map user feature columns to values, e.g. {"age": 25, "gender": "F"}, '
+                            "got a string")
+    with pytest.raises(DataError, match=r"^user_features\[1\]: must map user feature columns to values, .*, got a list$"):
+        service.run.encode_user_features([{"age": 30}, [("age", 3)]])

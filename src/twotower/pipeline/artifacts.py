@@ -1107,9 +1107,12 @@ class TrainedRun:
         assert self.user_encoder is not None
         spec = self.user_encoder.spec
         clean: list[dict[str, Any]] = []
-        for row in rows:
-            if not isinstance(row, dict):
-                raise DataError(f"user_features must be an object of column -> value, got {type(row).__name__}")
+        for pos, row in enumerate(rows):
+            if not isinstance(row, dict):  # the words of POST /recommend's 422 and tt.recommend, naming the row
+                from twotower.pipeline.refusals import python_type_words, user_features_shape_refusal  # noqa: PLC0415
+
+                where = "user_features" if len(rows) == 1 else f"user_features[{pos}]"
+                raise DataError(f"{where}: {user_features_shape_refusal(python_type_words(row))}")
             out: dict[str, Any] = {}
             for col, value in row.items():
                 if col not in columns:
