@@ -98,3 +98,41 @@ def test_a_length_past_the_models_positions_names_the_flag_typed(beir_dir, tmp_p
                                           r"reads\), got 600$"):
         args.func(args)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["search", "rerank"])
+def test_a_mining_depth_past_the_corpus_and_max_k_names_the_flag_before_any_model(beir_dir, tmp_path, monkeypatch,
+                                                                                  command):
+    """It was refused while mining, after the model had loaded and the corpus been indexed, naming the search's `k`:
+    "k must be at most 10000 (the larger of ...)"."""
+    pytest.importorskip("bm25s")
+    import twotower.cli.search_cmd as search_cmd
+    import twotower.search.finetune as finetune
+
+    def loaded(*a, **k):  # noqa: ANN002, ANN003
+        raise AssertionError("a model was loaded or the corpus indexed before the flag was checked")
+
+    monkeypatch.setattr(finetune, "base_towers", loaded)
+    monkeypatch.setattr(search_cmd, "_bm25", loaded)
+    args = _args(command, "train", "--beir", str(beir_dir), "--split", "train", "--out", str(tmp_path / "m"),
+                 "--mining-depth", "1000000000000")
+    with pytest.raises(ConfigError) as e:
+        args.func(args)
+    assert str(e.value) == ("--mining-depth: must be at most 10000 (the larger of twotower.config.MAX_K, 10000, and the "
+                            "5 documents of the corpus: the candidate lists are padded to it), got 1000000000000")
+
+
+def test_mining_from_python_names_the_depth_not_the_searchs_k():
+    pytest.importorskip("bm25s")
+    import numpy as np
+    from search_data import DOCS
+
+    from twotower.search.bm25 import BM25Retriever
+    from twotower.search.negatives import MiningConfig, mine_hard_negatives
+
+    bm25 = BM25Retriever().fit([d["text"] for d in DOCS], [d["_id"] for d in DOCS])
+    with pytest.raises(ConfigError, match=r"^config\.depth must be at most 10000 \(the larger of .* 5 documents"):
+        mine_hard_negatives(["aspirin"], [np.array([0])], bm25, MiningConfig(depth=20000))
+    with pytest.raises(ConfigError, match=r"^--mining-depth must be at most 10000"):
+        mine_hard_negatives(["aspirin"], [np.array([0])], bm25, MiningConfig(depth=20000),
+                            names={"depth": "--mining-depth"})

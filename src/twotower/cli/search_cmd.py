@@ -334,6 +334,19 @@ def _mining_config(args: argparse.Namespace, n: int, n_flag: str):  # noqa: ANN2
                         {"n": n_flag})
 
 
+def _check_mining_depth(args: argparse.Namespace, n_docs: int) -> None:
+    """``--mining-depth`` above the larger of MAX_K and the corpus size, refused once the corpus is read, before a model
+    is loaded or the corpus indexed: the search refused it later, naming its ``k`` ("k must be at most 10000 (the
+    larger of ...)"). Below 1 it is refused before anything is read (:func:`_mining_config`)."""
+    from twotower.config import MAX_K
+
+    from twotower.cli.flags import check_range
+
+    check_range("--mining-depth", args.mining_depth, hi=max(MAX_K, n_docs),
+                why=f"the larger of twotower.config.MAX_K, {MAX_K}, and the {n_docs} documents of the corpus: the "
+                    "candidate lists are padded to it")
+
+
 def _train_common(t: argparse.ArgumentParser, *, seed: int) -> None:
     t.add_argument("--beir", required=True, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
     t.add_argument("--split", default="train", help="qrels split to train on (default train)")
@@ -1143,6 +1156,8 @@ def _search_train(args: argparse.Namespace) -> int:
     qs, pos, by_q, validation = _hold_out(args, qs, pos, cfg.valid_frac, at_least=2)
     texts = data.corpus.doc_texts()
     negatives = None
+    if mining is not None:
+        _check_mining_depth(args, len(texts))
     if mining is None:
         logging.getLogger(__name__).info(
             "--negatives 0: in-batch negatives only (each query's negatives are the batch's other positives); no "
@@ -1324,6 +1339,7 @@ def _rerank_train(args: argparse.Namespace) -> int:
     from twotower.search.rerank import train_cross_encoder
 
     data, all_qs, all_pos, by_q = _train_pairs(args)
+    _check_mining_depth(args, len(data.corpus))
     qs, pos, by_q, valid = _hold_out(args, all_qs, all_pos, cfg.valid_frac)
     seen = _mining_model_saw(args, all_qs, all_pos, valid) if dense and valid is not None else 0
     texts = data.corpus.doc_texts()

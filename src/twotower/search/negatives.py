@@ -110,6 +110,16 @@ class MiningReport:
         )
 
 
+def _corpus_size(retriever: _Retriever) -> int | None:
+    """The documents ``retriever`` searches (BM25's ``n_docs``, a dense retriever's corpus vectors), None when it
+    does not say."""
+    n = getattr(retriever, "n_docs", None)
+    if isinstance(n, int):
+        return n
+    emb = getattr(retriever, "doc_embeddings", None)
+    return len(emb) if emb is not None else None
+
+
 def mine_hard_negatives(
     queries: Sequence[str],
     positives: Sequence[np.ndarray],
@@ -130,6 +140,11 @@ def mine_hard_negatives(
     pos_rows = [np.asarray(p, dtype=np.int64).ravel() for p in positives]
     if any(p.size == 0 for p in pos_rows):
         raise DataError("every query needs at least one positive row to mine against")
+    n_docs = _corpus_size(retriever)
+    if n_docs is not None:  # named as the caller knows it: the search's own refusal named its `k`
+        from twotower.search.checks import check_depth  # noqa: PLC0415
+
+        check_depth(cfg.depth, (names or {}).get("depth", "config.depth"), n_docs)
     results = retriever.search(list(queries), cfg.depth)  # [Q, depth]
     use_threshold = cfg.relative_margin is not None or cfg.margin is not None
     pos_scores = retriever.score(list(queries), pos_rows) if use_threshold else None
