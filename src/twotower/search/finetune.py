@@ -24,6 +24,7 @@ Saved layout (``save_pretrained``-style, safetensors)::
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -101,6 +102,17 @@ def _embed(model, texts: list[str], max_length: int):
     prepare = getattr(model, "preprocess", None) or model.tokenize
     features = prepare(texts)
     return F.normalize(model(features)["sentence_embedding"], dim=-1)
+
+
+@contextlib.contextmanager
+def _eval_mode(model):  # noqa: ANN001, ANN202 - a torch module; a context
+    """``model`` in eval mode inside (no dropout, no random draw), its own mode again after."""
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)
 
 
 def _batches(n: int, batch_size: int, keys: list[str], rng: np.random.Generator) -> list[np.ndarray]:
@@ -239,6 +251,7 @@ def finetune_bi_encoder(
 
     from twotower.losses import InBatchSoftmax, LossBatch  # noqa: PLC0415
     from twotower.losses.base import temperature_suspect  # noqa: PLC0415
+    from twotower.training.diagnostics import check_finite_output  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
@@ -376,6 +389,16 @@ def finetune_bi_encoder(
                 loss = run.step(lambda b=batch, st=stats: closure(b, epoch - mined_at, st))
                 history.append({"epoch": epoch, "step": loop.global_step - 1, "loss": loss,
                                 "accuracy": stats["accuracy"], "chance_loss": stats["chance_loss"], "lr": loop.lr})
+        # the towers' vectors of the epoch's last batch: an update can leave finite weights that compute NaN
+        # (--lr 1e12), which the next mining refused as "queries contain NaN or inf", or with one epoch was saved
+        probe = batches[-1]
+        towers = [("the query tower's embeddings", q_model, [queries[i] for i in probe], cfg.query_max_length)]
+        if cfg.train_doc_tower and not cfg.shared:
+            towers.append(("the document tower's embeddings", d_model, [doc_texts[r] for r in pos[probe]], cfg.max_length))
+        for what, tower, texts, length in towers:
+            with _eval_mode(tower), torch.no_grad():
+                check_finite_output(_embed(tower, texts, length), what, epoch + 1, cfg.lr, loop.suspect,
+                                    lr_setting=loop.lr_setting)
         if val is not None and val.after_epoch(epoch + 1):
             break  # patience ran out: the best epoch's weights are restored below
     step = loop.global_step

@@ -410,8 +410,11 @@ def train_cross_encoder(
     another retriever.
     """
 
+    import torch  # noqa: PLC0415
+
     from twotower.losses import ListwiseSoftmax, LossBatch  # noqa: PLC0415
     from twotower.text.encoder import default_model_path  # noqa: PLC0415
+    from twotower.training.diagnostics import check_finite_output  # noqa: PLC0415
     from twotower.training.loop import TrainLoop  # noqa: PLC0415
     from twotower.utils.runtime import seed_everything, set_threads  # noqa: PLC0415
 
@@ -464,6 +467,7 @@ def train_cross_encoder(
     # negatives is easier, so the reference is counted on the groups actually scored
     chance: list[float] = []
     sizes_seen: list[list[int]] = []
+    last_pairs: list[tuple[str, str]] = []  # the latest step's (query, document) pairs, scored again after its epoch
 
     def closure(group_rows: np.ndarray, epoch: int) -> tuple[float, int]:
         """Score the groups ``[positive, negatives...]`` of pairs ``group_rows[G]`` jointly; listwise loss; backward."""
@@ -477,6 +481,7 @@ def train_cross_encoder(
             sizes.append(len(group))
         chance.append(float(np.mean(np.log(sizes))))
         sizes_seen.append(sizes)
+        last_pairs[:] = pairs
         scores = model(model.preprocess(pairs))["scores"].view(-1, 1)  # [P, 1]
         loss, _ = loss_fn(scores, None, LossBatch(group_sizes=sizes))
         loss.backward()
@@ -491,6 +496,13 @@ def train_cross_encoder(
                         desc=f"cross-encoder epoch {epoch + 1}") as run:
             for s0 in range(0, len(order), cfg.groups_per_step):
                 history.append(run.step(lambda g=order[s0 : s0 + cfg.groups_per_step]: closure(g, epoch)))
+        # the last step's pairs scored again: an update can leave finite weights that score NaN (--lr 1e12), and the
+        # cross-encoder was saved so, said to have "barely learned"
+        model.eval()
+        with torch.no_grad():
+            check_finite_output(model(model.preprocess(last_pairs))["scores"], "the cross-encoder's scores", epoch + 1,
+                                cfg.lr, lr_setting=loop.lr_setting)
+        model.train()
         if val is not None and val.after_epoch(epoch + 1):
             break  # patience ran out: the best epoch's weights are restored below
         model.train()

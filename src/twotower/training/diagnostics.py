@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from twotower.models.two_tower import TwoTowerModel
 
 __all__ = ["embedding_spread", "alignment", "uniformity", "embedding_diagnostics", "model_diagnostics", "COLLAPSE_STD",
-           "IDENTICAL_STD", "FIRST_EPOCH_FACTOR", "collapse_advice", "collapse_std", "check_finite_weights"]
+           "IDENTICAL_STD", "FIRST_EPOCH_FACTOR", "collapse_advice", "collapse_std", "check_finite_weights",
+           "check_finite_output"]
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,24 @@ def check_finite_weights(model: torch.nn.Module, epoch: int, lr: float, suspect:
     """
     for name, p in model.named_parameters():
         if not bool(torch.isfinite(p).all()):
-            raise TrainingDiverged(
-                f"training diverged in epoch {epoch}: the weights of {name} are not finite after its updates "
-                f"(learning rate {lr:g}). {lower_the_rate('train.lr', suspect)}")
+            raise _diverged_in(epoch, f"the weights of {name}", lr, suspect)
+
+
+def _diverged_in(epoch: int, what: str, lr: float, suspect: str | None, lr_setting: str = "train.lr") -> TrainingDiverged:
+    """``training diverged in epoch 2: WHAT are not finite after its updates (learning rate 0.5). Lower the learning
+    rate (train.lr) and train again``: one wording for the weights and for what a model computes."""
+    return TrainingDiverged(f"training diverged in epoch {epoch}: {what} are not finite after its updates (learning "
+                            f"rate {lr:g}). {lower_the_rate(lr_setting, suspect)}")
+
+
+def check_finite_output(out: Tensor, what: str, epoch: int, lr: float, suspect: str | None = None, *,
+                        lr_setting: str = "train.lr") -> None:
+    """TrainingDiverged, in the words of :func:`check_finite_weights`, when ``out`` (what the model computes after
+    ``epoch``'s updates, named by ``what``: "the query tower's embeddings") holds NaN or inf.
+
+    Finite weights can still compute NaN: one step of `search train --lr 1e12` left weights near 1e12, finite, and a
+    loss as low as any, and the next epoch's mining failed with "queries contain NaN or inf; check the encoder
+    output" (naming no flag), or with one epoch the model was saved and scored NaN. ``lr``: the rate the user set;
+    ``lr_setting``: where (``--lr``)."""
+    if not bool(torch.isfinite(out).all()):
+        raise _diverged_in(epoch, what, lr, suspect, lr_setting)
