@@ -74,16 +74,14 @@ class _Parser(argparse.ArgumentParser):
 
 #: what a command takes instead of another command's flag, said after the refusal
 ABBREVIATION_NOTES = {
-    ("search evaluate", "--k"): "search evaluate reports fixed cut-offs: NDCG@10, Recall@10, Recall@100 and MRR@10",
     ("evaluate", "--k"): "evaluate takes its cut-offs as --ks, a comma list (--ks 10,20)",
 }
 
 
 def _foreign_flag_refusal(command: str, flag: str, owners: list[str], mine: list[str]) -> str:
     """Why ``flag``, a flag of ``owners`` (other commands), is refused on ``command``, where argparse would read it
-    as short for one of ``mine``: ``--k: not a flag of search evaluate (--k is a flag of search query, recommend,
-    similar and index build); search evaluate reports fixed cut-offs: ...; to mean --keep-unknown, write it in
-    full``."""
+    as short for one of ``mine``: ``--k: not a flag of evaluate (--k is a flag of recommend, similar, index build
+    and search query); evaluate takes its cut-offs as --ks, a comma list (--ks 10,20)``."""
     named = owners[0] if len(owners) == 1 else f"{', '.join(owners[:-1])} and {owners[-1]}"
     said = [f"{flag}: not a flag of {command} ({flag} is a flag of {named})"]
     note = ABBREVIATION_NOTES.get((command, flag))
@@ -109,13 +107,17 @@ def _mark_foreign_flags(parser: argparse.ArgumentParser) -> None:
     """Give every command the full flag names of the others it lacks (:attr:`_Parser.foreign_flags`), each with the
     commands that have it, those of the same parent first (``search query`` before ``recommend``)."""
     commands = _commands(parser)
+    # a hidden flag (help SUPPRESS) is a command's own refusal of a flag it does not take (`search evaluate --k`):
+    # it guards that command, and is no flag another command's typist could mean
     flags = {path: {o for a in p._actions for o in a.option_strings if o.startswith("--")}
+             for path, p in commands.items()}
+    shown = {path: {o for a in p._actions if a.help != argparse.SUPPRESS for o in a.option_strings}
              for path, p in commands.items()}
     for path, p in commands.items():
         foreign: dict[str, list[tuple[bool, str]]] = {}
         for other, theirs in flags.items():
             if other != path:
-                for flag in theirs - flags[path]:
+                for flag in (theirs & shown[other]) - flags[path]:
                     foreign.setdefault(flag, []).append((other[:-1] != path[:-1], " ".join(other)))
         p.foreign_flags = {flag: [name for _, name in sorted(owners, key=lambda o: o[0])]
                            for flag, owners in foreign.items()}
