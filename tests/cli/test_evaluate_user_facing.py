@@ -100,7 +100,7 @@ def test_evaluate_says_it_does_not_use_the_runs_index(tmp_path, capsys):
     out = tmp_path / "run"
     train = ["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test", str(paths["test"])]
     assert main([*train, "--out", str(out), "--epochs", "1", *FAST]) == 0
-    evaluate = ["-q", "evaluate", "--run", str(out), "--baselines", "", "--ks", "5"]
+    evaluate = ["evaluate", "--run", str(out), "--baselines", "", "--ks", "5"]  # no -q: it leaves out the line
     capsys.readouterr()
     assert main(evaluate) == 0
     assert "not used" not in capsys.readouterr().err  # no index: nothing to say
@@ -149,7 +149,7 @@ def test_counts_of_one_take_the_singular(run_dir, tmp_path, capsys, caplog):
     "1 users never seen in training" (now: outside the run's vocabularies) and "none of its 1 rows (1 users)"."""
     csv, png = tmp_path / "e.csv", tmp_path / "e.png"
     assert (
-        main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv", str(csv), "--plot", str(png)])
+        main(["evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5", "--csv", str(csv), "--plot", str(png)])
         == 0
     )
     err = capsys.readouterr().err

@@ -33,8 +33,9 @@ def run_dir(tmp_path_factory) -> Path:
     return build_tiny_run(tmp_path_factory.mktemp("recommend_out"))
 
 
-def _recommend(run_dir: Path, out: str | Path) -> int:
-    return main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,u2", "--k", "3", "--out", str(out)])
+def _recommend(run_dir: Path, out: str | Path, *quiet: str) -> int:
+    """``quiet``: ``"-q"``, which also leaves out the "wrote N rows" line (tests/cli/test_quiet_lines.py)."""
+    return main([*quiet, "recommend", "--run", str(run_dir), "--users", "u1,u2", "--k", "3", "--out", str(out)])
 
 
 def _rows(text: str) -> list[list[str]]:

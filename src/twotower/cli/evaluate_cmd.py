@@ -10,6 +10,7 @@ import sys
 from twotower.cli.flags import _threads, refuse_missing_inputs
 from twotower.cli.id_lists import split_comma_list
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, write_output_text
+from twotower.cli.printing import say
 from twotower.cli.provenance import record_path
 from twotower.cli.stopping import sigterm_keeps_files
 from twotower.errors import ConfigError
@@ -202,12 +203,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     saved = [{**r, **identity} for r in rows]
     if csv_out is not None:
         where = _write_csv(args, run, saved, ks, baselines) if record is not None else write_output_text(csv_out, rows_to_csv(saved))
-        print(f"wrote {plural(len(rows), 'row')} to {where}", file=sys.stderr)
+        say(f"wrote {plural(len(rows), 'row')} to {where}")
     if plot_out is not None:
         metric = args.plot_metric
         _write_plot(args, run, [r for r in rows if r.get("segment", "all") == "all"], ks, baselines, metric,
                     title=f"{metric}@k, {held_out} (full catalogue), run {args.run}")
-        print(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}", file=sys.stderr)
+        say(f"wrote {metric}@k of {plural(len(rows), 'model')} to {plot_out}")
     if csv_out == STDOUT:  # stdout holds the CSV alone
         return 0
     if args.json:
@@ -253,7 +254,7 @@ def _say_index_unused(run) -> None:  # noqa: ANN001 - TrainedRun
               f"(retrained or resumed since), so recommend and serve refuse it until it is rebuilt: {rebuild}",
               file=sys.stderr)
         return
-    print(f"{unused} (its recall against exact search is in {index_dir / 'tune.json'})", file=sys.stderr)
+    say(f"{unused} (its recall against exact search is in {index_dir / 'tune.json'})")
 
 
 def _warn_ease_limits_unused(args: argparse.Namespace, baselines: tuple[str, ...]) -> None:

@@ -624,7 +624,12 @@ def _main(argv: list[str] | None) -> int:
         # every command stops on SIGTERM as on Ctrl-C (main's handler): one line and the shell's status for the
         # signal (143), as the commands that write files have it (with a line on what they left, cli/stopping.py);
         # a read-only one (explain, index info, search query) ended silent, on the spot (status -15)
-        rc = int(args.func(args) or 0)
+        from twotower.cli.printing import quiet_lines
+
+        # `-q` leaves out the commands' printed information lines ("ranking with index ...", "wrote N rows to ...")
+        # as it leaves out the INFO log lines: warnings, errors and the command's output stay
+        with quiet_lines(level > logging.INFO):
+            rc = int(args.func(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return rc
     except BrokenPipeError:

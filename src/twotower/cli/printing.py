@@ -2,12 +2,37 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import sys
 import unicodedata
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["printable", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
+__all__ = ["printable", "quiet_lines", "say", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
+
+#: whether the running command was given ``-q`` (main sets it around the command, through :func:`quiet_lines`)
+_quiet = False
+
+
+@contextlib.contextmanager
+def quiet_lines(quiet: bool) -> Iterator[None]:
+    """Within it, :func:`say` writes nothing where ``quiet``; restored after, so that a later command run in the
+    same process (a test, a notebook calling ``main``) speaks again."""
+    global _quiet
+    before, _quiet = _quiet, quiet
+    try:
+        yield
+    finally:
+        _quiet = before
+
+
+def say(line: str) -> None:
+    """An information line on stderr: which index answered, what was written where, where a server listens. It is
+    neither a warning nor the command's output, so ``-q`` ("warnings only") leaves it out as it leaves out the
+    INFO log lines; printed, not logged, because it reads without the log's time and logger name."""
+    if not _quiet:
+        print(line, file=sys.stderr)
 
 
 def _writes_unicode(stream: Any) -> bool:

@@ -25,7 +25,7 @@ from twotower.cli.flags import (
 )
 from twotower.cli.id_lists import parse_id_list
 from twotower.cli.paths import STDOUT
-from twotower.cli.printing import _print_items, stdout_data_write, stdout_json
+from twotower.cli.printing import _print_items, say, stdout_data_write, stdout_json
 from twotower.cli.stopping import sigterm_keeps_out
 from twotower.errors import ConfigError, NotFoundError
 from twotower.utils.run_folder import check_run_folder
@@ -208,7 +208,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     user_row = _user_row(run, args.user) if hist is None and args.user is not None else None
     rows = None if hist is not None or args.user is not None else np.asarray(_parse_user_list(run, args.users), np.int64)
     index, used = open_run_index(run, getattr(args, "index", None), exact=getattr(args, "exact", False))  # the index `twotower serve` answers from
-    print(f"ranking with {used}", file=sys.stderr)
+    say(f"ranking with {used}")
     allow = filter_allow(mask, index)
     histories = None
     if getattr(args, "history_from", None):
@@ -259,7 +259,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         n = write_results_csv(run, rows, res, stdout_data_write, log_every_s=write_every_s)
     if args.out:  # stderr, so that with `--out -` stdout holds the CSV alone
         where = "standard output" if args.out == STDOUT else args.out
-        print(f"wrote {n} rows for {len(rows)} users to {where}", file=sys.stderr)
+        say(f"wrote {n} rows for {len(rows)} users to {where}")
     return 0
 
 

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from twotower.cli.printing import say
+
 __all__ = ["register", "cmd_serve"]
 
 log = logging.getLogger("twotower")
@@ -269,7 +271,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     + (f" + reranker ({search.reranker.backend})" if search.reranker is not None else ""))
     from twotower.serving.docs import docs_note
 
-    print(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}", file=sys.stderr)
+    say(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}")
     if settings.workers > 1:
         from twotower.serving.workers import shared_dir, supervise
 
@@ -335,5 +337,5 @@ def _share_with_workers(args: argparse.Namespace, settings: Any, service: Any, s
                              "index_recall": service.index_recall,
                              "history_files": (list(service.histories.files) if service.histories is not None
                                                else None)})
-    print(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)", file=sys.stderr)
+    say(f"{settings.workers} workers map the vectors in {shared} (one copy, memory-mapped)")
     return spec

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from twotower.cli.printing import say
 from twotower.cli.stopping import sigterm_keeps_out
 from twotower.errors import ConfigError
 
@@ -140,7 +141,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     args.listed = _listed_rows(run, args.listed_ids)  # checked before the index, as --items'
     index, used = open_run_index(run, args.index, exact=args.exact)  # the index `twotower serve` answers from
-    print(f"ranking with {used}", file=sys.stderr)
+    say(f"ranking with {used}")
     args.allow = filter_allow(mask, index)
     if args.item is not None:
         return _one_item(args, run, index, k, int(rows[0]))
@@ -198,8 +199,8 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
               f"{run.item_vocab.id_at(int(rows[unplaced][0]))})", file=sys.stderr)
     n_sem = spaces.count("semantic")
     if n_sem:
-        print(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "
-              "head (--cold-similar item: by their served vector)", file=sys.stderr)
+        say(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "
+            "head (--cold-similar item: by their served vector)")
     if args.json:  # never with --out (refused in _check_args)
         print(results_to_frame(run, rows, res, query="item").to_json(orient="records"))
         return 0
@@ -217,7 +218,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
         where = "standard output" if args.out == STDOUT else args.out
         # the items the model cannot place have no rows (counted above): "for 63 items" over 60 items' rows misled
         listed = len(rows) - int(unplaced.sum())
-        print(f"wrote {n} rows for {listed} items to {where}", file=sys.stderr)
+        say(f"wrote {n} rows for {listed} items to {where}")
     return 0
 
 

@@ -1,0 +1,61 @@
+"""`-q` ("warnings only") leaves out the commands' printed information lines, as it leaves out the INFO log lines:
+`recommend` and `similar` said "ranking with index ..." and "wrote N rows ..." under it."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from twotower.cli.main import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
+from tiny_run import build_tiny_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    return build_tiny_run(tmp_path_factory.mktemp("quiet"))
+
+
+def test_recommend_and_similar_under_q_print_the_list_alone(run_dir, capsys):
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u1", "--k", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("top 3 for user u1") and err == ""
+    assert main(["-q", "similar", "--run", str(run_dir), "--item", "i1", "--k", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("top 3 similar to") and err == ""
+
+
+def test_the_lines_written_to_files_are_left_out_under_q(run_dir, tmp_path, capsys):
+    users = tmp_path / "users.txt"
+    users.write_text("user_id\nu1\nu2\n")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(users), "--k", "2",
+                 "--out", str(tmp_path / "recs.csv")]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["-q", "similar", "--run", str(run_dir), "--items", "i1,i2", "--k", "2",
+                 "--out", str(tmp_path / "sim.csv")]) == 0
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "recs.csv").is_file() and (tmp_path / "sim.csv").is_file()
+
+
+def test_without_q_the_lines_stay_and_a_q_command_does_not_silence_the_next(run_dir, tmp_path, capsys):
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u1", "--k", "2"]) == 0
+    capsys.readouterr()
+    users = tmp_path / "users.txt"
+    users.write_text("user_id\nu1\n")
+    assert main(["recommend", "--run", str(run_dir), "--users", str(users), "--k", "2",
+                 "--out", str(tmp_path / "recs.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "ranking with " in err and f"wrote 2 rows for 1 users to {tmp_path / 'recs.csv'}" in err
+
+
+def test_say_is_silent_only_inside_quiet_lines(capsys):
+    from twotower.cli.printing import quiet_lines, say
+
+    with quiet_lines(True):
+        say("left out")
+    say("printed")
+    with quiet_lines(False):
+        say("printed too")
+    assert capsys.readouterr().err == "printed\nprinted too\n"
