@@ -131,8 +131,12 @@ def item_item_summary(result: TrainResult, metric: str) -> str | None:
     # figure of every user ("best valid NDCG@10 0.1368"), "the towers alone 0.1261" read as a contradiction
     scored, of = info.get("valid_users"), info.get("valid_users_of")
     sample = f"; a sample of {scored:,} of the {of:,} validation users" if scored and of and scored < of else ""
+    from twotower.pipeline.item_item import LEARNED_LITTLE, towers_learned_little
+
+    # the towers alone near nothing (3 optimizer steps an epoch): whose figure it is, not a feat of the term
+    little = f": {LEARNED_LITTLE}" if towers_learned_little(alone, result.final_metric) else ""
     return (f"item-item term: weight {info['weight']:g} chosen on valid {metric} ({result.final_metric:.4f}"
-            + (f"; the towers alone {alone:.4f}" if alone is not None else "") + sample + ")")
+            + (f"; the towers alone {alone:.4f}{little}" if alone is not None else "") + sample + ")")
 
 
 def cmd_train(args: argparse.Namespace) -> int:

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from twotower.pipeline.prepare import Prepared
     from twotower.training.trainer import Trainer
 
-__all__ = ["factorise", "factorise_product", "fit_item_item", "save_fits", "skip_reason", "solver"]
+__all__ = ["factorise", "factorise_product", "fit_item_item", "gain_words", "save_fits", "skip_reason", "solver",
+           "towers_learned_little"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,28 @@ log = logging.getLogger(__name__)
 #: "Finding structure with randomness", Alg. 4.4): enough for the leading singular vectors of an EASE matrix
 _OVERSAMPLE = 16
 _POWER_ITERATIONS = 4
+
+#: the towers alone under this share of the validation figure with the term: the figure is the term's, and a
+#: relative gain measures how little the towers learned, not what the term adds (3 optimizer steps of
+#: train.examples=sequence on 1,500 ML-1M users: NDCG@10 0.0007 alone, "+3265.2% over the towers alone")
+TOWERS_NEAR_NOTHING = 0.1
+#: what the lines say then, after the towers' figure
+LEARNED_LITTLE = "they learned almost nothing; the figure comes from the item-item term"
+
+
+def towers_learned_little(alone: float | None, best: float) -> bool:
+    """Whether the towers alone (``alone``, the weight-0 validation figure) scored near nothing beside ``best``,
+    the figure with the term (under :data:`TOWERS_NEAR_NOTHING` of it)."""
+    return alone is not None and best > 0 and alone < TOWERS_NEAR_NOTHING * best
+
+
+def gain_words(alone: float | None, best: float) -> str:
+    """The log line's clause on the term's gain: ``" (+6.6% over the towers alone)"``, or where the towers alone
+    scored near nothing the two figures (a percentage of nearly nothing reads as a feat of the term); "" with no
+    weight-0 row."""
+    if towers_learned_little(alone, best):
+        return f" (the towers alone {alone:.4f} against {best:.4f}: {LEARNED_LITTLE})"
+    return f" ({best / alone - 1:+.1%} over the towers alone)" if alone else ""
 
 
 def factorise(b: np.ndarray, rank: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -175,7 +198,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
             "metric": metric, "valid_metric": best[metric], "valid": table,
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
-    gain = f" ({best[metric] / base - 1:+.1%} over the towers alone)" if base and best["weight"] else ""
+    gain = gain_words(base, best[metric]) if best["weight"] else ""
     # on a sample the figures are not the early-stopping figure printed beside them: say whose they are
     scored, of = _users_with_rows(valid), _users_with_rows(trainer.valid_relevant)
     info["valid_users"], info["valid_users_of"] = scored, of  # `twotower train` prints the sample too
