@@ -1,17 +1,30 @@
-"""The trainer's line before the first epoch: ``training: N examples/epoch (causal), batch B, loss ..., P parameters``."""
+"""The trainer's line before the first epoch: ``training: N examples/epoch (causal), batch B, loss ..., P parameters``;
+then what the settings do to this data that the user may not expect (few optimizer steps, a costly objective, short
+history windows)."""
 from __future__ import annotations
 
 import logging
+import math
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from twotower.losses.factory import describe_loss
-from twotower.training.examples import unused_history_dropout
+from twotower.training.examples import examples_per_epoch, unused_history_dropout
 from twotower.training.loop import describe_optimizer
+from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["log_start"]
+__all__ = ["few_steps_warning", "history_len_note", "log_start", "sequence_cost_note"]
+
+#: optimizer steps an epoch under which the start warns (unless the epochs add up to ENOUGH_STEPS): 1,500 ML-1M
+#: users in train.examples=sequence's batches of 512 were 3 steps an epoch, and validation NDCG@10 0.0007
+FEW_STEPS = 50
+#: steps over train.epochs that make up for few an epoch: the ML-1M recipes reach their best epoch after
+#: 15,000-30,000 (the pooled default ~1,930 an epoch, best at 14-16; examples/sasrec.toml 378 an epoch, 40)
+ENOUGH_STEPS = 1_000
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -30,3 +43,52 @@ def log_start(tr: "Trainer", batch: int) -> None:
     unused = unused_history_dropout(train, model.user_tower.uses_history)
     if unused:
         log.info("%s", unused)
+    for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (sequence_cost_note(tr), logging.INFO),
+                        (history_len_note(tr), logging.INFO)):
+        if line:
+            log.log(level, "%s", line)
+
+
+def few_steps_warning(tr: "Trainer", batch: int) -> str | None:
+    """The warning that an epoch is fewer than FEW_STEPS optimizer steps (and the run's epochs fewer than
+    ENOUGH_STEPS in all), with the numbers and what gives more, or None."""
+    train, n = tr.cfg, tr._units_per_epoch()
+    steps = math.ceil(n / max(batch, 1))
+    total = steps * train.epochs
+    if steps >= FEW_STEPS or total >= ENOUGH_STEPS:
+        return None
+    unit = "sequences" if tr.sequence else "examples"
+    smaller = 2 ** int(math.log2(n // FEW_STEPS)) if n // FEW_STEPS >= 2 else None  # a power of two giving FEW_STEPS
+    fix = (f"a smaller train.batch_size (e.g. {smaller}: {math.ceil(n / smaller):,} steps an epoch) or more epochs "
+           if smaller is not None and smaller < batch else "more epochs ")
+    return (f"{n:,} {unit} an epoch (train.examples={train.examples}) in batches of {batch} make "
+            f"{plural(steps, 'optimizer step')} an epoch, {total:,} over train.epochs={train.epochs}: too few updates "
+            f"for the towers to learn much (the ML-1M recipes take 15,000-30,000); {fix}(train.epochs) give more")
+
+
+def sequence_cost_note(tr: "Trainer") -> str | None:
+    """For a sequence user tower (transformer, gru) trained on causal examples: it runs once per example, where
+    train.examples=sequence runs it once per user with a target at every position; None otherwise."""
+    tower = tr.model.user_tower
+    if not tower.is_sequence or tr.cfg.examples != "causal":
+        return None
+    kind, n = tr.model.config.user.history, tr._units_per_epoch()
+    windows = examples_per_epoch(tr.seqs.lengths(), "sequence", tr.cfg.max_examples_per_epoch)
+    return (f"model.user.history={kind} with train.examples=causal runs the {kind} once per training example: "
+            f"{n:,} forward passes an epoch over windows of up to {tr.model.history_len} items; "
+            f"train.examples=sequence, the all-positions objective, runs it once per user ({windows:,} windows an "
+            f"epoch) with a target at every position (examples/sasrec.toml is the ML-1M recipe)")
+
+
+def history_len_note(tr: "Trainer") -> str | None:
+    """Where most users' training histories are longer than model.user.history_len (the median above it): the
+    user tower reads only the newest history_len items of each; None otherwise, or for a tower reading no history."""
+    if not tr.model.user_tower.uses_history:
+        return None
+    lengths = tr.seqs.lengths()
+    lengths = lengths[lengths > 0]
+    L = tr.model.history_len
+    if not len(lengths) or np.median(lengths) <= L:
+        return None
+    return (f"the user tower reads the last {L} items of each history; the median history here is "
+            f"{np.median(lengths):g} (mean {lengths.mean():.0f}): model.user.history_len sets it")
