@@ -791,7 +791,7 @@ class SearchConfig:
     bm25_weight: float = 0.5  #: minmax / zscore interpolation: BM25's weight w, dense 1 - w
     k: int = 10  #: results a query returns, 1..10,000
     depth: int = 100  #: candidates each retriever returns before fusion (Recall@100 is measured on them)
-    rerank_top: int = 20  #: fused candidates the cross-encoder re-scores, 1..10,000
+    rerank_top: int = 20  #: first-stage candidates (BM25's, the dense retriever's or the fused list's) the cross-encoder re-scores, 1..10,000
     #: folder of the corpus embeddings kept between runs ("~" expanded), shared by every run
     # corpus embeddings kept between runs, per user rather than per working directory ("~" is expanded): a
     # relative default made `twotower search` from another folder encode the corpus again into a new ./runs/cache

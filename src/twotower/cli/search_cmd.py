@@ -904,6 +904,7 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     settings = rerank_settings(args)
     from pathlib import Path
 
+    from twotower.search.checks import FIRST_STAGE_ORDER  # POST /search's schema's words for them
     from twotower.search.pipeline import SearchIndex
     from twotower.serving.search_service import SearchService
 
@@ -932,16 +933,12 @@ def cmd_search_query(args: argparse.Namespace) -> int:
         print(f"query: {answer['query']}")
         for h in answer["items"]:
             if h.get("reranked") is False and h["rank"] == args.rerank_top + 1:
-                # as --json's "reranked": false: below, the scores only keep the fused order under the reranked
+                # as --json's "reranked": false: below, the scores only keep the first-stage order under the reranked
                 # hits (the last logit minus 1, 2, ...), which the column passed off as the cross-encoder's
                 print(f"  -- past --rerank-top {args.rerank_top}: not rescored by the cross-encoder "
-                      f"({_FIRST_STAGE_ORDER[answer['mode']]}; the scores only place them below)")
+                      f"({FIRST_STAGE_ORDER[answer['mode']]}; the scores only place them below)")
             print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
     return 0
-
-
-#: what orders the hits past --rerank-top, by --mode: nothing is fused in a single retriever's list
-_FIRST_STAGE_ORDER = {"bm25": "BM25's order", "dense": "the dense order", "hybrid": "fused order"}
 
 
 def cmd_search_info(args: argparse.Namespace) -> int:

@@ -10,7 +10,11 @@ from typing import Any
 from twotower.errors import ConfigError
 from twotower.index.base import check_depth as index_depth
 
-__all__ = ["check_depth", "check_query_texts", "rerank_top_needs_rerank"]
+__all__ = ["FIRST_STAGE_ORDER", "check_depth", "check_query_texts", "first_stage_orders", "rerank_top_needs_rerank"]
+
+#: what orders a reranked list's hits past its rerank depth, by mode: nothing is fused in a single retriever's list
+#: (`search query`'s mark of them and POST /search's schema say it in these words)
+FIRST_STAGE_ORDER = {"bm25": "BM25's order", "dense": "the dense order", "hybrid": "fused order"}
 
 
 def check_query_texts(queries: Any, name: str = "queries") -> list[str]:
@@ -39,3 +43,10 @@ def rerank_top_needs_rerank(top: str, rerank: str, rerank_short: str, verb: str)
     without ``"rerank": true``) and ``search query`` / ``search evaluate`` (``--rerank-top`` without ``--rerank``)."""
     return (f"{top} needs {rerank} (it says how many candidates the cross-encoder rescores, and without {rerank_short} "
             f"it rescores none); {verb} both, or neither")
+
+
+def first_stage_orders() -> str:
+    """:data:`FIRST_STAGE_ORDER` for every mode, as POST /search's schema lists per-mode meanings (its hits'
+    ``score``): "mode bm25, BM25's order; dense, the dense order; hybrid, fused order"."""
+    return "; ".join(f"{'mode ' if i == 0 else ''}{mode}, {order}" for i, (mode, order) in
+                     enumerate(FIRST_STAGE_ORDER.items()))

@@ -22,7 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from twotower.config import MAX_QUERY_CHARS, SearchConfig
-from twotower.search.checks import rerank_top_needs_rerank
+from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank
 from twotower.search.pipeline import shortfall
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
@@ -183,7 +183,7 @@ class SearchService:
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
             })
             if rerank and rank > rerank_top:
-                # past rerank_top the cross-encoder scored nothing: the score only keeps the fused order below the
+                # past rerank_top the cross-encoder scored nothing: the score only keeps the first-stage order below the
                 # reranked hits (twotower.search.rerank), so it is marked rather than passed off as a measurement
                 items[-1]["reranked"] = False
         answer = {"query": query, "mode": mode, "reranked": bool(rerank), "k": k, "items": items}
@@ -228,9 +228,9 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         rerank: bool = Field(False, description="rerank the top candidates with the cross-encoder")
         rerank_top: Optional[int] = Field(
             None, ge=1, le=settings.max_k,
-            description=f"with rerank: how many fused candidates the cross-encoder rescores, 1..{settings.max_k} "
-                        f"(default {default_top}; the rest keep their fused order); only with \"rerank\": true "
-                        f"(422 without it)")
+            description=f"with rerank: how many of the first stage's candidates the cross-encoder rescores, "
+                        f"1..{settings.max_k} (default {default_top}; the rest keep their first-stage order: "
+                        f"{first_stage_orders()}); only with \"rerank\": true (422 without it)")
 
         @field_validator("rerank_top")
         @classmethod
@@ -249,7 +249,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         text: str
         reranked: Optional[bool] = Field(None, description="false on a reranked answer's hits past rerank_top: the "
                                       "cross-encoder did not score them, and their score only places them, in their "
-                                      "fused order, below the reranked hits")
+                                      f"first-stage order ({first_stage_orders()}), below the reranked hits")
 
     class SearchResponse(BaseModel):
         query: str
