@@ -75,7 +75,7 @@ def test_several_queries_and_the_text_output_rank_as_post_search(client, index_d
     want = []
     for answer in http:
         want.append(f"query: {answer['query']}")
-        want += [f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}" for h in answer["items"]]
+        want += [f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:10.6f}  {h['title'][:90]}" for h in answer["items"]]
     assert lines == want
 
 

@@ -937,7 +937,9 @@ def cmd_search_query(args: argparse.Namespace) -> int:
                 # hits (the last logit minus 1, 2, ...), which the column passed off as the cross-encoder's
                 print(f"  -- past --rerank-top {args.rerank_top}: not rescored by the cross-encoder "
                       f"({FIRST_STAGE_ORDER[answer['mode']]}; the scores only place them below)")
-            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:8.4f}  {h['title'][:90]}")
+            # the 6 decimals --json and POST /search round to: at 4, RRF's 0.032266 and 0.032258 (ranks 1 and 3, ranks
+            # 2 and 2) both read 0.0323, and the order looked arbitrary
+            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:10.6f}  {h['title'][:90]}")
     return 0
 
 
