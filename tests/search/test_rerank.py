@@ -54,7 +54,7 @@ def test_train_cross_encoder_runs_on_the_training_loop_with_the_listwise_loss(tm
     meta = json.loads((tmp_path / "ce" / "twotower_cross_encoder.json").read_text())
     assert meta["steps"] == 4 * 2 and meta["config"]["temperature"] == 1.0
     assert meta["final_loss"] < meta["first_loss"]
-    # the final loss `rerank train` reports, beside a constant scorer's on the same groups (1 positive + 1 negative)
+    # the mean loss of the last steps `rerank train` reports, beside a constant scorer's on the same groups (1 positive + 1 negative)
     tail = meta["tail"]
     assert tail["steps"] == 8 and tail["group_sizes"] == [2, 2]
     assert tail["chance_loss"] == pytest.approx(np.log(2))

@@ -1,4 +1,4 @@
-"""`rerank train` ends with its final loss beside a model's that learned nothing, and warns when they are close.
+"""`rerank train` ends with its last steps' mean loss beside a model's that learned nothing, and warns when they are close.
 
 Before: it printed only "cross-encoder saved to DIR" after a training whose loss went 1.389 -> 1.345 against
 ln(4) = 1.386; reranking with that model took NDCG@10 from 0.87 to 0.38. It also offered no --lr or --batch-size,
@@ -47,10 +47,10 @@ def test_a_loss_near_chance_is_reported_and_warned_about(beir_dir, tmp_path, fak
     with caplog.at_level("WARNING"):
         assert _train(beir_dir, tmp_path) == 0
     out = capsys.readouterr().out
-    assert (f"cross-encoder saved to {tmp_path / 'ce'}: final loss 1.3450 (mean of the last 10 steps; 1.3890 at the "
-            "first), against ln(4) = 1.3863 (1 positive + 3 negatives per query) for a model that has learned "
+    assert (f"cross-encoder saved to {tmp_path / 'ce'}: mean loss of the last 10 steps 1.3450 (1.3890 at the first "
+            "step), against ln(4) = 1.3863 (1 positive + 3 negatives per query) for a model that has learned "
             "nothing") in out
-    assert ("the cross-encoder has barely learned: its final loss 1.3450 is within 3.0% of 1.3863, the loss of a "
+    assert ("the cross-encoder has barely learned: its mean loss of the last 10 steps 1.3450 is within 3.0% of 1.3863, the loss of a "
             "model that has learned nothing (it went from 1.3890 at the first step to 1.3450); reranking with it is "
             "likely to make lists worse, not better. Before using it, compare the rows with and without reranking "
             f"that `twotower search evaluate --beir {beir_dir} --rerank {tmp_path / 'ce'}` prints, and train with more "
@@ -64,7 +64,7 @@ def test_a_loss_past_chance_is_said_to_be_above_it(beir_dir, tmp_path, fake_trai
     tail.update(loss=1.8, chance_loss=1.5)  # (1.8 - 1.5) / 1.5 = 20%
     with caplog.at_level("WARNING"):
         assert _train(beir_dir, tmp_path) == 0
-    assert "its final loss 1.8000 is 20.0% above 1.5000, the loss of a model" in caplog.text
+    assert "its mean loss of the last 10 steps 1.8000 is 20.0% above 1.5000, the loss of a model" in caplog.text
     assert "within" not in caplog.text
 
 
@@ -74,7 +74,7 @@ def test_a_loss_well_below_chance_is_reported_without_a_warning(beir_dir, tmp_pa
     tail.update(loss=0.41, group_sizes=[2, 4], chance_loss=1.2)
     with caplog.at_level("WARNING"):
         assert _train(beir_dir, tmp_path) == 0
-    assert ("final loss 0.4100 (mean of the last 10 steps; 1.3890 at the first), against 1.2000 (the mean ln of group "
+    assert ("mean loss of the last 10 steps 0.4100 (1.3890 at the first step), against 1.2000 (the mean ln of group "
             "sizes 2-4: 1 positive + up to 3 negatives) for a model that has learned nothing") in capsys.readouterr().out
     assert "barely learned" not in caplog.text
 
@@ -146,7 +146,7 @@ def test_the_new_heads_load_report_is_not_shown(caplog, capfd):
 @needs_text
 def test_the_report_says_when_the_saved_epoch_is_not_the_one_the_final_loss_is_of(beir_dir, tmp_path, monkeypatch,
                                                                                    capsys):
-    """Per-epoch validation keeps the best epoch: "final loss" (the last epoch's) read as the saved model's."""
+    """Per-epoch validation keeps the best epoch: the last steps' loss (the last epoch's) read as the saved model's."""
     import twotower.search.rerank as rerank
 
     def train(queries, positives, negatives, texts, out, **_):  # noqa: ANN001, ANN202
@@ -159,4 +159,4 @@ def test_the_report_says_when_the_saved_epoch_is_not_the_one_the_final_loss_is_o
     monkeypatch.setattr(rerank, "train_cross_encoder", train)
     assert _train(beir_dir, tmp_path) == 0
     assert ("for a model that has learned nothing; the weights saved are epoch 2's (the best validated), whose mean "
-            "loss was 0.5200, the final loss epoch 4's") in capsys.readouterr().out
+            "loss was 0.5200, not the last steps' (epoch 4)") in capsys.readouterr().out

@@ -1472,7 +1472,8 @@ def _rerank_validation(valid, retriever, name: str):  # noqa: ANN001, ANN202 - V
 
 
 def _report_rerank_training(args: argparse.Namespace, judgements: int, seen: int = 0) -> None:
-    """The final loss next to a model's that learned nothing, and a warning when they are close.
+    """The mean loss of the last steps (the marker's ``tail``) next to a model's that learned nothing, and a warning
+    when they are close. Not called "final loss": the marker's ``final_loss`` is the last step's alone.
 
     "cross-encoder saved to DIR" alone ended a training whose loss went 1.389 -> 1.345 against ln(4) = 1.386: the
     model had learned next to nothing, and reranking with it took NDCG@10 from 0.87 to 0.38.
@@ -1489,13 +1490,13 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int, seen: int
     reference = (f"ln({low}) = {chance:.4f} (1 positive + {_count(low - 1, 'negative')} per query)" if low == high
                  else f"{chance:.4f} (the mean ln of group sizes {low}-{high}: 1 positive + up to "
                       f"{_count(high - 1, 'negative')})")
-    steps = (f"mean of the last {tail['steps']} steps; {first:.4f} at the first" if tail["steps"] > 1 else
-             "its one step")
+    name = f"mean loss of the last {tail['steps']} steps" if tail["steps"] > 1 else "loss of its one step"
+    steps = f" ({first:.4f} at the first step)" if tail["steps"] > 1 else ""
     saved = meta.get("saved_epoch")  # markers from before had none
     kept = ("" if saved is None or saved["epoch"] == meta.get("last_epoch") else
             f"; the weights saved are epoch {saved['epoch']}'s (the best validated), whose mean loss was "
-            f"{saved['mean_loss']:.4f}, the final loss epoch {meta['last_epoch']}'s")
-    print(f"cross-encoder saved to {args.out}: final loss {loss:.4f} ({steps}), against {reference} for a model "
+            f"{saved['mean_loss']:.4f}, not the last steps' (epoch {meta['last_epoch']})")
+    print(f"cross-encoder saved to {args.out}: {name} {loss:.4f}{steps}, against {reference} for a model "
           f"that has learned nothing{kept}")
     v = meta.get("validation")
     if v is not None:  # train_cross_encoder warned already when reranking made the held-out lists worse
@@ -1510,9 +1511,9 @@ def _report_rerank_training(args: argparse.Namespace, judgements: int, seen: int
                         "(see the warning)" if seen else ""))
     if barely_learned(loss, chance):
         logging.getLogger(__name__).warning(
-            "the cross-encoder has barely learned: its final loss %.4f is %s %.4f, the loss of a model "
+            "the cross-encoder has barely learned: its %s %.4f is %s %.4f, the loss of a model "
             "that has learned nothing (it went from %.4f at the first step to %.4f); reranking with it is likely to "
             "make lists worse, not better. Before using it, compare the rows with and without reranking that "
             "`twotower search evaluate --beir %s --rerank %s` prints, and train with more --epochs (now %d) or on "
-            "more training queries (%d judgements in split %r)", loss, against_chance(loss, chance), chance,
+            "more training queries (%d judgements in split %r)", name, loss, against_chance(loss, chance), chance,
             first, loss, shell_arg(args.beir), shell_arg(args.out), args.epochs, judgements, args.split)

@@ -21,6 +21,11 @@ Saved layout (``save_pretrained``-style, safetensors)::
     out_dir/twotower_bi_encoder.json   config, base, history
     out_dir/query/                     sentence-transformers directory
     out_dir/doc/                       (absent when shared)
+
+The marker's losses: ``final_loss`` is the last step's loss alone (one batch, perhaps the epoch's short remainder:
+a batch of one pair and no hard negatives scores 0), also written ``final_step_loss``; ``epoch_losses`` holds each
+epoch's mean step loss beside a no-learning model's, and ``final_epoch_mean_loss`` the last epoch's mean, the figure
+`twotower search train` prints ("mean loss ..., epoch N 0.6516").
 """
 from __future__ import annotations
 
@@ -409,6 +414,7 @@ def finetune_bi_encoder(
     # absolute, as the marker's data.beir: the marker is read from other folders than the one training ran in
     base_dir = Path(base).resolve() if base is not None else default_model_path()
     chain = base_chain(base_dir)  # before the swap: retrained in place, base_dir's marker is the one replaced
+    losses = epoch_losses(history)
     with atomic_dir(out) as tmp:
         q_model.save(str(tmp / "query"), create_model_card=False, safe_serialization=True)
         if not cfg.shared:
@@ -422,7 +428,10 @@ def finetune_bi_encoder(
             VERSION_KEY: installed_version(),  # absent from a marker written before it was recorded
             "config": asdict(cfg),
             "steps": step, "final_loss": history[-1]["loss"] if history else None,
-            "epoch_losses": epoch_losses(history),  # first and last read against chance_loss by search train
+            # final_loss beside the printed epoch mean read as the same figure (0.00145 vs 0.6516): both named
+            "final_step_loss": history[-1]["loss"] if history else None,
+            "final_epoch_mean_loss": losses[-1]["loss"] if losses else None,
+            "epoch_losses": losses,  # first and last read against chance_loss by search train
             "seconds": round(time.perf_counter() - t0, 1),
             # what it was trained on and how its negatives were mined: the config alone cannot say
             "data": {**dict(source or {}), "pairs": len(queries), "documents": n_docs},

@@ -5,6 +5,12 @@ starts from the MiniLM bi-encoder weights with a fresh one-logit head and
 trains it listwise: for each query, a group ``[positive, hard negatives...]``
 scored jointly, loss ``-log softmax(scores)[positive]``
 (:class:`~twotower.losses.ListwiseSoftmax`), on :class:`~twotower.training.loop.TrainLoop`.
+
+The marker's losses (``twotower_cross_encoder.json``): ``first_loss`` and ``final_loss`` are the first and the last
+step's alone (one step's groups), ``final_loss`` also written ``final_step_loss``; ``final_epoch_mean_loss`` is the
+last epoch's mean step loss; ``tail`` the mean of the last steps (``tail.steps``, at most 10) beside a constant
+scorer's, the figure `twotower rerank train` prints as "mean loss of the last 10 steps"; ``saved_epoch`` the mean of
+the epoch whose weights were saved.
 """
 from __future__ import annotations
 
@@ -523,10 +529,14 @@ def train_cross_encoder(
             VERSION_KEY: installed_version(),  # absent from a marker written before it was recorded
             "config": asdict(cfg),
             "steps": len(history), "first_loss": history[0], "final_loss": history[-1],
+            # "final_loss" alone read as the printed "final loss", the tail's mean: the last step's, named so
+            "final_step_loss": history[-1],
+            "final_epoch_mean_loss": float(np.mean(history[(last_epoch - 1) * steps_per_epoch:])),
             # the mean loss of the last steps next to a constant scorer's on the same groups (what "no learning"
             # would give), so a cross-encoder that learned nothing is told apart before it reorders any list
             "tail": _tail_summary(history, chance, sizes_seen),
-            # the epoch final_loss and tail describe, and the epoch whose weights are saved (the best validated one)
+            # the epoch final_loss, final_epoch_mean_loss and tail describe, and the epoch whose weights are saved (the
+            # best validated one)
             "last_epoch": last_epoch,
             "saved_epoch": {"epoch": saved_epoch, "steps": len(history[saved]),
                             "mean_loss": float(np.mean(history[saved])), "chance_loss": float(np.mean(chance[saved]))},
