@@ -71,7 +71,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="larger bodies get 413 (default %(default)s bytes)")
     p.add_argument("--body-timeout", type=float, default=d.body_timeout_s,
                    help="seconds a request body may take to arrive; a slower one gets 408 (default %(default)s)")
-    p.add_argument("--threads", type=int, default=d.threads, help="torch/FAISS threads per request (default %(default)s)")
+    # TWOTOWER_THREADS is not read, deliberately: set for training (say 8), it would give each of --max-concurrency
+    # requests 8 threads on the same cores; the --help said nothing, while every other command reads it
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch/FAISS threads per request (default %(default)s: the fastest for single queries with "
+                        "--max-concurrency requests computing side by side). TWOTOWER_THREADS, which the other "
+                        "commands read, does not apply to serve: give --threads N")
     p.add_argument("--explain-k", type=int, default=d.explain_k,
                    help='"explain": true explains at most this many of the first items (default %(default)s)')
     from twotower.cli.flags import add_filter_exact_max_flag
