@@ -909,7 +909,9 @@ def cmd_search_query(args: argparse.Namespace) -> int:
     from twotower.serving.search_service import SearchService
 
     _threads(args)
-    index = SearchIndex.load(args.index)
+    # mode bm25 needs no bi-encoder: its folder is checked only by a dense or hybrid search (a moved model refused
+    # a BM25 query it plays no part in)
+    index = SearchIndex.load(args.index, bm25_only=args.mode == "bm25")
     reranker = None
     if args.rerank:
         from twotower.search.rerank import CrossEncoderReranker
@@ -962,8 +964,9 @@ def cmd_search_info(args: argparse.Namespace) -> int:
         lengths = (f"{info['max_length']} word pieces a document, "
                    f"{info['query_max_length'] or SearchConfig.query_max_length} a query")
         rows += [("documents", f"{info['documents']:,}" if isinstance(info["documents"], int) else "unknown"),
-                 ("model", info["model"] + (" (missing: moved or deleted; search query and serve refuse the "
-                                            "index until it is back there)" if info["model_found"] is False else "")
+                 ("model", info["model"] + (" (missing: moved or deleted; search query --mode bm25 still answers, "
+                                            "but dense and hybrid search and serve refuse the index until it is "
+                                            "back there)" if info["model_found"] is False else "")
                   if info["model"] else "all-MiniLM-L6-v2 (zero-shot)"),
                  ("query encoder", _query_encoder_line(info)),
                  ("encoder backend", info["encoder_backend"] or "torch"),
@@ -995,8 +998,9 @@ def _query_encoder_line(info: dict) -> str:
     if recorded is None:
         return "unchecked (not recorded when the index was built; rebuild it to record it)"
     if info.get("query_encoder_matches") is False:
-        return (f"{recorded} (changed: the model's query tower is now {info['query_encoder_now']}; search query and "
-                "serve refuse the index until it is rebuilt)")
+        return (f"{recorded} (changed: the model's query tower is now {info['query_encoder_now']}; search query "
+                "--mode bm25 still answers, but dense and hybrid search and serve refuse the index until it is "
+                "rebuilt)")
     return recorded + (" (the model's query tower)" if info.get("query_encoder_matches") else "")
 
 

@@ -155,6 +155,27 @@ def _tower_ids(model: str | None, settings: EncoderSettings) -> tuple[str, str]:
     return q_id, (q_id if d_dir == q_dir else encoder_id(f"st@{weights_fingerprint(d_dir)}", backend))
 
 
+def _check_model(path: Path, meta: dict, meta_path: Path, settings: EncoderSettings) -> None:
+    """Refuse the index at ``path`` when the bi-encoder its meta.json names is gone (moved or deleted) or no longer
+    loads as the towers its embeddings and queries came from: what its dense side needs, and BM25 does not."""
+    from twotower.text.encoder import same_encoder_id  # noqa: PLC0415
+
+    model = meta.get("model")
+    if model is not None and not Path(model).exists():
+        raise DataError(f"{meta_path}: the index's model {model} does not exist (moved or deleted); put it "
+                        f"back there, or rebuild the index with `twotower search index --beir DIR --model DIR "
+                        f"--out {shell_arg(path)}`")
+    # the towers' fingerprints, from their files (~0.1 s), without loading the models
+    query_now, doc_now = _tower_ids(model, settings)
+    if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], doc_now):
+        raise IntegrityError(_encoder_mismatch(path, meta, meta_path, doc_now))
+    if meta.get("query_encoder") is None:  # saved before the query tower was recorded: loads as before
+        logger.info("%s: the index records no query_encoder (built before it was recorded): whether the query "
+                    "tower is still the one it was built with is unchecked (rebuild it to record it)", meta_path)
+    elif not same_encoder_id(meta["query_encoder"], query_now):
+        raise IntegrityError(_query_encoder_mismatch(path, meta, meta_path, query_now))
+
+
 #: the fields of a search index's meta.json that describe it (:func:`describe_index`), beside its BM25 settings
 DESCRIBED = ("documents", "model", "doc_encoder", "query_encoder", "encoder_backend", "max_length",
              "query_max_length", "fusion", "source", "truncation", "twotower_version")
@@ -345,10 +366,15 @@ class SearchIndex:
             })
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "SearchIndex":
+    def load(cls, path: str | os.PathLike[str], *, bm25_only: bool = False) -> "SearchIndex":
         """An index saved by :meth:`save` (``twotower search index``), checked against its checksums and its towers'
         fingerprints; queries are encoded by the bi-encoder it names, on the backend its documents were encoded with,
-        loaded at the first dense or hybrid search (a BM25 search never loads it)."""
+        loaded at the first dense or hybrid search (a BM25 search never loads it).
+
+        ``bm25_only``: the caller searches in mode bm25 alone (``search query --mode bm25``), which needs no model, so
+        whether the bi-encoder is still there and still the one the index was built with is checked at the first
+        dense or hybrid search instead of now: an index whose model was moved or deleted answers BM25 queries. Every
+        file's checksum is checked either way."""
         from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
         from twotower.search.dense import DenseRetriever  # noqa: PLC0415
 
@@ -359,28 +385,19 @@ class SearchIndex:
         if emb.shape[0] != len(corpus):
             raise IntegrityError(f"{path}: {emb.shape[0]} embeddings for {len(corpus)} documents")
         model = meta.get("model")
-        if model is not None and not Path(model).exists():
-            raise DataError(f"{meta_path}: the index's model {model} does not exist (moved or deleted); put it "
-                            f"back there, or rebuild the index with `twotower search index --beir DIR --model DIR "
-                            f"--out {shell_arg(path)}`")
-        from twotower.text.encoder import EncoderSettings, same_encoder_id  # noqa: PLC0415
+        from twotower.text.encoder import EncoderSettings  # noqa: PLC0415
 
         # queries are encoded with the backend the documents were (an int8 corpus gets int8 queries)
         # (TWOTOWER_ENCODER_BACKEND is not read: a wrong one refused the load, though the index's own is used)
         settings = EncoderSettings(backend=meta.get("encoder_backend", "torch"), threads=EncoderSettings.env_threads())
-        # the towers' fingerprints are checked now, from their files (~0.1 s), the models loaded only when used
-        query_now, doc_now = _tower_ids(model, settings)
-        if meta.get("doc_encoder") is not None and not same_encoder_id(meta["doc_encoder"], doc_now):
-            raise IntegrityError(_encoder_mismatch(path, meta, meta_path, doc_now))
-        if meta.get("query_encoder") is None:  # saved before the query tower was recorded: loads as before
-            logger.info("%s: the index records no query_encoder (built before it was recorded): whether the query "
-                        "tower is still the one it was built with is unchecked (rebuild it to record it)", meta_path)
-        elif not same_encoder_id(meta["query_encoder"], query_now):
-            raise IntegrityError(_query_encoder_mismatch(path, meta, meta_path, query_now))
+        if not bm25_only:  # refused now, before anything is searched (serve refuses at start)
+            _check_model(path, meta, meta_path, settings)
 
         def load_dense() -> DenseRetriever:
             from twotower.search.finetune import load_bi_encoder  # noqa: PLC0415
 
+            if bm25_only:  # deferred from load: checked at the first use of the model
+                _check_model(path, meta, meta_path, settings)
             q_enc, d_enc = load_bi_encoder(model, settings=settings)
             # indexes saved before query_max_length was stored were built and queried at the default
             return DenseRetriever(q_enc, doc_encoder=d_enc, max_length=meta["max_length"],
