@@ -1,4 +1,4 @@
-"""`-q` ("warnings only") leaves out the commands' printed information lines, as it leaves out the INFO log lines:
+"""`-q` (warnings, errors and the command's output only) leaves out the commands' printed information lines, as it leaves out the INFO log lines:
 `recommend` and `similar` said "ranking with index ..." and "wrote N rows ..." under it."""
 from __future__ import annotations
 
@@ -59,3 +59,12 @@ def test_say_is_silent_only_inside_quiet_lines(capsys):
     with quiet_lines(False):
         say("printed too")
     assert capsys.readouterr().err == "printed\nprinted too\n"
+
+
+def test_the_help_says_q_keeps_errors_and_the_output():
+    """`twotower --help` said -q meant "warnings only", while it prints the errors and the results as well."""
+    from twotower.cli.main import build_parser
+
+    help_text = " ".join(build_parser().format_help().split())
+    assert "warnings only" not in help_text
+    assert "print only warnings, errors and the command's own output (its results)" in help_text

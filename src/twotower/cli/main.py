@@ -490,7 +490,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the example lines as written
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    parser.add_argument("-q", "--quiet", action="store_true", help="warnings only")
+    # -q keeps the results (and errors): "warnings only" read as if they were silenced too
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="print only warnings, errors and the command's own output (its results), not the "
+                             "progress and information lines")
     parser.add_argument("--version", action="version", version=f"twotower {_version()}",
                         help="print the version and exit")
     parser.add_argument("--no-verify", action="store_true",

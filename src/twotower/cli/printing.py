@@ -29,7 +29,7 @@ def quiet_lines(quiet: bool) -> Iterator[None]:
 
 def say(line: str) -> None:
     """An information line on stderr: which index answered, what was written where, where a server listens. It is
-    neither a warning nor the command's output, so ``-q`` ("warnings only") leaves it out as it leaves out the
+    neither a warning nor the command's output, so ``-q`` (warnings, errors and the output only) leaves it out as it leaves out the
     INFO log lines; printed, not logged, because it reads without the log's time and logger name."""
     if not _quiet:
         print(line, file=sys.stderr)

@@ -25,7 +25,7 @@ class Progress:
         self.desc, self.n_batches, self.n_examples = desc, n_batches, n_examples
         self.unit = unit  # what n_examples counts: "sequences" for whole-window training, as its epoch line says
         self.enabled, self.every_s = enabled, every_s
-        # the bar follows this module's log level like the lines do: `-q` (warnings only) shows neither
+        # the bar follows this module's log level like the lines do: `-q` (warnings, errors and the output only) shows neither
         self.tty = enabled and _draws_bars(sys.stderr) and log.isEnabledFor(logging.INFO)
         self.bar = tqdm(total=n_batches, desc=desc, leave=False, unit="batch", mininterval=0.5) if self.tty else None
         self.t0 = self.last = time.perf_counter()
