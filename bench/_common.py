@@ -56,23 +56,37 @@ def check_json_out(path: str | os.PathLike[str] | None, flag: str = "--json") ->
 
 
 def number_refusal(flag: str, value: float, lo: float | None = None, hi: float | None = None, *,
-                   lo_open: bool = False) -> str | None:
+                   lo_open: bool = False, hi_open: bool = False) -> str | None:
     """``--k: must be at least 1, got 0``: a number flag out of its range, in the words of the twotower CLI
-    (:func:`twotower.pipeline.refusals.range_refusal`); None inside it."""
-    from twotower.pipeline.refusals import range_refusal
+    (:func:`twotower.pipeline.refusals.range_refusal`, in which NaN lies in no range); None inside it. NaN and
+    infinity are refused too where the range has no bound to say it by (``must be a finite number, got inf``):
+    ``--target nan`` passed every comparison and the benchmark ran on it."""
+    import math
 
-    below = lo is not None and (value <= lo if lo_open else value < lo)
-    if not below and not (hi is not None and value > hi):  # NaN passes, as the scripts' own checks let it
-        return None
-    return f"{flag}: {range_refusal(value, lo, hi, lo_open=lo_open)}"
+    from twotower.pipeline.refusals import number_words, range_refusal
+
+    said = range_refusal(value, lo, hi, lo_open=lo_open, hi_open=hi_open)
+    if said is None and not math.isfinite(value):
+        said = f"must be a finite number, got {number_words(value)}"
+    return None if said is None else f"{flag}: {said}"
 
 
 def refuse_below(args: object, names: tuple[str, ...], lo: float = 1, *, lo_open: bool = False) -> None:
     """Each flag of ``names`` (argparse dests) below ``lo`` (at or below it: ``lo_open``) refused in one line."""
     for name in names:
-        said = number_refusal("--" + name.replace("_", "-"), getattr(args, name), lo, lo_open=lo_open)
-        if said is not None:
-            raise SystemExit(f"error: {said}")
+        refuse_range(args, name, lo, lo_open=lo_open)
+
+
+def refuse_range(args: object, name: str, lo: float | None = None, hi: float | None = None, *,
+                 lo_open: bool = False, hi_open: bool = False) -> None:
+    """The flag of argparse dest ``name`` refused in one line (``error: --target: must be more than 0 and at most 1,
+    got nan``) when it lies outside its range or is not finite; a flag not given (None) passes."""
+    value = getattr(args, name)
+    if value is None:
+        return
+    said = number_refusal("--" + name.replace("_", "-"), value, lo, hi, lo_open=lo_open, hi_open=hi_open)
+    if said is not None:
+        raise SystemExit(f"error: {said}")
 
 
 def check_run(path: str | os.PathLike[str] | None, flag: str = "--run") -> None:

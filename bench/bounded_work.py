@@ -173,8 +173,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout per request in seconds")
     p.add_argument("--startup-timeout", type=float, default=120.0)
     args = p.parse_args()
-    from _common import check_run
+    from _common import check_run, refuse_range
 
+    for flag in ("timeout", "startup_timeout"):  # NaN or inf: a client or a start-up that never gives up
+        refuse_range(args, flag, 0, lo_open=True)
     check_run(args.run)
     from twotower.evaluation.table import format_table
     from twotower.pipeline.artifacts import TrainedRun

@@ -25,7 +25,7 @@ import scipy.linalg
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PeakRSS, refuse_below  # noqa: E402
+from _common import PeakRSS, refuse_below, refuse_range  # noqa: E402
 
 from twotower.evaluation.baselines import _ease_weights, _gram  # noqa: E402
 from twotower.utils.runtime import set_threads  # noqa: E402
@@ -63,6 +63,7 @@ def main() -> int:
     args = ap.parse_args()
     refuse_below(args, ("rounds",))
     refuse_below(args, ("synthetic_items",), 0)
+    refuse_range(args, "l2", 0, lo_open=True)  # NaN: a NaN item-item matrix, timed as if it were a fit
     set_threads(args.threads)
     data: list[tuple[str, sp.csr_matrix]] = []
     if ML1M.exists():

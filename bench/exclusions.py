@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, write_json_out  # noqa: E402
+from _common import check_json_out, refuse_range, write_json_out  # noqa: E402
 from index_scale import _normalise, clustered  # noqa: E402
 
 from twotower.index import ExactIndex, FaissIndex  # noqa: E402
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
+    refuse_range(args, "noise", 0)  # NaN: a catalogue of NaN vectors
     set_threads(args.threads)
     check_json_out(args.json)
     k, top_e = args.k, max(EXCLUDES)

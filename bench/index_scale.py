@@ -30,7 +30,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, refuse_below, write_json_out  # noqa: E402
+from _common import check_json_out, refuse_below, refuse_range, write_json_out  # noqa: E402
 
 from twotower.index import ExactIndex, FaissIndex, autotune, plot_recall_qps, tie_aware_recall
 from twotower.index.autotune import measure_speed
@@ -134,6 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     check_json_out(args.json)  # before the catalogue is built: a bad path is one line, not a late traceback
     # sizes and the embeddings file checked here too: a zero or a typo was a traceback from deep in the search
     refuse_below(args, ("n", "dim", "clusters", "queries", "tune_queries", "latency_queries", "k", "max_train"))
+    # and the floats, NaN and infinity among them: --target nan passed every comparison
+    for flag in ("target", "pq_target"):  # recall@k targets, as `index build --target-recall`
+        refuse_range(args, flag, 0, 1, lo_open=True)
+    refuse_range(args, "noise", 0)
+    refuse_range(args, "speedup_target", 0, lo_open=True)
     if args.ml100k_embeddings is not None and not args.ml100k_embeddings.is_file():
         raise SystemExit(f"error: --ml100k-embeddings {args.ml100k_embeddings}: no such file (an .npy of [I, D])")
 

@@ -432,9 +432,12 @@ def check_server_args(args: argparse.Namespace) -> None:
     from twotower.cli.paths import check_output_dir
     from twotower.errors import ConfigError
 
-    from _common import refuse_below
+    from _common import refuse_below, refuse_range
 
     refuse_below(args, ("n_items", "clusters", "max_concurrency"))
+    # NaN passed every comparison: --max-wait-ms nan went to the server, --startup-timeout nan waited for nothing
+    refuse_range(args, "max_wait_ms", 0, 3_600_000)  # 0: off; the server's own bound above
+    refuse_range(args, "startup_timeout", 0, lo_open=True)
     if args.index_cache:
         try:
             check_output_dir(args.index_cache, "--index-cache")
@@ -481,6 +484,10 @@ def main() -> int:
     for flag, lo in (("step", 1), ("start_rate", 0), ("step_seconds", 0), ("overload_seconds", 0), ("p99_ms", 0),
                      ("timeout", 0)):
         if (said := number_refusal(f"--{flag.replace('_', '-')}", getattr(args, flag), lo, lo_open=True)):
+            p.error(said)
+    for flag in ("max_rate", "overload_rate"):  # --overload-rate: None, twice the sustainable rate
+        if getattr(args, flag) is not None and (said := number_refusal(f"--{flag.replace('_', '-')}",
+                                                                        getattr(args, flag), 0, lo_open=True)):
             p.error(said)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")

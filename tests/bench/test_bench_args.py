@@ -365,3 +365,76 @@ def test_train_throughput_default_row_trains_the_default_recommender(bench: Any,
         train_throughput.run_trainer(SimpleNamespace(n_users=5), 10, "default", "inbatch", "causal", 512, 1000, False)
     assert seen["model"] == ModelConfig()
     assert seen["train"] == TrainConfig(max_examples_per_epoch=1000, progress=False, checkpoint=False, diagnostics=False)
+
+
+def test_number_refusal_refuses_nan_and_infinity_in_the_cli_words(bench: Any) -> None:
+    """`--target nan` passed every comparison of the scripts' checks ("NaN passes"), and infinity every lower bound."""
+    common = bench("_common")
+    assert common.number_refusal("--target", float("nan"), 0, 1, lo_open=True) == \
+        "--target: must be more than 0 and at most 1, got nan"
+    assert common.number_refusal("--timeout", float("inf"), 0, lo_open=True) == \
+        "--timeout: must be a finite number, got inf"
+    assert common.number_refusal("--max-wait-ms", float("nan")) == "--max-wait-ms: must be a finite number, got nan"
+    assert common.number_refusal("--k", 0, 1) == "--k: must be at least 1, got 0"
+    assert common.number_refusal("--timeout", 5.0, 0, lo_open=True) is None
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--target", "nan"], "--target: must be more than 0 and at most 1, got nan"),
+    (["--pq-target", "inf"], "--pq-target: must be more than 0 and at most 1, got inf"),
+    (["--noise", "nan"], "--noise: must be at least 0, got nan"),
+    (["--speedup-target", "inf"], "--speedup-target: must be a finite number, got inf"),
+])
+def test_index_scale_refuses_nan_and_infinity(bench: Any, monkeypatch: pytest.MonkeyPatch, argv: list[str],
+                                              msg: str) -> None:
+    index_scale = bench("index_scale")
+    monkeypatch.setattr(index_scale, "make_data", _no_work)
+    with pytest.raises(SystemExit, match=f"^error: {msg}$"):
+        index_scale.main(argv)
+
+
+def test_the_other_scripts_refuse_nan_and_infinity(bench: Any, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    scifact = bench("scifact")
+    for argv, msg in ((["--lr", "nan"], "--lr: must be more than 0, got nan"),
+                      (["--ce-lr", "inf"], "--ce-lr: must be a finite number, got inf"),
+                      (["--valid-frac", "nan"], "--valid-frac: must be more than 0 and less than 1, got nan")):
+        with pytest.raises(SystemExit, match=msg):
+            scifact.main(["--out", str(tmp_path / "out"), *argv])
+    exclusions = bench("exclusions")
+    monkeypatch.setattr(exclusions, "clustered", _no_work)
+    with pytest.raises(SystemExit, match="--noise: must be at least 0, got nan"):
+        exclusions.main(["--noise", "nan"])
+    ease_fit = bench("ease_fit")
+    monkeypatch.setattr(sys, "argv", ["ease_fit.py", "--l2", "nan"])
+    with pytest.raises(SystemExit, match="--l2: must be more than 0, got nan"):
+        ease_fit.main()
+
+
+@pytest.mark.parametrize("script", ["serve_load", "soak"])
+def test_the_serving_scripts_refuse_nan_and_infinity(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture, script: str) -> None:
+    module = bench(script)
+    serve_load = sys.modules["serve_load"]
+    monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
+    monkeypatch.setattr(serve_load, "start_server", _no_work)
+    cases = [(["--max-wait-ms", "nan"], "--max-wait-ms: must be between 0 and 3600000, got nan"),
+             (["--startup-timeout", "inf"], "--startup-timeout: must be a finite number, got inf"),
+             (["--timeout", "nan"], "--timeout: must be more than 0, got nan")]
+    cases += ([(["--max-rate", "inf"], "--max-rate: must be a finite number, got inf"),
+               (["--p99-ms", "inf"], "--p99-ms: must be a finite number, got inf")] if script == "serve_load" else
+              [(["--rate", "nan"], "--rate: must be more than 0, got nan"),
+               (["--seconds", "inf"], "--seconds: must be a finite number, got inf")])
+    for argv, msg in cases:  # the script's own flags are refused by argparse (exit 2, stderr), the server's in one line
+        monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+        with pytest.raises(SystemExit) as exited:
+            module.main()
+        assert msg in f"{exited.value.code} {capsys.readouterr().err}"
+
+
+def test_bounded_work_refuses_nan_and_infinity(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    bounded_work = bench("bounded_work")
+    monkeypatch.setattr(bounded_work, "train_synthetic_run", _no_work)
+    _each_refused(monkeypatch, bounded_work, ["bounded_work.py"],
+                  ((["--timeout", "nan"], "--timeout: must be more than 0, got nan"),
+                   (["--startup-timeout", "inf"], "--startup-timeout: must be a finite number, got inf")))
