@@ -12,6 +12,7 @@ __all__ = [
     "TwoTowerError",
     "DataError",
     "ConfigError",
+    "LengthPastModel",
     "NotFoundError",
     "IntegrityError",
     "OverloadError",
@@ -63,6 +64,17 @@ class DataError(TwoTowerError, ValueError):
 
 class ConfigError(TwoTowerError, ValueError):
     """An invalid configuration value; the message names the setting."""
+
+
+class LengthPastModel(ConfigError):
+    """A word-piece limit past the model's position embeddings (the forward pass would fail with a tensor-size
+    RuntimeError). ``setting`` names it as the caller gave it (``max_length``, ``query_max_length``), so a command
+    can say it under the flag typed without reading the message back."""
+
+    def __init__(self, setting: str, value: int, limit: int, model: str) -> None:
+        super().__init__(f"{setting} {value} is more word pieces than the model {model} can read ({limit}); "
+                         f"give at most {limit}")
+        self.setting, self.value, self.limit, self.model = setting, value, limit, model
 
 
 class NotFoundError(TwoTowerError, KeyError):

@@ -493,27 +493,22 @@ def _check_positive(args: argparse.Namespace, *flags: str) -> None:
 
 
 def _length_flags_named(cmd):  # noqa: ANN001, ANN202 - a command handler, wrapped
-    """``cmd`` with a word-piece limit past the model's positions refused under the flag typed (``--max-length 600
-    is more word pieces than ...``): the check lies in the model code, which names the Python argument
-    (``max_length``, ``query_max_length``) as its callers give it."""
+    """``cmd`` with a word-piece limit past the model's positions refused under the flag typed (``--max-length: must
+    be between 1 and 512 (...), got 600``): the check lies in the model code, which names the Python argument
+    (``max_length``, ``query_max_length``) as its callers give it (:class:`~twotower.errors.LengthPastModel`)."""
     import functools
-    import re
 
-    from twotower.errors import ConfigError
+    from twotower.errors import ConfigError, LengthPastModel
 
     @functools.wraps(cmd)
     def run(args: argparse.Namespace) -> int:
         try:
             return cmd(args)
-        except ConfigError as e:
-            m = re.fullmatch(r"(query_max_length|max_length) (\d+) is more word pieces than the model (.+) can "
-                             r"read \((\d+)\); give at most \d+", str(e))
-            if m is None:
-                raise
+        except LengthPastModel as e:
             from twotower.pipeline.refusals import range_refusal
 
-            why = range_refusal(int(m[2]), 1, int(m[4]), why=f"the word pieces the model {m[3]} reads")
-            raise ConfigError(f"--{m[1].replace('_', '-')}: {why}") from None
+            why = range_refusal(e.value, 1, e.limit, why=f"the word pieces the model {e.model} reads")
+            raise ConfigError(f"--{e.setting.replace('_', '-')}: {why}") from None
 
     return run
 

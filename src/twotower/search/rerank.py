@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from twotower.config import RerankTrainConfig, SearchConfig  # the defaults live with every other config
-from twotower.errors import ConfigError, DataError
+from twotower.errors import ConfigError, DataError, LengthPastModel
 from twotower.results import PAD_ID, Results
 from twotower.search.bm25 import BM25Config, check_bm25_config
 from twotower.search.artefacts import (
@@ -444,8 +444,7 @@ def train_cross_encoder(
     # text.encoder.check_max_length says for the bi-encoder): refused here, before any step
     limit = getattr(getattr(model.model, "config", None), "max_position_embeddings", None)
     if isinstance(limit, int) and not isinstance(limit, bool) and 0 < limit < cfg.max_length:
-        raise ConfigError(f"max_length {cfg.max_length} is more word pieces than the model {base or 'all-MiniLM-L6-v2'} can read "
-                          f"({limit}); give at most {limit}")
+        raise LengthPastModel("max_length", cfg.max_length, limit, str(base or "all-MiniLM-L6-v2"))
     _freeze_bottom(model, cfg.freeze_layers)
     usable = [i for i in range(len(queries)) if len(negatives[i])]
     if not usable:

@@ -34,7 +34,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from twotower.config import MAX_THREADS
-from twotower.errors import ConfigError, NotFoundError
+from twotower.errors import ConfigError, LengthPastModel, NotFoundError
 from twotower.utils.extras import require
 from twotower.utils.progress import RateLog, no_third_party_bars
 
@@ -394,8 +394,7 @@ def check_max_length(encoder: TextEncoder, max_length: int, flag: str = "max_len
     RuntimeError (after the model is loaded and maybe minutes of other work)."""
     limit = encoder.max_positions
     if limit is not None and max_length > limit:
-        raise ConfigError(f"{flag} {max_length} is more word pieces than the model {encoder.name} can read "
-                          f"({limit}); give at most {limit}")
+        raise LengthPastModel(flag, max_length, limit, encoder.name)
 
 
 def truncation_report(encoder: TextEncoder, texts: Sequence[str], max_length: int, *,
