@@ -7,25 +7,16 @@ model another account trained), while the files beside them were 0644.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import sys
 
 import pytest
 
+from tests.utils.umask_switch import umask as _umask
 from twotower.utils.atomic import atomic_dir
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
-
-
-@contextlib.contextmanager
-def _umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def _mode(path) -> int:

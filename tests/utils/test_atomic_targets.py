@@ -6,7 +6,6 @@ cases go through a symlink in tmp_path, so a regression replaces that link, neve
 """
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
@@ -17,18 +16,10 @@ from pathlib import Path
 import pytest
 
 from twotower.utils.atomic import atomic_path, atomic_write_bytes, atomic_write_text, resolve_write_target
+from tests.utils.umask_switch import umask as _umask
 
 posix_only = pytest.mark.skipif(sys.platform == "win32", reason="POSIX symlinks, FIFOs and modes")
 pytestmark = posix_only
-
-
-@contextlib.contextmanager
-def _umask(mask: int):
-    old = os.umask(mask)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def _mode(path: Path) -> int:
