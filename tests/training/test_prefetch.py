@@ -70,14 +70,15 @@ def _pooled_trainer() -> Trainer:
     _, _, seqs, _ = tiny_mean_model()
     torch.manual_seed(0)
     model = TwoTowerModel(ModelConfig(user=TowerConfig(history="recency", extra_pools=(1.0,), history_len=4, out_dim=8,
-                                                       hidden=(16,)), item=TowerConfig(out_dim=8, hidden=())), 8, 30)
+                                                       hidden=(16,)), item=TowerConfig(out_dim=8, hidden=(12,))), 8, 30)
     cfg = TrainConfig(epochs=2, batch_size=16, progress=False, checkpoint=False, history_dropout=0.3)
     return Trainer(model, seqs, loss=LossConfig(), train=cfg, eval=EvalConfig(baselines=()))
 
 
 def test_the_steps_id_only_work_built_ahead_trains_exactly_as_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    # the pools' weights and sums, the pooling backward's CSR structure, the accidental hits and the logQ lookup
-    # come from the prefetch thread's plan (training/batch_plan.py) or are computed in the step: the same numbers
+    # the pools' weights and sums, the pooling backward's CSR structure, the accidental hits, the logQ lookup and
+    # both towers' dropout masks come from the prefetch thread's plan (training/batch_plan.py) or are computed in
+    # the step: the same numbers
     plans = []
     real_plan = epoch_mod.plan_batch
 
@@ -91,6 +92,7 @@ def test_the_steps_id_only_work_built_ahead_trains_exactly_as_in_the_step(monkey
     assert plans and all(p.pools is not None and p.pools.bags is not None and p.loss_batch is not None
                          and p.loss_batch.hits is not None and p.loss_batch.log_q is not None for p in plans)
     assert sum(p.loss_batch.hits[0].numel() for p in plans) > 0  # batches with accidental hits were planned
+    assert all(p.masks is not None and [m.shape[1] for _, m in p.masks] == [16, 12] for p in plans)
     monkeypatch.setattr(epoch_mod, "Prefetcher", _InTheStep)
     inline = _pooled_trainer()
     res_inline = inline.fit()

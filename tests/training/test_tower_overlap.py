@@ -128,3 +128,19 @@ def test_a_split_backward_gives_the_gradients_of_one_pass() -> None:
     with SideWorker("twotower-side") as side:
         backward_beside(torch.nn.functional.cross_entropy((q @ c_in.T) * 5, torch.arange(6)), q, c_in, c, side)
     assert torch.equal(w_user.grad, want[0]) and torch.equal(w_item.grad, want[1])
+
+
+def test_the_in_batch_kernel_computes_the_candidates_gradient_on_the_side_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the candidate-gradient product of the loss runs where the item tower's backward runs, in block order
+    import twotower.losses.fused_xent as fx
+
+    seen: list[str] = []
+    real = fx._add_product
+
+    def spy(*args: object) -> None:
+        seen.append(threading.current_thread().name)
+        real(*args)
+
+    monkeypatch.setattr(fx, "_add_product", spy)
+    _trainer(epochs=1).fit()
+    assert seen and set(seen) == {"twotower-side"}

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +42,7 @@ from twotower.losses.corrections import (accidental_hit_pairs, columns_in_range,
                                          refuse_dropped_positives)
 from twotower.utils.reductions import row_argmax
 
-__all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
+__all__ = ["LossBatch", "SideGradient", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
            "USEFUL_TEMPERATURES", "temperature_suspect", "temperature_warning", "top_is_positive"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
@@ -63,7 +65,9 @@ class LossBatch:
     the id-based hit mask cannot know (search fine-tuning); ``hits`` the
     accidental hits ``accidental_hit_pairs(positive_ids, candidate_ids,
     positive_cols)`` found ahead of the step (training/batch_plan.py), which
-    the in-batch CPU kernel then reads rather than finding them again.
+    the in-batch CPU kernel then reads rather than finding them again;
+    ``side_gradient`` where the candidates' gradient may be computed on the
+    step's side thread (:class:`SideGradient`).
     """
 
     positive_ids: Tensor | None = None
@@ -74,6 +78,32 @@ class LossBatch:
     group_sizes: list[int] | None = None
     column_mask: Tensor | None = None
     hits: tuple[Tensor, Tensor] | None = None
+    side_gradient: "SideGradient | None" = None
+
+
+@dataclass
+class SideGradient:
+    """The candidates' gradient, computed on the training step's side thread (training/tower_overlap.py).
+
+    ``submit(fn)`` queues ``fn`` on that thread, after the jobs queued before it. A loss that computes the
+    candidates' gradient there queues its jobs with :meth:`run`, sets ``grad`` (the tensor they complete) and gives
+    the candidates no gradient through autograd; the step then queues the item tower's backward from ``grad``
+    behind them. A loss that does not sets nothing, and the gradient comes through autograd as usual.
+    """
+
+    submit: Callable[[Callable[[], Any]], Future[Any]]
+    grad: Tensor | None = None
+    jobs: list[Future[Any]] = field(default_factory=list)
+
+    def run(self, fn: Callable[[], Any]) -> None:
+        self.jobs.append(self.submit(fn))
+
+    def wait(self) -> Tensor:
+        """``grad`` once its jobs are done; raises what one of them raised (call it on the side thread, behind them)."""
+        for job in self.jobs:
+            job.result()
+        assert self.grad is not None
+        return self.grad
 
 
 def check_temperature(temperature: float) -> float:

@@ -50,9 +50,12 @@ be used, and callers fall back to the PyTorch path otherwise.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
+from twotower.losses.base import SideGradient
 from twotower.losses.fused_xent_tiled import TINY as _TINY
 from twotower.losses.fused_xent_tiled import count_correct, drop_in_block, mask_block, tiled
 from twotower.utils.reductions import row_argmax
@@ -63,6 +66,9 @@ __all__ = ["fused_softmax_xent", "fused_xent_applies", "kernel_precision", "PREC
 PRECISIONS = ("fp32", "bf16")
 _BLOCK_BYTES = 1 << 21  # logits per block: 2 MB, about one core's L2 (measured best of 0.5-8 MB, both precisions)
 _MIN_ROWS = 64  # fewer rows than this in a row block (a catalogue over ~8K items in fp32): tile the columns too
+# a block of at least this many rows is computed in two halves, the second on the step's side thread (where one is
+# given): a half of 64 rows is ~0.1 ms of work at N = 512, against ~0.07 ms to hand it over and back
+_SPLIT_ROWS = 128
 
 
 def kernel_precision(setting: str) -> str:
@@ -83,67 +89,107 @@ def fused_xent_applies(queries: Tensor, candidates: Tensor) -> bool:
 
 def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q: bool, want_c: bool,
             bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
-            ids: tuple[Tensor, Tensor] | None = None) -> tuple[float, int, int, Tensor | None, Tensor | None]:
+            ids: tuple[Tensor, Tensor] | None = None, side: SideGradient | None = None,
+            ) -> tuple[float, int, int, Tensor | None, Tensor | None]:
     """``(sum of row losses, rows whose first top raw score is the positive, rows whose positive ties the top,
     d sum / d q, d sum / d c)``, one block of rows at a time. ``bias[N]`` is added to every row's logits
     (the logQ correction as ``-log_q``), ``drop`` pairs are left out of their row's softmax, ``ids`` make the
-    first-top count compare ids; the count then reads the raw scores, as the PyTorch path does."""
+    first-top count compare ids; the count then reads the raw scores, as the PyTorch path does. ``side``: the
+    second half of each block of ``_SPLIT_ROWS`` rows or more is computed there while this thread computes the
+    first (rows are independent; the halves' losses and probabilities are joined before they are summed or
+    multiplied, so the numbers are those of the whole block), each block's product into ``d sum / d c`` is
+    queued there, in block order, and ``side.grad`` set (the tiled path leaves it unset and computes the
+    gradient here)."""
     b, n = q.shape[0], c.shape[0]
     fit = _BLOCK_BYTES // ((2 if bf16 else 4) * n)  # rows of [N] logits a block holds
     if fit < min(b, _MIN_ROWS):
         return tiled(q, c, cols, scale, bf16, want_q, want_c, bias, drop, ids, _BLOCK_BYTES)
+    side = side if want_c else None
     rows = max(16, min(b, fit))
     qs = q * scale  # [B, D]: scaling this side saves a pass over [B, N]
     if bf16:
         qs, qm, cm = qs.bfloat16(), q.bfloat16(), c.bfloat16()
     else:
         qm, cm = q, c
-    ct = cm.T  # [D, N]
     gq = torch.empty_like(q) if want_q else None  # [B, D]
     gc = torch.zeros_like(c) if want_c else None  # [N, D]
+    block = functools.partial(_rows, qs, cm, cols, bf16, want_q or want_c, bias, drop, ids, gq)
     total = 0.0
     correct = tied = 0
     for s in range(0, b, rows):
         e = min(b, s + rows)
-        y = cols[s:e]  # [r]
-        z = torch.mm(qs[s:e], ct)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
-        raw_top = bias is not None or drop is not None or ids is not None
-        if raw_top:  # the first top raw score (scale > 0 keeps the order), before the bias and the drops
-            correct += count_correct(row_argmax(z), y, ids, s, e)
-        if bias is not None:
-            z += bias
-        mask_block(z, drop_in_block(drop, s, e))
-        p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
-        p_top = p.amax(dim=1)  # [r]
-        p_pos = p.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
-        # softmax is monotone, so a positive that ties the largest logit ties the largest probability
-        top = p_pos >= p_top  # [r]
-        n_top = int(top.sum())
-        if n_top and not raw_top:  # the first maximum, on the few rows where it can be the positive
-            hit = top.nonzero().squeeze(1)
-            correct += int((row_argmax(z[hit]) == y[hit]).sum())
-        tied += n_top
-        # row loss = -log p_pos; where p_pos underflowed (a positive far below the top, raw dot products), from
-        # the log-sum-exp instead: p_top = exp(m - lse), and p_top >= 1/N never underflows
-        row = -p_pos.float().clamp_min(_TINY).log()  # [r]
-        lost = (p_pos <= _TINY).nonzero().squeeze(1)
-        if len(lost):
-            zl = z[lost].float()  # [l, N]
-            row[lost] = zl.amax(dim=1) - p_top[lost].float().log() - zl.gather(1, y[lost].unsqueeze(1)).squeeze(1)
+        if side is not None and e - s >= _SPLIT_ROWS:
+            m = (s + e) // 2
+            second = side.submit(functools.partial(block, m, e))
+            try:
+                parts = [block(s, m)]
+            finally:
+                parts.append(second.result())  # waited for even when the first half raised: it writes into gq
+        else:
+            parts = [block(s, e)]
+        row = parts[0][0] if len(parts) == 1 else torch.cat([part[0] for part in parts])  # [r]
         total += float(row.double().sum())
-        if not (want_q or want_c):
+        correct += sum(part[1] for part in parts)
+        tied += sum(part[2] for part in parts)
+        if gc is None:
             continue
-        if not bf16:
-            torch.nn.functional.threshold_(p, _TINY, 0.0)
-        p[torch.arange(e - s), y] -= 1.0  # d row loss / d logits = softmax - one-hot
-        if gq is not None:
-            gq[s:e] = torch.mm(p, cm)  # [r, D]
-        if gc is not None:
-            if bf16:
-                gc += torch.mm(p.T, qm[s:e])  # each block's product rounded once, summed in float32
-            else:
-                gc.addmm_(p.T, qm[s:e])  # [N, D]
+        ps = tuple(part[3] for part in parts)  # d row loss / d logits of the block's rows
+        if side is not None:  # the same product, on the side thread: each p is this block's own
+            side.run(functools.partial(_add_product, gc, ps, qm[s:e], bf16))
+        else:
+            _add_product(gc, ps, qm[s:e], bf16)
+    if side is not None:
+        side.grad = gc
     return total, correct, tied, gq, gc
+
+
+def _rows(qs: Tensor, cm: Tensor, cols: Tensor, bf16: bool, grads: bool, bias: Tensor | None,
+          drop: tuple[Tensor, Tensor] | None, ids: tuple[Tensor, Tensor] | None, gq: Tensor | None, s: int, e: int,
+          ) -> tuple[Tensor, int, int, Tensor]:
+    """Rows ``[s, e)`` of :func:`_blocks`: ``(row losses [r], correct, tied, d row loss / d logits [r, N])``, their
+    rows of ``gq`` written (with ``grads``; without, the last item is the softmax)."""
+    y = cols[s:e]  # [r]
+    z = torch.mm(qs[s:e], cm.T)  # [r, N] logits (bfloat16 in bf16 mode: no pass to convert them)
+    correct = 0
+    raw_top = bias is not None or drop is not None or ids is not None
+    if raw_top:  # the first top raw score (scale > 0 keeps the order), before the bias and the drops
+        correct += count_correct(row_argmax(z), y, ids, s, e)
+    if bias is not None:
+        z += bias
+    mask_block(z, drop_in_block(drop, s, e))
+    p = torch.softmax(z, dim=1)  # [r, N], accumulated in float32 whatever the storage
+    p_top = p.amax(dim=1)  # [r]
+    p_pos = p.gather(1, y.unsqueeze(1)).squeeze(1)  # [r]
+    # softmax is monotone, so a positive that ties the largest logit ties the largest probability
+    top = p_pos >= p_top  # [r]
+    n_top = int(top.sum())
+    if n_top and not raw_top:  # the first maximum, on the few rows where it can be the positive
+        hit = top.nonzero().squeeze(1)
+        correct += int((row_argmax(z[hit]) == y[hit]).sum())
+    # row loss = -log p_pos; where p_pos underflowed (a positive far below the top, raw dot products), from
+    # the log-sum-exp instead: p_top = exp(m - lse), and p_top >= 1/N never underflows
+    row = -p_pos.float().clamp_min(_TINY).log()  # [r]
+    lost = (p_pos <= _TINY).nonzero().squeeze(1)
+    if len(lost):
+        zl = z[lost].float()  # [l, N]
+        row[lost] = zl.amax(dim=1) - p_top[lost].float().log() - zl.gather(1, y[lost].unsqueeze(1)).squeeze(1)
+    if not grads:
+        return row, correct, n_top, p
+    if not bf16:
+        torch.nn.functional.threshold_(p, _TINY, 0.0)
+    p[torch.arange(e - s), y] -= 1.0  # d row loss / d logits = softmax - one-hot
+    if gq is not None:
+        gq[s:e] = torch.mm(p, cm)  # [r, D]
+    return row, correct, n_top, p
+
+
+def _add_product(gc: Tensor, ps: tuple[Tensor, ...], qm: Tensor, bf16: bool) -> None:
+    """``gc += p^T qm`` for one block's ``p`` (its halves ``ps``, joined), as :func:`_blocks` adds it."""
+    p = ps[0] if len(ps) == 1 else torch.cat(ps)  # [r, N]
+    if bf16:
+        gc += torch.mm(p.T, qm)  # each block's product rounded once, summed in float32
+    else:
+        gc.addmm_(p.T, qm)  # [N, D]
 
 
 class _FusedXent(torch.autograd.Function):
@@ -152,11 +198,15 @@ class _FusedXent(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, out: dict,  # type: ignore[override]
                 bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
-                ids: tuple[Tensor, Tensor] | None = None):
+                ids: tuple[Tensor, Tensor] | None = None, side: SideGradient | None = None):
         b = q.shape[0]
         total, correct, tied, gq, gc = _blocks(q.detach(), c.detach(), cols, scale, bf16,
-                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias, drop, ids)
+                                               ctx.needs_input_grad[0], ctx.needs_input_grad[1], bias, drop, ids, side)
         k = scale / b  # d(mean loss)/d(logit sum) times d(logit)/d(score)
+        ctx.side = side if side is not None and side.grad is not None else None
+        if ctx.side is not None:  # scaled there, after the blocks; autograd gives c nothing (SideGradient)
+            ctx.side.run(functools.partial(gc.mul_, k))
+            gc = None
         ctx.grads = (gq.mul_(k) if gq is not None else None, gc.mul_(k) if gc is not None else None)
         out["correct"] = correct
         out["accuracy"] = correct / b if b else float("nan")  # as the PyTorch path: raw scores
@@ -172,12 +222,15 @@ class _FusedXent(torch.autograd.Function):
         if g != 1.0:
             gq = gq.mul_(g) if gq is not None else None
             gc = gc.mul_(g) if gc is not None else None
-        return gq, gc, None, None, None, None, None, None, None
+            if ctx.side is not None:
+                ctx.side.run(functools.partial(ctx.side.grad.mul_, g))
+        return gq, gc, None, None, None, None, None, None, None, None
 
 
 def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tensor, scale: float,
                        *, precision: str = "fp32", bias: Tensor | None = None, drop: tuple[Tensor, Tensor] | None = None,
-                       ids: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, dict[str, float]]:
+                       ids: tuple[Tensor, Tensor] | None = None, side: SideGradient | None = None,
+                       ) -> tuple[Tensor, dict[str, float]]:
     """``(mean cross-entropy of softmax(scale * queries @ candidates.T + bias) at positive_cols, stats)``.
 
     ``bias[N]`` (optional, not differentiated): a per-column constant added to
@@ -186,6 +239,8 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
     (given the masked value of ``corrected_logits``: zero probability and gradient), e.g. accidental hits.
     ``ids = (positive_ids[B], candidate_ids[N])``: ``correct`` then counts a row
     whose top raw score is any column carrying its positive's id, as ``top_is_positive`` does.
+    ``side`` (:class:`~twotower.losses.base.SideGradient`): the candidates' gradient is computed on the
+    training step's side thread, by the same operations in the same order; autograd gives them none.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)
     and ``accuracy`` (``correct / B``), as the
@@ -212,5 +267,5 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
     if drop is not None:
         drop = (drop[0].detach().to(torch.long), drop[1].detach().to(torch.long))
     out: dict[str, float] = {}
-    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out, bias, drop, ids)
+    loss = _FusedXent.apply(queries, candidates, cols, float(scale), precision == "bf16", out, bias, drop, ids, side)
     return loss, out

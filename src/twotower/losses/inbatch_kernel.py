@@ -47,5 +47,5 @@ def inbatch_kernel_loss(queries: Tensor, candidates: Tensor, batch: LossBatch, i
         check_log_q_finite(log_q)
         bias = -log_q
     loss, st = fused_softmax_xent(queries, candidates, cols, 1.0 / temperature, bias=bias, drop=drop,
-                                  ids=(pos, ids) if pos is not None else None)
+                                  ids=(pos, ids) if pos is not None else None, side=batch.side_gradient)
     return loss, {"accuracy": st["accuracy"], "correct": float(st["correct"]), "accidental_hits": int(hits[0].numel())}

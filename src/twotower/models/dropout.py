@@ -17,8 +17,21 @@ still fix every mask. Inputs off the CPU or in other dtypes than float32 and
 bfloat16 use ``F.dropout``, and so does ``rng="torch"`` (a tower's
 ``dropout_rng``): PyTorch's own masks, bit for bit those of runs made before
 the MLP heads took the cheap mask (the golden test of the training loop uses it).
+
+A mask depends on its seed and shape only, so a step's masks can be drawn before
+its forward pass, on another thread (training/batch_plan.py, a step ahead on the
+spare core): :func:`draw_mask` draws one as :func:`dropout` would, and inside
+``with masks_ahead(masks)`` each :class:`Dropout` takes the next of ``masks``
+instead of drawing. Drawn in the order the forward would draw them, and with
+nothing else drawing from torch's default generator meanwhile, they are the
+same masks, bit for bit.
 """
 from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 import torch
@@ -27,7 +40,7 @@ from torch import Tensor, nn
 
 from twotower.config import DROPOUT_RNGS, TowerConfig
 
-__all__ = ["DROPOUT_RNGS", "Dropout", "dropout"]
+__all__ = ["DROPOUT_RNGS", "Dropout", "dropout", "draw_mask", "masks_ahead"]
 
 _LEVELS = 1 << 16  # the mask's resolution: p is rounded to a multiple of 1/65536
 _DEFAULT_RNG = TowerConfig.dropout_rng  # declared once, in the config
@@ -48,13 +61,39 @@ def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG)
     _check_args(p, rng)
     if rng == "torch" or x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16):
         return F.dropout(x, p, training)
+    # a bfloat16 input (a layer under autocast) comes back in float32, where the residual stream is added
+    return x * draw_mask(p, tuple(x.shape))
+
+
+def draw_mask(p: float, shape: tuple[int, ...]) -> Tensor:
+    """The float32 mask :func:`dropout` multiplies an input of ``shape`` by (``0`` or ``1 / (1 - p)``), drawn from
+    one seed of torch's default generator as :func:`dropout` draws it."""
     k = round(p * _LEVELS)
     seed = int(torch.randint(0, 2**62, (1,)))
-    bits = _uint16_bits(seed, x.numel())  # [x.numel()]
+    bits = _uint16_bits(seed, math.prod(shape))  # [prod(shape)]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)
-    # a bfloat16 input (a layer under autocast) comes back in float32, where the residual stream is added
-    return x * torch.from_numpy(mask).view(x.shape)
+    return torch.from_numpy(mask).view(shape)
+
+
+# the masks drawn ahead for the forward pass running in this context, in call order (None: each Dropout draws)
+_AHEAD: ContextVar[Iterator[tuple["Dropout", Tensor]] | None] = ContextVar("twotower_masks_ahead", default=None)
+
+
+@contextmanager
+def masks_ahead(masks: Sequence[tuple["Dropout", Tensor]]) -> Iterator[None]:
+    """Inside, each :class:`Dropout` call in training mode takes the next ``(module, mask)`` of ``masks`` (the module
+    docstring says when those are the masks it would draw). A call by another module or on another shape than
+    listed, or masks left over, is a bug in the list's maker: it raises rather than train on other masks."""
+    left = iter(masks)
+    token = _AHEAD.set(left)
+    try:
+        yield
+    finally:
+        _AHEAD.reset(token)
+    if next(left, None) is not None:
+        raise RuntimeError("dropout masks drawn ahead were left unused: the forward pass called fewer Dropout "
+                           "layers than listed")
 
 
 def _uint16_bits(seed: int, n: int) -> np.ndarray:
@@ -79,7 +118,15 @@ class Dropout(nn.Module):
         self.rng = rng
 
     def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, self.training, self.rng)
+        ahead = _AHEAD.get()
+        if ahead is None or not self.training:
+            return dropout(x, self.p, self.training, self.rng)
+        module, mask = next(ahead, (None, None))
+        if module is not self or mask is None or mask.shape != x.shape:
+            raise RuntimeError(f"dropout masks drawn ahead do not match the forward pass: {self!r} on "
+                               f"{tuple(x.shape)} got the mask of {module!r}"
+                               f"{'' if mask is None else f' on {tuple(mask.shape)}'}")
+        return x * mask
 
     def extra_repr(self) -> str:
         return f"p={self.p}, rng={self.rng}"

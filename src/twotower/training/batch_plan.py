@@ -3,7 +3,8 @@
 A step of the default recommender (pooled history, in-batch softmax with hit masking and logQ) spends part of its
 time on structures built from ids alone, before and after the weights come in: the pools' weights and their sums,
 the CSR structure of the pooling's backward (a counting sort of the window's entries), the accidental hits of
-the in-batch loss and the candidates' logQ. :func:`plan_batch` builds them where the epoch's prefetch thread
+the in-batch loss and the candidates' logQ -- and its dropout masks, which depend on seeds drawn in order
+(models/dropout_plan.py). :func:`plan_batch` builds them where the epoch's prefetch thread
 builds the batch (training/epoch.py), a step ahead on the spare core; the model and the loss read them from the
 :class:`BatchPlan` instead of computing them again. They are the same numbers either way (the same operations on
 the same ids), so a prefetched run trains bit for bit as one that builds its batches in the step, which passes
@@ -20,6 +21,8 @@ from torch import Tensor
 from twotower.losses.base import LossBatch
 from twotower.losses.corrections import accidental_hit_pairs
 from twotower.losses.softmax import InBatchSoftmax
+from twotower.models.dropout import Dropout, draw_mask
+from twotower.models.dropout_plan import step_dropout_calls
 from twotower.models.towers import PoolPlan
 from twotower.training.step import RecStep
 
@@ -37,13 +40,16 @@ class BatchPlan:
     n_global: int
     pools: PoolPlan | None = None  # the user tower's pools (UserTower.plan_pools) of ``history``
     loss_batch: LossBatch | None = None  # the loss's batch: candidates, their logQ and accidental hits
+    masks: tuple[tuple[Dropout, Tensor], ...] | None = None  # the forward pass's dropout masks, in call order
 
 
 def plan_batch(step: RecStep, users: np.ndarray, history: np.ndarray | None, targets: np.ndarray, n_global: int,
                *, ahead: bool) -> BatchPlan:
     """The :class:`BatchPlan` of these inputs for ``step``; ``ahead``: with the id-only work, where the step
     can read it (the towers in float32 on the CPU; the loss's batch when its candidates are the targets, with
-    nothing drawn at random)."""
+    nothing drawn at random; the dropout masks with that batch, when the towers' calls can be listed). Plans
+    built ahead must be built in the order the steps run, and nothing else may draw from torch's default
+    generator meanwhile: the masks take their seeds from it, as the forward pass would."""
     u, h, t = torch.as_tensor(users), torch.as_tensor(history) if history is not None else None, torch.as_tensor(targets)
     if not ahead or step.bf16 or step._device().type != "cpu":
         return BatchPlan(u, h, t, n_global)
@@ -57,4 +63,8 @@ def plan_batch(step: RecStep, users: np.ndarray, history: np.ndarray | None, tar
         hits = (accidental_hit_pairs(t, t) if type(loss) is InBatchSoftmax and loss.mask_accidental_hits else None)
         batch = LossBatch(positive_ids=t, candidate_ids=t, log_q=step.log_q[t] if step.log_q is not None else None,
                           hits=hits)
-    return BatchPlan(u, h, t, n_global, pools, batch)
+    masks = None
+    if batch is not None and step.model.training and (step.chunk is None or not loss.gradcache):
+        calls = step_dropout_calls(step.model, len(u), len(t))
+        masks = tuple((layer, draw_mask(layer.p, shape)) for layer, shape in calls) if calls else None
+    return BatchPlan(u, h, t, n_global, pools, batch, masks)

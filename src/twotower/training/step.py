@@ -18,7 +18,9 @@ Shape legend: ``B`` this rank's queries, ``N`` candidates, ``D`` dim, ``I`` item
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -29,11 +31,12 @@ from twotower.distributed import gather_no_grad
 from twotower.losses.base import LossBatch, RetrievalLoss
 from twotower.losses.corrections import mixture_log_q
 from twotower.losses.sampling import sample_negatives
+from twotower.models.dropout import Dropout, masks_ahead
 from twotower.models.towers import PoolPlan
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.gradcache import chunked, gradcache_step
 from twotower.training.side_worker import SideWorker
-from twotower.training.tower_overlap import backward_beside, item_side_blocker, split_item_graph
+from twotower.training.tower_overlap import backward_beside, item_side_blocker, side_gradient, split_item_graph
 
 __all__ = ["share", "RecStep", "sync_grads", "candidate_log_q", "loss_log_q"]
 
@@ -153,7 +156,8 @@ class RecStep:
 
     def __call__(self, users: Tensor, history: Tensor | None, targets: Tensor, n_global: int, scale: float,
                  *, queries_fn=None, span: tuple[int, int] | None = None, pools: PoolPlan | None = None,
-                 loss_batch: LossBatch | None = None) -> tuple[float, dict[str, float], Tensor, Tensor]:
+                 loss_batch: LossBatch | None = None, masks: Sequence[tuple[Dropout, Tensor]] | None = None,
+                 ) -> tuple[float, dict[str, float], Tensor, Tensor]:
         """Forward and backward of this rank's ``B`` examples; ``(loss, stats, queries, positives)`` detached.
 
         ``queries_fn(users, history) -> [B, D]`` replaces the user tower (the
@@ -161,7 +165,8 @@ class RecStep:
         the loss before backward (the cross-rank share); ``span`` as in :meth:`candidates`.
         ``pools`` (the user tower's pools of ``history``) and ``loss_batch`` (the
         loss's batch, for candidates drawn without randomness) built ahead of
-        the step from the ids alone (training/batch_plan.py).
+        the step from the ids alone (training/batch_plan.py); ``masks``: the forward pass's dropout masks drawn
+        ahead (models/dropout_plan.py; the plain step only: GradCache runs the towers in another order).
         """
         m = self.model
         cols = None
@@ -177,19 +182,21 @@ class RecStep:
         embed_q = queries_fn or (lambda u, h: m.user_tower(u, h, pools=pools))
         stats: dict[str, float] = {}
         if self.chunk is None or not self.loss.gradcache:
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+            with (torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16),
+                  masks_ahead(masks) if masks is not None else nullcontext()):
                 q = embed_q(users, history)  # [B, D]
                 cands = self.embed_candidates(cand_ids)  # [N, D]
             if self.bf16:
                 q, cands = q.float(), cands.float()
             side = self.side
             c_in = split_item_graph(cands) if side is not None else cands
-            loss, stats = self.loss(q, c_in, batch)
+            deferred = side_gradient(q, cands, side) if side is not None else None
+            loss, stats = self.loss(q, c_in, replace(batch, side_gradient=deferred) if deferred is not None else batch)
             scaled = loss * scale if scale != 1.0 else loss
             if side is None:
                 scaled.backward()
             else:
-                backward_beside(scaled, q, c_in, cands, side)
+                backward_beside(scaled, q, c_in, cands, side, deferred)
             value = float(loss.detach())
             q, cands = q.detach(), cands.detach()
         else:

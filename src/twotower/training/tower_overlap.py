@@ -4,7 +4,9 @@ The towers of a step share no weights, so once the loss has given each tower
 its output's gradient, their backward passes are independent: the step splits
 the graph at the item tower's output ``c`` (the loss reads ``c' = c.detach()``),
 takes ``d loss / d (q, c')`` and runs ``c.backward(gc)`` on the side thread
-while ``q.backward(gq)`` runs here. PyTorch's autograd engine lets go of the
+while ``q.backward(gq)`` runs here. A loss that can (the in-batch CPU kernel) computes ``gc`` itself
+on the side thread (:class:`~twotower.losses.base.SideGradient`), so the item tower's backward follows it there
+and the step's own thread computes only ``gq``. PyTorch's autograd engine lets go of the
 GIL while it computes, so on the CPU the two passes keep a core each busy.
 Each tower's gradients come from the same ops, in the same order, as in one
 backward pass of the whole graph: the numbers are those of ``loss.backward()``,
@@ -24,10 +26,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from twotower.losses.base import SideGradient
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.side_worker import SideWorker
 
-__all__ = ["item_side_blocker", "split_item_graph", "backward_beside"]
+__all__ = ["item_side_blocker", "split_item_graph", "side_gradient", "backward_beside"]
 
 
 def item_side_blocker(model: TwoTowerModel, loss: nn.Module) -> str | None:
@@ -47,8 +50,23 @@ def split_item_graph(c: Tensor) -> Tensor:
     return c.detach().requires_grad_(c.requires_grad)
 
 
-def backward_beside(loss: Tensor, q: Tensor, c_in: Tensor, c: Tensor, side: SideWorker) -> None:
-    """``loss.backward()`` through ``q`` here and through ``c`` (read by the loss as ``c_in``) on ``side``."""
+def side_gradient(q: Tensor, c: Tensor, side: SideWorker) -> SideGradient | None:
+    """A :class:`SideGradient` on ``side`` for a loss over ``q`` and ``c``, where both need a gradient (None: not)."""
+    return SideGradient(side.submit) if q.requires_grad and c.requires_grad else None
+
+
+def backward_beside(loss: Tensor, q: Tensor, c_in: Tensor, c: Tensor, side: SideWorker,
+                    deferred: SideGradient | None = None) -> None:
+    """``loss.backward()`` through ``q`` here and through ``c`` (read by the loss as ``c_in``) on ``side``;
+    ``deferred``: the loss's :class:`SideGradient`, whose ``grad`` (once set) is ``c``'s, computed on ``side``."""
+    if deferred is not None and deferred.grad is not None:
+        (gq,) = torch.autograd.grad(loss, [q])  # queues the loss's last scaling of gc, when there is one
+        pending = side.submit(lambda: c.backward(deferred.wait()))
+        try:
+            q.backward(gq)
+        finally:
+            pending.result()
+        return
     ends = [t for t in (q, c_in) if t.requires_grad]
     if not ends:
         loss.backward()  # raises as the unsplit step did: nothing to differentiate

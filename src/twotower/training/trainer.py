@@ -173,7 +173,7 @@ class Trainer:
         dev = self.device
         h = p.history.to(dev) if p.history is not None else None  # [B, L]
         value, stats, q, pos = self.step_fn(p.users.to(dev), h, p.targets.to(dev), p.n_global, scale,
-                                            pools=p.pools, loss_batch=p.loss_batch)
+                                            pools=p.pools, loss_batch=p.loss_batch, masks=p.masks)
         self._sync()
         return value * frac, stats.get("correct", 0.0) / p.n_global, q, pos, len(p.users)
 
