@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import twotower.losses.fused_xent as fx
-from twotower.losses.base import SideGradient
+from twotower.losses.side_gradient import SideGradient
 from twotower.losses.fused_xent import fused_softmax_xent
 from twotower.training.side_worker import SideWorker
 

@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
-from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -42,7 +40,10 @@ from twotower.losses.corrections import (accidental_hit_pairs, columns_in_range,
                                          refuse_dropped_positives)
 from twotower.utils.reductions import row_argmax
 
-__all__ = ["LossBatch", "SideGradient", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
+if TYPE_CHECKING:
+    from twotower.losses.side_gradient import SideGradient
+
+__all__ = ["LossBatch", "RetrievalLoss", "TINY_TEMPERATURE", "check_temperature", "corrected_logits", "loss_from_logits",
            "USEFUL_TEMPERATURES", "temperature_suspect", "temperature_warning", "top_is_positive"]
 
 NEEDS = ("batch", "sampled", "catalogue", "pairs", "list")
@@ -67,7 +68,7 @@ class LossBatch:
     positive_cols)`` found ahead of the step (training/batch_plan.py), which
     the in-batch CPU kernel then reads rather than finding them again;
     ``side_gradient`` where the candidates' gradient may be computed on the
-    step's side thread (:class:`SideGradient`).
+    step's side thread (:class:`~twotower.losses.side_gradient.SideGradient`).
     """
 
     positive_ids: Tensor | None = None
@@ -79,31 +80,6 @@ class LossBatch:
     column_mask: Tensor | None = None
     hits: tuple[Tensor, Tensor] | None = None
     side_gradient: "SideGradient | None" = None
-
-
-@dataclass
-class SideGradient:
-    """The candidates' gradient, computed on the training step's side thread (training/tower_overlap.py).
-
-    ``submit(fn)`` queues ``fn`` on that thread, after the jobs queued before it. A loss that computes the
-    candidates' gradient there queues its jobs with :meth:`run`, sets ``grad`` (the tensor they complete) and gives
-    the candidates no gradient through autograd; the step then queues the item tower's backward from ``grad``
-    behind them. A loss that does not sets nothing, and the gradient comes through autograd as usual.
-    """
-
-    submit: Callable[[Callable[[], Any]], Future[Any]]
-    grad: Tensor | None = None
-    jobs: list[Future[Any]] = field(default_factory=list)
-
-    def run(self, fn: Callable[[], Any]) -> None:
-        self.jobs.append(self.submit(fn))
-
-    def wait(self) -> Tensor:
-        """``grad`` once its jobs are done; raises what one of them raised (call it on the side thread, behind them)."""
-        for job in self.jobs:
-            job.result()
-        assert self.grad is not None
-        return self.grad
 
 
 def check_temperature(temperature: float) -> float:

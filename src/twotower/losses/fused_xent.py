@@ -55,7 +55,7 @@ import functools
 import torch
 from torch import Tensor
 
-from twotower.losses.base import SideGradient
+from twotower.losses.side_gradient import SideGradient
 from twotower.losses.fused_xent_tiled import TINY as _TINY
 from twotower.losses.fused_xent_tiled import count_correct, drop_in_block, mask_block, tiled
 from twotower.utils.reductions import row_argmax
@@ -239,7 +239,7 @@ def fused_softmax_xent(queries: Tensor, candidates: Tensor, positive_cols: Tenso
     (given the masked value of ``corrected_logits``: zero probability and gradient), e.g. accidental hits.
     ``ids = (positive_ids[B], candidate_ids[N])``: ``correct`` then counts a row
     whose top raw score is any column carrying its positive's id, as ``top_is_positive`` does.
-    ``side`` (:class:`~twotower.losses.base.SideGradient`): the candidates' gradient is computed on the
+    ``side`` (:class:`~twotower.losses.side_gradient.SideGradient`): the candidates' gradient is computed on the
     training step's side thread, by the same operations in the same order; autograd gives them none.
 
     ``stats``: ``correct`` (rows whose first top score is the positive column)

@@ -5,7 +5,7 @@ its output's gradient, their backward passes are independent: the step splits
 the graph at the item tower's output ``c`` (the loss reads ``c' = c.detach()``),
 takes ``d loss / d (q, c')`` and runs ``c.backward(gc)`` on the side thread
 while ``q.backward(gq)`` runs here. A loss that can (the in-batch CPU kernel) computes ``gc`` itself
-on the side thread (:class:`~twotower.losses.base.SideGradient`), so the item tower's backward follows it there
+on the side thread (:class:`~twotower.losses.side_gradient.SideGradient`), so the item tower's backward follows it there
 and the step's own thread computes only ``gq``. PyTorch's autograd engine lets go of the
 GIL while it computes, so on the CPU the two passes keep a core each busy.
 Each tower's gradients come from the same ops, in the same order, as in one
@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from twotower.losses.base import SideGradient
+from twotower.losses.side_gradient import SideGradient
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.side_worker import SideWorker
 
