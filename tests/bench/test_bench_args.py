@@ -438,3 +438,20 @@ def test_bounded_work_refuses_nan_and_infinity(bench: Any, monkeypatch: pytest.M
     _each_refused(monkeypatch, bounded_work, ["bounded_work.py"],
                   ((["--timeout", "nan"], "--timeout: must be more than 0, got nan"),
                    (["--startup-timeout", "inf"], "--startup-timeout: must be a finite number, got inf")))
+
+
+def test_epoch_ab_refuses_a_malformed_or_missing_version_before_any_epoch(bench: Any, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    epoch_ab = bench("epoch_ab")
+    monkeypatch.setattr(epoch_ab, "one_epoch", _no_work)
+    train = tmp_path / "train.csv"
+    train.write_text("user_id,item_id\n1,1\n")
+    here = str(Path(__file__).resolve().parents[2])
+    for argv, msg in ((["--version", "old"], "expected LABEL=PATH"),
+                      (["--version", f"a={here}:lr"], "settings are KEY=VALUE"),
+                      (["--version", f"a={here}"], "give two versions or more"),
+                      (["--version", f"a={tmp_path}", "--version", f"b={here}"], "has no src/twotower"),
+                      (["--version", f"a={here}", "--version", f"a={here}"], "a label of its own"),
+                      (["--version", f"a={here}", "--version", f"b={here}", "--rounds", "0"], "--rounds: must be")):
+        with pytest.raises(SystemExit, match=msg):
+            epoch_ab.main(["--train", str(train), *argv])
