@@ -613,9 +613,10 @@ class TrainConfig:
     # validate and save an exponential moving average of the weights (decay per step; training itself steps the
     # live weights; sparse ID tables stay live); 0 or None = the live weights (training/averaging.py)
     ema_decay: float | None = 0.99
-    #: run the item tower's forward and backward on a second thread beside the user tower's where a core is spare
-    #: (CPU; the same numbers either way)
-    # ML-1M default recommender, 1 thread, idle 2-core machine: see docs/benchmarks.md (training/tower_overlap.py)
+    #: run the item tower's backward pass (and the in-batch loss's candidate gradient and half of its rows) on a
+    #: second thread beside the user tower's where a core is spare (CPU; the same numbers either way)
+    # ML-1M default recommender, 1 thread, idle 2-core machine: see docs/benchmarks.md (training/tower_overlap.py,
+    # losses/side_gradient.py)
     overlap_towers: bool = True
     checkpoint: bool = True  #: save a checkpoint after each epoch (RUN/checkpoint) for --resume
     progress: bool = True  #: a bar on a terminal; elsewhere a log line every log_every_s seconds
