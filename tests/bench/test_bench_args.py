@@ -447,11 +447,10 @@ def test_epoch_ab_refuses_a_malformed_or_missing_version_before_any_epoch(bench:
     train = tmp_path / "train.csv"
     train.write_text("user_id,item_id\n1,1\n")
     here = str(Path(__file__).resolve().parents[2])
-    for argv, msg in ((["--version", "old"], "expected LABEL=PATH"),
-                      (["--version", f"a={here}:lr"], "settings are KEY=VALUE"),
-                      (["--version", f"a={here}"], "give two versions or more"),
-                      (["--version", f"a={tmp_path}", "--version", f"b={here}"], "has no src/twotower"),
-                      (["--version", f"a={here}", "--version", f"a={here}"], "a label of its own"),
-                      (["--version", f"a={here}", "--version", f"b={here}", "--rounds", "0"], "--rounds: must be")):
-        with pytest.raises(SystemExit, match=msg):
-            epoch_ab.main(["--train", str(train), *argv])
+    _each_refused(monkeypatch, epoch_ab, ["epoch_ab.py", "--train", str(train)], (
+        (["--version", "old"], "expected LABEL=PATH"),
+        (["--version", f"a={here}:lr"], "settings are KEY=VALUE"),
+        (["--version", f"a={here}"], "give two versions or more"),
+        (["--version", f"a={tmp_path}", "--version", f"b={here}"], "has no src/twotower"),
+        (["--version", f"a={here}", "--version", f"a={here}"], "a label of its own"),
+        (["--version", f"a={here}", "--version", f"b={here}", "--rounds", "0"], "--rounds: must be")))
