@@ -164,9 +164,11 @@ def test_the_marker_records_the_encoder_backend_the_frozen_documents_were_encode
 
 @needs_text
 def test_a_tiny_temperature_is_named_when_fine_tuning_diverges(tmp_path):
-    # 1/1e-40 overflows float32: the first loss is NaN whatever the rate, yet the error named --lr alone
+    # 1/1e-40 overflows float32: the first loss is NaN whatever the rate, yet the error named the rate alone; a
+    # Python caller set FinetuneConfig's fields, so those are what it names (`search train` names its flags)
     from twotower.errors import TrainingDiverged
 
     cfg = FinetuneConfig(epochs=1, batch_size=4, lr=1e-5, temperature=1e-40, max_length=16, query_max_length=16)
-    with pytest.raises(TrainingDiverged, match=r"Raise --temperature=1e-40 .*the default is 0\.05.*\(--lr\)"):
+    with pytest.raises(TrainingDiverged, match=r"Raise FinetuneConfig\.temperature=1e-40 .*the default is 0\.05.*"
+                                               r"\(FinetuneConfig\.lr\)"):
         finetune_bi_encoder(QUERIES[:4], [0, 1, 2, 3], DOCS, tmp_path / "m", config=cfg, show_progress=False)

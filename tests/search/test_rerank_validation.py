@@ -54,7 +54,8 @@ def fake_training(monkeypatch):
 
     calls: list[dict] = []
 
-    def train(queries, positives, negatives, texts, out, *, base, config, source, validation=None):  # noqa: ANN001, ANN202
+    def train(queries, positives, negatives, texts, out, *, base, config, source, validation=None,  # noqa: ANN001, ANN202
+              setting_names=None):
         calls.append({"queries": list(queries), "config": config, "validation": validation})
         Path(out).mkdir()
         tail = {"steps": 10, "loss": 0.5, "chance_loss": 1.386, "group_sizes": [4, 4]}

@@ -1178,7 +1178,8 @@ def _search_train(args: argparse.Namespace) -> int:
     res = finetune_bi_encoder(qs, pos, texts, args.out, config=cfg, base=args.base,
                               negatives=negatives, mining=mining, cache_dir=args.cache,
                               source=_source(args), mining_names=MINING_FLAGS, validation=validation,
-                              bm25=bm25 if bm25_mining else None)
+                              bm25=bm25 if bm25_mining else None,
+                              setting_names={"lr": "--lr", "temperature": "--temperature"})
     _report_search_training(args, res, cfg, len(qs))
     return 0
 
@@ -1354,7 +1355,8 @@ def _rerank_train(args: argparse.Namespace) -> int:
     how = {"retriever": args.mining_retriever,
            **({"model": args.mining_model or "all-MiniLM-L6-v2"} if dense else {"bm25": asdict(bm25)})}
     train_cross_encoder(qs, pos, [neg_of[q] for q in qs], texts, args.out, base=args.base, config=cfg,
-                        source={**_source(args), "mining": {**how, **asdict(mining)}}, **extra)
+                        source={**_source(args), "mining": {**how, **asdict(mining)}}, setting_names={"lr": "--lr"},
+                        **extra)
     _report_rerank_training(args, len(qs), seen)
     return 0
 

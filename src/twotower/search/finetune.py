@@ -226,6 +226,7 @@ def finetune_bi_encoder(
     encoder_threads: int | None = EncoderSettings.threads,
     threads: int | None = None,
     bm25: BM25Config | None = None,
+    setting_names: Mapping[str, str] | None = None,
 ) -> FinetuneResult:
     """Train on ``(queries[i], doc_texts[positive_rows[i]])`` pairs and save to ``out_dir``.
 
@@ -235,6 +236,8 @@ def finetune_bi_encoder(
     re-mined list from its hardest). ``base`` is the starting model (default all-MiniLM-L6-v2). Seeded by ``config.seed``. ``source`` (e.g. ``{"beir": DIR, "split": "train"}``)
     is recorded in the saved marker with the pair and document counts and the mining settings. ``mining_names``:
     what the re-mining summaries call the settings that fill a short query (``mine_hard_negatives``'s ``names``).
+    ``setting_names``: what a divergence's error calls ``lr`` and ``temperature`` (default ``FinetuneConfig.lr``,
+    ``FinetuneConfig.temperature``; ``search train`` passes its flags).
 
     ``validation``: held-out queries scored by dense NDCG@10 before training (epoch 0) and after each epoch; the best
     epoch's towers are saved (the starting ones, with a warning, when no epoch beat them) and training stops after
@@ -318,6 +321,8 @@ def finetune_bi_encoder(
         emb = cached_encode(doc_enc, doc_texts, cache_dir, max_length=cfg.max_length, show_progress=show_progress)
         frozen_docs = torch.from_numpy(emb)  # [N_docs, D]
     params = list(q_model.parameters()) + ([] if cfg.shared or not cfg.train_doc_tower else list(d_model.parameters()))
+    # a Python caller set FinetuneConfig's fields, not `search train`'s flags: the error names what they typed
+    names = {"lr": "FinetuneConfig.lr", "temperature": "FinetuneConfig.temperature", **(setting_names or {})}
     n_params = sum(p.numel() for p in params)
     # every epoch's batches drawn now, the same draws in the same order as drawing them epoch by epoch, so the
     # schedule's total is the steps taken: packing around repeated query texts gives a count that depends on the
@@ -328,9 +333,10 @@ def finetune_bi_encoder(
     # AdamW, linear warm-up then linear decay, clipping and progress: the one training loop
     loop = TrainLoop(params, lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress,
-                     lr_setting="--lr",
+                     lr_setting=names["lr"],
                      # a tiny --temperature makes the loss NaN whatever the rate: the error named --lr alone
-                     suspect=temperature_suspect(cfg.temperature, "--temperature", default=FinetuneConfig.temperature))
+                     suspect=temperature_suspect(cfg.temperature, names["temperature"],
+                                                 default=FinetuneConfig.temperature))
     loss_fn = InBatchSoftmax(cfg.temperature, logq=False, mask_accidental_hits=True)
     logger.info(
         "fine-tuning %s: %d pairs, batch %d (+%d hard negatives/query%s), %d steps, %d trainable parameters, "

@@ -392,6 +392,7 @@ def train_cross_encoder(
     validation: RerankValidation | None = None,
     threads: int | None = None,
     bm25: BM25Config | None = None,
+    setting_names: Mapping[str, str] | None = None,
 ) -> CrossEncoderReranker:
     """Train a cross-encoder from ``base`` (default MiniLM) and save it to ``out_dir``.
 
@@ -413,7 +414,8 @@ def train_cross_encoder(
     ``bm25``: the BM25 settings the ``negatives`` were mined with (``rerank train --token-pattern``), recorded in the
     marker's ``data.mining`` under ``"bm25"``, and those of the BM25 the queries held out by ``config.valid_frac`` are
     judged against; None: BM25Config's defaults (nothing recorded). Refused when ``source``'s ``mining`` names
-    another retriever.
+    another retriever. ``setting_names``: what a divergence's error calls ``lr`` (default ``RerankTrainConfig.lr``;
+    ``rerank train`` passes ``--lr``).
     """
 
     import torch  # noqa: PLC0415
@@ -459,7 +461,8 @@ def train_cross_encoder(
                       {"params": [p for p in params if id(p) in head], "lr": cfg.head_lr}],
                      lr=cfg.lr, weight_decay=cfg.weight_decay, grad_clip=cfg.grad_clip, total_steps=total,
                      warmup_frac=cfg.warmup_frac, decay="linear", progress=show_progress,
-                     lr_setting="--lr")
+                     # a Python caller set RerankTrainConfig.lr, not `rerank train`'s flag: the error names it
+                     lr_setting={"lr": "RerankTrainConfig.lr", **(setting_names or {})}["lr"])
     loss_fn = ListwiseSoftmax(cfg.temperature)
     # the pairs mining left without a negative are not trained on: said with the count, as mining said its shortfall
     skipped = len(queries) - len(usable)
