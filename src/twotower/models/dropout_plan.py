@@ -18,7 +18,7 @@ from torch import nn
 from twotower.models.dropout import Dropout
 from twotower.models.two_tower import TwoTowerModel
 
-__all__ = ["step_dropout_calls"]
+__all__ = ["DropoutCalls", "step_dropout_calls"]
 
 #: (layer, the shape of the input it masks), in the order the forward pass calls them
 DropoutCalls = list[tuple[Dropout, tuple[int, int]]]

@@ -22,7 +22,6 @@ from twotower.losses.base import LossBatch
 from twotower.losses.corrections import accidental_hit_pairs
 from twotower.losses.softmax import InBatchSoftmax
 from twotower.models.dropout import Dropout, draw_mask
-from twotower.models.dropout_plan import step_dropout_calls
 from twotower.models.towers import PoolPlan
 from twotower.training.step import RecStep
 
@@ -65,6 +64,6 @@ def plan_batch(step: RecStep, users: np.ndarray, history: np.ndarray | None, tar
                           hits=hits)
     masks = None
     if batch is not None and step.model.training and (step.chunk is None or not loss.gradcache):
-        calls = step_dropout_calls(step.model, len(u), len(t))
+        calls = step.dropout_calls(len(u), len(t))
         masks = tuple((layer, draw_mask(layer.p, shape)) for layer, shape in calls) if calls else None
     return BatchPlan(u, h, t, n_global, pools, batch, masks)

@@ -32,6 +32,7 @@ from twotower.losses.base import LossBatch, RetrievalLoss
 from twotower.losses.corrections import mixture_log_q
 from twotower.losses.sampling import sample_negatives
 from twotower.models.dropout import Dropout, masks_ahead
+from twotower.models.dropout_plan import DropoutCalls, step_dropout_calls
 from twotower.models.towers import PoolPlan
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.gradcache import chunked, gradcache_step
@@ -107,6 +108,8 @@ class RecStep:
         # and the thread it runs on: set by the epoch for its steps where train.overlap_towers and a spare core allow
         self.blocker = item_side_blocker(model, loss)
         self.side: SideWorker | None = None
+        # the forward pass's dropout calls for (queries, candidates): the towers' structure, listed once a shape
+        self._dropout_calls: dict[tuple[int, int], DropoutCalls | None] = {}
 
     def candidates(self, targets: Tensor, n_global: int, span: tuple[int, int] | None = None) -> tuple[Tensor | None, int]:
         """Candidate ids ``[N]`` for this rank (None: the whole catalogue) and how many random draws were global.
@@ -131,6 +134,14 @@ class RecStep:
         lo, hi = span if span is not None else share(n_global, self.world, self.rank)
         neg = torch.randint(0, m.n_items, (n_global,), generator=self.gen)[lo:hi].to(dev)  # [B]
         return torch.cat([targets, neg]), n_global
+
+    def dropout_calls(self, n_queries: int, n_candidates: int) -> DropoutCalls | None:
+        """:func:`~twotower.models.dropout_plan.step_dropout_calls` of this step's model, kept per shape: the batch
+        plans ask it every step, on the prefetch thread, and the answer depends on the model's layers alone."""
+        key = (n_queries, n_candidates)
+        if key not in self._dropout_calls:
+            self._dropout_calls[key] = step_dropout_calls(self.model, n_queries, n_candidates)
+        return self._dropout_calls[key]
 
     def embed_candidates(self, cand_ids: Tensor | None) -> Tensor:
         m = self.model

@@ -61,20 +61,20 @@ def backward_beside(loss: Tensor, q: Tensor, c_in: Tensor, c: Tensor, side: Side
     ``deferred``: the loss's :class:`SideGradient`, whose ``grad`` (once set) is ``c``'s, computed on ``side``."""
     if deferred is not None and deferred.grad is not None:
         (gq,) = torch.autograd.grad(loss, [q])  # queues the loss's last scaling of gc, when there is one
-        pending = side.submit(lambda: c.backward(deferred.wait()))
-        try:
-            q.backward(gq)
-        finally:
-            pending.result()
-        return
-    ends = [t for t in (q, c_in) if t.requires_grad]
-    if not ends:
-        loss.backward()  # raises as the unsplit step did: nothing to differentiate
-        return
-    grads = torch.autograd.grad(loss, ends)
-    gq = grads[0] if q.requires_grad else None
-    gc = grads[-1] if c_in.requires_grad else None
-    pending = side.submit(lambda: c.backward(gc)) if gc is not None else None
+
+        def item_pass() -> None:  # behind the loss's jobs on side, which complete c's gradient
+            c.backward(deferred.wait())
+
+    else:
+        ends = [t for t in (q, c_in) if t.requires_grad]
+        if not ends:
+            loss.backward()  # raises as the unsplit step did: nothing to differentiate
+            return
+        grads = torch.autograd.grad(loss, ends)
+        gq = grads[0] if q.requires_grad else None
+        gc = grads[-1] if c_in.requires_grad else None
+        item_pass = (lambda: c.backward(gc)) if gc is not None else None
+    pending = side.submit(item_pass) if item_pass is not None else None
     try:
         if gq is not None:
             q.backward(gq)
