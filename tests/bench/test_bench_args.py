@@ -454,3 +454,31 @@ def test_epoch_ab_refuses_a_malformed_or_missing_version_before_any_epoch(bench:
         (["--version", f"a={tmp_path}", "--version", f"b={here}"], "has no src/twotower"),
         (["--version", f"a={here}", "--version", f"a={here}"], "a label of its own"),
         (["--version", f"a={here}", "--version", f"b={here}", "--rounds", "0"], "--rounds: must be")))
+
+
+def test_step_threads_refuses_its_flags_before_training(bench: Any, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    step_threads = bench("step_threads")
+    monkeypatch.setattr(step_threads, "install", _no_work)
+    train = tmp_path / "train.csv"
+    train.write_text("user_id,item_id\n1,1\n")
+    _each_refused(monkeypatch, step_threads, ["step_threads.py"], (
+        (["--train", str(train), "--rounds", "0"], "--rounds: must be"),
+        (["--train", str(train), "--examples", "1"], "--examples: must be"),
+        (["--train", str(train), "--set", "train.lr"], "settings are KEY=VALUE"),
+        (["--train", str(tmp_path / "missing.csv")], "--train: no file")))
+
+
+def test_step_threads_table_pairs_epochs_and_says_the_step_thread_asleep(bench: Any) -> None:
+    step_threads = bench("step_threads")
+    # 100 steps an epoch; (CPU ms, run-queue wait ms, voluntary, involuntary switches) over the epoch
+    rows = [{"mode": "ahead", "steps": 100, "wall_ms": 1000.0, "main": (800.0, 20.0, 2800, 10),
+             "side": (400.0, 30.0, 2000, 5), "prefetch": (250.0, 40.0, 1500, 8)},
+            {"mode": "first", "steps": 100, "wall_ms": 900.0, "main": (780.0, 10.0, 1600, 2),
+             "side": (390.0, 5.0, 1900, 1)}]
+    text = step_threads.table(rows)
+    assert "| ahead | main | 8.00 | 0.20 | 1.80 | 28.0 | 0.10 |" in text  # 10 - 8 - 0.2 ms asleep a step
+    assert "| first | main | 7.80 | 0.10 | 1.10 | 16.0 | 0.02 |" in text
+    assert "| ahead | prefetch | 2.50 | 0.40 |  | 15.0 | 0.08 |" in text
+    assert "| first | prefetch" not in text  # no prefetch thread when the plans come first
+    assert "first / ahead, epoch by epoch: 0.900 (median 0.900)" in text
