@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -156,23 +157,33 @@ def fit_gru4rec(prep: Any, settings: dict[str, Any], seed: int, gru_cls: Any, in
 
 
 def _parse_set(items: list[str]) -> dict[str, Any]:
+    from _common import number_refusal
+
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or key not in RECBOLE_DEFAULTS:
-            raise SystemExit(f"--set {item!r}: expected KEY=VALUE with KEY one of {', '.join(RECBOLE_DEFAULTS)}")
+            raise SystemExit(f"error: --set {item!r}: expected KEY=VALUE with KEY one of {', '.join(RECBOLE_DEFAULTS)}")
         kind = type(RECBOLE_DEFAULTS[key])
         if kind is str:
             if key == "loss_type" and value != "CE":
-                raise SystemExit(f"--set {item!r}: only CE (the harness draws no negatives for BPR)")
+                raise SystemExit(f"error: --set {item!r}: only CE (the harness draws no negatives for BPR)")
             out[key] = value
             continue
         try:
-            out[key] = kind(float(value)) if kind is int else kind(value)
+            number = float(value)
+            if kind is int and math.isfinite(number) and not number.is_integer():
+                raise ValueError(value)  # epochs=0.5 was taken as 0 (refused as such), hidden_size=2.5 as 2
         except ValueError:
-            raise SystemExit(f"--set {item!r}: {key} takes {'an integer' if kind is int else 'a number'}") from None
-        if not (0.0 <= out[key] < 1.0 if key == "dropout_prob" else out[key] >= 0 if key == "weight_decay" else out[key] > 0):
-            raise SystemExit(f"--set {item!r}: out of range")
+            raise SystemExit(f"error: --set {item!r}: {key} takes {'an integer' if kind is int else 'a number'}") from None
+        # in the words and the one line of every bench flag: learning_rate=inf was taken (NaN weights after the
+        # first step), epochs=inf an OverflowError traceback
+        hi = 1.0 if key == "dropout_prob" else None
+        said = number_refusal(f"--set {key}", number, 0, hi, lo_open=key not in ("dropout_prob", "weight_decay"),
+                              hi_open=hi is not None)
+        if said is not None:
+            raise SystemExit(f"error: {said}")
+        out[key] = int(number) if kind is int else number
     return out
 
 

@@ -470,25 +470,22 @@ def main() -> int:
     try:
         counts = [int(w) for w in str(args.workers).split(",") if w]
     except ValueError:
-        p.error(f"--workers takes worker counts like 1 or 1,2, got {args.workers!r}")
+        raise SystemExit(f"error: --workers: expected worker counts like 1 or 1,2, got {args.workers!r}") from None
     if not counts or min(counts) < 1:
-        p.error(f"--workers takes positive worker counts, got {args.workers!r}")
+        raise SystemExit(f"error: --workers: expected positive worker counts, got {args.workers!r}")
     if args.serve:
         args.workers = counts[0]
         serve(args)
         return 0
-    from _common import check_run, number_refusal
+    from _common import check_run, refuse_range
 
     check_server_args(args)
-    # the ramp multiplies the rate by --step: 1 or less never ends while the service keeps up
-    for flag, lo in (("step", 1), ("start_rate", 0), ("step_seconds", 0), ("overload_seconds", 0), ("p99_ms", 0),
-                     ("timeout", 0)):
-        if (said := number_refusal(f"--{flag.replace('_', '-')}", getattr(args, flag), lo, lo_open=True)):
-            p.error(said)
-    for flag in ("max_rate", "overload_rate"):  # --overload-rate: None, twice the sustainable rate
-        if getattr(args, flag) is not None and (said := number_refusal(f"--{flag.replace('_', '-')}",
-                                                                        getattr(args, flag), 0, lo_open=True)):
-            p.error(said)
+    # the ramp multiplies the rate by --step: 1 or less never ends while the service keeps up. Refused in the one
+    # line of the server's flags (check_server_args): argparse's usage and exit 2 read as another kind of mistake
+    # (--overload-rate: None, twice the sustainable rate, passes)
+    for flag, lo in (("step", 1), ("start_rate", 0), ("max_rate", 0), ("step_seconds", 0), ("overload_seconds", 0),
+                     ("overload_rate", 0), ("p99_ms", 0), ("timeout", 0)):
+        refuse_range(args, flag, lo, lo_open=True)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="serve_load_")
     run_dir = Path(args.run) if args.run else train_tiny_run(Path(tmp.name))

@@ -84,12 +84,11 @@ def main() -> int:
     serve_load.add_server_args(p, startup_timeout=900)
     p.add_argument("--timeout", type=float, default=5.0)
     args = p.parse_args()
-    from _common import check_run, number_refusal
+    from _common import check_run, refuse_below
 
     serve_load.check_server_args(args)
-    for flag in ("rate", "seconds", "chunk_seconds", "timeout"):
-        if (said := number_refusal(f"--{flag.replace('_', '-')}", getattr(args, flag), 0, lo_open=True)):
-            p.error(said)
+    # in the one line of the server's flags, not argparse's usage and exit 2
+    refuse_below(args, ("rate", "seconds", "chunk_seconds", "timeout"), 0, lo_open=True)
     check_run(args.run)
     tmp = tempfile.TemporaryDirectory(prefix="soak_")
     run_dir = Path(args.run) if args.run else serve_load.train_tiny_run(Path(tmp.name))

@@ -2,6 +2,8 @@
 (SystemExit with a message), not a traceback after the benchmark has run, and ``--json`` is written atomically."""
 from __future__ import annotations
 
+import os
+import re
 import sys
 from types import SimpleNamespace
 from pathlib import Path
@@ -9,6 +11,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _no_work(*_: object, **__: object) -> None:
@@ -271,27 +275,46 @@ def test_explain_zero_sizes_are_one_line_before_training(bench: Any, tmp_path: P
             explain.main()
 
 
+# refused in the one line of every other bench flag (``error: --n-items: must be at least 1, got 0``), not in
+# argparse's usage lines with its own exit status 2
 @pytest.mark.parametrize("argv, msg", [(["--step", "1"], "--step: must be more than 1, got 1"),
-                                       (["--start-rate", "0"], "--start-rate: must be more than 0, got 0")])
+                                       (["--start-rate", "0"], "--start-rate: must be more than 0, got 0"),
+                                       (["--overload-rate", "-5"], "--overload-rate: must be more than 0, got -5"),
+                                       (["--workers", "1,0"], "--workers: expected positive worker counts, got '1,0'"),
+                                       (["--workers", "x"], "--workers: expected worker counts like 1 or 1,2, got 'x'")])
 def test_serve_load_ramp_settings_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str], argv: list[str], msg: str) -> None:
     serve_load = bench("serve_load")
     monkeypatch.setattr(serve_load, "train_tiny_run", _no_work)
     monkeypatch.setattr(sys, "argv", ["serve_load.py", *argv])
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match=f"^error: {re.escape(msg)}$"):
         serve_load.main()
-    assert msg in capsys.readouterr().err
+    assert "usage:" not in capsys.readouterr().err
 
 
 def test_soak_rate_and_seconds_are_checked(bench: Any, monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     soak = bench("soak")
     monkeypatch.setattr(sys.modules["serve_load"], "train_tiny_run", _no_work)
-    for flag in ("--rate", "--seconds"):
+    for flag in ("--rate", "--seconds", "--chunk-seconds", "--timeout"):
         monkeypatch.setattr(sys, "argv", ["soak.py", flag, "0"])
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit, match=f"^error: {flag}: must be more than 0, got 0$"):
             soak.main()
-        assert f"{flag}: must be more than 0, got 0" in capsys.readouterr().err
+        assert "usage:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("own, server", [(["serve_load.py", "--step", "1"], ["serve_load.py", "--n-items", "0"]),
+                                         (["soak.py", "--rate", "nan"], ["soak.py", "--n-items", "0"])])
+def test_ramp_refusals_exit_as_the_other_bench_refusals(own: list[str], server: list[str]) -> None:
+    """Run as a user runs them: the ramp's flags and the server's exit with the same status, in one line each."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "src")}
+    done = [subprocess.run([sys.executable, str(BENCH / argv[0]), *argv[1:]], capture_output=True, text=True,
+                           env=env, timeout=120) for argv in (own, server)]
+    assert done[0].returncode == done[1].returncode != 0
+    for d in done:
+        assert len(d.stderr.splitlines()) == 1 and d.stderr.startswith("error: --"), d.stderr
 
 
 def test_scifact_title_names_the_caps(bench: Any) -> None:
@@ -425,11 +448,10 @@ def test_the_serving_scripts_refuse_nan_and_infinity(bench: Any, monkeypatch: py
                (["--p99-ms", "inf"], "--p99-ms: must be a finite number, got inf")] if script == "serve_load" else
               [(["--rate", "nan"], "--rate: must be more than 0, got nan"),
                (["--seconds", "inf"], "--seconds: must be a finite number, got inf")])
-    for argv, msg in cases:  # the script's own flags are refused by argparse (exit 2, stderr), the server's in one line
+    for argv, msg in cases:  # the script's own flags in the one line of the server's
         monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
-        with pytest.raises(SystemExit) as exited:
+        with pytest.raises(SystemExit, match=f"^error: {re.escape(msg)}$"):
             module.main()
-        assert msg in f"{exited.value.code} {capsys.readouterr().err}"
 
 
 def test_bounded_work_refuses_nan_and_infinity(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -96,10 +96,27 @@ def test_arguments_are_checked_before_recbole_or_the_data(rb: Any, tmp_path: Pat
 
     monkeypatch.setattr(rb, "_import_recbole", no_work)
     for argv, msg in ((["--set", "hiden_size=256"], "KEY one of"), (["--set", "hidden_size=wide"], "takes an integer"),
-                      (["--seeds", "4,x"], "comma-separated integers"), (["--set", "epochs=0"], "out of range"),
-                      (["--set", "dropout_prob=1"], "out of range"), (["--set", "loss_type=BPR"], "only CE"), (["--json", str(tmp_path)], "is a folder")):
+                      (["--seeds", "4,x"], "comma-separated integers"),
+                      (["--set", "epochs=0"], r"^error: --set epochs: must be more than 0, got 0$"),
+                      (["--set", "epochs=0.5"], "epochs takes an integer"),  # was taken as 0
+                      (["--set", "dropout_prob=1"], r"^error: --set dropout_prob: must be at least 0 and less than 1, got 1$"),
+                      (["--set", "loss_type=BPR"], "only CE"), (["--json", str(tmp_path)], "is a folder")):
         with pytest.raises(SystemExit, match=msg):
             rb.main(argv)
+
+
+@pytest.mark.parametrize("setting, msg", [
+    ("learning_rate=inf", "--set learning_rate: must be a finite number, got inf"),  # was taken: NaN weights
+    ("weight_decay=inf", "--set weight_decay: must be a finite number, got inf"),  # was taken
+    ("epochs=inf", "--set epochs: must be a finite number, got inf"),  # was an OverflowError traceback
+    ("learning_rate=nan", "--set learning_rate: must be more than 0, got nan"),
+])
+def test_a_setting_that_is_not_finite_is_refused_as_every_bench_flag(rb: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                     setting: str, msg: str) -> None:
+    monkeypatch.setattr(rb, "_import_recbole", lambda *_: pytest.fail("work started before the arguments were checked"))
+    with pytest.raises(SystemExit) as exited:
+        rb.main(["--set", setting])
+    assert exited.value.code == f"error: {msg}"
 
 
 def test_missing_recbole_is_one_line_naming_the_install(rb: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -50,7 +50,7 @@ def test_absolute_margin_skip_top_and_short_queries():
 
 
 def test_config_validation():
-    with pytest.raises(ConfigError, match="skip_top"):
+    with pytest.raises(ConfigError, match=r"^MiningConfig\.skip_top: must be below MiningConfig\.depth \(3\)"):
         MiningConfig(depth=3, skip_top=3)
-    with pytest.raises(ConfigError, match="relative_margin"):
+    with pytest.raises(ConfigError, match=r"^MiningConfig\.relative_margin: must be in \[0, 1\) or None, got 1\.5"):
         MiningConfig(relative_margin=1.5)

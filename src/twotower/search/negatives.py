@@ -23,7 +23,7 @@ from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
-from twotower.errors import ConfigError, DataError
+from twotower.errors import DataError
 from twotower.results import PAD_ID, Results
 
 __all__ = ["MiningConfig", "MiningReport", "mine_hard_negatives"]
@@ -46,17 +46,21 @@ class MiningConfig:
     margin: float | None = None  # drop s > p - margin; None disables
 
     def __post_init__(self) -> None:
-        from twotower.config import _check_types  # noqa: PLC0415 - one type check for every config dataclass
+        from twotower.config import _check, _check_types  # noqa: PLC0415 - the checks of every config dataclass
 
-        _check_types(self, "")  # n="3" was a TypeError from "<"
-        if self.n < 1:
-            raise ConfigError(f"n must be >= 1, got {self.n}")
-        if self.skip_top < 0 or self.depth <= self.skip_top:
-            raise ConfigError(f"need 0 <= skip_top < depth, got skip_top={self.skip_top}, depth={self.depth}")
-        if self.relative_margin is not None and not 0.0 <= self.relative_margin < 1.0:
-            raise ConfigError(f"relative_margin must be in [0, 1) or None, got {self.relative_margin}")
-        if self.margin is not None and not 0 <= self.margin < float("inf"):  # NaN passed "< 0" and filtered nothing
-            raise ConfigError(f"margin must be a finite number >= 0 or None, got {self.margin}")
+        # named as the other configs name their settings ("train.lr: must be > 0"), with the class a Python caller
+        # built: "n must be >= 1" and "need 0 <= skip_top < depth" read unlike every other refusal
+        _check_types(self, "MiningConfig.")  # n="3" was a TypeError from "<"
+        _check(self.n >= 1, "MiningConfig.n", f"must be >= 1, got {self.n}")
+        _check(self.depth >= 1, "MiningConfig.depth", f"must be >= 1, got {self.depth}")
+        _check(self.skip_top >= 0, "MiningConfig.skip_top", f"must be >= 0, got {self.skip_top}")
+        _check(self.skip_top < self.depth, "MiningConfig.skip_top",
+               f"must be below MiningConfig.depth ({self.depth}) to leave a candidate to mine, got {self.skip_top}")
+        _check(self.relative_margin is None or 0.0 <= self.relative_margin < 1.0, "MiningConfig.relative_margin",
+               f"must be in [0, 1) or None, got {self.relative_margin}")
+        # NaN passed "< 0" and filtered nothing (refused by _check_types now, as inf)
+        _check(self.margin is None or self.margin >= 0, "MiningConfig.margin",
+               f"must be >= 0 or None, got {self.margin}")
 
 
 #: the MiningConfig fields that fill a query short of negatives: deeper candidate lists, and a looser
