@@ -105,6 +105,21 @@ def _bind_port(host: str, port: int, *, every_address: bool) -> list[Any]:
     return bind_listening(host, port, every_address=every_address)
 
 
+def _note_threads_env(threads: int) -> None:
+    """One line where TWOTOWER_THREADS is set: serve does not read it (see ``--threads``), and a user who exported
+    it for training saw no sign that the server computes on ``threads`` instead. An information line: ``-q`` leaves
+    it out, as :func:`say` does; logged at DEBUG too, so that ``-v`` logs have it in their order."""
+    from twotower.utils.runtime import threads_from_env
+
+    env = threads_from_env()  # checked by the CLI before the command (an integer from 1 to MAX_THREADS)
+    if env is None:
+        return
+    msg = (f"note: TWOTOWER_THREADS={env} is not read by serve; each request computes on --threads {threads} "
+           "(give --threads N to change it)")
+    say(msg)
+    log.debug(msg)
+
+
 def _binds_every_interface(host: str) -> bool:
     """Does binding ``host`` listen on every interface? Decided by the address it resolves to, not by its
     spelling: ``--host 0`` (a common shorthand), ``0:0::0`` or ``0.0.0.00`` bind the wildcard address just as
@@ -200,6 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
         print(msg, file=sys.stderr)
         log.warning(msg)
+    _note_threads_env(settings.threads)
     for flag, value in (("--run", args.run), ("--search-index", args.search_index), ("--rerank", args.rerank),
                         ("--index", args.index)):
         if value is not None and not value.strip():  # `--run ""` was taken as no run: a TypeError from create_app
