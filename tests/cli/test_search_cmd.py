@@ -488,7 +488,7 @@ def test_a_bi_encoder_given_to_rerank_where_no_model_flag_exists_says_to_index_i
     from twotower.cli import serve_cmd
 
     bi = _bi_encoder(tmp_path)
-    monkeypatch.setattr(serve_cmd, "_check_port", lambda host, port: None)
+    monkeypatch.setattr(serve_cmd, "_bind_port", lambda *a, **k: [])
     for argv in (["search", "query", "--index", str(tmp_path / "idx"), "--rerank", str(bi), "q"],
                  ["serve", "--search-index", str(tmp_path / "idx"), "--rerank", str(bi)]):
         assert main(argv) == 2

@@ -23,3 +23,31 @@ def test_serve_keeps_one_thread_a_request_under_twotower_threads(monkeypatch):
     monkeypatch.setenv("TWOTOWER_THREADS", "3")
     assert build_parser().parse_args(["serve", "--run", "runs/ml"]).threads == 1
     assert build_parser().parse_args(["serve", "--run", "runs/ml", "--threads", "2"]).threads == 2
+
+
+def _serve_err(capsys, monkeypatch, tmp_path, before: tuple[str, ...] = (), after: tuple[str, ...] = ()) -> str:
+    """stderr of `serve` over a run folder that is not there (refused after the start-up lines, before any load)."""
+    from twotower.cli import serve_cmd
+    from twotower.cli.main import main
+
+    monkeypatch.setattr(serve_cmd, "_bind_port", lambda *a, **k: [])  # no port taken by the test
+    assert main([*before, "serve", "--run", str(tmp_path / "nope"), *after]) == 2
+    return capsys.readouterr().err
+
+
+def test_serve_says_it_does_not_read_twotower_threads(capsys, monkeypatch, tmp_path):
+    """A user who exported TWOTOWER_THREADS=8 for training saw no sign that serve does not read it."""
+    monkeypatch.setenv("TWOTOWER_THREADS", "8")
+    err = _serve_err(capsys, monkeypatch, tmp_path)
+    assert ("note: TWOTOWER_THREADS=8 is not read by serve; each request computes on --threads 1 "
+            "(give --threads N to change it)") in err.splitlines()
+    err = _serve_err(capsys, monkeypatch, tmp_path, after=("--threads", "2"))
+    assert "note: TWOTOWER_THREADS=8 is not read by serve; each request computes on --threads 2" in err
+    assert "TWOTOWER_THREADS" not in _serve_err(capsys, monkeypatch, tmp_path, before=("-q",))  # an information line
+
+
+def test_serve_says_nothing_of_twotower_threads_when_it_is_unset(capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv("TWOTOWER_THREADS", raising=False)
+    assert "TWOTOWER_THREADS" not in _serve_err(capsys, monkeypatch, tmp_path)
+    monkeypatch.setenv("TWOTOWER_THREADS", " ")  # blank counts as unset, as everywhere
+    assert "TWOTOWER_THREADS" not in _serve_err(capsys, monkeypatch, tmp_path)

@@ -156,7 +156,7 @@ def test_serve_hands_the_backend_to_the_search_service_and_its_workers(tmp_path,
     ce.mkdir()
     (ce / "twotower_cross_encoder.json").write_text(json.dumps({"kind": "cross_encoder"}))
     monkeypatch.setattr(search_service.SearchService, "load", staticmethod(fake_load))
-    monkeypatch.setattr(serve_cmd, "_check_port", lambda host, port: None)
+    monkeypatch.setattr(serve_cmd, "_bind_port", lambda *a, **k: [])
     args = build_parser().parse_args(["serve", "--search-index", str(tmp_path), "--rerank", str(ce),
                                       "--rerank-backend", "torch-bf16"])
     with pytest.raises(Stop):

@@ -63,7 +63,7 @@ def test_serve_loads_the_search_index_on_its_threads(tmp_path, monkeypatch):
         raise Stop
 
     monkeypatch.setattr(search_service.SearchService, "load", staticmethod(fake_load))
-    monkeypatch.setattr(serve_cmd, "_check_port", lambda host, port: None)
+    monkeypatch.setattr(serve_cmd, "_bind_port", lambda *a, **k: [])
     args = build_parser().parse_args(["serve", "--search-index", str(tmp_path), "--threads", "2"])
     with restored_threads():
         torch.set_num_threads(3)

@@ -96,30 +96,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
-def _check_port(host: str, port: int) -> None:
-    """Refuse a port that is already taken, before the (slow) load; the bind itself still happens in uvicorn."""
-    import errno
-    import socket
+def _bind_port(host: str, port: int, *, every_address: bool) -> list[Any]:
+    """Bind and listen on the port before the (slow) load, and keep it until the server serves on these very
+    sockets: a port taken is one line now, and no other process can take it while the run loads (the port was
+    checked with a socket closed at once, and uvicorn's own bind after the load could find it taken)."""
+    from twotower.serving.listen import bind_listening
 
-    from twotower.errors import ConfigError
+    return bind_listening(host, port, every_address=every_address)
 
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
-        raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror or e})") from None
-    family, kind, proto, _, addr = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
-        try:
-            sock.bind(addr)
-        except OSError as e:
-            if e.errno == errno.EADDRINUSE:
-                raise ConfigError(f"port {port} on {host} is already in use (another `twotower serve`?); "
-                                  "stop it or choose another with --port N") from None
-            if e.errno == errno.EACCES:
-                raise ConfigError(f"port {port} on {host}: permission denied (ports below 1024 need root); "
-                                  "choose another with --port N") from None
-            raise ConfigError(f"--host {host} --port {port}: cannot bind ({e.strerror or e})") from None
+
+def _note_threads_env(threads: int) -> None:
+    """One line where TWOTOWER_THREADS is set: serve does not read it (see ``--threads``), and a user who exported
+    it for training saw no sign that the server computes on ``threads`` instead. An information line: ``-q`` leaves
+    it out, as :func:`say` does; logged at DEBUG too, so that ``-v`` logs have it in their order."""
+    from twotower.utils.runtime import threads_from_env
+
+    env = threads_from_env()  # checked by the CLI before the command (an integer from 1 to MAX_THREADS)
+    if env is None:
+        return
+    msg = (f"note: TWOTOWER_THREADS={env} is not read by serve; each request computes on --threads {threads} "
+           "(give --threads N to change it)")
+    say(msg)
+    log.debug(msg)
 
 
 def _binds_every_interface(host: str) -> bool:
@@ -132,7 +130,7 @@ def _binds_every_interface(host: str) -> bool:
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError):
-        return host in ("0.0.0.0", "::")  # unresolvable: _check_port refuses it next, in one line
+        return host in ("0.0.0.0", "::")  # unresolvable: _bind_port refuses it next, in one line
     # an IPv6 address may carry a zone ("fe80::1%eth0"), which ip_address does not read
     return any(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_unspecified for info in infos)
 
@@ -217,6 +215,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                "it has no authentication. Use 127.0.0.1 behind a reverse proxy unless you mean it.")
         print(msg, file=sys.stderr)
         log.warning(msg)
+    _note_threads_env(settings.threads)
     for flag, value in (("--run", args.run), ("--search-index", args.search_index), ("--rerank", args.rerank),
                         ("--index", args.index)):
         if value is not None and not value.strip():  # `--run ""` was taken as no run: a TypeError from create_app
@@ -242,7 +241,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from twotower.search.artefacts import check_cross_encoder_dir, index_it_hint
 
         check_cross_encoder_dir(args.rerank, "--rerank", bi_encoder_hint=index_it_hint(args.rerank))
-    _check_port(settings.host, settings.port)  # a taken port is one line now, not uvicorn's errno after the load
+    # a taken port is one line now, not uvicorn's errno after the load; held until the server serves on it
+    sockets = _bind_port(settings.host, settings.port, every_address=settings.workers == 1)
+    from twotower.serving.listen import close_all
+
+    try:
+        return _load_and_serve(args, settings, rerank, sockets)
+    finally:  # a load that failed (or a stop before serving) leaves no port bound; uvicorn closed them otherwise
+        close_all(sockets)
+
+
+def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, sockets: list[Any]) -> int:
+    """Load the run and/or search index, then serve on ``sockets`` (bound by :func:`_bind_port`)."""
     from twotower.cli.flags import refuse_missing_inputs
 
     refuse_missing_inputs({"--history-from": args.history_from})
@@ -250,11 +260,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from twotower.utils.run_folder import check_run_folder
 
         check_run_folder(args.run)
-    import uvicorn
-
     from twotower.serving import RecommenderService, create_app
 
-    # load before binding: a corrupted run or a mismatched index fails here with a clean message
+    # load before serving: a corrupted run or a mismatched index fails here with a clean message
     service = (RecommenderService.load(args.run, args.index, settings=settings, allow_low_recall=args.allow_low_recall,
                                        exact=args.exact, history_from=args.history_from,
                                        exact_flag="--exact", allow_flag="--allow-low-recall")
@@ -283,8 +291,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # removed if a SIGTERM or Ctrl-C comes while the vectors are written, or the disk fills (shared_dir)
         with shared_dir() as shared:
             spec = _share_with_workers(args, settings, service, shared)
-            # the workers map the shared files; this process becomes a fresh one that only supervises them
-            supervise(spec, workers=settings.workers, log_level=args.log_level)
+            # the workers map the shared files; this process becomes a fresh one that only supervises them, on
+            # the sockets it inherits
+            supervise(spec, workers=settings.workers, log_level=args.log_level, sockets=sockets)
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
     if threading.current_thread() is threading.main_thread():
@@ -293,13 +302,37 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # CLI's Terminated, which exits 143 (a failure to systemd)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     with _ctrl_c_noted() as ctrl_c:
-        uvicorn.run(app, host=settings.host, port=settings.port, log_level=args.log_level, access_log=False)
+        _serve_on(app, settings.host, settings.port, args.log_level, sockets)
     if ctrl_c:
         # uvicorn stopped gracefully on Ctrl-C (requests under way answered), raised SIGINT again at the handler it
         # found, then caught the KeyboardInterrupt itself: the server exited 0 without a word; now it ends as every
         # command a Ctrl-C stops, and `serve --workers N`, do: "interrupted" (cli.main) and 130
         raise KeyboardInterrupt
     return 0
+
+
+def _serve_on(app: Any, host: str, port: int, log_level: str, sockets: list[Any]) -> None:
+    """What ``uvicorn.run(app, host=, port=, ...)`` does for one process, on ``sockets`` instead of a bind of its
+    own: it catches the KeyboardInterrupt its signal handling raises again, and exits with its start-up failure
+    code where the app did not start (a lifespan that failed)."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+
+    from twotower.serving.listen import log_listening
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:  # the line uvicorn logs once serving, except on sockets it was handed
+                log_listening(host, sockets or [])
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False))
+    try:
+        server.run(sockets=sockets)
+    except KeyboardInterrupt:
+        pass
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
 
 
 @contextlib.contextmanager

@@ -10,12 +10,14 @@ loop, gate (:class:`~twotower.serving.middleware.ConcurrencyGate`, so at most
 
 The parent process loads and checks the run and its index once, exactly as a
 single-process ``serve`` does (a corrupted artefact or a low-recall index fails
-before any port is bound). It then writes what every worker would otherwise
-recompute, the item vectors ``[I, D]`` and the known users' query vectors
-``[U, D]``, as ``.npy`` files into a private temporary folder, and drops its
-own copy. Each worker maps those files read-only (``np.load(mmap_mode="r")``)
-and the saved index with FAISS's read-only memory map (flat codes and IVF
-lists; :func:`twotower.index.load_index` with ``mmap=True``), so the N workers
+before any worker starts), holding the port it bound before the load
+(:mod:`twotower.serving.listen`), the socket its workers then accept on. It
+then writes what every worker would otherwise recompute, the item vectors
+``[I, D]`` and the known users' query vectors ``[U, D]``, as ``.npy`` files
+into a private temporary folder, and drops its own copy. Each worker maps
+those files read-only (``np.load(mmap_mode="r")``) and the saved index with
+FAISS's read-only memory map (flat codes and IVF lists;
+:func:`twotower.index.load_index` with ``mmap=True``), so the N workers
 share one copy in the page cache instead of holding N. What each worker still
 holds privately: the model weights, vocabularies, training history and item
 metadata (small next to the vectors for a large catalogue).
@@ -33,6 +35,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 import numpy as np
 
 from twotower.errors import ConfigError, IntegrityError, TwoTowerError
+from twotower.serving.listen import close_all, log_listening
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -356,9 +360,12 @@ def _stopping_signal(serve: Any) -> int | None:
 
 
 def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
-                factory: str = "twotower.serving.workers:worker_app") -> int | None:
+                factory: str = "twotower.serving.workers:worker_app",
+                sockets: list[socket.socket] | None = None) -> int | None:
     """Serve with ``workers`` uvicorn processes built by ``factory`` (an import string) from ``spec``.
 
+    ``sockets``: the listening sockets to serve on (``twotower serve`` bound them before its load, closed here
+    when the server stops); None: uvicorn binds the spec's host and port itself.
     Blocks until the server stops, then removes ``spec.shared_dir``. Returns the signal that stopped it
     (``signal.SIGINT`` or ``signal.SIGTERM``), None if neither did.
     """
@@ -372,19 +379,43 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
         os.environ[SPEC_ENV] = str(spec.write())  # spawned workers inherit the environment
         import uvicorn
 
-        stopped_by = _stopping_signal(lambda: uvicorn.run(
-            factory, factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
-            access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel())))
+        options = dict(factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
+                       access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel()))
+        stopped_by = _stopping_signal(lambda: uvicorn.run(factory, **options) if sockets is None
+                                      else _run_on_sockets(factory, sockets, options))
         if failed.is_file():  # a worker could not start: uvicorn stopped the server, and so exits non-zero here
             raise IntegrityError(f"the server stopped: a worker could not start: {failed.read_text(encoding='utf-8')}")
         return stopped_by
     finally:
         shutil.rmtree(spec.shared_dir, ignore_errors=True)
+        close_all(sockets or [])
 
 
-def supervise(spec: WorkerSpec, *, workers: int, log_level: str = "info") -> NoReturn:
+def _run_on_sockets(factory: str, sockets: list[socket.socket], options: dict[str, Any]) -> None:
+    """What ``uvicorn.run(factory, workers=N, ...)`` does, on ``sockets`` instead of a bind of its own: its
+    multi-process supervisor hands them to each worker as it hands the one it binds."""
+    import inspect
+
+    from uvicorn import Config, Server
+    from uvicorn.supervisors import Multiprocess
+
+    config = Config(factory, **options)
+    supervisor: dict[str, Any] = {"sockets": sockets}
+    # older uvicorn (0.23, the least pyproject allows) took the workers' target too
+    if "target" in inspect.signature(Multiprocess).parameters:
+        supervisor["target"] = Server(config=config).run
+    log_listening(config.host, sockets)  # what uvicorn's bind logs
+    try:
+        Multiprocess(config, **supervisor).run()
+    except KeyboardInterrupt:  # as uvicorn.run
+        pass
+
+
+def supervise(spec: WorkerSpec, *, workers: int, log_level: str = "info",
+              sockets: list[socket.socket] | None = None) -> NoReturn:
     """Replace this process (same pid: Ctrl-C, ``kill`` and a service manager still reach the server) by a fresh
-    interpreter that only runs :func:`run_workers` (``python -m twotower.serving.workers``).
+    interpreter that only runs :func:`run_workers` (``python -m twotower.serving.workers``), on ``sockets``
+    (inherited across the exec: the port stays held) or, None, on a port uvicorn binds there.
 
     ``twotower serve`` loads and checks the run and its index before the workers start; after that the serving
     process only supervises them, yet it kept what the load brought in: torch, FAISS, the run, freed memory
@@ -394,6 +425,10 @@ def supervise(spec: WorkerSpec, *, workers: int, log_level: str = "info") -> NoR
     path = spec.write()
     argv = [sys.executable, "-m", "twotower.serving.workers", str(path), str(workers), log_level,
             str(logging.getLogger().getEffectiveLevel())]
+    if sockets:
+        for sock in sockets:
+            sock.set_inheritable(True)
+        argv.append(",".join(str(sock.fileno()) for sock in sockets))
     sys.stdout.flush()
     sys.stderr.flush()
     # held across the exec, until the new interpreter has its handler (_supervise_main): a SIGTERM while it
@@ -412,23 +447,26 @@ _CAN_HOLD = hasattr(signal, "pthread_sigmask")
 
 
 def _supervise_main(argv: list[str]) -> int:
-    """``python -m twotower.serving.workers SPEC WORKERS LOG_LEVEL LEVEL``: what :func:`supervise` runs."""
+    """``python -m twotower.serving.workers SPEC WORKERS LOG_LEVEL LEVEL [FD,...]``: what :func:`supervise` runs;
+    FD: the listening sockets it inherited."""
     from twotower.cli.stopping import Terminated, interrupt_status, terminate_as_interrupt
     from twotower.cli.stopping import stopped_by as said_when
 
-    spec_path, workers, log_level, level = argv
+    spec_path, workers, log_level, level, *fds = argv
+    sockets = [socket.socket(fileno=int(fd)) for fd in fds[0].split(",")] if fds and fds[0] else None
     logging.basicConfig(level=int(level), format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
     try:  # read while SIGINT and SIGTERM are still held (supervise): it names the folder to remove
         spec = WorkerSpec.read(spec_path)
     except TwoTowerError as e:
+        close_all(sockets or [])
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
         with terminate_as_interrupt():  # uvicorn's supervisor sets its own handlers once it is there
             if _CAN_HOLD:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)  # one held since the exec arrives here
-            stopped_by = run_workers(spec, workers=int(workers), log_level=log_level)
+            stopped_by = run_workers(spec, workers=int(workers), log_level=log_level, sockets=sockets)
     except TwoTowerError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -1,0 +1,93 @@
+"""The listening sockets of ``twotower serve``: bound once, before the run is loaded, and handed to uvicorn.
+
+The server used to check the port with a throw-away socket before the (slow) load and let uvicorn bind again
+after it: a process that took the port in between got the user uvicorn's ``[Errno 98] ... address already in
+use`` after the whole load. The socket bound here listens from the check on (on Linux a socket bound with
+SO_REUSEADDR but not listening does not keep another such bind off the port), and is the very one uvicorn serves
+on; connections made during the load wait in its backlog. Standard library only: the CLI binds before it imports
+uvicorn or the service.
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+
+from twotower.errors import ConfigError
+
+__all__ = ["BACKLOG", "bind_listening", "close_all", "log_listening"]
+
+#: the listen backlog, uvicorn's default (``Config.backlog``), which it gives ``listen`` again when it serves
+BACKLOG = 2048
+
+
+def _addresses(host: str, port: int, every_address: bool) -> list[tuple[int, int, int, tuple[object, ...]]]:
+    """(family, type, proto, address) to bind, as uvicorn would: every address ``host`` resolves to for one
+    process (asyncio's ``create_server``), one for its workers' supervisor (``Config.bind_socket``)."""
+    if every_address:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    else:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        infos = socket.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)[:1]
+    seen: list[tuple[int, int, int, tuple[object, ...]]] = []
+    for family, kind, proto, _, addr in infos:
+        if (family, kind, proto, addr) not in seen:  # a name may resolve to one address twice
+            seen.append((family, kind, proto, addr))
+    return seen
+
+
+def _bind_one(family: int, kind: int, proto: int, addr: tuple[object, ...], *, host: str, port: int,
+              v6only: bool) -> socket.socket:
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        if v6only and family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server binds
+        sock.bind(addr)
+        sock.listen(BACKLOG)  # held from now on: see the module's docstring
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is already in use (another `twotower serve`?); "
+                              "stop it or choose another with --port N") from None
+        if e.errno == errno.EACCES:
+            raise ConfigError(f"port {port} on {host}: permission denied (ports below 1024 need root); "
+                              "choose another with --port N") from None
+        raise ConfigError(f"--host {host} --port {port}: cannot bind ({e.strerror or e})") from None
+    return sock
+
+
+def bind_listening(host: str, port: int, *, every_address: bool = True) -> list[socket.socket]:
+    """Listening sockets on ``host``:``port``, bound as uvicorn binds them; ConfigError in one line naming
+    ``--port`` or ``--host`` where the port is taken, forbidden or the host unknown (none left open then).
+
+    ``every_address``: each address ``host`` resolves to, IPv6 ones IPv6-only, as one uvicorn process binds;
+    False: the one socket uvicorn's multi-process supervisor binds (IPv6 when ``host`` has a colon).
+    """
+    try:
+        addresses = _addresses(host, port, every_address)
+    except socket.gaierror as e:
+        raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror or e})") from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, addr in addresses:
+            sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=every_address))
+    except BaseException:
+        close_all(sockets)
+        raise
+    return sockets
+
+
+def close_all(sockets: list[socket.socket]) -> None:
+    """Close each socket (closing one already closed, by uvicorn's shutdown, is harmless)."""
+    for sock in sockets:
+        sock.close()
+
+
+def log_listening(host: str, sockets: list[socket.socket]) -> None:
+    """uvicorn's ``Uvicorn running on http://HOST:PORT (Press CTRL+C to quit)``, which it leaves out when handed
+    its sockets."""
+    port = sockets[0].getsockname()[1] if sockets else 0
+    addr_format = "%s://[%s]:%d" if ":" in host else "%s://%s:%d"
+    logging.getLogger("uvicorn.error").info(f"Uvicorn running on {addr_format} (Press CTRL+C to quit)",
+                                            "http", host, port)
