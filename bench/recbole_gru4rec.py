@@ -58,8 +58,9 @@ def _import_recbole(path: str | None) -> tuple[Any, Any]:
         from recbole.data.interaction import Interaction
         from recbole.model.sequential_recommender.gru4rec import GRU4Rec
     except ImportError as e:
-        raise SystemExit(f"RecBole could not be imported ({e}); see this script's docstring for the install line "
-                         "and pass its folder as --recbole-path") from None
+        # "error: " as every other refusal of the bench scripts
+        raise SystemExit(f"error: RecBole could not be imported ({e}); see this script's docstring for the install "
+                         "line and pass its folder as --recbole-path") from None
     return GRU4Rec, Interaction
 
 
@@ -187,6 +188,23 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def _parse_seeds(text: str) -> list[int]:
+    """``--seeds 42,43`` in the one line of every bench flag (``error: --seeds: ...``): integers of at least 0 (numpy's
+    generators take no negative seed), one or more."""
+    from _common import number_refusal
+
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --seeds: expected comma-separated integers, got {text!r}") from None
+    if not seeds:
+        raise SystemExit(f"error: --seeds: names no seed, got {text!r}")
+    for seed in seeds:
+        if (said := number_refusal("--seeds", seed, 0)) is not None:
+            raise SystemExit(f"error: {said}")
+    return seeds
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=1)
@@ -198,10 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     json_out = check_json_out(args.json)
     settings = {**RECBOLE_DEFAULTS, **_parse_set(args.set)}
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError:
-        raise SystemExit(f"--seeds {args.seeds!r}: expected comma-separated integers") from None
+    seeds = _parse_seeds(args.seeds)
     gru_cls, interaction_cls = _import_recbole(args.recbole_path)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)

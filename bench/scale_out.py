@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PeakRSS  # noqa: E402
+from _common import PeakRSS, number_refusal  # noqa: E402
 
 GEN_CHUNK = 100_000  # rows per generated chunk: the unit of content (and of work per add call)
 
@@ -182,6 +182,22 @@ def build_once(world: int, args: argparse.Namespace, work: Path) -> list[dict]:
 
 
 # ---------------------------------------------------------------- main
+def counts(flag: str, text: str) -> list[int]:
+    """``--worlds 1,2`` / ``--nprobe 16,64``: a comma list of integers of at least 1, refused in the one line of every
+    bench flag (``error: --worlds: must be at least 1, got 0``); argparse's usage lines and exit status 2 read as
+    another kind of mistake."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"error: {flag}: expected a comma list of integers like 1,2, got {text!r}") from None
+    if not values:
+        raise SystemExit(f"error: {flag}: names no number, got {text!r}")
+    for value in values:
+        if (said := number_refusal(flag, value, 1)) is not None:
+            raise SystemExit(f"error: {said}")
+    return values
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--worlds", default="1,2", help="process counts to compare")
@@ -198,14 +214,8 @@ def main() -> None:
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--skip-index", action="store_true")
     args = p.parse_args()
-    given = f"got --worlds {args.worlds!r}, --nprobe {args.nprobe!r}"
-    try:
-        worlds = [int(w) for w in args.worlds.split(",") if w]
-        args.nprobe = [int(v) for v in args.nprobe.split(",") if v]
-    except ValueError:
-        p.error(f"--worlds and --nprobe take comma lists of integers; {given}")
-    if not worlds or min(worlds) < 1 or not args.nprobe or min(args.nprobe) < 1:
-        p.error(f"--worlds and --nprobe take positive integers; {given}")
+    worlds = counts("--worlds", args.worlds)
+    args.nprobe = counts("--nprobe", args.nprobe)
 
     with tempfile.TemporaryDirectory(prefix="scale_out_") as tmp:
         tmp_path = Path(tmp)

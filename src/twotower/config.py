@@ -927,70 +927,57 @@ class FinetuneConfig:
                 and self.mining_retriever == "dense")
 
     def __post_init__(self) -> None:
-        _check_types(self, "")
-        _check_valid_frac(self.valid_frac, self.patience)
-        for name in ("epochs", "batch_size", "max_length", "query_max_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.batch_size < 2:
-            raise ConfigError("batch_size must be >= 2 for in-batch negatives")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
-        _check_temperature(self.temperature)
-        if self.negatives_per_query < 0:
-            raise ConfigError(f"negatives_per_query must be >= 0, got {self.negatives_per_query}")
+        # named as the other configs name their settings ("train.lr: must be > 0"), with the class a Python caller
+        # built, as MiningConfig: "lr must be > 0, got 0" read unlike every other refusal. `search train` replaces
+        # the field by its flag (cli.search_cmd._flag_config)
+        _check_types(self, "FinetuneConfig.")
+        name = "FinetuneConfig"
+        for setting in ("epochs", "max_length", "query_max_length"):
+            _check(getattr(self, setting) >= 1, f"{name}.{setting}", f"must be >= 1, got {getattr(self, setting)}")
+        _check(self.batch_size >= 2, f"{name}.batch_size", f"must be >= 2 for in-batch negatives, got {self.batch_size}")
+        _check(self.negatives_per_query >= 0, f"{name}.negatives_per_query",
+               f"must be >= 0, got {self.negatives_per_query}")
+        _choice(self.mining_retriever, f"{name}.mining_retriever", MINING_RETRIEVERS)
+        _check_trainer(self)
         # re-mining feeds the mined hard negatives: with none used it was accepted and did nothing
-        if self.refresh_negatives and not self.negatives_per_query and not self.corpus_negatives:
-            raise ConfigError("refresh_negatives=True re-mines the hard negatives, and negatives_per_query=0 uses "
-                              "none; set negatives_per_query >= 1, or refresh_negatives=False")
-        if self.mining_retriever not in MINING_RETRIEVERS:
-            raise ConfigError(f"mining_retriever must be one of {', '.join(MINING_RETRIEVERS)}, got "
-                              f"{self.mining_retriever!r}")
-        if self.refresh_negatives and self.mining_retriever == "bm25":
-            raise ConfigError("refresh_negatives=True re-mines from the model's own dense index, and "
-                              "mining_retriever='bm25' mines from BM25, whose lists do not change as the model trains: "
-                              "set refresh_negatives=False (BM25's negatives are mined once), or mining_retriever='dense'")
-        _check_optimiser(self)
-        _check_seed(self.seed, "seed")
-        if self.corpus_negatives and self.train_doc_tower:
-            raise ConfigError("corpus_negatives=True needs train_doc_tower=False (a frozen, pre-encoded corpus)")
-        if self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives):
-            raise ConfigError("corpus_negatives=True already scores every document, so set negatives_per_query=0 "
-                              "and refresh_negatives=False")
-        if self.shared and not self.train_doc_tower:
-            raise ConfigError("shared=True ties the towers, so the document tower can't be frozen; "
-                              "set train_doc_tower=True or shared=False")
+        _check(not (self.refresh_negatives and not self.negatives_per_query and not self.corpus_negatives),
+               f"{name}.refresh_negatives", f"True re-mines the hard negatives, and {name}.negatives_per_query=0 uses "
+               "none; set negatives_per_query >= 1, or refresh_negatives=False")
+        _check(not (self.refresh_negatives and self.mining_retriever == "bm25"), f"{name}.refresh_negatives",
+               f"True re-mines from the model's own dense index, and {name}.mining_retriever='bm25' mines from BM25, "
+               "whose lists do not change as the model trains: set refresh_negatives=False (BM25's negatives are "
+               "mined once), or mining_retriever='dense'")
+        _check(not (self.corpus_negatives and self.train_doc_tower), f"{name}.corpus_negatives",
+               f"True needs {name}.train_doc_tower=False (a frozen, pre-encoded corpus)")
+        _check(not (self.corpus_negatives and (self.negatives_per_query or self.refresh_negatives)),
+               f"{name}.corpus_negatives", "True already scores every document, so set negatives_per_query=0 and "
+               "refresh_negatives=False")
+        _check(not self.shared or self.train_doc_tower, f"{name}.shared",
+               "True ties the towers, so the document tower can't be frozen; set train_doc_tower=True or shared=False")
 
 
-def _check_optimiser(cfg: FinetuneConfig | RerankTrainConfig) -> None:
-    """The optimiser settings of ``search train`` / ``rerank train``, unchecked before: weight_decay=-1 failed in
-    AdamW after the model was loaded ("Invalid weight_decay value"), and a negative grad_clip or head_lr was
-    taken and stepped up the loss's gradient (clip_grad_norm_ scales by max_norm / norm; a group's lr is not
-    checked by torch)."""
-    if cfg.weight_decay < 0:
-        raise ConfigError(f"weight_decay must be >= 0, got {cfg.weight_decay}")
-    if cfg.grad_clip < 0:
-        raise ConfigError(f"grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got {cfg.grad_clip}")
+def _check_trainer(cfg: FinetuneConfig | RerankTrainConfig) -> None:
+    """The settings ``search train`` and ``rerank train`` share, named by the config's class
+    (``FinetuneConfig.lr: must be > 0, got 0``). The optimiser's were unchecked before: weight_decay=-1 failed in
+    AdamW after the model was loaded ("Invalid weight_decay value"), and a negative grad_clip or head_lr was taken
+    and stepped up the loss's gradient (clip_grad_norm_ scales by max_norm / norm; a group's lr is not checked by
+    torch)."""
+    name = type(cfg).__name__
+    _check(cfg.lr > 0, f"{name}.lr", f"must be > 0, got {cfg.lr}")
     head_lr = getattr(cfg, "head_lr", None)
-    if head_lr is not None and not head_lr > 0:
-        raise ConfigError(f"head_lr must be > 0, got {head_lr}")
-
-
-def _check_temperature(temperature: float) -> None:
-    """The softmax temperature of ``search train`` / ``rerank train``: in (0, MAX_TEMPERATURE]."""
-    if not 0 < temperature <= MAX_TEMPERATURE:
-        raise ConfigError(f"temperature must be > 0 and at most {MAX_TEMPERATURE:,} (above it every scaled score "
-                          f"is ~0 and training learns nothing), got {temperature:g}")
-
-
-def _check_valid_frac(valid_frac: float, patience: int = 1) -> None:
-    """The held-out share of ``search train`` / ``rerank train`` (0: none) and the bi-encoder's patience."""
-    if not 0.0 <= valid_frac < 1.0:
-        raise ConfigError(f"valid_frac must be in [0, 1) (0: no validation), got {valid_frac}")
-    if patience < 1:
-        raise ConfigError(f"patience must be >= 1, got {patience}")
+    _check(head_lr is None or head_lr > 0, f"{name}.head_lr", f"must be > 0, got {head_lr}")
+    _check(0.0 <= cfg.warmup_frac < 1.0, f"{name}.warmup_frac", f"must be in [0, 1), got {cfg.warmup_frac}")
+    _check(cfg.weight_decay >= 0, f"{name}.weight_decay", f"must be >= 0, got {cfg.weight_decay}")
+    _check(cfg.grad_clip >= 0, f"{name}.grad_clip",
+           f"must be >= 0 (the largest gradient norm; 0 = no clipping), got {cfg.grad_clip}")
+    _check(0 < cfg.temperature <= MAX_TEMPERATURE, f"{name}.temperature",
+           f"must be > 0 and at most {MAX_TEMPERATURE:,} (above it every scaled score is ~0 and training learns "
+           f"nothing), got {cfg.temperature:g}")
+    _check(cfg.seed >= 0, f"{name}.seed", f"must be an integer >= 0, got {cfg.seed}")
+    _check(cfg.seed <= MAX_SEED, f"{name}.seed", f"must be at most 2**64 - 1 (the largest torch takes), got {cfg.seed}")
+    _check(0.0 <= cfg.valid_frac < 1.0, f"{name}.valid_frac",
+           f"must be in [0, 1) (0: no validation), got {cfg.valid_frac}")
+    _check(cfg.patience >= 1, f"{name}.patience", f"must be >= 1, got {cfg.patience}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1024,22 +1011,15 @@ class RerankTrainConfig:
     patience: int = 3
 
     def __post_init__(self) -> None:
-        _check_types(self, "")
-        _check_valid_frac(self.valid_frac, self.patience)
-        for name in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.freeze_layers < 0:
-            raise ConfigError(f"freeze_layers must be >= 0, got {self.freeze_layers}")
-        _check_seed(self.seed, "seed")
-        if self.max_groups is not None and self.max_groups < 1:
-            raise ConfigError(f"max_groups must be >= 1 or None, got {self.max_groups}")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.warmup_frac < 1.0:
-            raise ConfigError(f"warmup_frac must be in [0, 1), got {self.warmup_frac}")
-        _check_temperature(self.temperature)
-        _check_optimiser(self)
+        # named with the class, as FinetuneConfig; `rerank train` replaces the field by its flag
+        _check_types(self, "RerankTrainConfig.")
+        name = "RerankTrainConfig"
+        for setting in ("epochs", "groups_per_step", "negatives_per_query", "max_length"):
+            _check(getattr(self, setting) >= 1, f"{name}.{setting}", f"must be >= 1, got {getattr(self, setting)}")
+        _check(self.freeze_layers >= 0, f"{name}.freeze_layers", f"must be >= 0, got {self.freeze_layers}")
+        _check(self.max_groups is None or self.max_groups >= 1, f"{name}.max_groups",
+               f"must be >= 1 or None, got {self.max_groups}")
+        _check_trainer(self)
 
 
 # ---------------------------------------------------------------- (de)serialisation

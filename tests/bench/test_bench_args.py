@@ -217,6 +217,47 @@ def test_scale_out_repeated_world_sizes_get_their_own_folders(bench: Any, monkey
         scale_out.main()
 
 
+# refused in the one line of every other bench flag (``error: --n-items: must be at least 1, got 0``), not in
+# argparse's usage lines with its own exit status 2 ("--worlds and --nprobe take positive integers; got ...")
+def test_scale_out_worlds_and_nprobe_are_refused_as_every_bench_flag(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    scale_out = bench("scale_out")
+    for work in ("train_once", "exact_truth", "build_once"):
+        monkeypatch.setattr(scale_out, work, _no_work)
+    _each_refused(monkeypatch, scale_out, ["scale_out.py"], (
+        (["--worlds", "0"], r"^error: --worlds: must be at least 1, got 0$"),
+        (["--worlds", "1,x"], r"^error: --worlds: expected a comma list of integers like 1,2, got '1,x'$"),
+        (["--nprobe", ","], r"^error: --nprobe: names no number, got ','$"),
+        (["--nprobe", "16,-1"], r"^error: --nprobe: must be at least 1, got -1$")))
+    assert "usage:" not in capsys.readouterr().err
+
+
+def test_scale_out_worlds_exits_as_the_other_bench_refusals() -> None:
+    """Run as a user runs it: exit status 1 and one line, as `ease_fit.py --rounds 0` (argparse's was 2)."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "src")}
+    done = [subprocess.run([sys.executable, str(BENCH / script), *argv], capture_output=True, text=True, env=env,
+                           timeout=120) for script, argv in (("scale_out.py", ["--worlds", "0"]),
+                                                             ("ease_fit.py", ["--rounds", "0"]))]
+    assert done[0].returncode == done[1].returncode != 0
+    assert done[0].stderr == "error: --worlds: must be at least 1, got 0\n"
+
+
+def test_recbole_gru4rec_seeds_and_missing_recbole_are_said_as_every_bench_refusal(
+        bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    rb = bench("recbole_gru4rec")
+    import_recbole = rb._import_recbole
+    monkeypatch.setattr(rb, "_import_recbole", _no_work)
+    _each_refused(monkeypatch, rb, ["recbole_gru4rec.py"], (
+        (["--seeds", "4,x"], r"^error: --seeds: expected comma-separated integers, got '4,x'$"),
+        (["--seeds", ","], r"^error: --seeds: names no seed, got ','$"),  # ran nothing
+        (["--seeds", "-1"], r"^error: --seeds: must be at least 0, got -1$")))  # numpy's error after the data
+    monkeypatch.setitem(sys.modules, "recbole", None)  # its import fails as if not installed
+    with pytest.raises(SystemExit, match=r"^error: RecBole could not be imported .* as --recbole-path$"):
+        import_recbole(None)
+
+
 def test_scale_out_says_a_short_training_sample_once_and_counts_one_epoch(bench: Any, monkeypatch: pytest.MonkeyPatch,
                                                                          capsys: pytest.CaptureFixture) -> None:
     """`--train-size 2000` buried the table under FAISS's "clustering 2000 points to 256 centroids" (one per PQ

@@ -80,8 +80,8 @@ def test_an_unknown_mining_retriever_is_refused_naming_the_choices(tmp_path, cap
                  "--mining-retriever", "bm2"]) == 2
     err = capsys.readouterr().err
     assert "--mining-retriever" in err and "'dense'" in err and "'bm25'" in err
-    with pytest.raises(ConfigError, match="mining_retriever must be one of dense, bm25, got 'model'"):
+    with pytest.raises(ConfigError, match=r"^FinetuneConfig\.mining_retriever: 'model' is not one of dense, bm25$"):
         FinetuneConfig(mining_retriever="model")
     # BM25's lists never change as the model trains: re-mining them would repeat the same negatives
-    with pytest.raises(ConfigError, match="refresh_negatives=True re-mines from the model's own dense index"):
+    with pytest.raises(ConfigError, match=r"^FinetuneConfig\.refresh_negatives: True re-mines from the model's own dense index"):
         FinetuneConfig(mining_retriever="bm25", refresh_negatives=True)

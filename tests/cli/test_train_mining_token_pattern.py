@@ -45,7 +45,7 @@ def test_a_bad_pattern_is_refused_naming_the_flag_before_any_work(tmp_path, caps
     assert main([*command, "--beir", str(tmp_path / "no-such-beir"), "--out", str(out), "--token-pattern",
                  pattern]) != 0
     err = capsys.readouterr().err
-    assert f"--token-pattern '{pattern}' {why}" in err and "token_pattern" not in err and not out.exists()
+    assert f"--token-pattern: '{pattern}' {why}" in err and "token_pattern" not in err and not out.exists()
 
 
 def test_rerank_train_mines_with_the_pattern_and_records_it(tmp_path, monkeypatch, fitted):

@@ -525,8 +525,9 @@ def test_refreshing_hard_negatives_that_are_not_used_is_refused():
 
     with pytest.raises(ConfigError) as e:
         FinetuneConfig(refresh_negatives=True, negatives_per_query=0)
-    assert str(e.value) == ("refresh_negatives=True re-mines the hard negatives, and negatives_per_query=0 uses none; "
-                            "set negatives_per_query >= 1, or refresh_negatives=False")
+    assert str(e.value) == ("FinetuneConfig.refresh_negatives: True re-mines the hard negatives, and "
+                            "FinetuneConfig.negatives_per_query=0 uses none; set negatives_per_query >= 1, or "
+                            "refresh_negatives=False")
     assert FinetuneConfig(refresh_negatives=True, negatives_per_query=1).refresh_negatives
     with pytest.raises(ConfigError, match="already scores every document"):  # the corpus softmax's own message
         FinetuneConfig(corpus_negatives=True, train_doc_tower=False, refresh_negatives=True, negatives_per_query=0)

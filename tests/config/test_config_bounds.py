@@ -18,9 +18,9 @@ def test_a_temperature_that_flattens_every_score_is_refused_naming_the_key():
 
 @pytest.mark.parametrize("cls", [FinetuneConfig, RerankTrainConfig])
 def test_the_search_trainers_bound_their_temperature_too(cls):
-    with pytest.raises(ConfigError, match=r"^temperature must be > 0 and at most 10,000 .*got 1e\+30"):
+    with pytest.raises(ConfigError, match=rf"^{cls.__name__}\.temperature: must be > 0 and at most 10,000 .*got 1e\+30"):
         cls(temperature=1e30)
-    with pytest.raises(ConfigError, match=r"^temperature must be > 0"):
+    with pytest.raises(ConfigError, match=rf"^{cls.__name__}\.temperature: must be > 0"):
         cls(temperature=0.0)
     assert cls(temperature=100.0).temperature == 100.0
 

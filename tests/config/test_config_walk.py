@@ -100,7 +100,8 @@ def _float_settings() -> list[tuple[type, str, str]]:
 
     prefixes = {C.DataConfig: "data.", C.TowerConfig: "tower.", C.ItemItemConfig: "model.item_item.",
                 C.LossConfig: "loss.", C.TrainConfig: "train.", C.EvalConfig: "eval.", C.SearchConfig: "search.",
-                C.PrepareConfig: "prepare.", C.FinetuneConfig: "", C.RerankTrainConfig: ""}
+                C.PrepareConfig: "prepare.", C.FinetuneConfig: "FinetuneConfig.",
+                C.RerankTrainConfig: "RerankTrainConfig."}
     out = []
     for cls, prefix in prefixes.items():
         for f in dataclasses.fields(cls):
@@ -129,12 +130,12 @@ def test_a_hand_built_config_round_trips_through_its_json():
 
 
 @pytest.mark.parametrize("cls_name, kwargs, said", [
-    ("FinetuneConfig", {"weight_decay": -0.01}, "weight_decay must be >= 0, got -0.01"),
-    ("RerankTrainConfig", {"weight_decay": -1.0}, "weight_decay must be >= 0, got -1.0"),
-    ("FinetuneConfig", {"grad_clip": -1.0}, "grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
-    ("RerankTrainConfig", {"grad_clip": -1.0}, "grad_clip must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
-    ("RerankTrainConfig", {"head_lr": -5e-3}, "head_lr must be > 0, got -0.005"),
-    ("RerankTrainConfig", {"head_lr": 0.0}, "head_lr must be > 0, got 0.0"),
+    ("FinetuneConfig", {"weight_decay": -0.01}, "FinetuneConfig.weight_decay: must be >= 0, got -0.01"),
+    ("RerankTrainConfig", {"weight_decay": -1.0}, "RerankTrainConfig.weight_decay: must be >= 0, got -1.0"),
+    ("FinetuneConfig", {"grad_clip": -1.0}, "FinetuneConfig.grad_clip: must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
+    ("RerankTrainConfig", {"grad_clip": -1.0}, "RerankTrainConfig.grad_clip: must be >= 0 (the largest gradient norm; 0 = no clipping), got -1.0"),
+    ("RerankTrainConfig", {"head_lr": -5e-3}, "RerankTrainConfig.head_lr: must be > 0, got -0.005"),
+    ("RerankTrainConfig", {"head_lr": 0.0}, "RerankTrainConfig.head_lr: must be > 0, got 0.0"),
 ])
 def test_search_and_rerank_training_refuse_a_negative_optimiser_setting(cls_name, kwargs, said):
     # accepted: weight_decay < 0 failed in AdamW once the model was loaded, a negative grad_clip or head_lr

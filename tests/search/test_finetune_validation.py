@@ -112,9 +112,9 @@ def test_hold_out_keeps_queries_sharing_a_document_together():
 def test_hold_out_that_would_leave_nothing_to_train_on_is_refused():
     with pytest.raises(ConfigError, match="leaves no training queries"):
         hold_out(["a", "b"], [0, 0], 0.5, 0)
-    with pytest.raises(ConfigError, match=r"valid_frac must be in \[0, 1\)"):
+    with pytest.raises(ConfigError, match=r"^FinetuneConfig\.valid_frac: must be in \[0, 1\)"):
         FinetuneConfig(valid_frac=1.0)
-    with pytest.raises(ConfigError, match="patience must be >= 1"):
+    with pytest.raises(ConfigError, match=r"^FinetuneConfig\.patience: must be >= 1, got 0$"):
         FinetuneConfig(patience=0)
 
 

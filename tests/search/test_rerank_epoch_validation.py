@@ -99,5 +99,5 @@ def test_patience_defaults_to_the_config_and_is_checked():
 
     args = build_parser().parse_args(["rerank", "train", "--beir", "b", "--out", "o"])
     assert args.patience == RerankTrainConfig.patience
-    with pytest.raises(ConfigError, match="patience must be >= 1"):
+    with pytest.raises(ConfigError, match=r"^RerankTrainConfig\.patience: must be >= 1, got 0$"):
         RerankTrainConfig(patience=0)

@@ -8,12 +8,12 @@ from twotower.search import BM25Config, MiningConfig
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"k1": "a"}, r"^k1: expected float, got 'a' \(str\)"),  # was a TypeError from "<"
-    ({"b": None}, r"^b: expected float"),
-    ({"method": 3}, r"^method: expected str"),
-    ({"stemmer": 1}, r"^stemmer: expected"),
-    ({"k1": float("nan")}, r"^k1: expected a finite number, got nan"),  # every query answered an empty list
-    ({"k1": float("inf")}, r"^k1: expected a finite number, got inf"),
+    ({"k1": "a"}, r"^BM25Config\.k1: expected float, got 'a' \(str\)"),  # was a TypeError from "<"
+    ({"b": None}, r"^BM25Config\.b: expected float"),
+    ({"method": 3}, r"^BM25Config\.method: expected str"),
+    ({"stemmer": 1}, r"^BM25Config\.stemmer: expected"),
+    ({"k1": float("nan")}, r"^BM25Config\.k1: expected a finite number, got nan"),  # every query answered an empty list
+    ({"k1": float("inf")}, r"^BM25Config\.k1: expected a finite number, got inf"),
 ])
 def test_bm25_config_refuses_a_bad_field(kwargs, match):
     with pytest.raises(ConfigError, match=match):
@@ -58,6 +58,64 @@ def test_the_commands_still_name_their_flag_for_a_mining_field():
     with pytest.raises(ConfigError) as e:
         _mining_config(args, 0, "--negatives x --epochs")
     assert str(e.value) == "--negatives x --epochs: must be >= 1, got 0"
+
+
+# FinetuneConfig, RerankTrainConfig and BM25Config, as MiningConfig: "lr must be > 0, got 0" and "k1 must be a finite
+# number >= 0" read unlike every other config's refusal (``train.lr: must be > 0, got 0``)
+@pytest.mark.parametrize("cls_name, kwargs, message", [
+    ("FinetuneConfig", {"lr": 0.0}, "FinetuneConfig.lr: must be > 0, got 0.0"),
+    ("FinetuneConfig", {"epochs": 0}, "FinetuneConfig.epochs: must be >= 1, got 0"),
+    ("FinetuneConfig", {"batch_size": 1}, "FinetuneConfig.batch_size: must be >= 2 for in-batch negatives, got 1"),
+    ("FinetuneConfig", {"warmup_frac": 1.0}, "FinetuneConfig.warmup_frac: must be in [0, 1), got 1.0"),
+    ("FinetuneConfig", {"negatives_per_query": -1}, "FinetuneConfig.negatives_per_query: must be >= 0, got -1"),
+    ("FinetuneConfig", {"seed": -1}, "FinetuneConfig.seed: must be an integer >= 0, got -1"),
+    ("FinetuneConfig", {"valid_frac": 1.0}, "FinetuneConfig.valid_frac: must be in [0, 1) (0: no validation), got 1.0"),
+    ("FinetuneConfig", {"mining_retriever": "bm2"},
+     "FinetuneConfig.mining_retriever: 'bm2' is not one of dense, bm25; did you mean 'bm25'?"),
+    ("FinetuneConfig", {"corpus_negatives": True, "train_doc_tower": True},
+     "FinetuneConfig.corpus_negatives: True needs FinetuneConfig.train_doc_tower=False (a frozen, pre-encoded corpus)"),
+    ("FinetuneConfig", {"shared": True}, "FinetuneConfig.shared: True ties the towers, so the document tower can't be "
+     "frozen; set train_doc_tower=True or shared=False"),
+    ("FinetuneConfig", {"epochs": "3"}, "FinetuneConfig.epochs: expected int, got '3' (str)"),
+    ("RerankTrainConfig", {"lr": 0.0}, "RerankTrainConfig.lr: must be > 0, got 0.0"),
+    ("RerankTrainConfig", {"groups_per_step": 0}, "RerankTrainConfig.groups_per_step: must be >= 1, got 0"),
+    ("RerankTrainConfig", {"freeze_layers": -1}, "RerankTrainConfig.freeze_layers: must be >= 0, got -1"),
+    ("RerankTrainConfig", {"max_groups": 0}, "RerankTrainConfig.max_groups: must be >= 1 or None, got 0"),
+    ("RerankTrainConfig", {"seed": 2**64}, "RerankTrainConfig.seed: must be at most 2**64 - 1 (the largest torch "
+     "takes), got 18446744073709551616"),
+    ("BM25Config", {"k1": -1.0}, "BM25Config.k1: must be >= 0, got -1.0"),
+    ("BM25Config", {"b": 1.5}, "BM25Config.b: must be in [0, 1], got 1.5"),
+    ("BM25Config", {"method": "lucen"},
+     "BM25Config.method: 'lucen' is not one of lucene, robertson, atire, bm25l, bm25+; did you mean 'lucene'?"),
+    ("BM25Config", {"token_pattern": "(\\w+)"}, "BM25Config.token_pattern: '(\\w+)' has a capturing group, so bm25s "
+     "would index the group instead of the whole match; write groups as (?:...)"),
+])
+def test_the_training_and_bm25_configs_name_the_field_and_the_rule(cls_name, kwargs, message):
+    import twotower.search as search
+
+    with pytest.raises(ConfigError) as e:
+        getattr(search, cls_name)(**kwargs)
+    assert str(e.value) == message
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["search", "train", "--lr", "0"], "error: --lr: must be > 0, got 0.0"),
+    (["search", "train", "--batch-size", "1"], "error: --batch-size: must be >= 2 for in-batch negatives, got 1"),
+    (["search", "train", "--valid-frac", "1"], "error: --valid-frac: must be in [0, 1) (0: no validation), got 1.0"),
+    (["rerank", "train", "--lr", "0"], "error: --lr: must be > 0, got 0.0"),
+    (["rerank", "train", "--batch-size", "0"], "error: --batch-size: must be >= 1, got 0"),
+    (["rerank", "train", "--patience", "0"], "error: --patience: must be >= 1, got 0"),
+])
+def test_the_training_commands_still_name_their_flag_for_a_config_field(tmp_path, monkeypatch, capsys, argv, said):
+    """`search train` / `rerank train` check their number flags first (--lr: must be more than 0); a refusal of the
+    config they build from them (the same bounds today) still names the flag typed, not FinetuneConfig.lr."""
+    import twotower.cli.search_cmd as search_cmd
+    from twotower.cli.main import main
+
+    monkeypatch.setattr(search_cmd, "_check_train_numbers", lambda *a, **k: None)
+    assert main([*argv, "--beir", str(tmp_path / "no-such-beir"), "--out", str(tmp_path / "m")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == said and "Config" not in err and not (tmp_path / "m").exists()
 
 
 def test_good_values_are_kept_as_plain_numbers():

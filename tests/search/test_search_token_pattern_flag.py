@@ -43,7 +43,7 @@ def test_a_bad_pattern_is_refused_naming_the_flag_before_any_work(tmp_path, caps
     argv = ["search", command, "--beir", str(tmp_path / "no-such-beir"), "--token-pattern", pattern]
     assert main(argv + (["--out", str(out)] if command == "index" else [])) != 0
     err = capsys.readouterr().err
-    assert f"--token-pattern '{pattern}' {why}" in err  # as typed, the flag named, before --beir is even read
+    assert f"--token-pattern: '{pattern}' {why}" in err  # as typed, the flag named, before --beir is even read
     assert "token_pattern" not in err and not out.exists()
 
 

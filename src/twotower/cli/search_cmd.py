@@ -1059,8 +1059,8 @@ def _source(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
-    """``build()`` with a ConfigError's config field names (``n``, ``batch_size``, ``MiningConfig.n``) replaced by the
-    flags typed."""
+    """``build()`` with a ConfigError's config field names (``MiningConfig.n``, ``FinetuneConfig.lr``,
+    ``BM25Config.token_pattern``) replaced by the flags typed."""
     import re
 
     from twotower.errors import ConfigError
@@ -1070,7 +1070,8 @@ def _flag_config(build, flags: dict[str, str]):  # noqa: ANN001, ANN202
     except ConfigError as e:
         msg = str(e)
         for field, flag in flags.items():
-            # MiningConfig names its fields with the class (``MiningConfig.n: must be >= 1``), which the flag replaces
+            # the search configs name their fields with the class (``FinetuneConfig.lr: must be > 0``): the flag
+            # replaces both
             named = rf"(?:[A-Z]\w*Config\.)?{field}\b"
             msg = re.sub(rf"^{named}" if len(field) == 1 else rf"\b{named}", flag, msg)
         raise ConfigError(msg) from None

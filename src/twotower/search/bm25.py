@@ -91,43 +91,43 @@ class BM25Config:
     token_pattern: str = r"(?u)\b\w+\b"
 
     def __post_init__(self) -> None:
-        from twotower.config import _check_types  # noqa: PLC0415 - one type check for every config dataclass
+        from twotower.config import _check, _check_types, _choice  # noqa: PLC0415 - the checks of every config dataclass
 
-        _check_types(self, "")  # k1="a" was a TypeError from "<"
-        if not 0 <= self.k1 < float("inf"):  # a NaN or infinite k1 scored every document NaN: every list came back empty
-            raise ConfigError(f"k1 must be a finite number >= 0, got {self.k1}")
-        if not 0.0 <= self.b <= 1.0:
-            raise ConfigError(f"b must be in [0, 1], got {self.b}")
-        if self.method not in _METHODS:
-            raise ConfigError(f"method must be one of {', '.join(_METHODS)}; got {self.method!r}")
+        # named as the other configs name their settings ("train.lr: must be > 0"), with the class a Python caller
+        # built, as MiningConfig: "k1 must be a finite number >= 0" read unlike every other refusal. `search index`,
+        # `search evaluate`, `search train` and `rerank train` replace token_pattern by --token-pattern
+        # k1="a" was a TypeError from "<"; a NaN or infinite k1 (refused here, as any setting's) scored every document
+        # NaN, and every list came back empty
+        _check_types(self, "BM25Config.")
+        _check(self.k1 >= 0, "BM25Config.k1", f"must be >= 0, got {self.k1}")
+        _check(0.0 <= self.b <= 1.0, "BM25Config.b", f"must be in [0, 1], got {self.b}")
+        _choice(self.method, "BM25Config.method", _METHODS)
         # checked here, not at the first fit: stemmer="klingon" was a KeyError from PyStemmer there
-        if self.stopwords is not None and self.stopwords not in STOPWORDS:
-            raise ConfigError(
-                f"stopwords must be one of {', '.join(STOPWORDS)} or None (keep every word); got {self.stopwords!r}"
-            )
-        _check_token_pattern(self.token_pattern)
+        _check(self.stopwords is None or self.stopwords in STOPWORDS, "BM25Config.stopwords",
+               f"must be one of {', '.join(STOPWORDS)} or None (keep every word), got {self.stopwords!r}")
+        _check_token_pattern(self.token_pattern, "BM25Config.token_pattern")
         languages = stemmer_languages() if self.stemmer is not None else None
-        if languages is not None and self.stemmer not in languages:
-            raise ConfigError(f"stemmer must be one of {', '.join(languages)} or None (no stemming); got {self.stemmer!r}")
+        _check(languages is None or self.stemmer in languages, "BM25Config.stemmer",
+               f"must be one of {', '.join(languages or ())} or None (no stemming), got {self.stemmer!r}")
 
 
-def _check_token_pattern(pattern: str) -> None:
+def _check_token_pattern(pattern: str, name: str) -> None:
     """A pattern bm25s can split with: it compiles, finds no empty token and has no capturing group (``findall``
     would return the group, or tuples of groups, instead of the words); refused when the config is built, not at
-    the first fit."""
+    the first fit. ``name``: the setting, said first (``BM25Config.token_pattern: '(\\w+)' has a capturing group``)."""
     # as typed, without repr's doubled backslashes ('\\w*' read as another pattern than the \w* given)
     shown = f"'{pattern}'" if isinstance(pattern, str) and "'" not in pattern and pattern.isprintable() else repr(pattern)
     try:
         compiled = re.compile(pattern)
     except re.error as e:
-        raise ConfigError(f"token_pattern {shown} is not a valid regular expression ({e})") from None
+        raise ConfigError(f"{name}: {shown} is not a valid regular expression ({e})") from None
     if compiled.groups:
-        raise ConfigError(f"token_pattern {shown} has a capturing group, so bm25s would index the group instead of "
-                          "the whole match; write groups as (?:...)")
+        raise ConfigError(f"{name}: {shown} has a capturing group, so bm25s would index the group instead of the "
+                          "whole match; write groups as (?:...)")
     # \b\w*\b matches nothing in "" but an empty run at the end of every word: probed on a text with words too
     if compiled.fullmatch("") is not None or any(not m.group() for m in compiled.finditer("Vitamin D, type-2 ...")):
-        raise ConfigError(f"token_pattern {shown} matches the empty string, so every text would hold empty "
-                          "tokens; it must match one character or more, e.g. (?u)\\b\\w+\\b")
+        raise ConfigError(f"{name}: {shown} matches the empty string, so every text would hold empty tokens; it "
+                          "must match one character or more, e.g. (?u)\\b\\w+\\b")
 
 
 def check_bm25_config(config: object) -> None:

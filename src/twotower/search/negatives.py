@@ -148,7 +148,8 @@ def mine_hard_negatives(
     if n_docs is not None:  # named as the caller knows it: the search's own refusal named its `k`
         from twotower.search.checks import check_depth  # noqa: PLC0415
 
-        check_depth(cfg.depth, (names or {}).get("depth", "config.depth"), n_docs)
+        # a Python caller's setting, named as MiningConfig names its own ("config.depth" named a parameter)
+        check_depth(cfg.depth, (names or {}).get("depth", "MiningConfig.depth"), n_docs)
     results = retriever.search(list(queries), cfg.depth)  # [Q, depth]
     use_threshold = cfg.relative_margin is not None or cfg.margin is not None
     pos_scores = retriever.score(list(queries), pos_rows) if use_threshold else None
