@@ -100,7 +100,9 @@ def test_python_refuses_bm25_settings_for_dense_mining(tmp_path):
     from twotower.errors import ConfigError
     from twotower.search.finetune import finetune_bi_encoder
 
-    with pytest.raises(ConfigError, match="bm25= gives the settings of BM25 mining"):
+    # the field named as FinetuneConfig names it, not "config.mining_retriever"
+    with pytest.raises(ConfigError, match=r"^bm25= gives the settings of BM25 mining, and "
+                                          r"FinetuneConfig\.mining_retriever is 'dense'"):
         finetune_bi_encoder(["q1", "q2"], [0, 1], ["a", "b"], tmp_path / "bi", config=FinetuneConfig(),
                             bm25=BM25Config())
     assert not (tmp_path / "bi").exists()

@@ -16,7 +16,9 @@ QUERIES = ["aspirin", "vitamin", "sleep", "coffee"]
 def test_valid_frac_with_a_validation_set_of_ones_own_is_refused_naming_both(tmp_path):
     # valid_frac=0.25 was dropped without a word: every pair was trained on, only the given set was scored
     own = ValidationSet(["heart attack"], [np.array([0])])
-    with pytest.raises(ConfigError, match=r"^config.valid_frac=0.25 and validation= are both given"):
+    # named as FinetuneConfig names its own refusals (FinetuneConfig.lr: must be > 0), not "config.valid_frac=0.25"
+    with pytest.raises(ConfigError, match=r"^FinetuneConfig\.valid_frac: 0\.25 and validation= are both given, .*"
+                                          r"pass validation= with FinetuneConfig\.valid_frac=0 "):
         finetune_bi_encoder(QUERIES, [0, 1, 2, 3], DOCS, tmp_path / "bi", config=FinetuneConfig(valid_frac=0.25),
                             validation=own)
     assert not (tmp_path / "bi").exists()

@@ -269,15 +269,18 @@ def finetune_bi_encoder(
     cfg = replace(cfg, refresh_negatives=cfg.re_mines)  # null resolved, so the marker records what was done
     check_bm25_config(bm25)
     if bm25 is not None and cfg.mining_retriever != "bm25":  # recorded as the mining's settings, it would be false
-        raise ConfigError(f"bm25= gives the settings of BM25 mining, and config.mining_retriever is "
+        raise ConfigError(f"bm25= gives the settings of BM25 mining, and FinetuneConfig.mining_retriever is "
                           f"{cfg.mining_retriever!r}: pass bm25 with mining_retriever='bm25', or leave it out")
     settings = encoder_settings(base, encoder_backend, encoder_threads)
     if validation is not None and cfg.valid_frac > 0 and validation.valid_frac != cfg.valid_frac:
-        # valid_frac was ignored without a word: the pairs it should have held out were trained on
+        # valid_frac was ignored without a word: the pairs it should have held out were trained on. Named as
+        # FinetuneConfig names its own refusals ("config.valid_frac=0.25 and ..." read unlike them); `search train`
+        # never gets here: the validation set it passes is the one its --valid-frac held out
         raise ConfigError(
-            f"config.valid_frac={cfg.valid_frac:g} and validation= are both given, and only one can choose the "
-            f"held-out queries: pass validation= with config.valid_frac=0 to score your own set (all the pairs are "
-            f"trained on), or config.valid_frac without validation= to hold that share of the queries out here")
+            f"FinetuneConfig.valid_frac: {cfg.valid_frac:g} and validation= are both given, and only one can choose "
+            f"the held-out queries: pass validation= with FinetuneConfig.valid_frac=0 to score your own set (all the "
+            f"pairs are trained on), or FinetuneConfig.valid_frac without validation= to hold that share of the "
+            f"queries out here")
     t0 = time.perf_counter()
     queries = check_query_texts(queries)  # one string was trained on as one query per character
     pos = np.asarray(positive_rows, dtype=np.int64)
