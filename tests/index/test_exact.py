@@ -102,7 +102,7 @@ def test_config_and_empty_index():
         ExactIndex(max_block_elems=0)
     with pytest.raises(ConfigError, match="build"):
         ExactIndex().dim
-    with pytest.raises(ConfigError, match="k must be"):
+    with pytest.raises(ConfigError, match="^k: must be"):
         ExactIndex().build(np.eye(3, dtype=np.float32), np.arange(3)).search(np.eye(3, dtype=np.float32), 0)
 
 

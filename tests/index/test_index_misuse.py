@@ -62,7 +62,7 @@ def test_bad_vectors_and_ids_name_the_argument(cls, make):
     index = cls().build(V, IDS)
     with pytest.raises(DataError, match="queries have dimension 4 but the index holds dimension 8"):
         index.search(V[:2, :4], 3)
-    with pytest.raises(ConfigError, match="k must be a positive integer, got 0"):
+    with pytest.raises(ConfigError, match="^k: must be a positive integer, got 0"):
         index.search(V[:2], 0)
 
 
@@ -72,7 +72,7 @@ def test_bad_vectors_and_ids_name_the_argument(cls, make):
 def test_k_that_is_not_a_positive_integer_is_refused(cls, make, k, exclude):
     index = cls().build(V, IDS)
     excl = None if exclude is None else [IDS[:1], None]
-    with pytest.raises(ConfigError, match=r"k must be a positive integer, got "):
+    with pytest.raises(ConfigError, match=r"^k: must be a positive integer, got "):
         index.search(V[:2], k, exclude=excl)
 
 
@@ -85,7 +85,7 @@ def test_k_far_above_the_catalogue_is_refused_before_padding_it(cls, make, exclu
     index = cls().build(V, IDS)
     excl = None if exclude is None else [IDS[:1], None]
     for k in (10**9, 2**70, np.int64(MAX_K + 1)):
-        with pytest.raises(ConfigError, match=rf"k must be at most {MAX_K} \(the larger of twotower.config.MAX_K, "
+        with pytest.raises(ConfigError, match=rf"^k: must be at most {MAX_K} \(the larger of twotower.config.MAX_K, "
                                               rf"{MAX_K}, and the 40 ids in the index: rows are padded to k\)"):
             index.search(V[:2], k, exclude=excl)
     res = index.search(V[:2], np.int64(MAX_K), exclude=excl)  # up to MAX_K: padded to k, as documented
@@ -103,7 +103,7 @@ def test_k_the_catalogue_can_fill_may_pass_max_k():
     index = ExactIndex().build(vectors, np.arange(n))
     res = index.search(vectors[:1], n, exclude=[np.arange(3)])
     assert res.ids.shape == (1, n) and (res.ids[0, : n - 3] != -1).all() and (res.ids[0, n - 3 :] == -1).all()
-    with pytest.raises(ConfigError, match=f"k must be at most {n} "):
+    with pytest.raises(ConfigError, match=f"^k: must be at most {n} "):
         index.search(vectors[:1], n + 1)
 
 

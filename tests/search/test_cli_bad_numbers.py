@@ -131,8 +131,8 @@ def test_mining_from_python_names_the_depth_not_the_searchs_k():
     from twotower.search.negatives import MiningConfig, mine_hard_negatives
 
     bm25 = BM25Retriever().fit([d["text"] for d in DOCS], [d["_id"] for d in DOCS])
-    with pytest.raises(ConfigError, match=r"^MiningConfig\.depth must be at most 10000 \(the larger of .* 5 documents"):
+    with pytest.raises(ConfigError, match=r"^MiningConfig\.depth: must be at most 10000 \(the larger of .* 5 documents"):
         mine_hard_negatives(["aspirin"], [np.array([0])], bm25, MiningConfig(depth=20000))
-    with pytest.raises(ConfigError, match=r"^--mining-depth must be at most 10000"):
+    with pytest.raises(ConfigError, match=r"^--mining-depth: must be at most 10000"):
         mine_hard_negatives(["aspirin"], [np.array([0])], bm25, MiningConfig(depth=20000),
                             names={"depth": "--mining-depth"})

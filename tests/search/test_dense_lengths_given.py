@@ -24,5 +24,5 @@ def test_search_evaluate_refuses_max_length_zero(beir_dir):
 
 @pytest.mark.parametrize("rerank_top", [0, -1, 2.5])
 def test_search_evaluate_refuses_rerank_top_below_one_before_reading_data(tmp_path, rerank_top):
-    with pytest.raises(ConfigError, match=r"^rerank_top must be a positive integer"):
+    with pytest.raises(ConfigError, match=r"^rerank_top: must be a positive integer"):
         search_evaluate(tmp_path / "no-data-here", "test", "bm25", rerank_top=rerank_top)

@@ -29,7 +29,7 @@ def bm25(corpus) -> BM25Retriever:
 @pytest.mark.parametrize("k", [0, -1, 2.5, True, 10**7])
 def test_bm25_search_refuses_a_bad_k(bm25, k):
     # k=10**7 allocated [Q, 10**7] rows of padding; 2.5 was "'float' object cannot be interpreted as an integer"
-    with pytest.raises(ConfigError, match=r"^k must be"):
+    with pytest.raises(ConfigError, match=r"^k: must be"):
         bm25.search(["aspirin"], k)
 
 
@@ -43,13 +43,13 @@ def test_bm25_search_refuses_one_string_for_the_queries(bm25):
 @pytest.mark.parametrize("k", [0, -1, 2.5, 10**7])
 def test_index_search_refuses_a_bad_k(index, mode, k):
     # hybrid k=-1 answered every hit but the last, k=0 an empty list, both without a word
-    with pytest.raises(ConfigError, match=r"^k must be"):
+    with pytest.raises(ConfigError, match=r"^k: must be"):
         index.search(["aspirin"], k, mode=mode)
 
 
 @pytest.mark.parametrize("rerank_top", [0, -5, 1.5])
 def test_index_search_refuses_a_bad_rerank_top(index, rerank_top):
-    with pytest.raises(ConfigError, match=r"^rerank_top must be a positive integer"):
+    with pytest.raises(ConfigError, match=r"^rerank_top: must be a positive integer"):
         index.search(["aspirin"], 3, rerank_top=rerank_top)
 
 

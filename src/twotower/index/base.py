@@ -183,12 +183,15 @@ def check_depth(value: Any, name: str, n: int, held: str) -> int:
     tried to allocate 15 GiB ([Q, k] ids and scores), 2**70 was numpy's "pad_width must be of integral
     type", and BM25 allocated [Q, 10**7] for k=10**7; a negative one sliced a list (``k=-1`` answered every hit
     but the last). Padding is bounded by MAX_K, the bound of ``tt.recommend`` and the CLI; a k the catalogue can
-    fill (a deep candidate list over a large corpus) stays allowed."""
+    fill (a deep candidate list over a large corpus) stays allowed.
+
+    Worded as the configs word theirs, the name then a colon (``k: must be at most 10000 ...``, ``MiningConfig.depth:
+    ...``, ``--mining-depth: ...``): "k must be at most" read unlike every other refusal."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        raise ConfigError(f"{name}: must be a positive integer, got {value!r}")
     limit = max(MAX_K, n)
     if int(value) > limit:
-        raise ConfigError(f"{name} must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the "
+        raise ConfigError(f"{name}: must be at most {limit} (the larger of twotower.config.MAX_K, {MAX_K}, and the "
                           f"{n} {held}: rows are padded to {name}), got {value!r}")
     return int(value)
 

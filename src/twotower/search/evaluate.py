@@ -146,7 +146,7 @@ def search_evaluate(
         existing_dir(rerank, "rerank", "cross-encoder")
     if isinstance(rerank_top, bool) or not isinstance(rerank_top, (int, np.integer)) or rerank_top < 1:
         # rerank_top=0 reranked nothing and reported the first stage as reranked (capped at the corpus below)
-        raise ConfigError(f"rerank_top must be a positive integer, got {rerank_top!r}")
+        raise ConfigError(f"rerank_top: must be a positive integer, got {rerank_top!r}")  # as SearchIndex.search says
     choice = as_fusion(fusion) if fusion is not None else FusionChoice(name="rrf", params={"k": SearchConfig.rrf_k})
     from twotower.search.bm25 import check_bm25_config  # noqa: PLC0415
 
