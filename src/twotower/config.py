@@ -63,14 +63,6 @@ def _check(cond: bool, name: str, msg: str) -> None:
 MAX_SEED = 2**64 - 1
 
 
-def _check_seed(seed: int, name: str) -> None:
-    """numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")."""
-    if seed < 0:
-        raise ConfigError(f"{name} must be an integer >= 0, got {seed}")
-    if seed > MAX_SEED:
-        raise ConfigError(f"{name} must be at most 2**64 - 1 (the largest torch takes), got {seed}")
-
-
 @functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     """The resolved annotations of a config class (``from __future__ import annotations`` keeps them as strings;
@@ -818,6 +810,10 @@ class SearchConfig:
 PAIR_LIST_BRACKETS = "brackets"
 
 
+#: the PrepareConfig fields that name a column of the passages or pairs table (`search prepare --<field>-col`)
+PREPARE_COLUMNS = ("passage_id", "passage_text", "passage_title", "query", "query_id", "pair_passage", "score", "split")
+
+
 @dataclass(frozen=True, kw_only=True)
 class PrepareConfig:
     """``twotower search prepare``: column names of the passages and pairs tables (``None``: not in the file), and
@@ -851,26 +847,31 @@ class PrepareConfig:
     encoding: str = "utf-8"  # of both tables (CSV/TSV/JSONL), as data.encoding for interactions; the output is UTF-8
 
     def __post_init__(self) -> None:
-        _check_types(self, "prepare.")
-        for name in ("passage_id", "passage_text", "passage_title", "query", "query_id", "pair_passage", "score",
-                     "split"):
-            value = getattr(self, name)
+        # named as the other search configs name their settings, with the class a Python caller built
+        # (``FinetuneConfig.lr: must be > 0``): "--test-share must be in [0, 1)" named a flag that caller never typed,
+        # and its types were "prepare.test_share". `search prepare` replaces each by its flag
+        # (cli.search_cmd._prepare_config)
+        name = "PrepareConfig"
+        _check_types(self, f"{name}.")
+        for setting in PREPARE_COLUMNS:
+            value = getattr(self, setting)
             # "" read as "no such column" in some places and as a column named "" in others (a KeyError traceback)
-            if value is not None and not value.strip():
-                raise ConfigError(f"--{name.replace('_', '-')}-col: empty column name; give the column's name in the file, or leave the flag "
-                                  "out")
-        if not 0.0 <= self.test_share < 1.0:
-            raise ConfigError(f"--test-share must be in [0, 1), got {self.test_share}")
+            _check(value is None or bool(value.strip()), f"{name}.{setting}",
+                   "empty column name; give the column's name in the file, or leave it out")
+        _check(0.0 <= self.test_share < 1.0, f"{name}.test_share", f"must be in [0, 1), got {self.test_share}")
         mode = self.pair_passage_list
-        if mode is not None and mode != PAIR_LIST_BRACKETS and (len(mode) != 1 or mode.isalnum()):
-            raise ConfigError(f"--pair-passage-list {mode!r}: give {PAIR_LIST_BRACKETS!r} for cells holding a list in "
-                              "brackets ([1, 2], ['a', 'b'] or [1 2]), or the one character between the ids in a cell "
-                              "(';' for 1;2); leave the flag out for one id per cell")
-        _check_seed(self.seed, "--seed")
+        _check(mode is None or mode == PAIR_LIST_BRACKETS or (len(mode) == 1 and not mode.isalnum()),
+               f"{name}.pair_passage_list",
+               f"give {PAIR_LIST_BRACKETS!r} for cells holding a list in brackets ([1, 2], ['a', 'b'] or [1 2]), or "
+               f"the one character between the ids in a cell (';' for 1;2); leave it out for one id per cell, got "
+               f"{mode!r}")
+        # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
+        _check(self.seed >= 0, f"{name}.seed", f"must be an integer >= 0, got {self.seed}")
+        _check(self.seed <= MAX_SEED, f"{name}.seed", f"must be at most 2**64 - 1 (the largest torch takes), got {self.seed}")
         try:
             check_encoding(self.encoding)
         except ConfigError as e:
-            raise ConfigError(str(e).replace("data.encoding", "--encoding", 1)) from None
+            raise ConfigError(str(e).replace("data.encoding", f"{name}.encoding", 1)) from None
 
 
 # ---------------------------------------------------------------- text retrieval training

@@ -100,7 +100,7 @@ def _float_settings() -> list[tuple[type, str, str]]:
 
     prefixes = {C.DataConfig: "data.", C.TowerConfig: "tower.", C.ItemItemConfig: "model.item_item.",
                 C.LossConfig: "loss.", C.TrainConfig: "train.", C.EvalConfig: "eval.", C.SearchConfig: "search.",
-                C.PrepareConfig: "prepare.", C.FinetuneConfig: "FinetuneConfig.",
+                C.PrepareConfig: "PrepareConfig.", C.FinetuneConfig: "FinetuneConfig.",
                 C.RerankTrainConfig: "RerankTrainConfig."}
     out = []
     for cls, prefix in prefixes.items():

@@ -121,7 +121,7 @@ def test_an_empty_column_name_is_refused_naming_the_flag(flag, files, capsys):
             "--out", str(out), "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "question"]
     assert main(argv + [flag, ""]) == 2
     assert capsys.readouterr().err.strip() == (f"error: {flag}: empty column name; give the column's name in the "
-                                               "file, or leave the flag out")
+                                               "file, or leave it out")
     assert not out.exists()
 
 

@@ -33,7 +33,7 @@ def test_none_for_an_optional_column_says_to_leave_the_flag_out(argv, capsys, fl
 
 def test_none_for_pair_passage_list_says_to_leave_the_flag_out(argv, capsys):
     assert main(argv + ["--pair-passage-list", "none"]) == 2
-    assert "leave the flag out for one id per cell" in capsys.readouterr().err
+    assert "leave it out for one id per cell, got 'none'" in capsys.readouterr().err
 
 
 def test_a_column_really_called_none_is_read(tmp_path, argv, capsys):

@@ -60,8 +60,9 @@ def test_the_commands_still_name_their_flag_for_a_mining_field():
     assert str(e.value) == "--negatives x --epochs: must be >= 1, got 0"
 
 
-# FinetuneConfig, RerankTrainConfig and BM25Config, as MiningConfig: "lr must be > 0, got 0" and "k1 must be a finite
-# number >= 0" read unlike every other config's refusal (``train.lr: must be > 0, got 0``)
+# FinetuneConfig, RerankTrainConfig, BM25Config and PrepareConfig, as MiningConfig: "lr must be > 0, got 0", "k1 must
+# be a finite number >= 0" and "--test-share must be in [0, 1)" read unlike every other config's refusal
+# (``train.lr: must be > 0, got 0``)
 @pytest.mark.parametrize("cls_name, kwargs, message", [
     ("FinetuneConfig", {"lr": 0.0}, "FinetuneConfig.lr: must be > 0, got 0.0"),
     ("FinetuneConfig", {"epochs": 0}, "FinetuneConfig.epochs: must be >= 1, got 0"),
@@ -83,6 +84,18 @@ def test_the_commands_still_name_their_flag_for_a_mining_field():
     ("RerankTrainConfig", {"max_groups": 0}, "RerankTrainConfig.max_groups: must be >= 1 or None, got 0"),
     ("RerankTrainConfig", {"seed": 2**64}, "RerankTrainConfig.seed: must be at most 2**64 - 1 (the largest torch "
      "takes), got 18446744073709551616"),
+    ("PrepareConfig", {"test_share": 1.0}, "PrepareConfig.test_share: must be in [0, 1), got 1.0"),  # --test-share
+    ("PrepareConfig", {"seed": -1}, "PrepareConfig.seed: must be an integer >= 0, got -1"),
+    ("PrepareConfig", {"seed": 2**64}, "PrepareConfig.seed: must be at most 2**64 - 1 (the largest torch takes), got "
+     "18446744073709551616"),
+    ("PrepareConfig", {"query_id": " "}, "PrepareConfig.query_id: empty column name; give the column's name in the "
+     "file, or leave it out"),
+    ("PrepareConfig", {"pair_passage_list": ";;"}, "PrepareConfig.pair_passage_list: give 'brackets' for cells holding "
+     "a list in brackets ([1, 2], ['a', 'b'] or [1 2]), or the one character between the ids in a cell (';' for 1;2); "
+     "leave it out for one id per cell, got ';;'"),
+    ("PrepareConfig", {"encoding": "utf-9"}, "PrepareConfig.encoding: 'utf-9' is not a text encoding Python knows; give "
+     "a codec name such as utf-8 (the default), cp1252 or latin-1 (Windows / Excel exports), utf-16"),
+    ("PrepareConfig", {"test_share": "0.2"}, "PrepareConfig.test_share: expected float, got '0.2' (str)"),
     ("BM25Config", {"k1": -1.0}, "BM25Config.k1: must be >= 0, got -1.0"),
     ("BM25Config", {"b": 1.5}, "BM25Config.b: must be in [0, 1], got 1.5"),
     ("BM25Config", {"method": "lucen"},
@@ -116,6 +129,32 @@ def test_the_training_commands_still_name_their_flag_for_a_config_field(tmp_path
     assert main([*argv, "--beir", str(tmp_path / "no-such-beir"), "--out", str(tmp_path / "m")]) != 0
     err = capsys.readouterr().err.strip()
     assert err == said and "Config" not in err and not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--pair-passage-list", ";;"], "error: --pair-passage-list: give 'brackets' for cells holding a list in brackets "
+     "([1, 2], ['a', 'b'] or [1 2]), or the one character between the ids in a cell (';' for 1;2); leave it out for one "
+     "id per cell, got ';;'"),
+    (["--query-id-col", " "], "error: --query-id-col: empty column name; give the column's name in the file, or leave "
+     "it out"),
+    (["--pair-passage-col", ""], "error: --pair-passage-col: empty column name; give the column's name in the file, or "
+     "leave it out"),
+    # "text encoding" and "codec" kept as written: only the field said with its class is replaced
+    (["--encoding", "utf-9"], "error: --encoding: 'utf-9' is not a text encoding Python knows; give a codec name such "
+     "as utf-8 (the default), cp1252 or latin-1 (Windows / Excel exports), utf-16"),
+])
+def test_search_prepare_still_names_its_flag_for_a_config_field(tmp_path, capsys, argv, said):
+    """`search prepare` builds PrepareConfig from its flags: a refusal names the flag typed, not
+    PrepareConfig.pair_passage_list."""
+    from twotower.cli.main import main
+
+    (tmp_path / "p.csv").write_text("passage_id,text\n1,aspirin\n", encoding="utf-8")
+    (tmp_path / "q.csv").write_text("query,passage_id\naspirin,1\n", encoding="utf-8")
+    base = ["search", "prepare", "--passages", str(tmp_path / "p.csv"), "--pairs", str(tmp_path / "q.csv"), "--out",
+            str(tmp_path / "out")]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == said and "Config" not in err and not (tmp_path / "out").exists()
 
 
 def test_good_values_are_kept_as_plain_numbers():

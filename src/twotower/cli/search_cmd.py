@@ -212,9 +212,31 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=sigterm_keeps_folder(cmd_search_prepare))
 
 
+def _prepare_config(args: argparse.Namespace):  # noqa: ANN202 - PrepareConfig
+    """The PrepareConfig of ``search prepare``'s flags; a refusal names the flag typed (``--passage-id-col: empty
+    column name ...``), not the field a Python caller sees (``PrepareConfig.passage_id: ...``)."""
+    import re
+
+    from twotower.config import PREPARE_COLUMNS, PrepareConfig
+    from twotower.errors import ConfigError
+
+    try:
+        return PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
+                             passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
+                             pair_passage=args.pair_passage_col, pair_passage_list=args.pair_passage_list,
+                             score=args.score_col, split=args.split_col,
+                             test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
+                             encoding=args.encoding)
+    except ConfigError as e:
+        # only the class-qualified names: "encoding" and "query" are words of the messages too
+        def flag(m: re.Match[str]) -> str:
+            return f"--{m.group(1).replace('_', '-')}{'-col' if m.group(1) in PREPARE_COLUMNS else ''}"
+
+        raise ConfigError(re.sub(r"\bPrepareConfig\.(\w+)", flag, str(e))) from None
+
+
 def cmd_search_prepare(args: argparse.Namespace) -> int:
     from twotower.cli.paths import check_artefact_dir
-    from twotower.config import PrepareConfig
     from twotower.errors import DataError
     from twotower.search.prepare import is_prepared_beir, prepare_beir
 
@@ -226,12 +248,7 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
     # PrepareConfig's bounds, said as `--k 0` is ("--test-share: must be at least 0 and less than 1, got -1")
     check_range("--test-share", args.test_share, 0, 1, hi_open=True)
     check_range("--seed", args.seed, 0, MAX_SEED, hi_said="2**64 - 1", why="the largest torch takes")
-    cols = PrepareConfig(passage_id=args.passage_id_col, passage_text=args.passage_text_col,
-                          passage_title=args.passage_title_col, query=args.query_col, query_id=args.query_id_col,
-                          pair_passage=args.pair_passage_col, pair_passage_list=args.pair_passage_list,
-                          score=args.score_col, split=args.split_col,
-                          test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
-                          encoding=args.encoding)
+    cols = _prepare_config(args)
     try:
         with _out_writer(args, "twotower search prepare"):
             rep = prepare_beir(args.passages, args.pairs, args.out, cols)
