@@ -232,6 +232,41 @@ def test_scale_out_worlds_and_nprobe_are_refused_as_every_bench_flag(bench: Any,
     assert "usage:" not in capsys.readouterr().err
 
 
+def test_scale_out_number_flags_are_refused_before_any_work(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """They were not checked: after the training part had run, --queries 0 reported a recall of nan, --seed -1 and
+    --train-size 0 were numpy tracebacks, --threads 0 torch's, --dim 0 a rank killed by SIGFPE."""
+    scale_out = bench("scale_out")
+    for work in ("train_once", "exact_truth", "build_once"):
+        monkeypatch.setattr(scale_out, work, _no_work)
+    _each_refused(monkeypatch, scale_out, ["scale_out.py"], (
+        (["--n", "0"], r"^error: --n: must be at least 10, got 0$"),
+        (["--n", "9"], r"^error: --n: must be at least 10, got 9$"),  # the recall is of the exact top 10
+        (["--dim", "0"], r"^error: --dim: must be at least 1, got 0$"),
+        (["--queries", "0"], r"^error: --queries: must be at least 1, got 0$"),
+        (["--epochs", "0"], r"^error: --epochs: must be at least 1, got 0$"),
+        (["--threads", "-2"], r"^error: --threads: must be at least 1, got -2$"),
+        (["--clusters", "0"], r"^error: --clusters: must be at least 1, got 0$"),
+        (["--train-size", "0"], r"^error: --train-size: must be at least 1, got 0$"),
+        (["--seed", "-1"], r"^error: --seed: must be at least 0, got -1$"),
+        (["--skip-train", "--queries", "0"], r"^error: --queries: must be at least 1, got 0$")))
+    assert "usage:" not in capsys.readouterr().err
+
+
+def test_scale_out_exact_truth_takes_a_last_chunk_of_ten_rows_or_fewer_whole(bench: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """--n 100005 ends on a chunk of 5 rows: argpartition's kth=10 was out of its bounds there."""
+    scale_out = bench("scale_out")
+    monkeypatch.setattr(scale_out, "GEN_CHUNK", 8)  # chunks of 8, 8 and 4 rows: the same paths as 100,000s
+    args = SimpleNamespace(n=20, dim=4, clusters=3, queries=2, seed=0)
+    truth = scale_out.exact_truth(args)
+    catalogue = np.concatenate([scale_out.make_chunk(j, 20, scale_out._centers(0, 3, 4), 0) for j in range(3)])
+    scores = scale_out._queries(args, scale_out._centers(0, 3, 4)) @ catalogue.T  # [2, 20]
+    assert truth.shape == (2, 10)
+    assert [sorted(t) for t in truth.tolist()] == [sorted(np.argsort(-row, kind="stable")[:10].tolist())
+                                                    for row in scores]
+
+
 def test_scale_out_worlds_exits_as_the_other_bench_refusals() -> None:
     """Run as a user runs it: exit status 1 and one line, as `ease_fit.py --rounds 0` (argparse's was 2)."""
     import subprocess
