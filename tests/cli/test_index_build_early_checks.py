@@ -58,7 +58,7 @@ def test_an_nprobe_above_the_lists_a_factory_string_fixes_is_refused_before_the_
 @pytest.mark.parametrize("spec, params, said", [
     ("IVF8,Flat", {"nprobe": 20}, r"^params\['nprobe'\] 20 is more than the 8 lists of IVF8,Flat; params\['nprobe'\] 8 "),
     ("HNSW32", {"nprobe": 4}, r"^params\['nprobe'\]: 'HNSW32' \(HNSW32\) has no nprobe to pin"),
-    ("hnsw", {"efSearch": 0}, r"^params\['efSearch'\] must be an integer >= 1, got 0$"),
+    ("hnsw", {"efSearch": 0}, r"^params\['efSearch'\]: must be an integer >= 1, got 0$"),
     ("auto", {"nprobe": 4}, r"^params pins the setting of one index type"),
 ])
 def test_tt_build_index_refuses_a_pin_the_index_string_rules_out_before_the_run_loads(tmp_path, spec, params, said):

@@ -98,7 +98,7 @@ def test_all_zero_scores_return_smallest_ids():
 
 
 def test_config_and_empty_index():
-    with pytest.raises(ConfigError, match="max_block_elems"):
+    with pytest.raises(ConfigError, match="^max_block_elems: must be a positive integer, got 0$"):
         ExactIndex(max_block_elems=0)
     with pytest.raises(ConfigError, match="build"):
         ExactIndex().dim

@@ -23,10 +23,10 @@ def data():
     ("index", "params", "said"),
     [
         # Python's OverflowError / ValueError from int() before
-        ("HNSW32", {"efSearch": float("inf")}, r"^params\['efSearch'\] must be an integer >= 1, got inf$"),
-        ("HNSW32", {"efSearch": float("nan")}, r"^params\['efSearch'\] must be an integer >= 1, got nan$"),
+        ("HNSW32", {"efSearch": float("inf")}, r"^params\['efSearch'\]: must be an integer >= 1, got inf$"),
+        ("HNSW32", {"efSearch": float("nan")}, r"^params\['efSearch'\]: must be an integer >= 1, got nan$"),
         # FAISS stored it as -2147483648 and the build went on
-        ("HNSW32", {"efSearch": 2**31}, r"^params\['efSearch'\] must be at most 2,147,483,647 .*got 2147483648$"),
+        ("HNSW32", {"efSearch": 2**31}, r"^params\['efSearch'\]: must be at most 2,147,483,647 .*got 2147483648$"),
         # FAISS's own "'k_base >= k' failed" (or std::bad_alloc) at the first search
         ("IVF4,Flat,RFlat", {"k_factor": 1e12}, r"^params\['k_factor'\] 1000000000000.0: the refine stage would fetch "
                                                   r"k x k_factor = 10 x 1e\+12 candidates a query, more than the 400 "),

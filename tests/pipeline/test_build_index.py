@@ -69,7 +69,7 @@ def test_build_index_names_its_arguments_not_the_command_s_flags(run_dir, tmp_pa
         tt.build_index(run_dir, "exact", out=a_file)
     with pytest.raises(tt.ConfigError, match="^params pins a setting of an approximate index"):
         tt.build_index(run_dir, "exact", out=tmp_path / "x", params={"nprobe": 2})
-    with pytest.raises(tt.ConfigError, match="^max_train must be a positive integer, got 0"):
+    with pytest.raises(tt.ConfigError, match="^max_train: must be a positive integer, got 0"):
         tt.build_index(run_dir, "ivf", out=tmp_path / "x", max_train=0)
 
 

@@ -37,8 +37,8 @@ def test_bad_baselines_are_refused_before_anything_is_fitted(run, baselines, mes
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"ks": 10}, r"ks must be a sequence of positive integers, e.g. ks=\(10, 20\), got 10"),  # was a TypeError
-    ({"ks": (0,)}, "ks must hold positive integers"),
+    ({"ks": 10}, r"^EvalProtocol\.ks: must be a sequence of positive integers, e.g. ks=\(10, 20\), got 10"),  # was a TypeError
+    ({"ks": (0,)}, r"^EvalProtocol\.ks: must hold positive integers"),
     ({"select_metric": "ndcg@10"}, "metric 'ndcg@10' is not of the form NAME@K"),  # was after the two-tower row
 ])
 def test_bad_cut_offs_or_selection_metric_are_refused_before_any_work(run, kwargs, message, monkeypatch):

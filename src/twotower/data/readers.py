@@ -114,12 +114,12 @@ class ColumnMap:
         for field in ("user", "item"):
             value = getattr(self, field)
             if not isinstance(value, str) or not value.strip():
-                raise ConfigError(f"ColumnMap.{field} must be a non-empty column name, got {value!r}")
+                raise ConfigError(f"ColumnMap.{field}: must be a non-empty column name, got {value!r}")
         for field in ("timestamp", "rating"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):
                 raise ConfigError(
-                    f"ColumnMap.{field} must be a non-empty column name or None (absent), got {value!r}"
+                    f"ColumnMap.{field}: must be a non-empty column name or None (absent), got {value!r}"
                 )
         used = [v for v in (self.user, self.item, self.timestamp, self.rating) if v is not None]
         if len(set(used)) != len(used):

@@ -171,7 +171,7 @@ class Popularity(_HistoryBaseline):
 
 def _check_rank_k(k: int) -> None:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k: must be a positive integer, got {k!r}")
 
 
 def _exclusion_mask(exclude: sp.spmatrix | sp.sparray | None, b: int, n_items: int) -> sp.csr_matrix | None:

@@ -55,7 +55,7 @@ def _check_ranked(ranked: np.ndarray, k: int) -> np.ndarray:
     if not np.issubdtype(ranked.dtype, np.integer):
         raise DataError(f"ranked must hold integer item rows, got dtype {ranked.dtype}")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k: must be a positive integer, got {k!r}")
     if k > ranked.shape[1]:
         raise ConfigError(
             f"k={k} is larger than the {ranked.shape[1]} columns of ranked; "

@@ -83,24 +83,24 @@ class EvalProtocol:
     def __post_init__(self) -> None:
         if isinstance(self.ks, (str, bytes)) or not isinstance(self.ks, Iterable):
             # ks=10 failed with "TypeError: 'int' object is not iterable" from tuple() below
-            raise ConfigError(f"EvalProtocol.ks must be a sequence of positive integers, e.g. ks=(10, 20), "
+            raise ConfigError(f"EvalProtocol.ks: must be a sequence of positive integers, e.g. ks=(10, 20), "
                               f"got {self.ks!r}")
         ks = tuple(self.ks)
         if not ks:
-            raise ConfigError("EvalProtocol.ks must name at least one cut-off, e.g. ks=(10, 20)")
+            raise ConfigError("EvalProtocol.ks: must name at least one cut-off, e.g. ks=(10, 20)")
         for k in ks:
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-                raise ConfigError(f"EvalProtocol.ks must hold positive integers, got {self.ks!r}")
+                raise ConfigError(f"EvalProtocol.ks: must hold positive integers, got {self.ks!r}")
         if len(set(ks)) != len(ks):
-            raise ConfigError(f"EvalProtocol.ks has duplicates: {self.ks!r}")
+            raise ConfigError(f"EvalProtocol.ks: has duplicates, got {self.ks!r}")
         object.__setattr__(self, "ks", tuple(sorted(int(k) for k in ks)))
         if isinstance(self.batch_users, bool) or not isinstance(self.batch_users, int) or self.batch_users < 1:
-            raise ConfigError(f"EvalProtocol.batch_users must be a positive integer, got {self.batch_users!r}")
+            raise ConfigError(f"EvalProtocol.batch_users: must be a positive integer, got {self.batch_users!r}")
         if (isinstance(self.max_chunk_scores, bool) or not isinstance(self.max_chunk_scores, int)
                 or self.max_chunk_scores < 1):
-            raise ConfigError(f"EvalProtocol.max_chunk_scores must be a positive integer, got {self.max_chunk_scores!r}")
+            raise ConfigError(f"EvalProtocol.max_chunk_scores: must be a positive integer, got {self.max_chunk_scores!r}")
         if self.log_every_s is not None and not self.log_every_s > 0:
-            raise ConfigError(f"EvalProtocol.log_every_s must be > 0 or None, got {self.log_every_s!r}")
+            raise ConfigError(f"EvalProtocol.log_every_s: must be > 0 or None, got {self.log_every_s!r}")
 
     def chunk_users(self, n_items: int) -> int:
         """Users a chunk scores over ``n_items`` items: ``batch_users``, fewer where the scores would pass
@@ -128,7 +128,7 @@ def topk_excluding(scores: np.ndarray, k: int, exclude: sp.spmatrix | sp.sparray
     ``(-score, item)`` (tested against one).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k: must be a positive integer, got {k!r}")
     scores = np.array(scores, dtype=np.float32 if np.asarray(scores).dtype != np.float64 else np.float64)
     if scores.ndim != 2:
         raise DataError(f"scores must be 2-D [U, I], got shape {scores.shape}")

@@ -150,26 +150,26 @@ class IndexPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.kind_margin, bool) or not isinstance(self.kind_margin, (int, float)) \
                 or not 0.0 <= self.kind_margin < 1.0:
-            raise ConfigError(f"kind_margin must be in [0, 1), got {self.kind_margin!r}")
+            raise ConfigError(f"IndexPolicy.kind_margin: must be in [0, 1), got {self.kind_margin!r}")
         if self.log_every_s is not None and not (isinstance(self.log_every_s, (int, float))
                                                  and not isinstance(self.log_every_s, bool) and self.log_every_s > 0):
-            raise ConfigError(f"log_every_s must be > 0 or None, got {self.log_every_s!r}")
+            raise ConfigError(f"IndexPolicy.log_every_s: must be > 0 or None, got {self.log_every_s!r}")
         if not (isinstance(self.exact_p99_ms, (int, float)) and math.isfinite(self.exact_p99_ms)
                 and self.exact_p99_ms >= 0):
-            raise ConfigError(f"exact_p99_ms must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
+            raise ConfigError(f"IndexPolicy.exact_p99_ms: must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
         if isinstance(self.latency_queries, bool) or not isinstance(self.latency_queries, int) or self.latency_queries < 1:
-            raise ConfigError(f"latency_queries must be a positive integer, got {self.latency_queries!r}")
+            raise ConfigError(f"IndexPolicy.latency_queries: must be a positive integer, got {self.latency_queries!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             # numpy's generators take no negative seed ("expected non-negative integer", a traceback)
-            raise ConfigError(f"seed must be an integer >= 0, got {self.seed!r}")
+            raise ConfigError(f"IndexPolicy.seed: must be an integer >= 0, got {self.seed!r}")
         for name in ("k", "tune_queries", "distributed_max_train"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+                raise ConfigError(f"IndexPolicy.{name}: must be a positive integer, got {value!r}")
         if self.k > MAX_K:  # exact search pads its answer to k: a huge k was a numpy TypeError or a MemoryError
-            raise ConfigError(f"k must be at most {MAX_K}, got {self.k!r}")
+            raise ConfigError(f"IndexPolicy.k: must be at most {MAX_K}, got {self.k!r}")
         if not (isinstance(self.target_recall, (int, float)) and 0.0 < self.target_recall <= 1.0):
-            raise ConfigError(f"target_recall must be in (0, 1], got {self.target_recall!r}")
+            raise ConfigError(f"IndexPolicy.target_recall: must be in (0, 1], got {self.target_recall!r}")
 
 
 def params_text(params: Mapping[str, Any], sep: str = ", ") -> str:
@@ -411,10 +411,10 @@ def autotune(
     ids = check_ids(ids, vectors.shape[0])
     queries = check_queries(queries, vectors.shape[1])  # [Q, D]
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"k must be a positive integer, got {k!r}")
+        raise ConfigError(f"k: must be a positive integer, got {k!r}")
     if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float, np.integer, np.floating)) \
             or not 0.0 < target_recall <= 1.0:
-        raise ConfigError(f"target_recall must be in (0, 1], got {target_recall!r}")
+        raise ConfigError(f"target_recall: must be in (0, 1], got {target_recall!r}")
     # recall and latency are measured on the queries against the catalogue: with none of either the measurement
     # failed inside numpy ("index -1 is out of bounds for axis 0 with size 0"), after RuntimeWarnings of empty means
     if vectors.shape[0] == 0:
@@ -555,10 +555,10 @@ def _check_pin_value(spec: str, factory: str, knobs: tuple[str, ...], name: str,
                           f"{', '.join(knobs) or 'none (it has a single setting)'}")
     if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 1 \
             or not math.isfinite(value) or (name != "k_factor" and value != int(value)):
-        raise ConfigError(f"{key} must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
+        raise ConfigError(f"{key}: must be {'a number' if name == 'k_factor' else 'an integer'} >= 1, "
                           f"got {value!r}")
     if name != "k_factor" and value > _FAISS_INT_MAX:
-        raise ConfigError(f"{key} must be at most {_FAISS_INT_MAX:,} (FAISS holds it in a 32-bit integer), "
+        raise ConfigError(f"{key}: must be at most {_FAISS_INT_MAX:,} (FAISS holds it in a 32-bit integer), "
                           f"got {value!r}")
     return key
 

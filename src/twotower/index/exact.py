@@ -179,7 +179,7 @@ class ExactIndex(VectorIndex):
             raise ConfigError(f"ExactIndex() takes no vectors (got {describe(args[0])}): build it with "
                               "ExactIndex().build(vectors, ids), or ExactIndex.over(vectors, ids) without a copy")
         if isinstance(max_block_elems, bool) or int(max_block_elems) < 1:
-            raise ConfigError(f"max_block_elems must be a positive integer, got {max_block_elems!r}")
+            raise ConfigError(f"max_block_elems: must be a positive integer, got {max_block_elems!r}")
         self.max_block_elems = int(max_block_elems)
         self._vectors = np.empty((0, 0), dtype=np.float32)  # [N, D]
         self._ids = np.empty(0, dtype=np.int64)  # [N]

@@ -693,11 +693,11 @@ class FaissIndex(VectorIndex):
                               "FaissIndex('flat').build(vectors, ids)")
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
         if device not in ("cpu", "cuda"):
-            raise ConfigError(f"device must be 'cpu' or 'cuda', got {device!r}")
+            raise ConfigError(f"device: must be 'cpu' or 'cuda', got {device!r}")
         if device == "cuda" and not hasattr(_faiss(), "StandardGpuResources"):
             raise ConfigError("device='cuda' needs faiss-gpu (pip install faiss-gpu); use device='cpu'")
         if max_train is not None and (isinstance(max_train, bool) or int(max_train) < 1):
-            raise ConfigError(f"max_train must be a positive integer or None, got {max_train!r}")
+            raise ConfigError(f"max_train: must be a positive integer or None, got {max_train!r}")
         self.spec = factory
         self.device = device
         self.max_train = None if max_train is None else int(max_train)

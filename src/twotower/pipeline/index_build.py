@@ -113,7 +113,7 @@ def build_index(
     if not isinstance(index, str) or not index.strip():
         raise ConfigError(f"index must be auto, exact, flat, ivf, hnsw, ivfpq or a FAISS factory string, got {index!r}")
     if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1):
-        raise ConfigError(f"max_train must be a positive integer, got {max_train!r}")
+        raise ConfigError(f"max_train: must be a positive integer, got {max_train!r}")
     check_factory_parses(index)  # `HNSWxx` was refused only after the run loaded
     if params is not None and index.strip().lower() == "exact":
         raise ConfigError("params pins a setting of an approximate index; exact search has none")

@@ -662,7 +662,7 @@ def load_dense_retriever(
         query_max_length = trained.get("query_max_length", SearchConfig.query_max_length)
     for name, value in (("max_length", max_length), ("query_max_length", query_max_length)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer or None, got {value!r}")
+            raise ConfigError(f"{name}: must be a positive integer or None, got {value!r}")
     q_enc, d_enc = load_bi_encoder(model, settings=encoder_settings(model, encoder_backend, encoder_threads))
     return DenseRetriever(q_enc, doc_encoder=d_enc, cache_dir=cache_dir, max_length=max_length,
                           query_max_length=query_max_length)

