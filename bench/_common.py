@@ -71,6 +71,21 @@ def number_refusal(flag: str, value: float, lo: float | None = None, hi: float |
     return None if said is None else f"{flag}: {said}"
 
 
+def int_list(flag: str, text: str, lo: int, *, what: str = "number") -> list[int]:
+    """``--seeds 0,1,2`` / ``--worlds 1,2``: a comma list of integers of at least ``lo``, one or more, refused in the
+    one line of every bench flag (``error: --worlds: must be at least 1, got 0``)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SystemExit(f"error: {flag}: expected a comma list of integers like 1,2, got {text!r}") from None
+    if not values:
+        raise SystemExit(f"error: {flag}: names no {what}, got {text!r}")
+    for value in values:
+        if (said := number_refusal(flag, value, lo)) is not None:
+            raise SystemExit(f"error: {said}")
+    return values
+
+
 def refuse_below(args: object, names: tuple[str, ...], lo: float = 1, *, lo_open: bool = False) -> None:
     """Each flag of ``names`` (argparse dests) below ``lo`` (at or below it: ``lo_open``) refused in one line."""
     for name in names:

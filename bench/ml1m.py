@@ -43,7 +43,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, refuse_below, write_json_out  # noqa: E402
+from _common import check_json_out, int_list, refuse_below, write_json_out  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ml-1m" / "ml-1m.txt"
 
@@ -329,12 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in names:
         if r != "popularity" and r not in ROWS:
             raise SystemExit(f"unknown row {r!r}; choose from popularity, {', '.join(ROWS)}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from None
-    if not seeds:
-        raise SystemExit(f"--seeds names no seed: {args.seeds!r}")
+    seeds = int_list("--seeds", args.seeds, 0, what="seed")  # numpy's generators take no negative seed
     if args.epochs is not None:
         refuse_below(args, ("epochs",))
     extra = list(args.set)

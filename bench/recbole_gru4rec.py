@@ -191,18 +191,9 @@ def _parse_set(items: list[str]) -> dict[str, Any]:
 def _parse_seeds(text: str) -> list[int]:
     """``--seeds 42,43`` in the one line of every bench flag (``error: --seeds: ...``): integers of at least 0 (numpy's
     generators take no negative seed), one or more."""
-    from _common import number_refusal
+    from _common import int_list
 
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise SystemExit(f"error: --seeds: expected comma-separated integers, got {text!r}") from None
-    if not seeds:
-        raise SystemExit(f"error: --seeds: names no seed, got {text!r}")
-    for seed in seeds:
-        if (said := number_refusal("--seeds", seed, 0)) is not None:
-            raise SystemExit(f"error: {said}")
-    return seeds
+    return int_list("--seeds", text, 0, what="seed")
 
 
 def main(argv: list[str] | None = None) -> int:

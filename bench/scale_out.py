@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import PeakRSS, number_refusal, refuse_below, refuse_range  # noqa: E402
+from _common import PeakRSS, int_list, refuse_below, refuse_range  # noqa: E402
 
 GEN_CHUNK = 100_000  # rows per generated chunk: the unit of content (and of work per add call)
 
@@ -188,16 +188,7 @@ def counts(flag: str, text: str) -> list[int]:
     """``--worlds 1,2`` / ``--nprobe 16,64``: a comma list of integers of at least 1, refused in the one line of every
     bench flag (``error: --worlds: must be at least 1, got 0``); argparse's usage lines and exit status 2 read as
     another kind of mistake."""
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise SystemExit(f"error: {flag}: expected a comma list of integers like 1,2, got {text!r}") from None
-    if not values:
-        raise SystemExit(f"error: {flag}: names no number, got {text!r}")
-    for value in values:
-        if (said := number_refusal(flag, value, 1)) is not None:
-            raise SystemExit(f"error: {said}")
-    return values
+    return int_list(flag, text, 1)
 
 
 def check_numbers(args: argparse.Namespace) -> None:

@@ -145,7 +145,10 @@ def test_ml1m_bad_arguments_are_one_line_before_the_split(bench: Any, tmp_path: 
     data.write_text("1 1\n1 2\n1 3\n")
     (tmp_path / "afile").write_text("")
     base = ["--data", str(data), "--rows", "pooled-recency-inbatch"]
-    for argv, msg in ((["--seeds", ","], "names no seed"), (["--threads", "0"], "--threads: must be at least 1"),
+    for argv, msg in ((["--seeds", ","], "^error: --seeds: names no seed"),
+                      (["--seeds", "0,-1"], r"^error: --seeds: must be at least 0, got -1$"),  # numpy takes none
+                      (["--seeds", "0,x"], "^error: --seeds: expected a comma list of integers"),
+                      (["--threads", "0"], "--threads: must be at least 1"),
                       (["--epochs", "-1"], "--epochs: must be at least 1"), (["--out", str(tmp_path / "afile")], "is a file"),
                       (["--out", str(tmp_path / "o"), "--set", "train.lr=-1"], "train.lr")):
         with pytest.raises(SystemExit, match=msg):
@@ -285,7 +288,7 @@ def test_recbole_gru4rec_seeds_and_missing_recbole_are_said_as_every_bench_refus
     import_recbole = rb._import_recbole
     monkeypatch.setattr(rb, "_import_recbole", _no_work)
     _each_refused(monkeypatch, rb, ["recbole_gru4rec.py"], (
-        (["--seeds", "4,x"], r"^error: --seeds: expected comma-separated integers, got '4,x'$"),
+        (["--seeds", "4,x"], r"^error: --seeds: expected a comma list of integers like 1,2, got '4,x'$"),
         (["--seeds", ","], r"^error: --seeds: names no seed, got ','$"),  # ran nothing
         (["--seeds", "-1"], r"^error: --seeds: must be at least 0, got -1$")))  # numpy's error after the data
     monkeypatch.setitem(sys.modules, "recbole", None)  # its import fails as if not installed

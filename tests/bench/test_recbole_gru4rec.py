@@ -96,7 +96,7 @@ def test_arguments_are_checked_before_recbole_or_the_data(rb: Any, tmp_path: Pat
 
     monkeypatch.setattr(rb, "_import_recbole", no_work)
     for argv, msg in ((["--set", "hiden_size=256"], "KEY one of"), (["--set", "hidden_size=wide"], "takes an integer"),
-                      (["--seeds", "4,x"], "comma-separated integers"),
+                      (["--seeds", "4,x"], "a comma list of integers"),
                       (["--set", "epochs=0"], r"^error: --set epochs: must be more than 0, got 0$"),
                       (["--set", "epochs=0.5"], "epochs takes an integer"),  # was taken as 0
                       (["--set", "dropout_prob=1"], r"^error: --set dropout_prob: must be at least 0 and less than 1, got 1$"),
