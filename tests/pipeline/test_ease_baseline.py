@@ -68,7 +68,7 @@ def test_above_the_low_rank_limit_ease_is_skipped_naming_both_settings(run, capl
 def test_a_bad_low_rank_limit_is_refused_before_any_work(run, monkeypatch):
     module = sys.modules[evaluate_run.__module__]
     monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
-    with pytest.raises(ConfigError, match=r"evaluate_run: ease_low_rank_max_items must be an integer >= 1 .* got 0"):
+    with pytest.raises(ConfigError, match=r"^ease_low_rank_max_items: must be an integer >= 1 .* got 0"):
         evaluate_run(run, ease_low_rank_max_items=0)
 
 

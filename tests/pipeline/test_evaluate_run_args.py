@@ -77,7 +77,7 @@ def test_a_bad_ease_max_items_is_refused_before_any_work(run, value, monkeypatch
     # -1 was taken and skipped EASE with "... items > eval.ease_max_items=-1" after the other rows were computed
     module = sys.modules[evaluate_run.__module__]
     monkeypatch.setattr(module, "run_matrices", lambda r: pytest.fail("work started before the arguments were checked"))
-    with pytest.raises(ConfigError, match=r"evaluate_run: ease_max_items must be an integer >= 1 .* got "):
+    with pytest.raises(ConfigError, match=r"^ease_max_items: must be an integer >= 1 .* got "):
         evaluate_run(run, ease_max_items=value)
 
 

@@ -102,7 +102,7 @@ def test_dict_inputs_and_gradient_accumulation() -> None:
 
 
 def test_chunked_errors() -> None:
-    with pytest.raises(ConfigError, match="chunk size"):
+    with pytest.raises(ConfigError, match=r"^size: must be an integer >= 1 \(rows per chunk\), got 0$"):
         chunked(torch.zeros(3), 0)
     with pytest.raises(DataError, match="same number of rows"):
         chunked({"a": torch.zeros(3), "b": torch.zeros(4)}, 2)

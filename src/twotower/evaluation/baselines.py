@@ -187,9 +187,10 @@ def _exclusion_mask(exclude: sp.spmatrix | sp.sparray | None, b: int, n_items: i
     return sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
 
 
-def _check_l2(l2: float) -> float:
+def _check_l2(l2: float, owner: str = "EASE") -> float:
+    """``l2`` as a float; ``owner``: the class the refusal names (``EASE.l2: must be ...``)."""
     if isinstance(l2, bool) or not isinstance(l2, (int, float, np.floating, np.integer)) or not l2 > 0:
-        raise ConfigError(f"EASE l2 must be a positive number (typical 50..5000), got {l2!r}")
+        raise ConfigError(f"{owner}.l2: must be a positive number (typical 50..5000), got {l2!r}")
     return float(l2)
 
 
@@ -421,9 +422,9 @@ def _keep_top_k_per_row(ranked: tuple[np.ndarray, ...], k: int, n_items: int) ->
 
 def _check_knn(k: int, shrink: float) -> tuple[int, float]:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"ItemKNN k (neighbours per item) must be a positive integer, got {k!r}")
+        raise ConfigError(f"ItemKNN.k: must be a positive integer (neighbours per item), got {k!r}")
     if isinstance(shrink, bool) or not isinstance(shrink, (int, float, np.floating, np.integer)) or shrink < 0:
-        raise ConfigError(f"ItemKNN shrink must be a number >= 0, got {shrink!r}")
+        raise ConfigError(f"ItemKNN.shrink: must be a number >= 0, got {shrink!r}")
     return int(k), float(shrink)
 
 

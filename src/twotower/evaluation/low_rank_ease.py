@@ -131,8 +131,8 @@ class LowRankEASE(_HistoryBaseline):
     def __init__(self, l2: float = 500.0, *, k: int, seed: int = 0) -> None:
         super().__init__()
         if k < 1:
-            raise ConfigError(f"LowRankEASE k must be >= 1, got {k!r}")
-        self.l2, self.k, self.seed = _check_l2(l2), int(k), int(seed)
+            raise ConfigError(f"LowRankEASE.k: must be >= 1, got {k!r}")
+        self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE"), int(k), int(seed)
         self._eigen: tuple[np.ndarray, np.ndarray] | None = None
         self._factors: tuple[np.ndarray, np.ndarray] | None = None
         self._scoring: tuple[np.ndarray, np.ndarray] | None = None

@@ -896,7 +896,7 @@ class FaissIndex(VectorIndex):
                     f"{self.factory} has no {name!r} knob; its knobs are {list(self.knobs) or 'none'}"
                 )
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or value < 1:
-                raise ConfigError(f"search parameter {name} must be a number >= 1, got {value!r}")
+                raise ConfigError(f"{name}: must be a number >= 1 (a search parameter), got {value!r}")
             value = float(value) if name == "k_factor" else int(value)
             space.set_index_parameter(self._index, _KNOBS[name], value)
             self._params[name] = value

@@ -196,7 +196,7 @@ def evaluate_run(
     for arg, limit in (("ease_max_items", max_items), ("ease_low_rank_max_items", low_rank_max_items)):
         if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
             # as eval.ease_max_items is checked: -1 skipped EASE with "3,416 items > eval.ease_max_items=-1"
-            raise ConfigError(f"evaluate_run: {arg} must be an integer >= 1 (or None: the run's "
+            raise ConfigError(f"{arg}: must be an integer >= 1 (or None: the run's "
                               f"eval.{arg}), got {limit!r}")
     train_cfg = run.config.train  # the run's own progress settings, as its training used them
     # ks=10 or ks=(0,), and a select_metric such as "ndcg@10", were refused only after the run's split files were

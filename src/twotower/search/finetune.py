@@ -295,7 +295,7 @@ def finetune_bi_encoder(
         # such a row is never retrieved: validation scored 0 at every epoch, without a word
         raise DataError(f"validation.relevant rows must lie in [0, {n_docs}), the corpus rows")
     if validation is None and cfg.valid_frac > 0:
-        keep, validation = hold_out(queries, pos, cfg.valid_frac, cfg.seed)
+        keep, validation = hold_out(queries, pos, cfg.valid_frac, cfg.seed, name="FinetuneConfig.valid_frac")
         queries, pos = [queries[i] for i in keep], pos[keep]
         negatives = [negatives[i] for i in keep] if negatives is not None else None
     if len(queries) < 2:

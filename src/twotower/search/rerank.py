@@ -345,7 +345,7 @@ def _holdout_validation(queries: Sequence[str], positive_rows: Sequence[int], ne
     from twotower.search.bm25 import BM25Retriever  # noqa: PLC0415
     from twotower.search.validation import hold_out  # noqa: PLC0415
 
-    keep, held = hold_out(queries, positive_rows, valid_frac, seed)
+    keep, held = hold_out(queries, positive_rows, valid_frac, seed, name="RerankTrainConfig.valid_frac")
     if keep.size < 1:
         raise ConfigError(f"RerankTrainConfig.valid_frac: {valid_frac:g} holds out all {len(queries)} pairs; give a "
                           "smaller RerankTrainConfig.valid_frac")

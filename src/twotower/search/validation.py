@@ -52,25 +52,27 @@ class ValidationSet:
         return int(sum(r.size for r in self.relevant))
 
 
-def hold_out(queries: Sequence[str], positive_rows: Sequence[int], frac: float,
-             seed: int) -> tuple[np.ndarray, ValidationSet]:
+def hold_out(queries: Sequence[str], positive_rows: Sequence[int], frac: float, seed: int, *,
+             name: str = "valid_frac") -> tuple[np.ndarray, ValidationSet]:
     """``(training pair indices, validation set)``: about ``frac`` of the distinct queries held out, queries that share
     a relevant document kept on one side (:func:`~twotower.search.beir.validation_split_by_group`, as bench/scifact.py
     splits), so no document judged relevant in validation was trained towards.
 
     A query is its text: the pairs give texts, and two pairs with one text are one query to the training too.
+    ``name``: what a refusal calls ``frac``, the setting the caller took it from (``FinetuneConfig.valid_frac: 0.5
+    needs ...``).
     """
     if not 0.0 < frac < 1.0:
-        raise ConfigError(f"valid_frac must be in (0, 1) to hold out queries, got {frac}")
+        raise ConfigError(f"{name}: must be in (0, 1) to hold out queries, got {frac}")
     by_query: dict[str, dict[str, int]] = {}
     for q, r in zip(queries, positive_rows):
         by_query.setdefault(str(q), {})[str(int(r))] = 1
     if len(by_query) < 2:
-        raise ConfigError(f"valid_frac={frac} needs at least 2 distinct queries to hold some out, got {len(by_query)}")
+        raise ConfigError(f"{name}: {frac} needs at least 2 distinct queries to hold some out, got {len(by_query)}")
     try:
         _, valid = validation_split_by_group(by_query, frac, seed)
     except ConfigError:  # one group of queries joined by shared documents: nothing could be left to train on
-        raise ConfigError(f"valid_frac={frac} leaves no training queries: the {len(by_query)} queries share "
+        raise ConfigError(f"{name}: {frac} leaves no training queries: the {len(by_query)} queries share "
                           "relevant documents so that they form one group; train without validation") from None
     keep = np.asarray([i for i, q in enumerate(queries) if str(q) not in valid], dtype=np.int64)
     held = sorted(valid, key=list(by_query).index)  # in the order the pairs gave them

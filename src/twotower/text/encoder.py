@@ -332,7 +332,7 @@ class TextEncoder:
         if batch_size < 1:
             raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
         if max_length < 1:
-            raise ConfigError(f"max_length must be >= 1, got {max_length}")
+            raise ConfigError(f"max_length: must be >= 1, got {max_length}")
         check_max_length(self, max_length)
         texts = list(texts)
         if not texts:

@@ -119,7 +119,7 @@ def chunked(inputs: Any, size: int) -> list[Any]:
     copied into every chunk.
     """
     if int(size) != size or size < 1:
-        raise ConfigError(f"chunk size must be an integer >= 1, got {size!r}")
+        raise ConfigError(f"size: must be an integer >= 1 (rows per chunk), got {size!r}")
     n = _n_rows(inputs)
     if n is None:
         raise DataError(f"cannot chunk {type(inputs).__name__}: expected a tensor, list or mapping of them")
