@@ -101,6 +101,23 @@ def test_a_bad_valid_frac_is_named_before_any_work(cmd, flags, message, tmp_path
     assert not fake_training
 
 
+@pytest.mark.parametrize("cmd", [["rerank", "train"], ["search", "train"]])
+@pytest.mark.parametrize("qrels, message", [
+    ("query-id\tcorpus-id\tscore\n0\td0\t1\n0\td1\t1\n",
+     "error: --valid-frac: 0.5 needs at least 2 distinct queries to hold some out, got 1 (split 'train')"),
+    ("query-id\tcorpus-id\tscore\n0\td0\t1\n1\td0\t1\n",  # 0 and 1 share d0: one group
+     "error: --valid-frac: 0.5 leaves no training queries: the 2 queries share relevant documents so that they form "
+     "one group; train without validation (split 'train')"),
+])
+def test_a_valid_frac_that_cannot_hold_out_says_the_flag_then_a_colon(cmd, qrels, message, tmp_path, fake_training,
+                                                                      capsys):
+    """They read "--valid-frac=0.5 needs ...", unlike every other refusal of a flag ("--valid-frac: must be ...")."""
+    beir = write_beir(tmp_path / "beir", {"train": qrels}, docs=DOCS, queries=QUERIES)
+    assert main([*cmd, "--beir", str(beir), "--out", str(tmp_path / "m"), "--valid-frac", "0.5"]) == 2
+    assert capsys.readouterr().err.strip() == message
+    assert not fake_training
+
+
 def test_valid_frac_and_patience_default_to_the_configs():
     r = build_parser().parse_args(["rerank", "train", "--beir", "b", "--out", "o"])
     s = build_parser().parse_args(["search", "train", "--beir", "b", "--out", "o"])

@@ -1220,7 +1220,7 @@ def _hold_out(args: argparse.Namespace, qs: list, pos: list, frac: float, *, at_
     try:
         keep, valid = hold_out(qs, pos, frac, args.seed, name="--valid-frac")
     except ConfigError as e:
-        raise ConfigError(_flag_worded(str(e)) + f" (split {args.split!r})") from None
+        raise ConfigError(f"{e} (split {args.split!r})") from None  # "--valid-frac: 0.5 needs ...", as flags read
     if keep.size < at_least:
         raise ConfigError(f"--valid-frac {frac:g} holds out {valid.pairs} of the {len(qs)} pairs of split "
                           f"{args.split!r}, leaving {keep.size} to train on; training needs at least {at_least}: "
@@ -1229,15 +1229,6 @@ def _hold_out(args: argparse.Namespace, qs: list, pos: list, frac: float, *, at_
     logging.getLogger(__name__).info("--valid-frac %g: %d of the queries (%d pairs) held out for validation, %d pairs "
                                      "left to train on", frac, len(valid.queries), valid.pairs, len(qs))
     return (*_hold_out(args, qs, pos, 0.0)[:3], valid)
-
-
-def _flag_worded(msg: str) -> str:
-    """``hold_out``'s refusal (``--valid-frac: 0.5 needs at least 2 distinct queries ...``) in the words the CLI has
-    always printed (``--valid-frac=0.5 needs ...``; ``--valid-frac must be in ...``)."""
-    head, _, rest = msg.partition(": ")
-    if head != "--valid-frac" or not rest:
-        return msg
-    return f"{head} {rest}" if rest.startswith("must ") else f"{head}={rest}"
 
 
 def _warn_unused_mining_flags(args: argparse.Namespace) -> None:
