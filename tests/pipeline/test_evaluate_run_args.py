@@ -20,7 +20,7 @@ def run(tmp_path_factory) -> TrainedRun:
 
 
 def test_a_split_other_than_test_or_valid_is_refused_not_scored_as_valid(run):
-    with pytest.raises(ConfigError, match="split must be 'test' or 'valid', got 'train'"):
+    with pytest.raises(ConfigError, match="^split: must be 'test' or 'valid', got 'train'$"):
         evaluate_run(run, split="train", baselines=())
 
 

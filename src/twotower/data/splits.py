@@ -265,7 +265,7 @@ def leave_last_n_out(df: pd.DataFrame, n: int = DataConfig.leave_n) -> Split:
     Users with fewer than ``2n + 1`` rows stay in train (``users_train_only``).
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-        raise ConfigError(f"n (rows held out per user) must be an integer >= 1, got {n!r}")
+        raise ConfigError(f"n: must be an integer >= 1 (rows held out per user), got {n!r}")
     n = int(n)
     _check_df(df)
     s, pos, m = _sorted_positions(df)

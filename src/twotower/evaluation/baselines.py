@@ -187,10 +187,10 @@ def _exclusion_mask(exclude: sp.spmatrix | sp.sparray | None, b: int, n_items: i
     return sp.csr_matrix((np.ones(ex.indices.size, np.int8), ex.indices, ex.indptr), shape=ex.shape)
 
 
-def _check_l2(l2: float, owner: str = "EASE") -> float:
-    """``l2`` as a float; ``owner``: the class the refusal names (``EASE.l2: must be ...``)."""
+def _check_l2(l2: float, name: str = "EASE.l2") -> float:
+    """``l2`` as a float; ``name``: what the refusal calls it (``EASE.l2: must be ...``, ``lambdas: must be ...``)."""
     if isinstance(l2, bool) or not isinstance(l2, (int, float, np.floating, np.integer)) or not l2 > 0:
-        raise ConfigError(f"{owner}.l2: must be a positive number (typical 50..5000), got {l2!r}")
+        raise ConfigError(f"{name}: must be a positive number (typical 50..5000), got {l2!r}")
     return float(l2)
 
 
@@ -620,7 +620,7 @@ def tune_ease(
     if not lambdas:
         raise ConfigError("tune_ease needs at least one lambda, e.g. lambdas=(100, 500)")
     for lam in lambdas:
-        _check_l2(lam)
+        _check_l2(lam, "lambdas")  # the argument given, not EASE.l2 the caller never wrote
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
     valid = sample_tuning_users(valid, max_users, seed, "tuning EASE's λ")
     key = ease_rows_key(x, valid, metric) if keep is not None or known is not None else None

@@ -132,7 +132,7 @@ class LowRankEASE(_HistoryBaseline):
         super().__init__()
         if k < 1:
             raise ConfigError(f"LowRankEASE.k: must be >= 1, got {k!r}")
-        self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE"), int(k), int(seed)
+        self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE.l2"), int(k), int(seed)
         self._eigen: tuple[np.ndarray, np.ndarray] | None = None
         self._factors: tuple[np.ndarray, np.ndarray] | None = None
         self._scoring: tuple[np.ndarray, np.ndarray] | None = None
@@ -196,6 +196,8 @@ def tune_low_rank_ease(
     """
     if not lambdas:
         raise ConfigError("tune_low_rank_ease needs at least one lambda, e.g. lambdas=(100, 500)")
+    for lam in lambdas:  # all of them before the eigensolve, named as given (it said LowRankEASE.l2:)
+        _check_l2(lam, "lambdas")
     if max_users is not None and max_users < 1:
         raise ConfigError(f"tune_low_rank_ease: max_users must be >= 1 or None, got {max_users}")
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)

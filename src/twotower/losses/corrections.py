@@ -268,6 +268,6 @@ def log_q_from_counts(counts: Tensor, batch_size: int, n_uniform: int = 0) -> Te
 
 def _check_counts(*, batch_size: int, n_uniform: int) -> None:
     if int(batch_size) != batch_size or batch_size < 1:
-        raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+        raise ConfigError(f"batch_size: must be an integer >= 1, got {batch_size!r}")
     if int(n_uniform) != n_uniform or n_uniform < 0:
         raise ConfigError(f"n_uniform (uniform negatives per batch) must be an integer >= 0, got {n_uniform!r}")

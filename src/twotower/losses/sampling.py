@@ -20,7 +20,7 @@ def sample_uniform_negatives(n: int, n_items: int, generator: torch.Generator) -
     if int(n) != n or n < 0:
         raise ConfigError(f"number of uniform negatives must be an integer >= 0, got {n!r}")
     if int(n_items) != n_items or n_items < 1:
-        raise ConfigError(f"n_items must be an integer >= 1, got {n_items!r}")
+        raise ConfigError(f"n_items: must be an integer >= 1, got {n_items!r}")
     if not isinstance(generator, torch.Generator):
         raise ConfigError("pass a torch.Generator (e.g. torch.Generator().manual_seed(seed)) so sampling is seeded")
     return torch.randint(0, int(n_items), (int(n),), generator=generator, device=generator.device, dtype=torch.long)

@@ -175,13 +175,13 @@ def evaluate_run(
     check_loaded_run(run, "evaluate_run")
     exclude_seen = check_flag(exclude_seen, "exclude_seen")
     if split not in ("test", "valid"):
-        raise ConfigError(f"split must be 'test' or 'valid', got {split!r}")
+        raise ConfigError(f"split: must be 'test' or 'valid', got {split!r}")
     ev = run.config.eval  # what training evaluated with: the defaults of this table
     baselines = ev.baselines if baselines is None else baselines
     ks = ev.ks if ks is None else ks
     select_metric = ev.select_metric if select_metric is None else select_metric
     if isinstance(segments, str):
-        raise ConfigError(f"segments must be a sequence of names, e.g. ({segments!r},), not the string {segments!r}")
+        raise ConfigError(f"segments: must be a sequence of names, e.g. ({segments!r},), not the string {segments!r}")
     segments = tuple(segments or ())
     for name in segments:
         if name not in SEGMENTS:
@@ -189,7 +189,7 @@ def evaluate_run(
     if len(set(segments)) < len(segments):
         raise ConfigError(f"segments: {segments!r} names a segment twice")
     if isinstance(baselines, str):
-        raise ConfigError(f"baselines must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
+        raise ConfigError(f"baselines: must be a sequence of names, e.g. ({baselines!r},), not the string {baselines!r}")
     EvalConfig(baselines=tuple(baselines))  # an unknown or repeated name: ConfigError naming it
     max_items = ev.ease_max_items if ease_max_items is None else ease_max_items
     low_rank_max_items = ev.ease_low_rank_max_items if ease_low_rank_max_items is None else ease_low_rank_max_items

@@ -450,5 +450,5 @@ def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tup
             break
         valid.update(groups[g])
     if len(valid) == len(qids):
-        raise ConfigError(f"frac={frac} leaves no training queries; the groups are too large for this split")
+        raise ConfigError(f"frac: {frac} leaves no training queries; the groups are too large for this split")
     return ({q: train_qrels[q] for q in qids if q not in valid}, {q: train_qrels[q] for q in qids if q in valid})

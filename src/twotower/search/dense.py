@@ -53,8 +53,9 @@ class DenseRetriever:
         self.index = index
         self.cache_dir = cache_dir
         self.max_length = int(max_length)
-        if self.max_length < 1 or int(query_max_length) < 1:
-            raise ConfigError(f"max_length and query_max_length must be >= 1, got {max_length} and {query_max_length}")
+        for name, length in (("max_length", max_length), ("query_max_length", query_max_length)):
+            if int(length) < 1:
+                raise ConfigError(f"{name}: must be >= 1, got {length}")
         check_max_length(self.doc_encoder, self.max_length)  # now, not after the corpus is tokenized
         self.query_max_length = int(query_max_length)
         # the query tower too: `search index --query-max-length 600` wrote an index whose every dense or hybrid

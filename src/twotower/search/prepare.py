@@ -276,8 +276,8 @@ def _assign_splits(pairs, test_share: float, seed: int) -> dict[str, Qrels]:
                           "pass --test-share 0 to write it all as the test split")
     try:
         train, test = validation_split_by_group(qrels, test_share, seed)
-    except ConfigError as e:  # it names its own parameter (frac=0.99): say which flag and what to do instead
-        raise ConfigError(f"--test-share {test_share}: {str(e).replace(f'frac={test_share} ', '')} ({len(qrels)} "
+    except ConfigError as e:  # it names its own parameter (frac: 0.99): say which flag and what to do instead
+        raise ConfigError(f"--test-share {test_share}: {str(e).replace(f'frac: {test_share} ', '')} ({len(qrels)} "
                           "queries); pass a smaller --test-share, or --test-share 0 to write them all as the test "
                           "split") from None
     return {"train": train, "test": test}

@@ -330,7 +330,7 @@ class TextEncoder:
         line reports progress every ``settings.progress_seconds``.
         """
         if batch_size < 1:
-            raise ConfigError(f"batch_size must be >= 1, got {batch_size}")
+            raise ConfigError(f"batch_size: must be >= 1, got {batch_size}")
         if max_length < 1:
             raise ConfigError(f"max_length: must be >= 1, got {max_length}")
         check_max_length(self, max_length)
