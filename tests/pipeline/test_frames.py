@@ -10,7 +10,7 @@ import pytest
 
 from twotower.config import load_config
 from twotower.errors import ConfigError, DataError
-from twotower.pipeline.run import train_run
+from twotower.pipeline.run import prepare_data, train_run
 
 FAST = ["train.epochs=2", "train.progress=false", "train.checkpoint=false", "train.threads=1", "train.batch_size=64",
         "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=16", "model.item.out_dim=16",
@@ -112,3 +112,19 @@ def test_validation_within_train_warning_names_the_frames(frames, caplog):
         prepare_data(load_config(overrides=FAST), frames={"train": frames["train"], "valid": frames["train"]})
     said = [r.getMessage() for r in caplog.records if "is also in" in r.getMessage()]
     assert len(said) == 1 and "in frames['valid'] is also in frames['train']" in said[0] and "None" not in said[0]
+
+
+@pytest.mark.parametrize(("config", "hint"), [
+    ("examples/run.toml", r"read the file first: cfg = tt\.load_config\('examples/run\.toml'\)"),
+    ({"train": {"epochs": 1}}, r"make one from the settings: cfg = tt\.load_config\(base=settings\)"),
+    (None, r"make one with tt\.load_config\(\) \(the defaults\)"),
+])
+def test_a_config_that_is_not_a_run_config_is_named_with_the_way_to_one(config, hint, frames, tmp_path):
+    # a TOML path, a settings dict or None failed with "AttributeError: 'str' object has no attribute 'data'"
+    # (prepare_data: '... no attribute model'), naming neither the argument nor load_config
+    kind = type(config).__name__
+    with pytest.raises(ConfigError, match=rf"^train_run: config must be a RunConfig, got a {kind}; {hint}"):
+        train_run(config, tmp_path / "run", frames=frames)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match=rf"^prepare_data: config must be a RunConfig, got a {kind}; {hint}"):
+        prepare_data(config, frames=frames)

@@ -24,3 +24,14 @@ def test_a_loaded_run_is_served_as_the_folder_is(run_dir) -> None:
 def test_anything_else_is_refused_naming_run_dir() -> None:
     with pytest.raises(ConfigError, match="run_dir: a run folder .* not dict"):
         tt.create_app({"run": "runs/ml"})
+
+
+def test_a_client_that_never_started_the_app_is_told_so_not_that_it_is_loading(run_dir) -> None:
+    # TestClient(app) outside a `with` block never runs the lifespan: every request said "the service is still
+    # loading" (of a run already loaded in memory, too), a wait for a load that would never come
+    run = tt.TrainedRun.load(run_dir)
+    got = TestClient(tt.create_app(run)).post("/recommend", json={"history": [run.item_vocab.ids[0]], "k": 3})
+    assert got.status_code == 503
+    assert "has not started" in got.text and "with TestClient(app) as client:" in got.text
+    with TestClient(tt.create_app(run)) as started:
+        assert started.post("/recommend", json={"history": [run.item_vocab.ids[0]], "k": 3}).status_code == 200

@@ -59,8 +59,25 @@ log = logging.getLogger(__name__)
 RUN_WRITER = ("twotower train", "wait for it to finish, or train into another --out")
 
 
+def check_run_config(config: Any, where: str) -> None:
+    """ConfigError naming ``where`` when ``config`` is not a :class:`RunConfig`.
+
+    A TOML path, a settings dict or None failed later with "AttributeError: 'str' object has no attribute 'data'"
+    ('model' from prepare_data): the way to a RunConfig is load_config, which reads each of them."""
+    if isinstance(config, RunConfig):
+        return
+    if isinstance(config, (str, os.PathLike)):
+        hint = f"read the file first: cfg = tt.load_config({str(config)!r})"
+    elif isinstance(config, Mapping):
+        hint = "make one from the settings: cfg = tt.load_config(base=settings)"
+    else:
+        hint = "make one with tt.load_config() (the defaults), tt.load_config(PATH) or tt.load_config(overrides=[...])"
+    raise ConfigError(f"{where}: config must be a RunConfig, got a {type(config).__name__}; {hint}")
+
+
 def prepare_data(config: RunConfig, frames: Mapping[str, pd.DataFrame] | None = None) -> Prepared:
     """The run's data, read and checked; ``frames`` gives inputs as DataFrames (see ``load_sources``)."""
+    check_run_config(config, "prepare_data")
     item = config.model.item
     prep = prepare(load_sources(config.data, seed=config.train.seed, frames=frames,
                                 embeds_titles=bool(item.text_embeddings or item.dual_head)))
@@ -207,6 +224,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     """
     # before the data is read and the model built: an ``out`` naming a file failed with a bare FileExistsError
     # only once both were done (the CLI checked its --out, Python callers got no check)
+    check_run_config(config, "train_run")
     resume = check_flag(resume, "resume")  # resume="no" resumed
     out = check_output_dir(out, "out")
     _check_inputs_outside_run_files(out, config)

@@ -85,6 +85,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.started = True
         if app.state.search is None and search_index_dir is not None:
             from twotower.serving.search_service import SearchService
 
@@ -118,6 +119,8 @@ def create_app(
     )
     if docs_folder is not None:
         install_docs(app, docs_folder)
+    # False until the lifespan runs: a `TestClient(app)` outside a `with` block never runs it (get_service)
+    app.state.started = False
     app.state.service = service
     app.state.search = search_service
     app.state.settings = settings

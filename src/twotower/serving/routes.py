@@ -50,7 +50,15 @@ def recommend_hint(reqs: Sequence[RecRequest]) -> str:
     return HISTORY_HINT if any(r.history for r in reqs) else WorkBudget.HINT
 
 
+#: get_service's 503 when the app's startup never ran: "still loading" sent a caller waiting for a load that
+#: would never come (FastAPI's TestClient runs the lifespan only inside a `with` block)
+NOT_STARTED = ("the service has not started: create_app's startup (its lifespan) has not run; a server runs it, "
+               "and a TestClient inside `with TestClient(app) as client:`")
+
+
 def get_service(request: Request) -> RecommenderService:
+    if getattr(request.app.state, "started", True) is False:
+        raise HTTPException(503, NOT_STARTED)
     service = getattr(request.app.state, "service", None)
     if service is None:
         raise HTTPException(503, "the service is still loading")
