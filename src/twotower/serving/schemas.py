@@ -30,17 +30,24 @@ def float_in_words(got: float) -> str:
     return "a number written with a decimal point (5.0: write 5)" if got.is_integer() else "a number with a fraction"
 
 
-def coerce_id(value: Any) -> Any:
-    """Ids may be sent as strings or integers; both become strings (booleans and floats are refused).
+#: the JSON type of a value that is neither text nor a number, in words (the value itself is never echoed)
+_OTHER_JSON_TYPES = {type(None): "null", list: "an array", dict: "an object"}
+
+
+def coerce_id(value: Any, what: str = "an id") -> Any:
+    """Ids may be sent as strings or integers; both become strings (booleans, floats, null, arrays and objects
+    are refused, saying which was sent; ``what`` names the value: ``"a filter value"`` for a filter's).
 
     Surrounding whitespace is dropped, as the file readers drop it (so no stored id has any) and as the
     CLI's comma lists do: ``" 50"`` is item ``"50"`` here too."""
     if isinstance(value, bool):
-        raise ValueError("an id must be a string or an integer, not a boolean")
+        raise ValueError(f"{what} must be a string or an integer, not a boolean")
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):  # pydantic said only "Input should be a valid string", naming no number
-        raise ValueError(f"an id must be a string or an integer, got {float_in_words(value)}")
+        raise ValueError(f"{what} must be a string or an integer, got {float_in_words(value)}")
+    if type(value) in _OTHER_JSON_TYPES:  # ["50"], {...} or null: pydantic's words were "Input should be a valid string"
+        raise ValueError(f"{what} must be a string or an integer, got {_OTHER_JSON_TYPES[type(value)]}")
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -58,7 +65,8 @@ Id = Annotated[
     StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS),
     BeforeValidator(coerce_id),
 ]
-FilterValue = Annotated[str, StringConstraints(strict=True, max_length=MAX_ID_CHARS), BeforeValidator(coerce_id)]
+FilterValue = Annotated[str, StringConstraints(strict=True, max_length=MAX_ID_CHARS),
+                        BeforeValidator(lambda value: coerce_id(value, "a filter value"))]
 
 
 #: what an item answer's display_name is (every item record: /recommend, /similar-items, /items, /users, and the
