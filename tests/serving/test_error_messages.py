@@ -313,3 +313,26 @@ def test_an_id_of_another_json_type_says_what_was_sent(client, path, body, said)
 
 def test_a_null_user_id_beside_a_history_is_still_no_user_id(client):
     assert client.post("/recommend", json={"user_id": None, "history": ["i1"], "k": 2}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "said"),
+    [
+        ("/recommend", {"user_id": "u1", "kk": 3},
+         "body.kk: not a field of this request; did you mean 'k'? (the fields: user_id, history, user_features, k, "
+         "exclude_seen, exclude_items, filters, explain, explain_k)"),
+        ("/explain", {"user_id": "u1", "item_id": "i1", "k": 3},
+         "body.k: not a field of this request (the fields: user_id, history, user_features, item_id)"),
+        ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user": "u1"}]},
+         "body.requests[1].user: not a field of this request; did you mean 'user_id'? (the fields: user_id, history, "
+         "user_features, k, exclude_seen, exclude_items, filters, explain, explain_k)"),
+        ("/similar-items", {"item_id": "i1", "filter": {}},
+         "body.filter: not a field of this request; did you mean 'filters'? (the fields: item_id, k, exclude_items, "
+         "filters)"),
+    ],
+)
+def test_an_unknown_field_names_the_fields_and_the_nearest(client, path, body, said):
+    """pydantic's "Extra inputs are not permitted" said neither which fields there are nor that "kk" was a typo."""
+    r = client.post(path, json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["message"] == said

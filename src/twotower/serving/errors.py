@@ -23,6 +23,7 @@ An IntegrityError while loading refuses to start the service (see
 """
 from __future__ import annotations
 
+import difflib
 import email.message
 import json
 import logging
@@ -30,6 +31,7 @@ import sys
 from typing import Any
 
 from fastapi import FastAPI, Request
+from pydantic import BaseModel
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -173,10 +175,43 @@ def _body_example(path: str) -> str:
 _BOUND_BY = {"k": "max_k", "rerank_top": "max_k", "explain_k": "explain_k"}
 
 
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The request model of the route that refused the body (None: a route without one)."""
+    body_field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body_field, "field_info", None), "annotation", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_at(model: type[BaseModel] | None, loc: list[str]) -> type[BaseModel] | None:
+    """The model holding the field at ``loc`` (``["body", "requests", "1", "kk"]``: a batch's request model)."""
+    for part in loc[1:-1]:
+        if model is None:
+            return None
+        if part.isdigit():  # a list position: the list's model was found with the list's name
+            continue
+        field = model.model_fields.get(part)
+        inner = [a for a in getattr(field.annotation, "__args__", ()) if isinstance(a, type)] if field else []
+        model = next((a for a in inner if issubclass(a, BaseModel)), None)
+    return model
+
+
+def _unknown_field(model: type[BaseModel] | None, loc: list[str]) -> str:
+    """The words for a field the request model does not have: its fields, and the nearest to the one sent."""
+    holder = _model_at(model, loc)
+    if holder is None:
+        return "not a field of this request (the fields are listed at /docs)"
+    fields = list(holder.model_fields)
+    near = difflib.get_close_matches(loc[-1], fields, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"not a field of this request{hint} (the fields: {', '.join(fields)})"
+
+
 def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K,
-                        explain_k: int = ServiceSettings.explain_k) -> list[dict[str, Any]]:
+                        explain_k: int = ServiceSettings.explain_k,
+                        body_model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
     """The 422's details; ``max_k``: the server's, the upper bound of every ``k`` its schemas read; ``explain_k``:
-    the server's, the upper bound of /recommend's ``explain_k``."""
+    the server's, the upper bound of /recommend's ``explain_k``; ``body_model``: the route's request model, whose
+    fields an unknown field's answer lists."""
     out = []
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
@@ -240,6 +275,9 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
         elif err.get("type") == "dict_type" and loc and loc[-1] == "user_features":
             # "user_features": "age=3": the words of tt.recommend and the service, as "filters" has them
             msg = user_features_shape_refusal(_sent(err.get("input")))
+        elif err.get("type") == "extra_forbidden" and loc[:1] == ["body"]:
+            # pydantic's "Extra inputs are not permitted" named neither the fields there are nor the one meant
+            msg = _unknown_field(body_model, loc)
         elif err.get("type") == "bool_type":  # flags are strict: "no", 0 or null is not a boolean
             msg = f"must be a JSON boolean, true or false, got {_sent(err.get('input'))}"
         out.append({"loc": loc, "msg": msg})
@@ -359,7 +397,7 @@ def install_error_handlers(app: FastAPI) -> None:
             return refused
         settings = getattr(request.app.state, "settings", None)
         details = _validation_details(exc, request.url.path, getattr(settings, "max_k", MAX_K),
-                                      getattr(settings, "explain_k", ServiceSettings.explain_k))
+                                      getattr(settings, "explain_k", ServiceSettings.explain_k), _body_model(request))
         first = details[0] if details else {"loc": [], "msg": "invalid request"}
         errors = exc.errors()
         raw = tuple(errors[0].get("loc", ())) if errors else ()
