@@ -1100,6 +1100,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a string, got null")
         if isinstance(value, (dict, list)):
             raise ConfigError(f"{name}: expected a string, got {value!r}")
+        if isinstance(value, bool):  # str(True): `history_verb = true` explained "You already True ..."
+            raise ConfigError(f"{name}: expected a string, got {json.dumps(value)}; write it in quotes")
         return str(value)
     return value
 
@@ -1175,8 +1177,23 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             if not isinstance(nxt, dict):
                 raise ConfigError(f"override {item!r}: {p!r} is a value, not a section")
             node = nxt
-        node[parts[-1]] = _parse_scalar(raw.strip())
+        value = _parse_scalar(raw.strip())
+        if isinstance(value, (bool, int, float)) and _text_setting(parts):
+            value = raw.strip()  # `data.title_col=1e3` named a column '1000.0', `data.history_verb=true` 'True'
+        node[parts[-1]] = value
     return data
+
+
+def _text_setting(parts: list[str]) -> bool:
+    """Whether ``parts`` (``["data", "title_col"]``) name a setting that takes text only (``str`` or ``str | None``):
+    an override's value for it is the text as typed, not the number or boolean JSON would read from it."""
+    cls: Any = RunConfig
+    for p in parts[:-1]:
+        cls = _hints(cls).get(p)
+        if cls is None or not dataclasses.is_dataclass(cls):
+            return False
+    tp = _hints(cls).get(parts[-1])
+    return tp is not None and str in _plain_types(tp) and _plain_types(tp) <= {str, None}
 
 
 def refuse_repeated_overrides(overrides: list[str], label: str = "command line") -> None:

@@ -49,6 +49,18 @@ def test_recommend_out_that_is_a_directory_is_refused(run_dir, tmp_path, capsys)
     assert "is a folder" in _one_error_line(capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("argv, suggested", [
+    (["similar", "--items", "all", "--out"], "similar.csv"),
+    (["evaluate", "--csv"], "eval.csv"),
+    (["evaluate", "--plot"], "recall.png"),
+])
+def test_a_folder_given_for_an_output_file_is_suggested_a_file_of_its_kind(run_dir, tmp_path, capsys, argv,
+                                                                          suggested):
+    # each was told `DIR/recs.csv`, recommend's file: a CSV name for evaluate's plot
+    assert main([argv[0], "--run", str(run_dir), *argv[1:], str(tmp_path)]) == 2
+    assert _one_error_line(capsys.readouterr().err).endswith(f"such as {tmp_path / suggested}")
+
+
 def test_data_split_out_that_is_a_file_is_refused(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")

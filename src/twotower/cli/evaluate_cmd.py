@@ -154,7 +154,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--json prints the rows as JSON and --csv - prints them as CSV, both on standard output: "
                           "pass one of them (both: --json with --csv FILE)")
     if csv_out is not None:  # checked before the evaluation runs: a bad path is one line, not a late traceback
-        check_output_file(csv_out, "--csv")
+        check_output_file(csv_out, "--csv", example="eval.csv")
     from twotower.cli.main import PLOT_METRIC_DEFAULT  # here, as print_eval_table's: main imports this module
 
     if plot_out is None and args.plot_metric != PLOT_METRIC_DEFAULT:  # as --rerank-backend without --rerank
@@ -162,7 +162,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if plot_out is not None:
         if plot_out == STDOUT:
             raise ConfigError("--plot: a PNG needs a file name, not -")
-        check_output_file(plot_out, "--plot")
+        check_output_file(plot_out, "--plot", example="recall.png")
         from twotower.utils.extras import plotting_missing
 
         if (why := plotting_missing()) is not None:  # said now, not as a traceback after the evaluation's minutes

@@ -24,13 +24,14 @@ def is_file(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path:
-    """``path`` must be a file (new or to be replaced), a device/FIFO, or ``-``; not a folder. Returns it as a Path."""
+def check_output_file(path: str | os.PathLike[str], flag: str = "--out", example: str = "recs.csv") -> Path:
+    """``path`` must be a file (new or to be replaced), a device/FIFO, or ``-``; not a folder. Returns it as a Path.
+    ``example`` is the file name a refused folder is suggested with: `evaluate --plot DIR` was told `DIR/recs.csv`."""
     p = Path(path)
     if os.fspath(path) == STDOUT:
         return p
     if p.is_dir():
-        raise ConfigError(f"{flag} {p}: is a folder; give a file path such as {p / 'recs.csv'}")
+        raise ConfigError(f"{flag} {p}: is a folder; give a file path such as {p / example}")
     try:
         real, atomic = resolve_write_target(p)
     except OSError as e:

@@ -43,10 +43,10 @@ def record_path(out: str | os.PathLike[str]) -> Path | None:
     return Path(os.fspath(out) + ".json") if atomic else None
 
 
-def check_out_and_record(out: str, inputs: dict[str, list]) -> None:
+def check_out_and_record(out: str, inputs: dict[str, list], example: str = "recs.csv") -> None:
     """Refuse, before any work, an ``--out`` or a record beside it that would replace a run's file or one of the
     command's ``inputs`` (``{flag: [files]}``): ``--out runs/ml/config`` wrote its record over ``config.json``."""
-    check_output_file(out)
+    check_output_file(out, example=example)  # `example`: the file name a folder given as --out is suggested with
     _check_out_is_no_input(out, inputs)
     record = record_path(out)
     if record is not None:

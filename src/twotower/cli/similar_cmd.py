@@ -86,7 +86,7 @@ def _check_args(args: argparse.Namespace) -> int:
         from twotower.cli.provenance import check_out_and_record
 
         # refuses a file of a run (its weights, items.csv, ...), the only input, for the CSV and its record
-        check_out_and_record(args.out, {})
+        check_out_and_record(args.out, {}, example="similar.csv")
     return k
 
 
