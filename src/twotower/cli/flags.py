@@ -4,13 +4,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
 
-__all__ = ["OneId", "TypedCount", "number_flag_refusal", "check_range", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
+__all__ = ["OneId", "TypedCount", "fields_as_flags", "number_flag_refusal", "check_range", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
 
 
@@ -67,6 +68,13 @@ def number_flag_refusal(flag: str, text: str, kind: type = int) -> str:
     argparse said "argument --top: invalid int value: '1.5'" after the usage lines; its range, where the flag has
     one, is checked by the command with the number typed."""
     return f"{flag}: must be {'an integer' if kind is int else 'a number'}, got {typed_words(text)}"
+
+
+def fields_as_flags(message: str, cls: str, flag_of: Callable[[str], str | None]) -> str:
+    """``message`` with each ``<cls>.<field>`` (``ServiceSettings.max_k: must be ...``) replaced by the field's flag,
+    ``flag_of(field)``; a field it gives no flag for (None) is left as written. A config names its fields with its
+    class for a Python caller; the command that built it from flags names the flags its user typed."""
+    return re.sub(rf"\b{re.escape(cls)}\.(\w+)", lambda m: flag_of(m[1]) or m[0], message)
 
 
 def check_range(flag: str, value: Any, lo: Any = None, hi: Any = None, *, lo_open: bool = False,

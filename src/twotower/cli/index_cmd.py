@@ -87,11 +87,10 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     try:
         return IndexPolicy(**over)
     except ConfigError as e:
-        msg = str(e)
-        for field, flag in _FLAGS.items():  # IndexPolicy names its field with the class (IndexPolicy.k: must be ...)
-            if msg.startswith(f"IndexPolicy.{field}:"):
-                msg = flag + msg[len(f"IndexPolicy.{field}"):]
-        raise ConfigError(msg) from None
+        from twotower.cli.flags import fields_as_flags
+
+        # IndexPolicy names its fields with the class (IndexPolicy.k: must be ...)
+        raise ConfigError(fields_as_flags(str(e), "IndexPolicy", _FLAGS.get)) from None
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

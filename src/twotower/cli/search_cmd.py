@@ -215,7 +215,6 @@ def _register_prepare(sub: argparse._SubParsersAction) -> None:
 def _prepare_config(args: argparse.Namespace):  # noqa: ANN202 - PrepareConfig
     """The PrepareConfig of ``search prepare``'s flags; a refusal names the flag typed (``--passage-id-col: empty
     column name ...``), not the field a Python caller sees (``PrepareConfig.passage_id: ...``)."""
-    import re
 
     from twotower.config import PREPARE_COLUMNS, PrepareConfig
     from twotower.errors import ConfigError
@@ -228,11 +227,13 @@ def _prepare_config(args: argparse.Namespace):  # noqa: ANN202 - PrepareConfig
                              test_share=args.test_share, seed=args.seed, drop_unknown=args.drop_unknown,
                              encoding=args.encoding)
     except ConfigError as e:
-        # only the class-qualified names: "encoding" and "query" are words of the messages too
-        def flag(m: re.Match[str]) -> str:
-            return f"--{m.group(1).replace('_', '-')}{'-col' if m.group(1) in PREPARE_COLUMNS else ''}"
+        from twotower.cli.flags import fields_as_flags
 
-        raise ConfigError(re.sub(r"\bPrepareConfig\.(\w+)", flag, str(e))) from None
+        # only the class-qualified names: "encoding" and "query" are words of the messages too
+        def flag(field: str) -> str:
+            return f"--{field.replace('_', '-')}{'-col' if field in PREPARE_COLUMNS else ''}"
+
+        raise ConfigError(fields_as_flags(str(e), "PrepareConfig", flag)) from None
 
 
 def cmd_search_prepare(args: argparse.Namespace) -> int:

@@ -184,8 +184,6 @@ def _check_number_flags(args: argparse.Namespace) -> None:
 def _settings(args: argparse.Namespace) -> Any:
     """The service settings of the flags; a refused value is named by its flag (``--max-k: must be between 1 and
     10000 (twotower.config.MAX_K), got 0``), not by the ``ServiceSettings`` field a command-line user never typed."""
-    import re
-
     from twotower.errors import ConfigError
     from twotower.serving.settings import ServiceSettings
 
@@ -202,8 +200,12 @@ def _settings(args: argparse.Namespace) -> Any:
             allowed_hosts=_allowed_hosts(args.host, args.allow_host),
         )
     except ConfigError as e:
-        named = re.sub(r"ServiceSettings\.(\w+)", lambda m: _FLAG_OF.get(m[1], "--" + m[1].replace("_", "-")), str(e))
-        raise ConfigError(named) from None
+        from twotower.cli.flags import fields_as_flags
+
+        def flag_of(name: str) -> str:
+            return _FLAG_OF.get(name, "--" + name.replace("_", "-"))
+
+        raise ConfigError(fields_as_flags(str(e), "ServiceSettings", flag_of)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
