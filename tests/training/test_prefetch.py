@@ -42,7 +42,7 @@ class _InTheStep:
         self.items = items
 
     def __enter__(self):
-        return ((idx, None) for idx in self.items)
+        return ([(idx, None) for idx in chunk] for chunk in self.items)  # the epoch hands over chunks of batches
 
     def __exit__(self, *exc: object) -> None:
         pass
@@ -77,16 +77,17 @@ def _pooled_trainer() -> Trainer:
 
 def test_the_steps_id_only_work_built_ahead_trains_exactly_as_in_the_step(monkeypatch: pytest.MonkeyPatch) -> None:
     # the pools' weights and sums, the pooling backward's CSR structure, the accidental hits, the logQ lookup and
-    # both towers' dropout masks come from the prefetch thread's plan (training/batch_plan.py) or are computed in
+    # both towers' dropout masks come from the prefetch thread's plans (training/plan_chunk.py) or are computed in
     # the step: the same numbers
     plans = []
-    real_plan = epoch_mod.plan_batch
+    real_plan = epoch_mod.plan_chunk
 
     def spy(*args, **kwargs):
-        plans.append(real_plan(*args, **kwargs))
-        return plans[-1]
+        planned = real_plan(*args, **kwargs)
+        plans.extend(plan for _, plan in planned)
+        return planned
 
-    monkeypatch.setattr(epoch_mod, "plan_batch", spy)
+    monkeypatch.setattr(epoch_mod, "plan_chunk", spy)
     ahead = _pooled_trainer()
     res_ahead = ahead.fit()
     assert plans and all(p.pools is not None and p.pools.bags is not None and p.loss_batch is not None

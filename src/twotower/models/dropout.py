@@ -65,11 +65,14 @@ def dropout(x: Tensor, p: float, training: bool = True, rng: str = _DEFAULT_RNG)
     return x * draw_mask(p, tuple(x.shape))
 
 
-def draw_mask(p: float, shape: tuple[int, ...]) -> Tensor:
+def draw_mask(p: float, shape: tuple[int, ...], seed: int | None = None) -> Tensor:
     """The float32 mask :func:`dropout` multiplies an input of ``shape`` by (``0`` or ``1 / (1 - p)``), drawn from
-    one seed of torch's default generator as :func:`dropout` draws it."""
+    one seed of torch's default generator as :func:`dropout` draws it. ``seed``: that draw, made by the caller
+    (``torch.randint(0, 2**62, (n,))`` gives the seeds of ``n`` masks in one call, the same numbers as ``n`` calls
+    of one)."""
     k = round(p * _LEVELS)
-    seed = int(torch.randint(0, 2**62, (1,)))
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)))
     bits = _uint16_bits(seed, math.prod(shape))  # [prod(shape)]
     mask = (bits >= k).astype(np.float32)
     mask *= _LEVELS / (_LEVELS - k)

@@ -40,7 +40,7 @@ try:  # SciPy's COO -> CSR counting sort without the duplicate summing that csr_
 except ImportError:  # a SciPy that moved its kernels: the index_add_ path below, same numbers
     _coo_tocsr = _csr_matvecs = None
 
-__all__ = ["BagPlan", "plan_bags", "weighted_bags"]
+__all__ = ["BagPlan", "plan_bags", "plan_bags_chunk", "weighted_bags"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,45 @@ def plan_bags(table: Tensor, history: Tensor, weights: list[Tensor], padding_idx
         return None
     indptr, indices, data = _csr_structure(table.shape[0], history, weights, padding_idx)
     return BagPlan(history, tuple(weights), indptr, indices, tuple(data))
+
+
+def plan_bags_chunk(table: Tensor, history: Tensor, weights: list[Tensor] | tuple[Tensor, ...],
+                    padding_idx: int | None, sizes: list[int],
+                    parts: list[tuple[Tensor, tuple[Tensor, ...]]]) -> list[BagPlan] | None:
+    """:func:`plan_bags` of several batches in one counting sort: ``history[sum(sizes), L]`` their rows stacked (batch
+    ``k`` has ``sizes[k]`` rows), ``weights`` each pool's weights stacked alike, ``parts`` each batch's own
+    ``(history, weights)`` tensors (its rows of those), which its plan is for. Each entry's sort key is its batch
+    and its item, so batch ``k``'s entries come out together, in its own CSR order (the sort keeps each key's
+    entries in input order): the same arrays as one :func:`plan_bags` per batch. None where those would be None."""
+    n_rows, K = table.shape[0], len(sizes)
+    if K * n_rows >= 2**31 or not all(_csr_applies(table, w, w, history.numel()) for w in weights):
+        return None
+    L = history.shape[1]
+    ids = history.reshape(-1).numpy()  # [sum(sizes) * L]
+    flat = [w.detach().reshape(-1).numpy() for w in weights]
+    keep = None if padding_idx is None else np.flatnonzero(ids != padding_idx)
+    items = (ids if keep is None else ids[keep]).astype(np.int32)
+    batch = np.repeat(np.arange(K, dtype=np.int32), np.asarray(sizes) * L)  # each entry's batch
+    keys = items + (batch if keep is None else batch[keep]) * np.int32(n_rows)
+    rows = np.concatenate([_batch_rows(b, L) for b in sizes])  # each entry's row in its batch
+    cols = rows if keep is None else rows[keep]
+    indptr = np.empty(K * n_rows + 1, np.int32)
+    indices = np.empty(items.size, np.int32)
+    if len(flat) == 1:
+        data = [np.empty(items.size, np.float32)]
+        _coo_tocsr(K * n_rows, max(sizes), items.size, keys, cols,
+                   np.ascontiguousarray(flat[0] if keep is None else flat[0][keep]), indptr, indices, data[0])
+    else:
+        entry = (np.arange(items.size) if keep is None else keep).astype(np.int32)
+        order = np.empty(items.size, np.int32)
+        _coo_tocsr(K * n_rows, max(sizes), items.size, keys, cols, entry, indptr, indices, order)
+        data = [f[order] for f in flat]
+    plans = []
+    for k, (h, ws) in enumerate(parts):
+        lo, hi = indptr[k * n_rows], indptr[(k + 1) * n_rows]
+        plans.append(BagPlan(h, ws, indptr[k * n_rows : (k + 1) * n_rows + 1] - lo, indices[lo:hi],
+                             tuple(d[lo:hi] for d in data)))
+    return plans
 
 
 class _WeightedBags(torch.autograd.Function):

@@ -24,7 +24,7 @@ from twotower.models.feature_block import FeatureArrays, FeatureBlock
 from twotower.models.item_item import ItemItemItemPart, ItemItemUserPart
 from twotower.models.l2norm import l2_normalize
 from twotower.models.mlp import MLP
-from twotower.models.pooling import BagPlan, plan_bags, weighted_bags
+from twotower.models.pooling import BagPlan, plan_bags, plan_bags_chunk, weighted_bags
 from twotower.models.sequence import SEQUENCE_KINDS, build_sequence_encoder
 
 __all__ = ["ItemTower", "UserTower", "HeadOutputs", "PoolPlan", "check_item_inputs"]
@@ -317,6 +317,22 @@ class UserTower(nn.Module):
         assert emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
         plan = plan_bags(emb.weight, history, sets, emb.padding_idx) if bags and not emb.sparse else None
         return PoolPlan(history, tuple(sets), totals, plan)
+
+    def plan_pools_chunk(self, history: Tensor, sizes: list[int]) -> list[PoolPlan]:
+        """:meth:`plan_pools` of several batches at once: ``history`` their rows stacked (``sizes`` rows each); one
+        plan per batch, for its rows of ``history`` (the plan's ``history``, the tensor to pass with it). The same
+        numbers as one :meth:`plan_pools` per batch: the weights and their sums are row by row, and the backward's
+        structure comes from one counting sort keyed by batch (:func:`~twotower.models.pooling.plan_bags_chunk`)."""
+        sets = self._pool_weights(history, None)
+        totals = tuple(w.sum(dim=1, keepdim=True).clamp_min(1e-12) for w in sets)
+        ends = np.cumsum(sizes).tolist()
+        spans = list(zip([0, *ends[:-1]], ends))
+        parts = [(history[a:b], tuple(w[a:b] for w in sets)) for a, b in spans]
+        emb = self.history_emb
+        assert emb is not None  # pooled towers keep their own table (only sequence towers tie theirs)
+        bags = plan_bags_chunk(emb.weight, history, sets, emb.padding_idx, sizes, parts) if not emb.sparse else None
+        return [PoolPlan(h, ws, tuple(t[a:b] for t in totals), bags[k] if bags is not None else None)
+                for k, ((h, ws), (a, b)) in enumerate(zip(parts, spans))]
 
     def _pool_weights(self, history: Tensor, weights: Tensor | None) -> list[Tensor]:
         """Each pool's weights [B, L]: the first pool's (``weights``, default :meth:`history_weights`), then one

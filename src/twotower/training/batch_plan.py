@@ -8,7 +8,8 @@ the in-batch loss and the candidates' logQ -- and its dropout masks, which depen
 builds the batch (training/epoch.py), a step ahead on the spare core; the model and the loss read them from the
 :class:`BatchPlan` instead of computing them again. They are the same numbers either way (the same operations on
 the same ids), so a prefetched run trains bit for bit as one that builds its batches in the step, which passes
-a plan of the tensors alone (``ahead=False``) and leaves that work to the model and the loss.
+a plan of the tensors alone (``ahead=False``) and leaves that work to the model and the loss. The prefetch
+thread builds them several batches a call (training/plan_chunk.py: the same plans, in fewer, larger pieces).
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from itertools import chain
 from concurrent.futures import Future
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
@@ -14,8 +15,8 @@ import numpy as np
 import torch
 
 from twotower import distributed as tdist
-from twotower.training.batch_plan import plan_batch
 from twotower.training.diagnostics import collapse_advice, model_diagnostics
+from twotower.training.plan_chunk import chunk_size, plan_chunk
 from twotower.training.prefetch import Prefetcher
 from twotower.training.side_worker import SideWorker
 from twotower.utils.runtime import spare_core
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["train_epoch", "PREFETCH_DEPTH"]
 
-#: batches built ahead of the step (one is in the step's hands, the next waits ready)
+#: chunks of batches built ahead of the step (one is in the step's hands, the next waits ready)
 PREFETCH_DEPTH = 2
 
 
@@ -50,9 +51,11 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     batches = [idx for idx in (order[b * B : (b + 1) * B] for b in range(n_batches)) if len(idx) >= max(2, tr.world)]
     # only where a core is left beside torch's threads: on a busy core the helper threads stall every OpenMP op
     side = spare_core(torch.get_num_threads())
-    source = (nullcontext([(idx, None) for idx in batches]) if tr.sequence or not side  # built in the step
-              else Prefetcher(lambda idx: (idx, plan_batch(tr.step_fn, *tr._inputs(idx), ahead=True)), batches,
-                                   depth=PREFETCH_DEPTH))
+    # planned a few batches a call (training/plan_chunk.py): the same plans, in fewer hand-overs of the GIL
+    k = chunk_size(tr.model.n_items)
+    source = (nullcontext([[(idx, None) for idx in batches]]) if tr.sequence or not side  # built in the step
+              else Prefetcher(lambda chunk: plan_chunk(tr, chunk), [batches[i : i + k] for i in range(0, len(batches), k)],
+                              depth=PREFETCH_DEPTH))
     # the weight average of step k runs on a second thread beside step k+1's forward and backward, which only read
     # the weights; the closure waits for it before returning, so before the optimizer changes them
     # the thread starts on entry, and a stop landing in its start waits for it (training/side_worker.py)
@@ -62,7 +65,7 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
     with tr.loop.epoch(epoch, n_batches=n_batches, n_examples=n, unit=unit) as run, source as ready, worker as pool:
         tr.step_fn.side = pool if overlap else None
         try:
-            acc_sum, positions, last = _steps(tr, run, ready, pool)
+            acc_sum, positions, last = _steps(tr, run, chain.from_iterable(ready), pool)
         finally:
             tr.step_fn.side = None
     seconds = time.perf_counter() - t0
