@@ -10,10 +10,13 @@ of it to a thread on the other core is a sleep and a wake-up. This script trains
 
 in one process and reads ``/proc/self/task/<tid>/schedstat`` and ``status`` of each thread around each epoch's
 steps. Epochs alternate between the batches' plans built on the prefetch thread, as training builds them
-(``ahead``), and every plan of the epoch built before its first step (``first``: the same plans, nothing beside
-the steps but the side thread), so the two columns are minutes apart and their ratio is one machine state's::
+(``ahead``: a chunk of batches a call, training/plan_chunk.py), and either every plan of the epoch built before its
+first step (``--against first``, the default: the same plans, nothing beside the steps but the side thread) or the
+plans built on the prefetch thread one batch a call (``--against single``: the same plans, in more and smaller
+pieces), so the two columns are minutes apart and their ratio is one machine state's::
 
     python bench/step_threads.py --train SPLIT/train.csv --rounds 4
+    python bench/step_threads.py --train SPLIT/train.csv --rounds 8 --against single
 
 ``SPLIT`` comes from ``twotower data split --input ../shared/data/ml-1m/ml-1m.txt --method leave_last --n 1``
 (MovieLens-1M in SASRec's format, ``../shared/data/ml-1m/SOURCE.md``). Linux only (it reads ``/proc``).
@@ -36,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import refuse_below  # noqa: E402
 
-MODES = ("ahead", "first")
+MODES = ("ahead", "first", "single")
 
 
 def thread_stats(tid: int) -> tuple[float, float, int, int]:
@@ -79,6 +82,9 @@ def install(rec: Recorder) -> None:
     """Wrap the epoch's steps and its helper threads' bodies to record them, and let ``rec.mode`` say where the
     epoch's plans are built."""
     import twotower.training.epoch as epoch
+
+    chunk_size = epoch.chunk_size
+    epoch.chunk_size = lambda n_items: 1 if rec.mode == "single" else chunk_size(n_items)
     import twotower.training.prefetch as prefetch
     import twotower.training.side_worker as side_worker
 
@@ -110,14 +116,14 @@ def install(rec: Recorder) -> None:
     prefetch.Prefetcher.__exit__ = _leave
 
 
-def alternate_modes(rec: Recorder) -> None:
-    """Odd epochs ``ahead``, even epochs ``first``."""
+def alternate_modes(rec: Recorder, against: str = "first") -> None:
+    """Odd epochs ``ahead``, even epochs ``against`` (``first`` or ``single``)."""
     import twotower.training.trainer as trainer
 
     train_epoch = trainer.train_epoch
 
     def _train_epoch(tr: Any, epoch: int) -> Any:
-        rec.mode = MODES[(epoch - 1) % 2]
+        rec.mode = "ahead" if epoch % 2 else against
         out = train_epoch(tr, epoch)
         rec.end_epoch()
         return out
@@ -145,11 +151,12 @@ def table(rows: list[dict[str, Any]]) -> str:
             cpu, wait, vol, invol = (statistics.median(r[role][i] / r["steps"] for r in have) for i in range(4))
             asleep = f"{wall - cpu - wait:.2f}" if role == "main" else ""
             lines.append(f"| {mode} | {role} | {cpu:.2f} | {wait:.2f} | {asleep} | {vol:.1f} | {invol:.2f} |")
+    against = next((m for m in MODES[1:] if by.get(m)), "first")
     pairs = [b["wall_ms"] / b["steps"] / (a["wall_ms"] / a["steps"])
-             for a, b in zip(by.get("ahead", []), by.get("first", []))]
+             for a, b in zip(by.get("ahead", []), by.get(against, []))]
     if pairs:
         lines.append("")
-        lines.append(f"steps' wall time, first / ahead, epoch by epoch: {' '.join(f'{p:.3f}' for p in pairs)} "
+        lines.append(f"steps' wall time, {against} / ahead, epoch by epoch: {' '.join(f'{p:.3f}' for p in pairs)} "
                      f"(median {statistics.median(pairs):.3f})")
     return "\n".join(lines)
 
@@ -157,7 +164,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--train", required=True, help="the interactions to train on (a split's train.csv)")
-    ap.add_argument("--rounds", type=int, default=3, help="pairs of epochs (one ahead, one first)")
+    ap.add_argument("--rounds", type=int, default=3, help="pairs of epochs (one ahead, one --against)")
+    ap.add_argument("--against", choices=MODES[1:], default="first",
+                    help="the other epochs' plans: all built before the first step, or one batch a call beside them")
     ap.add_argument("--examples", type=int, default=300_000, help="examples an epoch (train.max_examples_per_epoch)")
     ap.add_argument("--threads", type=int, default=1, help="train.threads (helper threads run only where a core is spare)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="another setting of the command")
@@ -174,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"error: --train: no file {train}")
     rec = Recorder()
     install(rec)
-    alternate_modes(rec)
+    alternate_modes(rec, args.against)
     from twotower.cli.main import main as twotower
 
     with tempfile.TemporaryDirectory(prefix="twotower-step-threads-") as tmp:

@@ -583,3 +583,14 @@ def test_step_threads_table_pairs_epochs_and_says_the_step_thread_asleep(bench: 
     assert "| ahead | prefetch | 2.50 | 0.40 |  | 15.0 | 0.08 |" in text
     assert "| first | prefetch" not in text  # no prefetch thread when the plans come first
     assert "first / ahead, epoch by epoch: 0.900 (median 0.900)" in text
+
+
+def test_step_threads_pairs_chunked_plans_with_plans_one_batch_a_call(bench: Any) -> None:
+    step_threads = bench("step_threads")
+    rows = [{"mode": "ahead", "steps": 100, "wall_ms": 1000.0, "main": (800.0, 20.0, 2000, 10),
+             "side": (400.0, 30.0, 2000, 5), "prefetch": (170.0, 40.0, 800, 8)},
+            {"mode": "single", "steps": 100, "wall_ms": 1050.0, "main": (820.0, 20.0, 2600, 10),
+             "side": (400.0, 30.0, 2000, 5), "prefetch": (240.0, 40.0, 1600, 8)}]
+    text = step_threads.table(rows)
+    assert "| single | prefetch | 2.40 | 0.40 |  | 16.0 | 0.08 |" in text  # both modes have a prefetch thread
+    assert "single / ahead, epoch by epoch: 1.050 (median 1.050)" in text
