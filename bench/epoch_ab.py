@@ -14,7 +14,8 @@ computed the same thing.
     python bench/epoch_ab.py --train SPLIT/train.csv --rounds 4 \\
         --version old=/tmp/tt-35be1a0 --version new=.:model.item_item.enabled=false
 
-``--version LABEL=PATH[:KEY=VALUE,...]``: PATH is the version's checkout (its ``src`` folder is imported), the
+``--default-threads`` leaves ``train.threads`` out: each version at its own default thread count (default against
+default). ``--version LABEL=PATH[:KEY=VALUE,...]``: PATH is the version's checkout (its ``src`` folder is imported), the
 settings after ``:`` are added to its command (a setting an older version does not know would stop it).
 ``SPLIT`` comes from ``twotower data split --input ../shared/data/ml-1m/ml-1m.txt --method leave_last --n 1``
 (MovieLens-1M in SASRec's format, ``../shared/data/ml-1m/SOURCE.md``).
@@ -55,14 +56,15 @@ def parse_version(text: str) -> Version:
     return Version(label, Path(path).resolve(), pairs)
 
 
-def one_epoch(version: Version, train: Path, threads: int, scratch: Path) -> tuple[float, float]:
-    """``(train_seconds, loss)`` of one epoch of ``version`` (its own process)."""
+def one_epoch(version: Version, train: Path, threads: int | None, scratch: Path) -> tuple[float, float]:
+    """``(train_seconds, loss)`` of one epoch of ``version`` (its own process); ``threads`` None: the version's
+    default thread count (no ``train.threads`` on its command)."""
     out = scratch / version.label
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(version.root / "src")}
     env.pop("TWOTOWER_THREADS", None)  # the command's train.threads decides
     cmd = [sys.executable, "-m", "twotower", "train", "--train", str(train), "--out", str(out), "train.epochs=1",
-           "train.seed=0", f"train.threads={threads}", *version.settings]
+           "train.seed=0", *([f"train.threads={threads}"] if threads is not None else []), *version.settings]
     done = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-5:])
@@ -78,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="LABEL=PATH[:KEY=VALUE,...], twice or more; the first is the baseline")
     ap.add_argument("--rounds", type=int, default=3, help="rounds; each runs every version once, in order")
     ap.add_argument("--threads", type=int, default=1, help="train.threads of every run")
+    ap.add_argument("--default-threads", action="store_true",
+                    help="no train.threads: each version at its own default (default against default)")
     args = ap.parse_args(argv)
     refuse_below(args, ("rounds", "threads"))
     if len(args.version) < 2:
@@ -95,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="twotower-epoch-ab-") as tmp:
         for r in range(1, args.rounds + 1):
             for v in args.version:
-                s, loss = one_epoch(v, train, args.threads, Path(tmp))
+                s, loss = one_epoch(v, train, None if args.default_threads else args.threads, Path(tmp))
                 seconds[v.label].append(s)
                 losses[v.label] = loss
             print(f"round {r}: " + "  ".join(f"{v.label} {seconds[v.label][-1]:.2f} s" for v in args.version),

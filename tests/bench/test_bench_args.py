@@ -594,3 +594,30 @@ def test_step_threads_pairs_chunked_plans_with_plans_one_batch_a_call(bench: Any
     text = step_threads.table(rows)
     assert "| single | prefetch | 2.40 | 0.40 |  | 16.0 | 0.08 |" in text  # both modes have a prefetch thread
     assert "single / ahead, epoch by epoch: 1.050 (median 1.050)" in text
+
+
+@pytest.mark.parametrize("flags, threads", [([], ["train.threads=1"]), (["--default-threads"], [])])
+def test_epoch_ab_runs_each_version_at_the_threads_asked(bench: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        flags: list[str], threads: list[str]) -> None:
+    import subprocess
+
+    epoch_ab = bench("epoch_ab")
+    commands: list[list[str]] = []
+
+    def fake_run(cmd: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        commands.append(cmd)
+        out = Path(cmd[cmd.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "log.jsonl").write_text('{"train_seconds": 2.0, "loss": 5.0}\n')
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(epoch_ab.subprocess, "run", fake_run)
+    train = tmp_path / "train.csv"
+    train.write_text("user_id,item_id\n1,1\n")
+    here = str(Path(__file__).resolve().parents[2])
+    assert epoch_ab.main(["--train", str(train), "--version", f"a={here}", "--version",
+                          f"b={here}:model.item_item.enabled=false", "--rounds", "1", *flags]) == 0
+    assert len(commands) == 2
+    for cmd in commands:  # the default run's count is the version's own: no train.threads at all
+        assert [a for a in cmd if a.startswith("train.threads=")] == threads
+    assert commands[1][-1] == "model.item_item.enabled=false"
