@@ -204,6 +204,53 @@ def _tune_low_rank_ease() -> None:
     tune_low_rank_ease(EYE, EYE, lambdas=(100, -1.0), k=2)
 
 
+def _search_train_hold_out() -> None:
+    """Two queries apart, half held out: one pair left, where in-batch negatives need two."""
+    import tempfile
+    from pathlib import Path
+
+    from twotower.cli.main import build_parser
+
+    from tests.search.search_data import write_beir
+
+    with tempfile.TemporaryDirectory() as tmp:
+        beir = write_beir(Path(tmp) / "beir", {"train": "query-id\tcorpus-id\tscore\n1\td1\t1\n3\td2\t1\n"})
+        args = build_parser().parse_args(["search", "train", "--beir", str(beir), "--out", str(Path(tmp) / "m"),
+                                          "--valid-frac", "0.5"])
+        args.func(args)
+
+
+def _group_split_frac() -> None:
+    from twotower.search.beir import validation_split_by_group
+
+    validation_split_by_group({"q1": {"d0": 1}, "q2": {"d1": 1}}, 0.0, 0)
+
+
+def _uniform_negatives_count() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.losses.sampling import sample_uniform_negatives
+
+    sample_uniform_negatives(-1, 3, torch.Generator())
+
+
+def _mixture_log_q_uniform() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.losses.corrections import mixture_log_q
+
+    mixture_log_q(torch.full((2,), 0.5), 2, -1)
+
+
+def _tuning_users(name: str) -> Callable[[], object]:
+    from twotower.evaluation import baselines, low_rank_ease
+
+    calls = {
+        "tune_low_rank_ease": lambda: low_rank_ease.tune_low_rank_ease(EYE, EYE, k=2, max_users=0),
+        "tune_ease": lambda: baselines.tune_ease(EYE, EYE, max_users=0),
+        "tune_itemknn": lambda: baselines.tune_itemknn(EYE, EYE, max_users=0),
+    }
+    return calls[name]
+
+
 CASES = [
     (_metric_k, "k: must be a positive integer, got 0"),
     (_topk_k, "k: must be a positive integer, got 0"),
@@ -265,6 +312,16 @@ CASES = [
     (_group_split, "frac: 0.5 leaves no training queries; the groups are too large for this split"),
     (_tune_ease, "lambdas: must be a positive number (typical 50..5000), got 0"),
     (_tune_low_rank_ease, "lambdas: must be a positive number (typical 50..5000), got -1.0"),
+    (_search_train_hold_out, "--valid-frac: 0.5 holds out 1 of the 2 pairs of split 'train', leaving 1 to train on; "
+                             "training needs at least 2: give a smaller --valid-frac"),
+    (_group_split_frac, "frac: must be in (0, 1), got 0.0"),
+    (_uniform_negatives_count, "n: must be an integer >= 0 (uniform negatives to draw), got -1"),
+    (_mixture_log_q_uniform, "n_uniform: must be an integer >= 0 (uniform negatives per batch), got -1"),
+    (_tuning_users("tune_low_rank_ease"), "max_users: must be >= 1 or None (validation users for tuning low-rank "
+                                          "EASE's λ), got 0"),
+    (_tuning_users("tune_ease"), "max_users: must be >= 1 or None (validation users for tuning EASE's λ), got 0"),
+    (_tuning_users("tune_itemknn"), "max_users: must be >= 1 or None (validation users for tuning ItemKNN's k), "
+                                    "got 0"),
 ]
 
 

@@ -74,6 +74,17 @@ def test_data_split_refuses_overrides_it_does_not_use(tmp_path, capsys):
                  "train.epochs=3"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "train.epochs" in err and "data.user_col" in err
+    assert "did you mean" not in err  # a real setting, only not one the split takes
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("data.user_cl", "data.user_col"), ("data.unit_time", "data.time_unit")])
+def test_data_split_names_the_override_a_misspelt_one_meant(typed, meant, tmp_path, capsys):
+    """`train` answers a misspelt override with "did you mean"; `data split` only listed the seven names it takes."""
+    assert main(["-q", "data", "split", "--input", str(_renamed(tmp_path)), "--out", str(tmp_path / "o"),
+                 f"{typed}=x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: data split: {typed} cannot be set here; it takes data.user_col, ")
+    assert err.rstrip().endswith(f"; did you mean {meant}?")
 
 
 def test_data_split_negative_seed_names_the_flag(tmp_path, capsys):

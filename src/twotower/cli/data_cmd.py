@@ -46,16 +46,21 @@ SPLIT_OVERRIDES = ("data.user_col", "data.item_col", "data.timestamp_col", "data
 
 def _split_reading(args: argparse.Namespace):
     """The DataConfig part `data split` reads --input with: the ``data.*`` overrides `train` takes, and --format."""
-    from twotower.config import load_config, refuse_repeated_overrides
+    from twotower.config import RunConfig, load_config, refuse_repeated_overrides
+
+    from twotower.cli.main import _closest, _setting_keys
 
     overrides = list(getattr(args, "overrides", None) or [])
     refuse_repeated_overrides(overrides)
     for item in overrides:
         key = item.split("=", 1)[0].strip()
         if key not in SPLIT_OVERRIDES:
+            # a misspelt name gets the nearest one taken here, as `train` and the flags get theirs: data.user_cl
+            # was only listed beside the seven names, none pointed out. A real setting (train.epochs) gets none.
+            near = None if key in _setting_keys(RunConfig) else _closest(key, list(SPLIT_OVERRIDES))
             raise ConfigError(f"data split: {key} cannot be set here; it takes {', '.join(SPLIT_OVERRIDES)} "
                               "(the split has its own flags: --method, --ratios, --n, --valid-start, --test-start, "
-                              "--seed)")
+                              "--seed)" + (f"; did you mean {near}?" if near else ""))
     data = load_config(None, overrides, overrides_label="command line").data
     if args.format is not None:
         if any(o.split("=", 1)[0].strip() == "data.format" for o in overrides) and data.format != args.format:

@@ -1223,7 +1223,7 @@ def _hold_out(args: argparse.Namespace, qs: list, pos: list, frac: float, *, at_
     except ConfigError as e:
         raise ConfigError(f"{e} (split {args.split!r})") from None  # "--valid-frac: 0.5 needs ...", as flags read
     if keep.size < at_least:
-        raise ConfigError(f"--valid-frac {frac:g} holds out {valid.pairs} of the {len(qs)} pairs of split "
+        raise ConfigError(f"--valid-frac: {frac:g} holds out {valid.pairs} of the {len(qs)} pairs of split "
                           f"{args.split!r}, leaving {keep.size} to train on; training needs at least {at_least}: "
                           "give a smaller --valid-frac")
     qs, pos = [qs[i] for i in keep], [pos[i] for i in keep]

@@ -573,7 +573,7 @@ def sample_tuning_users(valid: sp.csr_matrix, max_users: int | None, seed: int, 
     ranks a handful of settings well enough. The log says how many users ``what`` scores.
     """
     if max_users is not None and max_users < 1:
-        raise ConfigError(f"{what}: max_users must be >= 1 or None, got {max_users}")
+        raise ConfigError(f"max_users: must be >= 1 or None (validation users for {what}), got {max_users}")
     users = np.flatnonzero(np.diff(valid.indptr) > 0)
     if max_users is None or users.size <= max_users:
         return valid

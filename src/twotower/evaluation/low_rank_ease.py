@@ -199,7 +199,8 @@ def tune_low_rank_ease(
     for lam in lambdas:  # all of them before the eigensolve, named as given (it said LowRankEASE.l2:)
         _check_l2(lam, "lambdas")
     if max_users is not None and max_users < 1:
-        raise ConfigError(f"tune_low_rank_ease: max_users must be >= 1 or None, got {max_users}")
+        raise ConfigError(f"max_users: must be >= 1 or None (validation users for tuning low-rank EASE's λ), "
+                          f"got {max_users}")
     x, valid, protocol = _tuning_setup(train, valid_relevant, metric, log_every_s)
     valid = sample_tuning_users(valid, max_users, seed, "tuning low-rank EASE's λ")
     base = LowRankEASE(lambdas[0], k=k, seed=seed).fit(x)

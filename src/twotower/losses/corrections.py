@@ -270,4 +270,4 @@ def _check_counts(*, batch_size: int, n_uniform: int) -> None:
     if int(batch_size) != batch_size or batch_size < 1:
         raise ConfigError(f"batch_size: must be an integer >= 1, got {batch_size!r}")
     if int(n_uniform) != n_uniform or n_uniform < 0:
-        raise ConfigError(f"n_uniform (uniform negatives per batch) must be an integer >= 0, got {n_uniform!r}")
+        raise ConfigError(f"n_uniform: must be an integer >= 0 (uniform negatives per batch), got {n_uniform!r}")

@@ -18,7 +18,7 @@ def sample_uniform_negatives(n: int, n_items: int, generator: torch.Generator) -
     coincide with a positive, which accidental-hit masking handles.
     """
     if int(n) != n or n < 0:
-        raise ConfigError(f"number of uniform negatives must be an integer >= 0, got {n!r}")
+        raise ConfigError(f"n: must be an integer >= 0 (uniform negatives to draw), got {n!r}")
     if int(n_items) != n_items or n_items < 1:
         raise ConfigError(f"n_items: must be an integer >= 1, got {n_items!r}")
     if not isinstance(generator, torch.Generator):

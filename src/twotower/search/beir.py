@@ -416,7 +416,7 @@ def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tup
     Returns ``(train, valid)``.
     """
     if not 0.0 < frac < 1.0:
-        raise ConfigError(f"frac must be in (0, 1), got {frac}")
+        raise ConfigError(f"frac: must be in (0, 1), got {frac}")
     qids = sorted(train_qrels, key=_natural)
     parent = {q: q for q in qids}
 
