@@ -53,3 +53,34 @@ def test_the_cli_says_a_long_history_as_a_warning_of_its_flag(service, run_dir, 
         err = capsys.readouterr().err
         assert err.count(want) == 1, err
         assert "items given" not in caplog.text
+
+
+def test_a_history_of_copies_of_one_item_says_so_and_what_to_send(service, client, run_dir, capsys, caplog) -> None:
+    """500 copies of one item said "500 items given; ... and all 500 are left out of the list": the list rests on
+    that one item, and one item is left out. HTTP, the CLI and Python say what happened and what to send."""
+    import twotower as tt
+
+    L = int(service.run.model.history_len)
+    item = list(service.run.item_vocab.ids)[1]
+    want = (f"history: 500 items given, all the same item; the user tower reads the newest {L} "
+            "(model.user.history_len), so the list rests on that one item, which is left out of it; "
+            "if that is not what was meant, send the user's items, oldest first")
+    http = client.post("/recommend", json={"history": [item] * 500, "k": 5})
+    assert http.status_code == 200 and http.json()["warnings"] == [want]
+    kept = client.post("/recommend", json={"history": [item] * 500, "k": 5, "exclude_seen": False}).json()
+    assert kept["warnings"] == [want.replace(", which is left out of it", "")]
+    capsys.readouterr()
+    assert main(["recommend", "--run", str(run_dir), "--history", ",".join([item] * 500), "--k", "5"]) == 0
+    assert capsys.readouterr().err.count(f"warning: --history: {want[len('history: '):]}") == 1
+    with caplog.at_level("WARNING", logger="twotower"):
+        tt.recommend(service.run, history=[item] * 500, k=5)
+    assert want in caplog.text
+
+
+def test_a_history_of_a_few_items_repeated_counts_the_different_ones(service, client) -> None:
+    """Items that come back (re-watches) are each left out of the list once: "all 27 are left out" counted repeats."""
+    L = int(service.run.model.history_len)
+    three = list(service.run.item_vocab.ids)[:3]
+    got = client.post("/recommend", json={"history": three * (L + 1), "k": 5}).json()["warnings"]
+    assert got == [f"history: {3 * (L + 1)} items given; the user tower reads the newest {L} (model.user.history_len), "
+                   "and the 3 different items among them are left out of the list"]

@@ -223,7 +223,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         say_feature_notes(run.new_user_feature_notes(features))
         from twotower.pipeline.recommend import long_history_note
 
-        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen)
+        long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen, distinct=len(set(hist)))
         if long:  # a `warning: --history: ...` line as the others, not a log line in HTTP's field name
             say_flag_note(long, "history", "--history")
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None)

@@ -428,17 +428,28 @@ def _allowed(allow: np.ndarray | None, n: int, filter_exact_max: int | None = No
     return {"allow": [allow] * n, "exact_subset_max": upper}
 
 
-def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True) -> str | None:
+def long_history_note(run: TrainedRun, n_given: int, *, exclude_seen: bool = True,
+                      distinct: int | None = None) -> str | None:
     """The warning for a new user's history of ``n_given`` items when the user tower reads fewer (its
     ``history_len`` newest), else None: the list then rests on fewer items than were given. One sentence for
     ``recommend --history`` (stderr, and ``--json``'s ``warnings``), ``tt.recommend`` (logged) and POST /recommend
-    (the answer's ``warnings``), which read the newest ``history_len`` alike but said nothing."""
+    (the answer's ``warnings``), which read the newest ``history_len`` alike but said nothing. ``distinct``: how many
+    different items those are (None: all); a history of 500 copies of one item said "all 500 are left out of the
+    list" of the one item, and not that the list rests on that item alone."""
     L = int(run.model.history_len)
     if n_given <= L:
         return None
-    left_out = f", and all {n_given} are left out of the list" if exclude_seen else ""
-    return (f"history: {n_given} items given; the user tower reads the newest {L} (model.user.history_len)"
-            + left_out)
+    said = f"history: {n_given} items given; the user tower reads the newest {L} (model.user.history_len)"
+    if distinct == 1 and n_given > 1:  # a client filling a list with one id: say that the list rests on it alone
+        left_out = ", which is left out of it" if exclude_seen else ""
+        return (f"history: {n_given} items given, all the same item; the user tower reads the newest {L} "
+                f"(model.user.history_len), so the list rests on that one item{left_out}; if that is not what was "
+                "meant, send the user's items, oldest first")
+    if not exclude_seen:
+        return said
+    if distinct is not None and distinct < n_given:  # items come back (re-watches): each is left out once
+        return said + f", and the {distinct} different items among them are left out of the list"
+    return said + f", and all {n_given} are left out of the list"
 
 
 def recommend_history(
@@ -461,7 +472,8 @@ def recommend_history(
     feats = run.encode_user_features([user_features]) if user_features is not None else None
     for note in run.new_user_feature_notes(user_features) if log_feature_notes else ():  # read, but never silently
         log.warning("%s", note)
-    note = long_history_note(run, len(rows), exclude_seen=exclude_seen) if log_history_note else None
+    note = (long_history_note(run, len(rows), exclude_seen=exclude_seen, distinct=len(set(rows)))
+            if log_history_note else None)
     if note:  # said, as the list then rests on fewer items than were given
         log.warning("%s", note)
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]

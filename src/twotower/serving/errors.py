@@ -206,6 +206,38 @@ def _unknown_field(model: type[BaseModel] | None, loc: list[str]) -> str:
     return f"not a field of this request{hint} (the fields: {', '.join(fields)})"
 
 
+#: a batch's list of requests as the /docs example has it, quoted when ``requests`` is no list or an empty one
+_BATCH_REQUESTS = json.dumps(body_examples(STATIC_IDS)["/recommend/batch"]["two"]["value"]["requests"])
+
+
+def _requests_words(kind: str, got: Any) -> str | None:
+    """Why a batch's ``requests`` itself was refused (None: another error, said elsewhere): pydantic said "Input
+    should be a valid list" for an object and "List should have at least 1 item after validation, not 0" for []."""
+    if kind == "list_type":
+        return f"must be a list of requests, e.g. {_BATCH_REQUESTS}, got {_sent(got)}"
+    if kind == "too_short":
+        return f"must hold at least 1 request, got an empty list; send one per user, e.g. {_BATCH_REQUESTS}"
+    return None
+
+
+#: the words for an empty value at a field (pydantic: "String should have at least 1 character", even for "  ": an
+#: id loses its surrounding spaces first, schemas.coerce_id), with what to send instead
+_EMPTY_ID = 'is empty ("" or only spaces)'
+_EMPTY_AT = {
+    "user_id": f"{_EMPTY_ID}; send a known user's id, or a new user's items as the history (item ids, oldest first) "
+               "instead",
+    "item_id": f"{_EMPTY_ID}; send the id of an item of the run's catalogue",
+    "query": "is empty; send the words to search for",
+}
+
+
+def _empty_words(loc: list[str]) -> str:
+    """``is empty ...``: a value of no characters at ``loc`` (``body.history[2]``, ``body.user_id``)."""
+    if len(loc) >= 2 and loc[-1].isdigit() and loc[-2] in ("history", "exclude_items"):
+        return f"{_EMPTY_ID}, which is no item id; leave it out of the list"
+    return _EMPTY_AT.get(loc[-1] if loc else "", "is empty; send at least 1 character")
+
+
 def _validation_details(exc: RequestValidationError, path: str = "", max_k: int = MAX_K,
                         explain_k: int = ServiceSettings.explain_k,
                         body_model: type[BaseModel] | None = None) -> list[dict[str, Any]]:
@@ -222,6 +254,15 @@ def _validation_details(exc: RequestValidationError, path: str = "", max_k: int 
             msg = f"nothing was sent; send a JSON object{_body_example(path)}"
         elif loc == ["body"] and err.get("type") in ("model_attributes_type", "dict_type"):
             msg = f"must be a JSON object {{...}}, got {_sent(err.get('input'))}; send one{_body_example(path)}"
+        elif (len(loc) == 3 and loc[:2] == ["body", "requests"] and loc[2].isdigit()
+              and err.get("type") in ("model_type", "model_attributes_type", "dict_type")):
+            # "requests": [null]: pydantic's "Input should be a valid dictionary or object to extract fields from";
+            # each request is a POST /recommend body, so the words (and example) of one sent as no object
+            msg = f"must be a JSON object {{...}}, got {_sent(err.get('input'))}; send one{_body_example('/recommend')}"
+        elif loc == ["body", "requests"] and (words := _requests_words(err.get("type"), err.get("input"))):
+            msg = words
+        elif err.get("type") == "string_too_short" and err.get("ctx", {}).get("min_length") == 1:
+            msg = _empty_words(loc)
         elif err.get("type") == "value_error" and msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]  # pydantic's prefix for our own validators' messages
         elif err.get("type") in ("int_type", "int_parsing"):

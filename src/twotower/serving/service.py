@@ -804,7 +804,7 @@ class RecommenderService:
             if h is not None:  # as `recommend --history` says it: the tower read the newest history_len only
                 from twotower.pipeline.recommend import long_history_note
 
-                long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen)
+                long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen, distinct=int(np.unique(h).size))
                 notes += [long] if long else []
             notes += self.unplaced_in(rows)
             if self._no_input_history(u):
