@@ -365,7 +365,7 @@ def test_near_ties_of_a_flat_index_keep_faiss_scores_bit_for_bit(n_q):
         np.testing.assert_array_equal(res.scores.view(np.int32), full_s.view(np.int32))
 
 
-@pytest.mark.parametrize("spec", ["zzz", "IVF8,Flatt", "IVF1M_HNSW32,Bogus"])
+@pytest.mark.parametrize("spec", ["zzz", "IVF8,Flatt", "IVF1M_HNSW32,Bogus", "auto"])
 def test_a_factory_string_faiss_cannot_parse_is_refused_at_construction(spec):
     # FaissIndex("zzz") was accepted, and refused only by build() with the vectors in hand; the words are the build's
     with pytest.raises(ConfigError) as err:

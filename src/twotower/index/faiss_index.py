@@ -668,6 +668,7 @@ def refuse_unparsable(spec: str) -> None:
     except RuntimeError as e:  # parsed but refused at this dimension (a PQ whose m must divide D): left to the build
         if "could not parse" in str(e):
             check_factory_parses(spec)  # raises the build's message, for the string as written
+            _empty_index(spec, _PROBE_N, _PROBE_DIM)  # auto / exact, build_index's names, which that check passes
 
 
 def needs_training(spec: str, n: int, dim: int) -> tuple[str, bool]:
