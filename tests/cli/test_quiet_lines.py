@@ -68,3 +68,33 @@ def test_the_help_says_q_keeps_errors_and_the_output():
     help_text = " ".join(build_parser().format_help().split())
     assert "warnings only" not in help_text
     assert "print only warnings, errors and the command's own output (its results)" in help_text
+
+
+def test_train_under_q_prints_its_summary_and_table_not_the_pointer_below_it(tmp_path, capsys):
+    # `-q train` printed "k=50,100 (eval.ks) are in .../metrics.json; `twotower evaluate ...` prints every k" under
+    # its table: a pointer, not the result. eval.txt keeps it, and so does stdout without -q
+    from tests.synthetic import write_dataset
+
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    fast = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+            "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "--no-progress", "--epochs", "1",
+            "eval.ks=10,15", "eval.baselines="]
+    files = ["--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test", str(paths["test"])]
+    pointer = "k=15 (eval.ks) are in "
+    assert main(["-q", "train", *files, "--out", str(tmp_path / "q"), *fast]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("trained: ") and "two-tower  10" in out and "protocol: " in out
+    assert pointer not in out and pointer in (tmp_path / "q" / "eval.txt").read_text()
+    assert main(["train", *files, "--out", str(tmp_path / "loud"), *fast]) == 0
+    out = capsys.readouterr().out
+    assert pointer in out and out.endswith("prints every k\n\n")  # without -q: stdout as it was
+
+
+def test_index_build_under_q_prints_its_report_not_its_opening_line(run_dir, tmp_path, capsys):
+    # "index build: 60 items of dim ..., k=10, target recall 0.95" opens the build, before the measuring: not the result
+    opening = "index build: 60 items of dim "
+    assert main(["-q", "index", "build", "--run", str(run_dir), "--index", "exact", "--out", str(tmp_path / "q")]) == 0
+    out, err = capsys.readouterr()
+    assert opening not in out and out.startswith(f"saved exact index to {tmp_path / 'q'}") and err == ""
+    assert main(["index", "build", "--run", str(run_dir), "--index", "exact", "--out", str(tmp_path / "loud")]) == 0
+    assert capsys.readouterr().out.startswith(opening)  # without -q: stdout as it was

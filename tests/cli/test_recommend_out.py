@@ -217,3 +217,19 @@ def test_out_onto_a_file_of_a_data_split_is_refused(run_dir, tmp_path, capsys):
             "damage; choose another file name") in capsys.readouterr().err
     assert (split / "valid.csv").read_text() == "user_id,item_id\nu1,i1\n"
     assert _recommend(run_dir, split / "recs.csv") == 0
+
+
+def test_out_onto_an_earlier_file_replaces_it_atomically_and_says_so(run_dir, tmp_path, capsys):
+    # a rerun onto the same FILE replaced it without a word; scripts rely on the replacing, so it stays
+    out = tmp_path / "recs.csv"
+    assert _recommend(run_dir, out) == 0
+    assert "earlier file" not in capsys.readouterr().err  # a new file: nothing replaced
+    inode = out.stat().st_ino
+    out.write_text("old\n")
+    assert _recommend(run_dir, out) == 0
+    err = capsys.readouterr().err
+    assert f"{out} held an earlier file: replaced it and its record {out}.json\n" in err
+    assert _rows(out.read_text())[0] == HEADER
+    assert out.stat().st_ino != inode  # a temporary renamed over it, never the old file truncated in place
+    assert _recommend(run_dir, out, "-q") == 0
+    assert capsys.readouterr().err == ""  # an information line: -q leaves it out

@@ -108,3 +108,22 @@ def test_decode_of_one_row_names_id_at(row):
     # decode(1) was Python's "'int' object is not iterable"; decode("a") read the string as a list of letters
     with pytest.raises(ConfigError, match=r"decode takes a sequence of rows, got .*; one row's id is id_at\(row\)"):
         Vocabulary(["a", "b", "c"]).decode(row)
+
+
+def test_a_vocabulary_built_without_a_kind_calls_an_unknown_id_an_id_not_an_item():
+    # Vocabulary.from_ids(user_ids) said "unknown item 'u9' (not among the 3 known items)" of a user id
+    users = Vocabulary.from_ids(["u1", "u2", "u3"])
+    with pytest.raises(NotFoundError) as e:
+        users.index("u9")
+    assert str(e.value) == "unknown id 'u9' (not among the 3 known ids)"
+    for call in (lambda: users.id_at(7), lambda: users.decode([0, 9])):
+        with pytest.raises(NotFoundError) as e:
+            call()
+        assert str(e.value) == f"unknown row {e.value.id} (rows run 0..2)"
+    with pytest.raises(ConfigError, match=r"^vocabulary: decode takes a sequence of rows"):
+        users.decode(1)
+    # the attribute, saved files and equality read "item" as before; a kind given is named as before
+    assert users.kind == "item" and users == Vocabulary.from_ids(["u1", "u2", "u3"], kind="item")
+    assert users.to_dict()["kind"] == "item"
+    with pytest.raises(NotFoundError, match=r"^unknown user 'u9' \(not among the 3 known users\)$"):
+        Vocabulary.from_ids(["u1", "u2", "u3"], kind="user").index("u9")

@@ -418,8 +418,8 @@ def test_evaluate_history_from_ranks_through_the_index_recommend_uses(split_dir,
 def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(split_dir, tmp_path, capsys):
     """`train --test` scores test users from their train history only; on a leave-one-out split it says how to
     get the protocol's test input (train + valid), and on another split it says nothing of it."""
-    args = ["-q", "train", "--valid", str(split_dir / "valid.csv"), "--test", str(split_dir / "test.csv"),
-            "--epochs", "1", "eval.baselines=[]", *FAST]
+    args = ["train", "--valid", str(split_dir / "valid.csv"), "--test", str(split_dir / "test.csv"),
+            "--epochs", "1", "eval.baselines=[]", *FAST]  # without -q: the hint is an information line
     capsys.readouterr()
     assert main([*args, "--train", str(split_dir / "train.csv"), "--out", str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
@@ -432,16 +432,20 @@ def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(spl
     assert "test users read their train history only" not in capsys.readouterr().out
     # split by train itself (--data FILE data.split=leave_last): the run's own copy of the split is named
     seq = split_dir.parent / "seq.txt"
-    assert main(["-q", "train", "--data", str(seq), "data.split=leave_last", "data.leave_n=1", "--epochs", "1",
+    assert main(["train", "--data", str(seq), "data.split=leave_last", "data.leave_n=1", "--epochs", "1",
                  "eval.baselines=[]", *FAST, "--out", str(tmp_path / "c")]) == 0
     run_data = tmp_path / "c" / "data"
     assert (f"`twotower evaluate --run {tmp_path / 'c'} --history-from {run_data / 'train.csv'} "
             f"{run_data / 'valid.csv'}`") in capsys.readouterr().out
     # a bare resume reads the run's copies; the hint still names the files the run was given (the split's)
-    assert main(["-q", "train", "--out", str(tmp_path / "a"), "--resume", "--epochs", "2"]) == 0
+    assert main(["train", "--out", str(tmp_path / "a"), "--resume", "--epochs", "2"]) == 0
     assert hint in capsys.readouterr().out
-    assert main(["-q", "train", "--out", str(tmp_path / "c"), "--resume", "--epochs", "2"]) == 0
+    assert main(["train", "--out", str(tmp_path / "c"), "--resume", "--epochs", "2"]) == 0
     assert f"--history-from {run_data / 'train.csv'} {run_data / 'valid.csv'}" in capsys.readouterr().out
+    # -q prints the table and leaves the hint out, as the other information lines
+    assert main(["-q", "train", "--out", str(tmp_path / "c"), "--resume", "--epochs", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "protocol: " in out and "test users read their train history only" not in out
 
 
 def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_train_plus_valid(split_dir, tmp_path,
@@ -452,7 +456,7 @@ def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_tra
     config.write_text("[data]\n" + "".join(f'{part} = "{split_dir / (part + ".csv")}"\n'
                                            for part in ("train", "valid", "test")), encoding="utf-8")
     capsys.readouterr()
-    assert main(["-q", "train", "--config", str(config), "--out", str(tmp_path / "a"), "--epochs", "1",
+    assert main(["train", "--config", str(config), "--out", str(tmp_path / "a"), "--epochs", "1",
                  "eval.baselines=[]", *FAST]) == 0
     out = capsys.readouterr().out
     assert "test users read their train history only" in out

@@ -206,6 +206,7 @@ def _flag_named(msg: str, pin: dict[str, int] | None) -> str:
 
 
 def cmd_index_build(args: argparse.Namespace) -> int:
+    from twotower.cli.printing import say_out  # the build's opening line: not under -q
     from twotower.cli.stopping import interrupt_status, path_identity, stopped_by, terminate_as_interrupt
     from twotower.index.storage import is_index_dir
     from twotower.pipeline.index_build import build_index, missed_target_advice
@@ -220,7 +221,7 @@ def cmd_index_build(args: argparse.Namespace) -> int:
     try:
         with terminate_as_interrupt():
             build_index(args.run, args.index, out=args.out, policy=policy, threads=args.threads or threads_from_env(),
-                        max_train=args.max_train, params=pin, echo=print, flag="--out", what="twotower index build",
+                        max_train=args.max_train, params=pin, echo=print, echo_progress=say_out, flag="--out", what="twotower index build",
                         advice=missed_target_advice(lambda v: f"--index {v}", _FLAGS["target_recall"]))
     except KeyboardInterrupt as e:
         # it ended without a word (SIGTERM: Python's default, on the spot), though the earlier index was intact

@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["printable", "quiet_lines", "say", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
+__all__ = ["printable", "quiet_lines", "say", "say_out", "stdout_data_write", "stdout_json", "tolerate_narrow_streams"]
 
 #: whether the running command was given ``-q`` (main sets it around the command, through :func:`quiet_lines`)
 _quiet = False
@@ -33,6 +33,13 @@ def say(line: str) -> None:
     INFO log lines; printed, not logged, because it reads without the log's time and logger name."""
     if not _quiet:
         print(line, file=sys.stderr)
+
+
+def say_out(line: str) -> None:
+    """An information line among a command's output on stdout (a hint below train's table, index build's opening
+    line): left out under ``-q`` as :func:`say`'s are, and kept on stdout otherwise, where scripts have read it."""
+    if not _quiet:
+        print(line)
 
 
 def _writes_unicode(stream: Any) -> bool:

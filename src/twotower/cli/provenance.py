@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from twotower.cli.paths import STDOUT, _check_out_is_no_input, check_output_file, is_file
+from twotower.cli.printing import say
 from twotower.utils.atomic import resolve_write_target, sha256_file
 from twotower.utils.version import VERSION_KEY, installed_version
 
@@ -54,13 +55,29 @@ def check_out_and_record(out: str, inputs: dict[str, list], example: str = "recs
         _check_out_is_no_input(os.fspath(record), inputs, "--out's record")
 
 
+def _earlier_files(out: str | os.PathLike[str]) -> list[str]:
+    """The files at ``out`` and its record that a write there replaces (a device written into replaces none)."""
+    record = record_path(out)
+    return [] if record is None else [os.fspath(p) for p in (out, record) if is_file(p)]
+
+
+def _say_replaced(out: str | os.PathLike[str], earlier: list[str]) -> None:
+    """One line when the write replaced an earlier output: a rerun onto the same FILE replaced it without a word."""
+    if not earlier:
+        return
+    record = [p for p in earlier if p != os.fspath(out)]
+    say(f"{os.fspath(out)} held an earlier file: replaced it" + (f" and its record {record[0]}" if record else ""))
+
+
 def write_csv_and_record(out: str, write_rows: Callable[[Callable[[str], None]], int],
                          make_record: Callable[[int, str], dict[str, Any]]) -> int:
     """Write the CSV of ``--out`` through ``write_rows(write) -> rows`` and, beside it, ``make_record(rows,
     csv_sha256)``; returns the rows written. Both are written in full to temporaries before either is moved into
-    place, and the record holds the CSV's sha256, so a record is never taken for that of another CSV."""
+    place, and the record holds the CSV's sha256, so a record is never taken for that of another CSV. Replacing
+    an earlier file is said in one line (silent under -q)."""
     from twotower.utils.atomic import atomic_path, json_text, signals_deferred
 
+    earlier = _earlier_files(out)
     digest = hashlib.sha256()
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(out))
@@ -77,6 +94,7 @@ def write_csv_and_record(out: str, write_rows: Callable[[Callable[[str], None]],
             stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
         with signals_deferred():  # a Ctrl-C between the two moves left a new CSV beside an old record
             stack.close()
+    _say_replaced(out, earlier)
     return n
 
 
@@ -87,6 +105,7 @@ def write_file_and_record(out: str | os.PathLike[str], write_file: Callable[[Pat
     ``evaluate --plot`` is written through here)."""
     from twotower.utils.atomic import atomic_path, json_text, signals_deferred
 
+    earlier = _earlier_files(out)
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(atomic_path(out))
         write_file(tmp)
@@ -96,6 +115,7 @@ def write_file_and_record(out: str | os.PathLike[str], write_file: Callable[[Pat
             stack.enter_context(atomic_path(where)).write_text(json_text(record), encoding="utf-8")
         with signals_deferred():  # a Ctrl-C between the two moves left a new file beside an old record
             stack.close()
+    _say_replaced(out, earlier)
 
 
 def file_entry(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from twotower.cli.evaluate_cmd import print_eval_table
 from twotower.cli.paths import check_output_dir
+from twotower.cli.printing import say_out
 from twotower.cli.stopping import Terminated, terminate_as_interrupt
 from twotower.cli.stopping import interrupt_status as _interrupt_status
 from twotower.cli.stopping import stopped_by as _stopped_by
@@ -448,12 +449,16 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         shown = tuple(k for k in ks if k in TRAIN_TABLE_KS) or ks
         with contextlib.redirect_stdout(buf):
             print_eval_table(rows, shown, "test (full catalogue)")
-            left = [k for k in ks if k not in shown]
-            if left:  # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone
-                print(f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
-                      f"`twotower evaluate --run {shell_arg(out)}` prints every k")
-        atomic_write_text(out / "eval.txt", buf.getvalue())
-        print(buf.getvalue())
+        table = buf.getvalue()
+        left = [k for k in ks if k not in shown]
+        # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q
+        where = (f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
+                 f"`twotower evaluate --run {shell_arg(out)}` prints every k") if left else None
+        atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
+        print(table, end="")
+        if where:
+            say_out(where)
+        print()
         train_file, valid_file = getattr(args, "train", None), getattr(args, "valid", None)
         data = _data_as_given(args, cfg, out)
         if train_file is None and not isinstance(data.train, (list, tuple)):
@@ -468,8 +473,8 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         if cfg.model.user.history != "none" and loo:
             # the table above read each test user's train history only; the leave-one-out protocol's test input
             # is train + valid, and a reader of this table was not told how to get it
-            print(f"test users read their train history only (the protocol line); for the leave-one-out test input "
-                  f"(train + valid): `twotower evaluate --run {shell_arg(out)} --history-from {shell_arg(train_file)} {shell_arg(valid_file)}`")
+            say_out(f"test users read their train history only (the protocol line); for the leave-one-out test input "
+                    f"(train + valid): `twotower evaluate --run {shell_arg(out)} --history-from {shell_arg(train_file)} {shell_arg(valid_file)}`")
 
 
 def _data_as_given(args: argparse.Namespace, cfg, out: Path):  # noqa: ANN001, ANN202

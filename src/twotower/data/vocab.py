@@ -48,26 +48,37 @@ def sort_ids(ids: Iterable[str]) -> list[str]:
 class Vocabulary:
     """A fixed, ordered set of external ids; row ``r`` holds ``ids[r]``.
 
-    ``kind`` ("user", "item", ...) names the entity in :class:`NotFoundError`.
+    ``kind`` ("user", "item", ...) names the entity in :class:`NotFoundError`. Without it the errors say "id"
+    (``unknown id 'u9' (not among the 3 known ids)``): they said "item" of a vocabulary of users built without a
+    kind; ``kind`` still reads "item" then, as it always did (saved files, equality).
     """
 
-    def __init__(self, ids: Sequence[str], *, kind: str = "item") -> None:
+    def __init__(self, ids: Sequence[str], *, kind: str | None = None) -> None:
         ids = [_to_id(i) for i in ids]
         index = {}
         for row, i in enumerate(ids):
             if i in index:
                 raise ConfigError(f"Vocabulary ids must be unique; {i!r} appears twice (rows {index[i]} and {row})")
             index[i] = row
-        if not isinstance(kind, str) or not kind:
+        if kind is not None and (not isinstance(kind, str) or not kind):
             raise ConfigError(f"Vocabulary kind must be a non-empty string, got {kind!r}")
         self._ids = ids
         self._index = index
         self._pd_index = pd.Index(ids, dtype=object)
         self._loose: dict[str, list[str]] | None = None  # near(): ids by _loose_key, built on the first miss
-        self.kind = kind
+        self.kind = kind or "item"
+        self._noun = kind  # what the errors call an id: None (no kind given) says "id", not "item"
+
+    @property
+    def _row_kind(self) -> str:
+        return f"{self._noun} row" if self._noun else "row"
+
+    @property
+    def _said(self) -> str:
+        return f"{self._noun} vocabulary" if self._noun else "vocabulary"
 
     @classmethod
-    def from_ids(cls, ids: Iterable[Any], *, kind: str = "item") -> "Vocabulary":
+    def from_ids(cls, ids: Iterable[Any], *, kind: str | None = None) -> "Vocabulary":
         """Sorted unique ids (deterministic; numeric order when all ids are integers)."""
         return cls(sort_ids(_to_id(i) for i in ids), kind=kind)
 
@@ -101,7 +112,7 @@ class Vocabulary:
         the first explanation over Book-Crossing's 331k items (one record per item) run for over ten minutes."""
         r = int(row)
         if not 0 <= r < len(self._ids):
-            raise NotFoundError(f"{self.kind} row", r, f"rows run 0..{len(self._ids) - 1}")
+            raise NotFoundError(self._row_kind, r, f"rows run 0..{len(self._ids) - 1}")
         return self._ids[r]
 
     def index(self, id: Any) -> int:
@@ -116,7 +127,7 @@ class Vocabulary:
             stripped = key.strip()
             if stripped != key and stripped in self._index:
                 return self._index[stripped]
-            raise NotFoundError.not_among(self.kind, key, len(self), self.near(key)) from None
+            raise NotFoundError.not_among(self._noun or "id", key, len(self), self.near(key)) from None
 
     def near(self, id: Any) -> list[str]:
         """Known ids equal to ``id`` but for leading zeros or case (``"000480"`` for ``480``, ``"C-7"`` for
@@ -153,7 +164,7 @@ class Vocabulary:
         """Ids of ``rows``: a list for 1-D rows, one list per row for a 2-D array such as ``Results.ids``
         (``[B, k]`` gives B lists of k ids); a row outside 0..n-1 (the pad -1 included) raises NotFoundError."""
         if isinstance(rows, (int, np.integer, str, bytes)):  # an int was "'int' object is not iterable"
-            raise ConfigError(f"{self.kind} vocabulary: decode takes a sequence of rows, got {rows!r}; one row's id "
+            raise ConfigError(f"{self._said}: decode takes a sequence of rows, got {rows!r}; one row's id "
                               "is id_at(row)")
         shaped = np.asarray(list(rows) if not isinstance(rows, np.ndarray) else rows)
         if shaped.ndim == 2:  # a [B, k] search result was flattened into one list of B * k ids, rows run together
@@ -163,12 +174,12 @@ class Vocabulary:
     def _decode_flat(self, raw: np.ndarray) -> list[str]:
         if raw.size and not np.issubdtype(raw.dtype, np.integer):
             # ids instead of rows gave numpy's "invalid literal for int() with base 10: 'a'", and 2.7 read as row 2
-            raise ConfigError(f"{self.kind} vocabulary: decode takes integer rows, got {raw.dtype} values such as "
+            raise ConfigError(f"{self._said}: decode takes integer rows, got {raw.dtype} values such as "
                               f"{raw[0]!r}; ids map to rows with index()")
         arr = raw.astype(np.int64, copy=False)
         bad = (arr < 0) | (arr >= len(self))
         if bad.any():
-            raise NotFoundError(f"{self.kind} row", int(arr[bad][0]), f"rows run 0..{len(self) - 1}")
+            raise NotFoundError(self._row_kind, int(arr[bad][0]), f"rows run 0..{len(self) - 1}")
         return [self._ids[r] for r in arr.tolist()]
 
     def to_dict(self) -> dict[str, Any]:

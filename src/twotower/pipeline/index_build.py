@@ -80,6 +80,7 @@ def build_index(
     max_train: int | None = None,
     params: dict[str, int] | None = None,
     echo: Callable[[str], None] | None = None,
+    echo_progress: Callable[[str], None] | None = None,
     flag: str = "out",
     what: str = PY_WRITER,
     advice: str = _PY_ADVICE,
@@ -98,10 +99,12 @@ def build_index(
         print(built.reason, built.tuning["chosen"])
 
     What differs between `twotower index build` and a Python call: ``echo`` takes each report line (None:
-    logged at INFO), ``flag`` names ``out`` in errors, ``what`` names the writer in the run's lock, ``advice`` is
+    logged at INFO), ``echo_progress`` the line said as the measuring starts (what it measures; None: as
+    ``echo``: `twotower -q index build` leaves it out), ``flag`` names ``out`` in errors, ``what`` names the writer in the run's lock, ``advice`` is
     what the warning of a missed recall target suggests (:func:`missed_target_advice` in the caller's names).
     """
     say = echo or log.info
+    progress = echo_progress or say
     policy = policy or IndexPolicy()
     if isinstance(run, (str, os.PathLike)):
         run_dir: Path = Path(run)
@@ -134,7 +137,7 @@ def build_index(
     with scoped_threads(threads), run_writer(run_dir, out_dir, what):
         if not isinstance(run, TrainedRun):
             run = TrainedRun.load(run_dir)
-        return _build(run, index, out_dir, policy, max_train, params, say, advice)
+        return _build(run, index, out_dir, policy, max_train, params, say, advice, progress)
 
 
 def sample_query_rows(run: TrainedRun, n: int, seed: int) -> np.ndarray:
@@ -168,20 +171,21 @@ def requested_entry(spec: str, policy: IndexPolicy) -> dict[str, Any]:
 
 
 def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
-           params: dict[str, int] | None, say: Callable[[str], None], advice: str) -> BuiltIndex | None:
+           params: dict[str, int] | None, say: Callable[[str], None], advice: str,
+           progress: Callable[[str], None]) -> BuiltIndex | None:
     train_cfg = run.config.train  # the run's own progress settings: an HNSW graph over 1M items takes minutes
     policy = dataclasses.replace(policy, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         from twotower.pipeline.index_build_distributed import build_distributed
 
-        return build_distributed(run, spec, out, policy, max_train, params, say, advice)
+        return build_distributed(run, spec, out, policy, max_train, params, say, advice, progress)
     vectors = run.item_embeddings()  # [I, D]
     _check_max_train(spec, max_train, *vectors.shape)
     ids = np.arange(run.n_items, dtype=np.int64)
     fp = run.fingerprint()
     query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)
     queries = run.user_vectors(query_rows).astype(np.float32)  # [Q, D]
-    say(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {plural(len(query_rows), 'user query', 'user queries')}, "
+    progress(f"index build: {len(ids):,} items of dim {vectors.shape[1]}, {plural(len(query_rows), 'user query', 'user queries')}, "
         f"k={policy.k}, target recall {policy.target_recall:g}")
     no_plot = None if spec.strip().lower() == "exact" else plotting_missing()
     if no_plot:  # the tuning is minutes at 1M items: the build goes on, without its plot, rather than fail at its end
