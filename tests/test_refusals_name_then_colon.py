@@ -240,6 +240,12 @@ def _mixture_log_q_uniform() -> None:
     mixture_log_q(torch.full((2,), 0.5), 2, -1)
 
 
+def _train_config(**kwargs: object) -> Callable[[], object]:
+    from twotower.config import TrainConfig
+
+    return lambda: TrainConfig(**kwargs)
+
+
 def _tuning_users(name: str) -> Callable[[], object]:
     from twotower.evaluation import baselines, low_rank_ease
 
@@ -322,6 +328,17 @@ CASES = [
     (_tuning_users("tune_ease"), "max_users: must be >= 1 or None (validation users for tuning EASE's λ), got 0"),
     (_tuning_users("tune_itemknn"), "max_users: must be >= 1 or None (validation users for tuning ItemKNN's k), "
                                     "got 0"),
+    # they said the rule without the value, where train.weight_decay and train.grad_clip beside them said it; the
+    # value as typed (train.lr=-1), as the flags' refusals echo theirs
+    (_train_config(lr=-1), "train.lr: must be > 0, got -1"),
+    (_train_config(epochs=0), "train.epochs: must be >= 1, got 0"),
+    (_train_config(denoise_keep=0.0), "train.denoise_keep: must be in (0, 1], got 0"),
+    (_train_config(seed=-1), "train.seed: must be an integer >= 0, got -1"),
+    (_train_config(seed=2**64), "train.seed: must be at most 2**64 - 1 (the largest torch takes), got a number of 20 digits"),
+    (_train_config(ema_decay=1.5), "train.ema_decay: must be in [0, 1) (0 = no average) or null, got 1.5"),
+    (_train_config(device="gpu"), "train.device: must be cpu, cuda or cuda:N, got 'gpu'"),
+    (_train_config(gradcache_chunk=0), "train.gradcache_chunk: must be an integer >= 1 (examples per tower chunk) or "
+                                       "null to turn GradCache off, got 0"),
 ]
 
 

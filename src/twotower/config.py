@@ -637,15 +637,20 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "train.")
-        _check(self.epochs >= 1, "train.epochs", "must be >= 1")
-        _check(self.batch_size >= 2, "train.batch_size", "must be >= 2 (in-batch negatives need company)")
-        _check(self.lr > 0, "train.lr", "must be > 0")
+        # a refusal's echo of the value as typed (train.lr=-1: -1, not -1.0; a seed of 20 digits counted), as the
+        # flags' refusals echo theirs; imported here, as refusals imports this module
+        from twotower.pipeline.refusals import number_words as said
+
+        _check(self.epochs >= 1, "train.epochs", f"must be >= 1, got {said(self.epochs)}")
+        _check(self.batch_size >= 2, "train.batch_size",
+               f"must be >= 2 (in-batch negatives need company), got {said(self.batch_size)}")
+        _check(self.lr > 0, "train.lr", f"must be > 0, got {said(self.lr)}")
         _choice(self.optimizer, "train.optimizer", ("adamw", "sparse_adam"))
         _choice(self.lr_schedule, "train.lr_schedule", ("constant", "linear", "cosine"))
         _choice(self.precision, "train.precision", ("fp32", "bf16", "auto"))
         _choice(self.examples, "train.examples", ("causal", "denoising", "both", "sequence"))
-        _check(self.log_every_s > 0, "train.log_every_s", "must be > 0")
-        _check(0 < self.denoise_keep <= 1, "train.denoise_keep", "must be in (0, 1]")
+        _check(self.log_every_s > 0, "train.log_every_s", f"must be > 0, got {said(self.log_every_s)}")
+        _check(0 < self.denoise_keep <= 1, "train.denoise_keep", f"must be in (0, 1], got {said(self.denoise_keep)}")
         # a size of the denoising examples alone (its default is free): beside causal examples 0.3 trained unthinned
         _check(self.denoise_keep == TrainConfig.denoise_keep or self.examples in ("denoising", "both"),
                "train.denoise_keep", f"{self.denoise_keep:g} thins the inputs of train.examples=denoising (or both) "
@@ -655,41 +660,47 @@ class TrainConfig:
         _check(not self.random_windows or self.examples == "sequence", "train.random_windows",
                f"true draws the windows of train.examples=sequence only; train.examples={self.examples} would "
                "ignore it. Set train.examples=sequence, or leave train.random_windows out")
-        _check(0 <= self.history_dropout < 1, "train.history_dropout", "must be in [0, 1)")
-        _check(self.patience >= 1, "train.patience", "must be >= 1")
+        _check(0 <= self.history_dropout < 1, "train.history_dropout", f"must be in [0, 1), got {said(self.history_dropout)}")
+        _check(self.patience >= 1, "train.patience", f"must be >= 1, got {said(self.patience)}")
         # 0 was a ZeroDivisionError at the end of the first epoch (epoch % eval_every)
-        _check(self.eval_every >= 1, "train.eval_every", "must be >= 1 (validate every N-th epoch and the last)")
+        _check(self.eval_every >= 1, "train.eval_every",
+               f"must be >= 1 (validate every N-th epoch and the last), got {said(self.eval_every)}")
         _check(self.valid_max_users is None or self.valid_max_users >= 1, "train.valid_max_users",
-               "must be >= 1 (validation users scored each epoch) or null for every one")
+               f"must be >= 1 (validation users scored each epoch) or null for every one, got {said(self.valid_max_users)}")
         # numpy's generators take no negative seed: -1 was a traceback ("expected non-negative integer")
-        _check(self.seed >= 0, "train.seed", "must be an integer >= 0")
-        _check(self.seed <= MAX_SEED, "train.seed", "must be at most 2**64 - 1 (the largest torch takes)")
-        _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min", "must be > 0 (minutes) or null")
-        _check(self.threads is None or self.threads >= 1, "train.threads", "must be >= 1")
-        _check(self.threads is None or self.threads <= MAX_THREADS, "train.threads", f"must be at most {MAX_THREADS}")
+        _check(self.seed >= 0, "train.seed", f"must be an integer >= 0, got {said(self.seed)}")
+        _check(self.seed <= MAX_SEED, "train.seed",
+               f"must be at most 2**64 - 1 (the largest torch takes), got {said(self.seed)}")
+        _check(self.time_budget_min is None or self.time_budget_min > 0, "train.time_budget_min",
+               f"must be > 0 (minutes) or null, got {said(self.time_budget_min)}")
+        _check(self.threads is None or self.threads >= 1, "train.threads", f"must be >= 1, got {said(self.threads)}")
+        _check(self.threads is None or self.threads <= MAX_THREADS, "train.threads",
+               f"must be at most {MAX_THREADS}, got {said(self.threads)}")
         # 0 and negative counts trained on nothing (-5 cut every epoch to zero batches) or on everything (0)
         _check(self.max_examples_per_epoch is None or self.max_examples_per_epoch >= 2, "train.max_examples_per_epoch",
-               "must be >= 2 (a batch needs two examples) or null for every example")
+               f"must be >= 2 (a batch needs two examples) or null for every example, got {said(self.max_examples_per_epoch)}")
         # a negative norm was accepted and made clip_grad_norm_ scale every gradient by a negative factor (ascent)
         _check(self.grad_clip is None or self.grad_clip >= 0, "train.grad_clip",
-               f"must be >= 0 (the largest gradient norm; 0 or null = no clipping), got {self.grad_clip}")
-        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {self.weight_decay}")
+               f"must be >= 0 (the largest gradient norm; 0 or null = no clipping), got {said(self.grad_clip)}")
+        _check(self.weight_decay >= 0, "train.weight_decay", f"must be >= 0, got {said(self.weight_decay)}")
         _check(self.ema_decay is None or 0 <= self.ema_decay < 1, "train.ema_decay",
-               "must be in [0, 1) (0 = no average) or null")
-        _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device", "must be cpu, cuda or cuda:N")
+               f"must be in [0, 1) (0 = no average) or null, got {said(self.ema_decay)}")
+        _check(self.device == "cpu" or self.device.startswith("cuda"), "train.device",
+               f"must be cpu, cuda or cuda:N, got {self.device!r}")
         # bf16 is CPU autocast (the towers) and the CPU full-softmax kernel: on a GPU the run trained in float32,
         # its log silent about it. auto stays free: it means bf16 where it applies
         _check(self.precision != "bf16" or self.device == "cpu", "train.precision",
                f"bf16 multiplies in bfloat16 on the CPU only (CPU autocast); train.device={self.device} would train in "
                "float32. Set train.precision=fp32 (or auto), or train.device=cpu")
         _check(self.gradcache_chunk is None or self.gradcache_chunk >= 1, "train.gradcache_chunk",
-               "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off")
+               "must be an integer >= 1 (examples per tower chunk) or null to turn GradCache off, "
+               f"got {said(self.gradcache_chunk)}")
         if self.distributed_backend is not None:
             _choice(self.distributed_backend, "train.distributed_backend", ("gloo", "nccl"))
-        _check(self.dist_timeout_s > 0, "train.dist_timeout_s", f"must be > 0 (seconds), got {self.dist_timeout_s}")
+        _check(self.dist_timeout_s > 0, "train.dist_timeout_s", f"must be > 0 (seconds), got {said(self.dist_timeout_s)}")
         # below a second the heartbeats would come every few milliseconds, a load on the launcher's store
         _check(self.heartbeat_warn_s == 0 or self.heartbeat_warn_s >= 1, "train.heartbeat_warn_s",
-               f"must be 0 (off) or >= 1 (seconds), got {self.heartbeat_warn_s}")
+               f"must be 0 (off) or >= 1 (seconds), got {said(self.heartbeat_warn_s)}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -305,7 +305,7 @@ def test_a_zero_tower_width_names_the_tower_the_key_and_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("train.grad_clip=-1", "train.grad_clip: must be >= 0 (the largest gradient norm; 0 or null = no clipping), got -1.0"),
+    ("train.grad_clip=-1", "train.grad_clip: must be >= 0 (the largest gradient norm; 0 or null = no clipping), got -1"),
     ("train.weight_decay=-0.1", "train.weight_decay: must be >= 0, got -0.1"),
 ])
 def test_a_negative_clip_norm_or_weight_decay_is_refused(override, message):
