@@ -246,6 +246,13 @@ def _train_config(**kwargs: object) -> Callable[[], object]:
     return lambda: TrainConfig(**kwargs)
 
 
+def _weight_average() -> None:
+    torch = pytest.importorskip("torch")
+    from twotower.training.averaging import WeightAverage
+
+    WeightAverage([torch.nn.Parameter(torch.zeros(2))], decay=1.5)
+
+
 def _tuning_users(name: str) -> Callable[[], object]:
     from twotower.evaluation import baselines, low_rank_ease
 
@@ -339,6 +346,8 @@ CASES = [
     (_train_config(device="gpu"), "train.device: must be cpu, cuda or cuda:N, got 'gpu'"),
     (_train_config(gradcache_chunk=0), "train.gradcache_chunk: must be an integer >= 1 (examples per tower chunk) or "
                                        "null to turn GradCache off, got 0"),
+    # a plain ValueError: "weight-average decay must be in (0, 1), got 1.5"
+    (_weight_average, "decay: must be in (0, 1), got 1.5"),
 ]
 
 

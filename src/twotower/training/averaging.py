@@ -29,6 +29,8 @@ from contextlib import contextmanager
 
 import torch
 
+from twotower.errors import ConfigError
+
 __all__ = ["WeightAverage"]
 
 
@@ -37,7 +39,9 @@ class WeightAverage:
 
     def __init__(self, params: Iterable[torch.nn.Parameter], decay: float) -> None:
         if not 0.0 < decay < 1.0:
-            raise ValueError(f"weight-average decay must be in (0, 1), got {decay}")
+            # named as the caller passed it, as gradcache's `size` is (a run's train.ema_decay is checked by
+            # TrainConfig first); ConfigError is a ValueError, so callers catching that still catch it
+            raise ConfigError(f"decay: must be in (0, 1), got {decay}")
         self.params = [p for p in params if p.dtype.is_floating_point]
         self._live = [p.detach() for p in self.params]  # views of the same storage: built once, not per step
         self.decay = decay
