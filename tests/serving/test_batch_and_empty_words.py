@@ -49,3 +49,21 @@ def test_an_empty_id_is_refused_as_empty_naming_its_field(client, route, body, w
     err = _refused(client, route, body)
     assert err["message"] == want
     assert "at least 1 character" not in err["details"][0]["msg"]
+
+
+@pytest.mark.parametrize("user", ["", "  "], ids=["empty", "spaces"])
+def test_an_empty_user_id_is_refused_in_the_same_words_from_python_and_the_cli(run_dir, user, capsys) -> None:
+    """`recommend --user ''`, tt.recommend and RecRequest said "unknown user ''", where HTTP said what to send."""
+    import twotower as tt
+    from twotower.cli.main import main
+    from twotower.errors import ConfigError
+    from twotower.serving.service import RecRequest
+
+    with pytest.raises(ConfigError) as e:
+        tt.recommend(tt.TrainedRun.load(run_dir), ["u1", user])
+    assert str(e.value) == f"user_ids[1]: {USER}"
+    with pytest.raises(ConfigError) as e:
+        RecRequest(user_id=user)
+    assert str(e.value) == f"user_id: {USER}"
+    assert main(["recommend", "--run", str(run_dir), "--user", user]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --user: {USER.replace('as the history', 'as --history')}"

@@ -150,6 +150,11 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                                         "--history-from": getattr(args, "history_from", None) or []})
     # the words of HTTP's 422 and tt.recommend; a run with user features decides once loaded (--user-features alone)
     refuse_empty_history_early(None if args.history is None else parse_id_list(args.history, "--history"), args.run)
+    if args.user is not None and not args.user.strip():
+        # it was "unknown user ''" once the run had loaded; the words of POST /recommend's 422, flags named as typed
+        from twotower.pipeline.refusals import empty_user_id_refusal
+
+        raise ConfigError(f"--user: {empty_user_id_refusal('--history')}")
     # argument checks before the (slow) run load: a typo is one line at once
     from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree

@@ -30,6 +30,7 @@ from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_lo
                                          rebuild_command, refuse_empty_history)
 from twotower.pipeline.refusals import (
     USER_LIST,
+    empty_user_id_refusal,
     hint_unknown_user,
     id_list_refusal,
     k_refusal,
@@ -546,6 +547,11 @@ def recommend(
         if not is_id_list(user_ids):  # user_ids=42: a bare TypeError ("'int' object is not iterable")
             # the words of history=, exclude= and POST /recommend's 422 (it said "user_ids is a list of user ids")
             raise ConfigError(f"user_ids: {id_list_refusal(python_type_words(user_ids), user_ids, what='user')}")
+        user_ids = list(user_ids)  # a generator is read once: here and by the lookup below
+        # "" was "unknown user ''": named by its place in POST /recommend's words, before the index is opened
+        empty = next((pos for pos, u in enumerate(user_ids) if isinstance(u, str) and not u.strip()), None)
+        if empty is not None:
+            raise ConfigError(f"user_ids[{empty}]: {empty_user_id_refusal()}")
     from twotower.serving.service import filter_allow, run_filter_mask
 
     mask = run_filter_mask(run, filters)  # checked before the index is opened, in POST /recommend's words

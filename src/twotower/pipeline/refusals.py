@@ -18,6 +18,10 @@ from twotower.errors import ConfigError, NotFoundError
 UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their items: send them as the history "
                      "(item ids, oldest first) instead of the user id")
 
+#: an id of no characters, said by every interface that takes one (HTTP: for "" and "  " alike, as an id loses its
+#: surrounding spaces first)
+EMPTY_ID = 'is empty ("" or only spaces)'
+
 #: how many unknown ids a refusal names (then a count of the rest): a history of thousands stays one line
 MAX_NAMED_UNKNOWN = 10
 #: what :func:`rows_naming_every_unknown` calls each list of ids, on every surface that takes one
@@ -25,7 +29,7 @@ USER_LIST = "user list"  # `recommend --users`, tt.recommend's user_ids
 ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
-__all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
+__all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "EMPTY_ID", "empty_user_id_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
            "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
@@ -211,6 +215,14 @@ def empty_history_refusal(feature_columns: Sequence[str] = (), features_field: s
         said += (f"; a user with no history yet is served from {features_field} alone, with a value for at least "
                  f"one of this run's user features ({', '.join(feature_columns)})")
     return said
+
+
+def empty_user_id_refusal(history: str = "the history") -> str:
+    """Why an empty user id is refused, with what to send instead; ``history``: how the interface names a new user's
+    items (``--history`` on the command line). ``unknown user ''`` (the CLI and Python) did not say the id was
+    missing, nor, as POST /recommend's 422 did, what to send."""
+    return (f"{EMPTY_ID}; send a known user's id, or a new user's items as {history} (item ids, oldest first) "
+            "instead")
 
 
 def locate(e: NotFoundError, where: str) -> NotFoundError:

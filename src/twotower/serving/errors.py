@@ -41,7 +41,9 @@ from twotower.config import MAX_K
 from twotower.errors import ConfigError, DataError, NotFoundError, OverloadError, TwoTowerError
 from twotower.pipeline.refusals import (
     COUNT_NOT_TEXT,
+    EMPTY_ID,
     empty_history_refusal,
+    empty_user_id_refusal,
     filter_values_refusal,
     filters_shape_refusal,
     id_list_refusal,
@@ -222,11 +224,9 @@ def _requests_words(kind: str, got: Any) -> str | None:
 
 #: the words for an empty value at a field (pydantic: "String should have at least 1 character", even for "  ": an
 #: id loses its surrounding spaces first, schemas.coerce_id), with what to send instead
-_EMPTY_ID = 'is empty ("" or only spaces)'
 _EMPTY_AT = {
-    "user_id": f"{_EMPTY_ID}; send a known user's id, or a new user's items as the history (item ids, oldest first) "
-               "instead",
-    "item_id": f"{_EMPTY_ID}; send the id of an item of the run's catalogue",
+    "user_id": empty_user_id_refusal(),  # the words of `recommend --user ''`, tt.recommend and RecRequest
+    "item_id": f"{EMPTY_ID}; send the id of an item of the run's catalogue",
     "query": "is empty; send the words to search for",
 }
 
@@ -234,7 +234,7 @@ _EMPTY_AT = {
 def _empty_words(loc: list[str]) -> str:
     """``is empty ...``: a value of no characters at ``loc`` (``body.history[2]``, ``body.user_id``)."""
     if len(loc) >= 2 and loc[-1].isdigit() and loc[-2] in ("history", "exclude_items"):
-        return f"{_EMPTY_ID}, which is no item id; leave it out of the list"
+        return f"{EMPTY_ID}, which is no item id; leave it out of the list"
     return _EMPTY_AT.get(loc[-1] if loc else "", "is empty; send at least 1 character")
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
 from twotower.index import VectorIndex
-from twotower.pipeline.refusals import hint_unknown_user, k_refusal, refuse_oversized_user_features, too_long, too_many
+from twotower.pipeline.refusals import empty_user_id_refusal, hint_unknown_user, k_refusal, refuse_oversized_user_features, too_long, too_many
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
                                        unplaced_list_note, unplaced_note)
 from twotower.serving.catalog import ItemCatalog, filters_at
@@ -67,6 +67,8 @@ class RecRequest:
             # the id POST /recommend reads (coerce_id) and echoes: user_id=' 42' served user 42 and answered
             # "user_id": " 42", where HTTP answered "42" for the same body
             object.__setattr__(self, "user_id", self.user_id.strip())
+        if self.user_id == "":  # POST /recommend's 422 (its schema refuses it): it was "unknown user ''" here
+            raise ConfigError(f"user_id: {empty_user_id_refusal()}")
         if (self.user_id is None) == (self.history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
         if isinstance(self.filters, Mapping) and not self.filters:
