@@ -253,6 +253,19 @@ def _weight_average() -> None:
     WeightAverage([torch.nn.Parameter(torch.zeros(2))], decay=1.5)
 
 
+def _faiss_factory(factory: str) -> Callable[[], object]:
+    def make() -> object:
+        pytest.importorskip("faiss")
+        from twotower.index.faiss_index import FaissIndex
+
+        return FaissIndex(factory)
+
+    return make
+
+
+IDMAP_WHY = "(twotower maps the ids itself, so FAISS's id map would be given no ids and refuse the vectors)"
+
+
 def _tuning_users(name: str) -> Callable[[], object]:
     from twotower.evaluation import baselines, low_rank_ease
 
@@ -348,6 +361,10 @@ CASES = [
                                        "null to turn GradCache off, got 0"),
     # a plain ValueError: "weight-average decay must be in (0, 1), got 1.5"
     (_weight_average, "decay: must be in (0, 1), got 1.5"),
+    # FAISS parses them, and build() ended in its C++ "add does not make sense with IndexIDMap, use add_with_ids"
+    (_faiss_factory("IDMap,Flat"), f"factory: must not start with IDMap {IDMAP_WHY}, got 'IDMap,Flat'; write 'Flat'"),
+    (_faiss_factory("IDMap2,IVF8,Flat"), f"factory: must not start with IDMap2 {IDMAP_WHY}, got 'IDMap2,IVF8,Flat'; "
+                                         "write 'IVF8,Flat'"),
 ]
 
 

@@ -21,6 +21,22 @@ def test_a_factory_string_faiss_cannot_parse_is_refused_before_the_run_loads(spe
         tt.build_index(tmp_path / "nope", spec)
 
 
+IDMAP_WHY = "(twotower maps the ids itself, so FAISS's id map would be given no ids and refuse the vectors)"
+
+
+@pytest.mark.parametrize("spec, head, bare", [("IDMap,Flat", "IDMap", "Flat"), ("IDMap2,HNSW32", "IDMap2", "HNSW32")])
+def test_an_idmap_prefix_is_refused_before_the_run_loads_naming_the_flag(spec, head, bare, tmp_path, capsys):
+    # FAISS parses it: the build ended in FAISS's C++ "add does not make sense with IndexIDMap", a traceback
+    assert main(["index", "build", "--run", str(tmp_path / "nope"), "--index", spec]) == 2
+    said = f"must not start with {head} {IDMAP_WHY}, got {spec!r}; write {bare!r}"
+    assert capsys.readouterr().err.strip() == f"error: --index: {said}"
+    import twotower as tt
+
+    with pytest.raises(ConfigError) as e:
+        tt.build_index(tmp_path / "nope", spec)
+    assert str(e.value) == f"index: {said}"
+
+
 @pytest.mark.parametrize("spec", ["IVF0,Flat", "IVF0,PQ8x8,RFlat"])
 def test_an_ivf_index_of_zero_lists_is_refused_before_the_run_loads(spec, tmp_path, capsys):
     # FAISS parses IVF0: the build trained and filled it, and the first search failed with "'cur_nprobe > 0' failed"

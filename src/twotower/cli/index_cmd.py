@@ -114,6 +114,9 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 def _applies(args: argparse.Namespace) -> None:
     """Refuse, before the run loads, a flag the named --index would ignore (both were dropped without a word)."""
+    from twotower.index.faiss_index import refuse_idmap
+
+    refuse_idmap(args.index, "--index")  # named as typed (tt.build_index would name its argument, index)
     spec = args.index.strip().lower()
     if args.exact_budget_ms is not None and spec != "auto":
         raise ConfigError(f"--exact-budget-ms decides between exact search and an approximation under --index auto; "

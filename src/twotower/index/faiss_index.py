@@ -40,7 +40,8 @@ from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
            "seed_training", "pq_sizing_note", "POINTS_PER_CENTROID", "check_factory_sizes", "MAX_NLIST",
-           "HNSW_M_RANGE", "PQ_NBITS_RANGE", "NSG_R_RANGE", "MAX_TRANSFORM_DIM", "skip_polysemous_training"]
+           "HNSW_M_RANGE", "PQ_NBITS_RANGE", "NSG_R_RANGE", "MAX_TRANSFORM_DIM", "skip_polysemous_training",
+           "refuse_idmap"]
 
 log = logging.getLogger(__name__)
 
@@ -612,6 +613,20 @@ def _no_lists(spec: str, factory: str) -> ConfigError:
                        "catalogue")
 
 
+def refuse_idmap(spec: str, name: str = "factory") -> None:
+    """Refuse a factory string that starts with FAISS's ``IDMap`` / ``IDMap2`` (``name``: the argument or flag that
+    gave it). FaissIndex keeps the caller's ids itself (IVF lists store them natively, any other index is wrapped
+    in an IDMap2 of its own), so such an index was handed plain vectors and the build failed with FAISS's C++
+    RuntimeError "add does not make sense with IndexIDMap, use add_with_ids"."""
+    head, _, rest = spec.strip().partition(",")
+    if head.strip().lower() not in ("idmap", "idmap2"):
+        return
+    bare = rest.strip()
+    instead = f"write {bare!r}" if bare else "name the index alone, e.g. 'Flat' or 'HNSW32'"
+    raise ConfigError(f"{name}: must not start with {head.strip()} (twotower maps the ids itself, so FAISS's id map "
+                      f"would be given no ids and refuse the vectors), got {spec!r}; {instead}")
+
+
 #: The stand-ins for the vector count and dimension when a string is checked before any vectors exist
 _PROBE_N, _PROBE_DIM = 100_000, 64
 
@@ -728,6 +743,7 @@ class FaissIndex(VectorIndex):
             raise ConfigError(f"FaissIndex(factory): the index type, one of {', '.join(SHORTCUTS)} or a FAISS "
                               f"index_factory string, got {describe(factory)}; the vectors go to build: "
                               "FaissIndex('flat').build(vectors, ids)")
+        refuse_idmap(factory)  # FAISS parses it, and its C++ error came only from build()
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
         refuse_unparsable(factory)  # FaissIndex("zzz") was refused only by build(), with the vectors in hand
         if device not in ("cpu", "cuda"):

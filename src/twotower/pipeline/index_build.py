@@ -20,7 +20,7 @@ import numpy as np
 from twotower.errors import ConfigError
 from twotower.index import ExactIndex, IndexPolicy, TuneReport, VectorIndex, autotune, plot_recall_qps
 from twotower.index.autotune import check_pin_early, queries_note, setting_text
-from twotower.index.faiss_index import check_factory_parses, needs_training
+from twotower.index.faiss_index import check_factory_parses, needs_training, refuse_idmap
 from twotower.index.storage import PLOT, is_damaged_index_dir, is_index_dir
 from twotower.utils.extras import plotting_missing
 from twotower.utils.output_folders import check_artefact_dir, run_writer
@@ -117,6 +117,7 @@ def build_index(
         raise ConfigError(f"index must be auto, exact, flat, ivf, hnsw, ivfpq or a FAISS factory string, got {index!r}")
     if max_train is not None and (isinstance(max_train, bool) or not isinstance(max_train, int) or max_train < 1):
         raise ConfigError(f"max_train: must be a positive integer, got {max_train!r}")
+    refuse_idmap(index, "index")  # FAISS parses `IDMap,Flat`: the build ended in its C++ error, a traceback
     check_factory_parses(index)  # `HNSWxx` was refused only after the run loaded
     if params is not None and index.strip().lower() == "exact":
         raise ConfigError("params pins a setting of an approximate index; exact search has none")
