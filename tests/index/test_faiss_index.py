@@ -363,30 +363,3 @@ def test_near_ties_of_a_flat_index_keep_faiss_scores_bit_for_bit(n_q):
         full_s, full_i = _sorted(*index._index.search(q, 5000), k)  # the same batch at full depth
         np.testing.assert_array_equal(res.ids, full_i)
         np.testing.assert_array_equal(res.scores.view(np.int32), full_s.view(np.int32))
-
-
-@pytest.mark.parametrize("spec", ["zzz", "IVF8,Flatt", "IVF1M_HNSW32,Bogus", "auto"])
-def test_a_factory_string_faiss_cannot_parse_is_refused_at_construction(spec):
-    # FaissIndex("zzz") was accepted, and refused only by build() with the vectors in hand; the words are the build's
-    with pytest.raises(ConfigError) as err:
-        FaissIndex(spec)
-    said = str(err.value)
-    assert said.startswith(f"FAISS rejected the index {spec!r} (from {spec!r}): ") and "could not parse" in said
-    assert said.endswith("Use a shortcut (flat, ivf, hnsw, ivfpq; 'ivfpq,RFlat' or 'ivfpq,Refine(SQ8)' add a refine "
-                         "stage) or a FAISS index_factory string such as 'IVF1024,Flat', 'HNSW32', "
-                         "'IVF{nlist},PQ16x8,Refine(SQ8)'")
-    assert "\n" not in said
-
-
-def test_constructing_a_valid_factory_string_allocates_no_large_index(monkeypatch):
-    # the construction check parses a copy with list counts and code bits capped: IVF1M allocated a million lists
-    import faiss
-
-    seen: list[str] = []
-    real = faiss.index_factory
-    monkeypatch.setattr(faiss, "index_factory", lambda d, s, *a: seen.append(s) or real(d, s, *a))
-    for spec in ("flat", "ivf", "hnsw", "ivfpq"):
-        FaissIndex(spec)
-    assert seen == []  # a shortcut needs no FAISS call
-    FaissIndex("IVF1M_HNSW32,PQ16x16")
-    assert seen == ["IVF16_HNSW32,PQ16x8"]

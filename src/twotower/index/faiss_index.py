@@ -639,7 +639,7 @@ def check_factory_parses(spec: str) -> None:
     if spec.strip().lower() in ("auto", "exact"):
         return
     check_factory_sizes(spec, spec.strip())  # a size no catalogue can use: refused before FAISS allocates it
-    n, dim = _PROBE_N, _PROBE_DIM
+    n, dim = 100_000, 64
     try:
         _empty_index(spec, n, dim)
     except ConfigError as e:
@@ -651,39 +651,6 @@ def check_factory_parses(spec: str) -> None:
             raise ConfigError(f"{e} (list count and PQ shape as sized for {n:,} vectors of dim {dim}, to check the "
                               "string before any data is read; the build sizes them to the catalogue)") from None
         raise
-
-
-#: The probe's caps on IVF list counts and code bits: whether FAISS parses a string does not depend on them, and
-#: `IVF1M_HNSW32,Flat` allocated its million empty lists in 0.23 s, `PQ16x16` a 16 MB codebook
-_PROBE_NLIST, _PROBE_NBITS = 16, 8
-
-
-def _probe_sizes(factory: str) -> str:
-    """``factory`` with its IVF list counts and PQ / RQ / LSQ code bits capped (0 kept: `IVF0` is refused)."""
-    def lists(m: re.Match[str]) -> str:
-        nlist = int(m.group(1)) * _NLIST_SCALE[m.group(2)]
-        return m.group(0) if nlist == 0 else f"IVF{min(nlist, _PROBE_NLIST)}"
-
-    def bits(m: re.Match[str]) -> str:
-        return m.group(0) if m.group(3) is None else f"{m.group(1)}{m.group(2)}x{min(int(m.group(3)), _PROBE_NBITS)}"
-
-    return _PQ_RE.sub(bits, _IVF_RE.sub(lists, factory))
-
-
-def refuse_unparsable(spec: str) -> None:
-    """FaissIndex's construction check: refuse a string FAISS cannot parse (`zzz`, `IVF8,Flatt`) as the build would,
-    before any vectors exist (IVF0 and out-of-range sizes: :func:`resolve_factory`, already). A cheap probe (list
-    counts and code bits capped) decides; only a refusal re-checks the string as written, for the build's words."""
-    if spec.strip().lower() in SHORTCUTS:  # resolve_factory knows these; FAISS parses what they resolve to
-        return
-    faiss = _faiss()
-    probe = _probe_sizes(resolve_factory(spec, _PROBE_N, _PROBE_DIM))
-    try:
-        faiss.index_factory(_PROBE_DIM, probe, faiss.METRIC_INNER_PRODUCT)
-    except RuntimeError as e:  # parsed but refused at this dimension (a PQ whose m must divide D): left to the build
-        if "could not parse" in str(e):
-            check_factory_parses(spec)  # raises the build's message, for the string as written
-            _empty_index(spec, _PROBE_N, _PROBE_DIM)  # auto / exact, build_index's names, which that check passes
 
 
 def needs_training(spec: str, n: int, dim: int) -> tuple[str, bool]:
@@ -745,7 +712,6 @@ class FaissIndex(VectorIndex):
                               "FaissIndex('flat').build(vectors, ids)")
         refuse_idmap(factory)  # FAISS parses it, and its C++ error came only from build()
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
-        refuse_unparsable(factory)  # FaissIndex("zzz") was refused only by build(), with the vectors in hand
         if device not in ("cpu", "cuda"):
             raise ConfigError(f"device: must be 'cpu' or 'cuda', got {device!r}")
         if device == "cuda" and not hasattr(_faiss(), "StandardGpuResources"):
