@@ -179,7 +179,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         from twotower.pipeline.index_build_distributed import build_distributed
 
-        return build_distributed(run, spec, out, policy, max_train, params, say, advice, progress)
+        return build_distributed(run, spec, out, policy, max_train, params, say, advice)
     vectors = run.item_embeddings()  # [I, D]
     _check_max_train(spec, max_train, *vectors.shape)
     ids = np.arange(run.n_items, dtype=np.int64)

@@ -20,14 +20,14 @@ __all__ = ["build_distributed"]
 
 def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
                       params: dict[str, int] | None, say: Callable[[str], None],
-                      advice: str | None = None, progress: Callable[[str], None] | None = None) -> BuiltIndex | None:
+                      advice: str | None = None) -> BuiltIndex | None:
     """One IVF index trained once and merged across the ranks, saved by rank 0 (None on the other ranks).
 
     Rank 0 then measures the merged index against exact search as ``autotune`` measures its candidates, sets
     ``nprobe`` to the smallest value reaching the recall target (or measures the one ``params`` pins), and
     saves that record as ``tune.json``: serving trusts, and refuses, such an index like any other. ``advice``: what
-    the warning of a missed recall target suggests (as in ``build_index``); ``progress``: the line said once the
-    index is built, before it is measured (None: ``say``).
+    the warning of a missed recall target suggests (as in ``build_index``). The line saying what was built across
+    the ranks is the build's result, said under ``-q`` too (rank 0 alone says it).
     """
     from twotower.index.distributed_build import build_index_distributed, shard_range
     from twotower.index.faiss_index import training_sample_size
@@ -77,7 +77,7 @@ def build_distributed(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy
         if tdist.is_main() and index is not None:
             build_s = time.perf_counter() - t0
             query_rows = sample_query_rows(run, policy.tune_queries, policy.seed)  # at most the users with a history
-            (progress or say)(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
+            say(f"built {index.factory} over {n:,} items on {tdist.world_size()} ranks in {build_s:.1f} s; "
                 f"measuring it against exact search on {plural(len(query_rows), 'user query', 'user queries')}")
             queries = run.user_vectors(query_rows).astype(np.float32)
             report = tune_index(index, run.item_embeddings(), np.arange(n, dtype=np.int64), queries, policy=policy,
