@@ -90,6 +90,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from twotower.cli.id_lists import parse_id_list
 
+    if args.user is not None and not args.user.strip():
+        # it was "unknown user ''" once the run had loaded; the words of `recommend --user ''` and POST /explain's 422
+        from twotower.pipeline.refusals import empty_user_id_refusal
+
+        raise ConfigError(f"--user: {empty_user_id_refusal('--history')}")
     history = None if args.history is None else parse_id_list(args.history, "--history")
     # the rule and words of POST /explain and tt.explain_by_id; a run with user features decides once loaded
     refuse_empty_history_early(history, args.run)
