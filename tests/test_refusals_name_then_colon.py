@@ -277,6 +277,19 @@ def _tuning_users(name: str) -> Callable[[], object]:
     return calls[name]
 
 
+def _cli(*argv: str) -> Callable[[], object]:
+    """A command's refusal before its run loads: the run folder need not exist."""
+    def call() -> object:
+        from twotower.cli.main import build_parser
+
+        args = build_parser().parse_args(list(argv))
+        return args.func(args)
+
+    return call
+
+
+NO_USERS = "--users: no user ids given; pass 'all', a comma list, e.g. --users 1,2, or a file with a user column"
+
 CASES = [
     (_metric_k, "k: must be a positive integer, got 0"),
     (_topk_k, "k: must be a positive integer, got 0"),
@@ -365,6 +378,12 @@ CASES = [
     (_faiss_factory("IDMap,Flat"), f"factory: must not start with IDMap {IDMAP_WHY}, got 'IDMap,Flat'; write 'Flat'"),
     (_faiss_factory("IDMap2,IVF8,Flat"), f"factory: must not start with IDMap2 {IDMAP_WHY}, got 'IDMap2,IVF8,Flat'; "
                                          "write 'IVF8,Flat'"),
+    # separators alone printed the CSV header and exited 0; '' was read as the folder '.'
+    (_cli("recommend", "--run", "no-run", "--users", ","), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", " , "), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", "[]"), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", ""), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", "", "--out", "recs.csv"), NO_USERS),
 ]
 
 
