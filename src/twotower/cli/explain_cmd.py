@@ -121,7 +121,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             try:
                 run.user_row(args.user)
             except NotFoundError as e:  # as `recommend --user` and POST /explain point to --history
-                raise hint_unknown_user(e, run) from None
+                raise hint_unknown_user(e, run, "--history") from None
     if history is not None:  # empty: only with --user-features on a run that reads them
         history = check_history_flag(history, run, features)
     check_history_ids(history or [], run)  # every unknown id named, as recommend --history names them

@@ -65,7 +65,7 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
         # typed, 1-based as --history's ids (tt.recommend: user_ids[1]), then every other unknown one
         return rows_naming_every_unknown(
             unique, run.user_row,
-            lambda pos, e: locate(hint_unknown_user(e, run), id_place("--users", "user", ids.index(unique[pos]), len(ids))),
+            lambda pos, e: locate(hint_unknown_user(e, run, "--history"), id_place("--users", "user", ids.index(unique[pos]), len(ids))),
             what=USER_LIST)
 
 
@@ -95,7 +95,7 @@ def _user_row(run, user_id: str) -> int:  # noqa: ANN001 - TrainedRun
         except NotFoundError as e:
             from twotower.pipeline.refusals import hint_unknown_user
 
-            raise hint_unknown_user(e, run) from None
+            raise hint_unknown_user(e, run, "--history") from None
 
 
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
