@@ -246,6 +246,18 @@ def _train_config(**kwargs: object) -> Callable[[], object]:
     return lambda: TrainConfig(**kwargs)
 
 
+def _tower_config(**kwargs: object) -> Callable[[], object]:
+    from twotower.config import TowerConfig
+
+    return lambda: TowerConfig(**kwargs)
+
+
+def _loss_config(**kwargs: object) -> Callable[[], object]:
+    from twotower.config import LossConfig
+
+    return lambda: LossConfig(**kwargs)
+
+
 def _weight_average() -> None:
     torch = pytest.importorskip("torch")
     from twotower.training.averaging import WeightAverage
@@ -372,6 +384,18 @@ CASES = [
     (_train_config(device="gpu"), "train.device: must be cpu, cuda or cuda:N, got 'gpu'"),
     (_train_config(gradcache_chunk=0), "train.gradcache_chunk: must be an integer >= 1 (examples per tower chunk) or "
                                        "null to turn GradCache off, got 0"),
+    # TrainConfig's neighbours said the rule alone, beside their own "must be at most ..., got ..." (model.user.
+    # and model.item. lead a tower's in a run config)
+    (_tower_config(hidden=(64, 0)), "tower.hidden: layer sizes must be > 0, got 0"),
+    (_tower_config(dropout=1.0), "tower.dropout: must be in [0, 1), got 1"),
+    (_tower_config(history_len=0), "tower.history_len: must be >= 1, got 0"),
+    (_tower_config(seq_layers=0), "tower.seq_layers: must be >= 1, got 0"),
+    (_tower_config(seq_heads=-2), "tower.seq_heads: must be >= 1, got -2"),
+    (_tower_config(seq_dropout=-0.5), "tower.seq_dropout: must be in [0, 1), got -0.5"),
+    (_tower_config(recency_decay=0.0), "tower.recency_decay: must be in (0, 1], got 0"),
+    (_loss_config(temperature=-1.0), "loss.temperature: must be > 0, got -1"),
+    (_loss_config(uniform_negatives=-3), "loss.uniform_negatives: must be >= 0, got -3"),
+    (_loss_config(sampled_negatives=0), "loss.sampled_negatives: must be >= 1, got 0"),
     # a plain ValueError: "weight-average decay must be in (0, 1), got 1.5"
     (_weight_average, "decay: must be in (0, 1), got 1.5"),
     # FAISS parses them, and build() ended in its C++ "add does not make sense with IndexIDMap, use add_with_ids"

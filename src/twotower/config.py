@@ -334,32 +334,37 @@ class TowerConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "tower.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         for name in ("id_dim", "feature_dim", "history_dim", "out_dim"):  # "tower dims: must be > 0" named no key
             _check(getattr(self, name) > 0, f"tower.{name}", f"must be > 0, got {getattr(self, name)}")
             _check(getattr(self, name) <= MAX_WIDTH, f"tower.{name}",
                    f"must be at most {MAX_WIDTH:,}, got {getattr(self, name):,}")
-        _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
+        _check(all(h > 0 for h in self.hidden), "tower.hidden",
+               f"layer sizes must be > 0, got {said(min(self.hidden, default=0))}")
         _check(all(h <= MAX_WIDTH for h in self.hidden), "tower.hidden",
                f"layer sizes must be at most {MAX_WIDTH:,}, got {max(self.hidden, default=0):,}")
         _check(len(self.hidden) <= MAX_LAYERS, "tower.hidden", f"at most {MAX_LAYERS} layers, got {len(self.hidden)}")
-        _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
+        _check(0.0 <= self.dropout < 1.0, "tower.dropout", f"must be in [0, 1), got {said(self.dropout)}")
         _choice(self.dropout_rng, "tower.dropout_rng", DROPOUT_RNGS)
         _choice(self.history, "tower.history", ("none", "mean", "recency", "transformer", "gru"))
-        _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
+        _check(self.history_len >= 1, "tower.history_len", f"must be >= 1, got {said(self.history_len)}")
         _check(self.history_len <= MAX_HISTORY_LEN, "tower.history_len",
                f"must be at most {MAX_HISTORY_LEN:,}, got {self.history_len:,}")
-        _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
+        _check(self.seq_layers >= 1, "tower.seq_layers", f"must be >= 1, got {said(self.seq_layers)}")
         _check(self.seq_layers <= MAX_LAYERS, "tower.seq_layers", f"must be at most {MAX_LAYERS}, got {self.seq_layers:,}")
-        _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
+        _check(self.seq_heads >= 1, "tower.seq_heads", f"must be >= 1, got {said(self.seq_heads)}")
         # only the transformer splits history_dim into heads: `seq_heads=3` beside the default pooled history
         # (or a GRU) was refused over a setting that tower never reads
         _check(self.history != "transformer" or self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
-        _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
+        _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", f"must be in [0, 1), got {said(self.seq_dropout)}")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
         _choice(self.seq_block, "tower.seq_block", ("pre_ln", "sasrec"))
         _check(self.head or not self.hidden, "tower.head", "head = false takes no hidden layers: set hidden = []")
-        _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
+        _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay",
+               f"must be in (0, 1], got {said(self.recency_decay)}")
         _check(all(0.0 < d <= 1.0 for d in self.extra_pools), "tower.extra_pools",
                f"each decay must be in (0, 1] (1.0: the plain mean), got {list(self.extra_pools)}")
 
@@ -499,12 +504,15 @@ class LossConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         _choice(self.kind, "loss.kind", ("inbatch", "sampled", "full", "bpr"))
-        _check(self.temperature > 0, "loss.temperature", "must be > 0")
+        _check(self.temperature > 0, "loss.temperature", f"must be > 0, got {said(self.temperature)}")
         _check(self.temperature <= MAX_TEMPERATURE, "loss.temperature", f"must be at most {MAX_TEMPERATURE:,} (above it "
                f"every scaled score is ~0 and training learns nothing), got {self.temperature:g}")
-        _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
-        _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
+        _check(self.uniform_negatives >= 0, "loss.uniform_negatives", f"must be >= 0, got {said(self.uniform_negatives)}")
+        _check(self.sampled_negatives >= 1, "loss.sampled_negatives", f"must be >= 1, got {said(self.sampled_negatives)}")
         for name in ("uniform_negatives", "sampled_negatives"):
             _check(getattr(self, name) <= MAX_NEGATIVES, f"loss.{name}",
                    f"must be at most {MAX_NEGATIVES:,} (negatives drawn per batch; loss.kind=full scores every item "
