@@ -258,6 +258,10 @@ def _loss_config(**kwargs: object) -> Callable[[], object]:
     return lambda: LossConfig(**kwargs)
 
 
+def _config(cls: str, **kwargs: object) -> Callable[[], object]:
+    return lambda: getattr(importlib.import_module("twotower.config"), cls)(**kwargs)
+
+
 def _weight_average() -> None:
     torch = pytest.importorskip("torch")
     from twotower.training.averaging import WeightAverage
@@ -396,6 +400,22 @@ CASES = [
     (_loss_config(temperature=-1.0), "loss.temperature: must be > 0, got -1"),
     (_loss_config(uniform_negatives=-3), "loss.uniform_negatives: must be >= 0, got -3"),
     (_loss_config(sampled_negatives=0), "loss.sampled_negatives: must be >= 1, got 0"),
+    (_config("DataConfig", ratios=(1.2, -0.2, 0.0)), "data.ratios: must be non-negative, got 1.2, -0.2, 0"),
+    (_config("DataConfig", ratios=(0.0, 0.5, 0.5)), "data.ratios: the train share must be > 0, got 0"),
+    (_config("DataConfig", leave_n=0), "data.leave_n: must be >= 1, got 0"),
+    (_config("ItemItemConfig", weights=(-0.1,)), "model.item_item.weights: must be one or more finite numbers >= 0, "
+                                                 "got [-0.1]"),
+    (_config("ItemItemConfig", rank=0), "model.item_item.rank: must be in 1..4096, got 0"),
+    (_config("ItemItemConfig", lambdas=(0.0,)), "model.item_item.lambdas: must be one or more finite numbers > 0, "
+                                                "got [0.0]"),
+    (_config("ItemItemConfig", max_items=0), "model.item_item.max_items: must be >= 1, got 0"),
+    (_config("ItemItemConfig", eigenpairs=9000), "model.item_item.eigenpairs: must be in 1..8192, got 9000"),
+    (_config("EvalConfig", ks=(10, 0)), "eval.ks: must be positive integers, got [10, 0]"),
+    (_config("EvalConfig", ease_max_items=0), "eval.ease_max_items: must be >= 1, got 0"),
+    (_config("EvalConfig", ease_eigenpairs=0), "eval.ease_eigenpairs: must be in 1..8192, got 0"),
+    (_config("EvalConfig", ease_low_rank_max_items=-1), "eval.ease_low_rank_max_items: must be >= 1, got -1"),
+    (_config("EvalConfig", ease_tune_max_users=0), "eval.ease_tune_max_users: must be >= 1, or null for every "
+                                                   "validation user, got 0"),
     # a plain ValueError: "weight-average decay must be in (0, 1), got 1.5"
     (_weight_average, "decay: must be in (0, 1), got 1.5"),
     # FAISS parses them, and build() ended in its C++ "add does not make sense with IndexIDMap, use add_with_ids"
