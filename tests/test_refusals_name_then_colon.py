@@ -246,6 +246,22 @@ def _train_config(**kwargs: object) -> Callable[[], object]:
     return lambda: TrainConfig(**kwargs)
 
 
+def _tower_config(**kwargs: object) -> Callable[[], object]:
+    from twotower.config import TowerConfig
+
+    return lambda: TowerConfig(**kwargs)
+
+
+def _loss_config(**kwargs: object) -> Callable[[], object]:
+    from twotower.config import LossConfig
+
+    return lambda: LossConfig(**kwargs)
+
+
+def _config(cls: str, **kwargs: object) -> Callable[[], object]:
+    return lambda: getattr(importlib.import_module("twotower.config"), cls)(**kwargs)
+
+
 def _weight_average() -> None:
     torch = pytest.importorskip("torch")
     from twotower.training.averaging import WeightAverage
@@ -276,6 +292,19 @@ def _tuning_users(name: str) -> Callable[[], object]:
     }
     return calls[name]
 
+
+def _cli(*argv: str) -> Callable[[], object]:
+    """A command's refusal before its run loads: the run folder need not exist."""
+    def call() -> object:
+        from twotower.cli.main import build_parser
+
+        args = build_parser().parse_args(list(argv))
+        return args.func(args)
+
+    return call
+
+
+NO_USERS = "--users: no user ids given; pass 'all', a comma list, e.g. --users 1,2, or a file with a user column"
 
 CASES = [
     (_metric_k, "k: must be a positive integer, got 0"),
@@ -359,12 +388,46 @@ CASES = [
     (_train_config(device="gpu"), "train.device: must be cpu, cuda or cuda:N, got 'gpu'"),
     (_train_config(gradcache_chunk=0), "train.gradcache_chunk: must be an integer >= 1 (examples per tower chunk) or "
                                        "null to turn GradCache off, got 0"),
+    # TrainConfig's neighbours said the rule alone, beside their own "must be at most ..., got ..." (model.user.
+    # and model.item. lead a tower's in a run config)
+    (_tower_config(hidden=(64, 0)), "tower.hidden: layer sizes must be > 0, got 0"),
+    (_tower_config(dropout=1.0), "tower.dropout: must be in [0, 1), got 1"),
+    (_tower_config(history_len=0), "tower.history_len: must be >= 1, got 0"),
+    (_tower_config(seq_layers=0), "tower.seq_layers: must be >= 1, got 0"),
+    (_tower_config(seq_heads=-2), "tower.seq_heads: must be >= 1, got -2"),
+    (_tower_config(seq_dropout=-0.5), "tower.seq_dropout: must be in [0, 1), got -0.5"),
+    (_tower_config(recency_decay=0.0), "tower.recency_decay: must be in (0, 1], got 0"),
+    (_loss_config(temperature=-1.0), "loss.temperature: must be > 0, got -1"),
+    (_loss_config(uniform_negatives=-3), "loss.uniform_negatives: must be >= 0, got -3"),
+    (_loss_config(sampled_negatives=0), "loss.sampled_negatives: must be >= 1, got 0"),
+    (_config("DataConfig", ratios=(1.2, -0.2, 0.0)), "data.ratios: must be non-negative, got 1.2, -0.2, 0"),
+    (_config("DataConfig", ratios=(0.0, 0.5, 0.5)), "data.ratios: the train share must be > 0, got 0"),
+    (_config("DataConfig", leave_n=0), "data.leave_n: must be >= 1, got 0"),
+    (_config("ItemItemConfig", weights=(-0.1,)), "model.item_item.weights: must be one or more finite numbers >= 0, "
+                                                 "got [-0.1]"),
+    (_config("ItemItemConfig", rank=0), "model.item_item.rank: must be in 1..4096, got 0"),
+    (_config("ItemItemConfig", lambdas=(0.0,)), "model.item_item.lambdas: must be one or more finite numbers > 0, "
+                                                "got [0.0]"),
+    (_config("ItemItemConfig", max_items=0), "model.item_item.max_items: must be >= 1, got 0"),
+    (_config("ItemItemConfig", eigenpairs=9000), "model.item_item.eigenpairs: must be in 1..8192, got 9000"),
+    (_config("EvalConfig", ks=(10, 0)), "eval.ks: must be positive integers, got [10, 0]"),
+    (_config("EvalConfig", ease_max_items=0), "eval.ease_max_items: must be >= 1, got 0"),
+    (_config("EvalConfig", ease_eigenpairs=0), "eval.ease_eigenpairs: must be in 1..8192, got 0"),
+    (_config("EvalConfig", ease_low_rank_max_items=-1), "eval.ease_low_rank_max_items: must be >= 1, got -1"),
+    (_config("EvalConfig", ease_tune_max_users=0), "eval.ease_tune_max_users: must be >= 1, or null for every "
+                                                   "validation user, got 0"),
     # a plain ValueError: "weight-average decay must be in (0, 1), got 1.5"
     (_weight_average, "decay: must be in (0, 1), got 1.5"),
     # FAISS parses them, and build() ended in its C++ "add does not make sense with IndexIDMap, use add_with_ids"
     (_faiss_factory("IDMap,Flat"), f"factory: must not start with IDMap {IDMAP_WHY}, got 'IDMap,Flat'; write 'Flat'"),
     (_faiss_factory("IDMap2,IVF8,Flat"), f"factory: must not start with IDMap2 {IDMAP_WHY}, got 'IDMap2,IVF8,Flat'; "
                                          "write 'IVF8,Flat'"),
+    # separators alone printed the CSV header and exited 0; '' was read as the folder '.'
+    (_cli("recommend", "--run", "no-run", "--users", ","), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", " , "), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", "[]"), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", ""), NO_USERS),
+    (_cli("recommend", "--run", "no-run", "--users", "", "--out", "recs.csv"), NO_USERS),
 ]
 
 

@@ -233,6 +233,9 @@ class DataConfig:
         if not isinstance(self.ratios, (tuple, list)) or len(self.ratios) != 3:
             raise ConfigError(f"data.ratios: needs three numbers (train, valid, test), got {self.ratios!r}")
         _check_types(self, "data.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         _choice(self.split, "data.split", ("temporal", "leave_last", "time", "random"))
         _choice(self.format, "data.format", INTERACTION_FORMATS)
         _choice(self.time_unit, "data.time_unit", TIME_UNITS)
@@ -240,10 +243,11 @@ class DataConfig:
         # nan read as "must be non-negative", and a sum like 1.2000000000000002 showed float noise
         _check(all(math.isfinite(r) for r in self.ratios), "data.ratios",
                f"must be finite numbers, got {', '.join(f'{r:g}' for r in self.ratios)}")
-        _check(all(r >= 0 for r in self.ratios), "data.ratios", "must be non-negative")
+        _check(all(r >= 0 for r in self.ratios), "data.ratios",
+               f"must be non-negative, got {', '.join(f'{r:g}' for r in self.ratios)}")
         _check(abs(sum(self.ratios) - 1.0) < 1e-6, "data.ratios", f"must sum to 1, got {sum(self.ratios):.6g}")
-        _check(self.ratios[0] > 0, "data.ratios", "the train share must be > 0")
-        _check(self.leave_n >= 1, "data.leave_n", "must be >= 1")
+        _check(self.ratios[0] > 0, "data.ratios", f"the train share must be > 0, got {self.ratios[0]:g}")
+        _check(self.leave_n >= 1, "data.leave_n", f"must be >= 1, got {said(self.leave_n)}")
         _check_dates(self, ("valid_start", "test_start"))
         _check(self.multi_separator != "", "data.multi_separator", "must be a non-empty string")
         # an empty name passed --print-config and then failed the read as "ColumnMap.timestamp must be a non-empty
@@ -334,32 +338,37 @@ class TowerConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "tower.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         for name in ("id_dim", "feature_dim", "history_dim", "out_dim"):  # "tower dims: must be > 0" named no key
             _check(getattr(self, name) > 0, f"tower.{name}", f"must be > 0, got {getattr(self, name)}")
             _check(getattr(self, name) <= MAX_WIDTH, f"tower.{name}",
                    f"must be at most {MAX_WIDTH:,}, got {getattr(self, name):,}")
-        _check(all(h > 0 for h in self.hidden), "tower.hidden", "layer sizes must be > 0")
+        _check(all(h > 0 for h in self.hidden), "tower.hidden",
+               f"layer sizes must be > 0, got {said(min(self.hidden, default=0))}")
         _check(all(h <= MAX_WIDTH for h in self.hidden), "tower.hidden",
                f"layer sizes must be at most {MAX_WIDTH:,}, got {max(self.hidden, default=0):,}")
         _check(len(self.hidden) <= MAX_LAYERS, "tower.hidden", f"at most {MAX_LAYERS} layers, got {len(self.hidden)}")
-        _check(0.0 <= self.dropout < 1.0, "tower.dropout", "must be in [0, 1)")
+        _check(0.0 <= self.dropout < 1.0, "tower.dropout", f"must be in [0, 1), got {said(self.dropout)}")
         _choice(self.dropout_rng, "tower.dropout_rng", DROPOUT_RNGS)
         _choice(self.history, "tower.history", ("none", "mean", "recency", "transformer", "gru"))
-        _check(self.history_len >= 1, "tower.history_len", "must be >= 1")
+        _check(self.history_len >= 1, "tower.history_len", f"must be >= 1, got {said(self.history_len)}")
         _check(self.history_len <= MAX_HISTORY_LEN, "tower.history_len",
                f"must be at most {MAX_HISTORY_LEN:,}, got {self.history_len:,}")
-        _check(self.seq_layers >= 1, "tower.seq_layers", "must be >= 1")
+        _check(self.seq_layers >= 1, "tower.seq_layers", f"must be >= 1, got {said(self.seq_layers)}")
         _check(self.seq_layers <= MAX_LAYERS, "tower.seq_layers", f"must be at most {MAX_LAYERS}, got {self.seq_layers:,}")
-        _check(self.seq_heads >= 1, "tower.seq_heads", "must be >= 1")
+        _check(self.seq_heads >= 1, "tower.seq_heads", f"must be >= 1, got {said(self.seq_heads)}")
         # only the transformer splits history_dim into heads: `seq_heads=3` beside the default pooled history
         # (or a GRU) was refused over a setting that tower never reads
         _check(self.history != "transformer" or self.history_dim % self.seq_heads == 0, "tower.seq_heads",
                f"history_dim {self.history_dim} must be divisible by seq_heads {self.seq_heads}")
-        _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", "must be in [0, 1)")
+        _check(0.0 <= self.seq_dropout < 1.0, "tower.seq_dropout", f"must be in [0, 1), got {said(self.seq_dropout)}")
         _choice(self.seq_positions, "tower.seq_positions", ("right", "left"))
         _choice(self.seq_block, "tower.seq_block", ("pre_ln", "sasrec"))
         _check(self.head or not self.hidden, "tower.head", "head = false takes no hidden layers: set hidden = []")
-        _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay", "must be in (0, 1]")
+        _check(0.0 < self.recency_decay <= 1.0, "tower.recency_decay",
+               f"must be in (0, 1], got {said(self.recency_decay)}")
         _check(all(0.0 < d <= 1.0 for d in self.extra_pools), "tower.extra_pools",
                f"each decay must be in (0, 1] (1.0: the plain mean), got {list(self.extra_pools)}")
 
@@ -433,13 +442,16 @@ class ItemItemConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "model.item_item.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         _check(len(self.weights) > 0 and all(w >= 0 and math.isfinite(w) for w in self.weights),
-               "model.item_item.weights", "must be one or more finite numbers >= 0")
-        _check(1 <= self.rank <= 4096, "model.item_item.rank", "must be in 1..4096")
+               "model.item_item.weights", f"must be one or more finite numbers >= 0, got {list(self.weights)}")
+        _check(1 <= self.rank <= 4096, "model.item_item.rank", f"must be in 1..4096, got {said(self.rank)}")
         _check(len(self.lambdas) > 0 and all(lam > 0 and math.isfinite(lam) for lam in self.lambdas),
-               "model.item_item.lambdas", "must be one or more finite numbers > 0")
-        _check(self.max_items >= 1, "model.item_item.max_items", "must be >= 1")
-        _check(1 <= self.eigenpairs <= 8192, "model.item_item.eigenpairs", "must be in 1..8192")
+               "model.item_item.lambdas", f"must be one or more finite numbers > 0, got {list(self.lambdas)}")
+        _check(self.max_items >= 1, "model.item_item.max_items", f"must be >= 1, got {said(self.max_items)}")
+        _check(1 <= self.eigenpairs <= 8192, "model.item_item.eigenpairs", f"must be in 1..8192, got {said(self.eigenpairs)}")
         _choice(self.solver, "model.item_item.solver", ITEM_ITEM_SOLVERS)
 
 
@@ -499,12 +511,15 @@ class LossConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "loss.")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
         _choice(self.kind, "loss.kind", ("inbatch", "sampled", "full", "bpr"))
-        _check(self.temperature > 0, "loss.temperature", "must be > 0")
+        _check(self.temperature > 0, "loss.temperature", f"must be > 0, got {said(self.temperature)}")
         _check(self.temperature <= MAX_TEMPERATURE, "loss.temperature", f"must be at most {MAX_TEMPERATURE:,} (above it "
                f"every scaled score is ~0 and training learns nothing), got {self.temperature:g}")
-        _check(self.uniform_negatives >= 0, "loss.uniform_negatives", "must be >= 0")
-        _check(self.sampled_negatives >= 1, "loss.sampled_negatives", "must be >= 1")
+        _check(self.uniform_negatives >= 0, "loss.uniform_negatives", f"must be >= 0, got {said(self.uniform_negatives)}")
+        _check(self.sampled_negatives >= 1, "loss.sampled_negatives", f"must be >= 1, got {said(self.sampled_negatives)}")
         for name in ("uniform_negatives", "sampled_negatives"):
             _check(getattr(self, name) <= MAX_NEGATIVES, f"loss.{name}",
                    f"must be at most {MAX_NEGATIVES:,} (negatives drawn per batch; loss.kind=full scores every item "
@@ -738,17 +753,22 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         _check_types(self, "eval.")
-        _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", "must be positive integers")
+        # the value as typed, as TrainConfig's refusals say it (imported here: refusals imports this module)
+        from twotower.pipeline.refusals import number_words as said
+
+        _check(len(self.ks) > 0 and all(k > 0 for k in self.ks), "eval.ks", f"must be positive integers, got {list(self.ks)}")
         # the top-k lists are padded to k: 99999999999999999999 trained the whole run, then failed in numpy
         _check(max(self.ks) <= MAX_K, "eval.ks", f"must be at most {MAX_K}, got {max(self.ks)}")
         # [10, 10] trained the whole run and then failed its evaluation as "EvalProtocol.ks has duplicates"
         _check(len(set(self.ks)) == len(self.ks), "eval.ks", f"names a cut-off twice: {list(self.ks)}")
-        _check(self.ease_max_items >= 1, "eval.ease_max_items", "must be >= 1")
+        _check(self.ease_max_items >= 1, "eval.ease_max_items", f"must be >= 1, got {said(self.ease_max_items)}")
         _choice(self.ease_solver, "eval.ease_solver", ITEM_ITEM_SOLVERS)
-        _check(1 <= self.ease_eigenpairs <= 8192, "eval.ease_eigenpairs", "must be in 1..8192")
-        _check(self.ease_low_rank_max_items >= 1, "eval.ease_low_rank_max_items", "must be >= 1")
+        _check(1 <= self.ease_eigenpairs <= 8192, "eval.ease_eigenpairs",
+               f"must be in 1..8192, got {said(self.ease_eigenpairs)}")
+        _check(self.ease_low_rank_max_items >= 1, "eval.ease_low_rank_max_items",
+               f"must be >= 1, got {said(self.ease_low_rank_max_items)}")
         _check(self.ease_tune_max_users is None or self.ease_tune_max_users >= 1, "eval.ease_tune_max_users",
-               "must be >= 1, or null for every validation user")
+               f"must be >= 1, or null for every validation user, got {said(self.ease_tune_max_users)}")
         from twotower.evaluation.metric_names import parse_metric  # no numpy or scipy: the CLI's start-up makes one
 
         try:  # "ndcg@10" passed --print-config and was refused only after the data was read

@@ -121,11 +121,13 @@ def test_a_bad_id_in_a_users_file_names_the_file_row_and_column(numeric_ids_run,
 
 
 def test_an_unknown_user_is_pointed_to_history(run_dir, capsys):
-    """A user who first appears after training (e.g. only in the test split) got 'unknown user' alone."""
+    """A user who first appears after training (e.g. only in the test split) got 'unknown user' alone; the flag
+    named as the command line spells it (it said HTTP's "send them as the history")."""
     assert main(["recommend", "--run", str(run_dir), "--user", "ghost"]) == 2
     err = capsys.readouterr().err
     assert "--user: unknown user 'ghost'" in err
-    assert "served from their items: send them as the history (item ids, oldest first) instead of the user id" in err
+    assert "served from their items: send them as --history (item ids, oldest first) instead of the user id" in err
+    assert "the history" not in err
 
 
 def test_titles_with_line_breaks_and_escapes_stay_on_their_line(capsys):

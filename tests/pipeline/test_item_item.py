@@ -106,10 +106,10 @@ def test_a_run_saved_before_the_term_loads_as_it_was_trained(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("override", "said"), [
-    ("model.item_item.weights=[]", "model.item_item.weights: must be one or more finite numbers >= 0"),
-    ("model.item_item.weights=[-0.1]", "model.item_item.weights: must be one or more finite numbers >= 0"),
-    ("model.item_item.rank=0", "model.item_item.rank: must be in 1..4096"),
-    ("model.item_item.lambdas=[0]", "model.item_item.lambdas: must be one or more finite numbers > 0"),
+    ("model.item_item.weights=[]", "model.item_item.weights: must be one or more finite numbers >= 0, got []"),
+    ("model.item_item.weights=[-0.1]", "model.item_item.weights: must be one or more finite numbers >= 0, got [-0.1]"),
+    ("model.item_item.rank=0", "model.item_item.rank: must be in 1..4096, got 0"),
+    ("model.item_item.lambdas=[0]", "model.item_item.lambdas: must be one or more finite numbers > 0, got [0.0]"),
 ])
 def test_bad_settings_are_refused_by_name(override: str, said: str) -> None:
     with pytest.raises(ConfigError) as e:

@@ -67,3 +67,21 @@ def test_an_empty_user_id_is_refused_in_the_same_words_from_python_and_the_cli(r
     assert str(e.value) == f"user_id: {USER}"
     assert main(["recommend", "--run", str(run_dir), "--user", user]) == 2
     assert capsys.readouterr().err.strip() == f"error: --user: {USER.replace('as the history', 'as --history')}"
+
+
+@pytest.mark.parametrize("user", ["", "  "], ids=["empty", "spaces"])
+def test_an_empty_user_id_to_explain_is_refused_in_the_words_of_recommend(run_dir, service, user, capsys) -> None:
+    """`explain --user ''`, tt.explain_by_id and RecommenderService.explain said "unknown user ''", where
+    `recommend --user ''` and POST /explain said what to send."""
+    import twotower as tt
+    from twotower.cli.main import main
+    from twotower.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        tt.explain_by_id(tt.TrainedRun.load(run_dir), item_id="i3", user_id=user)
+    assert str(e.value) == f"user_id: {USER}"
+    with pytest.raises(ConfigError) as e:
+        service.explain(item_id="i3", user_id=user)
+    assert str(e.value) == f"user_id: {USER}"
+    assert main(["explain", "--run", str(run_dir), "--user", user, "--item", "i3"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: --user: {USER.replace('as the history', 'as --history')}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import twotower as tt
-from twotower.pipeline.refusals import UNKNOWN_USER_HINT
+from twotower.pipeline.refusals import UNKNOWN_USER_HINT, unknown_user_hint
 from tests.serving.refusal_words import cli_refusal as _cli
 from tests.serving.refusal_words import py_refusal as _py
 
@@ -26,9 +26,10 @@ def _named(what: str, ids: list[str]) -> str:
 
 def test_every_unknown_user_of_a_list_is_named(run_dir, run, capsys) -> None:
     users = ["u1", "nope", "u2", "nope2", "nope"]
-    said = (f"unknown user 'nope' (not among the 40 known users){_named('user list', ['nope', 'nope2'])}; "
-            f"{UNKNOWN_USER_HINT}")
-    assert _cli(capsys, "recommend", "--run", str(run_dir), "--users", ",".join(users)) == f"--users: user 2 of 5: {said}"
+    said = f"unknown user 'nope' (not among the 40 known users){_named('user list', ['nope', 'nope2'])}; "
+    assert _cli(capsys, "recommend", "--run", str(run_dir), "--users", ",".join(users)) == \
+        f"--users: user 2 of 5: {said}{unknown_user_hint('--history')}"  # the flag, where Python says "the history"
+    said += UNKNOWN_USER_HINT
     assert _py(lambda: tt.recommend(run, users)) == f"user_ids[1]: {said}"
 
 

@@ -113,7 +113,11 @@ def test_the_servers_batch_bound_is_named_as_the_servers(make_client) -> None:
 def test_an_unknown_id_is_named_where_it_was_sent_then_in_one_wording(
         run_dir, run, client, capsys, cli_argv, cli_at, route, body, http_at, fn, py_at) -> None:
     """/similar-items alone named no field (its 404 had no "field"), and Python named no argument at all."""
+    from twotower.pipeline.refusals import UNKNOWN_USER_HINT, unknown_user_hint
+
     cli = _core(_cli(capsys, cli_argv[0], "--run", str(run_dir), *cli_argv[1:]), cli_at)
+    # an unknown user's hint names the flag where HTTP and Python say "the history": the rest is one wording
+    cli = cli.replace(unknown_user_hint("--history"), UNKNOWN_USER_HINT)
     r = client.post(route, json=body)
     assert r.status_code == 404 and r.json()["error"]["field"] == http_at
     http = _core(r.json()["error"]["message"], http_at)
@@ -125,12 +129,14 @@ def test_an_unknown_id_is_named_where_it_was_sent_then_in_one_wording(
 def test_an_unknown_user_is_pointed_to_a_history_by_every_interface(run_dir, run, client, capsys) -> None:
     """The tiny run's user tower reads a history and no user ID, so a user unseen in training is served from their
     items: only `recommend --user` said so; POST /recommend, POST /explain, `explain --user` and Python did not."""
-    from twotower.pipeline.refusals import UNKNOWN_USER_HINT
+    from twotower.pipeline.refusals import UNKNOWN_USER_HINT, unknown_user_hint
 
     said = f"unknown user 'ghost' (not among the 40 known users); {UNKNOWN_USER_HINT}"
+    # the command line names its flag where HTTP and Python say "the history"
+    flag_said = f"unknown user 'ghost' (not among the 40 known users); {unknown_user_hint('--history')}"
     rec = ["recommend", "--run", str(run_dir), "--user", "ghost"]
-    assert _core(_cli(capsys, *rec), "--user") == said
-    assert _core(_cli(capsys, "explain", "--run", str(run_dir), "--user", "ghost", "--item", "i1"), "--user") == said
+    assert _core(_cli(capsys, *rec), "--user") == flag_said
+    assert _core(_cli(capsys, "explain", "--run", str(run_dir), "--user", "ghost", "--item", "i1"), "--user") == flag_said
     assert _core(_http(client, "/recommend", {"user_id": "ghost"}, 404), "user_id") == said
     assert _core(_http(client, "/explain", {"user_id": "ghost", "item_id": "i1"}, 404), "user_id") == said
     assert _core(_py(lambda: tt.recommend(run, ["ghost"])), "user_ids[0]") == said

@@ -90,6 +90,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     from twotower.cli.id_lists import parse_id_list
 
+    if args.user is not None and not args.user.strip():
+        # it was "unknown user ''" once the run had loaded; the words of `recommend --user ''` and POST /explain's 422
+        from twotower.pipeline.refusals import empty_user_id_refusal
+
+        raise ConfigError(f"--user: {empty_user_id_refusal('--history')}")
     history = None if args.history is None else parse_id_list(args.history, "--history")
     # the rule and words of POST /explain and tt.explain_by_id; a run with user features decides once loaded
     refuse_empty_history_early(history, args.run)
@@ -116,7 +121,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             try:
                 run.user_row(args.user)
             except NotFoundError as e:  # as `recommend --user` and POST /explain point to --history
-                raise hint_unknown_user(e, run) from None
+                raise hint_unknown_user(e, run, "--history") from None
     if history is not None:  # empty: only with --user-features on a run that reads them
         history = check_history_flag(history, run, features)
     check_history_ids(history or [], run)  # every unknown id named, as recommend --history names them

@@ -65,8 +65,25 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
         # typed, 1-based as --history's ids (tt.recommend: user_ids[1]), then every other unknown one
         return rows_naming_every_unknown(
             unique, run.user_row,
-            lambda pos, e: locate(hint_unknown_user(e, run), id_place("--users", "user", ids.index(unique[pos]), len(ids))),
+            lambda pos, e: locate(hint_unknown_user(e, run, "--history"), id_place("--users", "user", ids.index(unique[pos]), len(ids))),
             what=USER_LIST)
+
+
+def _refuse_no_user_ids(spec: str | None) -> None:
+    """``--users ','`` (separators alone), ``--users '[]'`` or ``--users ''``: refused before the run loads, in the
+    words of ``similar --items ','``. They printed the CSV header alone and exited 0 ('' was read as the folder '.')."""
+    if spec is None or spec.strip() == "all":
+        return
+    if spec.strip():
+        try:
+            if Path(spec).exists():  # a file of users: its rows are read once the run has loaded
+                return
+        except OSError:  # a comma list of a thousand ids is no file name (ENAMETOOLONG)
+            pass
+        if parse_id_list(spec, "--users"):
+            return
+    raise ConfigError("--users: no user ids given; pass 'all', a comma list, e.g. --users 1,2, or a file with a "
+                      "user column")
 
 
 def _user_row(run, user_id: str) -> int:  # noqa: ANN001 - TrainedRun
@@ -78,7 +95,7 @@ def _user_row(run, user_id: str) -> int:  # noqa: ANN001 - TrainedRun
         except NotFoundError as e:
             from twotower.pipeline.refusals import hint_unknown_user
 
-            raise hint_unknown_user(e, run) from None
+            raise hint_unknown_user(e, run, "--history") from None
 
 
 def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - TrainedRun
@@ -135,7 +152,7 @@ def _no_header_hint(run, columns) -> str | None:  # noqa: ANN001 - TrainedRun, t
 
 @sigterm_keeps_out  # SIGTERM mid `--users all --out recs.csv`: one line on what recs.csv holds, status 143
 def cmd_recommend(args: argparse.Namespace) -> int:
-    if args.out and not args.users:
+    if args.out and args.users is None:  # --users "" --out: refused as an empty list below
         # --user/--history print their list: --out used to be ignored without a word, leaving no file
         one = f"--users {shell_arg(args.user)}" if args.user is not None else "--users ID"
         raise ConfigError(f"--out writes the CSV of --users; for one user write `{one} --out {shell_arg(args.out)}`, "
@@ -155,6 +172,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         from twotower.pipeline.refusals import empty_user_id_refusal
 
         raise ConfigError(f"--user: {empty_user_id_refusal('--history')}")
+    _refuse_no_user_ids(args.users)
     # argument checks before the (slow) run load: a typo is one line at once
     from twotower.config import USERS_K
     from twotower.serving.settings import ServiceSettings  # the service's default list length, so both agree

@@ -354,8 +354,10 @@ def explain_by_id(
         # the words of POST /explain (and `twotower explain`, whose --user and --history exclude each other): with
         # both, the history silently replaced the user's; with neither, the refusal named user_row and history_rows
         raise ConfigError(f"give exactly one of user_id (a known user) or {name} (item ids, oldest first)")
-    from twotower.pipeline.refusals import refuse_oversized_user_features
+    from twotower.pipeline.refusals import empty_user_id_refusal, refuse_oversized_user_features
 
+    if isinstance(user_id, str) and not user_id.strip():  # was "unknown user ''": the words of tt.recommend
+        raise ConfigError(f"user_id: {empty_user_id_refusal()}")
     refuse_oversized_user_features(user_features)  # POST /explain's bounds and words, before its other checks
     # a string ("12" was read as the history [1, 2]) or an empty list (explained from the empty-history state,
     # where `explain --history`, POST /explain and tt.recommend refuse it) is refused, unless user_features alone

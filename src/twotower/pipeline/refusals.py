@@ -15,8 +15,14 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from twotower.config import MAX_K
 from twotower.errors import ConfigError, NotFoundError
 
-UNKNOWN_USER_HINT = ("a user not in the run's training data is served from their items: send them as the history "
-                     "(item ids, oldest first) instead of the user id")
+def unknown_user_hint(history: str = "the history") -> str:
+    """What to send for a user unseen in training; ``history``: how the interface names a new user's items
+    (``--history`` on the command line, which said HTTP's "the history")."""
+    return (f"a user not in the run's training data is served from their items: send them as {history} "
+            "(item ids, oldest first) instead of the user id")
+
+
+UNKNOWN_USER_HINT = unknown_user_hint()  # HTTP's and Python's words
 
 #: an id of no characters, said by every interface that takes one (HTTP: for "" and "  " alike, as an id loses its
 #: surrounding spaces first)
@@ -30,7 +36,7 @@ ITEM_LIST = "item list"  # `similar --items`, tt.similar's item_ids
 ITEM_ID_FILTER = "item_id filter"  # filters.item_id (`--filter item_id=...`)
 
 __all__ = ["COUNT_NOT_TEXT", "k_refusal", "range_refusal", "number_words", "filters_shape_refusal", "filter_values_refusal", "id_list_refusal", "user_features_shape_refusal", "python_type_words", "user_features_refusal", "known_user_features_refusal", "refuse_oversized_user_features", "empty_history_refusal", "EMPTY_ID", "empty_user_id_refusal", "server_bound_note", "too_many", "too_long", "locate", "located",
-           "hint_unknown_user", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
+           "hint_unknown_user", "unknown_user_hint", "UNKNOWN_USER_HINT", "MAX_NAMED_UNKNOWN", "rows_naming_every_unknown", "USER_LIST", "ITEM_LIST",
            "ITEM_ID_FILTER"]
 
 
@@ -243,14 +249,15 @@ def located(where: str) -> Iterator[None]:
         raise locate(e, where)
 
 
-def hint_unknown_user(e: NotFoundError, run: Any) -> NotFoundError:
-    """``e`` (an unknown user) with :data:`UNKNOWN_USER_HINT` when the run's user tower reads a history and no user
-    ID, so a user who first appears after training (the test split) can be served: said by ``recommend --user``
-    alone; POST /recommend, POST /explain, ``explain --user`` and Python answered "unknown user" without a way on."""
+def hint_unknown_user(e: NotFoundError, run: Any, history: str = "the history") -> NotFoundError:
+    """``e`` (an unknown user) with :func:`unknown_user_hint` (``history``: as there) when the run's user tower reads
+    a history and no user ID, so a user who first appears after training (the test split) can be served: said by
+    ``recommend --user`` alone; POST /recommend, POST /explain, ``explain --user`` and Python answered "unknown user"
+    without a way on."""
     tower = run.model.user_tower
-    if getattr(tower, "id_emb", None) is None and getattr(tower, "uses_history", False) \
-            and UNKNOWN_USER_HINT not in e.message:
-        e.message += f"; {UNKNOWN_USER_HINT}"
+    hint = unknown_user_hint(history)
+    if getattr(tower, "id_emb", None) is None and getattr(tower, "uses_history", False) and hint not in e.message:
+        e.message += f"; {hint}"
         e.args = (e.message,)
     return e
 

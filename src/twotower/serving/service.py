@@ -861,6 +861,8 @@ class RecommenderService:
         _use_threads(self.settings.threads)
         if (user_id is None) == (history is None):
             raise ConfigError("give exactly one of user_id (a known user) or history (item ids, oldest first)")
+        if isinstance(user_id, str) and not user_id.strip():  # POST /explain's 422 (its schema refuses it), as RecRequest
+            raise ConfigError(f"user_id: {empty_user_id_refusal()}")
         # POST /explain's schema's bounds
         self.check_sizes(user_id=user_id, item_id=item_id, history=history, user_features=user_features)
         if history is not None and not isinstance(history, (str, bytes)):  # a string: history_rows says it
