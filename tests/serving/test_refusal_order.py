@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from twotower.pipeline.refusals import UNKNOWN_USER_HINT, unknown_user_hint
 import twotower as tt
 from tests.serving.refusal_words import cli_refusal as _cli
 from tests.serving.refusal_words import py_refusal as _py
@@ -49,6 +50,8 @@ def test_who_asks_is_looked_up_before_the_item_explained(run_dir, run, client, s
     assert cli.startswith(cli_at + ": ")
     core = cli.removeprefix(cli_at + ": ")
     assert core.startswith("unknown user 'ghost'" if "user_id" in who else "unknown item 'nope'")
+    # an unknown user's hint names the flag where HTTP and Python say "the history": the rest is one wording
+    core = core.replace(unknown_user_hint("--history"), UNKNOWN_USER_HINT)
     assert _http(client, "/explain", {**who, "item_id": "nope2"}, 404) == f"{at}: {core}"
     history = tuple(who["history"]) if "history" in who else None
     assert _py(lambda: service.explain(user_id=who.get("user_id"), history=history, item_id="nope2")) == f"{at}: {core}"
