@@ -627,10 +627,6 @@ def refuse_idmap(spec: str, name: str = "factory") -> None:
                       f"would be given no ids and refuse the vectors), got {spec!r}; {instead}")
 
 
-#: The stand-ins for the vector count and dimension when a string is checked before any vectors exist
-_PROBE_N, _PROBE_DIM = 100_000, 64
-
-
 def check_factory_parses(spec: str) -> None:
     """Refuse, without any vectors, an index ``spec`` FAISS cannot parse at all (`HNSWxx`, `IVF8,Flatt`): such a
     string was refused only once the run had loaded and the build began. FAISS's "could not parse" does not depend

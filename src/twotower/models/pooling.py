@@ -80,26 +80,7 @@ def plan_bags_chunk(table: Tensor, history: Tensor, weights: list[Tensor] | tupl
     n_rows, K = table.shape[0], len(sizes)
     if K * n_rows >= 2**31 or not all(_csr_applies(table, w, w, history.numel()) for w in weights):
         return None
-    L = history.shape[1]
-    ids = history.reshape(-1).numpy()  # [sum(sizes) * L]
-    flat = [w.detach().reshape(-1).numpy() for w in weights]
-    keep = None if padding_idx is None else np.flatnonzero(ids != padding_idx)
-    items = (ids if keep is None else ids[keep]).astype(np.int32)
-    batch = np.repeat(np.arange(K, dtype=np.int32), np.asarray(sizes) * L)  # each entry's batch
-    keys = items + (batch if keep is None else batch[keep]) * np.int32(n_rows)
-    rows = np.concatenate([_batch_rows(b, L) for b in sizes])  # each entry's row in its batch
-    cols = rows if keep is None else rows[keep]
-    indptr = np.empty(K * n_rows + 1, np.int32)
-    indices = np.empty(items.size, np.int32)
-    if len(flat) == 1:
-        data = [np.empty(items.size, np.float32)]
-        _coo_tocsr(K * n_rows, max(sizes), items.size, keys, cols,
-                   np.ascontiguousarray(flat[0] if keep is None else flat[0][keep]), indptr, indices, data[0])
-    else:
-        entry = (np.arange(items.size) if keep is None else keep).astype(np.int32)
-        order = np.empty(items.size, np.int32)
-        _coo_tocsr(K * n_rows, max(sizes), items.size, keys, cols, entry, indptr, indices, order)
-        data = [f[order] for f in flat]
+    indptr, indices, data = _csr_structure(n_rows, history, weights, padding_idx, sizes)
     plans = []
     for k, (h, ws) in enumerate(parts):
         lo, hi = indptr[k * n_rows], indptr[(k + 1) * n_rows]
@@ -154,11 +135,14 @@ def _csr_applies(table: Tensor, weights: Tensor, grad: Tensor, entries: int) -> 
 
 
 def _csr_structure(n_rows: int, history: Tensor, weights: list[Tensor] | tuple[Tensor, ...],
-                   padding_idx: int | None) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+                   padding_idx: int | None, sizes: list[int] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
     """``(indptr, indices, data)`` of ``A_p[b, h[b, l]] = w_p[b, l]`` for each pool ``p``: the transposed
     CSR form (a row per table row, its entries in batch order). The pools share one structure: with
     several, the counting sort runs once, on each entry's position, and every pool's weights are read
-    through the permutation it gives (one pool sorts its weights directly: no permutation to gather through)."""
+    through the permutation it gives (one pool sorts its weights directly: no permutation to gather through).
+    ``sizes``: ``history`` is several batches' rows stacked (:func:`plan_bags_chunk`); the structure then has
+    ``n_rows`` rows per batch, batch ``k``'s from row ``k * n_rows``, and ``indices`` counts rows within each batch."""
     B, L = history.shape
     ids = history.reshape(-1).numpy()  # [B*L]
     flat = [w.detach().reshape(-1).numpy() for w in weights]
@@ -166,18 +150,24 @@ def _csr_structure(n_rows: int, history: Tensor, weights: list[Tensor] | tuple[T
     # array is gathered through them (a boolean mask indexes each array at ~3x the cost of a gather)
     keep = None if padding_idx is None else np.flatnonzero(ids != padding_idx)  # [K] entry positions
     items = (ids if keep is None else ids[keep]).astype(np.int32)
-    rows = _batch_rows(B, L)  # the batch row of each entry
+    if sizes is None or len(sizes) == 1:  # one batch (every backward without a plan): the items are the keys
+        keys, rows, n_keys, n_cols = items, _batch_rows(B, L), n_rows, B
+    else:  # each entry keyed by its batch and its item: batch k's entries come out together, in its own order
+        batch = np.repeat(np.arange(len(sizes), dtype=np.int32), np.asarray(sizes) * L)
+        keys = items + (batch if keep is None else batch[keep]) * np.int32(n_rows)
+        rows = np.concatenate([_batch_rows(b, L) for b in sizes])  # each entry's row in its batch
+        n_keys, n_cols = len(sizes) * n_rows, max(sizes)
     cols = rows if keep is None else rows[keep]
-    indptr = np.empty(n_rows + 1, np.int32)
+    indptr = np.empty(n_keys + 1, np.int32)
     indices = np.empty(items.size, np.int32)
     if len(flat) == 1:
         data = [np.empty(items.size, np.float32)]
         w = np.ascontiguousarray(flat[0] if keep is None else flat[0][keep])
-        _coo_tocsr(n_rows, B, items.size, items, cols, w, indptr, indices, data[0])
+        _coo_tocsr(n_keys, n_cols, items.size, keys, cols, w, indptr, indices, data[0])
     else:  # the sort moves each kept entry's position with it: ``order`` is their CSR order
         entry = (np.arange(items.size) if keep is None else keep).astype(np.int32)
         order = np.empty(items.size, np.int32)
-        _coo_tocsr(n_rows, B, items.size, items, cols, entry, indptr, indices, order)
+        _coo_tocsr(n_keys, n_cols, items.size, keys, cols, entry, indptr, indices, order)
         data = [f[order] for f in flat]  # [K] float32 each, in CSR order
     return indptr, indices, data
 

@@ -26,7 +26,7 @@ from twotower.models.dropout import Dropout, draw_mask
 from twotower.models.towers import PoolPlan
 from twotower.training.step import RecStep
 
-__all__ = ["BatchPlan", "plan_batch"]
+__all__ = ["BatchPlan", "plan_batch", "pools_planned", "batch_planned", "loss_batch"]
 
 
 @dataclass(frozen=True)
@@ -53,18 +53,30 @@ def plan_batch(step: RecStep, users: np.ndarray, history: np.ndarray | None, tar
     u, h, t = torch.as_tensor(users), torch.as_tensor(history) if history is not None else None, torch.as_tensor(targets)
     if not ahead or step.bf16 or step._device().type != "cpu":
         return BatchPlan(u, h, t, n_global)
-    tower, loss = step.model.user_tower, step.loss
-    pools = None
-    if h is not None and tower.uses_history and not tower.is_sequence and (step.chunk is None or not loss.gradcache):
-        pools = tower.plan_pools(h)
-    batch = None
-    if loss.needs == "batch" and not step.n_uniform and not step.dedup:  # RecStep.candidates: the targets
-        # the hits only where the loss's kernel reads them (the plain in-batch softmax: RecStep's world of one)
-        hits = (accidental_hit_pairs(t, t) if type(loss) is InBatchSoftmax and loss.mask_accidental_hits else None)
-        batch = LossBatch(positive_ids=t, candidate_ids=t, log_q=step.log_q[t] if step.log_q is not None else None,
-                          hits=hits)
+    pools = step.model.user_tower.plan_pools(h) if h is not None and pools_planned(step) else None
+    batch = loss_batch(step, t, step.log_q[t] if step.log_q is not None else None) if batch_planned(step) else None
     masks = None
-    if batch is not None and step.model.training and (step.chunk is None or not loss.gradcache):
+    if batch is not None and step.model.training and (step.chunk is None or not step.loss.gradcache):
         calls = step.dropout_calls(len(u), len(t))
         masks = tuple((layer, draw_mask(layer.p, shape)) for layer, shape in calls) if calls else None
     return BatchPlan(u, h, t, n_global, pools, batch, masks)
+
+
+def pools_planned(step: RecStep) -> bool:
+    """Whether a plan holds the user tower's pools (:meth:`UserTower.plan_pools`): a pooled history, read whole
+    (GradCache's chunks pool their own rows)."""
+    tower = step.model.user_tower
+    return tower.uses_history and not tower.is_sequence and (step.chunk is None or not step.loss.gradcache)
+
+
+def batch_planned(step: RecStep) -> bool:
+    """Whether a plan holds the loss's batch: its candidates are the targets (RecStep.candidates), nothing drawn."""
+    return step.loss.needs == "batch" and not step.n_uniform and not step.dedup
+
+
+def loss_batch(step: RecStep, targets: Tensor, log_q: Tensor | None) -> LossBatch:
+    """The loss's batch of a plan (:func:`batch_planned`): the targets as candidates, their ``log_q``, and the
+    accidental hits only where the loss's kernel reads them (the plain in-batch softmax: RecStep's world of one)."""
+    loss = step.loss
+    hits = accidental_hit_pairs(targets, targets) if type(loss) is InBatchSoftmax and loss.mask_accidental_hits else None
+    return LossBatch(positive_ids=targets, candidate_ids=targets, log_q=log_q, hits=hits)

@@ -24,11 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from twotower.losses.base import LossBatch
-from twotower.losses.corrections import accidental_hit_pairs
-from twotower.losses.softmax import InBatchSoftmax
 from twotower.models.dropout import draw_mask
-from twotower.training.batch_plan import BatchPlan, plan_batch
+from twotower.training.batch_plan import BatchPlan, batch_planned, loss_batch, plan_batch, pools_planned
 from twotower.training.examples import make_histories
 from twotower.training.step import RecStep
 
@@ -64,17 +61,14 @@ def plan_chunk(tr: "Trainer", idxs: list[np.ndarray]) -> list[tuple[np.ndarray, 
     targets = tr.seqs.items[positions]
     u_all, h_all, t_all = torch.as_tensor(users), torch.as_tensor(hist), torch.as_tensor(targets)
     pools = m.user_tower.plan_pools_chunk(h_all, sizes)
-    loss = step.loss
     log_q = step.log_q[t_all] if step.log_q is not None else None
-    mask_hits = type(loss) is InBatchSoftmax and loss.mask_accidental_hits
     calls = [step.dropout_calls(b, b) if step.model.training else None for b in sizes]
     n_seeds = sum(len(c) for c in calls if c)
     seeds = iter(torch.randint(0, 2**62, (n_seeds,)).tolist() if n_seeds else [])  # the forward passes' draws, in order
     out = []
     for idx, (a, b), pool, call in zip(idxs, spans, pools, calls):
         t = t_all[a:b]
-        batch = LossBatch(positive_ids=t, candidate_ids=t, log_q=log_q[a:b] if log_q is not None else None,
-                          hits=accidental_hit_pairs(t, t) if mask_hits else None)
+        batch = loss_batch(step, t, log_q[a:b] if log_q is not None else None)
         masks = tuple((layer, draw_mask(layer.p, shape, next(seeds))) for layer, shape in call) if call else None
         out.append((idx, BatchPlan(u_all[a:b], pool.history, t, b - a, pool, batch, masks)))
     return out
@@ -85,9 +79,6 @@ def _chunk_applies(tr: "Trainer", step: RecStep, idxs: list[np.ndarray]) -> bool
     batch), causal inputs only (denoising rows draw one by one), and a step whose plans have every part
     (:func:`~twotower.training.batch_plan.plan_batch`'s conditions: pooled history, CPU float32, in-batch
     candidates with nothing drawn at random)."""
-    tower, loss = step.model.user_tower, step.loss
     return (tr.world == 1 and not step.bf16 and step._device().type == "cpu"
-            and tower.uses_history and not tower.is_sequence and tower.history_emb is not None
-            and (step.chunk is None or not loss.gradcache)
-            and loss.needs == "batch" and not step.n_uniform and not step.dedup
+            and pools_planned(step) and step.model.user_tower.history_emb is not None and batch_planned(step)
             and not any(tr.examples.denoise[idx].any() for idx in idxs))
