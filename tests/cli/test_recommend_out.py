@@ -164,6 +164,17 @@ def test_a_users_file_without_a_header_line_is_told_to_add_one(run_dir, tmp_path
     assert "rename the one that holds the user ids to 'user_id'" in err and "no header line" not in err
 
 
+def test_a_users_file_with_a_header_and_no_ids_is_refused_and_writes_nothing(run_dir, tmp_path, capsys):
+    # printed the CSV header alone and exited 0, as `--users ','` did before it was refused
+    users = tmp_path / "users.csv"
+    users.write_text("user_id\n")
+    out = tmp_path / "recs.csv"
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", str(users), "--k", "2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"file {users}: no data rows (only a header): no user ids to rank for" in err
+    assert not out.exists()
+
+
 def test_exclude_files_with_a_new_users_history_are_refused(run_dir, tmp_path, capsys):
     # the files hold known users' items; for a new user (--history) they excluded nothing, silently
     seen = tmp_path / "seen.csv"

@@ -121,6 +121,9 @@ def _user_rows_from_file(run, path: Path) -> list[int]:  # noqa: ANN001 - Traine
                         f"{_no_header_hint(run, df.columns) or 'rename the one that holds the user ids to ' + repr(names[0])}",
                         file=str(path), column=names[0])
     ids = ids_to_str(df[col], file=str(path), column=col, rows=rows).tolist()
+    if not ids:  # a header alone printed the CSV header and exited 0, as --users ',' did before it was refused
+        raise DataError(f"no data rows (only a header): no user ids to rank for; add one {col!r} per line, or pass "
+                        "--users all", file=str(path))
     first: dict[str, int] = {}  # each id's first position, in file order
     for pos, u in enumerate(ids):
         first.setdefault(u, pos)
