@@ -163,6 +163,7 @@ def serve_workers(args: argparse.Namespace, run, service, settings) -> None:  # 
     """``twotower serve --workers N``'s machinery over the synthetic catalogue: vectors and index mapped."""
     from dataclasses import asdict
 
+    from twotower.serving.listen import bind_listening
     from twotower.serving.workers import WorkerSpec, run_workers, share_arrays, shared_dir
 
     # a Ctrl-C while the vectors or the index are written removes the folder, as `twotower serve` does
@@ -172,7 +173,12 @@ def serve_workers(args: argparse.Namespace, run, service, settings) -> None:  # 
         spec = WorkerSpec(shared_dir=str(shared), settings=asdict(settings), run_dir=str(args.run),
                           index_dir=str(shared / "index"), fingerprint=run.fingerprint())
         del service
-        run_workers(spec, workers=args.workers, log_level="warning", factory="serve_load:worker_app")
+        # bound as `twotower serve --workers N` binds (one SO_REUSEPORT socket a worker, where the kernel spreads
+        # connections over them); --shared-socket: the one socket every worker accepted on before
+        copies = 1 if getattr(args, "shared_socket", False) else args.workers
+        sockets = bind_listening("127.0.0.1", args.port, every_address=False, copies=copies)
+        run_workers(spec, workers=args.workers, log_level="warning", factory="serve_load:worker_app",
+                    sockets=sockets)
 
 
 def worker_app():  # noqa: ANN201 - FastAPI
@@ -379,6 +385,8 @@ def start_server(args: argparse.Namespace, run_dir: Path):  # noqa: ANN201 - (Po
         cmd += ["--index-cache", str(args.index_cache)]
     if args.allow_low_recall:
         cmd.append("--allow-low-recall")
+    if getattr(args, "shared_socket_run", False):  # bench/serve_scaling.py: the workers on one shared socket
+        cmd.append("--shared-socket")
     env = dict(os.environ, TWOTOWER_THREADS="1", OMP_NUM_THREADS="1")
     server = subprocess.Popen(cmd, env=env)
     deadline = time.time() + args.startup_timeout
@@ -466,6 +474,7 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=5.0, help="per-request client timeout (s)")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--shared-socket", action="store_true", help=argparse.SUPPRESS)  # bench/serve_scaling.py's A/B
     args = p.parse_args()
     try:
         counts = [int(w) for w in str(args.workers).split(",") if w]

@@ -621,3 +621,16 @@ def test_epoch_ab_runs_each_version_at_the_threads_asked(bench: Any, tmp_path: P
     for cmd in commands:  # the default run's count is the version's own: no train.threads at all
         assert [a for a in cmd if a.startswith("train.threads=")] == threads
     assert commands[1][-1] == "model.item_item.enabled=false"
+
+
+def test_serve_scaling_bad_flags_and_a_missing_wrk_are_one_line_before_any_work(
+        bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    scaling = bench("serve_scaling")
+    monkeypatch.setattr(scaling, "train_tiny_run", _no_work)  # nothing is trained or served before the refusals
+    monkeypatch.setattr(scaling, "start_server", _no_work)
+    _each_refused(monkeypatch, scaling, ["serve_scaling.py"], (
+        (["--connections", "0"], "--connections: must be at least 1, got 0"),
+        (["--workers", "1,x"], "--workers: expected a comma list of integers"),
+        (["--seconds", "0"], "--seconds"),
+        (["--wrk", "/nonexistent/wrk"], "--wrk /nonexistent/wrk: not found; install it"),
+    ))

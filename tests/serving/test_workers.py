@@ -127,6 +127,35 @@ def test_two_workers_answer_and_map_one_copy(server, service, flat_index):
     assert maps[0][faiss_file] == maps[1][faiss_file]
 
 
+def test_keep_alive_connections_opened_together_reach_both_workers(server):
+    """A client's pool of keep-alive connections, opened at once: on one shared socket the worker that woke first
+    accepted them all, and the other idled for as long as they lived (8 connections: 2 workers served what 1
+    did, bench/serve_scaling.py). With a socket a worker the kernel spreads them (all 16 on one: p = 2^-15)."""
+    import http.client
+    import json
+
+    from twotower.serving.listen import reuse_port_spreads
+
+    if not reuse_port_spreads():
+        pytest.skip("the kernel spreads connections over SO_REUSEPORT sockets on Linux only")
+    url, _ = server
+    host, port = url.split("//")[1].split(":")
+    conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(16)]
+    try:
+        for c in conns:
+            c.connect()
+        pids = []
+        for _ in range(2):  # each connection asked twice: kept alive, it stays with its worker
+            for c in conns:
+                c.request("GET", "/healthz")
+                pids.append(json.loads(c.getresponse().read())["pid"])
+    finally:
+        for c in conns:
+            c.close()
+    assert len(set(pids)) == 2, pids
+    assert pids[:16] == pids[16:]
+
+
 def test_the_serving_process_only_supervises_without_the_loaded_run(server):
     """After the load and the checks the serving process (same pid, which Ctrl-C and kill reach) is a fresh
     interpreter running uvicorn's supervisor: it kept torch, FAISS and the run before, 234 MB of private memory on

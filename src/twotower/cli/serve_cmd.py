@@ -96,13 +96,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_serve)
 
 
-def _bind_port(host: str, port: int, *, every_address: bool) -> list[Any]:
+def _bind_port(host: str, port: int, *, every_address: bool, copies: int = 1) -> list[Any]:
     """Bind and listen on the port before the (slow) load, and keep it until the server serves on these very
     sockets: a port taken is one line now, and no other process can take it while the run loads (the port was
-    checked with a socket closed at once, and uvicorn's own bind after the load could find it taken)."""
+    checked with a socket closed at once, and uvicorn's own bind after the load could find it taken).
+    ``copies``: one socket a worker where the kernel spreads connections over them (``listen.bind_listening``)."""
     from twotower.serving.listen import bind_listening
 
-    return bind_listening(host, port, every_address=every_address)
+    return bind_listening(host, port, every_address=every_address, copies=copies)
 
 
 def _note_threads_env(threads: int) -> None:
@@ -244,7 +245,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         check_cross_encoder_dir(args.rerank, "--rerank", bi_encoder_hint=index_it_hint(args.rerank))
     # a taken port is one line now, not uvicorn's errno after the load; held until the server serves on it
-    sockets = _bind_port(settings.host, settings.port, every_address=settings.workers == 1)
+    sockets = _bind_port(settings.host, settings.port, every_address=settings.workers == 1,
+                         copies=settings.workers)
     from twotower.serving.listen import close_all
 
     try:

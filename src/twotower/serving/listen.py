@@ -12,10 +12,11 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import sys
 
 from twotower.errors import ConfigError
 
-__all__ = ["BACKLOG", "bind_listening", "close_all", "log_listening"]
+__all__ = ["BACKLOG", "bind_listening", "close_all", "log_listening", "reuse_port_spreads", "reuses_port"]
 
 #: the listen backlog, uvicorn's default (``Config.backlog``), which it gives ``listen`` again when it serves
 BACKLOG = 2048
@@ -36,15 +37,29 @@ def _addresses(host: str, port: int, every_address: bool) -> list[tuple[int, int
     return seen
 
 
+def reuse_port_spreads() -> bool:
+    """Whether the kernel spreads a port's new connections over several ``SO_REUSEPORT`` listening sockets (Linux;
+    on the BSDs and macOS the option lets sockets share a port without spreading its connections)."""
+    return sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")
+
+
+def reuses_port(sock: socket.socket) -> bool:
+    """Whether ``sock`` was bound with ``SO_REUSEPORT``."""
+    return hasattr(socket, "SO_REUSEPORT") and bool(sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
+
+
 def _bind_one(family: int, kind: int, proto: int, addr: tuple[object, ...], *, host: str, port: int,
-              v6only: bool) -> socket.socket:
+              v6only: bool, reuse_port: bool = False, listen: bool = True) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no conflict
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         if v6only and family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # as asyncio's create_server binds
         sock.bind(addr)
-        sock.listen(BACKLOG)  # held from now on: see the module's docstring
+        if listen:
+            sock.listen(BACKLOG)  # held from now on: see the module's docstring
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
@@ -57,12 +72,19 @@ def _bind_one(family: int, kind: int, proto: int, addr: tuple[object, ...], *, h
     return sock
 
 
-def bind_listening(host: str, port: int, *, every_address: bool = True) -> list[socket.socket]:
+def bind_listening(host: str, port: int, *, every_address: bool = True, copies: int = 1) -> list[socket.socket]:
     """Listening sockets on ``host``:``port``, bound as uvicorn binds them; ConfigError in one line naming
     ``--port`` or ``--host`` where the port is taken, forbidden or the host unknown (none left open then).
 
     ``every_address``: each address ``host`` resolves to, IPv6 ones IPv6-only, as one uvicorn process binds;
     False: the one socket uvicorn's multi-process supervisor binds (IPv6 when ``host`` has a colon).
+    ``copies`` (with ``every_address=False``, where :func:`reuse_port_spreads`): that many ``SO_REUSEPORT``
+    sockets on the one address, one for each worker. Workers accepting on one shared socket split its
+    connections unevenly: whichever event loop wakes first accepts every connection waiting, so a client's
+    8 keep-alive connections opened together all went to one worker of two (``bench/serve_scaling.py``: 2
+    workers served what 1 did). The kernel spreads connections over the copies by their addresses instead.
+    A plain bind first keeps the port's test: ``SO_REUSEPORT`` would let a second server of the same user
+    join the port and take half its connections, where it must be told the port is taken.
     """
     try:
         addresses = _addresses(host, port, every_address)
@@ -70,6 +92,13 @@ def bind_listening(host: str, port: int, *, every_address: bool = True) -> list[
         raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror or e})") from None
     sockets: list[socket.socket] = []
     try:
+        if copies > 1 and not every_address and reuse_port_spreads():
+            family, kind, proto, addr = addresses[0]
+            _bind_one(family, kind, proto, addr, host=host, port=port, v6only=False, listen=False).close()  # taken?
+            for _ in range(copies):
+                sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=False,
+                                         reuse_port=True))
+            return sockets
         for family, kind, proto, addr in addresses:
             sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=every_address))
     except BaseException:

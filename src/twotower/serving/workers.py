@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING, Any, Iterator, NoReturn
 import numpy as np
 
 from twotower.errors import ConfigError, IntegrityError, TwoTowerError
-from twotower.serving.listen import close_all, log_listening
+from twotower.serving.listen import close_all, log_listening, reuses_port
+from twotower.serving.worker_slots import SLOTS, WorkerSockets
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -381,14 +382,23 @@ def run_workers(spec: WorkerSpec, *, workers: int, log_level: str = "info",
 
         options = dict(factory=True, workers=workers, host=settings.host, port=settings.port, log_level=log_level,
                        access_log=False, log_config=worker_log_config(logging.getLogger().getEffectiveLevel()))
-        stopped_by = _stopping_signal(lambda: uvicorn.run(factory, **options) if sockets is None
-                                      else _run_on_sockets(factory, sockets, options))
+        served = _per_worker(sockets, workers, spec.shared_dir)
+        stopped_by = _stopping_signal(lambda: uvicorn.run(factory, **options) if served is None
+                                      else _run_on_sockets(factory, served, options))
         if failed.is_file():  # a worker could not start: uvicorn stopped the server, and so exits non-zero here
             raise IntegrityError(f"the server stopped: a worker could not start: {failed.read_text(encoding='utf-8')}")
         return stopped_by
     finally:
         shutil.rmtree(spec.shared_dir, ignore_errors=True)
         close_all(sockets or [])
+
+
+def _per_worker(sockets: list[socket.socket] | None, workers: int, shared: str) -> list[socket.socket] | None:
+    """``sockets`` as each worker gets them: one ``SO_REUSEPORT`` socket a worker as a :class:`WorkerSockets`
+    (each worker serves its own, serving/worker_slots.py); any other list (one socket, shared) as it is."""
+    if sockets is None or len(sockets) != workers or not all(reuses_port(s) for s in sockets):
+        return sockets
+    return WorkerSockets(sockets, Path(shared) / SLOTS)
 
 
 def _run_on_sockets(factory: str, sockets: list[socket.socket], options: dict[str, Any]) -> None:
