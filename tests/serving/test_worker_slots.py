@@ -17,7 +17,7 @@ from twotower.serving import worker_slots
 from twotower.serving.listen import bind_listening, close_all, reuse_port_spreads, reuses_port
 from twotower.serving.worker_slots import WorkerSockets, claim_slot
 
-pytestmark = pytest.mark.skipif(not reuse_port_spreads(), reason="SO_REUSEPORT spreads connections on Linux only")
+linux_only = pytest.mark.skipif(not reuse_port_spreads(), reason="SO_REUSEPORT spreads connections on Linux only")
 
 
 def _free_port() -> int:
@@ -34,6 +34,7 @@ def _plain_bind(port: int) -> None:
         s.listen(1)
 
 
+@linux_only
 def test_one_reuseport_socket_a_worker_and_the_port_still_refused_to_others():
     port = _free_port()
     sockets = bind_listening("127.0.0.1", port, every_address=False, copies=3)
@@ -60,11 +61,24 @@ def test_a_single_process_server_binds_as_before():
         close_all(sockets)
 
 
+def test_without_a_spreading_reuseport_the_workers_share_one_socket_as_before(monkeypatch, tmp_path):
+    from twotower.serving import listen, workers
+
+    monkeypatch.setattr(listen, "reuse_port_spreads", lambda: False)  # the BSDs and macOS
+    sockets = bind_listening("127.0.0.1", _free_port(), every_address=False, copies=2)
+    try:
+        assert len(sockets) == 1 and not reuses_port(sockets[0])
+        assert workers._per_worker(sockets, 2, str(tmp_path)) is sockets  # handed to uvicorn as it is
+    finally:
+        close_all(sockets)
+
+
 def _copies(sockets: list[socket.socket]) -> list[socket.socket]:
     """What a worker gets: its own copies of the supervisor's sockets."""
     return [s.dup() for s in sockets]
 
 
+@linux_only
 def test_each_worker_claims_a_free_slot_and_a_dead_workers_slot_goes_to_its_replacement(tmp_path, monkeypatch):
     import os
 
@@ -95,6 +109,7 @@ def _child(sockets: list[socket.socket], out: multiprocessing.Queue) -> None:
     out.put([s.getsockname()[1] for s in sockets])
 
 
+@linux_only
 def test_a_spawned_worker_gets_the_socket_of_its_slot_alone(tmp_path):
     # uvicorn starts each worker with the spawn method, pickling the supervisor's list into it
     port = _free_port()
