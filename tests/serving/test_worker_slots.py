@@ -105,6 +105,21 @@ def test_each_worker_claims_a_free_slot_and_a_dead_workers_slot_goes_to_its_repl
         close_all(sockets)
 
 
+@linux_only
+def test_a_worker_that_cannot_take_a_lock_serves_every_socket(tmp_path):
+    # raising here would end the worker as it starts, before it could say why, and uvicorn would start another
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    sockets = bind_listening("127.0.0.1", _free_port(), every_address=False, copies=2)
+    try:
+        mine = _copies(sockets)
+        assert claim_slot(mine, str(blocker / "slots")) == mine  # a file where the folder should be
+        assert all(s.fileno() != -1 for s in mine)
+        close_all(mine)
+    finally:
+        close_all(sockets)
+
+
 def _child(sockets: list[socket.socket], out: multiprocessing.Queue) -> None:
     out.put([s.getsockname()[1] for s in sockets])
 

@@ -43,12 +43,16 @@ class WorkerSockets(list):  # type: ignore[type-arg] - socket.socket, a list for
 
 def claim_slot(sockets: list[socket.socket], lock_dir: str) -> list[socket.socket]:
     """In a worker: the socket of the first slot free in ``lock_dir`` (the others closed here), or all of them
-    when every slot is held."""
+    when every slot is held or no lock can be taken. It runs as the worker starts (unpickling its arguments),
+    where an exception would end the worker before it could say why, and uvicorn would start another."""
     import fcntl
 
-    os.makedirs(lock_dir, exist_ok=True)
     for i, mine in enumerate(sockets):
-        fd = os.open(os.path.join(lock_dir, str(i)), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            os.makedirs(lock_dir, exist_ok=True)
+            fd = os.open(os.path.join(lock_dir, str(i)), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # no lock to take (the folder unwritable, the disk full): serving every socket is safe
+            break
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # a live worker holds it
