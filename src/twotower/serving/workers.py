@@ -4,14 +4,16 @@ Legend: ``I`` items, ``U`` known users, ``D`` embedding dim.
 
 One uvicorn event loop saturates one core, and under overload it queues
 requests in its sockets before the 429 gate sees them. With ``--workers N``
-uvicorn starts N processes that accept on the same socket, each with its own
+uvicorn starts N processes, each accepting on its own socket of the port where
+the kernel spreads connections over them (Linux; one shared socket elsewhere:
+:mod:`twotower.serving.worker_slots`), each with its own
 loop, gate (:class:`~twotower.serving.middleware.ConcurrencyGate`, so at most
 ``N * max_in_flight`` requests are admitted) and compute threads.
 
 The parent process loads and checks the run and its index once, exactly as a
 single-process ``serve`` does (a corrupted artefact or a low-recall index fails
 before any worker starts), holding the port it bound before the load
-(:mod:`twotower.serving.listen`), the socket its workers then accept on. It
+(:mod:`twotower.serving.listen`), the sockets its workers then accept on. It
 then writes what every worker would otherwise recompute, the item vectors
 ``[I, D]`` and the known users' query vectors ``[U, D]``, as ``.npy`` files
 into a private temporary folder, and drops its own copy. Each worker maps
