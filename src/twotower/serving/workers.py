@@ -413,7 +413,7 @@ def _run_on_sockets(factory: str, sockets: list[socket.socket], options: dict[st
 
     config = Config(factory, **options)
     supervisor: dict[str, Any] = {"sockets": sockets}
-    # older uvicorn (0.23, the least pyproject allows) took the workers' target too
+    # uvicorn before 0.55 (0.50, the least pyproject allows, included) took the workers' target too
     if "target" in inspect.signature(Multiprocess).parameters:
         supervisor["target"] = Server(config=config).run
     log_listening(config.host, sockets)  # what uvicorn's bind logs
