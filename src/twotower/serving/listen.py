@@ -90,17 +90,15 @@ def bind_listening(host: str, port: int, *, every_address: bool = True, copies: 
         addresses = _addresses(host, port, every_address)
     except socket.gaierror as e:
         raise ConfigError(f"--host {host}: cannot resolve it ({e.strerror or e})") from None
+    reuse = copies > 1 and not every_address and reuse_port_spreads()
     sockets: list[socket.socket] = []
     try:
-        if copies > 1 and not every_address and reuse_port_spreads():
-            family, kind, proto, addr = addresses[0]
-            _bind_one(family, kind, proto, addr, host=host, port=port, v6only=False, listen=False).close()  # taken?
-            for _ in range(copies):
-                sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=False,
-                                         reuse_port=True))
-            return sockets
+        if reuse:  # the one address, once a socket; a plain bind first says whether the port is taken
+            _bind_one(*addresses[0], host=host, port=port, v6only=False, listen=False).close()
+            addresses = addresses[:1] * copies
         for family, kind, proto, addr in addresses:
-            sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=every_address))
+            sockets.append(_bind_one(family, kind, proto, addr, host=host, port=port, v6only=every_address,
+                                     reuse_port=reuse))
     except BaseException:
         close_all(sockets)
         raise

@@ -47,11 +47,14 @@ def claim_slot(sockets: list[socket.socket], lock_dir: str) -> list[socket.socke
     where an exception would end the worker before it could say why, and uvicorn would start another."""
     import fcntl
 
+    try:
+        os.makedirs(lock_dir, exist_ok=True)
+    except OSError:  # no lock to take (the folder unwritable, the disk full): serving every socket is safe
+        return list(sockets)
     for i, mine in enumerate(sockets):
         try:
-            os.makedirs(lock_dir, exist_ok=True)
             fd = os.open(os.path.join(lock_dir, str(i)), os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError:  # no lock to take (the folder unwritable, the disk full): serving every socket is safe
+        except OSError:  # as above
             break
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
