@@ -223,6 +223,35 @@ def test_sentence_template_uses_only_the_facts() -> None:
     assert explanation_text(expl, cols).startswith("No item in your history raises the score of Point Break")
 
 
+def test_a_history_that_lowers_the_score_but_lifts_the_rank_is_said_to_lift_it() -> None:
+    """A one-film history lowered its sequel's score and took it from 61st to 1st (it lowered the 60 films above it
+    more): the sentence said the score "rests on" the empty history, as if the film played no part."""
+    cols = MetadataColumns(multi=("genres",))
+    lowered = [{"item_id": "a", "title": "Star Wars", "genres": "Action|Sci-Fi", "contribution": -0.07}]
+    expl = {
+        "item_id": "x", "item": {"title": "Return of the Jedi", "genres": "Action|Sci-Fi"}, "already_seen": False,
+        "basis": "history", "reads_history": True, "profile": "popularity", "history": lowered,
+        "history_window": 1, "history_total": -0.07, "rank": 1, "empty_history_rank": 61, "shared_metadata": {},
+    }
+    assert explanation_text(expl, cols) == (
+        "No item in your history raises the score of Return of the Jedi (removing that one item would not lower it), "
+        "yet it ranks 1 in your list (61 with no history): your history lowers the items that would outrank it more.")
+    # a history that lowers the score and the rank: the empty history is what holds the item up, as before
+    assert explanation_text({**expl, "rank": 70}, cols).endswith("; it rests on the model's empty-history "
+                                                                 "representation, which is the same for every user "
+                                                                 "and acts as a popularity prior.")
+    # named items raise it, the history as a whole lowers it, and lifts it up the list: all three said
+    two = [{"item_id": "b", "title": "Alien", "genres": "Sci-Fi", "contribution": 0.02}, *lowered]
+    said = explanation_text({**expl, "history": two, "history_window": 2}, cols)
+    assert said.startswith("The score of Return of the Jedi rests on the model's empty-history representation")
+    assert said.endswith("though Alien raises it (Sci-Fi); yet it ranks 1 in your list (61 with no history): your "
+                         "history lowers the items that would outrank it more.")
+    # a history that raises the score: "Because you ..." as before, no ranks
+    up = [{**h, "contribution": 0.05} for h in lowered]
+    assert explanation_text({**expl, "history": up, "history_total": 0.05}, cols) == (
+        "Because you watched Star Wars (Action, Sci-Fi).")
+
+
 def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> None:
     from twotower.data.features import FeatureSpec
     from twotower.explain.metadata import metadata_columns

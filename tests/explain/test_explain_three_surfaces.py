@@ -44,3 +44,22 @@ def test_explain_warnings_agree_on_cli_http_and_python(feature_run, feature_clie
     assert cli["warnings"] == http["warnings"]
     assert logged == http["warnings"]  # was []: the Python caller was never told
     assert {k: v for k, v in cli.items() if k != "warnings"} == http["explanation"] == py
+
+
+def test_the_explained_rank_is_the_items_place_in_the_served_list(feature_run, feature_client) -> None:
+    """`rank` is where /recommend lists the item (no filters, exact search); `empty_history_rank` where the same
+    list puts it when the user tower reads no history, as /recommend with user features alone would."""
+    run = feature_run
+    for user in run.user_vocab.ids[:6]:
+        listed = feature_client.post("/recommend", json={"user_id": user, "k": 8}).json()["items"]
+        for place, entry in enumerate(listed, start=1):
+            e = feature_client.post("/explain", json={"user_id": user, "item_id": entry["item_id"]}).json()
+            assert e["explanation"]["rank"] == place
+    # a new user: the empty history's list is the one features alone give, without their history's items
+    hist = [run.item_vocab.ids[int(r)] for r in run.history.of(2)]
+    feats = {"age": 30}
+    alone = feature_client.post("/recommend", json={"history": [], "user_features": feats, "k": 50}).json()["items"]
+    order = [i["item_id"] for i in alone if i["item_id"] not in hist]
+    for item in order[:5]:
+        e = feature_client.post("/explain", json={"history": hist, "item_id": item, "user_features": feats}).json()
+        assert e["explanation"]["empty_history_rank"] == order.index(item) + 1

@@ -52,6 +52,14 @@ def test_every_named_item_and_value_is_the_users_and_every_number_is_the_towers(
         full = score(w)
         assert e["score"] == pytest.approx(full, abs=1e-5)
         assert e["empty_history_score"] == pytest.approx(score(torch.zeros_like(w)), abs=1e-5)
+        # the ranks: the top recommendation is first in the user's list; without the history, its place among the
+        # same unseen items scored from the empty-history vector
+        assert e["rank"] == 1
+        with torch.no_grad():
+            empty = model.user_tower(torch.tensor([u]), hist_t, history_weights=torch.zeros_like(w))[0].numpy()
+        unseen = np.setdiff1d(np.arange(run.n_items), [i for _, i in hist])
+        by_empty = emb @ empty  # every item's score in one product, the item's own among them
+        assert e["empty_history_rank"] == 1 + int((by_empty[unseen] > by_empty[item]).sum())
         for h in e["history"]:
             dropped = w.clone()
             dropped[0, L - 1 - h["age"]] = 0.0

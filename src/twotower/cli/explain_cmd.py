@@ -45,8 +45,11 @@ def format_explanation(e: dict) -> str:
     lines = [printable(e["text"]), ""]
     item = e["item"]
     title = f"  {printable(item['title'])}" if item.get("title") else ""  # no title in a run without titles
+    # the item's place in the user's unfiltered list, and without the history where the tower reads one
+    rank = "" if e.get("rank") is None else f"rank {e['rank']}" + (
+        "" if e.get("empty_history_rank") is None else f" ({e['empty_history_rank']} with no history)") + "; "
     lines.append(f"item {printable(e['item_id'])}{title}  score {e['score']:.4f}  "
-                 f"(history adds {e['history_total']:+.4f}; basis: {e['basis']}; method: {e['method']})")
+                 f"({rank}history adds {e['history_total']:+.4f}; basis: {e['basis']}; method: {e['method']})")
     if "heads" in e:
         h = e["heads"]
         lines.append(f"heads: alpha {h['alpha']:.3f}  semantic {h['semantic']:+.4f}  collaborative {h['collaborative']:+.4f}")

@@ -8,7 +8,9 @@ that the item and every named history item have, the number of further
 history items with a positive contribution that share one of those values,
 the basis and the dual-head split. A history item that lowered the score is
 never credited, and a history that lowers the score as a whole is said to (not
-"Because you ..."). The same dict always gives the same sentence.
+"Because you ..."). Where the history lowers the item's score yet lifts it up the user's list (it lowers the
+items above it more), the sentence gives both ranks rather than saying the score rests on the empty history.
+The same dict always gives the same sentence.
 """
 from __future__ import annotations
 
@@ -63,6 +65,17 @@ def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:
         text = BASIS_TEXT["features"].format(features=", ".join(expl.get("user_features") or []) or "none")
         return f"{text} and {BASIS_TEXT['id']}" if with_user_id else text
     return BASIS_TEXT.get(basis, BASIS_TEXT["popularity"])
+
+
+def _lifted(expl: dict[str, Any]) -> str:
+    """``"it ranks 1 in your list (61 with no history): ..."`` where the history lifts the item up the list
+    (``rank`` above ``empty_history_rank``), else "". Said where the score alone tells the other story: a single
+    watched film lowered its sequel's score, and the sentence said the score rested on the empty history, while
+    that film had taken the sequel from 61st to 1st by lowering the 60 films above it more."""
+    r, r0 = expl.get("rank"), expl.get("empty_history_rank")
+    if r is None or r0 is None or r >= r0:
+        return ""
+    return f"it ranks {r} in your list ({r0} with no history): your history lowers the items that would outrank it more"
 
 
 def _primary_values(rec: dict[str, Any], cols: MetadataColumns) -> list[str]:
@@ -170,6 +183,9 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
             # where the empty-history score may be 0): "it rests on the empty-history representation" was false
             return (f"No item in your history raises the score of {title} ({how}), but together they do "
                     f"({total:+.4f} over {_rests_on(expl, with_user_id)}){heads}.")
+        lifted = _lifted(expl)
+        if lifted:
+            return f"No item in your history raises the score of {title} ({how}), yet {lifted}{heads}."
         return (f"No item in your history raises the score of {title} ({how}); "
                 f"it rests on {_rests_on(expl, with_user_id)}{heads}.")
     by_id = {h["item_id"]: h for h in table}
@@ -189,6 +205,9 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         n, v = facts["others"]["count"], facts["others"]["value"]
         noun = _noun(cols)
         parts.append(f" and {n} other {v} {f'{noun}s that also raise' if n != 1 else f'{noun} that also raises'} its score")
+    lifted = _lifted(expl) if total is not None and total < 0 else ""
+    if lifted:
+        parts.append(f"; yet {lifted}")
     return "".join(parts) + heads + "."
 
 

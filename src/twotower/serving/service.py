@@ -799,7 +799,8 @@ class RecommenderService:
                 key = (u, None if hist is None else tuple(hist), described, tuple(first))
                 if key not in done:
                     kw = {} if b not in feats else {"user_features": r.user_features, "encoded_features": feats[b]}
-                    done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check, **kw)
+                    done[key] = explain(self.run, user_row=u, history_rows=hist, item_rows=first, check=check,
+                                        item_vectors=self.item_vectors, **kw)
                 for item, e in zip(items, done[key]):
                     item["explanation"] = e
             notes = self.run.new_user_feature_notes(r.user_features) if b in feats else []
@@ -886,7 +887,8 @@ class RecommenderService:
         kw = {} if feats is None else {"user_features": user_features, "encoded_features": feats}
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI
-        result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, check=check, **kw)
+        result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, check=check,
+                         item_vectors=self.item_vectors, **kw)
         answer = {"user_id": user_id, "item_id": item_id, "explanation": result}
         notes = self.run.new_user_feature_notes(user_features) if feats is not None else []
         if self._no_input_history(user_row):
