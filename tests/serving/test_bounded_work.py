@@ -157,9 +157,12 @@ def test_one_coercion_rule_ids_text_or_integer_counts_integer_only(client):
     assert r.status_code == 422 and "must be an integer from 1 to" in r.json()["error"]["message"]
     assert r.json()["error"]["message"].endswith("got a string (only ids accept text as well as integers)")
     for bad, said in ((5.5, "a number with a fraction"), (True, "a boolean"),  # no string was sent: none blamed
-                      (5.0, "a number written with a decimal point (5.0: write 5)")):
+                      (5.0, "a number written with a decimal point or an exponent (5.0: write 5)"),
+                      (1e3, "(1000.0: write 1000)")):  # the value sent, not 5.0 whatever it was
         msg = client.post("/recommend", json={"user_id": "u1", "k": bad}).json()["error"]["message"]
         assert "must be an integer from 1 to" in msg and said in msg and "string" not in msg, msg
+    msg = client.post("/recommend", json={"user_id": 42.0, "k": 3}).json()["error"]["message"]
+    assert msg.endswith("got a number written with a decimal point or an exponent (42.0: write 42)"), msg
     r = client.post("/recommend", json={"user_id": "u1", "explain": True, "explain_k": "5"})
     assert r.json()["error"]["message"] == \
         "body.explain_k: must be an integer from 1 to 10, got a string (only ids accept text as well as integers)"

@@ -1,6 +1,7 @@
 """Error answers a user meets first (a walkthrough with curl): each says what to change, in one body shape."""
 from __future__ import annotations
 
+import gzip
 import os
 
 import pytest
@@ -253,6 +254,8 @@ def _four_xx(client, small) -> list[tuple[str, object]]:
         ("not JSON", client.post("/recommend", content=b"user_id=u1", headers={"content-type": FORM})),
         ("too large", small.post("/recommend", content=b"{" + b" " * 200 + b"}", headers=post_json)),
         ("not UTF-8", client.post("/recommend", content=b'{"user_id": "\xff"}', headers=post_json)),
+        ("compressed", client.post("/recommend", content=gzip.compress(b'{"user_id": "u1"}'),
+                                   headers={**post_json, "content-encoding": "gzip"})),
     ]
 
 
@@ -336,3 +339,16 @@ def test_an_unknown_field_names_the_fields_and_the_nearest(client, path, body, s
     r = client.post(path, json=body)
     assert r.status_code == 422, r.text
     assert r.json()["error"]["message"] == said
+
+
+def test_a_compressed_body_is_refused_naming_its_content_encoding(client) -> None:
+    """A gzip body was answered 400 "holds bytes that are not UTF-8", and one whose bytes happened to read as
+    text 422 "malformed JSON": neither named the header or the fix."""
+    post_json = {"content-type": "application/json"}
+    for body in (gzip.compress(b'{"user_id": "u1", "k": 3}'), b'{"user_id": "u1", "k": 3'):
+        r = client.post("/recommend", content=body, headers={**post_json, "content-encoding": "gzip"})
+        assert r.status_code == 415, r.text
+        assert r.json()["error"]["message"].startswith("the request body is sent with Content-Encoding 'gzip', which "
+                                                       "this server does not decode; send it uncompressed")
+    assert client.post("/recommend", json={"user_id": "u1", "k": 3},
+                       headers={"content-encoding": "identity"}).status_code == 200

@@ -8,6 +8,7 @@ UnknownIdAt (a NotFoundError)  404    ... and where it was sent: ``history[2]: .
 DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
 body not sent as JSON          415    send ``Content-Type: application/json`` (+ ``Accept`` header)
+body sent compressed           415    send it uncompressed (+ ``Accept-Encoding: identity``)
 PayloadTooLarge                413    the limit in bytes
 HostNotAllowed                 400    the Host header names none of --allow-host
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
@@ -422,6 +423,18 @@ def _unparsable_body(cause: BaseException) -> str | None:
     return None
 
 
+def _encoded_body(request: Request) -> Response | None:
+    """415 for a body sent compressed (``Content-Encoding: gzip``), which the server does not decode: its bytes
+    were refused as "not UTF-8" or as malformed JSON, naming neither the header nor the fix (RFC 7694: 415)."""
+    coding = request.headers.get("content-encoding", "").strip().lower()
+    if coding in ("", "identity"):
+        return None
+    shown = coding if len(coding) <= 40 else coding[:40] + "..."  # a bounded echo
+    message = (f"the request body is sent with Content-Encoding {shown!r}, which this server does not decode; "
+               "send it uncompressed (bodies are small: at most the --max-body-bytes limit)")
+    return _json(415, error_body(415, "unsupported_media_type", message), {"Accept-Encoding": "identity"})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Register the handlers for domain errors, validation errors and HTTP exceptions."""
 
@@ -433,7 +446,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        refused = _not_json_body(request, exc)
+        refused = _encoded_body(request) or _not_json_body(request, exc)
         if refused is not None:
             return refused
         settings = getattr(request.app.state, "settings", None)
@@ -458,6 +471,9 @@ def install_error_handlers(app: FastAPI) -> None:
             allowed = (exc.headers or {}).get("Allow", "")
             detail = f"{request.method} {request.url.path} is not allowed; this route answers {allowed or 'other methods'}"
         elif exc.status_code == 400 and exc.__cause__ is not None:
+            encoded = _encoded_body(request)
+            if encoded is not None:
+                return encoded
             # FastAPI's "There was an error parsing the body" does not say what was wrong with it
             detail = _unparsable_body(exc.__cause__) or detail
         return _json(exc.status_code, error_body(exc.status_code, kind, detail), exc.headers)

@@ -26,8 +26,13 @@ def float_in_words(got: float) -> str:
         return "NaN, which JSON does not allow"
     if math.isinf(got):
         return "Infinity (or a number too large for a float), which JSON does not allow"
-    # 5.0 has no fraction: it is the decimal point that makes it a float in JSON
-    return "a number written with a decimal point (5.0: write 5)" if got.is_integer() else "a number with a fraction"
+    if not got.is_integer():
+        return "a number with a fraction"
+    # 5.0 has no fraction: it is the decimal point (or an exponent: 1e3) that makes it a float in JSON. The value
+    # sent is quoted, as Python reads it ("5.0: write 5" was said of "k": 1e3 too); a huge one only in words
+    if abs(got) < 1e15:
+        return f"a number written with a decimal point or an exponent ({got!r}: write {int(got)})"
+    return "a number written with a decimal point or an exponent (write an integer without them)"
 
 
 #: the JSON type of a value that is neither text nor a number, in words (the value itself is never echoed)
