@@ -50,10 +50,28 @@ def test_validation_rows_all_in_train_get_a_warning_naming_both_files(dataset, t
     assert str(copy) in said[0] and str(dataset["train"]) in said[0] and "nothing is left to find" in said[0]
 
 
+def test_validation_rows_partly_in_train_get_a_warning_with_the_counts(dataset, tmp_path, caplog):
+    """A validation file from another split of the data (a random split's beside a temporal split's train) was
+    taken without a word, though most of its pairs could never be hit and early stopping was chosen on it."""
+    import pandas as pd
+
+    train, valid = pd.read_csv(dataset["train"]), pd.read_csv(dataset["valid"])
+    mixed = tmp_path / "mixed_valid.csv"
+    pd.concat([valid, train.head(7)]).to_csv(mixed, index=False)
+    pairs = len(pd.concat([valid, train.head(7)])[["user_id", "item_id"]].drop_duplicates())
+    with caplog.at_level(logging.WARNING):
+        assert _train(dataset, tmp_path / "r", "--valid", str(mixed)) == 0
+    said = [r.getMessage() for r in caplog.records if "valid pairs in" in r.getMessage()]
+    assert said == [f"7 of {pairs} valid pairs in --valid {mixed} are in --train {dataset['train']}, whose items "
+                    "validation excludes from ranking, so they are never hit: valid NDCG@10 counts them as misses, and "
+                    "early stopping and the item-item weight are chosen on it (is the validation file held out from "
+                    "this training file?)"]
+
+
 def test_a_held_out_valid_file_gets_no_such_warning(dataset, tmp_path, caplog, capsys):
     with caplog.at_level(logging.WARNING):
         assert _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"])) == 0
-    assert not [r for r in caplog.records if "is also in" in r.getMessage()]
+    assert not [r for r in caplog.records if "is also in" in r.getMessage() or "valid pairs in" in r.getMessage()]
     assert re.search(r"trained: best valid NDCG@10 \d\.\d{4} at epoch 1 ", capsys.readouterr().out)
 
 

@@ -109,10 +109,16 @@ def _rows_in(prep: Prepared, split: str) -> str:
 
 def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
                                 frames: Mapping[str, pd.DataFrame] | None = None) -> None:
-    """Say so when every validation interaction is also a training one: validation excludes each user's
-    training items, so nothing is left to find, the metric stays 0 and early stopping keeps epoch 1."""
+    """Say so when validation interactions are also training ones: validation excludes each user's training items,
+    so those can never be hit. All of them: nothing is left to find, the metric stays 0 and early stopping keeps
+    epoch 1. Some of them (a validation file from another split of the data): the metric counts them as misses,
+    and early stopping and the item-item weight are chosen on it -- said with the counts, as `twotower evaluate`
+    says it of a test file."""
     valid, train = prep.matrix("valid"), prep.matrix("train")
-    if valid is None or train is None or valid.nnz == 0 or valid.multiply(train).nnz < valid.nnz:
+    if valid is None or train is None or valid.nnz == 0:
+        return
+    seen = int(valid.astype(bool).multiply(train.astype(bool)).nnz)
+    if seen == 0:
         return
     data = config.data
 
@@ -126,6 +132,13 @@ def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
     held_out = given("valid", "--valid") or "the validation split"
     whole = "frames['path']" if frames and "path" in frames else data.path or data.dataset
     source = given("train", "--train") or f"the training split of {whole}"
+    if seen < valid.nnz:
+        log.warning("%s of %s valid pairs in %s %s in %s, whose items validation excludes from ranking, so %s never "
+                    "hit: valid %s counts %s as misses, and early stopping and the item-item weight are chosen on it "
+                    "(is the validation file held out from this training file?)", f"{seen:,}", f"{valid.nnz:,}",
+                    held_out, "is" if seen == 1 else "are", source, "it is" if seen == 1 else "they are",
+                    config.eval.select_metric, "it" if seen == 1 else "them")
+        return
     log.warning("every validation interaction in %s is also in %s: validation excludes each user's training "
                 "items, so nothing is left to find, valid %s stays 0 and early stopping keeps epoch 1; give a "
                 "held-out validation file", held_out, source, config.eval.select_metric)
