@@ -136,6 +136,26 @@ def test_resume_continues_from_the_checkpoint(dataset, tmp_path):
     assert log2[-1]["loss"] == pytest.approx(log[-1]["loss"], rel=1e-4)
 
 
+def test_a_resume_that_trains_nothing_keeps_the_evaluation_of_its_unchanged_weights(dataset, tmp_path):
+    """`--resume` removed metrics.json and eval.txt before training; when it then trained nothing (the checkpoint
+    already at train.epochs) the weights came out byte for byte the same and, with --no-eval, the run was left
+    with no metrics. They are kept now when the weights are those they scored, and still removed when not."""
+    out = tmp_path / "r"
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]),
+            "--test", str(dataset["test"]), "--out", str(out), *FAST]
+    assert main([*args, "--epochs", "2"]) == 0
+    metrics = (out / "metrics.json").read_bytes()
+    weights = (out / "model.safetensors").read_bytes()
+    assert main([*args, "--epochs", "2", "--resume", "--no-eval"]) == 0
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert (out / "metrics.json").read_bytes() == metrics and (out / "eval.txt").is_file()
+    assert not list(out.glob(".*before-resume"))  # nothing set aside is left behind
+    TrainedRun.load(out)  # still sealed: the manifest verifies
+    assert main([*args, "--epochs", "3", "--resume", "--no-eval", "train.patience=100"]) == 0  # trained further
+    assert not (out / "metrics.json").exists() and not (out / "eval.txt").exists()
+    assert not list(out.glob(".*before-resume"))
+
+
 def test_sparse_adam_option_trains(dataset, tmp_path):
     out = tmp_path / "sparse"
     args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out), "--no-eval",

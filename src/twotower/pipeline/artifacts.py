@@ -326,16 +326,6 @@ def derived_folders(out: Path) -> list[Path]:
     return [folder for folder, _ in _derived_folders(out)]
 
 
-def forget_results_of_old_weights(out: Path, folders: list[Path] | None = None) -> tuple[list[str], list[Path]]:
-    """Before ``--resume`` trains the weights further: remove the evaluation of the old weights (their
-    metrics would otherwise sit beside the new model); return (removed files, index and export folders built
-    from the old weights, which are kept -- serve and recommend refuse them by fingerprint -- but are stale).
-    ``folders``: those folders as :func:`derived_folders` found them earlier.
-    """
-    removed = [rel for rel in EVAL_OUTPUT_FILES if _remove_file(out / rel, set())]
-    return removed, derived_folders(out) if folders is None else folders
-
-
 def _resolved(path: Path) -> Path:
     try:
         return Path(path).resolve()

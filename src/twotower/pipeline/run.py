@@ -23,7 +23,6 @@ from twotower.pipeline.artifacts import (
     TrainedRun,
     _read_json_dict,
     derived_folders,
-    forget_results_of_old_weights,
     input_digests,
     rebuild_command,
     run_part_file,
@@ -36,6 +35,7 @@ from twotower.pipeline.empty_history import empty_history_skip_reason, first_ite
 from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
+from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
 from twotower.pipeline.sources import load_sources
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
@@ -284,6 +284,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         raise
     done = 0
     derived: list[Path] = []
+    weights_before = None
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model, item_text_encoder=None if got is None else got[1])
         if inputs is not None and not _reads_own_copies(out, config):
@@ -291,6 +292,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # matched against the weights as saved: restoring may rewrite model.safetensors with the checkpoint's,
         # which lack the item-item term fitted after training (the run's fingerprint includes it)
         derived = derived_folders(out)
+        weights_before = weights_digest(out)  # what the run's metrics.json scored, kept if the resume changes nothing
         # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
         done = trainer.restore()
@@ -298,7 +300,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         _start_staging(out, stage, config, trainer.model)
     try:
         run, result = _fit_and_seal(config, out, dest, trainer, prep, got, inputs, resume=resume, done=done,
-                                    derived=derived)
+                                    derived=derived, weights_before=weights_before)
     except BaseException as e:
         if stage is not None and discard_if_empty(stage):
             log.info("%s still holds the earlier run; the new run saved nothing, so %s was removed", out, stage)
@@ -318,15 +320,14 @@ def _training_oom(e: BaseException, config: RunConfig, prep: Prepared, text: np.
 
 def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prepared, got: Any,
                   inputs: dict[str, str] | None, *, resume: bool, done: int,
-                  derived: list[Path]) -> tuple[TrainedRun, TrainResult]:
+                  derived: list[Path], weights_before: str | None = None) -> tuple[TrainedRun, TrainResult]:
     """Write the run into ``dest`` (``out``, or the staging folder beside it), train, fit, seal, swap it in."""
     text = None if got is None else got[0]
     stale: list[Path] = []
+    held = None
     if tdist.is_main():
         if resume:
-            removed, stale = forget_results_of_old_weights(out, derived)
-            if removed:
-                log.info("resume: removed %s (they scored the weights before this resume)", ", ".join(removed))
+            held, stale = hold_old_results(out, derived, weights_before)  # put back if the weights come out the same
         # a resume that trains nothing (train.epochs <= the checkpoint's epoch) keeps the run's config.json: it
         # recorded `--epochs 2` and the new settings for a run of 4 epochs trained with the old ones
         save_run_data(dest, config, prep, None if text is None else tuple(text.shape),
@@ -334,6 +335,18 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
                       write_config=not (resume and done >= config.train.epochs),
                       keep_data=resume and _reads_own_copies(out, config), input_sha256=inputs)
     tdist.barrier()
+    try:
+        return _fit_seal(config, out, dest, trainer, prep, text, resume=resume, held=held, stale=stale)
+    except BaseException:
+        if held is not None:
+            held.discard()
+        raise
+
+
+def _fit_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prepared, text: np.ndarray | None, *,
+              resume: bool, held: HeldResults | None, stale: list[Path]) -> tuple[TrainedRun, TrainResult]:
+    """:func:`_fit_and_seal` once the run's files are written: train, fit the empty history and the item-item term,
+    settle a resume's old evaluation (``held``), seal and swap in."""
     result = trainer.fit(resume=resume, curves=False)  # drawn below, with the item-item term the run saves
     if not tdist.is_main():
         # the fits below are rank 0's alone (validation, no collective): the other ranks are done, and do not wait
@@ -361,6 +374,8 @@ def _fit_and_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: 
         result.item_item = item_item
     if fits:  # the weights once for both fits (hundreds of MB for a large catalogue), when either changed them
         save_fits(dest, trainer.model, fits, weights="empty_history" in fits or bool(item_item and item_item["weight"] > 0))
+    if held is not None:
+        held.settle()  # the old evaluation back where the saved weights are those it scored
     write_manifest(dest)  # sealed: TrainedRun.load now verifies every file's checksum
     if dest != out:
         _finish_staging(dest, out, config)
