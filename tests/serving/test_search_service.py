@@ -122,6 +122,11 @@ def test_a_blank_query_is_422_naming_the_field_like_every_other_422(index):
         r = c.post("/search", json={"query": "  \t "})
     assert r.status_code == 422
     assert r.json()["error"]["message"] == "query: only white space; send some words to search for"
+    with _client(index) as c:  # control characters alone were answered 200, ranked by the embedding of no words
+        r = c.post("/search", json={"query": "\u0000\u0001 "})
+    assert r.status_code == 422
+    assert r.json()["error"]["message"] == ("query: only control characters and white space; send some words to "
+                                            "search for")
 
 
 def test_a_short_hit_list_says_why_as_recommend_does(index):

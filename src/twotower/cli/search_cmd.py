@@ -852,6 +852,8 @@ def _check_query_args(args: argparse.Namespace) -> None:
     check_k_flag(args.k)
     if args.rerank_top is not None and (why := k_refusal(args.rerank_top)) is not None:
         raise ConfigError(f"--rerank-top: {why}")
+    from twotower.search.checks import wordless
+
     for n, text in enumerate(args.text, start=1):
         where = f"query {n}" if len(args.text) > 1 else "query"
         try:
@@ -861,6 +863,8 @@ def _check_query_args(args: argparse.Namespace) -> None:
             raise ConfigError(f"{where} {shown!r} is not valid UTF-8; pass the query as UTF-8 text") from None
         if not text.strip():
             raise ConfigError(f"{where} is empty; give the text to search for")
+        if (why := wordless(text)) is not None:  # control characters alone: ranked for, as POST /search did
+            raise ConfigError(f"{where} {why}; give the text to search for")
         if len(text) > MAX_QUERY_CHARS:  # as POST /search's 422: no limit here before
             raise ConfigError(f"{where} text is {len(text)} characters long; at most {MAX_QUERY_CHARS} are accepted "
                               "(as by POST /search); shorten it")
@@ -1222,13 +1226,16 @@ def _hold_out(args: argparse.Namespace, qs: list, pos: list, frac: float, *, at_
         keep, valid = hold_out(qs, pos, frac, args.seed, name="--valid-frac")
     except ConfigError as e:
         raise ConfigError(f"{e} (split {args.split!r})") from None  # "--valid-frac: 0.5 needs ...", as flags read
+    # pairs as given, so held out + left add up to the split's pairs (valid.pairs counts a query text's pairs once:
+    # "holds out 116 of the 120 pairs ..., leaving 1" where two SciFact claims share a text)
+    held = len(qs) - keep.size
     if keep.size < at_least:
-        raise ConfigError(f"--valid-frac: {frac:g} holds out {valid.pairs} of the {len(qs)} pairs of split "
+        raise ConfigError(f"--valid-frac: {frac:g} holds out {held} of the {len(qs)} pairs of split "
                           f"{args.split!r}, leaving {keep.size} to train on; training needs at least {at_least}: "
                           "give a smaller --valid-frac")
     qs, pos = [qs[i] for i in keep], [pos[i] for i in keep]
     logging.getLogger(__name__).info("--valid-frac %g: %d of the queries (%d pairs) held out for validation, %d pairs "
-                                     "left to train on", frac, len(valid.queries), valid.pairs, len(qs))
+                                     "left to train on", frac, len(valid.queries), held, len(qs))
     return (*_hold_out(args, qs, pos, 0.0)[:3], valid)
 
 

@@ -10,7 +10,8 @@ from typing import Any
 from twotower.errors import ConfigError
 from twotower.index.base import check_depth as index_depth
 
-__all__ = ["FIRST_STAGE_ORDER", "check_depth", "check_query_texts", "first_stage_orders", "rerank_top_needs_rerank"]
+__all__ = ["FIRST_STAGE_ORDER", "check_depth", "check_query_texts", "first_stage_orders", "rerank_top_needs_rerank",
+           "wordless"]
 
 #: what orders a reranked list's hits past its rerank depth, by mode: nothing is fused in a single retriever's list
 #: (`search query`'s mark of them and POST /search's schema say it in these words)
@@ -26,10 +27,25 @@ def check_query_texts(queries: Any, name: str = "queries") -> list[str]:
     if isinstance(queries, (str, bytes)):
         raise ConfigError(f"{name} must be a list of query texts, not one string; pass [{queries!r}]")
     out = list(queries)
-    bad = next((q for q in out if not isinstance(q, str)), None)
-    if bad is not None:
-        raise ConfigError(f"{name} must hold strings, got {type(bad).__name__} {bad!r}")
+    # the position, not the value, marks the first bad one: a None element looked like "none found" and reached the
+    # retrievers ("'NoneType' object has no attribute 'strip'")
+    at = next((i for i, q in enumerate(out) if not isinstance(q, str)), None)
+    if at is not None:
+        bad = out[at]
+        raise ConfigError(f"{name}[{at}] must be a string (a query text), got "
+                          f"{'None' if bad is None else f'{type(bad).__name__} {bad!r}'}")
     return out
+
+
+def wordless(text: str) -> str | None:
+    """Why a query holds nothing to search for, or None: empty or only white space, or (``"\\u0000\\u0001"``) only
+    control characters and white space, which the dense retriever embedded and ranked the corpus by all the same.
+    The one rule of ``SearchIndex.search``, ``twotower search query`` and ``POST /search``."""
+    if not text.strip():
+        return "is empty or only white space"
+    if not any(c.isprintable() and not c.isspace() for c in text):
+        return "holds only control characters and white space"
+    return None
 
 
 def check_depth(value: Any, name: str, n_docs: int) -> int:

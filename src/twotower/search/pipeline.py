@@ -438,9 +438,11 @@ class SearchIndex:
                 for q in range(len(queries))]
 
     def search(self, queries: Sequence[str], k: int = SearchConfig.k, *, mode: str = "hybrid", reranker=None,
-               rerank_top: int = SearchConfig.rerank_top, check: Callable[[], None] | None = None,
+               rerank_top: int | None = None, check: Callable[[], None] | None = None,
                remaining: Callable[[], float] | None = None) -> Results:
-        """Top-``k`` corpus rows per query; the cross-encoder re-scores only the first ``rerank_top``.
+        """Top-``k`` corpus rows per query; the cross-encoder re-scores only the first ``rerank_top``
+        (default ``SearchConfig.rerank_top``; given without a ``reranker`` it is refused, as ``--rerank-top``
+        without ``--rerank`` and POST /search's ``rerank_top`` without ``"rerank": true`` are: it was ignored).
 
         ``check`` (e.g. a service's :meth:`~twotower.serving.budget.WorkBudget.check`) is called between the
         stages and between cross-encoder batches, so it can abandon the work by raising; ``remaining()`` (seconds
@@ -448,17 +450,21 @@ class SearchIndex:
         """
         from twotower.search.fusion import FusionChoice, fuse_with_head  # noqa: PLC0415
 
-        from twotower.search.checks import check_depth, check_query_texts  # noqa: PLC0415
+        from twotower.search.checks import (  # noqa: PLC0415
+            check_depth, check_query_texts, rerank_top_needs_rerank, wordless)
 
         if mode not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         queries = check_query_texts(queries)
-        blank = next((n for n, q in enumerate(queries) if not q.strip()), None)
+        blank = next((n for n, q in enumerate(queries) if wordless(q)), None)
         if blank is not None:  # as `search query` and POST /search: dense search ranked the corpus for no words
-            raise ConfigError(f"queries[{blank}] is empty or only white space; give the text to search for")
+            raise ConfigError(f"queries[{blank}] {wordless(queries[blank])}; give the text to search for")
         # checked here, not only by the CLI and POST /search: k=-1 sliced the list to every hit but the last
         k = check_depth(k, "k", len(self.corpus))
-        rerank_top = check_depth(rerank_top, "rerank_top", len(self.corpus))
+        given = rerank_top is not None
+        rerank_top = check_depth(rerank_top if given else SearchConfig.rerank_top, "rerank_top", len(self.corpus))
+        if given and reranker is None:
+            raise ConfigError(rerank_top_needs_rerank("rerank_top", "a reranker", "one", "pass"))
         check = check or _no_check
         depth = max(k, rerank_top if reranker is not None else k, SearchConfig.depth if mode == "hybrid" else k)
         check()

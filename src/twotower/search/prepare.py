@@ -300,13 +300,17 @@ def _write(folder: Path, docs, queries: dict[str, str], splits: dict[str, Qrels]
     (folder / MARKER).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _check_tsv_safe(docs, pairs) -> None:
-    """qrels are tab-separated: an id holding a tab or a line break would split its row."""
-    for what, ids in (("passage", (d["_id"] for d in docs)), ("query", (p[0] for p in pairs))):
+def _check_tsv_safe(docs, pairs, passages: str | os.PathLike[str], pairs_file: str | os.PathLike[str],
+                    cfg: PrepareConfig) -> None:
+    """qrels are tab-separated: an id holding a tab or a line break would split its row. Refused naming the file
+    and column it came from, as every other refusal of ``search prepare`` names them (a query id made from the
+    query's text never holds one: only a --query-id-col's can)."""
+    for what, ids, where in (("passage", (d["_id"] for d in docs), (passages, cfg.passage_id)),
+                             ("query", (p[0] for p in pairs), (pairs_file, cfg.query_id))):
         for i in ids:
             if any(c in i for c in "\t\r\n"):
                 raise DataError(f"{what} id {i!r} holds a tab or a line break, which the qrels TSV cannot carry; "
-                                "rename it")
+                                "rename it", file=str(where[0]), column=where[1])
 
 
 @writes_folder("out", "prepare_beir",
@@ -320,7 +324,7 @@ def prepare_beir(
     """Read ``passages`` and ``pairs``, write the BEIR folder ``out`` (atomically), return its report."""
     docs, doc_report = _read_passages(passages, cfg)
     read, pair_report = _read_pairs(pairs, cfg, {d["_id"] for d in docs}, cfg.drop_unknown)
-    _check_tsv_safe(docs, read)
+    _check_tsv_safe(docs, read, passages, pairs, cfg)
     queries: dict[str, str] = {}
     for qid, text, *_ in read:  # stripped: queries are told apart (and ids given) by their stripped text
         queries.setdefault(qid, text.strip())

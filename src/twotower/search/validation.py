@@ -71,8 +71,12 @@ def hold_out(queries: Sequence[str], positive_rows: Sequence[int], frac: float, 
         raise ConfigError(f"{name}: {frac} needs at least 2 distinct queries to hold some out, got {len(by_query)}")
     try:
         _, valid = validation_split_by_group(by_query, frac, seed)
-    except ConfigError:  # one group of queries joined by shared documents: nothing could be left to train on
-        raise ConfigError(f"{name}: {frac} leaves no training queries: the {len(by_query)} queries share "
+    except ConfigError:  # every query held out: too large a share, or groups joined by shared documents
+        n = len(by_query)
+        if max(1, round(frac * n)) >= n:  # said of 3 queries with 3 documents apart that they "form one group"
+            raise ConfigError(f"{name}: {frac} leaves no training queries: it holds out {frac:.0%} of the {n} distinct "
+                              "queries, which rounds to all of them; give a smaller value") from None
+        raise ConfigError(f"{name}: {frac} leaves no training queries: the {n} queries share "
                           "relevant documents so that they form one group; train without validation") from None
     keep = np.asarray([i for i, q in enumerate(queries) if str(q) not in valid], dtype=np.int64)
     held = sorted(valid, key=list(by_query).index)  # in the order the pairs gave them

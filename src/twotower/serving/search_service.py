@@ -22,7 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from twotower.config import MAX_QUERY_CHARS, SearchConfig
-from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank
+from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank, wordless
 from twotower.search.pipeline import shortfall
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
@@ -168,7 +168,8 @@ class SearchService:
 
             raise ConfigError("rerank: this service has no cross-encoder; start it with --rerank PATH")
         res = self.index.search([query], k, mode=mode, reranker=self.reranker if rerank else None,
-                                rerank_top=rerank_top, check=budget.check if budget is not None else None,
+                                rerank_top=rerank_top if rerank else None,
+                                check=budget.check if budget is not None else None,
                                 remaining=budget.remaining if budget is not None else None)
         corpus = self.index.corpus
         ids, scores = res.row(0)
@@ -279,10 +280,12 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         service = getattr(request.app.state, "search", None)
         if service is None:
             raise HTTPException(503, "the search index is still loading")
-        if not body.query.strip():
+        if (why := wordless(body.query)) is not None:
             from twotower.errors import DataError
 
-            raise DataError("query: only white space; send some words to search for")
+            # "query: only white space" kept as it was said; control characters alone were ranked for (a 200)
+            said = "only white space" if why.endswith("only white space") else why.removeprefix("holds ")
+            raise DataError(f"query: {said}; send some words to search for")
         return json_response(await run_budgeted(
             request, _on_threads(service.search, settings.threads), body.query, body.k, body.mode, body.rerank,
             default_top if body.rerank_top is None else body.rerank_top,
