@@ -259,6 +259,16 @@ class DataConfig:
             value = getattr(self, name)
             _check(value is None or value.strip() != "", f"data.{name}",
                    f"must be a column name, or null for none (data.{name}=null), got {value!r}")
+        # one column in two roles: ColumnMap refused it when the file was read, naming neither setting
+        # ("ColumnMap maps one column to two roles: ['user_id', 'item_id', 'rating', 'rating']")
+        roles = ("user_col", "item_col", "timestamp_col", "rating_col")
+        for i, name in enumerate(roles):
+            for other in roles[i + 1:]:
+                value = getattr(self, name)
+                _check(value is None or value != getattr(self, other), f"data.{name} and data.{other}",
+                       f"both name column {value!r}; each role needs its own column"
+                       + (f" (data.{other}=null if the file has no {other[:-4]} column)"
+                          if other in ("timestamp_col", "rating_col") else ""))
         _check(self.history_verb.strip() != "" and len(self.history_verb) <= 40, "data.history_verb",
                "must be a verb of 1-40 characters, e.g. \"bought\"")
         if self.dataset is not None:

@@ -237,6 +237,19 @@ def test_an_empty_optional_column_name_names_the_setting_and_null(setting):
     assert getattr(load_config(overrides=[f"data.{setting}=null"]).data, setting) is None
 
 
+def test_one_column_in_two_roles_names_both_settings():
+    # refused only when the file was read, as "ColumnMap maps one column to two roles: ['user_id', 'item_id',
+    # 'rating', 'rating']", naming neither setting
+    with pytest.raises(ConfigError, match=r"^data\.timestamp_col and data\.rating_col: both name column "
+                                          r"'rating'; each role needs its own column \(data\.rating_col=null if the "
+                                          r"file has no rating column\)$"):
+        load_config(overrides=["data.timestamp_col=rating"])
+    with pytest.raises(ConfigError, match=r"data\.user_col and data\.item_col: both name column 'user_id'; each role "
+                                          r"needs its own column$"):
+        DataConfig(item_col="user_id")
+    assert load_config(overrides=["data.timestamp_col=rating", "data.rating_col=null"]).data.timestamp_col == "rating"
+
+
 @pytest.mark.parametrize("setting", ["user_col", "item_col"])
 def test_an_empty_id_column_name_names_the_setting(tmp_path, setting):
     (tmp_path / "c.toml").write_text(f'[data]\n{setting} = " "\n')

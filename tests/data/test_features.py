@@ -144,6 +144,24 @@ def test_a_feature_column_with_no_value_is_named_in_a_warning(tmp_path, caplog):
                     for c, g in (("brand", "categorical"), ("tags", "multi"), ("price", "numeric"), ("blurb", "text"))]
 
 
+def test_a_feature_column_with_values_only_on_untrained_rows_is_not_called_empty(tmp_path, caplog):
+    """Values held only by items without training interactions were warned about as "no value in any of the 3
+    items fitted ... fill it in", beside the note that they occur only on items without training interactions."""
+    import logging
+
+    p = tmp_path / "items.csv"
+    p.write_text("item_id,brand,tags\ni1,,\ni2,,\ni3,acme,x|y\n")
+    spec = FeatureSpec(key="item_id", categorical=("brand",), multi=("tags",))
+    with caplog.at_level(logging.WARNING, logger="twotower.data.features"):
+        FeatureEncoder(spec).fit(read_feature_table(p, spec), Vocabulary(["i1", "i2", "i3"], kind="item"),
+                                 trained=["i1", "i2"])
+    msgs = [r.getMessage() for r in caplog.records]
+    assert msgs == [f"item features: column {c!r} (data.item_{g}) has values only on items without training "
+                    "interactions, so no training example reads them and it tells the tower nothing (do the table's "
+                    f"ids match the interactions'?); drop it from data.item_{g}, or give values for trained items too"
+                    for c, g in (("brand", "categorical"), ("tags", "multi"))]
+
+
 
 def test_a_numeric_column_that_standardises_to_one_value_is_named_in_a_warning(tmp_path, caplog):
     """A price of 1e15 among prices of 10-60 set the standard deviation to ~3e14, so every other price standardised

@@ -480,11 +480,27 @@ class FeatureEncoder:
                   if not np.isfinite(pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=np.float64)).any()]
         empty += [(c, "text") for c in spec.text if all(_per_distinct(rows[c], _missing_str))]
         for c, group in empty:
+            if group in ("categorical", "multi") and self._has_values(rows[c], group):
+                # the values are there, on rows without training interactions only (the categories are fitted on
+                # trained rows): "has no value in any of the 85 items fitted ... fill it in" beside the note that
+                # its 5 values occur only on items without training interactions told the user to fill in a
+                # filled column
+                log.warning("%s features: column %r (data.%s_%s) has values only on %ss without training "
+                            "interactions, so no training example reads them and it tells the tower nothing (do the "
+                            "table's ids match the interactions'?); drop it from data.%s_%s, or give values for "
+                            "trained %ss too", kind, c, kind, group, kind, kind, group, kind)
+                continue
             log.warning("%s features: column %r (data.%s_%s) has no value in any of the %d %ss fitted, so it tells "
                         "the tower nothing; fill it in, or drop it from data.%s_%s", kind, c, kind, group,
                         len(rows), kind, kind, group)
         for c in spec.numeric:
             self._warn_flat_numeric(rows, c, kind)
+
+    def _has_values(self, column: pd.Series, group: str) -> bool:
+        """Whether any row of a categorical or multi-valued column holds a value (trained on or not)."""
+        if group == "categorical":
+            return any(v is not None for v in _per_distinct(column, _norm_value))
+        return any(lst for lst in _per_distinct(column, self._split_multi))
 
     def _warn_flat_numeric(self, rows: pd.DataFrame, column: str, kind: str) -> None:
         """Name a numeric column whose standardised values cannot tell the rows apart.
