@@ -83,6 +83,7 @@ class NotFoundError(TwoTowerError, KeyError):
     def __init__(self, kind: str, id: object, hint: str = "") -> None:
         self.kind = kind
         self.id = id
+        self.near: tuple[str, ...] = ()  # known ids that differ from it in case or leading zeros (not_among)
         msg = f"unknown {kind} {id!r}"
         if hint:
             msg += f" ({hint})"
@@ -103,7 +104,9 @@ class NotFoundError(TwoTowerError, KeyError):
             shown = ", ".join(repr(i) for i in near[:3]) + (f" and {len(near) - 3} more" if len(near) > 3 else "")
             hint += (f"; {shown} {'is' if len(near) == 1 else 'are'} known: ids are text, so leading zeros and "
                      "case count")
-        return cls(kind, id, hint)
+        err = cls(kind, id, hint)
+        err.near = tuple(near)  # what a caller's own hint must not contradict (cli/flags.flag_named)
+        return err
 
 
 class IntegrityError(TwoTowerError):

@@ -138,6 +138,19 @@ def test_a_space_or_semicolon_list_is_told_to_use_commas(run_dir, flag, value, s
     assert f"unknown {'item' if flag == '--history' else 'user'} {value!r}" in err and said in err
 
 
+def test_a_spaced_id_that_differs_from_a_known_one_in_case_is_not_told_to_use_commas():
+    # 'I1 i2' is no list where a known id differs from it in case alone: the comma hint split it into two ids
+    from twotower.errors import NotFoundError
+    from twotower.cli.flags import flag_named
+
+    with pytest.raises(NotFoundError) as e, flag_named("--history"):
+        raise NotFoundError.not_among("item", "Cafe creme", 3, near=["cafe creme"])
+    assert "comma list" not in str(e.value) and "'cafe creme' is known" in str(e.value)
+    with pytest.raises(NotFoundError) as e, flag_named("--history"):
+        raise NotFoundError.not_among("item", "i1 i2", 3)
+    assert str(e.value).endswith("; --history takes a comma list, e.g. --history i1,i2")
+
+
 def test_a_users_file_without_the_user_column_lists_its_columns(run_dir, tmp_path, capsys):
     # said "needs a 'user_id' column (the run's users) or 'user_id'": one name twice, no columns shown
     users = tmp_path / "people.csv"

@@ -746,3 +746,13 @@ def test_missing_rating_is_counted_in_the_files_words(tmp_path):
     with pytest.raises(DataError, match=r"line 2, column 'rating': missing rating \(2 line\(s\) in total\); "
                                         r"fill or drop those lines"):
         read_interactions(path)
+
+
+@pytest.mark.parametrize(("name", "wanted"), [("x.csv", "a header row and data rows"),
+                                              ("x.jsonl", "one JSON record a line"),
+                                              ("x.json", r"JSON records \(an array, or one a line\)")])
+def test_an_empty_file_is_told_what_its_format_expects(tmp_path, name, wanted):
+    # an empty .jsonl was told "expected a header row and data rows", which JSON lines do not have
+    (tmp_path / name).write_text("")
+    with pytest.raises(DataError, match=rf"{name}: file is empty; expected {wanted}$"):
+        read_interactions(tmp_path / name)

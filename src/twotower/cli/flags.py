@@ -33,7 +33,9 @@ def flag_named(flag: str) -> Iterator[None]:
 
         locate(e, flag)
         parts = str(e.id).replace(";", " ").split() if isinstance(e.id, str) else []
-        if flag in ("--history", "--users") and len(parts) > 1:  # `--history '50 181'` or '50;181': one unknown id
+        # `--history '50 181'` or '50;181': one unknown id; not where a known id is named instead ('café crème'
+        # for 'Café crème' was told "--history takes a comma list, e.g. --history café,crème")
+        if flag in ("--history", "--users") and len(parts) > 1 and not e.near:
             e.message += f"; {flag} takes a comma list, e.g. {flag} {','.join(parts[:3])}"
         raise
 

@@ -362,7 +362,7 @@ def _add_recommend(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=count_or_typed, default=None, metavar="K",
                    help=f"list length (default {ServiceSettings.default_k} for --user and --history, as the service; "
                         f"{USERS_K} for --users)")
-    p.add_argument("--exclude", nargs="*", default=None, help="interaction files whose (user, item) pairs are excluded "
+    p.add_argument("--exclude", nargs="+", default=None, help="interaction files whose (user, item) pairs are excluded "
                    "(known users; over HTTP, `serve --history-from FILE` leaves out such files' items as seen)")
     from twotower.cli.flags import add_exclude_items_flag, add_filter_exact_max_flag, add_filter_flag
 

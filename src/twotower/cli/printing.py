@@ -111,7 +111,8 @@ def _print_items(items: list[dict], as_json: bool, title: str, k: int) -> None:
                                    f"the exclusions; all {len(items)} eligible items are returned"}
         print(stdout_json(answer, default=str))
         return
-    print(title)
+    # "top 200 for user u0" over 67 lines read as a list cut short: the heading says the count, as --json's shortfall
+    print(title if len(items) >= k else f"{title} ({len(items)} listed: fewer than k={k} are left after the exclusions)")
     for it in items:
         extra = f"  [{printable(it['genres'])}]" if isinstance(it.get("genres"), str) and it.get("genres") else ""
         if it.get("title"):

@@ -267,9 +267,11 @@ def read_table_numbered(
         raise DataError(f"file not found; {CHECK_PATH}", file=label)
     if path.is_dir():
         raise DataError("is a directory, expected a table file", file=label)
-    if path.stat().st_size == 0:
-        raise DataError("file is empty; expected a header row and data rows", file=label)
     suffix = path.suffix.lower()
+    if path.stat().st_size == 0:  # JSON lines have no header row to expect
+        wanted = ("JSON records (an array, or one a line)" if suffix == ".json" else
+                  "one JSON record a line" if suffix in _JSON_SUFFIXES else "a header row and data rows")
+        raise DataError(f"file is empty; expected {wanted}", file=label)
     rows = CSV_ROWS
     json_array = False  # a .json file of one array of records, not JSON lines
     if suffix in _CSV_SUFFIXES or suffix in _JSON_SUFFIXES:
