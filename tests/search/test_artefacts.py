@@ -94,3 +94,21 @@ def test_cross_encoder_lists_every_file_and_a_truncated_one_is_refused_naming_it
     _truncate(bad / "model.safetensors")
     with pytest.raises(IntegrityError, match=r"model\.safetensors: sha256 mismatch"):
         CrossEncoderReranker(bad)
+
+
+def test_a_cross_encoder_that_validated_worse_than_its_first_stage_is_named_when_loaded(tmp_path):
+    """`rerank train` warned that reranking with it made the held-out lists worse; `search query --rerank` and
+    `serve --rerank` then loaded it without a word."""
+    from twotower.search.artefacts import CROSS_ENCODER_META, recorded_worse_validation
+
+    v = {"metric": "NDCG@10", "reranked": 0.29, "without_rerank": 0.88, "first_stage": "bm25", "queries": 22,
+         "worse": True}
+    (tmp_path / CROSS_ENCODER_META).write_text(json.dumps({"validation": v}))
+    assert recorded_worse_validation(tmp_path) == (
+        f"cross-encoder {tmp_path}: its training validated reranking with it as WORSE than the first stage alone "
+        "(NDCG@10 0.2900 reranked against 0.8800 in bm25's order, on 22 held-out queries); its lists are likely "
+        "worse than without --rerank")
+    (tmp_path / CROSS_ENCODER_META).write_text(json.dumps({"validation": {**v, "worse": False}}))
+    assert recorded_worse_validation(tmp_path) is None
+    (tmp_path / CROSS_ENCODER_META).unlink()  # a plain sentence-transformers folder: nothing recorded
+    assert recorded_worse_validation(tmp_path) is None

@@ -33,6 +33,15 @@ def test_model_with_the_default_bm25_retriever_is_warned_about(beir_dir, model_d
 
 
 @needs_text
+def test_an_encoder_backend_with_bm25_is_warned_about(beir_dir, caplog):
+    # BM25 reads no text encoder: --encoder-backend was dropped without a word, where --model was named
+    with caplog.at_level("WARNING"):
+        assert main(["search", "evaluate", "--beir", str(beir_dir), "--encoder-backend", "onnx", "--json"]) == 0
+    assert ("--encoder-backend has no effect with --retriever bm25 (the default); pass --retriever dense or hybrid to "
+            "use it") in caplog.text
+
+
+@needs_text
 def test_fusion_flags_without_hybrid_are_warned_about(beir_dir, caplog):
     with caplog.at_level("WARNING"):
         main(["search", "evaluate", "--beir", str(beir_dir), "--fusion", "minmax", "--bm25-weight", "0.7", "--json"])

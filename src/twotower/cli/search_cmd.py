@@ -680,7 +680,8 @@ def _warn_unused_evaluate_flags(args: argparse.Namespace) -> None:
     fine-tuned model was never used."""
     from twotower.config import SearchConfig
 
-    dense_flags = {"--model": args.model, "--max-length": args.max_length, "--query-max-length": args.query_max_length}
+    dense_flags = {"--model": args.model, "--max-length": args.max_length, "--query-max-length": args.query_max_length,
+                   "--encoder-backend": getattr(args, "encoder_backend", None)}  # the text encoder's: BM25 reads none
     fusion_flags = {"--fusion": args.fusion if args.fusion != SearchConfig.fusion else None,
                     "--bm25-weight": args.bm25_weight if args.bm25_weight != SearchConfig.bm25_weight else None,
                     "--rrf-k": args.rrf_k if args.rrf_k != SearchConfig.rrf_k else None}
@@ -958,7 +959,9 @@ def cmd_search_query(args: argparse.Namespace) -> int:
                       f"({FIRST_STAGE_ORDER[answer['mode']]}; the scores only place them below)")
             # the 6 decimals --json and POST /search round to: at 4, RRF's 0.032266 and 0.032258 (ranks 1 and 3, ranks
             # 2 and 2) both read 0.0323, and the order looked arbitrary
-            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:10.6f}  {h['title'][:90]}")
+            # a corpus without titles (search prepare's default) printed the id and score alone: its text's start then
+            shown = h["title"] if h["title"].strip() else " ".join(h.get("text", "").split())
+            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:10.6f}  {shown[:90]}")
     return 0
 
 

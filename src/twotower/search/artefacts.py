@@ -344,6 +344,22 @@ def trained_config(folder: str | os.PathLike[str] | None) -> dict:
     return {}
 
 
+def recorded_worse_validation(folder: str | os.PathLike[str]) -> str | None:
+    """A warning for a cross-encoder whose own training found reranking with it WORSE on held-out queries than the
+    first-stage order it reranks (``rerank train`` warned then; `search query --rerank` and `serve --rerank` loaded
+    it later without a word), or None."""
+    v = _marker(Path(folder) / CROSS_ENCODER_META).get("validation")
+    if not isinstance(v, dict) or v.get("worse") is not True:
+        return None
+    try:
+        said = (f"{v['metric']} {float(v['reranked']):.4f} reranked against {float(v['without_rerank']):.4f} in "
+                f"{v['first_stage']}'s order, on {int(v['queries'])} held-out queries")
+    except (KeyError, TypeError, ValueError):
+        said = "its held-out lists got worse"
+    return (f"cross-encoder {folder}: its training validated reranking with it as WORSE than the first stage alone "
+            f"({said}); its lists are likely worse than without --rerank")
+
+
 def trained_lengths(folder: str | os.PathLike[str] | None) -> dict[str, int]:
     """The word-piece limits a bi- or cross-encoder folder was trained with (``max_length``, and for a bi-encoder
     ``query_max_length``), read from its marker; ``{}`` for a plain sentence-transformers folder or ``None``.

@@ -35,6 +35,7 @@ from twotower.search.artefacts import (
     file_table,
     is_cross_encoder,
     out_check,
+    recorded_worse_validation,
     trained_lengths,
     verify_model_dir,
 )
@@ -107,6 +108,8 @@ class CrossEncoderReranker:
         if is_cross_encoder(p):  # a plain transformers folder has no checksums to check
             verify_model_dir(p, CROSS_ENCODER_META, "cross_encoder",
                              fix=f"train it again with `twotower rerank train --out {shell_arg(p)}`")
+        if (worse := recorded_worse_validation(p)) is not None:
+            logger.warning("%s", worse)
         if max_length is None:
             max_length = trained_lengths(p).get("max_length", RerankTrainConfig.max_length)
         self._init(CrossEncoder(str(p), num_labels=1, max_length=int(max_length), device="cpu"), batch_size, settings)
