@@ -334,3 +334,20 @@ def test_an_encoder_flag_without_item_text_says_it_has_no_effect(dataset, tmp_pa
         with caplog.at_level(logging.WARNING):
             _train(dataset, tmp_path / "r", "--valid", str(dataset["valid"]), "--encoder-backend", "torch", *extra)
         assert ("--encoder-backend has no effect: the item tower reads no text" in caplog.text) is said, caplog.text
+
+
+def test_a_data_flag_replaces_the_config_files_split_files(dataset, tmp_path, capsys, caplog):
+    """`--config RUN/config.json --data new.csv`: a run's config holds its split files (data.train outranks
+    data.path), so the run's old split was trained on, with a warning naming a --train nobody typed."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"data": {"train": str(dataset["train"]), "valid": str(dataset["valid"])}}))
+    with caplog.at_level(logging.INFO, logger="twotower"):
+        assert main(["train", "--config", str(cfg), "--data", str(dataset["train"]), "--print-config"]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["path"], data["train"], data["valid"]) == (str(dataset["train"]), None, None)
+    assert f"--data replaces the data input of --config {cfg}: its data.train, data.valid are not read" in caplog.text
+    # given on the command line too, a setting stays: --valid is the user's own choice
+    assert main(["train", "--config", str(cfg), "--data", str(dataset["train"]), "--valid", str(dataset["valid"]),
+                 "--print-config"]) == 0
+    data = json.loads(capsys.readouterr().out)["data"]
+    assert (data["train"], data["valid"]) == (None, str(dataset["valid"]))

@@ -156,6 +156,20 @@ def test_a_resume_that_trains_nothing_keeps_the_evaluation_of_its_unchanged_weig
     assert not list(out.glob(".*before-resume"))
 
 
+def test_the_run_records_the_thread_count_it_trained_on(dataset, tmp_path, monkeypatch):
+    """train.threads left unset was written as null, while the count the run picked (TWOTOWER_THREADS, else half
+    the idle cores) changes the floats: `--config RUN/config.json` elsewhere trained another model."""
+    monkeypatch.setenv("TWOTOWER_THREADS", "1")
+    out = tmp_path / "r"
+    assert main(["-q", "train", "--train", str(dataset["train"]), "--out", str(out), "--no-eval", "--epochs", "1",
+                 *FAST]) == 0
+    assert json.loads((out / "config.json").read_text())["train"]["threads"] == 1
+    monkeypatch.setenv("TWOTOWER_THREADS", "2")  # read back: the recorded count, not this environment's
+    assert main(["-q", "train", "--config", str(out / "config.json"), "--out", str(tmp_path / "again"),
+                 "--no-eval"]) == 0
+    assert (tmp_path / "again" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+
+
 def test_sparse_adam_option_trains(dataset, tmp_path):
     out = tmp_path / "sparse"
     args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]), "--out", str(out), "--no-eval",

@@ -249,12 +249,14 @@ def _add_train(sub: argparse._SubParsersAction) -> None:
         # listed from RunConfig: a hand-written list left out model.item_item
         epilog=f"Settings: sections {', '.join(section_names())}, as keys of a --config file "
         "([data] user_col = \"customer\") or as dotted overrides (data.user_col=customer). --print-config lists "
-        "every key with the value it resolves to; the run writes the same into OUT/config.json. What each key means, "
+        "every key with the value it resolves to; the run writes the same into OUT/config.json, its data files as "
+        "absolute paths and a null train.threads as the count it trained on. What each key means, "
         "with its default: docs/config.md (or `python -m twotower.config_doc`).")
     p.add_argument("--config", help="TOML/YAML/JSON config file")
     p.add_argument("--print-config", action="store_true",
                    help="print every setting as resolved from --config, the flags and the overrides (JSON), and exit "
-                   "without reading data or training")
+                   "without reading data or training (the run's config.json then holds its data files as absolute "
+                   "paths, and train.threads as the count it trained on where it is null here)")
     p.add_argument("--train", help="training interactions (CSV/TSV/Parquet/JSONL)")
     p.add_argument("--valid", help="validation interactions")
     p.add_argument("--test", help="test interactions (optional)")

@@ -63,9 +63,35 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         cfg = resume_config(args.out, overrides, args.config, overrides_label="command line")
     else:
         cfg = load_config(args.config, overrides, overrides_label="command line")
+        replaced = _sources_a_flag_replaces(flags, overrides, cfg, args.config)
+        if replaced:
+            cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced],
+                              overrides_label="command line")
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
+
+
+def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], overrides: list[str], cfg: Any,
+                             config_file: str | None) -> list[str]:
+    """The config file's data inputs that ``--data FILE`` or ``--dataset NAME`` replaces (``train``, ``valid``,
+    ``test``, and ``path`` or ``dataset``), said in one log line.
+
+    A flag overrides the file's value, but data.train outranks data.path and data.dataset: ``--config
+    RUN/config.json --data new.csv`` (a run's config holds its split files) trained on the run's old split with
+    a warning naming a ``--train`` nobody typed. ``--train`` outranks the others already."""
+    from twotower.config import apply_overrides
+
+    given = {key for _, key, _ in flags} | {f"data.{k}" for k in (apply_overrides({}, overrides).get("data") or {})}
+    source = next((flag for flag, key, _ in flags if key in ("data.path", "data.dataset")), None)
+    if source is None or "data.train" in given:
+        return []
+    replaced = [k for k in ("train", "valid", "test", "path", "dataset")
+                if f"data.{k}" not in given and getattr(cfg.data, k) is not None]
+    if replaced:
+        log.info("%s replaces the data input of --config %s: its %s not read", source, config_file,
+                 ", ".join(f"data.{k}" for k in replaced) + (" is" if len(replaced) == 1 else " are"))
+    return replaced
 
 
 def _refuse_flag_override_clash(flags: list[tuple[str, str, Any]], overrides: list[str]) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -227,7 +228,8 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     ``frames`` gives any of the data inputs as DataFrames instead of files (``{"train": df, "valid": df2,
     "items": items}``; keys as the ``data.*`` file settings); the run folder keeps them as CSV like files.
 
-    The call trains on ``train.threads`` threads (else ``TWOTOWER_THREADS``, else half the idle cores) and seeds
+    The call trains on ``train.threads`` threads (else ``TWOTOWER_THREADS``, else half the idle cores; the count
+    used is what the run's config.json records) and seeds
     Python's, NumPy's and torch's global generators with ``train.seed``; both are put back as they were when it
     returns, so the caller's thread counts and random streams are its own again.
 
@@ -249,8 +251,13 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
         # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
         # under torchrun: rank 0 names a rank frozen for train.heartbeat_warn_s (SIGSTOP, a stuck node), which the
         # others would wait for in silence until train.dist_timeout_s
-        with scoped_threads(config.train.threads or threads_from_env() or auto_threads()), preserved_rng(), \
-                rank_heartbeats(config.train):
+        threads = config.train.threads or threads_from_env() or auto_threads()
+        if config.train.threads is None:
+            # the count used goes into the run's config.json: the thread count changes the floats (another
+            # summation split), and a run read back with `--config RUN/config.json` on another machine or load
+            # trained on whatever count that machine picked, where `twotower demo` records its own
+            config = dataclasses.replace(config, train=dataclasses.replace(config.train, threads=threads))
+        with scoped_threads(threads), preserved_rng(), rank_heartbeats(config.train):
             return _train_run(config, out, resume=resume, frames=frames)
 
 
