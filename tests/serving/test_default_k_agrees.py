@@ -27,3 +27,13 @@ def test_a_request_without_k_gets_the_same_list_from_python_and_http(run_dir, li
             assert len(py["items"]) == want
         batch = service.recommend_batch([RecRequest(user_id=user), RecRequest(user_id=user, k=3)])
         assert [a["k"] for a in batch] == [want, 3]
+
+
+def test_create_app_refuses_settings_that_are_not_service_settings(run_dir) -> None:
+    # a dict failed at startup with "AttributeError: 'dict' object has no attribute 'max_k'"
+    from twotower.errors import ConfigError
+    from twotower.serving import create_app
+
+    with pytest.raises(ConfigError, match=r"^create_app settings: a twotower\.serving\.ServiceSettings, e\.g\. "
+                                          r"ServiceSettings\(\*\*\{'max_k': 5\}\); got a dict$"):
+        create_app(run_dir, settings={"max_k": 5})

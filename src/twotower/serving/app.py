@@ -13,7 +13,7 @@ import logging
 import os
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, AsyncIterator, Iterable, Sequence
+from typing import TYPE_CHECKING, AsyncIterator, Iterable, Mapping, Sequence
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
@@ -21,7 +21,7 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.routing import BaseRoute
 
-from twotower.errors import IntegrityError, TwoTowerError
+from twotower.errors import ConfigError, IntegrityError, TwoTowerError
 from twotower.serving.docs import install_docs, local_assets
 from twotower.serving.errors import CatchAllMiddleware, install_error_handlers
 from twotower.serving.examples import install_body_examples
@@ -81,6 +81,12 @@ def create_app(
     # a loaded service brings its own limits: the app's schema checked requests against the defaults instead, so
     # a service loaded with max_k=2000 answered k=1500 from Python and 422 over HTTP (and max_k=5 the reverse)
     own = getattr(service, "settings", None)
+    if settings is not None and not isinstance(settings, ServiceSettings):  # a dict failed at startup with an
+        # AttributeError ("'dict' object has no attribute 'max_k'")
+        shown = (f"ServiceSettings(**{dict(settings)!r})" if isinstance(settings, Mapping)
+                 else "ServiceSettings(max_k=100)")
+        raise ConfigError(f"create_app settings: a twotower.serving.ServiceSettings, e.g. {shown}; got a "
+                          f"{type(settings).__name__}")
     settings = settings or (own if isinstance(own, ServiceSettings) else ServiceSettings())
 
     @asynccontextmanager
