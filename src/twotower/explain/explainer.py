@@ -207,17 +207,17 @@ def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Fe
     users = model.user_tower(rows, hist.repeat(b, 1), history_weights=weights,
                              features=repeat_features(features, b)).numpy().astype(np.float32)  # [b, D]
     items = run.item_embeddings() if vectors is None else vectors  # [I, D]
-    scores = np.asarray(items @ users.T, dtype=np.float32)  # [I, b]
-    seen = np.unique(seen[(seen >= 0) & (seen < scores.shape[0])])
+    # one matrix-vector product a user vector, each row contiguous for the counts below: [I, 2] products and
+    # their strided columns took 250 ms for 10 items of a 1M x 80 catalogue, this ~45 ms (the catalogue read twice)
+    scores = [np.asarray(items @ u, dtype=np.float32) for u in users]  # b x [I]
+    seen = np.unique(seen[(seen >= 0) & (seen < len(scores[0]))])
     out: list[tuple[int | None, int | None]] = []
     for r in item_rows:
         if np.isin(r, seen):
             out.append((None, None))
             continue
-        # the items above it, less the history's (no [I] copy of the unseen rows: a million-item catalogue's
-        # explanation took 10 ms more for it)
-        ranks = [1 + int(np.count_nonzero(scores[:, c] > scores[r, c]))
-                 - int(np.count_nonzero(scores[seen, c] > scores[r, c])) for c in range(b)]
+        # the items above it, less the history's (no copy of the unseen rows)
+        ranks = [1 + int(np.count_nonzero(s > s[r])) - int(np.count_nonzero(s[seen] > s[r])) for s in scores]
         out.append((ranks[0], ranks[1] if reads else None))
     return out
 
