@@ -87,6 +87,9 @@ class Attribution:
     positions: np.ndarray  # [n] int64 columns of the window
     contributions: np.ndarray  # [n] float64
     method: str
+    #: [2, D] float32: the user's vector and the empty history's, where the pass that scored them had both
+    #: (:func:`attribute_history_many`'s batched leave-one-out), so the ranks need no second tower pass
+    user_vectors: np.ndarray | None = None
 
 
 def item_vector(model: TwoTowerModel, item_row: int) -> Tensor:
@@ -222,8 +225,10 @@ def attribute_history_many(
         # changed which history items "raise" the score between /recommend's inline and /explain's answer
         S = torch.stack([U.double() @ v.double() for v in V], dim=1)  # [n + 2, M], each column as for M = 1
     pos = positions.numpy()
+    ends = torch.stack([U[0], U[-1]]).numpy()  # [2, D]: full and empty history
     out = []
     for m in range(len(item_rows)):
         s = S[:, m]
-        out.append(Attribution(float(s[0]), float(s[-1]), pos, contributions(float(s[0]), s[1 : n + 1].numpy()), method))
+        out.append(Attribution(float(s[0]), float(s[-1]), pos, contributions(float(s[0]), s[1 : n + 1].numpy()), method,
+                               ends))
     return out

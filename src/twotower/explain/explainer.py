@@ -192,20 +192,24 @@ def _item_reads(tower: Any) -> tuple[str, ...]:
 
 @torch.no_grad()
 def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Features | None, item_rows: list[int],
-                seen: np.ndarray, vectors: np.ndarray | None) -> list[tuple[int | None, int | None]]:
+                seen: np.ndarray, vectors: np.ndarray | None, users: np.ndarray | None = None
+                ) -> list[tuple[int | None, int | None]]:
     """``(rank, empty_history_rank)`` of each item (module docstring): 1 + the items outside ``seen`` that score
     above it, from the user's vector and, where the tower reads a history, the vector of the empty history (its
     weights all zero, the ``empty_history_score``'s variant). ``vectors``: the catalogue's served vectors (the
-    service's, which may be memory-mapped); default the run's own."""
+    service's, which may be memory-mapped); default the run's own. ``users``: those two vectors [2, D] where the
+    attribution's pass computed them (:attr:`Attribution.user_vectors`); else one pass here."""
     model = run.model
     reads = bool(model.user_tower.uses_history)
-    hist = torch.as_tensor(np.asarray(window, np.int64)).unsqueeze(0)  # [1, L]
-    b = 2 if reads else 1
-    w = model.user_tower.history_weights(hist) if reads else None  # [1, L]
-    weights = None if w is None else torch.cat([w, torch.zeros_like(w)])  # [2, L]: full, empty
-    rows = None if user_row is None else torch.full((b,), int(user_row), dtype=torch.long)
-    users = model.user_tower(rows, hist.repeat(b, 1), history_weights=weights,
-                             features=repeat_features(features, b)).numpy().astype(np.float32)  # [b, D]
+    if users is None or not reads:
+        hist = torch.as_tensor(np.asarray(window, np.int64)).unsqueeze(0)  # [1, L]
+        b = 2 if reads else 1
+        w = model.user_tower.history_weights(hist) if reads else None  # [1, L]
+        weights = None if w is None else torch.cat([w, torch.zeros_like(w)])  # [2, L]: full, empty
+        rows = None if user_row is None else torch.full((b,), int(user_row), dtype=torch.long)
+        users = model.user_tower(rows, hist.repeat(b, 1), history_weights=weights,
+                                 features=repeat_features(features, b)).numpy()  # [b, D]
+    users = np.asarray(users, dtype=np.float32)
     items = run.item_embeddings() if vectors is None else vectors  # [I, D]
     # one matrix-vector product a user vector, each row contiguous for the counts below: [I, 2] products and
     # their strided columns took 250 ms for 10 items of a 1M x 80 catalogue, this ~45 ms (the catalogue read twice)
@@ -334,7 +338,8 @@ def explain_recommendations(
     has_text = item_has_text(run) if "text" in reads_of_item else None
     if check is not None:
         check()
-    ranks = _list_ranks(run, user_row, window, feats, item_rows, seen, item_vectors)
+    ranks = _list_ranks(run, user_row, window, feats, item_rows, seen, item_vectors,
+                        atts[0].user_vectors if atts else None)
     out = []
     for item_row, att, (rank, empty_rank) in zip(item_rows, atts, ranks):
         if check is not None:
