@@ -250,6 +250,10 @@ def test_a_history_that_lowers_the_score_but_lifts_the_rank_is_said_to_lift_it()
     up = [{**h, "contribution": 0.05} for h in lowered]
     assert explanation_text({**expl, "history": up, "history_total": 0.05}, cols) == (
         "Because you watched Star Wars (Action, Sci-Fi).")
+    # ... unless it raises other items more, so that the item would rank higher without any history
+    assert explanation_text({**expl, "history": up, "history_total": 0.05, "rank": 5, "empty_history_rank": 3},
+                            cols) == ("Because you watched Star Wars (Action, Sci-Fi); with no history it would rank "
+                                      "higher still (3, against 5 in your list).")
 
 
 def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> None:

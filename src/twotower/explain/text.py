@@ -9,7 +9,8 @@ history items with a positive contribution that share one of those values,
 the basis and the dual-head split. A history item that lowered the score is
 never credited, and a history that lowers the score as a whole is said to (not
 "Because you ..."). Where the history lowers the item's score yet lifts it up the user's list (it lowers the
-items above it more), the sentence gives both ranks rather than saying the score rests on the empty history.
+items above it more), the sentence gives both ranks rather than saying the score rests on the empty history; and
+where the named items raise its score but the history puts it lower in the list than no history would, it says so.
 The same dict always gives the same sentence.
 """
 from __future__ import annotations
@@ -208,6 +209,11 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     lifted = _lifted(expl) if total is not None and total < 0 else ""
     if lifted:
         parts.append(f"; yet {lifted}")
+    r, r0 = expl.get("rank"), expl.get("empty_history_rank")
+    if not (total is not None and total < 0) and r is not None and r0 is not None and r0 < r:
+        # the named items raise its score, but the history raises other items more: "Because you watched X" alone
+        # gave the history as the reason for a place the item would hold, higher, without it
+        parts.append(f"; with no history it would rank higher still ({r0}, against {r} in your list)")
     return "".join(parts) + heads + "."
 
 
