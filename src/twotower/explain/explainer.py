@@ -313,7 +313,11 @@ def explain_recommendations(
     if history_rows is not None:
         history_rows = [_check_row(r, run.n_items, "item") for r in history_rows]
     window = user_window(run, user_row, history_rows)  # [L]
-    atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats, check=check)
+    full = history_rows if history_rows is not None else run.history.of(user_row)
+    # a history longer than the window: the item a deletion lets in (explain/attribution.loo_variants)
+    entering = int(full[-len(window) - 1]) if len(full) > len(window) else None
+    atts = attribute_history_many(model, user_row, window, item_rows, method=method, features=feats, check=check,
+                                  entering=entering)
     if feats is not None:  # features that overflow the tower gave "score": NaN (the CLI printed it, JSON has none)
         check_finite_user([v for a in atts for v in (a.score, a.empty_score)])
 
