@@ -83,13 +83,23 @@ _SEQ = ["train.examples=sequence", "model.user.history_len=200", "model.user.his
         "train.ema_decay=0", "train.history_dropout=0", *_ITEM]  # windows are read whole: no dropout to apply
 _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "full": ["loss.kind=full"]}
 
+
+def _seq_settings(arch: str) -> list[str]:
+    """_SEQ for ``arch``: the GRU reads no positions, and the config refuses a transformer-only setting beside it
+    (every gru-* row stopped with "only the transformer history encoder reads seq_positions")."""
+    from twotower.config import TRANSFORMER_ONLY
+
+    if arch == "transformer":
+        return list(_SEQ)
+    return [o for o in _SEQ if o.split("=", 1)[0].removeprefix("model.user.") not in TRANSFORMER_ONLY]
+
 # row name -> dotted overrides on top of the default configuration
 ROWS: dict[str, list[str]] = {
     "pooled-recency-inbatch": [*_ITEM],
     "pooled-recency-sampled": [*_ITEM, *_LOSS["sampled"]],
     "pooled-recency-full": [*_ITEM, *_LOSS["full"]],
     "pooled-mean-inbatch": [*_ITEM, "model.user.history=mean"],
-    **{f"{arch}-{loss}": [f"model.user.history={arch}", *_SEQ, *over]
+    **{f"{arch}-{loss}": [f"model.user.history={arch}", *_seq_settings(arch), *over]
        for arch in ("transformer", "gru") for loss, over in _LOSS.items()},
 }
 # the headline rows (the transformer: 18-20 minutes a seed on the 2 idle threads of a 2-core Zen 4 in bfloat16, 40-53 on a Zen 3,
@@ -330,13 +340,20 @@ def main(argv: list[str] | None = None) -> int:
         if r != "popularity" and r not in ROWS:
             raise SystemExit(f"unknown row {r!r}; choose from popularity, {', '.join(ROWS)}")
     seeds = int_list("--seeds", args.seeds, 0, what="seed")  # numpy's generators take no negative seed
+    twice = sorted({s for s in seeds if seeds.count(s) > 1})
+    if twice:  # the mean ± sd over the seeds would count one run twice
+        raise SystemExit(f"error: --seeds: {', '.join(map(str, twice))} given twice; each seed is one run of the mean")
     if args.epochs is not None:
         refuse_below(args, ("epochs",))
     extra = list(args.set)
+    set_epochs = any(o.split("=", 1)[0].strip() == "train.epochs" for o in extra)
+    if set_epochs and args.epochs is not None:  # which one wins was the order of the overrides, silently
+        raise SystemExit("error: --epochs and --set train.epochs=... set the same setting; give one of them")
     out = Path(args.out) / ("quick" if args.quick else "full")
     if args.quick:
         seeds = seeds[:1]
-        extra.append(f"train.epochs={args.epochs or 1}")
+        if not set_epochs:
+            extra.append(f"train.epochs={args.epochs or 1}")
     elif args.epochs:
         extra.append(f"train.epochs={args.epochs}")
     t0 = time.perf_counter()

@@ -634,3 +634,27 @@ def test_serve_scaling_bad_flags_and_a_missing_wrk_are_one_line_before_any_work(
         (["--seconds", "0"], "--seconds"),
         (["--wrk", "/nonexistent/wrk"], "--wrk /nonexistent/wrk: not found; install it"),
     ))
+
+
+def test_every_ml1m_row_is_a_configuration_the_settings_take(bench: Any) -> None:
+    # the gru-* rows carried the transformer's seq_positions=left, and the settings refused every one of them
+    from twotower.config import load_config
+
+    ml1m = bench("ml1m")
+    for name, overrides in ml1m.ROWS.items():
+        cfg = load_config(overrides=overrides)
+        if name.startswith("gru"):
+            assert cfg.model.user.history == "gru"
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--seeds", "0,1,0"], "error: --seeds: 0 given twice; each seed is one run of the mean"),
+    (["--epochs", "2", "--set", "train.epochs=1"],
+     "error: --epochs and --set train.epochs=... set the same setting; give one of them"),
+])
+def test_ml1m_refuses_a_repeated_seed_and_two_epoch_counts(bench: Any, argv: list[str], said: str) -> None:
+    # both ran: a mean ± sd over one seed counted twice, and whichever epoch count came last
+    ml1m = bench("ml1m")
+    with pytest.raises(SystemExit) as e:
+        ml1m.main(argv)
+    assert str(e.value) == said

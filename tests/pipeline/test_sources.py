@@ -143,3 +143,16 @@ def test_a_split_setting_of_another_method_is_refused_not_ignored(files, overrid
     load_sources(load_config(overrides=[f"data.path={files / 'all.csv'}", "data.split=leave_last",
                                         "data.leave_n=2", "data.ratios=[0.8,0.1,0.1]"]).data)
     load_sources(load_config(overrides=[f"data.train={files / 'all.csv'}", *overrides]).data)
+
+
+def test_a_split_setting_typed_at_its_default_is_refused_from_the_command_line(files, capsys):
+    # `train --data FILE data.leave_n=1` asked for leave-one-out and got the default temporal 80/10/10 split without
+    # a word, while data.leave_n=2 was refused: 1 is the default, so the typed value looked like no value
+    from twotower.cli.main import main
+
+    assert main(["train", "--data", str(files / "all.csv"), "data.leave_n=1", "--print-config"]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        "error: data.leave_n is read by data.split=leave_last, not by data.split=temporal (the default), which would "
+        "ignore it: set data.split=leave_last for it, or leave data.leave_n out")
+    assert main(["train", "--data", str(files / "all.csv"), "data.split=leave_last", "data.leave_n=1",
+                 "--print-config"]) == 0

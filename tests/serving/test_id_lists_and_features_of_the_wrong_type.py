@@ -28,7 +28,9 @@ def _http(client, route: str, body: dict) -> str:
 @pytest.mark.parametrize("value, example, http_sent, py_sent", [
     ("i1", '["i1"]', "a string", "a string"),
     (5, "[5]", "a number", "an int"),
-], ids=["a-string", "a-number"])
+    # a comma list in one string: ["i1,i2"] was the example, one unknown id when sent
+    ("i1,i2", '["i1", "i2"]', "a string", "a string"),
+], ids=["a-string", "a-number", "a-comma-string"])
 def test_a_history_that_is_no_list_is_refused_in_one_wording(run, client, service, value, example, http_sent,
                                                              py_sent) -> None:
     from twotower.serving import RecRequest

@@ -67,6 +67,11 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         if replaced:
             cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced],
                               overrides_label="command line")
+    from twotower.config import apply_overrides
+    from twotower.pipeline.sources import check_split_settings_given
+
+    # a split setting typed at its default value is refused too when the split method does not read it
+    check_split_settings_given(cfg.data, set(apply_overrides({}, overrides).get("data") or {}))
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg

@@ -145,7 +145,10 @@ def id_list_refusal(sent: str, value: Any = None, *, oldest_first: bool = False,
 
     one = (isinstance(value, str) and len(value) <= 40) or (type(value) is int and abs(value) < 10**12)
     order = ", oldest first" if oldest_first else ""
-    return f"must be a list of {what} ids{order}, e.g. {json.dumps([value if one else '...'])}, got {sent}"
+    example: list[Any] = [value if one else "..."]
+    if isinstance(value, str) and one and "," in value:  # "1,2" is a comma list: ["1,2"] was one unknown id
+        example = [part.strip() for part in value.split(",") if part.strip()] or example
+    return f"must be a list of {what} ids{order}, e.g. {json.dumps(example)}, got {sent}"
 
 
 #: a new user's user_features as an example: the schema's description's

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,11 +342,17 @@ def _check_split_settings(cfg: DataConfig) -> None:
     the same as flags. Only where the split is made (data.path, data.dataset); checked when reading, so a run saved
     with such a config still loads.
     """
+    check_split_settings_given(cfg, ())
+
+
+def check_split_settings_given(cfg: DataConfig, typed: Collection[str]) -> None:
+    """:func:`_check_split_settings`, and a setting the command line typed (``typed``: names such as ``leave_n``)
+    even at its default: `train --data FILE data.leave_n=1` split temporally without a word, `=2` was refused."""
     if cfg.train is not None or (cfg.path is None and cfg.dataset is None):
         return
     defaults = DataConfig()
     for name, methods in _SPLIT_SETTINGS.items():
-        if cfg.split not in methods and getattr(cfg, name) != getattr(defaults, name):
+        if cfg.split not in methods and (getattr(cfg, name) != getattr(defaults, name) or name in typed):
             raise ConfigError(f"data.{name} is read by data.split={' and '.join(methods)}, not by "
                               f"data.split={cfg.split}{' (the default)' if cfg.split == defaults.split else ''}, which "
                               f"would ignore it: set data.split={' or '.join(methods)} for it, or leave data.{name} out")
