@@ -351,3 +351,11 @@ def test_a_data_flag_replaces_the_config_files_split_files(dataset, tmp_path, ca
                  "--print-config"]) == 0
     data = json.loads(capsys.readouterr().out)["data"]
     assert (data["train"], data["valid"]) == (None, str(dataset["valid"]))
+
+
+def test_resume_of_a_folder_without_a_run_says_so(tmp_path, capsys):
+    # it said "no training data: pass --train FILE ...", sending a user who meant to continue a run to start another
+    assert main(["train", "--resume", "--out", str(tmp_path / "nothing")]) == 2
+    assert capsys.readouterr().err.strip().endswith(
+        f"error: --resume: {tmp_path / 'nothing'} holds no run to continue (no config.json there); check --out, or "
+        "train a new run without --resume")

@@ -73,6 +73,10 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     # a split setting typed at its default value is refused too when the split method does not read it
     check_split_settings_given(cfg.data, set(apply_overrides({}, overrides).get("data") or {}))
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
+        if getattr(args, "resume", False) and not (Path(args.out) / "config.json").is_file():
+            # "no training data: pass --train FILE ..." sent a user who meant to continue a run to start another
+            raise ConfigError(f"--resume: {args.out} holds no run to continue (no config.json there); check --out, "
+                              "or train a new run without --resume")
         raise ConfigError("no training data: pass --train FILE (and --valid FILE), --data FILE, or --dataset movielens-100k")
     return cfg
 
