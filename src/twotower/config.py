@@ -1328,6 +1328,9 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path}: cannot parse ({e}){hint}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: top level must be a table/mapping")
+    if not data:  # comments alone, `{}` or `---`: what the empty file is refused for, in another spelling
+        raise ConfigError(f"config file {path} holds no settings; write settings in it, or leave --config out for "
+                          "the defaults")
     return data
 
 

@@ -81,6 +81,18 @@ def test_an_empty_config_file_is_refused_not_read_as_the_defaults(tmp_path, suff
                             "defaults")
 
 
+@pytest.mark.parametrize(("suffix", "text"), [(".toml", "# my settings, later\n"), (".json", "{}"),
+                                               (".yaml", "---\n# nothing yet\n")])
+def test_a_config_file_without_settings_is_refused_as_an_empty_one_is(tmp_path, suffix, text):
+    # comments alone, {} or --- trained on all the defaults, where an empty file is refused
+    path = tmp_path / f"c{suffix}"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert str(e.value) == (f"config file {path} holds no settings; write settings in it, or leave --config out for "
+                            "the defaults")
+
+
 def test_a_section_set_to_false_names_its_switch() -> None:
     # a walkthrough's guess `model.item_item=false` got "expected a section (table)" without the key to use
     from twotower.config import load_config

@@ -66,7 +66,8 @@ class BuiltIndex:
 
     @property
     def reason(self) -> str:
-        """Why this index was chosen (``tune.json``'s reason; empty when an index type was named)."""
+        """Why this index was chosen (``tune.json``'s reason: what the tuning measured, or that the index was
+        named; empty for an index saved before reasons were recorded)."""
         return str(self.tuning.get("reason") or "")
 
 
@@ -195,6 +196,8 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         t0 = time.perf_counter()
         exact = ExactIndex().build(vectors, ids)
         summary = {"index": "exact", "spec": "exact", "params": {}, "k": policy.k, "n": len(ids),
+                   # as a named flat index's tune.json says why (BuiltIndex.reason was '' here alone)
+                   "reason": "exact search, as asked (index='exact'): recall 1 by construction, nothing to tune",
                    "dim": int(vectors.shape[1]), "build_s": round(time.perf_counter() - t0, 3), "rows": [],
                    "seed": policy.seed,  # as every tune.json records it (exact search draws nothing with it)
                    **requested_entry(spec, policy)}
