@@ -103,3 +103,11 @@ def test_an_explanation_of_a_run_names_a_shared_title_apart(tmp_path) -> None:
     e8 = explain_recommendation(run, history_rows=[i8], item_row=i4)  # "Film 8 (1988)": no other item has it
     assert "Film 8 (1988)" in e8["text"] and "[item i8]" not in e8["text"]
     json.dumps(e)
+
+
+def test_titles_that_print_alike_are_named_apart() -> None:
+    # "é" as one code point and as "e" + a combining accent: both were named "Title é" in one sentence
+    from twotower.explain.names import distinct_names
+
+    names = distinct_names(["Title \u00e9", "Title e\u0301", "Other"], lambda r: f"i{r}", [1990, 1991, 2000])
+    assert names == {"i0": "Title \u00e9 (1990)", "i1": "Title e\u0301 (1991)"}

@@ -15,6 +15,7 @@ two years), else the item's id ("Kull the Conqueror (1997) [item 680]"). Only th
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import Counter, defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -50,24 +51,32 @@ def distinct_names(titles: Sequence[Any], id_at: Callable[[int], str],
     A missing title (not a string, or empty) is never shared: such an item is named by its id already.
     The names differ from each other, and a name by year is no title of the catalogue.
     """
-    counts = Counter(t for t in titles if isinstance(t, str) and t)
+    # titles compared as they read: "é" as one code point and as "e" + a combining accent print alike, and the
+    # sentence named two such items "Title é" both
+    counts = Counter(_reads_as(t) for t in titles if isinstance(t, str) and t)
     shared: dict[str, list[int]] = defaultdict(list)
     for r, t in enumerate(titles):
-        if isinstance(t, str) and counts.get(t, 0) > 1:
-            shared[t].append(r)
+        if isinstance(t, str) and t and counts.get(_reads_as(t), 0) > 1:
+            shared[_reads_as(t)].append(r)
     taken = set(counts)
     out: dict[str, str] = {}
-    for title, rows in shared.items():
+    for rows in shared.values():
         ys = {r: _year(years[r]) for r in rows} if years is not None else {}
         per_year = Counter(y for y in ys.values() if y is not None)
         for r in rows:
-            y = ys.get(r)
+            y, title = ys.get(r), titles[r]  # each item keeps its own spelling
             by_year = f"{title} ({y})"
-            if y is not None and per_year[y] == 1 and not title.rstrip().endswith(")") and by_year not in taken:
+            if (y is not None and per_year[y] == 1 and not title.rstrip().endswith(")")
+                    and _reads_as(by_year) not in taken):
                 out[id_at(r)] = by_year
             else:  # the year is missing, shared, after a parenthesis, or another item's title: the id is unique
                 out[id_at(r)] = f"{title} [item {id_at(r)}]"
     return out
+
+
+def _reads_as(title: str) -> str:
+    """A title as it reads (Unicode NFC): the spellings that print alike compare equal."""
+    return unicodedata.normalize("NFC", title)
 
 
 def catalogue_names(columns: Mapping[str, Sequence[Any]], title_col: str | None,
