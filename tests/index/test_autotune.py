@@ -435,3 +435,14 @@ def test_the_exact_baseline_is_timed_warm_like_the_rows_beside_it(tune_data, mon
     cold["paid"] = False
     rep = autotune(x[:1500], ids[:1500], tune_q[:40], k=10, index="flat", latency_queries=5)
     assert rep.exact_qps_batch > 40 / 0.3
+
+
+def test_an_ivf_whose_lists_hold_fewer_than_k_items_is_swept_past_the_self_widening_settings() -> None:
+    """k=100 over lists of ~50 items: nprobe 1, 2 and 3 each widen themselves to fill k, gave one recall (0.27) and
+    read as a plateau, so the sweep stopped below the target that nprobe 32 meets."""
+    rng = np.random.default_rng(0)
+    x = normalise(rng.normal(size=(2000, 32)).astype("float32"))
+    q = rng.normal(size=(200, 32)).astype("float32")
+    rep = autotune(x, np.arange(2000), q, index="IVF40,Flat", k=100, target_recall=0.95)
+    assert rep.met_target and rep.chosen.recall >= 0.95
+    assert [r.params["nprobe"] for r in rep.rows][:3] == [1, 2, 3]  # the flat start was measured, and passed
