@@ -75,3 +75,22 @@ def test_torchrun_two_processes_write_one_run_folder_and_resume_in_one(tmp_path:
     # --seed reached rank 0's k-means (it was ignored under torchrun, and meta.json said seed 0)
     meta = json.loads((idx_dir / "meta.json").read_text())
     assert meta["config"]["seed"] == 3 and meta["build_params"]["seed"] == 3
+
+
+def test_torchrun_into_a_folder_another_writer_holds_ends_at_once(tmp_path: Path) -> None:
+    """Rank 0 refused the locked folder before joining the process group, and rank 1 waited in the rendezvous
+    until torchrun killed it, 30-38 s later; now rank 0 joins first, and rank 1 stops at its first collective."""
+    from twotower.pipeline.run import RUN_WRITER
+    from twotower.utils.folder_lock import exclusive_writer
+
+    data = write_dataset(tmp_path / "data")
+    out = tmp_path / "runs" / "held"
+    out.mkdir(parents=True)
+    env = {**os.environ, "TWOTOWER_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "twotower",
+           "-q", "train", "--train", str(data["train"]), "--out", str(out), *FAST, "--epochs", "1"]
+    with exclusive_writer(out, *RUN_WRITER):  # another writer, as a second `twotower train` into it holds it
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=25)
+    assert proc.returncode != 0
+    assert "is writing this folder" in proc.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import json
 import logging
@@ -203,7 +204,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     # for the whole process: train_run puts the caller's counts back when it returns, and the closing evaluation
     # (EASE's solves, the two-tower's scoring) runs on the training's count, not on the libraries' defaults
-    set_threads(cfg.train.threads or threads_from_env() or auto_threads())
+    threads = cfg.train.threads or threads_from_env() or auto_threads()
+    # resolved once: the training (train_run) and the closing evaluation run on it, and the run's config.json records it
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, threads=threads))
+    set_threads(threads)
     started = time.time()
     from twotower.pipeline.staging import needs_staging, staging_path
 
@@ -215,7 +219,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     def left(out: Path) -> str:
         return training_left(out, staged, resumed=args.resume, since=started, checkpointing=cfg.train.checkpoint)
 
-    with terminate_as_interrupt(), _run_folder_lock(out):
+    with terminate_as_interrupt(), _run_folder_lock_or_release_ranks(out, cfg):
         try:
             run, result, prep = train_run(cfg, out, resume=args.resume)
             main = tdist.is_main()
@@ -284,6 +288,25 @@ def cmd_train(args: argparse.Namespace) -> int:
                   f"`twotower evaluate --run {shell_arg(out)}` scores it", file=sys.stderr)
             return _interrupt_status(e)
     return 0
+
+
+@contextlib.contextmanager
+def _run_folder_lock_or_release_ranks(out: Path, cfg: Any) -> Any:
+    """:func:`_run_folder_lock`; refused under torchrun, rank 0 joins the process group before it raises, so the
+    other ranks, waiting in the group's rendezvous for it, meet its end at their first collective and stop at
+    once (they sat in the rendezvous until torchrun killed them, 30-38 s after rank 0's one-line refusal)."""
+    stack = contextlib.ExitStack()
+    try:
+        stack.enter_context(_run_folder_lock(out))
+    except BaseException:
+        if int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+            from twotower.distributed import init_distributed
+
+            with contextlib.suppress(Exception):  # the refusal is what is said, whatever the group does
+                init_distributed(cfg.train)
+        raise
+    with stack:
+        yield
 
 
 def _run_folder_lock(out: Path) -> contextlib.AbstractContextManager[None]:
