@@ -127,7 +127,7 @@ def test_evaluate_names_a_stale_index_as_stale_not_as_the_place_of_its_recall(tm
     assert main(["-q", "evaluate", "--run", str(out), "--baselines", "", "--ks", "5"]) == 0
     err = capsys.readouterr().err
     assert f"the index in {out / 'index'} is not used, and it is stale: built for model {built_for}" in err
-    assert f"`twotower index build --run {out}`" in err
+    assert f"`twotower index build --run {out} --index flat`" in err  # the type it was built as
     assert "tune.json" not in err
 
 

@@ -27,6 +27,18 @@ def test_rebuild_hints_keep_a_spaced_path_one_argument():
     assert rebuild_command("runs/ml", "runs/ml/index") == "twotower index build --run runs/ml"  # plain: unquoted
 
 
+def test_the_rebuild_hint_asks_for_the_index_type_the_folder_was_built_as(tmp_path):
+    # a damaged IVF index was told "twotower index build --run R --out DIR", which builds `auto`: maybe another type
+    import json
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "tune.json").write_text(json.dumps({"requested": "ivf", "spec": "ivf"}))
+    assert rebuild_command("runs/ml", folder) == f"twotower index build --run runs/ml --index ivf --out {folder}"
+    (folder / "tune.json").write_text(json.dumps({"requested": "auto"}))
+    assert rebuild_command("runs/ml", folder) == f"twotower index build --run runs/ml --out {folder}"
+
+
 def test_train_points_to_evaluate_with_the_out_folder_quoted(tmp_path, capsys):
     inter, items = write_tiny_data(tmp_path / "data")
     out = tmp_path / "my runs" / "ml ü"

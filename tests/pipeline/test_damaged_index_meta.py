@@ -38,7 +38,8 @@ def test_a_run_index_without_its_meta_json_is_refused_then_rebuilt_by_the_comman
     assert main(["recommend", "--run", str(run_dir), "--user", "u3", "--k", "5"]) != 0
     assert "no index built" not in capsys.readouterr().out
     assert main(["index", "info", "--run", str(run_dir)]) != 0
-    assert f"twotower index build --run {run_dir}`" in capsys.readouterr().err  # this run's command, not `--run DIR`
+    # this run's command, not `--run DIR`, asking for the index type it was built as (tune.json says which)
+    assert f"twotower index build --run {run_dir} --index HNSW8`" in capsys.readouterr().err
 
     assert main(["index", "build", "--run", str(run_dir), "--index", "exact", "--threads", "1"]) == 0  # as named
     assert tt.load_index(run_dir / "index", expected_fingerprint=run.fingerprint()).is_exact

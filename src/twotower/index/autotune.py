@@ -80,7 +80,8 @@ TIE_EPS = 1e-6
 MISSED_RECALL_TOLERANCE = 0.002
 #: What the warning of a missed recall target suggests, in autotune's own argument names; a caller with other
 #: names for them (`twotower index build`: its flags) passes ``advice`` instead
-MISSED_TARGET_ADVICE = "raise the knobs, add 'flat' to the candidates or lower target_recall"
+MISSED_TARGET_ADVICE = ("raise the knobs, search exactly (index='flat', or 'flat' among the candidates of index='auto') "
+                        "or lower target_recall")
 #: rounds of single-query timings behind ``--index auto``'s exact-or-approximate decision (each query's fastest)
 EXACT_LATENCY_ROUNDS = 3
 #: Tuning queries are counted as one when their directions agree to this many decimals in every coordinate

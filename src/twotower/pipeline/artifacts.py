@@ -375,7 +375,10 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     if export:
         return f"twotower export --run {shell_arg(run_dir)} --format onnx --out {shell_arg(folder)}"
     out = "" if _resolved(Path(folder)) == _resolved(Path(run_dir) / "index") else f" --out {shell_arg(folder)}"
-    return f"twotower index build --run {shell_arg(run_dir)}{out}"
+    # the index type its tune.json says was asked for: without it the command built `auto`, maybe another type
+    asked = (_read_json_dict(Path(folder) / "tune.json") or {}).get("requested")
+    kind = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""
+    return f"twotower index build --run {shell_arg(run_dir)}{kind}{out}"
 
 
 def _read_json_dict(path: Path) -> dict[str, Any] | None:
