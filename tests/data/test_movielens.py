@@ -166,3 +166,21 @@ def test_real_movielens_100k_if_available():
     assert genres == set(ml_mod.MOVIELENS_GENRES)
     toy = ml.items.set_index("item_id").loc["1"]
     assert toy["title"] == "Toy Story (1995)" and toy["genres"] == "Animation|Children's|Comedy"
+
+
+def test_fetch_refuses_a_dest_whose_files_it_would_delete(tmp_path):
+    # the dataset's folder is swapped in whole: `--dest ~/docs` emptied the folder, and a file became a folder
+    from twotower.errors import ConfigError
+
+    mine = tmp_path / "docs"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("precious")
+    with pytest.raises(ConfigError, match=r"docs: holds files that are not MovieLens-100K's \(thesis\.txt\), which "
+                                          r"fetching would delete"):
+        fetch_movielens_100k(mine)
+    assert (mine / "thesis.txt").read_text() == "precious"
+    note = tmp_path / "notes"
+    note.write_text("mine")
+    with pytest.raises(ConfigError, match=r"notes: is a file; fetching writes the dataset's folder there"):
+        fetch_movielens_100k(note)
+    assert note.read_text() == "mine"

