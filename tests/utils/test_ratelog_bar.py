@@ -57,3 +57,18 @@ def test_quiet_shows_no_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     logger.setLevel(logging.WARNING)
     _count(logger, 0.0)
     assert tty.getvalue() == ""
+
+
+def test_a_grid_extended_while_it_runs_counts_its_new_steps(monkeypatch: pytest.MonkeyPatch,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    # ItemKNN's k grid, extended downwards after its 6 settings, said "7 / 6 tried ..., ETA -0s"
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    logger = logging.getLogger("twotower.test.ratelog.grow")
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        rates = progress.RateLog(logger, "tuning", 2, "tried", 0.0)
+        rates.update(1)
+        rates.update(2)
+        rates.grow()
+        rates.update(3)
+    said = [r.getMessage() for r in caplog.records]
+    assert said[-1].startswith("tuning: 3 / 3 tried") and "ETA 0s" in said[-1] and "-0s" not in " ".join(said)

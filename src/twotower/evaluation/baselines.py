@@ -730,6 +730,7 @@ def tune_itemknn(
     # the neighbours already computed, so this costs one scoring pass a step and only when the edge wins
     best = int(_pick(table, "k", metric))
     while best == min(int(r["k"]) for r in table) and best > 1:
+        progress.grow()
         score(max(1, best // 2))
         best = int(_pick(table, "k", metric))
     return best, table

@@ -64,6 +64,15 @@ class RateLog:
         self.done, self.note = done, note
         self._line_if_due()
 
+    def grow(self, more: int = 1) -> None:
+        """``more`` steps beyond the total announced (a grid extended while it runs): "7 / 6 tried, ETA -0s" was
+        said of ItemKNN's k grid, extended downwards after its 6 settings."""
+        with self._lock:
+            self.total += more
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.refresh()
+
     def _line_if_due(self) -> None:
         with self._lock:
             now = time.perf_counter()
