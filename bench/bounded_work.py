@@ -173,7 +173,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout per request in seconds")
     p.add_argument("--startup-timeout", type=float, default=120.0)
     args = p.parse_args()
-    from _common import check_run, refuse_range
+    from _common import check_run, refuse_below, refuse_range
+
+    # --batch 0 and --k -5 trained a run and started a server (20-40 s) whose every answer was then a refusal
+    refuse_below(args, ("batch", "k"))
 
     for flag in ("timeout", "startup_timeout"):  # NaN or inf: a client or a start-up that never gives up
         refuse_range(args, flag, 0, lo_open=True)

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import refuse_range  # noqa: E402
+from _common import refuse_below, refuse_range  # noqa: E402
 from movielens100k import COLD_VARIANTS  # noqa: E402
 
 from twotower.config import load_config  # noqa: E402
@@ -137,6 +137,7 @@ def main() -> int:
     ap.add_argument("--cold-seeds", default="0", help="cold-set seeds (one fit each), anchors pooled")
     ap.add_argument("--share", type=float, default=0.2, help="share of test items made cold (0: Godfather II only)")
     args = ap.parse_args()
+    refuse_below(args, ("threads",))  # --threads 0 was torch's traceback
     refuse_range(args, "share", 0, 1)  # NaN made no item cold, and the fits ran on
     if args.cache and not args.cache.parent.is_dir():  # checked before the fits, not after the first one
         raise SystemExit(f"--cache {args.cache}: no folder {args.cache.parent} to keep the fits' vectors in")

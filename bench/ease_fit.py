@@ -61,7 +61,7 @@ def main() -> int:
     ap.add_argument("--l2", type=float, default=500.0)
     ap.add_argument("--synthetic-items", type=int, default=0, help="also a random matrix of this many items")
     args = ap.parse_args()
-    refuse_below(args, ("rounds",))
+    refuse_below(args, ("rounds", "threads"))  # --threads 0 was torch's traceback
     refuse_below(args, ("synthetic_items",), 0)
     refuse_range(args, "l2", 0, lo_open=True)  # NaN: a NaN item-item matrix, timed as if it were a fit
     set_threads(args.threads)

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, refuse_range, write_json_out  # noqa: E402
+from _common import check_json_out, refuse_below, refuse_range, write_json_out  # noqa: E402
 from index_scale import _normalise, clustered  # noqa: E402
 
 from twotower.index import ExactIndex, FaissIndex  # noqa: E402
@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
+    # zeros were tracebacks, --k 0 and --nprobe 0 after the catalogue was built (~12 s)
+    refuse_below(args, ("n", "k", "batch", "nprobe", "threads"))
     refuse_range(args, "noise", 0)  # NaN: a catalogue of NaN vectors
     set_threads(args.threads)
     check_json_out(args.json)

@@ -99,6 +99,7 @@ def main() -> int:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("twotower.data.movielens").setLevel(logging.INFO)  # the line saying where the data came from
+    refuse_below(args, ("threads",))  # --threads 0 ran on TWOTOWER_THREADS without a word
     set_threads(args.threads or threads_from_env() or 1)
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
     refuse_below(args, ("epochs", "users", "k", "calls"))  # a zero was an IndexError once the run had been trained

@@ -130,6 +130,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write all rows as JSON here")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+    refuse_below(args, ("threads",))  # --threads 0 was torch's traceback
+    if args.plot is not None and (args.plot.is_dir() or not args.plot.parent.is_dir()):
+        # a folder was an IsADirectoryError after the tuning, losing the table and --json with it; a missing parent
+        # was made, wherever it was (/nonexistent at the filesystem's root)
+        raise SystemExit(f"error: --plot {args.plot}: " + ("is a folder; give a PNG file's path" if args.plot.is_dir()
+                                                           else f"no folder {args.plot.parent} to write it in"))
     set_threads(args.threads)
     check_json_out(args.json)  # before the catalogue is built: a bad path is one line, not a late traceback
     # sizes and the embeddings file checked here too: a zero or a typo was a traceback from deep in the search

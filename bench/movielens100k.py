@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PeakRSS, check_json_out, write_json_out  # noqa: E402
+from _common import PeakRSS, check_json_out, refuse_below, write_json_out  # noqa: E402
 from ml1m import ROWS as ML1M_ROWS  # noqa: E402
 
 from twotower.config import EvalConfig, load_config  # noqa: E402
@@ -185,10 +185,16 @@ def main() -> int:
         EvalConfig(baselines=baselines)  # the library's check of the names
     except ConfigError as e:
         raise SystemExit(f"--baselines: {e}") from None
+    # --threads 0 was torch's traceback and --epochs 0 trained the full 30 epochs (`if args.epochs`)
+    refuse_below(args, ("threads", "epochs"))
     set_threads(args.threads)
     base = ["data.dataset=movielens-100k", "train.progress=false", *args.set]
-    if args.epochs:
+    if args.epochs is not None:
         base.append(f"train.epochs={args.epochs}")
+    try:  # a bad --set was a traceback from inside the config's loading
+        load_config(overrides=base)
+    except ConfigError as e:
+        raise SystemExit(f"error: {e}") from None
     if args.cold_only:
         cold_start(base, args.threads)
         return 0

@@ -34,7 +34,7 @@ from twotower.config import FinetuneConfig  # noqa: E402  (the bi-encoder defaul
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import check_json_out, refuse_range, write_json_out  # noqa: E402
+from _common import check_json_out, refuse_below, refuse_range, write_json_out  # noqa: E402
 
 
 def default_data() -> Path:
@@ -124,6 +124,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # zeros started encoding the 5,183-document corpus (~450 s) before anything refused them
+    refuse_below(args, ("threads", "epochs", "rerank_top", "max_length", "batch_size", "ce_epochs", "ce_max_length",
+                        "ce_max_groups"))
     # NaN passed the trainers' checks as a learning rate (every weight NaN after the first step)
     refuse_range(args, "valid_frac", 0, 1, lo_open=True, hi_open=True)  # validation_split_by_group's (0, 1)
     for flag in ("lr", "ce_lr"):

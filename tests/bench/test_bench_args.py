@@ -658,3 +658,28 @@ def test_ml1m_refuses_a_repeated_seed_and_two_epoch_counts(bench: Any, argv: lis
     with pytest.raises(SystemExit) as e:
         ml1m.main(argv)
     assert str(e.value) == said
+
+
+@pytest.mark.parametrize(("script", "argv", "said"), [
+    ("cold_similar", ["--threads", "0"], "error: --threads: must be at least 1, got 0"),
+    ("ease_fit", ["--threads", "0"], "error: --threads: must be at least 1, got 0"),
+    ("exclusions", ["--k", "0"], "error: --k: must be at least 1, got 0"),
+    ("exclusions", ["--nprobe", "0"], "error: --nprobe: must be at least 1, got 0"),
+    ("index_scale", ["--threads", "0"], "error: --threads: must be at least 1, got 0"),
+    ("index_scale", ["--plot", "/"], "error: --plot /: is a folder; give a PNG file's path"),
+    ("index_scale", ["--plot", "/no-such-folder-here/x.png"], "error: --plot /no-such-folder-here/x.png: no folder "
+                                                              "/no-such-folder-here to write it in"),
+    ("movielens100k", ["--epochs", "0"], "error: --epochs: must be at least 1, got 0"),
+    ("scifact", ["--rerank-top", "0"], "error: --rerank-top: must be at least 1, got 0"),
+    ("explain", ["--threads", "0"], "error: --threads: must be at least 1, got 0"),
+    ("bounded_work", ["--batch", "0"], "error: --batch: must be at least 1, got 0"),
+])
+def test_a_zero_count_is_refused_in_one_line_before_any_work(bench: Any, monkeypatch: pytest.MonkeyPatch,
+                                                             script: str, argv: list[str], said: str) -> None:
+    # tracebacks (--threads 0), or refusals after a catalogue was built, a run trained or a server started; and
+    # movielens100k --epochs 0 trained the full 30 epochs
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+    module = bench(script)
+    with pytest.raises(SystemExit) as e:
+        module.main()
+    assert str(e.value) == said
