@@ -6,6 +6,7 @@ global pyplot state are touched; matplotlib is imported only when plotting.
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -101,6 +102,7 @@ def recall_at_k_figure(series: Mapping[str, tuple[list[int], list[float]]], metr
         ax.set_ylabel(f"{metric}@k")
         ax.grid(True, alpha=0.3)
         ax.legend()
-    ax.set_title(title if title is not None else f"{metric}@k")
+    # wrapped to the 6-inch figure: a run's path in the title ran past both edges ("...run /tmp/walk7/dem")
+    ax.set_title(textwrap.fill(title if title is not None else f"{metric}@k", 62), fontsize=10)
     fig.tight_layout()
     return fig
