@@ -62,6 +62,16 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.beir / "corpus.jsonl").is_file():
         raise SystemExit(f"error: --beir {args.beir}: no corpus.jsonl there (a BEIR folder such as "
                          "../shared/data/scifact/beir, see SOURCE.md beside it)")
+    if args.model is not None:  # checked at the very end before: after the timing rounds and the zero-shot pass
+        if not args.ndcg:
+            raise SystemExit("error: --model is read only with --ndcg (its NDCG@10 per backend); add --ndcg, or leave "
+                             "--model out")
+        from twotower.search.artefacts import check_bi_encoder_dir
+
+        try:
+            check_bi_encoder_dir(args.model, "--model")
+        except ConfigError as e:
+            raise SystemExit(f"error: {e}") from None
     backends = [b for b in args.backends.split(",") if b]
     try:
         settings = {b: EncoderSettings(backend=b, threads=args.threads) for b in backends}

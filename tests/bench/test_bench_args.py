@@ -683,3 +683,17 @@ def test_a_zero_count_is_refused_in_one_line_before_any_work(bench: Any, monkeyp
     with pytest.raises(SystemExit) as e:
         module.main()
     assert str(e.value) == said
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--ndcg", "--model", "/no-such-model"], "error: --model /no-such-model: no such folder; give a bi-encoder folder"),
+    (["--model", "/no-such-model"], "error: --model is read only with --ndcg (its NDCG@10 per backend); add --ndcg, "
+                                    "or leave --model out"),
+])
+def test_encoder_backends_checks_its_model_before_any_work(bench: Any, tmp_path: Path, argv: list[str],
+                                                          said: str) -> None:
+    # read only after the timing rounds and the zero-shot pass, minutes in on SciFact; ignored without --ndcg
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "title": "", "text": "aspirin"}\n')
+    with pytest.raises(SystemExit) as e:
+        bench("encoder_backends").main(["--beir", str(tmp_path), *argv])
+    assert str(e.value) == said
