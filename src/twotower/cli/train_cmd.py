@@ -64,15 +64,15 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         cfg = resume_config(args.out, overrides, args.config, overrides_label="command line")
     else:
         cfg = load_config(args.config, overrides, overrides_label="command line")
-        replaced = _sources_a_flag_replaces(flags, overrides, cfg, args.config)
-        if replaced:
-            cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced],
-                              overrides_label="command line")
     from twotower.config import apply_overrides
     from twotower.pipeline.sources import check_split_settings_given
 
+    typed = {f"data.{k}" for k in (apply_overrides({}, overrides).get("data") or {})}  # data.* the line sets
+    replaced = [] if getattr(args, "resume", False) else _sources_a_flag_replaces(flags, typed, cfg, args.config)
+    if replaced:
+        cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced], overrides_label="command line")
     # a split setting typed at its default value is refused too when the split method does not read it
-    check_split_settings_given(cfg.data, set(apply_overrides({}, overrides).get("data") or {}))
+    check_split_settings_given(cfg.data, {k.removeprefix("data.") for k in typed})
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         if getattr(args, "resume", False) and not (Path(args.out) / "config.json").is_file():
             # "no training data: pass --train FILE ..." sent a user who meant to continue a run to start another
@@ -82,17 +82,16 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     return cfg
 
 
-def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], overrides: list[str], cfg: Any,
+def _sources_a_flag_replaces(flags: list[tuple[str, str, Any]], typed: set[str], cfg: Any,
                              config_file: str | None) -> list[str]:
     """The config file's data inputs that ``--data FILE`` or ``--dataset NAME`` replaces (``train``, ``valid``,
     ``test``, and ``path`` or ``dataset``), said in one log line.
 
     A flag overrides the file's value, but data.train outranks data.path and data.dataset: ``--config
     RUN/config.json --data new.csv`` (a run's config holds its split files) trained on the run's old split with
-    a warning naming a ``--train`` nobody typed. ``--train`` outranks the others already."""
-    from twotower.config import apply_overrides
-
-    given = {key for _, key, _ in flags} | {f"data.{k}" for k in (apply_overrides({}, overrides).get("data") or {})}
+    a warning naming a ``--train`` nobody typed. ``--train`` outranks the others already. ``typed``: the ``data.*``
+    settings the command line sets (the flags' among them)."""
+    given = {key for _, key, _ in flags} | typed
     source = next((flag for flag, key, _ in flags if key in ("data.path", "data.dataset")), None)
     if source is None or "data.train" in given:
         return []
