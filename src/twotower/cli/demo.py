@@ -40,7 +40,7 @@ def _demo(args: argparse.Namespace, left: list[Callable[[], str]]) -> int:
     from twotower.pipeline.evaluate_run import evaluate_run
     from twotower.pipeline.recommend import exclusions_from_files, recommend_users, results_to_items
     from twotower.pipeline.run import train_run
-    from twotower.utils.runtime import auto_threads, set_threads, threads_from_env
+    from twotower.utils.runtime import run_threads, set_threads
 
     from twotower.cli.flags import check_range
 
@@ -50,8 +50,8 @@ def _demo(args: argparse.Namespace, left: list[Callable[[], str]]) -> int:
     from twotower.pipeline.staging import check_new_run_dir
 
     check_new_run_dir(out, (), resume=False, flag="--out")  # train_run's refusal, before the download and as typed
-    # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.auto_threads)
-    threads = args.threads or threads_from_env() or auto_threads()
+    # one rule for every run: --threads, else TWOTOWER_THREADS, else half the idle cores (utils.runtime.run_threads)
+    threads = run_threads(args.threads)
     set_threads(threads)  # for the whole demo: train_run gives its caller's counts back, the evaluation runs on these
     print("== 1/4 MovieLens-100K: fetching (GroupLens, falling back to the RecBole 1.2.1 wheel) ...", flush=True)
     path = fetch_movielens_100k()

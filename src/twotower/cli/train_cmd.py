@@ -199,11 +199,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if given and not (item.text_embeddings or item.dual_head):  # the only text encoder training loads
         log.warning("%s has no effect: the item tower reads no text (model.item.text_embeddings=true or "
                     "model.item.dual_head=true embeds the item titles)", " and ".join(given))
-    from twotower.utils.runtime import auto_threads, set_threads, threads_from_env
+    from twotower.utils.runtime import run_threads, set_threads
 
     # for the whole process: train_run puts the caller's counts back when it returns, and the closing evaluation
     # (EASE's solves, the two-tower's scoring) runs on the training's count, not on the libraries' defaults
-    threads = cfg.train.threads or threads_from_env() or auto_threads()
+    threads = run_threads(cfg.train.threads)
     # resolved once: the training (train_run) and the closing evaluation run on it, and the run's config.json records it
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, threads=threads))
     set_threads(threads)

@@ -68,14 +68,22 @@ def _rests_on(expl: dict[str, Any], with_user_id: bool = False) -> str:
     return BASIS_TEXT.get(basis, BASIS_TEXT["popularity"])
 
 
+def _places(expl: dict[str, Any]) -> tuple[int, int] | None:
+    """``(rank, empty_history_rank)``: the item's place in the user's list with the history and without it; None
+    where either is unknown (an item in the history, a tower that reads none)."""
+    r, r0 = expl.get("rank"), expl.get("empty_history_rank")
+    return None if r is None or r0 is None else (r, r0)
+
+
 def _lifted(expl: dict[str, Any]) -> str:
     """``"it ranks 1 in your list (61 with no history): ..."`` where the history lifts the item up the list
     (``rank`` above ``empty_history_rank``), else "". Said where the score alone tells the other story: a single
     watched film lowered its sequel's score, and the sentence said the score rested on the empty history, while
     that film had taken the sequel from 61st to 1st by lowering the 60 films above it more."""
-    r, r0 = expl.get("rank"), expl.get("empty_history_rank")
-    if r is None or r0 is None or r >= r0:
+    places = _places(expl)
+    if places is None or places[0] >= places[1]:
         return ""
+    r, r0 = places
     return f"it ranks {r} in your list ({r0} with no history): your history lowers the items that would outrank it more"
 
 
@@ -206,14 +214,15 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         n, v = facts["others"]["count"], facts["others"]["value"]
         noun = _noun(cols)
         parts.append(f" and {n} other {v} {f'{noun}s that also raise' if n != 1 else f'{noun} that also raises'} its score")
-    lifted = _lifted(expl) if total is not None and total < 0 else ""
-    if lifted:
-        parts.append(f"; yet {lifted}")
-    r, r0 = expl.get("rank"), expl.get("empty_history_rank")
-    if not (total is not None and total < 0) and r is not None and r0 is not None and r0 < r:
+    places = _places(expl)
+    if total is not None and total < 0:
+        lifted = _lifted(expl)
+        if lifted:
+            parts.append(f"; yet {lifted}")
+    elif places is not None and places[1] < places[0]:
         # the named items raise its score, but the history raises other items more: "Because you watched X" alone
         # gave the history as the reason for a place the item would hold, higher, without it
-        parts.append(f"; with no history it would rank higher still ({r0}, against {r} in your list)")
+        parts.append(f"; with no history it would rank higher still ({places[1]}, against {places[0]} in your list)")
     return "".join(parts) + heads + "."
 
 

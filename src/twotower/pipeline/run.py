@@ -48,8 +48,7 @@ from twotower.utils.arguments import check_flag
 from twotower.utils.atomic import check_output_dir  # the check `twotower train` makes of --out
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import exclusive_writer
-from twotower.utils.runtime import (auto_threads, preserved_rng, retain_freed_memory, scoped_threads, seed_everything,
-                                    threads_from_env)
+from twotower.utils.runtime import preserved_rng, retain_freed_memory, run_threads, scoped_threads, seed_everything
 from twotower.utils.wording import plural
 
 __all__ = ["train_run", "prepare_data", "item_text_embeddings", "encode_item_texts"]
@@ -251,7 +250,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
         # (`twotower train` sets the counts for its whole process itself, for its closing evaluation)
         # under torchrun: rank 0 names a rank frozen for train.heartbeat_warn_s (SIGSTOP, a stuck node), which the
         # others would wait for in silence until train.dist_timeout_s
-        threads = config.train.threads or threads_from_env() or auto_threads()
+        threads = run_threads(config.train.threads)
         if config.train.threads is None:
             # the count used goes into the run's config.json: the thread count changes the floats (another
             # summation split), and a run read back with `--config RUN/config.json` on another machine or load

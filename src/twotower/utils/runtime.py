@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["seed_everything", "set_threads", "scoped_threads", "restored_threads", "keeps_caller_state", "preserved_rng",
-           "threads_from_env", "auto_threads", "flush_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
+           "threads_from_env", "auto_threads", "run_threads", "flush_denormals", "native_bf16", "resolve_device", "retain_freed_memory",
            "available_memory"]
 
 
@@ -56,6 +56,12 @@ def threads_from_env(default: int | None = None) -> int | None:
     if not 1 <= n <= MAX_THREADS:
         raise ValueError(f"TWOTOWER_THREADS must be an integer from 1 to {MAX_THREADS}, got {value!r}")
     return n
+
+
+def run_threads(setting: int | None) -> int:
+    """The one rule for a run's thread count: ``setting`` (``train.threads``, ``--threads``), else
+    ``TWOTOWER_THREADS``, else :func:`auto_threads` (half the idle cores)."""
+    return setting or threads_from_env() or auto_threads()
 
 
 def auto_threads(max_threads: int = 4) -> int:
