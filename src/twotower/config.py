@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from twotower.errors import ConfigError
+from twotower.utils.unique_keys import DuplicateKey, loads_unique
 
 __all__ = [
     "DataConfig",
@@ -1253,19 +1254,6 @@ def refuse_repeated_overrides(overrides: list[str], label: str = "command line")
         seen.setdefault(key, (item.strip(), value))
 
 
-class _DuplicateKey(ValueError):
-    """A key written twice in one table of a JSON or YAML config (TOML's parser refuses it itself)."""
-
-
-def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f"key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
 def _load_yaml_unique(text: str) -> Any:
     """``yaml.safe_load`` that refuses a key given twice in one mapping (PyYAML keeps the last)."""
     import yaml
@@ -1276,7 +1264,8 @@ def _load_yaml_unique(text: str) -> Any:
             for key_node, _ in node.value:
                 key = self.construct_object(key_node, deep=deep)
                 if key in seen:
-                    raise _DuplicateKey(f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})")
+                    raise DuplicateKey(f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})",
+                                       key)
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
@@ -1312,12 +1301,12 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         elif path.suffix.lower() in (".yaml", ".yml"):
             data = _load_yaml_unique(text) or {}
         elif path.suffix.lower() == ".json":
-            data = json.loads(text, object_pairs_hook=_unique_json_object)
+            data = loads_unique(text)
         else:
             raise ConfigError(f"config file {path}: use .toml, .yaml/.yml or .json")
     except ConfigError:
         raise
-    except _DuplicateKey as e:
+    except DuplicateKey as e:
         raise ConfigError(f"config file {path}: {e}; give each setting once (the later value would silently "
                           "replace the earlier)") from e
     except Exception as e:  # parser errors carry line numbers; keep them

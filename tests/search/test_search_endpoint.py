@@ -130,3 +130,11 @@ def test_create_app_passes_the_rerank_backend_to_the_search_service(tmp_path, mo
     with TestClient(app):
         pass
     assert seen == {"index_dir": tmp_path / "index", "rerank_dir": tmp_path / "ce", "settings": wanted}
+
+
+def test_a_key_sent_twice_is_refused(client):
+    """{"query": "a", "query": "b"} was answered for "b" without a word (Python's JSON reader keeps the last)."""
+    r = client.post("/search", content=b'{"query": "vitamin D", "k": 2, "query": "coffee"}',
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert "key 'query' twice in one object" in r.json()["error"]["message"]

@@ -107,3 +107,29 @@ def test_allowed_hosts_travel_to_workers_as_json_and_are_checked():
     for bad in ("localhost", [], [""], [1]):
         with pytest.raises(ConfigError, match="allowed_hosts must be a non-empty list of host names"):
             ServiceSettings(allowed_hosts=bad)
+
+
+# ------------------------------------------------------------------ a key sent twice
+# Python's JSON reader keeps a repeated key's last value: {"k": 5, "k": 500} was answered with 500 items and no word
+# about the 5, where the config files refuse a repeated key.
+
+@pytest.mark.parametrize(
+    ("path", "body", "key"),
+    [
+        ("/recommend", b'{"user_id": "u1", "k": 5, "k": 500}', "'k'"),
+        ("/recommend/batch", b'{"requests": [{"user_id": "u1", "user_id": "u2"}]}', "'user_id'"),
+        ("/similar-items", b'{"item_id": "i1", "k": 3, "item_id": "i2"}', "'item_id'"),
+    ],
+)
+def test_a_key_sent_twice_is_refused_naming_it(client, path, body, key):
+    r = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    message = r.json()["error"]["message"]
+    assert f"key {key} twice in one object" in message and "send each field once" in message
+
+
+def test_keys_once_each_are_still_read(client):
+    r = client.post("/recommend", content=b'{"user_id": "u1", "k": 2, "filters": {}}',
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["items"]) == 2

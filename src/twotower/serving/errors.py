@@ -9,6 +9,7 @@ DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
 body not sent as JSON          415    send ``Content-Type: application/json`` (+ ``Accept`` header)
 body sent compressed           415    send it uncompressed (+ ``Accept-Encoding: identity``)
+body unreadable as JSON        400    why: not UTF-8, nested too deep, a key given twice, ...
 PayloadTooLarge                413    the limit in bytes
 HostNotAllowed                 400    the Host header names none of --allow-host
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
@@ -57,6 +58,7 @@ from twotower.serving.budget import BudgetExceeded, ClientGone
 from twotower.serving.examples import STATIC_IDS, body_examples
 from twotower.serving.schemas import float_in_words
 from twotower.serving.settings import ServiceSettings
+from twotower.utils.unique_keys import DuplicateKey
 
 __all__ = [
     "PayloadTooLarge",
@@ -412,7 +414,11 @@ def _route_hint(request: Request) -> str:
 
 def _unparsable_body(cause: BaseException) -> str | None:
     """Why Python's JSON reader refused a body that is JSON by its syntax (FastAPI answers those 400 with no
-    reason): bytes that are not UTF-8, nesting too deep, or an integer longer than Python converts."""
+    reason): bytes that are not UTF-8, nesting too deep, an integer longer than Python converts, or a key given
+    twice in one object (serving/json_body.py)."""
+    if isinstance(cause, DuplicateKey):
+        return (f"the request body gives the key {_shown_key(cause.key)} twice in one object; send each field once "
+                "(the later value would silently replace the earlier)")
     if isinstance(cause, UnicodeDecodeError):
         return "the request body is not valid JSON text: it holds bytes that are not UTF-8 (send UTF-8 JSON)"
     if isinstance(cause, RecursionError):
@@ -421,6 +427,12 @@ def _unparsable_body(cause: BaseException) -> str | None:
         return (f"the request body holds an integer of more than {sys.get_int_max_str_digits()} digits, which cannot "
                 "be read; ids are at most 256 characters and counts are small integers")
     return None
+
+
+def _shown_key(key: object) -> str:
+    """A repeated key as the refusal shows it: quoted, at most 40 characters (a bounded echo)."""
+    text = str(key)
+    return repr(text if len(text) <= 40 else text[:40] + "...")
 
 
 def _encoded_body(request: Request) -> Response | None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from twotower.config import MAX_QUERY_CHARS, SearchConfig
 from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank, wordless
 from twotower.search.pipeline import shortfall
+from twotower.serving.json_body import UniqueKeysRoute
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
 
@@ -267,7 +268,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         dense_only: dict | None = Field(None, description="present when mode hybrid's BM25 half matched no "
                                         "document, so the list is the dense retriever's alone: `reason` says why")
 
-    router = APIRouter()
+    router = APIRouter(route_class=UniqueKeysRoute)  # a key sent twice is refused, not last-wins
 
     @router.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(body: SearchRequest, request: Request) -> Response:
