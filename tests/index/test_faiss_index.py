@@ -133,8 +133,11 @@ def test_the_ivfpq_shortcut_trains_every_codebook_fully(capfd, caplog, tmp_path)
 def test_unknown_factory_lists_choices(catalogue):
     x, ids, _ = catalogue
     with pytest.raises(ConfigError, match="flat, ivf, hnsw, ivfpq") as e:
-        FaissIndex("IVF8,Bogus").build(x, ids)
+        FaissIndex("IVF8,Bogus")  # refused as it is named, not at build() after the vectors are ready
     assert "index_factory.cpp" not in str(e.value)
+    with pytest.raises(ConfigError, match="could not parse index string zzz"):
+        FaissIndex("zzz")
+    FaissIndex("PQ7")  # parses: whether 7 divides the dimension is build()'s to say, which knows it
     with pytest.raises(ConfigError, match="no suffix"):
         FaissIndex("hnsw,Flat")
     with pytest.raises(ConfigError, match="unknown search parameter"):

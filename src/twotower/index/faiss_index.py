@@ -708,6 +708,7 @@ class FaissIndex(VectorIndex):
                               "FaissIndex('flat').build(vectors, ids)")
         refuse_idmap(factory)  # FAISS parses it, and its C++ error came only from build()
         resolve_factory(factory, 1000, 8)  # validate the type early; FAISS validates the rest at build
+        check_factory_parses(factory)  # a string FAISS cannot parse at all ('zzz') was refused only by build()
         if device not in ("cpu", "cuda"):
             raise ConfigError(f"device: must be 'cpu' or 'cuda', got {device!r}")
         if device == "cuda" and not hasattr(_faiss(), "StandardGpuResources"):
