@@ -1204,20 +1204,21 @@ def _parse_scalar(text: str) -> Any:
         return text
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``section.key=value`` overrides to a nested dict (in place, returned)."""
+def apply_overrides(data: dict[str, Any], overrides: list[str], label: str = "overrides") -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides to a nested dict (in place, returned); ``label`` is where errors say
+    they were written (:func:`load_config`'s ``overrides_label``: the CLI's "command line")."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like section.key=value (e.g. train.epochs=5)")
+            raise ConfigError(f"{label}: {item!r} must look like section.key=value (e.g. train.epochs=5)")
         key, raw = item.split("=", 1)
         parts = key.strip().split(".")
         if any(not p for p in parts):
-            raise ConfigError(f"override {item!r}: empty name part")
+            raise ConfigError(f"{label}: {item!r}: empty name part")
         node = data
         for p in parts[:-1]:
             nxt = node.setdefault(p, {})
             if not isinstance(nxt, dict):
-                raise ConfigError(f"override {item!r}: {p!r} is a value, not a section")
+                raise ConfigError(f"{label}: {item!r}: {p!r} is a value, not a section")
             node = nxt
         value = _parse_scalar(raw.strip())
         if isinstance(value, (bool, int, float)) and _text_setting(parts):
@@ -1449,7 +1450,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if Path(path).suffix.lower() == ".toml":
             toml_nulls(RunConfig, from_file)
         _deep_update(data, from_file)
-    given = apply_overrides({}, list(overrides or []))
+    given = apply_overrides({}, list(overrides or []), overrides_label)
     if overrides:
         check_known_settings(RunConfig, given, overrides_label)
     apply_overrides(data, list(overrides or []))

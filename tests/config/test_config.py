@@ -563,3 +563,14 @@ def test_item_normalize_false_beside_the_dual_head_is_refused_not_ignored(tmp_pa
     (tmp_path / "config.json").write_text(json.dumps(data))
     item = saved_run_config(tmp_path / "config.json").model.item
     assert (item.dual_head, item.normalize) == (True, True)
+
+
+def test_a_malformed_override_names_where_it_was_written(tmp_path, capsys):
+    """`train.epochs` (no value) said "override 'train.epochs' must look like ..." where every other refusal of
+    the command line's settings begins "command line:" (and Python's, "overrides:")."""
+    from twotower.cli.main import main
+
+    assert main(["train", "--train", str(tmp_path / "t.csv"), "--out", str(tmp_path / "r"), "train.epochs"]) == 2
+    assert capsys.readouterr().err.startswith("error: command line: 'train.epochs' must look like section.key=value")
+    with pytest.raises(ConfigError, match=r"^overrides: '\.epochs=3': empty name part"):
+        load_config(overrides=[".epochs=3"])

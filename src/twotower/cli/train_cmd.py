@@ -67,7 +67,7 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     from twotower.config import apply_overrides
     from twotower.pipeline.sources import check_split_settings_given
 
-    typed = {f"data.{k}" for k in (apply_overrides({}, overrides).get("data") or {})}  # data.* the line sets
+    typed = {f"data.{k}" for k in (apply_overrides({}, overrides, "command line").get("data") or {})}  # data.* the line sets
     replaced = [] if getattr(args, "resume", False) else _sources_a_flag_replaces(flags, typed, cfg, args.config)
     if replaced:
         cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced], overrides_label="command line")
@@ -109,7 +109,7 @@ def _refuse_flag_override_clash(flags: list[tuple[str, str, Any]], overrides: li
     `--epochs 5 train.epochs=3` trained 5 epochs whatever the order, without a word about the 3."""
     from twotower.config import _coerce, apply_overrides
 
-    given = apply_overrides({}, overrides)  # parsed as load_config parses them (3, "x.csv", null)
+    given = apply_overrides({}, overrides, "command line")  # parsed as load_config parses them (3, "x.csv", null)
     for flag, key, value in flags:
         node: Any = given
         for part in key.split("."):

@@ -39,7 +39,7 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
         return load_config(config_file, overrides, overrides_label=overrides_label)
     base = config_to_dict(read_saved_config(saved)[0])
     given = read_config_file(config_file) if config_file is not None else {}
-    _deep_update(given, apply_overrides({}, list(overrides or [])))
+    _deep_update(given, apply_overrides({}, list(overrides or []), overrides_label))
     if any(_has_key(given, f"data.{name}") for name in _INPUTS[:3]):
         # the data named afresh, as a new run reads it: the run's inputs would otherwise be read beside it
         base["data"].update(dict.fromkeys(_INPUTS))
