@@ -95,6 +95,8 @@ def test_the_server_serves_on_the_socket_bound_before_the_load(tmp_path, monkeyp
     monkeypatch.setattr(twotower.serving, "create_app", lambda **kwargs: object())
     monkeypatch.setattr(serve_cmd, "_serve_on", serve_on)
     monkeypatch.setattr(workers, "supervise", supervise)
+    swept = []  # what a killed --workers server left is swept by every start (a single worker's swept nothing)
+    monkeypatch.setattr(workers, "sweep_shared_dirs", lambda: swept.append(True))
     args = _serve(tmp_path, port, "--workers", str(n_workers))
     if n_workers == 1:
         assert serve_cmd.cmd_serve(args) == 0
@@ -106,6 +108,7 @@ def test_the_server_serves_on_the_socket_bound_before_the_load(tmp_path, monkeyp
     assert addresses == [("127.0.0.1", port)] * copies
     assert all(s.fileno() == -1 for s in handed)  # closed once served (uvicorn closes it too): the port free again
     assert not _held(port)
+    assert swept == [True]
 
 
 def test_the_workers_supervisor_serves_on_the_socket_it_inherits(tmp_path, monkeypatch):

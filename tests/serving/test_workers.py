@@ -360,15 +360,20 @@ def test_worker_log_lines_name_their_process(tmp_path, monkeypatch):
 
 
 def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):
-    """`kill -9` of `serve --workers N` must not leave its workers serving as orphans (holding the port)."""
+    """`kill -9` of `serve --workers N` must not leave its workers serving as orphans (holding the port), nor the
+    shared arrays in the temporary folder (they stayed until the next `--workers` start swept them)."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
-    child = ("import time; from twotower.serving.workers import exit_with_parent; exit_with_parent(0.05); "
-             "time.sleep(60)")
+    from twotower.serving.workers import make_shared_dir
+
+    shared = make_shared_dir()
+    (shared / "item_vectors.npy").write_bytes(b"x" * 1000)
+    child = ("import time; from twotower.serving.workers import exit_with_parent; "
+             f"exit_with_parent(0.05, shared={str(shared)!r}); time.sleep(60)")
     parent = ("import subprocess, sys, time; "
               f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); print(p.pid, flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
@@ -381,10 +386,51 @@ def test_a_worker_stops_when_its_serving_process_is_killed(tmp_path):
         try:
             os.kill(worker, 0)
         except ProcessLookupError:
+            assert not shared.exists()
             return  # gone
         time.sleep(0.05)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError("the worker outlived its serving process")
+
+
+def test_a_worker_removes_only_a_shared_folder_the_server_made(tmp_path):
+    """The folder an orphaned worker removes comes from the spec's path (TWOTOWER_SERVE_SPEC): one pointed at
+    by hand is never removed."""
+    from twotower.serving.workers import _own_shared_dir, make_shared_dir
+
+    shared = make_shared_dir()
+    try:
+        assert _own_shared_dir(str(shared / "spec.json")) == shared
+        assert _own_shared_dir(str(tmp_path / "spec.json")) is None
+        assert _own_shared_dir(str(shared / "other.json")) is None
+        assert _own_shared_dir(None) is None
+    finally:
+        shared.rmdir()
+
+
+def test_every_serve_start_sweeps_what_a_killed_server_left(tmp_path, monkeypatch):
+    """A `--workers` server killed with its workers (kill -9 of the process group) leaves its folder of shared
+    arrays; a start without --workers swept nothing, a later `--workers` start alone did."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from twotower.serving import workers
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # a pid no process has now
+    left = Path(tempfile.gettempdir()) / f"twotower-serve-{gone}-test"
+    left.mkdir()
+    (left / "item_vectors.npy").write_bytes(b"x")
+    mine = workers.make_shared_dir()  # this process's own: alive, kept
+    try:
+        workers.sweep_shared_dirs()
+        assert not left.exists() and mine.exists()
+    finally:
+        mine.rmdir()
+        if left.exists():
+            (left / "item_vectors.npy").unlink()
+            left.rmdir()
 
 
 def test_a_worker_refuses_an_index_rebuilt_since_the_server_started(run_dir, service, tmp_path):

@@ -298,6 +298,9 @@ def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, socket
             # the workers map the shared files; this process becomes a fresh one that only supervises them, on
             # the sockets it inherits
             supervise(spec, workers=settings.workers, log_level=args.log_level, sockets=sockets)
+    from twotower.serving.workers import sweep_shared_dirs
+
+    sweep_shared_dirs()  # what a --workers server killed with its workers left (a --workers start sweeps too)
     app = create_app(service=service, settings=settings, search_service=search) if service else create_app(
         settings=settings, search_service=search)
     if threading.current_thread() is threading.main_thread():

@@ -116,17 +116,27 @@ def index_digest(index_dir: str | Path) -> str | None:
         return None
 
 
-def make_shared_dir() -> Path:
-    """A private (0700) folder for one server's shared arrays; sweeps folders of servers that are gone."""
+def sweep_shared_dirs() -> None:
+    """Remove this user's shared-array folders of servers that are gone (a ``--workers`` server killed together
+    with its workers leaves its copy of the catalogue's vectors: 256 MB at 1M x 64). Every ``serve`` start sweeps,
+    with or without ``--workers``."""
     base = Path(tempfile.gettempdir())
     for old in base.glob(f"{_PREFIX}*"):
         try:
             pid = int(old.name[len(_PREFIX):].split("-", 1)[0])
         except ValueError:
             continue
-        if pid != os.getpid() and not _alive(pid) and old.is_dir() and old.stat().st_uid == os.getuid():
-            shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base))
+        try:
+            if pid != os.getpid() and not _alive(pid) and old.is_dir() and old.stat().st_uid == os.getuid():
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:  # removed meanwhile by another server's sweep
+            continue
+
+
+def make_shared_dir() -> Path:
+    """A private (0700) folder for one server's shared arrays; sweeps folders of servers that are gone."""
+    sweep_shared_dirs()
+    return Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=Path(tempfile.gettempdir())))
 
 
 @contextlib.contextmanager
@@ -140,6 +150,16 @@ def shared_dir() -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(shared, ignore_errors=True)
         raise
+
+
+def _own_shared_dir(spec_path: str | None) -> Path | None:
+    """The shared folder ``spec_path`` (``SPEC_ENV``) lies in, where it is one :func:`make_shared_dir` made (an
+    orphaned worker removes it: never a folder the variable was pointed at by hand)."""
+    if not spec_path:
+        return None
+    folder = Path(spec_path).parent
+    made = folder.name.startswith(_PREFIX) and folder.parent == Path(tempfile.gettempdir())
+    return folder if made and Path(spec_path).name == "spec.json" else None
 
 
 def _alive(pid: int) -> bool:
@@ -221,13 +241,16 @@ def open_shared_service(spec: WorkerSpec, *, catalog: "ItemCatalog | None" = Non
     return service
 
 
-def exit_with_parent(interval_s: float = 1.0) -> threading.Thread:
-    """Stop this worker (SIGTERM to itself, a graceful uvicorn shutdown) once its parent process is gone.
+def exit_with_parent(interval_s: float = 1.0, shared: str | Path | None = None) -> threading.Thread:
+    """Stop this worker (SIGTERM to itself, a graceful uvicorn shutdown) once its parent process is gone, removing
+    ``shared`` (the server's shared-array folder), which the parent would have removed.
 
     uvicorn's supervisor stops the workers when it is stopped, but a supervisor killed outright (SIGKILL,
     the OOM killer) leaves them serving as orphans, holding the port and the shared arrays. A daemon thread
     polls the parent pid, which changes when the worker is re-parented; it works wherever ``os.getppid`` does
     (a parent-death signal would be Linux only, and fires when the spawning thread rather than the process exits).
+    Every orphaned worker removes the folder (the first one to get there does; the files' memory maps stay valid
+    until each worker exits): it was left in the temporary directory until the next server's sweep.
     """
     parent = os.getppid()
 
@@ -236,6 +259,8 @@ def exit_with_parent(interval_s: float = 1.0) -> threading.Thread:
             time.sleep(interval_s)
             if os.getppid() != parent:
                 log.warning("worker %d: the serving process %d is gone; stopping", os.getpid(), parent)
+                if shared is not None:
+                    shutil.rmtree(shared, ignore_errors=True)
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
 
@@ -249,8 +274,8 @@ def worker_app() -> "FastAPI":
     from twotower.serving.app import create_app
     from twotower.serving.settings import ServiceSettings
 
-    exit_with_parent()
     path = os.environ.get(SPEC_ENV)
+    exit_with_parent(shared=_own_shared_dir(path))
     if not path:
         raise ConfigError(f"{SPEC_ENV} is not set; worker processes are started by `twotower serve --workers N`")
     spec = WorkerSpec.read(path)
