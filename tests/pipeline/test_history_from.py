@@ -461,3 +461,39 @@ def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_tra
     out = capsys.readouterr().out
     assert "test users read their train history only" in out
     assert f"--history-from {split_dir / 'train.csv'} {split_dir / 'valid.csv'}" in out
+
+
+def test_evaluate_says_how_many_evaluated_users_have_no_input_history(split_dir, run, tmp_path, caplog):
+    """`evaluate --history-from` with files lacking some users (another user set, ids that lost their leading
+    zeros) ranked them from empty histories without a word, under a protocol line saying each user's history came
+    from the files; `recommend --history-from` said so. The count is in every row (--json) too."""
+    valid = pd.read_csv(split_dir / "valid.csv", dtype=str)
+    train = pd.read_csv(split_dir / "train.csv", dtype=str)
+    kept = set(run.user_vocab.ids[:10])
+    train[train["user_id"].isin(kept)].to_csv(tmp_path / "some.csv", index=False)
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        rows = evaluate_run(run, baselines=("popularity",), ks=(10,), history_from=[tmp_path / "some.csv"])
+    test_users = set(pd.read_csv(split_dir / "test.csv", dtype=str)["user_id"])
+    empty = len(test_users - kept)
+    assert empty > 0 and {r["users_empty_input_history"] for r in rows} == {empty}
+    assert f"{empty} of {len(test_users)} evaluated users have no rows of known items in the history files" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.evaluate_run"):
+        rows = evaluate_run(run, baselines=(), ks=(10,), history_from=[split_dir / "train.csv", split_dir / "valid.csv"])
+    assert rows[0]["users_empty_input_history"] == 0 and "no rows of known items" not in caplog.text
+    assert len(valid)  # the split has a valid file: the test rows' inputs are train + valid
+
+
+def test_rows_of_unknown_users_in_an_exclude_file_are_counted_not_dropped_silently(run, tmp_path, caplog):
+    """`recommend --exclude FILE` dropped rows naming ids the run does not know without a word, so the pairs the
+    file meant to exclude (ids that lost their leading zeros) were recommended."""
+    from twotower.pipeline.recommend import exclusions_from_files
+
+    item = run.item_vocab.ids[0]
+    (tmp_path / "x.csv").write_text(f"user_id,item_id,timestamp\n{run.user_vocab.ids[0]},{item},1\nnobody,{item},2\n"
+                                    f"{run.user_vocab.ids[1]},no-such-item,3\n")
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        m = exclusions_from_files(run, [tmp_path / "x.csv"], include_seen=False)
+    assert m.nnz == 1
+    assert ("2 of 3 rows dropped (1 row of an unknown user, 1 row of an unknown item: not in this run's vocabularies, "
+            "so nothing of them is excluded), e.g. user 'nobody'") in caplog.text

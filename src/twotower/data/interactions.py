@@ -95,8 +95,9 @@ def encode_interactions(
         "unknown_item_examples": [str(x) for x in unknown_i[:_EXAMPLES]],
     }
     if report["rows_dropped"]:
-        what = [f"{plural(report[f'unknown_{k}s'], k)} outside the run's vocabularies, e.g. {report[f'unknown_{k}_examples']}"
-                for k in ("user", "item") if report[f"unknown_{k}s"]]
+        notes = {"user": user_vocab.zeros_note(unknown_u), "item": item_vocab.zeros_note(unknown_i)}
+        what = [f"{plural(report[f'unknown_{k}s'], k)} outside the run's vocabularies, e.g. "
+                f"{report[f'unknown_{k}_examples']}{notes[k]}" for k in ("user", "item") if report[f"unknown_{k}s"]]
         log.log(logging.DEBUG if quiet else logging.WARNING,
                 "%s: dropped %d of %d rows: %s (unknown ids: counted, not remapped)",
                 name, report["rows_dropped"], n, "; ".join(what))

@@ -141,6 +141,18 @@ class Vocabulary:
         key = _to_id(id)
         return [i for i in self._loose.get(_loose_key(key), []) if i != key]
 
+    def zeros_note(self, unknown: Iterable[Any], limit: int = 100) -> str:
+        """`` ('002' is known for '2': ids are text, so leading zeros and case count)`` for the first of the
+        ``unknown`` ids (at most ``limit`` looked at) that a known id equals but for leading zeros or case (a file
+        that went through a spreadsheet or ``pd.read_csv`` and lost its zeros); ``''`` where none does."""
+        for n, id in enumerate(unknown):
+            if n >= limit:
+                break
+            near = self.near(id)
+            if near:
+                return f" ({near[0]!r} is known for {_to_id(id)!r}: ids are text, so leading zeros and case count)"
+        return ""
+
     def encode(self, ids: Iterable[Any]) -> np.ndarray:
         """Rows of ``ids`` as int64 ``[N]``; unknown ids give -1."""
         if isinstance(ids, (str, bytes)):

@@ -276,6 +276,8 @@ def evaluate_run(
     held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen, "split": split}
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
+    if histories is not None:
+        held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, histories)
     parts = _segment_parts(relevant, m.train, segments, split)
 
     def evaluate(scorer: Any, relevant: sp.csr_matrix, exclude: sp.csr_matrix, protocol: EvalProtocol,
@@ -405,6 +407,20 @@ def evaluate_run(
             how = f"tuned on valid {select_metric}, saved to {run.dir / TUNED_FILE}"
         log.info("baselines: %s (%s)", ", ".join(chosen), how)
     return rows
+
+
+def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, histories: Any) -> int:
+    """How many evaluated users (a held-out pair each) have no row of a known item in the ``history_from`` files,
+    warned about as `recommend --history-from` tells of them: every model ranks them from an empty input history,
+    and the table's protocol line says each user's history came from the files (a file of other users, or one whose
+    ids lost their leading zeros, gave a full table from empty histories without a word)."""
+    users = np.flatnonzero(np.diff(relevant.indptr) > 0)
+    empty = users[histories.sequences.lengths()[users] == 0]
+    if len(empty):
+        log.warning("%s of %s evaluated users have no rows of known items in the history files %s (e.g. user %r): "
+                    "each is ranked from an empty input history by every model", f"{len(empty):,}",
+                    f"{len(users):,}", ", ".join(map(str, histories.files)), run.user_vocab.id_at(int(empty[0])))
+    return int(len(empty))
 
 
 def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequence[str],

@@ -178,13 +178,23 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
     dropped = report["rows_unknown_user"] + report["rows_unknown_item"]
     if dropped:
         log.warning(
-            "history from %s: %s dropped (%s of an unknown user, %s of an unknown item: not in this run's "
-            "vocabularies)", ", ".join(files), plural(dropped, "row"), plural(report["rows_unknown_user"], "row"),
-            plural(report["rows_unknown_item"], "row"),
+            "history from %s: %s of %s dropped (%s of an unknown user, %s of an unknown item: not in this run's "
+            "vocabularies)%s", ", ".join(files), f"{dropped:,}", plural(len(df), "row"),
+            plural(report["rows_unknown_user"], "row"), plural(report["rows_unknown_item"], "row"),
+            unknown_examples(run, df["user_id"].to_numpy()[~known_u], df["item_id"].to_numpy()[known_u & ~known_i]),
         )
     log.info("history from %s: %s for %s", ", ".join(files), plural(report["rows"], "row"),
              plural(report["users_with_history"], "user"))
     return InputHistories(seqs, len(run.item_vocab), files, report)
+
+
+def unknown_examples(run: Any, users: np.ndarray, items: np.ndarray) -> str:
+    """``, e.g. user '2' ('002' is known for '2': ...)``: the first unknown user (or, with none, item) of rows a
+    file gave, with the known id it most likely meant (a file that lost its ids' leading zeros); ``''`` for none."""
+    for kind, ids, vocab in (("user", users, run.user_vocab), ("item", items, run.item_vocab)):
+        if len(ids):
+            return f", e.g. {kind} {str(ids[0])!r}{vocab.zeros_note(pd.unique(ids))}"
+    return ""
 
 
 def exclude_histories(exclude: sp.csr_matrix | None, histories: InputHistories) -> sp.csr_matrix:

@@ -40,6 +40,7 @@ from twotower.pipeline.refusals import (
     refuse_oversized_user_features,
     rows_naming_every_unknown,
 )
+from twotower.pipeline.histories import unknown_examples
 from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.serving.settings import ServiceSettings, checked_filter_exact_max  # the service's defaults, once
@@ -345,6 +346,14 @@ def exclusions_from_files(run: TrainedRun, files: Iterable[str | Path], *, inclu
         u = run.user_vocab.encode(df["user_id"].to_numpy())
         i = run.item_vocab.encode(df["item_id"].to_numpy())
         keep = (u >= 0) & (i >= 0)
+        if not keep.all():  # dropped without a word: the pairs a file meant to exclude were then recommended
+            log.warning("exclude %s: %s of %s dropped (%s of an unknown user, %s of an unknown item: not in this "
+                        "run's vocabularies, so nothing of them is excluded)%s", f if isinstance(f, (str, Path)) else
+                        f"<{type(f).__name__}>",
+                        f"{int((~keep).sum()):,}", plural(len(df), "row"), plural(int((u < 0).sum()), "row"),
+                        plural(int(((u >= 0) & (i < 0)).sum()), "row"),
+                        unknown_examples(run, df["user_id"].to_numpy()[u < 0],
+                                         df["item_id"].to_numpy()[(u >= 0) & (i < 0)]))
         rows.append(u[keep])
         cols.append(i[keep])
     if not rows:
