@@ -551,6 +551,24 @@ def test_a_time_column_under_another_name_is_pointed_at_when_row_order_stands_in
     assert "timestamp" not in caplog.text
 
 
+def test_a_weight_column_under_another_name_is_pointed_at_when_every_row_gets_1(tmp_path, caplog):
+    # 'weight' beside data.rating_col's default 'rating' was replaced by 1.0 in the split files without a word
+    p = write(tmp_path / "i.csv", "customer,product,timestamp,playCount\nu1,a,30,3\nu1,b,10,5\n")
+    cols = ColumnMap(user="customer", item="product")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(p, cols)
+    assert df["rating"].tolist() == [1.0, 1.0]
+    assert ("no 'rating' column, so every row is given the rating 1.0" in caplog.text
+            and "'playCount' looks like ratings or weights: set data.rating_col=playCount" in caplog.text)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        read_interactions(p, ColumnMap(user="customer", item="product", rating=None))  # said on purpose
+        assert read_interactions(p, ColumnMap(user="customer", item="product", rating="playCount"))["rating"].tolist() \
+            == [3.0, 5.0]
+        read_interactions(write(tmp_path / "j.csv", "customer,product,timestamp,genre\nu1,a,1,x\n"), cols)
+    assert "rating" not in caplog.text
+
+
 def _rows(sorted_ids: bool) -> list[tuple[int, int]]:
     rng = np.random.default_rng(0)
     rows = []

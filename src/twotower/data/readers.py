@@ -87,9 +87,17 @@ _COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip", ".zst", ".7z")
 _TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
 
 
+_RATING_WORDS = frozenset({"rating", "ratings", "weight", "weights", "score", "scores", "stars", "clicks", "plays", "count",
+                           "playcount", "quantity", "qty"})
+
+
 def _looks_like_time(column: str) -> bool:
-    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(column))  # snake_case, camelCase, kebab-case
-    return any(w.lower() in _TIME_WORDS for w in words)
+    return _named_like(column, _TIME_WORDS)
+
+
+def _named_like(column: str, words: frozenset[str]) -> bool:
+    found = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(column))  # snake_case, camelCase, kebab-case
+    return any(w.lower() in words for w in found)
 
 
 _INT_TEXT = r"[+-]?\d+"
@@ -1043,6 +1051,17 @@ def _warn_time_like(label: str, present: list[str], used: set[str | None], looke
                     else "", like[0])
 
 
+def _warn_rating_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
+    """Every row weighs 1.0 without a rating column: say so when a column the user may have meant is right there
+    (a `weight` column beside data.rating_col's default `rating` was replaced by 1.0 in the split files)."""
+    like = [c for c in present if c not in used and _named_like(c, _RATING_WORDS)]
+    if like:
+        log.warning("%s: no %r column, so every row is given the rating 1.0 (what the split files keep); %s look%s "
+                    "like ratings or weights: set data.rating_col=%s to keep it, or data.rating_col=null to say there "
+                    "is none", label, looked_for, ", ".join(repr(c) for c in like), "s" if len(like) == 1 else "",
+                    like[0])
+
+
 def read_interactions(
     source: str | Path | pd.DataFrame,
     columns: ColumnMap = ColumnMap(),
@@ -1506,6 +1525,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
     else:
         rating = np.ones(len(raw), dtype=np.float32)
         rating_source = "constant 1.0 (no rating column)"
+        if columns.rating is not None:  # the default name was looked for; data.rating_col=null says "none"
+            _warn_rating_like(label, present, {columns.user, columns.item, optional["timestamp"]}, columns.rating)
 
     df = pd.DataFrame(
         {
