@@ -774,3 +774,19 @@ def test_an_empty_file_is_told_what_its_format_expects(tmp_path, name, wanted):
     (tmp_path / name).write_text("")
     with pytest.raises(DataError, match=rf"{name}: file is empty; expected {wanted}$"):
         read_interactions(tmp_path / name)
+
+
+def test_timestamps_that_are_all_yyyymmdd_dates_are_warned_about(tmp_path, caplog):
+    # 20200101 was read as epoch seconds (1970-08-22) without a word; order-based splits were right, a date
+    # cut-off was refused only later, naming no cause
+    p = write(tmp_path / "d.csv", "user_id,item_id,timestamp\nu1,a,20200101\nu2,b,20200215\nu1,b,20191231\n")
+    with caplog.at_level("WARNING"):
+        df = read_interactions(p)
+    assert df["timestamp"].tolist() == [20200101, 20200215, 20191231]  # read as written: nothing guessed
+    assert ("every timestamp in column 'timestamp' is an 8-digit number that spells a date as YYYYMMDD (20200101: "
+            "2020-01-01), and is read as epoch seconds (1970-08-22" in caplog.text)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        read_interactions(write(tmp_path / "e.csv", "user_id,item_id,timestamp\nu1,a,20200101\nu2,b,20200145\n"))
+        read_interactions(write(tmp_path / "f.csv", "user_id,item_id,timestamp\nu1,a,1600000000\nu2,b,20200101\n"))
+    assert "YYYYMMDD" not in caplog.text  # day 45, or one such number among epoch seconds: no date column

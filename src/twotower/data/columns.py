@@ -319,6 +319,23 @@ def _why_empty(rows: RowNumbers, pos: int, column: str) -> str:
     return "the field is blank"
 
 
+def _warn_yyyymmdd_times(times: np.ndarray, *, file: str, column: str) -> None:
+    """A column whose every time is an 8-digit number spelling a date (20200101) is read as epoch seconds, in
+    August 1970, without a word: the rows' order is right, but a date cut-off (`--valid-start 2020-03-01`) or a
+    time gap is not. Said once; the data is read as written (nothing is guessed)."""
+    if len(times) == 0 or times.min() < 19000101 or times.max() > 21001231:
+        return
+    month, day = times // 100 % 100, times % 100
+    if ((month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)).all():
+        first = int(times[0])
+        log.warning("%s: every timestamp in column %r is an 8-digit number that spells a date as YYYYMMDD (%d: "
+                    "%s), and is read as epoch seconds (%s): the rows' order is kept, but date cut-offs and time gaps "
+                    "are not what they mean; write the dates as ISO dates (%s) to read them as dates", file, column,
+                    first, f"{first // 10000:04d}-{first // 100 % 100:02d}-{first % 100:02d}",
+                    pd.Timestamp(first, unit="s").strftime("%Y-%m-%d %H:%M:%S"),
+                    f"{first // 10000:04d}-{first // 100 % 100:02d}-{first % 100:02d}")
+
+
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,
                      time_unit: str = "auto", check_units: bool = True
                      ) -> tuple[np.ndarray, str | None, np.ndarray | None]:
@@ -365,6 +382,8 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     if time_unit == "auto" and check_units:
         _check_one_unit(out, is_num, values, file=file, column=column, rows=rows)
     _warn_rounded_float_times(values, numeric, is_num, out, file=file, column=column, rows=rows, time_unit=time_unit)
+    if time_unit == "auto":
+        _warn_yyyymmdd_times(out[is_num], file=file, column=column)
     lost = np.zeros(n, dtype=np.float64)
     lost[is_num] = numeric[is_num] - out[is_num]
     fractional = int((lost != 0).sum())
