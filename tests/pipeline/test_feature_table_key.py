@@ -52,3 +52,22 @@ def test_table_rows_without_interactions_are_counted_for_users_as_for_items(capl
                                     "users_without_training_interactions": 1}
     assert "vocabularies: 3 users (1 without training interactions), 3 items (1 without training interactions)" in \
         caplog.text
+
+
+def test_a_table_column_with_the_name_the_key_takes_is_left_out_or_refused(caplog):
+    """An item table keyed by `sku` with an external `item_id` column beside it (or a user table read by
+    data.user_col=customer holding `user_id`): the key renamed item_id made two columns of one name, and training
+    failed in a pandas traceback ("Cannot construct a Series from a DataFrame")."""
+    items = ITEMS.assign(item_id=["ext-a", "ext-b", "ext-c"])
+    users = pd.DataFrame({"customer": ["u1", "u2"], "user_id": ["x1", "x2"], "country": ["FR", "DE"]})
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        src = load_sources(_cfg(item_key="sku", user_categorical=("country",)),
+                           frames={"train": TRAIN, "items": items, "users": users})
+    assert list(src.items["item_id"]) == ["a", "b", "c"] and list(src.items.columns).count("item_id") == 1
+    assert list(src.users["user_id"]) == ["u1", "u2"] and list(src.users.columns).count("user_id") == 1
+    assert "the column 'item_id' is left out: the run names the table's key column (data.item_key='sku')" in caplog.text
+    assert "the column 'user_id' is left out: the run names the table's key column (data.user_col='customer')" in caplog.text
+    with pytest.raises(ConfigError, match=r"the column 'item_id' is listed as a categorical feature, but the run names "
+                                          r"the table's key column \(data.item_key='sku'\) 'item_id'"):
+        load_sources(DataConfig(user_col="customer", item_col="product", item_key="sku", item_categorical=("item_id",)),
+                     frames={"train": TRAIN, "items": items})

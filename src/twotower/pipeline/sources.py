@@ -145,9 +145,9 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         )
         items = read_feature_table(_source(cfg.items), item_spec, name=str(cfg.items), key_role="item key",
                                    encoding=cfg.encoding)
-        item_spec = _rekey(item_spec)
         item_columns = [str(c) for c in items.columns]
-        items = items.rename(columns={item_key: "item_id"})
+        items = _key_as(items, item_spec, "item_id", str(cfg.items), "data.item_key" if cfg.item_key else "data.item_col")
+        item_spec = _rekey(item_spec)
     if cfg.users is not None:
         user_key = cfg.user_key or cfg.user_col
         user_spec = FeatureSpec(
@@ -156,8 +156,8 @@ def load_sources(cfg: DataConfig, *, seed: int = TrainConfig.seed, frames: Mappi
         )
         users = read_feature_table(_source(cfg.users), user_spec, name=str(cfg.users), key_role="user key",
                                    encoding=cfg.encoding)
+        users = _key_as(users, user_spec, "user_id", str(cfg.users), "data.user_key" if cfg.user_key else "data.user_col")
         user_spec = _rekey(user_spec, "user_id")
-        users = users.rename(columns={user_key: "user_id"})
     _warn_unread_table(cfg.items, items, item_spec, "item", with_text=True,
                        embedded=title_column(cfg.title_col, items.columns) if embeds_titles and items is not None
                        else None)
@@ -400,6 +400,23 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)
     except OSError:  # not both readable files (e.g. a URL-like path): compare as written
         return os.path.normpath(a) == os.path.normpath(b)
+
+
+def _key_as(table: pd.DataFrame, spec: FeatureSpec, name: str, file: str, setting: str) -> pd.DataFrame:
+    """The feature ``table`` with its key column (``spec.key``) renamed ``name`` (``item_id`` / ``user_id``), the
+    name training reads it by. A column of the table already called ``name`` (an external id beside
+    ``data.item_key=sku``) was kept beside the renamed key, and the two columns of one name failed in a pandas
+    traceback: it is left out with a warning, or refused where a feature setting lists it."""
+    if spec.key == name or name not in table.columns:
+        return table.rename(columns={spec.key: name})
+    listed = [g for g in ("categorical", "numeric", "multi", "text") if name in getattr(spec, g)]
+    if listed:
+        raise ConfigError(f"{file}: the column {name!r} is listed as a {listed[0]} feature, but the run names the "
+                          f"table's key column ({setting}={spec.key!r}) {name!r}; rename that column in the file "
+                          "(and in the feature setting)")
+    log.warning("%s: the column %r is left out: the run names the table's key column (%s=%r) %r; rename the column "
+                "in the file to keep it", file, name, setting, spec.key, name)
+    return table.drop(columns=[name]).rename(columns={spec.key: name})
 
 
 def _rekey(spec: FeatureSpec, key: str = "item_id") -> FeatureSpec:
