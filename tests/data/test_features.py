@@ -253,3 +253,15 @@ def test_na_like_text_in_a_feature_table_is_a_value_only_empty_cells_are_missing
     assert df.iloc[1][["color", "tags", "title", "name"]].isna().all()  # empty cells are missing
     enc = FeatureEncoder(SPEC).fit(df)
     assert enc.categories["color"] == ["None"] and enc.multi_values["tags"] == ["NA", "null"]
+
+
+def test_a_new_rows_longer_list_than_the_tables_is_read_whole():
+    """Every user of the table had one tag: a new user's `{"tags": ["a", "b"]}` was cut to its first value, so it
+    scored exactly as `["a"]` (and `["b", "a"]` as `["b"]`), while the ONNX export's tower averaged both."""
+    table = pd.DataFrame({"user_id": ["u1", "u2"], "tags": ["a", "b"]})
+    enc = FeatureEncoder(FeatureSpec(key="user_id", multi=("tags",))).fit(table)
+    assert enc.multi_max_len["tags"] == 1
+    rows = enc.encode_rows(pd.DataFrame({"tags": ["a|b", "b", None]}))
+    a, b = enc.encode_rows(pd.DataFrame({"tags": ["a", "b"]})).multi[0][:, 0]
+    np.testing.assert_array_equal(rows.multi[0], [[a, b], [b, 0], [0, 0]])  # widened to the longest, 0-padded
+    assert enc.encode_rows(pd.DataFrame({"tags": ["a"]})).multi[0].shape == (1, 1)  # the table's width otherwise

@@ -613,21 +613,30 @@ class FeatureEncoder:
                 return lut.get(v, 0) if v is not None else 0
             return one
 
-        def codes(lut: dict[str, int], width: int) -> Callable[[Any], list[int]]:
-            def padded(value: Any) -> list[int]:
-                found = [lut[v] for v in self._split_multi(value) if v in lut][:width]
-                return found + [0] * (width - len(found))
-            return padded
+        def codes(lut: dict[str, int]) -> Callable[[Any], list[int]]:
+            def known(value: Any) -> list[int]:
+                return [lut[v] for v in self._split_multi(value) if v in lut]
+            return known
 
         cat = np.zeros((n, len(spec.categorical)), dtype=np.int64)  # [n, n_cat]
         for j, c in enumerate(spec.categorical):
             cat[:, j] = _per_distinct(col(c), code(self._lookup[c]))
         multi = []
         for c in spec.multi:
-            width = self.multi_max_len[c]
-            arr = np.zeros((n, width), dtype=np.int64)  # [n, max_len_c]
+            found = _per_distinct(col(c), codes(self._lookup["multi:" + c])) if n else []
+            # the table's longest list, or a longer one given here (a new user's): every value is read, as the
+            # ONNX export reads them; cut to the table's width, a new user's 3rd value was dropped without a word
+            width = max([self.multi_max_len[c], *map(len, found)])
+            padded: dict[int, list[int]] = {}  # by list: _per_distinct gives one list per distinct cell
+
+            def pad(values: list[int], width: int = width) -> list[int]:
+                out = padded.get(id(values))
+                if out is None:
+                    out = padded[id(values)] = values + [0] * (width - len(values))
+                return out
+            arr = np.zeros((n, width), dtype=np.int64)  # [n, width], padded with 0 (a zero vector)
             if n:
-                arr[:] = np.array(_per_distinct(col(c), codes(self._lookup["multi:" + c], width)), dtype=np.int64)
+                arr[:] = np.array([pad(v) for v in found], dtype=np.int64)
             multi.append(arr)
         n_num = len(spec.numeric)
         num = np.zeros((n, 2 * n_num), dtype=np.float32)  # [n, 2 * n_num]
