@@ -68,3 +68,19 @@ def test_a_value_training_never_saw_is_warned_of_by_the_flag(feature_run, capsys
     assert main([*argv, "--json"]) == 0
     out = capsys.readouterr().out
     assert json.loads(out)["warnings"][0].startswith("user_features.age: 500 is ")
+
+
+def test_feature_columns_a_tower_is_told_not_to_read_are_said_to_have_no_effect(tmp_path, caplog, capsys) -> None:
+    """model.user.use_features=false beside data.user_numeric: the columns were read and fitted without a word,
+    and a later --user-features was told the run "was trained without user feature columns"."""
+    from tests.explain.explain_tiny_run import train_tiny_run
+
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        out = train_tiny_run(tmp_path / "nofeat", user_features=True, epochs=1,
+                             extra=("model.user.use_features=false",))
+    assert ("data.user_numeric has no effect: the user tower reads no features with model.user.use_features=false"
+            in caplog.text)
+    assert "data.item_" not in caplog.text  # the item tower reads its columns
+    assert main(["recommend", "--run", str(out), "--threads", "1", "--history", "i1", "--user-features",
+                 '{"age": 30}']) == 2
+    assert "it was trained with model.user.use_features=false" in capsys.readouterr().err

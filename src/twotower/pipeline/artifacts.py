@@ -1008,6 +1008,17 @@ class TrainedRun:
         with torch.no_grad():
             return self.model.user_tower(None, torch.as_tensor(hist, dtype=torch.long), features=features).numpy()
 
+    def _why_no_features(self) -> str:
+        """Why the user tower reads no user features: trained without feature columns, or with the tower told to
+        leave them (``model.user.use_features = false``, the columns read and fitted all the same)."""
+        spec = self.user_encoder.spec if self.user_encoder is not None else None
+        if spec is not None and (spec.categorical or spec.multi or spec.numeric) and \
+                not self.config.model.user.use_features:
+            return ("it was trained with model.user.use_features=false, which leaves the user table's columns "
+                    "unread: train with model.user.use_features=true to read them")
+        return ("it was trained without user feature columns: train with --users FILE data.user_categorical=[...] "
+                "data.user_numeric=[...] to read them")
+
     @property
     def user_feature_columns(self) -> tuple[str, ...]:
         """The user-table columns the user tower reads (none when it reads no user features)."""
@@ -1094,9 +1105,8 @@ class TrainedRun:
         """
         columns = self.user_feature_columns
         if not columns:
-            raise DataError("user_features: this run's user tower reads no user features (it was trained without "
-                            "user feature columns: train with --users FILE data.user_categorical=[...] "
-                            "data.user_numeric=[...] to read them); send the history only")
+            raise DataError(f"user_features: this run's user tower reads no user features ({self._why_no_features()}); "
+                            "send the history only")
         assert self.user_encoder is not None
         spec = self.user_encoder.spec
         clean: list[dict[str, Any]] = []

@@ -144,6 +144,18 @@ def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
                 "held-out validation file", held_out, source, config.eval.select_metric)
 
 
+def warn_unread_features(config: RunConfig) -> None:
+    """Feature columns listed for a tower with ``use_features = false`` are read and fitted, then never used: say
+    so at training (a later `--user-features` was told the run was "trained without user feature columns")."""
+    data = config.data
+    for side, tower in (("user", config.model.user), ("item", config.model.item)):
+        listed = [f"data.{side}_{kind}" for kind in ("categorical", "numeric", "multi") if getattr(data, f"{side}_{kind}")]
+        if listed and not tower.use_features:
+            log.warning("%s %s no effect: the %s tower reads no features with model.%s.use_features=false; set it to "
+                        "true to read them, or drop %s", " and ".join(listed), "has" if len(listed) == 1 else "have",
+                        side, side, "them" if len(listed) > 1 else "it")
+
+
 def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> np.ndarray | None:
     """Frozen text embeddings of each item's text columns (title by default), cached on disk."""
     got = encode_item_texts(config, prep, cache_dir)
@@ -273,6 +285,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
         warn_split_mismatch({str(getattr(config.data, name)): digest for name, digest in inputs.items()})
     prep = prepare_data(config, frames)
+    warn_unread_features(config)
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     # a new run into a folder holding an earlier one trains beside it, and replaces it only once finished
     stage = staging_path(out) if tdist.is_main() and needs_staging(out, resume=resume) else None
