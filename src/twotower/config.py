@@ -1144,6 +1144,9 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ConfigError(f"{name}: expected a string, got {value!r}")
         if isinstance(value, bool):  # str(True): `history_verb = true` explained "You already True ..."
             raise ConfigError(f"{name}: expected a string, got {json.dumps(value)}; write it in quotes")
+        if isinstance(value, (int, float)):  # `title_col: 1e3` named a column '1000.0', YAML's `item_key: 0123` '83'
+            raise ConfigError(f"{name}: expected a string, got the number {value!r}; write it in quotes, as the "
+                              "file's parser reads a number in its own form (1e3 as 1000.0; in YAML, 0123 as 83)")
         return str(value)
     return value
 
@@ -1270,9 +1273,11 @@ def _load_yaml_unique(text: str) -> Any:
                 seen.add(key)
             return super().construct_mapping(node, deep=deep)
 
-    # YAML 1.1 reads `lr: 1e-3` (no dot) as text, which a quoted number's refusal would then refuse
-    Loader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
-                                 list("-+0123456789"))
+    # YAML 1.1 reads `lr: 1e-3` (no dot) and `5.0e2` (a dot, an unsigned exponent) as text, which a quoted
+    # number's refusal would then refuse: numbers as TOML and JSON read them
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
     loader = Loader(text)  # what yaml.load does, with a SafeLoader subclass: no arbitrary objects
     try:
         return loader.get_single_data()

@@ -574,3 +574,29 @@ def test_a_malformed_override_names_where_it_was_written(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: command line: 'train.epochs' must look like section.key=value")
     with pytest.raises(ConfigError, match=r"^overrides: '\.epochs=3': empty name part"):
         load_config(overrides=[".epochs=3"])
+
+
+def test_yaml_numbers_with_a_dot_and_an_unsigned_exponent_are_numbers(tmp_path):
+    """`weight_decay: 5.0e2` was read as the text '5.0e2' (YAML 1.1 wants a signed exponent after a dot) and refused
+    as a quoted number the user never quoted; TOML and JSON read it as 500."""
+    p = tmp_path / "c.yaml"
+    p.write_text("train:\n  lr: 2.0e-3\n  weight_decay: 5.0e2\nmodel:\n  item_item:\n    lambdas: [1.0e3, .5e2, 1e3]\n")
+    cfg = load_config(p)
+    assert (cfg.train.lr, cfg.train.weight_decay, cfg.model.item_item.lambdas) == (0.002, 500.0, (1000.0, 50.0, 1000.0))
+
+
+@pytest.mark.parametrize(("suffix", "text", "got"), [
+    (".yaml", "data:\n  title_col: 1e3\n", "1000.0"),
+    (".yaml", "data:\n  item_key: 0123\n", "83"),  # YAML 1.1's octal
+    (".toml", "[data]\ntitle_col = 2024\n", "2024"),
+])
+def test_a_number_for_a_text_setting_is_refused_not_made_a_column_name(tmp_path, suffix, text, got):
+    """`title_col: 1e3` named a column '1000.0' and YAML's `item_key: 0123` a column '83', without a word (a boolean
+    was refused; an override keeps the text typed)."""
+    p = tmp_path / f"c{suffix}"
+    p.write_text(text)
+    with pytest.raises(ConfigError, match=rf"expected a string, got the number {got}; write it in quotes"):
+        load_config(p)
+    p.write_text(text.replace(": 1e3", ': "1e3"').replace(": 0123", ': "0123"').replace("= 2024", '= "2024"'))
+    cfg = load_config(p)
+    assert (cfg.data.title_col or cfg.data.item_key) in ("1e3", "0123", "2024")
