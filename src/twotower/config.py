@@ -873,8 +873,9 @@ class PrepareConfig:
     score: str | None = None
     #: pairs table: train/test column (--split-col); null: split by test_share
     split: str | None = None
-    #: share of the queries written to qrels/test.tsv (--test-share), in [0, 1)
-    test_share: float = 0.2  # queries written to qrels/test.tsv (0: all of them, evaluation only); the rest to train
+    #: share of the queries written to qrels/test.tsv (--test-share), the rest to train.tsv, in [0, 1); 0: every query
+    #: to test.tsv and none to train (a set for evaluation only)
+    test_share: float = 0.2
     #: seed of the train/test cut (--seed)
     seed: int = 0
     #: drop and count pairs naming an unknown passage instead of refusing them (--drop-unknown)
