@@ -156,3 +156,19 @@ def test_a_split_setting_typed_at_its_default_is_refused_from_the_command_line(f
         "ignore it: set data.split=leave_last for it, or leave data.leave_n out")
     assert main(["train", "--data", str(files / "all.csv"), "data.split=leave_last", "data.leave_n=1",
                  "--print-config"]) == 0
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    (["data.leave_n=3"], "error: data.leave_n is read by data.split=leave_last, not by data.split=temporal"),
+    (["data.split=leave_last", "data.ratios=[0.6,0.2,0.2]"], "error: data.ratios is read by data.split=temporal and "
+                                                              "random, not by data.split=leave_last"),
+    (["data.split=time"], "error: data.split='time' needs data.valid_start and data.test_start"),
+])
+def test_print_config_without_data_refuses_split_settings_the_run_would_refuse(settings, said, capsys):
+    """`--print-config` is the check of a config before a long run: without data it printed these and exited 0, and
+    the run given data then refused them."""
+    from twotower.cli.main import main
+
+    assert main(["train", *settings, "--print-config"]) == 2
+    assert said in capsys.readouterr().err
+    assert main(["train", "--train", "t.csv", *settings, "--print-config"]) == 0  # split files: no split is made

@@ -72,7 +72,7 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
     if replaced:
         cfg = load_config(args.config, overrides + [f"data.{k}=null" for k in replaced], overrides_label="command line")
     # a split setting typed at its default value is refused too when the split method does not read it
-    check_split_settings_given(cfg.data, {k.removeprefix("data.") for k in typed})
+    check_split_settings_given(cfg.data, {k.removeprefix("data.") for k in typed}, no_data_yet=not need_data)
     if need_data and cfg.data.train is None and cfg.data.path is None and cfg.data.dataset is None:
         if getattr(args, "resume", False) and not (Path(args.out) / "config.json").is_file():
             # "no training data: pass --train FILE ..." sent a user who meant to continue a run to start another

@@ -345,11 +345,15 @@ def _check_split_settings(cfg: DataConfig) -> None:
     check_split_settings_given(cfg, ())
 
 
-def check_split_settings_given(cfg: DataConfig, typed: Collection[str]) -> None:
+def check_split_settings_given(cfg: DataConfig, typed: Collection[str], *, no_data_yet: bool = False) -> None:
     """:func:`_check_split_settings`, and a setting the command line typed (``typed``: names such as ``leave_n``)
-    even at its default: `train --data FILE data.leave_n=1` split temporally without a word, `=2` was refused."""
-    if cfg.train is not None or (cfg.path is None and cfg.dataset is None):
+    even at its default: `train --data FILE data.leave_n=1` split temporally without a word, `=2` was refused.
+    ``no_data_yet`` (`train --print-config` without data): the settings are checked as the split of the data
+    to come would read them, so that the check a config is printed for does not pass one the run refuses."""
+    if cfg.train is not None or (cfg.path is None and cfg.dataset is None and not no_data_yet):
         return
+    if cfg.split == "time" and (cfg.valid_start is None or cfg.test_start is None):
+        raise ConfigError("data.split='time' needs data.valid_start and data.test_start")
     defaults = DataConfig()
     for name, methods in _SPLIT_SETTINGS.items():
         if cfg.split not in methods and (getattr(cfg, name) != getattr(defaults, name) or name in typed):
