@@ -110,3 +110,17 @@ def test_serve_wait_flags_alone_keep_their_meaning():
     parse = build_parser().parse_args
     assert _settings(parse(["serve", "--run", "r", "--no-max-wait"])).max_wait_ms is None
     assert _settings(parse(["serve", "--run", "r", "--max-wait-ms", "30"])).max_wait_ms == 30.0
+
+
+def test_quiet_and_verbose_are_taken_after_the_command_too(capsys):
+    """`twotower recommend -q --run R` was "unrecognized arguments: -q": the output flags were taken before the
+    command only."""
+    from twotower.cli.main import build_parser
+
+    parser = build_parser()
+    after = parser.parse_args(["recommend", "-q", "--run", "r", "--user", "1"])
+    before = parser.parse_args(["-q", "recommend", "--run", "r", "--user", "1"])
+    neither = parser.parse_args(["recommend", "--run", "r", "--user", "1"])
+    assert after.quiet and before.quiet and not neither.quiet
+    assert parser.parse_args(["search", "query", "--index", "i", "some words", "-v"]).verbose
+    assert parser.parse_args(["data", "split", "--input", "x.csv", "--out", "o", "--verbose"]).verbose

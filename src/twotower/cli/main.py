@@ -517,8 +517,19 @@ def build_parser() -> argparse.ArgumentParser:
         "twotower.cli.search_cmd:register",
     ):
         _optional(path, sub)
+    _take_output_flags_anywhere(parser)
     _mark_foreign_flags(parser)
     return parser
+
+
+def _take_output_flags_anywhere(parser: argparse.ArgumentParser) -> None:
+    """``-q`` and ``-v`` after the command too (`twotower recommend -q --run R`), where they were "unrecognized
+    arguments": each command takes them, set only when typed there (SUPPRESS), so one typed before it stands."""
+    for command in _commands(parser).values():
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                             help="debug logging (as `twotower -v`)")
+        command.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                             help="print only warnings, errors and the command's own output (as `twotower -q`)")
 
 
 def _version() -> str:
