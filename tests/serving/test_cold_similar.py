@@ -93,3 +93,17 @@ def test_the_setting_is_checked() -> None:
 
     with pytest.raises(ConfigError, match="cold_similar must be one of semantic, item, got 'mixed'"):
         ServiceSettings(cold_similar="mixed")
+
+
+def test_a_dual_head_without_an_id_embedding_queries_cold_items_by_their_mixed_vector(dual_run) -> None:
+    """With model.item.use_id=false the collaborative head reads a cold item's features as a warm one's (no zero ID
+    vector shared by every cold item), so the reason to query by the semantic head does not hold, and the mixed
+    vector keeps what the features say."""
+    from types import SimpleNamespace
+
+    from twotower.pipeline.similar import cold_item_mask
+
+    assert cold_item_mask(dual_run) is not None  # with an ID embedding: the semantic head for cold items
+    tower = dual_run.model.item_tower
+    no_id = SimpleNamespace(model=SimpleNamespace(item_tower=SimpleNamespace(semantic=tower.semantic, id_emb=None)))
+    assert cold_item_mask(no_id) is None  # every item queried by its served (mixed) vector

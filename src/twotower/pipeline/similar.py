@@ -69,8 +69,13 @@ def cold_item_mask(run: Any) -> np.ndarray | None:
     """``[I]`` bool, the items with no training interactions and some text, for a dual-head run; None for any
     other (its cold items are queried as warm ones). A cold item without text (an empty title or description)
     has the semantic head of the empty string, shared by every such item: queried by it, its list was the same
-    unrelated one for all of them, while its served vector still reads its own features."""
-    if getattr(run.model.item_tower, "semantic", None) is None:
+    unrelated one for all of them, while its served vector still reads its own features. A dual head without an
+    ID embedding (``model.item.use_id = false``) has no such item: its collaborative head reads a cold item's
+    features as it reads a warm one's, with no zero ID vector that every cold item shares to pull them together,
+    so the mixed vector, which keeps what the features say, is the query (its cold items were queried by the
+    semantic head for a reason that did not hold)."""
+    tower = run.model.item_tower
+    if getattr(tower, "semantic", None) is None or getattr(tower, "id_emb", None) is None:
         return None
     from twotower.pipeline.run import item_has_text
 
