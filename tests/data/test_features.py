@@ -265,3 +265,18 @@ def test_a_new_rows_longer_list_than_the_tables_is_read_whole():
     a, b = enc.encode_rows(pd.DataFrame({"tags": ["a", "b"]})).multi[0][:, 0]
     np.testing.assert_array_equal(rows.multi[0], [[a, b], [b, 0], [0, 0]])  # widened to the longest, 0-padded
     assert enc.encode_rows(pd.DataFrame({"tags": ["a"]})).multi[0].shape == (1, 1)  # the table's width otherwise
+
+
+def test_a_numeric_column_of_true_false_reads_as_1_0_and_a_stray_one_among_numbers_is_refused(tmp_path):
+    """`"year": true` in one row of a JSON-lines item table became the year 1.0 in silence (the year's spread went
+    from 14 to 51); a column of true/false alone is a 0/1 feature, which the service now reads as 1/0 too."""
+    flags = tmp_path / "users.jsonl"
+    flags.write_text('{"user_id": "u1", "student": true}\n{"user_id": "u2", "student": false}\n'
+                     '{"user_id": "u3", "student": null}\n')
+    table = read_feature_table(flags, FeatureSpec(key="user_id", numeric=("student",)))
+    assert table["student"].tolist()[:2] == [1.0, 0.0] and np.isnan(table["student"].iloc[2])
+    stray = tmp_path / "items.jsonl"
+    stray.write_text('{"item_id": "i1", "year": 1995}\n{"item_id": "i2", "year": true}\n')
+    with pytest.raises(DataError, match=r"line 2, column 'year'.*True is a true/false value among numbers \(first "
+                                        r"number at line 1\)"):
+        read_feature_table(stray, FeatureSpec(key="item_id", numeric=("year",)))

@@ -369,8 +369,12 @@ def test_numpy_values_from_a_user_table_row_are_read_as_python_values(feature_se
         tt.recommend(run, history=history, user_features=plain, k=5)
     assert tt.recommend(run, history=history, user_features={"age": np.float32(21.0), "tags": [np.str_("a")]}, k=5) == \
         tt.recommend(run, history=history, user_features={"age": 21.0, "tags": ["a"]}, k=5)
+    # true/false is 1/0, as the user table's reader reads a column of them (training took them, the service refused)
+    assert tt.recommend(run, history=history, user_features={"age": np.bool_(True)}, k=5) == \
+        tt.recommend(run, history=history, user_features={"age": True}, k=5) == \
+        tt.recommend(run, history=history, user_features={"age": 1}, k=5)
     with pytest.raises(DataError, match=r"user_features.age: a finite number, got "):
-        tt.recommend(run, history=history, user_features={"age": np.bool_(True)}, k=5)
+        tt.recommend(run, history=history, user_features={"age": "1"}, k=5)
 
 
 @pytest.mark.parametrize("features", [{"gender": ""}, {"gender": "  "}, {"tags": []}, {"tags": ["", " "]},

@@ -269,6 +269,13 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
         df[c] = _joined_lists(df[c], spec.separator, file=label, column=c, rows=rows)
     for c in spec.numeric:
         raw = df[c]
+        if raw.dtype == object:  # JSON true/false beside numbers: `"year": true` became a year of 1.0 in silence
+            flags = np.fromiter((isinstance(v, (bool, np.bool_)) for v in raw.tolist()), dtype=bool, count=len(raw))
+            numbers = ~flags & ~np.array(_per_distinct(raw, _missing_str), dtype=bool)
+            if flags.any() and numbers.any():  # a column of true/false alone is a 0/1 feature, as the service reads it
+                check_rows(flags, lambda pos: f"{raw.iloc[pos]!r} is a true/false value among numbers (first number at "
+                           f"{rows.unit} {rows.number(int(np.flatnonzero(numbers)[0]))}); a numeric column holds "
+                           "numbers, or true/false alone (read as 1 and 0)", file=label, column=c, rows=rows)
         num = pd.to_numeric(raw, errors="coerce")
         values = num.to_numpy(dtype=np.float64)
         infinite = np.isinf(values) | (np.abs(np.nan_to_num(values)) > np.finfo(np.float32).max)

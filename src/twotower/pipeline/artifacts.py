@@ -706,13 +706,16 @@ def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separato
     if value is None:
         return None
     # numpy scalars as plain Python values: a row of a user DataFrame (dict(users.loc[0])) holds np.int64 ages
-    # and category codes, refused as "a finite number, got np.int64(25)" (np.bool_ is no number: still refused)
-    if isinstance(value, (np.integer, np.floating)):
+    # and category codes, refused as "a finite number, got np.int64(25)"; true/false (JSON's, Python's, numpy's) is
+    # read as 1/0 for a numeric column, as the table reader reads a column of them
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
         value = value.item()
     elif multi and isinstance(value, (list, tuple)):
         value = [v.item() if isinstance(v, (np.integer, np.floating)) else v for v in value]
     if numeric:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool):  # 1 and 0, as the user table's reader reads a column of true/false
+            return float(value)
+        if not isinstance(value, (int, float)):
             raise DataError(f"user_features.{col}: a finite number, got {shown_value(value)}")
         # float() first: np.isfinite raised TypeError (an HTTP 500) on an int beyond uint64 such as 10**20,
         # and float() itself raises OverflowError past 1e308. The bound is the table reader's (float32 range):
