@@ -1161,7 +1161,7 @@ def config_from_dict(cls: type[T], data: Mapping[str, Any], *, prefix: str = "")
         name = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             close = difflib.get_close_matches(str(key), list(fields), n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
+            hint = _near_names(close, prefix) if close else f"; valid keys: {', '.join(fields)}"
             raise ConfigError(f"unknown setting {name!r}{hint}")
         f = fields[key]
         if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
@@ -1367,7 +1367,7 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
         name = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             close = difflib.get_close_matches(str(key), fields, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid keys: {', '.join(fields)}"
+            hint = _near_names(close, prefix) if close else f"; valid keys: {', '.join(fields)}"
             homes = _sections_holding(root, str(key)) if not close else []
             if homes and not prefix:  # `epochs = 3` above any [train] header, or `epochs=3` on the command line
                 hint = (f"; settings sit in a section: did you mean {' or '.join(homes)}? (valid sections: "
@@ -1377,6 +1377,12 @@ def check_known_settings(cls: type, data: Mapping[str, Any], source: str, *, pre
             raise ConfigError(f"{source}: unknown setting {name!r}{hint}")
         if isinstance(value, Mapping) and dataclasses.is_dataclass(hints[key]):
             check_known_settings(hints[key], value, source, prefix=name, root=root)
+
+
+def _near_names(close: list[str], prefix: str) -> str:
+    """``; did you mean train.epochs?``: the near settings by their dotted names, as they are typed (``did you
+    mean epochs?`` left the section to the reader)."""
+    return f"; did you mean {', '.join(f'{prefix}.{c}' if prefix else c for c in close)}?"
 
 
 def _plain_types(tp: Any) -> set[Any]:

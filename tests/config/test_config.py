@@ -107,7 +107,7 @@ def test_huge_integer_setting_keeps_its_exact_value():
 def test_unknown_key_names_where_it_was_written(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[train]\nepocs = 4\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"config file .*c\.toml: unknown setting 'train\.epocs'; did you mean epochs"):
+    with pytest.raises(ConfigError, match=r"config file .*c\.toml: unknown setting 'train\.epocs'; did you mean train\.epochs\?"):
         load_config(path)
     nested = tmp_path / "n.yaml"
     nested.write_text("model:\n  user:\n    hiden: [32]\n", encoding="utf-8")
