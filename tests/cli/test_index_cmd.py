@@ -558,3 +558,31 @@ def test_index_info_offers_no_flag_it_lacks(run_dir, tmp_path, capsys):
     assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
     err = capsys.readouterr().err
     assert err.endswith(f"rebuild it with `twotower index build --run {run_dir} --out {other}`\n") and "--exact" not in err
+
+
+def test_another_runs_own_index_folder_is_refused_as_out_and_never_advised(run_dir, tmp_path, capsys):
+    """`index build --run A --out B/index` replaced run B's index with A's vectors without a word (B then refused to
+    serve), and the refusal of B's index for run A advised exactly that command."""
+    import shutil
+
+    from twotower.index import ExactIndex
+    from twotower.pipeline.artifacts import TrainedRun
+    from twotower.pipeline.recommend import open_run_index
+
+    a = Path(shutil.copytree(run_dir, tmp_path / "A"))
+    b = Path(shutil.copytree(run_dir, tmp_path / "B"))
+    run_b = TrainedRun.load(b)
+    ExactIndex().build(run_b.item_embeddings(), np.arange(run_b.n_items)).save(
+        b / "index", model_fingerprint="another-model")  # B's own index, of another model than A's
+    before = sorted(p.name for p in (b / "index").iterdir())
+    assert main(["index", "build", "--run", str(a), "--index", "flat", "--out", str(b / "index")]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {b / 'index'}: is the index folder of the run {b}" in err and "Leave --out out" in err
+    assert sorted(p.name for p in (b / "index").iterdir()) == before
+    with pytest.raises(IntegrityError, match=rf"\(it is the run {b}'s index\).*build this run's own with "
+                                             rf"`twotower index build --run {a}`"):
+        open_run_index(TrainedRun.load(a), b / "index")
+    unrecorded = tmp_path / "py"  # saved from Python without a fingerprint: "built for model None ... retrained"
+    ExactIndex().build(run_b.item_embeddings(), np.arange(run_b.n_items)).save(unrecorded)
+    with pytest.raises(IntegrityError, match=r"records no model \(saved without model_fingerprint=\)"):
+        open_run_index(run_b, unrecorded)

@@ -369,12 +369,23 @@ def read_item_meta(path: Path) -> pd.DataFrame:
     return meta
 
 
+def other_runs_index(run_dir: str | Path, folder: str | Path) -> Path | None:
+    """The run whose own index folder ``folder`` is (``OTHER/index``), where that run is not ``run_dir``'s."""
+    other = Path(folder).parent
+    if Path(folder).name != "index" or not (other / "run.json").is_file() or _resolved(other) == _resolved(Path(run_dir)):
+        return None
+    return other
+
+
 def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False) -> str:
     """The command that rebuilds ``folder`` (an index, or with ``export`` an ONNX export) for the run in ``run_dir``;
     ``--out`` only where the folder is not the run's default one."""
     if export:
         return f"twotower export --run {shell_arg(run_dir)} --format onnx --out {shell_arg(folder)}"
-    out = "" if _resolved(Path(folder)) == _resolved(Path(run_dir) / "index") else f" --out {shell_arg(folder)}"
+    # --out only for a folder of the run's own choosing: another run's index folder is that run's to keep (building
+    # into it was the advice, and replaced the other run's index), so this run's is built in its own default
+    default = _resolved(Path(folder)) == _resolved(Path(run_dir) / "index")
+    out = "" if default or other_runs_index(run_dir, folder) else f" --out {shell_arg(folder)}"
     # the index type its tune.json says was asked for: without it the command built `auto`, maybe another type
     asked = (_read_json_dict(Path(folder) / "tune.json") or {}).get("requested")
     kind = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""

@@ -132,6 +132,7 @@ def build_index(
                                  is_same_kind=lambda p: is_index_dir(p) or is_damaged_index_dir(p), flag=flag)
     if isinstance(run, (str, os.PathLike)):  # a wrong folder is one line at once, not after torch is imported
         check_run_folder(run_dir)
+    refuse_other_runs_index(run_dir, out_dir, flag)
     from twotower.pipeline.artifacts import TrainedRun
 
     # the index, tune.json and recall_qps.png of one build, from a run no `train` is rewriting meanwhile; on
@@ -140,6 +141,18 @@ def build_index(
         if not isinstance(run, TrainedRun):
             run = TrainedRun.load(run_dir)
         return _build(run, index, out_dir, policy, max_train, params, say, advice, progress)
+
+
+def refuse_other_runs_index(run_dir: Path, out_dir: Path, flag: str = "out") -> None:
+    """Refuse to build ``run_dir``'s index into another run's own index folder (``OTHER/index``, the one `recommend`
+    and `serve` read for that run): it was replaced without a word, and that run then refused to serve ("built
+    for model ..."); an index of another model's vectors is never that run's to read."""
+    other = out_dir.parent
+    if out_dir.name != "index" or not (other / "run.json").is_file() or other.resolve() == run_dir.resolve():
+        return
+    raise ConfigError(f"{flag} {out_dir}: is the index folder of the run {other} (what `recommend` and `serve` read "
+                      f"for it); building the run {run_dir}'s index there would replace it with another model's "
+                      f"vectors. Leave {flag} out to build {run_dir / 'index'}, or name a folder of its own")
 
 
 def sample_query_rows(run: TrainedRun, n: int, seed: int) -> np.ndarray:

@@ -27,7 +27,7 @@ from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
-                                         rebuild_command, refuse_empty_history)
+                                         other_runs_index, rebuild_command, refuse_empty_history)
 from twotower.pipeline.refusals import (
     USER_LIST,
     empty_user_id_refusal,
@@ -267,10 +267,18 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str, exact_flag: st
     """
     built_for = read_meta(index_dir).get("model_fingerprint")
     if built_for != fp:
+        other = other_runs_index(run.dir, index_dir)
+        fix = "build this run's own with" if other is not None else "rebuild it with"
+        fix = f"{fix} `{rebuild_command(run.dir, index_dir)}`" + exact_hint(exact_flag)
+        if built_for is None:  # "built for model None ... (retrained since ...)": neither was so
+            raise IntegrityError(
+                f"{index_dir}: records no model (saved without model_fingerprint=), so nothing says its vectors are "
+                f"those of the run {run.dir} (model {fp}); save it with model_fingerprint=run.fingerprint(), or {fix}")
+        why = f"it is the run {other}'s index" if other is not None else (
+            "retrained since the index was built, or the index is another run's")
         raise IntegrityError(
-            f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} (retrained "
-            f"since the index was built, or the index is another run's), so its ids would rank other vectors; "
-            f"rebuild it with `{rebuild_command(run.dir, index_dir)}`" + exact_hint(exact_flag))
+            f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} ({why}), so its "
+            f"ids would rank other vectors; {fix}")
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
