@@ -90,3 +90,14 @@ def test_ordered_histories_are_still_taken(run):
         assert tt.recommend(run, history=given) == want
     assert tt.explain_by_id(run, history=pd.Series(["i1", "i2"]), item_id="i3") == tt.explain_by_id(
         run, history=["i1", "i2"], item_id="i3")
+
+
+def test_a_path_or_policy_of_the_wrong_type_is_one_line_naming_the_argument(run, tmp_path):
+    """Three calls ended in tracebacks from deep inside (pathlib's "expected str, bytes or os.PathLike object, not
+    int", dataclasses' "replace() should be called on dataclass instances") where every other misuse is one line."""
+    with pytest.raises(tt.ConfigError, match=r"TrainedRun.load: expected a run folder's path .*got 5"):
+        tt.TrainedRun.load(5)
+    with pytest.raises(tt.ConfigError, match=r"^out: expected a folder's path .*got None"):
+        tt.export_onnx(run, None)
+    with pytest.raises(tt.ConfigError, match=r"policy: an IndexPolicy .*got 'fast'"):
+        tt.build_index(run, "ivf", policy="fast", out=tmp_path / "idx")

@@ -794,6 +794,9 @@ class TrainedRun:
         ``verify=False`` skips the checks with a loud warning; the default
         (None) reads ``TWOTOWER_NO_VERIFY=1``, which the CLI's ``--no-verify`` sets.
         """
+        if not isinstance(directory, (str, os.PathLike)) or not str(directory).strip():
+            raise ConfigError(f"TrainedRun.load: expected a run folder's path (a str or pathlib.Path), got "
+                              f"{directory!r:.60}")
         d = Path(directory)
         verify = check_flag(verify, "verify", optional=True)  # verify="no" verified; verify=0 skipped with a warning
         if verify is None:

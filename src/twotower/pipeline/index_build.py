@@ -106,6 +106,8 @@ def build_index(
     """
     say = echo or log.info
     progress = echo_progress or say
+    if policy is not None and not isinstance(policy, IndexPolicy):  # a traceback from dataclasses.replace, later
+        raise ConfigError(f"policy: an IndexPolicy (e.g. IndexPolicy(target_recall=0.95)), got {policy!r:.60}")
     policy = policy or IndexPolicy()
     if isinstance(run, (str, os.PathLike)):
         run_dir: Path = Path(run)

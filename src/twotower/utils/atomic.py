@@ -636,6 +636,9 @@ def check_output_dir(path: str | os.PathLike[str], flag: str = "--out", *, swapp
     must take writes too. Otherwise an existing folder is written into and only its own permission counts: a
     user's ``/scratch/alice`` under a root-owned ``/scratch`` was refused as "cannot write into /scratch".
     """
+    if not isinstance(path, (str, os.PathLike)) or not str(path).strip():
+        # `export_onnx(run, None)`: pathlib's "expected str, bytes or os.PathLike object, not NoneType", a traceback
+        raise ConfigError(f"{flag}: expected a folder's path (a str or pathlib.Path), got {path!r:.60}")
     p = Path(path)
     if p.exists() and not p.is_dir():
         raise ConfigError(f"{flag} {p}: exists and is a file, not a folder; choose another path")
