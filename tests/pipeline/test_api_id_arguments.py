@@ -101,3 +101,17 @@ def test_a_path_or_policy_of_the_wrong_type_is_one_line_naming_the_argument(run,
         tt.export_onnx(run, None)
     with pytest.raises(tt.ConfigError, match=r"policy: an IndexPolicy .*got 'fast'"):
         tt.build_index(run, "ivf", policy="fast", out=tmp_path / "idx")
+
+
+def test_recommend_and_similar_take_an_index_folder_as_the_cli_does(run, tmp_path):
+    """`recommend --index DIR` / `similar --index DIR` had no Python equivalent: only RUN/index or exact search."""
+    tt.build_index(run, "flat", out=tmp_path / "idx")
+    user, item = run.user_vocab.ids[0], run.item_vocab.ids[0]
+    assert tt.recommend(run, [user], k=5, index=tmp_path / "idx") == tt.recommend(run, [user], k=5, exact=True)
+    assert tt.similar(run, [item], k=5, index=str(tmp_path / "idx")) == tt.similar(run, [item], k=5, exact=True)
+    with pytest.raises(tt.ConfigError, match="exact=True ranks the whole catalogue exactly; index= names an index"):
+        tt.recommend(run, [user], index=tmp_path / "idx", exact=True)
+    with pytest.raises(tt.ConfigError, match=r"index: the folder of an index built for the run .*got 5"):
+        tt.similar(run, [item], index=5)
+    with pytest.raises(tt.NotFoundError):
+        tt.recommend(run, [user], index=tmp_path / "none")

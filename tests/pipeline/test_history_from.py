@@ -497,3 +497,20 @@ def test_rows_of_unknown_users_in_an_exclude_file_are_counted_not_dropped_silent
     assert m.nnz == 1
     assert ("2 of 3 rows dropped (1 row of an unknown user, 1 row of an unknown item: not in this run's vocabularies, "
             "so nothing of them is excluded), e.g. user 'nobody'") in caplog.text
+
+
+def test_explain_by_id_takes_history_from_as_the_cli_does(split_dir, run, capsys):
+    """`twotower explain --history-from` had no Python equivalent (explain_by_id(history_from=...) was a TypeError)."""
+    import twotower as tt
+
+    files = [str(split_dir / "train.csv"), str(split_dir / "valid.csv")]
+    uid, item = run.user_vocab.ids[2], run.item_vocab.ids[5]
+    capsys.readouterr()
+    assert main(["-q", "explain", "--run", str(run.dir), "--user", uid, "--item", item, "--history-from", *files,
+                 "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    got = tt.explain_by_id(run, user_id=uid, item_id=item, history_from=files)
+    assert (got["score"], got["text"], got["rank"]) == (cli["score"], cli["text"], cli["rank"])
+    assert got["score"] != tt.explain_by_id(run, user_id=uid, item_id=item)["score"]  # the valid item is read too
+    with pytest.raises(ConfigError, match="history_from reads known users' histories"):
+        tt.explain_by_id(run, history=[item], item_id=item, history_from=files)

@@ -393,14 +393,20 @@ def explain_by_id(
     method: str = "loo",
     user_features: Mapping[str, Any] | None = None,
     history_ids: list[str] | None = None,
+    history_from: Any = None,
 ) -> dict[str, Any]:
     """:func:`explain_recommendation` with external ids; an unknown id raises NotFoundError naming it.
 
     Give exactly one of ``user_id`` (a known user, their training history) or ``history``: a new user's item ids,
     oldest first, the keyword ``tt.recommend`` takes them by (and POST /explain's field); ``history_ids`` is its
     older name, still taken. ``user_features`` go with ``history``
-    (a new user), as in ``POST /recommend``."""
+    (a new user), as in ``POST /recommend``. ``history_from`` (with ``user_id``): interaction files or DataFrames
+    whose rows are the user's input history instead of the training history, as ``twotower explain
+    --history-from`` and ``tt.recommend(history_from=...)`` read them."""
     check_loaded_run(run, "explain")
+    if history_from is not None and (history is not None or history_ids is not None):  # tt.recommend's rule and words
+        raise ConfigError("history_from reads known users' histories; history describes one new user: use one or the "
+                          "other")
     if history_ids is not None:
         if history is not None:
             raise ConfigError("give history or history_ids, not both: history_ids is the older name of history")
@@ -440,6 +446,13 @@ def explain_by_id(
     # the item after who asks about it (user_id or history), as `twotower explain` and POST /explain look them up
     with located("item_id"):
         item_row = run.item_vocab.index(item_id)
+    if history_from is not None:  # the input history replaces the stored one, as `explain --history-from` reads it
+        from twotower.pipeline.histories import read_input_histories
+
+        history_rows = [int(r) for r in read_input_histories(run, history_from).sequences.of(user_row)]
+        if not history_rows:  # the words of `explain --history-from`
+            log.warning("user %s has no rows of known items in the history_from files: the item is explained from "
+                        "an empty input history, not from their training history", user_id)
     explanation = explain_recommendation(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features, encoded_features=encoded,

@@ -11,6 +11,7 @@ the service computes them (known users in fixed chunks of
 from __future__ import annotations
 
 import logging
+import os
 
 import weakref
 from dataclasses import dataclass
@@ -166,6 +167,18 @@ class ServedIndex:
     description: str
     recall: dict[str, Any] | None  # ``{"recall", "k", "queries", "target", "met_target"}``; None: exact or unmeasured
     directory: Path | None = None  # the saved index's folder; None: exact search over the run's item vectors
+
+
+def check_index_argument(index: Any, exact: bool) -> None:
+    """``index=`` of ``tt.recommend`` / ``tt.similar`` (``--index DIR``), refused as the CLI refuses the flag: no
+    folder path, an empty one, or beside ``exact=True``."""
+    if index is None:
+        return
+    if not isinstance(index, (str, os.PathLike)) or not str(index).strip():
+        raise ConfigError(f"index: the folder of an index built for the run (a str or pathlib.Path), got {index!r:.60}")
+    if exact:
+        raise ConfigError("exact=True ranks the whole catalogue exactly; index= names an index to rank with: use one "
+                          "or the other")
 
 
 def open_run_index(
@@ -516,6 +529,7 @@ def recommend(
     filters: dict[str, list[str]] | None = None,
     exclude: list[str] | None = None,
     filter_exact_max: int = ServiceSettings.filter_exact_max,
+    index: str | Path | None = None,
 ) -> list[list[dict[str, Any]]]:
     """Top-``k`` lists, as ``twotower recommend --json`` prints them: one per user of ``user_ids``, or one for a
     new user's ``history`` (item ids, oldest first, at least one; with ``user_features`` their
@@ -524,7 +538,8 @@ def recommend(
 
     Each list holds ``{"item_id", "score", "rank", ...metadata}``; items the user has seen are left out
     unless ``exclude_seen`` is false. Ranked with the run's built index (``RUN/index``) as the CLI and
-    the service rank, or by exact search when ``exact`` or when none is built. ``history_from`` (with
+    the service rank, or by exact search when ``exact`` or when none is built; ``index``: another index folder
+    built for the run (``recommend --index DIR``). ``history_from`` (with
     ``user_ids``): interaction files or DataFrames whose rows are the users' input histories instead of
     the training history, as ``twotower recommend --history-from``; their items count as seen. ``filters``:
     item metadata field -> values, as POST /recommend's ``filters`` (``{"genres": ["Comedy", "Drama"]}``: items
@@ -542,6 +557,7 @@ def recommend(
     """
     check_loaded_run(run, "recommend")
     exclude_seen, exact = check_flag(exclude_seen, "exclude_seen"), check_flag(exact, "exact")
+    check_index_argument(index, exact)
     if (user_ids is None) == (history is None):
         raise ConfigError("give exactly one of user_ids (known users) or history (item ids of a new user)")
     if (why := k_refusal(k)) is not None:  # the words of `recommend --k` and POST /recommend
@@ -585,7 +601,7 @@ def recommend(
         from twotower.pipeline.histories import read_input_histories
 
         histories = read_input_histories(run, history_from)
-    index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
+    index, used = open_run_index(run, index, exact=exact, exact_flag="exact=True")
     allow = filter_allow(mask, index)
     log.info("ranking with %s", used)  # the line `twotower recommend` prints and `serve` logs: which index answered
     if history is not None:

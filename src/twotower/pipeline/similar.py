@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -270,13 +271,14 @@ def similar(
     filters: dict[str, list[str]] | None = None,
     exclude: list[str] | None = None,
     filter_exact_max: int = ServiceSettings.filter_exact_max,
+    index: str | Path | None = None,
 ) -> list[list[dict[str, Any]]]:
     """The ``k`` items most similar to each of ``item_ids`` (the item itself left out), as ``POST /similar-items``
     and ``twotower similar`` rank them: one list of ``{"item_id", "score", "rank", ...metadata}`` per id (empty,
     with a logged warning, for an item the model cannot place: :func:`unplaced_item_mask`).
 
     Ranked with the run's built index (``RUN/index``), or by exact search when ``exact`` or when none is
-    built; a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
+    built; ``index``: another index folder built for the run (``similar --index DIR``); a cold item of a dual-head run is queried by its semantic head unless ``cold_similar="item"``
     (``serve --cold-similar``). ``filters``: item metadata field -> values, as POST /similar-items' ``filters``
     (``{"genres": ["Comedy"]}``), with its checks and refusals. ``exclude``: item ids never to list (already
     shown, already in the cart), on top of the item itself, as POST /similar-items' ``exclude_items``; an unknown
@@ -290,10 +292,11 @@ def similar(
             print(item["rank"], item["item_id"], item.get("title"))
     """
     from twotower.pipeline.artifacts import check_loaded_run
-    from twotower.pipeline.recommend import open_run_index, results_to_items
+    from twotower.pipeline.recommend import check_index_argument, open_run_index, results_to_items
 
     check_loaded_run(run, "similar")
     exact = check_flag(exact, "exact")
+    check_index_argument(index, exact)
     if item_ids is None:  # a bare TypeError ("'NoneType' object is not iterable"), where recommend's is a ConfigError
         raise ConfigError("give item_ids, the items to find similar ones for: a list of item ids, e.g. ['50']")
     if not is_id_list(item_ids):  # a string or one id: the words of history=, exclude= and POST /similar-items' 422
@@ -314,7 +317,7 @@ def similar(
     from twotower.pipeline.exclusions import listed_rows
 
     listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
-    index, used = open_run_index(run, exact=exact, exact_flag="exact=True")
+    index, used = open_run_index(run, index, exact=exact, exact_flag="exact=True")
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     allow = filter_allow(mask, index)
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow, listed=listed,
