@@ -115,3 +115,17 @@ def test_recommend_and_similar_take_an_index_folder_as_the_cli_does(run, tmp_pat
         tt.similar(run, [item], index=5)
     with pytest.raises(tt.NotFoundError):
         tt.recommend(run, [user], index=tmp_path / "none")
+
+
+def test_a_short_list_from_python_is_logged_as_the_cli_says_it(run, caplog):
+    """`tt.recommend(run, ["42"], k=1540)` gave 1,535 items without a word where the CLI says which lists are short."""
+    user = run.user_vocab.ids[0]
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        lists = tt.recommend(run, [user], k=run.n_items)
+    assert len(lists[0]) < run.n_items
+    assert (f"1 of 1 lists are shorter than k={run.n_items} because fewer items are left after exclusions (e.g. user "
+            f"{user}: {len(lists[0])} of {run.n_items})") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        tt.recommend(run, [user], k=3)
+    assert "shorter than" not in caplog.text

@@ -607,6 +607,7 @@ def recommend(
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
                                 allow=allow, listed=listed, filter_exact_max=filter_exact_max)
+        _log_shortfall(res, int(k), ["the history"], filtered=mask is not None)
         return [results_to_items(run, res)]
     assert user_ids is not None
     # an unknown id named by its place (user_ids[3]: unknown user ...), then every other unknown one, in the words of
@@ -621,7 +622,21 @@ def recommend(
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed,
                           filter_exact_max=filter_exact_max)
+    _log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None)
     return [results_to_items(run, res, q) for q in range(len(rows))]
+
+
+def _log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
+    """Log, as `twotower recommend` tells stderr, when a list is shorter than ``k``: fewer items were left after the
+    exclusions (and filters); from Python the short lists came back without a word."""
+    from twotower.index import shortfall
+
+    short = shortfall(res, k)
+    if short.any():
+        worst = int(short.argmax())
+        log.warning("%d of %d lists are shorter than k=%d because fewer items are left after %sexclusions (e.g. %s: "
+                    "%d of %d)", int((short > 0).sum()), len(short), k, "filters and " if filtered else "", who[worst],
+                    k - int(short[worst]), k)
 
 
 def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str, Any]]:
