@@ -1096,6 +1096,9 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             # `model.item_item=false` is the natural guess for switching a section off: name its switch
             switch = next((f.name for f in dataclasses.fields(tp) if f.name == "enabled"), None)
             hint = f"; to switch it off, set {name}.{switch}=false" if switch and isinstance(value, bool) else ""
+            if value is None:  # YAML's `train:` with every key under it commented out: "got None", a Python word
+                raise ConfigError(f"{name}: expected a section (table), got null: a section with no settings under "
+                                  "it; give it settings, or remove the line")
             raise ConfigError(f"{name}: expected a section (table), got {value!r}{hint}")
         return config_from_dict(tp, value, prefix=name)
     if origin is tuple:
@@ -1477,7 +1480,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                                      and not _has_key(given, n)))
         in_overrides = list(dict.fromkeys(n for n in names if _has_key(given, n)))
         if in_file and not in_overrides:
-            raise ConfigError(f"config file {path}: {e}") from e
+            raise ConfigError(f"config file {path}: {e}{_yaml_syntax_hint(path, str(e))}") from e
         if in_file:
             # `--config examples/sasrec.toml model.user.history=gru`: the clash was of a file's value and an
             # override's, and the error named neither place, so the user looked for seq_positions on their line
@@ -1485,6 +1488,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                                *(f"{n}: {overrides_label}" for n in in_overrides)])
             raise ConfigError(f"{e} [{where}]") from e
         raise
+
+
+def _yaml_syntax_hint(path: str | os.PathLike[str] | None, message: str) -> str:
+    """Why a YAML file's text value came out empty or null, where YAML read the value as its own syntax:
+    `multi_separator: |` is an empty block, `multi_separator: #` a comment (the key then null)."""
+    if path is None or Path(path).suffix.lower() not in (".yaml", ".yml"):
+        return ""
+    if ("got null" not in message and "must be a non-empty string" not in message) or "expected a section" in message:
+        return ""
+    return ("; in YAML a value starting with #, |, >, & or * is read as syntax (a comment, a block, an anchor), and a "
+            "key with nothing after it is null: write such a value in quotes, e.g. '|'")
 
 
 def _expand_home(section: Any) -> None:

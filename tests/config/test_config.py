@@ -600,3 +600,21 @@ def test_a_number_for_a_text_setting_is_refused_not_made_a_column_name(tmp_path,
     p.write_text(text.replace(": 1e3", ': "1e3"').replace(": 0123", ': "0123"').replace("= 2024", '= "2024"'))
     cfg = load_config(p)
     assert (cfg.data.title_col or cfg.data.item_key) in ("1e3", "0123", "2024")
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("data:\n  multi_separator: |\n", "data.multi_separator: must be a non-empty string; in YAML a value starting with #, "
+                                      "|, >, & or * is read as syntax"),
+    ("data:\n  multi_separator: #\n", "data.multi_separator: expected a string, got null; in YAML a value starting"),
+    ("train:\n#  epochs: 3\nloss:\n  kind: full\n", "train: expected a section (table), got null: a section with no "
+                                                    "settings under it; give it settings, or remove the line"),
+])
+def test_yaml_syntax_read_as_a_value_is_explained(tmp_path, text, said):
+    """`multi_separator: |` (an empty YAML block) and `: #` (a comment) were refused with no word of quotes, and a
+    section whose keys are all commented out as "got None", a Python word."""
+    p = tmp_path / "c.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert said in str(e.value)
+    assert "in YAML" not in str(e.value) or "section" not in said
