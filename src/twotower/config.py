@@ -1206,6 +1206,11 @@ def _parse_scalar(text: str) -> Any:
             return low == "true"
         if low == "null":
             return None
+        inner = text.strip()[1:-1]
+        if text.strip()[:1] == "[" and text.strip()[-1:] == "]" and not any(c in inner for c in "[]{}"):
+            # `eval.baselines=[popularity,ease]` (no JSON quotes, as a shell strips them) was the one string
+            # '[popularity,ease]', refused as no baseline; each bare word is an item, read as one value is
+            return [_parse_scalar(w.strip().strip("'\"")) for w in inner.split(",") if w.strip()]
         # "none" stays a string: it is a legitimate choice (model.user.history=none);
         # optional numeric settings turn it into None in _coerce
         return text

@@ -618,3 +618,12 @@ def test_yaml_syntax_read_as_a_value_is_explained(tmp_path, text, said):
         load_config(p)
     assert said in str(e.value)
     assert "in YAML" not in str(e.value) or "section" not in said
+
+
+def test_a_bracketed_list_of_bare_words_on_the_command_line_is_a_list():
+    """`eval.baselines=[popularity]` (the quotes JSON wants are the ones a shell strips) was the one string
+    '[popularity]', refused as "not one of popularity, ease, itemknn; did you mean 'popularity'?"."""
+    cfg = load_config(overrides=["eval.baselines=[popularity, 'ease']", "data.item_multi=[genres]", "eval.ks=[5,10]"])
+    assert cfg.eval.baselines == ("popularity", "ease") and cfg.data.item_multi == ("genres",)
+    assert cfg.eval.ks == (5, 10)
+    assert load_config(overrides=['eval.baselines=["popularity"]']).eval.baselines == ("popularity",)  # JSON as before
