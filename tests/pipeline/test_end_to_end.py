@@ -156,6 +156,38 @@ def test_a_resume_that_trains_nothing_keeps_the_evaluation_of_its_unchanged_weig
     assert not list(out.glob(".*before-resume"))
 
 
+def test_a_resume_that_stops_before_it_seals_leaves_the_finished_run_as_it_was(dataset, tmp_path, monkeypatch, capsys):
+    """A resume of a finished run that diverged (or was interrupted) before it sealed the run again left its weights
+    replaced by the checkpoint's (the item-item term gone), config.json holding the failed settings, and the
+    manifest and metrics deleted: recommend then refused the run's own index. The run comes back whole; the epochs
+    the resume trained stay in the checkpoint."""
+    out = tmp_path / "r"
+    args = ["-q", "train", "--train", str(dataset["train"]), "--valid", str(dataset["valid"]),
+            "--test", str(dataset["test"]), "--out", str(out), *FAST]
+    assert main([*args, "--epochs", "1"]) == 0
+    assert main(["-q", "index", "build", "--run", str(out), "--index", "flat"]) == 0
+    names = ("model.safetensors", "config.json", "run.json", "manifest.json", "metrics.json", "eval.txt")
+    before = {n: (out / n).read_bytes() for n in names}
+    assert main([*args, "--epochs", "3", "--resume", "--no-eval", "train.lr=1e30", "train.grad_clip=0"]) == 2
+    assert "training diverged" in capsys.readouterr().err
+    assert {n: (out / n).read_bytes() for n in names} == before
+    assert not (out / ".before-resume").exists()
+    assert main(["-q", "recommend", "--run", str(out), "--user", "u1", "--k", "3"]) == 0  # its index still fits
+
+    # a resume killed outright (SIGKILL) leaves the files set aside: the next resume puts them back first
+    from twotower.pipeline.resume_snapshot import HELD_DIR, hold_sealed_run
+
+    held = hold_sealed_run(out)
+    assert held is not None and (out / HELD_DIR / "model.safetensors").is_file()
+    (out / "manifest.json").unlink()  # what a resume does first
+    (out / "config.tmp").write_text("{}")  # a rewrite, as every writer of the run makes one: a new file swapped in
+    (out / "config.tmp").replace(out / "config.json")
+    assert main([*args, "--epochs", "1", "--resume", "--no-eval"]) == 0
+    assert (out / "metrics.json").read_bytes() == before["metrics.json"]  # the run as it was, trained no further
+    assert (out / "model.safetensors").read_bytes() == before["model.safetensors"]
+    assert not (out / HELD_DIR).exists()
+
+
 def test_the_run_records_the_thread_count_it_trained_on(dataset, tmp_path, monkeypatch):
     """train.threads left unset was written as null, while the count the run picked (TWOTOWER_THREADS, else half
     the idle cores) changes the floats: `--config RUN/config.json` elsewhere trained another model."""

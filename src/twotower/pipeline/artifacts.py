@@ -294,6 +294,12 @@ def clear_previous_run(out: Path, *, keep: tuple[Path, ...] = ()) -> list[str]:
             shutil.rmtree(out / CHECKPOINT_DIR)
         else:
             (out / rel).unlink()
+    if removed:  # what a resume stopped before it sealed set aside (pipeline/resume_snapshot.py): the old run's too
+        from twotower.pipeline.resume_snapshot import HELD_DIR
+        from twotower.training.checkpoint import RESUME_BEST
+
+        (out / RESUME_BEST).unlink(missing_ok=True)
+        shutil.rmtree(out / HELD_DIR, ignore_errors=True)
     for folder in (out / "data", out / "vocab", out / "features", *(f for f, _ in derived if f != out)):
         with contextlib.suppress(OSError):  # left in place when it holds anything else
             folder.rmdir()
@@ -845,6 +851,13 @@ class TrainedRun:
                 resume = (f"if its training was stopped while sealing it, `twotower train --resume --out {shell_arg(d)}` with "
                           "the same data and settings seals it again; otherwise "
                           if (d / CHECKPOINT_DIR / "state.json").is_file() else "")
+                from twotower.pipeline.resume_snapshot import HELD_DIR
+
+                if (d / HELD_DIR).is_dir():  # a resume killed outright: its files set aside are the finished run
+                    raise IntegrityError(
+                        f"{d}: a `twotower train --resume` was killed while it continued this run, and the finished "
+                        f"run's files are set aside in {d / HELD_DIR}; `twotower train --resume --out {shell_arg(d)}` "
+                        "puts them back and continues the run")
                 raise IntegrityError(
                     f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; {resume}restore "
                     "it (or retrain), or pass --no-verify to load it unchecked at your own risk"

@@ -5,6 +5,7 @@ A run trained with `--config sasrec.toml` or `model.*=` overrides was resumed by
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
     ``overrides_label``: as :func:`load_config`'s.
     """
     out = Path(out)
+    if os.environ.get("RANK", "0") in ("", "0"):  # a resume killed outright rewrote config.json: read the run's
+        from twotower.pipeline.resume_snapshot import put_back_leftover
+
+        put_back_leftover(out)
     saved = out / "config.json"
     if not saved.is_file():
         return load_config(config_file, overrides, overrides_label=overrides_label)

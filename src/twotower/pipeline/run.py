@@ -37,6 +37,7 @@ from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
 from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
+from twotower.pipeline.resume_snapshot import SealedRun, hold_sealed_run, put_back_leftover
 from twotower.pipeline.sources import load_sources
 from twotower.models.size import training_oom_message
 from twotower.pipeline.staging import (check_new_run_dir, check_room_to_stage, discard_if_empty, needs_staging,
@@ -280,6 +281,8 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     seed_everything(config.train.seed)
     if resume:
         _check_resumable(out)
+        if tdist.is_main():  # a resume killed outright left the run's files set aside: the run comes back first
+            put_back_leftover(out)
         verify_data_copies(out)  # a resume may read them as its data (--train RUN/data/train.csv)
     inputs = input_digests(config) if tdist.is_main() else None  # before reading: the bytes the run is trained on
     if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
@@ -304,6 +307,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     done = 0
     derived: list[Path] = []
     weights_before = None
+    sealed: SealedRun | None = None
     if resume:  # before anything is rewritten: a continuation the checkpoint cannot take leaves the run intact
         check_resume_matches(out, config, prep, trainer.model, item_text_encoder=None if got is None else got[1])
         if inputs is not None and not _reads_own_copies(out, config):
@@ -311,22 +315,34 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         # matched against the weights as saved: restoring may rewrite model.safetensors with the checkpoint's,
         # which lack the item-item term fitted after training (the run's fingerprint includes it)
         derived = derived_folders(out)
+        # a finished run's files, put back if this resume stops before it seals the run again (pipeline/
+        # resume_snapshot.py): before the checkpoint is restored, which may rewrite model.safetensors
+        sealed = hold_sealed_run(out) if tdist.is_main() else None
         weights_before = weights_digest(out)  # what the run's metrics.json scored, kept if the resume changes nothing
         # the checkpoint itself too (checksums, optimizer states, weight average): a load that fails in fit()
         # would come after the manifest, metrics.json and config.json below were removed or rewritten
-        done = trainer.restore()
+        try:
+            done = trainer.restore()
+        except BaseException:
+            if sealed is not None:
+                sealed.put_back()
+            raise
     if stage is not None:
         _start_staging(out, stage, config, trainer.model)
     try:
         run, result = _fit_and_seal(config, out, dest, trainer, prep, got, inputs, resume=resume, done=done,
                                     derived=derived, weights_before=weights_before)
     except BaseException as e:
+        if sealed is not None:
+            sealed.put_back()
         if stage is not None and discard_if_empty(stage):
             log.info("%s still holds the earlier run; the new run saved nothing, so %s was removed", out, stage)
         if out_of_memory(e):  # a traceback ending in MemoryError, or torch's "can't allocate memory", said nothing
             # of the estimate that let the run start or of what to lower
             raise _training_oom(e, config, prep, text) from e
         raise
+    if sealed is not None:
+        sealed.release()
     return run, result, prep
 
 

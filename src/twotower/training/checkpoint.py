@@ -22,7 +22,12 @@ from safetensors.torch import load_file, save_file
 from twotower.errors import IntegrityError
 from twotower.utils.atomic import atomic_dir, atomic_path, read_json, sha256_file, verify_files
 
-__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "state_tensors", "optimizer_steps"]
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights", "state_tensors", "optimizer_steps",
+           "RESUME_BEST", "take_back_resume_best"]
+
+#: the best weights of a resume stopped before it sealed its run (pipeline/resume_snapshot.py put the finished
+#: run's weights back in model.safetensors), beside the run until the next resume takes them back
+RESUME_BEST = ".resume-best.safetensors"
 
 
 def state_tensors(model: torch.nn.Module | dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -159,3 +164,13 @@ def load_checkpoint(
 def optimizer_steps(optimizers: list[torch.optim.Optimizer]) -> int:
     """The most steps any parameter of ``optimizers`` has taken (Adam's per-parameter ``step``; 0 before any)."""
     return max((int(st["step"]) for opt in optimizers for st in opt.state.values() if "step" in st), default=0)
+
+
+def take_back_resume_best(out: Path) -> bool:
+    """Before a resume reads ``out/model.safetensors`` as the checkpoint's best epoch: the weights a stopped resume
+    set aside there (:data:`RESUME_BEST`, that epoch's) go back in. Whether there were any."""
+    held = Path(out) / RESUME_BEST
+    if not held.is_file():
+        return False
+    held.replace(Path(out) / "model.safetensors")
+    return True

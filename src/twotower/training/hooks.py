@@ -16,7 +16,8 @@ from twotower import distributed as tdist
 from twotower.errors import ConfigError, DataError
 from twotower.models.item_item import is_item_item_key
 from twotower.training.averaging import WeightAverage
-from twotower.training.checkpoint import load_checkpoint, load_weights, optimizer_steps, save_checkpoint, save_weights
+from twotower.training.checkpoint import (load_checkpoint, load_weights, optimizer_steps, save_checkpoint, save_weights,
+                                         take_back_resume_best)
 from twotower.training.epoch_line import format_seconds
 from twotower.training.loop import EarlyStopping
 from twotower.training.schedule import budget_horizon
@@ -85,6 +86,8 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
     ckpt = tr.out_dir / "checkpoint" if tr.out_dir else None
     if ckpt is None or not (ckpt / "state.json").exists():
         raise ConfigError(f"cannot resume: no checkpoint in {ckpt}; train without --resume first")
+    if tr.out_dir is not None and tdist.is_main():
+        take_back_resume_best(tr.out_dir)  # the best epoch's weights of a resume stopped before it sealed the run
     state = load_checkpoint(ckpt, tr.model, tr.optimizers, tr.rng)
     stopper.load(state)
     if tr.average is not None:  # the checkpoint's files were verified against their checksums above
