@@ -233,8 +233,13 @@ def cmd_train(args: argparse.Namespace) -> int:
             from twotower.losses.base import TINY_TEMPERATURE
 
             # a tiny loss.temperature is named first by the error: the resume it suggests raises it instead
+            from twotower.config import TrainConfig
+            from twotower.training.schedule import USEFUL_LRS
+
+            # a tenth of the rate, or the default where a tenth is still past the useful range (lr=1e30: 1e+29)
+            lower = cfg.train.lr / 10 if cfg.train.lr / 10 <= USEFUL_LRS[1] else TrainConfig.lr
             fix = (f"loss.temperature={LossConfig.temperature:g}" if cfg.loss.temperature < TINY_TEMPERATURE
-                   else f"train.lr={cfg.train.lr / 10:g}")
+                   else f"train.lr={lower:g}")
             # a new run staged beside an earlier one diverged there: its checkpoint is the staging folder's
             hint = (_diverged_resume(out, resumed=args.resume, since=started, fix=fix) if staged is None else
                     _diverged_resume(staged, resumed=True, since=started, fix=fix, replaces=out))
