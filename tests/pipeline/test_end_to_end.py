@@ -234,3 +234,14 @@ def test_nccl_needs_a_cuda_device():
 
     with pytest.raises(ConfigError, match="nccl reduces CUDA tensors only"):
         init_distributed(TrainConfig(distributed_backend="nccl"))
+
+
+def test_a_resume_of_a_run_that_kept_no_checkpoint_says_why(dataset, tmp_path, capsys):
+    """`--resume` of a run trained with train.checkpoint=false said "no checkpoint in RUN/checkpoint; train without
+    --resume first", not that the run was told to keep none."""
+    out = tmp_path / "r"
+    assert main(["-q", "train", "--train", str(dataset["train"]), "--out", str(out), "--no-eval", "--epochs", "1",
+                 "train.checkpoint=false", *FAST]) == 0
+    capsys.readouterr()
+    assert main(["-q", "train", "--out", str(out), "--resume"]) == 2
+    assert "(the run was trained with train.checkpoint=false, which keeps none)" in capsys.readouterr().err

@@ -399,7 +399,7 @@ def _add_data(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="data_cmd", required=True)
     f = dsub.add_parser("fetch", help="download a dataset (with an offline fallback) and verify checksums")
     f.add_argument("name", choices=["movielens-100k"], help="dataset to fetch")
-    f.add_argument("--dest", help="target folder (default: $TWOTOWER_DATA, else $XDG_CACHE_HOME/twotower/datasets/<name> or ~/.cache/twotower/datasets/<name>)")
+    f.add_argument("--dest", help="target folder (default: $TWOTOWER_DATA/<name>, else $XDG_CACHE_HOME/twotower/datasets/<name> or ~/.cache/twotower/datasets/<name>: where `train --dataset <name>` reads it)")
     f.add_argument("--source", help="a local zip, wheel or folder to take the files from")
     f.set_defaults(func=_lazy("twotower.cli.data_cmd", "cmd_data_fetch"))
     s = dsub.add_parser("split", help="split an interactions file into train/valid/test CSVs")

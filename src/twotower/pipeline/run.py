@@ -503,7 +503,10 @@ def warn_changed_inputs(out: Path, config: RunConfig, inputs: Mapping[str, str])
 def _check_resumable(out: Path) -> None:
     """Refuse ``resume`` without a checkpoint before the data is read and the folder rewritten."""
     if not (out / "checkpoint" / "state.json").is_file():
-        raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}; train without --resume first")
+        saved = _read_json_dict(out / "config.json") or {}
+        why = (" (the run was trained with train.checkpoint=false, which keeps none)"
+               if (saved.get("train") or {}).get("checkpoint") is False else "")
+        raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}{why}; train without --resume first")
 
 
 def _differing_leaves(old: Any, new: Any, prefix: str) -> list[tuple[str, Any, Any]]:
