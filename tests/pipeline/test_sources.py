@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from twotower.config import load_config
+from twotower.config import DataConfig, load_config
 from twotower.errors import ConfigError, DataError
 from twotower.pipeline.sources import load_sources
 
@@ -172,3 +172,19 @@ def test_print_config_without_data_refuses_split_settings_the_run_would_refuse(s
     assert main(["train", *settings, "--print-config"]) == 2
     assert said in capsys.readouterr().err
     assert main(["train", "--train", "t.csv", *settings, "--print-config"]) == 0  # split files: no split is made
+
+
+def test_column_settings_beside_the_built_in_dataset_are_said_to_be_ignored(caplog):
+    """`--dataset movielens-100k data.user_col=customer data.rating_col=stars` read the dataset's own columns without
+    a word (its feature-table settings were warned about already)."""
+    from twotower.pipeline.sources import _check_feature_tables
+
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        _check_feature_tables(DataConfig(dataset="movielens-100k", user_col="customer", rating_col="stars"))
+    assert ("data.user_col=customer, data.rating_col=stars ignored: the movielens-100k dataset is read with its own "
+            "columns") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.sources"):
+        _check_feature_tables(DataConfig(dataset="movielens-100k"))
+        _check_feature_tables(DataConfig(path="x.csv", user_col="customer"))
+    assert "ignored" not in caplog.text

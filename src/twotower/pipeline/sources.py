@@ -274,6 +274,13 @@ def _check_feature_tables(cfg: DataConfig) -> None:
     feature columns, so there the settings are only ignored, and a warning says so.
     """
     builtin = cfg.train is None and cfg.path is None and cfg.dataset is not None
+    if builtin:  # `--dataset movielens-100k data.user_col=customer` read the dataset's own columns without a word
+        defaults = DataConfig()
+        columns = [f"data.{n}={getattr(cfg, n)}" for n in ("user_col", "item_col", "timestamp_col", "rating_col",
+                                                             "time_unit", "format") if getattr(cfg, n) != getattr(defaults, n)]
+        if columns:
+            log.warning("%s ignored: the %s dataset is read with its own columns; these settings read a file of "
+                        "yours (--data FILE or --train FILE)", ", ".join(columns), cfg.dataset)
     for kind, table, flag, names in (("item", cfg.items, "--items", ITEM_FEATURE_SETTINGS),
                                      ("user", cfg.users, "--users", USER_FEATURE_SETTINGS)):
         given = [f"data.{n}={','.join(getattr(cfg, n))}" for n in names if getattr(cfg, n)]
