@@ -361,10 +361,9 @@ def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - Train
 
 def _say_shortfall(res, k: int, who: list, *, filtered: bool = False) -> None:  # noqa: ANN001 - Results
     """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions (and --filter)."""
-    from twotower.index import shortfall
+    from twotower.pipeline.recommend import shortfall_note
 
-    short = shortfall(res, k)
-    if short.any():
-        worst = int(short.argmax())
-        print(f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
-              f"after {'--filter and ' if filtered else ''}exclusions (e.g. {who[worst]}: {k - int(short[worst])} of {k})", file=sys.stderr)
+    if (note := shortfall_note(res, k, who, filtered="--filter" if filtered else None)) is not None:
+        print(note, file=sys.stderr)
+
+

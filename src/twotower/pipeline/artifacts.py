@@ -62,6 +62,7 @@ from twotower.training.checkpoint import load_weights
 from twotower.utils.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json, sha256_file, verify_files
 from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
+from twotower.utils.run_folder import other_runs_index
 from twotower.utils.run_folder import run_hint as _run_hint
 from twotower.utils.shell import shell_arg
 from twotower.utils.whole_numbers import whole_numbers
@@ -373,14 +374,6 @@ def read_item_meta(path: Path) -> pd.DataFrame:
     if "item_id" in meta:
         meta["item_id"] = meta["item_id"].astype(str)
     return meta
-
-
-def other_runs_index(run_dir: str | Path, folder: str | Path) -> Path | None:
-    """The run whose own index folder ``folder`` is (``OTHER/index``), where that run is not ``run_dir``'s."""
-    other = Path(folder).parent
-    if Path(folder).name != "index" or not (other / "run.json").is_file() or _resolved(other) == _resolved(Path(run_dir)):
-        return None
-    return other
 
 
 def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False) -> str:

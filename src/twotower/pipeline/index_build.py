@@ -24,7 +24,7 @@ from twotower.index.faiss_index import check_factory_parses, needs_training, ref
 from twotower.index.storage import PLOT, is_damaged_index_dir, is_index_dir
 from twotower.utils.extras import plotting_missing
 from twotower.utils.output_folders import check_artefact_dir, run_writer
-from twotower.utils.run_folder import check_run_folder
+from twotower.utils.run_folder import check_run_folder, other_runs_index
 from twotower.utils.runtime import scoped_threads
 from twotower.utils.wording import plural
 
@@ -149,8 +149,8 @@ def refuse_other_runs_index(run_dir: Path, out_dir: Path, flag: str = "out") -> 
     """Refuse to build ``run_dir``'s index into another run's own index folder (``OTHER/index``, the one `recommend`
     and `serve` read for that run): it was replaced without a word, and that run then refused to serve ("built
     for model ..."); an index of another model's vectors is never that run's to read."""
-    other = out_dir.parent
-    if out_dir.name != "index" or not (other / "run.json").is_file() or other.resolve() == run_dir.resolve():
+    other = other_runs_index(run_dir, out_dir)
+    if other is None:
         return
     raise ConfigError(f"{flag} {out_dir}: is the index folder of the run {other} (what `recommend` and `serve` read "
                       f"for it); building the run {run_dir}'s index there would replace it with another model's "

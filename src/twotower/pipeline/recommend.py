@@ -28,7 +28,7 @@ from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
-                                         other_runs_index, rebuild_command, refuse_empty_history)
+                                         rebuild_command, refuse_empty_history)
 from twotower.pipeline.refusals import (
     USER_LIST,
     empty_user_id_refusal,
@@ -46,6 +46,7 @@ from twotower.pipeline.results_csv import results_to_frame
 from twotower.results import Results
 from twotower.serving.settings import ServiceSettings, checked_filter_exact_max  # the service's defaults, once
 from twotower.utils.progress import RateLog
+from twotower.utils.run_folder import other_runs_index
 from twotower.utils.wording import plural
 
 log = logging.getLogger(__name__)
@@ -626,17 +627,25 @@ def recommend(
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 
-def _log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
-    """Log, as `twotower recommend` tells stderr, when a list is shorter than ``k``: fewer items were left after the
-    exclusions (and filters); from Python the short lists came back without a word."""
+def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None = None) -> str | None:
+    """``2 of 5 lists are shorter than k=10 because fewer items are left after exclusions (e.g. user 42: 7 of
+    10)``, or None when every list holds ``k``: what `twotower recommend` tells stderr and ``tt.recommend`` logs.
+    ``who``: each list's owner in words; ``filtered``: how the caller names its filters (``--filter``), when any."""
     from twotower.index import shortfall
 
     short = shortfall(res, k)
-    if short.any():
-        worst = int(short.argmax())
-        log.warning("%d of %d lists are shorter than k=%d because fewer items are left after %sexclusions (e.g. %s: "
-                    "%d of %d)", int((short > 0).sum()), len(short), k, "filters and " if filtered else "", who[worst],
-                    k - int(short[worst]), k)
+    if not short.any():
+        return None
+    worst = int(short.argmax())
+    return (f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
+            f"after {f'{filtered} and ' if filtered else ''}exclusions (e.g. {who[worst]}: {k - int(short[worst])} of "
+            f"{k})")
+
+
+def _log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
+    """:func:`shortfall_note` logged: from Python the short lists came back without a word."""
+    if (note := shortfall_note(res, k, who, filtered="filters" if filtered else None)) is not None:
+        log.warning("%s", note)
 
 
 def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str, Any]]:

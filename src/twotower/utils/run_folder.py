@@ -11,7 +11,7 @@ from pathlib import Path
 
 from twotower.errors import NotFoundError
 
-__all__ = ["STAGING_NAME", "check_run_folder", "run_hint", "run_shown"]
+__all__ = ["STAGING_NAME", "check_run_folder", "other_runs_index", "run_hint", "run_shown"]
 
 #: the name of the folder a new run trains in beside the earlier run it replaces (:mod:`twotower.pipeline.staging`):
 #: ``.NAME.staging-PID-sSTART`` for the run folder ``NAME``
@@ -47,3 +47,16 @@ def check_run_folder(path: str | os.PathLike[str]) -> Path:
     if not (d / "run.json").exists():
         raise NotFoundError("run", str(d), "no run.json there; " + run_hint(d))
     return d
+
+
+def other_runs_index(run_dir: str | os.PathLike[str], folder: str | os.PathLike[str]) -> Path | None:
+    """The run whose own index folder ``folder`` is (``OTHER/index``, what `recommend` and `serve` read for it),
+    where that run is not ``run_dir``'s; None otherwise."""
+    other = Path(folder).parent
+    if Path(folder).name != "index" or not (other / "run.json").is_file():
+        return None
+    try:
+        same = other.resolve() == Path(run_dir).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: compared as written
+        same = other == Path(run_dir)
+    return None if same else other
