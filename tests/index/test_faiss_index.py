@@ -366,3 +366,15 @@ def test_near_ties_of_a_flat_index_keep_faiss_scores_bit_for_bit(n_q):
         full_s, full_i = _sorted(*index._index.search(q, 5000), k)  # the same batch at full depth
         np.testing.assert_array_equal(res.ids, full_i)
         np.testing.assert_array_equal(res.scores.view(np.int32), full_s.view(np.int32))
+
+
+def test_an_allow_list_of_non_integer_ids_is_refused_as_such(catalogue):
+    """allow=[1.5] for two queries said "allow needs one id array (or None) per query (2), or one array for all; got
+    1", where the README says a non-integer id is refused naming the argument and why."""
+    x, ids, q = catalogue
+    index = FaissIndex("flat").build(x, ids)
+    for allow in ([1.5], ["a", "b"]):
+        with pytest.raises(DataError, match=r"allow must hold integer ids"):
+            index.search(q[:2], 3, allow=allow)
+    with pytest.raises(DataError, match=r"allow\[0\] must hold integer ids"):
+        index.search(q[:2], 3, allow=[True, [2]])  # one per query: a true/false is no id

@@ -49,9 +49,10 @@ _SUBSET_EXACT_MAX = 4096
 
 
 def _is_flat_ids(values: Any) -> bool:
-    """True for a list or tuple of plain integer ids (``[5, 7]``), as opposed to one id array per query."""
+    """True for a list or tuple of plain values (``[5, 7]``; ``[1.5]`` or ``["a"]`` too, which the id check then
+    refuses as no integer ids), as opposed to one id array (or None) per query."""
     return (isinstance(values, (list, tuple)) and len(values) > 0
-            and all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values))
+            and all(isinstance(v, (int, float, str, np.number)) and not isinstance(v, (bool, np.bool_)) for v in values))
 
 
 def _query_ids(values: Any, name: str) -> np.ndarray:
