@@ -74,6 +74,8 @@ def test_an_nprobe_above_the_lists_a_factory_string_fixes_is_refused_before_the_
 @pytest.mark.parametrize("spec, params, said", [
     ("IVF8,Flat", {"nprobe": 20}, r"^params\['nprobe'\] 20 is more than the 8 lists of IVF8,Flat; params\['nprobe'\] 8 "),
     ("HNSW32", {"nprobe": 4}, r"^params\['nprobe'\]: 'HNSW32' \(HNSW32\) has no nprobe to pin"),
+    # a shortcut's list count is the build's, sized to the catalogue: IVF1265 (a probe's size) named another index
+    ("ivf", {"efSearch": 8}, r"^params\['efSearch'\]: 'ivf' \(IVF\{nlist\},Flat\) has no efSearch to pin"),
     ("hnsw", {"efSearch": 0}, r"^params\['efSearch'\]: must be an integer >= 1, got 0$"),
     ("auto", {"nprobe": 4}, r"^params pins the setting of one index type"),
 ])

@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from collections.abc import Mapping
@@ -585,8 +586,11 @@ def check_pin_early(spec: str, params: Any) -> None:
             factory, knobs, nlist = factory_knobs(spec, _PROBE_N, dim)
         except ConfigError:
             continue
+        # a shortcut's sizes are this probe's (IVF1265 for 100,000 vectors): named as placeholders, not as the build's
+        shown = factory if factory == spec.strip() else re.sub(r"PQ\d+x\d+", "PQ{m}x{nbits}",
+                                                                  re.sub(r"IVF\d+", "IVF{nlist}", factory))
         for name, value in params.items():
-            key = _check_pin_value(spec, factory, knobs, name, value)
+            key = _check_pin_value(spec, shown, knobs, name, value)
             # the count is the string's own when another catalogue size gives the same (it is not sized to N)
             if name == "nprobe" and nlist is not None and value > nlist \
                     and factory_knobs(spec, 10 * _PROBE_N, dim)[2] == nlist:
