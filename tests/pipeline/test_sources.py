@@ -188,3 +188,17 @@ def test_column_settings_beside_the_built_in_dataset_are_said_to_be_ignored(capl
         _check_feature_tables(DataConfig(dataset="movielens-100k"))
         _check_feature_tables(DataConfig(path="x.csv", user_col="customer"))
     assert "ignored" not in caplog.text
+
+
+def test_item_item_settings_beside_the_term_switched_off_are_said_to_have_no_effect(caplog):
+    """`model.item_item.enabled=false model.item_item.lambdas=[5]` trained without a word about the lambdas."""
+    from twotower.pipeline.run import warn_unread_features
+
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        warn_unread_features(load_config(overrides=["model.item_item.enabled=false", "model.item_item.lambdas=[5]"]))
+    assert "model.item_item.lambdas has no effect: model.item_item.enabled=false fits no item-item term" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
+        warn_unread_features(load_config(overrides=["model.item_item.enabled=false"]))
+        warn_unread_features(load_config(overrides=["model.item_item.lambdas=[5]"]))
+    assert "no effect" not in caplog.text

@@ -147,7 +147,8 @@ def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
 
 def warn_unread_features(config: RunConfig) -> None:
     """Feature columns listed for a tower with ``use_features = false`` are read and fitted, then never used: say
-    so at training (a later `--user-features` was told the run was "trained without user feature columns")."""
+    so at training (a later `--user-features` was told the run was "trained without user feature columns"); so are
+    item-item settings beside ``model.item_item.enabled = false``."""
     data = config.data
     for side, tower in (("user", config.model.user), ("item", config.model.item)):
         listed = [f"data.{side}_{kind}" for kind in ("categorical", "numeric", "multi") if getattr(data, f"{side}_{kind}")]
@@ -155,6 +156,18 @@ def warn_unread_features(config: RunConfig) -> None:
             log.warning("%s %s no effect: the %s tower reads no features with model.%s.use_features=false; set it to "
                         "true to read them, or drop %s", " and ".join(listed), "has" if len(listed) == 1 else "have",
                         side, side, "them" if len(listed) > 1 else "it")
+    term = config.model.item_item
+    if not term.enabled:  # `model.item_item.enabled=false model.item_item.lambdas=[5]`: set, and read by nothing
+        from dataclasses import fields
+
+        from twotower.config import ItemItemConfig
+
+        unread = [f"model.item_item.{f.name}" for f in fields(term)
+                  if f.name != "enabled" and getattr(term, f.name) != getattr(ItemItemConfig(), f.name)]
+        if unread:
+            log.warning("%s %s no effect: model.item_item.enabled=false fits no item-item term; set it to true, or "
+                        "drop %s", ", ".join(unread), "has" if len(unread) == 1 else "have",
+                        "them" if len(unread) > 1 else "it")
 
 
 def item_text_embeddings(config: RunConfig, prep: Prepared, cache_dir: Path | None = None) -> np.ndarray | None:
