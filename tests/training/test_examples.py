@@ -108,6 +108,12 @@ def test_a_history_dropout_that_drops_nothing_is_said_at_start_up(caplog):
         Trainer(model, seqs, loss=LossConfig(), train=TrainConfig(examples="sequence", progress=False),
                 eval=EvalConfig(baselines=()))
     assert ("train.history_dropout=0.2 is not applied: train.examples=sequence reads each window whole" in caplog.text)
+    assert all(r.levelname == "INFO" for r in caplog.records if "is not applied" in r.getMessage())  # the default
+    caplog.clear()
+    with caplog.at_level("INFO", logger="twotower.training.trainer"):  # a value set: a warning, which -q keeps
+        Trainer(model, seqs, loss=LossConfig(), eval=EvalConfig(baselines=()),
+                train=TrainConfig(examples="sequence", history_dropout=0.5, progress=False))
+    assert [r.levelname for r in caplog.records if "is not applied" in r.getMessage()] == ["WARNING"]
 
 
 def test_examples_per_epoch_counts_what_the_trainer_builds() -> None:

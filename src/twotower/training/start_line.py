@@ -41,8 +41,8 @@ def log_start(tr: "Trainer", batch: int) -> None:
              describe_loss(loss, model.n_items, per="target" if tr.sequence else "example", batch=batch, world=tr.world),
              describe_optimizer(train.optimizer, train.ema_decay, len(tr._sparse_ids)), ", bf16 matrix products" if tr.bf16 else "", n_params, n_params * 4 / 1e6, model.n_users, model.n_items)
     unused = unused_history_dropout(train, model.user_tower.uses_history)
-    if unused:
-        log.info("%s", unused)
+    if unused:  # a warning where the value was set (not the default, 0.2): an INFO line, which -q hides, said it
+        log.log(logging.INFO if train.history_dropout == type(train)().history_dropout else logging.WARNING, "%s", unused)
     for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (sequence_cost_note(tr), logging.INFO),
                         (history_len_note(tr), logging.INFO)):
         if line:
