@@ -25,6 +25,8 @@ def run(tmp_path_factory):
     items["score"] = 1.5
     items["rank"] = [f"r{i}" for i in range(len(items))]
     items["age"] = 1917
+    items["warnings"] = "w"  # GET /items answers its own warnings list (a text broke its schema)
+    items["timestamp"] = 5  # GET /users' history entries give when the user had the item
     items.to_csv(d / "data" / "items.csv", index=False)
     q = lambda p: json.dumps(str(p))  # noqa: E731
     train_run(load_config(overrides=[
@@ -47,6 +49,10 @@ def test_answers_keep_their_own_keys_and_show_the_columns_renamed(run):
         assert item["rank"] == rank and item["score"] != 1.5  # the recommendation's, not the table's
         assert item["item_score"] == 1.5 and item["item_rank"].startswith("r") and item["item_age"] == 1917
     assert service.item("i3")["item_rank"] == "r3"
+    record = service.item("i3")
+    assert record["item_warnings"] == "w" and record["item_timestamp"] == 5 and record.get("warnings") != "w"
+    entry = service.user("u1")["history"][0]
+    assert entry["item_timestamp"] == 5 and entry["timestamp"] != 5  # when it was had, and the table's column
     # the feature named age still reads the table's age column (features are not renamed)
     assert "age" in run.config.data.item_numeric
 

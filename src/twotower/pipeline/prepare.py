@@ -161,9 +161,10 @@ def _warn_if_table_keys_differ(interaction_ids: set[str], table_ids: set[str], k
 
 
 #: Keys the answers give an item beside its metadata (recommend / POST /recommend: score, rank, explanation;
-#: GET /items: in_index; explain's history entries: contribution, age): a metadata column of that name was
-#: overwritten in every answer without a word, so it is shown as ``item_<name>`` instead.
-RESERVED_ITEM_KEYS = ("score", "rank", "explanation", "in_index", "contribution", "age")
+#: GET /items: in_index, warnings; explain's history entries: contribution, age; GET /users' history entries:
+#: timestamp): a metadata column of that name was overwritten in every answer without a word (or, as `warnings`,
+#: broke the answer's schema), so it is shown as ``item_<name>`` instead.
+RESERVED_ITEM_KEYS = ("score", "rank", "explanation", "in_index", "contribution", "age", "warnings", "timestamp")
 
 
 def _item_meta(src: Sources, vocab: Vocabulary) -> pd.DataFrame | None:
