@@ -156,6 +156,16 @@ def warn_unread_features(config: RunConfig) -> None:
             log.warning("%s %s no effect: the %s tower reads no features with model.%s.use_features=false; set it to "
                         "true to read them, or drop %s", " and ".join(listed), "has" if len(listed) == 1 else "have",
                         side, side, "them" if len(listed) > 1 else "it")
+    model = config.model
+    if model.share_item_embeddings and model.user.history in ("transformer", "gru"):
+        # the tie needs the item tower's ID table at the history's width: the user tower then learned its own table
+        # without a word, though examples/sasrec.toml asks for the tie in writing
+        why = ("model.item.use_id=false leaves the item tower no ID table" if not model.item.use_id else
+               f"model.item.id_dim {model.item.id_dim} is not model.user.history_dim {model.user.history_dim}"
+               if model.item.id_dim != model.user.history_dim else None)
+        if why is not None:
+            log.warning("model.share_item_embeddings=true ties nothing: %s, so the user tower learns its own item "
+                        "table; give them one width to tie them, or set model.share_item_embeddings=false", why)
     term = config.model.item_item
     if not term.enabled:  # `model.item_item.enabled=false model.item_item.lambdas=[5]`: set, and read by nothing
         from dataclasses import fields
