@@ -277,3 +277,28 @@ def test_from_history_state_is_what_forward_gives_an_empty_history(kind: str) ->
     no_items = torch.full((2, L), N_ITEMS)
     torch.testing.assert_close(m.user_tower.from_history_state(m.user_tower.empty[None].expand(2, -1)),
                                m.user_tower(None, no_items))
+
+
+def test_left_positions_train_the_same_gradients_on_two_threads_each_time():
+    """`self.pos[order]`'s backward added the rows' gradients with index_put's threads in no fixed order: two
+    transformer runs on 2 threads trained different weights (1.4e-3 apart after one epoch on MovieLens-100K)."""
+    from twotower.models.sequence import CausalTransformer
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(0)
+        enc = CausalTransformer(32, 20, layers=1, heads=2, dropout=0.0, positions="left")
+        x = torch.randn(256, 20, 32)
+        valid = torch.rand(256, 20) > 0.3
+        weights = torch.linspace(-1, 1, 256 * 20 * 32).view(256, 20, 32)
+
+        def grad() -> torch.Tensor:
+            enc.zero_grad(set_to_none=True)
+            (enc(x, valid) * weights).sum().backward()
+            return enc.pos.grad.clone()
+
+        first = grad()
+        assert all(torch.equal(first, grad()) for _ in range(5))
+    finally:
+        torch.set_num_threads(before)

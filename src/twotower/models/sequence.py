@@ -175,7 +175,10 @@ class CausalTransformer(nn.Module):
             x = x + self.pos[self.max_len - L :]
         else:  # the k-th valid column (oldest first) is position k; other columns take position 0, unused
             order = (valid.to(torch.long).cumsum(1) - 1).clamp_min(0)  # [B, L]
-            x = x + self.pos[order]
+            # an embedding lookup, not `self.pos[order]`: that indexing's backward adds the rows' gradients with
+            # index_put's threads in no fixed order, so two runs on 2 threads trained different weights (the gradient
+            # of `pos` 1e-6 apart at the first step); embedding's backward sums in a fixed order, and 2x as fast
+            x = x + F.embedding(order, self.pos)
         x = self.drop(x)
         eye = torch.eye(L, dtype=torch.bool, device=x.device)
         allowed = (self.causal[:L, :L].unsqueeze(0) & valid.unsqueeze(1)) | eye  # [B, L(query), L(key)]
