@@ -124,3 +124,17 @@ def test_quiet_and_verbose_are_taken_after_the_command_too(capsys):
     assert after.quiet and before.quiet and not neither.quiet
     assert parser.parse_args(["search", "query", "--index", "i", "some words", "-v"]).verbose
     assert parser.parse_args(["data", "split", "--input", "x.csv", "--out", "o", "--verbose"]).verbose
+
+
+def test_print_config_prints_on_rank_0_only(monkeypatch, capsys):
+    """Under torchrun `train --print-config` printed the JSON once per rank: the output was no JSON document."""
+    import json
+
+    from twotower.cli.main import main
+
+    monkeypatch.setenv("RANK", "1")
+    assert main(["train", "--print-config"]) == 0
+    assert capsys.readouterr().out == ""
+    monkeypatch.setenv("RANK", "0")
+    assert main(["train", "--print-config"]) == 0
+    assert json.loads(capsys.readouterr().out)["train"]["epochs"] >= 1

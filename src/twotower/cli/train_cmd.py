@@ -182,7 +182,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     if getattr(args, "print_config", False):  # what a config file and overrides add up to, before a long run
         from twotower.config import config_to_dict
 
-        print(json.dumps(config_to_dict(resolve_train_config(args, need_data=False)), indent=2))
+        cfg = resolve_train_config(args, need_data=False)  # checked on every rank: each refuses what it refuses
+        if os.environ.get("RANK", "0") in ("", "0"):  # under torchrun the JSON was printed once per rank: not one document
+            print(json.dumps(config_to_dict(cfg), indent=2))
         return 0
     out = check_output_dir(args.out)  # before the data is read: a bad --out is one line, not a late traceback
     cfg = resolve_train_config(args)
