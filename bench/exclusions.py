@@ -91,6 +91,21 @@ class Counted:
         self.calls, self.fetched = 0, 0
 
 
+def check_ivf(spec: str) -> None:
+    """``--ivf`` refused in one line before the catalogue is made: a string FAISS cannot parse, or an index with no
+    nprobe (HNSW32, Flat) was a traceback once the index had been built (minutes at 1M items)."""
+    from twotower.errors import ConfigError
+    from twotower.index.faiss_index import check_factory_parses
+
+    try:
+        check_factory_parses(spec)
+    except ConfigError as e:
+        raise SystemExit(f"error: --ivf: {e}") from None
+    if "IVF" not in spec.upper():  # OPQ16,IVF256,PQ16 too
+        raise SystemExit(f"error: --ivf: an IVF index_factory string such as IVF1024,Flat (the bench pins its "
+                         f"nprobe), got {spec!r}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1_000_000, help="catalogue size")
@@ -109,8 +124,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=None, help="write the rows as JSON here")
     args = p.parse_args(argv)
     # zeros were tracebacks, --k 0 and --nprobe 0 after the catalogue was built (~12 s)
-    refuse_below(args, ("n", "k", "batch", "nprobe", "threads"))
+    refuse_below(args, ("n", "k", "batch", "nprobe", "threads", "rounds", "clusters", "queries"))
     refuse_range(args, "noise", 0)  # NaN: a catalogue of NaN vectors
+    if args.n < args.k + max(EXCLUDES):  # every row's reference is a full list of k left after 500 excluded ids
+        raise SystemExit(f"error: --n: must be at least --k + {max(EXCLUDES)} ({args.k + max(EXCLUDES):,}), the "
+                         f"excluded ids and a full list beside them, got {args.n:,}")
+    check_ivf(args.ivf)
     set_threads(args.threads)
     check_json_out(args.json)
     k, top_e = args.k, max(EXCLUDES)
