@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts (not part of the package)."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -9,6 +10,11 @@ from pathlib import Path
 from typing import Iterator
 
 import psutil
+
+
+# FAISS's loader says at INFO that it could not load its AVX512 build before it loads another: the scripts that log at
+# INFO printed two such lines before even a one-line argument error (the twotower CLI keeps them quiet too)
+logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 
 
 class PeakRSS:

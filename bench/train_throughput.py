@@ -21,6 +21,7 @@ weight average: the lighter model the table had before.
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 from pathlib import Path
 
@@ -241,9 +242,18 @@ def main() -> None:
         raise SystemExit(f"error: {e}") from None
     from twotower.pipeline.refusals import range_refusal  # the CLI's words: "--threads: must be at least 1, got 0"
 
-    for flag, value in (("--examples", args.examples), ("--threads", min(args.threads))):
-        if (why := range_refusal(value, 1)) is not None:
+    sizes = [("--examples", args.examples), ("--threads", min(args.threads))]
+    if args.synthetic_items:  # a traceback from numpy, or "0 training examples" from deep in the trainer
+        sizes += [("--synthetic-items", args.synthetic_items), ("--synthetic-users", args.synthetic_users),
+                  ("--per-user", args.per_user)]
+    elif args.synthetic_items < 0:
+        sizes += [("--synthetic-items", args.synthetic_items)]
+    for flag, value in sizes:
+        if (why := range_refusal(value, 1 if flag != "--per-user" else 2)) is not None:  # a user's 1st item: no example
             raise SystemExit(f"error: {flag}: {why}")
+    # each row trains a few hundred steps of a config whose train.epochs is the default: the trainer's "too few updates
+    # ... over train.epochs=30" warning came before every row, about epochs the bench never runs
+    logging.getLogger("twotower.training.trainer").setLevel(logging.ERROR)
     if not args.glibc_default_malloc:
         retain_freed_memory()  # as train_run does: both the trainer and the hand-written step run with it
     if args.synthetic_items:
@@ -254,9 +264,12 @@ def main() -> None:
         if not Path(path).is_file():
             raise SystemExit(f"error: {path} not found: pass --data FILE (a file in the SASRec format) or "
                              "--synthetic-items N")
-        (seqs, n_items), data = load_ml1m(path), args.data.name if args.data else "ML-1M"
+        try:
+            (seqs, n_items), data = load_ml1m(path), args.data.name if args.data else "ML-1M"
+        except ValueError as e:  # numpy's "could not convert string 'root:x:0:0' to int64", a traceback
+            raise SystemExit(f"error: {path}: not a file in the SASRec format (`user item` integer lines): {e}") from None
     print(f"{'data':<27}{'tower':<13}{'loss':<9}{'thr':>4}{'trainer ex/s':>14}{'ex/cpu-s':>10}{'positions/s':>13}"
-          f"{'hand ex/s':>11}{'hand cpu-s':>11}{'ratio':>7}{'cpu ratio':>10}")
+          f"{'hand ex/s':>11}{'hand ex/cpu-s':>14}{'ratio':>7}{'cpu ratio':>10}")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for tower in args.towers:
@@ -272,7 +285,7 @@ def main() -> None:
                 # ratio: wall-clock; cpu ratio: per CPU-second (the trainer's prefetch and averaging threads
                 # counted), the steadier one on shared cores
                 print(f"{data:<27}{tower:<13}{kind:<9}{threads:>4}{ex_s:>14.0f}{cpu_s:>10.0f}{pos_s:>13.0f}{hand:>11.0f}"
-                      f"{hand_cpu:>11.0f}{ex_s / hand:>7.2f}{cpu_s / hand_cpu:>10.2f}", flush=True)
+                      f"{hand_cpu:>14.0f}{ex_s / hand:>7.2f}{cpu_s / hand_cpu:>10.2f}", flush=True)
 
 
 if __name__ == "__main__":
