@@ -120,7 +120,8 @@ def main() -> int:
     run = TrainedRun.load(run_dir)
     u = run.config.model.user
     pairs = sample_pairs(run, args.users, args.k, args.seed)
-    print(f"run {run_dir}: user tower history={u.history} (L={u.history_len}, decay={u.recency_decay}), "
+    pools = f" + the window's pools {list(u.extra_pools)}" if u.extra_pools else ""  # the default reads two
+    print(f"run {run_dir}: user tower history={u.history}{pools} (L={u.history_len}, decay={u.recency_decay}), "
           f"features={u.use_features}, ids={u.use_id}; {len(pairs)} (user, top-{args.k} item) pairs, seed {args.seed}")
 
     rows = []

@@ -179,12 +179,12 @@ def main() -> int:
     variants = [v for v in args.variants.split(",") if v]
     for name in variants:
         if name not in VARIANTS:
-            raise SystemExit(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+            raise SystemExit(f"error: --variants: unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
     baselines = tuple(b for b in args.baselines.split(",") if b)
     try:
         EvalConfig(baselines=baselines)  # the library's check of the names
     except ConfigError as e:
-        raise SystemExit(f"--baselines: {e}") from None
+        raise SystemExit(f"error: --baselines: {e}") from None
     # --threads 0 was torch's traceback and --epochs 0 trained the full 30 epochs (`if args.epochs`)
     refuse_below(args, ("threads", "epochs"))
     set_threads(args.threads)
