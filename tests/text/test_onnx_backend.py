@@ -45,7 +45,7 @@ def test_onnx_vectors_match_torch(encoders):
 
 def test_backend_is_part_of_the_model_id_and_the_cache_key(encoders, tmp_path):
     ids = {b: e.model_id for b, e in encoders.items()}
-    assert ids["onnx"] == ids["torch"] + "+onnx.e2" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8.e2"
+    assert ids["onnx"] == ids["torch"] + "+onnx.e2" and ids["onnx-int8"] == ids["torch"] + "+onnx-int8.e2.r1"
     dirs = {EmbeddingCache(tmp_path, model_id=i, max_length=256).dir for i in ids.values()}
     assert len(dirs) == 3
 
@@ -107,3 +107,12 @@ def test_without_encoder_threads_onnx_runtime_takes_torchs_thread_count(tmp_path
     assert enc._onnx_forward().session.get_session_options().intra_op_num_threads == 1
     two = load_text_encoder(None, settings=EncoderSettings(backend="onnx-int8", threads=2))  # --encoder-threads wins
     assert two._onnx_forward().session.get_session_options().intra_op_num_threads == 2
+
+
+def test_an_int8_vector_depends_on_its_text_alone(encoders):
+    """int8 dynamic quantization scales a batch's activations together: a query's vector (and ranking) changed with
+    the queries encoded beside it, so `search evaluate` disagreed with `search query` and POST /search."""
+    enc = encoders["onnx-int8"]
+    alone = enc.encode([TEXTS[0]], show_progress=False)
+    beside = enc.encode([TEXTS[0], "a much longer text " * 40, TEXTS[1]], batch_size=8, show_progress=False)
+    assert np.array_equal(alone[0], beside[0])

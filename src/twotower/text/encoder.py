@@ -209,6 +209,8 @@ def encoder_id(weights_id: str, backend: str) -> str:
         from twotower.text.onnx_backend import EXPORT_VERSION  # noqa: PLC0415
 
         model_id += f".e{EXPORT_VERSION}"
+    if backend == "onnx-int8":  # each text encoded alone (TextEncoder.encode): other vectors than the batched ones
+        model_id += ".r1"
     return model_id
 
 
@@ -224,7 +226,7 @@ class TextEncoder:
     ``model_id`` identifies the weights (``"st@<weights fingerprint>"`` for a
     local directory), not the directory name, so a verbatim copy of a model
     shares its cached embeddings; any backend but ``torch`` appends its name
-    (``+torch-bf16``, ``+onnx.e2``, ``+onnx-int8.e2``, the ONNX ones with their export's
+    (``+torch-bf16``, ``+onnx.e2``, ``+onnx-int8.e2.r1``, the ONNX ones with their export's
     version: their vectors differ slightly, so they get their own cache and index fingerprint). ``settings.backend``
     ``auto`` is resolved here, once. Two encoders with the same id give the
     same vectors for the same (text, max_length). ``name`` is for display.
@@ -352,7 +354,15 @@ class TextEncoder:
                 for s in range(0, len(texts), batch_size):
                     rows = order[s : s + batch_size]
                     batch = [texts[i] for i in rows]
-                    if onnx is not None:
+                    if onnx is not None and self.backend == "onnx-int8":
+                        # one text a call: int8 dynamic quantization scales a batch's activations together, so a
+                        # text's vector depended on its batch mates (up to 0.024 apart on SciFact: `search evaluate`
+                        # ranked otherwise than `search query`, and a cached vector kept the batch it came in);
+                        # ~1.25x the batched time
+                        emb = np.concatenate([onnx([t], int(max_length)) for t in batch])
+                        if normalize:
+                            emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+                    elif onnx is not None:
                         emb = onnx(batch, int(max_length))  # [B, D], pooled
                         if normalize:
                             emb = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
