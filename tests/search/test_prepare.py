@@ -332,3 +332,14 @@ def test_queries_jsonl_holds_the_stripped_text_queries_are_matched_on(files, que
     ids = ["a", "b"] if query_id else ["q1", "q2"]
     assert data.queries == dict(zip(ids, ["vitamin d and fractures", "statins and cholesterol"]))
     assert data.qrels == {ids[0]: {"7": 1, "de1": 1}, ids[1]: {"NA": 1}}
+
+
+def test_a_list_cell_is_refused_as_the_beir_loader_refuses_it(tmp_path, capsys):
+    """A JSON array of sentences (SciFact's abstracts come so) was written as Python's "['a', 'b']", brackets and
+    quotes indexed, without a word; the BEIR loader refuses the same cell in a corpus.jsonl."""
+    (tmp_path / "p.jsonl").write_text('{"passage_id": "p1", "text": "one"}\n{"passage_id": "p2", "text": ["a", "b"]}\n')
+    (tmp_path / "q.csv").write_text("query,passage_id\nhello,p1\nfoo,p2\n")
+    assert main(["-q", "search", "prepare", "--passages", str(tmp_path / "p.jsonl"), "--pairs", str(tmp_path / "q.csv"),
+                 "--out", str(tmp_path / "o"), "--test-share", "0"]) == 2
+    assert "line 2, column 'text': must be a string or number, not an object or list" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

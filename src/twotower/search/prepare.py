@@ -68,8 +68,17 @@ def _read(path: str | os.PathLike[str], columns: list[str], roles: list[str], id
     return df, rows, label
 
 
-def _text(values: pd.Series) -> list[str]:
-    return ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values.tolist()]
+def _text(values: pd.Series, *, file: str | None = None, rows: Any = None) -> list[str]:
+    """Each cell as text ("" where missing). A list or object cell (a JSON array of sentences, as SciFact's abstracts
+    come) is refused naming its row, as the BEIR loader refuses it in a corpus.jsonl: ``str()`` wrote it as
+    Python's ``['a', 'b']``, brackets and quotes indexed, without a word."""
+    cells = values.tolist()
+    if file is not None:
+        nested = np.fromiter((isinstance(v, (list, tuple, dict, np.ndarray)) for v in cells), dtype=bool,
+                             count=len(cells))
+        check_rows(nested, lambda pos: "must be a string or number, not an object or list (join a list of sentences "
+                   "into one text first)", file=file, column=str(values.name), rows=rows)
+    return ["" if v is None or (isinstance(v, float) and np.isnan(v)) else str(v) for v in cells]
 
 
 def _first_row(df: pd.DataFrame, column: str, value: str) -> int:
@@ -85,8 +94,8 @@ def _read_passages(path: str | os.PathLike[str], cols: PrepareConfig) -> tuple[l
     check_rows(dup, lambda pos: f"duplicate passage id {df[cols.passage_id].iloc[pos]!r} (first at {rows.unit} "
                f"{rows.number(_first_row(df, cols.passage_id, df[cols.passage_id].iloc[pos]))}); each passage needs "
                "its own id", file=label, column=cols.passage_id, rows=rows)
-    texts = _text(df[cols.passage_text])
-    titles = _text(df[cols.passage_title]) if cols.passage_title else [""] * len(df)
+    texts = _text(df[cols.passage_text], file=label, rows=rows)
+    titles = _text(df[cols.passage_title], file=label, rows=rows) if cols.passage_title else [""] * len(df)
     docs = [{"_id": i, "title": t, "text": x} for i, t, x in zip(df[cols.passage_id].tolist(), titles, texts)]
     empty = [d["_id"] for d in docs if not (d["title"].strip() or d["text"].strip())]
     if len(empty) == len(docs):
@@ -109,7 +118,7 @@ def _read_pairs(path: str | os.PathLike[str], cols: PrepareConfig, known: set[st
     rows_read = len(df)
     if listed:  # one row per listed id, numbered by the row it came from
         df, rows = expand_id_lists(df, pid_col, listed, file=label, rows=rows)
-    queries = _text(df[cols.query])
+    queries = _text(df[cols.query], file=label, rows=rows)
     blank = np.array([not q.strip() for q in queries], dtype=bool)
     check_rows(blank, lambda pos: "query text is empty", file=label, column=cols.query, rows=rows)
     scores = _scores(df, cols, rows, label)
