@@ -126,6 +126,7 @@ def test_a_key_sent_twice_is_refused_naming_it(client, path, body, key):
     assert r.status_code == 400, r.text
     message = r.json()["error"]["message"]
     assert f"key {key} twice in one object" in message and "send each field once" in message
+    assert r.json()["error"]["type"] == "unreadable_body"  # one a client can branch on (it was "http_error")
 
 
 def test_keys_once_each_are_still_read(client):
@@ -133,3 +134,20 @@ def test_keys_once_each_are_still_read(client):
                     headers={"content-type": "application/json"})
     assert r.status_code == 200, r.text
     assert len(r.json()["items"]) == 2
+
+
+def test_the_openapi_document_declares_the_answers_the_service_sends(client):
+    """/openapi.json declared FastAPI's default 422 body ({"detail": [...]}, never sent) and no other error code, ids
+    as strings only (the service takes integers too), and no `shortfall` on the lists: a client generated from it
+    mishandled real answers."""
+    doc = client.get("/openapi.json").json()
+    responses = doc["paths"]["/recommend"]["post"]["responses"]
+    assert {"400", "404", "413", "415", "422", "429", "503"} <= set(responses)
+    assert responses["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorResponse")
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    refused = client.post("/recommend", json={"user_id": "u1", "k": 0}).json()
+    assert set(refused) == {"error"} and {"code", "type", "message"} <= set(refused["error"])
+    user_id = doc["components"]["schemas"]["RecommendRequest"]["properties"]["user_id"]
+    assert {"type": "integer"} in user_id["anyOf"][0]["anyOf"]
+    for name in ("RecommendResponse", "SimilarResponse"):
+        assert "shortfall" in doc["components"]["schemas"][name]["properties"]

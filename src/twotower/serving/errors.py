@@ -9,7 +9,7 @@ DataError, ConfigError         422    message says what to fix
 request validation (pydantic)  422    details: ``[{"loc", "msg"}]`` (no input echo)
 body not sent as JSON          415    send ``Content-Type: application/json`` (+ ``Accept`` header)
 body sent compressed           415    send it uncompressed (+ ``Accept-Encoding: identity``)
-body unreadable as JSON        400    why: not UTF-8, nested too deep, a key given twice, ...
+body unreadable as JSON        400    why: not UTF-8, nested too deep, a key given twice, ... (type unreadable_body)
 PayloadTooLarge                413    the limit in bytes
 HostNotAllowed                 400    the Host header names none of --allow-host
 OverloadError                  429    retry later (+ ``Retry-After: 1``)
@@ -487,7 +487,9 @@ def install_error_handlers(app: FastAPI) -> None:
             if encoded is not None:
                 return encoded
             # FastAPI's "There was an error parsing the body" does not say what was wrong with it
-            detail = _unparsable_body(exc.__cause__) or detail
+            why = _unparsable_body(exc.__cause__)
+            if why is not None:  # a type a client can branch on, as every other error has ("http_error" before)
+                detail, kind = why, "unreadable_body"
         return _json(exc.status_code, error_body(exc.status_code, kind, detail), exc.headers)
 
     app.add_exception_handler(TwoTowerError, on_domain)

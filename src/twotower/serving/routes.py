@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.responses import PlainTextResponse, Response
 
 from twotower.serving.json_body import UniqueKeysRoute
+from twotower.serving.schemas import ERROR_RESPONSES
 from twotower.serving.budget import WorkBudget
 from twotower.serving.errors import json_bytes
 from twotower.serving.examples import example_ids
@@ -185,7 +186,7 @@ def refuse_empty_histories(service: RecommenderService, bodies: Sequence[Any], *
 
 def build_router(s: Schemas) -> APIRouter:
     """The JSON endpoints; request and response models come from ``s`` (see :func:`make_schemas`)."""
-    router = APIRouter(route_class=UniqueKeysRoute)  # a key sent twice is refused, not last-wins
+    router = APIRouter(route_class=UniqueKeysRoute, responses=ERROR_RESPONSES)  # a key sent twice: refused
     RecommendRequest, BatchRequest = s.RecommendRequest, s.BatchRequest
     SimilarRequest, ExplainRequest = s.SimilarRequest, s.ExplainRequest
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Optional
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, ValidationInfo,
-                      field_validator, model_validator)
+                      WithJsonSchema, field_validator, model_validator)
 
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
                                        MAX_USER_FEATURES, ServiceSettings)
 
-__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse", "MAX_ID_CHARS"]
+__all__ = ["make_schemas", "Schemas", "coerce_id", "HealthResponse", "MAX_ID_CHARS", "ERROR_RESPONSES", "ErrorResponse"]
 
 
 def float_in_words(got: float) -> str:
@@ -69,7 +69,46 @@ Id = Annotated[
     str,
     StringConstraints(strict=True, min_length=1, max_length=MAX_ID_CHARS),
     BeforeValidator(coerce_id),
+    # what the service takes (coerce_id): text, or a JSON integer read as its digits; the schema said "string" only,
+    # so a client checking its requests against /openapi.json refused {"user_id": 42}
+    WithJsonSchema({"anyOf": [{"type": "string", "minLength": 1, "maxLength": MAX_ID_CHARS}, {"type": "integer"}],
+                    "description": "an id: text, or an integer (read as its digits: 42 is \"42\")"}),
 ]
+
+
+class ErrorDetail(BaseModel):
+    loc: list[str] = Field(description="where: body, then the field path (body.history.2)")
+    msg: str
+
+
+class ErrorInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")  # a 404's kind / id / field, named per error in serving/errors.py
+    code: int = Field(description="the HTTP status")
+    type: str = Field(description="what kind of error: invalid_request, not_found, payload_too_large, ...")
+    message: str = Field(description="what to fix, in one line")
+    details: Optional[list[ErrorDetail]] = Field(None, description="a 422 of request validation: each field's error")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error answer (serving/errors.py)."""
+
+    error: ErrorInfo
+
+
+#: The error answers of every route, declared in /openapi.json as they are sent: the schema declared FastAPI's
+#: default 422 ({"detail": [...]}, which the service never sends) and none of the other codes
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": what} for code, what in (
+        (400, "a body that cannot be read (not UTF-8, nested too deep, a key given twice), or a Host not allowed"),
+        (404, "an unknown id (its kind and id, and in a batch the request it is in) or route"),
+        (408, "the body did not arrive within serve --body-timeout"),
+        (413, "the body is over serve --max-body-bytes"),
+        (415, "the body is not sent as JSON, or is compressed"),
+        (422, "the request fails validation: details name each field"),
+        (429, "over the server's concurrency limit or expected wait; retry after the Retry-After header's seconds"),
+        (503, "over the time budget (serve --time-budget), or the service has not started"),
+    )
+}
 FilterValue = Annotated[str, StringConstraints(strict=True, max_length=MAX_ID_CHARS),
                         BeforeValidator(lambda value: coerce_id(value, "a filter value"))]
 
@@ -217,11 +256,20 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
                           "(its model.user.history_len newest); and when a listed or explained item had no training "
                           "interactions and the item tower reads only the item ID (the model cannot place it)")
 
+    class Shortfall(BaseModel):
+        missing: int = Field(description="how many fewer than k items the list holds")
+        reason: str = Field(description="why: fewer than k items are left after the filters and exclusions")
+
+    shortfall_field = Field(None, description=(
+        "present when the list holds fewer than k items (the index returns k whenever k are eligible): how many are "
+        "missing and why"))
+
     class RecommendResponse(BaseModel):
         items: list[ItemHit]
         user_id: Optional[str]
         k: int
         warnings: Optional[list[str]] = warnings_field
+        shortfall: Optional[Shortfall] = shortfall_field
 
     class BatchResponse(BaseModel):
         results: list[RecommendResponse]
@@ -238,6 +286,7 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         warnings: Optional[list[str]] = Field(None, description=(
             "present when item_id had no training interactions and the item tower reads only the item ID: "
             "its vector comes from the zeroed ID embedding, not from any interaction, so no item is similar to it"))
+        shortfall: Optional[Shortfall] = shortfall_field
 
     class ExplainResponse(BaseModel):
         user_id: Optional[str]

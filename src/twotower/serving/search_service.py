@@ -25,6 +25,7 @@ from twotower.config import MAX_QUERY_CHARS, SearchConfig
 from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank, wordless
 from twotower.search.pipeline import shortfall
 from twotower.serving.json_body import UniqueKeysRoute
+from twotower.serving.schemas import ERROR_RESPONSES
 from twotower.serving.routes import json_response, run_budgeted
 from twotower.serving.settings import ServiceSettings
 
@@ -268,7 +269,7 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         dense_only: dict | None = Field(None, description="present when mode hybrid's BM25 half matched no "
                                         "document, so the list is the dense retriever's alone: `reason` says why")
 
-    router = APIRouter(route_class=UniqueKeysRoute)  # a key sent twice is refused, not last-wins
+    router = APIRouter(route_class=UniqueKeysRoute, responses=ERROR_RESPONSES)  # a key sent twice: refused
 
     @router.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(body: SearchRequest, request: Request) -> Response:
