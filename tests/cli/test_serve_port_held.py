@@ -142,3 +142,23 @@ def test_a_taken_port_is_still_one_line_before_the_load(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.strip() == (f"error: port {port} on 127.0.0.1 is already in use (another `twotower serve`?); "
                            "stop it or choose another with --port N")
+
+
+def test_quiet_serves_with_uvicorn_at_warning(tmp_path, monkeypatch):
+    """`twotower -q serve` still printed uvicorn's four start-up INFO lines: its level follows the command's."""
+    import logging
+    from types import SimpleNamespace
+
+    import twotower.serving
+
+    levels: list[str] = []
+    monkeypatch.setattr(search_service.SearchService, "load",
+                        staticmethod(lambda *a, **k: SimpleNamespace(reranker=None)))
+    monkeypatch.setattr(twotower.serving, "create_app", lambda **kwargs: object())
+    monkeypatch.setattr(serve_cmd, "_serve_on", lambda app, host, port, log_level, sockets: levels.append(log_level))
+    monkeypatch.setattr(logging.getLogger(), "level", logging.WARNING)  # what -q sets
+    assert serve_cmd.cmd_serve(_serve(tmp_path, _free_port())) == 0
+    assert serve_cmd.cmd_serve(_serve(tmp_path, _free_port(), "--log-level", "debug")) == 0  # named: kept
+    monkeypatch.setattr(logging.getLogger(), "level", logging.INFO)
+    assert serve_cmd.cmd_serve(_serve(tmp_path, _free_port())) == 0
+    assert levels == ["warning", "debug", "info"]

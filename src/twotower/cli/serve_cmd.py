@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how /similar-items queries an item without training interactions of a dual-head item "
                         "tower: its semantic head, or its served vector as before (default %(default)s)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"],
-                   help="uvicorn log level (default info)")
+                   help="uvicorn log level (default info; warning under -q)")
     add_no_verify(p)
     p.set_defaults(func=cmd_serve)
 
@@ -212,6 +212,10 @@ def _settings(args: argparse.Namespace) -> Any:
 def cmd_serve(args: argparse.Namespace) -> int:
     from twotower.errors import ConfigError
 
+    if args.log_level == "info" and logging.getLogger().getEffectiveLevel() > logging.INFO:
+        # `-q` (warnings, errors and the output only) left uvicorn's four start-up INFO lines in: its level follows
+        # the command's unless --log-level names another
+        args.log_level = "warning"
     settings = _settings(args)
     if _binds_every_interface(settings.host):
         msg = (f"WARNING: binding {settings.host} exposes the service to every network this machine is on; "
