@@ -192,34 +192,34 @@ def test_column_settings_beside_the_built_in_dataset_are_said_to_be_ignored(capl
 
 def test_item_item_settings_beside_the_term_switched_off_are_said_to_have_no_effect(caplog):
     """`model.item_item.enabled=false model.item_item.lambdas=[5]` trained without a word about the lambdas."""
-    from twotower.pipeline.run import warn_unread_features
+    from twotower.pipeline.run import warn_unread_settings
 
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
-        warn_unread_features(load_config(overrides=["model.item_item.enabled=false", "model.item_item.lambdas=[5]"]))
+        warn_unread_settings(load_config(overrides=["model.item_item.enabled=false", "model.item_item.lambdas=[5]"]))
     assert "model.item_item.lambdas has no effect: model.item_item.enabled=false fits no item-item term" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
-        warn_unread_features(load_config(overrides=["model.item_item.enabled=false"]))
-        warn_unread_features(load_config(overrides=["model.item_item.lambdas=[5]"]))
+        warn_unread_settings(load_config(overrides=["model.item_item.enabled=false"]))
+        warn_unread_settings(load_config(overrides=["model.item_item.lambdas=[5]"]))
     assert "no effect" not in caplog.text
 
 
 def test_a_tie_of_item_embeddings_that_cannot_be_made_is_said(caplog):
     """model.share_item_embeddings=true (written out in examples/sasrec.toml) was dropped without a word where the
     item tower's ID table is not at the history's width, or absent: the user tower learned its own table."""
-    from twotower.pipeline.run import warn_unread_features
+    from twotower.pipeline.run import warn_unread_settings
 
     for overrides, why in ((["model.item.id_dim=16"], "model.item.id_dim 16 is not model.user.history_dim 64"),
                            (["model.item.use_id=false"], "model.item.use_id=false leaves the item tower no ID table")):
         caplog.clear()
         with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
-            warn_unread_features(load_config(overrides=["model.user.history=gru", *overrides]))
+            warn_unread_settings(load_config(overrides=["model.user.history=gru", *overrides]))
         assert f"model.share_item_embeddings=true ties nothing: {why}" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="twotower.pipeline.run"):
-        warn_unread_features(load_config(overrides=["model.user.history=gru"]))  # one width: tied
-        warn_unread_features(load_config(overrides=["model.item.id_dim=16"]))  # a pooled tower ties nothing anyway
-        warn_unread_features(load_config(overrides=["model.user.history=gru", "model.item.id_dim=16",
+        warn_unread_settings(load_config(overrides=["model.user.history=gru"]))  # one width: tied
+        warn_unread_settings(load_config(overrides=["model.item.id_dim=16"]))  # a pooled tower ties nothing anyway
+        warn_unread_settings(load_config(overrides=["model.user.history=gru", "model.item.id_dim=16",
                                                     "model.share_item_embeddings=false"]))
-        warn_unread_features(load_config("examples/sasrec.toml"))
+        warn_unread_settings(load_config("examples/sasrec.toml"))
     assert "ties nothing" not in caplog.text

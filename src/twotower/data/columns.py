@@ -328,12 +328,11 @@ def _warn_yyyymmdd_times(times: np.ndarray, *, file: str, column: str) -> None:
     month, day = times // 100 % 100, times % 100
     if ((month >= 1) & (month <= 12) & (day >= 1) & (day <= 31)).all():
         first = int(times[0])
+        iso = f"{first // 10000:04d}-{first // 100 % 100:02d}-{first % 100:02d}"
         log.warning("%s: every timestamp in column %r is an 8-digit number that spells a date as YYYYMMDD (%d: "
                     "%s), and is read as epoch seconds (%s): the rows' order is kept, but date cut-offs and time gaps "
                     "are not what they mean; write the dates as ISO dates (%s) to read them as dates", file, column,
-                    first, f"{first // 10000:04d}-{first // 100 % 100:02d}-{first % 100:02d}",
-                    pd.Timestamp(first, unit="s").strftime("%Y-%m-%d %H:%M:%S"),
-                    f"{first // 10000:04d}-{first // 100 % 100:02d}-{first % 100:02d}")
+                    first, iso, pd.Timestamp(first, unit="s").strftime("%Y-%m-%d %H:%M:%S"), iso)
 
 
 def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumbers = CSV_ROWS,

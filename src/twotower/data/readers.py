@@ -87,15 +87,13 @@ _COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zip", ".zst", ".7z")
 _TIME_WORDS = frozenset({"ts", "time", "timestamp", "date", "datetime", "epoch", "created", "updated", "when"})
 
 
+#: words of a column name that read as a rating or weight (weight, playCount, stars, ...)
 _RATING_WORDS = frozenset({"rating", "ratings", "weight", "weights", "score", "scores", "stars", "clicks", "plays", "count",
                            "playcount", "quantity", "qty"})
 
 
-def _looks_like_time(column: str) -> bool:
-    return _named_like(column, _TIME_WORDS)
-
-
 def _named_like(column: str, words: frozenset[str]) -> bool:
+    """Whether a word of ``column``'s name is one of ``words``."""
     found = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", str(column))  # snake_case, camelCase, kebab-case
     return any(w.lower() in words for w in found)
 
@@ -1041,25 +1039,25 @@ def _warn_placeholder_times(label: str, ts: np.ndarray, raw: pd.Series, column: 
                     date_text(int(np.median(ts)), unit))
 
 
-def _warn_time_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
-    """Row order stands in for time: say so when a column the user may have meant is right there."""
-    like = [c for c in present if c not in used and _looks_like_time(c)]
-    if like:
-        log.warning("%s: no %r column, so each user's rows are taken in file order as their time order; "
-                    "%s look%s like times: set data.timestamp_col=%s to use it, or data.timestamp_col=null to keep "
-                    "the file order", label, looked_for, ", ".join(repr(c) for c in like), "s" if len(like) == 1
-                    else "", like[0])
+#: What the interactions' reader does without a column of a role, and what a column named like one is told:
+#: (the words of such a name, what is done instead, what they look like, what setting it shows, what null says)
+_UNMAPPED = {
+    "timestamp": (_TIME_WORDS, "each user's rows are taken in file order as their time order", "times", "use it",
+                  "keep the file order"),
+    # a `weight` column beside data.rating_col's default `rating` was replaced by 1.0 in the split files
+    "rating": (_RATING_WORDS, "every row is given the rating 1.0 (what the split files keep)", "ratings or weights",
+               "keep it", "say there is none"),
+}
 
 
-def _warn_rating_like(label: str, present: list[str], used: set[str | None], looked_for: str) -> None:
-    """Every row weighs 1.0 without a rating column: say so when a column the user may have meant is right there
-    (a `weight` column beside data.rating_col's default `rating` was replaced by 1.0 in the split files)."""
-    like = [c for c in present if c not in used and _named_like(c, _RATING_WORDS)]
+def _warn_unmapped_like(label: str, present: list[str], used: set[str | None], looked_for: str, role: str) -> None:
+    """No ``role`` column under the name looked for: say so when a column the user may have meant is right there."""
+    words, instead, kind, use, none = _UNMAPPED[role]
+    like = [c for c in present if c not in used and _named_like(c, words)]
     if like:
-        log.warning("%s: no %r column, so every row is given the rating 1.0 (what the split files keep); %s look%s "
-                    "like ratings or weights: set data.rating_col=%s to keep it, or data.rating_col=null to say there "
-                    "is none", label, looked_for, ", ".join(repr(c) for c in like), "s" if len(like) == 1 else "",
-                    like[0])
+        log.warning("%s: no %r column, so %s; %s look%s like %s: set data.%s_col=%s to %s, or data.%s_col=null to %s",
+                    label, looked_for, instead, ", ".join(repr(c) for c in like), "s" if len(like) == 1 else "", kind,
+                    role, like[0], use, role, none)
 
 
 def read_interactions(
@@ -1516,7 +1514,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         ts, dates_unit, floored_off = np.arange(len(raw), dtype=np.int64), None, None
         ts_source = "row order (no timestamp column)"
         if columns.timestamp is not None:  # the default name was looked for; data.timestamp_col=null says "none"
-            _warn_time_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp)
+            _warn_unmapped_like(label, present, {columns.user, columns.item, optional["rating"]}, columns.timestamp,
+                                "timestamp")
         _warn_sorted_by_id(label, users, items)
     if optional["rating"] is not None:
         rating = raw["rating"].to_numpy()
@@ -1526,7 +1525,8 @@ def _read_table_interactions(source: Any, columns: ColumnMap, *, name: str | Non
         rating = np.ones(len(raw), dtype=np.float32)
         rating_source = "constant 1.0 (no rating column)"
         if columns.rating is not None:  # the default name was looked for; data.rating_col=null says "none"
-            _warn_rating_like(label, present, {columns.user, columns.item, optional["timestamp"]}, columns.rating)
+            _warn_unmapped_like(label, present, {columns.user, columns.item, optional["timestamp"]}, columns.rating,
+                                "rating")
 
     df = pd.DataFrame(
         {

@@ -145,10 +145,11 @@ def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
                 "held-out validation file", held_out, source, config.eval.select_metric)
 
 
-def warn_unread_features(config: RunConfig) -> None:
-    """Feature columns listed for a tower with ``use_features = false`` are read and fitted, then never used: say
-    so at training (a later `--user-features` was told the run was "trained without user feature columns"); so are
-    item-item settings beside ``model.item_item.enabled = false``."""
+def warn_unread_settings(config: RunConfig) -> None:
+    """Settings that this run reads nothing of, said at training: feature columns listed for a tower with
+    ``use_features = false`` (read and fitted, then never used: a later `--user-features` was told the run was
+    "trained without user feature columns"), item-item settings beside ``model.item_item.enabled = false``, and
+    ``model.share_item_embeddings = true`` where no tie can be made."""
     data = config.data
     for side, tower in (("user", config.model.user), ("item", config.model.item)):
         listed = [f"data.{side}_{kind}" for kind in ("categorical", "numeric", "multi") if getattr(data, f"{side}_{kind}")]
@@ -311,7 +312,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
     if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
         warn_split_mismatch({str(getattr(config.data, name)): digest for name, digest in inputs.items()})
     prep = prepare_data(config, frames)
-    warn_unread_features(config)
+    warn_unread_settings(config)
     check_model_fits_data(config, prep)  # before the item texts are encoded (minutes): a model that cannot fit
     # a new run into a folder holding an earlier one trains beside it, and replaces it only once finished
     stage = staging_path(out) if tdist.is_main() and needs_staging(out, resume=resume) else None
