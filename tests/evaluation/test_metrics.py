@@ -121,3 +121,15 @@ def test_mean_popularity_over_non_padding_slots() -> None:
     # top-4 slots without padding: 3 1 4 0 5 2 0 1 2 0 -> item rows sum to 18 -> 180 / 10 slots
     assert mean_popularity_at_k(RANKED, pop, 4) == pytest.approx(18.0)
     assert math.isnan(mean_popularity_at_k(np.full((2, 3), -1), pop, 3))
+
+
+def test_a_ranked_row_listing_an_item_twice_is_refused() -> None:
+    # [3, 3, 1] against {3} read as Recall 2.0 and NDCG 1.63: one relevant item counted twice
+    for metric in (recall_at_k, ndcg_at_k):
+        with pytest.raises(DataError, match="lists item 3 twice in row 1"):
+            metric(np.array([[0, 1, 2], [3, 3, 1]]), [np.array([0]), np.array([3])], 3)
+    # padding may repeat, and a repeat past k is not read
+    assert recall_at_k(np.array([[3, -1, -1]]), [np.array([3])], 3)[0] == pytest.approx(1.0)
+    assert recall_at_k(np.array([[3, 1, 3]]), [np.array([3])], 2)[0] == pytest.approx(1.0)
+    with pytest.raises(DataError, match="below -1"):
+        recall_at_k(np.array([[3, -2, 1]]), [np.array([3])], 3)

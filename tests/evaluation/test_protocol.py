@@ -155,6 +155,24 @@ def test_a_ranking_scorer_gets_whole_batches() -> None:
     assert out == pytest.approx(evaluate(FixedScorer(scores), relevant, exclude, EvalProtocol(ks=(5, 10))), rel=1e-12)
 
 
+def test_a_ranking_scorer_must_list_distinct_catalogue_items() -> None:
+    # a rank() listing an item twice read Recall@5 5.0 and NDCG@5 2.95; one past the catalogue was counted as a miss
+    scores, relevant, exclude = _random_case()  # 37 users x 60 items
+
+    class Repeating(FixedScorer):
+        def rank(self, users, k, excl):
+            return np.tile(np.array([2] * k), (len(users), 1))
+
+    class Outside(FixedScorer):
+        def rank(self, users, k, excl):
+            return np.full((len(users), k), 60)
+
+    with pytest.raises(DataError, match="scorer.rank's lists list item 2 twice"):
+        evaluate(Repeating(scores), relevant, exclude, EvalProtocol(ks=(5,)))
+    with pytest.raises(DataError, match="item row 60, past the catalogue's 60 items"):
+        evaluate(Outside(scores), relevant, exclude, EvalProtocol(ks=(5,)))
+
+
 def test_chunks_shrink_on_a_large_catalogue_and_give_the_same_figures() -> None:
     # 1,024 users a chunk over 330k items peaked at 4.6 GB in the top-k alone: a chunk now holds at most
     # max_chunk_scores scores, however many users batch_users allows

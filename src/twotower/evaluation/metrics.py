@@ -4,8 +4,9 @@ Every function takes
 
 * ``ranked``: int64 ``[U, K]`` internal item rows, best first, ``-1``
   (:data:`twotower.results.PAD_ID`) where a row ran out of candidates. Items
-  within a row are assumed distinct (what :func:`~twotower.evaluation.protocol.topk_excluding`
-  returns).
+  within a row must be distinct (what :func:`~twotower.evaluation.protocol.topk_excluding`
+  returns): a row that lists an item twice is refused, since it would count one relevant
+  item twice (Recall 2.0 from ``[3, 3]`` against ``{3}``).
 * ``relevant``: the held-out items of each user, either a ``list`` of ``U``
   integer arrays or a scipy.sparse matrix ``[U, I]`` whose stored entries in
   row ``u`` are user ``u``'s relevant items (values are ignored; duplicates
@@ -42,6 +43,7 @@ __all__ = [
     "hit_rate_at_k",
     "coverage_at_k",
     "mean_popularity_at_k",
+    "check_rows",
 ]
 
 #: Held-out items per user: a list of ``U`` int arrays or a sparse ``[U, I]`` matrix.
@@ -61,7 +63,26 @@ def _check_ranked(ranked: np.ndarray, k: int) -> np.ndarray:
             f"k={k} is larger than the {ranked.shape[1]} columns of ranked; "
             f"rank at least k items per user (topk_excluding(scores, k={k}, ...))"
         )
-    return ranked[:, :k].astype(np.int64, copy=False)
+    top = ranked[:, :k].astype(np.int64, copy=False)
+    check_rows(top, "ranked")
+    return top
+
+
+def check_rows(top: np.ndarray, name: str) -> None:
+    """Refuse entries below PAD_ID and an item listed twice in one row (naming the first such row)."""
+    if top.size == 0:
+        return
+    if top.min() < PAD_ID:
+        row = int(np.flatnonzero((top < PAD_ID).any(axis=1))[0])
+        raise DataError(f"{name} holds item rows below {PAD_ID} (the padding), e.g. row {row}: {top[row].tolist()[:10]}")
+    s = np.sort(top, axis=1)
+    repeated = (s[:, 1:] == s[:, :-1]) & (s[:, 1:] != PAD_ID)  # [U, k-1]
+    if repeated.any():
+        row = int(np.flatnonzero(repeated.any(axis=1))[0])
+        item = int(s[row, 1:][repeated[row]][0])
+        raise DataError(f"{name} {'list' if name.endswith('s') else 'lists'} item {item} twice in row {row} ({top[row].tolist()[:10]}"
+                        f"{' ...' if top.shape[1] > 10 else ''}): each user's ranked items must be distinct, or a "
+                        "relevant item counts twice (Recall and NDCG above 1)")
 
 
 def _relevant_pairs(relevant: Relevant, n_users: int) -> tuple[np.ndarray, np.ndarray]:

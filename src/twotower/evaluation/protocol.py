@@ -282,6 +282,10 @@ def evaluate_segments(
             ranked = np.asarray(rank(batch, kmax, ex[batch] if ex is not None else None), dtype=np.int64)
             if ranked.shape != (batch.size, kmax):
                 raise DataError(f"scorer.rank returned shape {ranked.shape}, expected {(batch.size, kmax)}")
+            if ranked.size and ranked.max() >= n_items:
+                raise DataError(f"scorer.rank returned item row {int(ranked.max())}, past the catalogue's {n_items} "
+                                f"items (rows 0 to {n_items - 1}, {PAD_ID} for padding)")
+            M.check_rows(ranked, "scorer.rank's lists")  # a repeat would count one relevant item twice
         else:
             scores = np.asarray(scorer.score(batch))  # [B, I]
             if scores.shape != (batch.size, n_items):
