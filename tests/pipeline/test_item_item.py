@@ -76,6 +76,34 @@ def test_the_weight_is_the_best_on_validation_and_zero_leaves_the_towers_alone(t
     assert run.model.user_tower.item_item is None and run.item_embeddings().shape[1] == 16
 
 
+def test_a_list_without_zero_is_kept_and_the_towers_alone_are_still_shown(tmp_path, monkeypatch, caplog) -> None:
+    # model.item_item.weights=[1.0] kept a term that lowered validation, and the summary said "chosen" with no
+    # figure of the towers alone to compare
+    from twotower.cli.train_cmd import item_item_summary
+    from twotower.training.trainer import Trainer
+
+    real = Trainer.validate
+
+    def validate(self, scorer=None):  # the towers alone 0.9, the term 0.4
+        part = self.model.user_tower.item_item
+        return real(self, scorer) if part is None else {"NDCG@10": 0.9 if float(part.weight) == 0.0 else 0.4}
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    with caplog.at_level("WARNING"):
+        out = train_tiny_run(tmp_path / "forced", extra=("model.item_item.weights=[1.0]",))
+    info = json.loads((out / "run.json").read_text())["item_item"]
+    assert info["weight"] == 1.0 and info["weights"] == [1.0]
+    assert {row["weight"]: row["NDCG@10"] for row in info["valid"]} == {0.0: 0.9, 1.0: 0.4}
+    assert "the towers alone validate better (NDCG@10 0.9000) than every weight in model.item_item.weights" in caplog.text
+
+    class Result:
+        item_item, final_metric = info, 0.4
+
+    assert item_item_summary(Result(), "NDCG@10") == (  # type: ignore[arg-type]
+        "item-item term: weight 1 kept from model.item_item.weights [1] on valid NDCG@10 (0.4000; the towers alone "
+        "0.9000, higher: the list leaves 0 out)")
+
+
 def test_switched_off_or_without_validation_nothing_is_fitted(tmp_path, caplog) -> None:
     out = train_tiny_run(tmp_path / "off", extra=("model.item_item.enabled=false",))
     assert "item_item" not in json.loads((out / "run.json").read_text())

@@ -171,8 +171,16 @@ def item_item_summary(result: TrainResult, metric: str) -> str | None:
 
     # the towers alone near nothing (3 optimizer steps an epoch): whose figure it is, not a feat of the term
     little = f": {LEARNED_LITTLE}" if towers_learned_little(alone, result.final_metric) else ""
-    return (f"item-item term: weight {info['weight']:g} chosen on valid {metric} ({result.final_metric:.4f}"
-            + (f"; the towers alone {alone:.4f}{little}" if alone is not None else "") + sample + ")")
+    # a list without 0 (model.item_item.weights) is kept as listed: say so, and whether the towers alone led
+    forced = 0.0 not in info.get("weights", [0.0])
+    how = f"kept from model.item_item.weights {_weights(info['weights'])}" if forced else "chosen"
+    lower = ", higher: the list leaves 0 out" if forced and alone is not None and alone > result.final_metric else ""
+    return (f"item-item term: weight {info['weight']:g} {how} on valid {metric} ({result.final_metric:.4f}"
+            + (f"; the towers alone {alone:.4f}{little}{lower}" if alone is not None else "") + sample + ")")
+
+
+def _weights(weights: list[float]) -> str:
+    return "[" + ", ".join(f"{w:g}" for w in weights) + "]"
 
 
 def cmd_train(args: argparse.Namespace) -> int:

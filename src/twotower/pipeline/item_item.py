@@ -185,9 +185,17 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
             p, q, share = factorise_product(*low.factors(), config.rank)
             del low
     model.set_item_item(torch.from_numpy(p), torch.from_numpy(q), 0.0)
-    table = _weight_grid(trainer, sorted(set(config.weights)), metric, every, valid)
-    best = max(table, key=lambda row: row[metric])
+    listed = sorted(set(config.weights))
+    # the towers alone (weight 0) are validated even when the list leaves 0 out, for the record and the summary: a
+    # list of [1.0] kept a term that lowered validation, and the summary said "chosen" with no figure to compare
+    table = _weight_grid(trainer, sorted(set(listed) | {0.0}), metric, every, valid)
+    best = max((row for row in table if row["weight"] in listed), key=lambda row: row[metric])
     base = next((row[metric] for row in table if row["weight"] == 0.0), None)
+    if 0.0 not in listed and base is not None and base > best[metric]:
+        log.warning("item-item term: the towers alone validate better (%s %.4f) than every weight in "
+                    "model.item_item.weights (best %g: %.4f); the term is kept as the list asks. Add 0 to the list "
+                    "to let training drop it, or set model.item_item.enabled=false", metric, base, best["weight"],
+                    best[metric])
     if best["weight"] == 0.0:
         model.detach_item_item()
     else:
@@ -195,7 +203,7 @@ def fit_item_item(trainer: "Trainer", prep: "Prepared", config: ItemItemConfig, 
     info = {"weight": best["weight"], "rank": int(q.shape[1]), "lambda": float(lam), "energy": round(share, 6),
             "solver": how, **({"eigenpairs": kept} if how == "low_rank" else {}),
             **({"lambda_table": lambda_table} if lambda_table is not None else {}),
-            "metric": metric, "valid_metric": best[metric], "valid": table,
+            "metric": metric, "valid_metric": best[metric], "valid": table, "weights": listed,
             "seconds": round(time.perf_counter() - t0, 3)}
     shown = ", ".join(f"{row['weight']:g}: {row[metric]:.4f}" for row in table)
     gain = gain_words(base, best[metric]) if best["weight"] else ""
