@@ -448,6 +448,19 @@ def test_train_table_on_a_leave_last_split_says_how_to_read_train_plus_valid(spl
     assert "protocol: " in out and "test users read their train history only" not in out
 
 
+def test_valid_and_test_naming_one_file_is_warned_about_and_gets_no_history_hint(split_dir, tmp_path, capsys,
+                                                                                   caplog):
+    """--valid and --test naming one file: early stopping read the test split in silence, and the closing hint
+    then suggested reading each test user's test item as input history (--history-from train.csv test.csv)."""
+    test = split_dir / "test.csv"
+    with caplog.at_level("WARNING"):
+        assert main(["train", "--train", str(split_dir / "train.csv"), "--valid", str(test), "--test",
+                     str(split_dir / ".." / split_dir.name / "test.csv"), "--epochs", "1", "eval.baselines=[]", *FAST,
+                     "--out", str(tmp_path / "a")]) == 0
+    assert f"data.valid and data.test are the same file ({test})" in caplog.text
+    assert "test users read their train history only" not in capsys.readouterr().out
+
+
 def test_train_from_a_config_file_naming_a_leave_last_split_says_how_to_read_train_plus_valid(split_dir, tmp_path,
                                                                                                capsys):
     """The split's files named in a config file (`[data] train = ".../train.csv"`), as the README's config section

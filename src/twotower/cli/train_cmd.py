@@ -542,7 +542,10 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
             # `train --data FILE data.split=leave_last` split here: its files are the run's copy of the split
             # (the hint was only printed for `data split`'s files, so this run's reader was not told)
             train_file, valid_file, loo = out / "data" / "train.csv", out / "data" / "valid.csv", True
-        if cfg.model.user.history != "none" and loo:
+        from twotower.pipeline.run import same_file
+
+        # valid = test (warned about at the start): the hint would read each test user's test item as input
+        if cfg.model.user.history != "none" and loo and not same_file(valid_file, data.test):
             # the table above read each test user's train history only; the leave-one-out protocol's test input
             # is train + valid, and a reader of this table was not told how to get it
             say_out(f"test users read their train history only (the protocol line); for the leave-one-out test input "

@@ -281,6 +281,7 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     _check_inputs_outside_run_files(out, config)
     check_new_run_dir(out, run_inputs(config), resume=resume)
     init_distributed(config.train)
+    _warn_valid_is_test(config)  # once, on rank 0
     # one writer at a time: two trainings into one folder interleaved their files under one manifest
     with exclusive_writer(out, *RUN_WRITER) if tdist.is_main() else contextlib.nullcontext():
         # the thread counts and the seeded generators are the run's: the caller's process gets its own back
@@ -694,6 +695,26 @@ def _why_part_differs(config: RunConfig, old: Any, name: str) -> str:
 def run_inputs(config: RunConfig) -> tuple[str | None, ...]:
     """The data files a run reads (``data.path``, ``data.train``, ... ``data.users``; None where unset)."""
     return tuple(getattr(config.data, name) for name in ("path", "train", "valid", "test", "items", "users"))
+
+
+def same_file(a: object, b: object) -> bool:
+    """Whether two data settings name one existing file (``--valid test.csv --test ./test.csv``)."""
+    if not (isinstance(a, (str, Path)) and isinstance(b, (str, Path))):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # missing: the reader names it
+        return False
+
+
+def _warn_valid_is_test(config: RunConfig) -> None:
+    """``--valid`` and ``--test`` naming one file: early stopping (and every choice made on validation) then reads
+    the test split, whose figures are no longer held out; said before training rather than left to be found."""
+    if tdist.is_main() and same_file(config.data.valid, config.data.test):
+        log.warning("data.valid and data.test are the same file (%s): early stopping and every choice made on "
+                    "validation (the item-item weight, the baselines' tuning) read the test split, so its figures "
+                    "are not held out. Give a validation file of its own (`twotower data split` makes one)",
+                    config.data.valid)
 
 
 def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
