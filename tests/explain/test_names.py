@@ -111,3 +111,24 @@ def test_titles_that_print_alike_are_named_apart() -> None:
 
     names = distinct_names(["Title \u00e9", "Title e\u0301", "Other"], lambda r: f"i{r}", [1990, 1991, 2000])
     assert names == {"i0": "Title \u00e9 (1990)", "i1": "Title e\u0301 (1991)"}
+
+
+def test_the_title_column_named_by_data_title_col_names_items_beside_a_title_column(tmp_path) -> None:
+    """data.title_col=name on a table that also has a title column: the lists' display_name read "Film 22" and the
+    sentences "t22"; every reader takes data.title_col's, and the table's own title stays as item_title."""
+    from explain_tiny_run import train_tiny_run, write_tiny_data
+
+    from twotower.pipeline.artifacts import TrainedRun
+
+    data = tmp_path / "run_data"
+    write_tiny_data(data)
+    items = pd.read_csv(data / "items.csv")
+    items["name"] = "Name " + items.item_id.str[1:]
+    items.to_csv(data / "items.csv", index=False)
+    run = TrainedRun.load(train_tiny_run(tmp_path / "run", epochs=1, write_data=False, extra=("data.title_col=name",)))
+    i0, i4 = (run.item_vocab.index(i) for i in ("i0", "i4"))
+    rec = run.item_record(i4)
+    assert rec["title"] == "Name 4" and rec["item_title"] == "Film 4 (1984)" and run.title(i4) == "Name 4"
+    e = explain_recommendation(run, history_rows=[i0], item_row=i4)
+    assert e["item"]["display_name"] == "Name 4" and "Film" not in e["text"], e["text"]
+    assert "Name 0" in e["text"] or "Name 4" in e["text"], e["text"]

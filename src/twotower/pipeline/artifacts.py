@@ -966,9 +966,16 @@ class TrainedRun:
         row = self._item_row(row)
         rec = {c: values[row] for c, values in self.item_meta_columns().items()}
         rec["item_id"] = self.item_vocab.id_at(row)
-        if self.title_col and self.title_col != "title" and "title" not in rec:
-            # every reader of a record (CLI lists, explanations, the explorer) shows its "title"
-            rec["title"] = rec.get(self.title_col)
+        if self.title_col and self.title_col != "title" and self.title_col in rec:
+            # every reader of a record (CLI lists, explanations, the explorer) shows its "title", which is
+            # data.title_col's: a table's own "title" column beside it named the items in the sentences while the
+            # lists' display_name used data.title_col; it is kept as item_title
+            if "title" in rec:
+                key = "item_title"
+                while key in rec:
+                    key = "item_" + key
+                rec[key] = rec["title"]
+            rec["title"] = rec[self.title_col]
         return rec
 
     def title(self, row: int) -> str:
