@@ -31,8 +31,20 @@ def test_a_cold_item_without_text_is_explained_and_searched_by_its_features(mean
     _blank_title(run, monkeypatch, COLD)
     e = explain_by_id(run, user_id="u2", item_id=COLD)
     assert e["cold"] is True
-    assert "its text" not in e["text"] and "semantic head" not in e["text"]
+    assert "its text" not in e["text"]
     assert "(a cold item) and no text, so its score rests on its features (through the collaborative head)" in e["text"]
+    # and on the vector the semantic head gives every item without text, whose share is said (it was left out)
+    both = e["heads"]["semantic"] > 0 and e["heads"]["collaborative"] > 0  # a share is said only then
+    assert ("and the semantic head's vector for items without text (" in e["text"]) == both, e["text"]
+    # a warm item without text: its share was "from the item's text (semantic head)"
+    warm = next(i for i in ("i0", "i1", "i2", "i3") if i not in (COLD, "i7"))
+    _blank_title(run, monkeypatch, warm)
+    w = explain_by_id(run, user_id="u2", item_id=warm)
+    assert w["cold"] is False and "heads" in w
+    assert "from the item's text" not in w["text"], w["text"]
+    both = w["heads"]["semantic"] > 0 and w["heads"]["collaborative"] > 0
+    said = "% of the score comes from the semantic head's vector for items without text (this one has none)"
+    assert (said in w["text"]) == both, w["text"]
     other = explain_by_id(run, user_id="u2", item_id="i7")  # a cold item with its title keeps the text clause
     assert "its text (" in other["text"] or "rests on its text" in other["text"]
 

@@ -377,7 +377,8 @@ def explain_recommendations(
         expl["text"] = explanation_text(expl, cols, entries, names=names,
                                         with_user_id=profile == "features" and model.user_tower.id_emb is not None,
                                         cold_reads=reads_of_item if has_text is None or has_text[item_row]
-                                        else tuple(r for r in reads_of_item if r != "text"))
+                                        else tuple(r for r in reads_of_item if r != "text"),
+                                        item_text=has_text is None or bool(has_text[item_row]))
         expl["history"] = entries[:top]
         out.append(expl)
     return out

@@ -40,13 +40,16 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _heads_clause(heads: dict[str, Any] | None) -> str:
+def _heads_clause(heads: dict[str, Any] | None, item_text: bool = True) -> str:
     if not heads:
         return ""
     sem, col = float(heads["semantic"]), float(heads["collaborative"])
     if sem <= 0 or col <= 0:
         return ""
-    return f"; {round(100 * sem / (sem + col))}% of the score comes from the item's text (semantic head)"
+    share = round(100 * sem / (sem + col))
+    if not item_text:  # its semantic head read the empty string: "from the item's text" credited text it lacks
+        return f"; {share}% of the score comes from the semantic head's vector for items without text (this one has none)"
+    return f"; {share}% of the score comes from the item's text (semantic head)"
 
 
 def _name(rec: dict[str, Any], item_id: Any, names: Mapping[str, str] | None = None) -> str:
@@ -148,7 +151,7 @@ def _said_value(v: Any) -> bool:
 
 def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[dict[str, Any]] | None = None,
                      *, with_user_id: bool = False, names: Mapping[str, str] | None = None,
-                     cold_reads: tuple[str, ...] = ()) -> str:
+                     cold_reads: tuple[str, ...] = (), item_text: bool = True) -> str:
     """The sentence for an explanation dict (everything but ``text`` filled in).
 
     ``history`` is the full attribution table, largest contribution first
@@ -159,14 +162,15 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     ``names``: ``{item_id: name}`` for the items of the catalogue that share a title (the run's
     :func:`~twotower.explain.explainer.run_item_names`); any other item is named by its title.
     ``cold_reads``: what the item tower reads of an item besides its ID (``"text"``, ``"features"``), named
-    when the dict's ``cold`` says the item had no training interactions.
+    when the dict's ``cold`` says the item had no training interactions. ``item_text``: whether the item has any
+    text (a dual-head tower's semantic head otherwise read the empty string every such item shares).
     """
     title = _name(expl["item"], expl["item_id"], names)
     if expl["already_seen"]:
         return f"You already {cols.verb} {title}: it is in your history, so this is not a new recommendation."
     if expl.get("cold"):
         return _cold_sentence(expl, cols, title, cold_reads)
-    heads = _heads_clause(expl.get("heads"))
+    heads = _heads_clause(expl.get("heads"), item_text)
     if expl["basis"] != "history":
         why = "You have no history yet" if expl["reads_history"] else "This model does not read your history"
         return f"{why}, so the score of {title} rests only on {_rests_on(expl, with_user_id)}{heads}."
@@ -264,6 +268,10 @@ def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, read
         # "its text (N% of the score, through the semantic head)" credited text the item does not have
         basis = "its features (through the collaborative head)" if "features" in reads else \
             "the vector every cold item without text shares"
+        sem, col = float(expl["heads"]["semantic"]), float(expl["heads"]["collaborative"])
+        if "features" in reads and sem > 0 and col > 0:  # the empty text's semantic vector carries its share too
+            basis += (f" and the semantic head's vector for items without text ({round(100 * sem / (sem + col))}% "
+                      "of the score)")
         return (f"{title} has no training interactions (a cold item) and no text, so its score rests on {basis}, "
                 f"not on who {cols.verb} it{_shared_clause(expl, cols)}.")
     heads = _cold_heads_clause(expl.get("heads"), reads)
