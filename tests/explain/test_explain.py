@@ -468,3 +468,15 @@ def test_loo_of_a_history_longer_than_the_window_is_the_deletion_from_the_whole_
             assert h["contribution"] == pytest.approx(brute, abs=1e-5)
             checked += 1
     assert checked >= 8
+
+
+def test_a_repeated_history_item_is_compared_once_in_the_shared_metadata(mean_run) -> None:
+    """["i1", "i1", "i1", "i5"]: the shared metadata counted each position ("Action (4 items) ... with the 4 items of
+    your history window" of 2 items), where the sentence names and counts each item once."""
+    rows = [mean_run.item_vocab.index(i) for i in ("i1", "i1", "i1", "i5")]
+    e = explain_recommendation(mean_run, history_rows=rows, item_row=mean_run.item_vocab.index("i9"))
+    shared = e["shared_metadata"]
+    assert shared["history_items"] == 2
+    assert all(v["count"] <= 2 for v in shared.get("genres", []))
+    once = explain_recommendation(mean_run, history_rows=[rows[0], rows[3]], item_row=mean_run.item_vocab.index("i9"))
+    assert shared == once["shared_metadata"]

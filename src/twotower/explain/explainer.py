@@ -332,7 +332,9 @@ def explain_recommendations(
     records = {int(r): _record(run, int(r), names) for r in set(window.tolist()) if r != pad}
     # the pooled items are the same for every item of this user (the window's valid columns)
     pooled = [int(window[p]) for p in atts[0].positions] if reads and atts else [int(r) for r in seen]
-    pooled_records = [run.item_record(r) for r in pooled]
+    # each item once: a history repeating an item ("i17,i17,i17,i39") said "Action (4 items) ... with the 4 items of
+    # your history window" of 2 items, where the warm sentence names and counts each item once
+    pooled_records = [run.item_record(r) for r in dict.fromkeys(pooled)]
     # training interactions per item: a cold item (none) was explained "Because you watched ..." with a head
     # split whose collaborative half is the zero-ID vector every cold item shares
     trained = np.bincount(np.asarray(run.history.items, np.int64), minlength=run.n_items)
