@@ -279,8 +279,8 @@ def test_metadata_columns_from_spec_plus_undeclared_multi_valued_and_year() -> N
 # --------------------------------------------------------------- a new user described by features + history
 def test_a_new_users_features_are_read_by_every_attribution_variant(feature_run) -> None:
     """A new user with ``user_features`` and a history: the score is the one ``history_vectors`` gives with
-    those features, and each leave-one-out contribution is exactly the score lost when the tower is re-run
-    with that item's weight zeroed and the same features."""
+    those features, and each leave-one-out contribution is exactly the score lost when the item is deleted from
+    the history (recency pooling: the older items move up one step) and the tower re-run with the same features."""
     run = feature_run
     hist = [int(x) for x in run.history.of(3)]
     feats = run.encode_user_features([{"age": 61}])
@@ -298,9 +298,8 @@ def test_a_new_users_features_are_read_by_every_attribution_variant(feature_run)
     e = explain_recommendation(run, history_rows=hist, item_row=item, user_features={"age": 61}, top=8)
     with torch.no_grad():
         for h in e["history"]:
-            drop = w.clone()
-            drop[0, run.model.history_len - 1 - h["age"]] = 0.0
-            s = float(tower(None, window, history_weights=drop, features=feats)[0].numpy() @ v)
+            at = len(hist) - 1 - h["age"]  # age 0: the newest, the history's last item
+            s = float(run.history_vectors([np.asarray(hist[:at] + hist[at + 1:])], features=feats)[0] @ v)
             assert h["contribution"] == pytest.approx(e["score"] - s, abs=1e-5)
         empty = float(tower(None, window, history_weights=torch.zeros_like(w), features=feats)[0].numpy() @ v)
     assert e["empty_history_score"] == pytest.approx(empty, abs=1e-5)

@@ -39,7 +39,7 @@ def test_every_named_item_and_value_is_the_users_and_every_number_is_the_towers(
             assert run.item_vocab.id_at(window[len(window) - 1 - h["age"]]) == h["item_id"]
             assert (h["title"], h["genres"]) == tuple(items.loc[h["item_id"], ["title", "genres"]])
 
-        # leave-one-out by hand: the tower re-run with one weight set to 0
+        # the tower re-run by hand
         pad = [model.pad_item] * (L - len(window))
         hist_t = torch.tensor([pad + window])
         w = torch.tensor([[0.0] * len(pad) + [decay ** (len(window) - 1 - j) for j in range(len(window))]])
@@ -60,10 +60,17 @@ def test_every_named_item_and_value_is_the_users_and_every_number_is_the_towers(
         unseen = np.setdiff1d(np.arange(run.n_items), [i for _, i in hist])
         by_empty = emb @ empty  # every item's score in one product, the item's own among them
         assert e["empty_history_rank"] == 1 + int((by_empty[unseen] > by_empty[item]).sum())
+        items_all = [int(i) for _, i in hist]
         for h in e["history"]:
-            dropped = w.clone()
-            dropped[0, L - 1 - h["age"]] = 0.0
-            assert h["contribution"] == pytest.approx(full - score(dropped), abs=1e-5)
+            # leave-one-out is the item deleted from the history: the older items move up one step (and one from
+            # before the window moves in), re-read with their new recency weights
+            at = len(items_all) - 1 - h["age"]
+            win = (items_all[:at] + items_all[at + 1:])[-L:]
+            pads = [model.pad_item] * (L - len(win))
+            w_del = torch.tensor([[0.0] * len(pads) + [decay ** (len(win) - 1 - j) for j in range(len(win))]])
+            with torch.no_grad():
+                vec = model.user_tower(torch.tensor([u]), torch.tensor([pads + win]), history_weights=w_del)[0].numpy()
+            assert h["contribution"] == pytest.approx(full - float(vec @ emb[item]), abs=1e-5)
 
         # shared metadata: window items sharing a genre with the item, counted here
         genres = set(items.loc[e["item_id"], "genres"].split("|"))

@@ -8,17 +8,17 @@ Two attributions of the score ``s = <user(w), item>`` to history positions:
 
 ``loo`` (leave one out, exact)
     ``c_j = s(w) - s(w with w_j = 0)``: the score lost when position ``j`` is
-    dropped from the pool and the other weights stay as they are. All ``L``
-    variants run as one batch [1 + L, L]. For mean pooling this *is* the score
-    difference of re-embedding the history with that item deleted from the
-    list (``tests/explain`` asserts it), and so it is for the GRU and for the
-    transformer with ``seq_positions="left"``; for recency pooling the older
-    items keep their ages instead of moving up one step, and for the
-    transformer with ``"right"`` (recency) positions they keep their positions
-    (``tests/models/test_sequence_towers.py`` asserts each).
-    A history longer than the window: deleting an item lets the newest item before the window move in, so for
-    the towers where a zero weight is the deletion (mean, GRU, transformer with ``"left"`` positions) each
-    variant is the window re-read without the item, with that item entering at its oldest column
+    dropped from the history. All ``L`` variants run as one batch [1 + L, L].
+    For mean pooling, the GRU and the transformer with ``seq_positions="left"``
+    a zero weight *is* the deletion of the item from the list (``tests/explain``
+    asserts it); for recency pooling and the transformer with ``"right"``
+    (recency) positions it is not (the older items would keep their ages or
+    positions), so there each variant is the window re-read without the item:
+    the older items move up one step, as ``recommend --history`` without the
+    item reads them (on the demo run a zero weight gave 129 of 726 contributions
+    the sign opposite to the removal's).
+    A history longer than the window: deleting an item lets the newest item before the window move in, so then
+    every tower's variant is the window re-read without the item, with that item entering at its oldest column
     (``entering``; the window alone gave contributions of the wrong sign, 24 of 50 on an ML-1M user of 78 items).
 ``gradxinput`` (first-order)
     ``c_j = w_j * ds/dw_j``, one backward pass: the linearisation of ``loo``.
@@ -100,7 +100,7 @@ class Attribution:
 def deletes_on_zero_weight(tower: torch.nn.Module) -> bool:
     """Whether a zero history weight is the item's deletion from the history for this user tower (module docstring):
     mean pooling, the GRU and the transformer with ``"left"`` positions; recency pooling and ``"right"`` positions
-    keep the older items' ages."""
+    would keep the older items' ages, so :func:`loo_variants` re-reads their windows instead."""
     cfg = getattr(tower, "config", None)
     kind = getattr(cfg, "history", None)
     return kind in ("mean", "gru") or (kind == "transformer" and getattr(cfg, "seq_positions", None) == "left")
@@ -109,17 +109,25 @@ def deletes_on_zero_weight(tower: torch.nn.Module) -> bool:
 def loo_variants(tower: torch.nn.Module, hist: Tensor, entering: int | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """``(histories [n + 2, L], weights [n + 2, L], positions [n])`` of leave-one-out for one window ``hist[1, L]``:
     row 0 the window, row ``1 + k`` without valid column ``positions[k]``, the last row the empty history (all
-    weights 0). ``entering``: the history's newest item before the window (None: the history fits in it); for a
-    tower that :func:`deletes_on_zero_weight`, row ``1 + k`` is then the window re-read without the item, that item
-    entering at the oldest column, as deleting it from the whole history gives."""
+    weights 0). Row ``1 + k`` is the window with that column's weight 0 where that is the deletion
+    (:func:`deletes_on_zero_weight`), else the window re-read without the item (the older items one column newer,
+    padding at the oldest). ``entering``: the history's newest item before the window (None: the history fits in
+    it); a full window is then re-read for every tower, that item entering at the oldest column, as deleting the
+    item from the whole history gives."""
     w = tower.history_weights(hist)  # [1, L]
     positions = torch.nonzero(w[0] > 0).flatten()  # [n]
     n, L = int(positions.numel()), hist.shape[1]
     H = hist.repeat(n + 2, 1)  # [n + 2, L]
-    if entering is not None and n == L and deletes_on_zero_weight(tower):
+    full = entering is not None and n == L
+    if full or not deletes_on_zero_weight(tower):
+        # the window re-read without the item: the older items move up a column (recency pooling's ages and the
+        # "right" positions shift, as deleting the item from the history shifts them: a zero weight kept them, and
+        # 129 of 726 contributions on the demo run had the sign opposite to removing the item), and the column
+        # left at the oldest end takes the item entering from before the window, else padding
         row = hist[0]
+        filler = row.new_tensor([int(entering) if full else int(tower.n_items)])  # n_items: the padding row
         for k, p in enumerate(positions.tolist()):
-            H[1 + k] = torch.cat([row.new_tensor([int(entering)]), row[:p], row[p + 1:]])
+            H[1 + k] = torch.cat([filler, row[:p], row[p + 1:]])
         W = tower.history_weights(H)  # each window's own weights, as the tower reads a history
     else:
         W = w.repeat(n + 2, 1)

@@ -134,8 +134,9 @@ class CausalTransformer(nn.Module):
     the untrimmed window exactly. A column removed by weight (leave-one-out
     in ``explain``) is read as padding: with ``"left"`` that equals deleting
     the item (the later items move up one position); with ``"right"`` the
-    older items keep their columns, i.e. their recency positions, as the
-    recency-pooled tower keeps their ages. Column ``t`` attends to valid
+    older items keep their columns, i.e. their recency positions, so
+    ``explain`` re-reads such a window without the item instead
+    (explain/attribution.py). Column ``t`` attends to valid
     columns ``<= t``; every column also attends to itself so a fully masked
     row stays finite.
 
