@@ -78,3 +78,39 @@ def test_what_a_killed_resume_set_aside_is_put_back_before_the_next_reads_the_ru
 def test_an_unsealed_run_has_nothing_to_keep(run):
     (run / "manifest.json").unlink()  # a first training stopped: nothing finished
     assert hold_sealed_run(run) is None and not (run / HELD_DIR).exists()
+
+
+def test_a_new_run_swapped_in_leaves_what_a_killed_resume_of_the_old_one_set_aside(run, tmp_path):
+    """A fresh `train` into a run whose resume was killed carried `.before-resume/` over, and the next `--resume`
+    put the replaced run's files back over the new run (its settings, its item-item term)."""
+    from twotower.pipeline.resume_snapshot import resume_leftover
+    from twotower.pipeline.staging import swap_in
+
+    _checkpoint(run, 2, 2)
+    hold_sealed_run(run)
+    (run / ".metrics.json.before-resume").write_text("old evaluation")
+    (run / RESUME_BEST).write_text("old best")
+    (run / "notes.txt").write_text("the user's own")
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    for name in ("manifest.json", "model.safetensors", "config.json", "run.json"):
+        (stage / name).write_text("new " + name)
+    swap_in(stage, run)
+    assert not (run / HELD_DIR).exists() and not (run / ".metrics.json.before-resume").exists()
+    assert not (run / RESUME_BEST).exists() and (run / "notes.txt").read_text() == "the user's own"
+    assert not put_back_leftover(run) and (run / "config.json").read_text() == "new config.json"
+    assert resume_leftover(".before-resume/model.safetensors") and not resume_leftover("data/.x.before-resume")
+
+
+def test_a_reader_of_a_run_whose_resume_was_killed_says_so(tmp_path):
+    """The killed resume had rewritten run.json (no longer sealed): readers said "weights do not match this model"."""
+    from tests.explain.explain_tiny_run import train_tiny_run
+    from twotower.errors import IntegrityError
+    from twotower.pipeline.artifacts import TrainedRun
+
+    out = train_tiny_run(tmp_path / "run", epochs=1)
+    hold_sealed_run(out)
+    (out / "manifest.json").unlink()
+    _replace(out / "run.json", json.dumps({"resumed": True}))
+    with pytest.raises(IntegrityError, match="a `twotower train --resume` was killed while it continued this run"):
+        TrainedRun.load(out)

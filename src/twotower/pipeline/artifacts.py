@@ -837,6 +837,15 @@ class TrainedRun:
                         "not be detected and may serve wrong results !!!", d)
             _warn_unverified_differences(d)
         elif not verify_manifest(d):
+            from twotower.pipeline.resume_snapshot import HELD_DIR
+
+            if (d / HELD_DIR).is_dir():  # a resume killed outright: its files set aside are the finished run
+                # checked first: that resume had rewritten run.json (no longer sealed), and the reader went on to
+                # "weights do not match this model", which read like a wrong model
+                raise IntegrityError(
+                    f"{d}: a `twotower train --resume` was killed while it continued this run, and the finished "
+                    f"run's files are set aside in {d / HELD_DIR}; `twotower train --resume --out {shell_arg(d)}` "
+                    "puts them back and continues the run")
             sealed = read_json(d / "run.json")
             if isinstance(sealed, dict) and sealed.get("sealed"):
                 # write_manifest seals run.json, then writes the manifest: a train killed between the two left
@@ -844,13 +853,6 @@ class TrainedRun:
                 resume = (f"if its training was stopped while sealing it, `twotower train --resume --out {shell_arg(d)}` with "
                           "the same data and settings seals it again; otherwise "
                           if (d / CHECKPOINT_DIR / "state.json").is_file() else "")
-                from twotower.pipeline.resume_snapshot import HELD_DIR
-
-                if (d / HELD_DIR).is_dir():  # a resume killed outright: its files set aside are the finished run
-                    raise IntegrityError(
-                        f"{d}: a `twotower train --resume` was killed while it continued this run, and the finished "
-                        f"run's files are set aside in {d / HELD_DIR}; `twotower train --resume --out {shell_arg(d)}` "
-                        "puts them back and continues the run")
                 raise IntegrityError(
                     f"{d}: {MANIFEST} is missing from a sealed run, so its files cannot be verified; {resume}restore "
                     "it (or retrain), or pass --no-verify to load it unchecked at your own risk"

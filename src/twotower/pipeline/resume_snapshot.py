@@ -23,7 +23,7 @@ from pathlib import Path
 from twotower.pipeline.run_files import MANIFEST, MANIFEST_FILES, RUN_OUTPUT_FILES
 from twotower.training.checkpoint import RESUME_BEST
 
-__all__ = ["SealedRun", "hold_sealed_run", "put_back_leftover"]
+__all__ = ["SealedRun", "hold_sealed_run", "put_back_leftover", "resume_leftover"]
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,16 @@ log = logging.getLogger(__name__)
 HELD_DIR = ".before-resume"
 #: the files a resume may rewrite, relative to the run (the checkpoint is the resume's own, and kept)
 _HELD_FILES = tuple(dict.fromkeys((MANIFEST, *MANIFEST_FILES, *RUN_OUTPUT_FILES)))
+
+
+def resume_leftover(rel: str) -> bool:
+    """Whether ``rel`` (a path relative to a run) is what a resume sets aside while it runs: the finished run's files
+    (:data:`HELD_DIR`), its old evaluation (``.metrics.json.before-resume``, pipeline/resume_results.py) or its best
+    weights (``.resume-best.safetensors``). They belong to the run they were set aside from: a new run written into
+    the folder carried them over, and the next ``--resume`` put the replaced run back over it."""
+    first = rel.split("/", 1)[0]
+    return first == HELD_DIR or rel == RESUME_BEST or ("/" not in rel and first.startswith(".")
+                                                        and first.endswith(".before-resume"))
 
 
 @dataclass(frozen=True)

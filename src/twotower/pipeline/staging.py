@@ -17,6 +17,7 @@ from pathlib import Path
 from twotower.errors import ConfigError
 from twotower.models.size import _size
 from twotower.pipeline.artifacts import derived_folders, previous_run_files
+from twotower.pipeline.resume_snapshot import resume_leftover
 from twotower.pipeline.run_files import CHECKPOINT_DIR, MANIFEST, MANIFEST_FILES, RUN_MARKERS, RUN_OUTPUT_FILES
 from twotower.pipeline.tuned_baselines import TUNED_FILE
 from twotower.utils.atomic import _fsync_dir, _old_path, _rename_exchange, _start_ticks, _writer_alive
@@ -219,10 +220,12 @@ def _carry_over(src: Path, dst: Path, owned: set[str]) -> None:
         rel_dir = here.relative_to(src)
         if ckpt and rel_dir == Path("."):
             dirnames[:] = [d for d in dirnames if d != CHECKPOINT_DIR]
+        if rel_dir == Path("."):  # what a resume of the earlier run set aside is that run's (resume_snapshot.py)
+            dirnames[:] = [d for d in dirnames if not resume_leftover(d)]
         links = [d for d in dirnames if (here / d).is_symlink()]  # carried as links, not walked
         for name in (*filenames, *links):
             rel = (rel_dir / name).as_posix()
-            if rel in owned or ".tmp-" in name:  # the earlier run's, or a dead writer's temporary
+            if rel in owned or ".tmp-" in name or resume_leftover(rel):  # the earlier run's, or a dead writer's temporary
                 continue
             source, target = here / name, dst / rel
             if rel == LOCK_FILE:
