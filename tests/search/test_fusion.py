@@ -29,13 +29,30 @@ def test_minmax_interpolation_by_hand():
     out = score_interpolation([A, B], [0.5, 0.5], "minmax", top_k=4)
     # A minmax: 1 -> 1.0, 2 -> 0.5, 3 -> 0.0 ; B minmax: 3 -> 1.0, 4 -> 0.0 ; missing -> 0
     # 1: 0.5*1 = 0.5 ; 2: 0.25 ; 3: 0.5*0 + 0.5*1 = 0.5 ; 4: 0
-    assert out.ids[0].tolist() == [1, 3, 2, 4]
+    # 1 and 3 tie but for the missing tie-break (1 is missing from B: 1e-9 below): the document both lists hold first
+    assert out.ids[0].tolist() == [3, 1, 2, 4]
     np.testing.assert_allclose(out.scores[0], [0.5, 0.5, 0.25, 0.0], atol=1e-6)
 
 
 def test_weight_one_reproduces_a_single_list_order():
     out = score_interpolation([A, B], [1.0, 0.0], "zscore")
     assert out.ids[0, :3].tolist() == [1, 2, 3]
+
+
+@pytest.mark.parametrize("normalization", ["minmax", "zscore"])
+def test_a_lists_last_hit_ranks_above_the_documents_it_did_not_retrieve(normalization):
+    # --bm25-weight 1: BM25's last match (doc 7, normalised to its row minimum) tied every document BM25 did not
+    # retrieve, and the tie went to the smaller corpus row (doc 2, sharing no query word)
+    lexical = R([[5, 6, 7]], [[9.0, 5.0, 1.0]])
+    dense = R([[2, 7, 5]], [[0.9, 0.8, 0.7]])
+    out = score_interpolation([lexical, dense], [1.0, 0.0], normalization, top_k=4)
+    assert out.ids[0].tolist() == [5, 6, 7, 2]
+    weighted = score_interpolation([lexical, dense], [0.7, 0.3], normalization, top_k=4)  # the shown scores: as before
+    if normalization == "minmax":  # doc 2: dense's best (1) and lexical's floor (0)
+        want = 0.3 * 1.0 + 0.7 * 0.0
+    else:  # dense's z of 0.9 and lexical's lowest z
+        want = 0.3 * (0.9 - 0.8) / np.std([0.9, 0.8, 0.7]) + 0.7 * (1.0 - 5.0) / np.std([9.0, 5.0, 1.0])
+    np.testing.assert_allclose(weighted.scores[0][weighted.ids[0] == 2], want, atol=1e-6)
 
 
 def test_unknown_normalization_lists_choices():

@@ -9,7 +9,8 @@ Each rule is a small pure function over :class:`~twotower.results.Results`
 * ``interpolation``: ``score(d) = sum_i w_i * norm_i(s_i(d))`` where scores
   are normalised per query and per list (``minmax`` -> [0, 1] or ``zscore``);
   a list that does not contain ``d`` contributes its row minimum (0 for
-  min-max), i.e. ``d`` counts as that list's worst retrieved document. A
+  min-max) less :data:`MISSING_BELOW` (1e-9), i.e. ``d`` counts as that list's worst retrieved document, behind
+  it on a tie (with ``w = 1`` for BM25 its last match had tied every document sharing no query word). A
   min-max row of one hit (or of tied hits) maps to 1 and a missing ``d`` still
   gets 0: the one document BM25 matched keeps its lexical credit. A z-score
   row of one hit (or of tied hits) has no spread (std 0): its hits get z = 0
@@ -68,6 +69,10 @@ def zscore(scores: np.ndarray) -> np.ndarray:
         return np.zeros_like(scores)
     return (scores - scores.mean()) / sd
 
+
+#: how far below a list's worst retrieved document (in normalised units) a document it did not retrieve counts:
+#: a tie-break, far below the 6 decimals scores are shown with, so that a retrieved document always leads
+MISSING_BELOW = 1e-9
 
 #: z-score interpolation: what a document missing from a list with no spread (one hit, or tied hits: std 0) gets,
 #: in units of that list's weight; its hits get 0, so they rank one unit above the documents it did not retrieve.
@@ -139,7 +144,9 @@ def _missing(z: np.ndarray, normalization: str) -> float:
     missing = min(float(z.min()), 0.0)
     if normalization == "zscore" and not np.any(z):  # no spread: its minimum, 0, would erase its vote
         missing = ZSCORE_FLAT_MISSING
-    return missing
+    # just below the worst retrieved: the list's last hit tied every document it did not retrieve, so with the other
+    # lists' weights 0 (--bm25-weight 1) or tied, BM25's last match ranked below documents sharing no query word
+    return missing - MISSING_BELOW
 
 
 def score_interpolation(

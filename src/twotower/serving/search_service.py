@@ -185,6 +185,8 @@ class SearchService:
                 "title": corpus.titles[int(row)],
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),
             })
+            if len(text) > SNIPPET_CHARS:  # a snippet, said: a client taking "text" for the passage lost the rest
+                items[-1]["text_cut"] = True
             if rerank and rank > rerank_top:
                 # past rerank_top the cross-encoder scored nothing: the score only keeps the first-stage order below the
                 # reranked hits (twotower.search.rerank), so it is marked rather than passed off as a measurement
@@ -249,7 +251,10 @@ def build_search_router(settings: ServiceSettings) -> APIRouter:
         score: float = Field(description=SCORE_DOC)
         rank: int
         title: str
-        text: str
+        text: str = Field(description=f"the passage's first {SNIPPET_CHARS} characters, then '…' where it is longer "
+                                      "(text_cut: true)")
+        text_cut: Optional[bool] = Field(None, description=f"true where text is the passage cut to {SNIPPET_CHARS} "
+                                         "characters (the whole passage is in the corpus the index was built from)")
         reranked: Optional[bool] = Field(None, description="false on a reranked answer's hits past rerank_top: the "
                                       "cross-encoder did not score them, and their score only places them, in their "
                                       f"first-stage order ({first_stage_orders()}), below the reranked hits")
