@@ -81,3 +81,29 @@ def test_the_epoch_line_names_the_user_tower_when_it_is_the_one_that_collapsed(c
     lines = [r.getMessage() for r in caplog.records]
     assert "item_std 0.102 COLLAPSE (user_std 0.0047)" in lines[0]
     assert "item_std 0.004 COLLAPSE " in lines[1] and "user_std" not in lines[1]
+
+
+def test_a_low_temperature_lowers_the_line_and_is_not_told_to_go_lower(caplog):
+    # loss.temperature=0.0001 on MovieLens-100K: items 0.0013, users 0.0051 while validation rose every epoch, and
+    # the alarm said "collapse ... lower ... the temperature (loss.temperature)"
+    from twotower.training.diagnostics import GENERIC_ADVICE, collapse_advice, temperature_line_scale
+
+    assert temperature_line_scale(0.02) == 1.0 and temperature_line_scale(5.0) == 1.0
+    assert temperature_line_scale(0.0001) == pytest.approx((0.0001 / 0.02) ** 0.5)
+    advice = collapse_advice(0.002, 1e-4, 0.0001)
+    assert advice.startswith("loss.temperature=0.0001 is below its default (0.02)") and "raise it" in advice
+    assert collapse_advice(0.002, 1e-4, 0.02) == GENERIC_ADVICE
+    items, users = _tight(0.0013), _tight(0.0051)
+    before = [{"epoch": 1, "item_std": 0.0012, "user_std": 0.006}]
+    assert embedding_diagnostics(items, users, earlier=before)["collapse_alarm"] is True  # at the default's line
+    scaled = embedding_diagnostics(items, users, earlier=before, line_scale=temperature_line_scale(0.0001))
+    from twotower.training.diagnostics import collapse_std
+
+    assert scaled["collapse_alarm"] is False
+    assert scaled["collapse_std"] == pytest.approx(collapse_std(8) * (0.0001 / 0.02) ** 0.5)
+    # the spread that did not grow is named: the items' grew (0.0012 -> 0.0013), the users' did not
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="twotower.training.diagnostics"):
+        embedding_diagnostics(items, users, earlier=before, advice=advice)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "and the user spread not growing since the epoch before" in line

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from twotower import distributed as tdist
-from twotower.training.diagnostics import collapse_advice, model_diagnostics
+from twotower.training.diagnostics import collapse_advice, model_diagnostics, temperature_line_scale
 from twotower.training.plan_chunk import chunk_size, plan_chunk
 from twotower.training.prefetch import Prefetcher
 from twotower.training.side_worker import SideWorker
@@ -96,7 +96,8 @@ def train_epoch(tr: "Trainer", epoch: int) -> dict[str, Any]:
             # sequence mode: rank 0 alone must not draw from the window stream every rank shares
             rng = np.random.default_rng([tr.cfg.seed, epoch, 1]) if tr.sequence else tr.rng
             advice = collapse_advice(tr.cfg.lr, tr.cfg.weight_decay, tr.loss_cfg.temperature)
-            row.update(model_diagnostics(tr.model, rng, last, earlier=tr.history, advice=advice))  # history: epochs before
+            row.update(model_diagnostics(tr.model, rng, last, earlier=tr.history, advice=advice,  # history: epochs before
+                                         line_scale=temperature_line_scale(tr.loss_cfg.temperature)))
         alpha = tr.model.item_tower.alpha
     if alpha is not None:
         row["alpha"] = alpha
