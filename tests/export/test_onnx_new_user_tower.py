@@ -31,7 +31,7 @@ def _encode(enc: dict, user: dict, names: list[str]) -> dict[str, np.ndarray]:
     for j, (col, m) in enumerate(enc["multi"].items()):
         parts = user.get(col) or []
         parts = parts.split(enc["separator"]) if isinstance(parts, str) else parts
-        codes = [c for c in dict.fromkeys(code(m["values"], p) for p in parts) if c][: m["max_len"]]
+        codes = [c for c in dict.fromkeys(code(m["values"], p) for p in parts) if c]  # every one: the width is free
         feed[f"user_multi_{j}"] = np.array([codes + [0] * (m["max_len"] - len(codes))], np.int64)
     if enc["numeric"]:
         n = len(enc["numeric"])
@@ -79,8 +79,11 @@ def test_a_new_users_features_fed_to_new_user_tower_give_recommends_scores(featu
     row = {x: r for r, x in enumerate(json.loads((out / "item_ids.json").read_text()))}
     items = np.load(out / "item_embeddings.npy")
     history = ["i3", "i7", "i11"]
+    # "a|b|c": three values where the table's longest list has two (export.json said "at most max_len", and a deployer
+    # who cut them got other scores than recommend, which reads every value)
+    assert tower["encoding"]["multi"]["tags"]["max_len"] == 2 and "every one of them" in tower["encoding"]["meaning"]["multi"]
     for user in ({"gender": "M", "tags": "a|c", "age": 25}, {"gender": "F", "tags": ["b", "zz"], "age": 61.5},
-                 {"gender": "X"}):
+                 {"gender": "X"}, {"gender": "M", "tags": "a|b|c"}):
         feed = _encode(tower["encoding"], user, tower["inputs"])
         feed["history"] = np.array([[row[i] for i in history]], np.int64)
         vec = sess.run(None, feed)[0]

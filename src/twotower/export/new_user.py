@@ -34,7 +34,8 @@ _ENCODING_MEANING = {
                    "one not in the list",
     "multi": "user_multi_<j> is the j-th column of multi: the codes (1 + position in values) of the value's parts "
              "(a list, or one string split at separator; parts stripped, repeats and parts not in values left out), "
-             "at most max_len, padded on the right with 0; all 0 for none",
+             "every one of them (the width is free: max_len is only the training table's longest list), padded on "
+             "the right with 0 to the batch's longest; all 0 for none",
     "numeric": "user_numeric[:, j] is (value - mean) / std of the j-th column of numeric (0 when missing or not a "
                "number) and user_numeric[:, N + j] its missing flag (1.0 missing, 0.0 given), N columns",
 }
