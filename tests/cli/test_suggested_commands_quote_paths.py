@@ -63,3 +63,23 @@ def test_a_staged_run_and_a_misused_out_suggest_pasteable_commands(tmp_path, cap
     assert main(["recommend", "--run", str(out), "--user", "u 1", "--out", "my recs.csv"]) == 2  # before the run is read
     hint = re.search(r"`([^`]*)`", capsys.readouterr().err).group(1)
     assert shlex.split(hint) == ["--users", "u 1", "--out", "my recs.csv"]
+
+
+def test_the_rebuild_command_keeps_the_tuning_the_index_was_built_with(tmp_path):
+    # a stale index tuned for recall@20 0.99 on 300 queries (seed 3, or a pinned nprobe) was told to rebuild with a
+    # command that tuned for recall@10 0.95 on 1,000 queries, seed 0
+    import json
+
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    (folder / "tune.json").write_text(json.dumps({"requested": "hnsw", "target_recall": 0.99, "k": 20,
+                                                  "tune_queries": 300, "seed": 3, "pinned": False,
+                                                  "params": {"efSearch": 16}}))
+    words = shlex.split(rebuild_command("run", str(folder)))
+    assert words[words.index("--index") + 1] == "hnsw" and "--ef-search" not in words
+    assert [words[words.index(f) + 1] for f in ("--target-recall", "--k", "--queries", "--seed")] == ["0.99", "20",
+                                                                                                      "300", "3"]
+    (folder / "tune.json").write_text(json.dumps({"requested": "ivf", "target_recall": 0.95, "k": 10, "seed": 0,
+                                                  "pinned": True, "params": {"nprobe": 20}}))
+    assert shlex.split(rebuild_command("run", str(folder)))[5:] == ["--index", "ivf", "--nprobe", "20", "--out",
+                                                                    str(folder)]

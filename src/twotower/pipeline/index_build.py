@@ -184,7 +184,9 @@ def requested_entry(spec: str, policy: IndexPolicy) -> dict[str, Any]:
     ``auto``, the exact-search budget that decided between exact and an approximation (``--exact-budget-ms``,
     until now only inside the ``reason`` text; None for a named index, which ignores it)."""
     auto = spec.strip().lower() == "auto"
-    return {"requested": spec.strip(), "exact_budget_ms": float(policy.exact_p99_ms) if auto else None}
+    # --queries as asked (n_queries is what the run's users allowed), for the rebuild command a refusal prints
+    return {"requested": spec.strip(), "exact_budget_ms": float(policy.exact_p99_ms) if auto else None,
+            "tune_queries": int(policy.tune_queries)}
 
 
 def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train: int | None,
