@@ -159,3 +159,13 @@ def test_an_empty_filter_object_is_no_filter(run_dir, run, client, capsys, route
         assert py[0] == unfiltered["items"]
     else:
         assert tt.similar(run, ["i3"], k=60, filters={})[0] == unfiltered["items"]
+
+
+def test_a_number_with_a_fraction_sent_back_as_a_filter_is_told_to_be_text(run, client) -> None:
+    # an answer gives "price": 68.17; sent back as a filter value it was refused without saying what would match
+    answer = client.post("/recommend", json={"user_id": "u3", "k": 2, "filters": {"year": [1992.5]}})
+    assert answer.status_code == 422
+    assert 'got a number with a fraction: send it as text ("1992.5"), as filters compare values as text' in \
+        answer.json()["error"]["message"]
+    with pytest.raises(TwoTowerError, match=r"got 1992.5: pass it as text \('1992.5'\), as filters compare values as text"):
+        tt.recommend(run, ["u3"], k=2, filters={"year": [1992.5]})

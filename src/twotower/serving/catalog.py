@@ -80,7 +80,9 @@ def check_filters(filters: Any, name: str = "filters") -> dict[str, list[str]] |
         got = []
         for v in values:
             if isinstance(v, bool) or not isinstance(v, (str, int)):
-                raise ConfigError(f"{filters_at(field)}: a value is text or an integer, got {v!r}")
+                hint = (f": pass it as text ({repr(v)!r}), as filters compare values as text"
+                        if isinstance(v, float) and v == v and abs(v) != float("inf") and not v.is_integer() else "")
+                raise ConfigError(f"{filters_at(field)}: a value is text or an integer, got {v!r}{hint}")
             got.append(str(v).strip())
         out[field] = got
     return out

@@ -6,6 +6,7 @@ with 422 before any work is done. ``make_schemas(settings)`` returns fresh
 classes per app. (No ``from __future__ import annotations`` here: the models
 are defined inside a function and FastAPI resolves annotations at runtime.)
 """
+import json
 import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Optional
@@ -50,7 +51,10 @@ def coerce_id(value: Any, what: str = "an id") -> Any:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):  # pydantic said only "Input should be a valid string", naming no number
-        raise ValueError(f"{what} must be a string or an integer, got {float_in_words(value)}")
+        # a metadata number an answer gave ("price": 68.17) sent back as a filter: say how it matches
+        hint = (f": send it as text ({json.dumps(repr(value))}), as filters compare values as text"
+                if what == "a filter value" and math.isfinite(value) and not value.is_integer() else "")
+        raise ValueError(f"{what} must be a string or an integer, got {float_in_words(value)}{hint}")
     if type(value) in _OTHER_JSON_TYPES:  # ["50"], {...} or null: pydantic's words were "Input should be a valid string"
         raise ValueError(f"{what} must be a string or an integer, got {_OTHER_JSON_TYPES[type(value)]}")
     if isinstance(value, str):
