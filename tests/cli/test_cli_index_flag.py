@@ -64,3 +64,16 @@ def test_index_with_exact_is_refused(run_and_index, capsys, command):
     what = ["--user", "u1"] if command == "recommend" else ["--item", "i1"]
     assert main([command, "--run", str(run), *what, "--index", str(idx), "--exact"]) == 2
     assert "use one or the other" in capsys.readouterr().err
+
+
+def test_a_short_similar_list_is_said_on_stderr_with_json_too(run_and_index, capsys) -> None:
+    # `recommend --json` said a short list on stderr, `similar --json` did not (the JSON carries `shortfall`)
+    run, idx = run_and_index
+    from twotower.pipeline.artifacts import TrainedRun
+
+    loaded = TrainedRun.load(run)
+    item = loaded.item_vocab.ids[0]
+    capsys.readouterr()
+    assert main(["similar", "--run", str(run), "--item", item, "--k", "10000", "--exact", "--json"]) == 0
+    out = capsys.readouterr()
+    assert "shortfall" in json.loads(out.out) and "fewer than k=10000 items are left" in out.err

@@ -129,3 +129,9 @@ def test_a_short_list_from_python_is_logged_as_the_cli_says_it(run, caplog):
     with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
         tt.recommend(run, [user], k=3)
     assert "shorter than" not in caplog.text
+    # tt.similar too: 62 of k=100 came back without a word
+    item = run.item_vocab.ids[0]
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        similar = tt.similar(run, [item], k=run.n_items)
+    assert (f"1 of 1 lists are shorter than k={run.n_items} because fewer items are left after exclusions (e.g. item "
+            f"{item}: {len(similar[0])} of {run.n_items})") in caplog.text

@@ -162,11 +162,11 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     rows, scores = res.row(0)
     answer = similar_answer(catalog, args.item, k, rows, scores, spaces[0], unplaced=unplaced,
                             filtered=args.allow is not None, listed=bool(args.listed_ids))
+    if "shortfall" in answer:  # with --json too, as `recommend --json` says it: a script's log shows it
+        print(answer["shortfall"]["reason"], file=sys.stderr)
     if args.json:
         print(stdout_json(answer, default=str))
         return 0
-    if "shortfall" in answer:
-        print(answer["shortfall"]["reason"], file=sys.stderr)
     for note in answer.get("warnings", []):  # an item the model cannot place (no list, and why), or one in the list
         print(f"warning: {note}", file=sys.stderr)
     if spaces[0] == UNPLACED:

@@ -325,4 +325,10 @@ def similar(
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it
             log.warning("%s", unplaced_note(run.item_vocab.id_at(row)))
+    from twotower.pipeline.recommend import _log_shortfall
+
+    placed = np.asarray([space != UNPLACED for space in spaces], bool)  # an unplaced item's empty list is said above
+    if placed.any():  # lists shorter than k logged, as tt.recommend logs them (they came back without a word)
+        _log_shortfall(Results(res.ids[placed], res.scores[placed]), int(k),
+                       [f"item {run.item_vocab.id_at(r)}" for r in rows[placed].tolist()], filtered=filters is not None)
     return [results_to_items(run, res, q) for q in range(len(rows))]
