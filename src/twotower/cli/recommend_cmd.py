@@ -55,8 +55,9 @@ def _parse_user_list(run, spec: str) -> list[int]:  # noqa: ANN001 - TrainedRun
                           "user column)")
     ids = parse_id_list(spec, "--users")
     unique = list(dict.fromkeys(ids))  # an id given twice: one list per user
-    if len(unique) < len(ids):
-        log.info("--users: %d ids, %d distinct: one list per user", len(ids), len(unique))
+    if len(unique) < len(ids):  # a warning: a script pairing its ids with the output's rows would shift (-q hid it)
+        log.warning("--users: %d ids, %d distinct: one list per user (tt.recommend and POST /recommend/batch give one "
+                    "per id as given)", len(ids), len(unique))
     from twotower.cli.flags import id_place
     from twotower.pipeline.refusals import USER_LIST, hint_unknown_user, locate, rows_naming_every_unknown
 

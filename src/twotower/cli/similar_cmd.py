@@ -104,6 +104,9 @@ def _item_rows(run, spec: str | None, item: str | None = None) -> np.ndarray:  #
         return np.arange(run.n_items, dtype=np.int64)
     given = parse_id_list(spec, "--items")
     ids = list(dict.fromkeys(given))  # an id given twice: one list
+    if len(ids) < len(given):  # said, as --users says it: a script pairing ids with the output's rows would shift
+        log.warning("--items: %d ids, %d distinct: one list per item (tt.similar gives one per id as given)",
+                    len(given), len(ids))
     if not ids:
         raise ConfigError("--items: no item ids given; pass 'all' or a comma list, e.g. --items 50,181")
     from twotower.cli.flags import id_place
