@@ -58,3 +58,20 @@ def test_explain_json_is_the_http_explanation(feature_run, feature_client, capsy
         assert cli["warnings"] and cli["warnings"][0].startswith("user_features.age: ")
     else:
         assert "warnings" not in cli
+
+
+@pytest.mark.parametrize("method", ["loo", "gradxinput"])
+def test_post_explain_takes_top_and_method_as_the_cli_does(feature_run, feature_client, capsys, method) -> None:
+    # {"top": 2} was refused as "not a field of this request" where `explain --top 2 --method gradxinput` and
+    # tt.explain_by_id(top=, method=) take them
+    run = feature_run
+    user = run.user_vocab.ids[2]
+    hist = [run.item_vocab.ids[int(r)] for r in run.history.of(2)]
+    item = next(i for i in run.item_vocab.ids if i not in hist)
+    answer = feature_client.post("/explain", json={"user_id": user, "item_id": item, "top": 2, "method": method})
+    assert answer.status_code == 200, answer.text
+    got = _as_cli(answer.json())
+    assert len(got["history"]) == min(2, len(hist)) and got["method"] == method
+    assert got == _cli_json(str(run.dir), ["--user", user, "--item", item, "--top", "2", "--method", method], capsys)
+    bad = feature_client.post("/explain", json={"user_id": user, "item_id": item, "top": -1})
+    assert bad.status_code == 422 and "top" in bad.text

@@ -233,7 +233,7 @@ def build_router(s: Schemas) -> APIRouter:
         def one(*, budget: WorkBudget) -> dict[str, Any]:
             budget.check()
             return service.explain(item_id=b.item_id, user_id=b.user_id, history=history, user_features=b.user_features,
-                                   check=budget.check)
+                                   check=budget.check, top=b.top, method=b.method)
 
         # a sequence tower's pass grows with the history it reads (a 500-item one: 0.7 s idle, 3.0 s loaded)
         return json_response(await run_budgeted(request, one, budget_hint=EXPLAIN_HINT))

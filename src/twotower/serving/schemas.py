@@ -9,7 +9,7 @@ are defined inside a function and FastAPI resolves annotations at runtime.)
 import json
 import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StringConstraints, ValidationInfo,
                       WithJsonSchema, field_validator, model_validator)
@@ -239,6 +239,13 @@ def make_schemas(settings: ServiceSettings) -> Schemas:
         history: Optional[History] = None
         user_features: UserFeatures = None
         item_id: Id
+        # the CLI's --top and --method and tt.explain_by_id(top=, method=): the service refused them as unknown fields
+        top: Annotated[int, Field(ge=0, le=settings.max_history, strict=True)] = Field(
+            5, description=f"history items listed, largest contribution first (0..{settings.max_history}; "
+                           "the sentence reads every item whatever this is)")
+        method: Literal["loo", "gradxinput"] = Field(
+            "loo", description="loo: each item's contribution is the score lost when it is deleted from the history "
+                               "(exact); gradxinput: the first-order gradient x input estimate")
 
         _check = model_validator(mode="after")(_one_of_user_or_history)
 

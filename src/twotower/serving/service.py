@@ -865,8 +865,9 @@ class RecommenderService:
 
     def explain(self, *, item_id: str, user_id: str | None = None, history: Sequence[str] | None = None,
                 user_features: Mapping[str, Any] | None = None,
-                check: Callable[[], None] | None = None) -> dict[str, Any]:
-        """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation`.
+                check: Callable[[], None] | None = None, top: int = 5, method: str = "loo") -> dict[str, Any]:
+        """Why ``item_id`` for this user: delegated to :func:`twotower.explain.explain_recommendation` (``top``
+        history items listed, contributions by ``method``, as its own arguments).
 
         ``user_features`` (with ``history``): a new user's features, read as ``POST /recommend`` reads them,
         so the explained score is the one that user's list holds. ``check``: as :meth:`recommend_batch`'s,
@@ -900,7 +901,7 @@ class RecommenderService:
         hist_rows = None if hist is None else [int(x) for x in hist.tolist()]
         # features that overflow the tower are refused by explain itself (check_finite_user), as from the CLI
         result = explain(self.run, user_row=user_row, history_rows=hist_rows, item_row=item_row, check=check,
-                         item_vectors=self.item_vectors, **kw)
+                         item_vectors=self.item_vectors, top=top, method=method, **kw)
         answer = {"user_id": user_id, "item_id": item_id, "explanation": result}
         notes = self.run.new_user_feature_notes(user_features) if feats is not None else []
         if self._no_input_history(user_row):
