@@ -325,7 +325,7 @@ def test_a_null_user_id_beside_a_history_is_still_no_user_id(client):
          "body.kk: not a field of this request; did you mean 'k'? (the fields: user_id, history, user_features, k, "
          "exclude_seen, exclude_items, filters, explain, explain_k)"),
         ("/explain", {"user_id": "u1", "item_id": "i1", "k": 3},
-         "body.k: not a field of this request (the fields: user_id, history, user_features, item_id)"),
+         "body.k: not a field of this request (the fields: user_id, history, user_features, item_id, top, method)"),
         ("/recommend/batch", {"requests": [{"user_id": "u1"}, {"user": "u1"}]},
          "body.requests[1].user: not a field of this request; did you mean 'user_id'? (the fields: user_id, history, "
          "user_features, k, exclude_seen, exclude_items, filters, explain, explain_k)"),

@@ -253,11 +253,16 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         long = long_history_note(run, len(hist), exclude_seen=not args.no_exclude_seen, distinct=len(set(hist)))
         if long:  # a `warning: --history: ...` line as the others, not a log line in HTTP's field name
             say_flag_note(long, "history", "--history")
+        from twotower.pipeline.similar import untrained_history_note
+
+        cold = untrained_history_note(run, [run.item_vocab.index(i) for i in hist])  # the ids were checked above
+        if cold:
+            say_flag_note(cold, "history", "--history")
         _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
         title = (f"recommendations for a new user with {len(hist)} history items" if hist
                  else "recommendations for a new user from their features alone (no history yet)")
         _print_answer(args, run, res, k, None, title,
-                      notes=[*run.new_user_feature_notes(features), *([long] if long else [])])
+                      notes=[*run.new_user_feature_notes(features), *([long] if long else []), *([cold] if cold else [])])
         return 0
     exclude = exclusions_from_files(run, args.exclude or [], include_seen=not args.no_exclude_seen)
     if histories is not None and not args.no_exclude_seen:

@@ -226,14 +226,19 @@ def _list_ranks(run: Any, user_row: int | None, window: np.ndarray, features: Fe
     return out
 
 
-def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every pooled history item, largest contribution first (ties: the more recent first), with metadata."""
+def _history_entries(run: Any, window: np.ndarray, att: Attribution, records: dict[int, dict[str, Any]],
+                     untrained: np.ndarray) -> list[dict[str, Any]]:
+    """Every pooled history item, largest contribution first (ties: the more recent first), with metadata; an item
+    without training interactions (``untrained``) carries ``"cold": true`` (the tower has not learned it, so its
+    contribution is its untrained vector's, and the sentence does not name it as a reason)."""
     L = len(window)
     order = sorted(range(len(att.positions)), key=lambda k: (-att.contributions[k], -int(att.positions[k])))
     out = []
     for k in order:
         pos = int(att.positions[k])
-        out.append({**records[int(window[pos])], "contribution": float(att.contributions[k]), "age": L - 1 - pos})
+        row = int(window[pos])
+        out.append({**records[row], "contribution": float(att.contributions[k]), "age": L - 1 - pos,
+                    **({"cold": True} if untrained[row] else {})})
     return out
 
 
@@ -350,7 +355,7 @@ def explain_recommendations(
     for item_row, att, (rank, empty_rank) in zip(item_rows, atts, ranks):
         if check is not None:
             check()
-        entries = _history_entries(run, window, att, records)
+        entries = _history_entries(run, window, att, records, trained == 0)
         item = _record(run, item_row, names)
         expl: dict[str, Any] = {
             "user_id": None if user_row is None else run.user_vocab.id_at(user_row),

@@ -104,7 +104,8 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     (``None`` when no other positive contributor shares one). ``categorical``: the
     item's value of each categorical column that every named item has too (said
     before ``common``: "(both cat toys, bundle)"). Items whose
-    contribution is zero or negative are never counted: they did not raise the score.
+    contribution is zero or negative are never counted: they did not raise the score; nor are items without
+    training interactions (``cold`` entries), which moved it by vectors the model has not learned.
     An item at several history positions is named and counted once.
     """
     # one entry per item: a history may hold an item twice (a re-watch, a repeat purchase), each position its own
@@ -113,7 +114,8 @@ def sentence_facts(expl: dict[str, Any], cols: MetadataColumns, history: list[di
     seen: set[Any] = set()
     positive = []
     for h in history:
-        if h["contribution"] > 0 and h["item_id"] not in seen:
+        # a cold history item (no training interactions) moved the score by its untrained vector: no reason to give
+        if h["contribution"] > 0 and h["item_id"] not in seen and not h.get("cold"):
             seen.add(h["item_id"])
             positive.append(h)
     named = positive[:NAMED]
@@ -190,6 +192,10 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
                    "lower it")
         else:
             how = "removing that one item would not lower it" if one else "removing any one of them would not lower it"
+        if any(h.get("cold") and h["contribution"] > 0 for h in table):
+            # a cold item does raise it, by its untrained vector: "removing any one of them would not lower it" was false
+            how = ("none the model has learned would; what raises it comes from items without training "
+                   "interactions, whose vectors it has not learned")
         total = expl.get("history_total")
         if total is not None and total > 0:
             # one by one none raises it, yet the history as a whole does (a sequence tower over a long history,

@@ -508,6 +508,10 @@ def recommend_history(
             if log_history_note else None)
     if note:  # said, as the list then rests on fewer items than were given
         log.warning("%s", note)
+    from twotower.pipeline.similar import untrained_history_note  # here: similar imports this module
+
+    if log_history_note and (cold := untrained_history_note(run, rows)):
+        log.warning("%s", cold)
     vec = np.asarray(run.history_vectors([np.asarray(rows, np.int64)], features=feats), np.float32)  # [1, D]
     if feats is not None:  # named here: the index would refuse a NaN query naming no field
         check_finite_user(vec)

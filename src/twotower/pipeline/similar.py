@@ -62,8 +62,33 @@ _semantic: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, dict[int, np.nda
 
 
 def _untrained(run: Any) -> np.ndarray:
-    """``[I]`` bool, the items with no training interactions."""
-    return np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
+    """``[I]`` bool, the items with no training interactions (worked out once per loaded run: a request reads it)."""
+    got = _untrained_cache.get(run)
+    if got is None:
+        got = np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
+        got.flags.writeable = False
+        _untrained_cache[run] = got
+    return got
+
+
+_untrained_cache: "weakref.WeakKeyDictionary[Any, np.ndarray]" = weakref.WeakKeyDictionary()
+
+
+def untrained_history_note(run: Any, rows: Any) -> str | None:
+    """The warning for a given history holding items without training interactions, else None: the user tower has
+    not learned them (a pooled tower's own table keeps their initial random rows, a tied one their zeroed ID
+    vectors), so what they add to a list or a score is no learned signal, and explanations named them as reasons
+    ("Because you watched Time Tracers (1995) ..." of two such items)."""
+    rows = np.asarray(list(rows), dtype=np.int64)
+    if rows.size == 0 or not getattr(run.model.user_tower, "uses_history", False):
+        return None
+    cold = list(dict.fromkeys(int(r) for r in rows[_untrained(run)[rows]].tolist()))
+    if not cold:
+        return None
+    named = ", ".join(repr(run.item_vocab.id_at(r)) for r in cold[:3]) + (", ..." if len(cold) > 3 else "")
+    return (f"history: {len(cold)} of its items had no training interactions ({named}): the user tower has not "
+            "learned them, so they carry no learned signal into the list or the score, and explanations do not name "
+            "them as reasons")
 
 
 def cold_item_mask(run: Any) -> np.ndarray | None:

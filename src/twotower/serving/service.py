@@ -25,7 +25,7 @@ from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundErro
 from twotower.index import VectorIndex
 from twotower.pipeline.refusals import empty_user_id_refusal, hint_unknown_user, k_refusal, refuse_oversized_user_features, too_long, too_many
 from twotower.pipeline.similar import (UNPLACED, cold_item_mask, similar_items, unplaced_item_mask, unplaced_item_note,
-                                       unplaced_list_note, unplaced_note)
+                                       unplaced_list_note, unplaced_note, untrained_history_note)
 from twotower.serving.catalog import ItemCatalog, filters_at
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
                                        ServiceSettings)
@@ -821,6 +821,8 @@ class RecommenderService:
 
                 long = long_history_note(self.run, len(h), exclude_seen=r.exclude_seen, distinct=int(np.unique(h).size))
                 notes += [long] if long else []
+                if r.history is not None and (cold := untrained_history_note(self.run, h)):  # a new user's, as given
+                    notes.append(cold)
             notes += self.unplaced_in(rows)
             if self._no_input_history(u):
                 # as `recommend --history-from` says it: the list is the empty-history one, which a client would
@@ -911,6 +913,8 @@ class RecommenderService:
                              "explained from an empty input history, not from their training history"]
         if self.unplaced_items[item_row]:  # `cold: true` says no interactions; this says its score means nothing
             notes = [*notes, unplaced_item_note(item_id)]
+        if history is not None and hist is not None and (cold := untrained_history_note(self.run, hist)):
+            notes = [*notes, cold]
         if notes:
             answer["warnings"] = notes
         return answer
