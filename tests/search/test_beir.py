@@ -9,6 +9,7 @@ from twotower.search.beir import (
     load_beir,
     load_pairs,
     load_qrels,
+    load_queries,
     relevant_rows,
     resolve_beir_dir,
     validation_split_by_group,
@@ -68,8 +69,8 @@ def test_empty_document_and_query_text(tmp_path):
     # an empty document is indexed with a warning (issue 13; tests/search/test_empty_documents.py), an empty query is not
     assert "d6" in load_beir(write_beir(tmp_path / "a", docs=docs), "test").corpus.ids
     queries = QUERIES + [{"_id": "6", "text": ""}]
-    with pytest.raises(DataError, match="query text is empty"):
-        load_beir(write_beir(tmp_path / "b", queries=queries), "test")
+    with pytest.raises(DataError, match="query text is empty"):  # a queries file read alone (search train's)
+        load_queries(write_beir(tmp_path / "b", queries=queries) / "queries.jsonl")
 
 
 def test_broken_json_line(tmp_path):
@@ -248,3 +249,18 @@ def test_ids_with_spaces_around_them_match_the_qrels_that_name_them(tmp_path):
     corpus, qs = load_corpus(root / "corpus.jsonl"), load_queries(root / "queries.jsonl")
     qrels = load_qrels(root / "qrels" / "test.tsv", corpus=corpus, queries=qs)
     assert qrels["4"] == {"d4": 1} and "d4" in corpus.row_of and "4" in qs
+
+
+def test_an_empty_query_refuses_only_the_split_that_judges_it(tmp_path):
+    # an empty text anywhere in queries.jsonl refused `search evaluate` of a split that never uses that query, and
+    # hid a mistyped --split behind it
+    queries = [*QUERIES, {"_id": "9", "text": ""}]
+    root = write_beir(tmp_path / "b", queries=queries)
+    assert sorted(load_beir(root, "test").queries) == ["4", "5"]  # query 9 is judged nowhere: evaluated without it
+    with pytest.raises(DataError, match="no qrels for split 'nope'"):
+        load_beir(root, "nope")
+    judged = write_beir(tmp_path / "c", queries=queries,
+                        qrels={"test": "query-id\tcorpus-id\tscore\n4\td4\t1\n9\td3\t1\n"})
+    with pytest.raises(DataError, match=r"queries.jsonl, row 6, column 'text'.*query text is empty \(query '9', judged "
+                                        r"in qrels/test.tsv\)"):
+        load_beir(judged, "test")

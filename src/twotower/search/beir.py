@@ -202,14 +202,15 @@ def load_corpus(path: str | os.PathLike[str]) -> Corpus:
     return Corpus(ids, titles, texts, row_of)
 
 
-def load_queries(path: str | os.PathLike[str]) -> dict[str, str]:
+def load_queries(path: str | os.PathLike[str], *, keep_empty: bool = False) -> dict[str, str]:
     """A BEIR ``queries.jsonl`` (``{"_id", "text"}`` per line) as ``{query id: text}`` in file order; an empty text
-    or a duplicate id is a DataError naming file and line."""
+    or a duplicate id is a DataError naming file and line. ``keep_empty``: an empty text is kept as ``""`` (for
+    :func:`load_beir`, which refuses it only when the split judges that query)."""
     path = Path(path)
     out: dict[str, str] = {}
     for lineno, obj in _read_jsonl(path, ("_id", "text")):
         qid, text = str(obj["_id"]).strip(), str(obj["text"] or "")  # trimmed as the qrels' ids are
-        if not text.strip():
+        if not text.strip() and not keep_empty:
             raise DataError("query text is empty", file=str(path), row=lineno, column="text")
         if qid in out:
             raise DataError(f"duplicate query id {qid!r}", file=str(path), row=lineno, column="_id")
@@ -322,13 +323,21 @@ def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str
     calls ``beir_dir`` (:func:`resolve_beir_dir`). ``keep_unknown`` / ``unknown_fix``: a qrels corpus id not in the
     corpus kept (warned) or refused with that fix (:func:`load_qrels`)."""
     d = resolve_beir_dir(beir_dir, arg=arg)
-    corpus = load_corpus(d / "corpus.jsonl")
-    queries = load_queries(d / "queries.jsonl")
     qrels_path = d / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
+    if not qrels_path.is_file():  # first: a mistyped --split was reported only once every query read cleanly
         have = sorted(p.stem for p in (d / "qrels").glob("*.tsv")) if (d / "qrels").is_dir() else []
         raise DataError(f"no qrels for split {split!r}; available splits: {have or 'none'}", file=str(qrels_path))
+    corpus = load_corpus(d / "corpus.jsonl")
+    # an empty query text is refused only where this split judges it: one in another split's queries (or none's)
+    # refused the whole evaluation, where BEIR evaluates the split's queries
+    queries = load_queries(d / "queries.jsonl", keep_empty=True)
     qrels = load_qrels(qrels_path, corpus=corpus, queries=queries, keep_unknown=keep_unknown, unknown_fix=unknown_fix)
+    empty = [q for q in qrels if not queries[q].strip()]
+    if empty:
+        row = next(n for n, obj in _read_jsonl(d / "queries.jsonl", ("_id", "text")) if str(obj["_id"]).strip() == empty[0])
+        raise DataError(f"query text is empty (query {empty[0]!r}, judged in qrels/{split}.tsv"
+                        f"{f'; {len(empty) - 1} more such' if len(empty) > 1 else ''})",
+                        file=str(d / "queries.jsonl"), row=row, column="text")
     return BeirData(corpus, {q: queries[q] for q in qrels}, qrels)
 
 

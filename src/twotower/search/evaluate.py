@@ -1,7 +1,8 @@
 """Retrieval metrics for BEIR-style qrels, and the one-call ``search_evaluate``.
 
-Protocol: a document is relevant when its qrels score is > 0, queries averaged uniformly,
-every judged query counted (BEIR / MTEB convention); NDCG's gain is the score itself (trec_eval's ``ndcg_cut``,
+Protocol: a document is relevant when its qrels score is > 0, queries averaged uniformly over the judged
+queries with at least one relevant document (a query judged only 0 or below has no defined recall: it is skipped,
+counted in ``skipped`` and said in a note, where pytrec_eval would average it in as 0); NDCG's gain is the score itself (trec_eval's ``ndcg_cut``,
 which BEIR reports), so graded qrels (0/1/2) are measured as BEIR measures them. Metrics come from
 :mod:`twotower.evaluation.metrics`.
 """
