@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -283,8 +283,13 @@ def explain_recommendations(
     user_features: Mapping[str, Any] | None = None,
     encoded_features: Features | None = None,
     item_vectors: np.ndarray | None = None,
+    list_ranks: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`explain_recommendation` for several items of one user, in order.
+
+    ``list_ranks``: each item's place in the list the caller served (``POST /recommend`` with ``explain``), taken as
+    its ``rank``: from an approximate index the list can differ from the exact count (65 of 400 demo items under
+    IVF), and the sentence quoted a place the list beside it did not show.
 
     ``encoded_features``: ``user_features`` already encoded by the caller (the service encodes a
     request's features once, for its list and its explanations).
@@ -351,6 +356,8 @@ def explain_recommendations(
         check()
     ranks = _list_ranks(run, user_row, window, feats, item_rows, seen, item_vectors,
                         atts[0].user_vectors if atts else None)
+    if list_ranks is not None:  # the served list's places (an approximate index's list, as the client sees it)
+        ranks = [(int(listed), empty) for listed, (_, empty) in zip(list_ranks, ranks)]
     out = []
     for item_row, att, (rank, empty_rank) in zip(item_rows, atts, ranks):
         if check is not None:
