@@ -62,7 +62,7 @@ def test_validation_rows_partly_in_train_get_a_warning_with_the_counts(dataset, 
     with caplog.at_level(logging.WARNING):
         assert _train(dataset, tmp_path / "r", "--valid", str(mixed)) == 0
     said = [r.getMessage() for r in caplog.records if "valid pairs in" in r.getMessage()]
-    assert said == [f"7 of {pairs} valid pairs in --valid {mixed} are in --train {dataset['train']}, whose items "
+    assert said == [f"7 of {pairs} valid pairs in the validation file {mixed} are in the training file {dataset['train']}, whose items "
                     "validation excludes from ranking, so they are never hit: valid NDCG@10 counts them as misses, and "
                     "early stopping and the item-item weight are chosen on it (is the validation file held out from "
                     "this training file?)"]

@@ -123,16 +123,18 @@ def _warn_if_valid_within_train(config: RunConfig, prep: Prepared,
         return
     data = config.data
 
-    def given(name: str, flag: str) -> str | None:
+    def given(name: str, what: str) -> str | None:
         # a DataFrame input is named as it was passed: from Python the warning read "the training split of None"
         if frames and name in frames:
             return f"frames[{name!r}]"
         value = getattr(data, name)
-        return f"{flag} {value}" if value else None
+        # named as a file, not as a flag: a resume reads the run's own copies, and "--valid RUN/data/valid.csv"
+        # named flags its command never had
+        return f"the {what} file {value}" if value else None
 
-    held_out = given("valid", "--valid") or "the validation split"
+    held_out = given("valid", "validation") or "the validation split"
     whole = "frames['path']" if frames and "path" in frames else data.path or data.dataset
-    source = given("train", "--train") or f"the training split of {whole}"
+    source = given("train", "training") or f"the training split of {whole}"
     if seen < valid.nnz:
         log.warning("%s of %s valid pairs in %s %s in %s, whose items validation excludes from ranking, so %s never "
                     "hit: valid %s counts %s as misses, and early stopping and the item-item weight are chosen on it "
