@@ -212,6 +212,19 @@ def test_resume_keeps_the_run_it_continues(old_run, dataset, tmp_path):
     assert (out / "tuned_baselines.json").exists() and (out / "index" / "meta.json").exists()
 
 
+def test_resume_names_a_stopped_new_run_beside_the_one_it_continues(old_run, dataset, tmp_path, caplog):
+    # a retrain into the run killed outright left its epochs in the staging folder, and `--resume` of the run went on
+    # with the earlier run without a word of them
+    out = _copy(old_run, tmp_path / "a")
+    stage = tmp_path / ".a.staging-999999999"  # a writer that is gone
+    (stage / "checkpoint").mkdir(parents=True)
+    (stage / "checkpoint" / "state.json").write_text("{}")
+    with caplog.at_level("WARNING"):
+        assert main(_train_args(dataset, out, "--epochs", "2", "--resume", "train.patience=100")) == 0
+    assert (f"{stage} holds a new run into {out} that was stopped before it finished (its epochs are in its "
+            f"checkpoint); this --resume continues the run in {out}. `twotower train --out {stage} --resume`") in caplog.text
+
+
 def test_resume_trains_with_the_learning_rate_and_weight_decay_it_is_given(old_run, dataset, tmp_path):
     # audit: the optimizer's saved settings came back with its state, so `--resume train.lr=...` trained on at
     # the run's rate (and weight decay) while config.json recorded the new one

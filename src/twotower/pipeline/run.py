@@ -310,6 +310,7 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
         _check_resumable(out)
         if tdist.is_main():  # a resume killed outright left the run's files set aside: the run comes back first
             put_back_leftover(out)
+            _say_stopped_new_runs(out)
         verify_data_copies(out)  # a resume may read them as its data (--train RUN/data/train.csv)
     inputs = input_digests(config) if tdist.is_main() else None  # before reading: the bytes the run is trained on
     if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
@@ -738,6 +739,20 @@ def _check_inputs_outside_run_files(out: Path, config: RunConfig) -> None:
             raise ConfigError(f"data.{name} ({value}, {flag}) is {written[Path(value).resolve()]}, a file the run "
                               f"writes: training into {out} would replace it with the run's own copy; keep the "
                               "input elsewhere or train into another --out")
+
+
+def _say_stopped_new_runs(out: Path) -> None:
+    """A `--resume` of ``out`` beside a new run into it that was stopped before it finished (its staging folder,
+    whose writer is gone): the resume continued the earlier run without a word of the new one's epochs."""
+    from twotower.pipeline.run_files import CHECKPOINT_DIR
+    from twotower.pipeline.staging import stale_staging
+    from twotower.utils.shell import shell_arg
+
+    for stage in stale_staging(out):
+        if (stage / CHECKPOINT_DIR / "state.json").is_file():
+            log.warning("%s holds a new run into %s that was stopped before it finished (its epochs are in its "
+                        "checkpoint); this --resume continues the run in %s. `twotower train --out %s --resume` "
+                        "finishes the new one and puts it in place of this one", stage, out, out, shell_arg(stage))
 
 
 def _check_staging_room(out: Path, stage: Path, config: RunConfig, weight_bytes: int) -> None:

@@ -110,10 +110,10 @@ def check_new_run_dir(out: Path, inputs: tuple[str | None, ...], *, resume: bool
                       "its files with these: choose a new or empty folder, or move them out")
 
 
-def sweep_stale_staging(out: Path) -> list[Path]:
-    """Remove the staging folders for ``out`` whose writer is gone (killed, or interrupted and not resumed):
-    a new run into ``out`` starts over, as it did before staging. A folder being resumed (its lock held) stays."""
-    base, removed = _base(out), []
+def stale_staging(out: Path) -> list[Path]:
+    """The staging folders for ``out`` whose writer is gone (killed, or interrupted and not resumed); not one being
+    resumed (its lock held)."""
+    base, found = _base(out), []
     with contextlib.suppress(OSError):
         for p in sorted(base.parent.iterdir()):
             m = _NAME.fullmatch(p.name)
@@ -122,8 +122,15 @@ def sweep_stale_staging(out: Path) -> list[Path]:
             pid, start = int(m.group("pid")), m.group("start")
             if pid == os.getpid() or _writer_alive(pid, None if start is None else int(start)) or active_writer(p):
                 continue
-            shutil.rmtree(p, ignore_errors=True)
-            removed.append(p)
+            found.append(p)
+    return found
+
+
+def sweep_stale_staging(out: Path) -> list[Path]:
+    """Remove :func:`stale_staging`'s folders: a new run into ``out`` starts over, as it did before staging."""
+    removed = stale_staging(out)
+    for p in removed:
+        shutil.rmtree(p, ignore_errors=True)
     return removed
 
 
