@@ -244,4 +244,6 @@ def test_a_resume_of_a_run_that_kept_no_checkpoint_says_why(dataset, tmp_path, c
                  "train.checkpoint=false", *FAST]) == 0
     capsys.readouterr()
     assert main(["-q", "train", "--out", str(out), "--resume"]) == 2
-    assert "(the run was trained with train.checkpoint=false, which keeps none)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "(the run was trained with train.checkpoint=false, which keeps none)" in err
+    assert "train it again with train.checkpoint=true" in err and "train without --resume first" not in err

@@ -532,9 +532,12 @@ def _check_resumable(out: Path) -> None:
     """Refuse ``resume`` without a checkpoint before the data is read and the folder rewritten."""
     if not (out / "checkpoint" / "state.json").is_file():
         saved = _read_json_dict(out / "config.json") or {}
-        why = (" (the run was trained with train.checkpoint=false, which keeps none)"
-               if (saved.get("train") or {}).get("checkpoint") is False else "")
-        raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}{why}; train without --resume first")
+        if (saved.get("train") or {}).get("checkpoint") is False:
+            # "train without --resume first" did not help: such a run never keeps one
+            raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'} (the run was trained with "
+                              "train.checkpoint=false, which keeps none); train it again with train.checkpoint=true "
+                              "(the default) to have one for the next --resume")
+        raise ConfigError(f"cannot resume: no checkpoint in {out / 'checkpoint'}; train without --resume first")
 
 
 def _differing_leaves(old: Any, new: Any, prefix: str) -> list[tuple[str, Any, Any]]:
