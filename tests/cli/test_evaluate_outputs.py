@@ -79,7 +79,7 @@ def test_train_table_says_which_ks_it_leaves_to_metrics_json(tmp_path):
                  str(paths["test"]), "--out", str(out), "--epochs", "1", "eval.ks=10,15", "eval.baselines=", *fast]) == 0
     text = (out / "eval.txt").read_text()
     assert "two-tower  10" in text and "two-tower  15" not in text
-    assert f"k=15 (eval.ks) are in {out / 'metrics.json'}; `twotower evaluate --run {out}` prints every k" in text
+    assert f"k=15 (eval.ks) is in {out / 'metrics.json'}; `twotower evaluate --run {out}` prints every k" in text
     assert "Recall@15" in json.loads((out / "metrics.json").read_text())["test"][0]
 
 

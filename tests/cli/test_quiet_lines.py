@@ -80,7 +80,7 @@ def test_train_under_q_prints_its_summary_and_table_not_the_pointer_below_it(tmp
             "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "--no-progress", "--epochs", "1",
             "eval.ks=10,15", "eval.baselines="]
     files = ["--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test", str(paths["test"])]
-    pointer = "k=15 (eval.ks) are in "
+    pointer = "k=15 (eval.ks) is in "
     assert main(["-q", "train", *files, "--out", str(tmp_path / "q"), *fast]) == 0
     out = capsys.readouterr().out
     assert out.startswith("trained: ") and "two-tower  10" in out and "protocol: " in out

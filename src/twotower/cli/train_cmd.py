@@ -524,7 +524,7 @@ def _evaluate_trained(args: argparse.Namespace, cfg, run, prep, out: Path) -> No
         table = buf.getvalue()
         left = [k for k in ks if k not in shown]
         # said, not silently dropped: eval.ks=[10, 50] printed k=10 alone; a pointer, so not under -q
-        where = (f"k={','.join(map(str, left))} (eval.ks) are in {out / 'metrics.json'}; "
+        where = (f"k={','.join(map(str, left))} (eval.ks) {'is' if len(left) == 1 else 'are'} in {out / 'metrics.json'}; "
                  f"`twotower evaluate --run {shell_arg(out)}` prints every k") if left else None
         atomic_write_text(out / "eval.txt", table + (f"{where}\n" if where else ""))
         print(table, end="")
