@@ -267,9 +267,10 @@ def test_an_index_of_a_run_retrained_since_is_refused_as_stale_first(run_dir, tm
     train_run(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=cfg.train.seed + 1)), run_dir)
     retrained = TrainedRun.load(run_dir)
     for allow_low_recall in (False, True):
-        # the rebuild asks for the index type the folder was built as (its tune.json's request)
+        # the rebuild asks for the index type the folder was built as (its tune.json's request), with its recorded
+        # tuning flags that differ from the defaults (_low_recall_index's --target-recall 1 --queries 20)
         with pytest.raises(IntegrityError, match=rf"retrained since.*twotower index build --run {run_dir} "
-                                                 rf"--index IVF8,PQ4x4 --out {out}"):
+                                                 rf"--index IVF8,PQ4x4 --target-recall 1 --queries 20 --out {out}"):
             open_run_index(retrained, out, allow_low_recall=allow_low_recall)
     assert main(["index", "info", "--run", str(run_dir), "--index", str(out)]) == 2
     assert "built for model" in capsys.readouterr().err
@@ -387,7 +388,7 @@ def test_a_damaged_index_names_the_command_that_rebuilds_it_and_the_way_around_i
     shutil.copytree(run_dir, run)
     assert main(["-q", "index", "build", "--run", str(run), "--index", "flat", "--queries", "5"]) == 0
     capsys.readouterr()
-    fix = f"rebuild it with `twotower index build --run {run} --index flat` (or rank exactly with --exact)"
+    fix = f"rebuild it with `twotower index build --run {run} --index flat --queries 5` (or rank exactly with --exact)"
     damaged = run / "index" / "index.faiss"
     damaged.write_bytes(damaged.read_bytes()[:-8])
     assert main(["-q", "recommend", "--run", str(run), "--user", "u0"]) == 2
