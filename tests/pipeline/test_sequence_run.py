@@ -38,7 +38,8 @@ def test_history_user_equals_stored_user(seq_run):
 
 
 def test_explain_leave_one_out_is_exact(seq_run):
-    """Each contribution is the score lost when that item is removed from what the encoder reads."""
+    """Each contribution is the score lost when that item is deleted from what the encoder reads: the older items
+    move up a column (with recency, "right", positions too: reading the column as padding kept their positions)."""
     from twotower.explain.attribution import attribute_history, item_vector
 
     model = seq_run.model.eval()
@@ -48,8 +49,7 @@ def test_explain_leave_one_out_is_exact(seq_run):
     v = item_vector(model, 2)
     pad = model.pad_item
     for col, c in zip(att.positions, att.contributions):
-        hole = window.copy()
-        hole[col] = pad  # the same column, now read as padding
+        hole = np.concatenate([[pad], window[:col], window[col + 1:]])  # the item deleted, padding at the oldest end
         with torch.no_grad():
             s = float(model.user_tower(None, torch.as_tensor(hole[None])) @ v)
         assert att.score - s == pytest.approx(float(c), abs=1e-5)

@@ -26,7 +26,9 @@ def test_the_alarm_names_a_raised_weight_decay_not_the_learning_rate(caplog):
 
 def test_the_advice_lists_every_raised_setting_and_stays_generic_at_the_defaults():
     assert collapse_advice(0.002, 0.0001, 0.02) == GENERIC_ADVICE
-    assert collapse_advice(0.0005, 0.0, 0.01) == GENERIC_ADVICE  # lowered settings shrink no spread
+    assert collapse_advice(0.0005, 0.0, 0.02) == GENERIC_ADVICE  # lowered settings shrink no spread
+    # a temperature below its default is not told to go lower still (it keeps the spread small by itself)
+    assert collapse_advice(0.0005, 0.0, 0.01).startswith("loss.temperature=0.01 is below its default (0.02)")
     assert collapse_advice(0.5, 0.0001, 100.0) == "lower loss.temperature=100 (default 0.02), train.lr=0.5 (default 0.002)"
 
 
