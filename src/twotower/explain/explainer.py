@@ -347,7 +347,9 @@ def explain_recommendations(
     pooled_records = [run.item_record(r) for r in dict.fromkeys(pooled)]
     # training interactions per item: a cold item (none) was explained "Because you watched ..." with a head
     # split whose collaborative half is the zero-ID vector every cold item shares
-    trained = np.bincount(np.asarray(run.history.items, np.int64), minlength=run.n_items)
+    from twotower.pipeline.similar import untrained_items  # once per loaded run: a request counted every interaction
+
+    untrained = untrained_items(run)
     reads_of_item = _item_reads(model.item_tower)
     from twotower.pipeline.run import item_has_text
 
@@ -362,7 +364,7 @@ def explain_recommendations(
     for item_row, att, (rank, empty_rank) in zip(item_rows, atts, ranks):
         if check is not None:
             check()
-        entries = _history_entries(run, window, att, records, trained == 0)
+        entries = _history_entries(run, window, att, records, untrained)
         item = _record(run, item_row, names)
         expl: dict[str, Any] = {
             "user_id": None if user_row is None else run.user_vocab.id_at(user_row),
@@ -372,7 +374,7 @@ def explain_recommendations(
             "history": entries,
             "shared_metadata": shared_metadata(item, pooled_records, cols),
             "already_seen": bool(np.isin(item_row, seen)),
-            "cold": bool(trained[item_row] == 0),
+            "cold": bool(untrained[item_row]),
             "basis": "history" if reads and len(att.positions) else profile,
             "method": att.method,
             "history_window": int(len(att.positions)),

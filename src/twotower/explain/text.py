@@ -40,13 +40,19 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _heads_clause(heads: dict[str, Any] | None, item_text: bool = True) -> str:
+def _semantic_share(heads: dict[str, Any] | None) -> int | None:
+    """The dual-head split's semantic share of the score in percent; None without heads or where either head's
+    part is not positive (a share of a difference says nothing)."""
     if not heads:
-        return ""
+        return None
     sem, col = float(heads["semantic"]), float(heads["collaborative"])
-    if sem <= 0 or col <= 0:
+    return round(100 * sem / (sem + col)) if sem > 0 and col > 0 else None
+
+
+def _heads_clause(heads: dict[str, Any] | None, item_text: bool = True) -> str:
+    share = _semantic_share(heads)
+    if share is None:
         return ""
-    share = round(100 * sem / (sem + col))
     if not item_text:  # its semantic head read the empty string: "from the item's text" credited text it lacks
         return f"; {share}% of the score comes from the semantic head's vector for items without text (this one has none)"
     return f"; {share}% of the score comes from the item's text (semantic head)"
@@ -244,8 +250,8 @@ def _cold_heads_clause(heads: dict[str, Any] | None, reads: tuple[str, ...] = ()
     to the head that does not read them)."""
     if not heads:
         return ""
-    sem, col = float(heads["semantic"]), float(heads["collaborative"])
-    share = f" ({round(100 * sem / (sem + col))}% of the score, through the semantic head)" if sem > 0 and col > 0 else ""
+    pct = _semantic_share(heads)
+    share = f" ({pct}% of the score, through the semantic head)" if pct is not None else ""
     if "features" in reads:
         return f"{share} and its features (through the collaborative head)"
     return f"{share} and the collaborative vector every cold item shares"
@@ -274,10 +280,9 @@ def _cold_sentence(expl: dict[str, Any], cols: MetadataColumns, title: str, read
         # "its text (N% of the score, through the semantic head)" credited text the item does not have
         basis = "its features (through the collaborative head)" if "features" in reads else \
             "the vector every cold item without text shares"
-        sem, col = float(expl["heads"]["semantic"]), float(expl["heads"]["collaborative"])
-        if "features" in reads and sem > 0 and col > 0:  # the empty text's semantic vector carries its share too
-            basis += (f" and the semantic head's vector for items without text ({round(100 * sem / (sem + col))}% "
-                      "of the score)")
+        pct = _semantic_share(expl["heads"])
+        if "features" in reads and pct is not None:  # the empty text's semantic vector carries its share too
+            basis += f" and the semantic head's vector for items without text ({pct}% of the score)"
         return (f"{title} has no training interactions (a cold item) and no text, so its score rests on {basis}, "
                 f"not on who {cols.verb} it{_shared_clause(expl, cols)}.")
     heads = _cold_heads_clause(expl.get("heads"), reads)

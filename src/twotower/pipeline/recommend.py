@@ -77,6 +77,7 @@ __all__ = [
     "recommend_history",
     "history_query_vectors",
     "long_history_note",
+    "log_shortfall",
     "results_to_frame",
     "results_to_items",
 ]
@@ -612,7 +613,7 @@ def recommend(
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
                                 allow=allow, listed=listed, filter_exact_max=filter_exact_max)
-        _log_shortfall(res, int(k), ["the history"], filtered=mask is not None)
+        log_shortfall(res, int(k), ["the history"], filtered=mask is not None)
         return [results_to_items(run, res)]
     assert user_ids is not None
     # an unknown id named by its place (user_ids[3]: unknown user ...), then every other unknown one, in the words of
@@ -627,7 +628,7 @@ def recommend(
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed,
                           filter_exact_max=filter_exact_max)
-    _log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None)
+    log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None)
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 
@@ -646,7 +647,7 @@ def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None
             f"{k})")
 
 
-def _log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
+def log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
     """:func:`shortfall_note` logged: from Python the short lists came back without a word."""
     if (note := shortfall_note(res, k, who, filtered="filters" if filtered else None)) is not None:
         log.warning("%s", note)

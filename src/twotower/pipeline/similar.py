@@ -47,7 +47,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["COLD_CHUNK", "SIMILAR_BLOCK", "UNPLACED", "cold_item_mask", "similar", "similar_items",
            "similar_queries", "similar_query", "unplaced_item_mask", "unplaced_item_note", "unplaced_list_note",
-           "unplaced_note"]
+           "unplaced_note", "untrained_items", "untrained_history_note"]
 
 #: Cold items' semantic query vectors are computed for every cold item of a chunk of this many item rows at
 #: once (``[0, C)``, ``[C, 2C)``, ...), by the CLI and the service alike: a forward's batch shape can change
@@ -61,17 +61,22 @@ UNPLACED = "none"
 _semantic: "weakref.WeakKeyDictionary[Any, tuple[Any, dict[int, dict[int, np.ndarray]]]]" = weakref.WeakKeyDictionary()
 
 
-def _untrained(run: Any) -> np.ndarray:
-    """``[I]`` bool, the items with no training interactions (worked out once per loaded run: a request reads it)."""
-    got = _untrained_cache.get(run)
-    if got is None:
-        got = np.bincount(np.asarray(run.history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
-        got.flags.writeable = False
-        _untrained_cache[run] = got
-    return got
+def untrained_items(run: Any) -> np.ndarray:
+    """``[I]`` bool, the items with no training interactions (worked out once per training history: each explanation
+    counted every interaction again)."""
+    history = run.history
+    got = _untrained_cache.get(id(history))
+    if got is None or got[0] is not history or len(got[1]) != run.n_items:
+        mask = np.bincount(np.asarray(history.items, dtype=np.int64), minlength=run.n_items)[: run.n_items] == 0
+        mask.flags.writeable = False
+        got = (history, mask)
+        if len(_untrained_cache) > 8:  # a few loaded runs at a time; the entry keeps its history alive
+            _untrained_cache.clear()
+        _untrained_cache[id(history)] = got
+    return got[1]
 
 
-_untrained_cache: "weakref.WeakKeyDictionary[Any, np.ndarray]" = weakref.WeakKeyDictionary()
+_untrained_cache: dict[int, tuple[Any, np.ndarray]] = {}
 
 
 def untrained_history_note(run: Any, rows: Any) -> str | None:
@@ -82,7 +87,7 @@ def untrained_history_note(run: Any, rows: Any) -> str | None:
     rows = np.asarray(list(rows), dtype=np.int64)
     if rows.size == 0 or not getattr(run.model.user_tower, "uses_history", False):
         return None
-    cold = list(dict.fromkeys(int(r) for r in rows[_untrained(run)[rows]].tolist()))
+    cold = list(dict.fromkeys(int(r) for r in rows[untrained_items(run)[rows]].tolist()))
     if not cold:
         return None
     named = ", ".join(repr(run.item_vocab.id_at(r)) for r in cold[:3]) + (", ..." if len(cold) > 3 else "")
@@ -106,7 +111,7 @@ def cold_item_mask(run: Any) -> np.ndarray | None:
     from twotower.pipeline.run import item_has_text
 
     has_text = item_has_text(run)
-    return _untrained(run) if has_text is None else _untrained(run) & has_text
+    return untrained_items(run) if has_text is None else untrained_items(run) & has_text
 
 
 def reads_only_id(tower: Any) -> bool:
@@ -121,7 +126,7 @@ def unplaced_item_mask(run: Any) -> np.ndarray:
     features or text place a cold item)."""
     if not reads_only_id(run.model.item_tower):
         return np.zeros(run.n_items, dtype=bool)
-    return _untrained(run)
+    return untrained_items(run)
 
 
 def _cannot_place(item_ids: Sequence[str]) -> str:
@@ -350,10 +355,10 @@ def similar(
     for row, space in zip(rows.tolist(), spaces):
         if space == UNPLACED:  # its empty list, said where a script's log shows it
             log.warning("%s", unplaced_note(run.item_vocab.id_at(row)))
-    from twotower.pipeline.recommend import _log_shortfall
+    from twotower.pipeline.recommend import log_shortfall
 
     placed = np.asarray([space != UNPLACED for space in spaces], bool)  # an unplaced item's empty list is said above
     if placed.any():  # lists shorter than k logged, as tt.recommend logs them (they came back without a word)
-        _log_shortfall(Results(res.ids[placed], res.scores[placed]), int(k),
+        log_shortfall(Results(res.ids[placed], res.scores[placed]), int(k),
                        [f"item {run.item_vocab.id_at(r)}" for r in rows[placed].tolist()], filtered=filters is not None)
     return [results_to_items(run, res, q) for q in range(len(rows))]
