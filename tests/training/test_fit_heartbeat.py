@@ -49,7 +49,11 @@ def _worker(rank: int, port: int, data: str, tmp: str) -> None:
     train = TrainConfig(epochs=2, batch_size=8, progress=False, checkpoint=False, heartbeat_warn_s=1)
     Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=())).fit()  # joins the group
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=30))
-    after_fit = {"left": _beating(), "stored": [store.get(heartbeat_key(r)).decode() for r in range(2)]
+    left = _beating()
+    # both ranks out of fit before either reads the other's entry: read at once, a rank still finishing its last
+    # epoch on a loaded machine showed its last beat, not yet "done" (a race of this test, not of the heartbeat)
+    dist.barrier()
+    after_fit = {"left": left, "stored": [store.get(heartbeat_key(r)).decode() for r in range(2)]
                  if store.check([heartbeat_key(0), heartbeat_key(1)]) else None}
     dist.barrier()  # both ranks have read the store before the next run beats into it again
     phase[0] = "cli"
