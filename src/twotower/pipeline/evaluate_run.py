@@ -144,7 +144,10 @@ def evaluate_run(
     for every model without masking the users' train (+ valid, + input history) items, so a held-out repeat (a
     re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
     which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``
-    (with ``test_file``, the file too, in ``test_file``).
+    (with ``test_file``, the file too, in ``test_file``), and the counts its warnings give: ``held_out_rows``,
+    ``held_out_rows_dropped`` (naming a user or item outside the vocabularies), ``held_out_unknown_users`` /
+    ``held_out_unknown_items``, ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit) and, with
+    ``history_from``, ``held_out_pairs_in_input_history``.
     ``segments`` (names of :data:`SEGMENTS`) adds, after each model's row, a row per part of the held-out pairs:
     ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
     learnt it; only an item tower reading features or text can place it) and the others, ``"new-users"`` likewise by
@@ -235,17 +238,16 @@ def evaluate_run(
         exclude.data[:] = 1.0
     # "is not None": a DataFrame has no truth value (read_input_histories says what to pass instead)
     histories = read_input_histories(run, history_from) if history_from is not None else None
-    seen = int(relevant.multiply(exclude).nnz) if exclude_seen else 0  # unmasked, a repeat can be hit
+    never_hit = functools.partial(_never_hit, seen=exclude, histories=histories, exclude_seen=exclude_seen)
+    counts = never_hit(relevant)
+    seen = counts["held_out_pairs_excluded_as_seen"]  # unmasked (exclude_seen false), a repeat can be hit: 0
     if seen:  # e.g. --test valid.csv: pairs already in the excluded train (+ valid) history can never be ranked
         what = "train + valid" if split == "test" and m.valid is not None else "train"
         log.warning("%s of %s %s in the %s history, which is excluded from ranking, so %s never hit%s",
                     f"{seen:,}", plural(int(relevant.nnz), f"{split} pair"), "is" if seen == 1 else "are", what,
                     "it is" if seen == 1 else "they are", " (is the test file really held out?)" if seen == relevant.nnz else "")
     if histories is not None and exclude_seen:
-        # counted apart from the pairs warned about above: with --history-from train.csv valid.csv the same
-        # repeats were reported twice, in two wordings
-        in_history = relevant.multiply(histories.matrix()).astype(bool)
-        leaked = int(in_history.nnz) - int(in_history.multiply(exclude).astype(bool).nnz)
+        leaked = counts["held_out_pairs_in_input_history"]
         exclude = exclude_histories(exclude, histories)  # the input history is never recommended
         if leaked:  # e.g. --split valid with valid.csv among the inputs: those targets can never be hit
             log.warning("%s of %s %s in the input history (%s), so %s excluded and never hit",
@@ -274,6 +276,12 @@ def evaluate_run(
     # and which split each row's figures are on: `--json` rows and a `--csv -` (which gets no record) did not say, so
     # a saved valid table read like a test one
     held_out = {"users_held_out": m.report[split]["users_in"], "exclude_seen": exclude_seen, "split": split}
+    # what the warnings above say of the held-out file, in every row: `--json` and `--csv` gave figures over fewer
+    # pairs than the file held without saying how many were left out, or why (the rows of unknown ids, the pairs
+    # that are never hit); the pair counts are each row's own (a segment's of its pairs)
+    held_out.update(held_out_rows=int(rep["rows_in"]), held_out_rows_dropped=int(rep["rows_dropped"]),
+                    held_out_unknown_users=int(rep["unknown_users"]),
+                    held_out_unknown_items=int(rep["unknown_items"]))
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
     if histories is not None:
@@ -285,9 +293,10 @@ def evaluate_run(
         """The model's figures; its segment rows are kept in ``by_segment`` for the row that follows."""
         res, by_part = evaluate_segments(scorer, relevant, exclude, protocol, pop, parts, what=what)
         by_segment[:] = [{"segment": name, **part_res, "held_out_pairs": int(parts[name].nnz), **held_out,
-                          "users_held_out": int((np.diff(parts[name].indptr) > 0).sum())}
+                          "users_held_out": int((np.diff(parts[name].indptr) > 0).sum()), **never_hit(parts[name])}
                          for name, part_res in by_part.items()]
-        return {**res, "segment": "all", "held_out_pairs": int(relevant.nnz)} if parts or segments else res
+        segment = {"segment": "all"} if parts or segments else {}
+        return {**res, **segment, "held_out_pairs": int(relevant.nnz), **counts}
 
     def append(row: dict[str, Any]) -> None:
         rows.append(row)
@@ -407,6 +416,22 @@ def evaluate_run(
             how = f"tuned on valid {select_metric}, saved to {run.dir / TUNED_FILE}"
         log.info("baselines: %s (%s)", ", ".join(chosen), how)
     return rows
+
+
+def _never_hit(pairs: sp.csr_matrix, *, seen: sp.csr_matrix, histories: Any, exclude_seen: bool) -> dict[str, int]:
+    """How many of the held-out ``pairs`` can never be hit: those in the ``seen`` history that is excluded from ranking
+    (``held_out_pairs_excluded_as_seen``; none when ``exclude_seen`` is false: unmasked, a repeat can be hit) and,
+    with input ``histories``, those in them but not in ``seen`` (``held_out_pairs_in_input_history``), counted apart:
+    with --history-from train.csv valid.csv the same repeats were reported twice, in two wordings."""
+    if not exclude_seen:
+        return {"held_out_pairs_excluded_as_seen": 0, **({} if histories is None else {
+            "held_out_pairs_in_input_history": 0})}
+    counts = {"held_out_pairs_excluded_as_seen": int(pairs.multiply(seen).nnz)}
+    if histories is not None:
+        in_history = pairs.multiply(histories.matrix()).astype(bool)
+        counts["held_out_pairs_in_input_history"] = (int(in_history.nnz)
+                                                     - int(in_history.multiply(seen).astype(bool).nnz))
+    return counts
 
 
 def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, histories: Any) -> int:

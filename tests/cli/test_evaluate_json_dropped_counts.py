@@ -1,0 +1,112 @@
+"""`twotower evaluate --json` (and `--csv`) carry the counts of held-out rows and pairs its warnings give: the rows
+dropped for naming an unknown user or item, and the pairs that can never be hit (in the excluded train + valid
+history, or in the --history-from input history). The JSON said only `users_held_out` and `users_evaluated`, so a
+saved table averaged over fewer pairs than its file held, without a word of how many or why."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pandas as pd
+import pytest
+
+from tests.synthetic import write_dataset
+from twotower.cli.main import main
+
+FAST = ["train.batch_size=32", "model.user.hidden=[16]", "model.item.hidden=[16]", "model.user.out_dim=8",
+        "model.item.out_dim=8", "model.user.history_len=4", "train.threads=1", "--no-progress", "--no-eval"]
+EVAL = ["--baselines", "popularity", "--ks", "5", "--threads", "1"]
+COLD = ["i0", "i11", "i12"]  # items in no train or valid row (in the vocabulary by the item table): --segments' parts
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    d = tmp_path_factory.mktemp("eval-json-counts")
+    paths = write_dataset(d / "data", n_users=30, n_items=24, per_user=10)
+    for part in ("train", "valid"):
+        df = pd.read_csv(paths[part])
+        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    out = d / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--items", str(paths["items"]), "--out", str(out), "--epochs", "1", *FAST]) == 0
+    # the test split, 3 pairs already in train, 1 in valid, 2 rows of an unknown user and 1 of an unknown item
+    test, train, valid = (pd.read_csv(paths[n]) for n in ("test", "train", "valid"))
+    unknown = pd.DataFrame([("nobody", "i1", 9_999_999, 4.0), ("nobody", "i2", 9_999_999, 4.0),
+                            ("u1", "no-such-item", 9_999_999, 4.0)], columns=test.columns)
+    held = pd.concat([test, train.iloc[[0, 11, 22]], valid.iloc[[0]], unknown], ignore_index=True)
+    held.to_csv(d / "held.csv", index=False)
+    return out, d / "held.csv", paths
+
+
+def _said(text: str) -> dict[str, int]:
+    """The counts the warnings give, as numbers."""
+    dropped = re.search(r"dropped (\d+) of (\d+) rows: (\d+) users? outside the run's vocabularies.*?; (\d+) items? "
+                        r"outside", text)
+    seen = re.search(r"(\d+) of (\d+) test pairs (?:is|are) in the train \+ valid history", text)
+    assert dropped and seen, text
+    return {"held_out_rows_dropped": int(dropped[1]), "held_out_rows": int(dropped[2]),
+            "held_out_unknown_users": int(dropped[3]), "held_out_unknown_items": int(dropped[4]),
+            "held_out_pairs_excluded_as_seen": int(seen[1]), "held_out_pairs": int(seen[2])}
+
+
+def test_the_json_rows_carry_the_counts_the_text_gives(setup, capsys, caplog):
+    run, held, _ = setup
+    assert main(["evaluate", "--run", str(run), "--test", str(held), *EVAL]) == 0
+    text = _said(caplog.text)
+    assert text == {"held_out_rows_dropped": 3, "held_out_rows": len(pd.read_csv(held)), "held_out_unknown_users": 1,
+                    "held_out_unknown_items": 1, "held_out_pairs_excluded_as_seen": 4,
+                    "held_out_pairs": len(pd.read_csv(held)) - 3}
+    capsys.readouterr()
+    caplog.clear()
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["model"] for r in rows] == ["two-tower", "popularity"]
+    for r in rows:
+        assert {k: r[k] for k in text} == text
+    assert _said(caplog.text) == text  # the warnings are given with --json too, alike
+    # --csv: the same counts as columns
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, "--csv", "-"]) == 0
+    line = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {k: int(line[k]) for k in text} == text
+
+
+def test_the_runs_own_split_says_none_dropped_and_unmasked_pairs_are_not_counted_as_never_hit(setup, capsys):
+    run, held, _ = setup
+    assert main(["-q", "evaluate", "--run", str(run), *EVAL, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    n_test = len(pd.read_csv(run / "data" / "test.csv"))
+    assert (row["held_out_rows"], row["held_out_rows_dropped"], row["held_out_unknown_users"],
+            row["held_out_unknown_items"], row["held_out_pairs"], row["held_out_pairs_excluded_as_seen"]) == (
+        n_test, 0, 0, 0, n_test, 0)
+    # --no-exclude-seen: a repeat can be hit, so no pair is "never hit" (and no warning says so)
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, "--json", "--no-exclude-seen"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["held_out_pairs_excluded_as_seen"] == 0 and row["held_out_rows_dropped"] == 3
+
+
+def test_pairs_in_the_input_history_are_counted_apart(setup, capsys, caplog):
+    run, _, paths = setup
+    # --split valid with valid.csv among the inputs: every valid pair is in the input history, none in train
+    assert main(["evaluate", "--run", str(run), "--split", "valid", "--history-from", str(paths["train"]),
+                 str(paths["valid"]), *EVAL, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    said = re.search(r"(\d+) of (\d+) valid pairs (?:is|are) in the input history", caplog.text)
+    assert said, caplog.text
+    assert (row["held_out_pairs_in_input_history"], row["held_out_pairs"]) == (int(said[1]), int(said[2]))
+    assert row["held_out_pairs_in_input_history"] == len(pd.read_csv(paths["valid"])) > 0
+    assert row["held_out_pairs_excluded_as_seen"] == 0  # counted once, not in both
+
+
+def test_a_segment_row_counts_its_own_pairs(setup, capsys):
+    run, held, _ = setup
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, "--json", "--segments",
+                 "cold-items"]) == 0
+    rows = [r for r in json.loads(capsys.readouterr().out) if r["model"] == "two-tower"]
+    whole, parts = rows[0], rows[1:]
+    assert [r["segment"] for r in rows] == ["all", "cold items", "warm items"]
+    assert sum(r["held_out_pairs"] for r in parts) == whole["held_out_pairs"]
+    assert sum(r["held_out_pairs_excluded_as_seen"] for r in parts) == whole["held_out_pairs_excluded_as_seen"]
+    for r in parts:  # the file's rows and ids are the file's
+        assert r["held_out_rows_dropped"] == whole["held_out_rows_dropped"] == 3
