@@ -2,6 +2,7 @@
 never a bare TypeError from inside."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -135,3 +136,43 @@ def test_a_short_list_from_python_is_logged_as_the_cli_says_it(run, caplog):
         similar = tt.similar(run, [item], k=run.n_items)
     assert (f"1 of 1 lists are shorter than k={run.n_items} because fewer items are left after exclusions (e.g. item "
             f"{item}: {len(similar[0])} of {run.n_items})") in caplog.text
+
+
+#: (call, where): a float where an id goes, in each id argument of the Python API
+FLOAT_ID_CALLS = [
+    (lambda run, v: tt.recommend(run, ["u1", v]), "user_ids[1]", "user"),
+    (lambda run, v: tt.recommend(run, np.array([v])), "user_ids[0]", "user"),
+    (lambda run, v: tt.recommend(run, history=["i1", v]), "history[1]", "item"),
+    (lambda run, v: tt.recommend(run, ["u1"], exclude=[v]), "exclude[0]", "item"),
+    (lambda run, v: tt.similar(run, [v]), "item_ids[0]", "item"),
+    (lambda run, v: tt.similar(run, ["i1"], exclude=["i2", v]), "exclude[1]", "item"),
+    (lambda run, v: tt.explain_by_id(run, user_id=v, item_id="i3"), "user_id", "user"),
+    (lambda run, v: tt.explain_by_id(run, user_id="u1", item_id=v), "item_id", "item"),
+    (lambda run, v: tt.explain_by_id(run, history=[v], item_id="i3"), "history[0]", "item"),
+]
+
+
+@pytest.mark.parametrize("call, where, what", FLOAT_ID_CALLS)
+@pytest.mark.parametrize("value, fix", [
+    (3.0, "pass '3'"),
+    (np.float64(3.0), "pass '3'"),
+    (3.5, "pass the id's text as the data writes it, e.g. '3.5'"),
+    (float("nan"), "a missing id\\? pass the id's text"),
+])
+def test_a_float_id_is_refused_naming_the_argument_and_what_to_pass(run, call, where, what, value, fix):
+    """Ids are the data's id strings: 3.0 was looked up as '3' without a word (yet exclude=[50.0] as '50.0', unknown),
+    and 3.5 or NaN (a missing id in a float column) was "unknown user '3.5'", not saying that ids are text."""
+    article = "an" if what == "item" else "a"
+    with pytest.raises(tt.ConfigError, match=rf"^{re.escape(where)}: must be {article} {what} id as text \(or an "
+                                             rf"integer\), got the float {re.escape(repr(float(value)))}: ids are the "
+                                             rf"data's id strings; {fix}$") as e:
+        call(run, value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_integer_ids_are_still_taken(tmp_path_factory):
+    """An integer is an id's digits (as POST /recommend takes one): `tt.recommend(run, [7])` is user '7'."""
+    numeric = tt.TrainedRun.load(build_tiny_run(tmp_path_factory.mktemp("api-int-ids"), rename_users={"u7": "7"}))
+    assert tt.recommend(numeric, [7], k=3) == tt.recommend(numeric, [np.int64(7)], k=3) == tt.recommend(
+        numeric, ["7"], k=3)
+    assert tt.explain_by_id(numeric, user_id=7, item_id="i3") == tt.explain_by_id(numeric, user_id="7", item_id="i3")

@@ -46,6 +46,7 @@ from twotower.explain.names import catalogue_names, name_of, title_column
 from twotower.explain.text import explanation_text
 from twotower.models.history import pad_histories
 from twotower.pipeline.artifacts import check_finite_user, check_loaded_run, check_new_history
+from twotower.utils.arguments import check_id
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -436,6 +437,8 @@ def explain_by_id(
         raise ConfigError(f"give exactly one of user_id (a known user) or {name} (item ids, oldest first)")
     from twotower.pipeline.refusals import empty_user_id_refusal, refuse_oversized_user_features
 
+    check_id(user_id, "user_id", "user")  # a float: 3.0 was user '3', 3.5 "unknown user '3.5'"
+    check_id(item_id, "item_id")
     if isinstance(user_id, str) and not user_id.strip():  # was "unknown user ''": the words of tt.recommend
         raise ConfigError(f"user_id: {empty_user_id_refusal()}")
     refuse_oversized_user_features(user_features)  # POST /explain's bounds and words, before its other checks

@@ -27,10 +27,11 @@ def listed_rows(ids: Sequence[Any] | None, row: Callable[[Any], int],
     if ids is None:
         return None
     from twotower.pipeline.refusals import id_list_refusal, python_type_words, rows_naming_every_unknown
-    from twotower.utils.arguments import is_id_list
+    from twotower.utils.arguments import check_ids, is_id_list
 
     if isinstance(ids, (str, bytes)) or not is_id_list(ids):  # the words of POST /recommend's 422
         raise ConfigError(f"{name}: {id_list_refusal(python_type_words(ids), ids)}")
+    ids = check_ids(list(ids), name)  # exclude=[50.0] was "unknown item '50.0'" where history=[50.0] read '50'
     rows = rows_naming_every_unknown([str(i).strip() for i in ids], row, at, what="exclusion list")
     return np.unique(np.asarray(rows, dtype=np.int64))
 

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, IntegrityError, NotFoundError
-from twotower.utils.arguments import check_flag, is_id_list
+from twotower.utils.arguments import check_flag, check_ids, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
@@ -586,7 +586,7 @@ def recommend(
         if not is_id_list(user_ids):  # user_ids=42: a bare TypeError ("'int' object is not iterable")
             # the words of history=, exclude= and POST /recommend's 422 (it said "user_ids is a list of user ids")
             raise ConfigError(f"user_ids: {id_list_refusal(python_type_words(user_ids), user_ids, what='user')}")
-        user_ids = list(user_ids)  # a generator is read once: here and by the lookup below
+        user_ids = check_ids(list(user_ids), "user_ids", "user")  # a generator is read once: here and below
         # "" was "unknown user ''": named by its place in POST /recommend's words, before the index is opened
         empty = next((pos for pos, u in enumerate(user_ids) if isinstance(u, str) and not u.strip()), None)
         if empty is not None:

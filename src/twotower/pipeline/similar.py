@@ -35,7 +35,7 @@ from twotower.config import COLD_SIMILAR
 from twotower.errors import ConfigError
 from twotower.pipeline.refusals import (ITEM_LIST, id_list_refusal, k_refusal, locate, python_type_words,
                                        rows_naming_every_unknown)
-from twotower.utils.arguments import check_flag, is_id_list
+from twotower.utils.arguments import check_flag, check_ids, is_id_list
 from twotower.results import PAD_ID, Results
 from twotower.serving.settings import ServiceSettings  # the service's defaults (k, cold_similar), written once there
 from twotower.utils.progress import RateLog
@@ -339,7 +339,8 @@ def similar(
 
     filter_exact_max = checked_filter_exact_max(filter_exact_max)  # `similar --filter-exact-max`'s check
     # an unknown id named by its place (item_ids[3]: unknown item ...), then every other unknown one
-    rows = np.asarray(rows_naming_every_unknown(list(item_ids), run.item_vocab.index,
+    item_ids = check_ids(list(item_ids), "item_ids")  # 50.0 was item '50', 50.5 "unknown item '50.5'"
+    rows = np.asarray(rows_naming_every_unknown(item_ids, run.item_vocab.index,
                                                 lambda pos, e: locate(e, f"item_ids[{pos}]"), what=ITEM_LIST), np.int64)
     from twotower.serving.service import filter_allow, run_filter_mask
 

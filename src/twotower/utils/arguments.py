@@ -8,7 +8,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 
-__all__ = ["check_flag", "is_id_list", "check_history"]
+__all__ = ["check_flag", "is_id_list", "check_history", "check_ids", "check_id"]
 
 
 def is_id_list(value: Any) -> bool:
@@ -34,7 +34,35 @@ def check_history(value: Any, name: str = "history") -> list[Any]:
                           f"has no order: pass a list in time order, e.g. {name}=['50', '181']")
     if isinstance(value, (str, bytes)) or not is_id_list(value):
         raise ConfigError(f"{name}: {id_list_refusal(python_type_words(value), value, oldest_first=True)}")
-    return list(value)
+    return check_ids(list(value), name)
+
+
+def check_ids(ids: list[Any], name: str, what: str = "item") -> list[Any]:
+    """``ids`` as given, or ConfigError naming ``name[pos]`` for the first float among them (see :func:`check_id`)."""
+    for pos, value in enumerate(ids):
+        check_id(value, f"{name}[{pos}]", what)
+    return ids
+
+
+def check_id(value: Any, name: str, what: str = "item") -> Any:
+    """``value`` as given, unless it is a float: ConfigError naming ``name``, what was given and what to pass.
+
+    Ids are the data's id strings (the vocabularies map them; an integer is taken as its digits). A float was
+    turned into an id without a word: ``3.0`` looked up user '3' (but ``exclude=[50.0]`` item '50.0', unknown), and
+    ``3.5`` or NaN (a missing id in a float column) was "unknown user '3.5'", which did not say ids are text. POST
+    /recommend refuses a float id too (serving/schemas.coerce_id)."""
+    if not isinstance(value, (float, np.floating)):
+        return value
+    number = float(value)
+    if number.is_integer() and abs(number) < 1e15:
+        fix = f"pass {str(int(number))!r}"
+    elif number != number:  # NaN: a missing id (a float column with an empty cell)
+        fix = "a missing id? pass the id's text"
+    else:
+        fix = f"pass the id's text as the data writes it, e.g. {repr(number)!r}"
+    article = "an" if what == "item" else "a"  # "a user" is said with a consonant
+    raise ConfigError(f"{name}: must be {article} {what} id as text (or an integer), got the float {number!r}: ids "
+                      f"are the data's id strings; {fix}")
 
 
 def check_flag(value: Any, name: str, *, optional: bool = False) -> bool | None:
