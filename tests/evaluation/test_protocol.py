@@ -173,6 +173,34 @@ def test_a_ranking_scorer_must_list_distinct_catalogue_items() -> None:
         evaluate(Outside(scores), relevant, exclude, EvalProtocol(ks=(5,)))
 
 
+def test_a_ranking_scorers_lists_are_checked_once_a_batch(monkeypatch) -> None:
+    """The lists of scorer.rank were sorted by check_rows in the loop, then again by hits_at_k for the whole set and
+    once more for each segment: one check a batch now, with the same figures."""
+    from twotower.evaluation import metrics
+    from twotower.evaluation.protocol import evaluate_segments
+
+    scores, relevant, exclude = _random_case()  # 37 users x 60 items
+    half = relevant.copy()
+    half.data[: half.nnz // 2] = 0
+    half.eliminate_zeros()
+    segments = {"first": (relevant - half).tocsr(), "second": half}
+
+    class Ranking(FixedScorer):
+        def rank(self, users, k, excl):
+            return topk_excluding(self.score(users), k, excl)
+
+    checked = []
+    real = metrics.check_rows
+    monkeypatch.setattr(metrics, "check_rows", lambda top, name: (checked.append(name), real(top, name))[1])
+    out, parts = evaluate_segments(Ranking(scores), relevant, exclude, EvalProtocol(ks=(5, 10), batch_users=16),
+                                   segments=segments)
+    assert checked == ["scorer.rank's lists"] * 3  # 37 users in batches of 16
+    ranked = topk_excluding(scores, 10, exclude)
+    for got, rel in ((out, relevant), *((parts[n], segments[n]) for n in segments)):
+        assert got["Recall@10"] == pytest.approx(np.nanmean(recall_at_k(ranked, rel, 10)), rel=1e-12)
+        assert got["NDCG@5"] == pytest.approx(np.nanmean(ndcg_at_k(ranked, rel, 5)), rel=1e-12)
+
+
 def test_chunks_shrink_on_a_large_catalogue_and_give_the_same_figures() -> None:
     # 1,024 users a chunk over 330k items peaked at 4.6 GB in the top-k alone: a chunk now holds at most
     # max_chunk_scores scores, however many users batch_users allows

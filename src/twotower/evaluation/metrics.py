@@ -110,7 +110,13 @@ def hits_at_k(ranked: np.ndarray, relevant: Relevant, k: int) -> tuple[np.ndarra
     Returns ``(hits, n_relevant)``: bool ``[U, k]`` (padding is never a hit)
     and int64 ``[U]`` distinct relevant items per user.
     """
-    top = _check_ranked(ranked, k)  # [U, k]
+    return checked_hits(_check_ranked(ranked, k), relevant)
+
+
+def checked_hits(top: np.ndarray, relevant: Relevant) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hits_at_k` of lists already checked: int64 ``top[U, k]``, no entry below PAD_ID and no item twice in a
+    row. The evaluation loop checks its lists once (``scorer.rank``'s by :func:`check_rows`; ``topk_excluding``'s
+    are distinct by construction): checked again here, each row was sorted once more per model, batch and segment."""
     n_users = top.shape[0]
     users, items = _relevant_pairs(relevant, n_users)
     if items.size == 0:

@@ -176,7 +176,8 @@ class _Totals:
 
     def add(self, ranked: np.ndarray, rel: sp.csr_matrix, kmax: int) -> None:
         """``ranked[B, kmax]`` the lists of ``B`` users, ``rel[B, I]`` their relevant items (each user >= 1)."""
-        hits, n_rel = M.hits_at_k(ranked, rel, kmax)  # [B, kmax], [B]
+        # checked where they were made (evaluate_segments: check_rows of a scorer's rank, topk_excluding's distinct rows)
+        hits, n_rel = M.checked_hits(ranked[:, :kmax], rel)  # [B, kmax], [B]
         for k in self.ks:
             for name in PER_USER_METRICS:
                 self.sums[f"{name}@{k}"] += float(np.sum(M.FROM_HITS[name](hits[:, :k], n_rel)))
