@@ -13,14 +13,16 @@ it), and a client that disconnects stops the work at the next step
 import os
 import time
 from typing import Annotated, Any, Callable, Sequence, TypeVar
+from urllib.parse import quote
 
 import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Path, Request
 from pydantic import BeforeValidator
 from starlette.exceptions import HTTPException
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
 
+from twotower.errors import NotFoundError
 from twotower.serving.json_body import UniqueKeysRoute
 from twotower.serving.schemas import ERROR_RESPONSES
 from twotower.serving.budget import WorkBudget
@@ -39,6 +41,27 @@ __all__ = ["build_router", "get_service", "run_compute", "run_budgeted", "json_r
 PathId = Annotated[str, Path(min_length=1, max_length=MAX_ID_CHARS), BeforeValidator(coerce_id)]
 
 T = TypeVar("T")
+
+#: the characters of a URL's path and query kept as they are when a redirect's Location is built (RFC 3986's
+#: reserved and unreserved ones, and "%" of what the client already encoded)
+_URL_SAFE = "/%:@!$&'()*+,;=-._~"
+
+
+def _without_trailing_slash(request: Request, path_id: str) -> Response | None:
+    """A 307 to the same URL without its trailing slashes, for a GET /items/{id}/ or /users/{id}/ whose id (with
+    the slash) is unknown; None otherwise. The other GET routes answer ``/healthz/`` with that redirect
+    (Starlette's ``redirect_slashes``), but these read the rest of the path as the id, so ``/items/50/`` looked up item "50/"
+    and answered 404. Only a slash typed in the URL counts: an id that ends in one, sent percent-encoded
+    (``/items/a%2F``), is looked up as it is, and redirecting it would loop. The Location is the path as the client
+    sent it (still encoded) with its query, relative, so the Host header plays no part."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    if not raw.endswith(b"/") or not path_id.rstrip("/"):
+        return None
+    query = request.scope.get("query_string") or b""
+    # bytes quoted as bytes (a raw UTF-8 byte stays that byte); what is already percent-encoded stays so
+    location = quote(raw.rstrip(b"/"), safe=_URL_SAFE) + (f"?{quote(query, safe=_URL_SAFE + '?')}" if query else "")
+    return RedirectResponse(location, status_code=307)
+
 
 #: what POST /explain's 503 says to ask for instead (its one knob is the history)
 EXPLAIN_HINT = "send a shorter history (the user tower reads at most its newest model.user.history_len items)"
@@ -241,12 +264,24 @@ def build_router(s: Schemas) -> APIRouter:
     @router.get("/items/{item_id:path}", response_model=s.ItemResponse, tags=["items"])
     async def item(item_id: PathId, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
-        return json_response(get_service(request).item(item_id))
+        service = get_service(request)
+        try:
+            return json_response(service.item(item_id))
+        except NotFoundError:
+            if (moved := _without_trailing_slash(request, item_id)) is None:
+                raise
+            return moved
 
     @router.get("/users/{user_id:path}", response_model=s.UserResponse, tags=["users"])
     async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
-        return json_response(get_service(request).user(user_id))
+        service = get_service(request)
+        try:
+            return json_response(service.user(user_id))
+        except NotFoundError:
+            if (moved := _without_trailing_slash(request, user_id)) is None:
+                raise
+            return moved
 
     @router.get("/examples", response_model=s.ExamplesResponse, tags=["users"])
     async def examples(request: Request) -> Response:
