@@ -27,11 +27,13 @@ def quiet_lines(quiet: bool) -> Iterator[None]:
         _quiet = before
 
 
-def say(line: str) -> None:
-    """An information line on stderr: which index answered, what was written where, where a server listens. It is
-    neither a warning nor the command's output, so ``-q`` (warnings, errors and the output only) leaves it out as it leaves out the
-    INFO log lines; printed, not logged, because it reads without the log's time and logger name."""
-    if not _quiet:
+def say(line: str, *, quiet_too: bool = False) -> None:
+    """An information line on stderr: which index answered, what was written where. It is neither a warning nor the
+    command's output, so ``-q`` (warnings, errors and the output only) leaves it out as it leaves out the INFO log
+    lines; printed, not logged, because it reads without the log's time and logger name. ``quiet_too``: a line
+    printed under ``-q`` as well, where the user cannot do without it: the address a server listens on (a quiet
+    server, whose uvicorn logs at warning, said nothing of where it was)."""
+    if quiet_too or not _quiet:
         print(line, file=sys.stderr)
 
 

@@ -292,7 +292,10 @@ def _load_and_serve(args: argparse.Namespace, settings: Any, rerank: Any, socket
                     + (f" + reranker ({search.reranker.backend})" if search.reranker is not None else ""))
     from twotower.serving.docs import docs_note
 
-    say(f"serving {' and '.join(what)} on http://{settings.host}:{settings.port}; {docs_note()}")
+    # under -q too: the address is what a quiet server still has to say (uvicorn's own line is INFO, left out)
+    # an IPv6 address in brackets, as a URL has it (uvicorn's line does so too: listen.log_listening)
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    say(f"serving {' and '.join(what)} on http://{host}:{settings.port}; {docs_note()}", quiet_too=True)
     if settings.workers > 1:
         from twotower.serving.workers import shared_dir, supervise
 
