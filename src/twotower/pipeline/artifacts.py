@@ -803,7 +803,8 @@ class TrainedRun:
         self._cleared = 0  # clear_caches() calls: part of weights_state(), so every cache keyed on it starts over
         # config.json's model section as saved: the settings the run's fingerprint hashes (model_fingerprint)
         self.recorded_model: dict[str, Any] | None = None
-        self._meta_columns: dict[str, list[Any]] | None = None  # item_meta as JSON-safe values, column by column
+        # item_meta as JSON-safe values, column by column; dropped when another table is assigned (item_meta's setter)
+        self._meta_columns: dict[str, list[Any]] | None = None
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -971,6 +972,18 @@ class TrainedRun:
             raise NotFoundError("item row", r, f"rows run 0..{self.n_items - 1}; map an external id with the "
                                 "run's vocabulary (run.item_vocab.index(id))")
         return r
+
+    @property
+    def item_meta(self) -> pd.DataFrame | None:
+        """The item table (``items.jsonl``), or None. Assigning another table drops the JSON-safe columns read from
+        the old one (:meth:`item_meta_columns`): they outlived it, so after ``run.item_meta = edited`` records and
+        explanations still named the old titles (a table edited in place is not seen; assign the edited copy)."""
+        return self._item_meta
+
+    @item_meta.setter
+    def item_meta(self, meta: pd.DataFrame | None) -> None:
+        self._item_meta = meta
+        self._meta_columns = None
 
     def item_meta_columns(self) -> dict[str, list[Any]]:
         """The item table as JSON-safe values (NaN -> None), ``{column: [value per item row]}``, read once.
