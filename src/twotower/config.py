@@ -1486,6 +1486,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         in_overrides = list(dict.fromkeys(n for n in names if _has_key(given, n)))
         if in_file and not in_overrides:
             raise ConfigError(f"config file {path}: {e}{_yaml_syntax_hint(path, str(e))}") from e
+        if in_overrides and not in_file:
+            # said where it was typed, as a file's bad value names the file: `train.lr=abc` on a long command line
+            # read "train.lr: expected a number" and the user searched their config file for it
+            raise ConfigError(f"{overrides_label}: {_typed_overrides(overrides or [], in_overrides)}: {e}") from e
         if in_file:
             # `--config examples/sasrec.toml model.user.history=gru`: the clash was of a file's value and an
             # override's, and the error named neither place, so the user looked for seq_positions on their line
@@ -1493,6 +1497,17 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                                *(f"{n}: {overrides_label}" for n in in_overrides)])
             raise ConfigError(f"{e} [{where}]") from e
         raise
+
+
+def _typed_overrides(overrides: list[str], names: list[str]) -> str:
+    """The overrides that set ``names`` as they were typed (``'train.lr=abc'``), the last of a name repeated (the
+    one applied); an override of a whole section (``model.user={"hidden": ["a"]}``) is the one for its settings."""
+    typed: dict[str, str] = {}
+    for item in overrides:
+        key = item.split("=", 1)[0].strip()
+        if any(n == key or n.startswith(f"{key}.") for n in names):
+            typed[key] = repr(item.strip())
+    return ", ".join(typed.values()) or ", ".join(names)
 
 
 def _yaml_syntax_hint(path: str | os.PathLike[str] | None, message: str) -> str:

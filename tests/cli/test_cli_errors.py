@@ -113,7 +113,8 @@ def test_a_repeated_cut_off_is_refused_naming_the_flag_or_the_setting(capsys, tm
     assert capsys.readouterr().err.strip() == "error: --ks: '10,10' names a cut-off twice"
     assert main(["train", "--dataset", "movielens-100k", "--out", str(tmp_path / "r"), "--print-config",
                  "eval.ks=[10,10]"]) == 2
-    assert capsys.readouterr().err.strip() == "error: eval.ks: names a cut-off twice: [10, 10]"
+    assert capsys.readouterr().err.strip() == ("error: command line: 'eval.ks=[10,10]': eval.ks: names a cut-off twice: "
+                                               "[10, 10]")
 
 
 def test_a_huge_cut_off_is_refused_naming_the_flag_or_the_setting_before_any_work(capsys, tmp_path):
@@ -124,7 +125,8 @@ def test_a_huge_cut_off_is_refused_naming_the_flag_or_the_setting_before_any_wor
                                                "got a number of 20 digits")
     assert main(["train", "--dataset", "movielens-100k", "--out", str(tmp_path / "r"), "--print-config",
                  "eval.ks=[10,99999999999999999999]"]) == 2
-    assert capsys.readouterr().err.strip() == "error: eval.ks: must be at most 10000, got 99999999999999999999"
+    assert capsys.readouterr().err.strip() == ("error: command line: 'eval.ks=[10,99999999999999999999]': eval.ks: must "
+                                               "be at most 10000, got 99999999999999999999")
 
 
 def test_explain_negative_top_names_the_flag_before_loading(capsys, tmp_path):

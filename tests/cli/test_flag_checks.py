@@ -38,7 +38,7 @@ def test_serve_with_a_rerank_folder_that_is_no_cross_encoder_is_refused_before_l
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["train", "--dataset", "movielens-100k", "--print-config", "train.seed=-1"], "error: train.seed: must be an integer >= 0, got -1"),
+    (["train", "--dataset", "movielens-100k", "--print-config", "train.seed=-1"], "error: command line: 'train.seed=-1': train.seed: must be an integer >= 0, got -1"),
     (["search", "prepare", "--passages", "p.csv", "--pairs", "q.csv", "--out", "o", "--seed", "-1"],
      "error: --seed: must be between 0 and 2**64 - 1 (the largest torch takes), got -1"),
 ])
@@ -71,7 +71,8 @@ def test_serve_refuses_an_empty_path(flag, tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, said", [
     (["train", "--dataset", "movielens-100k", "--print-config", f"train.seed={HUGE}"],
-     "error: train.seed: must be at most 2**64 - 1 (the largest torch takes), got a number of 20 digits"),
+     f"error: command line: 'train.seed={HUGE}': train.seed: must be at most 2**64 - 1 (the largest torch takes), got a "
+     "number of 20 digits"),
     (["rerank", "train", "--beir", "b", "--out", "o", "--seed", HUGE],
      "error: --seed: must be between 0 and 2**64 - 1 (the largest torch takes), got a number of 20 digits"),
     (["search", "train", "--beir", "b", "--out", "o", "--seed", HUGE],

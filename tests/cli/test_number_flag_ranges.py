@@ -189,7 +189,8 @@ def test_a_config_key_is_still_named_as_typed(capsys, tmp_path, monkeypatch) -> 
     """The flag's words are the command line's; a `key=value` override (or a config file) names the key typed."""
     monkeypatch.chdir(tmp_path)
     assert main(["train", "--print-config", "train.epochs=0"]) == 2
-    assert capsys.readouterr().err.strip() == "error: train.epochs: must be >= 1, got 0"
+    # and says it was typed on the command line, as a file's value names the file
+    assert capsys.readouterr().err.strip() == "error: command line: 'train.epochs=0': train.epochs: must be >= 1, got 0"
 
 
 @pytest.mark.parametrize("value, bounds, said", [

@@ -137,11 +137,12 @@ def test_bad_choice_names_the_dotted_setting_the_file_and_the_nearest_choice(tmp
         load_config(cfg)
     msg = str(e.value)
     assert msg.startswith(f"config file {cfg}: model.user.history:") and "did you mean 'transformer'" in msg
-    # the same value given on the command line is not blamed on the file
+    # the same value given on the command line is not blamed on the file: the overrides are named instead
     with pytest.raises(ConfigError) as e:
-        load_config(cfg, ["model.user.history=gr"])
-    assert str(e.value).startswith("model.user.history: 'gr'") and "config file" not in str(e.value)
-    with pytest.raises(ConfigError, match=r"^model\.item\.history:"):
+        load_config(cfg, ["model.user.history=gr"], overrides_label="command line")
+    assert str(e.value).startswith("command line: 'model.user.history=gr': model.user.history: 'gr'")
+    assert "config file" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"^overrides: 'model\.item\.history=bogus': model\.item\.history:"):
         load_config(None, ["model.item.history=bogus"])
 
 
@@ -231,7 +232,7 @@ def test_each_tower_keeps_its_own_settings():
 @pytest.mark.parametrize("setting", ["timestamp_col", "rating_col", "item_key", "user_key", "title_col"])
 def test_an_empty_optional_column_name_names_the_setting_and_null(setting):
     # `data.timestamp_col=` passed --print-config, then failed the read with "ColumnMap.timestamp must be ..."
-    with pytest.raises(ConfigError, match=rf"^data\.{setting}: must be a column name, or null for none "
+    with pytest.raises(ConfigError, match=rf"^overrides: 'data\.{setting}=': data\.{setting}: must be a column name, or null for none "
                                           rf"\(data\.{setting}=null\), got ''$"):
         load_config(overrides=[f"data.{setting}="])
     assert getattr(load_config(overrides=[f"data.{setting}=null"]).data, setting) is None
@@ -291,7 +292,7 @@ def test_null_for_a_list_or_a_plain_string_is_refused_not_read_as_the_word_none(
     # null was read as [None] and then str(None): a baseline, or a column, called "None"
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[override])
-    assert str(e.value) == message
+    assert str(e.value) == f"overrides: {override!r}: {message}"
     assert load_config(overrides=["eval.baselines=[]"]).eval.baselines == ()
 
 
@@ -314,7 +315,7 @@ def test_a_zero_tower_width_names_the_tower_the_key_and_the_file(tmp_path):
     assert str(e.value) == f"config file {path}: model.item.id_dim: must be > 0, got 0"
     with pytest.raises(ConfigError) as e:
         load_config(overrides=["model.user.feature_dim=-1"])
-    assert str(e.value) == "model.user.feature_dim: must be > 0, got -1"
+    assert str(e.value) == "overrides: 'model.user.feature_dim=-1': model.user.feature_dim: must be > 0, got -1"
 
 
 @pytest.mark.parametrize("override, message", [
@@ -325,7 +326,7 @@ def test_a_negative_clip_norm_or_weight_decay_is_refused(override, message):
     # grad_clip=-1 was accepted, and clip_grad_norm_ then scaled every gradient by a negative factor
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[override])
-    assert str(e.value) == message
+    assert str(e.value) == f"overrides: {override!r}: {message}"  # where it was given, as a file is named
     assert load_config(overrides=["train.grad_clip=0"]).train.grad_clip == 0.0  # no clipping, as null
 
 
@@ -335,7 +336,7 @@ def test_a_history_width_below_one_is_refused(value):
     # 0 trained a user tower that read its history as nothing
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[f"model.user.history_dim={value}"])
-    assert str(e.value) == f"model.user.history_dim: must be > 0, got {value}"
+    assert str(e.value) == f"overrides: 'model.user.history_dim={value}': model.user.history_dim: must be > 0, got {value}"
 
 
 @pytest.mark.parametrize("suffix, text", [(".toml", "[train]\nepochs = 3\n"), (".json", '{"train": {"epochs": 3}}')])
@@ -430,7 +431,7 @@ def test_window_settings_without_window_examples_are_refused_at_config_load(tmp_
     with a pooled user tower passed --print-config, to be refused only once the data had been read."""
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.random_windows=true"])
-    assert str(e.value) == ("train.random_windows: true draws the windows of train.examples=sequence only; "
+    assert str(e.value) == ("overrides: 'train.random_windows=true': train.random_windows: true draws the windows of train.examples=sequence only; "
                             "train.examples=causal would ignore it. Set train.examples=sequence, or leave "
                             "train.random_windows out")
     path = tmp_path / "c.toml"
@@ -448,7 +449,7 @@ def test_denoise_keep_without_denoising_examples_is_refused_at_config_load():
     """train.denoise_keep=0.3 beside the default causal examples was accepted and trained unthinned inputs."""
     with pytest.raises(ConfigError) as e:
         load_config(None, ["train.denoise_keep=0.3"])
-    assert str(e.value) == ("train.denoise_keep: 0.3 thins the inputs of train.examples=denoising (or both) only; "
+    assert str(e.value) == ("overrides: 'train.denoise_keep=0.3': train.denoise_keep: 0.3 thins the inputs of train.examples=denoising (or both) only; "
                             "train.examples=causal would ignore it. Set train.examples=denoising or both, or leave "
                             "train.denoise_keep out")
     with pytest.raises(ConfigError, match=r"train\.denoise_keep: 0\.5 .* train\.examples=sequence would ignore it"):
@@ -463,7 +464,7 @@ def test_transformer_switches_beside_another_history_are_refused_at_config_load(
     examples/sasrec.toml with model.user.history=gru) trained the same model, to the last digit, without a word."""
     with pytest.raises(ConfigError) as e:
         load_config(None, ["model.user.seq_block=sasrec"])
-    assert str(e.value) == ("model.user.seq_block='sasrec': only the transformer history encoder reads seq_block; "
+    assert str(e.value) == ("overrides: 'model.user.seq_block=sasrec': model.user.seq_block='sasrec': only the transformer history encoder reads seq_block; "
                             "model.user.history=recency would ignore it. Set model.user.history=transformer, or "
                             "model.user.seq_block=pre_ln (the default)")
     example = Path(__file__).resolve().parents[2] / "examples" / "sasrec.toml"
@@ -524,7 +525,8 @@ def test_bf16_on_a_gpu_is_refused_at_config_load():
     for device in ("cuda", "cuda:1"):
         with pytest.raises(ConfigError) as e:
             load_config(None, [f"train.device={device}", "train.precision=bf16"])
-        assert str(e.value) == (f"train.precision: bf16 multiplies in bfloat16 on the CPU only (CPU autocast); "
+        assert str(e.value) == (f"overrides: 'train.device={device}', 'train.precision=bf16': "
+                                f"train.precision: bf16 multiplies in bfloat16 on the CPU only (CPU autocast); "
                                 f"train.device={device} would train in float32. Set train.precision=fp32 (or auto), "
                                 "or train.device=cpu")
     assert load_config(None, ["train.device=cuda", "train.precision=auto"]).train.precision == "auto"
@@ -552,7 +554,8 @@ def test_item_normalize_false_beside_the_dual_head_is_refused_not_ignored(tmp_pa
     word. It is refused; a run saved with it before loads as it trained."""
     with pytest.raises(ConfigError) as e:
         load_config(None, ["model.item.dual_head=true", "model.item.normalize=false"])
-    assert str(e.value).startswith("model.item.normalize: false: the dual-head item tower always outputs unit vectors")
+    assert str(e.value).startswith("overrides: 'model.item.dual_head=true', 'model.item.normalize=false': "
+                                   "model.item.normalize: false: the dual-head item tower always outputs unit vectors")
     assert "Set model.item.normalize=true, or model.item.dual_head=false" in str(e.value)
     assert load_config(None, ["model.item.normalize=false"]).model.item.normalize is False  # read without the dual head
     assert load_config(None, ["model.item.dual_head=true", "model.user.normalize=false"]).model.user.normalize is False

@@ -9,7 +9,9 @@ from twotower.errors import ConfigError
 
 def test_a_temperature_that_flattens_every_score_is_refused_naming_the_key():
     # 1e30 was accepted: every score / temperature was ~0 and the run trained nothing, without a word
-    with pytest.raises(ConfigError, match=r"^loss\.temperature: must be at most 10,000 .*got 1e\+30"):
+    # said where it was given ("overrides: 'loss.temperature=1e30': "), as a config file's value names the file
+    with pytest.raises(ConfigError, match=r"^overrides: 'loss\.temperature=1e30': loss\.temperature: must be at most "
+                                          r"10,000 .*got 1e\+30"):
         load_config(overrides=["loss.temperature=1e30"])
     with pytest.raises(ConfigError, match=r"^loss\.temperature: must be at most"):
         LossConfig(temperature=1e6)
@@ -41,7 +43,8 @@ def test_search_config_bounds_k_as_the_search_flags_do():
 def test_a_negative_count_no_batch_can_hold_is_refused_when_the_config_is_built(over):
     # 10**12 was accepted here and refused only once the data had loaded, by the memory check (17.5 PiB)
     key = over.split()[-1].split("=")[0]
-    with pytest.raises(ConfigError, match=rf"^{key}: must be at most 10,000,000 .*got 1,000,000,000,000$"):
+    with pytest.raises(ConfigError, match=rf"^overrides: .*'{key}=1000000000000': {key}: must be at most 10,000,000 "
+                                          r".*got 1,000,000,000,000$"):
         load_config(overrides=over.split())
     with pytest.raises(ConfigError, match=r"^loss\.sampled_negatives: must be at most 10,000,000"):
         LossConfig(kind="sampled", sampled_negatives=10**12)

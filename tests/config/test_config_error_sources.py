@@ -25,3 +25,25 @@ def test_a_file_alone_is_still_named_in_front(tmp_path):
     with pytest.raises(ConfigError, match=r"^config file .*c\.toml: model\.user\.out_dim: 64 must equal "
                                           r"model\.item\.out_dim 32$"):
         load_config(path)
+
+
+@pytest.mark.parametrize("override, said", [
+    ("train.lr=abc", "train.lr: expected a number, got 'abc'"),
+    ("model.user.hidden=[a]", "model.user.hidden: expected an integer, got 'a'"),
+    ("model.user.out_dim=7", "model.user.out_dim: 7 must equal model.item.out_dim 64"),
+])
+def test_a_bad_value_typed_on_the_command_line_says_so_as_a_file_is_named(override, said, tmp_path, monkeypatch,
+                                                                           capsys):
+    """`train ... train.lr=abc` said only "train.lr: expected a number", while the same value in a config file said
+    "config file c.toml: ..."; beside a --config the user searched the file for it."""
+    from twotower.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.toml").write_text("[train]\nepochs = 2\n")
+    for config in ([], ["--config", "c.toml"]):
+        assert main(["train", "--dataset", "movielens-100k", "--print-config", *config, override]) == 2
+        assert capsys.readouterr().err.strip() == f"error: command line: {override!r}: {said}"
+    # the Python call's overrides are named as the unknown-setting refusal names them
+    with pytest.raises(ConfigError) as e:
+        load_config(overrides=["train.epochs=3", override])
+    assert str(e.value) == f"overrides: {override!r}: {said}"

@@ -31,7 +31,7 @@ from twotower.models.two_tower import TwoTowerModel
 def test_oversized_settings_are_refused_naming_the_field(override, message):
     with pytest.raises(ConfigError) as e:
         load_config(overrides=[override])
-    assert str(e.value) == message
+    assert str(e.value) == f"overrides: {override!r}: {message}"  # where it was given, as a file's value names the file
 
 
 def test_the_bounds_themselves_are_accepted():
