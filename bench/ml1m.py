@@ -86,12 +86,14 @@ _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "fu
 
 def _seq_settings(arch: str) -> list[str]:
     """_SEQ for ``arch``: the GRU reads no positions, and the config refuses a transformer-only setting beside it
-    (every gru-* row stopped with "only the transformer history encoder reads seq_positions")."""
-    from twotower.config import TRANSFORMER_ONLY
+    (every gru-* row stopped with "only the transformer history encoder reads seq_positions"); nor heads, which
+    training warns of (models.sequence.unread_sequence_sizes)."""
+    from twotower.config import SEQUENCE_SIZES, TRANSFORMER_ONLY
 
     if arch == "transformer":
         return list(_SEQ)
-    return [o for o in _SEQ if o.split("=", 1)[0].removeprefix("model.user.") not in TRANSFORMER_ONLY]
+    unread = {*TRANSFORMER_ONLY, *SEQUENCE_SIZES["transformer"]} - set(SEQUENCE_SIZES[arch])
+    return [o for o in _SEQ if o.split("=", 1)[0].removeprefix("model.user.") not in unread]
 
 # row name -> dotted overrides on top of the default configuration
 ROWS: dict[str, list[str]] = {

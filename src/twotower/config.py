@@ -393,6 +393,10 @@ ITEM_TOWER_ONLY = ("text_embeddings", "dual_head")
 #: TowerConfig switches only the transformer history encoder reads (models/sequence.py): beside a pooled history
 #: or a GRU, `model.user.seq_positions=left` / `seq_block=sasrec` built the same model without a word of it
 TRANSFORMER_ONLY = ("seq_positions", "seq_block")
+#: The TowerConfig sizes each sequence encoder reads (models/sequence.py); a pooled history reads none. Beside a
+#: history that does not read them they are warned of at start-up (models.sequence.unread_sequence_sizes), not
+#: refused as the switches above are: sizes, as loss.sampled_negatives is beside a loss that draws none
+SEQUENCE_SIZES = {"transformer": ("seq_layers", "seq_heads", "seq_dropout"), "gru": ("seq_layers", "seq_dropout")}
 
 
 def _check_transformer_only(tower: TowerConfig, name: str) -> None:

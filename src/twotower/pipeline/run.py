@@ -455,8 +455,9 @@ def _fit_seal(config: RunConfig, out: Path, dest: Path, trainer: Any, prep: Prep
 def _warn_far_off_temperature(config: RunConfig) -> None:
     """Warn, before the data is read, of a ``loss.temperature`` that trains a useless model (a warning, not a
     refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K), of a ``train.lr``
-    outside training.schedule.USEFUL_LRS (measured the same way), and of a
-    ``loss.sampled_negatives`` set beside a loss kind that does not read it."""
+    outside training.schedule.USEFUL_LRS (measured the same way), of a
+    ``loss.sampled_negatives`` set beside a loss kind that does not read it, and of a sequence encoder's size
+    (``model.user.seq_heads``, ``seq_layers``, ``seq_dropout``) set beside a user history that reads none."""
     from twotower.config import LossConfig, TrainConfig
     from twotower.losses.base import temperature_warning
     from twotower.training.schedule import lr_warning
@@ -472,6 +473,10 @@ def _warn_far_off_temperature(config: RunConfig) -> None:
 
     if (unread := unread_sampled_negatives(config.loss)) is not None:  # not refused: a size, off while unread
         log.warning("%s", unread)
+    from twotower.models.sequence import unread_sequence_sizes
+
+    for said in unread_sequence_sizes(model.user):  # the item tower reads no history: its sizes stay free
+        log.warning("%s", said)
 
 
 def _say_stale(out: Path, folders: list[Path], fingerprint: str) -> None:
