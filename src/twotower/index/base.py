@@ -320,6 +320,16 @@ class VectorIndex(ABC):
         """Rebuild an index from verified files in ``directory``."""
 
     # ------------------------------------------------------------------ shared
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray | None:
+        """``[B, D]`` the vectors stored under ``ids`` (every one held), as they were given; None when the backend
+        keeps them only approximately (PQ, SQ) or cannot read them back (:mod:`twotower.index.content_check`)."""
+        return None
+
+    def _scores_exact(self) -> bool:
+        """Whether the scores searches return are the exact inner products of the stored vectors (a PQ index
+        returns its own estimates, which the content check then does not compare)."""
+        return bool(self.is_exact)
+
     def _hidden_ids(self) -> np.ndarray:
         """Ids still stored by the backend but removed by the caller (filtered like exclusions)."""
         return np.empty(0, dtype=np.int64)

@@ -369,6 +369,10 @@ class ExactIndex(VectorIndex):
             out[:, c0 : c0 + cols] = canonical_scores(queries, self._vectors, rows[:, c0 : c0 + cols])
         return out
 
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray | None:
+        sorted_ids, rows = self._row_of()
+        return self._vectors[rows[np.searchsorted(sorted_ids, ids)]]
+
     def _row_of(self) -> tuple[np.ndarray, np.ndarray]:
         """``(sorted ids, their rows)`` for id -> row lookups (cached)."""
         if self._lookup is None:

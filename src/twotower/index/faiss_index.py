@@ -1085,6 +1085,16 @@ class FaissIndex(VectorIndex):
             return isinstance(faiss.downcast_index(inner.refine_index), faiss.IndexFlat)
         return isinstance(inner, (faiss.IndexFlat, faiss.IndexHNSWFlat))
 
+    def _stored_vectors(self, ids: np.ndarray) -> np.ndarray | None:
+        if not self._lossless_vectors():
+            return None
+        return np.asarray(self._index.reconstruct_batch(np.asarray(ids, dtype=np.int64)), dtype=np.float32)
+
+    def _scores_exact(self) -> bool:
+        # an IVF-Flat index scores its stored vectors exactly, though they are not read back without a direct map
+        return self._lossless_vectors() or (self._index is not None and self._gpu is None
+                                            and isinstance(self._inner(), _faiss().IndexIVFFlat))
+
     def _search_allowed_exactly(
         self, query: np.ndarray, k: int, allow: np.ndarray, exclude: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:

@@ -123,6 +123,16 @@ class TwoTowerModel(nn.Module):
             self.train(was)
         return torch.cat(out, dim=0)
 
+    @torch.no_grad()
+    def item_embeddings_of(self, rows: Tensor) -> Tensor:
+        """Vectors ``[B, D]`` of item rows ``[B]``, in eval mode: :meth:`all_item_embeddings`'s rows, for a few items."""
+        was = self._to_eval()
+        try:
+            return self.item_tower(rows.to(next(self.parameters()).device)).cpu()
+        finally:
+            if was is not None:
+                self.train(was)
+
     def _to_eval(self) -> bool | None:
         """Put every module in eval mode for an inference pass; returns the mode to restore after it, or None when
         all were in eval mode already (a served model always is). ``eval()`` and ``train()`` walk and set every

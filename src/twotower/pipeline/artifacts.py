@@ -957,6 +957,16 @@ class TrainedRun:
             self._item_emb = emb
         return self._item_emb
 
+    def item_vectors(self, item_rows: np.ndarray) -> np.ndarray:
+        """``[B, D]`` float32 vectors of item rows, as :meth:`item_embeddings` holds them: read from it once it is
+        computed, else computed for these rows alone (a saved index's content check reads a few dozen when it is
+        opened, where the whole catalogue of 1M items takes seconds)."""
+        rows = vocab_rows(item_rows, self.n_items, "item")
+        self._check_weights()
+        if self._item_emb is not None:
+            return self._item_emb[rows]
+        return self.model.item_embeddings_of(torch.from_numpy(rows)).numpy().astype(np.float32)
+
     def _item_row(self, row: int) -> int:
         """``row`` as an item row of this run; NotFoundError for anything else.
 

@@ -26,6 +26,7 @@ from twotower.errors import ConfigError, IntegrityError, NotFoundError
 from twotower.utils.arguments import check_flag, check_ids, is_id_list
 from twotower.index import ExactIndex, VectorIndex, load_index
 from twotower.index.autotune import params_text
+from twotower.index.content_check import check_contents
 from twotower.index.storage import is_damaged_index_dir, read_meta, read_tuning
 from twotower.pipeline.artifacts import (TrainedRun, check_finite_user, check_loaded_run, check_new_history,
                                          rebuild_command, refuse_empty_history)
@@ -229,6 +230,7 @@ def open_served_index(
     except NotFoundError as e:
         raise with_build_command(e, run, index_dir) from None
     _check_index_ids(run, index_dir, index)
+    _check_index_vectors(run, index_dir, index, fp, exact_flag)
     if shortfall:  # allowed (recommend, or serve --allow-low-recall), never silent
         log.warning("%s; %s ranks exactly", shortfall, exact_flag)  # the caller's way: --exact, exact=True
     elif not index.is_exact and tune is None:
@@ -294,6 +296,22 @@ def _check_index_model(run: TrainedRun, index_dir: Path, fp: str, exact_flag: st
         raise IntegrityError(
             f"{index_dir}: built for model {built_for}, but the run {run.dir} now holds model {fp} ({why}), so its "
             f"ids would rank other vectors; {fix}")
+
+
+def _check_index_vectors(run: TrainedRun, index_dir: Path, index: VectorIndex, fp: str,
+                         exact_flag: str = "--exact") -> None:
+    """IntegrityError when the index in ``index_dir`` holds other vectors than ``run``'s model gives its items,
+    though its meta.json names that model (:func:`_check_index_model`) and its ids are item rows
+    (:func:`_check_index_ids`): an index file of another build swapped in, or vectors of another checkpoint saved
+    under the run's fingerprint, served other neighbours without a word. A fixed few items are checked
+    (:mod:`twotower.index.content_check`): milliseconds at 1M items."""
+    why = check_contents(index, run.item_vectors)
+    if why is None:
+        return
+    raise IntegrityError(
+        f"{index_dir}: meta.json says it was built for the run {run.dir}'s model {fp}, but it holds other vectors: "
+        f"{why}; its index file is another build's, or it was saved from other weights' vectors, so it would rank "
+        f"other neighbours; rebuild it with `{rebuild_command(run.dir, index_dir)}`" + exact_hint(exact_flag))
 
 
 def _check_index_ids(run: TrainedRun, index_dir: Path, index: VectorIndex) -> None:
