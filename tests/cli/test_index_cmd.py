@@ -309,7 +309,8 @@ def test_index_info_refuses_what_recommend_and_serve_refuse(run_dir, tmp_path, c
     other = tmp_path / "other"
     ExactIndex().build(run.item_embeddings(), np.arange(run.n_items)).save(other, model_fingerprint="another-model")
     assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
-    assert f"`twotower index build --run {run_dir} --out {other}`" in capsys.readouterr().err
+    # --index exact: the type meta.json records (saved from Python, it has no tune.json naming the request)
+    assert f"`twotower index build --run {run_dir} --index exact --out {other}`" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv", [["serve", "--run", "R"], ["index", "build", "--run", "R"], ["index", "info", "--run", "R"],
@@ -398,6 +399,36 @@ def test_a_damaged_index_names_the_command_that_rebuilds_it_and_the_way_around_i
     err = capsys.readouterr().err
     assert err.startswith(f"error: {run / 'index' / 'meta.json'}: not valid JSON") and err.endswith(f"; {fix}\n")
     assert main(["-q", "recommend", "--run", str(run), "--user", "u0", "--exact"]) == 0  # the way around it works
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "IVF4,PQ4x4", "exact"])
+def test_without_its_tuning_record_the_rebuild_keeps_the_index_type(run_dir, tmp_path, capsys, kind):
+    """The rebuild command read the index type from tune.json alone: an index whose tune.json is gone, or one saved
+    from Python without one, was told `twotower index build --run R --out DIR`, which builds `auto` (maybe exact
+    search, or another type). meta.json says which type was built."""
+    import shlex
+
+    from twotower.index import ExactIndex, FaissIndex
+    from twotower.pipeline.artifacts import TrainedRun
+
+    out = tmp_path / "idx"
+    assert main(["-q", "index", "build", "--run", str(run_dir), "--index", kind, "--queries", "5",
+                 "--out", str(out)]) == 0
+    (out / "tune.json").unlink()
+    capsys.readouterr()
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u0", "--index", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {out / 'tune.json'}: missing"), err
+    hint = shlex.split(err.split("rebuild it with `")[1].split("`")[0])
+    # its --queries 5 went with tune.json (nothing else records it); the type is in meta.json
+    assert hint == ["twotower", "index", "build", "--run", str(run_dir), "--index", kind, "--out", str(out)], hint
+
+    run = TrainedRun.load(run_dir)  # saved from Python without a tuning record, then the run retrained (here: faked)
+    py = tmp_path / "py"
+    made = ExactIndex() if kind == "exact" else FaissIndex(kind)
+    made.build(run.item_embeddings(), np.arange(run.n_items)).save(py, model_fingerprint="an-earlier-model")
+    assert main(["-q", "recommend", "--run", str(run_dir), "--user", "u0", "--index", str(py)]) == 2
+    assert f"`twotower index build --run {run_dir} --index {shlex.quote(kind)} --out {py}`" in capsys.readouterr().err
 
 
 def test_two_builds_of_the_same_run_choose_the_same_setting_whatever_the_clock_says(run_dir, tmp_path, monkeypatch):
@@ -558,7 +589,9 @@ def test_index_info_offers_no_flag_it_lacks(run_dir, tmp_path, capsys):
     ExactIndex().build(run.item_embeddings(), np.arange(run.n_items)).save(other, model_fingerprint="another-model")
     assert main(["index", "info", "--run", str(run_dir), "--index", str(other)]) == 2
     err = capsys.readouterr().err
-    assert err.endswith(f"rebuild it with `twotower index build --run {run_dir} --out {other}`\n") and "--exact" not in err
+    # --index exact is the index type (from meta.json), not the flag --exact
+    assert err.endswith(f"rebuild it with `twotower index build --run {run_dir} --index exact --out {other}`\n")
+    assert " --exact" not in err.replace("--index exact", "")
 
 
 def test_another_runs_own_index_folder_is_refused_as_out_and_never_advised(run_dir, tmp_path, capsys):
@@ -581,7 +614,7 @@ def test_another_runs_own_index_folder_is_refused_as_out_and_never_advised(run_d
     assert f"--out {b / 'index'}: is the index folder of the run {b}" in err and "Leave --out out" in err
     assert sorted(p.name for p in (b / "index").iterdir()) == before
     with pytest.raises(IntegrityError, match=rf"\(it is the run {b}'s index\).*build this run's own with "
-                                             rf"`twotower index build --run {a}`"):
+                                             rf"`twotower index build --run {a} --index exact`"):  # no --out
         open_run_index(TrainedRun.load(a), b / "index")
     unrecorded = tmp_path / "py"  # saved from Python without a fingerprint: "built for model None ... retrained"
     ExactIndex().build(run_b.item_embeddings(), np.arange(run_b.n_items)).save(unrecorded)

@@ -388,8 +388,24 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     # the index type its tune.json says was asked for: without it the command built `auto`, maybe another type
     tune = _read_json_dict(Path(folder) / "tune.json") or {}
     asked = tune.get("requested")
+    if not (isinstance(asked, str) and asked.strip()):  # no record of the request: the type meta.json says was built
+        asked = _built_kind(Path(folder))
     kind = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""
     return f"twotower index build --run {shell_arg(run_dir)}{kind}{_tuning_flags(tune)}{out}"
+
+
+def _built_kind(folder: Path) -> str | None:
+    """The ``--index`` that builds the type of index in ``folder``, read from its meta.json: ``exact``, or the
+    FAISS type as it was given (``hnsw``, ``IVF16,PQ8x4``). For a folder without a tune.json (an index saved from
+    Python, or one whose tune.json is gone), whose rebuild command otherwise built `auto`: maybe another type."""
+    meta = _read_json_dict(folder / "meta.json") or {}
+    if meta.get("backend") == "exact":
+        return "exact"
+    config = meta.get("config")
+    for given in ((config or {}).get("factory") if isinstance(config, dict) else None, meta.get("factory")):
+        if meta.get("backend") == "faiss" and isinstance(given, str) and given.strip():
+            return given.strip()
+    return None
 
 
 def _tuning_flags(tune: dict[str, Any]) -> str:
