@@ -83,3 +83,21 @@ def test_the_rebuild_command_keeps_the_tuning_the_index_was_built_with(tmp_path)
                                                   "pinned": True, "params": {"nprobe": 20}}))
     assert shlex.split(rebuild_command("run", str(folder)))[5:] == ["--index", "ivf", "--nprobe", "20", "--out",
                                                                     str(folder)]
+
+
+def test_the_low_recall_rebuild_names_the_run_the_folder_and_no_pin(tmp_path):
+    # serve's low-recall refusal said `twotower index build --index auto`: no --run, no --out; --index auto also
+    # refuses a pinned --nprobe (the likely cause of the low recall), and keeps an `auto` build's --exact-budget-ms
+    import json
+
+    folder = tmp_path / "my idx"
+    folder.mkdir()
+    (folder / "tune.json").write_text(json.dumps({"requested": "ivf", "exact_budget_ms": None, "pinned": True,
+                                                  "params": {"nprobe": 3}, "target_recall": 0.99}))
+    assert shlex.split(rebuild_command("runs/ml ü", folder, kind="auto")) == [
+        "twotower", "index", "build", "--run", "runs/ml ü", "--index", "auto", "--target-recall", "0.99",
+        "--out", str(folder)]
+    (folder / "tune.json").write_text(json.dumps({"requested": "auto", "exact_budget_ms": 2.0, "pinned": False}))
+    assert rebuild_command("runs/ml", "runs/ml/index", kind="auto") == "twotower index build --run runs/ml --index auto"
+    assert shlex.split(rebuild_command("runs/ml", folder, kind="auto"))[5:] == [
+        "--index", "auto", "--exact-budget-ms", "2", "--out", str(folder)]

@@ -70,3 +70,31 @@ def test_create_app_refuses_the_keywords_with_a_loaded_service(low_recall_run) -
     service = RecommenderService.load(low_recall_run, exact=True)
     with pytest.raises(TypeError, match="RecommenderService.load"):
         create_app(service=service, allow_low_recall=True)
+
+
+def test_serve_s_rebuild_command_can_be_pasted(run_dir, tmp_path, capsys) -> None:
+    """`serve` told an index below its recall target to rebuild with `twotower index build --index auto`: no --run
+    (required), no --out (the index was not the run's own), so the command failed or built another folder."""
+    import re
+    import shlex
+
+    pytest.importorskip("faiss")
+    run = tmp_path / "my runs" / "ml"
+    shutil.copytree(run_dir, run, ignore=shutil.ignore_patterns("index"))
+    out = tmp_path / "my idx"  # a pinned setting that misses the target: measured as given, recorded as pinned
+    assert main(["-q", "index", "build", "--run", str(run), "--index", "IVF8,Flat", "--nprobe", "1", "--queries", "20",
+                 "--target-recall", "1.0", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["serve", "--run", str(run), "--index", str(out), "--port", "0"]) != 0
+    err = capsys.readouterr().err
+    assert "below its target" in err, err
+    command = shlex.split(re.search(r"rebuild it \(`([^`]*)`", err).group(1))
+    # the recorded tuning flags kept, the pin left out (--index auto refuses --nprobe: it applies to one type)
+    assert command == ["twotower", "index", "build", "--run", str(run), "--index", "auto", "--target-recall", "1",
+                       "--queries", "20", "--out", str(out)], command
+    assert main(["-q", *command[1:]]) == 0  # it runs as printed, and its index is served
+    capsys.readouterr()
+    from twotower.serving import RecommenderService
+
+    recall = RecommenderService.load(run, out).index_recall  # None: `auto` chose exact search
+    assert recall is None or recall["met_target"], recall

@@ -376,9 +376,11 @@ def read_item_meta(path: Path) -> pd.DataFrame:
     return meta
 
 
-def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False) -> str:
+def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False, kind: str | None = None) -> str:
     """The command that rebuilds ``folder`` (an index, or with ``export`` an ONNX export) for the run in ``run_dir``;
-    ``--out`` only where the folder is not the run's default one."""
+    ``--out`` only where the folder is not the run's default one. ``kind``: the ``--index`` to build instead of the
+    type the folder was built as (said even when it is ``auto``), with the recorded tuning flags but no pinned
+    setting (a pin applies to one type: ``--index auto`` refuses it)."""
     if export:
         return f"twotower export --run {shell_arg(run_dir)} --format onnx --out {shell_arg(folder)}"
     # --out only for a folder of the run's own choosing: another run's index folder is that run's to keep (building
@@ -387,11 +389,14 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     out = "" if default or other_runs_index(run_dir, folder) else f" --out {shell_arg(folder)}"
     # the index type its tune.json says was asked for: without it the command built `auto`, maybe another type
     tune = _read_json_dict(Path(folder) / "tune.json") or {}
+    if kind is not None:
+        return (f"twotower index build --run {shell_arg(run_dir)} --index {shell_arg(kind)}"
+                f"{_tuning_flags(tune, pins=False, budget=kind.strip().lower() == 'auto')}{out}")
     asked = tune.get("requested")
     if not (isinstance(asked, str) and asked.strip()):  # no record of the request: the type meta.json says was built
         asked = _built_kind(Path(folder))
-    kind = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""
-    return f"twotower index build --run {shell_arg(run_dir)}{kind}{_tuning_flags(tune)}{out}"
+    index = f" --index {shell_arg(asked)}" if isinstance(asked, str) and asked and asked.lower() != "auto" else ""
+    return f"twotower index build --run {shell_arg(run_dir)}{index}{_tuning_flags(tune)}{out}"
 
 
 def _built_kind(folder: Path) -> str | None:
@@ -408,20 +413,24 @@ def _built_kind(folder: Path) -> str | None:
     return None
 
 
-def _tuning_flags(tune: dict[str, Any]) -> str:
+def _tuning_flags(tune: dict[str, Any], *, pins: bool = True, budget: bool = False) -> str:
     """The build flags ``tune.json`` records, where they differ from the defaults: the rebuild a refusal prints ran
     with recall@10 0.95 on 1,000 queries, seed 0, whatever the index had been tuned for (--target-recall 0.99 --k 20
-    --queries 300 --seed 3, a pinned --nprobe)."""
+    --queries 300 --seed 3, a pinned --nprobe). ``pins=False`` leaves a pinned setting out; ``budget``: with
+    ``--exact-budget-ms`` where an ``auto`` build recorded another than the default."""
     from twotower.index.autotune import IndexPolicy
 
     flags = []
+    value = tune.get("exact_budget_ms")
+    if budget and isinstance(value, (int, float)) and not isinstance(value, bool) and value != IndexPolicy.exact_p99_ms:
+        flags.append(f" --exact-budget-ms {value:g}")
     for key, flag, default in (("target_recall", "--target-recall", IndexPolicy.target_recall),
                                ("k", "--k", IndexPolicy.k), ("tune_queries", "--queries", IndexPolicy.tune_queries),
                                ("seed", "--seed", IndexPolicy.seed)):
         value = tune.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value != default:
             flags.append(f" {flag} {value:g}")
-    params = tune.get("params") if tune.get("pinned") is True else None
+    params = tune.get("params") if pins and tune.get("pinned") is True else None
     for key, flag in (("nprobe", "--nprobe"), ("efSearch", "--ef-search")):
         if isinstance(params, dict) and isinstance(params.get(key), int):
             flags.append(f" {flag} {params[key]}")

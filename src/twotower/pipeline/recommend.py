@@ -110,11 +110,14 @@ def _run_cache(store: "weakref.WeakKeyDictionary[Any, tuple[Any, Any]]", run: Tr
     return got[1]
 
 
-def low_recall_fix(exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall") -> str:
+def low_recall_fix(exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall",
+                   rebuild: str = "twotower index build --run DIR --index auto") -> str:
     """The ways out of an index that missed its recall target, in the words of the interface that opened it:
     `serve`'s flags, or ``exact=True`` / ``allow_low_recall=True`` for ``RecommenderService.load`` (which
-    told a Python caller to "pass --allow-low-recall")."""
-    return ("; rebuild it (`twotower index build --index auto`, which keeps exact search when it is fast "
+    told a Python caller to "pass --allow-low-recall"). ``rebuild``: the command that rebuilds it for its run
+    (:func:`~twotower.pipeline.artifacts.rebuild_command` with ``kind="auto"``); `serve` said
+    `twotower index build --index auto`, without the --run the command needs or the --out of the index."""
+    return (f"; rebuild it (`{rebuild}`, which keeps exact search when it is fast "
             "enough; a PQ index reaches high recall with a refine stage, e.g. --index ivfpq,RFlat), serve "
             f"exact search with {exact_flag}, or pass {allow_flag} to serve it anyway")
 
@@ -223,7 +226,8 @@ def open_served_index(
         tune = read_tuning(index_dir)  # read (and checked) once: it says both whether and what was measured
         shortfall = _recall_shortfall(index_dir, tune)
         if shortfall and not allow_low_recall:
-            raise ConfigError(shortfall + low_recall_fix(exact_flag, allow_flag))
+            raise ConfigError(shortfall + low_recall_fix(exact_flag, allow_flag,
+                                                         rebuild_command(run.dir, index_dir, kind="auto")))
         index = load_index(index_dir, expected_fingerprint=fp)
     except IntegrityError as e:
         raise IntegrityError(_with_rebuild(str(e), run, index_dir, exact_flag)) from e
