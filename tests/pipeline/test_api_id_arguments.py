@@ -176,3 +176,13 @@ def test_integer_ids_are_still_taken(tmp_path_factory):
     assert tt.recommend(numeric, [7], k=3) == tt.recommend(numeric, [np.int64(7)], k=3) == tt.recommend(
         numeric, ["7"], k=3)
     assert tt.explain_by_id(numeric, user_id=7, item_id="i3") == tt.explain_by_id(numeric, user_id="7", item_id="i3")
+
+
+@pytest.mark.parametrize("call, where, what", FLOAT_ID_CALLS)
+@pytest.mark.parametrize("value", [True, np.bool_(False)])
+def test_a_boolean_id_is_refused_naming_the_argument(run, call, where, what, value):
+    """`[True]` was looked up as "unknown user 'True'" (POST /recommend refuses a boolean id: serving/schemas)."""
+    article = "an" if what == "item" else "a"
+    with pytest.raises(tt.ConfigError, match=rf"^{re.escape(where)}: must be {article} {what} id as text \(or an "
+                                             rf"integer\), got the boolean {bool(value)}$"):
+        call(run, value)

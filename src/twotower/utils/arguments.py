@@ -50,7 +50,11 @@ def check_id(value: Any, name: str, what: str = "item") -> Any:
     Ids are the data's id strings (the vocabularies map them; an integer is taken as its digits). A float was
     turned into an id without a word: ``3.0`` looked up user '3' (but ``exclude=[50.0]`` item '50.0', unknown), and
     ``3.5`` or NaN (a missing id in a float column) was "unknown user '3.5'", which did not say ids are text. POST
-    /recommend refuses a float id too (serving/schemas.coerce_id)."""
+    /recommend refuses a float id too (serving/schemas.coerce_id), and a boolean, which ``[True]`` looked up as
+    "unknown user 'True'"."""
+    if isinstance(value, (bool, np.bool_)):
+        article = "an" if what == "item" else "a"
+        raise ConfigError(f"{name}: must be {article} {what} id as text (or an integer), got the boolean {bool(value)}")
     if not isinstance(value, (float, np.floating)):
         return value
     number = float(value)
