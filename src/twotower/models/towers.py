@@ -95,6 +95,18 @@ def check_item_inputs(config: TowerConfig, feature_width: int) -> None:
                       f"model.item.text_embeddings=true, or give {features}")
 
 
+def check_user_inputs(config: TowerConfig, feature_width: int) -> None:
+    """ConfigError when the user tower would read nothing: no ID embedding, no user features (``feature_width`` 0)
+    and ``history = "none"``. Called before the model is built: it was a traceback (ValueError from the tower's
+    constructor) after the data had been read, where ``--print-config`` had passed the same settings."""
+    if config.use_id or config.history != "none" or feature_width > 0:
+        return
+    raise ConfigError("the user tower has no input: model.user.history=none reads no history; set model.user.history="
+                      "recency (the default), mean, transformer or gru, or model.user.use_id=true, or give user "
+                      "features (--users FILE with data.user_categorical / user_numeric / user_multi, and "
+                      "model.user.use_features=true)")
+
+
 class ItemTower(nn.Module):
     """Item tower: optional ID embedding + feature encoders (+ frozen text) -> MLP -> L2 norm.
 
@@ -248,7 +260,7 @@ class UserTower(nn.Module):
         self.extra_pools = tuple(d for d in config.extra_pools if d != first) if pooled else ()
         in_dim += config.history_dim * (1 + len(self.extra_pools)) if self.uses_history else 0
         if in_dim == 0:
-            raise ValueError("user tower has no input: enable use_id, features or history")
+            check_user_inputs(config, 0)
         self.mlp = _head(config, in_dim, "user")
         # the user side of the closed-form item-item term, attached after training (models/item_item.py)
         self.item_item: ItemItemUserPart | None = None

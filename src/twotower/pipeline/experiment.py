@@ -76,16 +76,21 @@ def check_model_fits_data(config: RunConfig, prep: Prepared, text_dim: int = 0) 
     `loss.kind=full` over a large catalogue, whose parameters fit, was killed in its first steps. Else the
     estimate's terms (``models.size.MemoryTerm``, largest first)."""
     from twotower.models.size import check_training_fits
-    from twotower.models.towers import check_item_inputs
+    from twotower.models.towers import check_item_inputs, check_user_inputs
 
-    item = config.model.item
+    item, user = config.model.item, config.model.user
     feats = prep.item_features if item.use_features else None
     # "the collaborative head has no input" came after the item texts were encoded (minutes on a large catalogue)
-    check_item_inputs(item, 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes)
-                      + int(feats.numeric.shape[1]))
+    check_item_inputs(item, _feature_width(feats))
+    check_user_inputs(user, _feature_width(prep.user_features if user.use_features else None))
     n_examples = examples_per_epoch(prep.train_seqs.lengths(), config.train.examples, config.train.max_examples_per_epoch)
     return check_training_fits(config, prep.n_users, prep.n_items, user_features=prep.user_features,
                                item_features=prep.item_features, text_dim=text_dim, n_examples=n_examples)
+
+
+def _feature_width(feats: Any) -> int:
+    """How many feature columns a tower reads from ``feats`` (a data.features table; None: none)."""
+    return 0 if feats is None else len(feats.categorical_sizes) + len(feats.multi_sizes) + int(feats.numeric.shape[1])
 
 
 def build_model_for(config: RunConfig, prep: Prepared, item_text: np.ndarray | None = None) -> TwoTowerModel:
