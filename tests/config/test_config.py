@@ -630,3 +630,12 @@ def test_a_bracketed_list_of_bare_words_on_the_command_line_is_a_list():
     assert cfg.eval.baselines == ("popularity", "ease") and cfg.data.item_multi == ("genres",)
     assert cfg.eval.ks == (5, 10)
     assert load_config(overrides=['eval.baselines=["popularity"]']).eval.baselines == ("popularity",)  # JSON as before
+
+
+@pytest.mark.parametrize("metric", ["MeanPop@10", "Coverage@20"])
+def test_a_select_metric_that_describes_the_lists_is_refused(metric):
+    # MeanPop@10 kept the epoch with the most popular lists as "(new best)", and the item-item term's tuning refused
+    # it only after the whole training, leaving an unsealed run
+    with pytest.raises(ConfigError, match=rf"^overrides: 'eval\.select_metric={metric}': eval\.select_metric: selects "
+                                          r"on how well the lists hit the held-out items: one of \['Recall'"):
+        load_config(overrides=[f"eval.select_metric={metric}"])
