@@ -81,6 +81,24 @@ def test_broken_json_line(tmp_path):
     assert e.value.row == 2
 
 
+def test_a_broken_json_line_says_where_in_the_line():
+    # it said "not valid JSON (Invalid control character at)", the decoder's words cut before the place
+    from twotower.utils.wording import json_error
+
+    for text, said in (('{"_id": "d3", "title": "x", "text": "broken\n', "Invalid control character at character 44"),
+                       ('{"_id": "d3" "text": "x"}', "Expecting ',' delimiter at character 14")):
+        with pytest.raises(json.JSONDecodeError) as e:
+            json.loads(text)
+        assert json_error(e.value) == said
+
+
+def test_a_control_character_in_a_corpus_line_is_named_with_its_character(tmp_path):
+    root = write_beir(tmp_path / "b")
+    (root / "corpus.jsonl").write_text('{"_id": "d1", "title": "t", "text": "broken\t"}\n')
+    with pytest.raises(DataError, match=r"not valid JSON \(Invalid control character at character 44\)"):
+        load_beir(root, "test")
+
+
 def test_pairs_tsv_and_jsonl(beir_dir, tmp_path):
     corpus = load_beir(beir_dir, "test").corpus
     tsv = tmp_path / "pairs.tsv"

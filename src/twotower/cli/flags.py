@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from twotower.errors import ConfigError, DataError, NotFoundError
+from twotower.utils.wording import json_error
 
 __all__ = ["OneId", "TypedCount", "fields_as_flags", "number_flag_refusal", "check_range", "typed_words", "add_filter_exact_max_flag", "check_k_flag", "count_or_typed", "add_filter_flag", "check_filter_exact_max", "filter_at", "filter_item_at", "flag_named", "id_place", "parse_filters", "parse_user_features",
            "say_flag_note", "user_features_named"]
@@ -168,7 +169,7 @@ def parse_user_features(args: argparse.Namespace) -> dict[str, Any] | None:
     try:
         features = json.loads(args.user_features)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"--user-features: not JSON ({e.msg} at character {e.pos}); e.g. "
+        raise ConfigError(f"--user-features: not JSON ({json_error(e)}); e.g. "
                           '\'{"age": 25, "gender": "F"}\'') from None
     if not isinstance(features, dict):  # named as JSON names it: "got list" and "got NoneType" were Python's words
         got = ("null" if features is None else "a boolean" if isinstance(features, bool)

@@ -53,6 +53,7 @@ from twotower.data.text_files import (
     warn_if_utf8,
 )
 from twotower.errors import ConfigError, DataError
+from twotower.utils.wording import json_error
 
 __all__ = [
     "check_rows",  # re-exported: features and search/prepare read their columns with the same rules
@@ -170,9 +171,8 @@ def _json_lines_error(path: Path, label: str, encoding: str = "utf-8") -> DataEr
             try:
                 value = json.loads(line.rstrip("\r\n"))
             except ValueError as bad:
-                what = bad.msg if isinstance(bad, json.JSONDecodeError) else one_line(bad)
-                col = f" at character {bad.colno}" if isinstance(bad, json.JSONDecodeError) else ""
-                return DataError(f"not valid JSON ({what}{col}); every line must be one JSON object",
+                what = json_error(bad) if isinstance(bad, json.JSONDecodeError) else one_line(bad)
+                return DataError(f"not valid JSON ({what}); every line must be one JSON object",
                                  file=label, row=number, unit="line")
             # valid JSON but no record (an array, a string, null): pandas failed with a TypeError naming no line
             if not isinstance(value, dict):

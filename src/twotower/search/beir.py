@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
-from twotower.utils.wording import plural
+from twotower.utils.wording import json_error, plural
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
-            raise DataError(f"not valid JSON ({e.msg})", file=str(path), row=lineno) from e
+            raise DataError(f"not valid JSON ({json_error(e)})", file=str(path), row=lineno) from e
         if not isinstance(obj, dict):
             raise DataError("each line must be a JSON object", file=str(path), row=lineno)
         for key in required:
