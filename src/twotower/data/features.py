@@ -29,7 +29,8 @@ from twotower.data.readers import (_double_colon_fields, check_head, check_rows,
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError
 
-__all__ = ["FeatureSpec", "read_feature_table", "EncodedFeatures", "FeatureEncoder", "shown_value"]
+__all__ = ["FeatureSpec", "read_feature_table", "EncodedFeatures", "FeatureEncoder", "shown_value", "split_multi",
+           "cell_values"]
 
 SHOWN_CHARS = 80  # of a sent value quoted back in a message
 
@@ -185,6 +186,30 @@ def _joined_lists(values: pd.Series, separator: str, *, file: str, column: str, 
         return separator.join(parts) if parts else None
 
     return pd.Series([join(pos, v) for pos, v in enumerate(values.tolist())], index=values.index, dtype=object)
+
+
+def split_multi(value: Any, separator: str) -> list[str]:
+    """The values of a multi-valued cell as the model reads them (``"Action | Comedy"`` -> ``["Action", "Comedy"]``):
+    split on ``separator``, each stripped, empty and repeated ones dropped; [] when the cell is missing."""
+    if _missing_str(value):
+        return []
+    out: list[str] = []
+    for p in str(value).split(separator):
+        p = p.strip()
+        if p and p not in out:
+            out.append(p)
+    return out
+
+
+def cell_values(value: str, separator: str) -> list[str]:
+    """The values a text metadata cell holds as the model's encoding reads them: a cell holding ``separator`` is
+    multi-valued (:func:`split_multi`), any other is one category with the spaces at its ends dropped (as
+    :func:`_norm_value` reads it). Item filters match on these, so an item whose cell is ``"Drama | Comedy"`` or
+    ``" acme"`` is found by ``Comedy`` / ``acme``, the values the model (and ``explain``) names."""
+    if separator in value:
+        return split_multi(value, separator)
+    value = value.strip()
+    return [value] if value else []
 
 
 def _norm_value(value: Any) -> str | None:
@@ -396,14 +421,7 @@ class FeatureEncoder:
 
     # -- fitting -----------------------------------------------------------
     def _split_multi(self, value: Any) -> list[str]:
-        if _missing_str(value):
-            return []
-        parts = [p.strip() for p in str(value).split(self.spec.separator)]
-        out: list[str] = []
-        for p in parts:
-            if p and p not in out:
-                out.append(p)
-        return out
+        return split_multi(value, self.spec.separator)
 
     def _rows_in_vocab(self, table: pd.DataFrame, vocab: Vocabulary | None) -> pd.DataFrame:
         self._check_columns(table, "table")

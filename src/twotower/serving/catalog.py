@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from twotower.data.features import FeatureSpec
+from twotower.data.features import FeatureSpec, cell_values
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, NotFoundError
 from twotower.serving.errors import UnknownIdAt
@@ -23,11 +23,14 @@ _MASK_CACHE = 256  # (field, value) masks kept for filters
 
 
 def _matches(v: Any, value: str, sep: str) -> bool:
-    """Does metadata value ``v`` hold the filter ``value``? Lists and ``sep``-joined strings match any member."""
+    """Does metadata value ``v`` hold the filter ``value``? Lists and ``sep``-joined strings match any member; a
+    string is read as the model's feature encoding reads it (:func:`cell_values`: the spaces around each value
+    dropped), so ``"Drama | Comedy"`` holds ``Comedy`` and ``" acme"`` is ``acme`` (they matched no filter)."""
     if isinstance(v, list):
-        return any(str(x) == value for x in v)
+        return any(str(x).strip() == value for x in v)
     if isinstance(v, str):
-        return v == value or (sep in v and value in v.split(sep))
+        # `value in v` first: a C substring test rules out nearly every cell of a large catalogue before it is split
+        return v == value or (value in v and value in cell_values(v, sep))
     if v is None:
         return False
     if isinstance(v, bool):
@@ -199,9 +202,9 @@ class ItemCatalog:
         out: set[str] = set()
         for v in self.columns[field]:
             if isinstance(v, list):
-                out.update(str(x) for x in v)
-            elif isinstance(v, str):
-                out.update(x for x in v.split(self.separator)) if self.separator in v else out.add(v)
+                out.update(x for x in (str(x).strip() for x in v) if x)
+            elif isinstance(v, str):  # as filters read them: "Drama | Comedy" holds "Comedy", not " Comedy"
+                out.update(cell_values(v, self.separator))
             elif isinstance(v, float) and v.is_integer():
                 out.add(str(int(v)))
             elif v is not None:
