@@ -243,12 +243,68 @@ def test_files_read_together_are_put_on_one_time_scale(tmp_path):
     (tmp_path / "numbers.csv").write_text("user_id,item_id,timestamp\nu1,d,1396867872\n")
     src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv")))
     assert src.valid["timestamp"].tolist() == [1_396_867_871_000]
-    # numbers are kept as the file has them: epoch seconds beside milliseconds are refused, not sorted ~45 years
-    # before them (they were read without a word)
-    with pytest.raises(DataError, match=r"different units \(data.train .*train.csv: epoch milliseconds, data.valid "
-                       r".*valid.csv: epoch milliseconds, data.test .*numbers.csv: epoch seconds"):
-        load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
-                                test=str(tmp_path / "numbers.csv")))
+    # epoch seconds beside dates that need milliseconds are put on milliseconds too, exactly (x1000): the README's
+    # "finest of their units". This pinned a refusal that named the ISO files "epoch milliseconds, told from their
+    # size", and kept a file of ISO times with milliseconds from being read beside a train file of epoch seconds.
+    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv"),
+                                  test=str(tmp_path / "numbers.csv")))
+    assert src.test["timestamp"].tolist() == [1_396_867_872_000]
+    assert src.report["split"] == "given as files"
+    # numbers of two units are still refused (which unit a number means is not for us to guess), each file named
+    # by what it holds
+    (tmp_path / "ms.csv").write_text("user_id,item_id,timestamp\nu1,e,1396867873000\n")
+    with pytest.raises(DataError, match=r"different units \(data.train .*train.csv: ISO dates, stored as epoch "
+                       r"milliseconds, data.valid .*numbers.csv: epoch seconds, data.test .*ms.csv: epoch milliseconds"):
+        load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "numbers.csv"),
+                                test=str(tmp_path / "ms.csv")))
+
+
+# ISO times with milliseconds in a file (or beside a file) of epoch seconds: floored to seconds in silence, the two
+# clicks below tied and were put in item-id order, "a_late" before "b_early" (the earlier click held out as test)
+ISOFRAC = ("user_id,item_id,timestamp\nu1,x,1714500000\nu1,y,1714510000.25\n"
+           "u1,b_early,2024-05-01T00:00:00.100Z\nu1,a_late,2024-05-01T00:00:00.900Z\n")
+
+
+def test_iso_times_with_milliseconds_move_a_column_of_epoch_seconds_to_milliseconds(tmp_path, caplog):
+    from twotower.data import leave_last_n_out
+
+    (tmp_path / "isofrac.csv").write_text(ISOFRAC)
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(tmp_path / "isofrac.csv")
+    # the numbers scaled exactly (their own fraction kept to the millisecond), the dates to the millisecond
+    assert df["timestamp"].tolist() == [1_714_500_000_000, 1_714_510_000_250, 1_714_521_600_100, 1_714_521_600_900]
+    assert detect_unit(df["timestamp"].to_numpy()) == "ms" and not caplog.records
+    split = leave_last_n_out(df, n=1)
+    assert split.valid["item_id"].tolist() == ["b_early"] and split.test["item_id"].tolist() == ["a_late"]
+    # a declared unit is the whole column's, as before: floored to seconds, as asked
+    told = read_interactions(tmp_path / "isofrac.csv", time_unit="s")
+    assert told["timestamp"].tolist()[2:] == [1_714_521_600, 1_714_521_600]
+
+
+def test_dates_floored_beside_numbers_that_cannot_move_are_warned_about(tmp_path, caplog):
+    # epoch seconds of 1971 taken as milliseconds would read as seconds again (their size): they stay seconds, and
+    # the dates' milliseconds are floored -- with a warning, not in silence
+    (tmp_path / "early.csv").write_text("user_id,item_id,timestamp\nu1,x,50000000\nu1,b,2024-05-01T00:00:00.100Z\n")
+    with caplog.at_level("WARNING", logger="twotower.data.readers"):
+        df = read_interactions(tmp_path / "early.csv")
+    assert df["timestamp"].tolist() == [50_000_000, 1_714_521_600]
+    assert "1 dates in column 'timestamp' have parts finer than the whole seconds" in caplog.text
+
+
+def test_iso_times_with_milliseconds_beside_a_file_of_epoch_seconds_go_on_milliseconds(tmp_path):
+    # was refused: "data.valid valid.csv: epoch milliseconds, told from their size" of a file of ISO dates
+    (tmp_path / "train.csv").write_text("user_id,item_id,timestamp\nu1,a,1714500000\nu1,b,1714500100\n"
+                                        "u2,a,1714500000\nu2,c,1714500100\n")
+    (tmp_path / "valid.csv").write_text("user_id,item_id,timestamp\nu1,c,2024-05-01T00:00:00.250Z\n"
+                                        "u2,b,2024-05-01T00:00:00.500Z\n")
+    src = load_sources(DataConfig(train=str(tmp_path / "train.csv"), valid=str(tmp_path / "valid.csv")))
+    assert src.train["timestamp"].tolist() == [1_714_500_000_000, 1_714_500_100_000] * 2
+    assert src.valid["timestamp"].tolist() == [1_714_521_600_250, 1_714_521_600_500]
+    # whole-second dates beside epoch milliseconds join them (as in one column), where they were refused too
+    (tmp_path / "ms.csv").write_text("user_id,item_id,timestamp\nu1,a,1714500000000\nu2,c,1714500100000\n")
+    (tmp_path / "days.csv").write_text("user_id,item_id,timestamp\nu1,c,2024-05-01\n")
+    src = load_sources(DataConfig(train=str(tmp_path / "ms.csv"), valid=str(tmp_path / "days.csv")))
+    assert src.valid["timestamp"].tolist() == [1_714_521_600_000]
 
 
 def test_train_in_seconds_beside_valid_in_milliseconds_is_refused_naming_both(tmp_path):

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from twotower.data.text_files import codec_for
-from twotower.data.timeunits import UNIT_NAMES, date_text, dates_in_unit, detect_unit, finest_unit, unit_of, units_of
+from twotower.data.timeunits import (UNIT_NAMES, convert, date_text, dates_in_unit, detect_unit, finer_for_dates, finest_unit,
+                                     unit_of, units_of)
 from twotower.errors import DataError
 
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
@@ -383,48 +384,78 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     _warn_rounded_float_times(values, numeric, is_num, out, file=file, column=column, rows=rows, time_unit=time_unit)
     if time_unit == "auto":
         _warn_yyyymmdd_times(out[is_num], file=file, column=column)
+    rest = ~is_num
+    dt = None
+    if not pd.api.types.is_numeric_dtype(values.dtype) and rest.any():
+        dt = _read_dates(values, rest, file=file, column=column, rows=rows)
     lost = np.zeros(n, dtype=np.float64)
     lost[is_num] = numeric[is_num] - out[is_num]
+    # the numbers' unit, told from their median only where it is needed (not on a column of numbers alone)
+    unit = time_unit if time_unit != "auto" or dt is None else detect_unit(out[is_num])
+    if dt is not None and is_num.any() and time_unit == "auto":
+        # dates with sub-second parts beside epoch seconds: the column moves to the unit the dates need, as a
+        # column of such dates alone does (they were floored to seconds in silence, clicks within a second tied
+        # and put in item-id order); the numbers scaled exactly, their own fractions kept to the finer unit
+        finer = finer_for_dates(out[is_num], unit, finest_unit(dt))
+        if finer != unit:
+            factor = convert(1, unit, finer)
+            # a float's fraction of a second carries ~1e-7 s: rounded first, 0.277 s is 277 ms, not 276.99999
+            fraction = np.round(lost[is_num] * factor, 6)
+            out[is_num] = out[is_num] * factor + np.floor(fraction).astype(np.int64)
+            lost[is_num] = fraction - np.floor(fraction)
+            log.info("%s: times with sub-second parts are kept as %s, so events within a second keep their order "
+                     "(the epoch %s beside them scaled to it)", file, UNIT_NAMES[finer], UNIT_NAMES[unit].split()[-1])
+            unit = finer
     fractional = int((lost != 0).sum())
     if fractional:  # floored: events within one unit tie, and ties are ordered by item id
         log.warning("%s: %d timestamps in column %r have a fractional part and are floored to whole %s, so events "
                     "less than one apart tie (ties are ordered by item id; rows that differ only in the fraction "
                     "are kept, not dropped as duplicates); write integer milliseconds or ISO times "
                     "(2024-05-01T12:30:00.250) to keep their order", file, fractional, column,
-                    UNIT_NAMES[time_unit if time_unit != "auto" else detect_unit(out[is_num])].split()[-1])
+                    UNIT_NAMES[unit if unit != "auto" else detect_unit(out[is_num])].split()[-1])
     if pd.api.types.is_numeric_dtype(values.dtype):
         check_rows(~is_num, lambda pos: _missing_timestamp(rows.unit) if np.isnan(numeric[pos]) else
                    _bad_number("timestamp", values.iloc[pos]) + "; expected epoch seconds", file=file, column=column,
                    rows=rows)
         return out, None, lost if fractional else None
-    rest = ~is_num
-    if rest.any():
-        raw = values[rest]
-        blank = raw.isna() | (raw.astype(str).str.strip() == "")
-        dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
-        unreadable = np.zeros(n, dtype=bool)
-        unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
-        # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
-        missing = np.zeros(n, dtype=bool)
-        missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
-        check_rows(unreadable, lambda pos: _missing_timestamp(rows.unit) if missing[pos] else
-                   f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
-                   "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
-        # dates beside numbers join them in the numbers' unit: beside epoch milliseconds a date read as seconds
-        # would sort decades earlier; a column of dates alone is epoch seconds, as it always was
+    if dt is not None:
+        # dates beside numbers join them in the numbers' unit (moved above to the one the dates need): beside epoch
+        # milliseconds a date read as seconds would sort decades earlier; a column of dates alone is epoch seconds,
+        # as it always was, or the finer unit its sub-second parts need
         # (data.time_unit, when set, is the unit of the whole column: dates join the numbers in it)
-        if is_num.any():
-            unit = time_unit if time_unit != "auto" else detect_unit(out[is_num])
-        else:  # a column of dates alone: seconds, or finer where the times have sub-second parts
+        if not is_num.any():
             unit = _dates_unit(dt, time_unit, file)
         out[rest] = dates_in_unit(dt, unit)
         dates_lost = _floored_off(dt, unit)
         if dates_lost is not None:
             lost[np.flatnonzero(rest)] = dates_lost
             fractional += 1
+            if is_num.any() and time_unit == "auto":  # the numbers could not move to a finer unit: said, not silent
+                log.warning("%s: %d dates in column %r have parts finer than the whole %s of the numbers beside them "
+                            "(which cannot be moved to a finer unit) and are floored, so events less than one apart "
+                            "tie (ties are ordered by item id); write every time as an ISO date to keep them", file,
+                            int((dates_lost != 0).sum()), column, UNIT_NAMES[unit].split()[-1])
         if not is_num.any() and time_unit == "auto":
             return out, unit, lost if fractional else None
     return out, None, lost if fractional else None
+
+
+def _read_dates(values: pd.Series, rest: np.ndarray, *, file: str, column: str, rows: RowNumbers) -> pd.Series:
+    """The cells of ``values`` at ``rest`` (not numbers) as UTC dates; a cell that is no ISO date refused by its
+    row, a blank one as missing."""
+    n = len(values)
+    raw = values[rest]
+    blank = raw.isna() | (raw.astype(str).str.strip() == "")
+    dt = pd.to_datetime(raw.where(~blank), errors="coerce", utc=True, format="ISO8601")
+    unreadable = np.zeros(n, dtype=bool)
+    unreadable[np.flatnonzero(rest)] = dt.isna().to_numpy()
+    # a blank beside dates read "cannot read timestamp nan": it is missing, said as for a numeric column
+    missing = np.zeros(n, dtype=bool)
+    missing[np.flatnonzero(rest)] = blank.to_numpy(dtype=bool)
+    check_rows(unreadable, lambda pos: _missing_timestamp(rows.unit) if missing[pos] else
+               f"cannot read timestamp {values.iloc[pos]!r}; expected epoch seconds (int/float) or an ISO date "
+               "like 2024-05-01 or 2024-05-01T12:30:00", file=file, column=column, rows=rows)
+    return dt
 
 
 def _warn_rounded_float_times(values: pd.Series, numeric: np.ndarray, is_num: np.ndarray, out: np.ndarray, *,

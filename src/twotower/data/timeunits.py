@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import logging
+
 import numpy as np
 import pandas as pd
 
 from twotower.errors import ConfigError
 
 __all__ = ["UNIT_NAMES", "ROW_ORDER", "has_times", "unit_of", "units_of", "detect_unit", "report_unit", "dates_in_unit", "date_in_unit",
-           "finest_unit", "align_date_units", "convert", "show_time", "date_text", "BAND_START_S"]
+           "finest_unit", "finer_for_dates", "align_date_units", "convert", "show_time", "date_text", "unit_words",
+           "BAND_START_S"]
 
 #: upper bound of |t| for each unit but the last. The bands cannot be mistaken for one another in realistic
 #: data: epoch seconds reach 1e11 only in the year 5138, while epoch milliseconds (microseconds, nanoseconds)
@@ -27,6 +30,9 @@ UNIT_NAMES = {"s": "epoch seconds", "ms": "epoch milliseconds", "us": "epoch mic
               "ns": "epoch nanoseconds"}
 _PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
 _EPOCH = pd.Timestamp("1970-01-01", tz="UTC")
+_LIMIT = 2.0**62  # |t| of an epoch time kept in int64 (the readers refuse larger numbers)
+
+log = logging.getLogger("twotower.data.readers")  # the readers' logger: what users filter on stays the same
 
 
 def has_times(df: pd.DataFrame) -> bool:
@@ -113,27 +119,72 @@ def finest_unit(dates: pd.Series) -> str:
     return unit if detect_unit(dates_in_unit(times, unit)) == unit else "s"
 
 
+def _movable(numbers: np.ndarray, unit: str, finer: str) -> bool:
+    """Whether epoch ``numbers`` in ``unit`` can be stored in the ``finer`` unit: multiplied, they fit int64 and
+    still read as ``finer`` from their size (:func:`detect_unit`; seconds before March 1973 would read as seconds)."""
+    factor = _PER_SECOND[finer] // _PER_SECOND[unit]
+    if numbers.size == 0:
+        return True
+    if float(np.abs(numbers).max()) * factor >= _LIMIT:
+        return False
+    return detect_unit(numbers * factor) == finer
+
+
+def finer_for_dates(numbers: np.ndarray, unit: str, dates_unit: str) -> str:
+    """The unit of epoch ``numbers`` in ``unit`` stored beside dates that need ``dates_unit`` (their sub-second
+    parts, :func:`finest_unit`): the finer of the two, where the numbers can be moved to it exactly (a whole
+    multiple); else their own unit, the dates' sub-second parts then floored. Milliseconds in ISO dates beside
+    epoch seconds were floored to seconds in silence, clicks within a second tied and put in item-id order."""
+    if _PER_SECOND[dates_unit] <= _PER_SECOND[unit] or not _movable(numbers, unit, dates_unit):
+        return unit
+    return dates_unit
+
+
+def unit_words(df: pd.DataFrame, unit: str) -> str:
+    """How a refusal of files in different units names one file's unit: a file of dates alone says so (its
+    "epoch milliseconds" are ours, not told from the size of numbers it does not have)."""
+    if "dates_unit" in df.attrs.get("report", {}):
+        return f"ISO dates, stored as {UNIT_NAMES[unit]}"
+    return UNIT_NAMES[unit]
+
+
 def align_date_units(frames: list[pd.DataFrame | None]) -> list[pd.DataFrame | None]:
-    """Read frames that go together (train / valid / test, the files of ``--history-from``), their timestamps read
-    from dates in different units, brought to the finest of those units.
+    """Read frames that go together (train / valid / test, the files of ``--history-from``), put on the finest
+    unit their dates need.
 
     :func:`finest_unit` decides per file, so a valid file whose times happen to be whole seconds beside a train
-    file with milliseconds would otherwise sort every valid item decades before the training ones. Only frames
-    read from dates alone (``report["dates_unit"]``) are scaled: numbers stay as the file has them.
+    file with milliseconds would otherwise sort every valid item decades before the training ones. Frames read
+    from dates alone (``report["dates_unit"]``) are scaled to it; a file of numbers is moved to a finer unit only
+    where dates need it (an ISO valid file with milliseconds beside a train file of epoch seconds was refused as
+    "epoch milliseconds, told from their size"), and only exactly. Numbers of two units among the files are left
+    as they are: the callers refuse them, as the README says (which unit the numbers mean is not ours to guess).
     """
-    units = {f.attrs["report"]["dates_unit"] for f in frames
-             if f is not None and "dates_unit" in f.attrs.get("report", {})}
-    if len(units) < 2:
+    dated = [f is not None and "dates_unit" in f.attrs.get("report", {}) for f in frames]
+    units = {f.attrs["report"]["dates_unit"] for f, d in zip(frames, dated) if d}
+    if not units:
         return frames
-    finest = max(units, key=_PER_SECOND.__getitem__)
+    target = max(units, key=_PER_SECOND.__getitem__)
+    numbers = {i: detect_unit(f["timestamp"].to_numpy()) for i, (f, d) in enumerate(zip(frames, dated))
+               if f is not None and not d and has_times(f)}
+    moved: dict[int, str] = {}  # the files of numbers scaled, by their unit
+    if len(set(numbers.values())) == 1:  # numbers of two units are the caller's to refuse
+        unit = next(iter(numbers.values()))
+        if _PER_SECOND[unit] >= _PER_SECOND[target]:
+            target = unit  # dates join the numbers, as in one column (dates beside epoch milliseconds)
+        elif all(finer_for_dates(frames[i]["timestamp"].to_numpy(np.int64), unit, target) == target for i in numbers):
+            moved = numbers
     out: list[pd.DataFrame | None] = []
-    for f in frames:
-        unit = f.attrs.get("report", {}).get("dates_unit") if f is not None else None
-        if unit is None or unit == finest:
+    for i, (f, d) in enumerate(zip(frames, dated)):
+        unit = f.attrs["report"]["dates_unit"] if d else moved.get(i)
+        if f is None or unit is None or unit == target:
             out.append(f)
             continue
-        scaled = f.assign(timestamp=f["timestamp"].to_numpy(np.int64) * (_PER_SECOND[finest] // _PER_SECOND[unit]))
-        scaled.attrs["report"] = {**f.attrs["report"], "dates_unit": finest}
+        scaled = f.assign(timestamp=f["timestamp"].to_numpy(np.int64) * (_PER_SECOND[target] // _PER_SECOND[unit]))
+        scaled.attrs["report"] = {**f.attrs["report"], **({"dates_unit": target} if d else {})}
+        if not d:
+            log.info("%s: its epoch %s are stored as %s, the unit the sub-second parts of the dates read with it "
+                     "need", f.attrs["report"].get("file", f"file {i + 1}"),
+                     UNIT_NAMES[unit].split()[-1], UNIT_NAMES[target])
         out.append(scaled)
     return out
 

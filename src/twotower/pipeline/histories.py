@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from twotower.data.timeunits import UNIT_NAMES, align_date_units, detect_unit, has_times
+from twotower.data.timeunits import align_date_units, detect_unit, has_times, unit_words
 from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.errors import ConfigError, DataError
 from twotower.models.history import UserSequences
@@ -72,12 +72,12 @@ class InputHistories:
         return m
 
 
-def _check_one_unit(files: tuple[str, ...], units: list[str | None]) -> None:
+def _check_one_unit(files: tuple[str, ...], units: list[str | None], frames: list[pd.DataFrame]) -> None:
     """Files whose timestamps are in different units (a split's epoch milliseconds beside a log in seconds)
     would be ordered decades apart, each file's rows before or after all of the other's: refused."""
-    timed = {f: u for f, u in zip(files, units) if u is not None}
-    if len(set(timed.values())) > 1:
-        named = ", ".join(f"{f}: {UNIT_NAMES[u]}" for f, u in timed.items())
+    timed = {f: (u, df) for f, u, df in zip(files, units, frames) if u is not None}
+    if len({u for u, _ in timed.values()}) > 1:
+        named = ", ".join(f"{f}: {unit_words(df, u)}" for f, (u, df) in timed.items())
         raise DataError(f"--history-from: the files' timestamps are in different units ({named}, told from their "
                         "size), so their rows cannot be placed in one time order; convert them to one unit")
 
@@ -131,7 +131,7 @@ def read_input_histories(run: Any, files: Source | Iterable[Source]) -> InputHis
         units.append((declared if declared != "auto" else detect_unit(df["timestamp"].to_numpy())) if timed[-1]
                      else None)
         parts.append(df.assign(_file=n, _row=np.arange(len(df), dtype=np.int64)))
-    _check_one_unit(files, units)
+    _check_one_unit(files, units, frames)
     if any(timed) and not all(timed):
         # a file without timestamps numbers its rows 0, 1, 2, ...: compared with another file's epoch seconds (or
         # row numbers) those would shuffle the history, and a sequence tower reads the order

@@ -14,7 +14,7 @@ from twotower.config import DATA_FILE_SETTINGS, DataConfig, TrainConfig
 from twotower.data.features import FeatureSpec, read_feature_table
 from twotower.data.readers import ColumnMap, read_interactions
 from twotower.data.splits import global_time_split, leave_last_n_out, random_split, temporal_split
-from twotower.data.timeunits import ROW_ORDER, UNIT_NAMES, align_date_units, report_unit
+from twotower.data.timeunits import ROW_ORDER, align_date_units, report_unit, unit_words
 from twotower.errors import ConfigError, DataError
 from twotower.explain.names import title_column
 
@@ -201,7 +201,9 @@ def _check_one_time_unit(cfg: DataConfig, parts: dict[str, pd.DataFrame | None])
     units = {name: report_unit(df) for name, df in parts.items() if df is not None}
     timed = {name: unit for name, unit in units.items() if unit != ROW_ORDER}
     if len(set(timed.values())) > 1:
-        named = ", ".join(f"data.{name} {getattr(cfg, name)}: {UNIT_NAMES[unit]}" for name, unit in timed.items())
+        # a file of dates is named so: its unit is the one its dates were stored in, not told from numbers
+        named = ", ".join(f"data.{name} {getattr(cfg, name)}: {unit_words(parts[name], unit)}"
+                          for name, unit in timed.items())
         raise DataError(f"the files' timestamps are in different units ({named}, told from their size), so their "
                         "rows cannot be placed in one time order; convert them to one unit")
 
