@@ -34,7 +34,8 @@ class DataError(TwoTowerError, ValueError):
     ``unit`` names what ``row`` counts where a file has no spreadsheet rows:
     ``"line"`` (a JSON lines file, or the physical line of a text file) or
     ``"record"`` (a Parquet file's 1-based record number), or ``"iloc"`` (a DataFrame's 0-based position,
-    ``df.iloc[row]``).
+    ``df.iloc[row]``). ``line``: the editor's line that row starts on, where it is another number (a quoted line
+    break earlier in a CSV file: its row 4 is line 6), said beside the row: ``row 4 (line 6)``.
     """
 
     def __init__(
@@ -45,16 +46,18 @@ class DataError(TwoTowerError, ValueError):
         row: int | None = None,
         column: str | None = None,
         unit: str = "row",
+        line: int | None = None,
     ) -> None:
         self.file = file
         self.row = row
         self.column = column
         self.unit = unit
+        self.line = line if line != row else None
         where = []
         if file is not None:
             where.append(f"file {file!s}")
         if row is not None:
-            where.append(f"{unit} {row}")
+            where.append(f"{unit} {row}" + (f" (line {self.line})" if self.line is not None else ""))
         if column is not None:
             where.append(f"column {column!r}")
         prefix = (", ".join(where) + ": ") if where else ""

@@ -28,10 +28,10 @@ def test_a_blank_field_is_named_as_blank_not_as_a_short_row(tmp_path):
 
 
 def test_a_short_row_is_named_with_its_field_count(tmp_path):
-    # a quoted field over two lines is one record: the short row is the file's row 3 (on line 4), and its
-    # fields are counted from that record
+    # a quoted field over two lines is one record: the short row is the file's row 3 (on line 4, now said beside
+    # it), and its fields are counted from that record
     got = _error(tmp_path, 'item_id,title,user_id\na,"two\nlines",u\nb,c\nc,d,u\n')
-    assert got.endswith("row 3, column 'user_id': empty id (1 row(s) in total; the row has 2 fields where the "
+    assert got.endswith("row 3 (line 4), column 'user_id': empty id (1 row(s) in total; the row has 2 fields where the "
                         "header has 3); every row needs a 'user_id' value")
 
 

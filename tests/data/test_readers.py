@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -524,16 +525,35 @@ def test_a_dataframe_error_names_the_iloc_position_of_the_bad_row():
         read_feature_table(items, FeatureSpec(key="item_id", categorical=("brand",)), name=None)
 
 
-@pytest.mark.parametrize(("text", "row"), [
-    ("user_id,item_id,timestamp\n1,2,3\n\n\n1,3,x\n", 5),  # blank lines are rows (pandas skips them)
-    ("user_id,item_id,timestamp\n1,2,3\n1,\"a\nb\",4\n1,3,x\n", 4),  # a quoted field over two lines is one row
+@pytest.mark.parametrize(("text", "where"), [
+    ("user_id,item_id,timestamp\n1,2,3\n\n\n1,3,x\n", "row 5"),  # blank lines are rows (pandas skips them)
+    # a quoted field over two lines is one row, and the editor's line the row is on is said beside it (this pinned
+    # "row 4" alone, where an editor shows the bad value on line 5)
+    ("user_id,item_id,timestamp\n1,2,3\n1,\"a\nb\",4\n1,3,x\n", "row 4 (line 5)"),
 ])
-def test_a_bad_csv_row_is_named_as_the_file_numbers_it(tmp_path, text, row):
+def test_a_bad_csv_row_is_named_as_the_file_numbers_it(tmp_path, text, where):
     # the row used to be the data position + 2, which named another row after a blank line
     path = tmp_path / "events.csv"
     path.write_text(text)
-    with pytest.raises(DataError, match=rf"row {row}, column 'timestamp'"):
+    with pytest.raises(DataError, match=rf"{re.escape(where)}, column 'timestamp'"):
         read_interactions(path)
+
+
+@pytest.mark.parametrize("table", ["interactions", "items"])
+def test_a_value_error_after_a_quoted_line_break_names_the_editor_s_line(tmp_path, table):
+    """A value error counted records: after an id over three lines it said "row 4" of a bad value on line 6, where
+    an editor finds another row. The row stays (a spreadsheet's count, e.row) and the line is said beside it."""
+    path = tmp_path / "t.csv"
+    if table == "interactions":
+        path.write_text('user_id,item_id,timestamp\n1,"multi\nline\nid",1700000000\n1,b,1700000001\n1,c,bad\n')
+        with pytest.raises(DataError) as e:
+            read_interactions(path)
+    else:
+        path.write_text('item_id,price\n"multi\nline\nid",1\nb,2\nc,\nb,3\n')
+        with pytest.raises(DataError) as e:
+            read_feature_table(path, FeatureSpec(key="item_id", numeric=("price",)))
+    assert (e.value.row, e.value.line) == (4 if table == "interactions" else 5, 6 if table == "interactions" else 7)
+    assert f"row {e.value.row} (line {e.value.line}), column" in str(e.value)
 
 
 def test_a_time_column_under_another_name_is_pointed_at_when_row_order_stands_in(tmp_path, caplog):

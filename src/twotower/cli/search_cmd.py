@@ -257,7 +257,7 @@ def cmd_search_prepare(args: argparse.Namespace) -> int:
         if "data.encoding" not in e.message:
             raise
         raise DataError(e.message.replace("data.encoding", "--encoding"), file=e.file, row=e.row, column=e.column,
-                        unit=e.unit) from None
+                        unit=e.unit, line=e.line) from None
     splits = ", ".join(f"{n} {_count(s['queries'], 'query', 'queries')} / {_count(s['judgements'], 'pair')}"
                        for n, s in rep["splits"].items())
     dropped = "".join(f", {_count(rep[key], one, many)} dropped" for key, one, many in (

@@ -52,6 +52,7 @@ class RowNumbers:
         self._encoding = encoding
         self._numbers: np.ndarray | None = None
         self._lengths: np.ndarray | None = None  # a CSV file's fields per data record, beside _numbers
+        self._lines: np.ndarray | None = None  # a CSV file's line each data record starts on, beside _numbers
         self._header: list[str] = []
         self._complete = False  # _numbers reaches the end of the file
 
@@ -61,6 +62,19 @@ class RowNumbers:
         self._scan(pos)
         assert self._numbers is not None
         return int(self._numbers[pos]) if pos < len(self._numbers) else pos + self.first
+
+    def line(self, pos: int) -> int | None:
+        """The editor's line the CSV record at ``pos`` starts on (its row counts a quoted line break as no row, a
+        line does); None when not a known CSV file. Found on the error path only, as :meth:`number` is."""
+        if self._path is None or self._sep is None:
+            return None
+        self._scan(pos)
+        assert self._lines is not None
+        return int(self._lines[pos]) if pos < len(self._lines) else None
+
+    def at(self, pos: int) -> dict[str, Any]:
+        """``row``, ``unit`` and ``line`` of data position ``pos`` for :class:`DataError`: ``DataError(..., **rows.at(pos))``."""
+        return {"row": self.number(pos), "unit": self.unit, "line": self.line(pos)}
 
     def shifted(self, start: int) -> "RowNumbers":
         """The numbering of a chunk of the data that starts at data position ``start`` (its position 0)."""
@@ -105,10 +119,14 @@ class RowNumbers:
         assert self._path is not None and self._sep is not None
         numbers: list[int] = []
         lengths: list[int] = []
+        lines: list[int] = []
         self._complete = True
         self._header = []
         with open(self._path, newline="", encoding=codec_for(self._encoding), errors="replace") as fh:
-            for n, rec in enumerate(csv.reader(fh, delimiter=self._sep), 1):
+            reader = csv.reader(fh, delimiter=self._sep)
+            start = 1  # the line the next record starts on
+            for n, rec in enumerate(reader, 1):
+                first, start = start, reader.line_num + 1
                 if not rec or (len(rec) == 1 and not rec[0].strip()):
                     continue
                 if not self._header:
@@ -116,10 +134,12 @@ class RowNumbers:
                     continue
                 numbers.append(n)
                 lengths.append(len(rec))
+                lines.append(first)
                 if len(numbers) > pos:
                     self._complete = False
                     break
         self._lengths = np.array(lengths, dtype=np.int64)
+        self._lines = np.array(lines, dtype=np.int64)
         return np.array(numbers, dtype=np.int64)
 
 
@@ -136,6 +156,9 @@ class _ShiftedRows(RowNumbers):
 
     def fields(self, pos: int) -> tuple[int, list[str]] | None:
         return self._base.fields(self._start + pos)
+
+    def line(self, pos: int) -> int | None:
+        return self._base.line(self._start + pos)
 
     def shifted(self, start: int) -> RowNumbers:
         return self._base.shifted(self._start + start)
@@ -204,7 +227,7 @@ def check_rows(
             more = f", ... ({len(where) - 1} in all)" if len(where) > 6 else ""
             text += f"; the same holds for {rows.unit}s {shown}{more}" if len(where) > 2 else \
                 f"; the same holds for {rows.unit} {shown}"
-        raise DataError(text, file=file, row=rows.number(pos), column=column, unit=rows.unit)
+        raise DataError(text, file=file, column=column, **rows.at(pos))
 
 
 def _one_id_to_str(value: Any) -> str | None | object:
@@ -352,7 +375,7 @@ def parse_timestamps(values: pd.Series, *, file: str, column: str, rows: RowNumb
     out = np.zeros(n, dtype=np.int64)
     if pd.api.types.is_bool_dtype(values.dtype):
         raise DataError("timestamps are true/false values; expected epoch seconds or ISO dates", file=file,
-                        row=rows.number(0), column=column, unit=rows.unit)
+                        column=column, **rows.at(0))
     # DataFrame-only dtypes that to_numeric turned into numbers of another unit without a word: a timedelta
     # column into nanoseconds / 1000, a monthly Period into months since 1970
     if pd.api.types.is_timedelta64_dtype(values.dtype):

@@ -175,14 +175,13 @@ def _joined_lists(values: pd.Series, separator: str, *, file: str, column: str, 
             return value
         if isinstance(value, dict):
             raise DataError(f"holds a JSON object {value!r}; a multi-valued cell is a list of values or "
-                            f"{separator!r}-separated text", file=file, row=rows.number(pos), column=column,
-                            unit=rows.unit)
+                            f"{separator!r}-separated text", file=file, column=column, **rows.at(pos))
         parts = [p for p in map(_norm_value, list(value)) if p]
         for p in parts:
             if separator in p:
                 raise DataError(f"list value {p!r} holds the separator {separator!r} (data.multi_separator), so it "
                                 "would be split in two; set data.multi_separator to a character no value holds",
-                                file=file, row=rows.number(pos), column=column, unit=rows.unit)
+                                file=file, column=column, **rows.at(pos))
         return separator.join(parts) if parts else None
 
     return pd.Series([join(pos, v) for pos, v in enumerate(values.tolist())], index=values.index, dtype=object)
@@ -280,9 +279,8 @@ def _read_feature_table(source: str | Path | pd.DataFrame, spec: FeatureSpec, *,
         raise DataError(
             f"duplicate key {key!r} (first at {rows.unit} {rows.number(first)}); each entity needs exactly one row",
             file=label,
-            row=rows.number(pos),
             column=spec.key,
-            unit=rows.unit,
+            **rows.at(pos),
         )
     kind = key_role.split()[0] if key_role in ("item key", "user key") else "item"
     for c in (*spec.categorical, *spec.numeric, *spec.text):

@@ -1377,7 +1377,7 @@ def _counted_in(e: DataError, end: int) -> DataError:
     if not re.search(r"in total|the same holds for|in all\)", e.message):
         return e
     return DataError(f"{e.message} (counted in the first {end:,} {counted(e.unit)}; the rest of the file was not read)",
-                     file=e.file, row=e.row, column=e.column, unit=e.unit)
+                     file=e.file, row=e.row, column=e.column, unit=e.unit, line=e.line)
 
 
 def _interaction_columns(raw: pd.DataFrame, columns: ColumnMap, label: str, text_table: bool) -> dict[str, str | None]:

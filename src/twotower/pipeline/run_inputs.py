@@ -85,5 +85,5 @@ def read_run_interactions(run: Any, source: str | Path | pd.DataFrame, *, name: 
     raise DataError(
         f"{base} This run reads {expected}, as set when it was trained (data.user_col / data.item_col{where}); "
         f"rename the {what}'s columns to match.",
-        file=first.file, row=first.row, column=first.column, unit=first.unit,
+        file=first.file, row=first.row, column=first.column, unit=first.unit, line=first.line,
     ) from first

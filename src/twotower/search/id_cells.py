@@ -36,6 +36,9 @@ class ExpandedRows(RowNumbers):
     def fields(self, pos: int) -> tuple[int, list[str]] | None:
         return self._rows.fields(int(self._origin[pos]))
 
+    def line(self, pos: int) -> int | None:
+        return self._rows.line(int(self._origin[pos]))
+
 
 def _is_missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
