@@ -38,3 +38,18 @@ def test_recommend_and_explain_read_a_json_history(run_dir, capsys):
     assert len(json.loads(capsys.readouterr().out)["items"]) == 3
     assert main(["explain", "--run", str(run_dir), "--history", '["i1", "i2"]', "--item", "i3", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["item_id"] == "i3"
+
+
+def test_a_json_array_s_ids_are_stripped_before_they_are_counted_distinct(run_dir, capsys, caplog):
+    """'["u1", " u1"]' is one user twice, as 'u1, u1' is: the JSON ids were deduplicated before their spaces were
+    dropped, so --users wrote two identical lists (and --items too) without the "2 ids, 1 distinct" warning."""
+    assert parse_id_list('["u1", " u1 "]', "--users") == ["u1", "u1"]
+    for argv, flag, header in ((["recommend", "--users", '["u1", " u1"]'], "--users", "user_id"),
+                               (["similar", "--items", '["i1", " i1"]'], "--items", "item_id")):
+        capsys.readouterr()
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="twotower"):
+            assert main([argv[0], "--run", str(run_dir), *argv[1:], "--k", "1", "--out", "-"]) == 0
+        rows = capsys.readouterr().out.splitlines()
+        assert rows[0].startswith(header) and len(rows) == 2  # one list, not two identical ones
+        assert f"{flag}: 2 ids, 1 distinct" in caplog.text

@@ -44,7 +44,9 @@ def parse_id_list(text: str, flag: str) -> list[str]:
                           f"'[\"it,em\", \"42\"]' (quote the whole value for the shell), or as a comma list") from None
     if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in values):
         raise ConfigError(f"{flag}: a JSON array must hold ids (strings or integers), got {text.strip()[:80]!r}")
-    ids = [str(v) for v in values]
+    # stripped as a comma list's ids are (and POST /recommend's): '["7", " 7"]' is one id twice, which --users and
+    # --items then list once with their "2 ids, 1 distinct" warning (they wrote two identical rows in silence)
+    ids = [str(v).strip() for v in values]
     blank = next((i for i, v in enumerate(ids, 1) if not v.strip()), None)
     if blank is not None:  # was dropped without a word, as in a comma list
         raise ConfigError(f"{flag}: item {blank} of the JSON array is empty; leave it out or name it")
