@@ -4,9 +4,12 @@ the row a bad value sits on named as the user finds it in the file (:class:`RowN
 from __future__ import annotations
 
 import csv
+import difflib
+import json
 import logging
 import math
 import re
+from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,6 +74,20 @@ class RowNumbers:
         self._scan(pos)
         assert self._lines is not None
         return int(self._lines[pos]) if pos < len(self._lines) else None
+
+    def keys(self, pos: int) -> list[str] | None:
+        """The keys of the JSON lines record at ``pos`` as its line writes them; None when not a known JSON lines
+        file (or the line is not one object). Read on the error path only: the line is found and parsed again."""
+        if self._path is None or self._sep is not None or self.unit != "line":
+            return None
+        number = self.number(pos)
+        with open(self._path, encoding=codec_for(self._encoding), errors="replace", newline="\n") as fh:
+            line = next(islice(fh, number - 1, None), "")
+        try:
+            value = json.loads(line)
+        except ValueError:
+            return None
+        return [str(k) for k in value] if isinstance(value, dict) else None
 
     def at(self, pos: int) -> dict[str, Any]:
         """``row``, ``unit`` and ``line`` of data position ``pos`` for :class:`DataError`: ``DataError(..., **rows.at(pos))``."""
@@ -159,6 +176,9 @@ class _ShiftedRows(RowNumbers):
 
     def line(self, pos: int) -> int | None:
         return self._base.line(self._start + pos)
+
+    def keys(self, pos: int) -> list[str] | None:
+        return self._base.keys(self._start + pos)
 
     def shifted(self, start: int) -> RowNumbers:
         return self._base.shifted(self._start + start)
@@ -332,6 +352,13 @@ def _why_empty(rows: RowNumbers, pos: int, column: str) -> str:
     fields than the header reads as empty" sent the user counting commas in a row that had them all. Where the
     file is at hand its record says which; a Parquet or JSON record has a null (a float id column's NaN) instead.
     """
+    if rows.unit == "line":  # a JSON lines record: null, or no such key (a misspelt one, as a CSV header's)
+        keys = rows.keys(pos)
+        if keys is not None and column not in keys:
+            near = difflib.get_close_matches(column, keys, n=1, cutoff=0.5) or [
+                k for k in keys if k.lower() == column.lower()]
+            return (f"the line has no key {column!r}" + (f"; did you mean {near[0]!r}?" if near else
+                                                          f"; its keys: {keys}"))
     if rows.unit != "row":
         return "null, NaN or empty"
     shape = rows.fields(pos)

@@ -40,7 +40,7 @@ from twotower.data.columns import (
     parse_timestamps,
     unit_mix,
 )
-from twotower.data.json_lines import json_line_chunks, read_json_lines
+from twotower.data.json_lines import RepeatedKey, json_line_chunks, read_json_lines
 from twotower.data.timeunits import BAND_START_S, date_text, detect_unit, unit_of, units_of
 from twotower.data.text_files import (
     ENCODING_SETTING,
@@ -340,6 +340,9 @@ def read_table_numbered(
         raise
     except _ChunkFailed as e:  # each_chunk's own error, not the file's
         raise e.error from None
+    except RepeatedKey as e:  # read as the last value, in silence; the config reader refuses a repeated key too
+        raise DataError(f"the JSON object names the key {e.key!r} twice; a JSON parser keeps only the last value, "
+                        "so give each key once", file=label, row=e.line, unit="line") from None
     except pd.errors.EmptyDataError as e:
         raise DataError("file is empty; expected a header row and data rows", file=label) from e
     except UnicodeDecodeError as e:
