@@ -16,10 +16,21 @@ def records_read(monkeypatch):
     """How many CSV records the row numbering reads (its own csv.reader, counted)."""
     seen = {"n": 0}
 
-    def counting(*args, **kwargs):
-        for rec in csv.reader(*args, **kwargs):
+    class counting:  # csv.reader's records, counted; its line_num kept (the editor's line beside a row)
+        def __init__(self, *args, **kwargs):
+            self._reader = csv.reader(*args, **kwargs)
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            rec = next(self._reader)
             seen["n"] += 1
-            yield rec
+            return rec
+
+        @property
+        def line_num(self) -> int:
+            return self._reader.line_num
 
     monkeypatch.setattr(columns, "csv", SimpleNamespace(reader=counting))
     return seen
