@@ -83,3 +83,18 @@ def test_held_out_and_left_pairs_add_up_where_two_queries_share_a_text(tmp_path,
     assert capsys.readouterr().err.strip() == (
         "error: --valid-frac: 0.9 leaves no training queries: it holds out 90% of the 3 distinct queries, which "
         "rounds to all of them; give a smaller value (split 'train')")
+
+
+def test_training_on_the_test_split_is_warned_about(tmp_path, monkeypatch, caplog):
+    """`search train --split test` trained on the queries `search evaluate` scores by default without a word; the
+    contamination was said only at evaluation, after the training time was spent."""
+    def boom(*a, **k):
+        raise AssertionError("stop here")
+
+    monkeypatch.setattr("twotower.search.beir.load_beir", boom)
+    beir = write_beir(tmp_path / "beir", {"train": QRELS, "test": QRELS}, docs=DOCS, queries=QUERIES)
+    for split in ("train", "test"):
+        with caplog.at_level("WARNING"), pytest.raises(AssertionError, match="stop here"):
+            main(["search", "train", "--beir", str(beir), "--out", str(tmp_path / "bi"), "--split", split])
+        said = "--split test: training on the queries `search evaluate` scores by default" in caplog.text
+        assert said == (split == "test"), caplog.text

@@ -110,6 +110,16 @@ def test_scoring_the_split_a_model_was_fine_tuned_on_is_warned_about(retriever, 
             "on a split it was not trained on (e.g. --split test)") in caplog.text
 
 
+def test_a_model_trained_on_test_is_pointed_at_another_split(beir_dir, tmp_path, no_retrieval, caplog):
+    """Scoring --split test with a model trained on test, the warning said "(e.g. --split test)"."""
+    bi = _trained(tmp_path / "bi", "twotower_bi_encoder.json", "bi_encoder", beir_dir, split="test")
+    with caplog.at_level("WARNING"):
+        main(["search", "evaluate", "--beir", str(beir_dir), "--split", "test", "--retriever", "dense",
+              "--model", str(bi), "--json"])
+    assert "evaluate on a split it was not trained on (e.g. --split train)" in caplog.text
+    assert "--split test)" not in caplog.text
+
+
 def test_held_out_splits_other_folders_and_unused_models_are_not_warned_about(beir_dir, tmp_path, no_retrieval,
                                                                               caplog):
     from search_data import write_beir

@@ -655,8 +655,18 @@ def _warn_seen_in_training(args: argparse.Namespace) -> None:
             continue
         logging.getLogger(__name__).warning(
             "%s %s was trained on split %r of this BEIR folder (its %s says so): these queries were seen in "
-            "training, so the figures are not a held-out measurement; evaluate on a split it was not trained on "
-            "(e.g. --split test)", flag, folder, args.split, source["marker"])
+            "training, so the figures are not a held-out measurement; evaluate on a split it was not trained on%s",
+            flag, folder, args.split, source["marker"], _other_split(args.beir, args.split))
+
+
+def _other_split(beir: str, split: str) -> str:
+    """`` (e.g. --split dev)``: a split of the BEIR folder other than ``split`` (test first, then dev), or ``""``
+    where it judges no other. The warning said "(e.g. --split test)" to a user scoring --split test."""
+    from twotower.search.beir import available_splits, resolve_beir_dir
+
+    others = [s for s in available_splits(resolve_beir_dir(beir, arg="--beir")) if s != split]
+    others.sort(key=lambda s: (s != "test", s != "dev", s))
+    return f" (e.g. --split {others[0]})" if others else ""
 
 
 def _same_beir(recorded: object, given: str) -> bool:
@@ -1167,6 +1177,10 @@ def _search_train(args: argparse.Namespace) -> int:
             "--mining-retriever bm25: the hard negatives are mined once, before training, and not again between "
             "epochs (BM25's lists do not change as the model trains; --mining-retriever dense re-mines from the "
             "model being trained)")
+    if args.split == "test":  # the split `search evaluate` scores by default: its figures would not be held out
+        logging.getLogger(__name__).warning(
+            "--split test: training on the queries `search evaluate` scores by default, so its figures for this "
+            "model will not be a held-out measurement; train on another split (--split train, the default)")
     if not cfg.valid_frac and cfg.patience != FinetuneConfig.patience:  # no validation, nothing to be patient for
         logging.getLogger(__name__).warning("--patience %d has no effect without --valid-frac (no epoch is "
                                             "validated); pass --valid-frac F to hold out queries", cfg.patience)

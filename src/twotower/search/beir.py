@@ -317,6 +317,11 @@ def _header_hint(header: list[str] | None) -> str:
     return ""
 
 
+def available_splits(beir_dir: Path) -> list[str]:
+    """The splits a resolved BEIR folder judges (its ``qrels/*.tsv``), sorted."""
+    return sorted(p.stem for p in (beir_dir / "qrels").glob("*.tsv")) if (beir_dir / "qrels").is_dir() else []
+
+
 def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str = "beir_dir",
               keep_unknown: bool = False, unknown_fix: str = "") -> BeirData:
     """Corpus, the queries judged in ``qrels/{split}.tsv``, and those qrels. ``arg``: what a message about the folder
@@ -325,7 +330,7 @@ def load_beir(beir_dir: str | os.PathLike[str], split: str = "test", *, arg: str
     d = resolve_beir_dir(beir_dir, arg=arg)
     qrels_path = d / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():  # first: a mistyped --split was reported only once every query read cleanly
-        have = sorted(p.stem for p in (d / "qrels").glob("*.tsv")) if (d / "qrels").is_dir() else []
+        have = available_splits(d)
         raise DataError(f"no qrels for split {split!r}; available splits: {have or 'none'}", file=str(qrels_path))
     corpus = load_corpus(d / "corpus.jsonl")
     # an empty query text is refused only where this split judges it: one in another split's queries (or none's)
