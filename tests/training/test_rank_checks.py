@@ -15,6 +15,7 @@ import torch
 import torch.multiprocessing as mp
 
 from twotower.config import EvalConfig, LossConfig, ModelConfig, TowerConfig, TrainConfig
+from twotower.models.feature_block import FeatureArrays
 from twotower.models.history import UserSequences
 from twotower.models.two_tower import TwoTowerModel
 from twotower.training.trainer import Trainer
@@ -23,16 +24,20 @@ WORLD = 3
 N_USERS, N_ITEMS, PER_USER = 8, 10, 5
 
 
-def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER, out_dim: int = 4, **train_over: object) -> Trainer:
+def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER, out_dim: int = 4, *, user: dict | None = None,
+             item_numeric: int = 0, out_dir: Path | None = None, **train_over: object) -> Trainer:
     users = np.repeat(np.arange(N_USERS), PER_USER)[:rows]
     items = np.arange(users.size) % N_ITEMS
     seqs = UserSequences.from_arrays(users, items, np.arange(users.size), N_USERS)
     tower = dict(hidden=(8,), out_dim=out_dim, dropout=0.0, id_dim=4, history_dim=4, history_len=3)
-    model = TwoTowerModel(ModelConfig(user=TowerConfig(use_id=True, history="mean", **tower), item=TowerConfig(**tower)),
-                          N_USERS, N_ITEMS)
-    train = TrainConfig(**{"epochs": 1, "batch_size": batch_size, "progress": False, "checkpoint": False,
+    # item_numeric: numeric item feature columns, as another data.items file on one node gives
+    features = FeatureArrays(np.zeros((N_ITEMS, 0), np.int64), (), (), (), np.zeros((N_ITEMS, item_numeric), np.float32))
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(**{"use_id": True, "history": "mean", **tower, **(user or {})}),
+                                      item=TowerConfig(**tower)),
+                          N_USERS, N_ITEMS, item_features=features if item_numeric else None)
+    train = TrainConfig(**{"epochs": 1, "batch_size": batch_size, "progress": False, "checkpoint": out_dir is not None,
                            "history_dropout": 0.0, **train_over})
-    return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()))
+    return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()), out_dir=out_dir)
 
 
 said_fit: list[dict] = []  # the epoch rows of a fit, as log.jsonl records them
@@ -47,6 +52,10 @@ def _scenarios(rank: int) -> dict:
         "rank2_model": lambda: _trainer(out_dim=8 if rank == 2 else 4),
         "rank2_lr": lambda: _trainer(lr=0.01 if rank == 2 else 0.002),
         "threads_per_node": lambda: _trainer(threads=1 + rank),  # each node its own cores: not refused
+        # model settings that keep every weight's shape: the gradients of two different models were averaged
+        "rank2_normalize": lambda: _trainer(user={"normalize": rank != 2}),
+        "rank2_seq_positions": lambda: _trainer(user={"history": "transformer", "seq_positions": "left" if rank == 2 else "right"}),
+        "rank2_item_features": lambda: _trainer(item_numeric=1 if rank == 2 else 0),  # same settings, another file
         "fit": lambda: said_fit.append(_trainer().fit().history[-1]),
     }
 
@@ -119,8 +128,25 @@ def test_settings_differing_on_one_rank_are_refused_but_the_threads_are_each_nod
 
 def test_a_model_differing_on_one_rank_is_refused_on_every_rank(said) -> None:
     for r in range(WORLD):
+        # the settings are compared before the shapes now, so the refusal names the setting (it said "rank 2 built
+        # another model than rank 0 (its weights' shapes differ: other model settings or feature files)")
         got = said[r]["rank2_model"]
+        assert got is not None and got.startswith("ConfigError: the ranks were given different settings (")
+        assert "model.item.out_dim=4 on rank 0, 8 on rank 2" in got
+        # the same settings, another feature file on rank 2's node: only the shapes tell
+        got = said[r]["rank2_item_features"]
         assert got is not None and got.startswith("ConfigError: rank 2 built another model than rank 0")
+
+
+def test_model_settings_that_keep_the_shapes_are_compared_too(said) -> None:
+    # only train.* and loss.* settings and the weights' shapes were compared: these trained silently, averaging
+    # the gradients of two different models
+    for r in range(WORLD):
+        got = said[r]["rank2_normalize"]
+        assert got is not None and got.startswith("ConfigError: the ranks were given different settings (")
+        assert "model.user.normalize=True on rank 0, False on rank 2" in got
+        got = said[r]["rank2_seq_positions"]
+        assert got is not None and "model.user.seq_positions='right' on rank 0, 'left' on rank 2" in got
 
 
 def test_the_start_line_says_how_many_negatives_a_query_sees_across_ranks(said) -> None:

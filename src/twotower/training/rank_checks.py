@@ -5,7 +5,9 @@
 * Every rank reads the data and settings itself (docs/distributed.md), and the ranks must agree on them: a node
   with another copy of the training file (a few rows fewer) trained silently on other examples than rank 0's
   permutation pointed at, or, when its model or batch count differed, stopped in gloo's "Received data size
-  doesn't match expected size. Is there a distributed collective mismatch in your code?".
+  doesn't match expected size. Is there a distributed collective mismatch in your code?". The settings compared
+  include every ``model.*`` one: a rank given `model.user.seq_positions=left` (or another dropout, or
+  `normalize=false`) builds weights of the same shapes, and the gradients of two different models were averaged.
 """
 from __future__ import annotations
 
@@ -49,23 +51,23 @@ def check_ranks(tr: "Trainer") -> None:
         raise DataError(f"the ranks read different training data ({'; '.join(said(r) for r in [0, *bad])}{same}); "
                         f"every rank must read the same files: each node needs the same data at the same path "
                         f"(docs/distributed.md)")
-    odd = [r for r, f in enumerate(every) if f["model"] != ref["model"]]
-    if odd:  # the same interactions, other model settings or feature tables
-        raise ConfigError(f"rank {odd[0]} built another model than rank 0 (its weights' shapes differ: other model "
-                          f"settings or feature files); start every rank with the same command and config file, "
-                          f"and give every node the same feature files")
-    for r, f in enumerate(every):
+    for r, f in enumerate(every):  # before the shapes: a setting named says more than "its shapes differ"
         differ = sorted(k for k in set(f["settings"]) | set(ref["settings"]) if f["settings"].get(k) != ref["settings"].get(k))
         if differ:
             shown = ", ".join(f"{k}={ref['settings'].get(k)!r} on rank 0, {f['settings'].get(k)!r} on rank {r}"
                               for k in differ[:3])
             raise ConfigError(f"the ranks were given different settings ({shown}); start every rank with the same "
                               f"command and config file")
+    odd = [r for r, f in enumerate(every) if f["model"] != ref["model"]]
+    if odd:  # the same interactions and settings: other feature tables (or item text embeddings)
+        raise ConfigError(f"rank {odd[0]} built another model than rank 0 (its weights' shapes differ with the same "
+                          f"settings: other feature files or item text embeddings); start every rank with the same "
+                          f"command and config file, and give every node the same feature files")
 
 
 def _facts(tr: "Trainer") -> dict[str, Any]:
     """What every rank must agree on: digests of the training interactions and of the model's shapes, and the
-    training and loss settings (those of :data:`PER_RANK_SETTINGS` left out)."""
+    training, loss and model settings (those of :data:`PER_RANK_SETTINGS` left out; no model setting is one)."""
     seqs, model = tr.seqs, tr.model
     h = hashlib.sha256()
     for a in (seqs.indptr, seqs.items, seqs.timestamps):
@@ -73,5 +75,15 @@ def _facts(tr: "Trainer") -> dict[str, Any]:
     shapes = repr(sorted((k, tuple(v.shape)) for k, v in model.state_dict().items())).encode()
     settings = {f"train.{k}": v for k, v in dataclasses.asdict(tr.cfg).items() if k not in PER_RANK_SETTINGS}
     settings.update({f"loss.{k}": v for k, v in dataclasses.asdict(tr.loss_cfg).items()})
+    if dataclasses.is_dataclass(getattr(model, "config", None)):  # ModelConfig, named as the overrides name it
+        settings.update(_dotted("model", dataclasses.asdict(model.config)))
     return {"data": h.hexdigest(), "model": hashlib.sha256(shapes).hexdigest(), "interactions": int(seqs.items.size), "users": int(seqs.n_users),
             "items": int(model.n_items), "settings": settings}
+
+
+def _dotted(prefix: str, tree: dict[str, Any]) -> dict[str, Any]:
+    """``{"user": {"dropout": 0.1}}`` -> ``{"model.user.dropout": 0.1}``: a nested config's leaves by their names."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        out.update(_dotted(f"{prefix}.{k}", v) if isinstance(v, dict) else {f"{prefix}.{k}": v})
+    return out
