@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import socket
 from pathlib import Path
 
@@ -40,10 +41,19 @@ def _trainer(batch_size: int = 8, rows: int = N_USERS * PER_USER, out_dim: int =
     return Trainer(model, seqs, loss=LossConfig(), train=train, eval=EvalConfig(baselines=()), out_dir=out_dir)
 
 
+def _resumed(rank: int, checkpoints: Path, scenario: str, source: str | None) -> int | None:
+    """A fit of epoch 3 resumed from a copy of ``checkpoints/<source>`` (this rank's own, as on a node of its own),
+    or started afresh (``source`` None); the epochs it trained (timing out after 20 s in a collective)."""
+    out = checkpoints / f"{scenario}_rank{rank}"
+    if source is not None:
+        shutil.copytree(checkpoints / source, out)
+    return len(_trainer(out_dir=out, epochs=3, dist_timeout_s=20).fit(resume=source is not None).history)
+
+
 said_fit: list[dict] = []  # the epoch rows of a fit, as log.jsonl records them
 
 
-def _scenarios(rank: int) -> dict:
+def _scenarios(rank: int, checkpoints: Path) -> dict:
     return {
         "batch_below_world": lambda: _trainer(batch_size=2),
         "batch_at_world": lambda: _trainer(batch_size=WORLD),
@@ -56,11 +66,15 @@ def _scenarios(rank: int) -> dict:
         "rank2_normalize": lambda: _trainer(user={"normalize": rank != 2}),
         "rank2_seq_positions": lambda: _trainer(user={"history": "transformer", "seq_positions": "left" if rank == 2 else "right"}),
         "rank2_item_features": lambda: _trainer(item_numeric=1 if rank == 2 else 0),  # same settings, another file
+        # a --resume where rank 2's node holds an older copy of the checkpoint, or rank 2 was started without --resume
+        "resume_stale_copy": lambda: _resumed(rank, checkpoints, "stale", "epoch1" if rank == 2 else "epoch2"),
+        "resume_on_one_rank_only": lambda: _resumed(rank, checkpoints, "fresh", None if rank == 2 else "epoch2"),
+        "resume_same_copy": lambda: _resumed(rank, checkpoints, "same", "epoch2"),
         "fit": lambda: said_fit.append(_trainer().fit().history[-1]),
     }
 
 
-def _worker(rank: int, port: int, out_dir: str) -> None:
+def _worker(rank: int, port: int, out_dir: str, checkpoints: str) -> None:
     torch.set_num_threads(1)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(WORLD), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
@@ -73,7 +87,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
     logging.getLogger("twotower").addHandler(handler)
     logging.getLogger("twotower").setLevel(logging.INFO)
     try:
-        for name, make in _scenarios(rank).items():
+        for name, make in _scenarios(rank, Path(checkpoints)).items():
             try:
                 make()
                 said[name] = None
@@ -93,10 +107,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _checkpoints(root: Path) -> Path:
+    """Runs of one process: ``epoch1`` holds a checkpoint of epoch 1, ``epoch2`` the same run resumed to epoch 2."""
+    _trainer(out_dir=root / "epoch2", epochs=1).fit()
+    shutil.copytree(root / "epoch2", root / "epoch1")
+    _trainer(out_dir=root / "epoch2", epochs=2).fit(resume=True)
+    return root
+
+
 @pytest.fixture(scope="module")
 def said(tmp_path_factory) -> list[dict[str, str | None]]:
     out = tmp_path_factory.mktemp("rank_checks")
-    mp.spawn(_worker, args=(_free_port(), str(out)), nprocs=WORLD, join=True)
+    checkpoints = _checkpoints(tmp_path_factory.mktemp("checkpoints"))
+    mp.spawn(_worker, args=(_free_port(), str(out), str(checkpoints)), nprocs=WORLD, join=True)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(WORLD)]
 
 
@@ -147,6 +170,20 @@ def test_model_settings_that_keep_the_shapes_are_compared_too(said) -> None:
         assert "model.user.normalize=True on rank 0, False on rank 2" in got
         got = said[r]["rank2_seq_positions"]
         assert got is not None and "model.user.seq_positions='right' on rank 0, 'left' on rank 2" in got
+
+
+def test_a_resume_from_different_checkpoints_is_refused_on_every_rank_before_training(said) -> None:
+    # rank 2 resumed epoch 1 from its node's stale copy, rank 0 epoch 2: the ranks trained a mixed model, then
+    # waited for each other until train.dist_timeout_s
+    for r in range(WORLD):
+        got = said[r]["resume_stale_copy"]
+        assert got is not None and got.startswith("ConfigError: the ranks resumed from different checkpoints (")
+        assert "rank 0: " in got and "stale_rank0/checkpoint, epoch 2, step " in got
+        assert "stale_rank2/checkpoint, epoch 1, step " in got and "rank 1:" not in got
+        assert "copy rank 0's checkpoint folder to the same path on every node" in got
+        got = said[r]["resume_on_one_rank_only"]
+        assert got is not None and "rank 2: no --resume, starts at epoch 1" in got
+        assert said[r]["resume_same_copy"] is None  # copies of one checkpoint: epoch 3 trained
 
 
 def test_the_start_line_says_how_many_negatives_a_query_sees_across_ranks(said) -> None:

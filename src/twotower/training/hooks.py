@@ -20,6 +20,7 @@ from twotower.training.checkpoint import (load_checkpoint, load_weights, optimiz
                                          take_back_resume_best)
 from twotower.training.epoch_line import format_seconds
 from twotower.training.loop import EarlyStopping
+from twotower.training.rank_checks import checkpoint_digest
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text, signals_deferred
 from twotower.utils.wording import plural
@@ -105,6 +106,9 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
     # the loop's step count goes on from the checkpoint's, as in a run never stopped (it restarted at 0); a checkpoint
     # from before it was kept: the optimizer's own count, which every dense step advances
     tr.loop.global_step = int(state.get("global_step", optimizer_steps(tr.optimizers)))
+    # what the ranks compare before training (rank_checks.check_resumed): a node's stale copy of the checkpoint
+    tr.resumed_from = {"path": str(ckpt), "epoch": int(state["epoch"]), "step": tr.loop.global_step,
+                       "digest": checkpoint_digest(state.get("files", {}))}
     if tr.out_dir is not None and tdist.is_main() and state.get("best_epoch") == state["epoch"]:
         # this epoch was the best: its weights are the run's, and a kill right after the checkpoint may have kept
         # them from model.safetensors (written next), which would then hold an earlier epoch's

@@ -8,11 +8,16 @@
   doesn't match expected size. Is there a distributed collective mismatch in your code?". The settings compared
   include every ``model.*`` one: a rank given `model.user.seq_positions=left` (or another dropout, or
   `normalize=false`) builds weights of the same shapes, and the gradients of two different models were averaged.
+* A ``--resume`` restores every rank from its own copy of ``<out>/checkpoint`` (docs/distributed.md), and the ranks
+  must restore the same one (:func:`check_resumed`): a node with a stale copy resumed an earlier epoch, trained rank
+  0's broadcast weights with its own optimizer moments, then waited for an epoch rank 0 never ran until
+  train.dist_timeout_s, and the run's next --resume read what that mixed training had saved.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import socket
 from typing import TYPE_CHECKING, Any
 
 import torch.distributed as dist
@@ -22,7 +27,7 @@ from twotower.errors import ConfigError, DataError
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["check_ranks"]
+__all__ = ["check_ranks", "check_resumed", "checkpoint_digest"]
 
 #: Settings each rank may hold for itself: they change nothing that the ranks compute together.
 PER_RANK_SETTINGS = frozenset({"threads", "progress", "log_every_s", "device"})
@@ -63,6 +68,42 @@ def check_ranks(tr: "Trainer") -> None:
         raise ConfigError(f"rank {odd[0]} built another model than rank 0 (its weights' shapes differ with the same "
                           f"settings: other feature files or item text embeddings); start every rank with the same "
                           f"command and config file, and give every node the same feature files")
+
+
+def checkpoint_digest(files: dict[str, str]) -> str:
+    """One digest of a checkpoint's files (``state.json``'s name -> sha256 map, verified when it was loaded): two
+    copies of one checkpoint give the same, a stale copy (or another run's) another."""
+    return hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()
+
+
+def check_resumed(tr: "Trainer", done: int, resumed: dict[str, Any] | None) -> None:
+    """Refuse ranks that start from different points: another checkpoint (an older copy of ``<out>/checkpoint`` on
+    one node), or one rank resuming and another not. ``done``: the epoch this rank continues after (0: a fresh
+    start); ``resumed``: what :func:`twotower.training.hooks.resume_state` restored (path, epoch, global step and
+    :func:`checkpoint_digest`), None without a resume. One all-gather; nothing in one process."""
+    if tr.world < 2:
+        return
+    mine = {"epoch": done, "step": None, "digest": None, "path": None, **(resumed or {}), "host": socket.gethostname()}
+    every: list[Any] = [None] * tr.world
+    dist.all_gather_object(every, mine)
+    key = [(f["epoch"], f["step"], f["digest"]) for f in every]
+    bad = [r for r in range(tr.world) if key[r] != key[0]]
+    if not bad:
+        return
+    hosts = len({f["host"] for f in every}) > 1
+
+    def said(r: int) -> str:
+        f = every[r]
+        where = f" on {f['host']}" if hosts else ""
+        if f["path"] is None:
+            return f"rank {r}{where}: no --resume, starts at epoch 1"
+        return f"rank {r}{where}: {f['path']}, epoch {f['epoch']}, step {f['step']:,}"
+
+    same = " (the same epoch and step, other contents)" if len({key[r][:2] for r in (0, *bad)}) == 1 else ""
+    raise ConfigError(f"the ranks resumed from different checkpoints ({'; '.join(said(r) for r in [0, *bad])}{same}); "
+                      f"every rank must restore the same one: copy rank 0's checkpoint folder to the same path on "
+                      f"every node (or put --out on a shared filesystem) and run the same command with --resume "
+                      f"on every rank (docs/distributed.md); nothing was trained")
 
 
 def _facts(tr: "Trainer") -> dict[str, Any]:

@@ -55,7 +55,7 @@ from twotower.training.epoch import train_epoch
 from twotower.training.epoch_line import log_epoch
 from twotower.training.examples import build_examples, make_histories
 from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
-from twotower.training.rank_checks import check_ranks
+from twotower.training.rank_checks import check_ranks, check_resumed
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
 from twotower.training.scorer import TwoTowerScorer
@@ -151,6 +151,8 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
+        #: the checkpoint restore() read: path, epoch, global step and files' digest (rank_checks.check_resumed)
+        self.resumed_from: dict[str, Any] | None = None
         if tdist.is_main():
             log_start(self, B)  # training/start_line.py
 
@@ -237,7 +239,8 @@ class Trainer:
             done, stopper = self._restored if resume and self._restored is not None else (0, EarlyStopping(self.cfg.patience))
             self._restored = None  # used once: a later fit(resume=True) reads the checkpoint as it is then
             start_epoch = done + 1
-            if self.world > 1:
+            if self.world > 1:  # every rank from the same checkpoint (a node's stale copy), or every rank afresh
+                check_resumed(self, done, self.resumed_from if resume else None)
                 start_ranks(self, start_epoch)
             main, metric = tdist.is_main(), self.eval_cfg.select_metric
             t0 = time.perf_counter()
