@@ -387,15 +387,17 @@ class TowerConfig:
 #: TowerConfig switches only one tower reads: the user tower's history (pooling or sequence encoder), the item
 #: tower's text heads. Switched on for the other tower they were silently ignored, so ModelConfig refuses them.
 #: The sizes that go with them (history_len, seq_layers, ...) stay free on both: they do nothing while the
-#: switch is off, and one dict of sizes for both towers is a fair way to build a config in Python.
+#: switch is off, and one dict of sizes for both towers is a fair way to build a config in Python (set on the
+#: item tower by a config file or an override, they are warned of at start-up: models/unread.py).
 USER_TOWER_ONLY = ("history", "extra_pools")
 ITEM_TOWER_ONLY = ("text_embeddings", "dual_head")
 #: TowerConfig switches only the transformer history encoder reads (models/sequence.py): beside a pooled history
 #: or a GRU, `model.user.seq_positions=left` / `seq_block=sasrec` built the same model without a word of it
 TRANSFORMER_ONLY = ("seq_positions", "seq_block")
 #: The TowerConfig sizes each sequence encoder reads (models/sequence.py); a pooled history reads none. Beside a
-#: history that does not read them they are warned of at start-up (models.sequence.unread_sequence_sizes), not
-#: refused as the switches above are: sizes, as loss.sampled_negatives is beside a loss that draws none
+#: history that does not read them they are warned of at start-up (models/unread.py, with the other sizes a tower
+#: does not read), not refused as the switches above are: sizes, as loss.sampled_negatives is beside a loss that
+#: draws none
 SEQUENCE_SIZES = {"transformer": ("seq_layers", "seq_heads", "seq_dropout"), "gru": ("seq_layers", "seq_dropout")}
 
 
@@ -1486,7 +1488,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     apply_overrides(data, list(overrides or []))
     _expand_home(data.get("data"))
     try:
-        return config_from_dict(RunConfig, data)
+        config = config_from_dict(RunConfig, data)
     except ConfigError as e:
         # a bad value written in the file: say which file, as unknown keys already do; a check of two settings
         # ("model.user.out_dim: 64 must equal model.item.out_dim 32") counts the one the file gave too
@@ -1507,6 +1509,32 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
                                *(f"{n}: {overrides_label}" for n in in_overrides)])
             raise ConfigError(f"{e} [{where}]") from e
         raise
+    # which model.* keys the file and the overrides set (not the base's: a resumed run's config.json names every
+    # key), for the start-up warnings of sizes a tower does not read (models/unread.py); kept on the ModelConfig,
+    # which a dataclasses.replace of the RunConfig (the CLI's resolved train.threads) carries over
+    object.__setattr__(config.model, _GIVEN, frozenset(k for k in (*_leaf_keys(from_file), *_leaf_keys(given))
+                                                       if k.startswith("model.")))
+    return config
+
+
+#: the attribute of a ModelConfig that load_config resolved, holding the model.* keys its sources set
+_GIVEN = "_settings_given"
+
+
+def settings_given(model: ModelConfig) -> frozenset[str]:
+    """The dotted ``model.*`` keys that a config file or an override set when :func:`load_config` resolved
+    ``model`` (``"model.item.history_len"``); empty for a ModelConfig built in Python, whose towers may share one
+    dict of sizes (USER_TOWER_ONLY)."""
+    return getattr(model, _GIVEN, frozenset())
+
+
+def _leaf_keys(tree: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``{"model": {"item": {"history_len": 5}}}`` -> ``["model.item.history_len"]``."""
+    out: list[str] = []
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        out.extend(_leaf_keys(value, f"{name}.") if isinstance(value, Mapping) else [name])
+    return out
 
 
 def _typed_overrides(overrides: list[str], names: list[str]) -> str:

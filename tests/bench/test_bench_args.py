@@ -639,15 +639,15 @@ def test_serve_scaling_bad_flags_and_a_missing_wrk_are_one_line_before_any_work(
 def test_every_ml1m_row_is_a_configuration_the_settings_take(bench: Any) -> None:
     # the gru-* rows carried the transformer's seq_positions=left, and the settings refused every one of them
     from twotower.config import load_config
-    from twotower.models.sequence import unread_sequence_sizes
+    from twotower.models.unread import unread_tower_sizes
 
     ml1m = bench("ml1m")
     for name, overrides in ml1m.ROWS.items():
         cfg = load_config(overrides=overrides)
         if name.startswith("gru"):
             assert cfg.model.user.history == "gru"
-        # nor a size its history ignores (the gru-* rows carried seq_heads=2, warned of at every start)
-        assert unread_sequence_sizes(cfg.model.user) == [], name
+        # nor a size its towers ignore (the gru-* rows carried seq_heads=2, warned of at every start)
+        assert unread_tower_sizes(cfg.model) == [], name
 
 
 @pytest.mark.parametrize(("argv", "said"), [

@@ -23,9 +23,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from twotower.config import SEQUENCE_SIZES, TowerConfig
+from twotower.config import TowerConfig
 from twotower.models.dropout import Dropout
 from twotower.models.dropout import dropout as cheap_dropout
+from twotower.models.unread import unread_sequence_sizes  # its home before models/unread.py
 
 __all__ = ["CausalTransformer", "GRUEncoder", "SEQ_BLOCKS", "SEQUENCE_KINDS", "build_sequence_encoder",
            "unread_sequence_sizes"]
@@ -225,25 +226,6 @@ class GRUEncoder(nn.Module):
         out, _ = self.gru(packed)  # [B, L, H]
         states = self.ln(out.gather(1, idx))  # back to the original columns
         return states if at is None else states[torch.arange(B, device=x.device), at]
-
-
-def unread_sequence_sizes(tower: TowerConfig, name: str = "user") -> list[str]:
-    """The start-up warnings for sequence-encoder sizes set away from their defaults that ``tower``'s history does
-    not read: examples/sasrec.toml's ``seq_heads = 2`` with ``model.user.history=gru`` trained the same GRU as
-    without it, without a word. None at a default, which no one set."""
-    read = SEQUENCE_SIZES.get(tower.history, ())
-    said = []
-    for key in dict.fromkeys(k for keys in SEQUENCE_SIZES.values() for k in keys):
-        value, default = getattr(tower, key), getattr(TowerConfig, key)
-        if key in read or value == default:
-            continue
-        readers = [kind for kind, keys in SEQUENCE_SIZES.items() if key in keys]
-        who = ("only the transformer history encoder reads it" if readers == ["transformer"] else
-               f"only the sequence history encoders ({', '.join(readers)}) read it")
-        said.append(f"model.{name}.{key}={value:g} has no effect: {who}, and model.{name}.history={tower.history} "
-                     f"would ignore it; set model.{name}.history={' or '.join(readers)} to use it, or drop "
-                     f"model.{name}.{key}")
-    return said
 
 
 def build_sequence_encoder(kind: str, dim: int, max_len: int, *, layers: int, heads: int, dropout: float,

@@ -456,8 +456,8 @@ def _warn_far_off_temperature(config: RunConfig) -> None:
     """Warn, before the data is read, of a ``loss.temperature`` that trains a useless model (a warning, not a
     refusal: the useful range, losses.base.USEFUL_TEMPERATURES, was measured on MovieLens-100K), of a ``train.lr``
     outside training.schedule.USEFUL_LRS (measured the same way), of a
-    ``loss.sampled_negatives`` set beside a loss kind that does not read it, and of a sequence encoder's size
-    (``model.user.seq_heads``, ``seq_layers``, ``seq_dropout``) set beside a user history that reads none."""
+    ``loss.sampled_negatives`` set beside a loss kind that does not read it, and of a tower size the model does not
+    read (a sequence encoder's beside a pooled history, ``id_dim`` beside ``use_id=false``: models/unread.py)."""
     from twotower.config import LossConfig, TrainConfig
     from twotower.losses.base import temperature_warning
     from twotower.training.schedule import lr_warning
@@ -473,9 +473,9 @@ def _warn_far_off_temperature(config: RunConfig) -> None:
 
     if (unread := unread_sampled_negatives(config.loss)) is not None:  # not refused: a size, off while unread
         log.warning("%s", unread)
-    from twotower.models.sequence import unread_sequence_sizes
+    from twotower.models.unread import unread_tower_sizes
 
-    for said in unread_sequence_sizes(model.user):  # the item tower reads no history: its sizes stay free
+    for said in unread_tower_sizes(model):  # the item tower's history sizes only where a file or override set them
         log.warning("%s", said)
 
 
