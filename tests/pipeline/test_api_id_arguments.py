@@ -138,6 +138,30 @@ def test_a_short_list_from_python_is_logged_as_the_cli_says_it(run, caplog):
             f"{item}: {len(similar[0])} of {run.n_items})") in caplog.text
 
 
+def test_a_k_above_the_catalogue_is_said_as_the_cause_of_a_short_list(run, caplog, capsys):
+    """k=2000 on a 1,677-item catalogue with exclude_seen=False logged "fewer items are left after exclusions (e.g.
+    the history: 1677 of 2000)", though nothing was excluded: k was above the catalogue."""
+    from twotower.cli.main import main
+
+    history, k = list(run.item_vocab.ids[:2]), run.n_items + 5
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        lists = tt.recommend(run, history=history, k=k, exclude_seen=False)
+    assert len(lists[0]) == run.n_items
+    assert (f"1 of 1 lists are shorter than k={k} because k is more than the {run.n_items:,} items in the index (e.g. "
+            f"the history: {run.n_items} of {k})") in caplog.text
+    assert "exclusions" not in caplog.text
+    caplog.clear()
+    user = run.user_vocab.ids[0]  # its seen items are excluded too: both causes said
+    with caplog.at_level("WARNING", logger="twotower.pipeline.recommend"):
+        lists = tt.recommend(run, [user], k=k)
+    assert (f"because k is more than the {run.n_items:,} items in the index, and fewer are left after exclusions (e.g. "
+            f"user {user}: {len(lists[0])} of {k})") in caplog.text
+    # the CLI's stderr line is the same note
+    assert main(["recommend", "--run", str(run.dir), "--user", str(user), "--k", str(k), "--no-exclude-seen"]) == 0
+    assert (f"1 of 1 lists are shorter than k={k} because k is more than the {run.n_items:,} items in the index (e.g. "
+            f"user {user}: {run.n_items} of {k})") in capsys.readouterr().err
+
+
 #: (call, where): a float where an id goes, in each id argument of the Python API
 FLOAT_ID_CALLS = [
     (lambda run, v: tt.recommend(run, ["u1", v]), "user_ids[1]", "user"),

@@ -258,7 +258,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         cold = untrained_history_note(run, [run.item_vocab.index(i) for i in hist])  # the ids were checked above
         if cold:
             say_flag_note(cold, "history", "--history")
-        _say_shortfall(res, k, ["a new user"], filtered=allow is not None)
+        _say_shortfall(res, k, ["a new user"], filtered=allow is not None, index_size=len(index))
         title = (f"recommendations for a new user with {len(hist)} history items" if hist
                  else "recommendations for a new user from their features alone (no history yet)")
         _print_answer(args, run, res, k, None, title,
@@ -271,7 +271,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         _say_no_input_history(run, [user_row], histories)
         res = recommend_users(run, np.array([user_row]), k, exclude, histories=histories, index=index, allow=allow,
                               listed=listed, filter_exact_max=args.filter_exact_max)
-        _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None)
+        _say_shortfall(res, k, [f"user {args.user}"], filtered=allow is not None, index_size=len(index))
         _print_answer(args, run, res, k, args.user, f"top {k} for user {args.user}")
         return 0
     assert rows is not None
@@ -279,7 +279,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     train_cfg = run.config.train  # the run's own progress settings
     res = recommend_users(run, rows, k, exclude, histories=histories, index=index, allow=allow, listed=listed,
                           filter_exact_max=args.filter_exact_max, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
-    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None)
+    _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None, index_size=len(index))
     if args.json:  # never with --out (refused above)
         print(results_to_frame(run, rows, res).to_json(orient="records"))
         return 0
@@ -365,11 +365,13 @@ def _say_no_input_history(run, rows, histories) -> None:  # noqa: ANN001 - Train
               "training history", file=sys.stderr)
 
 
-def _say_shortfall(res, k: int, who: list, *, filtered: bool = False) -> None:  # noqa: ANN001 - Results
-    """Tell stderr when a list is shorter than k: fewer than k items were left after exclusions (and --filter)."""
+def _say_shortfall(res, k: int, who: list, *, filtered: bool = False, index_size: int | None = None) -> None:  # noqa: ANN001 - Results
+    """Tell stderr when a list is shorter than k: k is above the index's items, or fewer than k items were left
+    after exclusions (and --filter)."""
     from twotower.pipeline.recommend import shortfall_note
 
-    if (note := shortfall_note(res, k, who, filtered="--filter" if filtered else None)) is not None:
+    if (note := shortfall_note(res, k, who, filtered="--filter" if filtered else None,
+                               index_size=index_size)) is not None:
         print(note, file=sys.stderr)
 
 

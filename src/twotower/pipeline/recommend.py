@@ -635,7 +635,7 @@ def recommend(
     if history is not None:
         res = recommend_history(run, history, int(k), exclude_seen, index=index, user_features=user_features,
                                 allow=allow, listed=listed, filter_exact_max=filter_exact_max)
-        log_shortfall(res, int(k), ["the history"], filtered=mask is not None)
+        log_shortfall(res, int(k), ["the history"], filtered=mask is not None, index_size=len(index))
         return [results_to_items(run, res)]
     assert user_ids is not None
     # an unknown id named by its place (user_ids[3]: unknown user ...), then every other unknown one, in the words of
@@ -650,28 +650,40 @@ def recommend(
         exclude = exclude_histories(exclude, histories)  # the input history counts as seen
     res = recommend_users(run, rows, int(k), exclude, histories=histories, index=index, allow=allow, listed=listed,
                           filter_exact_max=filter_exact_max)
-    log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None)
+    log_shortfall(res, int(k), [f"user {u}" for u in user_ids], filtered=mask is not None, index_size=len(index))
     return [results_to_items(run, res, q) for q in range(len(rows))]
 
 
-def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None = None) -> str | None:
+def shortfall_note(res: Results, k: int, who: list[str], *, filtered: str | None = None,
+                   index_size: int | None = None) -> str | None:
     """``2 of 5 lists are shorter than k=10 because fewer items are left after exclusions (e.g. user 42: 7 of
     10)``, or None when every list holds ``k``: what `twotower recommend` tells stderr and ``tt.recommend`` logs.
-    ``who``: each list's owner in words; ``filtered``: how the caller names its filters (``--filter``), when any."""
+    ``who``: each list's owner in words; ``filtered``: how the caller names its filters (``--filter``), when any;
+    ``index_size``: the items the index searches, when known. A ``k`` above it is said as the cause: with nothing
+    excluded, k=2000 on 1,677 items read "fewer items are left after exclusions", and the user looked for them."""
     from twotower.index import shortfall
 
     short = shortfall(res, k)
     if not short.any():
         return None
     worst = int(short.argmax())
-    return (f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because fewer items are left "
-            f"after {f'{filtered} and ' if filtered else ''}exclusions (e.g. {who[worst]}: {k - int(short[worst])} of "
-            f"{k})")
+    got = k - int(short[worst])
+    after = f"after {f'{filtered} and ' if filtered else ''}exclusions"
+    if index_size is not None and index_size < k:
+        why = f"k is more than the {index_size:,} items in the index"
+        if got < index_size:  # the worst list lost items to the exclusions (or filters) as well
+            why += f", and fewer are left {after}"
+    else:
+        why = f"fewer items are left {after}"
+    return (f"{int((short > 0).sum())} of {len(short)} lists are shorter than k={k} because {why} (e.g. "
+            f"{who[worst]}: {got} of {k})")
 
 
-def log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False) -> None:
+def log_shortfall(res: Results, k: int, who: list[str], *, filtered: bool = False,
+                  index_size: int | None = None) -> None:
     """:func:`shortfall_note` logged: from Python the short lists came back without a word."""
-    if (note := shortfall_note(res, k, who, filtered="filters" if filtered else None)) is not None:
+    if (note := shortfall_note(res, k, who, filtered="filters" if filtered else None,
+                               index_size=index_size)) is not None:
         log.warning("%s", note)
 
 

@@ -361,5 +361,6 @@ def similar(
     placed = np.asarray([space != UNPLACED for space in spaces], bool)  # an unplaced item's empty list is said above
     if placed.any():  # lists shorter than k logged, as tt.recommend logs them (they came back without a word)
         log_shortfall(Results(res.ids[placed], res.scores[placed]), int(k),
-                       [f"item {run.item_vocab.id_at(r)}" for r in rows[placed].tolist()], filtered=filters is not None)
+                       [f"item {run.item_vocab.id_at(r)}" for r in rows[placed].tolist()], filtered=filters is not None,
+                      index_size=len(index))
     return [results_to_items(run, res, q) for q in range(len(rows))]
