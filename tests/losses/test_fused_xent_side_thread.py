@@ -73,3 +73,25 @@ def test_a_failure_in_the_side_threads_half_is_raised_in_the_step(monkeypatch: p
     monkeypatch.setattr(fx, "_rows", failing)
     with SideWorker("twotower-side") as side, pytest.raises(RuntimeError, match="side half failed"):
         _run(x, side)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError])
+def test_a_failure_in_the_step_threads_half_is_raised_as_it_is(monkeypatch: pytest.MonkeyPatch, error: type) -> None:
+    """A Ctrl-C landing in the first half (the step thread's) came out as "UnboundLocalError: cannot access local
+    variable 'parts'" from the ``finally`` that waits for the side half: a traceback where `twotower train` says
+    "interrupted: ... run the same command with --resume"."""
+    x = _inputs(300, 300)
+    real = fx._rows
+    side_halves: list[int] = []
+
+    def failing(*args):
+        if args[-2] == 0:  # the first half: the step thread's
+            raise error("first half failed")
+        side_halves.append(args[-2])
+        return real(*args)
+
+    monkeypatch.setattr(fx, "_rows", failing)
+    with SideWorker("twotower-side") as side:
+        with pytest.raises(error, match="first half failed"):
+            _run(x, side)
+        assert side_halves  # and the side half ran (it writes into the queries' gradient): it was waited for

@@ -50,6 +50,7 @@ be used, and callers fall back to the PyTorch path otherwise.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import torch
@@ -122,9 +123,14 @@ def _blocks(q: Tensor, c: Tensor, cols: Tensor, scale: float, bf16: bool, want_q
             m = (s + e) // 2
             second = side.submit(functools.partial(block, m, e))
             try:
-                parts = [block(s, m)]
-            finally:
-                parts.append(second.result())  # waited for even when the first half raised: it writes into gq
+                first = block(s, m)
+            except BaseException:
+                # the side half is waited for (it writes into gq) and the first half's error raised: a Ctrl-C in the
+                # first half was an UnboundLocalError of `parts` in a `finally`, a traceback out of `twotower train`
+                with contextlib.suppress(BaseException):
+                    second.result()
+                raise
+            parts = [first, second.result()]
         else:
             parts = [block(s, e)]
         row = parts[0][0] if len(parts) == 1 else torch.cat([part[0] for part in parts])  # [r]
