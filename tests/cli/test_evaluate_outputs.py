@@ -231,3 +231,15 @@ def test_csv_onto_the_plots_record_is_refused(run_dir, tmp_path, capsys):
                  str(tmp_path / "p.png.json"), "--plot", str(png)]) == 2
     assert f"--plot's record {png}.json: is also the --csv file" in capsys.readouterr().err
     assert not png.exists()
+
+
+def test_the_plot_is_written_in_the_format_its_name_ends_with(run_dir, tmp_path, capsys):
+    """`--plot eval.pdf` (or .txt) wrote PNG bytes whatever the name: a PDF viewer would not open it."""
+    for name, magic in (("e.pdf", b"%PDF"), ("e.svg", b"<?xml"), ("e.PNG", b"\x89PNG")):
+        assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--ks", "5",
+                     "--plot", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_bytes().startswith(magic), name
+    assert main(["-q", "evaluate", "--run", str(run_dir), "--baselines", "", "--plot", str(tmp_path / "e.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "--plot " in err and "the file's ending names the image format: one of .png, .svg, .pdf" in err
+    assert "got '.txt'" in err and not (tmp_path / "e.txt").exists()

@@ -181,6 +181,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         _check_out_is_no_input(str(plot_record), inputs, "--plot's record")
     _check_outputs_apart(plot_out, {"--csv": csv_out, "--csv's record": record})
     _check_outputs_apart(plot_record, {"--csv": csv_out, "--csv's record": record}, "--plot's record")
+    if plot_out is not None:
+        _plot_format(plot_out)  # before any work: a .txt or .pdf name got PNG bytes without a word
     refuse_missing_inputs(inputs)
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.pipeline.artifacts import TrainedRun
@@ -298,6 +300,21 @@ def _resolved(run, ks: tuple[int, ...] | None, baselines: tuple[str, ...] | None
     return ks, baselines, tuned_rows
 
 
+#: the image formats --plot writes, named by its file's ending (matplotlib writes each without extra packages)
+PLOT_FORMATS = ("png", "svg", "pdf")
+
+
+def _plot_format(path: str) -> str:
+    """The format ``--plot``'s file ending names; ConfigError for any other ending (it wrote PNG bytes whatever the
+    name: ``--plot eval.pdf`` gave a PNG a PDF viewer would not open)."""
+    ending = os.path.splitext(str(path))[1].lower().lstrip(".")
+    if ending not in PLOT_FORMATS:
+        raise ConfigError(f"--plot {path}: the file's ending names the image format: one of "
+                          f"{', '.join('.' + f for f in PLOT_FORMATS)}, e.g. recall.png; got "
+                          f"{'no ending' if not ending else repr('.' + ending)}")
+    return ending
+
+
 def _write_plot(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, ...] | None,  # noqa: ANN001
                 baselines: tuple[str, ...] | None, metric: str, *, title: str) -> None:
     """``--plot FILE.png`` and, beside it, ``FILE.png.json``: the record ``--csv`` writes, of the PNG (its
@@ -307,7 +324,7 @@ def _write_plot(args: argparse.Namespace, run, rows: list[dict], ks: tuple[int, 
 
     fig = results_figure({r["model"]: r for r in rows}, metric, title=title)
     ks, baselines, tuned_rows = _resolved(run, ks, baselines, rows)
-    write_file_and_record(args.plot, lambda tmp: fig.savefig(tmp, format="png"), lambda digest: evaluate_record(
+    write_file_and_record(args.plot, lambda tmp: fig.savefig(tmp, format=_plot_format(args.plot)), lambda digest: evaluate_record(
         args, run, ks=ks, baselines=baselines, n_rows=len(rows), csv_sha256=digest, tuned_rows=tuned_rows,
         out=args.plot, plot_metric=metric))
 

@@ -312,7 +312,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--csv", metavar="FILE",
                    help="also write the rows as CSV, one per model with the --json keys as columns (- for stdout, "
                         "which then holds the CSV alone)")
-    p.add_argument("--plot", metavar="FILE.png", help="also plot --plot-metric against k for every model (PNG)")
+    p.add_argument("--plot", metavar="FILE.png", help="also plot --plot-metric against k for every model (PNG, SVG or PDF, by the file's ending)")
     p.add_argument("--plot-metric", default=PLOT_METRIC_DEFAULT, choices=list(PLOT_METRICS),
                    help="the metric --plot draws (default %(default)s)")
     p.add_argument("--history-from", nargs="+", metavar="FILE",
