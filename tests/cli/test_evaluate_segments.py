@@ -91,3 +91,23 @@ def test_bad_segments_refused(run_dir, capsys, value, message):
     assert main(["-q", "evaluate", "--run", str(run_dir), "--segments", value]) == 2
     assert message in capsys.readouterr().err
 
+
+
+def test_cold_pairs_dropped_for_a_run_without_an_item_table_are_named(tmp_path, capsys, caplog):
+    """A run trained without --items has no row for an item without training rows: its cold test pairs are dropped
+    as unknown, and "none of the pairs has a item with no row" read as if the split held no cold items."""
+    paths = write_dataset(tmp_path / "data", n_users=30, n_items=24, per_user=10)
+    for part in ("train", "valid"):
+        df = pd.read_csv(paths[part])
+        df[~df["item_id"].isin(COLD)].to_csv(paths[part], index=False)
+    out = tmp_path / "run"
+    assert main(["-q", "train", "--train", str(paths["train"]), "--valid", str(paths["valid"]), "--test",
+                 str(paths["test"]), "--out", str(out), "--epochs", "1", *FAST]) == 0
+    capsys.readouterr()  # the training's own output
+    rows = _json(capsys, "--run", str(out), "--baselines", "", "--ks", "5", "--threads", "1",
+                 "--segments", "cold-items")
+    assert [r["segment"] for r in rows] == ["all"]
+    said = caplog.text
+    assert "segments cold-items: none of the" in said and "pairs has an item with no row" in said
+    assert "outside the run's vocabulary, whose pairs were left out (said above), are the ones without training " \
+           "rows: train with --items FILE (an item table)" in said

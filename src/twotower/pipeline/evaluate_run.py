@@ -286,7 +286,8 @@ def evaluate_run(
         held_out["test_file"] = os.path.abspath(test_file)
     if histories is not None:
         held_out["users_empty_input_history"] = _empty_input_histories(run, relevant, histories)
-    parts = _segment_parts(relevant, m.train, segments, split)
+    parts = _segment_parts(relevant, m.train, segments, split,
+                           unknown={"cold-items": int(rep["unknown_items"]), "new-users": int(rep["unknown_users"])})
 
     def evaluate(scorer: Any, relevant: sp.csr_matrix, exclude: sp.csr_matrix, protocol: EvalProtocol,
                  pop: np.ndarray, *, what: str) -> dict[str, Any]:
@@ -449,9 +450,12 @@ def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, histories: 
 
 
 def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequence[str],
-                   split: str) -> dict[str, sp.csr_matrix]:
+                   split: str, unknown: dict[str, int] | None = None) -> dict[str, sp.csr_matrix]:
     """The held-out pairs of each segment (:data:`SEGMENTS`), by the items' (columns') or users' (rows') count of
-    training rows; one whose pairs all fall on one side is left out, with a warning saying so."""
+    training rows; one whose pairs all fall on one side is left out, with a warning saying so. ``unknown``: per
+    segment, how many items (users) of the held-out file are outside the run's vocabulary, their rows dropped: a
+    run trained without --items has no row for an item without training rows, so its cold pairs were dropped and
+    "none of the pairs has an item with no row" read as if the split held no cold items."""
     parts: dict[str, sp.csr_matrix] = {}
     for name in segments:
         if name == "cold-items":
@@ -465,10 +469,16 @@ def _segment_parts(relevant: sp.csr_matrix, train: sp.csr_matrix, segments: Sequ
         second.eliminate_zeros()
         cold, warm = SEGMENTS[name]
         if not first.nnz or not second.nnz:  # the other part is then every pair: the rows "all" already has
-            log.warning("segments %s: %s of the %s %s pairs %s a %s with no row in the run's training data, so no "
-                        "%r or %r rows are added (one would be empty, the other the same as 'all')", name,
+            what = "user" if name == "new-users" else "item"
+            dropped = (unknown or {}).get(name, 0) if not first.nnz else 0
+            why = "" if not dropped else (
+                f"; the {plural(dropped, what)} of the {split} file outside the run's vocabulary, whose pairs were "
+                f"left out (said above), are the ones without training rows: train with --{what}s FILE ("
+                f"{'an item' if what == 'item' else 'a user'} table) to give them rows the {what} tower can place from their features")
+            log.warning("segments %s: %s of the %s %s pairs has %s with no row in the run's training data, so no "
+                        "%r or %r rows are added (one would be empty, the other the same as 'all')%s", name,
                         "none" if not first.nnz else "every one", f"{int(relevant.nnz):,}", split,
-                        "has", "user" if name == "new-users" else "item", cold, warm)
+                        "a user" if what == "user" else "an item", cold, warm, why)
             continue
         parts[cold], parts[warm] = first, second
     return parts
