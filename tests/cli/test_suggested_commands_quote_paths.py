@@ -101,3 +101,22 @@ def test_the_low_recall_rebuild_names_the_run_the_folder_and_no_pin(tmp_path):
     assert rebuild_command("runs/ml", "runs/ml/index", kind="auto") == "twotower index build --run runs/ml --index auto"
     assert shlex.split(rebuild_command("runs/ml", folder, kind="auto"))[5:] == [
         "--index", "auto", "--exact-budget-ms", "2", "--out", str(folder)]
+
+
+def test_an_interrupted_demo_says_how_to_finish_the_demo(tmp_path):
+    """A demo stopped in training said only `twotower train --out X --resume`, which left out the demo's own steps
+    (its test table, plot and recommendations)."""
+    import time
+
+    from twotower.cli.train_cmd import interrupted_training
+
+    out = tmp_path / "my demo"
+    (out / "checkpoint").mkdir(parents=True)
+    (out / "checkpoint" / "state.json").write_text(json.dumps({"epoch": 2}))
+    line = interrupted_training(out, resumed=False, since=time.time() - 60, takes_resume=False)
+    hints = [shlex.split(h) for h in re.findall(r"`([^`]*)`", line)]
+    assert hints == [["twotower", "train", "--out", str(out), "--resume"], ["twotower", "evaluate", "--run", str(out)],
+                     ["twotower", "demo", "--out", str(out)]], line
+    assert "then `twotower evaluate" in line and "again for every step of the demo" in line
+    plain = interrupted_training(out, resumed=False, since=time.time() - 60)  # train's own: no demo steps
+    assert "twotower demo" not in plain and "twotower evaluate" not in plain

@@ -496,7 +496,11 @@ def interrupted_training(out: Path, *, resumed: bool, since: float, checkpointin
         return (f"{path.parent} holds epoch {state['epoch']}" + (f" (best so far: epoch {best})" if best else "")
                 + ("; run the same command with --resume to continue from there, or just" if takes_resume else
                    "; continue from there with") + f" `twotower train --out {shell_arg(out)} "
-                "--resume` (it reads the run's settings and data; without --resume it starts over)")
+                "--resume` (it reads the run's settings and data; without --resume it starts over)"
+                # the demo's own steps (its test table, plot and recommendations) come after its training: resumed
+                # training alone left them out, where the line read as the way to finish the demo
+                + ("" if takes_resume else f", then `twotower evaluate --run {shell_arg(out)}` for the test table; or "
+                   f"run `twotower demo --out {shell_arg(out)}` again for every step of the demo"))
     return "no epoch was checkpointed, so there is nothing to resume; run the command again"
 
 
