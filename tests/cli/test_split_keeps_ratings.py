@@ -42,3 +42,16 @@ def test_each_row_keeps_its_rating_and_timestamp(tmp_path, method, rating):
         assert sorted(set(got["rating"])) == sorted(set(np.float32(RATINGS)))  # as float32, as the reader keeps them
     else:
         assert set(got["rating"]) == {1.0}  # the reader's 1.0 for every row of a file without ratings
+
+
+@pytest.mark.parametrize("rating", [True, False])
+def test_the_report_says_where_the_ratings_came_from(tmp_path, rating):
+    """split_report.json recorded `"rating_col": "rating"` (the setting) for a file without that column, as if its
+    ratings had been read, where every row was given 1.0."""
+    import json
+
+    src = _input(tmp_path / "in.csv", rating=rating)
+    assert main(["-q", "data", "split", "--input", str(src), "--out", str(tmp_path / "split")]) == 0
+    given = json.loads((tmp_path / "split" / "split_report.json").read_text())
+    assert given["rating_source"] == ("column 'rating'" if rating else "constant 1.0 (no rating column)")
+    assert given["timestamp_source"].startswith("column 'timestamp'")

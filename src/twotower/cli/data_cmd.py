@@ -221,6 +221,12 @@ def cmd_data_split(args: argparse.Namespace) -> int:
     read = _read_counts(df) if "report" in df.attrs else {}
     report = {**split.report, "read": read} if read else split.report
     report["input"] = _split_input(args, reading)
+    # where each row's rating came from: `"input": {"rating_col": "rating"}` (the setting) read as if that column had
+    # been read where the file had none and every row was given 1.0 (what the split files then hold). Beside "input",
+    # whose keys besides path and sha256 are data.* settings that make the split again
+    for key in ("rating_source", "timestamp_source"):
+        if isinstance(source := df.attrs.get("report", {}).get(key), str):
+            report[key] = source
     # one set: an interrupted split must not leave this split's train.csv beside an earlier one's test.csv
     # the item and user tables' whole numbers as integers (year 1995, not 1995.0: pandas reads a column with an empty
     # cell as float), missing ones empty, as the JSON answers give them (utils/whole_numbers.py)
