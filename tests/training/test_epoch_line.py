@@ -203,3 +203,26 @@ def test_the_epoch_line_names_which_accuracy_the_loss_measures(caplog: pytest.Lo
                 train=TrainConfig(epochs=1, batch_size=8, progress=False, checkpoint=False)).fit()
     line = _epoch_lines(caplog)[0]
     assert re.search(rf"loss [0-9.]+{label}[0-9.]+ ", line), line
+
+
+def test_a_new_best_within_the_printed_digits_says_by_how_much(caplog):
+    """The demo's epochs 7 and 8 read "0.2004 (new best)" twice (0.200358, then 0.200406): the lead was below the
+    four printed digits, and the second line looked like no improvement called one."""
+    from types import SimpleNamespace
+
+    from twotower.training.epoch_line import log_epoch
+
+    def line(values: list[float]) -> str:
+        rows = [{"epoch": i + 1, "seconds": 1.0, "loss": 5.0, "inbatch_accuracy": 0.02, "examples_per_s": 1e4,
+                 "valid_NDCG@10": v} for i, v in enumerate(values)]
+        tr = SimpleNamespace(cfg=TrainConfig(epochs=10), history=rows, sequence=False, loss_cfg=LossConfig(),
+                             valid_relevant=object(), eval_cfg=EvalConfig())
+        stopper = SimpleNamespace(best_epoch=len(values), best=values[-1], stop=False)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="twotower.training.trainer"):
+            log_epoch(tr, rows[-1], "NDCG@10", stopper, 10)  # type: ignore[arg-type]
+        return _epoch_lines(caplog)[-1]
+
+    said = line([0.19, 0.200358, 0.200406])
+    assert "valid NDCG@10 0.2004 (new best, up 5e-05 on 0.200358)" in said, said
+    assert "valid NDCG@10 0.2100 (new best) " in line([0.19, 0.200358, 0.21])

@@ -39,6 +39,11 @@ def log_epoch(tr: "Trainer", row: dict[str, Any], metric: str, stopper: EarlySto
         best = ""
     elif stopper.best_epoch == row["epoch"]:
         best = " (new best)" if row["epoch"] > 1 else ""
+        before = [r["valid_" + metric] for r in tr.history
+                  if r["epoch"] < row["epoch"] and isinstance(r.get("valid_" + metric), (int, float))]
+        if best and before and f"{max(before):.4f}" == f"{value:.4f}":
+            # "0.2004 (new best)" under an epoch that read 0.2004 too: the lead is below the printed digits
+            best = f" (new best, up {value - max(before):.1g} on {max(before):.6f})"
     else:
         best = f" (best {stopper.best:.4f} at {stopper.best_epoch})"
     last = min(cfg.epochs, horizon)  # a time budget aims the schedule (and the fit's end) at ``horizon``
