@@ -94,3 +94,24 @@ def test_histories_longer_than_history_len_are_said_once_as_information(caplog) 
     assert not _said(_trainer(caplog, history_len=10, length=10), "the user tower reads the last")
     caplog.clear()
     assert not _said(_trainer(caplog, history="none", history_len=4, length=10), "the user tower reads the last")
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sparse_adam"])
+def test_a_big_id_table_under_adamw_points_at_sparse_adam(monkeypatch, optimizer):
+    """A 373,000-item catalogue trained at 4,400 examples/s under the default AdamW, 21,700 with sparse_adam, and
+    the start line said nothing of it (the README's paragraph on big ID tables was the only place that did)."""
+    from types import SimpleNamespace
+
+    from twotower.training import start_line
+
+    model = TwoTowerModel(ModelConfig(user=TowerConfig(history="mean", history_dim=8, out_dim=8, hidden=()),
+                                      item=TowerConfig(id_dim=8, out_dim=8, hidden=())), 10, N_ITEMS)
+    tr = SimpleNamespace(cfg=TrainConfig(optimizer=optimizer), model=model)
+    assert start_line.big_tables_note(tr) is None  # 30 rows
+    monkeypatch.setattr(start_line, "BIG_TABLE_ROWS", N_ITEMS)
+    said = start_line.big_tables_note(tr)
+    if optimizer == "sparse_adam":
+        assert said is None
+    else:
+        assert said is not None and said.startswith("train.optimizer=adamw steps every row of the ID tables")
+        assert "train.optimizer=sparse_adam steps only the rows a batch touches" in said

@@ -17,7 +17,7 @@ from twotower.utils.wording import plural
 if TYPE_CHECKING:
     from twotower.training.trainer import Trainer
 
-__all__ = ["few_steps_warning", "history_len_note", "log_start", "sequence_cost_note"]
+__all__ = ["big_tables_note", "few_steps_warning", "history_len_note", "log_start", "sequence_cost_note"]
 
 #: optimizer steps an epoch under which the start warns (unless the epochs add up to ENOUGH_STEPS): 1,500 ML-1M
 #: users in train.examples=sequence's batches of 512 were 3 steps an epoch, and validation NDCG@10 0.0007
@@ -25,6 +25,10 @@ FEW_STEPS = 50
 #: steps over train.epochs that make up for few an epoch: the ML-1M recipes reach their best epoch after
 #: 15,000-30,000 (the pooled default ~1,930 an epoch, best at 14-16; examples/sasrec.toml 378 an epoch, 40)
 ENOUGH_STEPS = 1_000
+
+#: rows of an ID table above which a start under train.optimizer=adamw suggests sparse_adam: AdamW steps every row
+#: every step (a 373,000-item catalogue: 4,400 examples/s, against 21,700 with sparse_adam on one thread)
+BIG_TABLE_ROWS = 100_000
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -44,9 +48,25 @@ def log_start(tr: "Trainer", batch: int) -> None:
     if unused:  # a warning where the value was set (not the default, 0.2): an INFO line, which -q hides, said it
         log.log(logging.INFO if train.history_dropout == type(train)().history_dropout else logging.WARNING, "%s", unused)
     for line, level in ((few_steps_warning(tr, batch), logging.WARNING), (sequence_cost_note(tr), logging.INFO),
-                        (history_len_note(tr), logging.INFO)):
+                        (history_len_note(tr), logging.INFO), (big_tables_note(tr), logging.INFO)):
         if line:
             log.log(level, "%s", line)
+
+
+def big_tables_note(tr: "Trainer") -> str | None:
+    """The note that train.optimizer=adamw steps every row of an ID table of BIG_TABLE_ROWS rows or more each step,
+    and that sparse_adam steps only the rows a batch touches (README: big ID tables), or None. A 373,000-item run
+    trained at a fifth of sparse_adam's speed and the start line said nothing of it."""
+    import torch.nn as nn
+
+    if tr.cfg.optimizer != "adamw":
+        return None
+    rows = max((m.num_embeddings for m in tr.model.modules() if isinstance(m, nn.Embedding)), default=0)
+    if rows < BIG_TABLE_ROWS:
+        return None
+    return (f"train.optimizer=adamw steps every row of the ID tables at every step, and the largest holds "
+            f"{rows:,} rows: train.optimizer=sparse_adam steps only the rows a batch touches (about 5x faster "
+            f"on a 373,000-item catalogue), the other weights by AdamW as now")
 
 
 def few_steps_warning(tr: "Trainer", batch: int) -> str | None:
