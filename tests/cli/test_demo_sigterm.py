@@ -43,7 +43,9 @@ def test_sigterm_mid_demo_training_says_the_checkpoint_and_the_resume(stopped_af
     assert main(["demo", "--out", "dm", "--user", "1", "--threads", "1"]) == 143  # the shell's status for SIGTERM
     err = capsys.readouterr().err.strip().splitlines()[-1]
     # demo has no --resume: "run the same command with --resume" would be refused, so train's resume is named
+    # and then the demo's own steps, which resumed training alone leaves out (its test table, plot, recommendations)
     assert err == ("terminated (SIGTERM): dm/checkpoint holds epoch 1 (best so far: epoch 1); continue from there "
                    "with `twotower train --out dm --resume` (it reads the run's settings and data; without --resume "
-                   "it starts over)")
+                   "it starts over), then `twotower evaluate --run dm` for the test table; or run `twotower demo "
+                   "--out dm` again for every step of the demo")
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handler does not outlive the command
