@@ -570,6 +570,10 @@ MAX_THREADS = 1024
 #: numpy TypeError and 10**9 gigabytes of padding. The HTTP service caps k lower, at ServiceSettings.max_k
 #: (`serve --max-k`), which may be raised up to this bound and no further.
 MAX_K = 10_000
+#: Item queries on which `index build` measures the chosen index's recall for `similar` / `/similar-items` (item
+#: vectors as queries, each item left out of its own list) beside autotune's user-query recall: at most this many,
+#: and no more than the build's tuning queries (a few hundred searches of an index already built)
+SIMILAR_RECALL_QUERIES = 500
 #: largest RRF constant: past it the fused scores 1 / (k + rank) differ below float64 resolution (ranks 1 and 3
 #: against 2 and 2 tie from k~1e8) and the fused order is lost; at 1e6 RRF already orders like its k -> inf limit
 MAX_RRF_K = 1_000_000

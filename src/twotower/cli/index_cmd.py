@@ -287,6 +287,15 @@ def cmd_index_info(args: argparse.Namespace) -> int:
         on = f"; {queries_note(tune['n_queries'], tune.get('n_distinct_queries'))}" if "n_queries" in tune else ""
         print(f"  tuned: recall@{tune['k']} {c['recall']:.4f} (target {tune['target_recall']:g}{on}), "
               f"{c['qps_batch']:,.0f} QPS batched, p50 {c['p50_ms']:.3f} ms, p99 {c['p99_ms']:.3f} ms single")
+    similar = (tune or {}).get("similar_recall") or {}
+    if similar.get("recall") is not None:  # an index built before item queries were measured says nothing here
+        print(f"  similar (item queries): recall@{similar['k']} {similar['recall']:.4f} on {similar['queries']:,} items "
+              f"({'meets' if similar.get('met_target', True) else 'below'} target {similar['target']:g})")
+        from twotower.pipeline.similar_recall import similar_recall_shortfall
+
+        note = similar_recall_shortfall(directory, tune)
+        if note:
+            print(f"  warning: {note}")
     if tune and tune.get("requested"):  # an index built before tune.json recorded the request says nothing here
         budget = tune.get("exact_budget_ms")
         print(f"  requested: --index {tune['requested']}" + (

@@ -143,7 +143,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
     # POST /similar-items' checks, before the index
     mask = run_filter_mask(run, args.filters, field_at=filter_at, item_at=filter_item_at)
     args.listed = _listed_rows(run, args.listed_ids)  # checked before the index, as --items'
-    index, used = open_run_index(run, args.index, exact=args.exact)  # the index `twotower serve` answers from
+    index, used = open_run_index(run, args.index, exact=args.exact, item_queries=True)  # the index `twotower serve` answers from
     say(f"ranking with {used}")
     args.allow = filter_allow(mask, index)
     if args.item is not None:

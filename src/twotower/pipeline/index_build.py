@@ -226,6 +226,14 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
     tuning = {**report.to_dict(), **requested_entry(spec, policy)}
     c = report.chosen
     chose_exact = report.index.is_exact and c.factory == "exact"
+    similar_note = None
+    if not chose_exact:  # what `similar` / /similar-items get from it: tuned on user queries, asked with items
+        from twotower.pipeline.similar_recall import SIMILAR_RECALL, measure_similar_recall, similar_recall_shortfall
+
+        tuning[SIMILAR_RECALL] = measure_similar_recall(run, report.index, vectors, k=policy.k,
+                                                        target=policy.target_recall, queries=policy.tune_queries,
+                                                        seed=policy.seed)
+        similar_note = similar_recall_shortfall(out, tuning)
     # the plot goes into the new folder before it is swapped in: drawn after, a build killed (or failing) in between
     # left the new index without a plot, the old one's gone with the old folder
     extra = {} if chose_exact or no_plot else {TUNE_PNG: lambda path: plot_recall_qps(report, path, source=f"run {run.dir}")}
@@ -239,8 +247,17 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         return BuiltIndex(out, report.index, fp, tuning, report)
     verdict = "meets" if report.met_target else "does NOT meet"
     say(f"chosen: {setting_text(c.factory, c.params)} recall@{policy.k} {c.recall:.4f} ({verdict} {policy.target_recall:g}; "
-        f"{queries_note(report.n_queries, report.n_distinct_queries)}), {c.qps_batch:,.0f} QPS batched, "
+        f"{queries_note(report.n_queries, report.n_distinct_queries)}){_similar_text(tuning)}, {c.qps_batch:,.0f} QPS batched, "
         f"p99 {c.p99_ms:.3f} ms single; exact {report.exact_qps_batch:,.0f} QPS")
+    if similar_note:
+        log.warning("%s", similar_note)
     say(f"saved to {out} (model {fp}); table {out / TUNE_JSON}" + ("" if no_plot else f", plot {out / TUNE_PNG}"))
     return BuiltIndex(out, report.index, fp, tuning, report)
 
+
+def _similar_text(tuning: dict[str, Any]) -> str:
+    """``; item queries (similar) recall@10 0.2100 on 500 items``: the chosen line's item-query recall, if measured."""
+    rec = tuning.get("similar_recall") or {}
+    if rec.get("recall") is None:
+        return ""
+    return f"; item queries (similar) recall@{rec['k']} {rec['recall']:.4f} on {plural(rec['queries'], 'item')}"

@@ -189,7 +189,7 @@ def check_index_argument(index: Any, exact: bool) -> None:
 
 def open_run_index(
     run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True,
-    exact_flag: str = "--exact",
+    exact_flag: str = "--exact", item_queries: bool = False,
 ) -> tuple[VectorIndex, str]:
     """The index a run is served from, and a sentence saying which it is.
 
@@ -199,17 +199,22 @@ def open_run_index(
     IntegrityError; with ``allow_low_recall=False`` one whose measured recall
     missed its target raises ConfigError saying what was measured.
     ``exact_flag``: how the caller's user asks for exact search (``exact=True`` from Python), said in those errors and in the sentence.
+    ``item_queries``: the index answers item-to-item searches (`similar`), so a recorded item-query recall below
+    target is warned.
     """
-    served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall, exact_flag=exact_flag)
+    served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall, exact_flag=exact_flag,
+                               item_queries=item_queries)
     return served.index, served.description
 
 
 def open_served_index(
     run: TrainedRun, index_dir: str | Path | None = None, *, exact: bool = False, allow_low_recall: bool = True,
-    exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall",
+    exact_flag: str = "--exact", allow_flag: str = "--allow-low-recall", item_queries: bool = False,
 ) -> ServedIndex:
     """:func:`open_run_index`, with the recall its ``tune.json`` recorded (what ``/readyz`` and ``/metrics`` show).
     ``allow_flag``: how the caller's user allows a low-recall index (``allow_low_recall=True`` from Python).
+    ``item_queries``: it answers `similar` / /similar-items, so an item-query recall (``tune.json``'s
+    ``"similar_recall"``) below target is warned, once, as it loads (not refused: user queries meet the target).
 
     The tuning record is read once, so the recall reported is that of the record the index was checked against
     (the service read it a second time, after opening the index).
@@ -240,6 +245,12 @@ def open_served_index(
     elif not index.is_exact and tune is None:
         log.warning("the approximate index in %s has no tuning record, so its recall was never measured "
                     "(`twotower index build` measures it)", index_dir)
+    if item_queries and not index.is_exact:
+        from twotower.pipeline.similar_recall import similar_recall_shortfall
+
+        similar_note = similar_recall_shortfall(index_dir, tune)
+        if similar_note:
+            log.warning("%s", similar_note)
     if index.is_exact:
         return ServedIndex(index, f"index {index_dir}: exact search over {len(index):,} items", _recall_record(tune),
                            index_dir)

@@ -348,7 +348,7 @@ def similar(
     from twotower.pipeline.exclusions import listed_rows
 
     listed = listed_rows(exclude, run.item_vocab.index, lambda pos, e: locate(e, f"exclude[{pos}]"))
-    index, used = open_run_index(run, index, exact=exact, exact_flag="exact=True")
+    index, used = open_run_index(run, index, exact=exact, exact_flag="exact=True", item_queries=True)
     log.info("ranking with %s", used)  # the line `twotower similar` prints: which index answered
     allow = filter_allow(mask, index)
     res, spaces = similar_items(run, rows, int(k), index, cold_similar=cold_similar, allow=allow, listed=listed,

@@ -452,7 +452,7 @@ class RecommenderService:
 
             histories = read_input_histories(run, history_from)
         served = open_served_index(run, index_dir, exact=exact, allow_low_recall=allow_low_recall,
-                                   exact_flag=exact_flag, allow_flag=allow_flag)
+                                   exact_flag=exact_flag, allow_flag=allow_flag, item_queries=True)
         log.info("serving from %s", served.description)
         service = cls(run, served.index, settings=settings, histories=histories)
         service.index_description = served.description

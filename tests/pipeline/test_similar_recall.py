@@ -1,0 +1,89 @@
+"""`index build` measures the chosen index's recall with ITEM vectors as queries (what `similar` and /similar-items
+ask it), records it in tune.json's "similar_recall", and warns at build, in `index info` and where `similar` loads
+it, when it is below target.
+
+Before, autotune tuned (and tune.json reported) recall for user queries only: on a 373k-item catalogue the chosen
+IVF nprobe=1 read recall@10 0.99 while `similar` through it recalled 0.21, and nothing said so.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import twotower as tt
+from tests.serving.tiny_run import build_tiny_run
+from twotower.cli.main import main
+from twotower.pipeline.artifacts import TrainedRun
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_run(tmp_path_factory.mktemp("similar_recall"))
+
+
+@pytest.fixture
+def users_on_one_cluster(run_dir, monkeypatch):
+    """Item vectors spread at random but for a tight cluster of 6, and every user pointing at that cluster: the
+    users' top 5 sit in one IVF list (nprobe=1 recalls them all), an item's neighbours are spread over the lists."""
+    n, dim = TrainedRun.load(run_dir).item_embeddings().shape
+    rng = np.random.default_rng(0)
+    items = rng.standard_normal((n, dim)).astype(np.float32)
+    towards = rng.standard_normal(dim).astype(np.float32)
+    towards /= np.linalg.norm(towards)
+    items[:6] = towards + 0.01 * rng.standard_normal((6, dim))
+    items /= np.linalg.norm(items, axis=1, keepdims=True)  # unit vectors, as a run's are
+    monkeypatch.setattr(TrainedRun, "item_embeddings", lambda self, *a, **kw: items.copy())
+    monkeypatch.setattr(TrainedRun, "item_vectors", lambda self, rows, *a, **kw: items[np.asarray(rows)].copy())
+
+    def users(self, rows, *a, **kw):
+        rows = np.asarray(rows)
+        return (towards + 0.02 * np.random.default_rng(1).standard_normal((rows.size, dim))).astype(np.float32)
+
+    monkeypatch.setattr(TrainedRun, "user_vectors", users)
+
+
+def test_build_records_and_warns_the_item_query_recall_without_changing_the_choice(
+        run_dir, tmp_path, users_on_one_cluster, caplog, capsys):
+    policy = tt.IndexPolicy(k=5, tune_queries=40, target_recall=0.95)
+    lines: list[str] = []
+    with caplog.at_level(logging.WARNING):
+        built = tt.build_index(run_dir, "IVF4,Flat", out=tmp_path / "ivf", policy=policy, echo=lines.append)
+    # the choice is autotune's, on user queries, as before: the cheapest nprobe meeting the target
+    assert built.tuning["chosen"]["params"] == {"nprobe": 1} and built.tuning["met_target"]
+    assert built.index.search_params == {"nprobe": 1}  # the search for a better setting put the knob back
+    tune = json.loads((tmp_path / "ivf" / "tune.json").read_text())
+    rec = tune["similar_recall"]
+    assert rec["k"] == 5 and rec["queries"] == 40 and rec["target"] == 0.95 and rec["params"] == {"nprobe": 1}
+    assert rec["recall"] < 0.95 and rec["met_target"] is False
+    assert rec["suggest"]["nprobe"] in (2, 4) and rec["suggest"]["recall"] >= 0.95
+    chosen = next(line for line in lines if line.startswith("chosen: "))
+    assert f"item queries (similar) recall@5 {rec['recall']:.4f} on 40 items" in chosen
+    warned = [r.getMessage() for r in caplog.records if "tuned for user queries" in r.getMessage()]
+    assert len(warned) == 1 and "`twotower similar --exact`" in warned[0]
+    assert f"--nprobe {rec['suggest']['nprobe']}" in warned[0] and "/similar-items" in warned[0]
+
+    # index info shows it; `similar` through the index warns once as it loads; exact search says nothing
+    capsys.readouterr()
+    assert main(["index", "info", "--run", str(run_dir), "--index", str(tmp_path / "ivf")]) == 0
+    info = capsys.readouterr().out
+    assert f"similar (item queries): recall@5 {rec['recall']:.4f} on 40 items (below target 0.95)" in info
+    run = tt.TrainedRun.load(run_dir)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        tt.similar(run, ["i10"], k=5, index=tmp_path / "ivf")
+        tt.recommend(run, ["u3"], k=5, index=tmp_path / "ivf")  # user queries: what the index was tuned for
+        tt.similar(run, ["i10"], k=5, exact=True)
+    assert sum("tuned for user queries" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_an_index_meeting_the_target_for_items_warns_nothing(run_dir, tmp_path, caplog):
+    policy = tt.IndexPolicy(k=5, tune_queries=40, target_recall=0.95)
+    with caplog.at_level(logging.WARNING):
+        built = tt.build_index(run_dir, "IVF4,Flat", out=tmp_path / "all", policy=policy, params={"nprobe": 4})
+        tt.similar(tt.TrainedRun.load(run_dir), ["i10"], k=5, index=tmp_path / "all")
+    assert built.tuning["similar_recall"]["recall"] == 1.0 and built.tuning["similar_recall"]["suggest"] is None
+    assert not any("tuned for user queries" in r.getMessage() for r in caplog.records)
