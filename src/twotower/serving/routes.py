@@ -63,6 +63,17 @@ def _without_trailing_slash(request: Request, path_id: str) -> Response | None:
     return RedirectResponse(location, status_code=307)
 
 
+def _found_or_moved(request: Request, path_id: str, look_up: Callable[[str], Any]) -> Response:
+    """``look_up(path_id)``'s answer; for an unknown id typed with a trailing slash, the redirect without it
+    (:func:`_without_trailing_slash`), else the NotFoundError."""
+    try:
+        return json_response(look_up(path_id))
+    except NotFoundError:
+        if (moved := _without_trailing_slash(request, path_id)) is None:
+            raise
+        return moved
+
+
 #: what POST /explain's 503 says to ask for instead (its one knob is the history)
 EXPLAIN_HINT = "send a shorter history (the user tower reads at most its newest model.user.history_len items)"
 #: POST /recommend(/batch)'s 503 when a request carried an ad-hoc history (a sequence tower's pass grows with it)
@@ -264,24 +275,12 @@ def build_router(s: Schemas) -> APIRouter:
     @router.get("/items/{item_id:path}", response_model=s.ItemResponse, tags=["items"])
     async def item(item_id: PathId, request: Request) -> Response:
         """An item's metadata and whether the index holds it."""
-        service = get_service(request)
-        try:
-            return json_response(service.item(item_id))
-        except NotFoundError:
-            if (moved := _without_trailing_slash(request, item_id)) is None:
-                raise
-            return moved
+        return _found_or_moved(request, item_id, get_service(request).item)
 
     @router.get("/users/{user_id:path}", response_model=s.UserResponse, tags=["users"])
     async def user(user_id: PathId, request: Request) -> Response:
         """A known user's training history, newest first (the last 50; ``n_history`` counts all)."""
-        service = get_service(request)
-        try:
-            return json_response(service.user(user_id))
-        except NotFoundError:
-            if (moved := _without_trailing_slash(request, user_id)) is None:
-                raise
-            return moved
+        return _found_or_moved(request, user_id, get_service(request).user)
 
     @router.get("/examples", response_model=s.ExamplesResponse, tags=["users"])
     async def examples(request: Request) -> Response:
