@@ -87,7 +87,7 @@ _LOSS = {"inbatch": ["loss.kind=inbatch"], "sampled": ["loss.kind=sampled"], "fu
 def _seq_settings(arch: str) -> list[str]:
     """_SEQ for ``arch``: the GRU reads no positions, and the config refuses a transformer-only setting beside it
     (every gru-* row stopped with "only the transformer history encoder reads seq_positions"); nor heads, which
-    training warns of (models.sequence.unread_sequence_sizes)."""
+    training warns of (models.unread.unread_sequence_sizes)."""
     from twotower.config import SEQUENCE_SIZES, TRANSFORMER_ONLY
 
     if arch == "transformer":

@@ -43,7 +43,7 @@ def test_seq_heads_beside_a_gru_is_warned_of_at_start_up_naming_the_setting(tmp_
     (["model.item.seq_heads=4"], []),  # the item tower reads no history: one dict of sizes for both stays free
 ])
 def test_only_a_set_and_unread_sequence_size_warns(overrides, unread):
-    from twotower.models.sequence import unread_sequence_sizes
+    from twotower.models.unread import unread_sequence_sizes
 
     said = unread_sequence_sizes(load_config(None, overrides).model.user)
     assert [s.split("=", 1)[0].removeprefix("model.user.") for s in said] == unread, said

@@ -26,10 +26,8 @@ from torch import Tensor, nn
 from twotower.config import TowerConfig
 from twotower.models.dropout import Dropout
 from twotower.models.dropout import dropout as cheap_dropout
-from twotower.models.unread import unread_sequence_sizes  # its home before models/unread.py
 
-__all__ = ["CausalTransformer", "GRUEncoder", "SEQ_BLOCKS", "SEQUENCE_KINDS", "build_sequence_encoder",
-           "unread_sequence_sizes"]
+__all__ = ["CausalTransformer", "GRUEncoder", "SEQ_BLOCKS", "SEQUENCE_KINDS", "build_sequence_encoder"]
 
 SEQUENCE_KINDS = ("transformer", "gru")
 

@@ -9,7 +9,6 @@ change the choice), for ``tune.json``'s ``"similar_recall"``, and says what to d
 from __future__ import annotations
 
 import logging
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import numpy as np
 from twotower.config import SIMILAR_RECALL_QUERIES
 from twotower.index import ExactIndex, VectorIndex
 from twotower.index.autotune import EF_SEARCH, tie_aware_recall
+from twotower.utils.shell import shell_arg
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -113,7 +113,7 @@ def similar_recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None)
     suggest = rec.get("suggest") or {}
     knob = next((key for key in suggest if key != "recall"), None)
     flag = {"nprobe": "--nprobe", "efSearch": "--ef-search"}.get(knob or "")
-    rebuild = (f"rebuild pinning `--index {shlex.quote(str(tune.get('spec')))} {flag} {suggest[knob]}` (recall@{rec['k']} "
+    rebuild = (f"rebuild pinning `--index {shell_arg(str(tune.get('spec')))} {flag} {suggest[knob]}` (recall@{rec['k']} "
                f"{suggest['recall']:.4f} on the same items)" if flag else
                "rebuild with a larger pinned --nprobe / --ef-search, or --index exact")
     return (f"the index in {index_dir} was tuned for user queries, but with item vectors as queries (`twotower similar`, "
