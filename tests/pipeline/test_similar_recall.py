@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,11 @@ def test_build_records_and_warns_the_item_query_recall_without_changing_the_choi
     warned = [r.getMessage() for r in caplog.records if "tuned for user queries" in r.getMessage()]
     assert len(warned) == 1 and "`twotower similar --exact`" in warned[0]
     assert f"--nprobe {rec['suggest']['nprobe']}" in warned[0] and "/similar-items" in warned[0]
+    # the rebuild it names is a whole command (it named flags without `twotower index build --run ...`): run as
+    # printed, it builds this folder's index at the suggested setting, which meets the target for item queries
+    command = re.search(r"rebuild with `([^`]+)`", warned[0]).group(1)
+    assert command.startswith(f"twotower index build --run {run_dir} --index IVF4,Flat")
+    assert f"--out {tmp_path / 'ivf'}" in command and "--k 5 --queries 40" in command
 
     # index info shows it; `similar` through the index warns once as it loads; exact search says nothing
     capsys.readouterr()
@@ -78,6 +85,10 @@ def test_build_records_and_warns_the_item_query_recall_without_changing_the_choi
         tt.recommend(run, ["u3"], k=5, index=tmp_path / "ivf")  # user queries: what the index was tuned for
         tt.similar(run, ["i10"], k=5, exact=True)
     assert sum("tuned for user queries" in r.getMessage() for r in caplog.records) == 1
+
+    assert main(shlex.split(command)[1:]) == 0
+    rebuilt = json.loads((tmp_path / "ivf" / "tune.json").read_text())["similar_recall"]
+    assert rebuilt["params"] == {"nprobe": rec["suggest"]["nprobe"]} and rebuilt["met_target"] is True
 
 
 def test_an_index_meeting_the_target_for_items_warns_nothing(run_dir, tmp_path, caplog):

@@ -293,7 +293,7 @@ def cmd_index_info(args: argparse.Namespace) -> int:
               f"({'meets' if similar.get('met_target', True) else 'below'} target {similar['target']:g})")
         from twotower.pipeline.similar_recall import similar_recall_shortfall
 
-        note = similar_recall_shortfall(directory, tune)
+        note = similar_recall_shortfall(directory, tune, run.dir)
         if note:
             print(f"  warning: {note}")
     if tune and tune.get("requested"):  # an index built before tune.json recorded the request says nothing here

@@ -376,11 +376,13 @@ def read_item_meta(path: Path) -> pd.DataFrame:
     return meta
 
 
-def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False, kind: str | None = None) -> str:
+def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = False, kind: str | None = None,
+                    tune: dict[str, Any] | None = None) -> str:
     """The command that rebuilds ``folder`` (an index, or with ``export`` an ONNX export) for the run in ``run_dir``;
     ``--out`` only where the folder is not the run's default one. ``kind``: the ``--index`` to build instead of the
     type the folder was built as (said even when it is ``auto``), with the recorded tuning flags but no pinned
-    setting (a pin applies to one type: ``--index auto`` refuses it)."""
+    setting (a pin applies to one type: ``--index auto`` refuses it). ``tune``: the folder's tuning record where it
+    is not on disk yet (a build's own, before it is saved), else read from the folder's tune.json."""
     if export:
         return f"twotower export --run {shell_arg(run_dir)} --format onnx --out {shell_arg(folder)}"
     # --out only for a folder of the run's own choosing: another run's index folder is that run's to keep (building
@@ -388,7 +390,8 @@ def rebuild_command(run_dir: str | Path, folder: str | Path, *, export: bool = F
     default = _resolved(Path(folder)) == _resolved(Path(run_dir) / "index")
     out = "" if default or other_runs_index(run_dir, folder) else f" --out {shell_arg(folder)}"
     # the index type its tune.json says was asked for: without it the command built `auto`, maybe another type
-    tune = _read_json_dict(Path(folder) / "tune.json") or {}
+    if tune is None:
+        tune = _read_json_dict(Path(folder) / "tune.json") or {}
     if kind is not None:
         return (f"twotower index build --run {shell_arg(run_dir)} --index {shell_arg(kind)}"
                 f"{_tuning_flags(tune, pins=False, budget=kind.strip().lower() == 'auto')}{out}")

@@ -233,7 +233,7 @@ def _build(run: TrainedRun, spec: str, out: Path, policy: IndexPolicy, max_train
         tuning[SIMILAR_RECALL] = measure_similar_recall(run, report.index, vectors, k=policy.k,
                                                         target=policy.target_recall, queries=policy.tune_queries,
                                                         seed=policy.seed)
-        similar_note = similar_recall_shortfall(out, tuning)
+        similar_note = similar_recall_shortfall(out, tuning, run.dir)
     # the plot goes into the new folder before it is swapped in: drawn after, a build killed (or failing) in between
     # left the new index without a plot, the old one's gone with the old folder
     extra = {} if chose_exact or no_plot else {TUNE_PNG: lambda path: plot_recall_qps(report, path, source=f"run {run.dir}")}

@@ -248,7 +248,7 @@ def open_served_index(
     if item_queries and not index.is_exact:
         from twotower.pipeline.similar_recall import similar_recall_shortfall
 
-        similar_note = similar_recall_shortfall(index_dir, tune)
+        similar_note = similar_recall_shortfall(index_dir, tune, run.dir)
         if similar_note:
             log.warning("%s", similar_note)
     if index.is_exact:

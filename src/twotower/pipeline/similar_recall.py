@@ -17,7 +17,6 @@ import numpy as np
 from twotower.config import SIMILAR_RECALL_QUERIES
 from twotower.index import ExactIndex, VectorIndex
 from twotower.index.autotune import EF_SEARCH, tie_aware_recall
-from twotower.utils.shell import shell_arg
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -104,18 +103,24 @@ def measure_similar_recall(run: TrainedRun, index: VectorIndex, vectors: np.ndar
     return out
 
 
-def similar_recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None) -> str | None:
+def similar_recall_shortfall(index_dir: str | Path, tune: dict[str, Any] | None, run_dir: str | Path) -> str | None:
     """The warning for an index whose recorded item-query recall (``tune.json``'s ``"similar_recall"``) is below its
-    target, else None (None too for an index built before it was recorded)."""
+    target, else None (None too for an index built before it was recorded). ``run_dir``: the run the index serves,
+    so that the rebuild it names is a command to run, not flags to fit into one."""
     rec = (tune or {}).get(SIMILAR_RECALL)
     if not isinstance(rec, dict) or rec.get("recall") is None or rec.get("met_target", True):
         return None
+    from twotower.pipeline.artifacts import rebuild_command
+
     suggest = rec.get("suggest") or {}
     knob = next((key for key in suggest if key != "recall"), None)
     flag = {"nprobe": "--nprobe", "efSearch": "--ef-search"}.get(knob or "")
-    rebuild = (f"rebuild pinning `--index {shell_arg(str(tune.get('spec')))} {flag} {suggest[knob]}` (recall@{rec['k']} "
-               f"{suggest['recall']:.4f} on the same items)" if flag else
-               "rebuild with a larger pinned --nprobe / --ef-search, or --index exact")
+    if flag:  # the type as built, at the setting measured to meet the target (rebuild_command leaves pins out)
+        command = f"{rebuild_command(run_dir, index_dir, kind=str(tune.get('spec')), tune=tune)} {flag} {suggest[knob]}"
+        rebuild = f"rebuild with `{command}` (recall@{rec['k']} {suggest['recall']:.4f} on the same items)"
+    else:
+        rebuild = (f"rebuild with `{rebuild_command(run_dir, index_dir, kind='exact', tune=tune)}` (no setting of this index "
+                   f"met the target)")
     return (f"the index in {index_dir} was tuned for user queries, but with item vectors as queries (`twotower similar`, "
             f"POST /similar-items) it measured recall@{rec['k']} {rec['recall']:.4f} on {rec['queries']:,} items, below "
             f"the target {rec['target']:g}: item-to-item searches through it miss neighbours; `twotower similar "
