@@ -24,6 +24,9 @@ def test_comma_lists_and_json_arrays():
     assert parse_id_list(' ["it,em", "007", 7] ', "--history") == ["it,em", "007", "7"]
     with pytest.raises(ConfigError, match=r"--history: starts with '\[' but is not a JSON array"):
         parse_id_list('["it,em"', "--history")
+    # where it breaks, in the typed value's characters (the decoder's words alone read "Expecting ',' delimiter")
+    with pytest.raises(ConfigError, match=r"not a JSON array \(Expecting ',' delimiter at character 6\)"):
+        parse_id_list('["a" "b"]', "--users")
     with pytest.raises(ConfigError, match=r"--users: a JSON array must hold ids"):
         parse_id_list('[["a"]]', "--users")
 

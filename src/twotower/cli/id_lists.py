@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from twotower.errors import ConfigError
+from twotower.utils.wording import json_error
 
 __all__ = ["parse_id_list", "split_comma_list"]
 
@@ -40,7 +41,7 @@ def parse_id_list(text: str, flag: str) -> list[str]:
     try:
         values = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ConfigError(f"{flag}: starts with '[' but is not a JSON array ({e.msg}); write it as "
+        raise ConfigError(f"{flag}: starts with '[' but is not a JSON array ({json_error(e)}); write it as "
                           f"'[\"it,em\", \"42\"]' (quote the whole value for the shell), or as a comma list") from None
     if not isinstance(values, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in values):
         raise ConfigError(f"{flag}: a JSON array must hold ids (strings or integers), got {text.strip()[:80]!r}")
