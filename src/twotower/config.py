@@ -565,6 +565,11 @@ SEARCH_THREADS_DEFAULT = 1
 #: C int and raised a bare "Overflow when unpacking long" above 2**31 - 1; far above any machine's cores anyway.
 MAX_THREADS = 1024
 
+#: torch / FAISS threads a served request computes on (ServiceSettings.threads, `serve --threads`): 1 is the fastest
+#: for single queries on shared cores. `index build` times its single-query latencies (the p50 / p99 that decide
+#: `--index auto`'s exact search and that tune.json reports) on as many (IndexPolicy.latency_threads)
+SERVE_THREADS = 1
+
 #: The longest list a command line asks for (`recommend --k`, `search query --k`/`--rerank-top`, `index build --k`)
 #: and the Python API returns (`tt.recommend(k=...)`): every result is padded to k, so 99999999999999999999 was a
 #: numpy TypeError and 10**9 gigabytes of padding. The HTTP service caps k lower, at ServiceSettings.max_k

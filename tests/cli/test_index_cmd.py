@@ -31,6 +31,8 @@ def test_index_build_writes_a_loadable_index_with_the_run_fingerprint(run_dir, t
     assert len(index) == run.n_items
     tune = json.loads((out / "tune.json").read_text())
     assert tune["rows"] and tune["chosen"]["recall"] >= 0.95 and tune["k"] == 10
+    assert tune["latency_threads"] == 1  # the p50 / p99 of one served request (serve --threads' default)
+    assert "single-query latency on 1 thread" in printed
     assert (out / "recall_qps.png").stat().st_size > 1000
     # the index answers like exact search at recall 1 on this tiny catalogue
     q = run.user_vectors(np.array([0]))
@@ -344,6 +346,7 @@ def test_a_run_without_its_manifest_is_indexed_with_no_verify_as_the_error_advis
 @pytest.mark.parametrize("flags, said", [
     (["--seed", "-1", "--queries", "5"], "error: --seed: must be at least 0, got -1"),  # was numpy's traceback
     (["--max-train", "0"], "error: --max-train: must be at least 1, got 0"),  # was "max_train must ..."
+    (["--latency-threads", "0"], "error: --latency-threads: must be between 1 and 1024, got 0"),
     # a pin needs the one index type it applies to: --index auto compares several, exact and flat have no knob
     (["--nprobe", "4"], "error: --nprobe pins a setting of one index type: --index ivf, ivfpq or an IVF factory "
                         "string, not --index auto"),
@@ -447,8 +450,8 @@ def test_two_builds_of_the_same_run_choose_the_same_setting_whatever_the_clock_s
     run = TrainedRun.load(run_dir)
     queries = run.user_vectors(np.arange(len(run.user_vocab)))
     for sign in (1, -1):
-        def noisy(index, queries, k, *, latency_queries, sign=sign):
-            out = real(index, queries, k, latency_queries=1)
+        def noisy(index, queries, k, *, latency_queries, sign=sign, **kw):
+            out = real(index, queries, k, latency_queries=1, **kw)
             out["qps_batch"] = 1e5 + sign * 1e3 * index.search_params.get("efSearch", 0)
             return out
 

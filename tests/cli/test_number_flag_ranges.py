@@ -48,6 +48,7 @@ REFUSED = [
     ("index build", "--queries", "at least 1", ("0", "-1")),
     ("index build", "--max-train", "at least 1", ("0", "-1")),
     ("index build", "--seed", "at least 0", ("-1",)),
+    ("index build", "--latency-threads", THREADS, ("0", "-1", HUGE)),
     ("index build", "--threads", THREADS, ("0", "-1", HUGE)),
     ("index build", "--nprobe", "at least 1", ("0", "-1")),
     ("index build", "--ef-search", "at least 1", ("0", "-1")),

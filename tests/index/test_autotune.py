@@ -323,8 +323,8 @@ def _clocked(monkeypatch, qps_of):
     module = sys.modules["twotower.index.autotune"]
     real = module.measure_speed
 
-    def fake(index, queries, k, *, latency_queries):
-        out = real(index, queries, k, latency_queries=1)
+    def fake(index, queries, k, *, latency_queries, **kw):
+        out = real(index, queries, k, latency_queries=1, **kw)
         out["qps_batch"] = float(qps_of(index))
         return out
 
@@ -460,3 +460,41 @@ def test_a_recall_measured_on_few_queries_is_said_to_be_loose(tune_data, caplog)
     with caplog.at_level("WARNING", logger="twotower"):
         autotune(x[:1500], ids[:1500], tune_q[:120], k=10, target_recall=0.9, index="ivf", latency_queries=5)
     assert not [r for r in caplog.records if "is loose" in r.getMessage()]
+
+
+def test_single_query_latencies_are_timed_on_the_threads_a_served_request_computes_on(tune_data, monkeypatch):
+    """The p50 / p99 that decide `auto`'s exact search (and that tune.json reports) are a served request's: timed on
+    serve's default thread count, whatever the build computes on. Timed on the build's two threads, exact search's
+    p99 read nothing like what one request on serve's one thread takes; the build's count is put back after."""
+    import sys
+
+    import faiss
+    import torch
+
+    from twotower.serving.settings import ServiceSettings
+
+    module = sys.modules["twotower.index.autotune"]
+    real, seen = module._latencies_ms, []
+
+    def spy(index, queries, k):
+        seen.append((torch.get_num_threads(), faiss.omp_get_max_threads()))
+        return real(index, queries, k)
+
+    monkeypatch.setattr(module, "_latencies_ms", spy)
+    vectors, ids, queries, _ = tune_data
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        faiss.omp_set_num_threads(2)
+        report = autotune(vectors, ids, queries[:50], index="auto", latency_queries=5,
+                          policy=IndexPolicy(exact_p99_ms=0.0, tune_queries=50))
+        assert (torch.get_num_threads(), faiss.omp_get_max_threads()) == (2, 2)  # the build's own, put back
+    finally:
+        torch.set_num_threads(before)
+    one = ServiceSettings().threads
+    assert seen and set(seen) == {(one, one)}
+    assert report.latency_threads == one and report.to_dict()["latency_threads"] == one
+    assert f"single-query latency on {one} thread" in report.table()
+    assert f"p99 {report.exact_p99_ms:.2f} ms on {one} thread exceeds" in report.reason
+    with pytest.raises(ConfigError, match="IndexPolicy.latency_threads: must be an integer from 1"):
+        IndexPolicy(latency_threads=0)

@@ -15,7 +15,7 @@ __all__ = ["register", "cmd_index_build", "cmd_index_info"]
 #: IndexPolicy's fields and the pinned search knobs as the flags of `twotower index build`: its messages name what
 #: the user typed
 _FLAGS = {"target_recall": "--target-recall", "k": "--k", "tune_queries": "--queries",
-          "exact_p99_ms": "--exact-budget-ms", "seed": "--seed", "nprobe": "--nprobe", "efSearch": "--ef-search"}
+          "exact_p99_ms": "--exact-budget-ms", "seed": "--seed", "latency_threads": "--latency-threads", "nprobe": "--nprobe", "efSearch": "--ef-search"}
 #: Before the run loads its N and D are unknown: a --index factory string's knobs are read from an empty index over
 #: this many vectors of the first of these dims FAISS accepts (a PQ needs its m to divide D). The knobs depend on
 #: neither; the IVF list count does (N), so `--nprobe` above it is refused once the run has loaded
@@ -53,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default %(default)s)")
     b.add_argument("--out", help="index folder (default RUN/index, which `twotower serve` picks up)")
     b.add_argument("--threads", type=int, help="torch/FAISS threads (default: TWOTOWER_THREADS or the library's)")
+    b.add_argument("--latency-threads", type=int, default=pol.latency_threads,
+                   help="threads the single-query latencies (p50/p99, and so --exact-budget-ms) are timed on "
+                        "(default %(default)s: serve's --threads default, what one request computes on)")
     b.add_argument("--nprobe", type=int, default=None,
                    help="pin nprobe of an IVF index (--index ivf, ivfpq or an IVF factory string; under torchrun the "
                         "merged one): measured and recorded as given, not swept (default: the smallest nprobe "
@@ -75,7 +78,8 @@ def _policy(args: argparse.Namespace):  # noqa: ANN202 - IndexPolicy
     from twotower.index.autotune import IndexPolicy
 
     # --seed checked here too: a negative one reached numpy after the run had loaded, as a traceback
-    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed}
+    over = {"target_recall": args.target_recall, "k": args.k, "tune_queries": args.queries, "seed": args.seed,
+            "latency_threads": args.latency_threads}
     from twotower.cli.flags import check_range
 
     check_range("--max-train", args.max_train, 1)  # was "max_train must be ...", after the run loaded
@@ -99,6 +103,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     import math
 
     from twotower.cli.flags import check_range
+    from twotower.config import MAX_THREADS
     from twotower.pipeline.refusals import k_refusal
 
     if (why := k_refusal(args.k)) is not None:  # the k of the recall target: recommend --k's bounds and words
@@ -106,6 +111,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     check_range("--queries", args.queries, 1)
     check_range("--seed", args.seed, 0)  # numpy's generators take no negative seed
     check_range("--target-recall", args.target_recall, 0, 1, lo_open=True)
+    check_range("--latency-threads", args.latency_threads, 1, MAX_THREADS)
     budget = args.exact_budget_ms
     check_range("--exact-budget-ms", budget, 0, why="0: never exact")
     if budget is not None and math.isinf(budget):

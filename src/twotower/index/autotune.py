@@ -52,7 +52,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from twotower.config import MAX_K
+from twotower.config import MAX_K, MAX_THREADS, SERVE_THREADS
 from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_queries, check_vectors
 from twotower.index.exact import ExactIndex
@@ -144,7 +144,11 @@ class IndexPolicy:
     ``exact_p99_ms``: ``--index auto`` settles for exact search when its
     single-query p99 latency is at most this (5 ms: a recommendation
     request's whole budget is ~10 ms at p99). Every single-query latency,
-    exact and approximate, is measured over ``latency_queries`` queries.
+    exact and approximate, is measured over ``latency_queries`` queries, on
+    ``latency_threads`` threads (serve's default per request; None: the
+    build's own count): timed on the build's two threads, exact search's p99
+    read nothing like what a request served on one thread takes, and that p99
+    decides whether ``auto`` serves exact search.
     ``log_every_s``: seconds between progress lines while vectors are added to
     a candidate (an HNSW graph over a million items takes minutes); None: none
     (the CLI passes the run's ``train.log_every_s``).
@@ -162,6 +166,7 @@ class IndexPolicy:
     seed: int = 0  # of the tuning queries' sample, FAISS's training sample and its k-means / HNSW draws
     exact_p99_ms: float = 5.0
     latency_queries: int = 200
+    latency_threads: int | None = SERVE_THREADS
     log_every_s: float | None = None
     kind_margin: float = 0.1
     distributed_max_train: int = 100_000
@@ -178,6 +183,11 @@ class IndexPolicy:
             raise ConfigError(f"IndexPolicy.exact_p99_ms: must be a finite number >= 0 (0: never exact), got {self.exact_p99_ms!r}")
         if isinstance(self.latency_queries, bool) or not isinstance(self.latency_queries, int) or self.latency_queries < 1:
             raise ConfigError(f"IndexPolicy.latency_queries: must be a positive integer, got {self.latency_queries!r}")
+        if self.latency_threads is not None and (isinstance(self.latency_threads, bool)
+                                                 or not isinstance(self.latency_threads, int)
+                                                 or not 1 <= self.latency_threads <= MAX_THREADS):
+            raise ConfigError(f"IndexPolicy.latency_threads: must be an integer from 1 to {MAX_THREADS} or None, "
+                              f"got {self.latency_threads!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             # numpy's generators take no negative seed ("expected non-negative integer", a traceback)
             raise ConfigError(f"IndexPolicy.seed: must be an integer >= 0, got {self.seed!r}")
@@ -244,6 +254,9 @@ class TuneReport:
     # how many of the n_queries point in distinct directions (distinct_queries): the recall rests on these, and
     # autotune warns below half; None in a report made without it
     n_distinct_queries: int | None = None
+    # the threads the single-query latencies (p50 / p99, qps_1) were timed on: serve's default per request unless
+    # the policy said otherwise; None in a report made without it (the build's own count)
+    latency_threads: int | None = None
 
     @property
     def spec(self) -> str:
@@ -262,6 +275,9 @@ class TuneReport:
         out["spec"], out["params"] = self.spec, self.params
         return out
 
+    def _on_threads(self) -> str:
+        return "" if self.latency_threads is None else f" on {plural(self.latency_threads, 'thread')}"
+
     def table(self) -> str:
         """The sweep as a fixed-width text table (for logs and CLI output)."""
         head = f"{'index':<28}{'params':<30}{'recall':>8}{'qps_b':>10}{'qps_1':>9}{'p50ms':>8}{'p99ms':>8}{'B/vec':>8}"
@@ -276,7 +292,7 @@ class TuneReport:
         # the markers and column names mean nothing to someone who has not read this method
         also = any(r.meets_target and r is not self.chosen for r in self.rows)
         lines.append(f"* chosen   {f'+ also reaches recall@{self.k} {self.target_recall:g}   ' if also else ''}"
-                     "qps_b batched QPS, qps_1 single-query QPS, p50ms/p99ms single-query latency, "
+                     f"qps_b batched QPS, qps_1 single-query QPS, p50ms/p99ms single-query latency{self._on_threads()}, "
                      "B/vec index bytes per vector")
         return "\n".join(lines)
 
@@ -326,21 +342,26 @@ def tie_aware_recall(
 
 
 def measure_speed(index: VectorIndex, queries: np.ndarray, k: int, *, latency_queries: int = IndexPolicy.latency_queries,
-                  latency_rounds: int = 1, round_budget_ms: float | None = None) -> dict[str, Any]:
-    """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few.
+                  latency_rounds: int = 1, round_budget_ms: float | None = None,
+                  latency_threads: int | None = None) -> dict[str, Any]:
+    """Batched QPS over all queries, and single-query latency (p50/p99 ms, QPS) over the first few, on
+    ``latency_threads`` threads (None: as the caller set them; the counts are put back after).
 
     ``latency_rounds`` > 1 times each query up to that many times and keeps each query's fastest: what the
     index costs, without the scheduler's stalls (a shared core's pause lands on a few queries of one round,
     exactly where a p99 looks). Rounds after the first run only while the p99 so far is above
     ``round_budget_ms`` and its p50 within it: a typical query over the budget is no stall.
     """
+    from twotower.utils.runtime import scoped_threads
+
     res, qps_batch = batched_speed(index, queries, k)
-    lat_ms = _latencies_ms(index, queries[:latency_queries], k)
-    for _ in range(latency_rounds - 1):
-        p50, p99 = np.percentile(lat_ms, [50, 99])
-        if round_budget_ms is None or p99 <= round_budget_ms or p50 > round_budget_ms:
-            break
-        lat_ms = np.minimum(lat_ms, _latencies_ms(index, queries[:latency_queries], k))
+    with scoped_threads(latency_threads):
+        lat_ms = _latencies_ms(index, queries[:latency_queries], k)
+        for _ in range(latency_rounds - 1):
+            p50, p99 = np.percentile(lat_ms, [50, 99])
+            if round_budget_ms is None or p99 <= round_budget_ms or p50 > round_budget_ms:
+                break
+            lat_ms = np.minimum(lat_ms, _latencies_ms(index, queries[:latency_queries], k))
     return {
         "results": res,
         "qps_batch": float(qps_batch),
@@ -472,8 +493,9 @@ def autotune(
         # each query's fastest of up to 3 rounds: one round's p99 read 1.43 ms in one build and 8.30 ms in the
         # next on shared cores (a 1,682-item catalogue, a 5 ms budget), so the same seed chose exact, then IVF
         speed = measure_speed(exact, queries, k, latency_queries=latency_queries, latency_rounds=EXACT_LATENCY_ROUNDS,
-                              round_budget_ms=policy.exact_p99_ms)
+                              round_budget_ms=policy.exact_p99_ms, latency_threads=policy.latency_threads)
         exact_p99 = float(speed["p99_ms"])
+        on = "" if policy.latency_threads is None else f" on {plural(policy.latency_threads, 'thread')}"
         # the report's exact baseline is this warmed best-of-runs figure, measured like every candidate row
         # (the ground-truth pass above is one cold run: it read 3x slower than the exact row it sat beside)
         exact_qps = float(speed["qps_batch"])
@@ -483,15 +505,16 @@ def autotune(
                 qps_single=speed["qps_single"], p50_ms=speed["p50_ms"], p99_ms=exact_p99, build_s=0.0,
                 bytes_per_vector=exact.nbytes() / max(n, 1), meets_target=True,
             )
-            reason = (f"exact search: its single-query p99 {exact_p99:.2f} ms is within the {policy.exact_p99_ms:g} ms "
+            reason = (f"exact search: its single-query p99 {exact_p99:.2f} ms{on} is within the {policy.exact_p99_ms:g} ms "
                       f"budget ({n:,} items, {speed['qps_batch']:,.0f} QPS batched), so no approximation is needed")
             log.info("autotune: %s", reason)
             return TuneReport(
                 rows=[row], chosen=row, met_target=True, k=k, target_recall=float(target_recall), n=n, dim=dim,
                 n_queries=int(queries.shape[0]), exact_qps_batch=float(exact_qps), index=exact, reason=reason,
                 exact_p99_ms=exact_p99, seed=policy.seed, n_distinct_queries=distinct_queries(queries),
+                latency_threads=policy.latency_threads,
             )
-        reason = (f"approximate: exact search's single-query p99 {exact_p99:.2f} ms exceeds the "
+        reason = (f"approximate: exact search's single-query p99 {exact_p99:.2f} ms{on} exceeds the "
                   f"{policy.exact_p99_ms:g} ms budget ({n:,} items)")
         del exact
 
@@ -505,7 +528,7 @@ def autotune(
         idx = FaissIndex(name, max_train=max_train, seed=policy.seed,
                          log_every_s=policy.log_every_s).build(vectors, ids)
         mine = _sweep(idx, name, time.perf_counter() - t0, vectors, ids, queries, kth, k, target_recall,
-                      latency_queries, grid=None if params is None else [[params]])
+                      latency_queries, grid=None if params is None else [[params]], threads=policy.latency_threads)
         rows += mine
         pick = _cheapest(mine)
         # the previous choice is dropped here, so at most two candidate indexes are held at once
@@ -515,7 +538,7 @@ def autotune(
     kinds = f"{len(names)} index types" if len(names) > 1 else ""
     return _report(rows, best, k, target_recall, n, dim, queries.shape[0], exact_qps, reason, exact_p99,
                    kinds=kinds, margin=policy.kind_margin, pinned=params is not None, seed=policy.seed, advice=advice,
-                   distinct=distinct)
+                   distinct=distinct, latency_threads=policy.latency_threads)
 
 
 def tune_index(
@@ -554,9 +577,10 @@ def tune_index(
         params = check_pin(str(index.factory), dict(params), n, dim, k)
     distinct = _warn_repeated_queries(queries)
     rows = _sweep(index, str(index.factory), build_s, vectors, ids, queries, kth, k, target_recall,
-                  policy.latency_queries, grid=None if params is None else [[params]])
+                  policy.latency_queries, grid=None if params is None else [[params]], threads=policy.latency_threads)
     return _report(rows, (_cheapest(rows), index), k, target_recall, n, dim, queries.shape[0], exact_qps, "", None,
-                   pinned=params is not None, seed=policy.seed, advice=advice, distinct=distinct)
+                   pinned=params is not None, seed=policy.seed, advice=advice, distinct=distinct,
+                   latency_threads=policy.latency_threads)
 
 
 #: the largest nprobe / efSearch FAISS can hold (a C int): 2**31 was stored as -2**31 without a word
@@ -691,8 +715,9 @@ def _replaces(new: TuneRow, old: TuneRow, margin: float, best_recall: float) -> 
 
 def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids: np.ndarray, queries: np.ndarray,
            kth: np.ndarray, k: int, target_recall: float, latency_queries: int,
-           grid: list[list[dict[str, Any]]] | None = None) -> list[TuneRow]:
-    """Measure ``idx`` at each of its knob settings (``grid``, else all); the rows, in the order measured."""
+           grid: list[list[dict[str, Any]]] | None = None, threads: int | None = None) -> list[TuneRow]:
+    """Measure ``idx`` at each of its knob settings (``grid``, else all); the rows, in the order measured.
+    ``threads``: the single-query latencies' thread count (:class:`IndexPolicy`'s ``latency_threads``)."""
     n = vectors.shape[0]
     bpv = idx.nbytes() / n
     rows: list[TuneRow] = []
@@ -701,7 +726,7 @@ def _sweep(idx: FaissIndex, name: str, build_s: float, vectors: np.ndarray, ids:
         met_at: int | None = None
         for i, params in enumerate(sweep):
             idx.set_search_params(**params)
-            speed = measure_speed(idx, queries, k, latency_queries=latency_queries)
+            speed = measure_speed(idx, queries, k, latency_queries=latency_queries, latency_threads=threads)
             recall = tie_aware_recall(speed["results"].ids, queries, vectors, ids, kth, k)
             row = TuneRow(
                 index=name, factory=str(idx.factory), params=dict(params), recall=recall,
@@ -739,7 +764,7 @@ def _reaches_past_k(idx: VectorIndex, params: dict[str, Any], n: int, k: int) ->
 def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, target_recall: float, n: int, dim: int,
             n_queries: int, exact_qps: float, reason: str, exact_p99: float | None, *, kinds: str = "",
             margin: float = 0.0, pinned: bool = False, seed: int | None = None,
-            advice: str | None = None, distinct: int | None = None) -> TuneReport:
+            advice: str | None = None, distinct: int | None = None, latency_threads: int | None = None) -> TuneReport:
     """The chosen row's index set to its knobs, and the report saying why (``kinds``: "4 index types" when
     several were compared)."""
     chosen, chosen_index = best
@@ -770,5 +795,5 @@ def _report(rows: list[TuneRow], best: tuple[TuneRow, VectorIndex], k: int, targ
         rows=rows, chosen=chosen, met_target=chosen.meets_target, k=k, target_recall=float(target_recall),
         n=n, dim=dim, n_queries=int(n_queries), exact_qps_batch=float(exact_qps), index=chosen_index,
         reason=f"{reason}; {verdict}" if reason else verdict, exact_p99_ms=exact_p99, pinned=pinned, seed=seed,
-        n_distinct_queries=distinct,
+        n_distinct_queries=distinct, latency_threads=latency_threads,
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from twotower.config import COLD_SIMILAR, MAX_K, MAX_THREADS
+from twotower.config import COLD_SIMILAR, MAX_K, MAX_THREADS, SERVE_THREADS
 from twotower.errors import ConfigError
 
 _INT64_MAX = 2**63 - 1
@@ -101,7 +101,7 @@ class ServiceSettings:
     # x recent compute time per request / max_concurrency) exceeds this many milliseconds; None: no wait bound.
     # Under overload this keeps the admitted requests' latency near max_wait_ms + their own compute time.
     max_wait_ms: float | None = 25.0
-    threads: int = 1  # torch / FAISS threads per computation (1 is fastest for single queries)
+    threads: int = SERVE_THREADS  # torch / FAISS threads per computation (1 is fastest for single queries)
     precompute_users_max: int = 2_000_000  # cache every known user's vector when there are at most this many
     # filters matching at most this many items are scored exactly over those items; a broader filter widens the
     # index's (ANN) search instead (`serve --filter-exact-max`, passed as VectorIndex.search's exact_subset_max)
