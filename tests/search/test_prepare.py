@@ -313,9 +313,36 @@ def test_a_null_passage_id_in_jsonl_is_an_empty_one_and_pairs_with_no_passage_at
         prepare_beir(files / "passages.csv", files / "pairs.jsonl", files / "out2", PrepareConfig(**COLS, test_share=0))
     # nothing left to keep (SciFact's claims_test.csv: no evidence at all): the id column is likely the wrong one
     (files / "none.csv").write_text("question,pid\nno evidence,\nnone either,\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"2 of 2 pairs have an empty passage id \(row 2, row 3\); check the id column "
-                                        r"\(--pair-passage-col\)"):
+    # "so no pair would be left" before the hint: said since that error also names unknown ids beside empty ones
+    with pytest.raises(DataError, match=r"2 of 2 pairs have an empty passage id \(row 2, row 3\), so no pair would be "
+                                        r"left; check the id column \(--pair-passage-col\)"):
         prepare_beir(files / "passages.csv", files / "none.csv", files / "out3", cfg)
+
+
+@pytest.mark.parametrize("drop_unknown", [False, True])
+def test_pairs_with_no_passage_left_name_the_empty_and_the_unknown_ids_alike(files, capsys, drop_unknown):
+    """A pandas export of an integer id column with a blank writes 7.0 and an empty cell: the refusal named the empty
+    cell alone ("1 of 3 pairs has an empty passage id"), with or without --drop-unknown, and hid the 7.0s to fix."""
+    (files / "floats.csv").write_text("question,pid\nvitamin d and fractures,7.0\nno evidence,\n"
+                                      "Knochenbrüche Vitamin D,de1.0\n", encoding="utf-8")
+    argv = ["search", "prepare", "--passages", str(files / "passages.csv"), "--pairs", str(files / "floats.csv"),
+            "--passage-id-col", "pid", "--passage-text-col", "body", "--query-col", "question", "--test-share", "0",
+            "--out", str(files / "out")] + (["--drop-unknown"] if drop_unknown else [])
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: file {files / 'floats.csv'}, row 2, column 'pid': 1 of 3 pairs has an empty passage id (row 3) and 2 "
+        "of 3 pairs name a passage id that is not in the passages table (row 2 ('7.0'), row 4 ('de1.0')), so no pair "
+        "would be left; check the id column (--pair-passage-col) and the passages file; the unknown ids look like "
+        "integers written as floats ('7.0' where the passages table has '7'; pandas writes an integer id column that "
+        "holds a blank so): write them as integers")
+    assert not (files / "out").exists()
+
+
+def test_the_float_hint_is_given_only_for_a_passage_id_with_a_trailing_zero(files):
+    (files / "other.csv").write_text("question,pid\nvitamin d and fractures,7\nwho knows,8.0\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"not in the passages table \(row 3 \('8.0'\)\); such a pair can never be "
+                                        r"retrieved: pass --drop-unknown to leave those pairs out, counted$"):
+        prepare_beir(files / "passages.csv", files / "other.csv", files / "out", PrepareConfig(**COLS, test_share=0))
 
 
 @pytest.mark.parametrize("query_id", [None, "qid"])

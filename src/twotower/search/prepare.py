@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -140,31 +141,57 @@ def _drop_unmatched(ids: pd.Series, known: set[str], drop_unknown: bool, rows: R
     """The pairs to keep, and the counts of those dropped (--drop-unknown) for an empty or an unknown passage id.
 
     Without --drop-unknown either is refused, naming the rows and the flag; with it, each kind is warned about and
-    counted on its own. Nothing left to keep is refused either way: the id column is likely the wrong one.
+    counted on its own. Nothing left to keep is refused either way, naming every kind: the id column is likely the
+    wrong one, or its ids are spelled otherwise than the passages' (``1.0`` for ``1``).
     """
     empty = (ids == "").to_numpy(dtype=bool)
     unknown = ~empty & ~ids.isin(known).to_numpy(dtype=bool)
-    nothing_left = bool(len(ids)) and bool((empty | unknown).all())
-    n = len(ids)
-    for bad, (many, one) in ((empty, ("have an empty passage id", "has an empty passage id")),
-                             (unknown, ("name a passage id that is not in the passages table",
-                                        "names a passage id that is not in the passages table"))):
-        if not bad.any():
+    bad = empty | unknown
+    if len(ids) and bad.all():  # every kind named: the first alone hid the one to fix (empty cells beside 1.0 ids)
+        said = " and ".join(_bad_pairs(ids, kind, rows, empty=kind is empty) for kind in (empty, unknown)
+                            if kind.any())
+        hint = _unknown_hint(ids[unknown], known, listed) if unknown.any() else ""
+        raise DataError(f"{said}, so no pair would be left; check the id column (--pair-passage-col) and the "
+                        f"passages file{hint}", file=label, row=rows.number(int(np.flatnonzero(bad)[0])),
+                        column=column, unit=rows.unit)
+    for kind in (empty, unknown):
+        if not kind.any():
             continue
-        what = one if int(bad.sum()) == 1 else many  # "1 of 5 pairs name ...": the verb agrees with the count
-        where = [f"{rows.unit} {rows.number(int(p))}" + ("" if bad is empty else f" ({ids.iloc[int(p)]!r})")
-                 for p in np.flatnonzero(bad)[:_SHOWN]]
-        what = f"{int(bad.sum())} of {n} pairs {what} ({', '.join(where)}{' ...' if bad.sum() > _SHOWN else ''})"
-        if not drop_unknown or nothing_left:
-            hint = ("check the id column (--pair-passage-col) and the passages file" if nothing_left else
-                    "such a pair can never be retrieved: pass --drop-unknown to leave those pairs out, counted")
-            if bad is unknown and not listed:
-                hint += _list_hint(ids[unknown])
-            raise DataError(f"{what}; {hint}", file=label, row=rows.number(int(np.flatnonzero(bad)[0])),
+        what = _bad_pairs(ids, kind, rows, empty=kind is empty)
+        if not drop_unknown:
+            hint = _unknown_hint(ids[unknown], known, listed) if kind is unknown else ""
+            raise DataError(f"{what}; such a pair can never be retrieved: pass --drop-unknown to leave those pairs "
+                            f"out, counted{hint}", file=label, row=rows.number(int(np.flatnonzero(kind)[0])),
                             column=column, unit=rows.unit)
         log.warning("%s: %s; dropped (--drop-unknown)", label, what)
-    return ~(empty | unknown), {"empty_passage_ids_dropped": int(empty.sum()),
-                                "unknown_passages_dropped": int(unknown.sum())}
+    return ~bad, {"empty_passage_ids_dropped": int(empty.sum()), "unknown_passages_dropped": int(unknown.sum())}
+
+
+def _bad_pairs(ids: pd.Series, kind: np.ndarray, rows: RowNumbers, *, empty: bool) -> str:
+    """``"2 of 5 pairs have an empty passage id (row 3, row 6)"``; an unknown id is quoted after its row."""
+    count = int(kind.sum())
+    what = ("an empty passage id" if empty else "a passage id that is not in the passages table")
+    verb = ("has" if empty else "names") if count == 1 else ("have" if empty else "name")  # agrees with the count
+    where = [f"{rows.unit} {rows.number(int(p))}" + ("" if empty else f" ({ids.iloc[int(p)]!r})")
+             for p in np.flatnonzero(kind)[:_SHOWN]]
+    return f"{count} of {len(ids)} pairs {verb} {what} ({', '.join(where)}{' ...' if count > _SHOWN else ''})"
+
+
+def _unknown_hint(unknown: pd.Series, known: set[str], listed: str | None) -> str:
+    """What the unknown ids look like, where that says what to do: lists of ids, or integers written as floats."""
+    return ("" if listed else _list_hint(unknown)) or _float_hint(unknown, known)
+
+
+def _float_hint(unknown: pd.Series, known: set[str]) -> str:
+    """Unknown ids that are a passage id with a trailing .0 ('1.0' for '1'): pandas writes an integer column that
+    holds a blank as floats, so the pairs' ids went through one; the first such id is the example."""
+    for value in unknown.tolist():
+        whole = re.fullmatch(r"([+-]?\d+)\.0+", value)
+        if whole and whole.group(1) in known:
+            return (f"; the unknown ids look like integers written as floats ({value!r} where the passages table has "
+                    f"{whole.group(1)!r}; pandas writes an integer id column that holds a blank so): write them as "
+                    "integers")
+    return ""
 
 
 def _list_hint(unknown: pd.Series) -> str:
