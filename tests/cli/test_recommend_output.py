@@ -140,3 +140,14 @@ def test_titles_with_line_breaks_and_escapes_stay_on_their_line(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and "\x1b" not in lines[1]
     assert lines[1].strip() == "1. Line one\\nLine \\x1b[31mtwo 🎬 (item 7, score 0.200)  [Drama\\rX]"
+
+
+def test_similar_s_heading_keeps_a_title_s_line_break_on_its_line(run_dir, capsys, monkeypatch):
+    """`similar --item`'s heading printed the item's title raw, as the list below it no longer does: a title with a
+    newline split the heading in two."""
+    from twotower.serving.catalog import ItemCatalog
+
+    monkeypatch.setattr(ItemCatalog, "display_name", lambda self, row: "Line one\nLine \x1b[31mtwo")
+    assert main(["similar", "--run", str(run_dir), "--item", "i1", "--k", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "top 2 similar to Line one\\nLine \\x1b[31mtwo" and len(lines) == 3

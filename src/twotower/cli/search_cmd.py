@@ -959,8 +959,10 @@ def cmd_search_query(args: argparse.Namespace) -> int:
         blocks = [{**answer, "hits": answer["items"]} for answer in out]
         print(json.dumps(blocks if len(blocks) > 1 else blocks[0]))
         return 0
+    from twotower.cli.printing import printable  # a title's line break split the one-hit-per-line list in two
+
     for answer in out:
-        print(f"query: {answer['query']}")
+        print(f"query: {printable(answer['query'])}")
         for h in answer["items"]:
             if h.get("reranked") is False and h["rank"] == args.rerank_top + 1:
                 # as --json's "reranked": false: below, the scores only keep the first-stage order under the reranked
@@ -971,7 +973,7 @@ def cmd_search_query(args: argparse.Namespace) -> int:
             # 2 and 2) both read 0.0323, and the order looked arbitrary
             # a corpus without titles (search prepare's default) printed the id and score alone: its text's start then
             shown = h["title"] if h["title"].strip() else " ".join(h.get("text", "").split())
-            print(f"  {h['rank']:2d}. {h['doc_id']:>10}  {h['score']:10.6f}  {shown[:90]}")
+            print(f"  {h['rank']:2d}. {printable(h['doc_id']):>10}  {h['score']:10.6f}  {printable(shown[:90])}")
     return 0
 
 

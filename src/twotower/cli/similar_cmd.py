@@ -153,7 +153,7 @@ def cmd_similar(args: argparse.Namespace) -> int:
 
 def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  # noqa: ANN001 - TrainedRun, VectorIndex
     """Print ``--item``'s list: the service's answer (its catalogue records, its shortfall) built by its code."""
-    from twotower.cli.printing import _print_items, stdout_json
+    from twotower.cli.printing import _print_items, printable, stdout_json
     from twotower.pipeline.similar import UNPLACED, similar_items, unplaced_item_mask
     from twotower.serving.catalog import ItemCatalog
     from twotower.serving.service import similar_answer
@@ -175,7 +175,7 @@ def _one_item(args: argparse.Namespace, run, index, k: int, row: int) -> int:  #
     if spaces[0] == UNPLACED:
         return 0
     where = " (queried by its semantic head: no training interactions)" if spaces[0] == "semantic" else ""
-    _print_items(answer["items"], False, f"top {k} similar to {catalog.display_name(row)}{where}", k)
+    _print_items(answer["items"], False, f"top {k} similar to {printable(catalog.display_name(row))}{where}", k)
     return 0
 
 
