@@ -96,3 +96,26 @@ def test_a_data_file_changed_since_the_run_was_trained_is_named_on_resume(datase
     assert len(said) == 1 and said[0].levelname == "WARNING"
     assert said[0].getMessage().startswith(f"resume: --test {files['test']} is not the file the run was trained with "
                                            f"(sha256 {was[:12]}... then, {now[:12]}... now)")
+
+
+def test_a_train_file_given_on_resume_replaces_the_train_file_alone(dataset, run, caplog) -> None:
+    # `--resume --train T` (the very file the run was trained on) dropped the run's --valid: a warning of no
+    # validation data, then a refusal as trained with other valid interactions
+    caplog.set_level("INFO", logger="twotower")
+    assert main(["-q", "train", "--out", str(run), "--resume", "--epochs", "2", "--train", str(dataset["train"])]) == 0
+    assert json.loads((run / "checkpoint" / "state.json").read_text())["epoch"] == 2
+    data = json.loads((run / "config.json").read_text())["data"]
+    assert data["train"] == str(dataset["train"]) and data["valid"] == str(dataset["valid"])
+    assert not [r for r in caplog.records if "no validation data" in r.getMessage()]
+
+
+def test_a_file_or_dataset_to_split_given_on_resume_names_the_whole_split_afresh(dataset, run) -> None:
+    # --data and --dataset cut their own valid and test: the run's files would be read beside them (its train
+    # file in place of the one given, as data.train is read first)
+    from twotower.pipeline import resume_config
+
+    for flag, value in (("path", str(dataset["all"])), ("dataset", "movielens-100k")):
+        data = resume_config(run, [f"data.{flag}={value}"]).data
+        assert (data.train, data.valid, data.test, getattr(data, flag)) == (None, None, None, value)
+    data = resume_config(run, [f"data.train={dataset['train']}", f"data.items={dataset['items']}"]).data
+    assert (data.valid, data.items, data.path, data.dataset) == (str(dataset["valid"]), str(dataset["items"]), None, None)

@@ -19,8 +19,13 @@ __all__ = ["resume_config", "OWN_DATA_LAYOUT"]
 #: How the run's copies of its split (data/*.csv) are read: twotower wrote them, in the canonical layout, as UTF-8
 OWN_DATA_LAYOUT = {"user_col": "user_id", "item_col": "item_id", "timestamp_col": "timestamp", "rating_col": "rating",
                    "format": "table", "encoding": "utf-8", "time_unit": "auto"}
-#: The settings that name the interactions read; one of the first three given names the data afresh
+#: The settings that name the interactions read; one of the first three given names the training data afresh
 _INPUTS = ("train", "path", "dataset", "valid", "test")
+#: What each training input given on resume replaces of the run's: the inputs read in its place (data.train is read
+#: before data.path, then data.dataset, so the run's would be read instead of the one given), and for a file or
+#: dataset to split, the valid and test interactions it cuts itself. A data.train alone keeps the run's
+#: valid and test files, as every other setting not given is the run's.
+_REPLACES = {"train": ("path", "dataset"), "path": _INPUTS, "dataset": _INPUTS}
 
 
 def resume_config(out: str | Path, overrides: list[str] | None = None,
@@ -30,8 +35,11 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
 
     Unless those name the training data (``data.train``, ``data.path`` or ``data.dataset``), the run reads its
     own copies of its split (``out/data/*.csv``); a run trained on ``data.dataset`` reads that dataset again
-    (its item and user tables come with it, and are not copied). Without ``config.json`` (nothing to continue
-    from) the base is the defaults, as for a new run; ``train_run(..., resume=True)`` then says what is missing.
+    (its item and user tables come with it, and are not copied). A ``data.train`` given replaces the run's
+    training input alone (its valid, test, item and user files stay, unless given too); a ``data.path`` or
+    ``data.dataset`` is split afresh, so it replaces the run's train, valid and test interactions. Without
+    ``config.json`` (nothing to continue from) the base is the defaults, as for a new run;
+    ``train_run(..., resume=True)`` then says what is missing.
     ``overrides_label``: as :func:`load_config`'s.
     """
     out = Path(out)
@@ -45,9 +53,9 @@ def resume_config(out: str | Path, overrides: list[str] | None = None,
     base = config_to_dict(read_saved_config(saved)[0])
     given = read_config_file(config_file) if config_file is not None else {}
     _deep_update(given, apply_overrides({}, list(overrides or []), overrides_label))
-    if any(_has_key(given, f"data.{name}") for name in _INPUTS[:3]):
-        # the data named afresh, as a new run reads it: the run's inputs would otherwise be read beside it
-        base["data"].update(dict.fromkeys(_INPUTS))
+    named = [name for name in _INPUTS[:3] if _has_key(given, f"data.{name}")]
+    if named:
+        base["data"].update(dict.fromkeys(replaced for name in named for replaced in _REPLACES[name]))
     elif base["data"]["train"] is not None or base["data"]["path"] is not None:
         base["data"] = _own_copies(out, base["data"])
     return load_config(config_file, overrides, base=base, overrides_label=overrides_label)
