@@ -9,10 +9,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Results", "PAD_ID"]
+__all__ = ["Results", "PAD_ID", "SCORE_DECIMALS", "answer_score"]
 
 #: Row index used to pad a result row that has fewer than K hits.
 PAD_ID = -1
+#: Decimals of a score in an answer (POST /recommend, /similar-items and /search, the CLI's --json, tt.recommend):
+#: one rounding for all, so the same list reads the same whichever way it was asked for
+SCORE_DECIMALS = 6
+
+
+def answer_score(score: float) -> float:
+    """``score`` as an answer gives it: rounded to :data:`SCORE_DECIMALS`."""
+    return round(float(score), SCORE_DECIMALS)
 
 
 @dataclass(frozen=True)

@@ -151,3 +151,15 @@ def test_similar_s_heading_keeps_a_title_s_line_break_on_its_line(run_dir, capsy
     assert main(["similar", "--run", str(run_dir), "--item", "i1", "--k", "2"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "top 2 similar to Line one\\nLine \\x1b[31mtwo" and len(lines) == 3
+
+
+def test_users_json_gives_each_score_to_the_digits_of_user_json(run_dir, capsys):
+    """`--users 42,7 --json` printed scores to 10 decimals (0.7645612955) where `--user 42 --json`, `tt.recommend`
+    and POST /recommend round to 6: the same lists, other digits."""
+    assert main(["-q", "recommend", "--run", str(run_dir), "--users", "u1,u2", "--k", "5", "--json"]) == 0
+    many = json.loads(capsys.readouterr().out)
+    for user in ("u1", "u2"):
+        assert main(["-q", "recommend", "--run", str(run_dir), "--user", user, "--k", "5", "--json"]) == 0
+        one = json.loads(capsys.readouterr().out)["items"]
+        assert [(r["item_id"], r["rank"], r["score"]) for r in many if r["user_id"] == user] == \
+            [(r["item_id"], r["rank"], r["score"]) for r in one]

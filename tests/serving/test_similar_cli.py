@@ -130,6 +130,10 @@ def test_items_to_stdout_and_json(run_dir, capsys) -> None:
     assert main(["similar", "--run", str(run_dir), "--items", "i5", "--k", "3", "--json"]) == 0
     recs = json.loads(capsys.readouterr().out)
     assert [r["rank"] for r in recs] == [1, 2, 3] and {r["item_id"] for r in recs} == {"i5"}
+    # the scores to the digits of `--item --json` (and of POST /similar-items): they were printed to 10 decimals
+    assert main(["similar", "--run", str(run_dir), "--item", "i5", "--k", "3", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)["items"]
+    assert [(r["similar_item_id"], r["score"]) for r in recs] == [(r["item_id"], r["score"]) for r in one]
 
 
 def test_python_api_equals_the_service(run_dir, service) -> None:

@@ -208,9 +208,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         open_run_index,
         recommend_history,
         recommend_users,
-        results_to_frame,
     )
-    from twotower.pipeline.results_csv import write_results_csv
+    from twotower.pipeline.results_csv import results_to_json, write_results_csv
 
     _threads(args)
     run = TrainedRun.load(args.run)
@@ -281,7 +280,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                           filter_exact_max=args.filter_exact_max, log_every_s=train_cfg.log_every_s if train_cfg.progress else None)
     _say_shortfall(res, k, [f"user {run.user_vocab.id_at(int(r))}" for r in rows], filtered=allow is not None, index_size=len(index))
     if args.json:  # never with --out (refused above)
-        print(results_to_frame(run, rows, res).to_json(orient="records"))
+        print(results_to_json(run, rows, res))
         return 0
     # written block by block with progress lines: 300k users' lists (3M rows) were one silent write of 8-20 s
     write_every_s = train_cfg.log_every_s if train_cfg.progress else None

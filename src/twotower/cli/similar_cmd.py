@@ -184,7 +184,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
     index line printed, for the record beside ``--out FILE``."""
     from twotower.cli.paths import STDOUT
     from twotower.cli.printing import stdout_data_write
-    from twotower.pipeline.results_csv import results_to_frame, write_results_csv
+    from twotower.pipeline.results_csv import results_to_json, write_results_csv
     from twotower.pipeline.similar import UNPLACED, similar_items
     from twotower.results import Results
 
@@ -205,7 +205,7 @@ def _many_items(args: argparse.Namespace, run, index, used: str, k: int, rows: n
         say(f"{n_sem} of {len(rows)} items have no training interactions and were queried by their semantic "
             "head (--cold-similar item: by their served vector)")
     if args.json:  # never with --out (refused in _check_args)
-        print(results_to_frame(run, rows, res, query="item").to_json(orient="records"))
+        print(results_to_json(run, rows, res, query="item"))
         return 0
     if args.out and args.out != STDOUT:  # the CSV and beside it FILE.json, what produced it (cli/provenance.py)
         from twotower.cli.provenance import similar_record, write_csv_and_record

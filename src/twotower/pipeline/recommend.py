@@ -44,7 +44,7 @@ from twotower.pipeline.refusals import (
 )
 from twotower.pipeline.histories import unknown_examples
 from twotower.pipeline.results_csv import results_to_frame
-from twotower.results import Results
+from twotower.results import Results, answer_score
 from twotower.serving.settings import ServiceSettings, checked_filter_exact_max  # the service's defaults, once
 from twotower.utils.progress import RateLog
 from twotower.utils.run_folder import other_runs_index
@@ -713,6 +713,6 @@ def results_to_items(run: TrainedRun, res: Results, q: int = 0) -> list[dict[str
         meta = run.item_record(int(i))
         item_id = meta.pop("item_id")
         title = meta.get(col) if col else None
-        out.append({"item_id": item_id, "score": round(float(s), 6), "rank": r, **meta,
+        out.append({"item_id": item_id, "score": answer_score(s), "rank": r, **meta,
                     "display_name": name_of(title if isinstance(title, str) else None, item_id, names)})
     return out

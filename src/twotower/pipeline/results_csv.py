@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from twotower.results import PAD_ID, Results
+from twotower.results import PAD_ID, Results, answer_score
 from twotower.utils.progress import RateLog
 
-__all__ = ["COLUMNS", "results_to_frame", "write_results_csv"]
+__all__ = ["COLUMNS", "results_to_frame", "results_to_json", "write_results_csv"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,13 @@ def results_to_frame(run: Any, user_rows: np.ndarray, res: Results, *, query: st
     out; ranks count each user's listed items from 1. ``query="item"``: the queries are item rows, and the
     columns ``item_id, similar_item_id, rank, score`` (``twotower similar``)."""
     return _frame(run, np.asarray(user_rows, np.int64), res.ids, res.scores, query)
+
+
+def results_to_json(run: Any, user_rows: np.ndarray, res: Results, *, query: str = "user") -> str:
+    """:func:`results_to_frame`'s rows as JSON records (``recommend --users ... --json``, ``similar --items ...
+    --json``), each score rounded as every other answer gives it (pandas wrote 10 decimals)."""
+    frame = results_to_frame(run, user_rows, res, query=query)
+    return frame.assign(score=frame["score"].map(answer_score)).to_json(orient="records")
 
 
 def _frame(run: Any, user_rows: np.ndarray, ids: np.ndarray, scores: np.ndarray, query: str = "user") -> pd.DataFrame:

@@ -22,6 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from twotower.config import MAX_QUERY_CHARS, SearchConfig
+from twotower.results import answer_score
 from twotower.search.checks import first_stage_orders, rerank_top_needs_rerank, wordless
 from twotower.search.pipeline import shortfall
 from twotower.serving.json_body import UniqueKeysRoute
@@ -180,7 +181,7 @@ class SearchService:
             text = corpus.texts[int(row)]
             items.append({
                 "doc_id": corpus.ids[int(row)],
-                "score": round(float(score), 6),
+                "score": answer_score(score),
                 "rank": rank,
                 "title": corpus.titles[int(row)],
                 "text": text[:SNIPPET_CHARS] + ("…" if len(text) > SNIPPET_CHARS else ""),

@@ -30,6 +30,7 @@ from twotower.serving.catalog import ItemCatalog, filters_at
 from twotower.serving.settings import (MAX_FIELD_NAME_CHARS, MAX_FILTER_FIELDS, MAX_FILTER_VALUES, MAX_ID_CHARS,
                                        ServiceSettings)
 from twotower.serving.errors import FeatureUnavailable, UnknownIdAt
+from twotower.results import answer_score
 
 if TYPE_CHECKING:
     from twotower.pipeline.artifacts import TrainedRun
@@ -204,7 +205,7 @@ def catalog_items(catalog: ItemCatalog, rows: np.ndarray, scores: np.ndarray) ->
     """``[{"item_id", "score", "rank", ...metadata, "display_name"}]`` of ranked item ``rows``: an answer's items."""
     out = []
     for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist()), start=1):
-        item = {"item_id": catalog.ids[row], "score": round(score, 6), "rank": rank}
+        item = {"item_id": catalog.ids[row], "score": answer_score(score), "rank": rank}
         for name, values in catalog.columns.items():
             item[name] = values[row]
         item["display_name"] = catalog.display_name(row)  # as ItemCatalog.record gives it
