@@ -1,6 +1,7 @@
 """explain_recommendation: model-based contributions, shared metadata, the sentence, bad input."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
@@ -63,6 +64,65 @@ def test_gradxinput_is_the_first_order_view_of_loo(mean_run) -> None:
     assert agree >= 0.7 * len(pairs)
     with pytest.raises(ConfigError, match="loo, gradxinput"):
         explain_recommendation(mean_run, user_row=0, item_row=0, method="shap")
+
+
+def _score(run, window: list[int], item: int) -> float:
+    from twotower.explain.attribution import item_vector, user_scores
+
+    hist = pad_histories([np.array(window)], run.model.history_len, run.model.pad_item)
+    with torch.no_grad():
+        return float(user_scores(run.model, None, torch.as_tensor(hist), None, item_vector(run.model, item))[0])
+
+
+def _embedding_slope(run, window: list[int], item: int, row: int, eps: float = 1e-3) -> float:
+    """d score / d t with history item ``row``'s embedding scaled by t (at t = 1): gradient x input embedding."""
+    table = run.model.user_tower.history_emb.weight
+    keep = table[row].clone()
+    out = []
+    with torch.no_grad():
+        for t in (1 + eps, 1 - eps):
+            table[row] = keep * t
+            out.append(_score(run, window, item))
+        table[row] = keep
+    return (out[0] - out[1]) / (2 * eps)
+
+
+@contextlib.contextmanager
+def _towers_alone(run):
+    """The run's model without its item-item term, put back after (monkeypatch deletes a submodule it restores)."""
+    user, item = run.model.user_tower, run.model.item_tower
+    parts = user.item_item, item.item_item
+    user.item_item = item.item_item = None
+    try:
+        yield
+    finally:
+        user.item_item, item.item_item = parts
+
+
+def test_gradxinput_gives_each_history_item_its_first_order_share(mean_run) -> None:
+    """A pooled tower's score does not change when every pooling weight is scaled alike, so w_j * ds/dw_j summed to
+    exactly 0 and gave a one-item history 0 ("No item in your history raises the score ... but together they do",
+    beside loo's "Because you watched item 1."). Each item's share is now gradient x input of its embedding, the
+    meaning the sequence towers have, with the item-item term's share of the score beside it."""
+    run = mean_run
+    pairs = [(w, i) for w in ([0], [5], [3, 9, 14], [1, 2, 7, 20, 30]) for i in (4, 11, 26) if i not in w]
+
+    def shares(window: list[int], item: int) -> dict[int, float]:
+        e = explain_recommendation(run, history_rows=window, item_row=item, top=len(window), method="gradxinput")
+        return {run.item_vocab.index(h["item_id"]): h["contribution"] for h in e["history"]}
+
+    with_term = {(tuple(w), i): (shares(w, i), _score(run, w, i)) for w, i in pairs}
+    assert all(len(w) > 1 or c[w[0]] != 0 for (w, _), (c, _) in with_term.items())
+    assert all(abs(sum(c.values())) > 1e-4 for c, _ in with_term.values())
+    assert run.model.user_tower.item_item is not None  # the term is part of what is attributed
+    for w, i in pairs:
+        with _towers_alone(run):
+            towers, towers_score = shares(w, i), _score(run, w, i)
+            for row in w:  # the towers' share: the first-order effect of the item's embedding
+                assert towers[row] == pytest.approx(_embedding_slope(run, w, i, row), abs=2e-4)
+        full, score = with_term[(tuple(w), i)]
+        # the item-item term is linear in its normalised sum over the history: its shares add up to its score
+        assert sum(full.values()) - sum(towers.values()) == pytest.approx(score - towers_score, abs=1e-5)
 
 
 def test_shape_order_and_json(mean_run) -> None:
@@ -374,15 +434,26 @@ def test_a_list_of_items_is_explained_as_each_item_alone(mean_run) -> None:
                 assert x["contribution"] == pytest.approx(y["contribution"], abs=1e-8)
 
 
-@pytest.mark.parametrize("method", ["loo", "gradxinput"])
-def test_float32_rounding_is_not_credited_as_a_contribution(mean_run, method) -> None:
+def test_float32_rounding_is_not_credited_as_a_contribution(mean_run) -> None:
     """A history of one item three times: dropping one copy leaves the mean as it was, so no copy raises the
     score. The float32 variants still scored a few ulps apart, and the sentence said "though Film 3 raises it"."""
     for r in range(mean_run.n_items):
-        e = explain_recommendation(mean_run, history_rows=[r, r, r], item_row=(r + 1) % mean_run.n_items,
-                                   method=method)
+        e = explain_recommendation(mean_run, history_rows=[r, r, r], item_row=(r + 1) % mean_run.n_items)
         assert [h["contribution"] for h in e["history"]] == [0.0, 0.0, 0.0], (r, e["history"])
         assert e["text"].startswith("No item in your history raises the score"), e["text"]
+
+
+def test_gradxinput_splits_a_repeated_items_share_between_its_copies(mean_run) -> None:
+    """gradxinput is no removal: three copies of an item pool as the item once, and each copy gets a third of
+    what the item alone gets (this test pinned 0 for each copy while every gradxinput share of a pooled tower
+    summed to 0, one item's included)."""
+    for r in range(0, mean_run.n_items, 3):
+        item = (r + 1) % mean_run.n_items
+        copies = [h["contribution"] for h in explain_recommendation(
+            mean_run, history_rows=[r, r, r], item_row=item, method="gradxinput")["history"]]
+        (alone,) = [h["contribution"] for h in explain_recommendation(
+            mean_run, history_rows=[r], item_row=item, method="gradxinput")["history"]]
+        assert alone != 0 and copies == pytest.approx([alone / 3] * 3, abs=1e-6), (r, copies, alone)
 
 
 def test_a_known_user_rests_only_on_the_features_their_row_holds(tmp_path) -> None:

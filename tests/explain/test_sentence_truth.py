@@ -128,18 +128,17 @@ def test_a_negative_contributor_is_never_credited() -> None:
     assert explanation_text(expl, cols, table).startswith("No item in your history raises the score of Titanic")
 
 
-def test_no_positive_contributor_claims_a_removal_only_for_leave_one_out(mean_run) -> None:
-    """gradxinput measures no removal: for a pooled tower a one-item history gets exactly 0 from it, whatever
-    removing the item does, so its sentence must not say that removing an item would not lower the score."""
-    item = next(r for r in range(mean_run.n_items) if r != 0)
-    e = explain_recommendation(mean_run, history_rows=[0], item_row=item, method="gradxinput")
-    assert e["history"][0]["contribution"] == pytest.approx(0.0, abs=1e-6)
-    assert "removing" not in e["text"] and "gradient x input" in e["text"]
+def test_no_positive_contributor_claims_a_removal_only_for_leave_one_out() -> None:
+    """gradxinput measures no removal: a first-order estimate of no positive share says nothing of what removing
+    an item would do, so its sentence must not say that removing an item would not lower the score. (This read
+    a one-item history off a pooled run, whose gradxinput share was then always exactly 0.)"""
     cols = MetadataColumns(multi=("genres",))
     expl = {"item_id": "x", "item": {"title": "Heat", "genres": "Action"}, "already_seen": False,
             "basis": "history", "reads_history": True, "profile": "popularity", "method": "loo", "history": [],
             "shared_metadata": {}}
     table = [{"item_id": "a", "title": "Ronin", "genres": "Action", "contribution": -0.1}]
+    said = explanation_text({**expl, "method": "gradxinput", "history_window": 1}, cols, table)
+    assert "removing" not in said and "(by the first-order gradient x input estimate)" in said
     assert "(removing any one of them would not lower it)" in explanation_text(expl, cols, table)
     # a history of one item is not "any one of them"
     assert "(removing that one item would not lower it)" in explanation_text({**expl, "history_window": 1}, cols, table)
@@ -195,6 +194,12 @@ def test_no_positive_contributor_but_a_history_that_raises_the_score_says_so() -
         "user and acts as a popularity prior).")
     expl["history_total"] = -0.01  # a history that lowers the score keeps the sentence it had
     assert "; it rests on the model's empty-history representation" in explanation_text(expl, cols, table)
+    # one item is not "together": gradxinput's first-order share of a one-item history can be <= 0 where the
+    # item, the history as a whole, raises the score
+    one = {**expl, "method": "gradxinput", "history_window": 1, "history_total": 0.0658}
+    assert explanation_text(one, cols, table).startswith(
+        "No item in your history raises the score of Heat (by the first-order gradient x input estimate), but your "
+        "history as a whole does (+0.0658 over the model's empty-history representation")
 
 
 def test_an_item_repeated_in_the_history_is_named_and_counted_once() -> None:

@@ -29,9 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "`serve --history-from` read it")
     p.add_argument("--top", type=int, default=5, help="history items listed (default 5)")
     p.add_argument("--method", default="loo", choices=["loo", "gradxinput"],
-                   help="loo: exact leave-one-out (default); gradxinput: its first-order estimate, one backward pass "
-                        "(gradient x pooling weight for a pooled tower, gradient x item embedding for a "
-                        "sequence tower; it may rank the history differently from loo)")
+                   help="loo: exact leave-one-out (default); gradxinput: a first-order estimate, one backward pass "
+                        "(gradient x input of each history item's embedding: for a pooled tower its share of the "
+                        "pooled history; it may rank the history differently from loo)")
     p.add_argument("--json", action="store_true", help="print the explanation as JSON")
     p.add_argument("--threads", type=int, help="torch threads (default: TWOTOWER_THREADS or torch's)")
     add_no_verify(p)

@@ -21,10 +21,14 @@ Two attributions of the score ``s = <user(w), item>`` to history positions:
     every tower's variant is the window re-read without the item, with that item entering at its oldest column
     (``entering``; the window alone gave contributions of the wrong sign, 24 of 50 on an ML-1M user of 78 items).
 ``gradxinput`` (first-order)
-    ``c_j = w_j * ds/dw_j``, one backward pass: the linearisation of ``loo``.
-    A sequence tower (transformer, GRU) reads ``w_j`` as a scale on item ``j``'s
-    embedding, so there it is gradient x input embedding; far from linear, it
-    can rank the history differently from ``loo``, which stays exact.
+    ``c_j = w_j * ds/dw_j`` at the window's own weights, one backward pass: gradient x input of item ``j``'s
+    embedding. A sequence tower (transformer, GRU) reads ``w_j`` as a scale on that embedding; a pooled tower
+    differentiates with each pool's normaliser ``sum_j w_j`` held fixed, so ``c_j`` is the gradient on the pooled
+    vector dotted with item ``j``'s term of it, ``w_j e_j / sum_j w_j``, summed over the pools (through the
+    normaliser the score does not change when every weight is scaled alike, and the ``c_j`` summed to exactly 0:
+    a one-item history got 0). The item-item term's norm is held fixed alike, so its shares add up to its part
+    of the score. A first-order estimate, not a removal: it can rank the history differently from ``loo``, which
+    stays exact, and the shares need not add up to ``score - empty_score``.
 
 Nothing here is a heuristic over metadata: both read the trained tower. Scores
 are taken in float64 from the float32 tower, and a share within float32
@@ -149,15 +153,19 @@ def user_scores(
     weights: Tensor | None,
     item_vec: Tensor,
     features: Features | None = None,
+    *,
+    fixed_norms: bool = False,
 ) -> Tensor:
     """Scores [B] of one item for B variants of one user: ``history[B, L]``, ``weights[B, L]``.
 
     ``features``: a new user's encoded features (one row; every variant reads them), else the
-    user's table row (a known user) or missing features (an ad-hoc history).
+    user's table row (a known user) or missing features (an ad-hoc history). ``fixed_norms``: the history's
+    normalisers held out of autograd (``gradxinput``; the same scores).
     """
     B = history.shape[0]
     rows = None if user_row is None else torch.full((B,), int(user_row), dtype=torch.long)
-    u = model.user_tower(rows, history, history_weights=weights, features=repeat_features(features, B))  # [B, D]
+    u = model.user_tower(rows, history, history_weights=weights, features=repeat_features(features, B),
+                         fixed_norms=fixed_norms)  # [B, D]
     # the product in float64, as attribute_history_many takes it: the same (user, item) scores alike on both paths
     return u.double() @ item_vec.double()  # [B]
 
@@ -203,7 +211,7 @@ def attribute_history(
         # clones made here are ordinary tensors even if the inputs were created under inference_mode
         wg = w.clone().requires_grad_(True)
         feats = None if features is None else (features[0].clone(), [m.clone() for m in features[1]], features[2].clone())
-        s_full = user_scores(model, user_row, hist.clone(), wg, v.clone(), feats)[0]
+        s_full = user_scores(model, user_row, hist.clone(), wg, v.clone(), feats, fixed_norms=True)[0]
         (grad,) = torch.autograd.grad(s_full, wg)
     s_value = float(s_full.detach())
     # c = w * ds/dw, written as score - (score - c) to share the float32 noise floor with loo

@@ -185,8 +185,8 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
     table = expl["history"] if history is None else history
     facts = sentence_facts(expl, cols, table)
     if not facts["named"]:
-        # only leave-one-out measures a removal; gradient x input is a first-order estimate (for a pooled tower
-        # it gives a one-item history 0 whatever removing that item would do), so it is named instead
+        # only leave-one-out measures a removal; gradient x input is a first-order estimate, which says nothing
+        # of what removing an item would do, so it is named instead
         one = expl.get("history_window") == 1  # not "any one of them" for a one-item history
         # one item at every position (["50", "50", "50"]): "any one of them" read as several items, and removing a
         # copy leaves the others, which is why it does not lower the score
@@ -205,8 +205,10 @@ def explanation_text(expl: dict[str, Any], cols: MetadataColumns, history: list[
         total = expl.get("history_total")
         if total is not None and total > 0:
             # one by one none raises it, yet the history as a whole does (a sequence tower over a long history,
-            # where the empty-history score may be 0): "it rests on the empty-history representation" was false
-            return (f"No item in your history raises the score of {title} ({how}), but together they do "
+            # where the empty-history score may be 0): "it rests on the empty-history representation" was false.
+            # One item is not "together" (gradxinput's first-order share of it can be <= 0 where it raises the score)
+            whole = "your history as a whole does" if one else "together they do"
+            return (f"No item in your history raises the score of {title} ({how}), but {whole} "
                     f"({total:+.4f} over {_rests_on(expl, with_user_id)}){heads}.")
         lifted = _lifted(expl)
         if lifted:

@@ -33,7 +33,9 @@ class ItemItemUserPart(nn.Module):
     """The user side: ``sqrt(w) * normalize(sum_l f_l * P[history_l])``, [B, r] (zeros for an empty history).
 
     ``factors[n_items]`` is the padding row (zero). ``item_factors`` [B, L] scale each history item (1 keeps it,
-    0 drops it: leave-one-out explanations re-run the tower with one item's factor at 0).
+    0 drops it: leave-one-out explanations re-run the tower with one item's factor at 0). ``fixed_norm``: the norm
+    held out of autograd (the same values), so ``f_l`` times the gradient on ``item_factors`` is item ``l``'s share
+    of the normalised sum (gradient x input attribution; through the norm those shares summed to 0).
     """
 
     def __init__(self, n_items: int, rank: int) -> None:
@@ -47,10 +49,11 @@ class ItemItemUserPart(nn.Module):
             self.factors[-1].zero_()
             self.weight.fill_(weight)
 
-    def forward(self, history: Tensor, item_factors: Tensor) -> Tensor:
+    def forward(self, history: Tensor, item_factors: Tensor, *, fixed_norm: bool = False) -> Tensor:
         rows = self.factors[history]  # [B, L, r]; padding gathers the zero row
         z = torch.einsum("bl,blr->br", item_factors.to(rows.dtype), rows)  # [B, r]
-        return self.weight.sqrt() * z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        norm = z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return self.weight.sqrt() * z / (norm.detach() if fixed_norm else norm)
 
 
 class ItemItemItemPart(nn.Module):

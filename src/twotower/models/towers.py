@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -360,14 +360,19 @@ class UserTower(nn.Module):
                                                          for d in self.extra_pools]
 
     def pooled_histories(self, history: Tensor, weights: Tensor | None = None, *,
-                         plan: PoolPlan | None = None) -> Tensor:
+                         plan: PoolPlan | None = None, fixed_norms: bool = False) -> Tensor:
         """The pooled history [B, H * (1 + len(extra_pools))]: the first pool (``weights``, default
         :meth:`history_weights`), then one per ``extra_pools`` decay. ``weights`` that override the first
         pool's (explanations: 0 drops an item) scale every pool alike, as a factor on each item's own weight,
         so dropping an item drops it from every pool and a gradient on ``weights`` reaches them all.
-        ``plan``: :meth:`plan_pools` of this ``history`` built ahead (read when ``weights`` is None)."""
+        ``plan``: :meth:`plan_pools` of this ``history`` built ahead (read when ``weights`` is None).
+        ``fixed_norms``: each pool's weight sum is held out of autograd (the same values), so ``w_j`` times the
+        gradient on ``weights`` is gradient x input of item ``j``'s term ``w_j e_j / sum(w)``: with the sum in the
+        graph, a mean does not change when every weight is scaled alike, and those products summed to 0."""
         if plan is None or weights is not None or plan.history is not history:
             plan = self.plan_pools(history, weights, bags=False)
+        if fixed_norms:
+            plan = replace(plan, totals=tuple(t.detach() for t in plan.totals))
         assert self.history_emb is not None  # pooled towers keep their own table
         emb = self.history_emb
         # one fused pass (gather + weighted sum) for every pool; padding has weight 0. Its backward sorts the
@@ -446,6 +451,7 @@ class UserTower(nn.Module):
         features: tuple[Tensor, list[Tensor], Tensor] | None = None,
         history_weights: Tensor | None = None,
         pools: PoolPlan | None = None,
+        fixed_norms: bool = False,
     ) -> Tensor:
         """Users -> unit vectors [B, D].
 
@@ -453,7 +459,9 @@ class UserTower(nn.Module):
         (with explicit ``features`` or none) for a user not in training, and
         ``history[B, L]`` for a tower that reads history. ``history_weights``
         overrides the pooling weights (explanations drop one item with a 0); ``pools``: a pooled tower's
-        :meth:`plan_pools` of ``history``, built ahead (training/batch_plan.py).
+        :meth:`plan_pools` of ``history``, built ahead (training/batch_plan.py). ``fixed_norms``: the history's
+        normalisers (the pools' weight sums, the item-item term's norm) held out of autograd, the same values:
+        gradient x input attribution (explain/attribution.py) differentiates each item's share of them.
         """
         B = history.shape[0] if history is not None else (user_rows.shape[0] if user_rows is not None else 1)
         parts = self._user_parts(user_rows, B, features)
@@ -465,7 +473,7 @@ class UserTower(nn.Module):
                 h = torch.where(valid.any(dim=1, keepdim=True), h, self.empty.expand_as(h))  # empty rows use `empty`
                 parts.append(h)
             else:
-                parts.append(self.pooled_histories(history, history_weights, plan=pools))
+                parts.append(self.pooled_histories(history, history_weights, plan=pools, fixed_norms=fixed_norms))
         out = self._head(torch.cat(parts, dim=-1))
         if self.item_item is None or history is None:
             return out
@@ -473,7 +481,7 @@ class UserTower(nn.Module):
         if history_weights is not None:  # each item's factor on its own weight, as the extra pools read them
             base = self.history_weights(history)
             valid = torch.where(base > 0, history_weights / base.clamp_min(1e-30), torch.zeros_like(history_weights))
-        return torch.cat([out, self.item_item(history, valid)], dim=-1)
+        return torch.cat([out, self.item_item(history, valid, fixed_norm=fixed_norms)], dim=-1)
 
     def forward_all(
         self,
