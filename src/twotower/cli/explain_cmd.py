@@ -6,6 +6,8 @@ import logging
 
 __all__ = ["register", "cmd_explain", "format_explanation", "explanation_json"]
 
+COLD_MARK = "*"  #: after a history item's contribution in the table: the item had no training interactions
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     from twotower.cli.flags import OneId
@@ -61,13 +63,19 @@ def format_explanation(e: dict) -> str:
         titled = any("title" in h for h in e["history"])
         header = ("contribution", "item_id", *(["title"] if titled else []), *([multi] if multi else []))
         rows = [header]
-        rows += [(f"{h['contribution']:+.4f}", printable(h["item_id"]),
+        # a history item without training interactions (the JSON's `cold`) marked: it was listed as any reason. The
+        # others get a space there, so the numbers stay aligned
+        cold = any(h.get("cold") for h in e["history"])
+        rows += [(f"{h['contribution']:+.4f}{COLD_MARK if h.get('cold') else ' ' * cold}", printable(h["item_id"]),
                   *([printable(h.get("title") or "")] if titled else []),
                   *([printable(h.get(multi) or "")] if multi else [])) for h in e["history"]]
         widths = [max(len(r[c]) for r in rows) for c in range(len(header))]
         lines.append("")
         for r in rows:
             lines.append("  ".join(v.rjust(widths[0]) if c == 0 else v.ljust(widths[c]) for c, v in enumerate(r)).rstrip())
+        if cold:
+            lines.append(f"{COLD_MARK} no training interactions (a cold item): the user tower has not learned it, so "
+                         "its contribution carries no learned signal, and the sentence does not name it")
     shared = [f"{k}: " + ", ".join(f"{printable(x['value'])} ({x['count']})" for x in v)
               for k, v in e["shared_metadata"].items() if isinstance(v, list) and v]
     if shared:
@@ -86,7 +94,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         refuse_empty_history_early,
         refuse_missing_inputs,
         say_feature_notes,
+        say_flag_note,
         user_features_named,
+        user_features_words,
     )
     from twotower.errors import ConfigError
     from twotower.utils.run_folder import check_run_folder
@@ -154,10 +164,14 @@ def cmd_explain(args: argparse.Namespace) -> int:
                                        method=args.method, user_features=features)
     for note in warnings:
         logging.getLogger("twotower").warning("%s", note)
-    # the feature and unplaced-item notes of POST /explain's warnings, on stderr in the flag's words (--json: also
-    # in the answer, in POST /explain's)
-    notes = explain_notes(run, item_row, features)
-    say_feature_notes(notes)
+    # the notes of POST /explain's warnings (features, an unplaced item, cold --history items), on stderr in the
+    # flags' words (--json: also in the answer, in POST /explain's)
+    notes = explain_notes(run, item_row, features, None if history is None else rows)
+    for note in notes:
+        if user_features_words(note) is None:
+            say_flag_note(note, "history", "--history")
+        else:
+            say_feature_notes([note])
     warnings += notes
     if args.json:
         from twotower.cli.printing import stdout_json

@@ -477,19 +477,24 @@ def explain_by_id(
         run, user_row=user_row, history_rows=history_rows, item_row=item_row, top=top, method=method,
         user_features=user_features, encoded_features=encoded,
     )
-    # what POST /explain answers in warnings and `twotower explain` prints: from here they went nowhere
-    for note in explain_notes(run, item_row, user_features):
+    # what POST /explain answers in warnings and `twotower explain` prints: from here they went nowhere. The cold
+    # history items of a given history only, as POST /explain warns of them (not of an input history's)
+    for note in explain_notes(run, item_row, user_features, history_rows if history_ids is not None else None):
         log.warning("%s", note)
     return explanation
 
 
-def explain_notes(run: TrainedRun, item_row: int, user_features: Mapping[str, Any] | None = None) -> list[str]:
+def explain_notes(run: TrainedRun, item_row: int, user_features: Mapping[str, Any] | None = None,
+                  history_rows: Sequence[int] | None = None) -> list[str]:
     """The warnings of an explanation, as POST /explain answers them: a new user's feature values training never saw
-    (read all the same, as tt.recommend logs them), and an item the model cannot place (no training interactions
-    and an item tower that reads only the ID: its score comes from no interaction)."""
-    from twotower.pipeline.similar import unplaced_item_mask, unplaced_item_note
+    (read all the same, as tt.recommend logs them), an item the model cannot place (no training interactions
+    and an item tower that reads only the ID: its score comes from no interaction), and a new user's given
+    ``history_rows`` holding items without training interactions (their contributions carry no learned signal)."""
+    from twotower.pipeline.similar import unplaced_item_mask, unplaced_item_note, untrained_history_note
 
     notes = run.new_user_feature_notes(user_features)
     if unplaced_item_mask(run)[int(item_row)]:
         notes.append(unplaced_item_note(run.item_vocab.id_at(int(item_row))))
+    if history_rows is not None and (cold := untrained_history_note(run, history_rows)):
+        notes.append(cold)
     return notes
