@@ -387,7 +387,7 @@ def test_user_features_are_checked_as_recommend_checks_them(feature_run, mean_ru
         explain_recommendation(feature_run, user_row=3, item_row=0, user_features={"age": 30})
     with pytest.raises(DataError, match="user_features.agee: not a user feature of this run"):
         explain_recommendation(feature_run, history_rows=[1, 2], item_row=0, user_features={"agee": 30})
-    with pytest.raises(DataError, match="user_features.age: a finite number"):
+    with pytest.raises(DataError, match="user_features.age: expected a JSON number, got the string 'old'"):
         explain_by_id(feature_run, history_ids=["i1"], item_id="i0", user_features={"age": "old"})
     # says how to get a tower that reads them (the README's quick start once trained without a user table)
     with pytest.raises(DataError, match=r"reads no user features \(.*train with --users FILE"):

@@ -11,7 +11,11 @@ from twotower.cli.main import main
 
 @pytest.mark.parametrize(("features", "said"), [
     ({"c0": 1}, "--user-features c0: not a user feature of this run; its user tower reads age"),
-    ({"age": "x"}, "--user-features age: a finite number, got 'x'"),
+    # a string is no number, whatever it spells: "a finite number, got '25'" did not say what was wrong with 25
+    ({"age": "x"}, "--user-features age: expected a JSON number, got the string 'x'"),
+    ({"age": "25"}, """--user-features age: expected a JSON number, got the string '25' (write {"age": 25})"""),
+    ({"age": " 2.5e1 "}, """--user-features age: expected a JSON number, got the string ' 2.5e1 ' (write {"age": 2.5e1})"""),
+    ({"age": "nan"}, "--user-features age: expected a JSON number, got the string 'nan'"),
     ({"age": [1]}, "--user-features age: a finite number, got [1]"),
     ({"age": 1e300}, "--user-features age: a finite number (float32 range), got 1e+300"),
     # the values as typed (JSON), not as Python writes them (['1'], {'a': 1}); true/false is 1/0, as the table reads it

@@ -99,7 +99,7 @@ def test_a_new_user_without_features_reads_as_a_training_user_without_a_table_ro
 
 @pytest.mark.parametrize("body, message", [
     ({"user_features": {"agee": 30}}, "user_features.agee: not a user feature of this run"),
-    ({"user_features": {"age": "old"}}, "user_features.age: a finite number"),
+    ({"user_features": {"age": "old"}}, "user_features.age: expected a JSON number, got the string 'old'"),
     ({"user_features": {"gender": ["F"]}}, "user_features.gender: one value"),
     ({"user_features": {"tags": {"a": 1}}}, "user_features.tags: a list of values"),
 ])
@@ -373,8 +373,25 @@ def test_numpy_values_from_a_user_table_row_are_read_as_python_values(feature_se
     assert tt.recommend(run, history=history, user_features={"age": np.bool_(True)}, k=5) == \
         tt.recommend(run, history=history, user_features={"age": True}, k=5) == \
         tt.recommend(run, history=history, user_features={"age": 1}, k=5)
-    with pytest.raises(DataError, match=r"user_features.age: a finite number, got "):
+    with pytest.raises(DataError, match=r"user_features.age: expected a JSON number, got the string "):
         tt.recommend(run, history=history, user_features={"age": "1"}, k=5)
+
+
+def test_a_number_sent_as_a_string_is_said_to_be_a_string(client, feature_service):
+    """{"age": "25"} was refused as "user_features.age: a finite number, got '25'", which reads as if 25 were no
+    finite number; every surface now says it was a string and how to write it. Strings stay refused."""
+    import twotower as tt
+    from twotower.errors import DataError
+
+    service, _ = feature_service
+    said = """user_features.age: expected a JSON number, got the string '25' (write {"age": 25})"""
+    history = _history(service, "u3")
+    with pytest.raises(DataError) as e:
+        tt.recommend(service.run, history=history, user_features={"age": "25"}, k=5)
+    assert str(e.value) == said
+    for route, extra in (("/recommend", {}), ("/explain", {"item_id": service.run.item_vocab.ids[0]})):
+        r = client.post(route, json={"history": history, "user_features": {"age": "25"}, **extra})
+        assert r.status_code == 422 and r.json()["error"]["message"] == said, r.text
 
 
 @pytest.mark.parametrize("features", [{"gender": ""}, {"gender": "  "}, {"tags": []}, {"tags": ["", " "]},
@@ -394,7 +411,8 @@ def test_blank_features_alone_are_refused_like_no_features(client, feature_servi
     r = client.post("/recommend", json={"history": [], "user_features": features})
     assert r.status_code == 422 and refusal in r.json()["error"]["message"], r.text
     r = client.post("/recommend", json={"history": [], "user_features": {"gender": "", "age": ""}})
-    assert r.status_code == 422 and "user_features.age: a finite number, got ''" in r.json()["error"]["message"]
+    assert r.status_code == 422 and "user_features.age: expected a JSON number, got the string ''" in \
+        r.json()["error"]["message"]
     r = client.post("/recommend", json={"history": [], "user_features": {"gender": "F"}, "k": 3})
     assert r.status_code == 200 and len(r.json()["items"]) == 3, r.text
 

@@ -231,8 +231,8 @@ def say_flag_note(note: str, field: str, flag: str) -> None:
 @contextlib.contextmanager
 def user_features_named() -> Iterator[None]:
     """A bad ``--user-features`` column or value named by the flag, as ``--filter genres: ...`` names a filter:
-    ``--user-features age: a finite number, got 'x'`` where HTTP and Python say ``user_features.age: ...`` (the
-    command line printed those words, naming a field no flag has)."""
+    ``--user-features age: expected a JSON number, got the string 'x'`` where HTTP and Python say
+    ``user_features.age: ...`` (the command line printed those words, naming a field no flag has)."""
     try:
         yield
     except (ConfigError, DataError) as e:

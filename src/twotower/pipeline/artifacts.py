@@ -47,7 +47,7 @@ import torch
 
 from twotower.config import (DATA_FILE_SETTINGS, TRANSFORMER_ONLY, LossConfig, RunConfig, TowerConfig, TrainConfig,
                               config_from_dict, config_to_dict)
-from twotower.data.features import FeatureEncoder, shown_value
+from twotower.data.features import SHOWN_CHARS, FeatureEncoder, shown_value
 from twotower.data.readers import CANONICAL_COLUMNS
 from twotower.data.vocab import Vocabulary
 from twotower.errors import ConfigError, DataError, IntegrityError, NotFoundError
@@ -760,6 +760,23 @@ def _not_a_user_feature(col: str, columns: Sequence[str]) -> DataError:
     return DataError(f"user_features.{col}: not a user feature of this run; its user tower reads {', '.join(columns)}")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _string_for_number(col: str, value: str) -> str:
+    """The refusal of a string for a numeric column, with the number to write where the string spells one: "a
+    finite number, got '25'" read as if 25 were none. The body is typed, so a string stays refused."""
+    text = value.strip()
+    try:  # NaN and Infinity are no JSON numbers, though Python's json reads them
+        spelled = json.loads(text, parse_constant=_no_constant) if len(text) <= SHOWN_CHARS else None
+    except ValueError:
+        spelled = None
+    write = (f" (write {{{json.dumps(col)}: {text}}})"
+             if isinstance(spelled, (int, float)) and not isinstance(spelled, bool) else "")
+    return f"user_features.{col}: expected a JSON number, got the string {shown_value(value)}{write}"
+
+
 def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separator: str) -> Any:
     """One raw user-feature value checked for its column kind (None: missing)."""
     if value is None:
@@ -774,6 +791,8 @@ def _feature_value(col: str, value: Any, *, numeric: bool, multi: bool, separato
     if numeric:
         if isinstance(value, bool):  # 1 and 0, as the user table's reader reads a column of true/false
             return float(value)
+        if isinstance(value, str):
+            raise DataError(_string_for_number(col, value))
         if not isinstance(value, (int, float)):
             raise DataError(f"user_features.{col}: a finite number, got {shown_value(value)}")
         # float() first: np.isfinite raised TypeError (an HTTP 500) on an int beyond uint64 such as 10**20,
