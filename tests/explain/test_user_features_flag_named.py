@@ -87,3 +87,31 @@ def test_feature_columns_a_tower_is_told_not_to_read_are_said_to_have_no_effect(
     assert main(["recommend", "--run", str(out), "--threads", "1", "--history", "i1", "--user-features",
                  '{"age": 30}']) == 2
     assert "it was trained with model.user.use_features=false" in capsys.readouterr().err
+
+
+def test_a_missing_feature_encoder_is_named_not_blamed_on_training(feature_run, tmp_path, capsys) -> None:
+    """Loaded with --no-verify without its features/users.json, a run trained with user features refused a new
+    user's features as "this run's user tower reads no user features (it was trained without user feature
+    columns ...)": the file is what is wrong."""
+    import os
+    import shutil
+
+    from twotower.errors import DataError
+    from twotower.explain import explain_by_id
+    from twotower.pipeline.artifacts import TrainedRun
+
+    out = tmp_path / "run"
+    shutil.copytree(feature_run.dir, out)
+    (out / "features" / "users.json").unlink()
+    said = f"{out / 'features' / 'users.json'}: missing (the artefact is incomplete)"
+    with pytest.raises(DataError, match="^user_features: ") as e:
+        explain_by_id(TrainedRun.load(out, verify=False), history=["i1"], item_id="i0", user_features={"age": 30})
+    assert said in str(e.value) and "trained without" not in str(e.value)
+    capsys.readouterr()
+    try:
+        assert main(["recommend", "--run", str(out), "--no-verify", "--history", "i1", "--user-features",
+                     '{"age": 30}']) == 2
+    finally:
+        os.environ.pop("TWOTOWER_NO_VERIFY", None)  # main sets it for the process
+    err = capsys.readouterr().err
+    assert f"error: --user-features: {said}" in err and "trained without" not in err

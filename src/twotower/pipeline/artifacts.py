@@ -1227,6 +1227,12 @@ class TrainedRun:
         the wrong kind, is a DataError naming ``user_features.<column>``.
         """
         columns = self.user_feature_columns
+        if self.user_encoder is None and self.model.user_tower.features.out_dim:
+            # the tower reads features, but the file that encodes them is gone (a run loaded with --no-verify):
+            # "trained without user feature columns" blamed training for it
+            raise DataError(f"user_features: {self.dir / 'features' / 'users.json'}: missing (the artefact is "
+                            "incomplete), so a new user's features cannot be encoded as training encoded them; "
+                            "restore the file or retrain the run")
         if not columns:
             raise DataError(f"user_features: this run's user tower reads no user features ({self._why_no_features()}); "
                             "send the history only")
