@@ -119,3 +119,36 @@ def test_a_file_or_dataset_to_split_given_on_resume_names_the_whole_split_afresh
         assert (data.train, data.valid, data.test, getattr(data, flag)) == (None, None, None, value)
     data = resume_config(run, [f"data.train={dataset['train']}", f"data.items={dataset['items']}"]).data
     assert (data.valid, data.items, data.path, data.dataset) == (str(dataset["valid"]), str(dataset["items"]), None, None)
+
+
+def test_a_resume_with_another_select_metric_says_so_and_compares_like_with_like(run, caplog, capsys) -> None:
+    """eval.select_metric=Recall@20 on resume: the change was not among the settings said to apply, the resume line
+    named the run's NDCG@10 "best Recall@20", and the resumed epochs were compared with that NDCG@10."""
+    caplog.set_level("INFO", logger="twotower")
+    assert main(["train", "--out", str(run), "--resume", "--epochs", "2", "eval.select_metric=Recall@20",
+                 "--no-eval"]) == 0
+    said = [r.getMessage() for r in caplog.records if "differ from the run's and apply" in r.getMessage()]
+    assert said and "eval.select_metric: 'NDCG@10' in the run, 'Recall@20' now" in said[0]
+    first = json.loads((run / "log.jsonl").read_text().splitlines()[0])
+    assert f"resumed from epoch 1 (best NDCG@10={first['valid_NDCG@10']:.4f} at epoch 1)" in caplog.text
+    assert [m for r in caplog.records if (m := r.getMessage()).startswith("resume: validation measures otherwise")]
+    state = json.loads((run / "checkpoint" / "state.json").read_text())
+    # the best is a Recall@20 of either epoch, as the summary names it
+    rows = {row["epoch"]: row["valid_Recall@20"] for row in state["history"]}
+    assert state["best"] == pytest.approx(rows[state["best_epoch"]]) and state["best"] == pytest.approx(max(rows.values()))
+    assert f"trained: best valid Recall@20 {state['best']:.4f} at epoch {state['best_epoch']}" in capsys.readouterr().out
+
+
+def test_a_checkpoint_saved_before_it_recorded_its_measure_reads_the_runs_config(run, caplog) -> None:
+    """Checkpoints written before state.json kept "best_measure": the run's config.json says what measured the best."""
+    from twotower.training.checkpoint import _state_digest
+
+    path = run / "checkpoint" / "state.json"
+    state = json.loads(path.read_text())
+    del state["best_measure"], state["state_sha256"]
+    path.write_text(json.dumps({**state, "state_sha256": _state_digest(state)}))
+    caplog.set_level("INFO", logger="twotower")
+    assert main(["-q", "train", "--out", str(run), "--resume", "--epochs", "2", "eval.select_metric=Recall@20",
+                 "--no-eval"]) == 0
+    assert "resumed from epoch 1 (best NDCG@10=" in caplog.text
+    assert "eval.select_metric: 'NDCG@10' in the run, 'Recall@20' now); its weights scored again" in caplog.text

@@ -34,3 +34,52 @@ def test_a_cut_off_outside_eval_ks_is_computed_and_selects_the_epoch():
     assert all("valid_Recall@7" in row for row in res.history)
     best = max(res.history, key=lambda row: row["valid_Recall@7"])
     assert res.best_metric == best["valid_Recall@7"]  # not minus the loss
+
+
+def _checkpointing(out, select_metric: str, epochs: int = 1) -> Trainer:
+    rng, users, seqs, model = tiny_mean_model()
+    valid = sp.csr_matrix((np.ones(8, np.float32), (np.arange(8), rng.integers(0, 30, size=8))), shape=(8, 30))
+    train = sp.csr_matrix((np.ones(users.size, np.float32), (users, seqs.items)), shape=(8, 30))
+    train.data[:] = 1.0
+    return Trainer(model, seqs, loss=LossConfig(), train=TrainConfig(epochs=epochs, batch_size=8, progress=False,
+                   patience=10), eval=EvalConfig(baselines=(), select_metric=select_metric),
+                   valid_relevant=valid, train_matrix=train, out_dir=out)
+
+
+def _fitted(out, select_metric: str, epochs: int, resume: bool = False):
+    trainer = _checkpointing(out, select_metric, epochs)
+    return trainer, trainer.fit(resume=resume)
+
+
+def _score(weights, select_metric: str) -> float:
+    """``weights`` (a model.safetensors) scored on the validation data as a fit selecting on ``select_metric``."""
+    from twotower.training.checkpoint import load_weights
+
+    trainer = _checkpointing(None, select_metric)
+    load_weights(weights, trainer.model)
+    return trainer.validate()[select_metric]
+
+
+def test_a_resume_with_another_select_metric_scores_the_best_epoch_again(tmp_path, caplog):
+    """The checkpoint's best was NDCG@10 (above 0.1); Precision@10 of one relevant item is at most 0.1, so no
+    resumed epoch could beat it: the run kept the old weights, reporting "best valid Precision@10" of an NDCG@10."""
+    import json
+    import logging
+    import shutil
+
+    out = tmp_path / "run"
+    _, first = _fitted(out, "NDCG@10", 2)
+    assert first.best_metric > 0.1  # above any Precision@10 here
+    shutil.copy(out / "model.safetensors", tmp_path / "best.safetensors")
+    kept = _score(tmp_path / "best.safetensors", "Precision@10")  # the old best epoch under the new measure
+    with caplog.at_level(logging.INFO, logger="twotower.training"):
+        _, res = _fitted(out, "Precision@10", 4, resume=True)
+    scored = {first.best_epoch: kept, **{r["epoch"]: r["valid_Precision@10"] for r in res.history if r["epoch"] > 2}}
+    best = max(scored, key=lambda e: (scored[e], -e))
+    assert (res.best_epoch, res.best_metric) == (best, pytest.approx(scored[best]))
+    # the checkpoint's best named by what measured it, and the new figure said
+    assert f"resumed from epoch 2 (best NDCG@10={first.best_metric:.4f} at epoch {first.best_epoch})" in caplog.text
+    assert "eval.select_metric: 'NDCG@10' in the run, 'Precision@10' now" in caplog.text
+    assert f"valid Precision@10 {kept:.4f} (NDCG@10 {first.best_metric:.4f} as the run measured it)" in caplog.text
+    state = json.loads((out / "checkpoint" / "state.json").read_text())
+    assert state["best"] == pytest.approx(res.best_metric) and state["best_measure"]["metric"] == "Precision@10"

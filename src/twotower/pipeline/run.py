@@ -623,8 +623,9 @@ def check_resume_matches(out: Path, config: RunConfig, prep: Prepared, model: An
                               f"{' '.join(back)} to resume with the run's settings, or train into another folder "
                               "without --resume")
         # training settings may change (that is what resuming with new flags is for), but silently they read as
-        # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding)
-        changed = [d for part in ("train", "loss")
+        # the run's own: the resumed epochs then train with settings nobody sees (a walkthrough finding); so do the
+        # evaluation's (eval.select_metric chooses the epochs from here on, eval.ks the closing table)
+        changed = [d for part in ("train", "loss", "eval")
                    for d in _config_differences(old.get(part) if isinstance(old, dict) else None, now[part], part)]
         model_old = old.get("model") if isinstance(old, dict) and isinstance(old.get("model"), dict) else {}
         changed += _config_differences(model_old.get("item_item"), now["model"]["item_item"], "model.item_item")

@@ -20,6 +20,7 @@ from twotower.training.checkpoint import (load_checkpoint, load_weights, optimiz
                                          take_back_resume_best)
 from twotower.training.epoch_line import format_seconds
 from twotower.training.loop import EarlyStopping
+from twotower.training.measure import TRAIN_LOSS, checkpoint_measure, validation_measure
 from twotower.training.rank_checks import checkpoint_digest
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text, signals_deferred
@@ -108,7 +109,8 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
     tr.loop.global_step = int(state.get("global_step", optimizer_steps(tr.optimizers)))
     # what the ranks compare before training (rank_checks.check_resumed): a node's stale copy of the checkpoint
     tr.resumed_from = {"path": str(ckpt), "epoch": int(state["epoch"]), "step": tr.loop.global_step,
-                       "digest": checkpoint_digest(state.get("files", {}))}
+                       "digest": checkpoint_digest(state.get("files", {})),
+                       "best_measure": checkpoint_measure(state, tr.out_dir)}  # read before config.json is rewritten
     if tr.out_dir is not None and tdist.is_main() and state.get("best_epoch") == state["epoch"]:
         # this epoch was the best: its weights are the run's, and a kill right after the checkpoint may have kept
         # them from model.safetensors (written next), which would then hold an earlier epoch's
@@ -119,12 +121,15 @@ def resume_state(tr: "Trainer", stopper: EarlyStopping) -> int:
     if tdist.is_main():
         # as the summary line says it: without validation data the stopper holds the negated training loss (it read
         # "best NDCG@10=-6.0215"), and before the first validated epoch (train.eval_every) nothing ("=-inf at epoch 0")
+        # named by the checkpoint's measure, not this command's: eval.select_metric=Precision@10 on resume read the
+        # run's NDCG@10 as "best Precision@10=0.1764" (rescore_resumed_best then scores it again, and says so)
+        measure = tr.resumed_from["best_measure"] or validation_measure(tr)
         if stopper.best_epoch == 0:
             best = "no epoch validated yet"
-        elif tr.valid_relevant is None:
+        elif measure["metric"] == TRAIN_LOSS:
             best = f"best train loss {-stopper.best:.4f} at epoch {stopper.best_epoch}"
         else:
-            best = f"best {tr.eval_cfg.select_metric}={stopper.best:.4f} at epoch {stopper.best_epoch}"
+            best = f"best {measure['metric']}={stopper.best:.4f} at epoch {stopper.best_epoch}"
         log.info("resumed from epoch %d (%s)", state["epoch"], best)
     return int(state["epoch"])
 
@@ -235,7 +240,8 @@ def save_epoch(tr: "Trainer", epoch: int, stopper: EarlyStopping, new_best: bool
     with signals_deferred():
         atomic_write_text(tr.out_dir / "log.jsonl", text)
         if tr.cfg.checkpoint:
-            state = {"epoch": epoch, **stopper.state(), "history": tr.history, "global_step": tr.loop.global_step}
+            state = {"epoch": epoch, **stopper.state(), "best_measure": validation_measure(tr), "history": tr.history,
+                     "global_step": tr.loop.global_step}
             extra = {"average.safetensors": tr.average.state_dict()} if tr.average is not None else None
             save_checkpoint(tr.out_dir / "checkpoint", tr.model, tr.optimizers, state, tr.rng, extra)
         if new_best:  # after the checkpoint naming it the best: a kill in between is repaired by resume_state

@@ -55,6 +55,7 @@ from twotower.training.epoch import train_epoch
 from twotower.training.epoch_line import log_epoch
 from twotower.training.examples import build_examples, make_histories
 from twotower.training.loop import EarlyStopping, TrainLoop, decay_groups, sparse_parameters
+from twotower.training.measure import rescore_resumed_best
 from twotower.training.rank_checks import check_ranks, check_resumed
 from twotower.training.result import TrainResult
 from twotower.training.schedule import epoch_lr_factor
@@ -151,7 +152,7 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self._horizon: int | None = None  # the schedule's end epoch last logged (hooks.schedule_horizon)
         self._restored: tuple[int, EarlyStopping] | None = None  # (last finished epoch, stopper) once restore() ran
-        #: the checkpoint restore() read: path, epoch, global step and files' digest (rank_checks.check_resumed)
+        #: the checkpoint restore() read: path, epoch, global step, files' digest (rank_checks.py), best_measure (measure.py)
         self.resumed_from: dict[str, Any] | None = None
         if tdist.is_main():
             log_start(self, B)  # training/start_line.py
@@ -242,6 +243,8 @@ class Trainer:
             if self.world > 1:  # every rank from the same checkpoint (a node's stale copy), or every rank afresh
                 check_resumed(self, done, self.resumed_from if resume else None)
                 start_ranks(self, start_epoch)
+            if resume:  # a best of another measure (eval.select_metric) is scored again
+                rescore_resumed_best(self, stopper)
             main, metric = tdist.is_main(), self.eval_cfg.select_metric
             t0 = time.perf_counter()
             epochs_run = start_epoch - 1
