@@ -20,7 +20,7 @@ from twotower.training.checkpoint import (load_checkpoint, load_weights, optimiz
                                          take_back_resume_best)
 from twotower.training.epoch_line import format_seconds
 from twotower.training.loop import EarlyStopping
-from twotower.training.measure import TRAIN_LOSS, checkpoint_measure, validation_measure
+from twotower.training.measure import TRAIN_LOSS, checkpoint_measure, drawn_users, validation_measure
 from twotower.training.rank_checks import checkpoint_digest
 from twotower.training.schedule import budget_horizon
 from twotower.utils.atomic import atomic_write_text, signals_deferred
@@ -73,9 +73,8 @@ def validation_users(valid: sp.csr_matrix | None, max_users: int | None, seed: i
                         "train.eval_every to validate less often", users.size, valid.shape[1],
                         users.size * valid.shape[1])
         return valid
-    # a generator of its own: the training's random streams stay those of an uncapped run
     keep = np.zeros(valid.shape[0], dtype=bool)
-    keep[np.random.default_rng([seed, 3]).choice(users, max_users, replace=False)] = True
+    keep[drawn_users(valid, max_users, seed)] = True
     log.info("validation: %d of the %d validation users, drawn once (train.valid_max_users)", max_users, users.size)
     counts = np.diff(valid.indptr) * keep  # [U] relevant items kept per user
     stored = np.repeat(keep, np.diff(valid.indptr))  # [nnz] which stored entries stay

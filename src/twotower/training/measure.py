@@ -1,11 +1,12 @@
 """What a validation score measures, so that a resumed fit compares its epochs with a best of the same measure.
 
-The checkpoint's best value was measured with the run's ``eval.select_metric``, or is the negated training loss of
-a run without validation data. A resume that changed it compared its epochs with a figure of another measure,
-without a word: ``eval.select_metric=Precision@10`` read the run's NDCG@10 0.1764 as "best Precision@10" (0.13
-epochs could never beat it, and the run kept the old weights; ``Recall@20`` made every epoch a "new best"). The
-checkpoint's state.json records the measure of its best (``best_measure``); a resume under another one scores the
-best epoch's weights again (:func:`rescore_resumed_best`).
+The checkpoint's best value was measured with the run's ``eval.select_metric`` over the run's validation users
+(``train.valid_max_users`` of them, drawn with ``train.seed``), or is the negated training loss of a run without
+validation data. A resume that changed either compared its epochs with a figure of another measure, without a
+word: ``eval.select_metric=Precision@10`` read the run's NDCG@10 0.1764 as "best Precision@10" (0.13 epochs could
+never beat it, and the run kept the old weights), and ``train.valid_max_users=50`` compared 50 users' scores with
+all 943 users' best. The checkpoint's state.json records the measure of its best (``best_measure``); a resume
+under another one scores the best epoch's weights again (:func:`rescore_resumed_best`).
 """
 from __future__ import annotations
 
@@ -14,16 +15,20 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from twotower import distributed as tdist
-from twotower.config import EvalConfig
+from twotower.config import EvalConfig, TrainConfig
 from twotower.errors import ConfigError
+from twotower.utils.wording import plural
 
 if TYPE_CHECKING:
     from twotower.training.loop import EarlyStopping
     from twotower.training.trainer import Trainer
 
-__all__ = ["TRAIN_LOSS", "validation_measure", "checkpoint_measure", "best_label", "measure_changes",
-           "rescore_resumed_best"]
+__all__ = ["TRAIN_LOSS", "drawn_users", "validation_measure", "checkpoint_measure", "best_label",
+           "measure_changes", "rescore_resumed_best"]
 
 log = logging.getLogger("twotower.training.trainer")
 
@@ -31,11 +36,21 @@ log = logging.getLogger("twotower.training.trainer")
 TRAIN_LOSS = "train loss"
 
 
+def drawn_users(valid: sp.csr_matrix, max_users: int | None, seed: int) -> np.ndarray:
+    """The validation users (rows with a relevant item, ascending) that ``train.valid_max_users`` keeps: all of
+    them, or ``max_users`` drawn once with ``seed`` (a generator of its own: the training's random streams stay
+    those of an uncapped run)."""
+    users = np.flatnonzero(np.diff(valid.indptr) > 0)  # [V]
+    if max_users is None or users.size <= max_users:
+        return users
+    return np.sort(np.random.default_rng([seed, 3]).choice(users, max_users, replace=False))
+
+
 def validation_measure(tr: "Trainer") -> dict[str, Any]:
     """How this fit's validation scores are measured, as the checkpoint records it (state.json ``best_measure``)."""
     if tr.valid_relevant is None:
         return {"metric": TRAIN_LOSS}
-    return {"metric": tr.eval_cfg.select_metric}
+    return {"metric": tr.eval_cfg.select_metric, "valid_max_users": tr.cfg.valid_max_users, "seed": tr.cfg.seed}
 
 
 def checkpoint_measure(state: dict[str, Any], out_dir: Path | None) -> dict[str, Any] | None:
@@ -53,8 +68,10 @@ def checkpoint_measure(state: dict[str, Any], out_dir: Path | None) -> dict[str,
         return None
     if not any(k.startswith("valid_") for row in state.get("history", []) for k in row):
         return {"metric": TRAIN_LOSS}
-    ev = saved.get("eval") or {}
-    return {"metric": ev.get("select_metric", EvalConfig.select_metric)}
+    ev, train = saved.get("eval") or {}, saved.get("train") or {}
+    return {"metric": ev.get("select_metric", EvalConfig.select_metric),
+            "valid_max_users": train.get("valid_max_users", TrainConfig.valid_max_users),
+            "seed": train.get("seed", TrainConfig.seed)}
 
 
 def best_label(measure: dict[str, Any], best: float) -> str:
@@ -62,6 +79,11 @@ def best_label(measure: dict[str, Any], best: float) -> str:
     if measure["metric"] == TRAIN_LOSS:
         return f"{TRAIN_LOSS} {-best:.4f}"
     return f"{measure['metric']} {best:.4f}"
+
+
+def _users_said(users: np.ndarray, valid: sp.csr_matrix) -> str:
+    total = int((np.diff(valid.indptr) > 0).sum())
+    return f"all {plural(total, 'validation user')}" if users.size == total else f"{users.size:,} of the {total:,}"
 
 
 def measure_changes(tr: "Trainer", then: dict[str, Any] | None) -> list[str]:
@@ -75,6 +97,12 @@ def measure_changes(tr: "Trainer", then: dict[str, Any] | None) -> list[str]:
     said = []
     if then["metric"] != now["metric"]:
         said.append(f"eval.select_metric: {then['metric']!r} in the run, {now['metric']!r} now")
+    before = drawn_users(tr.valid_given, then.get("valid_max_users"), then.get("seed", now["seed"]))
+    users = np.flatnonzero(np.diff(tr.valid_relevant.indptr) > 0)
+    if not np.array_equal(before, users):
+        keys = [f"train.{k}" for k in ("valid_max_users", "seed") if then.get(k, now[k]) != now[k]]
+        said.append(f"{', '.join(keys) or 'validation users'}: {_users_said(before, tr.valid_given)} in the run, "
+                    f"{_users_said(users, tr.valid_given)} now")
     return said
 
 

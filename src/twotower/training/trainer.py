@@ -87,6 +87,7 @@ class Trainer:
             raise ConfigError(f"eval.select_metric: {e}") from None
         from twotower.training.hooks import validation_users  # lazily, as the other hooks
 
+        self.valid_given = valid_relevant  # every validation user: a resumed run's sample is told from it (measure.py)
         self.valid_relevant = validation_users(valid_relevant, train.valid_max_users, train.seed)
         self.train_matrix = train_matrix
         self.out_dir = Path(out_dir) if out_dir is not None else None
@@ -243,7 +244,7 @@ class Trainer:
             if self.world > 1:  # every rank from the same checkpoint (a node's stale copy), or every rank afresh
                 check_resumed(self, done, self.resumed_from if resume else None)
                 start_ranks(self, start_epoch)
-            if resume:  # a best of another measure (eval.select_metric) is scored again
+            if resume:  # a best of another measure (eval.select_metric, train.valid_max_users) is scored again
                 rescore_resumed_best(self, stopper)
             main, metric = tdist.is_main(), self.eval_cfg.select_metric
             t0 = time.perf_counter()
