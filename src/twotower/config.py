@@ -474,6 +474,9 @@ class ItemItemConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
+    """The two towers (``user``, ``item``: a TowerConfig each) and what joins them: the item ID table a
+    sequence user tower shares, and the closed-form item-item term added to both after training."""
+
     # the recent items (decay 0.9) and the whole window's mean, pooled side by side: valid NDCG@10 +3.6% over
     # the recency pool alone on MovieLens-100K, every one of three seeds ahead (docs/benchmarks.md)
     user: TowerConfig = field(default_factory=lambda: TowerConfig(use_id=False, history="recency", extra_pools=(1.0,)))
@@ -517,6 +520,9 @@ MAX_NEGATIVES = 10_000_000
 
 @dataclass(frozen=True, kw_only=True)
 class LossConfig:
+    """The training objective (``loss.*``): which loss, its temperature and corrections (logQ, accidental-hit
+    masking, negatives); the math of each is in its module under ``twotower.losses``."""
+
     kind: str = "inbatch"  #: inbatch (softmax over the batch's items) | sampled | full (whole catalogue) | bpr (pairwise)
     #: softmax temperature: scores are divided by it (smaller = sharper), in (0, 10,000]
     temperature: float = 0.02  # best of 0.02 / 0.05 / 0.1 on MovieLens-100K valid+test, two seeds (bench/movielens100k.py)
@@ -595,6 +601,9 @@ COLD_SIMILAR = ("semantic", "item")
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
+    """How the towers are fitted (``train.*``): epochs, batch, optimiser and schedule, examples, threads, seed,
+    validation and early stopping, checkpoints, progress."""
+
     epochs: int = 30  #: most passes over the training examples (early stopping may end sooner)
     batch_size: int = 512  #: examples a step (the global batch under torchrun); its items are the in-batch negatives
     lr: float = 2e-3  #: learning rate (> 0)
@@ -746,6 +755,9 @@ class TrainConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class EvalConfig:
+    """How runs are measured (``eval.*``): the cut-offs k, the baselines beside the model, the metric that picks
+    the best epoch, and the baselines' tuning."""
+
     ks: tuple[int, ...] = (10, 20, 50, 100)  #: cut-offs k of Recall@k, NDCG@k, ..., each 1..10,000
     #: baselines evaluated beside the model: popularity | ease | itemknn ([] = none)
     baselines: tuple[str, ...] = ("popularity", "ease", "itemknn")
@@ -814,6 +826,10 @@ class EvalConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
+    """A whole run's settings, one section each (``data``, ``model``, ``loss``, ``train``, ``eval``); what
+    load_config returns from a TOML/YAML file and ``key=value`` overrides, validated on construction,
+    and what a run folder's ``config.json`` holds."""
+
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     loss: LossConfig = field(default_factory=LossConfig)
