@@ -110,3 +110,32 @@ def test_a_segment_row_counts_its_own_pairs(setup, capsys):
     assert sum(r["held_out_pairs_excluded_as_seen"] for r in parts) == whole["held_out_pairs_excluded_as_seen"]
     for r in parts:  # the file's rows and ids are the file's
         assert r["held_out_rows_dropped"] == whole["held_out_rows_dropped"] == 3
+
+
+def test_a_segment_row_counts_its_own_users_without_input_history(setup, tmp_path, capsys):
+    """A segment row's `users_empty_input_history` is of its own users, as `--test` with a file of just its pairs
+    gives it (README: the segment's figures equal that): the `cold items` row said the whole file's count, more
+    users without a history than the row had users."""
+    run, held, paths = setup
+    held_out = pd.read_csv(held, dtype=str)
+    held_out = held_out[held_out["user_id"] != "nobody"]
+    held_out = held_out[held_out["item_id"] != "no-such-item"]
+    # the input history lacks the users of the first half of the held-out file: some cold, some warm only
+    lacking = set(held_out["user_id"].unique()[:len(held_out["user_id"].unique()) // 2])
+    train = pd.read_csv(paths["train"], dtype=str)
+    train[~train["user_id"].isin(lacking)].to_csv(tmp_path / "history.csv", index=False)
+    history = ["--history-from", str(tmp_path / "history.csv")]
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, *history, "--json",
+                 "--segments", "cold-items"]) == 0
+    rows = {r["segment"]: r for r in json.loads(capsys.readouterr().out) if r["model"] == "two-tower"}
+    cold = held_out["item_id"].isin(COLD)
+    for segment, pairs in (("cold items", held_out[cold]), ("warm items", held_out[~cold])):
+        pairs.to_csv(tmp_path / "pairs.csv", index=False)
+        assert main(["-q", "evaluate", "--run", str(run), "--test", str(tmp_path / "pairs.csv"), *EVAL, *history,
+                     "--json"]) == 0
+        alone = json.loads(capsys.readouterr().out)[0]
+        own = len(set(pairs["user_id"]) & lacking)
+        assert rows[segment]["users_held_out"] == alone["users_held_out"]
+        assert rows[segment]["users_empty_input_history"] == alone["users_empty_input_history"] == own
+    assert rows["all"]["users_empty_input_history"] == len(lacking)
+    assert rows["cold items"]["users_empty_input_history"] < len(lacking)

@@ -152,7 +152,8 @@ def evaluate_run(
     ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
     learnt it; only an item tower reading features or text can place it) and the others, ``"new-users"`` likewise by
     user. Each such row has ``segment`` (``"cold items"``, ``"warm items"``, ``"new users"``, ``"known users"``),
-    ``held_out_pairs`` and ``users_held_out`` (its distinct pairs and users), and the figures :func:`evaluate` gives
+    ``held_out_pairs`` and ``users_held_out`` (its distinct pairs and users; its pairs' and users' other counts are its
+    own too, its file's rows and ids the whole file's), and the figures :func:`evaluate` gives
     with those pairs alone held out (same ranked lists, same exclusions); the model's own row then has
     ``segment: "all"`` and ``held_out_pairs``. A segment whose pairs all fall on one side adds no rows, with a
     warning.
@@ -293,8 +294,10 @@ def evaluate_run(
                  pop: np.ndarray, *, what: str) -> dict[str, Any]:
         """The model's figures; its segment rows are kept in ``by_segment`` for the row that follows."""
         res, by_part = evaluate_segments(scorer, relevant, exclude, protocol, pop, parts, what=what)
+        # the segment's own users and pairs replace the whole file's counts of them that ``held_out`` holds
         by_segment[:] = [{"segment": name, **part_res, "held_out_pairs": int(parts[name].nnz), **held_out,
-                          "users_held_out": int((np.diff(parts[name].indptr) > 0).sum()), **never_hit(parts[name])}
+                          "users_held_out": int((np.diff(parts[name].indptr) > 0).sum()),
+                          **_empty_history_count(parts[name], histories), **never_hit(parts[name])}
                          for name, part_res in by_part.items()]
         segment = {"segment": "all"} if parts or segments else {}
         return {**res, **segment, "held_out_pairs": int(relevant.nnz), **counts}
@@ -435,13 +438,25 @@ def _never_hit(pairs: sp.csr_matrix, *, seen: sp.csr_matrix, histories: Any, exc
     return counts
 
 
+def _empty_input_users(relevant: sp.csr_matrix, histories: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of the evaluated users (a held-out pair each) and of those among them with no row of a known item
+    in the ``history_from`` files."""
+    users = np.flatnonzero(np.diff(relevant.indptr) > 0)
+    return users, users[histories.sequences.lengths()[users] == 0]
+
+
+def _empty_history_count(pairs: sp.csr_matrix, histories: Any) -> dict[str, int]:
+    """``users_empty_input_history`` of the users of ``pairs`` (none without input ``histories``): a segment row
+    gave the whole file's count, more users than the row had."""
+    return {} if histories is None else {"users_empty_input_history": int(len(_empty_input_users(pairs, histories)[1]))}
+
+
 def _empty_input_histories(run: TrainedRun, relevant: sp.csr_matrix, histories: Any) -> int:
     """How many evaluated users (a held-out pair each) have no row of a known item in the ``history_from`` files,
     warned about as `recommend --history-from` tells of them: every model ranks them from an empty input history,
     and the table's protocol line says each user's history came from the files (a file of other users, or one whose
     ids lost their leading zeros, gave a full table from empty histories without a word)."""
-    users = np.flatnonzero(np.diff(relevant.indptr) > 0)
-    empty = users[histories.sequences.lengths()[users] == 0]
+    users, empty = _empty_input_users(relevant, histories)
     if len(empty):
         log.warning("%s of %s evaluated users have no rows of known items in the history files %s (e.g. user %r): "
                     "each is ranked from an empty input history by every model", f"{len(empty):,}",
