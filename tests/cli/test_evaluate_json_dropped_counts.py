@@ -139,3 +139,37 @@ def test_a_segment_row_counts_its_own_users_without_input_history(setup, tmp_pat
         assert rows[segment]["users_empty_input_history"] == alone["users_empty_input_history"] == own
     assert rows["all"]["users_empty_input_history"] == len(lacking)
     assert rows["cold items"]["users_empty_input_history"] < len(lacking)
+
+
+def test_held_out_rows_are_the_files_rows_and_its_duplicates_are_counted(setup, tmp_path, capsys, caplog):
+    """`held_out_rows` is the file's rows read (README), its repeated rows included: a file of 140 rows, 40 of them
+    exact duplicates, said `held_out_rows: 100` and "dropped 1 of 100 rows", and only an INFO line (hidden by -q)
+    told of the 40. They are counted apart now, as `data split`'s report counts them, and the figures are those of
+    the file without them (a pair counts once)."""
+    run, held, _ = setup
+    rows = pd.read_csv(held)
+    conflicting = rows.iloc[[1]].assign(rating=rows["rating"].iloc[1] + 1)  # its user, item and time, another rating
+    repeated = pd.concat([rows, rows.iloc[:5], rows.iloc[[-1]], conflicting], ignore_index=True)
+    repeated.to_csv(tmp_path / "repeated.csv", index=False)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        assert main(["-q", "evaluate", "--run", str(run), "--test", str(tmp_path / "repeated.csv"), *EVAL,
+                     "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(held), *EVAL, "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    for r, p in zip(got, plain):
+        assert (r["held_out_rows"], r["held_out_duplicates_dropped"], r["held_out_conflicting_duplicates_dropped"],
+                r["held_out_rows_dropped"]) == (len(repeated), 6, 1, 3)
+        assert (p["held_out_duplicates_dropped"], p["held_out_conflicting_duplicates_dropped"]) == (0, 0)
+        assert {k: v for k, v in r.items() if "@" in k} == {k: v for k, v in p.items() if "@" in k}
+        assert r["held_out_pairs"] == p["held_out_pairs"] and r["users_held_out"] == p["users_held_out"]
+    said = re.search(r"dropped (\d+) of (\d+) rows: .*?; (\d+) other rows repeat an earlier row", caplog.text)
+    assert said, caplog.text
+    assert tuple(map(int, said.groups())) == (3, len(repeated), 7)
+    # --csv: the same counts as columns
+    assert main(["-q", "evaluate", "--run", str(run), "--test", str(tmp_path / "repeated.csv"), *EVAL, "--csv",
+                 "-"]) == 0
+    line = next(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert (int(line["held_out_rows"]), int(line["held_out_duplicates_dropped"]),
+            int(line["held_out_conflicting_duplicates_dropped"])) == (len(repeated), 6, 1)

@@ -48,6 +48,7 @@ def encode_interactions(
     *,
     name: str = "data",
     quiet: bool = False,
+    rows_read: int | None = None,
 ) -> tuple[EncodedInteractions, dict[str, Any]]:
     """Encode a canonical interactions frame with the given vocabularies.
 
@@ -56,7 +57,9 @@ def encode_interactions(
     ``unknown_users``/``unknown_items`` (distinct ids), ``unknown_user_rows``/
     ``unknown_item_rows`` and a few example ids) — never remapped. A drop is
     logged as a warning; ``quiet`` (a run's own split, reported when it was
-    trained) logs it at debug level.
+    trained) logs it at debug level. ``rows_read``: the rows of the file ``df`` was read from, when its reader
+    dropped repeated rows (``read_interactions``' report): the warning counts the file's rows and says how many
+    were repeats ("dropped 1 of 100 rows" was said of a file of 140, 40 of them duplicates).
     """
     for col in ("user_id", "item_id"):
         if col not in df.columns:
@@ -98,9 +101,13 @@ def encode_interactions(
         notes = {"user": user_vocab.zeros_note(unknown_u), "item": item_vocab.zeros_note(unknown_i)}
         what = [f"{plural(report[f'unknown_{k}s'], k)} outside the run's vocabularies, e.g. "
                 f"{report[f'unknown_{k}_examples']}{notes[k]}" for k in ("user", "item") if report[f"unknown_{k}s"]]
+        repeats = 0 if rows_read is None else rows_read - n
+        one = repeats == 1
+        besides = (f"; {plural(repeats, 'other row')} {'repeats' if one else 'repeat'} an earlier row (its user, item "
+                   f"and timestamp), dropped as {'a duplicate' if one else 'duplicates'}" if repeats else "")
         log.log(logging.DEBUG if quiet else logging.WARNING,
-                "%s: dropped %d of %d rows: %s (unknown ids: counted, not remapped)",
-                name, report["rows_dropped"], n, "; ".join(what))
+                "%s: dropped %d of %d rows: %s (unknown ids: counted, not remapped)%s",
+                name, report["rows_dropped"], n + repeats, "; ".join(what), besides)
     enc = EncodedInteractions(
         users=users[keep].astype(np.int64),
         items=items[keep].astype(np.int64),

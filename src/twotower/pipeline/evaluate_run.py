@@ -48,11 +48,27 @@ def run_matrices(run: TrainedRun) -> RunMatrices:
             continue
         df = read_interactions(path)
         enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=name, quiet=True)  # told at training
-        report[name] = {**r, "users_in": int(df["user_id"].nunique())}
+        report[name] = _file_report(df, r)
         mats[name] = to_csr(enc)
     if mats["train"] is None:
         raise FileNotFoundError(f"{run.dir / 'data' / 'train.csv'} missing")
     return RunMatrices(mats["train"], mats["valid"], mats["test"], report)  # type: ignore[arg-type]
+
+
+def _rows_read(df: pd.DataFrame) -> int:
+    """The rows of the file ``df`` was read from, its repeats (which ``read_interactions`` drops) included."""
+    return int(df.attrs.get("report", {}).get("rows_read", len(df)))  # a frame it did not give: its own rows
+
+
+def _file_report(df: pd.DataFrame, encoded: dict[str, Any]) -> dict[str, Any]:
+    """``encoded`` (:func:`encode_interactions`' report on ``df``) with what the reader of ``df``'s file counted:
+    ``rows_read`` (the file's rows) and the repeated rows it dropped before ``df`` (``duplicates_dropped``,
+    ``conflicting_duplicates_dropped``): ``held_out_rows`` counted the rows left after them, as if the file had no
+    repeats (140 rows, 40 of them duplicates, read as 100)."""
+    read = df.attrs.get("report", {})
+    return {**encoded, "users_in": int(df["user_id"].nunique()), "rows_read": _rows_read(df),
+            "duplicates_dropped": int(read.get("duplicates_dropped", 0)),
+            "conflicting_duplicates_dropped": int(read.get("conflicting_duplicates_dropped", 0))}
 
 
 class RunScorer:
@@ -144,10 +160,12 @@ def evaluate_run(
     for every model without masking the users' train (+ valid, + input history) items, so a held-out repeat (a
     re-purchase) can be hit; the standard protocol (True) masks them and such a pair is never hit. Every row says
     which in its ``exclude_seen`` field, and the split its figures are on (``"test"`` or ``"valid"``) in ``split``
-    (with ``test_file``, the file too, in ``test_file``), and the counts its warnings give: ``held_out_rows``,
-    ``held_out_rows_dropped`` (naming a user or item outside the vocabularies), ``held_out_unknown_users`` /
-    ``held_out_unknown_items``, ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit) and, with
-    ``history_from``, ``held_out_pairs_in_input_history``.
+    (with ``test_file``, the file too, in ``test_file``), and the counts its warnings give: ``held_out_rows`` (the
+    file's rows), ``held_out_rows_dropped`` (naming a user or item outside the vocabularies),
+    ``held_out_unknown_users`` / ``held_out_unknown_items``, ``held_out_duplicates_dropped`` /
+    ``held_out_conflicting_duplicates_dropped`` (repeating an earlier row's user, item and timestamp: read once),
+    ``held_out_pairs``, ``held_out_pairs_excluded_as_seen`` (never hit) and, with ``history_from``,
+    ``held_out_pairs_in_input_history``.
     ``segments`` (names of :data:`SEGMENTS`) adds, after each model's row, a row per part of the held-out pairs:
     ``"cold-items"`` those whose item has no row in the run's training data (``data/train.csv``: no ID-table model
     learnt it; only an item tower reading features or text can place it) and the others, ``"new-users"`` likewise by
@@ -212,9 +230,10 @@ def evaluate_run(
         if split != "test":
             raise ConfigError("a test file replaces the test split: use it with split='test' (--split test)")
         df = read_run_interactions(run, test_file)
-        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=str(test_file))
+        enc, r = encode_interactions(df, run.user_vocab, run.item_vocab, name=str(test_file),
+                                     rows_read=_rows_read(df))
         m.test = to_csr(enc)
-        m.report["test"] = {**r, "users_in": int(df["user_id"].nunique())}
+        m.report["test"] = _file_report(df, r)
     relevant = m.test if split == "test" else m.valid
     if relevant is None:
         hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
@@ -222,7 +241,7 @@ def evaluate_run(
         raise FileNotFoundError(f"run {run.dir} has no {split} split ({run.dir / 'data' / f'{split}.csv'}): {hint}")
     if relevant.nnz == 0:  # every model then scored 0 users: a table and metrics.json of NaN
         source = test_file if test_file is not None else run.dir / "data" / f"{split}.csv"
-        raise DataError(f"none of its {plural(m.report[split]['rows_in'], 'row')} "
+        raise DataError(f"none of its {plural(m.report[split]['rows_read'], 'row')} "
                         f"({plural(m.report[split]['users_in'], 'user')}) names a "
                         f"user and an item the run was trained on, so there is nothing to score; the run's ids are in "
                         f"{run.dir / 'vocab'}", file=str(source))
@@ -231,7 +250,7 @@ def evaluate_run(
         # told when the run was trained, but not by this table: its figures leave those held-out pairs out
         log.warning("%d of %d %s rows %s a user or item unknown to the run (%s, %s outside its vocabularies): "
                     "those pairs are left out of every figure, not counted as misses", rep["rows_dropped"],
-                    rep["rows_in"], split, "names" if rep["rows_dropped"] == 1 else "name",
+                    rep["rows_read"], split, "names" if rep["rows_dropped"] == 1 else "name",
                     plural(rep["unknown_users"], "user"), plural(rep["unknown_items"], "item"))
     exclude = m.train
     if split == "test" and m.valid is not None:
@@ -280,9 +299,11 @@ def evaluate_run(
     # what the warnings above say of the held-out file, in every row: `--json` and `--csv` gave figures over fewer
     # pairs than the file held without saying how many were left out, or why (the rows of unknown ids, the pairs
     # that are never hit); the pair counts are each row's own (a segment's of its pairs)
-    held_out.update(held_out_rows=int(rep["rows_in"]), held_out_rows_dropped=int(rep["rows_dropped"]),
+    held_out.update(held_out_rows=rep["rows_read"], held_out_rows_dropped=int(rep["rows_dropped"]),
                     held_out_unknown_users=int(rep["unknown_users"]),
-                    held_out_unknown_items=int(rep["unknown_items"]))
+                    held_out_unknown_items=int(rep["unknown_items"]),
+                    held_out_duplicates_dropped=rep["duplicates_dropped"],
+                    held_out_conflicting_duplicates_dropped=rep["conflicting_duplicates_dropped"])
     if isinstance(test_file, (str, os.PathLike)):  # rows said `split: test` without which file was scored
         held_out["test_file"] = os.path.abspath(test_file)
     if histories is not None:
