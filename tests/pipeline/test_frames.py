@@ -128,3 +128,71 @@ def test_a_config_that_is_not_a_run_config_is_named_with_the_way_to_one(config, 
     assert not (tmp_path / "run").exists()
     with pytest.raises(ConfigError, match=rf"^prepare_data: config must be a RunConfig, got a {kind}; {hint}"):
         prepare_data(config, frames=frames)
+
+
+@pytest.fixture
+def frames_run(frames, tmp_path):
+    """A 1-epoch run trained from DataFrames, its checkpoint kept, with an item table (a numeric feature) as a
+    DataFrame too; and the item table."""
+    items = pd.DataFrame({"item_id": [f"i{n}" for n in range(40)], "year": [1990.0 + n % 7 for n in range(40)]})
+    cfg = load_config(overrides=[*FAST, "train.epochs=1", "train.checkpoint=true", 'data.item_numeric=["year"]'])
+    run, _, _ = train_run(cfg, tmp_path / "run", frames={**frames, "items": items})
+    return run, items
+
+
+def _epochs(out) -> int:
+    return json.loads((out / "checkpoint" / "state.json").read_text())["epoch"]
+
+
+def test_a_run_trained_from_frames_resumes_from_its_own_copies(frames_run, frames) -> None:
+    # its config names no data (a DataFrame has no file name): train_run(run.config, out, resume=True) was refused
+    # with "no data: give data.train ...", though the run folder keeps its interactions as data/*.csv
+    run, items = frames_run
+    two = dataclasses.replace(run.config, train=dataclasses.replace(run.config.train, epochs=2))
+    with pytest.raises(ConfigError) as e:
+        train_run(two, run.dir, resume=True)
+    said = str(e.value)
+    assert said.startswith(f"cannot resume {run.dir}: it was trained from DataFrames") and "--items" not in said
+    assert f"tt.train_run(config, {str(run.dir)!r}, resume=True, frames={{'items': items_df}})" in said
+    assert _epochs(run.dir) == 1  # refused before anything was rewritten
+    resumed, _, _ = train_run(two, run.dir, resume=True, frames={"items": items})  # the table alone, given again
+    assert _epochs(run.dir) == 2 and resumed.config.data.train is None  # the run's config still names no file
+    again = dataclasses.replace(two, train=dataclasses.replace(two.train, epochs=3))
+    train_run(again, run.dir, resume=True, frames={**frames, "items": items})  # every frame given again, as before
+    assert _epochs(run.dir) == 3
+
+
+def test_a_run_trained_from_frames_resumes_from_the_command_line(frames_run, tmp_path, capsys) -> None:
+    from twotower.cli.main import main
+
+    run, items = frames_run
+    resume = ["-q", "train", "--out", str(run.dir), "--resume", "--epochs", "2", "train.threads=1", "--no-progress"]
+    assert main(resume) == 2  # "error: no training data: pass --train FILE ..." sent the user to start another run
+    err = capsys.readouterr().err
+    assert f"error: cannot resume {run.dir}: it was trained from DataFrames" in err and "no training data" not in err
+    assert (f"tt.train_run(tt.load_config({str(run.dir / 'config.json')!r}), {str(run.dir)!r}, resume=True, "
+            "frames={'items': items_df}), or write it to a file and pass --items FILE") in err
+    items.to_csv(tmp_path / "items.csv", index=False)
+    assert main([*resume, "--items", str(tmp_path / "items.csv")]) == 0
+    assert _epochs(run.dir) == 2
+
+
+def test_a_run_trained_from_frames_alone_resumes_from_the_command_line(frames, tmp_path) -> None:
+    from twotower.cli.main import main
+
+    run, _, _ = train_run(load_config(overrides=[*FAST, "train.epochs=1", "train.checkpoint=true"]), tmp_path / "run",
+                          frames=frames)
+    assert main(["-q", "train", "--out", str(run.dir), "--resume", "--epochs", "2", "--no-progress"]) == 0
+    assert _epochs(run.dir) == 2
+
+
+def test_a_frames_run_without_its_copy_of_the_split_names_the_frames(frames_run, capsys) -> None:
+    from twotower.cli.main import main
+
+    run, _ = frames_run
+    (run.dir / "data" / "valid.csv").unlink()
+    # "pass the files it was trained on (--train FILE --valid FILE, or --data FILE)": it was given none
+    assert main(["-q", "train", "--out", str(run.dir), "--resume", "--epochs", "2", "--no-progress"]) == 2
+    assert (f"copy of the valid interactions, {run.dir / 'data' / 'valid.csv'}, is missing; it was trained from "
+            f"DataFrames: pass them again, tt.train_run(config, {str(run.dir)!r}, resume=True, "
+            "frames={'train': train_df, 'valid': valid_df}) to resume") in capsys.readouterr().err

@@ -62,6 +62,10 @@ def resolve_train_config(args: argparse.Namespace, *, need_data: bool = True):
         from twotower.pipeline.resume import resume_config
 
         cfg = resume_config(args.out, overrides, args.config, overrides_label="command line")
+        if need_data:  # train_run refuses it too, in Python's words: here the command line's
+            from twotower.pipeline.resume import check_frame_tables
+
+            check_frame_tables(Path(args.out), cfg.data, command_line=True)
     else:
         cfg = load_config(args.config, overrides, overrides_label="command line")
     from twotower.config import apply_overrides

@@ -36,6 +36,7 @@ from twotower.pipeline.empty_history import empty_history_skip_reason, first_ite
 from twotower.pipeline.experiment import check_model_fits_data, make_trainer
 from twotower.pipeline.item_item import fit_item_item, save_fits
 from twotower.pipeline.prepare import Prepared, prepare
+from twotower.pipeline.resume import check_frame_tables, resume_frames_run
 from twotower.pipeline.resume_results import HeldResults, hold_old_results, weights_digest
 from twotower.pipeline.resume_snapshot import SealedRun, hold_sealed_run, put_back_leftover
 from twotower.pipeline.sources import load_sources
@@ -264,7 +265,9 @@ def train_run(config: RunConfig, out: str | Path, *, resume: bool = False,
     """Read data, train, save the run folder; returns the loaded run, the training result and the data.
 
     ``frames`` gives any of the data inputs as DataFrames instead of files (``{"train": df, "valid": df2,
-    "items": items}``; keys as the ``data.*`` file settings); the run folder keeps them as CSV like files.
+    "items": items}``; keys as the ``data.*`` file settings); the run folder keeps the interactions as CSV like
+    files (``data/*.csv``), which ``resume=True`` reads where neither ``config`` nor ``frames`` name training data.
+    An ``items`` or ``users`` frame is not kept as such: give it again to resume.
 
     The call trains on ``train.threads`` threads (else ``TWOTOWER_THREADS``, else half the idle cores; the count
     used is what the run's config.json records) and seeds
@@ -312,6 +315,9 @@ def _train_run(config: RunConfig, out: Path, *, resume: bool,
             put_back_leftover(out)
             _say_stopped_new_runs(out)
         verify_data_copies(out)  # a resume may read them as its data (--train RUN/data/train.csv)
+        given = frames if isinstance(frames, Mapping) else {}  # not a mapping: load_sources says what to pass
+        config = resume_frames_run(out, config, given)
+        check_frame_tables(out, config.data, given)
     inputs = input_digests(config) if tdist.is_main() else None  # before reading: the bytes the run is trained on
     if inputs:  # files of a `data split` folder that are not the ones it wrote (a split killed between renames)
         warn_split_mismatch({str(getattr(config.data, name)): digest for name, digest in inputs.items()})
