@@ -92,3 +92,47 @@ def test_a_k_past_every_users_rankable_items_is_warned_about(run, caplog):
     assert (f"k={k} reaches past the rankable items (the catalogue less the excluded history) of {n} of {n} "
             f"evaluated users") in caplog.text
     assert "k=1 reaches past" not in caplog.text
+
+
+@pytest.fixture(scope="module")
+def run_without_test(tmp_path_factory) -> TrainedRun:
+    """A run trained on a train and a valid file alone: no test split."""
+    import pandas as pd
+
+    from tiny_run import write_tiny_data
+    from twotower.config import load_config
+    from twotower.data.splits import temporal_split
+    from twotower.pipeline.run import train_run
+
+    folder = tmp_path_factory.mktemp("no-test")
+    split = temporal_split(pd.read_csv(write_tiny_data(folder / "data")[0], dtype={"user_id": str, "item_id": str}))
+    cfg = load_config(overrides=["train.epochs=1", "train.threads=1", "train.progress=false", "eval.baselines=[]",
+                                 "model.user.hidden=[16]", "model.item.hidden=[16]", "model.item_item.enabled=false"])
+    run, _, _ = train_run(cfg, folder / "run", frames={"train": split.train, "valid": split.valid})
+    return run
+
+
+def test_a_run_without_the_split_is_refused_as_a_twotower_error_in_the_callers_words(run_without_test, capsys):
+    from twotower.cli.main import main
+
+    # a bare FileNotFoundError ("... give the held-out file to `twotower evaluate --test FILE`"): no TwoTowerError
+    # to catch, and advice in flags a Python caller has none of
+    run = run_without_test
+    path = run.dir / "data" / "test.csv"
+    with pytest.raises(ConfigError, match=rf"^split='test': run {run.dir} has no test split \({path}\); give a "
+                                          r"held-out file as test_file=PATH, or score split='valid'$"):
+        evaluate_run(run)
+    assert main(["evaluate", "--run", str(run.dir)]) == 2  # the command line still names its flags
+    assert capsys.readouterr().err.endswith(
+        f"error: run {run.dir} has no test split ({path}): give the held-out file to `twotower evaluate --test "
+        "FILE`, or `--test FILE` to `twotower train`\n")
+
+
+def test_a_run_without_validation_data_says_how_to_give_it_some(run_without_test, tmp_path):
+    import shutil
+
+    copy = TrainedRun.load(shutil.copytree(run_without_test.dir, tmp_path / "run"))
+    (copy.dir / "data" / "valid.csv").unlink()  # read from the folder when scored
+    with pytest.raises(ConfigError, match=r"^split='valid': .* has no valid split .*; it was trained without validation "
+                                          r"data \(data\.valid, or frames=\{'valid': df\}, gives it some\)$"):
+        evaluate_run(copy, split="valid")

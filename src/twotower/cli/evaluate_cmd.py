@@ -186,17 +186,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     refuse_missing_inputs(inputs)
     check_run_folder(args.run)  # a wrong folder is one line at once, not after torch is imported
     from twotower.pipeline.artifacts import TrainedRun
-    from twotower.pipeline.evaluate_run import evaluate_run
+    from twotower.pipeline.evaluate_run import NoHeldOutSplit, evaluate_run
 
     _threads(args)
     run = TrainedRun.load(args.run)
     _say_index_unused(run)
     _warn_ease_limits_unused(args, baselines if baselines is not None else tuple(run.config.eval.baselines))
     history_from = getattr(args, "history_from", None)
-    rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
-                        test_file=test_file, ease_max_items=args.ease_max_items,
-                        ease_low_rank_max_items=low_rank_max_items,
-                        exclude_seen=not getattr(args, "no_exclude_seen", False), segments=segments)
+    try:
+        rows = evaluate_run(run, split=args.split, baselines=baselines, ks=ks, history_from=history_from,
+                            test_file=test_file, ease_max_items=args.ease_max_items,
+                            ease_low_rank_max_items=low_rank_max_items,
+                            exclude_seen=not getattr(args, "no_exclude_seen", False), segments=segments)
+    except NoHeldOutSplit as e:  # Python's words name test_file= and split=: here the flags
+        raise e.command_line() from None
     source = f"; input history from {' '.join(history_from)}" if history_from else ""
     held_out = f"{args.split} {test_file}" if test_file else args.split
     # the --json rows (and the CSV's columns) name the run they score, as `search evaluate --json` names its data and

@@ -24,13 +24,36 @@ from twotower.pipeline.run_inputs import read_run_interactions
 from twotower.pipeline.tuned_baselines import TUNED_FILE, cached_tuning, is_kept, tuning_key
 from twotower.utils.wording import plural
 
-__all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer", "SEGMENTS"]
+__all__ = ["RunMatrices", "run_matrices", "evaluate_run", "RunScorer", "SEGMENTS", "NoHeldOutSplit"]
 
 #: ``evaluate_run(segments=...)`` / ``evaluate --segments``: each splits the held-out pairs in two, by whether the
 #: item (``cold-items``) or the user (``new-users``) has any row in the run's training data (``data/train.csv``)
 SEGMENTS = {"cold-items": ("cold items", "warm items"), "new-users": ("new users", "known users")}
 
 log = logging.getLogger(__name__)
+
+
+class NoHeldOutSplit(ConfigError):
+    """The run has no copy of the split ``evaluate_run`` is asked to score (it was trained without it). Said in
+    Python's words (``test_file=``, ``split=``); ``split`` and ``run_dir`` let `twotower evaluate` say it in its
+    flags' without reading the message back."""
+
+    def __init__(self, split: str, run_dir: Path, *, other: bool) -> None:
+        if split == "test":
+            hint = "give a held-out file as test_file=PATH" + (", or score split='valid'" if other else "")
+        else:
+            hint = ("it was trained without validation data (data.valid, or frames={'valid': df}, gives it some)"
+                    + ("; score split='test'" if other else ""))
+        super().__init__(f"split={split!r}: run {run_dir} has no {split} split ({run_dir / 'data' / f'{split}.csv'}); "
+                         f"{hint}")
+        self.split, self.run_dir = split, run_dir
+
+    def command_line(self) -> ConfigError:
+        """The same refusal in `twotower evaluate`'s words: the flags that give the run the split."""
+        hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
+                if self.split == "test" else "give `--valid FILE` to `twotower train`")
+        path = self.run_dir / "data" / f"{self.split}.csv"
+        return ConfigError(f"run {self.run_dir} has no {self.split} split ({path}): {hint}")
 
 
 class RunMatrices:
@@ -149,7 +172,8 @@ def evaluate_run(
     files (see :mod:`twotower.pipeline.histories`), without refitting, and their
     items are excluded from ranking too. ``test_file``: score this interactions
     file as the test split (ids outside the run's vocabularies are dropped and
-    counted) instead of the run's own ``data/test.csv``. Above ``ease_max_items`` items (None: the run's
+    counted) instead of the run's own ``data/test.csv``; a run trained without the split asked for (no test or
+    validation data) is refused with :class:`NoHeldOutSplit`, a ConfigError. Above ``ease_max_items`` items (None: the run's
     ``eval.ease_max_items``), or where its dense solve would not fit in the available memory, EASE is solved on
     its Gram matrix's ``eval.ease_eigenpairs`` leading eigenpairs (its row says ``low-rank``), as the run's
     ``eval.ease_solver`` allows; above ``ease_low_rank_max_items`` (None: ``eval.ease_low_rank_max_items``) or
@@ -236,9 +260,7 @@ def evaluate_run(
         m.report["test"] = _file_report(df, r)
     relevant = m.test if split == "test" else m.valid
     if relevant is None:
-        hint = ("give the held-out file to `twotower evaluate --test FILE`, or `--test FILE` to `twotower train`"
-                if split == "test" else "give `--valid FILE` to `twotower train`")
-        raise FileNotFoundError(f"run {run.dir} has no {split} split ({run.dir / 'data' / f'{split}.csv'}): {hint}")
+        raise NoHeldOutSplit(split, run.dir, other=(m.valid if split == "test" else m.test) is not None)
     if relevant.nnz == 0:  # every model then scored 0 users: a table and metrics.json of NaN
         source = test_file if test_file is not None else run.dir / "data" / f"{split}.csv"
         raise DataError(f"none of its {plural(m.report[split]['rows_read'], 'row')} "
