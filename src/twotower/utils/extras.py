@@ -8,6 +8,7 @@ instead of a ModuleNotFoundError traceback.
 from __future__ import annotations
 
 import importlib
+import random
 from types import ModuleType
 
 from twotower.errors import ConfigError
@@ -40,6 +41,9 @@ def require(module: str, what: str) -> ModuleType:
     """``importlib.import_module(module)``; MissingExtraError "``what`` needs the DIST package: pip install ..."
     when it (or another extra's package it imports, e.g. onnx under onnxruntime.quantization) is not installed."""
     top = module.split(".")[0]
+    # a package may draw from Python's global generator as it is first imported (rich, which sentence-transformers
+    # imports, does: getrandbits at import), so a caller's first search or bi-encoder load advanced its seeded stream
+    state = random.getstate()
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -54,6 +58,8 @@ def require(module: str, what: str) -> ModuleType:
             f"{what} needs the {dist} package, which is installed but does not import ({e}); "
             f"reinstall it: {install_hint(top)}"
         ) from e
+    finally:
+        random.setstate(state)
 
 
 def plotting_missing() -> str | None:
