@@ -375,6 +375,15 @@ CASES = [
     (_tuning_users("tune_low_rank_ease"), "max_users: must be >= 1 or None (validation users for tuning low-rank "
                                           "EASE's λ), got 0"),
     (_tuning_users("tune_ease"), "max_users: must be >= 1 or None (validation users for tuning EASE's λ), got 0"),
+    # the public functions and classes that take a seed: -1 failed inside NumPy ("expected non-negative integer"),
+    # 2.5 in its SeedSequence or was cut to 2
+    (_baseline("low_rank_ease", "LowRankEASE", k=2, seed=-1), "LowRankEASE.seed: must be an integer >= 0, got -1"),
+    (_faiss(seed=-1), "seed: must be an integer >= 0, got -1"),
+    (_faiss(seed=2.5), "seed: must be an integer >= 0, got 2.5"),
+    (lambda: importlib.import_module("twotower.search.beir").validation_split_by_group({"q1": {"d0": 1}}, 0.5, -1),
+     "seed: must be an integer >= 0, got -1"),
+    (lambda: importlib.import_module("twotower.evaluation.baselines").tune_ease(EYE, EYE, max_users=1, seed=-1),
+     "seed: must be an integer >= 0, got -1"),
     (_tuning_users("tune_itemknn"), "max_users: must be >= 1 or None (validation users for tuning ItemKNN's k), "
                                     "got 0"),
     # they said the rule without the value, where train.weight_decay and train.grad_clip beside them said it; the

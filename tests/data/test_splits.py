@@ -97,6 +97,14 @@ def test_random_split_is_seeded():
     assert list(a.train.columns) == list(df.columns)
 
 
+@pytest.mark.parametrize("seed", [-1, True, 2.5])
+def test_a_seed_numpy_cannot_take_is_refused_naming_the_argument(seed):
+    # seed=-1 failed inside NumPy with a bare "ValueError: expected non-negative integer"
+    df = make([(f"u{i % 7}", str(i), i) for i in range(20)])
+    with pytest.raises(ConfigError, match=rf"^seed: must be an integer >= 0, got {seed!r}$"):
+        random_split(df, seed=seed)
+
+
 def test_split_report_direct():
     tr = make([("a", "x", 1)])
     va = make([("b", "x", 2)])

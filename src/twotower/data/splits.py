@@ -23,6 +23,7 @@ from twotower.data.timeunits import (ROW_ORDER, UNIT_NAMES, convert, date_in_uni
                                      unit_of)
 from twotower.data.vocab import sort_ids
 from twotower.errors import ConfigError, DataError
+from twotower.utils.arguments import check_seed
 
 __all__ = [
     "Split",
@@ -439,8 +440,7 @@ def random_split(df: pd.DataFrame, ratios: Sequence[float] = DataConfig.ratios,
     `twotower data split --method random` and `train --data FILE data.split=random` make of the same rows.
     """
     r_train, r_valid, r_test = _check_ratios(ratios)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    seed = check_seed(seed)
     _check_df(df)
     # sorted first, then shuffled: the seed draws over the (user, time, item) order, so the same rows in another
     # file order (a re-export, `cat b a`) cut the same way; drawn over the file's order they cut differently

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from twotower.errors import ConfigError, DataError
 from twotower.evaluation.protocol import PER_USER_METRICS, EvalProtocol, evaluate, parse_metric
 from twotower.results import PAD_ID
+from twotower.utils.arguments import check_seed
 from twotower.utils.digest import matrix_digest
 from twotower.utils.progress import RateLog
 
@@ -574,6 +575,7 @@ def sample_tuning_users(valid: sp.csr_matrix, max_users: int | None, seed: int, 
     """
     if max_users is not None and max_users < 1:
         raise ConfigError(f"max_users: must be >= 1 or None (validation users for {what}), got {max_users}")
+    seed = check_seed(seed)
     users = np.flatnonzero(np.diff(valid.indptr) > 0)
     if max_users is None or users.size <= max_users:
         return valid

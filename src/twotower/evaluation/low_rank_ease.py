@@ -39,6 +39,7 @@ from twotower.evaluation.baselines import (
 )
 from twotower.evaluation.protocol import evaluate
 from twotower.utils.progress import RateLog
+from twotower.utils.arguments import check_seed
 
 __all__ = ["LowRankEASE", "choose_ease_solver", "gram_eigenpairs", "low_rank_ease_memory_bytes", "tune_low_rank_ease"]
 
@@ -132,7 +133,7 @@ class LowRankEASE(_HistoryBaseline):
         super().__init__()
         if k < 1:
             raise ConfigError(f"LowRankEASE.k: must be >= 1, got {k!r}")
-        self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE.l2"), int(k), int(seed)
+        self.l2, self.k, self.seed = _check_l2(l2, "LowRankEASE.l2"), int(k), check_seed(seed, "LowRankEASE.seed")
         self._eigen: tuple[np.ndarray, np.ndarray] | None = None
         self._factors: tuple[np.ndarray, np.ndarray] | None = None
         self._scoring: tuple[np.ndarray, np.ndarray] | None = None

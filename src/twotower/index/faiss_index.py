@@ -36,6 +36,7 @@ from twotower.errors import ConfigError, DataError
 from twotower.index.base import VectorIndex, check_ids, check_vectors, describe
 from twotower.index.exact import count_reaching, max_norm, sgemm_eps, use_blas_for
 from twotower.results import PAD_ID, Results
+from twotower.utils.arguments import check_seed
 from twotower.utils.progress import RateLog, heartbeat
 
 __all__ = ["FaissIndex", "SHORTCUTS", "resolve_factory", "default_nlist", "factory_knobs", "needs_training",
@@ -718,7 +719,7 @@ class FaissIndex(VectorIndex):
         self.spec = factory
         self.device = device
         self.max_train = None if max_train is None else int(max_train)
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self.log_every_s = log_every_s  # progress lines while training and adding (None: none); not part of the index
         self._initial_params = {
             k: v for k, v in {"nprobe": nprobe, "efSearch": efSearch, "k_factor": k_factor_rf}.items() if v is not None
@@ -1155,7 +1156,11 @@ class FaissIndex(VectorIndex):
         if config.get("device") == "cuda" and not hasattr(faiss, "StandardGpuResources"):
             log.warning("index was saved with device='cuda' but faiss-gpu is not installed; searching on CPU")
             config["device"] = "cpu"
+        seed = config.pop("seed", 0)
         index = cls(**config)
+        # as saved, unchecked: it chose the index's training draws, which loading does not repeat, and an index built
+        # with seed=-1 before the seed was checked still loads
+        index.seed = seed
         # IO_FLAG_MMAP_IFC maps flat codes and IVF lists read-only (FAISS >= 1.10); HNSW graphs and
         # quantizers are still read into memory
         flags = (faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY) if mmap and hasattr(faiss, "IO_FLAG_MMAP_IFC") else 0

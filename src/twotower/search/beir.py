@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from twotower.errors import ConfigError, DataError
+from twotower.utils.arguments import check_seed
 from twotower.utils.wording import json_error, plural
 
 log = logging.getLogger(__name__)
@@ -431,6 +432,7 @@ def validation_split_by_group(train_qrels: Qrels, frac: float, seed: int) -> tup
     """
     if not 0.0 < frac < 1.0:
         raise ConfigError(f"frac: must be in (0, 1), got {frac}")
+    seed = check_seed(seed)
     qids = sorted(train_qrels, key=_natural)
     parent = {q: q for q in qids}
 

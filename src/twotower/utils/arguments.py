@@ -1,6 +1,7 @@
 """Checks of the Python API's arguments, worded alike in every public function."""
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Set, ValuesView
 from typing import Any
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from twotower.errors import ConfigError
 
-__all__ = ["check_flag", "is_id_list", "check_history", "check_ids", "check_id"]
+__all__ = ["check_flag", "check_seed", "is_id_list", "check_history", "check_ids", "check_id"]
 
 
 def is_id_list(value: Any) -> bool:
@@ -79,3 +80,12 @@ def check_flag(value: Any, name: str, *, optional: bool = False) -> bool | None:
         return bool(value)
     either = "True, False or None" if optional else "True or False"
     raise ConfigError(f"{name} must be {either}, got {value!r}")
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as a seed of NumPy's generators, an integer >= 0 (a NumPy integer too), else ConfigError naming
+    ``name``: ``tt.random_split(df, seed=-1)`` failed in NumPy with a bare "expected non-negative integer", and
+    a float failed in its SeedSequence or was cut to another seed."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+        raise ConfigError(f"{name}: must be an integer >= 0, got {value!r}")
+    return int(value)
