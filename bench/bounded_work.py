@@ -34,6 +34,10 @@ from pathlib import Path
 import numpy as np
 
 TARGET_S = 5.0
+#: the slowest /healthz answer counted as answering: a liveness probe's usual timeout (Kubernetes' default is 1 s).
+#: A poll answered within the poller's 2 s timeout was "answered" before, while /healthz waited 1.1 s behind a
+#: 54 MB batch answer being encoded
+HEALTH_MAX_MS = 1000.0
 
 
 def free_port() -> int:
@@ -223,9 +227,12 @@ def main() -> int:
     answered = [r for r in rows if r["status"] != "closed"]
     within = all(r["status"] in (200, 503) and r["seconds"] <= TARGET_S for r in answered)
     health_ok = all(r["healthz"].split("/")[0] == r["healthz"].split("/")[1] for r in answered)
+    worst = max((r["healthz_max_ms"] for r in answered if not np.isnan(r["healthz_max_ms"])), default=float("nan"))
+    health_ok = health_ok and not worst > HEALTH_MAX_MS
     stopped = rows[-1]["message"].endswith(": 0") and rows[-1]["seconds"] <= TARGET_S
     print(f"every request answered or refused within {TARGET_S:g} s: {'yes' if within else 'NO'}; "
-          f"/healthz answered every poll: {'yes' if health_ok else 'NO'}; "
+          f"/healthz answered every poll within {HEALTH_MAX_MS:g} ms (slowest {worst:.0f} ms): "
+          f"{'yes' if health_ok else 'NO'}; "
           f"work stopped within {TARGET_S:g} s of the client leaving: {'yes' if stopped else 'NO'}")
     return 0 if within and health_ok and stopped else 1
 

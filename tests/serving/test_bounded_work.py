@@ -295,3 +295,21 @@ def test_filter_values_are_scanned_under_the_time_budget(client, service, monkey
     calls.clear()
     with pytest.raises(TimeoutError):
         service.similar_items("i1", 10, {"title": titles}, check=check)
+
+
+def test_a_batch_answer_is_encoded_answer_by_answer_into_the_same_bytes(service, monkeypatch):
+    """The 256-batch's ~50 MB body is encoded one answer at a time (one json.dumps of the whole body held the GIL
+    for a second, and /healthz waited behind it: `python bench/bounded_work.py`), joined into the very bytes one
+    encoding of ``{"results": answers}`` gives."""
+    from twotower.serving import RecRequest, errors, routes
+    from twotower.serving.budget import WorkBudget
+    from twotower.serving.routes import answer_batch, answer_json
+
+    reqs = [RecRequest(user_id=u, k=50, explain=True, explain_k=3) for u in ("u1", "u2", "u3")]
+    whole = errors.json_bytes({"results": answer_batch(service, reqs, budget=WorkBudget(60), batch=True)})
+    calls = []
+    real = routes.json_bytes
+    monkeypatch.setattr(routes, "json_bytes", lambda body: calls.append(body) or real(body))
+    joined = answer_json(service, reqs, budget=WorkBudget(60), batch=True)
+    assert joined == whole and json.loads(joined)["results"][2]["items"]
+    assert len(calls) == 3 and all("items" in c for c in calls)  # one encoding per answer, none of the whole body
