@@ -73,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             raise SystemExit(f"error: {e}") from None
     backends = [b for b in args.backends.split(",") if b]
+    from twotower.text.encoder import BACKEND_CHOICES
+
+    # refused here in this flag's words: EncoderSettings' own message names the CLI's --encoder-backend, no flag of
+    # this script
+    unknown = [b for b in backends if b not in BACKEND_CHOICES]
+    if unknown:
+        raise SystemExit(f"error: --backends: {', '.join(map(repr, unknown))}: not an encoder backend; choose from "
+                         f"{', '.join(BACKEND_CHOICES)}")
     try:
         settings = {b: EncoderSettings(backend=b, threads=args.threads) for b in backends}
     except ConfigError as e:

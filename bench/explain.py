@@ -86,8 +86,8 @@ def http_latency(run_dir: Path, run: TrainedRun, pairs: list[tuple[int, int]], c
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", help="an existing run folder (default: train one)")
-    ap.add_argument("--out", default="runs/bench_explain", help="where to train when --run is not given")
-    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--out", help="where to train when --run is not given (default runs/bench_explain)")
+    ap.add_argument("--epochs", type=int, help="epochs to train when --run is not given (default 10)")
     ap.add_argument("--users", type=int, default=50)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -104,6 +104,12 @@ def main() -> int:
     json_out = check_json_out(args.json)  # before training: a bad path is one line, not a late traceback
     refuse_below(args, ("epochs", "users", "k", "calls"))  # a zero was an IndexError once the run had been trained
     check_run(args.run)
+    # the training flags beside --run trained nothing and were dropped without a word
+    unused = [flag for flag, value in (("--out", args.out), ("--epochs", args.epochs)) if value is not None]
+    unused += [f"the override {o!r}" for o in args.overrides]
+    if args.run and unused:
+        ap.error(f"{', '.join(unused)} set{'s' if len(unused) == 1 else ''} how to train a run, and --run {args.run} "
+                 "is benchmarked as it was trained: drop them, or drop --run to train one here")
 
     if args.run:
         run_dir = Path(args.run)
@@ -111,8 +117,8 @@ def main() -> int:
         from twotower.config import load_config
         from twotower.pipeline.run import train_run
 
-        run_dir = Path(args.out)
-        base = ["data.dataset=movielens-100k", f"train.epochs={args.epochs}", "train.progress=false"]
+        run_dir = Path(args.out or "runs/bench_explain")
+        base = ["data.dataset=movielens-100k", f"train.epochs={args.epochs or 10}", "train.progress=false"]
         cfg = load_config(overrides=base + list(args.overrides))
         t0 = time.perf_counter()
         train_run(cfg, run_dir)

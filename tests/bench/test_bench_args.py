@@ -123,9 +123,31 @@ def test_encoder_backends_bad_arguments_are_one_line(bench: Any, tmp_path: Path,
     (tmp_path / "corpus.jsonl").write_text('{"_id": "1", "title": "t", "text": "x"}\n')
     beir = ["--beir", str(tmp_path)]
     for argv, msg in ((["--beir", str(tmp_path / "missing")], "no corpus.jsonl"), ([*beir, "--docs", "0"], "--docs: must be at least 1"),
-                      ([*beir, "--rounds", "0"], "--rounds: must be at least 1"), ([*beir, "--backends", "torch,onx"], "--backends")):
+                      ([*beir, "--rounds", "0"], "--rounds: must be at least 1"),
+                      # in this script's flag alone: it also named the CLI's --encoder-backend, no flag of the script
+                      ([*beir, "--backends", "torch,onx"], r"^error: --backends: 'onx': not an encoder backend; "
+                                                           r"choose from torch, torch-bf16, onnx, onnx-int8, auto$")):
         with pytest.raises(SystemExit, match=msg):
             encoder_backends.main(argv)
+
+
+def test_explain_refuses_training_flags_beside_a_run_it_does_not_train(bench: Any, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`--run DIR --epochs 3 model.user.history=mean` benchmarked DIR as it was, dropping both without a word."""
+    explain = bench("explain")
+    import twotower.pipeline.run
+
+    monkeypatch.setattr(twotower.pipeline.run, "train_run", _no_work)
+    monkeypatch.setattr(explain, "check_run", lambda run: None)  # the folder is not read before the refusal
+    for extra, said in ((["--epochs", "3"], "--epochs sets"), (["model.user.history=mean"], "the override "
+                                                                "'model.user.history=mean' sets"),
+                        (["--out", "x", "--epochs", "3"], "--out, --epochs set")):
+        monkeypatch.setattr(sys, "argv", ["explain.py", "--run", str(tmp_path), *extra])
+        with pytest.raises(SystemExit):
+            explain.main()
+        assert f"error: {said} how to train a run, and --run {tmp_path} is benchmarked as it was trained" in \
+            capsys.readouterr().err
 
 
 def test_train_throughput_names_checked_before_the_data(bench: Any, monkeypatch: pytest.MonkeyPatch) -> None:
